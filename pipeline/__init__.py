@@ -1,0 +1,1 @@
+"""envsim-forge domain core: environments, labeling, strata, selection, export (no Dagster here)."""

@@ -1,0 +1,1 @@
+"""Environment sources behind one protocol (DESIGN §3)."""

@@ -1,0 +1,114 @@
+"""Reading bfcl multi-turn task files (JSON lines) and their ground-truth answers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from pipeline.envs import bfcl
+
+
+@dataclass(frozen=True)
+class BfclTask:
+    task_id: str
+    category: str
+    involved_classes: list[str]
+    initial_config: dict[str, Any]
+    ground_truth: list[list[str]]  # per turn, call strings
+    excluded_functions: list[str] = field(default_factory=list)
+    origin: str = ""  # file:line, for error messages
+
+
+@dataclass(frozen=True)
+class TaskIssue:
+    """A task (or line) that could not be used, and why."""
+
+    task_id: str
+    stage: str
+    reason: str
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class BfclTaskFile:
+    """A bfcl-format task file plus its ground-truth file."""
+
+    category: str
+    tasks: Path
+    answers: Path
+
+
+def default_task_files(categories: tuple[str, ...] | list[str] = bfcl.CATEGORIES) -> list[BfclTaskFile]:
+    root = bfcl.data_dir()
+    files = []
+    for cat in categories:
+        if cat not in bfcl.CATEGORIES:
+            raise ValueError(f"unknown bfcl multi-turn category {cat!r}; known: {bfcl.CATEGORIES}")
+        name = f"BFCL_v4_multi_turn_{cat}.json"
+        files.append(BfclTaskFile(cat, root / name, root / "possible_answer" / name))
+    return files
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line), None
+            except json.JSONDecodeError as exc:
+                yield lineno, None, f"line is not JSON: {exc.msg} at column {exc.colno}"
+
+
+def iter_tasks(files: list[BfclTaskFile]) -> Iterator[BfclTask | TaskIssue]:
+    """Yield every task of ``files`` joined with its ground truth, or a ``TaskIssue`` per bad line."""
+    for spec in files:
+        answers: dict[str, Any] = {}
+        for lineno, obj, err in _read_jsonl(spec.answers):
+            origin = f"{spec.answers.name}:{lineno}"
+            if err or not isinstance(obj, dict) or "id" not in obj:
+                yield TaskIssue(f"{spec.answers.name}:{lineno}", "parse", err or "answer line without an 'id'", origin)
+                continue
+            answers[str(obj["id"])] = obj.get("ground_truth")
+        for lineno, obj, err in _read_jsonl(spec.tasks):
+            origin = f"{spec.tasks.name}:{lineno}"
+            if err:
+                yield TaskIssue(origin, "parse", err, origin)
+                continue
+            if not isinstance(obj, dict) or "id" not in obj:
+                yield TaskIssue(origin, "parse", "task line is not an object with an 'id'", origin)
+                continue
+            task_id = str(obj["id"])
+            problem = _validate(obj, answers.get(task_id))
+            if problem:
+                yield TaskIssue(task_id, "parse", problem, origin)
+                continue
+            yield BfclTask(
+                task_id=task_id,
+                category=spec.category,
+                involved_classes=list(obj["involved_classes"]),
+                initial_config=obj.get("initial_config") or {},
+                ground_truth=answers[task_id],
+                excluded_functions=list(obj.get("excluded_function") or []),
+                origin=origin,
+            )
+
+
+def _validate(obj: dict[str, Any], truth: Any) -> str | None:
+    classes = obj.get("involved_classes")
+    if not isinstance(classes, list) or not classes:
+        return "missing or empty 'involved_classes'"
+    unknown = [c for c in classes if c not in bfcl.CLASSES]
+    if unknown:
+        return f"unknown involved class(es) {unknown}"
+    if not isinstance(obj.get("initial_config", {}), dict):
+        return "'initial_config' is not an object"
+    if truth is None:
+        return "no ground truth for this id"
+    if not isinstance(truth, list) or not all(
+        isinstance(turn, list) and all(isinstance(c, str) for c in turn) for turn in truth
+    ):
+        return "ground truth is not a list of turns of call strings"
+    return None

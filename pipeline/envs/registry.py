@@ -1,0 +1,39 @@
+"""Build a live environment from an ``EnvSpec`` (used inside sandbox workers)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pipeline.envs import bfcl
+from pipeline.envs.protocol import EnvSpec, Environment
+
+
+def _build_bfcl(spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
+    env = bfcl.BfclEnvironment(spec.options["classes"], spec.options.get("excluded"))
+    return env, {"long_context": bool(spec.options.get("long_context", False))}
+
+
+BUILDERS: dict[str, Callable[[EnvSpec], tuple[Environment, dict[str, Any]]]] = {
+    bfcl.SOURCE: _build_bfcl,
+}
+
+PRELOADERS: dict[str, Callable[[], None]] = {bfcl.SOURCE: bfcl.preload}
+
+
+def build(spec: EnvSpec) -> Environment:
+    """Instantiate the environment and reset it to ``spec.init_config``."""
+    try:
+        builder = BUILDERS[spec.source]
+    except KeyError:
+        raise KeyError(f"unknown environment source {spec.source!r}; known: {sorted(BUILDERS)}") from None
+    env, reset_options = builder(spec)
+    env.reset(spec.init_config, **reset_options)
+    return env
+
+
+def preload_all() -> None:
+    for name, preload in PRELOADERS.items():
+        try:
+            preload()
+        except Exception:  # a missing optional source must not stop the others
+            pass

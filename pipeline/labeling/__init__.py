@@ -1,0 +1,1 @@
+"""Executor labeling: outcome, arguments, and step records."""

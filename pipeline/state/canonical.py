@@ -1,0 +1,161 @@
+"""Canonical state snapshots (DESIGN §4.1).
+
+A canonical snapshot is plain JSON (dict/list/str/int/float/bool/None), deterministic and
+acyclic, so that two equal states serialise to byte-identical JSON:
+
+* dict keys become strings; a non-string key whose ``str()`` clashes with another key of the
+  same dict is tagged with its type (``"<int>1"``) instead of silently merging;
+* keys are sorted; sets/frozensets become sorted lists; tuples become lists;
+* datetimes/dates/times become ISO strings; ``Decimal``/mpmath numbers, non-finite floats and
+  integers beyond 2**53 are encoded explicitly as ``{"$decimal"|"$float"|"$int": "<text>"}``;
+* objects become dicts of their public attributes (names not starting with ``_``);
+* a reference back to an enclosing container/object (a cycle, e.g. ``Directory.parent``) is cut:
+  dropped from object attributes, replaced by ``{"$cycle": true}`` inside containers.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import enum
+import hashlib
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+JSONValue = Any  # dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None
+
+MAX_SAFE_INT = 2**53
+MAX_DEPTH = 200
+
+_SCALARS = (str, bool, type(None))
+
+
+def canonicalize(value: Any) -> JSONValue:
+    """Return the canonical JSON-able form of ``value`` (see module docstring)."""
+    return _canon(value, set(), 0)
+
+
+def _canon(value: Any, active: set[int], depth: int) -> Any:
+    t = type(value)
+    # fast paths for plain JSON types (exact types; subclasses take the general path)
+    if t is str or t is bool or value is None:
+        return value
+    if t is int:
+        return value if -MAX_SAFE_INT <= value <= MAX_SAFE_INT else {"$int": str(value)}
+    if t is float:
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if depth > MAX_DEPTH:
+        return {"$truncated": t.__name__}
+    vid = id(value)
+    if t is dict or t is list:
+        if vid in active:
+            return {"$cycle": True}
+        active.add(vid)
+        try:
+            if t is list:
+                return [_canon(v, active, depth + 1) for v in value]
+            return _canon_mapping(value, active, depth)
+        finally:
+            active.discard(vid)
+    return _canon_general(value, t, vid, active, depth)
+
+
+def _canon_general(value: Any, t: type, vid: int, active: set[int], depth: int) -> Any:
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return _canon(int(value), active, depth)
+    if isinstance(value, float):
+        return _canon(float(value), active, depth)
+    if isinstance(value, enum.Enum):
+        return _canon(value.value, active, depth + 1)
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return {"$decimal": str(value)}
+    if isinstance(value, (bytes, bytearray)):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, complex):
+        return {"$complex": repr(value)}
+    if vid in active:
+        return {"$cycle": True}
+    active.add(vid)
+    try:
+        if isinstance(value, dict):
+            return _canon_mapping(value, active, depth)
+        if isinstance(value, (list, tuple)):
+            return [_canon(v, active, depth + 1) for v in value]
+        if isinstance(value, (set, frozenset)):
+            items = [_canon(v, active, depth + 1) for v in value]
+            return sorted(items, key=canonical_json)
+        if _is_number_like(value):
+            return {"$decimal": str(value)}
+        attrs = _public_attributes(value)
+        if attrs is None:
+            return {"$repr": repr(value)}
+        # back-pointers to an enclosing object (Directory.parent) are dropped, not marked
+        return _canon_mapping(
+            {k: v for k, v in attrs.items() if id(v) not in active or not _is_container(v)},
+            active,
+            depth,
+        )
+    finally:
+        active.discard(vid)
+
+
+def _canon_mapping(mapping: Any, active: set[int], depth: int) -> dict[str, Any]:
+    keys = list(mapping)
+    if all(type(k) is str for k in keys):
+        keys.sort()
+        return {k: _canon(mapping[k], active, depth + 1) for k in keys}
+    str_keys = {k for k in keys if isinstance(k, str)}
+    out: dict[str, Any] = {}
+    for key in keys:
+        skey = str(key) if isinstance(key, str) else _key_text(key)
+        if not isinstance(key, str) and (skey in str_keys or skey in out):
+            skey = f"<{type(key).__name__}>{skey}"
+        out[skey] = _canon(mapping[key], active, depth + 1)
+    return {k: out[k] for k in sorted(out)}
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, (_dt.datetime, _dt.date, _dt.time)):
+        return key.isoformat()
+    if isinstance(key, tuple):
+        return json.dumps(canonicalize(list(key)), separators=(",", ":"), ensure_ascii=False)
+    return str(key)
+
+
+def _is_container(value: Any) -> bool:
+    return not isinstance(value, (_SCALARS, int, float, Decimal))
+
+
+def _is_number_like(value: Any) -> bool:
+    # mpmath.mpf / numpy scalars and similar: numbers without public state worth snapshotting
+    mod = type(value).__module__
+    return mod.startswith(("mpmath", "numpy", "fractions"))
+
+
+def _public_attributes(value: Any) -> dict[str, Any] | None:
+    try:
+        attrs = vars(value)
+    except TypeError:
+        slots = getattr(type(value), "__slots__", None)
+        if not slots:
+            return None
+        attrs = {s: getattr(value, s) for s in slots if hasattr(value, s)}
+    return {k: v for k, v in attrs.items() if isinstance(k, str) and not k.startswith("_")}
+
+
+def canonical_json(value: JSONValue) -> str:
+    """Serialise an already-canonical value to its unique compact JSON text."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+
+def state_hash(value: JSONValue) -> str:
+    """Content hash (BLAKE2b-128, hex) of a canonical value's JSON text."""
+    return hashlib.blake2b(canonical_json(value).encode("utf-8"), digest_size=16).hexdigest()
