@@ -38,9 +38,9 @@ class Trajectory:
 
     def fingerprint(self) -> str:
         """Content hash of everything that determines the labels of this trajectory."""
+        # no sort_keys: dict order of an init config can change what the env code builds
         payload = json.dumps(
             {"env": asdict(self.env), "actions": [asdict(a) for a in self.actions]},
-            sort_keys=True,
             default=repr,
             separators=(",", ":"),
         )

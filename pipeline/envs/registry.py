@@ -20,6 +20,25 @@ BUILDERS: dict[str, Callable[[EnvSpec], tuple[Environment, dict[str, Any]]]] = {
 PRELOADERS: dict[str, Callable[[], None]] = {bfcl.SOURCE: bfcl.preload}
 
 
+def static(spec: EnvSpec) -> Environment:
+    """The environment without a reset: enough for tool schemas and source code."""
+    try:
+        builder = BUILDERS[spec.source]
+    except KeyError:
+        raise KeyError(f"unknown environment source {spec.source!r}; known: {sorted(BUILDERS)}") from None
+    return builder(spec)[0]
+
+
+def code_versions() -> dict[str, str]:
+    """Versions of the environment code behind each source (part of label cache keys)."""
+    versions = {}
+    try:
+        versions[bfcl.SOURCE] = bfcl.installed_version()
+    except bfcl.BfclUnavailable:
+        versions[bfcl.SOURCE] = "missing"
+    return versions
+
+
 def build(spec: EnvSpec) -> Environment:
     """Instantiate the environment and reset it to ``spec.init_config``."""
     try:

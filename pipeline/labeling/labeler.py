@@ -1,0 +1,158 @@
+"""Labeling stage: re-execute every collected trajectory in the sandbox and write the steps table.
+
+The steps table is written as resumable parts: trajectories are taken in table order in chunks,
+each chunk's part file is named by a content key (labeler version, limits, source code versions,
+trajectory fingerprints). A part that exists is reused, so re-running is idempotent and an
+interrupted run resumes where it stopped; parts from older inputs are removed only after a run
+completes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from pipeline.collect.trajectory import Trajectory
+from pipeline.envs import registry
+from pipeline.execution.runner import Limits
+from pipeline.execution.sandbox import Sandbox
+from pipeline.store import schema
+from pipeline.store.layout import DataLayout
+from pipeline.store.parquet_io import atomic_path, write_table
+from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
+
+LABELER_VERSION = "1"
+Log = Callable[[str], None]
+
+
+@dataclass
+class LabelReport:
+    trajectories: int = 0
+    steps: int = 0
+    parts_written: int = 0
+    parts_reused: int = 0
+    stale_parts_removed: int = 0
+    issues: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.seconds if self.seconds else 0.0
+
+
+def code_ref(code: str) -> str:
+    """Content reference of a tool's source code (key of the ``tool_code`` table)."""
+    return hashlib.blake2b(code.encode("utf-8"), digest_size=12).hexdigest()
+
+
+class CodeRefs:
+    """Memoised ``code(a_t)`` references, computed from a static (never reset) environment."""
+
+    def __init__(self) -> None:
+        self._refs: dict[tuple[str, str, str], str | None] = {}
+
+    def ref(self, traj: Trajectory, tool: str) -> str | None:
+        key = (traj.source, json.dumps(traj.env.options, sort_keys=True), tool)
+        if key not in self._refs:
+            try:
+                env = registry.static(traj.env)
+                self._refs[key] = code_ref(env.source_of(tool)) if env.has_tool(tool) else None
+            except Exception:
+                self._refs[key] = None
+        return self._refs[key]
+
+
+def step_row(traj: Trajectory, step: dict[str, Any], ref: str | None) -> dict[str, Any]:
+    row = {k: step[k] for k in schema.STEPS.names if k in step}
+    row.update(
+        step_id=f"{traj.trajectory_id}#{step['step_index']}",
+        trajectory_id=traj.trajectory_id,
+        source=traj.source,
+        env_id=traj.env_id,
+        task_id=traj.task_id,
+        code_ref=ref,
+    )
+    return row
+
+
+def _chunks(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    it = iter(rows)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def part_key(rows: list[dict[str, Any]], limits: Limits) -> str:
+    h = hashlib.blake2b(digest_size=10)
+    h.update(json.dumps([LABELER_VERSION, asdict(limits), registry.code_versions()], sort_keys=True).encode())
+    for row in rows:
+        h.update(row["fingerprint"].encode())
+        h.update(row["initial_state_hash"].encode())
+    return h.hexdigest()
+
+
+def label(
+    layout: DataLayout,
+    sandbox: Sandbox,
+    chunk_size: int = 100,
+    log: Log = lambda _m: None,
+) -> LabelReport:
+    """Label all trajectories of ``layout`` into ``steps/part-*.parquet``."""
+    report = LabelReport()
+    started = time.perf_counter()
+    layout.steps_dir.mkdir(parents=True, exist_ok=True)
+    refs = CodeRefs()
+    keep: set[str] = set()
+    for chunk in _chunks(iter_trajectory_rows(layout), chunk_size):
+        key = part_key(chunk, sandbox.limits)
+        part = layout.steps_dir / f"part-{key}.parquet"
+        sidecar = part.with_suffix(".issues.json")
+        keep.update({part.name, sidecar.name})
+        report.trajectories += len(chunk)
+        if part.exists() and sidecar.exists():
+            meta = json.loads(sidecar.read_text())
+            report.parts_reused += 1
+            report.steps += meta["steps"]
+            report.issues.extend(meta["issues"])
+            continue
+        trajectories = [row_to_trajectory(r) for r in chunk]
+        expected = {r["trajectory_id"]: r["initial_state_hash"] for r in chunk}
+        rows: list[dict[str, Any]] = []
+        issues: list[dict[str, Any]] = []
+        for traj, result in sandbox.run(trajectories):
+            where = {"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": ""}
+            if result["init"] is None:
+                issues.append({**where, "reason": f"reset failed: {result['init_error']}"})
+                continue
+            if result["init"]["state_hash"] != expected[traj.trajectory_id]:
+                issues.append({**where, "reason": "initial state differs from the one recorded at collection (non-deterministic reset); trajectory not labeled"})
+                continue
+            for message in result["issues"]:
+                issues.append({**where, "reason": message})
+            for step in result["steps"]:
+                if step["outcome"] == "error" and step["error_type"] in ("Timeout", "WorkerCrash"):
+                    issues.append({**where, "reason": f"step {step['step_index']} ({step['tool']}): {step['error_message']}"})
+                rows.append(step_row(traj, step, refs.ref(traj, step["tool"])))
+        for issue in issues:
+            log(f"trajectory {issue['trajectory_id']} (task {issue['task_id']}): {issue['reason']}")
+        write_table(part, rows, schema.STEPS)
+        with atomic_path(sidecar) as tmp:
+            tmp.write_text(json.dumps({"steps": len(rows), "issues": issues}))
+        report.parts_written += 1
+        report.steps += len(rows)
+        report.issues.extend(issues)
+        log(f"labeled part {part.name}: {len(chunk)} trajectories, {len(rows)} steps")
+    for stale in layout.steps_dir.glob("part-*"):
+        if stale.name not in keep:
+            stale.unlink()
+            report.stale_parts_removed += 1
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def step_parts(layout: DataLayout) -> list[Path]:
+    return sorted(layout.steps_dir.glob("part-*.parquet"))

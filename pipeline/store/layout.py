@@ -1,0 +1,53 @@
+"""Where the tables of record live under the data root (default ``./data``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_DATA_ROOT = "data"
+
+
+def default_data_root() -> Path:
+    return Path(os.environ.get("ENVSIM_DATA_ROOT", DEFAULT_DATA_ROOT))
+
+
+@dataclass(frozen=True)
+class DataLayout:
+    root: Path
+
+    @classmethod
+    def at(cls, root: str | os.PathLike[str] | None = None) -> "DataLayout":
+        return cls(Path(root) if root else default_data_root())
+
+    @property
+    def environments(self) -> Path:
+        return self.root / "environments.parquet"
+
+    @property
+    def tool_code(self) -> Path:
+        return self.root / "tool_code.parquet"
+
+    @property
+    def trajectories_dir(self) -> Path:
+        return self.root / "trajectories"
+
+    @property
+    def trajectories(self) -> Path:
+        return self.trajectories_dir / "trajectories.parquet"
+
+    @property
+    def collection_issues(self) -> Path:
+        return self.trajectories_dir / "issues.parquet"
+
+    @property
+    def steps_dir(self) -> Path:
+        return self.root / "steps"
+
+    def steps_glob(self) -> str:
+        return str(self.steps_dir / "part-*.parquet")
+
+    @property
+    def duckdb(self) -> Path:
+        return self.root / "envsim.duckdb"

@@ -1,0 +1,78 @@
+"""Reading and writing the trajectories table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import pyarrow.dataset as ds
+
+from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.envs.protocol import EnvSpec
+from pipeline.state.canonical import canonical_json, canonicalize
+from pipeline.store.layout import DataLayout
+
+
+def trajectory_row(traj: Trajectory, initial_state_json: str, initial_state_hash: str) -> dict[str, Any]:
+    return {
+        "trajectory_id": traj.trajectory_id,
+        "source": traj.source,
+        "env_id": traj.env_id,
+        "task_id": traj.task_id,
+        "category": traj.category,
+        "strategy": traj.strategy,
+        "fingerprint": traj.fingerprint(),
+        "env_options_json": json.dumps(traj.env.options, sort_keys=True),
+        "init_config_json": json.dumps(traj.env.init_config),  # key order matters to env code
+        "initial_state_json": initial_state_json,
+        "initial_state_hash": initial_state_hash,
+        "num_actions": len(traj.actions),
+        "actions": [
+            {
+                "turn": a.turn,
+                "tool": a.name,
+                "arguments_json": canonical_json(canonicalize(a.arguments)),
+                "call": a.call,
+            }
+            for a in traj.actions
+        ],
+    }
+
+
+def row_to_trajectory(row: dict[str, Any]) -> Trajectory:
+    # arguments are kept as parsed JSON: bfcl/EnvScaler call arguments are JSON values
+    return Trajectory(
+        trajectory_id=row["trajectory_id"],
+        task_id=row["task_id"],
+        env=EnvSpec(
+            source=row["source"],
+            env_id=row["env_id"],
+            init_config=json.loads(row["init_config_json"] or "{}"),
+            options=json.loads(row["env_options_json"] or "{}"),
+        ),
+        actions=tuple(
+            Action(a["tool"], json.loads(a["arguments_json"]), a["turn"], a["call"] or "")
+            for a in row["actions"] or []
+        ),
+        category=row["category"] or "",
+        strategy=row["strategy"] or "",
+    )
+
+
+def iter_trajectory_rows(
+    layout: DataLayout, columns: list[str] | None = None, batch_size: int = 256, ids: list[str] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Stream rows of the trajectories table (optionally only ``ids``)."""
+    if not layout.trajectories.exists():
+        raise FileNotFoundError(
+            f"no trajectories table at {layout.trajectories}; materialize the 'trajectories' asset first"
+        )
+    dataset = ds.dataset(layout.trajectories, format="parquet")
+    flt = ds.field("trajectory_id").isin(ids) if ids is not None else None
+    for batch in dataset.to_batches(columns=columns, filter=flt, batch_size=batch_size):
+        yield from batch.to_pylist()
+
+
+def iter_trajectories(layout: DataLayout, ids: list[str] | None = None) -> Iterator[Trajectory]:
+    for row in iter_trajectory_rows(layout, ids=ids):
+        yield row_to_trajectory(row)
