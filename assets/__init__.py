@@ -1,0 +1,1 @@
+"""Dagster assets, grouped by pipeline stage (thin: config in, one call into ``pipeline``)."""

@@ -1,0 +1,30 @@
+"""The sandbox that executes (untrusted) environment code."""
+
+import os
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from pipeline.execution.runner import Limits
+from pipeline.execution.sandbox import Sandbox
+
+
+class SandboxResource(ConfigurableResource):
+    """Worker processes with a wall-clock limit per call, a memory cap and no network."""
+
+    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), description="Parallel worker processes.")
+    call_timeout_s: float = Field(default=10.0, description="Wall-clock limit of one tool call (and of a reset).")
+    memory_mb: int = Field(default=2048, description="Address-space allowance per trajectory process, MiB.")
+    max_observation_chars: int = Field(default=65_536, description="Longer observations are truncated and flagged.")
+    max_restarts: int = Field(default=3, description="Lost (hung/crashed) calls tolerated per trajectory.")
+
+    def limits(self) -> Limits:
+        return Limits(
+            call_timeout_s=self.call_timeout_s,
+            memory_mb=self.memory_mb,
+            max_observation_chars=self.max_observation_chars,
+            max_restarts=self.max_restarts,
+        )
+
+    def open(self) -> Sandbox:
+        return Sandbox(workers=self.workers, limits=self.limits())
