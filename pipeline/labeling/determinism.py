@@ -44,7 +44,7 @@ def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 2
     if not report.sampled:
         return report
     stored: dict[tuple[str, int], dict[str, Any]] = {}
-    dataset = ds.dataset(str(layout.steps_dir), format="parquet", exclude_invalid_files=True)
+    dataset = ds.dataset(layout.step_parts(), format="parquet")
     table = dataset.to_table(filter=ds.field("trajectory_id").isin(report.sampled))
     for row in table.to_pylist():
         stored[(row["trajectory_id"], row["step_index"])] = row

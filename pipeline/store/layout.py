@@ -45,6 +45,9 @@ class DataLayout:
     def steps_dir(self) -> Path:
         return self.root / "steps"
 
+    def step_parts(self) -> list[str]:
+        return sorted(str(p) for p in self.steps_dir.glob("part-*.parquet"))
+
     def steps_glob(self) -> str:
         return str(self.steps_dir / "part-*.parquet")
 

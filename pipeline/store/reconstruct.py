@@ -105,7 +105,7 @@ def materialize_states(layout: DataLayout, trajectory_id: str) -> list[tuple[dic
     import pyarrow.dataset as ds
 
     steps = (
-        ds.dataset(layout.steps_glob().rsplit("/", 1)[0], format="parquet")
+        ds.dataset(layout.step_parts(), format="parquet")
         .to_table(filter=ds.field("trajectory_id") == trajectory_id)
         .sort_by("step_index")
         .to_pylist()

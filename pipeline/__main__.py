@@ -1,0 +1,48 @@
+"""``python -m pipeline summary [DATA_ROOT]``: where the data went and what it holds (no Dagster)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pyarrow.parquet as pq
+
+from pipeline.report import md_table
+from pipeline.store import queries
+from pipeline.store.layout import DataLayout
+
+
+def summary(layout: DataLayout) -> int:
+    if not queries.has_steps(layout):
+        print(f"no labeled steps under {layout.root.resolve()}; run the main job first", file=sys.stderr)
+        return 1
+    totals = queries.step_totals(layout)
+    issues = pq.read_table(layout.collection_issues).num_rows if layout.collection_issues.exists() else 0
+    root = layout.root.resolve()
+    print(f"Data root: {root}")
+    print(f"  environments  {layout.environments}")
+    print(f"  tool code     {layout.tool_code}")
+    print(f"  trajectories  {layout.trajectories}  (rejected tasks: {issues}, see {layout.collection_issues})")
+    print(f"  steps         {layout.steps_glob()}")
+    print(
+        f"{totals['steps']} steps from {totals['trajectories']} trajectories, "
+        f"{totals['environments']} environments, {totals['tools']} tools; max |Δ| = {totals['max_delta']}"
+    )
+    print()
+    print(md_table(queries.delta_by_outcome(layout)))
+    print()
+    print(f"Query it: duckdb -c \"SELECT outcome, delta_size, count(*) FROM '{layout.steps_glob()}' GROUP BY ALL\"")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("summary", help="print where the data is and its |Δ| × outcome table")
+    p.add_argument("data_root", nargs="?", default=None)
+    args = parser.parse_args(argv)
+    return summary(DataLayout.at(args.data_root))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

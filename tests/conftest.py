@@ -1,0 +1,59 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.collect.collector import collect
+from pipeline.collect.replay import ground_truth_trajectories
+from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, iter_tasks
+from pipeline.envs.catalog import build_catalog
+from pipeline.execution.runner import Limits
+from pipeline.execution.sandbox import Sandbox
+from pipeline.labeling.labeler import label
+from pipeline.store.layout import DataLayout
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    with Sandbox(workers=2, limits=Limits(call_timeout_s=10)) as box:
+        yield box
+
+
+@pytest.fixture(scope="session")
+def default_layout(tmp_path_factory, sandbox):
+    """All 800 bfcl multi-turn tasks collected and labeled once per test session."""
+    layout = DataLayout.at(tmp_path_factory.mktemp("data-default"))
+    build_catalog(layout)
+    collect(ground_truth_trajectories(iter_tasks(default_task_files())), layout, sandbox)
+    label(layout, sandbox)
+    return layout
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    with path.open("w") as fh:
+        for row in rows:
+            fh.write(row if isinstance(row, str) else json.dumps(row))
+            fh.write("\n")
+    return path
+
+
+def make_task_file(tmp_path: Path, tasks: list, answers: list, category: str = "custom") -> BfclTaskFile:
+    return BfclTaskFile(
+        category,
+        write_jsonl(tmp_path / f"{category}_tasks.json", tasks),
+        write_jsonl(tmp_path / f"{category}_answers.json", answers),
+    )
+
+
+TWITTER_CFG = {
+    "TwitterAPI": {
+        "username": "john",
+        "password": "john123",
+        "authenticated": True,
+        "tweets": {},
+        "comments": {},
+        "retweets": {},
+        "following_list": [],
+        "tweet_counter": 0,
+    }
+}
