@@ -220,15 +220,17 @@ class BfclEnvironment:
         return FAILURE if reports_failure(name, result.value) else SUCCESS
 
     def source_of(self, name: str) -> str:
-        return inspect.getsource(getattr(env_class(self._owner[name]), name))
+        return tool_source(self._owner[name], name)
 
     def class_source(self) -> str:
-        return "\n\n".join(inspect.getsource(env_class(c)) for c in self.classes)
+        return "\n\n".join(class_source(c) for c in self.classes)
 
 
+@cache
 def class_source(name: str) -> str:
     return inspect.getsource(env_class(name))
 
 
+@cache
 def tool_source(cls_name: str, tool: str) -> str:
     return inspect.getsource(getattr(env_class(cls_name), tool))

@@ -120,7 +120,7 @@ def execute(
                     "error": f"rebuilt state before step {index} has hash {current_hash}, expected {expected_hash}",
                 })
                 return
-        send({"kind": "call", "step_index": index})
+            send({"kind": "resumed", "step_index": index})
         step, state, current_hash = label_step(env, index, action, state, current_hash, limits)
         send(step)
     send({"kind": "done"})

@@ -107,8 +107,19 @@ def _lost_step(trajectory: Trajectory, index: int, kind: str, message: str, stat
     }
 
 
+_EXITING: list[int] = []
+
+
+def _reap() -> None:
+    for pid in list(_EXITING):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            _EXITING.remove(pid)
+
+
 def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
     """Run a trajectory in forked children; never raises for anything the env code does."""
+    _reap()
     result: dict[str, Any] = {
         "trajectory_id": trajectory.trajectory_id,
         "init": None,
@@ -127,14 +138,23 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
             _child(wfd, trajectory, limits, start, frozenset(skip), expected)
         os.close(wfd)
         reader = FdReader(rfd)
-        pending: int | None = None  # index of the call in flight
+        # the call in flight is the next unlabeled, unskipped action once the child is past its
+        # reset (init) or its silent replay (resumed); None while it is resetting/replaying
+        pending: int | None = None
         finished = False
         failure: tuple[str, str] | None = None
         deadline = time.monotonic() + limits.call_timeout_s
+
+        def next_action(after: int) -> int | None:
+            index = after
+            while index in skip:
+                index += 1
+            return index if index < len(trajectory.actions) else None
+
         while not finished and failure is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                what = f"call {pending}" if pending is not None else "environment reset"
+                what = f"call {pending}" if pending is not None else "environment reset/replay"
                 failure = ("Timeout", f"{what} exceeded the {limits.call_timeout_s:g}s wall-clock limit; worker killed")
                 os.kill(pid, signal.SIGKILL)
                 break
@@ -148,12 +168,13 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
                 if kind == "init":
                     result["init"] = msg
                     last_hash = msg["state_hash"]
-                elif kind == "call":
-                    pending = msg["step_index"]
+                    pending = next_action(0)
+                elif kind == "resumed":
+                    pending = next_action(msg["step_index"])
                 elif kind == "step":
                     result["steps"].append(msg)
                     last_hash = msg["state_after_hash"]
-                    pending = None
+                    pending = next_action(msg["step_index"] + 1)
                 elif kind == "done":
                     finished = True
                 elif kind in ("init_error", "resume_mismatch", "fatal"):
@@ -161,9 +182,10 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
             if reader.eof and not finished and failure is None:
                 failure = ("WorkerCrash", "")
         os.close(rfd)
-        _, status = os.waitpid(pid, 0)
         if finished:
+            _EXITING.append(pid)  # reaped later: its teardown overlaps the next trajectory
             return result
+        _, status = os.waitpid(pid, 0)
         kind, message = failure  # type: ignore[misc]
         if kind == "WorkerCrash":
             message = _describe_exit(status) + (

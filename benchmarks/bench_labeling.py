@@ -1,0 +1,75 @@
+"""Replay + labeling throughput over all 800 bfcl multi-turn tasks (4,625 steps).
+
+Prints steps/s and peak memory for:
+  * in-process: execute + snapshot + Δ in this process, no isolation (the reference ceiling);
+  * sandbox:    the pipeline's labeling stage (fork-per-trajectory workers, Parquet parts).
+
+    python benchmarks/bench_labeling.py [--workers N ...] [--repeat K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.collect.collector import collect  # noqa: E402
+from pipeline.collect.replay import ground_truth_trajectories  # noqa: E402
+from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
+from pipeline.execution.runner import Limits, execute  # noqa: E402
+from pipeline.execution.sandbox import Sandbox  # noqa: E402
+from pipeline.labeling.labeler import label  # noqa: E402
+from pipeline.store.layout import DataLayout  # noqa: E402
+
+
+def peak_mb(who: int) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024
+
+
+def in_process(trajectories: list) -> tuple[int, float]:
+    steps = 0
+    t0 = time.perf_counter()
+    for traj in trajectories:
+        def count(msg: dict) -> None:
+            nonlocal steps
+            steps += msg["kind"] == "step"
+        execute(traj, count, Limits())
+    return steps, time.perf_counter() - t0
+
+
+def sandboxed(workers: int) -> tuple[int, float, float]:
+    with tempfile.TemporaryDirectory() as tmp, Sandbox(workers=workers) as box:
+        layout = DataLayout.at(tmp)
+        t0 = time.perf_counter()
+        collect(ground_truth_trajectories(iter_tasks(default_task_files())), layout, box)
+        t1 = time.perf_counter()
+        report = label(layout, box)
+        return report.steps, time.perf_counter() - t1, t1 - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workers", type=int, nargs="*", default=[1, os.cpu_count() or 1])
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    trajectories = list(ground_truth_trajectories(iter_tasks(default_task_files())))
+    print(f"{len(trajectories)} trajectories, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    best = min((in_process(trajectories) for _ in range(args.repeat)), key=lambda r: r[1])
+    print(f"in-process replay+label : {best[0]} steps in {best[1]:.2f}s = {best[0] / best[1]:7.0f} steps/s "
+          f"(peak RSS {peak_mb(resource.RUSAGE_SELF):.0f} MiB)")
+    for workers in args.workers:
+        runs = [sandboxed(workers) for _ in range(args.repeat)]
+        steps, secs, collect_secs = min(runs, key=lambda r: r[1])
+        print(f"sandbox labeling, {workers} worker(s): {steps} steps in {secs:.2f}s = {steps / secs:7.0f} steps/s "
+              f"(collection {collect_secs:.2f}s; peak RSS parent {peak_mb(resource.RUSAGE_SELF):.0f} MiB, "
+              f"largest worker/child {peak_mb(resource.RUSAGE_CHILDREN):.0f} MiB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""The Dagster assets and checks, materialized for real with dagster.materialize()."""
+
+from dagster import materialize
+
+from assets.collection import trajectories
+from assets.environments import environment_catalog
+from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic
+from resources import BfclTaskFileConfig, DataStoreResource, EnvironmentSourcesResource, SandboxResource
+from tests.bad_tasks import bad_task_file
+
+
+def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
+    files = [bad_task_file(tmp_path)]
+    resources = {
+        "store": DataStoreResource(data_root=str(tmp_path / "data")),
+        "sources": EnvironmentSourcesResource(
+            bfcl_categories=[],
+            bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files],
+        ),
+        "sandbox": SandboxResource(workers=2, call_timeout_s=2),
+    }
+    result = materialize(
+        [environment_catalog, trajectories, labeled_steps, delta_roundtrip, relabel_is_deterministic],
+        resources=resources,
+    )
+    assert result.success
+    mats = {
+        e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+        for e in result.get_asset_materialization_events()
+    }
+    assert mats["environment_catalog"]["environments"].value == 8
+    traj = mats["trajectories"]
+    assert traj["trajectories"].value == 3 and traj["rejected_tasks"].value == 4
+    assert "unknown_tool" in traj["rejected"].value and "load_raises" in traj["rejected"].value
+    steps = mats["labeled_steps"]
+    assert steps["steps"].value == 7
+    assert "| total |" in steps["delta_by_outcome"].value
+    assert "square_root" in steps["issues"].value
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"delta_roundtrip": True, "relabel_is_deterministic": True}
+
+    # a second run is idempotent: every part is reused
+    again = materialize([labeled_steps], resources=resources)
+    meta = again.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
+    assert meta["parts_reused"].value == 1 and meta["parts_written"].value == 0 and meta["steps"].value == 7
