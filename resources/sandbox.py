@@ -16,6 +16,7 @@ class SandboxResource(ConfigurableResource):
     call_timeout_s: float = Field(default=10.0, description="Wall-clock limit of one tool call (and of a reset).")
     memory_mb: int = Field(default=2048, description="Address-space allowance per trajectory process, MiB.")
     max_observation_chars: int = Field(default=65_536, description="Longer observations are truncated and flagged.")
+    max_output_chars: int = Field(default=8_192, description="stdout/stderr kept per call; more raises in the call.")
     max_restarts: int = Field(default=3, description="Lost (hung/crashed) calls tolerated per trajectory.")
 
     def limits(self) -> Limits:
@@ -23,6 +24,7 @@ class SandboxResource(ConfigurableResource):
             call_timeout_s=self.call_timeout_s,
             memory_mb=self.memory_mb,
             max_observation_chars=self.max_observation_chars,
+            max_output_chars=self.max_output_chars,
             max_restarts=self.max_restarts,
         )
 

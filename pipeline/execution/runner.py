@@ -7,12 +7,14 @@ observation (raw text and parsed value), outcome, ``args_count``, Δ, |Δ| and t
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import registry
+from pipeline.execution.guards import CappedOutput
 from pipeline.labeling.outcome import args_count
 from pipeline.state.canonical import canonical_json, canonicalize, state_hash
 from pipeline.state.delta import diff
@@ -27,6 +29,7 @@ class Limits:
     call_timeout_s: float = 10.0
     memory_mb: int = 2048
     max_observation_chars: int = 65_536
+    max_output_chars: int = 8_192
     max_restarts: int = 3
 
 
@@ -36,8 +39,14 @@ def _json_or_none(value: Any) -> str | None:
 
 def label_step(env: Any, index: int, action: Any, before: Any, before_hash: str, limits: Limits) -> tuple[dict[str, Any], Any, str]:
     """Run one action and return (step labels, state after, hash after)."""
+    captured = CappedOutput(limits.max_output_chars)
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = captured  # print() inside env code; a flood raises inside the call
     t0 = time.perf_counter()
-    result = env.call(action.name, action.arguments)
+    try:
+        result = env.call(action.name, action.arguments)
+    finally:
+        sys.stdout, sys.stderr = saved
     elapsed = time.perf_counter() - t0
     after = env.state()
     after_hash = state_hash(after)
@@ -76,6 +85,7 @@ def label_step(env: Any, index: int, action: Any, before: Any, before_hash: str,
         "state_before_hash": before_hash,
         "state_after_hash": after_hash,
         "call_seconds": elapsed,
+        "env_output": captured.getvalue() or None,
     }
     return step, after, after_hash
 

@@ -11,28 +11,20 @@ from __future__ import annotations
 
 import gc
 import os
-import resource
 import select
 import signal
-import socket
+import shutil
 import sys
+import tempfile
 import time
 from typing import Any
 
 from pipeline.collect.trajectory import Trajectory
+from pipeline.execution import guards
 from pipeline.execution.frames import FdReader, read_frame, write_frame
 from pipeline.execution.runner import Limits, execute
 
 _MIB = 1 << 20
-
-
-def _disable_network() -> None:
-    def blocked(*_: Any, **__: Any) -> Any:
-        raise PermissionError("network access is disabled in the environment sandbox")
-
-    socket.socket = blocked  # type: ignore[assignment,misc]
-    socket.create_connection = blocked  # type: ignore[assignment]
-    socket.getaddrinfo = blocked  # type: ignore[assignment]
 
 
 def _address_space() -> int:
@@ -43,17 +35,17 @@ def _address_space() -> int:
 _BASE_VSIZE: list[int] = []  # measured once in the zygote; a forked child starts with the same
 
 
-def _apply_limits(limits: Limits) -> None:
+def _apply_limits(limits: Limits, temp_dir: str) -> None:
     base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
-    cap = base + limits.memory_mb * _MIB
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    _disable_network()
+    guards.install(temp_dir, base + limits.memory_mb * _MIB)
 
 
 _PROTOCOL_FDS: list[int] = []
 
 
-def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: frozenset[int], expected: str | None) -> None:
+def _child(
+    fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: frozenset[int], expected: str | None, temp_dir: str
+) -> None:
     code = 0
     out = os.fdopen(fd, "wb")
     try:
@@ -61,7 +53,8 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
             os.close(pfd)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 2)
-        _apply_limits(limits)
+        os.setpgid(0, 0)  # its own process group: a kill reaches anything it managed to start
+        _apply_limits(limits, temp_dir)
         execute(trajectory, lambda m: write_frame(out, m), limits, start, skip, expected)
         out.flush()
     except BaseException as exc:  # report, then die quietly
@@ -104,17 +97,30 @@ def _lost_step(trajectory: Trajectory, index: int, kind: str, message: str, stat
         "state_before_hash": state_hash,
         "state_after_hash": state_hash,
         "call_seconds": None,
+        "env_output": None,
     }
 
 
-_EXITING: list[int] = []
+_EXITING: list[tuple[int, str]] = []
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
 
 
 def _reap() -> None:
-    for pid in list(_EXITING):
+    for entry in list(_EXITING):
+        pid, temp_dir = entry
         done, _ = os.waitpid(pid, os.WNOHANG)
         if done:
-            _EXITING.remove(pid)
+            _EXITING.remove(entry)
+            _kill_group(pid)  # anything left in its process group
+            shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
@@ -132,10 +138,11 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
     last_hash: str | None = None
     while True:
         rfd, wfd = os.pipe()
+        temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
         pid = os.fork()
         if pid == 0:  # child
             os.close(rfd)
-            _child(wfd, trajectory, limits, start, frozenset(skip), expected)
+            _child(wfd, trajectory, limits, start, frozenset(skip), expected, temp_dir)
         os.close(wfd)
         reader = FdReader(rfd)
         # the call in flight is the next unlabeled, unskipped action once the child is past its
@@ -156,7 +163,7 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
             if remaining <= 0:
                 what = f"call {pending}" if pending is not None else "environment reset/replay"
                 failure = ("Timeout", f"{what} exceeded the {limits.call_timeout_s:g}s wall-clock limit; worker killed")
-                os.kill(pid, signal.SIGKILL)
+                _kill_group(pid)
                 break
             ready, _, _ = select.select([rfd], [], [], remaining)
             if not ready:
@@ -183,9 +190,11 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
                 failure = ("WorkerCrash", "")
         os.close(rfd)
         if finished:
-            _EXITING.append(pid)  # reaped later: its teardown overlaps the next trajectory
+            _EXITING.append((pid, temp_dir))  # reaped later: its teardown overlaps the next trajectory
             return result
+        _kill_group(pid)
         _, status = os.waitpid(pid, 0)
+        shutil.rmtree(temp_dir, ignore_errors=True)
         kind, message = failure  # type: ignore[misc]
         if kind == "WorkerCrash":
             message = _describe_exit(status) + (

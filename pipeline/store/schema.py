@@ -70,6 +70,7 @@ STEPS = pa.schema(
         pa.field("state_after_hash", pa.string(), nullable=False),
         pa.field("code_ref", pa.string()),
         pa.field("call_seconds", pa.float64()),
+        pa.field("env_output", pa.string()),  # captured stdout/stderr of the call (capped)
     ]
 )
 
