@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pipeline.envs import bfcl
+from pipeline.envs import bfcl, blobs, envscaler
 from pipeline.envs.protocol import EnvSpec, Environment
 
 
@@ -13,9 +13,20 @@ def _build_bfcl(spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
     return env, {"long_context": bool(spec.options.get("long_context", False))}
 
 
+def _build_envscaler(spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
+    o = spec.options
+    return envscaler.EnvScalerEnvironment(spec.env_id, o["class_name"], o["code_ref"], o["tools_ref"]), {}
+
+
 BUILDERS: dict[str, Callable[[EnvSpec], tuple[Environment, dict[str, Any]]]] = {
     bfcl.SOURCE: _build_bfcl,
+    envscaler.SOURCE: _build_envscaler,
 }
+
+
+def blob_refs(spec: EnvSpec) -> list[str]:
+    """Content blobs (class code, tool schemas) a sandbox worker needs to build ``spec``."""
+    return [spec.options[k] for k in ("code_ref", "tools_ref") if k in spec.options]
 
 PRELOADERS: dict[str, Callable[[], None]] = {bfcl.SOURCE: bfcl.preload}
 

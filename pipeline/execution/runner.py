@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pipeline.collect.policy import ExplorationPolicy
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import registry
 from pipeline.execution.guards import CappedOutput
@@ -114,6 +115,17 @@ def execute(
     current_hash = state_hash(state)
     if start == 0:
         send({"kind": "init", "state_json": state_text, "state_hash": current_hash})
+    explore = trajectory.meta.get("explore")
+    if explore is not None:  # actions are chosen live by the exploration policy
+        policy = ExplorationPolicy(env.tools, explore)
+        index = 0
+        while (action := policy.next_action(state, index)) is not None:
+            send({"kind": "action", "step_index": index, "tool": action.name, "arguments": action.arguments})
+            step, state, current_hash = label_step(env, index, action, state, current_hash, limits)
+            send(step)
+            index += 1
+        send({"kind": "done"})
+        return
     for index, action in enumerate(trajectory.actions):
         if index in skip:
             continue

@@ -23,6 +23,7 @@ from queue import Queue
 from typing import Any, Iterable, Iterator
 
 from pipeline.collect.trajectory import Trajectory
+from pipeline.envs import blobs, registry
 from pipeline.execution.frames import read_frame, write_frame
 from pipeline.execution.runner import Limits
 
@@ -48,13 +49,16 @@ class _Worker:
             env=env,
             cwd=str(_PROJECT_ROOT),
         )
+        self.sent: set[str] = set()  # blobs this worker already holds
         hello = read_frame(self.proc.stdout)  # type: ignore[arg-type]
         if not hello or hello.get("kind") != "ready":
             self.close()
             raise SandboxError(f"sandbox worker failed to start (exit code {self.proc.poll()})")
 
     def run(self, trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
-        write_frame(self.proc.stdin, (trajectory, limits))  # type: ignore[arg-type]
+        new = {ref: blobs.get(ref) for ref in registry.blob_refs(trajectory.env) if ref not in self.sent}
+        write_frame(self.proc.stdin, (trajectory, limits, new))  # type: ignore[arg-type]
+        self.sent.update(new)
         reply = read_frame(self.proc.stdout)  # type: ignore[arg-type]
         if reply is None:
             raise SandboxError(f"sandbox worker exited with code {self.proc.wait()}")
@@ -107,6 +111,14 @@ class Sandbox:
                 with self._lock:
                     self._all.append(worker)
             return worker.run(trajectory, self.limits)
+        except KeyError as exc:  # a blob the parent does not hold: a catalog problem, not env code
+            return {
+                "trajectory_id": trajectory.trajectory_id,
+                "init": None,
+                "init_error": f"SandboxError: {exc.args[0]}",
+                "steps": [],
+                "issues": [],
+            }
         except (SandboxError, OSError, EOFError) as exc:
             # the worker itself died (not the forked child): replace it, report the trajectory
             if worker is not None:

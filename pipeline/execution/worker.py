@@ -19,7 +19,8 @@ import tempfile
 import time
 from typing import Any
 
-from pipeline.collect.trajectory import Trajectory
+from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.envs import blobs
 from pipeline.execution import guards
 from pipeline.execution.frames import FdReader, read_frame, write_frame
 from pipeline.execution.runner import Limits, execute
@@ -74,11 +75,10 @@ def _describe_exit(status: int) -> str:
     return f"worker process exited with code {os.WEXITSTATUS(status)}"
 
 
-def _lost_step(trajectory: Trajectory, index: int, kind: str, message: str, state_hash: str) -> dict[str, Any]:
+def _lost_step(action: Action, index: int, kind: str, message: str, state_hash: str) -> dict[str, Any]:
     from pipeline.labeling.outcome import ERROR, args_count
     from pipeline.state.canonical import canonical_json, canonicalize
 
-    action = trajectory.actions[index]
     return {
         "kind": "step",
         "step_index": index,
@@ -148,6 +148,7 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
         # the call in flight is the next unlabeled, unskipped action once the child is past its
         # reset (init) or its silent replay (resumed); None while it is resetting/replaying
         pending: int | None = None
+        live_action: Action | None = None  # exploration: the action the policy is executing
         finished = False
         failure: tuple[str, str] | None = None
         deadline = time.monotonic() + limits.call_timeout_s
@@ -176,6 +177,8 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
                     result["init"] = msg
                     last_hash = msg["state_hash"]
                     pending = next_action(0)
+                elif kind == "action":
+                    live_action = Action(msg["tool"], msg["arguments"], msg["step_index"])
                 elif kind == "resumed":
                     pending = next_action(msg["step_index"])
                 elif kind == "step":
@@ -203,11 +206,17 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
         if result["init"] is None:
             result["init_error"] = f"{kind}: {message}"
             return result
+        if trajectory.meta.get("explore") is not None:
+            # a live episode cannot be rebuilt call by call: it ends with the lost call
+            if live_action is not None and live_action.turn == len(result["steps"]):
+                result["steps"].append(_lost_step(live_action, live_action.turn, kind, message, last_hash))
+            result["issues"].append(f"episode ended after {len(result['steps'])} steps: {kind}: {message}")
+            return result
         if pending is None or last_hash is None:
             # the failure happened outside a call (replay, resume check): nothing to label
             result["issues"].append(f"trajectory truncated: {kind}: {message}")
             return result
-        result["steps"].append(_lost_step(trajectory, pending, kind, message, last_hash))
+        result["steps"].append(_lost_step(trajectory.actions[pending], pending, kind, message, last_hash))
         skip.add(pending)
         start, expected = pending + 1, last_hash
         restarts += 1
@@ -218,6 +227,16 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
                 f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls"
             )
             return result
+
+
+def _precompile(trajectory: Trajectory) -> None:
+    """Compile environment code once here, so every forked child inherits the code object."""
+    ref = trajectory.env.options.get("code_ref")
+    if ref:
+        try:
+            blobs.compiled(ref, f"<env {trajectory.env_id}>")
+        except Exception:
+            pass  # the child reports the compile error as a reset failure
 
 
 def main() -> None:
@@ -238,7 +257,10 @@ def main() -> None:
         request = read_frame(proto_in)
         if request is None:
             break
-        trajectory, limits = request
+        trajectory, limits, new_blobs = request
+        if new_blobs:
+            blobs.update(new_blobs)
+            _precompile(trajectory)
         write_frame(proto_out, supervise(trajectory, limits))
 
 

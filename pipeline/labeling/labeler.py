@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from pipeline.collect.trajectory import Trajectory
-from pipeline.envs import registry
+from pipeline.envs import blobs, registry
 from pipeline.execution.runner import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store import schema
@@ -47,7 +47,7 @@ class LabelReport:
 
 def code_ref(code: str) -> str:
     """Content reference of a tool's source code (key of the ``tool_code`` table)."""
-    return hashlib.blake2b(code.encode("utf-8"), digest_size=12).hexdigest()
+    return blobs.ref_of(code)
 
 
 class CodeRefs:

@@ -1,0 +1,62 @@
+"""Content-addressed text blobs (environment class code, tool schemas) shared with sandbox workers.
+
+Trajectory specs carry only a blob *reference*; the sandbox ships each blob to a worker once, and
+the worker compiles code once, before forking, so every child inherits it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Iterable
+
+_BLOBS: dict[str, str] = {}
+_COMPILED: dict[str, object] = {}
+
+
+def ref_of(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=12).hexdigest()
+
+
+def put(text: str) -> str:
+    ref = ref_of(text)
+    _BLOBS.setdefault(ref, text)
+    return ref
+
+
+def get(ref: str) -> str:
+    try:
+        return _BLOBS[ref]
+    except KeyError:
+        raise KeyError(f"unknown code/tools blob {ref!r} (is the environment catalog materialized?)") from None
+
+
+def has(ref: str) -> bool:
+    return ref in _BLOBS
+
+
+def update(blobs: dict[str, str]) -> None:
+    _BLOBS.update(blobs)
+
+
+def compiled(ref: str, filename: str) -> object:
+    """``compile()`` of a code blob, cached per process."""
+    if ref not in _COMPILED:
+        _COMPILED[ref] = compile(get(ref), filename, "exec")
+    return _COMPILED[ref]
+
+
+def load_parquet(path: Path, refs: Iterable[str] | None = None) -> int:
+    """Register blobs from a table with ``code_ref`` and ``code`` columns (e.g. ``tool_code.parquet``)."""
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        return 0
+    table = pq.read_table(path, columns=["code_ref", "code"])
+    wanted = set(refs) if refs is not None else None
+    n = 0
+    for ref, code in zip(table.column("code_ref").to_pylist(), table.column("code").to_pylist()):
+        if wanted is None or ref in wanted:
+            _BLOBS.setdefault(ref, code)
+            n += 1
+    return n

@@ -1,0 +1,409 @@
+"""Adapter for environments in EnvScaler's released format (``191_env_metadata.json``).
+
+Env items: a JSON dict ``env_id -> item`` with at least ``env_class_name``, ``env_class_code`` (the
+class source as a string, run with ``exec`` — only ever inside a sandbox child), ``tools`` (OpenAI
+function schemas; derived from method signatures and docstrings when missing),
+``environment_introduction`` and ``constraints_rules``. Scenario items carry ``task_id``,
+``env_id``, ``env_class_name``, ``init_config``, ``task`` and optionally ``checklist_with_func``.
+
+An instance is built as EnvScaler does: ``cls(init_config)``, falling back to ``cls()`` when the
+constructor takes no config, then every config key is set as an attribute. State is
+``vars(instance)`` minus dunder keys; an observation is ``str(return_value)``; the outcome comes
+from the return value's ``success`` field.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from pipeline.envs import blobs
+from pipeline.envs.bfcl_tasks import TaskIssue
+from pipeline.envs.protocol import CallResult, EnvSpec
+from pipeline.labeling.outcome import ERROR, FAILURE, SUCCESS, reports_failure
+from pipeline.state.canonical import JSONValue, canonicalize
+
+SOURCE = "envscaler"
+
+
+@dataclass(frozen=True)
+class EnvItem:
+    env_id: str  # as given in the corpus
+    class_name: str
+    class_code: str
+    tools: list[dict[str, Any]]
+    introduction: str = ""
+    rules: str = ""
+    tools_derived: bool = False
+    origin: str = ""
+    prefix: str = SOURCE  # env ids are namespaced: "<prefix>/<env_id>"
+    license: str = ""
+
+    @property
+    def qualified_id(self) -> str:
+        return f"{self.prefix}/{self.env_id}"
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["function"]["name"] for t in self.tools]
+
+    def spec(self, init_config: dict[str, Any]) -> EnvSpec:
+        return EnvSpec(
+            source=SOURCE,
+            env_id=self.qualified_id,
+            init_config=init_config,
+            options={
+                "class_name": self.class_name,
+                "code_ref": blobs.put(self.class_code),
+                "tools_ref": blobs.put(json.dumps(self.tools, sort_keys=True)),
+            },
+        )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    task_id: str
+    env_id: str
+    init_config: dict[str, Any]
+    task: str = ""
+    checklist: Any = None
+    origin: str = ""
+
+
+# -- reading the corpus --------------------------------------------------------------------------
+
+def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | None]]:
+    """Yield (origin, object, error) for a JSON document (list/dict) or JSON lines."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    yield f"{path.name}:{lineno}", json.loads(line), None
+                except json.JSONDecodeError as exc:
+                    yield f"{path.name}:{lineno}", None, f"line is not JSON: {exc.msg} at column {exc.colno}"
+        return
+    if isinstance(doc, list):
+        for i, obj in enumerate(doc):
+            yield f"{path.name}[{i}]", obj, None
+    elif isinstance(doc, dict):
+        yield path.name, doc, None
+    else:
+        yield path.name, None, "expected a JSON object or list"
+
+
+def load_env_items(path: Path, prefix: str = SOURCE, license: str = "") -> Iterator[EnvItem | TaskIssue]:
+    """Read an env-items file (``{env_id: item}``; a list of items with ``env_id`` also works)."""
+    for origin, doc, err in _load_json_or_jsonl(Path(path)):
+        if err:
+            yield TaskIssue(origin, "env", err, origin)
+            continue
+        if isinstance(doc, dict) and "env_class_code" in doc:
+            entries = [(str(doc.get("env_id", origin)), doc)]
+        elif isinstance(doc, dict):
+            entries = list(doc.items())
+        else:
+            yield TaskIssue(origin, "env", "expected an object of env items", origin)
+            continue
+        for env_id, raw in entries:
+            yield parse_env_item(str(env_id), raw, f"{origin}:{env_id}", prefix, license)
+
+
+def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
+    """Read scenario/task items (JSON list, JSON lines, or ``{task_id: item}``)."""
+    for origin, doc, err in _load_json_or_jsonl(Path(path)):
+        if err:
+            yield TaskIssue(origin, "parse", err, origin)
+            continue
+        items = doc.items() if isinstance(doc, dict) and "env_id" not in doc else [(None, doc)]
+        for key, obj in items:
+            where = origin if key is None else f"{origin}:{key}"
+            if not isinstance(obj, dict):
+                yield TaskIssue(where, "parse", "scenario item is not an object", where)
+                continue
+            task_id = str(obj.get("task_id") or key or where)
+            if "env_id" not in obj:
+                yield TaskIssue(task_id, "parse", "scenario item without 'env_id'", where)
+                continue
+            cfg = obj.get("init_config", {})
+            if not isinstance(cfg, dict):
+                yield TaskIssue(task_id, "parse", "'init_config' is not an object", where)
+                continue
+            yield Scenario(task_id, str(obj["env_id"]), cfg, str(obj.get("task", "")), obj.get("checklist_with_func"), where)
+
+
+def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE, license: str = "") -> EnvItem | TaskIssue:
+    """Validate one env item without running its code: it must parse, define the class, and its
+    tool schemas must fit the methods."""
+    if not isinstance(raw, dict):
+        return TaskIssue(env_id, "env", "env item is not an object", origin)
+    name, code = raw.get("env_class_name"), raw.get("env_class_code")
+    if not isinstance(name, str) or not isinstance(code, str):
+        return TaskIssue(env_id, "env", "env item needs string 'env_class_name' and 'env_class_code'", origin)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return TaskIssue(env_id, "env", f"env_class_code does not compile: line {exc.lineno}: {exc.msg}", origin)
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    if name not in classes:
+        return TaskIssue(
+            env_id, "env", f"class {name!r} is not defined in env_class_code (classes found: {sorted(classes) or 'none'})", origin
+        )
+    methods = public_methods(classes[name])
+    problems: list[str] = []
+    if raw.get("tools"):
+        tools = []
+        for tool in raw["tools"]:
+            fixed, problem = _check_tool(tool, methods)
+            if problem:
+                problems.append(problem)
+            else:
+                tools.append(fixed)
+        derived = False
+    else:
+        tools = [derive_tool(m) for m in methods.values()]
+        derived = True
+    if not tools:
+        return TaskIssue(env_id, "env", "no usable tools: " + ("; ".join(problems) or "the class has no public methods"), origin)
+    item = EnvItem(
+        env_id=env_id, class_name=name, class_code=code, tools=tools,
+        introduction=str(raw.get("environment_introduction", "")), rules=str(raw.get("constraints_rules", "")),
+        tools_derived=derived, origin=origin, prefix=prefix, license=license,
+    )
+    if problems:
+        # the environment stays usable with its valid tools; the bad schemas are reported
+        return _WithProblems(item, [TaskIssue(env_id, "tools", p, origin) for p in problems])  # type: ignore[return-value]
+    return item
+
+
+@dataclass(frozen=True)
+class _WithProblems:
+    item: EnvItem
+    issues: list[TaskIssue] = field(default_factory=list)
+
+
+def split_item(result: Any) -> tuple[EnvItem | None, list[TaskIssue]]:
+    """Normalise ``parse_env_item``'s result to (item or None, issues)."""
+    if isinstance(result, _WithProblems):
+        return result.item, result.issues
+    if isinstance(result, TaskIssue):
+        return None, [result]
+    return result, []
+
+
+# -- schemas from code ---------------------------------------------------------------------------
+
+def public_methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
+    return {
+        n.name: n for n in cls.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.name.startswith("_")
+        and not any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod", "property") for d in n.decorator_list)
+    }
+
+
+def _params(fn: ast.FunctionDef) -> tuple[list[str], list[str], bool]:
+    args = fn.args
+    positional = [a.arg for a in args.posonlyargs + args.args][1:]  # drop self
+    names = positional + [a.arg for a in args.kwonlyargs]
+    n_defaults = len(args.defaults)
+    required = positional[: len(positional) - n_defaults] if n_defaults else list(positional)
+    required += [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    return names, required, args.kwarg is not None
+
+
+_JSON_TYPES = {
+    "str": "string", "int": "integer", "float": "number", "bool": "boolean", "list": "array",
+    "List": "array", "tuple": "array", "Tuple": "array", "set": "array", "Set": "array", "Sequence": "array",
+    "dict": "object", "Dict": "object", "Mapping": "object",
+}
+
+
+def _annotation_schema(node: ast.AST | None) -> dict[str, Any]:
+    if node is None:
+        return {}
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return {}
+    if isinstance(node, ast.Name) and node.id in _JSON_TYPES:
+        return {"type": _JSON_TYPES[node.id]}
+    if isinstance(node, ast.Attribute) and node.attr in _JSON_TYPES:
+        return {"type": _JSON_TYPES[node.attr]}
+    if isinstance(node, ast.Subscript):
+        base = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", "")
+        if base == "Optional":
+            return _annotation_schema(node.slice)
+        if base in _JSON_TYPES:
+            schema: dict[str, Any] = {"type": _JSON_TYPES[base]}
+            if schema["type"] == "array":
+                inner = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+                item = _annotation_schema(inner)
+                if item:
+                    schema["items"] = item
+            return schema
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # X | None
+        left = _annotation_schema(node.left)
+        return left or _annotation_schema(node.right)
+    return {}
+
+
+_ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
+
+
+def _doc_sections(doc: str) -> tuple[str, dict[str, str]]:
+    """(summary, {param: description}) from a Google-style docstring."""
+    lines = textwrap.dedent(doc or "").strip().splitlines()
+    summary, params, section = [], {}, None
+    current = None
+    for line in lines:
+        stripped = line.strip()
+        if stripped.rstrip(":") in ("Args", "Arguments", "Parameters", "Returns", "Raises", "Constraints", "Return"):
+            section = stripped.rstrip(":")
+            current = None
+            continue
+        if section is None:
+            if stripped:
+                summary.append(stripped)
+        elif section in ("Args", "Arguments", "Parameters"):
+            m = _ARG_LINE.match(line)
+            if m and (not line.startswith(" " * 8) or current is None):
+                current = m.group(1)
+                params[current] = m.group(3).strip()
+            elif current and stripped:
+                params[current] += " " + stripped
+    return " ".join(summary), params
+
+
+def derive_tool(fn: ast.FunctionDef) -> dict[str, Any]:
+    """An OpenAI function schema from a method's signature and docstring."""
+    summary, docs = _doc_sections(ast.get_docstring(fn) or "")
+    names, required, _ = _params(fn)
+    annotations = {a.arg: a.annotation for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    properties = {}
+    for name in names:
+        prop = _annotation_schema(annotations.get(name)) or {"type": "string"}
+        if docs.get(name):
+            prop["description"] = docs[name]
+        properties[name] = prop
+    return {
+        "type": "function",
+        "function": {
+            "name": fn.name,
+            "description": summary or fn.name.replace("_", " "),
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
+
+
+def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[str, Any], str | None]:
+    fn_schema = tool.get("function", tool) if isinstance(tool, dict) else None
+    if not isinstance(fn_schema, dict) or not isinstance(fn_schema.get("name"), str):
+        return {}, f"tool schema without a name: {str(tool)[:80]}"
+    name = fn_schema["name"]
+    if name not in methods:
+        return {}, f"tool {name!r} has no public method of that name in the class"
+    params = fn_schema.get("parameters") or {"type": "object", "properties": {}}
+    props = params.get("properties") or {}
+    names, required, has_kwargs = _params(methods[name])
+    extra = [p for p in props if p not in names]
+    if extra and not has_kwargs:
+        return {}, f"tool {name!r} declares parameter(s) {extra} that {name}({', '.join(names)}) does not accept"
+    missing = [p for p in required if p not in props]
+    if missing:
+        return {}, f"tool {name!r} omits required parameter(s) {missing} of {name}({', '.join(names)})"
+    return {"type": "function", "function": {**fn_schema, "parameters": {"type": "object", **params}}}, None
+
+
+def method_source(code: str, class_name: str, method: str) -> str:
+    """``code(a_t)``: the method's source, extracted from the class code with ``ast``."""
+    tree = ast.parse(code)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method:
+                    return textwrap.dedent(ast.get_source_segment(code, item, padded=True) or "")
+    raise KeyError(f"{class_name}.{method} not found in the class code")
+
+
+# -- the live environment (sandbox side) -----------------------------------------------------------
+
+class EnvScalerEnvironment:
+    """One EnvScaler class instance behind the environment protocol."""
+
+    def __init__(self, env_id: str, class_name: str, code_ref: str, tools_ref: str) -> None:
+        self.env_id = env_id
+        self.class_name = class_name
+        self.code_ref = code_ref
+        self._tools: list[dict[str, Any]] = json.loads(blobs.get(tools_ref))
+        self._names = {t["function"]["name"] for t in self._tools}
+        self._instance: Any = None
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self._tools
+
+    def has_tool(self, name: str) -> bool:
+        return name in self._names
+
+    def bind_arguments(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if args:
+            props = next(t for t in self._tools if t["function"]["name"] == name)["function"]["parameters"].get("properties", {})
+            names = list(props)
+            if len(args) > len(names):
+                raise TypeError(f"{name} takes {len(names)} arguments, {len(args)} positional given")
+            kwargs = {**dict(zip(names, args)), **kwargs}
+        return dict(kwargs)
+
+    def reset(self, init_config: dict[str, Any], **_: Any) -> None:
+        namespace: dict[str, Any] = {"__name__": f"envscaler_env_{self.code_ref}"}
+        exec(blobs.compiled(self.code_ref, f"<env {self.env_id}>"), namespace)  # noqa: S102 - sandbox child only
+        cls = namespace.get(self.class_name)
+        if not isinstance(cls, type):
+            raise TypeError(f"env_class_code does not define class {self.class_name!r}")
+        try:
+            instance = cls(copy.deepcopy(init_config))
+        except TypeError:
+            instance = cls()
+        for key, value in copy.deepcopy(init_config).items():
+            setattr(instance, key, value)
+        self._instance = instance
+
+    def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
+        try:
+            if name not in self._names:
+                raise AttributeError(f"unknown tool {name!r} for {self.env_id}")
+            return CallResult(value=getattr(self._instance, name)(**copy.deepcopy(arguments)))
+        except Exception as exc:
+            return CallResult(error_type=type(exc).__name__, error_message=str(exc))
+
+    def state(self) -> JSONValue:
+        attrs = {k: v for k, v in vars(self._instance).items() if not (k.startswith("__") and k.endswith("__"))}
+        return canonicalize(attrs)
+
+    def observation(self, result: CallResult) -> str:
+        if result.raised:
+            return f"Error: {result.error_type}: {result.error_message}"
+        return str(result.value)
+
+    def outcome(self, name: str, result: CallResult) -> str:
+        if result.raised:
+            return ERROR
+        value = result.value
+        if isinstance(value, dict) and "success" in value:
+            return SUCCESS if value["success"] is not False else FAILURE
+        return FAILURE if reports_failure(name, value) else SUCCESS
+
+    def source_of(self, name: str) -> str:
+        return method_source(blobs.get(self.code_ref), self.class_name, name)
+
+    def class_source(self) -> str:
+        return blobs.get(self.code_ref)
