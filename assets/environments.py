@@ -3,29 +3,42 @@
 import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
+from pipeline.collect.sources import env_items
 from pipeline.envs.catalog import build_catalog
-from pipeline.report import md_table
-from resources import DataStoreResource
+from pipeline.report import md_records, md_table
+from resources import DataStoreResource, EnvironmentSourcesResource
 
 
 @asset(group_name="collection", kinds={"python", "parquet"})
-def environment_catalog(context: AssetExecutionContext, store: DataStoreResource) -> MaterializeResult:
-    """Every executable environment class with its tools (OpenAI function schemas) and source code.
+def environment_catalog(
+    context: AssetExecutionContext, store: DataStoreResource, sources: EnvironmentSourcesResource
+) -> MaterializeResult:
+    """Every executable environment — bfcl-eval classes, the builtin pack, EnvScaler corpora — with
+    its tools (OpenAI function schemas) and source code.
 
-    Writes `environments.parquet` and `tool_code.parquet` (each tool's source once, keyed by
-    `code_ref`, which labeled steps reference as `code(a_t)`).
+    Writes `environments.parquet` and `tool_code.parquet` (each tool's and class's source once,
+    keyed by `code_ref`, which labeled steps reference as `code(a_t)`). Env items that do not
+    compile, lack their class, or whose tool schemas do not fit the methods are listed, not fatal.
     """
     layout = store.layout()
-    report = build_catalog(layout)
-    table = pd.DataFrame(
-        [{"source": e["source"], "class": e["env_class"], "license": e["license"], "tools": e["num_tools"]} for e in report.environments]
-    )
-    context.log.info(f"catalog: {len(report.environments)} environment classes, {report.tools} tools -> {layout.environments}")
+    items, issues = env_items(sources.config())
+    report = build_catalog(layout, items, issues)
+    for issue in report.issues:
+        context.log.warning(f"env {issue.task_id} ({issue.stage}): {issue.reason}")
+    table = pd.DataFrame(report.environments)
+    by_source = table.groupby("source").agg(environments=("env_id", "count"), tools=("num_tools", "sum")).reset_index()
+    context.log.info(f"catalog: {len(report.environments)} environments, {report.tools} tools -> {layout.environments}")
     return MaterializeResult(
         metadata={
             "environments": len(report.environments),
             "tools": report.tools,
-            "catalog": MetadataValue.md(md_table(table, index=False)),
+            "rejected_items": len(report.issues),
+            "by_source": MetadataValue.md(md_table(by_source, index=False)),
+            "catalog": MetadataValue.md(md_table(table[["env_id", "env_class", "license", "num_tools"]], index=False)),
+            "rejected": MetadataValue.md(
+                md_records([{"env_id": i.task_id, "stage": i.stage, "reason": i.reason, "origin": i.origin} for i in report.issues],
+                           ["env_id", "stage", "reason", "origin"])
+            ),
             "path": MetadataValue.path(str(layout.environments.resolve())),
         }
     )

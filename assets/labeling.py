@@ -43,6 +43,8 @@ def labeled_steps(
     pivot = queries.delta_by_outcome(layout) if totals.get("steps") else None
     hist = {} if pivot is None else {k: int(v) for k, v in pivot["total"].items() if k != "total"}
     envs = queries.steps_by_env(layout) if totals.get("steps") else None
+    cells = queries.cell_coverage(layout) if totals.get("steps") else None
+    groups = queries.balance2_coverage(layout) if totals.get("steps") else None
     context.log.info(f"{report.steps} labeled steps ({report.steps_per_second:.0f} steps/s) -> {layout.steps_dir}")
     return MaterializeResult(
         metadata={
@@ -56,6 +58,8 @@ def labeled_steps(
             "steps_per_second": round(report.steps_per_second, 1),
             "delta_by_outcome": MetadataValue.md(md_table(pivot) if pivot is not None else "_no steps_"),
             "delta_histogram": MetadataValue.md(md_histogram(hist, "|Δ|")),
+            "benchmark_cell_candidates": MetadataValue.md(md_table(cells, index=False) if cells is not None else "_none_"),
+            "balance2_candidates": MetadataValue.md(md_table(groups, index=False) if groups is not None else "_none_"),
             "environments_covered": MetadataValue.md(md_table(envs, index=False) if envs is not None else "_none_"),
             "issues": MetadataValue.md(md_records(report.issues, ["task_id", "stage", "reason"])),
             "path": MetadataValue.path(str(layout.steps_dir.resolve())),

@@ -1,7 +1,7 @@
 """Dagster ConfigurableResources: storage, environment sources, execution sandbox."""
 
-from resources.environments import BfclTaskFileConfig, EnvironmentSourcesResource
+from resources.environments import BfclTaskFileConfig, EnvironmentSourcesResource, EnvScalerCorpusConfig
 from resources.sandbox import SandboxResource
 from resources.storage import DataStoreResource
 
-__all__ = ["BfclTaskFileConfig", "DataStoreResource", "EnvironmentSourcesResource", "SandboxResource"]
+__all__ = ["BfclTaskFileConfig", "EnvScalerCorpusConfig", "DataStoreResource", "EnvironmentSourcesResource", "SandboxResource"]

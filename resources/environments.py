@@ -1,8 +1,11 @@
 """Which environment sources and tasks feed collection."""
 
+from pathlib import Path
+
 from dagster import Config, ConfigurableResource
 from pydantic import Field
 
+from pipeline.collect.sources import EnvScalerCorpus, SourceConfig
 from pipeline.envs import bfcl
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files
 
@@ -15,19 +18,46 @@ class BfclTaskFileConfig(Config):
     category: str = Field(default="custom", description="Category label; 'long_context' loads long-context scenarios.")
 
 
+class EnvScalerCorpusConfig(Config):
+    """A corpus in EnvScaler's released format, e.g. 191_env_metadata.json plus a scenario file."""
+
+    env_items: str = Field(description="JSON dict env_id -> env item (env_class_name, env_class_code, tools, ...).")
+    scenarios: str | None = Field(default=None, description="Scenario/task items (JSON list, JSON lines or dict).")
+    prefix: str = Field(default="envscaler", description="Namespace of the env ids: '<prefix>/<env_id>'.")
+    license: str = Field(default="", description="License of the corpus, recorded in the catalog.")
+
+
 class EnvironmentSourcesResource(ConfigurableResource):
-    """The environment sources: bfcl-eval's multi-turn categories and extra bfcl-format task files."""
+    """The environment sources: bfcl-eval's multi-turn tasks, the builtin pack, EnvScaler corpora."""
 
     bfcl_categories: list[str] = Field(
-        default=list(bfcl.CATEGORIES), description="bfcl-eval multi-turn categories to replay."
+        default=list(bfcl.CATEGORIES), description="bfcl-eval multi-turn categories to use."
     )
     bfcl_task_files: list[BfclTaskFileConfig] = Field(
         default_factory=list, description="Extra task files in bfcl's format (your own tasks)."
     )
+    bfcl_replay: bool = Field(default=True, description="Collect bfcl tasks by ground-truth replay.")
+    bfcl_explore: bool = Field(default=False, description="Also explore bfcl task configs with the policy.")
+    builtin: bool = Field(default=True, description="Use the builtin environment pack.")
+    builtin_scenarios_per_env: int = Field(default=300, description="Seeded scenarios generated per builtin env.")
+    builtin_seed: int = Field(default=0, description="Seed of the builtin scenario generators.")
+    envscaler: list[EnvScalerCorpusConfig] = Field(default_factory=list, description="EnvScaler-format corpora.")
 
     def bfcl_files(self) -> list[BfclTaskFile]:
-        from pathlib import Path
-
         files = default_task_files(self.bfcl_categories) if self.bfcl_categories else []
         files += [BfclTaskFile(f.category, Path(f.tasks), Path(f.answers)) for f in self.bfcl_task_files]
         return files
+
+    def config(self) -> SourceConfig:
+        return SourceConfig(
+            bfcl_files=self.bfcl_files(),
+            bfcl_replay=self.bfcl_replay,
+            bfcl_explore=self.bfcl_explore,
+            builtin=self.builtin,
+            builtin_scenarios_per_env=self.builtin_scenarios_per_env,
+            builtin_seed=self.builtin_seed,
+            envscaler=[
+                EnvScalerCorpus(Path(c.env_items), Path(c.scenarios) if c.scenarios else None, c.prefix, c.license)
+                for c in self.envscaler
+            ],
+        )

@@ -15,6 +15,7 @@ def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
         "store": DataStoreResource(data_root=str(tmp_path / "data")),
         "sources": EnvironmentSourcesResource(
             bfcl_categories=[],
+            builtin=False,
             bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files],
         ),
         "sandbox": SandboxResource(workers=2, call_timeout_s=2),
@@ -22,6 +23,7 @@ def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
     result = materialize(
         [environment_catalog, trajectories, labeled_steps, delta_roundtrip, relabel_is_deterministic],
         resources=resources,
+        run_config={"ops": {"trajectories": {"config": {"enabled": False}}}},
     )
     assert result.success
     mats = {

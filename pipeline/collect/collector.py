@@ -31,6 +31,7 @@ class CollectReport:
     issues: list[TaskIssue] = field(default_factory=list)
     by_category: Counter[str] = field(default_factory=Counter)
     by_env: Counter[str] = field(default_factory=Counter)
+    by_strategy: Counter[str] = field(default_factory=Counter)
 
     def issue_rows(self) -> list[dict[str, Any]]:
         return [
@@ -48,36 +49,56 @@ def _json_actions(traj: Trajectory) -> Trajectory:
     return dataclasses.replace(traj, actions=actions)
 
 
+Probed = tuple  # (Trajectory, sandbox result with "init") from exploration
+
+
 def collect(
-    items: Iterable[Trajectory | TaskIssue],
+    items: Iterable[Trajectory | TaskIssue | Probed],
     layout: DataLayout,
     sandbox: Sandbox,
     log: Log = lambda _m: None,
+    probe_chunk: int = 256,
 ) -> CollectReport:
-    """Record initial states and write ``trajectories.parquet`` and ``issues.parquet`` atomically."""
-    report = CollectReport()
-    valid: list[Trajectory] = []
-    for item in items:
-        if isinstance(item, TaskIssue):
-            report.issues.append(item)
-            log(f"skipped task {item.task_id} ({item.stage}): {item.reason}")
-        else:
-            valid.append(_json_actions(item))
+    """Write ``trajectories.parquet`` and ``issues.parquet`` atomically.
 
-    def rows() -> Iterable[dict[str, Any]]:
-        resets = sandbox.run(dataclasses.replace(t, actions=()) for t in valid)  # in input order
-        for original, (_probe, result) in zip(valid, resets):
-            init = result["init"]
-            if init is None:
+    Trajectories whose initial state is not yet known (ground-truth replay) are reset in the
+    sandbox to record it; explored ones arrive with it.
+    """
+    report = CollectReport()
+
+    def accept(traj: Trajectory, init: dict[str, Any]) -> dict[str, Any]:
+        report.trajectories += 1
+        report.actions += len(traj.actions)
+        report.by_category[traj.category] += 1
+        report.by_env[traj.env_id] += 1
+        report.by_strategy[traj.strategy] += 1
+        return trajectory_row(traj, init["state_json"], init["state_hash"])
+
+    def probe(pending: list[Trajectory]) -> Iterable[dict[str, Any]]:
+        resets = sandbox.run(dataclasses.replace(t, actions=()) for t in pending)  # in input order
+        for original, (_probe, result) in zip(pending, resets):
+            if result["init"] is None:
                 issue = TaskIssue(original.task_id, "reset", result["init_error"] or "reset failed", "")
                 report.issues.append(issue)
                 log(f"skipped task {issue.task_id} (reset): {issue.reason}")
                 continue
-            report.trajectories += 1
-            report.actions += len(original.actions)
-            report.by_category[original.category] += 1
-            report.by_env[original.env_id] += 1
-            yield trajectory_row(original, init["state_json"], init["state_hash"])
+            yield accept(original, result["init"])
+
+    def rows() -> Iterable[dict[str, Any]]:
+        pending: list[Trajectory] = []
+        for item in items:
+            if isinstance(item, TaskIssue):
+                report.issues.append(item)
+                log(f"skipped task {item.task_id} ({item.stage}): {item.reason}")
+            elif isinstance(item, tuple):
+                traj, result = item
+                yield accept(_json_actions(traj), result["init"])
+            else:
+                pending.append(_json_actions(item))
+                if len(pending) >= probe_chunk:
+                    yield from probe(pending)
+                    pending = []
+        yield from probe(pending)
 
     write_table(layout.trajectories, rows(), schema.TRAJECTORIES, batch_rows=128)
     write_table(layout.collection_issues, report.issue_rows(), schema.ISSUES)

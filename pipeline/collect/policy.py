@@ -59,16 +59,20 @@ class StateIndex:
             self._add(key, node)
 
     def candidates(self, name: str) -> list[Any]:
-        """Known values for a parameter called ``name``."""
-        if self.values.get(name):
-            return self.values[name]
+        """Known values for a parameter called ``name``: values seen under that field, else the
+        keys of the entity table it refers to (``from_account`` -> ``accounts``, ``sku`` -> keys
+        like ``SKU-0001``)."""
         single = _singular(name)
-        if self.values.get(single):
-            return self.values[single]
+        for key in (name, single):
+            if self.values.get(key):
+                return self.values[key]
         stem = single[:-3] if single.endswith("_id") else single
-        stem = stem[:-4] if stem.endswith("_ids") else stem
         for table, keys in self.tables.items():
-            if table.rstrip("s").startswith(stem.rstrip("s")) or stem.startswith(table.rstrip("s")):
+            table_single = _singular(table)
+            if table_single and (table_single in stem or stem.endswith(table_single) or stem in table_single):
+                return keys
+        for table, keys in self.tables.items():
+            if keys and stem and stem.lower() in str(keys[0]).lower():
                 return keys
         if single.endswith("_id") or single == "id":
             return [k for keys in self.tables.values() for k in keys][: self.cap]
@@ -122,7 +126,7 @@ class ExplorationPolicy:
         known = index.candidates(name)
         if kind == "array":
             item_schema = schema.get("items") or {}
-            pool = known or index.candidates(_singular(name))
+            pool = known or index.candidates(_singular(name)) or [k for ks in index.tables.values() for k in ks]
             size = rng.randint(1, self.settings.max_batch)
             if item_schema.get("type") == "object":
                 return [self.object_value(item_schema, index) for _ in range(size)]
@@ -140,7 +144,10 @@ class ExplorationPolicy:
             return rng.randint(1, 5)
         if kind == "number":
             return round(rng.uniform(1, 100), 2)
+        ids = [k for keys in index.tables.values() for k in keys]
         pool = [v for vs in index.values.values() for v in vs if isinstance(v, str)]
+        if ids and (not pool or rng.random() < 0.5):
+            return rng.choice(ids)
         return rng.choice(pool) if pool else f"{name}-{rng.randint(1, 99)}"
 
     def object_value(self, schema: dict[str, Any], index: StateIndex) -> dict[str, Any]:

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.envs import bfcl
-from pipeline.labeling.labeler import code_ref
+from pipeline.envs import bfcl, blobs, envscaler
+from pipeline.envs.bfcl_tasks import TaskIssue
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
@@ -17,6 +17,7 @@ from pipeline.store.parquet_io import write_table
 class CatalogReport:
     environments: list[dict[str, Any]] = field(default_factory=list)
     tools: int = 0
+    issues: list[TaskIssue] = field(default_factory=list)
 
 
 def bfcl_catalog() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -28,30 +29,71 @@ def bfcl_catalog() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         for name in names:
             code = env.source_of(name)
             code_rows.append(
-                {"code_ref": code_ref(code), "source": bfcl.SOURCE, "owner": cls_name, "tool": name, "code": code}
+                {"code_ref": blobs.ref_of(code), "source": bfcl.SOURCE, "owner": cls_name, "tool": name, "code": code}
             )
         class_code = bfcl.class_source(cls_name)
         code_rows.append(
-            {"code_ref": code_ref(class_code), "source": bfcl.SOURCE, "owner": cls_name, "tool": "", "code": class_code}
+            {"code_ref": blobs.ref_of(class_code), "source": bfcl.SOURCE, "owner": cls_name, "tool": "", "code": class_code}
         )
         envs.append(
             {
                 "source": bfcl.SOURCE,
+                "env_id": f"{bfcl.SOURCE}/{cls_name}",
                 "env_class": cls_name,
                 "license": bfcl.LICENSE,
                 "num_tools": len(names),
                 "tools": names,
-                "tools_json": json.dumps(tools),
-                "class_code_ref": code_ref(class_code),
+                "tools_json": json.dumps(tools, sort_keys=True),
+                "class_code_ref": blobs.ref_of(class_code),
             }
         )
     return envs, code_rows
 
 
-def build_catalog(layout: DataLayout) -> CatalogReport:
-    """Write ``environments.parquet`` and ``tool_code.parquet`` for every known source."""
+def envscaler_catalog(items: list[envscaler.EnvItem]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    envs, code_rows = [], []
+    for item in items:
+        source = item.prefix
+        for name in item.tool_names:
+            code = envscaler.method_source(item.class_code, item.class_name, name)
+            code_rows.append({"code_ref": blobs.ref_of(code), "source": source, "owner": item.qualified_id, "tool": name, "code": code})
+        code_rows.append(
+            {"code_ref": blobs.ref_of(item.class_code), "source": source, "owner": item.qualified_id, "tool": "", "code": item.class_code}
+        )
+        envs.append(
+            {
+                "source": source,
+                "env_id": item.qualified_id,
+                "env_class": item.class_name,
+                "license": item.license,
+                "num_tools": len(item.tools),
+                "tools": item.tool_names,
+                "tools_json": json.dumps(item.tools, sort_keys=True),
+                "class_code_ref": blobs.ref_of(item.class_code),
+            }
+        )
+    return envs, code_rows
+
+
+def build_catalog(
+    layout: DataLayout, items: list[envscaler.EnvItem] | None = None, issues: list[TaskIssue] | None = None
+) -> CatalogReport:
+    """Write ``environments.parquet`` and ``tool_code.parquet`` (bfcl classes + EnvScaler-format items)."""
     envs, code_rows = bfcl_catalog()
-    unique_code = {row["code_ref"]: row for row in code_rows}
+    more_envs, more_code = envscaler_catalog(items or [])
+    envs += more_envs
+    unique_code = {row["code_ref"]: row for row in code_rows + more_code}
     write_table(layout.environments, envs, schema.ENVIRONMENTS)
     write_table(layout.tool_code, unique_code.values(), schema.TOOL_CODE)
-    return CatalogReport(environments=envs, tools=sum(e["num_tools"] for e in envs))
+    return CatalogReport(environments=envs, tools=sum(e["num_tools"] for e in envs), issues=list(issues or []))
+
+
+def load_blobs(layout: DataLayout) -> None:
+    """Register the catalog's class code and tool schemas, so sandboxes can build its environments."""
+    import pyarrow.parquet as pq
+
+    blobs.load_parquet(layout.tool_code)
+    if layout.environments.exists():
+        for text in pq.read_table(layout.environments, columns=["tools_json"]).column("tools_json").to_pylist():
+            if text:
+                blobs.put(text)

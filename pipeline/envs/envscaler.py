@@ -283,6 +283,18 @@ def _doc_sections(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(summary), params
 
 
+_CHOICES = re.compile(r"\b(?:one of|either)\s+([\w\s,]+?)(?:\.|$)", re.IGNORECASE)
+
+
+def _choices(description: str) -> list[str] | None:
+    """``"One of scheduled, delayed or departed."`` -> an enum for the schema."""
+    m = _CHOICES.search(description)
+    if not m:
+        return None
+    words = [w.strip() for w in re.split(r",|\bor\b", m.group(1)) if w.strip()]
+    return words if len(words) >= 2 and all(re.fullmatch(r"[\w-]+", w) for w in words) else None
+
+
 def derive_tool(fn: ast.FunctionDef) -> dict[str, Any]:
     """An OpenAI function schema from a method's signature and docstring."""
     summary, docs = _doc_sections(ast.get_docstring(fn) or "")
@@ -293,6 +305,9 @@ def derive_tool(fn: ast.FunctionDef) -> dict[str, Any]:
         prop = _annotation_schema(annotations.get(name)) or {"type": "string"}
         if docs.get(name):
             prop["description"] = docs[name]
+            choices = _choices(docs[name])
+            if choices and prop.get("type") == "string":
+                prop["enum"] = choices
         properties[name] = prop
     return {
         "type": "function",

@@ -41,7 +41,8 @@ def static(spec: EnvSpec) -> Environment:
 
 
 def code_versions() -> dict[str, str]:
-    """Versions of the environment code behind each source (part of label cache keys)."""
+    """Versions of the environment code behind each source (part of label cache keys; EnvScaler
+    code is content-addressed through the trajectory fingerprint)."""
     versions = {}
     try:
         versions[bfcl.SOURCE] = bfcl.installed_version()

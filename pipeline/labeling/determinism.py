@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow.dataset as ds
 
+from pipeline.envs.catalog import load_blobs
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store.layout import DataLayout
 from pipeline.store.trajectories import iter_trajectories, iter_trajectory_rows
@@ -39,6 +40,7 @@ def _normalise(value: Any) -> Any:
 
 
 def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 20, seed: int = 0) -> DeterminismReport:
+    load_blobs(layout)
     ids = sorted(r["trajectory_id"] for r in iter_trajectory_rows(layout, columns=["trajectory_id"]))
     report = DeterminismReport(sampled=random.Random(seed).sample(ids, min(sample_size, len(ids))))
     if not report.sampled:

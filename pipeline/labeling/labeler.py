@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import blobs, registry
+from pipeline.envs.catalog import load_blobs
 from pipeline.execution.runner import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store import schema
@@ -104,6 +105,7 @@ def label(
     """Label all trajectories of ``layout`` into ``steps/part-*.parquet``."""
     report = LabelReport()
     started = time.perf_counter()
+    load_blobs(layout)
     layout.steps_dir.mkdir(parents=True, exist_ok=True)
     refs = CodeRefs()
     keep: set[str] = set()

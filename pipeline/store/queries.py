@@ -52,3 +52,41 @@ def steps_by_env(layout: DataLayout) -> pd.DataFrame:
                    count(*) FILTER (outcome = 'error') AS errors, max(delta_size) AS max_delta
             FROM {_steps(layout)} GROUP BY env_id ORDER BY steps DESC"""
     ).df()
+
+
+def cell_coverage(layout: DataLayout, factor: float = 2.0) -> pd.DataFrame:
+    """Candidates and distinct environments per benchmark cell (DESIGN §5), against ``factor`` × quota."""
+    from pipeline.strata import BENCHMARK_CELL_SQL, BENCHMARK_CELLS
+
+    con = duckdb.connect()
+    df = con.sql(
+        f"""SELECT {BENCHMARK_CELL_SQL} AS cell, count(*) AS candidates, count(DISTINCT env_id) AS environments,
+                   count(DISTINCT task_id) AS tasks
+            FROM {_steps(layout)} GROUP BY ALL"""
+    ).df().set_index("cell")
+    rows = []
+    for c in BENCHMARK_CELLS:
+        have = df.loc[c.name] if c.name in df.index else None
+        n = int(have["candidates"]) if have is not None else 0
+        rows.append({
+            "cell": c.name, "quota": c.quota, "candidates": n,
+            "environments": int(have["environments"]) if have is not None else 0,
+            "tasks": int(have["tasks"]) if have is not None else 0,
+            f"≥{factor:g}×quota": "yes" if n >= factor * c.quota else "NO",
+        })
+    return pd.DataFrame(rows)
+
+
+def balance2_coverage(layout: DataLayout) -> pd.DataFrame:
+    """Steps per Balance2 group against the default mixture sizes."""
+    from pipeline.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS
+
+    con = duckdb.connect()
+    df = con.sql(
+        f"SELECT {BALANCE2_GROUP_SQL} AS grp, count(*) AS n, count(DISTINCT env_id) AS envs FROM {_steps(layout)} GROUP BY ALL"
+    ).df().set_index("grp")
+    return pd.DataFrame([
+        {"group": g, "wanted": n, "available": int(df.loc[g, "n"]) if g in df.index else 0,
+         "environments": int(df.loc[g, "envs"]) if g in df.index else 0}
+        for g, n in BALANCE2_GROUPS.items()
+    ])

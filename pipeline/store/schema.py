@@ -87,6 +87,7 @@ TOOL_CODE = pa.schema(
 ENVIRONMENTS = pa.schema(
     [
         pa.field("source", pa.string(), nullable=False),
+        pa.field("env_id", pa.string(), nullable=False),
         pa.field("env_class", pa.string(), nullable=False),
         pa.field("license", pa.string()),
         pa.field("num_tools", pa.int32(), nullable=False),

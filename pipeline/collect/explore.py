@@ -1,0 +1,171 @@
+"""Stratum-targeted exploration: run seeded policy episodes over scenarios until every cell of the
+benchmark composition (and every Balance2 group) has enough candidate steps, or the call budget
+is spent.
+
+Steering: per (environment, tool) the explorer keeps a histogram of the strata its calls produced;
+each new episode weights an environment's tools by how often they hit cells that are still short
+(unexplored tools keep weight 1), and raises the mutation rate while failures are short. A cell is
+"short" for an environment while the cell lacks candidates or lacks ``min_envs`` distinct
+environments and this one has not contributed yet.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Iterator
+
+from pipeline.collect.policy import PolicySettings
+from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.envs.bfcl_tasks import TaskIssue
+from pipeline.envs.protocol import EnvSpec
+from pipeline.execution.sandbox import Sandbox
+from pipeline.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, balance2_group, benchmark_cell
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ExploreSettings:
+    seed: int = 0
+    call_budget: int = 60_000
+    episode_length: int = 12
+    mutate_rate: float = 0.15
+    max_batch: int = 6
+    cell_factor: float = 2.0  # candidates wanted per benchmark cell, as a multiple of its quota
+    group_factor: float = 1.3  # candidates wanted per Balance2 group, as a multiple of its size
+    min_envs: int = 10
+    batch_episodes: int = 100
+
+
+@dataclass(frozen=True)
+class ScenarioRef:
+    """A scenario to explore: an environment spec plus the task it belongs to."""
+
+    task_id: str
+    env: EnvSpec
+    category: str = "explore"
+
+
+@dataclass
+class Coverage:
+    """Candidate counts per benchmark cell / Balance2 group, and the environments behind them."""
+
+    settings: ExploreSettings
+    cells: Counter[str] = field(default_factory=Counter)
+    cell_envs: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    groups: Counter[str] = field(default_factory=Counter)
+    tool_hits: dict[tuple[str, str], Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    steps: int = 0
+
+    def targets(self) -> dict[str, int]:
+        out = {c.name: int(c.quota * self.settings.cell_factor) for c in BENCHMARK_CELLS}
+        out.update({f"b2:{g}": int(n * self.settings.group_factor) for g, n in BALANCE2_GROUPS.items()})
+        return out
+
+    def add(self, env_id: str, tool: str, outcome: str, delta_size: int, args_count: int) -> None:
+        self.steps += 1
+        hits = self.tool_hits[(env_id, tool)]
+        hits["_calls"] += 1
+        cell = benchmark_cell(outcome, delta_size, args_count)
+        if cell:
+            self.cells[cell] += 1
+            self.cell_envs[cell].add(env_id)
+            hits[cell] += 1
+        group = balance2_group(outcome, delta_size)
+        if group:
+            self.groups[group] += 1
+            hits[f"b2:{group}"] += 1
+
+    def count(self, key: str) -> int:
+        return self.groups[key[3:]] if key.startswith("b2:") else self.cells[key]
+
+    def short(self, env_id: str | None = None) -> dict[str, float]:
+        """Deficit (0..1] of every key still short: too few candidates, or too few environments
+        (for ``env_id``: only cells this environment has not contributed to yet)."""
+        out = {}
+        for key, target in self.targets().items():
+            have = self.count(key)
+            deficit = max(0.0, (target - have) / target) if target else 0.0
+            if not key.startswith("b2:"):
+                envs = self.cell_envs.get(key, set())
+                if len(envs) < self.settings.min_envs and (env_id is None or env_id not in envs):
+                    deficit = max(deficit, 0.5)
+            if deficit > 0:
+                out[key] = deficit
+        return out
+
+    def satisfied(self) -> bool:
+        return not self.short()
+
+    def tool_weights(self, env_id: str, tools: Iterable[str]) -> dict[str, float]:
+        short = self.short(env_id)
+        weights = {}
+        for tool in tools:
+            hits = self.tool_hits.get((env_id, tool))
+            calls = hits["_calls"] if hits else 0
+            if calls < 8:
+                weights[tool] = 1.0  # still unexplored
+                continue
+            gain = sum(deficit * hits[key] / calls for key, deficit in short.items())
+            weights[tool] = 0.05 + 4.0 * gain
+        return weights
+
+
+def explore(
+    scenarios: list[ScenarioRef],
+    tool_names: Callable[[EnvSpec], list[str]],
+    sandbox: Sandbox,
+    settings: ExploreSettings,
+    coverage: Coverage | None = None,
+    log: Log = lambda _m: None,
+) -> Iterator[tuple[Trajectory, dict] | TaskIssue]:
+    """Yield explored trajectories (with their sandbox result, which carries the initial state)
+    and an issue per scenario whose environment cannot be reset."""
+    coverage = coverage or Coverage(settings)
+    live = list(scenarios)
+    rounds: Counter[str] = Counter()
+    cursor = 0
+    while live and coverage.steps < settings.call_budget and not coverage.satisfied():
+        batch = []
+        for _ in range(min(settings.batch_episodes, len(live))):
+            ref = live[cursor % len(live)]
+            cursor += 1
+            episode = rounds[ref.task_id]
+            rounds[ref.task_id] += 1
+            failure_short = "failure" in coverage.short() or "b2:failure" in coverage.short()
+            policy = PolicySettings(
+                seed=random.Random(f"{settings.seed}:{ref.task_id}:{episode}").randrange(2**31),
+                episode_length=settings.episode_length,
+                mutate_rate=min(0.5, settings.mutate_rate * (2 if failure_short else 1)),
+                max_batch=settings.max_batch,
+                tool_weights=coverage.tool_weights(ref.env.env_id, tool_names(ref.env)),
+            )
+            batch.append(
+                Trajectory(
+                    trajectory_id=f"{ref.env.env_id}/{ref.task_id}/explore-s{settings.seed}-e{episode}",
+                    task_id=ref.task_id,
+                    env=ref.env,
+                    actions=(),
+                    category=ref.category,
+                    strategy="explore",
+                    meta={"explore": policy},
+                )
+            )
+        dead: set[str] = set()
+        for traj, result in sandbox.run(batch):
+            if result["init"] is None:
+                dead.add(traj.task_id)
+                yield TaskIssue(traj.task_id, "reset", result["init_error"] or "reset failed", "")
+                continue
+            for step in result["steps"]:
+                coverage.add(traj.env_id, step["tool"], step["outcome"], step["delta_size"], step["args_count"])
+            actions = tuple(
+                Action(s["tool"], json.loads(s["arguments_json"]), turn=s["step_index"]) for s in result["steps"]
+            )
+            yield replace(traj, actions=actions, meta={}), result
+        if dead:
+            live = [s for s in live if s.task_id not in dead]
+        log(f"explored {coverage.steps} calls; short: " + (", ".join(sorted(coverage.short())) or "none"))
