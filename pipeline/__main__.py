@@ -31,6 +31,12 @@ def summary(layout: DataLayout) -> int:
     print()
     print(md_table(queries.delta_by_outcome(layout)))
     print()
+    print("Benchmark cells (candidates for the 400-sample composition):")
+    print(md_table(queries.cell_coverage(layout), index=False))
+    print()
+    print("Balance2 SFT groups:")
+    print(md_table(queries.balance2_coverage(layout), index=False))
+    print()
     print(f"Query it: duckdb -c \"SELECT outcome, delta_size, count(*) FROM '{layout.steps_glob()}' GROUP BY ALL\"")
     return 0
 
