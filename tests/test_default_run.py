@@ -1,0 +1,69 @@
+"""The default run (builtin pack + bfcl) fills every cell of the 400-sample composition."""
+
+import duckdb
+import pytest
+
+from pipeline.collect.explore import ExploreSettings
+from pipeline.collect.run import collect_all
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.catalog import build_catalog
+from pipeline.labeling.labeler import label
+from pipeline.store import queries
+from pipeline.store.layout import DataLayout
+from pipeline.store.reconstruct import verify_steps
+from pipeline.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS, BENCHMARK_CELL_SQL, BENCHMARK_CELLS
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory, sandbox):
+    layout = DataLayout.at(tmp_path_factory.mktemp("default-run"))
+    cfg = SourceConfig()
+    items, issues = env_items(cfg)
+    build_catalog(layout, items, issues)
+    collected = collect_all(cfg, layout, sandbox, ExploreSettings())
+    label(layout, sandbox)
+    return layout, collected
+
+
+def test_every_cell_has_twice_its_quota_from_ten_environments(default_run):
+    layout, collected = default_run
+    table = queries.cell_coverage(layout).set_index("cell")
+    for cell in BENCHMARK_CELLS:
+        assert table.loc[cell.name, "candidates"] >= 2 * cell.quota, cell.name
+        assert table.loc[cell.name, "environments"] >= 10, cell.name
+    assert collected.coverage.satisfied()  # exploration stopped because every target was met
+    assert collected.coverage.steps < ExploreSettings().call_budget
+
+
+def test_enough_left_for_balance2_after_decontamination(default_run):
+    """Pick a 400-sample benchmark the simple way (one step per task, envs round-robin), remove every
+    step of its tasks (task_id decontamination), and check every Balance2 group still fills."""
+    layout, _ = default_run
+    steps = f"read_parquet({layout.step_parts()!r})"
+    con = duckdb.connect()
+    picks = con.execute(f"""
+        WITH c AS (SELECT task_id, env_id, step_id, {BENCHMARK_CELL_SQL} AS cell FROM {steps}),
+        ranked AS (SELECT *, row_number() OVER (PARTITION BY cell, env_id ORDER BY step_id) AS r_env FROM c WHERE cell IS NOT NULL),
+        ordered AS (SELECT *, row_number() OVER (PARTITION BY cell ORDER BY r_env, env_id, step_id) AS r FROM ranked)
+        SELECT cell, task_id FROM ordered
+    """).df()
+    quota = {c.name: c.quota for c in BENCHMARK_CELLS}
+    chosen: set[str] = set()
+    for cell, group in picks.groupby("cell"):
+        tasks = [t for t in dict.fromkeys(group["task_id"])][: quota[cell]]
+        assert len(tasks) == quota[cell], cell
+        chosen.update(tasks)
+    left = con.execute(
+        f"SELECT {BALANCE2_GROUP_SQL} AS g, count(*) FROM {steps} WHERE task_id NOT IN (SELECT unnest(?)) GROUP BY ALL",
+        [sorted(chosen)],
+    ).fetchall()
+    available = dict(left)
+    for group, size in BALANCE2_GROUPS.items():
+        assert available.get(group, 0) >= size, (group, available)
+
+
+def test_all_steps_verify(default_run):
+    layout, _ = default_run
+    assert verify_steps(layout).ok

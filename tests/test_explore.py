@@ -1,0 +1,46 @@
+"""Exploration: steering toward short strata, usable on every source (here: bfcl configs)."""
+
+from pipeline.collect.explore import Coverage, ExploreSettings
+from pipeline.collect.run import collect_all
+from pipeline.collect.sources import SourceConfig
+from pipeline.envs.bfcl_tasks import default_task_files
+from pipeline.labeling.labeler import label
+from pipeline.store import queries
+from pipeline.store.layout import DataLayout
+from pipeline.store.reconstruct import verify_steps
+
+
+def test_tool_weights_favour_tools_that_hit_short_cells():
+    cov = Coverage(ExploreSettings(min_envs=1))
+    for _ in range(20):
+        cov.add("e", "reader", "success", 0, 0)  # no_change_args0
+        cov.add("e", "batcher", "success", 9, 2)  # difficult
+    for _ in range(200):
+        cov.add("e", "other", "success", 0, 0)  # fills no_change_args0 (target 80)
+    weights = cov.tool_weights("e", ["reader", "batcher", "fresh"])
+    assert weights["fresh"] == 1.0  # never tried: explored
+    assert weights["batcher"] > weights["reader"]  # difficult is still short, no_change_args0 is not
+    assert "no_change_args0" not in cov.short() and "difficult" in cov.short()
+
+
+def test_environment_coverage_keeps_a_cell_short():
+    cov = Coverage(ExploreSettings(min_envs=2))
+    for _ in range(200):
+        cov.add("a", "t", "success", 1, 1)
+    assert "simple_1" in cov.short()  # enough candidates, one environment only
+    assert "simple_1" not in cov.short("a")  # "a" already contributed: steering prefers other envs
+    assert "simple_1" in cov.short("b")
+
+
+def test_exploring_bfcl_configs(tmp_path, sandbox):
+    layout = DataLayout.at(tmp_path)
+    cfg = SourceConfig(bfcl_files=default_task_files(["base"]), bfcl_replay=False, bfcl_explore=True, builtin=False)
+    result = collect_all(cfg, layout, sandbox, ExploreSettings(call_budget=300, batch_episodes=25, min_envs=1))
+    assert result.report.by_strategy == {"explore": result.report.trajectories}
+    assert 300 <= result.coverage.steps < 400
+    label(layout, sandbox)
+    totals = queries.step_totals(layout)
+    assert totals["steps"] == result.coverage.steps  # re-execution reproduces every explored step
+    table = queries.delta_by_outcome(layout)
+    assert int(table.loc["total", "failure"]) > 0  # mutated arguments provoke rule failures
+    assert verify_steps(layout).ok
