@@ -1,10 +1,12 @@
-"""Replay + labeling throughput over all 800 bfcl multi-turn tasks (4,625 steps).
+"""Labeling throughput and the cost of isolation.
 
-Prints steps/s and peak memory for:
+Two workloads: ground-truth replay of all 800 bfcl multi-turn tasks (4,625 steps), and explored
+trajectories of the builtin pack (EnvScaler-format code, exec'd). For each it prints steps/s and
+peak memory for:
   * in-process: execute + snapshot + Δ in this process, no isolation (the reference ceiling);
-  * sandbox:    the pipeline's labeling stage (fork-per-trajectory workers, Parquet parts).
+  * sandbox:    the pipeline's labeling stage (fork-per-trajectory workers, guards, Parquet parts).
 
-    python benchmarks/bench_labeling.py [--workers N ...] [--repeat K]
+    python benchmarks/bench_labeling.py [--workers N ...] [--repeat K] [--pack-calls N]
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from pipeline.execution.runner import Limits, execute  # noqa: E402
 from pipeline.execution.sandbox import Sandbox  # noqa: E402
 from pipeline.labeling.labeler import label  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
+from pipeline.collect.explore import ExploreSettings  # noqa: E402
+from pipeline.collect.run import collect_all  # noqa: E402
+from pipeline.collect.sources import SourceConfig, env_items  # noqa: E402
+from pipeline.envs.catalog import build_catalog  # noqa: E402
+from pipeline.store.trajectories import iter_trajectories  # noqa: E402
 
 
 def peak_mb(who: int) -> float:
@@ -53,10 +60,45 @@ def sandboxed(workers: int) -> tuple[int, float, float]:
         return report.steps, time.perf_counter() - t1, t1 - t0
 
 
+def pack(workers: list[int], calls: int, repeat: int) -> None:
+    """Explore the builtin pack once, then label the same trajectories in-process and sandboxed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _pack(tmp, workers, calls, repeat)
+
+
+def _pack(tmp: str, workers: list[int], calls: int, repeat: int) -> None:
+    with Sandbox(workers=max(workers)) as box:
+        layout = DataLayout.at(tmp)
+        cfg = SourceConfig(bfcl_replay=False)
+        items, issues = env_items(cfg)
+        build_catalog(layout, items, issues)
+        t0 = time.perf_counter()
+        result = collect_all(cfg, layout, box, ExploreSettings(call_budget=calls, cell_factor=1e9, group_factor=1e9))
+        explore_secs = time.perf_counter() - t0
+        trajectories = list(iter_trajectories(layout))
+        steps = sum(len(t.actions) for t in trajectories)
+        print(f"builtin pack: {len(trajectories)} explored trajectories, {steps} steps "
+              f"(exploration in the sandbox: {steps / explore_secs:7.0f} steps/s)")
+        best = min((in_process(trajectories) for _ in range(repeat)), key=lambda r: r[1])
+        print(f"  in-process labeling   : {best[0] / best[1]:7.0f} steps/s")
+    for n in workers:
+        secs = []
+        for _ in range(repeat):
+            with Sandbox(workers=n) as box:
+                for part in layout.steps_dir.glob("part-*"):
+                    part.unlink()
+                t0 = time.perf_counter()
+                report = label(layout, box)
+                secs.append(time.perf_counter() - t0)
+        print(f"  sandbox, {n} worker(s) : {report.steps / min(secs):7.0f} steps/s "
+              f"(in-process is {best[0] / best[1] / (report.steps / min(secs)):.1f}x faster)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, nargs="*", default=[1, os.cpu_count() or 1])
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--pack-calls", type=int, default=10_000)
     args = parser.parse_args()
     trajectories = list(ground_truth_trajectories(iter_tasks(default_task_files())))
     print(f"{len(trajectories)} trajectories, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
@@ -69,6 +111,8 @@ def main() -> None:
         print(f"sandbox labeling, {workers} worker(s): {steps} steps in {secs:.2f}s = {steps / secs:7.0f} steps/s "
               f"(collection {collect_secs:.2f}s; peak RSS parent {peak_mb(resource.RUSAGE_SELF):.0f} MiB, "
               f"largest worker/child {peak_mb(resource.RUSAGE_CHILDREN):.0f} MiB)")
+    if args.pack_calls:
+        pack(args.workers, args.pack_calls, args.repeat)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,11 @@ def install(temp_dir: str, memory_limit_bytes: int, max_file_bytes: int = 64 * _
     sys.dont_write_bytecode = True
     root = os.path.realpath(temp_dir)
 
+    watched = frozenset({"open"} | _NETWORK | _PROCESSES | _NATIVE | set(_PATH_EVENTS))
+
     def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event not in watched:  # fast path: builtins.id etc. fire constantly
+            return
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
