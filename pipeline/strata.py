@@ -26,29 +26,58 @@ def delta_bucket(delta_size: int) -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """A cell of the benchmark composition and its default quota."""
+    """A cell of a benchmark composition: which steps qualify, and how many to pick.
+
+    A step qualifies when its outcome matches, ``delta_min <= |Δ| <= delta_max`` and (if set) its
+    argument count equals ``args_count``.
+    """
 
     name: str
     group: str
     quota: int
+    outcome: str = SUCCESS
+    delta_min: int = 0
+    delta_max: int = 0
+    args_count: int | None = None
+
+    def sql(self) -> str:
+        """The cell's rule as a SQL predicate over the steps/strata table."""
+        cond = [f"outcome = '{self.outcome}'", f"delta_size BETWEEN {int(self.delta_min)} AND {int(self.delta_max)}"]
+        if self.args_count is not None:
+            cond.append(f"args_count = {int(self.args_count)}")
+        return " AND ".join(cond)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "group": self.group, "quota": self.quota, "outcome": self.outcome,
+                "delta_min": self.delta_min, "delta_max": self.delta_max, "args_count": self.args_count}
 
 
 #: EnvSimBench composition (400 samples)
 BENCHMARK_CELLS: tuple[Cell, ...] = (
-    Cell("failure", "failure", 20),
-    Cell("no_change_args0", "no-change", 40),
-    Cell("no_change_args1", "no-change", 40),
-    Cell("simple_1", "simple", 25),
-    Cell("simple_2", "simple", 25),
-    Cell("medium_3", "medium", 50),
-    Cell("medium_4", "medium", 50),
-    Cell("medium_5", "medium", 50),
-    Cell("medium_6", "medium", 50),
-    Cell("difficult", "difficult", 50),
+    Cell("failure", "failure", 20, FAILURE, 0, 0),
+    Cell("no_change_args0", "no-change", 40, SUCCESS, 0, 0, 0),
+    Cell("no_change_args1", "no-change", 40, SUCCESS, 0, 0, 1),
+    Cell("simple_1", "simple", 25, SUCCESS, 1, 1),
+    Cell("simple_2", "simple", 25, SUCCESS, 2, 2),
+    Cell("medium_3", "medium", 50, SUCCESS, 3, 3),
+    Cell("medium_4", "medium", 50, SUCCESS, 4, 4),
+    Cell("medium_5", "medium", 50, SUCCESS, 5, 5),
+    Cell("medium_6", "medium", 50, SUCCESS, 6, 6),
+    Cell("difficult", "difficult", 50, SUCCESS, 7, 12),
 )
 
 #: Balance2 SFT mixture groups and default sizes
 BALANCE2_GROUPS: dict[str, int] = {"failure": 1000, "no_change": 1000, "simple": 2000, "complex": 2230}
+
+
+def args_cardinality(args_count: int) -> str:
+    """Argument-count stratum: ``0``, ``1``, ``2``, ``3+``."""
+    return str(args_count) if args_count < 3 else "3+"
+
+
+DELTA_BUCKET_SQL = """CASE WHEN delta_size = 0 THEN 'none' WHEN delta_size <= 2 THEN 'simple'
+  WHEN delta_size <= 6 THEN 'medium' WHEN delta_size <= 12 THEN 'difficult' ELSE 'beyond' END"""
+ARGS_CARDINALITY_SQL = "CASE WHEN args_count < 3 THEN CAST(args_count AS VARCHAR) ELSE '3+' END"
 
 
 def benchmark_cell(outcome: str, delta_size: int, args_count: int) -> str | None:

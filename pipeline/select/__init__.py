@@ -1,0 +1,1 @@
+"""Selection: stratification, versioned benchmark splits and the Balance2 SFT mixture."""

@@ -1,0 +1,162 @@
+"""Benchmark split and Balance2 SFT mixture, versioned and deterministic.
+
+Both pick per stratum with :func:`pick_diverse` (least-used environment first, seeded rank,
+one sample per (s_t, a_t) hash), report every shortfall, materialise full samples and record a
+manifest; the version id is derived from (seed, input fingerprint, spec), so the same input and
+seed give the same version and byte-identical sample lists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import duckdb
+
+from pipeline.select.greedy import pick_diverse
+from pipeline.select.samples import materialize_samples
+from pipeline.select.stratify import current_fingerprint, strata_path
+from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore, version_id
+from pipeline.store.layout import DataLayout
+from pipeline.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell
+
+DECONTAMINATION_KEYS = ("task_id", "env_id")
+
+
+class ShortfallError(ValueError):
+    """A stratum could not be filled and the configuration says that is fatal."""
+
+
+@dataclass
+class SelectionResult:
+    kind: str
+    version: str
+    spec: dict[str, Any]
+    strata: list[dict[str, Any]]  # per stratum: requested, available, selected, environments, missing
+    samples: int
+    path: str
+    shortfalls: list[dict[str, Any]] = field(default_factory=list)
+
+    def shortfall_message(self) -> str:
+        return "; ".join(f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing, "
+                         f"{s['available']} candidates)" for s in self.shortfalls)
+
+
+def _strata_rel(layout: DataLayout) -> str:
+    path = strata_path(layout)
+    if not path.exists():
+        raise FileNotFoundError(f"no strata table at {path}; materialize 'step_strata' first")
+    return f"read_parquet('{path}')"
+
+
+def _select(
+    con: duckdb.DuckDBPyConnection,
+    layout: DataLayout,
+    strata: list[tuple[str, str, int]],  # (name, SQL predicate, quota)
+    seed: int,
+    exclude_sql: str = "",
+    params: list[Any] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rel = _strata_rel(layout)
+    usage: Counter[str] = Counter()
+    taken: set[str] = set()
+    picks: list[dict[str, Any]] = []
+    table = []
+    for name, predicate, quota in strata:
+        where = f"NOT excluded AND ({predicate}) {exclude_sql}"
+        available = con.execute(f"SELECT count(DISTINCT sample_hash) FROM {rel} WHERE {where}", params or []).fetchone()[0]
+        candidates = con.execute(
+            f"""SELECT env_id, md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank, step_id, sample_hash FROM {rel}
+                WHERE {where}
+                QUALIFY row_number() OVER (PARTITION BY env_id ORDER BY rank) <= ?""",
+            [seed, *(params or []), 2 * quota + 10],
+        ).fetchall()
+        chosen = pick_diverse(candidates, quota, usage, taken)
+        for step_id, _ in chosen:
+            picks.append({"step_id": step_id, "stratum": name, "position": len(picks)})
+        table.append({"stratum": name, "requested": quota, "available": int(available), "selected": len(chosen),
+                      "environments": len({e for _, e in chosen}), "missing": quota - len(chosen)})
+    if picks:
+        con.execute("CREATE OR REPLACE TEMP TABLE picked(step_id VARCHAR, stratum VARCHAR, position INTEGER)")
+        con.executemany("INSERT INTO picked VALUES (?, ?, ?)", [(p["step_id"], p["stratum"], p["position"]) for p in picks])
+        rows = con.execute(
+            f"SELECT s.*, p.stratum, p.position FROM {rel} s JOIN picked p USING (step_id) ORDER BY p.position"
+        ).df().to_dict("records")
+        # code_ref is not in strata: bring it from the steps table
+        refs = dict(con.execute(
+            "SELECT step_id, code_ref FROM read_parquet(?) WHERE step_id IN (SELECT step_id FROM picked)",
+            [layout.step_parts()],
+        ).fetchall())
+        for row in rows:
+            row["code_ref"] = refs.get(row["step_id"])
+        picks = rows
+    return picks, table
+
+
+def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], picks: list[dict[str, Any]],
+            table: list[dict[str, Any]], on_shortfall: str, make_current: bool) -> SelectionResult:
+    shortfalls = [t for t in table if t["missing"] > 0]
+    result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls)
+    if shortfalls and on_shortfall == "fail":
+        raise ShortfallError(f"{kind} {version} cannot be filled: {result.shortfall_message()}")
+    store = SplitStore(layout, kind)
+    out = store.samples(version)
+    materialize_samples(layout, picks, out)
+    (store.dir(version) / "sample_ids.txt").write_text("".join(f"{p['step_id']}\n" for p in picks))
+    store.write_manifest(version, {"version": version, "kind": kind, "spec": spec, "strata": table,
+                                   "samples": len(picks), "shortfalls": shortfalls})
+    if make_current:
+        store.set_current(version)
+    result.path = str(out)
+    return result
+
+
+def build_benchmark(
+    layout: DataLayout,
+    composition: Iterable[Cell] = BENCHMARK_CELLS,
+    seed: int = 0,
+    on_shortfall: str = "fail",
+    make_current: bool = True,
+) -> SelectionResult:
+    """The EnvSimBench composition (or a custom one), maximising distinct environments."""
+    cells = list(composition)
+    if len({c.name for c in cells}) != len(cells):
+        raise ValueError("composition cell names must be unique")
+    spec = {"seed": seed, "input": current_fingerprint(layout), "composition": [c.to_dict() for c in cells]}
+    version = version_id(BENCHMARK, spec)
+    con = duckdb.connect()
+    picks, table = _select(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
+    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current)
+
+
+def build_mixture(
+    layout: DataLayout,
+    sizes: dict[str, int] | None = None,
+    seed: int = 0,
+    decontaminate: str = "task_id",
+    benchmark_version: str | None = None,
+    on_shortfall: str = "warn",
+    make_current: bool = True,
+) -> SelectionResult:
+    """Balance2: failure / no-change / simple / complex groups, decontaminated against a benchmark
+    version by ``task_id`` or ``env_id`` and never sharing an (s_t, a_t) hash with it."""
+    sizes = dict(BALANCE2_GROUPS if sizes is None else sizes)
+    unknown = set(sizes) - set(BALANCE2_GROUPS)
+    if unknown:
+        raise ValueError(f"unknown Balance2 group(s) {sorted(unknown)}; known: {list(BALANCE2_GROUPS)}")
+    if decontaminate not in DECONTAMINATION_KEYS:
+        raise ValueError(f"decontaminate must be one of {DECONTAMINATION_KEYS}, not {decontaminate!r}")
+    bench = SplitStore(layout, BENCHMARK)
+    bench_version = bench.resolve(benchmark_version)
+    bench_samples = str(bench.samples(bench_version))
+    spec = {"seed": seed, "input": current_fingerprint(layout), "sizes": sizes, "decontaminate": decontaminate,
+            "benchmark": bench_version}
+    version = version_id(MIXTURE, spec)
+    exclude = (f"AND {decontaminate} NOT IN (SELECT {decontaminate} FROM read_parquet('{bench_samples}')) "
+               f"AND sample_hash NOT IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")
+    con = duckdb.connect()
+    strata = [(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()]
+    picks, table = _select(con, layout, strata, seed, exclude)
+    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current)

@@ -1,0 +1,92 @@
+"""The strata table: every labeled step with outcome, |Δ| bucket, argument cardinality, its default
+benchmark cell and Balance2 group, exclusion reason, and the (s_t, a_t) sample hash.
+
+Written by DuckDB straight from the step parts (a scan, never a Python list of steps), ordered by
+``step_id`` so identical input gives an identical table. The *input fingerprint* — the content keys
+of the step parts — identifies the labeled data a split was drawn from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from pipeline.store.layout import DataLayout
+from pipeline.store.parquet_io import atomic_path
+from pipeline.strata import ARGS_CARDINALITY_SQL, BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, DELTA_BUCKET_SQL
+
+
+class EmptyStepTable(ValueError):
+    """There is nothing to stratify."""
+
+
+@dataclass(frozen=True)
+class StrataReport:
+    path: Path
+    fingerprint: str
+    steps: int
+    usable: int
+
+
+def strata_path(layout: DataLayout) -> Path:
+    return layout.root / "strata" / "strata.parquet"
+
+
+def manifest_path(layout: DataLayout) -> Path:
+    return layout.root / "strata" / "manifest.json"
+
+
+def input_fingerprint(layout: DataLayout) -> str:
+    """Content fingerprint of the labeled steps (their parts are named by content keys)."""
+    parts = sorted(Path(p).name for p in layout.step_parts())
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
+
+
+def stratify(layout: DataLayout, min_steps: int = 1) -> StrataReport:
+    parts = layout.step_parts()
+    if not parts:
+        raise EmptyStepTable(f"no labeled steps under {layout.steps_dir}; materialize 'labeled_steps' first")
+    out = strata_path(layout)
+    con = duckdb.connect()
+    total = con.execute("SELECT count(*) FROM read_parquet(?)", [parts]).fetchone()[0]
+    if total < min_steps:
+        raise EmptyStepTable(f"the step table has {total} steps; at least {min_steps} are needed to stratify")
+    with atomic_path(out) as tmp:
+        con.execute(
+            f"""COPY (
+                SELECT step_id, trajectory_id, task_id, env_id, source, tool, step_index, outcome, delta_size,
+                       {DELTA_BUCKET_SQL} AS delta_bucket, args_count, {ARGS_CARDINALITY_SQL} AS args_cardinality,
+                       {BENCHMARK_CELL_SQL} AS benchmark_cell, {BALANCE2_GROUP_SQL} AS balance2_group,
+                       outcome = 'error' AS excluded,
+                       CASE WHEN outcome = 'error' THEN 'error' WHEN delta_size > 12 THEN 'beyond' END AS excluded_reason,
+                       state_before_hash, state_after_hash,
+                       md5(state_before_hash || '|' || tool || '|' || arguments_json) AS sample_hash
+                FROM read_parquet(?) ORDER BY step_id
+            ) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)""",
+            [parts],
+        )
+    usable = con.execute(f"SELECT count(*) FROM read_parquet('{out}') WHERE NOT excluded").fetchone()[0]
+    fingerprint = input_fingerprint(layout)
+    with atomic_path(manifest_path(layout)) as tmp:
+        tmp.write_text(json.dumps({"fingerprint": fingerprint, "steps": total, "usable": usable}))
+    return StrataReport(out, fingerprint, total, usable)
+
+
+def current_fingerprint(layout: DataLayout) -> str:
+    path = manifest_path(layout)
+    if not path.exists():
+        raise EmptyStepTable(f"no strata table at {strata_path(layout)}; materialize 'step_strata' first")
+    return json.loads(path.read_text())["fingerprint"]
+
+
+def cell_table(layout: DataLayout) -> "duckdb.DuckDBPyRelation":
+    """Counts and distinct environments per (outcome, |Δ| bucket, argument cardinality) cell."""
+    con = duckdb.connect()
+    return con.execute(
+        f"""SELECT outcome, delta_bucket, args_cardinality, count(*) AS steps, count(DISTINCT env_id) AS environments
+            FROM read_parquet('{strata_path(layout)}') GROUP BY ALL ORDER BY outcome, delta_bucket, args_cardinality"""
+    ).df()
