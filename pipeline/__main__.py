@@ -37,7 +37,16 @@ def summary(layout: DataLayout) -> int:
     print("Balance2 SFT groups:")
     print(md_table(queries.balance2_coverage(layout), index=False))
     print()
-    print(f"Query it: duckdb -c \"SELECT outcome, delta_size, count(*) FROM '{layout.steps_glob()}' GROUP BY ALL\"")
+    from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
+
+    for kind in (BENCHMARK, MIXTURE):
+        store = SplitStore(layout, kind)
+        current = store.current()
+        if current:
+            manifest = store.manifest(current)
+            print(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
+                  f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
+    print(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
     return 0
 
 

@@ -67,3 +67,27 @@ def test_enough_left_for_balance2_after_decontamination(default_run):
 def test_all_steps_verify(default_run):
     layout, _ = default_run
     assert verify_steps(layout).ok
+
+
+def test_benchmark_has_exactly_the_default_composition(default_run):
+    import pandas as pd
+
+    from pipeline.select.selection import build_benchmark, build_mixture
+    from pipeline.select.stratify import stratify
+    from pipeline.quality.suites import overlap_suite
+
+    layout, _ = default_run
+    stratify(layout)
+    bench = build_benchmark(layout, seed=0, on_shortfall="fail")
+    df = pd.read_parquet(bench.path)
+    assert len(df) == 400 and not bench.shortfalls
+    assert df.groupby("stratum").size().to_dict() == {c.name: c.quota for c in BENCHMARK_CELLS}
+    assert df["env_id"].nunique() >= 25  # bfcl composites + all 10 builtin domains
+    for cell in ("medium_4", "medium_6", "difficult"):
+        assert df[df["stratum"] == cell]["env_id"].nunique() >= 10, cell
+    for mode in ("task_id", "env_id"):
+        mix = build_mixture(layout, seed=0, decontaminate=mode, benchmark_version=bench.version,
+                            on_shortfall="fail" if mode == "task_id" else "warn")
+        assert overlap_suite(mix.path, bench.path, mode).success
+        if mode == "task_id":
+            assert mix.samples == sum(BALANCE2_GROUPS.values())

@@ -61,6 +61,10 @@ class SplitStore:
         with atomic_path(self.root / "CURRENT") as tmp:
             tmp.write_text(version + "\n")
 
+    def current_seed(self) -> int | None:
+        current = self.current()
+        return None if current is None else int(self.manifest(current)["spec"]["seed"])
+
     def resolve(self, version: str | None) -> str:
         """``version`` if it exists, else the CURRENT one; a precise error otherwise."""
         if version:

@@ -1,0 +1,43 @@
+"""Schedules and sensors: regenerate splits weekly (new seed per version) and when steps change."""
+
+import os
+
+from dagster import (
+    AssetKey,
+    EventLogEntry,
+    RunRequest,
+    ScheduleEvaluationContext,
+    SensorEvaluationContext,
+    asset_sensor,
+    define_asset_job,
+    schedule,
+)
+
+from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.store.layout import DataLayout
+
+regenerate_splits = define_asset_job(
+    "regenerate_splits",
+    selection=["step_strata", "benchmark_split", "sft_mixture"],
+    description="Re-stratify the labeled steps and draw new benchmark / SFT split versions.",
+)
+
+SPLIT_CRON = os.environ.get("ENVSIM_SPLIT_CRON", "0 4 * * 1")  # weekly, Monday 04:00 UTC
+
+
+def _seed_config(seed: int) -> dict:
+    return {"ops": {"benchmark_split": {"config": {"seed": seed}}, "sft_mixture": {"config": {"seed": seed}}}}
+
+
+@schedule(job=regenerate_splits, cron_schedule=SPLIT_CRON, execution_timezone="UTC",
+          description="Weekly split regeneration; the seed is the ISO year+week, so every version gets a new one.")
+def weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
+    seed = int(context.scheduled_execution_time.strftime("%G%V"))
+    return RunRequest(run_key=f"splits-seed-{seed}", run_config=_seed_config(seed), tags={"split_seed": str(seed)})
+
+
+@asset_sensor(asset_key=AssetKey("labeled_steps"), job=regenerate_splits,
+              description="When the labeled steps change, redraw the splits with the current seed (a new input gives a new version).")
+def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogEntry) -> RunRequest:
+    seed = SplitStore(DataLayout.at(None), BENCHMARK).current_seed() or 0
+    return RunRequest(run_key=f"steps-{context.cursor}-{asset_event.timestamp}", run_config=_seed_config(seed), tags={"split_seed": str(seed)})

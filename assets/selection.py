@@ -1,0 +1,164 @@
+"""Stage 3: stratification, the versioned benchmark split and the Balance2 SFT mixture."""
+
+from typing import Literal
+
+import pandas as pd
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    Config,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    asset_check,
+)
+from dagster_duckdb import DuckDBResource
+from pydantic import Field
+
+from pipeline.quality.suites import composition_suite, overlap_suite, step_table_suite
+from pipeline.report import md_table
+from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture
+from pipeline.select.stratify import cell_table, stratify
+from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.store import queries, warehouse
+from pipeline.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell
+from resources import DataStoreResource
+
+POOL = "duckdb"  # one writer of envsim.duckdb at a time
+
+
+@asset(group_name="selection", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
+def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource) -> MaterializeResult:
+    """Every labeled step with its outcome, |Δ| bucket (none / simple / medium / difficult / beyond),
+    argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
+    steps are kept but marked excluded from both splits. Also refreshes the DuckDB views."""
+    layout = store.layout()
+    report = stratify(layout)
+    with duckdb.get_connection() as con:
+        warehouse.sync(con, layout)
+    cells = cell_table(layout)
+    context.log.info(f"{report.steps} steps stratified ({report.usable} usable) -> {report.path}")
+    return MaterializeResult(
+        metadata={
+            "steps": report.steps,
+            "usable_steps": report.usable,
+            "input_fingerprint": report.fingerprint,
+            "cells": MetadataValue.md(md_table(cells, index=False)),
+            "benchmark_cell_candidates": MetadataValue.md(md_table(queries.cell_coverage(layout), index=False)),
+            "path": MetadataValue.path(str(report.path.resolve())),
+        }
+    )
+
+
+class CellConfig(Config):
+    name: str
+    quota: int
+    outcome: Literal["success", "failure"] = "success"
+    delta_min: int = 0
+    delta_max: int = 0
+    args_count: int | None = None
+    group: str = ""
+
+
+class BenchmarkConfig(Config):
+    seed: int = Field(default=0, description="Seed of the pick order; a new seed gives a new version.")
+    composition: list[CellConfig] = Field(
+        default_factory=lambda: [CellConfig(**{k: v for k, v in c.to_dict().items()}) for c in BENCHMARK_CELLS],
+        description="Cells (rule + quota); default: the EnvSimBench 400-sample composition.",
+    )
+    on_shortfall: Literal["fail", "warn"] = Field(default="fail", description="A cell that cannot be filled fails the asset, or warns.")
+    make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
+
+
+def _selection_metadata(result: SelectionResult) -> dict:
+    table = pd.DataFrame(result.strata)
+    return {
+        "version": result.version,
+        "seed": result.spec["seed"],
+        "input_fingerprint": result.spec["input"],
+        "samples": result.samples,
+        "shortfalls": len(result.shortfalls),
+        "strata": MetadataValue.md(md_table(table, index=False)),
+        "shortfall_detail": MetadataValue.md(result.shortfall_message() or "_none_"),
+        "path": MetadataValue.path(result.path),
+    }
+
+
+@asset(
+    group_name="selection", deps=["step_strata"], pool=POOL, kinds={"duckdb", "parquet"},
+    check_specs=[AssetCheckSpec("composition_matches", asset="benchmark_split")],
+)
+def benchmark_split(
+    context: AssetExecutionContext, config: BenchmarkConfig, store: DataStoreResource, duckdb: DuckDBResource
+) -> MaterializeResult:
+    """The benchmark split: the EnvSimBench composition (20 failure; 40 + 40 no-change with 0 / 1
+    arguments; 25 + 25 simple; 50 each for |Δ| 3, 4, 5, 6; 50 difficult) picked to maximise distinct
+    environments, deterministic for (seed, input fingerprint, composition) — which is also its
+    version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
+    layout = store.layout()
+    cells = [Cell(c.name, c.group or c.name, c.quota, c.outcome, c.delta_min, c.delta_max, c.args_count) for c in config.composition]
+    result = build_benchmark(layout, cells, config.seed, config.on_shortfall, config.make_current)
+    if result.shortfalls:
+        context.log.warning(f"benchmark {result.version} under-filled: {result.shortfall_message()}")
+    with duckdb.get_connection() as con:
+        warehouse.sync(con, layout)
+    suite = composition_suite(result.strata)
+    envs = pd.read_parquet(result.path, columns=["env_id", "stratum"]).groupby("env_id").size().rename("samples").reset_index()
+    return MaterializeResult(
+        metadata={**_selection_metadata(result), "environments": len(envs),
+                  "env_coverage": MetadataValue.md(md_table(envs.sort_values("samples", ascending=False), index=False))},
+        check_results=[AssetCheckResult(check_name="composition_matches", passed=suite.success,
+                                        metadata={"expectations": MetadataValue.md(suite.markdown())})],
+    )
+
+
+class MixtureConfig(Config):
+    seed: int = Field(default=0, description="Seed of the pick order.")
+    sizes: dict[str, int] = Field(default_factory=lambda: dict(BALANCE2_GROUPS), description="Samples per Balance2 group.")
+    decontaminate: Literal["task_id", "env_id"] = Field(default="task_id", description="Key shared with the benchmark that excludes a step.")
+    benchmark_version: str | None = Field(default=None, description="Benchmark version to decontaminate against (default: CURRENT).")
+    on_shortfall: Literal["fail", "warn"] = Field(default="warn")
+    make_current: bool = True
+
+
+@asset(
+    group_name="selection", deps=["benchmark_split"], pool=POOL, kinds={"duckdb", "parquet"},
+    check_specs=[AssetCheckSpec("mixture_composition", asset="sft_mixture"),
+                 AssetCheckSpec("no_benchmark_overlap", asset="sft_mixture", blocking=True)],
+)
+def sft_mixture(
+    context: AssetExecutionContext, config: MixtureConfig, store: DataStoreResource, duckdb: DuckDBResource
+) -> MaterializeResult:
+    """The Balance2 SFT mixture: 1,000 failure + 1,000 no-change + 2,000 simple + 2,230 complex
+    (|Δ| ≥ 3) by default, decontaminated against a benchmark version by task_id (or env_id) and
+    never containing a sample whose (s_t, a_t) hash is in the benchmark."""
+    layout = store.layout()
+    result = build_mixture(layout, config.sizes, config.seed, config.decontaminate, config.benchmark_version,
+                           config.on_shortfall, config.make_current)
+    if result.shortfalls:
+        context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
+    with duckdb.get_connection() as con:
+        warehouse.sync(con, layout)
+    bench = SplitStore(layout, BENCHMARK)
+    composition = composition_suite(result.strata)
+    overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), config.decontaminate)
+    return MaterializeResult(
+        metadata={**_selection_metadata(result), "benchmark_version": result.spec["benchmark"],
+                  "decontaminated_by": config.decontaminate},
+        check_results=[
+            AssetCheckResult(check_name="mixture_composition", passed=composition.success,
+                             metadata={"expectations": MetadataValue.md(composition.markdown())}),
+            AssetCheckResult(check_name="no_benchmark_overlap", passed=overlap.success,
+                             metadata={"expectations": MetadataValue.md(overlap.markdown())}),
+        ],
+    )
+
+
+@asset_check(asset="labeled_steps", description="great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| equals the Δ list length.")
+def step_table_expectations(store: DataStoreResource) -> AssetCheckResult:
+    suite = step_table_suite(store.layout())
+    return AssetCheckResult(passed=suite.success, metadata={
+        "rows": suite.rows, "expectations_evaluated": suite.evaluated,
+        "failures": MetadataValue.md(suite.markdown()),
+    })

@@ -1,0 +1,1 @@
+"""Data-quality suites (great-expectations) over the step table and the splits."""

@@ -1,0 +1,144 @@
+"""great-expectations suites. Each returns a :class:`SuiteResult` that names every failed
+expectation and the offending rows (by ``step_id`` or stratum), for Dagster asset checks to show.
+
+The data is scanned with DuckDB (only the columns a suite needs) and validated as a pandas batch in
+an ephemeral GX context.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+logging.getLogger("great_expectations").setLevel(logging.ERROR)
+
+from pipeline.labeling.outcome import OUTCOMES  # noqa: E402
+from pipeline.store.layout import DataLayout  # noqa: E402
+
+
+@dataclass
+class Failure:
+    expectation: str
+    column: str | None
+    unexpected: int
+    rows: list[dict[str, Any]]
+
+
+@dataclass
+class SuiteResult:
+    suite: str
+    evaluated: int
+    rows: int
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return not self.failures
+
+    def markdown(self, limit: int = 10) -> str:
+        if self.success:
+            return f"all {self.evaluated} expectations of `{self.suite}` passed on {self.rows} rows"
+        lines = [f"| expectation | column | unexpected | first rows |", "|---|---|---:|---|"]
+        for f in self.failures:
+            shown = "; ".join(", ".join(f"{k}={v}" for k, v in r.items()) for r in f.rows[:limit])
+            lines.append(f"| {f.expectation} | {f.column or ''} | {f.unexpected} | {shown} |")
+        return "\n".join(lines)
+
+
+def run_suite(name: str, df: pd.DataFrame, expectations: list[Any], id_columns: list[str]) -> SuiteResult:
+    import great_expectations as gx
+
+    ctx = gx.get_context(mode="ephemeral")
+    try:
+        ctx.variables.progress_bars = {"globally": False}
+    except Exception:  # older/newer config shapes: progress bars only
+        pass
+    source = ctx.data_sources.add_pandas(name)
+    batch_def = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
+    suite = ctx.suites.add(gx.ExpectationSuite(name=name))
+    for expectation in expectations:
+        suite.add_expectation(expectation)
+    batch = batch_def.get_batch(batch_parameters={"dataframe": df})
+    result = batch.validate(suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": id_columns})
+    out = SuiteResult(name, len(result.results), len(df))
+    for r in result.results:
+        if r.success:
+            continue
+        info = r.result or {}
+        out.failures.append(Failure(
+            expectation=r.expectation_config.type,
+            column=r.expectation_config.kwargs.get("column") or r.expectation_config.kwargs.get("column_A"),
+            unexpected=int(info.get("unexpected_count") or (0 if "observed_value" in info else 1)),
+            rows=[{k: _plain(v) for k, v in row.items()} for row in (info.get("unexpected_index_list") or [])][:50]
+            or ([{"observed": _plain(info.get("observed_value"))}] if "observed_value" in info else []),
+        ))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+STEP_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", "tool", "arguments_json",
+                "raw_observation", "outcome", "state_before_hash", "state_after_hash"]
+
+
+def step_table_suite(layout: DataLayout) -> SuiteResult:
+    """Schema and nulls of the step table; outcomes from the closed set; |Δ| = len(Δ)."""
+    import great_expectations as gx
+
+    con = duckdb.connect()
+    df = con.execute(
+        f"""SELECT {', '.join(STEP_COLUMNS)}, args_count, delta_size, len(delta) AS delta_records
+            FROM read_parquet(?)""",
+        [layout.step_parts()],
+    ).df()
+    expectations: list[Any] = [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)]
+    expectations += [gx.expectations.ExpectColumnToExist(column=c) for c in STEP_COLUMNS]
+    expectations += [gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in STEP_COLUMNS]
+    expectations += [
+        gx.expectations.ExpectColumnValuesToBeUnique(column="step_id"),
+        gx.expectations.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES)),
+        gx.expectations.ExpectColumnValuesToBeBetween(column="args_count", min_value=0),
+        gx.expectations.ExpectColumnValuesToBeBetween(column="delta_size", min_value=0),
+        gx.expectations.ExpectColumnPairValuesToBeEqual(column_A="delta_size", column_B="delta_records"),
+        gx.expectations.ExpectColumnValueLengthsToEqual(column="state_before_hash", value=32),
+        gx.expectations.ExpectColumnValueLengthsToEqual(column="state_after_hash", value=32),
+    ]
+    return run_suite("step_table", df, expectations, ["step_id"])
+
+
+def composition_suite(strata_table: list[dict[str, Any]]) -> SuiteResult:
+    """Each stratum holds exactly what was requested — or every candidate when there were fewer."""
+    import great_expectations as gx
+
+    df = pd.DataFrame(strata_table)
+    df["expected"] = df[["requested", "available"]].min(axis=1)
+    return run_suite(
+        "split_composition",
+        df,
+        [gx.expectations.ExpectColumnPairValuesToBeEqual(column_A="selected", column_B="expected")],
+        ["stratum"],
+    )
+
+
+def overlap_suite(mixture_samples: str, benchmark_samples: str, decontaminate: str) -> SuiteResult:
+    """Zero overlap between an SFT mixture and its benchmark: by the decontamination key
+    (``task_id`` or ``env_id``), by (s_t, a_t) sample hash and by step."""
+    import great_expectations as gx
+
+    con = duckdb.connect()
+    df = con.execute(f"SELECT step_id, task_id, env_id, sample_hash FROM read_parquet('{mixture_samples}')").df()
+    bench = con.execute(f"SELECT step_id, task_id, env_id, sample_hash FROM read_parquet('{benchmark_samples}')").df()
+    expectations = [
+        gx.expectations.ExpectColumnValuesToNotBeInSet(column=decontaminate, value_set=sorted(set(bench[decontaminate]))),
+        gx.expectations.ExpectColumnValuesToNotBeInSet(column="sample_hash", value_set=sorted(set(bench["sample_hash"]))),
+        gx.expectations.ExpectColumnValuesToNotBeInSet(column="step_id", value_set=sorted(set(bench["step_id"]))),
+    ]
+    return run_suite(f"overlap_{decontaminate}", df, expectations, ["step_id"])

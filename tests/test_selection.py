@@ -1,0 +1,179 @@
+"""Stratification, versioned benchmark splits, the Balance2 mixture, their checks and DuckDB."""
+
+import shutil
+
+import duckdb
+import pandas as pd
+import pytest
+from dagster import DagsterInstance, build_schedule_context, build_sensor_context, materialize
+from dagster_duckdb import DuckDBResource
+
+from pipeline.quality.suites import composition_suite, overlap_suite, step_table_suite
+from pipeline.select.selection import ShortfallError, build_benchmark, build_mixture
+from pipeline.select.stratify import EmptyStepTable, stratify
+from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore, UnknownVersion
+from pipeline.store import warehouse
+from pipeline.store.layout import DataLayout
+from pipeline.strata import Cell
+
+
+@pytest.fixture(scope="module")
+def bfcl_layout(default_layout, tmp_path_factory):
+    """A private copy of the 800-task bfcl data (it has no |Δ| 4, 6 or 7-12 steps)."""
+    layout = DataLayout.at(tmp_path_factory.mktemp("sel") / "data")
+    shutil.copytree(default_layout.root, layout.root)
+    stratify(layout)
+    return layout
+
+
+def test_strata_table_labels_every_step(bfcl_layout):
+    df = duckdb.sql(f"SELECT * FROM read_parquet('{bfcl_layout.root}/strata/strata.parquet')").df()
+    assert len(df) == 4625
+    assert set(df["delta_bucket"]) == {"none", "simple", "medium"}
+    assert set(df["args_cardinality"]) <= {"0", "1", "2", "3+"}
+    assert df["sample_hash"].str.len().eq(32).all()
+    assert not df["excluded"].any()  # ground truth never errors
+
+
+def test_shortfalls_are_reported_per_cell_or_fail(bfcl_layout):
+    with pytest.raises(ShortfallError, match=r"medium_4: 0 of 50 \(50 missing, 0 candidates\)"):
+        build_benchmark(bfcl_layout, seed=1, on_shortfall="fail")
+    result = build_benchmark(bfcl_layout, seed=1, on_shortfall="warn")
+    missing = {s["stratum"]: s["missing"] for s in result.shortfalls}
+    # bfcl ground truth: no |Δ| 4, 6 or 7-12 steps, and its 16 failures are only 10 distinct (s_t, a_t)
+    assert missing == {"failure": 10, "medium_4": 50, "medium_6": 50, "difficult": 50}
+    assert result.samples == 400 - 160
+    assert composition_suite(result.strata).success  # selected == min(requested, available)
+
+
+def test_impossible_custom_cell_is_reported(bfcl_layout):
+    cells = [Cell("huge_failures", "failure", 5, "failure", 3, 9)]
+    result = build_benchmark(bfcl_layout, cells, seed=0, on_shortfall="warn", make_current=False)
+    assert result.shortfalls == [{"stratum": "huge_failures", "requested": 5, "available": 0, "selected": 0,
+                                  "environments": 0, "missing": 5}]
+
+
+def test_same_seed_same_bytes_new_seed_new_version(bfcl_layout, tmp_path):
+    a = build_benchmark(bfcl_layout, seed=11, on_shortfall="warn")
+    store = SplitStore(bfcl_layout, BENCHMARK)
+    ids_a = (store.dir(a.version) / "sample_ids.txt").read_bytes()
+    parquet_a = store.samples(a.version).read_bytes()
+    b = build_benchmark(bfcl_layout, seed=11, on_shortfall="warn")
+    assert b.version == a.version
+    assert (store.dir(b.version) / "sample_ids.txt").read_bytes() == ids_a
+    assert store.samples(b.version).read_bytes() == parquet_a
+    c = build_benchmark(bfcl_layout, seed=12, on_shortfall="warn")
+    assert c.version != a.version and store.current() == c.version
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    warehouse.sync(con, bfcl_layout)
+    versions = dict(con.execute("SELECT version, is_current FROM split_versions WHERE kind = 'benchmark'").fetchall())
+    assert versions[a.version] is False and versions[c.version] is True  # the old one stays queryable
+    only_in_a = con.execute(
+        """SELECT count(*) FROM split_members a WHERE a.version = ? AND a.step_id NOT IN
+           (SELECT step_id FROM split_members WHERE version = ?)""", [a.version, c.version]).fetchone()[0]
+    assert 0 < only_in_a <= a.samples
+
+
+def test_samples_carry_full_states_code_and_labels(bfcl_layout):
+    result = build_benchmark(bfcl_layout, seed=3, on_shortfall="warn")
+    df = pd.read_parquet(result.path)
+    assert list(df["position"]) == list(range(len(df)))
+    row = df[df["delta_size"] > 0].iloc[0]
+    assert row["state_before_json"] != row["state_after_json"]
+    assert f"def {row['tool']}(" in row["code"]
+    assert len(row["delta"]) == row["delta_size"]
+    assert df.groupby("stratum")["env_id"].nunique().min() >= 1
+    # max environment coverage: the 40 no-change/0-arg picks spread over every env that has one
+    envs_available = duckdb.connect().execute(
+        f"SELECT count(DISTINCT env_id) FROM read_parquet('{bfcl_layout.root}/strata/strata.parquet') "
+        "WHERE outcome='success' AND delta_size=0 AND args_count=0").fetchone()[0]
+    assert df[df["stratum"] == "no_change_args0"]["env_id"].nunique() == min(envs_available, 40)
+
+
+@pytest.mark.parametrize("mode", ["task_id", "env_id"])
+def test_mixture_never_overlaps_the_benchmark(bfcl_layout, mode):
+    bench = build_benchmark(bfcl_layout, seed=5, on_shortfall="warn")
+    mix = build_mixture(bfcl_layout, {"failure": 5, "no_change": 200, "simple": 200, "complex": 50}, seed=5,
+                        decontaminate=mode, benchmark_version=bench.version)
+    assert mix.spec["benchmark"] == bench.version
+    assert overlap_suite(mix.path, bench.path, mode).success
+    m, b = pd.read_parquet(mix.path), pd.read_parquet(bench.path)
+    assert not set(m[mode]) & set(b[mode])
+    assert not set(m["sample_hash"]) & set(b["sample_hash"])
+
+
+def test_contaminated_input_fails_the_overlap_check_loudly(bfcl_layout, tmp_path):
+    bench = build_benchmark(bfcl_layout, seed=5, on_shortfall="warn")
+    poisoned = tmp_path / "poisoned.parquet"
+    pd.read_parquet(bench.path).head(7).to_parquet(poisoned)
+    result = overlap_suite(str(poisoned), bench.path, "task_id")
+    assert not result.success
+    failed = {f.expectation: f for f in result.failures}
+    assert failed["expect_column_values_to_not_be_in_set"].unexpected == 7
+    assert "step_id=" in result.markdown() and "task_id" in result.markdown()
+
+
+def test_unknown_benchmark_version_is_a_precise_error(bfcl_layout):
+    with pytest.raises(UnknownVersion, match="benchmark version 'bench-nope' does not exist; known: \\['bench-"):
+        build_mixture(bfcl_layout, benchmark_version="bench-nope")
+
+
+def test_empty_step_table_is_a_precise_error(tmp_path):
+    with pytest.raises(EmptyStepTable, match="no labeled steps under"):
+        stratify(DataLayout.at(tmp_path))
+
+
+def test_step_table_suite_names_failed_expectations_and_rows(bfcl_layout, tmp_path):
+    assert step_table_suite(bfcl_layout).success
+    import pyarrow.parquet as pq
+
+    broken = DataLayout.at(tmp_path / "broken")
+    shutil.copytree(bfcl_layout.root, broken.root)
+    part = broken.step_parts()[0]
+    table = pq.read_table(part).to_pylist()
+    table[0]["delta_size"] += 1
+    table[1]["outcome"] = "exploded"
+    pq.write_table(pq.read_table(part).from_pylist(table, schema=pq.read_table(part).schema), part)
+    result = step_table_suite(broken)
+    kinds = {f.expectation: f for f in result.failures}
+    assert kinds["expect_column_pair_values_to_be_equal"].rows[0]["step_id"] == table[0]["step_id"]
+    assert kinds["expect_column_values_to_be_in_set"].rows[0]["step_id"] == table[1]["step_id"]
+
+
+def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
+    from assets.automation import splits_on_new_steps, weekly_splits
+    from assets.selection import benchmark_split, sft_mixture, step_strata
+    from resources import DataStoreResource
+
+    layout = DataLayout.at(tmp_path / "data")
+    shutil.copytree(bfcl_layout.root, layout.root)
+    shutil.rmtree(layout.root / "splits", ignore_errors=True)
+    resources = {"store": DataStoreResource(data_root=str(layout.root)),
+                 "duckdb": DuckDBResource(database=str(layout.duckdb))}
+    run_config = {"ops": {"benchmark_split": {"config": {"on_shortfall": "warn", "seed": 4}},
+                          "sft_mixture": {"config": {"sizes": {"failure": 5, "no_change": 100, "simple": 100, "complex": 20}}}}}
+    result = materialize([step_strata, benchmark_split, sft_mixture], resources=resources, run_config=run_config)
+    assert result.success
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"composition_matches": True, "mixture_composition": True, "no_benchmark_overlap": True}
+    meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+            for e in result.get_asset_materialization_events()}
+    assert meta["benchmark_split"]["shortfalls"].value == 4
+    assert "medium_4" in meta["benchmark_split"]["shortfall_detail"].value
+    con = duckdb.connect(str(layout.duckdb), read_only=True)
+    assert con.execute("SELECT count(*) FROM steps").fetchone()[0] == 4625
+    mixture_samples = meta["sft_mixture"]["samples"].value
+    assert 200 <= mixture_samples <= 225  # failures may all sit in benchmark tasks (decontaminated away)
+    assert con.execute("SELECT count(*) FROM split_members WHERE kind = 'sft_mixture'").fetchone()[0] == mixture_samples
+    con.close()
+
+    ctx = build_schedule_context(scheduled_execution_time=pd.Timestamp("2026-11-23T04:00:00Z").to_pydatetime())
+    request = weekly_splits(ctx)
+    assert request.run_config["ops"]["benchmark_split"]["config"]["seed"] == 202648
+
+    instance = DagsterInstance.ephemeral()
+    from dagster import AssetMaterialization
+    instance.report_runless_asset_event(AssetMaterialization("labeled_steps"))
+    sensor_ctx = build_sensor_context(instance=instance)
+    requests = list(splits_on_new_steps(sensor_ctx) or [])
+    assert len(requests) == 1 and requests[0].job_name in (None, "regenerate_splits")
