@@ -1,0 +1,1 @@
+"""Export: the simulator prompt protocol, SFT records, Hugging Face dataset layout and Hub push."""
