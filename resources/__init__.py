@@ -1,7 +1,8 @@
 """Dagster ConfigurableResources: storage, environment sources, execution sandbox."""
 
 from resources.environments import BfclTaskFileConfig, EnvironmentSourcesResource, EnvScalerCorpusConfig
+from resources.hub import HuggingFaceHubResource
 from resources.sandbox import SandboxResource
 from resources.storage import DataStoreResource
 
-__all__ = ["BfclTaskFileConfig", "EnvScalerCorpusConfig", "DataStoreResource", "EnvironmentSourcesResource", "SandboxResource"]
+__all__ = ["BfclTaskFileConfig", "HuggingFaceHubResource", "EnvScalerCorpusConfig", "DataStoreResource", "EnvironmentSourcesResource", "SandboxResource"]

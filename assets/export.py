@@ -1,0 +1,82 @@
+"""Stage 4: Hugging Face datasets of the current splits (and optional push to the Hub)."""
+
+from pathlib import Path
+
+import pandas as pd
+from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from pydantic import Field
+
+from pipeline.export.hf_layout import export_split
+from pipeline.export.hub import push_export
+from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
+from pipeline.report import md_table
+from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
+from resources import DataStoreResource, HuggingFaceHubResource
+
+
+class ExportConfig(Config):
+    version: str | None = Field(default=None, description="Split version to export (default: CURRENT).")
+    directory: str | None = Field(default=None, description="Export directory (default: <data root>/export/<kind>).")
+    max_shard_mb: int = Field(default=256, description="Upper bound of a Parquet shard, MiB.")
+    license: str = Field(default="apache-2.0", description="License in the dataset card.")
+    repo_id: str | None = Field(default=None, description="Hub dataset repo to push to; unset = local export only.")
+    dry_run: bool = Field(default=False, description="List what would be uploaded, upload nothing.")
+
+
+def _export(context: AssetExecutionContext, kind: str, config: ExportConfig, store: DataStoreResource,
+            hub: HuggingFaceHubResource) -> MaterializeResult:
+    layout = store.layout()
+    directory = Path(config.directory) if config.directory else layout.root / "export" / kind
+    report = export_split(layout, kind, config.version, directory, config.max_shard_mb * 2**20, config.license)
+    samples = SplitStore(layout, kind).samples(report.version)
+    checks = [
+        ("loads_back_exactly", verify_roundtrip(directory, samples, report.split)),
+        ("card_matches_data", verify_card(directory, samples, report.split)),
+    ]
+    if kind == MIXTURE:
+        checked, problems = verify_answers(directory, samples, report.split)
+        checks.append(("answers_reproduce_next_state", problems))
+    if config.repo_id:
+        push = push_export(directory, config.repo_id, hub.resolved_token(), hub.resolved_endpoint(), hub.private, config.dry_run)
+        status = (f"dry run: would upload {len(push.files)} files ({push.bytes} bytes) to {config.repo_id} @ {push.revision}"
+                  if push.dry_run else f"pushed to {config.repo_id}, commit {push.commit}, tag {push.revision}")
+    else:
+        status = "exported locally only (no repo_id configured)"
+    context.log.info(f"{kind} {report.version}: {report.rows} rows -> {directory}; {status}")
+    files = pd.DataFrame([{"file": f, "bytes": (directory / f).stat().st_size} for f in report.files])
+    return MaterializeResult(
+        metadata={
+            "version": report.version,
+            "rows": report.rows,
+            "hub": status,
+            "files": MetadataValue.md(md_table(files, index=False)),
+            "card": MetadataValue.md(report.card.split("---\n", 2)[2]),
+            "path": MetadataValue.path(str(directory.resolve())),
+        },
+        check_results=[
+            AssetCheckResult(check_name=name, passed=not problems,
+                             metadata={"problems": MetadataValue.md("\n".join(f"- {p}" for p in problems[:50]) or "_none_")})
+            for name, problems in checks
+        ],
+    )
+
+
+@asset(group_name="export", deps=["benchmark_split"], kinds={"parquet", "huggingface"},
+       check_specs=[AssetCheckSpec("loads_back_exactly", asset="benchmark_dataset"),
+                    AssetCheckSpec("card_matches_data", asset="benchmark_dataset")])
+def benchmark_dataset(context: AssetExecutionContext, config: ExportConfig, store: DataStoreResource,
+                      hub: HuggingFaceHubResource) -> MaterializeResult:
+    """The current benchmark split as a Hugging Face dataset: `data/test-*.parquet` shards and a dataset
+    card (composition, env coverage, provenance, licenses); pushed to the Hub when `repo_id` is set."""
+    return _export(context, BENCHMARK, config, store, hub)
+
+
+@asset(group_name="export", deps=["sft_mixture"], kinds={"parquet", "huggingface"},
+       check_specs=[AssetCheckSpec("loads_back_exactly", asset="sft_dataset"),
+                    AssetCheckSpec("card_matches_data", asset="sft_dataset"),
+                    AssetCheckSpec("answers_reproduce_next_state", asset="sft_dataset")])
+def sft_dataset(context: AssetExecutionContext, config: ExportConfig, store: DataStoreResource,
+                hub: HuggingFaceHubResource) -> MaterializeResult:
+    """The current Balance2 mixture as a Hugging Face dataset plus SFT records (chat messages, Alpaca)
+    from the shared prompt protocol and a LLaMA-Factory `dataset_info.json`."""
+    return _export(context, MIXTURE, config, store, hub)

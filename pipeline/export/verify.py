@@ -1,0 +1,85 @@
+"""Checks of an export against the data it came from (used by the export assets' checks)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from pipeline.export.protocol import ChangeError, apply_changes
+from pipeline.state.canonical import canonical_json
+
+
+def _load(directory: Path, config: str | None, split: str):
+    from datasets import load_dataset
+
+    return load_dataset(str(directory), config, split=split) if config else load_dataset(str(directory), split=split)
+
+
+def verify_roundtrip(directory: Path, samples: Path, split: str) -> list[str]:
+    """``datasets.load_dataset(directory)`` gives back exactly the split's rows and typed features."""
+    from datasets import Features
+
+    problems: list[str] = []
+    table = pq.read_table(samples)
+    ds = _load(directory, None, split)
+    expected_features = Features.from_arrow_schema(table.schema)
+    if ds.features != expected_features:
+        problems.append(f"features differ: exported {ds.features} vs data {expected_features}")
+    if ds.num_rows != table.num_rows:
+        problems.append(f"{ds.num_rows} rows exported, {table.num_rows} in the split")
+        return problems
+    for i, (got, want) in enumerate(zip(ds, table.to_pylist())):
+        if got != want:
+            diff = sorted(k for k in want if got.get(k) != want[k])
+            problems.append(f"row {i} ({want['step_id']}): columns {diff} differ")
+            if len(problems) >= 20:
+                break
+    return problems
+
+
+def verify_answers(directory: Path, samples: Path, split: str = "train") -> tuple[int, list[str]]:
+    """Every exported chat record's answer, applied to its sample's s_t, reproduces s'_t."""
+    by_step = {r["step_id"]: r for r in pq.read_table(samples, columns=["step_id", "state_before_json", "state_after_json"]).to_pylist()}
+    problems: list[str] = []
+    checked = 0
+    for record in _load(directory, "chat", split):
+        checked += 1
+        sample = by_step.get(record["step_id"])
+        if sample is None:
+            problems.append(f"{record['step_id']}: record without a sample")
+            continue
+        try:
+            answer = json.loads(record["messages"][-1]["content"])
+            after = apply_changes(json.loads(sample["state_before_json"]), answer["config_changes"])
+        except (ChangeError, ValueError, KeyError) as exc:
+            problems.append(f"{record['step_id']}: answer does not apply: {exc}")
+            continue
+        if canonical_json(after) != canonical_json(json.loads(sample["state_after_json"])):
+            problems.append(f"{record['step_id']}: answer applied to s_t does not give s'_t")
+    return checked, problems
+
+
+def verify_card(directory: Path, samples: Path, split: str) -> list[str]:
+    """The card's numbers (rows, per-stratum counts, environments) match the data."""
+    from huggingface_hub import DatasetCard
+
+    card = DatasetCard.load(directory / "README.md")
+    df = pq.read_table(samples, columns=["stratum", "env_id"]).to_pandas()
+    problems: list[str] = []
+    splits = {s["name"]: s["num_examples"] for s in card.data.to_dict()["dataset_info"]["splits"]}
+    if splits.get(split) != len(df):
+        problems.append(f"card says {splits.get(split)} {split} examples, data has {len(df)}")
+    m = re.search(r"Total: \*\*(\d+)\*\* samples from \*\*(\d+)\*\* environments", card.text)
+    if not m or (int(m.group(1)), int(m.group(2))) != (len(df), df["env_id"].nunique()):
+        problems.append("card total / environment count does not match the data")
+    section = card.text.split("## Composition", 1)[1].split("##", 1)[0]
+    counts = df.groupby("stratum").size().to_dict()
+    rows = [r.strip().strip("|").split("|") for r in section.strip().splitlines() if r.startswith("|")][2:]
+    stated = {cells[0].strip(): int(cells[2]) for cells in rows}
+    if {k: v for k, v in stated.items() if v} != counts:
+        problems.append(f"card composition {stated} does not match the data {counts}")
+    return problems

@@ -1,0 +1,198 @@
+"""Hugging Face export, the shared prompt protocol, SFT records and the Hub push (local fake Hub)."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from dagster import materialize
+
+from pipeline.export.hf_layout import ExportConflict, export_split
+from pipeline.export.hub import PushError, push_export
+from pipeline.export.protocol import ChangeError, apply_changes, delta_to_changes, messages
+from pipeline.export.records import alpaca_record, chat_record
+from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
+from pipeline.select.selection import build_benchmark, build_mixture
+from pipeline.select.stratify import stratify
+from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.state.canonical import canonical_json
+from pipeline.store.layout import DataLayout
+from tests.fake_hub import FakeHub
+
+SIZES = {"failure": 5, "no_change": 120, "simple": 120, "complex": 40}
+
+
+@pytest.fixture(scope="module")
+def splits(default_layout, tmp_path_factory):
+    layout = DataLayout.at(tmp_path_factory.mktemp("export") / "data")
+    shutil.copytree(default_layout.root, layout.root)
+    stratify(layout)
+    bench = build_benchmark(layout, seed=2, on_shortfall="warn")
+    mix = build_mixture(layout, SIZES, seed=2)
+    return layout, bench, mix
+
+
+@pytest.fixture(scope="module")
+def exported(splits, tmp_path_factory):
+    layout, bench, mix = splits
+    root = tmp_path_factory.mktemp("hf")
+    return {
+        BENCHMARK: export_split(layout, BENCHMARK, None, root / "bench", max_shard_bytes=200_000),
+        MIXTURE: export_split(layout, MIXTURE, None, root / "sft", max_shard_bytes=200_000),
+    }
+
+
+def test_every_answer_reproduces_the_next_state(splits):
+    _, bench, mix = splits
+    for path in (bench.path, mix.path):
+        for row in pd.read_parquet(path).to_dict("records"):
+            after = apply_changes(json.loads(row["state_before_json"]), delta_to_changes(row["delta"]))
+            assert canonical_json(after) == canonical_json(json.loads(row["state_after_json"])), row["step_id"]
+
+
+@pytest.mark.parametrize("changes, error", [
+    ([{"type": "modify", "path": ["nope", "x"], "value": 1}], "does not exist"),
+    ([{"type": "rename", "path": ["a"], "value": 1}], "unknown type"),
+    ([{"type": "add", "path": ["a"], "value": 1}], "add of existing"),
+    ([{"type": "delete", "path": ["b"]}], "cannot delete missing"),
+    ([{"type": "modify", "path": []}], "non-empty list"),
+    ({"type": "modify"}, "must be a list"),
+])
+def test_malformed_changes_are_rejected(changes, error):
+    with pytest.raises(ChangeError, match=error):
+        apply_changes({"a": 1}, changes)
+
+
+def test_one_prompt_for_training_and_evaluation(splits):
+    _, bench, _ = splits
+    sample = pd.read_parquet(bench.path).iloc[0].to_dict()
+    prompt = messages(sample)
+    chat, alpaca = chat_record(sample), alpaca_record(sample)
+    assert chat["messages"][:2] == prompt  # SFT records reuse the evaluation prompt verbatim
+    assert alpaca["instruction"] == prompt[0]["content"] and alpaca["input"] == prompt[1]["content"]
+    assert json.loads(chat["messages"][2]["content"]) == json.loads(alpaca["output"])
+    assert sample["tool"] in prompt[1]["content"] and sample["code"].strip() in prompt[1]["content"]
+
+
+def test_exports_load_back_exactly_with_matching_cards(splits, exported):
+    layout, _, _ = splits
+    for kind, report in exported.items():
+        samples = SplitStore(layout, kind).samples(report.version)
+        assert verify_roundtrip(report.directory, samples, report.split) == []
+        assert verify_card(report.directory, samples, report.split) == []
+    sft = exported[MIXTURE]
+    assert len([f for f in sft.files if f.startswith("data/train-")]) > 1  # size-bounded shards
+    checked, problems = verify_answers(sft.directory, SplitStore(layout, MIXTURE).samples(sft.version))
+    assert checked == sft.rows and problems == []
+    info = json.loads((sft.directory / "dataset_info.json").read_text())
+    assert info["envsim_chat"]["formatting"] == "sharegpt" and info["envsim_alpaca"]["columns"]["response"] == "output"
+
+
+def test_tampered_card_is_caught(exported, splits, tmp_path):
+    layout, _, _ = splits
+    report = exported[BENCHMARK]
+    copy = tmp_path / "bench"
+    shutil.copytree(report.directory, copy)
+    card = (copy / "README.md").read_text().replace("| no_change_args0 |          40 |", "| no_change_args0 |          40 |", 1)
+    card = card.replace("Total: **", "Total: **1", 1)
+    (copy / "README.md").write_text(card)
+    problems = verify_card(copy, SplitStore(layout, BENCHMARK).samples(report.version), "test")
+    assert any("total" in p for p in problems)
+
+
+def test_directory_with_another_version_is_refused(splits, exported):
+    layout, _, _ = splits
+    target = exported[BENCHMARK].directory
+    before = sorted(p.name for p in target.rglob("*"))
+    other = build_benchmark(layout, seed=99, on_shortfall="warn", make_current=False)
+    with pytest.raises(ExportConflict, match=f"holds benchmark version {exported[BENCHMARK].version}"):
+        export_split(layout, BENCHMARK, other.version, target)
+    assert sorted(p.name for p in target.rglob("*")) == before  # untouched
+
+
+def test_push_creates_repo_uploads_one_commit_and_tags(exported):
+    report = exported[MIXTURE]
+    with FakeHub() as hub:
+        dry = push_export(report.directory, "me/envsim-sft", hub.token, hub.url, dry_run=True)
+        assert dry.dry_run and not hub.log and "README.md" in [f for f, _ in dry.files]
+        pushed = push_export(report.directory, "me/envsim-sft", hub.token, hub.url)
+        repo = hub.dataset("me/envsim-sft")
+        assert sorted(repo["files"]) == sorted(f for f, _ in pushed.files)
+        assert len(repo["commits"]) == 1 and repo["tags"] == {report.version: pushed.commit}
+        for path, _ in pushed.files:
+            assert repo["files"][path] == (report.directory / path).read_bytes()
+
+
+@pytest.mark.parametrize("route, outcome, message", [
+    ("commit", 401, "rejected (401)"),
+    ("commit", 403, "may not write to this repo (403)"),
+    ("commit", "drop", "network or protocol error"),
+])
+def test_failed_push_is_clear_and_a_retry_completes(exported, route, outcome, message):
+    report = exported[BENCHMARK]
+    with FakeHub() as hub:
+        hub.fail(route, *([outcome] * 3))
+        with pytest.raises(PushError, match=re.escape(message)) as err:
+            push_export(report.directory, "me/bench", hub.token, hub.url)
+        assert hub.token not in str(err.value)
+        assert (report.directory / "README.md").exists()  # local export intact
+        hub.faults.clear()
+        pushed = push_export(report.directory, "me/bench", hub.token, hub.url)
+        assert hub.dataset("me/bench")["tags"] == {report.version: pushed.commit}
+
+
+def test_wrong_token_and_wrong_repo_type(exported):
+    report = exported[BENCHMARK]
+    with FakeHub() as hub:
+        with pytest.raises(PushError, match="401"):
+            push_export(report.directory, "me/bench", "hf_wrong", hub.url)
+        hub.repos["model/me/taken"] = {"files": {}, "commits": [], "tags": {}, "head": "0" * 40}
+        with pytest.raises(PushError, match="not a dataset repo"):
+            push_export(report.directory, "me/taken", hub.token, hub.url)
+
+
+def test_card_that_does_not_parse_fails_the_push(exported, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(exported[BENCHMARK].directory, broken)
+    (broken / "README.md").write_text("---\nlicense: [unclosed\n---\n# x\n")
+    with FakeHub() as hub:
+        with pytest.raises((PushError, ValueError)):
+            push_export(broken, "me/broken", hub.token, hub.url)
+        assert not hub.dataset("me/broken")["commits"]
+
+
+def test_export_assets_push_and_check(splits, tmp_path):
+    from assets.export import benchmark_dataset, sft_dataset
+    from resources import DataStoreResource, HuggingFaceHubResource
+
+    layout, _, _ = splits
+    with FakeHub() as hub:
+        result = materialize(
+            [benchmark_dataset, sft_dataset],
+            resources={"store": DataStoreResource(data_root=str(layout.root)),
+                       "hub": HuggingFaceHubResource(token=hub.token, endpoint=hub.url)},
+            run_config={"ops": {
+                "benchmark_dataset": {"config": {"directory": str(tmp_path / "b"), "repo_id": "me/b"}},
+                "sft_dataset": {"config": {"directory": str(tmp_path / "s")}},
+            }},
+        )
+        assert result.success
+        checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
+        assert all(checks.values()) and len(checks) == 5
+        meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+                for e in result.get_asset_materialization_events()}
+        assert meta["benchmark_dataset"]["hub"].value.startswith("pushed to me/b")
+        assert meta["sft_dataset"]["hub"].value == "exported locally only (no repo_id configured)"
+        assert hub.token not in json.dumps({k: str(v) for m in meta.values() for k, v in m.items()})
+
+
+def test_a_dropped_upload_connection_is_retried(exported):
+    report = exported[BENCHMARK]
+    with FakeHub() as hub:
+        hub.fail("lfs_put", "drop")
+        pushed = push_export(report.directory, "me/flaky", hub.token, hub.url)
+        repo = hub.dataset("me/flaky")
+        assert repo["tags"] == {report.version: pushed.commit}
+        assert all(repo["files"][p] == (report.directory / p).read_bytes() for p, _ in pushed.files)
