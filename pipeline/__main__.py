@@ -46,6 +46,9 @@ def summary(layout: DataLayout) -> int:
             manifest = store.manifest(current)
             print(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
                   f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
+    exports = [p for p in (layout.root / "export").glob("*/README.md")] if (layout.root / "export").exists() else []
+    for card in sorted(exports):
+        print(f"Hugging Face dataset: {card.parent}  (datasets.load_dataset('{card.parent}'))")
     print(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
     return 0
 
