@@ -3,17 +3,17 @@
 from dagster import AssetSelection, Definitions, define_asset_job, load_asset_checks_from_modules, load_assets_from_modules
 from dagster_duckdb import DuckDBResource
 
-from assets import automation, collection, environments, export, labeling, selection
+from assets import automation, collection, environments, evaluation, export, labeling, selection
 from pipeline.store.layout import DataLayout
 from resources import DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, SandboxResource
 
-_modules = [environments, collection, labeling, selection, export]
+_modules = [environments, collection, labeling, selection, export, evaluation]
 
 envsim_main = define_asset_job(
     "envsim_main",
     selection=AssetSelection.all(),
     description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> strata -> "
-    "benchmark split -> SFT mixture -> Hugging Face datasets (+ checks).",
+    "benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
 )
 
 defs = Definitions(

@@ -10,6 +10,11 @@ import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 512  # bursts of concurrent clients must not be refused
+    daemon_threads = True
 from typing import Any
 
 
@@ -20,7 +25,7 @@ class FakeHub:
         self.lfs: dict[str, bytes] = {}
         self.faults: dict[str, list[int | str]] = {}  # route name -> queue of status codes or "drop"
         self.log: list[tuple[str, str]] = []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = _Server(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -46,6 +51,7 @@ class FakeHub:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms delayed-ACK stalls
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -8,9 +8,12 @@ Output: JSON ``{"feedback": <observation>, "config_changes": [{"type": "add"|"mo
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 from typing import Any, Iterable
+
+from pipeline.state.canonical import canonicalize
 
 PROTOCOL_VERSION = "envsim-protocol/1"
 
@@ -20,7 +23,7 @@ of that tool. Predict exactly what executing the action does.
 
 Answer with one JSON object and nothing else:
 {"feedback": <the value the tool returns, as JSON>, "config_changes": [<change>, ...]}
-Each change is {"type": "add" | "modify" | "delete", "path": [<key>, <key>, ...], "value": <new value>}:
+"feedback" is the tool's return value (JSON; Python values written as JSON). Each change is {"type": "add" | "modify" | "delete", "path": [<key>, <key>, ...], "value": <new value>}:
 "path" lists the object keys from the root of the state to the changed entry; "add" creates a key that did \
 not exist, "modify" replaces the value at an existing key (lists are replaced whole), "delete" removes a key \
 (omit "value"). If the call fails or only reads, the state does not change: use an empty list. If the tool \
@@ -66,11 +69,25 @@ def messages(sample: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
+def parse_observation(value: Any) -> Any:
+    """An observation as a value: JSON, then Python literal, else the text itself (non-strings as
+    they are). Feedback Match compares observations after this parse."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError):
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return value
+
+
 def feedback_of(sample: dict[str, Any]) -> Any:
-    """The true feedback: the tool's return value as JSON, or the error text when it raised."""
-    if sample.get("observation_json") is not None:
-        return json.loads(sample["observation_json"])
-    return sample["raw_observation"]
+    """The true feedback: the observation the agent saw, parsed (JSON, then Python literal), as JSON."""
+    return canonicalize(parse_observation(sample["raw_observation"]))
 
 
 def delta_to_changes(delta: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

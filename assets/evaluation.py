@@ -1,0 +1,87 @@
+"""Stage 5: score simulators on a benchmark split version; results land in DuckDB."""
+
+import asyncio
+from typing import Literal
+
+import pandas as pd
+from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from dagster_duckdb import DuckDBResource
+from pydantic import Field
+
+from pipeline.evaluate import results
+from pipeline.evaluate.harness import evaluate, run_id
+from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
+from pipeline.report import md_table
+from pipeline.select.versions import BENCHMARK, SplitStore
+from resources import DataStoreResource
+
+
+class SimulatorConfig(Config):
+    name: str = Field(description="Name of the simulator in the results.")
+    kind: Literal["openai", "oracle", "no_change"] = "openai"
+    model: str = ""
+    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint, e.g. http://host:8000/v1 (vLLM).")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
+    temperature: float = 0.0
+    max_tokens: int = 4096
+    extra_body: dict = Field(default_factory=dict, description="Extra request fields, e.g. thinking switches.")
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    max_retries: int = 4
+
+
+class EvalConfig(Config):
+    split_version: str | None = Field(default=None, description="Benchmark version (default: CURRENT).")
+    simulators: list[SimulatorConfig] = Field(
+        default_factory=lambda: [SimulatorConfig(name="oracle", kind="oracle"), SimulatorConfig(name="no_change", kind="no_change")],
+        description="Simulators to score; the defaults need no model.",
+    )
+
+
+@asset(group_name="evaluation", deps=["benchmark_split"], pool="duckdb", kinds={"duckdb", "openai"},
+       check_specs=[AssetCheckSpec("oracle_is_perfect", asset="simulator_eval")])
+def simulator_eval(
+    context: AssetExecutionContext, config: EvalConfig, store: DataStoreResource, duckdb: DuckDBResource
+) -> MaterializeResult:
+    """Feedback Match, exact Config Match and CM-lenient of each simulator on a benchmark version, per
+    stratum / |Δ| / environment / argument count, in DuckDB (`eval_runs`, `eval_results`,
+    `eval_by_stratum`, `eval_by_delta`, …). Results are persisted per sample, so a re-run resumes."""
+    layout = store.layout()
+    split = SplitStore(layout, BENCHMARK)
+    version = split.resolve(config.split_version)
+    samples = pd.read_parquet(split.samples(version)).to_dict("records")
+    run_ids = []
+    for sim_cfg in config.simulators:
+        spec = SimulatorSpec(**sim_cfg.model_dump())
+        path = layout.root / "eval" / version / f"{spec.name}.jsonl"
+        simulator = make_simulator(spec)
+
+        async def run() -> object:
+            try:
+                return await evaluate(samples, simulator, version, path)
+            finally:
+                await simulator.aclose()
+
+        report = asyncio.run(run())
+        context.log.info(f"{report.run_id}: {report.completed} scored, {report.skipped} resumed, "
+                         f"{report.request_errors} request errors in {report.seconds:.1f}s")
+        run_ids.append(run_id(spec.name, version))
+        with duckdb.get_connection() as con:
+            results.load_run(con, path, run_ids[-1])
+    with duckdb.get_connection() as con:
+        table = results.summary(con, run_ids)
+        plot = results.cm_by_delta_plot(con, run_ids, layout.root / "eval" / version / "cm_by_delta.png")
+        oracle = con.execute("SELECT fm, cm, samples FROM eval_runs WHERE simulator = 'oracle' AND split_version = ?",
+                             [version]).fetchone()
+    check = [AssetCheckResult(check_name="oracle_is_perfect",
+                              passed=oracle is not None and oracle[0] == 100 and oracle[1] == 100,
+                              metadata={"oracle": str(oracle) if oracle else "oracle was not evaluated"})]
+    return MaterializeResult(
+        metadata={
+            "split_version": version,
+            "summary": MetadataValue.md(md_table(table, index=False)),
+            "cm_by_delta": MetadataValue.md(f"![CM vs |Δ|](data:image/png;base64,{plot})"),
+            "plot_path": MetadataValue.path(str((layout.root / "eval" / version / "cm_by_delta.png").resolve())),
+        },
+        check_results=check,
+    )

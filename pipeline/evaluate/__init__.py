@@ -1,0 +1,1 @@
+"""Simulator evaluation: answer parsing, FM / CM / CM-lenient, the async harness."""

@@ -1,0 +1,43 @@
+"""Tolerant parsing of a simulator's answer: fenced JSON, leading/trailing prose, one object."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
+MAX_ANSWER_CHARS = 2_000_000
+
+
+@dataclass(frozen=True)
+class Parsed:
+    answer: dict[str, Any] | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.answer is not None
+
+
+def parse_answer(text: str | None) -> Parsed:
+    """Find the ``{"feedback", "config_changes"}`` object in a model's text."""
+    if not text or not text.strip():
+        return Parsed(None, "empty answer")
+    if len(text) > MAX_ANSWER_CHARS:
+        return Parsed(None, f"answer of {len(text)} characters exceeds {MAX_ANSWER_CHARS}")
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for chunk in candidates:
+        for start in (i for i, ch in enumerate(chunk) if ch == "{"):
+            try:
+                obj, _ = decoder.raw_decode(chunk, start)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and ("feedback" in obj or "config_changes" in obj):
+                changes = obj.get("config_changes", [])
+                if not isinstance(changes, list):
+                    return Parsed(None, "config_changes is not a list")
+                return Parsed({"feedback": obj.get("feedback"), "config_changes": changes})
+    return Parsed(None, "no JSON object with 'feedback' / 'config_changes' found")

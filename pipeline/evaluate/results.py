@@ -1,0 +1,96 @@
+"""Evaluation results in DuckDB (``eval_runs``, ``eval_results`` and the breakdown views) and the
+summary table / CM-vs-|Δ| plot for the UI."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+GROUP_SQL = """CASE WHEN outcome = 'failure' THEN 'failure' WHEN delta_size = 0 THEN 'no-change'
+  WHEN delta_size <= 2 THEN 'simple' WHEN delta_size <= 6 THEN 'medium' ELSE 'difficult' END"""
+
+_METRICS = """count(*) AS samples, round(100 * avg(fm::INT), 1) AS fm, round(100 * avg(cm::INT), 1) AS cm,
+  round(100 * avg(cm_lenient::INT), 1) AS cm_lenient, round(100 * avg((NOT parse_ok)::INT), 1) AS parse_fail_pct"""
+
+
+def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None:
+    """Replace a run's rows with the latest result per step from its JSON-lines file."""
+    con.execute(
+        """CREATE TABLE IF NOT EXISTS eval_results (
+             run_id VARCHAR, simulator VARCHAR, model VARCHAR, split_version VARCHAR, step_id VARCHAR, stratum VARCHAR,
+             env_id VARCHAR, tool VARCHAR, outcome VARCHAR, delta_size INTEGER, args_count INTEGER,
+             fm BOOLEAN, cm BOOLEAN, cm_lenient BOOLEAN, parse_ok BOOLEAN, parse_error VARCHAR, change_error VARCHAR,
+             request_error VARCHAR, latency_s DOUBLE, prompt_tokens BIGINT, completion_tokens BIGINT, answer VARCHAR,
+             seq BIGINT)"""
+    )
+    con.execute("DELETE FROM eval_results WHERE run_id = ?", [run_id])
+    if results.exists() and results.stat().st_size:
+        con.execute(
+            f"""INSERT INTO eval_results
+                SELECT run_id, simulator, model, split_version, step_id, stratum, env_id, tool, outcome, delta_size,
+                       args_count, fm, cm, cm_lenient, parse_ok, parse_error, change_error, request_error, latency_s,
+                       prompt_tokens, completion_tokens, answer, seq
+                FROM read_json('{results}', format = 'newline_delimited', ignore_errors = true,
+                     columns = {{run_id: 'VARCHAR', simulator: 'VARCHAR', model: 'VARCHAR', split_version: 'VARCHAR',
+                                step_id: 'VARCHAR', stratum: 'VARCHAR', env_id: 'VARCHAR', tool: 'VARCHAR', outcome: 'VARCHAR',
+                                delta_size: 'INTEGER', args_count: 'INTEGER', fm: 'BOOLEAN', cm: 'BOOLEAN',
+                                cm_lenient: 'BOOLEAN', parse_ok: 'BOOLEAN', parse_error: 'VARCHAR', change_error: 'VARCHAR',
+                                request_error: 'VARCHAR', latency_s: 'DOUBLE', prompt_tokens: 'BIGINT',
+                                completion_tokens: 'BIGINT', answer: 'VARCHAR', seq: 'BIGINT'}})
+                WHERE run_id = ?
+                QUALIFY row_number() OVER (PARTITION BY step_id ORDER BY seq DESC) = 1""",
+            [run_id],
+        )
+    con.execute(
+        f"""CREATE OR REPLACE TABLE eval_runs AS
+            SELECT run_id, any_value(simulator) AS simulator, any_value(model) AS model, any_value(split_version) AS split_version,
+                   {_METRICS}, count(*) FILTER (request_error IS NOT NULL) AS request_errors,
+                   round(avg(latency_s), 4) AS mean_latency_s, sum(prompt_tokens) AS prompt_tokens,
+                   sum(completion_tokens) AS completion_tokens
+            FROM eval_results GROUP BY run_id"""
+    )
+    for name, key in (("eval_by_stratum", f"{GROUP_SQL} AS grp"), ("eval_by_delta", "delta_size"),
+                      ("eval_by_env", "env_id"), ("eval_by_args", "args_count"), ("eval_by_cell", "stratum")):
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM eval_results GROUP BY ALL ORDER BY ALL")
+
+
+def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
+    """Per run: overall and per-group CM, with FM, CM-lenient and parse failures."""
+    overall = con.execute(
+        "SELECT run_id, samples, fm, cm, cm_lenient, parse_fail_pct, request_errors, mean_latency_s FROM eval_runs "
+        "WHERE run_id IN (SELECT unnest(?))", [run_ids]).df()
+    groups = con.execute("SELECT run_id, grp, cm FROM eval_by_stratum WHERE run_id IN (SELECT unnest(?))", [run_ids]).df()
+    pivot = groups.pivot_table(index="run_id", columns="grp", values="cm").add_prefix("cm_").reset_index()
+    return overall.merge(pivot, on="run_id", how="left")
+
+
+def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
+    """Plot CM (solid) and CM-lenient (dashed) against |Δ| per run; returns a base64 PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = con.execute("SELECT run_id, delta_size, cm, cm_lenient, samples FROM eval_by_delta WHERE run_id IN (SELECT unnest(?))",
+                     [run_ids]).df()
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
+    for rid, part in df.groupby("run_id"):
+        part = part.sort_values("delta_size")
+        line, = ax.plot(part["delta_size"], part["cm"], marker="o", label=f"{rid} CM")
+        ax.plot(part["delta_size"], part["cm_lenient"], linestyle="--", color=line.get_color(), alpha=0.6, label=f"{rid} CM-lenient")
+    ax.set_xlabel("|Δ| (state fields changed)")
+    ax.set_ylabel("Config Match, %")
+    ax.set_ylim(-5, 105)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buf.getvalue())
+    return base64.b64encode(buf.getvalue()).decode("ascii")

@@ -1,0 +1,134 @@
+"""Simulators behind one interface: any OpenAI-compatible chat endpoint (through ``openai``), and two
+baselines that need no model: ``oracle`` (the executor's own answer — a harness self-check) and
+``no_change`` (empty Δ, empty feedback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pipeline.export.protocol import answer, messages
+
+
+@dataclass(frozen=True)
+class SimulatorSpec:
+    name: str
+    kind: str = "openai"  # openai | oracle | no_change
+    model: str = ""
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int = 4096
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    max_retries: int = 4
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str | None
+    latency_s: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None  # the request failed (after retries); the sample is retried on re-run
+
+
+class EndpointError(RuntimeError):
+    """The endpoint cannot serve this run at all (unreachable, 401, unknown model): fail clearly."""
+
+
+class Simulator(Protocol):
+    spec: SimulatorSpec
+
+    async def complete(self, sample: dict[str, Any]) -> Completion: ...
+
+    async def aclose(self) -> None: ...
+
+
+class OracleSimulator:
+    """Answers with the executor's labels: must score FM = CM = 100%."""
+
+    def __init__(self, spec: SimulatorSpec) -> None:
+        self.spec = spec
+
+    async def complete(self, sample: dict[str, Any]) -> Completion:
+        return Completion(answer(sample), 0.0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class NoChangeSimulator:
+    """Predicts that nothing changes and says nothing."""
+
+    def __init__(self, spec: SimulatorSpec) -> None:
+        self.spec = spec
+
+    async def complete(self, sample: dict[str, Any]) -> Completion:
+        return Completion(json.dumps({"feedback": "", "config_changes": []}), 0.0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class OpenAISimulator:
+    """An OpenAI-compatible chat endpoint. Retries with backoff on 429 / 5xx / timeouts / connection
+    errors are the ``openai`` client's own (``max_retries``); the API key comes from the environment."""
+
+    def __init__(self, spec: SimulatorSpec) -> None:
+        import openai
+
+        self.spec = spec
+        self._openai = openai
+        self.client = openai.AsyncOpenAI(
+            base_url=spec.base_url,
+            api_key=os.environ.get(spec.api_key_env) or "not-set",
+            timeout=spec.timeout_s,
+            max_retries=spec.max_retries,
+        )
+
+    async def complete(self, sample: dict[str, Any]) -> Completion:
+        openai = self._openai
+        started = time.perf_counter()
+        try:
+            response = await self.client.chat.completions.create(
+                model=self.spec.model,
+                messages=messages(sample),
+                temperature=self.spec.temperature,
+                max_tokens=self.spec.max_tokens,
+                extra_body=self.spec.extra_body or None,
+            )
+        except openai.AuthenticationError:
+            raise EndpointError(f"{self.spec.name}: the endpoint rejected the API key from ${self.spec.api_key_env} (401)") from None
+        except openai.PermissionDeniedError:
+            raise EndpointError(f"{self.spec.name}: access denied (403)") from None
+        except openai.NotFoundError:
+            raise EndpointError(f"{self.spec.name}: model {self.spec.model!r} or route not found at {self.spec.base_url} (404)") from None
+        except openai.APITimeoutError:
+            return Completion(None, time.perf_counter() - started, error=f"timeout after {self.spec.timeout_s:g}s and {self.spec.max_retries} retries")
+        except openai.APIConnectionError as exc:
+            return Completion(None, time.perf_counter() - started, error=f"unreachable: {type(exc).__name__}")
+        except openai.APIStatusError as exc:
+            return Completion(None, time.perf_counter() - started, error=f"HTTP {exc.status_code} after retries")
+        usage = getattr(response, "usage", None)
+        text = response.choices[0].message.content if response.choices else None
+        return Completion(
+            text,
+            time.perf_counter() - started,
+            getattr(usage, "prompt_tokens", None),
+            getattr(usage, "completion_tokens", None),
+        )
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def make_simulator(spec: SimulatorSpec) -> Simulator:
+    kinds = {"openai": OpenAISimulator, "oracle": OracleSimulator, "no_change": NoChangeSimulator}
+    if spec.kind not in kinds:
+        raise ValueError(f"unknown simulator kind {spec.kind!r}; known: {sorted(kinds)}")
+    return kinds[spec.kind](spec)
