@@ -4,6 +4,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
+from pipeline import profile
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
 from pipeline.report import md_records, md_table
@@ -16,7 +17,7 @@ class ExplorationConfig(Config):
 
     enabled: bool = Field(default=True, description="Explore the builtin/EnvScaler (and optionally bfcl) scenarios.")
     seed: int = Field(default=0, description="Seed of the exploration policy.")
-    call_budget: int = Field(default=60_000, description="Stop after this many tool calls.")
+    call_budget: int = Field(default_factory=lambda: profile.current().explore_call_budget, description="Stop after this many tool calls.")
     episode_length: int = Field(default=12, description="Calls per episode (one episode per scenario visit).")
     mutate_rate: float = Field(default=0.15, description="Chance to mutate an argument to provoke rule failures.")
     max_batch: int = Field(default=6, description="Largest list argument the policy builds (drives |Δ|).")

@@ -16,13 +16,14 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from pipeline import profile
 from pipeline.quality.suites import composition_suite, overlap_suite, step_table_suite
 from pipeline.report import md_table
 from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture
 from pipeline.select.stratify import cell_table, stratify
 from pipeline.select.versions import BENCHMARK, SplitStore
 from pipeline.store import queries, warehouse
-from pipeline.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell
+from pipeline.strata import BENCHMARK_CELLS, Cell
 from resources import DataStoreResource
 
 POOL = "duckdb"  # one writer of envsim.duckdb at a time
@@ -67,7 +68,10 @@ class BenchmarkConfig(Config):
         default_factory=lambda: [CellConfig(**{k: v for k, v in c.to_dict().items()}) for c in BENCHMARK_CELLS],
         description="Cells (rule + quota); default: the EnvSimBench 400-sample composition.",
     )
-    on_shortfall: Literal["fail", "warn"] = Field(default="fail", description="A cell that cannot be filled fails the asset, or warns.")
+    on_shortfall: Literal["fail", "warn"] = Field(
+        default_factory=lambda: profile.current().benchmark_on_shortfall,
+        description="A cell that cannot be filled fails the asset, or warns.",
+    )
     make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
 
 
@@ -115,7 +119,7 @@ def benchmark_split(
 
 class MixtureConfig(Config):
     seed: int = Field(default=0, description="Seed of the pick order.")
-    sizes: dict[str, int] = Field(default_factory=lambda: dict(BALANCE2_GROUPS), description="Samples per Balance2 group.")
+    sizes: dict[str, int] = Field(default_factory=lambda: dict(profile.current().mixture_sizes), description="Samples per Balance2 group.")
     decontaminate: Literal["task_id", "env_id"] = Field(default="task_id", description="Key shared with the benchmark that excludes a step.")
     benchmark_version: str | None = Field(default=None, description="Benchmark version to decontaminate against (default: CURRENT).")
     on_shortfall: Literal["fail", "warn"] = Field(default="warn")

@@ -5,8 +5,8 @@ from pathlib import Path
 from dagster import Config, ConfigurableResource
 from pydantic import Field
 
+from pipeline import profile
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig
-from pipeline.envs import bfcl
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files
 
 
@@ -31,7 +31,7 @@ class EnvironmentSourcesResource(ConfigurableResource):
     """The environment sources: bfcl-eval's multi-turn tasks, the builtin pack, EnvScaler corpora."""
 
     bfcl_categories: list[str] = Field(
-        default=list(bfcl.CATEGORIES), description="bfcl-eval multi-turn categories to use."
+        default_factory=lambda: list(profile.current().bfcl_categories), description="bfcl-eval multi-turn categories to use."
     )
     bfcl_task_files: list[BfclTaskFileConfig] = Field(
         default_factory=list, description="Extra task files in bfcl's format (your own tasks)."
@@ -39,7 +39,9 @@ class EnvironmentSourcesResource(ConfigurableResource):
     bfcl_replay: bool = Field(default=True, description="Collect bfcl tasks by ground-truth replay.")
     bfcl_explore: bool = Field(default=False, description="Also explore bfcl task configs with the policy.")
     builtin: bool = Field(default=True, description="Use the builtin environment pack.")
-    builtin_scenarios_per_env: int = Field(default=300, description="Seeded scenarios generated per builtin env.")
+    builtin_scenarios_per_env: int = Field(
+        default_factory=lambda: profile.current().builtin_scenarios_per_env, description="Seeded scenarios generated per builtin env."
+    )
     builtin_seed: int = Field(default=0, description="Seed of the builtin scenario generators.")
     envscaler: list[EnvScalerCorpusConfig] = Field(default_factory=list, description="EnvScaler-format corpora.")
 

@@ -1,0 +1,39 @@
+"""Run profiles: ``ENVSIM_PROFILE=small`` shrinks every default (sources, exploration budget,
+split sizes) for demos, the UI end-to-end tests and quick looks; ``default`` is the full run."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from pipeline.strata import BALANCE2_GROUPS
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    bfcl_categories: tuple[str, ...] = ("base", "long_context", "miss_func", "miss_param")
+    builtin_scenarios_per_env: int = 300
+    explore_call_budget: int = 60_000
+    benchmark_on_shortfall: str = "fail"
+    mixture_sizes: dict[str, int] = field(default_factory=lambda: dict(BALANCE2_GROUPS))
+
+
+PROFILES = {
+    "default": Profile("default"),
+    "small": Profile(
+        "small",
+        bfcl_categories=("base",),
+        builtin_scenarios_per_env=12,
+        explore_call_budget=1_500,
+        benchmark_on_shortfall="warn",
+        mixture_sizes={"failure": 60, "no_change": 60, "simple": 120, "complex": 120},
+    ),
+}
+
+
+def current() -> Profile:
+    name = os.environ.get("ENVSIM_PROFILE", "default")
+    if name not in PROFILES:
+        raise ValueError(f"unknown ENVSIM_PROFILE {name!r}; known: {sorted(PROFILES)}")
+    return PROFILES[name]

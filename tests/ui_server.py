@@ -1,0 +1,153 @@
+"""Start/stop the real Dagster webserver + daemon (``dagster dev``) for end-to-end tests, and talk
+to its GraphQL API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DagsterServer:
+    def __init__(self, home: Path, data_root: Path, log: Path) -> None:
+        self.home, self.data_root, self.log = home, data_root, log
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 240) -> "DagsterServer":
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "dagster.yaml").write_text(
+            "telemetry:\n  enabled: false\nnux:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n")
+        env = {**os.environ, "DAGSTER_HOME": str(self.home), "DAGSTER_DISABLE_TELEMETRY": "1",
+               "ENVSIM_PROFILE": "small", "ENVSIM_DATA_ROOT": str(self.data_root)}
+        bin_dir = Path(sys.executable).parent
+
+        def reset_signals() -> None:  # Dagster maps SIGTERM to SIGINT; both must be default to stop it
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+        self.proc = subprocess.Popen(
+            [str(bin_dir / "dagster"), "dev", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(self.port)],
+            cwd=ROOT, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=reset_signals,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"dagster dev exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if self.location():
+                    return self
+            except OSError:
+                pass
+            time.sleep(1)
+        raise TimeoutError(f"the code location did not load within {timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 3000) -> str:
+        return self.log.read_text()[-n:] if self.log.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        time.sleep(0.5)
+        try:  # anything left in its session (webserver / daemon / code server children)?
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def processes_left(self) -> list[str]:
+        out = subprocess.run(["ps", "-eo", "pid,sid,stat,args"], capture_output=True, text=True).stdout
+        # zombies are already dead (a container's PID 1 may be slow to reap them): only live processes count
+        return [line for line in out.splitlines()[1:]
+                if self.proc and line.split()[1] == str(self.proc.pid) and not line.split()[2].startswith("Z")]
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        request = urllib.request.Request(
+            f"{self.url}/graphql", data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            payload = json.loads(response.read())
+        if payload.get("errors"):
+            raise RuntimeError(f"GraphQL errors: {payload['errors']}")
+        return payload["data"]
+
+    def location(self) -> str | None:
+        data = self.graphql("""{ workspaceOrError { ... on Workspace { locationEntries { name
+            locationOrLoadError { __typename ... on PythonError { message } } } } } }""")
+        for entry in data["workspaceOrError"]["locationEntries"]:
+            kind = (entry["locationOrLoadError"] or {}).get("__typename")
+            if kind == "RepositoryLocation":
+                return entry["name"]
+            if kind == "PythonError":
+                raise RuntimeError(f"code location failed to load: {entry['locationOrLoadError']['message']}")
+        return None
+
+    def launch_all(self) -> str:
+        data = self.graphql(
+            """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
+                 ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
+            {"p": {"selector": {"repositoryLocationName": self.location(), "repositoryName": "__repository__",
+                                "jobName": "__ASSET_JOB"}, "runConfigData": {}}},
+        )
+        result = data["launchRun"]
+        if result["__typename"] != "LaunchRunSuccess":
+            raise RuntimeError(f"launch failed: {result}")
+        return result["run"]["runId"]
+
+    def wait_run(self, run_id: str, timeout: float = 600) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.graphql("query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id})
+            state = status["runOrError"]["status"]
+            if state in ("SUCCESS", "FAILURE", "CANCELED"):
+                return state
+            time.sleep(2)
+        raise TimeoutError(f"run {run_id} did not finish in {timeout}s")
+
+    def run_events(self, run_id: str) -> tuple[set[str], dict[str, bool], list[str]]:
+        """(materialized asset keys, check name -> passed, failure messages) from a run's event log."""
+        data = self.graphql(
+            """query($id: ID!) { logsForRun(runId: $id, limit: 20000) { ... on EventConnection { events { __typename
+                 ... on MaterializationEvent { assetKey { path } }
+                 ... on AssetCheckEvaluationEvent { evaluation { checkName success assetKey { path } } }
+                 ... on ExecutionStepFailureEvent { stepKey error { message } } } } } }""",
+            {"id": run_id},
+        )
+        materialized, checks, failures = set(), {}, []
+        for event in data["logsForRun"]["events"]:
+            kind = event["__typename"]
+            if kind == "MaterializationEvent":
+                materialized.add("/".join(event["assetKey"]["path"]))
+            elif kind == "AssetCheckEvaluationEvent":
+                ev = event["evaluation"]
+                checks[f"{'/'.join(ev['assetKey']['path'])}:{ev['checkName']}"] = ev["success"]
+            elif kind == "ExecutionStepFailureEvent":
+                failures.append(f"{event['stepKey']}: {event['error']['message'][:300]}")
+        return materialized, checks, failures
