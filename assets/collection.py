@@ -6,14 +6,30 @@ from pydantic import Field
 
 from pipeline import profile
 from pipeline.collect.explore import ExploreSettings
-from pipeline.collect.run import collect_all
+from pipeline.collect.agent import AgentSettings
+from pipeline.collect.run import AgentRun, collect_all
 from pipeline.report import md_records, md_table
 from pipeline.strata import BENCHMARK_CELLS
 from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
 
 
-class ExplorationConfig(Config):
-    """Seeded, schema-driven exploration steered toward strata still short of their quota."""
+class AgentPolicyConfig(Config):
+    """An LLM agent solving tasks by function calling through an OpenAI-compatible endpoint."""
+
+    model: str = Field(default="", description="Model name; empty = the agent policy is skipped.")
+    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint (OpenAI, vLLM, LLaMA-Factory API).")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    concurrency: int = Field(default=4, description="Tasks run concurrently.")
+    step_limit: int = Field(default=12, description="Tool calls per episode before it is cut.")
+    sources: list[str] = Field(default_factory=lambda: ["builtin"], description="Task sources: builtin, envscaler, bfcl.")
+    task_limit: int | None = Field(default=20, description="At most this many tasks (None = all).")
+
+
+class CollectionConfig(Config):
+    """Which collection policies run: ground-truth replay (bfcl, from the sources resource), seeded
+    exploration steered toward strata still short of their quota, and an optional LLM agent."""
 
     enabled: bool = Field(default=True, description="Explore the builtin/EnvScaler (and optionally bfcl) scenarios.")
     seed: int = Field(default=0, description="Seed of the exploration policy.")
@@ -24,6 +40,15 @@ class ExplorationConfig(Config):
     cell_factor: float = Field(default=2.0, description="Candidates wanted per benchmark cell, × its quota.")
     group_factor: float = Field(default=1.3, description="Candidates wanted per Balance2 group, × its size.")
     min_envs: int = Field(default=10, description="Distinct environments wanted per benchmark cell.")
+    agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig, description="LLM agent policy (skipped without a model).")
+
+    def agent_run(self) -> AgentRun | None:
+        a = self.agent
+        if not a.model:
+            return None
+        settings = AgentSettings(model=a.model, base_url=a.base_url, api_key_env=a.api_key_env, temperature=a.temperature,
+                                 max_tokens=a.max_tokens, concurrency=a.concurrency, step_limit=a.step_limit)
+        return AgentRun(settings, tuple(a.sources), a.task_limit)
 
     def settings(self) -> ExploreSettings | None:
         if not self.enabled:
@@ -38,13 +63,14 @@ class ExplorationConfig(Config):
 @asset(group_name="collection", deps=["environment_catalog"], kinds={"python", "parquet"})
 def trajectories(
     context: AssetExecutionContext,
-    config: ExplorationConfig,
+    config: CollectionConfig,
     store: DataStoreResource,
     sources: EnvironmentSourcesResource,
     sandbox: SandboxResource,
 ) -> MaterializeResult:
     """Trajectories from executable environments: ground-truth replay of bfcl-eval's multi-turn
-    tasks, plus exploration episodes over the builtin pack / EnvScaler scenarios.
+    tasks, exploration episodes over the builtin pack / EnvScaler scenarios, and (with a model
+    endpoint configured) LLM-agent episodes with their full message history.
 
     Each row holds the environment spec, its initial state (recorded in the sandbox) and the
     actions. Unusable tasks — a line that is not JSON, an unknown tool, a call string with a syntax
@@ -53,7 +79,7 @@ def trajectories(
     """
     layout = store.layout()
     with sandbox.open() as box:
-        result = collect_all(sources.config(), layout, box, config.settings(), log=context.log.info)
+        result = collect_all(sources.config(), layout, box, config.settings(), log=context.log.info, agent=config.agent_run())
     report = result.report
     for issue in report.issues:
         context.log.warning(f"task {issue.task_id} ({issue.stage}): {issue.reason}")
@@ -68,6 +94,12 @@ def trajectories(
         "rejected": MetadataValue.md(md_records(report.issue_rows(), ["task_id", "stage", "reason", "origin"])),
         "path": MetadataValue.path(str(layout.trajectories.resolve())),
     }
+    if config.agent_run() is None:
+        metadata["agent"] = "skipped: no model endpoint configured (config agent.model / agent.base_url)"
+    else:
+        statuses = pd.Series([r["status"] for r in result.agent_episodes]).value_counts().to_dict()
+        events = pd.Series([e["kind"] for r in result.agent_episodes for e in r["events"]]).value_counts().to_dict()
+        metadata["agent"] = f"{len(result.agent_episodes)} episodes with {config.agent.model}: {statuses}; events {events}"
     if result.coverage is not None:
         cov = result.coverage
         metadata["exploration_calls"] = cov.steps

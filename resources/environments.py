@@ -44,6 +44,9 @@ class EnvironmentSourcesResource(ConfigurableResource):
     )
     builtin_seed: int = Field(default=0, description="Seed of the builtin scenario generators.")
     envscaler: list[EnvScalerCorpusConfig] = Field(default_factory=list, description="EnvScaler-format corpora.")
+    message_histories: list[str] = Field(
+        default_factory=list, description="JSON-lines files of recorded OpenAI message histories to replay (no model needed)."
+    )
 
     def bfcl_files(self) -> list[BfclTaskFile]:
         files = default_task_files(self.bfcl_categories) if self.bfcl_categories else []
@@ -62,4 +65,5 @@ class EnvironmentSourcesResource(ConfigurableResource):
                 EnvScalerCorpus(Path(c.env_items), Path(c.scenarios) if c.scenarios else None, c.prefix, c.license)
                 for c in self.envscaler
             ],
+            message_histories=[Path(p) for p in self.message_histories],
         )

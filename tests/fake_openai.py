@@ -17,8 +17,9 @@ from typing import Any
 
 
 class FakeOpenAI:
-    def __init__(self, answers: dict[str, str], mode: str = "correct", latency_s: float = 0.0) -> None:
+    def __init__(self, answers: dict[str, str], mode: str = "correct", latency_s: float = 0.0, script: Any = None) -> None:
         self.answers = answers  # user prompt -> correct answer text
+        self.script = script  # optional: request body -> assistant message dict, or (status, error body)
         self.mode = mode
         self.latency_s = latency_s
         self.failures: dict[str, int] = {}  # user prompt -> remaining transient failures (429/500 modes)
@@ -83,6 +84,16 @@ class FakeOpenAI:
                     time.sleep(fake.latency_s)
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": "not found"}})
+                if fake.script is not None:
+                    reply = fake.script(body)
+                    if isinstance(reply, tuple):
+                        return self._send(reply[0], reply[1])
+                    message = {"role": "assistant", "content": reply.get("content"), **({"tool_calls": reply["tool_calls"]} if reply.get("tool_calls") else {})}
+                    return self._send(200, {
+                        "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body.get("model", ""),
+                        "choices": [{"index": 0, "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop", "message": message}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+                    })
                 prompt = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
                 status, error, text = fake._reply(prompt)
                 if error is not None:

@@ -34,6 +34,7 @@ def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
     traj = mats["trajectories"]
     assert traj["trajectories"].value == 3 and traj["rejected_tasks"].value == 4
     assert "unknown_tool" in traj["rejected"].value and "load_raises" in traj["rejected"].value
+    assert traj["agent"].value.startswith("skipped: no model endpoint configured")
     steps = mats["labeled_steps"]
     assert steps["steps"].value == 7
     assert "| total |" in steps["delta_by_outcome"].value

@@ -47,6 +47,7 @@ class ScenarioRef:
     task_id: str
     env: EnvSpec
     category: str = "explore"
+    task: str = ""  # the natural-language task (for agents)
 
 
 @dataclass

@@ -19,6 +19,7 @@ class BfclTask:
     ground_truth: list[list[str]]  # per turn, call strings
     excluded_functions: list[str] = field(default_factory=list)
     origin: str = ""  # file:line, for error messages
+    turns: list[str] = field(default_factory=list)  # the user's message per turn
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,10 @@ def iter_tasks(files: list[BfclTaskFile]) -> Iterator[BfclTask | TaskIssue]:
                 ground_truth=answers[task_id],
                 excluded_functions=list(obj.get("excluded_function") or []),
                 origin=origin,
+                turns=[
+                    " ".join(m.get("content", "") for m in turn if isinstance(m, dict) and m.get("role") == "user")
+                    for turn in (obj.get("question") or []) if isinstance(turn, list)
+                ],
             )
 
 

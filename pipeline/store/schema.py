@@ -43,6 +43,7 @@ TRAJECTORIES = pa.schema(
         pa.field("initial_state_hash", pa.string(), nullable=False),
         pa.field("num_actions", pa.int32(), nullable=False),
         pa.field("actions", pa.list_(ACTION)),
+        pa.field("messages_json", pa.string()),  # agent trajectories: the full OpenAI message history
     ]
 )
 

@@ -36,6 +36,7 @@ def trajectory_row(traj: Trajectory, initial_state_json: str, initial_state_hash
             }
             for a in traj.actions
         ],
+        "messages_json": json.dumps(traj.meta["messages"], default=str) if traj.meta.get("messages") else None,
     }
 
 
