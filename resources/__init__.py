@@ -2,7 +2,8 @@
 
 from resources.environments import BfclTaskFileConfig, EnvironmentSourcesResource, EnvScalerCorpusConfig
 from resources.hub import HuggingFaceHubResource
+from resources.launcher import JobLauncherResource
 from resources.sandbox import SandboxResource
 from resources.storage import DataStoreResource
 
-__all__ = ["BfclTaskFileConfig", "HuggingFaceHubResource", "EnvScalerCorpusConfig", "DataStoreResource", "EnvironmentSourcesResource", "SandboxResource"]
+__all__ = ["BfclTaskFileConfig", "JobLauncherResource", "HuggingFaceHubResource", "EnvScalerCorpusConfig", "DataStoreResource", "EnvironmentSourcesResource", "SandboxResource"]

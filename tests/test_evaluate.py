@@ -171,16 +171,16 @@ def test_resume_after_a_kill_redoes_no_finished_sample(split, tmp_path):
         simulator = make_simulator(spec(server, concurrency=4))
 
         async def killed():
-            try:
-                await asyncio.wait_for(evaluate(samples[:80], simulator, version, path), timeout=0.6)
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                await simulator.aclose()
+            task = asyncio.create_task(evaluate(samples[:80], simulator, version, path))
+            while not path.exists() or len(path.read_text().splitlines()) < 12:  # killed mid-run, after 12 results
+                await asyncio.sleep(0.01)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await simulator.aclose()
 
         asyncio.run(killed())
         finished = finished_steps(path)
-        assert 0 < len(finished) < 80
+        assert 12 <= len(finished) < 80
         before = server.requests
         report = run(samples[:80], spec(server), version, path)
         assert report.skipped == len(finished)

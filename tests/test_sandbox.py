@@ -15,7 +15,7 @@ from tests.envscaler_corpus import HOSTILE_CODE
 
 @pytest.fixture(scope="module")
 def box():
-    with Sandbox(workers=2, limits=Limits(call_timeout_s=1.5, memory_mb=256, max_output_chars=2000)) as sandbox:
+    with Sandbox(workers=2, limits=Limits(call_timeout_s=3, memory_mb=256, max_output_chars=2000)) as sandbox:
         yield sandbox
 
 
@@ -35,7 +35,7 @@ def run(box, spec, *names):
 @pytest.mark.parametrize(
     "tool, error_type, message",
     [
-        ("hang", "Timeout", "exceeded the 1.5s wall-clock limit"),
+        ("hang", "Timeout", "exceeded the 3s wall-clock limit"),
         ("crash", "WorkerCrash", "exited with code 3"),
         ("segfault", "WorkerCrash", "killed by signal SIGSEGV"),
         ("eat_memory", "MemoryError", ""),

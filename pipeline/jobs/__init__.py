@@ -1,0 +1,1 @@
+"""GPU jobs (training, evaluation) and the launchers that run them: a local subprocess or Slurm."""
