@@ -48,7 +48,7 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     cfg_path = out.with_suffix(".yaml")
     cfg_path.parent.mkdir(parents=True, exist_ok=True)
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    job, reported = launcher.run_with_pipes(context, "sft-train", train_script(cfg_path, out, launcher.python), {}, gpus=config.gpus)
+    job, reported = launcher.run_with_pipes(context, "sft-train", train_script(cfg_path, out, launcher.python, "resources.job_entry"), {}, gpus=config.gpus)
     meta = reported[0].metadata if reported else {}
     return MaterializeResult(metadata={"job_id": job.job_id, "config": MetadataValue.path(str(cfg_path)),
                                        "checkpoint": str(meta.get("checkpoint", out)),
@@ -78,14 +78,14 @@ def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, st
         base_url = "http://127.0.0.1:8011/v1"
     extras = {"data_root": str(layout.root.resolve()), "split_version": config.split_version, "simulators": sims, "base_url": base_url}
     try:
-        job, reported = launcher.run_with_pipes(context, "eval", prefix + f"{launcher.python} -m pipeline.jobs.eval_job\n",
+        job, reported = launcher.run_with_pipes(context, "eval", prefix + f"{launcher.python} -m resources.job_entry evaluate\n",
                                                 extras, gpus=config.gpus)
     except JobFailed as exc:
         context.log.error(str(exc))
         raise
     if not reported:
         raise RuntimeError("the evaluation job finished without reporting through Dagster Pipes")
-    report = json.loads(reported[0].metadata["report"].value if hasattr(reported[0].metadata["report"], "value") else reported[0].metadata["report"])
+    report = json.loads(reported[0].metadata["report"].value)
     with duckdb.get_connection() as con:
         for rid, summary in report["runs"].items():
             results.load_run(con, Path(summary["results_path"]), rid)

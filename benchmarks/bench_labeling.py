@@ -73,7 +73,7 @@ def _pack(tmp: str, workers: list[int], calls: int, repeat: int) -> None:
         items, issues = env_items(cfg)
         build_catalog(layout, items, issues)
         t0 = time.perf_counter()
-        result = collect_all(cfg, layout, box, ExploreSettings(call_budget=calls, cell_factor=1e9, group_factor=1e9))
+        collect_all(cfg, layout, box, ExploreSettings(call_budget=calls, cell_factor=1e9, group_factor=1e9))
         explore_secs = time.perf_counter() - t0
         trajectories = list(iter_trajectories(layout))
         steps = sum(len(t.actions) for t in trajectories)

@@ -5,10 +5,9 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.collect.agent import AgentSettings, AgentTask, actions_from_messages
+from pipeline.collect.agent import AgentSettings, actions_from_messages
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
-from pipeline.envs import builtin
 from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.labeler import label
 from pipeline.store.layout import DataLayout

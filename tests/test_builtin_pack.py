@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 
 from pipeline.collect.policy import ExplorationPolicy, PolicySettings, StateIndex
 from pipeline.envs import builtin, envscaler

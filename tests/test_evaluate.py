@@ -13,7 +13,7 @@ from dagster_duckdb import DuckDBResource
 
 from pipeline.evaluate import results
 from pipeline.evaluate.harness import evaluate, finished_steps
-from pipeline.evaluate.metrics import config_match, config_match_lenient, feedback_match, score
+from pipeline.evaluate.metrics import config_match, config_match_lenient, feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
 from pipeline.export.protocol import answer, messages

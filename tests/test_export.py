@@ -3,7 +3,6 @@
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -95,8 +94,7 @@ def test_tampered_card_is_caught(exported, splits, tmp_path):
     report = exported[BENCHMARK]
     copy = tmp_path / "bench"
     shutil.copytree(report.directory, copy)
-    card = (copy / "README.md").read_text().replace("| no_change_args0 |          40 |", "| no_change_args0 |          40 |", 1)
-    card = card.replace("Total: **", "Total: **1", 1)
+    card = (copy / "README.md").read_text().replace("Total: **", "Total: **1", 1)
     (copy / "README.md").write_text(card)
     problems = verify_card(copy, SplitStore(layout, BENCHMARK).samples(report.version), "test")
     assert any("total" in p for p in problems)

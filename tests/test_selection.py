@@ -11,7 +11,7 @@ from dagster_duckdb import DuckDBResource
 from pipeline.quality.suites import composition_suite, overlap_suite, step_table_suite
 from pipeline.select.selection import ShortfallError, build_benchmark, build_mixture
 from pipeline.select.stratify import EmptyStepTable, stratify
-from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore, UnknownVersion
+from pipeline.select.versions import BENCHMARK, SplitStore, UnknownVersion
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout
 from pipeline.strata import Cell

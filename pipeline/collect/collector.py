@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.collect.trajectory import Trajectory
 from pipeline.envs.bfcl_tasks import TaskIssue
 from pipeline.execution.sandbox import Sandbox
 from pipeline.state.canonical import canonical_json, canonicalize

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from pipeline.collect.explore import ScenarioRef
 from pipeline.collect.replay import bfcl_env_spec, ground_truth_trajectories
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import builtin, envscaler
 from pipeline.envs.bfcl_tasks import BfclTaskFile, TaskIssue, default_task_files, iter_tasks
+
+if TYPE_CHECKING:
+    from pipeline.collect.agent import AgentTask
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ def exploration_scenarios(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> 
     return interleaved, issues
 
 
-def agent_tasks(cfg: SourceConfig, items: list[envscaler.EnvItem], sources: list[str], limit: int | None) -> list["AgentTask"]:
+def agent_tasks(cfg: SourceConfig, items: list[envscaler.EnvItem], sources: list[str], limit: int | None) -> list[AgentTask]:
     """Tasks for the agent policy from the chosen sources ("builtin", "envscaler", "bfcl"), interleaved."""
     from pipeline.collect.agent import AgentTask
 

@@ -19,7 +19,7 @@ import copy
 import json
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -44,6 +44,7 @@ class EnvItem:
     origin: str = ""
     prefix: str = SOURCE  # env ids are namespaced: "<prefix>/<env_id>"
     license: str = ""
+    problems: tuple[str, ...] = ()  # tool schemas dropped because they do not fit their method
 
     @property
     def qualified_id(self) -> str:
@@ -176,27 +177,16 @@ def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE
     item = EnvItem(
         env_id=env_id, class_name=name, class_code=code, tools=tools,
         introduction=str(raw.get("environment_introduction", "")), rules=str(raw.get("constraints_rules", "")),
-        tools_derived=derived, origin=origin, prefix=prefix, license=license,
+        tools_derived=derived, origin=origin, prefix=prefix, license=license, problems=tuple(problems),
     )
-    if problems:
-        # the environment stays usable with its valid tools; the bad schemas are reported
-        return _WithProblems(item, [TaskIssue(env_id, "tools", p, origin) for p in problems])  # type: ignore[return-value]
-    return item
+    return item  # usable with its valid tools; the bad schemas are reported through ``split_item``
 
 
-@dataclass(frozen=True)
-class _WithProblems:
-    item: EnvItem
-    issues: list[TaskIssue] = field(default_factory=list)
-
-
-def split_item(result: Any) -> tuple[EnvItem | None, list[TaskIssue]]:
-    """Normalise ``parse_env_item``'s result to (item or None, issues)."""
-    if isinstance(result, _WithProblems):
-        return result.item, result.issues
+def split_item(result: EnvItem | TaskIssue) -> tuple[EnvItem | None, list[TaskIssue]]:
+    """``parse_env_item``'s result as (item or None, issues to report)."""
     if isinstance(result, TaskIssue):
         return None, [result]
-    return result, []
+    return result, [TaskIssue(result.env_id, "tools", p, result.origin) for p in result.problems]
 
 
 # -- schemas from code ---------------------------------------------------------------------------

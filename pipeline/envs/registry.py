@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pipeline.envs import bfcl, blobs, envscaler
+from pipeline.envs import bfcl, envscaler
 from pipeline.envs.protocol import EnvSpec, Environment
 
 

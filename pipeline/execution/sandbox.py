@@ -78,6 +78,12 @@ class _Worker:
             self.proc.wait()
 
 
+def _not_run(trajectory: Trajectory, reason: object) -> dict[str, Any]:
+    """The result of a trajectory the sandbox itself could not run."""
+    return {"trajectory_id": trajectory.trajectory_id, "init": None, "init_error": f"SandboxError: {reason}",
+            "steps": [], "issues": []}
+
+
 class Sandbox:
     """A pool of sandbox workers; ``run`` yields one result dict per trajectory, in order."""
 
@@ -112,13 +118,7 @@ class Sandbox:
                     self._all.append(worker)
             return worker.run(trajectory, self.limits)
         except KeyError as exc:  # a blob the parent does not hold: a catalog problem, not env code
-            return {
-                "trajectory_id": trajectory.trajectory_id,
-                "init": None,
-                "init_error": f"SandboxError: {exc.args[0]}",
-                "steps": [],
-                "issues": [],
-            }
+            return _not_run(trajectory, exc.args[0])
         except (SandboxError, OSError, EOFError) as exc:
             # the worker itself died (not the forked child): replace it, report the trajectory
             if worker is not None:
@@ -127,13 +127,7 @@ class Sandbox:
                     if worker in self._all:
                         self._all.remove(worker)
             worker = None
-            return {
-                "trajectory_id": trajectory.trajectory_id,
-                "init": None,
-                "init_error": f"SandboxError: {exc}",
-                "steps": [],
-                "issues": [],
-            }
+            return _not_run(trajectory, exc)
         finally:
             self._idle.put(worker)
 

@@ -63,21 +63,12 @@ def sft_config(settings: TrainSettings, dataset_dir: Path, output_dir: Path, dat
     return cfg
 
 
-def train_script(config_path: Path, output_dir: Path, python: str) -> str:
-    """Check the tools, train, then report checkpoint + metrics through Dagster Pipes."""
-    report = (
-        "import json, pathlib\n"
-        "from dagster_pipes import open_dagster_pipes\n"
-        f"out = pathlib.Path({str(output_dir)!r})\n"
-        "metrics = json.loads((out / 'all_results.json').read_text()) if (out / 'all_results.json').exists() else {}\n"
-        "with open_dagster_pipes() as p:\n"
-        "    p.report_asset_materialization(metadata={'checkpoint': str(out), 'metrics': {'raw_value': metrics, 'type': 'json'}})\n"
-    )
+def train_script(config_path: Path, output_dir: Path, python: str, report_module: str) -> str:
+    """Check the tools, train, then run ``report_module`` (it reports checkpoint + metrics to the orchestrator)."""
     return f"""command -v llamafactory-cli >/dev/null || {{ echo "llamafactory-cli not found: install LLaMA-Factory in the job's environment" >&2; exit 2; }}
 command -v nvidia-smi >/dev/null && nvidia-smi -L || {{ echo "no NVIDIA GPU visible to the job" >&2; exit 3; }}
 llamafactory-cli train {shlex.quote(str(config_path))}
-{shlex.quote(python)} - <<'PY'
-{report}PY
+{shlex.quote(python)} -m {report_module} train-report {shlex.quote(str(output_dir))}
 """
 
 

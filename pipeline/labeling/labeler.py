@@ -14,7 +14,6 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from itertools import islice
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from pipeline.collect.trajectory import Trajectory
@@ -46,11 +45,6 @@ class LabelReport:
         return self.steps / self.seconds if self.seconds else 0.0
 
 
-def code_ref(code: str) -> str:
-    """Content reference of a tool's source code (key of the ``tool_code`` table)."""
-    return blobs.ref_of(code)
-
-
 class CodeRefs:
     """Memoised ``code(a_t)`` references, computed from a static (never reset) environment."""
 
@@ -62,7 +56,7 @@ class CodeRefs:
         if key not in self._refs:
             try:
                 env = registry.static(traj.env)
-                self._refs[key] = code_ref(env.source_of(tool)) if env.has_tool(tool) else None
+                self._refs[key] = blobs.ref_of(env.source_of(tool)) if env.has_tool(tool) else None
             except Exception:
                 self._refs[key] = None
         return self._refs[key]
@@ -154,7 +148,3 @@ def label(
             report.stale_parts_removed += 1
     report.seconds = time.perf_counter() - started
     return report
-
-
-def step_parts(layout: DataLayout) -> list[Path]:
-    return sorted(layout.steps_dir.glob("part-*.parquet"))

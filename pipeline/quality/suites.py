@@ -44,7 +44,7 @@ class SuiteResult:
     def markdown(self, limit: int = 10) -> str:
         if self.success:
             return f"all {self.evaluated} expectations of `{self.suite}` passed on {self.rows} rows"
-        lines = [f"| expectation | column | unexpected | first rows |", "|---|---|---:|---|"]
+        lines = ["| expectation | column | unexpected | first rows |", "|---|---|---:|---|"]
         for f in self.failures:
             shown = "; ".join(", ".join(f"{k}={v}" for k, v in r.items()) for r in f.rows[:limit])
             lines.append(f"| {f.expectation} | {f.column or ''} | {f.unexpected} | {shown} |")

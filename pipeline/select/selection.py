@@ -8,7 +8,6 @@ seed give the same version and byte-identical sample lists.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable

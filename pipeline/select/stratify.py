@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
@@ -83,7 +84,7 @@ def current_fingerprint(layout: DataLayout) -> str:
     return json.loads(path.read_text())["fingerprint"]
 
 
-def cell_table(layout: DataLayout) -> "duckdb.DuckDBPyRelation":
+def cell_table(layout: DataLayout) -> "pd.DataFrame":
     """Counts and distinct environments per (outcome, |Δ| bucket, argument cardinality) cell."""
     con = duckdb.connect()
     return con.execute(

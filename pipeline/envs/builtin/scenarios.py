@@ -194,7 +194,7 @@ def projects(rng: random.Random) -> tuple[dict[str, Any], str]:
             tasks[tid].update(status="in_sprint", sprint="SP1", assignee=mid)
             members[mid]["load"] += tasks[tid]["points"]
             sprints["SP1"]["committed"] += tasks[tid]["points"]
-    task = f"Plan sprint SP2 for the team and close out finished work in SP1."
+    task = "Plan sprint SP2 for the team and close out finished work in SP1."
     return {"tasks": tasks, "members": members, "sprints": sprints, "task_counter": len(tasks)}, task
 
 
