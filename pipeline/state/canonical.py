@@ -158,4 +158,9 @@ def canonical_json(value: JSONValue) -> str:
 
 def state_hash(value: JSONValue) -> str:
     """Content hash (BLAKE2b-128, hex) of a canonical value's JSON text."""
-    return hashlib.blake2b(canonical_json(value).encode("utf-8"), digest_size=16).hexdigest()
+    return text_hash(canonical_json(value))
+
+
+def text_hash(canonical_text: str) -> str:
+    """The state hash of an already-serialised canonical JSON text."""
+    return hashlib.blake2b(canonical_text.encode("utf-8"), digest_size=16).hexdigest()

@@ -37,6 +37,12 @@ class DataLayout:
     def trajectories(self) -> Path:
         return self.trajectories_dir / "trajectories.parquet"
 
+    def trajectory_files(self) -> list[str]:
+        """Every file of the trajectories table: the unpartitioned ``trajectories.parquet`` and the
+        per-partition ``part-<partition>.parquet`` files a partitioned collection writes."""
+        files = [self.trajectories] if self.trajectories.exists() else []
+        return [str(p) for p in files + sorted(self.trajectories_dir.glob("part-*.parquet"))]
+
     @property
     def collection_issues(self) -> Path:
         return self.trajectories_dir / "issues.parquet"

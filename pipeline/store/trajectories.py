@@ -64,11 +64,12 @@ def iter_trajectory_rows(
     layout: DataLayout, columns: list[str] | None = None, batch_size: int = 256, ids: list[str] | None = None
 ) -> Iterator[dict[str, Any]]:
     """Stream rows of the trajectories table (optionally only ``ids``)."""
-    if not layout.trajectories.exists():
+    files = layout.trajectory_files()
+    if not files:
         raise FileNotFoundError(
-            f"no trajectories table at {layout.trajectories}; materialize the 'trajectories' asset first"
+            f"no trajectories table at {layout.trajectories_dir}; materialize the 'trajectories' asset first"
         )
-    dataset = ds.dataset(layout.trajectories, format="parquet")
+    dataset = ds.dataset(files, format="parquet")
     flt = ds.field("trajectory_id").isin(ids) if ids is not None else None
     for batch in dataset.to_batches(columns=columns, filter=flt, batch_size=batch_size):
         yield from batch.to_pylist()
