@@ -1,6 +1,11 @@
-"""Stratify → benchmark selection → SFT mixture → export on synthetic corpora of 10K / 100K / 1M steps,
-each stage in its own process (wall time and that process's peak RSS), next to a naive baseline
-written the way the reference scripts work (benchmarks/naive_reference.py).
+"""Stratify → benchmark selection → SFT mixture → export on synthetic corpora (10K / 100K / 1M steps),
+next to a naive baseline written the way the reference scripts work (benchmarks/naive_reference.py),
+in one run on one machine.
+
+Every stage runs in its own fresh process (as a Dagster multiprocess step would): the table shows
+the stage's own wall time (measured inside the process, around the call), the process start-up
+(interpreter + imports) separately, and the process's peak RSS (``wait4``), which includes the
+interpreter and every imported library.
 
     python benchmarks/bench_scale.py --steps 10000 [--naive] [--workdir /tmp/envsim-scale]
 """
@@ -8,7 +13,9 @@ written the way the reference scripts work (benchmarks/naive_reference.py).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,23 +24,119 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 PIPELINE_STAGES = {
-    "stratify": "from pipeline.select.stratify import stratify; stratify(L)",
-    "benchmark": "from pipeline.select.selection import build_benchmark; build_benchmark(L, seed=0, on_shortfall='warn')",
-    "mixture": "from pipeline.select.selection import build_mixture; build_mixture(L, seed=0, on_shortfall='warn')",
-    "export": ("from pipeline.export.hf_layout import export_split; "
-               "export_split(L, 'benchmark', None, L.root / 'export/benchmark'); export_split(L, 'sft_mixture', None, L.root / 'export/sft')"),
+    "stratify": ("from pipeline.select.stratify import stratify", "stratify(L)"),
+    "benchmark": ("from pipeline.select.selection import build_benchmark",
+                  "build_benchmark(L, seed=0, on_shortfall='warn')"),
+    "mixture": ("from pipeline.select.selection import build_mixture", "build_mixture(L, seed=0, on_shortfall='warn')"),
+    "export": ("from pipeline.export.hf_layout import export_split",
+               "export_split(L, 'benchmark', None, L.root / 'export/benchmark'); "
+               "export_split(L, 'sft_mixture', None, L.root / 'export/sft')"),
 }
+# naive stage -> the reference-style scripts it runs (each its own process), with their files
+NAIVE_STAGES = {
+    "stratify": [("delete_error", ["input.json", "clean.json"]), ("label", ["clean.json", "labeled.json"])],
+    "benchmark": [("select", ["labeled.json", "bench.json"])],
+    "mixture": [("mixture", ["labeled.json", "bench.json", "sft.json"])],
+    "export": [("export", ["bench.json", "sft.json", "export"])],
+}
+CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {root!r})
+{imports}
+t1 = time.perf_counter()
+{call}
+t2 = time.perf_counter()
+print("@@" + json.dumps({{"startup": t1 - t0, "seconds": t2 - t1}}))
+"""
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """(seconds, peak RSS MiB) of one child process."""
+def _private_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+Measure = tuple[float, float, float, float]  # stage seconds, start-up seconds, peak RSS MiB, peak private MiB
+
+
+def run_child(imports: str, call: str, env: dict[str, str] | None = None) -> Measure:
+    """One fresh process: stage seconds, start-up seconds, peak RSS (wait4) and peak private memory (sampled
+    every 2 ms from /proc/PID/status RssAnon by this process), in MiB."""
+    code = CHILD.format(root=str(ROOT), imports=imports, call=call)
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    anon = 0
+    while True:  # private (anonymous) memory: the data a stage holds, not shared library code
+        anon = max(anon, _private_kib(proc.pid))
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        time.sleep(0.002)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(cmd[:4])} failed with {proc.returncode}")
-    return time.perf_counter() - start, usage.ru_maxrss / 1024
+    out = proc.stdout.read() if proc.stdout else ""
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"stage failed ({call[:60]}…)")
+    report = json.loads(next(line[2:] for line in out.splitlines() if line.startswith("@@")))
+    return report["seconds"], max(report["startup"], wall - report["seconds"]), usage.ru_maxrss / 1024, anon / 1024
+
+
+def ensure_corpus(steps: int, workdir: Path) -> Path:
+    corpus = workdir / f"corpus-{steps}"
+    if not (corpus / "trajectories" / "trajectories.parquet").exists():
+        shutil.rmtree(corpus, ignore_errors=True)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(ROOT / "benchmarks/synth_corpus.py"), str(corpus), "--steps", str(steps)], check=True)
+        print(f"generated {steps} steps in {time.perf_counter() - t0:.1f}s")
+    for derived in ("strata", "splits", "export"):
+        shutil.rmtree(corpus / derived, ignore_errors=True)
+    return corpus
+
+
+def bench_pipeline(corpus: Path) -> dict[str, Measure]:
+    out = {}
+    for stage, (imports, call) in PIPELINE_STAGES.items():
+        out[stage] = run_child(
+            f"from pipeline.store.layout import DataLayout\n{imports}\nL = DataLayout.at({str(corpus)!r})", call)
+    return out
+
+
+def bench_naive(corpus: Path, workdir: Path) -> dict[str, Measure]:
+    ref = workdir / f"naive-{corpus.name.split('-')[-1]}"
+    ref.mkdir(parents=True, exist_ok=True)
+    if not (ref / "input.json").exists():
+        run_child("import naive_reference as n", f"n.to_reference_format(n.Path({str(corpus)!r}), n.Path({str(ref / 'input.json')!r}))",
+                  {"PYTHONPATH": str(ROOT / "benchmarks")})
+    out = {}
+    for stage, scripts in NAIVE_STAGES.items():
+        secs = startup = peak = anon = 0.0
+        for script, files in scripts:
+            paths = ", ".join(f"n.Path({str(ref / f)!r})" for f in files)
+            s, u, m, a = run_child("import naive_reference as n", f"n.STAGES[{script!r}]({paths})",
+                                   {"PYTHONPATH": str(ROOT / "benchmarks")})
+            secs, startup, peak, anon = secs + s, startup + u, max(peak, m), max(anon, a)
+        out[stage] = (secs, startup, peak, anon)
+    return out
+
+
+def table(title: str, rows: dict[str, Measure]) -> Measure:
+    print(f"== {title} ==")
+    print(f"  {'stage':10s} {'seconds':>9s} {'start-up':>9s} {'peak RSS':>12s} {'peak private':>14s}")
+    for stage, (secs, startup, peak, anon) in rows.items():
+        print(f"  {stage:10s} {secs:9.2f} {startup:9.2f} {peak:8.0f} MiB {anon:10.0f} MiB")
+    total = sum(r[0] for r in rows.values())
+    startup = sum(r[1] for r in rows.values())
+    peak = max(r[2] for r in rows.values())
+    anon = max(r[3] for r in rows.values())
+    print(f"  {'total':10s} {total:9.2f} {startup:9.2f} {peak:8.0f} MiB {anon:10.0f} MiB   (with start-up: {total + startup:.2f} s)")
+    return total, startup, peak, anon
 
 
 def main() -> None:
@@ -42,33 +145,15 @@ def main() -> None:
     parser.add_argument("--naive", action="store_true", help="also run the naive baseline (slow, memory-hungry)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/envsim-scale"))
     args = parser.parse_args()
-    corpus = args.workdir / f"corpus-{args.steps}"
-    if not (corpus / "trajectories" / "trajectories.parquet").exists():
-        secs, _ = measure([sys.executable, "benchmarks/synth_corpus.py", str(corpus), "--steps", str(args.steps)])
-        print(f"generated {args.steps} steps in {secs:.1f}s")
-    print(f"== pipeline, {args.steps} steps ==")
-    total = peak = 0.0
-    for stage, code in PIPELINE_STAGES.items():
-        script = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from pipeline.store.layout import DataLayout; L = DataLayout.at({str(corpus)!r}); {code}"
-        secs, rss = measure([sys.executable, "-c", script])
-        total, peak = total + secs, max(peak, rss)
-        print(f"  {stage:10s} {secs:8.2f}s  peak RSS {rss:7.0f} MiB")
-    print(f"  {'total':10s} {total:8.2f}s  peak RSS {peak:7.0f} MiB")
+    corpus = ensure_corpus(args.steps, args.workdir)
+    print(f"corpus: {args.steps} steps, {sum(f.stat().st_size for f in corpus.rglob('*.parquet')) / 2**20:.0f} MiB of Parquet, "
+          f"{os.cpu_count()} CPUs")
+    total, startup, peak, anon = table(f"pipeline, {args.steps} steps", bench_pipeline(corpus))
     if args.naive:
-        ref = args.workdir / f"naive-{args.steps}"
-        ref.mkdir(parents=True, exist_ok=True)
-        if not (ref / "input.json").exists():
-            measure([sys.executable, "benchmarks/naive_reference.py", "convert", str(corpus), str(ref / "input.json")])
-        print(f"== naive baseline, {args.steps} steps ==")
-        stages = [("stratify", ["input.json", "strata.json"]), ("select", ["strata.json", "bench.json"]),
-                  ("mixture", ["strata.json", "bench.json", "sft.json"]), ("export", ["sft.json", "sft.parquet"])]
-        ntotal = npeak = 0.0
-        for stage, files in stages:
-            secs, rss = measure([sys.executable, "benchmarks/naive_reference.py", stage, *[str(ref / f) for f in files]])
-            ntotal, npeak = ntotal + secs, max(npeak, rss)
-            print(f"  {stage:10s} {secs:8.2f}s  peak RSS {rss:7.0f} MiB")
-        print(f"  {'total':10s} {ntotal:8.2f}s  peak RSS {npeak:7.0f} MiB")
-        print(f"== pipeline is {ntotal / total:.1f}x faster with {100 * peak / npeak:.0f}% of the naive peak memory ==")
+        ntotal, nstartup, npeak, nanon = table(f"naive reference-style baseline, {args.steps} steps",
+                                               bench_naive(corpus, args.workdir))
+        print(f"== pipeline: {ntotal / total:.1f}x faster ({(ntotal + nstartup) / (total + startup):.1f}x counting process "
+              f"start-up); peak RSS {100 * peak / npeak:.1f}% and peak private memory {100 * anon / nanon:.1f}% of the naive ones ==")
 
 
 if __name__ == "__main__":

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 
-def md_table(df: pd.DataFrame, index: bool = True) -> str:
+def md_table(df: "pd.DataFrame", index: bool = True) -> str:
     if df.empty:
         return "_(empty)_"
     return df.to_markdown(index=index)
 
 
 def md_records(rows: Iterable[Mapping[str, Any]], columns: list[str], limit: int = 50) -> str:
+    """A Markdown table of ``columns`` of the first ``limit`` rows (no pandas: used on hot paths)."""
     rows = list(rows)
     if not rows:
         return "_none_"
-    df = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows[:limit]])
+
+    def cell(value: Any) -> str:
+        return "" if value is None else str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(":---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows[:limit]]
     more = f"\n\n… and {len(rows) - limit} more" if len(rows) > limit else ""
-    return df.to_markdown(index=False) + more
+    return "\n".join(lines) + more
 
 
 def md_histogram(counts: Mapping[Any, int], label: str = "value", width: int = 40) -> str:

@@ -14,16 +14,17 @@ import json
 import math
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.export.protocol import PROTOCOL_VERSION
-from pipeline.export.records import alpaca_record, chat_record, llamafactory_dataset_info
+from pipeline.export.protocol import PROTOCOL_VERSION, SYSTEM_PROMPT, USER_TEMPLATE
+from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
+from pipeline.report import md_records
 from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.store.layout import DataLayout
 
@@ -57,21 +58,78 @@ def size_category(n: int) -> str:
     return "1M<n<10M"
 
 
-def _write_shards(table: pa.Table, directory: Path, split: str, max_bytes: int) -> list[str]:
-    directory.mkdir(parents=True, exist_ok=True)
-    shards = max(1, math.ceil(table.nbytes / max_bytes))
-    per = max(1, math.ceil(table.num_rows / shards)) if table.num_rows else 1
-    shards = max(1, math.ceil(table.num_rows / per)) if table.num_rows else 1
-    names = []
-    for i in range(shards):
-        name = f"{split}-{i:05d}-of-{shards:05d}.parquet"
-        pq.write_table(table.slice(i * per, per), directory / name, compression="zstd")
-        names.append(name)
-    return names
+def _plan(rows: int, nbytes: int, max_bytes: int) -> tuple[int, int]:
+    """(shards, rows per shard) for ``rows`` rows of ``nbytes`` uncompressed bytes."""
+    shards = max(1, math.ceil(nbytes / max_bytes))
+    per = max(1, math.ceil(rows / shards)) if rows else 1
+    return (max(1, math.ceil(rows / per)) if rows else 1), per
 
 
-def _records(table: pa.Table, build: Callable[[dict[str, Any]], dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist([build(row) for row in table.to_pylist()])
+class _ShardWriter:
+    """``<split>-NNNNN-of-NNNNN.parquet`` files of ``per`` rows each, written batch by batch."""
+
+    def __init__(self, directory: Path, split: str, schema: pa.Schema, shards: int, per: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory, self.split, self.schema, self.shards, self.per = directory, split, schema, shards, per
+        self.names: list[str] = []
+        self.writer: pq.ParquetWriter | None = None
+        self.left = 0
+
+    def write(self, table: pa.Table) -> None:
+        while table.num_rows:
+            if self.writer is None or self.left == 0:
+                self._next()
+            head = table.slice(0, self.left)
+            self.writer.write_table(head, row_group_size=256)
+            self.left -= head.num_rows
+            table = table.slice(head.num_rows)
+
+    def _next(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        name = f"{self.split}-{len(self.names):05d}-of-{self.shards:05d}.parquet"
+        self.names.append(name)
+        self.writer, self.left = pq.ParquetWriter(self.directory / name, self.schema, compression="zstd"), self.per
+
+    def close(self) -> list[str]:
+        if self.writer is None:
+            self._next()  # an empty split still gets its one (empty) shard
+        self.writer.close()
+        return self.names
+
+
+def _column_bytes(meta: pq.FileMetaData, columns: list[str]) -> int:
+    index = [i for i in range(meta.num_columns) if meta.schema.column(i).path.split(".")[0] in columns]
+    return sum(meta.row_group(rg).column(i).total_uncompressed_size for rg in range(meta.num_row_groups) for i in index)
+
+
+def _write_data(samples: Path, directory: Path, split: str, max_bytes: int) -> list[str]:
+    """The split's samples as shards; a split that fits one shard is the samples file itself, copied."""
+    meta = pq.ParquetFile(samples).metadata
+    shards, per = _plan(meta.num_rows, sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)), max_bytes)
+    if shards == 1:
+        directory.mkdir(parents=True, exist_ok=True)
+        name = f"{split}-00000-of-00001.parquet"
+        shutil.copyfile(samples, directory / name)
+        return [name]
+    writer = _ShardWriter(directory, split, pq.read_schema(samples), shards, per)
+    for batch in pq.ParquetFile(samples).iter_batches(batch_size=256):
+        writer.write(pa.Table.from_batches([batch]))
+    return writer.close()
+
+
+def _write_records(samples: Path, chat_dir: Path, alpaca_dir: str | Path, split: str, max_bytes: int) -> tuple[list[str], list[str]]:
+    """Chat and Alpaca SFT records, streamed from the samples batch by batch."""
+    meta = pq.ParquetFile(samples).metadata
+    fixed = len(SYSTEM_PROMPT) + len(USER_TEMPLATE) + 256
+    estimate = _column_bytes(meta, ["state_before_json", "code", "arguments_json", "raw_observation", "delta"]) + fixed * meta.num_rows
+    shards, per = _plan(meta.num_rows, estimate, max_bytes)
+    chat, alpaca = (_ShardWriter(chat_dir, split, CHAT, shards, per), _ShardWriter(Path(alpaca_dir), split, ALPACA, shards, per))
+    for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=RECORD_COLUMNS):
+        chat_table, alpaca_table = record_tables(batch)
+        chat.write(chat_table)
+        alpaca.write(alpaca_table)
+    return chat.close(), alpaca.close()
 
 
 def _licenses(layout: DataLayout, env_ids: list[str]) -> dict[str, str]:
@@ -110,20 +168,21 @@ def export_split(
                 f"{kind} {version} (export to another directory, or delete it)"
             )
     split = split_name(kind)
-    table = pq.read_table(store.samples(version))
+    samples = store.samples(version)
     staging = directory.with_name(f".{directory.name}.staging-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        files = [f"data/{n}" for n in _write_shards(table, staging / "data", split, max_shard_bytes)]
+        files = [f"data/{n}" for n in _write_data(samples, staging / "data", split, max_shard_bytes)]
         configs = [{"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*"}], "default": True}]
         if kind == MIXTURE:
-            for fmt, build in (("chat", chat_record), ("alpaca", alpaca_record)):
-                files += [f"sft/{fmt}/{n}" for n in _write_shards(_records(table, build), staging / "sft" / fmt, split, max_shard_bytes)]
+            chat, alpaca = _write_records(samples, staging / "sft" / "chat", staging / "sft" / "alpaca", split, max_shard_bytes)
+            files += [f"sft/chat/{n}" for n in chat] + [f"sft/alpaca/{n}" for n in alpaca]
+            for fmt in ("chat", "alpaca"):
                 configs.append({"config_name": fmt, "data_files": [{"split": split, "path": f"sft/{fmt}/{split}-*"}]})
             (staging / "dataset_info.json").write_text(
                 json.dumps(llamafactory_dataset_info(name, "sft/chat", "sft/alpaca"), indent=2))
             files.append("dataset_info.json")
-        card = dataset_card(layout, kind, version, manifest, table, configs, license, name)
+        card = dataset_card(layout, kind, version, manifest, samples, configs, license, name)
         (staging / "README.md").write_text(card)
         files.append("README.md")
         (staging / MARKER).write_text(json.dumps({"kind": kind, "version": version, "protocol": PROTOCOL_VERSION}))
@@ -135,20 +194,40 @@ def export_split(
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return ExportReport(directory, kind, version, split, table.num_rows, sorted(files), card)
+    return ExportReport(directory, kind, version, split, pq.ParquetFile(directory / files[0]).metadata.num_rows
+                        if len([f for f in files if f.startswith("data/")]) == 1 else
+                        sum(pq.ParquetFile(directory / f).metadata.num_rows for f in files if f.startswith("data/")),
+                        sorted(files), card)
+
+
+def features_yaml(schema: pa.Schema) -> list[dict[str, Any]]:
+    """The card's ``dataset_info.features`` for an Arrow schema, in the form ``datasets`` writes
+    (``Features.from_arrow_schema(schema)._to_yaml_list()``; a test holds the two equal). Written
+    here because importing ``datasets`` costs the export ~60 MiB and ~1 s."""
+    return [{"name": f.name, **_feature(f.type)} for f in schema]
+
+
+def _feature(t: pa.DataType) -> dict[str, Any]:
+    if pa.types.is_struct(t):
+        return {"struct": [{"name": f.name, **_feature(f.type)} for f in t]}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = t.value_type
+        if pa.types.is_struct(inner):
+            return {"list": [{"name": f.name, **_feature(f.type)} for f in inner]}
+        return {"list": _feature(inner).get("dtype", _feature(inner))}
+    names = {pa.string(): "string", pa.large_string(): "large_string", pa.bool_(): "bool", pa.float64(): "float64",
+             pa.float32(): "float32", pa.int64(): "int64", pa.int32(): "int32", pa.int16(): "int16", pa.int8(): "int8"}
+    if t not in names:
+        raise TypeError(f"no card feature for Arrow type {t}")
+    return {"dtype": names[t]}
 
 
 def _features_yaml(schema: pa.Schema, split: str, rows: int) -> dict[str, Any]:
-    from datasets import DatasetInfo, Features, SplitDict, SplitInfo
-
-    info = DatasetInfo(features=Features.from_arrow_schema(schema))
-    info.splits = SplitDict()
-    info.splits.add(SplitInfo(name=split, num_examples=rows))
-    return info._to_yaml_dict()
+    return {"features": features_yaml(schema), "splits": [{"name": split, "num_bytes": 0, "num_examples": rows}]}
 
 
 def dataset_card(
-    layout: DataLayout, kind: str, version: str, manifest: dict[str, Any], table: pa.Table,
+    layout: DataLayout, kind: str, version: str, manifest: dict[str, Any], samples: Path,
     configs: list[dict[str, Any]], license: str, name: str,
 ) -> str:
     """The dataset card; its YAML is parsed back with huggingface_hub before it is returned."""
@@ -156,10 +235,10 @@ def dataset_card(
     from huggingface_hub import DatasetCard
 
     split = split_name(kind)
-    rows = table.num_rows
-    df = table.select(["stratum", "env_id"]).to_pandas()
+    env_ids = pq.read_table(samples, columns=["env_id"]).column("env_id").to_pylist()
+    rows = len(env_ids)
     spec = manifest["spec"]
-    licenses = _licenses(layout, list(df["env_id"]))
+    licenses = _licenses(layout, env_ids)
     front = {
         "license": license,
         "pretty_name": f"{name} {kind.replace('_', ' ')} {version}",
@@ -167,11 +246,13 @@ def dataset_card(
         "tags": ["agents", "tool-use", "environment-simulation", "world-model"],
         "size_categories": [size_category(rows)],
         "configs": configs,
-        "dataset_info": _features_yaml(table.schema, split, rows),
+        "dataset_info": _features_yaml(pq.read_schema(samples), split, rows),
     }
-    strata = pd.DataFrame(manifest["strata"])
-    strata = strata.rename(columns={"stratum": "stratum", "selected": "samples"})[["stratum", "requested", "samples", "environments", "missing"]]
-    envs = df.groupby("env_id").size().rename("samples").reset_index().sort_values(["samples", "env_id"], ascending=[False, True])
+    strata = md_records([{**t, "samples": t["selected"]} for t in manifest["strata"]],
+                        ["stratum", "requested", "samples", "environments", "missing"], limit=len(manifest["strata"]))
+    per_env = Counter(env_ids)
+    envs = md_records([{"env_id": e, "samples": n} for e, n in sorted(per_env.items(), key=lambda kv: (-kv[1], kv[0]))],
+                      ["env_id", "samples"], limit=len(per_env))
     provenance = {
         "split version": version, "kind": kind, "seed": spec["seed"], "input fingerprint": spec["input"],
         "protocol": PROTOCOL_VERSION,
@@ -191,21 +272,21 @@ Every sample was produced by executing real environment code; states are canonic
 
 ## Composition
 
-{strata.to_markdown(index=False)}
+{strata}
 
-Total: **{rows}** samples from **{df['env_id'].nunique()}** environments.
+Total: **{rows}** samples from **{len(per_env)}** environments.
 
 ## Environment coverage
 
-{envs.to_markdown(index=False)}
+{envs}
 
 ## Provenance
 
-{pd.DataFrame(list(provenance.items()), columns=['field', 'value']).to_markdown(index=False)}
+{md_records([{"field": k, "value": v} for k, v in provenance.items()], ["field", "value"], limit=len(provenance))}
 
 Environment sources and licenses:
 
-{pd.DataFrame(list(licenses.items()), columns=['source', 'license']).to_markdown(index=False)}
+{md_records([{"source": k, "license": v} for k, v in licenses.items()], ["source", "license"], limit=len(licenses))}
 
 ## How to load
 

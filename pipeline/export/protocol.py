@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from pipeline.state.canonical import canonicalize
 
-PROTOCOL_VERSION = "envsim-protocol/1"
+PROTOCOL_VERSION = "envsim-protocol/2"  # 2: the state is given as its canonical (compact, sorted) JSON
 
 SYSTEM_PROMPT = """You are an environment simulator for tool-using agents. You are given the current state of an \
 environment as JSON, the action an agent takes (a tool name and its JSON arguments) and the Python source code \
@@ -56,9 +56,10 @@ class ChangeError(ValueError):
 
 
 def user_prompt(state_json: str, tool: str, arguments_json: str, code: str | None) -> str:
-    state = json.dumps(json.loads(state_json), ensure_ascii=False, sort_keys=True)
+    """The user message. ``state_json`` is inserted as it is: samples store states as canonical JSON
+    (compact, sorted keys), so the prompt costs no re-serialisation of the state."""
     arguments = json.dumps(json.loads(arguments_json), ensure_ascii=False, sort_keys=True)
-    return USER_TEMPLATE.format(state=state, tool=tool, arguments=arguments, code=(code or "# source unavailable").rstrip())
+    return USER_TEMPLATE.format(state=state_json, tool=tool, arguments=arguments, code=(code or "# source unavailable").rstrip())
 
 
 def messages(sample: dict[str, Any]) -> list[dict[str, str]]:

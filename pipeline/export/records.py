@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from pipeline.export.protocol import SYSTEM_PROMPT, answer, messages
+
+MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
+CHAT = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("messages", pa.list_(MESSAGE))])
+ALPACA = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("instruction", pa.string()),
+                    ("input", pa.string()), ("output", pa.string())])
+RECORD_COLUMNS = ["step_id", "stratum", "state_before_json", "tool", "arguments_json", "code", "raw_observation", "delta"]
 
 
 def chat_record(sample: dict[str, Any]) -> dict[str, Any]:
@@ -25,6 +33,25 @@ def alpaca_record(sample: dict[str, Any]) -> dict[str, Any]:
         "input": prompt[1]["content"],
         "output": answer(sample),
     }
+
+
+def record_tables(batch: pa.RecordBatch | pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Chat and Alpaca tables for a batch of samples (``RECORD_COLUMNS``); each prompt and answer is
+    built once and shared by both formats. Row for row equal to :func:`chat_record` / :func:`alpaca_record`."""
+    samples = batch.select(RECORD_COLUMNS).to_pylist()
+    prompts = [messages(s)[1]["content"] for s in samples]
+    answers = [answer(s) for s in samples]
+    n = len(samples)
+    contents = pa.array([text for p, a in zip(prompts, answers) for text in (SYSTEM_PROMPT, p, a)], pa.string())
+    roles = pa.array(["system", "user", "assistant"] * n, pa.string())
+    chat_messages = pa.ListArray.from_arrays(pa.array(range(0, 3 * n + 1, 3), pa.int32()),
+                                             pa.StructArray.from_arrays([roles, contents], fields=list(MESSAGE)))
+    ids, strata = batch.column("step_id"), batch.column("stratum")
+    chat = pa.Table.from_arrays([ids, strata, chat_messages], schema=CHAT)
+    alpaca = pa.Table.from_arrays([ids, strata, pa.array([SYSTEM_PROMPT] * n, pa.string()),
+                                   contents.take(pa.array(range(1, 3 * n, 3))), contents.take(pa.array(range(2, 3 * n, 3)))],
+                                  schema=ALPACA)
+    return chat, alpaca
 
 
 def llamafactory_dataset_info(name: str, chat_dir: str, alpaca_dir: str) -> dict[str, Any]:

@@ -13,11 +13,13 @@ def pick_diverse(
     n: int,
     env_usage: Counter[str],
     taken_hashes: set[str],
+    exhausted: set[str] | None = None,
 ) -> list[tuple[str, str]]:
     """Pick up to ``n`` of ``(env_id, rank, step_id, sample_hash)`` candidates.
 
     ``env_usage`` (shared across cells) and ``taken_hashes`` (one sample per (s_t, a_t)) are
-    updated in place. Returns ``(step_id, env_id)`` in pick order.
+    updated in place; environments whose candidates ran out while picking are added to
+    ``exhausted``. Returns ``(step_id, env_id)`` in pick order.
     """
     per_env: dict[str, list[tuple[str, str, str]]] = {}
     for env_id, rank, step_id, sample_hash in candidates:
@@ -41,4 +43,6 @@ def pick_diverse(
             env_usage[env] += 1
         if queue:
             heapq.heappush(heap, (env_usage[env], queue[-1][0], env))
+        elif exhausted is not None:
+            exhausted.add(env)
     return picks

@@ -1,27 +1,36 @@
-"""Materialise full samples (s_t, a_t, code(a_t), o_t, s'_t, Δ, labels) for selected steps.
+"""Materialise full samples (s_t, a_t, code(a_t), o_t, s'_t, Δ, labels) for the picked steps only.
 
-States are rebuilt from each trajectory's initial state and its Δs and verified against the
-recorded hashes; rows are streamed to a temporary file in trajectory order, then written in pick
-order by DuckDB.
+A streaming external sort, so memory stays bounded by one bucket of samples whatever the corpus
+and split size:
+
+1. DuckDB joins the picks with the strata and step tables (no states there: those are small rows)
+   and fetches the Δs of every step up to the last picked one of each needed trajectory;
+2. the initial states of the needed trajectories are scanned batch by batch; each trajectory is
+   replayed with structure-sharing Δ application (:func:`pipeline.state.delta.apply`) and an
+   incremental canonical-JSON writer, and every reconstructed s_t / s'_t is verified against its
+   recorded hash;
+3. finished rows go to bucket files by pick position (Arrow IPC, uncompressed), and the buckets are
+   sorted one at a time into the final zstd Parquet file, in pick order.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-import duckdb
 import pyarrow as pa
-import pyarrow.dataset as ds
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from pipeline.state.canonical import canonical_json, state_hash
+from pipeline.state.canonical import CanonicalTextCache, canonical_json, text_hash
+from pipeline.state.delta import DeltaError, apply
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
-from pipeline.store.reconstruct import replay_states
-from pipeline.store.trajectories import iter_trajectory_rows
 
 SAMPLE = pa.schema(
     [
@@ -52,67 +61,213 @@ SAMPLE = pa.schema(
         pa.field("sample_hash", pa.string(), nullable=False),
     ]
 )
+_STATE_COLUMNS = ("state_before_json", "state_after_json")
+BUCKET_BYTES = 16 * 2**20  # samples held in memory at once (one sort bucket)
 
+
+class SampleError(ValueError):
+    """A picked sample cannot be rebuilt faithfully."""
+
+
+def materialize_samples(
+    layout: DataLayout,
+    picks: Sequence[tuple[str, str]],
+    strata_path: Path,
+    out: Path,
+    bucket_bytes: int = BUCKET_BYTES,
+) -> int:
+    """Write the samples of ``picks`` (``(step_id, stratum)`` in pick order) to ``out``, in that order."""
+    if not picks:
+        with atomic_path(out) as tmp:
+            pq.write_table(SAMPLE.empty_table(), tmp, compression="zstd")
+        return 0
+    picked_ids = pa.array([p[0] for p in picks], pa.string())
+    strata = _scan([str(strata_path)], _STRATA_COLUMNS, "step_id", picked_ids).sort_by("step_id")
+    needed = pc.unique(strata.column("trajectory_id"))
+    steps = _scan(layout.step_parts(), _STEP_COLUMNS, "trajectory_id", needed).sort_by(
+        [("trajectory_id", "ascending"), ("step_index", "ascending")])
+    rows = steps.filter(pc.is_in(steps.column("step_id"), value_set=picked_ids))
+    if rows.num_rows != len(picks) or strata.num_rows != len(picks):
+        raise SampleError(f"found {rows.num_rows} of {len(picks)} picked steps in the step table and {strata.num_rows} in "
+                          "the strata table; was the step table relabeled underneath? re-materialize step_strata")
+    rows = _with_labels(layout, rows, strata, picks)
+    per_bucket = max(16, bucket_bytes // max(1, 2 * _mean_state_bytes(layout) + 2048))
+    workdir = Path(tempfile.mkdtemp(prefix=".samples-", dir=out.parent if out.parent.exists() else None))
+    try:
+        buckets = _Buckets(workdir, rows.schema.append(pa.field("state_before_json", pa.string()))
+                           .append(pa.field("state_after_json", pa.string())), per_bucket)
+        _replay_into(layout, rows, steps.select(["trajectory_id", "step_index", "step_id", "delta"]), buckets)
+        del steps
+        buckets.close()
+        with atomic_path(out) as tmp, pq.ParquetWriter(tmp, SAMPLE, compression="zstd") as writer:
+            for table in buckets.sorted_tables():
+                writer.write_table(table.select(SAMPLE.names).cast(SAMPLE), row_group_size=256)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return len(picks)
+
+
+_STRATA_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", "delta_bucket", "args_cardinality", "sample_hash"]
 _STEP_COLUMNS = ["step_id", "trajectory_id", "step_index", "tool", "arguments_json", "args_count", "code_ref",
-                 "raw_observation", "observation_json", "outcome", "delta", "delta_size",
-                 "state_before_hash", "state_after_hash"]
+                 "raw_observation", "observation_json", "outcome", "delta", "delta_size", "state_before_hash",
+                 "state_after_hash"]
 
 
-def materialize_samples(layout: DataLayout, picks: list[dict[str, Any]], out: Path, batch: int = 200) -> int:
-    """``picks``: rows of the strata table plus ``position`` and ``stratum``. Returns rows written."""
-    by_traj: dict[str, dict[int, dict[str, Any]]] = {}
-    for pick in picks:
-        by_traj.setdefault(pick["trajectory_id"], {})[pick["step_index"]] = pick
-    code = _code(layout)
-    steps_ds = ds.dataset(layout.step_parts(), format="parquet")
-    ids = sorted(by_traj)
-    unordered = out.with_name(f".{out.name}.unordered")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
-    with pq.ParquetWriter(unordered, SAMPLE) as writer:
-        for start in range(0, len(ids), batch):
-            chunk = ids[start : start + batch]
-            initial = {r["trajectory_id"]: r["initial_state_json"] for r in iter_trajectory_rows(
-                layout, columns=["trajectory_id", "initial_state_json"], ids=chunk)}
-            table = steps_ds.to_table(columns=_STEP_COLUMNS, filter=ds.field("trajectory_id").isin(chunk))
-            steps: dict[str, list[dict[str, Any]]] = {}
-            for row in table.to_pylist():
-                steps.setdefault(row["trajectory_id"], []).append(row)
-            rows = []
-            for tid in chunk:
-                wanted = by_traj[tid]
-                last = max(wanted)
-                ordered = sorted((s for s in steps.get(tid, []) if s["step_index"] <= last), key=lambda s: s["step_index"])
-                for step, before, after in replay_states(json.loads(initial[tid]), ordered):
-                    pick = wanted.get(step["step_index"])
-                    if pick is None:
-                        continue
-                    if state_hash(before) != step["state_before_hash"] or state_hash(after) != step["state_after_hash"]:
-                        raise ValueError(f"{step['step_id']}: reconstructed state does not match its recorded hash")
-                    rows.append({
-                        **{k: step[k] for k in _STEP_COLUMNS if k in SAMPLE.names},
-                        "position": pick["position"], "stratum": pick["stratum"], "task_id": pick["task_id"],
-                        "env_id": pick["env_id"], "source": pick["source"], "code": code.get(step["code_ref"]),
-                        "state_before_json": canonical_json(before), "state_after_json": canonical_json(after),
-                        "delta_bucket": pick["delta_bucket"], "args_cardinality": pick["args_cardinality"],
-                        "sample_hash": pick["sample_hash"],
-                    })
-            if rows:
-                writer.write_table(pa.Table.from_pylist(rows, schema=SAMPLE))
-                written += len(rows)
-    if written != len(picks):
-        unordered.unlink(missing_ok=True)
-        raise ValueError(f"materialised {written} of {len(picks)} picked samples; the step table changed underneath?")
-    with atomic_path(out) as tmp:
-        duckdb.connect().execute(
-            f"COPY (SELECT * FROM read_parquet('{unordered}') ORDER BY position) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)"
-        )
-    unordered.unlink()
-    return written
+def _scan(files: Sequence[str], columns: list[str], key: str, values: pa.Array, batch: int = 8192) -> pa.Table:
+    """Rows of ``files`` whose ``key`` is in ``values``, read batch by batch (only matches are kept)."""
+    parts = []
+    for path in files:
+        for record_batch in pq.ParquetFile(path).iter_batches(batch_size=batch, columns=columns):
+            keep = pc.is_in(record_batch.column(key), value_set=values)
+            if pc.any(keep).as_py():
+                parts.append(record_batch.filter(keep))
+    if not parts:
+        return pa.Table.from_batches([], schema=pq.read_schema(files[0]).select(columns) if files else None)
+    return pa.Table.from_batches(parts)
 
 
-def _code(layout: DataLayout) -> dict[str, str]:
-    if not layout.tool_code.exists():
+def _with_labels(layout: DataLayout, rows: pa.Table, strata: pa.Table, picks: Sequence[tuple[str, str]]) -> pa.Table:
+    """Picked step rows (ordered by trajectory, step) with their strata labels, position, stratum and code."""
+    order = {step_id: (i, stratum) for i, (step_id, stratum) in enumerate(picks)}
+    by_id = rows.sort_by("step_id")
+    ids = by_id.column("step_id").to_pylist()
+    labelled = by_id.append_column("position", pa.array([order[i][0] for i in ids], pa.int32()))
+    labelled = labelled.append_column("stratum", pa.array([order[i][1] for i in ids], pa.string()))
+    for name in ("task_id", "env_id", "source", "delta_bucket", "args_cardinality", "sample_hash"):
+        labelled = labelled.append_column(name, strata.column(name))
+    refs = labelled.column("code_ref").to_pylist()
+    code = _code(layout, {r for r in refs if r})
+    labelled = labelled.append_column("code", pa.array([code.get(r) if r else None for r in refs], pa.string()))
+    return labelled.sort_by([("trajectory_id", "ascending"), ("step_index", "ascending")])
+
+
+def _code(layout: DataLayout, refs: set[str]) -> dict[str, str]:
+    if not refs or not layout.tool_code.exists():
         return {}
-    t = pq.read_table(layout.tool_code, columns=["code_ref", "code"])
-    return dict(zip(t.column("code_ref").to_pylist(), t.column("code").to_pylist()))
+    table = _scan([str(layout.tool_code)], ["code_ref", "code"], "code_ref", pa.array(sorted(refs), pa.string()))
+    return dict(zip(table.column("code_ref").to_pylist(), table.column("code").to_pylist()))
+
+
+def _mean_state_bytes(layout: DataLayout) -> int:
+    size = count = 0
+    for path in layout.trajectory_files():
+        meta = pq.ParquetFile(path).metadata
+        col = meta.schema.to_arrow_schema().get_field_index("initial_state_json")
+        for rg in range(meta.num_row_groups):
+            size += meta.row_group(rg).column(col).total_uncompressed_size
+            count += meta.row_group(rg).num_rows
+    return size // count if count else 4096
+
+
+class _Buckets:
+    """Rows routed by ``position // per_bucket`` to uncompressed Arrow IPC files."""
+
+    def __init__(self, workdir: Path, schema_: pa.Schema, per_bucket: int) -> None:
+        self.workdir, self.schema, self.per_bucket = workdir, schema_, per_bucket
+        self.writers: dict[int, ipc.RecordBatchStreamWriter] = {}
+
+    def add(self, table: pa.Table) -> None:
+        table = table.sort_by("position")  # one copy; each bucket's rows are then a contiguous slice
+        positions = table.column("position").to_numpy()
+        starts = positions // self.per_bucket
+        edges = [0, *(i for i in range(1, len(starts)) if starts[i] != starts[i - 1]), len(starts)]
+        for lo, hi in zip(edges, edges[1:]):
+            b = int(starts[lo])
+            if b not in self.writers:
+                self.writers[b] = ipc.new_stream(str(self.workdir / f"{b:06d}.arrow"), self.schema)
+            self.writers[b].write_table(table.slice(lo, hi - lo))
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+
+    def sorted_tables(self):
+        for b in sorted(self.writers):
+            with pa.OSFile(str(self.workdir / f"{b:06d}.arrow")) as f:
+                table = ipc.open_stream(f).read_all()
+            yield table.sort_by("position")
+            del table
+
+
+def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, buckets: _Buckets, batch: int = 16) -> None:
+    """Rebuild s_t / s'_t of every row of ``rows`` (ordered by trajectory, step) into ``buckets``."""
+    traj_ids = replay.column("trajectory_id").to_pylist()
+    step_idx = replay.column("step_index").to_pylist()
+    step_ids = replay.column("step_id").to_pylist()
+    deltas = replay.column("delta").to_pylist()
+    spans: dict[str, tuple[int, int]] = {}
+    for i, tid in enumerate(traj_ids):
+        start = spans.get(tid, (i, i))[0]
+        spans[tid] = (start, i + 1)
+    row_traj = rows.column("trajectory_id").to_pylist()
+    row_step = rows.column("step_index").to_pylist()
+    before_hash = rows.column("state_before_hash").to_pylist()
+    after_hash = rows.column("state_after_hash").to_pylist()
+    row_span: dict[str, tuple[int, int]] = {}
+    for i, tid in enumerate(row_traj):
+        row_span[tid] = (row_span.get(tid, (i, i))[0], i + 1)
+    texts: dict[int, tuple[str, str]] = {}  # row -> (before, after), flushed per trajectory batch
+
+    def flush() -> None:
+        if not texts:
+            return
+        order = sorted(texts)
+        part = rows.take(pa.array(order, pa.int64()))
+        part = part.append_column("state_before_json", pa.array([texts[i][0] for i in order], pa.string()))
+        part = part.append_column("state_after_json", pa.array([texts[i][1] for i in order], pa.string()))
+        buckets.add(part)
+        texts.clear()
+
+    files = layout.trajectory_files()
+    if not files:
+        raise FileNotFoundError(f"no trajectories table under {layout.trajectories_dir}")
+    wanted = pa.array(sorted(row_span), pa.string())
+    scan = (record_batch.filter(pc.is_in(record_batch.column(0), value_set=wanted))
+            for path in files for record_batch in pq.ParquetFile(path).iter_batches(
+                batch_size=batch, columns=["trajectory_id", "initial_state_json", "initial_state_hash"]))
+    seen = 0
+    for record_batch in scan:
+        for tid, initial_json, initial_hash in zip(*(record_batch.column(i).to_pylist() for i in range(3))):
+            if text_hash(initial_json) != initial_hash:
+                raise SampleError(f"{tid}: stored initial state does not match its hash")
+            lo, hi = row_span[tid]
+            picked = {row_step[r]: r for r in range(lo, hi)}
+            _replay_one(tid, initial_json, spans[tid], step_idx, step_ids, deltas, picked, before_hash, after_hash, texts)
+            seen += 1
+        flush()
+    if seen != len(row_span):
+        raise SampleError(f"{len(row_span) - seen} trajectories of picked steps are missing from the trajectories table")
+
+
+def _replay_one(tid: str, initial_json: str, span: tuple[int, int], step_idx: list[int], step_ids: list[str],
+                deltas: list[Any], picked: dict[int, int], before_hash: list[str], after_hash: list[str],
+                texts: dict[int, tuple[str, str]]) -> None:
+    state = json.loads(initial_json)
+    # composing texts from cached subtrees pays off only when several states of the trajectory are written
+    cache: CanonicalTextCache | None = CanonicalTextCache() if len(picked) > 2 else None
+    text = cache.text if cache is not None else canonical_json
+    current: str | None = initial_json  # canonical text of ``state`` when known
+    verified = initial_json  # the last text whose hash was checked (the caller checked the initial one)
+    for k in range(*span):
+        row = picked.get(step_idx[k])
+        if row is not None:
+            before = current if current is not None else text(state)
+            if before is not verified and text_hash(before) != before_hash[row]:
+                raise SampleError(f"{step_ids[k]}: reconstructed s_t does not match its recorded hash")
+        try:
+            state = apply(_decode(deltas[k]), state)
+        except DeltaError as exc:
+            raise SampleError(f"{step_ids[k]}: Δ does not apply to the reconstructed s_t: {exc}") from exc
+        if row is not None:
+            current = text(state)
+            if text_hash(current) != after_hash[row]:
+                raise SampleError(f"{step_ids[k]}: reconstructed s'_t does not match its recorded hash")
+            verified = current
+            texts[row] = (before, current)
+        else:
+            current = None if deltas[k] else current
+
+
+def _decode(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"op": r["op"], "path": r["path"],
+             "before": None, "after": None if r["after"] is None else json.loads(r["after"])} for r in records]

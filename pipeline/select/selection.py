@@ -18,6 +18,7 @@ from pipeline.select.greedy import pick_diverse
 from pipeline.select.samples import materialize_samples
 from pipeline.select.stratify import current_fingerprint, strata_path
 from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore, version_id
+from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell
 
@@ -56,54 +57,63 @@ def _select(
     strata: list[tuple[str, str, int]],  # (name, SQL predicate, quota)
     seed: int,
     exclude_sql: str = "",
-    params: list[Any] | None = None,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
+    """Picks ``(step_id, stratum)`` in pick order, and the per-stratum table."""
     rel = _strata_rel(layout)
     usage: Counter[str] = Counter()
     taken: set[str] = set()
-    picks: list[dict[str, Any]] = []
+    picks: list[tuple[str, str]] = []
     table = []
     for name, predicate, quota in strata:
         where = f"NOT excluded AND ({predicate}) {exclude_sql}"
-        available = con.execute(f"SELECT count(DISTINCT sample_hash) FROM {rel} WHERE {where}", params or []).fetchone()[0]
-        candidates = con.execute(
-            f"""SELECT env_id, md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank, step_id, sample_hash FROM {rel}
-                WHERE {where}
-                QUALIFY row_number() OVER (PARTITION BY env_id ORDER BY rank) <= ?""",
-            [seed, *(params or []), 2 * quota + 10],
-        ).fetchall()
-        chosen = pick_diverse(candidates, quota, usage, taken)
-        for step_id, _ in chosen:
-            picks.append({"step_id": step_id, "stratum": name, "position": len(picks)})
+        available, envs = con.execute(
+            f"SELECT count(DISTINCT sample_hash), count(DISTINCT env_id) FROM {rel} WHERE {where}").fetchone()
+        chosen = _pick_cell(con, rel, where, seed, quota, envs, usage, taken)
+        picks += [(step_id, name) for step_id, _ in chosen]
         table.append({"stratum": name, "requested": quota, "available": int(available), "selected": len(chosen),
                       "environments": len({e for _, e in chosen}), "missing": quota - len(chosen)})
-    if picks:
-        con.execute("CREATE OR REPLACE TEMP TABLE picked(step_id VARCHAR, stratum VARCHAR, position INTEGER)")
-        con.executemany("INSERT INTO picked VALUES (?, ?, ?)", [(p["step_id"], p["stratum"], p["position"]) for p in picks])
-        rows = con.execute(
-            f"SELECT s.*, p.stratum, p.position FROM {rel} s JOIN picked p USING (step_id) ORDER BY p.position"
-        ).df().to_dict("records")
-        # code_ref is not in strata: bring it from the steps table
-        refs = dict(con.execute(
-            "SELECT step_id, code_ref FROM read_parquet(?) WHERE step_id IN (SELECT step_id FROM picked)",
-            [layout.step_parts()],
-        ).fetchall())
-        for row in rows:
-            row["code_ref"] = refs.get(row["step_id"])
-        picks = rows
     return picks, table
 
 
-def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], picks: list[dict[str, Any]],
-            table: list[dict[str, Any]], on_shortfall: str, make_current: bool) -> SelectionResult:
+def _pick_cell(con: duckdb.DuckDBPyConnection, rel: str, where: str, seed: int, quota: int, envs: int,
+               usage: Counter[str], taken: set[str]) -> list[tuple[str, str]]:
+    """:func:`pick_diverse` over the best-ranked candidates of every environment. Only the first
+    ``per_env`` of each environment are fetched; if picking exhausts an environment that had more,
+    the cell is picked again with a larger window, so the result equals picking from all candidates."""
+    per_env = 2 * (quota // max(envs, 1)) + 16
+    while True:
+        candidates = con.execute(
+            f"""SELECT env_id, md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank, step_id, sample_hash,
+                       count(*) OVER (PARTITION BY env_id) AS env_total FROM {rel}
+                WHERE {where}
+                QUALIFY row_number() OVER (PARTITION BY env_id ORDER BY rank) <= ?""",
+            [seed, per_env],
+        ).fetchall()
+        trial_usage, trial_taken = Counter(usage), set(taken)
+        exhausted: set[str] = set()
+        chosen = pick_diverse([c[:4] for c in candidates], quota, trial_usage, trial_taken, exhausted)
+        truncated = {c[0] for c in candidates if c[4] > per_env}
+        if not (exhausted & truncated):
+            usage.clear()
+            usage.update(trial_usage)
+            taken.clear()
+            taken.update(trial_taken)
+            return chosen
+        per_env *= 4
+
+
+def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], picks: list[tuple[str, str]],
+            table: list[dict[str, Any]], on_shortfall: str, make_current: bool, con: duckdb.DuckDBPyConnection) -> SelectionResult:
     shortfalls = [t for t in table if t["missing"] > 0]
     result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls)
     if shortfalls and on_shortfall == "fail":
         raise ShortfallError(f"{kind} {version} cannot be filled: {result.shortfall_message()}")
     store = SplitStore(layout, kind)
     out = store.samples(version)
-    materialize_samples(layout, picks, out)
-    (store.dir(version) / "sample_ids.txt").write_text("".join(f"{p['step_id']}\n" for p in picks))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    con.close()
+    materialize_samples(layout, picks, strata_path(layout), out)
+    (store.dir(version) / "sample_ids.txt").write_text("".join(f"{step_id}\n" for step_id, _ in picks))
     store.write_manifest(version, {"version": version, "kind": kind, "spec": spec, "strata": table,
                                    "samples": len(picks), "shortfalls": shortfalls})
     if make_current:
@@ -125,9 +135,9 @@ def build_benchmark(
         raise ValueError("composition cell names must be unique")
     spec = {"seed": seed, "input": current_fingerprint(layout), "composition": [c.to_dict() for c in cells]}
     version = version_id(BENCHMARK, spec)
-    con = duckdb.connect()
+    con = connect()
     picks, table = _select(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
-    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current)
+    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current, con)
 
 
 def build_mixture(
@@ -155,7 +165,7 @@ def build_mixture(
     version = version_id(MIXTURE, spec)
     exclude = (f"AND {decontaminate} NOT IN (SELECT {decontaminate} FROM read_parquet('{bench_samples}')) "
                f"AND sample_hash NOT IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")
-    con = duckdb.connect()
+    con = connect()
     strata = [(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()]
     picks, table = _select(con, layout, strata, seed, exclude)
-    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current)
+    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, con)

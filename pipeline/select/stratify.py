@@ -13,12 +13,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
-import pandas as pd
+from typing import TYPE_CHECKING
 
+from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
 from pipeline.strata import ARGS_CARDINALITY_SQL, BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, DELTA_BUCKET_SQL
+
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class EmptyStepTable(ValueError):
@@ -52,7 +56,7 @@ def stratify(layout: DataLayout, min_steps: int = 1) -> StrataReport:
     if not parts:
         raise EmptyStepTable(f"no labeled steps under {layout.steps_dir}; materialize 'labeled_steps' first")
     out = strata_path(layout)
-    con = duckdb.connect()
+    con = connect()
     total = con.execute("SELECT count(*) FROM read_parquet(?)", [parts]).fetchone()[0]
     if total < min_steps:
         raise EmptyStepTable(f"the step table has {total} steps; at least {min_steps} are needed to stratify")
@@ -86,7 +90,7 @@ def current_fingerprint(layout: DataLayout) -> str:
 
 def cell_table(layout: DataLayout) -> "pd.DataFrame":
     """Counts and distinct environments per (outcome, |Δ| bucket, argument cardinality) cell."""
-    con = duckdb.connect()
+    con = connect()
     return con.execute(
         f"""SELECT outcome, delta_bucket, args_cardinality, count(*) AS steps, count(DISTINCT env_id) AS environments
             FROM read_parquet('{strata_path(layout)}') GROUP BY ALL ORDER BY outcome, delta_bucket, args_cardinality"""

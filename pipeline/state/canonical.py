@@ -151,9 +151,12 @@ def _public_attributes(value: Any) -> dict[str, Any] | None:
     return {k: v for k, v in attrs.items() if isinstance(k, str) and not k.startswith("_")}
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+
 def canonical_json(value: JSONValue) -> str:
     """Serialise an already-canonical value to its unique compact JSON text."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 def state_hash(value: JSONValue) -> str:
@@ -164,3 +167,32 @@ def state_hash(value: JSONValue) -> str:
 def text_hash(canonical_text: str) -> str:
     """The state hash of an already-serialised canonical JSON text."""
     return hashlib.blake2b(canonical_text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+class CanonicalTextCache:
+    """``canonical_json`` for a sequence of states that share structure (the states a Δ replay
+    produces: unchanged subtrees are the same objects). Dicts above depth ``levels`` are composed
+    from their children's texts, dicts at depth ``levels`` go to the C encoder whole; both are
+    remembered by object identity, so after a Δ only the dicts on changed paths are serialised
+    again. The states must not be mutated while the cache is alive; use one cache per trajectory."""
+
+    def __init__(self, levels: int = 2) -> None:
+        self.levels = levels
+        self._texts: dict[int, tuple[Any, str]] = {}  # id -> (object kept alive, its text)
+
+    def text(self, value: JSONValue, depth: int = 0) -> str:
+        if not isinstance(value, dict):
+            return canonical_json(value)
+        hit = self._texts.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        if depth >= self.levels:
+            text = canonical_json(value)
+        else:
+            text_of, below = self.text, depth + 1
+            text = "{" + ",".join([_key_json(k) + ":" + text_of(value[k], below) for k in sorted(value)]) + "}"
+        self._texts[id(value)] = (value, text)
+        return text
+
+
+_key_json = json.encoder.encode_basestring  # type: ignore[attr-defined]  # what ensure_ascii=False uses for keys
