@@ -132,7 +132,8 @@ def _chat(s) -> list[dict]:
 
 
 def export(bench: Path, sft: Path, out_dir: Path) -> None:
-    """Both splits as Parquet (states as JSON text) and the SFT split as chat records."""
+    """Both splits as Parquet (states as JSON text) and the SFT split as chat and Alpaca records (the pipeline's
+    export writes the same artefacts)."""
     import pandas as pd
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -141,7 +142,10 @@ def export(bench: Path, sft: Path, out_dir: Path) -> None:
         pd.DataFrame([{**r, "state_before": json.dumps(r["state_before"]), "state_after": json.dumps(r["state_after"]),
                        "action": json.dumps(r["action"])} for r in rows]).to_parquet(out_dir / f"{name}.parquet")
         if name == "train":
-            pd.DataFrame([{"step_id": r["step_id"], "messages": _chat(r)} for r in rows]).to_parquet(out_dir / "train-chat.parquet")
+            chats = [_chat(r) for r in rows]
+            pd.DataFrame([{"step_id": r["step_id"], "messages": c} for r, c in zip(rows, chats)]).to_parquet(out_dir / "train-chat.parquet")
+            pd.DataFrame([{"step_id": r["step_id"], "instruction": "You are an environment simulator.", "input": c[0]["content"],
+                           "output": c[1]["content"]} for r, c in zip(rows, chats)]).to_parquet(out_dir / "train-alpaca.parquet")
 
 
 STAGES = {"convert": to_reference_format, "delete_error": delete_error, "label": label, "select": select,

@@ -1,4 +1,5 @@
-"""``python -m pipeline summary [DATA_ROOT]``: where the data went and what it holds (no Dagster)."""
+"""``python -m pipeline summary [DATA_ROOT]``: where the data went and what it holds (no Dagster);
+``python -m pipeline partitions``: the partition keys ``ENVSIM_SHARDS`` gives."""
 
 from __future__ import annotations
 
@@ -17,12 +18,18 @@ def summary(layout: DataLayout) -> int:
         print(f"no labeled steps under {layout.root.resolve()}; run the main job first", file=sys.stderr)
         return 1
     totals = queries.step_totals(layout)
-    issues = pq.read_table(layout.collection_issues).num_rows if layout.collection_issues.exists() else 0
+    issue_files = layout.collection_issue_files()
+    issues = sum(pq.read_metadata(f).num_rows for f in issue_files)
+    trajectory_files = layout.trajectory_files()
     root = layout.root.resolve()
     print(f"Data root: {root}")
     print(f"  environments  {layout.environments}")
     print(f"  tool code     {layout.tool_code}")
-    print(f"  trajectories  {layout.trajectories}  (rejected tasks: {issues}, see {layout.collection_issues})")
+    if len(trajectory_files) == 1 and trajectory_files[0] == str(layout.trajectories):
+        print(f"  trajectories  {layout.trajectories}  (rejected tasks: {issues}, see {layout.collection_issues})")
+    else:  # partitioned (ENVSIM_SHARDS)
+        print(f"  trajectories  {layout.trajectories_dir}/part-*.parquet, {len(trajectory_files)} partitions  "
+              f"(rejected tasks: {issues}, see {layout.trajectories_dir}/issues-*.parquet)")
     print(f"  steps         {layout.steps_glob()}")
     print(
         f"{totals['steps']} steps from {totals['trajectories']} trajectories, "
@@ -58,7 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("summary", help="print where the data is and its |Δ| × outcome table")
     p.add_argument("data_root", nargs="?", default=None)
+    sub.add_parser("partitions", help="print the partition keys ENVSIM_SHARDS gives, one a line (none when unset)")
     args = parser.parse_args(argv)
+    if args.command == "partitions":
+        from pipeline.collect.shards import partition_keys, shard_count
+
+        count = shard_count()
+        print("\n".join(partition_keys(count)) if count else "", end="\n" if count else "")
+        return 0
     return summary(DataLayout.at(args.data_root))
 
 

@@ -1,13 +1,82 @@
-"""The Dagster code location (the only module of ``pipeline`` that imports dagster)."""
+"""The Dagster code location (the only module of ``pipeline`` that imports dagster).
+
+Configuration by environment variables, read when the code location loads:
+
+* ``ENVSIM_SHARDS=N`` — partition ``trajectories`` and ``labeled_steps`` by environment source and
+  shard (``assets/partitions.py``); ``envsim_main`` then holds the unpartitioned assets and the new
+  job ``collect_and_label`` the partitioned ones (a job runs one partition, a backfill all of them).
+* ``ENVSIM_EXECUTOR`` — how a run executes its steps: ``multiprocess`` (default), ``in_process``,
+  ``celery`` (dagster-celery) or ``k8s`` (dagster-k8s); ``ENVSIM_MAX_CONCURRENT`` caps parallel steps
+  (multiprocess, k8s); ``ENVSIM_EXECUTOR_CONFIG`` is the executor's config as YAML (a file path or
+  the YAML text). Without ``ENVSIM_EXECUTOR_CONFIG`` the executor is configured per run under
+  ``execution: config:`` in the run config.
+"""
 
 import os
+from pathlib import Path
 
-from dagster import AssetSelection, Definitions, define_asset_job, load_asset_checks_from_modules, load_assets_from_modules
+import yaml
+from dagster import (
+    AssetSelection,
+    Definitions,
+    ExecutorDefinition,
+    define_asset_job,
+    in_process_executor,
+    load_asset_checks_from_modules,
+    load_assets_from_modules,
+    multiprocess_executor,
+)
 from dagster_duckdb import DuckDBResource
 
 from assets import automation, collection, environments, evaluation, export, jobs, labeling, selection
+from assets.partitions import SHARDS, partition_step_table_expectations
 from pipeline.store.layout import DataLayout
 from resources import DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, JobLauncherResource, SandboxResource
+
+EXECUTORS = ("multiprocess", "in_process", "celery", "k8s")
+_EXTRAS = {"celery": ("dagster_celery", "celery_executor", "dagster-celery"), "k8s": ("dagster_k8s", "k8s_job_executor", "dagster-k8s")}
+
+
+def _executor_config(environ) -> dict:
+    raw = (environ.get("ENVSIM_EXECUTOR_CONFIG") or "").strip()
+    if not raw:
+        config = {}
+    else:
+        text = raw
+        try:
+            if "\n" not in raw and Path(raw).is_file():
+                text = Path(raw).read_text()
+        except OSError:  # YAML text too long to be a file name
+            pass
+        config = yaml.safe_load(text) or {}
+        if not isinstance(config, dict):
+            raise ValueError(f"ENVSIM_EXECUTOR_CONFIG must be a YAML mapping (or a file holding one), got {raw!r}")
+    if environ.get("ENVSIM_MAX_CONCURRENT"):
+        config["max_concurrent"] = int(environ["ENVSIM_MAX_CONCURRENT"])
+    return config
+
+
+def executor_from_env(environ=os.environ) -> ExecutorDefinition | None:
+    """The executor ``ENVSIM_EXECUTOR`` names (None: Dagster's default, multiprocess or in-process by run config)."""
+    name = (environ.get("ENVSIM_EXECUTOR") or "multiprocess").strip().lower()
+    if name not in EXECUTORS:
+        raise ValueError(f"ENVSIM_EXECUTOR={name!r} is not one of {', '.join(EXECUTORS)}")
+    config = _executor_config(environ)
+    if "max_concurrent" in config and name not in ("multiprocess", "k8s"):
+        raise ValueError(f"ENVSIM_MAX_CONCURRENT applies to the multiprocess and k8s executors, not {name!r}")
+    if name == "multiprocess":
+        return multiprocess_executor.configured(config, name="multiprocess") if config else None
+    if name == "in_process":
+        return in_process_executor.configured(config, name="in_process") if config else in_process_executor
+    module, attr, package = _EXTRAS[name]
+    try:
+        executor = getattr(__import__(module), attr)
+    except ImportError as exc:
+        raise ImportError(
+            f"ENVSIM_EXECUTOR={name} needs the {package} package: pip install {package} "
+            f"(or pip install -e '.[{name}]' in this repository)"
+        ) from exc
+    return executor.configured(config, name=name) if config else executor
 
 _modules = [environments, collection, labeling, selection, export, evaluation]
 # GPU job assets (training / evaluation jobs) appear when a launcher backend is chosen:
@@ -16,17 +85,39 @@ _launcher = os.environ.get("ENVSIM_LAUNCHER")
 if _launcher:
     _modules.append(jobs)
 
-envsim_main = define_asset_job(
-    "envsim_main",
-    selection=AssetSelection.all() - AssetSelection.groups("jobs"),
-    description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> strata -> "
-    "benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
-)
+_partitioned = AssetSelection.assets("trajectories", "labeled_steps")
+if SHARDS is None:
+    envsim_main = define_asset_job(
+        "envsim_main",
+        selection=AssetSelection.all() - AssetSelection.groups("jobs"),
+        description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> strata -> "
+        "benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
+    )
+    _scale_out = []
+else:
+    envsim_main = define_asset_job(
+        "envsim_main",
+        selection=AssetSelection.all() - AssetSelection.groups("jobs") - _partitioned,
+        description="Everything unpartitioned (ENVSIM_SHARDS is set): the catalog, and on top of all partitions of the "
+        "labeled steps: strata -> benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
+    )
+    _scale_out = [define_asset_job(
+        "collect_and_label",
+        selection=_partitioned,
+        description="One partition (environment source and shard) of trajectories -> labeled steps (+ checks); "
+        "backfill it to run every partition, one run each.",
+    )]
+
+_checks = load_asset_checks_from_modules(_modules)
+if SHARDS is not None:  # partitioned: a partition-aware step_table_expectations replaces selection's (see its docstring)
+    _checks = [c for c in _checks if not set(c.check_keys) & set(partition_step_table_expectations.check_keys)]
+    _checks.append(partition_step_table_expectations)
 
 defs = Definitions(
     assets=load_assets_from_modules(_modules),
-    asset_checks=load_asset_checks_from_modules(_modules),
-    jobs=[envsim_main, automation.regenerate_splits] + (
+    asset_checks=_checks,
+    executor=executor_from_env(),
+    jobs=[envsim_main, *_scale_out, automation.regenerate_splits] + (
         [define_asset_job("gpu_jobs", selection=AssetSelection.groups("jobs"),
                           description="SFT training and evaluation as GPU jobs through the launcher (local or Slurm).")]
         if _launcher else []

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.state.canonical import canonical_json, canonicalize
+from pipeline.state.canonical import CanonicalTextCache, canonical_json, canonicalize
 from pipeline.state.delta import DeltaError, apply, diff
 
 keys = st.one_of(
@@ -77,3 +77,26 @@ def test_apply_does_not_mutate_input():
     before = {"a": {"b": [1]}}
     apply(diff(before, {"a": {"b": [2]}}), before)
     assert before == {"a": {"b": [1]}}
+
+
+@settings(max_examples=300, deadline=None)
+@given(states, st.lists(states, min_size=1, max_size=4), st.integers(0, 3))
+def test_replayed_states_serialise_like_canonical_json(first, later, levels):
+    """The replay path: structure-sharing apply + the incremental canonical writer give, for every
+    state of a chain, exactly canonical_json; the source states are never modified."""
+    chain = [canonicalize(s) for s in [first, *later]]
+    frozen = [canonical_json(s) for s in chain]
+    cache = CanonicalTextCache(levels)
+    state = cache.parse(frozen[0])
+    assert state == chain[0] and cache.text(state) == frozen[0]
+    for before, target in zip(chain, chain[1:]):
+        state = apply(diff(before, target), state)
+        assert cache.text(state) == canonical_json(target)
+    assert [canonical_json(s) for s in chain] == frozen
+
+
+def test_apply_shares_untouched_subtrees():
+    before = {"orders": {"o1": {"status": "new"}, "o2": {"status": "new"}}, "users": {"u1": {"name": "a"}}}
+    after = apply([{"op": "replace", "path": ["orders", "o1", "status"], "before": "new", "after": "paid"}], before)
+    assert after["orders"]["o1"]["status"] == "paid" and before["orders"]["o1"]["status"] == "new"
+    assert after["users"] is before["users"] and after["orders"]["o2"] is before["orders"]["o2"]

@@ -194,3 +194,28 @@ def test_a_dropped_upload_connection_is_retried(exported):
         repo = hub.dataset("me/flaky")
         assert repo["tags"] == {report.version: pushed.commit}
         assert all(repo["files"][p] == (report.directory / p).read_bytes() for p, _ in pushed.files)
+
+
+def test_card_features_match_what_datasets_writes():
+    """The card's features are written without importing datasets; they must equal its own conversion."""
+    from datasets import Features
+
+    from pipeline.export.hf_layout import features_yaml
+    from pipeline.export.records import ALPACA, CHAT
+    from pipeline.select.samples import SAMPLE
+
+    for schema in (SAMPLE, CHAT, ALPACA):
+        assert features_yaml(schema) == Features.from_arrow_schema(schema)._to_yaml_list()
+
+
+def test_batched_records_equal_the_single_record_builders(splits):
+    import pyarrow.parquet as pq
+
+    from pipeline.export.records import RECORD_COLUMNS, record_tables
+
+    _, _, mix = splits
+    table = pq.read_table(mix.path, columns=RECORD_COLUMNS).slice(0, 40)
+    chat, alpaca = record_tables(table)
+    samples = table.to_pylist()
+    assert chat.to_pylist() == [chat_record(s) for s in samples]
+    assert alpaca.to_pylist() == [alpaca_record(s) for s in samples]

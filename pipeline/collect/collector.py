@@ -19,6 +19,7 @@ from pipeline.state.canonical import canonical_json, canonicalize
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
+from pipeline.store.partitions import end_unpartitioned
 from pipeline.store.trajectories import trajectory_row
 
 Log = Callable[[str], None]
@@ -59,7 +60,9 @@ def collect(
     log: Log = lambda _m: None,
     probe_chunk: int = 256,
 ) -> CollectReport:
-    """Write ``trajectories.parquet`` and ``issues.parquet`` atomically.
+    """Write ``trajectories.parquet`` and ``issues.parquet`` atomically (a partition-scoped layout:
+    ``part-<partition>.parquet`` and ``issues-<partition>.parquet``; an unpartitioned collection then
+    removes the files of an earlier partitioned one, see ``pipeline.store.partitions``).
 
     Trajectories whose initial state is not yet known (ground-truth replay) are reset in the
     sandbox to record it; explored ones arrive with it.
@@ -102,4 +105,7 @@ def collect(
 
     write_table(layout.trajectories, rows(), schema.TRAJECTORIES, batch_rows=128)
     write_table(layout.collection_issues, report.issue_rows(), schema.ISSUES)
+    if layout.partition is None:
+        for name in end_unpartitioned(layout):
+            log(f"removed {name} (a partitioned collection's file; this collection is unpartitioned)")
     return report

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 if TYPE_CHECKING:
     from pipeline.collect.agent import AgentSettings
 
 from pipeline.collect.collector import CollectReport, collect
 from pipeline.collect.explore import Coverage, ExploreSettings, explore
+from pipeline.collect.shards import Shard, partition_keys, source_of
 from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories
 from pipeline.envs import registry
 from pipeline.envs.bfcl_tasks import TaskIssue
 from pipeline.envs.protocol import EnvSpec
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store.layout import DataLayout
+from pipeline.store.partitions import begin_partitioned
 
 Log = Callable[[str], None]
 
@@ -26,6 +30,73 @@ class CollectionResult:
     report: CollectReport
     coverage: Coverage | None
     agent_episodes: list[dict] = field(default_factory=list)
+    shard: "ShardSummary | None" = None
+
+
+@dataclass
+class ShardSummary:
+    """What one partition of a sharded collection held."""
+
+    shard: Shard
+    source_envs: set[str] = field(default_factory=set)  # environments of the shard's source seen, all shards
+    shard_envs: set[str] = field(default_factory=set)  # ... of them in this shard
+    configured: bool = True  # whether the source has anything configured at all
+    note: str = ""
+
+
+_UNCONFIGURED = {
+    "bfcl": "no bfcl-eval tasks configured (resources.sources: bfcl_categories / bfcl_task_files empty, or bfcl_replay and bfcl_explore off)",
+    "builtin": "the builtin pack is off (resources.sources.builtin: false)",
+    "envscaler": "no EnvScaler corpus configured (resources.sources.envscaler is empty)",
+}
+
+
+def _configured(cfg: SourceConfig, source: str) -> bool:
+    if source == "bfcl":
+        return bool(cfg.bfcl_files) and (cfg.bfcl_replay or cfg.bfcl_explore)
+    if source == "builtin":
+        return cfg.builtin
+    return bool(cfg.envscaler)
+
+
+def _in_shard(stream: Iterable, shard: Shard, summary: ShardSummary, issues_of: str | None) -> Iterator:
+    """The items of ``stream`` that belong to ``shard``: trajectories, explored trajectories (with
+    their sandbox result) and scenarios by environment; issues, which name no environment, go to
+    shard 0 of the source ``issues_of`` (None: the stream is this shard's already, keep them)."""
+    for item in stream:
+        if isinstance(item, TaskIssue):
+            if issues_of is None or (shard.source == issues_of and shard.is_first):
+                yield item
+            continue
+        env = (item[0] if isinstance(item, tuple) else item).env
+        if source_of(env) == shard.source:
+            summary.source_envs.add(env.env_id)
+            if shard.contains(env):
+                summary.shard_envs.add(env.env_id)
+                yield item
+
+
+def _shard_note(summary: ShardSummary, trajectories: int) -> str:
+    s = summary.shard
+    if trajectories:
+        return (f"partition {s.key}: {len(summary.shard_envs)} of the {len(summary.source_envs)} {s.source} environments "
+                f"(shard {s.index} of {s.count}), {trajectories} trajectories")
+    if not summary.configured and not summary.source_envs:
+        return f"empty partition {s.key}: {_UNCONFIGURED[s.source]}"
+    return (f"empty partition {s.key}: none of the {len(summary.source_envs)} {s.source} environments "
+            f"hash to shard {s.index} of {s.count}")
+
+
+def _scaled(settings: ExploreSettings, share: float) -> ExploreSettings:
+    """Exploration settings for a shard holding ``share`` of the explored environments: its part of
+    the call budget and of the candidate targets, so all shards together explore as one run would."""
+    return dataclasses.replace(
+        settings,
+        call_budget=math.ceil(settings.call_budget * share),
+        cell_factor=settings.cell_factor * share,
+        group_factor=settings.group_factor * share,
+        min_envs=max(1, math.ceil(settings.min_envs * share)),
+    )
 
 
 def _tool_names(spec: EnvSpec) -> list[str]:
@@ -46,11 +117,28 @@ def collect_all(
     explore_settings: ExploreSettings | None = None,
     log: Log = lambda _m: None,
     agent: AgentRun | None = None,
+    shard: Shard | None = None,
 ) -> CollectionResult:
     """Replay ground truth (bfcl), explore scenarios (builtin pack, EnvScaler corpora, optionally
-    bfcl) and, with an endpoint configured, let an LLM agent solve tasks — into one trajectories table."""
+    bfcl) and, with an endpoint configured, let an LLM agent solve tasks — into one trajectories table.
+
+    With ``shard``, only the environments of that shard are collected, into the partition's files
+    (``trajectories/part-<shard>.parquet``, ``issues-<shard>.parquet``); exploration gets the shard's
+    share of the call budget and targets; a source with nothing configured gives an empty partition.
+    """
+    summary = None
+    if shard is not None:
+        layout = layout.for_partition(shard.key)
+        for name in begin_partitioned(layout, partition_keys(shard.count)):
+            log(f"removed {name} (written under another partitioning)")
+        summary = ShardSummary(shard, configured=_configured(cfg, shard.source))
+
+    def scoped(stream: Iterable, issues_of: str | None) -> Iterable:
+        return stream if shard is None else _in_shard(stream, shard, summary, issues_of)
+
     items, item_issues = env_items(cfg)
-    streams = [iter(item_issues), replay_trajectories(cfg), history_trajectories(cfg, items)]
+    replay = replay_trajectories(cfg) if shard is None or shard.source == "bfcl" else iter(())  # only bfcl envs
+    streams = [scoped(item_issues, "envscaler"), scoped(replay, "bfcl"), scoped(history_trajectories(cfg, items), "envscaler")]
     agent_rows: list[dict] = []
     if agent is not None:
         import asyncio
@@ -59,17 +147,29 @@ def collect_all(
         from pipeline.collect.sources import agent_tasks
 
         tasks = agent_tasks(cfg, items, list(agent.sources), agent.task_limit)
-        record = layout.root / "agent" / f"{agent.settings.model.replace('/', '_')}.jsonl"
+        name = agent.settings.model.replace("/", "_")
+        if shard is not None:  # one record per partition: partitions run concurrently
+            tasks = [t for t in tasks if shard.contains(t.env)]
+            name = f"{name}.{shard.key}"
+        record = layout.root / "agent" / f"{name}.jsonl"
         agent_rows = asyncio.run(collect_agent(tasks, agent.settings, sandbox, record, log))
-        streams.append(iter([
+        streams.append(scoped([  # tasks were chosen per shard already: their issues are this shard's
             episode_trajectory(r, agent.settings.model) if r["status"] != "reset_error" else
             TaskIssue(r["task_id"], "reset", "; ".join(e.get("reason", "") for e in r["events"]), "agent")
             for r in agent_rows
-        ]))
+        ], None))
     coverage = None
     if explore_settings is not None:
         scenarios, scenario_issues = exploration_scenarios(cfg, items)
+        if shard is not None:
+            everywhere = {s.env.env_id for s in scenarios}
+            scenarios = list(scoped(scenarios, "envscaler"))
+            here = {s.env.env_id for s in scenarios}
+            explore_settings = _scaled(explore_settings, len(here) / len(everywhere) if everywhere else 0.0)
         coverage = Coverage(explore_settings)
-        streams += [iter(scenario_issues), explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
+        streams += [scoped(scenario_issues, "envscaler"), explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
     report = collect(itertools.chain(*streams), layout, sandbox, log)
-    return CollectionResult(report, coverage, agent_rows)
+    if summary is not None:
+        summary.note = _shard_note(summary, report.trajectories)
+        log(summary.note)
+    return CollectionResult(report, coverage, agent_rows, summary)

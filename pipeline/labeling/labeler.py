@@ -5,6 +5,12 @@ each chunk's part file is named by a content key (labeler version, limits, sourc
 trajectory fingerprints). A part that exists is reused, so re-running is idempotent and an
 interrupted run resumes where it stopped; parts from older inputs are removed only after a run
 completes.
+
+Partitioned (``ENVSIM_SHARDS``; a partition-scoped ``DataLayout``): only the partition's
+trajectories are labeled, into ``steps/part-<partition>-<key>.parquet``, and the clean-up touches
+only that partition's parts — plus parts no current trajectory file can own (an unpartitioned run's,
+a partition whose trajectories are gone after a change of ``ENVSIM_SHARDS``). Other partitions'
+parts, which their own runs may be writing right now, are never removed.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pipeline.envs.catalog import load_blobs
 from pipeline.execution.runner import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store import schema
-from pipeline.store.layout import DataLayout
+from pipeline.store.layout import DataLayout, step_part_partition
 from pipeline.store.parquet_io import atomic_path, write_table
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
 
@@ -90,13 +96,26 @@ def part_key(rows: list[dict[str, Any]], limits: Limits) -> str:
     return h.hexdigest()
 
 
+def _removable(layout: DataLayout, name: str) -> bool:
+    """Whether a part outside this run's plan is stale for this run to remove."""
+    if layout.partition is None:
+        return True  # the unpartitioned run owns the whole steps table
+    owner = step_part_partition(name)
+    if owner is None:
+        return True  # an unpartitioned run's part: its trajectories table was dropped
+    if owner == layout.partition:
+        return True
+    return not layout.for_partition(owner).trajectories.exists()  # orphan: no trajectories of that partition
+
+
 def label(
     layout: DataLayout,
     sandbox: Sandbox,
     chunk_size: int = 100,
     log: Log = lambda _m: None,
 ) -> LabelReport:
-    """Label all trajectories of ``layout`` into ``steps/part-*.parquet``."""
+    """Label all trajectories of ``layout`` into ``steps/part-*.parquet`` (a partition-scoped
+    layout: the partition's trajectories into ``steps/part-<partition>-*.parquet``)."""
     report = LabelReport()
     started = time.perf_counter()
     load_blobs(layout)
@@ -105,7 +124,7 @@ def label(
     keep: set[str] = set()
     for chunk in _chunks(iter_trajectory_rows(layout), chunk_size):
         key = part_key(chunk, sandbox.limits)
-        part = layout.steps_dir / f"part-{key}.parquet"
+        part = layout.step_part(key)
         sidecar = part.with_suffix(".issues.json")
         keep.update({part.name, sidecar.name})
         report.trajectories += len(chunk)
@@ -143,8 +162,8 @@ def label(
         report.issues.extend(issues)
         log(f"labeled part {part.name}: {len(chunk)} trajectories, {len(rows)} steps")
     for stale in layout.steps_dir.glob("part-*"):
-        if stale.name not in keep:
-            stale.unlink()
+        if stale.name not in keep and _removable(layout, stale.name):
+            stale.unlink(missing_ok=True)
             report.stale_parts_removed += 1
     report.seconds = time.perf_counter() - started
     return report

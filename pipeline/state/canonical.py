@@ -195,4 +195,36 @@ class CanonicalTextCache:
         return text
 
 
+    def parse(self, text: str) -> JSONValue:
+        """``json.loads`` of a canonical text that also remembers the texts of the dicts the cache
+        tracks (they are slices of ``text``), so the first state of a replay costs no serialisation."""
+        value, end = self._parse(text, 0, 0)
+        if end != len(text):
+            raise ValueError("trailing data after the canonical JSON value")
+        return value
+
+    def _parse(self, text: str, start: int, depth: int) -> tuple[Any, int]:
+        if depth >= self.levels or text[start] != "{":
+            value, end = _DECODER.raw_decode(text, start)
+            if depth == self.levels and isinstance(value, dict):
+                self._texts[id(value)] = (value, text[start:end])
+            return value, end
+        value: dict[str, Any] = {}
+        i = start + 1
+        if text[i] == "}":
+            i += 1
+        else:
+            while True:
+                key, i = _scanstring(text, i + 1)  # text[i] is the key's opening quote
+                value[key], i = self._parse(text, i + 1, depth + 1)  # text[i] is ':'
+                if text[i] == "}":
+                    i += 1
+                    break
+                i += 1  # ','
+        self._texts[id(value)] = (value, text[start:i])
+        return value, i
+
+
+_DECODER = json.JSONDecoder()
+_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 _key_json = json.encoder.encode_basestring  # type: ignore[attr-defined]  # what ensure_ascii=False uses for keys

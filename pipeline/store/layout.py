@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 DEFAULT_DATA_ROOT = "data"
@@ -13,13 +14,29 @@ def default_data_root() -> Path:
     return Path(os.environ.get("ENVSIM_DATA_ROOT", DEFAULT_DATA_ROOT))
 
 
+#: a labeled-steps part of a partition: ``part-<partition>-<content key>.parquet`` (+ ``.issues.json``)
+_PARTITION_PART = re.compile(r"^part-(?P<partition>.+)-(?P<key>[0-9a-f]{20})\.(parquet|issues\.json)$")
+
+
+def step_part_partition(name: str) -> str | None:
+    """The partition a file under ``steps/`` belongs to; None for an unpartitioned run's part."""
+    m = _PARTITION_PART.match(name)
+    return m.group("partition") if m else None
+
+
 @dataclass(frozen=True)
 class DataLayout:
     root: Path
+    #: a partition-scoped view (``ENVSIM_SHARDS``): ``trajectories`` / ``collection_issues`` are the
+    #: partition's files and ``trajectory_files()`` / ``step_parts()`` list only the partition's files
+    partition: str | None = None
 
     @classmethod
     def at(cls, root: str | os.PathLike[str] | None = None) -> "DataLayout":
         return cls(Path(root) if root else default_data_root())
+
+    def for_partition(self, partition: str | None) -> "DataLayout":
+        return replace(self, partition=partition)
 
     @property
     def environments(self) -> Path:
@@ -35,26 +52,53 @@ class DataLayout:
 
     @property
     def trajectories(self) -> Path:
+        """The file a collection writes: ``trajectories.parquet``, or ``part-<partition>.parquet``."""
+        if self.partition is not None:
+            return self.trajectories_dir / f"part-{self.partition}.parquet"
         return self.trajectories_dir / "trajectories.parquet"
 
     def trajectory_files(self) -> list[str]:
         """Every file of the trajectories table: the unpartitioned ``trajectories.parquet`` and the
-        per-partition ``part-<partition>.parquet`` files a partitioned collection writes."""
-        files = [self.trajectories] if self.trajectories.exists() else []
+        per-partition ``part-<partition>.parquet`` files a partitioned collection writes (a
+        partition-scoped layout: only its own file)."""
+        if self.partition is not None:
+            return [str(self.trajectories)] if self.trajectories.exists() else []
+        unpartitioned = self.trajectories_dir / "trajectories.parquet"
+        files = [unpartitioned] if unpartitioned.exists() else []
         return [str(p) for p in files + sorted(self.trajectories_dir.glob("part-*.parquet"))]
 
     @property
     def collection_issues(self) -> Path:
+        """Rejected tasks of a collection: ``issues.parquet``, or ``issues-<partition>.parquet``."""
+        if self.partition is not None:
+            return self.trajectories_dir / f"issues-{self.partition}.parquet"
         return self.trajectories_dir / "issues.parquet"
+
+    def collection_issue_files(self) -> list[str]:
+        """Every issues file (unpartitioned and per partition; a partition-scoped layout: its own)."""
+        if self.partition is not None:
+            return [str(self.collection_issues)] if self.collection_issues.exists() else []
+        unpartitioned = self.trajectories_dir / "issues.parquet"
+        files = [unpartitioned] if unpartitioned.exists() else []
+        return [str(p) for p in files + sorted(self.trajectories_dir.glob("issues-*.parquet"))]
 
     @property
     def steps_dir(self) -> Path:
         return self.root / "steps"
 
+    def step_part(self, key: str) -> Path:
+        """A labeled-steps part named by its content key (and the partition, in a partition-scoped layout)."""
+        return self.steps_dir / (f"part-{self.partition}-{key}.parquet" if self.partition is not None else f"part-{key}.parquet")
+
     def step_parts(self) -> list[str]:
-        return sorted(str(p) for p in self.steps_dir.glob("part-*.parquet"))
+        parts = sorted(self.steps_dir.glob("part-*.parquet"))
+        if self.partition is not None:
+            parts = [p for p in parts if step_part_partition(p.name) == self.partition]
+        return [str(p) for p in parts]
 
     def steps_glob(self) -> str:
+        if self.partition is not None:  # the content key has no '-': "part-bfcl-1-*" never matches bfcl-10
+            return str(self.steps_dir / f"part-{self.partition}-*.parquet")
         return str(self.steps_dir / "part-*.parquet")
 
     @property

@@ -14,7 +14,7 @@ def _steps(layout: DataLayout) -> str:
 
 
 def has_steps(layout: DataLayout) -> bool:
-    return any(layout.steps_dir.glob("part-*.parquet"))
+    return bool(layout.step_parts())
 
 
 def delta_by_outcome(layout: DataLayout) -> pd.DataFrame:

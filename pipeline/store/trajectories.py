@@ -63,9 +63,15 @@ def row_to_trajectory(row: dict[str, Any]) -> Trajectory:
 def iter_trajectory_rows(
     layout: DataLayout, columns: list[str] | None = None, batch_size: int = 256, ids: list[str] | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Stream rows of the trajectories table (optionally only ``ids``)."""
+    """Stream rows of the trajectories table — every file of ``layout.trajectory_files()``, i.e. one
+    partition's for a partition-scoped layout — (optionally only ``ids``)."""
     files = layout.trajectory_files()
     if not files:
+        if layout.partition is not None:
+            raise FileNotFoundError(
+                f"no trajectories of partition {layout.partition} ({layout.trajectories}); "
+                f"materialize partition {layout.partition} of the 'trajectories' asset first"
+            )
         raise FileNotFoundError(
             f"no trajectories table at {layout.trajectories_dir}; materialize the 'trajectories' asset first"
         )

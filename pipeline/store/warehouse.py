@@ -8,6 +8,7 @@ only one process writes at a time).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import duckdb
 
@@ -21,8 +22,12 @@ def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> dict[str, int]:
     root = layout.root.resolve()
     if layout.step_parts():
         con.execute(f"CREATE OR REPLACE VIEW steps AS SELECT * FROM read_parquet('{root}/steps/part-*.parquet')")
-    if layout.trajectories.exists():
-        con.execute(f"CREATE OR REPLACE VIEW trajectories AS SELECT * FROM read_parquet('{layout.trajectories.resolve()}')")
+    # every file of layout.trajectory_files(); partition files as a glob, so that partitions
+    # materialized after this sync are in the view too
+    trajectory_files = [Path(f).resolve() for f in layout.trajectory_files()]
+    patterns = sorted({str(f.parent / "part-*.parquet") if f.name.startswith("part-") else str(f) for f in trajectory_files})
+    if patterns:
+        con.execute(f"CREATE OR REPLACE VIEW trajectories AS SELECT * FROM read_parquet({patterns!r})")
     if layout.environments.exists():
         con.execute(f"CREATE OR REPLACE VIEW environments AS SELECT * FROM read_parquet('{layout.environments.resolve()}')")
     if strata_path(layout).exists():
