@@ -138,6 +138,12 @@ def test_step_table_suite_names_failed_expectations_and_rows(bfcl_layout, tmp_pa
     kinds = {f.expectation: f for f in result.failures}
     assert kinds["expect_column_pair_values_to_be_equal"].rows[0]["step_id"] == table[0]["step_id"]
     assert kinds["expect_column_values_to_be_in_set"].rows[0]["step_id"] == table[1]["step_id"]
+    # validated in small chunks: the same failures, plus duplicates that only exist across chunks
+    chunked = step_table_suite(broken, chunk_rows=300)
+    assert {f.expectation for f in chunked.failures} == set(kinds) and chunked.rows == result.rows
+    shutil.copy(part, part.replace("part-", "part-zz-copy-"))
+    dup = {f.expectation: f for f in step_table_suite(broken, chunk_rows=300).failures}
+    assert dup["expect_column_values_to_be_unique"].rows[0]["copies"] == 2
 
 
 def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):

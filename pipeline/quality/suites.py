@@ -89,29 +89,56 @@ STEP_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", "tool
                 "raw_observation", "outcome", "state_before_hash", "state_after_hash"]
 
 
-def step_table_suite(layout: DataLayout) -> SuiteResult:
-    """Schema and nulls of the step table; outcomes from the closed set; |Δ| = len(Δ)."""
+def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000) -> SuiteResult:
+    """Schema and nulls of the step table; outcomes from the closed set; |Δ| = len(Δ); unique step ids.
+
+    The table is validated chunk by chunk (DuckDB streams ``chunk_rows`` rows at a time into one
+    pandas batch), so memory stays bounded for any corpus; uniqueness across chunks is checked by
+    one DuckDB aggregate and reported as the same expectation."""
     import great_expectations as gx
 
+    def expectations() -> list[Any]:  # fresh objects per chunk: GX binds an expectation to one suite
+        out: list[Any] = [gx.expectations.ExpectColumnToExist(column=c) for c in STEP_COLUMNS]
+        out += [gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in STEP_COLUMNS]
+        return out + [
+            gx.expectations.ExpectColumnValuesToBeUnique(column="step_id"),
+            gx.expectations.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES)),
+            gx.expectations.ExpectColumnValuesToBeBetween(column="args_count", min_value=0),
+            gx.expectations.ExpectColumnValuesToBeBetween(column="delta_size", min_value=0),
+            gx.expectations.ExpectColumnPairValuesToBeEqual(column_A="delta_size", column_B="delta_records"),
+            gx.expectations.ExpectColumnValueLengthsToEqual(column="state_before_hash", value=32),
+            gx.expectations.ExpectColumnValueLengthsToEqual(column="state_after_hash", value=32),
+        ]
+
     con = duckdb.connect()
-    df = con.execute(
+    reader = con.execute(
         f"""SELECT {', '.join(STEP_COLUMNS)}, args_count, delta_size, len(delta) AS delta_records
             FROM read_parquet(?)""",
         [layout.step_parts()],
-    ).df()
-    expectations: list[Any] = [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)]
-    expectations += [gx.expectations.ExpectColumnToExist(column=c) for c in STEP_COLUMNS]
-    expectations += [gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in STEP_COLUMNS]
-    expectations += [
-        gx.expectations.ExpectColumnValuesToBeUnique(column="step_id"),
-        gx.expectations.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES)),
-        gx.expectations.ExpectColumnValuesToBeBetween(column="args_count", min_value=0),
-        gx.expectations.ExpectColumnValuesToBeBetween(column="delta_size", min_value=0),
-        gx.expectations.ExpectColumnPairValuesToBeEqual(column_A="delta_size", column_B="delta_records"),
-        gx.expectations.ExpectColumnValueLengthsToEqual(column="state_before_hash", value=32),
-        gx.expectations.ExpectColumnValueLengthsToEqual(column="state_after_hash", value=32),
-    ]
-    return run_suite("step_table", df, expectations, ["step_id"])
+    ).to_arrow_reader(chunk_rows)
+    total = SuiteResult("step_table", len(expectations()) + 1, 0)
+    merged: dict[tuple[str, str | None], Failure] = {}
+    for batch in reader:
+        part = run_suite("step_table", batch.to_pandas(), expectations(), ["step_id"])
+        total.rows += part.rows
+        for f in part.failures:
+            seen = merged.setdefault((f.expectation, f.column), Failure(f.expectation, f.column, 0, []))
+            seen.unexpected += f.unexpected
+            seen.rows = (seen.rows + f.rows)[:50]
+    duplicates = con.execute(
+        "SELECT step_id, count(*) AS n FROM read_parquet(?) GROUP BY step_id HAVING n > 1 ORDER BY step_id LIMIT 50",
+        [layout.step_parts()],
+    ).fetchall()
+    if duplicates:
+        seen = merged.setdefault(("expect_column_values_to_be_unique", "step_id"),
+                                 Failure("expect_column_values_to_be_unique", "step_id", 0, []))
+        seen.unexpected = max(seen.unexpected, sum(n for _, n in duplicates))
+        seen.rows = [{"step_id": sid, "copies": n} for sid, n in duplicates]
+    if total.rows == 0:
+        merged[("expect_table_row_count_to_be_between", None)] = Failure(
+            "expect_table_row_count_to_be_between", None, 1, [{"observed": 0}])
+    total.failures = list(merged.values())
+    return total
 
 
 def composition_suite(strata_table: list[dict[str, Any]]) -> SuiteResult:
