@@ -4,8 +4,10 @@ in one run on one machine.
 
 Every stage runs in its own fresh process (as a Dagster multiprocess step would): the table shows
 the stage's own wall time (measured inside the process, around the call), the process start-up
-(interpreter + imports) separately, and the process's peak RSS (``wait4``), which includes the
-interpreter and every imported library.
+(interpreter + imports: numpy, pandas and pyarrow for both sides, as any Dagster step process has
+them loaded) separately, the process's peak RSS (``wait4``; includes the interpreter and the shared
+code of every imported library) and its peak private memory (RssAnon, sampled every 2 ms: the
+data the stage holds).
 
     python benchmarks/bench_scale.py --steps 10000 [--naive] [--workdir /tmp/envsim-scale]
 """
@@ -43,6 +45,7 @@ CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, {root!r})
+import numpy, pandas, pyarrow, pyarrow.compute, pyarrow.parquet  # what a Dagster step process has loaded anyway
 {imports}
 t1 = time.perf_counter()
 {call}

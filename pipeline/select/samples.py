@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from pipeline.state.canonical import CanonicalTextCache, canonical_json, text_hash
+from pipeline.state.canonical import CanonicalTextCache, text_hash
 from pipeline.state.delta import DeltaError, apply
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
@@ -242,10 +242,9 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, buckets: 
 def _replay_one(tid: str, initial_json: str, span: tuple[int, int], step_idx: list[int], step_ids: list[str],
                 deltas: list[Any], picked: dict[int, int], before_hash: list[str], after_hash: list[str],
                 texts: dict[int, tuple[str, str]]) -> None:
-    # composing texts from cached subtrees pays off only when several states of the trajectory are written
-    cache: CanonicalTextCache | None = CanonicalTextCache() if len(picked) > 2 else None
-    text = cache.text if cache is not None else canonical_json
-    state = cache.parse(initial_json) if cache is not None else json.loads(initial_json)
+    cache = CanonicalTextCache()  # parsing seeds it with the texts of the initial state's subtrees
+    text = cache.text
+    state = cache.parse(initial_json)
     current: str | None = initial_json  # canonical text of ``state`` when known
     verified = initial_json  # the last text whose hash was checked (the caller checked the initial one)
     for k in range(*span):
