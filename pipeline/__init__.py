@@ -2,8 +2,7 @@
 
 import os as _os
 
-# Arrow's default mimalloc pool keeps freed pages mapped, so the peak RSS of a streaming scan grows
-# with everything it ever touched; the system allocator gives large blocks back at once (measured:
-# materialising 5K samples peaks ~80 MiB lower). Set before pyarrow is first imported; an explicit
-# ARROW_DEFAULT_MEMORY_POOL wins.
-_os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+# Arrow's default pool (mimalloc) keeps freed pages mapped; jemalloc purged at once gives them back,
+# which bounds the peak memory of the streaming stages (see pipeline/store/memory.py). Takes effect
+# when pyarrow is imported after this package; an explicit ARROW_DEFAULT_MEMORY_POOL wins.
+_os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")

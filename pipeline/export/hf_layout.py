@@ -27,6 +27,7 @@ from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_d
 from pipeline.report import md_records
 from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.store.layout import DataLayout
+from pipeline.store.memory import use_returning_pool
 
 MARKER = ".envsim-export.json"
 SOURCE_LICENSES = {"bfcl": "Apache-2.0 (bfcl-eval, Gorilla project)", "builtin": "Apache-2.0 (envsim-forge builtin pack)"}
@@ -154,6 +155,7 @@ def export_split(
     license: str = "apache-2.0",
     name: str = "envsim",
 ) -> ExportReport:
+    use_returning_pool()
     store = SplitStore(layout, kind)
     version = store.resolve(version)
     manifest = store.manifest(version)

@@ -30,6 +30,7 @@ from pipeline.state.canonical import CanonicalTextCache, text_hash
 from pipeline.state.delta import DeltaError, apply
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
+from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import atomic_path
 
 SAMPLE = pa.schema(
@@ -77,6 +78,7 @@ def materialize_samples(
     bucket_bytes: int = BUCKET_BYTES,
 ) -> int:
     """Write the samples of ``picks`` (``(step_id, stratum)`` in pick order) to ``out``, in that order."""
+    use_returning_pool()
     if not picks:
         with atomic_path(out) as tmp:
             pq.write_table(SAMPLE.empty_table(), tmp, compression="zstd")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
+from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import atomic_path
 from pipeline.strata import ARGS_CARDINALITY_SQL, BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, DELTA_BUCKET_SQL
 
@@ -52,6 +53,7 @@ def input_fingerprint(layout: DataLayout) -> str:
 
 
 def stratify(layout: DataLayout, min_steps: int = 1) -> StrataReport:
+    use_returning_pool()
     parts = layout.step_parts()
     if not parts:
         raise EmptyStepTable(f"no labeled steps under {layout.steps_dir}; materialize 'labeled_steps' first")
