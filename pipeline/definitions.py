@@ -8,8 +8,8 @@ Configuration by environment variables, read when the code location loads:
 * ``ENVSIM_EXECUTOR`` — how a run executes its steps: ``multiprocess`` (default), ``in_process``,
   ``celery`` (dagster-celery) or ``k8s`` (dagster-k8s); ``ENVSIM_MAX_CONCURRENT`` caps parallel steps
   (multiprocess, k8s); ``ENVSIM_EXECUTOR_CONFIG`` is the executor's config as YAML (a file path or
-  the YAML text). Without ``ENVSIM_EXECUTOR_CONFIG`` the executor is configured per run under
-  ``execution: config:`` in the run config.
+  the YAML text; bare or in run-config form ``execution: config: ...``). Without it the executor is
+  configured per run under ``execution: config:`` in the run config.
 """
 
 import os
@@ -51,6 +51,8 @@ def _executor_config(environ) -> dict:
         config = yaml.safe_load(text) or {}
         if not isinstance(config, dict):
             raise ValueError(f"ENVSIM_EXECUTOR_CONFIG must be a YAML mapping (or a file holding one), got {raw!r}")
+        if set(config) == {"execution"}:  # run-config form (also what `dagster-celery worker start -y` reads)
+            config = (config["execution"] or {}).get("config") or {}
     if environ.get("ENVSIM_MAX_CONCURRENT"):
         config["max_concurrent"] = int(environ["ENVSIM_MAX_CONCURRENT"])
     return config

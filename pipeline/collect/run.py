@@ -78,13 +78,16 @@ def _in_shard(stream: Iterable, shard: Shard, summary: ShardSummary, issues_of: 
 
 def _shard_note(summary: ShardSummary, trajectories: int) -> str:
     s = summary.shard
+    envs = f"{len(summary.shard_envs)} of the {len(summary.source_envs)} {s.source} environments (shard {s.index} of {s.count})"
     if trajectories:
-        return (f"partition {s.key}: {len(summary.shard_envs)} of the {len(summary.source_envs)} {s.source} environments "
-                f"(shard {s.index} of {s.count}), {trajectories} trajectories")
-    if not summary.configured and not summary.source_envs:
-        return f"empty partition {s.key}: {_UNCONFIGURED[s.source]}"
-    return (f"empty partition {s.key}: none of the {len(summary.source_envs)} {s.source} environments "
-            f"hash to shard {s.index} of {s.count}")
+        return f"partition {s.key}: {envs}, {trajectories} trajectories"
+    if not summary.source_envs:
+        if not summary.configured:
+            return f"empty partition {s.key}: {_UNCONFIGURED[s.source]}"
+        return f"empty partition {s.key}: this configuration collects nothing from {s.source} (e.g. exploration is off)"
+    if not summary.shard_envs:
+        return f"empty partition {s.key}: none of the {len(summary.source_envs)} {s.source} environments hash to shard {s.index} of {s.count}"
+    return f"empty partition {s.key}: {envs}, but no trajectory could be collected (see the rejected tasks)"
 
 
 def _scaled(settings: ExploreSettings, share: float) -> ExploreSettings:

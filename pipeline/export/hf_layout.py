@@ -28,6 +28,7 @@ from pipeline.report import md_records
 from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
+from pipeline.store.parquet_io import BackgroundWrites
 
 MARKER = ".envsim-export.json"
 SOURCE_LICENSES = {"bfcl": "Apache-2.0 (bfcl-eval, Gorilla project)", "builtin": "Apache-2.0 (envsim-forge builtin pack)"}
@@ -126,10 +127,11 @@ def _write_records(samples: Path, chat_dir: Path, alpaca_dir: str | Path, split:
     estimate = _column_bytes(meta, ["state_before_json", "code", "arguments_json", "raw_observation", "delta"]) + fixed * meta.num_rows
     shards, per = _plan(meta.num_rows, estimate, max_bytes)
     chat, alpaca = (_ShardWriter(chat_dir, split, CHAT, shards, per), _ShardWriter(Path(alpaca_dir), split, ALPACA, shards, per))
-    for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=RECORD_COLUMNS):
-        chat_table, alpaca_table = record_tables(batch)
-        chat.write(chat_table)
-        alpaca.write(alpaca_table)
+    with BackgroundWrites() as background:  # records of the next batch are built while these compress
+        for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=RECORD_COLUMNS):
+            chat_table, alpaca_table = record_tables(batch)
+            background.submit(chat.write, chat_table)
+            background.submit(alpaca.write, alpaca_table)
     return chat.close(), alpaca.close()
 
 

@@ -31,7 +31,7 @@ from pipeline.state.delta import DeltaError, apply
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
-from pipeline.store.parquet_io import atomic_path
+from pipeline.store.parquet_io import BackgroundWrites, atomic_path
 
 SAMPLE = pa.schema(
     [
@@ -64,6 +64,7 @@ SAMPLE = pa.schema(
 )
 _STATE_COLUMNS = ("state_before_json", "state_after_json")
 BUCKET_BYTES = 16 * 2**20  # samples held in memory at once (one sort bucket)
+FLUSH_BYTES = 4 * 2**20  # rebuilt state texts held before they go to their buckets
 
 
 class SampleError(ValueError):
@@ -102,8 +103,9 @@ def materialize_samples(
         del steps
         buckets.close()
         with atomic_path(out) as tmp, pq.ParquetWriter(tmp, SAMPLE, compression="zstd") as writer:
-            for table in buckets.sorted_tables():
-                writer.write_table(table.select(SAMPLE.names).cast(SAMPLE), row_group_size=256)
+            with BackgroundWrites(depth=1) as background:  # the next bucket is read and sorted meanwhile
+                for table in buckets.sorted_tables():
+                    background.submit(writer.write_table, table.select(SAMPLE.names).cast(SAMPLE), 256)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return len(picks)
@@ -115,16 +117,24 @@ _STEP_COLUMNS = ["step_id", "trajectory_id", "step_index", "tool", "arguments_js
                  "state_after_hash"]
 
 
-def _scan(files: Sequence[str], columns: list[str], key: str, values: pa.Array, batch: int = 8192) -> pa.Table:
-    """Rows of ``files`` whose ``key`` is in ``values``, read batch by batch (only matches are kept)."""
-    parts = []
+def _scan_batches(files: Sequence[str], columns: list[str], key: str, values: pa.Array):
+    """The rows of ``files`` whose ``key`` is in ``values``, one filtered row group at a time. Row
+    groups without a match are skipped after reading only their ``key`` column."""
     for path in files:
-        for record_batch in pq.ParquetFile(path).iter_batches(batch_size=batch, columns=columns):
-            keep = pc.is_in(record_batch.column(key), value_set=values)
-            if pc.any(keep).as_py():
-                parts.append(record_batch.filter(keep))
+        pf = pq.ParquetFile(path)
+        for group in range(pf.metadata.num_row_groups):
+            if not pc.any(pc.is_in(pf.read_row_group(group, columns=[key]).column(0), value_set=values)).as_py():
+                continue
+            table = pf.read_row_group(group, columns=columns)
+            yield from table.filter(pc.is_in(table.column(key), value_set=values)).to_batches()
+            del table
+
+
+def _scan(files: Sequence[str], columns: list[str], key: str, values: pa.Array) -> pa.Table:
+    """Rows of ``files`` whose ``key`` is in ``values`` (see :func:`_scan_batches`)."""
+    parts = list(_scan_batches(files, columns, key, values))
     if not parts:
-        return pa.Table.from_batches([], schema=pq.read_schema(files[0]).select(columns) if files else None)
+        return pq.read_schema(files[0]).empty_table().select(columns) if files else pa.table({})
     return pa.Table.from_batches(parts)
 
 
@@ -169,7 +179,7 @@ class _Buckets:
         self.writers: dict[int, ipc.RecordBatchStreamWriter] = {}
 
     def add(self, table: pa.Table) -> None:
-        table = table.sort_by("position")  # one copy; each bucket's rows are then a contiguous slice
+        """``table`` in position order: each bucket's rows are a contiguous slice."""
         positions = table.column("position").to_numpy()
         starts = positions // self.per_bucket
         edges = [0, *(i for i in range(1, len(starts)) if starts[i] != starts[i - 1]), len(starts)]
@@ -191,7 +201,7 @@ class _Buckets:
             del table
 
 
-def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, buckets: _Buckets, batch: int = 16) -> None:
+def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, buckets: _Buckets) -> None:
     """Rebuild s_t / s'_t of every row of ``rows`` (ordered by trajectory, step) into ``buckets``."""
     traj_ids = replay.column("trajectory_id").to_pylist()
     step_idx = replay.column("step_index").to_pylist()
@@ -205,6 +215,7 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, buckets: 
     row_step = rows.column("step_index").to_pylist()
     before_hash = rows.column("state_before_hash").to_pylist()
     after_hash = rows.column("state_after_hash").to_pylist()
+    positions = rows.column("position").to_pylist()
     row_span: dict[str, tuple[int, int]] = {}
     for i, tid in enumerate(row_traj):
         row_span[tid] = (row_span.get(tid, (i, i))[0], i + 1)
@@ -213,7 +224,7 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, buckets: 
     def flush() -> None:
         if not texts:
             return
-        order = sorted(texts)
+        order = sorted(texts, key=positions.__getitem__)  # position order, for contiguous bucket slices
         part = rows.take(pa.array(order, pa.int64()))
         part = part.append_column("state_before_json", pa.array([texts[i][0] for i in order], pa.string()))
         part = part.append_column("state_after_json", pa.array([texts[i][1] for i in order], pa.string()))
@@ -224,19 +235,20 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, buckets: 
     if not files:
         raise FileNotFoundError(f"no trajectories table under {layout.trajectories_dir}")
     wanted = pa.array(sorted(row_span), pa.string())
-    scan = (record_batch.filter(pc.is_in(record_batch.column(0), value_set=wanted))
-            for path in files for record_batch in pq.ParquetFile(path).iter_batches(
-                batch_size=batch, columns=["trajectory_id", "initial_state_json", "initial_state_hash"]))
-    seen = 0
-    for record_batch in scan:
+    seen = pending = 0
+    for record_batch in _scan_batches(files, ["trajectory_id", "initial_state_json", "initial_state_hash"], "trajectory_id", wanted):
         for tid, initial_json, initial_hash in zip(*(record_batch.column(i).to_pylist() for i in range(3))):
             if text_hash(initial_json) != initial_hash:
                 raise SampleError(f"{tid}: stored initial state does not match its hash")
             lo, hi = row_span[tid]
             picked = {row_step[r]: r for r in range(lo, hi)}
             _replay_one(tid, initial_json, spans[tid], step_idx, step_ids, deltas, picked, before_hash, after_hash, texts)
+            pending += (hi - lo) * 2 * len(initial_json)
             seen += 1
-        flush()
+            if pending > FLUSH_BYTES:
+                flush()
+                pending = 0
+    flush()
     if seen != len(row_span):
         raise SampleError(f"{len(row_span) - seen} trajectories of picked steps are missing from the trajectories table")
 

@@ -58,24 +58,33 @@ def _select(
     seed: int,
     exclude_sql: str = "",
 ) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
-    """Picks ``(step_id, stratum)`` in pick order, and the per-stratum table."""
-    rel = _strata_rel(layout)
+    """Picks ``(step_id, stratum)`` in pick order, and the per-stratum table.
+
+    The usable strata rows (small: no states) are scanned once into an in-memory pool with their
+    seeded rank; every stratum is then a query over that pool."""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE pool AS
+            SELECT step_id, env_id, sample_hash, outcome, delta_size, args_count, balance2_group,
+                   md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank
+            FROM {_strata_rel(layout)} WHERE NOT excluded {exclude_sql}""",
+        [seed],
+    )
     usage: Counter[str] = Counter()
     taken: set[str] = set()
     picks: list[tuple[str, str]] = []
     table = []
     for name, predicate, quota in strata:
-        where = f"NOT excluded AND ({predicate}) {exclude_sql}"
         available, envs = con.execute(
-            f"SELECT count(DISTINCT sample_hash), count(DISTINCT env_id) FROM {rel} WHERE {where}").fetchone()
-        chosen = _pick_cell(con, rel, where, seed, quota, envs, usage, taken)
+            f"SELECT count(DISTINCT sample_hash), count(DISTINCT env_id) FROM pool WHERE {predicate}").fetchone()
+        chosen = _pick_cell(con, predicate, quota, envs, usage, taken)
         picks += [(step_id, name) for step_id, _ in chosen]
         table.append({"stratum": name, "requested": quota, "available": int(available), "selected": len(chosen),
                       "environments": len({e for _, e in chosen}), "missing": quota - len(chosen)})
+    con.execute("DROP TABLE pool")
     return picks, table
 
 
-def _pick_cell(con: duckdb.DuckDBPyConnection, rel: str, where: str, seed: int, quota: int, envs: int,
+def _pick_cell(con: duckdb.DuckDBPyConnection, predicate: str, quota: int, envs: int,
                usage: Counter[str], taken: set[str]) -> list[tuple[str, str]]:
     """:func:`pick_diverse` over the best-ranked candidates of every environment. Only the first
     ``per_env`` of each environment are fetched; if picking exhausts an environment that had more,
@@ -83,11 +92,10 @@ def _pick_cell(con: duckdb.DuckDBPyConnection, rel: str, where: str, seed: int, 
     per_env = 2 * (quota // max(envs, 1)) + 16
     while True:
         candidates = con.execute(
-            f"""SELECT env_id, md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank, step_id, sample_hash,
-                       count(*) OVER (PARTITION BY env_id) AS env_total FROM {rel}
-                WHERE {where}
+            f"""SELECT env_id, rank, step_id, sample_hash, count(*) OVER (PARTITION BY env_id) AS env_total
+                FROM pool WHERE {predicate}
                 QUALIFY row_number() OVER (PARTITION BY env_id ORDER BY rank) <= ?""",
-            [seed, per_env],
+            [per_env],
         ).fetchall()
         trial_usage, trial_taken = Counter(usage), set(taken)
         exhausted: set[str] = set()

@@ -39,3 +39,51 @@ def write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema, b
                 writer.write_table(pa.Table.from_pylist(batch, schema=schema))
                 count += len(batch)
     return count
+
+
+class BackgroundWrites:
+    """Run write calls on one background thread, in order, while the caller builds the next batch:
+    Parquet encoding and compression release the GIL, so Python work and compression overlap. At most
+    ``depth`` calls wait (bounded memory); the first error is re-raised by :meth:`submit` or :meth:`close`.
+
+        with BackgroundWrites() as bg:
+            for table in tables():
+                bg.submit(writer.write_table, table)
+    """
+
+    def __init__(self, depth: int = 2) -> None:
+        import queue
+        import threading
+
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="envsim-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:
+                try:
+                    item[0](*item[1])
+                except BaseException as exc:  # re-raised in the caller's thread
+                    self._error = exc
+
+    def submit(self, fn: Any, *args: Any) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put((fn, args))
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> "BackgroundWrites":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
