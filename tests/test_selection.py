@@ -1,6 +1,7 @@
 """Stratification, versioned benchmark splits, the Balance2 mixture, their checks and DuckDB."""
 
 import shutil
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -77,7 +78,14 @@ def test_same_seed_same_bytes_new_seed_new_version(bfcl_layout, tmp_path):
 def test_samples_carry_full_states_code_and_labels(bfcl_layout):
     result = build_benchmark(bfcl_layout, seed=3, on_shortfall="warn")
     df = pd.read_parquet(result.path)
-    assert list(df["position"]) == list(range(len(df)))
+    # rows in the order of the labeled data; `position` is the pick order that sample_ids.txt lists
+    stored = {tid: i for i, tid in enumerate(
+        pd.concat(pd.read_parquet(f, columns=["trajectory_id"]) for f in bfcl_layout.trajectory_files())["trajectory_id"])}
+    keys = [(stored[t], s) for t, s in zip(df["trajectory_id"], df["step_index"])]
+    assert keys == sorted(keys)
+    assert sorted(df["position"]) == list(range(len(df)))
+    ids = (Path(result.path).parent / "sample_ids.txt").read_text().split()
+    assert list(df.sort_values("position")["step_id"]) == ids
     row = df[df["delta_size"] > 0].iloc[0]
     assert row["state_before_json"] != row["state_after_json"]
     assert f"def {row['tool']}(" in row["code"]

@@ -13,9 +13,20 @@ from pipeline.state.canonical import canonical_json
 
 
 def _load(directory: Path, config: str | None, split: str):
+    """``load_dataset`` of what is on disk now: a private cache, because the shared one is keyed by
+    the directory name and file sizes and can hand back an earlier export of the same place."""
+    import tempfile
+
     from datasets import load_dataset
 
-    return load_dataset(str(directory), config, split=split) if config else load_dataset(str(directory), split=split)
+    import shutil
+
+    cache = tempfile.mkdtemp(prefix="envsim-verify-")
+    args = (str(directory), config) if config else (str(directory),)
+    try:
+        return load_dataset(*args, split=split, cache_dir=cache, keep_in_memory=True)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def verify_roundtrip(directory: Path, samples: Path, split: str) -> list[str]:

@@ -1,29 +1,29 @@
 """Materialise full samples (s_t, a_t, code(a_t), o_t, s'_t, Δ, labels) for the picked steps only.
 
-A streaming external sort, so memory stays bounded by one bucket of samples whatever the corpus
-and split size:
+One streaming pass, so memory stays bounded by a few MiB of samples whatever the corpus and split size:
 
-1. DuckDB joins the picks with the strata and step tables (no states there: those are small rows)
-   and fetches the Δs of every step up to the last picked one of each needed trajectory;
-2. the initial states of the needed trajectories are scanned batch by batch; each trajectory is
+1. the picked rows of the strata and step tables (no states there: small rows) and the Δs of every
+   step up to the last picked one of each needed trajectory are read with filtered scans that skip
+   row groups without a match;
+2. the initial states of the needed trajectories are read row group by row group; each trajectory is
    replayed with structure-sharing Δ application (:func:`pipeline.state.delta.apply`) and an
-   incremental canonical-JSON writer, and every reconstructed s_t / s'_t is verified against its
-   recorded hash;
-3. finished rows go to bucket files by pick position (Arrow IPC, uncompressed), and the buckets are
-   sorted one at a time into the final zstd Parquet file, in pick order.
+   incremental canonical-JSON writer, and every rebuilt s_t / s'_t is verified against its hash;
+3. finished rows are handed to a background thread that encodes and compresses them while the next
+   trajectories replay.
+
+Rows are stored in the order of the labeled data (trajectory, then step): deterministic for a given
+input, and free of a sort. ``position`` keeps each sample's place in the pick order (strata in
+composition order, environment-diverse picks within), as ``sample_ids.txt`` lists them.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from pipeline.state.canonical import CanonicalTextCache, text_hash
@@ -63,8 +63,7 @@ SAMPLE = pa.schema(
     ]
 )
 _STATE_COLUMNS = ("state_before_json", "state_after_json")
-BUCKET_BYTES = 16 * 2**20  # samples held in memory at once (one sort bucket)
-FLUSH_BYTES = 4 * 2**20  # rebuilt state texts held before they go to their buckets
+FLUSH_BYTES = 4 * 2**20  # rebuilt state texts held before they are handed to the writer
 
 
 class SampleError(ValueError):
@@ -76,9 +75,8 @@ def materialize_samples(
     picks: Sequence[tuple[str, str]],
     strata_path: Path,
     out: Path,
-    bucket_bytes: int = BUCKET_BYTES,
 ) -> int:
-    """Write the samples of ``picks`` (``(step_id, stratum)`` in pick order) to ``out``, in that order."""
+    """Write the samples of ``picks`` (``(step_id, stratum)`` in pick order) to ``out``; returns the count."""
     use_returning_pool()
     if not picks:
         with atomic_path(out) as tmp:
@@ -94,20 +92,10 @@ def materialize_samples(
         raise SampleError(f"found {rows.num_rows} of {len(picks)} picked steps in the step table and {strata.num_rows} in "
                           "the strata table; was the step table relabeled underneath? re-materialize step_strata")
     rows = _with_labels(layout, rows, strata, picks)
-    per_bucket = max(16, bucket_bytes // max(1, 2 * _mean_state_bytes(layout) + 2048))
-    workdir = Path(tempfile.mkdtemp(prefix=".samples-", dir=out.parent if out.parent.exists() else None))
-    try:
-        buckets = _Buckets(workdir, rows.schema.append(pa.field("state_before_json", pa.string()))
-                           .append(pa.field("state_after_json", pa.string())), per_bucket)
-        _replay_into(layout, rows, steps.select(["trajectory_id", "step_index", "step_id", "delta"]), buckets)
-        del steps
-        buckets.close()
-        with atomic_path(out) as tmp, pq.ParquetWriter(tmp, SAMPLE, compression="zstd") as writer:
-            with BackgroundWrites(depth=1) as background:  # the next bucket is read and sorted meanwhile
-                for table in buckets.sorted_tables():
-                    background.submit(writer.write_table, table.select(SAMPLE.names).cast(SAMPLE), 256)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with atomic_path(out) as tmp, pq.ParquetWriter(tmp, SAMPLE, compression="zstd") as writer:
+        with BackgroundWrites() as background:
+            _replay_into(layout, rows, steps.select(["trajectory_id", "step_index", "step_id", "delta"]),
+                         lambda table: background.submit(writer.write_table, table, 256))
     return len(picks)
 
 
@@ -160,49 +148,9 @@ def _code(layout: DataLayout, refs: set[str]) -> dict[str, str]:
     return dict(zip(table.column("code_ref").to_pylist(), table.column("code").to_pylist()))
 
 
-def _mean_state_bytes(layout: DataLayout) -> int:
-    size = count = 0
-    for path in layout.trajectory_files():
-        meta = pq.ParquetFile(path).metadata
-        col = meta.schema.to_arrow_schema().get_field_index("initial_state_json")
-        for rg in range(meta.num_row_groups):
-            size += meta.row_group(rg).column(col).total_uncompressed_size
-            count += meta.row_group(rg).num_rows
-    return size // count if count else 4096
-
-
-class _Buckets:
-    """Rows routed by ``position // per_bucket`` to uncompressed Arrow IPC files."""
-
-    def __init__(self, workdir: Path, schema_: pa.Schema, per_bucket: int) -> None:
-        self.workdir, self.schema, self.per_bucket = workdir, schema_, per_bucket
-        self.writers: dict[int, ipc.RecordBatchStreamWriter] = {}
-
-    def add(self, table: pa.Table) -> None:
-        """``table`` in position order: each bucket's rows are a contiguous slice."""
-        positions = table.column("position").to_numpy()
-        starts = positions // self.per_bucket
-        edges = [0, *(i for i in range(1, len(starts)) if starts[i] != starts[i - 1]), len(starts)]
-        for lo, hi in zip(edges, edges[1:]):
-            b = int(starts[lo])
-            if b not in self.writers:
-                self.writers[b] = ipc.new_stream(str(self.workdir / f"{b:06d}.arrow"), self.schema)
-            self.writers[b].write_table(table.slice(lo, hi - lo))
-
-    def close(self) -> None:
-        for writer in self.writers.values():
-            writer.close()
-
-    def sorted_tables(self):
-        for b in sorted(self.writers):
-            with pa.OSFile(str(self.workdir / f"{b:06d}.arrow")) as f:
-                table = ipc.open_stream(f).read_all()
-            yield table.sort_by("position")
-            del table
-
-
-def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, buckets: _Buckets) -> None:
-    """Rebuild s_t / s'_t of every row of ``rows`` (ordered by trajectory, step) into ``buckets``."""
+def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, emit: Callable[[pa.Table], None]) -> None:
+    """Rebuild s_t / s'_t of every row of ``rows`` (ordered by trajectory id, step) and ``emit`` the
+    finished samples (``SAMPLE`` tables) in the order the trajectories are stored."""
     traj_ids = replay.column("trajectory_id").to_pylist()
     step_idx = replay.column("step_index").to_pylist()
     step_ids = replay.column("step_id").to_pylist()
@@ -215,20 +163,19 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, buckets: 
     row_step = rows.column("step_index").to_pylist()
     before_hash = rows.column("state_before_hash").to_pylist()
     after_hash = rows.column("state_after_hash").to_pylist()
-    positions = rows.column("position").to_pylist()
     row_span: dict[str, tuple[int, int]] = {}
     for i, tid in enumerate(row_traj):
         row_span[tid] = (row_span.get(tid, (i, i))[0], i + 1)
-    texts: dict[int, tuple[str, str]] = {}  # row -> (before, after), flushed per trajectory batch
+    texts: dict[int, tuple[str, str]] = {}  # row -> (before, after) in emission order, flushed every few MiB
 
     def flush() -> None:
         if not texts:
             return
-        order = sorted(texts, key=positions.__getitem__)  # position order, for contiguous bucket slices
+        order = list(texts)
         part = rows.take(pa.array(order, pa.int64()))
         part = part.append_column("state_before_json", pa.array([texts[i][0] for i in order], pa.string()))
         part = part.append_column("state_after_json", pa.array([texts[i][1] for i in order], pa.string()))
-        buckets.add(part)
+        emit(part.select(SAMPLE.names).cast(SAMPLE))
         texts.clear()
 
     files = layout.trajectory_files()
