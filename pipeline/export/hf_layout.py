@@ -127,11 +127,12 @@ def _write_records(samples: Path, chat_dir: Path, alpaca_dir: str | Path, split:
     estimate = _column_bytes(meta, ["state_before_json", "code", "arguments_json", "raw_observation", "delta"]) + fixed * meta.num_rows
     shards, per = _plan(meta.num_rows, estimate, max_bytes)
     chat, alpaca = (_ShardWriter(chat_dir, split, CHAT, shards, per), _ShardWriter(Path(alpaca_dir), split, ALPACA, shards, per))
-    with BackgroundWrites() as background:  # records of the next batch are built while these compress
+    # one thread per format compresses while the records of the next batch are built
+    with BackgroundWrites() as chat_writes, BackgroundWrites() as alpaca_writes:
         for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=RECORD_COLUMNS):
             chat_table, alpaca_table = record_tables(batch)
-            background.submit(chat.write, chat_table)
-            background.submit(alpaca.write, alpaca_table)
+            chat_writes.submit(chat.write, chat_table)
+            alpaca_writes.submit(alpaca.write, alpaca_table)
     return chat.close(), alpaca.close()
 
 

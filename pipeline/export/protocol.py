@@ -48,6 +48,7 @@ Arguments:
 
 Predict the feedback and the state changes as the JSON object described above."""
 
+_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # = json.dumps(..., ensure_ascii=False, sort_keys=True)
 _OP_TO_TYPE = {"add": "add", "replace": "modify", "remove": "delete"}
 
 
@@ -58,7 +59,7 @@ class ChangeError(ValueError):
 def user_prompt(state_json: str, tool: str, arguments_json: str, code: str | None) -> str:
     """The user message. ``state_json`` is inserted as it is: samples store states as canonical JSON
     (compact, sorted keys), so the prompt costs no re-serialisation of the state."""
-    arguments = json.dumps(json.loads(arguments_json), ensure_ascii=False, sort_keys=True)
+    arguments = _SORTED.encode(json.loads(arguments_json))
     return USER_TEMPLATE.format(state=state_json, tool=tool, arguments=arguments, code=(code or "# source unavailable").rstrip())
 
 
@@ -104,11 +105,7 @@ def delta_to_changes(delta: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def answer(sample: dict[str, Any]) -> str:
     """The target answer (assistant message) for a sample."""
-    return json.dumps(
-        {"feedback": feedback_of(sample), "config_changes": delta_to_changes(sample["delta"])},
-        ensure_ascii=False,
-        sort_keys=True,
-    )
+    return _SORTED.encode({"feedback": feedback_of(sample), "config_changes": delta_to_changes(sample["delta"])})
 
 
 def apply_changes(state: Any, changes: Any) -> Any:
