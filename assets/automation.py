@@ -8,11 +8,13 @@ from dagster import (
     RunRequest,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
+    SkipReason,
     asset_sensor,
     define_asset_job,
     schedule,
 )
 
+from assets.partitions import SHARDS
 from pipeline.select.versions import BENCHMARK, SplitStore
 from pipeline.store.layout import DataLayout
 
@@ -37,7 +39,13 @@ def weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
 
 
 @asset_sensor(asset_key=AssetKey("labeled_steps"), job=regenerate_splits,
-              description="When the labeled steps change, redraw the splits with the current seed (a new input gives a new version).")
-def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogEntry) -> RunRequest:
+              description="When the labeled steps change, redraw the splits with the current seed (a new input gives a new version); "
+              "partitioned (ENVSIM_SHARDS): once every partition has been materialized.")
+def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogEntry) -> RunRequest | SkipReason:
+    if SHARDS is not None:
+        done = context.instance.get_materialized_partitions(AssetKey("labeled_steps"))
+        missing = sorted(set(SHARDS.get_partition_keys()) - set(done))
+        if missing:
+            return SkipReason(f"labeled_steps partitions not materialized yet: {', '.join(missing)}")
     seed = SplitStore(DataLayout.at(None), BENCHMARK).current_seed() or 0
     return RunRequest(run_key=f"steps-{context.cursor}-{asset_event.timestamp}", run_config=_seed_config(seed), tags={"split_seed": str(seed)})

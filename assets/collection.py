@@ -4,6 +4,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
+from assets.partitions import SHARDS, shard_of
 from pipeline import profile
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.agent import AgentSettings
@@ -60,7 +61,7 @@ class CollectionConfig(Config):
         )
 
 
-@asset(group_name="collection", deps=["environment_catalog"], kinds={"python", "parquet"})
+@asset(group_name="collection", deps=["environment_catalog"], kinds={"python", "parquet"}, partitions_def=SHARDS)
 def trajectories(
     context: AssetExecutionContext,
     config: CollectionConfig,
@@ -76,11 +77,20 @@ def trajectories(
     actions. Unusable tasks — a line that is not JSON, an unknown tool, a call string with a syntax
     error, a config that makes the reset (or the constructor) raise — are listed with their reason
     in `trajectories/issues.parquet` and in this metadata; everything else is collected.
+
+    Partitioned when ENVSIM_SHARDS=N is set: partition `<source>-<i>` (bfcl / builtin / envscaler)
+    collects the environments of that source whose blake2b hash of the env id is i mod N into
+    `trajectories/part-<partition>.parquet` (issues: `issues-<partition>.parquet`); exploration gets
+    the shard's share of the call budget. A source with nothing configured gives an empty partition.
     """
     layout = store.layout()
+    shard = shard_of(context)
     with sandbox.open() as box:
-        result = collect_all(sources.config(), layout, box, config.settings(), log=context.log.info, agent=config.agent_run())
+        result = collect_all(sources.config(), layout, box, config.settings(), log=context.log.info, agent=config.agent_run(),
+                             shard=shard)
     report = result.report
+    if shard is not None:
+        layout = layout.for_partition(shard.key)
     for issue in report.issues:
         context.log.warning(f"task {issue.task_id} ({issue.stage}): {issue.reason}")
     by_cat = pd.DataFrame(sorted(report.by_category.items()), columns=["category", "trajectories"])
@@ -94,6 +104,9 @@ def trajectories(
         "rejected": MetadataValue.md(md_records(report.issue_rows(), ["task_id", "stage", "reason", "origin"])),
         "path": MetadataValue.path(str(layout.trajectories.resolve())),
     }
+    if result.shard is not None:
+        metadata["partition"] = result.shard.shard.key
+        metadata["partition_note"] = result.shard.note
     if config.agent_run() is None:
         metadata["agent"] = "skipped: no model endpoint configured (config agent.model / agent.base_url)"
     else:

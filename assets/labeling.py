@@ -1,6 +1,7 @@
 """Stage 2: executor labeling of every step, with its asset checks."""
 
 from dagster import (
+    AssetCheckExecutionContext,
     AssetCheckResult,
     AssetExecutionContext,
     Config,
@@ -11,11 +12,12 @@ from dagster import (
 )
 from pydantic import Field
 
+from assets.partitions import SHARDS, partition_of, scoped
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.labeler import label
+from pipeline.labeling.verify import verify_labeled
 from pipeline.report import md_histogram, md_records, md_table
 from pipeline.store import queries
-from pipeline.store.reconstruct import verify_steps
 from resources import DataStoreResource, SandboxResource
 
 
@@ -23,7 +25,7 @@ class LabelingConfig(Config):
     chunk_size: int = Field(default=100, description="Trajectories per resumable part file.")
 
 
-@asset(group_name="labeling", deps=["trajectories"], kinds={"python", "parquet", "duckdb"})
+@asset(group_name="labeling", deps=["trajectories"], kinds={"python", "parquet", "duckdb"}, partitions_def=SHARDS)
 def labeled_steps(
     context: AssetExecutionContext, config: LabelingConfig, store: DataStoreResource, sandbox: SandboxResource
 ) -> MaterializeResult:
@@ -33,8 +35,12 @@ def labeled_steps(
     Written as resumable Parquet parts under `steps/`: re-running reuses parts whose inputs did not
     change, so an interrupted run resumes. Calls that raise, hang or crash their process are
     labeled `error` steps (never an asset failure); trajectories that cannot be labeled are listed.
+
+    Partitioned when ENVSIM_SHARDS=N is set (the partitions of `trajectories`): a partition labels
+    its own trajectories into `steps/part-<partition>-<key>.parquet` and its metadata describes that
+    partition; re-labeling one partition leaves the other partitions' parts alone.
     """
-    layout = store.layout()
+    layout = scoped(store.layout(), context)
     with sandbox.open() as box:
         report = label(layout, box, chunk_size=config.chunk_size, log=context.log.info)
     for issue in report.issues:
@@ -63,16 +69,18 @@ def labeled_steps(
             "environments_covered": MetadataValue.md(md_table(envs, index=False) if envs is not None else "_none_"),
             "issues": MetadataValue.md(md_records(report.issues, ["task_id", "stage", "reason"])),
             "path": MetadataValue.path(str(layout.steps_dir.resolve())),
+            **({"partition": layout.partition} if layout.partition is not None else {}),
         }
     )
 
 
-@asset_check(asset=labeled_steps, blocking=True, description="Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the recorded s'_t hash.")
-def delta_roundtrip(store: DataStoreResource) -> AssetCheckResult:
-    report = verify_steps(store.layout())
+@asset_check(asset=labeled_steps, blocking=True, description="Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the recorded s'_t hash (in a partitioned run: the partition's steps).")
+def delta_roundtrip(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
+    report = verify_labeled(scoped(store.layout(), context))
     return AssetCheckResult(
         passed=report.ok,
         metadata={
+            **({"partition": partition_of(context)} if partition_of(context) else {}),
             "trajectories": report.trajectories,
             "steps_verified": report.steps,
             "problems": MetadataValue.md("\n".join(f"- {p}" for p in report.problems[:50]) or "_none_"),
@@ -85,17 +93,19 @@ class DeterminismConfig(Config):
     seed: int = Field(default=0, description="Seed of the sample.")
 
 
-@asset_check(asset=labeled_steps, description="A seeded sample of trajectories, re-executed from scratch in fresh processes, gives identical labels.")
+@asset_check(asset=labeled_steps, description="A seeded sample of trajectories, re-executed from scratch in fresh processes, gives identical labels (in a partitioned run: sampled from the partition).")
 def relabel_is_deterministic(
-    config: DeterminismConfig, store: DataStoreResource, sandbox: SandboxResource
+    context: AssetCheckExecutionContext, config: DeterminismConfig, store: DataStoreResource, sandbox: SandboxResource
 ) -> AssetCheckResult:
     with sandbox.open() as box:
-        report = check_determinism(store.layout(), box, config.sample_size, config.seed)
+        report = check_determinism(scoped(store.layout(), context), box, config.sample_size, config.seed)
     return AssetCheckResult(
         passed=report.ok,
         metadata={
+            **({"partition": partition_of(context)} if partition_of(context) else {}),
             "sampled_trajectories": len(report.sampled),
             "steps_compared": report.steps_compared,
             "mismatches": MetadataValue.md("\n".join(f"- {m}" for m in report.mismatches[:50]) or "_none_"),
         },
     )
+

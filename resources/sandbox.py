@@ -12,7 +12,10 @@ from pipeline.execution.sandbox import Sandbox
 class SandboxResource(ConfigurableResource):
     """Worker processes with a wall-clock limit per call, a memory cap and no network."""
 
-    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), description="Parallel worker processes.")
+    workers: int = Field(
+        default_factory=lambda: int(os.environ.get("ENVSIM_SANDBOX_WORKERS") or max(1, os.cpu_count() or 1)),
+        description="Parallel worker processes (default: $ENVSIM_SANDBOX_WORKERS, else the CPU count).",
+    )
     call_timeout_s: float = Field(default=10.0, description="Wall-clock limit of one tool call (and of a reset).")
     memory_mb: int = Field(default=2048, description="Address-space allowance per trajectory process, MiB.")
     max_observation_chars: int = Field(default=65_536, description="Longer observations are truncated and flagged.")

@@ -24,8 +24,9 @@ def free_port() -> int:
 
 
 class DagsterServer:
-    def __init__(self, home: Path, data_root: Path, log: Path) -> None:
+    def __init__(self, home: Path, data_root: Path, log: Path, env: dict[str, str] | None = None) -> None:
         self.home, self.data_root, self.log = home, data_root, log
+        self.extra_env = dict(env or {})  # e.g. ENVSIM_SHARDS for a partitioned code location
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -35,7 +36,7 @@ class DagsterServer:
         (self.home / "dagster.yaml").write_text(
             "telemetry:\n  enabled: false\nnux:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n")
         env = {**os.environ, "DAGSTER_HOME": str(self.home), "DAGSTER_DISABLE_TELEMETRY": "1",
-               "ENVSIM_PROFILE": "small", "ENVSIM_DATA_ROOT": str(self.data_root)}
+               "ENVSIM_PROFILE": "small", "ENVSIM_DATA_ROOT": str(self.data_root), **self.extra_env}
         bin_dir = Path(sys.executable).parent
 
         def reset_signals() -> None:  # Dagster maps SIGTERM to SIGINT; both must be default to stop it
@@ -110,16 +111,62 @@ class DagsterServer:
         return None
 
     def launch_all(self) -> str:
+        return self.launch("__ASSET_JOB")
+
+    def launch(self, job: str, assets: list[str] | None = None, run_config: dict | None = None,
+               tags: dict[str, str] | None = None) -> str:
+        """Launch a run of ``job`` (only ``assets`` of it, when given; ``tags`` e.g. ``dagster/partition``); returns the run id."""
+        selector = {"repositoryLocationName": self.location(), "repositoryName": "__repository__", "jobName": job}
+        if assets is not None:
+            selector["assetSelection"] = [{"path": [a]} for a in assets]
         data = self.graphql(
             """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
-                 ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
-            {"p": {"selector": {"repositoryLocationName": self.location(), "repositoryName": "__repository__",
-                                "jobName": "__ASSET_JOB"}, "runConfigData": {}}},
+                 ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+                 ... on InvalidStepError { invalidStepKey } ... on RunConfigValidationInvalid { errors { message } } } }""",
+            {"p": {"selector": selector, "runConfigData": run_config or {},
+                   "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]}}},
         )
         result = data["launchRun"]
         if result["__typename"] != "LaunchRunSuccess":
             raise RuntimeError(f"launch failed: {result}")
         return result["run"]["runId"]
+
+    def launch_backfill(self, assets: list[str], run_config: dict | None = None) -> str:
+        """An asset backfill of every partition of ``assets`` (run by the daemon); returns its id."""
+        data = self.graphql(
+            """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { __typename
+                 ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message }
+                 ... on PartitionSetNotFoundError { message } ... on InvalidSubsetError { message } } }""",
+            {"p": {"assetSelection": [{"path": [a]} for a in assets], "allPartitions": True,
+                   **({"runConfigData": run_config} if run_config else {})}},
+        )
+        result = data["launchPartitionBackfill"]
+        if result["__typename"] != "LaunchBackfillSuccess":
+            raise RuntimeError(f"backfill launch failed: {result}")
+        return result["backfillId"]
+
+    def wait_backfill(self, backfill_id: str, timeout: float = 600) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            data = self.graphql("query($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename "
+                                "... on PartitionBackfill { status } ... on PythonError { message } } }", {"id": backfill_id})
+            status = data["partitionBackfillOrError"].get("status")
+            if status in ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"):
+                return status
+            time.sleep(2)
+        raise TimeoutError(f"backfill {backfill_id} did not finish in {timeout}s")
+
+    def backfill_runs(self, backfill_id: str) -> list[dict[str, Any]]:
+        """Runs of a backfill: id, status, partition, start and end time."""
+        data = self.graphql(
+            """query($id: String!) { runsOrError(filter: {tags: [{key: "dagster/backfill", value: $id}]}) {
+                 ... on Runs { results { runId status startTime endTime tags { key value } assetSelection { path } } } } }""",
+            {"id": backfill_id},
+        )
+        return [{"run_id": r["runId"], "status": r["status"], "start": r["startTime"], "end": r["endTime"],
+                 "partition": next((t["value"] for t in r["tags"] if t["key"] == "dagster/partition"), None),
+                 "assets": sorted("/".join(a["path"]) for a in r["assetSelection"] or [])}
+                for r in data["runsOrError"]["results"]]
 
     def wait_run(self, run_id: str, timeout: float = 600) -> str:
         deadline = time.monotonic() + timeout
