@@ -156,14 +156,17 @@ def generate(out: Path, steps: int, envs: int = 200, state_kb: tuple[int, int] =
                 observation = json.dumps(raw)
                 delta: list[dict[str, Any]] = []
             elif failure:
-                raw = repr({"success": False, "error": f"record is {rng.choice(STATUSES)}"})
+                table = rng.choice([t for t in TABLES if t in state])
+                rid = rng.choice(list(state[table]) or ["none"])
+                raw = repr({"success": False, "error": f"{table[:-1]} {rid} is {rng.choice(STATUSES)}"})
                 observation = None
                 delta = []
             else:
                 delta, next_id = _make_delta(rng, state, k, next_id)
                 table = rng.choice([t for t in TABLES if t in state])
                 sample = next(iter(state[table].values()), {})
-                raw = repr({"success": True, "data": sample} if not delta else {"success": True, "message": f"{len(delta)} change(s) applied"})
+                raw = repr({"success": True, "data": sample} if not delta else
+                           {"success": True, "message": f"{len(delta)} change(s) applied to {'/'.join(delta[0]['path'][:2])}"})
                 observation = None
             after_hash = text_hash(canonical_json(state)) if delta else before_hash
             rows.append({

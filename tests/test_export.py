@@ -219,3 +219,16 @@ def test_batched_records_equal_the_single_record_builders(splits):
     samples = table.to_pylist()
     assert chat.to_pylist() == [chat_record(s) for s in samples]
     assert alpaca.to_pylist() == [alpaca_record(s) for s in samples]
+
+
+def test_answer_text_is_the_sorted_json_of_feedback_and_changes(splits):
+    import pyarrow.parquet as pq
+
+    from pipeline.export.protocol import answer, feedback_of
+
+    _, bench, mix = splits
+    for path in (bench.path, mix.path):
+        for sample in pq.read_table(path, columns=["raw_observation", "delta"]).to_pylist():
+            expected = json.dumps({"feedback": feedback_of(sample), "config_changes": delta_to_changes(sample["delta"])},
+                                  ensure_ascii=False, sort_keys=True)
+            assert answer(sample) == expected

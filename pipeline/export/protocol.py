@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 from typing import Any, Iterable
 
@@ -103,9 +104,16 @@ def delta_to_changes(delta: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return changes
 
 
+@functools.lru_cache(maxsize=65536)
+def _feedback_text(raw_observation: str) -> str:
+    """Observations repeat a lot (the same error or confirmation); parse each distinct one once."""
+    return _SORTED.encode(feedback_of({"raw_observation": raw_observation}))
+
+
 def answer(sample: dict[str, Any]) -> str:
     """The target answer (assistant message) for a sample."""
-    return _SORTED.encode({"feedback": feedback_of(sample), "config_changes": delta_to_changes(sample["delta"])})
+    # = _SORTED.encode({"feedback": ..., "config_changes": ...}) with the feedback's text cached per observation
+    return f'{{"config_changes": {_SORTED.encode(delta_to_changes(sample["delta"]))}, "feedback": {_feedback_text(sample["raw_observation"])}}}'
 
 
 def apply_changes(state: Any, changes: Any) -> Any:
