@@ -76,7 +76,7 @@ def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
     """Check every step: Δ applied to the reconstructed s_t reproduces the recorded s'_t hash."""
     report = VerifyReport()
     columns = ["trajectory_id", "step_index", "delta", "delta_size", "state_before_hash", "state_after_hash"]
-    for part in sorted(layout.steps_dir.glob("part-*.parquet")):
+    for part in layout.step_parts():  # a partition-scoped layout: that partition's parts only
         by_traj: dict[str, list[dict[str, Any]]] = {}
         for row in pq.read_table(part, columns=columns).to_pylist():
             by_traj.setdefault(row["trajectory_id"], []).append(row)
