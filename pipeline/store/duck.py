@@ -1,6 +1,6 @@
 """DuckDB connections for scans over the Parquet tables, with a bounded memory budget.
 
-``ENVSIM_DUCKDB_MEMORY`` (default ``1GB``) caps DuckDB's buffer manager and ``ENVSIM_DUCKDB_THREADS``
+``ENVSIM_DUCKDB_MEMORY`` (default ``512MB``) caps DuckDB's buffer manager and ``ENVSIM_DUCKDB_THREADS``
 its threads (default: all cores); operators that exceed the cap spill to a temporary directory
 instead of growing without bound.
 """
@@ -12,7 +12,7 @@ import tempfile
 
 import duckdb
 
-DEFAULT_MEMORY = "1GB"
+DEFAULT_MEMORY = "512MB"
 
 
 def connect(memory_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
