@@ -9,7 +9,7 @@ them loaded) separately, the process's peak RSS (``wait4``; includes the interpr
 code of every imported library) and its peak private memory (RssAnon, sampled every 2 ms: the
 data the stage holds).
 
-    python benchmarks/bench_scale.py --steps 10000 [--naive] [--workdir /tmp/envsim-scale]
+    python benchmarks/bench_scale.py --steps 10000 [--naive] [--repeat 3] [--workdir /tmp/envsim-scale]
 """
 
 from __future__ import annotations
@@ -106,11 +106,19 @@ def ensure_corpus(steps: int, workdir: Path) -> Path:
     return corpus
 
 
-def bench_pipeline(corpus: Path) -> dict[str, Measure]:
+def bench_pipeline(corpus: Path, repeat: int) -> dict[str, Measure]:
+    """The chain ``repeat`` times from scratch; per stage the median seconds and the highest memory."""
+    runs: dict[str, list[Measure]] = {stage: [] for stage in PIPELINE_STAGES}
+    for _ in range(repeat):
+        for derived in ("strata", "splits", "export"):
+            shutil.rmtree(corpus / derived, ignore_errors=True)
+        for stage, (imports, call) in PIPELINE_STAGES.items():
+            runs[stage].append(run_child(
+                f"from pipeline.store.layout import DataLayout\n{imports}\nL = DataLayout.at({str(corpus)!r})", call))
     out = {}
-    for stage, (imports, call) in PIPELINE_STAGES.items():
-        out[stage] = run_child(
-            f"from pipeline.store.layout import DataLayout\n{imports}\nL = DataLayout.at({str(corpus)!r})", call)
+    for stage, measures in runs.items():
+        secs, startup, _, _ = sorted(measures)[len(measures) // 2]
+        out[stage] = (secs, startup, max(m[2] for m in measures), max(m[3] for m in measures))  # worst memory
     return out
 
 
@@ -150,11 +158,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--naive", action="store_true", help="also run the naive baseline (slow, memory-hungry)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/envsim-scale"))
+    parser.add_argument("--repeat", type=int, default=3, help="pipeline chain runs; each stage reports its median seconds and its highest memory")
     args = parser.parse_args()
     corpus = ensure_corpus(args.steps, args.workdir)
     print(f"corpus: {args.steps} steps, {sum(f.stat().st_size for f in corpus.rglob('*.parquet')) / 2**20:.0f} MiB of Parquet, "
           f"{os.cpu_count()} CPUs")
-    total, startup, peak, anon = table(f"pipeline, {args.steps} steps", bench_pipeline(corpus))
+    total, startup, peak, anon = table(f"pipeline, {args.steps} steps (per stage: median seconds, highest memory of {args.repeat} runs)",
+                                       bench_pipeline(corpus, args.repeat))
     if args.naive:
         ntotal, nstartup, npeak, nanon = table(f"naive reference-style baseline, {args.steps} steps",
                                                bench_naive(corpus, args.workdir))
