@@ -191,3 +191,23 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     sensor_ctx = build_sensor_context(instance=instance)
     requests = list(splits_on_new_steps(sensor_ctx) or [])
     assert len(requests) == 1 and requests[0].job_name in (None, "regenerate_splits")
+
+
+def test_candidate_window_widens_until_picking_equals_picking_from_everything():
+    """_pick_cell fetches only the best-ranked candidates per environment; when duplicates of one
+    (s_t, a_t) exhaust an environment's window, it widens it — the picks equal pick_diverse over all rows."""
+    from collections import Counter
+
+    from pipeline.select.greedy import pick_diverse
+    from pipeline.select.selection import _pick_cell
+
+    con = duckdb.connect()
+    rows = [(f"a{i:03d}", "envA", "dup" if i < 120 else f"ha{i}", f"r{i:03d}") for i in range(200)]
+    rows += [(f"b{i:03d}", "envB", f"hb{i}", f"s{i:03d}") for i in range(10)]
+    con.execute("CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, x INTEGER)")
+    con.executemany("INSERT INTO pool VALUES (?, ?, ?, ?, 1)", rows)
+    usage, taken = Counter(), set()
+    got = _pick_cell(con, "x = 1", 40, 2, usage, taken)
+    expected = pick_diverse([(e, r, s, h) for s, e, h, r in rows], 40, Counter(), set())
+    assert got == expected and len(got) == 40
+    assert sum(1 for _, env in got if env == "envA") == 30  # the window (2 * 20 + 16) had to widen past 120 duplicates
