@@ -12,12 +12,13 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.partitions import SHARDS, partition_of, scoped
+from assets.partitions import SHARDS, partition_metadata, scoped
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.labeler import label
-from pipeline.labeling.verify import verify_labeled
+from pipeline.quality.suites import step_table_suite
 from pipeline.report import md_histogram, md_records, md_table
 from pipeline.store import queries
+from pipeline.store.reconstruct import verify_steps
 from resources import DataStoreResource, SandboxResource
 
 
@@ -76,11 +77,11 @@ def labeled_steps(
 
 @asset_check(asset=labeled_steps, blocking=True, description="Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the recorded s'_t hash (in a partitioned run: the partition's steps).")
 def delta_roundtrip(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
-    report = verify_labeled(scoped(store.layout(), context))
+    report = verify_steps(scoped(store.layout(), context))
     return AssetCheckResult(
         passed=report.ok,
         metadata={
-            **({"partition": partition_of(context)} if partition_of(context) else {}),
+            **partition_metadata(context),
             "trajectories": report.trajectories,
             "steps_verified": report.steps,
             "problems": MetadataValue.md("\n".join(f"- {p}" for p in report.problems[:50]) or "_none_"),
@@ -102,10 +103,22 @@ def relabel_is_deterministic(
     return AssetCheckResult(
         passed=report.ok,
         metadata={
-            **({"partition": partition_of(context)} if partition_of(context) else {}),
+            **partition_metadata(context),
             "sampled_trajectories": len(report.sampled),
             "steps_compared": report.steps_compared,
             "mismatches": MetadataValue.md("\n".join(f"- {m}" for m in report.mismatches[:50]) or "_none_"),
         },
     )
 
+
+@asset_check(asset=labeled_steps, description="great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| equals the Δ list length (in a partitioned run: the partition's steps; an empty partition has nothing to check).")
+def step_table_expectations(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
+    layout = scoped(store.layout(), context)
+    if layout.partition is not None and not layout.step_parts():
+        return AssetCheckResult(passed=True, metadata={**partition_metadata(context), "rows": 0,
+                                                       "failures": MetadataValue.md("_empty partition: no steps to check_")})
+    suite = step_table_suite(layout)
+    return AssetCheckResult(passed=suite.success, metadata={
+        **partition_metadata(context), "rows": suite.rows, "expectations_evaluated": suite.evaluated,
+        "failures": MetadataValue.md(suite.markdown()),
+    })

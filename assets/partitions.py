@@ -6,18 +6,10 @@ static partitions ``<source>-<i>`` (bfcl / builtin / envscaler × i < N; see
 unpartitioned and reads all partitions.
 """
 
-from dagster import (
-    AssetCheckExecutionContext,
-    AssetCheckResult,
-    AssetExecutionContext,
-    MetadataValue,
-    StaticPartitionsDefinition,
-    asset_check,
-)
+from dagster import AssetCheckExecutionContext, AssetExecutionContext, StaticPartitionsDefinition
 
 from pipeline.collect.shards import Shard, partition_keys, shard_count
 from pipeline.store.layout import DataLayout
-from resources import DataStoreResource
 
 SHARDS_COUNT = shard_count()
 SHARDS = StaticPartitionsDefinition(partition_keys(SHARDS_COUNT)) if SHARDS_COUNT else None
@@ -38,21 +30,7 @@ def scoped(layout: DataLayout, context: AssetExecutionContext | AssetCheckExecut
     return layout.for_partition(partition_of(context))
 
 
-@asset_check(asset="labeled_steps", name="step_table_expectations",
-             description="great-expectations on the partition's steps: schema and nulls, outcomes in the closed set, "
-             "unique step ids, |Δ| equals the Δ list length (an empty partition has nothing to check).")
-def partition_step_table_expectations(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
-    """With ENVSIM_SHARDS set, pipeline/definitions.py puts this in place of assets/selection.py's
-    step_table_expectations: that one reads the whole step table, which in one partition's run other
-    partitions' runs may be rewriting, and which is empty until a first partition is labeled."""
-    from pipeline.quality.suites import step_table_suite
-
-    layout = scoped(store.layout(), context)
-    if not layout.step_parts():
-        return AssetCheckResult(passed=True, metadata={"partition": str(layout.partition), "rows": 0,
-                                                       "failures": MetadataValue.md("_empty partition: no steps to check_")})
-    suite = step_table_suite(layout)
-    return AssetCheckResult(passed=suite.success, metadata={
-        "partition": str(layout.partition), "rows": suite.rows, "expectations_evaluated": suite.evaluated,
-        "failures": MetadataValue.md(suite.markdown()),
-    })
+def partition_metadata(context: AssetExecutionContext | AssetCheckExecutionContext) -> dict[str, str]:
+    """``{"partition": key}`` in a partitioned run, else nothing (for asset and check metadata)."""
+    key = partition_of(context)
+    return {"partition": key} if key is not None else {}

@@ -11,13 +11,12 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     asset,
-    asset_check,
 )
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from pipeline import profile
-from pipeline.quality.suites import composition_suite, overlap_suite, step_table_suite
+from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.report import md_table
 from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture
 from pipeline.select.stratify import cell_table, stratify
@@ -159,10 +158,3 @@ def sft_mixture(
     )
 
 
-@asset_check(asset="labeled_steps", description="great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| equals the Δ list length.")
-def step_table_expectations(store: DataStoreResource) -> AssetCheckResult:
-    suite = step_table_suite(store.layout())
-    return AssetCheckResult(passed=suite.success, metadata={
-        "rows": suite.rows, "expectations_evaluated": suite.evaluated,
-        "failures": MetadataValue.md(suite.markdown()),
-    })

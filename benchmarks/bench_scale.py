@@ -88,7 +88,7 @@ def run_child(imports: str, call: str, env: dict[str, str] | None = None) -> Mea
     proc.returncode = os.waitstatus_to_exitcode(status)
     out = proc.stdout.read() if proc.stdout else ""
     wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status):
+    if proc.returncode:
         raise SystemExit(f"stage failed ({call[:60]}…)")
     report = json.loads(next(line[2:] for line in out.splitlines() if line.startswith("@@")))
     return report["seconds"], max(report["startup"], wall - report["seconds"]), usage.ru_maxrss / 1024, anon / 1024

@@ -29,7 +29,7 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 
 from assets import automation, collection, environments, evaluation, export, jobs, labeling, selection
-from assets.partitions import SHARDS, partition_step_table_expectations
+from assets.partitions import SHARDS
 from pipeline.store.layout import DataLayout
 from resources import DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, JobLauncherResource, SandboxResource
 
@@ -110,14 +110,9 @@ else:
         "backfill it to run every partition, one run each.",
     )]
 
-_checks = load_asset_checks_from_modules(_modules)
-if SHARDS is not None:  # partitioned: a partition-aware step_table_expectations replaces selection's (see its docstring)
-    _checks = [c for c in _checks if not set(c.check_keys) & set(partition_step_table_expectations.check_keys)]
-    _checks.append(partition_step_table_expectations)
-
 defs = Definitions(
     assets=load_assets_from_modules(_modules),
-    asset_checks=_checks,
+    asset_checks=load_asset_checks_from_modules(_modules),
     executor=executor_from_env(),
     jobs=[envsim_main, *_scale_out, automation.regenerate_splits] + (
         [define_asset_job("gpu_jobs", selection=AssetSelection.groups("jobs"),

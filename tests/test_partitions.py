@@ -22,7 +22,7 @@ from pipeline.envs.bfcl_tasks import TaskIssue, default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.labeler import label
-from pipeline.labeling.verify import verify_labeled
+from pipeline.store.reconstruct import verify_steps
 from pipeline.select.stratify import strata_path
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout, step_part_partition
@@ -171,7 +171,7 @@ def test_an_unconfigured_source_is_an_empty_partition(tmp_path, sandbox):
     assert pq.read_table(layout.for_partition("envscaler-1").trajectories).num_rows == 0
     report = label(layout.for_partition("envscaler-1"), sandbox)
     assert (report.steps, report.parts_written) == (0, 0)
-    assert verify_labeled(layout.for_partition("envscaler-1")).ok
+    assert verify_steps(layout.for_partition("envscaler-1")).ok
     assert check_determinism(layout.for_partition("envscaler-1"), sandbox).ok
 
 
@@ -184,9 +184,9 @@ def test_partitions_label_into_their_own_parts_and_verify(sharded):
         assert labels[key].trajectories == results[key].report.trajectories
         assert sum(pq.read_metadata(p).num_rows for p in parts) == labels[key].steps
         assert (labels[key].steps > 0) == (results[key].report.trajectories > 0)
-        assert verify_labeled(scoped).ok
+        assert verify_steps(scoped).ok
     assert sorted(layout.step_parts()) == sorted(p for k in partition_keys(2) for p in layout.for_partition(k).step_parts())
-    assert verify_labeled(layout).ok  # the whole table: reconstruct.verify_steps over every partition
+    assert verify_steps(layout).ok  # the whole table: reconstruct.verify_steps over every partition
     # DuckDB views read every partition
     con = duckdb.connect()
     warehouse.sync(con, layout)
@@ -231,7 +231,7 @@ def test_recollecting_a_partition_replaces_only_its_parts(sharded, sources, sand
     assert report.parts_written >= 1 and report.stale_parts_removed >= 2
     assert {n for n in before if not n.startswith("part-builtin-1-")} == {n for n in after if not n.startswith("part-builtin-1-")}
     assert {n for n in before if n.startswith("part-builtin-1-")}.isdisjoint(after)
-    assert verify_labeled(layout.for_partition("builtin-1")).ok and verify_labeled(layout).ok
+    assert verify_steps(layout.for_partition("builtin-1")).ok and verify_steps(layout).ok
 
 
 def test_switching_partitioning_never_mixes_tables(tmp_path, sources, sandbox):
@@ -352,8 +352,7 @@ import json
 from dagster import materialize
 from assets.collection import trajectories
 from assets.environments import environment_catalog
-from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic
-from assets.partitions import partition_step_table_expectations
+from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic, step_table_expectations
 from resources import BfclTaskFileConfig, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from tests.bad_tasks import bad_task_file
 from pathlib import Path
@@ -365,7 +364,7 @@ resources = {{"store": DataStoreResource(data_root={str(tmp_path / "data")!r}),
 assert materialize([environment_catalog], resources=resources).success
 out = {{}}
 for key in ("bfcl-0", "bfcl-1", "envscaler-1"):
-    result = materialize([trajectories, labeled_steps, delta_roundtrip, relabel_is_deterministic, partition_step_table_expectations],
+    result = materialize([trajectories, labeled_steps, delta_roundtrip, relabel_is_deterministic, step_table_expectations],
                          resources=resources, partition_key=key, run_config={{"ops": {{"trajectories": {{"config": {{"enabled": False}}}}}}}})
     assert result.success
     meta = {{e.asset_key.to_user_string(): {{k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}}

@@ -120,13 +120,13 @@ def _write_data(samples: Path, directory: Path, split: str, max_bytes: int) -> l
     return writer.close()
 
 
-def _write_records(samples: Path, chat_dir: Path, alpaca_dir: str | Path, split: str, max_bytes: int) -> tuple[list[str], list[str]]:
+def _write_records(samples: Path, chat_dir: Path, alpaca_dir: Path, split: str, max_bytes: int) -> tuple[list[str], list[str]]:
     """Chat and Alpaca SFT records, streamed from the samples batch by batch."""
     meta = pq.ParquetFile(samples).metadata
     fixed = len(SYSTEM_PROMPT) + len(USER_TEMPLATE) + 256
     estimate = _column_bytes(meta, ["state_before_json", "code", "arguments_json", "raw_observation", "delta"]) + fixed * meta.num_rows
     shards, per = _plan(meta.num_rows, estimate, max_bytes)
-    chat, alpaca = (_ShardWriter(chat_dir, split, CHAT, shards, per), _ShardWriter(Path(alpaca_dir), split, ALPACA, shards, per))
+    chat, alpaca = (_ShardWriter(chat_dir, split, CHAT, shards, per), _ShardWriter(alpaca_dir, split, ALPACA, shards, per))
     # one thread per format compresses while the records of the next batch are built
     with BackgroundWrites() as chat_writes, BackgroundWrites() as alpaca_writes:
         for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=RECORD_COLUMNS):
@@ -199,10 +199,8 @@ def export_split(
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return ExportReport(directory, kind, version, split, pq.ParquetFile(directory / files[0]).metadata.num_rows
-                        if len([f for f in files if f.startswith("data/")]) == 1 else
-                        sum(pq.ParquetFile(directory / f).metadata.num_rows for f in files if f.startswith("data/")),
-                        sorted(files), card)
+    rows = pq.ParquetFile(samples).metadata.num_rows
+    return ExportReport(directory, kind, version, split, rows, sorted(files), card)
 
 
 def features_yaml(schema: pa.Schema) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.export.protocol import SYSTEM_PROMPT, answer, messages
+from pipeline.export.protocol import SYSTEM_PROMPT, answer, messages, user_prompt
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 CHAT = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("messages", pa.list_(MESSAGE))])
@@ -39,7 +39,7 @@ def record_tables(batch: pa.RecordBatch | pa.Table) -> tuple[pa.Table, pa.Table]
     """Chat and Alpaca tables for a batch of samples (``RECORD_COLUMNS``); each prompt and answer is
     built once and shared by both formats. Row for row equal to :func:`chat_record` / :func:`alpaca_record`."""
     samples = batch.select(RECORD_COLUMNS).to_pylist()
-    prompts = [messages(s)[1]["content"] for s in samples]
+    prompts = [user_prompt(s["state_before_json"], s["tool"], s["arguments_json"], s["code"]) for s in samples]
     answers = [answer(s) for s in samples]
     n = len(samples)
     contents = pa.array([text for p, a in zip(prompts, answers) for text in (SYSTEM_PROMPT, p, a)], pa.string())

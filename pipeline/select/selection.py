@@ -111,7 +111,7 @@ def _pick_cell(con: duckdb.DuckDBPyConnection, predicate: str, quota: int, envs:
 
 
 def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], picks: list[tuple[str, str]],
-            table: list[dict[str, Any]], on_shortfall: str, make_current: bool, con: duckdb.DuckDBPyConnection) -> SelectionResult:
+            table: list[dict[str, Any]], on_shortfall: str, make_current: bool) -> SelectionResult:
     shortfalls = [t for t in table if t["missing"] > 0]
     result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls)
     if shortfalls and on_shortfall == "fail":
@@ -119,7 +119,6 @@ def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], p
     store = SplitStore(layout, kind)
     out = store.samples(version)
     out.parent.mkdir(parents=True, exist_ok=True)
-    con.close()
     materialize_samples(layout, picks, strata_path(layout), out)
     (store.dir(version) / "sample_ids.txt").write_text("".join(f"{step_id}\n" for step_id, _ in picks))
     store.write_manifest(version, {"version": version, "kind": kind, "spec": spec, "strata": table,
@@ -143,9 +142,9 @@ def build_benchmark(
         raise ValueError("composition cell names must be unique")
     spec = {"seed": seed, "input": current_fingerprint(layout), "composition": [c.to_dict() for c in cells]}
     version = version_id(BENCHMARK, spec)
-    con = connect()
-    picks, table = _select(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
-    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current, con)
+    with connect() as con:
+        picks, table = _select(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
+    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current)
 
 
 def build_mixture(
@@ -173,7 +172,7 @@ def build_mixture(
     version = version_id(MIXTURE, spec)
     exclude = (f"AND {decontaminate} NOT IN (SELECT {decontaminate} FROM read_parquet('{bench_samples}')) "
                f"AND sample_hash NOT IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")
-    con = connect()
     strata = [(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()]
-    picks, table = _select(con, layout, strata, seed, exclude)
-    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, con)
+    with connect() as con:
+        picks, table = _select(con, layout, strata, seed, exclude)
+    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -52,9 +54,6 @@ class BackgroundWrites:
     """
 
     def __init__(self, depth: int = 2) -> None:
-        import queue
-        import threading
-
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="envsim-writer", daemon=True)
