@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.envs.protocol import EnvSpec
+from pipeline.execution.freeze import derive_clock_start, parse_clock_start
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,8 @@ class Action:
     arguments: dict[str, Any]
     turn: int = 0
     call: str = ""  # original call text, when the action came from a string
+    mutated_arg: str | None = None  # exploration: the argument deliberately mutated (a wrong id, a bad value)
+    observed_after_hash: str | None = None  # exploration: s'_t hash seen when the policy ran the call
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,14 @@ class Trajectory:
     category: str = ""
     strategy: str = "ground_truth"
     meta: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0  # run seed: with the trajectory id it seeds random, uuid, secrets, os.urandom in the sandbox
+    clock_start: str = ""  # ISO 8601 start of the frozen clock; empty: derived from (seed, trajectory id)
+
+    def __post_init__(self) -> None:
+        if not self.clock_start:
+            object.__setattr__(self, "clock_start", derive_clock_start(self.trajectory_id, self.seed))
+        else:
+            parse_clock_start(self.clock_start)  # fail early, naming the value
 
     @property
     def source(self) -> str:
@@ -39,8 +50,9 @@ class Trajectory:
     def fingerprint(self) -> str:
         """Content hash of everything that determines the labels of this trajectory."""
         # no sort_keys: dict order of an init config can change what the env code builds
+        actions = [{k: v for k, v in asdict(a).items() if k != "observed_after_hash"} for a in self.actions]
         payload = json.dumps(
-            {"env": asdict(self.env), "actions": [asdict(a) for a in self.actions]},
+            {"env": asdict(self.env), "actions": actions, "seed": self.seed, "clock_start": self.clock_start},
             default=repr,
             separators=(",", ":"),
         )

@@ -25,6 +25,8 @@ ACTION = pa.struct(
         pa.field("tool", pa.string()),
         pa.field("arguments_json", pa.string()),
         pa.field("call", pa.string()),
+        pa.field("mutated_arg", pa.string()),  # exploration: the argument deliberately mutated
+        pa.field("observed_after_hash", pa.string()),  # exploration: s'_t hash when the policy ran it
     ]
 )
 
@@ -44,6 +46,8 @@ TRAJECTORIES = pa.schema(
         pa.field("num_actions", pa.int32(), nullable=False),
         pa.field("actions", pa.list_(ACTION)),
         pa.field("messages_json", pa.string()),  # agent trajectories: the full OpenAI message history
+        pa.field("seed", pa.int64()),  # run seed of the sandbox's seeded randomness
+        pa.field("clock_start", pa.string()),  # start of the trajectory's frozen clock (ISO 8601, UTC)
     ]
 )
 
@@ -72,6 +76,7 @@ STEPS = pa.schema(
         pa.field("code_ref", pa.string()),
         pa.field("call_seconds", pa.float64()),
         pa.field("env_output", pa.string()),  # captured stdout/stderr of the call (capped)
+        pa.field("mutated_arg", pa.string()),  # exploration: the argument deliberately mutated, else null
     ]
 )
 

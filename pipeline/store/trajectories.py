@@ -33,10 +33,14 @@ def trajectory_row(traj: Trajectory, initial_state_json: str, initial_state_hash
                 "tool": a.name,
                 "arguments_json": canonical_json(canonicalize(a.arguments)),
                 "call": a.call,
+                "mutated_arg": a.mutated_arg,
+                "observed_after_hash": a.observed_after_hash,
             }
             for a in traj.actions
         ],
         "messages_json": json.dumps(traj.meta["messages"], default=str) if traj.meta.get("messages") else None,
+        "seed": traj.seed,
+        "clock_start": traj.clock_start,
     }
 
 
@@ -52,11 +56,14 @@ def row_to_trajectory(row: dict[str, Any]) -> Trajectory:
             options=json.loads(row["env_options_json"] or "{}"),
         ),
         actions=tuple(
-            Action(a["tool"], json.loads(a["arguments_json"]), a["turn"], a["call"] or "")
+            Action(a["tool"], json.loads(a["arguments_json"]), a["turn"], a["call"] or "",
+                   a.get("mutated_arg"), a.get("observed_after_hash"))
             for a in row["actions"] or []
         ),
         category=row["category"] or "",
         strategy=row["strategy"] or "",
+        seed=int(row.get("seed") or 0),
+        clock_start=row.get("clock_start") or "",
     )
 
 

@@ -1,0 +1,393 @@
+"""Frozen clock and seeded randomness for one trajectory (DESIGN §4.4).
+
+``install(trajectory_id, seed, clock_start)`` is called in the sandbox child before the environment
+is built. From then on, everything environment code can use to observe time or draw randomness is
+a deterministic function of (trajectory id, run seed, clock start, step):
+
+* **wall clock** — ``datetime.datetime.now/today/utcnow``, ``datetime.date.today``, ``time.time``,
+  ``time.time_ns`` and the argument-less forms of ``time.localtime/gmtime/strftime/ctime/asctime``
+  read a clock frozen at ``clock_start`` during the reset; before action *i* the runner calls
+  ``at_step(i)`` and the clock reads ``clock_start + (i + 1) × STEP_SECONDS`` for the whole call
+  (``step_time`` gives that value, so a prompt can state the current time of every sample). Local
+  time is UTC (the sandbox runs with ``TZ=UTC``); ``now()`` is naive UTC, ``now(tz)`` aware.
+* **monotonic clocks** — ``time.monotonic/perf_counter`` (and ``_ns``) advance by ``TICK_SECONDS``
+  on every read, so durations are positive and busy-wait loops end; the real ones stay available
+  as ``REAL.monotonic`` / ``REAL.perf_counter`` for the sandbox's own bookkeeping.
+* **randomness** — the global ``random`` generator, ``random.SystemRandom``, ``secrets``,
+  ``os.urandom``, ``uuid.uuid4`` and ``uuid.uuid1`` draw from a stream seeded by
+  ``blake2b(seed, trajectory id, phase)``; the phase is ``reset`` and then each step index, so a
+  step's draws do not depend on how much earlier steps consumed (a resumed child that skips a lost
+  call reproduces the later steps exactly).
+
+``datetime.datetime``/``datetime.date`` are replaced by subclasses (a metaclass keeps
+``isinstance`` true for instances of the real classes both ways; arithmetic and parsing work as
+before and return the subclass). Names bound before the fork by modules that were imported early
+— ``from datetime import datetime`` in bfcl's ``travel_booking`` — are rebound in the modules named
+by ``ENV_MODULE_PREFIXES`` (default: ``bfcl_eval``); infrastructure modules (``threading`` binds
+``time.monotonic`` at import) are left alone.
+
+``frozen(...)`` is the in-process form: a context manager that installs and restores everything.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import datetime as _dt
+import hashlib
+import os
+import random as _random
+import secrets as _secrets
+import sys
+import time as _time
+import types
+import uuid as _uuid
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+#: default clock start when a trajectory does not name one (UTC, ISO 8601)
+DEFAULT_CLOCK_START = "2025-01-06T09:00:00+00:00"
+#: the wall clock advances this much per step (action i runs at clock_start + (i + 1) × STEP_SECONDS)
+STEP_SECONDS = 60
+#: the monotonic clocks advance this much per read
+TICK_SECONDS = 0.001
+#: modules imported before the fork whose early-bound names (``from datetime import datetime``,
+#: ``from time import time``) are rebound
+ENV_MODULE_PREFIXES: tuple[str, ...] = ("bfcl_eval",)
+
+_REAL_DATETIME = _dt.datetime
+_REAL_DATE = _dt.date
+
+REAL = types.SimpleNamespace(
+    datetime=_dt.datetime, date=_dt.date,
+    time=_time.time, time_ns=_time.time_ns, monotonic=_time.monotonic, monotonic_ns=_time.monotonic_ns,
+    perf_counter=_time.perf_counter, perf_counter_ns=_time.perf_counter_ns,
+    localtime=_time.localtime, gmtime=_time.gmtime, strftime=_time.strftime, ctime=_time.ctime,
+    asctime=_time.asctime, urandom=os.urandom, uuid1=_uuid.uuid1, uuid4=_uuid.uuid4,
+    SystemRandom=_random.SystemRandom, secrets_sysrand=_secrets._sysrand,
+    secrets_choice=_secrets.choice, secrets_randbits=_secrets.randbits,
+)
+"""The real functions and classes, as they were when this module was imported."""
+
+
+def parse_clock_start(clock_start: str | None) -> float:
+    """Epoch seconds of an ISO 8601 clock start (naive means UTC)."""
+    text = (clock_start or DEFAULT_CLOCK_START).strip().replace("Z", "+00:00")
+    try:
+        moment = _REAL_DATETIME.fromisoformat(text)
+    except ValueError as exc:
+        raise ValueError(f"clock_start {clock_start!r} is not an ISO 8601 date-time") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.timezone.utc)
+    return moment.timestamp()
+
+
+def step_time(clock_start: str | None, step_index: int | None) -> str:
+    """The frozen wall-clock time (ISO 8601, UTC) during action ``step_index`` (None: the reset)."""
+    seconds = parse_clock_start(clock_start) + (0 if step_index is None else (step_index + 1) * STEP_SECONDS)
+    return _REAL_DATETIME.fromtimestamp(seconds, _dt.timezone.utc).isoformat()
+
+
+def derive_clock_start(trajectory_id: str, seed: int) -> str:
+    """A per-trajectory clock start: a whole minute in 2025, from (seed, trajectory id)."""
+    h = int.from_bytes(hashlib.blake2b(f"clock:{seed}:{trajectory_id}".encode(), digest_size=8).digest(), "big")
+    base = parse_clock_start("2025-01-01T00:00:00+00:00")
+    minute = h % (364 * 24 * 60)
+    return _REAL_DATETIME.fromtimestamp(base + minute * 60, _dt.timezone.utc).isoformat()
+
+
+class _Clock:
+    """The state behind every patched function."""
+
+    def __init__(self, trajectory_id: str, seed: int, clock_start: str | None) -> None:
+        self.trajectory_id = trajectory_id
+        self.seed = int(seed)
+        self.clock_start = clock_start or DEFAULT_CLOCK_START
+        self.start = parse_clock_start(self.clock_start)
+        self.now = self.start
+        self.mono = 1000.0
+        self.rng = _random.Random()
+        self.phase("reset")
+
+    def seed_for(self, phase: str) -> int:
+        digest = hashlib.blake2b(f"{self.seed}:{self.trajectory_id}:{phase}".encode(), digest_size=16).digest()
+        return int.from_bytes(digest, "big")
+
+    def phase(self, name: str) -> None:
+        seed = self.seed_for(name)
+        self.rng.seed(seed)
+        _random.seed(seed ^ 0x5EED)
+
+    def tick(self) -> float:
+        self.mono += TICK_SECONDS
+        return self.mono
+
+
+_CLOCK: list[_Clock] = []
+_SAVED: list[tuple[Any, str, Any]] = []  # (owner, attribute, original) to restore
+
+
+def _clock() -> _Clock:
+    return _CLOCK[-1]
+
+
+class _FrozenMeta(type):
+    """``isinstance``/``issubclass`` against the frozen class accept the real class's instances."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._real)  # type: ignore[attr-defined]
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, cls._real)  # type: ignore[attr-defined]
+
+
+class FrozenDate(_REAL_DATE, metaclass=_FrozenMeta):
+    """``datetime.date`` with a frozen ``today()``."""
+
+    _real = _REAL_DATE
+
+    def __repr__(self) -> str:
+        return repr(_REAL_DATE(self.year, self.month, self.day))
+
+
+    @classmethod
+    def today(cls) -> "FrozenDate":
+        t = _REAL_DATETIME.fromtimestamp(_clock().now, _dt.timezone.utc)
+        return cls(t.year, t.month, t.day)
+
+
+class FrozenDateTime(_REAL_DATETIME, metaclass=_FrozenMeta):
+    """``datetime.datetime`` with frozen ``now()``, ``today()`` and ``utcnow()``."""
+
+    _real = _REAL_DATETIME
+
+    @classmethod
+    def now(cls, tz: _dt.tzinfo | None = None) -> "FrozenDateTime":
+        if tz is None:
+            return cls.utcnow()
+        return cls.fromtimestamp(_clock().now, tz)
+
+    @classmethod
+    def today(cls) -> "FrozenDateTime":
+        return cls.utcnow()
+
+    @classmethod
+    def utcnow(cls) -> "FrozenDateTime":
+        aware = _REAL_DATETIME.fromtimestamp(_clock().now, _dt.timezone.utc)
+        return cls(aware.year, aware.month, aware.day, aware.hour, aware.minute, aware.second, aware.microsecond)
+
+    def date(self) -> FrozenDate:  # type: ignore[override]
+        return FrozenDate(self.year, self.month, self.day)
+
+    def _as_real(self) -> _dt.datetime:
+        return _REAL_DATETIME(self.year, self.month, self.day, self.hour, self.minute, self.second,
+                              self.microsecond, self.tzinfo, fold=self.fold)
+
+    def __repr__(self) -> str:
+        return repr(self._as_real())
+
+
+for _cls, _name in ((FrozenDate, "date"), (FrozenDateTime, "datetime")):
+    _cls.__name__ = _cls.__qualname__ = _name  # type(x).__name__ as env code expects
+
+
+# -- patched functions ----------------------------------------------------------------------------
+
+def _time_time() -> float:
+    return _clock().now
+
+
+def _time_time_ns() -> int:
+    return int(round(_clock().now * 1_000_000_000))
+
+
+def _monotonic() -> float:
+    return _clock().tick()
+
+
+def _monotonic_ns() -> int:
+    return int(round(_clock().tick() * 1_000_000_000))
+
+
+def _localtime(secs: float | None = None) -> _time.struct_time:
+    return REAL.gmtime(_clock().now if secs is None else secs)
+
+
+def _gmtime(secs: float | None = None) -> _time.struct_time:
+    return REAL.gmtime(_clock().now if secs is None else secs)
+
+
+def _strftime(fmt: str, t: Any = None) -> str:
+    return REAL.strftime(fmt, REAL.gmtime(_clock().now) if t is None else t)
+
+
+def _ctime(secs: float | None = None) -> str:
+    return REAL.asctime(REAL.gmtime(_clock().now if secs is None else secs))
+
+
+def _asctime(t: Any = None) -> str:
+    return REAL.asctime(REAL.gmtime(_clock().now) if t is None else t)
+
+
+def _urandom(n: int) -> bytes:
+    return _clock().rng.randbytes(int(n))
+
+
+def _uuid4() -> _uuid.UUID:
+    return _uuid.UUID(bytes=_clock().rng.randbytes(16), version=4)
+
+
+def _uuid1(node: int | None = None, clock_seq: int | None = None) -> _uuid.UUID:
+    c = _clock()
+    # 100-ns intervals since the Gregorian epoch; the draw keeps ids of one call distinct
+    timestamp = int(c.now * 10_000_000) + 0x01B21DD213814000 + c.rng.getrandbits(12)
+    if clock_seq is None:
+        clock_seq = c.rng.getrandbits(14)
+    if node is None:
+        node = c.rng.getrandbits(48) | 0x010000000000  # multicast bit: not a real MAC
+    fields = (timestamp & 0xFFFFFFFF, (timestamp >> 32) & 0xFFFF, (timestamp >> 48) & 0x0FFF,
+              (clock_seq >> 8) & 0x3F, clock_seq & 0xFF, node)
+    return _uuid.UUID(fields=fields, version=1)
+
+
+class SeededSystemRandom(_random.Random):
+    """``random.SystemRandom`` drawing from the trajectory's stream instead of the OS."""
+
+    def __init__(self, x: Any = None) -> None:
+        super().__init__(_clock().rng.getrandbits(128))
+
+    def seed(self, *args: Any, **kwargs: Any) -> None:
+        if args and args[0] is not None or kwargs:
+            return super().seed(*args, **kwargs)
+        return super().seed(_clock().rng.getrandbits(128))
+
+
+def _secrets_choice(seq: Any) -> Any:
+    return _clock().rng.choice(seq)
+
+
+def _secrets_randbits(k: int) -> int:
+    return _clock().rng.getrandbits(k)
+
+
+class _SecretsRandom:
+    """``secrets._sysrand`` stand-in (``randbelow`` uses its ``_randbelow``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_clock().rng, name)
+
+
+_TIME_PATCHES = {
+    "time": _time_time, "time_ns": _time_time_ns, "monotonic": _monotonic, "monotonic_ns": _monotonic_ns,
+    "perf_counter": _monotonic, "perf_counter_ns": _monotonic_ns, "localtime": _localtime, "gmtime": _gmtime,
+    "strftime": _strftime, "ctime": _ctime, "asctime": _asctime,
+}
+
+
+def _rebuild(kind: str, state: bytes, tz: Any = None) -> Any:
+    """Unpickle a date/datetime as the real class."""
+    cls = _REAL_DATETIME if kind == "datetime" else _REAL_DATE
+    return cls(state, tz) if tz is not None else cls(state)
+
+
+def _reduce(value: Any) -> Any:
+    """Pickle dates/datetimes by value through ``_rebuild`` (``datetime.datetime`` names the frozen class
+    while installed, so pickle's by-name lookup of the real class would fail)."""
+    kind = "datetime" if isinstance(value, _REAL_DATETIME) else "date"
+    state = value.__reduce__()[1]
+    return (_rebuild, (kind, *state))
+
+
+_PICKLED = (_REAL_DATETIME, _REAL_DATE, FrozenDateTime, FrozenDate)
+
+
+def _set(owner: Any, name: str, value: Any) -> None:
+    _SAVED.append((owner, name, getattr(owner, name)))
+    setattr(owner, name, value)
+
+
+def _rebind_early_names() -> None:
+    """Rebind names that env modules imported before the fork bound to the real objects."""
+    replacements: dict[int, Any] = {id(_REAL_DATETIME): FrozenDateTime, id(_REAL_DATE): FrozenDate,
+                                    id(REAL.urandom): _urandom, id(REAL.uuid1): _uuid1, id(REAL.uuid4): _uuid4}
+    for name, fn in _TIME_PATCHES.items():
+        replacements[id(getattr(REAL, name))] = fn
+    for modname, module in list(sys.modules.items()):
+        if module is None or not modname.startswith(ENV_MODULE_PREFIXES):
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for attr, value in list(namespace.items()):
+            new = replacements.get(id(value))
+            if new is not None:
+                _set(module, attr, new)
+
+
+def installed() -> bool:
+    """Whether a frozen clock is active in this process."""
+    return bool(_CLOCK)
+
+
+def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
+    """Freeze the clock and seed all randomness of this process for one trajectory.
+
+    Meant for a sandbox child (one trajectory per process); calling it again re-targets the
+    active clock to another trajectory without patching twice."""
+    clock = _Clock(trajectory_id, seed, clock_start)
+    if _CLOCK:
+        _CLOCK[-1] = clock
+        return
+    _CLOCK.append(clock)
+    for cls in _PICKLED:
+        copyreg.pickle(cls, _reduce)
+    _set(_dt, "datetime", FrozenDateTime)
+    _set(_dt, "date", FrozenDate)
+    for name, fn in _TIME_PATCHES.items():
+        _set(_time, name, fn)
+    _set(os, "urandom", _urandom)
+    _set(_uuid, "uuid4", _uuid4)
+    _set(_uuid, "uuid1", _uuid1)
+    _set(_random, "SystemRandom", SeededSystemRandom)
+    _set(_secrets, "_sysrand", _SecretsRandom())
+    _set(_secrets, "choice", _secrets_choice)
+    _set(_secrets, "randbits", _secrets_randbits)
+    _set(_secrets, "SystemRandom", SeededSystemRandom)
+    _rebind_early_names()
+
+
+def at_step(step_index: int) -> None:
+    """Move the frozen clock to action ``step_index`` and reseed its random streams (call before
+    executing — or silently replaying — that action)."""
+    c = _clock()
+    c.now = c.start + (step_index + 1) * STEP_SECONDS
+    c.phase(f"step:{step_index}")
+
+
+def uninstall() -> None:
+    """Restore every patched name (the in-process path; a sandbox child just exits)."""
+    while _SAVED:
+        owner, name, original = _SAVED.pop()
+        setattr(owner, name, original)
+    for cls in _PICKLED:
+        copyreg.dispatch_table.pop(cls, None)
+    _CLOCK.clear()
+
+
+def install_for(trajectory: Any) -> None:
+    """``install`` with a trajectory's own id, seed and clock start."""
+    install(trajectory.trajectory_id, getattr(trajectory, "seed", 0), getattr(trajectory, "clock_start", None))
+
+
+@contextmanager
+def frozen(trajectory_id: str, seed: int, clock_start: str | None) -> Iterator[None]:
+    """In-process form of ``install``: patched inside the block, restored after it (the global
+    ``random`` state included)."""
+    if _CLOCK:
+        raise RuntimeError("a frozen clock is already installed in this process")
+    random_state = _random.getstate()
+    install(trajectory_id, seed, clock_start)
+    try:
+        yield
+    finally:
+        uninstall()
+        _random.setstate(random_state)
