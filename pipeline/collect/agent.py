@@ -104,7 +104,9 @@ class Agent:
         await self.client.close()
 
     def _observe(self, task: AgentTask, actions: list[Action]) -> tuple[str, dict[str, Any] | None]:
-        traj = Trajectory(f"agent-probe/{task.task_id}", task.task_id, task.env, tuple(actions))
+        # the episode's own trajectory id: the frozen clock and seeded ids the agent observes are
+        # the ones labeling re-creates for the stored trajectory
+        traj = Trajectory(f"{task.env.env_id}/{task.task_id}/agent-{self.settings.model}", task.task_id, task.env, tuple(actions))
         [(_, result)] = list(self.sandbox.run([traj]))
         if result["init"] is None:
             return "", {"kind": "reset_error", "reason": result["init_error"]}

@@ -153,6 +153,7 @@ def explore(
                     category=ref.category,
                     strategy="explore",
                     meta={"explore": policy},
+                    seed=settings.seed,
                 )
             )
         dead: set[str] = set()
@@ -163,8 +164,10 @@ def explore(
                 continue
             for step in result["steps"]:
                 coverage.add(traj.env_id, step["tool"], step["outcome"], step["delta_size"], step["args_count"])
-            actions = tuple(
-                Action(s["tool"], json.loads(s["arguments_json"]), turn=s["step_index"]) for s in result["steps"]
+            actions = tuple(  # what the policy did, which argument it mutated, and the s'_t it saw
+                Action(s["tool"], json.loads(s["arguments_json"]), turn=s["step_index"],
+                       mutated_arg=s.get("mutated_arg"), observed_after_hash=s.get("state_after_hash"))
+                for s in result["steps"]
             )
             yield replace(traj, actions=actions, meta={}), result
         if dead:

@@ -3,12 +3,17 @@
 Each step it picks a tool (weighted — the parent steers the weights toward strata still short of
 their quota) and fills the arguments from the tool's JSON schema with values drawn from the live
 state: existing ids and names by field name, sizes of batch arguments from 1 to ``max_batch``.
-With probability ``mutate_rate`` one argument is mutated (an id that does not exist, a negative or
-huge number, an empty string) to provoke the environment's rule failures.
+Values follow the schema's type — unions (``["integer", "null"]``, ``anyOf``/``oneOf``), enums, constants,
+nested objects, arrays of typed items, numeric bounds — so a call never gets a wrong-typed argument by
+accident. With probability ``mutate_rate`` one argument is mutated, keeping its type (an id that does
+not exist, a negative or huge number, an empty string, an unknown list item) to provoke the
+environment's rule failures; the action records which (``Action.mutated_arg``, the ``mutated_arg``
+step column).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,59 +107,128 @@ class ExplorationPolicy:
         if not any(weights):
             weights = [1.0] * len(self.tools)
         tool = self.rng.choices(self.tools, weights=weights)[0]
-        return Action(tool["name"], self.arguments(tool, StateIndex(state)), turn=index)
+        args, mutated = self.arguments_and_mutation(tool, StateIndex(state))
+        return Action(tool["name"], args, turn=index, mutated_arg=mutated)
 
     def arguments(self, tool: dict[str, Any], index: StateIndex) -> dict[str, Any]:
+        return self.arguments_and_mutation(tool, index)[0]
+
+    def arguments_and_mutation(self, tool: dict[str, Any], index: StateIndex) -> tuple[dict[str, Any], str | None]:
+        """Arguments that follow the tool's schema, and the name of the one deliberately mutated
+        (None when none was): a mutation keeps the type and breaks the meaning."""
         params = tool.get("parameters") or {}
         props: dict[str, Any] = params.get("properties") or {}
         required = set(params.get("required") or [])
         args = {
-            name: self.value(name, schema or {}, index)
+            name: self.value(name, schema if isinstance(schema, dict) else {}, index, name in required)
             for name, schema in props.items()
             if name in required or self.rng.random() < self.settings.optional_rate
         }
+        mutated = None
         if args and self.rng.random() < self.settings.mutate_rate:
-            name = self.rng.choice(sorted(args))
-            args[name] = self.mutate(args[name])
-        return args
+            mutated = self.rng.choice(sorted(args))
+            args[mutated] = self.mutate(args[mutated], props.get(mutated) or {})
+        return args, mutated
 
-    def value(self, name: str, schema: dict[str, Any], index: StateIndex) -> Any:
+    def value(self, name: str, schema: dict[str, Any], index: StateIndex, required: bool = True) -> Any:
+        """A value of the schema's type: a variant of a union (``["integer", "null"]``, ``anyOf``,
+        ``oneOf``; null only for optional arguments, sometimes), an enum member, a constant, an
+        object with its properties, an array of typed items, a scalar from the live state."""
         rng = self.rng
-        if "enum" in schema and schema["enum"]:
+        if "const" in schema:
+            return schema["const"]
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
             return rng.choice(schema["enum"])
+        variant = self.variant(schema, required)
+        if variant is None:
+            return None
+        if variant is not schema:
+            return self.value(name, variant, index, required)
         kind = schema.get("type")
         known = index.candidates(name)
         if kind == "array":
-            item_schema = schema.get("items") or {}
-            pool = known or index.candidates(_singular(name)) or [k for ks in index.tables.values() for k in ks]
-            size = rng.randint(1, self.settings.max_batch)
-            if item_schema.get("type") == "object":
-                return [self.object_value(item_schema, index) for _ in range(size)]
-            if pool:
-                return rng.sample(pool, min(size, len(pool)))
-            return [self.value(_singular(name), item_schema, index) for _ in range(size)]
+            return self.array_value(name, schema, index, known)
         if kind == "object":
             return self.object_value(schema, index)
         if kind == "boolean":
             return rng.random() < 0.5
+        if kind == "null":
+            return None
         typed = [v for v in known if _fits(v, kind)]
         if typed:
             return rng.choice(typed)
         if kind == "integer":
-            return rng.randint(1, 5)
+            return self.number(schema, integer=True)
         if kind == "number":
-            return round(rng.uniform(1, 100), 2)
+            return self.number(schema, integer=False)
+        if kind == "string":
+            fmt = schema.get("format")
+            if fmt == "date":
+                return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+            if fmt == "date-time":
+                return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:00:00"
+        if kind is None and known:
+            return rng.choice(known)  # untyped: a value the state holds under that name
         ids = [k for keys in index.tables.values() for k in keys]
         pool = [v for vs in index.values.values() for v in vs if isinstance(v, str)]
         if ids and (not pool or rng.random() < 0.5):
             return rng.choice(ids)
         return rng.choice(pool) if pool else f"{name}-{rng.randint(1, 99)}"
 
+    def variant(self, schema: dict[str, Any], required: bool) -> dict[str, Any] | None:
+        """The schema itself, one concrete variant of a union, or None (null picked)."""
+        kind = schema.get("type")
+        options: list[dict[str, Any]] = []
+        if isinstance(kind, list):
+            options = [{**schema, "type": k} for k in kind if isinstance(k, str)]
+        for key in ("anyOf", "oneOf"):
+            if isinstance(schema.get(key), list):
+                base = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+                options += [{**base, **sub} for sub in schema[key] if isinstance(sub, dict)]
+        if not options:
+            return schema
+        concrete = [o for o in options if o.get("type") != "null"]
+        nullable = len(concrete) < len(options)
+        if not concrete or (nullable and not required and self.rng.random() < 0.15):
+            return None
+        return self.rng.choice(concrete)
+
+    def number(self, schema: dict[str, Any], integer: bool) -> int | float:
+        lo = schema.get("minimum", schema.get("exclusiveMinimum"))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum"))
+        lo = 1 if not isinstance(lo, (int, float)) else lo
+        hi = max(lo, lo + (4 if integer else 99)) if not isinstance(hi, (int, float)) else max(lo, hi)
+        if integer:
+            return self.rng.randint(int(math.ceil(lo)), int(math.floor(hi)) if math.floor(hi) >= math.ceil(lo) else int(math.ceil(lo)))
+        return round(self.rng.uniform(lo, hi), 2)
+
+    def array_value(self, name: str, schema: dict[str, Any], index: StateIndex, known: list[Any]) -> list[Any]:
+        rng = self.rng
+        item_schema = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        lo = schema.get("minItems", 1) if isinstance(schema.get("minItems"), int) else 1
+        hi = schema.get("maxItems", self.settings.max_batch) if isinstance(schema.get("maxItems"), int) else self.settings.max_batch
+        size = rng.randint(min(lo, hi), max(lo, min(hi, max(lo, self.settings.max_batch))))
+        item_kind = item_schema.get("type")
+        plain = isinstance(item_kind, str) and item_kind in ("string", "integer", "number") and "enum" not in item_schema
+        if plain or not item_schema:
+            pool = known or index.candidates(_singular(name)) or [k for ks in index.tables.values() for k in ks]
+            pool = [v for v in pool if _fits(v, item_kind)]
+            if pool:
+                return rng.sample(pool, min(size, len(pool)))
+        return [self.value(_singular(name), item_schema, index) for _ in range(size)]
+
     def object_value(self, schema: dict[str, Any], index: StateIndex) -> dict[str, Any]:
         props = schema.get("properties") or {}
-        return {k: self.value(k, v or {}, index) for k, v in props.items()}
+        required = set(schema.get("required") or props)
+        return {
+            k: self.value(k, v if isinstance(v, dict) else {}, index, k in required)
+            for k, v in props.items()
+            if k in required or self.rng.random() < self.settings.optional_rate
+        }
 
-    def mutate(self, value: Any) -> Any:
+    def mutate(self, value: Any, schema: dict[str, Any] | None = None) -> Any:
+        """A value of the same type that the environment should refuse: an id that does not exist,
+        a negative, zero or huge number, an empty string, an empty or padded list."""
         rng = self.rng
         if isinstance(value, bool):
             return not value
@@ -165,15 +239,28 @@ class ExplorationPolicy:
         if isinstance(value, str):
             return rng.choice(["", f"{value}-missing", "UNKNOWN-404"])
         if isinstance(value, list):
-            return [] if rng.random() < 0.5 else value + ["UNKNOWN-404"]
+            if not value or rng.random() < 0.5:
+                return []
+            return value + [self.mutate(value[0])]  # an extra item of the same type, meant not to exist
+        if isinstance(value, dict) and value:
+            key = rng.choice(sorted(value))
+            return {**value, key: self.mutate(value[key])}
         return value
 
 
-def _fits(value: Any, kind: str | None) -> bool:
+def _fits(value: Any, kind: Any) -> bool:
+    if isinstance(kind, list):
+        return any(_fits(value, k) for k in kind)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "string" or kind is None:
         return isinstance(value, str)
-    return True
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, dict)
+    return value is None if kind == "null" else True
