@@ -1,0 +1,1 @@
+"""Simulators in the loop (DESIGN §9): closed-loop simulated rollouts with an executor shadow (Simia)."""

@@ -1,0 +1,440 @@
+"""Closed-loop simulated rollouts with an executor shadow (Simia; DESIGN §9).
+
+An agent acts — the actions of a recorded trajectory, or an LLM agent through any OpenAI-compatible
+endpoint — and a *simulator* plays the environment: at step k it gets its own previous predicted state
+ŝ_k (ŝ_0 is the real initial state), the action and the tool's source (the prompt protocol of
+:mod:`pipeline.export.protocol`), and its predicted changes applied to ŝ_k give ŝ_{k+1}; the agent sees
+the simulator's feedback. The executor shadows every action on the real environment in the sandbox from
+the real state (:mod:`pipeline.rollouts.shadow`), which gives per step:
+
+* ``fm`` — the simulated feedback equals the real observation (Feedback Match);
+* ``cm`` — the step's update is right *from where the simulator is*: its changes applied to ŝ_k give what
+  the executor's Δ gives applied to ŝ_k (on a step that has not diverged, this is the benchmark's CM);
+* ``drift_before`` / ``drift`` — |diff(ŝ, s)| before and after the step, ``diverged_before`` — the
+  simulator's state had already diverged when the step began, ``state_match`` — ŝ_{k+1} = s_{k+1};
+
+and per rollout the first divergence step (the first step after which ŝ ≠ s) and the final drift.
+
+An answer that cannot be parsed, or whose changes do not apply to ŝ_k, leaves the simulator without a
+next state: the step is counted (``parse_failure`` / ``invalid_changes``) and the rollout stops there. A
+request that fails after the client's retries stops the rollout for this run (``request_error``); every
+completed request is in the run's :class:`~pipeline.rollouts.requests.RequestLog`, so a re-run replays the
+finished steps without asking again and continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pipeline.collect.agent import AGENT_SYSTEM_PROMPT, AgentSettings
+from pipeline.collect.trajectory import Action
+from pipeline.envs import registry
+from pipeline.envs.protocol import EnvSpec
+from pipeline.evaluate.metrics import feedback_match
+from pipeline.evaluate.parsing import parse_answer
+from pipeline.evaluate.simulators import Completion, EndpointError, Simulator
+from pipeline.execution.sandbox import Sandbox
+from pipeline.export.protocol import ChangeError, apply_changes, messages
+from pipeline.rollouts.requests import RequestLog, prompt_key
+from pipeline.rollouts.shadow import RealRun, shadow_all, shadow_prefix
+from pipeline.state.canonical import canonical_json
+from pipeline.state.delta import DeltaError, apply, diff
+from pipeline.store.reconstruct import decode_delta
+from pipeline.strata import delta_bucket
+
+RECORDED = "recorded"  # the agent that replays the actions of recorded trajectories
+
+#: how a rollout ended
+DONE, STEP_LIMIT, PARSE_FAILURE, INVALID_CHANGES, REQUEST_ERROR, SHADOW_ERROR, AGENT_ERROR = (
+    "done", "step_limit", "parse_failure", "invalid_changes", "request_error", "shadow_error", "agent_error")
+
+
+@dataclass(frozen=True)
+class RolloutTask:
+    """A task to roll out: the environment, and either recorded ``actions`` or the user ``turns`` an LLM
+    agent works through. ``key`` is unique within a task set (a trajectory id, a task id)."""
+
+    key: str
+    task_id: str
+    env: EnvSpec
+    actions: tuple[Action, ...] = ()
+    turns: tuple[str, ...] = ()
+
+
+@dataclass
+class RolloutReport:
+    run_id: str
+    rollouts: int = 0
+    steps: int = 0
+    asked: int = 0  # model requests sent in this run
+    reused: int = 0  # answers replayed from the request log
+    statuses: Counter[str] = field(default_factory=Counter)
+    parse_failures: int = 0
+    seconds: float = 0.0
+
+
+def run_id(simulator: str, agent: str) -> str:
+    return f"{simulator}@{agent}"
+
+
+def rollout_id(simulator: str, agent: str, key: str) -> str:
+    return f"{simulator}@{agent}/{key}"
+
+
+class ToolCode:
+    """``code(a_t)`` per (environment, tool), from the static environment (memoised)."""
+
+    def __init__(self) -> None:
+        self._code: dict[tuple[str, str, str], str | None] = {}
+        self._tools: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    @staticmethod
+    def _env_key(env: EnvSpec) -> tuple[str, str]:
+        return env.source, json.dumps(env.options, sort_keys=True)
+
+    def code(self, env: EnvSpec, tool: str) -> str | None:
+        key = (*self._env_key(env), tool)
+        if key not in self._code:
+            try:
+                static = registry.static(env)
+                self._code[key] = static.source_of(tool) if static.has_tool(tool) else None
+            except Exception:
+                self._code[key] = None
+        return self._code[key]
+
+    def tools(self, env: EnvSpec) -> list[dict[str, Any]]:
+        key = self._env_key(env)
+        if key not in self._tools:
+            try:
+                self._tools[key] = registry.static(env).tools
+            except Exception:
+                self._tools[key] = []
+        return self._tools[key]
+
+
+def _feedback_text(feedback: Any) -> str:
+    """The simulated feedback as the agent sees it (a tool message's content)."""
+    return feedback if isinstance(feedback, str) else json.dumps(feedback, ensure_ascii=False)
+
+
+def _size(a: Any, b: Any) -> int:
+    return len(diff(a, b))
+
+
+class _Rollout:
+    """One rollout's state: the conversation (for SFT export), the step rows and how it ended."""
+
+    def __init__(self, rid: str, task: RolloutTask) -> None:
+        self.rid = rid
+        self.task = task
+        self.rows: list[dict[str, Any]] = []
+        self.messages: list[dict[str, Any]] = []
+        self.status = DONE
+        self.reason: str | None = None
+        self.sim_state: Any = None
+
+    def stop(self, status: str, reason: str | None) -> None:
+        self.status, self.reason = status, reason
+
+
+class RolloutRunner:
+    """Runs rollouts of one simulator with one agent; see the module docstring."""
+
+    def __init__(
+        self,
+        simulator: Simulator,
+        sandbox: Sandbox,
+        log: RequestLog,
+        agent: AgentSettings | None = None,
+        max_steps: int = 12,
+        concurrency: int | None = None,
+        tool_code: ToolCode | None = None,
+        progress: Callable[[str], None] = lambda _m: None,
+    ) -> None:
+        self.simulator = simulator
+        self.sandbox = sandbox
+        self.log = log
+        self.agent = agent
+        self.agent_name = RECORDED if agent is None else f"agent-{agent.model}"
+        self.max_steps = max_steps
+        self.concurrency = max(1, concurrency or simulator.spec.concurrency)
+        self.code = tool_code or ToolCode()
+        self.progress = progress
+        self._client: Any = None
+        self._asks_model = simulator.spec.kind == "openai"
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.simulator.spec.name, self.agent_name)
+
+    # -- the simulator -------------------------------------------------------------------------------
+    async def _simulate(self, ro: _Rollout, index: int, sample: dict[str, Any]) -> dict[str, Any]:
+        """The simulator's answer for a step: from the request log, or asked now (and logged)."""
+        if not self._asks_model:  # oracle / no_change: no request, nothing to log
+            c = await self.simulator.complete(sample)
+            return {"text": c.text, "error": c.error, "latency_s": c.latency_s,
+                    "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
+        key = prompt_key("simulator", ro.rid, index, messages(sample))
+        logged = self.log.get(key)
+        if logged is not None:
+            return logged
+        self.log.asked += 1
+        c: Completion = await self.simulator.complete(sample)
+        record = {"text": c.text, "error": c.error, "latency_s": c.latency_s,
+                  "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
+        if c.error is not None:
+            if c.error.startswith("unreachable") and not self.log.entries:
+                raise EndpointError(f"{self.simulator.spec.name}: endpoint {self.simulator.spec.base_url} is unreachable ({c.error})")
+            return record  # not logged: asked again on a re-run
+        return self.log.put(key, {"role": "simulator", "rollout_id": ro.rid, "step_index": index, **record})
+
+    # -- one step ------------------------------------------------------------------------------------
+    async def _step(self, ro: _Rollout, index: int, action: Action, real: RealRun) -> str | None:
+        """Play one action: the simulator answers from ŝ_k, the executor's step scores it. Returns the
+        feedback the agent sees, or None when the rollout stops here."""
+        step = real.step(index)
+        if step is None:
+            ro.stop(SHADOW_ERROR, real.error or f"the executor lost step {index}: {'; '.join(real.issues)[:300]}")
+            return None
+        s_before, s_after = real.states[index], real.states[index + 1]
+        sim_before = ro.sim_state
+        env = ro.task.env
+        sample = {
+            "step_id": f"{ro.rid}#{index}", "state_before_json": canonical_json(sim_before), "tool": step["tool"],
+            "arguments_json": step["arguments_json"], "code": self.code.code(env, step["tool"]),
+            # the executor's labels (what the oracle answers with; a model never sees them)
+            "raw_observation": step["raw_observation"], "delta": step["delta"], "outcome": step["outcome"],
+            "delta_size": step["delta_size"], "args_count": step["args_count"], "env_id": env.env_id,
+        }
+        answer = await self._simulate(ro, index, sample)
+        if answer.get("error") is not None:
+            ro.stop(REQUEST_ERROR, f"step {index}: {answer['error']}")
+            return None
+        drift_before = _size(sim_before, s_before)
+        row = {
+            "rollout_id": ro.rid, "task_id": ro.task.task_id, "env_id": env.env_id, "source": env.source,
+            "step_index": index, "turn": action.turn, "tool": step["tool"], "arguments_json": step["arguments_json"],
+            "outcome": step["outcome"], "delta_size": int(step["delta_size"]), "delta_bucket": delta_bucket(int(step["delta_size"])),
+            "real_observation": step["raw_observation"], "drift_before": drift_before, "diverged_before": drift_before > 0,
+            "latency_s": float(answer.get("latency_s") or 0.0), "prompt_tokens": answer.get("prompt_tokens"),
+            "completion_tokens": answer.get("completion_tokens"), "answer": answer.get("text") or "",
+            "fm": False, "cm": False, "state_match": False, "drift": None, "predicted_changes": None,
+            "parse_ok": False, "parse_error": None, "change_error": None, "feedback_json": None,
+        }
+        ro.rows.append(row)
+        parsed = parse_answer(answer.get("text"))
+        if not parsed.ok:
+            row["parse_error"] = parsed.error
+            ro.stop(PARSE_FAILURE, f"step {index}: {parsed.error}")
+            return None
+        row["parse_ok"] = True
+        predicted = parsed.answer or {}
+        changes = predicted.get("config_changes", [])
+        row["predicted_changes"] = len(changes) if isinstance(changes, list) else None
+        row["feedback_json"] = json.dumps(predicted.get("feedback"), ensure_ascii=False, sort_keys=True)
+        row["fm"] = feedback_match(predicted.get("feedback"), step["raw_observation"])
+        try:
+            sim_after = apply_changes(sim_before, changes)
+        except ChangeError as exc:
+            row["change_error"] = str(exc)
+            ro.stop(INVALID_CHANGES, f"step {index}: {exc}")
+            return None
+        try:
+            target = apply(decode_delta(step["delta"]), sim_before)
+            row["cm"] = canonical_json(target) == canonical_json(sim_after)
+        except DeltaError:  # the executor's Δ does not even fit the simulator's (diverged) state
+            row["cm"] = False
+        row["drift"] = _size(sim_after, s_after)
+        row["state_match"] = row["drift"] == 0
+        ro.sim_state = sim_after
+        return _feedback_text(predicted.get("feedback"))
+
+    # -- agents --------------------------------------------------------------------------------------
+    def _user_turn(self, ro: _Rollout, turn: int) -> None:
+        text = ro.task.turns[turn] if turn < len(ro.task.turns) else None
+        if text is None and turn == 0:
+            text = f"Complete task {ro.task.task_id} in environment {ro.task.env.env_id} with the available tools."
+        if text is not None:
+            ro.messages.append({"role": "user", "content": text})
+
+    async def _recorded(self, ro: _Rollout, real: RealRun) -> None:
+        actions = ro.task.actions[: self.max_steps]
+        turn = -1
+        for index, action in enumerate(actions):
+            while turn < action.turn:
+                turn += 1
+                self._user_turn(ro, turn)
+            call_id = f"call_{index}"
+            ro.messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": action.name, "arguments": json.dumps(action.arguments, ensure_ascii=False)}}]})
+            feedback = await self._step(ro, index, action, real)
+            if feedback is None:
+                return
+            ro.messages.append({"role": "tool", "tool_call_id": call_id, "content": feedback})
+        if len(ro.task.actions) > self.max_steps:
+            ro.stop(STEP_LIMIT, f"cut at {self.max_steps} steps")
+
+    async def _agent_message(self, ro: _Rollout, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+        settings = self.agent
+        assert settings is not None
+        n = sum(1 for m in ro.messages if m["role"] == "assistant")
+        key = prompt_key("agent", ro.rid, n, ro.messages)
+        logged = self.log.get(key)
+        if logged is not None:
+            return logged["message"]
+        openai = __import__("openai")
+        if self._client is None:
+            self._client = openai.AsyncOpenAI(base_url=settings.base_url, api_key=os.environ.get(settings.api_key_env) or "not-set",
+                                              timeout=settings.timeout_s, max_retries=settings.max_retries)
+        self.log.asked += 1
+        try:
+            response = await self._client.chat.completions.create(
+                model=settings.model, messages=ro.messages, tools=tools or None, temperature=settings.temperature,
+                max_tokens=settings.max_tokens)
+        except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
+            raise EndpointError(f"agent endpoint refused the request: {type(exc).__name__}") from None
+        except openai.APIError as exc:
+            ro.stop(AGENT_ERROR, f"{type(exc).__name__}: {str(exc)[:200]}")
+            return None
+        message = response.choices[0].message
+        record: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            record["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                                    for c in message.tool_calls]
+        self.log.put(key, {"role": "agent", "rollout_id": ro.rid, "message": record})
+        return record
+
+    async def _llm_agent(self, ro: _Rollout) -> None:
+        tools = self.code.tools(ro.task.env)
+        actions: list[Action] = []
+        real = RealRun()
+        for turn in range(max(1, len(ro.task.turns))):
+            self._user_turn(ro, turn)
+            while True:
+                message = await self._agent_message(ro, tools)
+                if message is None:
+                    return
+                ro.messages.append(message)
+                calls = message.get("tool_calls") or []
+                if not calls:
+                    break
+                for call in calls:
+                    fn = call.get("function") or {}
+                    try:
+                        args = json.loads(fn.get("arguments") or "{}")
+                        if not isinstance(args, dict):
+                            raise ValueError("arguments are not a JSON object")
+                    except ValueError as exc:
+                        ro.messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": f"Error: invalid JSON arguments: {exc}"})
+                        continue
+                    if len(actions) >= self.max_steps:
+                        ro.stop(STEP_LIMIT, f"cut at {self.max_steps} steps")
+                        return
+                    action = Action(fn.get("name", ""), args, turn)
+                    actions.append(action)
+                    real = await asyncio.to_thread(shadow_prefix, self.sandbox, ro.rid, ro.task.task_id, ro.task.env, actions)
+                    if real.initial is None:
+                        ro.stop(SHADOW_ERROR, real.error)
+                        return
+                    if ro.sim_state is None:
+                        ro.sim_state = real.initial
+                    feedback = await self._step(ro, len(actions) - 1, action, real)
+                    if feedback is None:
+                        return
+                    ro.messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": feedback})
+
+    # -- a run ---------------------------------------------------------------------------------------
+    async def _one(self, task: RolloutTask, real: RealRun | None) -> _Rollout:
+        ro = _Rollout(rollout_id(self.simulator.spec.name, self.agent_name, task.key), task)
+        ro.messages.append({"role": "system", "content": AGENT_SYSTEM_PROMPT})
+        if self.agent is None:
+            assert real is not None
+            if real.initial is None:
+                ro.stop(SHADOW_ERROR, real.error)
+                return ro
+            ro.sim_state = real.initial  # the simulator starts from the real initial state
+            await self._recorded(ro, real)
+        else:
+            await self._llm_agent(ro)
+        return ro
+
+    async def run(self, tasks: Sequence[RolloutTask], shadows: dict[str, RealRun] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], RolloutReport]:
+        """Roll out every task; returns (step rows, rollout rows, report), rows ordered by rollout id and step."""
+        started = time.perf_counter()
+        if self.agent is None and shadows is None:
+            shadows = await asyncio.to_thread(
+                shadow_all, self.sandbox, [(t.key, t.task_id, t.env, t.actions[: self.max_steps]) for t in tasks])
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(task: RolloutTask) -> _Rollout:
+            async with gate:
+                ro = await self._one(task, (shadows or {}).get(task.key))
+            self.progress(f"{ro.rid}: {ro.status} after {len(ro.rows)} steps")
+            return ro
+
+        try:
+            done = await asyncio.gather(*(one(t) for t in tasks))
+        finally:
+            if self._client is not None:
+                await self._client.close()
+        spec = self.simulator.spec
+        report = RolloutReport(self.run_id)
+        steps, rollouts = [], []
+        for ro in sorted(done, key=lambda r: r.rid):
+            common = {"run_id": self.run_id, "simulator": spec.name, "model": spec.model or spec.kind, "agent": self.agent_name}
+            steps += [{**common, **row} for row in ro.rows]
+            rollouts.append({**common, **rollout_summary(ro)})
+            report.statuses[ro.status] += 1
+            report.parse_failures += sum(not r["parse_ok"] for r in ro.rows)
+        report.rollouts, report.steps = len(rollouts), len(steps)
+        report.asked, report.reused = self.log.asked, self.log.reused
+        report.seconds = time.perf_counter() - started
+        return steps, rollouts, report
+
+
+def rollout_summary(ro: _Rollout) -> dict[str, Any]:
+    """Per rollout: status, first divergence, final / max drift, FM / CM rates, verified prefix length."""
+    rows = ro.rows
+    scored = [r for r in rows if r["drift"] is not None]
+    first = next((r["step_index"] for r in scored if r["drift"] > 0), None)
+    verified = next((i for i, r in enumerate(rows) if not (r["parse_ok"] and r["fm"] and r["drift"] == 0)), len(rows))
+    return {
+        "rollout_id": ro.rid, "task_id": ro.task.task_id, "env_id": ro.task.env.env_id, "source": ro.task.env.source,
+        "status": ro.status, "stop_reason": ro.reason, "steps": len(rows),
+        "parse_failures": sum(not r["parse_ok"] for r in rows),
+        "first_divergence": first, "final_drift": scored[-1]["drift"] if scored else None,
+        "max_drift": max((r["drift"] for r in scored), default=None),
+        "fm_rate": sum(r["fm"] for r in rows) / len(rows) if rows else None,
+        "cm_rate": sum(r["cm"] for r in rows) / len(rows) if rows else None,
+        "verified_steps": verified,
+        "messages_json": json.dumps(ro.messages, ensure_ascii=False),
+    }
+
+
+async def simulate(
+    tasks: Sequence[RolloutTask],
+    simulator: Simulator,
+    sandbox: Sandbox,
+    log_path: Path,
+    agent: AgentSettings | None = None,
+    max_steps: int = 12,
+    shadows: dict[str, RealRun] | None = None,
+    tool_code: ToolCode | None = None,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], RolloutReport]:
+    """Roll out ``tasks`` with ``simulator`` (and ``agent``, default: the recorded actions), logging every
+    completed request to ``log_path`` (resumable); ``shadows`` are precomputed executor runs by task key
+    (recorded actions; computed here when absent)."""
+    try:
+        with RequestLog(log_path) as log:
+            runner = RolloutRunner(simulator, sandbox, log, agent, max_steps, tool_code=tool_code, progress=progress)
+            return await runner.run(tasks, shadows)
+    finally:
+        await simulator.aclose()

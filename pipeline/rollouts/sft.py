@@ -1,0 +1,176 @@
+"""Simia-style agent SFT data from simulated rollouts, in the Hugging Face layout.
+
+Each record is one rollout as an OpenAI conversation: system, user turn(s), assistant messages with
+``tool_calls`` and ``tool`` messages carrying the *simulator's* feedback, plus the environment's tool schemas
+(``tools``, JSON). Filters:
+
+* ``all`` — every rollout as simulated (Simia as published); a rollout that stopped keeps the steps
+  before the stop;
+* ``verified`` — only rollouts the executor confirms end to end: finished, every step parsed, every
+  feedback equal to the real observation and the simulated state equal to the real one after every step;
+* ``prefix`` — every rollout cut before its first unverified step (feedback mismatch or state drift); a
+  rollout with no verified step is dropped.
+
+The card states the filter and how many rollouts (and steps) were dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.export.hf_layout import features_yaml, size_category
+from pipeline.report import md_records
+from pipeline.rollouts.loop import DONE, STEP_LIMIT
+
+Filter = Literal["all", "verified", "prefix"]
+FILTERS = ("all", "verified", "prefix")
+MARKER = ".envsim-rollouts.json"
+
+CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
+                  ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
+MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(CALL)),
+                     ("tool_call_id", pa.string())])
+RECORDS = pa.schema([("rollout_id", pa.string()), ("simulator", pa.string()), ("agent", pa.string()),
+                     ("task_id", pa.string()), ("env_id", pa.string()), ("steps", pa.int32()),
+                     ("verified", pa.bool_()), ("tools", pa.string()), ("messages", pa.list_(MESSAGE))])
+
+
+@dataclass
+class SftReport:
+    directory: Path
+    filter: str
+    rollouts: int
+    kept: int
+    dropped: int
+    steps_kept: int
+    steps_dropped: int
+    card: str
+
+
+def cut_messages(messages: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
+    """The conversation up to (not including) the assistant message that issued tool call number
+    ``steps``; a trailing assistant message whose calls got no response is dropped too."""
+    out: list[dict[str, Any]] = []
+    seen = 0
+    for message in messages:
+        calls = message.get("tool_calls") or []
+        if message["role"] == "assistant" and calls:
+            if seen + len(calls) > steps:
+                break
+            seen += len(calls)
+        out.append(message)
+    answered = {m.get("tool_call_id") for m in out if m["role"] == "tool"}
+    while out and out[-1]["role"] == "assistant" and any(c["id"] not in answered for c in out[-1].get("tool_calls") or []):
+        out.pop()
+    return out
+
+
+def _record(row: dict[str, Any], messages: list[dict[str, Any]], steps: int, tools: str) -> dict[str, Any]:
+    norm = [{"role": m["role"], "content": m.get("content"), "tool_calls": m.get("tool_calls") or None,
+             "tool_call_id": m.get("tool_call_id")} for m in messages]
+    return {"rollout_id": row["rollout_id"], "simulator": row["simulator"], "agent": row["agent"], "task_id": row["task_id"],
+            "env_id": row["env_id"], "steps": steps, "verified": _verified(row), "tools": tools, "messages": norm}
+
+
+def _verified(row: dict[str, Any]) -> bool:
+    return row["status"] in (DONE, STEP_LIMIT) and row["steps"] > 0 and row["verified_steps"] == row["steps"]
+
+
+def select_records(rollouts: list[dict[str, Any]], how: str, tools_of: Any) -> tuple[list[dict[str, Any]], int]:
+    """Records of ``rollouts`` under filter ``how``; returns (records, steps dropped)."""
+    if how not in FILTERS:
+        raise ValueError(f"unknown rollout filter {how!r}; one of {FILTERS}")
+    records, dropped_steps = [], 0
+    for row in rollouts:
+        messages = json.loads(row["messages_json"])
+        if how == "all":  # a stopped step's unanswered call is cut by cut_messages
+            keep = row["steps"]
+        elif how == "verified":
+            keep = row["steps"] if _verified(row) else 0
+        else:
+            keep = row["verified_steps"]
+        cut = cut_messages(messages, keep)
+        kept_calls = sum(len(m.get("tool_calls") or []) for m in cut if m["role"] == "assistant")
+        dropped_steps += row["steps"] - min(kept_calls, row["steps"])
+        if kept_calls == 0:
+            continue
+        records.append(_record(row, cut, min(kept_calls, row["steps"]), tools_of(row)))
+    return records, dropped_steps
+
+
+def export_rollouts(
+    rollout_files: list[Path], directory: Path, how: str = "prefix", tools_of: Any = lambda row: "[]",
+    name: str = "envsim", license: str = "apache-2.0",
+) -> SftReport:
+    """Write the rollouts of ``rollout_files`` (``rollouts.parquet`` of runs) as agent SFT data in the
+    Hugging Face layout at ``directory`` (``data/train-00000-of-00001.parquet`` + ``README.md``)."""
+    rows = duckdb.sql(
+        f"SELECT * FROM read_parquet({[str(f) for f in rollout_files]!r}, union_by_name = true) ORDER BY rollout_id").to_arrow_table().to_pylist() \
+        if rollout_files else []
+    records, dropped_steps = select_records(rows, how, tools_of)
+    table = pa.Table.from_pylist(records, schema=RECORDS)
+    if directory.exists() and any(directory.iterdir()) and not (directory / MARKER).exists():
+        raise FileExistsError(f"{directory} is not empty and holds no rollout export; choose another directory")
+    staging = directory.with_name(f".{directory.name}.staging-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "data").mkdir(parents=True)
+    pq.write_table(table, staging / "data" / "train-00000-of-00001.parquet", compression="zstd")
+    report = SftReport(directory, how, len(rows), len(records), len(rows) - len(records),
+                       sum(r["steps"] for r in records), dropped_steps, "")
+    report.card = rollout_card(report, rows, records, name, license)
+    (staging / "README.md").write_text(report.card)
+    (staging / MARKER).write_text(json.dumps({"filter": how, "rollouts": len(records)}))
+    old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
+    if directory.exists():
+        os.replace(directory, old)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staging, directory)
+    shutil.rmtree(old, ignore_errors=True)
+    return report
+
+
+def rollout_card(report: SftReport, rows: list[dict[str, Any]], records: list[dict[str, Any]], name: str, license: str) -> str:
+    import yaml
+
+    front = {
+        "license": license, "pretty_name": f"{name} simulated rollouts ({report.filter})",
+        "task_categories": ["text-generation"], "tags": ["agents", "tool-use", "simulated-environment", "simia"],
+        "size_categories": [size_category(len(records))],
+        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*"}], "default": True}],
+        "dataset_info": {"features": features_yaml(RECORDS), "splits": [{"name": "train", "num_bytes": 0, "num_examples": len(records)}]},
+    }
+    runs: dict[tuple[str, str], dict[str, int]] = {}
+    kept = {r["rollout_id"] for r in records}
+    for row in rows:
+        c = runs.setdefault((row["simulator"], row["agent"]), {"rollouts": 0, "kept": 0, "verified": 0})
+        c["rollouts"] += 1
+        c["kept"] += row["rollout_id"] in kept
+        c["verified"] += _verified(row)
+    table = md_records([{"simulator": s, "agent": a, **c, "dropped": c["rollouts"] - c["kept"]} for (s, a), c in sorted(runs.items())],
+                       ["simulator", "agent", "rollouts", "kept", "dropped", "verified"], limit=len(runs) or 1)
+    rule = {"all": "every rollout as simulated (Simia as published); a rollout that stopped keeps the steps before the stop",
+            "verified": "only rollouts the executor verified end to end (every feedback and every simulated state equal to the real ones)",
+            "prefix": "every rollout cut before its first step whose feedback or state the executor contradicts"}[report.filter]
+    body = f"""
+# {name}: simulated agent rollouts (filter `{report.filter}`)
+
+Agent trajectories played against an LLM **simulator** of the environment (Simia-style): each record is an
+OpenAI conversation whose `tool` messages are the simulator's feedback; `tools` holds the tool schemas (JSON).
+The executor shadowed every action on the real environment, so every step is known to be right or wrong.
+
+**Filter `{report.filter}`**: {rule}.
+Kept **{report.kept}** of **{report.rollouts}** rollouts (**{report.dropped} dropped**); {report.steps_kept} steps kept,
+{report.steps_dropped} steps dropped.
+
+{table}
+"""
+    return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + body

@@ -1,0 +1,151 @@
+"""Rollout tasks from the trajectories table, rollout results in Parquet and DuckDB, and the drift plot.
+
+Files, per run (simulator × agent) under ``data/rollouts/<simulator>@<agent>/``: ``requests.jsonl`` (the
+resumable request log), ``steps.parquet`` (one row per simulated step) and ``rollouts.parquet`` (one row
+per rollout). DuckDB: views ``rollout_steps`` and ``rollouts`` over every run's files, and the breakdowns
+``rollout_by_simulator``, ``rollout_by_delta`` (|Δ| bucket of the real step), ``rollout_by_step`` (step
+index) and ``rollout_by_env``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.rollouts.loop import RolloutTask
+from pipeline.store.layout import DataLayout
+from pipeline.store.parquet_io import atomic_path
+from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
+
+STEPS = pa.schema([
+    ("run_id", pa.string()), ("simulator", pa.string()), ("model", pa.string()), ("agent", pa.string()),
+    ("rollout_id", pa.string()), ("task_id", pa.string()), ("env_id", pa.string()), ("source", pa.string()),
+    ("step_index", pa.int32()), ("turn", pa.int32()), ("tool", pa.string()), ("arguments_json", pa.string()),
+    ("outcome", pa.string()), ("delta_size", pa.int32()), ("delta_bucket", pa.string()),
+    ("real_observation", pa.string()), ("fm", pa.bool_()), ("cm", pa.bool_()), ("state_match", pa.bool_()),
+    ("drift_before", pa.int32()), ("drift", pa.int32()), ("diverged_before", pa.bool_()),
+    ("predicted_changes", pa.int32()), ("parse_ok", pa.bool_()), ("parse_error", pa.string()),
+    ("change_error", pa.string()), ("feedback_json", pa.string()), ("answer", pa.string()),
+    ("latency_s", pa.float64()), ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()),
+])
+ROLLOUTS = pa.schema([
+    ("run_id", pa.string()), ("simulator", pa.string()), ("model", pa.string()), ("agent", pa.string()),
+    ("rollout_id", pa.string()), ("task_id", pa.string()), ("env_id", pa.string()), ("source", pa.string()),
+    ("status", pa.string()), ("stop_reason", pa.string()), ("steps", pa.int32()), ("parse_failures", pa.int32()),
+    ("first_divergence", pa.int32()), ("final_drift", pa.int32()), ("max_drift", pa.int32()),
+    ("fm_rate", pa.float64()), ("cm_rate", pa.float64()), ("verified_steps", pa.int32()), ("messages_json", pa.string()),
+])
+
+
+def rollouts_root(layout: DataLayout) -> Path:
+    return layout.root / "rollouts"
+
+
+def run_dir(layout: DataLayout, run_id: str) -> Path:
+    safe = run_id.replace("/", "_")
+    return rollouts_root(layout) / safe
+
+
+def recorded_tasks(
+    layout: DataLayout,
+    limit: int | None = 40,
+    seed: int = 0,
+    sources: Sequence[str] = (),
+    min_steps: int = 2,
+) -> list[RolloutTask]:
+    """Recorded trajectories to roll out: those with at least ``min_steps`` actions (of ``sources``, if
+    given), in a seeded order (blake2b of seed and trajectory id), the first ``limit``."""
+    rows = []
+    for row in iter_trajectory_rows(layout):
+        if row["num_actions"] < min_steps or (sources and row["source"] not in sources):
+            continue
+        rank = hashlib.blake2b(f"{seed}:{row['trajectory_id']}".encode(), digest_size=8).hexdigest()
+        rows.append((rank, row))
+    rows.sort(key=lambda r: (r[0], r[1]["trajectory_id"]))
+    out = []
+    for _, row in rows[: limit or None]:
+        traj = row_to_trajectory(row)
+        out.append(RolloutTask(traj.trajectory_id, traj.task_id, traj.env, traj.actions))
+    return out
+
+
+def write_run(layout: DataLayout, run_id: str, steps: list[dict[str, Any]], rollouts: list[dict[str, Any]]) -> Path:
+    """Write a run's step and rollout tables (atomically; same input, same bytes)."""
+    directory = run_dir(layout, run_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, rows, schema in (("steps", steps, STEPS), ("rollouts", rollouts, ROLLOUTS)):
+        table = pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema)
+        with atomic_path(directory / f"{name}.parquet") as tmp:
+            pq.write_table(table, tmp, compression="zstd")
+    return directory
+
+
+_METRICS = """count(*) AS steps, count(DISTINCT rollout_id) AS rollouts,
+  round(100 * avg(fm::INT), 1) AS fm, round(100 * avg(cm::INT), 1) AS cm,
+  round(100 * avg(state_match::INT), 1) AS state_match, round(avg(drift), 3) AS mean_drift,
+  round(100 * avg(diverged_before::INT), 1) AS diverged_pct, count(*) FILTER (NOT parse_ok) AS parse_failures"""
+
+
+def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> bool:
+    """Create / refresh the rollout views over every run's files; False when there is no run yet."""
+    root = rollouts_root(layout).resolve()
+    if not list(root.glob("*/steps.parquet")):
+        return False
+    con.execute(f"CREATE OR REPLACE VIEW rollout_steps AS SELECT * FROM read_parquet('{root}/*/steps.parquet', union_by_name = true)")
+    con.execute(f"CREATE OR REPLACE VIEW rollouts AS SELECT * FROM read_parquet('{root}/*/rollouts.parquet', union_by_name = true)")
+    for name, key in (("rollout_by_simulator", "simulator, agent"), ("rollout_by_delta", "delta_bucket"),
+                      ("rollout_by_step", "step_index"), ("rollout_by_env", "env_id")):
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM rollout_steps GROUP BY ALL ORDER BY ALL")
+    return True
+
+
+def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> Any:
+    """Per run: rollouts, steps, FM / CM, mean drift, parse failures, divergence and how rollouts ended."""
+    return con.execute(
+        """WITH r AS (
+             SELECT run_id, count(*) FILTER (first_divergence IS NOT NULL) AS diverged_rollouts,
+                    round(avg(first_divergence), 2) AS mean_first_divergence, round(avg(final_drift), 2) AS mean_final_drift
+             FROM rollouts GROUP BY run_id),
+           st AS (
+             SELECT run_id, string_agg(status || ':' || n, ' ' ORDER BY status) AS statuses
+             FROM (SELECT run_id, status, count(*) AS n FROM rollouts GROUP BY ALL) GROUP BY run_id)
+           SELECT s.run_id, s.rollouts, s.steps, s.fm, s.cm, s.mean_drift, s.parse_failures,
+                  r.diverged_rollouts, r.mean_first_divergence, r.mean_final_drift, st.statuses
+           FROM rollout_by_simulator s JOIN r USING (run_id) JOIN st USING (run_id)
+           WHERE s.run_id IN (SELECT unnest(?)) ORDER BY s.run_id""",
+        [run_ids],
+    ).df()
+
+
+def drift_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
+    """Mean drift |diff(ŝ, s)| against step index, one line per run; writes ``path``, returns base64 PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = con.execute("SELECT run_id, step_index, mean_drift, steps FROM rollout_by_step WHERE run_id IN (SELECT unnest(?))",
+                     [run_ids]).df()
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
+    for rid, part in df.groupby("run_id"):
+        part = part.sort_values("step_index")
+        ax.plot(part["step_index"], part["mean_drift"], marker="o", label=str(rid))
+    ax.set_xlabel("step index")
+    ax.set_ylabel("mean state drift |diff(ŝ, s)|")
+    ax.set_title("Simulated rollouts: drift of the simulated state from the executor's")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buf.getvalue())
+    return base64.b64encode(buf.getvalue()).decode("ascii")
