@@ -215,9 +215,7 @@ class BfclEnvironment:
         return _observation_text(result.value)
 
     def outcome(self, name: str, result: CallResult) -> str:
-        if result.raised:
-            return ERROR
-        return FAILURE if reports_failure(name, result.value) else SUCCESS
+        return outcome(name, result.raised, result.value)
 
     def source_of(self, name: str) -> str:
         return tool_source(self._owner[name], name)
@@ -234,3 +232,10 @@ def class_source(name: str) -> str:
 @cache
 def tool_source(cls_name: str, tool: str) -> str:
     return inspect.getsource(getattr(env_class(cls_name), tool))
+
+
+def outcome(name: str, raised: bool, value: Any) -> str:
+    """bfcl's outcome rule (applied outside the sandbox to the canonical return value)."""
+    if raised:
+        return ERROR
+    return FAILURE if reports_failure(name, value) else SUCCESS

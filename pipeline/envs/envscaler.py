@@ -339,6 +339,17 @@ def method_source(code: str, class_name: str, method: str) -> str:
     raise KeyError(f"{class_name}.{method} not found in the class code")
 
 
+def outcome(name: str, raised: bool, value: Any) -> str:
+    """EnvScaler's outcome rule: the return value's ``success`` field, else the generic failure signals.
+
+    Applied outside the sandbox to the canonical return value (DESIGN §4.3)."""
+    if raised:
+        return ERROR
+    if isinstance(value, dict) and "success" in value:
+        return SUCCESS if value["success"] is not False else FAILURE
+    return FAILURE if reports_failure(name, value) else SUCCESS
+
+
 # -- the live environment (sandbox side) -----------------------------------------------------------
 
 class EnvScalerEnvironment:
@@ -400,12 +411,7 @@ class EnvScalerEnvironment:
         return str(result.value)
 
     def outcome(self, name: str, result: CallResult) -> str:
-        if result.raised:
-            return ERROR
-        value = result.value
-        if isinstance(value, dict) and "success" in value:
-            return SUCCESS if value["success"] is not False else FAILURE
-        return FAILURE if reports_failure(name, value) else SUCCESS
+        return outcome(name, result.raised, result.value)
 
     def source_of(self, name: str) -> str:
         return method_source(blobs.get(self.code_ref), self.class_name, name)

@@ -28,6 +28,17 @@ def blob_refs(spec: EnvSpec) -> list[str]:
     """Content blobs (class code, tool schemas) a sandbox worker needs to build ``spec``."""
     return [spec.options[k] for k in ("code_ref", "tools_ref") if k in spec.options]
 
+OUTCOME_RULES: dict[str, Callable[[str, bool, Any], str]] = {bfcl.SOURCE: bfcl.outcome, envscaler.SOURCE: envscaler.outcome}
+
+
+def outcome_rule(source: str) -> Callable[[str, bool, Any], str]:
+    """The source's outcome rule ``(tool, raised, canonical return value) -> outcome`` (DESIGN §4.3)."""
+    try:
+        return OUTCOME_RULES[source]
+    except KeyError:
+        raise KeyError(f"unknown environment source {source!r}; known: {sorted(OUTCOME_RULES)}") from None
+
+
 PRELOADERS: dict[str, Callable[[], None]] = {bfcl.SOURCE: bfcl.preload}
 
 

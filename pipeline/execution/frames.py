@@ -1,42 +1,76 @@
-"""Length-prefixed pickle frames over pipes (sandbox wire format)."""
+"""Length-prefixed JSON frames over pipes: the sandbox wire format.
+
+Frames are plain data — UTF-8 JSON objects behind a 4-byte big-endian length — never pickle, so
+nothing a sandboxed process writes can make its reader run code. Readers cap the frame size and
+read with a deadline: a peer that floods, stalls or is stopped is detected, not waited on forever.
+"""
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
+import select
 import struct
+import time
 from typing import Any, BinaryIO
 
 _HEADER = struct.Struct("!I")
+DEFAULT_MAX_FRAME = 64 << 20  # 64 MiB
 
 
-def write_frame(fh: BinaryIO, message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    fh.write(_HEADER.pack(len(data)) + data)
+class FrameError(RuntimeError):
+    """A frame that cannot be read: truncated, oversized, not JSON, or not an object."""
+
+
+class FrameTimeout(FrameError):
+    """No complete frame arrived before the deadline."""
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _HEADER.pack(len(data)) + data
+
+
+def write_frame(fh: BinaryIO, message: dict[str, Any]) -> None:
+    fh.write(encode(message))
     fh.flush()
 
 
-def read_frame(fh: BinaryIO) -> Any | None:
-    """Read one frame; ``None`` on a clean EOF."""
+def decode(data: bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise FrameError(f"frame is not valid JSON: {str(exc)[:200]}") from None
+    if not isinstance(message, dict) or not isinstance(message.get("kind"), str):
+        raise FrameError("frame is not a JSON object with a 'kind'")
+    return message
+
+
+def read_frame(fh: BinaryIO, max_size: int = DEFAULT_MAX_FRAME) -> dict[str, Any] | None:
+    """Blocking read of one frame from a trusted peer; ``None`` on a clean EOF."""
     header = fh.read(_HEADER.size)
     if not header:
         return None
     if len(header) < _HEADER.size:
-        raise EOFError("truncated frame header")
+        raise FrameError("truncated frame header")
     (size,) = _HEADER.unpack(header)
+    if size > max_size:
+        raise FrameError(f"frame of {size} bytes exceeds the {max_size}-byte limit")
     data = fh.read(size)
     if len(data) < size:
-        raise EOFError("truncated frame body")
-    return pickle.loads(data)
+        raise FrameError("truncated frame body")
+    return decode(data)
 
 
 class FdReader:
-    """Incremental frame reader over a raw fd, for use with ``select``."""
+    """Incremental, size-capped frame reader over a raw fd (non-blocking use with ``select``)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, max_size: int = DEFAULT_MAX_FRAME) -> None:
         self.fd = fd
+        self.max_size = max_size
         self.buf = bytearray()
         self.eof = False
+        self._pending: list[dict[str, Any]] = []
 
     def feed(self) -> None:
         chunk = os.read(self.fd, 1 << 20)
@@ -44,13 +78,39 @@ class FdReader:
             self.buf += chunk
         else:
             self.eof = True
+        if len(self.buf) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self.buf)
+            if size > self.max_size:
+                raise FrameError(f"frame of {size} bytes exceeds the {self.max_size}-byte limit")
 
-    def frames(self) -> list[Any]:
+    def frames(self) -> list[dict[str, Any]]:
         out = []
         while len(self.buf) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(self.buf)
+            if size > self.max_size:
+                raise FrameError(f"frame of {size} bytes exceeds the {self.max_size}-byte limit")
             if len(self.buf) < _HEADER.size + size:
                 break
-            out.append(pickle.loads(bytes(self.buf[_HEADER.size : _HEADER.size + size])))
+            out.append(decode(bytes(self.buf[_HEADER.size : _HEADER.size + size])))
             del self.buf[: _HEADER.size + size]
         return out
+
+    def next(self, timeout: float) -> dict[str, Any] | None:
+        """The next frame within ``timeout`` seconds; ``None`` on EOF; :class:`FrameTimeout` after."""
+        deadline = time.monotonic() + timeout
+        pending = self._pending
+        while not pending:
+            pending.extend(self.frames())
+            if pending:
+                break
+            if self.eof:
+                if self.buf:
+                    raise FrameError("truncated frame at end of stream")
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise FrameTimeout(f"no frame within {timeout:g}s")
+            ready, _, _ = select.select([self.fd], [], [], remaining)
+            if ready:
+                self.feed()
+        return pending.pop(0)

@@ -1,24 +1,24 @@
-"""Execute one trajectory against a live environment and label every step (runs in a sandbox child).
+"""Execute one trajectory against a live environment (runs inside a sandbox child).
 
-For each action: call the tool, snapshot the canonical state, and compute the step's labels —
-observation (raw text and parsed value), outcome, ``args_count``, Δ, |Δ| and the hashes of
-``s_t`` and ``s'_t``.
+The child reports *raw data* only: per call the tool's return value (canonical JSON text), the
+observation text the environment renders, whether it raised, and the state after the call
+(canonical JSON text; omitted when byte-identical to the previous one). Everything that is a
+label — canonical state, Δ, |Δ|, hashes, outcome — is computed outside the sandbox from this data
+(:mod:`pipeline.execution.labels`), so code inside cannot forge one.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from pipeline.collect.policy import ExplorationPolicy
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import registry
+from pipeline.execution import freeze
 from pipeline.execution.guards import CappedOutput
-from pipeline.labeling.outcome import args_count
-from pipeline.state.canonical import canonical_json, canonicalize, state_hash
-from pipeline.state.delta import diff
+from pipeline.state.canonical import canonical_json, canonicalize
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -32,63 +32,64 @@ class Limits:
     max_observation_chars: int = 65_536
     max_output_chars: int = 8_192
     max_restarts: int = 3
+    max_state_mb: int = 16  # a state (or return value) larger than this is refused as a frame
+    tmp_mb: int = 256  # size of the worker's private /tmp (tmpfs)
 
 
-def _json_or_none(value: Any) -> str | None:
-    return None if value is None else canonical_json(value)
+class _Snapshots:
+    """The environment's canonical state text, sent only when it changed."""
+
+    def __init__(self, env: Any, limit_chars: int) -> None:
+        self.env = env
+        self.limit = limit_chars
+        self.text: str | None = None
+        self.value: Any = None
+
+    def take(self) -> str | None:
+        value = self.env.state()
+        text = canonical_json(value)
+        if len(text) > self.limit:
+            raise MemoryError(f"state of {len(text)} characters exceeds the {self.limit}-character limit")
+        self.value = value
+        if text == self.text:
+            return None
+        self.text = text
+        return text
 
 
-def label_step(env: Any, index: int, action: Any, before: Any, before_hash: str, limits: Limits) -> tuple[dict[str, Any], Any, str]:
-    """Run one action and return (step labels, state after, hash after)."""
+def _call(env: Any, index: int, action: Any, snapshots: _Snapshots, limits: Limits) -> dict[str, Any]:
     captured = CappedOutput(limits.max_output_chars)
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = captured  # print() inside env code; a flood raises inside the call
-    t0 = time.perf_counter()
+    if freeze.installed():
+        freeze.at_step(index)
+    t0 = freeze.REAL.perf_counter()
     try:
         result = env.call(action.name, action.arguments)
     finally:
         sys.stdout, sys.stderr = saved
-    elapsed = time.perf_counter() - t0
-    after = env.state()
-    after_hash = state_hash(after)
+    elapsed = freeze.REAL.perf_counter() - t0
     raw = env.observation(result)
-    truncated = len(raw) > limits.max_observation_chars
-    if truncated:
-        raw = raw[: limits.max_observation_chars]
-    parsed = None if result.raised else canonicalize(result.value)
-    parsed_json = canonical_json(parsed) if not result.raised else None
-    if parsed_json is not None and len(parsed_json) > limits.max_observation_chars:
-        parsed_json, truncated = None, True
-    delta = diff(before, after)
-    step = {
+    value_text = None
+    if not result.raised:
+        value_text = canonical_json(canonicalize(result.value))
+        if len(value_text) > limits.max_observation_chars:
+            value_text = None  # too large to keep parsed; the observation text says it was cut
+    return {
         "kind": "step",
         "step_index": index,
         "turn": action.turn,
         "tool": action.name,
-        "arguments_json": canonical_json(canonicalize(action.arguments)),
-        "args_count": args_count(action.arguments),
-        "raw_observation": raw,
-        "observation_json": parsed_json,
-        "observation_truncated": truncated,
-        "outcome": env.outcome(action.name, result),
+        "arguments": action.arguments,
+        "raised": result.raised,
         "error_type": result.error_type,
-        "error_message": result.error_message,
-        "delta": [
-            {
-                "op": rec["op"],
-                "path": rec["path"],
-                "before": None if rec["op"] == "add" else canonical_json(rec["before"]),
-                "after": None if rec["op"] == "remove" else canonical_json(rec["after"]),
-            }
-            for rec in delta
-        ],
-        "delta_size": len(delta),
-        "state_before_hash": before_hash,
-        "state_after_hash": after_hash,
+        "error_message": None if result.error_message is None else result.error_message[: limits.max_observation_chars],
+        "observation": raw[: limits.max_observation_chars + 1],
+        "value": value_text,
+        "state": snapshots.take(),
         "call_seconds": elapsed,
         "env_output": captured.getvalue() or None,
     }
-    return step, after, after_hash
 
 
 def execute(
@@ -97,32 +98,29 @@ def execute(
     limits: Limits,
     start: int = 0,
     skip: frozenset[int] = frozenset(),
-    expected_hash: str | None = None,
 ) -> None:
-    """Reset the environment and stream labeled steps from ``start`` on.
+    """Reset the environment and stream raw step data from ``start`` on.
 
     Actions before ``start`` are replayed silently (after a killed call, a fresh process rebuilds
-    the state), actions in ``skip`` are not executed (their call was lost), and the rebuilt state
-    must match ``expected_hash``.
+    the state; the rebuilt state is sent with ``resumed`` and checked outside), and actions in
+    ``skip`` are not executed (their call was lost).
     """
     try:
         env = registry.build(trajectory.env)
-        state = env.state()
-        state_text = canonical_json(state)
+        snapshots = _Snapshots(env, limits.max_state_mb << 20)
+        initial = snapshots.take()
     except Exception as exc:
-        send({"kind": "init_error", "error": f"{type(exc).__name__}: {exc}"})
+        send({"kind": "init_error", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
         return
-    current_hash = state_hash(state)
     if start == 0:
-        send({"kind": "init", "state_json": state_text, "state_hash": current_hash})
+        send({"kind": "init", "state": initial})
     explore = trajectory.meta.get("explore")
     if explore is not None:  # actions are chosen live by the exploration policy
         policy = ExplorationPolicy(env.tools, explore)
         index = 0
-        while (action := policy.next_action(state, index)) is not None:
+        while (action := policy.next_action(snapshots.value, index)) is not None:
             send({"kind": "action", "step_index": index, "tool": action.name, "arguments": action.arguments})
-            step, state, current_hash = label_step(env, index, action, state, current_hash, limits)
-            send(step)
+            send(_call(env, index, action, snapshots, limits))
             index += 1
         send({"kind": "done"})
         return
@@ -131,18 +129,12 @@ def execute(
             continue
         if index < start:
             send({"kind": "tick", "step_index": index})
+            if freeze.installed():
+                freeze.at_step(index)
             env.call(action.name, action.arguments)
-            state = env.state()
             continue
         if index == start and start > 0:
-            current_hash = state_hash(state)
-            if expected_hash is not None and current_hash != expected_hash:
-                send({
-                    "kind": "resume_mismatch",
-                    "error": f"rebuilt state before step {index} has hash {current_hash}, expected {expected_hash}",
-                })
-                return
-            send({"kind": "resumed", "step_index": index})
-        step, state, current_hash = label_step(env, index, action, state, current_hash, limits)
-        send(step)
+            snapshots.text = None
+            send({"kind": "resumed", "step_index": index, "state": snapshots.take()})
+        send(_call(env, index, action, snapshots, limits))
     send({"kind": "done"})

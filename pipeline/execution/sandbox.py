@@ -1,68 +1,143 @@
-"""Parent side of the execution sandbox: a pool of worker processes labeling trajectories.
+"""Parent side of the execution sandbox: a pool of isolated worker processes running trajectories.
 
 Usage::
 
     with Sandbox(workers=2, limits=Limits(call_timeout_s=10)) as box:
-        for run in box.run(trajectories):   # results in input order
+        for trajectory, result in box.run(trajectories):   # results in input order
             ...
 
-Each worker is a separate interpreter (``PYTHONHASHSEED=0``, ``TZ=UTC``) that forks one child per
-trajectory; see :mod:`pipeline.execution.worker`.
+Workers run inside ``bwrap`` (see :mod:`pipeline.execution.isolation`) and fork one child per
+trajectory (:mod:`pipeline.execution.worker`). Everything they send is untrusted plain data: JSON
+frames, size-capped, read with a deadline. The labels of every step are computed here
+(:mod:`pipeline.execution.labels`). A worker that stops answering (stopped, wedged), dies or
+breaks the protocol is killed and replaced; the call it was running becomes an ``error`` step with
+the reason and the trajectory is truncated there — the other trajectories go on.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
-import sys
+import tempfile
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from queue import Queue
 from typing import Any, Iterable, Iterator
 
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import blobs, registry
-from pipeline.execution.frames import read_frame, write_frame
+from pipeline.execution.frames import FdReader, FrameError, FrameTimeout, encode
+from pipeline.execution.isolation import SandboxUnavailable, default_isolation, worker_command
+from pipeline.execution.labels import TrajectoryLabels
 from pipeline.execution.runner import Limits
+from pipeline.execution.wire import limits_to_wire, trajectory_to_wire
 
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["Limits", "Sandbox", "SandboxError", "SandboxUnavailable"]
+
+START_TIMEOUT_S = 60.0
+GRACE_S = 10.0  # beyond the per-call limit, before a silent worker counts as stopped
 
 
 class SandboxError(RuntimeError):
     """The sandbox itself (not environment code) failed."""
 
 
+class _WorkerLost(Exception):
+    """The worker is unusable after this trajectory (its partial result is attached)."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__("worker lost")
+        self.result = result
+
+
 class _Worker:
-    def __init__(self) -> None:
-        env = dict(os.environ)
-        env.update(
-            PYTHONHASHSEED="0",
-            TZ="UTC",
-            PYTHONPATH=os.pathsep.join(filter(None, [str(_PROJECT_ROOT), env.get("PYTHONPATH")])),
-        )
+    def __init__(self, isolation: str, limits: Limits) -> None:
+        argv, env, cwd = worker_command(isolation, limits.tmp_mb)
+        self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.execution.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            cwd=str(_PROJECT_ROOT),
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env, cwd=cwd,
+            start_new_session=True,
         )
+        self.reader = FdReader(self.proc.stdout.fileno(), (limits.max_state_mb << 20) * 2 + (4 << 20))  # type: ignore[union-attr]
         self.sent: set[str] = set()  # blobs this worker already holds
-        hello = read_frame(self.proc.stdout)  # type: ignore[arg-type]
+        try:
+            hello = self.reader.next(START_TIMEOUT_S)
+        except FrameError as exc:
+            hello = None
+            reason = str(exc)
+        else:
+            reason = f"exit code {self.proc.poll()}"
         if not hello or hello.get("kind") != "ready":
-            self.close()
-            raise SandboxError(f"sandbox worker failed to start (exit code {self.proc.poll()})")
+            tail = self.stderr_tail()
+            self.kill()
+            raise SandboxUnavailable(f"sandbox worker ({isolation}) failed to start ({reason})" + (f": {tail}" if tail else ""))
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        try:
+            self.stderr.seek(0, os.SEEK_END)
+            size = self.stderr.tell()
+            self.stderr.seek(max(0, size - limit))
+            return self.stderr.read().decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
 
     def run(self, trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
         new = {ref: blobs.get(ref) for ref in registry.blob_refs(trajectory.env) if ref not in self.sent}
-        write_frame(self.proc.stdin, (trajectory, limits, new))  # type: ignore[arg-type]
+        request = {"kind": "run", "trajectory": trajectory_to_wire(trajectory), "limits": limits_to_wire(limits), "blobs": new}
+        labels = TrajectoryLabels(trajectory, limits.max_observation_chars)
+        max_steps = max(len(trajectory.actions), int(getattr(trajectory.meta.get("explore"), "episode_length", 0) or 0))
+        try:
+            self.proc.stdin.write(encode(request))  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+        except OSError as exc:
+            labels.result["init_error"] = f"SandboxError: could not send the trajectory to the worker ({exc})"
+            raise _WorkerLost(labels.result) from None
         self.sent.update(new)
-        reply = read_frame(self.proc.stdout)  # type: ignore[arg-type]
-        if reply is None:
-            raise SandboxError(f"sandbox worker exited with code {self.proc.wait()}")
-        return reply
+        timeout = limits.call_timeout_s + GRACE_S
+        while True:
+            try:
+                msg = self.reader.next(timeout)
+            except FrameTimeout:
+                self.kill()
+                self._lose(labels, "Timeout", f"the sandbox worker sent nothing for {timeout:g}s (stopped or wedged); worker killed and replaced")
+            except FrameError as exc:
+                self.kill()
+                self._lose(labels, "UntrustedData", f"the sandbox worker broke the protocol ({exc}); worker killed and replaced")
+            if msg is None:
+                code = self.proc.wait()
+                self._lose(labels, "WorkerCrash", f"the sandbox worker died ({_describe(code)}); worker replaced")
+            kind = msg.get("kind")
+            if kind == "end":
+                if msg.get("trajectory_id") != trajectory.trajectory_id:
+                    self.kill()
+                    self._lose(labels, "UntrustedData", "the sandbox worker ended another trajectory; worker killed and replaced")
+                return labels.result
+            if kind == "tick":
+                continue
+            labels.feed(msg)
+            if len(labels.result["steps"]) > max_steps:
+                self.kill()
+                labels.result["steps"] = labels.result["steps"][:max_steps]
+                self._lose(labels, "UntrustedData", "the sandbox worker sent more steps than the trajectory has; worker killed and replaced")
+
+    @staticmethod
+    def _lose(labels: TrajectoryLabels, error_type: str, message: str) -> None:
+        if labels.result["init"] is None:
+            labels.result["init_error"] = labels.result["init_error"] or f"{error_type}: {message}"
+        else:
+            index = labels.next_index()
+            labels.lost(index, error_type, message)
+            labels.result["issues"].append(f"trajectory truncated: {error_type}: {message}")
+        raise _WorkerLost(labels.result)
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # bwrap and, with it, its whole PID namespace
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.close()
 
     def close(self) -> None:
         for stream in (self.proc.stdin, self.proc.stdout):
@@ -74,8 +149,18 @@ class _Worker:
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
             self.proc.wait()
+        self.stderr.close()
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        return f"killed by signal {signal.Signals(-code).name}"
+    return f"exit code {code}"
 
 
 def _not_run(trajectory: Trajectory, reason: object) -> dict[str, Any]:
@@ -85,20 +170,29 @@ def _not_run(trajectory: Trajectory, reason: object) -> dict[str, Any]:
 
 
 class Sandbox:
-    """A pool of sandbox workers; ``run`` yields one result dict per trajectory, in order."""
+    """A pool of sandbox workers; ``run`` yields one result dict per trajectory, in order.
 
-    def __init__(self, workers: int = 2, limits: Limits | None = None, window: int = 64) -> None:
+    ``isolation``: ``bwrap`` (default, or ``ENVSIM_SANDBOX``) or ``trusted`` (no namespace boundary;
+    only for code you trust). The first worker starts on entry, so a sandbox that cannot start is an
+    error at once, never a silent fallback."""
+
+    def __init__(self, workers: int = 2, limits: Limits | None = None, window: int = 64, isolation: str | None = None) -> None:
         self.workers = max(1, workers)
         self.limits = limits or Limits()
         self.window = max(window, self.workers)
+        self.isolation = isolation or default_isolation()
         self._idle: Queue[_Worker | None] = Queue()
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self.workers_replaced = 0
 
     def __enter__(self) -> "Sandbox":
+        first = _Worker(self.isolation, self.limits)  # raises SandboxUnavailable with the reason
+        self._all.append(first)
+        self._idle.put(first)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
-        for _ in range(self.workers):
+        for _ in range(self.workers - 1):
             self._idle.put(None)  # started lazily, in the pool threads
         return self
 
@@ -109,23 +203,30 @@ class Sandbox:
             worker.close()
         self._all.clear()
 
+    def _discard(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._lock:
+            if worker in self._all:
+                self._all.remove(worker)
+            self.workers_replaced += 1
+
     def _run_one(self, trajectory: Trajectory) -> dict[str, Any]:
         worker = self._idle.get()
         try:
             if worker is None:
-                worker = _Worker()
+                worker = _Worker(self.isolation, self.limits)
                 with self._lock:
                     self._all.append(worker)
             return worker.run(trajectory, self.limits)
         except KeyError as exc:  # a blob the parent does not hold: a catalog problem, not env code
             return _not_run(trajectory, exc.args[0])
-        except (SandboxError, OSError, EOFError) as exc:
-            # the worker itself died (not the forked child): replace it, report the trajectory
+        except _WorkerLost as lost:
+            self._discard(worker)  # type: ignore[arg-type]
+            worker = None
+            return lost.result
+        except (SandboxError, SandboxUnavailable, OSError) as exc:
             if worker is not None:
-                worker.close()
-                with self._lock:
-                    if worker in self._all:
-                        self._all.remove(worker)
+                self._discard(worker)
             worker = None
             return _not_run(trajectory, exc)
         finally:

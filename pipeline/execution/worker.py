@@ -1,31 +1,40 @@
-"""Sandbox worker ("zygote"): ``python -m pipeline.execution.worker``.
+"""Sandbox worker ("zygote"): ``python -m pipeline.execution.worker``, started inside ``bwrap``.
 
-Started with a fixed hash seed and UTC clock, it imports the environment modules once, then for
-every trajectory forks a fresh child (so module-level state never leaks between trajectories),
-applies memory/network limits in the child, and supervises it with a wall-clock deadline per
-call. A call that hangs or kills its process becomes an ``error`` step; a fresh child rebuilds the
-state from the preceding actions and the trajectory goes on.
+It imports the environment modules once, then for every trajectory request forks a fresh child
+(so module-level state never leaks between trajectories). The child applies its limits — address
+space, CPU time, a seccomp filter that refuses process creation and the other syscalls listed in
+:mod:`pipeline.execution.seccomp`, the frozen clock and seeded randomness of
+:mod:`pipeline.execution.freeze`, the audit-hook guards — and executes the trajectory. The worker
+supervises it with a wall-clock deadline per call and forwards the child's raw frames to the
+parent as they arrive. A call that hangs, kills its process or sends malformed data becomes a
+``lost`` frame (the parent labels it an ``error`` step); a fresh child rebuilds the state from
+the preceding actions and the trajectory goes on.
+
+Everything on the wire is JSON (:mod:`pipeline.execution.frames`); nothing is unpickled.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import resource
 import select
-import signal
 import shutil
+import signal
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
-from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import blobs
-from pipeline.execution import guards
-from pipeline.execution.frames import FdReader, read_frame, write_frame
+from pipeline.execution import freeze, guards, seccomp
+from pipeline.execution.frames import FdReader, FrameError, encode, read_frame, write_frame
 from pipeline.execution.runner import Limits, execute
+from pipeline.execution.wire import limits_from_wire, trajectory_from_wire
 
 _MIB = 1 << 20
+Emit = Callable[[bytes], None]
 
 
 def _address_space() -> int:
@@ -34,19 +43,10 @@ def _address_space() -> int:
 
 
 _BASE_VSIZE: list[int] = []  # measured once in the zygote; a forked child starts with the same
-
-
-def _apply_limits(limits: Limits, temp_dir: str) -> None:
-    base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
-    guards.install(temp_dir, base + limits.memory_mb * _MIB)
-
-
 _PROTOCOL_FDS: list[int] = []
 
 
-def _child(
-    fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: frozenset[int], expected: str | None, temp_dir: str
-) -> None:
+def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: frozenset[int], temp_dir: str) -> None:
     code = 0
     out = os.fdopen(fd, "wb")
     try:
@@ -55,13 +55,18 @@ def _child(
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 2)
         os.setpgid(0, 0)  # its own process group: a kill reaches anything it managed to start
-        _apply_limits(limits, temp_dir)
-        execute(trajectory, lambda m: write_frame(out, m), limits, start, skip, expected)
+        cpu = int(max(30.0, limits.call_timeout_s * (len(trajectory.actions) + 20)))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        seccomp.install()  # before the audit hook, which refuses ctypes
+        base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
+        guards.install(temp_dir, base + limits.memory_mb * _MIB)
+        freeze.install_for(trajectory)
+        execute(trajectory, lambda m: write_frame(out, m), limits, start, skip)
         out.flush()
     except BaseException as exc:  # report, then die quietly
         code = 1
         try:
-            write_frame(out, {"kind": "fatal", "error": f"{type(exc).__name__}: {exc}"})
+            write_frame(out, {"kind": "fatal", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
         except BaseException:
             pass
     finally:
@@ -73,32 +78,6 @@ def _describe_exit(status: int) -> str:
         sig = os.WTERMSIG(status)
         return f"worker process killed by signal {signal.Signals(sig).name}"
     return f"worker process exited with code {os.WEXITSTATUS(status)}"
-
-
-def _lost_step(action: Action, index: int, kind: str, message: str, state_hash: str) -> dict[str, Any]:
-    from pipeline.labeling.outcome import ERROR, args_count
-    from pipeline.state.canonical import canonical_json, canonicalize
-
-    return {
-        "kind": "step",
-        "step_index": index,
-        "turn": action.turn,
-        "tool": action.name,
-        "arguments_json": canonical_json(canonicalize(action.arguments)),
-        "args_count": args_count(action.arguments),
-        "raw_observation": f"Error: {message}",
-        "observation_json": None,
-        "observation_truncated": False,
-        "outcome": ERROR,
-        "error_type": kind,
-        "error_message": message,
-        "delta": [],
-        "delta_size": 0,
-        "state_before_hash": state_hash,
-        "state_after_hash": state_hash,
-        "call_seconds": None,
-        "env_output": None,
-    }
 
 
 _EXITING: list[tuple[int, str]] = []
@@ -123,78 +102,110 @@ def _reap() -> None:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
-    """Run a trajectory in forked children; never raises for anything the env code does."""
+def _forward(emit: Emit, message: dict[str, Any]) -> None:
+    emit(encode(message))
+
+
+def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
+    """Run a trajectory in forked children, forwarding their frames; never raises for env code."""
     _reap()
-    result: dict[str, Any] = {
-        "trajectory_id": trajectory.trajectory_id,
-        "init": None,
-        "init_error": None,
-        "steps": [],
-        "issues": [],
-    }
     skip: set[int] = set()
-    start, expected, restarts = 0, None, 0
-    last_hash: str | None = None
+    start, restarts = 0, 0
+    got_init = False
+    max_frame = (limits.max_state_mb << 20) * 2 + (4 << 20)
+    explore = trajectory.meta.get("explore") is not None
+    max_steps = int(getattr(trajectory.meta.get("explore"), "episode_length", 0) or 0) if explore else len(trajectory.actions)
+    explored = [0]  # exploration: steps labeled so far (an episode is not resumed)
+
+    def next_action(after: int) -> int | None:
+        index = after
+        while index in skip:
+            index += 1
+        return index if index < len(trajectory.actions) else None
+
     while True:
         rfd, wfd = os.pipe()
         temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
         pid = os.fork()
         if pid == 0:  # child
             os.close(rfd)
-            _child(wfd, trajectory, limits, start, frozenset(skip), expected, temp_dir)
+            _child(wfd, trajectory, limits, start, frozenset(skip), temp_dir)
         os.close(wfd)
-        reader = FdReader(rfd)
-        # the call in flight is the next unlabeled, unskipped action once the child is past its
-        # reset (init) or its silent replay (resumed); None while it is resetting/replaying
+        reader = FdReader(rfd, max_frame)
+        ticks = 0
+
+        def check(msg: dict[str, Any]) -> tuple[str, str] | None:
+            """Update the call in flight from a child frame; a verdict ends the child."""
+            nonlocal got_init, pending, live, ticks
+            kind = msg["kind"]
+            if kind == "init" and start == 0 and not got_init:
+                got_init = True
+                pending = next_action(0)
+            elif kind == "tick" and start > 0 and ticks < start:
+                ticks += 1
+            elif kind == "resumed" and start > 0 and pending is None and msg["step_index"] == next_action(start):
+                pending = next_action(start)
+            elif kind == "action" and explore and live is None and msg["step_index"] == explored[0]:
+                live = msg["step_index"]
+                if live >= max_steps:
+                    return ("UntrustedData", f"the exploration episode went past {max_steps} steps")
+            elif kind == "step" and not explore and pending is not None and msg["step_index"] == pending:
+                pending = next_action(pending + 1)
+                if pending is None:
+                    pending = len(trajectory.actions)  # every action labeled: only "done" may follow
+            elif kind == "step" and explore and live is not None and msg["step_index"] == live:
+                live = None
+                explored[0] += 1
+            elif kind == "done":
+                pass
+            elif kind in ("init_error", "fatal"):
+                return (kind, str(msg.get("error", ""))[:2000])
+            else:
+                return ("UntrustedData", f"the environment process sent an unexpected {str(kind)[:40]!r} frame")
+            return None
+        # the call in flight: the next unlabeled, unskipped action once the child is past its reset
+        # (init) or its silent replay (resumed); None while it is resetting/replaying
         pending: int | None = None
-        live_action: Action | None = None  # exploration: the action the policy is executing
+        live: int | None = None  # exploration: index of the action the policy is executing
         finished = False
         failure: tuple[str, str] | None = None
         deadline = time.monotonic() + limits.call_timeout_s
-
-        def next_action(after: int) -> int | None:
-            index = after
-            while index in skip:
-                index += 1
-            return index if index < len(trajectory.actions) else None
-
         while not finished and failure is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                what = f"call {pending}" if pending is not None else "environment reset/replay"
+                what = f"call {pending if not explore else live}" if (pending is not None or live is not None) else "environment reset/replay"
                 failure = ("Timeout", f"{what} exceeded the {limits.call_timeout_s:g}s wall-clock limit; worker killed")
                 _kill_group(pid)
                 break
             ready, _, _ = select.select([rfd], [], [], remaining)
             if not ready:
                 continue
-            reader.feed()
-            for msg in reader.frames():
+            try:
+                reader.feed()
+                frames = reader.frames()
+            except FrameError as exc:
+                failure = ("UntrustedData", f"the environment process sent an invalid frame ({exc})")
+                break
+            for msg in frames:
+                try:
+                    verdict = check(msg)
+                except (KeyError, TypeError, ValueError) as exc:
+                    verdict = ("UntrustedData", f"the environment process sent a malformed frame ({type(exc).__name__}: {exc})")
+                if verdict is not None:
+                    failure = verdict
+                    break
                 kind = msg["kind"]
                 deadline = time.monotonic() + limits.call_timeout_s
-                if kind == "init":
-                    result["init"] = msg
-                    last_hash = msg["state_hash"]
-                    pending = next_action(0)
-                elif kind == "action":
-                    live_action = Action(msg["tool"], msg["arguments"], msg["step_index"])
-                elif kind == "resumed":
-                    pending = next_action(msg["step_index"])
-                elif kind == "step":
-                    result["steps"].append(msg)
-                    last_hash = msg["state_after_hash"]
-                    pending = next_action(msg["step_index"] + 1)
-                elif kind == "done":
+                if kind == "done":
                     finished = True
-                elif kind in ("init_error", "resume_mismatch", "fatal"):
-                    failure = (kind, msg["error"])
+                    break
+                _forward(emit, msg)
             if reader.eof and not finished and failure is None:
                 failure = ("WorkerCrash", "")
         os.close(rfd)
         if finished:
             _EXITING.append((pid, temp_dir))  # reaped later: its teardown overlaps the next trajectory
-            return result
+            return
         _kill_group(pid)
         _, status = os.waitpid(pid, 0)
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -203,30 +214,28 @@ def supervise(trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
             message = _describe_exit(status) + (
                 " (memory limit?)" if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) else ""
             )
-        if result["init"] is None:
-            result["init_error"] = f"{kind}: {message}"
-            return result
-        if trajectory.meta.get("explore") is not None:
+        if not got_init:
+            _forward(emit, {"kind": "init_error", "error": f"{kind}: {message}"})
+            return
+        if explore:
             # a live episode cannot be rebuilt call by call: it ends with the lost call
-            if live_action is not None and live_action.turn == len(result["steps"]):
-                result["steps"].append(_lost_step(live_action, live_action.turn, kind, message, last_hash))
-            result["issues"].append(f"episode ended after {len(result['steps'])} steps: {kind}: {message}")
-            return result
-        if pending is None or last_hash is None:
-            # the failure happened outside a call (replay, resume check): nothing to label
-            result["issues"].append(f"trajectory truncated: {kind}: {message}")
-            return result
-        result["steps"].append(_lost_step(trajectory.actions[pending], pending, kind, message, last_hash))
+            if live is not None:
+                _forward(emit, {"kind": "lost", "step_index": live, "error_type": kind, "error": message})
+            _forward(emit, {"kind": "issue", "message": f"episode ended: {kind}: {message}"})
+            return
+        if pending is None:
+            # the failure happened outside a call (replay): nothing to label
+            _forward(emit, {"kind": "issue", "message": f"trajectory truncated: {kind}: {message}"})
+            return
+        _forward(emit, {"kind": "lost", "step_index": pending, "error_type": kind, "error": message})
         skip.add(pending)
-        start, expected = pending + 1, last_hash
+        start = pending + 1
         restarts += 1
         if start >= len(trajectory.actions):
-            return result
+            return
         if restarts > limits.max_restarts:
-            result["issues"].append(
-                f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls"
-            )
-            return result
+            _forward(emit, {"kind": "issue", "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls"})
+            return
 
 
 def _precompile(trajectory: Trajectory) -> None:
@@ -239,6 +248,16 @@ def _precompile(trajectory: Trajectory) -> None:
             pass  # the child reports the compile error as a reset failure
 
 
+def _limit_self() -> None:
+    """Limits of the worker itself (its children inherit them and add their own)."""
+    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, 1024), (resource.RLIMIT_NPROC, 256)):
+        soft, hard = resource.getrlimit(limit)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(limit, (value, value))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * _MIB, 64 * _MIB))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
 def main() -> None:
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.fdopen(os.dup(1), "wb")
@@ -246,22 +265,29 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
+    _limit_self()
     from pipeline.envs import registry
 
     registry.preload_all()
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     _BASE_VSIZE.append(_address_space())
+
+    def emit(data: bytes) -> None:
+        proto_out.write(data)
+        proto_out.flush()
+
     write_frame(proto_out, {"kind": "ready", "pid": os.getpid()})
     while True:
-        request = read_frame(proto_in)
+        request = read_frame(proto_in, max_size=1 << 30)  # from the parent: trusted
         if request is None:
             break
-        trajectory, limits, new_blobs = request
-        if new_blobs:
-            blobs.update(new_blobs)
+        trajectory = trajectory_from_wire(request["trajectory"])
+        if request.get("blobs"):
+            blobs.update(request["blobs"])
             _precompile(trajectory)
-        write_frame(proto_out, supervise(trajectory, limits))
+        supervise(trajectory, limits_from_wire(request["limits"]), emit)
+        _forward(emit, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
 
 
 if __name__ == "__main__":

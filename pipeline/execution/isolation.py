@@ -1,0 +1,112 @@
+"""How sandbox workers are started: inside ``bwrap`` (the default), or — for trusted code only — as
+plain subprocesses.
+
+``bwrap`` gives each worker its own user, PID, network, IPC, UTS and cgroup namespaces (no network
+at all; processes die with the namespace), all capabilities dropped and an unprivileged uid, a
+read-only view of only what the interpreter needs (``/usr`` and the Python installation and
+virtual environment, the project's ``pipeline`` package at a neutral path), a private size-capped
+``/tmp``, a fresh ``/proc`` and minimal ``/dev``, an empty environment (``--clearenv``: no variable
+of the parent, so no API key or token), a new session and ``--die-with-parent``. The data root,
+``DAGSTER_HOME`` and the home directory are simply not there. Inside, each child adds its own
+resource limits, a seccomp filter and the audit-hook guards (see :mod:`pipeline.execution.worker`).
+
+``trusted`` starts the same worker without the namespace boundary (still with an empty
+environment, seccomp and limits in the child): for code you wrote yourself, or machines where
+user namespaces are disabled. It is never chosen silently: a missing or broken ``bwrap`` is an
+error that says how to install it or opt out.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ISOLATIONS = ("bwrap", "trusted")
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_APP_DIR = "/opt/envsim"  # where the pipeline package appears inside the sandbox
+_NOBODY = 65534
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested isolation cannot be started on this machine."""
+
+
+def worker_environment(pythonpath: str) -> dict[str, str]:
+    """The whole environment of a worker: nothing of the parent's."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": pythonpath,
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "TZ": "UTC",
+        "LANG": "C.UTF-8",
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+    }
+
+
+def _interpreter_paths() -> list[str]:
+    """Directories the worker's interpreter needs, read-only (outside /usr)."""
+    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    paths.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
+    return sorted(p for p in paths if p != "/usr" and not p.startswith("/usr/") and os.path.isdir(p))
+
+
+def bwrap_path() -> str:
+    path = shutil.which("bwrap")
+    if path is None:
+        raise SandboxUnavailable(
+            "the sandbox needs bubblewrap ('bwrap'), which is not installed: run './forge setup' (installs Debian's "
+            "'bubblewrap' when it can) or 'sudo apt-get install bubblewrap'; to run only trusted environment code "
+            "without isolation set ENVSIM_SANDBOX=trusted (or the sandbox resource's isolation: trusted)"
+        )
+    return path
+
+
+def bwrap_command(tmp_mb: int) -> list[str]:
+    """The ``bwrap`` command line that runs one sandbox worker."""
+    cmd = [
+        bwrap_path(),
+        "--unshare-all", "--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY),
+        "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv",
+        "--ro-bind", "/usr", "/usr",
+    ]
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / top
+        if host.is_symlink():
+            cmd += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            cmd += ["--ro-bind", str(host), str(host)]
+    if Path("/etc/ld.so.cache").exists():
+        cmd += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    for path in _interpreter_paths():
+        cmd += ["--ro-bind", path, path]
+    cmd += [
+        "--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline",
+        "--size", str(tmp_mb << 20), "--tmpfs", "/tmp",
+        "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
+    ]
+    for key, value in worker_environment(_APP_DIR).items():
+        cmd += ["--setenv", key, value]
+    cmd += ["--", sys.executable, "-m", "pipeline.execution.worker"]
+    return cmd
+
+
+def worker_command(isolation: str, tmp_mb: int) -> tuple[list[str], dict[str, str], str]:
+    """(argv, environment, working directory) of a worker under ``isolation``."""
+    if isolation == "bwrap":
+        return bwrap_command(tmp_mb), {}, "/"
+    if isolation == "trusted":
+        return [sys.executable, "-m", "pipeline.execution.worker"], worker_environment(str(_PROJECT_ROOT)), str(_PROJECT_ROOT)
+    raise SandboxUnavailable(f"unknown sandbox isolation {isolation!r}; choose one of {', '.join(ISOLATIONS)}")
+
+
+def default_isolation() -> str:
+    """``ENVSIM_SANDBOX`` (``bwrap`` unless set)."""
+    value = os.environ.get("ENVSIM_SANDBOX", "bwrap").strip() or "bwrap"
+    if value not in ISOLATIONS:
+        raise SandboxUnavailable(f"ENVSIM_SANDBOX={value!r}; choose one of {', '.join(ISOLATIONS)}")
+    return value
