@@ -1,0 +1,1 @@
+"""α-curriculum SFT mixtures from evaluation results (GenEnv; DESIGN §9)."""

@@ -1,0 +1,246 @@
+"""The α-curriculum SFT mixture (GenEnv): train where the simulator is at its frontier.
+
+From one simulator's evaluation results (DuckDB ``eval_results``), the success rate (exact CM by default)
+is estimated per group of a hierarchy of levels — stratum (failure / no-change / simple / medium /
+difficult) → |Δ| → environment, as configured — with Beta smoothing toward the parent level:
+``p = (successes + m · p_parent) / (n + m)``, so a group with little or no data gets its parent's estimate
+and one with plenty of data its own. Each group of training candidates (the usable strata rows, |Δ| ≤ 12)
+gets the weight
+
+    w(p) = 1                                  if |p − α| ≤ band
+    w(p) = exp(−½ · ((|p − α| − band) / band)²)  otherwise
+
+(a group whose stratum was not evaluated at all gets weight 0) and the mixture size is split over the groups in proportion to the weights (capped by what each group
+has, the rest passed on; largest remainders). Picking, decontamination and versioning are the Balance2
+mixture's (:mod:`pipeline.select.selection`): environment-diverse seeded picks, no step sharing a
+``task_id`` (or ``env_id``) or an (s_t, a_t) hash with the benchmark version the simulator was scored on,
+and a version id hashing (seed, input, spec — which includes the estimates).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import duckdb
+
+from pipeline.evaluate.results import GROUP_SQL
+from pipeline.select.selection import DECONTAMINATION_KEYS, SelectionResult, _finish, _select
+from pipeline.select.stratify import current_fingerprint, strata_path
+from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.store.duck import connect
+from pipeline.store.layout import DataLayout
+
+CURRICULUM = "curriculum"
+LEVELS = {"stratum": f"({GROUP_SQL})", "delta": "delta_size", "env": "env_id"}
+METRICS = {"cm": "cm", "fm": "fm", "cm_lenient": "cm_lenient", "fm_and_cm": "(fm AND cm)"}
+
+
+@dataclass(frozen=True)
+class CurriculumSpec:
+    """What a curriculum mixture is built from (part of its version id)."""
+
+    run_id: str  # the evaluation run (``<simulator>@<benchmark version>``)
+    size: int = 1000
+    alpha: float = 0.5
+    band: float = 0.1
+    levels: tuple[str, ...] = ("stratum", "delta")
+    metric: str = "cm"
+    prior_strength: float = 4.0
+    decontaminate: str = "task_id"
+    benchmark_version: str | None = None  # default: the version the run was scored on
+    seed: int = 0
+
+
+@dataclass
+class CurriculumResult:
+    selection: SelectionResult
+    groups: list[dict[str, Any]] = field(default_factory=list)
+
+
+class NoEvaluation(ValueError):
+    """There are no evaluation results to build a curriculum from."""
+
+
+def weight(p: float, alpha: float, band: float) -> float:
+    """1 inside the band around α, a Gaussian fall-off (scale = band) outside it."""
+    excess = abs(p - alpha) - band
+    if excess <= 0:
+        return 1.0
+    return math.exp(-0.5 * (excess / max(band, 1e-6)) ** 2)
+
+
+def resolve_run(con: duckdb.DuckDBPyConnection, simulator: str | None, split_version: str | None) -> str:
+    """The evaluation run to use: the named simulator's on ``split_version`` (default: its latest run)."""
+    try:
+        rows = con.execute("SELECT run_id, simulator, split_version, max(seq) AS last FROM eval_results "
+                           "WHERE request_error IS NULL GROUP BY ALL ORDER BY last DESC").fetchall()
+    except duckdb.CatalogException:
+        raise NoEvaluation("no evaluation results in DuckDB (table eval_results); materialize 'simulator_eval' first") from None
+    candidates = [r for r in rows if (simulator is None or r[1] == simulator) and (split_version is None or r[2] == split_version)]
+    if not candidates:
+        known = ", ".join(sorted({r[0] for r in rows})) or "none"
+        raise NoEvaluation(f"no evaluation run of simulator {simulator!r} (split version {split_version or 'any'}); known runs: {known}")
+    return candidates[0][0]
+
+
+def estimates(con: duckdb.DuckDBPyConnection, spec: CurriculumSpec) -> dict[tuple[str, ...], tuple[float, int, int]]:
+    """Smoothed success per group key at every level prefix: key -> (estimate, samples, successes)."""
+    unknown = set(spec.levels) - set(LEVELS)
+    if unknown or not spec.levels or spec.levels[0] != "stratum":
+        raise ValueError(f"levels must start with 'stratum' and use only {list(LEVELS)}, got {list(spec.levels)}")
+    if spec.metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, not {spec.metric!r}")
+    keys = ", ".join(f"CAST({LEVELS[lv]} AS VARCHAR) AS {lv}" for lv in spec.levels)
+    rows = con.execute(
+        f"SELECT {keys}, count(*) AS n, sum(({METRICS[spec.metric]})::INT) AS ok FROM eval_results "
+        f"WHERE run_id = ? AND request_error IS NULL GROUP BY ALL", [spec.run_id]).fetchall()
+    if not rows:
+        raise NoEvaluation(f"evaluation run {spec.run_id!r} has no scored samples")
+    depth = len(spec.levels)
+    counts: dict[tuple[str, ...], list[int]] = {}
+    for row in rows:
+        n, ok = int(row[depth]), int(row[depth + 1] or 0)
+        for d in range(depth + 1):
+            c = counts.setdefault(tuple(row[:d]), [0, 0])
+            c[0] += n
+            c[1] += ok
+    m = spec.prior_strength
+    out: dict[tuple[str, ...], tuple[float, int, int]] = {}
+    for key in sorted(counts, key=lambda k: (len(k), k)):
+        n, ok = counts[key]
+        parent = out[key[:-1]][0] if key else 0.5
+        out[key] = ((ok + m * parent) / (n + m), n, ok)
+    return out
+
+
+def _estimate_for(est: dict[tuple[str, ...], tuple[float, int, int]], key: tuple[str, ...]) -> tuple[float, int, int] | None:
+    """A key's estimate, falling back to the deepest evaluated ancestor; None when its stratum was not
+    evaluated at all (nothing is known there: such groups get weight 0)."""
+    if key[:1] not in est:
+        return None
+    for d in range(len(key), 0, -1):
+        if key[:d] in est:
+            p, n, ok = est[key[:d]]
+            return (p, n, ok) if d == len(key) else (p, 0, 0)
+    return None
+
+
+def allocate(weights: dict[Any, float], available: dict[Any, int], size: int) -> dict[Any, int]:
+    """Split ``size`` over keys in proportion to ``weights``, capped by ``available`` (surplus passed on),
+    rounded by largest remainders; deterministic (ties by key)."""
+    quota = {k: 0 for k in weights}
+    open_keys = {k for k in weights if weights[k] > 0 and available.get(k, 0) > 0}
+    left = size
+    while left > 0 and open_keys:
+        total = sum(weights[k] for k in open_keys)
+        share = {k: left * weights[k] / total for k in open_keys}
+        capped = {k for k in open_keys if quota[k] + share[k] >= available[k]}
+        if capped:
+            for k in sorted(capped):
+                left -= available[k] - quota[k]
+                quota[k] = available[k]
+            open_keys -= capped
+            continue
+        base = {k: math.floor(share[k]) for k in open_keys}
+        rest = left - sum(base.values())
+        for k in sorted(open_keys, key=lambda k: (-(share[k] - base[k]), k))[:rest]:
+            base[k] += 1
+        for k in open_keys:
+            quota[k] += base[k]
+        left = 0
+    return quota
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, spec: CurriculumSpec,
+                     make_current: bool = True) -> CurriculumResult:
+    """Estimate, weigh, allocate and pick; writes ``data/splits/curriculum/<version>/`` like Balance2."""
+    if spec.decontaminate not in DECONTAMINATION_KEYS:
+        raise ValueError(f"decontaminate must be one of {DECONTAMINATION_KEYS}, not {spec.decontaminate!r}")
+    if not 0 <= spec.alpha <= 1 or spec.band <= 0:
+        raise ValueError(f"alpha must be in [0, 1] and band > 0 (got alpha={spec.alpha}, band={spec.band})")
+    est = estimates(eval_con, spec)
+    scored_on = eval_con.execute("SELECT any_value(split_version) FROM eval_results WHERE run_id = ?", [spec.run_id]).fetchone()[0]
+    bench = SplitStore(layout, BENCHMARK)
+    bench_version = bench.resolve(spec.benchmark_version or scored_on)
+    bench_samples = str(bench.samples(bench_version))
+    exclude = (f"AND delta_size <= 12 AND {spec.decontaminate} NOT IN (SELECT {spec.decontaminate} FROM read_parquet('{bench_samples}')) "
+               f"AND sample_hash NOT IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")
+    if not strata_path(layout).exists():
+        raise FileNotFoundError(f"no strata table at {strata_path(layout)}; materialize 'step_strata' first")
+    keys_sql = ", ".join(f"CAST({LEVELS[lv]} AS VARCHAR) AS {lv}" for lv in spec.levels)
+    with connect() as con:
+        candidates = con.execute(
+            f"""SELECT {keys_sql}, count(DISTINCT sample_hash) AS n FROM read_parquet('{strata_path(layout)}')
+                WHERE NOT excluded {exclude} GROUP BY ALL ORDER BY ALL""").fetchall()
+    depth = len(spec.levels)
+    available = {tuple(r[:depth]): int(r[depth]) for r in candidates}
+    groups = []
+    for key in sorted(available):
+        found = _estimate_for(est, key)
+        p, n, ok = found if found is not None else (None, 0, 0)
+        groups.append({"group": "/".join(key), **dict(zip(spec.levels, key)), "estimate": None if p is None else round(p, 4),
+                       "eval_samples": n, "eval_successes": ok,
+                       "weight": 0.0 if p is None else round(weight(p, spec.alpha, spec.band), 6), "candidates": available[key]})
+    quota = allocate({g["group"]: g["weight"] for g in groups}, {g["group"]: g["candidates"] for g in groups}, spec.size)
+    for g in groups:
+        g["quota"] = quota[g["group"]]
+    version_spec = {"seed": spec.seed, "input": current_fingerprint(layout), "curriculum": {**asdict(spec), "levels": list(spec.levels)},
+                    "benchmark": bench_version, "decontaminate": spec.decontaminate,
+                    "estimates": {g["group"]: g["estimate"] for g in groups}}
+    from pipeline.select.versions import version_id
+
+    version = "cur-" + version_id(CURRICULUM, version_spec).split("-", 1)[1]
+    strata = []
+    for g in groups:
+        if g["quota"] <= 0:
+            continue
+        predicate = " AND ".join(f"CAST({LEVELS[lv]} AS VARCHAR) = {_quote(g[lv])}" for lv in spec.levels)
+        strata.append((g["group"], predicate, g["quota"]))
+    with connect() as con:
+        picks, table = _select(con, layout, strata, spec.seed, exclude)
+    selected = {t["stratum"]: t["selected"] for t in table}
+    for g in groups:
+        g["selected"] = selected.get(g["group"], 0)
+    result = _finish(CURRICULUM, layout, version, version_spec, picks, table, "warn", make_current)
+    store = SplitStore(layout, CURRICULUM)
+    manifest = store.manifest(version)
+    manifest["groups"] = groups
+    store.write_manifest(version, manifest)
+    return CurriculumResult(result, groups)
+
+
+def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:
+    """Register every curriculum version in DuckDB: ``split_versions`` / ``split_members`` (kind
+    ``curriculum``, as the warehouse does for the other splits) and ``curriculum_groups`` (per version and
+    group: estimate, evaluation samples, weight, candidates, quota, selected). Returns the version count."""
+    from pipeline.store import warehouse
+
+    warehouse.sync(con, layout)  # creates the split tables
+    con.execute("""CREATE TABLE IF NOT EXISTS curriculum_groups (version VARCHAR, run_id VARCHAR, grp VARCHAR, estimate DOUBLE,
+                   eval_samples INTEGER, eval_successes INTEGER, weight DOUBLE, candidates INTEGER, quota INTEGER, selected INTEGER)""")
+    store = SplitStore(layout, CURRICULUM)
+    known = {r[0] for r in con.execute("SELECT version FROM split_versions WHERE kind = ?", [CURRICULUM]).fetchall()}
+    for version in store.versions():
+        if version in known:
+            continue
+        manifest = store.manifest(version)
+        spec = manifest["spec"]
+        con.execute("INSERT INTO split_versions VALUES (?, ?, ?, ?, ?, ?, ?, false)",
+                    [CURRICULUM, version, spec["seed"], spec["input"], json.dumps(spec, sort_keys=True), manifest["samples"],
+                     len(manifest["shortfalls"])])
+        con.execute(f"""INSERT INTO split_members SELECT ?, ?, position, stratum, step_id, trajectory_id, task_id, env_id,
+                               tool, outcome, delta_size, args_count, sample_hash
+                        FROM read_parquet('{store.samples(version).resolve()}')""", [CURRICULUM, version])
+        for g in manifest.get("groups", []):
+            con.execute("INSERT INTO curriculum_groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [version, spec["curriculum"]["run_id"], g["group"], g["estimate"], g["eval_samples"], g["eval_successes"],
+                         g["weight"], g["candidates"], g["quota"], g["selected"]])
+    con.execute("UPDATE split_versions SET is_current = (version = ?) WHERE kind = ?", [store.current(), CURRICULUM])
+    return len(store.versions())
