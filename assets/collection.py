@@ -104,6 +104,14 @@ def trajectories(
         "rejected": MetadataValue.md(md_records(report.issue_rows(), ["task_id", "stage", "reason", "origin"])),
         "path": MetadataValue.path(str(layout.trajectories.resolve())),
     }
+    if result.without_scenarios:
+        how = ("explored from their class defaults (init config {})" if sources.explore_class_defaults
+               else "not explored (explore_class_defaults is off)")
+        context.log.warning(f"{len(result.without_scenarios)} corpus environments have no scenario; {how}: "
+                            + ", ".join(result.without_scenarios[:20]))
+        metadata["environments_without_scenarios"] = len(result.without_scenarios)
+        metadata["without_scenarios"] = MetadataValue.md(
+            f"{how}:\n\n" + "\n".join(f"- {e}" for e in result.without_scenarios[:200]))
     if result.shard is not None:
         metadata["partition"] = result.shard.shard.key
         metadata["partition_note"] = result.shard.note

@@ -90,23 +90,35 @@ def delta_roundtrip(context: AssetCheckExecutionContext, store: DataStoreResourc
 
 
 class DeterminismConfig(Config):
-    sample_size: int = Field(default=20, description="Trajectories re-executed from scratch.")
+    sample_size: int = Field(default=20, description="Trajectories re-executed from scratch (-1: all of them).")
     seed: int = Field(default=0, description="Seed of the sample.")
 
 
-@asset_check(asset=labeled_steps, description="A seeded sample of trajectories, re-executed from scratch in fresh processes, gives identical labels (in a partitioned run: sampled from the partition).")
+@asset_check(asset=labeled_steps, blocking=True, description="Labels are reproducible: every explored step's s'_t equals what exploration observed, and a seeded sample of trajectories re-executed from scratch in fresh processes (same frozen clock and seeds) gives identical labels. Blocking: a difference fails the run naming the environments; the differing steps (and the later steps of their trajectories) are excluded from the splits (in a partitioned run: the partition's trajectories).")
 def relabel_is_deterministic(
     context: AssetCheckExecutionContext, config: DeterminismConfig, store: DataStoreResource, sandbox: SandboxResource
 ) -> AssetCheckResult:
     with sandbox.open() as box:
         report = check_determinism(scoped(store.layout(), context), box, config.sample_size, config.seed)
+    if not report.ok:
+        context.log.error(f"relabel_is_deterministic FAILED: {report.headline()}")
+        for line in report.mismatches[:20]:
+            context.log.error(f"  {line}")
+    by_env = [{"env_id": e, "excluded_steps": n} for e, n in report.by_env().items()]
     return AssetCheckResult(
         passed=report.ok,
+        description=report.headline(),
         metadata={
             **partition_metadata(context),
+            "headline": report.headline(),
             "sampled_trajectories": len(report.sampled),
             "steps_compared": report.steps_compared,
-            "mismatches": MetadataValue.md("\n".join(f"- {m}" for m in report.mismatches[:50]) or "_none_"),
+            "explored_steps_compared": report.explored_compared,
+            "nondeterministic_environments": ", ".join(report.environments()) or "none",
+            "excluded_steps": len(report.excluded),
+            "excluded_by_env": MetadataValue.md(md_records(by_env, ["env_id", "excluded_steps"]) if by_env else "_none_"),
+            "mismatches": MetadataValue.md("\n".join(f"- {m[:500]}" for m in report.mismatches[:50]) or "_none_"),
+            "findings": MetadataValue.path(str(report.path.resolve())) if report.path else "",
         },
     )
 

@@ -19,7 +19,7 @@ from pipeline import profile
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.report import md_table
 from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture
-from pipeline.select.stratify import cell_table, stratify
+from pipeline.select.stratify import cell_table, exclusion_table, stratify
 from pipeline.select.versions import BENCHMARK, SplitStore
 from pipeline.store import queries, warehouse
 from pipeline.strata import BENCHMARK_CELLS, Cell
@@ -32,12 +32,19 @@ POOL = "duckdb"  # one writer of envsim.duckdb at a time
 def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource) -> MaterializeResult:
     """Every labeled step with its outcome, |Δ| bucket (none / simple / medium / difficult / beyond),
     argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
-    steps are kept but marked excluded from both splits. Also refreshes the DuckDB views."""
+    steps are kept but marked excluded from both splits, and so are steps the determinism check found
+    non-deterministic (and the later steps of their trajectories), with the reason. Also refreshes the
+    DuckDB views."""
     layout = store.layout()
     report = stratify(layout)
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
     cells = cell_table(layout)
+    exclusions = exclusion_table(layout)
+    nondet = exclusions[exclusions["reason"] == "non-deterministic"]
+    if len(nondet):
+        context.log.warning(f"{int(nondet['steps'].sum())} non-deterministic steps excluded from the splits in "
+                            f"{len(nondet)} environment(s): {', '.join(nondet['env_id'])}")
     context.log.info(f"{report.steps} steps stratified ({report.usable} usable) -> {report.path}")
     return MaterializeResult(
         metadata={
@@ -45,6 +52,8 @@ def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb
             "usable_steps": report.usable,
             "input_fingerprint": report.fingerprint,
             "cells": MetadataValue.md(md_table(cells, index=False)),
+            "nondeterministic_excluded": int(nondet["steps"].sum()) if len(nondet) else 0,
+            "excluded_by_env": MetadataValue.md(md_table(exclusions, index=False) if len(exclusions) else "_none_"),
             "benchmark_cell_candidates": MetadataValue.md(md_table(queries.cell_coverage(layout), index=False)),
             "path": MetadataValue.path(str(report.path.resolve())),
         }

@@ -14,8 +14,17 @@ from pipeline.store.layout import DataLayout
 
 
 def summary(layout: DataLayout) -> int:
-    if not queries.has_steps(layout):
-        print(f"no labeled steps under {layout.root.resolve()}; run the main job first", file=sys.stderr)
+    """Print the summary; non-zero when there are no steps or a determinism check failed."""
+    from pipeline.labeling.determinism import failed_checks
+    from pipeline.labeling.empty import why_empty
+
+    failed = failed_checks(layout)
+    for doc in failed:
+        print(f"FAILED CHECK relabel_is_deterministic: {doc['headline']}", file=sys.stderr)
+        for line in doc.get("mismatches", [])[:10]:
+            print(f"  {line[:300]}", file=sys.stderr)
+    if not queries.has_steps(layout) or not queries.step_totals(layout).get("steps"):
+        print(f"no labeled steps under {layout.root.resolve()}: {why_empty(layout)}", file=sys.stderr)
         return 1
     totals = queries.step_totals(layout)
     issue_files = layout.collection_issue_files()
@@ -57,6 +66,11 @@ def summary(layout: DataLayout) -> int:
     for card in sorted(exports):
         print(f"Hugging Face dataset: {card.parent}  (datasets.load_dataset('{card.parent}'))")
     print(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
+    if failed:
+        envs = sorted({e for doc in failed for e in doc.get("environments", [])})
+        print(f"FAILED: relabel_is_deterministic — non-deterministic labels in {', '.join(envs) or 'some environments'} "
+              f"(excluded from the splits; see {layout.root / 'determinism'})", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -66,7 +80,31 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("summary", help="print where the data is and its |Δ| × outcome table")
     p.add_argument("data_root", nargs="?", default=None)
     sub.add_parser("partitions", help="print the partition keys ENVSIM_SHARDS gives, one a line (none when unset)")
+    d = sub.add_parser("download", help="fetch a corpus from the Hugging Face Hub into the data root")
+    d.add_argument("corpus", choices=["envscaler"])
+    d.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
+    d.add_argument("--endpoint", default=None, help="Hub endpoint (default: HF_ENDPOINT or https://huggingface.co)")
+    d.add_argument("--env-repo", default=None, help="dataset repo of the env items (default XXHStudyHard/EnvScaler-191-Env)")
+    d.add_argument("--scenario-repo", action="append", default=None,
+                   help="dataset repo(s) of scenarios (default: XXHStudyHard/EnvScaler-RL-Scenario and -SFT-Scenario)")
+    d.add_argument("--revision", default=None)
     args = parser.parse_args(argv)
+    if args.command == "download":
+        import os
+
+        from pipeline.envs import download
+
+        root = DataLayout.at(args.data_root).root
+        result = download.download_envscaler(
+            root, endpoint=args.endpoint, token=os.environ.get("HF_TOKEN") or None,
+            env_repo=args.env_repo or download.ENV_REPO,
+            scenario_repos=tuple(args.scenario_repo or download.SCENARIO_REPOS), revision=args.revision)
+        print(f"env items: {result.env_items}")
+        for path in result.scenarios:
+            print(f"scenarios: {path}")
+        print(f"recorded in {result.directory / download.CORPUS_FILE}: the sources resource uses it by default "
+              f"(./forge run with ENVSIM_DATA_ROOT={root})")
+        return 0
     if args.command == "partitions":
         from pipeline.collect.shards import partition_keys, shard_count
 

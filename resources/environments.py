@@ -8,6 +8,8 @@ from pydantic import Field
 from pipeline import profile
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files
+from pipeline.envs.download import downloaded_corpus
+from pipeline.store.layout import default_data_root
 
 
 class BfclTaskFileConfig(Config):
@@ -21,10 +23,27 @@ class BfclTaskFileConfig(Config):
 class EnvScalerCorpusConfig(Config):
     """A corpus in EnvScaler's released format, e.g. 191_env_metadata.json plus a scenario file."""
 
-    env_items: str = Field(description="JSON dict env_id -> env item (env_class_name, env_class_code, tools, ...).")
-    scenarios: str | None = Field(default=None, description="Scenario/task items (JSON list, JSON lines or dict).")
+    env_items: str = Field(description="Env items: a JSON dict env_id -> item (191_env_metadata.json) or the Hub release "
+                                       "(list of records; tools/env_func_details as JSON strings), JSON, JSON lines or Parquet.")
+    scenarios: str | list[str] | None = Field(default=None, description="Scenario/task item file(s): JSON list, JSON lines, "
+                                                                         "dict or Parquet; init_config may be a JSON string.")
     prefix: str = Field(default="envscaler", description="Namespace of the env ids: '<prefix>/<env_id>'.")
     license: str = Field(default="", description="License of the corpus, recorded in the catalog.")
+
+
+def _corpus(c: EnvScalerCorpusConfig) -> EnvScalerCorpus:
+    files = [c.scenarios] if isinstance(c.scenarios, str) else list(c.scenarios or [])
+    return EnvScalerCorpus(Path(c.env_items), Path(files[0]) if files else None, c.prefix, c.license,
+                           tuple(Path(f) for f in files[1:]))
+
+
+def _downloaded() -> list[EnvScalerCorpusConfig]:
+    """The corpus ``./forge download envscaler`` recorded under the data root (none: empty)."""
+    corpus = downloaded_corpus(default_data_root())
+    if corpus is None:
+        return []
+    return [EnvScalerCorpusConfig(env_items=corpus["env_items"], scenarios=corpus["scenarios"],
+                                  prefix=corpus.get("prefix", "envscaler"), license=corpus.get("license", ""))]
 
 
 class EnvironmentSourcesResource(ConfigurableResource):
@@ -43,7 +62,12 @@ class EnvironmentSourcesResource(ConfigurableResource):
         default_factory=lambda: profile.current().builtin_scenarios_per_env, description="Seeded scenarios generated per builtin env."
     )
     builtin_seed: int = Field(default=0, description="Seed of the builtin scenario generators.")
-    envscaler: list[EnvScalerCorpusConfig] = Field(default_factory=list, description="EnvScaler-format corpora.")
+    envscaler: list[EnvScalerCorpusConfig] = Field(
+        default_factory=lambda: _downloaded(),
+        description="EnvScaler-format corpora (default: the one `./forge download envscaler` fetched into the data root, if any).",
+    )
+    explore_class_defaults: bool = Field(
+        default=True, description="Explore corpus environments that no scenario names from their class defaults (init config {}).")
     message_histories: list[str] = Field(
         default_factory=list, description="JSON-lines files of recorded OpenAI message histories to replay (no model needed)."
     )
@@ -61,9 +85,7 @@ class EnvironmentSourcesResource(ConfigurableResource):
             builtin=self.builtin,
             builtin_scenarios_per_env=self.builtin_scenarios_per_env,
             builtin_seed=self.builtin_seed,
-            envscaler=[
-                EnvScalerCorpus(Path(c.env_items), Path(c.scenarios) if c.scenarios else None, c.prefix, c.license)
-                for c in self.envscaler
-            ],
+            envscaler=[_corpus(c) for c in self.envscaler],
             message_histories=[Path(p) for p in self.message_histories],
+            explore_class_defaults=self.explore_class_defaults,
         )

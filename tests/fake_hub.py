@@ -1,6 +1,7 @@
 """A local stand-in for the part of the Hugging Face Hub HTTP API that ``huggingface_hub`` uses to
 create a dataset repo, upload a folder in one commit (preupload, LFS batch + basic PUT, commit
-NDJSON) and tag it. Real HTTP on 127.0.0.1; faults can be injected per route."""
+NDJSON) and tag it, and to download a dataset (repo info, HEAD/GET ``resolve``) — what
+``snapshot_download`` uses. Real HTTP on 127.0.0.1; faults can be injected per route."""
 
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ class FakeHub:
     def dataset(self, repo_id: str) -> dict[str, Any]:
         return self.repos[f"dataset/{repo_id}"]
 
+    def add_dataset(self, repo_id: str, files: dict[str, bytes]) -> None:
+        """Publish a (public) dataset repo with these files, as if pushed earlier."""
+        sha = hashlib.sha1(json.dumps(sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items())).encode()).hexdigest()
+        self.repos[f"dataset/{repo_id}"] = {"files": dict(files), "commits": [{"oid": sha, "summary": "published"}],
+                                            "tags": {}, "head": sha}
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         hub = self
 
@@ -87,8 +94,51 @@ class FakeHub:
                 self._send(int(outcome), {"error": f"injected {outcome}"}, headers={"X-Error-Message": f"injected {outcome}"})
                 return True
 
+            def _resolve(self, with_body: bool) -> bool:
+                """``/datasets/<repo>/resolve/<revision>/<path>``: a file's bytes with the headers
+                ``huggingface_hub`` reads (commit, ETag, size)."""
+                m = re.match(r"^/datasets/(.+?)/resolve/([^/]+)/(.+)$", self.path.split("?")[0])
+                if not m:
+                    return False
+                from urllib.parse import unquote
+
+                if self._fault("resolve"):
+                    return True
+                repo = hub.repos.get(f"dataset/{unquote(m.group(1))}")
+                path = unquote(m.group(3))
+                if repo is None or path not in repo["files"]:
+                    code = "RepoNotFound" if repo is None else "EntryNotFound"
+                    self._send(404, {"error": code}, headers={"X-Error-Code": code})
+                    return True
+                data = repo["files"][path]
+                headers = {"X-Repo-Commit": repo["head"], "ETag": f'"{hashlib.sha256(data).hexdigest()}"'}
+                if not with_body:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    return True
+                self._send(200, data, "application/octet-stream", headers)
+                return True
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                hub.log.append(("HEAD", self.path))
+                if not self._resolve(with_body=False):
+                    self._send(404)
+
             def do_GET(self) -> None:  # noqa: N802
                 hub.log.append(("GET", self.path))
+                if self._resolve(with_body=True):
+                    return
+                t = re.match(r"^/api/datasets/(.+?)/tree/([^/]+)(?:/(.*))?$", self.path.split("?")[0])
+                if t:  # the file listing snapshot_download pages through (one page here)
+                    repo = hub.repos.get(f"dataset/{t.group(1)}")
+                    if repo is None:
+                        return self._send(404, {"error": "Repository not found"}, headers={"X-Error-Code": "RepoNotFound"})
+                    entries = [{"type": "file", "path": p, "size": len(d), "oid": hashlib.sha1(d).hexdigest()}
+                               for p, d in sorted(repo["files"].items())]
+                    return self._send(200, entries)
                 m = re.match(r"^/api/(models|datasets|spaces)/(.+?)(?:/revision/(.+))?$", self.path.split("?")[0])
                 if m:
                     key = f"{m.group(1)[:-1]}/{m.group(2)}"

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 from pipeline.collect.collector import CollectReport, collect
 from pipeline.collect.explore import Coverage, ExploreSettings, explore
-from pipeline.collect.shards import Shard, partition_keys, source_of
+from pipeline.collect.shards import Shard, partition_keys, shard_index, source_of
 from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories
 from pipeline.envs import registry
 from pipeline.envs.bfcl_tasks import TaskIssue
@@ -31,6 +31,7 @@ class CollectionResult:
     coverage: Coverage | None
     agent_episodes: list[dict] = field(default_factory=list)
     shard: "ShardSummary | None" = None
+    without_scenarios: list[str] = field(default_factory=list)  # corpus environments no scenario names
 
 
 @dataclass
@@ -162,8 +163,11 @@ def collect_all(
             for r in agent_rows
         ], None))
     coverage = None
+    without: list[str] = []
     if explore_settings is not None:
-        scenarios, scenario_issues = exploration_scenarios(cfg, items)
+        scenarios, scenario_issues = exploration_scenarios(cfg, items, without)
+        if shard is not None:
+            without = [e for e in without if shard.source == "envscaler" and shard_index(e, shard.count) == shard.index]
         if shard is not None:
             everywhere = {s.env.env_id for s in scenarios}
             scenarios = list(scoped(scenarios, "envscaler"))
@@ -175,4 +179,4 @@ def collect_all(
     if summary is not None:
         summary.note = _shard_note(summary, report.trajectories)
         log(summary.note)
-    return CollectionResult(report, coverage, agent_rows, summary)
+    return CollectionResult(report, coverage, agent_rows, summary, without)

@@ -25,6 +25,10 @@ class EnvScalerCorpus:
     scenarios: Path | None = None
     prefix: str = envscaler.SOURCE
     license: str = ""
+    more_scenarios: tuple[Path, ...] = ()  # further scenario files (the Hub release: RL and SFT scenarios)
+
+    def scenario_files(self) -> list[Path]:
+        return ([self.scenarios] if self.scenarios is not None else []) + list(self.more_scenarios)
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class SourceConfig:
     builtin_seed: int = 0
     envscaler: list[EnvScalerCorpus] = field(default_factory=list)
     message_histories: list[Path] = field(default_factory=list)  # JSON lines of OpenAI message histories
+    explore_class_defaults: bool = True  # corpus environments without a scenario: explore cls({}) / cls()
 
 
 def env_items(cfg: SourceConfig) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
@@ -57,8 +62,14 @@ def replay_trajectories(cfg: SourceConfig) -> Iterator[Trajectory | TaskIssue]:
         yield from ground_truth_trajectories(iter_tasks(cfg.bfcl_files))
 
 
-def exploration_scenarios(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> tuple[list[ScenarioRef], list[TaskIssue]]:
-    """Scenarios to explore, interleaved across environments so every environment gets episodes."""
+def exploration_scenarios(
+    cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None = None
+) -> tuple[list[ScenarioRef], list[TaskIssue]]:
+    """Scenarios to explore, interleaved across environments so every environment gets episodes.
+
+    Corpus environments that no scenario names are appended to ``without`` (when given) and, with
+    ``explore_class_defaults``, explored from their class defaults (init config ``{}``: the
+    constructor's own state; a class that cannot be built so is reported as a reset issue)."""
     by_id = {i.qualified_id: i for i in items}
     per_env: dict[str, list[ScenarioRef]] = {}
     issues: list[TaskIssue] = []
@@ -71,17 +82,24 @@ def exploration_scenarios(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> 
             item = by_id[f"{builtin.PREFIX}/{sc['env_id']}"]
             add(ScenarioRef(sc["task_id"], item.spec(sc["init_config"]), task=sc["task"]))
     for corpus in cfg.envscaler:
-        if corpus.scenarios is None:
-            continue
-        for sc in envscaler.load_scenarios(corpus.scenarios):
-            if isinstance(sc, TaskIssue):
-                issues.append(sc)
-                continue
-            item = by_id.get(f"{corpus.prefix}/{sc.env_id}")
-            if item is None:
-                issues.append(TaskIssue(sc.task_id, "parse", f"unknown or unusable env_id {sc.env_id!r}", sc.origin))
-                continue
-            add(ScenarioRef(sc.task_id, item.spec(sc.init_config), task=sc.task))
+        for path in corpus.scenario_files():
+            for sc in envscaler.load_scenarios(path):
+                if isinstance(sc, TaskIssue):
+                    issues.append(sc)
+                    continue
+                item = by_id.get(f"{corpus.prefix}/{sc.env_id}")
+                if item is None:
+                    issues.append(TaskIssue(sc.task_id, "parse", f"unknown or unusable env_id {envscaler.bounded(repr(sc.env_id), 80)}", sc.origin))
+                    continue
+                add(ScenarioRef(sc.task_id, item.spec(sc.init_config), task=sc.task))
+        prefix = f"{corpus.prefix}/"
+        for item in items:
+            if item.prefix == corpus.prefix and item.qualified_id not in per_env and item.qualified_id.startswith(prefix):
+                if without is not None:
+                    without.append(item.qualified_id)
+                if cfg.explore_class_defaults:
+                    add(ScenarioRef(f"{item.env_id}/class-defaults", item.spec({}), category="explore-defaults",
+                                    task="Explore the environment from its class defaults."))
     if cfg.bfcl_explore:
         for task in iter_tasks(cfg.bfcl_files):
             if not isinstance(task, TaskIssue):

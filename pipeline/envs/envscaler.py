@@ -1,5 +1,12 @@
 """Adapter for environments in EnvScaler's released format (``191_env_metadata.json``).
 
+Two layouts of the same data are read, with identical results: the dict format
+(``191_env_metadata.json``: ``{env_id: item}``) and the format published on the Hugging Face Hub
+(``XXHStudyHard/EnvScaler-191-Env`` and the ``-RL-Scenario`` / ``-SFT-Scenario`` datasets: a list of
+records carrying ``env_id``, with ``tools``, ``env_func_details`` and ``init_config`` stored as JSON
+strings and ``constraints_rules`` as a list) — as JSON, JSON lines or Parquet. Every per-record error
+names the record and is bounded in size.
+
 Env items: a JSON dict ``env_id -> item`` with at least ``env_class_name``, ``env_class_code`` (the
 class source as a string, run with ``exec`` — only ever inside a sandbox child), ``tools`` (OpenAI
 function schemas; derived from method signatures and docstrings when missing),
@@ -79,8 +86,53 @@ class Scenario:
 
 # -- reading the corpus --------------------------------------------------------------------------
 
+MAX_REASON = 300  # characters of a per-record error message
+
+
+def bounded(text: str, limit: int = MAX_REASON) -> str:
+    """``text`` cut to ``limit`` characters (a bad record must not produce a megabyte of log)."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _preview(value: Any) -> str:
+    return bounded(repr(value), 60)
+
+
+def _json_field(raw: dict[str, Any], key: str, expected: type | tuple[type, ...]) -> tuple[Any, str | None]:
+    """A field that the Hub release stores as a JSON string (``tools``, ``env_func_details``,
+    ``init_config``): decoded when it is a string; (value, error)."""
+    value = raw.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            return None, f"'{key}' is a string but not JSON ({exc.msg} at character {exc.pos}): {_preview(raw[key])}"
+    if value is not None and not isinstance(value, expected):
+        names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+        return None, f"'{key}' is a {type(value).__name__}, expected {names} (a JSON string of one is accepted): {_preview(value)}"
+    return value, None
+
+
+def _text(value: Any) -> str:
+    """Introduction / rules: a string, or a list of strings (the Hub release) joined by lines."""
+    if isinstance(value, list):
+        return "\n".join(f"- {v}" if isinstance(v, str) else json.dumps(v, sort_keys=True) for v in value)
+    return "" if value is None else str(value)
+
+
+def _load_parquet(path: Path) -> Iterator[tuple[str, Any | None, str | None]]:
+    import pyarrow.parquet as pq
+
+    for i, row in enumerate(pq.read_table(path).to_pylist()):
+        yield f"{path.name}[{i}]", row, None
+
+
 def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | None]]:
-    """Yield (origin, object, error) for a JSON document (list/dict) or JSON lines."""
+    """Yield (origin, object, error) for a JSON document (list/dict), JSON lines or a Parquet file."""
+    if path.suffix == ".parquet":
+        yield from _load_parquet(path)
+        return
     text = path.read_text(encoding="utf-8")
     try:
         doc = json.loads(text)
@@ -90,7 +142,7 @@ def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | Non
                 try:
                     yield f"{path.name}:{lineno}", json.loads(line), None
                 except json.JSONDecodeError as exc:
-                    yield f"{path.name}:{lineno}", None, f"line is not JSON: {exc.msg} at column {exc.colno}"
+                    yield f"{path.name}:{lineno}", None, f"line is not JSON: {exc.msg} at column {exc.colno}: {_preview(line)}"
         return
     if isinstance(doc, list):
         for i, obj in enumerate(doc):
@@ -102,24 +154,29 @@ def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | Non
 
 
 def load_env_items(path: Path, prefix: str = SOURCE, license: str = "") -> Iterator[EnvItem | TaskIssue]:
-    """Read an env-items file (``{env_id: item}``; a list of items with ``env_id`` also works)."""
+    """Read an env-items file: ``{env_id: item}``, or a list of records with ``env_id`` (the Hub release)."""
     for origin, doc, err in _load_json_or_jsonl(Path(path)):
         if err:
             yield TaskIssue(origin, "env", err, origin)
             continue
-        if isinstance(doc, dict) and "env_class_code" in doc:
-            entries = [(str(doc.get("env_id", origin)), doc)]
+        if isinstance(doc, dict) and ("env_class_code" in doc or "env_id" in doc):
+            entries = [(str(doc.get("env_id") or origin), doc)]
         elif isinstance(doc, dict):
             entries = list(doc.items())
         else:
             yield TaskIssue(origin, "env", "expected an object of env items", origin)
             continue
         for env_id, raw in entries:
-            yield parse_env_item(str(env_id), raw, f"{origin}:{env_id}", prefix, license)
+            try:
+                result = parse_env_item(str(env_id), raw, f"{origin}:{env_id}", prefix, license)
+            except Exception as exc:  # a record this loader did not foresee: name it, keep the others
+                result = TaskIssue(str(env_id), "env", f"unreadable env item: {type(exc).__name__}: {exc}", f"{origin}:{env_id}")
+            yield _bounded_issue(result)
 
 
 def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
-    """Read scenario/task items (JSON list, JSON lines, or ``{task_id: item}``)."""
+    """Read scenario/task items (JSON list, JSON lines, Parquet, or ``{task_id: item}``); ``init_config``
+    may be a JSON string (the Hub release)."""
     for origin, doc, err in _load_json_or_jsonl(Path(path)):
         if err:
             yield TaskIssue(origin, "parse", err, origin)
@@ -134,11 +191,13 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
             if "env_id" not in obj:
                 yield TaskIssue(task_id, "parse", "scenario item without 'env_id'", where)
                 continue
-            cfg = obj.get("init_config", {})
-            if not isinstance(cfg, dict):
-                yield TaskIssue(task_id, "parse", "'init_config' is not an object", where)
+            cfg, err = _json_field(obj, "init_config", dict)
+            if err:
+                yield TaskIssue(task_id, "parse", err, where)
                 continue
-            yield Scenario(task_id, str(obj["env_id"]), cfg, str(obj.get("task", "")), obj.get("checklist_with_func"), where)
+            checklist, _ = _json_field(obj, "checklist_with_func", (list, dict))
+            yield Scenario(task_id, str(obj["env_id"]), cfg or {}, str(obj.get("task", "")),
+                           checklist if checklist is not None else obj.get("checklist_with_func"), where)
 
 
 def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE, license: str = "") -> EnvItem | TaskIssue:
@@ -160,9 +219,15 @@ def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE
         )
     methods = public_methods(classes[name])
     problems: list[str] = []
-    if raw.get("tools"):
+    raw_tools, err = _json_field(raw, "tools", list)
+    if err:
+        return TaskIssue(env_id, "env", err, origin)
+    _details, err = _json_field(raw, "env_func_details", (list, dict))
+    if err:
+        problems.append(err)  # informative only: the tools come from 'tools' or the methods
+    if raw_tools:
         tools = []
-        for tool in raw["tools"]:
+        for tool in raw_tools:
             fixed, problem = _check_tool(tool, methods)
             if problem:
                 problems.append(problem)
@@ -173,20 +238,26 @@ def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE
         tools = [derive_tool(m) for m in methods.values()]
         derived = True
     if not tools:
-        return TaskIssue(env_id, "env", "no usable tools: " + ("; ".join(problems) or "the class has no public methods"), origin)
+        return TaskIssue(env_id, "env", bounded("no usable tools: " + ("; ".join(problems) or "the class has no public methods"), 1000), origin)
     item = EnvItem(
         env_id=env_id, class_name=name, class_code=code, tools=tools,
-        introduction=str(raw.get("environment_introduction", "")), rules=str(raw.get("constraints_rules", "")),
+        introduction=_text(raw.get("environment_introduction")), rules=_text(raw.get("constraints_rules")),
         tools_derived=derived, origin=origin, prefix=prefix, license=license, problems=tuple(problems),
     )
     return item  # usable with its valid tools; the bad schemas are reported through ``split_item``
 
 
+def _bounded_issue(result: Any) -> Any:
+    if isinstance(result, TaskIssue) and len(result.reason) > MAX_REASON * 4:
+        return TaskIssue(result.task_id, result.stage, bounded(result.reason, MAX_REASON * 4), result.origin)
+    return result
+
+
 def split_item(result: EnvItem | TaskIssue) -> tuple[EnvItem | None, list[TaskIssue]]:
     """``parse_env_item``'s result as (item or None, issues to report)."""
     if isinstance(result, TaskIssue):
-        return None, [result]
-    return result, [TaskIssue(result.env_id, "tools", p, result.origin) for p in result.problems]
+        return None, [_bounded_issue(result)]
+    return result, [TaskIssue(result.env_id, "tools", bounded(p), result.origin) for p in result.problems]
 
 
 # -- schemas from code ---------------------------------------------------------------------------
@@ -312,7 +383,7 @@ def derive_tool(fn: ast.FunctionDef) -> dict[str, Any]:
 def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[str, Any], str | None]:
     fn_schema = tool.get("function", tool) if isinstance(tool, dict) else None
     if not isinstance(fn_schema, dict) or not isinstance(fn_schema.get("name"), str):
-        return {}, f"tool schema without a name: {str(tool)[:80]}"
+        return {}, f"tool schema without a name: {_preview(tool)}"
     name = fn_schema["name"]
     if name not in methods:
         return {}, f"tool {name!r} has no public method of that name in the class"

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from pipeline.labeling.determinism import excluded_files
+from pipeline.labeling.empty import why_empty
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
@@ -47,32 +49,49 @@ def manifest_path(layout: DataLayout) -> Path:
 
 
 def input_fingerprint(layout: DataLayout) -> str:
-    """Content fingerprint of the labeled steps (their parts are named by content keys)."""
+    """Content fingerprint of the labeled steps (their parts are named by content keys) and of the
+    steps the determinism check excluded (when it excluded any)."""
     parts = sorted(Path(p).name for p in layout.step_parts())
+    excluded = _excluded_ids(layout)
+    if excluded:
+        parts.append("nondeterministic:" + hashlib.blake2b("\n".join(excluded).encode(), digest_size=8).hexdigest())
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
+
+
+def _excluded_ids(layout: DataLayout) -> list[str]:
+    files = excluded_files(layout)
+    if not files:
+        return []
+    rows = connect().execute("SELECT DISTINCT step_id FROM read_parquet(?) ORDER BY step_id", [files]).fetchall()
+    return [r[0] for r in rows]
 
 
 def stratify(layout: DataLayout, min_steps: int = 1) -> StrataReport:
     use_returning_pool()
     parts = layout.step_parts()
     if not parts:
-        raise EmptyStepTable(f"no labeled steps under {layout.steps_dir}; materialize 'labeled_steps' first")
+        raise EmptyStepTable(f"no labeled steps under {layout.steps_dir}: {why_empty(layout)}")
     out = strata_path(layout)
     con = connect()
     total = con.execute("SELECT count(*) FROM read_parquet(?)", [parts]).fetchone()[0]
     if total < min_steps:
-        raise EmptyStepTable(f"the step table has {total} steps; at least {min_steps} are needed to stratify")
+        raise EmptyStepTable(f"the step table has {total} steps; at least {min_steps} are needed to stratify"
+                             + (f": {why_empty(layout)}" if not total else ""))
+    nondet = excluded_files(layout)
+    nd_join = (f"LEFT JOIN (SELECT step_id AS nd_step, min(reason) AS nd_reason FROM read_parquet({nondet!r}) GROUP BY 1) nd "
+               f"ON nd.nd_step = s.step_id") if nondet else "LEFT JOIN (SELECT NULL AS nd_step, NULL AS nd_reason) nd ON false"
     with atomic_path(out) as tmp:
         con.execute(
             f"""COPY (
                 SELECT step_id, trajectory_id, task_id, env_id, source, tool, step_index, outcome, delta_size,
                        {DELTA_BUCKET_SQL} AS delta_bucket, args_count, {ARGS_CARDINALITY_SQL} AS args_cardinality,
                        {BENCHMARK_CELL_SQL} AS benchmark_cell, {BALANCE2_GROUP_SQL} AS balance2_group,
-                       outcome = 'error' AS excluded,
-                       CASE WHEN outcome = 'error' THEN 'error' WHEN delta_size > 12 THEN 'beyond' END AS excluded_reason,
+                       outcome = 'error' OR nd.nd_step IS NOT NULL AS excluded,
+                       CASE WHEN nd.nd_step IS NOT NULL THEN nd.nd_reason WHEN outcome = 'error' THEN 'error'
+                            WHEN delta_size > 12 THEN 'beyond' END AS excluded_reason,
                        state_before_hash, state_after_hash,
                        md5(state_before_hash || '|' || tool || '|' || arguments_json) AS sample_hash
-                FROM read_parquet(?) ORDER BY step_id
+                FROM read_parquet(?) s {nd_join} ORDER BY step_id
             ) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)""",
             [parts],
         )
@@ -96,4 +115,16 @@ def cell_table(layout: DataLayout) -> "pd.DataFrame":
     return con.execute(
         f"""SELECT outcome, delta_bucket, args_cardinality, count(*) AS steps, count(DISTINCT env_id) AS environments
             FROM read_parquet('{strata_path(layout)}') GROUP BY ALL ORDER BY outcome, delta_bucket, args_cardinality"""
+    ).df()
+
+
+def exclusion_table(layout: DataLayout) -> "pd.DataFrame":
+    """Excluded steps per environment and kind of reason (error, beyond, non-deterministic)."""
+    con = connect()
+    return con.execute(
+        f"""SELECT env_id,
+                   CASE WHEN excluded_reason LIKE 'non-deterministic%' OR excluded_reason LIKE 'after non-deterministic%'
+                        THEN 'non-deterministic' ELSE excluded_reason END AS reason,
+                   count(*) AS steps
+            FROM read_parquet('{strata_path(layout)}') WHERE excluded GROUP BY ALL ORDER BY reason, env_id"""
     ).df()
