@@ -78,20 +78,23 @@ class FdReader:
             self.buf += chunk
         else:
             self.eof = True
-        if len(self.buf) >= _HEADER.size:
-            (size,) = _HEADER.unpack_from(self.buf)
-            if size > self.max_size:
-                raise FrameError(f"frame of {size} bytes exceeds the {self.max_size}-byte limit")
 
     def frames(self) -> list[dict[str, Any]]:
-        out = []
+        """Complete frames in the buffer. A bad frame raises — after the good ones before it were returned."""
+        out: list[dict[str, Any]] = []
         while len(self.buf) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(self.buf)
-            if size > self.max_size:
-                raise FrameError(f"frame of {size} bytes exceeds the {self.max_size}-byte limit")
-            if len(self.buf) < _HEADER.size + size:
-                break
-            out.append(decode(bytes(self.buf[_HEADER.size : _HEADER.size + size])))
+            try:
+                if size > self.max_size:
+                    raise FrameError(f"frame of {size} bytes exceeds the {self.max_size}-byte limit")
+                if len(self.buf) < _HEADER.size + size:
+                    break
+                message = decode(bytes(self.buf[_HEADER.size : _HEADER.size + size]))
+            except FrameError:
+                if out:
+                    return out  # the bad frame stays in the buffer: the next call raises
+                raise
+            out.append(message)
             del self.buf[: _HEADER.size + size]
         return out
 

@@ -180,26 +180,29 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
             ready, _, _ = select.select([rfd], [], [], remaining)
             if not ready:
                 continue
-            try:
-                reader.feed()
-                frames = reader.frames()
-            except FrameError as exc:
-                failure = ("UntrustedData", f"the environment process sent an invalid frame ({exc})")
-                break
-            for msg in frames:
+            reader.feed()
+            while failure is None and not finished:
                 try:
-                    verdict = check(msg)
-                except (KeyError, TypeError, ValueError) as exc:
-                    verdict = ("UntrustedData", f"the environment process sent a malformed frame ({type(exc).__name__}: {exc})")
-                if verdict is not None:
-                    failure = verdict
+                    frames = reader.frames()
+                except FrameError as exc:
+                    failure = ("UntrustedData", f"the environment process sent an invalid frame ({exc})")
                     break
-                kind = msg["kind"]
-                deadline = time.monotonic() + limits.call_timeout_s
-                if kind == "done":
-                    finished = True
+                if not frames:
                     break
-                _forward(emit, msg)
+                for msg in frames:
+                    try:
+                        verdict = check(msg)
+                    except (KeyError, TypeError, ValueError) as exc:
+                        verdict = ("UntrustedData", f"the environment process sent a malformed frame ({type(exc).__name__}: {exc})")
+                    if verdict is not None:
+                        failure = verdict
+                        break
+                    kind = msg["kind"]
+                    deadline = time.monotonic() + limits.call_timeout_s
+                    if kind == "done":
+                        finished = True
+                        break
+                    _forward(emit, msg)
             if reader.eof and not finished and failure is None:
                 failure = ("WorkerCrash", "")
         os.close(rfd)
