@@ -100,3 +100,25 @@ def test_finer_levels_smooth_toward_the_stratum(layout, eval_con):
 def test_missing_evaluation_is_a_clear_error():
     with pytest.raises(NoEvaluation, match="simulator_eval"):
         resolve_run(duckdb.connect(), None, None)
+
+
+def test_asset_sensor_and_job_are_registered(layout, eval_con, tmp_path):
+    from dagster import materialize
+    from dagster_duckdb import DuckDBResource
+
+    from assets.simulation import curriculum_mixture
+    from pipeline.definitions import defs
+    from resources import DataStoreResource
+
+    db = tmp_path / "envsim.duckdb"
+    eval_con.execute(f"ATTACH '{db}' AS file; CREATE TABLE file.eval_results AS SELECT * FROM eval_results; DETACH file")
+    result = materialize([curriculum_mixture], resources={"store": DataStoreResource(data_root=str(layout.root)),
+                                                          "duckdb": DuckDBResource(database=str(db))},
+                         run_config={"ops": {"curriculum_mixture": {"config": {"size": 30, "levels": ["stratum"]}}}})
+    assert result.success
+    meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
+    assert meta["evaluation_run"].value == RUN and meta["samples"].value == 30 and "| simple    |" in meta["groups"].value
+    assert defs.resolve_sensor_def("curriculum_on_new_eval").job_name == "curriculum_refresh"
+    main = {k.to_user_string() for k in defs.resolve_job_def("envsim_main").asset_layer.executable_asset_keys}
+    assert "curriculum_mixture" not in main and "simulated_rollouts" not in main
+    assert {k.to_user_string() for k in defs.resolve_job_def("simulation").asset_layer.executable_asset_keys} == {"simulated_rollouts", "rollout_sft_dataset"}

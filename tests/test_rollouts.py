@@ -196,3 +196,27 @@ def test_llm_agent_acts_on_simulated_observations(layout, sandbox):
     assert all(s["drift"] == 0 and s["fm"] for s in steps)
     messages = json.loads(rollouts[0]["messages_json"])
     assert [m["role"] for m in messages] == ["system", "user"] + ["assistant", "tool"] * 3 + ["assistant"]
+
+
+def test_assets_materialize_with_metadata_and_oracle_check(layout, tmp_path):
+    from dagster import materialize
+    from dagster_duckdb import DuckDBResource
+
+    from assets.simulation import rollout_sft_dataset, simulated_rollouts
+    from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
+
+    resources = {"store": DataStoreResource(data_root=str(layout.root)), "sources": EnvironmentSourcesResource(),
+                 "sandbox": SandboxResource(workers=2), "duckdb": DuckDBResource(database=str(tmp_path / "envsim.duckdb"))}
+    result = materialize([simulated_rollouts, rollout_sft_dataset], resources=resources,
+                         run_config={"ops": {"simulated_rollouts": {"config": {"task_limit": 8}},
+                                             "rollout_sft_dataset": {"config": {"filter": "verified", "directory": str(tmp_path / "sft")}}}})
+    assert result.success
+    meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()}
+    assert meta["simulated_rollouts"]["rollout_tasks"].value == 8
+    assert "oracle@recorded" in meta["simulated_rollouts"]["summary"].value
+    assert meta["simulated_rollouts"]["drift_by_step"].value.startswith("![drift vs step](data:image/png;base64,")
+    # the baselines only: the oracle's 8 rollouts are verified, no_change's that drifted are dropped
+    assert meta["rollout_sft_dataset"]["kept"].value >= 8 and meta["rollout_sft_dataset"]["dropped"].value >= 1
+    assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()} == {"oracle_never_drifts": True}
+    with duckdb.connect(str(tmp_path / "envsim.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM rollouts WHERE run_id = 'oracle@recorded'").fetchone()[0] == 8

@@ -1,0 +1,190 @@
+"""Simulators in the loop: closed-loop simulated rollouts with an executor shadow (Simia), their export as
+agent SFT data, and the α-curriculum SFT mixture from evaluation results (GenEnv)."""
+
+import asyncio
+from pathlib import Path
+from typing import Literal
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    Config,
+    EventLogEntry,
+    MaterializeResult,
+    MetadataValue,
+    RunRequest,
+    SensorEvaluationContext,
+    asset,
+    asset_sensor,
+    define_asset_job,
+)
+from dagster_duckdb import DuckDBResource
+from pydantic import Field
+
+from assets.collection import AgentPolicyConfig
+from assets.evaluation import SimulatorConfig
+from pipeline.collect.agent import AgentSettings
+from pipeline.collect.sources import agent_tasks, env_items
+from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, record, resolve_run
+from pipeline.envs.catalog import load_blobs
+from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
+from pipeline.report import md_table
+from pipeline.rollouts import store as rollout_store
+from pipeline.rollouts.loop import RolloutTask, ToolCode, run_id, simulate
+from pipeline.rollouts.sft import export_rollouts
+from pipeline.rollouts.shadow import shadow_all
+from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
+
+POOL = "duckdb"
+
+
+class RolloutConfig(Config):
+    simulators: list[SimulatorConfig] = Field(
+        default_factory=lambda: [SimulatorConfig(name="oracle", kind="oracle"), SimulatorConfig(name="no_change", kind="no_change")],
+        description="Simulators that play the environment; the defaults need no model.")
+    agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig,
+                                     description="An LLM agent (tasks from its `sources`); without a model the actions of recorded trajectories are replayed.")
+    task_limit: int = Field(default=40, description="Recorded trajectories to roll out (seeded choice), or LLM-agent tasks.")
+    seed: int = Field(default=0, description="Seed of the choice of recorded trajectories.")
+    sources: list[str] = Field(default_factory=list, description="Only recorded trajectories of these sources (empty: all).")
+    min_steps: int = Field(default=2, description="Only recorded trajectories with at least this many actions.")
+    max_steps: int = Field(default=12, description="Steps per rollout before it is cut.")
+
+
+@asset(group_name="simulation", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet", "openai"},
+       check_specs=[AssetCheckSpec("oracle_never_drifts", asset="simulated_rollouts")])
+def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, store: DataStoreResource, sources: EnvironmentSourcesResource,
+                       sandbox: SandboxResource, duckdb: DuckDBResource) -> MaterializeResult:
+    """Closed-loop rollouts (Simia): an agent acts (recorded actions, or an LLM agent), each simulator plays
+    the environment from its own previous predicted state, and the executor shadows every action on the real
+    environment. Per step FM, CM, drift |diff(ŝ, s)| and whether ŝ had already diverged; per rollout the first
+    divergence and final drift. Parquet under `data/rollouts/`, DuckDB `rollout_steps`, `rollouts`,
+    `rollout_by_simulator` / `_delta` / `_step` / `_env`; resumable (request log per run)."""
+    layout = store.layout()
+    load_blobs(layout)
+    agent = None
+    if config.agent.model:
+        a = config.agent
+        agent = AgentSettings(model=a.model, base_url=a.base_url, api_key_env=a.api_key_env, temperature=a.temperature,
+                              max_tokens=a.max_tokens, concurrency=a.concurrency, step_limit=a.step_limit)
+        cfg = sources.config()
+        items, _ = env_items(cfg)
+        tasks = [RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns))
+                 for t in agent_tasks(cfg, items, list(a.sources), config.task_limit)]
+    else:
+        tasks = rollout_store.recorded_tasks(layout, config.task_limit, config.seed, config.sources, config.min_steps)
+    run_ids, shadows, code = [], None, ToolCode()
+    with sandbox.open() as box:
+        if agent is None:  # the executor's runs of the recorded actions, shared by every simulator
+            shadows = shadow_all(box, [(t.key, t.task_id, t.env, t.actions[: config.max_steps]) for t in tasks])
+        for sim_cfg in config.simulators:
+            spec = SimulatorSpec(**sim_cfg.model_dump())
+            rid = run_id(spec.name, "recorded" if agent is None else f"agent-{agent.model}")
+            log_path = rollout_store.run_dir(layout, rid) / "requests.jsonl"
+            steps, rollouts, report = asyncio.run(simulate(tasks, make_simulator(spec), box, log_path, agent, config.max_steps,
+                                                           shadows, code, context.log.debug))
+            rollout_store.write_run(layout, report.run_id, steps, rollouts)
+            run_ids.append(report.run_id)
+            context.log.info(f"{report.run_id}: {report.rollouts} rollouts, {report.steps} steps, {report.asked} requests "
+                             f"({report.reused} resumed), {dict(report.statuses)} in {report.seconds:.1f}s")
+    plot_path = rollout_store.rollouts_root(layout) / "drift_by_step.png"
+    with duckdb.get_connection() as con:
+        rollout_store.sync(con, layout)
+        table = rollout_store.summary(con, run_ids)
+        plot = rollout_store.drift_plot(con, run_ids, plot_path)
+        oracle = con.execute("SELECT count(*), max(drift), min(fm::INT) FROM rollout_steps WHERE simulator = 'oracle' AND run_id IN (SELECT unnest(?))",
+                             [run_ids]).fetchone()
+    checks = [AssetCheckResult(
+        check_name="oracle_never_drifts", passed=not oracle[0] or (oracle[1] == 0 and oracle[2] == 1),
+        metadata={"oracle": f"{oracle[0]} steps, max drift {oracle[1]}" if oracle[0] else "oracle was not rolled out"})]
+    return MaterializeResult(
+        metadata={"rollout_tasks": len(tasks), "summary": MetadataValue.md(md_table(table, index=False)),
+                  "drift_by_step": MetadataValue.md(f"![drift vs step](data:image/png;base64,{plot})"),
+                  "plot_path": MetadataValue.path(str(plot_path.resolve()))},
+        check_results=checks,
+    )
+
+
+class RolloutExportConfig(Config):
+    filter: Literal["all", "verified", "prefix"] = Field(
+        default="prefix", description="all (Simia as published), verified (executor-verified rollouts only) or prefix (cut at the first divergence).")
+    simulators: list[str] = Field(default_factory=list, description="Only these simulators' rollouts (empty: all but the baselines).")
+    directory: str = Field(default="", description="Export directory (default: data/export/rollouts-<filter>).")
+
+
+@asset(group_name="simulation", deps=["simulated_rollouts"], kinds={"parquet", "huggingface"})
+def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportConfig, store: DataStoreResource) -> MaterializeResult:
+    """The simulated rollouts as agent SFT records (OpenAI messages with tool calls and the simulator's tool
+    responses, plus the tool schemas) in the Hugging Face layout, filtered (all / verified / prefix); the card
+    says which filter and how many rollouts and steps were dropped."""
+    import pyarrow.parquet as pq
+
+    layout = store.layout()
+    files = sorted(rollout_store.rollouts_root(layout).glob("*/rollouts.parquet"))
+    chosen = []
+    for f in files:
+        sims = set(pq.read_table(f, columns=["simulator"]).column("simulator").to_pylist())
+        if (config.simulators and sims & set(config.simulators)) or (not config.simulators and sims - {"oracle", "no_change"}):
+            chosen.append(f)
+    if not config.simulators and not chosen:  # only baselines so far: export them (the offline default)
+        chosen = files
+    directory = Path(config.directory) if config.directory else layout.root / "export" / f"rollouts-{config.filter}"
+    report = export_rollouts(chosen, directory, config.filter)
+    context.log.info(f"{report.kept} of {report.rollouts} rollouts exported ({report.filter}) to {directory}")
+    return MaterializeResult(metadata={"filter": report.filter, "rollouts": report.rollouts, "kept": report.kept, "dropped": report.dropped,
+                                       "steps_kept": report.steps_kept, "steps_dropped": report.steps_dropped,
+                                       "path": MetadataValue.path(str(directory.resolve()))})
+
+
+class CurriculumConfig(Config):
+    simulator: str | None = Field(default=None, description="Simulator whose evaluation results drive the curriculum (default: the latest run).")
+    split_version: str | None = Field(default=None, description="Benchmark version of that evaluation (default: its latest).")
+    alpha: float = Field(default=0.5, description="Target success rate (GenEnv's zone of proximal development).")
+    band: float = Field(default=0.1, description="Full weight within ±band of alpha, Gaussian fall-off outside.")
+    size: int = Field(default=1000, description="Samples in the mixture.")
+    levels: list[str] = Field(default_factory=lambda: ["stratum", "delta"],
+                              description="Group hierarchy from stratum, then delta (|Δ|) and/or env; estimates are smoothed toward the parent level.")
+    metric: Literal["cm", "fm", "cm_lenient", "fm_and_cm"] = "cm"
+    prior_strength: float = Field(default=4.0, description="Pseudo-samples of the parent estimate in each group's estimate.")
+    decontaminate: Literal["task_id", "env_id"] = "task_id"
+    benchmark_version: str | None = Field(default=None, description="Decontaminate against this version (default: the one evaluated).")
+    seed: int = 0
+    make_current: bool = True
+
+
+@asset(group_name="simulation", deps=["simulator_eval", "step_strata"], pool=POOL, kinds={"duckdb", "parquet"})
+def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig, store: DataStoreResource, duckdb: DuckDBResource) -> MaterializeResult:
+    """α-curriculum SFT mixture (GenEnv): a simulator's success per stratum / |Δ| / environment estimated from
+    its evaluation results (smoothed), candidates weighted toward success ≈ α, versioned and decontaminated like
+    Balance2 (`data/splits/curriculum/<version>/`, DuckDB `curriculum_groups`, `split_versions`)."""
+    layout = store.layout()
+    with duckdb.get_connection() as con:
+        rid = resolve_run(con, config.simulator, config.split_version)
+        spec = CurriculumSpec(run_id=rid, size=config.size, alpha=config.alpha, band=config.band, levels=tuple(config.levels),
+                              metric=config.metric, prior_strength=config.prior_strength, decontaminate=config.decontaminate,
+                              benchmark_version=config.benchmark_version, seed=config.seed)
+        result = build_curriculum(layout, con, spec, config.make_current)
+        record(con, layout)
+    import pandas as pd
+
+    groups = pd.DataFrame(result.groups)[["group", "estimate", "eval_samples", "weight", "candidates", "quota", "selected"]]
+    sel = result.selection
+    if sel.shortfalls:
+        context.log.warning(f"curriculum {sel.version} under-filled: {sel.shortfall_message()}")
+    return MaterializeResult(metadata={"version": sel.version, "evaluation_run": rid, "alpha": config.alpha, "band": config.band,
+                                       "samples": sel.samples, "benchmark_version": sel.spec["benchmark"],
+                                       "groups": MetadataValue.md(md_table(groups, index=False)), "path": MetadataValue.path(sel.path)})
+
+
+simulation = define_asset_job("simulation", selection=["simulated_rollouts", "rollout_sft_dataset"],
+                              description="Simulated rollouts (default: oracle and no_change over recorded actions) and their SFT export.")
+curriculum_refresh = define_asset_job("curriculum_refresh", selection=["curriculum_mixture"],
+                                      description="Draw a new α-curriculum mixture from the latest evaluation results.")
+
+
+@asset_sensor(asset_key=AssetKey("simulator_eval"), job=curriculum_refresh,
+              description="When new evaluation results land, propose a new curriculum mixture (a new version; CURRENT moves).")
+def curriculum_on_new_eval(context: SensorEvaluationContext, asset_event: EventLogEntry) -> RunRequest:
+    return RunRequest(run_key=f"eval-{asset_event.run_id}-{asset_event.timestamp}", tags={"curriculum": CURRICULUM})
