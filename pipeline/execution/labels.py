@@ -63,7 +63,9 @@ class TrajectoryLabels:
             if kind == "init":
                 self._init(msg)
             elif kind == "action":
-                self.live_action = Action(str(msg["tool"]), dict(msg["arguments"]), int(msg["step_index"]))
+                mutated = msg.get("mutated_arg")
+                self.live_action = Action(str(msg["tool"]), dict(msg["arguments"]), int(msg["step_index"]),
+                                          mutated_arg=mutated if isinstance(mutated, str) else None)
             elif kind == "step":
                 self._step(msg)
             elif kind == "resumed":
@@ -128,10 +130,13 @@ class TrajectoryLabels:
             parsed_json, truncated = None, True
         delta = diff(before, after) if after_hash != before_hash else []
         seconds = msg.get("call_seconds")
+        index = int(msg["step_index"])
+        action = self.pending_action(index)
         self.result["steps"].append({
             "kind": "step",
-            "step_index": int(msg["step_index"]),
+            "step_index": index,
             "turn": int(msg.get("turn") or 0),
+            "mutated_arg": action.mutated_arg if action is not None else None,
             "tool": tool,
             "arguments_json": canonical_json(canonicalize(arguments)),
             "args_count": args_count(arguments),
@@ -178,6 +183,7 @@ class TrajectoryLabels:
             "kind": "step",
             "step_index": index if isinstance(index, int) else action.turn,
             "turn": action.turn,
+            "mutated_arg": action.mutated_arg,
             "tool": action.name,
             "arguments_json": canonical_json(canonicalize(action.arguments)),
             "args_count": args_count(action.arguments),

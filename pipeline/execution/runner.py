@@ -119,7 +119,8 @@ def execute(
         policy = ExplorationPolicy(env.tools, explore)
         index = 0
         while (action := policy.next_action(snapshots.value, index)) is not None:
-            send({"kind": "action", "step_index": index, "tool": action.name, "arguments": action.arguments})
+            send({"kind": "action", "step_index": index, "tool": action.name, "arguments": action.arguments,
+                  "mutated_arg": action.mutated_arg})
             send(_call(env, index, action, snapshots, limits))
             index += 1
         send({"kind": "done"})
