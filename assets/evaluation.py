@@ -3,22 +3,26 @@
 import asyncio
 from typing import Literal
 
-import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from pipeline.evaluate import results
 from pipeline.evaluate.harness import evaluate, run_id
+from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
 from pipeline.report import md_table
-from pipeline.select.versions import BENCHMARK, SplitStore
 from resources import DataStoreResource
 
 
 class SimulatorConfig(Config):
     name: str = Field(description="Name of the simulator in the results.")
-    kind: Literal["openai", "oracle", "no_change"] = "openai"
+    kind: Literal["openai", "oracle", "oracle_envsimbench", "no_change"] = Field(
+        default="openai", description="openai endpoint, or a baseline: oracle (our answer format), oracle_envsimbench "
+                                      "(the executor's answer in the reference SFT format), no_change.")
+    prompt: Literal["envsim", "envsimbench"] = Field(
+        default="envsim", description="Prompt template: envsim (ours) or envsimbench (the reference evaluation prompt: "
+                                      "whole class, indent-2 state); recorded with every result.")
     model: str = ""
     base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint, e.g. http://host:8000/v1 (vLLM).")
     api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
@@ -43,13 +47,13 @@ class EvalConfig(Config):
 def simulator_eval(
     context: AssetExecutionContext, config: EvalConfig, store: DataStoreResource, duckdb: DuckDBResource
 ) -> MaterializeResult:
-    """Feedback Match, exact Config Match and CM-lenient of each simulator on a benchmark version, per
-    stratum / |Δ| / environment / argument count, in DuckDB (`eval_runs`, `eval_results`,
-    `eval_by_stratum`, `eval_by_delta`, …). Results are persisted per sample, so a re-run resumes."""
+    """Feedback Match and exact Config Match (primary), cm_reference / fm_reference (the EnvSimBench
+    evaluation code's numbers) and cm_changed_paths of each simulator on a benchmark version (ours or an
+    imported one), per stratum / |Δ| / environment / argument count, in DuckDB (`eval_runs`,
+    `eval_results`, `eval_by_stratum`, `eval_by_delta`, …). Results are persisted per sample, so a
+    re-run resumes."""
     layout = store.layout()
-    split = SplitStore(layout, BENCHMARK)
-    version = split.resolve(config.split_version)
-    samples = pd.read_parquet(split.samples(version)).to_dict("records")
+    version, samples = load_samples(layout, config.split_version)
     run_ids = []
     for sim_cfg in config.simulators:
         spec = SimulatorSpec(**sim_cfg.model_dump())

@@ -1,6 +1,7 @@
 """Stage 4: Hugging Face datasets of the current splits (and optional push to the Hub)."""
 
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
@@ -21,13 +22,22 @@ class ExportConfig(Config):
     license: str = Field(default="apache-2.0", description="License in the dataset card.")
     repo_id: str | None = Field(default=None, description="Hub dataset repo to push to; unset = local export only.")
     dry_run: bool = Field(default=False, description="List what would be uploaded, upload nothing.")
+    prompt: Literal["envsim", "envsimbench"] = Field(
+        default="envsim", description="Prompt template of the SFT records: envsim (ours) or envsimbench (the reference "
+                                      "evaluation prompt: whole class, indent-2 state).")
+    envsimbench_format: bool | None = Field(
+        default=None, description="Also write the split in the published EnvSimBench format (envsimbench/benchmark.json; "
+                                  "for the mixture also envsimbench/sft_alpaca.jsonl + a dataset_info.json entry). "
+                                  "Default: yes for the benchmark, no for the mixture (every record carries its whole class).")
 
 
 def _export(context: AssetExecutionContext, kind: str, config: ExportConfig, store: DataStoreResource,
             hub: HuggingFaceHubResource) -> MaterializeResult:
     layout = store.layout()
     directory = Path(config.directory) if config.directory else layout.root / "export" / kind
-    report = export_split(layout, kind, config.version, directory, config.max_shard_mb * 2**20, config.license)
+    reference = config.envsimbench_format if config.envsimbench_format is not None else kind == BENCHMARK
+    report = export_split(layout, kind, config.version, directory, config.max_shard_mb * 2**20, config.license,
+                          prompt=config.prompt, envsimbench_format=reference)
     samples = SplitStore(layout, kind).samples(report.version)
     checks = [
         ("loads_back_exactly", verify_roundtrip(directory, samples, report.split)),

@@ -13,7 +13,7 @@ from dagster_duckdb import DuckDBResource
 
 from pipeline.evaluate import results
 from pipeline.evaluate.harness import evaluate, finished_steps
-from pipeline.evaluate.metrics import config_match, config_match_lenient, feedback_match
+from pipeline.evaluate.metrics import config_match, config_match_changed_paths, feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
 from pipeline.export.protocol import answer, messages
@@ -28,7 +28,7 @@ TRUE = [{"op": "remove", "path": ["a", "b"]}, {"op": "replace", "path": ["a", "c
 EXACT = [{"type": "delete", "path": ["a", "b"]}, {"type": "modify", "path": ["a", "c"], "value": 3}]
 
 
-@pytest.mark.parametrize("name, before, after, delta, changes, cm, lenient", [
+@pytest.mark.parametrize("name, before, after, delta, changes, cm, changed_paths", [
     ("exact", S0, S1, TRUE, EXACT, True, True),
     ("extra spurious change", S0, S1, TRUE, EXACT + [{"type": "modify", "path": ["n"], "value": 9}], False, True),
     ("removed key set to null instead", S0, S1, TRUE,
@@ -40,9 +40,9 @@ EXACT = [{"type": "delete", "path": ["a", "b"]}, {"type": "modify", "path": ["a"
     ("path that does not exist", S0, S1, TRUE, [{"type": "modify", "path": ["zz", "c"], "value": 3}], False, False),
     ("change type outside add/modify/delete", S0, S1, TRUE, [{"type": "rename", "path": ["a"], "value": 1}], False, False),
 ])
-def test_cm_and_cm_lenient_pinned(name, before, after, delta, changes, cm, lenient):
+def test_cm_and_cm_changed_paths_pinned(name, before, after, delta, changes, cm, changed_paths):
     assert config_match(before, after, changes)[0] is cm, name
-    assert config_match_lenient(before, after, delta, changes) is lenient, name
+    assert config_match_changed_paths(before, after, delta, changes) is changed_paths, name
 
 
 @pytest.mark.parametrize("predicted, raw, match", [

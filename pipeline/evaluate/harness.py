@@ -50,14 +50,17 @@ def finished_steps(path: Path) -> set[str]:
     return done
 
 
-def result_row(sample: dict[str, Any], completion: Completion, sim_name: str, model: str, version: str) -> dict[str, Any]:
+def result_row(sample: dict[str, Any], completion: Completion, sim_name: str, model: str, version: str,
+               prompt: str = "envsim") -> dict[str, Any]:
+    """One result line: the sample's labels, every metric, parse and request errors, the prompt template."""
     parsed = parse_answer(completion.text) if completion.error is None else None
-    s = score(sample, parsed.answer if parsed else None)
+    s = score(sample, parsed.answer if parsed else None, completion.text if completion.error is None else None)
     return {
         "run_id": run_id(sim_name, version), "simulator": sim_name, "model": model, "split_version": version,
         "step_id": sample["step_id"], "stratum": sample["stratum"], "env_id": sample["env_id"], "tool": sample["tool"],
         "outcome": sample["outcome"], "delta_size": int(sample["delta_size"]), "args_count": int(sample["args_count"]),
-        "fm": s.fm, "cm": s.cm, "cm_lenient": s.cm_lenient,
+        "prompt": prompt, "fm": s.fm, "cm": s.cm, "cm_changed_paths": s.cm_changed_paths,
+        "cm_reference": s.cm_reference, "fm_reference": s.fm_reference, "reference_error": s.reference_error,
         "parse_ok": bool(parsed and parsed.ok), "parse_error": parsed.error if parsed else None,
         "change_error": s.change_error if parsed and parsed.ok else None,
         "request_error": completion.error, "latency_s": completion.latency_s,
@@ -94,13 +97,13 @@ async def evaluate(
             first = await simulator.complete(todo[0])
             if first.error and first.error.startswith("unreachable"):
                 raise EndpointError(f"{spec.name}: endpoint {spec.base_url} is unreachable ({first.error})")
-            store(result_row(todo[0], first, spec.name, spec.model, version))
+            store(result_row(todo[0], first, spec.name, spec.model, version, spec.prompt))
         gate = asyncio.Semaphore(max(1, concurrency or spec.concurrency))
 
         async def one(sample: dict[str, Any]) -> None:
             async with gate:
                 completion = await simulator.complete(sample)
-            store(result_row(sample, completion, spec.name, spec.model, version))
+            store(result_row(sample, completion, spec.name, spec.model, version, spec.prompt))
 
         tasks = [asyncio.create_task(one(s)) for s in todo[1:]]
         try:

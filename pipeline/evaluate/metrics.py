@@ -1,14 +1,21 @@
-"""Feedback Match, Config Match (exact, as the paper defines it) and CM-lenient (what the reference
-evaluation code computes), per sample.
+"""Per-sample metrics: Feedback Match and exact Config Match (primary, as the paper defines them),
+``cm_changed_paths`` (a diagnostic), and ``cm_reference`` / ``fm_reference`` (what the EnvSimBench
+evaluation code computes, quirks included — :mod:`pipeline.evaluate.reference`).
 
 * **FM**: the predicted feedback equals the true observation after both are parsed (JSON, then
-  Python literal, else the text itself) — exact equality of canonical forms.
-* **CM**: the predicted changes, applied to ``s_t``, reproduce ``s'_t`` exactly. Changes that do not
-  apply (missing path, bad type) score 0.
-* **CM-lenient**: the predicted state (changes applied where they can be) has the true value at every
-  truly changed path; extra predicted changes are not penalised, and for a removed key the check only
-  compares "value at path" — a prediction that leaves the key with the value null, or deletes it,
-  both pass, so removals are mis-scored. With |Δ| = 0 any prediction passes.
+  Python literal, else the text itself) — exact equality of canonical forms; the feedback may be a
+  JSON value or the string the tool returned.
+* **CM**: the predicted changes, applied to ``s_t``, reproduce ``s'_t`` exactly (values compared as
+  canonical JSON: ``1`` is not ``1.0`` is not ``true``). Answers in our format and the reference's
+  are accepted (:func:`pipeline.export.protocol.apply_changes`); changes that do not apply score 0.
+* **cm_changed_paths** (formerly "CM-lenient"): the predicted state (changes applied where they can
+  be) has the true value, exactly, at every path of the true Δ; spurious predicted changes elsewhere
+  are not penalised, and a truly removed key passes whether the prediction deletes it or sets it to
+  null. It is *not* the reference CM (no Python ``==``, no dotted-path splitting, correct deletes pass).
+* **cm_reference / fm_reference**: see :mod:`pipeline.evaluate.reference`.
+
+States are compared in their plain form (:func:`pipeline.export.protocol.plain`), so an answer that
+writes a big integer as a JSON number matches a state that stores it as ``{"$int": …}``.
 """
 
 from __future__ import annotations
@@ -18,10 +25,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.export.protocol import ChangeError, apply_changes, parse_observation
+from pipeline.evaluate.reference import score_reference
+from pipeline.export.protocol import CHANGE_TYPES, ChangeError, apply_changes, change_value, parse_observation, plain, resolve_path
 from pipeline.state.canonical import canonical_json, canonicalize
-
-_MISSING = object()
 
 
 def _canon(value: Any) -> str:
@@ -29,37 +35,47 @@ def _canon(value: Any) -> str:
 
 
 def feedback_match(predicted: Any, raw_observation: str) -> bool:
-    return _canon(parse_observation(predicted)) == _canon(parse_observation(raw_observation))
+    """Exact FM: both sides parsed (JSON, then Python literal), compared as canonical JSON."""
+    return _canon(plain(canonicalize(parse_observation(predicted)))) == _canon(plain(canonicalize(parse_observation(raw_observation))))
 
 
 def config_match(state_before: Any, state_after: Any, changes: Any) -> tuple[bool, str | None]:
+    """Exact CM: ``(match, why the changes do not apply)``."""
     try:
-        predicted = apply_changes(state_before, changes)
+        predicted = apply_changes(plain(state_before), changes)
     except ChangeError as exc:
         return False, str(exc)
-    return _canon(predicted) == _canon(state_after), None
+    return _canon(predicted) == _canon(plain(state_after)), None
 
 
 def _lenient_apply(state: Any, changes: Any) -> Any:
+    """Apply what can be applied; a change that does not fit is skipped (not an error)."""
     result = copy.deepcopy(state)
     for change in changes if isinstance(changes, list) else []:
-        if not isinstance(change, dict):
+        if not isinstance(change, dict) or not isinstance(change.get("type"), str):
             continue
-        path = change.get("path")
-        path = [path] if isinstance(path, str) else path
-        if not isinstance(path, list) or not path:
+        kind = CHANGE_TYPES.get(change["type"], "modify")
+        try:
+            path = resolve_path(result, change.get("path"), kind)
+        except ChangeError:
+            continue
+        if not path:
             continue
         parent = result
         for key in path[:-1]:
-            if not isinstance(parent, dict):
+            if isinstance(parent, dict):
+                parent = parent.setdefault(str(key), {})
+            elif isinstance(parent, list) and isinstance(key, (int, str)) and str(key).isdigit() and int(key) < len(parent):
+                parent = parent[int(key)]
+            else:
+                parent = None
                 break
-            parent = parent.setdefault(str(key), {})
         if not isinstance(parent, dict):
             continue
-        if change.get("type") == "delete":
+        if kind == "delete":
             parent.pop(str(path[-1]), None)
         else:
-            parent[str(path[-1])] = copy.deepcopy(change.get("value"))
+            parent[str(path[-1])] = copy.deepcopy(change_value(change)[1])
     return result
 
 
@@ -71,11 +87,13 @@ def _get(state: Any, path: list[str]) -> Any:
     return state
 
 
-def config_match_lenient(state_before: Any, state_after: Any, true_delta: list[dict[str, Any]], changes: Any) -> bool:
-    predicted = _lenient_apply(state_before, changes)
+def config_match_changed_paths(state_before: Any, state_after: Any, true_delta: list[dict[str, Any]], changes: Any) -> bool:
+    """``cm_changed_paths``: the exact true value at every truly changed path (see module docstring)."""
+    predicted = _lenient_apply(plain(state_before), changes)
+    after = plain(state_after)
     for rec in true_delta:
         path = list(rec["path"])
-        if _canon(_get(predicted, path)) != _canon(_get(state_after, path)):
+        if _canon(_get(predicted, path)) != _canon(_get(after, path)):
             return False
     return True
 
@@ -84,21 +102,42 @@ def config_match_lenient(state_before: Any, state_after: Any, true_delta: list[d
 class Score:
     fm: bool
     cm: bool
-    cm_lenient: bool
+    cm_changed_paths: bool
     change_error: str | None = None
+    cm_reference: bool = False
+    fm_reference: bool = False
+    reference_error: str | None = None
 
 
-def score(sample: dict[str, Any], answer: dict[str, Any] | None) -> Score:
-    """Score one parsed answer against a benchmark sample (a malformed answer scores 0 on all)."""
-    if answer is None:
-        return Score(False, False, False, "unparseable answer")
+def reference_values(sample: dict[str, Any]) -> tuple[Any, Any, str]:
+    """``(config_before, config_after, observation.content)`` of a sample as the reference format
+    holds them (plain JSON values; the observation as the tool's string)."""
+    return (plain(json.loads(sample["state_before_json"])), plain(json.loads(sample["state_after_json"])),
+            sample["raw_observation"])
+
+
+def score(sample: dict[str, Any], answer: dict[str, Any] | None, text: str | None = None) -> Score:
+    """Score one answer against a benchmark sample.
+
+    ``answer`` is the parsed answer (:func:`pipeline.evaluate.parsing.parse_answer`; None when it
+    did not parse: 0 on our metrics). ``text`` is the raw answer text, which the reference metrics
+    parse their own way; without it they score the parsed answer's JSON."""
     before = json.loads(sample["state_before_json"])
     after = json.loads(sample["state_after_json"])
+    if text is None and answer is not None:
+        text = json.dumps(answer, ensure_ascii=False)
+    ref = score_reference(text, *reference_values(sample)) if text is not None else None
+    ref_fields = {"cm_reference": ref.cm, "fm_reference": ref.fm, "reference_error": ref.error} if ref else {
+        "reference_error": "no answer"}
+    if answer is None:
+        return Score(False, False, False, "unparseable answer", **ref_fields)
+    changes = answer.get("config_changes", [])
     delta = [{"op": d["op"], "path": list(d["path"])} for d in sample["delta"]]
-    cm, error = config_match(before, after, answer.get("config_changes", []))
+    cm, error = config_match(before, after, changes)
     return Score(
         fm=feedback_match(answer.get("feedback"), sample["raw_observation"]),
         cm=cm,
-        cm_lenient=config_match_lenient(before, after, delta, answer.get("config_changes", [])),
+        cm_changed_paths=config_match_changed_paths(before, after, delta, changes),
         change_error=error,
+        **ref_fields,
     )

@@ -1,4 +1,6 @@
-"""Tolerant parsing of a simulator's answer: fenced JSON, leading/trailing prose, one object."""
+"""Tolerant parsing of a simulator's answer: ``<think>`` blocks dropped, fenced JSON, leading/trailing
+prose, one object. The changes inside may be in our format or the reference's (dotted paths,
+added / modified / removed, ``after``): :func:`pipeline.export.protocol.apply_changes` reads both."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 MAX_ANSWER_CHARS = 2_000_000
 
 
@@ -27,6 +30,7 @@ def parse_answer(text: str | None) -> Parsed:
         return Parsed(None, "empty answer")
     if len(text) > MAX_ANSWER_CHARS:
         return Parsed(None, f"answer of {len(text)} characters exceeds {MAX_ANSWER_CHARS}")
+    text = _THINK.sub("", text)
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
     for chunk in candidates:

@@ -14,33 +14,48 @@ GROUP_SQL = """CASE WHEN outcome = 'failure' THEN 'failure' WHEN delta_size = 0 
   WHEN delta_size <= 2 THEN 'simple' WHEN delta_size <= 6 THEN 'medium' ELSE 'difficult' END"""
 
 _METRICS = """count(*) AS samples, round(100 * avg(fm::INT), 1) AS fm, round(100 * avg(cm::INT), 1) AS cm,
-  round(100 * avg(cm_lenient::INT), 1) AS cm_lenient, round(100 * avg((NOT parse_ok)::INT), 1) AS parse_fail_pct"""
+  round(100 * avg(cm_reference::INT), 1) AS cm_reference, round(100 * avg(fm_reference::INT), 1) AS fm_reference,
+  round(100 * avg(cm_changed_paths::INT), 1) AS cm_changed_paths, round(100 * avg((NOT parse_ok)::INT), 1) AS parse_fail_pct"""
+
+#: ``eval_results`` columns, in table order (one row per sample and run)
+COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR", "simulator": "VARCHAR", "model": "VARCHAR", "split_version": "VARCHAR", "prompt": "VARCHAR",
+    "step_id": "VARCHAR", "stratum": "VARCHAR", "env_id": "VARCHAR", "tool": "VARCHAR", "outcome": "VARCHAR",
+    "delta_size": "INTEGER", "args_count": "INTEGER", "fm": "BOOLEAN", "cm": "BOOLEAN", "cm_changed_paths": "BOOLEAN",
+    "cm_reference": "BOOLEAN", "fm_reference": "BOOLEAN", "reference_error": "VARCHAR", "parse_ok": "BOOLEAN",
+    "parse_error": "VARCHAR", "change_error": "VARCHAR", "request_error": "VARCHAR", "latency_s": "DOUBLE",
+    "prompt_tokens": "BIGINT", "completion_tokens": "BIGINT", "answer": "VARCHAR", "seq": "BIGINT",
+}
+
+
+def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
+    """Create ``eval_results``, or bring a table written by an earlier version up to date (the column
+    once called ``cm_lenient`` is ``cm_changed_paths``; new columns are added, NULL for old rows)."""
+    con.execute(f"CREATE TABLE IF NOT EXISTS eval_results ({', '.join(f'{c} {t}' for c, t in COLUMNS.items())})")
+    have = {r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'eval_results'").fetchall()}
+    if "cm_lenient" in have and "cm_changed_paths" not in have:
+        con.execute("ALTER TABLE eval_results RENAME COLUMN cm_lenient TO cm_changed_paths")
+        have = (have - {"cm_lenient"}) | {"cm_changed_paths"}
+    for column, kind in COLUMNS.items():
+        if column not in have:
+            con.execute(f"ALTER TABLE eval_results ADD COLUMN {column} {kind}")
 
 
 def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None:
-    """Replace a run's rows with the latest result per step from its JSON-lines file."""
-    con.execute(
-        """CREATE TABLE IF NOT EXISTS eval_results (
-             run_id VARCHAR, simulator VARCHAR, model VARCHAR, split_version VARCHAR, step_id VARCHAR, stratum VARCHAR,
-             env_id VARCHAR, tool VARCHAR, outcome VARCHAR, delta_size INTEGER, args_count INTEGER,
-             fm BOOLEAN, cm BOOLEAN, cm_lenient BOOLEAN, parse_ok BOOLEAN, parse_error VARCHAR, change_error VARCHAR,
-             request_error VARCHAR, latency_s DOUBLE, prompt_tokens BIGINT, completion_tokens BIGINT, answer VARCHAR,
-             seq BIGINT)"""
-    )
+    """Replace a run's rows with the latest result per step from its JSON-lines file (lines written
+    before the rename carry ``cm_lenient``, read as ``cm_changed_paths``; missing metrics are NULL)."""
+    _ensure_table(con)
     con.execute("DELETE FROM eval_results WHERE run_id = ?", [run_id])
     if results.exists() and results.stat().st_size:
+        read = {**COLUMNS, "cm_lenient": "BOOLEAN"}
+        spec = ", ".join(f"{c}: '{t}'" for c, t in read.items())
+        select = ", ".join("coalesce(cm_changed_paths, cm_lenient)" if c == "cm_changed_paths"
+                           else "coalesce(prompt, 'envsim')" if c == "prompt" else c for c in COLUMNS)
         con.execute(
-            f"""INSERT INTO eval_results
-                SELECT run_id, simulator, model, split_version, step_id, stratum, env_id, tool, outcome, delta_size,
-                       args_count, fm, cm, cm_lenient, parse_ok, parse_error, change_error, request_error, latency_s,
-                       prompt_tokens, completion_tokens, answer, seq
-                FROM read_json('{results}', format = 'newline_delimited', ignore_errors = true,
-                     columns = {{run_id: 'VARCHAR', simulator: 'VARCHAR', model: 'VARCHAR', split_version: 'VARCHAR',
-                                step_id: 'VARCHAR', stratum: 'VARCHAR', env_id: 'VARCHAR', tool: 'VARCHAR', outcome: 'VARCHAR',
-                                delta_size: 'INTEGER', args_count: 'INTEGER', fm: 'BOOLEAN', cm: 'BOOLEAN',
-                                cm_lenient: 'BOOLEAN', parse_ok: 'BOOLEAN', parse_error: 'VARCHAR', change_error: 'VARCHAR',
-                                request_error: 'VARCHAR', latency_s: 'DOUBLE', prompt_tokens: 'BIGINT',
-                                completion_tokens: 'BIGINT', answer: 'VARCHAR', seq: 'BIGINT'}})
+            f"""INSERT INTO eval_results ({', '.join(COLUMNS)})
+                SELECT {select}
+                FROM read_json('{results}', format = 'newline_delimited', ignore_errors = true, columns = {{{spec}}})
                 WHERE run_id = ?
                 QUALIFY row_number() OVER (PARTITION BY step_id ORDER BY seq DESC) = 1""",
             [run_id],
@@ -48,6 +63,7 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
     con.execute(
         f"""CREATE OR REPLACE TABLE eval_runs AS
             SELECT run_id, any_value(simulator) AS simulator, any_value(model) AS model, any_value(split_version) AS split_version,
+                   string_agg(DISTINCT prompt, ',') AS prompt,
                    {_METRICS}, count(*) FILTER (request_error IS NOT NULL) AS request_errors,
                    round(avg(latency_s), 4) AS mean_latency_s, sum(prompt_tokens) AS prompt_tokens,
                    sum(completion_tokens) AS completion_tokens
@@ -59,29 +75,34 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
 
 
 def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
-    """Per run: overall and per-group CM, with FM, CM-lenient and parse failures."""
+    """Per run: overall FM / CM / cm_reference / fm_reference / cm_changed_paths and parse failures, and
+    per group both CM and cm_reference (``cm_<group>``, ``cm_reference_<group>``)."""
     overall = con.execute(
-        "SELECT run_id, samples, fm, cm, cm_lenient, parse_fail_pct, request_errors, mean_latency_s FROM eval_runs "
-        "WHERE run_id IN (SELECT unnest(?))", [run_ids]).df()
-    groups = con.execute("SELECT run_id, grp, cm FROM eval_by_stratum WHERE run_id IN (SELECT unnest(?))", [run_ids]).df()
-    pivot = groups.pivot_table(index="run_id", columns="grp", values="cm").add_prefix("cm_").reset_index()
-    return overall.merge(pivot, on="run_id", how="left")
+        "SELECT run_id, prompt, samples, fm, cm, cm_reference, fm_reference, cm_changed_paths, parse_fail_pct, request_errors, "
+        "mean_latency_s FROM eval_runs WHERE run_id IN (SELECT unnest(?))", [run_ids]).df()
+    groups = con.execute("SELECT run_id, grp, cm, cm_reference FROM eval_by_stratum WHERE run_id IN (SELECT unnest(?))",
+                         [run_ids]).df()
+    for metric in ("cm", "cm_reference"):
+        pivot = groups.pivot_table(index="run_id", columns="grp", values=metric).add_prefix(f"{metric}_").reset_index()
+        overall = overall.merge(pivot, on="run_id", how="left")
+    return overall
 
 
 def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
-    """Plot CM (solid) and CM-lenient (dashed) against |Δ| per run; returns a base64 PNG."""
+    """Plot CM (solid) and cm_reference (dashed) against |Δ| per run; returns a base64 PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    df = con.execute("SELECT run_id, delta_size, cm, cm_lenient, samples FROM eval_by_delta WHERE run_id IN (SELECT unnest(?))",
+    df = con.execute("SELECT run_id, delta_size, cm, cm_reference, samples FROM eval_by_delta WHERE run_id IN (SELECT unnest(?))",
                      [run_ids]).df()
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
     for rid, part in df.groupby("run_id"):
         part = part.sort_values("delta_size")
         line, = ax.plot(part["delta_size"], part["cm"], marker="o", label=f"{rid} CM")
-        ax.plot(part["delta_size"], part["cm_lenient"], linestyle="--", color=line.get_color(), alpha=0.6, label=f"{rid} CM-lenient")
+        ax.plot(part["delta_size"], part["cm_reference"], linestyle="--", color=line.get_color(), alpha=0.6,
+                label=f"{rid} cm_reference")
     ax.set_xlabel("|Δ| (state fields changed)")
     ax.set_ylabel("Config Match, %")
     ax.set_ylim(-5, 105)

@@ -1,6 +1,6 @@
 """Simulators behind one interface: any OpenAI-compatible chat endpoint (through ``openai``), and two
 baselines that need no model: ``oracle`` (the executor's own answer — a harness self-check) and
-``no_change`` (empty Δ, empty feedback)."""
+``no_change`` (empty Δ, empty feedback). Each simulator is prompted with its spec's ``prompt`` template."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pipeline.export.protocol import answer, messages
+from pipeline.export.protocol import TEMPLATES, answer, messages
 
 
 @dataclass(frozen=True)
 class SimulatorSpec:
     name: str
-    kind: str = "openai"  # openai | oracle | no_change
+    kind: str = "openai"  # openai | oracle | oracle_envsimbench | no_change
+    prompt: str = "envsim"  # prompt template: envsim | envsimbench (pipeline.export.protocol.TEMPLATES)
     model: str = ""
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -62,6 +63,23 @@ class OracleSimulator:
         pass
 
 
+class ReferenceOracleSimulator:
+    """The executor's answer written the way the reference SFT data teaches (the observation string as
+    feedback; dotted paths, added / removed / modified, before / after): a model trained on that data
+    and perfectly right must score FM = CM = 100% too."""
+
+    def __init__(self, spec: SimulatorSpec) -> None:
+        self.spec = spec
+
+    async def complete(self, sample: dict[str, Any]) -> Completion:
+        from pipeline.export.envsimbench import reference_answer
+
+        return Completion(reference_answer(sample), 0.0)
+
+    async def aclose(self) -> None:
+        pass
+
+
 class NoChangeSimulator:
     """Predicts that nothing changes and says nothing."""
 
@@ -82,6 +100,8 @@ class OpenAISimulator:
     def __init__(self, spec: SimulatorSpec) -> None:
         import openai
 
+        if spec.prompt not in TEMPLATES:
+            raise ValueError(f"{spec.name}: unknown prompt template {spec.prompt!r}; known: {', '.join(TEMPLATES)}")
         self.spec = spec
         self._openai = openai
         self.client = openai.AsyncOpenAI(
@@ -97,7 +117,7 @@ class OpenAISimulator:
         try:
             response = await self.client.chat.completions.create(
                 model=self.spec.model,
-                messages=messages(sample),
+                messages=messages(sample, self.spec.prompt),
                 temperature=self.spec.temperature,
                 max_tokens=self.spec.max_tokens,
                 extra_body=self.spec.extra_body or None,
@@ -128,7 +148,8 @@ class OpenAISimulator:
 
 
 def make_simulator(spec: SimulatorSpec) -> Simulator:
-    kinds = {"openai": OpenAISimulator, "oracle": OracleSimulator, "no_change": NoChangeSimulator}
+    kinds = {"openai": OpenAISimulator, "oracle": OracleSimulator, "oracle_envsimbench": ReferenceOracleSimulator,
+             "no_change": NoChangeSimulator}
     if spec.kind not in kinds:
         raise ValueError(f"unknown simulator kind {spec.kind!r}; known: {sorted(kinds)}")
     return kinds[spec.kind](spec)

@@ -2,7 +2,9 @@
 
 ``data/<split>-NNNNN-of-NNNNN.parquet`` shards (size-bounded, typed columns: Δ as a list of
 structs, states as JSON strings), for the SFT mixture also ``sft/chat`` and ``sft/alpaca`` record
-shards plus a LLaMA-Factory ``dataset_info.json``, and a ``README.md`` dataset card whose YAML front
+shards plus a LLaMA-Factory ``dataset_info.json``, optionally the split in the published EnvSimBench format
+(``envsimbench/benchmark.json``, for the mixture also ``envsimbench/sft_alpaca.jsonl`` registered in
+``dataset_info.json``), and a ``README.md`` dataset card whose YAML front
 matter (configs, features, license, task categories, size category) is parsed back before it is
 written. The export is built in a temporary sibling directory and swapped in at the end, so a
 failed export never damages the previous one.
@@ -22,7 +24,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.export.protocol import PROTOCOL_VERSION, SYSTEM_PROMPT, USER_TEMPLATE
+from pipeline.export import envsimbench
+from pipeline.export.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PROMPT, TEMPLATES, USER_TEMPLATE
 from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
 from pipeline.report import md_records
 from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
@@ -120,17 +123,20 @@ def _write_data(samples: Path, directory: Path, split: str, max_bytes: int) -> l
     return writer.close()
 
 
-def _write_records(samples: Path, chat_dir: Path, alpaca_dir: Path, split: str, max_bytes: int) -> tuple[list[str], list[str]]:
-    """Chat and Alpaca SFT records, streamed from the samples batch by batch."""
+def _write_records(samples: Path, chat_dir: Path, alpaca_dir: Path, split: str, max_bytes: int,
+                   template: str = DEFAULT_TEMPLATE, env_code: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """Chat and Alpaca SFT records in a prompt template, streamed from the samples batch by batch."""
     meta = pq.ParquetFile(samples).metadata
-    fixed = len(SYSTEM_PROMPT) + len(USER_TEMPLATE) + 256
-    estimate = _column_bytes(meta, ["state_before_json", "code", "arguments_json", "raw_observation", "delta"]) + fixed * meta.num_rows
+    fixed = len(SYSTEM_PROMPT) + len(USER_TEMPLATE) + 256 + (max(map(len, (env_code or {"": ""}).values())) if template != DEFAULT_TEMPLATE else 0)
+    estimate = _column_bytes(meta, ["state_before_json", "code", "arguments_json", "raw_observation", "delta"]) * (
+        1 if template == DEFAULT_TEMPLATE else 2) + fixed * meta.num_rows
+    columns = RECORD_COLUMNS if template == DEFAULT_TEMPLATE else [*RECORD_COLUMNS, "env_id"]
     shards, per = _plan(meta.num_rows, estimate, max_bytes)
     chat, alpaca = (_ShardWriter(chat_dir, split, CHAT, shards, per), _ShardWriter(alpaca_dir, split, ALPACA, shards, per))
     # one thread per format compresses while the records of the next batch are built
     with BackgroundWrites() as chat_writes, BackgroundWrites() as alpaca_writes:
-        for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=RECORD_COLUMNS):
-            chat_table, alpaca_table = record_tables(batch)
+        for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=columns):
+            chat_table, alpaca_table = record_tables(batch, template, env_code)
             chat_writes.submit(chat.write, chat_table)
             alpaca_writes.submit(alpaca.write, alpaca_table)
     return chat.close(), alpaca.close()
@@ -157,7 +163,13 @@ def export_split(
     max_shard_bytes: int = 256 * 2**20,
     license: str = "apache-2.0",
     name: str = "envsim",
+    prompt: str = DEFAULT_TEMPLATE,
+    envsimbench_format: bool = False,
 ) -> ExportReport:
+    """Export a split version to ``directory`` (see the module docstring). ``prompt`` is the template of
+    the SFT records; ``envsimbench_format`` adds the split in the published EnvSimBench format."""
+    if prompt not in TEMPLATES:
+        raise ValueError(f"unknown prompt template {prompt!r}; known: {', '.join(TEMPLATES)}")
     use_returning_pool()
     store = SplitStore(layout, kind)
     version = store.resolve(version)
@@ -179,18 +191,29 @@ def export_split(
     try:
         files = [f"data/{n}" for n in _write_data(samples, staging / "data", split, max_shard_bytes)]
         configs = [{"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*"}], "default": True}]
+        split_dir = store.dir(version)
+        if envsimbench_format:
+            envsimbench.write_benchmark(layout, samples, staging / "envsimbench" / "benchmark.json", split_dir)
+            files.append("envsimbench/benchmark.json")
         if kind == MIXTURE:
-            chat, alpaca = _write_records(samples, staging / "sft" / "chat", staging / "sft" / "alpaca", split, max_shard_bytes)
+            codes = (envsimbench.env_codes(layout, set(pq.read_table(samples, columns=["env_id"]).column("env_id").to_pylist()),
+                                           split_dir) if prompt != DEFAULT_TEMPLATE else None)
+            chat, alpaca = _write_records(samples, staging / "sft" / "chat", staging / "sft" / "alpaca", split, max_shard_bytes,
+                                          prompt, codes)
             files += [f"sft/chat/{n}" for n in chat] + [f"sft/alpaca/{n}" for n in alpaca]
             for fmt in ("chat", "alpaca"):
                 configs.append({"config_name": fmt, "data_files": [{"split": split, "path": f"sft/{fmt}/{split}-*"}]})
-            (staging / "dataset_info.json").write_text(
-                json.dumps(llamafactory_dataset_info(name, "sft/chat", "sft/alpaca"), indent=2))
+            info = llamafactory_dataset_info(name, "sft/chat", "sft/alpaca")
+            if envsimbench_format:
+                envsimbench.write_sft(layout, samples, staging / "envsimbench" / "sft_alpaca.jsonl", split_dir)
+                files.append("envsimbench/sft_alpaca.jsonl")
+                info.update(envsimbench.dataset_info_entry(name, "envsimbench/sft_alpaca.jsonl"))
+            (staging / "dataset_info.json").write_text(json.dumps(info, indent=2))
             files.append("dataset_info.json")
-        card = dataset_card(layout, kind, version, manifest, samples, configs, license, name)
+        card = dataset_card(layout, kind, version, manifest, samples, configs, license, name, prompt, envsimbench_format)
         (staging / "README.md").write_text(card)
         files.append("README.md")
-        (staging / MARKER).write_text(json.dumps({"kind": kind, "version": version, "protocol": PROTOCOL_VERSION}))
+        (staging / MARKER).write_text(json.dumps({"kind": kind, "version": version, "protocol": PROTOCOL_VERSION, "prompt": prompt}))
         old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
         if directory.exists():
             os.replace(directory, old)
@@ -231,7 +254,7 @@ def _features_yaml(schema: pa.Schema, split: str, rows: int) -> dict[str, Any]:
 
 def dataset_card(
     layout: DataLayout, kind: str, version: str, manifest: dict[str, Any], samples: Path,
-    configs: list[dict[str, Any]], license: str, name: str,
+    configs: list[dict[str, Any]], license: str, name: str, prompt: str = DEFAULT_TEMPLATE, envsimbench_format: bool = False,
 ) -> str:
     """The dataset card; its YAML is parsed back with huggingface_hub before it is returned."""
     import yaml
@@ -258,8 +281,10 @@ def dataset_card(
                       ["env_id", "samples"], limit=len(per_env))
     provenance = {
         "split version": version, "kind": kind, "seed": spec["seed"], "input fingerprint": spec["input"],
-        "protocol": PROTOCOL_VERSION,
+        "protocol": PROTOCOL_VERSION, "prompt template": prompt,
     }
+    if manifest.get("imported"):
+        provenance["imported from"] = manifest["imported"].get("source", "?")
     if kind == MIXTURE:
         provenance.update({"benchmark version": spec["benchmark"], "decontaminated by": spec["decontaminate"]})
     load = (f'from datasets import load_dataset\n\nds = load_dataset("<this repo or directory>", split="{split}")'
@@ -304,6 +329,13 @@ records built with the same prompt protocol the evaluation harness uses; `datase
 both with LLaMA-Factory. The assistant answer is `{"feedback", "config_changes"}`; applying the changes to
 `s_t` reproduces `s'_t` for every record.
 """
+    if envsimbench_format:
+        body += """
+`envsimbench/benchmark.json` is the split in the published EnvSimBench format (a JSON list of `task_info` /
+`env_code` / `step_detail` samples) for its evaluation script""" + (
+            """; `envsimbench/sft_alpaca.jsonl` holds the SFT records in its Alpaca template
+(`<name>_envsimbench_alpaca` in `dataset_info.json`).
+""" if kind == MIXTURE else ".\n")
     card_text = "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + body
     # parsed back the way huggingface_hub's DatasetCard parses a card: YAML front matter -> DatasetCardData
     parsed = DatasetCardData(**yaml.safe_load(card_text.split("---\n", 2)[1]))

@@ -1,9 +1,21 @@
-"""The one simulator protocol (DESIGN §6), used to build SFT records *and* to prompt simulators at
+"""The simulator prompt protocol (DESIGN §6), used to build SFT records *and* to prompt simulators at
 evaluation, so a model is trained on exactly what it is scored on.
 
-Input: ``s_t`` (canonical JSON), ``a_t`` (tool name + JSON arguments) and ``code(a_t)``.
+Two prompt templates (:data:`TEMPLATES`), selectable per simulator and per SFT export:
+
+* ``envsim`` (default): system prompt + user prompt with ``s_t`` (compact sorted JSON), ``a_t`` (tool name +
+  JSON arguments) and ``code(a_t)``;
+* ``envsimbench``: the EnvSimBench evaluation prompt — system message "Environment code:" + the whole
+  class + the current config as indent-2 JSON + the reference's instructions, user message
+  ``Tool call: name({json args})`` — so published numbers can be reproduced.
+
 Output: JSON ``{"feedback": <observation>, "config_changes": [{"type": "add"|"modify"|"delete",
-"path": [keys...], "value": ...}]}`` — applying the changes to ``s_t`` must give ``s'_t``.
+"path": [keys...], "value": ...}]}`` — applying the changes to ``s_t`` must give ``s'_t``. Answers in the
+reference's format (dotted paths, added / modified / removed, ``after``) are accepted too.
+
+Model-facing text never shows the canonical encoding's markers (``{"$int": "…"}``, ``$float``,
+``$decimal``…): prompts, SFT targets and oracle answers write the environment's own values
+(:func:`plain`); hashes and storage keep the canonical encoding.
 """
 
 from __future__ import annotations
@@ -16,7 +28,9 @@ from typing import Any, Iterable
 
 from pipeline.state.canonical import canonicalize
 
-PROTOCOL_VERSION = "envsim-protocol/2"  # 2: the state is given as its canonical (compact, sorted) JSON
+PROTOCOL_VERSION = "envsim-protocol/3"  # 3: plain values in model-facing text (no $int markers); two templates
+TEMPLATES = ("envsim", "envsimbench")
+DEFAULT_TEMPLATE = "envsim"
 
 SYSTEM_PROMPT = """You are an environment simulator for tool-using agents. You are given the current state of an \
 environment as JSON, the action an agent takes (a tool name and its JSON arguments) and the Python source code \
@@ -49,23 +63,94 @@ Arguments:
 
 Predict the feedback and the state changes as the JSON object described above."""
 
+#: the EnvSimBench evaluation prompt (its evaluation script's system and user messages)
+ENVSIMBENCH_SYSTEM_TEMPLATE = (
+    "Environment code:\n\n{env_code}\n\nInitial config:\n{config}\n\n"
+    "Instructions: You are given the environment code and the initial config. "
+    "A tool call will be provided; you must predict the environment's textual feedback "
+    "(exact output string) and any configuration changes that result from executing the tool. "
+    "Only report config changes using types: add, modify, delete. "
+    "Output ONLY a JSON object with keys: "
+    "\"feedback\": string, \"config_changes\": [{{\"type\":..., \"path\":..., \"value\": ...}}]. "
+    "If no config change, set \"config_changes\": []. "
+    "Do not output other text. Do not repeat the JSON. Output exactly one JSON object and stop."
+)
+ENVSIMBENCH_USER_TEMPLATE = "Tool call: {call}\n\nReturn the JSON as specified."
+
 _SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # = json.dumps(..., ensure_ascii=False, sort_keys=True)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)  # canonical layout, NaN allowed
 _OP_TO_TYPE = {"add": "add", "replace": "modify", "remove": "delete"}
+_MARKERS = {"$int", "$float", "$decimal", "$bytes", "$complex", "$repr"}
 
 
 class ChangeError(ValueError):
     """A predicted change that cannot be applied to the state."""
 
 
+def plain(value: Any) -> Any:
+    """A canonical value with the environment's own values instead of the canonical markers: ``$int``
+    → the integer, ``$float`` → the float (inf / nan), ``$decimal`` → the number, ``$complex`` /
+    ``$repr`` / ``$bytes`` → their text. Plain values are what model-facing text shows; their
+    :func:`~pipeline.state.canonical.canonicalize` is the canonical form again (except decimals,
+    which become floats — compare plain forms on both sides)."""
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        (key, text), = value.items()
+        if key in _MARKERS and isinstance(text, str):
+            try:
+                if key == "$int":
+                    return int(text)
+                if key in ("$float", "$decimal"):
+                    return float(text)
+            except ValueError:
+                return text
+            return text
+    return {k: plain(v) for k, v in value.items()}
+
+
+def plain_text(canonical_json_text: str) -> str:
+    """The compact sorted JSON of a canonical JSON text's :func:`plain` value (the text itself when it
+    holds no marker, which is the common case: no re-serialisation)."""
+    if '"$' not in canonical_json_text:
+        return canonical_json_text
+    return _COMPACT.encode(plain(json.loads(canonical_json_text)))
+
+
 def user_prompt(state_json: str, tool: str, arguments_json: str, code: str | None) -> str:
-    """The user message. ``state_json`` is inserted as it is: samples store states as canonical JSON
-    (compact, sorted keys), so the prompt costs no re-serialisation of the state."""
-    arguments = _SORTED.encode(json.loads(arguments_json))
-    return USER_TEMPLATE.format(state=state_json, tool=tool, arguments=arguments, code=(code or "# source unavailable").rstrip())
+    """The ``envsim`` user message. ``state_json`` is canonical JSON (compact, sorted keys); it is
+    inserted as it is unless it holds canonical markers, which are written as plain values."""
+    arguments = _SORTED.encode(plain(json.loads(arguments_json)))
+    return USER_TEMPLATE.format(state=plain_text(state_json), tool=tool, arguments=arguments,
+                                code=(code or "# source unavailable").rstrip())
 
 
-def messages(sample: dict[str, Any]) -> list[dict[str, str]]:
-    """System + user messages for a sample (a row of a split's ``samples.parquet``)."""
+def tool_call(tool: str, arguments_json: str) -> str:
+    """``name({json args})`` as the reference writes a tool call."""
+    return f"{tool}({json.dumps(plain(json.loads(arguments_json)), ensure_ascii=False)})"
+
+
+def envsimbench_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
+    """The EnvSimBench evaluation prompt for a sample; needs the whole class source in ``env_code``."""
+    env_code = sample.get("env_code")
+    if not env_code:
+        raise ValueError(f"{sample.get('step_id')}: the envsimbench prompt needs the whole class source of "
+                         f"{sample.get('env_id')!r} (env_code); load samples with pipeline.evaluate.samples.load_samples")
+    config = json.dumps(plain(json.loads(sample["state_before_json"])), ensure_ascii=False, indent=2)
+    return [
+        {"role": "system", "content": ENVSIMBENCH_SYSTEM_TEMPLATE.format(env_code=env_code, config=config)},
+        {"role": "user", "content": ENVSIMBENCH_USER_TEMPLATE.format(call=tool_call(sample["tool"], sample["arguments_json"]))},
+    ]
+
+
+def messages(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> list[dict[str, str]]:
+    """System + user messages for a sample (a row of a split's ``samples.parquet``) in a template."""
+    if template == "envsimbench":
+        return envsimbench_messages(sample)
+    if template != "envsim":
+        raise ValueError(f"unknown prompt template {template!r}; known: {', '.join(TEMPLATES)}")
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": user_prompt(sample["state_before_json"], sample["tool"], sample["arguments_json"], sample["code"])},
@@ -89,17 +174,18 @@ def parse_observation(value: Any) -> Any:
 
 
 def feedback_of(sample: dict[str, Any]) -> Any:
-    """The true feedback: the observation the agent saw, parsed (JSON, then Python literal), as JSON."""
-    return canonicalize(parse_observation(sample["raw_observation"]))
+    """The true feedback: the observation the agent saw, parsed (JSON, then Python literal), as plain
+    JSON values (big ints as numbers, not ``$int`` markers)."""
+    return plain(canonicalize(parse_observation(sample["raw_observation"])))
 
 
 def delta_to_changes(delta: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored Δ records (JSON-text values) -> protocol changes."""
+    """Stored Δ records (canonical JSON-text values) -> protocol changes with plain values."""
     changes = []
     for rec in delta:
         change: dict[str, Any] = {"type": _OP_TO_TYPE[rec["op"]], "path": list(rec["path"])}
         if rec["op"] != "remove":
-            change["value"] = json.loads(rec["after"])
+            change["value"] = plain(json.loads(rec["after"]))
         changes.append(change)
     return changes
 
@@ -111,14 +197,88 @@ def _feedback_text(raw_observation: str) -> str:
 
 
 def answer(sample: dict[str, Any]) -> str:
-    """The target answer (assistant message) for a sample."""
+    """The target answer (assistant message) for a sample, in our answer format."""
     # = _SORTED.encode({"feedback": ..., "config_changes": ...}) with the feedback's text cached per observation
     return f'{{"config_changes": {_SORTED.encode(delta_to_changes(sample["delta"]))}, "feedback": {_feedback_text(sample["raw_observation"])}}}'
+
+
+#: change types accepted in answers: ours (add / modify / delete), the reference SFT data's
+#: (added / modified / removed) and Δ's own op names (replace / remove)
+CHANGE_TYPES = {"add": "add", "added": "add", "modify": "modify", "modified": "modify", "replace": "modify",
+                "delete": "delete", "removed": "delete", "remove": "delete"}
+
+
+def _index(key: Any, size: int, extra: int = 0) -> int | None:
+    """``key`` as a list index in ``range(size + extra)`` (an int, or a string of digits), else None."""
+    if isinstance(key, bool):
+        return None
+    if isinstance(key, int):
+        idx = key
+    elif isinstance(key, str) and key.isdigit():
+        idx = int(key)
+    else:
+        return None
+    return idx if 0 <= idx < size + extra else None
+
+
+def resolve_path(state: Any, path: Any, kind: str) -> list[Any]:
+    """An answer's path as a list of keys / list indices.
+
+    A list is taken as it is (ints or digit strings index lists). A string is a dotted path; since
+    keys may contain dots, it is resolved against ``state``: the first way of grouping its
+    dot-separated parts into keys (fewest dots per key first) that leads to an existing entry
+    (``modify`` / ``delete``) or to an existing parent without that key (``add``). If no grouping
+    fits, the plain split is returned and applying it reports what is missing.
+    """
+    if isinstance(path, list):
+        return path
+    if not isinstance(path, str):
+        raise ChangeError(f"path must be a dotted string or a non-empty list of keys, not {type(path).__name__}")
+    parts = path.split(".")
+    found = _resolve(state, parts, 0, kind)
+    return found if found is not None else parts
+
+
+def _resolve(node: Any, parts: list[str], i: int, kind: str) -> list[Any] | None:
+    for j in range(i + 1, len(parts) + 1):
+        key = ".".join(parts[i:j])
+        last = j == len(parts)
+        if isinstance(node, dict):
+            if last:
+                if (key not in node) if kind == "add" else (key in node):
+                    return [key]
+            elif key in node:
+                rest = _resolve(node[key], parts, j, kind)
+                if rest is not None:
+                    return [key, *rest]
+        elif isinstance(node, list):
+            idx = _index(key, len(node), 1 if last and kind == "add" else 0)
+            if idx is None:
+                continue
+            if last:
+                return [idx]
+            rest = _resolve(node[idx], parts, j, kind)
+            if rest is not None:
+                return [idx, *rest]
+    return None
+
+
+def change_value(change: dict[str, Any]) -> tuple[bool, Any]:
+    """``(present, value)`` of a change: ``value``, else the reference format's ``after``."""
+    if "value" in change:
+        return True, change["value"]
+    if "after" in change:
+        return True, change["after"]
+    return False, None
 
 
 def apply_changes(state: Any, changes: Any) -> Any:
     """Apply predicted changes to a copy of ``state`` (exact Config Match semantics).
 
+    Accepts our answer format and the reference's: ``type`` add / modify / delete or added / modified /
+    removed, ``path`` a list of keys or a dotted string (resolved against the state, see
+    :func:`resolve_path`), list indices in paths (``add`` inserts, ``modify`` replaces, ``delete``
+    removes an element), the new value in ``value`` or ``after``. Changes apply in order.
     Raises :class:`ChangeError` for anything that is not a well-formed change of this state.
     """
     if not isinstance(changes, list):
@@ -127,31 +287,48 @@ def apply_changes(state: Any, changes: Any) -> Any:
     for i, change in enumerate(changes):
         if not isinstance(change, dict):
             raise ChangeError(f"change {i} is not an object")
-        kind, path = change.get("type"), change.get("path")
-        if kind not in ("add", "modify", "delete"):
-            raise ChangeError(f"change {i}: unknown type {kind!r}")
-        if isinstance(path, str):
-            path = [path]
-        if not isinstance(path, list) or not path or not all(isinstance(k, str) for k in path):
+        kind = CHANGE_TYPES.get(change.get("type")) if isinstance(change.get("type"), str) else None
+        if kind is None:
+            raise ChangeError(f"change {i}: unknown type {change.get('type')!r}")
+        try:
+            path = resolve_path(result, change.get("path"), kind)
+        except ChangeError as exc:
+            raise ChangeError(f"change {i}: {exc}") from None
+        if not path or not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in path):
             raise ChangeError(f"change {i}: path must be a non-empty list of keys")
         parent = result
         for key in path[:-1]:
-            if not isinstance(parent, dict) or key not in parent:
+            if isinstance(parent, dict) and str(key) in parent:
+                parent = parent[str(key)]
+            elif isinstance(parent, list) and _index(key, len(parent)) is not None:
+                parent = parent[_index(key, len(parent))]
+            else:
                 raise ChangeError(f"change {i}: path {path} does not exist in the state")
-            parent = parent[key]
+        has_value, value = change_value(change)
+        if kind != "delete" and not has_value:
+            raise ChangeError(f"change {i}: {kind} without a value")
+        if isinstance(parent, list):
+            idx = _index(path[-1], len(parent), 1 if kind == "add" else 0)
+            if idx is None:
+                raise ChangeError(f"change {i}: no list position {path[-1]!r} for {kind} at {path}")
+            if kind == "delete":
+                del parent[idx]
+            elif kind == "add":
+                parent.insert(idx, copy.deepcopy(value))
+            else:
+                parent[idx] = copy.deepcopy(value)
+            continue
         if not isinstance(parent, dict):
             raise ChangeError(f"change {i}: parent of {path} is not an object")
-        key = path[-1]
+        key = str(path[-1])
         if kind == "delete":
             if key not in parent:
                 raise ChangeError(f"change {i}: cannot delete missing {path}")
             del parent[key]
             continue
-        if "value" not in change:
-            raise ChangeError(f"change {i}: {kind} without a value")
         if kind == "add" and key in parent:
             raise ChangeError(f"change {i}: add of existing {path}")
         if kind == "modify" and key not in parent:
             raise ChangeError(f"change {i}: modify of missing {path}")
-        parent[key] = copy.deepcopy(change["value"])
+        parent[key] = copy.deepcopy(value)
     return result

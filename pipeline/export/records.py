@@ -1,5 +1,7 @@
 """SFT records in the formats trainers read: chat messages, Alpaca, and LLaMA-Factory's
-``dataset_info.json`` entries — all built from :mod:`pipeline.export.protocol`."""
+``dataset_info.json`` entries — all built from :mod:`pipeline.export.protocol`, in either prompt
+template (``envsim``, default; ``envsimbench``, the reference evaluation prompt, which needs each
+sample's whole class source in ``env_code``)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.export.protocol import SYSTEM_PROMPT, answer, messages, user_prompt
+from pipeline.export.protocol import DEFAULT_TEMPLATE, SYSTEM_PROMPT, answer, messages, user_prompt
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 CHAT = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("messages", pa.list_(MESSAGE))])
@@ -16,39 +18,46 @@ ALPACA = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("instru
 RECORD_COLUMNS = ["step_id", "stratum", "state_before_json", "tool", "arguments_json", "code", "raw_observation", "delta"]
 
 
-def chat_record(sample: dict[str, Any]) -> dict[str, Any]:
+def chat_record(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> dict[str, Any]:
     return {
         "step_id": sample["step_id"],
         "stratum": sample["stratum"],
-        "messages": [*messages(sample), {"role": "assistant", "content": answer(sample)}],
+        "messages": [*messages(sample, template), {"role": "assistant", "content": answer(sample)}],
     }
 
 
-def alpaca_record(sample: dict[str, Any]) -> dict[str, Any]:
-    prompt = messages(sample)
+def alpaca_record(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> dict[str, Any]:
+    prompt = messages(sample, template)
     return {
         "step_id": sample["step_id"],
         "stratum": sample["stratum"],
-        "instruction": SYSTEM_PROMPT,
+        "instruction": prompt[0]["content"],
         "input": prompt[1]["content"],
         "output": answer(sample),
     }
 
 
-def record_tables(batch: pa.RecordBatch | pa.Table) -> tuple[pa.Table, pa.Table]:
+def record_tables(batch: pa.RecordBatch | pa.Table, template: str = DEFAULT_TEMPLATE,
+                  env_code: dict[str, str] | None = None) -> tuple[pa.Table, pa.Table]:
     """Chat and Alpaca tables for a batch of samples (``RECORD_COLUMNS``); each prompt and answer is
-    built once and shared by both formats. Row for row equal to :func:`chat_record` / :func:`alpaca_record`."""
+    built once and shared by both formats. Row for row equal to :func:`chat_record` / :func:`alpaca_record`.
+    ``env_code`` maps env ids to whole class sources (the ``envsimbench`` template needs them)."""
     samples = batch.select(RECORD_COLUMNS).to_pylist()
-    prompts = [user_prompt(s["state_before_json"], s["tool"], s["arguments_json"], s["code"]) for s in samples]
     answers = [answer(s) for s in samples]
     n = len(samples)
-    contents = pa.array([text for p, a in zip(prompts, answers) for text in (SYSTEM_PROMPT, p, a)], pa.string())
+    if template == DEFAULT_TEMPLATE:
+        pairs = [(SYSTEM_PROMPT, user_prompt(s["state_before_json"], s["tool"], s["arguments_json"], s["code"])) for s in samples]
+    else:
+        ids = batch.column("env_id").to_pylist() if "env_id" in batch.schema.names else [None] * n
+        pairs = [tuple(m["content"] for m in messages({**s, "env_id": e, "env_code": (env_code or {}).get(e)}, template))
+                 for s, e in zip(samples, ids)]
+    contents = pa.array([text for (sp, p), a in zip(pairs, answers) for text in (sp, p, a)], pa.string())
     roles = pa.array(["system", "user", "assistant"] * n, pa.string())
     chat_messages = pa.ListArray.from_arrays(pa.array(range(0, 3 * n + 1, 3), pa.int32()),
                                              pa.StructArray.from_arrays([roles, contents], fields=list(MESSAGE)))
     ids, strata = batch.column("step_id"), batch.column("stratum")
     chat = pa.Table.from_arrays([ids, strata, chat_messages], schema=CHAT)
-    alpaca = pa.Table.from_arrays([ids, strata, pa.array([SYSTEM_PROMPT] * n, pa.string()),
+    alpaca = pa.Table.from_arrays([ids, strata, contents.take(pa.array(range(0, 3 * n, 3))),
                                    contents.take(pa.array(range(1, 3 * n, 3))), contents.take(pa.array(range(2, 3 * n, 3)))],
                                   schema=ALPACA)
     return chat, alpaca

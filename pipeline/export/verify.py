@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline.export.protocol import ChangeError, apply_changes
-from pipeline.state.canonical import canonical_json
+from pipeline.export.protocol import ChangeError, apply_changes, plain
+from pipeline.state.canonical import canonical_json, canonicalize
 
 
 def _load(directory: Path, config: str | None, split: str):
@@ -64,11 +64,12 @@ def verify_answers(directory: Path, samples: Path, split: str = "train") -> tupl
             continue
         try:
             answer = json.loads(record["messages"][-1]["content"])
-            after = apply_changes(json.loads(sample["state_before_json"]), answer["config_changes"])
+            after = apply_changes(plain(json.loads(sample["state_before_json"])), answer["config_changes"])
         except (ChangeError, ValueError, KeyError) as exc:
             problems.append(f"{record['step_id']}: answer does not apply: {exc}")
             continue
-        if canonical_json(after) != canonical_json(json.loads(sample["state_after_json"])):
+        # answers write plain values (big ints as numbers): compare canonical forms of both sides
+        if canonical_json(canonicalize(after)) != canonical_json(canonicalize(plain(json.loads(sample["state_after_json"])))):
             problems.append(f"{record['step_id']}: answer applied to s_t does not give s'_t")
     return checked, problems
 

@@ -13,28 +13,26 @@ import duckdb
 from pipeline.evaluate import results
 from pipeline.evaluate.harness import evaluate, run_id
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
-from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.evaluate.samples import load_samples
 from pipeline.store.layout import DataLayout
 
 def summarise(path: Path, rid: str) -> dict[str, Any]:
-    """Overall FM / CM / CM-lenient and CM per group of one run's result file (the same SQL as the
+    """Overall FM / CM / cm_reference / fm_reference / cm_changed_paths and CM per group of one run's result file (the same SQL as the
     in-process evaluation, on an in-memory DuckDB)."""
     con = duckdb.connect()
     results.load_run(con, path, rid)
-    overall = con.execute("SELECT samples, fm, cm, cm_lenient FROM eval_runs WHERE run_id = ?", [rid]).fetchone()
+    overall = con.execute("SELECT samples, fm, cm, cm_changed_paths, cm_reference, fm_reference FROM eval_runs WHERE run_id = ?",
+                          [rid]).fetchone()
     groups = dict(con.execute("SELECT grp, cm FROM eval_by_stratum WHERE run_id = ?", [rid]).fetchall())
     parse_failures = con.execute("SELECT count(*) FILTER (NOT parse_ok) FROM eval_results WHERE run_id = ?", [rid]).fetchone()[0]
-    return {"samples": overall[0], "fm": overall[1], "cm": overall[2], "cm_lenient": overall[3],
+    return {"samples": overall[0], "fm": overall[1], "cm": overall[2], "cm_changed_paths": overall[3],
+            "cm_reference": overall[4], "fm_reference": overall[5],
             "parse_failures": parse_failures, "cm_by_group": groups}
 
 
 def run(data_root: str, split_version: str | None, simulators: list[dict[str, Any]], base_url: str | None = None) -> dict[str, Any]:
     layout = DataLayout.at(data_root)
-    store = SplitStore(layout, BENCHMARK)
-    version = store.resolve(split_version)
-    import pandas as pd
-
-    samples = pd.read_parquet(store.samples(version)).to_dict("records")
+    version, samples = load_samples(layout, split_version)  # with env_code for the envsimbench prompt
     report: dict[str, Any] = {"split_version": version, "runs": {}}
     for raw in simulators:
         spec = SimulatorSpec(**{**raw, **({"base_url": base_url} if base_url and raw.get("kind", "openai") == "openai" else {})})

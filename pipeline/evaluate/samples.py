@@ -1,0 +1,23 @@
+"""The samples a simulator is scored on: a split version's rows, each with the whole class source of
+its environment (``env_code``, for the ``envsimbench`` prompt template)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from pipeline.export.envsimbench import env_codes
+from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.store.layout import DataLayout
+
+
+def load_samples(layout: DataLayout, version: str | None = None, kind: str = BENCHMARK) -> tuple[str, list[dict[str, Any]]]:
+    """``(resolved version, samples)`` of a split version (default: CURRENT), in storage order."""
+    store = SplitStore(layout, kind)
+    version = store.resolve(version)
+    samples = pd.read_parquet(store.samples(version)).to_dict("records")
+    codes = env_codes(layout, {s["env_id"] for s in samples}, store.dir(version))
+    for sample in samples:
+        sample["env_code"] = codes.get(sample["env_id"])
+    return version, samples
