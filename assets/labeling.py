@@ -3,6 +3,7 @@
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
+    AssetCheckSeverity,
     AssetExecutionContext,
     Config,
     MaterializeResult,
@@ -15,6 +16,7 @@ from pydantic import Field
 from assets.partitions import SHARDS, partition_metadata, scoped
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.labeler import label
+from pipeline.labeling.quarantine import quarantine
 from pipeline.quality.suites import step_table_suite
 from pipeline.report import md_histogram, md_records, md_table
 from pipeline.store import queries
@@ -75,15 +77,22 @@ def labeled_steps(
     )
 
 
-@asset_check(asset=labeled_steps, blocking=True, description="Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the recorded s'_t hash (in a partitioned run: the partition's steps).")
+@asset_check(asset=labeled_steps, blocking=True, description="Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the recorded s'_t hash (in a partitioned run: the partition's steps). An environment with a step that does not verify is quarantined — all its steps excluded from the splits with the reason, named in the run summary — and the check fails with severity WARN so the other environments go on.")
 def delta_roundtrip(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
-    report = verify_steps(scoped(store.layout(), context))
+    layout = scoped(store.layout(), context)
+    report = verify_steps(layout, max_problems=1_000_000)
+    held = quarantine(layout, report)
+    if held.environments:
+        context.log.error(f"delta_roundtrip: quarantined {', '.join(held.environments)} ({held.steps} steps excluded from the splits)")
     return AssetCheckResult(
         passed=report.ok,
+        severity=AssetCheckSeverity.WARN if report.ok or held.environments else AssetCheckSeverity.ERROR,
         metadata={
             **partition_metadata(context),
             "trajectories": report.trajectories,
             "steps_verified": report.steps,
+            "quarantined_environments": MetadataValue.md("\n".join(f"- {e}" for e in held.environments) or "_none_"),
+            "quarantined_steps": held.steps,
             "problems": MetadataValue.md("\n".join(f"- {p}" for p in report.problems[:50]) or "_none_"),
         },
     )

@@ -20,7 +20,7 @@ def summary(layout: DataLayout) -> int:
 
     failed = failed_checks(layout)
     for doc in failed:
-        print(f"FAILED CHECK relabel_is_deterministic: {doc['headline']}", file=sys.stderr)
+        print(f"FAILED CHECK {doc.get('check', 'relabel_is_deterministic')}: {doc['headline']}", file=sys.stderr)
         for line in doc.get("mismatches", [])[:10]:
             print(f"  {line[:300]}", file=sys.stderr)
     if not queries.has_steps(layout) or not queries.step_totals(layout).get("steps"):
@@ -68,7 +68,8 @@ def summary(layout: DataLayout) -> int:
     print(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
     if failed:
         envs = sorted({e for doc in failed for e in doc.get("environments", [])})
-        print(f"FAILED: relabel_is_deterministic — non-deterministic labels in {', '.join(envs) or 'some environments'} "
+        checks = sorted({doc.get("check", "relabel_is_deterministic") for doc in failed})
+        print(f"FAILED: {', '.join(checks)} — bad labels in {', '.join(envs) or 'some environments'} "
               f"(excluded from the splits; see {layout.root / 'determinism'})", file=sys.stderr)
         return 2
     return 0

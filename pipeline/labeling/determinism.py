@@ -96,7 +96,9 @@ def excluded_files(layout: DataLayout) -> list[str]:
     an older labeling — is ignored)."""
     current = {Path(p).name for p in layout.step_parts()}
     out = []
-    for path in sorted((layout.root / "determinism").glob("nondeterministic-*.parquet")):
+    found = [*(layout.root / "determinism").glob("nondeterministic-*.parquet"),
+             *(layout.root / "determinism").glob("quarantine-*.parquet")]  # pipeline.labeling.quarantine
+    for path in sorted(found):
         sidecar = path.with_suffix(".json")
         try:
             parts = set(json.loads(sidecar.read_text())["parts"])

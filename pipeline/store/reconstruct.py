@@ -41,6 +41,7 @@ class VerifyReport:
     trajectories: int = 0
     steps: int = 0
     problems: list[str] = field(default_factory=list)
+    failed_trajectories: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -48,6 +49,13 @@ class VerifyReport:
 
 
 def verify_trajectory(trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport) -> None:
+    before = len(report.problems)
+    _verify_trajectory(trajectory_id, initial_json, initial_hash, steps, report)
+    if len(report.problems) > before:
+        report.failed_trajectories.append(trajectory_id)
+
+
+def _verify_trajectory(trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport) -> None:
     initial = json.loads(initial_json)
     if state_hash(initial) != initial_hash:
         report.problems.append(f"{trajectory_id}: stored initial state does not match its hash")
@@ -92,6 +100,7 @@ def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
             )
         for orphan in by_traj:
             report.problems.append(f"{orphan}: steps without a trajectory row")
+            report.failed_trajectories.append(orphan)
         if len(report.problems) >= max_problems:
             break
     return report

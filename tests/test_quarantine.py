@@ -1,0 +1,58 @@
+"""One environment's labels that do not verify quarantine that environment, not the run."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.collect.collector import collect
+from pipeline.collect.replay import ground_truth_trajectories
+from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
+from pipeline.envs.catalog import build_catalog
+from pipeline.labeling.labeler import label
+
+from pipeline.labeling.determinism import failed_checks
+from pipeline.labeling.quarantine import quarantine
+from pipeline.select.stratify import stratify, strata_path
+from pipeline.store.layout import DataLayout
+from pipeline.store.reconstruct import verify_steps
+
+
+@pytest.fixture()
+def small_layout(tmp_path, sandbox) -> DataLayout:
+    layout = DataLayout.at(tmp_path / "data")
+    build_catalog(layout)
+    tasks = itertools.islice(iter_tasks(default_task_files()), 40)
+    collect(ground_truth_trajectories(tasks), layout, sandbox)
+    label(layout, sandbox)
+    return layout
+
+
+def test_a_corrupted_environment_is_quarantined_and_the_others_are_not(small_layout):
+    layout = small_layout
+    assert verify_steps(layout).ok
+    part = layout.step_parts()[0]
+    table = pq.read_table(part)
+    rows = table.to_pylist()
+    victim = next(r for r in rows if r["delta_size"] > 0)
+    victim["state_after_hash"] = "f" * 32  # a label that does not verify (as if forged or corrupted)
+    pq.write_table(table.from_pylist(rows, schema=table.schema), part)
+
+    report = verify_steps(layout, max_problems=1_000_000)
+    assert not report.ok and victim["trajectory_id"] in report.failed_trajectories
+    held = quarantine(layout, report)
+    assert held.environments == [victim["env_id"]]
+
+    stratify(layout)
+    strata = pq.read_table(strata_path(layout)).to_pylist()
+    in_env = [r for r in strata if r["env_id"] == victim["env_id"]]
+    others = [r for r in strata if r["env_id"] != victim["env_id"]]
+    assert in_env and all(r["excluded"] and r["excluded_reason"].startswith("quarantined: delta_roundtrip") for r in in_env)
+    assert others and any(not r["excluded"] for r in others)
+    [doc] = [d for d in failed_checks(layout) if d.get("check") == "delta_roundtrip"]
+    assert victim["env_id"] in doc["environments"]
+
+    # with nothing failing, re-running the check lifts the quarantine
+    victim["state_after_hash"] = next(r for r in pq.read_table(part).to_pylist() if r["step_id"] == victim["step_id"])["state_after_hash"]
