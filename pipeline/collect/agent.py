@@ -69,19 +69,30 @@ def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action],
     actions, malformed = [], []
     turn = -1
     for message in messages:
+        if not isinstance(message, dict):
+            malformed.append({"kind": "malformed_message", "tool": "", "arguments": "", "reason": f"message is a {type(message).__name__}, not an object"})
+            continue
         role = message.get("role")
         if role == "user":
             turn += 1
         if role != "assistant":
             continue
-        for call in message.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            name, text = fn.get("name", ""), fn.get("arguments") or "{}"
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list):
+            malformed.append({"kind": "malformed_message", "tool": "", "arguments": "", "reason": f"'tool_calls' is a {type(calls).__name__}, not a list"})
+            continue
+        for call in calls:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(fn.get("arguments") or "{}", str):
+                malformed.append({"kind": "malformed_call", "tool": fn.get("name", "") if isinstance(fn, dict) else "",
+                                  "arguments": "", "reason": f"not a function call with a string name and string arguments: {repr(call)[:120]}"})
+                continue
+            name, text = fn["name"], fn.get("arguments") or "{}"
             try:
                 args = json.loads(text)
                 if not isinstance(args, dict):
                     raise ValueError("arguments are not a JSON object")
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 malformed.append({"kind": "malformed_arguments", "tool": name, "arguments": text, "reason": str(exc)})
                 continue
             actions.append(Action(name, args, max(turn, 0), call=f"{name}({text})"))

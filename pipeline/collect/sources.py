@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from pipeline.collect.explore import ScenarioRef
 from pipeline.collect.replay import bfcl_env_spec, ground_truth_trajectories
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import builtin, envscaler
 from pipeline.envs.bfcl_tasks import BfclTaskFile, TaskIssue, default_task_files, iter_tasks
+from pipeline.envs.records import FirstSeen, clip, read_lines, undecodable
 
 if TYPE_CHECKING:
     from pipeline.collect.agent import AgentTask
@@ -48,9 +49,19 @@ def env_items(cfg: SourceConfig) -> tuple[list[envscaler.EnvItem], list[TaskIssu
     """Every usable EnvScaler-format environment (builtin pack + corpora), and the bad ones."""
     items: list[envscaler.EnvItem] = builtin.parsed_items() if cfg.builtin else []
     issues: list[TaskIssue] = []
+    ids = FirstSeen()  # an env id given twice (in one file or across corpora): the first is kept
+    for item in items:
+        ids.seen(item.qualified_id, item.origin or item.prefix)
     for corpus in cfg.envscaler:
         for result in envscaler.load_env_items(corpus.env_items, corpus.prefix, corpus.license):
             item, problems = envscaler.split_item(result)
+            env_id = result.env_id if item is not None else result.task_id
+            if item is not None or result.task_id != result.origin:  # a record (not a whole bad file) claims its id
+                qualified = f"{corpus.prefix}/{env_id}"
+                first = ids.seen(qualified, result.origin)
+                if first is not None:
+                    issues.append(TaskIssue(env_id, "env", ids.message("env id", qualified, result.origin, first), result.origin))
+                    continue
             issues.extend(problems)
             if item is not None:
                 items.append(item)
@@ -73,6 +84,7 @@ def exploration_scenarios(
     by_id = {i.qualified_id: i for i in items}
     per_env: dict[str, list[ScenarioRef]] = {}
     issues: list[TaskIssue] = []
+    task_ids = FirstSeen()  # (env, task id) given twice: the first scenario is kept
 
     def add(ref: ScenarioRef) -> None:
         per_env.setdefault(ref.env.env_id, []).append(ref)
@@ -90,6 +102,10 @@ def exploration_scenarios(
                 item = by_id.get(f"{corpus.prefix}/{sc.env_id}")
                 if item is None:
                     issues.append(TaskIssue(sc.task_id, "parse", f"unknown or unusable env_id {envscaler.bounded(repr(sc.env_id), 80)}", sc.origin))
+                    continue
+                first = task_ids.seen((item.qualified_id, sc.task_id), sc.origin)
+                if first is not None:
+                    issues.append(TaskIssue(sc.task_id, "parse", task_ids.message(f"task id of {item.qualified_id}:", sc.task_id, sc.origin, first), sc.origin))
                     continue
                 add(ScenarioRef(sc.task_id, item.spec(sc.init_config), task=sc.task))
         prefix = f"{corpus.prefix}/"
@@ -142,28 +158,79 @@ def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> I
     from pipeline.envs.protocol import EnvSpec
 
     by_id = {i.qualified_id: i for i in items} | {i.env_id: i for i in items}
+    trajectory_ids = FirstSeen()  # a task replayed twice on one environment: the first record is kept
     for path in cfg.message_histories:
-        with Path(path).open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                origin = f"{Path(path).name}:{lineno}"
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    task_id = str(row["task_id"])
-                    messages = row["messages"]
-                except (ValueError, KeyError, TypeError) as exc:
-                    yield TaskIssue(origin, "parse", f"not a message-history record: {exc}", origin)
-                    continue
-                if isinstance(row.get("env"), dict):
-                    env = EnvSpec(**row["env"])
-                elif row.get("env_id") in by_id:
-                    env = by_id[row["env_id"]].spec(row.get("init_config") or {})
-                else:
-                    yield TaskIssue(task_id, "parse", f"unknown environment {row.get('env_id')!r}", origin)
-                    continue
-                actions, malformed = actions_from_messages(messages)
-                for bad in malformed:
-                    yield TaskIssue(task_id, "collect", f"tool call {bad['tool']!r} not replayed: {bad['reason']}", origin)
-                yield Trajectory(f"{env.env_id}/{task_id}/history-{Path(path).stem}", task_id, env, tuple(actions),
-                                 category="history", strategy="replay-messages", meta={"messages": messages})
+        for lineno, line, err in read_lines(Path(path)):
+            origin = f"{Path(path).name}:{lineno}"
+            if err:
+                yield TaskIssue(origin, "parse", err, origin)
+                continue
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                yield TaskIssue(origin, "parse", f"not a message-history record: line is not JSON: {clip(exc, 120)}", origin)
+                continue
+            problem = _history_record_problem(row)
+            if problem:
+                task_id = str(row["task_id"]) if isinstance(row, dict) and isinstance(row.get("task_id"), (str, int)) else origin
+                yield TaskIssue(clip(task_id, 200), "parse", f"not a message-history record: {problem}", origin)
+                continue
+            task_id, messages = str(row["task_id"]), row["messages"]
+            if row.get("env") is not None:
+                env = EnvSpec(**row["env"])
+            elif isinstance(row.get("env_id"), str) and row["env_id"] in by_id:
+                env = by_id[row["env_id"]].spec(row.get("init_config") or {})
+            else:
+                yield TaskIssue(task_id, "parse", f"unknown environment {clip(repr(row.get('env_id')), 80)}", origin)
+                continue
+            trajectory_id = f"{env.env_id}/{task_id}/history-{Path(path).stem}"
+            first = trajectory_ids.seen(trajectory_id, origin)
+            if first is not None:
+                yield TaskIssue(task_id, "parse", trajectory_ids.message(f"task id on {env.env_id}:", task_id, origin, first), origin)
+                continue
+            actions, malformed = actions_from_messages(messages)
+            for bad in malformed:
+                yield TaskIssue(task_id, "collect", f"tool call {clip(repr(bad['tool']), 80)} not replayed: {clip(bad['reason'])}", origin)
+            yield Trajectory(trajectory_id, task_id, env, tuple(actions),
+                             category="history", strategy="replay-messages", meta={"messages": messages})
+
+
+_ENV_FIELDS = {"source": str, "env_id": str, "init_config": dict, "options": dict}
+
+
+def _history_record_problem(row: Any) -> str | None:
+    """Why a parsed message-history line cannot be replayed (shape and types), or None."""
+    if not isinstance(row, dict):
+        return f"expected a JSON object, got a {type(row).__name__}"
+    bad = undecodable(row)
+    if bad:
+        return bad
+    if not isinstance(row.get("task_id"), (str, int)) or isinstance(row.get("task_id"), bool):
+        return f"'task_id' must be a string, got {clip(repr(row.get('task_id')), 60)}"
+    messages = row.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return f"'messages' must be a list of message objects, got {clip(repr(messages), 80)}"
+    env = row.get("env")
+    if env is None:
+        if not isinstance(row.get("init_config", {}), (dict, type(None))):
+            return f"'init_config' must be an object, got {clip(repr(row.get('init_config')), 80)}"
+        return None
+    if not isinstance(env, dict):
+        return f"'env' must be an environment object, got {clip(repr(env), 80)}"
+    unknown = sorted(set(map(str, env)) - set(_ENV_FIELDS))
+    if unknown:
+        return f"'env' has unknown field(s) {clip(unknown, 80)} (expected {sorted(_ENV_FIELDS)}): {clip(repr(env), 120)}"
+    for key, kind in _ENV_FIELDS.items():
+        if key in ("source", "env_id") and key not in env:
+            return f"'env' lacks {key!r}: {clip(repr(env), 120)}"
+        if key in env and not isinstance(env[key], kind):
+            return f"'env.{key}' must be a {kind.__name__}, got {clip(repr(env[key]), 80)}"
+    from pipeline.envs.registry import BUILDERS
+
+    if env["source"] not in BUILDERS:
+        return f"'env.source' {clip(repr(env['source']), 60)} is not a known environment source ({sorted(BUILDERS)})"
+    needs = {"envscaler": ("class_name", "code_ref", "tools_ref"), "bfcl": ("classes",)}.get(env["source"], ())
+    missing = [k for k in needs if k not in env.get("options", {})]
+    if missing:
+        return f"'env.options' lacks {missing} for source {env['source']!r}"
+    return None

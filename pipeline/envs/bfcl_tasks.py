@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from pipeline.envs import bfcl
+from pipeline.envs.records import FirstSeen, clip, read_lines
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,16 @@ class TaskIssue:
     reason: str
     origin: str = ""
 
+    def __post_init__(self) -> None:
+        # Text from a file that is not UTF-8 carries its bad bytes as lone surrogates: shown escaped
+        # (``\udcff``), so the issue can be logged and written to Parquet.
+        for name in ("task_id", "stage", "reason", "origin"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                object.__setattr__(self, name, str(value))
+            elif any("\ud800" <= ch <= "\udfff" for ch in value):
+                object.__setattr__(self, name, value.encode("utf-8", "backslashreplace").decode("utf-8"))
+
 
 @dataclass(frozen=True)
 class BfclTaskFile:
@@ -53,24 +64,36 @@ def default_task_files(categories: tuple[str, ...] | list[str] = bfcl.CATEGORIES
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line), None
-            except json.JSONDecodeError as exc:
-                yield lineno, None, f"line is not JSON: {exc.msg} at column {exc.colno}"
+    """(line number, object, error) per non-blank line; a line that is not UTF-8 or not JSON is an error."""
+    for lineno, line, err in read_lines(path):
+        if err:
+            yield lineno, None, err
+            continue
+        try:
+            yield lineno, json.loads(line), None
+        except json.JSONDecodeError as exc:
+            yield lineno, None, f"line is not JSON: {exc.msg} at column {exc.colno}"
+        except RecursionError:
+            yield lineno, None, "line is not usable JSON: nested too deeply"
 
 
 def iter_tasks(files: list[BfclTaskFile]) -> Iterator[BfclTask | TaskIssue]:
-    """Yield every task of ``files`` joined with its ground truth, or a ``TaskIssue`` per bad line."""
+    """Yield every task of ``files`` joined with its ground truth, or a ``TaskIssue`` per bad line.
+
+    A task id given twice (in one file or across files) keeps its first task, and an answer id given
+    twice in one answers file its first answer; each later one is an issue naming both lines."""
+    task_ids = FirstSeen()
     for spec in files:
         answers: dict[str, Any] = {}
+        answer_ids = FirstSeen()
         for lineno, obj, err in _read_jsonl(spec.answers):
             origin = f"{spec.answers.name}:{lineno}"
             if err or not isinstance(obj, dict) or "id" not in obj:
                 yield TaskIssue(f"{spec.answers.name}:{lineno}", "parse", err or "answer line without an 'id'", origin)
+                continue
+            first = answer_ids.seen(str(obj["id"]), origin)
+            if first is not None:
+                yield TaskIssue(clip(obj["id"], 100), "parse", answer_ids.message("answer id", str(obj["id"]), origin, first), origin)
                 continue
             answers[str(obj["id"])] = obj.get("ground_truth")
         for lineno, obj, err in _read_jsonl(spec.tasks):
@@ -82,6 +105,10 @@ def iter_tasks(files: list[BfclTaskFile]) -> Iterator[BfclTask | TaskIssue]:
                 yield TaskIssue(origin, "parse", "task line is not an object with an 'id'", origin)
                 continue
             task_id = str(obj["id"])
+            first = task_ids.seen(task_id, origin)
+            if first is not None:
+                yield TaskIssue(task_id, "parse", task_ids.message("task id", task_id, origin, first), origin)
+                continue
             problem = _validate(obj, answers.get(task_id))
             if problem:
                 yield TaskIssue(task_id, "parse", problem, origin)
@@ -105,6 +132,17 @@ def _validate(obj: dict[str, Any], truth: Any) -> str | None:
     classes = obj.get("involved_classes")
     if not isinstance(classes, list) or not classes:
         return "missing or empty 'involved_classes'"
+    if not all(isinstance(c, str) for c in classes):
+        return f"'involved_classes' holds a non-string: {clip(repr(classes), 80)}"
+    excluded = obj.get("excluded_function")
+    if excluded is not None and not (isinstance(excluded, list) and all(isinstance(f, str) for f in excluded)):
+        return f"'excluded_function' is not a list of names: {clip(repr(excluded), 80)}"
+    question = obj.get("question")
+    if question is not None and not (isinstance(question, list) and all(
+        isinstance(turn, list) and all(isinstance(m, dict) and isinstance(m.get("content", ""), str) for m in turn)
+        for turn in question
+    )):
+        return "'question' is not a list of turns of messages with string 'content'"
     unknown = [c for c in classes if c not in bfcl.CLASSES]
     if unknown:
         return f"unknown involved class(es) {unknown}"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from pipeline.envs import blobs
+from pipeline.envs import blobs, records
 from pipeline.envs.bfcl_tasks import TaskIssue
 from pipeline.envs.protocol import CallResult, EnvSpec
 from pipeline.labeling.outcome import ERROR, FAILURE, SUCCESS, reports_failure
@@ -133,16 +133,18 @@ def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | Non
     if path.suffix == ".parquet":
         yield from _load_parquet(path)
         return
-    text = path.read_text(encoding="utf-8")
+    text = records.read_text(path)  # a non-UTF-8 byte is reported with its record (records.undecodable)
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
+        doc = records.loads(text)  # repeated keys are kept, to be reported
+    except (json.JSONDecodeError, RecursionError):
         for lineno, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
-                    yield f"{path.name}:{lineno}", json.loads(line), None
+                    yield f"{path.name}:{lineno}", records.loads(line), None
                 except json.JSONDecodeError as exc:
                     yield f"{path.name}:{lineno}", None, f"line is not JSON: {exc.msg} at column {exc.colno}: {_preview(line)}"
+                except RecursionError:
+                    yield f"{path.name}:{lineno}", None, "line is not usable JSON: nested too deeply"
         return
     if isinstance(doc, list):
         for i, obj in enumerate(doc):
@@ -162,15 +164,22 @@ def load_env_items(path: Path, prefix: str = SOURCE, license: str = "") -> Itera
         if isinstance(doc, dict) and ("env_class_code" in doc or "env_id" in doc):
             entries = [(str(doc.get("env_id") or origin), doc)]
         elif isinstance(doc, dict):
-            entries = list(doc.items())
+            entries = records.entries(doc)  # a repeated env id is kept, reported by the sources
         else:
             yield TaskIssue(origin, "env", "expected an object of env items", origin)
             continue
+        occurrences: dict[str, int] = {}
         for env_id, raw in entries:
+            n = occurrences[str(env_id)] = occurrences.get(str(env_id), 0) + 1
+            where = f"{origin}:{env_id}" + (f" (occurrence {n})" if n > 1 else "")
+            bad = records.undecodable(str(env_id), "the env id") or records.undecodable(raw)
+            if bad:
+                yield TaskIssue(str(env_id), "env", bad, where)
+                continue
             try:
-                result = parse_env_item(str(env_id), raw, f"{origin}:{env_id}", prefix, license)
+                result = parse_env_item(str(env_id), raw, where, prefix, license)
             except Exception as exc:  # a record this loader did not foresee: name it, keep the others
-                result = TaskIssue(str(env_id), "env", f"unreadable env item: {type(exc).__name__}: {exc}", f"{origin}:{env_id}")
+                result = TaskIssue(str(env_id), "env", f"unreadable env item: {type(exc).__name__}: {exc}", where)
             yield _bounded_issue(result)
 
 
@@ -186,6 +195,10 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
             where = origin if key is None else f"{origin}:{key}"
             if not isinstance(obj, dict):
                 yield TaskIssue(where, "parse", "scenario item is not an object", where)
+                continue
+            bad = records.undecodable(obj)
+            if bad:
+                yield TaskIssue(str(obj.get("task_id") or key or where), "parse", bad, where)
                 continue
             task_id = str(obj.get("task_id") or key or where)
             if "env_id" not in obj:
@@ -388,7 +401,13 @@ def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[st
     if name not in methods:
         return {}, f"tool {name!r} has no public method of that name in the class"
     params = fn_schema.get("parameters") or {"type": "object", "properties": {}}
+    if not isinstance(params, dict):
+        return {}, f"tool {name!r}: 'parameters' is a {type(params).__name__}, expected an object: {_preview(params)}"
     props = params.get("properties") or {}
+    if not isinstance(props, dict) or not all(isinstance(p, dict) for p in props.values()):
+        return {}, f"tool {name!r}: 'properties' is not an object of parameter schemas: {_preview(props)}"
+    if not isinstance(params.get("required", []), list) or not all(isinstance(r, str) for r in params.get("required", [])):
+        return {}, f"tool {name!r}: 'required' is not a list of names: {_preview(params.get('required'))}"
     names, required, has_kwargs = _params(methods[name])
     extra = [p for p in props if p not in names]
     if extra and not has_kwargs:
