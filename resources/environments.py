@@ -25,16 +25,16 @@ class EnvScalerCorpusConfig(Config):
 
     env_items: str = Field(description="Env items: a JSON dict env_id -> item (191_env_metadata.json) or the Hub release "
                                        "(list of records; tools/env_func_details as JSON strings), JSON, JSON lines or Parquet.")
-    scenarios: str | list[str] | None = Field(default=None, description="Scenario/task item file(s): JSON list, JSON lines, "
-                                                                         "dict or Parquet; init_config may be a JSON string.")
+    scenarios: str | None = Field(default=None, description="Scenario/task items: JSON list, JSON lines, dict or Parquet; "
+                                                              "init_config may be a JSON string.")
+    more_scenarios: list[str] = Field(default_factory=list, description="Further scenario files (the Hub release has two: RL and SFT).")
     prefix: str = Field(default="envscaler", description="Namespace of the env ids: '<prefix>/<env_id>'.")
     license: str = Field(default="", description="License of the corpus, recorded in the catalog.")
 
 
 def _corpus(c: EnvScalerCorpusConfig) -> EnvScalerCorpus:
-    files = [c.scenarios] if isinstance(c.scenarios, str) else list(c.scenarios or [])
-    return EnvScalerCorpus(Path(c.env_items), Path(files[0]) if files else None, c.prefix, c.license,
-                           tuple(Path(f) for f in files[1:]))
+    return EnvScalerCorpus(Path(c.env_items), Path(c.scenarios) if c.scenarios else None, c.prefix, c.license,
+                           tuple(Path(f) for f in c.more_scenarios))
 
 
 def _downloaded() -> list[EnvScalerCorpusConfig]:
@@ -42,7 +42,8 @@ def _downloaded() -> list[EnvScalerCorpusConfig]:
     corpus = downloaded_corpus(default_data_root())
     if corpus is None:
         return []
-    return [EnvScalerCorpusConfig(env_items=corpus["env_items"], scenarios=corpus["scenarios"],
+    files = list(corpus.get("scenarios") or [])
+    return [EnvScalerCorpusConfig(env_items=corpus["env_items"], scenarios=files[0] if files else None, more_scenarios=files[1:],
                                   prefix=corpus.get("prefix", "envscaler"), license=corpus.get("license", ""))]
 
 

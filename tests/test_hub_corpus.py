@@ -157,3 +157,28 @@ def test_nondeterministic_environment_fails_the_check_and_is_excluded(tmp_path, 
 
     reasons = duckdb.sql(f"SELECT DISTINCT excluded_reason FROM '{strata_path(layout)}' WHERE excluded").fetchall()
     assert any(r[0].startswith("non-deterministic: s'_t differs") for r in reasons)
+
+
+@pytest.mark.slow
+def test_forge_run_exits_non_zero_naming_the_nondeterministic_environment(tmp_path):
+    import os
+    import subprocess
+
+    envs, scenarios = write_hub_corpus(tmp_path / "corpus", nondeterministic=True)
+    config = tmp_path / "run.yaml"
+    config.write_text(json.dumps({  # YAML is a superset of JSON
+        "resources": {"sources": {"config": {
+            "builtin": False, "bfcl_categories": [], "bfcl_replay": False,
+            "envscaler": [{"env_items": str(envs), "scenarios": str(scenarios[0]),
+                           "more_scenarios": [str(p) for p in scenarios[1:]]}]}}},
+        "ops": {"trajectories": {"config": {"call_budget": 40, "min_envs": 1}}},
+    }))
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "ENVSIM_DATA_ROOT": str(tmp_path / "data"), "DAGSTER_HOME": str(tmp_path / "home"),
+           "ENVSIM_PROFILE": "small"}
+    proc = subprocess.run([str(root / "forge"), "run", "-c", str(config)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "relabel_is_deterministic" in out and "envscaler/env_9_rl" in out, out[-3000:]
+    assert "FAILED CHECK relabel_is_deterministic: NON-DETERMINISTIC labels in 1 environment(s): envscaler/env_9_rl" in proc.stderr
