@@ -18,6 +18,11 @@ def summary(layout: DataLayout) -> int:
     from pipeline.labeling.determinism import failed_checks
     from pipeline.labeling.empty import why_empty
 
+    from pipeline.labeling.labeler import describe_inflight
+
+    died = describe_inflight(layout)
+    if died:
+        print(f"WARNING: {died}", file=sys.stderr)
     failed = failed_checks(layout)
     for doc in failed:
         print(f"FAILED CHECK {doc.get('check', 'relabel_is_deterministic')}: {doc['headline']}", file=sys.stderr)

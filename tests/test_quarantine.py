@@ -56,3 +56,40 @@ def test_a_corrupted_environment_is_quarantined_and_the_others_are_not(small_lay
 
     # with nothing failing, re-running the check lifts the quarantine
     victim["state_after_hash"] = next(r for r in pq.read_table(part).to_pylist() if r["step_id"] == victim["step_id"])["state_after_hash"]
+
+
+def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):
+    """SIGKILL of the process labeling a chunk: the next run names the environments it was running,
+    labels the chunk again, and removes the marker."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    layout = DataLayout.at(tmp_path / "data")
+    build_catalog(layout)
+    collect(ground_truth_trajectories(itertools.islice(iter_tasks(default_task_files()), 6)), layout, sandbox)
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pipeline.execution import sandbox as sb
+        from pipeline.execution.sandbox import Sandbox
+        from pipeline.labeling.labeler import label
+        from pipeline.store.layout import DataLayout
+        real = sb._Worker.run
+        def run_then_die(self, trajectory, limits):
+            os.kill(os.getpid(), signal.SIGKILL)  # the step process dies mid-chunk
+        sb._Worker.run = run_then_die
+        with Sandbox(workers=1) as box:
+            label(DataLayout.at({str(layout.root)!r}), box)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    from pipeline.labeling.labeler import describe_inflight, inflight_path
+
+    message = describe_inflight(layout)
+    assert "died while labeling" in message and "bfcl/" in message
+    logs: list[str] = []
+    report = label(layout, sandbox, log=logs.append)
+    assert any("died while labeling" in i["reason"] for i in report.issues)
+    assert report.steps > 0 and not inflight_path(layout).exists()

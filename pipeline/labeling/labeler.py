@@ -20,6 +20,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from itertools import islice
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from pipeline.collect.trajectory import Trajectory
@@ -108,6 +109,22 @@ def _removable(layout: DataLayout, name: str) -> bool:
     return not layout.for_partition(owner).trajectories.exists()  # orphan: no trajectories of that partition
 
 
+def inflight_path(layout: DataLayout) -> Path:
+    """Marker of the chunk being labeled now: if the process dies, it names what it was running."""
+    return layout.steps_dir / f".inflight-{layout.partition or 'all'}.json"
+
+
+def describe_inflight(layout: DataLayout) -> str:
+    """The message for a labeling process that died mid-chunk (empty when none did)."""
+    try:
+        doc = json.loads(inflight_path(layout).read_text())
+    except (OSError, ValueError):
+        return ""
+    envs = doc.get("environments", [])
+    return (f"a previous labeling process died while labeling {len(doc.get('trajectories', []))} trajectories of "
+            f"{', '.join(envs[:20])}{' …' if len(envs) > 20 else ''} (part {doc.get('part')}); that chunk is labeled again")
+
+
 def label(
     layout: DataLayout,
     sandbox: Sandbox,
@@ -122,6 +139,11 @@ def label(
     layout.steps_dir.mkdir(parents=True, exist_ok=True)
     refs = CodeRefs()
     keep: set[str] = set()
+    marker = inflight_path(layout)
+    if marker.exists():
+        died = describe_inflight(layout)
+        report.issues.append({"stage": "label", "task_id": "", "trajectory_id": "", "origin": str(marker), "reason": died})
+        log(died)
     for chunk in _chunks(iter_trajectory_rows(layout), chunk_size):
         key = part_key(chunk, sandbox.limits)
         part = layout.step_part(key)
@@ -135,6 +157,9 @@ def label(
             report.issues.extend(meta["issues"])
             continue
         trajectories = [row_to_trajectory(r) for r in chunk]
+        with atomic_path(marker) as tmp:  # names the environments if this process dies mid-chunk
+            tmp.write_text(json.dumps({"part": part.name, "environments": sorted({t.env_id for t in trajectories}),
+                                       "trajectories": [t.trajectory_id for t in trajectories]}))
         expected = {r["trajectory_id"]: r["initial_state_hash"] for r in chunk}
         rows: list[dict[str, Any]] = []
         issues: list[dict[str, Any]] = []
@@ -157,6 +182,7 @@ def label(
         write_table(part, rows, schema.STEPS)
         with atomic_path(sidecar) as tmp:
             tmp.write_text(json.dumps({"steps": len(rows), "issues": issues}))
+        marker.unlink(missing_ok=True)
         report.parts_written += 1
         report.steps += len(rows)
         report.issues.extend(issues)
