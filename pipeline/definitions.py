@@ -28,7 +28,7 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
-from assets import automation, collection, environments, evaluation, export, jobs, labeling, selection, simulation
+from assets import automation, collection, environments, envsimbench, evaluation, export, jobs, labeling, selection, simulation
 from assets.partitions import SHARDS
 from pipeline.store.layout import DataLayout
 from resources import DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, JobLauncherResource, SandboxResource
@@ -80,7 +80,7 @@ def executor_from_env(environ=os.environ) -> ExecutorDefinition | None:
         ) from exc
     return executor.configured(config, name=name) if config else executor
 
-_modules = [environments, collection, labeling, selection, export, evaluation, simulation]
+_modules = [environments, collection, labeling, selection, export, evaluation, simulation, envsimbench]
 # GPU job assets (training / evaluation jobs) appear when a launcher backend is chosen:
 # ENVSIM_LAUNCHER=local or ENVSIM_LAUNCHER=slurm (+ ENVSIM_SLURM_PARTITION, SLURM_CONF, ...).
 _launcher = os.environ.get("ENVSIM_LAUNCHER")
@@ -91,7 +91,7 @@ _partitioned = AssetSelection.assets("trajectories", "labeled_steps")
 if SHARDS is None:
     envsim_main = define_asset_job(
         "envsim_main",
-        selection=AssetSelection.all() - AssetSelection.groups("jobs", "simulation"),
+        selection=AssetSelection.all() - AssetSelection.groups("jobs", "simulation", "envsimbench"),
         description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> strata -> "
         "benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
     )
@@ -99,7 +99,7 @@ if SHARDS is None:
 else:
     envsim_main = define_asset_job(
         "envsim_main",
-        selection=AssetSelection.all() - AssetSelection.groups("jobs", "simulation") - _partitioned,
+        selection=AssetSelection.all() - AssetSelection.groups("jobs", "simulation", "envsimbench") - _partitioned,
         description="Everything unpartitioned (ENVSIM_SHARDS is set): the catalog, and on top of all partitions of the "
         "labeled steps: strata -> benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
     )
@@ -114,7 +114,9 @@ defs = Definitions(
     assets=load_assets_from_modules(_modules),
     asset_checks=load_asset_checks_from_modules(_modules),
     executor=executor_from_env(),
-    jobs=[envsim_main, *_scale_out, automation.regenerate_splits, simulation.simulation, simulation.curriculum_refresh] + (
+    jobs=[envsim_main, *_scale_out, automation.regenerate_splits, simulation.simulation, simulation.curriculum_refresh,
+          define_asset_job("envsimbench_import_job", selection=AssetSelection.groups("envsimbench"),
+                           description="Import the published EnvSimBench (benchmark / process data) as benchmark split versions.")] + (
         [define_asset_job("gpu_jobs", selection=AssetSelection.groups("jobs"),
                           description="SFT training and evaluation as GPU jobs through the launcher (local or Slurm).")]
         if _launcher else []

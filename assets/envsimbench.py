@@ -1,0 +1,53 @@
+"""Import the published EnvSimBench (benchmark and process data) as benchmark split versions of ours."""
+
+from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from dagster_duckdb import DuckDBResource
+from pydantic import Field
+
+from pipeline.envs import envsimbench
+from pipeline.report import md_records
+from pipeline.store import warehouse
+from resources import DataStoreResource, HuggingFaceHubResource
+
+
+class EnvSimBenchImportConfig(Config):
+    benchmark_files: list[str] = Field(default_factory=list, description="Local reference-format benchmark file(s) (JSON list / JSONL).")
+    process_files: list[str] = Field(default_factory=list, description="Local reference-format process-data file(s).")
+    repo_id: str | None = Field(default=None, description=f"Download from this Hub dataset instead, e.g. {envsimbench.HUB_REPO}.")
+    revision: str | None = Field(default=None, description="Hub revision (branch, tag or commit).")
+    benchmark_patterns: list[str] = Field(default_factory=lambda: ["Benchmark/*"], description="Hub files of the benchmark.")
+    process_patterns: list[str] = Field(default_factory=list, description='Hub files of the process data, e.g. ["Process Data/*"].')
+    make_current: bool = Field(default=False, description="Make the imported benchmark the CURRENT benchmark version.")
+
+
+@asset(group_name="envsimbench", pool="duckdb", kinds={"huggingface", "duckdb"})
+def envsimbench_import(context: AssetExecutionContext, config: EnvSimBenchImportConfig, store: DataStoreResource,
+                       hub: HuggingFaceHubResource, duckdb: DuckDBResource) -> MaterializeResult:
+    """The published EnvSimBench as benchmark split versions marked imported (`bench-envsimbench-*`): Δ
+    recomputed and checked against `change_count`, strata from our rules, `code(a_t)` cut out of `env_code`;
+    samples that cannot be represented are listed by id. Score them with `simulator_eval`
+    (`split_version: bench-envsimbench-…`)."""
+    layout = store.layout()
+    parts = {"benchmark": list(config.benchmark_files), "process": list(config.process_files)}
+    if config.repo_id:
+        for name, patterns in (("benchmark", config.benchmark_patterns), ("process", config.process_patterns)):
+            if patterns:
+                parts[name] += [str(p) for p in envsimbench.download(config.repo_id, patterns, config.revision,
+                                                                     hub.resolved_token(), hub.resolved_endpoint())]
+    reports = [envsimbench.import_envsimbench(layout, files, name, make_current=config.make_current and name == "benchmark")
+               for name, files in parts.items() if files]
+    if not reports:
+        raise ValueError("envsimbench_import: configure benchmark_files / process_files or repo_id")
+    with duckdb.get_connection() as con:
+        warehouse.sync(con, layout)
+    rows = [{"version": r.version, "samples": r.samples, "environments": r.environments, "skipped": len(r.skipped),
+             "change_count_mismatches": len(r.change_count_mismatches), "without_code": len(r.without_code)} for r in reports]
+    problems = [{"version": r.version, **s} for r in reports for s in r.skipped][:100]
+    for r in reports:
+        context.log.info(f"{r.version}: {r.samples} samples from {r.files}; strata {r.strata}; skipped {len(r.skipped)}; "
+                         f"change_count mismatches {len(r.change_count_mismatches)}")
+    return MaterializeResult(metadata={
+        "versions": MetadataValue.md(md_records(rows, list(rows[0]), limit=len(rows))),
+        "skipped": MetadataValue.md(md_records(problems, ["version", "id", "reason"], limit=100) if problems else "_none_"),
+        "strata": MetadataValue.json({r.version: r.strata for r in reports}),
+    })
