@@ -1,98 +1,212 @@
 """Stage 6: training and evaluation as GPU jobs (local or Slurm), reporting through Dagster Pipes."""
 
+import base64
 import json
+import shlex
+import shutil
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any, Literal
 
 import pandas as pd
-import yaml
-from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets.evaluation import SimulatorConfig
 from pipeline.evaluate import results
+from pipeline.jobs import checkpoints
 from pipeline.jobs.launchers import JobFailed
-from pipeline.jobs.llamafactory import TrainSettings, sft_config, train_script
-from pipeline.jobs.serve import vllm_prefix
+from pipeline.jobs.llamafactory import (
+    TrainSettings, checkpoint_version, launch_env, loss_plot, sft_config, train_script, validate, write_config,
+)
 from pipeline.report import md_table
 from resources import DataStoreResource, JobLauncherResource
 
+_RECIPE = TrainSettings()
+
 
 class TrainConfig(Config):
-    model_name_or_path: str = "Qwen/Qwen3-4B-Base"
-    finetuning_type: str = Field(default="full", description="full or lora")
-    template: str = "qwen3"
-    cutoff_len: int = 16384
-    learning_rate: float = 1e-5
-    num_train_epochs: float = 3.0
-    per_device_train_batch_size: int = 1
-    gradient_accumulation_steps: int = 16
-    lora_rank: int = 16
-    deepspeed: str | None = None
-    gpus: int = Field(default=1, description="GPUs for the training job.")
+    """LLaMA-Factory SFT settings; the defaults are the published EnvSimBench recipe for the 4B simulator."""
+
+    model_name_or_path: str = _RECIPE.model_name_or_path
+    finetuning_type: Literal["full", "lora"] = "full"
+    template: str = _RECIPE.template
+    dataset: str = Field(default=_RECIPE.dataset, description="envsim_chat or envsim_alpaca (the export's dataset_info.json).")
+    cutoff_len: int = _RECIPE.cutoff_len
+    learning_rate: float = _RECIPE.learning_rate
+    num_train_epochs: float = _RECIPE.num_train_epochs
+    per_device_train_batch_size: int = _RECIPE.per_device_train_batch_size
+    gradient_accumulation_steps: int = _RECIPE.gradient_accumulation_steps
+    lr_scheduler_type: str = _RECIPE.lr_scheduler_type
+    warmup_ratio: float = _RECIPE.warmup_ratio
+    bf16: bool = _RECIPE.bf16
+    gradient_checkpointing: bool = _RECIPE.gradient_checkpointing
+    flash_attn: str = Field(default=_RECIPE.flash_attn, description="LLaMA-Factory's flash_attn: auto, disabled, sdpa, fa2.")
+    save_steps: int = _RECIPE.save_steps
+    save_total_limit: int = _RECIPE.save_total_limit
+    logging_steps: int = _RECIPE.logging_steps
+    preprocessing_num_workers: int = _RECIPE.preprocessing_num_workers
+    lora_rank: int = _RECIPE.lora_rank
+    lora_alpha: int = _RECIPE.lora_alpha
+    lora_target: str = _RECIPE.lora_target
+    deepspeed: str | None = Field(default=None, description="A DeepSpeed config file; default: ZeRO-3 when gpus > 1.")
+    gpus: int = Field(default=1, description="GPUs for the training job; > 1: torchrun (FORCE_TORCHRUN) with ZeRO-3.")
+    extra_args: dict[str, Any] = Field(
+        default_factory=dict, description="Any further LLaMA-Factory training argument (e.g. max_steps, max_samples); "
+        "checked by LLaMA-Factory's own parser before submission.")
 
 
 @asset(group_name="jobs", deps=["sft_dataset"], kinds={"slurm", "python"})
 def sft_training(context: AssetExecutionContext, config: TrainConfig, store: DataStoreResource,
                  launcher: JobLauncherResource) -> MaterializeResult:
-    """Fine-tunes a simulator on the exported Balance2 mixture with LLaMA-Factory (full or LoRA),
-    submitted through the job launcher; the checkpoint location and training metrics come back through
-    Dagster Pipes. The job fails clearly when llamafactory-cli or a GPU is missing."""
-    layout = store.layout()
-    dataset_dir = (layout.root / "export" / "sft_mixture").resolve()
+    """Fine-tunes a simulator on the exported Balance2 mixture with LLaMA-Factory (`llamafactory-cli
+    train`, full or LoRA, the published recipe by default), submitted through the job launcher. The
+    config is checked by LLaMA-Factory's own argument parser before submission. The checkpoint version
+    hashes (mixture version, settings); the checkpoint, its metrics and the loss curve come back through
+    Dagster Pipes, and the checkpoint is published under `checkpoints/<version>/` with its lineage."""
+    root = store.layout().root.resolve()
+    dataset_dir = root / "export" / "sft_mixture"
     if not (dataset_dir / "dataset_info.json").exists():
         raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
-    out = (layout.root / "checkpoints" / f"sft-{context.run.run_id[:8]}").resolve()
-    settings = TrainSettings(**{k: v for k, v in config.model_dump().items() if k != "gpus"})
-    cfg = sft_config(settings, dataset_dir, out)
-    cfg_path = out.with_suffix(".yaml")
-    cfg_path.parent.mkdir(parents=True, exist_ok=True)
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    job, reported = launcher.run_with_pipes(context, "sft-train", train_script(cfg_path, out, launcher.python, "resources.job_entry"), {}, gpus=config.gpus)
-    meta = reported[0].metadata if reported else {}
-    return MaterializeResult(metadata={"job_id": job.job_id, "config": MetadataValue.path(str(cfg_path)),
-                                       "checkpoint": str(meta.get("checkpoint", out)),
-                                       "metrics": MetadataValue.json(getattr(meta.get("metrics"), "value", {}) or {})})
+    _, mixture_version = checkpoints.export_version(dataset_dir)
+    fields = config.model_dump(exclude={"gpus", "extra_args"})
+    settings = TrainSettings(**fields, extra=dict(config.extra_args))
+    version = checkpoint_version(mixture_version, settings, config.gpus)
+    final = checkpoints.checkpoints_root(root) / version
+    staging = final.with_name(f".{version}.run-{context.run.run_id[:8]}")
+    cfg = sft_config(settings, dataset_dir, staging, gpus=config.gpus, deepspeed_path=staging / "ds_z3_config.json")
+    python, cli = launcher.llamafactory()
+    deferred = validate(cfg, python)
+    context.log.info(f"LLaMA-Factory accepted the config of {version} (mixture {mixture_version})"
+                     + (f"; left to the job's hardware: {deferred}" if deferred else ""))
+    shutil.rmtree(staging, ignore_errors=True)
+    cfg_path = write_config(cfg, staging / "llamafactory_train.yaml", zero3_path=staging / "ds_z3_config.json")
+    job, reported = launcher.run_with_pipes(
+        context, "sft-train", train_script(cli, cfg_path, staging, launcher.python, "resources.job_entry", config.gpus),
+        {"checkpoint_version": version, "mixture_version": mixture_version}, gpus=config.gpus, env=launch_env(config.gpus))
+    if not reported:
+        raise RuntimeError("the training job finished without reporting through Dagster Pipes")
+    report = json.loads(reported[0].metadata["report"].value)
+    manifest = {"checkpoint_version": version, "mixture_version": mixture_version, "settings": asdict(settings),
+                "gpus": config.gpus, "metrics": report["metrics"], "saved_checkpoints": report["saved_checkpoints"],
+                "job_id": job.job_id, "dagster_run_id": context.run.run_id, "config_file": cfg_path.name}
+    checkpoints.publish(staging, final, manifest)
+    curve = report["loss_curve"]
+    plot = loss_plot(curve, final / "loss_curve.png", f"{version} on {mixture_version}") if curve else None
+    throughput = [r["tokens_per_s"] for r in curve if r.get("tokens_per_s")]
+    metadata: dict[str, Any] = {
+        "checkpoint_version": version, "mixture_version": mixture_version,
+        "checkpoint": MetadataValue.path(str(final)), "config": MetadataValue.path(str(final / cfg_path.name)),
+        "job_id": job.job_id, "metrics": MetadataValue.json(report["metrics"]),
+        "final_loss": curve[-1]["loss"] if curve else None,
+        "tokens_per_s": round(sum(throughput) / len(throughput), 1) if throughput else None,
+        "saved_checkpoints": ", ".join(report["saved_checkpoints"]) or "none",
+        "loss_curve": MetadataValue.md(f"![training loss](data:image/png;base64,{base64.b64encode(plot).decode()})"
+                                       if plot else "no loss was logged (fewer steps than logging_steps)"),
+    }
+    return MaterializeResult(metadata={k: v for k, v in metadata.items() if v is not None}, data_version=DataVersion(version))
+
+
+class ServeConfig(Config):
+    """A checkpoint to serve inside the evaluation job with `llamafactory-cli api`."""
+
+    checkpoint: str = Field(description="'latest', a checkpoint version (ckpt-…) or a checkpoint directory.")
+    served_model_name: str | None = Field(default=None, description="Default: the checkpoint version.")
+    template: str | None = Field(default=None, description="Default: the template it was trained with.")
+    base_model: str | None = Field(default=None, description="Base model of a LoRA checkpoint (default: from its manifest).")
+    backend: Literal["auto", "vllm", "huggingface"] = Field(default="auto", description="auto: vLLM when installed.")
+    vllm_maxlen: int = 16384
+    enable_thinking: bool = False
+    ready_timeout_s: float = Field(default=900, description="Fail the job if the server is not ready by then.")
+    port: int = Field(default=0, description="0: a free port on the job's node.")
+    max_tokens: int = 4096
+    temperature: float = 0.0
+    concurrency: int = 8
+    timeout_s: float = 600.0
+    max_retries: int = 2
 
 
 class EvalJobConfig(Config):
     split_version: str | None = None
     simulators: list[SimulatorConfig] = Field(
         default_factory=lambda: [SimulatorConfig(name="oracle", kind="oracle"), SimulatorConfig(name="no_change", kind="no_change")])
-    serve_checkpoint: str | None = Field(default=None, description="Serve this checkpoint with vLLM inside the job.")
-    served_model_name: str = "envsim-sim"
-    gpus: int = Field(default=0, description="GPUs for the evaluation job (serving needs ≥ 1).")
+    serve: ServeConfig | None = Field(default=None, description="Serve this checkpoint in the job and score it too.")
+    max_samples: int | None = Field(default=None, description="Score only the first N samples in the split's pick order.")
+    gpus: int = Field(default=0, description="GPUs for the evaluation job (vLLM serving needs ≥ 1).")
+
+
+def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The job's serving extras and the checkpoint's manifest (None for a checkpoint trained elsewhere)."""
+    path, manifest = checkpoints.resolve(root, config.checkpoint)
+    settings = (manifest or {}).get("settings", {})
+    template = config.template or settings.get("template")
+    if not template:
+        raise ValueError(f"{path} has no envsim manifest: set serve.template (e.g. qwen)")
+    lora = settings.get("finetuning_type") == "lora" or (not manifest and (path / "adapter_config.json").exists())
+    base = config.base_model or settings.get("model_name_or_path")
+    if lora and not base:
+        raise ValueError(f"{path} is a LoRA adapter: set serve.base_model")
+    name = config.served_model_name or (manifest["checkpoint_version"] if manifest else path.name)
+    python, cli = launcher.llamafactory()
+    spec = {"model_name_or_path": base if lora else str(path), "adapter_name_or_path": str(path) if lora else None,
+            "template": template, "served_name": name, "backend": config.backend, "vllm_maxlen": config.vllm_maxlen,
+            "enable_thinking": config.enable_thinking, "port": config.port, "ready_timeout_s": config.ready_timeout_s,
+            "llamafactory_cli": cli, "llamafactory_python": python}
+    simulator = {"name": name, "max_tokens": config.max_tokens, "temperature": config.temperature,
+                 "concurrency": config.concurrency, "timeout_s": config.timeout_s, "max_retries": config.max_retries}
+    return {"spec": spec, "simulator": simulator, "checkpoint_path": str(path)}, manifest
 
 
 @asset(group_name="jobs", deps=["benchmark_split"], pool="duckdb", kinds={"slurm", "duckdb"})
 def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, store: DataStoreResource,
                        launcher: JobLauncherResource, duckdb: DuckDBResource) -> MaterializeResult:
-    """Runs the evaluation harness as a job (optionally serving a checkpoint with vLLM inside it); the
-    job reports CM/FM per stratum and its result files through Dagster Pipes, and the per-sample scores
-    land in the same DuckDB tables as `simulator_eval`. Nothing is written for a failed job."""
-    layout = store.layout()
+    """Runs the evaluation harness as a job, optionally serving a checkpoint behind an OpenAI-compatible
+    endpoint inside it (`llamafactory-cli api`: vLLM when installed, else Hugging Face) with a bounded
+    readiness wait. The job reports FM/CM per group and its result files through Dagster Pipes; the
+    per-sample scores land in the same DuckDB tables as `simulator_eval`, and `eval_job_runs` records the
+    served model, checkpoint, template and split version of each run. Nothing is written for a failed job."""
+    root = store.layout().root.resolve()
     sims = [s.model_dump() for s in config.simulators]
-    base_url, prefix = None, ""
-    if config.serve_checkpoint:
-        prefix = vllm_prefix(config.serve_checkpoint, config.served_model_name, gpus=max(1, config.gpus))
-        base_url = "http://127.0.0.1:8011/v1"
-    extras = {"data_root": str(layout.root.resolve()), "split_version": config.split_version, "simulators": sims, "base_url": base_url}
+    served, manifest = _served(config.serve, root, launcher) if config.serve else (None, None)
+    workdir = launcher.job_workdir(context, "eval")
+    extras = {"data_root": str(root), "split_version": config.split_version, "simulators": sims, "served": served,
+              "workdir": str(workdir), "max_samples": config.max_samples}
+    gpu_check = ('command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit 3; }\n'
+                 if config.gpus > 0 else "")
     try:
-        job, reported = launcher.run_with_pipes(context, "eval", prefix + f"{launcher.python} -m resources.job_entry evaluate\n",
-                                                extras, gpus=config.gpus)
+        job, reported = launcher.run_with_pipes(
+            context, "eval", gpu_check + f"{shlex.quote(launcher.python)} -m resources.job_entry evaluate\n", extras, gpus=config.gpus)
     except JobFailed as exc:
         context.log.error(str(exc))
         raise
     if not reported:
         raise RuntimeError("the evaluation job finished without reporting through Dagster Pipes")
     report = json.loads(reported[0].metadata["report"].value)
+    info = report.get("served") or {}
+    lineage = [{"run_id": rid, "simulator": s["simulator"], "split_version": report["split_version"], "job_id": job.job_id,
+                "dagster_run_id": context.run.run_id,
+                **({"served_model": info["served_model"], "template": info["template"], "backend": info["backend"],
+                    "checkpoint_path": served["checkpoint_path"],
+                    "checkpoint_version": manifest["checkpoint_version"] if manifest else None}
+                   if rid == info.get("run_id") else {})}
+               for rid, s in report["runs"].items()]
     with duckdb.get_connection() as con:
         for rid, summary in report["runs"].items():
             results.load_run(con, Path(summary["results_path"]), rid)
+        checkpoints.sync_checkpoints(con, root)
+        checkpoints.record_eval_runs(con, lineage)
         table = results.summary(con, list(report["runs"]))
-    groups = pd.DataFrame([{"run": rid, **s["cm_by_group"]} for rid, s in report["runs"].items()])
-    return MaterializeResult(metadata={
-        "job_id": job.job_id, "split_version": report["split_version"],
+    groups = pd.DataFrame([{"run": rid, "parse_failures": s["parse_failures"], **s["cm_by_group"]} for rid, s in report["runs"].items()])
+    metadata: dict[str, Any] = {
+        "job_id": job.job_id, "split_version": report["split_version"], "samples": report["samples"],
         "summary": MetadataValue.md(md_table(table, index=False)),
         "cm_by_group_from_job": MetadataValue.md(md_table(groups, index=False)),
-    })
+    }
+    if info:
+        metadata.update({"served_model": info["served_model"], "template": info["template"], "backend": info["backend"],
+                         "checkpoint": MetadataValue.path(served["checkpoint_path"]),
+                         "parse_failures": report["runs"][info["run_id"]]["parse_failures"]})
+        if manifest:
+            metadata.update({"checkpoint_version": manifest["checkpoint_version"], "mixture_version": manifest["mixture_version"]})
+    return MaterializeResult(metadata=metadata)

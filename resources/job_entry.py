@@ -11,24 +11,32 @@ from pathlib import Path
 from dagster_pipes import open_dagster_pipes
 
 from pipeline.jobs import eval_job
+from pipeline.jobs.llamafactory import run_report
 
 
 def evaluate() -> None:
+    """Serve the checkpoint (when asked), score the simulators, report the summary through Pipes."""
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
-        pipes.log.info(f"evaluating {[s['name'] for s in extras['simulators']]} on {extras.get('split_version') or 'CURRENT'}")
-        report = eval_job.run(extras["data_root"], extras.get("split_version"), extras["simulators"], extras.get("base_url"))
+        names = [s["name"] for s in extras["simulators"]] + ([extras["served"]["simulator"]["name"]] if extras.get("served") else [])
+        pipes.log.info(f"evaluating {names} on {extras.get('split_version') or 'CURRENT'}")
+        report = eval_job.run(extras["data_root"], extras.get("split_version"), extras["simulators"],
+                              served=extras.get("served"), workdir=extras.get("workdir"),
+                              max_samples=extras.get("max_samples"), log=pipes.log.info)
         for rid, summary in report["runs"].items():
-            pipes.log.info(f"{rid}: CM {summary['cm']}% FM {summary['fm']}% over {summary['samples']} samples")
-        pipes.report_asset_materialization(metadata={"report": {"raw_value": json.dumps(report), "type": "json"},
+            pipes.log.info(f"{rid}: CM {summary['cm']}% FM {summary['fm']}% over {summary['samples']} samples, "
+                           f"{summary['parse_failures']} parse failures")
+        pipes.report_asset_materialization(metadata={"report": {"raw_value": json.dumps(report, default=str), "type": "json"},
                                                      "split_version": report["split_version"]})
 
 
 def train_report(output_dir: str) -> None:
-    out = Path(output_dir)
-    metrics = json.loads((out / "all_results.json").read_text()) if (out / "all_results.json").exists() else {}
+    """Report the finished training run (checkpoint path, final metrics, loss curve) through Pipes."""
+    report = run_report(Path(output_dir))
     with open_dagster_pipes() as pipes:
-        pipes.report_asset_materialization(metadata={"checkpoint": str(out), "metrics": {"raw_value": metrics, "type": "json"}})
+        pipes.log.info(f"trained into {output_dir}: {json.dumps(report['metrics'])}")
+        pipes.report_asset_materialization(metadata={"report": {"raw_value": json.dumps(report), "type": "json"},
+                                                     "checkpoint": report["checkpoint"]})
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The job launcher resource: local subprocess or Slurm, with Dagster Pipes for what jobs report."""
 
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +36,34 @@ class JobLauncherResource(ConfigurableResource):
     slurm_conf: str | None = Field(default=None, description="SLURM_CONF for the client commands.")
     jobcomp: str | None = Field(default=None, description="jobcomp/filetxt file, read when scontrol forgot the job.")
     workdir: str = Field(default="data/jobs", description="Shared directory for job scripts, logs and Pipes files.")
-    python: str = Field(default=sys.executable, description="Python of the job environment.")
+    python: str = Field(default=sys.executable, description="Python of the job environment (the harness, Pipes reports).")
+    llamafactory_python: str | None = Field(
+        default_factory=lambda: os.environ.get("ENVSIM_LLAMAFACTORY_PYTHON"),
+        description="Python of the LLaMA-Factory environment (requirements-train.txt); its llamafactory-cli trains "
+        "and serves. Default: $ENVSIM_LLAMAFACTORY_PYTHON, else .venv-train (./forge train-env) if present, else "
+        "llamafactory-cli on PATH.")
+
+    def llamafactory(self) -> tuple[str, str]:
+        """(python, llamafactory-cli) of the LLaMA-Factory environment, or FileNotFoundError saying how to get one."""
+        python = self.llamafactory_python
+        if python is None and (ROOT / ".venv-train" / "bin" / "python").exists():
+            python = str(ROOT / ".venv-train" / "bin" / "python")
+        if python is not None:
+            cli = Path(python).parent / "llamafactory-cli"
+            if not cli.exists():
+                raise FileNotFoundError(f"llamafactory-cli not found next to {python}: install requirements-train.txt "
+                                        "in that environment (./forge train-env creates .venv-train)")
+            return python, str(cli)
+        found = shutil.which("llamafactory-cli")
+        if found is None:
+            raise FileNotFoundError("llamafactory-cli not found: set the launcher's llamafactory_python "
+                                    "(ENVSIM_LLAMAFACTORY_PYTHON) or run ./forge train-env to create .venv-train")
+        first = Path(found).read_bytes().split(b"\n", 1)[0].decode(errors="replace")
+        return (first[2:].strip() if first.startswith("#!") else "python3"), found
+
+    def job_workdir(self, context: AssetExecutionContext, name: str) -> Path:
+        """The job's directory (scripts, log, Pipes files) on the shared filesystem."""
+        return (Path(self.workdir) / f"{name}-{context.run.run_id[:8]}").resolve()
 
     def launcher(self) -> LocalLauncher | SlurmLauncher:
         if self.backend == "local":
@@ -44,9 +73,10 @@ class JobLauncherResource(ConfigurableResource):
 
     def run_with_pipes(
         self, context: AssetExecutionContext, name: str, script: str, extras: dict[str, Any], gpus: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> tuple[JobResult, list[Any]]:
-        """Run a job script with the Pipes bootstrap in its environment; returns (job, Pipes results)."""
-        workdir = (Path(self.workdir) / f"{name}-{context.run.run_id[:8]}").resolve()
+        """Run a job script with the Pipes bootstrap (and ``env``) in its environment; returns (job, Pipes results)."""
+        workdir = self.job_workdir(context, name)
         workdir.mkdir(parents=True, exist_ok=True)
         launcher = self.launcher()
         with open_pipes_session(
@@ -57,7 +87,7 @@ class JobLauncherResource(ConfigurableResource):
         ) as session:
             spec = JobSpec(
                 name=name, script=f"cd {ROOT}\n{script}", workdir=workdir,
-                env={**session.get_bootstrap_env_vars(), "PYTHONPATH": str(ROOT)},
+                env={**session.get_bootstrap_env_vars(), "PYTHONPATH": str(ROOT), **(env or {})},
                 gpus=self.gpus if gpus is None else gpus, gpu_type=self.gpu_type, cpus=self.cpus, mem_gb=self.mem_gb,
                 time_limit_min=self.time_limit_min, partition=self.partition, account=self.account,
                 extra_directives=tuple(self.extra_directives),

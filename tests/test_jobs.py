@@ -1,6 +1,8 @@
 """Jobs: launchers (local, real single-node Slurm), Dagster Pipes reporting, LLaMA-Factory configs."""
 
+import json
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -13,7 +15,9 @@ from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
 from pipeline.jobs.launchers import JobFailed, JobSpec, LocalLauncher, SlurmLauncher
-from pipeline.jobs.llamafactory import KNOWN_KEYS, TrainSettings, sft_config
+from pipeline.jobs.llamafactory import (
+    TrainSettings, checkpoint_version, launch_env, loss_plot, run_report, sft_config, write_config,
+)
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import stratify
 from pipeline.export.hf_layout import export_split
@@ -32,15 +36,54 @@ def split_layout(default_layout, tmp_path_factory):
     return layout
 
 
-def test_llamafactory_configs():
+def test_llamafactory_config_defaults_are_the_published_recipe():
     full = sft_config(TrainSettings(), Path("/data/export/sft"), Path("/ckpt"))
-    assert full["model_name_or_path"] == "Qwen/Qwen3-4B-Base" and full["finetuning_type"] == "full"
-    assert full["dataset"] == "envsim_chat" and full["stage"] == "sft" and "lora_rank" not in full
+    recipe = {"model_name_or_path": "Qwen/Qwen3-4B-Base", "finetuning_type": "full", "template": "qwen",
+              "cutoff_len": 8192, "learning_rate": 2e-5, "num_train_epochs": 3.0, "per_device_train_batch_size": 1,
+              "gradient_accumulation_steps": 16, "lr_scheduler_type": "cosine", "warmup_ratio": 0.05, "bf16": True,
+              "disable_gradient_checkpointing": False, "flash_attn": "fa2", "save_steps": 200, "save_total_limit": 3,
+              "dataset": "envsim_chat", "stage": "sft", "dataset_dir": "/data/export/sft", "output_dir": "/ckpt"}
+    assert {k: full[k] for k in recipe} == recipe
+    assert "lora_rank" not in full and "deepspeed" not in full and launch_env(1) == {}
     lora = sft_config(TrainSettings(finetuning_type="lora", lora_rank=8), Path("/d"), Path("/c"))
     assert lora["lora_rank"] == 8 and lora["lora_target"] == "all"
-    assert set(full) | set(lora) <= KNOWN_KEYS
+    multi = sft_config(TrainSettings(), Path("/d"), Path("/c"), gpus=2, deepspeed_path=Path("/c/ds_z3_config.json"))
+    assert multi["deepspeed"] == "/c/ds_z3_config.json" and launch_env(2) == {"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"}
+    passed = sft_config(TrainSettings(extra={"max_steps": 5, "bf16": False}), Path("/d"), Path("/c"))
+    assert passed["max_steps"] == 5 and passed["bf16"] is False
     with pytest.raises(ValueError, match="full' or 'lora"):
         sft_config(TrainSettings(finetuning_type="qlora-ish"), Path("/d"), Path("/c"))
+    with pytest.raises(ValueError, match=r"\['output_dir'\] are set by the pipeline"):
+        sft_config(TrainSettings(extra={"output_dir": "/elsewhere"}), Path("/d"), Path("/c"))
+
+
+def test_checkpoint_version_is_mixture_and_settings(tmp_path):
+    base = checkpoint_version("sft-aaa", TrainSettings(), 2)
+    assert base == checkpoint_version("sft-aaa", TrainSettings(), 2) and base.startswith("ckpt-")
+    assert len({base, checkpoint_version("sft-bbb", TrainSettings(), 2), checkpoint_version("sft-aaa", TrainSettings(), 1),
+                checkpoint_version("sft-aaa", TrainSettings(learning_rate=1e-5), 2),
+                checkpoint_version("sft-aaa", TrainSettings(extra={"max_steps": 3}), 2)}) == 5
+    cfg = sft_config(TrainSettings(), tmp_path, tmp_path / "out", gpus=2, deepspeed_path=tmp_path / "out" / "ds_z3_config.json")
+    written = write_config(cfg, tmp_path / "out" / "train.yaml", zero3_path=tmp_path / "out" / "ds_z3_config.json")
+    assert yaml.safe_load(written.read_text()) == cfg
+    assert json.loads((tmp_path / "out" / "ds_z3_config.json").read_text())["zero_optimization"]["stage"] == 3
+
+
+def test_run_report_reads_llamafactory_outputs(tmp_path):
+    with pytest.raises(FileNotFoundError, match="did not finish training"):
+        run_report(tmp_path)
+    (tmp_path / "all_results.json").write_text(json.dumps({"train_loss": 2.5, "train_runtime": 3.0}))
+    (tmp_path / "trainer_log.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"current_steps": 1, "total_steps": 2, "loss": 3.0, "lr": 1e-5, "epoch": 0.5, "total_tokens": 100, "throughput": 50.0},
+        {"current_steps": 2, "total_steps": 2, "eval_loss": 2.9},
+        {"current_steps": 2, "total_steps": 2, "loss": 2.0, "lr": 0.0, "epoch": 1.0, "total_tokens": 200, "throughput": 60.0}]))
+    for step in (10, 2):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    report = run_report(tmp_path)
+    assert report["metrics"]["train_loss"] == 2.5 and report["saved_checkpoints"] == ["checkpoint-2", "checkpoint-10"]
+    assert [(r["step"], r["loss"], r["tokens_per_s"]) for r in report["loss_curve"]] == [(1, 3.0, 50.0), (2, 2.0, 60.0)]
+    png = loss_plot(report["loss_curve"], tmp_path / "loss.png", "t")
+    assert png.startswith(b"\x89PNG") and (tmp_path / "loss.png").read_bytes() == png
 
 
 def test_local_launcher_success_failure_timeout(tmp_path):
@@ -74,20 +117,18 @@ def test_eval_job_reports_through_pipes_and_lands_in_duckdb(split_layout):
     assert dict(con.execute("SELECT simulator, cm FROM eval_runs").fetchall())["oracle"] == 100.0
 
 
-def test_training_job_fails_clearly_without_llamafactory(split_layout):
+def test_training_job_fails_before_submission_without_llamafactory(split_layout):
     from assets.jobs import sft_training
     from resources import JobLauncherResource
 
-    if shutil.which("llamafactory-cli"):
-        pytest.skip("LLaMA-Factory is installed here")
-    launcher = JobLauncherResource(backend="local", workdir=str(split_layout.root / "jobs"))
+    # the main environment's Python has no LLaMA-Factory next to it
+    launcher = JobLauncherResource(backend="local", workdir=str(split_layout.root / "jobs"), llamafactory_python=sys.executable)
     result = materialize([sft_training], resources=_job_resources(split_layout, launcher), raise_on_error=False)
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     error = failure.event_specific_data.error
-    assert "llamafactory-cli not found" in (error.cause.message if error.cause else error.message)
-    cfg = yaml.safe_load(next((split_layout.root / "checkpoints").glob("*.yaml")).read_text())
-    assert cfg["dataset_dir"].endswith("export/sft_mixture") and set(cfg) <= KNOWN_KEYS
+    assert "llamafactory-cli not found next to" in (error.cause.message if error.cause else error.message)
+    assert not list((split_layout.root / "jobs").glob("sft-train-*")), "nothing may be submitted"
 
 
 # --- a real single-node Slurm ------------------------------------------------------------------------------

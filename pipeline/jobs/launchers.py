@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from pipeline.store.layout import safe_name
+
 LogSink = Callable[[str], None]
 
 
@@ -34,6 +36,9 @@ class JobSpec:
     partition: str | None = None
     account: str | None = None
     extra_directives: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        safe_name(self.name, "job name")  # becomes <workdir>/<name>.sh / .log / .sbatch
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,50 @@
+"""Validate a LLaMA-Factory training config with LLaMA-Factory's own argument parser.
+
+Run by the job environment's Python, by path (``python -P lf_check.py < config.json``; ``-P`` keeps this
+directory, which holds ``llamafactory.py``, off ``sys.path``), so it needs nothing
+but LLaMA-Factory there; prints one ``ENVSIM-LF-CHECK {json}`` line: ``ok``, ``error`` (LLaMA-Factory's
+message) and ``deferred`` (arguments only the job's own hardware can check). Imports only the standard
+library at module level, so the domain core stays importable without LLaMA-Factory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+MARK = "ENVSIM-LF-CHECK "
+
+
+def check(cfg: dict) -> dict:
+    """``get_train_args`` on ``cfg`` (the call ``llamafactory-cli train`` makes on its YAML file)."""
+    try:
+        import torch
+        from llamafactory.extras.misc import check_version
+        from llamafactory.hparams import get_train_args
+    except ImportError as exc:
+        return {"ok": False, "error": f"LLaMA-Factory is not installed in {sys.executable} ({exc}); "
+                                      "install requirements-train.txt there (./forge train-env)", "deferred": []}
+    probe, deferred = dict(cfg), []
+    if not torch.cuda.is_available():  # the submitting machine: mixed precision is the GPU node's to check
+        for key in ("bf16", "fp16", "pure_bf16", "tf32"):
+            if probe.get(key) is True:
+                probe[key] = False
+                deferred.append(key)
+    try:
+        if probe.get("deepspeed"):
+            # DeepSpeed runs under torchrun on the job's GPUs: here, it must be installed and its config must parse
+            check_version("deepspeed", mandatory=True)
+            json.loads(Path(probe.pop("deepspeed")).read_text())
+            deferred.append("deepspeed")
+        with tempfile.TemporaryDirectory() as scratch:
+            probe["output_dir"] = scratch  # never touch (or resume from) the real output directory
+            get_train_args(probe)
+    except (ValueError, TypeError, KeyError, ImportError, RuntimeError, OSError) as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "deferred": deferred}
+    return {"ok": True, "error": None, "deferred": deferred}
+
+
+if __name__ == "__main__":
+    print(MARK + json.dumps(check(json.load(sys.stdin))), flush=True)
