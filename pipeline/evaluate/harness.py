@@ -34,8 +34,9 @@ def run_id(simulator: str, version: str) -> str:
     return f"{simulator}@{version}"
 
 
-def finished_steps(path: Path) -> set[str]:
-    """Step ids whose request completed (a torn last line from a kill is ignored)."""
+def finished_steps(path: Path, prompt: str | None = None) -> set[str]:
+    """Step ids whose request completed (a torn last line from a kill is ignored); with ``prompt``,
+    only those asked with that prompt template (a changed template re-asks every sample)."""
     done: set[str] = set()
     if not path.exists():
         return done
@@ -45,7 +46,7 @@ def finished_steps(path: Path) -> set[str]:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if row.get("request_error") is None:
+            if row.get("request_error") is None and (prompt is None or row.get("prompt", "envsim") == prompt):
                 done.add(row["step_id"])
     return done
 
@@ -80,7 +81,7 @@ async def evaluate(
     """Score ``samples`` with ``simulator``, appending each result to ``results`` as it finishes."""
     spec = simulator.spec
     started = time.perf_counter()
-    done = finished_steps(results)
+    done = finished_steps(results, spec.prompt)
     todo = [s for s in samples if s["step_id"] not in done]
     report = RunReport(run_id(spec.name, version), len(samples), len(samples) - len(todo), 0, 0, 0.0)
     results.parent.mkdir(parents=True, exist_ok=True)
