@@ -146,7 +146,7 @@ class CurriculumConfig(Config):
     size: int = Field(default=1000, description="Samples in the mixture.")
     levels: list[str] = Field(default_factory=lambda: ["stratum", "delta"],
                               description="Group hierarchy from stratum, then delta (|Δ|) and/or env; estimates are smoothed toward the parent level.")
-    metric: Literal["cm", "fm", "cm_lenient", "fm_and_cm"] = "cm"
+    metric: Literal["cm", "fm", "cm_changed_paths", "cm_reference", "fm_and_cm"] = "cm"
     prior_strength: float = Field(default=4.0, description="Pseudo-samples of the parent estimate in each group's estimate.")
     decontaminate: Literal["task_id", "env_id"] = "task_id"
     benchmark_version: str | None = Field(default=None, description="Decontaminate against this version (default: the one evaluated).")

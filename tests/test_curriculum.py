@@ -44,7 +44,7 @@ def eval_con(layout):
         for i in range(100):
             outcome, delta = ("failure", 0) if grp == "failure" else ("success", 1 + i % 2 if grp == "simple" else 3 + i % 4)
             rows.append({"run_id": RUN, "simulator": "sim", "split_version": version, "step_id": f"{grp}-{i}", "env_id": f"e{i % 3}",
-                         "outcome": outcome, "delta_size": delta, "fm": True, "cm": i < rate * 100, "cm_lenient": True,
+                         "outcome": outcome, "delta_size": delta, "fm": True, "cm": i < rate * 100, "cm_changed_paths": True,
                          "request_error": None, "seq": i})
     con = duckdb.connect()
     df = pd.DataFrame(rows)  # noqa: F841 (read by DuckDB)

@@ -205,7 +205,11 @@ def test_assets_materialize_with_metadata_and_oracle_check(layout, tmp_path):
     from assets.simulation import rollout_sft_dataset, simulated_rollouts
     from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
 
-    resources = {"store": DataStoreResource(data_root=str(layout.root)), "sources": EnvironmentSourcesResource(),
+    import shutil
+
+    root = tmp_path / "data"  # a copy without the rollouts earlier tests of this module recorded
+    shutil.copytree(layout.root, root, ignore=shutil.ignore_patterns("rollouts"))
+    resources = {"store": DataStoreResource(data_root=str(root)), "sources": EnvironmentSourcesResource(),
                  "sandbox": SandboxResource(workers=2), "duckdb": DuckDBResource(database=str(tmp_path / "envsim.duckdb"))}
     result = materialize([simulated_rollouts, rollout_sft_dataset], resources=resources,
                          run_config={"ops": {"simulated_rollouts": {"config": {"task_limit": 8}},

@@ -35,7 +35,7 @@ from pipeline.store.layout import DataLayout
 
 CURRICULUM = "curriculum"
 LEVELS = {"stratum": f"({GROUP_SQL})", "delta": "delta_size", "env": "env_id"}
-METRICS = {"cm": "cm", "fm": "fm", "cm_lenient": "cm_lenient", "fm_and_cm": "(fm AND cm)"}
+METRICS = {"cm": "cm", "fm": "fm", "cm_changed_paths": "cm_changed_paths", "cm_reference": "cm_reference", "fm_and_cm": "(fm AND cm)"}
 
 
 @dataclass(frozen=True)
