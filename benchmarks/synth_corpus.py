@@ -177,7 +177,7 @@ def generate(out: Path, steps: int, envs: int = 200, state_kb: tuple[int, int] =
                 "outcome": "error" if error else "failure" if failure else "success",
                 "error_type": "KeyError" if error else None, "error_message": "missing record" if error else None,
                 "delta": delta, "delta_size": len(delta), "state_before_hash": before_hash, "state_after_hash": after_hash,
-                "code_ref": None, "call_seconds": 0.0, "env_output": None,
+                "code_ref": None, "env_output": None,
             })
             before_hash = after_hash
             made += 1

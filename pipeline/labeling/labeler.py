@@ -33,7 +33,7 @@ from pipeline.store.layout import DataLayout, step_part_partition
 from pipeline.store.parquet_io import atomic_path, write_table
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
 
-LABELER_VERSION = "1"
+LABELER_VERSION = "2"  # 2: labels computed outside the sandbox; call timings in the sidecar
 Log = Callable[[str], None]
 
 
@@ -163,6 +163,7 @@ def label(
         expected = {r["trajectory_id"]: r["initial_state_hash"] for r in chunk}
         rows: list[dict[str, Any]] = []
         issues: list[dict[str, Any]] = []
+        timing = {"calls": 0, "seconds": 0.0, "max_seconds": 0.0}  # wall clock: not a label, kept out of the part
         for traj, result in sandbox.run(trajectories):
             where = {"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": ""}
             if result["init"] is None:
@@ -177,11 +178,16 @@ def label(
                 if step["outcome"] == "error" and step["error_type"] in ("Timeout", "WorkerCrash"):
                     issues.append({**where, "reason": f"step {step['step_index']} ({step['tool']}): {step['error_message']}"})
                 rows.append(step_row(traj, step, refs.ref(traj, step["tool"])))
+                seconds = step.get("call_seconds")
+                if isinstance(seconds, (int, float)):
+                    timing["calls"] += 1
+                    timing["seconds"] += seconds
+                    timing["max_seconds"] = max(timing["max_seconds"], seconds)
         for issue in issues:
             log(f"trajectory {issue['trajectory_id']} (task {issue['task_id']}): {issue['reason']}")
         write_table(part, rows, schema.STEPS)
         with atomic_path(sidecar) as tmp:
-            tmp.write_text(json.dumps({"steps": len(rows), "issues": issues}))
+            tmp.write_text(json.dumps({"steps": len(rows), "issues": issues, "timing": timing}))
         marker.unlink(missing_ok=True)
         report.parts_written += 1
         report.steps += len(rows)

@@ -74,7 +74,6 @@ STEPS = pa.schema(
         pa.field("state_before_hash", pa.string(), nullable=False),
         pa.field("state_after_hash", pa.string(), nullable=False),
         pa.field("code_ref", pa.string()),
-        pa.field("call_seconds", pa.float64()),
         pa.field("env_output", pa.string()),  # captured stdout/stderr of the call (capped)
         pa.field("mutated_arg", pa.string()),  # exploration: the argument deliberately mutated, else null
     ]
