@@ -54,10 +54,10 @@ def simulator_eval(
     re-run resumes."""
     layout = store.layout()
     version, samples = load_samples(layout, config.split_version)
+    paths = [layout.eval_results(version, sim_cfg.name) for sim_cfg in config.simulators]  # every name checked first
     run_ids = []
-    for sim_cfg in config.simulators:
+    for sim_cfg, path in zip(config.simulators, paths):
         spec = SimulatorSpec(**sim_cfg.model_dump())
-        path = layout.root / "eval" / version / f"{spec.name}.jsonl"
         simulator = make_simulator(spec)
 
         async def run() -> object:
@@ -74,7 +74,7 @@ def simulator_eval(
             results.load_run(con, path, run_ids[-1])
     with duckdb.get_connection() as con:
         table = results.summary(con, run_ids)
-        plot = results.cm_by_delta_plot(con, run_ids, layout.root / "eval" / version / "cm_by_delta.png")
+        plot = results.cm_by_delta_plot(con, run_ids, layout.eval_dir(version) / "cm_by_delta.png")
         oracle = con.execute("SELECT fm, cm, samples FROM eval_runs WHERE simulator = 'oracle' AND split_version = ?",
                              [version]).fetchone()
     check = [AssetCheckResult(check_name="oracle_is_perfect",
@@ -85,7 +85,7 @@ def simulator_eval(
             "split_version": version,
             "summary": MetadataValue.md(md_table(table, index=False)),
             "cm_by_delta": MetadataValue.md(f"![CM vs |Δ|](data:image/png;base64,{plot})"),
-            "plot_path": MetadataValue.path(str((layout.root / "eval" / version / "cm_by_delta.png").resolve())),
+            "plot_path": MetadataValue.path(str((layout.eval_dir(version) / "cm_by_delta.png").resolve())),
         },
         check_results=check,
     )

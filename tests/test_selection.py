@@ -11,6 +11,7 @@ from dagster_duckdb import DuckDBResource
 
 from pipeline.quality.suites import composition_suite, overlap_suite, step_table_suite
 from pipeline.select.selection import ShortfallError, build_benchmark, build_mixture
+from pipeline.select.versions import EmptySelection
 from pipeline.select.stratify import EmptyStepTable, stratify
 from pipeline.select.versions import BENCHMARK, SplitStore, UnknownVersion
 from pipeline.store import warehouse
@@ -49,6 +50,12 @@ def test_shortfalls_are_reported_per_cell_or_fail(bfcl_layout):
 
 def test_impossible_custom_cell_is_reported(bfcl_layout):
     cells = [Cell("huge_failures", "failure", 5, "failure", 3, 9)]
+    with pytest.raises(ShortfallError, match=r"huge_failures: 0 of 5 \(5 missing, 0 candidates\)"):
+        build_benchmark(bfcl_layout, cells, seed=0, on_shortfall="fail", make_current=False)
+    # even with on_shortfall="warn", a selection with no sample at all is no version
+    with pytest.raises(EmptySelection, match=r"selects no sample: no usable step matches any stratum; asked for huge_failures 5 \(0 candidates\)"):
+        build_benchmark(bfcl_layout, cells, seed=0, on_shortfall="warn", make_current=False)
+    cells.append(Cell("no_change", "no_change", 3, "success", 0, 0))
     result = build_benchmark(bfcl_layout, cells, seed=0, on_shortfall="warn", make_current=False)
     assert result.shortfalls == [{"stratum": "huge_failures", "requested": 5, "available": 0, "selected": 0,
                                   "environments": 0, "missing": 5}]
@@ -100,12 +107,16 @@ def test_samples_carry_full_states_code_and_labels(bfcl_layout):
 
 @pytest.mark.parametrize("mode", ["task_id", "env_id"])
 def test_mixture_never_overlaps_the_benchmark(bfcl_layout, mode):
-    bench = build_benchmark(bfcl_layout, seed=5, on_shortfall="warn")
+    if mode == "task_id":
+        bench = build_benchmark(bfcl_layout, seed=5, on_shortfall="warn")
+    else:  # the full benchmark spans every bfcl environment: by env_id it would leave nothing (EmptySelection)
+        bench = build_benchmark(bfcl_layout, [Cell("few", "simple", 2, "success", 1, 1)], seed=5, make_current=False)
     mix = build_mixture(bfcl_layout, {"failure": 5, "no_change": 200, "simple": 200, "complex": 50}, seed=5,
                         decontaminate=mode, benchmark_version=bench.version)
     assert mix.spec["benchmark"] == bench.version
     assert overlap_suite(mix.path, bench.path, mode).success
     m, b = pd.read_parquet(mix.path), pd.read_parquet(bench.path)
+    assert len(m) > 0 and len(b) > 0
     assert not set(m[mode]) & set(b[mode])
     assert not set(m["sample_hash"]) & set(b["sample_hash"])
 

@@ -24,8 +24,11 @@ def free_port() -> int:
 
 
 class DagsterServer:
-    def __init__(self, home: Path, data_root: Path, log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, home: Path, data_root: Path, log: Path, env: dict[str, str] | None = None,
+                 workspace: Path | None = None, instance_yaml: str | None = None) -> None:
         self.home, self.data_root, self.log = home, data_root, log
+        self.workspace = workspace or ROOT / "workspace.yaml"  # another code location (tests/pool_defs.py)
+        self.instance_yaml = instance_yaml  # dagster.yaml to use (default: a minimal one)
         self.extra_env = dict(env or {})  # e.g. ENVSIM_SHARDS for a partitioned code location
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -33,7 +36,7 @@ class DagsterServer:
 
     def start(self, timeout: float = 240) -> "DagsterServer":
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "dagster.yaml").write_text(
+        (self.home / "dagster.yaml").write_text(self.instance_yaml or
             "telemetry:\n  enabled: false\nnux:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n")
         env = {**os.environ, "DAGSTER_HOME": str(self.home), "DAGSTER_DISABLE_TELEMETRY": "1",
                "ENVSIM_PROFILE": "small", "ENVSIM_DATA_ROOT": str(self.data_root), **self.extra_env}
@@ -44,7 +47,7 @@ class DagsterServer:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
         self.proc = subprocess.Popen(
-            [str(bin_dir / "dagster"), "dev", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(self.port)],
+            [str(bin_dir / "dagster"), "dev", "-w", str(self.workspace), "-h", "127.0.0.1", "-p", str(self.port)],
             cwd=ROOT, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=reset_signals,
         )

@@ -19,7 +19,7 @@ from pipeline.envs import registry
 from pipeline.envs.bfcl_tasks import TaskIssue
 from pipeline.envs.protocol import EnvSpec
 from pipeline.execution.sandbox import Sandbox
-from pipeline.store.layout import DataLayout
+from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.partitions import begin_partitioned
 
 Log = Callable[[str], None]
@@ -151,7 +151,7 @@ def collect_all(
         from pipeline.collect.sources import agent_tasks
 
         tasks = agent_tasks(cfg, items, list(agent.sources), agent.task_limit)
-        name = agent.settings.model.replace("/", "_")
+        name = safe_name(agent.settings.model.replace("/", "_"), "agent model name")
         if shard is not None:  # one record per partition: partitions run concurrently
             tasks = [t for t in tasks if shard.contains(t.env)]
             name = f"{name}.{shard.key}"

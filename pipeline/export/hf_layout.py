@@ -28,7 +28,7 @@ from pipeline.export import envsimbench
 from pipeline.export.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PROMPT, TEMPLATES, USER_TEMPLATE
 from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
 from pipeline.report import md_records
-from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.select.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites
@@ -174,6 +174,10 @@ def export_split(
     store = SplitStore(layout, kind)
     version = store.resolve(version)
     manifest = store.manifest(version)
+    if not manifest.get("samples") or pq.ParquetFile(store.samples(version)).metadata.num_rows == 0:
+        raise EmptySelection(f"{kind} version {version} holds no samples, so there is nothing to export "
+                             f"(spec: {json.dumps(manifest.get('spec', {}), sort_keys=True)[:300]}); "
+                             "rebuild the selection with more candidates or a narrower decontamination")
     marker = directory / MARKER
     if directory.exists() and any(directory.iterdir()):
         if not marker.exists():

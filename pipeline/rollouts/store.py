@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.rollouts.loop import RolloutTask
-from pipeline.store.layout import DataLayout
+from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
 
@@ -49,8 +49,7 @@ def rollouts_root(layout: DataLayout) -> Path:
 
 
 def run_dir(layout: DataLayout, run_id: str) -> Path:
-    safe = run_id.replace("/", "_")
-    return rollouts_root(layout) / safe
+    return rollouts_root(layout) / safe_name(run_id.replace("/", "_"), "rollout run id")
 
 
 def recorded_tasks(

@@ -17,7 +17,7 @@ import duckdb
 from pipeline.select.greedy import pick_diverse
 from pipeline.select.samples import materialize_samples
 from pipeline.select.stratify import current_fingerprint, strata_path
-from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore, version_id
+from pipeline.select.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore, version_id
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell
@@ -111,11 +111,15 @@ def _pick_cell(con: duckdb.DuckDBPyConnection, predicate: str, quota: int, envs:
 
 
 def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], picks: list[tuple[str, str]],
-            table: list[dict[str, Any]], on_shortfall: str, make_current: bool) -> SelectionResult:
+            table: list[dict[str, Any]], on_shortfall: str, make_current: bool, why_empty: str = "") -> SelectionResult:
     shortfalls = [t for t in table if t["missing"] > 0]
     result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls)
     if shortfalls and on_shortfall == "fail":
         raise ShortfallError(f"{kind} {version} cannot be filled: {result.shortfall_message()}")
+    if not picks:  # never a usable version, whatever on_shortfall says
+        asked = ", ".join(f"{t['stratum']} {t['requested']} ({t['available']} candidates)" for t in table) or "no stratum"
+        raise EmptySelection(f"{kind} {version} selects no sample: {why_empty or 'no usable step matches any stratum'}; "
+                             f"asked for {asked}")
     store = SplitStore(layout, kind)
     out = store.samples(version)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -175,4 +179,9 @@ def build_mixture(
     strata = [(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()]
     with connect() as con:
         picks, table = _select(con, layout, strata, seed, exclude)
-    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current)
+        why = ""
+        if not picks:
+            before = con.execute(f"SELECT count(*) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
+            why = (f"decontamination against benchmark {bench_version} (by {decontaminate} and by (s_t, a_t) hash) "
+                   f"leaves none of the {before} usable steps" if before else "there is no usable step (all excluded or none labeled)")
+    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.store.layout import DataLayout
+from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
 
 BENCHMARK, MIXTURE = "benchmark", "sft_mixture"
@@ -19,6 +19,11 @@ class UnknownVersion(KeyError):
         return str(self.args[0])
 
 
+class EmptySelection(ValueError):
+    """A selection (benchmark, mixture, export, evaluation) with no sample at all: what was asked, what
+    was available and what removed it, instead of an error deep inside Arrow."""
+
+
 def version_id(kind: str, spec: dict[str, Any]) -> str:
     digest = hashlib.blake2b(json.dumps(spec, sort_keys=True).encode(), digest_size=6).hexdigest()
     return f"{'bench' if kind == BENCHMARK else 'sft'}-{digest}"
@@ -27,10 +32,10 @@ def version_id(kind: str, spec: dict[str, Any]) -> str:
 class SplitStore:
     def __init__(self, layout: DataLayout, kind: str) -> None:
         self.kind = kind
-        self.root = layout.root / "splits" / kind
+        self.root = layout.root / "splits" / safe_name(kind, "split kind")
 
     def dir(self, version: str) -> Path:
-        return self.root / version
+        return self.root / safe_name(version, f"{self.kind} version")
 
     def samples(self, version: str) -> Path:
         return self.dir(version) / "samples.parquet"

@@ -24,6 +24,39 @@ def step_part_partition(name: str) -> str | None:
     return m.group("partition") if m else None
 
 
+class UnsafeName(ValueError):
+    """A name (simulator, split version, partition key, export, job, run id…) that cannot be a path component."""
+
+
+#: a path component made of a name: letters, digits and ``_ . - + = @ ,`` — no separator, no leading
+#: dot (so never ``.`` or ``..``), no control character, at most 128 characters
+_SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@,-]{0,127}")
+
+
+def safe_name(name: object, what: str = "name") -> str:
+    """``name`` unchanged when it can be one path component under the data root, else ``UnsafeName``
+    saying which ``what`` (e.g. "simulator name") was refused and why. Every name from configuration
+    or data that becomes part of a path goes through here (a simulator named ``../../tmp/x`` must not
+    write outside the data root)."""
+    if isinstance(name, str) and _SAFE_COMPONENT.fullmatch(name):
+        return name
+    text = repr(name) if len(repr(name)) <= 80 else repr(name)[:80] + "…"
+    if not isinstance(name, str):
+        why = f"it is a {type(name).__name__}, not a string"
+    elif not name:
+        why = "it is empty"
+    elif "/" in name or "\\" in name or name in (".", ".."):
+        why = "it contains a path separator or is a relative path ('.', '..')"
+    elif name.startswith("."):
+        why = "it starts with a dot"
+    elif len(name) > 128:
+        why = f"it is {len(name)} characters long (at most 128)"
+    else:
+        bad = sorted({c for c in name if not re.fullmatch(r"[A-Za-z0-9_.+=@,-]", c)})
+        why = f"it contains {''.join(bad)!r} (allowed: letters, digits and _ . - + = @ ,)"
+    raise UnsafeName(f"{what} {text} cannot be used as a file or directory name: {why}")
+
+
 @dataclass(frozen=True)
 class DataLayout:
     root: Path
@@ -36,7 +69,15 @@ class DataLayout:
         return cls(Path(root) if root else default_data_root())
 
     def for_partition(self, partition: str | None) -> "DataLayout":
-        return replace(self, partition=partition)
+        return replace(self, partition=None if partition is None else safe_name(partition, "partition key"))
+
+    def eval_dir(self, version: str) -> Path:
+        """``eval/<benchmark version>/``: one results file per simulator, the plot."""
+        return self.root / "eval" / safe_name(version, "split version")
+
+    def eval_results(self, version: str, simulator: str) -> Path:
+        """``eval/<version>/<simulator>.jsonl``: a simulator's per-sample results on a benchmark version."""
+        return self.eval_dir(version) / f"{safe_name(simulator, 'simulator name')}.jsonl"
 
     @property
     def environments(self) -> Path:
