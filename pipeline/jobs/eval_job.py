@@ -34,7 +34,7 @@ def summarise(path: Path, rid: str) -> dict[str, Any]:
 
 def _score(layout: DataLayout, version: str, samples: list[dict[str, Any]], raw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     spec = SimulatorSpec(**raw)
-    path = layout.root / "eval" / version / f"{spec.name}.jsonl"
+    path = layout.eval_results(version, spec.name)  # both names checked (safe_name)
     simulator = make_simulator(spec)
 
     async def go() -> None:
