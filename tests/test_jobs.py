@@ -184,3 +184,50 @@ def test_slurm_time_limit(slurm, tmp_path):
     with pytest.raises(JobFailed, match="ended TIMEOUT"):
         _slurm_launcher(slurm).run(JobSpec("tl", "sleep 300\n", tmp_path, time_limit_min=1))
     assert time.monotonic() - start < 200
+
+
+def test_checkpoints_publish_resolve_and_lineage_tables(tmp_path):
+    from pipeline.jobs import checkpoints
+
+    root = tmp_path / "data"
+    with pytest.raises(FileNotFoundError, match="materialize 'sft_training' first"):
+        checkpoints.resolve(root, "latest")
+    settings = {"model_name_or_path": "m", "finetuning_type": "full", "template": "qwen"}
+    for version, loss in (("ckpt-aaa", 2.0), ("ckpt-aaa", 1.5), ("ckpt-bbb", 1.0)):  # ckpt-aaa trained twice
+        staging = root / "checkpoints" / f".{version}.run-x"
+        staging.mkdir(parents=True)
+        (staging / "model.safetensors").write_text(str(loss))
+        checkpoints.publish(staging, root / "checkpoints" / version, {
+            "checkpoint_version": version, "mixture_version": "sft-1", "settings": settings, "gpus": 1,
+            "metrics": {"train_loss": loss}})
+    assert sorted(p.name for p in (root / "checkpoints").iterdir()) == ["LATEST", "ckpt-aaa", "ckpt-bbb"]
+    path, manifest = checkpoints.resolve(root, "latest")
+    assert path.name == "ckpt-bbb" and manifest["mixture_version"] == "sft-1"
+    path, manifest = checkpoints.resolve(root, "ckpt-aaa")
+    assert (path / "model.safetensors").read_text() == "1.5" and manifest["metrics"]["train_loss"] == 1.5
+    assert checkpoints.resolve(root, str(tmp_path))[1] is None  # a directory trained elsewhere: no manifest
+    with pytest.raises(FileNotFoundError, match="not found"):
+        checkpoints.resolve(root, "ckpt-zzz")
+    con = duckdb.connect()
+    assert checkpoints.sync_checkpoints(con, root) == 2
+    assert checkpoints.sync_checkpoints(con, root) == 2  # replaced, not duplicated
+    assert con.execute("SELECT checkpoint_version, mixture_version, train_loss FROM sft_checkpoints ORDER BY 1").fetchall() == [
+        ("ckpt-aaa", "sft-1", 1.5), ("ckpt-bbb", "sft-1", 1.0)]
+    checkpoints.record_eval_runs(con, [{"run_id": "ckpt-bbb@bench-1", "simulator": "ckpt-bbb", "split_version": "bench-1",
+                                        "served_model": "ckpt-bbb", "checkpoint_version": "ckpt-bbb", "template": "qwen"}])
+    assert con.execute("SELECT run_id, checkpoint_version, template FROM eval_job_runs").fetchall() == [
+        ("ckpt-bbb@bench-1", "ckpt-bbb", "qwen")]
+
+
+def test_launcher_finds_the_llamafactory_environment(tmp_path, monkeypatch):
+    from resources import JobLauncherResource
+
+    env = tmp_path / "venv" / "bin"
+    env.mkdir(parents=True)
+    (env / "python").write_text("")
+    with pytest.raises(FileNotFoundError, match="llamafactory-cli not found next to"):
+        JobLauncherResource(llamafactory_python=str(env / "python")).llamafactory()
+    (env / "llamafactory-cli").write_text(f"#!{env / 'python'}\n")
+    assert JobLauncherResource(llamafactory_python=str(env / "python")).llamafactory() == (str(env / "python"), str(env / "llamafactory-cli"))
+    monkeypatch.setenv("ENVSIM_LLAMAFACTORY_PYTHON", str(env / "python"))
+    assert JobLauncherResource().llamafactory()[1] == str(env / "llamafactory-cli")
