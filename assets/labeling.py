@@ -64,6 +64,7 @@ def labeled_steps(
             "max_delta": totals.get("max_delta", 0),
             "parts_written": report.parts_written,
             "parts_reused": report.parts_reused,
+            "trajectories_labeled_at_collection": report.prelabeled,  # each call executed once
             "steps_per_second": round(report.steps_per_second, 1),
             "delta_by_outcome": MetadataValue.md(md_table(pivot) if pivot is not None else "_no steps_"),
             "delta_histogram": MetadataValue.md(md_histogram(hist, "|Δ|")),

@@ -151,7 +151,8 @@ def test_nondeterministic_environment_fails_the_check_and_is_excluded(tmp_path, 
     import duckdb
 
     reasons = duckdb.sql(f"SELECT DISTINCT excluded_reason FROM '{strata_path(layout)}' WHERE excluded").fetchall()
-    assert any(r[0].startswith("non-deterministic: s'_t differs") for r in reasons)
+    # exploration's labels are kept (each call executed once), so the difference shows on re-execution
+    assert any(r[0].startswith("non-deterministic: ") and "differ" in r[0] for r in reasons), reasons
 
 
 @pytest.mark.slow

@@ -70,6 +70,7 @@ def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):
     layout = DataLayout.at(tmp_path / "data")
     build_catalog(layout)
     collect(ground_truth_trajectories(itertools.islice(iter_tasks(default_task_files()), 6)), layout, sandbox)
+    layout.collected_steps.unlink()  # no labels kept from collection: labeling must execute the calls
     script = textwrap.dedent(f"""
         import os, signal
         from pipeline.execution import sandbox as sb

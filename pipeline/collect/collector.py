@@ -1,7 +1,8 @@
 """Collection stage: turn a task source into the trajectories table (+ an issues table).
 
-Every trajectory's environment is reset once inside the sandbox to record its initial state
-(a reset that raises, hangs or crashes becomes an issue naming the task, never a crash).
+Every trajectory runs once inside the sandbox: its initial state is recorded with it (a reset that
+raises, hangs or crashes becomes an issue naming the task, never a crash) and the labels of its calls
+are kept (``layout.collected_steps``), so the labeling stage executes only what collection did not.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Callable, Iterable
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs.bfcl_tasks import TaskIssue
 from pipeline.execution.sandbox import Sandbox
+from pipeline.labeling.rows import CollectedSteps
 from pipeline.state.canonical import canonical_json, canonicalize
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
@@ -69,7 +71,11 @@ def collect(
     """
     report = CollectReport()
 
-    def accept(traj: Trajectory, init: dict[str, Any]) -> dict[str, Any]:
+    kept = CollectedSteps(layout.collected_steps, sandbox.limits)
+
+    def accept(traj: Trajectory, init: dict[str, Any], result: dict[str, Any] | None = None) -> dict[str, Any]:
+        if result is not None and len(result["steps"]) == len(traj.actions):
+            kept.add(traj, result)  # labeled now; labeling does not execute these calls again
         report.trajectories += 1
         report.actions += len(traj.actions)
         report.by_category[traj.category] += 1
@@ -78,14 +84,14 @@ def collect(
         return trajectory_row(traj, init["state_json"], init["state_hash"])
 
     def probe(pending: list[Trajectory]) -> Iterable[dict[str, Any]]:
-        resets = sandbox.run(dataclasses.replace(t, actions=()) for t in pending)  # in input order
-        for original, (_probe, result) in zip(pending, resets):
+        runs = sandbox.run(pending)  # in input order; executed in full, so the labels are kept
+        for original, (_run, result) in zip(pending, runs):
             if result["init"] is None:
                 issue = TaskIssue(original.task_id, "reset", result["init_error"] or "reset failed", "")
                 report.issues.append(issue)
                 log(f"skipped task {issue.task_id} (reset): {issue.reason}")
                 continue
-            yield accept(original, result["init"])
+            yield accept(original, result["init"], result)
 
     def rows() -> Iterable[dict[str, Any]]:
         pending: list[Trajectory] = []
@@ -95,7 +101,7 @@ def collect(
                 log(f"skipped task {item.task_id} ({item.stage}): {item.reason}")
             elif isinstance(item, tuple):
                 traj, result = item
-                yield accept(_json_actions(traj), result["init"])
+                yield accept(_json_actions(traj), result["init"], result)
             else:
                 pending.append(_json_actions(item))
                 if len(pending) >= probe_chunk:
@@ -103,7 +109,8 @@ def collect(
                     pending = []
         yield from probe(pending)
 
-    write_table(layout.trajectories, rows(), schema.TRAJECTORIES, batch_rows=128)
+    with kept:
+        write_table(layout.trajectories, rows(), schema.TRAJECTORIES, batch_rows=128)
     write_table(layout.collection_issues, report.issue_rows(), schema.ISSUES)
     if layout.partition is None:
         for name in end_unpartitioned(layout):

@@ -28,12 +28,12 @@ from pipeline.envs import blobs, registry
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.runner import Limits
 from pipeline.execution.sandbox import Sandbox
+from pipeline.labeling.rows import LABELER_VERSION, CodeRefs, Prelabels, step_row, trajectory_issues
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout, step_part_partition
 from pipeline.store.parquet_io import atomic_path, write_table
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
 
-LABELER_VERSION = "2"  # 2: labels computed outside the sandbox; call timings in the sidecar
 Log = Callable[[str], None]
 
 
@@ -44,42 +44,13 @@ class LabelReport:
     parts_written: int = 0
     parts_reused: int = 0
     stale_parts_removed: int = 0
+    prelabeled: int = 0  # trajectories whose labels were kept from collection (not executed again)
     issues: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def steps_per_second(self) -> float:
         return self.steps / self.seconds if self.seconds else 0.0
-
-
-class CodeRefs:
-    """Memoised ``code(a_t)`` references, computed from a static (never reset) environment."""
-
-    def __init__(self) -> None:
-        self._refs: dict[tuple[str, str, str], str | None] = {}
-
-    def ref(self, traj: Trajectory, tool: str) -> str | None:
-        key = (traj.source, json.dumps(traj.env.options, sort_keys=True), tool)
-        if key not in self._refs:
-            try:
-                env = registry.static(traj.env)
-                self._refs[key] = blobs.ref_of(env.source_of(tool)) if env.has_tool(tool) else None
-            except Exception:
-                self._refs[key] = None
-        return self._refs[key]
-
-
-def step_row(traj: Trajectory, step: dict[str, Any], ref: str | None) -> dict[str, Any]:
-    row = {k: step[k] for k in schema.STEPS.names if k in step}
-    row.update(
-        step_id=f"{traj.trajectory_id}#{step['step_index']}",
-        trajectory_id=traj.trajectory_id,
-        source=traj.source,
-        env_id=traj.env_id,
-        task_id=traj.task_id,
-        code_ref=ref,
-    )
-    return row
 
 
 def _chunks(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -140,6 +111,7 @@ def label(
     refs = CodeRefs()
     keep: set[str] = set()
     marker = inflight_path(layout)
+    prelabels = Prelabels(layout.collected_steps, sandbox.limits)
     if marker.exists():
         died = describe_inflight(layout)
         report.issues.append({"stage": "label", "task_id": "", "trajectory_id": "", "origin": str(marker), "reason": died})
@@ -157,6 +129,8 @@ def label(
             report.issues.extend(meta["issues"])
             continue
         trajectories = [row_to_trajectory(r) for r in chunk]
+        kept = prelabels.rows(chunk)  # labels observed at collection: those calls are not executed again
+        report.prelabeled += len(kept)
         with atomic_path(marker) as tmp:  # names the environments if this process dies mid-chunk
             tmp.write_text(json.dumps({"part": part.name, "environments": sorted({t.env_id for t in trajectories}),
                                        "trajectories": [t.trajectory_id for t in trajectories]}))
@@ -164,19 +138,22 @@ def label(
         rows: list[dict[str, Any]] = []
         issues: list[dict[str, Any]] = []
         timing = {"calls": 0, "seconds": 0.0, "max_seconds": 0.0}  # wall clock: not a label, kept out of the part
-        for traj, result in sandbox.run(trajectories):
+        executed = iter(sandbox.run(t for t in trajectories if t.trajectory_id not in kept))
+        for traj in trajectories:
             where = {"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": ""}
+            if traj.trajectory_id in kept:
+                rows.extend(kept[traj.trajectory_id])
+                issues.extend({**where, "reason": m} for m in prelabels.issues.get(traj.trajectory_id, []))
+                continue
+            _, result = next(executed)
             if result["init"] is None:
                 issues.append({**where, "reason": f"reset failed: {result['init_error']}"})
                 continue
             if result["init"]["state_hash"] != expected[traj.trajectory_id]:
                 issues.append({**where, "reason": "initial state differs from the one recorded at collection (non-deterministic reset); trajectory not labeled"})
                 continue
-            for message in result["issues"]:
-                issues.append({**where, "reason": message})
+            issues.extend({**where, "reason": m} for m in trajectory_issues(result))
             for step in result["steps"]:
-                if step["outcome"] == "error" and step["error_type"] in ("Timeout", "WorkerCrash"):
-                    issues.append({**where, "reason": f"step {step['step_index']} ({step['tool']}): {step['error_message']}"})
                 rows.append(step_row(traj, step, refs.ref(traj, step["tool"])))
                 seconds = step.get("call_seconds")
                 if isinstance(seconds, (int, float)):

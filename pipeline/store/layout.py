@@ -109,6 +109,14 @@ class DataLayout:
         return [str(p) for p in files + sorted(self.trajectories_dir.glob("part-*.parquet"))]
 
     @property
+    def collected_steps(self) -> Path:
+        """Labels observed at collection (each call executed once; see ``pipeline.labeling.rows``):
+        ``collected-steps.parquet``, or ``collected-steps-<partition>.parquet`` (+ ``.json`` sidecar)."""
+        if self.partition is not None:
+            return self.trajectories_dir / f"collected-steps-{self.partition}.parquet"
+        return self.trajectories_dir / "collected-steps.parquet"
+
+    @property
     def collection_issues(self) -> Path:
         """Rejected tasks of a collection: ``issues.parquet``, or ``issues-<partition>.parquet``."""
         if self.partition is not None:

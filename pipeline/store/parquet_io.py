@@ -43,6 +43,44 @@ def write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema, b
     return count
 
 
+class RowWriter:
+    """Rows added one by one, written in batches to ``path`` atomically on a clean exit (a failure
+    leaves no file)::
+
+        with RowWriter(path, schema) as out:
+            out.add(row)
+    """
+
+    def __init__(self, path: Path, schema: pa.Schema, batch_rows: int = 512) -> None:
+        self.path, self.schema, self.batch_rows = path, schema, batch_rows
+        self.count = 0
+        self._batch: list[dict[str, Any]] = []
+
+    def __enter__(self) -> "RowWriter":
+        self._atomic = atomic_path(self.path)
+        self._tmp = self._atomic.__enter__()
+        self._writer = pq.ParquetWriter(self._tmp, self.schema, compression="zstd")
+        return self
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._batch.append(row)
+        if len(self._batch) >= self.batch_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._writer.write_table(pa.Table.from_pylist(self._batch, schema=self.schema))
+        self.count += len(self._batch)
+        self._batch = []
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if exc[0] is None and (self._batch or self.count == 0):
+                self._flush()
+        finally:
+            self._writer.close()
+            self._atomic.__exit__(*exc)
+
+
 class BackgroundWrites:
     """Run write calls on one background thread, in order, while the caller builds the next batch:
     Parquet encoding and compression release the GIL, so Python work and compression overlap. At most

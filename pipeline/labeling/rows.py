@@ -1,0 +1,138 @@
+"""Step rows of the steps table, and the labels kept from collection (each call executed once).
+
+The sandbox labels every call it runs (labels are computed outside it, :mod:`pipeline.execution.labels`).
+Collection already runs every trajectory — exploration episodes live, ground-truth and agent
+trajectories in full — so it keeps those labels (:class:`CollectedSteps`, written next to the
+trajectories table) and the labeling stage re-executes only trajectories without them (collected
+with other limits, code versions or labeler version, or recorded elsewhere). The determinism check
+re-executes a seeded sample to hold the two paths equal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from pipeline.collect.trajectory import Trajectory
+from pipeline.envs import blobs, registry
+from pipeline.execution.runner import Limits
+from pipeline.store import schema
+from pipeline.store.parquet_io import RowWriter, atomic_path
+
+LABELER_VERSION = "2"  # 2: labels computed outside the sandbox; call timings in the sidecar
+
+#: the collected-steps file: a step row plus the fingerprint of the trajectory it was labeled from
+COLLECTED = pa.schema(list(schema.STEPS) + [pa.field("trajectory_fingerprint", pa.string(), nullable=False)])
+
+
+class CodeRefs:
+    """Memoised ``code(a_t)`` references, computed from a static (never reset) environment."""
+
+    def __init__(self) -> None:
+        self._refs: dict[tuple[str, str, str], str | None] = {}
+
+    def ref(self, traj: Trajectory, tool: str) -> str | None:
+        key = (traj.source, json.dumps(traj.env.options, sort_keys=True), tool)
+        if key not in self._refs:
+            try:
+                env = registry.static(traj.env)
+                self._refs[key] = blobs.ref_of(env.source_of(tool)) if env.has_tool(tool) else None
+            except Exception:
+                self._refs[key] = None
+        return self._refs[key]
+
+
+def step_row(traj: Trajectory, step: dict[str, Any], ref: str | None) -> dict[str, Any]:
+    row = {k: step[k] for k in schema.STEPS.names if k in step}
+    row.update(
+        step_id=f"{traj.trajectory_id}#{step['step_index']}",
+        trajectory_id=traj.trajectory_id,
+        source=traj.source,
+        env_id=traj.env_id,
+        task_id=traj.task_id,
+        code_ref=ref,
+    )
+    return row
+
+
+def trajectory_issues(result: dict[str, Any]) -> list[str]:
+    """The labeling issues of one sandbox result (besides a failed reset)."""
+    out = [str(m) for m in result["issues"]]
+    for step in result["steps"]:
+        if step["outcome"] == "error" and step["error_type"] in ("Timeout", "WorkerCrash"):
+            out.append(f"step {step['step_index']} ({step['tool']}): {step['error_message']}")
+    return out
+
+
+def label_config(limits: Limits) -> dict[str, Any]:
+    """What labels depend on besides the trajectory: labeler version, limits, environment code versions."""
+    return {"labeler": LABELER_VERSION, "limits": asdict(limits), "code": registry.code_versions()}
+
+
+class CollectedSteps:
+    """Writer of the labels observed at collection (``layout.collected_steps``)."""
+
+    def __init__(self, path: Path, limits: Limits) -> None:
+        self.path = path
+        self.config = label_config(limits)
+        self.refs = CodeRefs()
+        self.issues: dict[str, list[str]] = {}
+        self._writer = RowWriter(path, COLLECTED)
+
+    def add(self, traj: Trajectory, result: dict[str, Any]) -> None:
+        fingerprint = traj.fingerprint()
+        for step in result["steps"]:
+            self._writer.add({**step_row(traj, step, self.refs.ref(traj, step["tool"])), "trajectory_fingerprint": fingerprint})
+        problems = trajectory_issues(result)
+        if problems:
+            self.issues[traj.trajectory_id] = problems
+
+    def __enter__(self) -> "CollectedSteps":
+        self._writer.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._writer.__exit__(*exc)
+        if exc[0] is None:
+            with atomic_path(sidecar(self.path)) as tmp:
+                tmp.write_text(json.dumps({"config": self.config, "issues": self.issues}, sort_keys=True))
+
+
+def sidecar(path: Path) -> Path:
+    return path.with_suffix(".json")
+
+
+class Prelabels:
+    """Reader: the collected labels of trajectories, when they were labeled under this run's config."""
+
+    def __init__(self, path: Path, limits: Limits) -> None:
+        self.usable = False
+        self.issues: dict[str, list[str]] = {}
+        try:
+            meta = json.loads(sidecar(path).read_text())
+        except (OSError, ValueError):
+            return
+        if not path.exists() or meta.get("config") != json.loads(json.dumps(label_config(limits))):
+            return
+        self.usable = True
+        self.issues = meta.get("issues", {})
+        self.dataset = ds.dataset(str(path), format="parquet")
+
+    def rows(self, trajectories: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """Step rows by trajectory id, for the trajectories (table rows) whose fingerprint matches."""
+        if not self.usable:
+            return {}
+        wanted = {r["trajectory_id"]: r["fingerprint"] for r in trajectories}
+        table = self.dataset.to_table(filter=ds.field("trajectory_id").isin(list(wanted)))
+        out: dict[str, list[dict[str, Any]]] = {}
+        for row in table.to_pylist():
+            if wanted.get(row["trajectory_id"]) == row.pop("trajectory_fingerprint"):
+                out.setdefault(row["trajectory_id"], []).append(row)
+        for steps in out.values():
+            steps.sort(key=lambda r: r["step_index"])
+        return out
