@@ -3,8 +3,10 @@
 Two workloads: ground-truth replay of all 800 bfcl multi-turn tasks (4,625 steps), and explored
 trajectories of the builtin pack (EnvScaler-format code, exec'd). For each it prints steps/s and
 peak memory for:
-  * in-process: execute + snapshot + Δ in this process, no isolation (the reference ceiling);
-  * sandbox:    the pipeline's labeling stage (fork-per-trajectory workers, guards, Parquet parts).
+  * in-process: execute + labels (canonical state, Δ, hashes, outcome) in this process under the frozen
+                clock, no isolation (the reference ceiling);
+  * sandbox:    the pipeline's labeling stage executing every call (bwrap workers, a forked child per
+                trajectory with seccomp and guards, JSON frames, labels computed in the parent, Parquet parts).
 
     python benchmarks/bench_labeling.py [--workers N ...] [--repeat K] [--pack-calls N]
 """
@@ -26,6 +28,8 @@ from pipeline.collect.replay import ground_truth_trajectories  # noqa: E402
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
 from pipeline.execution.runner import Limits, execute  # noqa: E402
 from pipeline.execution.sandbox import Sandbox  # noqa: E402
+from pipeline.execution.freeze import frozen  # noqa: E402
+from pipeline.execution.labels import TrajectoryLabels  # noqa: E402
 from pipeline.labeling.labeler import label  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
 from pipeline.collect.explore import ExploreSettings  # noqa: E402
@@ -40,13 +44,15 @@ def peak_mb(who: int) -> float:
 
 
 def in_process(trajectories: list) -> tuple[int, float]:
+    """Execute and label in this process, no isolation: the same runner, frozen clock and labels as the
+    sandbox (the reference ceiling)."""
     steps = 0
     t0 = time.perf_counter()
     for traj in trajectories:
-        def count(msg: dict) -> None:
-            nonlocal steps
-            steps += msg["kind"] == "step"
-        execute(traj, count, Limits())
+        labels = TrajectoryLabels(traj, Limits().max_observation_chars)
+        with frozen(traj.trajectory_id, traj.seed, traj.clock_start):
+            execute(traj, labels.feed, Limits())
+        steps += len(labels.result["steps"])
     return steps, time.perf_counter() - t0
 
 
@@ -56,6 +62,7 @@ def sandboxed(workers: int) -> tuple[int, float, float]:
         t0 = time.perf_counter()
         collect(ground_truth_trajectories(iter_tasks(default_task_files())), layout, box)
         t1 = time.perf_counter()
+        layout.collected_steps.unlink()  # measure the sandbox executing every call (not the kept labels)
         report = label(layout, box)
         return report.steps, time.perf_counter() - t1, t1 - t0
 
@@ -87,6 +94,7 @@ def _pack(tmp: str, workers: list[int], calls: int, repeat: int) -> None:
             with Sandbox(workers=n) as box:
                 for part in layout.steps_dir.glob("part-*"):
                     part.unlink()
+                layout.collected_steps.unlink(missing_ok=True)  # every call executed in the sandbox
                 t0 = time.perf_counter()
                 report = label(layout, box)
                 secs.append(time.perf_counter() - t0)

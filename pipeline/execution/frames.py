@@ -79,9 +79,10 @@ class FdReader:
         else:
             self.eof = True
 
-    def frames(self) -> list[dict[str, Any]]:
-        """Complete frames in the buffer. A bad frame raises — after the good ones before it were returned."""
-        out: list[dict[str, Any]] = []
+    def frames(self, with_raw: bool = False) -> list[Any]:
+        """Complete frames in the buffer (``with_raw``: ``(message, frame bytes)`` pairs, to forward a frame
+        unchanged). A bad frame raises — after the good ones before it were returned."""
+        out: list[Any] = []
         while len(self.buf) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(self.buf)
             try:
@@ -94,7 +95,7 @@ class FdReader:
                 if out:
                     return out  # the bad frame stays in the buffer: the next call raises
                 raise
-            out.append(message)
+            out.append((message, bytes(self.buf[: _HEADER.size + size])) if with_raw else message)
             del self.buf[: _HEADER.size + size]
         return out
 

@@ -84,18 +84,29 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
     return prog
 
 
-def install() -> None:
-    """Install the filter on the calling process (irreversible)."""
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_PREPARED: list[tuple[object, object, object]] = []  # (libc, fprog, buffer kept alive)
+
+
+def prepare() -> None:
+    """Build the filter and load libc once (in the zygote, before forking: a child only calls prctl)."""
+    if _PREPARED:
+        return
     prog = program()
     raw = b"".join(struct.pack("HBBI", *ins) for ins in prog)
     buf = ctypes.create_string_buffer(raw, len(raw))
-
-    class _SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
     fprog = _SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    _PREPARED.append((ctypes.CDLL(None, use_errno=True), fprog, buf))
+
+
+def install() -> None:
+    """Install the filter on the calling process (irreversible)."""
+    prepare()
+    libc, fprog, _buf = _PREPARED[0]
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # type: ignore[attr-defined]
         raise SeccompUnavailable(f"prctl(PR_SET_NO_NEW_PRIVS) failed: errno {ctypes.get_errno()}")
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:  # type: ignore[attr-defined]
         raise SeccompUnavailable(f"prctl(PR_SET_SECCOMP) failed: errno {ctypes.get_errno()}")

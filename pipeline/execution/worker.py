@@ -183,13 +183,13 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
             reader.feed()
             while failure is None and not finished:
                 try:
-                    frames = reader.frames()
+                    frames = reader.frames(with_raw=True)
                 except FrameError as exc:
                     failure = ("UntrustedData", f"the environment process sent an invalid frame ({exc})")
                     break
                 if not frames:
                     break
-                for msg in frames:
+                for msg, raw in frames:
                     try:
                         verdict = check(msg)
                     except (KeyError, TypeError, ValueError) as exc:
@@ -202,7 +202,7 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
                     if kind == "done":
                         finished = True
                         break
-                    _forward(emit, msg)
+                    emit(raw)
             if reader.eof and not finished and failure is None:
                 failure = ("WorkerCrash", "")
         os.close(rfd)
@@ -272,6 +272,7 @@ def main() -> None:
     from pipeline.envs import registry
 
     registry.preload_all()
+    seccomp.prepare()
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     _BASE_VSIZE.append(_address_space())
