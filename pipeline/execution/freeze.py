@@ -305,12 +305,23 @@ def _set(owner: Any, name: str, value: Any) -> None:
     setattr(owner, name, value)
 
 
-def _rebind_early_names() -> None:
-    """Rebind names that env modules imported before the fork bound to the real objects."""
+_EARLY: list[tuple[Any, str, int]] = []  # (module, attribute, id of the real object) found by prepare()
+
+
+def _replacements() -> dict[int, Any]:
     replacements: dict[int, Any] = {id(_REAL_DATETIME): FrozenDateTime, id(_REAL_DATE): FrozenDate,
                                     id(REAL.urandom): _urandom, id(REAL.uuid1): _uuid1, id(REAL.uuid4): _uuid4}
     for name, fn in _TIME_PATCHES.items():
         replacements[id(getattr(REAL, name))] = fn
+    return replacements
+
+
+def prepare() -> None:
+    """Find, once, the names env modules imported before the fork bound to the real objects (in the
+    sandbox worker before forking: a child then rebinds a short list instead of scanning modules,
+    which would touch — and copy — most of the inherited heap)."""
+    replacements = _replacements()
+    _EARLY.clear()
     for modname, module in list(sys.modules.items()):
         if module is None or not modname.startswith(ENV_MODULE_PREFIXES):
             continue
@@ -318,9 +329,19 @@ def _rebind_early_names() -> None:
         if not isinstance(namespace, dict):
             continue
         for attr, value in list(namespace.items()):
-            new = replacements.get(id(value))
-            if new is not None:
-                _set(module, attr, new)
+            if id(value) in replacements:
+                _EARLY.append((module, attr, id(value)))
+    _EARLY.append((None, "", 0))  # marks "prepared" even when nothing was found
+
+
+def _rebind_early_names() -> None:
+    """Rebind names that env modules imported before the fork bound to the real objects."""
+    if not _EARLY:
+        prepare()
+    replacements = _replacements()
+    for module, attr, real_id in _EARLY:
+        if module is not None and id(getattr(module, attr, None)) == real_id:
+            _set(module, attr, replacements[real_id])
 
 
 def installed() -> bool:

@@ -273,6 +273,7 @@ def main() -> None:
 
     registry.preload_all()
     seccomp.prepare()
+    freeze.prepare()
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     _BASE_VSIZE.append(_address_space())
