@@ -137,3 +137,30 @@ defs = Definitions(
         ),
     },
 )
+
+
+def print_run_timings(job_name: str = "envsim_main") -> None:
+    """Print where the latest run of ``job_name`` spent its time: each step (asset or check) and what
+    lies outside the steps (process start-up, Dagster's orchestration) — used by ``./forge run``."""
+    from dagster import DagsterInstance, RunsFilter
+
+    with DagsterInstance.get() as instance:
+        runs = instance.get_run_records(RunsFilter(job_name=job_name), limit=1)
+        if not runs:
+            print(f"no run of {job_name} recorded in {instance.root_directory}")
+            return
+        record = runs[0]
+        stats = [s for s in instance.get_run_step_stats(record.dagster_run.run_id) if s.start_time and s.end_time]
+        if not stats or not record.start_time or not record.end_time:
+            return
+        total = record.end_time - record.start_time
+        print(f"Run {record.dagster_run.run_id[:8]} of {job_name}: {total:.1f}s wall "
+              f"({record.dagster_run.status.value}); time per step:")
+        busy = 0.0
+        for s in sorted(stats, key=lambda s: s.start_time):
+            seconds = s.end_time - s.start_time
+            busy += seconds
+            print(f"  {s.step_key:45s} {seconds:7.1f}s")
+        print(f"  {'(sum of steps; they run concurrently)':45s} {busy:7.1f}s")
+        print(f"  {'(run wall time outside any step)':45s} "
+              f"{total - (max(s.end_time for s in stats) - min(s.start_time for s in stats)):7.1f}s")
