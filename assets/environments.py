@@ -3,7 +3,7 @@
 import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
-from pipeline.collect.sources import env_items
+from pipeline.collect.sources import bfcl_enabled, disabled_sources, env_items
 from pipeline.envs.catalog import build_catalog
 from pipeline.report import md_records, md_table
 from resources import DataStoreResource, EnvironmentSourcesResource
@@ -13,26 +13,33 @@ from resources import DataStoreResource, EnvironmentSourcesResource
 def environment_catalog(
     context: AssetExecutionContext, store: DataStoreResource, sources: EnvironmentSourcesResource
 ) -> MaterializeResult:
-    """Every executable environment — bfcl-eval classes, the builtin pack, EnvScaler corpora — with
-    its tools (OpenAI function schemas) and source code.
+    """Every executable environment of the enabled sources — bfcl-eval classes, the builtin pack,
+    EnvScaler corpora — with its tools (OpenAI function schemas) and source code. Disabled sources
+    (bfcl without tasks to replay or explore, `builtin: false`, no corpus) are neither listed nor
+    counted; the metadata names them (`disabled_sources`).
 
     Writes `environments.parquet` and `tool_code.parquet` (each tool's and class's source once,
     keyed by `code_ref`, which labeled steps reference as `code(a_t)`). Env items that do not
     compile, lack their class, or whose tool schemas do not fit the methods are listed, not fatal.
     """
     layout = store.layout()
-    items, issues = env_items(sources.config())
-    report = build_catalog(layout, items, issues)
+    cfg = sources.config()
+    items, issues = env_items(cfg)
+    report = build_catalog(layout, items, issues, bfcl=bfcl_enabled(cfg))
+    disabled = disabled_sources(cfg)
     for issue in report.issues:
         context.log.warning(f"env {issue.task_id} ({issue.stage}): {issue.reason}")
-    table = pd.DataFrame(report.environments)
+    table = pd.DataFrame(report.environments, columns=["source", "env_id", "env_class", "license", "num_tools"])
     by_source = table.groupby("source").agg(environments=("env_id", "count"), tools=("num_tools", "sum")).reset_index()
-    context.log.info(f"catalog: {len(report.environments)} environments, {report.tools} tools -> {layout.environments}")
+    context.log.info(f"catalog: {len(report.environments)} environments, {report.tools} tools -> {layout.environments}"
+                     + (f"; not listed (disabled): {', '.join(f'{k} ({v})' for k, v in disabled.items())}" if disabled else ""))
     return MaterializeResult(
         metadata={
             "environments": len(report.environments),
             "tools": report.tools,
             "rejected_items": len(report.issues),
+            "disabled_sources": MetadataValue.md(
+                md_records([{"source": k, "why": v} for k, v in disabled.items()], ["source", "why"])),
             "by_source": MetadataValue.md(md_table(by_source, index=False)),
             "catalog": MetadataValue.md(md_table(table[["env_id", "env_class", "license", "num_tools"]], index=False)),
             "rejected": MetadataValue.md(

@@ -18,7 +18,7 @@ from pydantic import Field
 from pipeline import profile
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.report import md_table
-from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture
+from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture, strata_report
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
 from pipeline.select.versions import BENCHMARK, SplitStore
 from pipeline.store import queries, warehouse
@@ -84,7 +84,7 @@ class BenchmarkConfig(Config):
 
 
 def _selection_metadata(result: SelectionResult) -> dict:
-    table = pd.DataFrame(result.strata)
+    table = strata_report(result.strata, result.tools, result.decontamination)
     return {
         "version": result.version,
         "seed": result.spec["seed"],
@@ -157,7 +157,8 @@ def sft_mixture(
     overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), config.decontaminate)
     return MaterializeResult(
         metadata={**_selection_metadata(result), "benchmark_version": result.spec["benchmark"],
-                  "decontaminated_by": config.decontaminate},
+                  "decontaminated_by": config.decontaminate,
+                  "decontaminated_away": sum(d["removed_by_key"] + d["removed_by_hash"] for d in result.decontamination)},
         check_results=[
             AssetCheckResult(check_name="mixture_composition", passed=composition.success,
                              metadata={"expectations": MetadataValue.md(composition.markdown())}),

@@ -60,6 +60,8 @@ def summary(layout: DataLayout) -> int:
     print()
     from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
 
+    from pipeline.select.selection import strata_report
+
     for kind in (BENCHMARK, MIXTURE):
         store = SplitStore(layout, kind)
         current = store.current()
@@ -67,6 +69,11 @@ def summary(layout: DataLayout) -> int:
             manifest = store.manifest(current)
             print(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
                   f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
+            if manifest.get("tools") or manifest.get("decontamination"):
+                # per stratum: tools picked and the top tool's share; for the mixture what decontamination removed
+                table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
+                print(md_table(table.drop(columns=["requested"], errors="ignore"), index=False))
+                print()
     exports = [p for p in (layout.root / "export").glob("*/README.md")] if (layout.root / "export").exists() else []
     for card in sorted(exports):
         print(f"Hugging Face dataset: {card.parent}  (datasets.load_dataset('{card.parent}'))")

@@ -215,10 +215,11 @@ def test_candidate_window_widens_until_picking_equals_picking_from_everything():
     con = duckdb.connect()
     rows = [(f"a{i:03d}", "envA", "dup" if i < 120 else f"ha{i}", f"r{i:03d}") for i in range(200)]
     rows += [(f"b{i:03d}", "envB", f"hb{i}", f"s{i:03d}") for i in range(10)]
-    con.execute("CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, x INTEGER)")
-    con.executemany("INSERT INTO pool VALUES (?, ?, ?, ?, 1)", rows)
+    # the pool now has a tool column (windows are per (env, tool) pair); one tool per env picks as before
+    con.execute("CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, x INTEGER, tool VARCHAR)")
+    con.executemany("INSERT INTO pool VALUES (?, ?, ?, ?, 1, 't')", rows)
     usage, taken = Counter(), set()
-    got = _pick_cell(con, "x = 1", 40, 2, usage, taken)
+    got = [(s, e) for s, e, _ in _pick_cell(con, "x = 1", 40, 2, usage, taken)]
     expected = pick_diverse([(e, r, s, h) for s, e, h, r in rows], 40, Counter(), set())
     assert got == expected and len(got) == 40
     assert sum(1 for _, env in got if env == "envA") == 30  # the window (2 * 20 + 16) had to widen past 120 duplicates

@@ -45,6 +45,24 @@ class SourceConfig:
     explore_class_defaults: bool = True  # corpus environments without a scenario: explore cls({}) / cls()
 
 
+def bfcl_enabled(cfg: SourceConfig) -> bool:
+    """Whether bfcl-eval is a source of the run: its tasks are replayed or explored, or message
+    histories are configured (they may name bfcl environments)."""
+    return (bool(cfg.bfcl_files) and (cfg.bfcl_replay or cfg.bfcl_explore)) or bool(cfg.message_histories)
+
+
+def disabled_sources(cfg: SourceConfig) -> dict[str, str]:
+    """The sources this configuration leaves out, with why (what the catalog does not list or count)."""
+    off: dict[str, str] = {}
+    if not bfcl_enabled(cfg):
+        off["bfcl"] = ("no bfcl-eval task files" if not cfg.bfcl_files else "bfcl_replay and bfcl_explore are off")
+    if not cfg.builtin:
+        off["builtin"] = "builtin: false"
+    if not cfg.envscaler:
+        off["envscaler"] = "no EnvScaler corpus configured"
+    return off
+
+
 def env_items(cfg: SourceConfig) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
     """Every usable EnvScaler-format environment (builtin pack + corpora), and the bad ones."""
     items: list[envscaler.EnvItem] = builtin.parsed_items() if cfg.builtin else []

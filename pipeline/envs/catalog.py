@@ -76,10 +76,17 @@ def envscaler_catalog(items: list[envscaler.EnvItem]) -> tuple[list[dict[str, An
 
 
 def build_catalog(
-    layout: DataLayout, items: list[envscaler.EnvItem] | None = None, issues: list[TaskIssue] | None = None
+    layout: DataLayout, items: list[envscaler.EnvItem] | None = None, issues: list[TaskIssue] | None = None,
+    bfcl: bool = True,
 ) -> CatalogReport:
-    """Write ``environments.parquet`` and ``tool_code.parquet`` (bfcl classes + EnvScaler-format items)."""
-    envs, code_rows = bfcl_catalog()
+    """Write ``environments.parquet`` and ``tool_code.parquet`` (bfcl classes + EnvScaler-format items).
+
+    ``bfcl=False`` (bfcl is not a source of this run, see :func:`pipeline.collect.sources.bfcl_enabled`):
+    the bfcl classes are neither listed nor counted; their tool code is still stored (content-keyed,
+    so a step that names a bfcl environment anyway keeps its ``code(a_t)``). Disabled builtin / corpus
+    sources contribute no ``items`` in the first place."""
+    bfcl_envs, code_rows = bfcl_catalog()
+    envs = bfcl_envs if bfcl else []
     more_envs, more_code = envscaler_catalog(items or [])
     envs += more_envs
     unique_code = {row["code_ref"]: row for row in code_rows + more_code}

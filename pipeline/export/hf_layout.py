@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.export import envsimbench
-from pipeline.export.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PROMPT, TEMPLATES, USER_TEMPLATE
+from pipeline.export.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PROMPT, TEMPLATES, TIME_SECTION, USER_TEMPLATE
 from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
 from pipeline.report import md_records
 from pipeline.select.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
@@ -127,10 +127,11 @@ def _write_records(samples: Path, chat_dir: Path, alpaca_dir: Path, split: str, 
                    template: str = DEFAULT_TEMPLATE, env_code: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
     """Chat and Alpaca SFT records in a prompt template, streamed from the samples batch by batch."""
     meta = pq.ParquetFile(samples).metadata
-    fixed = len(SYSTEM_PROMPT) + len(USER_TEMPLATE) + 256 + (max(map(len, (env_code or {"": ""}).values())) if template != DEFAULT_TEMPLATE else 0)
+    fixed = len(SYSTEM_PROMPT) + len(USER_TEMPLATE) + len(TIME_SECTION) + 256 + (max(map(len, (env_code or {"": ""}).values())) if template != DEFAULT_TEMPLATE else 0)
     estimate = _column_bytes(meta, ["state_before_json", "code", "arguments_json", "raw_observation", "delta"]) * (
         1 if template == DEFAULT_TEMPLATE else 2) + fixed * meta.num_rows
-    columns = RECORD_COLUMNS if template == DEFAULT_TEMPLATE else [*RECORD_COLUMNS, "env_id"]
+    present = set(pq.read_schema(samples).names)
+    columns = [c for c in RECORD_COLUMNS if c in present] + ([] if template == DEFAULT_TEMPLATE else ["env_id"])
     shards, per = _plan(meta.num_rows, estimate, max_bytes)
     chat, alpaca = (_ShardWriter(chat_dir, split, CHAT, shards, per), _ShardWriter(alpaca_dir, split, ALPACA, shards, per))
     # one thread per format compresses while the records of the next batch are built
@@ -278,8 +279,10 @@ def dataset_card(
         "configs": configs,
         "dataset_info": _features_yaml(pq.read_schema(samples), split, rows),
     }
-    strata = md_records([{**t, "samples": t["selected"]} for t in manifest["strata"]],
-                        ["stratum", "requested", "samples", "environments", "missing"], limit=len(manifest["strata"]))
+    tools = {t["stratum"]: t for t in manifest.get("tools") or []}  # distinct (env, tool) pairs, top tool's share
+    strata = md_records([{**tools.get(t["stratum"], {}), **t, "samples": t["selected"]} for t in manifest["strata"]],
+                        ["stratum", "requested", "samples", "environments", "missing"]
+                        + (["tools", "top_tool", "top_tool_share"] if tools else []), limit=len(manifest["strata"]))
     per_env = Counter(env_ids)
     envs = md_records([{"env_id": e, "samples": n} for e, n in sorted(per_env.items(), key=lambda kv: (-kv[1], kv[0]))],
                       ["env_id", "samples"], limit=len(per_env))
@@ -300,7 +303,10 @@ Single-step environment-simulation samples in the EnvSimBench style: given the s
 (`state_before_json`), an action (`tool`, `arguments_json`) and the tool's source code (`code`), predict the
 observation (`raw_observation` / `observation_json`) and the next state `s'_t` (`state_after_json`); `delta` is
 the list of changes (`op`, `path` as a list of keys, `before`/`after` as JSON) and `delta_size` = |Δ|.
-Every sample was produced by executing real environment code; states are canonical JSON.
+Every sample was produced by executing real environment code; states are canonical JSON. The environments ran
+under a frozen clock: `current_time` is the wall-clock time (ISO 8601, UTC) the environment read during the
+action (`datetime.now()`, `time.time()`…), so a timestamp the action writes into `s'_t` is predictable from it
+(null for samples without a recorded clock).
 
 ## Composition
 
@@ -329,8 +335,9 @@ Environment sources and licenses:
     if kind == MIXTURE:
         body += """
 The `chat` (system / user / assistant messages) and `alpaca` (instruction / input / output) configs are SFT
-records built with the same prompt protocol the evaluation harness uses; `dataset_info.json` registers
-both with LLaMA-Factory. The assistant answer is `{"feedback", "config_changes"}`; applying the changes to
+records built with the same prompt protocol the evaluation harness uses (the `envsim` template states the
+current time; the `envsimbench` template is the reference prompt as published, without it); `dataset_info.json`
+registers both with LLaMA-Factory. The assistant answer is `{"feedback", "config_changes"}`; applying the changes to
 `s_t` reproduces `s'_t` for every record.
 """
     if envsimbench_format:

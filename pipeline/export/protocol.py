@@ -3,11 +3,15 @@ evaluation, so a model is trained on exactly what it is scored on.
 
 Two prompt templates (:data:`TEMPLATES`), selectable per simulator and per SFT export:
 
-* ``envsim`` (default): system prompt + user prompt with ``s_t`` (compact sorted JSON), ``a_t`` (tool name +
-  JSON arguments) and ``code(a_t)``;
+* ``envsim`` (default): system prompt + user prompt with the current time (the sample's ``current_time``:
+  the frozen wall clock the environment read during the action, see :mod:`pipeline.execution.freeze`),
+  ``s_t`` (compact sorted JSON), ``a_t`` (tool name + JSON arguments) and ``code(a_t)``; a sample without a
+  recorded time (imported reference data) gets no time section;
 * ``envsimbench``: the EnvSimBench evaluation prompt — system message "Environment code:" + the whole
   class + the current config as indent-2 JSON + the reference's instructions, user message
-  ``Tool call: name({json args})`` — so published numbers can be reproduced.
+  ``Tool call: name({json args})`` — so published numbers can be reproduced. It is kept byte for byte as the
+  reference writes it, so it does **not** state the current time (a timestamp written during the call is
+  not predictable in this template, as in the reference).
 
 Output: JSON ``{"feedback": <observation>, "config_changes": [{"type": "add"|"modify"|"delete",
 "path": [keys...], "value": ...}]}`` — applying the changes to ``s_t`` must give ``s'_t``. Answers in the
@@ -28,7 +32,7 @@ from typing import Any, Iterable
 
 from pipeline.state.canonical import canonicalize
 
-PROTOCOL_VERSION = "envsim-protocol/3"  # 3: plain values in model-facing text (no $int markers); two templates
+PROTOCOL_VERSION = "envsim-protocol/4"  # 4: the envsim prompt states the current time; 3: plain values, two templates
 TEMPLATES = ("envsim", "envsimbench")
 DEFAULT_TEMPLATE = "envsim"
 
@@ -42,9 +46,15 @@ Answer with one JSON object and nothing else:
 "path" lists the object keys from the root of the state to the changed entry; "add" creates a key that did \
 not exist, "modify" replaces the value at an existing key (lists are replaced whole), "delete" removes a key \
 (omit "value"). If the call fails or only reads, the state does not change: use an empty list. If the tool \
-raises an exception, the feedback is the string "Error: <message>"."""
+raises an exception, the feedback is the string "Error: <message>". When a current time is given, the \
+environment's clock reads exactly that time for the whole call (datetime.now(), time.time()…)."""
 
-USER_TEMPLATE = """## Current state
+TIME_SECTION = """## Current time
+{iso} (UTC; datetime.now() = {naive}, time.time() = {epoch})
+
+"""
+
+USER_TEMPLATE = """{time}## Current state
 ```json
 {state}
 ```
@@ -119,12 +129,33 @@ def plain_text(canonical_json_text: str) -> str:
     return _COMPACT.encode(plain(json.loads(canonical_json_text)))
 
 
-def user_prompt(state_json: str, tool: str, arguments_json: str, code: str | None) -> str:
+@functools.lru_cache(maxsize=4096)
+def time_section(current_time: Any) -> str:
+    """The user prompt's "Current time" section for an ISO 8601 time (empty without one): the time with
+    its offset, the naive UTC ``datetime.now()`` the environment saw and the ``time.time()`` epoch."""
+    if not isinstance(current_time, str) or not current_time:  # None, or NaN from a pandas row
+        return ""
+    from datetime import datetime, timezone
+
+    try:
+        moment = datetime.fromisoformat(current_time.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"current_time {current_time!r} is not an ISO 8601 date-time") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    utc = moment.astimezone(timezone.utc)
+    epoch = utc.timestamp()
+    return TIME_SECTION.format(iso=utc.isoformat(), naive=utc.replace(tzinfo=None).isoformat(sep=" "),
+                               epoch=int(epoch) if epoch == int(epoch) else epoch)
+
+
+def user_prompt(state_json: str, tool: str, arguments_json: str, code: str | None, current_time: str | None = None) -> str:
     """The ``envsim`` user message. ``state_json`` is canonical JSON (compact, sorted keys); it is
-    inserted as it is unless it holds canonical markers, which are written as plain values."""
+    inserted as it is unless it holds canonical markers, which are written as plain values.
+    ``current_time`` (the sample's frozen wall clock, ISO 8601) becomes the "Current time" section."""
     arguments = _SORTED.encode(plain(json.loads(arguments_json)))
-    return USER_TEMPLATE.format(state=plain_text(state_json), tool=tool, arguments=arguments,
-                                code=(code or "# source unavailable").rstrip())
+    return USER_TEMPLATE.format(time=time_section(current_time), state=plain_text(state_json), tool=tool,
+                                arguments=arguments, code=(code or "# source unavailable").rstrip())
 
 
 def tool_call(tool: str, arguments_json: str) -> str:
@@ -153,7 +184,8 @@ def messages(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> list[d
         raise ValueError(f"unknown prompt template {template!r}; known: {', '.join(TEMPLATES)}")
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": user_prompt(sample["state_before_json"], sample["tool"], sample["arguments_json"], sample["code"])},
+        {"role": "user", "content": user_prompt(sample["state_before_json"], sample["tool"], sample["arguments_json"],
+                                                sample["code"], sample.get("current_time"))},
     ]
 
 

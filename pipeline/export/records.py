@@ -15,7 +15,8 @@ MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 CHAT = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("messages", pa.list_(MESSAGE))])
 ALPACA = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("instruction", pa.string()),
                     ("input", pa.string()), ("output", pa.string())])
-RECORD_COLUMNS = ["step_id", "stratum", "state_before_json", "tool", "arguments_json", "code", "raw_observation", "delta"]
+RECORD_COLUMNS = ["step_id", "stratum", "state_before_json", "tool", "arguments_json", "code", "raw_observation", "delta",
+                  "current_time"]  # current_time: absent from samples written before it existed (no time section then)
 
 
 def chat_record(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> dict[str, Any]:
@@ -42,11 +43,12 @@ def record_tables(batch: pa.RecordBatch | pa.Table, template: str = DEFAULT_TEMP
     """Chat and Alpaca tables for a batch of samples (``RECORD_COLUMNS``); each prompt and answer is
     built once and shared by both formats. Row for row equal to :func:`chat_record` / :func:`alpaca_record`.
     ``env_code`` maps env ids to whole class sources (the ``envsimbench`` template needs them)."""
-    samples = batch.select(RECORD_COLUMNS).to_pylist()
+    samples = batch.select([c for c in RECORD_COLUMNS if c in batch.schema.names]).to_pylist()
     answers = [answer(s) for s in samples]
     n = len(samples)
     if template == DEFAULT_TEMPLATE:
-        pairs = [(SYSTEM_PROMPT, user_prompt(s["state_before_json"], s["tool"], s["arguments_json"], s["code"])) for s in samples]
+        pairs = [(SYSTEM_PROMPT, user_prompt(s["state_before_json"], s["tool"], s["arguments_json"], s["code"], s.get("current_time")))
+                 for s in samples]
     else:
         ids = batch.column("env_id").to_pylist() if "env_id" in batch.schema.names else [None] * n
         pairs = [tuple(m["content"] for m in messages({**s, "env_id": e, "env_code": (env_code or {}).get(e)}, template))

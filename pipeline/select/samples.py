@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.execution.freeze import step_time
 from pipeline.state.canonical import CanonicalTextCache, text_hash
 from pipeline.state.delta import DeltaError, apply
 from pipeline.store import schema
@@ -43,6 +44,9 @@ SAMPLE = pa.schema(
         pa.field("env_id", pa.string(), nullable=False),
         pa.field("source", pa.string(), nullable=False),
         pa.field("step_index", pa.int32(), nullable=False),
+        # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
+        # null for samples without a recorded clock (imported reference data)
+        pa.field("current_time", pa.string()),
         pa.field("tool", pa.string(), nullable=False),
         pa.field("arguments_json", pa.string(), nullable=False),
         pa.field("args_count", pa.int32(), nullable=False),
@@ -167,6 +171,7 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, emit: Cal
     for i, tid in enumerate(row_traj):
         row_span[tid] = (row_span.get(tid, (i, i))[0], i + 1)
     texts: dict[int, tuple[str, str]] = {}  # row -> (before, after) in emission order, flushed every few MiB
+    times: dict[int, str | None] = {}  # row -> current_time
 
     def flush() -> None:
         if not texts:
@@ -175,29 +180,45 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, emit: Cal
         part = rows.take(pa.array(order, pa.int64()))
         part = part.append_column("state_before_json", pa.array([texts[i][0] for i in order], pa.string()))
         part = part.append_column("state_after_json", pa.array([texts[i][1] for i in order], pa.string()))
+        part = part.append_column("current_time", pa.array([times.get(i) for i in order], pa.string()))
         emit(part.select(SAMPLE.names).cast(SAMPLE))
         texts.clear()
+        times.clear()  # every row with a time is in ``texts``: flushed trajectories are finished
 
     files = layout.trajectory_files()
     if not files:
         raise FileNotFoundError(f"no trajectories table under {layout.trajectories_dir}")
     wanted = pa.array(sorted(row_span), pa.string())
     seen = pending = 0
-    for record_batch in _scan_batches(files, ["trajectory_id", "initial_state_json", "initial_state_hash"], "trajectory_id", wanted):
-        for tid, initial_json, initial_hash in zip(*(record_batch.column(i).to_pylist() for i in range(3))):
-            if text_hash(initial_json) != initial_hash:
-                raise SampleError(f"{tid}: stored initial state does not match its hash")
-            lo, hi = row_span[tid]
-            picked = {row_step[r]: r for r in range(lo, hi)}
-            _replay_one(tid, initial_json, spans[tid], step_idx, step_ids, deltas, picked, before_hash, after_hash, texts)
-            pending += (hi - lo) * 2 * len(initial_json)
-            seen += 1
-            if pending > FLUSH_BYTES:
-                flush()
-                pending = 0
+    for tid, initial_json, initial_hash, clock_start in _trajectory_rows(files, wanted):
+        if text_hash(initial_json) != initial_hash:
+            raise SampleError(f"{tid}: stored initial state does not match its hash")
+        lo, hi = row_span[tid]
+        picked = {row_step[r]: r for r in range(lo, hi)}
+        for r in range(lo, hi):
+            times[r] = step_time(clock_start, row_step[r]) if clock_start else None
+        _replay_one(tid, initial_json, spans[tid], step_idx, step_ids, deltas, picked, before_hash, after_hash, texts)
+        pending += (hi - lo) * 2 * len(initial_json)
+        seen += 1
+        if pending > FLUSH_BYTES:
+            flush()
+            pending = 0
     flush()
     if seen != len(row_span):
         raise SampleError(f"{len(row_span) - seen} trajectories of picked steps are missing from the trajectories table")
+
+
+def _trajectory_rows(files: Sequence[str], wanted: pa.Array):
+    """``(trajectory_id, initial_state_json, initial_state_hash, clock_start)`` of the ``wanted``
+    trajectories; ``clock_start`` is None in a trajectories file written before clocks were recorded."""
+    base = ["trajectory_id", "initial_state_json", "initial_state_hash"]
+    for path in files:
+        has_clock = "clock_start" in pq.read_schema(path).names
+        for batch in _scan_batches([path], base + (["clock_start"] if has_clock else []), "trajectory_id", wanted):
+            columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+            if not has_clock:
+                columns.append([None] * batch.num_rows)
+            yield from zip(*columns)
 
 
 def _replay_one(tid: str, initial_json: str, span: tuple[int, int], step_idx: list[int], step_ids: list[str],

@@ -1,16 +1,18 @@
 """Benchmark split and Balance2 SFT mixture, versioned and deterministic.
 
-Both pick per stratum with :func:`pick_diverse` (least-used environment first, seeded rank,
-one sample per (s_t, a_t) hash), report every shortfall, materialise full samples and record a
-manifest; the version id is derived from (seed, input fingerprint, spec), so the same input and
-seed give the same version and byte-identical sample lists.
+Both pick per stratum with :func:`pick_diverse` (an unused environment first, then an unused
+(env, tool) pair, then the least-used environment and its least-used tool; seeded rank; one sample
+per (s_t, a_t) hash), report every shortfall, materialise full samples and record a manifest with
+each stratum's distinct tools and top tool share (and, for the mixture, what decontamination
+removed per group); the version id is derived from (seed, input fingerprint, spec, picking rule), so
+the same input and seed give the same version and byte-identical sample lists.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import duckdb
 
@@ -22,7 +24,12 @@ from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 DECONTAMINATION_KEYS = ("task_id", "env_id")
+#: the picking rule, part of every version's spec: a changed rule gives new versions
+PICKING_RULE = "env>env-tool>least-used/2"
 
 
 class ShortfallError(ValueError):
@@ -38,10 +45,57 @@ class SelectionResult:
     samples: int
     path: str
     shortfalls: list[dict[str, Any]] = field(default_factory=list)
+    #: per stratum: distinct (env, tool) pairs picked, the most-picked one and its share of the stratum
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    #: mixtures: per group, candidates before decontamination and how many each rule removed
+    decontamination: list[dict[str, Any]] = field(default_factory=list)
 
     def shortfall_message(self) -> str:
+        lost = {d["stratum"]: d for d in self.decontamination}
         return "; ".join(f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing, "
-                         f"{s['available']} candidates)" for s in self.shortfalls)
+                         f"{s['available']} candidates{decontamination_note(lost.get(s['stratum']))})"
+                         for s in self.shortfalls)
+
+
+def decontamination_note(row: dict[str, Any] | None) -> str:
+    """``"; 4156 of 4160 removed by task_id decontamination against bench-…, 3 by (s_t, a_t) hash"`` —
+    empty when decontamination removed nothing."""
+    if not row or not (row["removed_by_key"] or row["removed_by_hash"]):
+        return ""
+    text = (f"; {row['removed_by_key']} of {row['before']} removed by {row['key']} decontamination against "
+            f"{row['benchmark']}")
+    return text + (f", {row['removed_by_hash']} by (s_t, a_t) hash" if row["removed_by_hash"] else "")
+
+
+def tool_stats(stratum: str, tools: list[tuple[str, str]]) -> dict[str, Any]:
+    """Distinct (env, tool) pairs of a stratum's picks, the most frequent (ties: the smallest name)
+    and its share of the stratum."""
+    counts = Counter(tools)
+    if not counts:
+        return {"stratum": stratum, "tools": 0, "top_tool": None, "top_tool_share": 0.0}
+    (env, tool), n = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {"stratum": stratum, "tools": len(counts), "top_tool": f"{tool} ({env})",
+            "top_tool_share": round(n / len(tools), 3)}
+
+
+def strata_report(strata: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                  decontamination: list[dict[str, Any]] | None = None) -> "pd.DataFrame":
+    """The per-stratum table of a selection (or of a manifest: ``strata``, ``tools``,
+    ``decontamination``) with its tool columns and, for a mixture, the candidates before
+    decontamination and how many each rule removed — what the asset metadata and the summary show."""
+    import pandas as pd
+
+    table = pd.DataFrame(strata)
+    if tools:
+        table = table.merge(pd.DataFrame(tools), on="stratum", how="left")
+    if decontamination:
+        lost = pd.DataFrame(decontamination)
+        key = lost["key"].iloc[0]
+        lost = lost.rename(columns={"before": "before_decontamination", "removed_by_key": f"removed_by_{key}",
+                                    "removed_by_hash": "removed_by_sample_hash"})
+        table = table.merge(lost[["stratum", "before_decontamination", f"removed_by_{key}", "removed_by_sample_hash"]],
+                            on="stratum", how="left")
+    return table
 
 
 def _strata_rel(layout: DataLayout) -> str:
@@ -58,62 +112,97 @@ def _select(
     seed: int,
     exclude_sql: str = "",
 ) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
-    """Picks ``(step_id, stratum)`` in pick order, and the per-stratum table.
-
-    The usable strata rows (small: no states) are scanned once into an in-memory pool with their
-    seeded rank; every stratum is then a query over that pool."""
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE pool AS
-            SELECT step_id, env_id, sample_hash, outcome, delta_size, args_count, balance2_group,
-                   md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank
-            FROM {_strata_rel(layout)} WHERE NOT excluded {exclude_sql}""",
-        [seed],
-    )
-    usage: Counter[str] = Counter()
-    taken: set[str] = set()
-    picks: list[tuple[str, str]] = []
-    table = []
-    for name, predicate, quota in strata:
-        available, envs = con.execute(
-            f"SELECT count(DISTINCT sample_hash), count(DISTINCT env_id) FROM pool WHERE {predicate}").fetchone()
-        chosen = _pick_cell(con, predicate, quota, envs, usage, taken)
-        picks += [(step_id, name) for step_id, _ in chosen]
-        table.append({"stratum": name, "requested": quota, "available": int(available), "selected": len(chosen),
-                      "environments": len({e for _, e in chosen}), "missing": quota - len(chosen)})
-    con.execute("DROP TABLE pool")
+    """Picks ``(step_id, stratum)`` in pick order and the per-stratum table (see :func:`select_strata`)."""
+    picks, table, _, _ = select_strata(con, layout, strata, seed, exclude_sql)
     return picks, table
 
 
-def _pick_cell(con: duckdb.DuckDBPyConnection, predicate: str, quota: int, envs: int,
-               usage: Counter[str], taken: set[str]) -> list[tuple[str, str]]:
-    """:func:`pick_diverse` over the best-ranked candidates of every environment. Only the first
-    ``per_env`` of each environment are fetched; if picking exhausts an environment that had more,
-    the cell is picked again with a larger window, so the result equals picking from all candidates."""
-    per_env = 2 * (quota // max(envs, 1)) + 16
+def select_strata(
+    con: duckdb.DuckDBPyConnection,
+    layout: DataLayout,
+    strata: list[tuple[str, str, int]],  # (name, SQL predicate, quota)
+    seed: int,
+    exclude_sql: str = "",
+    decontamination: list[tuple[str, str]] | None = None,
+) -> tuple[list[tuple[str, str]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Picks ``(step_id, stratum)`` in pick order, the per-stratum table, the per-stratum tool
+    statistics (:func:`tool_stats`) and the per-stratum decontamination losses.
+
+    The usable strata rows (small: no states) are scanned once into an in-memory pool with their
+    seeded rank; every stratum is then a query over that pool. ``decontamination`` lists ``(name,
+    SQL condition)`` rules applied in order: the rows each removes are counted per stratum (in
+    distinct (s_t, a_t), like ``available``) before they leave the pool."""
+    rules = decontamination or []
+    flags = "".join(f", coalesce(({cond}), false) AS decon_{i}" for i, (_, cond) in enumerate(rules))
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE pool AS
+            SELECT step_id, env_id, tool, sample_hash, outcome, delta_size, args_count, balance2_group,
+                   md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank {flags}
+            FROM {_strata_rel(layout)} WHERE NOT excluded {exclude_sql}""",
+        [seed],
+    )
+    losses: list[dict[str, Any]] = []
+    if rules:
+        for name, predicate, _ in strata:
+            counts = [con.execute(f"SELECT count(DISTINCT sample_hash) FROM pool WHERE ({predicate})"
+                                  + "".join(f" AND NOT decon_{j}" for j in range(i))).fetchone()[0]
+                      for i in range(len(rules) + 1)]
+            losses.append({"stratum": name, "before": int(counts[0]),
+                           **{f"removed_by_{rule}": int(counts[i] - counts[i + 1]) for i, (rule, _) in enumerate(rules)}})
+        con.execute("DELETE FROM pool WHERE " + " OR ".join(f"decon_{i}" for i in range(len(rules))))
+    usage: Counter[str] = Counter()
+    pair_usage: Counter[tuple[str, str]] = Counter()
+    taken: set[str] = set()
+    picks: list[tuple[str, str]] = []
+    table, tools = [], []
+    for name, predicate, quota in strata:
+        available, pairs = con.execute(
+            f"SELECT count(DISTINCT sample_hash), count(DISTINCT (env_id, tool)) FROM pool WHERE {predicate}").fetchone()
+        chosen = _pick_cell(con, predicate, quota, pairs, usage, taken, pair_usage)
+        picks += [(step_id, name) for step_id, _, _ in chosen]
+        table.append({"stratum": name, "requested": quota, "available": int(available), "selected": len(chosen),
+                      "environments": len({e for _, e, _ in chosen}), "missing": quota - len(chosen)})
+        tools.append(tool_stats(name, [(e, t) for _, e, t in chosen]))
+    con.execute("DROP TABLE pool")
+    return picks, table, tools, losses
+
+
+def _pick_cell(con: duckdb.DuckDBPyConnection, predicate: str, quota: int, pairs: int,
+               usage: Counter[str], taken: set[str], pair_usage: Counter[tuple[str, str]] | None = None,
+               ) -> list[tuple[str, str, str]]:
+    """:func:`pick_diverse` over the best-ranked candidates of every (env, tool) pair; returns
+    ``(step_id, env_id, tool)`` in pick order. Only the first ``per_pair`` of each pair are fetched;
+    if picking exhausts a pair that had more, the cell is picked again with a larger window, so the
+    result equals picking from all candidates."""
+    pair_usage = Counter() if pair_usage is None else pair_usage
+    per_pair = 2 * (quota // max(pairs, 1)) + 16
     while True:
         candidates = con.execute(
-            f"""SELECT env_id, rank, step_id, sample_hash, count(*) OVER (PARTITION BY env_id) AS env_total
+            f"""SELECT env_id, rank, step_id, sample_hash, tool, count(*) OVER (PARTITION BY env_id, tool) AS pair_total
                 FROM pool WHERE {predicate}
-                QUALIFY row_number() OVER (PARTITION BY env_id ORDER BY rank) <= ?""",
-            [per_env],
+                QUALIFY row_number() OVER (PARTITION BY env_id, tool ORDER BY rank) <= ?""",
+            [per_pair],
         ).fetchall()
-        trial_usage, trial_taken = Counter(usage), set(taken)
-        exhausted: set[str] = set()
-        chosen = pick_diverse([c[:4] for c in candidates], quota, trial_usage, trial_taken, exhausted)
-        truncated = {c[0] for c in candidates if c[4] > per_env}
+        trial_usage, trial_pairs, trial_taken = Counter(usage), Counter(pair_usage), set(taken)
+        exhausted: set[tuple[str, str]] = set()
+        chosen = pick_diverse([c[:5] for c in candidates], quota, trial_usage, trial_taken, exhausted, trial_pairs)
+        truncated = {(c[0], c[4] or "") for c in candidates if c[5] > per_pair}
         if not (exhausted & truncated):
-            usage.clear()
-            usage.update(trial_usage)
+            for counter, trial in ((usage, trial_usage), (pair_usage, trial_pairs)):
+                counter.clear()
+                counter.update(trial)
             taken.clear()
             taken.update(trial_taken)
-            return chosen
-        per_env *= 4
+            tool_of = {c[2]: c[4] or "" for c in candidates}
+            return [(step_id, env, tool_of[step_id]) for step_id, env in chosen]
+        per_pair *= 4
 
 
 def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], picks: list[tuple[str, str]],
-            table: list[dict[str, Any]], on_shortfall: str, make_current: bool, why_empty: str = "") -> SelectionResult:
+            table: list[dict[str, Any]], on_shortfall: str, make_current: bool, why_empty: str = "",
+            tools: list[dict[str, Any]] | None = None, decontamination: list[dict[str, Any]] | None = None) -> SelectionResult:
     shortfalls = [t for t in table if t["missing"] > 0]
-    result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls)
+    result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls, list(tools or []), list(decontamination or []))
     if shortfalls and on_shortfall == "fail":
         raise ShortfallError(f"{kind} {version} cannot be filled: {result.shortfall_message()}")
     if not picks:  # never a usable version, whatever on_shortfall says
@@ -126,7 +215,8 @@ def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], p
     materialize_samples(layout, picks, strata_path(layout), out)
     (store.dir(version) / "sample_ids.txt").write_text("".join(f"{step_id}\n" for step_id, _ in picks))
     store.write_manifest(version, {"version": version, "kind": kind, "spec": spec, "strata": table,
-                                   "samples": len(picks), "shortfalls": shortfalls})
+                                   "samples": len(picks), "shortfalls": shortfalls, "tools": result.tools,
+                                   "decontamination": result.decontamination})
     if make_current:
         store.set_current(version)
     result.path = str(out)
@@ -144,11 +234,12 @@ def build_benchmark(
     cells = list(composition)
     if len({c.name for c in cells}) != len(cells):
         raise ValueError("composition cell names must be unique")
-    spec = {"seed": seed, "input": current_fingerprint(layout), "composition": [c.to_dict() for c in cells]}
+    spec = {"seed": seed, "input": current_fingerprint(layout), "composition": [c.to_dict() for c in cells],
+            "picking": PICKING_RULE}
     version = version_id(BENCHMARK, spec)
     with connect() as con:
-        picks, table = _select(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
-    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current)
+        picks, table, tools, _ = select_strata(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
+    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current, tools=tools)
 
 
 def build_mixture(
@@ -172,16 +263,18 @@ def build_mixture(
     bench_version = bench.resolve(benchmark_version)
     bench_samples = str(bench.samples(bench_version))
     spec = {"seed": seed, "input": current_fingerprint(layout), "sizes": sizes, "decontaminate": decontaminate,
-            "benchmark": bench_version}
+            "benchmark": bench_version, "picking": PICKING_RULE}
     version = version_id(MIXTURE, spec)
-    exclude = (f"AND {decontaminate} NOT IN (SELECT {decontaminate} FROM read_parquet('{bench_samples}')) "
-               f"AND sample_hash NOT IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")
+    rules = [("key", f"{decontaminate} IN (SELECT {decontaminate} FROM read_parquet('{bench_samples}'))"),
+             ("hash", f"sample_hash IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")]
     strata = [(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()]
     with connect() as con:
-        picks, table = _select(con, layout, strata, seed, exclude)
+        picks, table, tools, losses = select_strata(con, layout, strata, seed, decontamination=rules)
         why = ""
         if not picks:
             before = con.execute(f"SELECT count(*) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
             why = (f"decontamination against benchmark {bench_version} (by {decontaminate} and by (s_t, a_t) hash) "
                    f"leaves none of the {before} usable steps" if before else "there is no usable step (all excluded or none labeled)")
-    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why)
+    for row, loss in zip(table, losses):
+        loss.update({"key": decontaminate, "benchmark": bench_version, "after": row["available"]})
+    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses)

@@ -110,11 +110,19 @@ def current_fingerprint(layout: DataLayout) -> str:
 
 
 def cell_table(layout: DataLayout) -> "pd.DataFrame":
-    """Counts and distinct environments per (outcome, |Δ| bucket, argument cardinality) cell."""
+    """Counts, distinct environments and distinct tools ((env, tool) pairs; the most frequent one and
+    its share of the cell's steps) per (outcome, |Δ| bucket, argument cardinality) cell."""
+    from pipeline.store.queries import tool_spread_sql
+
     con = connect()
+    rel = f"read_parquet('{strata_path(layout)}')"
+    key = "outcome || '|' || delta_bucket || '|' || args_cardinality"
     return con.execute(
-        f"""SELECT outcome, delta_bucket, args_cardinality, count(*) AS steps, count(DISTINCT env_id) AS environments
-            FROM read_parquet('{strata_path(layout)}') GROUP BY ALL ORDER BY outcome, delta_bucket, args_cardinality"""
+        f"""SELECT c.outcome, c.delta_bucket, c.args_cardinality, c.steps, c.environments, t.tools, t.top_tool, t.top_tool_share
+            FROM (SELECT outcome, delta_bucket, args_cardinality, {key} AS grp, count(*) AS steps,
+                         count(DISTINCT env_id) AS environments FROM {rel} GROUP BY ALL) c
+            JOIN ({tool_spread_sql(rel, key)}) t USING (grp)
+            ORDER BY outcome, delta_bucket, args_cardinality"""
     ).df()
 
 

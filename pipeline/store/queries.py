@@ -54,8 +54,22 @@ def steps_by_env(layout: DataLayout) -> pd.DataFrame:
     ).df()
 
 
+def tool_spread_sql(relation: str, group_sql: str, where: str = "true") -> str:
+    """SQL: per group of ``relation`` (rows with ``env_id`` and ``tool``), the distinct (env, tool)
+    pairs (``tools``), the most frequent pair written ``tool (env_id)`` (``top_tool``; ties: the
+    smallest tool, then env) and its share of the group's rows (``top_tool_share``, 0–1, 3 decimals)."""
+    return f"""WITH pairs AS (
+                 SELECT {group_sql} AS grp, env_id, tool, count(*) AS n FROM {relation} WHERE {where} GROUP BY ALL),
+               ranked AS (
+                 SELECT grp, tool || ' (' || env_id || ')' AS top_tool, n, count(*) OVER (PARTITION BY grp) AS tools,
+                        sum(n) OVER (PARTITION BY grp) AS total
+                 FROM pairs QUALIFY row_number() OVER (PARTITION BY grp ORDER BY n DESC, tool, env_id) = 1)
+               SELECT grp, tools, top_tool, round(n / total, 3) AS top_tool_share FROM ranked"""
+
+
 def cell_coverage(layout: DataLayout, factor: float = 2.0) -> pd.DataFrame:
-    """Candidates and distinct environments per benchmark cell (DESIGN §5), against ``factor`` × quota."""
+    """Candidates, distinct environments, tasks and tools (distinct (env, tool) pairs, with the top
+    tool's share of the candidates) per benchmark cell (DESIGN §5), against ``factor`` × quota."""
     from pipeline.strata import BENCHMARK_CELL_SQL, BENCHMARK_CELLS
 
     con = duckdb.connect()
@@ -64,14 +78,19 @@ def cell_coverage(layout: DataLayout, factor: float = 2.0) -> pd.DataFrame:
                    count(DISTINCT task_id) AS tasks
             FROM {_steps(layout)} GROUP BY ALL"""
     ).df().set_index("cell")
+    spread = con.sql(tool_spread_sql(_steps(layout), BENCHMARK_CELL_SQL)).df().set_index("grp")
     rows = []
     for c in BENCHMARK_CELLS:
         have = df.loc[c.name] if c.name in df.index else None
+        tools = spread.loc[c.name] if c.name in spread.index else None
         n = int(have["candidates"]) if have is not None else 0
         rows.append({
             "cell": c.name, "quota": c.quota, "candidates": n,
             "environments": int(have["environments"]) if have is not None else 0,
             "tasks": int(have["tasks"]) if have is not None else 0,
+            "tools": int(tools["tools"]) if tools is not None else 0,
+            "top_tool": tools["top_tool"] if tools is not None else "",
+            "top_tool_share": float(tools["top_tool_share"]) if tools is not None else 0.0,
             f"≥{factor:g}×quota": "yes" if n >= factor * c.quota else "NO",
         })
     return pd.DataFrame(rows)
