@@ -31,7 +31,7 @@ from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import LABELER_VERSION, CodeRefs, Prelabels, step_row, trajectory_issues
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout, step_part_partition
-from pipeline.store.parquet_io import atomic_path, write_table
+from pipeline.store.parquet_io import atomic_path, write_arrow, write_table
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
 
 Log = Callable[[str], None]
@@ -129,8 +129,22 @@ def label(
             report.issues.extend(meta["issues"])
             continue
         trajectories = [row_to_trajectory(r) for r in chunk]
-        kept = prelabels.rows(chunk)  # labels observed at collection: those calls are not executed again
-        report.prelabeled += len(kept)
+        kept_table, kept_ids = prelabels.table(chunk)  # labels observed at collection: not executed again
+        report.prelabeled += len(kept_ids)
+        if len(kept_ids) == len(trajectories):  # the whole chunk: Arrow slices straight to the part
+            write_arrow(part, kept_table, schema.STEPS)
+            with atomic_path(sidecar) as tmp:
+                issues = [{"stage": "label", "task_id": t.task_id, "trajectory_id": t.trajectory_id, "origin": "",
+                           "reason": m} for t in trajectories for m in prelabels.issues.get(t.trajectory_id, [])]
+                tmp.write_text(json.dumps({"steps": kept_table.num_rows, "issues": issues, "timing": None}))
+            report.parts_written += 1
+            report.steps += kept_table.num_rows
+            report.issues.extend(issues)
+            log(f"labeled part {part.name}: {len(chunk)} trajectories, {kept_table.num_rows} steps (labels kept from collection)")
+            continue
+        kept: dict[str, list[dict[str, Any]]] = {}
+        for row in kept_table.to_pylist():
+            kept.setdefault(row["trajectory_id"], []).append(row)
         with atomic_path(marker) as tmp:  # names the environments if this process dies mid-chunk
             tmp.write_text(json.dumps({"part": part.name, "environments": sorted({t.env_id for t in trajectories}),
                                        "trajectories": [t.trajectory_id for t in trajectories]}))

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import pyarrow as pa
-import pyarrow.dataset as ds
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import blobs, registry
@@ -108,7 +109,11 @@ def sidecar(path: Path) -> Path:
 
 
 class Prelabels:
-    """Reader: the collected labels of trajectories, when they were labeled under this run's config."""
+    """Reader: the collected labels of trajectories, when they were labeled under this run's config.
+
+    Collection writes them in the order of the trajectories table, which is the order the labeling
+    stage walks it, so they are read as one sequential stream of Arrow batches (a chunk whose
+    trajectories are all covered is written as Arrow slices, never as Python rows)."""
 
     def __init__(self, path: Path, limits: Limits) -> None:
         self.usable = False
@@ -121,18 +126,37 @@ class Prelabels:
             return
         self.usable = True
         self.issues = meta.get("issues", {})
-        self.dataset = ds.dataset(str(path), format="parquet")
+        self._batches = pq.ParquetFile(str(path)).iter_batches(batch_size=8192)
+        self._pending = pa.Table.from_batches([], schema=COLLECTED)
 
-    def rows(self, trajectories: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        """Step rows by trajectory id, for the trajectories (table rows) whose fingerprint matches."""
+    def _next_rows(self, wanted: set[str]) -> pa.Table:
+        """The rows at the head of the stream that belong to ``wanted`` trajectories."""
+        taken = []
+        while True:
+            if self._pending.num_rows == 0:
+                batch = next(self._batches, None)
+                if batch is None:
+                    break
+                self._pending = pa.Table.from_batches([batch])
+            inside = pc.is_in(self._pending.column("trajectory_id"), value_set=pa.array(sorted(wanted)))
+            outside = pc.indices_nonzero(pc.invert(inside))
+            cut = outside[0].as_py() if len(outside) else self._pending.num_rows
+            taken.append(self._pending.slice(0, cut))
+            self._pending = self._pending.slice(cut)
+            if self._pending.num_rows:
+                break
+        return pa.concat_tables(taken) if taken else self._pending.slice(0, 0)
+
+    def table(self, trajectories: list[dict[str, Any]]) -> tuple[pa.Table, set[str]]:
+        """(step rows without the fingerprint, ids of the covered trajectories) for a chunk of
+        trajectory-table rows; a trajectory is covered when its collected fingerprint matches."""
         if not self.usable:
-            return {}
+            return pa.Table.from_batches([], schema=schema.STEPS), set()
         wanted = {r["trajectory_id"]: r["fingerprint"] for r in trajectories}
-        table = self.dataset.to_table(filter=ds.field("trajectory_id").isin(list(wanted)))
-        out: dict[str, list[dict[str, Any]]] = {}
-        for row in table.to_pylist():
-            if wanted.get(row["trajectory_id"]) == row.pop("trajectory_fingerprint"):
-                out.setdefault(row["trajectory_id"], []).append(row)
-        for steps in out.values():
-            steps.sort(key=lambda r: r["step_index"])
-        return out
+        rows = self._next_rows(set(wanted))
+        pairs = pa.Table.from_arrays([rows.column("trajectory_id"), rows.column("trajectory_fingerprint")],
+                                     names=["t", "f"]).group_by(["t", "f"]).aggregate([]).to_pylist()
+        covered = {p["t"] for p in pairs if wanted.get(p["t"]) == p["f"]}
+        if len(covered) < len({p["t"] for p in pairs}):  # a stale row among them: keep only the matching ones
+            rows = rows.filter(pc.is_in(rows.column("trajectory_id"), value_set=pa.array(sorted(covered))))
+        return rows.drop_columns(["trajectory_fingerprint"]).cast(schema.STEPS), covered
