@@ -25,14 +25,24 @@ class UntrustedData(ValueError):
 
 
 def _parse_canonical(text: Any, what: str) -> tuple[Any, str]:
-    """(value, canonical text) of a JSON text from inside, re-canonicalised here."""
+    """(value, canonical text) of a JSON text from inside, re-canonicalised here.
+
+    Fast path: a text that re-serialises to itself is canonical already (sorted keys, compact, no
+    NaN), so the Python-level walk of ``canonicalize`` is skipped; any other text is canonicalised."""
     if not isinstance(text, str):
         raise UntrustedData(f"{what} is not a JSON text")
     try:
-        value = canonicalize(json.loads(text))
+        value = json.loads(text)
+        try:
+            again = canonical_json(value)
+        except ValueError:  # NaN/Infinity: canonicalize encodes them
+            again = None
+        if again != text:
+            value = canonicalize(value)
+            again = canonical_json(value)
     except (ValueError, RecursionError) as exc:
         raise UntrustedData(f"{what} is not valid JSON: {str(exc)[:200]}") from None
-    return value, canonical_json(value)
+    return value, again
 
 
 def _text(value: Any, limit: int) -> str | None:
