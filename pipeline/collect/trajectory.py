@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pipeline.envs.protocol import EnvSpec
@@ -47,13 +48,21 @@ class Trajectory:
     def env_id(self) -> str:
         return self.env.env_id
 
-    def fingerprint(self) -> str:
-        """Content hash of everything that determines the labels of this trajectory."""
-        # no sort_keys: dict order of an init config can change what the env code builds
-        actions = [{k: v for k, v in asdict(a).items() if k != "observed_after_hash"} for a in self.actions]
+    @cached_property
+    def _fingerprint(self) -> str:
+        # no sort_keys: dict order of an init config can change what the env code builds. The payload is
+        # what ``asdict`` gives, built without its deep copies (a trajectory's config can be large).
+        env = {"source": self.env.source, "env_id": self.env.env_id, "init_config": self.env.init_config,
+               "options": self.env.options}
+        actions = [{"name": a.name, "arguments": a.arguments, "turn": a.turn, "call": a.call, "mutated_arg": a.mutated_arg}
+                   for a in self.actions]
         payload = json.dumps(
-            {"env": asdict(self.env), "actions": actions, "seed": self.seed, "clock_start": self.clock_start},
+            {"env": env, "actions": actions, "seed": self.seed, "clock_start": self.clock_start},
             default=repr,
             separators=(",", ":"),
         )
         return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
+
+    def fingerprint(self) -> str:
+        """Content hash of everything that determines the labels of this trajectory (computed once)."""
+        return self._fingerprint

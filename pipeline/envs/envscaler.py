@@ -22,6 +22,7 @@ from the return value's ``success`` field.
 from __future__ import annotations
 
 import ast
+import functools
 import copy
 import json
 import re
@@ -418,15 +419,24 @@ def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[st
     return {"type": "function", "function": {**fn_schema, "parameters": {"type": "object", **params}}}, None
 
 
-def method_source(code: str, class_name: str, method: str) -> str:
-    """``code(a_t)``: the method's source, extracted from the class code with ``ast``."""
-    tree = ast.parse(code)
-    for node in tree.body:
+@functools.lru_cache(maxsize=256)
+def _method_sources(code: str, class_name: str) -> dict[str, str]:
+    """Every method's source in the class, from one parse of the class code."""
+    out: dict[str, str] = {}
+    for node in ast.parse(code).body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method:
-                    return textwrap.dedent(ast.get_source_segment(code, item, padded=True) or "")
-    raise KeyError(f"{class_name}.{method} not found in the class code")
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out.setdefault(item.name, textwrap.dedent(ast.get_source_segment(code, item, padded=True) or ""))
+    return out
+
+
+def method_source(code: str, class_name: str, method: str) -> str:
+    """``code(a_t)``: the method's source, extracted from the class code with ``ast``."""
+    try:
+        return _method_sources(code, class_name)[method]
+    except KeyError:
+        raise KeyError(f"{class_name}.{method} not found in the class code") from None
 
 
 def outcome(name: str, raised: bool, value: Any) -> str:

@@ -36,12 +36,16 @@ class CodeRefs:
 
     def __init__(self) -> None:
         self._refs: dict[tuple[str, str, str], str | None] = {}
+        self._envs: dict[tuple[str, str], Any] = {}
 
     def ref(self, traj: Trajectory, tool: str) -> str | None:
-        key = (traj.source, json.dumps(traj.env.options, sort_keys=True), tool)
+        spec = (traj.source, json.dumps(traj.env.options, sort_keys=True))
+        key = (*spec, tool)
         if key not in self._refs:
             try:
-                env = registry.static(traj.env)
+                if spec not in self._envs:
+                    self._envs[spec] = registry.static(traj.env)
+                env = self._envs[spec]
                 self._refs[key] = blobs.ref_of(env.source_of(tool)) if env.has_tool(tool) else None
             except Exception:
                 self._refs[key] = None
