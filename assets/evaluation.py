@@ -3,12 +3,12 @@
 import asyncio
 from typing import Literal
 
-from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from pipeline.evaluate import results
-from pipeline.evaluate.harness import evaluate, run_id
+from pipeline.evaluate.harness import MostRequestsFailed, evaluate, run_id
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
 from pipeline.report import md_table
@@ -31,7 +31,13 @@ class SimulatorConfig(Config):
     extra_body: dict = Field(default_factory=dict, description="Extra request fields, e.g. thinking switches.")
     concurrency: int = 8
     timeout_s: float = 120.0
-    max_retries: int = 4
+    max_retries: int = Field(default=4, description="Retries with backoff on 429 / 5xx / timeouts / connection errors.")
+    max_response_bytes: int = Field(
+        default=1_000_000, description="Cap on a response body: a larger one is refused at the HTTP layer, unread, "
+                                       "and the sample is a request failure.")
+    max_request_failure_share: float = Field(
+        default=0.5, description="Fail the asset (after recording every result) when more than this share of a "
+                                 "simulator's requests in the run failed (timeouts, 5xx, malformed or oversized responses).")
 
 
 class EvalConfig(Config):
@@ -51,11 +57,14 @@ def simulator_eval(
     evaluation code's numbers) and cm_changed_paths of each simulator on a benchmark version (ours or an
     imported one), per stratum / |Δ| / environment / argument count, in DuckDB (`eval_runs`,
     `eval_results`, `eval_by_stratum`, `eval_by_delta`, …). Results are persisted per sample, so a
-    re-run resumes."""
+    re-run resumes. Failed requests (timeouts, 5xx, malformed or oversized responses) are recorded apart
+    (`status = 'request_failed'`, the reason in `request_error`), never scored as wrong answers, and asked
+    again on a re-run; a simulator whose requests mostly failed fails the asset with the endpoint's errors
+    once every simulator's results are stored."""
     layout = store.layout()
     version, samples = load_samples(layout, config.split_version)
     paths = [layout.eval_results(version, sim_cfg.name) for sim_cfg in config.simulators]  # every name checked first
-    run_ids = []
+    run_ids, endpoint_failures = [], []
     for sim_cfg, path in zip(config.simulators, paths):
         spec = SimulatorSpec(**sim_cfg.model_dump())
         simulator = make_simulator(spec)
@@ -66,12 +75,23 @@ def simulator_eval(
             finally:
                 await simulator.aclose()
 
-        report = asyncio.run(run())
+        try:
+            report = asyncio.run(run())
+        except MostRequestsFailed as exc:  # recorded; the other simulators still run, the asset fails below
+            report = exc.report
+            endpoint_failures.append(str(exc))
+            context.log.error(str(exc))
         context.log.info(f"{report.run_id}: {report.completed} scored, {report.skipped} resumed, "
-                         f"{report.request_errors} request errors in {report.seconds:.1f}s")
+                         f"{report.request_errors} request failures in {report.seconds:.1f}s"
+                         + (f" ({report.endpoint_errors()})" if report.request_errors else ""))
         run_ids.append(run_id(spec.name, version))
         with duckdb.get_connection() as con:
             results.load_run(con, path, run_ids[-1])
+    if endpoint_failures:
+        with duckdb.get_connection() as con:
+            table = results.summary(con, run_ids)
+        raise Failure(description="; ".join(endpoint_failures),
+                      metadata={"split_version": version, "summary": MetadataValue.md(md_table(table, index=False))})
     with duckdb.get_connection() as con:
         table = results.summary(con, run_ids)
         plot = results.cm_by_delta_plot(con, run_ids, layout.eval_dir(version) / "cm_by_delta.png")

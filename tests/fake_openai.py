@@ -1,6 +1,12 @@
 """A small OpenAI-compatible chat-completions server on 127.0.0.1 (real HTTP, for the unpatched
 ``openai`` client). It answers each prompt according to a mode: correct, wrong, garbage, fenced,
-429/500 bursts, slow, hang, or 401."""
+429/500 bursts, slow, hang, or 401 — and the bad answers of a broken endpoint: ``not_json`` (a 200
+whose body is an HTML error page), ``choices_type`` (``choices`` an object), ``content_type``
+(``content`` a JSON object instead of a string), ``deep_answer`` (a string answer nested 100 000
+levels), ``deep_body`` (``content`` itself a list nested 100 000 levels, written raw), ``stream_huge``
+(a 200 MB chunked body without a length) and ``huge_length`` (200 MB with its ``Content-Length``).
+Prompts in ``failing`` always get a 500, whatever the mode. ``bytes_sent`` counts the body bytes the
+streaming modes managed to write before the client hung up."""
 
 from __future__ import annotations
 
@@ -13,6 +19,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class _Server(ThreadingHTTPServer):
     request_queue_size = 512  # bursts of concurrent clients must not be refused
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):  # a client hanging up is no error
+            super().handle_error(request, client_address)
 from typing import Any
 
 
@@ -25,6 +37,9 @@ class FakeOpenAI:
         self.failures: dict[str, int] = {}  # user prompt -> remaining transient failures (429/500 modes)
         self.burst = 2
         self.requests = 0
+        self.failing: set[str] = set()  # user prompts that always get a 500
+        self.huge_bytes = 200 * 1024 * 1024  # the streaming modes' body size
+        self.bytes_sent = 0
         self.lock = threading.Lock()
         self.server = _Server(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -44,6 +59,8 @@ class FakeOpenAI:
 
     def _reply(self, prompt: str) -> tuple[int, dict[str, Any] | None, str | None]:
         mode = self.mode
+        if prompt in self.failing:
+            return 500, {"error": {"message": "the model server crashed", "type": "server_error"}}, None
         if mode == "401":
             return 401, {"error": {"message": "Incorrect API key", "type": "invalid_request_error", "code": "invalid_api_key"}}, None
         if mode in ("429", "500"):
@@ -95,6 +112,8 @@ class FakeOpenAI:
                         "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
                     })
                 prompt = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
+                if fake.mode in BROKEN and prompt not in fake.failing:
+                    return self._broken(fake.mode, body, prompt)
                 status, error, text = fake._reply(prompt)
                 if error is not None:
                     return self._send(status, error)
@@ -106,17 +125,64 @@ class FakeOpenAI:
                 })
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+                self._send_raw(status, json.dumps(payload).encode())
+
+            def _send_raw(self, status: int, data: bytes, content_type: str = "application/json") -> None:
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
+            def _broken(self, mode: str, body: dict[str, Any], prompt: str) -> None:
+                """A 200 that is not a usable chat completion (see the module doc)."""
+                head = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                        "model": body.get("model", ""), "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+                message = {"role": "assistant", "content": fake.answers.get(prompt, "")}
+                choice = {"index": 0, "finish_reason": "stop", "message": message}
+                if mode == "not_json":
+                    return self._send_raw(200, b"<html><body><h1>502 Bad Gateway</h1>nginx</body></html>")
+                if mode == "choices_type":
+                    return self._send(200, {**head, "choices": {"0": choice}})
+                if mode == "content_type":
+                    content = json.loads(message["content"]) if message["content"] else {"feedback": None}
+                    return self._send(200, {**head, "choices": [{**choice, "message": {**message, "content": content}}]})
+                if mode == "deep_answer":
+                    deep = '{"feedback": ' + "[" * DEEP + "]" * DEEP + ', "config_changes": []}'
+                    return self._send(200, {**head, "choices": [{**choice, "message": {**message, "content": deep}}]})
+                if mode == "deep_body":
+                    raw = json.dumps({**head, "choices": [{**choice, "message": {**message, "content": "@@"}}]})
+                    return self._send_raw(200, raw.replace('"@@"', "[" * DEEP + "]" * DEEP).encode())
+                # stream_huge / huge_length: a valid start, then 'x' until huge_bytes, in 1 MiB writes
+                start = json.dumps({**head, "choices": [{**choice, "message": {**message, "content": "@@"}}]}).split('@@"')[0]
+                chunk = b"x" * (1024 * 1024)
+                pieces = [start.encode()] + [chunk] * (fake.huge_bytes // len(chunk))
+                self.close_connection = True
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    if mode == "huge_length":
+                        self.send_header("Content-Length", str(sum(map(len, pieces))))
+                    else:
+                        self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for piece in pieces:
+                        self.wfile.write(piece if mode == "huge_length" else b"%x\r\n%s\r\n" % (len(piece), piece))
+                        with fake.lock:
+                            fake.bytes_sent += len(piece)
+                    if mode != "huge_length":
+                        self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
         return Handler
+
+
+BROKEN = ("not_json", "choices_type", "content_type", "deep_answer", "deep_body", "stream_huge", "huge_length")
+DEEP = 100_000
 
 
 def serve_forever(mode: str = "correct", latency_s: float = 0.0) -> None:

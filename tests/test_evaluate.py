@@ -12,7 +12,7 @@ from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
 from pipeline.evaluate import results
-from pipeline.evaluate.harness import evaluate, finished_steps
+from pipeline.evaluate.harness import MostRequestsFailed, evaluate, finished_steps
 from pipeline.evaluate.metrics import config_match, config_match_changed_paths, feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
@@ -106,7 +106,7 @@ def spec(server, **kw):
     ("correct", 1.0, 1.0, 1.0),
     ("fenced", 1.0, 1.0, 1.0),
     ("garbage", 0.0, 0.0, 0.0),
-    ("huge", 0.0, 0.0, 0.0),
+    ("huge", 0.0, 0.0, 0.0),  # a 3 MB answer under an 8 MB body cap: parsed and refused as too long
     ("429", 1.0, 1.0, 1.0),  # retried with backoff by the client
     ("500", 1.0, 1.0, 1.0),
 ])
@@ -114,7 +114,7 @@ def test_harness_modes(split, tmp_path, mode, fm, cm, parse_ok):
     _, version, samples, answers = split
     subset = samples[:30]
     with FakeOpenAI(answers, mode) as server:
-        report = run(subset, spec(server), version, tmp_path / "r.jsonl")
+        report = run(subset, spec(server, max_response_bytes=8_000_000), version, tmp_path / "r.jsonl")
     out = rows(tmp_path / "r.jsonl")
     assert report.completed == 30 and report.request_errors == 0 and len(out) == 30
     assert sum(r["fm"] for r in out) / 30 == fm
@@ -153,7 +153,9 @@ def test_timeouts_are_counted_and_retried_on_rerun(split, tmp_path):
     with FakeOpenAI(answers, "correct") as server:
         run(samples[:1], spec(server), version, path)  # the pre-flight sample succeeds
         server.mode = "hang"
-        report = run(samples[:6], spec(server, timeout_s=0.5, max_retries=0), version, path)
+        with pytest.raises(MostRequestsFailed, match=r"5 of 5 requests .* failed .*timeout after 0.5s") as failed:
+            run(samples[:6], spec(server, timeout_s=0.5, max_retries=0), version, path)  # recorded, then failed
+        report = failed.value.report
         assert report.skipped == 1 and report.request_errors == 5
         assert all(r["request_error"] and not r["cm"] for r in rows(path)[1:])
         server.mode = "correct"

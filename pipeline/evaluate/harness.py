@@ -2,14 +2,24 @@
 persistence — every finished sample is appended (and flushed) to the run's JSON-lines file at once,
 so a killed run loses at most the requests in flight and a re-run of the same (simulator, split
 version) skips every sample whose request completed. Cost per sample is constant: nothing is
-rewritten."""
+rewritten.
+
+Two kinds of failure are kept apart. A *model error* — an answer that does not parse, changes that do
+not apply, a wrong answer — is scored (0) and the sample is finished (``status = 'answered'``). A
+*request failure* — a timeout, 429 / 5xx after the client's retries, a lost connection, a body that is
+not a chat completion (not JSON, ``choices`` not a list, non-string ``content``, nested too deep) or one
+over ``max_response_bytes`` — is the endpoint's: recorded with its reason (``status =
+'request_failed'``, ``request_error``), its metrics NULL (not a wrong answer in any denominator), and
+asked again on a re-run. When more than ``max_request_failure_share`` of a run's requests failed, the
+run raises :class:`MostRequestsFailed` with the endpoint's errors — after every result is on disk."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,6 +28,7 @@ from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import Completion, EndpointError, Simulator
 
 MAX_STORED_ANSWER = 20_000
+ANSWERED, REQUEST_FAILED = "answered", "request_failed"
 
 
 @dataclass
@@ -28,6 +39,25 @@ class RunReport:
     completed: int
     request_errors: int
     seconds: float
+    failure_reasons: Counter[str] = field(default_factory=Counter)  # request_error -> count, this run
+
+    @property
+    def asked(self) -> int:
+        """Requests sent in this run (answered or failed)."""
+        return self.completed + self.request_errors
+
+    def endpoint_errors(self, top: int = 3) -> str:
+        """The most frequent request failures of this run, with their counts."""
+        return "; ".join(f"{reason} (x{n})" for reason, n in self.failure_reasons.most_common(top))
+
+
+class MostRequestsFailed(EndpointError):
+    """More than the allowed share of a run's requests failed: the endpoint, not the model, is the
+    problem. Raised after every result (answered or failed) is recorded; ``report`` says what ran."""
+
+    def __init__(self, message: str, report: RunReport) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 def run_id(simulator: str, version: str) -> str:
@@ -53,21 +83,29 @@ def finished_steps(path: Path, prompt: str | None = None) -> set[str]:
 
 def result_row(sample: dict[str, Any], completion: Completion, sim_name: str, model: str, version: str,
                prompt: str = "envsim") -> dict[str, Any]:
-    """One result line: the sample's labels, every metric, parse and request errors, the prompt template."""
-    parsed = parse_answer(completion.text) if completion.error is None else None
-    s = score(sample, parsed.answer if parsed else None, completion.text if completion.error is None else None)
-    return {
+    """One result line: the sample's labels, every metric, parse and request errors, the prompt template.
+    A failed request (``completion.error``) is not scored: its metrics are NULL, ``status`` says why."""
+    row: dict[str, Any] = {
         "run_id": run_id(sim_name, version), "simulator": sim_name, "model": model, "split_version": version,
         "step_id": sample["step_id"], "stratum": sample["stratum"], "env_id": sample["env_id"], "tool": sample["tool"],
         "outcome": sample["outcome"], "delta_size": int(sample["delta_size"]), "args_count": int(sample["args_count"]),
-        "prompt": prompt, "fm": s.fm, "cm": s.cm, "cm_changed_paths": s.cm_changed_paths,
-        "cm_reference": s.cm_reference, "fm_reference": s.fm_reference, "reference_error": s.reference_error,
-        "parse_ok": bool(parsed and parsed.ok), "parse_error": parsed.error if parsed else None,
-        "change_error": s.change_error if parsed and parsed.ok else None,
+        "prompt": prompt, "status": ANSWERED if completion.error is None else REQUEST_FAILED,
+        "fm": None, "cm": None, "cm_changed_paths": None, "cm_reference": None, "fm_reference": None,
+        "reference_error": None, "parse_ok": None, "parse_error": None, "change_error": None,
         "request_error": completion.error, "latency_s": completion.latency_s,
         "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-        "answer": (completion.text or "")[:MAX_STORED_ANSWER], "seq": time.time_ns(),
+        "answer": completion.text[:MAX_STORED_ANSWER] if isinstance(completion.text, str) else "", "seq": time.time_ns(),
     }
+    if completion.error is not None:
+        return row
+    parsed = parse_answer(completion.text)
+    s = score(sample, parsed.answer, completion.text if isinstance(completion.text, str) else None)
+    row.update({
+        "fm": s.fm, "cm": s.cm, "cm_changed_paths": s.cm_changed_paths, "cm_reference": s.cm_reference,
+        "fm_reference": s.fm_reference, "reference_error": s.reference_error, "parse_ok": parsed.ok,
+        "parse_error": parsed.error, "change_error": s.change_error if parsed.ok else None,
+    })
+    return row
 
 
 async def evaluate(
@@ -77,8 +115,13 @@ async def evaluate(
     results: Path,
     concurrency: int | None = None,
     progress: Callable[[int, int], None] = lambda done, total: None,
+    max_failure_share: float | None = None,
 ) -> RunReport:
-    """Score ``samples`` with ``simulator``, appending each result to ``results`` as it finishes."""
+    """Score ``samples`` with ``simulator``, appending each result to ``results`` as it finishes.
+
+    Raises :class:`MostRequestsFailed` (after recording everything) when more than
+    ``max_failure_share`` (default: the spec's ``max_request_failure_share``) of the requests sent
+    in this run failed."""
     spec = simulator.spec
     started = time.perf_counter()
     done = finished_steps(results, spec.prompt)
@@ -92,6 +135,8 @@ async def evaluate(
             fh.flush()
             report.completed += row["request_error"] is None
             report.request_errors += row["request_error"] is not None
+            if row["request_error"] is not None:
+                report.failure_reasons[row["request_error"]] += 1
             progress(report.completed + report.skipped, report.samples)
 
         if todo:  # a pre-flight request: an endpoint that is down or refuses the key fails the run here
@@ -115,4 +160,11 @@ async def evaluate(
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
     report.seconds = time.perf_counter() - started
+    share = spec.max_request_failure_share if max_failure_share is None else max_failure_share
+    if report.asked and report.request_errors / report.asked > share:
+        raise MostRequestsFailed(
+            f"{spec.name}: {report.request_errors} of {report.asked} requests to {spec.base_url or spec.kind} failed "
+            f"({100 * report.request_errors / report.asked:.0f}% > {100 * share:g}% allowed by "
+            f"max_request_failure_share); the endpoint's errors: {report.endpoint_errors()}. "
+            f"{report.completed} answered samples are recorded and will not be asked again", report)
     return report

@@ -16,6 +16,10 @@ evaluation code computes, quirks included — :mod:`pipeline.evaluate.reference`
 
 States are compared in their plain form (:func:`pipeline.export.protocol.plain`), so an answer that
 writes a big integer as a JSON number matches a state that stores it as ``{"$int": …}``.
+
+Bounded (:mod:`pipeline.evaluate.bounds`): a feedback string nested deeper than ``MAX_DEPTH`` levels is
+compared as its text (not parsed), a change whose path has more than ``MAX_PATH_PARTS`` parts does not
+apply (CM: 0 with that reason; ``cm_changed_paths``: skipped) — no ``RecursionError``, no unbounded work.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.evaluate.bounds import MAX_DEPTH, MAX_PATH_PARTS, long_path, path_parts, too_deep, value_depth
 from pipeline.evaluate.reference import score_reference
 from pipeline.export.protocol import CHANGE_TYPES, ChangeError, apply_changes, change_value, parse_observation, plain, resolve_path
 from pipeline.state.canonical import canonical_json, canonicalize
@@ -34,13 +39,27 @@ def _canon(value: Any) -> str:
     return canonical_json(canonicalize(value))
 
 
+def _observation(value: Any) -> Any:
+    """:func:`parse_observation`, except that a string nested too deep to parse safely stays text."""
+    if not isinstance(value, str) or too_deep(value):
+        return value
+    try:
+        parsed = parse_observation(value)
+    except RecursionError:  # nesting hidden from the bracket scan by closers inside strings
+        return value
+    return value if value_depth(parsed) > MAX_DEPTH else parsed
+
+
 def feedback_match(predicted: Any, raw_observation: str) -> bool:
     """Exact FM: both sides parsed (JSON, then Python literal), compared as canonical JSON."""
-    return _canon(plain(canonicalize(parse_observation(predicted)))) == _canon(plain(canonicalize(parse_observation(raw_observation))))
+    return _canon(plain(canonicalize(_observation(predicted)))) == _canon(plain(canonicalize(_observation(raw_observation))))
 
 
 def config_match(state_before: Any, state_after: Any, changes: Any) -> tuple[bool, str | None]:
     """Exact CM: ``(match, why the changes do not apply)``."""
+    too_long = long_path(changes)
+    if too_long:
+        return False, too_long
     try:
         predicted = apply_changes(plain(state_before), changes)
     except ChangeError as exc:
@@ -53,6 +72,8 @@ def _lenient_apply(state: Any, changes: Any) -> Any:
     result = copy.deepcopy(state)
     for change in changes if isinstance(changes, list) else []:
         if not isinstance(change, dict) or not isinstance(change.get("type"), str):
+            continue
+        if path_parts(change.get("path")) > MAX_PATH_PARTS:
             continue
         kind = CHANGE_TYPES.get(change["type"], "modify")
         try:

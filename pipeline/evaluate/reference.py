@@ -29,8 +29,10 @@ Each quirk, and the test case that pins it (``tests/test_reference_metrics.py``)
 8. Where the reference script *raises* on an answer (``config_changes`` not a list of objects, an
    answer that is a JSON list, an unhashable path element) it drops the sample from its totals; a
    per-sample score cannot do that, so we score it 0 and say why in ``reference_error``. Positions
-   that would make the reference allocate without bound (an index beyond ``MAX_INDEX_GROWTH``) are
-   treated the same way.
+   that would make the reference allocate without bound (an index beyond ``MAX_INDEX_GROWTH``, a path
+   of more than ``MAX_PATH_PARTS`` parts, each of which would create a nested object) are treated the
+   same way, and so is an answer nested deeper than ``MAX_DEPTH`` levels (where the script would hit
+   Python's recursion limit): never a ``RecursionError`` here (:mod:`pipeline.evaluate.bounds`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from json_repair import repair_json
+
+from pipeline.evaluate.bounds import MAX_DEPTH, MAX_PATH_PARTS, too_deep, value_depth
 
 MAX_INDEX_GROWTH = 100_000
 _THINK = re.compile(r"<think>[\s\S]*?</think>", re.IGNORECASE)
@@ -81,7 +85,7 @@ def _first_object(text: str) -> Any:
                 for attempt in (candidate, _TRAILING_COMMA_ARR.sub("]", _TRAILING_COMMA_OBJ.sub("}", candidate))):
                     try:
                         return json.loads(attempt)
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         pass
                 start = None
     return None
@@ -89,8 +93,13 @@ def _first_object(text: str) -> Any:
 
 def extract_json(text: Any) -> Any:
     """The reference's extraction of a JSON value from a model's text (quirk 1); None if none."""
-    if not isinstance(text, str):
+    if not isinstance(text, str) or too_deep(text):
         return None
+    found = _extract(text)
+    return None if value_depth(found) > MAX_DEPTH else found
+
+
+def _extract(text: str) -> Any:
     text = _THINK_OPEN.sub("", _THINK.sub("", text))
     for sep in _SEPARATORS:
         m = sep.search(text)
@@ -105,7 +114,7 @@ def extract_json(text: Any) -> Any:
             return found
         try:
             return json.loads(block)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     found = _first_object(text)
     if found is not None:
@@ -122,7 +131,7 @@ def extract_json(text: Any) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:
         return ast.literal_eval(text)
@@ -199,6 +208,8 @@ def _apply_one(state: Any, path: Any, value: Any, kind: Any) -> None:
     if not path:
         return
     parts = list(path) if isinstance(path, list) else path.split(".") if isinstance(path, str) else [str(path)]
+    if len(parts) > MAX_PATH_PARTS:
+        raise ReferenceCrash(f"path of {len(parts)} parts would make the reference nest {len(parts)} objects")
     cur = state
     try:
         for part in parts[:-1]:
@@ -283,6 +294,9 @@ class ReferenceScore:
 def score_reference(text: str | None, before: Any, after: Any, observation_content: Any) -> ReferenceScore:
     """Both reference metrics of one raw answer text against the reference-format sample values
     (plain ``config_before`` / ``config_after`` and ``observation.content``)."""
+    if isinstance(text, str) and too_deep(text):
+        return ReferenceScore(False, False, f"the answer is nested deeper than {MAX_DEPTH} levels (the script would hit "
+                                            "Python's recursion limit)")
     parsed = extract_json(text)
     if parsed is None:
         return ReferenceScore(False, False, "the reference finds no JSON in the answer")

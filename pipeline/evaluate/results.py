@@ -1,5 +1,7 @@
 """Evaluation results in DuckDB (``eval_runs``, ``eval_results`` and the breakdown views) and the
-summary table / CM-vs-|Δ| plot for the UI."""
+summary table / CM-vs-|Δ| plot for the UI. Every table and view counts ``samples``, ``answered`` and
+``request_failed`` apart; the metrics are over the answered samples only (a failed request is the
+endpoint's failure, not a wrong answer)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,21 @@ import pandas as pd
 GROUP_SQL = """CASE WHEN outcome = 'failure' THEN 'failure' WHEN delta_size = 0 THEN 'no-change'
   WHEN delta_size <= 2 THEN 'simple' WHEN delta_size <= 6 THEN 'medium' ELSE 'difficult' END"""
 
-_METRICS = """count(*) AS samples, round(100 * avg(fm::INT), 1) AS fm, round(100 * avg(cm::INT), 1) AS cm,
-  round(100 * avg(cm_reference::INT), 1) AS cm_reference, round(100 * avg(fm_reference::INT), 1) AS fm_reference,
-  round(100 * avg(cm_changed_paths::INT), 1) AS cm_changed_paths, round(100 * avg((NOT parse_ok)::INT), 1) AS parse_fail_pct"""
+#: a sample whose request failed (the endpoint's failure) is no answer: it is counted apart and left out of
+#: every metric's denominator (rows from before ``status`` existed: a non-NULL ``request_error``)
+ANSWERED_SQL = "(request_error IS NULL)"
+
+
+def _pct(expr: str, name: str) -> str:
+    return f"round(100 * avg(({expr})::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS {name}"
+
+
+_METRICS = ", ".join([
+    "count(*) AS samples", f"count(*) FILTER (WHERE {ANSWERED_SQL}) AS answered",
+    f"count(*) FILTER (WHERE NOT {ANSWERED_SQL}) AS request_failed",
+    _pct("fm", "fm"), _pct("cm", "cm"), _pct("cm_reference", "cm_reference"), _pct("fm_reference", "fm_reference"),
+    _pct("cm_changed_paths", "cm_changed_paths"), _pct("NOT parse_ok", "parse_fail_pct"),
+])
 
 #: ``eval_results`` columns, in table order (one row per sample and run)
 COLUMNS: dict[str, str] = {
@@ -23,7 +37,7 @@ COLUMNS: dict[str, str] = {
     "step_id": "VARCHAR", "stratum": "VARCHAR", "env_id": "VARCHAR", "tool": "VARCHAR", "outcome": "VARCHAR",
     "delta_size": "INTEGER", "args_count": "INTEGER", "fm": "BOOLEAN", "cm": "BOOLEAN", "cm_changed_paths": "BOOLEAN",
     "cm_reference": "BOOLEAN", "fm_reference": "BOOLEAN", "reference_error": "VARCHAR", "parse_ok": "BOOLEAN",
-    "parse_error": "VARCHAR", "change_error": "VARCHAR", "request_error": "VARCHAR", "latency_s": "DOUBLE",
+    "parse_error": "VARCHAR", "change_error": "VARCHAR", "status": "VARCHAR", "request_error": "VARCHAR", "latency_s": "DOUBLE",
     "prompt_tokens": "BIGINT", "completion_tokens": "BIGINT", "answer": "VARCHAR", "seq": "BIGINT",
 }
 
@@ -51,7 +65,9 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
         read = {**COLUMNS, "cm_lenient": "BOOLEAN"}
         spec = ", ".join(f"{c}: '{t}'" for c, t in read.items())
         select = ", ".join("coalesce(cm_changed_paths, cm_lenient)" if c == "cm_changed_paths"
-                           else "coalesce(prompt, 'envsim')" if c == "prompt" else c for c in COLUMNS)
+                           else "coalesce(prompt, 'envsim')" if c == "prompt"
+                           else "coalesce(status, CASE WHEN request_error IS NULL THEN 'answered' ELSE 'request_failed' END)"
+                           if c == "status" else c for c in COLUMNS)
         con.execute(
             f"""INSERT INTO eval_results ({', '.join(COLUMNS)})
                 SELECT {select}
@@ -64,8 +80,7 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
         f"""CREATE OR REPLACE TABLE eval_runs AS
             SELECT run_id, any_value(simulator) AS simulator, any_value(model) AS model, any_value(split_version) AS split_version,
                    string_agg(DISTINCT prompt, ',') AS prompt,
-                   {_METRICS}, count(*) FILTER (request_error IS NOT NULL) AS request_errors,
-                   round(avg(latency_s), 4) AS mean_latency_s, sum(prompt_tokens) AS prompt_tokens,
+                   {_METRICS}, round(avg(latency_s) FILTER (WHERE {ANSWERED_SQL}), 4) AS mean_latency_s, sum(prompt_tokens) AS prompt_tokens,
                    sum(completion_tokens) AS completion_tokens
             FROM eval_results GROUP BY run_id"""
     )
@@ -75,11 +90,12 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
 
 
 def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
-    """Per run: overall FM / CM / cm_reference / fm_reference / cm_changed_paths and parse failures, and
-    per group both CM and cm_reference (``cm_<group>``, ``cm_reference_<group>``)."""
+    """Per run: samples, answered and request_failed (apart: failed requests are not in any metric), overall
+    FM / CM / cm_reference / fm_reference / cm_changed_paths and parse failures over the answered samples,
+    and per group both CM and cm_reference (``cm_<group>``, ``cm_reference_<group>``)."""
     overall = con.execute(
-        "SELECT run_id, prompt, samples, fm, cm, cm_reference, fm_reference, cm_changed_paths, parse_fail_pct, request_errors, "
-        "mean_latency_s FROM eval_runs WHERE run_id IN (SELECT unnest(?))", [run_ids]).df()
+        "SELECT run_id, prompt, samples, answered, request_failed, fm, cm, cm_reference, fm_reference, cm_changed_paths, "
+        "parse_fail_pct, mean_latency_s FROM eval_runs WHERE run_id IN (SELECT unnest(?))", [run_ids]).df()
     groups = con.execute("SELECT run_id, grp, cm, cm_reference FROM eval_by_stratum WHERE run_id IN (SELECT unnest(?))",
                          [run_ids]).df()
     for metric in ("cm", "cm_reference"):

@@ -27,6 +27,8 @@ class SimulatorSpec:
     concurrency: int = 8
     timeout_s: float = 120.0
     max_retries: int = 4
+    max_response_bytes: int = 1_000_000  # a larger body is refused at the HTTP layer, unread (request failure)
+    max_request_failure_share: float = 0.5  # more failed requests than this share of a run's requests fail it
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,8 @@ class Completion:
     latency_s: float
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    error: str | None = None  # the request failed (after retries); the sample is retried on re-run
+    error: str | None = None  # the request failed (after retries, or a malformed / oversized response): the
+    # endpoint's failure, not the model's; not scored, and the sample is asked again on a re-run
 
 
 class EndpointError(RuntimeError):
@@ -95,33 +98,44 @@ class NoChangeSimulator:
 
 class OpenAISimulator:
     """An OpenAI-compatible chat endpoint. Retries with backoff on 429 / 5xx / timeouts / connection
-    errors are the ``openai`` client's own (``max_retries``); the API key comes from the environment."""
+    errors are the ``openai`` client's own (``max_retries``); the API key comes from the environment.
+    Response bodies are capped at ``max_response_bytes`` at the HTTP layer (never read past the cap) and
+    read strictly (:func:`pipeline.evaluate.http.read_completion`): an oversized or malformed response
+    is a request failure with its reason, not an answer."""
 
     def __init__(self, spec: SimulatorSpec) -> None:
         import openai
 
+        from pipeline.evaluate import http
+
         if spec.prompt not in TEMPLATES:
             raise ValueError(f"{spec.name}: unknown prompt template {spec.prompt!r}; known: {', '.join(TEMPLATES)}")
+        if spec.max_response_bytes < 1:
+            raise ValueError(f"{spec.name}: max_response_bytes must be positive, not {spec.max_response_bytes}")
         self.spec = spec
         self._openai = openai
+        self._http = http
         self.client = openai.AsyncOpenAI(
             base_url=spec.base_url,
             api_key=os.environ.get(spec.api_key_env) or "not-set",
             timeout=spec.timeout_s,
             max_retries=spec.max_retries,
+            http_client=http.capped_client(spec.max_response_bytes, spec.base_url, spec.timeout_s),
         )
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
         openai = self._openai
         started = time.perf_counter()
         try:
-            response = await self.client.chat.completions.create(
+            raw = await self.client.chat.completions.with_raw_response.create(
                 model=self.spec.model,
                 messages=messages(sample, self.spec.prompt),
                 temperature=self.spec.temperature,
                 max_tokens=self.spec.max_tokens,
                 extra_body=self.spec.extra_body or None,
             )
+        except self._http.ResponseTooLarge as exc:
+            return Completion(None, time.perf_counter() - started, error=str(exc))
         except openai.AuthenticationError:
             raise EndpointError(f"{self.spec.name}: the endpoint rejected the API key from ${self.spec.api_key_env} (401)") from None
         except openai.PermissionDeniedError:
@@ -133,18 +147,25 @@ class OpenAISimulator:
         except openai.APIConnectionError as exc:
             return Completion(None, time.perf_counter() - started, error=f"unreachable: {type(exc).__name__}")
         except openai.APIStatusError as exc:
-            return Completion(None, time.perf_counter() - started, error=f"HTTP {exc.status_code} after retries")
-        usage = getattr(response, "usage", None)
-        text = response.choices[0].message.content if response.choices else None
-        return Completion(
-            text,
-            time.perf_counter() - started,
-            getattr(usage, "prompt_tokens", None),
-            getattr(usage, "completion_tokens", None),
-        )
+            return Completion(None, time.perf_counter() - started,
+                              error=f"HTTP {exc.status_code} after {self.spec.max_retries} retries: {_status_message(exc)}")
+        try:
+            text, prompt_tokens, completion_tokens = self._http.read_completion(raw.content)
+        except self._http.MalformedResponse as exc:
+            return Completion(None, time.perf_counter() - started, error=str(exc))
+        return Completion(text, time.perf_counter() - started, prompt_tokens, completion_tokens)
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+def _status_message(exc: Any) -> str:
+    """The endpoint's own error message of an HTTP error (``{"error": {"message": …}}``), short."""
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    if not isinstance(message, str):
+        message = getattr(exc, "message", None) or type(exc).__name__
+    return message[:300]
 
 
 def make_simulator(spec: SimulatorSpec) -> Simulator:
