@@ -27,7 +27,7 @@ from typing import Any
 import duckdb
 
 from pipeline.evaluate.results import GROUP_SQL
-from pipeline.select.selection import DECONTAMINATION_KEYS, SelectionResult, _finish, _select
+from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, _select
 from pipeline.select.stratify import current_fingerprint, strata_path
 from pipeline.select.versions import BENCHMARK, SplitStore
 from pipeline.store.duck import connect
@@ -192,7 +192,7 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     for g in groups:
         g["quota"] = quota[g["group"]]
     version_spec = {"seed": spec.seed, "input": current_fingerprint(layout), "curriculum": {**asdict(spec), "levels": list(spec.levels)},
-                    "benchmark": bench_version, "decontaminate": spec.decontaminate,
+                    "benchmark": bench_version, "decontaminate": spec.decontaminate, "picking": PICKING_RULE,
                     "estimates": {g["group"]: g["estimate"] for g in groups}}
     from pipeline.select.versions import version_id
 
