@@ -258,3 +258,18 @@ def test_failing_endpoint_fails_the_asset_and_a_fixed_rerun_resumes(split, tmp_p
         assert runs()["fake"] == (n, n, 0, 100.0)
         meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
         assert "request_failed" in meta["summary"].value
+
+
+def test_eval_job_fails_the_same_way_after_recording(split, tmp_path):
+    from pipeline.jobs import eval_job
+
+    layout, version, samples, answers = split
+    sim = {"name": "fake_job", "kind": "openai", "model": "fake-model", "max_retries": 0, "concurrency": 16}
+    layout.eval_results(version, "fake_job").unlink(missing_ok=True)
+    with FakeOpenAI(answers, "not_json") as server:
+        with pytest.raises(MostRequestsFailed, match=r"fake_job: 5 of 5 requests .* the body is not JSON"):
+            eval_job.run(str(layout.root), version, [{**sim, "base_url": server.url}], max_samples=5, log=lambda _: None)
+        server.mode = "correct"
+        report = eval_job.run(str(layout.root), version, [{**sim, "base_url": server.url}], max_samples=5, log=lambda _: None)
+    summary = report["runs"][f"fake_job@{version}"]
+    assert (summary["samples"], summary["answered"], summary["request_failed"], summary["cm"]) == (5, 5, 0, 100.0)
