@@ -37,6 +37,7 @@ from pipeline.collect.agent import AGENT_SYSTEM_PROMPT, AgentSettings
 from pipeline.collect.trajectory import Action
 from pipeline.envs import registry
 from pipeline.envs.protocol import EnvSpec
+from pipeline.evaluate.bounds import long_path
 from pipeline.evaluate.metrics import feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import Completion, EndpointError, Simulator
@@ -241,6 +242,9 @@ class RolloutRunner:
         row["feedback_json"] = json.dumps(predicted.get("feedback"), ensure_ascii=False, sort_keys=True)
         row["fm"] = feedback_match(predicted.get("feedback"), step["raw_observation"])
         try:
+            too_long = long_path(changes)  # a path of 200 000 parts would take resolve_path quadratic time
+            if too_long:
+                raise ChangeError(too_long)
             sim_after = apply_changes(sim_before, changes)
         except ChangeError as exc:
             row["change_error"] = str(exc)
