@@ -44,7 +44,7 @@ from pipeline.evaluate.simulators import Completion, EndpointError, Simulator
 from pipeline.execution.sandbox import Sandbox
 from pipeline.export.protocol import ChangeError, apply_changes, messages
 from pipeline.rollouts.requests import RequestLog, prompt_key
-from pipeline.rollouts.shadow import RealRun, shadow_all, shadow_prefix
+from pipeline.rollouts.shadow import RealRun, shadow_all, shadow_prefix, shadow_time
 from pipeline.state.canonical import canonical_json
 from pipeline.state.delta import DeltaError, apply, diff
 from pipeline.store.reconstruct import decode_delta
@@ -213,6 +213,7 @@ class RolloutRunner:
             # the executor's labels (what the oracle answers with; a model never sees them)
             "raw_observation": step["raw_observation"], "delta": step["delta"], "outcome": step["outcome"],
             "delta_size": step["delta_size"], "args_count": step["args_count"], "env_id": env.env_id,
+            "current_time": shadow_time(ro.task.key, index),  # the executor's frozen clock at this call
         }
         answer = await self._simulate(ro, index, sample)
         if answer.get("error") is not None:

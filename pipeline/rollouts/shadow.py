@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 
 from pipeline.collect.trajectory import Action, Trajectory
 from pipeline.envs.protocol import EnvSpec
+from pipeline.execution.freeze import derive_clock_start, step_time
 from pipeline.execution.sandbox import Sandbox
 from pipeline.state.canonical import state_hash
 from pipeline.state.delta import DeltaError, apply
@@ -59,6 +60,11 @@ def real_run(result: dict[str, Any]) -> RealRun:
 
 def _trajectory(key: str, task_id: str, env: EnvSpec, actions: Sequence[Action]) -> Trajectory:
     return Trajectory(f"rollout-shadow/{key}", task_id, env, tuple(actions), strategy="shadow")
+
+
+def shadow_time(key: str, index: int) -> str:
+    """The frozen clock of the shadow trajectory at action ``index`` (stated in the simulator's prompt)."""
+    return step_time(derive_clock_start(f"rollout-shadow/{key}", 0), index)
 
 
 def shadow_all(sandbox: Sandbox, jobs: Iterable[tuple[str, str, EnvSpec, Sequence[Action]]]) -> dict[str, RealRun]:
