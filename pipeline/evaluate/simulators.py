@@ -100,13 +100,13 @@ class OpenAISimulator:
     """An OpenAI-compatible chat endpoint. Retries with backoff on 429 / 5xx / timeouts / connection
     errors are the ``openai`` client's own (``max_retries``); the API key comes from the environment.
     Response bodies are capped at ``max_response_bytes`` at the HTTP layer (never read past the cap) and
-    read strictly (:func:`pipeline.evaluate.http.read_completion`): an oversized or malformed response
+    read strictly (:func:`pipeline.evaluate.transport.read_completion`): an oversized or malformed response
     is a request failure with its reason, not an answer."""
 
     def __init__(self, spec: SimulatorSpec) -> None:
         import openai
 
-        from pipeline.evaluate import http
+        from pipeline.evaluate import transport
 
         if spec.prompt not in TEMPLATES:
             raise ValueError(f"{spec.name}: unknown prompt template {spec.prompt!r}; known: {', '.join(TEMPLATES)}")
@@ -114,13 +114,13 @@ class OpenAISimulator:
             raise ValueError(f"{spec.name}: max_response_bytes must be positive, not {spec.max_response_bytes}")
         self.spec = spec
         self._openai = openai
-        self._http = http
+        self._http = transport
         self.client = openai.AsyncOpenAI(
             base_url=spec.base_url,
             api_key=os.environ.get(spec.api_key_env) or "not-set",
             timeout=spec.timeout_s,
             max_retries=spec.max_retries,
-            http_client=http.capped_client(spec.max_response_bytes, spec.base_url, spec.timeout_s),
+            http_client=transport.capped_client(spec.max_response_bytes, spec.base_url, spec.timeout_s),
         )
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
