@@ -53,7 +53,9 @@ def run(data_root: str, split_version: str | None, simulators: list[dict[str, An
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Score ``simulators`` on a benchmark version; with ``served`` (``{"spec": ServeSpec fields,
     "simulator": SimulatorSpec fields}``) also start that server and score the model behind it.
-    ``max_samples`` scores only the first N samples in the split's pick order."""
+    ``max_samples`` scores only the first N samples in the split's pick order. A simulator whose
+    requests mostly failed raises :class:`pipeline.evaluate.harness.MostRequestsFailed` (its results
+    file already written: a re-run asks only the failed samples)."""
     layout = DataLayout.at(data_root)
     store = SplitStore(layout, BENCHMARK)
     version = store.resolve(split_version)
