@@ -34,6 +34,7 @@ class Limits:
     max_restarts: int = 3
     max_state_mb: int = 16  # a state (or return value) larger than this is refused as a frame
     tmp_mb: int = 256  # size of the worker's private /tmp (tmpfs)
+    reuse_children: int = 16  # trajectories per forked child for EnvScaler-format code (1: a fork per trajectory)
 
 
 class _Snapshots:

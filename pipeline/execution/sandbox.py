@@ -23,6 +23,7 @@ import tempfile
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from queue import Queue
 from typing import Any, Iterable, Iterator
 
@@ -210,14 +211,15 @@ class Sandbox:
                 self._all.remove(worker)
             self.workers_replaced += 1
 
-    def _run_one(self, trajectory: Trajectory) -> dict[str, Any]:
+    def _run_one(self, trajectory: Trajectory, limits: Limits | None = None) -> dict[str, Any]:
+        limits = limits or self.limits
         worker = self._idle.get()
         try:
             if worker is None:
                 worker = _Worker(self.isolation, self.limits)
                 with self._lock:
                     self._all.append(worker)
-            return worker.run(trajectory, self.limits)
+            return worker.run(trajectory, limits)
         except KeyError as exc:  # a blob the parent does not hold: a catalog problem, not env code
             return _not_run(trajectory, exc.args[0])
         except _WorkerLost as lost:
@@ -232,12 +234,15 @@ class Sandbox:
         finally:
             self._idle.put(worker)
 
-    def run(self, trajectories: Iterable[Trajectory]) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
+    def run(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
+        """Results in input order. ``fresh_children``: a newly forked child for every trajectory, never a
+        reused one (the determinism check re-executes this way)."""
         if self._pool is None:
             raise SandboxError("use Sandbox as a context manager")
+        limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
         inflight: deque[tuple[Trajectory, Future[dict[str, Any]]]] = deque()
         for trajectory in trajectories:
-            inflight.append((trajectory, self._pool.submit(self._run_one, trajectory)))
+            inflight.append((trajectory, self._pool.submit(self._run_one, trajectory, limits)))
             if len(inflight) >= self.window:
                 traj, fut = inflight.popleft()
                 yield traj, fut.result()

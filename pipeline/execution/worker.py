@@ -31,7 +31,7 @@ from pipeline.envs import blobs
 from pipeline.execution import freeze, guards, seccomp
 from pipeline.execution.frames import FdReader, FrameError, encode, read_frame, write_frame
 from pipeline.execution.runner import Limits, execute
-from pipeline.execution.wire import limits_from_wire, trajectory_from_wire
+from pipeline.execution.wire import limits_from_wire, trajectory_from_wire, trajectory_to_wire
 
 _MIB = 1 << 20
 Emit = Callable[[bytes], None]
@@ -46,16 +46,20 @@ _BASE_VSIZE: list[int] = []  # measured once in the zygote; a forked child start
 _PROTOCOL_FDS: list[int] = []
 
 
-def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: frozenset[int], temp_dir: str) -> None:
+def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: frozenset[int], temp_dir: str,
+           requests: int | None = None) -> None:
+    """Run one trajectory; with a ``requests`` pipe (a reusable child, see :func:`_reuse_key`), then
+    wait for the next trajectory of the same environment code on it, until EOF."""
     code = 0
     out = os.fdopen(fd, "wb")
     try:
-        for pfd in _PROTOCOL_FDS:
+        for pfd in _PROTOCOL_FDS + _WARM_FDS:
             os.close(pfd)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 2)
         os.setpgid(0, 0)  # its own process group: a kill reaches anything it managed to start
-        cpu = int(max(30.0, limits.call_timeout_s * (len(trajectory.actions) + 20)))
+        uses = limits.reuse_children if requests is not None else 1
+        cpu = int(max(30.0, limits.call_timeout_s * (len(trajectory.actions) + 20))) * uses
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
         seccomp.install()  # before the audit hook, which refuses ctypes
         base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
@@ -63,6 +67,17 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
         freeze.install_for(trajectory)
         execute(trajectory, lambda m: write_frame(out, m), limits, start, skip)
         out.flush()
+        if requests is not None:
+            inbox = os.fdopen(requests, "rb")
+            while (request := read_frame(inbox, max_size=1 << 30)) is not None:
+                for entry in os.listdir(temp_dir):  # nothing of the previous trajectory's files
+                    path = os.path.join(temp_dir, entry)
+                    shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+                gc.collect()
+                nxt = trajectory_from_wire(request["trajectory"])
+                freeze.install_for(nxt)  # re-targets the frozen clock and seeds
+                execute(nxt, lambda m: write_frame(out, m), limits)
+                out.flush()
     except BaseException as exc:  # report, then die quietly
         code = 1
         try:
@@ -71,6 +86,47 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
             pass
     finally:
         os._exit(code)
+
+
+def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
+    """Children are reused only for environments whose code is exec'd afresh at every reset (the
+    EnvScaler format, builtin pack included): their module-level state lives in that namespace, so a
+    new reset starts from scratch. bfcl's modules are imported once and keep module-level state
+    (mutable defaults, globals): a fresh fork per trajectory."""
+    if limits.reuse_children <= 1 or trajectory.env.source != "envscaler":
+        return None
+    return (trajectory.env.source, str(trajectory.env.options.get("code_ref")), str(trajectory.env.options.get("class_name")))
+
+
+class _Warm:
+    """A child that finished a trajectory and waits for the next one of the same environment code."""
+
+    def __init__(self, key: tuple[str, ...], pid: int, requests: int, reader: FdReader, temp_dir: str) -> None:
+        self.key, self.pid, self.requests, self.reader, self.temp_dir = key, pid, requests, reader, temp_dir
+        self.used = 1
+
+
+_WARM: list[_Warm] = []
+_WARM_FDS: list[int] = []  # the parent ends of a warm child's pipes (closed in every new child)
+
+
+def _send(fd: int, message: dict[str, Any]) -> None:
+    data = memoryview(encode(message))
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _retire_warm() -> None:
+    """End the warm child (EOF on its requests; reaped later)."""
+    for warm in _WARM:
+        for fd in (warm.requests, warm.reader.fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        _EXITING.append((warm.pid, warm.temp_dir))
+    _WARM.clear()
+    _WARM_FDS.clear()
 
 
 def _describe_exit(status: int) -> str:
@@ -123,15 +179,34 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
             index += 1
         return index if index < len(trajectory.actions) else None
 
+    key = _reuse_key(trajectory, limits)
     while True:
-        rfd, wfd = os.pipe()
-        temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
-        pid = os.fork()
-        if pid == 0:  # child
-            os.close(rfd)
-            _child(wfd, trajectory, limits, start, frozenset(skip), temp_dir)
-        os.close(wfd)
-        reader = FdReader(rfd, max_frame)
+        warm = _WARM[0] if _WARM else None
+        if start == 0 and key is not None and warm is not None and warm.key == key and warm.used < limits.reuse_children:
+            _WARM.clear()
+            _WARM_FDS.clear()
+            _send(warm.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
+            pid, reader, temp_dir, requests = warm.pid, warm.reader, warm.temp_dir, warm.requests
+            rfd = reader.fd
+            warm.used += 1
+            used = warm.used
+        else:
+            _retire_warm()
+            reusable = key is not None and start == 0
+            rfd, wfd = os.pipe()
+            req_r, requests = os.pipe() if reusable else (None, None)
+            temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
+            pid = os.fork()
+            if pid == 0:  # child
+                os.close(rfd)
+                if requests is not None:
+                    os.close(requests)
+                _child(wfd, trajectory, limits, start, frozenset(skip), temp_dir, req_r)
+            os.close(wfd)
+            if req_r is not None:
+                os.close(req_r)
+            reader = FdReader(rfd, max_frame)
+            used = 1
         ticks = 0
 
         def check(msg: dict[str, Any]) -> tuple[str, str] | None:
@@ -205,7 +280,15 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
                     emit(raw)
             if reader.eof and not finished and failure is None:
                 failure = ("WorkerCrash", "")
+        if finished and requests is not None and used < limits.reuse_children:
+            warm = _Warm(key, pid, requests, reader, temp_dir)  # type: ignore[arg-type]
+            warm.used = used
+            _WARM.append(warm)
+            _WARM_FDS.extend([requests, rfd])
+            return
         os.close(rfd)
+        if requests is not None:
+            os.close(requests)
         if finished:
             _EXITING.append((pid, temp_dir))  # reaped later: its teardown overlaps the next trajectory
             return
@@ -293,6 +376,7 @@ def main() -> None:
             _precompile(trajectory)
         supervise(trajectory, limits_from_wire(request["limits"]), emit)
         _forward(emit, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
+    _retire_warm()
 
 
 if __name__ == "__main__":

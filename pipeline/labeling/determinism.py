@@ -144,7 +144,8 @@ def check_determinism(layout: DataLayout, sandbox: "Sandbox", sample_size: int =
                 flag(row["trajectory_id"], row["env_id"], index,
                      "s'_t differs between exploration and labeling (same frozen clock and seeds)")
     if report.sampled:
-        for traj, result in sandbox.run(iter_trajectories(layout, ids=report.sampled)):
+        # in freshly forked children: labels made in a reused child must equal a fresh process's
+        for traj, result in sandbox.run(iter_trajectories(layout, ids=report.sampled), fresh_children=True):
             if result["init"] is None:
                 report.mismatches.append(f"{traj.env_id}: {traj.trajectory_id}: reset failed on re-execution: "
                                          f"{str(result['init_error'])[:300]}")
