@@ -106,8 +106,9 @@ class _Warm:
         self.used = 1
 
 
-_WARM: list[_Warm] = []
-_WARM_FDS: list[int] = []  # the parent ends of a warm child's pipes (closed in every new child)
+_WARM: dict[tuple[str, ...], _Warm] = {}  # by environment code, least recently used first
+_WARM_FDS: list[int] = []  # the parent ends of warm children's pipes (closed in every new child)
+MAX_WARM = 32  # warm children per worker (an explore batch cycles through its environments)
 
 
 def _send(fd: int, message: dict[str, Any]) -> None:
@@ -116,17 +117,22 @@ def _send(fd: int, message: dict[str, Any]) -> None:
         data = data[os.write(fd, data):]
 
 
-def _retire_warm() -> None:
-    """End the warm child (EOF on its requests; reaped later)."""
-    for warm in _WARM:
-        for fd in (warm.requests, warm.reader.fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        _EXITING.append((warm.pid, warm.temp_dir))
-    _WARM.clear()
-    _WARM_FDS.clear()
+def _retire(warm: _Warm) -> None:
+    """End a warm child (EOF on its requests; reaped later)."""
+    for fd in (warm.requests, warm.reader.fd):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        if fd in _WARM_FDS:
+            _WARM_FDS.remove(fd)
+    _EXITING.append((warm.pid, warm.temp_dir))
+
+
+def _retire_warm(keep: int = 0) -> None:
+    """Retire warm children, least recently used first, until ``keep`` remain."""
+    while len(_WARM) > keep:
+        _retire(_WARM.pop(next(iter(_WARM))))
 
 
 def _describe_exit(status: int) -> str:
@@ -181,17 +187,17 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
 
     key = _reuse_key(trajectory, limits)
     while True:
-        warm = _WARM[0] if _WARM else None
-        if start == 0 and key is not None and warm is not None and warm.key == key and warm.used < limits.reuse_children:
-            _WARM.clear()
-            _WARM_FDS.clear()
+        warm = _WARM.pop(key, None) if start == 0 and key is not None else None
+        if warm is not None:
+            for fd in (warm.requests, warm.reader.fd):
+                _WARM_FDS.remove(fd)
             _send(warm.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
             pid, reader, temp_dir, requests = warm.pid, warm.reader, warm.temp_dir, warm.requests
             rfd = reader.fd
             warm.used += 1
             used = warm.used
         else:
-            _retire_warm()
+            _retire_warm(keep=MAX_WARM - 1)
             reusable = key is not None and start == 0
             rfd, wfd = os.pipe()
             req_r, requests = os.pipe() if reusable else (None, None)
@@ -283,7 +289,7 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
         if finished and requests is not None and used < limits.reuse_children:
             warm = _Warm(key, pid, requests, reader, temp_dir)  # type: ignore[arg-type]
             warm.used = used
-            _WARM.append(warm)
+            _WARM[key] = warm  # type: ignore[index]
             _WARM_FDS.extend([requests, rfd])
             return
         os.close(rfd)
