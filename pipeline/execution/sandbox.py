@@ -63,6 +63,11 @@ class _Worker:
         )
         self.reader = FdReader(self.proc.stdout.fileno(), (limits.max_state_mb << 20) * 2 + (4 << 20))  # type: ignore[union-attr]
         self.sent: set[str] = set()  # blobs this worker already holds
+        # requests are written by their own thread, so the worker always has the next trajectories
+        # queued while this side reads the frames of the current one (no round trip per trajectory)
+        self._outbox: Queue[bytes | None] = Queue()
+        self._writer = threading.Thread(target=self._write_requests, name="sandbox-requests", daemon=True)
+        self._writer.start()
         try:
             hello = self.reader.next(START_TIMEOUT_S)
         except FrameError as exc:
@@ -84,18 +89,29 @@ class _Worker:
         except (OSError, ValueError):
             return ""
 
-    def run(self, trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
+    def _write_requests(self) -> None:
+        while (data := self._outbox.get()) is not None:
+            try:
+                self.proc.stdin.write(data)  # type: ignore[union-attr]
+                self.proc.stdin.flush()  # type: ignore[union-attr]
+            except (OSError, ValueError):
+                return  # the worker is gone: the reading side finds out and replaces it
+
+    def send(self, trajectory: Trajectory, limits: Limits) -> None:
+        """Queue a trajectory (raises KeyError for a code blob the parent does not hold)."""
         new = {ref: blobs.get(ref) for ref in registry.blob_refs(trajectory.env) if ref not in self.sent}
         request = {"kind": "run", "trajectory": trajectory_to_wire(trajectory), "limits": limits_to_wire(limits), "blobs": new}
+        self._outbox.put(encode(request))
+        self.sent.update(new)
+
+    def run(self, trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
+        self.send(trajectory, limits)
+        return self.receive(trajectory, limits)
+
+    def receive(self, trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
+        """Read the frames of a sent trajectory, in the order the trajectories were sent."""
         labels = TrajectoryLabels(trajectory, limits.max_observation_chars)
         max_steps = max(len(trajectory.actions), int(getattr(trajectory.meta.get("explore"), "episode_length", 0) or 0))
-        try:
-            self.proc.stdin.write(encode(request))  # type: ignore[union-attr]
-            self.proc.stdin.flush()  # type: ignore[union-attr]
-        except OSError as exc:
-            labels.result["init_error"] = f"SandboxError: could not send the trajectory to the worker ({exc})"
-            raise _WorkerLost(labels.result) from None
-        self.sent.update(new)
         timeout = limits.call_timeout_s + GRACE_S
         while True:
             try:
@@ -141,6 +157,8 @@ class _Worker:
         self.close()
 
     def close(self) -> None:
+        self._outbox.put(None)
+        self._writer.join(timeout=5)
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 if stream:
@@ -177,8 +195,10 @@ class Sandbox:
     only for code you trust). The first worker starts on entry, so a sandbox that cannot start is an
     error at once, never a silent fallback."""
 
-    def __init__(self, workers: int = 2, limits: Limits | None = None, window: int = 64, isolation: str | None = None) -> None:
+    def __init__(self, workers: int = 2, limits: Limits | None = None, window: int = 64, isolation: str | None = None,
+                 batch: int = 4) -> None:
         self.workers = max(1, workers)
+        self.batch = max(1, batch)  # consecutive trajectories queued on one worker at once
         self.limits = limits or Limits()
         self.window = max(window, self.workers)
         self.isolation = isolation or default_isolation()
@@ -211,28 +231,47 @@ class Sandbox:
                 self._all.remove(worker)
             self.workers_replaced += 1
 
-    def _run_one(self, trajectory: Trajectory, limits: Limits | None = None) -> dict[str, Any]:
-        limits = limits or self.limits
+    def _run_batch(self, batch: list[Trajectory], limits: Limits) -> list[dict[str, Any]]:
+        """Run consecutive trajectories on one worker, all queued at once; a lost worker is replaced
+        and the trajectories it had not finished go to the new one."""
+        results: list[dict[str, Any] | None] = [None] * len(batch)
+        todo = list(range(len(batch)))
         worker = self._idle.get()
         try:
-            if worker is None:
-                worker = _Worker(self.isolation, self.limits)
-                with self._lock:
-                    self._all.append(worker)
-            return worker.run(trajectory, limits)
-        except KeyError as exc:  # a blob the parent does not hold: a catalog problem, not env code
-            return _not_run(trajectory, exc.args[0])
-        except _WorkerLost as lost:
-            self._discard(worker)  # type: ignore[arg-type]
-            worker = None
-            return lost.result
-        except (SandboxError, SandboxUnavailable, OSError) as exc:
-            if worker is not None:
-                self._discard(worker)
-            worker = None
-            return _not_run(trajectory, exc)
+            while todo:
+                if worker is None:
+                    try:
+                        worker = _Worker(self.isolation, self.limits)
+                    except (SandboxUnavailable, OSError) as exc:
+                        for i in todo:
+                            results[i] = _not_run(batch[i], exc)
+                        break
+                    with self._lock:
+                        self._all.append(worker)
+                sent = []
+                for i in todo:
+                    try:
+                        worker.send(batch[i], limits)
+                        sent.append(i)
+                    except KeyError as exc:  # a blob the parent does not hold: a catalog problem, not env code
+                        results[i] = _not_run(batch[i], exc.args[0])
+                todo = []
+                for k, i in enumerate(sent):
+                    try:
+                        results[i] = worker.receive(batch[i], limits)
+                    except _WorkerLost as lost:
+                        results[i] = lost.result
+                    except (SandboxError, OSError) as exc:
+                        results[i] = _not_run(batch[i], exc)
+                    else:
+                        continue
+                    self._discard(worker)  # the worker is gone: the rest of the batch goes to a new one
+                    worker = None
+                    todo = sent[k + 1 :]
+                    break
         finally:
             self._idle.put(worker)
+        return results  # type: ignore[return-value]
 
     def run(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
         """Results in input order. ``fresh_children``: a newly forked child for every trajectory, never a
@@ -240,12 +279,26 @@ class Sandbox:
         if self._pool is None:
             raise SandboxError("use Sandbox as a context manager")
         limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
-        inflight: deque[tuple[Trajectory, Future[dict[str, Any]]]] = deque()
+        inflight: deque[tuple[list[Trajectory], Future[list[dict[str, Any]]]]] = deque()
+        queued = 0
+        batch: list[Trajectory] = []
+
+        def submit() -> None:
+            nonlocal batch, queued
+            inflight.append((batch, self._pool.submit(self._run_batch, batch, limits)))  # type: ignore[union-attr]
+            queued += len(batch)
+            batch = []
+
         for trajectory in trajectories:
-            inflight.append((trajectory, self._pool.submit(self._run_one, trajectory, limits)))
-            if len(inflight) >= self.window:
-                traj, fut = inflight.popleft()
-                yield traj, fut.result()
+            batch.append(trajectory)
+            if len(batch) >= self.batch:
+                submit()
+            while queued >= self.window:
+                done, fut = inflight.popleft()
+                queued -= len(done)
+                yield from zip(done, fut.result())
+        if batch:
+            submit()
         while inflight:
-            traj, fut = inflight.popleft()
-            yield traj, fut.result()
+            done, fut = inflight.popleft()
+            yield from zip(done, fut.result())

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from pipeline.collect.trajectory import Trajectory
 from pipeline.envs import blobs
-from pipeline.execution import freeze, guards, seccomp
+from pipeline.execution import freeze, guards, pristine, seccomp
 from pipeline.execution.frames import FdReader, FrameError, encode, read_frame, write_frame
 from pipeline.execution.runner import Limits, execute
 from pipeline.execution.wire import limits_from_wire, trajectory_from_wire, trajectory_to_wire
@@ -73,6 +73,7 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
                 for entry in os.listdir(temp_dir):  # nothing of the previous trajectory's files
                     path = os.path.join(temp_dir, entry)
                     shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+                pristine.restore()  # preloaded modules' state back to what the worker imported
                 gc.collect()
                 nxt = trajectory_from_wire(request["trajectory"])
                 freeze.install_for(nxt)  # re-targets the frozen clock and seeds
@@ -89,13 +90,19 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
 
 
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
-    """Children are reused only for environments whose code is exec'd afresh at every reset (the
-    EnvScaler format, builtin pack included): their module-level state lives in that namespace, so a
-    new reset starts from scratch. bfcl's modules are imported once and keep module-level state
-    (mutable defaults, globals): a fresh fork per trajectory."""
-    if limits.reuse_children <= 1 or trajectory.env.source != "envscaler":
+    """Which trajectories may share a forked child (one after the other). EnvScaler-format code (the
+    builtin pack included) is exec'd afresh at every reset, so its module-level state lives in that
+    namespace: trajectories of the same code share a child. bfcl's modules are imported once in the
+    worker; their module-level state (globals, mutable defaults, class attributes, decimal/mpmath
+    precision) is restored from a pristine copy before every reused trajectory
+    (:mod:`pipeline.execution.pristine`), so any bfcl trajectory may follow any other."""
+    if limits.reuse_children <= 1:
         return None
-    return (trajectory.env.source, str(trajectory.env.options.get("code_ref")), str(trajectory.env.options.get("class_name")))
+    if trajectory.env.source == "envscaler":
+        return (trajectory.env.source, str(trajectory.env.options.get("code_ref")), str(trajectory.env.options.get("class_name")))
+    if trajectory.env.source == "bfcl" and pristine.prepared():
+        return ("bfcl",)
+    return None
 
 
 class _Warm:
@@ -363,6 +370,7 @@ def main() -> None:
     registry.preload_all()
     seccomp.prepare()
     freeze.prepare()
+    pristine.prepare()
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     _BASE_VSIZE.append(_address_space())
