@@ -27,7 +27,14 @@ class FrameTimeout(FrameError):
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """A frame: the JSON header, and — when the message carries a ``state`` text — a newline and that
+    text as a raw payload (no second escaping; readers that only route frames never parse it)."""
+    state = message.get("state")
+    if isinstance(state, str):
+        header = json.dumps({k: v for k, v in message.items() if k != "state"}, separators=(",", ":"), ensure_ascii=False)
+        data = header.encode("utf-8") + b"\n" + state.encode("utf-8")
+    else:
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return _HEADER.pack(len(data)) + data
 
 
@@ -37,8 +44,13 @@ def write_frame(fh: BinaryIO, message: dict[str, Any]) -> None:
 
 
 def decode(data: bytes) -> dict[str, Any]:
+    header, newline, payload = data.partition(b"\n")  # a JSON header never holds a raw newline
     try:
-        message = json.loads(data)
+        message = json.loads(header)
+        if newline and isinstance(message, dict):
+            if "state" in message:
+                raise ValueError("a state both in the header and as payload")
+            message["state"] = payload.decode("utf-8")
     except (ValueError, RecursionError) as exc:
         raise FrameError(f"frame is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(message, dict) or not isinstance(message.get("kind"), str):
