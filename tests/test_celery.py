@@ -85,6 +85,7 @@ def worker_steps(srv: DagsterServer, run_id: str) -> list[tuple[str, str, float]
     return out
 
 
+SANDBOX_STEPS = ("trajectories", "labeled_steps", "labeled_steps_relabel_is_deterministic")  # steps that open a sandbox
 STEP_LINE = re.compile(r" - ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) - \d+ - (\S+) - (STEP_START|STEP_SUCCESS|STEP_FAILURE) - ")
 
 
@@ -129,7 +130,7 @@ def parts_written(srv: DagsterServer, run_id: str) -> dict[str, int]:
 def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
     """The README's commands, as written there: Redis, two workers, `dagster dev` (what ./forge ui runs), the
     catalog, the job backfill of every partition. The second worker is SIGKILLed (with its sandbox) inside
-    a trajectories / labeled_steps step once it has finished a few steps: the step is handed to the first
+    a step that has its sandbox open once it has finished two steps: the step is handed to the first
     worker and every run succeeds; the files equal the single-process run's byte for byte, and a re-run of
     the partition whose step was killed reuses every part."""
     ensure_celery_extra()
@@ -182,7 +183,7 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
         runs = {r["run_id"]: r["partition"] for r in srv.backfill_runs(backfill)}
         assert sorted(runs.values()) == keys
 
-        # 2. once the victim has finished 3 steps, freeze it inside its next trajectories / labeled_steps step
+        # 2. once the victim has finished 2 steps, freeze it inside its next step that has its sandbox open
         #    (checking that the step has not finished) and SIGKILL it with everything it started
         killed, done, sandbox, polls = None, set(), [], 0
         deadline = time.monotonic() + 300
@@ -191,8 +192,8 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
             events = [e for e in step_log(victim) if e[0] in runs]
             finished = {(run, step) for run, step, kind in events if kind != "STEP_START"}
             running = [(run, step) for run, step, kind in events if kind == "STEP_START" and (run, step) not in finished | done
-                       and step in ("trajectories", "labeled_steps")]
-            if len(finished) >= 3 and running and sandbox_pids(victim):  # inside the step, its sandbox open
+                       and step in SANDBOX_STEPS]
+            if len(finished) >= 2 and running and sandbox_pids(victim):  # inside the step, its sandbox open
                 victim.signal(signal.SIGSTOP)  # frozen: it cannot finish the step while we look
                 sandbox = sandbox_pids(victim)
                 if not sandbox or step_finished(srv, *running[0]):
@@ -221,14 +222,14 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
         assert [h for h, _ in attempts] == [victim.hostname, survivor.hostname], attempts
         redelivered_after = (attempts[1][1] - attempts[0][1]) / 1000  # GraphQL timestamps: milliseconds
         visibility = yaml.safe_load(readme_yaml)["execution"]["config"]["config_source"]["broker_transport_options"]["visibility_timeout"]
-        assert redelivered_after >= visibility - 2, attempts  # handed out again by the visibility timeout, not before
+        assert redelivered_after >= visibility - 10, attempts  # handed out again by the visibility timeout, not before
         per_worker = Counter(host for _, _, host, _ in placed)
         assert set(per_worker) == {w.hostname for w in workers}, per_worker
         assert len(placed) == 5 * len(keys) + 1  # trajectories, labeled_steps, its three checks; the killed step twice
         logged = Counter(host for run in all_runs(srv) for _, host, _ in worker_steps(srv, run))  # with the catalog's
         logged[victim.hostname] -= 1  # the killed attempt never finished
         for w in workers:  # the workers' own logs agree
-            assert w.log_text().count("succeeded in") == logged[w.hostname] > 0, w.log_tail()
+            assert len(re.findall(r"Task execute_plan\[[0-9a-f-]+\] succeeded in", w.log_text())) == logged[w.hostname] > 0, w.log_tail()
 
         # 4. the same data as the single-process run: same files, same bytes (nothing lost, nothing duplicated)
         out, _ = reference.communicate(timeout=300)
