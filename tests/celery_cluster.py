@@ -53,7 +53,9 @@ def ensure_celery_extra() -> None:
         pass
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["celery"]
     pin = f"dagster=={importlib.metadata.version('dagster')}"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *extra, pin], check=True, capture_output=True, timeout=600)
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *extra, pin], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"pip install {' '.join(extra)} {pin} failed:\n{out.stderr[-3000:]}")
 
 
 def readme_celery_section() -> str:
