@@ -31,21 +31,21 @@ def test_labels_kept_from_collection_equal_a_re_execution(tmp_path, sandbox):
     shutil.copytree(kept.root, fresh.root, ignore=shutil.ignore_patterns("collected-steps*"))
 
     calls = {"n": 0}
-    real_run = sandbox.run
+    real_submit = sandbox.submit
 
-    def counting_run(trajectories):
-        for traj, result in real_run(trajectories):
-            calls["n"] += 1
-            yield traj, result
+    def counting_submit(trajectories, **kwargs):
+        trajectories = list(trajectories)
+        calls["n"] += len(trajectories)
+        return real_submit(trajectories, **kwargs)
 
-    sandbox.run = counting_run
+    sandbox.submit = counting_submit
     try:
         first = label(kept, sandbox)
         assert calls["n"] == 0 and first.prelabeled == first.trajectories == 60
         second = label(fresh, sandbox)
         assert calls["n"] == 60 and second.prelabeled == 0
     finally:
-        del sandbox.run
+        del sandbox.submit
     assert first.steps == second.steps > 0
     assert _parts(kept) == _parts(fresh)  # same content keys, byte-identical files
 

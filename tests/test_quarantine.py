@@ -77,10 +77,9 @@ def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):
         from pipeline.execution.sandbox import Sandbox
         from pipeline.labeling.labeler import label
         from pipeline.store.layout import DataLayout
-        real = sb._Worker.run
-        def run_then_die(self, trajectory, limits):
+        def receive_then_die(self, trajectory, limits):
             os.kill(os.getpid(), signal.SIGKILL)  # the step process dies mid-chunk
-        sb._Worker.run = run_then_die
+        sb._Worker.receive = receive_then_die
         with Sandbox(workers=1) as box:
             label(DataLayout.at({str(layout.root)!r}), box)
     """)

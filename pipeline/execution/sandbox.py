@@ -273,6 +273,16 @@ class Sandbox:
             self._idle.put(worker)
         return results  # type: ignore[return-value]
 
+    def submit(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> "Submitted":
+        """Queue trajectories at once (in batches) and return without waiting: ``results()`` of the
+        handle yields them in order. Lets a caller prepare the next trajectories while these run."""
+        if self._pool is None:
+            raise SandboxError("use Sandbox as a context manager")
+        limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
+        items = list(trajectories)
+        batches = [items[i : i + self.batch] for i in range(0, len(items), self.batch)]
+        return Submitted([(b, self._pool.submit(self._run_batch, b, limits)) for b in batches])
+
     def run(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
         """Results in input order. ``fresh_children``: a newly forked child for every trajectory, never a
         reused one (the determinism check re-executes this way)."""
@@ -302,3 +312,14 @@ class Sandbox:
         while inflight:
             done, fut = inflight.popleft()
             yield from zip(done, fut.result())
+
+
+class Submitted:
+    """Trajectories queued with :meth:`Sandbox.submit`."""
+
+    def __init__(self, batches: list[tuple[list[Trajectory], Future[list[dict[str, Any]]]]]) -> None:
+        self._batches = batches
+
+    def results(self) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
+        for batch, fut in self._batches:
+            yield from zip(batch, fut.result())

@@ -116,6 +116,46 @@ def label(
         died = describe_inflight(layout)
         report.issues.append({"stage": "label", "task_id": "", "trajectory_id": "", "origin": str(marker), "reason": died})
         log(died)
+    pending: tuple[Any, ...] | None = None  # the chunk running in the sandbox while the next is prepared
+
+    def finish(chunk: list[dict[str, Any]], part: Path, sidecar: Path, trajectories: list[Trajectory],
+               kept: dict[str, list[dict[str, Any]]], running: Any) -> None:
+        expected = {r["trajectory_id"]: r["initial_state_hash"] for r in chunk}
+        rows: list[dict[str, Any]] = []
+        issues: list[dict[str, Any]] = []
+        timing = {"calls": 0, "seconds": 0.0, "max_seconds": 0.0}  # wall clock: not a label, kept out of the part
+        executed = running.results()
+        for traj in trajectories:
+            where = {"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": ""}
+            if traj.trajectory_id in kept:
+                rows.extend(kept[traj.trajectory_id])
+                issues.extend({**where, "reason": m} for m in prelabels.issues.get(traj.trajectory_id, []))
+                continue
+            _, result = next(executed)
+            if result["init"] is None:
+                issues.append({**where, "reason": f"reset failed: {result['init_error']}"})
+                continue
+            if result["init"]["state_hash"] != expected[traj.trajectory_id]:
+                issues.append({**where, "reason": "initial state differs from the one recorded at collection (non-deterministic reset); trajectory not labeled"})
+                continue
+            issues.extend({**where, "reason": m} for m in trajectory_issues(result))
+            for step in result["steps"]:
+                rows.append(step_row(traj, step, refs.ref(traj, step["tool"])))
+                seconds = step.get("call_seconds")
+                if isinstance(seconds, (int, float)):
+                    timing["calls"] += 1
+                    timing["seconds"] += seconds
+                    timing["max_seconds"] = max(timing["max_seconds"], seconds)
+        for issue in issues:
+            log(f"trajectory {issue['trajectory_id']} (task {issue['task_id']}): {issue['reason']}")
+        write_table(part, rows, schema.STEPS)
+        with atomic_path(sidecar) as tmp:
+            tmp.write_text(json.dumps({"steps": len(rows), "issues": issues, "timing": timing}))
+        report.parts_written += 1
+        report.steps += len(rows)
+        report.issues.extend(issues)
+        log(f"labeled part {part.name}: {len(chunk)} trajectories, {len(rows)} steps")
+
     for chunk in _chunks(iter_trajectory_rows(layout), chunk_size):
         key = part_key(chunk, sandbox.limits)
         part = layout.step_part(key)
@@ -145,45 +185,17 @@ def label(
         kept: dict[str, list[dict[str, Any]]] = {}
         for row in kept_table.to_pylist():
             kept.setdefault(row["trajectory_id"], []).append(row)
+        open_envs = {t.env_id for t in trajectories} | (set(pending[-1]) if pending else set())
         with atomic_path(marker) as tmp:  # names the environments if this process dies mid-chunk
-            tmp.write_text(json.dumps({"part": part.name, "environments": sorted({t.env_id for t in trajectories}),
+            tmp.write_text(json.dumps({"part": part.name, "environments": sorted(open_envs),
                                        "trajectories": [t.trajectory_id for t in trajectories]}))
-        expected = {r["trajectory_id"]: r["initial_state_hash"] for r in chunk}
-        rows: list[dict[str, Any]] = []
-        issues: list[dict[str, Any]] = []
-        timing = {"calls": 0, "seconds": 0.0, "max_seconds": 0.0}  # wall clock: not a label, kept out of the part
-        executed = iter(sandbox.run(t for t in trajectories if t.trajectory_id not in kept))
-        for traj in trajectories:
-            where = {"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": ""}
-            if traj.trajectory_id in kept:
-                rows.extend(kept[traj.trajectory_id])
-                issues.extend({**where, "reason": m} for m in prelabels.issues.get(traj.trajectory_id, []))
-                continue
-            _, result = next(executed)
-            if result["init"] is None:
-                issues.append({**where, "reason": f"reset failed: {result['init_error']}"})
-                continue
-            if result["init"]["state_hash"] != expected[traj.trajectory_id]:
-                issues.append({**where, "reason": "initial state differs from the one recorded at collection (non-deterministic reset); trajectory not labeled"})
-                continue
-            issues.extend({**where, "reason": m} for m in trajectory_issues(result))
-            for step in result["steps"]:
-                rows.append(step_row(traj, step, refs.ref(traj, step["tool"])))
-                seconds = step.get("call_seconds")
-                if isinstance(seconds, (int, float)):
-                    timing["calls"] += 1
-                    timing["seconds"] += seconds
-                    timing["max_seconds"] = max(timing["max_seconds"], seconds)
-        for issue in issues:
-            log(f"trajectory {issue['trajectory_id']} (task {issue['task_id']}): {issue['reason']}")
-        write_table(part, rows, schema.STEPS)
-        with atomic_path(sidecar) as tmp:
-            tmp.write_text(json.dumps({"steps": len(rows), "issues": issues, "timing": timing}))
-        marker.unlink(missing_ok=True)
-        report.parts_written += 1
-        report.steps += len(rows)
-        report.issues.extend(issues)
-        log(f"labeled part {part.name}: {len(chunk)} trajectories, {len(rows)} steps")
+        running = sandbox.submit(t for t in trajectories if t.trajectory_id not in kept)
+        if pending is not None:  # written while this chunk already runs in the sandbox
+            finish(*pending[:-1])
+        pending = (chunk, part, sidecar, trajectories, kept, running, sorted({t.env_id for t in trajectories}))
+    if pending is not None:
+        finish(*pending[:-1])
+    marker.unlink(missing_ok=True)
     for stale in layout.steps_dir.glob("part-*"):
         if stale.name not in keep and _removable(layout, stale.name):
             stale.unlink(missing_ok=True)
