@@ -73,7 +73,7 @@ from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items, e
 from pipeline.envs.bfcl_tasks import TaskIssue  # noqa: E402
 from pipeline.envs.catalog import build_catalog  # noqa: E402
 from tests.conftest import make_task_file  # noqa: E402
-from tests.envscaler_corpus import COUNTER_CODE, ITEMS  # noqa: E402
+from tests.envscaler_corpus import ITEMS  # noqa: E402
 
 SHOP = ITEMS["counter_shop"]
 SELL_COUNT = [{"role": "user", "content": "sell"},

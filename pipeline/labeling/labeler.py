@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from pipeline.collect.trajectory import Trajectory
-from pipeline.envs import blobs, registry
+from pipeline.envs import registry
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.runner import Limits
 from pipeline.execution.sandbox import Sandbox
