@@ -72,6 +72,8 @@ def bwrap_command(tmp_mb: int) -> list[str]:
         bwrap_path(),
         "--unshare-all", "--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY),
         "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv",
+        # the private /tmp first: a later bind below /tmp (a virtual environment there) stays visible on it
+        "--size", str(tmp_mb << 20), "--tmpfs", "/tmp",
         "--ro-bind", "/usr", "/usr",
     ]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -86,7 +88,6 @@ def bwrap_command(tmp_mb: int) -> list[str]:
         cmd += ["--ro-bind", path, path]
     cmd += [
         "--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline",
-        "--size", str(tmp_mb << 20), "--tmpfs", "/tmp",
         "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
     ]
     for key, value in worker_environment(_APP_DIR).items():
