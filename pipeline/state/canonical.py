@@ -34,10 +34,22 @@ _SCALARS = (str, bool, type(None))
 
 def canonicalize(value: Any) -> JSONValue:
     """Return the canonical JSON-able form of ``value`` (see module docstring)."""
-    return _canon(value, set(), 0)
+    return _canon(value, [], 0)
 
 
-def _canon(value: Any, active: set[int], depth: int) -> Any:
+# The containers being serialised, outermost first (cycle detection). Compared with ``is`` rather than
+# kept as ``id()``s: ``id()`` raises an audit event, and the sandbox runs this under an audit hook.
+_Active = list
+
+
+def _on(value: Any, active: _Active) -> bool:
+    for a in active:
+        if a is value:
+            return True
+    return False
+
+
+def _canon(value: Any, active: _Active, depth: int) -> Any:
     t = type(value)
     # fast paths for plain JSON types (exact types; subclasses take the general path)
     if t is str or t is bool or value is None:
@@ -48,21 +60,20 @@ def _canon(value: Any, active: set[int], depth: int) -> Any:
         return value if math.isfinite(value) else {"$float": repr(value)}
     if depth > MAX_DEPTH:
         return {"$truncated": t.__name__}
-    vid = id(value)
     if t is dict or t is list:
-        if vid in active:
+        if _on(value, active):
             return {"$cycle": True}
-        active.add(vid)
+        active.append(value)
         try:
             if t is list:
                 return [_canon(v, active, depth + 1) for v in value]
             return _canon_mapping(value, active, depth)
         finally:
-            active.discard(vid)
-    return _canon_general(value, t, vid, active, depth)
+            active.pop()
+    return _canon_general(value, t, active, depth)
 
 
-def _canon_general(value: Any, t: type, vid: int, active: set[int], depth: int) -> Any:
+def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
     if isinstance(value, str):
         return str(value)
     if isinstance(value, bool):
@@ -81,9 +92,9 @@ def _canon_general(value: Any, t: type, vid: int, active: set[int], depth: int) 
         return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, complex):
         return {"$complex": repr(value)}
-    if vid in active:
+    if _on(value, active):
         return {"$cycle": True}
-    active.add(vid)
+    active.append(value)
     try:
         if isinstance(value, dict):
             return _canon_mapping(value, active, depth)
@@ -99,15 +110,15 @@ def _canon_general(value: Any, t: type, vid: int, active: set[int], depth: int) 
             return {"$repr": repr(value)}
         # back-pointers to an enclosing object (Directory.parent) are dropped, not marked
         return _canon_mapping(
-            {k: v for k, v in attrs.items() if id(v) not in active or not _is_container(v)},
+            {k: v for k, v in attrs.items() if not _is_container(v) or not _on(v, active)},
             active,
             depth,
         )
     finally:
-        active.discard(vid)
+        active.pop()
 
 
-def _canon_mapping(mapping: Any, active: set[int], depth: int) -> dict[str, Any]:
+def _canon_mapping(mapping: Any, active: _Active, depth: int) -> dict[str, Any]:
     keys = list(mapping)
     if all(type(k) is str for k in keys):
         keys.sort()
