@@ -36,8 +36,11 @@ def envsimbench_import(context: AssetExecutionContext, config: EnvSimBenchImport
                                                                      hub.resolved_token(), hub.resolved_endpoint())]
     reports = [envsimbench.import_envsimbench(layout, files, name, make_current=config.make_current and name == "benchmark")
                for name, files in parts.items() if files]
-    if not reports:
-        raise ValueError("envsimbench_import: configure benchmark_files / process_files or repo_id")
+    if not reports:  # "Materialize all" on the default configuration: nothing to import, and it says so
+        message = ("nothing imported: configure benchmark_files / process_files (local reference-format files) "
+                   f"or repo_id (e.g. {envsimbench.HUB_REPO}) in this asset's config")
+        context.log.warning(f"envsimbench_import: {message}")
+        return MaterializeResult(metadata={"versions": MetadataValue.md(f"_{message}_")})
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
     rows = [{"version": r.version, "samples": r.samples, "environments": r.environments, "skipped": len(r.skipped),

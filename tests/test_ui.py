@@ -48,11 +48,12 @@ def test_what_a_person_sees(server):
         sensors { name } } } } }""")
     nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
     assert ASSETS <= set(nodes)
-    assert {n["groupName"] for n in nodes.values()} == {"collection", "labeling", "selection", "export", "evaluation"}
+    assert {n["groupName"] for n in nodes.values()} == {"collection", "labeling", "selection", "export", "evaluation",
+                                                       "simulation", "envsimbench"}
     assert nodes["benchmark_split"]["description"].startswith("The benchmark split: the EnvSimBench composition")
     repo = data["repositoriesOrError"]["nodes"][0]
     assert [s["name"] for s in repo["schedules"]] == ["weekly_splits"]
-    assert [s["name"] for s in repo["sensors"]] == ["splits_on_new_steps"]
+    assert sorted(s["name"] for s in repo["sensors"]) == ["curriculum_on_new_eval", "splits_on_new_steps"]
     started = server.graphql(
         """mutation($s: ScheduleSelector!) { startSchedule(scheduleSelector: $s) { __typename
              ... on ScheduleStateResult { scheduleState { status } } } }""",
