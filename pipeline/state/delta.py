@@ -12,6 +12,8 @@ gives the dotted form for humans only. ``|Δ|`` is ``len(Δ)``.
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, Iterable, TypedDict
 
 
@@ -37,8 +39,26 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False).encode
+
+
+def _strict_same(a: Any, b: Any) -> bool:
+    """Equal as canonical JSON (``1``, ``1.0`` and ``true`` differ): Python's ``==`` first, at C speed, which
+    equal values always pass; then the texts, for the int/float/bool cases ``==`` conflates."""
+    if a is b:
+        return True
+    try:
+        if a != b:
+            return False
+        return _TEXT(a) == _TEXT(b)
+    except (TypeError, ValueError, RecursionError):
+        return _deep_equal(a, b)
+
+
 def _diff(a: Any, b: Any, path: list[str], out: list[DeltaRecord]) -> None:
     if isinstance(a, dict) and isinstance(b, dict):
+        if _strict_same(a, b):  # an unchanged subtree: nothing to walk
+            return
         for key in sorted(a.keys() | b.keys()):
             if key not in b:
                 out.append({"op": REMOVE, "path": path + [key], "before": a[key], "after": None})
@@ -47,7 +67,7 @@ def _diff(a: Any, b: Any, path: list[str], out: list[DeltaRecord]) -> None:
             else:
                 _diff(a[key], b[key], path + [key], out)
         return
-    if not _deep_equal(a, b):
+    if not _strict_same(a, b):
         out.append({"op": REPLACE, "path": path, "before": a, "after": b})
 
 
