@@ -90,7 +90,10 @@ def test_runaway_bfcl_square_root_is_cut_at_the_timeout(box):
     ))
     [(_, result)] = list(box.run([traj]))
     hung, nxt = result["steps"]
-    assert hung["error_type"] == "Timeout" and nxt["outcome"] == "success"
+    # cut by the wall-clock limit, or by the memory cap when its allocations get there first (in a reused
+    # child that ran other trajectories before) — either way an error step, and the next call runs
+    assert hung["outcome"] == "error" and hung["error_type"] in ("Timeout", "MemoryError"), hung
+    assert nxt["outcome"] == "success"
 
 
 def test_a_reset_that_hangs_or_raises_is_an_init_error(box):

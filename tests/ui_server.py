@@ -84,6 +84,16 @@ class DagsterServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        # processes of the session in process groups of their own (a run's step processes): kill them too,
+        # and wait until they are gone
+        deadline = time.monotonic() + 15
+        while (left := self.processes_left()) and time.monotonic() < deadline:
+            for line in left:
+                try:
+                    os.kill(int(line.split()[0]), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            time.sleep(0.3)
 
     def processes_left(self) -> list[str]:
         out = subprocess.run(["ps", "-eo", "pid,sid,stat,args"], capture_output=True, text=True).stdout
