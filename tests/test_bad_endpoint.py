@@ -4,7 +4,6 @@ are counted apart from wrong answers; an endpoint whose requests mostly fail fai
 recording what finished, and a re-run after the fix asks only what is missing. Against the real-HTTP
 fake (``tests/fake_openai.py``) with the unpatched ``openai`` client."""
 
-import asyncio
 import json
 import re
 import shutil
@@ -19,16 +18,17 @@ from dagster_duckdb import DuckDBResource
 
 from pipeline.evaluate import results
 from pipeline.evaluate.bounds import MAX_DEPTH
-from pipeline.evaluate.harness import MostRequestsFailed, evaluate, result_row
+from pipeline.evaluate.harness import MostRequestsFailed, result_row
 from pipeline.evaluate.metrics import config_match, feedback_match, score
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.reference import extract_json, score_reference
-from pipeline.evaluate.simulators import Completion, SimulatorSpec, make_simulator
+from pipeline.evaluate.simulators import Completion, SimulatorSpec
 from pipeline.export.protocol import answer, messages
 from pipeline.select.selection import build_benchmark
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
 from tests.fake_openai import DEEP, FakeOpenAI
+from tests.test_evaluate import run, rows  # the harness driver the evaluation tests use
 
 
 @pytest.fixture(scope="module")
@@ -45,22 +45,6 @@ def split(default_layout, tmp_path_factory):
 def spec(server, **kw):
     return SimulatorSpec(**{"name": "fake", "model": "fake-model", "base_url": server.url, "max_retries": 0,
                             "timeout_s": 10, "concurrency": 8, **kw})
-
-
-def run(samples, sim_spec, version, path):
-    simulator = make_simulator(sim_spec)
-
-    async def go():
-        try:
-            return await evaluate(samples, simulator, version, path)
-        finally:
-            await simulator.aclose()
-
-    return asyncio.run(go())
-
-
-def rows(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def duck(path, version, name="fake"):

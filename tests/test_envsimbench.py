@@ -2,7 +2,6 @@
 process files, imported back as benchmark split versions, and scored by the harness (oracle in both answer
 formats, no_change); the reference-format export and the envsimbench prompt template."""
 
-import asyncio
 import json
 import shutil
 
@@ -15,9 +14,9 @@ from dagster_duckdb import DuckDBResource
 
 from pipeline.envs.envsimbench import import_envsimbench, method_code
 from pipeline.evaluate import results
-from pipeline.evaluate.harness import evaluate, run_id
+from pipeline.evaluate.harness import run_id
 from pipeline.evaluate.samples import load_samples
-from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
+from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.export.envsimbench import iter_reference_samples, reference_sample, write_benchmark
 from pipeline.export.hf_layout import export_split
 from pipeline.export.protocol import answer, messages
@@ -25,6 +24,7 @@ from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import stratify
 from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.store.layout import DataLayout
+from tests.test_evaluate import run  # the harness driver the evaluation tests use
 
 
 @pytest.fixture(scope="module")
@@ -54,18 +54,6 @@ def reference_files(ours, tmp_path_factory):
         for rec in tasks.values():
             fh.write(json.dumps(rec) + "\n")
     return out / "benchmark.json", out / "process.jsonl", n
-
-
-def run(samples, spec, version, path):
-    simulator = make_simulator(spec)
-
-    async def go():
-        try:
-            return await evaluate(samples, simulator, version, path)
-        finally:
-            await simulator.aclose()
-
-    return asyncio.run(go())
 
 
 def test_reference_file_has_the_published_shape(reference_files):
