@@ -15,7 +15,7 @@ from dagster import (
 )
 
 from assets.partitions import SHARDS
-from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store.layout import DataLayout
 
 regenerate_splits = define_asset_job(

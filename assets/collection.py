@@ -5,12 +5,12 @@ from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataVa
 from pydantic import Field
 
 from assets.partitions import SHARDS, shard_of
-from pipeline import profile
+from pipeline.core import profile
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.agent import AgentSettings
 from pipeline.collect.run import AgentRun, collect_all
-from pipeline.report import md_records, md_table
-from pipeline.strata import BENCHMARK_CELLS
+from pipeline.core.report import md_records, md_table
+from pipeline.core.strata import BENCHMARK_CELLS
 from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
 
 

@@ -5,7 +5,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 
 from pipeline.collect.sources import bfcl_enabled, disabled_sources, env_items
 from pipeline.envs.catalog import build_catalog
-from pipeline.report import md_records, md_table
+from pipeline.core.report import md_records, md_table
 from resources import DataStoreResource, EnvironmentSourcesResource
 
 

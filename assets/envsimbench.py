@@ -4,8 +4,8 @@ from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataVa
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from pipeline.envs import envsimbench
-from pipeline.report import md_records
+from pipeline.envsimbench import importer as envsimbench
+from pipeline.core.report import md_records
 from pipeline.store import warehouse
 from resources import DataStoreResource, HuggingFaceHubResource
 

@@ -11,7 +11,7 @@ from pipeline.evaluate import results
 from pipeline.evaluate.harness import MostRequestsFailed, evaluate, run_id
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
-from pipeline.report import md_table
+from pipeline.core.report import md_table
 from resources import DataStoreResource
 
 

@@ -10,8 +10,8 @@ from pydantic import Field
 from pipeline.export.hf_layout import export_split
 from pipeline.export.hub import push_export
 from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
-from pipeline.report import md_table
-from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.core.report import md_table
+from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from resources import DataStoreResource, HuggingFaceHubResource
 
 

@@ -15,10 +15,10 @@ from pydantic import Field
 
 from assets.partitions import SHARDS, partition_metadata, scoped
 from pipeline.labeling.determinism import check_determinism
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.labeling.quarantine import quarantine
 from pipeline.quality.suites import step_table_suite
-from pipeline.report import md_histogram, md_records, md_table
+from pipeline.core.report import md_histogram, md_records, md_table
 from pipeline.store import queries
 from pipeline.store.reconstruct import verify_steps
 from resources import DataStoreResource, SandboxResource

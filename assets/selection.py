@@ -15,14 +15,14 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from pipeline import profile
+from pipeline.core import profile
 from pipeline.quality.suites import composition_suite, overlap_suite
-from pipeline.report import md_table
+from pipeline.core.report import md_table
 from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture, strata_report
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
-from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store import queries, warehouse
-from pipeline.strata import BENCHMARK_CELLS, Cell
+from pipeline.core.strata import BENCHMARK_CELLS, Cell
 from resources import DataStoreResource
 
 POOL = "duckdb"  # one writer of envsim.duckdb at a time

@@ -30,7 +30,7 @@ from pipeline.collect.sources import agent_tasks, env_items
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, record, resolve_run
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
-from pipeline.report import md_table
+from pipeline.core.report import md_table
 from pipeline.rollouts import store as rollout_store
 from pipeline.rollouts.loop import RolloutTask, ToolCode, run_id, simulate
 from pipeline.rollouts.sft import export_rollouts

@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.collect.collector import collect  # noqa: E402
 from pipeline.collect.replay import ground_truth_trajectories  # noqa: E402
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
-from pipeline.execution.runner import Limits, execute  # noqa: E402
+from pipeline.execution.child import Limits, execute  # noqa: E402
 from pipeline.execution.sandbox import Sandbox  # noqa: E402
 from pipeline.execution.freeze import frozen  # noqa: E402
 from pipeline.execution.labels import TrajectoryLabels  # noqa: E402
-from pipeline.labeling.labeler import label  # noqa: E402
+from pipeline.labeling.steps import label  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
 from pipeline.collect.explore import ExploreSettings  # noqa: E402
 from pipeline.collect.run import collect_all  # noqa: E402

@@ -8,17 +8,21 @@ import sys
 
 import pyarrow.parquet as pq
 
-from pipeline.report import md_table
+from pipeline.core.report import md_table
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
+from pipeline.labeling.determinism import failed_checks
+from pipeline.labeling.empty import why_empty
+from pipeline.labeling.steps import describe_inflight
+from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.select.selection import strata_report
+from pipeline.envs import download
+from pipeline.collect.shards import partition_keys, shard_count
 
 
 def summary(layout: DataLayout) -> int:
     """Print the summary; non-zero when there are no steps or a determinism check failed."""
-    from pipeline.labeling.determinism import failed_checks
-    from pipeline.labeling.empty import why_empty
 
-    from pipeline.labeling.labeler import describe_inflight
 
     died = describe_inflight(layout)
     if died:
@@ -58,9 +62,7 @@ def summary(layout: DataLayout) -> int:
     print("Balance2 SFT groups:")
     print(md_table(queries.balance2_coverage(layout), index=False))
     print()
-    from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
 
-    from pipeline.select.selection import strata_report
 
     for kind in (BENCHMARK, MIXTURE):
         store = SplitStore(layout, kind)
@@ -105,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "download":
         import os
 
-        from pipeline.envs import download
 
         root = DataLayout.at(args.data_root).root
         result = download.download_envscaler(
@@ -119,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
               f"(./forge run with ENVSIM_DATA_ROOT={root})")
         return 0
     if args.command == "partitions":
-        from pipeline.collect.shards import partition_keys, shard_count
 
         count = shard_count()
         print("\n".join(partition_keys(count)) if count else "", end="\n" if count else "")

@@ -28,7 +28,7 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
-from assets import automation, collection, environments, envsimbench, evaluation, export, jobs, labeling, selection, simulation
+from assets import automation, collection, environments, envsimbench, evaluation, export, labeling, selection, simulation, training
 from assets.partitions import SHARDS
 from pipeline.store.layout import DataLayout
 from resources import DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, JobLauncherResource, SandboxResource
@@ -85,13 +85,13 @@ _modules = [environments, collection, labeling, selection, export, evaluation, s
 # ENVSIM_LAUNCHER=local or ENVSIM_LAUNCHER=slurm (+ ENVSIM_SLURM_PARTITION, SLURM_CONF, ...).
 _launcher = os.environ.get("ENVSIM_LAUNCHER")
 if _launcher:
-    _modules.append(jobs)
+    _modules.append(training)
 
 _partitioned = AssetSelection.assets("trajectories", "labeled_steps")
 if SHARDS is None:
     envsim_main = define_asset_job(
         "envsim_main",
-        selection=AssetSelection.all() - AssetSelection.groups("jobs", "simulation", "envsimbench"),
+        selection=AssetSelection.all() - AssetSelection.groups("training", "simulation", "envsimbench"),
         description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> strata -> "
         "benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
     )
@@ -99,7 +99,7 @@ if SHARDS is None:
 else:
     envsim_main = define_asset_job(
         "envsim_main",
-        selection=AssetSelection.all() - AssetSelection.groups("jobs", "simulation", "envsimbench") - _partitioned,
+        selection=AssetSelection.all() - AssetSelection.groups("training", "simulation", "envsimbench") - _partitioned,
         description="Everything unpartitioned (ENVSIM_SHARDS is set): the catalog, and on top of all partitions of the "
         "labeled steps: strata -> benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
     )
@@ -117,7 +117,7 @@ defs = Definitions(
     jobs=[envsim_main, *_scale_out, automation.regenerate_splits, simulation.simulation, simulation.curriculum_refresh,
           define_asset_job("envsimbench_import_job", selection=AssetSelection.groups("envsimbench"),
                            description="Import the published EnvSimBench (benchmark / process data) as benchmark split versions.")] + (
-        [define_asset_job("gpu_jobs", selection=AssetSelection.groups("jobs"),
+        [define_asset_job("training", selection=AssetSelection.groups("training"),
                           description="SFT training and evaluation as GPU jobs through the launcher (local or Slurm).")]
         if _launcher else []
     ),

@@ -5,7 +5,7 @@ from pathlib import Path
 from dagster import Config, ConfigurableResource
 from pydantic import Field
 
-from pipeline import profile
+from pipeline.core import profile
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files
 from pipeline.envs.download import downloaded_corpus

@@ -15,7 +15,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from pipeline.jobs.launchers import JobResult, JobSpec, LocalLauncher, SlurmLauncher
+from pipeline.training.launchers import JobResult, JobSpec, LocalLauncher, SlurmLauncher
 
 ROOT = Path(__file__).resolve().parents[1]
 

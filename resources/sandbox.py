@@ -5,7 +5,7 @@ import os
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 
 

@@ -9,7 +9,7 @@ from pipeline.collect.agent import AgentSettings, actions_from_messages
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
 from tests.fake_openai import FakeOpenAI
@@ -100,7 +100,7 @@ def test_agent_steps_are_labeled_with_their_history(agent_run):
 
 def test_recorded_histories_replay_to_identical_labels(agent_run, sandbox):
     layout, result, _, _, _ = agent_run
-    from pipeline.collect.trajectory import Trajectory
+    from pipeline.core.trajectory import Trajectory
     from pipeline.store.trajectories import iter_trajectories
 
     stored = {t.trajectory_id: t for t in iter_trajectories(layout) if t.strategy == "agent"}

@@ -17,13 +17,13 @@ from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
 from pipeline.evaluate import results
-from pipeline.evaluate.bounds import MAX_DEPTH
+from pipeline.core.bounds import MAX_DEPTH
 from pipeline.evaluate.harness import MostRequestsFailed, result_row
 from pipeline.evaluate.metrics import config_match, feedback_match, score
 from pipeline.evaluate.parsing import parse_answer
-from pipeline.evaluate.reference import extract_json, score_reference
+from pipeline.envsimbench.reference import extract_json, score_reference
 from pipeline.evaluate.simulators import Completion, SimulatorSpec
-from pipeline.export.protocol import answer, messages
+from pipeline.core.protocol import answer, messages
 from pipeline.select.selection import build_benchmark
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
@@ -245,7 +245,7 @@ def test_failing_endpoint_fails_the_asset_and_a_fixed_rerun_resumes(split, tmp_p
 
 
 def test_eval_job_fails_the_same_way_after_recording(split, tmp_path):
-    from pipeline.jobs import eval_job
+    from pipeline.training import eval_job
 
     layout, version, samples, answers = split
     sim = {"name": "fake_job", "kind": "openai", "model": "fake-model", "max_retries": 0, "concurrency": 16}

@@ -6,9 +6,9 @@ import pytest
 from pipeline.collect.collector import collect
 from pipeline.collect.replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import iter_tasks
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
 from tests.bad_tasks import bad_task_file
@@ -70,7 +70,7 @@ import json  # noqa: E402
 
 from pipeline.collect.run import collect_all  # noqa: E402
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items, exploration_scenarios, history_trajectories  # noqa: E402
-from pipeline.envs.bfcl_tasks import TaskIssue  # noqa: E402
+from pipeline.core.issues import TaskIssue  # noqa: E402
 from pipeline.envs.catalog import build_catalog  # noqa: E402
 from tests.conftest import make_task_file  # noqa: E402
 from tests.envscaler_corpus import ITEMS  # noqa: E402

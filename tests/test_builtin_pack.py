@@ -3,7 +3,7 @@
 import json
 
 
-from pipeline.collect.policy import ExplorationPolicy, PolicySettings, StateIndex
+from pipeline.execution.policy import ExplorationPolicy, PolicySettings, StateIndex
 from pipeline.envs import builtin, envscaler
 
 

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from pipeline.state.canonical import canonical_json, canonicalize, state_hash
+from pipeline.core.canonical import canonical_json, canonicalize, state_hash
 
 
 class Node:

@@ -1,5 +1,5 @@
 """The simulator prompt states the current time: a sample's ``current_time`` is the frozen wall clock
-its action ran under (``freeze.step_time(clock_start, step_index)``), and the ``envsim`` prompt — SFT
+its action ran under (``clock.step_time(clock_start, step_index)``), and the ``envsim`` prompt — SFT
 records, the exported dataset and what the evaluation harness sends — carries it, so a timestamp the
 environment wrote into Δ with ``datetime.now()`` / ``time.time()`` is in the prompt. The ``envsimbench``
 template stays the reference's prompt, without it."""
@@ -18,16 +18,16 @@ from pipeline.envs.catalog import build_catalog
 from pipeline.evaluate.harness import evaluate
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
-from pipeline.execution import freeze
+from pipeline.core import clock
 from pipeline.export.hf_layout import export_split
-from pipeline.export.protocol import answer, messages, time_section, user_prompt
+from pipeline.core.protocol import answer, messages, time_section, user_prompt
 from pipeline.export.records import chat_record, record_tables
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import stratify
-from pipeline.select.versions import BENCHMARK, MIXTURE
+from pipeline.store.versions import BENCHMARK, MIXTURE
 from pipeline.store.layout import DataLayout
-from pipeline.strata import Cell
+from pipeline.core.strata import Cell
 from tests.fake_openai import FakeOpenAI
 from tests.hub_corpus import write_hub_corpus
 
@@ -83,7 +83,7 @@ def test_sample_prompt_carries_the_time_written_into_delta(timed):
     clocks = {r["trajectory_id"]: r["clock_start"] for f in layout.trajectory_files()
               for r in pq.read_table(f, columns=["trajectory_id", "clock_start"]).to_pylist()}
     for sample, entry in stamped:
-        assert sample["current_time"] == freeze.step_time(clocks[sample["trajectory_id"]], int(sample["step_index"]))
+        assert sample["current_time"] == clock.step_time(clocks[sample["trajectory_id"]], int(sample["step_index"]))
         prompt = messages(sample)[1]["content"]
         section = prompt.split("## Current state")[0]  # the time section, not an older stamp in s_t
         assert entry["booked_at"] in section.replace(" ", "T")  # datetime.now().isoformat() of the env code

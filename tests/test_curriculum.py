@@ -9,12 +9,12 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, NoEvaluation, allocate, build_curriculum, record, resolve_run, weight
 from pipeline.envs.catalog import build_catalog
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.select.selection import build_benchmark
 from pipeline.select.stratify import stratify
-from pipeline.select.versions import SplitStore
+from pipeline.store.versions import SplitStore
 from pipeline.store.layout import DataLayout
-from pipeline.strata import Cell
+from pipeline.core.strata import Cell
 
 RUN = "sim@bench"
 RATES = {"failure": 0.95, "simple": 0.50, "medium": 0.05}  # strata A, B, C

@@ -7,11 +7,11 @@ from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
-from pipeline.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS, BENCHMARK_CELL_SQL, BENCHMARK_CELLS
+from pipeline.core.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS, BENCHMARK_CELL_SQL, BENCHMARK_CELLS
 
 pytestmark = pytest.mark.slow
 
@@ -73,8 +73,8 @@ def test_benchmark_has_exactly_the_default_composition(default_run):
     import pandas as pd
 
     from pipeline.select.selection import build_benchmark, build_mixture
-    from pipeline.select.stratify import strata_path, stratify
-    from pipeline.select.versions import EmptySelection
+    from pipeline.select.stratify import stratify
+    from pipeline.store.versions import EmptySelection
     from pipeline.quality.suites import overlap_suite
 
     layout, _ = default_run
@@ -94,7 +94,7 @@ def test_benchmark_has_exactly_the_default_composition(default_run):
             # the benchmark covers every environment of the default run, so decontaminating by env_id leaves
             # nothing: a clear error naming the decontamination, never an empty version
             assert mode == "env_id" and "decontamination" in str(exc), exc
-            envs = pd.read_parquet(strata_path(layout), columns=["env_id"])["env_id"].nunique()
+            envs = pd.read_parquet(layout.strata, columns=["env_id"])["env_id"].nunique()
             assert df["env_id"].nunique() == envs
             continue
         assert overlap_suite(mix.path, bench.path, mode).success

@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.state.canonical import CanonicalTextCache, canonical_json, canonicalize
-from pipeline.state.delta import DeltaError, apply, diff
+from pipeline.core.canonical import CanonicalTextCache, canonical_json, canonicalize
+from pipeline.core.delta import DeltaError, apply, diff
 
 keys = st.one_of(
     st.sampled_from(["a", "b", "a.b", "1", "", "x.y.z", "$int", "<int>1"]), st.text(max_size=4)

@@ -6,14 +6,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.collect.explore import ExploreSettings
-from pipeline.collect.trajectory import Action, Trajectory
-from pipeline.execution.runner import Limits
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
 from pipeline.envs import envscaler
 from pipeline.envs.catalog import build_catalog
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
 from tests.envscaler_corpus import COUNTER_CODE, write_corpus

@@ -12,17 +12,17 @@ import pytest
 from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
-from pipeline.envs.envsimbench import import_envsimbench, method_code
+from pipeline.envsimbench.importer import import_envsimbench, method_code
 from pipeline.evaluate import results
 from pipeline.evaluate.harness import run_id
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec
-from pipeline.export.envsimbench import iter_reference_samples, reference_sample, write_benchmark
+from pipeline.envsimbench.export import iter_reference_samples, reference_sample, write_benchmark
 from pipeline.export.hf_layout import export_split
-from pipeline.export.protocol import answer, messages
+from pipeline.core.protocol import answer, messages
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import stratify
-from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.store.layout import DataLayout
 from tests.test_evaluate import run  # the harness driver the evaluation tests use
 

@@ -16,7 +16,7 @@ from pipeline.evaluate.harness import MostRequestsFailed, evaluate, finished_ste
 from pipeline.evaluate.metrics import config_match, config_match_changed_paths, feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
-from pipeline.export.protocol import answer, messages
+from pipeline.core.protocol import answer, messages
 from pipeline.select.selection import build_benchmark
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout

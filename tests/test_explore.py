@@ -4,7 +4,7 @@ from pipeline.collect.explore import Coverage, ExploreSettings
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig
 from pipeline.envs.bfcl_tasks import default_task_files
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps

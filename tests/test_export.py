@@ -10,13 +10,13 @@ from dagster import materialize
 
 from pipeline.export.hf_layout import ExportConflict, export_split
 from pipeline.export.hub import PushError, push_export
-from pipeline.export.protocol import ChangeError, apply_changes, delta_to_changes, messages
+from pipeline.core.protocol import ChangeError, apply_changes, delta_to_changes, messages
 from pipeline.export.records import alpaca_record, chat_record
 from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import stratify
-from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
-from pipeline.state.canonical import canonical_json
+from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.core.canonical import canonical_json
 from pipeline.store.layout import DataLayout
 from tests.fake_hub import FakeHub
 
@@ -224,7 +224,7 @@ def test_batched_records_equal_the_single_record_builders(splits):
 def test_answer_text_is_the_sorted_json_of_feedback_and_changes(splits):
     import pyarrow.parquet as pq
 
-    from pipeline.export.protocol import answer, feedback_of
+    from pipeline.core.protocol import answer, feedback_of
 
     _, bench, mix = splits
     for path in (bench.path, mix.path):

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.collect.trajectory import Trajectory
-from pipeline.envs.protocol import EnvSpec
+from pipeline.core.trajectory import Trajectory
+from pipeline.core.environment import EnvSpec
+from pipeline.core import clock
 from pipeline.execution import freeze
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +80,7 @@ def test_same_trajectory_same_values_different_trajectory_different_values():
 def test_clock_is_frozen_per_step_and_advances_per_step():
     out = _run("x", clock_start="2025-03-01T12:00:00Z")
     assert out["reset"]["at"] == "2025-03-01T12:00:00"
-    assert out["step0"]["at"] == "2025-03-01T12:01:00" == freeze.step_time("2025-03-01T12:00:00Z", 0)[:19]
+    assert out["step0"]["at"] == "2025-03-01T12:01:00" == clock.step_time("2025-03-01T12:00:00Z", 0)[:19]
     assert out["step1"]["at"] == "2025-03-01T12:02:00"
     assert out["step1"]["today"] == "2025-03-01" and out["step1"]["fmt"] == "2025-03-01 12:02"
     assert out["step1"]["lt"] == [2025, 3, 1, 12, 2, 0]
@@ -125,7 +126,7 @@ def test_frozen_context_restores_everything():
 def test_trajectory_carries_seed_and_clock_start():
     env = EnvSpec("envscaler", "e", {}, {})
     t = Trajectory("e/t/x", "t", env, (), seed=4)
-    assert t.clock_start == freeze.derive_clock_start("e/t/x", 4) and t.clock_start.startswith("2025-")
+    assert t.clock_start == clock.derive_clock_start("e/t/x", 4) and t.clock_start.startswith("2025-")
     assert Trajectory("e/t/x", "t", env, (), seed=4).fingerprint() == t.fingerprint()
     assert Trajectory("e/t/x", "t", env, (), seed=5).fingerprint() != t.fingerprint()
     assert Trajectory("e/t/x", "t", env, (), clock_start="2024-01-01T00:00:00Z").clock_start == "2024-01-01T00:00:00Z"

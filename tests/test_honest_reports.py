@@ -13,10 +13,10 @@ from pipeline.collect.sources import SourceConfig, bfcl_enabled, disabled_source
 from pipeline.envs import builtin
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import cell_table, stratify
-from pipeline.select.versions import MIXTURE, SplitStore
+from pipeline.store.versions import MIXTURE, SplitStore
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
-from pipeline.strata import Cell
+from pipeline.core.strata import Cell
 from resources import DataStoreResource, EnvironmentSourcesResource, EnvScalerCorpusConfig
 from tests.hub_corpus import write_hub_corpus
 

@@ -13,16 +13,16 @@ from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
 from pipeline.envs import envscaler
-from pipeline.envs.bfcl_tasks import TaskIssue
+from pipeline.core.issues import TaskIssue
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.download import download_envscaler, downloaded_corpus
 from pipeline.labeling.determinism import check_determinism
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.select.selection import build_benchmark
-from pipeline.select.stratify import exclusion_table, stratify, strata_path
+from pipeline.select.stratify import exclusion_table, stratify
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
-from pipeline.strata import Cell
+from pipeline.core.strata import Cell
 from tests.fake_hub import FakeHub
 from tests.hub_corpus import hub_files, write_dict_corpus, write_hub_corpus
 
@@ -150,7 +150,7 @@ def test_nondeterministic_environment_fails_the_check_and_is_excluded(tmp_path, 
     assert table[table["reason"] == "non-deterministic"]["steps"].sum() == len(report.excluded)
     import duckdb
 
-    reasons = duckdb.sql(f"SELECT DISTINCT excluded_reason FROM '{strata_path(layout)}' WHERE excluded").fetchall()
+    reasons = duckdb.sql(f"SELECT DISTINCT excluded_reason FROM '{layout.strata}' WHERE excluded").fetchall()
     # exploration's labels are kept (each call executed once), so the difference shows on re-execution
     assert any(r[0].startswith("non-deterministic: ") and "differ" in r[0] for r in reasons), reasons
 

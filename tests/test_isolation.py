@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
 from pipeline.execution import isolation, sandbox as sandbox_module
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
-from pipeline.state.canonical import canonical_json, canonicalize, text_hash
-from pipeline.state.delta import apply
+from pipeline.core.canonical import canonical_json, canonicalize, text_hash
+from pipeline.core.delta import apply
 
 CANARY = "sk-canary-must-never-leak-0123456789"
 
@@ -111,7 +111,7 @@ class Escaper:
         import hashlib
         hashlib.blake2b = lambda *a, **k: hashlib.md5(b"forged")
         try:
-            import pipeline.state.canonical as canonical
+            import pipeline.core.canonical as canonical
             canonical.text_hash = lambda text: "0" * 32
             canonical.state_hash = lambda value: "0" * 32
         except Exception:

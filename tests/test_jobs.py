@@ -14,8 +14,8 @@ import yaml
 from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
-from pipeline.jobs.launchers import JobFailed, JobSpec, LocalLauncher, SlurmLauncher
-from pipeline.jobs.llamafactory import (
+from pipeline.training.launchers import JobFailed, JobSpec, LocalLauncher, SlurmLauncher
+from pipeline.training.llamafactory import (
     TrainSettings, checkpoint_version, launch_env, loss_plot, run_report, sft_config, write_config,
 )
 from pipeline.select.selection import build_benchmark, build_mixture
@@ -105,7 +105,7 @@ def _job_resources(layout, launcher):
 
 
 def test_eval_job_reports_through_pipes_and_lands_in_duckdb(split_layout):
-    from assets.jobs import simulator_eval_job
+    from assets.training import simulator_eval_job
     from resources import JobLauncherResource
 
     launcher = JobLauncherResource(backend="local", workdir=str(split_layout.root / "jobs"))
@@ -118,7 +118,7 @@ def test_eval_job_reports_through_pipes_and_lands_in_duckdb(split_layout):
 
 
 def test_training_job_fails_before_submission_without_llamafactory(split_layout):
-    from assets.jobs import sft_training
+    from assets.training import sft_training
     from resources import JobLauncherResource
 
     # the main environment's Python has no LLaMA-Factory next to it
@@ -150,7 +150,7 @@ def _slurm_launcher(cluster, **kw):
 
 @pytest.mark.slow
 def test_slurm_eval_job_end_to_end(slurm, split_layout):
-    from assets.jobs import simulator_eval_job
+    from assets.training import simulator_eval_job
     from resources import JobLauncherResource
 
     launcher = JobLauncherResource(backend="slurm", slurm_conf=str(slurm.conf), jobcomp=str(slurm.jobcomp),
@@ -187,7 +187,7 @@ def test_slurm_time_limit(slurm, tmp_path):
 
 
 def test_checkpoints_publish_resolve_and_lineage_tables(tmp_path):
-    from pipeline.jobs import checkpoints
+    from pipeline.training import checkpoints
 
     root = tmp_path / "data"
     with pytest.raises(FileNotFoundError, match="materialize 'sft_training' first"):

@@ -5,10 +5,10 @@ import json
 import pyarrow.parquet as pq
 
 from pipeline.labeling.determinism import check_determinism
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.store import queries
 from pipeline.store.reconstruct import materialize_states, verify_steps
-from pipeline.state.canonical import state_hash
+from pipeline.core.canonical import state_hash
 
 
 def test_all_ground_truth_calls_are_labeled(default_layout):

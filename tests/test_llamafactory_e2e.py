@@ -14,7 +14,7 @@ import pytest
 from dagster import materialize
 
 from pipeline.export.hf_layout import MARKER
-from pipeline.jobs.serve import ServeSpec, ServerNotReady, serve
+from pipeline.training.serve import ServeSpec, ServerNotReady, serve
 from tests.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def _meta(result, key=None):
 
 
 def test_wrong_llamafactory_argument_fails_before_submission(split_layout, train_python, tiny_model):  # noqa: F811
-    from assets.jobs import sft_training
+    from assets.training import sft_training
 
     config = {**CPU_TRAIN, "model_name_or_path": str(tiny_model), "extra_args": {"max_steps": 2, "learning_rte": 0.1}}
     result = materialize([sft_training], resources=_job_resources(split_layout, _launcher(split_layout, train_python)),
@@ -73,7 +73,7 @@ def test_wrong_llamafactory_argument_fails_before_submission(split_layout, train
 
 
 def test_train_serve_and_score_on_cpu(split_layout, train_python, tiny_model):  # noqa: F811
-    from assets.jobs import sft_training, simulator_eval_job
+    from assets.training import sft_training, simulator_eval_job
 
     resources = _job_resources(split_layout, _launcher(split_layout, train_python))
     config = {**CPU_TRAIN, "model_name_or_path": str(tiny_model)}
@@ -119,7 +119,7 @@ def test_train_serve_and_score_on_cpu(split_layout, train_python, tiny_model):  
 
 
 def test_server_that_never_becomes_ready_fails_with_its_log_tail(split_layout, train_python, tiny_model, tmp_path):  # noqa: F811
-    from assets.jobs import simulator_eval_job
+    from assets.training import simulator_eval_job
 
     broken = tmp_path / "not-a-model"  # the tokenizer loads, the model config names no architecture transformers knows
     broken.mkdir()

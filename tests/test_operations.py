@@ -12,18 +12,18 @@ import pytest
 from pipeline.collect.collector import collect
 from pipeline.collect.replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import iter_tasks
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.export.hf_layout import export_split
 from pipeline.export.verify import verify_roundtrip
-from pipeline.jobs.launchers import JobSpec
-from pipeline.labeling.labeler import label
+from pipeline.training.launchers import JobSpec
+from pipeline.labeling.steps import label
 from pipeline.rollouts.store import run_dir
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import stratify
-from pipeline.select.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
+from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
 from pipeline.store.layout import DataLayout, UnsafeName, safe_name
-from pipeline.strata import Cell
+from pipeline.core.strata import Cell
 from tests.conftest import TWITTER_CFG, make_task_file
 
 ESCAPES = ["../../../../tmp/x", "..", ".", "a/b", "a\\b", "", ".hidden", "x\x00y", "tab\tname", "x" * 129]

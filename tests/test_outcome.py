@@ -1,8 +1,8 @@
 import pytest
 
 from pipeline.envs.bfcl import BfclEnvironment
-from pipeline.envs.protocol import CallResult
-from pipeline.labeling.outcome import args_count, reports_failure
+from pipeline.core.environment import CallResult
+from pipeline.core.outcome import args_count, reports_failure
 
 
 @pytest.mark.parametrize(

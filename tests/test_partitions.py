@@ -18,12 +18,12 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.shards import SOURCES, Shard, partition_keys, shard_count, shard_index, source_of
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
 from pipeline.envs import bfcl, builtin
-from pipeline.envs.bfcl_tasks import TaskIssue, default_task_files, iter_tasks
+from pipeline.core.issues import TaskIssue
+from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.determinism import check_determinism
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.store.reconstruct import verify_steps
-from pipeline.select.stratify import strata_path
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout, step_part_partition
 from tests.envscaler_corpus import COUNTER_CODE
@@ -75,7 +75,7 @@ def test_partition_keys_come_from_envsim_shards():
 def test_every_environment_is_in_exactly_one_shard_always_the_same():
     ids = all_env_ids()
     assert len(ids) > 200
-    from pipeline.envs.protocol import EnvSpec
+    from pipeline.core.environment import EnvSpec
 
     for count in (1, 2, 3, 5, 8):
         keys = partition_keys(count)
@@ -451,7 +451,7 @@ def test_partitioned_backfill_runs_every_partition_through_the_daemon(tmp_path):
         # the unpartitioned strata on top of every partition
         run = srv.launch("envsim_main", ["step_strata"])
         assert srv.wait_run(run) == "SUCCESS", srv.log_tail()
-        strata = pq.read_table(strata_path(layout), columns=["env_id"]).column("env_id").to_pylist()
+        strata = pq.read_table(layout.strata, columns=["env_id"]).column("env_id").to_pylist()
         assert len(strata) == sum(meta[("labeled_steps", k)]["steps"] for k in keys)
         assert {shard_index(e, 2) for e in strata if e.startswith("bfcl/")} == {0, 1}
         assert {shard_index(e, 2) for e in strata if e.startswith("builtin/")} == {0, 1}

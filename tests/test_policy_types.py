@@ -3,7 +3,7 @@ objects, arrays), mutations keep the type and are recorded."""
 
 import jsonschema
 
-from pipeline.collect.policy import ExplorationPolicy, PolicySettings
+from pipeline.execution.policy import ExplorationPolicy, PolicySettings
 
 PARAMS = {
     "type": "object",

@@ -11,9 +11,9 @@ from pipeline.collect.collector import collect
 from pipeline.collect.replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 
 

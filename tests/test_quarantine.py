@@ -11,11 +11,11 @@ from pipeline.collect.collector import collect
 from pipeline.collect.replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
-from pipeline.labeling.labeler import label
+from pipeline.labeling.steps import label
 
 from pipeline.labeling.determinism import failed_checks
 from pipeline.labeling.quarantine import quarantine
-from pipeline.select.stratify import stratify, strata_path
+from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
 
@@ -46,7 +46,7 @@ def test_a_corrupted_environment_is_quarantined_and_the_others_are_not(small_lay
     assert held.environments == [victim["env_id"]]
 
     stratify(layout)
-    strata = pq.read_table(strata_path(layout)).to_pylist()
+    strata = pq.read_table(layout.strata).to_pylist()
     in_env = [r for r in strata if r["env_id"] == victim["env_id"]]
     others = [r for r in strata if r["env_id"] != victim["env_id"]]
     assert in_env and all(r["excluded"] and r["excluded_reason"].startswith("quarantined: delta_roundtrip") for r in in_env)
@@ -73,7 +73,7 @@ def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):
         import os, signal
         from pipeline.execution import sandbox as sb
         from pipeline.execution.sandbox import Sandbox
-        from pipeline.labeling.labeler import label
+        from pipeline.labeling.steps import label
         from pipeline.store.layout import DataLayout
         def receive_then_die(self, trajectory, limits):
             os.kill(os.getpid(), signal.SIGKILL)  # the step process dies mid-chunk
@@ -83,7 +83,7 @@ def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):
     """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL
-    from pipeline.labeling.labeler import describe_inflight, inflight_path
+    from pipeline.labeling.steps import describe_inflight, inflight_path
 
     message = describe_inflight(layout)
     assert "died while labeling" in message and "bfcl/" in message

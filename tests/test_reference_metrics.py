@@ -10,10 +10,10 @@ import pytest
 
 from pipeline.evaluate.metrics import config_match, config_match_changed_paths, score
 from pipeline.evaluate.parsing import parse_answer
-from pipeline.evaluate.reference import cm_reference, extract_json, fm_reference, parse_value, reference_diff
-from pipeline.export.protocol import ChangeError, apply_changes
-from pipeline.state.canonical import canonical_json, canonicalize
-from pipeline.state.delta import diff
+from pipeline.envsimbench.reference import cm_reference, extract_json, fm_reference, parse_value, reference_diff
+from pipeline.core.protocol import ChangeError, apply_changes
+from pipeline.core.canonical import canonical_json, canonicalize
+from pipeline.core.delta import diff
 
 
 def sample(before, after, observation, args=None):

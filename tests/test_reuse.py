@@ -8,7 +8,7 @@ import itertools
 from pipeline.collect.replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.execution.sandbox import Sandbox
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 
 
 def _labels(result: dict) -> list:

@@ -14,7 +14,7 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog, load_blobs
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
-from pipeline.export.protocol import answer
+from pipeline.core.protocol import answer
 from pipeline.rollouts import store
 from pipeline.rollouts.loop import RolloutTask, simulate
 from pipeline.rollouts.sft import export_rollouts

@@ -5,10 +5,10 @@ import os
 import pytest
 
 from pipeline.collect.replay import bfcl_env_spec
-from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
 from pipeline.envs.bfcl_tasks import BfclTask
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from tests.envscaler_corpus import HOSTILE_CODE
 

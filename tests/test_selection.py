@@ -11,12 +11,12 @@ from dagster_duckdb import DuckDBResource
 
 from pipeline.quality.suites import composition_suite, overlap_suite, step_table_suite
 from pipeline.select.selection import ShortfallError, build_benchmark, build_mixture
-from pipeline.select.versions import EmptySelection
+from pipeline.store.versions import EmptySelection
 from pipeline.select.stratify import EmptyStepTable, stratify
-from pipeline.select.versions import BENCHMARK, SplitStore, UnknownVersion
+from pipeline.store.versions import BENCHMARK, SplitStore, UnknownVersion
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout
-from pipeline.strata import Cell
+from pipeline.core.strata import Cell
 
 
 @pytest.fixture(scope="module")

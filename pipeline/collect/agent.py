@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
-from pipeline.envs.protocol import EnvSpec
+from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
 
 AGENT_SYSTEM_PROMPT = ("You are a careful assistant that completes the user's task by calling the available tools. "

@@ -13,11 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from pipeline.collect.trajectory import Trajectory
-from pipeline.envs.bfcl_tasks import TaskIssue
+from pipeline.core.trajectory import Trajectory
+from pipeline.core.issues import TaskIssue
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import CollectedSteps
-from pipeline.state.canonical import canonical_json, canonicalize
+from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table

@@ -17,12 +17,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator
 
-from pipeline.collect.policy import PolicySettings
-from pipeline.collect.trajectory import Action, Trajectory
-from pipeline.envs.bfcl_tasks import TaskIssue
-from pipeline.envs.protocol import EnvSpec
+from pipeline.execution.policy import PolicySettings
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.core.issues import TaskIssue
+from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
-from pipeline.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, balance2_group, benchmark_cell
+from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, balance2_group, benchmark_cell
 
 Log = Callable[[str], None]
 

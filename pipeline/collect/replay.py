@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import bfcl
-from pipeline.envs.bfcl_tasks import BfclTask, TaskIssue
+from pipeline.core.issues import TaskIssue
+from pipeline.envs.bfcl_tasks import BfclTask
 from pipeline.envs.callparse import CallParseError, parse_call
-from pipeline.envs.protocol import EnvSpec
+from pipeline.core.environment import EnvSpec
 
 
 def bfcl_env_spec(task: BfclTask) -> EnvSpec:

@@ -6,21 +6,21 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
-
-if TYPE_CHECKING:
-    from pipeline.collect.agent import AgentSettings
+from typing import Callable, Iterable, Iterator
 
 from pipeline.collect.collector import CollectReport, collect
 from pipeline.collect.explore import Coverage, ExploreSettings, explore
 from pipeline.collect.shards import Shard, partition_keys, shard_index, source_of
 from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories
 from pipeline.envs import registry
-from pipeline.envs.bfcl_tasks import TaskIssue
-from pipeline.envs.protocol import EnvSpec
+from pipeline.core.issues import TaskIssue
+from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.partitions import begin_partitioned
+from pipeline.collect.agent import collect_agent, episode_trajectory
+from pipeline.collect.sources import agent_tasks
+from pipeline.collect.agent import AgentSettings
 
 Log = Callable[[str], None]
 
@@ -109,7 +109,7 @@ def _tool_names(spec: EnvSpec) -> list[str]:
 
 @dataclass(frozen=True)
 class AgentRun:
-    settings: "AgentSettings"
+    settings: AgentSettings
     sources: tuple[str, ...] = ("builtin",)
     task_limit: int | None = 20
 
@@ -147,8 +147,6 @@ def collect_all(
     if agent is not None:
         import asyncio
 
-        from pipeline.collect.agent import collect_agent, episode_trajectory
-        from pipeline.collect.sources import agent_tasks
 
         tasks = agent_tasks(cfg, items, list(agent.sources), agent.task_limit)
         name = safe_name(agent.settings.model.replace("/", "_"), "agent model name")

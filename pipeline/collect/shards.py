@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from pipeline.envs import bfcl, builtin
-from pipeline.envs.protocol import EnvSpec
+from pipeline.core.environment import EnvSpec
 
 #: environment sources, in partition-key order
 SOURCES = ("bfcl", "builtin", "envscaler")

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from pipeline.collect.explore import ScenarioRef
 from pipeline.collect.replay import bfcl_env_spec, ground_truth_trajectories
-from pipeline.collect.trajectory import Trajectory
+from pipeline.core.trajectory import Trajectory
 from pipeline.envs import builtin, envscaler
-from pipeline.envs.bfcl_tasks import BfclTaskFile, TaskIssue, default_task_files, iter_tasks
+from pipeline.core.issues import TaskIssue
+from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, iter_tasks
 from pipeline.envs.records import FirstSeen, clip, read_lines, undecodable
-
-if TYPE_CHECKING:
-    from pipeline.collect.agent import AgentTask
+from pipeline.collect.agent import actions_from_messages
+from pipeline.core.environment import EnvSpec
+from pipeline.envs.registry import BUILDERS
+from pipeline.collect.agent import AgentTask
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,6 @@ def exploration_scenarios(
 
 def agent_tasks(cfg: SourceConfig, items: list[envscaler.EnvItem], sources: list[str], limit: int | None) -> list[AgentTask]:
     """Tasks for the agent policy from the chosen sources ("builtin", "envscaler", "bfcl"), interleaved."""
-    from pipeline.collect.agent import AgentTask
 
     per_source: dict[str, list[AgentTask]] = {}
     if "builtin" in sources or "envscaler" in sources:
@@ -172,8 +173,6 @@ def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> I
     tool's), one JSON object per line with ``task_id``, ``messages`` and either ``env`` (an env spec as
     recorded here) or ``env_id`` (+ ``init_config``) naming a catalogued EnvScaler/builtin environment.
     Their tool calls are re-executed through the labeling core; no model is needed."""
-    from pipeline.collect.agent import actions_from_messages
-    from pipeline.envs.protocol import EnvSpec
 
     by_id = {i.qualified_id: i for i in items} | {i.env_id: i for i in items}
     trajectory_ids = FirstSeen()  # a task replayed twice on one environment: the first record is kept
@@ -243,7 +242,6 @@ def _history_record_problem(row: Any) -> str | None:
             return f"'env' lacks {key!r}: {clip(repr(env), 120)}"
         if key in env and not isinstance(env[key], kind):
             return f"'env.{key}' must be a {kind.__name__}, got {clip(repr(env[key]), 80)}"
-    from pipeline.envs.registry import BUILDERS
 
     if env["source"] not in BUILDERS:
         return f"'env.source' {clip(repr(env['source']), 60)} is not a known environment source ({sorted(BUILDERS)})"

@@ -28,10 +28,12 @@ import duckdb
 
 from pipeline.evaluate.results import GROUP_SQL
 from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, _select
-from pipeline.select.stratify import current_fingerprint, strata_path
-from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.select.stratify import current_fingerprint
+from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
+from pipeline.store.versions import version_id
+from pipeline.store import warehouse
 
 CURRICULUM = "curriculum"
 LEVELS = {"stratum": f"({GROUP_SQL})", "delta": "delta_size", "env": "env_id"}
@@ -172,12 +174,12 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     bench_samples = str(bench.samples(bench_version))
     exclude = (f"AND delta_size <= 12 AND {spec.decontaminate} NOT IN (SELECT {spec.decontaminate} FROM read_parquet('{bench_samples}')) "
                f"AND sample_hash NOT IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")
-    if not strata_path(layout).exists():
-        raise FileNotFoundError(f"no strata table at {strata_path(layout)}; materialize 'step_strata' first")
+    if not layout.strata.exists():
+        raise FileNotFoundError(f"no strata table at {layout.strata}; materialize 'step_strata' first")
     keys_sql = ", ".join(f"CAST({LEVELS[lv]} AS VARCHAR) AS {lv}" for lv in spec.levels)
     with connect() as con:
         candidates = con.execute(
-            f"""SELECT {keys_sql}, count(DISTINCT sample_hash) AS n FROM read_parquet('{strata_path(layout)}')
+            f"""SELECT {keys_sql}, count(DISTINCT sample_hash) AS n FROM read_parquet('{layout.strata}')
                 WHERE NOT excluded {exclude} GROUP BY ALL ORDER BY ALL""").fetchall()
     depth = len(spec.levels)
     available = {tuple(r[:depth]): int(r[depth]) for r in candidates}
@@ -194,7 +196,6 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     version_spec = {"seed": spec.seed, "input": current_fingerprint(layout), "curriculum": {**asdict(spec), "levels": list(spec.levels)},
                     "benchmark": bench_version, "decontaminate": spec.decontaminate, "picking": PICKING_RULE,
                     "estimates": {g["group"]: g["estimate"] for g in groups}}
-    from pipeline.select.versions import version_id
 
     version = "cur-" + version_id(CURRICULUM, version_spec).split("-", 1)[1]
     strata = []
@@ -220,7 +221,6 @@ def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:
     """Register every curriculum version in DuckDB: ``split_versions`` / ``split_members`` (kind
     ``curriculum``, as the warehouse does for the other splits) and ``curriculum_groups`` (per version and
     group: estimate, evaluation samples, weight, candidates, quota, selected). Returns the version count."""
-    from pipeline.store import warehouse
 
     warehouse.sync(con, layout)  # creates the split tables
     con.execute("""CREATE TABLE IF NOT EXISTS curriculum_groups (version VARCHAR, run_id VARCHAR, grp VARCHAR, estimate DOUBLE,

@@ -19,9 +19,9 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-from pipeline.envs.protocol import CallResult
-from pipeline.labeling.outcome import ERROR, FAILURE, SUCCESS, reports_failure
-from pipeline.state.canonical import JSONValue, canonicalize
+from pipeline.core.environment import CallResult
+from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
+from pipeline.core.canonical import JSONValue, canonicalize
 
 SOURCE = "bfcl"
 LICENSE = "Apache-2.0"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from pipeline.envs import bfcl
+from pipeline.core.issues import TaskIssue
 from pipeline.envs.records import FirstSeen, clip, read_lines
 
 
@@ -21,26 +22,6 @@ class BfclTask:
     excluded_functions: list[str] = field(default_factory=list)
     origin: str = ""  # file:line, for error messages
     turns: list[str] = field(default_factory=list)  # the user's message per turn
-
-
-@dataclass(frozen=True)
-class TaskIssue:
-    """A task (or line) that could not be used, and why."""
-
-    task_id: str
-    stage: str
-    reason: str
-    origin: str = ""
-
-    def __post_init__(self) -> None:
-        # Text from a file that is not UTF-8 carries its bad bytes as lone surrogates: shown escaped
-        # (``\udcff``), so the issue can be logged and written to Parquet.
-        for name in ("task_id", "stage", "reason", "origin"):
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                object.__setattr__(self, name, str(value))
-            elif any("\ud800" <= ch <= "\udfff" for ch in value):
-                object.__setattr__(self, name, value.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 @dataclass(frozen=True)

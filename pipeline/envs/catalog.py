@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.envs import bfcl, blobs, envscaler
-from pipeline.envs.bfcl_tasks import TaskIssue
+from pipeline.core.issues import TaskIssue
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from pipeline.envs import blobs, records
-from pipeline.envs.bfcl_tasks import TaskIssue
-from pipeline.envs.protocol import CallResult, EnvSpec
-from pipeline.labeling.outcome import ERROR, FAILURE, SUCCESS, reports_failure
-from pipeline.state.canonical import JSONValue, canonicalize
+from pipeline.core.issues import TaskIssue
+from pipeline.core.environment import CallResult, EnvSpec
+from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
+from pipeline.core.canonical import JSONValue, canonicalize
 
 SOURCE = "envscaler"
 

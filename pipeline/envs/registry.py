@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from pipeline.envs import bfcl, envscaler
-from pipeline.envs.protocol import EnvSpec, Environment
+from pipeline.core.environment import EnvSpec, Environment
 
 
 def _build_bfcl(spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:

@@ -1,23 +1,23 @@
 """Per-sample metrics: Feedback Match and exact Config Match (primary, as the paper defines them),
 ``cm_changed_paths`` (a diagnostic), and ``cm_reference`` / ``fm_reference`` (what the EnvSimBench
-evaluation code computes, quirks included — :mod:`pipeline.evaluate.reference`).
+evaluation code computes, quirks included — :mod:`pipeline.envsimbench.reference`).
 
 * **FM**: the predicted feedback equals the true observation after both are parsed (JSON, then
   Python literal, else the text itself) — exact equality of canonical forms; the feedback may be a
   JSON value or the string the tool returned.
 * **CM**: the predicted changes, applied to ``s_t``, reproduce ``s'_t`` exactly (values compared as
   canonical JSON: ``1`` is not ``1.0`` is not ``true``). Answers in our format and the reference's
-  are accepted (:func:`pipeline.export.protocol.apply_changes`); changes that do not apply score 0.
+  are accepted (:func:`pipeline.core.protocol.apply_changes`); changes that do not apply score 0.
 * **cm_changed_paths** (formerly "CM-lenient"): the predicted state (changes applied where they can
   be) has the true value, exactly, at every path of the true Δ; spurious predicted changes elsewhere
   are not penalised, and a truly removed key passes whether the prediction deletes it or sets it to
   null. It is *not* the reference CM (no Python ``==``, no dotted-path splitting, correct deletes pass).
-* **cm_reference / fm_reference**: see :mod:`pipeline.evaluate.reference`.
+* **cm_reference / fm_reference**: see :mod:`pipeline.envsimbench.reference`.
 
-States are compared in their plain form (:func:`pipeline.export.protocol.plain`), so an answer that
+States are compared in their plain form (:func:`pipeline.core.protocol.plain`), so an answer that
 writes a big integer as a JSON number matches a state that stores it as ``{"$int": …}``.
 
-Bounded (:mod:`pipeline.evaluate.bounds`): a feedback string nested deeper than ``MAX_DEPTH`` levels is
+Bounded (:mod:`pipeline.core.bounds`): a feedback string nested deeper than ``MAX_DEPTH`` levels is
 compared as its text (not parsed), a change whose path has more than ``MAX_PATH_PARTS`` parts does not
 apply (CM: 0 with that reason; ``cm_changed_paths``: skipped) — no ``RecursionError``, no unbounded work.
 """
@@ -29,10 +29,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.evaluate.bounds import MAX_DEPTH, MAX_PATH_PARTS, long_path, path_parts, too_deep, value_depth
-from pipeline.evaluate.reference import score_reference
-from pipeline.export.protocol import CHANGE_TYPES, ChangeError, apply_changes, change_value, parse_observation, plain, resolve_path
-from pipeline.state.canonical import canonical_json, canonicalize
+from pipeline.core.bounds import MAX_DEPTH, MAX_PATH_PARTS, long_path, path_parts, too_deep, value_depth
+from pipeline.envsimbench.reference import score_reference
+from pipeline.core.protocol import CHANGE_TYPES, ChangeError, apply_changes, change_value, parse_observation, plain, resolve_path
+from pipeline.core.canonical import canonical_json, canonicalize
 
 
 def _canon(value: Any) -> str:

@@ -1,9 +1,9 @@
 """Tolerant parsing of a simulator's answer: ``<think>`` blocks dropped, fenced JSON, leading/trailing
 prose, one object. The changes inside may be in our format or the reference's (dotted paths,
-added / modified / removed, ``after``): :func:`pipeline.export.protocol.apply_changes` reads both.
+added / modified / removed, ``after``): :func:`pipeline.core.protocol.apply_changes` reads both.
 
 Bounded: an answer that is not a string, longer than :data:`MAX_ANSWER_CHARS`, or nested deeper than
-:data:`pipeline.evaluate.bounds.MAX_DEPTH` levels is a parse failure with that reason (never a
+:data:`pipeline.core.bounds.MAX_DEPTH` levels is a parse failure with that reason (never a
 ``RecursionError``)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.evaluate.bounds import MAX_DEPTH, TooDeep, check_value, too_deep
+from pipeline.core.bounds import MAX_DEPTH, TooDeep, check_value, too_deep
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)

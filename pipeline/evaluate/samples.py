@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.export.envsimbench import env_codes
-from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.envsimbench.export import env_codes
+from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store.layout import DataLayout
 
 

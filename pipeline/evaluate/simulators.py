@@ -10,14 +10,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pipeline.export.protocol import TEMPLATES, answer, messages
+from pipeline.core.protocol import TEMPLATES, answer, messages
+from pipeline.envsimbench.export import reference_answer
+from pipeline.evaluate import transport
 
 
 @dataclass(frozen=True)
 class SimulatorSpec:
     name: str
     kind: str = "openai"  # openai | oracle | oracle_envsimbench | no_change
-    prompt: str = "envsim"  # prompt template: envsim | envsimbench (pipeline.export.protocol.TEMPLATES)
+    prompt: str = "envsim"  # prompt template: envsim | envsimbench (pipeline.core.protocol.TEMPLATES)
     model: str = ""
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -75,7 +77,6 @@ class ReferenceOracleSimulator:
         self.spec = spec
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
-        from pipeline.export.envsimbench import reference_answer
 
         return Completion(reference_answer(sample), 0.0)
 
@@ -106,7 +107,6 @@ class OpenAISimulator:
     def __init__(self, spec: SimulatorSpec) -> None:
         import openai
 
-        from pipeline.evaluate import transport
 
         if spec.prompt not in TEMPLATES:
             raise ValueError(f"{spec.name}: unknown prompt template {spec.prompt!r}; known: {', '.join(TEMPLATES)}")

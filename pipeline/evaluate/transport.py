@@ -22,7 +22,7 @@ from typing import Any
 import httpx2
 import openai
 
-from pipeline.evaluate.bounds import TooDeep, loads
+from pipeline.core.bounds import TooDeep, loads
 
 #: default cap on a response body (decoded bytes)
 DEFAULT_MAX_RESPONSE_BYTES = 1_000_000

@@ -44,10 +44,8 @@ import uuid as _uuid
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-#: default clock start when a trajectory does not name one (UTC, ISO 8601)
-DEFAULT_CLOCK_START = "2025-01-06T09:00:00+00:00"
-#: the wall clock advances this much per step (action i runs at clock_start + (i + 1) × STEP_SECONDS)
-STEP_SECONDS = 60
+from pipeline.core.clock import DEFAULT_CLOCK_START, STEP_SECONDS, parse_clock_start
+
 #: the monotonic clocks advance this much per read
 TICK_SECONDS = 0.001
 #: modules imported before the fork whose early-bound names (``from datetime import datetime``,
@@ -67,32 +65,6 @@ REAL = types.SimpleNamespace(
     secrets_choice=_secrets.choice, secrets_randbits=_secrets.randbits,
 )
 """The real functions and classes, as they were when this module was imported."""
-
-
-def parse_clock_start(clock_start: str | None) -> float:
-    """Epoch seconds of an ISO 8601 clock start (naive means UTC)."""
-    text = (clock_start or DEFAULT_CLOCK_START).strip().replace("Z", "+00:00")
-    try:
-        moment = _REAL_DATETIME.fromisoformat(text)
-    except ValueError as exc:
-        raise ValueError(f"clock_start {clock_start!r} is not an ISO 8601 date-time") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.timezone.utc)
-    return moment.timestamp()
-
-
-def step_time(clock_start: str | None, step_index: int | None) -> str:
-    """The frozen wall-clock time (ISO 8601, UTC) during action ``step_index`` (None: the reset)."""
-    seconds = parse_clock_start(clock_start) + (0 if step_index is None else (step_index + 1) * STEP_SECONDS)
-    return _REAL_DATETIME.fromtimestamp(seconds, _dt.timezone.utc).isoformat()
-
-
-def derive_clock_start(trajectory_id: str, seed: int) -> str:
-    """A per-trajectory clock start: a whole minute in 2025, from (seed, trajectory id)."""
-    h = int.from_bytes(hashlib.blake2b(f"clock:{seed}:{trajectory_id}".encode(), digest_size=8).digest(), "big")
-    base = parse_clock_start("2025-01-01T00:00:00+00:00")
-    minute = h % (364 * 24 * 60)
-    return _REAL_DATETIME.fromtimestamp(base + minute * 60, _dt.timezone.utc).isoformat()
 
 
 class _Clock:

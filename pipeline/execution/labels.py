@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.collect.trajectory import Action, Trajectory
+from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
-from pipeline.labeling.outcome import ERROR, args_count
-from pipeline.state.canonical import canonical_json, canonicalize, text_hash
-from pipeline.state.delta import diff
+from pipeline.core.outcome import ERROR, args_count
+from pipeline.core.canonical import canonical_json, canonicalize, text_hash
+from pipeline.core.delta import diff
 
 
 class UntrustedData(ValueError):

@@ -27,12 +27,12 @@ from dataclasses import replace
 from queue import Queue
 from typing import Any, Iterable, Iterator
 
-from pipeline.collect.trajectory import Trajectory
+from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, registry
 from pipeline.execution.frames import FdReader, FrameError, FrameTimeout, encode
 from pipeline.execution.isolation import SandboxUnavailable, default_isolation, worker_command
 from pipeline.execution.labels import TrajectoryLabels
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 from pipeline.execution.wire import limits_to_wire, trajectory_to_wire
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "SandboxUnavailable"]

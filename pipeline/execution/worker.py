@@ -26,12 +26,13 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from pipeline.collect.trajectory import Trajectory
+from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs
 from pipeline.execution import freeze, guards, pristine, seccomp
 from pipeline.execution.frames import FdReader, FrameError, encode, read_frame, write_frame
-from pipeline.execution.runner import Limits, execute
+from pipeline.execution.child import Limits, execute
 from pipeline.execution.wire import limits_from_wire, trajectory_from_wire, trajectory_to_wire
+from pipeline.envs import registry
 
 _MIB = 1 << 20
 Emit = Callable[[bytes], None]
@@ -365,7 +366,6 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
     _limit_self()
-    from pipeline.envs import registry
 
     registry.preload_all()
     seccomp.prepare()

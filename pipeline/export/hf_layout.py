@@ -24,11 +24,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.export import envsimbench
-from pipeline.export.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PROMPT, TEMPLATES, TIME_SECTION, USER_TEMPLATE
+from pipeline.envsimbench import export as envsimbench
+from pipeline.core.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PROMPT, TEMPLATES, TIME_SECTION, USER_TEMPLATE
 from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
-from pipeline.report import md_records
-from pipeline.select.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
+from pipeline.core.report import md_records
+from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites

@@ -1,5 +1,5 @@
 """SFT records in the formats trainers read: chat messages, Alpaca, and LLaMA-Factory's
-``dataset_info.json`` entries — all built from :mod:`pipeline.export.protocol`, in either prompt
+``dataset_info.json`` entries — all built from :mod:`pipeline.core.protocol`, in either prompt
 template (``envsim``, default; ``envsimbench``, the reference evaluation prompt, which needs each
 sample's whole class source in ``env_code``)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.export.protocol import DEFAULT_TEMPLATE, SYSTEM_PROMPT, answer, messages, user_prompt
+from pipeline.core.protocol import DEFAULT_TEMPLATE, SYSTEM_PROMPT, answer, messages, user_prompt
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 CHAT = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("messages", pa.list_(MESSAGE))])

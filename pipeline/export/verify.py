@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline.export.protocol import ChangeError, apply_changes, plain
-from pipeline.state.canonical import canonical_json, canonicalize
+from pipeline.core.protocol import ChangeError, apply_changes, plain
+from pipeline.core.canonical import canonical_json, canonicalize
 
 
 def _load(directory: Path, config: str | None, split: str):

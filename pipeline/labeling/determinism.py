@@ -21,7 +21,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -29,9 +29,8 @@ import pyarrow.dataset as ds
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path, write_table
 from pipeline.store.trajectories import iter_trajectories, iter_trajectory_rows
-
-if TYPE_CHECKING:
-    from pipeline.execution.sandbox import Sandbox
+from pipeline.envs.catalog import load_blobs
+from pipeline.execution.sandbox import Sandbox
 
 #: every label column except timing
 LABEL_FIELDS = (
@@ -109,10 +108,9 @@ def excluded_files(layout: DataLayout) -> list[str]:
     return out
 
 
-def check_determinism(layout: DataLayout, sandbox: "Sandbox", sample_size: int = 20, seed: int = 0) -> DeterminismReport:
+def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 20, seed: int = 0) -> DeterminismReport:
     """Compare explored steps with their observation and re-execute a seeded sample (``sample_size``
     < 0: every trajectory); write the findings; return the report."""
-    from pipeline.envs.catalog import load_blobs
 
     load_blobs(layout)
     rows = list(iter_trajectory_rows(layout, columns=["trajectory_id", "env_id", "actions"]))

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.collect.trajectory import Trajectory
+from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, registry
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 from pipeline.store import schema
 from pipeline.store.parquet_io import RowWriter, atomic_path
 

@@ -18,7 +18,7 @@ import pandas as pd
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 logging.getLogger("great_expectations").setLevel(logging.ERROR)
 
-from pipeline.labeling.outcome import OUTCOMES  # noqa: E402
+from pipeline.core.outcome import OUTCOMES  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
 
 

@@ -3,7 +3,7 @@
 An agent acts — the actions of a recorded trajectory, or an LLM agent through any OpenAI-compatible
 endpoint — and a *simulator* plays the environment: at step k it gets its own previous predicted state
 ŝ_k (ŝ_0 is the real initial state), the action and the tool's source (the prompt protocol of
-:mod:`pipeline.export.protocol`), and its predicted changes applied to ŝ_k give ŝ_{k+1}; the agent sees
+:mod:`pipeline.core.protocol`), and its predicted changes applied to ŝ_k give ŝ_{k+1}; the agent sees
 the simulator's feedback. The executor shadows every action on the real environment in the sandbox from
 the real state (:mod:`pipeline.rollouts.shadow`), which gives per step:
 
@@ -34,21 +34,21 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipeline.collect.agent import AGENT_SYSTEM_PROMPT, AgentSettings
-from pipeline.collect.trajectory import Action
+from pipeline.core.trajectory import Action
 from pipeline.envs import registry
-from pipeline.envs.protocol import EnvSpec
-from pipeline.evaluate.bounds import long_path
+from pipeline.core.environment import EnvSpec
+from pipeline.core.bounds import long_path
 from pipeline.evaluate.metrics import feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import Completion, EndpointError, Simulator
 from pipeline.execution.sandbox import Sandbox
-from pipeline.export.protocol import ChangeError, apply_changes, messages
+from pipeline.core.protocol import ChangeError, apply_changes, messages
 from pipeline.rollouts.requests import RequestLog, prompt_key
 from pipeline.rollouts.shadow import RealRun, shadow_all, shadow_prefix, shadow_time
-from pipeline.state.canonical import canonical_json
-from pipeline.state.delta import DeltaError, apply, diff
+from pipeline.core.canonical import canonical_json
+from pipeline.core.delta import DeltaError, apply, diff
 from pipeline.store.reconstruct import decode_delta
-from pipeline.strata import delta_bucket
+from pipeline.core.strata import delta_bucket
 
 RECORDED = "recorded"  # the agent that replays the actions of recorded trajectories
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.export.hf_layout import features_yaml, size_category
-from pipeline.report import md_records
+from pipeline.core.report import md_records
 from pipeline.rollouts.loop import DONE, STEP_LIMIT
 
 Filter = Literal["all", "verified", "prefix"]

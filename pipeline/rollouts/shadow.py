@@ -9,12 +9,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from pipeline.collect.trajectory import Action, Trajectory
-from pipeline.envs.protocol import EnvSpec
-from pipeline.execution.freeze import derive_clock_start, step_time
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.core.environment import EnvSpec
+from pipeline.core.clock import derive_clock_start, step_time
 from pipeline.execution.sandbox import Sandbox
-from pipeline.state.canonical import state_hash
-from pipeline.state.delta import DeltaError, apply
+from pipeline.core.canonical import state_hash
+from pipeline.core.delta import DeltaError, apply
 from pipeline.store.reconstruct import decode_delta
 
 

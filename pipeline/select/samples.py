@@ -6,7 +6,7 @@ One streaming pass, so memory stays bounded by a few MiB of samples whatever the
    step up to the last picked one of each needed trajectory are read with filtered scans that skip
    row groups without a match;
 2. the initial states of the needed trajectories are read row group by row group; each trajectory is
-   replayed with structure-sharing Δ application (:func:`pipeline.state.delta.apply`) and an
+   replayed with structure-sharing Δ application (:func:`pipeline.core.delta.apply`) and an
    incremental canonical-JSON writer, and every rebuilt s_t / s'_t is verified against its hash;
 3. finished rows are handed to a background thread that encodes and compresses them while the next
    trajectories replay.
@@ -26,9 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.execution.freeze import step_time
-from pipeline.state.canonical import CanonicalTextCache, text_hash
-from pipeline.state.delta import DeltaError, apply
+from pipeline.core.clock import step_time
+from pipeline.core.canonical import CanonicalTextCache, text_hash
+from pipeline.core.delta import DeltaError, apply
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool

@@ -18,11 +18,11 @@ import duckdb
 
 from pipeline.select.greedy import pick_diverse
 from pipeline.select.samples import materialize_samples
-from pipeline.select.stratify import current_fingerprint, strata_path
-from pipeline.select.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore, version_id
+from pipeline.select.stratify import current_fingerprint
+from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore, version_id
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
-from pipeline.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell
+from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,7 +99,7 @@ def strata_report(strata: list[dict[str, Any]], tools: list[dict[str, Any]] | No
 
 
 def _strata_rel(layout: DataLayout) -> str:
-    path = strata_path(layout)
+    path = layout.strata
     if not path.exists():
         raise FileNotFoundError(f"no strata table at {path}; materialize 'step_strata' first")
     return f"read_parquet('{path}')"
@@ -212,7 +212,7 @@ def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], p
     store = SplitStore(layout, kind)
     out = store.samples(version)
     out.parent.mkdir(parents=True, exist_ok=True)
-    materialize_samples(layout, picks, strata_path(layout), out)
+    materialize_samples(layout, picks, layout.strata, out)
     (store.dir(version) / "sample_ids.txt").write_text("".join(f"{step_id}\n" for step_id, _ in picks))
     store.write_manifest(version, {"version": version, "kind": kind, "spec": spec, "strata": table,
                                    "samples": len(picks), "shortfalls": shortfalls, "tools": result.tools,

@@ -21,7 +21,8 @@ from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import atomic_path
-from pipeline.strata import ARGS_CARDINALITY_SQL, BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, DELTA_BUCKET_SQL
+from pipeline.core.strata import ARGS_CARDINALITY_SQL, BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, DELTA_BUCKET_SQL
+from pipeline.store.queries import tool_spread_sql
 
 
 if TYPE_CHECKING:
@@ -38,14 +39,6 @@ class StrataReport:
     fingerprint: str
     steps: int
     usable: int
-
-
-def strata_path(layout: DataLayout) -> Path:
-    return layout.root / "strata" / "strata.parquet"
-
-
-def manifest_path(layout: DataLayout) -> Path:
-    return layout.root / "strata" / "manifest.json"
 
 
 def input_fingerprint(layout: DataLayout) -> str:
@@ -71,7 +64,7 @@ def stratify(layout: DataLayout, min_steps: int = 1) -> StrataReport:
     parts = layout.step_parts()
     if not parts:
         raise EmptyStepTable(f"no labeled steps under {layout.steps_dir}: {why_empty(layout)}")
-    out = strata_path(layout)
+    out = layout.strata
     con = connect()
     total = con.execute("SELECT count(*) FROM read_parquet(?)", [parts]).fetchone()[0]
     if total < min_steps:
@@ -97,25 +90,24 @@ def stratify(layout: DataLayout, min_steps: int = 1) -> StrataReport:
         )
     usable = con.execute(f"SELECT count(*) FROM read_parquet('{out}') WHERE NOT excluded").fetchone()[0]
     fingerprint = input_fingerprint(layout)
-    with atomic_path(manifest_path(layout)) as tmp:
+    with atomic_path(layout.strata_manifest) as tmp:
         tmp.write_text(json.dumps({"fingerprint": fingerprint, "steps": total, "usable": usable}))
     return StrataReport(out, fingerprint, total, usable)
 
 
 def current_fingerprint(layout: DataLayout) -> str:
-    path = manifest_path(layout)
+    path = layout.strata_manifest
     if not path.exists():
-        raise EmptyStepTable(f"no strata table at {strata_path(layout)}; materialize 'step_strata' first")
+        raise EmptyStepTable(f"no strata table at {layout.strata}; materialize 'step_strata' first")
     return json.loads(path.read_text())["fingerprint"]
 
 
 def cell_table(layout: DataLayout) -> "pd.DataFrame":
     """Counts, distinct environments and distinct tools ((env, tool) pairs; the most frequent one and
     its share of the cell's steps) per (outcome, |Δ| bucket, argument cardinality) cell."""
-    from pipeline.store.queries import tool_spread_sql
 
     con = connect()
-    rel = f"read_parquet('{strata_path(layout)}')"
+    rel = f"read_parquet('{layout.strata}')"
     key = "outcome || '|' || delta_bucket || '|' || args_cardinality"
     return con.execute(
         f"""SELECT c.outcome, c.delta_bucket, c.args_cardinality, c.steps, c.environments, t.tools, t.top_tool, t.top_tool_share
@@ -134,5 +126,5 @@ def exclusion_table(layout: DataLayout) -> "pd.DataFrame":
                    CASE WHEN excluded_reason LIKE 'non-deterministic%' OR excluded_reason LIKE 'after non-deterministic%'
                         THEN 'non-deterministic' ELSE excluded_reason END AS reason,
                    count(*) AS steps
-            FROM read_parquet('{strata_path(layout)}') WHERE excluded GROUP BY ALL ORDER BY reason, env_id"""
+            FROM read_parquet('{layout.strata}') WHERE excluded GROUP BY ALL ORDER BY reason, env_id"""
     ).df()

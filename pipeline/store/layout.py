@@ -151,5 +151,15 @@ class DataLayout:
         return str(self.steps_dir / "part-*.parquet")
 
     @property
+    def strata(self) -> Path:
+        """``strata/strata.parquet``: one row per labeled step with its strata and exclusion reason."""
+        return self.root / "strata" / "strata.parquet"
+
+    @property
+    def strata_manifest(self) -> Path:
+        """``strata/manifest.json``: the step-table fingerprint the strata table was built from."""
+        return self.root / "strata" / "manifest.json"
+
+    @property
     def duckdb(self) -> Path:
         return self.root / "envsim.duckdb"

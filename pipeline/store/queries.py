@@ -5,8 +5,10 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from pipeline.labeling.outcome import OUTCOMES
+from pipeline.core.outcome import OUTCOMES
 from pipeline.store.layout import DataLayout
+from pipeline.core.strata import BENCHMARK_CELL_SQL, BENCHMARK_CELLS
+from pipeline.core.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS
 
 
 def _steps(layout: DataLayout) -> str:
@@ -70,7 +72,6 @@ def tool_spread_sql(relation: str, group_sql: str, where: str = "true") -> str:
 def cell_coverage(layout: DataLayout, factor: float = 2.0) -> pd.DataFrame:
     """Candidates, distinct environments, tasks and tools (distinct (env, tool) pairs, with the top
     tool's share of the candidates) per benchmark cell (DESIGN §5), against ``factor`` × quota."""
-    from pipeline.strata import BENCHMARK_CELL_SQL, BENCHMARK_CELLS
 
     con = duckdb.connect()
     df = con.sql(
@@ -98,7 +99,6 @@ def cell_coverage(layout: DataLayout, factor: float = 2.0) -> pd.DataFrame:
 
 def balance2_coverage(layout: DataLayout) -> pd.DataFrame:
     """Steps per Balance2 group against the default mixture sizes."""
-    from pipeline.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS
 
     con = duckdb.connect()
     df = con.sql(

@@ -8,8 +8,8 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow.parquet as pq
 
-from pipeline.state.canonical import state_hash
-from pipeline.state.delta import DeltaError, apply
+from pipeline.core.canonical import state_hash
+from pipeline.core.delta import DeltaError, apply
 from pipeline.store.layout import DataLayout
 from pipeline.store.trajectories import iter_trajectory_rows
 

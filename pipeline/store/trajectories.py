@@ -7,9 +7,9 @@ from typing import Any, Iterator
 
 import pyarrow.dataset as ds
 
-from pipeline.collect.trajectory import Action, Trajectory
-from pipeline.envs.protocol import EnvSpec
-from pipeline.state.canonical import canonical_json, canonicalize
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.core.environment import EnvSpec
+from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.store.layout import DataLayout
 
 

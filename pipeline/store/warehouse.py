@@ -12,8 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.select.stratify import strata_path
-from pipeline.select.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.store.layout import DataLayout
 
 
@@ -30,8 +29,8 @@ def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> dict[str, int]:
         con.execute(f"CREATE OR REPLACE VIEW trajectories AS SELECT * FROM read_parquet({patterns!r})")
     if layout.environments.exists():
         con.execute(f"CREATE OR REPLACE VIEW environments AS SELECT * FROM read_parquet('{layout.environments.resolve()}')")
-    if strata_path(layout).exists():
-        con.execute(f"CREATE OR REPLACE VIEW strata AS SELECT * FROM read_parquet('{strata_path(layout).resolve()}')")
+    if layout.strata.exists():
+        con.execute(f"CREATE OR REPLACE VIEW strata AS SELECT * FROM read_parquet('{layout.strata.resolve()}')")
     con.execute(
         """CREATE TABLE IF NOT EXISTS split_versions (
              kind VARCHAR, version VARCHAR, seed BIGINT, input_fingerprint VARCHAR, spec_json VARCHAR,

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from pipeline.jobs.launchers import tail
+from pipeline.training.launchers import tail
 
 BACKENDS = ("auto", "vllm", "huggingface")
 

@@ -13,12 +13,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pipeline.collect.policy import ExplorationPolicy
-from pipeline.collect.trajectory import Trajectory
+from pipeline.execution.policy import ExplorationPolicy
+from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
 from pipeline.execution import freeze
 from pipeline.execution.guards import CappedOutput
-from pipeline.state.canonical import canonical_json, canonicalize
+from pipeline.core.canonical import canonical_json, canonicalize
 
 Send = Callable[[dict[str, Any]], None]
 

@@ -2,7 +2,7 @@
 copies) — its benchmark file and its process data — into a split version of ours, marked imported.
 
 Input: JSON lists, single JSON objects or JSON lines of reference samples (format in
-:mod:`pipeline.export.envsimbench`): a benchmark sample has one ``step_detail``; a process-data record
+:mod:`pipeline.envsimbench.export`): a benchmark sample has one ``step_detail``; a process-data record
 may instead hold a ``trajectory`` list of steps (``config_before``, ``config_after``, ``action``,
 ``observation``, ``config_change``). For every step:
 
@@ -33,16 +33,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.envs import blobs
-from pipeline.export.envsimbench import ENV_CODE_FILE
-from pipeline.export.protocol import parse_observation
-from pipeline.labeling.outcome import ERROR, FAILURE, SUCCESS, reports_failure
+from pipeline.envsimbench.export import ENV_CODE_FILE
+from pipeline.core.protocol import parse_observation
+from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
 from pipeline.select.samples import SAMPLE
-from pipeline.select.versions import BENCHMARK, SplitStore
-from pipeline.state.canonical import canonical_json, canonicalize, text_hash
-from pipeline.state.delta import diff
+from pipeline.store.versions import BENCHMARK, SplitStore
+from pipeline.core.canonical import canonical_json, canonicalize, text_hash
+from pipeline.core.delta import diff
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
-from pipeline.strata import BENCHMARK_CELLS, Cell, args_cardinality, delta_bucket
+from pipeline.core.strata import BENCHMARK_CELLS, Cell, args_cardinality, delta_bucket
 
 SOURCE = "envsimbench"
 HUB_REPO = "Louie-CookieApril/EnvSimBench"

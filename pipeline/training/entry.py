@@ -1,7 +1,7 @@
-"""Entry points of the GPU jobs, run inside the job by the launcher (``python -m resources.job_entry``).
+"""Entry points of the GPU jobs, run inside the job by the launcher (``python -m pipeline.training.entry``).
 
 They are the Dagster Pipes side of a job: parameters arrive as Pipes extras, results go back as a Pipes
-materialization. The work itself is in ``pipeline.jobs``.
+materialization. The work itself is in ``pipeline.training``.
 """
 
 import json
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from dagster_pipes import open_dagster_pipes
 
-from pipeline.jobs import eval_job
-from pipeline.jobs.llamafactory import run_report
+from pipeline.training import eval_job
+from pipeline.training.llamafactory import run_report
 
 
 def evaluate() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 
 from pipeline.export.hf_layout import MARKER
-from pipeline.jobs.llamafactory import MANIFEST
+from pipeline.training.llamafactory import MANIFEST
 
 
 def export_version(export_dir: Path) -> tuple[str, str]:

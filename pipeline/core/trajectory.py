@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pipeline.envs.protocol import EnvSpec
-from pipeline.execution.freeze import derive_clock_start, parse_clock_start
+from pipeline.core.environment import EnvSpec
+from pipeline.core.clock import derive_clock_start, parse_clock_start
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.collect.trajectory import Action
+from pipeline.core.trajectory import Action
 
 
 @dataclass(frozen=True)

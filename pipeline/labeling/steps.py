@@ -23,10 +23,10 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from pipeline.collect.trajectory import Trajectory
+from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
 from pipeline.envs.catalog import load_blobs
-from pipeline.execution.runner import Limits
+from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import LABELER_VERSION, CodeRefs, Prelabels, step_row, trajectory_issues
 from pipeline.store import schema

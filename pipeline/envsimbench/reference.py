@@ -32,7 +32,7 @@ Each quirk, and the test case that pins it (``tests/test_reference_metrics.py``)
    that would make the reference allocate without bound (an index beyond ``MAX_INDEX_GROWTH``, a path
    of more than ``MAX_PATH_PARTS`` parts, each of which would create a nested object) are treated the
    same way, and so is an answer nested deeper than ``MAX_DEPTH`` levels (where the script would hit
-   Python's recursion limit): never a ``RecursionError`` here (:mod:`pipeline.evaluate.bounds`).
+   Python's recursion limit): never a ``RecursionError`` here (:mod:`pipeline.core.bounds`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 
 from json_repair import repair_json
 
-from pipeline.evaluate.bounds import MAX_DEPTH, MAX_PATH_PARTS, too_deep, value_depth
+from pipeline.core.bounds import MAX_DEPTH, MAX_PATH_PARTS, too_deep, value_depth
 
 MAX_INDEX_GROWTH = 100_000
 _THINK = re.compile(r"<think>[\s\S]*?</think>", re.IGNORECASE)

@@ -42,7 +42,7 @@ MANAGED = frozenset({"stage", "do_train", "dataset_dir", "output_dir", "finetuni
 MANIFEST = "envsim_checkpoint.json"
 
 CHECK_SCRIPT = Path(__file__).with_name("lf_check.py")
-from pipeline.jobs.lf_check import MARK as CHECK_MARK  # noqa: E402  (stdlib-only module)
+from pipeline.training.lf_check import MARK as CHECK_MARK  # noqa: E402  (stdlib-only module)
 
 
 class InvalidTrainingArguments(ValueError):

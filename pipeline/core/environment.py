@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pipeline.state.canonical import JSONValue
+from pipeline.core.canonical import JSONValue
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import functools
 import json
 from typing import Any, Iterable
 
-from pipeline.state.canonical import canonicalize
+from pipeline.core.canonical import canonicalize
 
 PROTOCOL_VERSION = "envsim-protocol/4"  # 4: the envsim prompt states the current time; 3: plain values, two templates
 TEMPLATES = ("envsim", "envsimbench")
@@ -101,7 +101,7 @@ def plain(value: Any) -> Any:
     """A canonical value with the environment's own values instead of the canonical markers: ``$int``
     → the integer, ``$float`` → the float (inf / nan), ``$decimal`` → the number, ``$complex`` /
     ``$repr`` / ``$bytes`` → their text. Plain values are what model-facing text shows; their
-    :func:`~pipeline.state.canonical.canonicalize` is the canonical form again (except decimals,
+    :func:`~pipeline.core.canonical.canonicalize` is the canonical form again (except decimals,
     which become floats — compare plain forms on both sides)."""
     if isinstance(value, list):
         return [plain(v) for v in value]

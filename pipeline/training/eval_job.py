@@ -1,6 +1,6 @@
 """What the evaluation job computes (no Dagster here): optionally serve a checkpoint behind an
 OpenAI-compatible endpoint, score simulators on a split version with the harness, write the per-sample
-result files, and summarise them. ``resources/job_entry.py`` runs it inside a job and reports through
+result files, and summarise them. ``pipeline/training/entry.py`` runs it inside a job and reports through
 Dagster Pipes."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import duckdb
 from pipeline.evaluate import results
 from pipeline.evaluate.harness import evaluate, run_id
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
-from pipeline.jobs.serve import ServeSpec, serve
-from pipeline.select.versions import BENCHMARK, SplitStore
+from pipeline.training.serve import ServeSpec, serve
+from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store.layout import DataLayout
 
 

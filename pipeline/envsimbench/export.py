@@ -14,7 +14,7 @@ A reference sample::
 ``observation.content`` is the observation the agent saw (``str(return value)``); configs are plain JSON
 values (big ints as numbers, no canonical markers), keys in our canonical (sorted) order; ``changes`` is
 the reference's own diff (dotted paths, Python ``!=``) and ``change_count`` its length. Reading the format
-back in is :mod:`pipeline.envs.envsimbench`.
+back in is :mod:`pipeline.envsimbench.importer`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow.parquet as pq
 
-from pipeline.evaluate.reference import reference_diff
-from pipeline.export.protocol import plain, tool_call
+from pipeline.envsimbench.reference import reference_diff
+from pipeline.core.protocol import plain, tool_call
 from pipeline.store.layout import DataLayout
 
 #: the instruction of the reference SFT data (its Alpaca template)

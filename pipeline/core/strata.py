@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.labeling.outcome import ERROR, FAILURE, SUCCESS
+from pipeline.core.outcome import ERROR, FAILURE, SUCCESS
 
 
 def delta_bucket(delta_size: int) -> str:

@@ -15,12 +15,12 @@ from pydantic import Field
 
 from assets.evaluation import SimulatorConfig
 from pipeline.evaluate import results
-from pipeline.jobs import checkpoints
-from pipeline.jobs.launchers import JobFailed
-from pipeline.jobs.llamafactory import (
+from pipeline.training import checkpoints
+from pipeline.training.launchers import JobFailed
+from pipeline.training.llamafactory import (
     TrainSettings, checkpoint_version, launch_env, loss_plot, sft_config, train_script, validate, write_config,
 )
-from pipeline.report import md_table
+from pipeline.core.report import md_table
 from resources import DataStoreResource, JobLauncherResource
 
 _RECIPE = TrainSettings()
@@ -57,7 +57,7 @@ class TrainConfig(Config):
         "checked by LLaMA-Factory's own parser before submission.")
 
 
-@asset(group_name="jobs", deps=["sft_dataset"], kinds={"slurm", "python"})
+@asset(group_name="training", deps=["sft_dataset"], kinds={"slurm", "python"})
 def sft_training(context: AssetExecutionContext, config: TrainConfig, store: DataStoreResource,
                  launcher: JobLauncherResource) -> MaterializeResult:
     """Fine-tunes a simulator on the exported Balance2 mixture with LLaMA-Factory (`llamafactory-cli
@@ -83,7 +83,7 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     shutil.rmtree(staging, ignore_errors=True)
     cfg_path = write_config(cfg, staging / "llamafactory_train.yaml", zero3_path=staging / "ds_z3_config.json")
     job, reported = launcher.run_with_pipes(
-        context, "sft-train", train_script(cli, cfg_path, staging, launcher.python, "resources.job_entry", config.gpus),
+        context, "sft-train", train_script(cli, cfg_path, staging, launcher.python, "pipeline.training.entry", config.gpus),
         {"checkpoint_version": version, "mixture_version": mixture_version}, gpus=config.gpus, env=launch_env(config.gpus))
     if not reported:
         raise RuntimeError("the training job finished without reporting through Dagster Pipes")
@@ -158,7 +158,7 @@ def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> t
     return {"spec": spec, "simulator": simulator, "checkpoint_path": str(path)}, manifest
 
 
-@asset(group_name="jobs", deps=["benchmark_split"], pool="duckdb", kinds={"slurm", "duckdb"})
+@asset(group_name="training", deps=["benchmark_split"], pool="duckdb", kinds={"slurm", "duckdb"})
 def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, store: DataStoreResource,
                        launcher: JobLauncherResource, duckdb: DuckDBResource) -> MaterializeResult:
     """Runs the evaluation harness as a job, optionally serving a checkpoint behind an OpenAI-compatible
@@ -176,7 +176,7 @@ def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, st
                  if config.gpus > 0 else "")
     try:
         job, reported = launcher.run_with_pipes(
-            context, "eval", gpu_check + f"{shlex.quote(launcher.python)} -m resources.job_entry evaluate\n", extras, gpus=config.gpus)
+            context, "eval", gpu_check + f"{shlex.quote(launcher.python)} -m pipeline.training.entry evaluate\n", extras, gpus=config.gpus)
     except JobFailed as exc:
         context.log.error(str(exc))
         raise

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from pipeline.strata import BALANCE2_GROUPS
+from pipeline.core.strata import BALANCE2_GROUPS
 
 
 @dataclass(frozen=True)
