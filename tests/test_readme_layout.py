@@ -1,0 +1,57 @@
+"""The README's "Layout" section matches the tree: every package of ``pipeline/`` is listed, in the order
+of the layers ``tests/test_layering.py`` enforces (bottom first), and every module of a package is named in
+its entry."""
+
+import re
+from pathlib import Path
+
+from tests.test_layering import LAYERS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _layout_block() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Layout\n", 1)[1]
+    return section.split("```", 2)[1].splitlines()
+
+
+def _entries() -> dict[str, str]:
+    """``{package: its description}`` from the ``pipeline/`` part of the block (entries are indented two
+    spaces, continuation lines more)."""
+    entries: dict[str, str] = {}
+    current = None
+    for line in _layout_block():
+        m = re.match(r"^  (\w+)/\s", line)
+        if m:
+            current = m.group(1)
+            entries[current] = line
+        elif current and line.startswith("    "):
+            entries[current] += " " + line.strip()
+        elif line and not line.startswith(" "):
+            current = None if not line.startswith("pipeline/") else current
+    return entries
+
+
+def _packages() -> list[str]:
+    return sorted(p.name for p in (ROOT / "pipeline").iterdir() if (p / "__init__.py").exists())
+
+
+def test_every_package_is_listed_in_layer_order():
+    listed = list(_entries())
+    assert sorted(listed) == _packages(), f"README lists {sorted(listed)}, the tree has {_packages()}"
+    order = [name for layer in LAYERS for name in layer if name in listed]
+    assert listed == order, f"README order {listed} is not the layer order {order}"
+
+
+def test_every_module_is_named_in_its_package_entry():
+    entries = _entries()
+    missing = []
+    for package in _packages():
+        for module in sorted((ROOT / "pipeline" / package).glob("*.py")):
+            stem = module.stem
+            if stem == "__init__":
+                continue
+            if not re.search(rf"(?<![\w.]){re.escape(stem)}(\.py)?(?!\w)", entries.get(package, "")):
+                missing.append(f"pipeline/{package}/{module.name}")
+    assert missing == [], f"modules not named in the README layout section: {missing}"
