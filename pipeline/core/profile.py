@@ -1,12 +1,16 @@
 """Run profiles: ``ENVSIM_PROFILE=small`` shrinks every default (sources, exploration budget,
-split sizes) for demos, the UI end-to-end tests and quick looks; ``default`` is the full run."""
+split sizes) for demos, the UI end-to-end tests and quick looks; ``default`` is the full run.
+
+A profile's :class:`~pipeline.core.strata.Composition` (benchmark cells, Balance2 mixture sizes) is
+the composition in force unless an asset config replaces it: exploration steers toward it and the
+coverage reports count against it."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 
-from pipeline.core.strata import BALANCE2_GROUPS
+from pipeline.core.strata import Composition
 
 
 @dataclass(frozen=True)
@@ -16,7 +20,11 @@ class Profile:
     builtin_scenarios_per_env: int = 300
     explore_call_budget: int = 60_000
     benchmark_on_shortfall: str = "fail"
-    mixture_sizes: dict[str, int] = field(default_factory=lambda: dict(BALANCE2_GROUPS))
+    composition: Composition = field(default_factory=Composition)
+
+    @property
+    def mixture_sizes(self) -> dict[str, int]:
+        return dict(self.composition.mixture_sizes)
 
 
 PROFILES = {
@@ -27,7 +35,7 @@ PROFILES = {
         builtin_scenarios_per_env=12,
         explore_call_budget=1_500,
         benchmark_on_shortfall="warn",
-        mixture_sizes={"failure": 60, "no_change": 60, "simple": 120, "complex": 120},
+        composition=Composition(mixture_sizes={"failure": 60, "no_change": 60, "simple": 120, "complex": 120}),
     ),
 }
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.core.strata import BEYOND_SQL
 from pipeline.evaluate.results import GROUP_SQL
 from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, _select
 from pipeline.select.stratify import current_fingerprint
@@ -172,7 +173,7 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     bench = SplitStore(layout, BENCHMARK)
     bench_version = bench.resolve(spec.benchmark_version or scored_on)
     bench_samples = str(bench.samples(bench_version))
-    exclude = (f"AND delta_size <= 12 AND {spec.decontaminate} NOT IN (SELECT {spec.decontaminate} FROM read_parquet('{bench_samples}')) "
+    exclude = (f"AND NOT ({BEYOND_SQL}) AND {spec.decontaminate} NOT IN (SELECT {spec.decontaminate} FROM read_parquet('{bench_samples}')) "
                f"AND sample_hash NOT IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")
     if not layout.strata.exists():
         raise FileNotFoundError(f"no strata table at {layout.strata}; materialize 'step_strata' first")

@@ -21,7 +21,7 @@ from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import atomic_path
-from pipeline.core.strata import ARGS_CARDINALITY_SQL, BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, DELTA_BUCKET_SQL
+from pipeline.core.strata import ARGS_CARDINALITY_SQL, BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL, DELTA_BUCKET_SQL
 from pipeline.store.queries import tool_spread_sql
 
 
@@ -81,7 +81,7 @@ def stratify(layout: DataLayout, min_steps: int = 1) -> StrataReport:
                        {BENCHMARK_CELL_SQL} AS benchmark_cell, {BALANCE2_GROUP_SQL} AS balance2_group,
                        outcome = 'error' OR nd.nd_step IS NOT NULL AS excluded,
                        CASE WHEN nd.nd_step IS NOT NULL THEN nd.nd_reason WHEN outcome = 'error' THEN 'error'
-                            WHEN delta_size > 12 THEN 'beyond' END AS excluded_reason,
+                            WHEN {BEYOND_SQL} THEN 'beyond' END AS excluded_reason,
                        state_before_hash, state_after_hash,
                        md5(state_before_hash || '|' || tool || '|' || arguments_json) AS sample_hash
                 FROM read_parquet(?) s {nd_join} ORDER BY step_id
