@@ -1,4 +1,10 @@
-"""Where the tables of record live under the data root (default ``./data``)."""
+"""Where everything lives under the data root: ``DataLayout`` builds every path below it.
+
+The root itself comes from the ``store`` resource (``resources/storage.py``; its default is
+``ENVSIM_DATA_ROOT``, else ``./data``, see ``pipeline.core.settings``): code running in Dagster takes
+``store.layout()``, never a root of its own, so a root set on the resource (in the Launchpad too)
+moves every table, the DuckDB file, the GPU jobs' directory and what the sensors read.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,12 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-DEFAULT_DATA_ROOT = "data"
+from pipeline.core.settings import settings
 
 
 def default_data_root() -> Path:
-    return Path(os.environ.get("ENVSIM_DATA_ROOT", DEFAULT_DATA_ROOT))
+    """``ENVSIM_DATA_ROOT``, else ``./data`` (the ``store`` resource's default)."""
+    return settings().data_root
 
 
 #: a labeled-steps part of a partition: ``part-<partition>-<content key>.parquet`` (+ ``.issues.json``)
@@ -70,6 +77,48 @@ class DataLayout:
 
     def for_partition(self, partition: str | None) -> "DataLayout":
         return replace(self, partition=None if partition is None else safe_name(partition, "partition key"))
+
+    @property
+    def exports(self) -> Path:
+        """``export/``: one directory per Hugging Face export."""
+        return self.root / "export"
+
+    def export_dir(self, name: str) -> Path:
+        """``export/<name>/``: the default directory of an export (``benchmark``, ``sft_mixture``,
+        ``rollouts-<filter>``…)."""
+        return self.exports / safe_name(name, "export name")
+
+    @property
+    def jobs(self) -> Path:
+        """``jobs/``: GPU jobs' scripts, logs and Pipes files (the launcher's default working directory)."""
+        return self.root / "jobs"
+
+    @property
+    def checkpoints(self) -> Path:
+        """``checkpoints/``: SFT checkpoint versions (``ckpt-*`` + ``LATEST``)."""
+        return self.root / "checkpoints"
+
+    @property
+    def rollouts(self) -> Path:
+        """``rollouts/``: one directory per simulated-rollout run."""
+        return self.root / "rollouts"
+
+    def splits_dir(self, kind: str) -> Path:
+        """``splits/<kind>/``: the versions of one kind of split (benchmark, SFT mixture, curriculum)."""
+        return self.root / "splits" / safe_name(kind, "split kind")
+
+    def agent_record(self, name: str) -> Path:
+        """``agent/<name>.jsonl``: an agent collection's resumable record of finished tasks."""
+        return self.root / "agent" / f"{safe_name(name, 'agent record name')}.jsonl"
+
+    @property
+    def determinism_dir(self) -> Path:
+        """``determinism/``: environments excluded from the splits (re-execution and quarantine findings)."""
+        return self.root / "determinism"
+
+    def determinism_findings(self, kind: str) -> Path:
+        """``determinism/<kind>-<partition or all>.parquet`` (kind: ``nondeterministic`` or ``quarantine``)."""
+        return self.determinism_dir / f"{kind}-{self.partition or 'all'}.parquet"
 
     def eval_dir(self, version: str) -> Path:
         """``eval/<benchmark version>/``: one results file per simulator, the plot."""
