@@ -42,6 +42,7 @@ from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import diff
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
+from pipeline.store.schema import encode_delta
 from pipeline.core.strata import BENCHMARK_CELLS, Cell, args_cardinality, delta_bucket
 
 SOURCE = "envsimbench"
@@ -158,8 +159,7 @@ def _arguments(value: Any) -> dict[str, Any]:
 
 def _cell(outcome: str, delta_size: int, args_count: int, cells: Iterable[Cell]) -> str:
     for cell in cells:
-        if cell.outcome == outcome and cell.delta_min <= delta_size <= cell.delta_max and (
-                cell.args_count is None or cell.args_count == args_count):
+        if cell.matches(outcome, delta_size, args_count):
             return cell.name
     return "error" if outcome == ERROR else "unassigned"
 
@@ -201,8 +201,7 @@ def _row(step: _Step, cells: tuple[Cell, ...]) -> tuple[dict[str, Any], str | No
         "code_ref": blobs.ref_of(code) if code else None, "state_before_json": before_json, "state_after_json": after_json,
         "raw_observation": raw, "observation_json": canonical_json(canonicalize(parse_observation(raw))),
         "outcome": outcome,
-        "delta": [{"op": d["op"], "path": d["path"], "before": None if d["op"] == "add" else canonical_json(d["before"]),
-                   "after": None if d["op"] == "remove" else canonical_json(d["after"])} for d in delta],
+        "delta": encode_delta(delta),
         "delta_size": len(delta), "delta_bucket": delta_bucket(len(delta)), "args_cardinality": args_cardinality(len(arguments)),
         "state_before_hash": before_hash, "state_after_hash": text_hash(after_json),
         "sample_hash": hashlib.md5(f"{before_hash}|{tool}|{arguments_json}".encode()).hexdigest(),

@@ -147,22 +147,19 @@ def _literal(text: str) -> Any:
 
 
 def parse_value(value: Any) -> Any:
-    """The reference's parse of a feedback / observation before comparing (quirk 7)."""
+    """The reference's parse of a feedback / observation before comparing (quirk 7): the text, then
+    the text inside one pair of quotes, each tried as JSON (extraction) and as a Python literal."""
     if value is None or not isinstance(value, str):
         return value
-    obj = extract_json(value)
-    if obj is not None:
-        return obj
-    obj = _literal(value)
-    if obj is not _MISSING:
-        return obj
+    texts = [value]
     s = value.strip()
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
-        inner = s[1:-1]
-        obj = extract_json(inner)
+        texts.append(s[1:-1])
+    for text in texts:
+        obj = extract_json(text)
         if obj is not None:
             return obj
-        obj = _literal(inner)
+        obj = _literal(text)
         if obj is not _MISSING:
             return obj
     return value
@@ -202,6 +199,23 @@ def _grow(seq: list[Any], idx: int, filler: Any) -> None:
         seq.append(copy.copy(filler))
 
 
+def _slot(container: Any, part: Any, filler: Any = _MISSING) -> Any:
+    """The key ``part`` addresses in ``container`` the reference's way (quirk 2): a dict key as it is,
+    a list position as an ``int`` (the list grown with copies of ``filler`` up to it, unless
+    ``filler`` is left out); ``_MISSING`` where it addresses nothing (the change is ignored)."""
+    if isinstance(container, dict):
+        return part
+    if isinstance(container, list):
+        try:
+            idx = int(part)
+        except (TypeError, ValueError):
+            return _MISSING
+        if filler is not _MISSING:
+            _grow(container, idx, filler)
+        return idx
+    return _MISSING
+
+
 def _apply_one(state: Any, path: Any, value: Any, kind: Any) -> None:
     """One predicted change the way the reference applies it (quirks 2, 3); silently ignored when it
     does not fit, as there."""
@@ -212,41 +226,23 @@ def _apply_one(state: Any, path: Any, value: Any, kind: Any) -> None:
         raise ReferenceCrash(f"path of {len(parts)} parts would make the reference nest {len(parts)} objects")
     cur = state
     try:
-        for part in parts[:-1]:
-            if isinstance(cur, dict):
-                if part not in cur:
-                    cur[part] = {}
-                cur = cur[part]
-            elif isinstance(cur, list):
-                try:
-                    idx = int(part)
-                except (TypeError, ValueError):
-                    return
-                _grow(cur, idx, {})
-                cur = cur[idx]
-            else:
+        for part in parts[:-1]:  # missing intermediate keys are created, short lists grown
+            key = _slot(cur, part, {})
+            if key is _MISSING:
                 return
-        last = parts[-1]
+            if isinstance(cur, dict) and key not in cur:
+                cur[key] = {}
+            cur = cur[key]
         if kind in ("delete", "removed"):
+            key = _slot(cur, parts[-1])
             if isinstance(cur, dict):
-                cur.pop(last, None)
-            elif isinstance(cur, list):
-                try:
-                    idx = int(last)
-                except (TypeError, ValueError):
-                    return
-                if 0 <= idx < len(cur):
-                    cur.pop(idx)
+                cur.pop(key, None)
+            elif key is not _MISSING and 0 <= key < len(cur):
+                cur.pop(key)
             return
-        if isinstance(cur, dict):
-            cur[last] = value
-        elif isinstance(cur, list):
-            try:
-                idx = int(last)
-            except (TypeError, ValueError):
-                return
-            _grow(cur, idx, None)
-            cur[idx] = value
+        key = _slot(cur, parts[-1], None)
+        if key is not _MISSING:
+            cur[key] = value
     except ReferenceCrash:
         raise
     except Exception as exc:  # unhashable keys, negative positions past the start: the script raises

@@ -38,9 +38,16 @@ def encode(message: dict[str, Any]) -> bytes:
     return _HEADER.pack(len(data)) + data
 
 
-def write_frame(fh: BinaryIO, message: dict[str, Any]) -> None:
-    fh.write(encode(message))
-    fh.flush()
+def write_bytes(fd: int, data: bytes) -> None:
+    """All of ``data`` to the pipe ``fd``, unbuffered (a frame as it is encoded, or forwarded raw)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_frame(fd: int, message: dict[str, Any]) -> None:
+    """One frame to the pipe ``fd``: every frame the sandbox processes write goes through here."""
+    write_bytes(fd, encode(message))
 
 
 def decode(data: bytes) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pipeline.envs import registry
 from pipeline.core.outcome import ERROR, args_count
 from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import diff
+from pipeline.store.schema import encode_delta
 
 
 class UntrustedData(ValueError):
@@ -156,15 +157,7 @@ class TrajectoryLabels:
             "outcome": self.outcome_rule(tool, raised, value),
             "error_type": _text(msg.get("error_type"), 200) if raised else None,
             "error_message": _text(msg.get("error_message"), self.max_chars) if raised else None,
-            "delta": [
-                {
-                    "op": rec["op"],
-                    "path": rec["path"],
-                    "before": None if rec["op"] == "add" else canonical_json(rec["before"]),
-                    "after": None if rec["op"] == "remove" else canonical_json(rec["after"]),
-                }
-                for rec in delta
-            ],
+            "delta": encode_delta(delta),
             "delta_size": len(delta),
             "state_before_hash": before_hash,
             "state_after_hash": after_hash,

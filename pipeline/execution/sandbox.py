@@ -24,6 +24,7 @@ import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from itertools import islice
 from queue import Queue
 from typing import Any, Iterable, Iterator
 
@@ -273,42 +274,34 @@ class Sandbox:
             self._idle.put(worker)
         return results  # type: ignore[return-value]
 
+    def _queue(self, trajectories: Iterable[Trajectory], fresh_children: bool) -> Iterator[tuple[list[Trajectory], Future[list[dict[str, Any]]]]]:
+        """Cut ``trajectories`` into batches of consecutive ones, queueing each on the pool as soon as
+        it is cut (the input is read lazily, one batch at a time)."""
+        if self._pool is None:
+            raise SandboxError("use Sandbox as a context manager")
+        limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
+        it = iter(trajectories)
+        while batch := list(islice(it, self.batch)):
+            yield batch, self._pool.submit(self._run_batch, batch, limits)
+
     def submit(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> "Submitted":
         """Queue trajectories at once (in batches) and return without waiting: ``results()`` of the
         handle yields them in order. Lets a caller prepare the next trajectories while these run."""
-        if self._pool is None:
-            raise SandboxError("use Sandbox as a context manager")
-        limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
-        items = list(trajectories)
-        batches = [items[i : i + self.batch] for i in range(0, len(items), self.batch)]
-        return Submitted([(b, self._pool.submit(self._run_batch, b, limits)) for b in batches])
+        return Submitted(list(self._queue(trajectories, fresh_children)))
 
     def run(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
-        """Results in input order. ``fresh_children``: a newly forked child for every trajectory, never a
-        reused one (the determinism check re-executes this way)."""
-        if self._pool is None:
-            raise SandboxError("use Sandbox as a context manager")
-        limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
+        """Results in input order, with at most about ``window`` trajectories queued ahead of the one
+        yielded. ``fresh_children``: a newly forked child for every trajectory, never a reused one
+        (the determinism check re-executes this way)."""
         inflight: deque[tuple[list[Trajectory], Future[list[dict[str, Any]]]]] = deque()
         queued = 0
-        batch: list[Trajectory] = []
-
-        def submit() -> None:
-            nonlocal batch, queued
-            inflight.append((batch, self._pool.submit(self._run_batch, batch, limits)))  # type: ignore[union-attr]
+        for batch, future in self._queue(trajectories, fresh_children):
+            inflight.append((batch, future))
             queued += len(batch)
-            batch = []
-
-        for trajectory in trajectories:
-            batch.append(trajectory)
-            if len(batch) >= self.batch:
-                submit()
             while queued >= self.window:
                 done, fut = inflight.popleft()
                 queued -= len(done)
                 yield from zip(done, fut.result())
-        if batch:
-            submit()
         while inflight:
             done, fut = inflight.popleft()
             yield from zip(done, fut.result())

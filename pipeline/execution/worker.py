@@ -24,18 +24,17 @@ import signal
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any
 
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs
 from pipeline.execution import freeze, guards, pristine, seccomp
-from pipeline.execution.frames import FdReader, FrameError, encode, read_frame, write_frame
+from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
 from pipeline.execution.child import Limits, execute
 from pipeline.execution.wire import limits_from_wire, trajectory_from_wire, trajectory_to_wire
 from pipeline.envs import registry
 
 _MIB = 1 << 20
-Emit = Callable[[bytes], None]
 
 
 def _address_space() -> int:
@@ -52,7 +51,6 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
     """Run one trajectory; with a ``requests`` pipe (a reusable child, see :func:`_reuse_key`), then
     wait for the next trajectory of the same environment code on it, until EOF."""
     code = 0
-    out = os.fdopen(fd, "wb")
     try:
         for pfd in _PROTOCOL_FDS + _WARM_FDS:
             os.close(pfd)
@@ -66,8 +64,7 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
         base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
         guards.install(temp_dir, base + limits.memory_mb * _MIB)
         freeze.install_for(trajectory)
-        execute(trajectory, lambda m: write_frame(out, m), limits, start, skip)
-        out.flush()
+        execute(trajectory, lambda m: write_frame(fd, m), limits, start, skip)
         if requests is not None:
             inbox = os.fdopen(requests, "rb")
             while (request := read_frame(inbox, max_size=1 << 30)) is not None:
@@ -78,12 +75,11 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
                 gc.collect()
                 nxt = trajectory_from_wire(request["trajectory"])
                 freeze.install_for(nxt)  # re-targets the frozen clock and seeds
-                execute(nxt, lambda m: write_frame(out, m), limits)
-                out.flush()
+                execute(nxt, lambda m: write_frame(fd, m), limits)
     except BaseException as exc:  # report, then die quietly
         code = 1
         try:
-            write_frame(out, {"kind": "fatal", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
+            write_frame(fd, {"kind": "fatal", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
         except BaseException:
             pass
     finally:
@@ -117,12 +113,6 @@ class _Warm:
 _WARM: dict[tuple[str, ...], _Warm] = {}  # by environment code, least recently used first
 _WARM_FDS: list[int] = []  # the parent ends of warm children's pipes (closed in every new child)
 MAX_WARM = 32  # warm children per worker (an explore batch cycles through its environments)
-
-
-def _send(fd: int, message: dict[str, Any]) -> None:
-    data = memoryview(encode(message))
-    while data:
-        data = data[os.write(fd, data):]
 
 
 def _retire(warm: _Warm) -> None:
@@ -172,12 +162,9 @@ def _reap() -> None:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _forward(emit: Emit, message: dict[str, Any]) -> None:
-    emit(encode(message))
-
-
-def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
-    """Run a trajectory in forked children, forwarding their frames; never raises for env code."""
+def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
+    """Run a trajectory in forked children, forwarding their frames to the pipe ``out``; never raises
+    for env code."""
     _reap()
     skip: set[int] = set()
     start, restarts = 0, 0
@@ -199,7 +186,7 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
         if warm is not None:
             for fd in (warm.requests, warm.reader.fd):
                 _WARM_FDS.remove(fd)
-            _send(warm.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
+            write_frame(warm.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
             pid, reader, temp_dir, requests = warm.pid, warm.reader, warm.temp_dir, warm.requests
             rfd = reader.fd
             warm.used += 1
@@ -291,7 +278,7 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
                     if kind == "done":
                         finished = True
                         break
-                    emit(raw)
+                    write_bytes(out, raw)
             if reader.eof and not finished and failure is None:
                 failure = ("WorkerCrash", "")
         if finished and requests is not None and used < limits.reuse_children:
@@ -315,26 +302,26 @@ def supervise(trajectory: Trajectory, limits: Limits, emit: Emit) -> None:
                 " (memory limit?)" if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) else ""
             )
         if not got_init:
-            _forward(emit, {"kind": "init_error", "error": f"{kind}: {message}"})
+            write_frame(out, {"kind": "init_error", "error": f"{kind}: {message}"})
             return
         if explore:
             # a live episode cannot be rebuilt call by call: it ends with the lost call
             if live is not None:
-                _forward(emit, {"kind": "lost", "step_index": live, "error_type": kind, "error": message})
-            _forward(emit, {"kind": "issue", "message": f"episode ended: {kind}: {message}"})
+                write_frame(out, {"kind": "lost", "step_index": live, "error_type": kind, "error": message})
+            write_frame(out, {"kind": "issue", "message": f"episode ended: {kind}: {message}"})
             return
         if pending is None:
             # the failure happened outside a call (replay): nothing to label
-            _forward(emit, {"kind": "issue", "message": f"trajectory truncated: {kind}: {message}"})
+            write_frame(out, {"kind": "issue", "message": f"trajectory truncated: {kind}: {message}"})
             return
-        _forward(emit, {"kind": "lost", "step_index": pending, "error_type": kind, "error": message})
+        write_frame(out, {"kind": "lost", "step_index": pending, "error_type": kind, "error": message})
         skip.add(pending)
         start = pending + 1
         restarts += 1
         if start >= len(trajectory.actions):
             return
         if restarts > limits.max_restarts:
-            _forward(emit, {"kind": "issue", "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls"})
+            write_frame(out, {"kind": "issue", "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls"})
             return
 
 
@@ -360,8 +347,8 @@ def _limit_self() -> None:
 
 def main() -> None:
     proto_in = os.fdopen(os.dup(0), "rb")
-    proto_out = os.fdopen(os.dup(1), "wb")
-    _PROTOCOL_FDS.extend([proto_in.fileno(), proto_out.fileno()])
+    proto_out = os.dup(1)
+    _PROTOCOL_FDS.extend([proto_in.fileno(), proto_out])
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
@@ -375,10 +362,6 @@ def main() -> None:
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     _BASE_VSIZE.append(_address_space())
 
-    def emit(data: bytes) -> None:
-        proto_out.write(data)
-        proto_out.flush()
-
     write_frame(proto_out, {"kind": "ready", "pid": os.getpid()})
     while True:
         request = read_frame(proto_in, max_size=1 << 30)  # from the parent: trusted
@@ -388,8 +371,8 @@ def main() -> None:
         if request.get("blobs"):
             blobs.update(request["blobs"])
             _precompile(trajectory)
-        supervise(trajectory, limits_from_wire(request["limits"]), emit)
-        _forward(emit, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
+        supervise(trajectory, limits_from_wire(request["limits"]), proto_out)
+        write_frame(proto_out, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
     _retire_warm()
 
 

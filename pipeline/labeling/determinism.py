@@ -26,17 +26,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path, write_table
 from pipeline.store.trajectories import iter_trajectories, iter_trajectory_rows
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.sandbox import Sandbox
 
-#: every label column except timing
-LABEL_FIELDS = (
-    "tool", "arguments_json", "args_count", "raw_observation", "observation_json", "outcome",
-    "error_type", "error_message", "delta", "delta_size", "state_before_hash", "state_after_hash",
-)
+#: every label column (timing is not one: it is kept out of the step table)
+LABEL_FIELDS = schema.step_columns(schema.LABEL)
 
 NONDETERMINISTIC = pa.schema([
     pa.field("step_id", pa.string(), nullable=False),
@@ -87,7 +85,7 @@ def _normalise(value: Any) -> Any:
 
 def report_path(layout: DataLayout) -> Path:
     """Where the check writes its findings (one file per partition, or ``all``)."""
-    return layout.root / "determinism" / f"nondeterministic-{layout.partition or 'all'}.parquet"
+    return layout.determinism_findings("nondeterministic")
 
 
 def excluded_files(layout: DataLayout) -> list[str]:
@@ -95,8 +93,8 @@ def excluded_files(layout: DataLayout) -> list[str]:
     an older labeling — is ignored)."""
     current = {Path(p).name for p in layout.step_parts()}
     out = []
-    found = [*(layout.root / "determinism").glob("nondeterministic-*.parquet"),
-             *(layout.root / "determinism").glob("quarantine-*.parquet")]  # pipeline.labeling.quarantine
+    found = [*layout.determinism_dir.glob("nondeterministic-*.parquet"),
+             *layout.determinism_dir.glob("quarantine-*.parquet")]  # pipeline.labeling.quarantine
     for path in sorted(found):
         sidecar = path.with_suffix(".json")
         try:

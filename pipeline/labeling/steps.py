@@ -23,6 +23,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import pyarrow as pa
+
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
 from pipeline.envs.catalog import load_blobs
@@ -118,6 +120,28 @@ def label(
         log(died)
     pending: tuple[Any, ...] | None = None  # the chunk running in the sandbox while the next is prepared
 
+    def kept_issues(traj: Trajectory) -> list[dict[str, Any]]:
+        return [{"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": "", "reason": m}
+                for m in prelabels.issues.get(traj.trajectory_id, [])]
+
+    def write_part(chunk: list[dict[str, Any]], part: Path, sidecar: Path, steps: pa.Table | list[dict[str, Any]],
+                   issues: list[dict[str, Any]], timing: dict[str, Any] | None, how: str = "") -> None:
+        """The one way a part is written: its issues logged, the part, then its sidecar (the part is
+        complete when the sidecar exists), the report counted."""
+        for issue in issues:
+            log(f"trajectory {issue['trajectory_id']} (task {issue['task_id']}): {issue['reason']}")
+        if isinstance(steps, pa.Table):
+            write_arrow(part, steps, schema.STEPS)
+        else:
+            write_table(part, steps, schema.STEPS)
+        count = len(steps)
+        with atomic_path(sidecar) as tmp:
+            tmp.write_text(json.dumps({"steps": count, "issues": issues, "timing": timing}))
+        report.parts_written += 1
+        report.steps += count
+        report.issues.extend(issues)
+        log(f"labeled part {part.name}: {len(chunk)} trajectories, {count} steps{how}")
+
     def finish(chunk: list[dict[str, Any]], part: Path, sidecar: Path, trajectories: list[Trajectory],
                kept: dict[str, list[dict[str, Any]]], running: Any) -> None:
         expected = {r["trajectory_id"]: r["initial_state_hash"] for r in chunk}
@@ -129,7 +153,7 @@ def label(
             where = {"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": ""}
             if traj.trajectory_id in kept:
                 rows.extend(kept[traj.trajectory_id])
-                issues.extend({**where, "reason": m} for m in prelabels.issues.get(traj.trajectory_id, []))
+                issues.extend(kept_issues(traj))
                 continue
             _, result = next(executed)
             if result["init"] is None:
@@ -146,15 +170,7 @@ def label(
                     timing["calls"] += 1
                     timing["seconds"] += seconds
                     timing["max_seconds"] = max(timing["max_seconds"], seconds)
-        for issue in issues:
-            log(f"trajectory {issue['trajectory_id']} (task {issue['task_id']}): {issue['reason']}")
-        write_table(part, rows, schema.STEPS)
-        with atomic_path(sidecar) as tmp:
-            tmp.write_text(json.dumps({"steps": len(rows), "issues": issues, "timing": timing}))
-        report.parts_written += 1
-        report.steps += len(rows)
-        report.issues.extend(issues)
-        log(f"labeled part {part.name}: {len(chunk)} trajectories, {len(rows)} steps")
+        write_part(chunk, part, sidecar, rows, issues, timing)
 
     for chunk in _chunks(iter_trajectory_rows(layout), chunk_size):
         key = part_key(chunk, sandbox.limits)
@@ -172,15 +188,8 @@ def label(
         kept_table, kept_ids = prelabels.table(chunk)  # labels observed at collection: not executed again
         report.prelabeled += len(kept_ids)
         if len(kept_ids) == len(trajectories):  # the whole chunk: Arrow slices straight to the part
-            write_arrow(part, kept_table, schema.STEPS)
-            with atomic_path(sidecar) as tmp:
-                issues = [{"stage": "label", "task_id": t.task_id, "trajectory_id": t.trajectory_id, "origin": "",
-                           "reason": m} for t in trajectories for m in prelabels.issues.get(t.trajectory_id, [])]
-                tmp.write_text(json.dumps({"steps": kept_table.num_rows, "issues": issues, "timing": None}))
-            report.parts_written += 1
-            report.steps += kept_table.num_rows
-            report.issues.extend(issues)
-            log(f"labeled part {part.name}: {len(chunk)} trajectories, {kept_table.num_rows} steps (labels kept from collection)")
+            write_part(chunk, part, sidecar, kept_table, [i for t in trajectories for i in kept_issues(t)], None,
+                       " (labels kept from collection)")
             continue
         kept: dict[str, list[dict[str, Any]]] = {}
         for row in kept_table.to_pylist():

@@ -6,8 +6,8 @@ One streaming pass, so memory stays bounded by a few MiB of samples whatever the
    step up to the last picked one of each needed trajectory are read with filtered scans that skip
    row groups without a match;
 2. the initial states of the needed trajectories are read row group by row group; each trajectory is
-   replayed with structure-sharing Δ application (:func:`pipeline.core.delta.apply`) and an
-   incremental canonical-JSON writer, and every rebuilt s_t / s'_t is verified against its hash;
+   replayed by :func:`pipeline.store.reconstruct.replay` (structure-sharing Δ application, an
+   incremental canonical-JSON writer), which verifies every rebuilt s_t / s'_t against its hash;
 3. finished rows are handed to a background thread that encodes and compresses them while the next
    trajectories replay.
 
@@ -18,51 +18,39 @@ composition order, environment-diverse picks within), as ``sample_ids.txt`` list
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.clock import step_time
-from pipeline.core.canonical import CanonicalTextCache, text_hash
-from pipeline.core.delta import DeltaError, apply
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites, atomic_path
+from pipeline.store.reconstruct import ReplayError, replay
+
+_step = schema.STEPS.field  # a sample's step columns are the step table's fields
 
 SAMPLE = pa.schema(
     [
         pa.field("position", pa.int32(), nullable=False),
         pa.field("stratum", pa.string(), nullable=False),
-        pa.field("step_id", pa.string(), nullable=False),
-        pa.field("trajectory_id", pa.string(), nullable=False),
-        pa.field("task_id", pa.string(), nullable=False),
-        pa.field("env_id", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("step_index", pa.int32(), nullable=False),
+        *map(_step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
         # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
         # null for samples without a recorded clock (imported reference data)
         pa.field("current_time", pa.string()),
-        pa.field("tool", pa.string(), nullable=False),
-        pa.field("arguments_json", pa.string(), nullable=False),
-        pa.field("args_count", pa.int32(), nullable=False),
+        *map(_step, ["tool", "arguments_json", "args_count"]),
         pa.field("code", pa.string()),
-        pa.field("code_ref", pa.string()),
+        _step("code_ref"),
         pa.field("state_before_json", pa.string(), nullable=False),
         pa.field("state_after_json", pa.string(), nullable=False),
-        pa.field("raw_observation", pa.string(), nullable=False),
-        pa.field("observation_json", pa.string()),
-        pa.field("outcome", pa.string(), nullable=False),
-        pa.field("delta", schema.DELTA, nullable=False),
-        pa.field("delta_size", pa.int32(), nullable=False),
+        *map(_step, ["raw_observation", "observation_json", "outcome", "delta", "delta_size"]),
         pa.field("delta_bucket", pa.string(), nullable=False),
         pa.field("args_cardinality", pa.string(), nullable=False),
-        pa.field("state_before_hash", pa.string(), nullable=False),
-        pa.field("state_after_hash", pa.string(), nullable=False),
+        *map(_step, ["state_before_hash", "state_after_hash"]),
         pa.field("sample_hash", pa.string(), nullable=False),
     ]
 )
@@ -98,15 +86,16 @@ def materialize_samples(
     rows = _with_labels(layout, rows, strata, picks)
     with atomic_path(out) as tmp, pq.ParquetWriter(tmp, SAMPLE, compression="zstd") as writer:
         with BackgroundWrites() as background:
-            _replay_into(layout, rows, steps.select(["trajectory_id", "step_index", "step_id", "delta"]),
+            _replay_into(layout, rows, steps.select(_REPLAY_COLUMNS),
                          lambda table: background.submit(writer.write_table, table, 256))
     return len(picks)
 
 
 _STRATA_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", "delta_bucket", "args_cardinality", "sample_hash"]
-_STEP_COLUMNS = ["step_id", "trajectory_id", "step_index", "tool", "arguments_json", "args_count", "code_ref",
-                 "raw_observation", "observation_json", "outcome", "delta", "delta_size", "state_before_hash",
-                 "state_after_hash"]
+#: the step-table columns a sample takes (task, environment and source come with the strata labels)
+_STEP_COLUMNS = [n for n in SAMPLE.names if n in schema.STEPS.names and n not in _STRATA_COLUMNS[2:]]
+#: what the replay reads of every step: which step, then a store.reconstruct.StoredStep
+_REPLAY_COLUMNS = ["trajectory_id", "step_index", "step_id", "delta", "state_before_hash", "state_after_hash"]
 
 
 def _scan_batches(files: Sequence[str], columns: list[str], key: str, values: pa.Array):
@@ -152,21 +141,18 @@ def _code(layout: DataLayout, refs: set[str]) -> dict[str, str]:
     return dict(zip(table.column("code_ref").to_pylist(), table.column("code").to_pylist()))
 
 
-def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, emit: Callable[[pa.Table], None]) -> None:
+def _replay_into(layout: DataLayout, rows: pa.Table, replay_table: pa.Table, emit: Callable[[pa.Table], None]) -> None:
     """Rebuild s_t / s'_t of every row of ``rows`` (ordered by trajectory id, step) and ``emit`` the
     finished samples (``SAMPLE`` tables) in the order the trajectories are stored."""
-    traj_ids = replay.column("trajectory_id").to_pylist()
-    step_idx = replay.column("step_index").to_pylist()
-    step_ids = replay.column("step_id").to_pylist()
-    deltas = replay.column("delta").to_pylist()
+    traj_ids = replay_table.column("trajectory_id").to_pylist()
+    step_idx = replay_table.column("step_index").to_pylist()
+    stored = list(zip(*(replay_table.column(c).to_pylist() for c in _REPLAY_COLUMNS[2:])))  # store.reconstruct.StoredStep
     spans: dict[str, tuple[int, int]] = {}
     for i, tid in enumerate(traj_ids):
         start = spans.get(tid, (i, i))[0]
         spans[tid] = (start, i + 1)
     row_traj = rows.column("trajectory_id").to_pylist()
     row_step = rows.column("step_index").to_pylist()
-    before_hash = rows.column("state_before_hash").to_pylist()
-    after_hash = rows.column("state_after_hash").to_pylist()
     row_span: dict[str, tuple[int, int]] = {}
     for i, tid in enumerate(row_traj):
         row_span[tid] = (row_span.get(tid, (i, i))[0], i + 1)
@@ -191,13 +177,17 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay: pa.Table, emit: Cal
     wanted = pa.array(sorted(row_span), pa.string())
     seen = pending = 0
     for tid, initial_json, initial_hash, clock_start in _trajectory_rows(files, wanted):
-        if text_hash(initial_json) != initial_hash:
-            raise SampleError(f"{tid}: stored initial state does not match its hash")
         lo, hi = row_span[tid]
+        first, last = spans[tid]
         picked = {row_step[r]: r for r in range(lo, hi)}
+        at = {k - first: picked[step_idx[k]] for k in range(first, last) if step_idx[k] in picked}  # position -> row
         for r in range(lo, hi):
             times[r] = step_time(clock_start, row_step[r]) if clock_start else None
-        _replay_one(tid, initial_json, spans[tid], step_idx, step_ids, deltas, picked, before_hash, after_hash, texts)
+        try:
+            for i, _, _, before, after in replay(tid, initial_json, initial_hash, stored[first:last], at):
+                texts[at[i]] = (before, after)
+        except ReplayError as exc:
+            raise SampleError(str(exc)) from exc
         pending += (hi - lo) * 2 * len(initial_json)
         seen += 1
         if pending > FLUSH_BYTES:
@@ -219,36 +209,3 @@ def _trajectory_rows(files: Sequence[str], wanted: pa.Array):
             if not has_clock:
                 columns.append([None] * batch.num_rows)
             yield from zip(*columns)
-
-
-def _replay_one(tid: str, initial_json: str, span: tuple[int, int], step_idx: list[int], step_ids: list[str],
-                deltas: list[Any], picked: dict[int, int], before_hash: list[str], after_hash: list[str],
-                texts: dict[int, tuple[str, str]]) -> None:
-    cache = CanonicalTextCache()  # parsing seeds it with the texts of the initial state's subtrees
-    text = cache.text
-    state = cache.parse(initial_json)
-    current: str | None = initial_json  # canonical text of ``state`` when known
-    verified = initial_json  # the last text whose hash was checked (the caller checked the initial one)
-    for k in range(*span):
-        row = picked.get(step_idx[k])
-        if row is not None:
-            before = current if current is not None else text(state)
-            if before is not verified and text_hash(before) != before_hash[row]:
-                raise SampleError(f"{step_ids[k]}: reconstructed s_t does not match its recorded hash")
-        try:
-            state = apply(_decode(deltas[k]), state)
-        except DeltaError as exc:
-            raise SampleError(f"{step_ids[k]}: Δ does not apply to the reconstructed s_t: {exc}") from exc
-        if row is not None:
-            current = text(state)
-            if text_hash(current) != after_hash[row]:
-                raise SampleError(f"{step_ids[k]}: reconstructed s'_t does not match its recorded hash")
-            verified = current
-            texts[row] = (before, current)
-        else:
-            current = None if deltas[k] else current
-
-
-def _decode(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"op": r["op"], "path": r["path"],
-             "before": None, "after": None if r["after"] is None else json.loads(r["after"])} for r in records]

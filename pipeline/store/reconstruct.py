@@ -1,39 +1,79 @@
-"""Rebuild full states from initial state + Δs, and verify them against the recorded hashes."""
+"""Rebuild full states from initial state + Δs, and verify them against the recorded hashes.
+
+:func:`replay` is the one Δ replay of the project: the integrity check (:func:`verify_steps`), the
+state lookup (:func:`materialize_states`) and the sample builder (:mod:`pipeline.select.samples`)
+all rebuild states through it.
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Container, Iterable, Iterator, Sequence
 
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from pipeline.core.canonical import state_hash
-from pipeline.core.delta import DeltaError, apply
+from pipeline.core.canonical import CanonicalTextCache, text_hash
+from pipeline.core.delta import apply
 from pipeline.store.layout import DataLayout
+from pipeline.store.schema import decode_delta
 from pipeline.store.trajectories import iter_trajectory_rows
 
-
-def decode_delta(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored Δ (JSON-text values) -> Δ records with decoded values."""
-    return [
-        {
-            "op": r["op"],
-            "path": list(r["path"]),
-            "before": None if r["before"] is None else json.loads(r["before"]),
-            "after": None if r["after"] is None else json.loads(r["after"]),
-        }
-        for r in records
-    ]
+#: one stored step as :func:`replay` reads it: (step id, stored Δ, s_t hash, s'_t hash)
+StoredStep = tuple[str, Sequence[dict[str, Any]], str, str]
 
 
-def replay_states(initial_state: Any, steps: Iterable[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], Any, Any]]:
-    """Yield ``(step, s_t, s'_t)`` for the steps of one trajectory in step order."""
-    state = initial_state
-    for step in steps:
-        after = apply(decode_delta(step["delta"]), state)
-        yield step, state, after
-        state = after
+class ReplayError(ValueError):
+    """The stored Δs do not rebuild the recorded states; the message names the trajectory or step,
+    ``index`` is the position of the step (None: the initial state)."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+def replay(trajectory_id: str, initial_json: str, initial_hash: str, steps: Sequence[StoredStep],
+           wanted: Container[int] | None = None) -> Iterator[tuple[int, Any, Any, str, str]]:
+    """Rebuild one trajectory's states from its stored initial state and Δs (``steps`` in step order).
+
+    Yields ``(i, s_t, s'_t, s_t text, s'_t text)`` (canonical JSON texts) for every position ``i`` of
+    ``steps`` in ``wanted`` (None: every step), each state verified against its recorded hash; raises
+    :class:`ReplayError` at the first state that does not verify or Δ that does not apply. Δs are
+    applied with structure sharing (:func:`pipeline.core.delta.apply`) and texts rendered
+    incrementally (:class:`~pipeline.core.canonical.CanonicalTextCache`), only for wanted steps; the
+    yielded states share structure, so treat them as immutable."""
+    if text_hash(initial_json) != initial_hash:
+        raise ReplayError(f"{trajectory_id}: stored initial state does not match its hash")
+    cache = CanonicalTextCache()  # parsing seeds it with the texts of the initial state's subtrees
+    state = cache.parse(initial_json)
+    text: str | None = initial_json  # canonical text of ``state`` when known, and its hash
+    known: str | None = initial_hash
+    for i, (step_id, delta, before_hash, after_hash) in enumerate(steps):
+        keep = wanted is None or i in wanted
+        if keep:
+            if text is None:
+                text = cache.text(state)
+                known = text_hash(text)
+            if known != before_hash:
+                raise ReplayError(f"{step_id}: s_t hash {before_hash} != reconstructed {known}", i)
+            before_state, before_text = state, text
+        try:
+            state = apply(decode_delta(delta, before=False), state)
+        except ValueError as exc:  # DeltaError, or a Δ value that is not JSON
+            raise ReplayError(f"{step_id}: Δ does not apply to the reconstructed s_t: {exc}", i) from exc
+        if keep:
+            text = cache.text(state)
+            known = text_hash(text)
+            if known != after_hash:
+                raise ReplayError(f"{step_id}: s_t + Δ hashes to {known}, recorded s'_t is {after_hash}", i)
+            yield i, before_state, state, before_text, text
+        elif delta:
+            text = known = None
+
+
+def stored_steps(rows: Iterable[dict[str, Any]]) -> list[StoredStep]:
+    """Step-table rows (in step order) as :func:`replay` reads them."""
+    return [(r["step_id"], r["delta"], r["state_before_hash"], r["state_after_hash"]) for r in rows]
 
 
 @dataclass
@@ -56,28 +96,18 @@ def verify_trajectory(trajectory_id: str, initial_json: str, initial_hash: str, 
 
 
 def _verify_trajectory(trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport) -> None:
-    initial = json.loads(initial_json)
-    if state_hash(initial) != initial_hash:
-        report.problems.append(f"{trajectory_id}: stored initial state does not match its hash")
-        return
-    state, current = initial, initial_hash
-    for step in sorted(steps, key=lambda s: s["step_index"]):
-        sid = f"{trajectory_id}#{step['step_index']}"
-        report.steps += 1
-        if step["state_before_hash"] != current:
-            report.problems.append(f"{sid}: s_t hash {step['state_before_hash']} != reconstructed {current}")
-            return
-        try:
-            state = apply(decode_delta(step["delta"]), state)
-        except DeltaError as exc:
-            report.problems.append(f"{sid}: Δ does not apply: {exc}")
-            return
-        current = state_hash(state)
-        if current != step["state_after_hash"]:
-            report.problems.append(f"{sid}: s_t + Δ hashes to {current}, recorded s'_t is {step['state_after_hash']}")
-            return
-        if step["delta_size"] != len(step["delta"]):
-            report.problems.append(f"{sid}: |Δ| = {step['delta_size']} but Δ has {len(step['delta'])} records")
+    ordered = sorted(steps, key=lambda s: s["step_index"])
+    stored = [(f"{trajectory_id}#{s['step_index']}", s["delta"], s["state_before_hash"], s["state_after_hash"])
+              for s in ordered]
+    try:
+        for i, *_ in replay(trajectory_id, initial_json, initial_hash, stored):
+            report.steps += 1
+            step = ordered[i]
+            if step["delta_size"] != len(step["delta"]):
+                report.problems.append(f"{stored[i][0]}: |Δ| = {step['delta_size']} but Δ has {len(step['delta'])} records")
+    except ReplayError as exc:
+        report.steps += exc.index is not None  # the step that failed was checked too
+        report.problems.append(str(exc))
 
 
 def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
@@ -111,17 +141,11 @@ def materialize_states(layout: DataLayout, trajectory_id: str) -> list[tuple[dic
     rows = list(iter_trajectory_rows(layout, ids=[trajectory_id]))
     if not rows:
         raise KeyError(f"unknown trajectory {trajectory_id!r}")
-    import pyarrow.dataset as ds
-
     steps = (
         ds.dataset(layout.step_parts(), format="parquet")
         .to_table(filter=ds.field("trajectory_id") == trajectory_id)
         .sort_by("step_index")
         .to_pylist()
     )
-    out = []
-    for step, before, after in replay_states(json.loads(rows[0]["initial_state_json"]), steps):
-        if state_hash(before) != step["state_before_hash"] or state_hash(after) != step["state_after_hash"]:
-            raise ValueError(f"{step['step_id']}: reconstructed state does not match its recorded hash")
-        out.append((step, before, after))
-    return out
+    return [(steps[i], before, after) for i, before, after, _, _ in
+            replay(trajectory_id, rows[0]["initial_state_json"], rows[0]["initial_state_hash"], stored_steps(steps))]

@@ -7,7 +7,12 @@ referenced by ``code_ref``.
 
 from __future__ import annotations
 
+import json
+from typing import Any, Iterable
+
 import pyarrow as pa
+
+from pipeline.core.canonical import canonical_json
 
 DELTA_RECORD = pa.struct(
     [
@@ -51,33 +56,79 @@ TRAJECTORIES = pa.schema(
     ]
 )
 
-STEPS = pa.schema(
-    [
-        pa.field("step_id", pa.string(), nullable=False),
-        pa.field("trajectory_id", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("env_id", pa.string(), nullable=False),
-        pa.field("task_id", pa.string(), nullable=False),
-        pa.field("step_index", pa.int32(), nullable=False),
-        pa.field("turn", pa.int32()),
-        pa.field("tool", pa.string(), nullable=False),
-        pa.field("arguments_json", pa.string(), nullable=False),
-        pa.field("args_count", pa.int32(), nullable=False),
-        pa.field("raw_observation", pa.string(), nullable=False),
-        pa.field("observation_json", pa.string()),
-        pa.field("observation_truncated", pa.bool_()),
-        pa.field("outcome", pa.string(), nullable=False),
-        pa.field("error_type", pa.string()),
-        pa.field("error_message", pa.string()),
-        pa.field("delta", DELTA, nullable=False),
-        pa.field("delta_size", pa.int32(), nullable=False),
-        pa.field("state_before_hash", pa.string(), nullable=False),
-        pa.field("state_after_hash", pa.string(), nullable=False),
-        pa.field("code_ref", pa.string()),
-        pa.field("env_output", pa.string()),  # captured stdout/stderr of the call (capped)
-        pa.field("mutated_arg", pa.string()),  # exploration: the argument deliberately mutated, else null
+#: roles of the step record's columns (one field list, from which every stage takes its columns)
+KEY = "key"  # which step it is: where it comes from and its place in the trajectory
+LABEL = "label"  # what executing the call determined; a re-execution must reproduce every one
+DETAIL = "detail"  # recorded with the step, never compared: the action's turn and mutated argument,
+#                    the tool's code reference, the truncation flag, the call's captured output
+
+_STEP_FIELDS: list[tuple[pa.Field, str]] = [
+    (pa.field("step_id", pa.string(), nullable=False), KEY),
+    (pa.field("trajectory_id", pa.string(), nullable=False), KEY),
+    (pa.field("source", pa.string(), nullable=False), KEY),
+    (pa.field("env_id", pa.string(), nullable=False), KEY),
+    (pa.field("task_id", pa.string(), nullable=False), KEY),
+    (pa.field("step_index", pa.int32(), nullable=False), KEY),
+    (pa.field("turn", pa.int32()), DETAIL),
+    (pa.field("tool", pa.string(), nullable=False), LABEL),
+    (pa.field("arguments_json", pa.string(), nullable=False), LABEL),
+    (pa.field("args_count", pa.int32(), nullable=False), LABEL),
+    (pa.field("raw_observation", pa.string(), nullable=False), LABEL),
+    (pa.field("observation_json", pa.string()), LABEL),
+    (pa.field("observation_truncated", pa.bool_()), DETAIL),
+    (pa.field("outcome", pa.string(), nullable=False), LABEL),
+    (pa.field("error_type", pa.string()), LABEL),
+    (pa.field("error_message", pa.string()), LABEL),
+    (pa.field("delta", DELTA, nullable=False), LABEL),
+    (pa.field("delta_size", pa.int32(), nullable=False), LABEL),
+    (pa.field("state_before_hash", pa.string(), nullable=False), LABEL),
+    (pa.field("state_after_hash", pa.string(), nullable=False), LABEL),
+    (pa.field("code_ref", pa.string()), DETAIL),
+    (pa.field("env_output", pa.string()), DETAIL),  # captured stdout/stderr of the call (capped)
+    (pa.field("mutated_arg", pa.string()), DETAIL),  # exploration: the argument deliberately mutated, else null
+]
+
+#: the steps table: one row per executed call
+STEPS = pa.schema([f for f, _ in _STEP_FIELDS])
+
+
+def step_columns(role: str) -> tuple[str, ...]:
+    """The step columns of one role (:data:`KEY`, :data:`LABEL`, :data:`DETAIL`), in table order."""
+    return tuple(f.name for f, r in _STEP_FIELDS if r == role)
+
+
+def required_text_columns(table: pa.Schema) -> tuple[str, ...]:
+    """The non-nullable string columns of ``table`` (the ones a row must fill with text)."""
+    return tuple(f.name for f in table if not f.nullable and f.type == pa.string())
+
+
+def encode_delta(delta: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Δ records (:func:`pipeline.core.delta.diff`) -> their stored form (:data:`DELTA`): values as
+    canonical JSON text, no ``before`` for an add, no ``after`` for a remove."""
+    return [
+        {
+            "op": rec["op"],
+            "path": rec["path"],
+            "before": None if rec["op"] == "add" else canonical_json(rec["before"]),
+            "after": None if rec["op"] == "remove" else canonical_json(rec["after"]),
+        }
+        for rec in delta
     ]
-)
+
+
+def decode_delta(records: Iterable[dict[str, Any]], before: bool = True) -> list[dict[str, Any]]:
+    """Stored Δ (:data:`DELTA`) -> Δ records with decoded values (``before=False``: the ``before``
+    values are left undecoded as None — applying a Δ reads only ``after``)."""
+    return [
+        {
+            "op": r["op"],
+            "path": list(r["path"]),
+            "before": None if not before or r["before"] is None else json.loads(r["before"]),
+            "after": None if r["after"] is None else json.loads(r["after"]),
+        }
+        for r in records
+    ]
+
 
 TOOL_CODE = pa.schema(
     [
