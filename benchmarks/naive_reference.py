@@ -33,17 +33,20 @@ def _dump(value, path: Path) -> None:
 def to_reference_format(layout_root: Path, out: Path) -> None:
     """The synthetic corpus as the reference scripts' input: one JSON list, full s_t and s'_t per step
     (rebuilt with the pipeline's own replay; not part of the measured stages)."""
-    from pipeline.store.reconstruct import replay_states
+    from pipeline.store.reconstruct import replay, stored_steps
 
-    initial = {r["trajectory_id"]: json.loads(r["initial_state_json"]) for r in
-               pq.read_table(layout_root / "trajectories" / "trajectories.parquet", columns=["trajectory_id", "initial_state_json"]).to_pylist()}
+    initial = {r["trajectory_id"]: r for r in
+               pq.read_table(layout_root / "trajectories" / "trajectories.parquet",
+                             columns=["trajectory_id", "initial_state_json", "initial_state_hash"]).to_pylist()}
     steps = pq.read_table(layout_root / "steps").sort_by([("trajectory_id", "ascending"), ("step_index", "ascending")]).to_pylist()
     by_traj: dict[str, list] = {}
     for s in steps:
         by_traj.setdefault(s["trajectory_id"], []).append(s)
     records = []
     for tid, traj_steps in by_traj.items():
-        for s, before, after in replay_states(initial[tid], traj_steps):
+        first = initial[tid]
+        for i, before, after, _, _ in replay(tid, first["initial_state_json"], first["initial_state_hash"], stored_steps(traj_steps)):
+            s = traj_steps[i]
             records.append({"task_id": s["task_id"], "env_id": s["env_id"], "step_id": s["step_id"],
                             "action": {"name": s["tool"], "arguments": json.loads(s["arguments_json"])},
                             "observation": s["raw_observation"], "state_before": before, "state_after": after})
