@@ -1,6 +1,5 @@
 """Stage 5: score simulators on a benchmark split version; results land in DuckDB."""
 
-import asyncio
 from typing import Literal
 
 from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
@@ -8,9 +7,9 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from pipeline.evaluate import results
-from pipeline.evaluate.harness import MostRequestsFailed, evaluate, run_id
+from pipeline.evaluate.run import Scored, score_all
 from pipeline.evaluate.samples import load_samples
-from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
+from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.core.report import md_table
 from resources import DataStoreResource
 
@@ -63,30 +62,17 @@ def simulator_eval(
     once every simulator's results are stored."""
     layout = store.layout()
     version, samples = load_samples(layout, config.split_version)
-    paths = [layout.eval_results(version, sim_cfg.name) for sim_cfg in config.simulators]  # every name checked first
-    run_ids, endpoint_failures = [], []
-    for sim_cfg, path in zip(config.simulators, paths):
-        spec = SimulatorSpec(**sim_cfg.model_dump())
-        simulator = make_simulator(spec)
 
-        async def run() -> object:
-            try:
-                return await evaluate(samples, simulator, version, path)
-            finally:
-                await simulator.aclose()
-
-        try:
-            report = asyncio.run(run())
-        except MostRequestsFailed as exc:  # recorded; the other simulators still run, the asset fails below
-            report = exc.report
-            endpoint_failures.append(str(exc))
-            context.log.error(str(exc))
-        context.log.info(f"{report.run_id}: {report.completed} scored, {report.skipped} resumed, "
-                         f"{report.request_errors} request failures in {report.seconds:.1f}s"
-                         + (f" ({report.endpoint_errors()})" if report.request_errors else ""))
-        run_ids.append(run_id(spec.name, version))
+    def land(run: Scored) -> None:  # each simulator's results in DuckDB as soon as it is scored
+        if run.failure:  # recorded; the other simulators still run, the asset fails below
+            context.log.error(run.failure)
+        context.log.info(run.line())
         with duckdb.get_connection() as con:
-            results.load_run(con, path, run_ids[-1])
+            results.load_run(con, run.path, run.run_id)
+
+    runs = score_all(layout, version, samples, [SimulatorSpec(**s.model_dump()) for s in config.simulators], land)
+    run_ids = [run.run_id for run in runs]
+    endpoint_failures = [run.failure for run in runs if run.failure]
     if endpoint_failures:
         with duckdb.get_connection() as con:
             table = results.summary(con, run_ids)

@@ -17,6 +17,7 @@ from assets.evaluation import SimulatorConfig
 from pipeline.evaluate import results
 from pipeline.training import checkpoints
 from pipeline.training.launchers import JobFailed
+from pipeline.training.serve import FREE_PORT
 from pipeline.training.llamafactory import (
     TrainSettings, checkpoint_version, launch_env, loss_plot, sft_config, train_script, validate, write_config,
 )
@@ -119,7 +120,7 @@ class ServeConfig(Config):
     vllm_maxlen: int = 16384
     enable_thinking: bool = False
     ready_timeout_s: float = Field(default=900, description="Fail the job if the server is not ready by then.")
-    port: int = Field(default=0, description="0: a free port on the job's node.")
+    port: int = Field(default=FREE_PORT, description=f"Port of the endpoint on the job's node ({FREE_PORT}: a free one).")
     max_tokens: int = 4096
     temperature: float = 0.0
     concurrency: int = 8

@@ -6,12 +6,10 @@ fake (``tests/fake_openai.py``) with the unpatched ``openai`` client."""
 
 import json
 import re
-import shutil
 import time
 import tracemalloc
 
 import duckdb
-import pandas as pd
 import pytest
 from dagster import materialize
 from dagster_duckdb import DuckDBResource
@@ -23,23 +21,15 @@ from pipeline.evaluate.metrics import config_match, feedback_match, score
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.envsimbench.reference import extract_json, score_reference
 from pipeline.evaluate.simulators import Completion, SimulatorSpec
-from pipeline.core.protocol import answer, messages
-from pipeline.select.selection import build_benchmark
-from pipeline.select.stratify import stratify
-from pipeline.store.layout import DataLayout
+from pipeline.core.protocol import messages
+from tests.layouts import benchmark_split
 from tests.fake_openai import DEEP, FakeOpenAI
 from tests.test_evaluate import run, rows  # the harness driver the evaluation tests use
 
 
 @pytest.fixture(scope="module")
 def split(default_layout, tmp_path_factory):
-    layout = DataLayout.at(tmp_path_factory.mktemp("bad-endpoint") / "data")
-    shutil.copytree(default_layout.root, layout.root)
-    stratify(layout)
-    bench = build_benchmark(layout, seed=0, on_shortfall="warn")
-    samples = pd.read_parquet(bench.path).to_dict("records")
-    answers = {messages(s)[1]["content"]: answer(s) for s in samples}
-    return layout, bench.version, samples, answers
+    return benchmark_split(default_layout, tmp_path_factory.mktemp("bad-endpoint") / "data")
 
 
 def spec(server, **kw):

@@ -4,17 +4,13 @@ import duckdb
 import pandas as pd
 import pytest
 
-from pipeline.collect.explore import ExploreSettings
-from pipeline.collect.run import collect_all
-from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, NoEvaluation, allocate, build_curriculum, record, resolve_run, weight
-from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label
 from pipeline.select.selection import build_benchmark
 from pipeline.select.stratify import stratify
 from pipeline.store.versions import SplitStore
-from pipeline.store.layout import DataLayout
 from pipeline.core.strata import Cell
+from tests.layouts import collected_builtin
 
 RUN = "sim@bench"
 RATES = {"failure": 0.95, "simple": 0.50, "medium": 0.05}  # strata A, B, C
@@ -22,11 +18,8 @@ RATES = {"failure": 0.95, "simple": 0.50, "medium": 0.05}  # strata A, B, C
 
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory, sandbox):
-    layout = DataLayout.at(tmp_path_factory.mktemp("curriculum") / "data")
-    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=3)
-    items, issues = env_items(cfg)
-    build_catalog(layout, items, issues)
-    collect_all(cfg, layout, sandbox, ExploreSettings(call_budget=1500, batch_episodes=40))
+    layout = collected_builtin(tmp_path_factory.mktemp("curriculum") / "data", sandbox, scenarios_per_env=3, call_budget=1500,
+                               batch_episodes=40)
     label(layout, sandbox)
     stratify(layout)
     cells = [Cell("failure", "failure", 5, "failure", 0, 0), Cell("simple", "simple", 5, "success", 1, 2),

@@ -2,11 +2,9 @@
 
 import asyncio
 import json
-import shutil
 import socket
 
 import duckdb
-import pandas as pd
 import pytest
 from dagster import materialize
 from dagster_duckdb import DuckDBResource
@@ -15,11 +13,9 @@ from pipeline.evaluate import results
 from pipeline.evaluate.harness import MostRequestsFailed, evaluate, finished_steps
 from pipeline.evaluate.metrics import config_match, config_match_changed_paths, feedback_match
 from pipeline.evaluate.parsing import parse_answer
+from pipeline.evaluate.run import score
 from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
-from pipeline.core.protocol import answer, messages
-from pipeline.select.selection import build_benchmark
-from pipeline.select.stratify import stratify
-from pipeline.store.layout import DataLayout
+from tests.layouts import benchmark_split
 from tests.fake_openai import FakeOpenAI
 
 S0 = {"a": {"b": 1, "c": 2}, "n": 0}
@@ -72,25 +68,12 @@ def test_tolerant_parsing(text, ok):
 
 @pytest.fixture(scope="module")
 def split(default_layout, tmp_path_factory):
-    layout = DataLayout.at(tmp_path_factory.mktemp("eval") / "data")
-    shutil.copytree(default_layout.root, layout.root)
-    stratify(layout)
-    bench = build_benchmark(layout, seed=0, on_shortfall="warn")
-    samples = pd.read_parquet(bench.path).to_dict("records")
-    answers = {messages(s)[1]["content"]: answer(s) for s in samples}
-    return layout, bench.version, samples, answers
+    return benchmark_split(default_layout, tmp_path_factory.mktemp("eval") / "data")
 
 
 def run(samples, spec, version, path):
-    simulator = make_simulator(spec)
-
-    async def go():
-        try:
-            return await evaluate(samples, simulator, version, path)
-        finally:
-            await simulator.aclose()
-
-    return asyncio.run(go())
+    """One simulator scored by the evaluation loop's own step (what the asset and the job run)."""
+    return score(samples, spec, version, path)
 
 
 def rows(path):

@@ -9,27 +9,21 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.collect.agent import AgentSettings
-from pipeline.collect.explore import ExploreSettings
-from pipeline.collect.run import collect_all
-from pipeline.collect.sources import SourceConfig, env_items
-from pipeline.envs.catalog import build_catalog, load_blobs
+from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
 from pipeline.core.protocol import answer
 from pipeline.rollouts import store
 from pipeline.rollouts.loop import RolloutTask, simulate
 from pipeline.rollouts.sft import export_rollouts
 from pipeline.rollouts.shadow import shadow_all
-from pipeline.store.layout import DataLayout
 from tests.fake_openai import FakeOpenAI
+from tests.layouts import collected_builtin
 
 
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory, sandbox):
-    layout = DataLayout.at(tmp_path_factory.mktemp("rollouts") / "data")
-    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=2)
-    items, issues = env_items(cfg)
-    build_catalog(layout, items, issues)
-    collect_all(cfg, layout, sandbox, ExploreSettings(call_budget=300, batch_episodes=20))
+    layout = collected_builtin(tmp_path_factory.mktemp("rollouts") / "data", sandbox, scenarios_per_env=2, call_budget=300,
+                               batch_episodes=20)
     load_blobs(layout)
     return layout
 

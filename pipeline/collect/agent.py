@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import openai
+
+from pipeline.core.openai_client import async_client
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
 from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
+from pipeline.store.jsonl import Appender, read_rows
 
 AGENT_SYSTEM_PROMPT = ("You are a careful assistant that completes the user's task by calling the available tools. "
                        "Call tools when they help; answer without a tool call when the task is done.")
@@ -101,15 +104,9 @@ def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action],
 
 class Agent:
     def __init__(self, settings: AgentSettings, sandbox: Sandbox) -> None:
-        import openai
-
         self.settings = settings
         self.sandbox = sandbox
-        self.openai = openai
-        self.client = openai.AsyncOpenAI(
-            base_url=settings.base_url, api_key=os.environ.get(settings.api_key_env) or "not-set",
-            timeout=settings.timeout_s, max_retries=settings.max_retries,
-        )
+        self.client = async_client(settings.base_url, settings.api_key_env, settings.timeout_s, settings.max_retries)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -127,7 +124,6 @@ class Agent:
         return step["raw_observation"], None
 
     async def episode(self, task: AgentTask) -> Episode:
-        openai = self.openai
         tools = registry.static(task.env).tools
         names = {t["function"]["name"] for t in tools}
         messages: list[dict[str, Any]] = [{"role": "system", "content": AGENT_SYSTEM_PROMPT}]
@@ -195,15 +191,7 @@ class Agent:
 
 def load_episodes(path: Path) -> dict[str, dict[str, Any]]:
     """Finished episodes recorded so far (a torn last line from a kill is ignored)."""
-    out: dict[str, dict[str, Any]] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            out[row["task_id"]] = row
-    return out
+    return {row["task_id"]: row for row in read_rows(path)}
 
 
 async def collect_agent(
@@ -215,17 +203,15 @@ async def collect_agent(
     todo = [t for t in tasks if t.task_id not in done]
     agent = Agent(settings, sandbox)
     gate = asyncio.Semaphore(max(1, settings.concurrency))
-    record.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with record.open("a") as fh:
+        with Appender(record, ensure_ascii=True, default=str) as out:
             async def one(task: AgentTask) -> None:
                 async with gate:
                     ep = await agent.episode(task)
                 row = {"task_id": task.task_id, "env": {"source": task.env.source, "env_id": task.env.env_id,
                                                          "init_config": task.env.init_config, "options": task.env.options},
                        "status": ep.status, "events": ep.events, "messages": ep.messages, "time": time.time()}
-                fh.write(json.dumps(row, default=str) + "\n")
-                fh.flush()
+                out.write(row)
                 done[task.task_id] = row
                 log(f"agent episode {task.task_id}: {ep.status}, {sum(1 for m in ep.messages if m['role'] == 'tool')} tool results")
 

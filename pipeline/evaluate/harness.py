@@ -16,7 +16,6 @@ run raises :class:`MostRequestsFailed` with the endpoint's errors — after ever
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any, Callable
 from pipeline.evaluate.metrics import score
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import Completion, EndpointError, Simulator
+from pipeline.store.jsonl import Appender, read_rows
 
 MAX_STORED_ANSWER = 20_000
 ANSWERED, REQUEST_FAILED = "answered", "request_failed"
@@ -67,18 +67,8 @@ def run_id(simulator: str, version: str) -> str:
 def finished_steps(path: Path, prompt: str | None = None) -> set[str]:
     """Step ids whose request completed (a torn last line from a kill is ignored); with ``prompt``,
     only those asked with that prompt template (a changed template re-asks every sample)."""
-    done: set[str] = set()
-    if not path.exists():
-        return done
-    with path.open() as fh:
-        for line in fh:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if row.get("request_error") is None and (prompt is None or row.get("prompt", "envsim") == prompt):
-                done.add(row["step_id"])
-    return done
+    return {row["step_id"] for row in read_rows(path)
+            if row.get("request_error") is None and (prompt is None or row.get("prompt", "envsim") == prompt)}
 
 
 def result_row(sample: dict[str, Any], completion: Completion, sim_name: str, model: str, version: str,
@@ -127,12 +117,10 @@ async def evaluate(
     done = finished_steps(results, spec.prompt)
     todo = [s for s in samples if s["step_id"] not in done]
     report = RunReport(run_id(spec.name, version), len(samples), len(samples) - len(todo), 0, 0, 0.0)
-    results.parent.mkdir(parents=True, exist_ok=True)
-    with results.open("a", encoding="utf-8") as fh:
+    with Appender(results) as out:
 
         def store(row: dict[str, Any]) -> None:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            fh.flush()
+            out.write(row)
             report.completed += row["request_error"] is None
             report.request_errors += row["request_error"] is not None
             if row["request_error"] is not None:

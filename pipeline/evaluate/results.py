@@ -5,15 +5,19 @@ endpoint's failure, not a wrong answer)."""
 
 from __future__ import annotations
 
-import base64
-import io
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
 
-GROUP_SQL = """CASE WHEN outcome = 'failure' THEN 'failure' WHEN delta_size = 0 THEN 'no-change'
-  WHEN delta_size <= 2 THEN 'simple' WHEN delta_size <= 6 THEN 'medium' ELSE 'difficult' END"""
+from pipeline.core.report import line_plot
+
+from pipeline.core.strata import BENCHMARK_GROUP_SQL
+from pipeline.store.duck import connect
+
+#: a sample's benchmark group (failure / no-change / simple / medium / difficult), from the strata rules
+GROUP_SQL = BENCHMARK_GROUP_SQL
 
 #: a sample whose request failed (the endpoint's failure) is no answer: it is counted apart and left out of
 #: every metric's denominator (rows from before ``status`` existed: a non-NULL ``request_error``)
@@ -89,6 +93,19 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM eval_results GROUP BY ALL ORDER BY ALL")
 
 
+def run_summary(path: Path, run_id: str) -> dict[str, Any]:
+    """A run's ``eval_runs`` row (samples, FM, CM and the other metrics, request errors), its parse
+    failures and CM per group, from its results file alone (the SQL of :func:`load_run` on an in-memory
+    DuckDB)."""
+    con = connect()
+    load_run(con, path, run_id)
+    cur = con.execute("SELECT * EXCLUDE (run_id, simulator, model, split_version) FROM eval_runs WHERE run_id = ?", [run_id])
+    overall = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+    groups = dict(con.execute("SELECT grp, cm FROM eval_by_stratum WHERE run_id = ?", [run_id]).fetchall())
+    parse_failures = con.execute("SELECT count(*) FILTER (NOT parse_ok) FROM eval_results WHERE run_id = ?", [run_id]).fetchone()[0]
+    return {**overall, "parse_failures": parse_failures, "cm_by_group": groups}
+
+
 def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
     """Per run: samples, answered and request_failed (apart: failed requests are not in any metric), overall
     FM / CM / cm_reference / fm_reference / cm_changed_paths and parse failures over the answered samples,
@@ -106,28 +123,14 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
 
 def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
     """Plot CM (solid) and cm_reference (dashed) against |Δ| per run; returns a base64 PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     df = con.execute("SELECT run_id, delta_size, cm, cm_reference, samples FROM eval_by_delta WHERE run_id IN (SELECT unnest(?))",
                      [run_ids]).df()
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
-    for rid, part in df.groupby("run_id"):
-        part = part.sort_values("delta_size")
-        line, = ax.plot(part["delta_size"], part["cm"], marker="o", label=f"{rid} CM")
-        ax.plot(part["delta_size"], part["cm_reference"], linestyle="--", color=line.get_color(), alpha=0.6,
-                label=f"{rid} cm_reference")
-    ax.set_xlabel("|Δ| (state fields changed)")
-    ax.set_ylabel("Config Match, %")
-    ax.set_ylim(-5, 105)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(buf.getvalue())
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+    def draw(ax: Any) -> None:
+        for rid, part in df.groupby("run_id"):
+            part = part.sort_values("delta_size")
+            line, = ax.plot(part["delta_size"], part["cm"], marker="o", label=f"{rid} CM")
+            ax.plot(part["delta_size"], part["cm_reference"], linestyle="--", color=line.get_color(), alpha=0.6,
+                    label=f"{rid} cm_reference")
+
+    return line_plot(path, draw, "|Δ| (state fields changed)", "Config Match, %", ylim=(-5, 105))

@@ -12,11 +12,16 @@ from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store.layout import DataLayout
 
 
-def load_samples(layout: DataLayout, version: str | None = None, kind: str = BENCHMARK) -> tuple[str, list[dict[str, Any]]]:
-    """``(resolved version, samples)`` of a split version (default: CURRENT), in storage order."""
+def load_samples(layout: DataLayout, version: str | None = None, kind: str = BENCHMARK,
+                 max_samples: int | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """``(resolved version, samples)`` of a split version (default: CURRENT), in storage order; with
+    ``max_samples``, the first N in the split's pick order (``position``)."""
     store = SplitStore(layout, kind)
     version = store.resolve(version)
-    samples = pd.read_parquet(store.samples(version)).to_dict("records")
+    frame = pd.read_parquet(store.samples(version))
+    if max_samples is not None:
+        frame = frame.sort_values("position").head(max_samples)
+    samples = frame.to_dict("records")
     codes = env_codes(layout, {s["env_id"] for s in samples}, store.dir(version))
     for sample in samples:
         sample["env_code"] = codes.get(sample["env_id"])

@@ -5,14 +5,15 @@ baselines that need no model: ``oracle`` (the executor's own answer — a harnes
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import openai
+
+from pipeline.core import openai_client
 from pipeline.core.protocol import TEMPLATES, answer, messages
 from pipeline.envsimbench.export import reference_answer
-from pipeline.evaluate import transport
 
 
 @dataclass(frozen=True)
@@ -101,30 +102,19 @@ class OpenAISimulator:
     """An OpenAI-compatible chat endpoint. Retries with backoff on 429 / 5xx / timeouts / connection
     errors are the ``openai`` client's own (``max_retries``); the API key comes from the environment.
     Response bodies are capped at ``max_response_bytes`` at the HTTP layer (never read past the cap) and
-    read strictly (:func:`pipeline.evaluate.transport.read_completion`): an oversized or malformed response
+    read strictly (:func:`pipeline.core.openai_client.read_completion`): an oversized or malformed response
     is a request failure with its reason, not an answer."""
 
     def __init__(self, spec: SimulatorSpec) -> None:
-        import openai
-
-
         if spec.prompt not in TEMPLATES:
             raise ValueError(f"{spec.name}: unknown prompt template {spec.prompt!r}; known: {', '.join(TEMPLATES)}")
         if spec.max_response_bytes < 1:
             raise ValueError(f"{spec.name}: max_response_bytes must be positive, not {spec.max_response_bytes}")
         self.spec = spec
-        self._openai = openai
-        self._http = transport
-        self.client = openai.AsyncOpenAI(
-            base_url=spec.base_url,
-            api_key=os.environ.get(spec.api_key_env) or "not-set",
-            timeout=spec.timeout_s,
-            max_retries=spec.max_retries,
-            http_client=transport.capped_client(spec.max_response_bytes, spec.base_url, spec.timeout_s),
-        )
+        self.client = openai_client.async_client(spec.base_url, spec.api_key_env, spec.timeout_s, spec.max_retries,
+                                                 spec.max_response_bytes)
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
-        openai = self._openai
         started = time.perf_counter()
         try:
             raw = await self.client.chat.completions.with_raw_response.create(
@@ -134,7 +124,7 @@ class OpenAISimulator:
                 max_tokens=self.spec.max_tokens,
                 extra_body=self.spec.extra_body or None,
             )
-        except self._http.ResponseTooLarge as exc:
+        except openai_client.ResponseTooLarge as exc:
             return Completion(None, time.perf_counter() - started, error=str(exc))
         except openai.AuthenticationError:
             raise EndpointError(f"{self.spec.name}: the endpoint rejected the API key from ${self.spec.api_key_env} (401)") from None
@@ -150,8 +140,8 @@ class OpenAISimulator:
             return Completion(None, time.perf_counter() - started,
                               error=f"HTTP {exc.status_code} after {self.spec.max_retries} retries: {_status_message(exc)}")
         try:
-            text, prompt_tokens, completion_tokens = self._http.read_completion(raw.content)
-        except self._http.MalformedResponse as exc:
+            text, prompt_tokens, completion_tokens = openai_client.read_completion(raw.content)
+        except openai_client.MalformedResponse as exc:
             return Completion(None, time.perf_counter() - started, error=str(exc))
         return Completion(text, time.perf_counter() - started, prompt_tokens, completion_tokens)
 

@@ -17,9 +17,10 @@ import math
 import os
 import shutil
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -63,36 +64,52 @@ def size_category(n: int) -> str:
     return "1M<n<10M"
 
 
-def _plan(rows: int, nbytes: int, max_bytes: int) -> tuple[int, int]:
+def plan_shards(rows: int, nbytes: int, max_bytes: int) -> tuple[int, int]:
     """(shards, rows per shard) for ``rows`` rows of ``nbytes`` uncompressed bytes."""
     shards = max(1, math.ceil(nbytes / max_bytes))
     per = max(1, math.ceil(rows / shards)) if rows else 1
     return (max(1, math.ceil(rows / per)) if rows else 1), per
 
 
-class _ShardWriter:
-    """``<split>-NNNNN-of-NNNNN.parquet`` files of ``per`` rows each, written batch by batch."""
+def shard_name(split: str, index: int, shards: int) -> str:
+    """The file name of shard ``index`` of ``shards`` of a split (the layout ``datasets`` reads)."""
+    return f"{split}-{index:05d}-of-{shards:05d}.parquet"
 
-    def __init__(self, directory: Path, split: str, schema: pa.Schema, shards: int, per: int) -> None:
+
+def data_config(split: str, directory: str = "data") -> dict[str, Any]:
+    """The card's default config: the split's shards under ``directory``."""
+    return {"config_name": "default", "data_files": [{"split": split, "path": f"{directory}/{split}-*"}], "default": True}
+
+
+class ShardWriter:
+    """``<split>-NNNNN-of-NNNNN.parquet`` files of ``per`` rows each (zstd; row groups of
+    ``row_group_size`` rows, None: one per table written), written table by table."""
+
+    def __init__(self, directory: Path, split: str, schema: pa.Schema, shards: int, per: int,
+                 row_group_size: int | None = 256) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory, self.split, self.schema, self.shards, self.per = directory, split, schema, shards, per
+        self.row_group_size = row_group_size
         self.names: list[str] = []
         self.writer: pq.ParquetWriter | None = None
         self.left = 0
 
     def write(self, table: pa.Table) -> None:
+        if self.writer is None and not table.num_rows:  # an empty first table is written, as pq.write_table does
+            self._next()
+            self.writer.write_table(table, row_group_size=self.row_group_size)
         while table.num_rows:
             if self.writer is None or self.left == 0:
                 self._next()
             head = table.slice(0, self.left)
-            self.writer.write_table(head, row_group_size=256)
+            self.writer.write_table(head, row_group_size=self.row_group_size)
             self.left -= head.num_rows
             table = table.slice(head.num_rows)
 
     def _next(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        name = f"{self.split}-{len(self.names):05d}-of-{self.shards:05d}.parquet"
+        name = shard_name(self.split, len(self.names), self.shards)
         self.names.append(name)
         self.writer, self.left = pq.ParquetWriter(self.directory / name, self.schema, compression="zstd"), self.per
 
@@ -111,13 +128,13 @@ def _column_bytes(meta: pq.FileMetaData, columns: list[str]) -> int:
 def _write_data(samples: Path, directory: Path, split: str, max_bytes: int) -> list[str]:
     """The split's samples as shards; a split that fits one shard is the samples file itself, copied."""
     meta = pq.ParquetFile(samples).metadata
-    shards, per = _plan(meta.num_rows, sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)), max_bytes)
+    shards, per = plan_shards(meta.num_rows, sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)), max_bytes)
     if shards == 1:
         directory.mkdir(parents=True, exist_ok=True)
-        name = f"{split}-00000-of-00001.parquet"
+        name = shard_name(split, 0, 1)
         shutil.copyfile(samples, directory / name)
         return [name]
-    writer = _ShardWriter(directory, split, pq.read_schema(samples), shards, per)
+    writer = ShardWriter(directory, split, pq.read_schema(samples), shards, per)
     for batch in pq.ParquetFile(samples).iter_batches(batch_size=256):
         writer.write(pa.Table.from_batches([batch]))
     return writer.close()
@@ -132,8 +149,8 @@ def _write_records(samples: Path, chat_dir: Path, alpaca_dir: Path, split: str, 
         1 if template == DEFAULT_TEMPLATE else 2) + fixed * meta.num_rows
     present = set(pq.read_schema(samples).names)
     columns = [c for c in RECORD_COLUMNS if c in present] + ([] if template == DEFAULT_TEMPLATE else ["env_id"])
-    shards, per = _plan(meta.num_rows, estimate, max_bytes)
-    chat, alpaca = (_ShardWriter(chat_dir, split, CHAT, shards, per), _ShardWriter(alpaca_dir, split, ALPACA, shards, per))
+    shards, per = plan_shards(meta.num_rows, estimate, max_bytes)
+    chat, alpaca = (ShardWriter(chat_dir, split, CHAT, shards, per), ShardWriter(alpaca_dir, split, ALPACA, shards, per))
     # one thread per format compresses while the records of the next batch are built
     with BackgroundWrites() as chat_writes, BackgroundWrites() as alpaca_writes:
         for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=columns):
@@ -191,11 +208,9 @@ def export_split(
             )
     split = split_name(kind)
     samples = store.samples(version)
-    staging = directory.with_name(f".{directory.name}.staging-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
+    with staged(directory) as staging:
         files = [f"data/{n}" for n in _write_data(samples, staging / "data", split, max_shard_bytes)]
-        configs = [{"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*"}], "default": True}]
+        configs = [data_config(split)]
         split_dir = store.dir(version)
         if envsimbench_format:
             envsimbench.write_benchmark(layout, samples, staging / "envsimbench" / "benchmark.json", split_dir)
@@ -219,6 +234,19 @@ def export_split(
         (staging / "README.md").write_text(card)
         files.append("README.md")
         (staging / MARKER).write_text(json.dumps({"kind": kind, "version": version, "protocol": PROTOCOL_VERSION, "prompt": prompt}))
+    rows = pq.ParquetFile(samples).metadata.num_rows
+    return ExportReport(directory, kind, version, split, rows, sorted(files), card)
+
+
+@contextmanager
+def staged(directory: Path) -> Iterator[Path]:
+    """A staging sibling of ``directory`` to build an export in: swapped in place of ``directory`` when the
+    block ends without error (the previous export removed only then), removed otherwise — a failed
+    export never damages the previous one."""
+    staging = directory.with_name(f".{directory.name}.staging-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        yield staging
         old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
         if directory.exists():
             os.replace(directory, old)
@@ -227,8 +255,28 @@ def export_split(
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    rows = pq.ParquetFile(samples).metadata.num_rows
-    return ExportReport(directory, kind, version, split, rows, sorted(files), card)
+
+
+def card_front(license: str, pretty_name: str, tags: list[str], rows: int, configs: list[dict[str, Any]],
+               schema: pa.Schema, split: str) -> dict[str, Any]:
+    """A dataset card's YAML front matter (license, name, task category, tags, size category, configs,
+    features and split size), in the order the Hub writes it."""
+    return {
+        "license": license,
+        "pretty_name": pretty_name,
+        "task_categories": ["text-generation"],
+        "tags": tags,
+        "size_categories": [size_category(rows)],
+        "configs": configs,
+        "dataset_info": _features_yaml(schema, split, rows),
+    }
+
+
+def card_text(front: dict[str, Any], body: str) -> str:
+    """A dataset card: YAML front matter between ``---`` lines, then the Markdown body."""
+    import yaml
+
+    return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + body
 
 
 def features_yaml(schema: pa.Schema) -> list[dict[str, Any]]:
@@ -270,15 +318,9 @@ def dataset_card(
     rows = len(env_ids)
     spec = manifest["spec"]
     licenses = _licenses(layout, env_ids)
-    front = {
-        "license": license,
-        "pretty_name": f"{name} {kind.replace('_', ' ')} {version}",
-        "task_categories": ["text-generation"],
-        "tags": ["agents", "tool-use", "environment-simulation", "world-model"],
-        "size_categories": [size_category(rows)],
-        "configs": configs,
-        "dataset_info": _features_yaml(pq.read_schema(samples), split, rows),
-    }
+    front = card_front(license, f"{name} {kind.replace('_', ' ')} {version}",
+                       ["agents", "tool-use", "environment-simulation", "world-model"], rows, configs,
+                       pq.read_schema(samples), split)
     tools = {t["stratum"]: t for t in manifest.get("tools") or []}  # distinct (env, tool) pairs, top tool's share
     strata = md_records([{**tools.get(t["stratum"], {}), **t, "samples": t["selected"]} for t in manifest["strata"]],
                         ["stratum", "requested", "samples", "environments", "missing"]
@@ -347,9 +389,9 @@ registers both with LLaMA-Factory. The assistant answer is `{"feedback", "config
             """; `envsimbench/sft_alpaca.jsonl` holds the SFT records in its Alpaca template
 (`<name>_envsimbench_alpaca` in `dataset_info.json`).
 """ if kind == MIXTURE else ".\n")
-    card_text = "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + body
+    text = card_text(front, body)
     # parsed back the way huggingface_hub's DatasetCard parses a card: YAML front matter -> DatasetCardData
-    parsed = DatasetCardData(**yaml.safe_load(card_text.split("---\n", 2)[1]))
+    parsed = DatasetCardData(**yaml.safe_load(text.split("---\n", 2)[1]))
     if parsed.to_dict().get("configs") != configs:
         raise ValueError("the generated dataset card does not round-trip its configs")
-    return card_text
+    return text

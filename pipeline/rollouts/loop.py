@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import openai
+
 from pipeline.collect.agent import AGENT_SYSTEM_PROMPT, AgentSettings
+from pipeline.core.openai_client import async_client
 from pipeline.core.trajectory import Action
 from pipeline.envs import registry
 from pipeline.core.environment import EnvSpec
@@ -294,10 +296,8 @@ class RolloutRunner:
         logged = self.log.get(key)
         if logged is not None:
             return logged["message"]
-        openai = __import__("openai")
         if self._client is None:
-            self._client = openai.AsyncOpenAI(base_url=settings.base_url, api_key=os.environ.get(settings.api_key_env) or "not-set",
-                                              timeout=settings.timeout_s, max_retries=settings.max_retries)
+            self._client = async_client(settings.base_url, settings.api_key_env, settings.timeout_s, settings.max_retries)
         self.log.asked += 1
         try:
             response = await self._client.chat.completions.create(

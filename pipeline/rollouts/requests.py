@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+
+from pipeline.store.jsonl import Appender, read_rows
 
 
 def prompt_key(*parts: Any) -> str:
@@ -22,29 +24,20 @@ class RequestLog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.entries: dict[str, dict[str, Any]] = {}
+        self.entries: dict[str, dict[str, Any]] = {row["key"]: row for row in read_rows(path) if "key" in row}
         self.asked = 0  # requests sent in this run
         self.reused = 0  # answers taken from the log
-        if path.exists():
-            with path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    if isinstance(row, dict) and "key" in row:
-                        self.entries[row["key"]] = row
-        self._fh: TextIO | None = None
+        self._out = Appender(path, default=str)
+        self._open = False
 
     def __enter__(self) -> "RequestLog":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._out.__enter__()
+        self._open = True
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._fh:
-            self._fh.close()
-            self._fh = None
+        self._open = False
+        self._out.__exit__(*exc)
 
     def get(self, key: str) -> dict[str, Any] | None:
         row = self.entries.get(key)
@@ -55,8 +48,7 @@ class RequestLog:
     def put(self, key: str, record: dict[str, Any]) -> dict[str, Any]:
         row = {"key": key, **record}
         self.entries[key] = row
-        if self._fh is None:
+        if not self._open:
             raise RuntimeError("RequestLog must be used as a context manager to record requests")
-        self._fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-        self._fh.flush()
+        self._out.write(row)
         return row

@@ -17,23 +17,21 @@ The card states the filter and how many rollouts (and steps) were dropped.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from pipeline.export.hf_layout import features_yaml, size_category
+from pipeline.export.hf_layout import ShardWriter, card_front, card_text, data_config, plan_shards, staged
 from pipeline.core.report import md_records
 from pipeline.rollouts.loop import DONE, STEP_LIMIT
+from pipeline.store.duck import connect
 
 Filter = Literal["all", "verified", "prefix"]
 FILTERS = ("all", "verified", "prefix")
 MARKER = ".envsim-rollouts.json"
+SPLIT = "train"
 
 CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
                   ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
@@ -109,45 +107,37 @@ def select_records(rollouts: list[dict[str, Any]], how: str, tools_of: Any) -> t
 
 def export_rollouts(
     rollout_files: list[Path], directory: Path, how: str = "prefix", tools_of: Any = lambda row: "[]",
-    name: str = "envsim", license: str = "apache-2.0",
+    name: str = "envsim", license: str = "apache-2.0", max_shard_bytes: int = 256 * 2**20,
 ) -> SftReport:
     """Write the rollouts of ``rollout_files`` (``rollouts.parquet`` of runs) as agent SFT data in the
-    Hugging Face layout at ``directory`` (``data/train-00000-of-00001.parquet`` + ``README.md``)."""
-    rows = duckdb.sql(
-        f"SELECT * FROM read_parquet({[str(f) for f in rollout_files]!r}, union_by_name = true) ORDER BY rollout_id").to_arrow_table().to_pylist() \
-        if rollout_files else []
+    Hugging Face layout at ``directory`` (``data/train-NNNNN-of-NNNNN.parquet`` shards of at most about
+    ``max_shard_bytes`` + ``README.md``), with the export's shard writer, card and staged swap."""
+    rows: list[dict[str, Any]] = []
+    if rollout_files:
+        with connect() as con:
+            rows = con.sql(f"SELECT * FROM read_parquet({[str(f) for f in rollout_files]!r}, union_by_name = true) "
+                           "ORDER BY rollout_id").to_arrow_table().to_pylist()
     records, dropped_steps = select_records(rows, how, tools_of)
     table = pa.Table.from_pylist(records, schema=RECORDS)
     if directory.exists() and any(directory.iterdir()) and not (directory / MARKER).exists():
         raise FileExistsError(f"{directory} is not empty and holds no rollout export; choose another directory")
-    staging = directory.with_name(f".{directory.name}.staging-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "data").mkdir(parents=True)
-    pq.write_table(table, staging / "data" / "train-00000-of-00001.parquet", compression="zstd")
     report = SftReport(directory, how, len(rows), len(records), len(rows) - len(records),
                        sum(r["steps"] for r in records), dropped_steps, "")
     report.card = rollout_card(report, rows, records, name, license)
-    (staging / "README.md").write_text(report.card)
-    (staging / MARKER).write_text(json.dumps({"filter": how, "rollouts": len(records)}))
-    old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
-    if directory.exists():
-        os.replace(directory, old)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(staging, directory)
-    shutil.rmtree(old, ignore_errors=True)
+    with staged(directory) as staging:
+        writer = ShardWriter(staging / "data", SPLIT, RECORDS, *plan_shards(table.num_rows, table.nbytes, max_shard_bytes),
+                             row_group_size=None)
+        writer.write(table)
+        writer.close()
+        (staging / "README.md").write_text(report.card)
+        (staging / MARKER).write_text(json.dumps({"filter": how, "rollouts": len(records)}))
     return report
 
 
 def rollout_card(report: SftReport, rows: list[dict[str, Any]], records: list[dict[str, Any]], name: str, license: str) -> str:
-    import yaml
-
-    front = {
-        "license": license, "pretty_name": f"{name} simulated rollouts ({report.filter})",
-        "task_categories": ["text-generation"], "tags": ["agents", "tool-use", "simulated-environment", "simia"],
-        "size_categories": [size_category(len(records))],
-        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*"}], "default": True}],
-        "dataset_info": {"features": features_yaml(RECORDS), "splits": [{"name": "train", "num_bytes": 0, "num_examples": len(records)}]},
-    }
+    front = card_front(license, f"{name} simulated rollouts ({report.filter})",
+                       ["agents", "tool-use", "simulated-environment", "simia"], len(records), [data_config(SPLIT)],
+                       RECORDS, SPLIT)
     runs: dict[tuple[str, str], dict[str, int]] = {}
     kept = {r["rollout_id"] for r in records}
     for row in rows:
@@ -173,4 +163,4 @@ Kept **{report.kept}** of **{report.rollouts}** rollouts (**{report.dropped} dro
 
 {table}
 """
-    return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + body
+    return card_text(front, body)

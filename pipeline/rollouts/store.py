@@ -9,9 +9,7 @@ index) and ``rollout_by_env``.
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import io
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,6 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.report import line_plot
 from pipeline.rollouts.loop import RolloutTask
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
@@ -45,7 +44,7 @@ ROLLOUTS = pa.schema([
 
 
 def rollouts_root(layout: DataLayout) -> Path:
-    return layout.root / "rollouts"
+    return layout.rollouts
 
 
 def run_dir(layout: DataLayout, run_id: str) -> Path:
@@ -125,26 +124,13 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> Any:
 
 def drift_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
     """Mean drift |diff(ŝ, s)| against step index, one line per run; writes ``path``, returns base64 PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     df = con.execute("SELECT run_id, step_index, mean_drift, steps FROM rollout_by_step WHERE run_id IN (SELECT unnest(?))",
                      [run_ids]).df()
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
-    for rid, part in df.groupby("run_id"):
-        part = part.sort_values("step_index")
-        ax.plot(part["step_index"], part["mean_drift"], marker="o", label=str(rid))
-    ax.set_xlabel("step index")
-    ax.set_ylabel("mean state drift |diff(ŝ, s)|")
-    ax.set_title("Simulated rollouts: drift of the simulated state from the executor's")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    plt.close(fig)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(buf.getvalue())
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+    def draw(ax: Any) -> None:
+        for rid, part in df.groupby("run_id"):
+            part = part.sort_values("step_index")
+            ax.plot(part["step_index"], part["mean_drift"], marker="o", label=str(rid))
+
+    return line_plot(path, draw, "step index", "mean state drift |diff(ŝ, s)|",
+                     title="Simulated rollouts: drift of the simulated state from the executor's", metadata={"Software": None})

@@ -25,6 +25,9 @@ import yaml
 from pipeline.training.launchers import tail
 
 BACKENDS = ("auto", "vllm", "huggingface")
+#: the server listens on the job's own node; ``FREE_PORT`` (the default) takes a free port there
+HOST = "127.0.0.1"
+FREE_PORT = 0
 
 
 class ServerNotReady(RuntimeError):
@@ -43,7 +46,7 @@ class ServeSpec:
     backend: str = "auto"  # auto | vllm | huggingface
     vllm_maxlen: int = 16384
     enable_thinking: bool = False
-    port: int = 0  # 0: a free port
+    port: int = FREE_PORT  # the port of the OpenAI-compatible endpoint on the job's node; FREE_PORT: any free one
     ready_timeout_s: float = 900.0
     llamafactory_cli: str = "llamafactory-cli"
     llamafactory_python: str = "python3"  # the same environment's Python (to look for vLLM)
@@ -74,7 +77,7 @@ def infer_config(spec: ServeSpec, backend: str) -> dict[str, Any]:
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((HOST, 0))
         return s.getsockname()[1]
 
 
@@ -96,12 +99,12 @@ def serve(spec: ServeSpec, workdir: Path, log: Callable[[str], None] = print) ->
     workdir.mkdir(parents=True, exist_ok=True)
     cfg_path = workdir / "serve.yaml"
     cfg_path.write_text(yaml.safe_dump(infer_config(spec, backend), sort_keys=False))
-    port = spec.port or _free_port()
-    url = f"http://127.0.0.1:{port}/v1"
+    port = spec.port if spec.port != FREE_PORT else _free_port()
+    url = f"http://{HOST}:{port}/v1"
     server_log = workdir / "server.log"
     # the job's PYTHONPATH (the project root) stays out of the LLaMA-Factory environment
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-           "API_HOST": "127.0.0.1", "API_PORT": str(port), "API_MODEL_NAME": spec.served_name}
+           "API_HOST": HOST, "API_PORT": str(port), "API_MODEL_NAME": spec.served_name}
     log(f"serving {spec.adapter_name_or_path or spec.model_name_or_path} as {spec.served_name!r} with "
         f"llamafactory-cli api ({backend} backend, template {spec.template}) on {url}; log {server_log}")
     with server_log.open("w") as out:

@@ -1,5 +1,8 @@
-"""The HTTP layer under the ``openai`` client: a response-size cap enforced while the body is read, and a
-strict reader of a chat-completions body.
+"""The client of an OpenAI-compatible endpoint, built in one place for every stage that asks a model (the
+simulators of the evaluation and of rollouts, the collection agent, the rollout agent): :func:`async_client`
+takes the API key from the environment variable the caller names, sets the timeout and the ``openai``
+client's own retries (backoff on 429 / 5xx / timeouts / connection errors), and — when given a
+``max_response_bytes`` — caps response bodies at the HTTP layer.
 
 * :class:`CappedTransport` wraps ``httpx2``'s transport (the HTTP library of ``openai`` ≥ 3, passed as
   ``http_client=``): a ``Content-Length`` above the cap is refused before any of the body is read, and a
@@ -11,11 +14,14 @@ strict reader of a chat-completions body.
   :data:`MAX_BODY_DEPTH` levels, an object whose ``choices`` is a non-empty list whose first entry has a
   ``message`` with a string (or null) ``content``; anything else is a :class:`MalformedResponse` naming
   what is wrong.
+
+It sits in ``core`` because collection (below evaluation) asks a model too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from typing import Any
 
@@ -95,6 +101,19 @@ def capped_client(max_bytes: int, base_url: str | None, timeout_s: float) -> htt
                                       proxy=_env_proxy(base_url))
     return httpx2.AsyncClient(transport=CappedTransport(max_bytes, inner), timeout=timeout_s,
                               follow_redirects=True, trust_env=False)
+
+
+def async_client(base_url: str | None, api_key_env: str, timeout_s: float, max_retries: int,
+                 max_response_bytes: int | None = None) -> openai.AsyncOpenAI:
+    """The ``openai.AsyncOpenAI`` client of an endpoint: the key from ``$api_key_env`` (``"not-set"`` when
+    unset: a local server takes any key), ``timeout_s`` per request, ``max_retries`` retries with the
+    client's backoff, and with ``max_response_bytes`` response bodies capped at the HTTP layer
+    (:class:`CappedTransport`; without, the ``openai`` client's own HTTP client)."""
+    if max_response_bytes is not None and max_response_bytes < 1:
+        raise ValueError(f"max_response_bytes must be positive, not {max_response_bytes}")
+    capped = {} if max_response_bytes is None else {"http_client": capped_client(max_response_bytes, base_url, timeout_s)}
+    return openai.AsyncOpenAI(base_url=base_url, api_key=os.environ.get(api_key_env) or "not-set",
+                              timeout=timeout_s, max_retries=max_retries, **capped)
 
 
 def _snippet(text: str) -> str:
