@@ -121,7 +121,7 @@ def exploration_scenarios(
                     continue
                 item = by_id.get(f"{corpus.prefix}/{sc.env_id}")
                 if item is None:
-                    issues.append(TaskIssue(sc.task_id, "parse", f"unknown or unusable env_id {envscaler.bounded(repr(sc.env_id), 80)}", sc.origin))
+                    issues.append(TaskIssue(sc.task_id, "parse", f"unknown or unusable env_id {clip(repr(sc.env_id), 80)}", sc.origin))
                     continue
                 first = task_ids.seen((item.qualified_id, sc.task_id), sc.origin)
                 if first is not None:

@@ -87,17 +87,11 @@ class Scenario:
 
 # -- reading the corpus --------------------------------------------------------------------------
 
-MAX_REASON = 300  # characters of a per-record error message
-
-
-def bounded(text: str, limit: int = MAX_REASON) -> str:
-    """``text`` cut to ``limit`` characters (a bad record must not produce a megabyte of log)."""
-    text = str(text)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+MAX_REASON = records.MAX_MESSAGE  # characters of a per-record error message
 
 
 def _preview(value: Any) -> str:
-    return bounded(repr(value), 60)
+    return records.clip(repr(value), 60)
 
 
 def _json_field(raw: dict[str, Any], key: str, expected: type | tuple[type, ...]) -> tuple[Any, str | None]:
@@ -252,7 +246,7 @@ def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE
         tools = [derive_tool(m) for m in methods.values()]
         derived = True
     if not tools:
-        return TaskIssue(env_id, "env", bounded("no usable tools: " + ("; ".join(problems) or "the class has no public methods"), 1000), origin)
+        return TaskIssue(env_id, "env", records.clip("no usable tools: " + ("; ".join(problems) or "the class has no public methods"), 1000), origin)
     item = EnvItem(
         env_id=env_id, class_name=name, class_code=code, tools=tools,
         introduction=_text(raw.get("environment_introduction")), rules=_text(raw.get("constraints_rules")),
@@ -263,7 +257,7 @@ def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE
 
 def _bounded_issue(result: Any) -> Any:
     if isinstance(result, TaskIssue) and len(result.reason) > MAX_REASON * 4:
-        return TaskIssue(result.task_id, result.stage, bounded(result.reason, MAX_REASON * 4), result.origin)
+        return TaskIssue(result.task_id, result.stage, records.clip(result.reason, MAX_REASON * 4), result.origin)
     return result
 
 
@@ -271,7 +265,7 @@ def split_item(result: EnvItem | TaskIssue) -> tuple[EnvItem | None, list[TaskIs
     """``parse_env_item``'s result as (item or None, issues to report)."""
     if isinstance(result, TaskIssue):
         return None, [_bounded_issue(result)]
-    return result, [TaskIssue(result.env_id, "tools", bounded(p), result.origin) for p in result.problems]
+    return result, [TaskIssue(result.env_id, "tools", records.clip(p), result.origin) for p in result.problems]
 
 
 # -- schemas from code ---------------------------------------------------------------------------

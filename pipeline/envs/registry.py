@@ -33,10 +33,15 @@ OUTCOME_RULES: dict[str, Callable[[str, bool, Any], str]] = {bfcl.SOURCE: bfcl.o
 
 def outcome_rule(source: str) -> Callable[[str, bool, Any], str]:
     """The source's outcome rule ``(tool, raised, canonical return value) -> outcome`` (DESIGN §4.3)."""
+    return _of_source(OUTCOME_RULES, source)
+
+
+def _of_source(table: dict[str, Any], source: str) -> Any:
+    """``table[source]``, or a KeyError that lists the known sources."""
     try:
-        return OUTCOME_RULES[source]
+        return table[source]
     except KeyError:
-        raise KeyError(f"unknown environment source {source!r}; known: {sorted(OUTCOME_RULES)}") from None
+        raise KeyError(f"unknown environment source {source!r}; known: {sorted(table)}") from None
 
 
 PRELOADERS: dict[str, Callable[[], None]] = {bfcl.SOURCE: bfcl.preload}
@@ -44,11 +49,7 @@ PRELOADERS: dict[str, Callable[[], None]] = {bfcl.SOURCE: bfcl.preload}
 
 def static(spec: EnvSpec) -> Environment:
     """The environment without a reset: enough for tool schemas and source code."""
-    try:
-        builder = BUILDERS[spec.source]
-    except KeyError:
-        raise KeyError(f"unknown environment source {spec.source!r}; known: {sorted(BUILDERS)}") from None
-    return builder(spec)[0]
+    return _of_source(BUILDERS, spec.source)(spec)[0]
 
 
 def code_versions() -> dict[str, str]:
@@ -64,11 +65,7 @@ def code_versions() -> dict[str, str]:
 
 def build(spec: EnvSpec) -> Environment:
     """Instantiate the environment and reset it to ``spec.init_config``."""
-    try:
-        builder = BUILDERS[spec.source]
-    except KeyError:
-        raise KeyError(f"unknown environment source {spec.source!r}; known: {sorted(BUILDERS)}") from None
-    env, reset_options = builder(spec)
+    env, reset_options = _of_source(BUILDERS, spec.source)(spec)
     env.reset(spec.init_config, **reset_options)
     return env
 

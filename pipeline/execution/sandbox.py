@@ -105,10 +105,6 @@ class _Worker:
         self._outbox.put(encode(request))
         self.sent.update(new)
 
-    def run(self, trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
-        self.send(trajectory, limits)
-        return self.receive(trajectory, limits)
-
     def receive(self, trajectory: Trajectory, limits: Limits) -> dict[str, Any]:
         """Read the frames of a sent trajectory, in the order the trajectories were sent."""
         labels = TrajectoryLabels(trajectory, limits.max_observation_chars)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -26,11 +26,10 @@ from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa
 
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import registry
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
-from pipeline.labeling.rows import LABELER_VERSION, CodeRefs, Prelabels, step_row, trajectory_issues
+from pipeline.labeling.rows import CodeRefs, Prelabels, label_config, step_row, trajectory_issues
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout, step_part_partition
 from pipeline.store.parquet_io import atomic_path, write_arrow, write_table
@@ -62,8 +61,11 @@ def _chunks(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str
 
 
 def part_key(rows: list[dict[str, Any]], limits: Limits) -> str:
+    """The content key of a part: what its labels depend on (:func:`~pipeline.labeling.rows.label_config`)
+    and the fingerprints and initial states of its trajectories."""
+    config = label_config(limits)
     h = hashlib.blake2b(digest_size=10)
-    h.update(json.dumps([LABELER_VERSION, asdict(limits), registry.code_versions()], sort_keys=True).encode())
+    h.update(json.dumps([config["labeler"], config["limits"], config["code"]], sort_keys=True).encode())
     for row in rows:
         h.update(row["fingerprint"].encode())
         h.update(row["initial_state_hash"].encode())

@@ -22,7 +22,8 @@ from pipeline.select.stratify import current_fingerprint
 from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore, version_id
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
-from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell
+from pipeline.core import profile
+from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -231,9 +232,7 @@ def build_benchmark(
     make_current: bool = True,
 ) -> SelectionResult:
     """The EnvSimBench composition (or a custom one), maximising distinct environments."""
-    cells = list(composition)
-    if len({c.name for c in cells}) != len(cells):
-        raise ValueError("composition cell names must be unique")
+    cells = list(Composition(tuple(composition)).cells)  # checks the names are unique
     spec = {"seed": seed, "input": current_fingerprint(layout), "composition": [c.to_dict() for c in cells],
             "picking": PICKING_RULE}
     version = version_id(BENCHMARK, spec)
@@ -253,10 +252,7 @@ def build_mixture(
 ) -> SelectionResult:
     """Balance2: failure / no-change / simple / complex groups, decontaminated against a benchmark
     version by ``task_id`` or ``env_id`` and never sharing an (s_t, a_t) hash with it."""
-    sizes = dict(BALANCE2_GROUPS if sizes is None else sizes)
-    unknown = set(sizes) - set(BALANCE2_GROUPS)
-    if unknown:
-        raise ValueError(f"unknown Balance2 group(s) {sorted(unknown)}; known: {list(BALANCE2_GROUPS)}")
+    sizes = dict(Composition(mixture_sizes=BALANCE2_GROUPS if sizes is None else sizes).mixture_sizes)  # known groups only
     if decontaminate not in DECONTAMINATION_KEYS:
         raise ValueError(f"decontaminate must be one of {DECONTAMINATION_KEYS}, not {decontaminate!r}")
     bench = SplitStore(layout, BENCHMARK)
@@ -278,3 +274,20 @@ def build_mixture(
     for row, loss in zip(table, losses):
         loss.update({"key": decontaminate, "benchmark": bench_version, "after": row["available"]})
     return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses)
+
+
+def composition_in_force(layout: DataLayout) -> Composition:
+    """The composition the current splits were built to: the current benchmark version's cells and
+    the current mixture version's sizes, each falling back to the profile's (no current version, or
+    one imported without a composition)."""
+    default = profile.current().composition
+    cells, sizes = default.cells, default.mixture_sizes
+    bench = SplitStore(layout, BENCHMARK)
+    if bench.current():
+        recorded = bench.manifest(bench.current())["spec"].get("composition")
+        if recorded:
+            cells = tuple(Cell(**c) for c in recorded)
+    mixture = SplitStore(layout, MIXTURE)
+    if mixture.current():
+        sizes = mixture.manifest(mixture.current())["spec"].get("sizes") or sizes
+    return Composition(cells, sizes)

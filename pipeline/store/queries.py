@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import duckdb
 import pandas as pd
 
 from pipeline.core.outcome import OUTCOMES
 from pipeline.store.layout import DataLayout
-from pipeline.core.strata import BENCHMARK_CELL_SQL, BENCHMARK_CELLS
-from pipeline.core.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS
+from pipeline.core import profile
+from pipeline.core.strata import BALANCE2_GROUP_SQL, Composition
+from pipeline.store.duck import connect
 
 
 def _steps(layout: DataLayout) -> str:
@@ -21,7 +21,7 @@ def has_steps(layout: DataLayout) -> bool:
 
 def delta_by_outcome(layout: DataLayout) -> pd.DataFrame:
     """|Δ| (rows) × outcome (columns) step counts, with totals."""
-    con = duckdb.connect()
+    con = connect()
     df = con.sql(
         f"SELECT delta_size AS \"|Δ|\", outcome, count(*) AS n FROM {_steps(layout)} GROUP BY ALL"
     ).df()
@@ -37,7 +37,7 @@ def delta_by_outcome(layout: DataLayout) -> pd.DataFrame:
 
 
 def step_totals(layout: DataLayout) -> dict[str, int]:
-    con = duckdb.connect()
+    con = connect()
     row = con.execute(
         f"""SELECT count(*), count(DISTINCT trajectory_id), count(DISTINCT env_id), count(DISTINCT tool),
                    max(delta_size)
@@ -47,7 +47,7 @@ def step_totals(layout: DataLayout) -> dict[str, int]:
 
 
 def steps_by_env(layout: DataLayout) -> pd.DataFrame:
-    con = duckdb.connect()
+    con = connect()
     return con.sql(
         f"""SELECT env_id, count(DISTINCT trajectory_id) AS trajectories, count(*) AS steps,
                    count(*) FILTER (outcome = 'failure') AS failures,
@@ -69,19 +69,23 @@ def tool_spread_sql(relation: str, group_sql: str, where: str = "true") -> str:
                SELECT grp, tools, top_tool, round(n / total, 3) AS top_tool_share FROM ranked"""
 
 
-def cell_coverage(layout: DataLayout, factor: float = 2.0) -> pd.DataFrame:
+def cell_coverage(layout: DataLayout, composition: Composition | None = None, factor: float = 2.0) -> pd.DataFrame:
     """Candidates, distinct environments, tasks and tools (distinct (env, tool) pairs, with the top
-    tool's share of the candidates) per benchmark cell (DESIGN §5), against ``factor`` × quota."""
+    tool's share of the candidates) per benchmark cell of ``composition`` (default: the profile's;
+    DESIGN §5), against ``factor`` × quota. A step counts for every cell whose rule it matches."""
 
-    con = duckdb.connect()
+    composition = composition if composition is not None else profile.current().composition
+    con = connect()
+    candidates = (f"(SELECT cell, env_id, task_id, tool FROM (SELECT unnest({composition.cells_sql()}) AS cell, "
+                  f"env_id, task_id, tool FROM {_steps(layout)}) WHERE cell IS NOT NULL)")
     df = con.sql(
-        f"""SELECT {BENCHMARK_CELL_SQL} AS cell, count(*) AS candidates, count(DISTINCT env_id) AS environments,
+        f"""SELECT cell, count(*) AS candidates, count(DISTINCT env_id) AS environments,
                    count(DISTINCT task_id) AS tasks
-            FROM {_steps(layout)} GROUP BY ALL"""
+            FROM {candidates} GROUP BY ALL"""
     ).df().set_index("cell")
-    spread = con.sql(tool_spread_sql(_steps(layout), BENCHMARK_CELL_SQL)).df().set_index("grp")
+    spread = con.sql(tool_spread_sql(candidates, "cell")).df().set_index("grp")
     rows = []
-    for c in BENCHMARK_CELLS:
+    for c in composition.cells:
         have = df.loc[c.name] if c.name in df.index else None
         tools = spread.loc[c.name] if c.name in spread.index else None
         n = int(have["candidates"]) if have is not None else 0
@@ -97,15 +101,16 @@ def cell_coverage(layout: DataLayout, factor: float = 2.0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def balance2_coverage(layout: DataLayout) -> pd.DataFrame:
-    """Steps per Balance2 group against the default mixture sizes."""
+def balance2_coverage(layout: DataLayout, composition: Composition | None = None) -> pd.DataFrame:
+    """Steps per Balance2 group against the mixture sizes of ``composition`` (default: the profile's)."""
 
-    con = duckdb.connect()
+    composition = composition if composition is not None else profile.current().composition
+    con = connect()
     df = con.sql(
         f"SELECT {BALANCE2_GROUP_SQL} AS grp, count(*) AS n, count(DISTINCT env_id) AS envs FROM {_steps(layout)} GROUP BY ALL"
     ).df().set_index("grp")
     return pd.DataFrame([
         {"group": g, "wanted": n, "available": int(df.loc[g, "n"]) if g in df.index else 0,
          "environments": int(df.loc[g, "envs"]) if g in df.index else 0}
-        for g, n in BALANCE2_GROUPS.items()
+        for g, n in composition.mixture_sizes.items()
     ])
