@@ -28,7 +28,7 @@ class QuarantineReport:
 
 
 def quarantine_path(layout: DataLayout) -> Path:
-    return layout.root / "determinism" / f"quarantine-{layout.partition or 'all'}.parquet"
+    return layout.determinism_findings("quarantine")
 
 
 def quarantine(layout: DataLayout, report: VerifyReport) -> QuarantineReport:
