@@ -1,8 +1,17 @@
-"""The job launcher resource: local subprocess or Slurm, with Dagster Pipes for what jobs report."""
+"""The job launcher resource: local subprocess or Slurm, with Dagster Pipes for what jobs report.
 
-import os
+Local jobs run through Dagster's ``PipesSubprocessClient``; what it does not do is added around it: the job's
+script and log in its directory (the log followed into the run's log, its tail in the failure), a time
+limit, and the whole process group ended on failure or termination (``pipeline.training.launchers.local_job``:
+the client sends SIGINT to the process it started when the run is terminated and nothing more). Slurm jobs
+run through :class:`~pipeline.training.launchers.SlurmLauncher` inside a Pipes session (README "Slurm").
+"""
+
+import re
 import shutil
 import sys
+import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,11 +20,15 @@ from dagster import (
     ConfigurableResource,
     PipesFileContextInjector,
     PipesFileMessageReader,
+    PipesSubprocessClient,
     open_pipes_session,
 )
+from dagster._core.errors import DagsterPipesExecutionError  # what PipesSubprocessClient raises; not exported
 from pydantic import Field
 
-from pipeline.training.launchers import JobResult, JobSpec, LocalLauncher, SlurmLauncher
+from pipeline.core.settings import settings
+from pipeline.store.layout import DataLayout
+from pipeline.training.launchers import KILL_AFTER_S, JobResult, JobSpec, LogFollower, SlurmLauncher, kill_group, local_job
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,10 +48,11 @@ class JobLauncherResource(ConfigurableResource):
     pending_timeout_s: float = Field(default=600, description="Fail if the job stays PENDING longer than this.")
     slurm_conf: str | None = Field(default=None, description="SLURM_CONF for the client commands.")
     jobcomp: str | None = Field(default=None, description="jobcomp/filetxt file, read when scontrol forgot the job.")
-    workdir: str = Field(default="data/jobs", description="Shared directory for job scripts, logs and Pipes files.")
+    workdir: str = Field(default_factory=lambda: str(DataLayout.at(None).jobs),
+                         description="Shared directory for job scripts, logs and Pipes files (default: jobs/ under the data root).")
     python: str = Field(default=sys.executable, description="Python of the job environment (the harness, Pipes reports).")
     llamafactory_python: str | None = Field(
-        default_factory=lambda: os.environ.get("ENVSIM_LLAMAFACTORY_PYTHON"),
+        default_factory=lambda: settings().llamafactory_python,
         description="Python of the LLaMA-Factory environment (requirements-train.txt); its llamafactory-cli trains "
         "and serves. Default: $ENVSIM_LLAMAFACTORY_PYTHON, else .venv-train (./forge train-env) if present, else "
         "llamafactory-cli on PATH.")
@@ -63,34 +77,65 @@ class JobLauncherResource(ConfigurableResource):
 
     def job_workdir(self, context: AssetExecutionContext, name: str) -> Path:
         """The job's directory (scripts, log, Pipes files) on the shared filesystem."""
-        return (Path(self.workdir) / f"{name}-{context.run.run_id[:8]}").resolve()
+        return (self.jobs_dir() / f"{name}-{context.run.run_id[:8]}").resolve()
 
-    def launcher(self) -> LocalLauncher | SlurmLauncher:
-        if self.backend == "local":
-            return LocalLauncher()
+    def jobs_dir(self) -> Path:
+        """Where the jobs' directories are made (``workdir``)."""
+        return Path(self.workdir)
+
+    def slurm_launcher(self) -> SlurmLauncher:
         env = {"SLURM_CONF": self.slurm_conf} if self.slurm_conf else {}
         return SlurmLauncher(self.pending_timeout_s, jobcomp=Path(self.jobcomp) if self.jobcomp else None, env=env)
 
     def run_with_pipes(
         self, context: AssetExecutionContext, name: str, script: str, extras: dict[str, Any], gpus: int | None = None,
-        env: dict[str, str] | None = None,
+        env: dict[str, str] | None = None, timeout_s: float | None = None,
     ) -> tuple[JobResult, list[Any]]:
-        """Run a job script with the Pipes bootstrap (and ``env``) in its environment; returns (job, Pipes results)."""
+        """Run a job script with the Pipes bootstrap (and ``env``) in its environment; returns (job, Pipes results).
+        ``timeout_s`` overrides ``time_limit_min`` (local: the job's time limit; Slurm: how long to wait)."""
         workdir = self.job_workdir(context, name)
         workdir.mkdir(parents=True, exist_ok=True)
-        launcher = self.launcher()
-        with open_pipes_session(
-            context=context,
-            context_injector=PipesFileContextInjector(str(workdir / "pipes-context.json")),
-            message_reader=PipesFileMessageReader(str(workdir / "pipes-messages.jsonl")),
-            extras=extras,
-        ) as session:
-            spec = JobSpec(
-                name=name, script=f"cd {ROOT}\n{script}", workdir=workdir,
-                env={**session.get_bootstrap_env_vars(), "PYTHONPATH": str(ROOT), **(env or {})},
-                gpus=self.gpus if gpus is None else gpus, gpu_type=self.gpu_type, cpus=self.cpus, mem_gb=self.mem_gb,
-                time_limit_min=self.time_limit_min, partition=self.partition, account=self.account,
-                extra_directives=tuple(self.extra_directives),
-            )
-            result = launcher.run(spec, sink=context.log.info)
+        spec = JobSpec(
+            name=name, script=f"cd {ROOT}\n{script}", workdir=workdir, env={"PYTHONPATH": str(ROOT), **(env or {})},
+            gpus=self.gpus if gpus is None else gpus, gpu_type=self.gpu_type, cpus=self.cpus, mem_gb=self.mem_gb,
+            time_limit_min=self.time_limit_min, partition=self.partition, account=self.account,
+            extra_directives=tuple(self.extra_directives),
+        )
+        injector = PipesFileContextInjector(str(workdir / "pipes-context.json"))
+        reader = PipesFileMessageReader(str(workdir / "pipes-messages.jsonl"))
+        if self.backend == "local":
+            return _run_local(context, spec, extras, injector, reader, timeout_s)
+        with open_pipes_session(context=context, context_injector=injector, message_reader=reader, extras=extras) as session:
+            spec = replace(spec, env={**session.get_bootstrap_env_vars(), **spec.env})
+            result = self.slurm_launcher().run(spec, sink=context.log.info, timeout_s=timeout_s)
         return result, list(session.get_results())
+
+
+def _run_local(context: AssetExecutionContext, spec: JobSpec, extras: dict[str, Any], injector: PipesFileContextInjector,
+               reader: PipesFileMessageReader, timeout_s: float | None) -> tuple[JobResult, list[Any]]:
+    """The job under ``PipesSubprocessClient``, its log followed into the run's log while it runs."""
+    job = local_job(spec, timeout_s)
+    client = PipesSubprocessClient(context_injector=injector, message_reader=reader, forward_termination=True,
+                                   termination_timeout_seconds=KILL_AFTER_S + 5)
+    follower, done = LogFollower(job.log, context.log.info), threading.Event()
+
+    def follow() -> None:
+        while not done.wait(0.5):
+            follower.poll()
+
+    thread = threading.Thread(target=follow, name=f"follow-{spec.name}", daemon=True)
+    thread.start()
+    try:
+        invocation = client.run(context=context, command=list(job.command), extras=extras, env=spec.env, cwd=str(spec.workdir))
+    except DagsterPipesExecutionError as exc:  # "External execution process failed with code N"
+        kill_group(job.group())
+        code = re.search(r"code (-?\d+)", str(exc))
+        raise job.failure(int(code.group(1)) if code else None) from None
+    except BaseException:  # run terminated: the client forwarded SIGINT, `timeout` passed it on to the group
+        kill_group(job.group())
+        raise
+    finally:
+        done.set()
+        thread.join()
+        follower.poll()
+    return JobResult(str(job.group() or ""), "COMPLETED", 0, job.log), list(invocation.get_results())

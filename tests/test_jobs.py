@@ -1,7 +1,9 @@
 """Jobs: launchers (local, real single-node Slurm), Dagster Pipes reporting, LLaMA-Factory configs."""
 
 import json
+import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -11,10 +13,10 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
-from dagster import materialize
+from dagster import AssetExecutionContext, MaterializeResult, asset, materialize
 from dagster_duckdb import DuckDBResource
 
-from pipeline.training.launchers import JobFailed, JobSpec, LocalLauncher, SlurmLauncher
+from pipeline.training.launchers import JobFailed, JobSpec, SlurmLauncher
 from pipeline.training.llamafactory import (
     TrainSettings, checkpoint_version, launch_env, loss_plot, run_report, sft_config, write_config,
 )
@@ -86,15 +88,84 @@ def test_run_report_reads_llamafactory_outputs(tmp_path):
     assert png.startswith(b"\x89PNG") and (tmp_path / "loss.png").read_bytes() == png
 
 
-def test_local_launcher_success_failure_timeout(tmp_path):
-    lines = []
-    result = LocalLauncher(poll_s=0.05).run(JobSpec("ok", "echo one; echo two\n", tmp_path), lines.append)
-    assert result.state == "COMPLETED" and lines == ["one", "two"]
-    with pytest.raises(JobFailed, match="failed with exit code 3") as err:
-        LocalLauncher(poll_s=0.05).run(JobSpec("bad", "echo boom; exit 3\n", tmp_path))
-    assert "boom" in err.value.log_tail
-    with pytest.raises(JobFailed, match="exceeded its time limit"):
-        LocalLauncher(poll_s=0.05).run(JobSpec("slow", "sleep 30\n", tmp_path), timeout_s=1)
+def _local_job(tmp_path, script, timeout_s=None, during=None):
+    """Materialize one asset that runs ``script`` as a local job (Dagster's PipesSubprocessClient); returns
+    (success, the JobFailed raised or None, the lines the run's log got from the job, the job directory)."""
+    from resources import JobLauncherResource
+
+    seen: dict = {"lines": []}
+
+    @asset
+    def local_job(context: AssetExecutionContext, launcher: JobLauncherResource) -> MaterializeResult:
+        context.log.info = seen["lines"].append  # the log lines followed from the job
+        seen["workdir"] = launcher.job_workdir(context, "job")
+        if during:
+            threading.Thread(target=during, args=(seen["workdir"],), daemon=True).start()
+        try:
+            job, _ = launcher.run_with_pipes(context, "job", script, {}, timeout_s=timeout_s)
+        except JobFailed as exc:
+            seen["failed"] = exc
+            raise
+        return MaterializeResult(metadata={"job_id": job.job_id})
+
+    result = materialize([local_job], resources={"launcher": JobLauncherResource(workdir=str(tmp_path / "jobs"))},
+                         raise_on_error=False)
+    return result.success, seen.get("failed"), seen["lines"], seen["workdir"]
+
+
+def test_local_job_success_reports_its_log(tmp_path):
+    ok, failed, lines, workdir = _local_job(tmp_path, "echo one; echo two\n")
+    assert ok and failed is None
+    assert [line for line in lines if line in ("one", "two")] == ["one", "two"]
+    assert (workdir / "job.log").read_text() == "one\ntwo\n" and (workdir / "job.sh").exists()
+
+
+def test_local_job_failure_is_reported_with_its_log_tail(tmp_path):
+    ok, failed, _, _ = _local_job(tmp_path, "echo boom; exit 3\n")
+    assert not ok and failed.state == "FAILED" and "failed with exit code 3" in str(failed)
+    assert "boom" in failed.log_tail and "--- log tail ---\nboom" in str(failed)
+
+
+def _wait_for(path, timeout_s=20):
+    deadline = time.monotonic() + timeout_s
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+    return int(path.read_text().split()[0])
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def test_local_job_killed_is_reported_and_its_process_group_ended(tmp_path):
+    """The job's shell is killed (as by the OOM killer): reported as killed with its log tail, and what it
+    started in the background (here a sleep that ignores SIGINT and SIGTERM) is ended with the group."""
+    def kill_the_shell(workdir):
+        os.kill(_wait_for(workdir / "shell.pid"), signal.SIGKILL)
+
+    # the job runs in the repository ($OLDPWD: its job directory)
+    script = 'echo started\n(trap "" INT TERM; exec sleep 120) & echo $! > "$OLDPWD/child.pid"\necho $$ > "$OLDPWD/shell.pid"\nwait\n'
+    ok, failed, _, workdir = _local_job(tmp_path, script, during=kill_the_shell)
+    assert not ok and failed.state == "CANCELLED" and "killed by signal 9 (SIGKILL)" in str(failed)
+    assert "started" in failed.log_tail
+    child = int((workdir / "child.pid").read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the job's background process survived the failed job"
+
+
+def test_local_job_time_limit_ends_the_group(tmp_path):
+    start = time.monotonic()
+    ok, failed, _, _ = _local_job(tmp_path, "echo waiting; sleep 30\n", timeout_s=1)
+    assert not ok and failed.state == "TIMEOUT" and "exceeded its time limit of 1s" in str(failed)
+    assert "waiting" in failed.log_tail and time.monotonic() - start < 20
 
 
 def _job_resources(layout, launcher):

@@ -1,8 +1,10 @@
-"""Job launchers: ``local`` (a subprocess here) and ``slurm`` (sbatch on a real cluster).
+"""Job launchers: ``local`` (a subprocess here, run by Dagster's ``PipesSubprocessClient`` in
+``resources/launcher.py``) and ``slurm`` (sbatch on a real cluster, :class:`SlurmLauncher`).
 
-A :class:`JobSpec` is a bash script plus resources. Both launchers wait for the job, hand each new
-log line to a callback, can be cancelled, and raise :class:`JobFailed` with the scheduler's reason and
-the log tail when the job does not complete.
+A :class:`JobSpec` is a bash script plus resources. Both backends write the script and its log into the
+job's directory, hand each new log line to a callback, can be cancelled, and raise :class:`JobFailed` with
+the scheduler's reason and the log tail when the job does not complete. This module holds what is not
+Dagster: the scripts, the log follower, the local job's command and its failure reasons, and Slurm.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-class _Follower:
+class LogFollower:
+    """Hands each complete new line of a growing log file to ``sink``, from where the last poll stopped."""
+
     def __init__(self, path: Path, sink: LogSink) -> None:
         self.path, self.sink, self.offset = path, sink, 0
 
@@ -83,48 +87,66 @@ class _Follower:
             self.sink(line)
 
 
-class LocalLauncher:
-    """Runs the job script with bash in a new process group on this machine."""
+KILL_AFTER_S = 10  # SIGKILL to the whole job this long after SIGTERM / SIGINT
 
-    def __init__(self, poll_s: float = 0.5) -> None:
-        self.poll_s = poll_s
-        self.proc: subprocess.Popen | None = None
 
-    def run(self, spec: JobSpec, sink: LogSink = lambda _l: None, timeout_s: float | None = None) -> JobResult:
-        spec.workdir.mkdir(parents=True, exist_ok=True)
-        script = spec.workdir / f"{spec.name}.sh"
-        script.write_text("#!/usr/bin/env bash\nset -euo pipefail\n" + spec.script)
-        log = spec.workdir / f"{spec.name}.log"
-        with log.open("w") as out:
-            self.proc = subprocess.Popen(["bash", str(script)], cwd=spec.workdir, env={**os.environ, **spec.env},
-                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        follower = _Follower(log, sink)
-        limit = timeout_s if timeout_s is not None else (spec.time_limit_min * 60 if spec.time_limit_min else None)
-        start = time.monotonic()
+@dataclass(frozen=True)
+class LocalJob:
+    """A local job ready to start: ``command`` runs ``<workdir>/<name>.sh`` under coreutils ``timeout``, which
+    puts the job in its own process group, sends the signals it receives (SIGINT when Dagster terminates the
+    run, SIGTERM) to the whole group, enforces the time limit (SIGTERM, exit 124) and sends SIGKILL to the
+    group ``KILL_AFTER_S`` after the first signal. The script writes its output to ``log`` and the group id
+    to ``pgid_file`` (what :func:`kill_group` kills when the job fails or is interrupted)."""
+
+    spec: JobSpec
+    command: tuple[str, ...]
+    log: Path
+    pgid_file: Path
+    limit_s: float | None
+
+    def group(self) -> int | None:
         try:
-            while self.proc.poll() is None:
-                follower.poll()
-                if limit is not None and time.monotonic() - start > limit:
-                    self.cancel()
-                    raise JobFailed(f"local job {spec.name} exceeded its time limit of {limit:g}s", "TIMEOUT", tail(log))
-                time.sleep(self.poll_s)
-        except BaseException:
-            self.cancel()
-            raise
-        follower.poll()
-        code = self.proc.returncode
-        if code != 0:
-            state = "CANCELLED" if code < 0 else "FAILED"
-            raise JobFailed(f"local job {spec.name} {state.lower()} with exit code {code}", state, tail(log))
-        return JobResult(str(self.proc.pid), "COMPLETED", 0, log)
+            return int(self.pgid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
 
-    def cancel(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+    def failure(self, code: int | None) -> JobFailed:
+        """The :class:`JobFailed` for the exit status ``code`` of the command (None: unknown), with the log tail."""
+        name, log_tail = self.spec.name, tail(self.log)
+        if code == 124 and self.limit_s:
+            return JobFailed(f"local job {name} exceeded its time limit of {self.limit_s:g}s", "TIMEOUT", log_tail)
+        signum = -code if code is not None and code < 0 else (code - 128 if code is not None and code > 128 else None)
+        if signum is not None:
+            return JobFailed(f"local job {name} cancelled: killed by signal {signum} "
+                             f"({signal.Signals(signum).name if signum in signal.valid_signals() else '?'})",
+                             "CANCELLED", log_tail)
+        return JobFailed(f"local job {name} failed with exit code {code if code is not None else 'unknown'}", "FAILED", log_tail)
+
+
+def local_job(spec: JobSpec, timeout_s: float | None = None) -> LocalJob:
+    """Write the job's script into its directory (output to ``<name>.log``) and the command that runs it.
+    The time limit is ``timeout_s``, else the spec's ``time_limit_min``, else none."""
+    spec.workdir.mkdir(parents=True, exist_ok=True)
+    log, pgid_file = spec.workdir / f"{spec.name}.log", spec.workdir / f"{spec.name}.pgid"
+    log.write_text("")
+    pgid_file.unlink(missing_ok=True)
+    script = spec.workdir / f"{spec.name}.sh"
+    # $PPID is `timeout`, the leader of the job's process group
+    script.write_text(f"#!/usr/bin/env bash\nset -euo pipefail\nexec >>{shlex.quote(str(log))} 2>&1\n"
+                      f"echo $PPID > {shlex.quote(str(pgid_file))}\n" + spec.script)
+    limit = timeout_s if timeout_s is not None else (spec.time_limit_min * 60 if spec.time_limit_min else None)
+    command = ("timeout", f"--kill-after={KILL_AFTER_S}", f"{limit or 0:g}s", "bash", str(script))
+    return LocalJob(spec, command, log, pgid_file, limit)
+
+
+def kill_group(pgid: int | None) -> None:
+    """SIGKILL what is left of a job's process group (a no-op when the group is gone)."""
+    if pgid is None:
+        return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 _FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
@@ -171,7 +193,7 @@ class SlurmLauncher:
         if sub.returncode != 0:
             raise JobFailed(f"sbatch rejected job {spec.name}: {sub.stderr.strip() or sub.stdout.strip()}", "REJECTED")
         self.job_id = sub.stdout.strip().split(";")[0]
-        follower = _Follower(log, sink)
+        follower = LogFollower(log, sink)
         started = time.monotonic()
         try:
             while True:
