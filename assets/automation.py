@@ -1,7 +1,5 @@
 """Schedules and sensors: regenerate splits weekly (new seed per version) and when steps change."""
 
-import os
-
 from dagster import (
     AssetKey,
     EventLogEntry,
@@ -15,8 +13,9 @@ from dagster import (
 )
 
 from assets.partitions import SHARDS
+from pipeline.core.settings import settings
 from pipeline.store.versions import BENCHMARK, SplitStore
-from pipeline.store.layout import DataLayout
+from resources import DataStoreResource
 
 regenerate_splits = define_asset_job(
     "regenerate_splits",
@@ -24,7 +23,7 @@ regenerate_splits = define_asset_job(
     description="Re-stratify the labeled steps and draw new benchmark / SFT split versions.",
 )
 
-SPLIT_CRON = os.environ.get("ENVSIM_SPLIT_CRON", "0 4 * * 1")  # weekly, Monday 04:00 UTC
+SPLIT_CRON = settings().split_cron  # weekly, Monday 04:00 UTC (ENVSIM_SPLIT_CRON)
 
 
 def _seed_config(seed: int) -> dict:
@@ -41,11 +40,12 @@ def weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
 @asset_sensor(asset_key=AssetKey("labeled_steps"), job=regenerate_splits,
               description="When the labeled steps change, redraw the splits with the current seed (a new input gives a new version); "
               "partitioned (ENVSIM_SHARDS): once every partition has been materialized.")
-def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogEntry) -> RunRequest | SkipReason:
+def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogEntry,
+                        store: DataStoreResource) -> RunRequest | SkipReason:
     if SHARDS is not None:
         done = context.instance.get_materialized_partitions(AssetKey("labeled_steps"))
         missing = sorted(set(SHARDS.get_partition_keys()) - set(done))
         if missing:
             return SkipReason(f"labeled_steps partitions not materialized yet: {', '.join(missing)}")
-    seed = SplitStore(DataLayout.at(None), BENCHMARK).current_seed() or 0
+    seed = SplitStore(store.layout(), BENCHMARK).current_seed() or 0  # under the store resource's data root
     return RunRequest(run_key=f"steps-{context.cursor}-{asset_event.timestamp}", run_config=_seed_config(seed), tags={"split_seed": str(seed)})

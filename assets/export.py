@@ -34,7 +34,7 @@ class ExportConfig(Config):
 def _export(context: AssetExecutionContext, kind: str, config: ExportConfig, store: DataStoreResource,
             hub: HuggingFaceHubResource) -> MaterializeResult:
     layout = store.layout()
-    directory = Path(config.directory) if config.directory else layout.root / "export" / kind
+    directory = Path(config.directory) if config.directory else layout.export_dir(kind)
     reference = config.envsimbench_format if config.envsimbench_format is not None else kind == BENCHMARK
     report = export_split(layout, kind, config.version, directory, config.max_shard_mb * 2**20, config.license,
                           prompt=config.prompt, envsimbench_format=reference)

@@ -1,14 +1,14 @@
 """Opt-in partitioning of collection and labeling: ``ENVSIM_SHARDS=N`` (read when the code location loads).
 
 Unset, ``trajectories`` and ``labeled_steps`` are unpartitioned (the default run). Set, both get the
-static partitions ``<source>-<i>`` (bfcl / builtin / envscaler × i < N; see
-``pipeline.collect.shards``) and a backfill runs one run per partition; everything downstream stays
-unpartitioned and reads all partitions.
+static partitions ``<source>-<i>`` (bfcl / builtin / envscaler × i < N: one partition per shard; the
+keys and the shard rule are ``pipeline.store.partitions``) and a backfill runs one run per partition;
+everything downstream stays unpartitioned and reads all partitions.
 """
 
 from dagster import AssetCheckExecutionContext, AssetExecutionContext, StaticPartitionsDefinition
 
-from pipeline.collect.shards import Shard, partition_keys, shard_count
+from pipeline.store.partitions import Shard, partition_keys, shard_count
 from pipeline.store.layout import DataLayout
 
 SHARDS_COUNT = shard_count()

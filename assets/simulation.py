@@ -130,7 +130,7 @@ def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportCon
             chosen.append(f)
     if not config.simulators and not chosen:  # only baselines so far: export them (the offline default)
         chosen = files
-    directory = Path(config.directory) if config.directory else layout.root / "export" / f"rollouts-{config.filter}"
+    directory = Path(config.directory) if config.directory else layout.export_dir(f"rollouts-{config.filter}")
     report = export_rollouts(chosen, directory, config.filter)
     context.log.info(f"{report.kept} of {report.rollouts} rollouts exported ({report.filter}) to {directory}")
     return MaterializeResult(metadata={"filter": report.filter, "rollouts": report.rollouts, "kept": report.kept, "dropped": report.dropped,

@@ -72,8 +72,8 @@ Measure = tuple[float, float, float, float]  # stage seconds, start-up seconds, 
 def run_child(imports: str, call: str, env: dict[str, str] | None = None) -> Measure:
     """One fresh process: stage seconds, start-up seconds, peak RSS (wait4) and peak private memory (sampled
     every 2 ms from /proc/PID/status RssAnon by this process), in MiB."""
-    # a Dagster step process loads the code location (``pipeline``) before anything else
-    preload = "import pipeline" if "pipeline" in imports else ""
+    # a Dagster step process loads the code location first, which calls prepare_process() before pyarrow loads
+    preload = "from pipeline.core.settings import prepare_process; prepare_process()" if "pipeline" in imports else ""
     code = CHILD.format(root=str(ROOT), imports=imports, call=call, preload=preload)
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True,

@@ -1,8 +1,4 @@
-"""envsim-forge domain core: environments, labeling, strata, selection, export (no Dagster here)."""
+"""envsim-forge domain core: environments, labeling, strata, selection, export (no Dagster here).
 
-import os as _os
-
-# Arrow's default pool (mimalloc) keeps freed pages mapped; jemalloc purged at once gives them back,
-# which bounds the peak memory of the streaming stages (see pipeline/store/memory.py). Takes effect
-# when pyarrow is imported after this package; an explicit ARROW_DEFAULT_MEMORY_POOL wins.
-_os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+Importing the package changes nothing in the process; the entry points (``python -m pipeline``, the
+Dagster code location ``pipeline.definitions``) call ``pipeline.core.settings.prepare_process()`` first."""

@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-import pyarrow.parquet as pq
+from pipeline.core.settings import prepare_process
 
-from pipeline.core.report import md_table
+prepare_process()  # first, before pyarrow loads
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from pipeline.core.report import md_table  # noqa: E402
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
 from pipeline.labeling.determinism import failed_checks
@@ -17,7 +21,7 @@ from pipeline.labeling.steps import describe_inflight
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.select.selection import strata_report
 from pipeline.envs import download
-from pipeline.collect.shards import partition_keys, shard_count
+from pipeline.store.partitions import partition_keys, shard_count
 
 
 def summary(layout: DataLayout) -> int:
@@ -76,7 +80,7 @@ def summary(layout: DataLayout) -> int:
                 table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
                 print(md_table(table.drop(columns=["requested"], errors="ignore"), index=False))
                 print()
-    exports = [p for p in (layout.root / "export").glob("*/README.md")] if (layout.root / "export").exists() else []
+    exports = list(layout.exports.glob("*/README.md"))
     for card in sorted(exports):
         print(f"Hugging Face dataset: {card.parent}  (datasets.load_dataset('{card.parent}'))")
     print(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
@@ -84,7 +88,7 @@ def summary(layout: DataLayout) -> int:
         envs = sorted({e for doc in failed for e in doc.get("environments", [])})
         checks = sorted({doc.get("check", "relabel_is_deterministic") for doc in failed})
         print(f"FAILED: {', '.join(checks)} — bad labels in {', '.join(envs) or 'some environments'} "
-              f"(excluded from the splits; see {layout.root / 'determinism'})", file=sys.stderr)
+              f"(excluded from the splits; see {layout.determinism_dir})", file=sys.stderr)
         return 2
     return 0
 

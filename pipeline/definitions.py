@@ -1,22 +1,22 @@
 """The Dagster code location (the only module of ``pipeline`` that imports dagster).
 
-Configuration by environment variables, read when the code location loads:
-
-* ``ENVSIM_SHARDS=N`` — partition ``trajectories`` and ``labeled_steps`` by environment source and
-  shard (``assets/partitions.py``); ``envsim_main`` then holds the unpartitioned assets and the new
-  job ``collect_and_label`` the partitioned ones (a job runs one partition, a backfill all of them).
-* ``ENVSIM_EXECUTOR`` — how a run executes its steps: ``multiprocess`` (default), ``in_process``,
-  ``celery`` (dagster-celery) or ``k8s`` (dagster-k8s); ``ENVSIM_MAX_CONCURRENT`` caps parallel steps
-  (multiprocess, k8s); ``ENVSIM_EXECUTOR_CONFIG`` is the executor's config as YAML (a file path or
-  the YAML text; bare or in run-config form ``execution: config: ...``). Without it the executor is
-  configured per run under ``execution: config:`` in the run config.
+Configured by the ``ENVSIM_*`` variables (README "Settings"; ``pipeline.core.settings``), read when the
+code location loads: ``ENVSIM_SHARDS`` partitions ``trajectories`` and ``labeled_steps``
+(``envsim_main`` then holds the unpartitioned assets and the job ``collect_and_label`` the partitioned
+ones), ``ENVSIM_EXECUTOR`` (+ ``ENVSIM_MAX_CONCURRENT``, ``ENVSIM_EXECUTOR_CONFIG``) chooses the
+executor, ``ENVSIM_LAUNCHER`` adds the ``training`` group. The data root is the ``store`` resource's
+(default ``ENVSIM_DATA_ROOT``), configured at launch; the ``duckdb`` and ``launcher`` resources nest it.
 """
 
-import os
-from pathlib import Path
+from pipeline.core.settings import Settings, prepare_process, settings
 
-import yaml
-from dagster import (
+prepare_process()  # first, before anything imports pyarrow
+
+from pathlib import Path  # noqa: E402
+from typing import Mapping  # noqa: E402
+
+import yaml  # noqa: E402
+from dagster import (  # noqa: E402
     AssetSelection,
     Definitions,
     ExecutorDefinition,
@@ -26,19 +26,18 @@ from dagster import (
     load_assets_from_modules,
     multiprocess_executor,
 )
-from dagster_duckdb import DuckDBResource
 
-from assets import automation, collection, environments, envsimbench, evaluation, export, labeling, selection, simulation, training
-from assets.partitions import SHARDS
-from pipeline.store.layout import DataLayout
-from resources import DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, JobLauncherResource, SandboxResource
+from assets import automation, collection, environments, envsimbench, evaluation, export, labeling, selection, simulation, training  # noqa: E402
+from assets.partitions import SHARDS  # noqa: E402
+from resources import DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, SandboxResource  # noqa: E402
+from resources.storage import DataStoreDuckDBResource, DataStoreJobLauncherResource  # noqa: E402
 
 EXECUTORS = ("multiprocess", "in_process", "celery", "k8s")
 _EXTRAS = {"celery": ("dagster_celery", "celery_executor", "dagster-celery"), "k8s": ("dagster_k8s", "k8s_job_executor", "dagster-k8s")}
 
 
-def _executor_config(environ) -> dict:
-    raw = (environ.get("ENVSIM_EXECUTOR_CONFIG") or "").strip()
+def _executor_config(current: Settings) -> dict:
+    raw = current.executor_config
     if not raw:
         config = {}
     else:
@@ -53,17 +52,19 @@ def _executor_config(environ) -> dict:
             raise ValueError(f"ENVSIM_EXECUTOR_CONFIG must be a YAML mapping (or a file holding one), got {raw!r}")
         if set(config) == {"execution"}:  # run-config form (also what `dagster-celery worker start -y` reads)
             config = (config["execution"] or {}).get("config") or {}
-    if environ.get("ENVSIM_MAX_CONCURRENT"):
-        config["max_concurrent"] = int(environ["ENVSIM_MAX_CONCURRENT"])
+    if current.max_concurrent is not None:
+        config["max_concurrent"] = current.max_concurrent
     return config
 
 
-def executor_from_env(environ=os.environ) -> ExecutorDefinition | None:
-    """The executor ``ENVSIM_EXECUTOR`` names (None: Dagster's default, multiprocess or in-process by run config)."""
-    name = (environ.get("ENVSIM_EXECUTOR") or "multiprocess").strip().lower()
+def executor_from_env(environ: Mapping[str, str] | None = None) -> ExecutorDefinition | None:
+    """The executor ``ENVSIM_EXECUTOR`` names (None: Dagster's default, multiprocess or in-process by run
+    config), from ``environ`` (default: the process environment)."""
+    current = settings() if environ is None else Settings.from_env(environ)
+    name = current.executor
     if name not in EXECUTORS:
         raise ValueError(f"ENVSIM_EXECUTOR={name!r} is not one of {', '.join(EXECUTORS)}")
-    config = _executor_config(environ)
+    config = _executor_config(current)
     if "max_concurrent" in config and name not in ("multiprocess", "k8s"):
         raise ValueError(f"ENVSIM_MAX_CONCURRENT applies to the multiprocess and k8s executors, not {name!r}")
     if name == "multiprocess":
@@ -83,7 +84,8 @@ def executor_from_env(environ=os.environ) -> ExecutorDefinition | None:
 _modules = [environments, collection, labeling, selection, export, evaluation, simulation, envsimbench]
 # GPU job assets (training / evaluation jobs) appear when a launcher backend is chosen:
 # ENVSIM_LAUNCHER=local or ENVSIM_LAUNCHER=slurm (+ ENVSIM_SLURM_PARTITION, SLURM_CONF, ...).
-_launcher = os.environ.get("ENVSIM_LAUNCHER")
+_settings = settings()
+_launcher = _settings.launcher
 if _launcher:
     _modules.append(training)
 
@@ -110,6 +112,10 @@ else:
         "backfill it to run every partition, one run each.",
     )]
 
+#: the data root of a run: configured at launch (Launchpad, run config ``resources: store: config: data_root``)
+#: and nested in the resources that keep files under it, so that they follow it
+_store = DataStoreResource.configure_at_launch()
+
 defs = Definitions(
     assets=load_assets_from_modules(_modules),
     asset_checks=load_asset_checks_from_modules(_modules),
@@ -124,16 +130,16 @@ defs = Definitions(
     schedules=[automation.weekly_splits],
     sensors=[automation.splits_on_new_steps, simulation.curriculum_on_new_eval],
     resources={
-        "store": DataStoreResource(),
+        "store": _store,
         "sources": EnvironmentSourcesResource(),
         "sandbox": SandboxResource(),
-        "duckdb": DuckDBResource(database=str(DataLayout.at(None).duckdb)),
+        "duckdb": DataStoreDuckDBResource(store=_store),
         "hub": HuggingFaceHubResource(),
-        "launcher": JobLauncherResource(
+        "launcher": DataStoreJobLauncherResource(
+            store=_store,
             backend=_launcher if _launcher in ("local", "slurm") else "local",
-            partition=os.environ.get("ENVSIM_SLURM_PARTITION"),
-            slurm_conf=os.environ.get("SLURM_CONF"),
-            workdir=str(DataLayout.at(None).root / "jobs"),
+            partition=_settings.slurm_partition,
+            slurm_conf=_settings.slurm_conf,
         ),
     },
 )

@@ -5,6 +5,7 @@ import os
 from dagster import ConfigurableResource
 from pydantic import Field
 
+from pipeline.core.settings import settings
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 
@@ -13,7 +14,7 @@ class SandboxResource(ConfigurableResource):
     """Isolated worker processes (bwrap namespaces, seccomp, limits) with a wall-clock limit per call."""
 
     workers: int = Field(
-        default_factory=lambda: int(os.environ.get("ENVSIM_SANDBOX_WORKERS") or max(1, os.cpu_count() or 1)),
+        default_factory=lambda: settings().sandbox_workers or max(1, os.cpu_count() or 1),
         description="Parallel worker processes (default: $ENVSIM_SANDBOX_WORKERS, else the CPU count).",
     )
     call_timeout_s: float = Field(default=10.0, description="Wall-clock limit of one tool call (and of a reset).")
@@ -24,7 +25,7 @@ class SandboxResource(ConfigurableResource):
     max_state_mb: int = Field(default=16, description="Largest state (or return value) a call may produce, MiB.")
     tmp_mb: int = Field(default=256, description="Size of each worker's private /tmp (tmpfs), MiB.")
     isolation: str = Field(
-        default_factory=lambda: os.environ.get("ENVSIM_SANDBOX") or "bwrap",
+        default_factory=lambda: settings().sandbox,
         description="'bwrap' (default: namespaces, no network, read-only root, empty environment) or 'trusted' "
         "(no namespace boundary; only for environment code you trust). Default: $ENVSIM_SANDBOX.",
     )

@@ -1,9 +1,23 @@
-"""Where the Parquet tables of record and the DuckDB file live."""
+"""Where the Parquet tables of record and the DuckDB file live: the data root, set on the ``store`` resource.
 
+The code location binds one ``store`` (configured at launch: a ``data_root`` set in the Launchpad applies
+to the whole run) and nests it in the resources that keep files under the data root — the ``duckdb``
+resource (``envsim.duckdb``) and the GPU job launcher (``jobs/``) — so they follow it; the sensors take
+``store`` too. Nothing else decides where the data lives.
+"""
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+from dagster_duckdb import DuckDBResource
 from dagster import ConfigurableResource
 from pydantic import Field
 
+from pipeline.store import duck
 from pipeline.store.layout import DataLayout, default_data_root
+from resources.launcher import JobLauncherResource
 
 
 class DataStoreResource(ConfigurableResource):
@@ -16,3 +30,36 @@ class DataStoreResource(ConfigurableResource):
 
     def layout(self) -> DataLayout:
         return DataLayout.at(self.data_root)
+
+
+class DataStoreDuckDBResource(DuckDBResource):
+    """``envsim.duckdb`` under the ``store`` resource's data root (unless ``database`` names another file),
+    opened through ``pipeline.store.duck`` (the ``ENVSIM_DUCKDB_MEMORY`` cap; ``connection_config`` adds
+    or overrides DuckDB settings)."""
+
+    store: DataStoreResource
+    database: str = Field(default="", description="DuckDB file; empty: envsim.duckdb under the store's data root.")
+
+    @property
+    def path(self) -> str:
+        return self.database or str(self.store.layout().duckdb)
+
+    @contextmanager
+    def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)  # the data root is created on demand
+        inner = DuckDBResource(database=self.path, connection_config={**duck.connection_config(), **self.connection_config})
+        with inner.get_connection() as con:
+            yield con
+
+
+class DataStoreJobLauncherResource(JobLauncherResource):
+    """The job launcher of the code location: jobs' scripts, logs and Pipes files go to ``jobs/`` under the
+    ``store`` resource's data root, unless ``workdir`` names another directory."""
+
+    store: DataStoreResource
+    workdir: str = Field(default="", description="Shared directory for job scripts, logs and Pipes files; "
+                         "empty: jobs/ under the store's data root.")
+
+    def jobs_dir(self) -> Path:
+        return Path(self.workdir) if self.workdir else self.store.layout().jobs

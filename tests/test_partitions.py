@@ -15,7 +15,8 @@ import pytest
 
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
-from pipeline.collect.shards import SOURCES, Shard, partition_keys, shard_count, shard_index, source_of
+from pipeline.collect.sources import source_of
+from pipeline.store.partitions import SOURCES, Shard, partition_keys, shard_count, shard_index
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
 from pipeline.envs import bfcl, builtin
 from pipeline.core.issues import TaskIssue
@@ -81,12 +82,12 @@ def test_every_environment_is_in_exactly_one_shard_always_the_same():
         keys = partition_keys(count)
         for env_id in ids:
             spec = EnvSpec(source="bfcl" if env_id.startswith("bfcl/") else "envscaler", env_id=env_id)
-            owners = [k for k in keys if Shard.parse(k, count).contains(spec)]
+            owners = [k for k in keys if Shard.parse(k, count).holds(source_of(spec), spec.env_id)]
             assert owners == [f"{source_of(spec)}-{shard_index(env_id, count)}"], env_id
         if count > 1:  # a usable spread, not everything in one shard
             assert len({shard_index(e, count) for e in ids}) == count
     # stable: blake2b of the env id, the same in another process with another hash seed
-    code = ("import json, sys; from pipeline.collect.shards import shard_index; "
+    code = ("import json, sys; from pipeline.store.partitions import shard_index; "
             "print(json.dumps([shard_index(e, 5) for e in json.load(sys.stdin)]))")
     for seed in ("1", "12345"):
         out = subprocess.run([sys.executable, "-c", code], input=json.dumps(ids), cwd=ROOT, capture_output=True, text=True,

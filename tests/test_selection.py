@@ -199,9 +199,10 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     instance = DagsterInstance.ephemeral()
     from dagster import AssetMaterialization
     instance.report_runless_asset_event(AssetMaterialization("labeled_steps"))
-    sensor_ctx = build_sensor_context(instance=instance)
-    requests = list(splits_on_new_steps(sensor_ctx) or [])
+    sensor_ctx = build_sensor_context(instance=instance, resources={"store": resources["store"]})
+    requests = splits_on_new_steps.evaluate_tick(sensor_ctx).run_requests
     assert len(requests) == 1 and requests[0].job_name in (None, "regenerate_splits")
+    assert requests[0].run_config["ops"]["benchmark_split"]["config"]["seed"] == 4  # the seed of the store's split
 
 
 def test_candidate_window_widens_until_picking_equals_picking_from_everything():

@@ -10,14 +10,13 @@ from typing import Callable, Iterable, Iterator
 
 from pipeline.collect.collector import CollectReport, collect
 from pipeline.collect.explore import Coverage, ExploreSettings, explore
-from pipeline.collect.shards import Shard, partition_keys, shard_index, source_of
-from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories
+from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories, source_of
 from pipeline.envs import registry
 from pipeline.core.issues import TaskIssue
 from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store.layout import DataLayout, safe_name
-from pipeline.store.partitions import begin_partitioned
+from pipeline.store.partitions import Shard, begin_partitioned, partition_keys, shard_index
 from pipeline.collect.agent import collect_agent, episode_trajectory
 from pipeline.collect.sources import agent_tasks
 from pipeline.collect.agent import AgentSettings
@@ -72,7 +71,7 @@ def _in_shard(stream: Iterable, shard: Shard, summary: ShardSummary, issues_of: 
         env = (item[0] if isinstance(item, tuple) else item).env
         if source_of(env) == shard.source:
             summary.source_envs.add(env.env_id)
-            if shard.contains(env):
+            if shard.holds(source_of(env), env.env_id):
                 summary.shard_envs.add(env.env_id)
                 yield item
 
@@ -151,9 +150,9 @@ def collect_all(
         tasks = agent_tasks(cfg, items, list(agent.sources), agent.task_limit)
         name = safe_name(agent.settings.model.replace("/", "_"), "agent model name")
         if shard is not None:  # one record per partition: partitions run concurrently
-            tasks = [t for t in tasks if shard.contains(t.env)]
+            tasks = [t for t in tasks if shard.holds(source_of(t.env), t.env.env_id)]
             name = f"{name}.{shard.key}"
-        record = layout.root / "agent" / f"{name}.jsonl"
+        record = layout.agent_record(name)
         agent_rows = asyncio.run(collect_agent(tasks, agent.settings, sandbox, record, log))
         streams.append(scoped([  # tasks were chosen per shard already: their issues are this shard's
             episode_trajectory(r, agent.settings.model) if r["status"] != "reset_error" else

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 from pipeline.collect.explore import ScenarioRef
 from pipeline.collect.replay import bfcl_env_spec, ground_truth_trajectories
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import builtin, envscaler
+from pipeline.envs import bfcl, builtin, envscaler
 from pipeline.core.issues import TaskIssue
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, iter_tasks
 from pipeline.envs.records import FirstSeen, clip, read_lines, undecodable
@@ -250,3 +250,13 @@ def _history_record_problem(row: Any) -> str | None:
     if missing:
         return f"'env.options' lacks {missing} for source {env['source']!r}"
     return None
+
+
+def source_of(env: EnvSpec) -> str:
+    """The source an environment belongs to (its shard is chosen within it, ``pipeline.store.partitions``):
+    bfcl-eval classes, the builtin pack, or an EnvScaler corpus."""
+    if env.source == bfcl.SOURCE:
+        return "bfcl"
+    if env.env_id.startswith(f"{builtin.PREFIX}/"):
+        return "builtin"
+    return "envscaler"

@@ -7,8 +7,9 @@ coverage reports count against it."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
+
+from pipeline.core.settings import settings
 
 from pipeline.core.strata import Composition
 
@@ -41,7 +42,7 @@ PROFILES = {
 
 
 def current() -> Profile:
-    name = os.environ.get("ENVSIM_PROFILE", "default")
+    name = settings().profile
     if name not in PROFILES:
         raise ValueError(f"unknown ENVSIM_PROFILE {name!r}; known: {sorted(PROFILES)}")
     return PROFILES[name]

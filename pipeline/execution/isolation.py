@@ -23,6 +23,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from pipeline.core.settings import settings
+
 ISOLATIONS = ("bwrap", "trusted")
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _APP_DIR = "/opt/envsim"  # where the pipeline package appears inside the sandbox
@@ -107,7 +109,7 @@ def worker_command(isolation: str, tmp_mb: int) -> tuple[list[str], dict[str, st
 
 def default_isolation() -> str:
     """``ENVSIM_SANDBOX`` (``bwrap`` unless set)."""
-    value = os.environ.get("ENVSIM_SANDBOX", "bwrap").strip() or "bwrap"
+    value = settings().sandbox
     if value not in ISOLATIONS:
         raise SandboxUnavailable(f"ENVSIM_SANDBOX={value!r}; choose one of {', '.join(ISOLATIONS)}")
     return value

@@ -12,14 +12,22 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import duckdb
 import pandas as pd
 
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-logging.getLogger("great_expectations").setLevel(logging.ERROR)
+from pipeline.core.outcome import OUTCOMES
+from pipeline.store.duck import connect
+from pipeline.store.layout import DataLayout
 
-from pipeline.core.outcome import OUTCOMES  # noqa: E402
-from pipeline.store.layout import DataLayout  # noqa: E402
+
+def _great_expectations() -> Any:
+    """great_expectations, configured where it is used rather than on import of this module: no usage
+    analytics (unless ``GX_ANALYTICS_ENABLED`` says otherwise; GX reads it when it loads) and only its
+    errors logged."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    import great_expectations
+
+    return great_expectations
 
 
 @dataclass
@@ -52,7 +60,7 @@ class SuiteResult:
 
 
 def run_suite(name: str, df: pd.DataFrame, expectations: list[Any], id_columns: list[str]) -> SuiteResult:
-    import great_expectations as gx
+    gx = _great_expectations()
 
     ctx = gx.get_context(mode="ephemeral")
     try:
@@ -95,7 +103,7 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000) -> SuiteResu
     The table is validated chunk by chunk (DuckDB streams ``chunk_rows`` rows at a time into one
     pandas batch), so memory stays bounded for any corpus; uniqueness across chunks is checked by
     one DuckDB aggregate and reported as the same expectation."""
-    import great_expectations as gx
+    gx = _great_expectations()
 
     def expectations() -> list[Any]:  # fresh objects per chunk: GX binds an expectation to one suite
         out: list[Any] = [gx.expectations.ExpectColumnToExist(column=c) for c in STEP_COLUMNS]
@@ -110,7 +118,7 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000) -> SuiteResu
             gx.expectations.ExpectColumnValueLengthsToEqual(column="state_after_hash", value=32),
         ]
 
-    con = duckdb.connect()
+    con = connect()
     reader = con.execute(
         f"""SELECT {', '.join(STEP_COLUMNS)}, args_count, delta_size, len(delta) AS delta_records
             FROM read_parquet(?)""",
@@ -143,7 +151,7 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000) -> SuiteResu
 
 def composition_suite(strata_table: list[dict[str, Any]]) -> SuiteResult:
     """Each stratum holds exactly what was requested — or every candidate when there were fewer."""
-    import great_expectations as gx
+    gx = _great_expectations()
 
     df = pd.DataFrame(strata_table)
     df["expected"] = df[["requested", "available"]].min(axis=1)
@@ -158,9 +166,9 @@ def composition_suite(strata_table: list[dict[str, Any]]) -> SuiteResult:
 def overlap_suite(mixture_samples: str, benchmark_samples: str, decontaminate: str) -> SuiteResult:
     """Zero overlap between an SFT mixture and its benchmark: by the decontamination key
     (``task_id`` or ``env_id``), by (s_t, a_t) sample hash and by step."""
-    import great_expectations as gx
+    gx = _great_expectations()
 
-    con = duckdb.connect()
+    con = connect()
     df = con.execute(f"SELECT step_id, task_id, env_id, sample_hash FROM read_parquet('{mixture_samples}')").df()
     bench = con.execute(f"SELECT step_id, task_id, env_id, sample_hash FROM read_parquet('{benchmark_samples}')").df()
     expectations = [

@@ -1,6 +1,15 @@
-"""Keeping a partitioned and an unpartitioned trajectories table from ever being read together.
+"""Partitions of collection and labeling: the keys, the rule that assigns environments to them,
+and keeping a partitioned and an unpartitioned trajectories table from ever being read together.
 
-A partitioned collection (``ENVSIM_SHARDS=N``) writes ``trajectories/part-<partition>.parquet`` and
+Words (README "Scale-out"): ``ENVSIM_SHARDS=N`` splits the environments of every source (bfcl,
+builtin, envscaler) into N **shards** by a stable hash — shard ``i`` of a source holds the
+environments whose blake2b hash of the env id is ``i`` modulo N (independent of the process, the
+machine and ``PYTHONHASHSEED``; every environment in exactly one shard, always the same one for the
+same N). A **partition** is what holds one shard's data: the Dagster partition ``<source>-<i>`` of the
+``trajectories`` / ``labeled_steps`` assets (one run each) and its files under the data root
+(a partition-scoped ``DataLayout``).
+
+A partitioned collection writes ``trajectories/part-<partition>.parquet`` and
 ``issues-<partition>.parquet``; an unpartitioned one ``trajectories.parquet`` and ``issues.parquet``.
 Readers take every file (``DataLayout.trajectory_files()``), so a switch between the two — or to
 another N, which moves environments between shards — must drop the other kind's files:
@@ -14,15 +23,67 @@ another N, which moves environments between shards — must drop the other kind'
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
+from pipeline.core.settings import Settings, settings
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
 
+#: environment sources, in partition-key order
+SOURCES = ("bfcl", "builtin", "envscaler")
+ENV_VAR = "ENVSIM_SHARDS"
 MARKER = "PARTITIONS.json"
+
+
+def shard_count(environ: Mapping[str, str] | None = None) -> int | None:
+    """N from ``ENVSIM_SHARDS`` (of ``environ``, default the process environment; unset or empty:
+    None = no partitioning)."""
+    return (settings() if environ is None else Settings.from_env(environ)).shards
+
+
+def partition_keys(count: int) -> list[str]:
+    """``<source>-<i>`` for every source and i in 0..count-1."""
+    return [f"{source}-{i}" for source in SOURCES for i in range(count)]
+
+
+def shard_index(env_id: str, count: int) -> int:
+    """Stable shard of an environment id (blake2b, never Python's salted ``hash``)."""
+    return int.from_bytes(hashlib.blake2b(env_id.encode("utf-8"), digest_size=8).digest(), "big") % count
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` of the environments of ``source``; ``key`` is its partition."""
+
+    source: str
+    index: int
+    count: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}-{self.index}"
+
+    @classmethod
+    def parse(cls, key: str, count: int) -> "Shard":
+        source, _, index = key.rpartition("-")
+        if source not in SOURCES or not index.isdigit() or int(index) >= count:
+            raise ValueError(f"unknown partition {key!r}; with {ENV_VAR}={count} the partitions are {partition_keys(count)}")
+        return cls(source, int(index), count)
+
+    def holds(self, source: str, env_id: str) -> bool:
+        """Whether the environment ``env_id`` of ``source`` (``pipeline.collect.sources.source_of``) is in this shard."""
+        return source == self.source and shard_index(env_id, self.count) == self.index
+
+    @property
+    def is_first(self) -> bool:
+        """Shard 0 of its source also reports the source's issues that name no environment
+        (a task line that is not JSON, an env item that does not compile)."""
+        return self.index == 0
 
 
 def _marker(layout: DataLayout) -> Path:

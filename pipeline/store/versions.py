@@ -32,7 +32,7 @@ def version_id(kind: str, spec: dict[str, Any]) -> str:
 class SplitStore:
     def __init__(self, layout: DataLayout, kind: str) -> None:
         self.kind = kind
-        self.root = layout.root / "splits" / safe_name(kind, "split kind")
+        self.root = layout.splits_dir(kind)
 
     def dir(self, version: str) -> Path:
         return self.root / safe_name(version, f"{self.kind} version")

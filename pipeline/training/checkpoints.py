@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from pipeline.export.hf_layout import MARKER
+from pipeline.store.layout import DataLayout
 from pipeline.training.llamafactory import MANIFEST
 
 
@@ -34,7 +35,7 @@ def export_version(export_dir: Path) -> tuple[str, str]:
 
 
 def checkpoints_root(data_root: Path) -> Path:
-    return data_root / "checkpoints"
+    return DataLayout.at(data_root).checkpoints
 
 
 def publish(staging: Path, final: Path, manifest: dict[str, Any]) -> Path:
