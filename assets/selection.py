@@ -15,6 +15,7 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from assets.composition import CellConfig, CompositionConfig, default_cells
 from pipeline.core import profile
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.core.report import md_table
@@ -22,20 +23,28 @@ from pipeline.select.selection import SelectionResult, build_benchmark, build_mi
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
 from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store import queries, warehouse
-from pipeline.core.strata import BENCHMARK_CELLS, Cell
+from pipeline.core.strata import Composition
 from resources import DataStoreResource
 
 POOL = "duckdb"  # one writer of envsim.duckdb at a time
 
 
+class StrataConfig(Config):
+    composition: CompositionConfig = Field(default_factory=CompositionConfig,
+                                           description="The composition the candidate counts are reported against.")
+
+
 @asset(group_name="selection", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
-def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource) -> MaterializeResult:
+def step_strata(context: AssetExecutionContext, config: StrataConfig, store: DataStoreResource,
+                duckdb: DuckDBResource) -> MaterializeResult:
     """Every labeled step with its outcome, |Δ| bucket (none / simple / medium / difficult / beyond),
     argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
     steps are kept but marked excluded from both splits, and so are steps the determinism check found
     non-deterministic (and the later steps of their trajectories), with the reason. Also refreshes the
-    DuckDB views."""
+    DuckDB views. The candidates per cell are counted against the composition in force (config
+    `composition`, default: the profile's)."""
     layout = store.layout()
+    composition = config.composition.to_domain()
     report = stratify(layout)
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
@@ -54,27 +63,18 @@ def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb
             "cells": MetadataValue.md(md_table(cells, index=False)),
             "nondeterministic_excluded": int(nondet["steps"].sum()) if len(nondet) else 0,
             "excluded_by_env": MetadataValue.md(md_table(exclusions, index=False) if len(exclusions) else "_none_"),
-            "benchmark_cell_candidates": MetadataValue.md(md_table(queries.cell_coverage(layout), index=False)),
+            "benchmark_cell_candidates": MetadataValue.md(md_table(queries.cell_coverage(layout, composition), index=False)),
+            "balance2_candidates": MetadataValue.md(md_table(queries.balance2_coverage(layout, composition), index=False)),
             "path": MetadataValue.path(str(report.path.resolve())),
         }
     )
 
 
-class CellConfig(Config):
-    name: str
-    quota: int
-    outcome: Literal["success", "failure"] = "success"
-    delta_min: int = 0
-    delta_max: int = 0
-    args_count: int | None = None
-    group: str = ""
-
-
 class BenchmarkConfig(Config):
     seed: int = Field(default=0, description="Seed of the pick order; a new seed gives a new version.")
     composition: list[CellConfig] = Field(
-        default_factory=lambda: [CellConfig(**{k: v for k, v in c.to_dict().items()}) for c in BENCHMARK_CELLS],
-        description="Cells (rule + quota); default: the EnvSimBench 400-sample composition.",
+        default_factory=default_cells,
+        description="Cells (rule + quota); default: the profile's, the EnvSimBench 400-sample composition.",
     )
     on_shortfall: Literal["fail", "warn"] = Field(
         default_factory=lambda: profile.current().benchmark_on_shortfall,
@@ -109,8 +109,8 @@ def benchmark_split(
     environments, deterministic for (seed, input fingerprint, composition) — which is also its
     version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
     layout = store.layout()
-    cells = [Cell(c.name, c.group or c.name, c.quota, c.outcome, c.delta_min, c.delta_max, c.args_count) for c in config.composition]
-    result = build_benchmark(layout, cells, config.seed, config.on_shortfall, config.make_current)
+    composition = Composition(tuple(c.to_domain() for c in config.composition))
+    result = build_benchmark(layout, composition.cells, config.seed, config.on_shortfall, config.make_current)
     if result.shortfalls:
         context.log.warning(f"benchmark {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:

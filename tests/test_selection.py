@@ -1,5 +1,6 @@
 """Stratification, versioned benchmark splits, the Balance2 mixture, their checks and DuckDB."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from pipeline.select.stratify import EmptyStepTable, stratify
 from pipeline.store.versions import BENCHMARK, SplitStore, UnknownVersion
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout
-from pipeline.core.strata import Cell
+from pipeline.core.strata import Cell, Composition
 
 
 @pytest.fixture(scope="module")
@@ -224,3 +225,43 @@ def test_candidate_window_widens_until_picking_equals_picking_from_everything():
     expected = pick_diverse([(e, r, s, h) for s, e, h, r in rows], 40, Counter(), set())
     assert got == expected and len(got) == 40
     assert sum(1 for _, env in got if env == "envA") == 30  # the window (2 * 20 + 16) had to widen past 120 duplicates
+
+
+def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout, tmp_path, capsys):
+    from assets.selection import step_strata
+    from pipeline.__main__ import summary
+    from pipeline.select.selection import composition_in_force
+    from pipeline.store import queries
+    from resources import DataStoreResource
+
+    layout = DataLayout.at(tmp_path / "data")
+    shutil.copytree(bfcl_layout.root, layout.root)
+    shutil.rmtree(layout.root / "splits", ignore_errors=True)
+    cells = [{"name": "reads", "group": "no-change", "quota": 7, "outcome": "success", "delta_min": 0, "delta_max": 0},
+             {"name": "writes", "group": "simple", "quota": 5, "outcome": "success", "delta_min": 1, "delta_max": 12}]
+    run_config = {"ops": {"step_strata": {"config": {"composition": {"cells": cells, "mixture_sizes": {"simple": 9}}}}}}
+    result = materialize([step_strata], run_config=run_config,
+                         resources={"store": DataStoreResource(data_root=str(layout.root)),
+                                    "duckdb": DuckDBResource(database=str(layout.duckdb))})
+    meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
+    candidates = meta["benchmark_cell_candidates"].value
+    assert re.search(r"\|\s*reads\s*\|\s*7\s*\|", candidates) and re.search(r"\|\s*writes\s*\|\s*5\s*\|", candidates)
+    assert "medium_3" not in candidates
+    groups = meta["balance2_candidates"].value
+    assert re.search(r"\|\s*simple\s*\|\s*9\s*\|", groups) and "complex" not in groups
+
+    comp = Composition(tuple(Cell(**c) for c in cells), {"simple": 9})
+    table = queries.cell_coverage(layout, comp).set_index("cell")
+    steps = duckdb.sql(f"SELECT count(*) FILTER (outcome = 'success' AND delta_size = 0), "
+                       f"count(*) FILTER (outcome = 'success' AND delta_size BETWEEN 1 AND 12) "
+                       f"FROM read_parquet('{layout.steps_glob()}')").fetchall()[0]
+    assert (table.loc["reads", "candidates"], table.loc["writes", "candidates"]) == steps
+
+    assert composition_in_force(layout) == Composition()  # no current split: the profile's
+    build_benchmark(layout, comp.cells, seed=0, on_shortfall="warn")
+    build_mixture(layout, {"simple": 9}, seed=0)
+    assert composition_in_force(layout) == comp
+    summary(layout)
+    out = capsys.readouterr().out
+    assert "candidates for the 12-sample composition" in out
+    assert re.search(r"\|\s*reads\s*\|\s*7\s*\|", out) and "medium_3" not in out
