@@ -1,64 +1,41 @@
 """Stage 1: trajectory collection (ground-truth replay + stratum-targeted exploration)."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
 from assets.partitions import SHARDS, shard_of
-from pipeline.core import profile
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.agent import AgentSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.core.report import md_records, md_table
 from pipeline.core.strata import BENCHMARK_CELLS
 from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
+from resources.config_from import config_from
 
 
-class AgentPolicyConfig(Config):
-    """An LLM agent solving tasks by function calling through an OpenAI-compatible endpoint."""
+class AgentPolicyConfig(config_from(AgentSettings, AgentRun, exclude={"settings"})):
+    """An LLM agent solving tasks by function calling through an OpenAI-compatible endpoint (fields:
+    ``AgentSettings`` and ``AgentRun``)."""
 
-    model: str = Field(default="", description="Model name; empty = the agent policy is skipped.")
-    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint (OpenAI, vLLM, LLaMA-Factory API).")
-    api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
-    temperature: float = 0.0
-    max_tokens: int = 1024
-    concurrency: int = Field(default=4, description="Tasks run concurrently.")
-    step_limit: int = Field(default=12, description="Tool calls per episode before it is cut.")
-    sources: list[str] = Field(default_factory=lambda: ["builtin"], description="Task sources: builtin, envscaler, bfcl.")
-    task_limit: int | None = Field(default=20, description="At most this many tasks (None = all).")
+    def agent_run(self) -> AgentRun | None:
+        """The agent's run; None without a model."""
+        return self.to_domain(AgentRun, settings=self.to_domain(AgentSettings)) if self.model else None
 
 
-class CollectionConfig(Config):
+class CollectionConfig(config_from(ExploreSettings)):
     """Which collection policies run: ground-truth replay (bfcl, from the sources resource), seeded
-    exploration steered toward strata still short of their quota, and an optional LLM agent."""
+    exploration steered toward strata still short of their quota (fields: ``ExploreSettings``), and an
+    optional LLM agent."""
 
     enabled: bool = Field(default=True, description="Explore the builtin/EnvScaler (and optionally bfcl) scenarios.")
-    seed: int = Field(default=0, description="Seed of the exploration policy.")
-    call_budget: int = Field(default_factory=lambda: profile.current().explore_call_budget, description="Stop after this many tool calls.")
-    episode_length: int = Field(default=12, description="Calls per episode (one episode per scenario visit).")
-    mutate_rate: float = Field(default=0.15, description="Chance to mutate an argument to provoke rule failures.")
-    max_batch: int = Field(default=6, description="Largest list argument the policy builds (drives |Δ|).")
-    cell_factor: float = Field(default=2.0, description="Candidates wanted per benchmark cell, × its quota.")
-    group_factor: float = Field(default=1.3, description="Candidates wanted per Balance2 group, × its size.")
-    min_envs: int = Field(default=10, description="Distinct environments wanted per benchmark cell.")
     agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig, description="LLM agent policy (skipped without a model).")
 
     def agent_run(self) -> AgentRun | None:
-        a = self.agent
-        if not a.model:
-            return None
-        settings = AgentSettings(model=a.model, base_url=a.base_url, api_key_env=a.api_key_env, temperature=a.temperature,
-                                 max_tokens=a.max_tokens, concurrency=a.concurrency, step_limit=a.step_limit)
-        return AgentRun(settings, tuple(a.sources), a.task_limit)
+        return self.agent.agent_run()
 
     def settings(self) -> ExploreSettings | None:
-        if not self.enabled:
-            return None
-        return ExploreSettings(
-            seed=self.seed, call_budget=self.call_budget, episode_length=self.episode_length,
-            mutate_rate=self.mutate_rate, max_batch=self.max_batch, cell_factor=self.cell_factor,
-            group_factor=self.group_factor, min_envs=self.min_envs,
-        )
+        return self.to_domain() if self.enabled else None
 
 
 @asset(group_name="collection", deps=["environment_catalog"], kinds={"python", "parquet"}, partitions_def=SHARDS)

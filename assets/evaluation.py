@@ -1,7 +1,5 @@
 """Stage 5: score simulators on a benchmark split version; results land in DuckDB."""
 
-from typing import Literal
-
 from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
@@ -12,34 +10,16 @@ from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.core.report import md_table
 from resources import DataStoreResource
+from resources.config_from import config_from
 
 
-class SimulatorConfig(Config):
-    name: str = Field(description="Name of the simulator in the results.")
-    kind: Literal["openai", "oracle", "oracle_envsimbench", "no_change"] = Field(
-        default="openai", description="openai endpoint, or a baseline: oracle (our answer format), oracle_envsimbench "
-                                      "(the executor's answer in the reference SFT format), no_change.")
-    prompt: Literal["envsim", "envsimbench"] = Field(
-        default="envsim", description="Prompt template: envsim (ours) or envsimbench (the reference evaluation prompt: "
-                                      "whole class, indent-2 state); recorded with every result.")
-    model: str = ""
-    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint, e.g. http://host:8000/v1 (vLLM).")
-    api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
-    temperature: float = 0.0
-    max_tokens: int = 4096
-    extra_body: dict = Field(default_factory=dict, description="Extra request fields, e.g. thinking switches.")
-    concurrency: int = 8
-    timeout_s: float = 120.0
-    max_retries: int = Field(default=4, description="Retries with backoff on 429 / 5xx / timeouts / connection errors.")
-    max_response_bytes: int = Field(
-        default=1_000_000, description="Cap on a response body: a larger one is refused at the HTTP layer, unread, "
-                                       "and the sample is a request failure.")
-    max_request_failure_share: float = Field(
-        default=0.5, description="Fail the asset (after recording every result) when more than this share of a "
-                                 "simulator's requests in the run failed (timeouts, 5xx, malformed or oversized responses).")
+class SimulatorConfig(config_from(SimulatorSpec)):
+    """A simulator to score (fields: ``SimulatorSpec``)."""
 
 
 class EvalConfig(Config):
+    """Which simulators are scored on which benchmark version."""
+
     split_version: str | None = Field(default=None, description="Benchmark version (default: CURRENT).")
     simulators: list[SimulatorConfig] = Field(
         default_factory=lambda: [SimulatorConfig(name="oracle", kind="oracle"), SimulatorConfig(name="no_change", kind="no_change")],
@@ -70,7 +50,7 @@ def simulator_eval(
         with duckdb.get_connection() as con:
             results.load_run(con, run.path, run.run_id)
 
-    runs = score_all(layout, version, samples, [SimulatorSpec(**s.model_dump()) for s in config.simulators], land)
+    runs = score_all(layout, version, samples, [s.to_domain() for s in config.simulators], land)
     run_ids = [run.run_id for run in runs]
     endpoint_failures = [run.failure for run in runs if run.failure]
     if endpoint_failures:

@@ -29,13 +29,14 @@ from pipeline.collect.agent import AgentSettings
 from pipeline.collect.sources import agent_tasks, env_items
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, record, resolve_run
 from pipeline.envs.catalog import load_blobs
-from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
+from pipeline.evaluate.simulators import make_simulator
 from pipeline.core.report import md_table
 from pipeline.rollouts import store as rollout_store
 from pipeline.rollouts.loop import RolloutTask, ToolCode, run_id, simulate
 from pipeline.rollouts.sft import export_rollouts
 from pipeline.rollouts.shadow import shadow_all
 from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
+from resources.config_from import config_from
 
 POOL = "duckdb"
 
@@ -67,8 +68,7 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
     agent = None
     if config.agent.model:
         a = config.agent
-        agent = AgentSettings(model=a.model, base_url=a.base_url, api_key_env=a.api_key_env, temperature=a.temperature,
-                              max_tokens=a.max_tokens, concurrency=a.concurrency, step_limit=a.step_limit)
+        agent = a.to_domain(AgentSettings)
         cfg = sources.config()
         items, _ = env_items(cfg)
         tasks = [RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns))
@@ -80,7 +80,7 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
         if agent is None:  # the executor's runs of the recorded actions, shared by every simulator
             shadows = shadow_all(box, [(t.key, t.task_id, t.env, t.actions[: config.max_steps]) for t in tasks])
         for sim_cfg in config.simulators:
-            spec = SimulatorSpec(**sim_cfg.model_dump())
+            spec = sim_cfg.to_domain()
             rid = run_id(spec.name, "recorded" if agent is None else f"agent-{agent.model}")
             log_path = rollout_store.run_dir(layout, rid) / "requests.jsonl"
             steps, rollouts, report = asyncio.run(simulate(tasks, make_simulator(spec), box, log_path, agent, config.max_steps,
@@ -138,20 +138,12 @@ def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportCon
                                        "path": MetadataValue.path(str(directory.resolve()))})
 
 
-class CurriculumConfig(Config):
+class CurriculumConfig(config_from(CurriculumSpec, exclude={"run_id"})):
+    """Which evaluation run drives the curriculum, and the mixture's settings (fields: ``CurriculumSpec``)."""
+
     simulator: str | None = Field(default=None, description="Simulator whose evaluation results drive the curriculum (default: the latest run).")
     split_version: str | None = Field(default=None, description="Benchmark version of that evaluation (default: its latest).")
-    alpha: float = Field(default=0.5, description="Target success rate (GenEnv's zone of proximal development).")
-    band: float = Field(default=0.1, description="Full weight within ±band of alpha, Gaussian fall-off outside.")
-    size: int = Field(default=1000, description="Samples in the mixture.")
-    levels: list[str] = Field(default_factory=lambda: ["stratum", "delta"],
-                              description="Group hierarchy from stratum, then delta (|Δ|) and/or env; estimates are smoothed toward the parent level.")
-    metric: Literal["cm", "fm", "cm_changed_paths", "cm_reference", "fm_and_cm"] = "cm"
-    prior_strength: float = Field(default=4.0, description="Pseudo-samples of the parent estimate in each group's estimate.")
-    decontaminate: Literal["task_id", "env_id"] = "task_id"
-    benchmark_version: str | None = Field(default=None, description="Decontaminate against this version (default: the one evaluated).")
-    seed: int = 0
-    make_current: bool = True
+    make_current: bool = Field(default=True, description="Point CURRENT of the curriculum at the new version.")
 
 
 @asset(group_name="simulation", deps=["simulator_eval", "step_strata"], pool=POOL, kinds={"duckdb", "parquet"})
@@ -162,9 +154,7 @@ def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig,
     layout = store.layout()
     with duckdb.get_connection() as con:
         rid = resolve_run(con, config.simulator, config.split_version)
-        spec = CurriculumSpec(run_id=rid, size=config.size, alpha=config.alpha, band=config.band, levels=tuple(config.levels),
-                              metric=config.metric, prior_strength=config.prior_strength, decontaminate=config.decontaminate,
-                              benchmark_version=config.benchmark_version, seed=config.seed)
+        spec = config.to_domain(run_id=rid)
         result = build_curriculum(layout, con, spec, config.make_current)
         record(con, layout)
     import pandas as pd

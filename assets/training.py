@@ -6,56 +6,30 @@ import shlex
 import shutil
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.evaluation import SimulatorConfig
+from assets.evaluation import EvalConfig
 from pipeline.evaluate import results
 from pipeline.training import checkpoints
 from pipeline.training.launchers import JobFailed
-from pipeline.training.serve import FREE_PORT
+from pipeline.training.serve import ServeSpec
 from pipeline.training.llamafactory import (
     TrainSettings, checkpoint_version, launch_env, loss_plot, sft_config, train_script, validate, write_config,
 )
 from pipeline.core.report import md_table
 from resources import DataStoreResource, JobLauncherResource
+from resources.config_from import config_from
 
-_RECIPE = TrainSettings()
+class TrainConfig(config_from(TrainSettings, aliases={"extra": "extra_args"})):
+    """LLaMA-Factory SFT settings (fields: ``TrainSettings``; ``extra`` is the config key ``extra_args``);
+    the defaults are the published EnvSimBench recipe for the 4B simulator."""
 
-
-class TrainConfig(Config):
-    """LLaMA-Factory SFT settings; the defaults are the published EnvSimBench recipe for the 4B simulator."""
-
-    model_name_or_path: str = _RECIPE.model_name_or_path
-    finetuning_type: Literal["full", "lora"] = "full"
-    template: str = _RECIPE.template
-    dataset: str = Field(default=_RECIPE.dataset, description="envsim_chat or envsim_alpaca (the export's dataset_info.json).")
-    cutoff_len: int = _RECIPE.cutoff_len
-    learning_rate: float = _RECIPE.learning_rate
-    num_train_epochs: float = _RECIPE.num_train_epochs
-    per_device_train_batch_size: int = _RECIPE.per_device_train_batch_size
-    gradient_accumulation_steps: int = _RECIPE.gradient_accumulation_steps
-    lr_scheduler_type: str = _RECIPE.lr_scheduler_type
-    warmup_ratio: float = _RECIPE.warmup_ratio
-    bf16: bool = _RECIPE.bf16
-    gradient_checkpointing: bool = _RECIPE.gradient_checkpointing
-    flash_attn: str = Field(default=_RECIPE.flash_attn, description="LLaMA-Factory's flash_attn: auto, disabled, sdpa, fa2.")
-    save_steps: int = _RECIPE.save_steps
-    save_total_limit: int = _RECIPE.save_total_limit
-    logging_steps: int = _RECIPE.logging_steps
-    preprocessing_num_workers: int = _RECIPE.preprocessing_num_workers
-    lora_rank: int = _RECIPE.lora_rank
-    lora_alpha: int = _RECIPE.lora_alpha
-    lora_target: str = _RECIPE.lora_target
-    deepspeed: str | None = Field(default=None, description="A DeepSpeed config file; default: ZeRO-3 when gpus > 1.")
     gpus: int = Field(default=1, description="GPUs for the training job; > 1: torchrun (FORCE_TORCHRUN) with ZeRO-3.")
-    extra_args: dict[str, Any] = Field(
-        default_factory=dict, description="Any further LLaMA-Factory training argument (e.g. max_steps, max_samples); "
-        "checked by LLaMA-Factory's own parser before submission.")
 
 
 @asset(group_name="training", deps=["sft_dataset"], kinds={"slurm", "python"})
@@ -71,8 +45,7 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     if not (dataset_dir / "dataset_info.json").exists():
         raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
     _, mixture_version = checkpoints.export_version(dataset_dir)
-    fields = config.model_dump(exclude={"gpus", "extra_args"})
-    settings = TrainSettings(**fields, extra=dict(config.extra_args))
+    settings = config.to_domain()
     version = checkpoint_version(mixture_version, settings, config.gpus)
     final = checkpoints.checkpoints_root(root) / version
     staging = final.with_name(f".{version}.run-{context.run.run_id[:8]}")
@@ -109,18 +82,17 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     return MaterializeResult(metadata={k: v for k, v in metadata.items() if v is not None}, data_version=DataVersion(version))
 
 
-class ServeConfig(Config):
-    """A checkpoint to serve inside the evaluation job with `llamafactory-cli api`."""
+class ServeConfig(config_from(ServeSpec, exclude={"model_name_or_path", "template", "served_name", "adapter_name_or_path",
+                                                 "llamafactory_cli", "llamafactory_python"})):
+    """A checkpoint to serve inside the evaluation job with `llamafactory-cli api` (server fields:
+    ``ServeSpec``; what the job resolves from the checkpoint is set here), and the requests to it."""
 
     checkpoint: str = Field(description="'latest', a checkpoint version (ckpt-…) or a checkpoint directory.")
     served_model_name: str | None = Field(default=None, description="Default: the checkpoint version.")
     template: str | None = Field(default=None, description="Default: the template it was trained with.")
     base_model: str | None = Field(default=None, description="Base model of a LoRA checkpoint (default: from its manifest).")
-    backend: Literal["auto", "vllm", "huggingface"] = Field(default="auto", description="auto: vLLM when installed.")
-    vllm_maxlen: int = 16384
-    enable_thinking: bool = False
-    ready_timeout_s: float = Field(default=900, description="Fail the job if the server is not ready by then.")
-    port: int = Field(default=FREE_PORT, description=f"Port of the endpoint on the job's node ({FREE_PORT}: a free one).")
+    # the served model's simulator (``SimulatorSpec``): longer timeouts and fewer retries than an endpoint's
+    # defaults, for a model on a fresh server
     max_tokens: int = 4096
     temperature: float = 0.0
     concurrency: int = 8
@@ -128,10 +100,9 @@ class ServeConfig(Config):
     max_retries: int = 2
 
 
-class EvalJobConfig(Config):
-    split_version: str | None = None
-    simulators: list[SimulatorConfig] = Field(
-        default_factory=lambda: [SimulatorConfig(name="oracle", kind="oracle"), SimulatorConfig(name="no_change", kind="no_change")])
+class EvalJobConfig(EvalConfig):
+    """The evaluation (``EvalConfig``) as a job, optionally serving a checkpoint."""
+
     serve: ServeConfig | None = Field(default=None, description="Serve this checkpoint in the job and score it too.")
     max_samples: int | None = Field(default=None, description="Score only the first N samples in the split's pick order.")
     gpus: int = Field(default=0, description="GPUs for the evaluation job (vLLM serving needs ≥ 1).")
@@ -150,10 +121,8 @@ def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> t
         raise ValueError(f"{path} is a LoRA adapter: set serve.base_model")
     name = config.served_model_name or (manifest["checkpoint_version"] if manifest else path.name)
     python, cli = launcher.llamafactory()
-    spec = {"model_name_or_path": base if lora else str(path), "adapter_name_or_path": str(path) if lora else None,
-            "template": template, "served_name": name, "backend": config.backend, "vllm_maxlen": config.vllm_maxlen,
-            "enable_thinking": config.enable_thinking, "port": config.port, "ready_timeout_s": config.ready_timeout_s,
-            "llamafactory_cli": cli, "llamafactory_python": python}
+    spec = asdict(config.to_domain(model_name_or_path=base if lora else str(path), adapter_name_or_path=str(path) if lora else None,
+                                   template=template, served_name=name, llamafactory_cli=cli, llamafactory_python=python))
     simulator = {"name": name, "max_tokens": config.max_tokens, "temperature": config.temperature,
                  "concurrency": config.concurrency, "timeout_s": config.timeout_s, "max_retries": config.max_retries}
     return {"spec": spec, "simulator": simulator, "checkpoint_path": str(path)}, manifest

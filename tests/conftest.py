@@ -48,9 +48,9 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 def make_task_file(tmp_path: Path, tasks: list, answers: list, category: str = "custom") -> BfclTaskFile:
     return BfclTaskFile(
-        category,
         write_jsonl(tmp_path / f"{category}_tasks.json", tasks),
         write_jsonl(tmp_path / f"{category}_answers.json", answers),
+        category,
     )
 
 

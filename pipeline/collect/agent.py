@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import openai
 
+from pipeline.core.fields import setting
 from pipeline.core.openai_client import async_client
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
@@ -33,15 +34,17 @@ AGENT_SYSTEM_PROMPT = ("You are a careful assistant that completes the user's ta
 
 @dataclass(frozen=True)
 class AgentSettings:
-    model: str
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.0
-    max_tokens: int = 1024
-    concurrency: int = 4
-    step_limit: int = 12
-    timeout_s: float = 120.0
-    max_retries: int = 4
+    """An LLM agent solving tasks by function calling through an OpenAI-compatible endpoint."""
+
+    model: str = setting("", "Model name; empty = the agent policy is skipped.")
+    base_url: str | None = setting(None, "OpenAI-compatible endpoint (OpenAI, vLLM, LLaMA-Factory API).")
+    api_key_env: str = setting("OPENAI_API_KEY", "Environment variable holding the API key.")
+    temperature: float = setting(0.0, "Sampling temperature.")
+    max_tokens: int = setting(1024, "Most tokens per model answer.")
+    concurrency: int = setting(4, "Tasks run concurrently.")
+    step_limit: int = setting(12, "Tool calls per episode before it is cut.")
+    timeout_s: float = setting(120.0, "Timeout of one model request, seconds.")
+    max_retries: int = setting(4, "Retries of a model request (429 / 5xx / timeouts / connection errors).")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator
 
+from pipeline.core import profile
+from pipeline.core.fields import same_as, setting
 from pipeline.execution.policy import PolicySettings
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.core.issues import TaskIssue
@@ -29,15 +31,18 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class ExploreSettings:
-    seed: int = 0
-    call_budget: int = 60_000
-    episode_length: int = 12
-    mutate_rate: float = 0.15
-    max_batch: int = 6
-    cell_factor: float = 2.0  # candidates wanted per benchmark cell, as a multiple of its quota
-    group_factor: float = 1.3  # candidates wanted per Balance2 group, as a multiple of its size
-    min_envs: int = 10
-    batch_episodes: int = 100
+    """Seeded exploration steered toward the strata still short of their quota."""
+
+    seed: int = setting(0, "Seed of the exploration policy.")
+    call_budget: int = setting(factory=lambda: profile.current().explore_call_budget,
+                               description="Stop after this many tool calls (default: the profile's budget).")
+    episode_length: int = same_as(PolicySettings, "episode_length")
+    mutate_rate: float = same_as(PolicySettings, "mutate_rate")  # doubled (at most 0.5) while failures are short
+    max_batch: int = same_as(PolicySettings, "max_batch")
+    cell_factor: float = setting(2.0, "Candidates wanted per benchmark cell, × its quota.")
+    group_factor: float = setting(1.3, "Candidates wanted per Balance2 group, × its size.")
+    min_envs: int = setting(10, "Distinct environments wanted per benchmark cell.")
+    batch_episodes: int = setting(100, "Episodes run in the sandbox between two updates of the steering.")
 
 
 @dataclass(frozen=True)

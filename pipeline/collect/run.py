@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
+from pipeline.core.fields import setting
 from pipeline.collect.collector import CollectReport, collect
 from pipeline.collect.explore import Coverage, ExploreSettings, explore
 from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories, source_of
@@ -108,9 +109,11 @@ def _tool_names(spec: EnvSpec) -> list[str]:
 
 @dataclass(frozen=True)
 class AgentRun:
+    """The LLM agent's part of a collection: the agent and the tasks it is given."""
+
     settings: AgentSettings
-    sources: tuple[str, ...] = ("builtin",)
-    task_limit: int | None = 20
+    sources: tuple[str, ...] = setting(("builtin",), "Task sources: builtin, envscaler, bfcl.")
+    task_limit: int | None = setting(20, "At most this many tasks (None = all).")
 
 
 def collect_all(

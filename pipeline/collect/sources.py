@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipeline.core import profile
+from pipeline.core.fields import setting
 from pipeline.collect.explore import ScenarioRef
 from pipeline.collect.replay import bfcl_env_spec, ground_truth_trajectories
 from pipeline.core.trajectory import Trajectory
@@ -22,13 +24,15 @@ from pipeline.collect.agent import AgentTask
 
 @dataclass(frozen=True)
 class EnvScalerCorpus:
-    """A user corpus in EnvScaler's format: env items + scenario items."""
+    """A corpus in EnvScaler's released format, e.g. 191_env_metadata.json plus a scenario file."""
 
-    env_items: Path
-    scenarios: Path | None = None
-    prefix: str = envscaler.SOURCE
-    license: str = ""
-    more_scenarios: tuple[Path, ...] = ()  # further scenario files (the Hub release: RL and SFT scenarios)
+    env_items: Path = setting(description="Env items: a JSON dict env_id -> item (191_env_metadata.json) or the Hub "
+                              "release (list of records; tools/env_func_details as JSON strings), JSON, JSON lines or Parquet.")
+    scenarios: Path | None = setting(None, "Scenario/task items: JSON list, JSON lines, dict or Parquet; "
+                                           "init_config may be a JSON string.")
+    prefix: str = setting(envscaler.SOURCE, "Namespace of the env ids: '<prefix>/<env_id>'.")
+    license: str = setting("", "License of the corpus, recorded in the catalog.")
+    more_scenarios: tuple[Path, ...] = setting((), "Further scenario files (the Hub release has two: RL and SFT).")
 
     def scenario_files(self) -> list[Path]:
         return ([self.scenarios] if self.scenarios is not None else []) + list(self.more_scenarios)
@@ -36,15 +40,21 @@ class EnvScalerCorpus:
 
 @dataclass(frozen=True)
 class SourceConfig:
-    bfcl_files: list[BfclTaskFile] = field(default_factory=default_task_files)
-    bfcl_replay: bool = True
-    bfcl_explore: bool = False
-    builtin: bool = True
-    builtin_scenarios_per_env: int = 300
-    builtin_seed: int = 0
-    envscaler: list[EnvScalerCorpus] = field(default_factory=list)
-    message_histories: list[Path] = field(default_factory=list)  # JSON lines of OpenAI message histories
-    explore_class_defaults: bool = True  # corpus environments without a scenario: explore cls({}) / cls()
+    """The environment sources: bfcl-eval's multi-turn tasks, the builtin pack, EnvScaler corpora."""
+
+    bfcl_files: list[BfclTaskFile] = setting(factory=lambda: default_task_files(profile.current().bfcl_categories),
+                                             description="bfcl-eval task files (default: the profile's categories).")
+    bfcl_replay: bool = setting(True, "Collect bfcl tasks by ground-truth replay.")
+    bfcl_explore: bool = setting(False, "Also explore bfcl task configs with the policy.")
+    builtin: bool = setting(True, "Use the builtin environment pack.")
+    builtin_scenarios_per_env: int = setting(factory=lambda: profile.current().builtin_scenarios_per_env,
+                                             description="Seeded scenarios generated per builtin env.")
+    builtin_seed: int = setting(0, "Seed of the builtin scenario generators.")
+    envscaler: list[EnvScalerCorpus] = setting(factory=list, description="EnvScaler-format corpora.")
+    message_histories: list[Path] = setting(
+        factory=list, description="JSON-lines files of recorded OpenAI message histories to replay (no model needed).")
+    explore_class_defaults: bool = setting(
+        True, "Explore corpus environments that no scenario names from their class defaults (init config {}).")
 
 
 def bfcl_enabled(cfg: SourceConfig) -> bool:

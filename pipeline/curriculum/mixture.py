@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 
+from pipeline.core.fields import setting
 from pipeline.core.strata import BEYOND_SQL
 from pipeline.evaluate.results import GROUP_SQL
 from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, _select
@@ -46,15 +47,16 @@ class CurriculumSpec:
     """What a curriculum mixture is built from (part of its version id)."""
 
     run_id: str  # the evaluation run (``<simulator>@<benchmark version>``)
-    size: int = 1000
-    alpha: float = 0.5
-    band: float = 0.1
-    levels: tuple[str, ...] = ("stratum", "delta")
-    metric: str = "cm"
-    prior_strength: float = 4.0
-    decontaminate: str = "task_id"
-    benchmark_version: str | None = None  # default: the version the run was scored on
-    seed: int = 0
+    size: int = setting(1000, "Samples in the mixture.")
+    alpha: float = setting(0.5, "Target success rate (GenEnv's zone of proximal development).")
+    band: float = setting(0.1, "Full weight within ±band of alpha, Gaussian fall-off outside.")
+    levels: tuple[str, ...] = setting(("stratum", "delta"), "Group hierarchy from stratum, then delta (|Δ|) and/or env; "
+                                                            "estimates are smoothed toward the parent level.")
+    metric: Literal["cm", "fm", "cm_changed_paths", "cm_reference", "fm_and_cm"] = setting("cm", "Success metric.")
+    prior_strength: float = setting(4.0, "Pseudo-samples of the parent estimate in each group's estimate.")
+    decontaminate: Literal["task_id", "env_id"] = setting("task_id", "Key no benchmark sample may share with the mixture.")
+    benchmark_version: str | None = setting(None, "Decontaminate against this version (default: the one evaluated).")
+    seed: int = setting(0, "Seed of the draw.")
 
 
 @dataclass

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipeline.core.fields import setting
 from pipeline.envs import bfcl
 from pipeline.core.issues import TaskIssue
 from pipeline.envs.records import FirstSeen, clip, read_lines
@@ -26,11 +27,11 @@ class BfclTask:
 
 @dataclass(frozen=True)
 class BfclTaskFile:
-    """A bfcl-format task file plus its ground-truth file."""
+    """A task file in bfcl's multi-turn format plus its ground-truth file."""
 
-    category: str
-    tasks: Path
-    answers: Path
+    tasks: Path = setting(description="JSON-lines task file (id, involved_classes, initial_config, ...).")
+    answers: Path = setting(description="JSON-lines ground-truth file (id, ground_truth).")
+    category: str = setting("custom", "Category label; 'long_context' loads long-context scenarios.")
 
 
 def default_task_files(categories: tuple[str, ...] | list[str] = bfcl.CATEGORIES) -> list[BfclTaskFile]:
@@ -40,7 +41,7 @@ def default_task_files(categories: tuple[str, ...] | list[str] = bfcl.CATEGORIES
         if cat not in bfcl.CATEGORIES:
             raise ValueError(f"unknown bfcl multi-turn category {cat!r}; known: {bfcl.CATEGORIES}")
         name = f"BFCL_v4_multi_turn_{cat}.json"
-        files.append(BfclTaskFile(cat, root / name, root / "possible_answer" / name))
+        files.append(BfclTaskFile(root / name, root / "possible_answer" / name, cat))
     return files
 
 

@@ -6,32 +6,43 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 import openai
 
 from pipeline.core import openai_client
+from pipeline.core.fields import setting
 from pipeline.core.protocol import TEMPLATES, answer, messages
 from pipeline.envsimbench.export import reference_answer
 
 
 @dataclass(frozen=True)
 class SimulatorSpec:
-    name: str
-    kind: str = "openai"  # openai | oracle | oracle_envsimbench | no_change
-    prompt: str = "envsim"  # prompt template: envsim | envsimbench (pipeline.core.protocol.TEMPLATES)
-    model: str = ""
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.0
-    max_tokens: int = 4096
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    concurrency: int = 8
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    max_response_bytes: int = 1_000_000  # a larger body is refused at the HTTP layer, unread (request failure)
-    max_request_failure_share: float = 0.5  # more failed requests than this share of a run's requests fail it
+    """A simulator to score: an OpenAI-compatible endpoint or a baseline."""
+
+    name: str = setting(description="Name of the simulator in the results.")
+    kind: Literal["openai", "oracle", "oracle_envsimbench", "no_change"] = setting(
+        "openai", "openai endpoint, or a baseline: oracle (our answer format), oracle_envsimbench "
+                  "(the executor's answer in the reference SFT format), no_change.")
+    prompt: Literal["envsim", "envsimbench"] = setting(
+        "envsim", "Prompt template (pipeline.core.protocol.TEMPLATES): envsim (ours) or envsimbench (the reference "
+                  "evaluation prompt: whole class, indent-2 state); recorded with every result.")
+    model: str = setting("", "Model name at the endpoint.")
+    base_url: str | None = setting(None, "OpenAI-compatible endpoint, e.g. http://host:8000/v1 (vLLM).")
+    api_key_env: str = setting("OPENAI_API_KEY", "Environment variable holding the API key.")
+    temperature: float = setting(0.0, "Sampling temperature.")
+    max_tokens: int = setting(4096, "Most tokens per answer.")
+    extra_body: dict[str, Any] = setting(factory=dict, description="Extra request fields, e.g. thinking switches.")
+    concurrency: int = setting(8, "Requests in flight at once.")
+    timeout_s: float = setting(120.0, "Timeout of one request, seconds.")
+    max_retries: int = setting(4, "Retries with backoff on 429 / 5xx / timeouts / connection errors.")
+    max_response_bytes: int = setting(
+        1_000_000, "Cap on a response body: a larger one is refused at the HTTP layer, unread, and the sample is a "
+                   "request failure.")
+    max_request_failure_share: float = setting(
+        0.5, "Fail the run (after recording every result) when more than this share of a simulator's requests "
+             "failed (timeouts, 5xx, malformed or oversized responses).")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pipeline.core.fields import setting
 from pipeline.execution.policy import ExplorationPolicy
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
@@ -27,14 +28,14 @@ Send = Callable[[dict[str, Any]], None]
 class Limits:
     """Resource limits for executing untrusted environment code."""
 
-    call_timeout_s: float = 10.0
-    memory_mb: int = 2048
-    max_observation_chars: int = 65_536
-    max_output_chars: int = 8_192
-    max_restarts: int = 3
-    max_state_mb: int = 16  # a state (or return value) larger than this is refused as a frame
-    tmp_mb: int = 256  # size of the worker's private /tmp (tmpfs)
-    reuse_children: int = 16  # trajectories per forked child for EnvScaler-format code (1: a fork per trajectory)
+    call_timeout_s: float = setting(10.0, "Wall-clock limit of one tool call (and of a reset).")
+    memory_mb: int = setting(2048, "Address-space allowance per trajectory process, MiB.")
+    max_observation_chars: int = setting(65_536, "Longer observations are truncated and flagged.")
+    max_output_chars: int = setting(8_192, "stdout/stderr kept per call; more raises in the call.")
+    max_restarts: int = setting(3, "Lost (hung/crashed) calls tolerated per trajectory.")
+    max_state_mb: int = setting(16, "Largest state (or return value) a call may produce, MiB; a larger one is refused.")
+    tmp_mb: int = setting(256, "Size of each worker's private /tmp (tmpfs), MiB.")
+    reuse_children: int = setting(16, "Trajectories per forked child for EnvScaler-format code (1: a fork per trajectory).")
 
 
 class _Snapshots:

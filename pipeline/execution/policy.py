@@ -15,20 +15,23 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from pipeline.core.fields import setting
 from pipeline.core.trajectory import Action
 
 
 @dataclass(frozen=True)
 class PolicySettings:
-    seed: int = 0
-    episode_length: int = 10
-    mutate_rate: float = 0.2
-    optional_rate: float = 0.5
-    max_batch: int = 6
-    tool_weights: dict[str, float] = field(default_factory=dict)
+    """One episode's policy. Exploration (``ExploreSettings``) passes its run's values on."""
+
+    seed: int = setting(0, "Seed of the episode's choices.")
+    episode_length: int = setting(12, "Calls per episode (one episode per scenario visit).")
+    mutate_rate: float = setting(0.15, "Chance to mutate an argument to provoke rule failures.")
+    optional_rate: float = setting(0.5, "Chance to fill an optional argument.")
+    max_batch: int = setting(6, "Largest list argument the policy builds (drives |Δ|).")
+    tool_weights: dict[str, float] = setting(factory=dict, description="Relative weight of each tool (default 1).")
 
 
 class StateIndex:

@@ -11,12 +11,13 @@ import json
 import os
 import shlex
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
+from pipeline.core.fields import setting
 #: DeepSpeed ZeRO-3 as in LLaMA-Factory's examples/deepspeed/ds_z3_config.json (used when gpus > 1)
 ZERO3: dict[str, Any] = {
     "train_batch_size": "auto",
@@ -54,29 +55,30 @@ class TrainSettings:
     """What a training run is made of; the defaults are the published EnvSimBench recipe for the 4B
     simulator (full SFT of Qwen3-4B-Base). ``extra`` holds any further LLaMA-Factory argument."""
 
-    model_name_or_path: str = "Qwen/Qwen3-4B-Base"
-    finetuning_type: str = "full"  # full | lora
-    template: str = "qwen"
-    dataset: str = "envsim_chat"
-    cutoff_len: int = 8192
-    learning_rate: float = 2e-5
-    num_train_epochs: float = 3.0
-    per_device_train_batch_size: int = 1
-    gradient_accumulation_steps: int = 16
-    lr_scheduler_type: str = "cosine"
-    warmup_ratio: float = 0.05
-    bf16: bool = True
-    gradient_checkpointing: bool = True
-    flash_attn: str = "fa2"
-    save_steps: int = 200
-    save_total_limit: int = 3
-    logging_steps: int = 10
-    preprocessing_num_workers: int = 16
-    lora_rank: int = 16
-    lora_alpha: int = 32
-    lora_target: str = "all"
-    deepspeed: str | None = None  # a DeepSpeed config file; None: ZeRO-3 when gpus > 1
-    extra: dict[str, Any] = field(default_factory=dict)
+    model_name_or_path: str = setting("Qwen/Qwen3-4B-Base", "Base model (Hub id or directory).")
+    finetuning_type: Literal["full", "lora"] = setting("full", "Full fine-tuning or LoRA.")
+    template: str = setting("qwen", "LLaMA-Factory chat template.")
+    dataset: str = setting("envsim_chat", "envsim_chat or envsim_alpaca (the export's dataset_info.json).")
+    cutoff_len: int = setting(8192, "Longest tokenized sample; longer ones are cut.")
+    learning_rate: float = setting(2e-5, "Peak learning rate.")
+    num_train_epochs: float = setting(3.0, "Epochs over the mixture.")
+    per_device_train_batch_size: int = setting(1, "Samples per GPU per step.")
+    gradient_accumulation_steps: int = setting(16, "Steps accumulated per optimizer update.")
+    lr_scheduler_type: str = setting("cosine", "Learning-rate schedule.")
+    warmup_ratio: float = setting(0.05, "Share of the steps spent warming up.")
+    bf16: bool = setting(True, "Train in bfloat16.")
+    gradient_checkpointing: bool = setting(True, "Recompute activations to save memory.")
+    flash_attn: str = setting("fa2", "LLaMA-Factory's flash_attn: auto, disabled, sdpa, fa2.")
+    save_steps: int = setting(200, "Save a checkpoint every this many steps.")
+    save_total_limit: int = setting(3, "Checkpoints kept.")
+    logging_steps: int = setting(10, "Log the loss every this many steps.")
+    preprocessing_num_workers: int = setting(16, "Processes tokenizing the dataset.")
+    lora_rank: int = setting(16, "LoRA rank (finetuning_type lora).")
+    lora_alpha: int = setting(32, "LoRA alpha (finetuning_type lora).")
+    lora_target: str = setting("all", "Modules LoRA adapts (finetuning_type lora).")
+    deepspeed: str | None = setting(None, "A DeepSpeed config file; default: ZeRO-3 when gpus > 1.")
+    extra: dict[str, Any] = setting(factory=dict, description="Any further LLaMA-Factory training argument (e.g. max_steps, "
+                                    "max_samples); checked by LLaMA-Factory's own parser before submission.")
 
 
 def sft_config(settings: TrainSettings, dataset_dir: Path, output_dir: Path, gpus: int = 1,

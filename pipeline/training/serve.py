@@ -18,10 +18,11 @@ import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 import yaml
 
+from pipeline.core.fields import setting
 from pipeline.training.launchers import tail
 
 BACKENDS = ("auto", "vllm", "huggingface")
@@ -43,11 +44,11 @@ class ServeSpec:
     template: str
     served_name: str
     adapter_name_or_path: str | None = None
-    backend: str = "auto"  # auto | vllm | huggingface
-    vllm_maxlen: int = 16384
-    enable_thinking: bool = False
-    port: int = FREE_PORT  # the port of the OpenAI-compatible endpoint on the job's node; FREE_PORT: any free one
-    ready_timeout_s: float = 900.0
+    backend: Literal["auto", "vllm", "huggingface"] = setting("auto", "auto: vLLM when installed.")
+    vllm_maxlen: int = setting(16384, "vLLM's maximum sequence length.")
+    enable_thinking: bool = setting(False, "Let the chat template think (Qwen3).")
+    port: int = setting(FREE_PORT, f"Port of the OpenAI-compatible endpoint on the job's node ({FREE_PORT}: a free one).")
+    ready_timeout_s: float = setting(900.0, "Fail the job if the server is not ready by then.")
     llamafactory_cli: str = "llamafactory-cli"
     llamafactory_python: str = "python3"  # the same environment's Python (to look for vLLM)
 

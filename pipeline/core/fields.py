@@ -1,0 +1,34 @@
+"""Settings dataclass fields that carry their description.
+
+The domain's settings dataclasses (``ExploreSettings``, ``AgentSettings``, ``SimulatorSpec``,
+``TrainSettings``, ``Limits``, ``SourceConfig`` …) are the one list of a stage's knobs: each field's
+type, default and description live here, and the Dagster config / resource of that stage is derived
+from the dataclass (``resources/config_from.py``), so the Launchpad shows the same fields, defaults
+and descriptions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+#: key of a field's description in ``dataclasses.Field.metadata``
+DESCRIPTION = "description"
+
+
+def setting(default: Any = dataclasses.MISSING, description: str = "", *,
+            factory: Callable[[], Any] | Any = dataclasses.MISSING) -> Any:
+    """A dataclass field with a default (or a default ``factory``; neither: a required field) and the
+    description the derived Dagster config shows."""
+    return dataclasses.field(default=default, default_factory=factory, metadata={DESCRIPTION: description})
+
+
+def same_as(cls: type, name: str) -> Any:
+    """Field ``name`` of dataclass ``cls`` again (its default and description), for a settings class
+    that passes the value on to ``cls``: one default, written once."""
+    source = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return dataclasses.field(default=source.default, default_factory=source.default_factory, metadata=source.metadata)
+
+
+def description(f: dataclasses.Field) -> str | None:
+    return f.metadata.get(DESCRIPTION) or None

@@ -1,0 +1,129 @@
+"""Dagster config classes and resources derived from the domain's settings dataclasses.
+
+A stage's knobs are declared once, as a dataclass in ``pipeline/`` (the fields, their defaults and
+their descriptions: :func:`pipeline.core.fields.setting`). :func:`config_from` turns it into a base
+class for the Dagster ``Config`` (or ``ConfigurableResource``) of that stage, with the same fields,
+types, defaults and descriptions, so the Launchpad shows them and validates them; ``to_domain()``
+builds the dataclass back from a config value. A Dagster class adds only what is Dagster's own (a
+nested config, a switch that turns the stage off, a resource method) and lists the fields of the
+dataclass it does not expose (``exclude``), e.g. one it declares itself in another shape.
+
+Types the Dagster config cannot hold are translated: ``Path`` is a string and a tuple is a list in
+the config, and back in the dataclass. A field whose type is another dataclass is not translated:
+exclude it and declare its config shape yourself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
+
+import pydantic
+from dagster import Config
+
+from pipeline.core.fields import description
+
+T = TypeVar("T")
+
+
+def _config_type(tp: Any, where: str) -> Any:
+    """The type of a config field holding a value of the dataclass field type ``tp``."""
+    if tp is Path:
+        return str
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_config_type(a, where) for a in args)]  # type: ignore[return-value]
+    if origin is tuple:
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise TypeError(f"{where}: only tuple[X, ...] translates to a config list, not {tp}")
+        return list[_config_type(args[0], where)]  # type: ignore[misc]
+    if origin is list:
+        return list[_config_type(args[0], where)] if args else list  # type: ignore[misc]
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        raise TypeError(f"{where}: a field holding a dataclass ({tp.__name__}) has no derived config shape; "
+                        "exclude it and declare its config field yourself")
+    return tp
+
+
+def _to_config(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (tuple, list)):
+        return [_to_config(v) for v in value]
+    return value
+
+
+def _to_domain(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if tp is Path:
+        return Path(value)
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _to_domain(inner[0], value) if len(inner) == 1 else value
+    if origin is tuple:
+        return tuple(_to_domain(args[0], v) for v in value)
+    if origin is list and args:
+        return [_to_domain(args[0], v) for v in value]
+    return value
+
+
+class DerivedConfig:
+    """What :func:`config_from` adds to the Dagster class: ``to_domain``."""
+
+    __domains__: ClassVar[dict[type, tuple[str, ...]]] = {}  # dataclass -> the field names derived from it
+
+    def to_domain(self, cls: type[T] | None = None, **given: Any) -> T:
+        """The dataclass ``cls`` (default: the first one derived from) with this config's values;
+        ``given`` sets fields the config does not derive (or overrides them)."""
+        domains = type(self).__domains__
+        cls = cls or next(iter(domains))  # type: ignore[assignment]
+        if cls not in domains:
+            raise TypeError(f"{type(self).__name__} is not derived from {cls.__name__}")  # type: ignore[union-attr]
+        hints = get_type_hints(cls)
+        values = {name: _to_domain(hints[name], getattr(self, name)) for name in domains[cls] if name not in given}
+        return cls(**values, **given)  # type: ignore[misc]
+
+
+def config_from(*domains: type, exclude: tuple[str, ...] | set[str] = (), aliases: dict[str, str] | None = None,
+                base: type = Config) -> Any:
+    """A ``base`` subclass (Dagster ``Config`` or ``ConfigurableResource``) with the fields of the
+    dataclasses ``domains`` (in order; a name seen twice is taken from the first), except ``exclude``;
+    ``aliases`` renames a field's config key (``{field: key}``). Subclass it."""
+    aliases = aliases or {}
+    fields: dict[str, Any] = {}
+    derived: dict[type, tuple[str, ...]] = {}
+    unknown = set(exclude) | set(aliases)
+    for cls in domains:
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise TypeError(f"config_from takes dataclasses, not {cls!r}")
+        hints = get_type_hints(cls)
+        names = []
+        for f in dataclasses.fields(cls):
+            unknown.discard(f.name)
+            if f.name in exclude or not f.init:
+                continue
+            names.append(f.name)
+            if f.name in fields:
+                continue
+            kw: dict[str, Any] = {"description": description(f)}
+            if f.name in aliases:
+                kw["alias"] = aliases[f.name]
+            if f.default is not dataclasses.MISSING:
+                kw["default"] = _to_config(f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                kw["default_factory"] = lambda make=f.default_factory: _to_config(make())
+            fields[f.name] = (_config_type(hints[f.name], f"{cls.__name__}.{f.name}"), pydantic.Field(**kw))
+        derived[cls] = tuple(names)
+    if unknown:
+        raise TypeError(f"no field {sorted(unknown)} in {[c.__name__ for c in domains]}")
+    doc = domains[0].__doc__ or ""
+    if doc.startswith(f"{domains[0].__name__}("):  # the signature dataclasses writes when there is no docstring
+        doc = ""
+    model = pydantic.create_model(f"{domains[0].__name__}Fields", __base__=(base, DerivedConfig), __doc__=doc or None,
+                                  __module__=__name__, **fields)
+    model.__domains__ = derived
+    return model

@@ -1,0 +1,175 @@
+"""Each Dagster config / resource is derived from its domain dataclass: one list of fields, one default,
+one description (resources/config_from.py)."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from dagster import Config, ConfigurableResource, asset, materialize
+from dagster._config.pythonic_config import infer_schema_from_config_class
+
+from assets.collection import AgentPolicyConfig, CollectionConfig
+from assets.evaluation import SimulatorConfig
+from assets.simulation import CurriculumConfig
+from assets.training import ServeConfig, TrainConfig
+from pipeline.collect.agent import AgentSettings
+from pipeline.collect.explore import ExploreSettings
+from pipeline.collect.run import AgentRun
+from pipeline.collect.sources import EnvScalerCorpus, SourceConfig
+from pipeline.core.fields import description, setting
+from pipeline.curriculum.mixture import CurriculumSpec
+from pipeline.envs.bfcl_tasks import BfclTaskFile
+from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.execution.child import Limits
+from pipeline.execution.policy import PolicySettings
+from pipeline.training.llamafactory import TrainSettings
+from pipeline.training.serve import ServeSpec
+from resources import EnvironmentSourcesResource, SandboxResource
+from resources.config_from import config_from
+from resources.environments import BfclTaskFileConfig, EnvScalerCorpusConfig
+
+# (Dagster class, dataclass, the dataclass fields it does not derive, fields of its own (some of them), config keys renamed)
+PAIRS = [
+    (CollectionConfig, ExploreSettings, set(), {"enabled", "agent"}, {}),
+    (AgentPolicyConfig, AgentSettings, set(), {"sources", "task_limit"}, {}),
+    (AgentPolicyConfig, AgentRun, {"settings"}, {f.name for f in dataclasses.fields(AgentSettings)}, {}),
+    (SimulatorConfig, SimulatorSpec, set(), set(), {}),
+    (TrainConfig, TrainSettings, set(), {"gpus"}, {"extra": "extra_args"}),
+    (ServeConfig, ServeSpec, {"model_name_or_path", "template", "served_name", "adapter_name_or_path", "llamafactory_cli",
+                              "llamafactory_python"},
+     {"checkpoint", "served_model_name", "template", "base_model", "max_tokens", "temperature", "concurrency", "timeout_s",
+      "max_retries"}, {}),
+    (CurriculumConfig, CurriculumSpec, {"run_id"}, {"simulator", "split_version", "make_current"}, {}),
+    (SandboxResource, Limits, set(), {"workers", "isolation"}, {}),
+    (EnvironmentSourcesResource, SourceConfig, {"bfcl_files", "envscaler"}, {"bfcl_categories", "bfcl_task_files", "envscaler"}, {}),
+    (BfclTaskFileConfig, BfclTaskFile, set(), set(), {}),
+    (EnvScalerCorpusConfig, EnvScalerCorpus, set(), set(), {}),
+]
+
+
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _config_default(info):
+    if info.default_factory is not None:
+        return info.default_factory()
+    return dataclasses.MISSING if info.is_required() else info.default
+
+
+def _as_config(value):
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (tuple, list)):
+        return [_as_config(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("config_cls, domain, excluded, own, aliases", PAIRS,
+                         ids=[f"{p[0].__name__}-{p[1].__name__}" for p in PAIRS])
+def test_config_fields_are_the_dataclass_fields(config_cls, domain, excluded, own, aliases):
+    fields = {f.name: f for f in dataclasses.fields(domain)}
+    model = config_cls.model_fields
+    derived = set(fields) - excluded
+    assert derived <= set(model), f"{config_cls.__name__} lacks {sorted(derived - set(model))}"
+    schema = infer_schema_from_config_class(config_cls).config_type.fields  # what the Launchpad shows
+    for name in derived - own:
+        f, info = fields[name], model[name]
+        assert _config_default(info) == _as_config(_default(f)), f"{config_cls.__name__}.{name}: default differs"
+        assert info.description == description(f), f"{config_cls.__name__}.{name}: description differs"
+        key = aliases.get(name, name)
+        assert key in schema and schema[key].description == description(f)
+    assert own <= set(model) and not own & derived, "a field of its own must not shadow a derived one"
+
+
+def test_every_derived_field_says_what_it_is():
+    for config_cls, domain, excluded, _own, _aliases in PAIRS:
+        for f in dataclasses.fields(domain):
+            assert f.name in excluded or description(f), f"{domain.__name__}.{f.name} has no description for the Launchpad"
+    assert all(description(f) for f in dataclasses.fields(PolicySettings))
+
+
+def test_default_config_builds_the_default_dataclass():
+    assert CollectionConfig().settings() == ExploreSettings()
+    assert CollectionConfig().agent_run() is None
+    assert AgentPolicyConfig(model="m").agent_run() == AgentRun(AgentSettings(model="m"))
+    assert SimulatorConfig(name="s").to_domain() == SimulatorSpec(name="s")
+    assert TrainConfig().to_domain() == TrainSettings()
+    assert CurriculumConfig().to_domain(run_id="r@v") == CurriculumSpec(run_id="r@v")
+    assert SandboxResource().limits() == Limits()
+    assert EnvironmentSourcesResource(envscaler=[]).config() == SourceConfig()
+
+
+def test_one_default_for_the_policy_knobs():
+    """Exploration passes episode_length, mutate_rate and max_batch on to each episode's policy: the
+    defaults the default run uses (12, 0.15, 6) are written once, on PolicySettings."""
+    explore, policy = ExploreSettings(), PolicySettings()
+    assert (explore.episode_length, explore.mutate_rate, explore.max_batch) == (12, 0.15, 6)
+    assert (policy.episode_length, policy.mutate_rate, policy.max_batch) == (12, 0.15, 6)
+    assert CollectionConfig.model_fields["episode_length"].description == description(
+        {f.name: f for f in dataclasses.fields(PolicySettings)}["episode_length"])
+
+
+@dataclasses.dataclass(frozen=True)
+class _Knobs:
+    """Some knobs."""
+
+    name: str = setting(description="required")
+    budget: int = setting(5, "a budget")
+    files: tuple[Path, ...] = setting((Path("/a"),), "some files")
+
+
+def test_a_field_added_to_the_dataclass_appears_in_the_config():
+    @dataclasses.dataclass(frozen=True)
+    class More(_Knobs):
+        rate: float = setting(0.25, "a new rate")
+
+    class MoreConfig(config_from(More)):
+        pass
+
+    assert list(MoreConfig.model_fields) == ["name", "budget", "files", "rate"]
+    schema = infer_schema_from_config_class(MoreConfig).config_type.fields
+    assert schema["rate"].default_value == 0.25 and schema["rate"].description == "a new rate"
+    assert schema["name"].is_required and not schema["budget"].is_required
+    seen = []
+
+    @asset
+    def knobs(config: MoreConfig) -> None:
+        seen.append(config.to_domain())
+
+    run = {"ops": {"knobs": {"config": {"name": "n", "files": ["/x", "/y"]}}}}
+    assert materialize([knobs], run_config=run).success
+    assert seen == [More(name="n", files=(Path("/x"), Path("/y")))]  # Path and tuple back in the dataclass
+
+
+def test_resource_and_renamed_key():
+    class KnobsResource(config_from(_Knobs, aliases={"budget": "max_calls"}, base=ConfigurableResource)):
+        def knobs(self) -> _Knobs:
+            return self.to_domain()
+
+    assert issubclass(KnobsResource, ConfigurableResource)
+    assert KnobsResource(name="r", max_calls=9).knobs() == _Knobs(name="r", budget=9, files=(Path("/a"),))
+
+
+def test_literal_fields_are_checked():
+    with pytest.raises(Exception, match="kind"):
+        SimulatorConfig(name="s", kind="bogus")
+
+
+def test_what_cannot_be_derived_is_refused():
+    @dataclasses.dataclass
+    class Nested:
+        inner: _Knobs = dataclasses.field(default_factory=lambda: _Knobs(name="x"))
+
+    with pytest.raises(TypeError, match="Nested.inner"):
+        config_from(Nested)
+    with pytest.raises(TypeError, match="no field"):
+        config_from(_Knobs, exclude={"nope"})
+    with pytest.raises(TypeError, match="dataclasses"):
+        config_from(Config)
+    with pytest.raises(TypeError, match="not derived from"):
+        CollectionConfig().to_domain(Limits)
