@@ -33,7 +33,7 @@ def envsimbench_import(context: AssetExecutionContext, config: EnvSimBenchImport
         for name, patterns in (("benchmark", config.benchmark_patterns), ("process", config.process_patterns)):
             if patterns:
                 parts[name] += [str(p) for p in envsimbench.download(config.repo_id, patterns, config.revision,
-                                                                     hub.resolved_token(), hub.resolved_endpoint())]
+                                                                     hub.token, hub.endpoint)]
     reports = [envsimbench.import_envsimbench(layout, files, name, make_current=config.make_current and name == "benchmark")
                for name, files in parts.items() if files]
     if not reports:  # "Materialize all" on the default configuration: nothing to import, and it says so

@@ -47,7 +47,7 @@ def _export(context: AssetExecutionContext, kind: str, config: ExportConfig, sto
         checked, problems = verify_answers(directory, samples, report.split)
         checks.append(("answers_reproduce_next_state", problems))
     if config.repo_id:
-        push = push_export(directory, config.repo_id, hub.resolved_token(), hub.resolved_endpoint(), hub.private, config.dry_run)
+        push = push_export(directory, config.repo_id, hub.token, hub.endpoint, hub.private, config.dry_run)
         status = (f"dry run: would upload {len(push.files)} files ({push.bytes} bytes) to {config.repo_id} @ {push.revision}"
                   if push.dry_run else f"pushed to {config.repo_id}, commit {push.commit}, tag {push.revision}")
     else:

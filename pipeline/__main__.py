@@ -19,7 +19,7 @@ from pipeline.labeling.determinism import failed_checks
 from pipeline.labeling.empty import why_empty
 from pipeline.labeling.steps import describe_inflight
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
-from pipeline.select.selection import strata_report
+from pipeline.select.selection import composition_in_force, strata_report
 from pipeline.envs import download
 from pipeline.store.partitions import partition_keys, shard_count
 
@@ -60,11 +60,12 @@ def summary(layout: DataLayout) -> int:
     print()
     print(md_table(queries.delta_by_outcome(layout)))
     print()
-    print("Benchmark cells (candidates for the 400-sample composition):")
-    print(md_table(queries.cell_coverage(layout), index=False))
+    composition = composition_in_force(layout)
+    print(f"Benchmark cells (candidates for the {composition.benchmark_size}-sample composition):")
+    print(md_table(queries.cell_coverage(layout, composition), index=False))
     print()
     print("Balance2 SFT groups:")
-    print(md_table(queries.balance2_coverage(layout), index=False))
+    print(md_table(queries.balance2_coverage(layout, composition), index=False))
     print()
 
 
@@ -109,12 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--revision", default=None)
     args = parser.parse_args(argv)
     if args.command == "download":
-        import os
-
-
         root = DataLayout.at(args.data_root).root
         result = download.download_envscaler(
-            root, endpoint=args.endpoint, token=os.environ.get("HF_TOKEN") or None,
+            root, endpoint=args.endpoint, token=None,  # huggingface_hub resolves: $HF_TOKEN, `hf auth login`
             env_repo=args.env_repo or download.ENV_REPO,
             scenario_repos=tuple(args.scenario_repo or download.SCENARIO_REPOS), revision=args.revision)
         print(f"env items: {result.env_items}")

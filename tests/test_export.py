@@ -123,6 +123,23 @@ def test_push_creates_repo_uploads_one_commit_and_tags(exported):
             assert repo["files"][path] == (report.directory / path).read_bytes()
 
 
+def test_push_token_is_huggingface_hubs_when_none_is_given(exported, monkeypatch, tmp_path):
+    """No token from the caller: huggingface_hub's own resolution ($HF_TOKEN here); none at all is a clear error."""
+    report = exported[MIXTURE]
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))  # no `hf auth login` token file
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    with FakeHub() as hub:
+        with pytest.raises(PushError, match="no Hugging Face token"):
+            push_export(report.directory, "me/env-token", None, hub.url)
+        assert not hub.log
+        monkeypatch.setenv("HF_TOKEN", hub.token)
+        pushed = push_export(report.directory, "me/env-token", None, hub.url)
+        assert hub.dataset("me/env-token")["tags"] == {report.version: pushed.commit}
+
+
 @pytest.mark.parametrize("route, outcome, message", [
     ("commit", 401, "rejected (401)"),
     ("commit", 403, "may not write to this repo (403)"),

@@ -51,7 +51,9 @@ def download_envscaler(
     scenario_repos: tuple[str, ...] = SCENARIO_REPOS,
     revision: str | None = None,
 ) -> DownloadResult:
-    """Download the env items and scenario datasets and write ``envscaler/corpus.json``."""
+    """Download the env items and scenario datasets and write ``envscaler/corpus.json``. ``endpoint`` and
+    ``token`` left None are ``huggingface_hub``'s ($HF_ENDPOINT / https://huggingface.co; $HF_TOKEN, the
+    ``hf auth login`` token file, or none: the release is public)."""
     from huggingface_hub import snapshot_download
 
     base = Path(data_root) / "envscaler"

@@ -1,6 +1,7 @@
 """Push an export directory to the Hugging Face Hub (``huggingface_hub``), as one commit tagged with
-the split version. The token comes from the caller (environment / Dagster secret) and never
-appears in messages or metadata."""
+the split version. The token comes from the caller (a Dagster secret) or, when it gives none, from
+``huggingface_hub`` ($HF_TOKEN, the ``hf auth login`` token file); likewise the endpoint ($HF_ENDPOINT).
+The token never appears in messages or metadata."""
 
 from __future__ import annotations
 
@@ -53,10 +54,12 @@ def push_export(
     report = PushReport(repo_id, version, _files(directory), dry_run)
     if dry_run:
         return report
-    if not token:
-        raise PushError("no Hugging Face token: set HF_TOKEN (or the hub resource's token) to push")
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    token = token or get_token()
+    if not token:
+        raise PushError("no Hugging Face token: set HF_TOKEN, log in with `hf auth login`, or set the hub resource's token")
 
     api = HfApi(endpoint=endpoint, token=token)
     try:
