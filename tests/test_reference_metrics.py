@@ -1,6 +1,6 @@
 """Exact CM / FM versus the EnvSimBench evaluation code (cm_reference / fm_reference) on hand-made
 predictions. The expected reference numbers are written from the documented behaviour of the reference
-script (issue 17, DESIGN §6), one case per quirk; README's comparison table is rendered from CASES and
+script (issue 17, docs/definitions.md §6), one case per quirk; README's comparison table is rendered from CASES and
 must match it."""
 
 import json

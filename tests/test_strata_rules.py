@@ -53,7 +53,7 @@ def test_python_and_sql_agree_property(rows):
 
 
 def test_labels_are_the_documented_ones():
-    """The values the strata table has always held (DESIGN §5)."""
+    """The values the strata table has always held (docs/definitions.md §5)."""
     assert [delta_bucket(d) for d in (0, 1, 2, 3, 6, 7, 12, 13, 10**6)] == \
         ["none", "simple", "simple", "medium", "medium", "difficult", "difficult", "beyond", "beyond"]
     assert [args_cardinality(a) for a in range(6)] == ["0", "1", "2", "3+", "3+", "3+"]

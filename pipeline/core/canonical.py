@@ -1,4 +1,4 @@
-"""Canonical state snapshots (DESIGN §4.1).
+"""Canonical state snapshots (docs/definitions.md §4.1).
 
 A canonical snapshot is plain JSON (dict/list/str/int/float/bool/None), deterministic and
 acyclic, so that two equal states serialise to byte-identical JSON:

@@ -1,4 +1,4 @@
-"""The frozen clock's timeline (DESIGN §4.4): when a trajectory's clock starts and what time it reads
+"""The frozen clock's timeline (docs/definitions.md §4.4): when a trajectory's clock starts and what time it reads
 during each action. The sandbox installs the clock (:mod:`pipeline.execution.freeze`); samples and
 prompts state the same times from here.
 """

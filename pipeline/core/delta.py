@@ -1,4 +1,4 @@
-"""State delta Δ = diff(s_t, s'_t) and its inverse ``apply`` (DESIGN §4.2).
+"""State delta Δ = diff(s_t, s'_t) and its inverse ``apply`` (docs/definitions.md §4.2).
 
 Δ is a list of records ``{"op", "path", "before", "after"}`` over canonical states:
 

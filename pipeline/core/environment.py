@@ -1,4 +1,4 @@
-"""The environment protocol every source adapter implements (DESIGN §3)."""
+"""The environment protocol every source adapter implements (docs/definitions.md §3)."""
 
 from __future__ import annotations
 
@@ -48,13 +48,13 @@ class Environment(Protocol):
         """Execute a tool; exceptions are captured in the result, never raised."""
 
     def state(self) -> JSONValue:
-        """Canonical JSON-able snapshot of the current state (DESIGN §4.1)."""
+        """Canonical JSON-able snapshot of the current state (docs/definitions.md §4.1)."""
 
     def observation(self, result: CallResult) -> str:
         """The observation text an agent sees for ``result`` (source-specific rendering)."""
 
     def outcome(self, name: str, result: CallResult) -> str:
-        """``success`` | ``failure`` | ``error`` for a call (DESIGN §4.3)."""
+        """``success`` | ``failure`` | ``error`` for a call (docs/definitions.md §4.3)."""
 
     def source_of(self, name: str) -> str:
         """Source code of the tool's implementation, ``code(a_t)``."""

@@ -1,4 +1,4 @@
-"""Outcome and argument count of a step (DESIGN §4.3)."""
+"""Outcome and argument count of a step (docs/definitions.md §4.3)."""
 
 from __future__ import annotations
 

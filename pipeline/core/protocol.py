@@ -1,4 +1,4 @@
-"""The simulator prompt protocol (DESIGN §6), used to build SFT records *and* to prompt simulators at
+"""The simulator prompt protocol (docs/definitions.md §6), used to build SFT records *and* to prompt simulators at
 evaluation, so a model is trained on exactly what it is scored on.
 
 Two prompt templates (:data:`TEMPLATES`), selectable per simulator and per SFT export:

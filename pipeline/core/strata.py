@@ -1,4 +1,4 @@
-"""Strata of a labeled step (DESIGN §5): outcome × |Δ| bucket × argument cardinality, the benchmark
+"""Strata of a labeled step (docs/definitions.md §5): outcome × |Δ| bucket × argument cardinality, the benchmark
 cells and the Balance2 groups — and the benchmark composition in force.
 
 One table of rules: :data:`DELTA_BUCKETS` holds the |Δ| thresholds (0 / 2 / 6 / 12), written once.

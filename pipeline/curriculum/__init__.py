@@ -1,1 +1,1 @@
-"""α-curriculum SFT mixtures from evaluation results (GenEnv; DESIGN §9)."""
+"""α-curriculum SFT mixtures from evaluation results (GenEnv; docs/definitions.md §9)."""

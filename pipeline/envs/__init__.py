@@ -1,1 +1,1 @@
-"""Environment sources behind one protocol (DESIGN §3)."""
+"""Environment sources behind one protocol (docs/definitions.md §3)."""

@@ -436,7 +436,7 @@ def method_source(code: str, class_name: str, method: str) -> str:
 def outcome(name: str, raised: bool, value: Any) -> str:
     """EnvScaler's outcome rule: the return value's ``success`` field, else the generic failure signals.
 
-    Applied outside the sandbox to the canonical return value (DESIGN §4.3)."""
+    Applied outside the sandbox to the canonical return value (docs/definitions.md §4.3)."""
     if raised:
         return ERROR
     if isinstance(value, dict) and "success" in value:

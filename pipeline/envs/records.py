@@ -1,7 +1,7 @@
 """Reading untrusted corpus, task and history files record by record.
 
 A bad byte, a wrong type or a repeated id in one record is reported as an issue naming the file and
-the record, bounded in size, and the other records are still read (DESIGN §3: corpora are
+the record, bounded in size, and the other records are still read (docs/definitions.md §3: corpora are
 LLM-generated). Helpers shared by the bfcl, EnvScaler and message-history readers:
 
 * files are decoded with ``surrogateescape``, so a non-UTF-8 byte survives parsing as a lone

@@ -32,7 +32,7 @@ OUTCOME_RULES: dict[str, Callable[[str, bool, Any], str]] = {bfcl.SOURCE: bfcl.o
 
 
 def outcome_rule(source: str) -> Callable[[str, bool, Any], str]:
-    """The source's outcome rule ``(tool, raised, canonical return value) -> outcome`` (DESIGN §4.3)."""
+    """The source's outcome rule ``(tool, raised, canonical return value) -> outcome`` (docs/definitions.md §4.3)."""
     return _of_source(OUTCOME_RULES, source)
 
 

@@ -1,4 +1,4 @@
-"""Frozen clock and seeded randomness for one trajectory (DESIGN §4.4).
+"""Frozen clock and seeded randomness for one trajectory (docs/definitions.md §4.4).
 
 ``install(trajectory_id, seed, clock_start)`` is called in the sandbox child before the environment
 is built. From then on, everything environment code can use to observe time or draw randomness is

@@ -1,4 +1,4 @@
-"""Determinism check (DESIGN §4.4): labels must be reproducible, and what is not is made visible.
+"""Determinism check (docs/definitions.md §4.4): labels must be reproducible, and what is not is made visible.
 
 Two comparisons, both against the stored step table:
 

@@ -1,1 +1,1 @@
-"""Simulators in the loop (DESIGN §9): closed-loop simulated rollouts with an executor shadow (Simia)."""
+"""Simulators in the loop (docs/definitions.md §9): closed-loop simulated rollouts with an executor shadow (Simia)."""

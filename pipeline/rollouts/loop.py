@@ -1,4 +1,4 @@
-"""Closed-loop simulated rollouts with an executor shadow (Simia; DESIGN §9).
+"""Closed-loop simulated rollouts with an executor shadow (Simia; docs/definitions.md §9).
 
 An agent acts — the actions of a recorded trajectory, or an LLM agent through any OpenAI-compatible
 endpoint — and a *simulator* plays the environment: at step k it gets its own previous predicted state

@@ -72,7 +72,7 @@ def tool_spread_sql(relation: str, group_sql: str, where: str = "true") -> str:
 def cell_coverage(layout: DataLayout, composition: Composition | None = None, factor: float = 2.0) -> pd.DataFrame:
     """Candidates, distinct environments, tasks and tools (distinct (env, tool) pairs, with the top
     tool's share of the candidates) per benchmark cell of ``composition`` (default: the profile's;
-    DESIGN §5), against ``factor`` × quota. A step counts for every cell whose rule it matches."""
+    docs/definitions.md §5), against ``factor`` × quota. A step counts for every cell whose rule it matches."""
 
     composition = composition if composition is not None else profile.current().composition
     con = connect()

@@ -1,4 +1,4 @@
-"""Arrow schemas of the tables of record (DESIGN §4.4).
+"""Arrow schemas of the tables of record (docs/definitions.md §4.4).
 
 States are never stored twice per step: ``trajectories`` holds each initial state once, ``steps``
 holds Δ plus content hashes of ``s_t``/``s'_t``; ``tool_code`` holds each tool's source once,
