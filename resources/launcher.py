@@ -29,22 +29,16 @@ from pydantic import Field
 from pipeline.core.settings import settings
 from pipeline.store.layout import DataLayout
 from pipeline.training.launchers import KILL_AFTER_S, JobResult, JobSpec, LogFollower, SlurmLauncher, kill_group, local_job
+from resources.config_from import config_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class JobLauncherResource(ConfigurableResource):
-    """Where GPU jobs run: `local` (a subprocess here) or `slurm` (sbatch; GPUs via --gres)."""
+class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workdir", "env"}, base=ConfigurableResource)):
+    """Where GPU jobs run: `local` (a subprocess here) or `slurm` (sbatch; GPUs via --gres). The job's
+    resources are the fields of ``JobSpec``."""
 
-    backend: Literal["local", "slurm"] = Field(default="local")
-    partition: str | None = None
-    account: str | None = None
-    gpus: int = Field(default=0, description="GPUs per job (--gres=gpu:N on Slurm).")
-    gpu_type: str | None = None
-    cpus: int = 2
-    mem_gb: int | None = None
-    time_limit_min: int | None = None
-    extra_directives: list[str] = Field(default_factory=list, description="Extra #SBATCH lines, e.g. '--qos=high'.")
+    backend: Literal["local", "slurm"] = Field(default="local", description="local (a subprocess here) or slurm (sbatch).")
     pending_timeout_s: float = Field(default=600, description="Fail if the job stays PENDING longer than this.")
     slurm_conf: str | None = Field(default=None, description="SLURM_CONF for the client commands.")
     jobcomp: str | None = Field(default=None, description="jobcomp/filetxt file, read when scontrol forgot the job.")
@@ -95,12 +89,8 @@ class JobLauncherResource(ConfigurableResource):
         ``timeout_s`` overrides ``time_limit_min`` (local: the job's time limit; Slurm: how long to wait)."""
         workdir = self.job_workdir(context, name)
         workdir.mkdir(parents=True, exist_ok=True)
-        spec = JobSpec(
-            name=name, script=f"cd {ROOT}\n{script}", workdir=workdir, env={"PYTHONPATH": str(ROOT), **(env or {})},
-            gpus=self.gpus if gpus is None else gpus, gpu_type=self.gpu_type, cpus=self.cpus, mem_gb=self.mem_gb,
-            time_limit_min=self.time_limit_min, partition=self.partition, account=self.account,
-            extra_directives=tuple(self.extra_directives),
-        )
+        spec = self.to_domain(name=name, script=f"cd {ROOT}\n{script}", workdir=workdir, env={"PYTHONPATH": str(ROOT), **(env or {})},
+                              gpus=self.gpus if gpus is None else gpus)
         injector = PipesFileContextInjector(str(workdir / "pipes-context.json"))
         reader = PipesFileMessageReader(str(workdir / "pipes-messages.jsonl"))
         if self.backend == "local":

@@ -23,8 +23,9 @@ from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.execution.child import Limits
 from pipeline.execution.policy import PolicySettings
 from pipeline.training.llamafactory import TrainSettings
+from pipeline.training.launchers import JobSpec
 from pipeline.training.serve import ServeSpec
-from resources import EnvironmentSourcesResource, SandboxResource
+from resources import EnvironmentSourcesResource, JobLauncherResource, SandboxResource
 from resources.config_from import config_from
 from resources.environments import BfclTaskFileConfig, EnvScalerCorpusConfig
 
@@ -44,6 +45,7 @@ PAIRS = [
     (EnvironmentSourcesResource, SourceConfig, {"bfcl_files", "envscaler"}, {"bfcl_categories", "bfcl_task_files", "envscaler"}, {}),
     (BfclTaskFileConfig, BfclTaskFile, set(), set(), {}),
     (EnvScalerCorpusConfig, EnvScalerCorpus, set(), set(), {}),
+    (JobLauncherResource, JobSpec, {"name", "script", "workdir", "env"}, {"backend", "workdir", "python"}, {}),
 ]
 
 
@@ -102,6 +104,7 @@ def test_default_config_builds_the_default_dataclass():
     assert CurriculumConfig().to_domain(run_id="r@v") == CurriculumSpec(run_id="r@v")
     assert SandboxResource().limits() == Limits()
     assert EnvironmentSourcesResource(envscaler=[]).config() == SourceConfig()
+    assert JobLauncherResource().to_domain(name="j", script="true", workdir=Path("/w")) == JobSpec("j", "true", Path("/w"))
 
 
 def test_one_default_for_the_policy_knobs():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from pipeline.core.fields import setting
 from pipeline.store.layout import safe_name
 
 LogSink = Callable[[str], None]
@@ -30,14 +31,14 @@ class JobSpec:
     script: str  # bash, run in ``workdir``
     workdir: Path
     env: dict[str, str] = field(default_factory=dict)
-    gpus: int = 0
-    gpu_type: str | None = None
-    cpus: int = 1
-    mem_gb: int | None = None
-    time_limit_min: int | None = None
-    partition: str | None = None
-    account: str | None = None
-    extra_directives: tuple[str, ...] = ()
+    gpus: int = setting(0, "GPUs per job (--gres=gpu:N on Slurm).")
+    gpu_type: str | None = setting(None, "GPU type (--gres=gpu:<type>:N on Slurm).")
+    cpus: int = setting(2, "CPUs per job (--cpus-per-task on Slurm).")
+    mem_gb: int | None = setting(None, "Memory per job, GB (--mem on Slurm).")
+    time_limit_min: int | None = setting(None, "Time limit of a job, minutes (local: the job is ended; Slurm: --time).")
+    partition: str | None = setting(None, "Slurm partition.")
+    account: str | None = setting(None, "Slurm account.")
+    extra_directives: tuple[str, ...] = setting((), "Extra #SBATCH lines, e.g. '--qos=high'.")
 
     def __post_init__(self) -> None:
         safe_name(self.name, "job name")  # becomes <workdir>/<name>.sh / .log / .sbatch
