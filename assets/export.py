@@ -13,13 +13,14 @@ from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
 from pipeline.core.report import md_table
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from resources import DataStoreResource, HuggingFaceHubResource
+from resources.config_from import default_of
 
 
 class ExportConfig(Config):
     version: str | None = Field(default=None, description="Split version to export (default: CURRENT).")
     directory: str | None = Field(default=None, description="Export directory (default: <data root>/export/<kind>).")
-    max_shard_mb: int = Field(default=256, description="Upper bound of a Parquet shard, MiB.")
-    license: str = Field(default="apache-2.0", description="License in the dataset card.")
+    max_shard_mb: int = Field(default=default_of(export_split, "max_shard_bytes") // 2**20, description="Upper bound of a Parquet shard, MiB.")
+    license: str = Field(default=default_of(export_split, "license"), description="License in the dataset card.")
     repo_id: str | None = Field(default=None, description="Hub dataset repo to push to; unset = local export only.")
     dry_run: bool = Field(default=False, description="List what would be uploaded, upload nothing.")
     prompt: Literal["envsim", "envsimbench"] = Field(

@@ -22,10 +22,11 @@ from pipeline.core.report import md_histogram, md_records, md_table
 from pipeline.store import queries
 from pipeline.store.reconstruct import verify_steps
 from resources import DataStoreResource, SandboxResource
+from resources.config_from import default_of
 
 
 class LabelingConfig(Config):
-    chunk_size: int = Field(default=100, description="Trajectories per resumable part file.")
+    chunk_size: int = Field(default=default_of(label, "chunk_size"), description="Trajectories per resumable part file.")
 
 
 @asset(group_name="labeling", deps=["trajectories"], kinds={"python", "parquet", "duckdb"}, partitions_def=SHARDS)
@@ -100,8 +101,9 @@ def delta_roundtrip(context: AssetCheckExecutionContext, store: DataStoreResourc
 
 
 class DeterminismConfig(Config):
-    sample_size: int = Field(default=20, description="Trajectories re-executed from scratch (-1: all of them).")
-    seed: int = Field(default=0, description="Seed of the sample.")
+    sample_size: int = Field(default=default_of(check_determinism, "sample_size"),
+                             description="Trajectories re-executed from scratch (-1: all of them).")
+    seed: int = Field(default=default_of(check_determinism, "seed"), description="Seed of the sample.")
 
 
 @asset_check(asset=labeled_steps, blocking=True, description="Labels are reproducible: every explored step's s'_t equals what exploration observed, and a seeded sample of trajectories re-executed from scratch in fresh processes (same frozen clock and seeds) gives identical labels. Blocking: a difference fails the run naming the environments; the differing steps (and the later steps of their trajectories) are excluded from the splits (in a partitioned run: the partition's trajectories).")

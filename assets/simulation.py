@@ -36,7 +36,7 @@ from pipeline.rollouts.loop import RolloutTask, ToolCode, run_id, simulate
 from pipeline.rollouts.sft import export_rollouts
 from pipeline.rollouts.shadow import shadow_all
 from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
-from resources.config_from import config_from
+from resources.config_from import config_from, default_of
 
 POOL = "duckdb"
 
@@ -47,11 +47,13 @@ class RolloutConfig(Config):
         description="Simulators that play the environment; the defaults need no model.")
     agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig,
                                      description="An LLM agent (tasks from its `sources`); without a model the actions of recorded trajectories are replayed.")
-    task_limit: int = Field(default=40, description="Recorded trajectories to roll out (seeded choice), or LLM-agent tasks.")
-    seed: int = Field(default=0, description="Seed of the choice of recorded trajectories.")
+    task_limit: int = Field(default=default_of(rollout_store.recorded_tasks, "limit"),
+                            description="Recorded trajectories to roll out (seeded choice), or LLM-agent tasks.")
+    seed: int = Field(default=default_of(rollout_store.recorded_tasks, "seed"), description="Seed of the choice of recorded trajectories.")
     sources: list[str] = Field(default_factory=list, description="Only recorded trajectories of these sources (empty: all).")
-    min_steps: int = Field(default=2, description="Only recorded trajectories with at least this many actions.")
-    max_steps: int = Field(default=12, description="Steps per rollout before it is cut.")
+    min_steps: int = Field(default=default_of(rollout_store.recorded_tasks, "min_steps"),
+                           description="Only recorded trajectories with at least this many actions.")
+    max_steps: int = Field(default=default_of(simulate, "max_steps"), description="Steps per rollout before it is cut.")
 
 
 @asset(group_name="simulation", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet", "openai"},
@@ -109,7 +111,7 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
 
 class RolloutExportConfig(Config):
     filter: Literal["all", "verified", "prefix"] = Field(
-        default="prefix", description="all (Simia as published), verified (executor-verified rollouts only) or prefix (cut at the first divergence).")
+        default=default_of(export_rollouts, "how"), description="all (Simia as published), verified (executor-verified rollouts only) or prefix (cut at the first divergence).")
     simulators: list[str] = Field(default_factory=list, description="Only these simulators' rollouts (empty: all but the baselines).")
     directory: str = Field(default="", description="Export directory (default: data/export/rollouts-<filter>).")
 

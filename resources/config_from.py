@@ -8,6 +8,9 @@ builds the dataclass back from a config value. A Dagster class adds only what is
 nested config, a switch that turns the stage off, a resource method) and lists the fields of the
 dataclass it does not expose (``exclude``), e.g. one it declares itself in another shape.
 
+A stage whose knobs are a function's keyword arguments (``label(layout, sandbox, chunk_size=100)``)
+keeps their defaults there; its config field takes the default with :func:`default_of`.
+
 Types the Dagster config cannot hold are translated: ``Path`` is a string and a tuple is a list in
 the config, and back in the dataclass. A field whose type is another dataclass is not translated:
 exclude it and declare its config shape yourself.
@@ -16,6 +19,7 @@ exclude it and declare its config shape yourself.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -127,3 +131,12 @@ def config_from(*domains: type, exclude: tuple[str, ...] | set[str] = (), aliase
                                   __module__=__name__, **fields)
     model.__domains__ = derived
     return model
+
+
+def default_of(function: Any, parameter: str) -> Any:
+    """The default of ``function``'s keyword ``parameter`` (as a config value), for a config field that
+    passes it on: the default stays written once, in the domain."""
+    default = inspect.signature(function).parameters[parameter].default
+    if default is inspect.Parameter.empty:
+        raise TypeError(f"{function.__qualname__}({parameter}) has no default")
+    return _to_config(default)

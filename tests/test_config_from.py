@@ -176,3 +176,34 @@ def test_what_cannot_be_derived_is_refused():
         config_from(Config)
     with pytest.raises(TypeError, match="not derived from"):
         CollectionConfig().to_domain(Limits)
+
+
+def test_configs_of_functions_take_the_functions_defaults():
+    """Where a stage's knobs are keyword arguments, the config field's default is read from the function."""
+    import inspect
+
+    from assets.export import ExportConfig
+    from assets.labeling import DeterminismConfig, LabelingConfig
+    from assets.simulation import RolloutConfig, RolloutExportConfig
+    from pipeline.export.hf_layout import export_split
+    from pipeline.labeling.determinism import check_determinism
+    from pipeline.labeling.steps import label
+    from pipeline.rollouts.loop import simulate
+    from pipeline.rollouts.sft import export_rollouts
+    from pipeline.rollouts.store import recorded_tasks
+    from resources.config_from import default_of
+
+    def default(function, name):
+        return inspect.signature(function).parameters[name].default
+
+    assert LabelingConfig().chunk_size == default(label, "chunk_size")
+    assert (DeterminismConfig().sample_size, DeterminismConfig().seed) == (default(check_determinism, "sample_size"),
+                                                                           default(check_determinism, "seed"))
+    assert ExportConfig().max_shard_mb * 2**20 == default(export_split, "max_shard_bytes")
+    assert ExportConfig().license == default(export_split, "license")
+    rollout = RolloutConfig()
+    assert (rollout.task_limit, rollout.seed, rollout.min_steps) == tuple(default(recorded_tasks, n) for n in ("limit", "seed", "min_steps"))
+    assert rollout.max_steps == default(simulate, "max_steps")
+    assert RolloutExportConfig().filter == default(export_rollouts, "how")
+    with pytest.raises(TypeError, match="no default"):
+        default_of(label, "layout")
