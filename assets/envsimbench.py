@@ -8,6 +8,7 @@ from pipeline.envsimbench import importer as envsimbench
 from pipeline.core.report import md_records
 from pipeline.store import warehouse
 from resources import DataStoreResource, HuggingFaceHubResource
+from resources.config_from import default_of
 
 
 class EnvSimBenchImportConfig(Config):
@@ -15,9 +16,11 @@ class EnvSimBenchImportConfig(Config):
     process_files: list[str] = Field(default_factory=list, description="Local reference-format process-data file(s).")
     repo_id: str | None = Field(default=None, description=f"Download from this Hub dataset instead, e.g. {envsimbench.HUB_REPO}.")
     revision: str | None = Field(default=None, description="Hub revision (branch, tag or commit).")
-    benchmark_patterns: list[str] = Field(default_factory=lambda: ["Benchmark/*"], description="Hub files of the benchmark.")
+    benchmark_patterns: list[str] = Field(default_factory=lambda: default_of(envsimbench.download, "patterns"),
+                                          description="Hub files of the benchmark.")
     process_patterns: list[str] = Field(default_factory=list, description='Hub files of the process data, e.g. ["Process Data/*"].')
-    make_current: bool = Field(default=False, description="Make the imported benchmark the CURRENT benchmark version.")
+    make_current: bool = Field(default=default_of(envsimbench.import_envsimbench, "make_current"),
+                               description="Make the imported benchmark the CURRENT benchmark version.")
 
 
 @asset(group_name="envsimbench", pool="duckdb", kinds={"huggingface", "duckdb"})

@@ -205,5 +205,11 @@ def test_configs_of_functions_take_the_functions_defaults():
     assert (rollout.task_limit, rollout.seed, rollout.min_steps) == tuple(default(recorded_tasks, n) for n in ("limit", "seed", "min_steps"))
     assert rollout.max_steps == default(simulate, "max_steps")
     assert RolloutExportConfig().filter == default(export_rollouts, "how")
+    from assets.envsimbench import EnvSimBenchImportConfig
+    from pipeline.envsimbench.importer import download, import_envsimbench
+
+    imported = EnvSimBenchImportConfig()
+    assert imported.benchmark_patterns == list(default(download, "patterns"))
+    assert imported.make_current == default(import_envsimbench, "make_current")
     with pytest.raises(TypeError, match="no default"):
         default_of(label, "layout")
