@@ -4,12 +4,12 @@ import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
+from assets.composition import CompositionConfig
 from assets.partitions import SHARDS, shard_of
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.agent import AgentSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.core.report import md_records, md_table
-from pipeline.core.strata import BENCHMARK_CELLS
 from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from resources.config_from import config_from
 
@@ -30,6 +30,8 @@ class CollectionConfig(config_from(ExploreSettings)):
 
     enabled: bool = Field(default=True, description="Explore the builtin/EnvScaler (and optionally bfcl) scenarios.")
     agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig, description="LLM agent policy (skipped without a model).")
+    composition: CompositionConfig = Field(default_factory=CompositionConfig,
+                                           description="The composition exploration steers toward (default: the profile's).")
 
     def agent_run(self) -> AgentRun | None:
         return self.agent.agent_run()
@@ -64,6 +66,7 @@ def trajectories(
     shard = shard_of(context)
     with sandbox.open() as box:
         result = collect_all(sources.config(), layout, box, config.settings(), log=context.log.info, agent=config.agent_run(),
+                             composition=config.composition.to_domain(),
                              shard=shard)
     report = result.report
     if shard is not None:
@@ -102,7 +105,7 @@ def trajectories(
         cov = result.coverage
         metadata["exploration_calls"] = cov.steps
         metadata["exploration_coverage"] = MetadataValue.md(md_table(pd.DataFrame([
-            {"cell": c.name, "target": int(c.quota * cov.settings.cell_factor), "candidates": cov.cells[c.name],
-             "environments": len(cov.cell_envs.get(c.name, ()))} for c in BENCHMARK_CELLS
+            {"cell": c.name, "target": cov.targets()[c.name], "candidates": cov.cells[c.name],
+             "environments": len(cov.cell_envs.get(c.name, ()))} for c in cov.composition.cells
         ]), index=False))
     return MaterializeResult(metadata=metadata)

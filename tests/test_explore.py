@@ -1,6 +1,7 @@
 """Exploration: steering toward short strata, usable on every source (here: bfcl configs)."""
 
 from pipeline.collect.explore import Coverage, ExploreSettings
+from pipeline.core.strata import Cell, Composition
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig
 from pipeline.envs.bfcl_tasks import default_task_files
@@ -44,3 +45,35 @@ def test_exploring_bfcl_configs(tmp_path, sandbox):
     table = queries.delta_by_outcome(layout)
     assert int(table.loc["total", "failure"]) > 0  # mutated arguments provoke rule failures
     assert verify_steps(layout).ok
+
+
+def test_a_custom_composition_sets_the_targets_and_the_cells_counted():
+    comp = Composition((Cell("fail", "failure", 3, "failure", 0, 0), Cell("big", "difficult", 5, "success", 7, 12),
+                        Cell("any_success", "all", 4, "success", 0, 50)), {"failure": 10})
+    cov = Coverage(ExploreSettings(min_envs=1), comp)
+    assert cov.targets() == {"fail": 6, "big": 10, "any_success": 8, "b2:failure": 13}
+    cov.add("e", "t", "success", 9, 0)
+    cov.add("e", "t", "success", 1, 1)  # simple_1 in the default composition: not a cell here
+    assert cov.cells == {"big": 1, "any_success": 2}  # overlapping cells: a candidate for both
+    assert set(cov.short()) == {"fail", "big", "any_success", "b2:failure"}
+
+
+def test_the_profile_composition_is_the_default_target(monkeypatch):
+    assert Coverage(ExploreSettings()).targets()["b2:failure"] == int(1000 * 1.3)
+    monkeypatch.setenv("ENVSIM_PROFILE", "small")
+    targets = Coverage(ExploreSettings()).targets()
+    assert targets["b2:failure"] == int(60 * 1.3) and targets["b2:complex"] == int(120 * 1.3)
+    assert targets["difficult"] == 100
+
+
+def test_a_custom_composition_steers_collection(tmp_path, sandbox):
+    """Exploration stops as soon as the composition in force is covered — long before the budget a
+    default composition would spend."""
+    cfg = SourceConfig(bfcl_files=default_task_files(["base"]), bfcl_replay=False, bfcl_explore=True, builtin=False)
+    comp = Composition((Cell("reads", "no-change", 5, "success", 0, 0),), {})
+    result = collect_all(cfg, DataLayout.at(tmp_path), sandbox,
+                         ExploreSettings(call_budget=300, batch_episodes=2, min_envs=1), composition=comp)
+    cov = result.coverage
+    assert cov.composition == comp and cov.satisfied()
+    assert cov.cells["reads"] >= 10 and set(cov.cells) == {"reads"}
+    assert cov.steps < 100

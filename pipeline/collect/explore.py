@@ -17,14 +17,15 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator
 
-from pipeline.core import profile
 from pipeline.core.fields import same_as, setting
 from pipeline.execution.policy import PolicySettings
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.core.issues import TaskIssue
 from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
-from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, balance2_group, benchmark_cell
+from pipeline.core import profile
+from pipeline.core.outcome import FAILURE
+from pipeline.core.strata import Composition, balance2_group
 
 Log = Callable[[str], None]
 
@@ -57,9 +58,11 @@ class ScenarioRef:
 
 @dataclass
 class Coverage:
-    """Candidate counts per benchmark cell / Balance2 group, and the environments behind them."""
+    """Candidate counts per benchmark cell / Balance2 group of the composition in force (default:
+    the profile's), and the environments behind them."""
 
     settings: ExploreSettings
+    composition: Composition = field(default_factory=lambda: profile.current().composition)
     cells: Counter[str] = field(default_factory=Counter)
     cell_envs: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     groups: Counter[str] = field(default_factory=Counter)
@@ -67,16 +70,15 @@ class Coverage:
     steps: int = 0
 
     def targets(self) -> dict[str, int]:
-        out = {c.name: int(c.quota * self.settings.cell_factor) for c in BENCHMARK_CELLS}
-        out.update({f"b2:{g}": int(n * self.settings.group_factor) for g, n in BALANCE2_GROUPS.items()})
+        out = {c.name: int(c.quota * self.settings.cell_factor) for c in self.composition.cells}
+        out.update({f"b2:{g}": int(n * self.settings.group_factor) for g, n in self.composition.mixture_sizes.items()})
         return out
 
     def add(self, env_id: str, tool: str, outcome: str, delta_size: int, args_count: int) -> None:
         self.steps += 1
         hits = self.tool_hits[(env_id, tool)]
         hits["_calls"] += 1
-        cell = benchmark_cell(outcome, delta_size, args_count)
-        if cell:
+        for cell in self.composition.cells_of(outcome, delta_size, args_count):
             self.cells[cell] += 1
             self.cell_envs[cell].add(env_id)
             hits[cell] += 1
@@ -131,6 +133,8 @@ def explore(
     """Yield explored trajectories (with their sandbox result, which carries the initial state)
     and an issue per scenario whose environment cannot be reset."""
     coverage = coverage or Coverage(settings)
+    # failure cells (and the Balance2 failure group) short: mutate more
+    failure_keys = {c.name for c in coverage.composition.cells if c.outcome == FAILURE} | {f"b2:{FAILURE}"}
     live = list(scenarios)
     rounds: Counter[str] = Counter()
     cursor = 0
@@ -141,7 +145,7 @@ def explore(
             cursor += 1
             episode = rounds[ref.task_id]
             rounds[ref.task_id] += 1
-            failure_short = "failure" in coverage.short() or "b2:failure" in coverage.short()
+            failure_short = bool(failure_keys & set(coverage.short()))
             policy = PolicySettings(
                 seed=random.Random(f"{settings.seed}:{ref.task_id}:{episode}").randrange(2**31),
                 episode_length=settings.episode_length,

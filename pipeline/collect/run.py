@@ -11,6 +11,8 @@ from typing import Callable, Iterable, Iterator
 from pipeline.core.fields import setting
 from pipeline.collect.collector import CollectReport, collect
 from pipeline.collect.explore import Coverage, ExploreSettings, explore
+from pipeline.core import profile
+from pipeline.core.strata import Composition
 from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories, source_of
 from pipeline.envs import registry
 from pipeline.core.issues import TaskIssue
@@ -124,6 +126,7 @@ def collect_all(
     log: Log = lambda _m: None,
     agent: AgentRun | None = None,
     shard: Shard | None = None,
+    composition: Composition | None = None,
 ) -> CollectionResult:
     """Replay ground truth (bfcl), explore scenarios (builtin pack, EnvScaler corpora, optionally
     bfcl) and, with an endpoint configured, let an LLM agent solve tasks — into one trajectories table.
@@ -131,6 +134,7 @@ def collect_all(
     With ``shard``, only the environments of that shard are collected, into the partition's files
     (``trajectories/part-<shard>.parquet``, ``issues-<shard>.parquet``); exploration gets the shard's
     share of the call budget and targets; a source with nothing configured gives an empty partition.
+    Exploration steers toward ``composition`` (default: the profile's).
     """
     summary = None
     if shard is not None:
@@ -173,7 +177,7 @@ def collect_all(
             scenarios = list(scoped(scenarios, "envscaler"))
             here = {s.env.env_id for s in scenarios}
             explore_settings = _scaled(explore_settings, len(here) / len(everywhere) if everywhere else 0.0)
-        coverage = Coverage(explore_settings)
+        coverage = Coverage(explore_settings, composition if composition is not None else profile.current().composition)
         streams += [scoped(scenario_issues, "envscaler"), explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
     report = collect(itertools.chain(*streams), layout, sandbox, log)
     if summary is not None:

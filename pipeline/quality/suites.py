@@ -15,8 +15,9 @@ from typing import Any
 import pandas as pd
 
 from pipeline.core.outcome import OUTCOMES
-from pipeline.store.duck import connect
+from pipeline.store import schema
 from pipeline.store.layout import DataLayout
+from pipeline.store.duck import connect
 
 
 def _great_expectations() -> Any:
@@ -93,8 +94,7 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-STEP_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", "tool", "arguments_json",
-                "raw_observation", "outcome", "state_before_hash", "state_after_hash"]
+STEP_COLUMNS = list(schema.required_text_columns(schema.STEPS))
 
 
 def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000) -> SuiteResult:
