@@ -55,3 +55,25 @@ def test_every_module_is_named_in_its_package_entry():
             if not re.search(rf"(?<![\w.]){re.escape(stem)}(\.py)?(?!\w)", entries.get(package, "")):
                 missing.append(f"pipeline/{package}/{module.name}")
     assert missing == [], f"modules not named in the README layout section: {missing}"
+
+
+def _top_entry(folder: str) -> str:
+    """The ``assets/`` / ``resources/`` entry of the block with its continuation lines."""
+    lines = _layout_block()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{folder}/ "))
+    text = lines[start]
+    for line in lines[start + 1:]:
+        if not line.startswith(" "):
+            break
+        text += " " + line.strip()
+    return text
+
+
+def test_every_assets_and_resources_module_is_named():
+    missing = []
+    for folder in ("assets", "resources"):
+        entry = _top_entry(folder)
+        for module in sorted((ROOT / folder).glob("*.py")):
+            if module.stem != "__init__" and not re.search(rf"(?<![\w.]){re.escape(module.stem)}(\.py)?(?!\w)", entry):
+                missing.append(f"{folder}/{module.name}")
+    assert missing == [], f"modules not named in the README layout section: {missing}"
