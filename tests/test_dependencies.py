@@ -80,3 +80,12 @@ def test_the_scan_sees_imports():
     modules = imported_modules()
     assert {"dagster", "duckdb", "pyarrow", "pipeline"} <= set(modules)
     assert "pipeline/definitions.py" in modules["dagster"]
+
+
+def test_a_deprecated_dagster_api_called_from_our_code_is_an_error():
+    """pyproject's filterwarnings: Dagster's deprecation warnings name the calling module, and ours are errors."""
+    import pytest
+    from dagster import build_asset_context
+
+    with pytest.raises(DeprecationWarning, match="run_id is deprecated"):
+        build_asset_context().run_id  # noqa: B018  (the deprecated property, called from a tests module)
