@@ -1,4 +1,4 @@
-"""Start/stop the real Dagster webserver + daemon (``dagster dev``) for end-to-end tests, and talk
+"""Start/stop the real Dagster webserver + daemon (``dg dev``, what ``./forge ui`` runs) for end-to-end tests, and talk
 to its GraphQL API."""
 
 from __future__ import annotations
@@ -47,14 +47,14 @@ class DagsterServer:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
         self.proc = subprocess.Popen(
-            [str(bin_dir / "dagster"), "dev", "-w", str(self.workspace), "-h", "127.0.0.1", "-p", str(self.port)],
+            [str(bin_dir / "dg"), "dev", "-w", str(self.workspace), "-h", "127.0.0.1", "-p", str(self.port)],
             cwd=ROOT, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=reset_signals,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"dagster dev exited with {self.proc.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(f"dg dev exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 if self.location():
                     return self
