@@ -67,7 +67,7 @@ def readme_celery_section() -> str:
 
 def readme_celery_config() -> tuple[dict[str, str], str, list[list[str]]]:
     """From the README's Celery section: the ``ENVSIM_*`` variables it exports, the ``celery.yaml`` text
-    and its ``dagster`` / ``dagster-celery`` command lines (as argument lists, comments and ``&`` dropped)."""
+    and its ``dg`` / ``dagster`` / ``dagster-celery`` command lines (as argument lists, comments and ``&`` dropped)."""
     section = readme_celery_section()
     export = re.search(r"^export (.*?[^\\])$", section, re.S | re.M)
     assert export, "README Celery section: no export line"
@@ -76,7 +76,7 @@ def readme_celery_config() -> tuple[dict[str, str], str, list[list[str]]]:
     config = re.search(r"cat > celery\.yaml <<'YAML'\n(.*?)\nYAML\n", section, re.S)
     assert config, "README Celery section: no celery.yaml block"
     commands = [[w for w in shlex.split(line, comments=True) if w != "&"] for line in section.splitlines()
-                if line.startswith(("dagster ", "dagster-celery "))]
+                if line.startswith(("dg ", "dagster ", "dagster-celery "))]
     return env, config.group(1) + "\n", commands
 
 

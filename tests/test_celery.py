@@ -33,7 +33,7 @@ def readme_commands() -> tuple[dict[str, str], str, list[list[str]], list[str], 
     """The README's Celery section: variables, celery.yaml, the two worker commands, the catalog command, the backfill command."""
     env, config, commands = readme_celery_config()
     workers = [c for c in commands if c[:3] == ["dagster-celery", "worker", "start"]]
-    [catalog] = [c for c in commands if c[:3] == ["dagster", "asset", "materialize"]]
+    [catalog] = [c for c in commands if c[:2] == ["dg", "launch"]]
     [backfill] = [c for c in commands if c[:3] == ["dagster", "job", "backfill"]]
     return env, config, workers, catalog, backfill
 
