@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -159,6 +160,45 @@ def test_local_job_killed_is_reported_and_its_process_group_ended(tmp_path):
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child), "the job's background process survived the failed job"
+
+
+_TERMINATED = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from dagster import AssetExecutionContext, MaterializeResult, asset, materialize
+from resources import JobLauncherResource
+
+out = Path(sys.argv[1])
+
+@asset
+def job(context: AssetExecutionContext, launcher: JobLauncherResource) -> MaterializeResult:
+    launcher.run_with_pipes(context, "job", f'(trap "" INT TERM; exec sleep 120) & echo $! > {out}/child.pid\\necho started\\nsleep 100\\n', {})
+    return MaterializeResult()
+
+def interrupt():  # what terminating the run does to the step's process
+    while not (out / "child.pid").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt, daemon=True).start()
+result = materialize([job], resources={"launcher": JobLauncherResource(workdir=str(out / "jobs"))}, raise_on_error=False)
+print("success" if result.success else "failed")
+"""
+
+
+def test_local_job_of_a_terminated_run_is_ended_with_its_process_group(tmp_path):
+    """The run is terminated (SIGINT in the step's process): Dagster's client forwards SIGINT to the job, and
+    what ignores it (a background process trapping INT and TERM) is killed with the job's process group."""
+    out = subprocess.run([sys.executable, "-c", _TERMINATED, str(tmp_path)], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().endswith("failed"), out.stdout[-2000:] + out.stderr[-3000:]
+    assert "[pipes] execution interrupted, sending SIGINT to subprocess" in out.stderr
+    child = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the terminated job's background process survived"
 
 
 def test_local_job_time_limit_ends_the_group(tmp_path):
