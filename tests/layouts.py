@@ -26,12 +26,18 @@ def collected_builtin(root, sandbox, scenarios_per_env: int, call_budget: int, b
     return layout
 
 
-def benchmark_split(default_layout: DataLayout, root):
-    """A copy of the default layout at ``root`` with a benchmark split (seed 0): ``(layout, version,
-    samples, answers)``, ``answers`` mapping each sample's user prompt to the executor's answer."""
+def stratified_copy(default_layout: DataLayout, root) -> DataLayout:
+    """A copy of the session's default layout at ``root`` with its strata table built."""
     layout = DataLayout.at(root)
     shutil.copytree(default_layout.root, layout.root)
     stratify(layout)
+    return layout
+
+
+def benchmark_split(default_layout: DataLayout, root):
+    """A copy of the default layout at ``root`` with a benchmark split (seed 0): ``(layout, version,
+    samples, answers)``, ``answers`` mapping each sample's user prompt to the executor's answer."""
+    layout = stratified_copy(default_layout, root)
     bench = build_benchmark(layout, seed=0, on_shortfall="warn")
     samples = pd.read_parquet(bench.path).to_dict("records")
     answers = {messages(s)[1]["content"]: answer(s) for s in samples}

@@ -3,7 +3,6 @@ process files, imported back as benchmark split versions, and scored by the harn
 formats, no_change); the reference-format export and the envsimbench prompt template."""
 
 import json
-import shutil
 
 import duckdb
 import pandas as pd
@@ -21,17 +20,14 @@ from pipeline.envsimbench.export import iter_reference_samples, reference_sample
 from pipeline.export.hf_layout import export_split
 from pipeline.core.protocol import answer, messages
 from pipeline.select.selection import build_benchmark, build_mixture
-from pipeline.select.stratify import stratify
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
-from pipeline.store.layout import DataLayout
 from tests.test_evaluate import run  # the harness driver the evaluation tests use
+from tests.layouts import stratified_copy
 
 
 @pytest.fixture(scope="module")
 def ours(default_layout, tmp_path_factory):
-    layout = DataLayout.at(tmp_path_factory.mktemp("esb") / "data")
-    shutil.copytree(default_layout.root, layout.root)
-    stratify(layout)
+    layout = stratified_copy(default_layout, tmp_path_factory.mktemp("esb") / "data")
     bench = build_benchmark(layout, seed=0, on_shortfall="warn")
     build_mixture(layout, sizes={"failure": 20, "no_change": 20, "simple": 30, "complex": 30}, seed=0)
     return layout, bench

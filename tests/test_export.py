@@ -14,20 +14,17 @@ from pipeline.core.protocol import ChangeError, apply_changes, delta_to_changes,
 from pipeline.export.records import alpaca_record, chat_record
 from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
 from pipeline.select.selection import build_benchmark, build_mixture
-from pipeline.select.stratify import stratify
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.core.canonical import canonical_json
-from pipeline.store.layout import DataLayout
 from tests.fake_hub import FakeHub
+from tests.layouts import stratified_copy
 
 SIZES = {"failure": 5, "no_change": 120, "simple": 120, "complex": 40}
 
 
 @pytest.fixture(scope="module")
 def splits(default_layout, tmp_path_factory):
-    layout = DataLayout.at(tmp_path_factory.mktemp("export") / "data")
-    shutil.copytree(default_layout.root, layout.root)
-    stratify(layout)
+    layout = stratified_copy(default_layout, tmp_path_factory.mktemp("export") / "data")
     bench = build_benchmark(layout, seed=2, on_shortfall="warn")
     mix = build_mixture(layout, SIZES, seed=2)
     return layout, bench, mix

@@ -22,17 +22,14 @@ from pipeline.training.llamafactory import (
     TrainSettings, checkpoint_version, launch_env, loss_plot, run_report, sft_config, write_config,
 )
 from pipeline.select.selection import build_benchmark, build_mixture
-from pipeline.select.stratify import stratify
 from pipeline.export.hf_layout import export_split
-from pipeline.store.layout import DataLayout
 from tests.slurm_cluster import SlurmCluster
+from tests.layouts import stratified_copy
 
 
 @pytest.fixture(scope="module")
 def split_layout(default_layout, tmp_path_factory):
-    layout = DataLayout.at(tmp_path_factory.mktemp("jobs") / "data")
-    shutil.copytree(default_layout.root, layout.root)
-    stratify(layout)
+    layout = stratified_copy(default_layout, tmp_path_factory.mktemp("jobs") / "data")
     build_benchmark(layout, seed=0, on_shortfall="warn")
     build_mixture(layout, {"failure": 5, "no_change": 50, "simple": 50, "complex": 20}, seed=0)
     export_split(layout, "sft_mixture", None, layout.root / "export" / "sft_mixture")

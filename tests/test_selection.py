@@ -18,14 +18,13 @@ from pipeline.store.versions import BENCHMARK, SplitStore, UnknownVersion
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout
 from pipeline.core.strata import Cell, Composition
+from tests.layouts import stratified_copy
 
 
 @pytest.fixture(scope="module")
 def bfcl_layout(default_layout, tmp_path_factory):
     """A private copy of the 800-task bfcl data (it has no |Δ| 4, 6 or 7-12 steps)."""
-    layout = DataLayout.at(tmp_path_factory.mktemp("sel") / "data")
-    shutil.copytree(default_layout.root, layout.root)
-    stratify(layout)
+    layout = stratified_copy(default_layout, tmp_path_factory.mktemp("sel") / "data")
     return layout
 
 

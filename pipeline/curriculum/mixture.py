@@ -29,7 +29,7 @@ import duckdb
 from pipeline.core.fields import setting
 from pipeline.core.strata import BEYOND_SQL
 from pipeline.evaluate.results import GROUP_SQL
-from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, _select
+from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, select_strata
 from pipeline.select.stratify import current_fingerprint
 from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store.duck import connect
@@ -208,7 +208,7 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
         predicate = " AND ".join(f"CAST({LEVELS[lv]} AS VARCHAR) = {_quote(g[lv])}" for lv in spec.levels)
         strata.append((g["group"], predicate, g["quota"]))
     with connect() as con:
-        picks, table = _select(con, layout, strata, spec.seed, exclude)
+        picks, table, _, _ = select_strata(con, layout, strata, spec.seed, exclude)
     selected = {t["stratum"]: t["selected"] for t in table}
     for g in groups:
         g["selected"] = selected.get(g["group"], 0)

@@ -106,18 +106,6 @@ def _strata_rel(layout: DataLayout) -> str:
     return f"read_parquet('{path}')"
 
 
-def _select(
-    con: duckdb.DuckDBPyConnection,
-    layout: DataLayout,
-    strata: list[tuple[str, str, int]],  # (name, SQL predicate, quota)
-    seed: int,
-    exclude_sql: str = "",
-) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
-    """Picks ``(step_id, stratum)`` in pick order and the per-stratum table (see :func:`select_strata`)."""
-    picks, table, _, _ = select_strata(con, layout, strata, seed, exclude_sql)
-    return picks, table
-
-
 def select_strata(
     con: duckdb.DuckDBPyConnection,
     layout: DataLayout,
