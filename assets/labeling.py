@@ -18,6 +18,7 @@ from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.labeling.quarantine import quarantine
 from pipeline.quality.suites import step_table_suite
+from pipeline.select.selection import composition_in_force
 from pipeline.core.report import md_histogram, md_records, md_table
 from pipeline.store import queries
 from pipeline.store.reconstruct import verify_steps
@@ -53,8 +54,9 @@ def labeled_steps(
     pivot = queries.delta_by_outcome(layout) if totals.get("steps") else None
     hist = {} if pivot is None else {k: int(v) for k, v in pivot["total"].items() if k != "total"}
     envs = queries.steps_by_env(layout) if totals.get("steps") else None
-    cells = queries.cell_coverage(layout) if totals.get("steps") else None
-    groups = queries.balance2_coverage(layout) if totals.get("steps") else None
+    composition = composition_in_force(layout)  # the current splits' cells and sizes (else the profile's)
+    cells = queries.cell_coverage(layout, composition) if totals.get("steps") else None
+    groups = queries.balance2_coverage(layout, composition) if totals.get("steps") else None
     context.log.info(f"{report.steps} labeled steps ({report.steps_per_second:.0f} steps/s) -> {layout.steps_dir}")
     return MaterializeResult(
         metadata={
