@@ -4,13 +4,12 @@ import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from assets.composition import CompositionConfig
 from assets.partitions import SHARDS, shard_of
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.agent import AgentSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.core.report import md_records, md_table
-from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
+from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from resources.config_from import config_from
 
 
@@ -30,8 +29,6 @@ class CollectionConfig(config_from(ExploreSettings)):
 
     enabled: bool = Field(default=True, description="Explore the builtin/EnvScaler (and optionally bfcl) scenarios.")
     agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig, description="LLM agent policy (skipped without a model).")
-    composition: CompositionConfig = Field(default_factory=CompositionConfig,
-                                           description="The composition exploration steers toward (default: the profile's).")
 
     def agent_run(self) -> AgentRun | None:
         return self.agent.agent_run()
@@ -47,6 +44,7 @@ def trajectories(
     store: DataStoreResource,
     sources: EnvironmentSourcesResource,
     sandbox: SandboxResource,
+    composition: CompositionResource,
 ) -> MaterializeResult:
     """Trajectories from executable environments: ground-truth replay of bfcl-eval's multi-turn
     tasks, exploration episodes over the builtin pack / EnvScaler scenarios, and (with a model
@@ -66,7 +64,7 @@ def trajectories(
     shard = shard_of(context)
     with sandbox.open() as box:
         result = collect_all(sources.config(), layout, box, config.settings(), log=context.log.info, agent=config.agent_run(),
-                             composition=config.composition.to_domain(),
+                             composition=composition.composition(),
                              shard=shard)
     report = result.report
     if shard is not None:

@@ -18,11 +18,10 @@ from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.labeling.quarantine import quarantine
 from pipeline.quality.suites import step_table_suite
-from pipeline.select.selection import composition_in_force
 from pipeline.core.report import md_histogram, md_records, md_table
 from pipeline.store import queries
 from pipeline.store.reconstruct import verify_steps
-from resources import DataStoreResource, SandboxResource
+from resources import CompositionResource, DataStoreResource, SandboxResource
 from resources.config_from import default_of
 
 
@@ -32,7 +31,8 @@ class LabelingConfig(Config):
 
 @asset(group_name="labeling", deps=["trajectories"], kinds={"python", "parquet", "duckdb"}, partitions_def=SHARDS)
 def labeled_steps(
-    context: AssetExecutionContext, config: LabelingConfig, store: DataStoreResource, sandbox: SandboxResource
+    context: AssetExecutionContext, config: LabelingConfig, store: DataStoreResource, sandbox: SandboxResource,
+    composition: CompositionResource,
 ) -> MaterializeResult:
     """Every step labeled by the executor: s_t (hash), a_t, code(a_t) (ref), o_t, s'_t (hash), Δ, |Δ|,
     outcome and argument count.
@@ -54,9 +54,8 @@ def labeled_steps(
     pivot = queries.delta_by_outcome(layout) if totals.get("steps") else None
     hist = {} if pivot is None else {k: int(v) for k, v in pivot["total"].items() if k != "total"}
     envs = queries.steps_by_env(layout) if totals.get("steps") else None
-    composition = composition_in_force(layout)  # the current splits' cells and sizes (else the profile's)
-    cells = queries.cell_coverage(layout, composition) if totals.get("steps") else None
-    groups = queries.balance2_coverage(layout, composition) if totals.get("steps") else None
+    cells = queries.cell_coverage(layout, composition.composition()) if totals.get("steps") else None
+    groups = queries.balance2_coverage(layout, composition.composition()) if totals.get("steps") else None
     context.log.info(f"{report.steps} labeled steps ({report.steps_per_second:.0f} steps/s) -> {layout.steps_dir}")
     return MaterializeResult(
         metadata={

@@ -15,7 +15,6 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.composition import CellConfig, CompositionConfig, default_cells
 from pipeline.core import profile
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.core.report import md_table
@@ -23,28 +22,22 @@ from pipeline.select.selection import SelectionResult, build_benchmark, build_mi
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
 from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store import queries, warehouse
-from pipeline.core.strata import Composition
-from resources import DataStoreResource
+from resources import CompositionResource, DataStoreResource
 
 POOL = "duckdb"  # one writer of envsim.duckdb at a time
 
 
-class StrataConfig(Config):
-    composition: CompositionConfig = Field(default_factory=CompositionConfig,
-                                           description="The composition the candidate counts are reported against.")
-
-
 @asset(group_name="selection", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
-def step_strata(context: AssetExecutionContext, config: StrataConfig, store: DataStoreResource,
-                duckdb: DuckDBResource) -> MaterializeResult:
+def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource,
+                composition: CompositionResource) -> MaterializeResult:
     """Every labeled step with its outcome, |Δ| bucket (none / simple / medium / difficult / beyond),
     argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
     steps are kept but marked excluded from both splits, and so are steps the determinism check found
     non-deterministic (and the later steps of their trajectories), with the reason. Also refreshes the
-    DuckDB views. The candidates per cell are counted against the composition in force (config
+    DuckDB views. The candidates per cell are counted against the composition in force (resource
     `composition`, default: the profile's)."""
     layout = store.layout()
-    composition = config.composition.to_domain()
+    in_force = composition.composition()
     report = stratify(layout)
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
@@ -63,8 +56,8 @@ def step_strata(context: AssetExecutionContext, config: StrataConfig, store: Dat
             "cells": MetadataValue.md(md_table(cells, index=False)),
             "nondeterministic_excluded": int(nondet["steps"].sum()) if len(nondet) else 0,
             "excluded_by_env": MetadataValue.md(md_table(exclusions, index=False) if len(exclusions) else "_none_"),
-            "benchmark_cell_candidates": MetadataValue.md(md_table(queries.cell_coverage(layout, composition), index=False)),
-            "balance2_candidates": MetadataValue.md(md_table(queries.balance2_coverage(layout, composition), index=False)),
+            "benchmark_cell_candidates": MetadataValue.md(md_table(queries.cell_coverage(layout, in_force), index=False)),
+            "balance2_candidates": MetadataValue.md(md_table(queries.balance2_coverage(layout, in_force), index=False)),
             "path": MetadataValue.path(str(report.path.resolve())),
         }
     )
@@ -72,10 +65,6 @@ def step_strata(context: AssetExecutionContext, config: StrataConfig, store: Dat
 
 class BenchmarkConfig(Config):
     seed: int = Field(default=0, description="Seed of the pick order; a new seed gives a new version.")
-    composition: list[CellConfig] = Field(
-        default_factory=default_cells,
-        description="Cells (rule + quota); default: the profile's, the EnvSimBench 400-sample composition.",
-    )
     on_shortfall: Literal["fail", "warn"] = Field(
         default_factory=lambda: profile.current().benchmark_on_shortfall,
         description="A cell that cannot be filled fails the asset, or warns.",
@@ -102,15 +91,15 @@ def _selection_metadata(result: SelectionResult) -> dict:
     check_specs=[AssetCheckSpec("composition_matches", asset="benchmark_split")],
 )
 def benchmark_split(
-    context: AssetExecutionContext, config: BenchmarkConfig, store: DataStoreResource, duckdb: DuckDBResource
+    context: AssetExecutionContext, config: BenchmarkConfig, store: DataStoreResource, duckdb: DuckDBResource,
+    composition: CompositionResource,
 ) -> MaterializeResult:
     """The benchmark split: the EnvSimBench composition (20 failure; 40 + 40 no-change with 0 / 1
     arguments; 25 + 25 simple; 50 each for |Δ| 3, 4, 5, 6; 50 difficult) picked to maximise distinct
     environments, deterministic for (seed, input fingerprint, composition) — which is also its
     version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
     layout = store.layout()
-    composition = Composition(tuple(c.to_domain() for c in config.composition))
-    result = build_benchmark(layout, composition.cells, config.seed, config.on_shortfall, config.make_current)
+    result = build_benchmark(layout, composition.composition().cells, config.seed, config.on_shortfall, config.make_current)
     if result.shortfalls:
         context.log.warning(f"benchmark {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:
@@ -127,7 +116,6 @@ def benchmark_split(
 
 class MixtureConfig(Config):
     seed: int = Field(default=0, description="Seed of the pick order.")
-    sizes: dict[str, int] = Field(default_factory=lambda: dict(profile.current().mixture_sizes), description="Samples per Balance2 group.")
     decontaminate: Literal["task_id", "env_id"] = Field(default="task_id", description="Key shared with the benchmark that excludes a step.")
     benchmark_version: str | None = Field(default=None, description="Benchmark version to decontaminate against (default: CURRENT).")
     on_shortfall: Literal["fail", "warn"] = Field(default="warn")
@@ -140,28 +128,29 @@ class MixtureConfig(Config):
                  AssetCheckSpec("no_benchmark_overlap", asset="sft_mixture", blocking=True)],
 )
 def sft_mixture(
-    context: AssetExecutionContext, config: MixtureConfig, store: DataStoreResource, duckdb: DuckDBResource
+    context: AssetExecutionContext, config: MixtureConfig, store: DataStoreResource, duckdb: DuckDBResource,
+    composition: CompositionResource,
 ) -> MaterializeResult:
     """The Balance2 SFT mixture: 1,000 failure + 1,000 no-change + 2,000 simple + 2,230 complex
     (|Δ| ≥ 3) by default, decontaminated against a benchmark version by task_id (or env_id) and
     never containing a sample whose (s_t, a_t) hash is in the benchmark."""
     layout = store.layout()
-    result = build_mixture(layout, config.sizes, config.seed, config.decontaminate, config.benchmark_version,
+    result = build_mixture(layout, composition.composition().mixture_sizes, config.seed, config.decontaminate, config.benchmark_version,
                            config.on_shortfall, config.make_current)
     if result.shortfalls:
         context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
     bench = SplitStore(layout, BENCHMARK)
-    composition = composition_suite(result.strata)
+    suite = composition_suite(result.strata)
     overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), config.decontaminate)
     return MaterializeResult(
         metadata={**_selection_metadata(result), "benchmark_version": result.spec["benchmark"],
                   "decontaminated_by": config.decontaminate,
                   "decontaminated_away": sum(d["removed_by_key"] + d["removed_by_hash"] for d in result.decontamination)},
         check_results=[
-            AssetCheckResult(check_name="mixture_composition", passed=composition.success,
-                             metadata={"expectations": MetadataValue.md(composition.markdown())}),
+            AssetCheckResult(check_name="mixture_composition", passed=suite.success,
+                             metadata={"expectations": MetadataValue.md(suite.markdown())}),
             AssetCheckResult(check_name="no_benchmark_overlap", passed=overlap.success,
                              metadata={"expectations": MetadataValue.md(overlap.markdown())}),
         ],

@@ -29,7 +29,7 @@ from dagster import (  # noqa: E402
 
 from assets import automation, collection, environments, envsimbench, evaluation, export, labeling, selection, simulation, training  # noqa: E402
 from assets.partitions import SHARDS  # noqa: E402
-from resources import DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, SandboxResource  # noqa: E402
+from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, SandboxResource  # noqa: E402
 from resources.storage import DataStoreDuckDBResource, DataStoreJobLauncherResource  # noqa: E402
 
 EXECUTORS = ("multiprocess", "in_process", "celery", "k8s")
@@ -133,6 +133,7 @@ defs = Definitions(
         "store": _store,
         "sources": EnvironmentSourcesResource(),
         "sandbox": SandboxResource(),
+        "composition": CompositionResource(),
         "duckdb": DataStoreDuckDBResource(store=_store),
         "hub": HuggingFaceHubResource(),
         "launcher": DataStoreJobLauncherResource(

@@ -124,14 +124,14 @@ def test_agent_policy_from_the_asset_config(tmp_path):
 
     from assets.collection import trajectories
     from assets.environments import environment_catalog
-    from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
+    from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 
     with FakeOpenAI({}, script=ScriptedAgent()) as server:
         result = materialize(
             [environment_catalog, trajectories],
             resources={"store": DataStoreResource(data_root=str(tmp_path / "data")),
                        "sources": EnvironmentSourcesResource(bfcl_replay=False, builtin_scenarios_per_env=1),
-                       "sandbox": SandboxResource(workers=2)},
+                       "sandbox": SandboxResource(workers=2), "composition": CompositionResource()},
             run_config={"ops": {"trajectories": {"config": {"enabled": False, "agent": {
                 "model": "scripted", "base_url": server.url, "step_limit": 4, "task_limit": 2}}}}},
         )

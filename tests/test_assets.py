@@ -5,7 +5,7 @@ from dagster import materialize
 from assets.collection import trajectories
 from assets.environments import environment_catalog
 from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic
-from resources import BfclTaskFileConfig, DataStoreResource, EnvironmentSourcesResource, SandboxResource
+from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from tests.bad_tasks import bad_task_file
 
 
@@ -19,6 +19,7 @@ def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
             bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files],
         ),
         "sandbox": SandboxResource(workers=2, call_timeout_s=2),
+        "composition": CompositionResource(),
     }
     result = materialize(
         [environment_catalog, trajectories, labeled_steps, delta_roundtrip, relabel_is_deterministic],

@@ -28,6 +28,8 @@ from pipeline.training.serve import ServeSpec
 from resources import EnvironmentSourcesResource, JobLauncherResource, SandboxResource
 from resources.config_from import config_from
 from resources.environments import BfclTaskFileConfig, EnvScalerCorpusConfig
+from pipeline.core.strata import Cell
+from resources.composition import CellConfig
 
 # (Dagster class, dataclass, the dataclass fields it does not derive, fields of its own (some of them), config keys renamed)
 PAIRS = [
@@ -45,6 +47,7 @@ PAIRS = [
     (EnvironmentSourcesResource, SourceConfig, {"bfcl_files", "envscaler"}, {"bfcl_categories", "bfcl_task_files", "envscaler"}, {}),
     (BfclTaskFileConfig, BfclTaskFile, set(), set(), {}),
     (EnvScalerCorpusConfig, EnvScalerCorpus, set(), set(), {}),
+    (CellConfig, Cell, set(), set(), {}),
     (JobLauncherResource, JobSpec, {"name", "script", "workdir", "env"}, {"backend", "workdir", "python"}, {}),
 ]
 

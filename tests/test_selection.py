@@ -168,15 +168,16 @@ def test_step_table_suite_names_failed_expectations_and_rows(bfcl_layout, tmp_pa
 def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     from assets.automation import splits_on_new_steps, weekly_splits
     from assets.selection import benchmark_split, sft_mixture, step_strata
-    from resources import DataStoreResource
+    from resources import CompositionResource, DataStoreResource
 
     layout = DataLayout.at(tmp_path / "data")
     shutil.copytree(bfcl_layout.root, layout.root)
     shutil.rmtree(layout.root / "splits", ignore_errors=True)
+    sizes = {"failure": 5, "no_change": 100, "simple": 100, "complex": 20}
     resources = {"store": DataStoreResource(data_root=str(layout.root)),
-                 "duckdb": DuckDBResource(database=str(layout.duckdb))}
-    run_config = {"ops": {"benchmark_split": {"config": {"on_shortfall": "warn", "seed": 4}},
-                          "sft_mixture": {"config": {"sizes": {"failure": 5, "no_change": 100, "simple": 100, "complex": 20}}}}}
+                 "duckdb": DuckDBResource(database=str(layout.duckdb)),
+                 "composition": CompositionResource(mixture_sizes=sizes)}
+    run_config = {"ops": {"benchmark_split": {"config": {"on_shortfall": "warn", "seed": 4}}}}
     result = materialize([step_strata, benchmark_split, sft_mixture], resources=resources, run_config=run_config)
     assert result.success
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
@@ -231,17 +232,19 @@ def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout,
     from pipeline.__main__ import summary
     from pipeline.select.selection import composition_in_force
     from pipeline.store import queries
-    from resources import DataStoreResource
+    from resources import CompositionResource, DataStoreResource
+    from resources.composition import CellConfig
 
     layout = DataLayout.at(tmp_path / "data")
     shutil.copytree(bfcl_layout.root, layout.root)
     shutil.rmtree(layout.root / "splits", ignore_errors=True)
     cells = [{"name": "reads", "group": "no-change", "quota": 7, "outcome": "success", "delta_min": 0, "delta_max": 0},
              {"name": "writes", "group": "simple", "quota": 5, "outcome": "success", "delta_min": 1, "delta_max": 12}]
-    run_config = {"ops": {"step_strata": {"config": {"composition": {"cells": cells, "mixture_sizes": {"simple": 9}}}}}}
-    result = materialize([step_strata], run_config=run_config,
+    result = materialize([step_strata],
                          resources={"store": DataStoreResource(data_root=str(layout.root)),
-                                    "duckdb": DuckDBResource(database=str(layout.duckdb))})
+                                    "duckdb": DuckDBResource(database=str(layout.duckdb)),
+                                    "composition": CompositionResource(cells=[CellConfig(**c) for c in cells],
+                                                                       mixture_sizes={"simple": 9})})
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
     candidates = meta["benchmark_cell_candidates"].value
     assert re.search(r"\|\s*reads\s*\|\s*7\s*\|", candidates) and re.search(r"\|\s*writes\s*\|\s*5\s*\|", candidates)

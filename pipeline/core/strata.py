@@ -20,6 +20,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
+from pipeline.core.fields import setting
 from pipeline.core.outcome import ERROR, FAILURE, SUCCESS
 
 #: |Δ| buckets, in order: (name, largest |Δ| in the bucket); the last one is unbounded.
@@ -131,16 +132,16 @@ class Cell:
 
     A step qualifies when its outcome matches, ``delta_min <= |Δ| <= delta_max`` and (if set) its
     argument count equals ``args_count``. The fields (and defaults) are also the ``CellConfig`` of
-    the ``benchmark_split`` asset.
+    the ``composition`` resource.
     """
 
-    name: str
-    group: str
-    quota: int
-    outcome: CellOutcome = SUCCESS
-    delta_min: int = 0
-    delta_max: int = 0
-    args_count: int | None = None
+    name: str = setting(description="Cell name (a sample's stratum).")
+    group: str = setting(description="Group the cell reports under (failure, no-change, simple, medium, difficult).")
+    quota: int = setting(description="Samples to pick.")
+    outcome: CellOutcome = setting(SUCCESS, "Outcome a step must have.")
+    delta_min: int = setting(0, "Smallest |Δ| of a qualifying step.")
+    delta_max: int = setting(0, "Largest |Δ| of a qualifying step.")
+    args_count: int | None = setting(None, "Argument count a step must have (unset: any).")
 
     @property
     def when(self) -> When:

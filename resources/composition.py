@@ -1,9 +1,10 @@
-"""The benchmark composition in force as asset config: benchmark cells (``CellConfig``, derived from
-the domain's ``Cell``) and Balance2 mixture sizes. Default: the profile's composition
-(``pipeline.core.profile``). Exploration (``trajectories``), the coverage report (``step_strata``) and
-the splits take it from their config."""
+"""The benchmark composition in force: one resource that every asset steering or counting by the
+composition shares — exploration targets (``trajectories``), the candidate tables of ``labeled_steps``
+and ``step_strata``, the cells of ``benchmark_split`` and the sizes of ``sft_mixture``. Configure it
+once (Launchpad: ``resources: composition: config: …``); the default is the profile's
+(``pipeline.core.profile``: EnvSimBench's 400-sample cells and the Balance2 sizes)."""
 
-from dagster import Config
+from dagster import ConfigurableResource
 from pydantic import Field
 
 from pipeline.core import profile
@@ -24,14 +25,13 @@ def default_cells() -> list[CellConfig]:
     return [CellConfig.of(c) for c in profile.current().composition.cells]
 
 
-class CompositionConfig(Config):
-    """The composition exploration steers toward and the coverage reports count against; set it to
-    the ``benchmark_split`` / ``sft_mixture`` config when those are customized."""
+class CompositionResource(ConfigurableResource):
+    """The composition in force: benchmark cells (rule + quota) and Balance2 mixture sizes."""
 
     cells: list[CellConfig] = Field(default_factory=default_cells,
                                     description="Benchmark cells (rule + quota); default: the profile's (EnvSimBench's 400).")
-    mixture_sizes: dict[str, int] = Field(default_factory=lambda: profile.current().mixture_sizes,
+    mixture_sizes: dict[str, int] = Field(default_factory=lambda: dict(profile.current().mixture_sizes),
                                           description="Samples per Balance2 group; default: the profile's.")
 
-    def to_domain(self) -> Composition:
+    def composition(self) -> Composition:
         return Composition(tuple(c.to_domain() for c in self.cells), self.mixture_sizes)
