@@ -119,11 +119,11 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000) -> SuiteResu
         ]
 
     con = connect()
-    reader = con.execute(
+    reader = con.sql(
         f"""SELECT {', '.join(STEP_COLUMNS)}, args_count, delta_size, len(delta) AS delta_records
             FROM read_parquet(?)""",
-        [layout.step_parts()],
-    ).to_arrow_reader(chunk_rows)
+        params=[layout.step_parts()],
+    ).to_arrow_reader(chunk_rows)  # streamed: chunk_rows at a time
     total = SuiteResult("step_table", len(expectations()) + 1, 0)
     merged: dict[tuple[str, str | None], Failure] = {}
     for batch in reader:
