@@ -354,14 +354,14 @@ from dagster import materialize
 from assets.collection import trajectories
 from assets.environments import environment_catalog
 from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic, step_table_expectations
-from resources import BfclTaskFileConfig, DataStoreResource, EnvironmentSourcesResource, SandboxResource
+from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from tests.bad_tasks import bad_task_file
 from pathlib import Path
 files = [bad_task_file(Path({str(tmp_path)!r}))]
 resources = {{"store": DataStoreResource(data_root={str(tmp_path / "data")!r}),
              "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False,
                  bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files]),
-             "sandbox": SandboxResource(workers=1, call_timeout_s=2)}}
+             "sandbox": SandboxResource(workers=1, call_timeout_s=2), "composition": CompositionResource()}}
 assert materialize([environment_catalog], resources=resources).success
 out = {{}}
 for key in ("bfcl-0", "bfcl-1", "envscaler-1"):
