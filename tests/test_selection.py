@@ -165,6 +165,20 @@ def test_step_table_suite_names_failed_expectations_and_rows(bfcl_layout, tmp_pa
     assert dup["expect_column_values_to_be_unique"].rows[0]["copies"] == 2
 
 
+def test_step_table_suite_validates_whole_chunks_not_one_call_per_part(bfcl_layout, monkeypatch):
+    """GX costs per validation call: the step-table suite gathers the parts' batches into chunks of
+    ``chunk_rows`` rows (a DuckDB relation's reader yields one small batch per part, whatever size is asked)."""
+    from pipeline.quality import suites
+
+    calls = []
+    real = suites.run_suite
+    monkeypatch.setattr(suites, "run_suite", lambda name, df, *a, **k: calls.append(len(df)) or real(name, df, *a, **k))
+    result = suites.step_table_suite(bfcl_layout, chunk_rows=1000)
+    assert len(bfcl_layout.step_parts()) > 1 and result.rows == sum(calls)
+    assert len(calls) <= -(-result.rows // 1000), f"{len(calls)} validation calls for {result.rows} rows: {calls}"
+    assert all(n >= 1000 for n in calls[:-1])
+
+
 def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     from assets.automation import splits_on_new_steps, weekly_splits
     from assets.selection import benchmark_split, sft_mixture, step_strata
