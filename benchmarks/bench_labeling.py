@@ -23,6 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pipeline.core.settings import prepare_process  # noqa: E402
+
+prepare_process()  # as the entry points do, before pyarrow loads (Arrow's jemalloc pool)
+
 from pipeline.collect.collector import collect  # noqa: E402
 from pipeline.collect.replay import ground_truth_trajectories  # noqa: E402
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
