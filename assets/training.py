@@ -57,7 +57,7 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     shutil.rmtree(staging, ignore_errors=True)
     cfg_path = write_config(cfg, staging / "llamafactory_train.yaml", zero3_path=staging / "ds_z3_config.json")
     job, reported = launcher.run_with_pipes(
-        context, "sft-train", train_script(cli, cfg_path, staging, launcher.python, "pipeline.training.entry", config.gpus),
+        context, "sft-train", train_script(cli, cfg_path, staging, launcher.python, "assets.training_entry", config.gpus),
         {"checkpoint_version": version, "mixture_version": mixture_version}, gpus=config.gpus, env=launch_env(config.gpus))
     if not reported:
         raise RuntimeError("the training job finished without reporting through Dagster Pipes")
@@ -146,7 +146,7 @@ def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, st
                  if config.gpus > 0 else "")
     try:
         job, reported = launcher.run_with_pipes(
-            context, "eval", gpu_check + f"{shlex.quote(launcher.python)} -m pipeline.training.entry evaluate\n", extras, gpus=config.gpus)
+            context, "eval", gpu_check + f"{shlex.quote(launcher.python)} -m assets.training_entry evaluate\n", extras, gpus=config.gpus)
     except JobFailed as exc:
         context.log.error(str(exc))
         raise

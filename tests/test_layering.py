@@ -24,15 +24,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("quality", "envsimbench"),  # great-expectations suites; the EnvSimBench reference format
     ("export",),        # Hugging Face layout, Hub push
     ("evaluate",),      # simulators, metrics, the evaluation loop
-    ("training",),      # GPU work: LLaMA-Factory, serving, launchers, the Pipes entry point
+    ("training",),      # GPU work: LLaMA-Factory, serving, launchers, what the evaluation job computes
     ("rollouts",),      # simulators in the loop
     ("curriculum",),    # α-curriculum mixtures
     ("__main__", "definitions"),  # the CLI and the Dagster definitions
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
-#: the one module of pipeline/ besides definitions.py that imports a Dagster package: the Pipes side of a
-#: GPU job runs inside the job's own process and reports through dagster-pipes (not dagster)
-PIPES_ENTRY = "pipeline/training/entry.py"
 
 
 def _modules() -> list[Path]:
@@ -110,8 +107,7 @@ def test_no_dagster_import_in_domain_core():
         str(p.relative_to(ROOT))
         for p in _modules()
         if p.name != "definitions.py"
-        and any(m in ("assets", "resources") or (m.startswith("dagster") and not (
-            m == "dagster_pipes" and str(p.relative_to(ROOT)) == PIPES_ENTRY)) for m in _imports(p))
+        and any(m in ("assets", "resources") or m.startswith("dagster") for m in _imports(p))
     ]
     assert offenders == [], f"pipeline modules importing dagster/assets/resources: {offenders}"
 
@@ -120,7 +116,7 @@ def test_domain_core_runs_without_dagster():
     modules = sorted(
         ".".join(p.relative_to(ROOT).with_suffix("").parts)
         for p in _modules()
-        if p.name not in ("definitions.py", "__main__.py") and str(p.relative_to(ROOT)) != PIPES_ENTRY
+        if p.name not in ("definitions.py", "__main__.py")
     )
     code = (
         "import sys; sys.modules['dagster'] = None; sys.modules['dagster_pipes'] = None\n"  # dagster imports now raise

@@ -1,6 +1,6 @@
 """What the evaluation job computes (no Dagster here): optionally serve a checkpoint behind an
 OpenAI-compatible endpoint, score simulators on a split version with the harness, write the per-sample
-result files, and summarise them. ``pipeline/training/entry.py`` runs it inside a job and reports through
+result files, and summarise them. ``assets/training_entry.py`` runs it inside a job and reports through
 Dagster Pipes."""
 
 from __future__ import annotations
