@@ -143,42 +143,43 @@ class DataLayout:
     @property
     def trajectories(self) -> Path:
         """The file a collection writes: ``trajectories.parquet``, or ``part-<partition>.parquet``."""
-        if self.partition is not None:
-            return self.trajectories_dir / f"part-{self.partition}.parquet"
-        return self.trajectories_dir / "trajectories.parquet"
+        return self._collection_file("trajectories", "part-")
 
     def trajectory_files(self) -> list[str]:
         """Every file of the trajectories table: the unpartitioned ``trajectories.parquet`` and the
         per-partition ``part-<partition>.parquet`` files a partitioned collection writes (a
         partition-scoped layout: only its own file)."""
+        return self._collection_files("trajectories", "part-")
+
+    def _collection_file(self, whole: str, prefix: str) -> Path:
+        """``trajectories/<whole>.parquet``, or ``<prefix><partition>.parquet`` in a partition-scoped layout."""
+        name = f"{prefix}{self.partition}" if self.partition is not None else whole
+        return self.trajectories_dir / f"{name}.parquet"
+
+    def _collection_files(self, whole: str, prefix: str) -> list[str]:
+        """The existing files of one collection table: the unpartitioned one, then every partition's (a
+        partition-scoped layout: only its own)."""
         if self.partition is not None:
-            return [str(self.trajectories)] if self.trajectories.exists() else []
-        unpartitioned = self.trajectories_dir / "trajectories.parquet"
+            own = self._collection_file(whole, prefix)
+            return [str(own)] if own.exists() else []
+        unpartitioned = self.trajectories_dir / f"{whole}.parquet"
         files = [unpartitioned] if unpartitioned.exists() else []
-        return [str(p) for p in files + sorted(self.trajectories_dir.glob("part-*.parquet"))]
+        return [str(p) for p in files + sorted(self.trajectories_dir.glob(f"{prefix}*.parquet"))]
 
     @property
     def collected_steps(self) -> Path:
         """Labels observed at collection (each call executed once; see ``pipeline.labeling.rows``):
         ``collected-steps.parquet``, or ``collected-steps-<partition>.parquet`` (+ ``.json`` sidecar)."""
-        if self.partition is not None:
-            return self.trajectories_dir / f"collected-steps-{self.partition}.parquet"
-        return self.trajectories_dir / "collected-steps.parquet"
+        return self._collection_file("collected-steps", "collected-steps-")
 
     @property
     def collection_issues(self) -> Path:
         """Rejected tasks of a collection: ``issues.parquet``, or ``issues-<partition>.parquet``."""
-        if self.partition is not None:
-            return self.trajectories_dir / f"issues-{self.partition}.parquet"
-        return self.trajectories_dir / "issues.parquet"
+        return self._collection_file("issues", "issues-")
 
     def collection_issue_files(self) -> list[str]:
         """Every issues file (unpartitioned and per partition; a partition-scoped layout: its own)."""
-        if self.partition is not None:
-            return [str(self.collection_issues)] if self.collection_issues.exists() else []
-        unpartitioned = self.trajectories_dir / "issues.parquet"
-        files = [unpartitioned] if unpartitioned.exists() else []
-        return [str(p) for p in files + sorted(self.trajectories_dir.glob("issues-*.parquet"))]
+        return self._collection_files("issues", "issues-")
 
     @property
     def steps_dir(self) -> Path:
