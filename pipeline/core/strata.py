@@ -17,7 +17,8 @@ targets, coverage reports, asset metadata, checks and the summary all take the o
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Literal, Mapping
 
 from pipeline.core.fields import setting
@@ -143,7 +144,7 @@ class Cell:
     delta_max: int = setting(0, "Largest |Δ| of a qualifying step.")
     args_count: int | None = setting(None, "Argument count a step must have (unset: any).")
 
-    @property
+    @cached_property  # built once per cell: exploration asks it for every step it counts
     def when(self) -> When:
         return When((self.outcome,), self.delta_min, self.delta_max,
                     *((0, None) if self.args_count is None else (self.args_count, self.args_count)))
@@ -156,8 +157,7 @@ class Cell:
         return self.when.sql()
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "group": self.group, "quota": self.quota, "outcome": self.outcome,
-                "delta_min": self.delta_min, "delta_max": self.delta_max, "args_count": self.args_count}
+        return asdict(self)
 
 
 #: EnvSimBench quotas: failure, no-change per argument count, and per |Δ| in the simple / medium
