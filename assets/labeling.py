@@ -54,8 +54,9 @@ def labeled_steps(
     pivot = queries.delta_by_outcome(layout) if totals.get("steps") else None
     hist = {} if pivot is None else {k: int(v) for k, v in pivot["total"].items() if k != "total"}
     envs = queries.steps_by_env(layout) if totals.get("steps") else None
-    cells = queries.cell_coverage(layout, composition.composition()) if totals.get("steps") else None
-    groups = queries.balance2_coverage(layout, composition.composition()) if totals.get("steps") else None
+    in_force = composition.composition()
+    cells = queries.cell_coverage(layout, in_force) if totals.get("steps") else None
+    groups = queries.balance2_coverage(layout, in_force) if totals.get("steps") else None
     context.log.info(f"{report.steps} labeled steps ({report.steps_per_second:.0f} steps/s) -> {layout.steps_dir}")
     return MaterializeResult(
         metadata={

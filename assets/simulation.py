@@ -69,12 +69,11 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
     load_blobs(layout)
     agent = None
     if config.agent.model:
-        a = config.agent
-        agent = a.to_domain(AgentSettings)
+        agent = config.agent.to_domain(AgentSettings)
         cfg = sources.config()
         items, _ = env_items(cfg)
         tasks = [RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns))
-                 for t in agent_tasks(cfg, items, list(a.sources), config.task_limit)]
+                 for t in agent_tasks(cfg, items, list(config.agent.sources), config.task_limit)]
     else:
         tasks = rollout_store.recorded_tasks(layout, config.task_limit, config.seed, config.sources, config.min_steps)
     run_ids, shadows, code = [], None, ToolCode()

@@ -40,8 +40,9 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     config is checked by LLaMA-Factory's own argument parser before submission. The checkpoint version
     hashes (mixture version, settings); the checkpoint, its metrics and the loss curve come back through
     Dagster Pipes, and the checkpoint is published under `checkpoints/<version>/` with its lineage."""
-    root = store.layout().root.resolve()
-    dataset_dir = store.layout().export_dir("sft_mixture").resolve()
+    layout = store.layout()
+    root = layout.root.resolve()
+    dataset_dir = layout.export_dir("sft_mixture").resolve()
     if not (dataset_dir / "dataset_info.json").exists():
         raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
     _, mixture_version = checkpoints.export_version(dataset_dir)

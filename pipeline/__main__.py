@@ -26,8 +26,6 @@ from pipeline.store.partitions import partition_keys, shard_count
 
 def summary(layout: DataLayout) -> int:
     """Print the summary; non-zero when there are no steps or a determinism check failed."""
-
-
     died = describe_inflight(layout)
     if died:
         print(f"WARNING: {died}", file=sys.stderr)
@@ -67,8 +65,6 @@ def summary(layout: DataLayout) -> int:
     print("Balance2 SFT groups:")
     print(md_table(queries.balance2_coverage(layout, composition), index=False))
     print()
-
-
     for kind in (BENCHMARK, MIXTURE):
         store = SplitStore(layout, kind)
         current = store.current()
@@ -122,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
               f"(./forge run with ENVSIM_DATA_ROOT={root})")
         return 0
     if args.command == "partitions":
-
         count = shard_count()
         print("\n".join(partition_keys(count)) if count else "", end="\n" if count else "")
         return 0
