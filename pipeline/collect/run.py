@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import math
@@ -11,7 +12,6 @@ from typing import Callable, Iterable, Iterator
 from pipeline.core.fields import setting
 from pipeline.collect.collector import CollectReport, collect
 from pipeline.collect.explore import Coverage, ExploreSettings, explore
-from pipeline.core import profile
 from pipeline.core.strata import Composition
 from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories, source_of
 from pipeline.envs import registry
@@ -19,7 +19,7 @@ from pipeline.core.issues import TaskIssue
 from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store.layout import DataLayout, safe_name
-from pipeline.store.partitions import Shard, begin_partitioned, partition_keys, shard_index
+from pipeline.store.partitions import Shard, begin_partitioned, partition_keys
 from pipeline.collect.agent import collect_agent, episode_trajectory
 from pipeline.collect.sources import agent_tasks
 from pipeline.collect.agent import AgentSettings
@@ -74,7 +74,7 @@ def _in_shard(stream: Iterable, shard: Shard, summary: ShardSummary, issues_of: 
         env = (item[0] if isinstance(item, tuple) else item).env
         if source_of(env) == shard.source:
             summary.source_envs.add(env.env_id)
-            if shard.holds(source_of(env), env.env_id):
+            if shard.holds(shard.source, env.env_id):
                 summary.shard_envs.add(env.env_id)
                 yield item
 
@@ -151,9 +151,6 @@ def collect_all(
     streams = [scoped(item_issues, "envscaler"), scoped(replay, "bfcl"), scoped(history_trajectories(cfg, items), "envscaler")]
     agent_rows: list[dict] = []
     if agent is not None:
-        import asyncio
-
-
         tasks = agent_tasks(cfg, items, list(agent.sources), agent.task_limit)
         name = safe_name(agent.settings.model.replace("/", "_"), "agent model name")
         if shard is not None:  # one record per partition: partitions run concurrently
@@ -171,13 +168,13 @@ def collect_all(
     if explore_settings is not None:
         scenarios, scenario_issues = exploration_scenarios(cfg, items, without)
         if shard is not None:
-            without = [e for e in without if shard.source == "envscaler" and shard_index(e, shard.count) == shard.index]
+            without = [e for e in without if shard.holds("envscaler", e)]
         if shard is not None:
             everywhere = {s.env.env_id for s in scenarios}
             scenarios = list(scoped(scenarios, "envscaler"))
             here = {s.env.env_id for s in scenarios}
             explore_settings = _scaled(explore_settings, len(here) / len(everywhere) if everywhere else 0.0)
-        coverage = Coverage(explore_settings, composition if composition is not None else profile.current().composition)
+        coverage = Coverage(explore_settings) if composition is None else Coverage(explore_settings, composition)
         streams += [scoped(scenario_issues, "envscaler"), explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
     report = collect(itertools.chain(*streams), layout, sandbox, log)
     if summary is not None:

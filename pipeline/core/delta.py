@@ -12,9 +12,10 @@ gives the dotted form for humans only. ``|Δ|`` is ``len(Δ)``.
 
 from __future__ import annotations
 
-import json
 
 from typing import Any, Iterable, TypedDict
+
+from pipeline.core.canonical import canonical_json
 
 
 class DeltaRecord(TypedDict):
@@ -39,9 +40,6 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False).encode
-
-
 def _strict_same(a: Any, b: Any) -> bool:
     """Equal as canonical JSON (``1``, ``1.0`` and ``true`` differ): Python's ``==`` first, at C speed, which
     equal values always pass; then the texts, for the int/float/bool cases ``==`` conflates."""
@@ -50,7 +48,7 @@ def _strict_same(a: Any, b: Any) -> bool:
     try:
         if a != b:
             return False
-        return _TEXT(a) == _TEXT(b)
+        return canonical_json(a) == canonical_json(b)
     except (TypeError, ValueError, RecursionError):
         return _deep_equal(a, b)
 

@@ -28,7 +28,7 @@ import duckdb
 
 from pipeline.core.fields import setting
 from pipeline.core.strata import BEYOND_SQL
-from pipeline.evaluate.results import GROUP_SQL
+from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, select_strata
 from pipeline.select.stratify import current_fingerprint
 from pipeline.store.versions import BENCHMARK, SplitStore
@@ -38,7 +38,7 @@ from pipeline.store.versions import version_id
 from pipeline.store import warehouse
 
 CURRICULUM = "curriculum"
-LEVELS = {"stratum": f"({GROUP_SQL})", "delta": "delta_size", "env": "env_id"}
+LEVELS = {"stratum": f"({BENCHMARK_GROUP_SQL})", "delta": "delta_size", "env": "env_id"}
 METRICS = {"cm": "cm", "fm": "fm", "cm_changed_paths": "cm_changed_paths", "cm_reference": "cm_reference", "fm_and_cm": "(fm AND cm)"}
 
 

@@ -12,12 +12,9 @@ import duckdb
 import pandas as pd
 
 from pipeline.core.report import line_plot
-
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.store.duck import connect
 
-#: a sample's benchmark group (failure / no-change / simple / medium / difficult), from the strata rules
-GROUP_SQL = BENCHMARK_GROUP_SQL
 
 #: a sample whose request failed (the endpoint's failure) is no answer: it is counted apart and left out of
 #: every metric's denominator (rows from before ``status`` existed: a non-NULL ``request_error``)
@@ -88,7 +85,7 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
                    sum(completion_tokens) AS completion_tokens
             FROM eval_results GROUP BY run_id"""
     )
-    for name, key in (("eval_by_stratum", f"{GROUP_SQL} AS grp"), ("eval_by_delta", "delta_size"),
+    for name, key in (("eval_by_stratum", f"{BENCHMARK_GROUP_SQL} AS grp"), ("eval_by_delta", "delta_size"),
                       ("eval_by_env", "env_id"), ("eval_by_args", "args_count"), ("eval_by_cell", "stratum")):
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM eval_results GROUP BY ALL ORDER BY ALL")
 
@@ -97,12 +94,12 @@ def run_summary(path: Path, run_id: str) -> dict[str, Any]:
     """A run's ``eval_runs`` row (samples, FM, CM and the other metrics, request errors), its parse
     failures and CM per group, from its results file alone (the SQL of :func:`load_run` on an in-memory
     DuckDB)."""
-    con = connect()
-    load_run(con, path, run_id)
-    cur = con.execute("SELECT * EXCLUDE (run_id, simulator, model, split_version) FROM eval_runs WHERE run_id = ?", [run_id])
-    overall = dict(zip([d[0] for d in cur.description], cur.fetchone()))
-    groups = dict(con.execute("SELECT grp, cm FROM eval_by_stratum WHERE run_id = ?", [run_id]).fetchall())
-    parse_failures = con.execute("SELECT count(*) FILTER (NOT parse_ok) FROM eval_results WHERE run_id = ?", [run_id]).fetchone()[0]
+    with connect() as con:
+        load_run(con, path, run_id)
+        cur = con.execute("SELECT * EXCLUDE (run_id, simulator, model, split_version) FROM eval_runs WHERE run_id = ?", [run_id])
+        overall = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+        groups = dict(con.execute("SELECT grp, cm FROM eval_by_stratum WHERE run_id = ?", [run_id]).fetchall())
+        parse_failures = con.execute("SELECT count(*) FILTER (NOT parse_ok) FROM eval_results WHERE run_id = ?", [run_id]).fetchone()[0]
     return {**overall, "parse_failures": parse_failures, "cm_by_group": groups}
 
 

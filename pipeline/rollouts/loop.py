@@ -49,7 +49,7 @@ from pipeline.rollouts.requests import RequestLog, prompt_key
 from pipeline.rollouts.shadow import RealRun, shadow_all, shadow_prefix, shadow_time
 from pipeline.core.canonical import canonical_json
 from pipeline.core.delta import DeltaError, apply, diff
-from pipeline.store.reconstruct import decode_delta
+from pipeline.store.schema import decode_delta
 from pipeline.core.strata import delta_bucket
 
 RECORDED = "recorded"  # the agent that replays the actions of recorded trajectories

@@ -15,7 +15,7 @@ from pipeline.core.clock import derive_clock_start, step_time
 from pipeline.execution.sandbox import Sandbox
 from pipeline.core.canonical import state_hash
 from pipeline.core.delta import DeltaError, apply
-from pipeline.store.reconstruct import decode_delta
+from pipeline.store.schema import decode_delta
 
 
 @dataclass

@@ -18,24 +18,19 @@ import duckdb
 
 from pipeline.core.settings import settings
 
-DEFAULT_MEMORY = "512MB"
 
-
-def connection_config(memory_limit: str | None = None, threads: int | None = None) -> dict[str, Any]:
+def connection_config() -> dict[str, Any]:
     """DuckDB's configuration for a connection: the memory cap, the spill directory, the threads."""
     current = settings()
     config: dict[str, Any] = {
-        "memory_limit": memory_limit or current.duckdb_memory,
+        "memory_limit": current.duckdb_memory,
         "temp_directory": os.path.join(tempfile.gettempdir(), "envsim-duckdb"),
     }
-    threads = threads or current.duckdb_threads
-    if threads:
-        config["threads"] = threads
+    if current.duckdb_threads:
+        config["threads"] = current.duckdb_threads
     return config
 
 
-def connect(database: str = ":memory:", *, read_only: bool = False, memory_limit: str | None = None,
-            threads: int | None = None, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
-    """A connection to ``database`` (default: in memory) under the memory cap; ``config`` adds or
-    overrides DuckDB settings."""
-    return duckdb.connect(database, read_only=read_only, config={**connection_config(memory_limit, threads), **(config or {})})
+def connect() -> duckdb.DuckDBPyConnection:
+    """An in-memory connection (scans over the Parquet tables) under the memory cap."""
+    return duckdb.connect(":memory:", config=connection_config())
