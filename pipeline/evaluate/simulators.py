@@ -22,9 +22,10 @@ class SimulatorSpec:
     """A simulator to score: an OpenAI-compatible endpoint or a baseline."""
 
     name: str = setting(description="Name of the simulator in the results.")
-    kind: Literal["openai", "oracle", "oracle_envsimbench", "no_change"] = setting(
+    kind: Literal["openai", "oracle", "oracle_envsimbench", "no_change", "recorded"] = setting(
         "openai", "openai endpoint, or a baseline: oracle (our answer format), oracle_envsimbench "
-                  "(the executor's answer in the reference SFT format), no_change.")
+                  "(the executor's answer in the reference SFT format), no_change; or recorded (answers generated "
+                  "elsewhere, e.g. batched on a GPU node, read from `completions`).")
     prompt: Literal["envsim", "envsimbench"] = setting(
         "envsim", "Prompt template (pipeline.core.protocol.TEMPLATES): envsim (ours) or envsimbench (the reference "
                   "evaluation prompt: whole class, indent-2 state); recorded with every result.")
@@ -40,6 +41,9 @@ class SimulatorSpec:
     max_response_bytes: int = setting(
         1_000_000, "Cap on a response body: a larger one is refused at the HTTP layer, unread, and the sample is a "
                    "request failure.")
+    completions: str | None = setting(
+        None, "kind recorded: a JSON-lines file of {step_id, text[, prompt_tokens, completion_tokens, latency_s]} "
+              "answers; a sample without a line is a request failure.")
     max_request_failure_share: float = setting(
         0.5, "Fail the run (after recording every result) when more than this share of a simulator's requests "
              "failed (timeouts, 5xx, malformed or oversized responses).")
@@ -109,6 +113,41 @@ class NoChangeSimulator:
         pass
 
 
+class RecordedSimulator:
+    """Answers generated elsewhere (e.g. by batched generation on a GPU node with the same prompt protocol),
+    read from ``spec.completions``; each is scored exactly like an endpoint's answer. A sample with no
+    recorded answer is a request failure (``no recorded answer``), never a wrong answer."""
+
+    def __init__(self, spec: SimulatorSpec) -> None:
+        if not spec.completions:
+            raise ValueError(f"{spec.name}: kind 'recorded' needs `completions` (a JSON-lines file of answers)")
+        self.spec = spec
+        self.answers: dict[str, dict[str, Any]] = {}
+        with open(spec.completions, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    step_id, text = row["step_id"], row["text"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise ValueError(f"{spec.completions}:{n}: not a recorded answer "
+                                     f"({type(exc).__name__}: {exc}); each line needs step_id and text") from None
+                if not isinstance(step_id, str) or not isinstance(text, str):
+                    raise ValueError(f"{spec.completions}:{n}: step_id and text must be strings")
+                self.answers[step_id] = row
+
+    async def complete(self, sample: dict[str, Any]) -> Completion:
+        row = self.answers.get(sample["step_id"])
+        if row is None:
+            return Completion(None, 0.0, error="no recorded answer")
+        return Completion(row["text"], float(row.get("latency_s") or 0.0), row.get("prompt_tokens"),
+                          row.get("completion_tokens"))
+
+    async def aclose(self) -> None:
+        pass
+
+
 class OpenAISimulator:
     """An OpenAI-compatible chat endpoint. Retries with backoff on 429 / 5xx / timeouts / connection
     errors are the ``openai`` client's own (``max_retries``); the API key comes from the environment.
@@ -171,7 +210,7 @@ def _status_message(exc: Any) -> str:
 
 def make_simulator(spec: SimulatorSpec) -> Simulator:
     kinds = {"openai": OpenAISimulator, "oracle": OracleSimulator, "oracle_envsimbench": ReferenceOracleSimulator,
-             "no_change": NoChangeSimulator}
+             "no_change": NoChangeSimulator, "recorded": RecordedSimulator}
     if spec.kind not in kinds:
         raise ValueError(f"unknown simulator kind {spec.kind!r}; known: {sorted(kinds)}")
     return kinds[spec.kind](spec)

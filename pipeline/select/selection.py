@@ -113,6 +113,7 @@ def select_strata(
     seed: int,
     exclude_sql: str = "",
     decontamination: list[tuple[str, str]] | None = None,
+    picking: str = "diverse",
 ) -> tuple[list[tuple[str, str]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Picks ``(step_id, stratum)`` in pick order, the per-stratum table, the per-stratum tool
     statistics (:func:`tool_stats`) and the per-stratum decontamination losses.
@@ -120,7 +121,9 @@ def select_strata(
     The usable strata rows (small: no states) are scanned once into an in-memory pool with their
     seeded rank; every stratum is then a query over that pool. ``decontamination`` lists ``(name,
     SQL condition)`` rules applied in order: the rows each removes are counted per stratum (in
-    distinct (s_t, a_t), like ``available``) before they leave the pool."""
+    distinct (s_t, a_t), like ``available``) before they leave the pool. ``picking`` is ``diverse`` (the
+    environment-diverse picks of :func:`_pick_cell`) or ``uniform`` (the first ``quota`` rows by seeded
+    rank: a plain seeded random draw, the ablation baseline)."""
     rules = decontamination or []
     flags = "".join(f", coalesce(({cond}), false) AS decon_{i}" for i, (_, cond) in enumerate(rules))
     con.execute(
@@ -147,7 +150,11 @@ def select_strata(
     for name, predicate, quota in strata:
         available, pairs = con.execute(
             f"SELECT count(DISTINCT sample_hash), count(DISTINCT (env_id, tool)) FROM pool WHERE {predicate}").fetchone()
-        chosen = _pick_cell(con, predicate, quota, pairs, usage, taken, pair_usage)
+        if picking == "uniform":
+            chosen = [tuple(r) for r in con.execute(
+                f"SELECT step_id, env_id, tool FROM pool WHERE {predicate} ORDER BY rank, step_id LIMIT ?", [quota]).fetchall()]
+        else:
+            chosen = _pick_cell(con, predicate, quota, pairs, usage, taken, pair_usage)
         picks += [(step_id, name) for step_id, _, _ in chosen]
         table.append({"stratum": name, "requested": quota, "available": int(available), "selected": len(chosen),
                       "environments": len({e for _, e, _ in chosen}), "missing": quota - len(chosen)})
@@ -229,6 +236,11 @@ def build_benchmark(
     return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current, tools=tools)
 
 
+#: how an SFT mixture is composed: Balance2 (the published groups and sizes) or a uniform random draw of the
+#: same size from the same pool (the ablation baseline)
+MIXTURE_COMPOSITIONS = ("balance2", "uniform")
+
+
 def build_mixture(
     layout: DataLayout,
     sizes: dict[str, int] | None = None,
@@ -237,9 +249,16 @@ def build_mixture(
     benchmark_version: str | None = None,
     on_shortfall: str = "warn",
     make_current: bool = True,
+    composition: str = "balance2",
 ) -> SelectionResult:
     """Balance2: failure / no-change / simple / complex groups, decontaminated against a benchmark
-    version by ``task_id`` or ``env_id`` and never sharing an (s_t, a_t) hash with it."""
+    version by ``task_id`` or ``env_id`` and never sharing an (s_t, a_t) hash with it.
+
+    ``composition="uniform"`` is the ablation baseline: as many samples as the Balance2 sizes add up to,
+    drawn uniformly at random (seeded) from the same decontaminated pool (every step in some Balance2
+    group), with no per-group quota and no diversity picking."""
+    if composition not in MIXTURE_COMPOSITIONS:
+        raise ValueError(f"composition must be one of {MIXTURE_COMPOSITIONS}, not {composition!r}")
     sizes = dict(Composition(mixture_sizes=BALANCE2_GROUPS if sizes is None else sizes).mixture_sizes)  # known groups only
     if decontaminate not in DECONTAMINATION_KEYS:
         raise ValueError(f"decontaminate must be one of {DECONTAMINATION_KEYS}, not {decontaminate!r}")
@@ -248,12 +267,16 @@ def build_mixture(
     bench_samples = str(bench.samples(bench_version))
     spec = {"seed": seed, "input": current_fingerprint(layout), "sizes": sizes, "decontaminate": decontaminate,
             "benchmark": bench_version, "picking": PICKING_RULE}
+    if composition != "balance2":
+        spec.update(composition=composition, picking="seeded rank (uniform random)")
     version = version_id(MIXTURE, spec)
     rules = [("key", f"{decontaminate} IN (SELECT {decontaminate} FROM read_parquet('{bench_samples}'))"),
              ("hash", f"sample_hash IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")]
-    strata = [(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()]
+    strata = ([(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()] if composition == "balance2"
+              else [("uniform", "balance2_group IS NOT NULL", sum(sizes.values()))])
     with connect() as con:
-        picks, table, tools, losses = select_strata(con, layout, strata, seed, decontamination=rules)
+        picks, table, tools, losses = select_strata(con, layout, strata, seed, decontamination=rules,
+                                                    picking="uniform" if composition == "uniform" else "diverse")
         why = ""
         if not picks:
             before = con.execute(f"SELECT count(*) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
