@@ -27,7 +27,7 @@ from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
 from pipeline.collect.agent import AgentSettings
 from pipeline.collect.sources import agent_tasks, env_items
-from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, record, resolve_run
+from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import make_simulator
 from pipeline.core.report import md_table
@@ -150,7 +150,8 @@ class CurriculumConfig(config_from(CurriculumSpec, exclude={"run_id"})):
 @asset(group_name="simulation", deps=["simulator_eval", "step_strata"], pool=POOL, kinds={"duckdb", "parquet"})
 def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig, store: DataStoreResource, duckdb: DuckDBResource) -> MaterializeResult:
     """α-curriculum SFT mixture (GenEnv): a simulator's success per stratum / |Δ| / environment estimated from
-    its evaluation results (smoothed), candidates weighted toward success ≈ α, versioned and decontaminated like
+    its evaluation results (smoothed), candidates weighted by GenEnv's exp(−β(p̂ − α)²) (or the ``flat_top``
+    curve; optional difficulty filter k), versioned and decontaminated like
     Balance2 (`data/splits/curriculum/<version>/`, DuckDB `curriculum_groups`, `split_versions`)."""
     layout = store.layout()
     with duckdb.get_connection() as con:
@@ -160,11 +161,11 @@ def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig,
         record(con, layout)
     import pandas as pd
 
-    groups = pd.DataFrame(result.groups)[["group", "estimate", "eval_samples", "weight", "candidates", "quota", "selected"]]
+    groups = pd.DataFrame(result.groups)[["group", "estimate", "eval_samples", "weight", "filtered", "candidates", "quota", "selected"]]
     sel = result.selection
     if sel.shortfalls:
         context.log.warning(f"curriculum {sel.version} under-filled: {sel.shortfall_message()}")
-    return MaterializeResult(metadata={"version": sel.version, "evaluation_run": rid, "alpha": config.alpha, "band": config.band,
+    return MaterializeResult(metadata={"version": sel.version, "evaluation_run": rid, "weighting": describe(spec),
                                        "samples": sel.samples, "benchmark_version": sel.spec["benchmark"],
                                        "groups": MetadataValue.md(md_table(groups, index=False)), "path": MetadataValue.path(sel.path)})
 

@@ -1,10 +1,13 @@
 """The α-curriculum mixture from (synthetic) evaluation results in DuckDB."""
 
+import math
+
 import duckdb
 import pandas as pd
 import pytest
 
-from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, NoEvaluation, allocate, build_curriculum, record, resolve_run, weight
+from pipeline.curriculum.mixture import (CURRICULUM, CurriculumSpec, NoEvaluation, allocate, build_curriculum, describe, flat_top_weight,
+                                         genenv_weight, record, resolve_run, weight)
 from pipeline.labeling.steps import label
 from pipeline.select.selection import build_benchmark
 from pipeline.select.stratify import stratify
@@ -14,6 +17,9 @@ from tests.layouts import collected_builtin
 
 RUN = "sim@bench"
 RATES = {"failure": 0.95, "simple": 0.50, "medium": 0.05}  # strata A, B, C
+# their smoothed estimates (prior_strength 4 toward the overall 0.5): failure 97/104, simple 52/104, medium 7/104
+GAP = 97 / 104 - 0.5  # |p̂ − α| of failure and of medium = 0.432692
+W_EDGE = math.exp(-2.0 * GAP ** 2)  # their GenEnv weight with β = 2: exp(−0.374445) = 0.687671
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +51,64 @@ def eval_con(layout):
     return con
 
 
-def test_weight_and_allocation():
-    assert weight(0.5, 0.5, 0.1) == weight(0.6, 0.5, 0.1) == 1.0
-    assert weight(0.95, 0.5, 0.1) < 0.01 and weight(0.05, 0.5, 0.1) < 0.01
+def test_default_weight_is_genenv_environment_reward():
+    """exp(−β(p̂ − α)²) with α = 0.5, β = 2 (hand-computed); the flat-top default gave exp(−8) = 0.00034 at p̂ = 0."""
+    spec = CurriculumSpec(run_id=RUN)
+    assert (spec.curve, spec.alpha, spec.beta, spec.filter_k) == ("genenv", 0.5, 2.0, None)
+    assert weight(0.0, spec)[0] == pytest.approx(0.606531, abs=1e-6) and weight(1.0, spec)[0] == pytest.approx(0.606531, abs=1e-6)
+    assert weight(0.5, spec) == (1.0, None)
+    assert weight(0.25, spec)[0] == pytest.approx(0.882497, abs=1e-6) and weight(0.75, spec)[0] == pytest.approx(0.882497, abs=1e-6)
+    assert weight(0.0, spec)[1] is None  # no difficulty filter by default
+    assert weight(0.0, CurriculumSpec(run_id=RUN, beta=8.0))[0] == pytest.approx(0.135335, abs=1e-6)  # exp(−2)
+    assert weight(0.2, CurriculumSpec(run_id=RUN, alpha=0.2, beta=8.0)) == (1.0, None)
+    assert genenv_weight(0.0) == pytest.approx(math.exp(-0.5)) and genenv_weight(0.0, 0.5, 8.0) == pytest.approx(math.exp(-2))
+    assert describe(spec) == "genenv: w = exp(−2·(p̂ − 0.5)²)"
+
+
+def test_difficulty_filter_drops_groups_and_says_why():
+    spec = CurriculumSpec(run_id=RUN, filter_k=0.3)
+    assert weight(0.0, spec) == (0.0, "|p̂ − α| = 0.5000 > k = 0.3")
+    assert weight(0.9, spec) == (0.0, "|p̂ − α| = 0.4000 > k = 0.3")
+    assert weight(0.25, spec) == (pytest.approx(0.882497, abs=1e-6), None)  # within k: GenEnv's weight
+    assert weight(0.25, CurriculumSpec(run_id=RUN, filter_k=0.25))[1] is None  # |p̂ − α| = k is kept
+    assert weight(0.5, CurriculumSpec(run_id=RUN, filter_k=0.0)) == (1.0, None)
+    assert weight(0.51, CurriculumSpec(run_id=RUN, filter_k=0.0))[0] == 0.0
+    assert weight(0.0, CurriculumSpec(run_id=RUN, curve="flat_top", filter_k=0.3))[1] == "|p̂ − α| = 0.5000 > k = 0.3"  # either curve
+    assert describe(spec) == "genenv: w = exp(−2·(p̂ − 0.5)²); groups with |p̂ − 0.5| > 0.3 filtered out"
+
+
+def test_flat_top_option_keeps_the_old_values():
+    spec = CurriculumSpec(run_id=RUN, curve="flat_top")
+    assert weight(0.5, spec) == weight(0.6, spec) == weight(0.4, spec) == (1.0, None)
+    assert weight(0.0, spec)[0] == pytest.approx(math.exp(-8), rel=1e-9)  # excess 0.4 = 4 bands: 0.000335
+    assert weight(0.95, spec)[0] == pytest.approx(math.exp(-6.125), rel=1e-9)  # excess 0.35
+    assert weight(0.8, CurriculumSpec(run_id=RUN, curve="flat_top", band=0.2))[0] == pytest.approx(math.exp(-0.125), rel=1e-9)
+    assert flat_top_weight(0.05, 0.5, 0.1) == pytest.approx(math.exp(-6.125), rel=1e-9)
+    assert describe(spec) == "flat_top: w = 1 within 0.5 ± 0.1, Gaussian fall-off (scale 0.1) outside"
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"alpha": 1.5}, r"alpha must be in \[0, 1\], got 1.5"),
+    ({"alpha": -0.1}, r"alpha must be in \[0, 1\]"),
+    ({"alpha": float("nan")}, r"alpha must be in \[0, 1\], got nan"),
+    ({"beta": 0.0}, r"beta must be a finite number > 0, got 0.0"),
+    ({"beta": -2.0}, r"beta must be a finite number > 0"),
+    ({"beta": float("inf")}, r"beta must be a finite number > 0, got inf"),
+    ({"filter_k": -0.1}, r"filter_k must be ≥ 0 \(or None for no filter\), got -0.1"),
+    ({"curve": "gauss"}, r"curve must be one of \['genenv', 'flat_top'\], not 'gauss'"),
+    ({"curve": "flat_top", "band": 0.0}, r"band must be a finite number > 0 with curve 'flat_top', got 0.0"),
+])
+def test_settings_are_checked_with_one_line_errors(settings, message):
+    with pytest.raises(ValueError, match=message) as raised:
+        CurriculumSpec(run_id=RUN, **settings)
+    assert "\n" not in str(raised.value)
+
+
+def test_band_is_not_checked_where_it_is_not_used():
+    assert CurriculumSpec(run_id=RUN, band=0.0).band == 0.0  # genenv ignores band
+
+
+def test_allocation():
     assert allocate({"a": 1.0, "b": 1.0, "c": 0.0}, {"a": 3, "b": 100, "c": 100}, 10) == {"a": 3, "b": 7, "c": 0}
     assert sum(allocate({"a": 1.0, "b": 2.0}, {"a": 100, "b": 100}, 10).values()) == 10
 
@@ -58,14 +119,18 @@ def test_most_weight_on_the_frontier_stratum_deterministic_and_decontaminated(la
     groups = {g["group"]: g for g in first.groups}
     assert groups["simple"]["estimate"] == pytest.approx((50 + 4 * 0.5) / 104, abs=1e-3)
     assert groups["no-change"]["weight"] == 0 and groups["no-change"]["estimate"] is None  # not evaluated
-    assert groups["simple"]["weight"] == 1.0 and groups["failure"]["weight"] < 0.01 and groups["medium"]["weight"] < 0.01
+    # GenEnv's default weights: the strata at p̂ ≈ 0.93 and ≈ 0.07 keep exp(−2 · 0.4327²) = 0.687671 (flat-top: < 0.01)
+    assert groups["simple"]["weight"] == 1.0
+    assert groups["failure"]["weight"] == groups["medium"]["weight"] == pytest.approx(W_EDGE, abs=1e-6) == 0.687671
+    assert all(g["filtered"] is None for g in first.groups)
     quotas = {g: groups[g]["quota"] for g in groups}
-    assert quotas["simple"] >= 0.9 * sum(quotas.values()) and first.selection.samples == 60
+    # 60 · w / Σw = 25.26 (simple), 17.37 (failure), 17.37 (medium); the last sample to failure (tie, by key)
+    assert quotas == {"simple": 25, "failure": 18, "medium": 17, "no-change": 0, "difficult": 0} and first.selection.samples == 60
     samples = pd.read_parquet(first.selection.path)
     bench = pd.read_parquet(SplitStore(layout, "benchmark").samples(first.selection.spec["benchmark"]))
     assert not set(samples.sample_hash) & set(bench.sample_hash)
     assert not set(samples.task_id) & set(bench.task_id)
-    assert (samples.stratum == "simple").mean() >= 0.9
+    assert samples.stratum.value_counts().to_dict() == {"simple": 25, "failure": 18, "medium": 17}
 
     again = build_curriculum(layout, eval_con, spec)
     store = SplitStore(layout, CURRICULUM)
@@ -90,6 +155,37 @@ def test_finer_levels_smooth_toward_the_stratum(layout, eval_con):
     assert all(g["estimate"] < 0.15 for g in unseen)  # |Δ| never evaluated: the stratum's estimate
 
 
+def test_difficulty_filter_and_flat_top_end_to_end(layout, eval_con):
+    base = CurriculumSpec(run_id=RUN, size=60, levels=("stratum",))
+    default = build_curriculum(layout, eval_con, base, make_current=False)
+    filtered = build_curriculum(layout, eval_con, CurriculumSpec(run_id=RUN, size=60, levels=("stratum",), filter_k=0.3),
+                                make_current=False)
+    groups = {g["group"]: g for g in filtered.groups}
+    for name in ("failure", "medium"):  # |p̂ − α| = 0.4327 > 0.3
+        assert groups[name]["weight"] == 0 and groups[name]["quota"] == 0 and groups[name]["filtered"] == "|p̂ − α| = 0.4327 > k = 0.3"
+    assert groups["simple"]["filtered"] is None and groups["simple"]["weight"] == 1.0 and groups["simple"]["quota"] == 60
+    assert groups["no-change"]["filtered"] is None and groups["no-change"]["weight"] == 0  # not evaluated, not filtered
+    assert set(pd.read_parquet(filtered.selection.path).stratum) == {"simple"}
+
+    flat = build_curriculum(layout, eval_con, CurriculumSpec(run_id=RUN, size=60, levels=("stratum",), curve="flat_top"),
+                            make_current=False)
+    groups = {g["group"]: g for g in flat.groups}  # the old default: excess 0.3327 = 3.3 bands → exp(−5.535)
+    assert groups["simple"]["weight"] == 1.0
+    assert groups["failure"]["weight"] == groups["medium"]["weight"] == pytest.approx(math.exp(-0.5 * ((GAP - 0.1) / 0.1) ** 2), abs=1e-6)
+    assert groups["failure"]["weight"] < 0.01 and groups["simple"]["quota"] >= 0.9 * 60
+    assert (pd.read_parquet(flat.selection.path).stratum == "simple").mean() >= 0.9
+    assert len({default.selection.version, filtered.selection.version, flat.selection.version}) == 3  # curve and k are in the id
+    assert filtered.selection.spec["curriculum"]["filter_k"] == 0.3 and flat.selection.spec["curriculum"]["curve"] == "flat_top"
+
+    con = duckdb.connect()  # a curriculum_groups table from before `filtered` gets the column
+    con.execute("""CREATE TABLE curriculum_groups (version VARCHAR, run_id VARCHAR, grp VARCHAR, estimate DOUBLE, eval_samples INTEGER,
+                   eval_successes INTEGER, weight DOUBLE, candidates INTEGER, quota INTEGER, selected INTEGER)""")
+    record(con, layout)
+    rows = con.execute("SELECT grp, weight, filtered FROM curriculum_groups WHERE version = ? ORDER BY grp",
+                       [filtered.selection.version]).fetchall()
+    assert ("failure", 0.0, "|p̂ − α| = 0.4327 > k = 0.3") in rows and ("simple", 1.0, None) in rows
+
+
 def test_missing_evaluation_is_a_clear_error():
     with pytest.raises(NoEvaluation, match="simulator_eval"):
         resolve_run(duckdb.connect(), None, None)
@@ -107,10 +203,12 @@ def test_asset_sensor_and_job_are_registered(layout, eval_con, tmp_path):
     eval_con.execute(f"ATTACH '{db}' AS file; CREATE TABLE file.eval_results AS SELECT * FROM eval_results; DETACH file")
     result = materialize([curriculum_mixture], resources={"store": DataStoreResource(data_root=str(layout.root)),
                                                           "duckdb": DuckDBResource(database=str(db))},
-                         run_config={"ops": {"curriculum_mixture": {"config": {"size": 30, "levels": ["stratum"]}}}})
+                         run_config={"ops": {"curriculum_mixture": {"config": {"size": 30, "levels": ["stratum"], "filter_k": 0.3}}}})
     assert result.success
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
     assert meta["evaluation_run"].value == RUN and meta["samples"].value == 30 and "| simple    |" in meta["groups"].value
+    assert meta["weighting"].value == "genenv: w = exp(−2·(p̂ − 0.5)²); groups with |p̂ − 0.5| > 0.3 filtered out"
+    assert "| failure   |" in meta["groups"].value and "> k = 0.3" in meta["groups"].value
     assert defs.resolve_sensor_def("curriculum_on_new_eval").job_name == "curriculum_refresh"
     main = {k.to_user_string() for k in defs.resolve_job_def("envsim_main").asset_layer.executable_asset_keys}
     assert "curriculum_mixture" not in main and "simulated_rollouts" not in main

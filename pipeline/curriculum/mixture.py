@@ -3,18 +3,25 @@
 From one simulator's evaluation results (DuckDB ``eval_results``), the success rate (exact CM by default)
 is estimated per group of a hierarchy of levels — stratum (failure / no-change / simple / medium /
 difficult) → |Δ| → environment, as configured — with Beta smoothing toward the parent level:
-``p = (successes + m · p_parent) / (n + m)``, so a group with little or no data gets its parent's estimate
+``p̂ = (successes + m · p̂_parent) / (n + m)``, so a group with little or no data gets its parent's estimate
 and one with plenty of data its own. Each group of training candidates (the usable strata rows, |Δ| ≤ 12)
-gets the weight
+gets GenEnv's environment reward as its weight (``curve: genenv``, the default)
 
-    w(p) = 1                                  if |p − α| ≤ band
-    w(p) = exp(−½ · ((|p − α| − band) / band)²)  otherwise
+    w(p̂) = exp(−β · (p̂ − α)²)                       α = 0.5, β = 2.0 by default
 
-(a group whose stratum was not evaluated at all gets weight 0) and the mixture size is split over the groups in proportion to the weights (capped by what each group
-has, the rest passed on; largest remainders). Picking, decontamination and versioning are the Balance2
-mixture's (:mod:`pipeline.select.selection`): environment-diverse seeded picks, no step sharing a
-``task_id`` (or ``env_id``) or an (s_t, a_t) hash with the benchmark version the simulator was scored on,
-and a version id hashing (seed, input, spec — which includes the estimates).
+and, with GenEnv's difficulty filter ``k`` set (``filter_k``; default none), a group with |p̂ − α| > k gets
+weight 0 and is reported as filtered, with the reason, in the per-group table. The project's earlier curve
+stays as the option ``curve: flat_top``:
+
+    w(p̂) = 1                                         if |p̂ − α| ≤ band
+    w(p̂) = exp(−½ · ((|p̂ − α| − band) / band)²)      otherwise
+
+A group whose stratum was not evaluated at all gets weight 0. The mixture size is split over the groups in
+proportion to the weights (capped by what each group has, the rest passed on; largest remainders). Picking,
+decontamination and versioning are the Balance2 mixture's (:mod:`pipeline.select.selection`):
+environment-diverse seeded picks, no step sharing a ``task_id`` (or ``env_id``) or an (s_t, a_t) hash with the
+benchmark version the simulator was scored on, and a version id hashing (seed, input, spec — which includes
+the curve and its settings, and the estimates).
 """
 
 from __future__ import annotations
@@ -39,17 +46,23 @@ from pipeline.store import warehouse
 
 CURRICULUM = "curriculum"
 LEVELS = {"stratum": f"({BENCHMARK_GROUP_SQL})", "delta": "delta_size", "env": "env_id"}
+CURVES = ("genenv", "flat_top")
 METRICS = {"cm": "cm", "fm": "fm", "cm_changed_paths": "cm_changed_paths", "cm_reference": "cm_reference", "fm_and_cm": "(fm AND cm)"}
 
 
 @dataclass(frozen=True)
 class CurriculumSpec:
-    """What a curriculum mixture is built from (part of its version id)."""
+    """What a curriculum mixture is built from (part of its version id); settings are checked on construction."""
 
     run_id: str  # the evaluation run (``<simulator>@<benchmark version>``)
     size: int = setting(1000, "Samples in the mixture.")
-    alpha: float = setting(0.5, "Target success rate (GenEnv's zone of proximal development).")
-    band: float = setting(0.1, "Full weight within ±band of alpha, Gaussian fall-off outside.")
+    curve: Literal["genenv", "flat_top"] = setting("genenv", "Weight curve: 'genenv' (GenEnv's exp(−β(p̂ − α)²)) or "
+                                                             "'flat_top' (1 within ±band of alpha, Gaussian fall-off outside).")
+    alpha: float = setting(0.5, "Target success rate α in [0, 1] (GenEnv's zone of proximal development).")
+    beta: float = setting(2.0, "genenv curve: sharpness β > 0 of exp(−β(p̂ − α)²) (GenEnv's released config: 2.0).")
+    filter_k: float | None = setting(None, "GenEnv's difficulty filter k ≥ 0: a group with |p̂ − α| > k gets weight 0 "
+                                           "(either curve; None: no filter).")
+    band: float = setting(0.1, "flat_top curve only: full weight within ±band of alpha, Gaussian fall-off (scale band) outside.")
     levels: tuple[str, ...] = setting(("stratum", "delta"), "Group hierarchy from stratum, then delta (|Δ|) and/or env; "
                                                             "estimates are smoothed toward the parent level.")
     metric: Literal["cm", "fm", "cm_changed_paths", "cm_reference", "fm_and_cm"] = setting("cm", "Success metric.")
@@ -57,6 +70,19 @@ class CurriculumSpec:
     decontaminate: Literal["task_id", "env_id"] = setting("task_id", "Key no benchmark sample may share with the mixture.")
     benchmark_version: str | None = setting(None, "Decontaminate against this version (default: the one evaluated).")
     seed: int = setting(0, "Seed of the draw.")
+
+    def __post_init__(self) -> None:
+        """Reject settings the curve cannot use, one line each (NaN fails every range check)."""
+        if self.curve not in CURVES:
+            raise ValueError(f"curriculum curve must be one of {list(CURVES)}, not {self.curve!r}")
+        if not 0 <= self.alpha <= 1:
+            raise ValueError(f"curriculum alpha must be in [0, 1], got {self.alpha!r}")
+        if not (self.beta > 0 and math.isfinite(self.beta)):
+            raise ValueError(f"curriculum beta must be a finite number > 0, got {self.beta!r}")
+        if self.filter_k is not None and not (self.filter_k >= 0):
+            raise ValueError(f"curriculum filter_k must be ≥ 0 (or None for no filter), got {self.filter_k!r}")
+        if self.curve == "flat_top" and not (self.band > 0 and math.isfinite(self.band)):
+            raise ValueError(f"curriculum band must be a finite number > 0 with curve 'flat_top', got {self.band!r}")
 
 
 @dataclass
@@ -69,12 +95,37 @@ class NoEvaluation(ValueError):
     """There are no evaluation results to build a curriculum from."""
 
 
-def weight(p: float, alpha: float, band: float) -> float:
-    """1 inside the band around α, a Gaussian fall-off (scale = band) outside it."""
+def genenv_weight(p: float, alpha: float = 0.5, beta: float = 2.0) -> float:
+    """GenEnv's environment reward R_env(p̂) = exp(−β · (p̂ − α)²): 1 at α, exp(−β/4) at p̂ = 0 or 1 with α = 0.5."""
+    return math.exp(-beta * (p - alpha) ** 2)
+
+
+def flat_top_weight(p: float, alpha: float, band: float) -> float:
+    """The ``flat_top`` curve: 1 inside ±band around α, a Gaussian fall-off (scale = band) outside it."""
     excess = abs(p - alpha) - band
     if excess <= 0:
         return 1.0
-    return math.exp(-0.5 * (excess / max(band, 1e-6)) ** 2)
+    return math.exp(-0.5 * (excess / band) ** 2)
+
+
+def weight(p: float, spec: CurriculumSpec) -> tuple[float, str | None]:
+    """A group's weight at estimate ``p`` under ``spec``'s curve, and why the difficulty filter dropped it
+    (weight 0 and the reason when |p − α| > ``filter_k``; None when kept)."""
+    gap = abs(p - spec.alpha)
+    if spec.filter_k is not None and gap > spec.filter_k:
+        return 0.0, f"|p̂ − α| = {gap:.4f} > k = {spec.filter_k:g}"
+    if spec.curve == "genenv":
+        return genenv_weight(p, spec.alpha, spec.beta), None
+    return flat_top_weight(p, spec.alpha, spec.band), None
+
+
+def describe(spec: CurriculumSpec) -> str:
+    """The weighting ``spec`` applies, as one line (asset metadata)."""
+    if spec.curve == "genenv":
+        text = f"genenv: w = exp(−{spec.beta:g}·(p̂ − {spec.alpha:g})²)"
+    else:
+        text = f"flat_top: w = 1 within {spec.alpha:g} ± {spec.band:g}, Gaussian fall-off (scale {spec.band:g}) outside"
+    return text + ("" if spec.filter_k is None else f"; groups with |p̂ − {spec.alpha:g}| > {spec.filter_k:g} filtered out")
 
 
 def resolve_run(con: duckdb.DuckDBPyConnection, simulator: str | None, split_version: str | None) -> str:
@@ -168,8 +219,6 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     """Estimate, weigh, allocate and pick; writes ``data/splits/curriculum/<version>/`` like Balance2."""
     if spec.decontaminate not in DECONTAMINATION_KEYS:
         raise ValueError(f"decontaminate must be one of {DECONTAMINATION_KEYS}, not {spec.decontaminate!r}")
-    if not 0 <= spec.alpha <= 1 or spec.band <= 0:
-        raise ValueError(f"alpha must be in [0, 1] and band > 0 (got alpha={spec.alpha}, band={spec.band})")
     est = estimates(eval_con, spec)
     scored_on = eval_con.execute("SELECT any_value(split_version) FROM eval_results WHERE run_id = ?", [spec.run_id]).fetchone()[0]
     bench = SplitStore(layout, BENCHMARK)
@@ -190,9 +239,10 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     for key in sorted(available):
         found = _estimate_for(est, key)
         p, n, ok = found if found is not None else (None, 0, 0)
+        w, filtered = (0.0, None) if p is None else weight(p, spec)
         groups.append({"group": "/".join(key), **dict(zip(spec.levels, key)), "estimate": None if p is None else round(p, 4),
-                       "eval_samples": n, "eval_successes": ok,
-                       "weight": 0.0 if p is None else round(weight(p, spec.alpha, spec.band), 6), "candidates": available[key]})
+                       "eval_samples": n, "eval_successes": ok, "weight": round(w, 6), "filtered": filtered,
+                       "candidates": available[key]})
     quota = allocate({g["group"]: g["weight"] for g in groups}, {g["group"]: g["candidates"] for g in groups}, spec.size)
     for g in groups:
         g["quota"] = quota[g["group"]]
@@ -223,11 +273,15 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
 def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:
     """Register every curriculum version in DuckDB: ``split_versions`` / ``split_members`` (kind
     ``curriculum``, as the warehouse does for the other splits) and ``curriculum_groups`` (per version and
-    group: estimate, evaluation samples, weight, candidates, quota, selected). Returns the version count."""
+    group: estimate, evaluation samples, weight, why the difficulty filter dropped it, candidates, quota,
+    selected; a table written before ``filtered`` existed gets the column, NULL for its rows). Returns the
+    version count."""
 
     warehouse.sync(con, layout)  # creates the split tables
     con.execute("""CREATE TABLE IF NOT EXISTS curriculum_groups (version VARCHAR, run_id VARCHAR, grp VARCHAR, estimate DOUBLE,
-                   eval_samples INTEGER, eval_successes INTEGER, weight DOUBLE, candidates INTEGER, quota INTEGER, selected INTEGER)""")
+                   eval_samples INTEGER, eval_successes INTEGER, weight DOUBLE, candidates INTEGER, quota INTEGER, selected INTEGER,
+                   filtered VARCHAR)""")
+    con.execute("ALTER TABLE curriculum_groups ADD COLUMN IF NOT EXISTS filtered VARCHAR")
     store = SplitStore(layout, CURRICULUM)
     known = {r[0] for r in con.execute("SELECT version FROM split_versions WHERE kind = ?", [CURRICULUM]).fetchall()}
     for version in store.versions():
@@ -242,8 +296,9 @@ def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:
                                tool, outcome, delta_size, args_count, sample_hash
                         FROM read_parquet('{store.samples(version).resolve()}')""", [CURRICULUM, version])
         for g in manifest.get("groups", []):
-            con.execute("INSERT INTO curriculum_groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            con.execute("""INSERT INTO curriculum_groups (version, run_id, grp, estimate, eval_samples, eval_successes, weight,
+                                                          filtered, candidates, quota, selected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                         [version, spec["curriculum"]["run_id"], g["group"], g["estimate"], g["eval_samples"], g["eval_successes"],
-                         g["weight"], g["candidates"], g["quota"], g["selected"]])
+                         g["weight"], g.get("filtered"), g["candidates"], g["quota"], g["selected"]])
     con.execute("UPDATE split_versions SET is_current = (version = ?) WHERE kind = ?", [store.current(), CURRICULUM])
     return len(store.versions())
