@@ -72,6 +72,8 @@ def read_steps(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _record(run: dict[str, Any], step: int, path: Path) -> dict[str, Any]:
+    """The lineage of ``checkpoint-<step>`` at ``path`` in ``run``: its version, parent, mixture, the last
+    loss logged up to it, its epoch and when it was complete."""
     state_file = path / TRAINER_STATE
     state = json.loads(state_file.read_text())
     logged = [e for e in state.get("log_history", []) if "loss" in e and e.get("step", 0) <= step]
