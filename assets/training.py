@@ -11,15 +11,17 @@ from typing import Any
 import pandas as pd
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
+from duckdb import Error as DuckDBError
 from pydantic import Field
 
 from assets.evaluation import EvalConfig
 from pipeline.evaluate import results
-from pipeline.training import checkpoints
-from pipeline.training.launchers import JobFailed
+from pipeline.training import checkpoints, steps
+from pipeline.training.launchers import JobFailed, LogSink
 from pipeline.training.serve import ServeSpec
 from pipeline.training.llamafactory import (
-    TrainSettings, checkpoint_version, launch_env, loss_plot, sft_config, train_script, validate, write_config,
+    ZERO3_FILE, InvalidTrainingArguments, TrainSettings, base_model_revision, check_dataset, checkpoint_version,
+    launch_env, library_versions, loss_plot, sft_config, tracking_env, train_needs, train_script, validate, write_config,
 )
 from pipeline.core.report import md_table
 from resources import DataStoreResource, JobLauncherResource
@@ -29,17 +31,52 @@ class TrainConfig(config_from(TrainSettings, aliases={"extra": "extra_args"})):
     """LLaMA-Factory SFT settings (fields: ``TrainSettings``; ``extra`` is the config key ``extra_args``);
     the defaults are the published EnvSimBench recipe for the 4B simulator."""
 
-    gpus: int = Field(default=1, description="GPUs for the training job; > 1: torchrun (FORCE_TORCHRUN) with ZeRO-3.")
+    gpus: int = Field(default=1, description="GPUs per node for the training job; more than one in total: torchrun "
+                                             "(FORCE_TORCHRUN) with ZeRO-3.")
+    nodes: int = Field(default=1, description="Nodes for the training job (Slurm: srun starts LLaMA-Factory's torchrun "
+                                              "launcher on each, rendezvous from Slurm).")
+
+
+def _step_sink(context: AssetExecutionContext, duckdb: DuckDBResource, run_dir: Path) -> LogSink:
+    """The training job's log into the run's log; each checkpoint the job announces is registered in
+    ``sft_checkpoint_steps`` as it is written (a database busy for longer than the resource's retries gets it
+    when the job ends)."""
+    def sink(line: str) -> None:
+        record = steps.parse_mark(line)
+        if record is None:
+            context.log.info(line)
+            return
+        context.log.info(f"checkpoint {record['checkpoint_version']} written (step {record['step']}, loss {record['loss']})")
+        try:
+            with duckdb.get_connection() as con:
+                checkpoints.record_steps(con, run_dir, [record], dagster_run_id=context.run.run_id)
+        except DuckDBError as exc:
+            context.log.warning(f"{record['checkpoint_version']} is registered when the job ends, not now: {exc}")
+    return sink
+
+
+def _register(context: AssetExecutionContext, duckdb: DuckDBResource, run_dir: Path, job_id: str | None,
+              manifest: dict[str, Any] | None = None) -> int:
+    """Record what the run in ``run_dir`` left (every complete checkpoint, and the published checkpoint's
+    ``manifest``) in DuckDB; returns the number of intermediate checkpoints."""
+    steps.scan(run_dir, announce=lambda _line: None)  # what the job had no time to record (ended, killed)
+    with duckdb.get_connection() as con:
+        if manifest is not None:
+            checkpoints.record_checkpoint(con, manifest)
+        return checkpoints.record_steps(con, run_dir, job_id=job_id, dagster_run_id=context.run.run_id)
 
 
 @asset(group_name="training", deps=["sft_dataset"], kinds={"slurm", "python"})
 def sft_training(context: AssetExecutionContext, config: TrainConfig, store: DataStoreResource,
-                 launcher: JobLauncherResource) -> MaterializeResult:
+                 launcher: JobLauncherResource, duckdb: DuckDBResource) -> MaterializeResult:
     """Fine-tunes a simulator on the exported Balance2 mixture with LLaMA-Factory (`llamafactory-cli
     train`, full or LoRA, the published recipe by default), submitted through the job launcher. The
     config is checked by LLaMA-Factory's own argument parser before submission. The checkpoint version
-    hashes (mixture version, settings); the checkpoint, its metrics and the loss curve come back through
-    Dagster Pipes, and the checkpoint is published under `checkpoints/<version>/` with its lineage."""
+    hashes (mixture version, settings, topology, base-model revision, library versions); a run of a version
+    resumes from the latest checkpoint an earlier, unfinished run of it left. Every intermediate checkpoint is
+    registered in `sft_checkpoint_steps` as it is written; the checkpoint, its metrics and the loss curve come
+    back through Dagster Pipes, and the checkpoint is published under `checkpoints/<version>/` with its
+    lineage (and in `sft_checkpoints`)."""
     layout = store.layout()
     root = layout.root.resolve()
     dataset_dir = layout.export_dir("sft_mixture").resolve()
@@ -47,36 +84,67 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
         raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
     _, mixture_version = checkpoints.export_version(dataset_dir)
     settings = config.to_domain()
-    version = checkpoint_version(mixture_version, settings, config.gpus)
-    final = checkpoints.checkpoints_root(root) / version
-    staging = final.with_name(f".{version}.run-{context.run.run_id[:8]}")
-    cfg = sft_config(settings, dataset_dir, staging, gpus=config.gpus, deepspeed_path=staging / "ds_z3_config.json")
+    check_dataset(dataset_dir, settings.dataset)
     python, cli = launcher.llamafactory()
-    deferred = validate(cfg, python)
-    context.log.info(f"LLaMA-Factory accepted the config of {version} (mixture {mixture_version})"
-                     + (f"; left to the job's hardware: {deferred}" if deferred else ""))
-    shutil.rmtree(staging, ignore_errors=True)
-    cfg_path = write_config(cfg, staging / "llamafactory_train.yaml", zero3_path=staging / "ds_z3_config.json")
-    job, reported = launcher.run_with_pipes(
-        context, "sft-train", train_script(cli, cfg_path, staging, launcher.python, "assets.training_entry", config.gpus),
-        {"checkpoint_version": version, "mixture_version": mixture_version}, gpus=config.gpus, env=launch_env(config.gpus))
-    if not reported:
-        raise RuntimeError("the training job finished without reporting through Dagster Pipes")
-    report = json.loads(reported[0].metadata["report"].value)
-    manifest = {"checkpoint_version": version, "mixture_version": mixture_version, "settings": asdict(settings),
-                "gpus": config.gpus, "metrics": report["metrics"], "saved_checkpoints": report["saved_checkpoints"],
-                "job_id": job.job_id, "dagster_run_id": context.run.run_id, "config_file": cfg_path.name}
-    checkpoints.publish(staging, final, manifest)
-    curve = report["loss_curve"]
+    env = launcher.job_env()
+    revision, versions = base_model_revision(settings), library_versions(python, env)
+    version = checkpoint_version(mixture_version, settings, config.gpus, config.nodes, revision=revision, versions=versions)
+    needs, workers = train_needs(settings, config.gpus, launcher.cpus)
+    final = checkpoints.checkpoints_root(root) / version
+    staging = checkpoints.staging_dir(root, version)
+    with checkpoints.training_lock(root, version):
+        fresh = not staging.exists()
+        cfg = sft_config(settings, dataset_dir, staging, gpus=config.gpus, nodes=config.nodes,
+                         deepspeed_path=staging / ZERO3_FILE, workers=workers, run_name=version)
+        cfg_path = write_config(cfg, staging / "llamafactory_train.yaml", zero3_path=staging / ZERO3_FILE)
+        steps.start_run(staging, version, mixture_version)
+        try:
+            deferred = validate(cfg, python, env=env)
+        except InvalidTrainingArguments:
+            if fresh:
+                shutil.rmtree(staging, ignore_errors=True)
+            raise
+        resume = steps.resume_point(staging)
+        context.log.info(f"LLaMA-Factory accepted the config of {version} (mixture {mixture_version})"
+                         + (f"; left to the job's hardware: {deferred}" if deferred else "")
+                         + (f"; resuming the earlier run from {resume.name}" if resume else ""))
+        report = f"{shlex.quote(launcher.python)} -m assets.training_entry train-report {shlex.quote(str(staging))}"
+        try:
+            job, reported = launcher.run_with_pipes(
+                context, "sft-train", train_script(cli, cfg_path, staging, launcher.python, report, config.gpus, config.nodes),
+                {"checkpoint_version": version, "mixture_version": mixture_version}, gpus=config.gpus,
+                env={**launch_env(config.gpus, config.nodes), **tracking_env(settings, staging)}, nodes=config.nodes, requeue=True, needs=needs,
+                sink=_step_sink(context, duckdb, staging))
+        except JobFailed as failed:
+            try:
+                kept = f"{_register(context, duckdb, staging, None)} checkpoints"
+            except DuckDBError as exc:
+                kept = f"its checkpoints (not registered in DuckDB: {exc})"
+            context.log.error(f"{version} stopped before it finished ({failed.state}); {kept} are in {staging}: "
+                              "materialize again with the same config to resume")
+            raise
+        if not reported:
+            raise RuntimeError("the training job finished without reporting through Dagster Pipes")
+        report_data = json.loads(reported[0].metadata["report"].value)
+        manifest = {"checkpoint_version": version, "mixture_version": mixture_version, "settings": asdict(settings),
+                    "gpus": config.gpus, "nodes": config.nodes, "base_model_revision": revision, "library_versions": versions,
+                    "metrics": report_data["metrics"], "saved_checkpoints": report_data["saved_checkpoints"],
+                    "resumed_from": resume.name if resume else None, "job_id": job.job_id,
+                    "dagster_run_id": context.run.run_id, "config_file": cfg_path.name}
+        checkpoints.publish(staging, final, manifest)
+    registered = _register(context, duckdb, final, job.job_id, {**manifest, "path": str(final)})
+    curve = report_data["loss_curve"]
     plot = loss_plot(curve, final / "loss_curve.png", f"{version} on {mixture_version}") if curve else None
     throughput = [r["tokens_per_s"] for r in curve if r.get("tokens_per_s")]
     metadata: dict[str, Any] = {
-        "checkpoint_version": version, "mixture_version": mixture_version,
+        "checkpoint_version": version, "mixture_version": mixture_version, "base_model_revision": revision,
+        "library_versions": MetadataValue.json(versions),
         "checkpoint": MetadataValue.path(str(final)), "config": MetadataValue.path(str(final / cfg_path.name)),
-        "job_id": job.job_id, "metrics": MetadataValue.json(report["metrics"]),
+        "job_id": job.job_id, "metrics": MetadataValue.json(report_data["metrics"]),
         "final_loss": curve[-1]["loss"] if curve else None,
         "tokens_per_s": round(sum(throughput) / len(throughput), 1) if throughput else None,
-        "saved_checkpoints": ", ".join(report["saved_checkpoints"]) or "none",
+        "saved_checkpoints": ", ".join(report_data["saved_checkpoints"]) or "none",
+        "registered_steps": registered, "resumed_from": resume.name if resume else None,
         "loss_curve": MetadataValue.md(f"![training loss](data:image/png;base64,{base64.b64encode(plot).decode()})"
                                        if plot else "no loss was logged (fewer steps than logging_steps)"),
     }

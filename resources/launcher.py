@@ -28,15 +28,19 @@ from pydantic import Field
 
 from pipeline.core.settings import settings
 from pipeline.store.layout import DataLayout
-from pipeline.training.launchers import KILL_AFTER_S, JobResult, JobSpec, LogFollower, SlurmLauncher, kill_group, local_job
+from pipeline.training.launchers import (
+    KILL_AFTER_S, JobNeeds, JobResult, JobSpec, LogFollower, LogSink, SlurmLauncher, hub_environment, kill_group, local_job,
+)
 from resources.config_from import config_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workdir", "env"}, base=ConfigurableResource)):
+class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workdir", "env", "nodes", "requeue"},
+                                      base=ConfigurableResource)):
     """Where GPU jobs run: `local` (a subprocess here) or `slurm` (sbatch; GPUs via --gres). The job's
-    resources are the fields of ``JobSpec``."""
+    resources are the fields of ``JobSpec`` (what a job sets itself — its nodes, requeueing — excluded); the
+    ones left unset are what each job needs (``JobNeeds``)."""
 
     backend: Literal["local", "slurm"] = Field(default="local", description="local (a subprocess here) or slurm (sbatch).")
     pending_timeout_s: float = Field(default=600, description="Fail if the job stays PENDING longer than this.")
@@ -81,33 +85,50 @@ class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workd
         env = {"SLURM_CONF": self.slurm_conf} if self.slurm_conf else {}
         return SlurmLauncher(self.pending_timeout_s, jobcomp=Path(self.jobcomp) if self.jobcomp else None, env=env)
 
+    def job_env(self) -> dict[str, str]:
+        """The Hugging Face cache settings every job gets (also the environment of the checks run before submission)."""
+        return hub_environment(self.hf_home, self.hf_offline)
+
+    def job_spec(self, workdir: Path, name: str, script: str, env: dict[str, str] | None = None, gpus: int | None = None,
+                 nodes: int = 1, requeue: bool = False, needs: JobNeeds | None = None) -> JobSpec:
+        """The job ``name`` running ``script`` (in the repository, with it on ``PYTHONPATH``): this launcher's
+        settings, where unset (``cpus``, ``mem_gb``, ``time_limit_min``) what the job ``needs``; ``gpus`` overrides
+        the launcher's."""
+        needs = needs or JobNeeds.for_gpus(self.gpus if gpus is None else gpus)
+        return self.to_domain(name=name, script=f"cd {ROOT}\n{script}", workdir=workdir, env={"PYTHONPATH": str(ROOT), **(env or {})},
+                              gpus=self.gpus if gpus is None else gpus, nodes=nodes, requeue=requeue,
+                              cpus=self.cpus or needs.cpus, mem_gb=self.mem_gb or needs.mem_gb,
+                              time_limit_min=self.time_limit_min or needs.time_limit_min)
+
     def run_with_pipes(
         self, context: AssetExecutionContext, name: str, script: str, extras: dict[str, Any], gpus: int | None = None,
-        env: dict[str, str] | None = None, timeout_s: float | None = None,
+        env: dict[str, str] | None = None, timeout_s: float | None = None, nodes: int = 1, requeue: bool = False,
+        needs: JobNeeds | None = None, sink: LogSink | None = None,
     ) -> tuple[JobResult, list[Any]]:
         """Run a job script with the Pipes bootstrap (and ``env``) in its environment; returns (job, Pipes results).
-        ``timeout_s`` overrides ``time_limit_min`` (local: the job's time limit; Slurm: how long to wait)."""
+        ``timeout_s`` overrides ``time_limit_min`` (local: the job's time limit; Slurm: how long to wait). Each line
+        of the job's log goes to ``sink`` (default: the run's log) as it is written. See :meth:`job_spec`."""
         workdir = self.job_workdir(context, name)
         workdir.mkdir(parents=True, exist_ok=True)
-        spec = self.to_domain(name=name, script=f"cd {ROOT}\n{script}", workdir=workdir, env={"PYTHONPATH": str(ROOT), **(env or {})},
-                              gpus=self.gpus if gpus is None else gpus)
+        spec = self.job_spec(workdir, name, script, env, gpus, nodes, requeue, needs)
         injector = PipesFileContextInjector(str(workdir / "pipes-context.json"))
         reader = PipesFileMessageReader(str(workdir / "pipes-messages.jsonl"))
+        sink = sink or context.log.info
         if self.backend == "local":
-            return _run_local(context, spec, extras, injector, reader, timeout_s)
+            return _run_local(context, spec, extras, injector, reader, timeout_s, sink)
         with open_pipes_session(context=context, context_injector=injector, message_reader=reader, extras=extras) as session:
             spec = replace(spec, env={**session.get_bootstrap_env_vars(), **spec.env})
-            result = self.slurm_launcher().run(spec, sink=context.log.info, timeout_s=timeout_s)
+            result = self.slurm_launcher().run(spec, sink=sink, timeout_s=timeout_s)
         return result, list(session.get_results())
 
 
 def _run_local(context: AssetExecutionContext, spec: JobSpec, extras: dict[str, Any], injector: PipesFileContextInjector,
-               reader: PipesFileMessageReader, timeout_s: float | None) -> tuple[JobResult, list[Any]]:
-    """The job under ``PipesSubprocessClient``, its log followed into the run's log while it runs."""
+               reader: PipesFileMessageReader, timeout_s: float | None, sink: LogSink) -> tuple[JobResult, list[Any]]:
+    """The job under ``PipesSubprocessClient``, its log followed into ``sink`` while it runs."""
     job = local_job(spec, timeout_s)
     client = PipesSubprocessClient(context_injector=injector, message_reader=reader, forward_termination=True,
                                    termination_timeout_seconds=KILL_AFTER_S + 5)
-    follower, done = LogFollower(job.log, context.log.info), threading.Event()
+    follower, done = LogFollower(job.log, sink), threading.Event()
 
     def follow() -> None:
         while not done.wait(0.5):
@@ -116,7 +137,7 @@ def _run_local(context: AssetExecutionContext, spec: JobSpec, extras: dict[str, 
     thread = threading.Thread(target=follow, name=f"follow-{spec.name}", daemon=True)
     thread.start()
     try:
-        invocation = client.run(context=context, command=list(job.command), extras=extras, env=spec.env, cwd=str(spec.workdir))
+        invocation = client.run(context=context, command=list(job.command), extras=extras, env=spec.environment(), cwd=str(spec.workdir))
     except DagsterPipesExecutionError as exc:  # "External execution process failed with code N"
         kill_group(job.group())
         code = re.search(r"code (-?\d+)", str(exc))

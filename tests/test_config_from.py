@@ -37,7 +37,7 @@ PAIRS = [
     (AgentPolicyConfig, AgentSettings, set(), {"sources", "task_limit"}, {}),
     (AgentPolicyConfig, AgentRun, {"settings"}, {f.name for f in dataclasses.fields(AgentSettings)}, {}),
     (SimulatorConfig, SimulatorSpec, set(), set(), {}),
-    (TrainConfig, TrainSettings, set(), {"gpus"}, {"extra": "extra_args"}),
+    (TrainConfig, TrainSettings, set(), {"gpus", "nodes"}, {"extra": "extra_args"}),
     (ServeConfig, ServeSpec, {"model_name_or_path", "template", "served_name", "adapter_name_or_path", "llamafactory_cli",
                               "llamafactory_python"},
      {"checkpoint", "served_model_name", "template", "base_model", "max_tokens", "temperature", "concurrency", "timeout_s",
@@ -48,7 +48,7 @@ PAIRS = [
     (BfclTaskFileConfig, BfclTaskFile, set(), set(), {}),
     (EnvScalerCorpusConfig, EnvScalerCorpus, set(), set(), {}),
     (CellConfig, Cell, set(), set(), {}),
-    (JobLauncherResource, JobSpec, {"name", "script", "workdir", "env"}, {"backend", "workdir", "python"}, {}),
+    (JobLauncherResource, JobSpec, {"name", "script", "workdir", "env", "nodes", "requeue"}, {"backend", "workdir", "python"}, {}),
 ]
 
 

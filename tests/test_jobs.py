@@ -17,14 +17,19 @@ import yaml
 from dagster import AssetExecutionContext, MaterializeResult, asset, materialize
 from dagster_duckdb import DuckDBResource
 
-from pipeline.training.launchers import JobFailed, JobSpec, SlurmLauncher
+from pipeline.training import checkpoints, steps
+from pipeline.training.launchers import JobFailed, JobNeeds, JobSpec, SlurmLauncher, local_job
 from pipeline.training.llamafactory import (
-    TrainSettings, checkpoint_version, launch_env, loss_plot, run_report, sft_config, write_config,
+    InvalidTrainingArguments, TrainSettings, base_model_revision, checkpoint_version, check_dataset, launch_env,
+    library_versions, loss_plot, run_report, sft_config, tracking_env, train_needs, train_script, validate, write_config,
 )
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.export.hf_layout import export_split
+from tests import fake_llamafactory
 from tests.slurm_cluster import SlurmCluster
 from tests.layouts import stratified_copy
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +37,8 @@ def split_layout(default_layout, tmp_path_factory):
     layout = stratified_copy(default_layout, tmp_path_factory.mktemp("jobs") / "data")
     build_benchmark(layout, seed=0, on_shortfall="warn")
     build_mixture(layout, {"failure": 5, "no_change": 50, "simple": 50, "complex": 20}, seed=0)
-    export_split(layout, "sft_mixture", None, layout.root / "export" / "sft_mixture")
+    # with the published EnvSimBench Alpaca records (dataset envsim_envsimbench_alpaca) next to ours
+    export_split(layout, "sft_mixture", None, layout.root / "export" / "sft_mixture", envsimbench_format=True)
     return layout
 
 
@@ -40,7 +46,7 @@ def test_llamafactory_config_defaults_are_the_published_recipe():
     full = sft_config(TrainSettings(), Path("/data/export/sft"), Path("/ckpt"))
     recipe = {"model_name_or_path": "Qwen/Qwen3-4B-Base", "finetuning_type": "full", "template": "qwen",
               "cutoff_len": 8192, "learning_rate": 2e-5, "num_train_epochs": 3.0, "per_device_train_batch_size": 1,
-              "gradient_accumulation_steps": 16, "lr_scheduler_type": "cosine", "warmup_ratio": 0.05, "bf16": True,
+              "gradient_accumulation_steps": 32, "seed": 42, "data_seed": 42, "report_to": "none", "lr_scheduler_type": "cosine", "warmup_ratio": 0.05, "bf16": True,
               "disable_gradient_checkpointing": False, "flash_attn": "fa2", "save_steps": 200, "save_total_limit": 3,
               "dataset": "envsim_chat", "stage": "sft", "dataset_dir": "/data/export/sft", "output_dir": "/ckpt"}
     assert {k: full[k] for k in recipe} == recipe
@@ -48,7 +54,8 @@ def test_llamafactory_config_defaults_are_the_published_recipe():
     lora = sft_config(TrainSettings(finetuning_type="lora", lora_rank=8), Path("/d"), Path("/c"))
     assert lora["lora_rank"] == 8 and lora["lora_target"] == "all"
     multi = sft_config(TrainSettings(), Path("/d"), Path("/c"), gpus=2, deepspeed_path=Path("/c/ds_z3_config.json"))
-    assert multi["deepspeed"] == "/c/ds_z3_config.json" and launch_env(2) == {"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"}
+    assert multi["deepspeed"] == "/c/ds_z3_config.json" and launch_env(2) == {"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2", "NNODES": "1"}
+    assert "save_only_model" not in full, "checkpoints keep the optimizer state: a preempted run resumes from them"
     passed = sft_config(TrainSettings(extra={"max_steps": 5, "bf16": False}), Path("/d"), Path("/c"))
     assert passed["max_steps"] == 5 and passed["bf16"] is False
     with pytest.raises(ValueError, match="full' or 'lora"):
@@ -57,12 +64,17 @@ def test_llamafactory_config_defaults_are_the_published_recipe():
         sft_config(TrainSettings(extra={"output_dir": "/elsewhere"}), Path("/d"), Path("/c"))
 
 
+def _version(mixture="sft-aaa", settings=TrainSettings(), gpus=2, nodes=1, revision="main", versions=None):
+    return checkpoint_version(mixture, settings, gpus, nodes, revision=revision,
+                              versions=versions or {"llamafactory": "0.9.5", "transformers": "5.6.0"})
+
+
 def test_checkpoint_version_is_mixture_and_settings(tmp_path):
-    base = checkpoint_version("sft-aaa", TrainSettings(), 2)
-    assert base == checkpoint_version("sft-aaa", TrainSettings(), 2) and base.startswith("ckpt-")
-    assert len({base, checkpoint_version("sft-bbb", TrainSettings(), 2), checkpoint_version("sft-aaa", TrainSettings(), 1),
-                checkpoint_version("sft-aaa", TrainSettings(learning_rate=1e-5), 2),
-                checkpoint_version("sft-aaa", TrainSettings(extra={"max_steps": 3}), 2)}) == 5
+    base = _version()
+    assert base == _version() and base.startswith("ckpt-")
+    assert len({base, _version("sft-bbb"), _version(gpus=1), _version(nodes=2),
+                _version(settings=TrainSettings(learning_rate=1e-5)), _version(settings=TrainSettings(extra={"max_steps": 3})),
+                _version(revision="0123abc"), _version(versions={"llamafactory": "0.9.5", "transformers": "5.7.0"})}) == 8
     cfg = sft_config(TrainSettings(), tmp_path, tmp_path / "out", gpus=2, deepspeed_path=tmp_path / "out" / "ds_z3_config.json")
     written = write_config(cfg, tmp_path / "out" / "train.yaml", zero3_path=tmp_path / "out" / "ds_z3_config.json")
     assert yaml.safe_load(written.read_text()) == cfg
@@ -287,6 +299,26 @@ def test_slurm_failures_are_reported_with_the_schedulers_reason(slurm, tmp_path)
 
 
 @pytest.mark.slow
+def test_slurm_requeued_job_runs_its_script_again(slurm, tmp_path):
+    """`scontrol requeue` (what preemption with PreemptMode=REQUEUE does): the launcher follows the job through
+    its second start, and the log keeps both runs."""
+    marker = tmp_path / "first-run"
+    script = f'if [ ! -e {marker} ]; then touch {marker}; echo first run; sleep 120; fi\necho second run\n'
+    launcher = _slurm_launcher(slurm, pending_timeout_s=5)
+
+    def requeue():
+        while not marker.exists():
+            time.sleep(0.1)
+        time.sleep(1)
+        subprocess.run(["scontrol", "requeue", launcher.job_id], env={**os.environ, **slurm.env}, check=True, capture_output=True)
+
+    threading.Thread(target=requeue, daemon=True).start()
+    result = launcher.run(JobSpec("requeued", script, tmp_path, requeue=True, cpus=1), timeout_s=400)
+    assert result.state == "COMPLETED"
+    assert [line for line in result.log.read_text().splitlines() if line.endswith(" run")] == ["first run", "second run"]
+
+
+@pytest.mark.slow
 def test_slurm_time_limit(slurm, tmp_path):
     start = time.monotonic()
     with pytest.raises(JobFailed, match="ended TIMEOUT"):
@@ -339,3 +371,324 @@ def test_launcher_finds_the_llamafactory_environment(tmp_path, monkeypatch):
     assert JobLauncherResource(llamafactory_python=str(env / "python")).llamafactory() == (str(env / "python"), str(env / "llamafactory-cli"))
     monkeypatch.setenv("ENVSIM_LLAMAFACTORY_PYTHON", str(env / "python"))
     assert JobLauncherResource().llamafactory()[1] == str(env / "llamafactory-cli")
+
+
+# --- the training recipe across GPU counts, its identity, its job ------------------------------------------
+
+def test_global_batch_is_held_across_gpu_counts():
+    """The recipe's global batch (32) stays 32 on any number of GPUs: the accumulation follows them."""
+    def accumulation(gpus, nodes=1, **kw):
+        return sft_config(TrainSettings(**kw), Path("/d"), Path("/c"), gpus=gpus, nodes=nodes,
+                          deepspeed_path=Path("/c/ds.json"))["gradient_accumulation_steps"]
+
+    assert [accumulation(g) for g in (0, 1, 2, 4, 8)] == [32, 32, 16, 8, 4]
+    assert accumulation(4, nodes=2) == 4 and accumulation(2, per_device_train_batch_size=4) == 4
+    assert accumulation(2, global_batch_size=64) == 32
+    with pytest.raises(ValueError, match=r"^global_batch_size 32 is not a multiple of per_device_train_batch_size 3 × 1 GPU"):
+        accumulation(1, per_device_train_batch_size=3)
+    with pytest.raises(ValueError, match=r"\['gradient_accumulation_steps'\] are set by the pipeline"):
+        sft_config(TrainSettings(extra={"gradient_accumulation_steps": 4}), Path("/d"), Path("/c"))
+    assert "\n" not in str(pytest.raises(ValueError, accumulation, 3).value)
+
+
+def test_seed_and_experiment_tracking_reach_llamafactory(tmp_path):
+    cfg = sft_config(TrainSettings(seed=7), tmp_path, tmp_path / "out")
+    assert (cfg["seed"], cfg["data_seed"]) == (7, 7) and cfg["report_to"] == "none" and "logging_dir" not in cfg
+    board = TrainSettings(report_to="tensorboard")
+    assert sft_config(board, tmp_path, tmp_path / "out", run_name="ckpt-x")["report_to"] == "tensorboard"
+    assert tracking_env(board, tmp_path / "out") == {"TENSORBOARD_LOGGING_DIR": str(tmp_path / "out" / "tensorboard")}
+    assert tracking_env(TrainSettings(), tmp_path / "out") == {}
+    wandb = sft_config(TrainSettings(report_to="wandb"), tmp_path, tmp_path / "out", run_name="ckpt-x")
+    assert wandb["report_to"] == "wandb" and wandb["run_name"] == "ckpt-x"
+    with pytest.raises(ValueError, match="report_to must be one of none, tensorboard, wandb"):
+        sft_config(TrainSettings(report_to="mlflow"), tmp_path, tmp_path / "out")
+    python = str(fake_llamafactory.make_env(tmp_path / "env"))  # has neither tensorboard nor wandb
+    assert validate(sft_config(TrainSettings(seed=7), tmp_path, tmp_path / "out"), python) == ["bf16"]
+    for tracker in ("tensorboard", "wandb"):
+        with pytest.raises(InvalidTrainingArguments, match=f"report_to {tracker} needs the {tracker} package in .*: pip install"):
+            validate(sft_config(TrainSettings(report_to=tracker), tmp_path, tmp_path / "out"), python)
+
+
+def test_base_model_revision_and_library_versions_make_the_checkpoint_version(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"hidden_size": 64}')
+    (model / "model.safetensors").write_bytes(b"0" * 10)
+    (model / "tokenizer.json").write_text("{}")
+    local = TrainSettings(model_name_or_path=str(model))
+    first = base_model_revision(local)
+    assert first.startswith("files:")
+    (model / "tokenizer.json").write_text('{"changed": true}')
+    assert base_model_revision(local) == first, "only the config and the weight files identify the weights"
+    (model / "model.safetensors").write_bytes(b"0" * 11)
+    second = base_model_revision(local)
+    (model / "config.json").write_text('{"hidden_size": 128}')
+    assert len({first, second, base_model_revision(local)}) == 3
+    assert base_model_revision(TrainSettings(model_name_or_path=str(model), model_revision="my-run-7")) == "my-run-7"
+    assert base_model_revision(TrainSettings()) == "main"
+    assert base_model_revision(TrainSettings(model_revision="9f1c2e")) == "9f1c2e"
+    assert sft_config(TrainSettings(model_revision="9f1c2e"), tmp_path, tmp_path / "o")["model_revision"] == "9f1c2e"
+    assert sft_config(TrainSettings(), tmp_path, tmp_path / "o")["model_revision"] == "main"
+    assert "model_revision" not in sft_config(local, tmp_path, tmp_path / "o")  # a directory has no Hub revision
+
+    python = fake_llamafactory.make_env(tmp_path / "env", versions={"transformers": "5.7.0"})
+    versions = library_versions(str(python))
+    assert versions["llamafactory"] == "0.9.5" and versions["transformers"] == "5.7.0" and versions["peft"] is None
+    assert _version(versions=versions) != _version(versions={**versions, "transformers": "5.6.0"})
+
+
+def test_envsimbench_dataset_is_a_training_choice(split_layout, tmp_path):
+    export = split_layout.root / "export" / "sft_mixture"
+    for name in ("envsim_chat", "envsim_alpaca", "envsim_envsimbench_alpaca"):
+        check_dataset(export, name)
+    ours = tmp_path / "export"
+    ours.mkdir()
+    (ours / "dataset_info.json").write_text(json.dumps({"envsim_chat": {}, "envsim_alpaca": {}}))
+    with pytest.raises(ValueError, match=r"^dataset 'envsim_envsimbench_alpaca' is not in .*dataset_info.json "
+                                         r"\(it holds envsim_alpaca, envsim_chat\): .*envsimbench_format: true") as err:
+        check_dataset(ours, "envsim_envsimbench_alpaca")
+    assert "\n" not in str(err.value)
+
+
+def test_training_job_asks_for_its_cpus_memory_and_time(tmp_path):
+    """--cpus-per-task follows the tokenizing workers (at least one per GPU), --mem the GPUs, --time a day;
+    what the launcher sets wins, and a launcher that fixes the CPUs gets at most that many workers."""
+    from resources import JobLauncherResource
+
+    def sbatch(launcher, needs, gpus):
+        spec = launcher.job_spec(tmp_path, "sft-train", "true\n", gpus=gpus, needs=needs)
+        return [line for line in SlurmLauncher().script(spec, tmp_path / "x.log").splitlines() if line.startswith("#SBATCH")]
+
+    needs, workers = train_needs(TrainSettings(), gpus=4)
+    assert (needs.cpus, needs.mem_gb, needs.time_limit_min, workers) == (16, 128, 1440, 16)
+    lines = sbatch(JobLauncherResource(backend="slurm"), needs, 4)
+    assert {"#SBATCH --cpus-per-task=16", "#SBATCH --mem=128G", "#SBATCH --time=1440", "#SBATCH --gres=gpu:4"} <= set(lines)
+    assert train_needs(TrainSettings(preprocessing_num_workers=2), gpus=8)[0].cpus == 8
+    fixed = JobLauncherResource(backend="slurm", cpus=8, mem_gb=64, time_limit_min=600)
+    needs, workers = train_needs(TrainSettings(), gpus=4, cpus=fixed.cpus)
+    assert workers == 8 and {"#SBATCH --cpus-per-task=8", "#SBATCH --mem=64G", "#SBATCH --time=600"} <= set(sbatch(fixed, needs, 4))
+    evaluation = sbatch(JobLauncherResource(backend="slurm"), JobNeeds(), 0)
+    assert "#SBATCH --cpus-per-task=2" in evaluation and not any(line.startswith(("#SBATCH --mem", "#SBATCH --time")) for line in evaluation)
+
+
+def test_slurm_script_requeues_runs_on_several_nodes_and_exports_the_hub_cache(tmp_path):
+    spec = JobSpec("sft-train", "echo hi\n", tmp_path, gpus=4, nodes=2, requeue=True, hf_home="/shared/hf", hf_offline=True)
+    text = SlurmLauncher().script(spec, tmp_path / "x.log")
+    for line in ("#SBATCH --requeue", "#SBATCH --open-mode=append", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
+                 "export HF_HOME=/shared/hf", "export HF_HUB_OFFLINE=1", "export TRANSFORMERS_OFFLINE=1"):
+        assert line in text.splitlines(), line
+    plain = SlurmLauncher().script(JobSpec("eval", "true\n", tmp_path), tmp_path / "x.log")
+    assert "--requeue" not in plain and "--nodes" not in plain and "HF_HOME" not in plain
+    with pytest.raises(ValueError, match="^the local launcher runs a job on this machine only: set nodes: 1 or use the slurm backend$"):
+        local_job(JobSpec("sft-train", "true\n", tmp_path, nodes=2))
+
+
+def _write_fake_tools(bin_dir: Path, nodes: list[str]) -> Path:
+    """Stand-ins for nvidia-smi, scontrol (hostnames) and srun (runs its command once per node, in order,
+    with SLURM_NODEID set, and records its options)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    tools = {
+        "nvidia-smi": 'echo "GPU 0: stand-in"\n',
+        "scontrol": f'[ "$1 $2" = "show hostnames" ] || exit 1\nprintf "%s\\n" {" ".join(nodes)}\n',
+        "srun": f'echo "$@" >> {bin_dir}/srun.args\nwhile [ "${{1#--}}" != "$1" ]; do shift; done\n'
+                f'for i in $(seq 0 $((SLURM_JOB_NUM_NODES - 1))); do SLURM_NODEID=$i "$@" || exit $?; done\n',
+    }
+    for name, body in tools.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def _script_run(tmp_path, split_layout, settings, gpus, nodes, env):
+    """The training job's script as the asset writes it, ready to run with bash (twice, as Slurm re-runs a
+    requeued job)."""
+    python = fake_llamafactory.make_env(tmp_path / "env")
+    out = tmp_path / "run"
+    cfg = sft_config(settings, split_layout.root / "export" / "sft_mixture", out, gpus=gpus, nodes=nodes,
+                     deepspeed_path=out / "ds_z3_config.json")
+    path = write_config(cfg, out / "llamafactory_train.yaml", zero3_path=out / "ds_z3_config.json")
+    steps.start_run(out, "ckpt-script", "sft-script")
+    script = train_script(str(python.parent / "llamafactory-cli"), path, out, sys.executable, "echo reported", gpus, nodes)
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **launch_env(gpus, nodes), **env}
+
+    def run():
+        return subprocess.run(["bash", "-c", "set -euo pipefail\ncd " + str(ROOT) + "\n" + script], env=full_env,
+                              capture_output=True, text=True, timeout=120)
+    return out, run
+
+
+def test_job_script_resumes_when_rerun(split_layout, tmp_path):
+    """A requeued Slurm job runs its script again: it continues from the latest complete checkpoint."""
+    settings = TrainSettings(bf16=False, global_batch_size=1, save_steps=2, save_total_limit=5, preprocessing_num_workers=1,
+                             extra={"max_steps": 6})
+    out, run = _script_run(tmp_path, split_layout, settings, 0, 1, {"FAKE_LF_STOP_AT": "5"})
+    first = run()
+    assert first.returncode == 143 and "reported" not in first.stdout
+    (out / "checkpoint-6").mkdir()  # a save the preemption cut short: no trainer_state.json yet
+    (out / "checkpoint-6" / "model.safetensors").write_text("torn")
+    second = run()
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "reported" in second.stdout and f"resuming from {out / 'checkpoint-4'}" in second.stdout
+    one, two = fake_llamafactory.calls(out)
+    assert (one["resume"], one["start"]) == (None, 0) and (two["resume"], two["start"]) == (str(out / "checkpoint-4"), 4)
+    assert (out / "checkpoint-6" / "optimizer.pt").exists() and (out / "all_results.json").exists()
+    recorded = steps.read_steps(out)
+    assert [(r["checkpoint_version"], r["parent_version"], r["mixture_version"], r["step"]) for r in recorded] == [
+        ("ckpt-script/step-2", "ckpt-script", "sft-script", 2), ("ckpt-script/step-4", "ckpt-script", "sft-script", 4),
+        ("ckpt-script/step-6", "ckpt-script", "sft-script", 6)]
+    assert f"{steps.STEP_MARK}" in first.stdout, "each checkpoint is announced in the job log as it is written"
+
+
+def test_multi_node_job_script_sets_the_torchrun_rendezvous(split_layout, tmp_path):
+    tools = _write_fake_tools(tmp_path / "tools", ["node-a", "node-b"])
+    settings = TrainSettings(bf16=False, save_steps=2, preprocessing_num_workers=1, extra={"max_steps": 2})
+    out, run = _script_run(tmp_path, split_layout, settings, 4, 2, {
+        "PATH": f"{tools}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_NODELIST": "node-[a-b]"})
+    done = run()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (tools / "srun.args").read_text().split()[:3] == ["--nodes=2", "--ntasks=2", "--ntasks-per-node=1"]
+    calls = fake_llamafactory.calls(out)
+    assert [c["env"]["NODE_RANK"] for c in calls] == ["0", "1"]
+    for call in calls:
+        env = call["env"]
+        assert (env["NNODES"], env["NPROC_PER_NODE"], env["FORCE_TORCHRUN"], env["MASTER_ADDR"]) == ("2", "4", "1", "node-a")
+        assert env["MASTER_PORT"] == calls[0]["env"]["MASTER_PORT"] and env["MASTER_PORT"].isdigit()
+        assert env["PYTHONPATH"] is None and call["config"]["gradient_accumulation_steps"] == 4  # 32 / (1 × 4 × 2)
+
+
+def test_slurm_launcher_follows_a_requeued_job(tmp_path):
+    """A preempted job that Slurm requeues is followed until it completes: PREEMPTED is not its end, and the
+    PENDING after a requeue is not held to pending_timeout_s (which guards a request that can never start)."""
+    states = tmp_path / "states"
+    states.write_text("\n".join(["JobState=PENDING Reason=Priority Restarts=0", "JobState=RUNNING Reason=None Restarts=0",
+                                 "JobState=PREEMPTED Reason=None Restarts=0 ExitCode=0:15"]
+                                + ["JobState=PENDING Reason=BeginTime Restarts=1"] * 6
+                                + ["JobState=RUNNING Reason=None Restarts=1", "JobState=COMPLETED Reason=None Restarts=1 ExitCode=0:0"]))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tools = {"sbatch": "echo 77\n", "scancel": f"echo \"$@\" >> {tmp_path}/scancel.args\n",
+             "scontrol": f'line=$(head -n1 {states}); [ "$(wc -l < {states})" -gt 0 ] && sed -i 1d {states}\n'
+                         f'echo "JobId=77 ${{line:-JobState=COMPLETED ExitCode=0:0}} Requeue=1"\n'}
+    for name, body in tools.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    launcher = SlurmLauncher(pending_timeout_s=0.3, poll_s=0.1, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    result = launcher.run(JobSpec("sft-train", "true\n", tmp_path / "job", requeue=True))
+    assert (result.state, result.exit_code) == ("COMPLETED", 0) and not (tmp_path / "scancel.args").exists()
+
+
+# --- sft_training as a user runs it, on a stand-in LLaMA-Factory (tests/fake_llamafactory.py) --------------
+
+#: a few steps of the recipe on the stand-in: every argument but the step count is the asset's
+FAKE_TRAIN = {"bf16": False, "save_steps": 2, "logging_steps": 1, "preprocessing_num_workers": 1, "gpus": 0,
+              "extra_args": {"max_steps": 4}}
+
+
+@pytest.fixture(scope="module")
+def fake_lf(tmp_path_factory):
+    """(python of the stand-in LLaMA-Factory environment, a base model directory)."""
+    root = tmp_path_factory.mktemp("fake-lf")
+    model = root / "base-model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "qwen3"}')
+    (model / "model.safetensors").write_bytes(b"\0" * 64)
+    return fake_llamafactory.make_env(root / "env"), model
+
+
+def _train(layout, fake_lf, config, **launcher):
+    from assets.training import sft_training
+    from resources import JobLauncherResource
+
+    python, model = fake_lf
+    resource = JobLauncherResource(backend="local", workdir=str(layout.root / "jobs"), llamafactory_python=str(python), **launcher)
+    return materialize([sft_training], resources=_job_resources(layout, resource), raise_on_error=False,
+                       run_config={"ops": {"sft_training": {"config": {"model_name_or_path": str(model), **config}}}})
+
+
+def _failure(result) -> str:
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    error = failure.event_specific_data.error
+    return "\n".join(filter(None, [error.message, error.cause.message if error.cause else None]))
+
+
+def _meta(result):
+    return {k: v.value for k, v in result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata.items()}
+
+
+def test_multi_gpu_training_is_validated_with_its_zero3_file(split_layout, fake_lf, tmp_path, monkeypatch):
+    """Two GPUs: ZeRO-3 by default. Its file exists when LLaMA-Factory's parser (lf_check.py) reads it,
+    before submission; the job gets torchrun on both GPUs and the recipe's global batch."""
+    monkeypatch.setenv("PATH", f"{_write_fake_tools(tmp_path / 'tools', ['node-a'])}:{os.environ['PATH']}")
+    result = _train(split_layout, fake_lf, {**FAKE_TRAIN, "gpus": 2})
+    assert result.success, _failure(result)
+    meta = _meta(result)
+    final = split_layout.root / "checkpoints" / meta["checkpoint_version"]
+    cfg = yaml.safe_load((final / "llamafactory_train.yaml").read_text())
+    assert Path(cfg["deepspeed"]).name == "ds_z3_config.json"
+    assert json.loads((final / "ds_z3_config.json").read_text())["zero_optimization"]["stage"] == 3
+    [call] = fake_llamafactory.calls(final)
+    assert (call["env"]["FORCE_TORCHRUN"], call["env"]["NPROC_PER_NODE"]) == ("1", "2")
+    assert call["config"]["gradient_accumulation_steps"] == 16
+    manifest = json.loads((final / checkpoints.MANIFEST).read_text())
+    assert manifest["library_versions"]["llamafactory"] == "0.9.5" and manifest["base_model_revision"].startswith("files:")
+    assert (manifest["gpus"], manifest["nodes"]) == (2, 1)
+
+
+def test_training_resumes_and_registers_every_checkpoint(split_layout, fake_lf, monkeypatch):
+    """A run that ends early (preempted, timed out) leaves full checkpoints in its version's staging directory,
+    each registered in SQL as it was written; materializing again continues from the latest; the steps and the
+    published checkpoint are in DuckDB without any evaluation."""
+    config = {**FAKE_TRAIN, "save_total_limit": 2, "extra_args": {"max_steps": 6}}
+    monkeypatch.setenv("FAKE_LF_STOP_AT", "5")
+    first = _train(split_layout, fake_lf, config)
+    assert not first.success and "killed by signal 15 (SIGTERM)" in _failure(first)  # as Slurm ends a preempted job
+    [staging] = [p for p in (split_layout.root / "checkpoints").glob(".ckpt-*.staging") if fake_llamafactory.calls(p)]
+    version = json.loads((staging / steps.RUN_FILE).read_text())["checkpoint_version"]
+    assert staging == checkpoints.staging_dir(split_layout.root, version)
+    assert (staging / "checkpoint-4" / "optimizer.pt").exists()
+    db = str(split_layout.root / "jobs.duckdb")
+    with duckdb.connect(db, read_only=True) as con:
+        assert con.execute("SELECT checkpoint_version, parent_version, step, present FROM sft_checkpoint_steps "
+                           "WHERE parent_version = ? ORDER BY step", [version]).fetchall() == [
+            (f"{version}/step-2", version, 2, True), (f"{version}/step-4", version, 4, True)]
+
+    second = _train(split_layout, fake_lf, config)
+    assert second.success, _failure(second)
+    assert _meta(second)["checkpoint_version"] == version and not staging.exists()
+    final = split_layout.root / "checkpoints" / version
+    one, two = fake_llamafactory.calls(final)
+    assert one["resume"] is None and (two["resume"], two["start"]) == (str(staging / "checkpoint-4"), 4)
+    assert "save_only_model" not in two["config"]
+    mixture = json.loads((final / checkpoints.MANIFEST).read_text())["mixture_version"]
+    with duckdb.connect(db, read_only=True) as con:
+        rows = con.execute("SELECT checkpoint_version, mixture_version, step, present, path FROM sft_checkpoint_steps "
+                           "WHERE parent_version = ? ORDER BY step", [version]).fetchall()
+        assert rows == [(f"{version}/step-2", mixture, 2, False, str(final / "checkpoint-2")),  # rotated away
+                        (f"{version}/step-4", mixture, 4, True, str(final / "checkpoint-4")),
+                        (f"{version}/step-6", mixture, 6, True, str(final / "checkpoint-6"))]
+        assert con.execute("SELECT mixture_version, path FROM sft_checkpoints WHERE checkpoint_version = ?",
+                           [version]).fetchall() == [(mixture, str(final))]
+    path, manifest = checkpoints.resolve(split_layout.root, f"{version}/step-4")  # e.g. to serve it
+    assert path == (final / "checkpoint-4").resolve() and manifest["checkpoint_version"] == f"{version}/step-4"
+    assert manifest["parent_version"] == version and manifest["settings"]["template"] == "qwen"
+    with pytest.raises(FileNotFoundError, match="rotated away by save_total_limit"):
+        checkpoints.resolve(split_layout.root, f"{version}/step-2")
+
+
+def test_training_job_gets_the_shared_hub_cache_offline(split_layout, fake_lf, tmp_path):
+    result = _train(split_layout, fake_lf, {**FAKE_TRAIN, "seed": 3}, hf_home=str(tmp_path / "hf"), hf_offline=True)
+    assert result.success, _failure(result)
+    [call] = fake_llamafactory.calls(split_layout.root / "checkpoints" / _meta(result)["checkpoint_version"])
+    assert (call["env"]["HF_HOME"], call["env"]["HF_HUB_OFFLINE"], call["env"]["TRANSFORMERS_OFFLINE"]) == (str(tmp_path / "hf"), "1", "1")
+    assert (call["config"]["seed"], call["config"]["data_seed"]) == (3, 3)
+
+
+def test_training_on_the_published_envsimbench_format(split_layout, fake_lf):
+    result = _train(split_layout, fake_lf, {**FAKE_TRAIN, "dataset": "envsim_envsimbench_alpaca"})
+    assert result.success, _failure(result)
+    [call] = fake_llamafactory.calls(split_layout.root / "checkpoints" / _meta(result)["checkpoint_version"])
+    assert call["config"]["dataset"] == "envsim_envsimbench_alpaca"
+    missing = _train(split_layout, fake_lf, {**FAKE_TRAIN, "dataset": "envsim_nope"})
+    assert not missing.success and "dataset 'envsim_nope' is not in" in _failure(missing)
+    assert not (split_layout.root / "jobs" / f"sft-train-{missing.run_id[:8]}").exists(), "nothing may be submitted"

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 # what CPU needs instead of the GPU recipe (bf16, flash-attn 2), and a few steps on a tiny model
 CPU_TRAIN = {"bf16": False, "flash_attn": "sdpa", "cutoff_len": 1024, "per_device_train_batch_size": 2,
-             "gradient_accumulation_steps": 1, "learning_rate": 1e-3, "logging_steps": 1, "preprocessing_num_workers": 1,
+             "global_batch_size": 2, "learning_rate": 1e-3, "logging_steps": 1, "preprocessing_num_workers": 1,
              "gpus": 0, "extra_args": {"max_steps": 4, "max_samples": 32, "dataloader_num_workers": 0}}
 
 

@@ -1,10 +1,14 @@
 """Checkpoints and their lineage: where trained checkpoints live (``<data>/checkpoints/<version>/`` with an
-``envsim_checkpoint.json`` manifest, ``LATEST`` pointing at the newest), how a reference resolves
-(a version, ``latest`` or a path), and the DuckDB tables that tie checkpoints to the mixture version they
-were trained on and evaluation runs to the checkpoint and split version they scored:
+``envsim_checkpoint.json`` manifest, ``LATEST`` pointing at the newest; a run in progress, or one stopped
+before it finished, in ``.<version>.staging/``, where the next run of that version resumes), how a reference
+resolves (a version, ``<version>/step-N``, ``latest`` or a path), and the DuckDB tables that tie checkpoints to
+the mixture version they were trained on and evaluation runs to the checkpoint and split version they scored:
 
-* ``sft_checkpoints`` — one row per checkpoint version: mixture version, base model, template, settings,
-  path, final training metrics;
+* ``sft_checkpoints`` — one row per checkpoint version: mixture version, base model and its revision, template,
+  settings, topology, library versions, path, final training metrics;
+* ``sft_checkpoint_steps`` — one row per intermediate checkpoint (``<version>/step-N``): its parent version,
+  mixture version, step, loss, path and whether it is still on disk (``save_total_limit`` rotates old ones
+  away), registered while the run trains and again when its job ends;
 * ``eval_job_runs`` — one row per evaluation run of ``simulator_eval_job``: served model name, checkpoint
   version and path, template, serving backend, split version (join ``eval_runs`` / ``eval_results`` on
   ``run_id``);
@@ -13,16 +17,22 @@ were trained on and evaluation runs to the checkpoint and split version they sco
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import duckdb
 
 from pipeline.export.hf_layout import MARKER
 from pipeline.store.layout import DataLayout
+from pipeline.training import steps
 from pipeline.training.llamafactory import MANIFEST
+
+_STEP_REF = re.compile(r"^(ckpt-[0-9a-f]+)/step-(\d+)$")
 
 
 def export_version(export_dir: Path) -> tuple[str, str]:
@@ -36,6 +46,30 @@ def export_version(export_dir: Path) -> tuple[str, str]:
 
 def checkpoints_root(data_root: Path) -> Path:
     return DataLayout.at(data_root).checkpoints
+
+
+def staging_dir(data_root: Path, version: str) -> Path:
+    """Where checkpoint version ``version`` trains until it is published: one directory per version, so that a
+    run stopped before it finished (preempted, timed out, failed) is resumed by the next run of that version."""
+    return checkpoints_root(data_root) / f".{version}.staging"
+
+
+@contextmanager
+def training_lock(data_root: Path, version: str) -> Iterator[None]:
+    """Held while a run of ``version`` trains: a second run of the same version at the same time (both would
+    write one staging directory) fails at once."""
+    locks = checkpoints_root(data_root) / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"{version}.lock").open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"checkpoint version {version} is being trained by another run right now; "
+                               "wait for it (or terminate it) before materializing it again") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def publish(staging: Path, final: Path, manifest: dict[str, Any]) -> Path:
@@ -59,6 +93,9 @@ def resolve(data_root: Path, ref: str) -> tuple[Path, dict[str, Any] | None]:
     """A checkpoint reference — ``latest``, a checkpoint version (``ckpt-…``) or a directory — as
     (directory, manifest or None for a checkpoint this pipeline did not train)."""
     root = checkpoints_root(data_root)
+    step = _STEP_REF.match(ref)
+    if step:
+        return _resolve_step(data_root, step.group(1), int(step.group(2)))
     if ref == "latest":
         pointer = root / "LATEST"
         if not pointer.exists():
@@ -74,11 +111,34 @@ def resolve(data_root: Path, ref: str) -> tuple[Path, dict[str, Any] | None]:
     return path.resolve(), json.loads(manifest_path.read_text()) if manifest_path.exists() else None
 
 
+def _resolve_step(data_root: Path, version: str, step: int) -> tuple[Path, dict[str, Any] | None]:
+    """``<version>/step-N``: its ``checkpoint-N`` in the published run, else in the run still training; its
+    manifest is its run's, with its own version and step."""
+    for run_dir in (checkpoints_root(data_root) / version, staging_dir(data_root, version)):
+        path = run_dir / f"checkpoint-{step}"
+        if path.is_dir():
+            manifest_path = run_dir / MANIFEST
+            run = json.loads(manifest_path.read_text()) if manifest_path.exists() else json.loads((run_dir / steps.RUN_FILE).read_text())
+            return path.resolve(), {**run, "checkpoint_version": steps.step_version(version, step), "parent_version": version,
+                                    "step": step, "path": str(path.resolve())}
+    raise FileNotFoundError(f"checkpoint {version}/step-{step} not found: no checkpoint-{step} in {version} "
+                            "(rotated away by save_total_limit, or never written)")
+
+
+#: columns added to ``sft_checkpoints`` after its first release (a database made before gets them)
+_ADDED = {"nodes": "INTEGER", "base_model_revision": "VARCHAR", "library_versions_json": "VARCHAR"}
+
+
 def _schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""CREATE TABLE IF NOT EXISTS sft_checkpoints (
         checkpoint_version VARCHAR, mixture_version VARCHAR, base_model VARCHAR, finetuning_type VARCHAR,
         template VARCHAR, gpus INTEGER, settings_json VARCHAR, path VARCHAR, train_loss DOUBLE, train_runtime_s DOUBLE,
         tokens_seen BIGINT, job_id VARCHAR, dagster_run_id VARCHAR)""")
+    for column, kind in _ADDED.items():
+        con.execute(f"ALTER TABLE sft_checkpoints ADD COLUMN IF NOT EXISTS {column} {kind}")
+    con.execute("""CREATE TABLE IF NOT EXISTS sft_checkpoint_steps (
+        checkpoint_version VARCHAR, parent_version VARCHAR, mixture_version VARCHAR, step INTEGER, path VARCHAR,
+        present BOOLEAN, loss DOUBLE, epoch DOUBLE, written_at TIMESTAMPTZ, job_id VARCHAR, dagster_run_id VARCHAR)""")
     con.execute("""CREATE TABLE IF NOT EXISTS eval_job_runs (
         run_id VARCHAR, simulator VARCHAR, served_model VARCHAR, checkpoint_version VARCHAR, checkpoint_path VARCHAR,
         template VARCHAR, backend VARCHAR, split_version VARCHAR, job_id VARCHAR, dagster_run_id VARCHAR)""")
@@ -100,22 +160,47 @@ def record_checkpoint(con: duckdb.DuckDBPyConnection, manifest: dict[str, Any]) 
     _schema(con)
     metrics = manifest.get("metrics") or {}
     con.execute("DELETE FROM sft_checkpoints WHERE checkpoint_version = ?", [manifest["checkpoint_version"]])
-    con.execute("INSERT INTO sft_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+    versions = manifest.get("library_versions")
+    con.execute("""INSERT INTO sft_checkpoints (checkpoint_version, mixture_version, base_model, finetuning_type, template,
+                       gpus, settings_json, path, train_loss, train_runtime_s, tokens_seen, job_id, dagster_run_id, nodes,
+                       base_model_revision, library_versions_json)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", [
         manifest["checkpoint_version"], manifest["mixture_version"], manifest["settings"]["model_name_or_path"],
         manifest["settings"]["finetuning_type"], manifest["settings"]["template"], manifest["gpus"],
         json.dumps(manifest["settings"], sort_keys=True), manifest["path"], metrics.get("train_loss"),
         metrics.get("train_runtime"), metrics.get("num_input_tokens_seen"), manifest.get("job_id"),
-        manifest.get("dagster_run_id")])
+        manifest.get("dagster_run_id"), manifest.get("nodes", 1), manifest.get("base_model_revision"),
+        json.dumps(versions, sort_keys=True) if versions is not None else None])
     _views(con)
 
 
+def record_steps(con: duckdb.DuckDBPyConnection, run_dir: Path, records: list[dict[str, Any]] | None = None,
+                 job_id: str | None = None, dagster_run_id: str | None = None) -> int:
+    """Insert (or replace) the intermediate checkpoints of the run in ``run_dir`` in ``sft_checkpoint_steps``:
+    ``records`` (e.g. one announced in the job's log), default all it recorded (:mod:`pipeline.training.steps`);
+    the path is in ``run_dir`` and ``present`` says whether it is still there. Returns the rows written."""
+    _schema(con)
+    records = steps.read_steps(run_dir) if records is None else records
+    for record in records:
+        path = run_dir.resolve() / record["name"]
+        con.execute("DELETE FROM sft_checkpoint_steps WHERE checkpoint_version = ?", [record["checkpoint_version"]])
+        con.execute("INSERT INTO sft_checkpoint_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+            record["checkpoint_version"], record["parent_version"], record["mixture_version"], record["step"], str(path),
+            path.is_dir(), record.get("loss"), record.get("epoch"), record.get("written_at"), job_id, dagster_run_id])
+    return len(records)
+
+
 def sync_checkpoints(con: duckdb.DuckDBPyConnection, data_root: Path) -> int:
-    """Record every published checkpoint's manifest in ``sft_checkpoints`` (training runs for hours, so
-    its asset does not hold the DuckDB writer pool; the evaluation job, which does, calls this)."""
+    """Record every published checkpoint's manifest in ``sft_checkpoints``, and the intermediate checkpoints of
+    every run, published or not, in ``sft_checkpoint_steps`` (``sft_training`` records its own when its job ends;
+    the evaluation job calls this too). Returns the number of published checkpoints."""
+    root = checkpoints_root(data_root)
     count = 0
-    for manifest in sorted(checkpoints_root(data_root).glob(f"ckpt-*/{MANIFEST}")):
+    for manifest in sorted(root.glob(f"ckpt-*/{MANIFEST}")):
         record_checkpoint(con, json.loads(manifest.read_text()))
         count += 1
+    for run_file in sorted(root.glob(f"*/{steps.RUN_FILE}")):  # ckpt-* and .ckpt-*.staging alike
+        record_steps(con, run_file.parent)
     return count
 
 

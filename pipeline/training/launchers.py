@@ -25,23 +25,68 @@ from pipeline.store.layout import safe_name
 LogSink = Callable[[str], None]
 
 
+#: host memory a job asks for per GPU (and at least once) where the launcher leaves ``mem_gb`` unset
+MEM_GB_PER_GPU = 32
+
+
+@dataclass(frozen=True)
+class JobNeeds:
+    """What a job asks for where the launcher leaves ``cpus``, ``mem_gb`` or ``time_limit_min`` unset (the
+    training job's: :func:`pipeline.training.llamafactory.train_needs`)."""
+
+    cpus: int = 2
+    mem_gb: int | None = None
+    time_limit_min: int | None = None
+
+    @classmethod
+    def for_gpus(cls, gpus: int) -> "JobNeeds":
+        """Two CPUs and, with GPUs, ``MEM_GB_PER_GPU`` per GPU (a served model is loaded in host memory first)."""
+        return cls(mem_gb=MEM_GB_PER_GPU * gpus if gpus else None)
+
+
+def hub_environment(hf_home: str | None, offline: bool) -> dict[str, str]:
+    """The Hugging Face variables of a job: ``HF_HOME`` (a shared model cache) and, offline, every library's
+    offline switch (models and datasets then come from that cache only)."""
+    env = {"HF_HOME": hf_home} if hf_home else {}
+    if offline:
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    return env
+
+
 @dataclass(frozen=True)
 class JobSpec:
+    """A job: a bash script with its environment, and what it asks the scheduler for (the fields with a
+    description are the launcher resource's settings)."""
+
     name: str
     script: str  # bash, run in ``workdir``
     workdir: Path
     env: dict[str, str] = field(default_factory=dict)
-    gpus: int = setting(0, "GPUs per job (--gres=gpu:N on Slurm).")
+    nodes: int = 1  # --nodes (one task per node); the training job's, set by its config
+    requeue: bool = False  # Slurm --requeue: the job is started again after preemption or a node failure
+    gpus: int = setting(0, "GPUs per node (--gres=gpu:N on Slurm).")
     gpu_type: str | None = setting(None, "GPU type (--gres=gpu:<type>:N on Slurm).")
-    cpus: int = setting(2, "CPUs per job (--cpus-per-task on Slurm).")
-    mem_gb: int | None = setting(None, "Memory per job, GB (--mem on Slurm).")
-    time_limit_min: int | None = setting(None, "Time limit of a job, minutes (local: the job is ended; Slurm: --time).")
+    cpus: int | None = setting(None, "CPUs per task (--cpus-per-task on Slurm); unset: what the job needs (training: its "
+                                     "preprocessing_num_workers, at least one per GPU; evaluation: 2).")
+    mem_gb: int | None = setting(None, "Memory per node, GB (--mem on Slurm); unset: what the job needs "
+                                       f"({MEM_GB_PER_GPU} per GPU; training at least {MEM_GB_PER_GPU}).")
+    time_limit_min: int | None = setting(None, "Time limit of a job, minutes (local: the job is ended; Slurm: --time); "
+                                               "unset: what the job needs (training: 24 h; evaluation: none).")
     partition: str | None = setting(None, "Slurm partition.")
     account: str | None = setting(None, "Slurm account.")
+    hf_home: str | None = setting(None, "HF_HOME of the jobs: a Hugging Face cache shared with the compute nodes.")
+    hf_offline: bool = setting(False, "Jobs run offline (HF_HUB_OFFLINE=1, TRANSFORMERS_OFFLINE=1, HF_DATASETS_OFFLINE=1): "
+                                      "models and datasets from hf_home only.")
     extra_directives: tuple[str, ...] = setting((), "Extra #SBATCH lines, e.g. '--qos=high'.")
 
     def __post_init__(self) -> None:
         safe_name(self.name, "job name")  # becomes <workdir>/<name>.sh / .log / .sbatch
+        if self.nodes < 1:
+            raise ValueError(f"job {self.name} asks for {self.nodes} nodes: nodes must be at least 1")
+
+    def environment(self) -> dict[str, str]:
+        """The job's environment: the Hugging Face cache settings, then ``env``."""
+        return {**hub_environment(self.hf_home, self.hf_offline), **self.env}
 
 
 @dataclass(frozen=True)
@@ -74,6 +119,8 @@ class LogFollower:
     def poll(self) -> None:
         if not self.path.exists():
             return
+        if self.path.stat().st_size < self.offset:  # truncated (a requeued job's log opened anew): read it again
+            self.offset = 0
         with self.path.open("rb") as fh:
             fh.seek(self.offset)
             data = fh.read()
@@ -127,6 +174,8 @@ class LocalJob:
 def local_job(spec: JobSpec, timeout_s: float | None = None) -> LocalJob:
     """Write the job's script into its directory (output to ``<name>.log``) and the command that runs it.
     The time limit is ``timeout_s``, else the spec's ``time_limit_min``, else none."""
+    if spec.nodes > 1:
+        raise ValueError("the local launcher runs a job on this machine only: set nodes: 1 or use the slurm backend")
     spec.workdir.mkdir(parents=True, exist_ok=True)
     log, pgid_file = spec.workdir / f"{spec.name}.log", spec.workdir / f"{spec.name}.pgid"
     log.write_text("")
@@ -151,22 +200,35 @@ def kill_group(pgid: int | None) -> None:
 
 
 _FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+#: states after which Slurm starts a job with --requeue again (it then shows PENDING, Restarts=N+1)
+_REQUEUED = {"PREEMPTED", "NODE_FAIL"}
+#: how long a requeuable job may stay PREEMPTED / NODE_FAIL before that counts as its end (no requeue came)
+REQUEUE_GRACE_S = 300
 
 
 class SlurmLauncher:
     """Submits with sbatch and follows the job with scontrol (falling back to the jobcomp file)."""
 
     def __init__(self, pending_timeout_s: float = 300, poll_s: float = 1.0, jobcomp: Path | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, requeue_grace_s: float = REQUEUE_GRACE_S) -> None:
         self.pending_timeout_s = pending_timeout_s
         self.poll_s = poll_s
         self.jobcomp = jobcomp
+        self.requeue_grace_s = requeue_grace_s
         self.env = {**os.environ, **(env or {})}
         self.job_id: str | None = None
 
     def script(self, spec: JobSpec, log: Path) -> str:
+        """The sbatch file: every request as an ``#SBATCH`` line, then the environment and the script. The log is
+        opened for appending, so a requeued job's second run follows its first."""
         lines = ["#!/usr/bin/env bash", f"#SBATCH --job-name={spec.name}", f"#SBATCH --output={log}",
-                 f"#SBATCH --chdir={spec.workdir}", f"#SBATCH --cpus-per-task={spec.cpus}"]
+                 "#SBATCH --open-mode=append", f"#SBATCH --chdir={spec.workdir}"]
+        if spec.nodes > 1:
+            lines += [f"#SBATCH --nodes={spec.nodes}", "#SBATCH --ntasks-per-node=1"]
+        if spec.cpus:
+            lines.append(f"#SBATCH --cpus-per-task={spec.cpus}")
+        if spec.requeue:
+            lines.append("#SBATCH --requeue")
         if spec.gpus:
             lines.append(f"#SBATCH --gres=gpu:{spec.gpu_type + ':' if spec.gpu_type else ''}{spec.gpus}")
         if spec.mem_gb:
@@ -178,7 +240,7 @@ class SlurmLauncher:
         if spec.account:
             lines.append(f"#SBATCH --account={spec.account}")
         lines += [f"#SBATCH {d}" for d in spec.extra_directives]
-        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in spec.env.items())
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in spec.environment().items())
         return "\n".join(lines) + "\nset -euo pipefail\n" + exports + spec.script
 
     def _cmd(self, *args: str) -> subprocess.CompletedProcess:
@@ -196,13 +258,23 @@ class SlurmLauncher:
         self.job_id = sub.stdout.strip().split(";")[0]
         follower = LogFollower(log, sink)
         started = time.monotonic()
+        ran = False  # once the job has run, a PENDING is a requeue waiting in the queue, not a request that cannot start
+        requeued_since: float | None = None
         try:
             while True:
                 follower.poll()
                 state, exit_code, reason = self.status(self.job_id)
+                ran = ran or state not in ("PENDING", "UNKNOWN")
+                if spec.requeue and state in _REQUEUED:
+                    requeued_since = requeued_since or time.monotonic()
+                    if time.monotonic() - requeued_since <= self.requeue_grace_s:
+                        time.sleep(self.poll_s)
+                        continue
+                else:
+                    requeued_since = None
                 if state in _FINAL:
                     break
-                if state == "PENDING" and time.monotonic() - started > self.pending_timeout_s:
+                if state == "PENDING" and not ran and time.monotonic() - started > self.pending_timeout_s:
                     self.cancel()
                     raise JobFailed(f"slurm job {self.job_id} ({spec.name}) stayed PENDING for more than "
                                     f"{self.pending_timeout_s:g}s: {reason or 'no reason given'}", "PENDING")

@@ -1,20 +1,39 @@
-"""Validate a LLaMA-Factory training config with LLaMA-Factory's own argument parser.
+"""Validate a LLaMA-Factory training config with LLaMA-Factory's own argument parser, and report the
+versions of the training libraries.
 
 Run by the job environment's Python, by path (``python -P lf_check.py < config.json``; ``-P`` keeps this
 directory, which holds ``llamafactory.py``, off ``sys.path``), so it needs nothing
 but LLaMA-Factory there; prints one ``ENVSIM-LF-CHECK {json}`` line: ``ok``, ``error`` (LLaMA-Factory's
-message) and ``deferred`` (arguments only the job's own hardware can check). Imports only the standard
-library at module level, so the domain core stays importable without LLaMA-Factory.
+message) and ``deferred`` (arguments only the job's own hardware can check). ``python -P lf_check.py
+--versions`` prints ``{"versions": {library: version or null}}`` instead (from the installed distributions'
+metadata: nothing is imported). Imports only the standard library at module level, so the domain core stays
+importable without LLaMA-Factory.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 MARK = "ENVSIM-LF-CHECK "
+#: the libraries whose versions make a checkpoint (its version hashes them)
+LIBRARIES = ("llamafactory", "transformers", "torch", "accelerate", "peft", "trl", "datasets", "tokenizers", "deepspeed",
+             "flash-attn")
+
+
+def versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
+    """The installed version of each distribution in ``names`` (None: not installed)."""
+    found: dict[str, str | None] = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
 
 
 def check(cfg: dict) -> dict:
@@ -26,6 +45,11 @@ def check(cfg: dict) -> dict:
     except ImportError as exc:
         return {"ok": False, "error": f"LLaMA-Factory is not installed in {sys.executable} ({exc}); "
                                       "install requirements-train.txt there (./forge train-env)", "deferred": []}
+    tracker = cfg.get("report_to", "none")
+    module = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}.get(tracker, ())
+    if module and not any(importlib.util.find_spec(m) for m in module):
+        return {"ok": False, "deferred": [], "error": f"report_to {tracker} needs the {module[0]} package in {sys.executable}: "
+                                                      f"pip install {module[0]} there, or set report_to: none"}
     probe, deferred = dict(cfg), []
     if not torch.cuda.is_available():  # the submitting machine: mixed precision is the GPU node's to check
         for key in ("bf16", "fp16", "pure_bf16", "tf32"):
@@ -47,4 +71,5 @@ def check(cfg: dict) -> dict:
 
 
 if __name__ == "__main__":
-    print(MARK + json.dumps(check(json.load(sys.stdin))), flush=True)
+    report = {"versions": versions()} if sys.argv[1:] == ["--versions"] else check(json.load(sys.stdin))
+    print(MARK + json.dumps(report), flush=True)
