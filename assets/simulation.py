@@ -26,7 +26,7 @@ from pydantic import Field
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
 from pipeline.collect.agent import AgentSettings
-from pipeline.collect.sources import agent_tasks, env_items
+from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import make_simulator
@@ -63,19 +63,27 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
     """Closed-loop rollouts (Simia): an agent acts (recorded actions, or an LLM agent), each simulator plays
     the environment from its own previous predicted state, and the executor shadows every action on the real
     environment. Per step FM, CM, drift |diff(ŝ, s)| and whether ŝ had already diverged; per rollout the first
-    divergence and final drift. Parquet under `data/rollouts/`, DuckDB `rollout_steps`, `rollouts`,
-    `rollout_by_simulator` / `_delta` / `_step` / `_env`; resumable (request log per run)."""
+    divergence and final drift. Each rollout keeps its conversation — the task's user turns as its agent was
+    asked them (a recorded trajectory's: its own message history, else its task's question from the
+    configured sources) — and the tool schemas the agent was given. Parquet under `data/rollouts/`, DuckDB
+    `rollout_steps`, `rollouts`, `rollout_by_simulator` / `_delta` / `_step` / `_env`; resumable (request log
+    per run)."""
     layout = store.layout()
     load_blobs(layout)
     agent = None
+    cfg = sources.config()
+    items, _ = env_items(cfg)
     if config.agent.model:
         agent = config.agent.to_domain(AgentSettings)
-        cfg = sources.config()
-        items, _ = env_items(cfg)
         tasks = [RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns))
                  for t in agent_tasks(cfg, items, list(config.agent.sources), config.task_limit)]
     else:
-        tasks = rollout_store.recorded_tasks(layout, config.task_limit, config.seed, config.sources, config.min_steps)
+        tasks = rollout_store.recorded_tasks(layout, config.task_limit, config.seed, config.sources, config.min_steps,
+                                             questions=task_turns(cfg, items))
+        unasked = sum(not t.turns for t in tasks)
+        if unasked:
+            context.log.warning(f"{unasked} of {len(tasks)} recorded tasks have no known question (not in the configured "
+                                "sources): their rollouts have no user turn and are left out of 'rollout_sft_dataset'")
     run_ids, shadows, code = [], None, ToolCode()
     with sandbox.open() as box:
         if agent is None:  # the executor's runs of the recorded actions, shared by every simulator
@@ -117,9 +125,10 @@ class RolloutExportConfig(Config):
 
 @asset(group_name="simulation", deps=["simulated_rollouts"], kinds={"parquet", "huggingface"})
 def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportConfig, store: DataStoreResource) -> MaterializeResult:
-    """The simulated rollouts as agent SFT records (OpenAI messages with tool calls and the simulator's tool
-    responses, plus the tool schemas) in the Hugging Face layout, filtered (all / verified / prefix); the card
-    says which filter and how many rollouts and steps were dropped."""
+    """The simulated rollouts as agent SFT records (OpenAI messages: the task's user turns as the agent was
+    asked them, its tool calls and the simulator's tool responses; plus the tool schemas the agent was given)
+    in the Hugging Face layout, filtered (all / verified / prefix); the card says which filter and how many
+    rollouts and steps were dropped (rollouts whose task's question is not known are never exported)."""
     import pyarrow.parquet as pq
 
     layout = store.layout()
@@ -135,6 +144,7 @@ def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportCon
     report = export_rollouts(chosen, directory, config.filter)
     context.log.info(f"{report.kept} of {report.rollouts} rollouts exported ({report.filter}) to {directory}")
     return MaterializeResult(metadata={"filter": report.filter, "rollouts": report.rollouts, "kept": report.kept, "dropped": report.dropped,
+                                       "without_question": report.without_question,
                                        "steps_kept": report.steps_kept, "steps_dropped": report.steps_dropped,
                                        "path": MetadataValue.path(str(directory.resolve()))})
 

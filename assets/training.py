@@ -157,7 +157,9 @@ class ServeConfig(config_from(ServeSpec, exclude={"model_name_or_path", "templat
     ``ServeSpec``; what the job resolves from the checkpoint is set here), and the requests to it."""
 
     checkpoint: str = Field(description="'latest', a checkpoint version (ckpt-…) or a checkpoint directory.")
-    served_model_name: str | None = Field(default=None, description="Default: the checkpoint version.")
+    served_model_name: str | None = Field(
+        default=None, description="Default: the checkpoint version (a checkpoint trained elsewhere: <directory name>-<weights "
+                                  "hash>). Results are cached by the checkpoint's weights id, never by this name.")
     template: str | None = Field(default=None, description="Default: the template it was trained with.")
     base_model: str | None = Field(default=None, description="Base model of a LoRA checkpoint (default: from its manifest).")
     # the served model's simulator (``SimulatorSpec``): longer timeouts and fewer retries than an endpoint's
@@ -178,7 +180,9 @@ class EvalJobConfig(EvalConfig):
 
 
 def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The job's serving extras and the checkpoint's manifest (None for a checkpoint trained elsewhere)."""
+    """The job's serving extras and the checkpoint's manifest (None for a checkpoint trained elsewhere). The
+    job itself derives the checkpoint's weights id (hashing weight files is the job's work, next to them) and,
+    unless ``served_model_name`` is set, the served name from it."""
     path, manifest = checkpoints.resolve(root, config.checkpoint)
     settings = (manifest or {}).get("settings", {})
     template = config.template or settings.get("template")
@@ -188,11 +192,11 @@ def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> t
     base = config.base_model or settings.get("model_name_or_path")
     if lora and not base:
         raise ValueError(f"{path} is a LoRA adapter: set serve.base_model")
-    name = config.served_model_name or (manifest["checkpoint_version"] if manifest else path.name)
     python, cli = launcher.llamafactory()
     spec = asdict(config.to_domain(model_name_or_path=base if lora else str(path), adapter_name_or_path=str(path) if lora else None,
-                                   template=template, served_name=name, llamafactory_cli=cli, llamafactory_python=python))
-    simulator = {"name": name, "max_tokens": config.max_tokens, "temperature": config.temperature,
+                                   template=template, served_name=config.served_model_name or "", llamafactory_cli=cli,
+                                   llamafactory_python=python))
+    simulator = {"max_tokens": config.max_tokens, "temperature": config.temperature,
                  "concurrency": config.concurrency, "timeout_s": config.timeout_s, "max_retries": config.max_retries}
     return {"spec": spec, "simulator": simulator, "checkpoint_path": str(path)}, manifest
 
@@ -202,9 +206,12 @@ def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, st
                        launcher: JobLauncherResource, duckdb: DuckDBResource) -> MaterializeResult:
     """Runs the evaluation harness as a job, optionally serving a checkpoint behind an OpenAI-compatible
     endpoint inside it (`llamafactory-cli api`: vLLM when installed, else Hugging Face) with a bounded
-    readiness wait. The job reports FM/CM per group and its result files through Dagster Pipes; the
-    per-sample scores land in the same DuckDB tables as `simulator_eval`, and `eval_job_runs` records the
-    served model, checkpoint, template and split version of each run. Nothing is written for a failed job."""
+    readiness wait. The served checkpoint is scored under its weights id (its checkpoint version, else a hash
+    of its weight files), so a re-run resumes only what those weights answered — another checkpoint served
+    under the same name is scored in full. The job reports FM/CM per group and its result files through
+    Dagster Pipes; the per-sample scores land in the same DuckDB tables as `simulator_eval`, and
+    `eval_job_runs` records the served model, checkpoint, weights id, template and split version of each
+    run. Nothing is written for a failed job."""
     root = store.layout().root.resolve()
     sims = [s.model_dump() for s in config.simulators]
     served, manifest = _served(config.serve, root, launcher) if config.serve else (None, None)
@@ -224,10 +231,9 @@ def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, st
     report = json.loads(reported[0].metadata["report"].value)
     info = report.get("served") or {}
     lineage = [{"run_id": rid, "simulator": s["simulator"], "split_version": report["split_version"], "job_id": job.job_id,
-                "dagster_run_id": context.run.run_id,
+                "dagster_run_id": context.run.run_id, "weights_id": s.get("weights_id"),
                 **({"served_model": info["served_model"], "template": info["template"], "backend": info["backend"],
-                    "checkpoint_path": served["checkpoint_path"],
-                    "checkpoint_version": manifest["checkpoint_version"] if manifest else None}
+                    "checkpoint_path": info["checkpoint_path"], "checkpoint_version": info["checkpoint_version"]}
                    if rid == info.get("run_id") else {})}
                for rid, s in report["runs"].items()]
     with duckdb.get_connection() as con:
@@ -243,9 +249,10 @@ def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, st
         "cm_by_group_from_job": MetadataValue.md(md_table(groups, index=False)),
     }
     if info:
-        metadata.update({"served_model": info["served_model"], "template": info["template"], "backend": info["backend"],
-                         "checkpoint": MetadataValue.path(served["checkpoint_path"]),
-                         "parse_failures": report["runs"][info["run_id"]]["parse_failures"]})
+        run = report["runs"][info["run_id"]]
+        metadata.update({"served_model": info["served_model"], "weights_id": info["weights_id"], "template": info["template"],
+                         "backend": info["backend"], "checkpoint": MetadataValue.path(info["checkpoint_path"]),
+                         "scored": run["scored"], "resumed": run["resumed"], "parse_failures": run["parse_failures"]})
         if manifest:
             metadata.update({"checkpoint_version": manifest["checkpoint_version"], "mixture_version": manifest["mixture_version"]})
     return MaterializeResult(metadata=metadata)

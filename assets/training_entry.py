@@ -18,7 +18,8 @@ def evaluate() -> None:
     """Serve the checkpoint (when asked), score the simulators, report the summary through Pipes."""
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
-        names = [s["name"] for s in extras["simulators"]] + ([extras["served"]["simulator"]["name"]] if extras.get("served") else [])
+        served = extras.get("served")
+        names = [s["name"] for s in extras["simulators"]] + ([served["spec"]["served_name"] or "the served checkpoint"] if served else [])
         pipes.log.info(f"evaluating {names} on {extras.get('split_version') or 'CURRENT'}")
         report = eval_job.run(extras["data_root"], extras.get("split_version"), extras["simulators"],
                               served=extras.get("served"), workdir=extras.get("workdir"),

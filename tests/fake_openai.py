@@ -6,7 +6,8 @@ whose body is an HTML error page), ``choices_type`` (``choices`` an object), ``c
 levels), ``deep_body`` (``content`` itself a list nested 100 000 levels, written raw), ``stream_huge``
 (a 200 MB chunked body without a length) and ``huge_length`` (200 MB with its ``Content-Length``).
 Prompts in ``failing`` always get a 500, whatever the mode. ``bytes_sent`` counts the body bytes the
-streaming modes managed to write before the client hung up."""
+streaming modes managed to write before the client hung up. ``GET /v1/models`` lists ``models`` (what a
+model server's readiness check asks); ``port`` binds a given port (0: a free one)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from typing import Any
 
 
 class FakeOpenAI:
-    def __init__(self, answers: dict[str, str], mode: str = "correct", latency_s: float = 0.0, script: Any = None) -> None:
+    def __init__(self, answers: dict[str, str], mode: str = "correct", latency_s: float = 0.0, script: Any = None,
+                 port: int = 0, models: tuple[str, ...] = ()) -> None:
         self.answers = answers  # user prompt -> correct answer text
         self.script = script  # optional: request body -> assistant message dict, or (status, error body)
         self.mode = mode
@@ -41,7 +43,8 @@ class FakeOpenAI:
         self.huge_bytes = 200 * 1024 * 1024  # the streaming modes' body size
         self.bytes_sent = 0
         self.lock = threading.Lock()
-        self.server = _Server(("127.0.0.1", 0), self._handler())
+        self.models = models
+        self.server = _Server(("127.0.0.1", port), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -91,6 +94,11 @@ class FakeOpenAI:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                if not self.path.endswith("/models"):
+                    return self._send(404, {"error": {"message": "not found"}})
+                self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)

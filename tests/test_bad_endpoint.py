@@ -107,7 +107,7 @@ def test_parse_score_and_reference_metrics_are_bounded(split, name):
     sample = next(s for s in samples if s["delta_size"] > 0)
     text = HOSTILE[name]
     started = time.perf_counter()
-    row = result_row(sample, Completion(text, 0.0), "fake", "m", version)
+    row = result_row(sample, Completion(text, 0.0), SimulatorSpec(name="fake", model="m"), version)
     parsed = parse_answer(text)
     s = score(sample, parsed.answer, text)
     ref = score_reference(text, {}, {"a": 1}, "x")

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import socket
+from dataclasses import replace
 
 import duckdb
 import pytest
@@ -13,7 +14,7 @@ from pipeline.evaluate import results
 from pipeline.evaluate.harness import MostRequestsFailed, evaluate, finished_steps
 from pipeline.evaluate.metrics import config_match, config_match_changed_paths, feedback_match
 from pipeline.evaluate.parsing import parse_answer
-from pipeline.evaluate.run import score
+from pipeline.evaluate.run import score, score_all
 from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
 from tests.layouts import benchmark_split
 from tests.fake_openai import FakeOpenAI
@@ -170,6 +171,58 @@ def test_resume_after_a_kill_redoes_no_finished_sample(split, tmp_path):
         report = run(samples[:80], spec(server), version, path)
         assert report.skipped == len(finished)
         assert server.requests - before == 80 - len(finished)  # nothing finished is asked again
+
+
+def test_results_are_cached_by_weights_not_by_served_name(split):
+    """Issue 25: a second checkpoint served under the same name (and model name) as the first is scored in
+    full, not resumed from the first one's results, and its rows carry its own weights id; the first
+    checkpoint again resumes in full; DuckDB keeps both runs apart."""
+    layout, version, samples, answers = split
+    subset = samples[:4]
+    first = SimulatorSpec(name="served", model="served", weights_id="ckpt-aaaaaaaaaaaa", max_retries=0)
+    second = replace(first, weights_id="sha256-bbbbbbbbbbbbbbbb")
+    with FakeOpenAI(answers, "correct") as server:
+        [a] = score_all(layout, version, subset, [replace(first, base_url=server.url)])
+    with FakeOpenAI(answers, "wrong") as server:  # the other checkpoint, on a new port, answers otherwise
+        [b] = score_all(layout, version, subset, [replace(second, base_url=server.url)])
+        asked = server.requests
+    assert (a.report.completed, a.report.skipped) == (4, 0)
+    assert (b.report.completed, b.report.skipped) == (4, 0) and asked == 4, b.line()
+    assert "4 scored, 0 resumed" in b.line()
+    assert a.run_id == f"served+ckpt-aaaaaaaaaaaa@{version}" and b.run_id == f"served+sha256-bbbbbbbbbbbbbbbb@{version}"
+    assert a.path != b.path
+    assert {r["weights_id"] for r in rows(b.path)} == {"sha256-bbbbbbbbbbbbbbbb"} and not any(r["cm"] for r in rows(b.path))
+    assert {r["weights_id"] for r in rows(a.path)} == {"ckpt-aaaaaaaaaaaa"} and all(r["cm"] for r in rows(a.path))
+    with FakeOpenAI(answers, "correct") as server:  # the first checkpoint again, served elsewhere: all resumed
+        [again] = score_all(layout, version, subset, [replace(first, base_url=server.url)])
+        assert server.requests == 0
+    assert (again.report.completed, again.report.skipped) == (0, 4)
+    con = duckdb.connect()
+    for run in (a, b):
+        results.load_run(con, run.path, run.run_id)
+    assert con.execute("SELECT simulator, weights_id, samples, cm FROM eval_runs ORDER BY weights_id").fetchall() == [
+        ("served", "ckpt-aaaaaaaaaaaa", 4, 100.0), ("served", "sha256-bbbbbbbbbbbbbbbb", 4, 0.0)]
+    assert con.execute("SELECT DISTINCT weights_id FROM eval_results WHERE run_id = ?", [b.run_id]).fetchall() == [
+        ("sha256-bbbbbbbbbbbbbbbb",)]
+
+
+def test_plain_endpoint_results_are_cached_by_name_model_and_base_url(split, tmp_path):
+    """Without a weights id the cache key is the simulator's name, model and base_url (and prompt template):
+    the same three resume; another model or another endpoint under the same name is scored in full."""
+    _, version, samples, answers = split
+    subset, path = samples[:4], tmp_path / "plain.jsonl"
+    with FakeOpenAI(answers, "correct") as server:
+        plain = spec(server, name="plain")
+        assert run(subset, plain, version, path).completed == 4
+        again = run(subset, plain, version, path)
+        assert (again.completed, again.skipped) == (0, 4)
+        other_model = run(subset, replace(plain, model="other-model"), version, path)
+        assert (other_model.completed, other_model.skipped) == (4, 0)
+        with FakeOpenAI(answers, "correct") as elsewhere:
+            moved = run(subset, replace(plain, base_url=elsewhere.url), version, path)
+        assert (moved.completed, moved.skipped) == (4, 0)
+    assert {(r["model"], r["base_url"], r["weights_id"]) for r in rows(path)} == {
+        ("fake-model", server.url, None), ("other-model", server.url, None), ("fake-model", elsewhere.url, None)}
 
 
 def test_eval_asset_oracle_and_no_change(split, tmp_path):

@@ -359,6 +359,111 @@ def test_checkpoints_publish_resolve_and_lineage_tables(tmp_path):
         ("ckpt-bbb@bench-1", "ckpt-bbb", "qwen")]
 
 
+def test_weights_fingerprint_hashes_the_weight_files_once(tmp_path, monkeypatch):
+    from pipeline.training import checkpoints
+
+    ckpt = tmp_path / "final"
+    ckpt.mkdir()
+    with pytest.raises(FileNotFoundError, match="holds no weight file"):
+        checkpoints.weights_fingerprint(ckpt)
+    (ckpt / "model-00001-of-00002.safetensors").write_bytes(b"a" * 1000)
+    (ckpt / "model-00002-of-00002.safetensors").write_bytes(b"b" * 1000)
+    (ckpt / "config.json").write_text("{}")
+    (ckpt / "checkpoint-200").mkdir()
+    (ckpt / "checkpoint-200" / "model.safetensors").write_bytes(b"an intermediate save")
+    first = checkpoints.weights_fingerprint(ckpt)
+    read = []
+    real = checkpoints._file_sha256
+    monkeypatch.setattr(checkpoints, "_file_sha256", lambda path: read.append(path.name) or real(path))
+    (ckpt / "config.json").write_text('{"not": "weights"}')
+    (ckpt / "checkpoint-200" / "model.safetensors").write_bytes(b"another intermediate save")
+    assert checkpoints.weights_fingerprint(ckpt) == first and read == []  # cached by (name, size, mtime)
+    (ckpt / "model-00002-of-00002.safetensors").write_bytes(b"c" * 1000)  # same size, other weights
+    os.utime(ckpt / "model-00002-of-00002.safetensors", ns=(1, 1))
+    second = checkpoints.weights_fingerprint(ckpt)
+    assert second != first and read == ["model-00002-of-00002.safetensors"]
+    assert checkpoints.weights_id(ckpt, None) == f"sha256-{second[:16]}"
+    assert checkpoints.weights_id(ckpt, {"checkpoint_version": "ckpt-0123456789ab"}) == "ckpt-0123456789ab"
+    assert checkpoints.default_served_name(ckpt, f"sha256-{second[:16]}", None) == f"final-sha256-{second[:16]}"
+    assert checkpoints.default_served_name(ckpt, "ckpt-0123456789ab", {"checkpoint_version": "ckpt-0123456789ab"}) == "ckpt-0123456789ab"
+    # a LoRA adapter is served on its base: another base is other weights
+    on_a = checkpoints.served_weights_id(ckpt, None, "org/base-a")
+    assert on_a.startswith("sha256-") and on_a != checkpoints.served_weights_id(ckpt, None, "org/base-b")
+    manifest = {"checkpoint_version": "ckpt-0123456789ab", "settings": {"model_name_or_path": "org/base-a"}}
+    assert checkpoints.served_weights_id(ckpt, manifest, "org/base-a") == "ckpt-0123456789ab"
+
+
+FAKE_LLAMAFACTORY_CLI = """#!{python}
+# a stand-in for `llamafactory-cli api <config>`: the fake OpenAI endpoint on API_PORT serving API_MODEL_NAME;
+# a checkpoint directory with an answers.json answers with it (prompt -> answer), any other answers wrongly
+import json, os, sys, threading
+from pathlib import Path
+import yaml
+sys.path.insert(0, {repo!r})
+from tests.fake_openai import FakeOpenAI
+checkpoint = Path(yaml.safe_load(Path(sys.argv[2]).read_text())["model_name_or_path"])
+known = (checkpoint / "answers.json").exists()
+answers = json.loads((checkpoint / "answers.json").read_text()) if known else {{}}
+with FakeOpenAI(answers, "correct" if known else "wrong", port=int(os.environ["API_PORT"]), models=(os.environ["API_MODEL_NAME"],)):
+    threading.Event().wait()
+"""
+
+
+def test_eval_job_caches_a_served_checkpoint_by_its_weights_not_its_name(split_layout, tmp_path):
+    """Issue 25: two checkpoints trained elsewhere, in directories of the same basename, served one after the
+    other under one served name: the second is scored in full (not resumed from the first), and its rows,
+    run and lineage carry its own weights id."""
+    from assets.training import simulator_eval_job
+    from pipeline.core.protocol import answer, messages
+    from pipeline.evaluate.samples import load_samples
+    from pipeline.training import checkpoints
+    from resources import JobLauncherResource
+
+    env = tmp_path / "lf-env" / "bin"
+    env.mkdir(parents=True)
+    (env / "python").write_text("")
+    cli = env / "llamafactory-cli"
+    cli.write_text(FAKE_LLAMAFACTORY_CLI.format(python=sys.executable, repo=str(Path(__file__).resolve().parent.parent)))
+    cli.chmod(0o755)
+    _, samples = load_samples(split_layout, None, max_samples=4)
+    one, two = tmp_path / "one" / "final", tmp_path / "two" / "final"
+    for ckpt, weights in ((one, b"weights of the first run"), (two, b"weights of the second run")):
+        ckpt.mkdir(parents=True)
+        (ckpt / "model.safetensors").write_bytes(weights)
+    (one / "answers.json").write_text(json.dumps({messages(s)[1]["content"]: answer(s) for s in samples}))
+    launcher = JobLauncherResource(backend="local", workdir=str(split_layout.root / "jobs"), llamafactory_python=str(env / "python"))
+    resources = _job_resources(split_layout, launcher)
+
+    def evaluate(ckpt):
+        serve = {"checkpoint": str(ckpt), "template": "qwen", "backend": "huggingface", "served_model_name": "sim",
+                 "ready_timeout_s": 60, "max_retries": 0}
+        result = materialize([simulator_eval_job], resources=resources, run_config={"ops": {"simulator_eval_job": {
+            "config": {"serve": serve, "simulators": [], "max_samples": 4}}}})
+        assert result.success
+        return result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
+
+    first, second = evaluate(one), evaluate(two)
+    with duckdb.connect(str(split_layout.root / "jobs.duckdb"), read_only=True) as con:
+        # 4 answers of each checkpoint; only the first one's are right (not its scores recorded for the second)
+        assert con.execute("SELECT count(*), sum(fm::INT) FROM eval_results WHERE simulator = 'sim'").fetchone() == (8, 4)
+    wid_one, wid_two = (checkpoints.weights_id(c, None) for c in (one, two))
+    assert wid_one != wid_two and wid_two.startswith("sha256-")
+    assert (first["served_model"].value, first["weights_id"].value, first["scored"].value, first["resumed"].value) == ("sim", wid_one, 4, 0)
+    assert (second["served_model"].value, second["weights_id"].value, second["scored"].value, second["resumed"].value) == ("sim", wid_two, 4, 0)
+    con = duckdb.connect(str(split_layout.root / "jobs.duckdb"), read_only=True)
+    try:
+        scores = {r[1]: r for r in con.execute("SELECT run_id, weights_id, count(*), sum(cm::INT), sum(fm::INT) FROM eval_results "
+                                               "WHERE simulator = 'sim' GROUP BY ALL").fetchall()}
+        version = first["split_version"].value
+        assert scores == {wid_one: (f"sim+{wid_one}@{version}", wid_one, 4, 4, 4), wid_two: (f"sim+{wid_two}@{version}", wid_two, 4, 0, 0)}
+        lineage = con.execute("SELECT weights_id, served_model, checkpoint_path FROM eval_job_runs WHERE simulator = 'sim'").fetchall()
+        assert sorted(lineage) == sorted([(wid_one, "sim", str(one)), (wid_two, "sim", str(two))])
+    finally:
+        con.close()
+    again = evaluate(two)  # the same weights again: nothing is asked
+    assert (again["scored"].value, again["resumed"].value) == (0, 4)
+
+
 def test_launcher_finds_the_llamafactory_environment(tmp_path, monkeypatch):
     from resources import JobLauncherResource
 

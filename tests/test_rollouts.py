@@ -2,6 +2,7 @@
 and their export as Simia-style agent SFT data."""
 
 import asyncio
+import functools
 import json
 
 import duckdb
@@ -36,9 +37,18 @@ def _run(layout, sandbox, tasks, spec, name=None, **kw):
     return steps, rollouts, report
 
 
+@functools.cache
+def _source_turns():
+    """The user turns of the tasks of the sources the layout was collected from (its builtin scenarios)."""
+    from pipeline.collect.sources import SourceConfig, env_items, task_turns
+
+    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=2)
+    return task_turns(cfg, env_items(cfg)[0])
+
+
 def _changing_task(layout, sandbox, min_changes=3):
-    """A recorded task whose steps change the state at least ``min_changes`` times."""
-    for task in store.recorded_tasks(layout, limit=60, min_steps=6):
+    """A recorded task (with its question) whose steps change the state at least ``min_changes`` times."""
+    for task in store.recorded_tasks(layout, limit=60, min_steps=6, questions=_source_turns()):
         real = shadow_all(sandbox, [(task.key, task.task_id, task.env, task.actions)])[task.key]
         if sum(real.steps[i]["delta_size"] > 0 for i in real.steps) >= min_changes:
             return task, real
@@ -126,6 +136,7 @@ def test_one_wrong_update_is_the_first_divergence_and_persists(layout, sandbox):
     calls = [m for m in record["messages"] if m["role"] == "assistant"]
     tools = [m for m in record["messages"] if m["role"] == "tool"]
     assert len(calls) == len(tools) == k and calls[0]["tool_calls"][0]["function"]["name"] == task.actions[0].name
+    assert [m["content"] for m in record["messages"] if m["role"] == "user"] == list(task.turns) and task.turns
     feedback = json.loads(_answers(task, real)[0])["feedback"]  # the agent saw the simulator's feedback
     assert tools[0]["content"] == (feedback if isinstance(feedback, str) else json.dumps(feedback, ensure_ascii=False))
     from datasets import load_dataset
@@ -192,6 +203,58 @@ def test_llm_agent_acts_on_simulated_observations(layout, sandbox):
     assert [m["role"] for m in messages] == ["system", "user"] + ["assistant", "tool"] * 3 + ["assistant"]
 
 
+def _catalog_tools(layout):
+    """Tool schemas per environment, as the catalog (``environments.parquet``) holds them."""
+    return {r["env_id"]: json.loads(r["tools_json"]) for r in pq.read_table(layout.environments, columns=["env_id", "tools_json"]).to_pylist()}
+
+
+def _scenario_questions(per_env=2):
+    """The builtin scenarios' task text by task id (what the layout's trajectories were collected for)."""
+    from pipeline.envs import builtin
+
+    return {sc["task_id"]: sc["task"] for sc in builtin.scenarios(per_env)}
+
+
+def _records(directory):
+    return [r for f in sorted((directory / "data").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+
+
+def test_sft_records_carry_the_tasks_tool_schemas_and_user_turns(layout, sandbox):
+    """Issue 25 B: every record carries the tool schemas the agent was given (the environment's, as the
+    catalog has them) and the task's real question as its user turn."""
+    tasks = store.recorded_tasks(layout, limit=6, questions=_source_turns())
+    questions = _scenario_questions()
+    assert [t.turns for t in tasks] == [(questions[t.task_id],) for t in tasks]
+    _run(layout, sandbox, tasks, SimulatorSpec(name="oracle", kind="oracle"), name="oracle-sft")
+    out = layout.root / "export" / "sft-records"
+    report = export_rollouts([store.run_dir(layout, "oracle@recorded") / "rollouts.parquet"], out, "all")
+    records, catalog = _records(out), _catalog_tools(layout)
+    assert report.kept == len(records) == 6 and report.without_question == 0
+    for record in records:
+        assert catalog[record["env_id"]] and json.loads(record["tools"]) == catalog[record["env_id"]]
+        assert [m["role"] for m in record["messages"][:3]] == ["system", "user", "assistant"]
+        assert [m["content"] for m in record["messages"] if m["role"] == "user"] == [questions[record["task_id"]]]
+    # a task whose question no source has: its rollout has no user turn and is not exported, but counted
+    unknown = store.recorded_tasks(layout, limit=2)
+    assert all(t.turns == () for t in unknown)
+    _run(layout, sandbox, unknown, SimulatorSpec(name="oracle", kind="oracle"), name="oracle-unasked")
+    report = export_rollouts([store.run_dir(layout, "oracle@recorded") / "rollouts.parquet"], out, "all")
+    assert (report.kept, report.without_question, report.dropped) == (0, 2, 2) and "2 because their task's question" in report.card
+
+
+def test_recorded_turns_and_an_llm_agent_without_a_question(layout, sandbox):
+    history = json.dumps([{"role": "system", "content": "s"}, {"role": "user", "content": "first"},
+                          {"role": "assistant", "content": None, "tool_calls": []},
+                          {"role": "user", "content": [{"type": "text", "text": "sec"}, {"type": "text", "text": "ond"}]}])
+    assert store.recorded_turns(history) == ("first", "second") and store.recorded_turns(None) == ()
+    task = store.recorded_tasks(layout, limit=1)[0]
+    sim = make_simulator(SimulatorSpec(name="oracle", kind="oracle"))
+    settings = AgentSettings(model="never-asked", base_url="http://127.0.0.1:9/v1", max_retries=0)
+    _, rollouts, report = asyncio.run(simulate([RolloutTask(task.key, task.task_id, task.env)], sim, sandbox,
+                                               layout.root / "unasked-agent.jsonl", agent=settings))
+    assert report.statuses == {"agent_error": 1} and report.asked == 0 and "no user turn" in rollouts[0]["stop_reason"]
+
+
 def test_assets_materialize_with_metadata_and_oracle_check(layout, tmp_path):
     from dagster import materialize
     from dagster_duckdb import DuckDBResource
@@ -216,5 +279,12 @@ def test_assets_materialize_with_metadata_and_oracle_check(layout, tmp_path):
     # the baselines only: the oracle's 8 rollouts are verified, no_change's that drifted are dropped
     assert meta["rollout_sft_dataset"]["kept"].value >= 8 and meta["rollout_sft_dataset"]["dropped"].value >= 1
     assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()} == {"oracle_never_drifts": True}
+    # every record: the environment's tool schemas and the task's own question (from the configured sources)
+    records, catalog, questions = _records(tmp_path / "sft"), _catalog_tools(layout), _scenario_questions()
+    assert len(records) == meta["rollout_sft_dataset"]["kept"].value
+    for record in records:
+        assert catalog[record["env_id"]] and json.loads(record["tools"]) == catalog[record["env_id"]]
+        assert [m["content"] for m in record["messages"] if m["role"] == "user"] == [questions[record["task_id"]]]
+    assert meta["rollout_sft_dataset"]["without_question"].value == 0
     with duckdb.connect(str(tmp_path / "envsim.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM rollouts WHERE run_id = 'oracle@recorded'").fetchone()[0] == 8

@@ -127,7 +127,7 @@ class Agent:
         return step["raw_observation"], None
 
     async def episode(self, task: AgentTask) -> Episode:
-        tools = registry.static(task.env).tools
+        tools = registry.tool_schemas(task.env)
         names = {t["function"]["name"] for t in tools}
         messages: list[dict[str, Any]] = [{"role": "system", "content": AGENT_SYSTEM_PROMPT}]
         actions: list[Action] = []

@@ -106,7 +106,7 @@ def _scaled(settings: ExploreSettings, share: float) -> ExploreSettings:
 
 
 def _tool_names(spec: EnvSpec) -> list[str]:
-    return [t["function"]["name"] for t in registry.static(spec).tools]
+    return [t["function"]["name"] for t in registry.tool_schemas(spec)]
 
 
 @dataclass(frozen=True)

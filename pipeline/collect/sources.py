@@ -155,9 +155,12 @@ def exploration_scenarios(
     return interleaved, issues
 
 
-def agent_tasks(cfg: SourceConfig, items: list[envscaler.EnvItem], sources: list[str], limit: int | None) -> list[AgentTask]:
-    """Tasks for the agent policy from the chosen sources ("builtin", "envscaler", "bfcl"), interleaved."""
+AGENT_SOURCES = ("builtin", "envscaler", "bfcl")
 
+
+def _agent_tasks_by_source(cfg: SourceConfig, items: list[envscaler.EnvItem], sources: list[str]) -> dict[str, list[AgentTask]]:
+    """Every task of the chosen sources, per source, with its user turns as an agent is given them: a
+    scenario's task text, each bfcl question turn (an empty one as "Continue.")."""
     per_source: dict[str, list[AgentTask]] = {}
     if "builtin" in sources or "envscaler" in sources:
         scenarios, _ = exploration_scenarios(
@@ -173,9 +176,21 @@ def agent_tasks(cfg: SourceConfig, items: list[envscaler.EnvItem], sources: list
             if not isinstance(task, TaskIssue):
                 per_source.setdefault("bfcl", []).append(
                     AgentTask(task.task_id, bfcl_env_spec(task), [t or "Continue." for t in task.turns] or ["Complete the task."]))
-    queues = list(per_source.values())
+    return per_source
+
+
+def agent_tasks(cfg: SourceConfig, items: list[envscaler.EnvItem], sources: list[str], limit: int | None) -> list[AgentTask]:
+    """Tasks for the agent policy from the chosen sources ("builtin", "envscaler", "bfcl"), interleaved."""
+    queues = list(_agent_tasks_by_source(cfg, items, sources).values())
     tasks = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
     return tasks[:limit] if limit else tasks
+
+
+def task_turns(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The user turns of every task of the configured sources, keyed by (env id, task id), exactly as the
+    agent policy is given them (:func:`agent_tasks`): what a recorded trajectory of that task was asked."""
+    return {(t.env.env_id, t.task_id): tuple(t.turns)
+            for tasks in _agent_tasks_by_source(cfg, items, list(AGENT_SOURCES)).values() for t in tasks}
 
 
 def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> Iterator[Trajectory | TaskIssue]:

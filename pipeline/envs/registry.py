@@ -52,6 +52,14 @@ def static(spec: EnvSpec) -> Environment:
     return _of_source(BUILDERS, spec.source)(spec)[0]
 
 
+def tool_schemas(spec: EnvSpec) -> list[dict[str, Any]]:
+    """The OpenAI function schemas of ``spec``'s tools, as an agent is given them — the one place they come
+    from for the collection agent, the rollout agent and the rollout SFT records: bfcl's tool docs of the
+    task's classes without its excluded functions; for the EnvScaler format, the catalog's schemas
+    (``environments.parquet``, registered by :func:`pipeline.envs.catalog.load_blobs`)."""
+    return static(spec).tools
+
+
 def code_versions() -> dict[str, str]:
     """Versions of the environment code behind each source (part of label cache keys; EnvScaler
     code is content-addressed through the trajectory fingerprint)."""

@@ -1,8 +1,10 @@
 """The async evaluation harness: bounded concurrency, tolerant parsing, scoring, and incremental
 persistence — every finished sample is appended (and flushed) to the run's JSON-lines file at once,
-so a killed run loses at most the requests in flight and a re-run of the same (simulator, split
-version) skips every sample whose request completed. Cost per sample is constant: nothing is
-rewritten.
+so a killed run loses at most the requests in flight and a re-run of the same simulator on the same split
+version skips every sample whose request completed. "The same simulator" is its weights when they are known
+(``SimulatorSpec.weights_id``: a checkpoint version or a hash of the weight files — never the name it is
+served under), else its name, model and endpoint (:meth:`SimulatorSpec.cache_identity`), and its prompt
+template; each row records them. Cost per sample is constant: nothing is rewritten.
 
 Two kinds of failure are kept apart. A *model error* — an answer that does not parse, changes that do
 not apply, a wrong answer — is scored (0) and the sample is finished (``status = 'answered'``). A
@@ -24,7 +26,7 @@ from typing import Any, Callable
 
 from pipeline.evaluate.metrics import score
 from pipeline.evaluate.parsing import parse_answer
-from pipeline.evaluate.simulators import Completion, EndpointError, Simulator
+from pipeline.evaluate.simulators import Completion, EndpointError, Simulator, SimulatorSpec
 from pipeline.store.jsonl import Appender, read_rows
 
 MAX_STORED_ANSWER = 20_000
@@ -61,25 +63,43 @@ class MostRequestsFailed(EndpointError):
 
 
 def run_id(simulator: str, version: str) -> str:
+    """``<simulator>@<split version>``; ``simulator`` is :attr:`SimulatorSpec.results_name` (the name, with
+    the weights id when it has one)."""
     return f"{simulator}@{version}"
 
 
-def finished_steps(path: Path, prompt: str | None = None) -> set[str]:
+def _answered_by(row: dict[str, Any], identity: dict[str, str | None]) -> bool:
+    """Whether a recorded row carries ``identity`` (:meth:`SimulatorSpec.cache_identity`). A row written
+    before a key was recorded: no ``weights_id`` means no weights were known; no ``base_url`` leaves the
+    endpoint unknown, and the row counts as the named model's."""
+    for key, value in identity.items():
+        if key not in row and key == "base_url":
+            continue
+        if row.get(key) != value:
+            return False
+    return True
+
+
+def finished_steps(path: Path, prompt: str | None = None, identity: dict[str, str | None] | None = None) -> set[str]:
     """Step ids whose request completed (a torn last line from a kill is ignored); with ``prompt``,
-    only those asked with that prompt template (a changed template re-asks every sample)."""
+    only those asked with that prompt template (a changed template re-asks every sample); with
+    ``identity``, only those answered by that simulator (other weights, or another model or endpoint
+    under the same name, are asked again)."""
     return {row["step_id"] for row in read_rows(path)
-            if row.get("request_error") is None and (prompt is None or row.get("prompt", "envsim") == prompt)}
+            if row.get("request_error") is None and (prompt is None or row.get("prompt", "envsim") == prompt)
+            and (identity is None or _answered_by(row, identity))}
 
 
-def result_row(sample: dict[str, Any], completion: Completion, sim_name: str, model: str, version: str,
-               prompt: str = "envsim") -> dict[str, Any]:
-    """One result line: the sample's labels, every metric, parse and request errors, the prompt template.
-    A failed request (``completion.error``) is not scored: its metrics are NULL, ``status`` says why."""
+def result_row(sample: dict[str, Any], completion: Completion, spec: SimulatorSpec, version: str) -> dict[str, Any]:
+    """One result line: the sample's labels, every metric, parse and request errors, the prompt template and
+    who answered (simulator, model, endpoint, weights id). A failed request (``completion.error``) is not
+    scored: its metrics are NULL, ``status`` says why."""
     row: dict[str, Any] = {
-        "run_id": run_id(sim_name, version), "simulator": sim_name, "model": model, "split_version": version,
+        "run_id": run_id(spec.results_name, version), "simulator": spec.name, "model": spec.model,
+        "weights_id": spec.weights_id, "base_url": spec.base_url, "split_version": version, "prompt": spec.prompt,
         "step_id": sample["step_id"], "stratum": sample["stratum"], "env_id": sample["env_id"], "tool": sample["tool"],
         "outcome": sample["outcome"], "delta_size": int(sample["delta_size"]), "args_count": int(sample["args_count"]),
-        "prompt": prompt, "status": ANSWERED if completion.error is None else REQUEST_FAILED,
+        "status": ANSWERED if completion.error is None else REQUEST_FAILED,
         "fm": None, "cm": None, "cm_changed_paths": None, "cm_reference": None, "fm_reference": None,
         "reference_error": None, "parse_ok": None, "parse_error": None, "change_error": None,
         "request_error": completion.error, "latency_s": completion.latency_s,
@@ -114,9 +134,9 @@ async def evaluate(
     in this run failed."""
     spec = simulator.spec
     started = time.perf_counter()
-    done = finished_steps(results, spec.prompt)
+    done = finished_steps(results, spec.prompt, spec.cache_identity())
     todo = [s for s in samples if s["step_id"] not in done]
-    report = RunReport(run_id(spec.name, version), len(samples), len(samples) - len(todo), 0, 0, 0.0)
+    report = RunReport(run_id(spec.results_name, version), len(samples), len(samples) - len(todo), 0, 0, 0.0)
     with Appender(results) as out:
 
         def store(row: dict[str, Any]) -> None:
@@ -131,13 +151,13 @@ async def evaluate(
             first = await simulator.complete(todo[0])
             if first.error and first.error.startswith("unreachable"):
                 raise EndpointError(f"{spec.name}: endpoint {spec.base_url} is unreachable ({first.error})")
-            store(result_row(todo[0], first, spec.name, spec.model, version, spec.prompt))
+            store(result_row(todo[0], first, spec, version))
         gate = asyncio.Semaphore(max(1, concurrency or spec.concurrency))
 
         async def one(sample: dict[str, Any]) -> None:
             async with gate:
                 completion = await simulator.complete(sample)
-            store(result_row(sample, completion, spec.name, spec.model, version, spec.prompt))
+            store(result_row(sample, completion, spec, version))
 
         tasks = [asyncio.create_task(one(s)) for s in todo[1:]]
         try:

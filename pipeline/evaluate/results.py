@@ -1,7 +1,8 @@
 """Evaluation results in DuckDB (``eval_runs``, ``eval_results`` and the breakdown views) and the
 summary table / CM-vs-|Δ| plot for the UI. Every table and view counts ``samples``, ``answered`` and
 ``request_failed`` apart; the metrics are over the answered samples only (a failed request is the
-endpoint's failure, not a wrong answer)."""
+endpoint's failure, not a wrong answer). Every result row and run names the weights that answered
+(``weights_id``: a checkpoint version or weights hash; NULL for an endpoint whose weights are unknown)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ _METRICS = ", ".join([
 
 #: ``eval_results`` columns, in table order (one row per sample and run)
 COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR", "simulator": "VARCHAR", "model": "VARCHAR", "split_version": "VARCHAR", "prompt": "VARCHAR",
+    "run_id": "VARCHAR", "simulator": "VARCHAR", "model": "VARCHAR", "weights_id": "VARCHAR", "base_url": "VARCHAR",
+    "split_version": "VARCHAR", "prompt": "VARCHAR",
     "step_id": "VARCHAR", "stratum": "VARCHAR", "env_id": "VARCHAR", "tool": "VARCHAR", "outcome": "VARCHAR",
     "delta_size": "INTEGER", "args_count": "INTEGER", "fm": "BOOLEAN", "cm": "BOOLEAN", "cm_changed_paths": "BOOLEAN",
     "cm_reference": "BOOLEAN", "fm_reference": "BOOLEAN", "reference_error": "VARCHAR", "parse_ok": "BOOLEAN",
@@ -79,7 +81,8 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
         )
     con.execute(
         f"""CREATE OR REPLACE TABLE eval_runs AS
-            SELECT run_id, any_value(simulator) AS simulator, any_value(model) AS model, any_value(split_version) AS split_version,
+            SELECT run_id, any_value(simulator) AS simulator, any_value(model) AS model, any_value(weights_id) AS weights_id,
+                   any_value(split_version) AS split_version,
                    string_agg(DISTINCT prompt, ',') AS prompt,
                    {_METRICS}, round(avg(latency_s) FILTER (WHERE {ANSWERED_SQL}), 4) AS mean_latency_s, sum(prompt_tokens) AS prompt_tokens,
                    sum(completion_tokens) AS completion_tokens

@@ -56,18 +56,19 @@ def score_all(
     keep_going: bool = True,
 ) -> list[Scored]:
     """Score every simulator of ``specs`` on ``samples`` of split ``version``, in order, each into
-    ``layout.eval_results(version, name)`` (every name checked before the first request), calling
+    ``layout.eval_results(version, spec.results_name)`` (its name, with its weights id when it has one;
+    every name checked before the first request), calling
     ``on_scored`` after each. A simulator whose requests mostly failed is recorded with its ``failure``
     and the next one runs (``keep_going``), or its :class:`MostRequestsFailed` is raised at once."""
-    paths = [layout.eval_results(version, spec.name) for spec in specs]
+    paths = [layout.eval_results(version, spec.results_name) for spec in specs]
     out = []
     for spec, path in zip(specs, paths):
         try:
-            scored = Scored(spec, run_id(spec.name, version), path, score(samples, spec, version, path))
+            scored = Scored(spec, run_id(spec.results_name, version), path, score(samples, spec, version, path))
         except MostRequestsFailed as exc:
             if not keep_going:
                 raise
-            scored = Scored(spec, run_id(spec.name, version), path, exc.report, str(exc))
+            scored = Scored(spec, run_id(spec.results_name, version), path, exc.report, str(exc))
         on_scored(scored)
         out.append(scored)
     return out

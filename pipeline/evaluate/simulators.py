@@ -31,6 +31,11 @@ class SimulatorSpec:
                   "evaluation prompt: whole class, indent-2 state); recorded with every result.")
     model: str = setting("", "Model name at the endpoint.")
     base_url: str | None = setting(None, "OpenAI-compatible endpoint, e.g. http://host:8000/v1 (vLLM).")
+    weights_id: str | None = setting(
+        None, "Identity of the weights behind the endpoint: a checkpoint version (ckpt-…) or a hash of the weight "
+              "files (sha256-…). With it, results are cached per weights (recorded with every result, part of the "
+              "run id and results file); without it, per simulator name, model and base_url. The evaluation job "
+              "sets it for the checkpoint it serves.")
     api_key_env: str = setting("OPENAI_API_KEY", "Environment variable holding the API key.")
     temperature: float = setting(0.0, "Sampling temperature.")
     max_tokens: int = setting(4096, "Most tokens per answer.")
@@ -47,6 +52,26 @@ class SimulatorSpec:
     max_request_failure_share: float = setting(
         0.5, "Fail the run (after recording every result) when more than this share of a simulator's requests "
              "failed (timeouts, 5xx, malformed or oversized responses).")
+
+    @property
+    def results_name(self) -> str:
+        """The name of this simulator's runs (``<results_name>@<split version>``) and results file: its
+        ``name``, and its ``weights_id`` after a ``+`` unless the name already is or ends with ``-<weights_id>``
+        (the evaluation job's default served name) — two checkpoints served under one name never share a run
+        or a results file."""
+        wid = self.weights_id
+        if wid is None or self.name == wid or self.name.endswith(f"-{wid}"):
+            return self.name
+        return f"{self.name}+{wid}"
+
+    def cache_identity(self) -> dict[str, str | None]:
+        """What a recorded result must carry to count as this simulator's answer on a re-run: the weights
+        when they are known (the endpoint may move: a served checkpoint gets a new port each job), else the
+        model name and the endpoint. The simulator's name and prompt template are the results file's and
+        the harness's own keys."""
+        if self.weights_id is not None:
+            return {"weights_id": self.weights_id}
+        return {"weights_id": None, "model": self.model, "base_url": self.base_url}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,10 @@ the real state (:mod:`pipeline.rollouts.shadow`), which gives per step:
 * ``drift_before`` / ``drift`` — |diff(ŝ, s)| before and after the step, ``diverged_before`` — the
   simulator's state had already diverged when the step began, ``state_match`` — ŝ_{k+1} = s_{k+1};
 
-and per rollout the first divergence step (the first step after which ŝ ≠ s) and the final drift.
+and per rollout the first divergence step (the first step after which ŝ ≠ s) and the final drift. Each
+rollout keeps its conversation — the system prompt, the task's user turns, the agent's tool calls and the
+simulator's feedback — and the tool schemas the agent was given, for the SFT export
+(:mod:`pipeline.rollouts.sft`).
 
 An answer that cannot be parsed, or whose changes do not apply to ŝ_k, leaves the simulator without a
 next state: the step is counted (``parse_failure`` / ``invalid_changes``) and the rollout stops there. A
@@ -61,8 +64,10 @@ DONE, STEP_LIMIT, PARSE_FAILURE, INVALID_CHANGES, REQUEST_ERROR, SHADOW_ERROR, A
 
 @dataclass(frozen=True)
 class RolloutTask:
-    """A task to roll out: the environment, and either recorded ``actions`` or the user ``turns`` an LLM
-    agent works through. ``key`` is unique within a task set (a trajectory id, a task id)."""
+    """A task to roll out: the environment, the recorded ``actions`` (replayed when no LLM agent acts) and the
+    task's user ``turns`` — what an LLM agent works through, or what the recorded trajectory's agent was asked
+    (empty when that is not known: the conversation then has no user turn). ``key`` is unique within a task
+    set (a trajectory id, a task id)."""
 
     key: str
     task_id: str
@@ -113,12 +118,11 @@ class ToolCode:
         return self._code[key]
 
     def tools(self, env: EnvSpec) -> list[dict[str, Any]]:
+        """The environment's tool schemas as an agent is given them (:func:`pipeline.envs.registry.tool_schemas`,
+        memoised); raises when the environment cannot be built."""
         key = self._env_key(env)
         if key not in self._tools:
-            try:
-                self._tools[key] = registry.static(env).tools
-            except Exception:
-                self._tools[key] = []
+            self._tools[key] = registry.tool_schemas(env)
         return self._tools[key]
 
 
@@ -139,6 +143,7 @@ class _Rollout:
         self.task = task
         self.rows: list[dict[str, Any]] = []
         self.messages: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] = []  # the tool schemas the agent is given (and the SFT record carries)
         self.status = DONE
         self.reason: str | None = None
         self.sim_state: Any = None
@@ -265,10 +270,9 @@ class RolloutRunner:
 
     # -- agents --------------------------------------------------------------------------------------
     def _user_turn(self, ro: _Rollout, turn: int) -> None:
+        """Append the task's user turn ``turn`` to the conversation (nothing when the task has no such turn)."""
         text = ro.task.turns[turn] if turn < len(ro.task.turns) else None
-        if text is None and turn == 0:
-            text = f"Complete task {ro.task.task_id} in environment {ro.task.env.env_id} with the available tools."
-        if text is not None:
+        if text:
             ro.messages.append({"role": "user", "content": text})
 
     async def _recorded(self, ro: _Rollout, real: RealRun) -> None:
@@ -317,10 +321,10 @@ class RolloutRunner:
         return record
 
     async def _llm_agent(self, ro: _Rollout) -> None:
-        tools = self.code.tools(ro.task.env)
+        tools = ro.tools
         actions: list[Action] = []
         real = RealRun()
-        for turn in range(max(1, len(ro.task.turns))):
+        for turn in range(len(ro.task.turns)):
             self._user_turn(ro, turn)
             while True:
                 message = await self._agent_message(ro, tools)
@@ -359,6 +363,14 @@ class RolloutRunner:
     async def _one(self, task: RolloutTask, real: RealRun | None) -> _Rollout:
         ro = _Rollout(rollout_id(self.simulator.spec.name, self.agent_name, task.key), task)
         ro.messages.append({"role": "system", "content": AGENT_SYSTEM_PROMPT})
+        try:
+            ro.tools = self.code.tools(task.env)
+        except Exception as exc:  # an environment that cannot even be described cannot be run either
+            ro.stop(SHADOW_ERROR, f"the environment's tool schemas: {type(exc).__name__}: {str(exc)[:200]}")
+            return ro
+        if self.agent is not None and not task.turns:
+            ro.stop(AGENT_ERROR, f"task {task.task_id} has no user turn to give the agent")
+            return ro
         if self.agent is None:
             assert real is not None
             if real.initial is None:
@@ -405,7 +417,8 @@ class RolloutRunner:
 
 
 def rollout_summary(ro: _Rollout) -> dict[str, Any]:
-    """Per rollout: status, first divergence, final / max drift, FM / CM rates, verified prefix length."""
+    """Per rollout: status, first divergence, final / max drift, FM / CM rates, verified prefix length, and
+    the conversation with the tool schemas the agent was given (what the SFT export writes)."""
     rows = ro.rows
     scored = [r for r in rows if r["drift"] is not None]
     first = next((r["step_index"] for r in scored if r["drift"] > 0), None)
@@ -419,6 +432,7 @@ def rollout_summary(ro: _Rollout) -> dict[str, Any]:
         "fm_rate": sum(r["fm"] for r in rows) / len(rows) if rows else None,
         "cm_rate": sum(r["cm"] for r in rows) / len(rows) if rows else None,
         "verified_steps": verified,
+        "tools_json": json.dumps(ro.tools, ensure_ascii=False, sort_keys=True),
         "messages_json": json.dumps(ro.messages, ensure_ascii=False),
     }
 

@@ -1,8 +1,10 @@
 """Simia-style agent SFT data from simulated rollouts, in the Hugging Face layout.
 
-Each record is one rollout as an OpenAI conversation: system, user turn(s), assistant messages with
-``tool_calls`` and ``tool`` messages carrying the *simulator's* feedback, plus the environment's tool schemas
-(``tools``, JSON). Filters:
+Each record is one rollout as an OpenAI conversation: system, the task's user turn(s) as its agent was asked
+them, assistant messages with ``tool_calls`` and ``tool`` messages carrying the *simulator's* feedback, plus
+the tool schemas the agent was given (``tools``, JSON: :func:`pipeline.envs.registry.tool_schemas`, recorded
+with the rollout). A rollout whose task's question is not known (a recorded trajectory of a task no configured
+source has) has no user turn and is not exported; the card counts it. Filters:
 
 * ``all`` — every rollout as simulated (Simia as published); a rollout that stopped keeps the steps
   before the stop;
@@ -42,6 +44,10 @@ RECORDS = pa.schema([("rollout_id", pa.string()), ("simulator", pa.string()), ("
                      ("verified", pa.bool_()), ("tools", pa.string()), ("messages", pa.list_(MESSAGE))])
 
 
+class StaleRollouts(ValueError):
+    """Rollout files written before rollouts recorded their tool schemas and user turns."""
+
+
 @dataclass
 class SftReport:
     directory: Path
@@ -52,6 +58,7 @@ class SftReport:
     steps_kept: int
     steps_dropped: int
     card: str
+    without_question: int = 0  # of the dropped: rollouts with no user turn (their task's question is not known)
 
 
 def cut_messages(messages: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
@@ -72,24 +79,35 @@ def cut_messages(messages: list[dict[str, Any]], steps: int) -> list[dict[str, A
     return out
 
 
-def _record(row: dict[str, Any], messages: list[dict[str, Any]], steps: int, tools: str) -> dict[str, Any]:
+def _record(row: dict[str, Any], messages: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    """One SFT record: the conversation kept and the tool schemas the agent was given (the rollout's own)."""
     norm = [{"role": m["role"], "content": m.get("content"), "tool_calls": m.get("tool_calls") or None,
              "tool_call_id": m.get("tool_call_id")} for m in messages]
     return {"rollout_id": row["rollout_id"], "simulator": row["simulator"], "agent": row["agent"], "task_id": row["task_id"],
-            "env_id": row["env_id"], "steps": steps, "verified": _verified(row), "tools": tools, "messages": norm}
+            "env_id": row["env_id"], "steps": steps, "verified": _verified(row), "tools": row["tools_json"], "messages": norm}
 
 
 def _verified(row: dict[str, Any]) -> bool:
     return row["status"] in (DONE, STEP_LIMIT) and row["steps"] > 0 and row["verified_steps"] == row["steps"]
 
 
-def select_records(rollouts: list[dict[str, Any]], how: str, tools_of: Any) -> tuple[list[dict[str, Any]], int]:
-    """Records of ``rollouts`` under filter ``how``; returns (records, steps dropped)."""
+def select_records(rollouts: list[dict[str, Any]], how: str) -> tuple[list[dict[str, Any]], int, int]:
+    """Records of ``rollouts`` under filter ``how``; returns (records, steps dropped, rollouts dropped for
+    having no user turn). Raises :class:`StaleRollouts` for rollouts without recorded tool schemas."""
     if how not in FILTERS:
         raise ValueError(f"unknown rollout filter {how!r}; one of {FILTERS}")
-    records, dropped_steps = [], 0
+    stale = sorted({row["run_id"] for row in rollouts if not row.get("tools_json")})
+    if stale:
+        raise StaleRollouts(f"the rollouts of {', '.join(stale)} were written before rollouts recorded their tool schemas "
+                            "and user turns; materialize 'simulated_rollouts' again (finished model requests are replayed "
+                            "from its request log, nothing is asked twice)")
+    records, dropped_steps, without_question = [], 0, 0
     for row in rollouts:
         messages = json.loads(row["messages_json"])
+        if not any(m["role"] == "user" for m in messages):  # an SFT record needs the question the agent was asked
+            without_question += 1
+            dropped_steps += row["steps"]
+            continue
         if how == "all":  # a stopped step's unanswered call is cut by cut_messages
             keep = row["steps"]
         elif how == "verified":
@@ -101,12 +119,12 @@ def select_records(rollouts: list[dict[str, Any]], how: str, tools_of: Any) -> t
         dropped_steps += row["steps"] - min(kept_calls, row["steps"])
         if kept_calls == 0:
             continue
-        records.append(_record(row, cut, min(kept_calls, row["steps"]), tools_of(row)))
-    return records, dropped_steps
+        records.append(_record(row, cut, min(kept_calls, row["steps"])))
+    return records, dropped_steps, without_question
 
 
 def export_rollouts(
-    rollout_files: list[Path], directory: Path, how: str = "prefix", tools_of: Any = lambda row: "[]",
+    rollout_files: list[Path], directory: Path, how: str = "prefix",
     name: str = "envsim", license: str = "apache-2.0", max_shard_bytes: int = 256 * 2**20,
 ) -> SftReport:
     """Write the rollouts of ``rollout_files`` (``rollouts.parquet`` of runs) as agent SFT data in the
@@ -117,12 +135,12 @@ def export_rollouts(
         with connect() as con:
             rows = con.sql(f"SELECT * FROM read_parquet({[str(f) for f in rollout_files]!r}, union_by_name = true) "
                            "ORDER BY rollout_id").to_arrow_table().to_pylist()
-    records, dropped_steps = select_records(rows, how, tools_of)
+    records, dropped_steps, without_question = select_records(rows, how)
     table = pa.Table.from_pylist(records, schema=RECORDS)
     if directory.exists() and any(directory.iterdir()) and not (directory / MARKER).exists():
         raise FileExistsError(f"{directory} is not empty and holds no rollout export; choose another directory")
     report = SftReport(directory, how, len(rows), len(records), len(rows) - len(records),
-                       sum(r["steps"] for r in records), dropped_steps, "")
+                       sum(r["steps"] for r in records), dropped_steps, "", without_question)
     report.card = rollout_card(report, rows, records, name, license)
     with staged(directory) as staging:
         writer = ShardWriter(staging / "data", SPLIT, RECORDS, *plan_shards(table.num_rows, table.nbytes, max_shard_bytes),
@@ -154,11 +172,13 @@ def rollout_card(report: SftReport, rows: list[dict[str, Any]], records: list[di
 # {name}: simulated agent rollouts (filter `{report.filter}`)
 
 Agent trajectories played against an LLM **simulator** of the environment (Simia-style): each record is an
-OpenAI conversation whose `tool` messages are the simulator's feedback; `tools` holds the tool schemas (JSON).
+OpenAI conversation — the task's user turn(s) as the agent was asked them, its tool calls, and `tool` messages
+that are the simulator's feedback; `tools` holds the tool schemas the agent was given (JSON).
 The executor shadowed every action on the real environment, so every step is known to be right or wrong.
 
 **Filter `{report.filter}`**: {rule}.
-Kept **{report.kept}** of **{report.rollouts}** rollouts (**{report.dropped} dropped**); {report.steps_kept} steps kept,
+Kept **{report.kept}** of **{report.rollouts}** rollouts (**{report.dropped} dropped**, of which
+{report.without_question} because their task's question is not known); {report.steps_kept} steps kept,
 {report.steps_dropped} steps dropped.
 
 {table}

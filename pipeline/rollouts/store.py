@@ -10,8 +10,9 @@ index) and ``rollout_by_env``.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -39,7 +40,8 @@ ROLLOUTS = pa.schema([
     ("rollout_id", pa.string()), ("task_id", pa.string()), ("env_id", pa.string()), ("source", pa.string()),
     ("status", pa.string()), ("stop_reason", pa.string()), ("steps", pa.int32()), ("parse_failures", pa.int32()),
     ("first_divergence", pa.int32()), ("final_drift", pa.int32()), ("max_drift", pa.int32()),
-    ("fm_rate", pa.float64()), ("cm_rate", pa.float64()), ("verified_steps", pa.int32()), ("messages_json", pa.string()),
+    ("fm_rate", pa.float64()), ("cm_rate", pa.float64()), ("verified_steps", pa.int32()), ("tools_json", pa.string()),
+    ("messages_json", pa.string()),
 ])
 
 
@@ -51,15 +53,36 @@ def run_dir(layout: DataLayout, run_id: str) -> Path:
     return rollouts_root(layout) / safe_name(run_id.replace("/", "_"), "rollout run id")
 
 
+def _content_text(content: Any) -> str:
+    """A message's text: a string as is, the text parts of a content list joined, anything else empty."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def recorded_turns(messages_json: str | None) -> tuple[str, ...]:
+    """The user turns of a recorded message history (an agent trajectory's), one per user message — the
+    turn numbering of its actions (:func:`pipeline.collect.agent.actions_from_messages`)."""
+    if not messages_json:
+        return ()
+    messages = json.loads(messages_json)
+    return tuple(_content_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user")
+
+
 def recorded_tasks(
     layout: DataLayout,
     limit: int | None = 40,
     seed: int = 0,
     sources: Sequence[str] = (),
     min_steps: int = 2,
+    questions: Mapping[tuple[str, str], Sequence[str]] | None = None,
 ) -> list[RolloutTask]:
     """Recorded trajectories to roll out: those with at least ``min_steps`` actions (of ``sources``, if
-    given), in a seeded order (blake2b of seed and trajectory id), the first ``limit``."""
+    given), in a seeded order (blake2b of seed and trajectory id), the first ``limit``. Each task carries the
+    user turns its agent was asked: the recorded message history's (agent trajectories), else
+    ``questions[(env id, task id)]`` (:func:`pipeline.collect.sources.task_turns`), else none."""
     rows = []
     for row in iter_trajectory_rows(layout):
         if row["num_actions"] < min_steps or (sources and row["source"] not in sources):
@@ -70,7 +93,8 @@ def recorded_tasks(
     out = []
     for _, row in rows[: limit or None]:
         traj = row_to_trajectory(row)
-        out.append(RolloutTask(traj.trajectory_id, traj.task_id, traj.env, traj.actions))
+        turns = recorded_turns(row.get("messages_json")) or tuple((questions or {}).get((traj.env_id, traj.task_id), ()))
+        out.append(RolloutTask(traj.trajectory_id, traj.task_id, traj.env, traj.actions, turns))
     return out
 
 

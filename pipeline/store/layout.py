@@ -125,7 +125,8 @@ class DataLayout:
         return self.root / "eval" / safe_name(version, "split version")
 
     def eval_results(self, version: str, simulator: str) -> Path:
-        """``eval/<version>/<simulator>.jsonl``: a simulator's per-sample results on a benchmark version."""
+        """``eval/<version>/<simulator>.jsonl``: a simulator's per-sample results on a benchmark version
+        (``simulator``: ``SimulatorSpec.results_name``, which names the weights when they are known)."""
         return self.eval_dir(version) / f"{safe_name(simulator, 'simulator name')}.jsonl"
 
     @property

@@ -10,14 +10,19 @@ the mixture version they were trained on and evaluation runs to the checkpoint a
   mixture version, step, loss, path and whether it is still on disk (``save_total_limit`` rotates old ones
   away), registered while the run trains and again when its job ends;
 * ``eval_job_runs`` — one row per evaluation run of ``simulator_eval_job``: served model name, checkpoint
-  version and path, template, serving backend, split version (join ``eval_runs`` / ``eval_results`` on
-  ``run_id``);
+  version and path, weights id, template, serving backend, split version (join ``eval_runs`` /
+  ``eval_results`` on ``run_id``);
 * view ``checkpoint_scores`` — mixture version → checkpoint → split version → FM / CM / parse failures.
+
+A served checkpoint's evaluation is cached by its **weights id** (:func:`weights_id`): the checkpoint
+version of a checkpoint this pipeline trained, else a hash of its weight files (:func:`weights_fingerprint`)
+— never by the name it is served under.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -107,8 +112,97 @@ def resolve(data_root: Path, ref: str) -> tuple[Path, dict[str, Any] | None]:
         path = Path(ref)
     if not path.is_dir():
         raise FileNotFoundError(f"checkpoint {ref!r} not found (no directory {path})")
-    manifest_path = path / MANIFEST
-    return path.resolve(), json.loads(manifest_path.read_text()) if manifest_path.exists() else None
+    return path.resolve(), read_manifest(path)
+
+
+#: files that hold a checkpoint's weights (Hugging Face / PEFT / llama.cpp), at the top of its directory
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
+#: the sidecar file that caches each weight file's SHA-256, keyed by (name, size, mtime)
+WEIGHTS_SIDECAR = ".envsim_weights.json"
+_CHUNK = 8 * 2**20
+
+
+def _file_sha256(path: Path) -> str:
+    """SHA-256 of a file, streamed in 8 MiB chunks (a multi-GB shard is never held in memory)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def weights_fingerprint(directory: Path) -> str:
+    """SHA-256 over the weight files at the top of ``directory`` (``WEIGHT_SUFFIXES``; sub-directories such
+    as intermediate ``checkpoint-N/`` saves are not the served weights): each file's name and content hash,
+    in name order. Each file's hash is cached in ``WEIGHTS_SIDECAR`` keyed by (name, size, mtime), so an
+    unchanged checkpoint is not read again; a directory that cannot be written just goes uncached. Raises
+    FileNotFoundError when the directory holds no weight file."""
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    if not files:
+        raise FileNotFoundError(f"{directory} holds no weight file ({', '.join(f'*{s}' for s in WEIGHT_SUFFIXES)}): "
+                                "cannot tell which weights it serves")
+    sidecar = directory / WEIGHTS_SIDECAR
+    try:
+        cached = json.loads(sidecar.read_text()).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        cached = {}
+    entries: dict[str, dict[str, Any]] = {}
+    for path in files:
+        stat = path.stat()
+        known = cached.get(path.name)
+        if isinstance(known, dict) and known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
+            entries[path.name] = known
+        else:
+            entries[path.name] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": _file_sha256(path)}
+    if entries != cached:
+        try:
+            sidecar.write_text(json.dumps({"files": entries}, indent=1, sort_keys=True))
+        except OSError:
+            pass
+    combined = hashlib.sha256()
+    for name in sorted(entries):
+        combined.update(f"{name}\0{entries[name]['sha256']}\n".encode())
+    return combined.hexdigest()
+
+
+def weights_id(directory: Path, manifest: dict[str, Any] | None) -> str:
+    """The identity of the weights in a checkpoint directory: its checkpoint version (``ckpt-…``, from its
+    manifest) when this pipeline trained it, else ``sha256-<16 hex>`` of :func:`weights_fingerprint`."""
+    if manifest and manifest.get("checkpoint_version"):
+        return str(manifest["checkpoint_version"])
+    return f"sha256-{weights_fingerprint(directory)[:16]}"
+
+
+def served_weights_id(directory: Path, manifest: dict[str, Any] | None, base_model: str | None = None) -> str:
+    """The weights id of what is served from ``directory``: :func:`weights_id`; for a LoRA adapter served on
+    ``base_model``, the adapter and its base together (``sha256-…`` of both ids; a base that is a local
+    directory by its own weights id, else by its name) — unless it is the base the manifest's checkpoint
+    version already names."""
+    wid = weights_id(directory, manifest)
+    if base_model is None or (manifest and (manifest.get("settings") or {}).get("model_name_or_path") == base_model):
+        return wid
+    base_dir = Path(base_model)
+    base = weights_id(base_dir, read_manifest(base_dir)) if base_dir.is_dir() else base_model
+    both = hashlib.sha256(f"{wid}\0{base}".encode()).hexdigest()
+    return f"sha256-{both[:16]}"
+
+
+def read_manifest(directory: Path) -> dict[str, Any] | None:
+    """A checkpoint directory's ``envsim_checkpoint.json``, or None for a checkpoint trained elsewhere."""
+    path = directory / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def default_served_name(directory: Path, wid: str, manifest: dict[str, Any] | None) -> str:
+    """The name a checkpoint is served under unless one is configured: its weights id — the checkpoint
+    version — for a checkpoint this pipeline trained, else ``<directory name>-<weights id>`` (two
+    checkpoints in directories of the same name get different names)."""
+    return wid if manifest else f"{directory.name}-{wid}"
+
+
+#: ``eval_job_runs`` columns (all VARCHAR), in table order
+EVAL_JOB_RUNS = ("run_id", "simulator", "served_model", "checkpoint_version", "checkpoint_path", "template", "backend",
+                 "split_version", "job_id", "dagster_run_id", "weights_id")
 
 
 def _resolve_step(data_root: Path, version: str, step: int) -> tuple[Path, dict[str, Any] | None]:
@@ -139,9 +233,12 @@ def _schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""CREATE TABLE IF NOT EXISTS sft_checkpoint_steps (
         checkpoint_version VARCHAR, parent_version VARCHAR, mixture_version VARCHAR, step INTEGER, path VARCHAR,
         present BOOLEAN, loss DOUBLE, epoch DOUBLE, written_at TIMESTAMPTZ, job_id VARCHAR, dagster_run_id VARCHAR)""")
-    con.execute("""CREATE TABLE IF NOT EXISTS eval_job_runs (
-        run_id VARCHAR, simulator VARCHAR, served_model VARCHAR, checkpoint_version VARCHAR, checkpoint_path VARCHAR,
-        template VARCHAR, backend VARCHAR, split_version VARCHAR, job_id VARCHAR, dagster_run_id VARCHAR)""")
+    con.execute(f"CREATE TABLE IF NOT EXISTS eval_job_runs ({', '.join(f'{c} VARCHAR' for c in EVAL_JOB_RUNS)})")
+    have = {r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'eval_job_runs'").fetchall()}
+    for column in EVAL_JOB_RUNS:  # a table written by an earlier version: new columns, NULL for old rows
+        if column not in have:
+            con.execute(f"ALTER TABLE eval_job_runs ADD COLUMN {column} VARCHAR")
 
 
 def _views(con: duckdb.DuckDBPyConnection) -> None:
@@ -205,12 +302,11 @@ def sync_checkpoints(con: duckdb.DuckDBPyConnection, data_root: Path) -> int:
 
 
 def record_eval_runs(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
-    """Insert (or replace) the lineage rows of evaluation runs in ``eval_job_runs`` (one per run_id)."""
+    """Insert (or replace) the lineage rows of evaluation runs in ``eval_job_runs`` (one per run_id; keys
+    ``EVAL_JOB_RUNS``, of which ``run_id``, ``simulator`` and ``split_version`` are required)."""
     _schema(con)
     for row in rows:
         con.execute("DELETE FROM eval_job_runs WHERE run_id = ?", [row["run_id"]])
-        con.execute("INSERT INTO eval_job_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-            row["run_id"], row["simulator"], row.get("served_model"), row.get("checkpoint_version"),
-            row.get("checkpoint_path"), row.get("template"), row.get("backend"), row["split_version"],
-            row.get("job_id"), row.get("dagster_run_id")])
+        con.execute(f"INSERT INTO eval_job_runs ({', '.join(EVAL_JOB_RUNS)}) VALUES ({', '.join('?' * len(EVAL_JOB_RUNS))})",
+                    [row[c] if c in ("run_id", "simulator", "split_version") else row.get(c) for c in EVAL_JOB_RUNS])
     _views(con)
