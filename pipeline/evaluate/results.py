@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 
 from pipeline.core.report import line_plot
-from pipeline.core.strata import BENCHMARK_GROUP_SQL
+from pipeline.core.strata import BENCHMARK_GROUP_SQL, DELTA_BUCKET_SQL
 from pipeline.store.duck import connect
 
 
@@ -119,6 +119,30 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
         pivot = groups.pivot_table(index="run_id", columns="grp", values=metric).add_prefix(f"{metric}_").reset_index()
         overall = overall.merge(pivot, on="run_id", how="left")
     return overall
+
+
+#: what a per-cell or per-|Δ|-bucket report shows of each run: answered samples, parse rate and the metrics
+_REPORT = ("count(*) AS samples, count(*) FILTER (WHERE {a}) AS answered, "
+           "round(100 * avg(parse_ok::INT) FILTER (WHERE {a}), 1) AS parse_pct, "
+           "round(100 * avg(fm::INT) FILTER (WHERE {a}), 1) AS fm, round(100 * avg(cm::INT) FILTER (WHERE {a}), 1) AS cm, "
+           "round(100 * avg(cm_reference::INT) FILTER (WHERE {a}), 1) AS cm_reference").format(a=ANSWERED_SQL)
+#: the keys a run's scores break down by: the benchmark cell (``stratum``) and the |Δ| bucket
+BREAKDOWNS = {"cell": "stratum", "delta_bucket": DELTA_BUCKET_SQL}
+
+
+def breakdown(con: duckdb.DuckDBPyConnection, run_ids: list[str], by: str = "cell",
+              step_ids: list[str] | None = None) -> pd.DataFrame:
+    """Per run and per ``by`` (``cell`` or ``delta_bucket``), plus an ``all`` row per run: samples, answered,
+    parse rate, FM, CM and ``cm_reference`` (percent of the answered samples). ``step_ids`` restricts every
+    run to the same samples (a comparison on what every run answered)."""
+    if by not in BREAKDOWNS:
+        raise ValueError(f"breakdown by one of {sorted(BREAKDOWNS)}, not {by!r}")
+    where = "run_id IN (SELECT unnest(?))" + (" AND step_id IN (SELECT unnest(?))" if step_ids is not None else "")
+    args: list[Any] = [run_ids] + ([step_ids] if step_ids is not None else [])
+    return con.execute(
+        f"""SELECT run_id, coalesce(CAST(({BREAKDOWNS[by]}) AS VARCHAR), 'all') AS {by}, {_REPORT}
+            FROM eval_results WHERE {where}
+            GROUP BY GROUPING SETS ((run_id, ({BREAKDOWNS[by]})), (run_id)) ORDER BY run_id, {by}""", args).df()
 
 
 def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
