@@ -22,6 +22,9 @@ from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.select.selection import composition_in_force, strata_report
 from pipeline.envs import download
 from pipeline.store.partitions import partition_keys, shard_count
+from pipeline.training import base_models
+from pipeline.training.bench_model import bench_model
+from pipeline.training.launchers import find_llamafactory
 
 
 def summary(layout: DataLayout) -> int:
@@ -104,7 +107,32 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--scenario-repo", action="append", default=None,
                    help="dataset repo(s) of scenarios (default: XXHStudyHard/EnvScaler-RL-Scenario and -SFT-Scenario)")
     d.add_argument("--revision", default=None)
+    b = sub.add_parser("bench-model", help="serve a model and score it on a stratified subset of the current benchmark",
+                       description="Serve a model with llamafactory-cli api (the project's serving) and score it with the "
+                                   "evaluation harness on the first N samples of every benchmark cell; prints parse rate, "
+                                   "FM, CM and cm_reference per cell and stores them in DuckDB (eval_results, "
+                                   "bench_model_runs) under the weights' id.")
+    b.add_argument("--checkpoint", default=base_models.DEFAULT_MODEL,
+                   help=f"an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint version, 'latest', "
+                        f"<version>/step-N or a directory (default: {base_models.DEFAULT_MODEL})")
+    b.add_argument("--per-cell", type=int, default=1, help="samples per benchmark cell (default 1)")
+    b.add_argument("--max-tokens", type=int, default=512, help="most tokens per answer (default 512)")
+    b.add_argument("--backend", choices=["huggingface", "vllm", "auto"], default="huggingface",
+                   help="llamafactory-cli api backend (default huggingface; a before/after comparison must use one)")
+    b.add_argument("--template", default=None, help="chat template (default: the model's own)")
+    b.add_argument("--split-version", default=None, help="benchmark version (default: CURRENT)")
+    b.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
+    b.add_argument("--timeout", type=float, default=900.0, help="seconds per request (default 900)")
     args = parser.parse_args(argv)
+    if args.command == "bench-model":
+        python, cli = find_llamafactory()
+        result = bench_model(DataLayout.at(args.data_root).root, python, cli, args.checkpoint, args.per_cell,
+                             args.max_tokens, args.backend, args.template, args.split_version, args.timeout)
+        print(f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
+              f"in {result.seconds:.0f}s (weights {result.weights_id})")
+        print(md_table(result.cells, index=False))
+        print("stored in DuckDB: eval_results / eval_runs (run_id above), bench_model_runs")
+        return 0
     if args.command == "download":
         root = DataLayout.at(args.data_root).root
         result = download.download_envscaler(

@@ -29,6 +29,7 @@ from pydantic import Field
 from pipeline.core.settings import settings
 from pipeline.store.layout import DataLayout
 from pipeline.training.launchers import (
+    find_llamafactory,
     KILL_AFTER_S, JobNeeds, JobResult, JobSpec, LogFollower, LogSink, SlurmLauncher, hub_environment, kill_group, local_job,
 )
 from resources.config_from import config_from
@@ -57,21 +58,7 @@ class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workd
 
     def llamafactory(self) -> tuple[str, str]:
         """(python, llamafactory-cli) of the LLaMA-Factory environment, or FileNotFoundError saying how to get one."""
-        python = self.llamafactory_python
-        if python is None and (ROOT / ".venv-train" / "bin" / "python").exists():
-            python = str(ROOT / ".venv-train" / "bin" / "python")
-        if python is not None:
-            cli = Path(python).parent / "llamafactory-cli"
-            if not cli.exists():
-                raise FileNotFoundError(f"llamafactory-cli not found next to {python}: install requirements-train.txt "
-                                        "in that environment (./forge train-env creates .venv-train)")
-            return python, str(cli)
-        found = shutil.which("llamafactory-cli")
-        if found is None:
-            raise FileNotFoundError("llamafactory-cli not found: set the launcher's llamafactory_python "
-                                    "(ENVSIM_LLAMAFACTORY_PYTHON) or run ./forge train-env to create .venv-train")
-        first = Path(found).read_bytes().split(b"\n", 1)[0].decode(errors="replace")
-        return (first[2:].strip() if first.startswith("#!") else "python3"), found
+        return find_llamafactory(self.llamafactory_python)
 
     def job_workdir(self, context: AssetExecutionContext, name: str) -> Path:
         """The job's directory (scripts, log, Pipes files) on the shared filesystem."""

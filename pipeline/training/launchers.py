@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.core.fields import setting
+from pipeline.core.settings import settings
 from pipeline.store.layout import safe_name
 
 LogSink = Callable[[str], None]
@@ -309,3 +311,28 @@ class SlurmLauncher:
     def cancel(self) -> None:
         if self.job_id:
             self._cmd("scancel", self.job_id)
+
+
+#: the project's root: ``./forge train-env`` creates the LLaMA-Factory environment ``.venv-train`` there
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def find_llamafactory(python: str | None = None) -> tuple[str, str]:
+    """(python, llamafactory-cli) of the LLaMA-Factory environment: ``python`` when given (else
+    ``$ENVSIM_LLAMAFACTORY_PYTHON``), else ``.venv-train`` (``./forge train-env``) if present, else
+    ``llamafactory-cli`` on ``PATH``; FileNotFoundError saying how to get one."""
+    python = python or settings().llamafactory_python or None
+    if python is None and (PROJECT_ROOT / ".venv-train" / "bin" / "python").exists():
+        python = str(PROJECT_ROOT / ".venv-train" / "bin" / "python")
+    if python is not None:
+        cli = Path(python).parent / "llamafactory-cli"
+        if not cli.exists():
+            raise FileNotFoundError(f"llamafactory-cli not found next to {python}: install requirements-train.txt "
+                                    "in that environment (./forge train-env creates .venv-train)")
+        return python, str(cli)
+    found = shutil.which("llamafactory-cli")
+    if found is None:
+        raise FileNotFoundError("llamafactory-cli not found: set the launcher's llamafactory_python "
+                                "(ENVSIM_LLAMAFACTORY_PYTHON) or run ./forge train-env to create .venv-train")
+    first = Path(found).read_bytes().split(b"\n", 1)[0].decode(errors="replace")
+    return (first[2:].strip() if first.startswith("#!") else "python3"), found
