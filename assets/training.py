@@ -16,7 +16,7 @@ from pydantic import Field
 
 from assets.evaluation import EvalConfig
 from pipeline.evaluate import results
-from pipeline.training import checkpoints, steps
+from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.launchers import JobFailed, LogSink
 from pipeline.training.serve import ServeSpec
 from pipeline.training.llamafactory import (
@@ -83,12 +83,16 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     if not (dataset_dir / "dataset_info.json").exists():
         raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
     _, mixture_version = checkpoints.export_version(dataset_dir)
-    settings = config.to_domain()
-    check_dataset(dataset_dir, settings.dataset)
+    named = config.to_domain()
+    check_dataset(dataset_dir, named.dataset)
     python, cli = launcher.llamafactory()
     env = launcher.job_env()
-    revision, versions = base_model_revision(settings), library_versions(python, env)
-    version = checkpoint_version(mixture_version, settings, config.gpus, config.nodes, revision=revision, versions=versions)
+    # an embedded model's name (README "A real model") trains its converted checkpoint; its identity stays the name
+    # and the GGUF's hash, so moving the data root does not change the checkpoint version
+    settings, origin = base_models.for_training(named, root, python, log=context.log.info)
+    revision = f"gguf-sha256:{origin['gguf_sha256']}" if origin else base_model_revision(named)
+    versions = library_versions(python, env)
+    version = checkpoint_version(mixture_version, named, config.gpus, config.nodes, revision=revision, versions=versions)
     needs, workers = train_needs(settings, config.gpus, launcher.cpus)
     final = checkpoints.checkpoints_root(root) / version
     staging = checkpoints.staging_dir(root, version)
@@ -128,6 +132,7 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
         report_data = json.loads(reported[0].metadata["report"].value)
         manifest = {"checkpoint_version": version, "mixture_version": mixture_version, "settings": asdict(settings),
                     "gpus": config.gpus, "nodes": config.nodes, "base_model_revision": revision, "library_versions": versions,
+                    "base_model": origin,
                     "metrics": report_data["metrics"], "saved_checkpoints": report_data["saved_checkpoints"],
                     "resumed_from": resume.name if resume else None, "job_id": job.job_id,
                     "dagster_run_id": context.run.run_id, "config_file": cfg_path.name}
@@ -156,7 +161,8 @@ class ServeConfig(config_from(ServeSpec, exclude={"model_name_or_path", "templat
     """A checkpoint to serve inside the evaluation job with `llamafactory-cli api` (server fields:
     ``ServeSpec``; what the job resolves from the checkpoint is set here), and the requests to it."""
 
-    checkpoint: str = Field(description="'latest', a checkpoint version (ckpt-…) or a checkpoint directory.")
+    checkpoint: str = Field(description="'latest', a checkpoint version (ckpt-…), <version>/step-N, a checkpoint directory "
+                                        "or an embedded base model's name (smollm2-135m-instruct).")
     served_model_name: str | None = Field(
         default=None, description="Default: the checkpoint version (a checkpoint trained elsewhere: <directory name>-<weights "
                                   "hash>). Results are cached by the checkpoint's weights id, never by this name.")
@@ -183,16 +189,19 @@ def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> t
     """The job's serving extras and the checkpoint's manifest (None for a checkpoint trained elsewhere). The
     job itself derives the checkpoint's weights id (hashing weight files is the job's work, next to them) and,
     unless ``served_model_name`` is set, the served name from it."""
-    path, manifest = checkpoints.resolve(root, config.checkpoint)
+    python, cli = launcher.llamafactory()
+    if config.checkpoint in base_models.EMBEDDED:  # an embedded base model, by name (converted on first use)
+        path, manifest = base_models.materialize(config.checkpoint, root, python).resolve(), None
+    else:
+        path, manifest = checkpoints.resolve(root, config.checkpoint)
     settings = (manifest or {}).get("settings", {})
-    template = config.template or settings.get("template")
+    template = config.template or settings.get("template") or (base_models.lineage(path) or {}).get("template")
     if not template:
         raise ValueError(f"{path} has no envsim manifest: set serve.template (e.g. qwen)")
     lora = settings.get("finetuning_type") == "lora" or (not manifest and (path / "adapter_config.json").exists())
     base = config.base_model or settings.get("model_name_or_path")
     if lora and not base:
         raise ValueError(f"{path} is a LoRA adapter: set serve.base_model")
-    python, cli = launcher.llamafactory()
     spec = asdict(config.to_domain(model_name_or_path=base if lora else str(path), adapter_name_or_path=str(path) if lora else None,
                                    template=template, served_name=config.served_model_name or "", llamafactory_cli=cli,
                                    llamafactory_python=python))

@@ -123,11 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--split-version", default=None, help="benchmark version (default: CURRENT)")
     b.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
     b.add_argument("--timeout", type=float, default=900.0, help="seconds per request (default 900)")
+    b.add_argument("--dtype", choices=["auto", "float16", "bfloat16", "float32"], default=None,
+                   help="served compute dtype (default: auto with an NVIDIA GPU, else float32)")
     args = parser.parse_args(argv)
     if args.command == "bench-model":
         python, cli = find_llamafactory()
         result = bench_model(DataLayout.at(args.data_root).root, python, cli, args.checkpoint, args.per_cell,
-                             args.max_tokens, args.backend, args.template, args.split_version, args.timeout)
+                             args.max_tokens, args.backend, args.template, args.split_version, args.timeout,
+                             dtype=args.dtype)
         print(f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
               f"in {result.seconds:.0f}s (weights {result.weights_id})")
         print(md_table(result.cells, index=False))

@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,18 @@ def materialize(name: str, data_root: Path, python: str, timeout_s: float = 1800
     log(f"{name}: {record['parameters']:,} parameters, GGUF sha256 {record['gguf_sha256'][:16]}…, "
         f"converted in {record['seconds']}s")
     return out
+
+
+def for_training(settings: Any, data_root: Path, python: str, log=print) -> tuple[Any, dict[str, Any] | None]:
+    """``(settings to train with, lineage)``: ``settings`` (a ``TrainSettings``) whose ``model_name_or_path`` names
+    an embedded model get its converted directory, and its chat template when the template is still the
+    default; other settings come back unchanged (lineage None)."""
+    if settings.model_name_or_path not in EMBEDDED:
+        return settings, None
+    path, origin = resolve(settings.model_name_or_path, data_root, python, log)
+    default_template = next(f.default for f in fields(settings) if f.name == "template")
+    template = origin["template"] if settings.template == default_template else settings.template
+    return replace(settings, model_name_or_path=path, template=template), origin
 
 
 def resolve(name_or_path: str, data_root: Path, python: str, log=print) -> tuple[str, dict[str, Any] | None]:

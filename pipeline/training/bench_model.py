@@ -10,6 +10,7 @@ per-sample rows go to ``eval_results`` / ``eval_runs`` and one row per measureme
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,7 +31,7 @@ from pipeline.training.serve import ServeSpec, serve
 #: one row per bench-model measurement (DuckDB ``bench_model_runs``)
 RUNS_TABLE = {
     "run_id": "VARCHAR", "model": "VARCHAR", "path": "VARCHAR", "weights_id": "VARCHAR", "gguf_sha256": "VARCHAR",
-    "checkpoint_version": "VARCHAR", "template": "VARCHAR", "backend": "VARCHAR", "split_version": "VARCHAR",
+    "checkpoint_version": "VARCHAR", "template": "VARCHAR", "backend": "VARCHAR", "dtype": "VARCHAR", "split_version": "VARCHAR",
     "per_cell": "INTEGER", "samples": "INTEGER", "max_tokens": "INTEGER", "scored": "INTEGER", "resumed": "INTEGER",
     "seconds": "DOUBLE", "samples_per_s": "DOUBLE", "created_at": "TIMESTAMPTZ",
 }
@@ -82,8 +83,11 @@ def resolve_model(ref: str, data_root: Path, python: str, template: str | None,
 def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.DEFAULT_MODEL, per_cell: int = 1,
                 max_tokens: int = 512, backend: str = "huggingface", template: str | None = None,
                 split_version: str | None = None, timeout_s: float = 900.0, ready_timeout_s: float = 900.0,
-                log: Callable[[str], None] = print) -> BenchResult:
-    """Serve ``ref`` and score it on the stratified subset; store and return the per-cell table."""
+                dtype: str | None = None, log: Callable[[str], None] = print) -> BenchResult:
+    """Serve ``ref`` and score it on the stratified subset; store and return the per-cell table. ``dtype`` is
+    the served compute dtype (default: ``auto`` where ``nvidia-smi`` is on PATH, else ``float32``: bf16 on a
+    CPU is many times slower)."""
+    dtype = dtype or ("auto" if shutil.which("nvidia-smi") else "float32")
     layout = DataLayout.at(data_root)
     root = layout.root.resolve()
     version, samples = load_samples(layout, split_version)
@@ -94,7 +98,8 @@ def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.D
     log(f"bench-model: {ref} ({path}; weights {wid}) on {len(subset)} samples of {version} "
         f"({per_cell} per cell, {len({s['stratum'] for s in subset})} cells), max_tokens {max_tokens}")
     spec = ServeSpec(model_name_or_path=str(path), template=chosen, served_name=name, backend=backend,  # type: ignore[arg-type]
-                     ready_timeout_s=ready_timeout_s, llamafactory_cli=cli, llamafactory_python=python)
+                     ready_timeout_s=ready_timeout_s, llamafactory_cli=cli, llamafactory_python=python,
+                     infer_dtype=dtype)  # type: ignore[arg-type]
     started = time.perf_counter()
     with serve(spec, layout.jobs / f"bench-model-{name}", log) as endpoint:
         sim = SimulatorSpec(name=name, kind="openai", model=name, base_url=endpoint.base_url, max_tokens=max_tokens,
@@ -108,7 +113,7 @@ def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.D
         row = {"run_id": run.run_id, "model": ref, "path": str(path), "weights_id": wid,
                "gguf_sha256": (origin or {}).get("gguf_sha256"),
                "checkpoint_version": (manifest or {}).get("checkpoint_version"), "template": chosen,
-               "backend": backend_used, "split_version": version, "per_cell": per_cell, "samples": len(subset),
+               "backend": backend_used, "dtype": dtype, "split_version": version, "per_cell": per_cell, "samples": len(subset),
                "max_tokens": max_tokens, "scored": run.report.completed, "resumed": run.report.skipped,
                "seconds": round(seconds, 2), "samples_per_s": round(run.report.completed / run.report.seconds, 4)
                if run.report.completed and run.report.seconds else None, "created_at": datetime.now(timezone.utc)}

@@ -47,6 +47,9 @@ class ServeSpec:
     backend: Literal["auto", "vllm", "huggingface"] = setting("auto", "auto: vLLM when installed.")
     vllm_maxlen: int = setting(16384, "vLLM's maximum sequence length.")
     enable_thinking: bool = setting(False, "Let the chat template think (Qwen3).")
+    infer_dtype: Literal["auto", "float16", "bfloat16", "float32"] = setting(
+        "auto", "Compute dtype of the served model (LLaMA-Factory's infer_dtype); auto: bf16 where supported — on a "
+                "CPU that is many times slower than float32.")
     port: int = setting(FREE_PORT, f"Port of the OpenAI-compatible endpoint on the job's node ({FREE_PORT}: a free one).")
     ready_timeout_s: float = setting(900.0, "Fail the job if the server is not ready by then.")
     llamafactory_cli: str = "llamafactory-cli"
@@ -68,7 +71,8 @@ def has_vllm(python: str) -> bool:
 def infer_config(spec: ServeSpec, backend: str) -> dict[str, Any]:
     """The ``llamafactory-cli api`` config for ``spec`` on ``backend`` (vllm | huggingface)."""
     cfg: dict[str, Any] = {"model_name_or_path": spec.model_name_or_path, "template": spec.template,
-                           "infer_backend": backend, "enable_thinking": spec.enable_thinking, "trust_remote_code": True}
+                           "infer_backend": backend, "enable_thinking": spec.enable_thinking, "trust_remote_code": True,
+                           "infer_dtype": spec.infer_dtype}
     if spec.adapter_name_or_path:
         cfg.update(adapter_name_or_path=spec.adapter_name_or_path, finetuning_type="lora")
     if backend == "vllm":
