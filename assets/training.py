@@ -189,7 +189,7 @@ def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> t
     """The job's serving extras and the checkpoint's manifest (None for a checkpoint trained elsewhere). The
     job itself derives the checkpoint's weights id (hashing weight files is the job's work, next to them) and,
     unless ``served_model_name`` is set, the served name from it."""
-    python, cli = launcher.llamafactory()
+    python, cli = launcher.serving()
     if config.checkpoint in base_models.EMBEDDED:  # an embedded base model, by name (converted on first use)
         path, manifest = base_models.materialize(config.checkpoint, root, python).resolve(), None
     else:

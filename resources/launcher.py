@@ -55,10 +55,20 @@ class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workd
         description="Python of the LLaMA-Factory environment (requirements-train.txt); its llamafactory-cli trains "
         "and serves. Default: $ENVSIM_LLAMAFACTORY_PYTHON, else .venv-train (./forge train-env) if present, else "
         "llamafactory-cli on PATH.")
+    serve_python: str | None = Field(
+        default_factory=lambda: settings().serve_python,
+        description="Python of a separate serving environment (requirements-serve-vllm.txt: vLLM 0.11 needs transformers "
+        "< 5, training pins 5.6); its llamafactory-cli serves checkpoints in the evaluation job. Default: "
+        "$ENVSIM_SERVE_PYTHON, else the LLaMA-Factory environment.")
 
     def llamafactory(self) -> tuple[str, str]:
         """(python, llamafactory-cli) of the LLaMA-Factory environment, or FileNotFoundError saying how to get one."""
         return find_llamafactory(self.llamafactory_python)
+
+    def serving(self) -> tuple[str, str]:
+        """(python, llamafactory-cli) that serves checkpoints: ``serve_python`` (a vLLM environment made by
+        ``./forge serve-env``) when set, else the LLaMA-Factory training environment."""
+        return find_llamafactory(self.serve_python) if self.serve_python else self.llamafactory()
 
     def job_workdir(self, context: AssetExecutionContext, name: str) -> Path:
         """The job's directory (scripts, log, Pipes files) on the shared filesystem."""

@@ -30,7 +30,7 @@ class SettingsError(ValueError):
 VARIABLES = (
     "ENVSIM_DATA_ROOT", "ENVSIM_PROFILE", "ENVSIM_SHARDS", "ENVSIM_EXECUTOR", "ENVSIM_EXECUTOR_CONFIG",
     "ENVSIM_MAX_CONCURRENT", "ENVSIM_LAUNCHER", "ENVSIM_SLURM_PARTITION", "SLURM_CONF", "ENVSIM_SANDBOX",
-    "ENVSIM_SANDBOX_WORKERS", "ENVSIM_LLAMAFACTORY_PYTHON", "ENVSIM_DUCKDB_MEMORY", "ENVSIM_DUCKDB_THREADS",
+    "ENVSIM_SANDBOX_WORKERS", "ENVSIM_LLAMAFACTORY_PYTHON", "ENVSIM_SERVE_PYTHON", "ENVSIM_DUCKDB_MEMORY", "ENVSIM_DUCKDB_THREADS",
     "ENVSIM_SPLIT_CRON",
 )
 
@@ -61,6 +61,8 @@ class Settings:
     sandbox_workers: int | None = None
     #: ``ENVSIM_LLAMAFACTORY_PYTHON``: Python of the LLaMA-Factory environment
     llamafactory_python: str | None = None
+    #: ``ENVSIM_SERVE_PYTHON``: Python of a separate serving environment (vLLM; ``./forge serve-env``)
+    serve_python: str | None = None
     #: ``ENVSIM_DUCKDB_MEMORY``: DuckDB's memory limit per connection
     duckdb_memory: str = "512MB"
     #: ``ENVSIM_DUCKDB_THREADS``: DuckDB's threads (None: all cores)
@@ -104,6 +106,7 @@ def _parse(values: tuple[str | None, ...]) -> Settings:
         sandbox=raw["ENVSIM_SANDBOX"] or default.sandbox,
         sandbox_workers=whole("ENVSIM_SANDBOX_WORKERS", 1),
         llamafactory_python=raw["ENVSIM_LLAMAFACTORY_PYTHON"],
+        serve_python=raw["ENVSIM_SERVE_PYTHON"],
         duckdb_memory=raw["ENVSIM_DUCKDB_MEMORY"] or default.duckdb_memory,
         duckdb_threads=whole("ENVSIM_DUCKDB_THREADS", 0) or None,
         split_cron=raw["ENVSIM_SPLIT_CRON"] or default.split_cron,

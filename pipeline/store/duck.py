@@ -34,3 +34,9 @@ def connection_config() -> dict[str, Any]:
 def connect() -> duckdb.DuckDBPyConnection:
     """An in-memory connection (scans over the Parquet tables) under the memory cap."""
     return duckdb.connect(":memory:", config=connection_config())
+
+
+def connect_file(path: str | os.PathLike[str], read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A connection to a DuckDB file (``envsim.duckdb``) under the same memory cap, for writers outside the
+    Dagster ``duckdb`` resource (command-line tools such as ``./forge bench-model``)."""
+    return duckdb.connect(str(path), read_only=read_only, config=connection_config())

@@ -17,13 +17,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-import duckdb
 import pandas as pd
 
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.store.duck import connect_file
 from pipeline.store.layout import DataLayout
 from pipeline.training import base_models, checkpoints
 from pipeline.training.serve import ServeSpec, serve
@@ -107,7 +107,7 @@ def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.D
         [run] = score_all(layout, version, subset, [sim], lambda s: log(s.line()), keep_going=False)
         backend_used = endpoint.backend
     seconds = time.perf_counter() - started
-    with duckdb.connect(str(layout.duckdb)) as con:
+    with connect_file(layout.duckdb) as con:
         load_run(con, run.path, run.run_id)
         con.execute(f"CREATE TABLE IF NOT EXISTS bench_model_runs ({', '.join(f'{c} {t}' for c, t in RUNS_TABLE.items())})")
         row = {"run_id": run.run_id, "model": ref, "path": str(path), "weights_id": wid,

@@ -286,7 +286,7 @@ def train_script(cli: str, config_path: Path, output_dir: Path, python: str, rep
     q = shlex.quote
     gpu_check = (f"""command -v nvidia-smi >/dev/null && nvidia-smi -L || {{ echo "no NVIDIA GPU visible to the job" >&2; exit 3; }}\n"""
                  if gpus > 0 else "")
-    train = f"env -u PYTHONPATH {q(cli)} train {q(str(config_path))} $ENVSIM_RESUME"
+    train = f"env -u PYTHONPATH {q(cli)} train {q(str(config_path))} $LF_RESUME_ARG"
     if nodes > 1:
         launch = ('export NNODES="${SLURM_JOB_NUM_NODES:?training on several nodes runs under Slurm: use the slurm backend}"\n'
                   'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"\n'
@@ -299,8 +299,8 @@ def train_script(cli: str, config_path: Path, output_dir: Path, python: str, rep
     return f"""[ -x {q(cli)} ] || {{ echo "llamafactory-cli not found at {cli}: install requirements-train.txt in the job's environment" >&2; exit 2; }}
 {gpu_check}run_dir={q(str(output_dir))}
 python={q(python)}
-export ENVSIM_RESUME="$("$python" -m pipeline.training.steps resume "$run_dir")"
-if [ -n "$ENVSIM_RESUME" ]; then echo "resuming from ${{ENVSIM_RESUME#resume_from_checkpoint=}}"; fi
+export LF_RESUME_ARG="$("$python" -m pipeline.training.steps resume "$run_dir")"
+if [ -n "$LF_RESUME_ARG" ]; then echo "resuming from ${{LF_RESUME_ARG#resume_from_checkpoint=}}"; fi
 "$python" -m pipeline.training.steps watch "$run_dir" &
 watcher=$!
 trap 'kill "$watcher" 2>/dev/null; "$python" -m pipeline.training.steps scan "$run_dir"' EXIT
