@@ -130,7 +130,8 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
         if not reported:
             raise RuntimeError("the training job finished without reporting through Dagster Pipes")
         report_data = json.loads(reported[0].metadata["report"].value)
-        manifest = {"checkpoint_version": version, "mixture_version": mixture_version, "settings": asdict(settings),
+        manifest = {"checkpoint_version": version, "mixture_version": mixture_version, "settings": asdict(named),
+                    "model_path": settings.model_name_or_path, "template": settings.template,
                     "gpus": config.gpus, "nodes": config.nodes, "base_model_revision": revision, "library_versions": versions,
                     "base_model": origin,
                     "metrics": report_data["metrics"], "saved_checkpoints": report_data["saved_checkpoints"],
@@ -195,11 +196,14 @@ def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> t
     else:
         path, manifest = checkpoints.resolve(root, config.checkpoint)
     settings = (manifest or {}).get("settings", {})
-    template = config.template or settings.get("template") or (base_models.lineage(path) or {}).get("template")
+    template = (config.template or (manifest or {}).get("template") or settings.get("template")
+                or (base_models.lineage(path) or {}).get("template"))
     if not template:
         raise ValueError(f"{path} has no envsim manifest: set serve.template (e.g. qwen)")
     lora = settings.get("finetuning_type") == "lora" or (not manifest and (path / "adapter_config.json").exists())
     base = config.base_model or settings.get("model_name_or_path")
+    if base in base_models.EMBEDDED:  # a LoRA adapter on an embedded base model: its converted checkpoint
+        base = str(base_models.materialize(base, root, python).resolve())
     if lora and not base:
         raise ValueError(f"{path} is a LoRA adapter: set serve.base_model")
     spec = asdict(config.to_domain(model_name_or_path=base if lora else str(path), adapter_name_or_path=str(path) if lora else None,

@@ -171,3 +171,23 @@ def test_histories_from_another_tool_replay_through_the_labeling_core(agent_run,
 
     agent_labels = {k: v for k, v in labels(layout).items()}
     assert labels(replay_layout) == agent_labels
+
+
+def test_answers_without_a_tool_call_say_why():
+    """An answer with no tool call is an event: a call the endpoint did not parse, a cut, or plain text."""
+    import openai
+    import httpx
+
+    from pipeline.collect.agent import absent_call, endpoint_reason
+
+    unparsed = absent_call('Action: get_book\nAction Input: {book_id: BK001}', "stop", 40)
+    assert unparsed["kind"] == "unparsed_tool_call" and "Action: get_book" in unparsed["reason"]
+    assert absent_call('{"name": "get_book", "arguments": 3}', "stop", 40)["kind"] == "unparsed_tool_call"
+    cut = absent_call("You can use the following code", "length", 40)
+    assert cut["kind"] == "no_tool_call" and "cut at max_tokens (40)" in cut["reason"]
+    assert absent_call("Done.", "stop", 40)["reason"].startswith("answered in text")
+    assert absent_call(None, "stop", 40)["reason"].startswith("an empty answer")
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    refused = openai.BadRequestError("Error code: 400 - {'detail': 'Only supports u/a/u/a/u...'}",
+                                     response=httpx.Response(400, request=request), body=None)
+    assert "parallel tool call" in endpoint_reason(refused)

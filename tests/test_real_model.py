@@ -82,6 +82,7 @@ def test_sft_training_trains_the_real_model_by_name(converted, split_layout, tra
     manifest = json.loads((path / "envsim_checkpoint.json").read_text())
     assert manifest["base_model"]["gguf_sha256"] == base_models.EMBEDDED[MODEL].gguf_sha256
     assert manifest["settings"]["model_name_or_path"] == MODEL  # the identity is the name, not a path
+    assert manifest["model_path"] == str(converted.resolve()) and manifest["template"] == "smollm2"
     assert manifest["base_model_revision"] == f"gguf-sha256:{base_models.EMBEDDED[MODEL].gguf_sha256}"
     cfg = (path / "llamafactory_train.yaml").read_text()
     assert f"model_name_or_path: {converted.resolve()}" in cfg and "template: smollm2" in cfg

@@ -3,9 +3,19 @@
 The agent sees the environment's tools as OpenAI tool schemas and the task (for multi-turn tasks,
 each user turn in order); tool results come back as ``tool`` messages; an episode ends cleanly when the
 model answers without a tool call, or is cut at the step limit. Parallel tool calls are executed in
-order, each a step. Every tool call is executed in the sandbox by re-running the episode's actions so
-far in a fresh process (environments are deterministic; model latency dominates), so untrusted code
-never runs in this process. The full message history is recorded with the trajectory, so it can be
+order, each a step.
+
+What a (weak) model gets wrong is recorded per episode as an event with its reason, and the episode goes on:
+arguments that are not a JSON object (``malformed_arguments``: answered with an error tool message, not
+executed), a tool the environment does not have (``unknown_tool``: executed, an error step), an answer with
+no tool call (``no_tool_call``: the turn ends; its reason says whether the model stopped or was cut at
+``max_tokens``), and text that reads like a tool call the endpoint did not turn into ``tool_calls``
+(``unparsed_tool_call``: LLaMA-Factory's api, for instance, returns an ``Action:`` / ``Action Input:`` call
+whose input is not JSON as plain text). A request the endpoint rejects ends the episode as ``model_error``
+with the endpoint's reason (:func:`endpoint_reason`).
+
+Every tool call is executed in the sandbox by re-running the episode's actions so far in a fresh process
+(environments are deterministic; model latency dominates), so untrusted code never runs in this process. The full message history is recorded with the trajectory, so it can be
 replayed without the model (:func:`actions_from_messages`).
 """
 
@@ -13,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -65,6 +77,55 @@ class Episode:
 
 class AgentEndpointError(RuntimeError):
     """The endpoint cannot serve the agent at all (401 / 403 / unknown model / unreachable)."""
+
+
+#: text a model writes when it means a tool call: LLaMA-Factory's default tool format (``Action:`` /
+#: ``Action Input:``), Hermes / Qwen ``<tool_call>`` tags, or a JSON object with ``name`` and ``arguments``
+_CALL_LIKE = re.compile(r"(?m)^\W*Action:\s*\S+|<tool_call>|\{\s*\"name\"\s*:\s*\"[^\"]*\"\s*,\s*\"(arguments|parameters)\"")
+#: event kinds that are a tool call the model got wrong (the rest: an absent call, endpoint trouble, cut-offs)
+INVALID_CALLS = ("malformed_arguments", "unknown_tool", "unparsed_tool_call")
+#: what LLaMA-Factory's api answers (HTTP 400) to a conversation that does not alternate user/tool and
+#: assistant messages, e.g. the two tool results of a parallel call
+_ALTERNATION = ("Only supports u/a/u/a/u", "Invalid role")
+
+
+def endpoint_reason(exc: openai.APIError) -> str:
+    """The recorded reason of a failed agent request: the exception and the endpoint's message, and for
+    LLaMA-Factory's alternation rule what it means."""
+    reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+    if isinstance(exc, openai.BadRequestError) and any(marker in str(exc) for marker in _ALTERNATION):
+        reason += (" (the endpoint accepts only alternating user/tool and assistant messages, as LLaMA-Factory's api "
+                   "does: the several tool results of a parallel tool call cannot be sent back to it)")
+    return reason
+
+
+def absent_call(content: str | None, finish_reason: str | None, max_tokens: int) -> dict[str, Any]:
+    """The event of an answer without a tool call: ``unparsed_tool_call`` when its text reads like a call the
+    endpoint did not parse, else ``no_tool_call`` saying whether the model stopped or was cut at ``max_tokens``."""
+    text = content or ""
+    match = _CALL_LIKE.search(text)
+    if match:
+        return {"kind": "unparsed_tool_call", "finish_reason": finish_reason,
+                "reason": "the answer reads like a tool call the endpoint did not return as tool_calls "
+                          f"(its name or input did not parse): {text[match.start():match.start() + 160]!r}"}
+    if finish_reason == "length":
+        why = f"cut at max_tokens ({max_tokens}) before any tool call"
+    elif not text.strip():
+        why = "an empty answer"
+    else:
+        why = "answered in text"
+    return {"kind": "no_tool_call", "finish_reason": finish_reason, "reason": f"{why}: the turn ends ({len(text)} characters)"}
+
+
+def tally(row: dict[str, Any]) -> dict[str, int]:
+    """Per recorded episode: assistant answers, tool calls executed (``valid``: a known tool with JSON-object
+    arguments), invalid calls (:data:`INVALID_CALLS`) and answers without a tool call."""
+    kinds = Counter(e["kind"] for e in row["events"])
+    calls = sum(len(m.get("tool_calls") or []) for m in row["messages"] if m.get("role") == "assistant")
+    executed = calls - kinds["malformed_arguments"]
+    return {"answers": sum(1 for m in row["messages"] if m.get("role") == "assistant"),
+            "tool_calls": calls, "valid": executed - kinds["unknown_tool"],
+            "invalid": sum(kinds[k] for k in INVALID_CALLS), "no_tool_call": kinds["no_tool_call"]}
 
 
 def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action], list[dict[str, Any]]]:
@@ -148,9 +209,14 @@ class Agent:
                     raise AgentEndpointError(f"agent endpoint refused the request: {type(exc).__name__} ({getattr(exc, 'status_code', '')})") from None
                 except openai.APIError as exc:
                     ep.status = "model_error"
-                    ep.events.append({"kind": "model_error", "reason": f"{type(exc).__name__}: {str(exc)[:200]}"})
+                    ep.events.append({"kind": "model_error", "reason": endpoint_reason(exc)})
                     break
-                message = response.choices[0].message
+                if not response.choices:
+                    ep.status = "model_error"
+                    ep.events.append({"kind": "model_error", "reason": "the endpoint answered with no choices"})
+                    break
+                choice = response.choices[0]
+                message = choice.message
                 record = {"role": "assistant", "content": message.content}
                 calls = list(message.tool_calls or [])
                 if calls:
@@ -159,8 +225,10 @@ class Agent:
                 if getattr(message, "refusal", None):
                     ep.events.append({"kind": "refusal", "reason": message.refusal})
                 messages.append(record)
-                if not calls:
-                    break  # the model answered: this turn is over
+                if not calls:  # the model answered: this turn is over
+                    ep.events.append({**absent_call(message.content, choice.finish_reason, self.settings.max_tokens),
+                                      "turn": turn_index})
+                    break
                 for call in calls:
                     name, text = call.function.name, call.function.arguments or "{}"
                     try:
@@ -172,7 +240,9 @@ class Agent:
                         messages.append({"role": "tool", "tool_call_id": call.id, "content": f"Error: invalid JSON arguments: {exc}"})
                         continue
                     if name not in names:
-                        ep.events.append({"kind": "unknown_tool", "tool": name})
+                        ep.events.append({"kind": "unknown_tool", "tool": name,
+                                          "reason": f"{name!r} is not one of the environment's {len(names)} tools; "
+                                                    "executed as an error step"})
                     actions.append(Action(name, args, turn_index, call=f"{name}({text})"))
                     observation, problem = await asyncio.to_thread(self._observe, task, actions)
                     if problem is not None:
@@ -216,7 +286,9 @@ async def collect_agent(
                        "status": ep.status, "events": ep.events, "messages": ep.messages, "time": time.time()}
                 out.write(row)
                 done[task.task_id] = row
-                log(f"agent episode {task.task_id}: {ep.status}, {sum(1 for m in ep.messages if m['role'] == 'tool')} tool results")
+                counts = tally(row)
+                log(f"agent episode {task.task_id}: {ep.status}, {counts['answers']} answers, {counts['valid']} valid / "
+                    f"{counts['invalid']} invalid tool calls, {counts['no_tool_call']} without a tool call")
 
             await asyncio.gather(*(one(t) for t in todo))
     finally:

@@ -263,7 +263,7 @@ def record_checkpoint(con: duckdb.DuckDBPyConnection, manifest: dict[str, Any]) 
                        base_model_revision, library_versions_json)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", [
         manifest["checkpoint_version"], manifest["mixture_version"], manifest["settings"]["model_name_or_path"],
-        manifest["settings"]["finetuning_type"], manifest["settings"]["template"], manifest["gpus"],
+        manifest["settings"]["finetuning_type"], manifest.get("template") or manifest["settings"]["template"], manifest["gpus"],
         json.dumps(manifest["settings"], sort_keys=True), manifest["path"], metrics.get("train_loss"),
         metrics.get("train_runtime"), metrics.get("num_input_tokens_seen"), manifest.get("job_id"),
         manifest.get("dagster_run_id"), manifest.get("nodes", 1), manifest.get("base_model_revision"),
