@@ -128,8 +128,12 @@ def test_server_that_never_becomes_ready_fails_with_its_log_tail(split_layout, t
     (broken / "config.json").write_text(json.dumps({"model_type": "no_such_architecture"}))
     run_config = {"ops": {"simulator_eval_job": {"config": {
         "simulators": [], "max_samples": 2, "serve": {"checkpoint": str(broken), "template": "qwen", "ready_timeout_s": 300}}}}}
-    result = materialize([simulator_eval_job], resources=_job_resources(split_layout, _launcher(split_layout, train_python)),
-                         run_config=run_config, raise_on_error=False)
+    resources = _job_resources(split_layout, _launcher(split_layout, train_python))
+    # no weight file: the job cannot tell which weights it would score (results are cached by them) and says so
+    result = materialize([simulator_eval_job], resources=resources, run_config=run_config, raise_on_error=False)
+    assert not result.success and "holds no weight file" in _failure(result)
+    (broken / "model.safetensors").write_bytes(b"not weights")
+    result = materialize([simulator_eval_job], resources=resources, run_config=run_config, raise_on_error=False)
     assert not result.success
     message = _failure(result)
     assert "llamafactory-cli api exited with code" in message and "--- server log tail ---" in message
