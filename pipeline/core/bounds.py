@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import accumulate
 from typing import Any
 
 #: deepest nesting of an answer / feedback value accepted (states are far shallower)
@@ -47,6 +48,29 @@ def bracket_depth(text: str, stop: int = MAX_DEPTH) -> int:
 def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
     """``text`` nests brackets deeper than ``limit``."""
     return bracket_depth(text, limit) > limit
+
+
+_NOT_JSON_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_too_deep(text: str, limit: int) -> bool:
+    """A JSON text nests deeper than ``limit`` (a scalar is 0, ``[]`` is 1) — decided before anything
+    recurses into it, at C speed for the usual text: fewer brackets than ``limit`` cannot nest that deep;
+    else the running depth over the brackets (strings not skipped, so an upper bound); only a text whose
+    strings hold many brackets gets the exact, iterative check of what it parses to."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    brackets = _NOT_JSON_BRACKET.sub("", text)
+    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) <= limit:
+        return False
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False  # not JSON: the caller's own parse says so
+    return value_depth(value, limit) > limit
 
 
 def value_depth(value: Any, stop: int = MAX_DEPTH) -> int:

@@ -50,10 +50,60 @@ def write_frame(fd: int, message: dict[str, Any]) -> None:
     write_bytes(fd, encode(message))
 
 
-def decode(data: bytes) -> dict[str, Any]:
+class _NonJSON:
+    """Stands in for ``NaN`` / ``Infinity`` / ``-Infinity`` while a frame from inside is parsed (Python's
+    ``json`` accepts them by default; JSON does not), so the check after the parse can name the field."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+#: deepest nesting of a frame header from inside (its arguments are the deepest part; states travel as text)
+MAX_HEADER_DEPTH = 100
+
+
+def _field(path: list[Any]) -> str:
+    return ".".join(str(p) for p in path)[:120] or "(frame)"
+
+
+def check_untrusted(message: Any, limit: int = MAX_HEADER_DEPTH) -> None:
+    """:class:`FrameError` naming the field when a parsed frame from inside holds a non-JSON constant
+    (``NaN``/``Infinity``), a string (key or value) with a lone surrogate (not encodable as UTF-8: it
+    would break every Parquet/JSON writer downstream), or nests deeper than ``limit``. Iterative."""
+    if isinstance(message, dict):  # a state payload is decoded from UTF-8 bytes: it cannot hold one
+        stack: list[tuple[Any, list[Any]]] = [(v, [k]) for k, v in message.items() if k != "state" or not isinstance(v, str)]
+        stack += [(k, ["<key>"]) for k in message]
+    else:
+        stack = [(message, [])]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                raise FrameError(f"frame field {_field(path)!r} holds a lone surrogate (not UTF-8)") from None
+        elif isinstance(node, _NonJSON):
+            raise FrameError(f"frame field {_field(path)!r} is {node.name} (not JSON)")
+        elif isinstance(node, (dict, list)):
+            if len(path) >= limit:
+                raise FrameError(f"frame field {_field(path)!r} is nested deeper than {limit} levels")
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    stack.append((key, path + ["<key>"]))
+                    stack.append((value, path + [key]))
+            else:
+                stack.extend((value, path + [i]) for i, value in enumerate(node))
+
+
+def decode(data: bytes, strict: bool = True) -> dict[str, Any]:
+    """The message of a frame body. ``strict`` (every frame read from inside the sandbox): ``NaN`` and
+    ``Infinity`` are refused, as are lone surrogates and headers nested deeper than
+    :data:`MAX_HEADER_DEPTH` (:func:`check_untrusted`), each naming the field."""
     header, newline, payload = data.partition(b"\n")  # a JSON header never holds a raw newline
     try:
-        message = json.loads(header)
+        message = json.loads(header, parse_constant=_NonJSON) if strict else json.loads(header)
         if newline and isinstance(message, dict):
             if "state" in message:
                 raise ValueError("a state both in the header and as payload")
@@ -62,6 +112,8 @@ def decode(data: bytes) -> dict[str, Any]:
         raise FrameError(f"frame is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(message, dict) or not isinstance(message.get("kind"), str):
         raise FrameError("frame is not a JSON object with a 'kind'")
+    if strict:
+        check_untrusted(message)
     return message
 
 
@@ -78,7 +130,7 @@ def read_frame(fh: BinaryIO, max_size: int = DEFAULT_MAX_FRAME) -> dict[str, Any
     data = fh.read(size)
     if len(data) < size:
         raise FrameError("truncated frame body")
-    return decode(data)
+    return decode(data, strict=False)
 
 
 class FdReader:

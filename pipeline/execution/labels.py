@@ -11,12 +11,16 @@ truncation, never a label taken on trust.
 from __future__ import annotations
 
 import json
+import math
+import re
+from functools import lru_cache
 from typing import Any
 
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
 from pipeline.core.outcome import ERROR, args_count
-from pipeline.core.canonical import canonical_json, canonicalize, text_hash
+from pipeline.core import bounds
+from pipeline.core.canonical import MAX_DEPTH as CANONICAL_DEPTH, MAX_SAFE_INT, canonical_json, canonicalize, text_hash
 from pipeline.core.delta import diff
 from pipeline.store.schema import encode_delta
 
@@ -25,29 +29,138 @@ class UntrustedData(ValueError):
     """Raw data from the sandbox that is not what the protocol allows."""
 
 
+#: bounds of the fields of a frame (every kind): what an honest sandbox can send, with room to spare
+MAX_STEP_INDEX = 1_000_000  # steps of one trajectory (stored as int32)
+MAX_TURN = 1_000_000
+MAX_CALL_SECONDS = 1e6  # a call is stopped after its wall-clock limit: minutes, never days
+MAX_NAME_CHARS = 200  # a tool name, an error type, a mutated argument's name
+MAX_MESSAGE_CHARS = 2000  # an error or issue message
+MAX_ARGUMENTS_CHARS = 1 << 20  # canonical JSON of one call's arguments
+#: a state or return value from inside is at most as deep as ``canonicalize`` makes it (it truncates
+#: below :data:`pipeline.core.canonical.MAX_DEPTH`), plus its ``$truncated`` marker
+MAX_STATE_DEPTH = CANONICAL_DEPTH + 3
+
+_LONG_DIGITS = re.compile(r"\d{16,}")  # a number that may be beyond 2**53: canonical texts encode those
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _parse_canonical(text: Any, what: str) -> tuple[Any, str]:
     """(value, canonical text) of a JSON text from inside, re-canonicalised here.
 
-    Fast path: a text that re-serialises to itself is canonical already (sorted keys, compact, no
-    NaN), so the Python-level walk of ``canonicalize`` is skipped; any other text is canonicalised."""
+    Bounded on every path: ``NaN``/``Infinity`` are refused, so is a text nested deeper than
+    :data:`MAX_STATE_DEPTH` (checked before anything recurses into it) or holding a lone surrogate.
+    Fast path: a text that re-serialises to itself, with no number long enough to be beyond 2**53, is
+    canonical already (sorted keys, compact), so the Python-level walk of ``canonicalize`` is skipped;
+    any other text is canonicalised."""
     if not isinstance(text, str):
-        raise UntrustedData(f"{what} is not a JSON text")
+        raise UntrustedData(f"frame field {what!r} is not a JSON text")
+    if bounds.json_too_deep(text, MAX_STATE_DEPTH):
+        raise UntrustedData(f"frame field {what!r} is nested deeper than {MAX_STATE_DEPTH} levels")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_reject_constant)
         try:
             again = canonical_json(value)
-        except ValueError:  # NaN/Infinity: canonicalize encodes them
+        except ValueError:  # a float literal beyond the double range (1e999) parses as inf
             again = None
-        if again != text:
+        if again != text or _LONG_DIGITS.search(text):
             value = canonicalize(value)
             again = canonical_json(value)
-    except (ValueError, RecursionError) as exc:
-        raise UntrustedData(f"{what} is not valid JSON: {str(exc)[:200]}") from None
+        again.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UntrustedData(f"frame field {what!r} holds a lone surrogate (not UTF-8)") from None
+    except (ValueError, RecursionError, OverflowError) as exc:
+        raise UntrustedData(f"frame field {what!r} is not valid JSON: {str(exc)[:200]}") from None
     return value, again
 
 
 def _text(value: Any, limit: int) -> str | None:
     return value[:limit] if isinstance(value, str) else None
+
+
+def _message(value: Any, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A free-text message from inside (an error, an issue), cut to ``limit`` and made encodable:
+    lone surrogates become U+FFFD instead of failing every writer downstream."""
+    text = value if isinstance(value, str) else str(value)
+    text = text[:limit]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")[:limit]
+    return text
+
+
+def _int_field(msg: dict[str, Any], field: str, limit: int, optional: bool = False) -> int | None:
+    value = msg.get(field)
+    if value is None and optional:
+        return None
+    if type(value) is not int:
+        raise UntrustedData(f"frame field {field!r} is not an integer")
+    if not 0 <= value <= limit:
+        raise UntrustedData(f"frame field {field!r} out of range (0..{limit})")
+    return value
+
+
+def _str_field(msg: dict[str, Any], field: str, limit: int, optional: bool = False) -> str | None:
+    value = msg.get(field)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise UntrustedData(f"frame field {field!r} is not a string")
+    if len(value) > limit:
+        raise UntrustedData(f"frame field {field!r} is longer than {limit} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UntrustedData(f"frame field {field!r} holds a lone surrogate (not UTF-8)") from None
+    return value
+
+
+def _seconds_field(msg: dict[str, Any]) -> float | None:
+    value = msg.get("call_seconds")
+    if value is None:
+        return None
+    if type(value) not in (int, float):
+        raise UntrustedData("frame field 'call_seconds' is not a number")
+    if type(value) is int and not 0 <= value <= MAX_CALL_SECONDS:  # before float(): a 401-digit int overflows it
+        raise UntrustedData("frame field 'call_seconds' out of range")
+    seconds = float(value)
+    if not (math.isfinite(seconds) and 0.0 <= seconds <= MAX_CALL_SECONDS):
+        raise UntrustedData("frame field 'call_seconds' out of range")
+    return seconds
+
+
+def _arguments_text(arguments: Any, field: str = "arguments") -> str:
+    """Canonical JSON of a call's arguments from inside: a JSON object, bounded in depth and size."""
+    if not isinstance(arguments, dict):
+        raise UntrustedData(f"frame field {field!r} is not a JSON object")
+    if bounds.value_depth(arguments, bounds.MAX_DEPTH) > bounds.MAX_DEPTH:
+        raise UntrustedData(f"frame field {field!r} is nested deeper than {bounds.MAX_DEPTH} levels")
+    try:
+        text = canonical_json(canonicalize(arguments))
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UntrustedData(f"frame field {field!r} holds a lone surrogate (not UTF-8)") from None
+    except (ValueError, RecursionError, OverflowError) as exc:
+        raise UntrustedData(f"frame field {field!r} is not valid JSON: {str(exc)[:200]}") from None
+    if len(text) > MAX_ARGUMENTS_CHARS:
+        raise UntrustedData(f"frame field {field!r} is larger than {MAX_ARGUMENTS_CHARS} characters")
+    return text
+
+
+@lru_cache(maxsize=256)
+def _declared_tools(source: str, env_id: str, options: str) -> frozenset[str] | None:
+    """Names of the tools an environment declares (its schemas, read outside the sandbox: no env code
+    runs), or None when they cannot be read here."""
+    from pipeline.core.environment import EnvSpec
+
+    try:
+        spec = EnvSpec(source, env_id, {}, json.loads(options))
+        return frozenset(t.get("function", t).get("name") for t in registry.tool_schemas(spec) if isinstance(t, dict))
+    except Exception:  # noqa: BLE001 - a catalog problem shows up elsewhere; without names, no check
+        return None
 
 
 class TrajectoryLabels:
@@ -67,102 +180,152 @@ class TrajectoryLabels:
 
     # -- frames ----------------------------------------------------------------------------------
     def feed(self, msg: dict[str, Any]) -> None:
+        """One frame from inside. Every field is range-checked; a frame that breaks the protocol — or
+        whose data raises anything while it is labelled (an overflow, a recursion, a Unicode error) —
+        becomes an ``error`` step naming the field and truncates the trajectory: never an exception."""
         if self.truncated:
             return
-        kind = msg.get("kind")
         try:
+            kind = msg.get("kind")
             if kind == "init":
                 self._init(msg)
             elif kind == "action":
-                mutated = msg.get("mutated_arg")
-                self.live_action = Action(str(msg["tool"]), dict(msg["arguments"]), int(msg["step_index"]),
-                                          mutated_arg=mutated if isinstance(mutated, str) else None)
+                self._action(msg)
             elif kind == "step":
                 self._step(msg)
             elif kind == "resumed":
                 self._resumed(msg)
             elif kind == "lost":
-                self.lost(msg.get("step_index"), str(msg.get("error_type")), str(msg.get("error", ""))[:2000])
+                index = _int_field(msg, "step_index", MAX_STEP_INDEX, optional=True)
+                self.lost(index, _message(msg.get("error_type"), MAX_NAME_CHARS), _message(msg.get("error", "")))
             elif kind == "issue":
-                self.result["issues"].append(str(msg.get("message", ""))[:2000])
+                self.result["issues"].append(_message(msg.get("message", "")))
             elif kind == "init_error":
-                self.result["init_error"] = str(msg.get("error", ""))[:2000]
-        except (UntrustedData, KeyError, TypeError, ValueError) as exc:
-            self._refuse(msg, f"{type(exc).__name__}: {exc}")
+                self.result["init_error"] = _message(msg.get("error", ""))
+        except UntrustedData as exc:
+            self._refuse(msg, f"UntrustedData: {exc}")
+        except Exception as exc:  # noqa: BLE001 - untrusted data: whatever it raises is that frame's fault
+            self._refuse(msg, f"UntrustedData: frame {_message(msg.get('kind'), 40)!r}: {type(exc).__name__}: {_message(str(exc), 300)}")
 
     def _refuse(self, msg: dict[str, Any], reason: str) -> None:
         """A frame that breaks the protocol: the call it describes is an error step, the rest is dropped."""
         if self.state_hash is None:
-            self.result["init_error"] = f"UntrustedData: {reason}"[:2000]
+            self.result["init_error"] = reason[:2000]
         else:
-            index = msg.get("step_index") if isinstance(msg.get("step_index"), int) else len(self.result["steps"])
+            index = self.next_index()  # the call in flight, whatever the frame claims
             self.lost(index, "UntrustedData", f"the sandbox reported malformed data: {reason}"[:2000])
             self.result["issues"].append(f"trajectory truncated at step {index}: malformed data from the sandbox")
         self.truncated = True
 
     def _init(self, msg: dict[str, Any]) -> None:
-        self.state, text = _parse_canonical(msg["state"], "initial state")
+        if self.state_hash is not None:
+            raise UntrustedData("a second initial state")
+        self.state, text = _parse_canonical(msg.get("state"), "state")
         self.state_hash = text_hash(text)
         self.result["init"] = {"kind": "init", "state_json": text, "state_hash": self.state_hash}
 
     def _resumed(self, msg: dict[str, Any]) -> None:
-        _, text = _parse_canonical(msg["state"], "rebuilt state")
+        index = _int_field(msg, "step_index", MAX_STEP_INDEX, optional=True)
+        _, text = _parse_canonical(msg.get("state"), "state")
         rebuilt = text_hash(text)
         if rebuilt != self.state_hash:
             self.result["issues"].append(
-                f"trajectory truncated: resume_mismatch: rebuilt state before step {msg.get('step_index')} "
+                f"trajectory truncated: resume_mismatch: rebuilt state before step {index} "
                 f"has hash {rebuilt}, expected {self.state_hash}"
             )
             self.truncated = True
 
+    def _action(self, msg: dict[str, Any]) -> None:
+        """Exploration: the action the policy (inside) chose. Its tool must be one the environment
+        declares and its arguments a bounded JSON object."""
+        if self.trajectory.meta.get("explore") is None:
+            raise UntrustedData("an 'action' frame in a replayed trajectory")
+        index = _int_field(msg, "step_index", MAX_STEP_INDEX)
+        tool = _str_field(msg, "tool", MAX_NAME_CHARS)
+        arguments_text = _arguments_text(msg.get("arguments"))
+        mutated = _str_field(msg, "mutated_arg", MAX_NAME_CHARS, optional=True)
+        declared = self._declared_tools()
+        if declared is not None and tool not in declared:
+            raise UntrustedData(f"frame field 'tool' names {tool[:80]!r}, not a tool the environment declares")
+        expected = self.next_index()
+        if self.live_action is not None or index != (len(self.result["steps"]) if expected is None else expected):
+            raise UntrustedData(f"frame field 'step_index' is {index}, not the next action")
+        self.live_action = Action(tool, json.loads(arguments_text), index, mutated_arg=mutated)
+
+    def _declared_tools(self) -> frozenset[str] | None:
+        spec = self.trajectory.env
+        try:
+            options = json.dumps(spec.options, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            return None
+        return _declared_tools(spec.source, spec.env_id, options)
+
     def _step(self, msg: dict[str, Any]) -> None:
         if self.state_hash is None:
             raise UntrustedData("a step before the initial state")
-        tool = msg["tool"]
-        arguments = msg["arguments"]
-        if not isinstance(tool, str) or not isinstance(arguments, dict):
-            raise UntrustedData("tool/arguments of the wrong type")
-        raised = bool(msg.get("raised"))
+        index = _int_field(msg, "step_index", MAX_STEP_INDEX)
+        turn = _int_field(msg, "turn", MAX_TURN, optional=True)
+        tool = _str_field(msg, "tool", MAX_NAME_CHARS)
+        arguments = msg.get("arguments")
+        arguments_text = _arguments_text(arguments)
+        # the call must be the one the parent sent (replay) or the policy announced (exploration)
+        action = self.pending_action(index)
+        expected = self.next_index()
+        if action is None or index != expected:
+            raise UntrustedData(f"frame field 'step_index' is {index}, not the call in flight ({expected})")
+        if tool != action.name:
+            raise UntrustedData(f"frame field 'tool' names {tool[:80]!r}, not the action sent ({action.name[:80]!r})")
+        if arguments_text != _arguments_text(action.arguments, "sent arguments"):
+            raise UntrustedData("frame field 'arguments' differs from the action sent")
+        if turn is not None and turn != action.turn:
+            raise UntrustedData(f"frame field 'turn' is {turn}, not the action's ({action.turn})")
+        raised = msg.get("raised")
+        if raised is not None and not isinstance(raised, bool):
+            raise UntrustedData("frame field 'raised' is not a boolean")
+        raised = bool(raised)
+        error_type = _str_field(msg, "error_type", 10 * MAX_NAME_CHARS, optional=True)
+        error_message = _str_field(msg, "error_message", 1 << 30, optional=True)
+        env_output = _str_field(msg, "env_output", 1 << 30, optional=True)
+        raw = _str_field(msg, "observation", 1 << 30)
+        seconds = _seconds_field(msg)
         before, before_hash = self.state, self.state_hash
         if msg.get("state") is not None:
-            after, after_text = _parse_canonical(msg["state"], "state after the call")
+            after, after_text = _parse_canonical(msg["state"], "state")
             after_hash = text_hash(after_text)
         else:
             after, after_hash = before, before_hash
         value, parsed_json = None, None
         if not raised and msg.get("value") is not None:
-            value, parsed_json = _parse_canonical(msg["value"], "return value")
-        raw = msg.get("observation")
-        if not isinstance(raw, str):
-            raise UntrustedData("observation is not text")
+            value, parsed_json = _parse_canonical(msg["value"], "value")
         truncated = len(raw) > self.max_chars or (not raised and msg.get("value") is None)
         raw = raw[: self.max_chars]
         if parsed_json is not None and len(parsed_json) > self.max_chars:
             parsed_json, truncated = None, True
-        delta = diff(before, after) if after_hash != before_hash else []
-        seconds = msg.get("call_seconds")
-        index = int(msg["step_index"])
-        action = self.pending_action(index)
+        try:
+            delta = diff(before, after) if after_hash != before_hash else []
+            encoded = encode_delta(delta)
+        except (RecursionError, ValueError, OverflowError) as exc:
+            raise UntrustedData(f"frame field 'state': its Δ cannot be computed ({type(exc).__name__})") from None
         self.result["steps"].append({
             "kind": "step",
             "step_index": index,
-            "turn": int(msg.get("turn") or 0),
-            "mutated_arg": action.mutated_arg if action is not None else None,
-            "tool": tool,
-            "arguments_json": canonical_json(canonicalize(arguments)),
-            "args_count": args_count(arguments),
+            "turn": action.turn,
+            "mutated_arg": action.mutated_arg,
+            "tool": action.name,
+            "arguments_json": arguments_text,
+            "args_count": args_count(action.arguments),
             "raw_observation": raw,
             "observation_json": parsed_json,
             "observation_truncated": truncated,
             "outcome": self.outcome_rule(tool, raised, value),
-            "error_type": _text(msg.get("error_type"), 200) if raised else None,
-            "error_message": _text(msg.get("error_message"), self.max_chars) if raised else None,
-            "delta": encode_delta(delta),
+            "error_type": _text(error_type, 200) if raised else None,
+            "error_message": _text(error_message, self.max_chars) if raised else None,
+            "delta": encoded,
             "delta_size": len(delta),
             "state_before_hash": before_hash,
             "state_after_hash": after_hash,
-            "call_seconds": float(seconds) if isinstance(seconds, (int, float)) else None,
-            "env_output": _text(msg.get("env_output"), self.max_chars),
+            "call_seconds": seconds,
+            "env_output": _text(env_output, self.max_chars),
         })
         self.state, self.state_hash = after, after_hash
         self.live_action = None
