@@ -3,6 +3,7 @@
 import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
+from pipeline.core.safe_names import shown
 from pipeline.collect.sources import bfcl_enabled, disabled_sources, env_items
 from pipeline.envs.catalog import build_catalog
 from pipeline.core.report import md_records, md_table
@@ -28,7 +29,7 @@ def environment_catalog(
     report = build_catalog(layout, items, issues, bfcl=bfcl_enabled(cfg))
     disabled = disabled_sources(cfg)
     for issue in report.issues:
-        context.log.warning(f"env {issue.task_id} ({issue.stage}): {issue.reason}")
+        context.log.warning(f"env {shown(issue.task_id)} ({issue.stage}): {shown(issue.reason, 2000)}")
     table = pd.DataFrame(report.environments, columns=["source", "env_id", "env_class", "license", "num_tools"])
     by_source = table.groupby("source").agg(environments=("env_id", "count"), tools=("num_tools", "sum")).reset_index()
     context.log.info(f"catalog: {len(report.environments)} environments, {report.tools} tools -> {layout.environments}"

@@ -13,6 +13,7 @@ prepare_process()  # first, before pyarrow loads
 import pyarrow.parquet as pq  # noqa: E402
 
 from pipeline.core.report import md_table  # noqa: E402
+from pipeline.core.safe_names import console, console_text  # noqa: E402
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
 from pipeline.labeling.determinism import failed_checks
@@ -27,67 +28,73 @@ from pipeline.training.bench_model import bench_model
 from pipeline.training.launchers import find_llamafactory
 
 
+def _say(*parts: object, file=None) -> None:
+    """``print`` for the console report: ids and reasons come from untrusted corpora, so no control
+    character (an ESC sequence, a carriage return) reaches the terminal (newlines of the report stay)."""
+    print(*(console_text(p) for p in parts), file=file)
+
+
 def summary(layout: DataLayout) -> int:
     """Print the summary; non-zero when there are no steps or a determinism check failed."""
     died = describe_inflight(layout)
     if died:
-        print(f"WARNING: {died}", file=sys.stderr)
+        _say(f"WARNING: {console(died)}", file=sys.stderr)
     failed = failed_checks(layout)
     for doc in failed:
-        print(f"FAILED CHECK {doc.get('check', 'relabel_is_deterministic')}: {doc['headline']}", file=sys.stderr)
+        _say(f"FAILED CHECK {doc.get('check', 'relabel_is_deterministic')}: {console(doc['headline'])}", file=sys.stderr)
         for line in doc.get("mismatches", [])[:10]:
-            print(f"  {line[:300]}", file=sys.stderr)
+            _say(f"  {console(str(line)[:300])}", file=sys.stderr)
     if not queries.has_steps(layout) or not queries.step_totals(layout).get("steps"):
-        print(f"no labeled steps under {layout.root.resolve()}: {why_empty(layout)}", file=sys.stderr)
+        _say(f"no labeled steps under {layout.root.resolve()}: {why_empty(layout)}", file=sys.stderr)
         return 1
     totals = queries.step_totals(layout)
     issue_files = layout.collection_issue_files()
     issues = sum(pq.read_metadata(f).num_rows for f in issue_files)
     trajectory_files = layout.trajectory_files()
     root = layout.root.resolve()
-    print(f"Data root: {root}")
-    print(f"  environments  {layout.environments}")
-    print(f"  tool code     {layout.tool_code}")
+    _say(f"Data root: {root}")
+    _say(f"  environments  {layout.environments}")
+    _say(f"  tool code     {layout.tool_code}")
     if len(trajectory_files) == 1 and trajectory_files[0] == str(layout.trajectories):
-        print(f"  trajectories  {layout.trajectories}  (rejected tasks: {issues}, see {layout.collection_issues})")
+        _say(f"  trajectories  {layout.trajectories}  (rejected tasks: {issues}, see {layout.collection_issues})")
     else:  # partitioned (ENVSIM_SHARDS)
-        print(f"  trajectories  {layout.trajectories_dir}/part-*.parquet, {len(trajectory_files)} partitions  "
+        _say(f"  trajectories  {layout.trajectories_dir}/part-*.parquet, {len(trajectory_files)} partitions  "
               f"(rejected tasks: {issues}, see {layout.trajectories_dir}/issues-*.parquet)")
-    print(f"  steps         {layout.steps_glob()}")
-    print(
+    _say(f"  steps         {layout.steps_glob()}")
+    _say(
         f"{totals['steps']} steps from {totals['trajectories']} trajectories, "
         f"{totals['environments']} environments, {totals['tools']} tools; max |Δ| = {totals['max_delta']}"
     )
-    print()
-    print(md_table(queries.delta_by_outcome(layout)))
-    print()
+    _say()
+    _say(md_table(queries.delta_by_outcome(layout)))
+    _say()
     composition = composition_in_force(layout)
-    print(f"Benchmark cells (candidates for the {composition.benchmark_size}-sample composition):")
-    print(md_table(queries.cell_coverage(layout, composition), index=False))
-    print()
-    print("Balance2 SFT groups:")
-    print(md_table(queries.balance2_coverage(layout, composition), index=False))
-    print()
+    _say(f"Benchmark cells (candidates for the {composition.benchmark_size}-sample composition):")
+    _say(md_table(queries.cell_coverage(layout, composition), index=False))
+    _say()
+    _say("Balance2 SFT groups:")
+    _say(md_table(queries.balance2_coverage(layout, composition), index=False))
+    _say()
     for kind in (BENCHMARK, MIXTURE):
         store = SplitStore(layout, kind)
         current = store.current()
         if current:
             manifest = store.manifest(current)
-            print(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
+            _say(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
                   f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
             if manifest.get("tools") or manifest.get("decontamination"):
                 # per stratum: tools picked and the top tool's share; for the mixture what decontamination removed
                 table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
-                print(md_table(table.drop(columns=["requested"], errors="ignore"), index=False))
-                print()
+                _say(md_table(table.drop(columns=["requested"], errors="ignore"), index=False))
+                _say()
     exports = list(layout.exports.glob("*/README.md"))
     for card in sorted(exports):
-        print(f"Hugging Face dataset: {card.parent}  (datasets.load_dataset('{card.parent}'))")
-    print(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
+        _say(f"Hugging Face dataset: {card.parent}  (datasets.load_dataset('{card.parent}'))")
+    _say(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
     if failed:
-        envs = sorted({e for doc in failed for e in doc.get("environments", [])})
+        envs = sorted({console(e) for doc in failed for e in doc.get("environments", [])})
         checks = sorted({doc.get("check", "relabel_is_deterministic") for doc in failed})
-        print(f"FAILED: {', '.join(checks)} — bad labels in {', '.join(envs) or 'some environments'} "
+        _say(f"FAILED: {', '.join(checks)} — bad labels in {', '.join(envs) or 'some environments'} "
               f"(excluded from the splits; see {layout.determinism_dir})", file=sys.stderr)
         return 2
     return 0
@@ -131,9 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         result = bench_model(DataLayout.at(args.data_root).root, python, cli, args.checkpoint, args.per_cell,
                              args.max_tokens, args.backend, args.template, args.split_version, args.timeout,
                              dtype=args.dtype)
-        print(f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
+        _say(f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
               f"in {result.seconds:.0f}s (weights {result.weights_id})")
-        print(md_table(result.cells, index=False))
+        _say(md_table(result.cells, index=False))
         print("stored in DuckDB: eval_results / eval_runs (run_id above), bench_model_runs")
         return 0
     if args.command == "download":

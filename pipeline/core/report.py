@@ -1,4 +1,7 @@
-"""Human-readable summaries (Markdown) used in asset metadata and the CLI report."""
+"""Human-readable summaries (Markdown) used in asset metadata and the CLI report.
+
+Every cell, header and key goes through :func:`pipeline.core.safe_names.md`: ids come from
+untrusted corpora, and no value may end a row, open a link or inject HTML."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
+from pipeline.core.safe_names import md
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -14,6 +19,16 @@ if TYPE_CHECKING:
 def md_table(df: "pd.DataFrame", index: bool = True) -> str:
     if df.empty:
         return "_(empty)_"
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    df = df.copy()
+    for column in df.columns:
+        if not (is_numeric_dtype(df[column]) or is_bool_dtype(df[column])):
+            df[column] = df[column].map(lambda v: v if v is None or isinstance(v, (int, float)) else md(v))
+    df.columns = [md(c) for c in df.columns]
+    if not is_numeric_dtype(df.index):
+        df.index = [md(i) for i in df.index]
+    df.index.name = md(df.index.name) if df.index.name is not None else None
     return df.to_markdown(index=index)
 
 
@@ -23,10 +38,8 @@ def md_records(rows: Iterable[Mapping[str, Any]], columns: list[str], limit: int
     if not rows:
         return "_none_"
 
-    def cell(value: Any) -> str:
-        return "" if value is None else str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(":---" for _ in columns) + "|"]
+    cell = md
+    lines = ["| " + " | ".join(md(c) for c in columns) + " |", "|" + "|".join(":---" for _ in columns) + "|"]
     lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows[:limit]]
     more = f"\n\n… and {len(rows) - limit} more" if len(rows) > limit else ""
     return "\n".join(lines) + more
@@ -37,10 +50,10 @@ def md_histogram(counts: Mapping[Any, int], label: str = "value", width: int = 4
     if not counts:
         return "_(empty)_"
     peak = max(counts.values()) or 1
-    lines = [f"| {label} | count | |", "|---:|---:|:---|"]
+    lines = [f"| {md(label)} | count | |", "|---:|---:|:---|"]
     for key, n in counts.items():
         bar = "█" * max(1 if n else 0, round(width * n / peak))
-        lines.append(f"| {key} | {n} | {bar} |")
+        lines.append(f"| {md(key)} | {n} | {bar} |")
     return "\n".join(lines)
 
 

@@ -36,6 +36,7 @@ from pipeline.core.issues import TaskIssue
 from pipeline.core.environment import CallResult, EnvSpec
 from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
 from pipeline.core.canonical import JSONValue, canonicalize
+from pipeline.core.safe_names import SAFE_TOOL, id_problem, shown
 
 SOURCE = "envscaler"
 
@@ -210,7 +211,12 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
 
 def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE, license: str = "") -> EnvItem | TaskIssue:
     """Validate one env item without running its code: it must parse, define the class, and its
-    tool schemas must fit the methods."""
+    tool schemas must fit the methods. Its id must be a safe name (:mod:`pipeline.core.safe_names`):
+    ids reach reports, the dataset card and the console; an unsafe one is skipped with its reason (the
+    issue names it escaped)."""
+    problem = id_problem(env_id) or id_problem(f"{prefix}/{env_id}", "qualified env id")
+    if problem:
+        return TaskIssue(shown(env_id), "env", problem, shown(origin, 300))
     if not isinstance(raw, dict):
         return TaskIssue(env_id, "env", "env item is not an object", origin)
     name, code = raw.get("env_class_name"), raw.get("env_class_code")
@@ -243,7 +249,13 @@ def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE
                 tools.append(fixed)
         derived = False
     else:
-        tools = [derive_tool(m) for m in methods.values()]
+        tools = []
+        for method in methods.values():
+            problem = id_problem(method.name, "tool name", SAFE_TOOL)
+            if problem:
+                problems.append(problem)
+            else:
+                tools.append(derive_tool(method))
         derived = True
     if not tools:
         return TaskIssue(env_id, "env", records.clip("no usable tools: " + ("; ".join(problems) or "the class has no public methods"), 1000), origin)
@@ -393,6 +405,9 @@ def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[st
     if not isinstance(fn_schema, dict) or not isinstance(fn_schema.get("name"), str):
         return {}, f"tool schema without a name: {_preview(tool)}"
     name = fn_schema["name"]
+    problem = id_problem(name, "tool name", SAFE_TOOL)
+    if problem:
+        return {}, problem
     if name not in methods:
         return {}, f"tool {name!r} has no public method of that name in the class"
     params = fn_schema.get("parameters") or {"type": "object", "properties": {}}

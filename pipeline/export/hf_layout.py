@@ -29,6 +29,7 @@ from pipeline.envsimbench import export as envsimbench
 from pipeline.core.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PROMPT, TEMPLATES, TIME_SECTION, USER_TEMPLATE
 from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
 from pipeline.core.report import md_records
+from pipeline.core.safe_names import card
 from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
@@ -339,7 +340,7 @@ def dataset_card(
     load = (f'from datasets import load_dataset\n\nds = load_dataset("<this repo or directory>", split="{split}")'
             + ('\nchat = load_dataset("<this repo or directory>", "chat", split="train")' if kind == MIXTURE else ""))
     body = f"""
-# {name}: {'benchmark split' if kind == BENCHMARK else 'Balance2 SFT mixture'} `{version}`
+# {card(name)}: {'benchmark split' if kind == BENCHMARK else 'Balance2 SFT mixture'} `{version}`
 
 Single-step environment-simulation samples in the EnvSimBench style: given the state `s_t`
 (`state_before_json`), an action (`tool`, `arguments_json`) and the tool's source code (`code`), predict the

@@ -1,0 +1,87 @@
+"""Safe names: the one home of id validation and of escaping for every report.
+
+Environment and tool ids come from untrusted corpora (LLM-generated). Two layers:
+
+* **at ingestion** an id must match :data:`SAFE_ID` (``[A-Za-z0-9._:/-]``, 1–200 characters; a tool
+  name :data:`SAFE_TOOL`); :func:`id_problem` gives the reason an environment or tool is skipped,
+  itself safe to print (:func:`shown`);
+* **at every output**, whatever got in anyway (an older data root, a task id, a reason): :func:`md`
+  for a Markdown table cell or Markdown text (``|``, backslash, backticks, brackets and HTML escaped,
+  line breaks and control characters made visible), :func:`console` for a terminal line (control
+  characters, ESC included, made visible) and :func:`console_text` for multi-line terminal output
+  (newlines and tabs kept), :func:`card` for dataset-card Markdown.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: an environment id (``<source>/<id>``, ``bfcl/GorillaFileSystem``…)
+SAFE_ID = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
+#: a tool name (an OpenAI function name: also a Python method name)
+SAFE_TOOL = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+SAFE_ID_CHARS = "[A-Za-z0-9._:/-]"
+
+# C0 controls, DEL, C1 controls, and the Unicode format characters that reorder or hide text
+# (bidi overrides and isolates, zero-width joiners, line/paragraph separators)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_CONTROL_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_MD_SPECIAL = re.compile(r"[\\|`\[\]<>&*]")
+_MD_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def _visible(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _encodable(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:  # lone surrogates: every writer downstream would fail
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown(value: Any, limit: int = 120) -> str:
+    """``value`` as text safe anywhere (console, Markdown, card, logs): control characters visible as
+    ``\\x1b``, lone surrogates escaped, cut to ``limit`` characters. For ids inside messages."""
+    text = _CONTROL.sub(_visible, _encodable(str(value)))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def id_problem(value: Any, what: str = "env id", pattern: re.Pattern[str] = SAFE_ID) -> str | None:
+    """Why ``value`` is not a safe id (its reason names it, escaped), or None when it is."""
+    if not isinstance(value, str):
+        return f"{what} is a {type(value).__name__}, not a string"
+    if pattern.fullmatch(value):
+        return None
+    allowed = SAFE_ID_CHARS if pattern is SAFE_ID else "[A-Za-z0-9_.:-]"
+    return f"{what} {shown(value)!r} is not a safe name: only {allowed}, 1 to 200 characters, are accepted"
+
+
+def md(value: Any) -> str:
+    """Text for a Markdown table cell (or inline Markdown): ``|``, backslash, backticks, brackets and
+    ``*`` escaped with a backslash, ``<`` ``>`` ``&`` as HTML entities, line breaks and other control
+    characters made visible, so no cell can end a row, open a link or inject HTML."""
+    if value is None:
+        return ""
+    text = _MD_SPECIAL.sub(lambda m: _MD_ENTITIES.get(m.group()) or "\\" + m.group(), _encodable(str(value)))
+    return _CONTROL.sub(_visible, text)
+
+
+def console(value: Any) -> str:
+    """One terminal line: every control character (ESC, newline, carriage return…) made visible."""
+    return _CONTROL.sub(_visible, _encodable(str(value)))
+
+
+def console_text(value: Any) -> str:
+    """Multi-line terminal output (a report): newlines and tabs kept, every other control character
+    (an ESC sequence, a carriage return that overwrites a line) made visible."""
+    return _CONTROL_KEEP_LINES.sub(_visible, _encodable(str(value)))
+
+
+def card(value: Any) -> str:
+    """Text inside a dataset card's Markdown body (rendered as Markdown and HTML on the Hub)."""
+    return md(value)
