@@ -187,3 +187,60 @@ def test_no_internal_encodings_in_model_facing_text():
     for text in texts:
         assert "$int" not in text and "$float" not in text
     assert str(big + 1) in answer(smp) and str(big) in messages(smp)[1]["content"] and "Infinity" in messages(smp)[1]["content"]
+
+
+ENV_CODE = '''class Café:
+    def __init__(self):
+        self.zoo = {}
+
+    def rename(self, user_id, nom):
+        self.zoo[user_id]["nom"] = nom
+        return {"success": True}
+'''
+
+
+def _published_sample(k: int) -> dict:
+    """A reference-format sample whose keys are not sorted, with non-ASCII text and nesting."""
+    before = {"zoo": {"u2": {"nom": "Zoë", "âge": 3, "tags": ["β", "α"]}, "u1": {"nom": "Ægir", "meta": {"z": 1, "a": {"y": None, "b": 2.5}}}},
+              "Ωmega": [{"b": 1, "a": 2}], "alpha": k, "big": 2**70}
+    after = json.loads(json.dumps(before))
+    after["zoo"]["u2"]["nom"] = "Zoé"
+    return {"task_info": {"task_id": f"t{k}", "env_id": "café_env", "task": "renommer", "step": 0},
+            "env_code": ENV_CODE,
+            "step_detail": {"action": {"name": "rename", "arguments": {"user_id": "u2", "nom": "Zoé"}},
+                            "observation": {"content": "{'success': True}"},
+                            "config_before": before, "config_after": after,
+                            "config_change": {"changes": [], "change_count": 1}}}
+
+
+def test_envsimbench_prompt_of_an_imported_file_equals_the_reference_byte_for_byte(tmp_path):
+    """Issue 24, item 8: keys not sorted in the published file stay in its order in model-facing text; the
+    canonical (sorted) form is used for hashes and Δ only."""
+    from pipeline.core.canonical import canonical_json, canonicalize, text_hash
+    from pipeline.core.protocol import ENVSIMBENCH_SYSTEM_TEMPLATE, ENVSIMBENCH_USER_TEMPLATE
+    from pipeline.store.layout import DataLayout
+
+    layout = DataLayout.at(tmp_path / "data")
+    published = [_published_sample(k) for k in range(3)]
+    path = tmp_path / "benchmark.json"
+    path.write_text(json.dumps(published, ensure_ascii=False, indent=2), encoding="utf-8")
+    report = import_envsimbench(layout, [path], "unsorted")
+    assert report.samples == 3 and not report.skipped
+    _, samples = load_samples(layout, report.version)
+    by_task = {s["task_id"]: s for s in samples}
+    for ref in json.loads(path.read_text(encoding="utf-8")):  # what the reference evaluation code builds from the file
+        detail = ref["step_detail"]
+        action = detail["action"]
+        expected = [
+            {"role": "system", "content": ENVSIMBENCH_SYSTEM_TEMPLATE.format(
+                env_code=ref["env_code"], config=json.dumps(detail["config_before"], ensure_ascii=False, indent=2))},
+            {"role": "user", "content": ENVSIMBENCH_USER_TEMPLATE.format(
+                call=f"{action['name']}({json.dumps(action['arguments'], ensure_ascii=False)})")},
+        ]
+        sample = by_task[ref["task_info"]["task_id"]]
+        got = messages(sample, "envsimbench")
+        assert [m["content"].encode("utf-8") for m in got] == [m["content"].encode("utf-8") for m in expected]
+        # the canonical form stays what hashes and Δ use
+        canonical = canonical_json(canonicalize(detail["config_before"]))
+        assert sample["state_before_json"] == canonical and sample["state_before_hash"] == text_hash(canonical)
+        assert sample["delta_size"] == 1 and list(sample["delta"][0]["path"]) == ["zoo", "u2", "nom"]

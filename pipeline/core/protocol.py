@@ -9,7 +9,9 @@ Two prompt templates (:data:`TEMPLATES`), selectable per simulator and per SFT e
   recorded time (imported reference data) gets no time section;
 * ``envsimbench``: the EnvSimBench evaluation prompt — system message "Environment code:" + the whole
   class + the current config as indent-2 JSON + the reference's instructions, user message
-  ``Tool call: name({json args})`` — so published numbers can be reproduced. It is kept byte for byte as the
+  ``Tool call: name({json args})`` — so published numbers can be reproduced. An imported sample shows its
+  state and arguments as the published file has them (key order, non-ASCII text), so its prompt equals the
+  reference's byte for byte; canonical (sorted) forms are used for hashes and Δ only. It is kept byte for byte as the
   reference writes it, so it does **not** state the current time (a timestamp written during the call is
   not predictable in this template, as in the reference).
 
@@ -164,15 +166,26 @@ def tool_call(tool: str, arguments_json: str) -> str:
 
 
 def envsimbench_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
-    """The EnvSimBench evaluation prompt for a sample; needs the whole class source in ``env_code``."""
+    """The EnvSimBench evaluation prompt for a sample; needs the whole class source in ``env_code``. An
+    imported sample's published texts (``published_state_json`` / ``published_arguments_json``, see
+    :func:`pipeline.evaluate.samples.load_samples`) are shown in the file's own key order, so the prompt
+    equals the reference's byte for byte; otherwise the canonical state (sorted keys) is shown."""
     env_code = sample.get("env_code")
     if not env_code:
         raise ValueError(f"{sample.get('step_id')}: the envsimbench prompt needs the whole class source of "
                          f"{sample.get('env_id')!r} (env_code); load samples with pipeline.evaluate.samples.load_samples")
-    config = json.dumps(plain(json.loads(sample["state_before_json"])), ensure_ascii=False, indent=2)
+    published_state, published_arguments = sample.get("published_state_json"), sample.get("published_arguments_json")
+    if isinstance(published_state, str):  # an imported sample: the state as published, in its own key order
+        config = json.dumps(json.loads(published_state), ensure_ascii=False, indent=2)
+    else:
+        config = json.dumps(plain(json.loads(sample["state_before_json"])), ensure_ascii=False, indent=2)
+    if isinstance(published_arguments, str):
+        call = f"{sample['tool']}({json.dumps(json.loads(published_arguments), ensure_ascii=False)})"
+    else:
+        call = tool_call(sample["tool"], sample["arguments_json"])
     return [
         {"role": "system", "content": ENVSIMBENCH_SYSTEM_TEMPLATE.format(env_code=env_code, config=config)},
-        {"role": "user", "content": ENVSIMBENCH_USER_TEMPLATE.format(call=tool_call(sample["tool"], sample["arguments_json"]))},
+        {"role": "user", "content": ENVSIMBENCH_USER_TEMPLATE.format(call=call)},
     ]
 
 

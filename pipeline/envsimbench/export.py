@@ -36,6 +36,17 @@ SFT_INSTRUCTION = (
     "Execute the tool call strictly and output the standard result."
 )
 ENV_CODE_FILE = "env_code.parquet"  # an imported split's whole class sources (env_id, env_code)
+#: an imported split's published texts (step_id, state_before_json, arguments_json), in the file's key order:
+#: what model-facing text shows for it (the canonical forms in the samples are for hashes and Δ)
+PUBLISHED_FILE = "published.parquet"
+
+
+def published_texts(split_dir: Path | None) -> dict[str, dict[str, str]]:
+    """``step_id -> {"state_before_json", "arguments_json"}`` of an imported split (empty for others)."""
+    if split_dir is None or not (split_dir / PUBLISHED_FILE).exists():
+        return {}
+    return {r["step_id"]: {k: v for k, v in r.items() if k != "step_id" and v is not None}
+            for r in pq.read_table(split_dir / PUBLISHED_FILE).to_pylist()}
 
 
 def env_codes(layout: DataLayout, env_ids: Iterable[str], split_dir: Path | None = None) -> dict[str, str]:

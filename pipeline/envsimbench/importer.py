@@ -6,11 +6,14 @@ Input: JSON lists, single JSON objects or JSON lines of reference samples (forma
 may instead hold a ``trajectory`` list of steps (``config_before``, ``config_after``, ``action``,
 ``observation``, ``config_change``). For every step:
 
-* states are canonicalised (big ints become ``$int`` etc. in storage only) and **Δ is recomputed** from
+* states are canonicalised for hashing, Δ and storage (big ints become ``$int`` etc.), and **Δ is recomputed** from
   ``config_before`` / ``config_after``; a Δ whose size differs from the file's ``change_count`` is kept
   (our |Δ| governs the strata) and reported by id;
 * outcome, |Δ| bucket, argument cardinality and the benchmark cell come from **our rules**
   (an observation starting with ``Error:`` is an error step, one that reports failure is a failure);
+* model-facing text stays byte-faithful: each step's published ``config_before`` and arguments are kept
+  as published (key order, non-ASCII text, nesting) in ``published.parquet`` next to the samples, so the
+  ``envsimbench`` prompt of an imported sample equals the one the reference code builds from the file;
 * ``code(a_t)`` is the tool's method cut out of ``env_code`` with ``ast``; the whole class is kept
   (``env_code.parquet`` next to the samples) for the ``envsimbench`` prompt template;
 * a step that cannot be represented (no action name, arguments or configs that are not objects, a
@@ -33,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.envs import blobs
-from pipeline.envsimbench.export import ENV_CODE_FILE
+from pipeline.envsimbench.export import ENV_CODE_FILE, PUBLISHED_FILE
 from pipeline.core.protocol import parse_observation
 from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
 from pipeline.select.samples import SAMPLE
@@ -46,6 +49,8 @@ from pipeline.store.schema import encode_delta
 from pipeline.core.strata import BENCHMARK_CELLS, Cell, args_cardinality, delta_bucket
 
 SOURCE = "envsimbench"
+PUBLISHED_SCHEMA = pa.schema([pa.field("step_id", pa.string(), nullable=False),
+                              pa.field("state_before_json", pa.string()), pa.field("arguments_json", pa.string())])
 HUB_REPO = "Louie-CookieApril/EnvSimBench"
 LICENSE = "see the EnvSimBench dataset card (Louie-CookieApril/EnvSimBench)"
 
@@ -170,8 +175,9 @@ def _outcome(tool: str, content: str) -> str:
     return FAILURE if reports_failure(tool, parse_observation(content)) else SUCCESS
 
 
-def _row(step: _Step, cells: tuple[Cell, ...]) -> tuple[dict[str, Any], str | None, int | None]:
-    """A SAMPLE row (without position / ids), the whole class source, and the file's change_count."""
+def _row(step: _Step, cells: tuple[Cell, ...]) -> tuple[dict[str, Any], str | None, int | None, dict[str, str]]:
+    """A SAMPLE row (without position / ids), the whole class source, the file's change_count, and the
+    published state and arguments as JSON texts in the file's own key order (for model-facing text)."""
     detail = step.detail
     action = detail.get("action")
     if not isinstance(action, dict) or not isinstance(action.get("name") or action.get("action"), str):
@@ -207,7 +213,9 @@ def _row(step: _Step, cells: tuple[Cell, ...]) -> tuple[dict[str, Any], str | No
         "sample_hash": hashlib.md5(f"{before_hash}|{tool}|{arguments_json}".encode()).hexdigest(),
         "stratum": _cell(outcome, len(delta), len(arguments), cells),
     }
-    return row, env_code, count if isinstance(count, int) and not isinstance(count, bool) else None
+    published = {"state_before_json": json.dumps(before, ensure_ascii=False),  # key order as published
+                 "arguments_json": json.dumps(arguments, ensure_ascii=False)}
+    return row, env_code, count if isinstance(count, int) and not isinstance(count, bool) else None, published
 
 
 def import_envsimbench(
@@ -230,6 +238,7 @@ def import_envsimbench(
     version = f"bench-{SOURCE}-{name}-{digest.hexdigest()}"
     report = ImportReport(version, 0, [str(p) for p in paths])
     rows: list[dict[str, Any]] = []
+    published_rows: list[dict[str, str]] = []
     codes: dict[str, str] = {}
     seen: Counter[str] = Counter()
     for step in iter_steps(paths):
@@ -244,7 +253,7 @@ def import_envsimbench(
         if seen[step_id] > 1:
             step_id = f"{step_id}~{seen[step_id] - 1}"
         try:
-            row, env_code, count = _row(step, cells)
+            row, env_code, count, published = _row(step, cells)
         except (ValueError, TypeError, RecursionError) as exc:
             report.skipped.append({"id": f"{step_id} ({step.origin})", "reason": str(exc)})
             continue
@@ -258,6 +267,7 @@ def import_envsimbench(
         if env_code:
             codes.setdefault(env_id, env_code)
         rows.append(row)
+        published_rows.append({"step_id": step_id, **published})
     if not rows:
         raise ImportError_(f"envsimbench import: no sample could be read from {report.files}: "
                            + "; ".join(f"{s['id']}: {s['reason']}" for s in report.skipped[:5]))
@@ -268,6 +278,8 @@ def import_envsimbench(
         pq.write_table(pa.Table.from_pylist(rows, schema=SAMPLE), tmp, compression="zstd")
     with atomic_path(directory / ENV_CODE_FILE) as tmp:
         pq.write_table(pa.table({"env_id": sorted(codes), "env_code": [codes[e] for e in sorted(codes)]}), tmp, compression="zstd")
+    with atomic_path(directory / PUBLISHED_FILE) as tmp:
+        pq.write_table(pa.Table.from_pylist(published_rows, schema=PUBLISHED_SCHEMA), tmp, compression="zstd")
     (directory / "sample_ids.txt").write_text("".join(f"{r['step_id']}\n" for r in rows))
     counts = Counter(r["stratum"] for r in rows)
     envs = {r["env_id"] for r in rows}

@@ -1,5 +1,7 @@
 """The samples a simulator is scored on: a split version's rows, each with the whole class source of
-its environment (``env_code``, for the ``envsimbench`` prompt template)."""
+its environment (``env_code``, for the ``envsimbench`` prompt template) and, for an imported split, the
+state and arguments as published (``published_state_json`` / ``published_arguments_json``, in the file's
+key order: the ``envsimbench`` prompt shows them byte for byte as the reference does)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.envsimbench.export import env_codes
+from pipeline.envsimbench.export import env_codes, published_texts
 from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store.layout import DataLayout
 
@@ -23,6 +25,11 @@ def load_samples(layout: DataLayout, version: str | None = None, kind: str = BEN
         frame = frame.sort_values("position").head(max_samples)
     samples = frame.to_dict("records")
     codes = env_codes(layout, {s["env_id"] for s in samples}, store.dir(version))
+    published = published_texts(store.dir(version))  # an imported split: the texts as published
     for sample in samples:
         sample["env_code"] = codes.get(sample["env_id"])
+        texts = published.get(sample["step_id"])
+        if texts:
+            sample["published_state_json"] = texts.get("state_before_json")
+            sample["published_arguments_json"] = texts.get("arguments_json")
     return version, samples
