@@ -16,6 +16,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from pipeline.core.environment import EnvSpec
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
 from pipeline.core.outcome import ERROR, args_count
@@ -154,8 +155,6 @@ def _arguments_text(arguments: Any, field: str = "arguments") -> str:
 def _declared_tools(source: str, env_id: str, options: str) -> frozenset[str] | None:
     """Names of the tools an environment declares (its schemas, read outside the sandbox: no env code
     runs), or None when they cannot be read here."""
-    from pipeline.core.environment import EnvSpec
-
     try:
         spec = EnvSpec(source, env_id, {}, json.loads(options))
         return frozenset(t.get("function", t).get("name") for t in registry.tool_schemas(spec) if isinstance(t, dict))
