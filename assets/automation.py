@@ -16,6 +16,7 @@ from assets.partitions import SHARDS
 from pipeline.core.settings import settings
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import DataStoreResource
+from resources.storage import DATA_ROOT_TAG, root_tag
 
 regenerate_splits = define_asset_job(
     "regenerate_splits",
@@ -42,6 +43,11 @@ def weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
               "partitioned (ENVSIM_SHARDS): once every partition has been materialized.")
 def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogEntry,
                         store: DataStoreResource) -> RunRequest | SkipReason:
+    run = context.instance.get_run_by_id(asset_event.run_id) if asset_event.run_id else None
+    event_root = (run.tags.get(DATA_ROOT_TAG) if run else None)
+    if event_root and event_root != root_tag(store.layout().root):
+        return SkipReason(f"labeled_steps were materialized under another data root ({event_root}), "
+                          f"not this sensor's ({root_tag(store.layout().root)})")
     if SHARDS is not None:
         done = context.instance.get_materialized_partitions(AssetKey("labeled_steps"))
         missing = sorted(set(SHARDS.get_partition_keys()) - set(done))

@@ -30,7 +30,7 @@ from dagster import (  # noqa: E402
 from assets import automation, collection, environments, envsimbench, evaluation, export, labeling, selection, simulation, training  # noqa: E402
 from assets.partitions import SHARDS  # noqa: E402
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, SandboxResource  # noqa: E402
-from resources.storage import DataStoreDuckDBResource, DataStoreJobLauncherResource  # noqa: E402
+from resources.storage import DATA_ROOT_TAG, DataStoreDuckDBResource, DataStoreJobLauncherResource, root_tag  # noqa: E402
 
 _EXTRAS = {"celery": ("dagster_celery", "celery_executor", "dagster-celery"), "k8s": ("dagster_k8s", "k8s_job_executor", "dagster-k8s")}
 
@@ -145,14 +145,16 @@ defs = Definitions(
 )
 
 
-def print_run_timings(job_name: str = "envsim_main", since: float | None = None) -> bool:
+def print_run_timings(job_name: str = "envsim_main", since: float | None = None, data_root: str | None = None) -> bool:
     """Print where the latest run of ``job_name`` spent its time: each step (asset or check) and what
     lies outside the steps (process start-up, Dagster's orchestration) — used by ``./forge run``.
-    ``since`` (epoch seconds): only a run created after it counts. False when there is none."""
+    ``since`` (epoch seconds): only a run created after it counts; ``data_root``: only a run tagged
+    with that root. False when there is none."""
     from dagster import DagsterInstance, RunsFilter
 
+    tags = {DATA_ROOT_TAG: root_tag(data_root)} if data_root else {}
     with DagsterInstance.get() as instance:
-        runs = instance.get_run_records(RunsFilter(job_name=job_name), limit=1)
+        runs = instance.get_run_records(RunsFilter(job_name=job_name, tags=tags), limit=1)
         if not runs or (since is not None and runs[0].create_timestamp.timestamp() < since):
             print(f"no run of {job_name} started" + (" by this command" if since is not None else "")
                   + f" (run history: {instance.root_directory})")
