@@ -83,9 +83,10 @@ def summary(layout: DataLayout) -> int:
                 table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
                 print(md_table(table.drop(columns=["requested"], errors="ignore"), index=False))
                 print()
-    exports = list(layout.exports.glob("*/README.md"))
+    exports = [*layout.exports.glob("*/current/README.md"), *layout.exports.glob("rollouts-*/README.md")]
     for card in sorted(exports):
-        print(f"Hugging Face dataset: {card.parent}  (datasets.load_dataset('{card.parent}'))")
+        version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
+        print(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
     print(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
     if failed:
         envs = sorted({e for doc in failed for e in doc.get("environments", [])})
