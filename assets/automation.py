@@ -14,20 +14,25 @@ from dagster import (
 
 from assets.partitions import SHARDS
 from pipeline.core.settings import settings
-from pipeline.store.versions import BENCHMARK, SplitStore
+from pipeline.select.stratify import input_fingerprint
+from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from resources import DataStoreResource
+from resources.storage import DATA_ROOT_TAG, root_tag
 
 regenerate_splits = define_asset_job(
     "regenerate_splits",
-    selection=["step_strata", "benchmark_split", "sft_mixture"],
-    description="Re-stratify the labeled steps and draw new benchmark / SFT split versions.",
+    selection=["step_strata", "benchmark_split", "sft_mixture", "benchmark_dataset", "sft_dataset", "simulator_eval"],
+    description="Re-stratify the labeled steps, draw new benchmark / SFT split versions, export each version "
+    "(export/<kind>/<version>/, current moved to it) and re-run the configured simulator evaluations on it.",
 )
 
 SPLIT_CRON = settings().split_cron  # weekly, Monday 04:00 UTC (ENVSIM_SPLIT_CRON)
 
 
-def _seed_config(seed: int) -> dict:
-    return {"ops": {"benchmark_split": {"config": {"seed": seed}}, "sft_mixture": {"config": {"seed": seed}}}}
+def _seed_config(benchmark_seed: int, mixture_seed: int | None = None) -> dict:
+    """Run config of ``regenerate_splits``: each split's seed (the mixture's defaults to the benchmark's)."""
+    mixture_seed = benchmark_seed if mixture_seed is None else mixture_seed
+    return {"ops": {"benchmark_split": {"config": {"seed": benchmark_seed}}, "sft_mixture": {"config": {"seed": mixture_seed}}}}
 
 
 @schedule(job=regenerate_splits, cron_schedule=SPLIT_CRON, execution_timezone="UTC",
@@ -42,10 +47,28 @@ def weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
               "partitioned (ENVSIM_SHARDS): once every partition has been materialized.")
 def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogEntry,
                         store: DataStoreResource) -> RunRequest | SkipReason:
+    run = context.instance.get_run_by_id(asset_event.run_id) if asset_event.run_id else None
+    event_root = (run.tags.get(DATA_ROOT_TAG) if run else None)
+    if event_root and event_root != root_tag(store.layout().root):
+        return SkipReason(f"labeled_steps were materialized under another data root ({event_root}), "
+                          f"not this sensor's ({root_tag(store.layout().root)})")
     if SHARDS is not None:
         done = context.instance.get_materialized_partitions(AssetKey("labeled_steps"))
         missing = sorted(set(SHARDS.get_partition_keys()) - set(done))
         if missing:
             return SkipReason(f"labeled_steps partitions not materialized yet: {', '.join(missing)}")
-    seed = SplitStore(store.layout(), BENCHMARK).current_seed() or 0  # under the store resource's data root
-    return RunRequest(run_key=f"steps-{context.cursor}-{asset_event.timestamp}", run_config=_seed_config(seed), tags={"split_seed": str(seed)})
+    layout = store.layout()
+    bench, mixture = SplitStore(layout, BENCHMARK), SplitStore(layout, MIXTURE)
+    try:
+        fingerprint = input_fingerprint(layout)
+    except OSError as exc:
+        return SkipReason(f"cannot read the labeled steps under {layout.root}: {exc}")
+    built_from = {store_.kind: store_.manifest(store_.current())["spec"].get("input") if store_.current() else None
+                  for store_ in (bench, mixture)}
+    if all(value == fingerprint for value in built_from.values()):
+        return SkipReason(f"labeled steps unchanged (input {fingerprint}): benchmark {bench.current()} and mixture "
+                          f"{mixture.current()} were drawn from them")
+    # each split keeps its own seed: a new input gives new versions, the seeds stay what they were
+    seeds = (bench.current_seed() or 0, mixture.current_seed() or 0)
+    return RunRequest(run_key=f"steps-{fingerprint}-{seeds[0]}-{seeds[1]}", run_config=_seed_config(*seeds),
+                      tags={"split_seed": str(seeds[0]), "mixture_seed": str(seeds[1]), "steps_input": fingerprint})

@@ -4,10 +4,11 @@ from pathlib import Path
 from typing import Literal
 
 import pandas as pd
-from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
 from pipeline.export.hf_layout import export_split
+from pipeline.export.revisions import export_revision
 from pipeline.export.hub import push_export
 from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
 from pipeline.core.report import md_table
@@ -18,7 +19,8 @@ from resources.config_from import default_of
 
 class ExportConfig(Config):
     version: str | None = Field(default=None, description="Split version to export (default: CURRENT).")
-    directory: str | None = Field(default=None, description="Export directory (default: <data root>/export/<kind>).")
+    directory: str | None = Field(default=None, description="Export directory (default: <data root>/export/<kind>/<version>/, "
+                                                            "with export/<kind>/current pointing at the version exported last).")
     max_shard_mb: int = Field(default=default_of(export_split, "max_shard_bytes") // 2**20, description="Upper bound of a Parquet shard, MiB.")
     license: str = Field(default=default_of(export_split, "license"), description="License in the dataset card.")
     repo_id: str | None = Field(default=None, description="Hub dataset repo to push to; unset = local export only.")
@@ -35,10 +37,16 @@ class ExportConfig(Config):
 def _export(context: AssetExecutionContext, kind: str, config: ExportConfig, store: DataStoreResource,
             hub: HuggingFaceHubResource) -> MaterializeResult:
     layout = store.layout()
-    directory = Path(config.directory) if config.directory else layout.export_dir(kind)
     reference = config.envsimbench_format if config.envsimbench_format is not None else kind == BENCHMARK
-    report = export_split(layout, kind, config.version, directory, config.max_shard_mb * 2**20, config.license,
-                          prompt=config.prompt, envsimbench_format=reference)
+    options = dict(max_shard_bytes=config.max_shard_mb * 2**20, license=config.license, prompt=config.prompt,
+                   envsimbench_format=reference)
+    unchanged = False
+    if config.directory:  # an explicit directory holds one version (another one there is refused)
+        directory = Path(config.directory)
+        report = export_split(layout, kind, config.version, directory, **options)
+    else:
+        revision = export_revision(layout, kind, config.version, **options)
+        report, unchanged, directory = revision.report, revision.unchanged, revision.report.directory
     samples = SplitStore(layout, kind).samples(report.version)
     checks = [
         ("loads_back_exactly", verify_roundtrip(directory, samples, report.split)),
@@ -53,12 +61,15 @@ def _export(context: AssetExecutionContext, kind: str, config: ExportConfig, sto
                   if push.dry_run else f"pushed to {config.repo_id}, commit {push.commit}, tag {push.revision}")
     else:
         status = "exported locally only (no repo_id configured)"
-    context.log.info(f"{kind} {report.version}: {report.rows} rows -> {directory}; {status}")
+    context.log.info(f"{kind} {report.version}: {report.rows} rows -> {directory}"
+                     f"{' (already exported: unchanged)' if unchanged else ''}; {status}")
     files = pd.DataFrame([{"file": f, "bytes": (directory / f).stat().st_size} for f in report.files])
     return MaterializeResult(
+        data_version=DataVersion(f"{report.version}:{config.prompt}:{int(reference)}"),
         metadata={
             "version": report.version,
             "rows": report.rows,
+            "unchanged": unchanged,
             "hub": status,
             "files": MetadataValue.md(md_table(files, index=False)),
             "card": MetadataValue.md(report.card.split("---\n", 2)[2]),

@@ -5,9 +5,11 @@ from typing import Literal
 import pandas as pd
 from dagster import (
     AssetCheckResult,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     Config,
+    DataVersion,
     MaterializeResult,
     MetadataValue,
     asset,
@@ -59,7 +61,8 @@ def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb
             "benchmark_cell_candidates": MetadataValue.md(md_table(queries.cell_coverage(layout, in_force), index=False)),
             "balance2_candidates": MetadataValue.md(md_table(queries.balance2_coverage(layout, in_force), index=False)),
             "path": MetadataValue.path(str(report.path.resolve())),
-        }
+        },
+        data_version=DataVersion(report.fingerprint),
     )
 
 
@@ -70,6 +73,20 @@ class BenchmarkConfig(Config):
         description="A cell that cannot be filled fails the asset, or warns.",
     )
     make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
+
+
+def _composition_check(name: str, result: SelectionResult, on_shortfall: str) -> AssetCheckResult:
+    """The split holds what its composition asks: every stratum exactly its quota. A shortfall (a stratum
+    with fewer candidates than its quota) fails the check — WARN, or ERROR with ``on_shortfall: fail`` —
+    naming each short stratum."""
+    suite = composition_suite(result.strata)
+    short = [f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing)" for s in result.shortfalls]
+    return AssetCheckResult(
+        check_name=name, passed=suite.success and not short,
+        severity=AssetCheckSeverity.ERROR if on_shortfall == "fail" else AssetCheckSeverity.WARN,
+        description=("short strata: " + "; ".join(short)) if short else None,
+        metadata={"expectations": MetadataValue.md(suite.markdown()), "short_strata": len(short),
+                  "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in short) or "_none_")})
 
 
 def _selection_metadata(result: SelectionResult) -> dict:
@@ -104,13 +121,12 @@ def benchmark_split(
         context.log.warning(f"benchmark {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
-    suite = composition_suite(result.strata)
     envs = pd.read_parquet(result.path, columns=["env_id", "stratum"]).groupby("env_id").size().rename("samples").reset_index()
     return MaterializeResult(
         metadata={**_selection_metadata(result), "environments": len(envs),
                   "env_coverage": MetadataValue.md(md_table(envs.sort_values("samples", ascending=False), index=False))},
-        check_results=[AssetCheckResult(check_name="composition_matches", passed=suite.success,
-                                        metadata={"expectations": MetadataValue.md(suite.markdown())})],
+        check_results=[_composition_check("composition_matches", result, config.on_shortfall)],
+        data_version=DataVersion(result.version),
     )
 
 
@@ -142,15 +158,14 @@ def sft_mixture(
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
     bench = SplitStore(layout, BENCHMARK)
-    suite = composition_suite(result.strata)
     overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), config.decontaminate)
     return MaterializeResult(
         metadata={**_selection_metadata(result), "benchmark_version": result.spec["benchmark"],
                   "decontaminated_by": config.decontaminate,
                   "decontaminated_away": sum(d["removed_by_key"] + d["removed_by_hash"] for d in result.decontamination)},
+        data_version=DataVersion(result.version),
         check_results=[
-            AssetCheckResult(check_name="mixture_composition", passed=suite.success,
-                             metadata={"expectations": MetadataValue.md(suite.markdown())}),
+            _composition_check("mixture_composition", result, config.on_shortfall),
             AssetCheckResult(check_name="no_benchmark_overlap", passed=overlap.success,
                              metadata={"expectations": MetadataValue.md(overlap.markdown())}),
         ],

@@ -16,6 +16,8 @@ from pydantic import Field
 
 from assets.evaluation import EvalConfig
 from pipeline.evaluate import results
+from pipeline.export.revisions import current_export
+from pipeline.store.versions import MIXTURE
 from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.launchers import JobFailed, LogSink
 from pipeline.training.serve import ServeSpec
@@ -79,7 +81,7 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     lineage (and in `sft_checkpoints`)."""
     layout = store.layout()
     root = layout.root.resolve()
-    dataset_dir = layout.export_dir("sft_mixture").resolve()
+    dataset_dir = current_export(layout, MIXTURE).resolve()  # the version exported last
     if not (dataset_dir / "dataset_info.json").exists():
         raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
     _, mixture_version = checkpoints.export_version(dataset_dir)

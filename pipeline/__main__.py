@@ -12,8 +12,11 @@ prepare_process()  # first, before pyarrow loads
 
 import pyarrow.parquet as pq  # noqa: E402
 
+from pipeline.core import profile  # noqa: E402
 from pipeline.core.report import md_table  # noqa: E402
 from pipeline.core.safe_names import console, console_text  # noqa: E402
+from pipeline.core.settings import EXECUTORS, SettingsError, settings  # noqa: E402
+from pipeline.execution.isolation import ISOLATIONS  # noqa: E402
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
 from pipeline.labeling.determinism import failed_checks
@@ -87,9 +90,10 @@ def summary(layout: DataLayout) -> int:
                 table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
                 _say(md_table(table.drop(columns=["requested"], errors="ignore"), index=False))
                 _say()
-    exports = list(layout.exports.glob("*/README.md"))
+    exports = [*layout.exports.glob("*/current/README.md"), *layout.exports.glob("rollouts-*/README.md")]
     for card in sorted(exports):
-        _say(f"Hugging Face dataset: {card.parent}  (datasets.load_dataset('{card.parent}'))")
+        version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
+        _say(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
     _say(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
     if failed:
         envs = sorted({console(e) for doc in failed for e in doc.get("environments", [])})
@@ -100,12 +104,34 @@ def summary(layout: DataLayout) -> int:
     return 0
 
 
+def settings_problems() -> list[str]:
+    """What is wrong with the ``ENVSIM_*`` variables, one line each naming the variable and the fix
+    (``./forge run`` checks this before it starts anything)."""
+    try:
+        current = settings()
+    except SettingsError as exc:
+        return [f"{exc}: fix the value or unset the variable"]
+    problems = []
+    if current.profile not in profile.PROFILES:
+        problems.append(f"ENVSIM_PROFILE={current.profile!r} is not a profile: set it to one of "
+                        f"{', '.join(sorted(profile.PROFILES))} (or unset it for 'default')")
+    if current.executor not in EXECUTORS:
+        problems.append(f"ENVSIM_EXECUTOR={current.executor!r} is not an executor: set it to one of {', '.join(EXECUTORS)}")
+    if current.sandbox not in ISOLATIONS:
+        problems.append(f"ENVSIM_SANDBOX={current.sandbox!r} is not a sandbox isolation: set it to one of "
+                        f"{', '.join(ISOLATIONS)}")
+    if current.launcher not in (None, "local", "slurm"):
+        problems.append(f"ENVSIM_LAUNCHER={current.launcher!r} is not a launcher: set it to local or slurm (or unset it)")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("summary", help="print where the data is and its |Δ| × outcome table")
     p.add_argument("data_root", nargs="?", default=None)
     sub.add_parser("partitions", help="print the partition keys ENVSIM_SHARDS gives, one a line (none when unset)")
+    sub.add_parser("check-settings", help="check the ENVSIM_* variables: one line per problem, exit 2 when any")
     d = sub.add_parser("download", help="fetch a corpus from the Hugging Face Hub into the data root")
     d.add_argument("corpus", choices=["envscaler"])
     d.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
@@ -145,16 +171,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "download":
         root = DataLayout.at(args.data_root).root
-        result = download.download_envscaler(
-            root, endpoint=args.endpoint, token=None,  # huggingface_hub resolves: $HF_TOKEN, `hf auth login`
-            env_repo=args.env_repo or download.ENV_REPO,
-            scenario_repos=tuple(args.scenario_repo or download.SCENARIO_REPOS), revision=args.revision)
+        try:
+            result = download.download_envscaler(
+                root, endpoint=args.endpoint, token=None,  # huggingface_hub resolves: $HF_TOKEN, `hf auth login`
+                env_repo=args.env_repo or download.ENV_REPO,
+                scenario_repos=tuple(args.scenario_repo or download.SCENARIO_REPOS), revision=args.revision)
+        except download.DownloadError as exc:
+            print(f"./forge download: {exc}", file=sys.stderr)
+            return 1
         print(f"env items: {result.env_items}")
         for path in result.scenarios:
             print(f"scenarios: {path}")
         print(f"recorded in {result.directory / download.CORPUS_FILE}: the sources resource uses it by default "
               f"(./forge run with ENVSIM_DATA_ROOT={root})")
         return 0
+    if args.command == "check-settings":
+        problems = settings_problems()
+        for line in problems:
+            print(line, file=sys.stderr)
+        return 2 if problems else 0
     if args.command == "partitions":
         count = shard_count()
         print("\n".join(partition_keys(count)) if count else "", end="\n" if count else "")

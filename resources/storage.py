@@ -12,7 +12,7 @@ from typing import Iterator
 
 import duckdb
 from dagster_duckdb import DuckDBResource
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field
 
 from pipeline.store import duck
@@ -30,6 +30,21 @@ class DataStoreResource(ConfigurableResource):
 
     def layout(self) -> DataLayout:
         return DataLayout.at(self.data_root)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        """Tag the run with its data root (``envsim/data_root``): the run history, the sensors and
+        ``./forge run``'s timings then tell one root's runs from another's in a shared Dagster home."""
+        if context.instance is not None and context.run is not None:
+            context.instance.add_run_tags(context.run.run_id, {DATA_ROOT_TAG: root_tag(self.data_root)})
+
+
+#: the run tag naming the data root a run wrote to
+DATA_ROOT_TAG = "envsim/data_root"
+
+
+def root_tag(data_root: str | Path) -> str:
+    """The value of ``envsim/data_root`` for ``data_root`` (absolute, resolved)."""
+    return str(Path(data_root).expanduser().resolve())
 
 
 class DataStoreDuckDBResource(DuckDBResource):

@@ -24,7 +24,7 @@ from pipeline.training.llamafactory import (
     library_versions, loss_plot, run_report, sft_config, tracking_env, train_needs, train_script, validate, write_config,
 )
 from pipeline.select.selection import build_benchmark, build_mixture
-from pipeline.export.hf_layout import export_split
+from pipeline.export.revisions import export_revision
 from tests import fake_llamafactory
 from tests.slurm_cluster import SlurmCluster
 from tests.layouts import stratified_copy
@@ -38,7 +38,7 @@ def split_layout(default_layout, tmp_path_factory):
     build_benchmark(layout, seed=0, on_shortfall="warn")
     build_mixture(layout, {"failure": 5, "no_change": 50, "simple": 50, "complex": 20}, seed=0)
     # with the published EnvSimBench Alpaca records (dataset envsim_envsimbench_alpaca) next to ours
-    export_split(layout, "sft_mixture", None, layout.root / "export" / "sft_mixture", envsimbench_format=True)
+    export_revision(layout, "sft_mixture", None, envsimbench_format=True)  # export/sft_mixture/<version> + current
     return layout
 
 
@@ -543,7 +543,7 @@ def test_base_model_revision_and_library_versions_make_the_checkpoint_version(tm
 
 
 def test_envsimbench_dataset_is_a_training_choice(split_layout, tmp_path):
-    export = split_layout.root / "export" / "sft_mixture"
+    export = split_layout.export_current("sft_mixture")
     for name in ("envsim_chat", "envsim_alpaca", "envsim_envsimbench_alpaca"):
         check_dataset(export, name)
     ours = tmp_path / "export"
@@ -609,7 +609,7 @@ def _script_run(tmp_path, split_layout, settings, gpus, nodes, env):
     requeued job)."""
     python = fake_llamafactory.make_env(tmp_path / "env")
     out = tmp_path / "run"
-    cfg = sft_config(settings, split_layout.root / "export" / "sft_mixture", out, gpus=gpus, nodes=nodes,
+    cfg = sft_config(settings, split_layout.export_current("sft_mixture"), out, gpus=gpus, nodes=nodes,
                      deepspeed_path=out / "ds_z3_config.json")
     path = write_config(cfg, out / "llamafactory_train.yaml", zero3_path=out / "ds_z3_config.json")
     steps.start_run(out, "ckpt-script", "sft-script")

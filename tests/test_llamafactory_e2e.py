@@ -37,7 +37,7 @@ def train_python():
 @pytest.fixture(scope="module")
 def tiny_model(train_python, split_layout, tmp_path_factory):  # noqa: F811
     out = tmp_path_factory.mktemp("tiny-qwen3")
-    subprocess.run([train_python, str(ROOT / "tests" / "tiny_qwen3.py"), str(split_layout.root / "export" / "sft_mixture"),
+    subprocess.run([train_python, str(ROOT / "tests" / "tiny_qwen3.py"), str(split_layout.export_current("sft_mixture")),
                     str(out)], check=True, capture_output=True, timeout=600)
     assert (out / "config.json").exists() and (out / "tokenizer.json").exists()
     return out
@@ -80,7 +80,7 @@ def test_train_serve_and_score_on_cpu(split_layout, train_python, tiny_model):  
     trained = materialize([sft_training], resources=resources, run_config={"ops": {"sft_training": {"config": config}}})
     assert trained.success
     meta = _meta(trained)
-    mixture = json.loads((split_layout.root / "export" / "sft_mixture" / MARKER).read_text())["version"]
+    mixture = json.loads((split_layout.export_current("sft_mixture") / MARKER).read_text())["version"]
     version = meta["checkpoint_version"].value
     assert meta["mixture_version"].value == mixture and version.startswith("ckpt-")
     checkpoint = split_layout.root / "checkpoints" / version

@@ -341,7 +341,8 @@ print(json.dumps({"jobs": jobs, "descriptions": descriptions}))
     assert jobs["collect_and_label"]["checks"] == ["delta_roundtrip", "relabel_is_deterministic", "step_table_expectations"]
     assert jobs["envsim_main"]["partitions"] is None
     assert "trajectories" not in jobs["envsim_main"]["assets"] and {"environment_catalog", "step_strata", "simulator_eval"} <= set(jobs["envsim_main"]["assets"])
-    assert jobs["regenerate_splits"]["assets"] == ["benchmark_split", "sft_mixture", "step_strata"]
+    assert jobs["regenerate_splits"]["assets"] == ["benchmark_dataset", "benchmark_split", "sft_dataset", "sft_mixture",
+                                                   "simulator_eval", "step_strata"]
     assert {j["executor"] for j in jobs.values()} == {"in_process"}
     assert "ENVSIM_SHARDS=N" in data["descriptions"]["trajectories"] and "ENVSIM_SHARDS=N" in data["descriptions"]["labeled_steps"]
 

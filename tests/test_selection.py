@@ -194,8 +194,11 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     run_config = {"ops": {"benchmark_split": {"config": {"on_shortfall": "warn", "seed": 4}}}}
     result = materialize([step_strata, benchmark_split, sft_mixture], resources=resources, run_config=run_config)
     assert result.success
-    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"composition_matches": True, "mixture_composition": True, "no_benchmark_overlap": True}
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    # the benchmark is 4 strata short (on_shortfall: warn): the check says so, as a warning, naming them
+    assert not checks["composition_matches"].passed and checks["composition_matches"].severity.value == "WARN"
+    assert "medium_4" in checks["composition_matches"].description
+    assert checks["no_benchmark_overlap"].passed
     meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
             for e in result.get_asset_materialization_events()}
     assert meta["benchmark_split"]["shortfalls"].value == 4
@@ -203,6 +206,7 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     con = duckdb.connect(str(layout.duckdb), read_only=True)
     assert con.execute("SELECT count(*) FROM steps").fetchone()[0] == 4625
     mixture_samples = meta["sft_mixture"]["samples"].value
+    assert checks["mixture_composition"].passed == (meta["sft_mixture"]["shortfalls"].value == 0)
     assert 200 <= mixture_samples <= 225  # failures may all sit in benchmark tasks (decontaminated away)
     assert con.execute("SELECT count(*) FROM split_members WHERE kind = 'sft_mixture'").fetchone()[0] == mixture_samples
     con.close()
@@ -215,7 +219,12 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     from dagster import AssetMaterialization
     instance.report_runless_asset_event(AssetMaterialization("labeled_steps"))
     sensor_ctx = build_sensor_context(instance=instance, resources={"store": resources["store"]})
-    requests = splits_on_new_steps.evaluate_tick(sensor_ctx).run_requests
+    tick = splits_on_new_steps.evaluate_tick(sensor_ctx)
+    assert not tick.run_requests and "labeled steps unchanged" in tick.skip_message  # the splits were drawn from them
+    bench = SplitStore(layout, BENCHMARK)
+    manifest = bench.manifest(bench.current())
+    bench.write_manifest(bench.current(), {**manifest, "spec": {**manifest["spec"], "input": "older-steps"}})
+    requests = splits_on_new_steps.evaluate_tick(build_sensor_context(instance=instance, resources={"store": resources["store"]})).run_requests
     assert len(requests) == 1 and requests[0].job_name in (None, "regenerate_splits")
     assert requests[0].run_config["ops"]["benchmark_split"]["config"]["seed"] == 4  # the seed of the store's split
 

@@ -35,6 +35,10 @@ VARIABLES = (
 )
 
 
+#: the values ``ENVSIM_EXECUTOR`` takes (the executors ``pipeline.definitions`` builds)
+EXECUTORS = ("multiprocess", "in_process", "celery", "k8s")
+
+
 @dataclass(frozen=True)
 class Settings:
     #: ``ENVSIM_DATA_ROOT``: the data root (default ``./data``); the ``store`` resource's default

@@ -43,6 +43,18 @@ def _data_files(folder: Path, repo_id: str) -> list[Path]:
     return files
 
 
+class DownloadError(RuntimeError):
+    """A corpus download that did not complete (the message names the cause and the way out)."""
+
+
+def _remove_if_empty(path: Path) -> None:
+    """Remove ``path`` when it holds no file (a folder tree a failed download created)."""
+    import shutil
+
+    if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def download_envscaler(
     data_root: str | Path,
     endpoint: str | None = None,
@@ -54,16 +66,27 @@ def download_envscaler(
     """Download the env items and scenario datasets and write ``envscaler/corpus.json``. ``endpoint`` and
     ``token`` left None are ``huggingface_hub``'s ($HF_ENDPOINT / https://huggingface.co; $HF_TOKEN, the
     ``hf auth login`` token file, or none: the release is public)."""
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import constants, snapshot_download
 
     base = Path(data_root) / "envscaler"
+    created = [p for p in (base.parent, base) if not p.exists()]
     base.mkdir(parents=True, exist_ok=True)
 
     def fetch(repo_id: str) -> Path:
         folder = base / repo_id.split("/")[-1]
-        snapshot_download(repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=folder,
-                          endpoint=endpoint, token=token,
-                          allow_patterns=[f"*{s}" for s in DATA_SUFFIXES] + ["README.md"])
+        existed = folder.exists()
+        try:
+            snapshot_download(repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=folder,
+                              endpoint=endpoint, token=token,
+                              allow_patterns=[f"*{s}" for s in DATA_SUFFIXES] + ["README.md"])
+        except Exception as exc:  # network, auth, missing repo: one line naming the way out; no empty folder left
+            for path in ([] if existed else [folder]) + created[::-1]:
+                _remove_if_empty(path)
+            cause = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise DownloadError(
+                f"could not download {repo_id} from {endpoint or constants.ENDPOINT} ({type(exc).__name__}: {cause}); "
+                "offline? set HF_ENDPOINT (or --endpoint) to a reachable mirror, or copy the release's files and "
+                "name them in resources.sources.envscaler (README \"Environments and execution\")") from exc
         return folder
 
     env_folder = fetch(env_repo)

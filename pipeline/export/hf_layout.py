@@ -234,8 +234,9 @@ def export_split(
         card = dataset_card(layout, kind, version, manifest, samples, configs, license, name, prompt, envsimbench_format)
         (staging / "README.md").write_text(card)
         files.append("README.md")
-        (staging / MARKER).write_text(json.dumps({"kind": kind, "version": version, "protocol": PROTOCOL_VERSION, "prompt": prompt}))
-    rows = pq.ParquetFile(samples).metadata.num_rows
+        rows = pq.ParquetFile(samples).metadata.num_rows
+        (staging / MARKER).write_text(json.dumps({"kind": kind, "version": version, "protocol": PROTOCOL_VERSION, "prompt": prompt,
+                                                  "envsimbench_format": envsimbench_format, "rows": rows}))
     return ExportReport(directory, kind, version, split, rows, sorted(files), card)
 
 

@@ -85,8 +85,16 @@ class DataLayout:
 
     def export_dir(self, name: str) -> Path:
         """``export/<name>/``: the default directory of an export (``benchmark``, ``sft_mixture``,
-        ``rollouts-<filter>``…)."""
+        ``rollouts-<filter>``…). A split kind's holds one directory per exported version and ``current``."""
         return self.exports / safe_name(name, "export name")
+
+    def export_version(self, kind: str, version: str) -> Path:
+        """``export/<kind>/<version>/``: the Hugging Face dataset of one split version (kept like a Hub revision)."""
+        return self.export_dir(kind) / safe_name(version, "split version")
+
+    def export_current(self, kind: str) -> Path:
+        """``export/<kind>/current``: a relative link to the version exported last (what readers load)."""
+        return self.export_dir(kind) / "current"
 
     @property
     def jobs(self) -> Path:
