@@ -24,6 +24,13 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _set_up() -> None:
+    """./forge set up once first (a stale .venv stamp reinstalls, printing pip's lines), so that the
+    outputs checked below are only what each command says."""
+    subprocess.run(["./forge", "setup"], cwd=ROOT, capture_output=True, timeout=1800, check=True)
+
+
 def _forge(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["./forge", *args], cwd=ROOT, env=_env(tmp_path, **extra), capture_output=True,
                           text=True, timeout=300)
