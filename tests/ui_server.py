@@ -211,3 +211,13 @@ class DagsterServer:
             elif kind == "ExecutionStepFailureEvent":
                 failures.append(f"{event['stepKey']}: {event['error']['message'][:300]}")
         return materialized, checks, failures
+
+    def check_severities(self, run_id: str) -> dict[str, str]:
+        """check name -> severity (ERROR / WARN) of a run's check evaluations."""
+        data = self.graphql(
+            """query($id: ID!) { logsForRun(runId: $id, limit: 20000) { ... on EventConnection { events { __typename
+                 ... on AssetCheckEvaluationEvent { evaluation { checkName severity assetKey { path } } } } } } }""",
+            {"id": run_id},
+        )
+        return {f"{'/'.join(e['evaluation']['assetKey']['path'])}:{e['evaluation']['checkName']}": e["evaluation"]["severity"]
+                for e in data["logsForRun"]["events"] if e["__typename"] == "AssetCheckEvaluationEvent"}
