@@ -5,10 +5,10 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 from pydantic import Field
 
 from assets.partitions import SHARDS, shard_of
+from assets.metadata import frame_table, parquet_metadata, records_table
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.agent import AgentSettings
 from pipeline.collect.run import AgentRun, collect_all
-from pipeline.core.report import md_records, md_table
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from resources.config_from import config_from
 
@@ -77,10 +77,11 @@ def trajectories(
         "actions": report.actions,
         "environments": len(report.by_env),
         "rejected_tasks": len(report.issues),
-        "by_strategy": MetadataValue.md(md_table(pd.DataFrame(sorted(report.by_strategy.items()), columns=["strategy", "trajectories"]), index=False)),
-        "by_category": MetadataValue.md(md_table(by_cat, index=False)),
-        "rejected": MetadataValue.md(md_records(report.issue_rows(), ["task_id", "stage", "reason", "origin"])),
+        "by_strategy": frame_table(pd.DataFrame(sorted(report.by_strategy.items()), columns=["strategy", "trajectories"])),
+        "by_category": frame_table(by_cat),
+        "rejected": records_table(report.issue_rows(), ["task_id", "stage", "reason", "origin"]),
         "path": MetadataValue.path(str(layout.trajectories.resolve())),
+        **parquet_metadata(layout.trajectory_files()),
     }
     if result.without_scenarios:
         how = ("explored from their class defaults (init config {})" if sources.explore_class_defaults
@@ -102,8 +103,8 @@ def trajectories(
     if result.coverage is not None:
         cov = result.coverage
         metadata["exploration_calls"] = cov.steps
-        metadata["exploration_coverage"] = MetadataValue.md(md_table(pd.DataFrame([
+        metadata["exploration_coverage"] = records_table([
             {"cell": c.name, "target": cov.targets()[c.name], "candidates": cov.cells[c.name],
              "environments": len(cov.cell_envs.get(c.name, ()))} for c in cov.composition.cells
-        ]), index=False))
+        ], ["cell", "target", "candidates", "environments"])
     return MaterializeResult(metadata=metadata)

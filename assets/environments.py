@@ -3,10 +3,10 @@
 import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
+from assets.metadata import frame_table, parquet_metadata, records_table
 from pipeline.core.safe_names import shown
 from pipeline.collect.sources import bfcl_enabled, disabled_sources, env_items
 from pipeline.envs.catalog import build_catalog
-from pipeline.core.report import md_records, md_table
 from resources import DataStoreResource, EnvironmentSourcesResource
 
 
@@ -39,14 +39,13 @@ def environment_catalog(
             "environments": len(report.environments),
             "tools": report.tools,
             "rejected_items": len(report.issues),
-            "disabled_sources": MetadataValue.md(
-                md_records([{"source": k, "why": v} for k, v in disabled.items()], ["source", "why"])),
-            "by_source": MetadataValue.md(md_table(by_source, index=False)),
-            "catalog": MetadataValue.md(md_table(table[["env_id", "env_class", "license", "num_tools"]], index=False)),
-            "rejected": MetadataValue.md(
-                md_records([{"env_id": i.task_id, "stage": i.stage, "reason": i.reason, "origin": i.origin} for i in report.issues],
-                           ["env_id", "stage", "reason", "origin"])
-            ),
+            "disabled_sources": records_table([{"source": k, "why": v} for k, v in disabled.items()], ["source", "why"]),
+            "by_source": frame_table(by_source),
+            "catalog": frame_table(table[["env_id", "env_class", "license", "num_tools"]]),
+            "rejected": records_table(
+                [{"env_id": i.task_id, "stage": i.stage, "reason": i.reason, "origin": i.origin} for i in report.issues],
+                ["env_id", "stage", "reason", "origin"]),
             "path": MetadataValue.path(str(layout.environments.resolve())),
+            **parquet_metadata([layout.environments]),
         }
     )

@@ -5,7 +5,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from pipeline.envsimbench import importer as envsimbench
-from pipeline.core.report import md_records
+from assets.metadata import records_table
 from pipeline.store import warehouse
 from resources import DataStoreResource, HuggingFaceHubResource
 from resources.config_from import default_of
@@ -53,7 +53,7 @@ def envsimbench_import(context: AssetExecutionContext, config: EnvSimBenchImport
         context.log.info(f"{r.version}: {r.samples} samples from {r.files}; strata {r.strata}; skipped {len(r.skipped)}; "
                          f"change_count mismatches {len(r.change_count_mismatches)}")
     return MaterializeResult(metadata={
-        "versions": MetadataValue.md(md_records(rows, list(rows[0]), limit=len(rows))),
-        "skipped": MetadataValue.md(md_records(problems, ["version", "id", "reason"], limit=100) if problems else "_none_"),
+        "versions": records_table(rows, list(rows[0]), limit=len(rows)),
+        "skipped": records_table(problems, ["version", "id", "reason"], limit=100),
         "strata": MetadataValue.json({r.version: r.strata for r in reports}),
     })

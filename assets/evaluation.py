@@ -4,11 +4,11 @@ from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Con
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from assets.metadata import frame_table
 from pipeline.evaluate import results
 from pipeline.evaluate.run import Scored, score_all
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec
-from pipeline.core.report import md_table
 from resources import DataStoreResource
 from resources.config_from import config_from
 
@@ -58,10 +58,11 @@ def simulator_eval(
         with duckdb.get_connection() as con:
             table = results.summary(con, run_ids)
         raise Failure(description="; ".join(endpoint_failures),
-                      metadata={"split_version": version, "summary": MetadataValue.md(md_table(table, index=False))})
+                      metadata={"split_version": version, "summary": frame_table(table)})
     with duckdb.get_connection() as con:
         table = results.summary(con, run_ids)
         plot = results.cm_by_delta_plot(con, run_ids, layout.eval_dir(version) / "cm_by_delta.png")
+        scores = results.headline_scores(con, run_ids)
         oracle = con.execute("SELECT fm, cm, samples FROM eval_runs WHERE simulator = 'oracle' AND split_version = ?",
                              [version]).fetchone()
     check = [AssetCheckResult(check_name="oracle_is_perfect",
@@ -70,7 +71,9 @@ def simulator_eval(
     return MaterializeResult(
         metadata={
             "split_version": version,
-            "summary": MetadataValue.md(md_table(table, index=False)),
+            "samples": len(samples),
+            **scores,  # fm/<simulator>, cm/<simulator>, …: numbers, charted over runs in the Plots tab
+            "summary": frame_table(table),
             "cm_by_delta": MetadataValue.md(f"![CM vs |Δ|](data:image/png;base64,{plot})"),
             "plot_path": MetadataValue.path(str((layout.eval_dir(version) / "cm_by_delta.png").resolve())),
         },

@@ -7,11 +7,11 @@ import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
+from assets.metadata import frame_table, parquet_metadata
 from pipeline.export.hf_layout import export_split
 from pipeline.export.revisions import export_revision
 from pipeline.export.hub import push_export
 from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
-from pipeline.core.report import md_table
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from resources import DataStoreResource, HuggingFaceHubResource
 from resources.config_from import default_of
@@ -71,9 +71,10 @@ def _export(context: AssetExecutionContext, kind: str, config: ExportConfig, sto
             "rows": report.rows,
             "unchanged": unchanged,
             "hub": status,
-            "files": MetadataValue.md(md_table(files, index=False)),
+            "files": frame_table(files),
             "card": MetadataValue.md(report.card.split("---\n", 2)[2]),
             "path": MetadataValue.path(str(directory.resolve())),
+            **parquet_metadata(sorted((directory / "data").glob("*.parquet"))),
         },
         check_results=[
             AssetCheckResult(check_name=name, passed=not problems,

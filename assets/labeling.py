@@ -18,7 +18,7 @@ from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.labeling.quarantine import quarantine
 from pipeline.quality.suites import step_table_suite
-from pipeline.core.report import md_histogram, md_records, md_table
+from assets.metadata import counts_table, frame_table, parquet_metadata, records_table
 from pipeline.store import queries
 from pipeline.store.reconstruct import verify_steps
 from resources import CompositionResource, DataStoreResource, SandboxResource
@@ -69,13 +69,14 @@ def labeled_steps(
             "parts_reused": report.parts_reused,
             "trajectories_labeled_at_collection": report.prelabeled,  # each call executed once
             "steps_per_second": round(report.steps_per_second, 1),
-            "delta_by_outcome": MetadataValue.md(md_table(pivot) if pivot is not None else "_no steps_"),
-            "delta_histogram": MetadataValue.md(md_histogram(hist, "|Δ|")),
-            "benchmark_cell_candidates": MetadataValue.md(md_table(cells, index=False) if cells is not None else "_none_"),
-            "balance2_candidates": MetadataValue.md(md_table(groups, index=False) if groups is not None else "_none_"),
-            "environments_covered": MetadataValue.md(md_table(envs, index=False) if envs is not None else "_none_"),
-            "issues": MetadataValue.md(md_records(report.issues, ["task_id", "stage", "reason"])),
+            "delta_by_outcome": frame_table(pivot.rename_axis("delta_size"), index=True) if pivot is not None else records_table([], ["delta_size"]),
+            "delta_histogram": counts_table(hist, "delta_size"),
+            "benchmark_cell_candidates": frame_table(cells) if cells is not None else records_table([], ["cell"]),
+            "balance2_candidates": frame_table(groups) if groups is not None else records_table([], ["group"]),
+            "environments_covered": frame_table(envs) if envs is not None else records_table([], ["env_id"]),
+            "issues": records_table(report.issues, ["task_id", "stage", "reason"]),
             "path": MetadataValue.path(str(layout.steps_dir.resolve())),
+            **parquet_metadata(layout.step_parts()),
             **({"partition": layout.partition} if layout.partition is not None else {}),
         }
     )
@@ -130,7 +131,7 @@ def relabel_is_deterministic(
             "explored_steps_compared": report.explored_compared,
             "nondeterministic_environments": ", ".join(report.environments()) or "none",
             "excluded_steps": len(report.excluded),
-            "excluded_by_env": MetadataValue.md(md_records(by_env, ["env_id", "excluded_steps"]) if by_env else "_none_"),
+            "excluded_by_env": records_table(by_env, ["env_id", "excluded_steps"]),
             "mismatches": MetadataValue.md("\n".join(f"- {m[:500]}" for m in report.mismatches[:50]) or "_none_"),
             "findings": MetadataValue.path(str(report.path.resolve())) if report.path else "",
         },

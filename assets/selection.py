@@ -17,9 +17,9 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from assets.metadata import frame_table, parquet_metadata
 from pipeline.core import profile
 from pipeline.quality.suites import composition_suite, overlap_suite
-from pipeline.core.report import md_table
 from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture, strata_report
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
 from pipeline.store.versions import BENCHMARK, SplitStore
@@ -55,12 +55,13 @@ def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb
             "steps": report.steps,
             "usable_steps": report.usable,
             "input_fingerprint": report.fingerprint,
-            "cells": MetadataValue.md(md_table(cells, index=False)),
+            "cells": frame_table(cells),
             "nondeterministic_excluded": int(nondet["steps"].sum()) if len(nondet) else 0,
-            "excluded_by_env": MetadataValue.md(md_table(exclusions, index=False) if len(exclusions) else "_none_"),
-            "benchmark_cell_candidates": MetadataValue.md(md_table(queries.cell_coverage(layout, in_force), index=False)),
-            "balance2_candidates": MetadataValue.md(md_table(queries.balance2_coverage(layout, in_force), index=False)),
+            "excluded_by_env": frame_table(exclusions),
+            "benchmark_cell_candidates": frame_table(queries.cell_coverage(layout, in_force)),
+            "balance2_candidates": frame_table(queries.balance2_coverage(layout, in_force)),
             "path": MetadataValue.path(str(report.path.resolve())),
+            **parquet_metadata([report.path]),
         },
         data_version=DataVersion(report.fingerprint),
     )
@@ -97,9 +98,10 @@ def _selection_metadata(result: SelectionResult) -> dict:
         "input_fingerprint": result.spec["input"],
         "samples": result.samples,
         "shortfalls": len(result.shortfalls),
-        "strata": MetadataValue.md(md_table(table, index=False)),
+        "strata": frame_table(table),
         "shortfall_detail": MetadataValue.md(result.shortfall_message() or "_none_"),
         "path": MetadataValue.path(result.path),
+        **parquet_metadata([result.path]),
     }
 
 
@@ -124,7 +126,7 @@ def benchmark_split(
     envs = pd.read_parquet(result.path, columns=["env_id", "stratum"]).groupby("env_id").size().rename("samples").reset_index()
     return MaterializeResult(
         metadata={**_selection_metadata(result), "environments": len(envs),
-                  "env_coverage": MetadataValue.md(md_table(envs.sort_values("samples", ascending=False), index=False))},
+                  "env_coverage": frame_table(envs.sort_values("samples", ascending=False))},
         check_results=[_composition_check("composition_matches", result, config.on_shortfall)],
         data_version=DataVersion(result.version),
     )

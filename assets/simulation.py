@@ -25,12 +25,12 @@ from pydantic import Field
 
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
+from assets.metadata import frame_table
 from pipeline.collect.agent import AgentSettings
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import make_simulator
-from pipeline.core.report import md_table
 from pipeline.rollouts import store as rollout_store
 from pipeline.rollouts.loop import RolloutTask, ToolCode, run_id, simulate
 from pipeline.rollouts.sft import export_rollouts
@@ -109,7 +109,7 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
         check_name="oracle_never_drifts", passed=not oracle[0] or (oracle[1] == 0 and oracle[2] == 1),
         metadata={"oracle": f"{oracle[0]} steps, max drift {oracle[1]}" if oracle[0] else "oracle was not rolled out"})]
     return MaterializeResult(
-        metadata={"rollout_tasks": len(tasks), "summary": MetadataValue.md(md_table(table, index=False)),
+        metadata={"rollout_tasks": len(tasks), "summary": frame_table(table),
                   "drift_by_step": MetadataValue.md(f"![drift vs step](data:image/png;base64,{plot})"),
                   "plot_path": MetadataValue.path(str(plot_path.resolve()))},
         check_results=checks,
@@ -177,7 +177,7 @@ def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig,
         context.log.warning(f"curriculum {sel.version} under-filled: {sel.shortfall_message()}")
     return MaterializeResult(metadata={"version": sel.version, "evaluation_run": rid, "weighting": describe(spec),
                                        "samples": sel.samples, "benchmark_version": sel.spec["benchmark"],
-                                       "groups": MetadataValue.md(md_table(groups, index=False)), "path": MetadataValue.path(sel.path)})
+                                       "groups": frame_table(groups), "path": MetadataValue.path(sel.path)})
 
 
 simulation = define_asset_job("simulation", selection=["simulated_rollouts", "rollout_sft_dataset"],

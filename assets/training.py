@@ -15,6 +15,7 @@ from duckdb import Error as DuckDBError
 from pydantic import Field
 
 from assets.evaluation import EvalConfig
+from assets.metadata import frame_table
 from pipeline.evaluate import results
 from pipeline.export.revisions import current_export
 from pipeline.store.versions import MIXTURE
@@ -25,7 +26,6 @@ from pipeline.training.llamafactory import (
     ZERO3_FILE, InvalidTrainingArguments, TrainSettings, base_model_revision, check_dataset, checkpoint_version,
     launch_env, library_versions, loss_plot, sft_config, tracking_env, train_needs, train_script, validate, write_config,
 )
-from pipeline.core.report import md_table
 from resources import DataStoreResource, JobLauncherResource
 from resources.config_from import config_from
 
@@ -260,8 +260,8 @@ def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, st
     groups = pd.DataFrame([{"run": rid, "parse_failures": s["parse_failures"], **s["cm_by_group"]} for rid, s in report["runs"].items()])
     metadata: dict[str, Any] = {
         "job_id": job.job_id, "split_version": report["split_version"], "samples": report["samples"],
-        "summary": MetadataValue.md(md_table(table, index=False)),
-        "cm_by_group_from_job": MetadataValue.md(md_table(groups, index=False)),
+        "summary": frame_table(table),
+        "cm_by_group_from_job": frame_table(groups),
     }
     if info:
         run = report["runs"][info["run_id"]]

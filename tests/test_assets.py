@@ -1,12 +1,22 @@
 """The Dagster assets and checks, materialized for real with dagster.materialize()."""
 
-from dagster import materialize
+from dagster import MarkdownMetadataValue, TableMetadataValue, materialize
 
 from assets.collection import trajectories
 from assets.environments import environment_catalog
 from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic
 from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from tests.bad_tasks import bad_task_file
+from tests.metadata import text
+
+
+def assert_real_tables(metadata: dict) -> None:
+    """No Markdown pipe table anywhere: every tabular summary is table metadata with a column schema."""
+    for key, value in metadata.items():
+        if isinstance(value, MarkdownMetadataValue):
+            assert "|---" not in value.value and "|:--" not in value.value and "| ---" not in value.value, key
+        if isinstance(value, TableMetadataValue):
+            assert value.schema.columns and all(c.type for c in value.schema.columns), key
 
 
 def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
@@ -34,12 +44,19 @@ def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
     assert mats["environment_catalog"]["environments"].value == 8
     traj = mats["trajectories"]
     assert traj["trajectories"].value == 3 and traj["rejected_tasks"].value == 4
-    assert "unknown_tool" in traj["rejected"].value and "load_raises" in traj["rejected"].value
+    assert "unknown_tool" in text(traj["rejected"]) and "load_raises" in text(traj["rejected"])
     assert traj["agent"].value.startswith("skipped: no model endpoint configured")
     steps = mats["labeled_steps"]
     assert steps["steps"].value == 7
-    assert "| total |" in steps["delta_by_outcome"].value
-    assert "square_root" in steps["issues"].value
+    table = steps["delta_by_outcome"]
+    assert [c.name for c in table.schema.columns][:2] == ["delta_size", "success"]
+    assert table.records[-1].data["delta_size"] == "total" and table.records[-1].data["total"] == 7
+    assert "square_root" in text(steps["issues"])
+    assert steps["dagster/row_count"].value == 7
+    assert {"step_id", "delta_size", "outcome"} <= {c.name for c in steps["dagster/column_schema"].schema.columns}
+    assert traj["dagster/row_count"].value == 3 and mats["environment_catalog"]["dagster/row_count"].value == 8
+    for metadata in mats.values():
+        assert_real_tables(metadata)
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"delta_roundtrip": True, "relabel_is_deterministic": True}
 

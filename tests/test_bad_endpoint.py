@@ -25,6 +25,7 @@ from pipeline.core.protocol import messages
 from tests.layouts import benchmark_split
 from tests.fake_openai import DEEP, FakeOpenAI
 from tests.test_evaluate import run, rows  # the harness driver the evaluation tests use
+from tests.metadata import text
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +232,7 @@ def test_failing_endpoint_fails_the_asset_and_a_fixed_rerun_resumes(split, tmp_p
         assert result.success and asked == len(broken)  # only the failed samples are asked again
         assert runs()["fake"] == (n, n, 0, 100.0)
         meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
-        assert "request_failed" in meta["summary"].value
+        assert "request_failed" in text(meta["summary"])
 
 
 def test_eval_job_fails_the_same_way_after_recording(split, tmp_path):

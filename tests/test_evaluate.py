@@ -18,6 +18,7 @@ from pipeline.evaluate.run import score, score_all
 from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
 from tests.layouts import benchmark_split
 from tests.fake_openai import FakeOpenAI
+from tests.metadata import text
 
 S0 = {"a": {"b": 1, "c": 2}, "n": 0}
 S1 = {"a": {"c": 3}, "n": 0}  # b removed, c modified
@@ -236,7 +237,7 @@ def test_eval_asset_oracle_and_no_change(split, tmp_path):
     assert result.success
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
-    assert "data:image/png;base64," in meta["cm_by_delta"].value and "oracle@" in meta["summary"].value
+    assert "data:image/png;base64," in meta["cm_by_delta"].value and "oracle@" in text(meta["summary"])
     con = duckdb.connect(str(db), read_only=True)
     runs = dict(con.execute("SELECT simulator, cm FROM eval_runs").fetchall())
     zero_share = round(100 * sum(s["delta_size"] == 0 for s in samples) / len(samples), 1)

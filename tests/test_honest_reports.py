@@ -19,6 +19,7 @@ from pipeline.store.layout import DataLayout
 from pipeline.core.strata import Cell
 from resources import DataStoreResource, EnvironmentSourcesResource, EnvScalerCorpusConfig
 from tests.hub_corpus import write_hub_corpus
+from tests.metadata import text
 
 
 def _catalog(tmp_path, **sources):
@@ -37,13 +38,13 @@ def test_catalog_does_not_count_disabled_sources(tmp_path):
     meta = _catalog(tmp_path / "a", builtin=False, bfcl_categories=[], bfcl_replay=False, envscaler=corpus)
     listed = pq.read_table(tmp_path / "a" / "data" / "environments.parquet").column("env_id").to_pylist()
     assert meta["environments"].value == 3 == len(listed) and all(e.startswith("envscaler/") for e in listed)
-    assert "bfcl" in meta["disabled_sources"].value and "builtin: false" in meta["disabled_sources"].value
-    assert "bfcl" not in meta["by_source"].value and "builtin" not in meta["by_source"].value
+    assert "bfcl" in text(meta["disabled_sources"]) and "builtin: false" in text(meta["disabled_sources"])
+    assert "bfcl" not in text(meta["by_source"]) and "builtin" not in text(meta["by_source"])
     # bfcl categories given but neither replayed nor explored: still disabled
     meta = _catalog(tmp_path / "b", builtin=True, bfcl_replay=False, bfcl_explore=False, envscaler=[])
     assert meta["environments"].value == len(builtin.parsed_items())
-    assert "bfcl_replay and bfcl_explore are off" in meta["disabled_sources"].value
-    assert "no EnvScaler corpus" in meta["disabled_sources"].value
+    assert "bfcl_replay and bfcl_explore are off" in text(meta["disabled_sources"])
+    assert "no EnvScaler corpus" in text(meta["disabled_sources"])
 
 
 def test_enabled_sources_rules():

@@ -19,6 +19,7 @@ from pipeline.rollouts.sft import export_rollouts
 from pipeline.rollouts.shadow import shadow_all
 from tests.fake_openai import FakeOpenAI
 from tests.layouts import collected_builtin
+from tests.metadata import text
 
 
 @pytest.fixture(scope="module")
@@ -274,7 +275,7 @@ def test_assets_materialize_with_metadata_and_oracle_check(layout, tmp_path):
     assert result.success
     meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()}
     assert meta["simulated_rollouts"]["rollout_tasks"].value == 8
-    assert "oracle@recorded" in meta["simulated_rollouts"]["summary"].value
+    assert "oracle@recorded" in text(meta["simulated_rollouts"]["summary"])
     assert meta["simulated_rollouts"]["drift_by_step"].value.startswith("![drift vs step](data:image/png;base64,")
     # the baselines only: the oracle's 8 rollouts are verified, no_change's that drifted are dropped
     assert meta["rollout_sft_dataset"]["kept"].value >= 8 and meta["rollout_sft_dataset"]["dropped"].value >= 1

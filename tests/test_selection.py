@@ -269,11 +269,10 @@ def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout,
                                     "composition": CompositionResource(cells=[CellConfig(**c) for c in cells],
                                                                        mixture_sizes={"simple": 9})})
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
-    candidates = meta["benchmark_cell_candidates"].value
-    assert re.search(r"\|\s*reads\s*\|\s*7\s*\|", candidates) and re.search(r"\|\s*writes\s*\|\s*5\s*\|", candidates)
-    assert "medium_3" not in candidates
-    groups = meta["balance2_candidates"].value
-    assert re.search(r"\|\s*simple\s*\|\s*9\s*\|", groups) and "complex" not in groups
+    candidates = {r.data["cell"]: r.data for r in meta["benchmark_cell_candidates"].records}
+    assert set(candidates) == {"reads", "writes"} and candidates["reads"]["quota"] == 7 and candidates["writes"]["quota"] == 5
+    groups = {r.data["group"]: r.data for r in meta["balance2_candidates"].records}
+    assert set(groups) == {"simple"} and groups["simple"]["wanted"] == 9
 
     comp = Composition(tuple(Cell(**c) for c in cells), {"simple": 9})
     table = queries.cell_coverage(layout, comp).set_index("cell")

@@ -121,6 +121,15 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
     return overall
 
 
+def headline_scores(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, float]:
+    """``<metric>/<simulator>`` -> score (FM, CM, cm_reference, fm_reference) of each run: numbers a run
+    history can chart."""
+    rows = con.execute("SELECT simulator, fm, cm, cm_reference, fm_reference FROM eval_runs "
+                       "WHERE run_id IN (SELECT unnest(?)) ORDER BY simulator", [run_ids]).fetchall()
+    return {f"{metric}/{row[0]}": float(value) for row in rows
+            for metric, value in zip(("fm", "cm", "cm_reference", "fm_reference"), row[1:]) if value is not None}
+
+
 #: what a per-cell or per-|Δ|-bucket report shows of each run: answered samples, parse rate and the metrics
 _REPORT = ("count(*) AS samples, count(*) FILTER (WHERE {a}) AS answered, "
            "round(100 * avg(parse_ok::INT) FILTER (WHERE {a}), 1) AS parse_pct, "
