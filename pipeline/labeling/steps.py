@@ -4,7 +4,9 @@ The steps table is written as resumable parts: trajectories are taken in table o
 each chunk's part file is named by a content key (labeler version, limits, source code versions,
 trajectory fingerprints). A part that exists is reused, so re-running is idempotent and an
 interrupted run resumes where it stopped; parts from older inputs are removed only after a run
-completes.
+completes. A part's sidecar (``.issues.json``) keeps its issues, call timings and the trajectories
+the stage *executed* (``executed``; the others' labels were kept from collection), which tells the
+determinism check which labels come from a second execution (:func:`executed_at_labeling`).
 
 Partitioned (``ENVSIM_SHARDS``; a partition-scoped ``DataLayout``): only the partition's
 trajectories are labeled, into ``steps/part-<partition>-<key>.parquet``, and the clean-up touches
