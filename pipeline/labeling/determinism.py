@@ -179,7 +179,8 @@ def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 2
     stored: dict[tuple[str, int], dict[str, Any]] = {
         (s["trajectory_id"], s["step_index"]): s
         for s in _steps(parts, ["trajectory_id", "step_index", *LABEL_FIELDS], "trajectory_id", sampled)}
-    for traj, result in sandbox.run(iter_trajectories(layout, ids=sampled), fresh_children=True):
+    runs = sandbox.run(iter_trajectories(layout, ids=sampled), fresh_children=True) if sampled else iter(())
+    for traj, result in runs:
         tid, env = traj.trajectory_id, traj.env_id
         old = {i for (t, i) in stored if t == tid}
         if result["init"] is None:
