@@ -176,13 +176,14 @@ def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 2
                          "s'_t differs between exploration and labeling (same frozen clock and seeds)")
 
     # re-execution in freshly forked children, compared with the stored labels
-    stored: dict[tuple[str, int], dict[str, Any]] = {
-        (s["trajectory_id"], s["step_index"]): s
-        for s in _steps(parts, ["trajectory_id", "step_index", *LABEL_FIELDS], "trajectory_id", sampled)}
+    stored: dict[str, dict[int, dict[str, Any]]] = {}  # trajectory -> step index -> stored labels
+    for s in _steps(parts, ["trajectory_id", "step_index", *LABEL_FIELDS], "trajectory_id", sampled):
+        stored.setdefault(s["trajectory_id"], {})[s["step_index"]] = s
     runs = sandbox.run(iter_trajectories(layout, ids=sampled), fresh_children=True) if sampled else iter(())
     for traj, result in runs:
         tid, env = traj.trajectory_id, traj.env_id
-        old = {i for (t, i) in stored if t == tid}
+        steps = stored.get(tid, {})
+        old = set(steps)
         if result["init"] is None:
             if old:  # it reset once (its steps are stored), not now
                 flag(tid, env, 0, f"reset failed on re-execution: {str(result['init_error'])[:300]}")
@@ -194,7 +195,7 @@ def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 2
             flag(tid, env, min(set(fresh) ^ old), f"{len(fresh)} steps re-executed, {len(old)} stored")
         for index in sorted(set(fresh) & old):
             report.steps_compared += 1
-            a, b = fresh[index], stored[(tid, index)]
+            a, b = fresh[index], steps[index]
             diffs = [f for f in LABEL_FIELDS if _normalise(a.get(f)) != _normalise(b[f])]
             if diffs:
                 flag(tid, env, index, f"{', '.join(diffs)} differ on re-execution")
