@@ -162,18 +162,22 @@ def test_nondeterministic_environment_fails_the_check_and_is_quarantined(tmp_pat
 @pytest.mark.slow
 @pytest.mark.parametrize("strict", [False, True])
 def test_forge_run_quarantines_the_nondeterministic_environment(tmp_path, strict):
-    """``./forge run`` names the environment and exits 0 (quarantined); with ENVSIM_STRICT=1 it fails."""
+    """``./forge run`` names the environment and exits 0 (quarantined: the good environments' steps make the
+    splits); with ENVSIM_STRICT=1 it fails. (A corpus of only that environment would leave no usable step:
+    the benchmark split then fails the run.)"""
     import os
     import subprocess
 
-    envs, scenarios = write_hub_corpus(tmp_path / "corpus", nondeterministic=True)
+    envs, scenarios = write_hub_corpus(tmp_path / "corpus", nondeterministic=True, mixed=True)
     config = tmp_path / "run.yaml"
     config.write_text(json.dumps({  # YAML is a superset of JSON
         "resources": {"sources": {"config": {
             "builtin": False, "bfcl_categories": [], "bfcl_replay": False,
             "envscaler": [{"env_items": str(envs), "scenarios": str(scenarios[0]),
-                           "more_scenarios": [str(p) for p in scenarios[1:]]}]}}},
-        "ops": {"trajectories": {"config": {"call_budget": 40, "min_envs": 1}}},
+                           "more_scenarios": [str(p) for p in scenarios[1:]]}]}},
+            # a small benchmark, so that the mixture (decontaminated by task) keeps samples of this small corpus
+            "composition": {"config": {"cells": [{"name": "write", "group": "simple", "quota": 2, "delta_min": 1, "delta_max": 12}]}}},
+        "ops": {"trajectories": {"config": {"call_budget": 160, "min_envs": 1}}},
     }))
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "ENVSIM_DATA_ROOT": str(tmp_path / "data"), "DAGSTER_HOME": str(tmp_path / "home"),
