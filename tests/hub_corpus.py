@@ -160,10 +160,14 @@ def hub_files(nondeterministic: bool = False) -> dict[str, list[dict]]:
     }
 
 
-def write_hub_corpus(directory: Path, nondeterministic: bool = False) -> tuple[Path, list[Path]]:
-    """The corpus as downloaded files: env items (JSON list) and two scenario files (JSON list, JSON lines)."""
+def write_hub_corpus(directory: Path, nondeterministic: bool = False, mixed: bool = False) -> tuple[Path, list[Path]]:
+    """The corpus as downloaded files: env items (JSON list) and two scenario files (JSON list, JSON lines);
+    ``mixed``: the good environments and the non-deterministic one together."""
     directory.mkdir(parents=True, exist_ok=True)
     files = hub_files(nondeterministic)
+    if mixed:
+        good = hub_files()
+        files = {k: good[k] + files[k] for k in good}
     envs = directory / "EnvScaler-191-Env.json"
     envs.write_text(json.dumps(files["envs"], indent=1))
     rl = directory / "EnvScaler-RL-Scenario.json"

@@ -31,7 +31,7 @@ VARIABLES = (
     "ENVSIM_DATA_ROOT", "ENVSIM_PROFILE", "ENVSIM_SHARDS", "ENVSIM_EXECUTOR", "ENVSIM_EXECUTOR_CONFIG",
     "ENVSIM_MAX_CONCURRENT", "ENVSIM_LAUNCHER", "ENVSIM_SLURM_PARTITION", "SLURM_CONF", "ENVSIM_SANDBOX",
     "ENVSIM_SANDBOX_WORKERS", "ENVSIM_LLAMAFACTORY_PYTHON", "ENVSIM_SERVE_PYTHON", "ENVSIM_DUCKDB_MEMORY", "ENVSIM_DUCKDB_THREADS",
-    "ENVSIM_SPLIT_CRON",
+    "ENVSIM_SPLIT_CRON", "ENVSIM_STRICT",
 )
 
 
@@ -73,6 +73,9 @@ class Settings:
     duckdb_threads: int | None = None
     #: ``ENVSIM_SPLIT_CRON``: the weekly split regeneration schedule (UTC)
     split_cron: str = "0 4 * * 1"
+    #: ``ENVSIM_STRICT``: a quarantined environment (non-deterministic or unverified labels) fails the run
+    #: instead of being excluded while the others go on (``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``)
+    strict: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -96,7 +99,18 @@ def _parse(values: tuple[str | None, ...]) -> Settings:
             raise SettingsError(f"{name} must be a whole number >= {minimum}, got {text!r}")
         return number
 
+    def flag(name: str) -> bool | None:
+        text = raw[name]
+        if text is None:
+            return None
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise SettingsError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {text!r}")
+
     default = Settings()
+    strict = flag("ENVSIM_STRICT")
     return Settings(
         data_root=Path(raw["ENVSIM_DATA_ROOT"] or default.data_root),
         profile=raw["ENVSIM_PROFILE"] or default.profile,
@@ -114,6 +128,7 @@ def _parse(values: tuple[str | None, ...]) -> Settings:
         duckdb_memory=raw["ENVSIM_DUCKDB_MEMORY"] or default.duckdb_memory,
         duckdb_threads=whole("ENVSIM_DUCKDB_THREADS", 0) or None,
         split_cron=raw["ENVSIM_SPLIT_CRON"] or default.split_cron,
+        strict=default.strict if strict is None else strict,
     )
 
 

@@ -12,12 +12,28 @@ a deterministic function of (trajectory id, run seed, clock start, step):
   time is UTC (the sandbox runs with ``TZ=UTC``); ``now()`` is naive UTC, ``now(tz)`` aware.
 * **monotonic clocks** — ``time.monotonic/perf_counter`` (and ``_ns``) advance by ``TICK_SECONDS``
   on every read, so durations are positive and busy-wait loops end; the real ones stay available
-  as ``REAL.monotonic`` / ``REAL.perf_counter`` for the sandbox's own bookkeeping.
+  as ``REAL.monotonic`` / ``REAL.perf_counter`` for the sandbox's own bookkeeping. Before action *i*
+  the counter is raised to at least ``1000 + (i + 1) × STEP_SECONDS``, so a step's readings do not
+  depend on how many reads earlier steps made.
+* **CPU clocks** — ``time.process_time/thread_time`` (and ``_ns``) read a counter that advances by
+  ``TICK_SECONDS`` per read (at least ``(i + 1) × CPU_STEP_SECONDS`` at action *i*).
+* **every clock id** — ``time.clock_gettime/clock_gettime_ns``: ``CLOCK_REALTIME`` (``_COARSE``,
+  ``_ALARM``, ``CLOCK_TAI``) read the frozen wall clock, the CPU-time ids the CPU counter, every other
+  id (``MONOTONIC``, ``_RAW``, ``_COARSE``, ``BOOTTIME``…) the monotonic counter.
+* **process times** — ``os.times()`` gives (CPU counter, 0, 0, 0, monotonic counter).
+* **uptime** — ``open``/``io.open`` (hence ``pathlib``) of ``/proc/uptime`` give
+  ``"<monotonic counter> 0.00"`` instead of the kernel's file. Reading it with ``os.open``/``os.read``
+  is not intercepted (nor are other ``/proc`` files, ``resource.getrusage``, or an object's
+  address, ``id()``): what still differs between two executions is the determinism check's to
+  catch (:mod:`pipeline.labeling.determinism`), and its environment is quarantined.
 * **randomness** — the global ``random`` generator, ``random.SystemRandom``, ``secrets``,
-  ``os.urandom``, ``uuid.uuid4`` and ``uuid.uuid1`` draw from a stream seeded by
+  ``os.urandom``, ``os.getrandom``, ``uuid.uuid4`` and ``uuid.uuid1`` draw from a stream seeded by
   ``blake2b(seed, trajectory id, phase)``; the phase is ``reset`` and then each step index, so a
   step's draws do not depend on how much earlier steps consumed (a resumed child that skips a lost
-  call reproduces the later steps exactly).
+  call reproduces the later steps exactly). A generator seeded from the OS — ``random.Random()``,
+  ``random.Random(None)``, ``random.seed()``, ``r.seed()`` with no argument — is seeded from that
+  stream instead, and so are ``tempfile``'s random names (``mkstemp``, ``mkdtemp``,
+  ``NamedTemporaryFile``…: its name generator is dropped at every phase and re-made from the stream).
 
 ``datetime.datetime``/``datetime.date`` are replaced by subclasses (a metaclass keeps
 ``isinstance`` true for instances of the real classes both ways; arithmetic and parsing work as
@@ -31,13 +47,16 @@ by ``ENV_MODULE_PREFIXES`` (default: ``bfcl_eval``); infrastructure modules (``t
 
 from __future__ import annotations
 
+import builtins
 import copyreg
 import datetime as _dt
 import hashlib
+import io
 import os
 import random as _random
 import secrets as _secrets
 import sys
+import tempfile as _tempfile
 import time as _time
 import types
 import uuid as _uuid
@@ -48,6 +67,13 @@ from pipeline.core.clock import DEFAULT_CLOCK_START, STEP_SECONDS, parse_clock_s
 
 #: the monotonic clocks advance this much per read
 TICK_SECONDS = 0.001
+#: the CPU clocks read at least ``(i + 1) × CPU_STEP_SECONDS`` at action *i*
+CPU_STEP_SECONDS = 1.0
+#: ``clock_gettime`` ids that read the wall clock, and those that read the CPU counter
+_WALL_CLOCK_IDS = {getattr(_time, n) for n in ("CLOCK_REALTIME", "CLOCK_TAI") if hasattr(_time, n)} | {5, 8}
+_CPU_CLOCK_IDS = {getattr(_time, n) for n in ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID") if hasattr(_time, n)}
+#: files whose ``open()`` gives a frozen content
+UPTIME = "/proc/uptime"
 #: modules imported before the fork whose early-bound names (``from datetime import datetime``,
 #: ``from time import time``) are rebound
 ENV_MODULE_PREFIXES: tuple[str, ...] = ("bfcl_eval",)
@@ -63,6 +89,11 @@ REAL = types.SimpleNamespace(
     asctime=_time.asctime, urandom=os.urandom, uuid1=_uuid.uuid1, uuid4=_uuid.uuid4,
     SystemRandom=_random.SystemRandom, secrets_sysrand=_secrets._sysrand,
     secrets_choice=_secrets.choice, secrets_randbits=_secrets.randbits,
+    clock_gettime=_time.clock_gettime, clock_gettime_ns=_time.clock_gettime_ns,
+    process_time=_time.process_time, process_time_ns=_time.process_time_ns,
+    thread_time=_time.thread_time, thread_time_ns=_time.thread_time_ns,
+    times=os.times, getrandom=getattr(os, "getrandom", None), open=builtins.open, io_open=io.open,
+    random_seed=_random.seed, Random_seed=_random.Random.seed,
 )
 """The real functions and classes, as they were when this module was imported."""
 
@@ -77,7 +108,8 @@ class _Clock:
         self.start = parse_clock_start(self.clock_start)
         self.now = self.start
         self.mono = 1000.0
-        self.rng = _random.Random()
+        self.cpu = 0.0
+        self.rng = _random.Random(0)
         self.phase("reset")
 
     def seed_for(self, phase: str) -> int:
@@ -88,10 +120,15 @@ class _Clock:
         seed = self.seed_for(name)
         self.rng.seed(seed)
         _random.seed(seed ^ 0x5EED)
+        _tempfile._name_sequence = None  # re-made (seeded from the stream) at the next temp name
 
     def tick(self) -> float:
         self.mono += TICK_SECONDS
         return self.mono
+
+    def cpu_tick(self) -> float:
+        self.cpu += TICK_SECONDS
+        return self.cpu
 
 
 _CLOCK: list[_Clock] = []
@@ -248,10 +285,78 @@ class _SecretsRandom:
         return getattr(_clock().rng, name)
 
 
+def _cpu_time() -> float:
+    return _clock().cpu_tick()
+
+
+def _cpu_time_ns() -> int:
+    return int(round(_clock().cpu_tick() * 1_000_000_000))
+
+
+def _clock_gettime(clk_id: int) -> float:
+    if clk_id in _WALL_CLOCK_IDS:
+        return _clock().now
+    if clk_id in _CPU_CLOCK_IDS:
+        return _clock().cpu_tick()
+    REAL.clock_gettime(clk_id)  # an invalid id raises as before
+    return _clock().tick()
+
+
+def _clock_gettime_ns(clk_id: int) -> int:
+    return int(round(_clock_gettime(clk_id) * 1_000_000_000))
+
+
+def _times() -> os.times_result:
+    c = _clock()
+    return os.times_result((c.cpu_tick(), 0.0, 0.0, 0.0, c.tick()))
+
+
+def _getrandom(size: int, flags: int = 0) -> bytes:
+    if int(size) < 0:
+        raise ValueError("negative argument not allowed")
+    return _clock().rng.randbytes(int(size))
+
+
+def _random_seed(a: Any = None, version: int = 2) -> None:
+    """``random.seed``: no argument (or ``None``) seeds from the trajectory's stream, not the OS."""
+    _random._inst.seed(a, version)
+
+
+def _Random_seed(self: _random.Random, a: Any = None, version: int = 2) -> None:
+    """``random.Random.seed`` (also what ``Random()`` calls): ``None`` draws the seed from the stream."""
+    if a is None:
+        a = _clock().rng.getrandbits(128) if self is not _clock().rng else 0
+    REAL.Random_seed(self, a, version)
+
+
+def _is_uptime(file: Any) -> bool:
+    try:
+        path = os.fspath(file)
+    except TypeError:
+        return False  # a file descriptor
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "replace")
+    return isinstance(path, str) and os.path.normpath(path) == UPTIME
+
+
+def _uptime_text() -> str:
+    return f"{_clock().tick():.2f} 0.00\n"
+
+
+def _open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+    """``open``/``io.open``: ``/proc/uptime`` reads the frozen monotonic counter."""
+    if _is_uptime(file) and isinstance(mode, str) and set(mode) <= set("rbt"):
+        text = _uptime_text()
+        return io.BytesIO(text.encode()) if "b" in mode else io.StringIO(text)
+    return REAL.open(file, mode, *args, **kwargs)
+
+
 _TIME_PATCHES = {
     "time": _time_time, "time_ns": _time_time_ns, "monotonic": _monotonic, "monotonic_ns": _monotonic_ns,
     "perf_counter": _monotonic, "perf_counter_ns": _monotonic_ns, "localtime": _localtime, "gmtime": _gmtime,
     "strftime": _strftime, "ctime": _ctime, "asctime": _asctime,
+    "clock_gettime": _clock_gettime, "clock_gettime_ns": _clock_gettime_ns,
+    "process_time": _cpu_time, "process_time_ns": _cpu_time_ns, "thread_time": _cpu_time, "thread_time_ns": _cpu_time_ns,
 }
 
 
@@ -282,7 +387,10 @@ _EARLY: list[tuple[Any, str, int]] = []  # (module, attribute, id of the real ob
 
 def _replacements() -> dict[int, Any]:
     replacements: dict[int, Any] = {id(_REAL_DATETIME): FrozenDateTime, id(_REAL_DATE): FrozenDate,
-                                    id(REAL.urandom): _urandom, id(REAL.uuid1): _uuid1, id(REAL.uuid4): _uuid4}
+                                    id(REAL.urandom): _urandom, id(REAL.uuid1): _uuid1, id(REAL.uuid4): _uuid4,
+                                    id(REAL.times): _times, id(REAL.random_seed): _random_seed}
+    if REAL.getrandom is not None:
+        replacements[id(REAL.getrandom)] = _getrandom
     for name, fn in _TIME_PATCHES.items():
         replacements[id(getattr(REAL, name))] = fn
     return replacements
@@ -338,6 +446,13 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
     for name, fn in _TIME_PATCHES.items():
         _set(_time, name, fn)
     _set(os, "urandom", _urandom)
+    _set(os, "times", _times)
+    if REAL.getrandom is not None:
+        _set(os, "getrandom", _getrandom)
+    _set(builtins, "open", _open)
+    _set(io, "open", _open)
+    _set(_random.Random, "seed", _Random_seed)
+    _set(_random, "seed", _random_seed)
     _set(_uuid, "uuid4", _uuid4)
     _set(_uuid, "uuid1", _uuid1)
     _set(_random, "SystemRandom", SeededSystemRandom)
@@ -353,6 +468,8 @@ def at_step(step_index: int) -> None:
     executing — or silently replaying — that action)."""
     c = _clock()
     c.now = c.start + (step_index + 1) * STEP_SECONDS
+    c.mono = max(c.mono, 1000.0 + (step_index + 1) * STEP_SECONDS)
+    c.cpu = max(c.cpu, (step_index + 1) * CPU_STEP_SECONDS)
     c.phase(f"step:{step_index}")
 
 

@@ -1,57 +1,72 @@
-"""Determinism check (docs/definitions.md §4.4): labels must be reproducible, and what is not is made visible.
+"""Determinism check (docs/definitions.md §4.4): labels must be reproducible, and what is not is quarantined.
 
-Two comparisons, both against the stored step table:
+Each call is executed once to make its labels — most of them at collection (labels kept from collection,
+:mod:`pipeline.labeling.rows`), the rest at labeling — so the check executes again and compares values
+of two independent executions:
 
-* **exploration vs labeling** — every explored action carries the ``s'_t`` hash the policy saw when it
-  ran the call (``observed_after_hash``); labeling re-executed it from scratch under the same frozen
-  clock and seeds, so every explored step is compared, at no extra cost;
-* **re-execution** — a seeded sample of trajectories is re-executed in fresh processes and every label
-  field (all but timing) compared.
+* **re-execution** — at least ``per_env`` trajectories of *every* environment (prefering trajectories
+  with stored steps; labels kept from collection are candidates like any other), plus ``sample_size``
+  more drawn from the rest (``-1``: all), seeded, are executed again in freshly forked children
+  (``Sandbox.run(..., fresh_children=True)``, a new sandbox: other processes than the ones that made
+  the labels). The re-execution's own initial-state hash is compared with the trajectory's recorded
+  one, and its own labels of every step — observation, outcome, Δ, s_t and s'_t hashes, every
+  :data:`LABEL_FIELDS` column — with the stored step. A reset that fails on re-execution while the
+  stored trajectory has steps is a finding too.
+* **exploration vs labeling** — an explored action carries the s'_t hash the policy saw
+  (``observed_after_hash``); for trajectories the labeling stage *executed again* (their part's
+  sidecar lists them under ``executed``) that hash is compared with the labeled one. Labels kept
+  from collection *are* the observed values, so they are not compared with themselves.
 
-Steps that differ — and the later steps of their trajectory, whose ``s_t`` cannot be rebuilt from the
-initial config — are written to ``determinism/nondeterministic-<scope>.parquet`` with the reason;
-``step_strata`` excludes them from both splits. The report counts them per environment, and the
-asset check fails (blocking) naming the environments.
+An environment with a finding is **quarantined** (:mod:`pipeline.labeling.quarantine`, the one home of
+the concept): every one of its steps is written to ``determinism/nondeterministic-<scope>.parquet``
+with the reason (the differing step ``non-deterministic: …``, the later steps of its trajectory
+``after non-deterministic step N``, the environment's other steps ``non-deterministic environment
+(quarantined): …``); ``step_strata`` excludes them from both splits, and the other environments go
+on. The asset check fails with severity WARN naming the environments, or ERROR (blocking) with
+``strict``.
+
+What the sandbox freezes (:mod:`pipeline.execution.freeze`) reproduces; what it cannot freeze — an
+object's address, ``os.read`` of ``/proc`` files, ``resource.getrusage`` — is what this check catches.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
-from pipeline.store.parquet_io import atomic_path, write_table
 from pipeline.store.trajectories import iter_trajectories, iter_trajectory_rows
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.sandbox import Sandbox
+from pipeline.labeling.quarantine import FINDINGS, excluded_files, failed_checks, write_findings  # noqa: F401 (re-exported)
+from pipeline.labeling.steps import executed_at_labeling
 
 #: every label column (timing is not one: it is kept out of the step table)
 LABEL_FIELDS = schema.step_columns(schema.LABEL)
 
-NONDETERMINISTIC = pa.schema([
-    pa.field("step_id", pa.string(), nullable=False),
-    pa.field("trajectory_id", pa.string(), nullable=False),
-    pa.field("env_id", pa.string(), nullable=False),
-    pa.field("step_index", pa.int32(), nullable=False),
-    pa.field("reason", pa.string(), nullable=False),
-])
+NONDETERMINISTIC = FINDINGS  # the findings schema (one home: pipeline.labeling.quarantine)
+
+CHECK = "relabel_is_deterministic"
 
 
 @dataclass
 class DeterminismReport:
-    sampled: list[str] = field(default_factory=list)
+    sampled: list[str] = field(default_factory=list)  # trajectories re-executed
+    per_env: int = 0  # of which picked per environment (the rest: the extra sample)
     steps_compared: int = 0  # re-executed steps compared field by field
-    explored_compared: int = 0  # explored steps compared with what exploration observed
+    explored_compared: int = 0  # steps labeled by a second execution compared with what exploration observed
     mismatches: list[str] = field(default_factory=list)  # human-readable, one per finding
-    excluded: list[dict[str, Any]] = field(default_factory=list)  # NONDETERMINISTIC rows
+    reasons: dict[str, str] = field(default_factory=dict)  # quarantined environment -> its first finding
+    excluded: list[dict[str, Any]] = field(default_factory=list)  # FINDINGS rows
+    strict: bool = False
     path: Path | None = None
 
     @property
@@ -59,20 +74,25 @@ class DeterminismReport:
         return not self.mismatches
 
     def by_env(self) -> dict[str, int]:
-        """Excluded (non-deterministic or dependent) steps per environment."""
+        """Excluded steps per environment."""
         return dict(sorted(Counter(r["env_id"] for r in self.excluded).items()))
 
+    def quarantined(self) -> list[str]:
+        """Environments quarantined: a re-execution differed from their labels, or could not reset."""
+        return sorted(self.reasons)
+
     def environments(self) -> list[str]:
-        """Environments with at least one non-deterministic step (not counting dependent steps)."""
-        return sorted({r["env_id"] for r in self.excluded if not r["reason"].startswith("after ")})
+        """The non-deterministic (quarantined) environments."""
+        return self.quarantined()
 
     def headline(self) -> str:
         if self.ok:
-            return (f"deterministic: {self.explored_compared} explored steps and {self.steps_compared} re-executed "
-                    f"steps of {len(self.sampled)} trajectories reproduced exactly")
-        envs = self.environments()
-        return (f"NON-DETERMINISTIC labels in {len(envs)} environment(s): {', '.join(envs) or '(re-execution failures)'}; "
-                f"{len(self.excluded)} step(s) excluded from the splits")
+            return (f"deterministic: {self.steps_compared} re-executed steps of {len(self.sampled)} trajectories "
+                    f"({self.per_env} picked per environment) and {self.explored_compared} explored steps reproduced exactly")
+        envs = self.quarantined()
+        return (f"NON-DETERMINISTIC labels in {len(envs)} environment(s): {', '.join(envs) or '(unattributed)'}; "
+                f"quarantined: {len(self.excluded)} step(s) excluded from the splits"
+                + ("; strict: blocking" if self.strict else "; the other environments go on"))
 
 
 def _normalise(value: Any) -> Any:
@@ -88,98 +108,115 @@ def report_path(layout: DataLayout) -> Path:
     return layout.determinism_findings("nondeterministic")
 
 
-def excluded_files(layout: DataLayout) -> list[str]:
-    """The findings files that apply to the current step parts (a file written for other parts —
-    an older labeling — is ignored)."""
-    current = {Path(p).name for p in layout.step_parts()}
-    out = []
-    found = [*layout.determinism_dir.glob("nondeterministic-*.parquet"),
-             *layout.determinism_dir.glob("quarantine-*.parquet")]  # pipeline.labeling.quarantine
-    for path in sorted(found):
-        sidecar = path.with_suffix(".json")
-        try:
-            parts = set(json.loads(sidecar.read_text())["parts"])
-        except (OSError, ValueError, KeyError):
-            continue
-        if parts <= current:
-            out.append(str(path))
-    return out
+def _rank(seed: int, trajectory_id: str) -> bytes:
+    return hashlib.blake2b(f"{seed}:{trajectory_id}".encode(), digest_size=8).digest()
 
 
-def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 20, seed: int = 0) -> DeterminismReport:
-    """Compare explored steps with their observation and re-execute a seeded sample (``sample_size``
-    < 0: every trajectory); write the findings; return the report."""
+def pick(rows: list[dict[str, Any]], with_steps: set[str], per_env: int, sample_size: int, seed: int) -> tuple[list[str], int]:
+    """(trajectories to re-execute, how many of them were picked per environment): ``per_env`` per
+    environment — trajectories with stored steps first, seeded order — then ``sample_size`` more of the
+    rest (``< 0``: all of them)."""
+    by_env: dict[str, list[str]] = {}
+    for row in rows:
+        by_env.setdefault(row["env_id"], []).append(row["trajectory_id"])
+    chosen: list[str] = []
+    for env in sorted(by_env):
+        ranked = sorted(by_env[env], key=lambda t: (t not in with_steps, _rank(seed, t)))
+        chosen.extend(ranked[:max(0, per_env)])
+    picked = set(chosen)
+    rest = sorted(r["trajectory_id"] for r in rows if r["trajectory_id"] not in picked)
+    extra = rest if sample_size < 0 else random.Random(seed).sample(rest, min(sample_size, len(rest)))
+    return sorted(picked | set(extra)), len(chosen)
+
+
+def _steps(parts: list[str], columns: list[str], key: str, values: list[str]) -> list[dict[str, Any]]:
+    if not parts or not values:
+        return []
+    return ds.dataset(parts, format="parquet").to_table(columns=columns, filter=ds.field(key).isin(values)).to_pylist()
+
+
+def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 20, seed: int = 0, per_env: int = 1,
+                      strict: bool = False) -> DeterminismReport:
+    """Re-execute ``per_env`` trajectories of every environment plus a seeded sample of ``sample_size``
+    more (``< 0``: every trajectory) in fresh children and compare them with the stored labels; compare
+    steps labeled by a second execution with what exploration observed; quarantine the environments
+    with a finding; write the findings; return the report."""
 
     load_blobs(layout)
-    rows = list(iter_trajectory_rows(layout, columns=["trajectory_id", "env_id", "actions"]))
-    ids = sorted(r["trajectory_id"] for r in rows)
-    size = len(ids) if sample_size < 0 else min(sample_size, len(ids))
-    report = DeterminismReport(sampled=random.Random(seed).sample(ids, size))
     parts = layout.step_parts()
-    stored: dict[tuple[str, int], dict[str, Any]] = {}
+    rows = list(iter_trajectory_rows(layout, columns=["trajectory_id", "env_id", "initial_state_hash"]))
+    recorded = {r["trajectory_id"]: r["initial_state_hash"] for r in rows}
+    with_steps: set[str] = set()
     if parts:
-        table = ds.dataset(parts, format="parquet").to_table(
-            columns=["step_id", "trajectory_id", "env_id", "step_index", *LABEL_FIELDS])
-        for row in table.to_pylist():
-            stored[(row["trajectory_id"], row["step_index"])] = row
-    first_bad: dict[str, tuple[int, str, str]] = {}  # trajectory -> (step index, env, reason)
+        ids = ds.dataset(parts, format="parquet").to_table(columns=["trajectory_id"]).column("trajectory_id")
+        with_steps = set(pc.unique(ids).to_pylist())
+    sampled, per = pick(rows, with_steps, per_env, sample_size, seed)
+    report = DeterminismReport(sampled=sampled, per_env=per, strict=strict)
+    first_bad: dict[str, tuple[str, int, str]] = {}  # env -> (trajectory, step index, reason)
 
     def flag(traj_id: str, env_id: str, index: int, reason: str) -> None:
         report.mismatches.append(f"{env_id}: {traj_id}#{index}: {reason}")
-        if traj_id not in first_bad or index < first_bad[traj_id][0]:
-            first_bad[traj_id] = (index, env_id, reason)
+        if env_id not in first_bad or (traj_id, index) < first_bad[env_id][:2]:
+            first_bad[env_id] = (traj_id, index, reason)
 
-    for row in rows:
-        for index, action in enumerate(row["actions"] or []):
-            observed = action.get("observed_after_hash")
-            step = stored.get((row["trajectory_id"], index))
-            if not observed or step is None:
-                continue
-            report.explored_compared += 1
-            if step["state_after_hash"] != observed:
-                flag(row["trajectory_id"], row["env_id"], index,
-                     "s'_t differs between exploration and labeling (same frozen clock and seeds)")
-    if report.sampled:
-        # in freshly forked children: labels made in a reused child must equal a fresh process's
-        for traj, result in sandbox.run(iter_trajectories(layout, ids=report.sampled), fresh_children=True):
-            if result["init"] is None:
-                report.mismatches.append(f"{traj.env_id}: {traj.trajectory_id}: reset failed on re-execution: "
-                                         f"{str(result['init_error'])[:300]}")
-                continue
-            fresh = {s["step_index"]: s for s in result["steps"]}
-            old = {i for (t, i) in stored if t == traj.trajectory_id}
-            if set(fresh) != old:
-                report.mismatches.append(f"{traj.env_id}: {traj.trajectory_id}: {len(fresh)} steps re-executed, {len(old)} stored")
-            for index in sorted(set(fresh) & old):
-                report.steps_compared += 1
-                a, b = fresh[index], stored[(traj.trajectory_id, index)]
-                diffs = [f for f in LABEL_FIELDS if _normalise(a.get(f)) != _normalise(b[f])]
-                if diffs:
-                    flag(traj.trajectory_id, traj.env_id, index, f"{', '.join(diffs)} differ on re-execution")
-    for (traj_id, index), step in sorted(stored.items()):
-        bad = first_bad.get(traj_id)
-        if bad is None or index < bad[0]:
+    # exploration vs labeling: only where the labeling stage executed the trajectory a second time
+    executed = sorted(executed_at_labeling(layout) & with_steps)
+    if executed:
+        labeled = {(s["trajectory_id"], s["step_index"]): s["state_after_hash"]
+                   for s in _steps(parts, ["trajectory_id", "step_index", "state_after_hash"], "trajectory_id", executed)}
+        for row in iter_trajectory_rows(layout, columns=["trajectory_id", "env_id", "actions"], ids=executed):
+            for index, action in enumerate(row["actions"] or []):
+                observed = action.get("observed_after_hash")
+                after = labeled.get((row["trajectory_id"], index))
+                if not observed or after is None:
+                    continue
+                report.explored_compared += 1
+                if after != observed:
+                    flag(row["trajectory_id"], row["env_id"], index,
+                         "s'_t differs between exploration and labeling (same frozen clock and seeds)")
+
+    # re-execution in freshly forked children, compared with the stored labels
+    stored: dict[str, dict[int, dict[str, Any]]] = {}  # trajectory -> step index -> stored labels
+    for s in _steps(parts, ["trajectory_id", "step_index", *LABEL_FIELDS], "trajectory_id", sampled):
+        stored.setdefault(s["trajectory_id"], {})[s["step_index"]] = s
+    runs = sandbox.run(iter_trajectories(layout, ids=sampled), fresh_children=True) if sampled else iter(())
+    for traj, result in runs:
+        tid, env = traj.trajectory_id, traj.env_id
+        steps = stored.get(tid, {})
+        old = set(steps)
+        if result["init"] is None:
+            if old:  # it reset once (its steps are stored), not now
+                flag(tid, env, 0, f"reset failed on re-execution: {str(result['init_error'])[:300]}")
             continue
-        reason = f"non-deterministic: {bad[2]}" if index == bad[0] else f"after non-deterministic step {bad[0]}"
-        report.excluded.append({"step_id": step["step_id"], "trajectory_id": traj_id, "env_id": step["env_id"],
-                                "step_index": index, "reason": reason})
+        if result["init"].get("state_hash") != recorded.get(tid):
+            flag(tid, env, 0, "initial state differs on re-execution")
+        fresh = {s["step_index"]: s for s in result["steps"]}
+        if set(fresh) != old:
+            flag(tid, env, min(set(fresh) ^ old), f"{len(fresh)} steps re-executed, {len(old)} stored")
+        for index in sorted(set(fresh) & old):
+            report.steps_compared += 1
+            a, b = fresh[index], steps[index]
+            diffs = [f for f in LABEL_FIELDS if _normalise(a.get(f)) != _normalise(b[f])]
+            if diffs:
+                flag(tid, env, index, f"{', '.join(diffs)} differ on re-execution")
+
+    # quarantine: every step of an environment with a finding
+    report.reasons = {env: f"{t}#{i}: {why}" for env, (t, i, why) in sorted(first_bad.items())}
+    for step in sorted(_steps(parts, ["step_id", "trajectory_id", "env_id", "step_index"], "env_id", sorted(first_bad)),
+                       key=lambda s: s["step_id"]):
+        bad_traj, bad_index, why = first_bad[step["env_id"]]
+        if step["trajectory_id"] == bad_traj and step["step_index"] == bad_index:
+            reason = f"non-deterministic: {why}"
+        elif step["trajectory_id"] == bad_traj and step["step_index"] > bad_index:
+            reason = f"after non-deterministic step {bad_index}"
+        else:
+            reason = f"non-deterministic environment (quarantined): {bad_traj}#{bad_index}: {why}"
+        report.excluded.append({**step, "reason": reason[:1000]})
     report.path = report_path(layout)
-    report.path.parent.mkdir(parents=True, exist_ok=True)
-    write_table(report.path, report.excluded, NONDETERMINISTIC)
-    with atomic_path(report.path.with_suffix(".json")) as tmp:
-        tmp.write_text(json.dumps({
-            "ok": report.ok, "headline": report.headline(), "environments": report.environments(),
-            "excluded_by_env": report.by_env(), "parts": sorted(Path(p).name for p in parts),
-            "mismatches": report.mismatches[:200],
-        }, indent=1))
+    write_findings(report.path, report.excluded, {
+        "check": CHECK, "ok": report.ok, "strict": strict, "headline": report.headline(),
+        "environments": report.quarantined(), "reasons": report.reasons, "excluded_by_env": report.by_env(),
+        "sampled": len(report.sampled), "steps_compared": report.steps_compared,
+        "explored_compared": report.explored_compared, "mismatches": report.mismatches[:200],
+    }, parts)
     return report
-
-
-def failed_checks(layout: DataLayout) -> list[dict[str, Any]]:
-    """Findings of every failed determinism check of the current step parts (for the run summary)."""
-    out = []
-    for path in excluded_files(layout):
-        doc = json.loads(Path(path).with_suffix(".json").read_text())
-        if not doc.get("ok", True):
-            out.append(doc)
-    return out

@@ -1,10 +1,19 @@
-"""Quarantine of environments whose stored labels do not verify (the ``delta_roundtrip`` check).
+"""Quarantine: one environment's bad labels never block the others (docs/definitions.md §4.4).
 
-One environment's bad labels must not block every other: when a step's Δ does not reproduce its
-recorded s'_t hash, every step of that *environment* is written to
-``determinism/quarantine-<scope>.parquet`` (step id + reason, the same findings format as the
-determinism check), stratification excludes them with that reason, and the run summary names the
-environments. The other environments reach the splits.
+The one home of the concept, used by both checks that can find bad labels:
+
+* ``delta_roundtrip`` (:func:`quarantine`): a step's Δ does not reproduce its recorded s'_t hash;
+* ``relabel_is_deterministic`` (:mod:`pipeline.labeling.determinism`): a re-execution in a fresh
+  child differs from the stored labels, or cannot reset.
+
+Either writes *findings* — ``determinism/<kind>-<scope>.parquet`` (step id, environment, reason:
+:data:`FINDINGS`) plus a ``.json`` sidecar (:func:`write_findings`: the check, ``ok``, the quarantined
+environments with their reasons, ``strict``, the step parts it applies to). Every step of a
+quarantined *environment* is in the findings; stratification excludes them with the reason
+(:func:`excluded_files`), the asset check fails with severity WARN (so the other environments go on
+to the splits) naming the environments, and the run summary names them (:func:`failed_checks`) and
+exits 0. ``strict`` (``ENVSIM_STRICT``, or the check's ``strict`` config) makes a quarantine
+blocking: the check fails with severity ERROR and the summary exits non-zero.
 """
 
 from __future__ import annotations
@@ -12,12 +21,71 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from pipeline.labeling.determinism import NONDETERMINISTIC
+import pyarrow as pa
+
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path, write_table
 from pipeline.store.reconstruct import VerifyReport
+
+#: a findings file: the excluded steps with their reason
+FINDINGS = pa.schema([
+    pa.field("step_id", pa.string(), nullable=False),
+    pa.field("trajectory_id", pa.string(), nullable=False),
+    pa.field("env_id", pa.string(), nullable=False),
+    pa.field("step_index", pa.int32(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+])
+
+
+def write_findings(path: Path, rows: list[dict[str, Any]], doc: dict[str, Any], parts: list[str]) -> None:
+    """Write a check's findings (``rows``: :data:`FINDINGS`) and its sidecar (``doc`` plus the step parts
+    it applies to and ``quarantined``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_table(path, rows, FINDINGS)
+    with atomic_path(path.with_suffix(".json")) as tmp:
+        tmp.write_text(json.dumps({**doc, "quarantined": bool(doc.get("environments")),
+                                   "parts": sorted(Path(p).name for p in parts)}, indent=1))
+
+
+def excluded_files(layout: DataLayout) -> list[str]:
+    """The findings files that apply to the current step parts (a file written for other parts —
+    an older labeling — is ignored)."""
+    current = {Path(p).name for p in layout.step_parts()}
+    out = []
+    found = [*layout.determinism_dir.glob("nondeterministic-*.parquet"),
+             *layout.determinism_dir.glob("quarantine-*.parquet")]
+    for path in sorted(found):
+        sidecar = path.with_suffix(".json")
+        try:
+            parts = set(json.loads(sidecar.read_text())["parts"])
+        except (OSError, ValueError, KeyError):
+            continue
+        if parts <= current:
+            out.append(str(path))
+    return out
+
+
+def failed_checks(layout: DataLayout) -> list[dict[str, Any]]:
+    """The sidecars of every failed check of the current step parts (for the run summary); each has
+    ``check``, ``headline``, ``environments``, ``quarantined`` and ``strict``."""
+    out = []
+    for path in excluded_files(layout):
+        doc = json.loads(Path(path).with_suffix(".json").read_text())
+        if not doc.get("ok", True):
+            doc.setdefault("check", "relabel_is_deterministic")
+            doc.setdefault("quarantined", bool(doc.get("environments")))
+            doc.setdefault("strict", False)
+            out.append(doc)
+    return out
+
+
+def blocking(failed: list[dict[str, Any]], strict: bool = False) -> bool:
+    """Whether failed checks stop a run: in strict mode (``strict`` or a check run strict), or when a
+    check failed without quarantining any environment (nothing to exclude: nothing proved)."""
+    return any(strict or doc.get("strict") or not doc.get("quarantined") for doc in failed)
 
 
 @dataclass
@@ -31,11 +99,12 @@ def quarantine_path(layout: DataLayout) -> Path:
     return layout.determinism_findings("quarantine")
 
 
-def quarantine(layout: DataLayout, report: VerifyReport) -> QuarantineReport:
+def quarantine(layout: DataLayout, report: VerifyReport, strict: bool = False) -> QuarantineReport:
     """Write (or clear) the quarantine findings for the environments of the failed trajectories."""
     out = QuarantineReport(path=quarantine_path(layout))
     parts = layout.step_parts()
     rows: list[dict] = []
+    reasons: dict[str, str] = {}
     if report.failed_trajectories and parts:
         con = connect()
         failing = sorted(set(report.failed_trajectories))
@@ -45,7 +114,6 @@ def quarantine(layout: DataLayout, report: VerifyReport) -> QuarantineReport:
         first = {}
         for problem in report.problems:
             first.setdefault(problem.split("#")[0].split(":")[0], problem)
-        reasons = {}
         for env, traj in con.execute(
             "SELECT env_id, min(trajectory_id) FROM read_parquet(?) WHERE trajectory_id IN (SELECT unnest(?)) GROUP BY 1",
             [parts, failing]).fetchall():
@@ -58,14 +126,11 @@ def quarantine(layout: DataLayout, report: VerifyReport) -> QuarantineReport:
         out.environments = envs
     out.steps = len(rows)
     assert out.path is not None
-    out.path.parent.mkdir(parents=True, exist_ok=True)
-    write_table(out.path, rows, NONDETERMINISTIC)
-    with atomic_path(out.path.with_suffix(".json")) as tmp:
-        tmp.write_text(json.dumps({
-            "check": "delta_roundtrip", "ok": not rows,
-            "headline": (f"{len(out.environments)} environment(s) quarantined ({len(rows)} steps excluded): "
-                         + ", ".join(out.environments)) if rows else "every step verified",
-            "environments": out.environments, "parts": sorted(Path(p).name for p in parts),
-            "mismatches": report.problems[:200],
-        }, indent=1))
+    write_findings(out.path, rows, {
+        "check": "delta_roundtrip", "ok": not rows, "strict": strict,
+        "headline": (f"{len(out.environments)} environment(s) quarantined ({len(rows)} steps excluded): "
+                     + ", ".join(out.environments)) if rows else "every step verified",
+        "environments": out.environments, "reasons": reasons if rows else {},
+        "mismatches": report.problems[:200],
+    }, parts)
     return out

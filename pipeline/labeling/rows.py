@@ -5,7 +5,8 @@ Collection already runs every trajectory — exploration episodes live, ground-t
 trajectories in full — so it keeps those labels (:class:`CollectedSteps`, written next to the
 trajectories table) and the labeling stage re-executes only trajectories without them (collected
 with other limits, code versions or labeler version, or recorded elsewhere). The determinism check
-re-executes a seeded sample to hold the two paths equal.
+re-executes at least one trajectory of every environment — kept labels included — in fresh children
+and compares its labels with these (:mod:`pipeline.labeling.determinism`).
 """
 
 from __future__ import annotations

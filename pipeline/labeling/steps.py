@@ -4,7 +4,9 @@ The steps table is written as resumable parts: trajectories are taken in table o
 each chunk's part file is named by a content key (labeler version, limits, source code versions,
 trajectory fingerprints). A part that exists is reused, so re-running is idempotent and an
 interrupted run resumes where it stopped; parts from older inputs are removed only after a run
-completes.
+completes. A part's sidecar (``.issues.json``) keeps its issues, call timings and the trajectories
+the stage *executed* (``executed``; the others' labels were kept from collection), which tells the
+determinism check which labels come from a second execution (:func:`executed_at_labeling`).
 
 Partitioned (``ENVSIM_SHARDS``; a partition-scoped ``DataLayout``): only the partition's
 trajectories are labeled, into ``steps/part-<partition>-<key>.parquet``, and the clean-up touches
@@ -100,6 +102,18 @@ def describe_inflight(layout: DataLayout) -> str:
             f"{', '.join(envs[:20])}{' …' if len(envs) > 20 else ''} (part {doc.get('part')}); that chunk is labeled again")
 
 
+def executed_at_labeling(layout: DataLayout) -> set[str]:
+    """Trajectories the labeling stage executed itself (not labels kept from collection), from the
+    current parts' sidecars (a sidecar written before they were listed counts as none)."""
+    out: set[str] = set()
+    for part in layout.step_parts():
+        try:
+            out.update(json.loads(Path(part).with_suffix(".issues.json").read_text()).get("executed", []))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return out
+
+
 def label(
     layout: DataLayout,
     sandbox: Sandbox,
@@ -127,7 +141,7 @@ def label(
                 for m in prelabels.issues.get(traj.trajectory_id, [])]
 
     def write_part(chunk: list[dict[str, Any]], part: Path, sidecar: Path, steps: pa.Table | list[dict[str, Any]],
-                   issues: list[dict[str, Any]], timing: dict[str, Any] | None, how: str = "") -> None:
+                   issues: list[dict[str, Any]], timing: dict[str, Any] | None, executed: list[str], how: str = "") -> None:
         """The one way a part is written: its issues logged, the part, then its sidecar (the part is
         complete when the sidecar exists), the report counted."""
         for issue in issues:
@@ -138,7 +152,7 @@ def label(
             write_table(part, steps, schema.STEPS)
         count = len(steps)
         with atomic_path(sidecar) as tmp:
-            tmp.write_text(json.dumps({"steps": count, "issues": issues, "timing": timing}))
+            tmp.write_text(json.dumps({"steps": count, "issues": issues, "timing": timing, "executed": executed}))
         report.parts_written += 1
         report.steps += count
         report.issues.extend(issues)
@@ -172,7 +186,8 @@ def label(
                     timing["calls"] += 1
                     timing["seconds"] += seconds
                     timing["max_seconds"] = max(timing["max_seconds"], seconds)
-        write_part(chunk, part, sidecar, rows, issues, timing)
+        write_part(chunk, part, sidecar, rows, issues, timing,
+                   [t.trajectory_id for t in trajectories if t.trajectory_id not in kept])
 
     for chunk in _chunks(iter_trajectory_rows(layout), chunk_size):
         key = part_key(chunk, sandbox.limits)
@@ -190,7 +205,7 @@ def label(
         kept_table, kept_ids = prelabels.table(chunk)  # labels observed at collection: not executed again
         report.prelabeled += len(kept_ids)
         if len(kept_ids) == len(trajectories):  # the whole chunk: Arrow slices straight to the part
-            write_part(chunk, part, sidecar, kept_table, [i for t in trajectories for i in kept_issues(t)], None,
+            write_part(chunk, part, sidecar, kept_table, [i for t in trajectories for i in kept_issues(t)], None, [],
                        " (labels kept from collection)")
             continue
         kept: dict[str, list[dict[str, Any]]] = {}
