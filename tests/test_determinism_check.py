@@ -25,6 +25,7 @@ from pipeline.labeling.steps import label
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
 from tests.envscaler_corpus import COUNTER_CODE
+from tests.metadata import text
 
 CLOCK_CODE = '''
 import datetime, os, random, tempfile, time, uuid
@@ -197,7 +198,7 @@ def test_two_nondeterministic_environments_do_not_block_the_others_splits(tmp_pa
     assert result.success
     [check] = [e for e in result.get_asset_check_evaluations() if e.check_name == "relabel_is_deterministic"]
     assert not check.passed and check.severity == AssetCheckSeverity.WARN
-    quarantined = check.metadata["quarantined_environments"].value
+    quarantined = text(check.metadata["quarantined_environments"])
     assert all(env in quarantined for env in BAD) and not any(env in quarantined for env in GOOD)
     assert check.metadata["strict"].value is False
     mats = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
