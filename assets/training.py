@@ -89,7 +89,7 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     check_dataset(dataset_dir, named.dataset)
     python, cli = launcher.llamafactory()
     env = launcher.job_env()
-    # an embedded model's name (README "A real model") trains its converted checkpoint; its identity stays the name
+    # an embedded model's name (docs/evaluation.md "A real model") trains its converted checkpoint; its identity stays the name
     # and the GGUF's hash, so moving the data root does not change the checkpoint version
     settings, origin = base_models.for_training(named, root, python, log=context.log.info)
     revision = f"gguf-sha256:{origin['gguf_sha256']}" if origin else base_model_revision(named)

@@ -1,6 +1,6 @@
 """The Dagster code location (the only module of ``pipeline`` that imports dagster).
 
-Configured by the ``ENVSIM_*`` variables (README "Settings"; ``pipeline.core.settings``), read when the
+Configured by the ``ENVSIM_*`` variables (docs/settings.md; ``pipeline.core.settings``), read when the
 code location loads: ``ENVSIM_SHARDS`` partitions ``trajectories`` and ``labeled_steps``
 (``envsim_main`` then holds the unpartitioned assets and the job ``collect_and_label`` the partitioned
 ones), ``ENVSIM_EXECUTOR`` (+ ``ENVSIM_MAX_CONCURRENT``, ``ENVSIM_EXECUTOR_CONFIG``) chooses the

@@ -4,7 +4,7 @@ Local jobs run through Dagster's ``PipesSubprocessClient``; what it does not do 
 script and log in its directory (the log followed into the run's log, its tail in the failure), a time
 limit, and the whole process group ended on failure or termination (``pipeline.training.launchers.local_job``:
 the client sends SIGINT to the process it started when the run is terminated and nothing more). Slurm jobs
-run through :class:`~pipeline.training.launchers.SlurmLauncher` inside a Pipes session (README "Slurm").
+run through :class:`~pipeline.training.launchers.SlurmLauncher` inside a Pipes session (docs/gpu-jobs.md "Slurm").
 """
 
 import re

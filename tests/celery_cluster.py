@@ -22,7 +22,7 @@ import yaml
 
 from tests.ui_server import ROOT, free_port
 
-README = ROOT / "README.md"
+SCALE_OUT_DOC = ROOT / "docs" / "scale-out.md"  # the Celery section (linked from README.md)
 
 
 def ensure_redis() -> str:
@@ -59,22 +59,22 @@ def ensure_celery_extra() -> None:
 
 
 def readme_celery_section() -> str:
-    text = README.read_text()
+    text = SCALE_OUT_DOC.read_text()
     start = text.index("**Celery (dagster-celery).**")
-    end = text.index("\n## ", start)
-    return text[start:end]
+    end = text.find("\n## ", start)
+    return text[start:end if end >= 0 else len(text)]
 
 
 def readme_celery_config() -> tuple[dict[str, str], str, list[list[str]]]:
-    """From the README's Celery section: the ``ENVSIM_*`` variables it exports, the ``celery.yaml`` text
+    """From the Celery section of docs/scale-out.md: the ``ENVSIM_*`` variables it exports, the ``celery.yaml`` text
     and its ``dg`` / ``dagster`` / ``dagster-celery`` command lines (as argument lists, comments and ``&`` dropped)."""
     section = readme_celery_section()
     export = re.search(r"^export (.*?[^\\])$", section, re.S | re.M)
-    assert export, "README Celery section: no export line"
+    assert export, "docs/scale-out.md Celery section: no export line"
     words = export.group(1).replace("\\\n", " ").split()
     env = dict(w.split("=", 1) for w in words if w.startswith("ENVSIM_") and "$" not in w)
     config = re.search(r"cat > celery\.yaml <<'YAML'\n(.*?)\nYAML\n", section, re.S)
-    assert config, "README Celery section: no celery.yaml block"
+    assert config, "docs/scale-out.md Celery section: no celery.yaml block"
     commands = [[w for w in shlex.split(line, comments=True) if w != "&"] for line in section.splitlines()
                 if line.startswith(("dg ", "dagster ", "dagster-celery "))]
     return env, config.group(1) + "\n", commands
@@ -194,7 +194,7 @@ class CeleryWorker:
 
 
 def worker_config(readme_yaml: str, port: int) -> str:
-    """The README's celery.yaml with the test's Redis port; checked to be the executor's run-config form."""
+    """The celery.yaml of docs/scale-out.md with the test's Redis port; checked to be the executor's run-config form."""
     text = readme_yaml.replace("127.0.0.1:6379", f"127.0.0.1:{port}")
     parsed = yaml.safe_load(text)
     assert set(parsed) == {"execution"} and "broker" in parsed["execution"]["config"], parsed

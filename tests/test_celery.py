@@ -1,4 +1,4 @@
-"""Scale-out on a real distributed engine: the README's Celery configuration (Redis on 127.0.0.1, two
+"""Scale-out on a real distributed engine: the Celery configuration of docs/scale-out.md (Redis on 127.0.0.1, two
 dagster-celery workers as separate processes) runs the partitioned backfill of trajectories +
 labeled_steps; steps run on both workers, the data equals a single-process run's, a worker killed
 mid-step has its step re-run on the other worker, and a re-run duplicates no part."""
@@ -30,7 +30,7 @@ ENGINE_EVENTS = """query($id: ID!) { logsForRun(runId: $id, limit: 20000) { ... 
 
 
 def readme_commands() -> tuple[dict[str, str], str, list[list[str]], list[str], list[str]]:
-    """The README's Celery section: variables, celery.yaml, the two worker commands, the catalog command, the backfill command."""
+    """The Celery section of docs/scale-out.md: variables, celery.yaml, the two worker commands, the catalog command, the backfill command."""
     env, config, commands = readme_celery_config()
     workers = [c for c in commands if c[:3] == ["dagster-celery", "worker", "start"]]
     [catalog] = [c for c in commands if c[:2] == ["dg", "launch"]]
@@ -39,7 +39,7 @@ def readme_commands() -> tuple[dict[str, str], str, list[list[str]], list[str], 
 
 
 def test_readme_celery_section_is_complete():
-    """What the slow test takes from the README: variables, the worker config, two worker commands."""
+    """What the slow test takes from docs/scale-out.md: variables, the worker config, two worker commands."""
     env, config, workers, catalog, backfill = readme_commands()
     assert env["ENVSIM_EXECUTOR"] == "celery" and int(env["ENVSIM_SHARDS"]) >= 1 and env["ENVSIM_PROFILE"] == "small"
     celery = yaml.safe_load(config)["execution"]["config"]
@@ -128,7 +128,7 @@ def parts_written(srv: DagsterServer, run_id: str) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
-    """The README's commands, as written there: Redis, two workers, `dagster dev` (what ./forge ui runs), the
+    """The commands of docs/scale-out.md, as written there: Redis, two workers, `dagster dev` (what ./forge ui runs), the
     catalog, the job backfill of every partition. The second worker is SIGKILLed (with its sandbox) inside
     a step that has its sandbox open once it has finished two steps: the step is handed to the first
     worker and every run succeeds; the files equal the single-process run's byte for byte, and a re-run of
@@ -144,7 +144,7 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
     keys = partition_keys(int(readme_env["ENVSIM_SHARDS"]))
     srv = DagsterServer(home, data, tmp_path / "dagster.log", env={**readme_env, "ENVSIM_EXECUTOR_CONFIG": str(config)},
                         instance_yaml=(ROOT / "dagster.yaml").read_text() + "nux:\n  enabled: false\n")  # ./forge's instance
-    # the README's worker commands, its celery.yaml being this test's file
+    # the worker commands of docs/scale-out.md, its celery.yaml being this test's file
     workers = [CeleryWorker([str(config) if a == "celery.yaml" else a for a in argv], env, tmp_path / f"worker-{i}.log")
                for i, argv in enumerate(worker_argvs)]
     victim, survivor = workers[1], workers[0]

@@ -1,4 +1,4 @@
-"""The documents stay true to the tree: every module path README.md and docs/definitions.md cite exists, every
+"""The documents stay true to the tree: every module path README.md and docs/*.md cite exists, every
 "docs/definitions.md §x" citation names a section the document has, and nothing cites a document outside the
 repository."""
 
@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/definitions.md")
+DOCS = ("README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
 PATH = re.compile(r"\b((?:pipeline|assets|resources|tests|benchmarks)/[A-Za-z0-9_./-]*\.py)\b")
 CITATION = re.compile(r"docs/definitions\.md §\s*(\d+(?:\.\d+)?)(?:\s*[–-]\s*(\d+(?:\.\d+)?))?")
 

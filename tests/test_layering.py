@@ -1,6 +1,6 @@
 """The layers of ``pipeline/``: imports only run down, the domain core runs without Dagster.
 
-``LAYERS`` lists the packages of ``pipeline/`` from the bottom up (README "Layout"): a module may import
+``LAYERS`` lists the packages of ``pipeline/`` from the bottom up (docs/layout.md "Layout"): a module may import
 its own package and any package below it, never one beside or above it. ``core`` (shared types and
 rules) is the bottom; ``store`` (files, tables, DuckDB) sits under every stage and imports none of them.
 """

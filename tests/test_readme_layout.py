@@ -1,4 +1,4 @@
-"""The README's "Layout" section matches the tree: every package of ``pipeline/`` is listed, in the order
+"""The "Layout" section (docs/layout.md, linked from the README) matches the tree: every package of ``pipeline/`` is listed, in the order
 of the layers ``tests/test_layering.py`` enforces (bottom first), and every module of a package is named in
 its entry."""
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _layout_block() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "layout.md").read_text()
     section = text.split("\n## Layout\n", 1)[1]
     return section.split("```", 2)[1].splitlines()
 
@@ -39,9 +39,9 @@ def _packages() -> list[str]:
 
 def test_every_package_is_listed_in_layer_order():
     listed = list(_entries())
-    assert sorted(listed) == _packages(), f"README lists {sorted(listed)}, the tree has {_packages()}"
+    assert sorted(listed) == _packages(), f"docs/layout.md lists {sorted(listed)}, the tree has {_packages()}"
     order = [name for layer in LAYERS for name in layer if name in listed]
-    assert listed == order, f"README order {listed} is not the layer order {order}"
+    assert listed == order, f"docs/layout.md order {listed} is not the layer order {order}"
 
 
 def test_every_module_is_named_in_its_package_entry():
@@ -54,7 +54,7 @@ def test_every_module_is_named_in_its_package_entry():
                 continue
             if not re.search(rf"(?<![\w.]){re.escape(stem)}(\.py)?(?!\w)", entries.get(package, "")):
                 missing.append(f"pipeline/{package}/{module.name}")
-    assert missing == [], f"modules not named in the README layout section: {missing}"
+    assert missing == [], f"modules not named in docs/layout.md: {missing}"
 
 
 def _top_entry(folder: str) -> str:
@@ -76,4 +76,4 @@ def test_every_assets_and_resources_module_is_named():
         for module in sorted((ROOT / folder).glob("*.py")):
             if module.stem != "__init__" and not re.search(rf"(?<![\w.]){re.escape(module.stem)}(\.py)?(?!\w)", entry):
                 missing.append(f"{folder}/{module.name}")
-    assert missing == [], f"modules not named in the README layout section: {missing}"
+    assert missing == [], f"modules not named in docs/layout.md: {missing}"

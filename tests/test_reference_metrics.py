@@ -1,6 +1,6 @@
 """Exact CM / FM versus the EnvSimBench evaluation code (cm_reference / fm_reference) on hand-made
 predictions. The expected reference numbers are written from the documented behaviour of the reference
-script (issue 17, docs/definitions.md §6), one case per quirk; README's comparison table is rendered from CASES and
+script (issue 17, docs/definitions.md §6), one case per quirk; docs/evaluation.md's comparison table is rendered from CASES and
 must match it."""
 
 import json
@@ -82,7 +82,7 @@ def test_exact_and_reference_metrics_side_by_side(name, which, smp, ans, cm, cm_
 
 
 def comparison_table() -> str:
-    """The README table, rendered from CASES."""
+    """The docs/evaluation.md table, rendered from CASES."""
     lines = ["| prediction | sample | exact CM | `cm_reference` | FM | `fm_reference` |", "|---|---|---|---|---|---|"]
     for name, which, *_, cm, cm_ref, fm, fm_ref in CASES:
         lines.append(f"| {name} | {which} | {cm} | {cm_ref} | {fm} | {fm_ref} |")
@@ -90,8 +90,8 @@ def comparison_table() -> str:
 
 
 def test_readme_table_is_the_fixture():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert comparison_table() in readme, "README's exact-vs-reference table differs from tests/test_reference_metrics.CASES:\n" + comparison_table()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "evaluation.md").read_text()
+    assert comparison_table() in readme, "docs/evaluation.md's exact-vs-reference table differs from tests/test_reference_metrics.CASES:\n" + comparison_table()
 
 
 # ---- one case per quirk of the reference code -------------------------------------------------

@@ -1,6 +1,6 @@
 """One home for the data root and the settings: the ``store`` resource's root is where the DuckDB file,
 the GPU jobs and the sensor look; every ``ENVSIM_*`` variable is parsed by ``pipeline.core.settings``
-and listed in the README's settings table; DuckDB connections carry the memory cap; importing
+and listed in the settings table (docs/settings.md); DuckDB connections carry the memory cap; importing
 ``pipeline`` has no side effect."""
 
 import os
@@ -127,11 +127,11 @@ def test_duckdb_connections_carry_the_memory_cap(monkeypatch):
 
 
 def test_every_variable_is_read_through_settings_and_documented_once():
-    """No module reads an ``ENVSIM_*`` variable from the environment itself, and the README's settings
+    """No module reads an ``ENVSIM_*`` variable from the environment itself, and the settings
     table has one row per variable (those the shell scripts and tests read too)."""
     assert _grep(r"environ(\.get)?[\[(][\"']ENVSIM_|getenv\([\"']ENVSIM_", "pipeline", "assets", "resources") == []
     assert _grep(r"environ(\.get)?[\[(][\"']ENVSIM_", "tests")  # the pattern finds a reader (tests read their own)
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "settings.md").read_text()
     section = readme.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([A-Z_]+)` \|", section, flags=re.M)
     assert len(rows) == len(set(rows))

@@ -1,4 +1,4 @@
-"""The GPU side of the SFT experiment (README "Measured: a real model before and after SFT"). Runs in the
+"""The GPU side of the SFT experiment (docs/evaluation.md "Measured on a GPU"). Runs in the
 LLaMA-Factory job environment on the GPU node, with no project import: everything it needs was prepared by
 ``benchmarks/gpu_sft/prepare.py`` into one folder.
 

@@ -1,4 +1,4 @@
-"""Prepare the GPU SFT experiment (README "Measured: a real model before and after SFT") from the current data
+"""Prepare the GPU SFT experiment (docs/evaluation.md "Measured on a GPU") from the current data
 root, into one folder that travels to the GPU node:
 
 * ``bench.jsonl``: every sample of the current benchmark version with its simulator prompt (the ``envsim``

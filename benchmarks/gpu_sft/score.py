@@ -1,4 +1,4 @@
-"""Score the GPU SFT experiment's answers (README "Measured: a real model before and after SFT") with the
+"""Score the GPU SFT experiment's answers (docs/evaluation.md "Measured on a GPU") with the
 project's own harness: each model's answers file becomes a ``recorded`` simulator scored on the benchmark
 version they were generated for, into ``data/eval/<version>/`` and the DuckDB ``eval_*`` tables; then the
 tables (per cell, per |Δ| bucket) and the CM-by-|Δ| plot are written.

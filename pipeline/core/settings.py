@@ -1,4 +1,4 @@
-"""Every ``ENVSIM_*`` setting, read from the environment in one place (README "Settings" lists them).
+"""Every ``ENVSIM_*`` setting, read from the environment in one place (docs/settings.md lists them).
 
 ``settings()`` is the one reader the code uses: it parses the environment once and parses it again only
 when one of the variables changed (tests that ``monkeypatch.setenv`` see their value, nothing re-parses

@@ -86,7 +86,7 @@ def download_envscaler(
             raise DownloadError(
                 f"could not download {repo_id} from {endpoint or constants.ENDPOINT} ({type(exc).__name__}: {cause}); "
                 "offline? set HF_ENDPOINT (or --endpoint) to a reachable mirror, or copy the release's files and "
-                "name them in resources.sources.envscaler (README \"Environments and execution\")") from exc
+                "name them in resources.sources.envscaler (docs/environments.md)") from exc
         return folder
 
     env_folder = fetch(env_repo)

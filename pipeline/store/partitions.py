@@ -1,7 +1,7 @@
 """Partitions of collection and labeling: the keys, the rule that assigns environments to them,
 and keeping a partitioned and an unpartitioned trajectories table from ever being read together.
 
-Words (README "Scale-out"): ``ENVSIM_SHARDS=N`` splits the environments of every source (bfcl,
+Words (docs/scale-out.md): ``ENVSIM_SHARDS=N`` splits the environments of every source (bfcl,
 builtin, envscaler) into N **shards** by a stable hash — shard ``i`` of a source holds the
 environments whose blake2b hash of the env id is ``i`` modulo N (independent of the process, the
 machine and ``PYTHONHASHSEED``; every environment in exactly one shard, always the same one for the
