@@ -97,6 +97,42 @@ def test_tampered_card_is_caught(exported, splits, tmp_path):
     assert any("total" in p for p in problems)
 
 
+def test_card_has_data_fields_num_bytes_limitations_and_citation(exported, splits, tmp_path):
+    """The card describes every column of the data files, states their bytes, its limitations and how to cite it;
+    verify_card catches a card that does not."""
+    import pyarrow.parquet as pq
+    import yaml
+
+    from pipeline.export.verify import CARD_SECTIONS
+    from pipeline.select.samples import SAMPLE
+    from pipeline.store.schema import COLUMN_DOCS
+
+    assert set(SAMPLE.names) <= set(COLUMN_DOCS), sorted(set(SAMPLE.names) - set(COLUMN_DOCS))  # one home, complete
+    layout, _, _ = splits
+    for kind, report in exported.items():
+        text = (report.directory / "README.md").read_text()
+        for section in CARD_SECTIONS:
+            assert f"\n{section}\n" in text, (kind, section)
+        data = sorted((report.directory / "data").glob(f"{report.split}-*.parquet"))
+        [entry] = yaml.safe_load(text.split("---\n", 2)[1])["dataset_info"]["splits"]
+        assert entry["num_bytes"] == sum(f.stat().st_size for f in data) > 0
+        fields = text.split("\n## Data Fields\n", 1)[1].split("\n## ", 1)[0]
+        for column in pq.read_schema(data[0]).names:
+            assert f"- `{column}` (" in fields and COLUMN_DOCS[column] in fields, column
+        assert "@misc{" in text.split("\n## Citation\n", 1)[1] and "EnvSimBench" in text
+        assert "frozen" in text.split("\n## Limitations\n", 1)[1].lower()
+    report = exported[BENCHMARK]
+    samples = SplitStore(layout, BENCHMARK).samples(report.version)
+    copy = tmp_path / "bench"
+    shutil.copytree(report.directory, copy)
+    card = (copy / "README.md").read_text()
+    num = re.search(r"num_bytes: (\d+)", card).group(1)
+    (copy / "README.md").write_text(card.replace(f"num_bytes: {num}", f"num_bytes: {int(num) + 1}", 1)
+                                    .replace("- `sample_hash` (", "- `sample_hash_gone` (", 1))
+    problems = verify_card(copy, samples, "test")
+    assert any("bytes" in p for p in problems) and any("sample_hash" in p for p in problems), problems
+
+
 def test_directory_with_another_version_is_refused(splits, exported):
     layout, _, _ = splits
     target = exported[BENCHMARK].directory

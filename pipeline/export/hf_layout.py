@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from collections import Counter
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from pipeline.core.report import md_records
 from pipeline.core.safe_names import card
 from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
 from pipeline.store.layout import DataLayout
+from pipeline.store.schema import COLUMN_DOCS
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites
 
@@ -211,6 +213,7 @@ def export_split(
     samples = store.samples(version)
     with staged(directory) as staging:
         files = [f"data/{n}" for n in _write_data(samples, staging / "data", split, max_shard_bytes)]
+        num_bytes = files_bytes(staging, files)  # the card's dataset_info.splits[].num_bytes
         configs = [data_config(split)]
         split_dir = store.dir(version)
         if envsimbench_format:
@@ -231,7 +234,8 @@ def export_split(
                 info.update(envsimbench.dataset_info_entry(name, "envsimbench/sft_alpaca.jsonl"))
             (staging / "dataset_info.json").write_text(json.dumps(info, indent=2))
             files.append("dataset_info.json")
-        card = dataset_card(layout, kind, version, manifest, samples, configs, license, name, prompt, envsimbench_format)
+        card = dataset_card(layout, kind, version, manifest, samples, configs, license, name, prompt, envsimbench_format,
+                            num_bytes=num_bytes)
         (staging / "README.md").write_text(card)
         files.append("README.md")
         rows = pq.ParquetFile(samples).metadata.num_rows
@@ -259,10 +263,15 @@ def staged(directory: Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def files_bytes(directory: Path, names: list[str]) -> int:
+    """The size in bytes of a split's data files (``names`` relative to ``directory``): the card's ``num_bytes``."""
+    return sum((directory / n).stat().st_size for n in names)
+
+
 def card_front(license: str, pretty_name: str, tags: list[str], rows: int, configs: list[dict[str, Any]],
-               schema: pa.Schema, split: str) -> dict[str, Any]:
+               schema: pa.Schema, split: str, num_bytes: int = 0) -> dict[str, Any]:
     """A dataset card's YAML front matter (license, name, task category, tags, size category, configs,
-    features and split size), in the order the Hub writes it."""
+    features and split size: rows and the data files' bytes), in the order the Hub writes it."""
     return {
         "license": license,
         "pretty_name": pretty_name,
@@ -270,7 +279,7 @@ def card_front(license: str, pretty_name: str, tags: list[str], rows: int, confi
         "tags": tags,
         "size_categories": [size_category(rows)],
         "configs": configs,
-        "dataset_info": _features_yaml(schema, split, rows),
+        "dataset_info": _features_yaml(schema, split, rows, num_bytes),
     }
 
 
@@ -303,15 +312,74 @@ def _feature(t: pa.DataType) -> dict[str, Any]:
     return {"dtype": names[t]}
 
 
-def _features_yaml(schema: pa.Schema, split: str, rows: int) -> dict[str, Any]:
-    return {"features": features_yaml(schema), "splits": [{"name": split, "num_bytes": 0, "num_examples": rows}]}
+def _features_yaml(schema: pa.Schema, split: str, rows: int, num_bytes: int = 0) -> dict[str, Any]:
+    return {"features": features_yaml(schema), "splits": [{"name": split, "num_bytes": num_bytes, "num_examples": rows}]}
+
+
+def type_text(t: pa.DataType) -> str:
+    """A column type as the Data Fields section writes it (the card feature's dtype; lists and structs spelt out)."""
+    if pa.types.is_struct(t):
+        return "{" + ", ".join(f"{f.name}: {type_text(f.type)}" for f in t) + "}"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"list of {type_text(t.value_type)}"
+    return _feature(t)["dtype"]
+
+
+def data_fields(schema: pa.Schema) -> str:
+    """The card's "Data Fields" section body: one line per column of the data files, its type and meaning
+    (``pipeline.store.schema.COLUMN_DOCS``)."""
+    lines = []
+    for f in schema:
+        doc = COLUMN_DOCS.get(f.name, "")
+        lines.append(f"- `{f.name}` ({type_text(f.type)}{'' if f.nullable else ', never null'})" + (f": {doc}" if doc else ""))
+    return "\n".join(lines)
+
+
+def _limitations(manifest: dict[str, Any], kind: str) -> str:
+    short = [s for s in manifest.get("strata", []) if s.get("missing")]
+    filled = ("Strata filled short of their quota: " + "; ".join(
+        f"{card(s['stratum'])} {s['selected']} of {s['requested']} ({s['missing']} missing)" for s in short) + "."
+        if short else "Every stratum of the composition is filled to its quota.")
+    return f"""- **Synthetic environments.** The environments are Python classes: bfcl-eval's simplified API simulations, a
+  builtin pack written for this project, and corpora such as EnvScaler whose code is LLM-generated. They are not
+  production systems; their rules, error messages and state layouts are whatever the code does.
+- **Generated actions.** Trajectories come from ground-truth replay of benchmark tasks, seeded schema-driven
+  exploration (with deliberately mutated arguments) and, optionally, an LLM agent, not from real users: the mix of
+  tools, arguments and failures is not the distribution of a deployed agent.
+- **Frozen clock, seeded randomness.** Every trajectory ran under a deterministic clock (a start in 2025, one minute
+  per call, `current_time`) and seeded random / uuid sources, so timestamps and random ids are reproducible, not
+  realistic.
+- **Single step.** Each sample is one call from a given state; it does not measure how a simulator's errors compound
+  over a trajectory (multi-step drift).
+- **Composition.** Steps that raised (`error`) are never selected{", and |Δ| > 12 (`beyond`) is left out" if kind == BENCHMARK else ""};
+  bfcl's tools never change more than a few fields, so the large-|Δ| strata come from the builtin pack and corpora
+  only, and coverage per environment is uneven (see Environment coverage). {filled}"""
+
+
+def _citation(name: str, kind: str, version: str) -> str:
+    what = "benchmark split" if kind == BENCHMARK else "SFT mixture"
+    key = re.sub(r"[^A-Za-z0-9]+", "_", f"{name}_{version}").strip("_")
+    title = re.sub(r"[^A-Za-z0-9 ._+-]", "", str(name)) or "envsim"  # inside a code block: plain characters only
+    return f"""```bibtex
+@misc{{{key},
+  title        = {{{{{title}}}: {what} {version}}},
+  howpublished = {{Built with envsim-forge, a Dagster pipeline for environment-simulation datasets}},
+  note         = {{Split version {version}}}
+}}
+```
+
+The benchmark's design (single-step simulation, Feedback Match and Config Match, the 400-sample composition)
+is EnvSimBench's, "A Benchmark for Evaluating and Improving LLM-Based Environment Simulation"; cite that paper
+for it, and the environment sources above for their environments."""
 
 
 def dataset_card(
     layout: DataLayout, kind: str, version: str, manifest: dict[str, Any], samples: Path,
     configs: list[dict[str, Any]], license: str, name: str, prompt: str = DEFAULT_TEMPLATE, envsimbench_format: bool = False,
+    num_bytes: int = 0,
 ) -> str:
-    """The dataset card; its YAML is parsed back with huggingface_hub before it is returned."""
+    """The dataset card; its YAML is parsed back with huggingface_hub before it is returned. ``num_bytes``: the
+    size of the split's data files (:func:`files_bytes`)."""
     import yaml
     from huggingface_hub.repocard_data import DatasetCardData  # not DatasetCard: that import pulls the Hub client (~0.3 s)
 
@@ -322,7 +390,7 @@ def dataset_card(
     licenses = _licenses(layout, env_ids)
     front = card_front(license, f"{name} {kind.replace('_', ' ')} {version}",
                        ["agents", "tool-use", "environment-simulation", "world-model"], rows, configs,
-                       pq.read_schema(samples), split)
+                       pq.read_schema(samples), split, num_bytes)
     tools = {t["stratum"]: t for t in manifest.get("tools") or []}  # distinct (env, tool) pairs, top tool's share
     strata = md_records([{**tools.get(t["stratum"], {}), **t, "samples": t["selected"]} for t in manifest["strata"]],
                         ["stratum", "requested", "samples", "environments", "missing"]
@@ -375,6 +443,18 @@ Environment sources and licenses:
 ```python
 {load}
 ```
+
+## Data Fields
+
+{data_fields(pq.read_schema(samples))}
+
+## Limitations
+
+{_limitations(manifest, kind)}
+
+## Citation
+
+{_citation(name, kind, version)}
 """
     if kind == MIXTURE:
         body += """

@@ -74,16 +74,34 @@ def verify_answers(directory: Path, samples: Path, split: str = "train") -> tupl
     return checked, problems
 
 
+#: the sections every export's card has (besides the composition, coverage and provenance checked by number)
+CARD_SECTIONS = ("## Data Fields", "## Limitations", "## Citation")
+
+
 def verify_card(directory: Path, samples: Path, split: str) -> list[str]:
-    """The card's numbers (rows, per-stratum counts, environments) match the data."""
+    """The card's numbers (rows, bytes of the data files, per-stratum counts, environments) match the data, it
+    has the sections of :data:`CARD_SECTIONS`, and its Data Fields section names every column of the data files."""
     from huggingface_hub import DatasetCard
 
     card = DatasetCard.load(directory / "README.md")
     df = pq.read_table(samples, columns=["stratum", "env_id"]).to_pandas()
     problems: list[str] = []
-    splits = {s["name"]: s["num_examples"] for s in card.data.to_dict()["dataset_info"]["splits"]}
+    entries = {s["name"]: s for s in card.data.to_dict()["dataset_info"]["splits"]}
+    splits = {name: s["num_examples"] for name, s in entries.items()}
     if splits.get(split) != len(df):
         problems.append(f"card says {splits.get(split)} {split} examples, data has {len(df)}")
+    data_files = sorted((directory / "data").glob(f"{split}-*.parquet"))
+    num_bytes = sum(f.stat().st_size for f in data_files)
+    if entries.get(split, {}).get("num_bytes") != num_bytes:
+        problems.append(f"card says {entries.get(split, {}).get('num_bytes')} bytes of {split} data, its files hold {num_bytes}")
+    missing = [s for s in CARD_SECTIONS if f"\n{s}\n" not in card.text]
+    if missing:
+        problems.append(f"card lacks the sections {missing}")
+    if "## Data Fields" not in missing and data_files:
+        fields = card.text.split("\n## Data Fields\n", 1)[1].split("\n## ", 1)[0]
+        unnamed = [c for c in pq.read_schema(data_files[0]).names if f"- `{c}` (" not in fields]
+        if unnamed:
+            problems.append(f"card's Data Fields section does not describe the columns {unnamed}")
     m = re.search(r"Total: \*\*(\d+)\*\* samples from \*\*(\d+)\*\* environments", card.text)
     if not m or (int(m.group(1)), int(m.group(2))) != (len(df), df["env_id"].nunique()):
         problems.append("card total / environment count does not match the data")

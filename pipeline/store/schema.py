@@ -13,6 +13,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from pipeline.core.canonical import canonical_json
+from pipeline.core.strata import ARGS_GROUPED_FROM, DELTA_BUCKETS
 
 DELTA_RECORD = pa.struct(
     [
@@ -90,6 +91,47 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
 
 #: the steps table: one row per executed call
 STEPS = pa.schema([f for f, _ in _STEP_FIELDS])
+
+
+#: what each column of the step table and of a split's samples means: the one home of these words (the
+#: dataset card's "Data Fields" section is written from it; a test holds every column described)
+COLUMN_DOCS: dict[str, str] = {
+    "position": "the sample's place in the pick order (strata in composition order), as `sample_ids.txt` lists them",
+    "stratum": "the benchmark cell (benchmark) or Balance2 group (SFT mixture) the sample was picked for",
+    "step_id": "unique id of the step: `<trajectory_id>#<step_index>`",
+    "trajectory_id": "the trajectory (replayed task, exploration episode or agent episode) the step belongs to",
+    "source": "environment source: `bfcl`, `builtin` or `envscaler`",
+    "env_id": "the environment (`<source>/<class or id>`)",
+    "task_id": "the task or scenario the trajectory ran",
+    "step_index": "0-based index of the step in its trajectory",
+    "turn": "the user turn of a multi-turn task the call belongs to",
+    "current_time": "the frozen wall clock the environment read during the call (ISO 8601, UTC); null without a recorded clock",
+    "tool": "name of the tool called, `a_t`",
+    "arguments_json": "the call's arguments as a JSON object",
+    "args_count": "number of top-level arguments",
+    "code": "source code of the called tool, `code(a_t)`",
+    "code_ref": "content reference of the tool's source in `tool_code.parquet`",
+    "state_before_json": "the environment state before the call, `s_t`, as canonical JSON",
+    "state_after_json": "the environment state after the call, `s'_t`, as canonical JSON",
+    "raw_observation": "what the tool returned, `o_t`, as text (an `Error…` message for an error step)",
+    "observation_json": "the observation parsed (JSON, then Python literal) as JSON; null when it does not parse",
+    "observation_truncated": "true when the observation was cut at the size cap",
+    "outcome": "`success`, `failure` (the environment refused the call) or `error` (it raised, timed out or crashed)",
+    "error_type": "the exception type of an error step (`Timeout`, `WorkerCrash`, …); else null",
+    "error_message": "the exception message of an error step; else null",
+    "delta": "the state change Δ: records `{op: add|remove|replace, path: list of keys, before, after}` (values as canonical JSON)",
+    "delta_size": "|Δ|, the number of Δ records",
+    "delta_bucket": "|Δ| bucket: " + ", ".join(
+        f"`{name}` " + (f"> {low - 1}" if high is None else f"{low}" if low == high else f"{low}–{high}")
+        for (name, high), low in zip(DELTA_BUCKETS, [0] + [h + 1 for _, h in DELTA_BUCKETS[:-1] if h is not None])),
+    "args_cardinality": "argument-count bucket: " + ", ".join(f"`{n}`" for n in range(ARGS_GROUPED_FROM))
+                        + f" or `{ARGS_GROUPED_FROM}+`",
+    "state_before_hash": "content hash of `s_t` (its canonical JSON)",
+    "state_after_hash": "content hash of `s'_t` (its canonical JSON)",
+    "sample_hash": "hash of (`s_t`, `a_t`): one sample per hash, and the key of decontamination",
+    "env_output": "stdout / stderr the call printed (capped)",
+    "mutated_arg": "exploration: the argument deliberately mutated to provoke a failure; else null",
+}
 
 
 def step_columns(role: str) -> tuple[str, ...]:
