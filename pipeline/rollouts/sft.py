@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from pipeline.export.hf_layout import ShardWriter, card_front, card_text, data_config, plan_shards, staged
+from pipeline.export.hf_layout import ShardWriter, card_front, card_text, data_config, files_bytes, plan_shards, staged
 from pipeline.core.report import md_records
 from pipeline.rollouts.loop import DONE, STEP_LIMIT
 from pipeline.store.duck import connect
@@ -141,21 +141,22 @@ def export_rollouts(
         raise FileExistsError(f"{directory} is not empty and holds no rollout export; choose another directory")
     report = SftReport(directory, how, len(rows), len(records), len(rows) - len(records),
                        sum(r["steps"] for r in records), dropped_steps, "", without_question)
-    report.card = rollout_card(report, rows, records, name, license)
     with staged(directory) as staging:
         writer = ShardWriter(staging / "data", SPLIT, RECORDS, *plan_shards(table.num_rows, table.nbytes, max_shard_bytes),
                              row_group_size=None)
         writer.write(table)
-        writer.close()
+        names = writer.close()
+        report.card = rollout_card(report, rows, records, name, license, files_bytes(staging / "data", names))
         (staging / "README.md").write_text(report.card)
         (staging / MARKER).write_text(json.dumps({"filter": how, "rollouts": len(records)}))
     return report
 
 
-def rollout_card(report: SftReport, rows: list[dict[str, Any]], records: list[dict[str, Any]], name: str, license: str) -> str:
+def rollout_card(report: SftReport, rows: list[dict[str, Any]], records: list[dict[str, Any]], name: str, license: str,
+                 num_bytes: int = 0) -> str:
     front = card_front(license, f"{name} simulated rollouts ({report.filter})",
                        ["agents", "tool-use", "simulated-environment", "simia"], len(records), [data_config(SPLIT)],
-                       RECORDS, SPLIT)
+                       RECORDS, SPLIT, num_bytes)
     runs: dict[tuple[str, str], dict[str, int]] = {}
     kept = {r["rollout_id"] for r in records}
     for row in rows:
