@@ -118,16 +118,8 @@ class Fingerprint:
 
     def __init__(self) -> None:
         self.modules = dict(sys.modules)
-        self.attrs: list[tuple[str, Any, dict[str, Any]]] = []
-        for name in WATCHED_MODULES:
-            module = sys.modules.get(name)
-            if module is None:
-                continue
-            self.attrs.append((name, module, dict(vars(module))))
-            for value in list(vars(module).values()):
-                if isinstance(value, type) and value.__module__ == name and not _immutable(value):
-                    self.attrs.append((f"{name}.{value.__qualname__}", value, dict(vars(value))))
-        self.environ = dict(os.environ)
+        self.attrs = [(name, owner, dict(vars(owner))) for name, owner in _watched()]
+        self.environ = _environ()
 
     def changed(self) -> str | None:
         """Why the child is no longer as it was (None: unchanged)."""
@@ -146,9 +138,37 @@ class Fingerprint:
                     continue
                 if key not in now or key not in before or not _same_object(now[key], before[key]):
                     return f"{name}.{key} changed during the trajectory"
-        if dict(os.environ) != self.environ:
+        if _environ() != self.environ:
             return "os.environ changed during the trajectory"
         return None
+
+
+_WATCHED: list[tuple[tuple[tuple[str, int], ...], list[tuple[str, Any]]]] = []  # (loaded watched modules, owners)
+
+
+def _watched() -> list[tuple[str, Any]]:
+    """(name, module or class) whose attributes are compared: the loaded watched modules and the
+    mutable classes they define (found once per set of loaded modules, not per trajectory)."""
+    loaded = tuple((name, id(sys.modules[name])) for name in WATCHED_MODULES if sys.modules.get(name) is not None)
+    if _WATCHED and _WATCHED[0][0] == loaded:
+        return _WATCHED[0][1]
+    owners: list[tuple[str, Any]] = []
+    for name, _ in loaded:
+        module = sys.modules[name]
+        owners.append((name, module))
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and value.__module__ == name and not _immutable(value):
+                owners.append((f"{name}.{value.__qualname__}", value))
+    _WATCHED[:] = [(loaded, owners)]
+    return owners
+
+
+def _environ() -> dict[str, str]:
+    """The environment variables but those the sandbox sets per trajectory (its own directory)."""
+    env = dict(os.environ)
+    env.pop("TMPDIR", None)
+    env.pop("HOME", None)
+    return env
 
 
 def _immutable(cls: type) -> bool:

@@ -145,8 +145,8 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
                 pristine.restore()  # preloaded modules' state back to what the worker imported
                 gc.collect()
                 nxt = trajectory_from_wire(request["trajectory"])
-                freeze.install_for(nxt)  # re-targets the frozen clock and seeds
-                fingerprint = pristine.Fingerprint()
+                freeze.install_for(nxt)  # re-targets the frozen clock and seeds (rebinds nothing)
+                # the fingerprint of its first trajectory still holds: it was unchanged at every end since
                 execute(nxt, send, limits)
                 if not clean[-1][0]:
                     break
@@ -161,19 +161,27 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
 
 
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
-    """Which trajectories may share a forked child (one after the other): those of the same
-    environment (source, id) with the same options (code, class, tools…) and the same scenario
-    configuration — a child poisoned by its configuration can only meet that configuration again,
-    and is retired anyway when its modules changed (:func:`pipeline.execution.pristine.reuse_verdict`).
-    EnvScaler-format code is exec'd afresh at every reset; bfcl's module-level state is restored
-    from a pristine copy before every reused trajectory (:mod:`pipeline.execution.pristine`)."""
+    """Which trajectories may share a forked child (one after the other), on top of the child being
+    provably clean at the end of each (:func:`pipeline.execution.pristine.reuse_verdict`; else it is
+    retired): the same environment (source and id) with the same options (code, class, tools…), and —
+    for sources whose code is untrusted (EnvScaler format, exec'd at every reset) — the same scenario
+    configuration, so whatever a configuration makes the code leave behind can only meet that same
+    environment and configuration again. bfcl's code is the installed package's, not the dataset's:
+    a bfcl configuration is data its own code loads, and the module-level state that code keeps is
+    restored from a pristine copy before every reused trajectory (:mod:`pipeline.execution.pristine`),
+    so bfcl trajectories of one environment share children across configurations (a fresh fork per
+    configuration would cost about 5 ms of a ~0.5 ms trajectory)."""
     if limits.reuse_children <= 1:
         return None
     env = trajectory.env
-    if env.source == "envscaler" or (env.source == "bfcl" and pristine.prepared()):
-        config = json.dumps([env.options, env.init_config], sort_keys=True, default=repr, ensure_ascii=True)
-        return (env.source, env.env_id, hashlib.blake2b(config.encode(), digest_size=16).hexdigest())
-    return None
+    if env.source == "envscaler":
+        parts = [env.options, env.init_config]
+    elif env.source == "bfcl" and pristine.prepared():
+        parts = [env.options]
+    else:
+        return None
+    text = json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=True)
+    return (env.source, env.env_id, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
 
 
 class _Warm:
