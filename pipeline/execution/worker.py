@@ -163,21 +163,22 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
     """Which trajectories may share a forked child (one after the other), on top of the child being
     provably clean at the end of each (:func:`pipeline.execution.pristine.reuse_verdict`; else it is
-    retired): the same environment (source and id) with the same options (code, class, tools…), and —
-    for sources whose code is untrusted (EnvScaler format, exec'd at every reset) — the same scenario
+    retired): the same environment (source and id), and — for sources whose code is untrusted
+    (EnvScaler format, exec'd at every reset) — the same options (code, class, tools…) and scenario
     configuration, so whatever a configuration makes the code leave behind can only meet that same
     environment and configuration again. bfcl's code is the installed package's, not the dataset's:
-    a bfcl configuration is data its own code loads, and the module-level state that code keeps is
-    restored from a pristine copy before every reused trajectory (:mod:`pipeline.execution.pristine`),
-    so bfcl trajectories of one environment share children across configurations (a fresh fork per
-    configuration would cost about 5 ms of a ~0.5 ms trajectory)."""
+    a bfcl configuration (and its options: excluded functions, long context) is data its own code
+    loads, and the module-level state that code keeps is restored from a pristine copy before every
+    reused trajectory (:mod:`pipeline.execution.pristine`), so bfcl trajectories of one environment
+    (its set of classes) share children across configurations: a fresh fork per configuration costs
+    about 5 ms against a ~0.5 ms trajectory, and halves the sandbox's throughput."""
     if limits.reuse_children <= 1:
         return None
     env = trajectory.env
     if env.source == "envscaler":
         parts = [env.options, env.init_config]
     elif env.source == "bfcl" and pristine.prepared():
-        parts = [env.options]
+        parts = []
     else:
         return None
     text = json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=True)
@@ -245,24 +246,41 @@ def _reap() -> None:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _threads(pid: int) -> int:
-    """Threads of a (stopped) child, read by the worker itself (``/proc/<pid>/stat``, num_threads)."""
+def _stat(pid: int) -> tuple[str, int]:
+    """(state, number of threads) of a child, read by the worker itself from ``/proc/<pid>/stat``."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            return int(fh.read().rsplit(b")", 1)[1].split()[17])
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[17])
     except (OSError, ValueError, IndexError):
-        return -1
+        return "?", -1
 
 
 def _park(pid: int) -> bool:
-    """Stop a child that finished a trajectory (an idle child runs no code) and check it from
-    outside: still alive, stopped, one thread."""
+    """Stop a child that finished a trajectory: an idle child runs no code (not waited for here; see
+    :func:`_wake`)."""
     try:
         os.kill(pid, signal.SIGSTOP)
-        _, status = os.waitpid(pid, os.WUNTRACED)
-    except (ProcessLookupError, ChildProcessError):
+    except ProcessLookupError:
         return False
-    return os.WIFSTOPPED(status) and _threads(pid) == 1
+    return True
+
+
+def _wake(pid: int) -> bool:
+    """Check a parked child from outside — stopped, one thread — and continue it; False: retire it."""
+    state, threads = _stat(pid)
+    if state != "T":  # the stop not delivered yet (rare): wait for it
+        try:
+            _, status = os.waitpid(pid, os.WUNTRACED)
+        except ChildProcessError:
+            return False
+        if not os.WIFSTOPPED(status):
+            return False
+        state, threads = _stat(pid)
+    if state != "T" or threads != 1:
+        return False
+    os.kill(pid, signal.SIGCONT)
+    return True
 
 
 def _tagger(trajectory_id: str) -> Any:
@@ -311,10 +329,12 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
 
     while True:
         warm = _WARM.pop(key, None) if start == 0 and key is not None else None
+        if warm is not None and not _wake(warm.pid):
+            _retire(warm)  # a thread appeared, or it is not stopped: never reused
+            warm = None
         if warm is not None:
             for fd in (warm.requests, warm.reader.fd):
                 _WARM_FDS.remove(fd)
-            os.kill(warm.pid, signal.SIGCONT)
             write_frame(warm.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
             pid, reader, temp_dir, requests = warm.pid, warm.reader, warm.temp_dir, warm.requests
             rfd = reader.fd
@@ -468,6 +488,26 @@ def _precompile(trajectory: Trajectory) -> None:
             pass  # the child reports the compile error as a reset failure
 
 
+#: stdlib modules environment code often imports lazily (``datetime.strptime`` imports ``_strptime``):
+#: imported in the worker before forking, so a child that uses them keeps its loaded modules unchanged
+#: and stays reusable (a child whose ``sys.modules`` changed is retired)
+PRELOADED_STDLIB = (
+    "_strptime", "statistics", "string", "textwrap", "fractions", "decimal", "heapq", "bisect", "calendar",
+    "csv", "difflib", "dataclasses", "enum", "itertools", "functools", "operator", "collections.abc",
+    "typing", "uuid", "hashlib", "secrets", "base64", "struct", "pprint", "zoneinfo", "ipaddress", "fnmatch",
+)
+
+
+def _preload_stdlib() -> None:
+    import importlib
+
+    for name in PRELOADED_STDLIB:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+
+
 def _limit_self() -> None:
     """Limits of the worker itself (its children inherit them and add their own)."""
     for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, 1024), (resource.RLIMIT_NPROC, 256)):
@@ -490,6 +530,7 @@ def main() -> None:
     _limit_self()
 
     registry.preload_all()
+    _preload_stdlib()
     seccomp.prepare()
     confinement = landlock.prepare()
     freeze.prepare()
