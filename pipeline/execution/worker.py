@@ -39,7 +39,7 @@ import time
 from typing import Any
 
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import blobs
+from pipeline.envs import blobs, envscaler
 from pipeline.execution import freeze, guards, landlock, pristine, seccomp
 from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
 from pipeline.execution.child import Limits, execute
@@ -62,8 +62,6 @@ _PROTOCOL_FILES: list[Any] = []  # the buffered request reader: closed (its buff
 def _drop_foreign_code(trajectory: Trajectory) -> None:
     """Forget every environment's code but this trajectory's (blobs, compiled code, parse caches)."""
     blobs.retain_only(registry.blob_refs(trajectory.env))
-    from pipeline.envs import envscaler
-
     envscaler._method_sources.cache_clear()
     builtin = sys.modules.get("pipeline.envs.builtin")
     if builtin is not None and hasattr(builtin, "env_items"):
