@@ -60,3 +60,12 @@ def load_parquet(path: Path, refs: Iterable[str] | None = None) -> int:
             _BLOBS.setdefault(ref, code)
             n += 1
     return n
+
+
+def retain_only(refs: Iterable[str]) -> None:
+    """Forget every blob (and compiled code) but ``refs``: a sandbox child keeps only its own
+    environment's code, so another environment's code is not reachable from it."""
+    keep = set(refs)
+    for table in (_BLOBS, _COMPILED):
+        for ref in [r for r in table if r not in keep]:
+            del table[ref]

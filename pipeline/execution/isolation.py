@@ -5,8 +5,12 @@ plain subprocesses.
 at all; processes die with the namespace), all capabilities dropped and an unprivileged uid, a
 read-only view of only what the interpreter needs (``/usr`` and the Python installation and
 virtual environment, the project's ``pipeline`` package at a neutral path), a private size-capped
-``/tmp``, a fresh ``/proc`` and minimal ``/dev``, an empty environment (``--clearenv``: no variable
-of the parent, so no API key or token), a new session and ``--die-with-parent``. The data root,
+``/tmp``, a fresh ``/proc``, a minimal read-only ``/dev`` with a small size-capped ``/dev/shm``, an
+empty environment (``--clearenv``: no variable of the parent, so no API key or token), a new session
+and ``--die-with-parent``. The interpreter runs with ``-P`` (``PYTHONSAFEPATH``): neither the working
+directory nor any other writable directory is on ``sys.path``. (A cgroup memory limit per worker is not
+used: cgroups are not delegated to unprivileged users here — memory in ``/dev/shm`` is capped by its
+size, ``memfd_create`` is refused by seccomp, and Landlock refuses writes under ``/dev``.) The data root,
 ``DAGSTER_HOME`` and the home directory are simply not there. Inside, each child adds its own
 resource limits, a seccomp filter and the audit-hook guards (see :mod:`pipeline.execution.worker`).
 
@@ -29,6 +33,7 @@ ISOLATIONS = ("bwrap", "trusted")
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _APP_DIR = "/opt/envsim"  # where the pipeline package appears inside the sandbox
 _NOBODY = 65534
+SHM_MB = 8  # size of the sandbox's /dev/shm (POSIX shared memory is not counted by RLIMIT_AS)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -43,6 +48,7 @@ def worker_environment(pythonpath: str) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
+        "PYTHONSAFEPATH": "1",
         "TZ": "UTC",
         "LANG": "C.UTF-8",
         "HOME": "/tmp",
@@ -90,11 +96,12 @@ def bwrap_command(tmp_mb: int) -> list[str]:
         cmd += ["--ro-bind", path, path]
     cmd += [
         "--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline",
-        "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
+        "--proc", "/proc", "--dev", "/dev", "--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm",
+        "--remount-ro", "/dev", "--chdir", "/tmp",
     ]
     for key, value in worker_environment(_APP_DIR).items():
         cmd += ["--setenv", key, value]
-    cmd += ["--", sys.executable, "-m", "pipeline.execution.worker"]
+    cmd += ["--", sys.executable, "-P", "-m", "pipeline.execution.worker"]
     return cmd
 
 
@@ -103,7 +110,7 @@ def worker_command(isolation: str, tmp_mb: int) -> tuple[list[str], dict[str, st
     if isolation == "bwrap":
         return bwrap_command(tmp_mb), {}, "/"
     if isolation == "trusted":
-        return [sys.executable, "-m", "pipeline.execution.worker"], worker_environment(str(_PROJECT_ROOT)), str(_PROJECT_ROOT)
+        return [sys.executable, "-P", "-m", "pipeline.execution.worker"], worker_environment(str(_PROJECT_ROOT)), str(_PROJECT_ROOT)
     raise SandboxUnavailable(f"unknown sandbox isolation {isolation!r}; choose one of {', '.join(ISOLATIONS)}")
 
 

@@ -11,15 +11,18 @@ trajectory (:mod:`pipeline.execution.worker`). Everything they send is untrusted
 frames, size-capped, read with a deadline. The labels of every step are computed here
 (:mod:`pipeline.execution.labels`). A worker that stops answering (stopped, wedged), dies or
 breaks the protocol is killed and replaced; the call it was running becomes an ``error`` step with
-the reason and the trajectory is truncated there — the other trajectories go on.
+the reason and the trajectory is truncated there — the other trajectories go on. Every frame must
+carry the id of the trajectory being read (the worker tags what its child sends); one that does
+not is refused the same way. A worker's stderr is a pipe drained here, of which only the last
+:data:`STDERR_KEEP` bytes are kept (for error messages), never a host file.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
-import tempfile
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,7 +41,10 @@ from pipeline.execution.wire import limits_to_wire, trajectory_to_wire
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "SandboxUnavailable"]
 
+log = logging.getLogger(__name__)
+
 START_TIMEOUT_S = 60.0
+STDERR_KEEP = 16 << 10  # the last bytes of a worker's stderr kept for error messages
 GRACE_S = 10.0  # beyond the per-call limit, before a silent worker counts as stopped
 
 
@@ -57,11 +63,14 @@ class _WorkerLost(Exception):
 class _Worker:
     def __init__(self, isolation: str, limits: Limits) -> None:
         argv, env, cwd = worker_command(isolation, limits.tmp_mb)
-        self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env, cwd=cwd,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd,
             start_new_session=True,
         )
+        self._stderr = bytearray()
+        self._drain = threading.Thread(target=self._drain_stderr, name="sandbox-stderr", daemon=True)
+        self._drain.start()
+        self.landlock = 0  # the Landlock ABI the worker's children are confined with (0: none)
         self.reader = FdReader(self.proc.stdout.fileno(), (limits.max_state_mb << 20) * 2 + (4 << 20))  # type: ignore[union-attr]
         self.sent: set[str] = set()  # blobs this worker already holds
         # requests are written by their own thread, so the worker always has the next trajectories
@@ -77,18 +86,26 @@ class _Worker:
         else:
             reason = f"exit code {self.proc.poll()}"
         if not hello or hello.get("kind") != "ready":
-            tail = self.stderr_tail()
             self.kill()
+            tail = self.stderr_tail()
             raise SandboxUnavailable(f"sandbox worker ({isolation}) failed to start ({reason})" + (f": {tail}" if tail else ""))
+        abi = hello.get("landlock")
+        self.landlock = abi if isinstance(abi, int) and not isinstance(abi, bool) and 0 <= abi < 1000 else 0
+
+    def _drain_stderr(self) -> None:
+        """Read the worker's stderr until EOF, keeping only the last STDERR_KEEP bytes."""
+        stream = self.proc.stderr
+        try:
+            while chunk := stream.read1(1 << 16):  # type: ignore[union-attr]
+                self._stderr += chunk
+                if len(self._stderr) > STDERR_KEEP:
+                    del self._stderr[: len(self._stderr) - STDERR_KEEP]
+        except (OSError, ValueError):
+            pass
 
     def stderr_tail(self, limit: int = 2000) -> str:
-        try:
-            self.stderr.seek(0, os.SEEK_END)
-            size = self.stderr.tell()
-            self.stderr.seek(max(0, size - limit))
-            return self.stderr.read().decode("utf-8", "replace").strip()
-        except (OSError, ValueError):
-            return ""
+        self._drain.join(timeout=2)  # a dead worker's last words (its stderr is at EOF)
+        return bytes(self._stderr[-limit:]).decode("utf-8", "replace").strip()
 
     def _write_requests(self) -> None:
         while (data := self._outbox.get()) is not None:
@@ -122,6 +139,10 @@ class _Worker:
             if msg is None:
                 code = self.proc.wait()
                 self._lose(labels, "WorkerCrash", f"the sandbox worker died ({_describe(code)}); worker replaced")
+            if msg.get("trajectory_id") != trajectory.trajectory_id:
+                self.kill()
+                self._lose(labels, "UntrustedData", f"the sandbox worker sent a {str(msg.get('kind'))[:40]!r} frame that is not tagged "
+                           "with this trajectory; worker killed and replaced")
             kind = msg.get("kind")
             if kind == "end":
                 if msg.get("trajectory_id") != trajectory.trajectory_id:
@@ -170,7 +191,12 @@ class _Worker:
             except (ProcessLookupError, PermissionError):
                 pass
             self.proc.wait()
-        self.stderr.close()
+        if self.proc.stderr is not None:
+            self._drain.join(timeout=5)
+            try:
+                self.proc.stderr.close()
+            except OSError:
+                pass
 
 
 def _describe(code: int) -> str:
@@ -204,9 +230,20 @@ class Sandbox:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.workers_replaced = 0
+        #: whether the kernel confines children's writes (Landlock); False: only the audit-hook guard
+        self.landlock = False
+        #: how children's writes are confined, for run summaries
+        self.confinement = ""
 
     def __enter__(self) -> "Sandbox":
         first = _Worker(self.isolation, self.limits)  # raises SandboxUnavailable with the reason
+        self.landlock = first.landlock > 0
+        if self.landlock:
+            self.confinement = f"landlock ABI {first.landlock}"
+        else:
+            self.confinement = "audit hook only (no Landlock)"
+            log.warning("WARNING: this kernel has no Landlock: sandbox children's writes are confined only by the "
+                        "audit-hook guard, not by the kernel (a dir_fd-relative or native write can escape its directory)")
         self._all.append(first)
         self._idle.put(first)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")

@@ -6,16 +6,28 @@ space, CPU time, a seccomp filter that refuses process creation and the other sy
 :mod:`pipeline.execution.seccomp`, the frozen clock and seeded randomness of
 :mod:`pipeline.execution.freeze`, the audit-hook guards — and executes the trajectory. The worker
 supervises it with a wall-clock deadline per call and forwards the child's raw frames to the
-parent as they arrive. A call that hangs, kills its process or sends malformed data becomes a
+parent as they arrive, each tagged with the trajectory it belongs to. A call that hangs, kills its process or sends malformed data becomes a
 ``lost`` frame (the parent labels it an ``error`` step); a fresh child rebuilds the state from
 the preceding actions and the trajectory goes on.
 
 Everything on the wire is JSON (:mod:`pipeline.execution.frames`); nothing is unpickled.
+
+The worker is non-dumpable (``PR_SET_DUMPABLE 0``, inherited by its children: no child can open
+``/proc/<worker>/mem`` or ``fd/*``, nor a sibling's) and runs under a base seccomp filter
+(:func:`pipeline.execution.seccomp.install_base`), so whatever a child does, no process of the
+sandbox runs without a filter. A child keeps only its own environment's code blobs, is confined by
+Landlock to its own directory (:mod:`pipeline.execution.landlock`) with a fresh subdirectory per
+trajectory (``TMPDIR``/``HOME``), and is stopped (``SIGSTOP``) while it waits, warm, for its next
+trajectory. It is reused only while provably clean (:func:`pipeline.execution.pristine.reuse_verdict`:
+one thread, the same loaded modules and watched stdlib attributes as at the start of the trajectory),
+only for the same environment and configuration (:func:`_reuse_key`).
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
 import os
 import resource
 import select
@@ -27,8 +39,8 @@ import time
 from typing import Any
 
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import blobs
-from pipeline.execution import freeze, guards, pristine, seccomp
+from pipeline.envs import blobs, envscaler
+from pipeline.execution import freeze, guards, landlock, pristine, seccomp
 from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
 from pipeline.execution.child import Limits, execute
 from pipeline.execution.wire import limits_from_wire, trajectory_from_wire, trajectory_to_wire
@@ -44,38 +56,98 @@ def _address_space() -> int:
 
 _BASE_VSIZE: list[int] = []  # measured once in the zygote; a forked child starts with the same
 _PROTOCOL_FDS: list[int] = []
+_PROTOCOL_FILES: list[Any] = []  # the buffered request reader: closed (its buffer freed) in every child
+
+
+def _drop_foreign_code(trajectory: Trajectory) -> None:
+    """Forget every environment's code but this trajectory's (blobs, compiled code, parse caches)."""
+    blobs.retain_only(registry.blob_refs(trajectory.env))
+    envscaler._method_sources.cache_clear()
+    builtin = sys.modules.get("pipeline.envs.builtin")
+    if builtin is not None and hasattr(builtin, "env_items"):
+        builtin.env_items.cache_clear()
+
+
+def _enter(temp_dir: str, number: int) -> str:
+    """A fresh directory for the trajectory ``number`` of this child: its cwd, TMPDIR and HOME."""
+    path = os.path.join(temp_dir, f"t{number}")
+    os.mkdir(path, 0o700)
+    os.chdir(path)
+    os.environ["TMPDIR"] = os.environ["HOME"] = path
+    tempfile.tempdir = path
+    tempfile._name_sequence = None  # type: ignore[attr-defined]
+    return path
+
+
+def _empty(directory: str) -> None:
+    """Remove everything inside ``directory`` (a child's files, once its trajectory has ended)."""
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        path = os.path.join(directory, entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: frozenset[int], temp_dir: str,
            requests: int | None = None) -> None:
     """Run one trajectory; with a ``requests`` pipe (a reusable child, see :func:`_reuse_key`), then
-    wait for the next trajectory of the same environment code on it, until EOF."""
+    wait for the next trajectory of the same environment and configuration on it, until EOF or
+    until it is no longer clean (:func:`pipeline.execution.pristine.reuse_verdict`)."""
     code = 0
     try:
+        for reader in _PROTOCOL_FILES:
+            reader.close()  # the fd and the read-ahead buffer (which may hold later requests)
         for pfd in _PROTOCOL_FDS + _WARM_FDS:
-            os.close(pfd)
+            try:
+                os.close(pfd)
+            except OSError:
+                pass
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 2)
         os.setpgid(0, 0)  # its own process group: a kill reaches anything it managed to start
         uses = limits.reuse_children if requests is not None else 1
         cpu = int(max(30.0, limits.call_timeout_s * (len(trajectory.actions) + 20))) * uses
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        _drop_foreign_code(trajectory)
+        landlock.restrict(temp_dir)  # writes only beneath its own directory, by the kernel
         seccomp.install()  # before the audit hook, which refuses ctypes
         base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
         guards.install(temp_dir, base + limits.memory_mb * _MIB)
+        _enter(temp_dir, 0)
         freeze.install_for(trajectory)
-        execute(trajectory, lambda m: write_frame(fd, m), limits, start, skip)
-        if requests is not None:
+        clean: list[tuple[bool, str]] = []
+        fingerprint = pristine.Fingerprint() if requests is not None else None
+
+        def send(msg: dict[str, Any]) -> None:
+            if msg.get("kind") == "done" and requests is not None:
+                verdict = pristine.reuse_verdict(fingerprint)
+                clean.append(verdict)
+                msg = {**msg, "reusable": verdict[0], "reason": verdict[1][:500]}
+            write_frame(fd, msg)
+
+        execute(trajectory, send, limits, start, skip)
+        if requests is not None and clean and clean[-1][0]:
             inbox = os.fdopen(requests, "rb")
+            number = 0
             while (request := read_frame(inbox, max_size=1 << 30)) is not None:
-                for entry in os.listdir(temp_dir):  # nothing of the previous trajectory's files
-                    path = os.path.join(temp_dir, entry)
-                    shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+                number += 1
+                _enter(temp_dir, number)  # the previous one was emptied by the worker
                 pristine.restore()  # preloaded modules' state back to what the worker imported
                 gc.collect()
                 nxt = trajectory_from_wire(request["trajectory"])
-                freeze.install_for(nxt)  # re-targets the frozen clock and seeds
-                execute(nxt, lambda m: write_frame(fd, m), limits)
+                freeze.install_for(nxt)  # re-targets the frozen clock and seeds (rebinds nothing)
+                # the fingerprint of its first trajectory still holds: it was unchanged at every end since
+                execute(nxt, send, limits)
+                if not clean[-1][0]:
+                    break
     except BaseException as exc:  # report, then die quietly
         code = 1
         try:
@@ -87,19 +159,28 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
 
 
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
-    """Which trajectories may share a forked child (one after the other). EnvScaler-format code (the
-    builtin pack included) is exec'd afresh at every reset, so its module-level state lives in that
-    namespace: trajectories of the same code share a child. bfcl's modules are imported once in the
-    worker; their module-level state (globals, mutable defaults, class attributes, decimal/mpmath
-    precision) is restored from a pristine copy before every reused trajectory
-    (:mod:`pipeline.execution.pristine`), so any bfcl trajectory may follow any other."""
+    """Which trajectories may share a forked child (one after the other), on top of the child being
+    provably clean at the end of each (:func:`pipeline.execution.pristine.reuse_verdict`; else it is
+    retired): the same environment (source and id), and — for sources whose code is untrusted
+    (EnvScaler format, exec'd at every reset) — the same options (code, class, tools…) and scenario
+    configuration, so whatever a configuration makes the code leave behind can only meet that same
+    environment and configuration again. bfcl's code is the installed package's, not the dataset's:
+    a bfcl configuration (and its options: excluded functions, long context) is data its own code
+    loads, and the module-level state that code keeps is restored from a pristine copy before every
+    reused trajectory (:mod:`pipeline.execution.pristine`), so bfcl trajectories of one environment
+    (its set of classes) share children across configurations: a fresh fork per configuration costs
+    about 5 ms against a ~0.5 ms trajectory, and halves the sandbox's throughput."""
     if limits.reuse_children <= 1:
         return None
-    if trajectory.env.source == "envscaler":
-        return (trajectory.env.source, str(trajectory.env.options.get("code_ref")), str(trajectory.env.options.get("class_name")))
-    if trajectory.env.source == "bfcl" and pristine.prepared():
-        return ("bfcl",)
-    return None
+    env = trajectory.env
+    if env.source == "envscaler":
+        parts = [env.options, env.init_config]
+    elif env.source == "bfcl" and pristine.prepared():
+        parts = []
+    else:
+        return None
+    text = json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=True)
+    return (env.source, env.env_id, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
 
 
 class _Warm:
@@ -116,7 +197,8 @@ MAX_WARM = 32  # warm children per worker (an explore batch cycles through its e
 
 
 def _retire(warm: _Warm) -> None:
-    """End a warm child (EOF on its requests; reaped later)."""
+    """End a warm (stopped) child; reaped later."""
+    _kill_group(warm.pid)
     for fd in (warm.requests, warm.reader.fd):
         try:
             os.close(fd)
@@ -162,6 +244,62 @@ def _reap() -> None:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+def _stat(pid: int) -> tuple[str, int]:
+    """(state, number of threads) of a child, read by the worker itself from ``/proc/<pid>/stat``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[17])
+    except (OSError, ValueError, IndexError):
+        return "?", -1
+
+
+def _park(pid: int) -> bool:
+    """Stop a child that finished a trajectory: an idle child runs no code (not waited for here; see
+    :func:`_wake`)."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wake(pid: int) -> bool:
+    """Check a parked child from outside — stopped, one thread — and continue it; False: retire it."""
+    state, threads = _stat(pid)
+    if state != "T":  # the stop not delivered yet (rare): wait for it
+        try:
+            _, status = os.waitpid(pid, os.WUNTRACED)
+        except ChildProcessError:
+            return False
+        if not os.WIFSTOPPED(status):
+            return False
+        state, threads = _stat(pid)
+    if state != "T" or threads != 1:
+        return False
+    os.kill(pid, signal.SIGCONT)
+    return True
+
+
+def _tagger(trajectory_id: str) -> Any:
+    """Forward a child's raw frame with the trajectory id appended to its JSON header (appended
+    last, so it overrides any ``trajectory_id`` the child wrote itself)."""
+    tag = b',"trajectory_id":' + json.dumps(trajectory_id, ensure_ascii=True).encode()
+
+    def forward(out: int, raw: bytes) -> None:
+        end = raw.find(b"\n", 4)  # a state payload follows the JSON header after a newline
+        end = len(raw) if end < 0 else end
+        close = raw.rfind(b"}", 4, end)
+        if close < 0:
+            raise ValueError("not a JSON object")
+        head = raw[4:close] + tag + raw[close:end]
+        write_bytes(out, (len(head) + len(raw) - end).to_bytes(4, "big") + head)
+        if end < len(raw):
+            write_bytes(out, memoryview(raw)[end:])
+
+    return forward
+
+
 def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
     """Run a trajectory in forked children, forwarding their frames to the pipe ``out``; never raises
     for env code."""
@@ -181,8 +319,17 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
         return index if index < len(trajectory.actions) else None
 
     key = _reuse_key(trajectory, limits)
+    forward = _tagger(trajectory.trajectory_id)
+    tid = trajectory.trajectory_id
+
+    def emit(msg: dict[str, Any]) -> None:
+        write_frame(out, {**msg, "trajectory_id": tid})
+
     while True:
         warm = _WARM.pop(key, None) if start == 0 and key is not None else None
+        if warm is not None and not _wake(warm.pid):
+            _retire(warm)  # a thread appeared, or it is not stopped: never reused
+            warm = None
         if warm is not None:
             for fd in (warm.requests, warm.reader.fd):
                 _WARM_FDS.remove(fd)
@@ -233,7 +380,7 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
                 live = None
                 explored[0] += 1
             elif kind == "done":
-                pass
+                reusable[0] = msg.get("reusable") is True
             elif kind in ("init_error", "fatal"):
                 return (kind, str(msg.get("error", ""))[:2000])
             else:
@@ -244,6 +391,7 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
         pending: int | None = None
         live: int | None = None  # exploration: index of the action the policy is executing
         finished = False
+        reusable = [False]
         failure: tuple[str, str] | None = None
         deadline = time.monotonic() + limits.call_timeout_s
         while not finished and failure is None:
@@ -278,10 +426,11 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
                     if kind == "done":
                         finished = True
                         break
-                    write_bytes(out, raw)
+                    forward(out, raw)
             if reader.eof and not finished and failure is None:
                 failure = ("WorkerCrash", "")
-        if finished and requests is not None and used < limits.reuse_children:
+        if finished and requests is not None and used < limits.reuse_children and reusable[0] and _park(pid):
+            _empty(temp_dir)  # its trajectory ended: none of its files outlive it
             warm = _Warm(key, pid, requests, reader, temp_dir)  # type: ignore[arg-type]
             warm.used = used
             _WARM[key] = warm  # type: ignore[index]
@@ -291,6 +440,8 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
         if requests is not None:
             os.close(requests)
         if finished:
+            _kill_group(pid)  # nothing of it (a thread left behind) runs on
+            _empty(temp_dir)
             _EXITING.append((pid, temp_dir))  # reaped later: its teardown overlaps the next trajectory
             return
         _kill_group(pid)
@@ -302,26 +453,26 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
                 " (memory limit?)" if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) else ""
             )
         if not got_init:
-            write_frame(out, {"kind": "init_error", "error": f"{kind}: {message}"})
+            emit({"kind": "init_error", "error": f"{kind}: {message}"})
             return
         if explore:
             # a live episode cannot be rebuilt call by call: it ends with the lost call
             if live is not None:
-                write_frame(out, {"kind": "lost", "step_index": live, "error_type": kind, "error": message})
-            write_frame(out, {"kind": "issue", "message": f"episode ended: {kind}: {message}"})
+                emit({"kind": "lost", "step_index": live, "error_type": kind, "error": message})
+            emit({"kind": "issue", "message": f"episode ended: {kind}: {message}"})
             return
         if pending is None:
             # the failure happened outside a call (replay): nothing to label
-            write_frame(out, {"kind": "issue", "message": f"trajectory truncated: {kind}: {message}"})
+            emit({"kind": "issue", "message": f"trajectory truncated: {kind}: {message}"})
             return
-        write_frame(out, {"kind": "lost", "step_index": pending, "error_type": kind, "error": message})
+        emit({"kind": "lost", "step_index": pending, "error_type": kind, "error": message})
         skip.add(pending)
         start = pending + 1
         restarts += 1
         if start >= len(trajectory.actions):
             return
         if restarts > limits.max_restarts:
-            write_frame(out, {"kind": "issue", "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls"})
+            emit({"kind": "issue", "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls"})
             return
 
 
@@ -335,6 +486,26 @@ def _precompile(trajectory: Trajectory) -> None:
             pass  # the child reports the compile error as a reset failure
 
 
+#: stdlib modules environment code often imports lazily (``datetime.strptime`` imports ``_strptime``):
+#: imported in the worker before forking, so a child that uses them keeps its loaded modules unchanged
+#: and stays reusable (a child whose ``sys.modules`` changed is retired)
+PRELOADED_STDLIB = (
+    "_strptime", "statistics", "string", "textwrap", "fractions", "decimal", "heapq", "bisect", "calendar",
+    "csv", "difflib", "dataclasses", "enum", "itertools", "functools", "operator", "collections.abc",
+    "typing", "uuid", "hashlib", "secrets", "base64", "struct", "pprint", "zoneinfo", "ipaddress", "fnmatch",
+)
+
+
+def _preload_stdlib() -> None:
+    import importlib
+
+    for name in PRELOADED_STDLIB:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+
+
 def _limit_self() -> None:
     """Limits of the worker itself (its children inherit them and add their own)."""
     for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, 1024), (resource.RLIMIT_NPROC, 256)):
@@ -346,23 +517,28 @@ def _limit_self() -> None:
 
 
 def main() -> None:
+    seccomp.non_dumpable()  # first: nothing of the worker is readable by another process of its uid
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.dup(1)
-    _PROTOCOL_FDS.extend([proto_in.fileno(), proto_out])
+    _PROTOCOL_FILES.append(proto_in)
+    _PROTOCOL_FDS.append(proto_out)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
     _limit_self()
 
     registry.preload_all()
+    _preload_stdlib()
     seccomp.prepare()
+    confinement = landlock.prepare()
     freeze.prepare()
     pristine.prepare()
+    seccomp.install_base()  # no_new_privs and the base filter: every child runs under it
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     _BASE_VSIZE.append(_address_space())
 
-    write_frame(proto_out, {"kind": "ready", "pid": os.getpid()})
+    write_frame(proto_out, {"kind": "ready", "pid": os.getpid(), "landlock": confinement})
     while True:
         request = read_frame(proto_in, max_size=1 << 30)  # from the parent: trusted
         if request is None:

@@ -1,0 +1,117 @@
+"""Landlock: the kernel confines a sandbox child's writes to its own directory.
+
+Applied in every forked child before environment code runs (under ``bwrap`` and under ``trusted``):
+a ruleset that handles every write-like file-system right — writing, truncating, creating, removing,
+renaming/linking (``REFER``) and device ioctls — and grants them only beneath the child's own fresh
+directory, plus writing ``/dev/null``. Everything else stays readable (what bwrap shows) and is not
+writable, whatever path form is used: ``dir_fd``-relative names, ``sqlite3``, C code — the kernel
+checks the resolved object, not what an audit hook sees. Where the kernel has them (ABI ≥ 4) TCP
+bind/connect are refused too, and (ABI ≥ 6) signals and abstract unix sockets cannot reach any
+process outside the child's own Landlock domain (the worker, siblings).
+
+The syscalls are ``landlock_create_ruleset`` 444, ``landlock_add_rule`` 445 and
+``landlock_restrict_self`` 446 on both x86_64 and aarch64. A kernel without Landlock leaves the
+audit-hook guard (:mod:`pipeline.execution.guards`) as the only write confinement; the sandbox says
+so loudly (``Sandbox.landlock`` / ``Sandbox.confinement``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+_CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+
+_WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+_MAKE = sum(1 << b for b in (6, 7, 8, 9, 10, 11, 12))  # char, dir, reg, sock, fifo, block, sym
+_REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
+
+
+class LandlockError(RuntimeError):
+    """The kernel refused to confine the child (it said it could)."""
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_STATE: dict[str, object] = {}
+
+
+def _syscall() -> object:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = libc.syscall
+    fn.restype = ctypes.c_long
+    return fn
+
+
+def abi() -> int:
+    """The Landlock ABI version this kernel offers (0: none)."""
+    if "abi" not in _STATE:
+        try:
+            version = _syscall()(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))  # type: ignore[operator]
+        except (OSError, AttributeError):
+            version = -1
+        _STATE["abi"] = max(0, int(version))
+    return int(_STATE["abi"])  # type: ignore[call-overload]
+
+
+def prepare() -> int:
+    """Probe the ABI and build the ruleset description once (in the worker, before forking)."""
+    version = abi()
+    if version and "attr" not in _STATE:
+        fs = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE
+        if version >= 2:
+            fs |= _REFER
+        if version >= 3:
+            fs |= _TRUNCATE
+        if version >= 5:
+            fs |= _IOCTL_DEV
+        net = _NET_BIND_TCP | _NET_CONNECT_TCP if version >= 4 else 0
+        scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if version >= 6 else 0
+        _STATE["attr"] = _RulesetAttr(fs, net, scoped)
+        _STATE["size"] = 8 if version < 4 else 16 if version < 6 else 24
+        _STATE["dir"] = _PathBeneath(fs, -1)
+        _STATE["file"] = _PathBeneath(fs & (_WRITE_FILE | _TRUNCATE | _IOCTL_DEV), -1)
+        _STATE["call"] = _syscall()
+    return version
+
+
+def available() -> bool:
+    return prepare() > 0
+
+
+def restrict(writable_dir: str) -> bool:
+    """Confine the calling process (irreversibly, with its future threads): writes only beneath
+    ``writable_dir`` and to ``/dev/null``. Returns False when the kernel has no Landlock; raises
+    :class:`LandlockError` when it has and refuses. Needs ``no_new_privs`` (the worker sets it)."""
+    if not prepare():
+        return False
+    call = _STATE["call"]
+    ruleset = call(_CREATE_RULESET, ctypes.byref(_STATE["attr"]), ctypes.c_size_t(_STATE["size"]), ctypes.c_uint32(0))  # type: ignore[operator, arg-type]
+    if ruleset < 0:
+        raise LandlockError(f"landlock_create_ruleset failed: errno {ctypes.get_errno()}")
+    try:
+        for path, rule in ((writable_dir, _STATE["dir"]), (os.devnull, _STATE["file"])):
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule.parent_fd = fd  # type: ignore[attr-defined]
+                if call(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:  # type: ignore[operator, arg-type]
+                    raise LandlockError(f"landlock_add_rule({path}) failed: errno {ctypes.get_errno()}")
+            finally:
+                os.close(fd)
+        if call(_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)) != 0:  # type: ignore[operator]
+            raise LandlockError(f"landlock_restrict_self failed: errno {ctypes.get_errno()}")
+    finally:
+        os.close(ruleset)
+    return True
