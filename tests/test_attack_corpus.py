@@ -5,7 +5,7 @@ Oracle (per attack, one test id each):
 
 * **containment (F1 child→worker/sibling, F2 writes outside, F3 dirty reuse, F5 bad frames)** — the victims are
   run alone (clean run) and then mixed with the attacker in two orders on ONE worker (so they share it, and
-  reused children) with ``Limits(reuse_children=8)``. Every victim's labels (initial state, observations,
+  reused children; the interleaved order also with a fresh child per trajectory) with ``Limits(reuse_children=8)``. Every victim's labels (initial state, observations,
   states, Δ, outcome, hashes, issues — everything but ``call_seconds``) must be byte-identical to the clean
   run. The victims import standard modules the worker has not preloaded, write and re-read their files, and
   report what they see of ``/tmp``, ``/dev/shm`` and their own file-size limit, so a planted module, a full
@@ -100,15 +100,15 @@ def labels(result: dict[str, Any]) -> str:
     return json.dumps({**result, "steps": steps}, sort_keys=True, default=repr)
 
 
-def run_all(trajectories: list[Trajectory], limits: Limits = LIMITS, workers: int = 1, idle_check: bool = False
-            ) -> tuple[list[tuple[Trajectory, dict[str, Any]]], str | None, list[str]]:
+def run_all(trajectories: list[Trajectory], limits: Limits = LIMITS, workers: int = 1, idle_check: bool = False,
+            fresh_children: bool = False) -> tuple[list[tuple[Trajectory, dict[str, Any]]], str | None, list[str]]:
     """(results, crash, idle escapes): a crash of the run itself is returned, not raised."""
     results: list[tuple[Trajectory, dict[str, Any]]] = []
     crash = None
     idle: list[str] = []
     with Sandbox(workers=workers, limits=limits) as box:
         try:
-            for traj, result in box.run(trajectories):
+            for traj, result in box.run(trajectories, fresh_children=fresh_children):
                 results.append((traj, result))
         except Exception as exc:  # noqa: BLE001 - the run crashing is a finding
             crash = f"{type(exc).__name__}: {str(exc)[:500]}"
@@ -210,7 +210,8 @@ def clean() -> dict[str, str]:
 
 def orders(case: Case) -> dict[str, list[Trajectory]]:
     """Run orders: the attacker first; and interleaved between victims (the counter's code — with the secret —
-    and the ledger's compiled constants are already in the worker when it attacks)."""
+    and the ledger's compiled constants are already in the worker when it attacks), once with reused children
+    and once with a fresh child per trajectory (the determinism check's path, and ``reuse_children=1``)."""
     v = V.victim_trajectories()
     same = list(same_code_trajectories(case).values())
     first_next = (same[0] if same else v["victim/ledger/0"]).trajectory_id
@@ -218,7 +219,7 @@ def orders(case: Case) -> dict[str, list[Trajectory]]:
     mid_next = (same[0] if same else v["victim/ledger/1"]).trajectory_id
     inter = [v["victim/counter/0"], v["victim/ledger/0"], attacker(case, f"attack/{case.id}/1", mid_next), *same,
              v["victim/ledger/1"], attacker(case, f"attack/{case.id}/2", "victim/none")]
-    return {"attacker-first": a_first, "interleaved": inter}
+    return {"attacker-first": a_first, "interleaved": inter, "interleaved, fresh children": inter}
 
 
 def containment_escapes(case: Case, clean: dict[str, str]) -> list[str]:
@@ -230,7 +231,7 @@ def containment_escapes(case: Case, clean: dict[str, str]) -> list[str]:
         reference.update({t.trajectory_id: labels(r) for t, r in results})
     escapes: list[str] = []
     for name, trajectories in orders(case).items():
-        results, crash, idle = run_all(trajectories, idle_check=case.idle_cpu)
+        results, crash, idle = run_all(trajectories, idle_check=case.idle_cpu, fresh_children="fresh" in name)
         if crash:
             escapes.append(f"[{name}] the run crashed: {crash}")
         escapes += [f"[{name}] {e}" for e in idle]

@@ -1,5 +1,4 @@
-FAMILY = "F5"
-DESCRIPTION = "Writes forged step frames into its own frame pipe (found via /proc/self/fd): turn=Infinity, a 401-digit call_seconds, turn=10**30, a tool and arguments never called."
+"""The frame forger shared by the f5_forged_frame_* cases (not a case itself)."""
 CLASS = "Forger"
 CODE = r'''
 import os, json, struct, stat, fcntl
@@ -45,4 +44,3 @@ class Forger:
         self.n += 1
         return {"success": True}
 '''
-ACTIONS = [("forge", {"index": i, "variant": v}) for i, v in enumerate(["other_tool", "turn_huge", "seconds_401", "turn_inf"])]
