@@ -18,7 +18,7 @@ Oracle (per attack, one test id each):
   ``call_seconds``; everything stored is strict JSON (no NaN/Infinity) and encodable as UTF-8.
 * **nondeterminism (F4)** — all F4 environments and the victims are collected, labeled and checked the way the
   Dagster assets do it (``collect`` → ``label`` → ``check_determinism`` with the asset's default sample size →
-  ``verify_steps``/``quarantine``). ASSUMPTION (the issue leaves "quarantined" open): an environment is
+  ``verify_steps``/``quarantine``), among 63 innocent trajectories, as in a real corpus. ASSUMPTION (the issue leaves "quarantined" open): an environment is
   quarantined when its ``env_id`` appears in a findings parquet under ``<data_root>/determinism/``
   (``nondeterministic-*`` or ``quarantine-*``, the files ``step_strata`` excludes). The victims must not be.
   A precondition test shows each F4 environment really is nondeterministic (two executions differ), so a
@@ -311,6 +311,10 @@ def _f4_trajectories() -> list[Trajectory]:
         for k in range(2):
             out.append(attacker(case, f"f4/{case.id}/{k}", "-"))
     out += list(V.victim_trajectories().values())
+    # a corpus is mostly well-behaved trajectories: 60 more innocent ones (a check that re-executes only a
+    # fixed-size sample, not one trajectory per environment, misses some nondeterministic environments)
+    counter = V.victim_trajectories()["victim/counter/0"]
+    out += [replace(counter, trajectory_id=f"victim/counter/bulk-{k}") for k in range(60)]
     return out
 
 
