@@ -393,7 +393,18 @@ POISON = {
 
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory):
-    """The whole corpus as a user has it (EnvScaler files configured as a source), run through every stage."""
+    """The whole corpus, every family at once."""
+    return _e2e(tmp_path_factory.mktemp("e2e"), CASES)
+
+
+@pytest.fixture(scope="module")
+def e2e_names(tmp_path_factory):
+    """Only the poisoned names (and the victims): their reports exist whatever the other families do."""
+    return _e2e(tmp_path_factory.mktemp("e2e-names"), F6)
+
+
+def _e2e(root: Path, cases: list[Case]):
+    """A corpus as a user has it (EnvScaler files configured as a source), run through every stage."""
     import contextlib
     import io
 
@@ -411,15 +422,14 @@ def e2e(tmp_path_factory):
     from pipeline.store.reconstruct import verify_steps
     from pipeline.store.versions import BENCHMARK
 
-    root = tmp_path_factory.mktemp("e2e")
-    env_file, scen_file = write_corpus(root / "corpus", CASES)
+    env_file, scen_file = write_corpus(root / "corpus", cases)
     cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, scen_file)])
     items, issues = env_items(cfg)
     layout = DataLayout.at(root / "data")
     build_catalog(layout, items, issues, bfcl=False)
     by_env = {i.env_id: i for i in items}
     trajectories = []
-    for case in CASES:  # the attacks' own tool calls, on the specs built from the corpus files
+    for case in cases:  # the attacks' own tool calls, on the specs built from the corpus files
         spec = by_env[case.corpus_env_id].spec(case.init)
         trajectories.append(Trajectory(f"e2e/{case.id}", f"{case.id}-attack", spec,
                                        tuple(Action(n, _substitute(a, f"e2e/{case.id}", "-"), turn=i)
@@ -467,10 +477,11 @@ def test_e2e_run_completes_for_the_well_behaved_environments(e2e):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", F6, ids=[c.id for c in F6])
-def test_poisoned_name_is_not_raw_in_any_report(case: Case, e2e):
+def test_poisoned_name_is_not_raw_in_any_report(case: Case, e2e_names):
     """ASSUMPTION: the reports are the console summary (``python -m pipeline summary``), every Markdown file
-    under the data root and the exported dataset card; the run's own failure is reported by the e2e test."""
-    _, stages, texts = e2e
+    under the data root and the exported dataset card (run with the F6 cases and the victims only)."""
+    _, stages, texts = e2e_names
+    assert "summary" in stages, f"harness: the run with poisoned names stopped before its reports: {stages}"
     raw = {where: [p for p in POISON[case.id] if p in text] for where, text in texts.items()}
     raw = {w: p for w, p in raw.items() if p}
     assert not raw, f"{case.id}: the raw poisoned name ({case.env_id!r}) is in: {raw} (stages: {stages})"
