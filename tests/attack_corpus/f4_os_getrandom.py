@@ -1,0 +1,17 @@
+FAMILY = "F4"
+DESCRIPTION = "os.getrandom(8) (a syscall the freeze does not patch)."
+CLASS = "Source"
+CODE = r'''
+import os
+
+class Source:
+    def __init__(self, init_config):
+        self.readings = []
+
+    def read(self, label: str = "r"):
+        """Take a reading and keep it in the state."""
+        value = os.getrandom(8).hex()
+        self.readings.append(value)
+        return {"success": True, "data": value}
+'''
+ACTIONS = [("read", {"label": "a"}), ("read", {"label": "b"}), ("read", {"label": "c"})]
