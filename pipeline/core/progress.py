@@ -70,8 +70,8 @@ class Progress:
     def line(self, now: float | None = None, note: str = "") -> str:
         now = self.clock() if now is None else now
         unit = f" {self.unit}" if self.unit else ""
-        pct = 100.0 * min(self.done, self.total) / self.total if self.total else 100.0
-        text = f"{self.phase}: {self.done:,}/{self.total:,}{unit} ({pct:.0f}%) {self.rate(now):,.1f}/s"
+        pct = 100 * min(self.done, self.total) // self.total if self.total else 100  # floor: 100% only when done
+        text = f"{self.phase}: {self.done:,}/{self.total:,}{unit} ({pct}%) {self.rate(now):,.1f}/s"
         if self._finished:
             text += f" in {clock_text(now - self.started)}"
         else:
