@@ -24,7 +24,6 @@ regenerate_splits = define_asset_job(
     selection=["step_strata", "benchmark_split", "sft_mixture", "benchmark_dataset", "sft_dataset", "simulator_eval"],
     description="Re-stratify the labeled steps, draw new benchmark / SFT split versions, export each version "
     "(export/<kind>/<version>/, current moved to it) and re-run the configured simulator evaluations on it.",
-    config=settings().console_logging(),  # the console at INFO (ENVSIM_LOG_LEVEL)
 )
 
 SPLIT_CRON = settings().split_cron  # weekly, Monday 04:00 UTC (ENVSIM_SPLIT_CRON)

@@ -23,7 +23,6 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from pipeline.core.settings import settings
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
 from assets.metadata import frame_table
@@ -182,11 +181,9 @@ def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig,
 
 
 simulation = define_asset_job("simulation", selection=["simulated_rollouts", "rollout_sft_dataset"],
-                              description="Simulated rollouts (default: oracle and no_change over recorded actions) and their SFT export.",
-                              config=settings().console_logging())
+                              description="Simulated rollouts (default: oracle and no_change over recorded actions) and their SFT export.")
 curriculum_refresh = define_asset_job("curriculum_refresh", selection=["curriculum_mixture"],
-                                      description="Draw a new α-curriculum mixture from the latest evaluation results.",
-                                      config=settings().console_logging())
+                                      description="Draw a new α-curriculum mixture from the latest evaluation results.")
 
 
 @asset_sensor(asset_key=AssetKey("simulator_eval"), job=curriculum_refresh,

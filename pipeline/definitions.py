@@ -89,16 +89,12 @@ if _launcher:
     _modules.append(training)
 
 _partitioned = AssetSelection.assets("trajectories", "labeled_steps")
-#: every job's default run config sets the console logger to ENVSIM_LOG_LEVEL (default INFO): without a
-#: ``loggers`` section Dagster logs to the console at DEBUG ("Type check passed", "Loaded input", ...)
-_console = _settings.console_logging()
 if SHARDS is None:
     envsim_main = define_asset_job(
         "envsim_main",
         selection=AssetSelection.all() - AssetSelection.groups("training", "simulation", "envsimbench"),
         description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> strata -> "
         "benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
-        config=_console,
     )
     _scale_out = []
 else:
@@ -107,14 +103,12 @@ else:
         selection=AssetSelection.all() - AssetSelection.groups("training", "simulation", "envsimbench") - _partitioned,
         description="Everything unpartitioned (ENVSIM_SHARDS is set): the catalog, and on top of all partitions of the "
         "labeled steps: strata -> benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
-        config=_console,
     )
     _scale_out = [define_asset_job(
         "collect_and_label",
         selection=_partitioned,
         description="One partition (environment source and shard) of trajectories -> labeled steps (+ checks); "
         "backfill it to run every partition, one run each.",
-        config=_console,
     )]
 
 #: the data root of a run: configured at launch (Launchpad, run config ``resources: store: config: data_root``)
@@ -127,11 +121,9 @@ defs = Definitions(
     executor=executor_from_env(),
     jobs=[envsim_main, *_scale_out, automation.regenerate_splits, simulation.simulation, simulation.curriculum_refresh,
           define_asset_job("envsimbench_import_job", selection=AssetSelection.groups("envsimbench"),
-                           description="Import the published EnvSimBench (benchmark / process data) as benchmark split versions.",
-                           config=_console)] + (
+                           description="Import the published EnvSimBench (benchmark / process data) as benchmark split versions.")] + (
         [define_asset_job("training", selection=AssetSelection.groups("training"),
-                          description="SFT training and evaluation as GPU jobs through the launcher (local or Slurm).",
-                          config=_console)]
+                          description="SFT training and evaluation as GPU jobs through the launcher (local or Slurm).")]
         if _launcher else []
     ),
     schedules=[automation.weekly_splits],

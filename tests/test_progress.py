@@ -14,7 +14,6 @@ from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.core.progress import Progress, clock_text
-from pipeline.core.settings import Settings, SettingsError
 from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
@@ -125,27 +124,26 @@ def test_collection_and_labeling_log_every_phase_with_its_total(tmp_path, sandbo
     assert all(len(ms) <= 3 for ms in progress.values())  # rate-limited: a small corpus gets its last line only
 
 
-def test_log_level_setting():
-    assert Settings.from_env({}).log_level == "INFO"
-    assert Settings.from_env({"ENVSIM_LOG_LEVEL": "debug"}).log_level == "DEBUG"
-    assert Settings.from_env({}).console_logging() == {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
-    with pytest.raises(SettingsError, match="ENVSIM_LOG_LEVEL must be one of DEBUG, INFO"):
-        Settings.from_env({"ENVSIM_LOG_LEVEL": "loud"})
+def test_the_instance_logs_info_by_default(tmp_path):
+    """The project's dagster.yaml (what ``./forge`` puts in ``$DAGSTER_HOME``) sets the default console level
+    of every run that names no logger to INFO; a home set up before gets the setting from ``./forge``."""
+    from dagster import DagsterInstance
+    from dagster._loggers import default_system_loggers
 
-
-def test_every_job_defaults_the_console_to_info_and_debug_stays_available():
-    code = ("from pipeline.definitions import defs\n"
-            "for job in defs.resolve_all_job_defs():\n"
-            "    if job.name != '__ASSET_JOB':\n"
-            "        print(job.name, job.run_config_schema.config_type.fields['loggers'].default_value)\n")
-    for level in ("", "DEBUG"):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")} | {"ENVSIM_LOG_LEVEL": level}
-        out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr[-2000:]
-        jobs = dict(line.split(" ", 1) for line in out.stdout.splitlines())
-        assert {"envsim_main", "regenerate_splits", "simulation"} <= set(jobs)
-        want = repr({"console": {"config": {"log_level": level or "INFO"}}})
-        assert all(v == want for v in jobs.values()), jobs
+    (tmp_path / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.python_log_level == "INFO"
+        [(_, config)] = default_system_loggers(instance)
+        assert config["log_level"] == "INFO"
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    setup = next(line.strip() for line in (ROOT / "forge").read_text().splitlines() if "grep -q '^python_logs:'" in line)
+    subprocess.run(["bash", "-c", setup], env={**os.environ, "DAGSTER_HOME": str(old)}, check=True)
+    subprocess.run(["bash", "-c", setup], env={**os.environ, "DAGSTER_HOME": str(old)}, check=True)  # once only
+    with DagsterInstance.from_config(str(old)) as instance:
+        assert instance.python_log_level == "INFO"
+    assert (old / "dagster.yaml").read_text().count("python_logs:") == 1
 
 
 @pytest.mark.slow
@@ -156,11 +154,12 @@ def test_dg_launch_prints_info_and_no_debug_by_default(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
     env.update(DAGSTER_HOME=str(tmp_path / "home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"), ENVSIM_EXECUTOR="in_process")
     (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())  # as ./forge sets it up
     base = [str(dg), "launch", "--assets", "environment_catalog", "-m", "pipeline.definitions"]
     out = subprocess.run(base, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
-    assert " - INFO - " in text and "RUN_SUCCESS" in text
+    assert " - INFO - " in text and "environments.parquet" in text  # the asset's own INFO line
     assert " - DEBUG - " not in text and "Type check passed" not in text
     debug = json.dumps({"loggers": {"console": {"config": {"log_level": "DEBUG"}}}})
     out = subprocess.run(base + ["--config-json", debug], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -31,11 +31,8 @@ VARIABLES = (
     "ENVSIM_DATA_ROOT", "ENVSIM_PROFILE", "ENVSIM_SHARDS", "ENVSIM_EXECUTOR", "ENVSIM_EXECUTOR_CONFIG",
     "ENVSIM_MAX_CONCURRENT", "ENVSIM_LAUNCHER", "ENVSIM_SLURM_PARTITION", "SLURM_CONF", "ENVSIM_SANDBOX",
     "ENVSIM_SANDBOX_WORKERS", "ENVSIM_LLAMAFACTORY_PYTHON", "ENVSIM_SERVE_PYTHON", "ENVSIM_DUCKDB_MEMORY", "ENVSIM_DUCKDB_THREADS",
-    "ENVSIM_SPLIT_CRON", "ENVSIM_STRICT", "ENVSIM_LOG_LEVEL",
+    "ENVSIM_SPLIT_CRON", "ENVSIM_STRICT",
 )
-
-#: the values ``ENVSIM_LOG_LEVEL`` takes (Python's logging levels)
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 #: the values ``ENVSIM_EXECUTOR`` takes (the executors ``pipeline.definitions`` builds)
@@ -79,15 +76,6 @@ class Settings:
     #: ``ENVSIM_STRICT``: a quarantined environment (non-deterministic or unverified labels) fails the run
     #: instead of being excluded while the others go on (``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``)
     strict: bool = False
-    #: ``ENVSIM_LOG_LEVEL``: the default threshold of the Dagster console logger of every job (``DEBUG`` shows
-    #: Dagster's own step events, "Type check passed" and the like); a run's ``loggers: console: config:
-    #: log_level`` overrides it
-    log_level: str = "INFO"
-
-    def console_logging(self) -> dict:
-        """The run config (a job's default) that sets the Dagster console logger to ``log_level``: Dagster
-        itself logs at DEBUG when a run's config names no logger."""
-        return {"loggers": {"console": {"config": {"log_level": self.log_level}}}}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -123,9 +111,6 @@ def _parse(values: tuple[str | None, ...]) -> Settings:
 
     default = Settings()
     strict = flag("ENVSIM_STRICT")
-    log_level = (raw["ENVSIM_LOG_LEVEL"] or default.log_level).upper()
-    if log_level not in LOG_LEVELS:
-        raise SettingsError(f"ENVSIM_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {raw['ENVSIM_LOG_LEVEL']!r}")
     return Settings(
         data_root=Path(raw["ENVSIM_DATA_ROOT"] or default.data_root),
         profile=raw["ENVSIM_PROFILE"] or default.profile,
@@ -144,7 +129,6 @@ def _parse(values: tuple[str | None, ...]) -> Settings:
         duckdb_threads=whole("ENVSIM_DUCKDB_THREADS", 0) or None,
         split_cron=raw["ENVSIM_SPLIT_CRON"] or default.split_cron,
         strict=default.strict if strict is None else strict,
-        log_level=log_level,
     )
 
 
