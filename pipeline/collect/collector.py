@@ -87,6 +87,8 @@ def collect(
         return trajectory_row(traj, init["state_json"], init["state_hash"])
 
     def probe(pending: list[Trajectory]) -> Iterable[dict[str, Any]]:
+        for strategy in {t.strategy for t in pending} & set(progress or {}):
+            progress[strategy].begin()  # its rate counts from its first trajectory's run
         runs = sandbox.run(pending)  # in input order; executed in full, so the labels are kept
         for original, (_run, result) in zip(pending, runs):
             if progress and original.strategy in progress:
@@ -108,8 +110,6 @@ def collect(
                 traj, result = item
                 yield accept(_json_actions(traj), result["init"], result)
             else:
-                if progress and item.strategy in progress:
-                    progress[item.strategy].begin()
                 pending.append(_json_actions(item))
                 if len(pending) >= probe_chunk:
                     yield from probe(pending)
