@@ -34,6 +34,7 @@ import openai
 
 from pipeline.core.fields import setting
 from pipeline.core.openai_client import async_client
+from pipeline.core.progress import Progress
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
 from pipeline.core.environment import EnvSpec
@@ -274,6 +275,9 @@ async def collect_agent(
     """Run the agent on every task not yet recorded in ``record`` (JSON lines, appended per episode)."""
     done = load_episodes(record)
     todo = [t for t in tasks if t.task_id not in done]
+    if len(todo) < len(tasks):
+        log(f"agent: {len(tasks) - len(todo)} of {len(tasks)} episodes already recorded in {record.name}; running the other {len(todo)}")
+    progress = Progress("agent", len(todo), log, unit="episodes")
     agent = Agent(settings, sandbox)
     gate = asyncio.Semaphore(max(1, settings.concurrency))
     try:
@@ -289,6 +293,7 @@ async def collect_agent(
                 counts = tally(row)
                 log(f"agent episode {task.task_id}: {ep.status}, {counts['answers']} answers, {counts['valid']} valid / "
                     f"{counts['invalid']} invalid tool calls, {counts['no_tool_call']} without a tool call")
+                progress.advance()
 
             await asyncio.gather(*(one(t) for t in todo))
     finally:

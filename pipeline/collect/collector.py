@@ -11,10 +11,11 @@ import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from pipeline.core.trajectory import Trajectory
 from pipeline.core.issues import TaskIssue
+from pipeline.core.progress import Progress
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import CollectedSteps
 from pipeline.core.canonical import canonical_json, canonicalize
@@ -61,13 +62,15 @@ def collect(
     sandbox: Sandbox,
     log: Log = lambda _m: None,
     probe_chunk: int = 256,
+    progress: Mapping[str, Progress] | None = None,
 ) -> CollectReport:
     """Write ``trajectories.parquet`` and ``issues.parquet`` atomically (a partition-scoped layout:
     ``part-<partition>.parquet`` and ``issues-<partition>.parquet``; an unpartitioned collection then
     removes the files of an earlier partitioned one, see ``pipeline.store.partitions``).
 
     Trajectories whose initial state is not yet known (ground-truth replay) are reset in the
-    sandbox to record it; explored ones arrive with it.
+    sandbox to record it; explored ones arrive with it. ``progress`` (by trajectory strategy, e.g.
+    ``ground_truth``: the bfcl replay) counts each such trajectory once the sandbox has run it.
     """
     report = CollectReport()
 
@@ -84,8 +87,12 @@ def collect(
         return trajectory_row(traj, init["state_json"], init["state_hash"])
 
     def probe(pending: list[Trajectory]) -> Iterable[dict[str, Any]]:
+        for strategy in {t.strategy for t in pending} & set(progress or {}):
+            progress[strategy].begin()  # its rate counts from its first trajectory's run
         runs = sandbox.run(pending)  # in input order; executed in full, so the labels are kept
         for original, (_run, result) in zip(pending, runs):
+            if progress and original.strategy in progress:
+                progress[original.strategy].advance()
             if result["init"] is None:
                 issue = TaskIssue(original.task_id, "reset", result["init_error"] or "reset failed", "")
                 report.issues.append(issue)
@@ -111,6 +118,8 @@ def collect(
 
     with kept:
         write_table(layout.trajectories, rows(), schema.TRAJECTORIES, batch_rows=128)
+    for phase in (progress or {}).values():
+        phase.finish()  # a phase that ended short of its total (a trajectory not run) still gets its last line
     write_table(layout.collection_issues, report.issue_rows(), schema.ISSUES)
     if layout.partition is None:
         for name in end_unpartitioned(layout):

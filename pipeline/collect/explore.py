@@ -24,6 +24,7 @@ from pipeline.core.issues import TaskIssue
 from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
 from pipeline.core import profile
+from pipeline.core.progress import Progress
 from pipeline.core.outcome import FAILURE
 from pipeline.core.strata import Composition, balance2_group
 
@@ -135,6 +136,12 @@ def explore(
     coverage = coverage or Coverage(settings)
     # failure cells (and the Balance2 failure group) short: mutate more
     failure_keys = {c.name for c in coverage.composition.cells if c.outcome == FAILURE} | {f"b2:{FAILURE}"}
+    targets = len(coverage.targets())
+    # the total is the call budget (exploration's hard bound, known up front); it stops earlier when every
+    # coverage target is met, which the line counts beside it
+    progress = Progress("exploration", settings.call_budget, log, unit="calls", finish_at_total=False,
+                        detail=lambda: f"{targets - len(coverage.short())}/{targets} coverage targets met")
+    progress.advance(min(coverage.steps, settings.call_budget))  # a coverage carried in from earlier
     live = list(scenarios)
     rounds: Counter[str] = Counter()
     cursor = 0
@@ -173,6 +180,7 @@ def explore(
                 continue
             for step in result["steps"]:
                 coverage.add(traj.env_id, step["tool"], step["outcome"], step["delta_size"], step["args_count"])
+            progress.advance(len(result["steps"]))
             actions = tuple(  # what the policy did, which argument it mutated, and the s'_t it saw
                 Action(s["tool"], json.loads(s["arguments_json"]), turn=s["step_index"],
                        mutated_arg=s.get("mutated_arg"), observed_after_hash=s.get("state_after_hash"))
@@ -181,4 +189,11 @@ def explore(
             yield replace(traj, actions=actions, meta={}), result
         if dead:
             live = [s for s in live if s.task_id not in dead]
-        log(f"explored {coverage.steps} calls; short: " + (", ".join(sorted(coverage.short())) or "none"))
+    short = sorted(coverage.short())
+    if not short:
+        why = "every coverage target met"
+    elif coverage.steps >= settings.call_budget:
+        why = "call budget spent; short: " + ", ".join(short)
+    else:
+        why = "no scenario left to explore; short: " + ", ".join(short)
+    progress.finish(why)

@@ -16,6 +16,8 @@ from pipeline.core.strata import Composition
 from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories, source_of
 from pipeline.envs import registry
 from pipeline.core.issues import TaskIssue
+from pipeline.core.progress import Progress
+from pipeline.core.trajectory import Trajectory
 from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store.layout import DataLayout, safe_name
@@ -148,7 +150,18 @@ def collect_all(
 
     items, item_issues = env_items(cfg)
     replay = replay_trajectories(cfg) if shard is None or shard.source == "bfcl" else iter(())  # only bfcl envs
-    streams = [scoped(item_issues, "envscaler"), scoped(replay, "bfcl"), scoped(history_trajectories(cfg, items), "envscaler")]
+    # progress of the replays, with their totals known up front: the bfcl tasks are parsed now (a few
+    # thousand at most, package data); message histories, which can be large, are read once to count them
+    replay = list(scoped(replay, "bfcl"))
+    phases: dict[str, Progress] = {}
+    gt_total = sum(isinstance(t, Trajectory) for t in replay)
+    if gt_total:
+        phases["ground_truth"] = Progress("bfcl replay", gt_total, log, unit="trajectories")
+    if cfg.message_histories:
+        history_total = sum(isinstance(t, Trajectory) for t in scoped(history_trajectories(cfg, items), "envscaler"))
+        if history_total:
+            phases["replay-messages"] = Progress("message-history replay", history_total, log, unit="trajectories")
+    streams = [scoped(item_issues, "envscaler"), replay, scoped(history_trajectories(cfg, items), "envscaler")]
     agent_rows: list[dict] = []
     if agent is not None:
         tasks = agent_tasks(cfg, items, list(agent.sources), agent.task_limit)
@@ -176,7 +189,7 @@ def collect_all(
             explore_settings = _scaled(explore_settings, len(here) / len(everywhere) if everywhere else 0.0)
         coverage = Coverage(explore_settings) if composition is None else Coverage(explore_settings, composition)
         streams += [scoped(scenario_issues, "envscaler"), explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
-    report = collect(itertools.chain(*streams), layout, sandbox, log)
+    report = collect(itertools.chain(*streams), layout, sandbox, log, progress=phases)
     if summary is not None:
         summary.note = _shard_note(summary, report.trajectories)
         log(summary.note)

@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.core.trajectory import Trajectory
+from pipeline.core.progress import Progress
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
@@ -135,13 +137,17 @@ def label(
         report.issues.append({"stage": "label", "task_id": "", "trajectory_id": "", "origin": str(marker), "reason": died})
         log(died)
     pending: tuple[Any, ...] | None = None  # the chunk running in the sandbox while the next is prepared
+    total = sum(pq.ParquetFile(f).metadata.num_rows for f in layout.trajectory_files())
+    progress = Progress("labeling", total, log, unit="trajectories", detail=lambda: (
+        f"{report.steps:,} steps; {report.prelabeled:,} trajectories' labels kept from collection, "
+        f"{report.parts_reused} parts reused"))
 
     def kept_issues(traj: Trajectory) -> list[dict[str, Any]]:
         return [{"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": "", "reason": m}
                 for m in prelabels.issues.get(traj.trajectory_id, [])]
 
     def write_part(chunk: list[dict[str, Any]], part: Path, sidecar: Path, steps: pa.Table | list[dict[str, Any]],
-                   issues: list[dict[str, Any]], timing: dict[str, Any] | None, executed: list[str], how: str = "") -> None:
+                   issues: list[dict[str, Any]], timing: dict[str, Any] | None, executed: list[str]) -> None:
         """The one way a part is written: its issues logged, the part, then its sidecar (the part is
         complete when the sidecar exists), the report counted."""
         for issue in issues:
@@ -156,7 +162,7 @@ def label(
         report.parts_written += 1
         report.steps += count
         report.issues.extend(issues)
-        log(f"labeled part {part.name}: {len(chunk)} trajectories, {count} steps{how}")
+        progress.advance(len(chunk))
 
     def finish(chunk: list[dict[str, Any]], part: Path, sidecar: Path, trajectories: list[Trajectory],
                kept: dict[str, list[dict[str, Any]]], running: Any) -> None:
@@ -200,13 +206,13 @@ def label(
             report.parts_reused += 1
             report.steps += meta["steps"]
             report.issues.extend(meta["issues"])
+            progress.advance(len(chunk))
             continue
         trajectories = [row_to_trajectory(r) for r in chunk]
         kept_table, kept_ids = prelabels.table(chunk)  # labels observed at collection: not executed again
         report.prelabeled += len(kept_ids)
         if len(kept_ids) == len(trajectories):  # the whole chunk: Arrow slices straight to the part
-            write_part(chunk, part, sidecar, kept_table, [i for t in trajectories for i in kept_issues(t)], None, [],
-                       " (labels kept from collection)")
+            write_part(chunk, part, sidecar, kept_table, [i for t in trajectories for i in kept_issues(t)], None, [])
             continue
         kept: dict[str, list[dict[str, Any]]] = {}
         for row in kept_table.to_pylist():
@@ -221,6 +227,7 @@ def label(
         pending = (chunk, part, sidecar, trajectories, kept, running, sorted({t.env_id for t in trajectories}))
     if pending is not None:
         finish(*pending[:-1])
+    progress.finish()
     marker.unlink(missing_ok=True)
     for stale in layout.steps_dir.glob("part-*"):
         if stale.name not in keep and _removable(layout, stale.name):
