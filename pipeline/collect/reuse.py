@@ -143,10 +143,6 @@ def _rows(path: Path) -> int | None:
     return pq.ParquetFile(str(path)).metadata.num_rows if path.suffix == ".parquet" else None
 
 
-def _counter(d: dict[str, int]) -> Counter[str]:
-    return Counter(d)
-
-
 def record(layout: DataLayout, key: str | None, result: "CollectionResult") -> None:
     """Write the record of a finished collection (none for an unfingerprinted one)."""
     path = record_path(layout)
@@ -221,7 +217,7 @@ def reused(
         return None
     r = doc["report"]
     report = CollectReport(r["trajectories"], r["actions"], [TaskIssue(**i) for i in r["issues"]],
-                           _counter(r["by_category"]), _counter(r["by_env"]), _counter(r["by_strategy"]))
+                           Counter(r["by_category"]), Counter(r["by_env"]), Counter(r["by_strategy"]))
     coverage = None
     if (c := doc["coverage"]) is not None:
         coverage = Coverage(ExploreSettings(**c["settings"]), composition or profile.current().composition)
