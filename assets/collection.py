@@ -28,6 +28,8 @@ class CollectionConfig(config_from(ExploreSettings)):
     optional LLM agent."""
 
     enabled: bool = Field(default=True, description="Explore the builtin/EnvScaler (and optionally bfcl) scenarios.")
+    force: bool = Field(default=False, description="Collect even when the inputs are unchanged (otherwise an identical "
+                        "earlier collection is reused: same sources and file contents, settings, limits and code).")
     agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig, description="LLM agent policy (skipped without a model).")
 
     def agent_run(self) -> AgentRun | None:
@@ -59,13 +61,17 @@ def trajectories(
     collects the environments of that source whose blake2b hash of the env id is i mod N into
     `trajectories/part-<partition>.parquet` (issues: `issues-<partition>.parquet`); exploration gets
     the shard's share of the call budget. A source with nothing configured gives an empty partition.
+
+    Collection is deterministic: with the inputs of the last collection unchanged (sources and their
+    files, exploration settings, composition, sandbox limits, code; no LLM agent) nothing is collected
+    again and the recorded result is reported (`reused: true`); config `force: true` collects anyway.
     """
     layout = store.layout()
     shard = shard_of(context)
     with sandbox.open() as box:
         result = collect_all(sources.config(), layout, box, config.settings(), log=context.log.info, agent=config.agent_run(),
                              composition=composition.composition(),
-                             shard=shard)
+                             shard=shard, force=config.force)
     report = result.report
     if shard is not None:
         layout = layout.for_partition(shard.key)
@@ -73,6 +79,7 @@ def trajectories(
         context.log.warning(f"task {issue.task_id} ({issue.stage}): {issue.reason}")
     by_cat = pd.DataFrame(sorted(report.by_category.items()), columns=["category", "trajectories"])
     metadata = {
+        "reused": result.reused,
         "trajectories": report.trajectories,
         "actions": report.actions,
         "environments": len(report.by_env),

@@ -33,7 +33,7 @@ from resources.composition import CellConfig
 
 # (Dagster class, dataclass, the dataclass fields it does not derive, fields of its own (some of them), config keys renamed)
 PAIRS = [
-    (CollectionConfig, ExploreSettings, set(), {"enabled", "agent"}, {}),
+    (CollectionConfig, ExploreSettings, set(), {"enabled", "force", "agent"}, {}),
     (AgentPolicyConfig, AgentSettings, set(), {"sources", "task_limit"}, {}),
     (AgentPolicyConfig, AgentRun, {"settings"}, {f.name for f in dataclasses.fields(AgentSettings)}, {}),
     (SimulatorConfig, SimulatorSpec, set(), set(), {}),

@@ -25,6 +25,8 @@ from pipeline.store.partitions import Shard, begin_partitioned, partition_keys
 from pipeline.collect.agent import collect_agent, episode_trajectory
 from pipeline.collect.sources import agent_tasks
 from pipeline.collect.agent import AgentSettings
+from pipeline.collect import reuse
+from pipeline.store.partitions import end_unpartitioned
 
 Log = Callable[[str], None]
 
@@ -36,6 +38,7 @@ class CollectionResult:
     agent_episodes: list[dict] = field(default_factory=list)
     shard: "ShardSummary | None" = None
     without_scenarios: list[str] = field(default_factory=list)  # corpus environments no scenario names
+    reused: bool = False  # the recorded result of an identical earlier collection (pipeline.collect.reuse)
 
 
 @dataclass
@@ -129,6 +132,7 @@ def collect_all(
     agent: AgentRun | None = None,
     shard: Shard | None = None,
     composition: Composition | None = None,
+    force: bool = False,
 ) -> CollectionResult:
     """Replay ground truth (bfcl), explore scenarios (builtin pack, EnvScaler corpora, optionally
     bfcl) and, with an endpoint configured, let an LLM agent solve tasks — into one trajectories table.
@@ -137,6 +141,9 @@ def collect_all(
     (``trajectories/part-<shard>.parquet``, ``issues-<shard>.parquet``); exploration gets the shard's
     share of the call budget and targets; a source with nothing configured gives an empty partition.
     Exploration steers toward ``composition`` (default: the profile's).
+
+    Unchanged inputs (same fingerprint, files intact) return the recorded result and collect nothing
+    unless ``force`` (:mod:`pipeline.collect.reuse`).
     """
     summary = None
     if shard is not None:
@@ -144,6 +151,12 @@ def collect_all(
         for name in begin_partitioned(layout, partition_keys(shard.count)):
             log(f"removed {name} (written under another partitioning)")
         summary = ShardSummary(shard, configured=_configured(cfg, shard.source))
+    input_key = reuse.fingerprint(cfg, sandbox, explore_settings, composition, shard, agent)
+    if not force and (kept := reuse.reused(layout, input_key, shard, composition, log)) is not None:
+        if shard is None:
+            for name in end_unpartitioned(layout):
+                log(f"removed {name} (a partitioned collection's file; this collection is unpartitioned)")
+        return kept
 
     def scoped(stream: Iterable, issues_of: str | None) -> Iterable:
         return stream if shard is None else _in_shard(stream, shard, summary, issues_of)
@@ -193,4 +206,6 @@ def collect_all(
     if summary is not None:
         summary.note = _shard_note(summary, report.trajectories)
         log(summary.note)
-    return CollectionResult(report, coverage, agent_rows, summary, without)
+    result = CollectionResult(report, coverage, agent_rows, summary, without)
+    reuse.record(layout, input_key, result)
+    return result

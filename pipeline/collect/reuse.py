@@ -1,0 +1,235 @@
+"""Collection that is a no-op when its inputs are unchanged.
+
+Collection is deterministic: the same sources (configuration and file contents), exploration
+settings, composition, sandbox limits and code give byte-identical trajectories. So a collection
+records an **input fingerprint** next to the file it writes (``trajectories/trajectories.collection.json``,
+a partition: ``part-<partition>.collection.json``), with the summary its asset reports and a digest
+of every file it wrote. A later collection with the same fingerprint, whose files are still exactly
+those, returns the recorded summary without opening an environment (``CollectionResult.reused``);
+``force`` (the ``trajectories`` config ``force: true``) collects anyway.
+
+The fingerprint holds (:func:`fingerprint`): ``COLLECTOR_VERSION``; what collected labels depend on
+(:func:`pipeline.labeling.rows.label_config`: labeler version, sandbox limits, environment code
+versions), the sandbox isolation; a digest of the code that produces trajectories (the ``pipeline``
+packages ``collect``, ``core``, ``envs`` — the builtin pack included —, ``execution``, ``labeling``,
+``store``); the ``SourceConfig`` and the bytes of every file it names (bfcl task and answer files,
+EnvScaler corpora, message histories); the exploration settings (None: exploration off) and the
+composition it steers toward; the shard. An LLM agent is never reused: a model endpoint answers
+differently from one run to the next, so with an agent there is no fingerprint.
+
+Labeled-steps parts are reused the same way, by a content key (:mod:`pipeline.labeling.steps`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections import Counter, defaultdict
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import pyarrow.parquet as pq
+
+from pipeline.collect.collector import CollectReport
+from pipeline.collect.explore import Coverage, ExploreSettings
+from pipeline.core import profile
+from pipeline.core.issues import TaskIssue
+from pipeline.core.strata import Composition
+from pipeline.labeling.rows import label_config, sidecar as steps_sidecar
+from pipeline.store.layout import DataLayout
+from pipeline.store.parquet_io import atomic_path
+from pipeline.store.partitions import Shard
+
+if TYPE_CHECKING:
+    from pipeline.collect.run import AgentRun, CollectionResult, SourceConfig
+    from pipeline.execution.sandbox import Sandbox
+
+#: bump when collection writes different trajectories from the same inputs in a way the code digest misses
+COLLECTOR_VERSION = "1"
+
+_CODE_PACKAGES = ("collect", "core", "envs", "execution", "labeling", "store")
+
+Log = Callable[[str], None]
+
+
+def record_path(layout: DataLayout) -> Path:
+    """``trajectories/<trajectories file stem>.collection.json``."""
+    return layout.trajectories.with_name(layout.trajectories.stem + ".collection.json")
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except OSError as exc:
+        return f"unreadable: {type(exc).__name__}"
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """Digest of the source files of the packages that produce trajectories."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.blake2b(digest_size=16)
+    for package in _CODE_PACKAGES:
+        for path in sorted((root / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
+                h.update(str(path.relative_to(root)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value of a configuration (dataclasses, paths, mappings, sets)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def _source_files(cfg: "SourceConfig") -> list[Path]:
+    files: list[Path] = []
+    for task_file in cfg.bfcl_files:
+        files += [task_file.tasks, task_file.answers]
+    for corpus in cfg.envscaler:
+        files += [corpus.env_items, *corpus.scenario_files()]
+    return files + list(cfg.message_histories)
+
+
+def fingerprint(
+    cfg: "SourceConfig",
+    sandbox: "Sandbox",
+    explore_settings: ExploreSettings | None,
+    composition: Composition | None,
+    shard: Shard | None,
+    agent: "AgentRun | None",
+) -> str | None:
+    """The input fingerprint of a collection; None when it must always run (an LLM agent)."""
+    if agent is not None:
+        return None
+    doc = {
+        "collector": COLLECTOR_VERSION,
+        "labels": label_config(sandbox.limits),
+        "isolation": getattr(sandbox, "isolation", None),
+        "code": code_digest(),
+        "sources": _plain(cfg),
+        "files": {str(p): _file_digest(Path(p)) for p in _source_files(cfg)},
+        "explore": _plain(explore_settings),
+        "composition": _plain(composition or profile.current().composition) if explore_settings is not None else None,
+        "shard": _plain(shard),
+    }
+    return hashlib.blake2b(json.dumps(doc, sort_keys=True).encode(), digest_size=16).hexdigest()
+
+
+def _outputs(layout: DataLayout) -> list[Path]:
+    """The files a collection writes (the agent record aside: an agent is never reused)."""
+    return [layout.trajectories, layout.collection_issues, layout.collected_steps, steps_sidecar(layout.collected_steps)]
+
+
+def _rows(path: Path) -> int | None:
+    return pq.ParquetFile(str(path)).metadata.num_rows if path.suffix == ".parquet" else None
+
+
+def record(layout: DataLayout, key: str | None, result: "CollectionResult") -> None:
+    """Write the record of a finished collection (none for an unfingerprinted one)."""
+    path = record_path(layout)
+    if key is None:
+        path.unlink(missing_ok=True)
+        return
+    report, cov, shard = result.report, result.coverage, result.shard
+    doc = {
+        "fingerprint": key,
+        "files": {p.name: {"bytes": p.stat().st_size, "digest": _file_digest(p), "rows": _rows(p)} for p in _outputs(layout)},
+        "report": {
+            "trajectories": report.trajectories, "actions": report.actions,
+            "issues": [dataclasses.asdict(i) for i in report.issues],
+            "by_category": dict(report.by_category), "by_env": dict(report.by_env), "by_strategy": dict(report.by_strategy),
+        },
+        "coverage": None if cov is None else {
+            "settings": dataclasses.asdict(cov.settings),
+            "cells": dict(cov.cells), "cell_envs": {k: sorted(v) for k, v in cov.cell_envs.items()},
+            "groups": dict(cov.groups), "steps": cov.steps,
+            "tool_hits": [[env, tool, dict(hits)] for (env, tool), hits in cov.tool_hits.items()],
+        },
+        "shard": None if shard is None else {
+            "source_envs": sorted(shard.source_envs), "shard_envs": sorted(shard.shard_envs),
+            "configured": shard.configured, "note": shard.note,
+        },
+        "without_scenarios": list(result.without_scenarios),
+    }
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(doc, indent=1))
+
+
+def _intact(layout: DataLayout, files: dict[str, Any]) -> str:
+    """Why the recorded files are not exactly those on disk (empty: they are)."""
+    for path in _outputs(layout):
+        want = files.get(path.name)
+        if want is None or not path.exists():
+            return f"{path.name} is missing"
+        if path.stat().st_size != want["bytes"] or _file_digest(path) != want["digest"]:
+            return f"{path.name} changed since it was collected"
+        try:
+            if _rows(path) != want["rows"]:
+                return f"{path.name} holds {_rows(path)} rows, not the {want['rows']} collected"
+        except Exception as exc:  # unreadable Parquet
+            return f"{path.name} is unreadable ({type(exc).__name__})"
+    return ""
+
+
+def reused(
+    layout: DataLayout,
+    key: str | None,
+    shard: Shard | None,
+    composition: Composition | None,
+    log: Log = lambda _m: None,
+) -> "CollectionResult | None":
+    """The recorded result when ``layout``'s collection was made from the inputs ``key`` and its
+    files are intact; otherwise None (and the stale record is removed: the collection runs)."""
+    from pipeline.collect.run import CollectionResult, ShardSummary
+
+    path = record_path(layout)
+    where = f" partition {shard.key}" if shard is not None else ""
+    if key is None:
+        log(f"collecting{where} anew: an LLM agent is configured (a model endpoint is not deterministic)")
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    why = "the inputs changed" if doc.get("fingerprint") != key else _intact(layout, doc.get("files", {}))
+    if why:
+        log(f"collecting{where} anew: {why}")
+        path.unlink(missing_ok=True)
+        return None
+    r = doc["report"]
+    report = CollectReport(r["trajectories"], r["actions"], [TaskIssue(**i) for i in r["issues"]],
+                           Counter(r["by_category"]), Counter(r["by_env"]), Counter(r["by_strategy"]))
+    coverage = None
+    if (c := doc["coverage"]) is not None:
+        coverage = Coverage(ExploreSettings(**c["settings"]), composition or profile.current().composition)
+        coverage.cells.update(c["cells"])
+        for cell, envs in c["cell_envs"].items():
+            coverage.cell_envs[cell].update(envs)
+        coverage.groups.update(c["groups"])
+        coverage.steps = c["steps"]
+        coverage.tool_hits = defaultdict(Counter, {(env, tool): Counter(h) for env, tool, h in c["tool_hits"]})
+    summary = None
+    if shard is not None and (s := doc["shard"]) is not None:
+        summary = ShardSummary(shard, set(s["source_envs"]), set(s["shard_envs"]), s["configured"], s["note"])
+    log(f"trajectories{where} unchanged (input fingerprint {key[:12]}): reused {report.trajectories} trajectories "
+        f"and {len(report.issues)} rejected tasks from {layout.trajectories.name}, nothing collected (force: true collects anyway)")
+    return CollectionResult(report, coverage, [], summary, doc["without_scenarios"], reused=True)
