@@ -28,23 +28,23 @@ import json
 from collections import Counter, defaultdict
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import pyarrow.parquet as pq
 
 from pipeline.collect.collector import CollectReport
 from pipeline.collect.explore import Coverage, ExploreSettings
+from pipeline.collect.result import CollectionResult, ShardSummary
+from pipeline.collect.sources import SourceConfig
 from pipeline.core import profile
 from pipeline.core.issues import TaskIssue
 from pipeline.core.strata import Composition
+from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import label_config, sidecar as steps_sidecar
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
 from pipeline.store.partitions import Shard
 
-if TYPE_CHECKING:
-    from pipeline.collect.run import AgentRun, CollectionResult, SourceConfig
-    from pipeline.execution.sandbox import Sandbox
 
 #: bump when collection writes different trajectories from the same inputs in a way the code digest misses
 COLLECTOR_VERSION = "1"
@@ -100,7 +100,7 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _source_files(cfg: "SourceConfig") -> list[Path]:
+def _source_files(cfg: SourceConfig) -> list[Path]:
     files: list[Path] = []
     for task_file in cfg.bfcl_files:
         files += [task_file.tasks, task_file.answers]
@@ -110,12 +110,12 @@ def _source_files(cfg: "SourceConfig") -> list[Path]:
 
 
 def fingerprint(
-    cfg: "SourceConfig",
-    sandbox: "Sandbox",
+    cfg: SourceConfig,
+    sandbox: Sandbox,
     explore_settings: ExploreSettings | None,
     composition: Composition | None,
     shard: Shard | None,
-    agent: "AgentRun | None",
+    agent: object | None,
 ) -> str | None:
     """The input fingerprint of a collection; None when it must always run (an LLM agent)."""
     if agent is not None:
@@ -143,7 +143,7 @@ def _rows(path: Path) -> int | None:
     return pq.ParquetFile(str(path)).metadata.num_rows if path.suffix == ".parquet" else None
 
 
-def record(layout: DataLayout, key: str | None, result: "CollectionResult") -> None:
+def record(layout: DataLayout, key: str | None, result: CollectionResult) -> None:
     """Write the record of a finished collection (none for an unfingerprinted one)."""
     path = record_path(layout)
     if key is None:
@@ -196,11 +196,9 @@ def reused(
     shard: Shard | None,
     composition: Composition | None,
     log: Log = lambda _m: None,
-) -> "CollectionResult | None":
+) -> CollectionResult | None:
     """The recorded result when ``layout``'s collection was made from the inputs ``key`` and its
     files are intact; otherwise None (and the stale record is removed: the collection runs)."""
-    from pipeline.collect.run import CollectionResult, ShardSummary
-
     path = record_path(layout)
     where = f" partition {shard.key}" if shard is not None else ""
     if key is None:

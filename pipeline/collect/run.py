@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from pipeline.core.fields import setting
@@ -26,30 +26,10 @@ from pipeline.collect.agent import collect_agent, episode_trajectory
 from pipeline.collect.sources import agent_tasks
 from pipeline.collect.agent import AgentSettings
 from pipeline.collect import reuse
+from pipeline.collect.result import CollectionResult, ShardSummary
 from pipeline.store.partitions import end_unpartitioned
 
 Log = Callable[[str], None]
-
-
-@dataclass
-class CollectionResult:
-    report: CollectReport
-    coverage: Coverage | None
-    agent_episodes: list[dict] = field(default_factory=list)
-    shard: "ShardSummary | None" = None
-    without_scenarios: list[str] = field(default_factory=list)  # corpus environments no scenario names
-    reused: bool = False  # the recorded result of an identical earlier collection (pipeline.collect.reuse)
-
-
-@dataclass
-class ShardSummary:
-    """What one partition of a sharded collection held."""
-
-    shard: Shard
-    source_envs: set[str] = field(default_factory=set)  # environments of the shard's source seen, all shards
-    shard_envs: set[str] = field(default_factory=set)  # ... of them in this shard
-    configured: bool = True  # whether the source has anything configured at all
-    note: str = ""
 
 
 _UNCONFIGURED = {
