@@ -1,7 +1,7 @@
 """The α-curriculum SFT mixture (GenEnv): train where the simulator is at its frontier.
 
 From one simulator's evaluation results (DuckDB ``eval_results``), the success rate (exact CM by default)
-is estimated per group of a hierarchy of levels — stratum (failure / no-change / simple / medium /
+is estimated per group of a hierarchy of levels — stratum (failure / no_change / simple / medium /
 difficult) → |Δ| → environment, as configured — with Beta smoothing toward the parent level:
 ``p̂ = (successes + m · p̂_parent) / (n + m)``, so a group with little or no data gets its parent's estimate
 and one with plenty of data its own. Each group of training candidates (the usable strata rows, |Δ| ≤ 12)

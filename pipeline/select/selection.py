@@ -73,9 +73,9 @@ def tool_stats(stratum: str, tools: list[tuple[str, str]]) -> dict[str, Any]:
     and its share of the stratum."""
     counts = Counter(tools)
     if not counts:
-        return {"stratum": stratum, "tools": 0, "top_tool": None, "top_tool_share": 0.0}
+        return {"stratum": stratum, "tool_pairs": 0, "top_tool": None, "top_tool_share": 0.0}
     (env, tool), n = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return {"stratum": stratum, "tools": len(counts), "top_tool": f"{tool} ({env})",
+    return {"stratum": stratum, "tool_pairs": len(counts), "top_tool": f"{tool} ({env})",
             "top_tool_share": round(n / len(tools), 3)}
 
 
@@ -251,7 +251,7 @@ def build_mixture(
     make_current: bool = True,
     composition: str = "balance2",
 ) -> SelectionResult:
-    """Balance2: failure / no-change / simple / complex groups, decontaminated against a benchmark
+    """Balance2: failure / no_change / simple / complex groups, decontaminated against a benchmark
     version by ``task_id`` or ``env_id`` and never sharing an (s_t, a_t) hash with it.
 
     ``composition="uniform"`` is the ablation baseline: as many samples as the Balance2 sizes add up to,
