@@ -118,7 +118,8 @@ def benchmark_split(
     environments, deterministic for (seed, input fingerprint, composition) — which is also its
     version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
     layout = store.layout()
-    result = build_benchmark(layout, composition.composition().cells, config.seed, config.on_shortfall, config.make_current)
+    result = build_benchmark(layout, composition.composition().cells, config.seed, config.on_shortfall, config.make_current,
+                             dagster_run_id=context.run_id)
     if result.shortfalls:
         context.log.warning(f"benchmark {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:
@@ -154,7 +155,7 @@ def sft_mixture(
     never containing a sample whose (s_t, a_t) hash is in the benchmark."""
     layout = store.layout()
     result = build_mixture(layout, composition.composition().mixture_sizes, config.seed, config.decontaminate, config.benchmark_version,
-                           config.on_shortfall, config.make_current)
+                           config.on_shortfall, config.make_current, dagster_run_id=context.run_id)
     if result.shortfalls:
         context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:
