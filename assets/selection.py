@@ -119,7 +119,7 @@ def benchmark_split(
     version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
     layout = store.layout()
     result = build_benchmark(layout, composition.composition().cells, config.seed, config.on_shortfall, config.make_current,
-                             dagster_run_id=context.run_id)
+                             dagster_run_id=context.run.run_id)
     if result.shortfalls:
         context.log.warning(f"benchmark {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:
@@ -155,7 +155,7 @@ def sft_mixture(
     never containing a sample whose (s_t, a_t) hash is in the benchmark."""
     layout = store.layout()
     result = build_mixture(layout, composition.composition().mixture_sizes, config.seed, config.decontaminate, config.benchmark_version,
-                           config.on_shortfall, config.make_current, dagster_run_id=context.run_id)
+                           config.on_shortfall, config.make_current, dagster_run_id=context.run.run_id)
     if result.shortfalls:
         context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:

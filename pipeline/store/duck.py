@@ -18,6 +18,8 @@ from typing import Any
 import duckdb
 
 from pipeline.core.settings import settings
+from pipeline.store import warehouse
+from pipeline.store.layout import DataLayout
 
 #: the DuckDB file's name under a data root
 DUCKDB_FILE = "envsim.duckdb"
@@ -47,9 +49,6 @@ def connect_file(path: str | os.PathLike[str], read_only: bool = False) -> duckd
     so a moved data root answers at once."""
     con = duckdb.connect(str(path), read_only=read_only, config=connection_config())
     if Path(path).name == DUCKDB_FILE:
-        from pipeline.store import warehouse  # imports this module
-        from pipeline.store.layout import DataLayout
-
         warehouse.repoint(con, DataLayout.at(Path(path).resolve().parent))
     return con
 
