@@ -31,13 +31,13 @@ def environment_catalog(
     for issue in report.issues:
         context.log.warning(f"env {shown(issue.task_id)} ({issue.stage}): {shown(issue.reason, 2000)}")
     table = pd.DataFrame(report.environments, columns=["source", "env_id", "env_class", "license", "num_tools"])
-    by_source = table.groupby("source").agg(environments=("env_id", "count"), tools=("num_tools", "sum")).reset_index()
-    context.log.info(f"catalog: {len(report.environments)} environments, {report.tools} tools -> {layout.environments}"
+    by_source = table.groupby("source").agg(environments=("env_id", "count"), tool_pairs=("num_tools", "sum")).reset_index()
+    context.log.info(f"catalog: {len(report.environments)} environments, {report.tools} (env, tool) pairs -> {layout.environments}"
                      + (f"; not listed (disabled): {', '.join(f'{k} ({v})' for k, v in disabled.items())}" if disabled else ""))
     return MaterializeResult(
         metadata={
             "environments": len(report.environments),
-            "tools": report.tools,
+            "tool_pairs": report.tools,
             "rejected_items": len(report.issues),
             "disabled_sources": records_table([{"source": k, "why": v} for k, v in disabled.items()], ["source", "why"]),
             "by_source": frame_table(by_source),

@@ -35,7 +35,7 @@ def simulator_eval(
     """Feedback Match and exact Config Match (primary), cm_reference / fm_reference (the EnvSimBench
     evaluation code's numbers) and cm_changed_paths of each simulator on a benchmark version (ours or an
     imported one), per stratum / |Δ| / environment / argument count, in DuckDB (`eval_runs`,
-    `eval_results`, `eval_by_stratum`, `eval_by_delta`, …). Results are persisted per sample, so a
+    `eval_results`, `eval_by_group`, `eval_by_delta`, …). Results are persisted per sample, so a
     re-run resumes — only what the same simulator answered: the same weights (`weights_id`, when set),
     else the same name, model and base_url. Failed requests (timeouts, 5xx, malformed or oversized responses) are recorded apart
     (`status = 'request_failed'`, the reason in `request_error`), never scored as wrong answers, and asked

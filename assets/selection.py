@@ -113,12 +113,13 @@ def benchmark_split(
     context: AssetExecutionContext, config: BenchmarkConfig, store: DataStoreResource, duckdb: DuckDBResource,
     composition: CompositionResource,
 ) -> MaterializeResult:
-    """The benchmark split: the EnvSimBench composition (20 failure; 40 + 40 no-change with 0 / 1
+    """The benchmark split: the EnvSimBench composition (20 failure; 40 + 40 no_change with 0 / 1
     arguments; 25 + 25 simple; 50 each for |Δ| 3, 4, 5, 6; 50 difficult) picked to maximise distinct
     environments, deterministic for (seed, input fingerprint, composition) — which is also its
     version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
     layout = store.layout()
-    result = build_benchmark(layout, composition.composition().cells, config.seed, config.on_shortfall, config.make_current)
+    result = build_benchmark(layout, composition.composition().cells, config.seed, config.on_shortfall, config.make_current,
+                             dagster_run_id=context.run.run_id)
     if result.shortfalls:
         context.log.warning(f"benchmark {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:
@@ -149,12 +150,12 @@ def sft_mixture(
     context: AssetExecutionContext, config: MixtureConfig, store: DataStoreResource, duckdb: DuckDBResource,
     composition: CompositionResource,
 ) -> MaterializeResult:
-    """The Balance2 SFT mixture: 1,000 failure + 1,000 no-change + 2,000 simple + 2,230 complex
+    """The Balance2 SFT mixture: 1,000 failure + 1,000 no_change + 2,000 simple + 2,230 complex
     (|Δ| ≥ 3) by default, decontaminated against a benchmark version by task_id (or env_id) and
     never containing a sample whose (s_t, a_t) hash is in the benchmark."""
     layout = store.layout()
     result = build_mixture(layout, composition.composition().mixture_sizes, config.seed, config.decontaminate, config.benchmark_version,
-                           config.on_shortfall, config.make_current)
+                           config.on_shortfall, config.make_current, dagster_run_id=context.run.run_id)
     if result.shortfalls:
         context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:

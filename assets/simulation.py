@@ -167,7 +167,7 @@ def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig,
     with duckdb.get_connection() as con:
         rid = resolve_run(con, config.simulator, config.split_version)
         spec = config.to_domain(run_id=rid)
-        result = build_curriculum(layout, con, spec, config.make_current)
+        result = build_curriculum(layout, con, spec, config.make_current, dagster_run_id=context.run.run_id)
         record(con, layout)
     import pandas as pd
 

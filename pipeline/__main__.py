@@ -101,7 +101,7 @@ def summary(layout: DataLayout) -> int:
     for card in sorted(exports):
         version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
         _say(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
-    _say(f"SQL: {layout.duckdb} (views steps, strata, trajectories, environments; tables split_versions, split_members)")
+    _say(f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views re-pointed on open)")
     if failed:
         envs = sorted({console(e) for doc in failed for e in doc.get("environments", [])})
         checks = sorted({doc["check"] for doc in failed})

@@ -15,7 +15,7 @@ from dagster_duckdb import DuckDBResource
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field
 
-from pipeline.store import duck
+from pipeline.store import catalog, duck, warehouse
 from pipeline.store.layout import DataLayout, default_data_root
 from resources.launcher import JobLauncherResource
 
@@ -65,7 +65,12 @@ class DataStoreDuckDBResource(DuckDBResource):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)  # the data root is created on demand
         inner = DuckDBResource(database=self.path, connection_config={**duck.connection_config(), **self.connection_config})
         with inner.get_connection() as con:
+            if self.path != ":memory:":
+                # views re-pointed at the data root as it is now (a moved root answers), comments on everything
+                warehouse.repoint(con, self.store.layout())
             yield con
+            if self.path != ":memory:":
+                catalog.describe(con)  # what the asset created is commented too
 
 
 class DataStoreJobLauncherResource(JobLauncherResource):

@@ -179,7 +179,7 @@ def test_request_failures_are_not_wrong_answers(split, tmp_path):
     con = duck(path, version)
     assert con.execute("SELECT samples, answered, request_failed, fm, cm, parse_fail_pct FROM eval_runs").fetchone() == (
         10, 7, 3, 100.0, 100.0, 0.0)  # the oracle answers are right; failures are not in the denominators
-    assert con.execute("SELECT sum(request_failed), sum(answered) FROM eval_by_stratum").fetchone() == (3, 7)
+    assert con.execute("SELECT sum(request_failed), sum(answered) FROM eval_by_group").fetchone() == (3, 7)
     table = results.summary(con, [f"fake@{version}"])
     assert table.loc[0, "request_failed"] == 3 and table.loc[0, "cm"] == 100.0
 

@@ -119,14 +119,14 @@ def test_most_weight_on_the_frontier_stratum_deterministic_and_decontaminated(la
     first = build_curriculum(layout, eval_con, spec)
     groups = {g["group"]: g for g in first.groups}
     assert groups["simple"]["estimate"] == pytest.approx((50 + 4 * 0.5) / 104, abs=1e-3)
-    assert groups["no-change"]["weight"] == 0 and groups["no-change"]["estimate"] is None  # not evaluated
+    assert groups["no_change"]["weight"] == 0 and groups["no_change"]["estimate"] is None  # not evaluated
     # GenEnv's default weights: the strata at p̂ ≈ 0.93 and ≈ 0.07 keep exp(−2 · 0.4327²) = 0.687671 (flat-top: < 0.01)
     assert groups["simple"]["weight"] == 1.0
     assert groups["failure"]["weight"] == groups["medium"]["weight"] == pytest.approx(W_EDGE, abs=1e-6) == 0.687671
     assert all(g["filtered"] is None for g in first.groups)
     quotas = {g: groups[g]["quota"] for g in groups}
     # 60 · w / Σw = 25.26 (simple), 17.37 (failure), 17.37 (medium); the last sample to failure (tie, by key)
-    assert quotas == {"simple": 25, "failure": 18, "medium": 17, "no-change": 0, "difficult": 0} and first.selection.samples == 60
+    assert quotas == {"simple": 25, "failure": 18, "medium": 17, "no_change": 0, "difficult": 0} and first.selection.samples == 60
     samples = pd.read_parquet(first.selection.path)
     bench = pd.read_parquet(SplitStore(layout, "benchmark").samples(first.selection.spec["benchmark"]))
     assert not set(samples.sample_hash) & set(bench.sample_hash)
@@ -165,7 +165,7 @@ def test_difficulty_filter_and_flat_top_end_to_end(layout, eval_con):
     for name in ("failure", "medium"):  # |p̂ − α| = 0.4327 > 0.3
         assert groups[name]["weight"] == 0 and groups[name]["quota"] == 0 and groups[name]["filtered"] == "|p̂ − α| = 0.4327 > k = 0.3"
     assert groups["simple"]["filtered"] is None and groups["simple"]["weight"] == 1.0 and groups["simple"]["quota"] == 60
-    assert groups["no-change"]["filtered"] is None and groups["no-change"]["weight"] == 0  # not evaluated, not filtered
+    assert groups["no_change"]["filtered"] is None and groups["no_change"]["weight"] == 0  # not evaluated, not filtered
     assert set(pd.read_parquet(filtered.selection.path).stratum) == {"simple"}
 
     flat = build_curriculum(layout, eval_con, CurriculumSpec(run_id=RUN, size=60, levels=("stratum",), curve="flat_top"),

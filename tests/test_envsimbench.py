@@ -122,7 +122,7 @@ def test_imported_version_through_the_assets(ours, reference_files, tmp_path):
     con = duckdb.connect(str(db), read_only=True)
     rows = {r[0]: r[1:] for r in con.execute("SELECT simulator, prompt, fm, cm FROM eval_runs").fetchall()}
     assert rows["oracle"] == ("envsim", 100.0, 100.0) and rows["oracle_ref"] == ("envsimbench", 100.0, 100.0)
-    cols = {r[0] for r in con.execute("DESCRIBE eval_by_stratum").fetchall()}
+    cols = {r[0] for r in con.execute("DESCRIBE eval_by_group").fetchall()}
     assert {"cm", "cm_reference", "fm_reference", "cm_changed_paths"} <= cols and "cm_lenient" not in cols
 
 

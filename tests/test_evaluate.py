@@ -242,5 +242,5 @@ def test_eval_asset_oracle_and_no_change(split, tmp_path):
     runs = dict(con.execute("SELECT simulator, cm FROM eval_runs").fetchall())
     zero_share = round(100 * sum(s["delta_size"] == 0 for s in samples) / len(samples), 1)
     assert runs == {"oracle": 100.0, "no_change": zero_share}
-    by_group = con.execute("SELECT grp, cm FROM eval_by_stratum WHERE run_id LIKE 'no_change@%' ORDER BY grp").fetchall()
-    assert dict(by_group)["no-change"] == 100.0 and dict(by_group)["simple"] == 0.0
+    by_group = con.execute("SELECT grp, cm FROM eval_by_group WHERE run_id LIKE 'no_change@%' ORDER BY grp").fetchall()
+    assert dict(by_group)["no_change"] == 100.0 and dict(by_group)["simple"] == 0.0

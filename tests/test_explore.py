@@ -70,7 +70,7 @@ def test_a_custom_composition_steers_collection(tmp_path, sandbox):
     """Exploration stops as soon as the composition in force is covered — long before the budget a
     default composition would spend."""
     cfg = SourceConfig(bfcl_files=default_task_files(["base"]), bfcl_replay=False, bfcl_explore=True, builtin=False)
-    comp = Composition((Cell("reads", "no-change", 5, "success", 0, 0),), {})
+    comp = Composition((Cell("reads", "no_change", 5, "success", 0, 0),), {})
     result = collect_all(cfg, DataLayout.at(tmp_path), sandbox,
                          ExploreSettings(call_budget=300, batch_episodes=2, min_envs=1), composition=comp)
     cov = result.coverage

@@ -72,15 +72,15 @@ def test_benchmark_cells_report_tools_and_top_share(bfcl_copy, capsys):
     by = {t["stratum"]: t for t in result.tools}
     for stratum, group in df.groupby("stratum"):
         pairs = group.groupby(["env_id", "tool"]).size()
-        assert by[stratum]["tools"] == len(pairs)
+        assert by[stratum]["tool_pairs"] == len(pairs)
         assert by[stratum]["top_tool_share"] == round(pairs.max() / len(group), 3)
     manifest = SplitStore(bfcl_copy, "benchmark").manifest(result.version)
     assert manifest["tools"] == result.tools and manifest["spec"]["picking"]
     coverage = queries.cell_coverage(bfcl_copy).set_index("cell")
-    assert {"tools", "top_tool", "top_tool_share"} <= set(coverage.columns)
+    assert {"tool_pairs", "top_tool", "top_tool_share"} <= set(coverage.columns) and "tools" not in coverage.columns
     assert (coverage.loc[coverage["candidates"] > 0, "top_tool_share"] > 0).all()
     cells = cell_table(bfcl_copy)
-    assert (cells["tools"] >= 1).all() and cells["top_tool_share"].between(0, 1).all()
+    assert (cells["tool_pairs"] >= 1).all() and cells["top_tool_share"].between(0, 1).all()
     summary(bfcl_copy)
     out = capsys.readouterr().out
     assert "top_tool_share" in out and by["no_change_args0"]["top_tool"] in out

@@ -111,7 +111,7 @@ def _parts(layout: DataLayout) -> dict[str, bytes]:
     return {Path(p).name: Path(p).read_bytes() for p in layout.step_parts()}
 
 
-COMPOSITION = [Cell("fail", "failure", 3, outcome="failure"), Cell("read", "no-change", 3, args_count=1),
+COMPOSITION = [Cell("fail", "failure", 3, outcome="failure"), Cell("read", "no_change", 3, args_count=1),
                Cell("write", "simple", 3, delta_min=1, delta_max=12)]
 
 

@@ -233,7 +233,7 @@ def test_eval_job_reports_through_pipes_and_lands_in_duckdb(split_layout):
     result = materialize([simulator_eval_job], resources=_job_resources(split_layout, launcher))
     assert result.success
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
-    assert "oracle@" in text(meta["summary"]) and "no-change" in text(meta["cm_by_group_from_job"])
+    assert "oracle@" in text(meta["summary"]) and "no_change" in text(meta["cm_by_group_from_job"])
     con = duckdb.connect(str(split_layout.root / "jobs.duckdb"), read_only=True)
     assert dict(con.execute("SELECT simulator, cm FROM eval_runs").fetchall())["oracle"] == 100.0
 

@@ -132,7 +132,7 @@ def test_quirk_answers_the_reference_script_crashes_on_score_zero_with_a_reason(
         assert not s.cm_reference and "raises" in s.reference_error
     s = score(NOTHING, None, "```json\n[1]\n```")  # a fenced JSON list is returned as it is, then .get raises
     assert not s.cm_reference and "list" in s.reference_error
-    # but an object inside a list is found by the brace scan: every parseable answer passes a no-change sample
+    # but an object inside a list is found by the brace scan: every parseable answer passes a no_change sample
     assert score(NOTHING, None, json.dumps([{"feedback": ""}])).cm_reference
 
 

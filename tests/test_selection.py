@@ -31,7 +31,7 @@ def bfcl_layout(default_layout, tmp_path_factory):
 def test_strata_table_labels_every_step(bfcl_layout):
     df = duckdb.sql(f"SELECT * FROM read_parquet('{bfcl_layout.root}/strata/strata.parquet')").df()
     assert len(df) == 4625
-    assert set(df["delta_bucket"]) == {"none", "simple", "medium"}
+    assert set(df["delta_bucket"]) == {"0", "1-2", "3-6"}
     assert set(df["args_cardinality"]) <= {"0", "1", "2", "3+"}
     assert df["sample_hash"].str.len().eq(32).all()
     assert not df["excluded"].any()  # ground truth never errors
@@ -98,7 +98,7 @@ def test_samples_carry_full_states_code_and_labels(bfcl_layout):
     assert f"def {row['tool']}(" in row["code"]
     assert len(row["delta"]) == row["delta_size"]
     assert df.groupby("stratum")["env_id"].nunique().min() >= 1
-    # max environment coverage: the 40 no-change/0-arg picks spread over every env that has one
+    # max environment coverage: the 40 no_change/0-arg picks spread over every env that has one
     envs_available = duckdb.connect().execute(
         f"SELECT count(DISTINCT env_id) FROM read_parquet('{bfcl_layout.root}/strata/strata.parquet') "
         "WHERE outcome='success' AND delta_size=0 AND args_count=0").fetchone()[0]
@@ -261,7 +261,7 @@ def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout,
     layout = DataLayout.at(tmp_path / "data")
     shutil.copytree(bfcl_layout.root, layout.root)
     shutil.rmtree(layout.root / "splits", ignore_errors=True)
-    cells = [{"name": "reads", "group": "no-change", "quota": 7, "outcome": "success", "delta_min": 0, "delta_max": 0},
+    cells = [{"name": "reads", "group": "no_change", "quota": 7, "outcome": "success", "delta_min": 0, "delta_max": 0},
              {"name": "writes", "group": "simple", "quota": 5, "outcome": "success", "delta_min": 1, "delta_max": 12}]
     result = materialize([step_strata],
                          resources={"store": DataStoreResource(data_root=str(layout.root)),

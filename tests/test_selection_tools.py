@@ -102,8 +102,8 @@ def test_window_per_pair_widens_until_picking_equals_picking_from_everything():
 
 def test_tool_stats_and_decontamination_note():
     stats = tool_stats("difficult", [("e1", "pay"), ("e1", "pay"), ("e2", "pay"), ("e1", "refund")])
-    assert stats == {"stratum": "difficult", "tools": 3, "top_tool": "pay (e1)", "top_tool_share": 0.5}
-    assert tool_stats("x", [])["tools"] == 0
+    assert stats == {"stratum": "difficult", "tool_pairs": 3, "top_tool": "pay (e1)", "top_tool_share": 0.5}
+    assert tool_stats("x", [])["tool_pairs"] == 0
     row = {"before": 4160, "removed_by_key": 4156, "removed_by_hash": 3, "key": "task_id", "benchmark": "bench-1"}
     assert decontamination_note(row) == "; 4156 of 4160 removed by task_id decontamination against bench-1, 3 by (s_t, a_t) hash"
     assert decontamination_note({**row, "removed_by_key": 0, "removed_by_hash": 0}) == ""

@@ -55,7 +55,7 @@ def test_python_and_sql_agree_property(rows):
 def test_labels_are_the_documented_ones():
     """The values the strata table has always held (docs/definitions.md §5)."""
     assert [delta_bucket(d) for d in (0, 1, 2, 3, 6, 7, 12, 13, 10**6)] == \
-        ["none", "simple", "simple", "medium", "medium", "difficult", "difficult", "beyond", "beyond"]
+        ["0", "1-2", "1-2", "3-6", "3-6", "7-12", "7-12", "13+", "13+"]
     assert [args_cardinality(a) for a in range(6)] == ["0", "1", "2", "3+", "3+", "3+"]
     assert [benchmark_cell("success", d, 0) for d in (0, 1, 2, 3, 6, 7, 12, 13)] == \
         ["no_change_args0", "simple_1", "simple_2", "medium_3", "medium_6", "difficult", "difficult", None]
@@ -65,12 +65,12 @@ def test_labels_are_the_documented_ones():
     assert [balance2_group("success", d) for d in (0, 2, 3, 12, 13)] == ["no_change", "simple", "complex", "complex", None]
     assert balance2_group("failure", 12) == "failure" and balance2_group("failure", 13) is None
     assert balance2_group("error", 0) is None
-    assert [benchmark_group("success", d) for d in (0, 2, 6, 7, 40)] == ["no-change", "simple", "medium", "difficult", "difficult"]
+    assert [benchmark_group("success", d) for d in (0, 2, 6, 7, 40)] == ["no_change", "simple", "medium", "difficult", "difficult"]
     assert benchmark_group("failure", 5) == "failure"
     cells = strata.BENCHMARK_CELLS
     assert [(c.name, c.group, c.quota, c.outcome, c.delta_min, c.delta_max, c.args_count) for c in cells] == [
-        ("failure", "failure", 20, "failure", 0, 0, None), ("no_change_args0", "no-change", 40, "success", 0, 0, 0),
-        ("no_change_args1", "no-change", 40, "success", 0, 0, 1), ("simple_1", "simple", 25, "success", 1, 1, None),
+        ("failure", "failure", 20, "failure", 0, 0, None), ("no_change_args0", "no_change", 40, "success", 0, 0, 0),
+        ("no_change_args1", "no_change", 40, "success", 0, 0, 1), ("simple_1", "simple", 25, "success", 1, 1, None),
         ("simple_2", "simple", 25, "success", 2, 2, None), ("medium_3", "medium", 50, "success", 3, 3, None),
         ("medium_4", "medium", 50, "success", 4, 4, None), ("medium_5", "medium", 50, "success", 5, 5, None),
         ("medium_6", "medium", 50, "success", 6, 6, None), ("difficult", "difficult", 50, "success", 7, 12, None)]
@@ -87,10 +87,10 @@ def test_a_changed_threshold_changes_python_and_sql_together():
     sql = {name: r.sql() for name, r in rules.items()}
     py = {name: (lambda r: lambda o, d, a: r.label(o, d, a))(r) for name, r in rules.items()}
     assert _sql_rows(sql, rows) == _python_rows(py, rows)
-    assert wider.delta_bucket.label(delta_size=3) == "simple" != delta_bucket(3)
+    assert wider.delta_bucket.label(delta_size=3) == "1-3" != delta_bucket(3)
     con = duckdb.connect()
-    assert con.execute(f"SELECT {sql['delta_bucket']} FROM (SELECT 3 AS delta_size)").fetchone()[0] == "simple"
-    assert con.execute(f"SELECT {DELTA_BUCKET_SQL} FROM (SELECT 3 AS delta_size)").fetchone()[0] == "medium"
+    assert con.execute(f"SELECT {sql['delta_bucket']} FROM (SELECT 3 AS delta_size)").fetchone()[0] == "1-3"
+    assert con.execute(f"SELECT {DELTA_BUCKET_SQL} FROM (SELECT 3 AS delta_size)").fetchone()[0] == "3-6"
     assert wider.benchmark_cell.label("success", 3, 0) == "simple_3"
     assert [c.name for c in wider.benchmark_cells if c.group == "simple"] == ["simple_1", "simple_2", "simple_3"]
     assert wider.balance2_group.label("success", 3) == "simple"
@@ -133,3 +133,15 @@ def test_no_threshold_is_written_outside_the_table():
             if _THRESHOLD.search(line):
                 offenders.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_one_vocabulary_a_bucket_label_is_never_a_cell_or_group_name():
+    """|Δ| bucket labels are ranges; cell, benchmark-group and Balance2-group names are words, each spelled
+    one way (``no_change``, never ``no_change``)."""
+    rows = list(itertools.product(OUTCOMES, DELTAS, ARGS))
+    buckets = {delta_bucket(d) for d in DELTAS} | {delta_bucket(10**6)}
+    names = ({c.name for c in strata.BENCHMARK_CELLS} | {c.group for c in strata.BENCHMARK_CELLS}
+             | set(strata.BALANCE2_GROUPS) | {benchmark_group(o, d) for o, d, _ in rows if o != "error"})
+    assert buckets == {"0", "1-2", "3-6", "7-12", "13+"}
+    assert not buckets & names, buckets & names
+    assert not any("-" in n for n in names), "one spelling: no_change, not no_change"

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.core.report import line_plot
-from pipeline.core.strata import DELTA_BUCKETS
+from pipeline.core.strata import DELTA_BUCKETS, delta_bucket
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
@@ -63,7 +63,7 @@ def main() -> None:
                "delta_common": breakdown(con, runs, "delta_bucket", answered_by_all).to_dict("records"),
                "cells_common": breakdown(con, runs, "cell", answered_by_all).to_dict("records")}
     (a.results / "scores.json").write_text(json.dumps(out, indent=1, default=str))
-    order = [name for name, _ in DELTA_BUCKETS]
+    order = [delta_bucket(d) for d in (0, 1, 3, 7, 13)] + [name for name, _ in DELTA_BUCKETS]  # labels; roles in older results
     rows = [r for r in out["delta_common"] if r["delta_bucket"] != "all"]
     buckets = [b for b in order if any(r["delta_bucket"] == b for r in rows)] or sorted({r["delta_bucket"] for r in rows})
 

@@ -24,8 +24,11 @@ from typing import Literal, Mapping
 from pipeline.core.fields import setting
 from pipeline.core.outcome import ERROR, FAILURE, SUCCESS
 
-#: |Δ| buckets, in order: (name, largest |Δ| in the bucket); the last one is unbounded.
-#: The only place the thresholds are written.
+#: |Δ| buckets, in order: (role, largest |Δ| in the bucket); the last one is unbounded.
+#: The only place the thresholds are written. A role names what the bucket feeds (the benchmark group
+#: or Balance2 group of the same word); the bucket's *label* — what ``delta_bucket`` columns hold — is
+#: its |Δ| range (``0``, ``1-2``, ``3-6``, ``7-12``, ``13+``), so a bucket label is never a cell or
+#: group name (one vocabulary: docs/definitions.md §5).
 DELTA_BUCKETS: tuple[tuple[str, int | None], ...] = (
     ("none", 0), ("simple", 2), ("medium", 6), ("difficult", 12), ("beyond", None))
 #: argument counts from this one on share the stratum ``3+``
@@ -44,6 +47,11 @@ def _range_sql(column: str, lo: int, hi: int | None) -> list[str]:
         return [f"{column} = {int(lo)}"]
     out = [f"{column} >= {int(lo)}"] if lo > 0 else []
     return out + ([f"{column} <= {int(hi)}"] if hi is not None else [])
+
+
+def bucket_label(lo: int, hi: int | None) -> str:
+    """A |Δ| bucket's label: its range (``0``, ``1-2``, ``13+``)."""
+    return f"{lo}+" if hi is None else str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 def _in_range(value: int, lo: int, hi: int | None) -> bool:
@@ -137,7 +145,7 @@ class Cell:
     """
 
     name: str = setting(description="Cell name (a sample's stratum).")
-    group: str = setting(description="Group the cell reports under (failure, no-change, simple, medium, difficult).")
+    group: str = setting(description="Group the cell reports under (failure, no_change, simple, medium, difficult).")
     quota: int = setting(description="Samples to pick.")
     outcome: CellOutcome = setting(SUCCESS, "Outcome a step must have.")
     delta_min: int = setting(0, "Smallest |Δ| of a qualifying step.")
@@ -160,7 +168,7 @@ class Cell:
         return asdict(self)
 
 
-#: EnvSimBench quotas: failure, no-change per argument count, and per |Δ| in the simple / medium
+#: EnvSimBench quotas: failure, no_change per argument count, and per |Δ| in the simple / medium
 #: buckets (one cell per |Δ|), the whole difficult bucket
 _FAILURE_QUOTA, _NO_CHANGE_QUOTA, _SIMPLE_QUOTA, _MEDIUM_QUOTA, _DIFFICULT_QUOTA = 20, 40, 25, 50, 50
 
@@ -182,23 +190,23 @@ class StrataRules:
             return When(outcomes, *self.buckets[name])
 
         simple, medium, difficult = self.buckets["simple"], self.buckets["medium"], self.buckets["difficult"]
-        self.delta_bucket = Rules(tuple(Rule(name, bucket(name)) for name in self.buckets))
+        self.delta_bucket = Rules(tuple(Rule(bucket_label(*self.buckets[name]), bucket(name)) for name in self.buckets))
         self.args_cardinality = Rules((Rule("{args}", When(args_max=args_grouped_from - 1)),
                                        Rule(f"{args_grouped_from}+", When(args_min=args_grouped_from))))
         #: the default (EnvSimBench, 400-sample) benchmark composition
         self.benchmark_cells: tuple[Cell, ...] = (
             Cell("failure", "failure", _FAILURE_QUOTA, FAILURE, *self.buckets["none"]),
-            *(Cell(f"no_change_args{n}", "no-change", _NO_CHANGE_QUOTA, SUCCESS, *self.buckets["none"], n) for n in (0, 1)),
+            *(Cell(f"no_change_args{n}", "no_change", _NO_CHANGE_QUOTA, SUCCESS, *self.buckets["none"], n) for n in (0, 1)),
             *(Cell(f"simple_{d}", "simple", _SIMPLE_QUOTA, SUCCESS, d, d) for d in range(simple[0], simple[1] + 1)),
             *(Cell(f"medium_{d}", "medium", _MEDIUM_QUOTA, SUCCESS, d, d) for d in range(medium[0], medium[1] + 1)),
             Cell("difficult", "difficult", _DIFFICULT_QUOTA, SUCCESS, *difficult),
         )
-        #: the default benchmark cell of a step (errors, beyond and no-change with 2+ arguments: none)
+        #: the default benchmark cell of a step (errors, beyond and no_change with 2+ arguments: none)
         self.benchmark_cell = Rules(tuple(Rule(c.name, c.when) for c in self.benchmark_cells))
         #: the benchmark group (the default cells' ``group``) of a sample, for evaluation breakdowns:
         #: every failure is ``failure``, |Δ| beyond the difficult bucket counts as ``difficult``
         self.benchmark_group = Rules((
-            Rule("failure", When((FAILURE,))), Rule("no-change", bucket("none")), Rule("simple", bucket("simple")),
+            Rule("failure", When((FAILURE,))), Rule("no_change", bucket("none")), Rule("simple", bucket("simple")),
             Rule("medium", bucket("medium")), Rule("difficult", When(delta_min=difficult[0]))))
         #: the Balance2 group of a step (error steps and |Δ| beyond the difficult bucket: none)
         self.balance2_group = Rules((
@@ -215,7 +223,7 @@ RULES = StrataRules()
 
 
 def delta_bucket(delta_size: int) -> str:
-    """``none`` 0, ``simple`` 1–2, ``medium`` 3–6, ``difficult`` 7–12, ``beyond`` > 12 (:data:`DELTA_BUCKETS`)."""
+    """The |Δ| bucket label: ``0``, ``1-2``, ``3-6``, ``7-12``, ``13+`` (:data:`DELTA_BUCKETS`)."""
     return RULES.delta_bucket.label(delta_size=delta_size)
 
 
@@ -225,7 +233,7 @@ def args_cardinality(args_count: int) -> str:
 
 
 def benchmark_cell(outcome: str, delta_size: int, args_count: int) -> str | None:
-    """The default benchmark cell a step is a candidate for, or None (errors, beyond, other no-change)."""
+    """The default benchmark cell a step is a candidate for, or None (errors, beyond, other no_change)."""
     return RULES.benchmark_cell.label(outcome, delta_size, args_count)
 
 

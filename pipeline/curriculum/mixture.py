@@ -1,7 +1,7 @@
 """The α-curriculum SFT mixture (GenEnv): train where the simulator is at its frontier.
 
 From one simulator's evaluation results (DuckDB ``eval_results``), the success rate (exact CM by default)
-is estimated per group of a hierarchy of levels — stratum (failure / no-change / simple / medium /
+is estimated per group of a hierarchy of levels — stratum (failure / no_change / simple / medium /
 difficult) → |Δ| → environment, as configured — with Beta smoothing toward the parent level:
 ``p̂ = (successes + m · p̂_parent) / (n + m)``, so a group with little or no data gets its parent's estimate
 and one with plenty of data its own. Each group of training candidates (the usable strata rows, |Δ| ≤ 12)
@@ -26,7 +26,6 @@ the curve and its settings, and the estimates).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -38,13 +37,12 @@ from pipeline.core.strata import BEYOND_SQL
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, select_strata
 from pipeline.select.stratify import current_fingerprint
-from pipeline.store.versions import BENCHMARK, SplitStore
+from pipeline.store.versions import BENCHMARK, CURRICULUM, SplitStore
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import version_id
 from pipeline.store import warehouse
 
-CURRICULUM = "curriculum"
 LEVELS = {"stratum": f"({BENCHMARK_GROUP_SQL})", "delta": "delta_size", "env": "env_id"}
 CURVES = ("genenv", "flat_top")
 METRICS = {"cm": "cm", "fm": "fm", "cm_changed_paths": "cm_changed_paths", "cm_reference": "cm_reference", "fm_and_cm": "(fm AND cm)"}
@@ -215,7 +213,7 @@ def _quote(value: str) -> str:
 
 
 def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, spec: CurriculumSpec,
-                     make_current: bool = True) -> CurriculumResult:
+                     make_current: bool = True, dagster_run_id: str | None = None) -> CurriculumResult:
     """Estimate, weigh, allocate and pick; writes ``data/splits/curriculum/<version>/`` like Balance2."""
     if spec.decontaminate not in DECONTAMINATION_KEYS:
         raise ValueError(f"decontaminate must be one of {DECONTAMINATION_KEYS}, not {spec.decontaminate!r}")
@@ -262,7 +260,7 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     selected = {t["stratum"]: t["selected"] for t in table}
     for g in groups:
         g["selected"] = selected.get(g["group"], 0)
-    result = _finish(CURRICULUM, layout, version, version_spec, picks, table, "warn", make_current)
+    result = _finish(CURRICULUM, layout, version, version_spec, picks, table, "warn", make_current, dagster_run_id=dagster_run_id)
     store = SplitStore(layout, CURRICULUM)
     manifest = store.manifest(version)
     manifest["groups"] = groups
@@ -277,28 +275,22 @@ def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:
     selected; a table written before ``filtered`` existed gets the column, NULL for its rows). Returns the
     version count."""
 
-    warehouse.sync(con, layout)  # creates the split tables
+    warehouse.register_splits(con, layout)  # split_versions / split_members of every kind, curriculum included
     con.execute("""CREATE TABLE IF NOT EXISTS curriculum_groups (version VARCHAR, run_id VARCHAR, grp VARCHAR, estimate DOUBLE,
                    eval_samples INTEGER, eval_successes INTEGER, weight DOUBLE, candidates INTEGER, quota INTEGER, selected INTEGER,
                    filtered VARCHAR)""")
     con.execute("ALTER TABLE curriculum_groups ADD COLUMN IF NOT EXISTS filtered VARCHAR")
     store = SplitStore(layout, CURRICULUM)
-    known = {r[0] for r in con.execute("SELECT version FROM split_versions WHERE kind = ?", [CURRICULUM]).fetchall()}
+    known = {r[0] for r in con.execute("SELECT DISTINCT version FROM curriculum_groups").fetchall()}
     for version in store.versions():
         if version in known:
             continue
         manifest = store.manifest(version)
         spec = manifest["spec"]
-        con.execute("INSERT INTO split_versions VALUES (?, ?, ?, ?, ?, ?, ?, false)",
-                    [CURRICULUM, version, spec["seed"], spec["input"], json.dumps(spec, sort_keys=True), manifest["samples"],
-                     len(manifest["shortfalls"])])
-        con.execute(f"""INSERT INTO split_members SELECT ?, ?, position, stratum, step_id, trajectory_id, task_id, env_id,
-                               tool, outcome, delta_size, args_count, sample_hash
-                        FROM read_parquet('{store.samples(version).resolve()}')""", [CURRICULUM, version])
         for g in manifest.get("groups", []):
             con.execute("""INSERT INTO curriculum_groups (version, run_id, grp, estimate, eval_samples, eval_successes, weight,
                                                           filtered, candidates, quota, selected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                         [version, spec["curriculum"]["run_id"], g["group"], g["estimate"], g["eval_samples"], g["eval_successes"],
                          g["weight"], g.get("filtered"), g["candidates"], g["quota"], g["selected"]])
-    con.execute("UPDATE split_versions SET is_current = (version = ?) WHERE kind = ?", [store.current(), CURRICULUM])
+    warehouse.repoint(con, layout)
     return len(store.versions())

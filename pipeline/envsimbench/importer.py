@@ -292,6 +292,7 @@ def import_envsimbench(
                                    "spec": {"seed": 0, "input": digest.hexdigest(), "imported": SOURCE, "name": name,
                                             "composition": [c.to_dict() for c in cells]},
                                    "strata": table, "shortfalls": []})
+    store.created(version)
     if make_current:
         store.set_current(version)
     report.samples, report.strata, report.environments = len(rows), dict(counts), len(envs)

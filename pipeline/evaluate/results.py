@@ -14,6 +14,7 @@ import pandas as pd
 
 from pipeline.core.report import line_plot
 from pipeline.core.strata import BENCHMARK_GROUP_SQL, DELTA_BUCKET_SQL
+from pipeline.store import catalog, warehouse
 from pipeline.store.duck import connect
 
 
@@ -88,9 +89,12 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
                    sum(completion_tokens) AS completion_tokens
             FROM eval_results GROUP BY run_id"""
     )
-    for name, key in (("eval_by_stratum", f"{BENCHMARK_GROUP_SQL} AS grp"), ("eval_by_delta", "delta_size"),
+    con.execute("DROP VIEW IF EXISTS eval_by_stratum")  # was by benchmark group, not by stratum: eval_by_group
+    for name, key in (("eval_by_group", f"{BENCHMARK_GROUP_SQL} AS grp"), ("eval_by_delta", "delta_size"),
                       ("eval_by_env", "env_id"), ("eval_by_args", "args_count"), ("eval_by_cell", "stratum")):
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM eval_results GROUP BY ALL ORDER BY ALL")
+    warehouse.derived_views(con)  # eval_results_strata
+    catalog.describe(con)
 
 
 def run_summary(path: Path, run_id: str) -> dict[str, Any]:
@@ -101,7 +105,7 @@ def run_summary(path: Path, run_id: str) -> dict[str, Any]:
         load_run(con, path, run_id)
         cur = con.execute("SELECT * EXCLUDE (run_id, simulator, model, split_version) FROM eval_runs WHERE run_id = ?", [run_id])
         overall = dict(zip([d[0] for d in cur.description], cur.fetchone()))
-        groups = dict(con.execute("SELECT grp, cm FROM eval_by_stratum WHERE run_id = ?", [run_id]).fetchall())
+        groups = dict(con.execute("SELECT grp, cm FROM eval_by_group WHERE run_id = ?", [run_id]).fetchall())
         parse_failures = con.execute("SELECT count(*) FILTER (NOT parse_ok) FROM eval_results WHERE run_id = ?", [run_id]).fetchone()[0]
     return {**overall, "parse_failures": parse_failures, "cm_by_group": groups}
 
@@ -113,7 +117,7 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
     overall = con.execute(
         "SELECT run_id, prompt, samples, answered, request_failed, fm, cm, cm_reference, fm_reference, cm_changed_paths, "
         "parse_fail_pct, mean_latency_s FROM eval_runs WHERE run_id IN (SELECT unnest(?))", [run_ids]).df()
-    groups = con.execute("SELECT run_id, grp, cm, cm_reference FROM eval_by_stratum WHERE run_id IN (SELECT unnest(?))",
+    groups = con.execute("SELECT run_id, grp, cm, cm_reference FROM eval_by_group WHERE run_id IN (SELECT unnest(?))",
                          [run_ids]).df()
     for metric in ("cm", "cm_reference"):
         pivot = groups.pivot_table(index="run_id", columns="grp", values=metric).add_prefix(f"{metric}_").reset_index()

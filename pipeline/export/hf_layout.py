@@ -394,7 +394,7 @@ def dataset_card(
     tools = {t["stratum"]: t for t in manifest.get("tools") or []}  # distinct (env, tool) pairs, top tool's share
     strata = md_records([{**tools.get(t["stratum"], {}), **t, "samples": t["selected"]} for t in manifest["strata"]],
                         ["stratum", "requested", "samples", "environments", "missing"]
-                        + (["tools", "top_tool", "top_tool_share"] if tools else []), limit=len(manifest["strata"]))
+                        + (["tool_pairs", "top_tool", "top_tool_share"] if tools else []), limit=len(manifest["strata"]))
     per_env = Counter(env_ids)
     envs = md_records([{"env_id": e, "samples": n} for e, n in sorted(per_env.items(), key=lambda kv: (-kv[1], kv[0]))],
                       ["env_id", "samples"], limit=len(per_env))

@@ -22,6 +22,7 @@ from pipeline.core.report import line_plot
 from pipeline.rollouts.loop import RolloutTask
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
+from pipeline.store import catalog, warehouse
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
 
 STEPS = pa.schema([
@@ -120,11 +121,11 @@ def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> bool:
     root = rollouts_root(layout).resolve()
     if not list(root.glob("*/steps.parquet")):
         return False
-    con.execute(f"CREATE OR REPLACE VIEW rollout_steps AS SELECT * FROM read_parquet('{root}/*/steps.parquet', union_by_name = true)")
-    con.execute(f"CREATE OR REPLACE VIEW rollouts AS SELECT * FROM read_parquet('{root}/*/rollouts.parquet', union_by_name = true)")
+    warehouse.repoint(con, layout)  # rollout_steps and rollouts, at the data root as it is now
     for name, key in (("rollout_by_simulator", "simulator, agent"), ("rollout_by_delta", "delta_bucket"),
                       ("rollout_by_step", "step_index"), ("rollout_by_env", "env_id")):
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM rollout_steps GROUP BY ALL ORDER BY ALL")
+    catalog.describe(con)
     return True
 
 

@@ -73,9 +73,9 @@ def tool_stats(stratum: str, tools: list[tuple[str, str]]) -> dict[str, Any]:
     and its share of the stratum."""
     counts = Counter(tools)
     if not counts:
-        return {"stratum": stratum, "tools": 0, "top_tool": None, "top_tool_share": 0.0}
+        return {"stratum": stratum, "tool_pairs": 0, "top_tool": None, "top_tool_share": 0.0}
     (env, tool), n = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return {"stratum": stratum, "tools": len(counts), "top_tool": f"{tool} ({env})",
+    return {"stratum": stratum, "tool_pairs": len(counts), "top_tool": f"{tool} ({env})",
             "top_tool_share": round(n / len(tools), 3)}
 
 
@@ -196,7 +196,8 @@ def _pick_cell(con: duckdb.DuckDBPyConnection, predicate: str, quota: int, pairs
 
 def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], picks: list[tuple[str, str]],
             table: list[dict[str, Any]], on_shortfall: str, make_current: bool, why_empty: str = "",
-            tools: list[dict[str, Any]] | None = None, decontamination: list[dict[str, Any]] | None = None) -> SelectionResult:
+            tools: list[dict[str, Any]] | None = None, decontamination: list[dict[str, Any]] | None = None,
+            dagster_run_id: str | None = None) -> SelectionResult:
     shortfalls = [t for t in table if t["missing"] > 0]
     result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls, list(tools or []), list(decontamination or []))
     if shortfalls and on_shortfall == "fail":
@@ -213,8 +214,9 @@ def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], p
     store.write_manifest(version, {"version": version, "kind": kind, "spec": spec, "strata": table,
                                    "samples": len(picks), "shortfalls": shortfalls, "tools": result.tools,
                                    "decontamination": result.decontamination})
+    store.created(version, dagster_run_id)  # provenance lives in history.jsonl, never in the version's files
     if make_current:
-        store.set_current(version)
+        store.set_current(version, dagster_run_id)
     result.path = str(out)
     return result
 
@@ -225,15 +227,18 @@ def build_benchmark(
     seed: int = 0,
     on_shortfall: str = "fail",
     make_current: bool = True,
+    dagster_run_id: str | None = None,
 ) -> SelectionResult:
-    """The EnvSimBench composition (or a custom one), maximising distinct environments."""
+    """The EnvSimBench composition (or a custom one), maximising distinct environments; ``dagster_run_id``
+    (the materializing run, None outside Dagster) goes to the version's provenance."""
     cells = list(Composition(tuple(composition)).cells)  # checks the names are unique
     spec = {"seed": seed, "input": current_fingerprint(layout), "composition": [c.to_dict() for c in cells],
             "picking": PICKING_RULE}
     version = version_id(BENCHMARK, spec)
     with connect() as con:
         picks, table, tools, _ = select_strata(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
-    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current, tools=tools)
+    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current, tools=tools,
+                   dagster_run_id=dagster_run_id)
 
 
 #: how an SFT mixture is composed: Balance2 (the published groups and sizes) or a uniform random draw of the
@@ -250,8 +255,9 @@ def build_mixture(
     on_shortfall: str = "warn",
     make_current: bool = True,
     composition: str = "balance2",
+    dagster_run_id: str | None = None,
 ) -> SelectionResult:
-    """Balance2: failure / no-change / simple / complex groups, decontaminated against a benchmark
+    """Balance2: failure / no_change / simple / complex groups, decontaminated against a benchmark
     version by ``task_id`` or ``env_id`` and never sharing an (s_t, a_t) hash with it.
 
     ``composition="uniform"`` is the ablation baseline: as many samples as the Balance2 sizes add up to,
@@ -284,7 +290,7 @@ def build_mixture(
                    f"leaves none of the {before} usable steps" if before else "there is no usable step (all excluded or none labeled)")
     for row, loss in zip(table, losses):
         loss.update({"key": decontaminate, "benchmark": bench_version, "after": row["available"]})
-    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses)
+    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses, dagster_run_id)
 
 
 def composition_in_force(layout: DataLayout) -> Composition:

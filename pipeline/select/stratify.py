@@ -103,14 +103,14 @@ def current_fingerprint(layout: DataLayout) -> str:
 
 
 def cell_table(layout: DataLayout) -> "pd.DataFrame":
-    """Counts, distinct environments and distinct tools ((env, tool) pairs; the most frequent one and
+    """Counts, distinct environments and distinct (env, tool) pairs (``tool_pairs``; the most frequent one and
     its share of the cell's steps) per (outcome, |Δ| bucket, argument cardinality) cell."""
 
     con = connect()
     rel = f"read_parquet('{layout.strata}')"
     key = "outcome || '|' || delta_bucket || '|' || args_cardinality"
     return con.execute(
-        f"""SELECT c.outcome, c.delta_bucket, c.args_cardinality, c.steps, c.environments, t.tools, t.top_tool, t.top_tool_share
+        f"""SELECT c.outcome, c.delta_bucket, c.args_cardinality, c.steps, c.environments, t.tool_pairs, t.top_tool, t.top_tool_share
             FROM (SELECT outcome, delta_bucket, args_cardinality, {key} AS grp, count(*) AS steps,
                          count(DISTINCT env_id) AS environments FROM {rel} GROUP BY ALL) c
             JOIN ({tool_spread_sql(rel, key)}) t USING (grp)

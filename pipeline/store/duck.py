@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from pipeline.core.settings import settings
+from pipeline.store import warehouse
+from pipeline.store.layout import DataLayout
+
+#: the DuckDB file's name under a data root
+DUCKDB_FILE = "envsim.duckdb"
 
 
 def connection_config() -> dict[str, Any]:
@@ -37,6 +43,17 @@ def connect() -> duckdb.DuckDBPyConnection:
 
 
 def connect_file(path: str | os.PathLike[str], read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """A connection to a DuckDB file (``envsim.duckdb``) under the same memory cap, for writers outside the
-    Dagster ``duckdb`` resource (command-line tools such as ``./forge bench-model``)."""
-    return duckdb.connect(str(path), read_only=read_only, config=connection_config())
+    """A connection to a DuckDB file under the same memory cap, for writers outside the Dagster ``duckdb``
+    resource (command-line tools such as ``./forge bench-model``). A data root's ``envsim.duckdb`` has its
+    Parquet views re-pointed at the directory the file is in now (:func:`pipeline.store.warehouse.repoint`),
+    so a moved data root answers at once."""
+    con = duckdb.connect(str(path), read_only=read_only, config=connection_config())
+    if Path(path).name == DUCKDB_FILE:
+        warehouse.repoint(con, DataLayout.at(Path(path).resolve().parent))
+    return con
+
+
+def open_data_root(data_root: str | os.PathLike[str], read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """The documented way to open a data root's ``envsim.duckdb`` for SQL (read-only by default, so it can be
+    open while Dagster runs): every view answers for the root where it is now, every object has its comment."""
+    return connect_file(Path(data_root) / DUCKDB_FILE, read_only=read_only)

@@ -58,15 +58,15 @@ def steps_by_env(layout: DataLayout) -> pd.DataFrame:
 
 def tool_spread_sql(relation: str, group_sql: str, where: str = "true") -> str:
     """SQL: per group of ``relation`` (rows with ``env_id`` and ``tool``), the distinct (env, tool)
-    pairs (``tools``), the most frequent pair written ``tool (env_id)`` (``top_tool``; ties: the
+    pairs (``tool_pairs``), the most frequent pair written ``tool (env_id)`` (``top_tool``; ties: the
     smallest tool, then env) and its share of the group's rows (``top_tool_share``, 0–1, 3 decimals)."""
     return f"""WITH pairs AS (
                  SELECT {group_sql} AS grp, env_id, tool, count(*) AS n FROM {relation} WHERE {where} GROUP BY ALL),
                ranked AS (
-                 SELECT grp, tool || ' (' || env_id || ')' AS top_tool, n, count(*) OVER (PARTITION BY grp) AS tools,
+                 SELECT grp, tool || ' (' || env_id || ')' AS top_tool, n, count(*) OVER (PARTITION BY grp) AS tool_pairs,
                         sum(n) OVER (PARTITION BY grp) AS total
                  FROM pairs QUALIFY row_number() OVER (PARTITION BY grp ORDER BY n DESC, tool, env_id) = 1)
-               SELECT grp, tools, top_tool, round(n / total, 3) AS top_tool_share FROM ranked"""
+               SELECT grp, tool_pairs, top_tool, round(n / total, 3) AS top_tool_share FROM ranked"""
 
 
 def cell_coverage(layout: DataLayout, composition: Composition | None = None, factor: float = 2.0) -> pd.DataFrame:
@@ -93,7 +93,7 @@ def cell_coverage(layout: DataLayout, composition: Composition | None = None, fa
             "cell": c.name, "quota": c.quota, "candidates": n,
             "environments": int(have["environments"]) if have is not None else 0,
             "tasks": int(have["tasks"]) if have is not None else 0,
-            "tools": int(tools["tools"]) if tools is not None else 0,
+            "tool_pairs": int(tools["tool_pairs"]) if tools is not None else 0,
             "top_tool": tools["top_tool"] if tools is not None else "",
             "top_tool_share": float(tools["top_tool_share"]) if tools is not None else 0.0,
             f"≥{factor:g}×quota": "yes" if n >= factor * c.quota else "NO",

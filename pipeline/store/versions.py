@@ -1,17 +1,26 @@
 """Versioned splits: ``data/splits/<kind>/<version>/`` with a manifest, and an explicit CURRENT
-pointer per kind (never "the latest file")."""
+pointer per kind (never "the latest file").
+
+Provenance that is not part of a version's content — when it was first written, by which Dagster run,
+and which version was current before it was made current — is appended to ``data/splits/<kind>/history.jsonl``
+(one JSON line per event), never written into the version's directory: same seed and input, same bytes."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
 
-BENCHMARK, MIXTURE = "benchmark", "sft_mixture"
+BENCHMARK, MIXTURE, CURRICULUM = "benchmark", "sft_mixture", "curriculum"
+#: every split kind, in the order the DuckDB tables register them
+SPLIT_KINDS = (BENCHMARK, MIXTURE, CURRICULUM)
+#: events of ``history.jsonl``: a version first written, a version made current
+CREATED, MADE_CURRENT = "created", "made_current"
 
 
 class UnknownVersion(KeyError):
@@ -26,7 +35,7 @@ class EmptySelection(ValueError):
 
 def version_id(kind: str, spec: dict[str, Any]) -> str:
     digest = hashlib.blake2b(json.dumps(spec, sort_keys=True).encode(), digest_size=6).hexdigest()
-    return f"{'bench' if kind == BENCHMARK else 'sft'}-{digest}"
+    return f"{'bench' if kind == BENCHMARK else 'cur' if kind == CURRICULUM else 'sft'}-{digest}"
 
 
 class SplitStore:
@@ -61,10 +70,60 @@ class SplitStore:
         pointer = self.root / "CURRENT"
         return pointer.read_text().strip() if pointer.exists() else None
 
-    def set_current(self, version: str) -> None:
+    def set_current(self, version: str, dagster_run_id: str | None = None) -> None:
+        """Point CURRENT at ``version``; a change is logged with the version it replaces (its parent)."""
         self.manifest(version)  # must exist
+        parent = self.current()
         with atomic_path(self.root / "CURRENT") as tmp:
             tmp.write_text(version + "\n")
+        if parent != version:
+            self.log(MADE_CURRENT, version, dagster_run_id, parent=parent)
+
+    @property
+    def history_path(self) -> Path:
+        return self.root / "history.jsonl"
+
+    def log(self, event: str, version: str, dagster_run_id: str | None = None, **extra: Any) -> None:
+        """Append one event (``created`` / ``made_current``) to ``history.jsonl`` with the time and run."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        record = {"event": event, "version": version, "at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+                  "dagster_run_id": dagster_run_id, **extra}
+        with self.history_path.open("a") as fh:
+            fh.write(json.dumps(record, sort_keys=True) + "\n")
+
+    def history(self) -> list[dict[str, Any]]:
+        if not self.history_path.exists():
+            return []
+        out = []
+        for line in self.history_path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:  # a line cut by a crash: the rest still counts
+                continue
+        return out
+
+    def created(self, version: str, dagster_run_id: str | None = None) -> None:
+        """Log that ``version`` was written, unless it was before (a regenerated version keeps its first time)."""
+        if not any(e.get("event") == CREATED and e.get("version") == version for e in self.history()):
+            self.log(CREATED, version, dagster_run_id)
+
+    def provenance(self) -> dict[str, dict[str, Any]]:
+        """Per version: ``created_at`` (first ``created`` event; else the manifest's modification time),
+        ``dagster_run_id`` (the run that created it; None outside Dagster) and ``parent_version`` (the version
+        current before it was last made current; None when never made current or nothing was current)."""
+        out: dict[str, dict[str, Any]] = {}
+        for event in self.history():
+            row = out.setdefault(event.get("version"), {"created_at": None, "dagster_run_id": None, "parent_version": None})
+            if event.get("event") == CREATED and row["created_at"] is None:
+                row["created_at"], row["dagster_run_id"] = event.get("at"), event.get("dagster_run_id")
+            elif event.get("event") == MADE_CURRENT:
+                row["parent_version"] = event.get("parent")
+        for version in self.versions():
+            row = out.setdefault(version, {"created_at": None, "dagster_run_id": None, "parent_version": None})
+            if row["created_at"] is None:
+                mtime = (self.dir(version) / "manifest.json").stat().st_mtime
+                row["created_at"] = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="microseconds")
+        return out
 
     def current_seed(self) -> int | None:
         current = self.current()

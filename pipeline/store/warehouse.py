@@ -1,5 +1,11 @@
 """The DuckDB database under the data root: views over the Parquet tables of record, and tables of
-split versions and their membership (all versions, so old splits stay queryable).
+split versions and their membership (all versions of every kind, so old splits stay queryable).
+
+Views that read Parquet files name them by absolute path, so they are **re-pointed on open**: every
+connection the pipeline opens on ``envsim.duckdb`` (``pipeline.store.duck.connect_file`` /
+``open_data_root`` and the code location's ``duckdb`` resource) calls :func:`repoint`, which re-creates them
+at the data root the file is in now (a read-only connection gets temporary views of the same names), so a
+moved data root answers at once. Every table, view and column is commented (:mod:`pipeline.store.catalog`).
 
 Callers pass a connection (in Dagster: from the DuckDB resource, inside the ``duckdb`` pool, so
 only one process writes at a time).
@@ -12,60 +18,146 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.core.strata import BENCHMARK_GROUP_SQL, DELTA_BUCKET_SQL
+from pipeline.store import catalog
 from pipeline.store.layout import DataLayout
+from pipeline.store.versions import SPLIT_KINDS, SplitStore
+
+#: ``split_versions`` columns, in table order
+SPLIT_VERSIONS = {
+    "kind": "VARCHAR", "version": "VARCHAR", "seed": "BIGINT", "input_fingerprint": "VARCHAR", "spec_json": "VARCHAR",
+    "samples": "INTEGER", "shortfalls": "INTEGER", "is_current": "BOOLEAN", "created_at": "TIMESTAMPTZ",
+    "dagster_run_id": "VARCHAR", "parent_version": "VARCHAR",
+}
+#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version)
+MEMBER_COLUMNS = ("position", "stratum", "step_id", "trajectory_id", "task_id", "env_id", "tool", "outcome", "delta_size",
+                  "args_count", "sample_hash")
 
 
-def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> dict[str, int]:
-    """Create/refresh views and split tables; returns row counts of what is now queryable."""
-    root = layout.root.resolve()
+def _sql_path(path: Path | str) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _samples_view(layout: DataLayout, kind: str) -> str | None:
+    store = SplitStore(layout, kind)
+    if not store.versions():
+        return None
+    pattern = store.root.resolve() / "*" / "samples.parquet"
+    return (f"SELECT regexp_extract(filename, '([^/\\\\]+)[/\\\\]samples\\.parquet$', 1) AS version, * EXCLUDE (filename) "
+            f"FROM read_parquet({_sql_path(pattern)}, filename = true, union_by_name = true)")
+
+
+def parquet_views(layout: DataLayout) -> dict[str, str]:
+    """Every view over Parquet files under ``layout``'s root (name -> SELECT), for the files that exist now."""
+    views: dict[str, str] = {}
     if layout.step_parts():
-        con.execute(f"CREATE OR REPLACE VIEW steps AS SELECT * FROM read_parquet('{root}/steps/part-*.parquet')")
+        views["steps"] = f"SELECT * FROM read_parquet({_sql_path(layout.steps_dir.resolve() / 'part-*.parquet')})"
     # every file of layout.trajectory_files(); partition files as a glob, so that partitions
     # materialized after this sync are in the view too
     trajectory_files = [Path(f).resolve() for f in layout.trajectory_files()]
     patterns = sorted({str(f.parent / "part-*.parquet") if f.name.startswith("part-") else str(f) for f in trajectory_files})
     if patterns:
-        con.execute(f"CREATE OR REPLACE VIEW trajectories AS SELECT * FROM read_parquet({patterns!r})")
+        views["trajectories"] = f"SELECT * FROM read_parquet([{', '.join(map(_sql_path, patterns))}])"
     if layout.environments.exists():
-        con.execute(f"CREATE OR REPLACE VIEW environments AS SELECT * FROM read_parquet('{layout.environments.resolve()}')")
+        views["environments"] = f"SELECT * FROM read_parquet({_sql_path(layout.environments.resolve())})"
     if layout.strata.exists():
-        con.execute(f"CREATE OR REPLACE VIEW strata AS SELECT * FROM read_parquet('{layout.strata.resolve()}')")
-    con.execute(
-        """CREATE TABLE IF NOT EXISTS split_versions (
-             kind VARCHAR, version VARCHAR, seed BIGINT, input_fingerprint VARCHAR, spec_json VARCHAR,
-             samples INTEGER, shortfalls INTEGER, is_current BOOLEAN, PRIMARY KEY (kind, version))"""
-    )
+        views["strata"] = f"SELECT * FROM read_parquet({_sql_path(layout.strata.resolve())})"
+    for kind in SPLIT_KINDS:
+        select = _samples_view(layout, kind)
+        if select:
+            views[f"{kind}_samples"] = select
+    rollouts = layout.rollouts.resolve()
+    if list(rollouts.glob("*/steps.parquet")):
+        views["rollout_steps"] = f"SELECT * FROM read_parquet({_sql_path(rollouts / '*' / 'steps.parquet')}, union_by_name = true)"
+        views["rollouts"] = f"SELECT * FROM read_parquet({_sql_path(rollouts / '*' / 'rollouts.parquet')}, union_by_name = true)"
+    return views
+
+
+def _read_only(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute("SELECT current_setting('access_mode') = 'read_only'").fetchone()[0])
+
+
+def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]).fetchone()[0]
+                or con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]).fetchone()[0])
+
+
+def repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
+    """(Re-)create every Parquet view at ``layout``'s root as it is now (a read-only connection: as temporary
+    views, which take precedence over the stored ones in this connection), then the views derived from them
+    and the comments. Returns the views' names."""
+    temp = "TEMP " if _read_only(con) else ""
+    views = parquet_views(layout)
+    for name, select in views.items():
+        con.execute(f"CREATE OR REPLACE {temp}VIEW {name} AS {select}")
+    if not views.get("benchmark_samples") and not temp and not _exists(con, "benchmark_samples"):
+        con.execute("CREATE OR REPLACE VIEW benchmark_samples AS SELECT NULL::VARCHAR AS version WHERE false")
+    if not temp:
+        derived_views(con)
+    catalog.describe(con)
+    return list(views)
+
+
+def derived_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Views over the tables (no file paths): ``split_diff`` and ``eval_results_strata``, where their tables exist."""
+    if _exists(con, "split_members"):
+        con.execute(
+            """CREATE OR REPLACE VIEW split_diff AS
+               WITH pairs AS (SELECT a.kind, a.version AS version_a, b.version AS version_b
+                              FROM split_versions a JOIN split_versions b ON a.kind = b.kind AND a.version <> b.version)
+               SELECT p.kind, p.version_a, p.version_b, 'added' AS change, m.step_id, m.stratum, m.env_id, m.task_id, m.tool,
+                      m.outcome, m.delta_size
+               FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_b
+               WHERE NOT EXISTS (SELECT 1 FROM split_members o WHERE o.kind = p.kind AND o.version = p.version_a AND o.step_id = m.step_id)
+               UNION ALL
+               SELECT p.kind, p.version_a, p.version_b, 'removed' AS change, m.step_id, m.stratum, m.env_id, m.task_id, m.tool,
+                      m.outcome, m.delta_size
+               FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_a
+               WHERE NOT EXISTS (SELECT 1 FROM split_members o WHERE o.kind = p.kind AND o.version = p.version_b AND o.step_id = m.step_id)""")
+    if _exists(con, "eval_results"):
+        con.execute(
+            f"""CREATE OR REPLACE VIEW eval_results_strata AS
+                SELECT *, {BENCHMARK_GROUP_SQL} AS benchmark_group, {DELTA_BUCKET_SQL} AS delta_bucket FROM eval_results""")
+
+
+def register_splits(con: duckdb.DuckDBPyConnection, layout: DataLayout, kinds: tuple[str, ...] = SPLIT_KINDS) -> dict[str, int]:
+    """Create ``split_versions`` / ``split_members`` (or bring older ones up to date) and register every version
+    of ``kinds`` on disk: members once per version, the version row (current flag, created time, run, parent)
+    refreshed on every call. Returns the version count per kind."""
+    con.execute(f"""CREATE TABLE IF NOT EXISTS split_versions ({', '.join(f'{c} {t}' for c, t in SPLIT_VERSIONS.items())},
+                    PRIMARY KEY (kind, version))""")
+    for column, kind_sql in SPLIT_VERSIONS.items():
+        con.execute(f"ALTER TABLE split_versions ADD COLUMN IF NOT EXISTS {column} {kind_sql}")
     con.execute(
         """CREATE TABLE IF NOT EXISTS split_members (
              kind VARCHAR, version VARCHAR, position INTEGER, stratum VARCHAR, step_id VARCHAR,
              trajectory_id VARCHAR, task_id VARCHAR, env_id VARCHAR, tool VARCHAR, outcome VARCHAR,
-             delta_size INTEGER, args_count INTEGER, sample_hash VARCHAR, PRIMARY KEY (kind, version, position))"""
-    )
+             delta_size INTEGER, args_count INTEGER, sample_hash VARCHAR, PRIMARY KEY (kind, version, position))""")
     counts = {}
-    for kind in (BENCHMARK, MIXTURE):
+    for kind in kinds:
         store = SplitStore(layout, kind)
         current = store.current()
-        known = {r[0] for r in con.execute("SELECT version FROM split_versions WHERE kind = ?", [kind]).fetchall()}
+        provenance = store.provenance()
+        members = {r[0] for r in con.execute("SELECT DISTINCT version FROM split_members WHERE kind = ?", [kind]).fetchall()}
         for version in store.versions():
             manifest = store.manifest(version)
-            if version not in known:
-                spec = manifest["spec"]
+            spec = manifest["spec"]
+            prov = provenance.get(version, {})
+            con.execute(
+                f"INSERT OR REPLACE INTO split_versions ({', '.join(SPLIT_VERSIONS)}) VALUES (?, ?, ?, ?, ?, ?, ?, false, ?, ?, ?)",
+                [kind, version, spec.get("seed"), spec.get("input"), json.dumps(spec, sort_keys=True), manifest["samples"],
+                 len(manifest["shortfalls"]), prov.get("created_at"), prov.get("dagster_run_id"), prov.get("parent_version")])
+            if version not in members:
                 con.execute(
-                    "INSERT INTO split_versions VALUES (?, ?, ?, ?, ?, ?, ?, false)",
-                    [kind, version, spec["seed"], spec["input"], json.dumps(spec, sort_keys=True),
-                     manifest["samples"], len(manifest["shortfalls"])],
-                )
-                con.execute(
-                    f"""INSERT INTO split_members SELECT ?, ?, position, stratum, step_id, trajectory_id, task_id, env_id,
-                               tool, outcome, delta_size, args_count, sample_hash
-                        FROM read_parquet('{store.samples(version).resolve()}')""",
-                    [kind, version],
-                )
-        con.execute("UPDATE split_versions SET is_current = (version = ?) WHERE kind = ?", [current, kind])
+                    f"""INSERT INTO split_members SELECT ?, ?, {', '.join(MEMBER_COLUMNS)}
+                        FROM read_parquet({_sql_path(store.samples(version).resolve())})""", [kind, version])
+        con.execute("UPDATE split_versions SET is_current = (version IS NOT DISTINCT FROM ?) WHERE kind = ?", [current, kind])
         counts[kind] = con.execute("SELECT count(*) FROM split_versions WHERE kind = ?", [kind]).fetchone()[0]
-    con.execute(
-        f"""CREATE OR REPLACE VIEW benchmark_samples AS SELECT * FROM read_parquet('{root}/splits/{BENCHMARK}/*/samples.parquet', filename = true)"""
-        if SplitStore(layout, BENCHMARK).versions() else "CREATE OR REPLACE VIEW benchmark_samples AS SELECT 1 WHERE false"
-    )
+    return counts
+
+
+def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> dict[str, int]:
+    """Create/refresh the views and split tables (every split kind); returns the version count per kind."""
+    counts = register_splits(con, layout)
+    repoint(con, layout)
     return counts

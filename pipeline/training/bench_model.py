@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from pipeline.store import catalog
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
@@ -118,5 +119,6 @@ def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.D
                "seconds": round(seconds, 2), "samples_per_s": round(run.report.completed / run.report.seconds, 4)
                if run.report.completed and run.report.seconds else None, "created_at": datetime.now(timezone.utc)}
         con.execute(f"INSERT INTO bench_model_runs ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
+        catalog.describe(con)
         cells = breakdown(con, [run.run_id], "cell")
     return BenchResult(run.run_id, wid, version, len(subset), run.report.completed, run.report.skipped, seconds, cells)

@@ -34,6 +34,7 @@ import duckdb
 
 from pipeline.export.hf_layout import MARKER
 from pipeline.store.layout import DataLayout
+from pipeline.store import catalog
 from pipeline.training import steps
 from pipeline.training.llamafactory import MANIFEST
 
@@ -250,6 +251,7 @@ def _views(con: duckdb.DuckDBPyConnection) -> None:
             FROM eval_job_runs j JOIN eval_runs r USING (run_id)
             LEFT JOIN sft_checkpoints c USING (checkpoint_version)
             WHERE j.checkpoint_version IS NOT NULL""")
+    catalog.describe(con)
 
 
 def record_checkpoint(con: duckdb.DuckDBPyConnection, manifest: dict[str, Any]) -> None:

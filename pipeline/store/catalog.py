@@ -1,0 +1,308 @@
+"""What every table, view and column of ``envsim.duckdb`` means: the one home of the SQL schema's
+descriptions, from which the ``COMMENT ON`` statements are generated (:func:`describe`).
+
+Column names follow one vocabulary (docs/definitions.md §5): a column name means the same thing in every
+table and view that has it, so a column is described once, by name, in :data:`COLUMNS`; the few names whose
+meaning depends on the table (``samples`` counts a version's samples in ``split_versions`` and scored samples
+in ``eval_runs``) carry a table-specific entry in :data:`TABLE_COLUMNS`. ``tests/test_sql_schema.py`` holds
+every table, view and column of a full data root to a comment.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import duckdb
+
+#: table / view -> description (a ``eval_by_*`` / ``rollout_by_*`` breakdown view: its prefix's entry)
+TABLES: dict[str, str] = {
+    "steps": "One row per executed tool call (the labeled step table of record, data/steps/part-*.parquet): the action, "
+             "its observation, outcome, Δ and |Δ|, and content hashes of s_t and s'_t.",
+    "trajectories": "One row per trajectory: its environment, task, initial state (stored once) and actions.",
+    "environments": "One row per environment of the catalog: its class, license and tools.",
+    "strata": "One row per labeled step with its strata: outcome, |Δ| bucket, argument cardinality, default benchmark cell, "
+              "Balance2 group and why it is excluded from the splits.",
+    "benchmark_samples": "Samples of every benchmark version (data/splits/benchmark/<version>/samples.parquet), full states "
+                         "materialised; `version` names the version.",
+    "sft_mixture_samples": "Samples of every Balance2 SFT mixture version (data/splits/sft_mixture/<version>/samples.parquet).",
+    "curriculum_samples": "Samples of every α-curriculum mixture version (data/splits/curriculum/<version>/samples.parquet).",
+    "split_versions": "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions kept: "
+                      "seed, input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
+    "split_members": "One row per sample of every split version (kind, version, position): the step it is and its strata.",
+    "split_diff": "Per pair of versions of the same kind (version_a, version_b): each step in one and not the other "
+                  "(change = 'added' in version_b / 'removed' from version_a), with its stratum in the version it is in.",
+    "eval_results": "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, cm_reference, "
+                    "…), latency and tokens; `split_version` names the benchmark version scored.",
+    "eval_results_strata": "eval_results with each sample's strata: its cell (`stratum`), benchmark group and |Δ| bucket.",
+    "eval_runs": "One row per evaluation run: samples, answered, request failures and the metrics over the answered samples.",
+    "eval_by": "Metrics of each evaluation run broken down by one key (the view's suffix); percent of the answered samples.",
+    "bench_model_runs": "One row per `./forge bench-model` measurement: the model, its weights, the settings and throughput.",
+    "sft_checkpoints": "One row per published SFT checkpoint version: the mixture trained on, base model, settings, loss.",
+    "sft_checkpoint_steps": "One row per intermediate checkpoint of an SFT run: step, loss, path and whether it is still there.",
+    "eval_job_runs": "One row per evaluation job: the checkpoint served, how, on which benchmark version, its job ids.",
+    "checkpoint_scores": "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
+    "curriculum_groups": "One row per α-curriculum version and group: estimate, weight, candidates, quota and selected.",
+    "rollout_steps": "One row per step of a simulated rollout: the simulator's prediction scored against the executor "
+                     "shadowing it (FM, CM, drift).",
+    "rollouts": "One row per simulated rollout: how it ended, its first divergence and drift.",
+    "rollout_by": "Rollout step metrics of each run broken down by one key (the view's suffix).",
+}
+
+#: column name -> description, the same in every table and view that has the column
+COLUMNS: dict[str, str] = {
+    # identity of a step
+    "step_id": "Step identifier (trajectory id and step index).",
+    "trajectory_id": "Trajectory identifier.",
+    "task_id": "Task (scenario) the trajectory ran.",
+    "env_id": "Environment identifier (catalog key).",
+    "source": "Environment source: bfcl, envscaler, builtin, … .",
+    "step_index": "Position of the step in its trajectory (0-based).",
+    "turn": "User turn the action belongs to (multi-turn tasks).",
+    "position": "Position of the sample in its split version (0-based).",
+    # the action and its result
+    "tool": "Tool name (an environment's method) the action called.",
+    "arguments_json": "The action's arguments as JSON.",
+    "args_count": "Number of top-level arguments of the action.",
+    "args_cardinality": "Argument-count stratum: 0, 1, 2 or 3+.",
+    "call": "The action as a call string.",
+    "raw_observation": "The observation o_t as the environment returned it (text).",
+    "observation_json": "The observation parsed to JSON, when it parses.",
+    "observation_truncated": "Whether the stored observation was cut at the size cap.",
+    "real_observation": "The executor's observation for the action (rollouts).",
+    "outcome": "success, failure (the environment reported it) or error (the call raised or timed out).",
+    "error_type": "Exception type of an error step.",
+    "error_message": "Exception message of an error step.",
+    "delta": "Δ = diff(s_t, s'_t): records {op, path, before, after} (values as canonical JSON).",
+    "delta_size": "|Δ|: the number of Δ records (state fields changed).",
+    "delta_bucket": "|Δ| bucket, labelled by its range: 0, 1-2, 3-6, 7-12, 13+ (never a cell or group name).",
+    "state_before_hash": "Content hash of the canonical s_t.",
+    "state_after_hash": "Content hash of the canonical s'_t.",
+    "state_before_json": "s_t, the canonical state before the action (JSON).",
+    "state_after_json": "s'_t, the canonical state after the action (JSON).",
+    "sample_hash": "Hash of (s_t, a_t): decontamination key (no mixture sample shares it with the benchmark).",
+    "code_ref": "Reference of the tool's source code (code(a_t)).",
+    "code": "The tool's source code, code(a_t).",
+    "env_output": "Captured stdout/stderr of the call (capped).",
+    "mutated_arg": "Exploration: the argument deliberately mutated (NULL otherwise).",
+    "current_time": "The frozen wall clock during the action (ISO 8601, UTC); NULL without a recorded clock.",
+    # strata
+    "benchmark_cell": "Default benchmark cell the step is a candidate for (failure, no_change_args0, simple_1, …, difficult); "
+                      "NULL when none.",
+    "balance2_group": "Balance2 group of the step: failure, no_change, simple, complex; NULL for error and |Δ| > 12.",
+    "benchmark_group": "Benchmark group of the sample: failure, no_change, simple, medium, difficult (|Δ| > 12 counts as difficult).",
+    "grp": "Group: the benchmark group (eval_by_group), or the curriculum group key (curriculum_groups).",
+    "stratum": "Selection stratum the sample was drawn for: its cell in a benchmark, its Balance2 group in sft_mixture, "
+               "its curriculum group in curriculum.",
+    "excluded": "Whether the step is kept out of every split (error, or non-deterministic on re-execution).",
+    "excluded_reason": "Why the step is excluded (error, non-deterministic, …) or beyond the buckets (|Δ| > 12); NULL otherwise.",
+    # trajectories and environments
+    "category": "Task category (bfcl: base, long_context, miss_func, miss_param).",
+    "strategy": "How the trajectory was produced (replay, explore, agent).",
+    "fingerprint": "Fingerprint of the environment's code and options.",
+    "env_options_json": "Environment options (JSON).",
+    "init_config_json": "The task's initial configuration (JSON).",
+    "initial_state_json": "Canonical initial state of the trajectory (stored once per trajectory).",
+    "initial_state_hash": "Content hash of the initial state.",
+    "num_actions": "Number of actions in the trajectory.",
+    "actions": "The trajectory's actions (tool, arguments, call).",
+    "messages_json": "The full OpenAI message history (agent trajectories and rollouts).",
+    "seed": "Seed (of the run's sandbox randomness, of a split's draw, or of the training job).",
+    "clock_start": "Start of the trajectory's frozen clock (ISO 8601, UTC).",
+    "env_class": "Class implementing the environment.",
+    "license": "License of the environment's source.",
+    "num_tools": "Number of tools of the environment.",
+    "tools": "The environment's tool names.",
+    "tools_json": "The tools' OpenAI function schemas (JSON).",
+    "class_code_ref": "Reference of the environment class's source code.",
+    # split versions
+    "kind": "Split kind: benchmark, sft_mixture or curriculum.",
+    "version": "Split version id (bench-…, sft-…, cur-…): a hash of seed, input fingerprint and spec.",
+    "version_a": "The first version of the pair compared.",
+    "version_b": "The second version of the pair compared.",
+    "change": "added: in version_b, not in version_a; removed: in version_a, not in version_b.",
+    "input_fingerprint": "Fingerprint of the step table the version was selected from.",
+    "spec_json": "The version's full spec (seed, input, composition, …) as JSON.",
+    "shortfalls": "Number of cells (strata) the version could not fill to their quota.",
+    "is_current": "Whether the version is its kind's CURRENT one.",
+    "created_at": "When the row's subject was created (split version: first written; bench-model run: measured).",
+    "dagster_run_id": "Dagster run that produced the row (NULL outside Dagster or when not known).",
+    "parent_version": "Version that was current before this one was made current (split versions), or the checkpoint "
+                      "version an intermediate step belongs to (sft_checkpoint_steps); NULL when none.",
+    # evaluation
+    "run_id": "Run identifier: an evaluation run is <simulator>@<benchmark version>; a rollout run names its own.",
+    "simulator": "Simulator name (oracle, no_change, a model endpoint's configured name, …).",
+    "model": "Model name the simulator / agent / bench-model run used.",
+    "weights_id": "The weights that answered: a checkpoint version or a weights hash; NULL when unknown.",
+    "base_url": "OpenAI-compatible endpoint the simulator called.",
+    "split_version": "Benchmark version scored.",
+    "prompt": "Prompt template the simulator was given.",
+    "fm": "Feedback Match: the predicted feedback equals the observation (rates: percent of answered samples).",
+    "cm": "Config Match (exact): the predicted changes applied to s_t give s'_t (rates: percent of answered samples).",
+    "cm_changed_paths": "CM checked on the truly changed paths only (formerly cm_lenient).",
+    "cm_reference": "CM as the EnvSimBench evaluation code computes it, quirk for quirk.",
+    "fm_reference": "FM as the EnvSimBench evaluation code computes it.",
+    "reference_error": "Why the reference metrics could not be computed for the answer.",
+    "parse_ok": "Whether the answer parsed.",
+    "parse_error": "Why the answer did not parse.",
+    "change_error": "Why the predicted changes could not be applied.",
+    "status": "answered or request_failed (evaluation); how the rollout ended (rollouts).",
+    "request_error": "Why the request failed (the endpoint's failure, not a wrong answer); NULL when answered.",
+    "latency_s": "Seconds the request took.",
+    "prompt_tokens": "Prompt tokens used.",
+    "completion_tokens": "Completion tokens generated.",
+    "answer": "The simulator's raw answer.",
+    "seq": "Order in which results were written (the latest per step wins).",
+    "samples": "Number of samples.",
+    "answered": "Samples answered (request succeeded).",
+    "request_failed": "Samples whose request failed (left out of every metric).",
+    "parse_fail_pct": "Percent of answered samples whose answer did not parse.",
+    "mean_latency_s": "Mean request latency of the answered samples (seconds).",
+    # bench-model, checkpoints, jobs
+    "path": "Filesystem path of the model / checkpoint.",
+    "gguf_sha256": "SHA-256 of the GGUF file served.",
+    "checkpoint_version": "SFT checkpoint version id.",
+    "template": "Chat template of the model.",
+    "backend": "Serving backend (vllm, llamafactory, …).",
+    "dtype": "Numeric type the weights ran in.",
+    "per_cell": "Samples scored per benchmark cell.",
+    "max_tokens": "Generation limit per answer.",
+    "scored": "Samples scored in this measurement.",
+    "resumed": "Samples reused from an earlier, interrupted measurement.",
+    "seconds": "Wall-clock seconds of the measurement.",
+    "samples_per_s": "Samples scored per second.",
+    "mixture_version": "SFT mixture version trained on.",
+    "base_model": "Base model fine-tuned.",
+    "finetuning_type": "full or lora.",
+    "gpus": "GPUs the job used.",
+    "nodes": "Nodes the job used.",
+    "settings_json": "Training settings (JSON).",
+    "train_loss": "Final training loss.",
+    "train_runtime_s": "Training wall-clock seconds.",
+    "tokens_seen": "Input tokens seen in training.",
+    "job_id": "Launcher job id (local process or Slurm job).",
+    "base_model_revision": "Revision of the base model.",
+    "library_versions_json": "Library versions of the training job (JSON).",
+    "step": "Training step of the checkpoint.",
+    "present": "Whether the checkpoint is still on disk (not rotated away).",
+    "loss": "Training loss at the step.",
+    "epoch": "Training epoch at the step.",
+    "written_at": "When the checkpoint was written.",
+    "served_model": "Model name the checkpoint was served under.",
+    "checkpoint_path": "Path of the checkpoint served.",
+    # curriculum
+    "estimate": "Smoothed success estimate p̂ of the group.",
+    "eval_samples": "Evaluation samples behind the estimate.",
+    "eval_successes": "Successes among them.",
+    "weight": "The group's weight from the curve.",
+    "filtered": "Why the difficulty filter dropped the group (NULL when kept).",
+    "candidates": "Training candidates in the group.",
+    "quota": "Samples allotted to the group.",
+    "selected": "Samples picked for the group.",
+    # rollouts
+    "agent": "Agent that acted in the rollout.",
+    "rollout_id": "Rollout identifier.",
+    "state_match": "Whether the simulated state equals the real state after the step.",
+    "drift_before": "|diff(simulated state, real state)| before the step.",
+    "drift": "|diff(simulated state, real state)| after the step.",
+    "diverged_before": "Whether the rollout had diverged before the step.",
+    "predicted_changes": "Number of changes the simulator predicted.",
+    "feedback_json": "The simulator's predicted feedback (JSON).",
+    "stop_reason": "Why the rollout stopped.",
+    "steps": "Number of steps.",
+    "parse_failures": "Answers that did not parse.",
+    "first_divergence": "Step index of the first divergence (NULL when none).",
+    "final_drift": "Drift at the end of the rollout.",
+    "max_drift": "Largest drift in the rollout.",
+    "fm_rate": "Share of steps with FM.",
+    "cm_rate": "Share of steps with CM.",
+    "verified_steps": "Steps of the executor-verified prefix.",
+    "rollouts": "Number of rollouts.",
+    "state_match_pct": "Percent of steps whose simulated state matches the real one.",
+    "mean_drift": "Mean drift per step.",
+    "diverged_pct": "Percent of steps taken after a divergence.",
+}
+
+#: (table, column) -> description, where a column's meaning depends on its table
+TABLE_COLUMNS: dict[tuple[str, str], str] = {
+    ("split_versions", "samples"): "Samples in the version.",
+    ("eval_runs", "samples"): "Samples scored in the run.",
+    ("bench_model_runs", "samples"): "Samples in the benchmark version measured.",
+    ("bench_model_runs", "run_id"): "The evaluation run of the measurement (rows in eval_results).",
+    ("bench_model_runs", "path"): "Filesystem path of the weights measured.",
+    ("sft_checkpoints", "path"): "Filesystem path of the published checkpoint.",
+    ("sft_checkpoint_steps", "path"): "Filesystem path of the intermediate checkpoint.",
+    ("rollouts", "steps"): "Steps in the rollout.",
+    ("rollouts", "status"): "How the rollout ended.",
+    ("eval_results", "status"): "answered or request_failed.",
+}
+
+
+def table_description(name: str) -> str | None:
+    """The description of table / view ``name`` (a breakdown view ``eval_by_env``: its family's, with the key)."""
+    if name in TABLES:
+        return TABLES[name]
+    for family in ("eval_by", "rollout_by"):
+        if name.startswith(family + "_"):
+            return f"{TABLES[family]} Key: {name[len(family) + 1:]}."
+    return None
+
+
+def column_description(table: str, column: str) -> str | None:
+    return TABLE_COLUMNS.get((table, column)) or COLUMNS.get(column)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """``COMMENT ON`` every user table and view of ``con`` (the database's and this connection's temporary
+    ones) and every column, from :data:`TABLES` / :data:`COLUMNS`; returns what has no description (none
+    when the glossary is complete). A comment is rewritten only when it differs, so a read-only
+    database is left alone where its comments are already right."""
+    missing: list[str] = []
+    read_only = _read_only(con)
+    objects = con.execute(
+        """SELECT database_name, schema_name, table_name, 'TABLE', comment FROM duckdb_tables() WHERE NOT internal AND NOT temporary
+           UNION ALL SELECT database_name, schema_name, view_name, 'VIEW', comment FROM duckdb_views() WHERE NOT internal
+           AND schema_name NOT IN ('information_schema', 'pg_catalog')""").fetchall()
+    for database, schema, name, kind, current in objects:
+        if read_only and database != "temp":
+            continue
+        qualified = ".".join(_ident(p) for p in (database, schema, name))
+        text = table_description(name)
+        if text is None:
+            missing.append(name)
+        elif text != current:
+            con.execute(f"COMMENT ON {kind} {qualified} IS {_literal(text)}")
+        for column, col_comment in con.execute(
+                "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? AND table_name = ?",
+                [database, schema, name]).fetchall():
+            text = column_description(name, column)
+            if text is None:
+                missing.append(f"{name}.{column}")
+            elif text != col_comment:
+                con.execute(f"COMMENT ON COLUMN {qualified}.{_ident(column)} IS {_literal(text)}")
+    return missing
+
+
+def _read_only(con: duckdb.DuckDBPyConnection) -> bool:
+    try:
+        return bool(con.execute("SELECT current_setting('access_mode') = 'read_only'").fetchone()[0])
+    except duckdb.Error:
+        return False
+
+
+def undocumented(con: duckdb.DuckDBPyConnection) -> Iterable[str]:
+    """Every user table, view and column of ``con`` without a comment (``table`` / ``table.column``)."""
+    rows = con.execute(
+        """SELECT table_name FROM duckdb_tables() WHERE NOT internal AND comment IS NULL
+           UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal AND comment IS NULL
+             AND schema_name NOT IN ('information_schema', 'pg_catalog')
+           UNION ALL SELECT c.table_name || '.' || c.column_name FROM duckdb_columns() c
+             WHERE NOT c.internal AND c.comment IS NULL AND c.schema_name NOT IN ('information_schema', 'pg_catalog')""").fetchall()
+    return sorted(r[0] for r in rows)
