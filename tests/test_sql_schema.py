@@ -1,7 +1,7 @@
 """The SQL schema explains itself (issue 26, item 6): views that answer after the data root moves, a comment on
 every table, view and column, a ``version`` column wherever rows belong to a version, split versions with their
 created time, Dagster run and parent, evaluation results with their |Δ| bucket and cell, ``split_diff``, and a
-README cookbook whose every query runs."""
+cookbook (docs/sql.md) whose every query runs."""
 
 import json
 import re
@@ -153,9 +153,9 @@ def test_split_diff_lists_added_and_removed_samples(full_root):
 
 
 def _cookbook() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "sql.md").read_text()
     section = text[text.index("## SQL cookbook"):]
-    section = section[:section.index("\n## ", 4)]
+    section = section[:section.index("\n## ", 4)] if "\n## " in section[4:] else section
     blocks = re.findall(r"```sql\n(.*?)```", section, re.S)
     return [q.strip() for block in blocks for q in block.split(";") if re.sub(r"--[^\n]*", "", q).strip()]
 

@@ -14,6 +14,8 @@ from typing import Iterable
 
 import duckdb
 
+from pipeline.store.schema import COLUMN_DOCS
+
 #: table / view -> description (a ``eval_by_*`` / ``rollout_by_*`` breakdown view: its prefix's entry)
 TABLES: dict[str, str] = {
     "steps": "One row per executed tool call (the labeled step table of record, data/steps/part-*.parquet): the action, "
@@ -48,51 +50,17 @@ TABLES: dict[str, str] = {
     "rollout_by": "Rollout step metrics of each run broken down by one key (the view's suffix).",
 }
 
-#: column name -> description, the same in every table and view that has the column
+#: column name -> description, the same in every table and view that has the column: the step and sample
+#: columns from :data:`pipeline.store.schema.COLUMN_DOCS` (also the dataset card's Data Fields), the others here
 COLUMNS: dict[str, str] = {
-    # identity of a step
-    "step_id": "Step identifier (trajectory id and step index).",
-    "trajectory_id": "Trajectory identifier.",
-    "task_id": "Task (scenario) the trajectory ran.",
-    "env_id": "Environment identifier (catalog key).",
-    "source": "Environment source: bfcl, envscaler, builtin, … .",
-    "step_index": "Position of the step in its trajectory (0-based).",
-    "turn": "User turn the action belongs to (multi-turn tasks).",
-    "position": "Position of the sample in its split version (0-based).",
-    # the action and its result
-    "tool": "Tool name (an environment's method) the action called.",
-    "arguments_json": "The action's arguments as JSON.",
-    "args_count": "Number of top-level arguments of the action.",
-    "args_cardinality": "Argument-count stratum: 0, 1, 2 or 3+.",
     "call": "The action as a call string.",
-    "raw_observation": "The observation o_t as the environment returned it (text).",
-    "observation_json": "The observation parsed to JSON, when it parses.",
-    "observation_truncated": "Whether the stored observation was cut at the size cap.",
     "real_observation": "The executor's observation for the action (rollouts).",
-    "outcome": "success, failure (the environment reported it) or error (the call raised or timed out).",
-    "error_type": "Exception type of an error step.",
-    "error_message": "Exception message of an error step.",
-    "delta": "Δ = diff(s_t, s'_t): records {op, path, before, after} (values as canonical JSON).",
-    "delta_size": "|Δ|: the number of Δ records (state fields changed).",
-    "delta_bucket": "|Δ| bucket, labelled by its range: 0, 1-2, 3-6, 7-12, 13+ (never a cell or group name).",
-    "state_before_hash": "Content hash of the canonical s_t.",
-    "state_after_hash": "Content hash of the canonical s'_t.",
-    "state_before_json": "s_t, the canonical state before the action (JSON).",
-    "state_after_json": "s'_t, the canonical state after the action (JSON).",
-    "sample_hash": "Hash of (s_t, a_t): decontamination key (no mixture sample shares it with the benchmark).",
-    "code_ref": "Reference of the tool's source code (code(a_t)).",
-    "code": "The tool's source code, code(a_t).",
-    "env_output": "Captured stdout/stderr of the call (capped).",
-    "mutated_arg": "Exploration: the argument deliberately mutated (NULL otherwise).",
-    "current_time": "The frozen wall clock during the action (ISO 8601, UTC); NULL without a recorded clock.",
     # strata
     "benchmark_cell": "Default benchmark cell the step is a candidate for (failure, no_change_args0, simple_1, …, difficult); "
                       "NULL when none.",
     "balance2_group": "Balance2 group of the step: failure, no_change, simple, complex; NULL for error and |Δ| > 12.",
     "benchmark_group": "Benchmark group of the sample: failure, no_change, simple, medium, difficult (|Δ| > 12 counts as difficult).",
     "grp": "Group: the benchmark group (eval_by_group), or the curriculum group key (curriculum_groups).",
-    "stratum": "Selection stratum the sample was drawn for: its cell in a benchmark, its Balance2 group in sft_mixture, "
-               "its curriculum group in curriculum.",
     "excluded": "Whether the step is kept out of every split (error, or non-deterministic on re-execution).",
     "excluded_reason": "Why the step is excluded (error, non-deterministic, …) or beyond the buckets (|Δ| > 12); NULL otherwise.",
     # trajectories and environments
@@ -221,6 +189,7 @@ COLUMNS: dict[str, str] = {
     "mean_drift": "Mean drift per step.",
     "diverged_pct": "Percent of steps taken after a divergence.",
 }
+COLUMNS.update(COLUMN_DOCS)
 
 #: (table, column) -> description, where a column's meaning depends on its table
 TABLE_COLUMNS: dict[tuple[str, str], str] = {
