@@ -67,5 +67,6 @@ def retain_only(refs: Iterable[str]) -> None:
     environment's code, so another environment's code is not reachable from it."""
     keep = set(refs)
     for table in (_BLOBS, _COMPILED):
-        for ref in [r for r in table if r not in keep]:
-            del table[ref]
+        kept = {ref: table[ref] for ref in keep if ref in table}
+        table.clear()
+        table.update(kept)

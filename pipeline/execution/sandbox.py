@@ -36,7 +36,7 @@ from pipeline.envs import blobs, registry
 from pipeline.execution.frames import FdReader, FrameError, FrameTimeout, encode
 from pipeline.execution.isolation import SandboxUnavailable, default_isolation, worker_command
 from pipeline.execution.labels import TrajectoryLabels
-from pipeline.execution.child import Limits
+from pipeline.execution.child import Limits, reuse_key
 from pipeline.execution.wire import limits_to_wire, trajectory_to_wire
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "SandboxUnavailable"]
@@ -218,10 +218,11 @@ class Sandbox:
     only for code you trust). The first worker starts on entry, so a sandbox that cannot start is an
     error at once, never a silent fallback."""
 
-    def __init__(self, workers: int = 2, limits: Limits | None = None, window: int = 64, isolation: str | None = None,
-                 batch: int = 4) -> None:
+    def __init__(self, workers: int = 2, limits: Limits | None = None, window: int = 256, isolation: str | None = None,
+                 batch: int = 4, max_batch: int = 16) -> None:
         self.workers = max(1, workers)
-        self.batch = max(1, batch)  # consecutive trajectories queued on one worker at once
+        self.batch = max(1, batch)  # consecutive trajectories queued on one worker at once (fresh children)
+        self.max_batch = max(self.batch, max_batch)  # trajectories of one reuse key queued on one worker at once
         self.limits = limits or Limits()
         self.window = max(window, self.workers)
         self.isolation = isolation or default_isolation()
@@ -307,45 +308,87 @@ class Sandbox:
             self._idle.put(worker)
         return results  # type: ignore[return-value]
 
-    def _queue(self, trajectories: Iterable[Trajectory], fresh_children: bool) -> Iterator[tuple[list[Trajectory], Future[list[dict[str, Any]]]]]:
-        """Cut ``trajectories`` into batches of consecutive ones, queueing each on the pool as soon as
-        it is cut (the input is read lazily, one batch at a time)."""
+    def _queue(self, trajectories: Iterable[Trajectory], fresh_children: bool,
+               window: int | None) -> Iterator[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]]:
+        """Queue ``trajectories`` on the pool as batches: ``(positions in the input, batch, future)``.
+        The input is read ``window`` trajectories at a time (None: all at once); inside a window the
+        trajectories that may share a child (:func:`pipeline.execution.child.reuse_key`) go together, in
+        batches of up to ``max_batch`` on one worker — so a child runs them one after the other
+        instead of a fresh fork each, whatever order they came in. With ``fresh_children`` (every
+        trajectory its own child) batches are consecutive trajectories."""
         if self._pool is None:
             raise SandboxError("use Sandbox as a context manager")
         limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
         it = iter(trajectories)
-        while batch := list(islice(it, self.batch)):
-            yield batch, self._pool.submit(self._run_batch, batch, limits)
+        offset = 0
+        while chunk := list(islice(it, window)) if window else list(it):
+            if fresh_children or limits.reuse_children <= 1:
+                groups = [(list(range(i, min(i + self.batch, len(chunk)))), limits) for i in range(0, len(chunk), self.batch)]
+            else:
+                by_key: dict[Any, list[int]] = {}
+                for i, trajectory in enumerate(chunk):
+                    key = reuse_key(trajectory.env)
+                    by_key.setdefault(key if key is not None else ("", str(i)), []).append(i)
+                shared = [idx for idx in by_key.values() if len(idx) > 1]
+                # a trajectory alone with its key in the window runs in a plain fresh child: keeping a
+                # child warm for a key no later trajectory has (clean check, parking) costs more than it saves
+                alone = sorted(idx[0] for idx in by_key.values() if len(idx) == 1)
+                single = replace(limits, reuse_children=1)
+                groups = [(idx[k:k + self.max_batch], limits) for idx in shared for k in range(0, len(idx), self.max_batch)]
+                groups += [(alone[k:k + self.batch], single) for k in range(0, len(alone), self.batch)]
+            for idx, batch_limits in groups:
+                batch = [chunk[i] for i in idx]
+                yield [offset + i for i in idx], batch, self._pool.submit(self._run_batch, batch, batch_limits)
+            offset += len(chunk)
+            if not window:
+                break
 
     def submit(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> "Submitted":
         """Queue trajectories at once (in batches) and return without waiting: ``results()`` of the
         handle yields them in order. Lets a caller prepare the next trajectories while these run."""
-        return Submitted(list(self._queue(trajectories, fresh_children)))
+        return Submitted(list(self._queue(trajectories, fresh_children, None)))
 
     def run(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
-        """Results in input order, with at most about ``window`` trajectories queued ahead of the one
-        yielded. ``fresh_children``: a newly forked child for every trajectory, never a reused one
+        """Results in input order, with about ``window`` to 2 × ``window`` trajectories queued ahead of the
+        one yielded. ``fresh_children``: a newly forked child for every trajectory, never a reused one
         (the determinism check re-executes this way)."""
-        inflight: deque[tuple[list[Trajectory], Future[list[dict[str, Any]]]]] = deque()
-        queued = 0
-        for batch, future in self._queue(trajectories, fresh_children):
-            inflight.append((batch, future))
-            queued += len(batch)
-            while queued >= self.window:
-                done, fut = inflight.popleft()
-                queued -= len(done)
-                yield from zip(done, fut.result())
-        while inflight:
-            done, fut = inflight.popleft()
-            yield from zip(done, fut.result())
+        done: dict[int, tuple[Trajectory, dict[str, Any]]] = {}
+        inflight: deque[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]] = deque()
+        following = 0  # the next input position to yield
+        for entry in self._queue(trajectories, fresh_children, self.window):
+            inflight.append(entry)
+            while inflight and max(inflight[-1][0]) - following >= 2 * self.window:
+                following = yield from self._drain(inflight, done, following, until=following + self.window)
+        following = yield from self._drain(inflight, done, following, until=None)
+
+    @staticmethod
+    def _drain(inflight: deque, done: dict[int, tuple[Trajectory, dict[str, Any]]], following: int,
+               until: int | None) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
+        """Wait for queued batches and yield the results in input order from ``following`` on (up to
+        ``until``; None: everything queued); the position to yield next."""
+        while inflight and (until is None or following < until):
+            positions, batch, future = inflight.popleft()
+            for position, trajectory, result in zip(positions, batch, future.result()):
+                done[position] = (trajectory, result)
+            while following in done:
+                yield done.pop(following)
+                following += 1
+        return following
 
 
 class Submitted:
     """Trajectories queued with :meth:`Sandbox.submit`."""
 
-    def __init__(self, batches: list[tuple[list[Trajectory], Future[list[dict[str, Any]]]]]) -> None:
+    def __init__(self, batches: list[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]]) -> None:
         self._batches = batches
 
     def results(self) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
-        for batch, fut in self._batches:
-            yield from zip(batch, fut.result())
+        """In input order (batches group trajectories that share a child)."""
+        done: dict[int, tuple[Trajectory, dict[str, Any]]] = {}
+        following = 0
+        for positions, batch, future in self._batches:
+            for position, trajectory, result in zip(positions, batch, future.result()):
+                done[position] = (trajectory, result)
+            while following in done:
+                yield done.pop(following)
+                following += 1

@@ -26,7 +26,6 @@ only for the same environment and configuration (:func:`_reuse_key`).
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import os
 import resource
@@ -42,7 +41,7 @@ from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, envscaler
 from pipeline.execution import freeze, guards, landlock, pristine, seccomp
 from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
-from pipeline.execution.child import Limits, execute
+from pipeline.execution.child import Limits, execute, reuse_key
 from pipeline.execution.wire import limits_from_wire, trajectory_from_wire, trajectory_to_wire
 from pipeline.envs import registry
 
@@ -159,28 +158,13 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
 
 
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
-    """Which trajectories may share a forked child (one after the other), on top of the child being
-    provably clean at the end of each (:func:`pipeline.execution.pristine.reuse_verdict`; else it is
-    retired): the same environment (source and id), and — for sources whose code is untrusted
-    (EnvScaler format, exec'd at every reset) — the same options (code, class, tools…) and scenario
-    configuration, so whatever a configuration makes the code leave behind can only meet that same
-    environment and configuration again. bfcl's code is the installed package's, not the dataset's:
-    a bfcl configuration (and its options: excluded functions, long context) is data its own code
-    loads, and the module-level state that code keeps is restored from a pristine copy before every
-    reused trajectory (:mod:`pipeline.execution.pristine`), so bfcl trajectories of one environment
-    (its set of classes) share children across configurations: a fresh fork per configuration costs
-    about 5 ms against a ~0.5 ms trajectory, and halves the sandbox's throughput."""
+    """The warm child a trajectory may run in (:func:`pipeline.execution.child.reuse_key`), when children
+    are reused at all (bfcl: once its pristine module state is prepared)."""
     if limits.reuse_children <= 1:
         return None
-    env = trajectory.env
-    if env.source == "envscaler":
-        parts = [env.options, env.init_config]
-    elif env.source == "bfcl" and pristine.prepared():
-        parts = []
-    else:
+    if trajectory.env.source == "bfcl" and not pristine.prepared():
         return None
-    text = json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=True)
-    return (env.source, env.env_id, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
+    return reuse_key(trajectory.env)
 
 
 class _Warm:
