@@ -1,11 +1,11 @@
 """Stage 0: the environment catalog."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
 
 from assets.metadata import frame_table, parquet_metadata, records_table
 from pipeline.core.safe_names import shown
-from pipeline.collect.sources import bfcl_enabled, disabled_sources, env_items
+from pipeline.collect.sources import SourceError, bfcl_enabled, disabled_sources, env_items
 from pipeline.envs.catalog import build_catalog
 from resources import DataStoreResource, EnvironmentSourcesResource
 
@@ -25,7 +25,10 @@ def environment_catalog(
     """
     layout = store.layout()
     cfg = sources.config()
-    items, issues = env_items(cfg)
+    try:
+        items, issues = env_items(cfg)
+    except SourceError as exc:  # a configured file missing or unreadable, or a corpus that gives nothing
+        raise Failure(description=str(exc)) from None
     report = build_catalog(layout, items, issues, bfcl=bfcl_enabled(cfg))
     disabled = disabled_sources(cfg)
     for issue in report.issues:

@@ -29,6 +29,7 @@ from dagster import (  # noqa: E402
 
 from assets import automation, collection, environments, envsimbench, evaluation, export, labeling, selection, simulation, training  # noqa: E402
 from assets.partitions import SHARDS  # noqa: E402
+from pipeline.collect.sources import SourceError, check_files  # noqa: E402
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, HuggingFaceHubResource, SandboxResource  # noqa: E402
 from resources.storage import DATA_ROOT_TAG, DataStoreDuckDBResource, DataStoreJobLauncherResource, root_tag  # noqa: E402
 
@@ -272,6 +273,15 @@ def check_launch(argv: list[str]) -> list[str]:
     except DagsterInvalidConfigError as exc:
         where = " and ".join(args.config + (["--config-json"] if args.config_json else [])) or "run config"
         problems += [f"{where}: {_describe_config_error(error, job)}" for error in exc.errors]
+        return problems
+    # the files the sources name: a missing one is a one-line error now, not a failed step later
+    sources_config = ((run_config.get("resources") or {}).get("sources") or {}).get("config") or {}
+    try:
+        check_files(EnvironmentSourcesResource(**sources_config).config())
+    except SourceError as exc:
+        problems += str(exc).split("; ")
+    except Exception:  # noqa: BLE001 - a config only the run can resolve (an env var...): the run reports it
+        pass
     return problems
 
 

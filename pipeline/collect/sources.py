@@ -57,6 +57,44 @@ class SourceConfig:
         True, "Explore corpus environments that no scenario names from their class defaults (init config {}).")
 
 
+class SourceError(ValueError):
+    """A configured source that cannot be used: its file is missing or unreadable, or it yields no
+    environment. The message names the config key, the file and what to do."""
+
+
+def configured_files(cfg: SourceConfig) -> list[tuple[str, Path]]:
+    """Every file the configuration names, with its config key (``resources.sources.…``)."""
+    files: list[tuple[str, Path]] = []
+    if cfg.bfcl_replay or cfg.bfcl_explore:
+        for i, f in enumerate(cfg.bfcl_files):
+            files += [(f"bfcl_task_files[{i}].tasks", Path(f.tasks)), (f"bfcl_task_files[{i}].answers", Path(f.answers))]
+    for i, corpus in enumerate(cfg.envscaler):
+        files.append((f"envscaler[{i}].env_items", Path(corpus.env_items)))
+        if corpus.scenarios is not None:
+            files.append((f"envscaler[{i}].scenarios", Path(corpus.scenarios)))
+        files += [(f"envscaler[{i}].more_scenarios[{j}]", Path(p)) for j, p in enumerate(corpus.more_scenarios)]
+    files += [(f"message_histories[{i}]", Path(p)) for i, p in enumerate(cfg.message_histories)]
+    return [(f"resources.sources.{key}", path) for key, path in files]
+
+
+def check_files(cfg: SourceConfig) -> None:
+    """Every configured file exists and can be opened; else :class:`SourceError` naming each one."""
+    problems = []
+    for key, path in configured_files(cfg):
+        try:
+            with open(path, "rb"):
+                pass
+        except FileNotFoundError:
+            problems.append(f"{key}: {path} does not exist: fix the path (relative paths are read from "
+                            f"{Path.cwd()}) or remove the entry")
+        except IsADirectoryError:
+            problems.append(f"{key}: {path} is a directory: name the data file in it")
+        except OSError as exc:
+            problems.append(f"{key}: {path} cannot be read ({exc.strerror}): fix its permissions or the path")
+    if problems:
+        raise SourceError("; ".join(problems))
+
+
 def bfcl_enabled(cfg: SourceConfig) -> bool:
     """Whether bfcl-eval is a source of the run: its tasks are replayed or explored, or message
     histories are configured (they may name bfcl environments)."""
@@ -82,7 +120,9 @@ def env_items(cfg: SourceConfig) -> tuple[list[envscaler.EnvItem], list[TaskIssu
     ids = FirstSeen()  # an env id given twice (in one file or across corpora): the first is kept
     for item in items:
         ids.seen(item.qualified_id, item.origin or item.prefix)
-    for corpus in cfg.envscaler:
+    check_files(cfg)
+    for index, corpus in enumerate(cfg.envscaler):
+        before, first_issue = len(items), len(issues)
         for result in envscaler.load_env_items(corpus.env_items, corpus.prefix, corpus.license):
             item, problems = envscaler.split_item(result)
             env_id = result.env_id if item is not None else result.task_id
@@ -95,6 +135,13 @@ def env_items(cfg: SourceConfig) -> tuple[list[envscaler.EnvItem], list[TaskIssu
             issues.extend(problems)
             if item is not None:
                 items.append(item)
+        if len(items) == before:  # a configured corpus that gives nothing is a mistake, not a quiet run
+            own = issues[first_issue:]
+            why = (f"{len(own)} problem(s), first: {clip(own[0].reason, 300)} ({own[0].origin})" if own
+                   else "it holds no env item")
+            raise SourceError(f"resources.sources.envscaler[{index}].env_items: {corpus.env_items} yielded no usable "
+                              f"environment ({why}): fix the file (EnvScaler's env-items format: JSON, JSON lines or "
+                              "Parquet) or remove the entry")
     return items, issues
 
 
