@@ -25,7 +25,7 @@ from pydantic import Field
 
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
-from assets.metadata import frame_table
+from assets.metadata import frame_table, parquet_metadata
 from pipeline.collect.agent import AgentSettings
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
@@ -111,7 +111,8 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
     return MaterializeResult(
         metadata={"rollout_tasks": len(tasks), "summary": frame_table(table),
                   "drift_by_step": MetadataValue.md(f"![drift vs step](data:image/png;base64,{plot})"),
-                  "plot_path": MetadataValue.path(str(plot_path.resolve()))},
+                  "plot_path": MetadataValue.path(str(plot_path.resolve())),
+                  **parquet_metadata(sorted(rollout_store.rollouts_root(layout).glob("*/steps.parquet")))},
         check_results=checks,
     )
 
@@ -146,7 +147,8 @@ def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportCon
     return MaterializeResult(metadata={"filter": report.filter, "rollouts": report.rollouts, "kept": report.kept, "dropped": report.dropped,
                                        "without_question": report.without_question,
                                        "steps_kept": report.steps_kept, "steps_dropped": report.steps_dropped,
-                                       "path": MetadataValue.path(str(directory.resolve()))})
+                                       "path": MetadataValue.path(str(directory.resolve())),
+                                       **parquet_metadata(sorted((directory / "data").glob("*.parquet")))})
 
 
 class CurriculumConfig(config_from(CurriculumSpec, exclude={"run_id"})):
@@ -177,7 +179,8 @@ def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig,
         context.log.warning(f"curriculum {sel.version} under-filled: {sel.shortfall_message()}")
     return MaterializeResult(metadata={"version": sel.version, "evaluation_run": rid, "weighting": describe(spec),
                                        "samples": sel.samples, "benchmark_version": sel.spec["benchmark"],
-                                       "groups": frame_table(groups), "path": MetadataValue.path(sel.path)})
+                                       "groups": frame_table(groups), "path": MetadataValue.path(sel.path),
+                                       **parquet_metadata([sel.path])})
 
 
 simulation = define_asset_job("simulation", selection=["simulated_rollouts", "rollout_sft_dataset"],

@@ -282,7 +282,8 @@ def test_assets_materialize_with_metadata_and_oracle_check(layout, tmp_path):
     assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()} == {"oracle_never_drifts": True}
     # every record: the environment's tool schemas and the task's own question (from the configured sources)
     records, catalog, questions = _records(tmp_path / "sft"), _catalog_tools(layout), _scenario_questions()
-    assert len(records) == meta["rollout_sft_dataset"]["kept"].value
+    assert len(records) == meta["rollout_sft_dataset"]["kept"].value == meta["rollout_sft_dataset"]["dagster/row_count"].value
+    assert meta["simulated_rollouts"]["dagster/row_count"].value > 0 and meta["simulated_rollouts"]["dagster/column_schema"]
     for record in records:
         assert catalog[record["env_id"]] and json.loads(record["tools"]) == catalog[record["env_id"]]
         assert [m["content"] for m in record["messages"] if m["role"] == "user"] == [questions[record["task_id"]]]
