@@ -99,6 +99,15 @@ def test_browser_materializes_the_pipeline(server):
             page.goto(f"{server.url}/runs/{run_id}", wait_until="domcontentloaded")
             expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=600_000)
             page.screenshot(path=str(shots / "run.png"))
+            # tabular summaries are table metadata: a real HTML table with its column headers, no Markdown pipe text
+            page.goto(f"{server.url}/assets/labeled_steps", wait_until="domcontentloaded")
+            row = page.locator("tr", has_text="delta_by_outcome").first
+            expect(row).to_be_visible(timeout=60_000)
+            table = row.locator("table").first
+            expect(table.locator("th", has_text="delta_size")).to_be_visible(timeout=30_000)
+            expect(table.locator("th", has_text="total")).to_be_visible()
+            assert table.locator("tbody tr").count() >= 2 and "| " not in row.inner_text()
+            page.screenshot(path=str(shots / "labeled-steps.png"), full_page=True)
             page.goto(f"{server.url}/assets/simulator_eval", wait_until="domcontentloaded")
             expect(page.get_by_text("cm_by_delta").first).to_be_visible(timeout=60_000)
             page.wait_for_timeout(1500)
