@@ -5,8 +5,9 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from pipeline.envsimbench import importer as envsimbench
-from assets.metadata import records_table
+from assets.metadata import parquet_metadata, records_table
 from pipeline.store import warehouse
+from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import DataStoreResource, HuggingFaceHubResource
 from resources.config_from import default_of
 
@@ -56,4 +57,5 @@ def envsimbench_import(context: AssetExecutionContext, config: EnvSimBenchImport
         "versions": records_table(rows, list(rows[0]), limit=len(rows)),
         "skipped": records_table(problems, ["version", "id", "reason"], limit=100),
         "strata": MetadataValue.json({r.version: r.strata for r in reports}),
+        **parquet_metadata([SplitStore(layout, BENCHMARK).samples(r.version) for r in reports]),
     })

@@ -20,7 +20,7 @@ from pipeline.labeling.quarantine import quarantine
 from pipeline.core.safe_names import md
 from pipeline.core.settings import settings
 from pipeline.quality.suites import step_table_suite
-from assets.metadata import counts_table, frame_table, parquet_metadata, records_table
+from assets.metadata import counts_table, frame_table, parquet_metadata, records_table, suite_table
 from pipeline.store import queries
 from pipeline.store.reconstruct import verify_steps
 from resources import CompositionResource, DataStoreResource, SandboxResource
@@ -163,5 +163,5 @@ def step_table_expectations(context: AssetCheckExecutionContext, store: DataStor
     suite = step_table_suite(layout)
     return AssetCheckResult(passed=suite.success, metadata={
         **partition_metadata(context), "rows": suite.rows, "expectations_evaluated": suite.evaluated,
-        "failures": MetadataValue.md(suite.markdown()),
+        "failures": suite_table(suite),
     })

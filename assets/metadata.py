@@ -77,3 +77,11 @@ def parquet_metadata(files: Sequence[str | Path]) -> dict[str, Any]:
     rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     return {"dagster/row_count": rows,
             "dagster/column_schema": TableSchema(columns=[TableColumn(name=f.name, type=_arrow_type(f.type)) for f in schema])}
+
+
+def suite_table(suite: Any) -> MetadataValue:
+    """A great-expectations suite's result (:class:`pipeline.quality.suites.SuiteResult`): its one-line
+    summary when it passed, else a table of the failed expectations with their first offending rows."""
+    if suite.success:
+        return MetadataValue.text(suite.summary())
+    return records_table(suite.failure_rows(), ["expectation", "column", "unexpected", "first_rows"])

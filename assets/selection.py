@@ -17,7 +17,7 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.metadata import frame_table, parquet_metadata
+from assets.metadata import frame_table, parquet_metadata, suite_table
 from pipeline.core import profile
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture, strata_report
@@ -86,7 +86,7 @@ def _composition_check(name: str, result: SelectionResult, on_shortfall: str) ->
         check_name=name, passed=suite.success and not short,
         severity=AssetCheckSeverity.ERROR if on_shortfall == "fail" else AssetCheckSeverity.WARN,
         description=("short strata: " + "; ".join(short)) if short else None,
-        metadata={"expectations": MetadataValue.md(suite.markdown()), "short_strata": len(short),
+        metadata={"expectations": suite_table(suite), "short_strata": len(short),
                   "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in short) or "_none_")})
 
 
@@ -170,7 +170,7 @@ def sft_mixture(
         check_results=[
             _composition_check("mixture_composition", result, config.on_shortfall),
             AssetCheckResult(check_name="no_benchmark_overlap", passed=overlap.success,
-                             metadata={"expectations": MetadataValue.md(overlap.markdown())}),
+                             metadata={"expectations": suite_table(overlap)}),
         ],
     )
 

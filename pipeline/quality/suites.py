@@ -51,6 +51,18 @@ class SuiteResult:
     def success(self) -> bool:
         return not self.failures
 
+    def failure_rows(self, limit: int = 10) -> list[dict[str, Any]]:
+        """One row per failed expectation: its name, column, unexpected count and the first offending rows."""
+        return [{"expectation": f.expectation, "column": f.column or "", "unexpected": f.unexpected,
+                 "first_rows": "; ".join(", ".join(f"{k}={v}" for k, v in r.items()) for r in f.rows[:limit])}
+                for f in self.failures]
+
+    def summary(self) -> str:
+        """One line: all passed, or how many expectations failed."""
+        if self.success:
+            return f"all {self.evaluated} expectations of `{self.suite}` passed on {self.rows} rows"
+        return f"{len(self.failures)} of {self.evaluated} expectations of `{self.suite}` failed on {self.rows} rows"
+
     def markdown(self, limit: int = 10) -> str:
         if self.success:
             return f"all {self.evaluated} expectations of `{self.suite}` passed on {self.rows} rows"
