@@ -143,7 +143,9 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
            "ENVSIM_DATA_ROOT": str(data), "DAGSTER_DISABLE_TELEMETRY": "1", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     keys = partition_keys(int(readme_env["ENVSIM_SHARDS"]))
     srv = DagsterServer(home, data, tmp_path / "dagster.log", env={**readme_env, "ENVSIM_EXECUTOR_CONFIG": str(config)},
-                        instance_yaml=(ROOT / "dagster.yaml").read_text() + "nux:\n  enabled: false\n")  # ./forge's instance
+                        # ./forge's instance, with the step events (DEBUG) in the workers' logs: step_log reads them
+                        instance_yaml=(ROOT / "dagster.yaml").read_text().replace("python_log_level: INFO", "python_log_level: DEBUG")
+                        + "nux:\n  enabled: false\n")
     # the worker commands of docs/scale-out.md, its celery.yaml being this test's file
     workers = [CeleryWorker([str(config) if a == "celery.yaml" else a for a in argv], env, tmp_path / f"worker-{i}.log")
                for i, argv in enumerate(worker_argvs)]
