@@ -32,7 +32,7 @@ POOL = "duckdb"  # one writer of envsim.duckdb at a time
 @asset(group_name="selection", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
 def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource,
                 composition: CompositionResource) -> MaterializeResult:
-    """Every labeled step with its outcome, |Δ| bucket (none / simple / medium / difficult / beyond),
+    """Every labeled step with its outcome, |Δ| bucket (`0` / `1-2` / `3-6` / `7-12` / `13+`),
     argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
     steps are kept but marked excluded from both splits, and so are steps the determinism check found
     non-deterministic (and the later steps of their trajectories), with the reason. Also refreshes the
