@@ -15,7 +15,7 @@ import json
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from pipeline.core.fields import same_as, setting
 from pipeline.execution.policy import PolicySettings
@@ -26,7 +26,8 @@ from pipeline.execution.sandbox import Sandbox
 from pipeline.core import profile
 from pipeline.core.progress import Progress
 from pipeline.core.outcome import FAILURE
-from pipeline.core.strata import Composition, balance2_group
+from pipeline.core.axes import axis_values
+from pipeline.core.strata import RULES, Composition
 
 Log = Callable[[str], None]
 
@@ -75,15 +76,18 @@ class Coverage:
         out.update({f"b2:{g}": int(n * self.settings.group_factor) for g, n in self.composition.mixture_sizes.items()})
         return out
 
-    def add(self, env_id: str, tool: str, outcome: str, delta_size: int, args_count: int) -> None:
+    def add(self, env_id: str, tool: str, *values: Any, **named: Any) -> None:
+        """Count one step of ``env_id`` calling ``tool``: its axis values, a mapping keyed by column (a step
+        record; :func:`~pipeline.core.axes.axis_values`)."""
+        step = axis_values(*values, **named)
         self.steps += 1
         hits = self.tool_hits[(env_id, tool)]
         hits["_calls"] += 1
-        for cell in self.composition.cells_of(outcome, delta_size, args_count):
+        for cell in self.composition.cells_of(step):
             self.cells[cell] += 1
             self.cell_envs[cell].add(env_id)
             hits[cell] += 1
-        group = balance2_group(outcome, delta_size)
+        group = RULES.balance2_group.label(step)
         if group:
             self.groups[group] += 1
             hits[f"b2:{group}"] += 1
@@ -179,7 +183,7 @@ def explore(
                 yield TaskIssue(traj.task_id, "reset", result["init_error"] or "reset failed", "")
                 continue
             for step in result["steps"]:
-                coverage.add(traj.env_id, step["tool"], step["outcome"], step["delta_size"], step["args_count"])
+                coverage.add(traj.env_id, step["tool"], step)
             progress.advance(len(result["steps"]))
             actions = tuple(  # what the policy did, which argument it mutated, and the s'_t it saw
                 Action(s["tool"], json.loads(s["arguments_json"]), turn=s["step_index"],

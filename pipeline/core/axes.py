@@ -130,11 +130,11 @@ class Rule:
         return " || ".join(parts) or "''"
 
 
-def axis_values(*positional: Any, **named: Any) -> dict[str, Any]:
-    """A step's axis values keyed by column, from one mapping (a step record), values in the order of
-    :data:`AXES`' columns (``outcome, delta_size, args_count``), and/or keywords."""
+def axis_values(*positional: Any, **named: Any) -> Mapping[str, Any]:
+    """A step's axis values keyed by column, from one mapping (a step record: used as it is), values in the
+    order of :data:`AXES`' columns (``outcome, delta_size, args_count``), and/or keywords."""
     if len(positional) == 1 and isinstance(positional[0], Mapping):
-        return {**positional[0], **named}
+        return {**positional[0], **named} if named else positional[0]
     columns = AXES.columns
     if len(positional) > len(columns):
         raise TypeError(f"at most {len(columns)} positional axis values ({', '.join(columns)}), got {len(positional)}")

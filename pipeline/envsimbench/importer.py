@@ -39,14 +39,14 @@ from pipeline.envs import blobs
 from pipeline.envsimbench.export import ENV_CODE_FILE, PUBLISHED_FILE
 from pipeline.core.protocol import parse_observation
 from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
-from pipeline.select.samples import SAMPLE
 from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import diff
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
-from pipeline.store.schema import encode_delta
-from pipeline.core.strata import BENCHMARK_CELLS, Cell, args_cardinality, delta_bucket
+from pipeline.store.schema import SAMPLE, encode_delta
+from pipeline.core.axes import AXES
+from pipeline.core.strata import BENCHMARK_CELLS, Cell
 
 SOURCE = "envsimbench"
 PUBLISHED_SCHEMA = pa.schema([pa.field("step_id", pa.string(), nullable=False),
@@ -162,11 +162,12 @@ def _arguments(value: Any) -> dict[str, Any]:
     return value
 
 
-def _cell(outcome: str, delta_size: int, args_count: int, cells: Iterable[Cell]) -> str:
+def _cell(row: dict[str, Any], cells: Iterable[Cell]) -> str:
+    """The first cell the sample row qualifies for (by its axis values)."""
     for cell in cells:
-        if cell.matches(outcome, delta_size, args_count):
+        if cell.matches(row):
             return cell.name
-    return "error" if outcome == ERROR else "unassigned"
+    return "error" if row["outcome"] == ERROR else "unassigned"
 
 
 def _outcome(tool: str, content: str) -> str:
@@ -208,11 +209,12 @@ def _row(step: _Step, cells: tuple[Cell, ...]) -> tuple[dict[str, Any], str | No
         "raw_observation": raw, "observation_json": canonical_json(canonicalize(parse_observation(raw))),
         "outcome": outcome,
         "delta": encode_delta(delta),
-        "delta_size": len(delta), "delta_bucket": delta_bucket(len(delta)), "args_cardinality": args_cardinality(len(arguments)),
+        "delta_size": len(delta),
         "state_before_hash": before_hash, "state_after_hash": text_hash(after_json),
         "sample_hash": hashlib.md5(f"{before_hash}|{tool}|{arguments_json}".encode()).hexdigest(),
-        "stratum": _cell(outcome, len(delta), len(arguments), cells),
     }
+    row.update(AXES.labels_of(row))  # delta_bucket, args_cardinality: every axis' label
+    row["stratum"] = _cell(row, cells)
     published = {"state_before_json": json.dumps(before, ensure_ascii=False),  # key order as published
                  "arguments_json": json.dumps(arguments, ensure_ascii=False)}
     return row, env_code, count if isinstance(count, int) and not isinstance(count, bool) else None, published

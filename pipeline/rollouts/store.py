@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.axes import AXES
 from pipeline.core.report import line_plot
 from pipeline.rollouts.loop import RolloutTask
 from pipeline.store.layout import DataLayout, safe_name
@@ -122,7 +123,8 @@ def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> bool:
     if not list(root.glob("*/steps.parquet")):
         return False
     warehouse.repoint(con, layout)  # rollout_steps and rollouts, at the data root as it is now
-    for name, key in (("rollout_by_simulator", "simulator, agent"), ("rollout_by_delta", "delta_bucket"),
+    by_axis = [(f"rollout_by_{a.name}", a.label) for a in AXES if a.by_label and a.label in STEPS.names]  # rollout_by_delta
+    for name, key in (("rollout_by_simulator", "simulator, agent"), *by_axis,
                       ("rollout_by_step", "step_index"), ("rollout_by_env", "env_id")):
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM rollout_steps GROUP BY ALL ORDER BY ALL")
     catalog.describe(con)

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.core.axes import AXES
 from pipeline.core.clock import step_time
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
@@ -32,28 +33,7 @@ from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites, atomic_path
 from pipeline.store.reconstruct import ReplayError, replay
 
-_step = schema.STEPS.field  # a sample's step columns are the step table's fields
-
-SAMPLE = pa.schema(
-    [
-        pa.field("position", pa.int32(), nullable=False),
-        pa.field("stratum", pa.string(), nullable=False),
-        *map(_step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
-        # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
-        # null for samples without a recorded clock (imported reference data)
-        pa.field("current_time", pa.string()),
-        *map(_step, ["tool", "arguments_json", "args_count"]),
-        pa.field("code", pa.string()),
-        _step("code_ref"),
-        pa.field("state_before_json", pa.string(), nullable=False),
-        pa.field("state_after_json", pa.string(), nullable=False),
-        *map(_step, ["raw_observation", "observation_json", "outcome", "delta", "delta_size"]),
-        pa.field("delta_bucket", pa.string(), nullable=False),
-        pa.field("args_cardinality", pa.string(), nullable=False),
-        *map(_step, ["state_before_hash", "state_after_hash"]),
-        pa.field("sample_hash", pa.string(), nullable=False),
-    ]
-)
+SAMPLE = schema.SAMPLE  # a sample row: the one definition is in store/schema.py
 _STATE_COLUMNS = ("state_before_json", "state_after_json")
 FLUSH_BYTES = 4 * 2**20  # rebuilt state texts held before they are handed to the writer
 
@@ -91,7 +71,8 @@ def materialize_samples(
     return len(picks)
 
 
-_STRATA_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", "delta_bucket", "args_cardinality", "sample_hash"]
+#: what a sample takes from the strata table: its ids, the axes' labels and the (s_t, a_t) hash
+_STRATA_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", *AXES.label_columns, "sample_hash"]
 #: the step-table columns a sample takes (task, environment and source come with the strata labels)
 _STEP_COLUMNS = [n for n in SAMPLE.names if n in schema.STEPS.names and n not in _STRATA_COLUMNS[2:]]
 #: what the replay reads of every step: which step, then a store.reconstruct.StoredStep
@@ -126,7 +107,7 @@ def _with_labels(layout: DataLayout, rows: pa.Table, strata: pa.Table, picks: Se
     ids = by_id.column("step_id").to_pylist()
     labelled = by_id.append_column("position", pa.array([order[i][0] for i in ids], pa.int32()))
     labelled = labelled.append_column("stratum", pa.array([order[i][1] for i in ids], pa.string()))
-    for name in ("task_id", "env_id", "source", "delta_bucket", "args_cardinality", "sample_hash"):
+    for name in _STRATA_COLUMNS[2:]:
         labelled = labelled.append_column(name, strata.column(name))
     refs = labelled.column("code_ref").to_pylist()
     code = _code(layout, {r for r in refs if r})

@@ -23,6 +23,7 @@ from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitSto
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.core import profile
+from pipeline.core.axes import AXES
 from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def select_strata(
     flags = "".join(f", coalesce(({cond}), false) AS decon_{i}" for i, (_, cond) in enumerate(rules))
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE pool AS
-            SELECT step_id, env_id, tool, sample_hash, outcome, delta_size, args_count, balance2_group,
+            SELECT step_id, env_id, tool, sample_hash, {', '.join(AXES.columns)}, balance2_group,
                    md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank {flags}
             FROM {_strata_rel(layout)} WHERE NOT excluded {exclude_sql}""",
         [seed],

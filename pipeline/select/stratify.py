@@ -1,5 +1,6 @@
-"""The strata table: every labeled step with outcome, |Δ| bucket, argument cardinality, its default
-benchmark cell and Balance2 group, exclusion reason, and the (s_t, a_t) sample hash.
+"""The strata table: every labeled step with its value and label on every stratification axis (outcome, |Δ|
+and |Δ| bucket, argument count and cardinality: :data:`pipeline.core.axes.AXES`), its default benchmark cell
+and Balance2 group, exclusion reason, and the (s_t, a_t) sample hash.
 
 Written by DuckDB straight from the step parts (a scan, never a Python list of steps), ordered by
 ``step_id`` so identical input gives an identical table. The *input fingerprint* — the content keys
@@ -21,7 +22,8 @@ from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import atomic_path
-from pipeline.core.strata import ARGS_CARDINALITY_SQL, BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL, DELTA_BUCKET_SQL
+from pipeline.core.axes import AXES, Axes
+from pipeline.core.strata import BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL
 from pipeline.store.queries import tool_spread_sql
 
 
@@ -59,7 +61,9 @@ def _excluded_ids(layout: DataLayout) -> list[str]:
     return [r[0] for r in rows]
 
 
-def stratify(layout: DataLayout, min_steps: int = 1) -> StrataReport:
+def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> StrataReport:
+    """Write the strata table from the step parts: per step its ids, every axis of ``axes`` (value, label),
+    default benchmark cell, Balance2 group, exclusion and sample hash (:func:`strata_select`)."""
     use_returning_pool()
     parts = layout.step_parts()
     if not parts:
@@ -74,25 +78,26 @@ def stratify(layout: DataLayout, min_steps: int = 1) -> StrataReport:
     nd_join = (f"LEFT JOIN (SELECT step_id AS nd_step, min(reason) AS nd_reason FROM read_parquet({nondet!r}) GROUP BY 1) nd "
                f"ON nd.nd_step = s.step_id") if nondet else "LEFT JOIN (SELECT NULL AS nd_step, NULL AS nd_reason) nd ON false"
     with atomic_path(out) as tmp:
-        con.execute(
-            f"""COPY (
-                SELECT step_id, trajectory_id, task_id, env_id, source, tool, step_index, outcome, delta_size,
-                       {DELTA_BUCKET_SQL} AS delta_bucket, args_count, {ARGS_CARDINALITY_SQL} AS args_cardinality,
+        con.execute(f"COPY ({strata_select(axes, 'read_parquet(?)', nd_join)}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)",
+                    [parts])
+    usable = con.execute(f"SELECT count(*) FROM read_parquet('{out}') WHERE NOT excluded").fetchone()[0]
+    fingerprint = input_fingerprint(layout)
+    with atomic_path(layout.strata_manifest) as tmp:
+        tmp.write_text(json.dumps({"fingerprint": fingerprint, "steps": total, "usable": usable}))
+    return StrataReport(out, fingerprint, total, usable)
+
+
+def strata_select(axes: Axes, steps: str, nd_join: str) -> str:
+    """The strata table's SELECT over the relation ``steps`` (joined to the non-deterministic steps by
+    ``nd_join``), ordered by ``step_id``: the axis columns are generated from ``axes``."""
+    return f"""SELECT step_id, trajectory_id, task_id, env_id, source, tool, step_index, {axes.strata_sql()},
                        {BENCHMARK_CELL_SQL} AS benchmark_cell, {BALANCE2_GROUP_SQL} AS balance2_group,
                        outcome = 'error' OR nd.nd_step IS NOT NULL AS excluded,
                        CASE WHEN nd.nd_step IS NOT NULL THEN nd.nd_reason WHEN outcome = 'error' THEN 'error'
                             WHEN {BEYOND_SQL} THEN 'beyond' END AS excluded_reason,
                        state_before_hash, state_after_hash,
                        md5(state_before_hash || '|' || tool || '|' || arguments_json) AS sample_hash
-                FROM read_parquet(?) s {nd_join} ORDER BY step_id
-            ) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)""",
-            [parts],
-        )
-    usable = con.execute(f"SELECT count(*) FROM read_parquet('{out}') WHERE NOT excluded").fetchone()[0]
-    fingerprint = input_fingerprint(layout)
-    with atomic_path(layout.strata_manifest) as tmp:
-        tmp.write_text(json.dumps({"fingerprint": fingerprint, "steps": total, "usable": usable}))
-    return StrataReport(out, fingerprint, total, usable)
+                FROM {axes.relation(steps)} s {nd_join} ORDER BY step_id"""
 
 
 def current_fingerprint(layout: DataLayout) -> str:
@@ -102,19 +107,21 @@ def current_fingerprint(layout: DataLayout) -> str:
     return json.loads(path.read_text())["fingerprint"]
 
 
-def cell_table(layout: DataLayout) -> "pd.DataFrame":
+def cell_table(layout: DataLayout, axes: Axes = AXES) -> "pd.DataFrame":
     """Counts, distinct environments and distinct (env, tool) pairs (``tool_pairs``; the most frequent one and
-    its share of the cell's steps) per (outcome, |Δ| bucket, argument cardinality) cell."""
+    its share of the cell's steps) per strata cell: (outcome, |Δ| bucket, argument cardinality), the key of
+    every axis (:meth:`~pipeline.core.axes.Axes.key_columns`)."""
 
     con = connect()
     rel = f"read_parquet('{layout.strata}')"
-    key = "outcome || '|' || delta_bucket || '|' || args_cardinality"
+    keys = axes.key_columns()
+    key = " || '|' || ".join(keys)
     return con.execute(
-        f"""SELECT c.outcome, c.delta_bucket, c.args_cardinality, c.steps, c.environments, t.tool_pairs, t.top_tool, t.top_tool_share
-            FROM (SELECT outcome, delta_bucket, args_cardinality, {key} AS grp, count(*) AS steps,
+        f"""SELECT {', '.join(f'c.{k}' for k in keys)}, c.steps, c.environments, t.tool_pairs, t.top_tool, t.top_tool_share
+            FROM (SELECT {', '.join(keys)}, {key} AS grp, count(*) AS steps,
                          count(DISTINCT env_id) AS environments FROM {rel} GROUP BY ALL) c
             JOIN ({tool_spread_sql(rel, key)}) t USING (grp)
-            ORDER BY outcome, delta_bucket, args_cardinality"""
+            ORDER BY {', '.join(keys)}"""
     ).df()
 
 

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from pipeline.core.canonical import canonical_json
-from pipeline.core.strata import ARGS_GROUPED_FROM, DELTA_BUCKETS
+from pipeline.core.axes import AXES, Axes
 
 DELTA_RECORD = pa.struct(
     [
@@ -121,17 +121,49 @@ COLUMN_DOCS: dict[str, str] = {
     "error_message": "the exception message of an error step; else null",
     "delta": "the state change Δ: records `{op: add|remove|replace, path: list of keys, before, after}` (values as canonical JSON)",
     "delta_size": "|Δ|, the number of Δ records",
-    "delta_bucket": "|Δ| bucket: " + ", ".join(
-        f"`{name}` " + (f"> {low - 1}" if high is None else f"{low}" if low == high else f"{low}–{high}")
-        for (name, high), low in zip(DELTA_BUCKETS, [0] + [h + 1 for _, h in DELTA_BUCKETS[:-1] if h is not None])),
-    "args_cardinality": "argument-count bucket: " + ", ".join(f"`{n}`" for n in range(ARGS_GROUPED_FROM))
-                        + f" or `{ARGS_GROUPED_FROM}+`",
+    **{a.label: a.label_doc for a in AXES if a.label},  # the axes' label columns
     "state_before_hash": "content hash of `s_t` (its canonical JSON)",
     "state_after_hash": "content hash of `s'_t` (its canonical JSON)",
     "sample_hash": "hash of (`s_t`, `a_t`): one sample per hash, and the key of decontamination",
     "env_output": "stdout / stderr the call printed (capped)",
     "mutated_arg": "exploration: the argument deliberately mutated to provoke a failure; else null",
 }
+
+
+def sample_schema(axes: Axes = AXES) -> pa.Schema:
+    """A split's samples: the step's key and label columns (the step table's fields), its place and stratum in
+    the split, the rebuilt states, the tool's code and the strata label of every axis (``axes``)."""
+    step = STEPS.field
+    return pa.schema([
+        pa.field("position", pa.int32(), nullable=False),
+        pa.field("stratum", pa.string(), nullable=False),
+        *map(step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
+        # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
+        # null for samples without a recorded clock (imported reference data)
+        pa.field("current_time", pa.string()),
+        *map(step, ["tool", "arguments_json", "args_count"]),
+        pa.field("code", pa.string()),
+        step("code_ref"),
+        pa.field("state_before_json", pa.string(), nullable=False),
+        pa.field("state_after_json", pa.string(), nullable=False),
+        *map(step, ["raw_observation", "observation_json", "outcome", "delta", "delta_size"]),
+        *(pa.field(label, pa.string(), nullable=False) for label in axes.label_columns),
+        *map(step, ["state_before_hash", "state_after_hash"]),
+        pa.field("sample_hash", pa.string(), nullable=False),
+    ])
+
+
+#: the samples of a split version (``samples.parquet``): the one definition of a sample row
+SAMPLE = sample_schema()
+
+#: Arrow type -> DuckDB type, for tables whose rows are sample (or step) rows
+_DUCK_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN",
+               pa.float64(): "DOUBLE"}
+
+
+def duck_columns(table: pa.Schema, names: Iterable[str]) -> dict[str, str]:
+    """``names`` of ``table`` with their DuckDB types (a table of record's columns restated in SQL)."""
+    return {n: _DUCK_TYPES[table.field(n).type] for n in names}
 
 
 def step_columns(role: str) -> tuple[str, ...]:
