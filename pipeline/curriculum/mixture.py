@@ -33,8 +33,8 @@ from typing import Any, Literal
 import duckdb
 
 from pipeline.core.fields import setting
-from pipeline.core.strata import BEYOND_SQL
-from pipeline.core.strata import BENCHMARK_GROUP_SQL
+from pipeline.core.axes import AXES
+from pipeline.core.strata import BENCHMARK_GROUP_SQL, BEYOND_SQL
 from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, select_strata
 from pipeline.select.stratify import current_fingerprint
 from pipeline.store.versions import BENCHMARK, CURRICULUM, SplitStore
@@ -43,7 +43,8 @@ from pipeline.store.layout import DataLayout
 from pipeline.store.versions import version_id
 from pipeline.store import warehouse
 
-LEVELS = {"stratum": f"({BENCHMARK_GROUP_SQL})", "delta": "delta_size", "env": "env_id"}
+#: the group hierarchy's levels: the benchmark group, the |Δ| axis' value, the environment
+LEVELS = {"stratum": f"({BENCHMARK_GROUP_SQL})", "delta": AXES["delta"].column, "env": "env_id"}
 CURVES = ("genenv", "flat_top")
 METRICS = {"cm": "cm", "fm": "fm", "cm_changed_paths": "cm_changed_paths", "cm_reference": "cm_reference", "fm_and_cm": "(fm AND cm)"}
 
@@ -268,29 +269,24 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     return CurriculumResult(result, groups)
 
 
-def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:
-    """Register every curriculum version in DuckDB: ``split_versions`` / ``split_members`` (kind
-    ``curriculum``, as the warehouse does for the other splits) and ``curriculum_groups`` (per version and
-    group: estimate, evaluation samples, weight, why the difficulty filter dropped it, candidates, quota,
-    selected; a table written before ``filtered`` existed gets the column, NULL for its rows). Returns the
-    version count."""
+def _group_rows(version: str, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """A curriculum version's ``curriculum_groups`` rows, from its manifest."""
+    run_id = manifest["spec"]["curriculum"]["run_id"]
+    return [{"version": version, "run_id": run_id, "grp": g["group"], **g} for g in manifest.get("groups", [])]
 
-    warehouse.register_splits(con, layout)  # split_versions / split_members of every kind, curriculum included
-    con.execute("""CREATE TABLE IF NOT EXISTS curriculum_groups (version VARCHAR, run_id VARCHAR, grp VARCHAR, estimate DOUBLE,
-                   eval_samples INTEGER, eval_successes INTEGER, weight DOUBLE, candidates INTEGER, quota INTEGER, selected INTEGER,
-                   filtered VARCHAR)""")
-    con.execute("ALTER TABLE curriculum_groups ADD COLUMN IF NOT EXISTS filtered VARCHAR")
-    store = SplitStore(layout, CURRICULUM)
-    known = {r[0] for r in con.execute("SELECT DISTINCT version FROM curriculum_groups").fetchall()}
-    for version in store.versions():
-        if version in known:
-            continue
-        manifest = store.manifest(version)
-        spec = manifest["spec"]
-        for g in manifest.get("groups", []):
-            con.execute("""INSERT INTO curriculum_groups (version, run_id, grp, estimate, eval_samples, eval_successes, weight,
-                                                          filtered, candidates, quota, selected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                        [version, spec["curriculum"]["run_id"], g["group"], g["estimate"], g["eval_samples"], g["eval_successes"],
-                         g["weight"], g.get("filtered"), g["candidates"], g["quota"], g["selected"]])
+
+#: per curriculum version and group: estimate, evaluation samples, weight, candidates, quota, selected and why the
+#: difficulty filter dropped it (a table written before ``filtered`` existed gets the column, NULL for its rows)
+GROUPS_TABLE = warehouse.ManifestTable("curriculum_groups", CURRICULUM, {
+    "version": "VARCHAR", "run_id": "VARCHAR", "grp": "VARCHAR", "estimate": "DOUBLE", "eval_samples": "INTEGER",
+    "eval_successes": "INTEGER", "weight": "DOUBLE", "candidates": "INTEGER", "quota": "INTEGER", "selected": "INTEGER",
+    "filtered": "VARCHAR"}, _group_rows)
+
+
+def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:
+    """Register every curriculum version in DuckDB by the one split registration
+    (:func:`pipeline.store.warehouse.register_splits`): ``split_versions`` / ``split_members`` of every kind,
+    curriculum included, and :data:`GROUPS_TABLE` (``curriculum_groups``). Returns the version count."""
+    warehouse.register_splits(con, layout, tables=(GROUPS_TABLE,))
     warehouse.repoint(con, layout)
-    return len(store.versions())
+    return len(SplitStore(layout, CURRICULUM).versions())

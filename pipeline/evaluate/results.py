@@ -13,7 +13,8 @@ import duckdb
 import pandas as pd
 
 from pipeline.core.report import line_plot
-from pipeline.core.strata import BENCHMARK_GROUP_SQL, DELTA_BUCKET_SQL
+from pipeline.core.axes import AXES, Axes
+from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.store import catalog, warehouse
 from pipeline.store.duck import connect
 
@@ -38,8 +39,9 @@ _METRICS = ", ".join([
 COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR", "simulator": "VARCHAR", "model": "VARCHAR", "weights_id": "VARCHAR", "base_url": "VARCHAR",
     "split_version": "VARCHAR", "prompt": "VARCHAR",
-    "step_id": "VARCHAR", "stratum": "VARCHAR", "env_id": "VARCHAR", "tool": "VARCHAR", "outcome": "VARCHAR",
-    "delta_size": "INTEGER", "args_count": "INTEGER", "fm": "BOOLEAN", "cm": "BOOLEAN", "cm_changed_paths": "BOOLEAN",
+    "step_id": "VARCHAR", "stratum": "VARCHAR", "env_id": "VARCHAR", "tool": "VARCHAR",
+    **{a.column: a.sql_type for a in AXES if a.stored},  # the sample's value on every stored axis
+    "fm": "BOOLEAN", "cm": "BOOLEAN", "cm_changed_paths": "BOOLEAN",
     "cm_reference": "BOOLEAN", "fm_reference": "BOOLEAN", "reference_error": "VARCHAR", "parse_ok": "BOOLEAN",
     "parse_error": "VARCHAR", "change_error": "VARCHAR", "status": "VARCHAR", "request_error": "VARCHAR", "latency_s": "DOUBLE",
     "prompt_tokens": "BIGINT", "completion_tokens": "BIGINT", "answer": "VARCHAR", "seq": "BIGINT",
@@ -60,9 +62,18 @@ def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"ALTER TABLE eval_results ADD COLUMN {column} {kind}")
 
 
-def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None:
+def breakdown_views(axes: Axes = AXES) -> dict[str, str]:
+    """The ``eval_by_*`` views: name -> the key they group by (the benchmark group, the value of every axis
+    with ``by_value``, the environment and the cell)."""
+    return {"eval_by_group": f"{BENCHMARK_GROUP_SQL} AS grp",
+            **{f"eval_by_{a.name}": a.column for a in axes if a.by_value},
+            "eval_by_env": "env_id", "eval_by_cell": "stratum"}
+
+
+def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: Axes = AXES) -> None:
     """Replace a run's rows with the latest result per step from its JSON-lines file (lines written
-    before the rename carry ``cm_lenient``, read as ``cm_changed_paths``; missing metrics are NULL)."""
+    before the rename carry ``cm_lenient``, read as ``cm_changed_paths``; missing metrics are NULL), then
+    (re-)create ``eval_runs`` and the breakdown views over ``axes``."""
     _ensure_table(con)
     con.execute("DELETE FROM eval_results WHERE run_id = ?", [run_id])
     if results.exists() and results.stat().st_size:
@@ -90,10 +101,10 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str) -> None
             FROM eval_results GROUP BY run_id"""
     )
     con.execute("DROP VIEW IF EXISTS eval_by_stratum")  # was by benchmark group, not by stratum: eval_by_group
-    for name, key in (("eval_by_group", f"{BENCHMARK_GROUP_SQL} AS grp"), ("eval_by_delta", "delta_size"),
-                      ("eval_by_env", "env_id"), ("eval_by_args", "args_count"), ("eval_by_cell", "stratum")):
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM eval_results GROUP BY ALL ORDER BY ALL")
-    warehouse.derived_views(con)  # eval_results_strata
+    for name, key in breakdown_views(axes).items():
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM {axes.relation('eval_results')} "
+                    "GROUP BY ALL ORDER BY ALL")
+    warehouse.derived_views(con, axes)  # eval_results_strata
     catalog.describe(con)
 
 
@@ -139,23 +150,30 @@ _REPORT = ("count(*) AS samples, count(*) FILTER (WHERE {a}) AS answered, "
            "round(100 * avg(parse_ok::INT) FILTER (WHERE {a}), 1) AS parse_pct, "
            "round(100 * avg(fm::INT) FILTER (WHERE {a}), 1) AS fm, round(100 * avg(cm::INT) FILTER (WHERE {a}), 1) AS cm, "
            "round(100 * avg(cm_reference::INT) FILTER (WHERE {a}), 1) AS cm_reference").format(a=ANSWERED_SQL)
-#: the keys a run's scores break down by: the benchmark cell (``stratum``) and the |Δ| bucket
-BREAKDOWNS = {"cell": "stratum", "delta_bucket": DELTA_BUCKET_SQL}
+def breakdowns(axes: Axes = AXES) -> dict[str, str]:
+    """The keys a run's scores break down by (name -> SQL over ``eval_results``): the benchmark cell
+    (``stratum``) and the label of every axis with ``by_label`` (the |Δ| bucket)."""
+    return {"cell": "stratum", **{a.label: a.label_sql() for a in axes if a.by_label}}
+
+
+#: the keys a run's scores break down by, over the axes in force
+BREAKDOWNS = breakdowns()
 
 
 def breakdown(con: duckdb.DuckDBPyConnection, run_ids: list[str], by: str = "cell",
-              step_ids: list[str] | None = None) -> pd.DataFrame:
-    """Per run and per ``by`` (``cell`` or ``delta_bucket``), plus an ``all`` row per run: samples, answered,
-    parse rate, FM, CM and ``cm_reference`` (percent of the answered samples). ``step_ids`` restricts every
-    run to the same samples (a comparison on what every run answered)."""
-    if by not in BREAKDOWNS:
-        raise ValueError(f"breakdown by one of {sorted(BREAKDOWNS)}, not {by!r}")
+              step_ids: list[str] | None = None, axes: Axes = AXES) -> pd.DataFrame:
+    """Per run and per ``by`` (``cell`` or an axis label: ``delta_bucket``; :func:`breakdowns`), plus an
+    ``all`` row per run: samples, answered, parse rate, FM, CM and ``cm_reference`` (percent of the answered
+    samples). ``step_ids`` restricts every run to the same samples (a comparison on what every run answered)."""
+    keys = breakdowns(axes)
+    if by not in keys:
+        raise ValueError(f"breakdown by one of {sorted(keys)}, not {by!r}")
     where = "run_id IN (SELECT unnest(?))" + (" AND step_id IN (SELECT unnest(?))" if step_ids is not None else "")
     args: list[Any] = [run_ids] + ([step_ids] if step_ids is not None else [])
     return con.execute(
-        f"""SELECT run_id, coalesce(CAST(({BREAKDOWNS[by]}) AS VARCHAR), 'all') AS {by}, {_REPORT}
-            FROM eval_results WHERE {where}
-            GROUP BY GROUPING SETS ((run_id, ({BREAKDOWNS[by]})), (run_id)) ORDER BY run_id, {by}""", args).df()
+        f"""SELECT run_id, coalesce(CAST(({keys[by]}) AS VARCHAR), 'all') AS {by}, {_REPORT}
+            FROM {axes.relation('eval_results')} WHERE {where}
+            GROUP BY GROUPING SETS ((run_id, ({keys[by]})), (run_id)) ORDER BY run_id, {by}""", args).df()
 
 
 def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pandas as pd
 import pyarrow as pa
 
-from pipeline.core.outcome import OUTCOMES
+from pipeline.core.axes import AXES, Axes
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.duck import connect
@@ -124,8 +124,22 @@ def _chunks(reader: pa.RecordBatchReader, rows: int) -> Iterator[pa.Table]:
         yield pa.Table.from_batches(buffer, schema=reader.schema)
 
 
-def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000) -> SuiteResult:
-    """Schema and nulls of the step table; outcomes from the closed set; |Δ| = len(Δ); unique step ids.
+def axis_expectations(axes: Axes = AXES) -> list[Any]:
+    """What the step table must hold on every axis: its values in the axis' closed set (outcome), at least
+    its smallest value (|Δ|, argument count ≥ 0)."""
+    gx = _great_expectations()
+    out: list[Any] = []
+    for axis in axes:
+        if axis.values is not None:
+            out.append(gx.expectations.ExpectColumnValuesToBeInSet(column=axis.column, value_set=list(axis.values)))
+        if axis.min_value is not None:
+            out.append(gx.expectations.ExpectColumnValuesToBeBetween(column=axis.column, min_value=axis.min_value))
+    return out
+
+
+def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000, axes: Axes = AXES) -> SuiteResult:
+    """Schema and nulls of the step table; every axis' expectations (:func:`axis_expectations`: outcomes from
+    the closed set, |Δ| and argument counts ≥ 0); |Δ| = len(Δ); unique step ids.
 
     The table is validated chunk by chunk (DuckDB streams ``chunk_rows`` rows at a time into one
     pandas batch), so memory stays bounded for any corpus; uniqueness across chunks is checked by
@@ -137,18 +151,17 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000) -> SuiteResu
         out += [gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in STEP_COLUMNS]
         return out + [
             gx.expectations.ExpectColumnValuesToBeUnique(column="step_id"),
-            gx.expectations.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES)),
-            gx.expectations.ExpectColumnValuesToBeBetween(column="args_count", min_value=0),
-            gx.expectations.ExpectColumnValuesToBeBetween(column="delta_size", min_value=0),
+            *axis_expectations(axes),
             gx.expectations.ExpectColumnPairValuesToBeEqual(column_A="delta_size", column_B="delta_records"),
             gx.expectations.ExpectColumnValueLengthsToEqual(column="state_before_hash", value=32),
             gx.expectations.ExpectColumnValueLengthsToEqual(column="state_after_hash", value=32),
         ]
 
     con = connect()
+    values = [c for c in axes.columns if c not in STEP_COLUMNS]  # axis values: stored, or computed by the relation
     reader = con.sql(
-        f"""SELECT {', '.join(STEP_COLUMNS)}, args_count, delta_size, len(delta) AS delta_records
-            FROM read_parquet(?)""",
+        f"""SELECT {', '.join([*STEP_COLUMNS, *values])}, len(delta) AS delta_records
+            FROM {axes.relation('read_parquet(?)')}""",
         params=[layout.step_parts()],
     ).to_arrow_reader(chunk_rows)  # streamed (a relation's reader yields a batch per part, whatever the size)
     total = SuiteResult("step_table", len(expectations()) + 1, 0)

@@ -14,12 +14,16 @@ only one process writes at a time).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import duckdb
 
-from pipeline.core.strata import BENCHMARK_GROUP_SQL, DELTA_BUCKET_SQL
+from pipeline.core.axes import AXES, Axes
+from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.store import catalog
+from pipeline.store.schema import SAMPLE, duck_columns
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import SPLIT_KINDS, SplitStore
 
@@ -29,9 +33,23 @@ SPLIT_VERSIONS = {
     "samples": "INTEGER", "shortfalls": "INTEGER", "is_current": "BOOLEAN", "created_at": "TIMESTAMPTZ",
     "dagster_run_id": "VARCHAR", "parent_version": "VARCHAR",
 }
-#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version)
-MEMBER_COLUMNS = ("position", "stratum", "step_id", "trajectory_id", "task_id", "env_id", "tool", "outcome", "delta_size",
-                  "args_count", "sample_hash")
+#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version): the sample's
+#: place, stratum and ids, and its value on every stored axis; types from the sample schema
+MEMBER_COLUMNS = ("position", "stratum", "step_id", "trajectory_id", "task_id", "env_id", "tool", *AXES.stored_columns,
+                  "sample_hash")
+SPLIT_MEMBERS = {"kind": "VARCHAR", "version": "VARCHAR", **duck_columns(SAMPLE, MEMBER_COLUMNS)}
+
+
+@dataclass(frozen=True)
+class ManifestTable:
+    """A table of per-version rows a split kind keeps in its manifests (the curriculum's ``curriculum_groups``),
+    registered with the versions by :func:`register_splits`: ``rows(version, manifest)`` gives a version's rows
+    (mappings; a column a row lacks is NULL)."""
+
+    name: str
+    kind: str
+    columns: dict[str, str]  # column -> DuckDB type, in table order (the first is the version)
+    rows: Callable[[str, dict[str, Any]], list[dict[str, Any]]]
 
 
 def _sql_path(path: Path | str) -> str:
@@ -98,8 +116,9 @@ def repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
     return list(views)
 
 
-def derived_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Views over the tables (no file paths): ``split_diff`` and ``eval_results_strata``, where their tables exist."""
+def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
+    """Views over the tables (no file paths): ``split_diff`` and ``eval_results_strata`` (the benchmark group and
+    the label of every axis evaluation breaks down by), where their tables exist."""
     if _exists(con, "split_members"):
         con.execute(
             """CREATE OR REPLACE VIEW split_diff AS
@@ -115,24 +134,31 @@ def derived_views(con: duckdb.DuckDBPyConnection) -> None:
                FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_a
                WHERE NOT EXISTS (SELECT 1 FROM split_members o WHERE o.kind = p.kind AND o.version = p.version_b AND o.step_id = m.step_id)""")
     if _exists(con, "eval_results"):
+        labels = "".join(f", {a.label_sql()} AS {a.label}" for a in axes if a.by_label)
         con.execute(
             f"""CREATE OR REPLACE VIEW eval_results_strata AS
-                SELECT *, {BENCHMARK_GROUP_SQL} AS benchmark_group, {DELTA_BUCKET_SQL} AS delta_bucket FROM eval_results""")
+                SELECT *, {BENCHMARK_GROUP_SQL} AS benchmark_group{labels} FROM {axes.relation('eval_results')}""")
 
 
-def register_splits(con: duckdb.DuckDBPyConnection, layout: DataLayout, kinds: tuple[str, ...] = SPLIT_KINDS) -> dict[str, int]:
-    """Create ``split_versions`` / ``split_members`` (or bring older ones up to date) and register every version
-    of ``kinds`` on disk: members once per version, the version row (current flag, created time, run, parent)
-    refreshed on every call. Returns the version count per kind."""
-    con.execute(f"""CREATE TABLE IF NOT EXISTS split_versions ({', '.join(f'{c} {t}' for c, t in SPLIT_VERSIONS.items())},
-                    PRIMARY KEY (kind, version))""")
-    for column, kind_sql in SPLIT_VERSIONS.items():
-        con.execute(f"ALTER TABLE split_versions ADD COLUMN IF NOT EXISTS {column} {kind_sql}")
-    con.execute(
-        """CREATE TABLE IF NOT EXISTS split_members (
-             kind VARCHAR, version VARCHAR, position INTEGER, stratum VARCHAR, step_id VARCHAR,
-             trajectory_id VARCHAR, task_id VARCHAR, env_id VARCHAR, tool VARCHAR, outcome VARCHAR,
-             delta_size INTEGER, args_count INTEGER, sample_hash VARCHAR, PRIMARY KEY (kind, version, position))""")
+def _ensure_table(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, str], key: tuple[str, ...] = ()) -> None:
+    """Create table ``name`` or bring an older one up to date (missing columns added, NULL for old rows)."""
+    primary = f", PRIMARY KEY ({', '.join(key)})" if key else ""
+    con.execute(f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(f'{c} {t}' for c, t in columns.items())}{primary})")
+    for column, kind_sql in columns.items():
+        con.execute(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind_sql}")
+
+
+def register_splits(con: duckdb.DuckDBPyConnection, layout: DataLayout, kinds: tuple[str, ...] = SPLIT_KINDS,
+                    tables: tuple[ManifestTable, ...] = ()) -> dict[str, int]:
+    """The one registration of split versions, for every split kind: create ``split_versions`` /
+    ``split_members`` (or bring older ones up to date) and register every version of ``kinds`` on disk —
+    members once per version, the version row (current flag, created time, run, parent) refreshed on every
+    call — and the rows of each version's manifest ``tables`` (once per version). Returns the version count
+    per kind."""
+    _ensure_table(con, "split_versions", SPLIT_VERSIONS, ("kind", "version"))
+    _ensure_table(con, "split_members", SPLIT_MEMBERS, ("kind", "version", "position"))
+    for table in tables:
+        _ensure_table(con, table.name, table.columns)
     counts = {}
     for kind in kinds:
         store = SplitStore(layout, kind)
@@ -153,7 +179,23 @@ def register_splits(con: duckdb.DuckDBPyConnection, layout: DataLayout, kinds: t
                         FROM read_parquet({_sql_path(store.samples(version).resolve())})""", [kind, version])
         con.execute("UPDATE split_versions SET is_current = (version IS NOT DISTINCT FROM ?) WHERE kind = ?", [current, kind])
         counts[kind] = con.execute("SELECT count(*) FROM split_versions WHERE kind = ?", [kind]).fetchone()[0]
+    for table in tables:
+        _register_manifest_rows(con, layout, table)
     return counts
+
+
+def _register_manifest_rows(con: duckdb.DuckDBPyConnection, layout: DataLayout, table: ManifestTable) -> None:
+    """Insert the rows of every version of ``table.kind`` that ``table`` does not hold yet."""
+    store = SplitStore(layout, table.kind)
+    version_column = next(iter(table.columns))
+    known = {r[0] for r in con.execute(f"SELECT DISTINCT {version_column} FROM {table.name}").fetchall()}
+    columns = list(table.columns)
+    insert = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+    for version in store.versions():
+        if version in known:
+            continue
+        for row in table.rows(version, store.manifest(version)):
+            con.execute(insert, [row.get(c) for c in columns])
 
 
 def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> dict[str, int]:
