@@ -230,7 +230,8 @@ class RolloutRunner:
         row = {
             "rollout_id": ro.rid, "task_id": ro.task.task_id, "env_id": env.env_id, "source": env.source,
             "step_index": index, "turn": action.turn, "tool": step["tool"], "arguments_json": step["arguments_json"],
-            "outcome": step["outcome"], "delta_size": int(step["delta_size"]), "delta_bucket": AXES["delta"].label_of({"delta_size": int(step["delta_size"])}),
+            "outcome": step["outcome"], "delta_size": int(step["delta_size"]),
+            "delta_bucket": AXES["delta"].label_of({"delta_size": int(step["delta_size"])}),
             "real_observation": step["raw_observation"], "drift_before": drift_before, "diverged_before": drift_before > 0,
             "latency_s": float(answer.get("latency_s") or 0.0), "prompt_tokens": answer.get("prompt_tokens"),
             "completion_tokens": answer.get("completion_tokens"), "answer": answer.get("text") or "",

@@ -23,14 +23,19 @@ from pipeline.core.report import line_plot
 from pipeline.rollouts.loop import RolloutTask
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
-from pipeline.store import catalog, warehouse
+from pipeline.store import catalog, schema, warehouse
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
+
+def _step(name: str) -> tuple[str, pa.DataType]:
+    """A step-table column a rollout step row restates (its type from the step schema; nullable here)."""
+    return name, schema.STEPS.field(name).type
+
 
 STEPS = pa.schema([
     ("run_id", pa.string()), ("simulator", pa.string()), ("model", pa.string()), ("agent", pa.string()),
-    ("rollout_id", pa.string()), ("task_id", pa.string()), ("env_id", pa.string()), ("source", pa.string()),
-    ("step_index", pa.int32()), ("turn", pa.int32()), ("tool", pa.string()), ("arguments_json", pa.string()),
-    ("outcome", pa.string()), ("delta_size", pa.int32()), ("delta_bucket", pa.string()),
+    ("rollout_id", pa.string()), *map(_step, ["task_id", "env_id", "source", "step_index", "turn", "tool", "arguments_json",
+                                              "outcome", "delta_size"]),
+    (AXES["delta"].label, pa.string()),
     ("real_observation", pa.string()), ("fm", pa.bool_()), ("cm", pa.bool_()), ("state_match", pa.bool_()),
     ("drift_before", pa.int32()), ("drift", pa.int32()), ("diverged_before", pa.bool_()),
     ("predicted_changes", pa.int32()), ("parse_ok", pa.bool_()), ("parse_error", pa.string()),
