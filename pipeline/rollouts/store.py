@@ -109,8 +109,8 @@ def write_run(layout: DataLayout, run_id: str, steps: list[dict[str, Any]], roll
     """Write a run's step and rollout tables (atomically; same input, same bytes)."""
     directory = run_dir(layout, run_id)
     directory.mkdir(parents=True, exist_ok=True)
-    for name, rows, schema in (("steps", steps, STEPS), ("rollouts", rollouts, ROLLOUTS)):
-        table = pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema)
+    for name, rows, shape in (("steps", steps, STEPS), ("rollouts", rollouts, ROLLOUTS)):
+        table = pa.Table.from_pylist([{k: r.get(k) for k in shape.names} for r in rows], schema=shape)
         with atomic_path(directory / f"{name}.parquet") as tmp:
             pq.write_table(table, tmp, compression="zstd")
     return directory
