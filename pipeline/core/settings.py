@@ -1,12 +1,24 @@
-"""Every ``ENVSIM_*`` setting, read from the environment in one place (docs/settings.md lists them).
+"""Every ``ENVSIM_*`` setting, declared once as a frozen pydantic model (docs/settings.md lists them).
 
-``settings()`` is the one reader the code uses: it parses the environment once and parses it again only
-when one of the variables changed (tests that ``monkeypatch.setenv`` see their value, nothing re-parses
-on an unchanged environment). ``Settings.from_env(mapping)`` parses any mapping (a test's dict).
+Three ways to get a :class:`Settings`:
 
-An empty variable counts as unset. A value that does not parse raises ``SettingsError`` naming the
-variable. Choices (``ENVSIM_EXECUTOR``, ``ENVSIM_SANDBOX``, ``ENVSIM_PROFILE``) are checked by the code
-that defines them (``pipeline.definitions``, ``pipeline.execution.isolation``, ``pipeline.core.profile``).
+* ``settings()`` — the one reader the code uses: the process environment, parsed once and parsed again
+  only when one of the variables changed (tests that ``monkeypatch.setenv`` see their value, nothing
+  re-parses on an unchanged environment).
+* ``Settings.from_env(mapping)`` — any mapping of variables (a test's dict; default: ``os.environ``).
+* ``Settings(profile="small", data_root=Path("/srv/envsim"))`` — a plain value: the fields given, the
+  defaults for the others; **the environment is not read** (pass it to ``build_definitions(settings)``
+  and the like).
+
+The variable of a field is ``ENVSIM_`` + its name upper-cased (``data_root`` -> ``ENVSIM_DATA_ROOT``),
+except ``slurm_conf``, which is Slurm's own ``SLURM_CONF``; :data:`VARIABLES` lists them all and the
+settings table in docs/settings.md has a row for each, showing the field's default
+(``tests/core/test_settings_model.py``). pydantic parses the values (whole numbers and their minimum,
+flags, paths, stripped whitespace, the lower-cased executor); an empty variable counts as unset. A value
+that does not parse raises ``SettingsError``, one line naming the variable, what it takes and the value
+given (why not ``pydantic-settings``: docs/libraries.md). Choices (``ENVSIM_EXECUTOR``, ``ENVSIM_SANDBOX``,
+``ENVSIM_PROFILE``) are checked by the code that defines them (``pipeline.definitions``,
+``pipeline.execution.isolation``, ``pipeline.core.profile``).
 
 ``prepare_process()`` is the process-wide setup the entry points (``python -m pipeline``, the Dagster
 code location ``pipeline.definitions``) run first, before pyarrow is imported: it asks for Arrow's
@@ -17,65 +29,48 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Annotated, Any, Mapping
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 
 class SettingsError(ValueError):
     """An ``ENVSIM_*`` variable whose value cannot be used."""
 
 
-#: every variable ``Settings`` reads (``SLURM_CONF`` is Slurm's own)
-VARIABLES = (
-    "ENVSIM_DATA_ROOT", "ENVSIM_PROFILE", "ENVSIM_SHARDS", "ENVSIM_EXECUTOR", "ENVSIM_EXECUTOR_CONFIG",
-    "ENVSIM_MAX_CONCURRENT", "ENVSIM_LAUNCHER", "ENVSIM_SLURM_PARTITION", "SLURM_CONF", "ENVSIM_SANDBOX",
-    "ENVSIM_SANDBOX_WORKERS", "ENVSIM_LLAMAFACTORY_PYTHON", "ENVSIM_SERVE_PYTHON", "ENVSIM_DUCKDB_MEMORY", "ENVSIM_DUCKDB_THREADS",
-    "ENVSIM_SPLIT_CRON", "ENVSIM_STRICT",
-)
-
-
 #: the values ``ENVSIM_EXECUTOR`` takes (the executors ``pipeline.definitions`` builds)
 EXECUTORS = ("multiprocess", "in_process", "celery", "k8s")
 
+_PREFIX = "ENVSIM_"
+_OWN_NAMES = {"slurm_conf": "SLURM_CONF"}  # fields read from a variable of another program
+_FLAG = "1/true/yes/on or 0/false/no/off"
 
-@dataclass(frozen=True)
-class Settings:
-    #: ``ENVSIM_DATA_ROOT``: the data root (default ``./data``); the ``store`` resource's default
-    data_root: Path = Path("data")
-    #: ``ENVSIM_PROFILE``: ``default`` or ``small`` (``pipeline.core.profile``)
-    profile: str = "default"
-    #: ``ENVSIM_SHARDS``: shards per environment source (None: collection and labeling unpartitioned)
-    shards: int | None = None
-    #: ``ENVSIM_EXECUTOR``: ``multiprocess``, ``in_process``, ``celery`` or ``k8s`` (lower-cased)
-    executor: str = "multiprocess"
-    #: ``ENVSIM_EXECUTOR_CONFIG``: the executor's config, YAML text or a file holding it
-    executor_config: str | None = None
-    #: ``ENVSIM_MAX_CONCURRENT``: at most this many steps of a run at once
-    max_concurrent: int | None = None
-    #: ``ENVSIM_LAUNCHER``: ``local`` or ``slurm``; set, the ``training`` group appears
-    launcher: str | None = None
-    #: ``ENVSIM_SLURM_PARTITION``: the Slurm partition GPU jobs go to
-    slurm_partition: str | None = None
-    #: ``SLURM_CONF``: the Slurm client configuration
-    slurm_conf: str | None = None
-    #: ``ENVSIM_SANDBOX``: ``bwrap`` or ``trusted``
-    sandbox: str = "bwrap"
-    #: ``ENVSIM_SANDBOX_WORKERS``: the ``sandbox`` resource's workers (None: the CPU count)
-    sandbox_workers: int | None = None
-    #: ``ENVSIM_LLAMAFACTORY_PYTHON``: Python of the LLaMA-Factory environment
-    llamafactory_python: str | None = None
-    #: ``ENVSIM_SERVE_PYTHON``: Python of a separate serving environment (vLLM; ``./forge serve-env``)
-    serve_python: str | None = None
-    #: ``ENVSIM_DUCKDB_MEMORY``: DuckDB's memory limit per connection
-    duckdb_memory: str = "512MB"
-    #: ``ENVSIM_DUCKDB_THREADS``: DuckDB's threads (None: all cores)
-    duckdb_threads: int | None = None
-    #: ``ENVSIM_SPLIT_CRON``: the weekly split regeneration schedule (UTC)
-    split_cron: str = "0 4 * * 1"
-    #: ``ENVSIM_STRICT``: a quarantined environment (non-deterministic or unverified labels) fails the run
-    #: instead of being excluded while the others go on (``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``)
-    strict: bool = False
+
+class Settings(BaseModel):
+    """The pipeline's settings (a frozen value; see the module docstring for the three constructors)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+
+    data_root: Path = Field(Path("data"), description="the data root; the `store` resource's default")
+    profile: str = Field("default", description="`default` or `small` (`pipeline.core.profile`)")
+    shards: int | None = Field(None, ge=1, description="shards per environment source (unset: unpartitioned)")
+    executor: Annotated[str, AfterValidator(str.lower)] = Field(
+        "multiprocess", description="`multiprocess`, `in_process`, `celery` or `k8s` (lower-cased)")
+    executor_config: str | None = Field(None, description="the executor's config, YAML text or a file holding it")
+    max_concurrent: int | None = Field(None, ge=0, description="at most this many steps of a run at once")
+    launcher: str | None = Field(None, description="`local` or `slurm`; set, the `training` group appears")
+    slurm_partition: str | None = Field(None, description="the Slurm partition GPU jobs go to")
+    slurm_conf: str | None = Field(None, description="the Slurm client configuration (Slurm's own variable)")
+    sandbox: str = Field("bwrap", description="`bwrap` or `trusted`")
+    sandbox_workers: int | None = Field(None, ge=1, description="the `sandbox` resource's workers (unset: the CPU count)")
+    llamafactory_python: str | None = Field(None, description="Python of the LLaMA-Factory environment")
+    serve_python: str | None = Field(None, description="Python of a separate serving environment (vLLM)")
+    duckdb_memory: str = Field("512MB", description="DuckDB's memory limit per connection")
+    duckdb_threads: Annotated[int | None, AfterValidator(lambda n: n or None)] = Field(
+        None, ge=0, description="DuckDB's threads (unset or 0: all cores)")
+    split_cron: str = Field("0 4 * * 1", description="the weekly split regeneration schedule (UTC)")
+    strict: bool = Field(False, description=f"a quarantined environment fails the run ({_FLAG})")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -84,52 +79,32 @@ class Settings:
         return _parse(tuple(env.get(name) for name in VARIABLES))
 
 
+def variable(field: str) -> str:
+    """The environment variable of a :class:`Settings` field."""
+    return _OWN_NAMES.get(field) or _PREFIX + field.upper()
+
+
+#: every variable ``Settings`` reads, in field order
+VARIABLES = tuple(variable(field) for field in Settings.model_fields)
+
+
+def _takes(field: str) -> str:
+    """What the variable of ``field`` takes, for an error message."""
+    info = Settings.model_fields[field]
+    if info.annotation is bool:
+        return _FLAG
+    minimum = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+    return "a whole number" + (f" >= {minimum}" if minimum is not None else "")
+
+
 def _parse(values: tuple[str | None, ...]) -> Settings:
-    raw = {name: (value or "").strip() or None for name, value in zip(VARIABLES, values)}
-
-    def whole(name: str, minimum: int) -> int | None:
-        text = raw[name]
-        if text is None:
-            return None
-        try:
-            number = int(text)
-        except ValueError:
-            number = None
-        if number is None or number < minimum:
-            raise SettingsError(f"{name} must be a whole number >= {minimum}, got {text!r}")
-        return number
-
-    def flag(name: str) -> bool | None:
-        text = raw[name]
-        if text is None:
-            return None
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise SettingsError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {text!r}")
-
-    default = Settings()
-    strict = flag("ENVSIM_STRICT")
-    return Settings(
-        data_root=Path(raw["ENVSIM_DATA_ROOT"] or default.data_root),
-        profile=raw["ENVSIM_PROFILE"] or default.profile,
-        shards=whole("ENVSIM_SHARDS", 1),
-        executor=(raw["ENVSIM_EXECUTOR"] or default.executor).lower(),
-        executor_config=raw["ENVSIM_EXECUTOR_CONFIG"],
-        max_concurrent=whole("ENVSIM_MAX_CONCURRENT", 0),
-        launcher=raw["ENVSIM_LAUNCHER"],
-        slurm_partition=raw["ENVSIM_SLURM_PARTITION"],
-        slurm_conf=raw["SLURM_CONF"],
-        sandbox=raw["ENVSIM_SANDBOX"] or default.sandbox,
-        sandbox_workers=whole("ENVSIM_SANDBOX_WORKERS", 1),
-        llamafactory_python=raw["ENVSIM_LLAMAFACTORY_PYTHON"],
-        serve_python=raw["ENVSIM_SERVE_PYTHON"],
-        duckdb_memory=raw["ENVSIM_DUCKDB_MEMORY"] or default.duckdb_memory,
-        duckdb_threads=whole("ENVSIM_DUCKDB_THREADS", 0) or None,
-        split_cron=raw["ENVSIM_SPLIT_CRON"] or default.split_cron,
-        strict=default.strict if strict is None else strict,
-    )
+    given = {field: value for field, value in zip(Settings.model_fields, values) if value and value.strip()}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        error: dict[str, Any] = exc.errors()[0]
+        field = str(error["loc"][0])
+        raise SettingsError(f"{variable(field)} must be {_takes(field)}, got {given[field]!r}") from None
 
 
 _parse_cached = functools.lru_cache(maxsize=16)(_parse)

@@ -1,7 +1,10 @@
-"""Seccomp-BPF filters: the kernel refuses what environment code (and its worker) must never do.
+"""Seccomp filters: the kernel refuses what environment code (and its worker) must never do.
 
-Two filters, both refusing with ``EPERM`` (a syscall of another ABI — x32 — or architecture kills the
-process):
+The filters are declared as rules (syscall names, actions, argument conditions) and compiled by
+libseccomp (through ``pyseccomp``, a ctypes binding to the system's ``libseccomp.so.2``), which
+resolves the names per architecture and generates the BPF. Both refuse with ``EPERM``; a syscall of
+another architecture or ABI — x32 included — kills the process (libseccomp's bad-architecture action,
+set to ``KILL_PROCESS``):
 
 * the **base filter** (:func:`install_base`) is installed on the sandbox worker itself, after it has
   imported the environment modules and before it serves anything. Seccomp filters are inherited by
@@ -14,10 +17,17 @@ process):
   code runs, adds: no process creation (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``), no
   ``kill``, ``tkill``/``tgkill`` only on the child's own thread group (``raise``/``abort`` still work),
   no ``rt_sigqueueinfo``/``rt_tgsigqueueinfo``, ``prlimit64`` only on itself (pid 0), no
-  ``fcntl(F_SETOWN/F_SETOWN_EX)`` (SIGIO to another process). The program is built once in the worker;
-  a child only writes its own pid into the prepared instructions before installing it.
+  ``fcntl(F_SETOWN/F_SETOWN_EX)`` (SIGIO to another process). Its rules are added once in the worker
+  (:func:`prepare`); a child only adds the two rules naming its own pid before loading it.
 
-Both need ``PR_SET_NO_NEW_PRIVS`` (set on the worker, inherited). Threads inherit the filters.
+Loading sets ``PR_SET_NO_NEW_PRIVS`` (libseccomp's default; inherited) and no ``TSYNC``: the filter
+applies to the calling thread (the worker and each child are single-threaded when they load it), and
+threads started later inherit it. Names that do not exist on an architecture (``fork``, ``vfork`` and
+``mknod`` on aarch64) are skipped by libseccomp. :func:`export_bpf` gives the compiled program of
+either filter for any architecture (tests read it).
+
+libseccomp is required wherever the sandbox runs (bwrap or trusted): without it the worker fails to
+start with :class:`SeccompUnavailable`, which names the package to install.
 """
 
 from __future__ import annotations
@@ -25,193 +35,142 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
-import struct
+import tempfile
+from typing import Any
 
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-_X32_BIT = 0x40000000
+#: refused with EPERM by both filters
+DENIED = (
+    "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "unshare",
+    "setns", "pivot_root", "chroot", "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "mknod",
+    "mknodat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "io_uring_setup", "userfaultfd", "memfd_create", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
+    "process_madvise", "process_mrelease", "kcmp",
+)
+#: refused with EPERM by the child filter only (the worker supervises its children with them)
+CHILD_DENIED = ("fork", "vfork", "kill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+#: architectures the filters are built for (``os.uname().machine`` -> libseccomp's name)
+ARCHITECTURES = {"x86_64": "X86_64", "aarch64": "AARCH64"}
+
 _CLONE_THREAD = 0x00010000
-# CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
-_CLONE_NAMESPACES = 0x7E020000
+# CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET
+_CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 _F_SETOWN, _F_SETOWN_EX = 8, 15
-
-# name -> syscall number per architecture (x86_64: arch/x86/entry/syscalls; aarch64: the generic table)
-_SYSCALLS: dict[str, dict[str, int]] = {
-    "x86_64": {
-        "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "ptrace": 101, "process_vm_readv": 310,
-        "process_vm_writev": 311, "kill": 62, "mount": 165, "umount2": 166, "unshare": 272, "setns": 308,
-        "pivot_root": 155, "chroot": 161, "bpf": 321, "perf_event_open": 298, "keyctl": 250, "add_key": 248,
-        "request_key": 249, "mknod": 133, "mknodat": 259, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
-        "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "io_uring_setup": 425,
-        "userfaultfd": 323, "memfd_create": 319, "pidfd_open": 434, "pidfd_send_signal": 424,
-        "pidfd_getfd": 438, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "process_madvise": 440,
-        "process_mrelease": 448, "kcmp": 312,
-        "clone": 56, "clone3": 435, "tkill": 200, "tgkill": 234, "prlimit64": 302, "fcntl": 72,
-    },
-    "aarch64": {
-        "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-        "kill": 129, "mount": 40, "umount2": 39, "unshare": 97, "setns": 268, "pivot_root": 41, "chroot": 51,
-        "bpf": 280, "perf_event_open": 241, "keyctl": 219, "add_key": 217, "request_key": 218, "mknodat": 33,
-        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
-        "fremovexattr": 16, "io_uring_setup": 425, "userfaultfd": 282, "memfd_create": 279,
-        "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "rt_sigqueueinfo": 138,
-        "rt_tgsigqueueinfo": 240, "process_madvise": 440, "process_mrelease": 448, "kcmp": 272,
-        "clone": 220, "clone3": 435, "tkill": 130, "tgkill": 131, "prlimit64": 261, "fcntl": 25,
-    },
-}
-# syscalls with an argument check (not in the plain deny lists)
-_CHECKED = ("clone", "clone3", "tkill", "tgkill", "prlimit64", "fcntl")
-# the worker needs these; only the child filter refuses them
-_CHILD_ONLY = ("fork", "vfork", "kill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
-
-_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-_RET_ALLOW, _RET_KILL_PROCESS, _RET_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
-_OFF_NR, _OFF_ARCH, _OFF_ARG0, _OFF_ARG1 = 0, 4, 16, 24
-_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_INT = 0xFFFFFFFF  # a 32-bit argument (fcntl's cmd): the kernel ignores the register's upper half
 _PR_SET_DUMPABLE = 4
-PID_PLACEHOLDER = 0x7FFFFFFF  # replaced by the child's pid in the child's copy of the program
 
 
 class SeccompUnavailable(RuntimeError):
-    """The kernel or architecture cannot take the filter."""
+    """libseccomp, the kernel or the architecture cannot take the filter."""
 
 
-def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, int]:
-    return code, jt, jf, k
+def _lib() -> Any:
+    """The ``pyseccomp`` module (libseccomp's Python API), or a :class:`SeccompUnavailable` naming the fix."""
+    try:
+        import pyseccomp
+    except ImportError as exc:
+        raise SeccompUnavailable(
+            f"the sandbox's seccomp filter needs the Python package 'pyseccomp' ({exc}): "
+            "run 'pip install -e .' (it is a declared dependency)") from exc
+    except RuntimeError as exc:  # pyseccomp raises RuntimeError when libseccomp.so is not found
+        raise SeccompUnavailable(
+            f"the sandbox's seccomp filter needs libseccomp ({exc}): install it with "
+            "'sudo apt-get install libseccomp2' (Debian/Ubuntu) or 'dnf install libseccomp' (Fedora)") from exc
+    return pyseccomp
 
 
-def _head(machine: str) -> list[tuple[int, int, int, int]]:
-    if machine not in _SYSCALLS:
-        raise SeccompUnavailable(f"no seccomp syscall table for architecture {machine!r}")
-    prog = [
-        _ins(_LD_W_ABS, _OFF_ARCH),
-        _ins(_JEQ, _AUDIT_ARCH[machine], jt=1),
-        _ins(_RET, _RET_KILL_PROCESS),
-        _ins(_LD_W_ABS, _OFF_NR),
-    ]
-    if machine == "x86_64":
-        prog += [_ins(_JGE, _X32_BIT, jf=1), _ins(_RET, _RET_KILL_PROCESS)]
-    return prog + [_ins(_JEQ, _SYSCALLS[machine]["clone3"], jf=1), _ins(_RET, _RET_ERRNO | errno.ENOSYS)]
+def _new(machine: str | None) -> Any:
+    """An allow-by-default filter for ``machine`` (default: this one), killing the process on any other
+    architecture (and, on x86_64, on x32 syscalls), refusing ``clone3`` with ``ENOSYS`` (its flags live
+    in memory a filter cannot read; libc falls back to ``clone``) and every name in :data:`DENIED`."""
+    lib = _lib()
+    machine = machine or os.uname().machine
+    if machine not in ARCHITECTURES:
+        raise SeccompUnavailable(f"no seccomp filter for architecture {machine!r} (built for {', '.join(ARCHITECTURES)})")
+    f = lib.SyscallFilter(lib.ALLOW)
+    arch = getattr(lib.Arch, ARCHITECTURES[machine])
+    if arch != lib.system_arch():
+        f.add_arch(arch)
+        f.remove_arch(lib.Arch.NATIVE)
+    f.set_attr(lib.Attr.ACT_BADARCH, lib.KILL_PROCESS)
+    f.add_rule(lib.ERRNO(errno.ENOSYS), "clone3")
+    for name in DENIED:
+        f.add_rule(lib.ERRNO(errno.EPERM), name)
+    return f
 
 
-def _deny(table: dict[str, int], names: list[str]) -> list[tuple[int, int, int, int]]:
-    eperm = _RET_ERRNO | errno.EPERM
-    prog = []
-    for name in names:
-        prog += [_ins(_JEQ, table[name], jf=1), _ins(_RET, eperm)]
-    return prog
-
-
-def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
-    """The child filter as (code, jt, jf, k) instructions for ``machine`` (default: this one); the
-    instructions comparing with the child's own pid hold :data:`PID_PLACEHOLDER`."""
-    machine = machine or platform.machine()
-    prog = _head(machine)
-    table = _SYSCALLS[machine]
-    eperm = _RET_ERRNO | errno.EPERM
-    prog += _deny(table, [n for n in table if n not in _CHECKED])
-    prog += [
-        # tkill/tgkill: only on its own thread group (arg0: tid for tkill — the main thread's tid is
-        # the pid — tgid for tgkill)
-        _ins(_JEQ, table["tkill"], jt=1),
-        _ins(_JEQ, table["tgkill"], jf=4),
-        _ins(_LD_W_ABS, _OFF_ARG0),
-        _ins(_JEQ, PID_PLACEHOLDER, jf=1),
-        _ins(_RET, _RET_ALLOW),
-        _ins(_RET, eperm),
-        # prlimit64 only on itself (pid 0)
-        _ins(_JEQ, table["prlimit64"], jf=4),
-        _ins(_LD_W_ABS, _OFF_ARG0),
-        _ins(_JEQ, 0, jf=1),
-        _ins(_RET, _RET_ALLOW),
-        _ins(_RET, eperm),
-        # fcntl: no F_SETOWN / F_SETOWN_EX (SIGIO/SIGURG to another process)
-        _ins(_JEQ, table["fcntl"], jf=5),
-        _ins(_LD_W_ABS, _OFF_ARG1),
-        _ins(_JEQ, _F_SETOWN, jt=2),
-        _ins(_JEQ, _F_SETOWN_EX, jt=1),
-        _ins(_RET, _RET_ALLOW),
-        _ins(_RET, eperm),
-        # clone: threads only
-        _ins(_JEQ, table["clone"], jf=3),
-        _ins(_LD_W_ABS, _OFF_ARG0),
-        _ins(_JSET, _CLONE_THREAD, jt=1),
-        _ins(_RET, eperm),
-        _ins(_RET, _RET_ALLOW),
-    ]
-    return prog
-
-
-def base_program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
+def base_filter(machine: str | None = None) -> Any:
     """The worker's base filter (inherited by every child, under the child filter)."""
-    machine = machine or platform.machine()
-    prog = _head(machine)
-    table = _SYSCALLS[machine]
-    prog += _deny(table, [n for n in table if n not in _CHECKED and n not in _CHILD_ONLY])
-    prog += [
-        _ins(_JEQ, table["clone"], jf=3),  # clone: no new namespaces
-        _ins(_LD_W_ABS, _OFF_ARG0),
-        _ins(_JSET, _CLONE_NAMESPACES, jf=1),
-        _ins(_RET, _RET_ERRNO | errno.EPERM),
-        _ins(_RET, _RET_ALLOW),
-    ]
-    return prog
+    lib = _lib()
+    f = _new(machine)
+    for bit in _CLONE_NAMESPACES:  # clone: no new namespaces
+        f.add_rule(lib.ERRNO(errno.EPERM), "clone", lib.Arg(0, lib.MASKED_EQ, bit, bit))
+    return f
 
 
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+def child_filter(machine: str | None = None, pid: int | None = None) -> Any:
+    """The child filter; with ``pid``, complete (``tkill``/``tgkill`` only on that thread group), without
+    it, the part the worker prepares before forking (:func:`with_pid` completes it)."""
+    lib = _lib()
+    f = _new(machine)
+    eperm = lib.ERRNO(errno.EPERM)
+    for name in CHILD_DENIED:
+        f.add_rule(eperm, name)
+    f.add_rule(eperm, "clone", lib.Arg(0, lib.MASKED_EQ, _CLONE_THREAD, 0))  # threads only
+    f.add_rule(eperm, "prlimit64", lib.Arg(0, lib.NE, 0))  # only on itself
+    for cmd in (_F_SETOWN, _F_SETOWN_EX):  # no SIGIO/SIGURG to another process
+        f.add_rule(eperm, "fcntl", lib.Arg(1, lib.MASKED_EQ, _INT, cmd))
+    return f if pid is None else with_pid(f, pid)
 
 
-class _Prepared:
-    def __init__(self, prog: list[tuple[int, int, int, int]]) -> None:
-        raw = b"".join(struct.pack("HBBI", *ins) for ins in prog)
-        self.buf = ctypes.create_string_buffer(raw, len(raw))
-        self.fprog = _SockFprog(len(prog), ctypes.cast(self.buf, ctypes.c_void_p))
-        self.pid_offsets = [i * 8 + 4 for i, ins in enumerate(prog) if ins[0] == _JEQ and ins[3] == PID_PLACEHOLDER]
+def with_pid(f: Any, pid: int) -> Any:
+    """Add to a prepared child filter: ``tkill``/``tgkill`` only on ``pid``'s thread group (arg0: the tid
+    for ``tkill`` — the main thread's tid is the pid — the tgid for ``tgkill``)."""
+    lib = _lib()
+    for name in ("tkill", "tgkill"):
+        f.add_rule(lib.ERRNO(errno.EPERM), name, lib.Arg(0, lib.NE, pid))
+    return f
 
 
-_PREPARED: list[tuple[object, _Prepared]] = []  # (libc, the child filter)
+def export_bpf(f: Any) -> bytes:
+    """The compiled BPF program of filter ``f`` (8-byte ``sock_filter`` instructions, native byte order)."""
+    with tempfile.TemporaryFile() as out:
+        f.export_bpf(out)
+        out.seek(0)
+        return out.read()
 
 
-def _libc() -> object:
-    return _PREPARED[0][0] if _PREPARED else ctypes.CDLL(None, use_errno=True)
+_PREPARED: list[Any] = []  # the child filter, without its pid rules (built in the worker)
 
 
 def prepare() -> None:
-    """Build the child filter and load libc once (in the worker, before forking: a child only patches
-    its pid in and calls prctl)."""
-    if _PREPARED:
-        return
-    _PREPARED.append((ctypes.CDLL(None, use_errno=True), _Prepared(program())))
+    """Add the child filter's rules once (in the worker, before forking: a child only adds its pid
+    rules and loads it)."""
+    if not _PREPARED:
+        _PREPARED.append(child_filter())
 
 
-def _prctl(libc: object, *args: object) -> None:
-    if libc.prctl(*args) != 0:  # type: ignore[attr-defined]
-        raise SeccompUnavailable(f"prctl{args[:1]} failed: errno {ctypes.get_errno()}")
-
-
-def _load(libc: object, prepared: _Prepared) -> None:
-    _prctl(libc, _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    _prctl(libc, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prepared.fprog), 0, 0)
+def _load(f: Any) -> None:
+    try:
+        f.load()
+    except OSError as exc:
+        raise SeccompUnavailable(f"the kernel refused the seccomp filter: {exc}") from exc
 
 
 def non_dumpable() -> None:
     """``PR_SET_DUMPABLE 0`` on the calling process (the worker): no process of the same uid — its
     children included, which inherit it across fork — may open its ``/proc/<pid>/mem``, ``fd/*``,
     ``environ``…, ptrace it or read its memory, and neither may children read each other's."""
-    _prctl(_libc(), _PR_SET_DUMPABLE, 0, 0, 0, 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise SeccompUnavailable(f"prctl(PR_SET_DUMPABLE) failed: errno {ctypes.get_errno()}")
 
 
 def install_base() -> None:
     """Install the base filter on the calling process (the worker; irreversible)."""
-    _load(_libc(), _Prepared(base_program()))
+    _load(base_filter())
 
 
 def install() -> None:
     """Install the child filter on the calling process (irreversible), for its own pid."""
     prepare()
-    libc, prepared = _PREPARED[0]
-    pid = struct.pack("I", os.getpid())
-    for offset in prepared.pid_offsets:
-        ctypes.memmove(ctypes.addressof(prepared.buf) + offset, pid, 4)
-    _load(libc, prepared)
+    _load(with_pid(_PREPARED[0], os.getpid()))

@@ -1,0 +1,154 @@
+"""The seccomp filters as libseccomp compiles them, per architecture: the exported BPF program is run
+by a small classic-BPF interpreter on every syscall number, so the test holds the per-architecture
+numbers (the kernel's, listed below) and the action of every rule without running on that machine."""
+
+from __future__ import annotations
+
+import ctypes.util
+import errno
+import struct
+import sys
+
+import pytest
+
+from pipeline.execution import seccomp
+
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+ALLOW, KILL_PROCESS = 0x7FFF0000, 0x80000000
+EPERM, ENOSYS = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+# the kernel's syscall numbers (x86_64: arch/x86/entry/syscalls/syscall_64.tbl; aarch64: the generic table)
+NUMBERS = {
+    "x86_64": {
+        "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "ptrace": 101, "process_vm_readv": 310,
+        "process_vm_writev": 311, "kill": 62, "mount": 165, "umount2": 166, "unshare": 272, "setns": 308,
+        "pivot_root": 155, "chroot": 161, "bpf": 321, "perf_event_open": 298, "keyctl": 250, "add_key": 248,
+        "request_key": 249, "mknod": 133, "mknodat": 259, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+        "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "io_uring_setup": 425,
+        "userfaultfd": 323, "memfd_create": 319, "pidfd_open": 434, "pidfd_send_signal": 424,
+        "pidfd_getfd": 438, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "process_madvise": 440,
+        "process_mrelease": 448, "kcmp": 312,
+        "clone": 56, "clone3": 435, "tkill": 200, "tgkill": 234, "prlimit64": 302, "fcntl": 72,
+        "read": 0, "write": 1, "openat": 257, "mmap": 9, "futex": 202, "getpid": 39, "wait4": 61,
+    },
+    "aarch64": {
+        "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
+        "kill": 129, "mount": 40, "umount2": 39, "unshare": 97, "setns": 268, "pivot_root": 41, "chroot": 51,
+        "bpf": 280, "perf_event_open": 241, "keyctl": 219, "add_key": 217, "request_key": 218, "mknodat": 33,
+        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
+        "fremovexattr": 16, "io_uring_setup": 425, "userfaultfd": 282, "memfd_create": 279,
+        "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "rt_sigqueueinfo": 138,
+        "rt_tgsigqueueinfo": 240, "process_madvise": 440, "process_mrelease": 448, "kcmp": 272,
+        "clone": 220, "clone3": 435, "tkill": 130, "tgkill": 131, "prlimit64": 261, "fcntl": 25,
+        "read": 63, "write": 64, "openat": 56, "mmap": 222, "futex": 98, "getpid": 172, "wait4": 260,
+    },
+}
+ALLOWED = ("read", "write", "openat", "mmap", "futex", "getpid", "wait4")
+PID = 4242
+CLONE_THREAD, CLONE_NEWUSER, CLONE_NEWNET = 0x10000, 0x10000000, 0x40000000
+
+
+def _run(program: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
+    """The action a classic-BPF seccomp program returns for one syscall (loads, ALU, jumps, returns)."""
+    data = struct.pack("<iIQ6Q", nr, arch, 0, *(list(args) + [0] * 6)[:6])
+    ins = [struct.unpack_from("<HBBI", program, i) for i in range(0, len(program), 8)]
+    a = x = pc = 0
+    mem = [0] * 16
+    while True:
+        code, jt, jf, k = ins[pc]
+        pc += 1
+        cls, src = code & 7, (x if code & 8 else k)
+        if cls == 0:  # BPF_LD: W|ABS, IMM or MEM
+            a = {0x20: lambda: struct.unpack_from("<I", data, k)[0], 0x00: lambda: k, 0x60: lambda: mem[k]}[code & 0xE0]()
+        elif cls == 1:  # BPF_LDX
+            x = k if code & 0xE0 == 0 else mem[k]
+        elif cls in (2, 3):  # BPF_ST, BPF_STX
+            mem[k] = a if cls == 2 else x
+        elif cls == 4:  # BPF_ALU
+            ops = {0x00: a + src, 0x10: a - src, 0x50: a & src, 0x40: a | src, 0xA0: a ^ src, 0x80: -a}
+            a = ops[code & 0xF0] & 0xFFFFFFFF
+        elif cls == 5:  # BPF_JMP
+            if code & 0xF0 == 0:
+                pc += k
+            else:
+                pc += jt if {0x10: a == src, 0x20: a > src, 0x30: a >= src, 0x40: bool(a & src)}[code & 0xF0] else jf
+        elif cls == 6:  # BPF_RET
+            return a if code & 0x18 == 0x10 else k
+        else:  # BPF_MISC: TAX / TXA
+            x, a = (a, a) if code & 0xF8 == 0 else (x, x)
+
+
+@pytest.fixture(params=sorted(AUDIT_ARCH))
+def machine(request) -> str:
+    return request.param
+
+
+def _programs(machine: str) -> tuple[bytes, bytes]:
+    return (seccomp.export_bpf(seccomp.base_filter(machine)),
+            seccomp.export_bpf(seccomp.child_filter(machine, pid=PID)))
+
+
+def test_each_listed_syscall_is_refused_with_the_same_errno_on_each_architecture(machine):
+    base, child = _programs(machine)
+    nr, arch = NUMBERS[machine], AUDIT_ARCH[machine]
+    for name in seccomp.DENIED + seccomp.CHILD_DENIED:
+        if name not in nr:  # fork, vfork, mknod: no such syscall on aarch64
+            assert machine == "aarch64" and name in ("fork", "vfork", "mknod")
+            continue
+        assert _run(child, nr[name], arch) == EPERM, name
+        assert _run(base, nr[name], arch) == (ALLOW if name in seccomp.CHILD_DENIED else EPERM), name
+    for program in (base, child):
+        assert _run(program, nr["clone3"], arch) == ENOSYS
+        assert [_run(program, nr[name], arch) for name in ALLOWED] == [ALLOW] * len(ALLOWED)
+    denied = {nr[n] for n in seccomp.DENIED + seccomp.CHILD_DENIED + ("clone3",) if n in nr}
+    checked = {nr[n] for n in ("clone", "tkill", "tgkill", "prlimit64", "fcntl")}
+    # every other syscall number is allowed (with zero arguments)
+    assert [n for n in range(512) if n not in denied | checked and _run(child, n, arch) != ALLOW] == []
+
+
+def test_other_architectures_and_x32_kill_the_process(machine):
+    for program in _programs(machine):
+        for other in set(AUDIT_ARCH.values()) - {AUDIT_ARCH[machine]} | {0x40000003}:  # and i386
+            assert _run(program, NUMBERS[machine]["read"], other) == KILL_PROCESS
+        if machine == "x86_64":
+            assert _run(program, 0x40000000 | 1, AUDIT_ARCH[machine]) == KILL_PROCESS  # x32 write
+
+
+def test_argument_conditions(machine):
+    base, child = _programs(machine)
+    nr, arch = NUMBERS[machine], AUDIT_ARCH[machine]
+
+    def child_action(name: str, *args: int) -> int:
+        return _run(child, nr[name], arch, args)
+
+    assert child_action("clone", CLONE_THREAD | 0x0F00) == ALLOW  # a thread
+    assert child_action("clone", 0x11) == EPERM  # fork-like: no new process
+    assert _run(base, nr["clone"], arch, (0x11,)) == ALLOW  # the worker forks
+    for flag in (CLONE_NEWUSER, CLONE_NEWNET, 0x00020000):  # no namespace, even for a thread
+        assert _run(base, nr["clone"], arch, (CLONE_THREAD | flag,)) == EPERM
+    assert [child_action(n, PID, PID) for n in ("tkill", "tgkill")] == [ALLOW, ALLOW]
+    assert [child_action(n, PID + 1, PID + 1) for n in ("tkill", "tgkill")] == [EPERM, EPERM]
+    assert [child_action(n, 1 << 32 | PID + 1) for n in ("tkill", "tgkill")] == [EPERM, EPERM]
+    assert (child_action("prlimit64", 0), child_action("prlimit64", PID)) == (ALLOW, EPERM)
+    assert [child_action("fcntl", 3, cmd) for cmd in (8, 15, 0xFFFFFFFF00000008, 1, 2, 4)] == [EPERM] * 3 + [ALLOW] * 3
+
+
+def test_the_prepared_child_filter_takes_its_pid_in_the_child():
+    """The worker prepares the child filter once, without a pid; a child adds its pid rules (to its own
+    copy of the worker's memory) and gets the same program as a filter built for that pid."""
+    prepared = seccomp.child_filter("x86_64")
+    without = seccomp.export_bpf(prepared)
+    assert _run(without, 234, AUDIT_ARCH["x86_64"], (PID + 1,)) == ALLOW
+    full = seccomp.export_bpf(seccomp.with_pid(prepared, PID))
+    assert _run(full, 234, AUDIT_ARCH["x86_64"], (PID + 1,)) == EPERM
+    assert full == seccomp.export_bpf(seccomp.child_filter("x86_64", pid=PID))
+
+
+def test_a_missing_libseccomp_fails_naming_the_package_to_install(monkeypatch):
+    find = ctypes.util.find_library
+    monkeypatch.delitem(sys.modules, "pyseccomp", raising=False)
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None if name == "seccomp" else find(name))
+    with pytest.raises(seccomp.SeccompUnavailable, match=r"needs libseccomp .*apt-get install libseccomp2"):
+        seccomp.install_base()
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # the Python binding itself missing
+    with pytest.raises(seccomp.SeccompUnavailable, match=r"needs the Python package 'pyseccomp'"):
+        seccomp.base_filter()
