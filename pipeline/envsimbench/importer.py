@@ -39,7 +39,7 @@ from pipeline.envs import blobs
 from pipeline.envsimbench.export import ENV_CODE_FILE, PUBLISHED_FILE
 from pipeline.core.protocol import parse_observation
 from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
-from pipeline.select.samples import SAMPLE
+from pipeline.store.schema import SAMPLE
 from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import diff

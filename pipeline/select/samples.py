@@ -31,29 +31,8 @@ from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites, atomic_path
 from pipeline.store.reconstruct import ReplayError, replay
+from pipeline.store.schema import SAMPLE
 
-_step = schema.STEPS.field  # a sample's step columns are the step table's fields
-
-SAMPLE = pa.schema(
-    [
-        pa.field("position", pa.int32(), nullable=False),
-        pa.field("stratum", pa.string(), nullable=False),
-        *map(_step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
-        # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
-        # null for samples without a recorded clock (imported reference data)
-        pa.field("current_time", pa.string()),
-        *map(_step, ["tool", "arguments_json", "args_count"]),
-        pa.field("code", pa.string()),
-        _step("code_ref"),
-        pa.field("state_before_json", pa.string(), nullable=False),
-        pa.field("state_after_json", pa.string(), nullable=False),
-        *map(_step, ["raw_observation", "observation_json", "outcome", "delta", "delta_size"]),
-        pa.field("delta_bucket", pa.string(), nullable=False),
-        pa.field("args_cardinality", pa.string(), nullable=False),
-        *map(_step, ["state_before_hash", "state_after_hash"]),
-        pa.field("sample_hash", pa.string(), nullable=False),
-    ]
-)
 _STATE_COLUMNS = ("state_before_json", "state_after_json")
 FLUSH_BYTES = 4 * 2**20  # rebuilt state texts held before they are handed to the writer
 
