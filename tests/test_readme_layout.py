@@ -41,6 +41,8 @@ def test_every_package_is_listed_tier_by_tier():
     listed = list(_entries())
     assert sorted(listed) == _packages(), f"docs/layout.md lists {sorted(listed)}, the tree has {_packages()}"
     tier_of = {name: i for i, tier in enumerate(tiers()) for name in tier}
+    unplaced = sorted(set(listed) - set(tier_of))
+    assert unplaced == [], f"packages in no tier of the 'tiers' contract (pyproject.toml): {unplaced}"
     order = sorted(listed, key=lambda name: tier_of[name])
     assert [tier_of[name] for name in listed] == [tier_of[name] for name in order], (
         f"docs/layout.md order {listed} is not tier by tier (foundation first): {tiers()}")
