@@ -7,7 +7,7 @@ from pydantic import Field
 from assets.partitions import SHARDS, shard_of
 from assets.metadata import frame_table, parquet_metadata, records_table
 from pipeline.collect.explore import ExploreSettings
-from pipeline.collect.agent import AgentSettings
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.run import AgentRun, collect_all
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from resources.config_from import config_from

@@ -26,7 +26,7 @@ from pydantic import Field
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
 from assets.metadata import frame_table, parquet_metadata
-from pipeline.collect.agent import AgentSettings
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs

@@ -17,7 +17,7 @@ from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
 from assets.training import sft_training
-from pipeline.core.report import md_table
+from pipeline.report.tables import md_table
 from pipeline.store.layout import DataLayout
 from pipeline.training.bench_model import bench_model
 from pipeline.training.launchers import find_llamafactory

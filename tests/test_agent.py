@@ -5,7 +5,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.collect.agent import AgentSettings, actions_from_messages
+from pipeline.collect.agent import actions_from_messages
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog

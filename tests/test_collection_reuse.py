@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pipeline.collect import reuse
-from pipeline.collect.agent import AgentSettings
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items

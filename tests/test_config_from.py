@@ -12,7 +12,7 @@ from assets.collection import AgentPolicyConfig, CollectionConfig
 from assets.evaluation import SimulatorConfig
 from assets.simulation import CurriculumConfig
 from assets.training import ServeConfig, TrainConfig
-from pipeline.collect.agent import AgentSettings
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import AgentRun
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig

@@ -14,7 +14,7 @@ PACKAGES = ("pipeline", "assets", "resources")
 JOB_ENV_FILES = {"pipeline/training/lf_check.py", "pipeline/training/gguf_convert.py"}
 JOB_ENV_PREINSTALLED = {"torch"}
 # Optional dependencies of a library that a call of ours needs: distribution -> (the call, where it is made).
-CALLED_THROUGH = {"tabulate": ("to_markdown(", "pipeline/core/report.py")}  # pandas.DataFrame.to_markdown
+CALLED_THROUGH = {"tabulate": ("to_markdown(", "pipeline/report/tables.py")}  # pandas.DataFrame.to_markdown
 
 
 def _requirements(path: Path) -> set[str]:

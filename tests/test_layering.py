@@ -1,8 +1,10 @@
-"""The layers of ``pipeline/``: imports only run down, the domain core runs without Dagster.
+"""What the import contracts cannot say about ``pipeline/`` (the tiers themselves are import-linter contracts:
+pyproject.toml ``[tool.importlinter]``, checked by tests/test_import_contracts.py; docs/layout.md "Tiers").
 
-``LAYERS`` lists the packages of ``pipeline/`` from the bottom up (docs/layout.md "Layout"): a module may import
-its own package and any package below it, never one beside or above it. ``core`` (shared types and
-rules) is the bottom; ``store`` (files, tables, DuckDB) sits under every stage and imports none of them.
+* No import of a ``pipeline`` module inside a function: the import graph sees it, but it runs late and hides a
+  circle from Python's import order.
+* The domain core imports and runs with Dagster unimportable (a dynamic import no contract sees), and the
+  definitions load.
 """
 
 import ast
@@ -12,33 +14,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: bottom first; packages on one line share a layer and may not import each other
-LAYERS: list[tuple[str, ...]] = [
-    ("core",),          # canonical state, Δ, trajectory, environment protocol, outcome, strata, prompt protocol
-    ("store",),         # data root layout, Parquet, DuckDB, split versions
-    ("envs",),          # environment sources behind the environment protocol
-    ("execution",),     # the sandbox: zygote, children, isolation, labels computed in the parent
-    ("labeling",),      # step rows, labeled_steps, determinism, quarantine
-    ("collect",),       # trajectory collection (keeps the labels it observed: imports labeling's rows)
-    ("select",),        # stratification, benchmark split, Balance2 mixture
-    ("quality", "envsimbench"),  # great-expectations suites; the EnvSimBench reference format
-    ("export",),        # Hugging Face layout, Hub push
-    ("evaluate",),      # simulators, metrics, the evaluation loop
-    ("training",),      # GPU work: LLaMA-Factory, serving, launchers, what the evaluation job computes
-    ("rollouts",),      # simulators in the loop
-    ("curriculum",),    # α-curriculum mixtures
-    ("__main__", "definitions"),  # the CLI and the Dagster definitions
-]
-RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
-
 
 def _modules() -> list[Path]:
     return sorted(p for p in (ROOT / "pipeline").rglob("*.py") if "__pycache__" not in p.parts)
-
-
-def _package(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[0] == "pipeline" else None
 
 
 def _import_nodes(path: Path) -> list[tuple[ast.AST, bool]]:
@@ -64,52 +42,26 @@ def _targets(node: ast.AST) -> list[str]:
     return [node.module or ""]
 
 
-def test_every_package_has_a_layer():
-    packages = {p.relative_to(ROOT / "pipeline").parts[0].removesuffix(".py") for p in _modules()} - {"__init__"}
-    assert packages <= set(RANK), f"packages of pipeline/ without a layer in LAYERS: {sorted(packages - set(RANK))}"
+def hidden_imports(path: Path) -> list[str]:
+    """``file:line imports X inside a function`` for every import of a ``pipeline`` module that does not run
+    at import time (in a function, a method, or under ``if TYPE_CHECKING``)."""
+    rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return [f"{rel}:{node.lineno} imports {target} inside a function"
+            for node, at_top in _import_nodes(path) if not at_top
+            for target in _targets(node) if target.startswith("pipeline")]
 
 
-def test_imports_only_run_down():
-    upward, hidden = [], []
-    for path in _modules():
-        rel = path.relative_to(ROOT)
-        module = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
-        source = _package(module)
-        for node, at_top in _import_nodes(path):
-            for target in _targets(node):
-                if not target.startswith("pipeline"):
-                    continue
-                dest = _package(target)
-                if not at_top:
-                    hidden.append(f"{rel}:{node.lineno} imports {target} inside a function")
-                if dest is None or source is None or dest == source:
-                    continue
-                if RANK[dest] >= RANK[source]:
-                    upward.append(f"{rel}:{node.lineno} ({source}) imports {target} ({dest})")
-    assert upward == [], "imports that run upward or sideways between layers:\n" + "\n".join(upward)
+def test_no_pipeline_import_inside_a_function():
+    hidden = [line for path in _modules() for line in hidden_imports(path)]
     assert hidden == [], "imports of pipeline modules inside functions:\n" + "\n".join(hidden)
 
 
-def test_the_layer_test_catches_an_upward_import(tmp_path):
-    """The rule is not vacuous: a store module importing a stage is found."""
+def test_the_hidden_import_check_catches_one(tmp_path):
+    """The rule is not vacuous: a stage import inside a function is found; one at module level is not."""
     bad = tmp_path / "bad.py"
-    bad.write_text("from pipeline.select.selection import build_benchmark\n")
-    [(node, at_top)] = _import_nodes(bad)
-    assert at_top and RANK[_package(_targets(node)[0])] > RANK["store"]
-
-
-def _imports(path: Path) -> set[str]:
-    return {t.split(".")[0] for node, _ in _import_nodes(path) for t in _targets(node)}
-
-
-def test_no_dagster_import_in_domain_core():
-    offenders = [
-        str(p.relative_to(ROOT))
-        for p in _modules()
-        if p.name != "definitions.py"
-        and any(m in ("assets", "resources") or m.startswith("dagster") for m in _imports(p))
-    ]
-    assert offenders == [], f"pipeline modules importing dagster/assets/resources: {offenders}"
+    bad.write_text("import json\nfrom pipeline.store import layout\n\n\ndef f():\n"
+                   "    from pipeline.select.selection import select_strata\n    return select_strata\n")
+    assert hidden_imports(bad) == [f"{bad}:6 imports pipeline.select.selection inside a function"]
 
 
 def test_domain_core_runs_without_dagster():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.collect.agent import AgentSettings
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items

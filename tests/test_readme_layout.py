@@ -1,11 +1,11 @@
-"""The "Layout" section (docs/layout.md, linked from the README) matches the tree: every package of ``pipeline/`` is listed, in the order
-of the layers ``tests/test_layering.py`` enforces (bottom first), and every module of a package is named in
-its entry."""
+"""The "Layout" section (docs/layout.md, linked from the README) matches the tree: every package of ``pipeline/`` is listed, tier by
+tier as the import contracts declare them (foundation first; tests/test_import_contracts.py), and every module
+of a package is named in its entry."""
 
 import re
 from pathlib import Path
 
-from tests.test_layering import LAYERS
+from tests.test_import_contracts import tiers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,11 +37,15 @@ def _packages() -> list[str]:
     return sorted(p.name for p in (ROOT / "pipeline").iterdir() if (p / "__init__.py").exists())
 
 
-def test_every_package_is_listed_in_layer_order():
+def test_every_package_is_listed_tier_by_tier():
     listed = list(_entries())
     assert sorted(listed) == _packages(), f"docs/layout.md lists {sorted(listed)}, the tree has {_packages()}"
-    order = [name for layer in LAYERS for name in layer if name in listed]
-    assert listed == order, f"docs/layout.md order {listed} is not the layer order {order}"
+    tier_of = {name: i for i, tier in enumerate(tiers()) for name in tier}
+    unplaced = sorted(set(listed) - set(tier_of))
+    assert unplaced == [], f"packages in no tier of the 'tiers' contract (pyproject.toml): {unplaced}"
+    order = sorted(listed, key=lambda name: tier_of[name])
+    assert [tier_of[name] for name in listed] == [tier_of[name] for name in order], (
+        f"docs/layout.md order {listed} is not tier by tier (foundation first): {tiers()}")
 
 
 def test_every_module_is_named_in_its_package_entry():

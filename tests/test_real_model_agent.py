@@ -19,11 +19,12 @@ from typing import Any, Iterator
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.collect.agent import (INVALID_CALLS, AgentSettings, AgentTask, actions_from_messages, collect_agent,
-                                    episode_trajectory, tally)
+from pipeline.collect.agent import (INVALID_CALLS, AgentTask, actions_from_messages, collect_agent, episode_trajectory,
+                                    tally)
 from pipeline.collect.collector import collect
 from pipeline.collect.sources import SourceConfig, agent_tasks, env_items
 from pipeline.envs import registry
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.envs.catalog import build_catalog
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store.layout import DataLayout

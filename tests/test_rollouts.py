@@ -9,7 +9,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.collect.agent import AgentSettings
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
 from pipeline.core.protocol import answer

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.core import safe_names
-from pipeline.core.report import md_histogram, md_records, md_table
+from pipeline.report.tables import md_histogram, md_records, md_table
 from pipeline.envs import envscaler
 
 CODE = "class Shop:\n    def __init__(self, init_config=None):\n        self.n = 0\n    def buy(self, qty: int):\n        self.n += qty\n        return {'success': True}\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.core.report import line_plot
+from pipeline.report.plots import line_plot
 from pipeline.core.strata import DELTA_BUCKETS, delta_bucket
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all

@@ -49,7 +49,7 @@ from pipeline.store.partitions import Shard
 #: bump when collection writes different trajectories from the same inputs in a way the code digest misses
 COLLECTOR_VERSION = "1"
 
-_CODE_PACKAGES = ("collect", "core", "envs", "execution", "labeling", "store")
+_CODE_PACKAGES = ("collect", "core", "envs", "execution", "labeling", "models", "store")
 
 Log = Callable[[str], None]
 

@@ -24,7 +24,7 @@ from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.partitions import Shard, begin_partitioned, partition_keys
 from pipeline.collect.agent import collect_agent, episode_trajectory
 from pipeline.collect.sources import agent_tasks
-from pipeline.collect.agent import AgentSettings
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect import reuse
 from pipeline.collect.result import CollectionResult, ShardSummary
 from pipeline.store.partitions import end_unpartitioned

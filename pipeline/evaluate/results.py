@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from pipeline.core.report import line_plot
+from pipeline.report.plots import line_plot
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.store import catalog, warehouse

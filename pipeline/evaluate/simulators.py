@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 
 import openai
 
-from pipeline.core import openai_client
+from pipeline.models import openai_client
 from pipeline.core.fields import setting
 from pipeline.core.protocol import TEMPLATES, answer, messages
 from pipeline.envsimbench.export import reference_answer
@@ -177,7 +177,7 @@ class OpenAISimulator:
     """An OpenAI-compatible chat endpoint. Retries with backoff on 429 / 5xx / timeouts / connection
     errors are the ``openai`` client's own (``max_retries``); the API key comes from the environment.
     Response bodies are capped at ``max_response_bytes`` at the HTTP layer (never read past the cap) and
-    read strictly (:func:`pipeline.core.openai_client.read_completion`): an oversized or malformed response
+    read strictly (:func:`pipeline.models.openai_client.read_completion`): an oversized or malformed response
     is a request failure with its reason, not an answer."""
 
     def __init__(self, spec: SimulatorSpec) -> None:

@@ -37,8 +37,8 @@ from typing import Any, Callable, Sequence
 
 import openai
 
-from pipeline.collect.agent import AGENT_SYSTEM_PROMPT, AgentSettings
-from pipeline.core.openai_client import async_client
+from pipeline.models.agent_settings import AGENT_SYSTEM_PROMPT, AgentSettings
+from pipeline.models.openai_client import async_client
 from pipeline.core.trajectory import Action
 from pipeline.envs import registry
 from pipeline.core.environment import EnvSpec

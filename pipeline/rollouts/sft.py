@@ -26,7 +26,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from pipeline.export.hf_layout import ShardWriter, card_front, card_text, data_config, files_bytes, plan_shards, staged
-from pipeline.core.report import md_records
+from pipeline.report.tables import md_records
 from pipeline.rollouts.loop import DONE, STEP_LIMIT
 from pipeline.store.duck import connect
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.axes import AXES
-from pipeline.core.report import line_plot
+from pipeline.report.plots import line_plot
 from pipeline.rollouts.loop import RolloutTask
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path

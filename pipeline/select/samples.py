@@ -32,8 +32,8 @@ from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites, atomic_path
 from pipeline.store.reconstruct import ReplayError, replay
+from pipeline.store.schema import SAMPLE
 
-SAMPLE = schema.SAMPLE  # a sample row: the one definition is in store/schema.py
 _STATE_COLUMNS = ("state_before_json", "state_after_json")
 FLUSH_BYTES = 4 * 2**20  # rebuilt state texts held before they are handed to the writer
 

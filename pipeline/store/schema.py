@@ -92,6 +92,30 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
 #: the steps table: one row per executed call
 STEPS = pa.schema([f for f, _ in _STEP_FIELDS])
 
+_step = STEPS.field  # a sample's step columns are the step table's fields
+
+#: a split's samples (pipeline.select.samples writes them; pipeline.envsimbench.importer writes imported ones)
+SAMPLE = pa.schema(
+    [
+        pa.field("position", pa.int32(), nullable=False),
+        pa.field("stratum", pa.string(), nullable=False),
+        *map(_step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
+        # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
+        # null for samples without a recorded clock (imported reference data)
+        pa.field("current_time", pa.string()),
+        *map(_step, ["tool", "arguments_json", "args_count"]),
+        pa.field("code", pa.string()),
+        _step("code_ref"),
+        pa.field("state_before_json", pa.string(), nullable=False),
+        pa.field("state_after_json", pa.string(), nullable=False),
+        *map(_step, ["raw_observation", "observation_json", "outcome", "delta", "delta_size"]),
+        pa.field("delta_bucket", pa.string(), nullable=False),
+        pa.field("args_cardinality", pa.string(), nullable=False),
+        *map(_step, ["state_before_hash", "state_after_hash"]),
+        pa.field("sample_hash", pa.string(), nullable=False),
+    ]
+)
+
 
 #: what each column of the step table and of a split's samples means: the one home of these words (the
 #: dataset card's "Data Fields" section is written from it; a test holds every column described)

@@ -15,7 +15,8 @@ client's own retries (backoff on 429 / 5xx / timeouts / connection errors), and 
   ``message`` with a string (or null) ``content``; anything else is a :class:`MalformedResponse` naming
   what is wrong.
 
-It sits in ``core`` because collection (below evaluation) asks a model too.
+It sits in the engine tier (``pipeline.models``), below every stage, because collection, evaluation, rollouts
+and training all ask a model.
 """
 
 from __future__ import annotations
