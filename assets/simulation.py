@@ -71,7 +71,7 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
     layout = store.layout()
     load_blobs(layout)
     agent = None
-    cfg = sources.config()
+    cfg = sources.config(layout)
     items, _ = env_items(cfg)
     if config.agent.model:
         agent = config.agent.to_domain(AgentSettings)
