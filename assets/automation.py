@@ -3,6 +3,7 @@
 from dagster import (
     AssetKey,
     EventLogEntry,
+    PartitionsDefinition,
     RunRequest,
     ScheduleDefinition,
     ScheduleEvaluationContext,
@@ -43,6 +44,13 @@ def weekly_splits(cron: str) -> ScheduleDefinition:
     return _weekly_splits
 
 
+def _partitions_of_steps(context: SensorEvaluationContext) -> PartitionsDefinition | None:
+    """The partitions of ``labeled_steps`` in the sensor's code location (None: unpartitioned, or no code location)."""
+    repository = context.repository_def
+    steps = repository.assets_defs_by_key.get(AssetKey("labeled_steps")) if repository is not None else None
+    return steps.partitions_def if steps is not None else None
+
+
 @asset_sensor(asset_key=AssetKey("labeled_steps"), job=regenerate_splits,
               description="When the labeled steps change, redraw the splits with the current seed (a new input gives a new version); "
               "partitioned (ENVSIM_SHARDS): once every partition has been materialized.")
@@ -53,7 +61,7 @@ def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogE
     if event_root and event_root != root_tag(store.layout().root):
         return SkipReason(f"labeled_steps were materialized under another data root ({event_root}), "
                           f"not this sensor's ({root_tag(store.layout().root)})")
-    partitions = context.repository_def.assets_defs_by_key[AssetKey("labeled_steps")].partitions_def
+    partitions = _partitions_of_steps(context)
     if partitions is not None:
         done = context.instance.get_materialized_partitions(AssetKey("labeled_steps"))
         missing = sorted(set(partitions.get_partition_keys()) - set(done))
