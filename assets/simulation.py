@@ -143,6 +143,7 @@ def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportCon
         chosen = files
     directory = Path(config.directory) if config.directory else layout.export_dir(f"rollouts-{config.filter}")
     report = export_rollouts(chosen, directory, config.filter)
+    layout.record_export(f"rollouts-{config.filter}", directory)  # the summary reads it there
     context.log.info(f"{report.kept} of {report.rollouts} rollouts exported ({report.filter}) to {directory}")
     return MaterializeResult(metadata={"filter": report.filter, "rollouts": report.rollouts, "kept": report.kept, "dropped": report.dropped,
                                        "without_question": report.without_question,

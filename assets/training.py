@@ -17,7 +17,6 @@ from pydantic import Field
 from assets.evaluation import EvalConfig
 from assets.metadata import frame_table
 from pipeline.evaluate import results
-from pipeline.export.revisions import current_export
 from pipeline.store.versions import MIXTURE
 from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.launchers import JobFailed, LogSink
@@ -81,7 +80,11 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     lineage (and in `sft_checkpoints`)."""
     layout = store.layout()
     root = layout.root.resolve()
-    dataset_dir = current_export(layout, MIXTURE).resolve()  # the version exported last
+    exported = layout.recorded_export(MIXTURE)  # where sft_dataset recorded its export (ExportConfig.directory or export/)
+    if exported is None:
+        raise FileNotFoundError(f"no exported SFT mixture recorded under {layout.root} ({layout.export_record.name}); "
+                                "materialize 'sft_dataset' first")
+    dataset_dir = exported.resolve()  # the version exported last
     if not (dataset_dir / "dataset_info.json").exists():
         raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
     _, mixture_version = checkpoints.export_version(dataset_dir)
