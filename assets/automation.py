@@ -3,7 +3,9 @@
 from dagster import (
     AssetKey,
     EventLogEntry,
+    PartitionsDefinition,
     RunRequest,
+    ScheduleDefinition,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
     SkipReason,
@@ -12,8 +14,6 @@ from dagster import (
     schedule,
 )
 
-from assets.partitions import SHARDS
-from pipeline.core.settings import settings
 from pipeline.select.stratify import input_fingerprint
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from resources import DataStoreResource
@@ -26,20 +26,29 @@ regenerate_splits = define_asset_job(
     "(export/<kind>/<version>/, current moved to it) and re-run the configured simulator evaluations on it.",
 )
 
-SPLIT_CRON = settings().split_cron  # weekly, Monday 04:00 UTC (ENVSIM_SPLIT_CRON)
-
-
 def _seed_config(benchmark_seed: int, mixture_seed: int | None = None) -> dict:
     """Run config of ``regenerate_splits``: each split's seed (the mixture's defaults to the benchmark's)."""
     mixture_seed = benchmark_seed if mixture_seed is None else mixture_seed
     return {"ops": {"benchmark_split": {"config": {"seed": benchmark_seed}}, "sft_mixture": {"config": {"seed": mixture_seed}}}}
 
 
-@schedule(job=regenerate_splits, cron_schedule=SPLIT_CRON, execution_timezone="UTC",
-          description="Weekly split regeneration; the seed is the ISO year+week, so every version gets a new one.")
-def weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
-    seed = int(context.scheduled_execution_time.strftime("%G%V"))
-    return RunRequest(run_key=f"splits-seed-{seed}", run_config=_seed_config(seed), tags={"split_seed": str(seed)})
+def weekly_splits(cron: str) -> ScheduleDefinition:
+    """The schedule ``weekly_splits`` on ``cron`` (UTC; ``Settings.split_cron``, default Monday 04:00)."""
+
+    @schedule(name="weekly_splits", job=regenerate_splits, cron_schedule=cron, execution_timezone="UTC",
+              description="Weekly split regeneration; the seed is the ISO year+week, so every version gets a new one.")
+    def _weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
+        seed = int(context.scheduled_execution_time.strftime("%G%V"))
+        return RunRequest(run_key=f"splits-seed-{seed}", run_config=_seed_config(seed), tags={"split_seed": str(seed)})
+
+    return _weekly_splits
+
+
+def _partitions_of_steps(context: SensorEvaluationContext) -> PartitionsDefinition | None:
+    """The partitions of ``labeled_steps`` in the sensor's code location (None: unpartitioned, or no code location)."""
+    repository = context.repository_def
+    steps = repository.assets_defs_by_key.get(AssetKey("labeled_steps")) if repository is not None else None
+    return steps.partitions_def if steps is not None else None
 
 
 @asset_sensor(asset_key=AssetKey("labeled_steps"), job=regenerate_splits,
@@ -52,9 +61,10 @@ def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogE
     if event_root and event_root != root_tag(store.layout().root):
         return SkipReason(f"labeled_steps were materialized under another data root ({event_root}), "
                           f"not this sensor's ({root_tag(store.layout().root)})")
-    if SHARDS is not None:
+    partitions = _partitions_of_steps(context)
+    if partitions is not None:
         done = context.instance.get_materialized_partitions(AssetKey("labeled_steps"))
-        missing = sorted(set(SHARDS.get_partition_keys()) - set(done))
+        missing = sorted(set(partitions.get_partition_keys()) - set(done))
         if missing:
             return SkipReason(f"labeled_steps partitions not materialized yet: {', '.join(missing)}")
     layout = store.layout()

@@ -4,7 +4,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from assets.partitions import SHARDS, shard_of
+from assets.partitions import shard_of
 from assets.metadata import frame_table, parquet_metadata, records_table
 from pipeline.collect.explore import ExploreSettings
 from pipeline.models.agent_settings import AgentSettings
@@ -39,7 +39,7 @@ class CollectionConfig(config_from(ExploreSettings)):
         return self.to_domain() if self.enabled else None
 
 
-@asset(group_name="collection", deps=["environment_catalog"], kinds={"python", "parquet"}, partitions_def=SHARDS)
+@asset(group_name="collection", deps=["environment_catalog"], kinds={"python", "parquet"})
 def trajectories(
     context: AssetExecutionContext,
     config: CollectionConfig,
@@ -69,7 +69,7 @@ def trajectories(
     layout = store.layout()
     shard = shard_of(context)
     with sandbox.open() as box:
-        result = collect_all(sources.config(), layout, box, config.settings(), log=context.log.info, agent=config.agent_run(),
+        result = collect_all(sources.config(layout), layout, box, config.settings(), log=context.log.info, agent=config.agent_run(),
                              composition=composition.composition(),
                              shard=shard, force=config.force)
     report = result.report

@@ -24,7 +24,7 @@ def environment_catalog(
     compile, lack their class, or whose tool schemas do not fit the methods are listed, not fatal.
     """
     layout = store.layout()
-    cfg = sources.config()
+    cfg = sources.config(layout)
     try:
         items, issues = env_items(cfg)
     except SourceError as exc:  # a configured file missing or unreadable, or a corpus that gives nothing

@@ -2,19 +2,26 @@
 
 from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from assets.metadata import frame_table
 from pipeline.evaluate import results
 from pipeline.evaluate.run import Scored, score_all
 from pipeline.evaluate.samples import load_samples
-from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.evaluate.simulators import KINDS, SimulatorSpec
 from resources import DataStoreResource
 from resources.config_from import config_from
 
 
 class SimulatorConfig(config_from(SimulatorSpec)):
-    """A simulator to score (fields: ``SimulatorSpec``)."""
+    """A simulator to score (fields: ``SimulatorSpec``; ``kind``: one of the registry ``KINDS``)."""
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        if kind not in KINDS:
+            raise ValueError(f"unknown simulator kind {kind!r}; known: {', '.join(KINDS)}")
+        return kind
 
 
 class EvalConfig(Config):

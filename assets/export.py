@@ -44,6 +44,7 @@ def _export(context: AssetExecutionContext, kind: str, config: ExportConfig, sto
     if config.directory:  # an explicit directory holds one version (another one there is refused)
         directory = Path(config.directory)
         report = export_split(layout, kind, config.version, directory, **options)
+        layout.record_export(kind, directory, version=report.version)  # SFT training and the summary read it there
     else:
         revision = export_revision(layout, kind, config.version, **options)
         report, unchanged, directory = revision.report, revision.unchanged, revision.report.directory

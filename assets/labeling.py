@@ -13,7 +13,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.partitions import SHARDS, partition_metadata, scoped
+from assets.partitions import partition_metadata, scoped
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.labeling.quarantine import quarantine
@@ -31,7 +31,7 @@ class LabelingConfig(Config):
     chunk_size: int = Field(default=default_of(label, "chunk_size"), description="Trajectories per resumable part file.")
 
 
-@asset(group_name="labeling", deps=["trajectories"], kinds={"python", "parquet", "duckdb"}, partitions_def=SHARDS)
+@asset(group_name="labeling", deps=["trajectories"], kinds={"python", "parquet", "duckdb"})
 def labeled_steps(
     context: AssetExecutionContext, config: LabelingConfig, store: DataStoreResource, sandbox: SandboxResource,
     composition: CompositionResource,

@@ -1,28 +1,53 @@
-"""Opt-in partitioning of collection and labeling: ``ENVSIM_SHARDS=N`` (read when the code location loads).
+"""Opt-in partitioning of collection and labeling: ``Settings.shards`` (``ENVSIM_SHARDS=N``).
 
-Unset, ``trajectories`` and ``labeled_steps`` are unpartitioned (the default run). Set, both get the
-static partitions ``<source>-<i>`` (bfcl / builtin / envscaler × i < N: one partition per shard; the
-keys and the shard rule are ``pipeline.store.partitions``) and a backfill runs one run per partition;
-everything downstream stays unpartitioned and reads all partitions.
+``build_definitions`` (``assets.definitions``) gives ``trajectories`` and ``labeled_steps`` the static
+partitions ``<source>-<i>`` (bfcl / builtin / envscaler × i < N: one partition per shard; the keys and
+the shard rule are ``pipeline.store.partitions``) when the settings ask for shards, and a backfill runs
+one run per partition; everything downstream stays unpartitioned and reads all partitions. Unset, both
+are unpartitioned (the default run). Nothing here reads the environment: a step finds its partition
+(and the partitioning) on its own context.
 """
 
-from dagster import AssetCheckExecutionContext, AssetExecutionContext, StaticPartitionsDefinition
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetExecutionContext,
+    AssetsDefinition,
+    PartitionsDefinition,
+    StaticPartitionsDefinition,
+)
 
-from pipeline.store.partitions import Shard, partition_keys, shard_count
 from pipeline.store.layout import DataLayout
+from pipeline.store.partitions import Shard, partition_keys
 
-SHARDS_COUNT = shard_count()
-SHARDS = StaticPartitionsDefinition(partition_keys(SHARDS_COUNT)) if SHARDS_COUNT else None
+#: the assets partitioned by shard when shards are set
+PARTITIONED = ("trajectories", "labeled_steps")
+
+
+def shards_partitions(count: int | None) -> StaticPartitionsDefinition | None:
+    """The partitions of ``count`` shards per source (None: unpartitioned)."""
+    return StaticPartitionsDefinition(partition_keys(count)) if count else None
+
+
+def partitioned(assets_def: AssetsDefinition, partitions: PartitionsDefinition | None) -> AssetsDefinition:
+    """``assets_def`` with ``partitions`` when it is one of ``PARTITIONED`` (else unchanged)."""
+    if partitions is None or not any(key.to_user_string() in PARTITIONED for key in assets_def.keys):
+        return assets_def
+    return assets_def.map_asset_specs(lambda spec: spec.replace_attributes(partitions_def=partitions))
 
 
 def partition_of(context: AssetExecutionContext | AssetCheckExecutionContext) -> str | None:
     op = context.op_execution_context
-    return op.partition_key if SHARDS is not None and op.has_partition_key else None
+    return op.partition_key if op.has_partition_key else None
 
 
 def shard_of(context: AssetExecutionContext) -> Shard | None:
+    """The shard the step's partition holds (its count: the partitions of the asset's definition)."""
     key = partition_of(context)
-    return Shard.parse(key, SHARDS_COUNT) if key is not None else None
+    if key is None:
+        return None
+    source = key.rpartition("-")[0]
+    keys = context.assets_def.partitions_def.get_partition_keys()
+    return Shard.parse(key, sum(1 for k in keys if k.rpartition("-")[0] == source))
 
 
 def scoped(layout: DataLayout, context: AssetExecutionContext | AssetCheckExecutionContext) -> DataLayout:

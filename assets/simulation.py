@@ -30,7 +30,7 @@ from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs
-from pipeline.evaluate.simulators import make_simulator
+from pipeline.evaluate.simulators import KINDS, make_simulator
 from pipeline.rollouts import store as rollout_store
 from pipeline.rollouts.loop import RolloutTask, ToolCode, run_id, simulate
 from pipeline.rollouts.sft import export_rollouts
@@ -71,7 +71,7 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
     layout = store.layout()
     load_blobs(layout)
     agent = None
-    cfg = sources.config()
+    cfg = sources.config(layout)
     items, _ = env_items(cfg)
     if config.agent.model:
         agent = config.agent.to_domain(AgentSettings)
@@ -124,6 +124,15 @@ class RolloutExportConfig(Config):
     directory: str = Field(default="", description="Export directory (default: data/export/rollouts-<filter>).")
 
 
+def _baselines_only(rollouts: Path) -> bool:
+    """Whether every simulator of a rollouts file is of a baseline kind (a row's ``model`` is the kind's
+    name for a simulator that asks no model)."""
+    import pyarrow.parquet as pq
+
+    models = set(pq.read_table(rollouts, columns=["model"]).column("model").to_pylist())
+    return all(m in KINDS and KINDS[m].baseline for m in models)
+
+
 @asset(group_name="simulation", deps=["simulated_rollouts"], kinds={"parquet", "huggingface"})
 def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportConfig, store: DataStoreResource) -> MaterializeResult:
     """The simulated rollouts as agent SFT records (OpenAI messages: the task's user turns as the agent was
@@ -137,12 +146,13 @@ def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportCon
     chosen = []
     for f in files:
         sims = set(pq.read_table(f, columns=["simulator"]).column("simulator").to_pylist())
-        if (config.simulators and sims & set(config.simulators)) or (not config.simulators and sims - {"oracle", "no_change"}):
+        if (config.simulators and sims & set(config.simulators)) or (not config.simulators and not _baselines_only(f)):
             chosen.append(f)
     if not config.simulators and not chosen:  # only baselines so far: export them (the offline default)
         chosen = files
     directory = Path(config.directory) if config.directory else layout.export_dir(f"rollouts-{config.filter}")
     report = export_rollouts(chosen, directory, config.filter)
+    layout.record_export(f"rollouts-{config.filter}", directory)  # the summary reads it there
     context.log.info(f"{report.kept} of {report.rollouts} rollouts exported ({report.filter}) to {directory}")
     return MaterializeResult(metadata={"filter": report.filter, "rollouts": report.rollouts, "kept": report.kept, "dropped": report.dropped,
                                        "without_question": report.without_question,

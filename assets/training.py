@@ -17,11 +17,11 @@ from pydantic import Field
 from assets.evaluation import EvalConfig
 from assets.metadata import frame_table
 from pipeline.evaluate import results
-from pipeline.export.revisions import current_export
 from pipeline.store.versions import MIXTURE
 from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.launchers import JobFailed, LogSink
-from pipeline.training.serve import ServeSpec
+from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.training.serve import SERVED_SIMULATOR_DEFAULTS, SERVED_SIMULATOR_FIELDS, ServeSpec
 from pipeline.training.llamafactory import (
     ZERO3_FILE, InvalidTrainingArguments, TrainSettings, base_model_revision, check_dataset, checkpoint_version,
     launch_env, library_versions, loss_plot, sft_config, tracking_env, train_needs, train_script, validate, write_config,
@@ -81,7 +81,11 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     lineage (and in `sft_checkpoints`)."""
     layout = store.layout()
     root = layout.root.resolve()
-    dataset_dir = current_export(layout, MIXTURE).resolve()  # the version exported last
+    exported = layout.recorded_export(MIXTURE)  # where sft_dataset recorded its export (ExportConfig.directory or export/)
+    if exported is None:
+        raise FileNotFoundError(f"no exported SFT mixture recorded under {layout.root} ({layout.export_record.name}); "
+                                "materialize 'sft_dataset' first")
+    dataset_dir = exported.resolve()  # the version exported last
     if not (dataset_dir / "dataset_info.json").exists():
         raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
     _, mixture_version = checkpoints.export_version(dataset_dir)
@@ -159,8 +163,10 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     return MaterializeResult(metadata={k: v for k, v in metadata.items() if v is not None}, data_version=DataVersion(version))
 
 
-class ServeConfig(config_from(ServeSpec, exclude={"model_name_or_path", "template", "served_name", "adapter_name_or_path",
-                                                 "llamafactory_cli", "llamafactory_python"})):
+class ServeConfig(config_from(ServeSpec, SimulatorSpec,
+                              exclude={"model_name_or_path", "template", "served_name", "adapter_name_or_path",
+                                       "llamafactory_cli", "llamafactory_python"},
+                              only={SimulatorSpec: SERVED_SIMULATOR_FIELDS}, defaults=SERVED_SIMULATOR_DEFAULTS)):
     """A checkpoint to serve inside the evaluation job with `llamafactory-cli api` (server fields:
     ``ServeSpec``; what the job resolves from the checkpoint is set here), and the requests to it."""
 
@@ -171,13 +177,10 @@ class ServeConfig(config_from(ServeSpec, exclude={"model_name_or_path", "templat
                                   "hash>). Results are cached by the checkpoint's weights id, never by this name.")
     template: str | None = Field(default=None, description="Default: the template it was trained with.")
     base_model: str | None = Field(default=None, description="Base model of a LoRA checkpoint (default: from its manifest).")
-    # the served model's simulator (``SimulatorSpec``): longer timeouts and fewer retries than an endpoint's
-    # defaults, for a model on a fresh server
-    max_tokens: int = 4096
-    temperature: float = 0.0
-    concurrency: int = 8
-    timeout_s: float = 600.0
-    max_retries: int = 2
+
+    def simulator(self) -> dict[str, Any]:
+        """The served model's simulator fields (``SimulatorSpec``'s ``SERVED_SIMULATOR_FIELDS``)."""
+        return {name: getattr(self, name) for name in SERVED_SIMULATOR_FIELDS}
 
 
 class EvalJobConfig(EvalConfig):
@@ -211,9 +214,7 @@ def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> t
     spec = asdict(config.to_domain(model_name_or_path=base if lora else str(path), adapter_name_or_path=str(path) if lora else None,
                                    template=template, served_name=config.served_model_name or "", llamafactory_cli=cli,
                                    llamafactory_python=python))
-    simulator = {"max_tokens": config.max_tokens, "temperature": config.temperature,
-                 "concurrency": config.concurrency, "timeout_s": config.timeout_s, "max_retries": config.max_retries}
-    return {"spec": spec, "simulator": simulator, "checkpoint_path": str(path)}, manifest
+    return {"spec": spec, "simulator": config.simulator(), "checkpoint_path": str(path)}, manifest
 
 
 @asset(group_name="training", deps=["benchmark_split"], pool="duckdb", kinds={"slurm", "duckdb"})

@@ -97,8 +97,9 @@ def summary(layout: DataLayout) -> int:
                 table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
                 _say(md_table(table.drop(columns=["requested"], errors="ignore"), index=False))
                 _say()
-    exports = [*layout.exports.glob("*/current/README.md"), *layout.exports.glob("rollouts-*/README.md")]
-    for card in sorted(exports):
+    # every export where its writer recorded it (ExportConfig.directory, the rollouts' directory, or export/)
+    exports = [directory / "README.md" for directory in layout.recorded_exports().values()]
+    for card in sorted(c for c in exports if c.exists()):
         version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
         _say(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
     _say(f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views re-pointed on open)")

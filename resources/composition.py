@@ -21,8 +21,9 @@ class CellConfig(config_from(Cell)):
         return cls(**cell.to_dict())
 
 
-def default_cells() -> list[CellConfig]:
-    return [CellConfig.of(c) for c in profile.current().composition.cells]
+def default_cells(of: profile.Profile = profile.PROFILES["default"]) -> list[CellConfig]:
+    """The benchmark cells of the profile ``of`` as config."""
+    return [CellConfig.of(c) for c in of.composition.cells]
 
 
 class CompositionResource(ConfigurableResource):
@@ -30,8 +31,13 @@ class CompositionResource(ConfigurableResource):
 
     cells: list[CellConfig] = Field(default_factory=default_cells,
                                     description="Benchmark cells (rule + quota); default: the profile's (EnvSimBench's 400).")
-    mixture_sizes: dict[str, int] = Field(default_factory=lambda: dict(profile.current().mixture_sizes),
+    mixture_sizes: dict[str, int] = Field(default_factory=lambda: dict(profile.PROFILES["default"].mixture_sizes),
                                           description="Samples per Balance2 group; default: the profile's.")
+
+    @classmethod
+    def of(cls, chosen: profile.Profile) -> "CompositionResource":
+        """The composition of the profile ``chosen``."""
+        return cls(cells=default_cells(chosen), mixture_sizes=dict(chosen.mixture_sizes))
 
     def composition(self) -> Composition:
         return Composition(tuple(c.to_domain() for c in self.cells), self.mixture_sizes)

@@ -93,14 +93,18 @@ class DerivedConfig:
 
 
 def config_from(*domains: type, exclude: tuple[str, ...] | set[str] = (), aliases: dict[str, str] | None = None,
-                base: type = Config) -> Any:
+                base: type = Config, only: dict[type, tuple[str, ...] | set[str]] | None = None,
+                defaults: dict[str, Any] | None = None) -> Any:
     """A ``base`` subclass (Dagster ``Config`` or ``ConfigurableResource``) with the fields of the
     dataclasses ``domains`` (in order; a name seen twice is taken from the first), except ``exclude``;
-    ``aliases`` renames a field's config key (``{field: key}``). Subclass it."""
+    ``only`` keeps just the named fields of a dataclass; ``aliases`` renames a field's config key
+    (``{field: key}``); ``defaults`` replaces a field's default (``{field: value}``). Subclass it."""
     aliases = aliases or {}
+    only = only or {}
+    defaults = defaults or {}
     fields: dict[str, Any] = {}
     derived: dict[type, tuple[str, ...]] = {}
-    unknown = set(exclude) | set(aliases)
+    unknown = set(exclude) | set(aliases) | set(defaults) | {n for names in only.values() for n in names}
     for cls in domains:
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             raise TypeError(f"config_from takes dataclasses, not {cls!r}")
@@ -108,7 +112,7 @@ def config_from(*domains: type, exclude: tuple[str, ...] | set[str] = (), aliase
         names = []
         for f in dataclasses.fields(cls):
             unknown.discard(f.name)
-            if f.name in exclude or not f.init:
+            if f.name in exclude or not f.init or (cls in only and f.name not in only[cls]):
                 continue
             names.append(f.name)
             if f.name in fields:
@@ -116,7 +120,9 @@ def config_from(*domains: type, exclude: tuple[str, ...] | set[str] = (), aliase
             kw: dict[str, Any] = {"description": description(f)}
             if f.name in aliases:
                 kw["alias"] = aliases[f.name]
-            if f.default is not dataclasses.MISSING:
+            if f.name in defaults:
+                kw["default"] = _to_config(defaults[f.name])
+            elif f.default is not dataclasses.MISSING:
                 kw["default"] = _to_config(f.default)
             elif f.default_factory is not dataclasses.MISSING:
                 kw["default_factory"] = lambda make=f.default_factory: _to_config(make())

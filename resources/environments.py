@@ -7,7 +7,7 @@ from pipeline.core import profile
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files
 from pipeline.envs.download import downloaded_corpus
-from pipeline.store.layout import default_data_root
+from pipeline.store.layout import DataLayout
 from resources.config_from import config_from
 
 
@@ -19,9 +19,9 @@ class EnvScalerCorpusConfig(config_from(EnvScalerCorpus)):
     """A corpus in EnvScaler's released format (fields: ``EnvScalerCorpus``)."""
 
 
-def _downloaded() -> list[EnvScalerCorpusConfig]:
+def _downloaded(layout: DataLayout) -> list[EnvScalerCorpusConfig]:
     """The corpus ``./forge download envscaler`` recorded under the data root (none: empty)."""
-    corpus = downloaded_corpus(default_data_root())
+    corpus = downloaded_corpus(layout.root)
     if corpus is None:
         return []
     files = list(corpus.get("scenarios") or [])
@@ -34,20 +34,31 @@ class EnvironmentSourcesResource(config_from(SourceConfig, exclude={"bfcl_files"
     (fields: ``SourceConfig``; its bfcl task files are given as categories plus files of your own)."""
 
     bfcl_categories: list[str] = Field(
-        default_factory=lambda: list(profile.current().bfcl_categories), description="bfcl-eval multi-turn categories to use."
+        default_factory=lambda: list(profile.PROFILES["default"].bfcl_categories),
+        description="bfcl-eval multi-turn categories to use (the code location's default: the profile's).",
     )
     bfcl_task_files: list[BfclTaskFileConfig] = Field(
         default_factory=list, description="Extra task files in bfcl's format (your own tasks)."
     )
-    envscaler: list[EnvScalerCorpusConfig] = Field(
-        default_factory=lambda: _downloaded(),
-        description="EnvScaler-format corpora (default: the one `./forge download envscaler` fetched into the data root, if any).",
+    envscaler: list[EnvScalerCorpusConfig] | None = Field(
+        default=None,
+        description="EnvScaler-format corpora (unset: the one `./forge download envscaler` fetched into the store's data root, if any).",
     )
+
+    @classmethod
+    def of(cls, chosen: profile.Profile) -> "EnvironmentSourcesResource":
+        """The sources of the profile ``chosen``."""
+        return cls(bfcl_categories=list(chosen.bfcl_categories))
 
     def bfcl_files(self) -> list[BfclTaskFile]:
         files = default_task_files(self.bfcl_categories) if self.bfcl_categories else []
         files += [f.to_domain() for f in self.bfcl_task_files]
         return files
 
-    def config(self) -> SourceConfig:
-        return self.to_domain(bfcl_files=self.bfcl_files(), envscaler=[c.to_domain() for c in self.envscaler])
+    def corpora(self, layout: DataLayout) -> list[EnvScalerCorpusConfig]:
+        """``envscaler`` as configured, unset: the corpus downloaded under ``layout``'s root (the store's)."""
+        return self.envscaler if self.envscaler is not None else _downloaded(layout)
+
+    def config(self, layout: DataLayout) -> SourceConfig:
+        """The sources, the downloaded corpus read from ``layout`` (the ``store`` resource's)."""
+        return self.to_domain(bfcl_files=self.bfcl_files(), envscaler=[c.to_domain() for c in self.corpora(layout)])

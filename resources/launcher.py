@@ -26,7 +26,6 @@ from dagster import (
 from dagster._core.errors import DagsterPipesExecutionError  # what PipesSubprocessClient raises; not exported
 from pydantic import Field
 
-from pipeline.core.settings import settings
 from pipeline.store.layout import DataLayout
 from pipeline.training.launchers import (
     find_llamafactory,
@@ -51,12 +50,12 @@ class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workd
                          description="Shared directory for job scripts, logs and Pipes files (default: jobs/ under the data root).")
     python: str = Field(default=sys.executable, description="Python of the job environment (the harness, Pipes reports).")
     llamafactory_python: str | None = Field(
-        default_factory=lambda: settings().llamafactory_python,
+        default=None,
         description="Python of the LLaMA-Factory environment (requirements-train.txt); its llamafactory-cli trains "
         "and serves. Default: $ENVSIM_LLAMAFACTORY_PYTHON, else .venv-train (./forge train-env) if present, else "
         "llamafactory-cli on PATH.")
     serve_python: str | None = Field(
-        default_factory=lambda: settings().serve_python,
+        default=None,
         description="Python of a separate serving environment (requirements-serve-vllm.txt: vLLM 0.11 needs transformers "
         "< 5, training pins 5.6); its llamafactory-cli serves checkpoints in the evaluation job. Default: "
         "$ENVSIM_SERVE_PYTHON, else the LLaMA-Factory environment.")

@@ -5,7 +5,7 @@ import os
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from pipeline.core.settings import settings
+from pipeline.core.settings import Settings
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from resources.config_from import config_from
@@ -16,14 +16,19 @@ class SandboxResource(config_from(Limits, base=ConfigurableResource)):
     (limit fields: ``Limits``)."""
 
     workers: int = Field(
-        default_factory=lambda: settings().sandbox_workers or max(1, os.cpu_count() or 1),
-        description="Parallel worker processes (default: $ENVSIM_SANDBOX_WORKERS, else the CPU count).",
+        default=max(1, os.cpu_count() or 1),
+        description="Parallel worker processes (the code location's default: $ENVSIM_SANDBOX_WORKERS, else the CPU count).",
     )
     isolation: str = Field(
-        default_factory=lambda: settings().sandbox,
+        default=Settings().sandbox,
         description="'bwrap' (default: namespaces, no network, read-only root, empty environment) or 'trusted' "
-        "(no namespace boundary; only for environment code you trust). Default: $ENVSIM_SANDBOX.",
+        "(no namespace boundary; only for environment code you trust). The code location's default: $ENVSIM_SANDBOX.",
     )
+
+    @classmethod
+    def of(cls, current: Settings) -> "SandboxResource":
+        """The sandbox the settings ask for (``sandbox_workers``, else the CPU count; ``sandbox``)."""
+        return cls(workers=current.sandbox_workers or max(1, os.cpu_count() or 1), isolation=current.sandbox)
 
     def limits(self) -> Limits:
         return self.to_domain()

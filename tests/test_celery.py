@@ -63,7 +63,8 @@ REFERENCE = """
 import sys
 from dagster import AssetKey, DagsterInstance
 from pipeline.store.partitions import partition_keys, shard_count
-from pipeline.definitions import defs
+from assets.definitions import defs
+defs = defs()
 with DagsterInstance.ephemeral() as instance:
     main = defs.resolve_job_def("envsim_main")
     assert main.execute_in_process(instance=instance, asset_selection=[AssetKey("environment_catalog")]).success

@@ -62,7 +62,7 @@ def test_a_wrong_type_a_missing_file_and_an_unknown_job_are_named(tmp_path):
     proc = _forge(tmp_path, "run", "-c", str(config))
     (line,) = _problem_lines(proc)
     assert "ops.benchmark_split.config.seed" in line and "'one'" in line and "Int" in line
-    from pipeline.definitions import check_launch
+    from assets.launch import check_launch
 
     (line,) = check_launch(["--job", "envsim_mian"])
     assert "no job 'envsim_mian'" in line and "envsim_main" in line and "__ASSET_JOB" not in line
@@ -85,7 +85,7 @@ def test_a_bad_variable_is_printed_once_without_a_traceback(tmp_path, variable, 
 
 def test_no_stale_timings_when_no_run_started(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    from pipeline.definitions import print_run_timings
+    from assets.launch import print_run_timings
 
     assert print_run_timings(since=time.time() + 3600) is False
     assert "no run of envsim_main started by this command" in capsys.readouterr().out

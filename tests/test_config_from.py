@@ -22,6 +22,7 @@ from pipeline.envs.bfcl_tasks import BfclTaskFile
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.execution.child import Limits
 from pipeline.execution.policy import PolicySettings
+from pipeline.store.layout import DataLayout
 from pipeline.training.llamafactory import TrainSettings
 from pipeline.training.launchers import JobSpec
 from pipeline.training.serve import ServeSpec
@@ -106,7 +107,7 @@ def test_default_config_builds_the_default_dataclass():
     assert TrainConfig().to_domain() == TrainSettings()
     assert CurriculumConfig().to_domain(run_id="r@v") == CurriculumSpec(run_id="r@v")
     assert SandboxResource().limits() == Limits()
-    assert EnvironmentSourcesResource(envscaler=[]).config() == SourceConfig()
+    assert EnvironmentSourcesResource(envscaler=[]).config(DataLayout.at("unused")) == SourceConfig()
     assert JobLauncherResource().to_domain(name="j", script="true", workdir=Path("/w")) == JobSpec("j", "true", Path("/w"))
 
 

@@ -197,7 +197,8 @@ def test_asset_sensor_and_job_are_registered(layout, eval_con, tmp_path):
     from dagster_duckdb import DuckDBResource
 
     from assets.simulation import curriculum_mixture
-    from pipeline.definitions import defs
+    from assets.definitions import build_definitions
+    from pipeline.core.settings import Settings
     from resources import DataStoreResource
 
     db = tmp_path / "envsim.duckdb"
@@ -210,6 +211,7 @@ def test_asset_sensor_and_job_are_registered(layout, eval_con, tmp_path):
     assert meta["evaluation_run"].value == RUN and meta["samples"].value == 30 and "simple" in text(meta["groups"])
     assert meta["weighting"].value == "genenv: w = exp(−2·(p̂ − 0.5)²); groups with |p̂ − 0.5| > 0.3 filtered out"
     assert "failure" in text(meta["groups"]) and "> k = 0.3" in text(meta["groups"])
+    defs = build_definitions(Settings())
     assert defs.resolve_sensor_def("curriculum_on_new_eval").job_name == "curriculum_refresh"
     main = {k.to_user_string() for k in defs.resolve_job_def("envsim_main").asset_layer.executable_asset_keys}
     assert "curriculum_mixture" not in main and "simulated_rollouts" not in main

@@ -50,7 +50,7 @@ def test_the_timings_of_forge_run_never_show_another_roots_run(tmp_path, monkeyp
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    from pipeline.definitions import print_run_timings
+    from assets.launch import print_run_timings
 
     with DagsterInstance.get() as instance:
         _materialize(instance, tmp_path / "theirs")

@@ -79,7 +79,7 @@ def test_the_scan_sees_imports():
     """The collector finds what the code imports (it must not pass by seeing nothing)."""
     modules = imported_modules()
     assert {"dagster", "duckdb", "pyarrow", "pipeline"} <= set(modules)
-    assert "pipeline/definitions.py" in modules["dagster"]
+    assert "assets/definitions.py" in modules["dagster"]
 
 
 def test_a_deprecated_dagster_api_called_from_our_code_is_an_error():

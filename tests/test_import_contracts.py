@@ -75,8 +75,8 @@ def package_graph() -> dict[str, set[str]]:
 
 
 def exempt() -> set[tuple[str, str]]:
-    """The package pairs the contracts' ``ignore_imports`` allow (``pipeline.definitions -> assets.**``:
-    ``(definitions, assets)``)."""
+    """The package pairs the contracts' ``ignore_imports`` allow (``pipeline.curriculum.** -> pipeline.select.**``:
+    ``(curriculum, select)``)."""
     pairs = set()
     for contract in contracts().values():
         for line in contract.get("ignore_imports", ()):

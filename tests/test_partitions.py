@@ -25,6 +25,7 @@ from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.store.reconstruct import verify_steps
+from pipeline.core.settings import Settings
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout, step_part_partition
 from tests.envscaler_corpus import COUNTER_CODE
@@ -269,22 +270,25 @@ def test_switching_partitioning_never_mixes_tables(tmp_path, sources, sandbox):
 def test_executor_comes_from_configuration(tmp_path):
     from dagster import in_process_executor
 
-    from pipeline.definitions import executor_from_env
+    from assets.executors import executor_for
 
-    assert executor_from_env({}) is None  # Dagster's default: multiprocess, in-process selectable by run config
-    assert executor_from_env({"ENVSIM_EXECUTOR": "in_process"}) is in_process_executor
-    assert executor_from_env({"ENVSIM_EXECUTOR": "multiprocess", "ENVSIM_MAX_CONCURRENT": "3"}).name == "multiprocess"
+    def executor_from(environ: dict[str, str]):
+        return executor_for(Settings.from_env(environ))
+
+    assert executor_from({}) is None  # Dagster's default: multiprocess, in-process selectable by run config
+    assert executor_from({"ENVSIM_EXECUTOR": "in_process"}) is in_process_executor
+    assert executor_from({"ENVSIM_EXECUTOR": "multiprocess", "ENVSIM_MAX_CONCURRENT": "3"}).name == "multiprocess"
     cfg = tmp_path / "executor.yaml"
     cfg.write_text("max_concurrent: 5\nretries: {enabled: {}}\n")
-    assert executor_from_env({"ENVSIM_EXECUTOR_CONFIG": str(cfg)}).name == "multiprocess"
-    assert executor_from_env({"ENVSIM_EXECUTOR_CONFIG": "{max_concurrent: 2}"}).name == "multiprocess"
+    assert executor_from({"ENVSIM_EXECUTOR_CONFIG": str(cfg)}).name == "multiprocess"
+    assert executor_from({"ENVSIM_EXECUTOR_CONFIG": "{max_concurrent: 2}"}).name == "multiprocess"
     with pytest.raises(ValueError, match="not one of multiprocess, in_process, celery, k8s"):
-        executor_from_env({"ENVSIM_EXECUTOR": "ray"})
+        executor_from({"ENVSIM_EXECUTOR": "ray"})
     with pytest.raises(ValueError, match="ENVSIM_MAX_CONCURRENT applies to the multiprocess and k8s executors"):
-        executor_from_env({"ENVSIM_EXECUTOR": "in_process", "ENVSIM_MAX_CONCURRENT": "2"})
+        executor_from({"ENVSIM_EXECUTOR": "in_process", "ENVSIM_MAX_CONCURRENT": "2"})
     for name, package in (("celery", "dagster-celery"), ("k8s", "dagster-k8s")):
         try:
-            executor = executor_from_env({"ENVSIM_EXECUTOR": name})
+            executor = executor_from({"ENVSIM_EXECUTOR": name})
         except ImportError as exc:
             assert f"needs the {package} package: pip install {package}" in str(exc)
             assert f".[{name}]" in str(exc)
@@ -292,26 +296,19 @@ def test_executor_comes_from_configuration(tmp_path):
             assert executor.name == name
 
 
-def test_sandbox_workers_default_comes_from_the_environment(monkeypatch):
+def test_sandbox_workers_default_comes_from_the_settings():
     from resources import SandboxResource
+    from resources.sets import resources_for
 
-    monkeypatch.delenv("ENVSIM_SANDBOX_WORKERS", raising=False)
-    assert SandboxResource().workers == max(1, os.cpu_count() or 1)
-    monkeypatch.setenv("ENVSIM_SANDBOX_WORKERS", "3")
-    assert SandboxResource().workers == 3 and SandboxResource(workers=1).workers == 1
-
-
-def _definitions_with(env: dict[str, str], code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, **env})
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+    assert resources_for(Settings())["sandbox"].workers == max(1, os.cpu_count() or 1)
+    assert resources_for(Settings(sandbox_workers=3))["sandbox"].workers == 3 and SandboxResource(workers=1).workers == 1
+    assert resources_for(Settings(sandbox="trusted"))["sandbox"].isolation == "trusted"
 
 
 def test_definitions_unchanged_without_envsim_shards():
-    from pipeline.definitions import defs
+    from assets.definitions import build_definitions
 
-    assert os.environ.get("ENVSIM_SHARDS") is None
+    defs = build_definitions(Settings())
     for key in ("trajectories", "labeled_steps"):
         assert defs.resolve_assets_def(key).partitions_def is None
     main = defs.resolve_job_def("envsim_main")
@@ -321,21 +318,19 @@ def test_definitions_unchanged_without_envsim_shards():
 
 
 def test_definitions_with_envsim_shards():
-    out = _definitions_with({"ENVSIM_SHARDS": "2", "ENVSIM_EXECUTOR": "in_process"}, """
-import json
-from pipeline.definitions import defs
-jobs = {}
-for name in ("envsim_main", "collect_and_label", "regenerate_splits"):
-    job = defs.resolve_job_def(name)
-    jobs[name] = {"partitions": job.partitions_def.get_partition_keys() if job.partitions_def else None,
-                  "assets": sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys),
-                  "checks": sorted(c.name for c in job.asset_layer.asset_graph.asset_check_keys if c.asset_key.to_user_string() in ("trajectories", "labeled_steps")),
-                  "executor": job.executor_def.name}
-descriptions = {k: next(iter(defs.resolve_assets_def(k).specs)).description for k in ("trajectories", "labeled_steps")}
-print(json.dumps({"jobs": jobs, "descriptions": descriptions}))
-""")
-    data = json.loads(out.strip().splitlines()[-1])
-    jobs = data["jobs"]
+    """The partitioned shape, built in this process from a settings value (ENVSIM_SHARDS=2, in-process executor)."""
+    from assets.definitions import build_definitions
+
+    defs = build_definitions(Settings(shards=2, executor="in_process"))
+    jobs = {}
+    for name in ("envsim_main", "collect_and_label", "regenerate_splits"):
+        job = defs.resolve_job_def(name)
+        jobs[name] = {"partitions": job.partitions_def.get_partition_keys() if job.partitions_def else None,
+                      "assets": sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys),
+                      "checks": sorted(c.name for c in job.asset_layer.asset_graph.asset_check_keys
+                                       if c.asset_key.to_user_string() in ("trajectories", "labeled_steps")),
+                      "executor": job.executor_def.name}
+    descriptions = {k: next(iter(defs.resolve_assets_def(k).specs)).description for k in ("trajectories", "labeled_steps")}
     assert jobs["collect_and_label"]["partitions"] == partition_keys(2)
     assert jobs["collect_and_label"]["assets"] == ["labeled_steps", "trajectories"]
     assert jobs["collect_and_label"]["checks"] == ["delta_roundtrip", "relabel_is_deterministic", "step_table_expectations"]
@@ -344,41 +339,42 @@ print(json.dumps({"jobs": jobs, "descriptions": descriptions}))
     assert jobs["regenerate_splits"]["assets"] == ["benchmark_dataset", "benchmark_split", "sft_dataset", "sft_mixture",
                                                    "simulator_eval", "step_strata"]
     assert {j["executor"] for j in jobs.values()} == {"in_process"}
-    assert "ENVSIM_SHARDS=N" in data["descriptions"]["trajectories"] and "ENVSIM_SHARDS=N" in data["descriptions"]["labeled_steps"]
+    assert "ENVSIM_SHARDS=N" in descriptions["trajectories"] and "ENVSIM_SHARDS=N" in descriptions["labeled_steps"]
+    # the process's own shape is untouched by building another one
+    assert build_definitions(Settings()).resolve_assets_def("trajectories").partitions_def is None
 
 
 def test_materializing_partitions_reports_partition_metadata(tmp_path):
-    """The assets and checks materialized per partition with dagster.materialize (ENVSIM_SHARDS=2)."""
-    out = _definitions_with({"ENVSIM_SHARDS": "2"}, f"""
-import json
-from dagster import materialize
-from assets.collection import trajectories
-from assets.environments import environment_catalog
-from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic, step_table_expectations
-from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
-from tests.bad_tasks import bad_task_file
-from pathlib import Path
-files = [bad_task_file(Path({str(tmp_path)!r}))]
-resources = {{"store": DataStoreResource(data_root={str(tmp_path / "data")!r}),
-             "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False,
-                 bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files]),
-             "sandbox": SandboxResource(workers=1, call_timeout_s=2), "composition": CompositionResource()}}
-assert materialize([environment_catalog], resources=resources).success
-out = {{}}
-for key in ("bfcl-0", "bfcl-1", "envscaler-1"):
-    result = materialize([trajectories, labeled_steps, delta_roundtrip, relabel_is_deterministic, step_table_expectations],
-                         resources=resources, partition_key=key, run_config={{"ops": {{"trajectories": {{"config": {{"enabled": False}}}}}}}})
-    assert result.success
-    meta = {{e.asset_key.to_user_string(): {{k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}}
-            for e in result.get_asset_materialization_events()}}
-    checks = {{c.check_name: (c.passed, {{k: getattr(v, "value", v) for k, v in c.metadata.items()}}) for c in result.get_asset_check_evaluations()}}
-    out[key] = {{"partitions": [e.partition for e in result.get_asset_materialization_events()],
-                "trajectories": {{k: meta["trajectories"][k] for k in ("partition", "partition_note", "trajectories", "rejected_tasks")}},
-                "steps": {{k: meta["labeled_steps"][k] for k in ("partition", "steps", "trajectories")}},
-                "checks": {{n: [p, m.get("partition")] for n, (p, m) in checks.items()}}}}
-print(json.dumps(out))
-""")
-    data = json.loads(out.strip().splitlines()[-1])
+    """The assets and checks materialized per partition with dagster.materialize (2 shards, in this process)."""
+    from dagster import materialize
+
+    from assets.collection import trajectories
+    from assets.environments import environment_catalog
+    from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic, step_table_expectations
+    from assets.partitions import partitioned, shards_partitions
+    from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
+    from tests.bad_tasks import bad_task_file
+
+    files = [bad_task_file(tmp_path)]
+    resources = {"store": DataStoreResource(data_root=str(tmp_path / "data")),
+                 "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False,
+                     bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files]),
+                 "sandbox": SandboxResource(workers=1, call_timeout_s=2), "composition": CompositionResource()}
+    assert materialize([environment_catalog], resources=resources).success
+    shards = shards_partitions(2)
+    data = {}
+    for key in ("bfcl-0", "bfcl-1", "envscaler-1"):
+        result = materialize([partitioned(trajectories, shards), partitioned(labeled_steps, shards),
+                              delta_roundtrip, relabel_is_deterministic, step_table_expectations],
+                             resources=resources, partition_key=key, run_config={"ops": {"trajectories": {"config": {"enabled": False}}}})
+        assert result.success
+        meta = {e.asset_key.to_user_string(): {k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}
+                for e in result.get_asset_materialization_events()}
+        checks = {c.check_name: (c.passed, {k: getattr(v, "value", v) for k, v in c.metadata.items()}) for c in result.get_asset_check_evaluations()}
+        data[key] = {"partitions": [e.partition for e in result.get_asset_materialization_events()],
+                     "trajectories": {k: meta["trajectories"][k] for k in ("partition", "partition_note", "trajectories", "rejected_tasks")},
+                     "steps": {k: meta["labeled_steps"][k] for k in ("partition", "steps", "trajectories")},
+                     "checks": {n: [p, m.get("partition")] for n, (p, m) in checks.items()}}
     # good_math and hangs (MathAPI, MathAPI+TwitterAPI) hash to shard 0, good_tweets (TwitterAPI) to shard 1
     assert [data[k]["trajectories"]["trajectories"] for k in ("bfcl-0", "bfcl-1", "envscaler-1")] == [2, 1, 0]
     for key, d in data.items():

@@ -155,7 +155,7 @@ def test_dg_launch_prints_info_and_no_debug_by_default(tmp_path):
     env.update(DAGSTER_HOME=str(tmp_path / "home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"), ENVSIM_EXECUTOR="in_process")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())  # as ./forge sets it up
-    base = [str(dg), "launch", "--assets", "environment_catalog", "-m", "pipeline.definitions"]
+    base = [str(dg), "launch", "--assets", "environment_catalog", "-m", "assets.definitions"]
     out = subprocess.run(base, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]

@@ -212,7 +212,7 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     con.close()
 
     ctx = build_schedule_context(scheduled_execution_time=pd.Timestamp("2026-11-23T04:00:00Z").to_pydatetime())
-    request = weekly_splits(ctx)
+    request = weekly_splits("0 4 * * 1")(ctx)
     assert request.run_config["ops"]["benchmark_split"]["config"]["seed"] == 202648
 
     instance = DagsterInstance.ephemeral()

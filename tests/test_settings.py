@@ -29,9 +29,9 @@ def _grep(pattern: str, *where: str) -> list[str]:
 
 
 def _code_location():
-    from pipeline.definitions import defs
+    from assets.definitions import defs
 
-    return defs
+    return defs()
 
 
 def test_a_root_set_on_the_store_resource_moves_duckdb_and_the_jobs(tmp_path):
@@ -148,7 +148,7 @@ def test_importing_pipeline_has_no_side_effect_and_the_entry_points_choose_jemal
             "print(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'), os.environ.get('GX_ANALYTICS_ENABLED'))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["None", "None"]
-    code = ("import pipeline.definitions, pyarrow; "
+    code = ("import assets.definitions, pyarrow; "
             "print(pyarrow.default_memory_pool().backend_name)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split()[-1] in ("jemalloc", "system")  # system: a pyarrow built without jemalloc

@@ -1,99 +1,26 @@
-"""Simulators behind one interface: any OpenAI-compatible chat endpoint (through ``openai``), and two
-baselines that need no model: ``oracle`` (the executor's own answer — a harness self-check) and
-``no_change`` (empty Δ, empty feedback). Each simulator is prompted with its spec's ``prompt`` template."""
+"""Simulators behind one interface (``pipeline.evaluate.simulator_spec``): any OpenAI-compatible chat
+endpoint (through ``openai``), baselines that need no model: ``oracle`` (the executor's own answer — a
+harness self-check), ``oracle_envsimbench``, ``no_change`` (empty Δ, empty feedback), and ``recorded``
+answers. Each simulator is prompted with its spec's ``prompt`` template.
+
+``KINDS`` is the registry: a kind's name, how to make it, and what the stages ask of it (``asks_model``,
+``baseline``). Adding a kind is a module with its ``Simulator`` class and one line in ``KINDS``
+(docs/extending.md "Add a simulator kind")."""
 
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Callable
 
 import openai
 
 from pipeline.models import openai_client
 from pipeline.core.fields import setting
+from pipeline.evaluate.simulator_spec import Completion, EndpointError, Simulator, SimulatorSpec
 from pipeline.core.protocol import TEMPLATES, answer, messages
 from pipeline.envsimbench.export import reference_answer
-
-
-@dataclass(frozen=True)
-class SimulatorSpec:
-    """A simulator to score: an OpenAI-compatible endpoint or a baseline."""
-
-    name: str = setting(description="Name of the simulator in the results.")
-    kind: Literal["openai", "oracle", "oracle_envsimbench", "no_change", "recorded"] = setting(
-        "openai", "openai endpoint, or a baseline: oracle (our answer format), oracle_envsimbench "
-                  "(the executor's answer in the reference SFT format), no_change; or recorded (answers generated "
-                  "elsewhere, e.g. batched on a GPU node, read from `completions`).")
-    prompt: Literal["envsim", "envsimbench"] = setting(
-        "envsim", "Prompt template (pipeline.core.protocol.TEMPLATES): envsim (ours) or envsimbench (the reference "
-                  "evaluation prompt: whole class, indent-2 state); recorded with every result.")
-    model: str = setting("", "Model name at the endpoint.")
-    base_url: str | None = setting(None, "OpenAI-compatible endpoint, e.g. http://host:8000/v1 (vLLM).")
-    weights_id: str | None = setting(
-        None, "Identity of the weights behind the endpoint: a checkpoint version (ckpt-…) or a hash of the weight "
-              "files (sha256-…). With it, results are cached per weights (recorded with every result, part of the "
-              "run id and results file); without it, per simulator name, model and base_url. The evaluation job "
-              "sets it for the checkpoint it serves.")
-    api_key_env: str = setting("OPENAI_API_KEY", "Environment variable holding the API key.")
-    temperature: float = setting(0.0, "Sampling temperature.")
-    max_tokens: int = setting(4096, "Most tokens per answer.")
-    extra_body: dict[str, Any] = setting(factory=dict, description="Extra request fields, e.g. thinking switches.")
-    concurrency: int = setting(8, "Requests in flight at once.")
-    timeout_s: float = setting(120.0, "Timeout of one request, seconds.")
-    max_retries: int = setting(4, "Retries with backoff on 429 / 5xx / timeouts / connection errors.")
-    max_response_bytes: int = setting(
-        1_000_000, "Cap on a response body: a larger one is refused at the HTTP layer, unread, and the sample is a "
-                   "request failure.")
-    completions: str | None = setting(
-        None, "kind recorded: a JSON-lines file of {step_id, text[, prompt_tokens, completion_tokens, latency_s]} "
-              "answers; a sample without a line is a request failure.")
-    max_request_failure_share: float = setting(
-        0.5, "Fail the run (after recording every result) when more than this share of a simulator's requests "
-             "failed (timeouts, 5xx, malformed or oversized responses).")
-
-    @property
-    def results_name(self) -> str:
-        """The name of this simulator's runs (``<results_name>@<split version>``) and results file: its
-        ``name``, and its ``weights_id`` after a ``+`` unless the name already is or ends with ``-<weights_id>``
-        (the evaluation job's default served name) — two checkpoints served under one name never share a run
-        or a results file."""
-        wid = self.weights_id
-        if wid is None or self.name == wid or self.name.endswith(f"-{wid}"):
-            return self.name
-        return f"{self.name}+{wid}"
-
-    def cache_identity(self) -> dict[str, str | None]:
-        """What a recorded result must carry to count as this simulator's answer on a re-run: the weights
-        when they are known (the endpoint may move: a served checkpoint gets a new port each job), else the
-        model name and the endpoint. The simulator's name and prompt template are the results file's and
-        the harness's own keys."""
-        if self.weights_id is not None:
-            return {"weights_id": self.weights_id}
-        return {"weights_id": None, "model": self.model, "base_url": self.base_url}
-
-
-@dataclass(frozen=True)
-class Completion:
-    text: str | None
-    latency_s: float
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    error: str | None = None  # the request failed (after retries, or a malformed / oversized response): the
-    # endpoint's failure, not the model's; not scored, and the sample is asked again on a re-run
-
-
-class EndpointError(RuntimeError):
-    """The endpoint cannot serve this run at all (unreachable, 401, unknown model): fail clearly."""
-
-
-class Simulator(Protocol):
-    spec: SimulatorSpec
-
-    async def complete(self, sample: dict[str, Any]) -> Completion: ...
-
-    async def aclose(self) -> None: ...
 
 
 class OracleSimulator:
@@ -233,9 +160,34 @@ def _status_message(exc: Any) -> str:
     return message[:300]
 
 
+@dataclass(frozen=True)
+class SimulatorKind:
+    """What a simulator kind is: how to make one from its spec, and what the stages need to know of it."""
+
+    name: str
+    make: Callable[[SimulatorSpec], Simulator]
+    #: it sends requests to a model while it answers (the rollout loop logs them and opens a client for it)
+    asks_model: bool = False
+    #: a reference point, not a simulator to learn from (rollout exports leave its rollouts out by default)
+    baseline: bool = False
+
+
+#: every simulator kind, by name: adding one is a module with its ``Simulator`` class and one line here
+KINDS: dict[str, SimulatorKind] = {k.name: k for k in (
+    SimulatorKind("openai", OpenAISimulator, asks_model=True),
+    SimulatorKind("oracle", OracleSimulator, baseline=True),
+    SimulatorKind("oracle_envsimbench", ReferenceOracleSimulator, baseline=True),
+    SimulatorKind("no_change", NoChangeSimulator, baseline=True),
+    SimulatorKind("recorded", RecordedSimulator),
+)}
+
+
+def kind_of(spec: SimulatorSpec) -> SimulatorKind:
+    """The kind of ``spec`` (``ValueError`` naming the known ones when there is none)."""
+    if spec.kind not in KINDS:
+        raise ValueError(f"unknown simulator kind {spec.kind!r}; known: {sorted(KINDS)}")
+    return KINDS[spec.kind]
+
+
 def make_simulator(spec: SimulatorSpec) -> Simulator:
-    kinds = {"openai": OpenAISimulator, "oracle": OracleSimulator, "oracle_envsimbench": ReferenceOracleSimulator,
-             "no_change": NoChangeSimulator, "recorded": RecordedSimulator}
-    if spec.kind not in kinds:
-        raise ValueError(f"unknown simulator kind {spec.kind!r}; known: {sorted(kinds)}")
-    return kinds[spec.kind](spec)
+    return kind_of(spec).make(spec)

@@ -94,4 +94,6 @@ def export_revision(layout: DataLayout, kind: str, version: str | None, **option
         report = ExportReport(directory, kind, version, split_name(kind), rows, files, card)
     else:
         report = export_split(layout, kind, version, directory, **options)
-    return Revision(report, unchanged, set_current(layout, kind, version))
+    current = set_current(layout, kind, version)
+    layout.record_export(kind, current, version=version)  # readers take the recorded directory
+    return Revision(report, unchanged, current)

@@ -45,7 +45,7 @@ from pipeline.core.environment import EnvSpec
 from pipeline.core.bounds import long_path
 from pipeline.evaluate.metrics import feedback_match
 from pipeline.evaluate.parsing import parse_answer
-from pipeline.evaluate.simulators import Completion, EndpointError, Simulator
+from pipeline.evaluate.simulators import Completion, EndpointError, Simulator, kind_of
 from pipeline.execution.sandbox import Sandbox
 from pipeline.core.protocol import ChangeError, apply_changes, messages
 from pipeline.rollouts.requests import RequestLog, prompt_key
@@ -176,7 +176,7 @@ class RolloutRunner:
         self.code = tool_code or ToolCode()
         self.progress = progress
         self._client: Any = None
-        self._asks_model = simulator.spec.kind == "openai"
+        self._asks_model = kind_of(simulator.spec).asks_model
 
     @property
     def run_id(self) -> str:

@@ -1,13 +1,19 @@
-"""Where everything lives under the data root: ``DataLayout`` builds every path below it.
+"""Where everything lives under the data root: ``DataLayout`` builds every path below it, and records
+where each export went.
 
 The root itself comes from the ``store`` resource (``resources/storage.py``; its default is
 ``ENVSIM_DATA_ROOT``, else ``./data``, see ``pipeline.core.settings``): code running in Dagster takes
 ``store.layout()``, never a root of its own, so a root set on the resource (in the Launchpad too)
 moves every table, the DuckDB file, the GPU jobs' directory and what the sensors read.
+
+An export may go anywhere (``ExportConfig.directory``, the rollouts' ``directory``): the writer records
+its directory in ``exports.json`` (``record_export``) and every reader — SFT training, the run summary —
+takes the recorded one (``recorded_export`` / ``recorded_exports``), never a directory of its own making.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, replace
@@ -95,6 +101,40 @@ class DataLayout:
     def export_current(self, kind: str) -> Path:
         """``export/<kind>/current``: a relative link to the version exported last (what readers load)."""
         return self.export_dir(kind) / "current"
+
+    @property
+    def export_record(self) -> Path:
+        """``exports.json``: where each export (by name: ``benchmark``, ``sft_mixture``, ``rollouts-<filter>``)
+        went last, as its writer recorded it."""
+        return self.root / "exports.json"
+
+    def record_export(self, name: str, directory: Path, **facts: str) -> None:
+        """Record that export ``name`` is in ``directory`` (absolute unless under the data root, where it is
+        kept relative so that the record survives moving the root), with ``facts`` (e.g. its version)."""
+        records = self._export_records()
+        directory = Path(directory)
+        root = self.root.absolute()
+        absolute = directory if directory.is_absolute() else Path.cwd() / directory
+        where = str(absolute.relative_to(root)) if absolute.is_relative_to(root) else str(absolute)
+        records[safe_name(name, "export name")] = {"directory": where, **facts}
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.export_record.with_name(f".{self.export_record.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, self.export_record)  # readers see the old record or the new one, never half of one
+
+    def recorded_exports(self) -> dict[str, Path]:
+        """Every recorded export: name -> its directory (a relative record resolved under this root)."""
+        return {name: self.root / rec["directory"] for name, rec in sorted(self._export_records().items())}
+
+    def recorded_export(self, name: str) -> Path | None:
+        """The directory export ``name`` was last written to (None: never exported under this root)."""
+        return self.recorded_exports().get(name)
+
+    def _export_records(self) -> dict[str, dict[str, str]]:
+        try:
+            return json.loads(self.export_record.read_text())
+        except FileNotFoundError:
+            return {}
 
     @property
     def jobs(self) -> Path:

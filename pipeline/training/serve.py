@@ -35,6 +35,12 @@ class ServerNotReady(RuntimeError):
     """The model server exited or did not answer ``/v1/models`` in time."""
 
 
+#: the fields of the served model's simulator (``SimulatorSpec``) an evaluation job's ``serve`` sets
+SERVED_SIMULATOR_FIELDS = ("max_tokens", "temperature", "concurrency", "timeout_s", "max_retries")
+#: its defaults that differ from an endpoint's: longer timeouts and fewer retries, for a model on a fresh server
+SERVED_SIMULATOR_DEFAULTS = {"timeout_s": 600.0, "max_retries": 2}
+
+
 @dataclass(frozen=True)
 class ServeSpec:
     """One checkpoint to serve. For a LoRA checkpoint ``model_name_or_path`` is the base model and

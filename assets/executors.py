@@ -1,0 +1,55 @@
+"""The executor the settings choose (``Settings.executor``, ``executor_config``, ``max_concurrent``)."""
+
+from pathlib import Path
+
+import yaml
+from dagster import ExecutorDefinition, in_process_executor, multiprocess_executor
+
+from pipeline.core.settings import EXECUTORS, Settings
+
+#: executors from optional packages: name -> (module, attribute, package)
+_EXTRAS = {"celery": ("dagster_celery", "celery_executor", "dagster-celery"), "k8s": ("dagster_k8s", "k8s_job_executor", "dagster-k8s")}
+
+
+def _executor_config(current: Settings) -> dict:
+    raw = current.executor_config
+    if not raw:
+        config = {}
+    else:
+        text = raw
+        try:
+            if "\n" not in raw and Path(raw).is_file():
+                text = Path(raw).read_text()
+        except OSError:  # YAML text too long to be a file name
+            pass
+        config = yaml.safe_load(text) or {}
+        if not isinstance(config, dict):
+            raise ValueError(f"ENVSIM_EXECUTOR_CONFIG must be a YAML mapping (or a file holding one), got {raw!r}")
+        if set(config) == {"execution"}:  # run-config form (also what `dagster-celery worker start -y` reads)
+            config = (config["execution"] or {}).get("config") or {}
+    if current.max_concurrent is not None:
+        config["max_concurrent"] = current.max_concurrent
+    return config
+
+
+def executor_for(current: Settings) -> ExecutorDefinition | None:
+    """The executor ``current.executor`` names (None: Dagster's default, multiprocess or in-process by run config)."""
+    name = current.executor
+    if name not in EXECUTORS:
+        raise ValueError(f"ENVSIM_EXECUTOR={name!r} is not one of {', '.join(EXECUTORS)}")
+    config = _executor_config(current)
+    if "max_concurrent" in config and name not in ("multiprocess", "k8s"):
+        raise ValueError(f"ENVSIM_MAX_CONCURRENT applies to the multiprocess and k8s executors, not {name!r}")
+    if name == "multiprocess":
+        return multiprocess_executor.configured(config, name="multiprocess") if config else None
+    if name == "in_process":
+        return in_process_executor.configured(config, name="in_process") if config else in_process_executor
+    module, attr, package = _EXTRAS[name]
+    try:
+        executor = getattr(__import__(module), attr)
+    except ImportError as exc:
+        raise ImportError(
+            f"ENVSIM_EXECUTOR={name} needs the {package} package: pip install {package} "
+            f"(or pip install -e '.[{name}]' in this repository)"
+        ) from exc
+    return executor.configured(config, name=name) if config else executor

@@ -1,0 +1,88 @@
+"""What every simulator kind shares: its spec (``SimulatorSpec``), the ``Simulator`` interface and what
+it answers (``Completion``). A kind's module imports these; ``pipeline.evaluate.simulators`` registers it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from pipeline.core.fields import setting
+
+
+@dataclass(frozen=True)
+class SimulatorSpec:
+    """A simulator to score: an OpenAI-compatible endpoint or a baseline."""
+
+    name: str = setting(description="Name of the simulator in the results.")
+    kind: str = setting(
+        "openai", "A kind of KINDS: openai endpoint, or a baseline: oracle (our answer format), oracle_envsimbench "
+                  "(the executor's answer in the reference SFT format), no_change; or recorded (answers generated "
+                  "elsewhere, e.g. batched on a GPU node, read from `completions`).")
+    prompt: Literal["envsim", "envsimbench"] = setting(
+        "envsim", "Prompt template (pipeline.core.protocol.TEMPLATES): envsim (ours) or envsimbench (the reference "
+                  "evaluation prompt: whole class, indent-2 state); recorded with every result.")
+    model: str = setting("", "Model name at the endpoint.")
+    base_url: str | None = setting(None, "OpenAI-compatible endpoint, e.g. http://host:8000/v1 (vLLM).")
+    weights_id: str | None = setting(
+        None, "Identity of the weights behind the endpoint: a checkpoint version (ckpt-…) or a hash of the weight "
+              "files (sha256-…). With it, results are cached per weights (recorded with every result, part of the "
+              "run id and results file); without it, per simulator name, model and base_url. The evaluation job "
+              "sets it for the checkpoint it serves.")
+    api_key_env: str = setting("OPENAI_API_KEY", "Environment variable holding the API key.")
+    temperature: float = setting(0.0, "Sampling temperature.")
+    max_tokens: int = setting(4096, "Most tokens per answer.")
+    extra_body: dict[str, Any] = setting(factory=dict, description="Extra request fields, e.g. thinking switches.")
+    concurrency: int = setting(8, "Requests in flight at once.")
+    timeout_s: float = setting(120.0, "Timeout of one request, seconds.")
+    max_retries: int = setting(4, "Retries with backoff on 429 / 5xx / timeouts / connection errors.")
+    max_response_bytes: int = setting(
+        1_000_000, "Cap on a response body: a larger one is refused at the HTTP layer, unread, and the sample is a "
+                   "request failure.")
+    completions: str | None = setting(
+        None, "kind recorded: a JSON-lines file of {step_id, text[, prompt_tokens, completion_tokens, latency_s]} "
+              "answers; a sample without a line is a request failure.")
+    max_request_failure_share: float = setting(
+        0.5, "Fail the run (after recording every result) when more than this share of a simulator's requests "
+             "failed (timeouts, 5xx, malformed or oversized responses).")
+
+    @property
+    def results_name(self) -> str:
+        """The name of this simulator's runs (``<results_name>@<split version>``) and results file: its
+        ``name``, and its ``weights_id`` after a ``+`` unless the name already is or ends with ``-<weights_id>``
+        (the evaluation job's default served name) — two checkpoints served under one name never share a run
+        or a results file."""
+        wid = self.weights_id
+        if wid is None or self.name == wid or self.name.endswith(f"-{wid}"):
+            return self.name
+        return f"{self.name}+{wid}"
+
+    def cache_identity(self) -> dict[str, str | None]:
+        """What a recorded result must carry to count as this simulator's answer on a re-run: the weights
+        when they are known (the endpoint may move: a served checkpoint gets a new port each job), else the
+        model name and the endpoint. The simulator's name and prompt template are the results file's and
+        the harness's own keys."""
+        if self.weights_id is not None:
+            return {"weights_id": self.weights_id}
+        return {"weights_id": None, "model": self.model, "base_url": self.base_url}
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str | None
+    latency_s: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None  # the request failed (after retries, or a malformed / oversized response): the
+    # endpoint's failure, not the model's; not scored, and the sample is asked again on a re-run
+
+
+class EndpointError(RuntimeError):
+    """The endpoint cannot serve this run at all (unreachable, 401, unknown model): fail clearly."""
+
+
+class Simulator(Protocol):
+    spec: SimulatorSpec
+
+    async def complete(self, sample: dict[str, Any]) -> Completion: ...
+
+    async def aclose(self) -> None: ...

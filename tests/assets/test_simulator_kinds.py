@@ -1,0 +1,60 @@
+"""A simulator kind is one registry entry (``pipeline.evaluate.simulators.KINDS``): what it makes and
+whether it asks a model or is a baseline; the rollout loop and the evaluation job's ``serve`` take
+those from the registry and ``SimulatorSpec``, never from a kind's name written elsewhere."""
+
+import dataclasses
+
+from pipeline.core.fields import description
+from pipeline.evaluate import simulators
+from pipeline.evaluate.simulator_spec import Completion, SimulatorSpec
+from pipeline.training.serve import SERVED_SIMULATOR_DEFAULTS, SERVED_SIMULATOR_FIELDS
+
+
+class EchoSimulator:
+    """A toy kind: answers the same text to every sample."""
+
+    def __init__(self, spec: SimulatorSpec) -> None:
+        self.spec = spec
+
+    async def complete(self, sample: dict) -> Completion:
+        return Completion('{"feedback": "echo", "config_changes": []}', 0.0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_new_kind_is_one_registry_line(monkeypatch):
+    monkeypatch.setitem(simulators.KINDS, "echo", simulators.SimulatorKind("echo", EchoSimulator, asks_model=True))
+    made = simulators.make_simulator(SimulatorSpec(name="e", kind="echo"))
+    assert isinstance(made, EchoSimulator) and simulators.kind_of(made.spec).asks_model
+    assert [k for k, v in simulators.KINDS.items() if v.asks_model] == ["openai", "echo"]
+    assert {k for k, v in simulators.KINDS.items() if v.baseline} == {"oracle", "oracle_envsimbench", "no_change"}
+
+
+def test_an_unknown_kind_names_the_known_ones():
+    try:
+        simulators.make_simulator(SimulatorSpec(name="x", kind="nosuch"))
+    except ValueError as exc:
+        assert "unknown simulator kind 'nosuch'" in str(exc) and "openai" in str(exc)
+    else:
+        raise AssertionError("an unknown kind must be refused")
+
+
+def test_the_rollout_loop_asks_a_model_only_for_a_kind_that_does():
+    from pipeline.rollouts.loop import RolloutRunner
+
+    for kind, asks in (("oracle", False), ("no_change", False), ("openai", True)):
+        spec = SimulatorSpec(name=kind, kind=kind, model="m", base_url="http://127.0.0.1:9/v1")
+        runner = RolloutRunner(simulators.make_simulator(spec), sandbox=None, log=None)
+        assert runner._asks_model is asks, kind
+
+
+def test_serve_config_is_derived_from_the_simulator_spec():
+    from assets.training import ServeConfig
+
+    config = ServeConfig(checkpoint="latest")
+    spec_defaults = {f.name: f.default for f in dataclasses.fields(SimulatorSpec)}
+    assert config.simulator() == {name: SERVED_SIMULATOR_DEFAULTS.get(name, spec_defaults[name]) for name in SERVED_SIMULATOR_FIELDS}
+    fields = {f.name: f for f in dataclasses.fields(SimulatorSpec)}
+    for name in SERVED_SIMULATOR_FIELDS:  # the description is SimulatorSpec's own, written once
+        assert ServeConfig.model_fields[name].description == description(fields[name]) and description(fields[name])
