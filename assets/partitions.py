@@ -8,7 +8,8 @@ everything downstream stays unpartitioned and reads all partitions.
 
 from dagster import AssetCheckExecutionContext, AssetExecutionContext, StaticPartitionsDefinition
 
-from pipeline.store.partitions import Shard, partition_keys, shard_count
+from pipeline.envs.registry import parse_shard, partition_keys
+from pipeline.store.partitions import Shard, shard_count
 from pipeline.store.layout import DataLayout
 
 SHARDS_COUNT = shard_count()
@@ -22,7 +23,7 @@ def partition_of(context: AssetExecutionContext | AssetCheckExecutionContext) ->
 
 def shard_of(context: AssetExecutionContext) -> Shard | None:
     key = partition_of(context)
-    return Shard.parse(key, SHARDS_COUNT) if key is not None else None
+    return parse_shard(key, SHARDS_COUNT) if key is not None else None
 
 
 def scoped(layout: DataLayout, context: AssetExecutionContext | AssetCheckExecutionContext) -> DataLayout:

@@ -3,9 +3,8 @@
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from pipeline.core import profile
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig
-from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files
+from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, profile_categories
+from pipeline.envs.config import EnvScalerCorpus, SourceConfig
 from pipeline.envs.download import downloaded_corpus
 from pipeline.store.layout import default_data_root
 from resources.config_from import config_from
@@ -34,7 +33,7 @@ class EnvironmentSourcesResource(config_from(SourceConfig, exclude={"bfcl_files"
     (fields: ``SourceConfig``; its bfcl task files are given as categories plus files of your own)."""
 
     bfcl_categories: list[str] = Field(
-        default_factory=lambda: list(profile.current().bfcl_categories), description="bfcl-eval multi-turn categories to use."
+        default_factory=lambda: list(profile_categories()), description="bfcl-eval multi-turn categories to use."
     )
     bfcl_task_files: list[BfclTaskFileConfig] = Field(
         default_factory=list, description="Extra task files in bfcl's format (your own tasks)."

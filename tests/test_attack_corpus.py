@@ -334,7 +334,7 @@ def f4_run(tmp_path_factory):
     items = [envscaler.parse_env_item(c.corpus_env_id, {"env_class_name": c.class_name, "env_class_code": c.code}) for c in F4]
     items += [envscaler.parse_env_item(env_id, {"env_class_name": cls, "env_class_code": code})
               for env_id, (cls, code) in V.VICTIM_CODE.items()]
-    build_catalog(layout, items, [], bfcl=False)
+    build_catalog(layout, items, [], disabled=("bfcl",))
     with Sandbox(workers=2, limits=LIMITS) as box:
         collect(_f4_trajectories(), layout, box)
         label(layout, box)
@@ -429,7 +429,7 @@ def _e2e(root: Path, cases: list[Case]):
     cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, scen_file)])
     items, issues = env_items(cfg)
     layout = DataLayout.at(root / "data")
-    build_catalog(layout, items, issues, bfcl=False)
+    build_catalog(layout, items, issues, disabled=("bfcl",))
     by_env = {i.env_id: i for i in items}
     trajectories = []
     for case in cases:  # the attacks' own tool calls, on the specs built from the corpus files

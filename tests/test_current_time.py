@@ -53,7 +53,7 @@ def timed(tmp_path_factory, sandbox):
     cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False,
                        envscaler=[EnvScalerCorpus(envs, scenarios[0], more_scenarios=tuple(scenarios[1:]))])
     items, issues = env_items(cfg)
-    build_catalog(layout, items, issues, bfcl=False)
+    build_catalog(layout, items, issues, disabled=("bfcl",))
     collect_all(cfg, layout, sandbox, ExploreSettings(seed=7, call_budget=120, batch_episodes=8, min_envs=1,
                                                       episode_length=8, mutate_rate=0.2))
     label(layout, sandbox)

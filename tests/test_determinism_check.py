@@ -112,7 +112,7 @@ def collected(tmp_path_factory, sandbox):
     cfg = corpus_config(tmp / "corpus")
     layout = DataLayout.at(tmp / "data")
     items, issues = env_items(cfg)
-    build_catalog(layout, items, issues, bfcl=False)
+    build_catalog(layout, items, issues, disabled=("bfcl",))
     collect_all(cfg, layout, sandbox, EXPLORE)
     report = label(layout, sandbox)
     assert report.prelabeled == report.trajectories > 0  # nothing re-executed at labeling

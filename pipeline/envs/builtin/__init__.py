@@ -14,12 +14,20 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pipeline.core import profile
 from pipeline.envs import envscaler
 from pipeline.envs.builtin.scenarios import GENERATORS
 
 PREFIX = "builtin"
 LICENSE = "Apache-2.0"
 CODE_DIR = Path(__file__).parent / "code"
+#: seeded scenarios generated per environment by default, per run profile (``ENVSIM_PROFILE``)
+PROFILE_SCENARIOS_PER_ENV: dict[str, int] = {"default": 300, "small": 12}
+
+
+def profile_scenarios_per_env() -> int:
+    """Scenarios per builtin environment of the profile in force."""
+    return PROFILE_SCENARIOS_PER_ENV[profile.current().name]
 
 #: domain -> environment class name (in code/<domain>.py)
 CLASSES = {
