@@ -413,7 +413,8 @@ def _e2e(root: Path, cases: list[Case]):
 
     from pipeline.__main__ import summary
     from pipeline.collect.collector import collect
-    from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
+    from pipeline.collect.sources import SourceConfig, env_items
+    from pipeline.envs.config import EnvScalerCorpus
     from pipeline.envs.catalog import build_catalog
     from pipeline.export.hf_layout import export_split
     from pipeline.labeling.determinism import check_determinism

@@ -13,7 +13,8 @@ import pytest
 
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.catalog import build_catalog
 from pipeline.evaluate.harness import evaluate
 from pipeline.evaluate.samples import load_samples

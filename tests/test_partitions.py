@@ -17,7 +17,8 @@ from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
 from pipeline.envs.registry import names as source_names, parse_shard, partition_keys, source_of
 from pipeline.store.partitions import Shard, shard_count, shard_index
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs import bfcl, builtin
 from pipeline.core.issues import TaskIssue
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
