@@ -8,7 +8,7 @@ everything downstream stays unpartitioned and reads all partitions.
 
 from dagster import AssetCheckExecutionContext, AssetExecutionContext, StaticPartitionsDefinition
 
-from pipeline.envs.registry import parse_shard, partition_keys
+from pipeline.envs.partitions import parse_shard, partition_keys
 from pipeline.store.partitions import Shard, shard_count
 from pipeline.store.layout import DataLayout
 

@@ -15,7 +15,7 @@ from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
 from pipeline.store.layout import DataLayout
-from pipeline.envs.registry import parse_shard, partition_keys
+from pipeline.envs.partitions import parse_shard, partition_keys
 from pipeline.store.partitions import Shard
 from tests.bad_tasks import _task
 from tests.conftest import TWITTER_CFG, make_task_file

@@ -15,7 +15,8 @@ import pytest
 
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
-from pipeline.envs.registry import names as source_names, parse_shard, partition_keys, source_of
+from pipeline.envs.partitions import parse_shard, partition_keys
+from pipeline.envs.registry import names as source_names, source_of
 from pipeline.store.partitions import Shard, shard_count, shard_index
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.config import EnvScalerCorpus

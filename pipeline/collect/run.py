@@ -15,6 +15,7 @@ from pipeline.collect.explore import Coverage, ExploreSettings, explore
 from pipeline.core.strata import Composition
 from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories
 from pipeline.envs import envscaler, registry
+from pipeline.envs.partitions import partition_keys
 from pipeline.core.issues import TaskIssue
 from pipeline.core.progress import Progress
 from pipeline.core.trajectory import Trajectory
@@ -118,7 +119,7 @@ def collect_all(
     why_disabled = None if shard is None else registry.get(shard.source).why_disabled(cfg)
     if shard is not None:
         layout = layout.for_partition(shard.key)
-        for name in begin_partitioned(layout, registry.partition_keys(shard.count)):
+        for name in begin_partitioned(layout, partition_keys(shard.count)):
             log(f"removed {name} (written under another partitioning)")
         summary = ShardSummary(shard, configured=why_disabled is None)
     input_key = reuse.fingerprint(cfg, sandbox, explore_settings, composition, shard, agent)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from pipeline.core import profile
+from pipeline.envs.profiles import of_profile
 from pipeline.core.fields import setting
 from pipeline.envs import bfcl
 from pipeline.core.issues import TaskIssue
@@ -41,7 +41,7 @@ PROFILE_CATEGORIES: dict[str, tuple[str, ...]] = {"default": bfcl.CATEGORIES, "s
 
 def profile_categories() -> tuple[str, ...]:
     """The bfcl-eval categories of the profile in force."""
-    return PROFILE_CATEGORIES[profile.current().name]
+    return of_profile(PROFILE_CATEGORIES)
 
 
 def default_task_files(categories: tuple[str, ...] | list[str] = bfcl.CATEGORIES) -> list[BfclTaskFile]:
@@ -147,3 +147,4 @@ def _validate(obj: dict[str, Any], truth: Any) -> str | None:
     ):
         return "ground truth is not a list of turns of call strings"
     return None
+

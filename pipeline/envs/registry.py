@@ -1,7 +1,7 @@
 """The one registry of environment sources (:class:`pipeline.envs.source.EnvironmentSource`), and
 what the pipeline asks it: which source an environment belongs to, how its adapter builds and runs it.
 
-Partitions, the catalog, collection, the sandbox worker, the dataset card's licenses and the
+Partitions (:mod:`pipeline.envs.partitions`), the catalog, collection, the sandbox worker, the dataset card's licenses and the
 ``sources`` resource all iterate :func:`sources`. Adding a source is one module and one line below
 (or, for a source outside this package, one :func:`register` call; an adapter must be importable in
 the sandbox child, which sees only the ``pipeline`` package — a source outside it reuses an adapter).
@@ -17,7 +17,6 @@ from pipeline.envs.source import EnvironmentSource, reuse_key as _reuse_key
 from pipeline.envs.sources.bfcl import BfclSource
 from pipeline.envs.sources.builtin import BuiltinSource
 from pipeline.envs.sources.envscaler import EnvScalerSource
-from pipeline.store import partitions
 
 _SOURCES: dict[str, EnvironmentSource] = {}
 
@@ -48,16 +47,6 @@ def sources() -> list[EnvironmentSource]:
 def names() -> tuple[str, ...]:
     """The registered sources' names, in registry order (the partition sources)."""
     return tuple(_SOURCES)
-
-
-def partition_keys(count: int) -> list[str]:
-    """``<source>-<i>`` for every registered source (registry order) and i in 0..count-1."""
-    return partitions.partition_keys(count, names())
-
-
-def parse_shard(key: str, count: int) -> partitions.Shard:
-    """The shard of partition ``key`` (``<source>-<i>``) of ``count``, or a ValueError listing the partitions."""
-    return partitions.Shard.parse(key, count, names())
 
 
 def get(name: str) -> EnvironmentSource:

@@ -10,6 +10,7 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, disabled_sources, env_items
 from pipeline.envs import registry
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.partitions import parse_shard, partition_keys
 from pipeline.export.hf_layout import _licenses
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
@@ -34,7 +35,7 @@ def _catalogued(root) -> DataLayout:
 
 
 def test_a_registered_source_runs_through_the_dag(tmp_path, sandbox, toy):
-    assert registry.names()[-1] == "toy" and "toy-0" in registry.partition_keys(1)
+    assert registry.names()[-1] == "toy" and "toy-0" in partition_keys(1)
     layout = _catalogued(tmp_path / "a")
     catalog = pq.read_table(layout.environments).to_pylist()
     assert [(r["source"], r["env_id"], r["license"], r["num_tools"]) for r in catalog] == [("toy", "toy/counter", "CC0-1.0", 2)]
@@ -55,11 +56,11 @@ def test_a_registered_source_runs_through_the_dag(tmp_path, sandbox, toy):
 
 def test_the_toy_source_has_its_own_partition(tmp_path, sandbox, toy):
     layout = _catalogued(tmp_path / "b")
-    result = collect_all(CFG, layout, sandbox, EXPLORE, shard=registry.parse_shard("toy-0", 1))
+    result = collect_all(CFG, layout, sandbox, EXPLORE, shard=parse_shard("toy-0", 1))
     rows = pq.read_table(layout.for_partition("toy-0").trajectories).to_pylist()
     assert result.report.trajectories == len(rows) > 0 and {r["env_id"] for r in rows} == {"toy/counter"}
     assert result.shard.note.startswith("partition toy-0: 1 of the 1 toy environments (shard 0 of 1)")
-    empty = collect_all(CFG, layout, sandbox, EXPLORE, shard=registry.parse_shard("builtin-0", 1))
+    empty = collect_all(CFG, layout, sandbox, EXPLORE, shard=parse_shard("builtin-0", 1))
     assert empty.report.trajectories == 0 and "builtin pack is off" in empty.shard.note
 
 

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import profile
+from pipeline.envs.profiles import of_profile
 from pipeline.envs import envscaler
 from pipeline.envs.builtin.scenarios import GENERATORS
 
@@ -27,7 +27,7 @@ PROFILE_SCENARIOS_PER_ENV: dict[str, int] = {"default": 300, "small": 12}
 
 def profile_scenarios_per_env() -> int:
     """Scenarios per builtin environment of the profile in force."""
-    return PROFILE_SCENARIOS_PER_ENV[profile.current().name]
+    return of_profile(PROFILE_SCENARIOS_PER_ENV)
 
 #: domain -> environment class name (in code/<domain>.py)
 CLASSES = {
@@ -95,3 +95,4 @@ def export(directory: Path, per_env: int = 50, seed: int = 0) -> tuple[Path, Pat
     envs.write_text(json.dumps(env_items(), indent=1))
     scen.write_text(json.dumps(scenarios(per_env, seed), indent=1))
     return envs, scen
+
