@@ -5,7 +5,7 @@ from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataV
 
 from assets.metadata import frame_table, parquet_metadata, records_table
 from pipeline.core.safe_names import shown
-from pipeline.collect.sources import SourceError, bfcl_enabled, disabled_sources, env_items
+from pipeline.collect.sources import SourceError, disabled_sources, env_items
 from pipeline.envs.catalog import build_catalog
 from resources import DataStoreResource, EnvironmentSourcesResource
 
@@ -14,8 +14,8 @@ from resources import DataStoreResource, EnvironmentSourcesResource
 def environment_catalog(
     context: AssetExecutionContext, store: DataStoreResource, sources: EnvironmentSourcesResource
 ) -> MaterializeResult:
-    """Every executable environment of the enabled sources — bfcl-eval classes, the builtin pack,
-    EnvScaler corpora — with its tools (OpenAI function schemas) and source code. Disabled sources
+    """Every executable environment of the enabled sources (`pipeline.envs.registry`) — bfcl-eval
+    classes, the builtin pack, EnvScaler corpora — with its tools (OpenAI function schemas) and source code. Disabled sources
     (bfcl without tasks to replay or explore, `builtin: false`, no corpus) are neither listed nor
     counted; the metadata names them (`disabled_sources`).
 
@@ -29,8 +29,8 @@ def environment_catalog(
         items, issues = env_items(cfg)
     except SourceError as exc:  # a configured file missing or unreadable, or a corpus that gives nothing
         raise Failure(description=str(exc)) from None
-    report = build_catalog(layout, items, issues, bfcl=bfcl_enabled(cfg))
     disabled = disabled_sources(cfg)
+    report = build_catalog(layout, items, issues, disabled=disabled)
     for issue in report.issues:
         context.log.warning(f"env {shown(issue.task_id)} ({issue.stage}): {shown(issue.reason, 2000)}")
     table = pd.DataFrame(report.environments, columns=["source", "env_id", "env_class", "license", "num_tools"])

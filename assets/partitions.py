@@ -16,8 +16,9 @@ from dagster import (
     StaticPartitionsDefinition,
 )
 
+from pipeline.envs.partitions import parse_shard, partition_keys
+from pipeline.store.partitions import Shard
 from pipeline.store.layout import DataLayout
-from pipeline.store.partitions import Shard, partition_keys
 
 #: the assets partitioned by shard when shards are set
 PARTITIONED = ("trajectories", "labeled_steps")
@@ -47,7 +48,7 @@ def shard_of(context: AssetExecutionContext) -> Shard | None:
         return None
     source = key.rpartition("-")[0]
     keys = context.assets_def.partitions_def.get_partition_keys()
-    return Shard.parse(key, sum(1 for k in keys if k.rpartition("-")[0] == source))
+    return parse_shard(key, sum(1 for k in keys if k.rpartition("-")[0] == source))
 
 
 def scoped(layout: DataLayout, context: AssetExecutionContext | AssetCheckExecutionContext) -> DataLayout:

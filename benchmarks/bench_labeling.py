@@ -28,7 +28,7 @@ from pipeline.core.settings import prepare_process  # noqa: E402
 prepare_process()  # as the entry points do, before pyarrow loads (Arrow's jemalloc pool)
 
 from pipeline.collect.collector import collect  # noqa: E402
-from pipeline.collect.replay import ground_truth_trajectories  # noqa: E402
+from pipeline.envs.bfcl_replay import ground_truth_trajectories  # noqa: E402
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
 from pipeline.execution.child import Limits, execute  # noqa: E402
 from pipeline.execution.sandbox import Sandbox  # noqa: E402

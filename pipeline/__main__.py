@@ -25,7 +25,8 @@ from pipeline.labeling.steps import describe_inflight
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.select.selection import composition_in_force, strata_report
 from pipeline.envs import download
-from pipeline.store.partitions import partition_keys, shard_count
+from pipeline.envs.partitions import partition_keys
+from pipeline.store.partitions import shard_count
 from pipeline.training import base_models
 from pipeline.training.bench_model import bench_model
 from pipeline.training.launchers import find_llamafactory

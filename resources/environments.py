@@ -4,8 +4,8 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from pipeline.core import profile
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig
-from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files
+from pipeline.envs.bfcl_tasks import PROFILE_CATEGORIES, BfclTaskFile, default_task_files
+from pipeline.envs.config import EnvScalerCorpus, SourceConfig
 from pipeline.envs.download import downloaded_corpus
 from pipeline.store.layout import DataLayout
 from resources.config_from import config_from
@@ -34,7 +34,7 @@ class EnvironmentSourcesResource(config_from(SourceConfig, exclude={"bfcl_files"
     (fields: ``SourceConfig``; its bfcl task files are given as categories plus files of your own)."""
 
     bfcl_categories: list[str] = Field(
-        default_factory=lambda: list(profile.PROFILES["default"].bfcl_categories),
+        default_factory=lambda: list(PROFILE_CATEGORIES["default"]),
         description="bfcl-eval multi-turn categories to use (the code location's default: the profile's).",
     )
     bfcl_task_files: list[BfclTaskFileConfig] = Field(
@@ -48,7 +48,7 @@ class EnvironmentSourcesResource(config_from(SourceConfig, exclude={"bfcl_files"
     @classmethod
     def of(cls, chosen: profile.Profile) -> "EnvironmentSourcesResource":
         """The sources of the profile ``chosen``."""
-        return cls(bfcl_categories=list(chosen.bfcl_categories))
+        return cls(bfcl_categories=list(PROFILE_CATEGORIES[chosen.name]))
 
     def bfcl_files(self) -> list[BfclTaskFile]:
         files = default_task_files(self.bfcl_categories) if self.bfcl_categories else []

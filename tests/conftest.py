@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.collect.collector import collect
-from pipeline.collect.replay import ground_truth_trajectories
+from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
 from pipeline.execution.child import Limits

@@ -334,7 +334,7 @@ def f4_run(tmp_path_factory):
     items = [envscaler.parse_env_item(c.corpus_env_id, {"env_class_name": c.class_name, "env_class_code": c.code}) for c in F4]
     items += [envscaler.parse_env_item(env_id, {"env_class_name": cls, "env_class_code": code})
               for env_id, (cls, code) in V.VICTIM_CODE.items()]
-    build_catalog(layout, items, [], bfcl=False)
+    build_catalog(layout, items, [], disabled=("bfcl",))
     with Sandbox(workers=2, limits=LIMITS) as box:
         collect(_f4_trajectories(), layout, box)
         label(layout, box)
@@ -413,7 +413,8 @@ def _e2e(root: Path, cases: list[Case]):
 
     from pipeline.__main__ import summary
     from pipeline.collect.collector import collect
-    from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
+    from pipeline.collect.sources import SourceConfig, env_items
+    from pipeline.envs.config import EnvScalerCorpus
     from pipeline.envs.catalog import build_catalog
     from pipeline.export.hf_layout import export_split
     from pipeline.labeling.determinism import check_determinism
@@ -429,7 +430,7 @@ def _e2e(root: Path, cases: list[Case]):
     cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, scen_file)])
     items, issues = env_items(cfg)
     layout = DataLayout.at(root / "data")
-    build_catalog(layout, items, issues, bfcl=False)
+    build_catalog(layout, items, issues, disabled=("bfcl",))
     by_env = {i.env_id: i for i in items}
     trajectories = []
     for case in cases:  # the attacks' own tool calls, on the specs built from the corpus files

@@ -4,7 +4,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.collect.collector import collect
-from pipeline.collect.replay import ground_truth_trajectories
+from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import iter_tasks
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
@@ -69,7 +69,8 @@ def test_a_hanging_call_is_an_error_step_and_the_trajectory_goes_on(bad_run):
 import json  # noqa: E402
 
 from pipeline.collect.run import collect_all  # noqa: E402
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items, exploration_scenarios, history_trajectories  # noqa: E402
+from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories  # noqa: E402
+from pipeline.envs.config import EnvScalerCorpus  # noqa: E402
 from pipeline.core.issues import TaskIssue  # noqa: E402
 from pipeline.envs.catalog import build_catalog  # noqa: E402
 from tests.conftest import make_task_file  # noqa: E402

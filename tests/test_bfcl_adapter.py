@@ -1,6 +1,6 @@
 from collections import Counter
 
-from pipeline.collect.replay import ground_truth_trajectories
+from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs import bfcl
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.core.environment import EnvSpec, Environment

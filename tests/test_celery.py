@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.store.partitions import partition_keys
+from pipeline.envs.partitions import partition_keys
 from pipeline.store.layout import DataLayout
 from tests.celery_cluster import CeleryWorker, RedisServer, ensure_celery_extra, readme_celery_config, worker_config
 from tests.ui_server import ROOT, DagsterServer
@@ -62,7 +62,8 @@ def file_digests(root: Path) -> dict[str, str]:
 REFERENCE = """
 import sys
 from dagster import AssetKey, DagsterInstance
-from pipeline.store.partitions import partition_keys, shard_count
+from pipeline.envs.partitions import partition_keys
+from pipeline.store.partitions import shard_count
 from assets.definitions import defs
 defs = defs()
 with DagsterInstance.ephemeral() as instance:

@@ -15,7 +15,8 @@ from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
 from pipeline.store.layout import DataLayout
-from pipeline.store.partitions import Shard, partition_keys
+from pipeline.envs.partitions import parse_shard, partition_keys
+from pipeline.store.partitions import Shard
 from tests.bad_tasks import _task
 from tests.conftest import TWITTER_CFG, make_task_file
 from tests.test_partitions import write_shop_corpus
@@ -124,24 +125,24 @@ def test_an_llm_agent_is_never_reused(cfg):
 def test_each_partition_is_reused_on_its_own(tmp_path, cfg, sandbox):
     layout = catalogued(tmp_path / "data", cfg)
     keys = partition_keys(2)
-    first = {k: collect_all(cfg, layout, sandbox, EXPLORE, shard=Shard.parse(k, 2)) for k in keys}
+    first = {k: collect_all(cfg, layout, sandbox, EXPLORE, shard=parse_shard(k, 2)) for k in keys}
     assert not any(r.reused for r in first.values())
     assert sum(r.report.trajectories for r in first.values()) > 10
     before = files(layout)
-    again = {k: collect_all(cfg, layout, sandbox, EXPLORE, shard=Shard.parse(k, 2)) for k in keys}
+    again = {k: collect_all(cfg, layout, sandbox, EXPLORE, shard=parse_shard(k, 2)) for k in keys}
     assert all(r.reused for r in again.values())
     assert {k: summary(r) for k, r in again.items()} == {k: summary(r) for k, r in first.items()}
     assert files(layout) == before
     # one partition re-collected with another seed: only it
-    redone = collect_all(cfg, layout, sandbox, dataclasses.replace(EXPLORE, seed=9), shard=Shard.parse("builtin-1", 2))
+    redone = collect_all(cfg, layout, sandbox, dataclasses.replace(EXPLORE, seed=9), shard=parse_shard("builtin-1", 2))
     assert not redone.reused
     after = files(layout)
     changed = {n for n in after if after[n] != before.get(n)}
     assert changed and all("builtin-1" in n for n in changed), changed
-    assert collect_all(cfg, layout, sandbox, EXPLORE, shard=Shard.parse("builtin-0", 2)).reused
-    assert not collect_all(cfg, layout, sandbox, EXPLORE, shard=Shard.parse("builtin-1", 2)).reused  # back to seed 0
+    assert collect_all(cfg, layout, sandbox, EXPLORE, shard=parse_shard("builtin-0", 2)).reused
+    assert not collect_all(cfg, layout, sandbox, EXPLORE, shard=parse_shard("builtin-1", 2)).reused  # back to seed 0
     # another partitioning drops every partition's files: nothing to reuse
-    assert not collect_all(cfg, layout, sandbox, EXPLORE, shard=Shard.parse("builtin-0", 3)).reused
+    assert not collect_all(cfg, layout, sandbox, EXPLORE, shard=parse_shard("builtin-0", 3)).reused
     # and an unpartitioned collection after it neither
     assert not collect_all(cfg, layout, sandbox, EXPLORE).reused
 

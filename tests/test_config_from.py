@@ -15,7 +15,8 @@ from assets.training import ServeConfig, TrainConfig
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import AgentRun
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig
+from pipeline.collect.sources import SourceConfig
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.core.fields import description, setting
 from pipeline.curriculum.mixture import CurriculumSpec
 from pipeline.envs.bfcl_tasks import BfclTaskFile

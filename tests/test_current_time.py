@@ -13,7 +13,8 @@ import pytest
 
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.catalog import build_catalog
 from pipeline.evaluate.harness import evaluate
 from pipeline.evaluate.samples import load_samples
@@ -53,7 +54,7 @@ def timed(tmp_path_factory, sandbox):
     cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False,
                        envscaler=[EnvScalerCorpus(envs, scenarios[0], more_scenarios=tuple(scenarios[1:]))])
     items, issues = env_items(cfg)
-    build_catalog(layout, items, issues, bfcl=False)
+    build_catalog(layout, items, issues, disabled=("bfcl",))
     collect_all(cfg, layout, sandbox, ExploreSettings(seed=7, call_budget=120, batch_episodes=8, min_envs=1,
                                                       episode_length=8, mutate_rate=0.2))
     label(layout, sandbox)

@@ -16,7 +16,8 @@ import pytest
 
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.catalog import build_catalog
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
@@ -112,7 +113,7 @@ def collected(tmp_path_factory, sandbox):
     cfg = corpus_config(tmp / "corpus")
     layout = DataLayout.at(tmp / "data")
     items, issues = env_items(cfg)
-    build_catalog(layout, items, issues, bfcl=False)
+    build_catalog(layout, items, issues, disabled=("bfcl",))
     collect_all(cfg, layout, sandbox, EXPLORE)
     report = label(layout, sandbox)
     assert report.prelabeled == report.trajectories > 0  # nothing re-executed at labeling

@@ -10,7 +10,8 @@ from pipeline.core.trajectory import Action, Trajectory
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.collect.run import collect_all
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs import envscaler
 from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label

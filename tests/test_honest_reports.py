@@ -5,11 +5,12 @@ tool's share (selection metadata, manifest, step_strata cell table, summary)."""
 import shutil
 
 import pytest
+from pathlib import Path
 from dagster import materialize
 
 from assets.environments import environment_catalog
 from pipeline.__main__ import summary
-from pipeline.collect.sources import SourceConfig, bfcl_enabled, disabled_sources
+from pipeline.collect.sources import SourceConfig, disabled_sources
 from pipeline.envs import builtin
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import cell_table, stratify
@@ -48,11 +49,15 @@ def test_catalog_does_not_count_disabled_sources(tmp_path):
 
 
 def test_enabled_sources_rules():
+    def bfcl_enabled(cfg):
+        return "bfcl" not in disabled_sources(cfg)
+
     assert bfcl_enabled(SourceConfig())
     assert not bfcl_enabled(SourceConfig(bfcl_files=[]))
     assert not bfcl_enabled(SourceConfig(bfcl_replay=False))
     assert bfcl_enabled(SourceConfig(bfcl_replay=False, bfcl_explore=True))
-    assert disabled_sources(SourceConfig()) == {"envscaler": "no EnvScaler corpus configured"}
+    assert bfcl_enabled(SourceConfig(bfcl_files=[], message_histories=[Path("h.jsonl")]))  # histories may name bfcl envs
+    assert disabled_sources(SourceConfig()) == {"envscaler": "no EnvScaler corpus configured (resources.sources.envscaler is empty)"}
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import pytest
 from dagster import materialize
 
 from assets.environments import environment_catalog
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, SourceError, env_items
+from pipeline.collect.sources import SourceConfig, SourceError, env_items
+from pipeline.envs.config import EnvScalerCorpus
 from resources import DataStoreResource, EnvironmentSourcesResource
 from tests.envscaler_corpus import COUNTER_CODE
 

@@ -12,7 +12,8 @@ import pytest
 
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs import envscaler
 from pipeline.core.issues import TaskIssue
 from pipeline.envs.catalog import build_catalog

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.collect.collector import collect
-from pipeline.collect.replay import ground_truth_trajectories
+from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import iter_tasks
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox

@@ -15,9 +15,11 @@ import pytest
 
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
-from pipeline.collect.sources import source_of
-from pipeline.store.partitions import SOURCES, Shard, partition_keys, shard_count, shard_index
-from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items
+from pipeline.envs.partitions import parse_shard, partition_keys
+from pipeline.envs.registry import names as source_names, source_of
+from pipeline.store.partitions import Shard, shard_count, shard_index
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs import bfcl, builtin
 from pipeline.core.issues import TaskIssue
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
@@ -64,11 +66,11 @@ def test_partition_keys_come_from_envsim_shards():
             shard_count({"ENVSIM_SHARDS": bad})
     assert partition_keys(1) == ["bfcl-0", "builtin-0", "envscaler-0"]
     assert partition_keys(2) == ["bfcl-0", "bfcl-1", "builtin-0", "builtin-1", "envscaler-0", "envscaler-1"]
-    assert len(partition_keys(7)) == 7 * len(SOURCES)
-    assert Shard.parse("builtin-1", 2) == Shard("builtin", 1, 2) and Shard("builtin", 1, 2).key == "builtin-1"
+    assert len(partition_keys(7)) == 7 * len(source_names())
+    assert parse_shard("builtin-1", 2) == Shard("builtin", 1, 2) and Shard("builtin", 1, 2).key == "builtin-1"
     for bad in ("builtin-2", "nosuch-0", "bfcl", "bfcl-x"):
         with pytest.raises(ValueError, match="unknown partition"):
-            Shard.parse(bad, 2)
+            parse_shard(bad, 2)
     out = subprocess.run([sys.executable, "-m", "pipeline", "partitions"], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "ENVSIM_SHARDS": "2"}, check=True)
     assert out.stdout.split() == partition_keys(2)
@@ -83,7 +85,7 @@ def test_every_environment_is_in_exactly_one_shard_always_the_same():
         keys = partition_keys(count)
         for env_id in ids:
             spec = EnvSpec(source="bfcl" if env_id.startswith("bfcl/") else "envscaler", env_id=env_id)
-            owners = [k for k in keys if Shard.parse(k, count).holds(source_of(spec), spec.env_id)]
+            owners = [k for k in keys if parse_shard(k, count).holds(source_of(spec), spec.env_id)]
             assert owners == [f"{source_of(spec)}-{shard_index(env_id, count)}"], env_id
         if count > 1:  # a usable spread, not everything in one shard
             assert len({shard_index(e, count) for e in ids}) == count
@@ -120,7 +122,7 @@ EXPLORE = ExploreSettings(call_budget=240, episode_length=6, batch_episodes=12, 
 def sharded(tmp_path_factory, sources, sandbox):
     """All 6 partitions (ENVSIM_SHARDS=2) collected (with exploration) and labeled."""
     layout = catalogued(tmp_path_factory.mktemp("sharded"), sources)
-    results = {key: collect_all(sources, layout, sandbox, EXPLORE, shard=Shard.parse(key, 2)) for key in partition_keys(2)}
+    results = {key: collect_all(sources, layout, sandbox, EXPLORE, shard=parse_shard(key, 2)) for key in partition_keys(2)}
     labels = {key: label(layout.for_partition(key), sandbox, chunk_size=60) for key in partition_keys(2)}
     return layout, results, labels
 
@@ -131,13 +133,13 @@ def test_shards_of_a_replay_are_exactly_the_unpartitioned_replay(tmp_path, sourc
     parted = catalogued(tmp_path / "parted", sources)
     notes = {}
     for key in partition_keys(2):
-        notes[key] = collect_all(sources, parted, sandbox, None, shard=Shard.parse(key, 2)).shard.note
+        notes[key] = collect_all(sources, parted, sandbox, None, shard=parse_shard(key, 2)).shard.note
     ids = lambda files: [r["trajectory_id"] for f in files for r in pq.read_table(f, columns=["trajectory_id"]).to_pylist()]  # noqa: E731
     assert sorted(ids(parted.trajectory_files())) == sorted(ids(plain.trajectory_files()))
     assert len(ids(parted.trajectory_files())) == whole.report.trajectories == 200
     for key in partition_keys(2):
         rows = pq.read_table(parted.for_partition(key).trajectories, columns=["source", "env_id"]).to_pylist()
-        assert all(Shard.parse(key, 2).index == shard_index(r["env_id"], 2) for r in rows)
+        assert all(parse_shard(key, 2).index == shard_index(r["env_id"], 2) for r in rows)
     # issues naming no environment (the corpus item that does not compile) are reported once, by envscaler-0
     issues = {key: pq.read_table(parted.for_partition(key).collection_issues).to_pylist() for key in partition_keys(2)}
     assert [i["task_id"] for i in issues["envscaler-0"]] == ["broken"] == [i["task_id"] for i in pq.read_table(plain.collection_issues).to_pylist()]
@@ -151,7 +153,7 @@ def test_partitions_explore_their_own_environments(sharded):
     explored = {}
     for key, result in results.items():
         rows = pq.read_table(layout.for_partition(key).trajectories, columns=["env_id", "strategy"]).to_pylist()
-        shard = Shard.parse(key, 2)
+        shard = parse_shard(key, 2)
         assert {r["env_id"] for r in rows} == result.shard.shard_envs
         assert all(shard_index(r["env_id"], 2) == shard.index for r in rows)
         explored[key] = {r["env_id"] for r in rows if r["strategy"] == "explore"}
@@ -166,7 +168,7 @@ def test_partitions_explore_their_own_environments(sharded):
 def test_an_unconfigured_source_is_an_empty_partition(tmp_path, sandbox):
     cfg = SourceConfig(bfcl_files=[], builtin=False)
     layout = catalogued(tmp_path, cfg)
-    result = collect_all(cfg, layout, sandbox, EXPLORE, shard=Shard.parse("envscaler-1", 2))
+    result = collect_all(cfg, layout, sandbox, EXPLORE, shard=parse_shard("envscaler-1", 2))
     assert result.report.trajectories == 0
     assert result.shard.note == ("empty partition envscaler-1: no EnvScaler corpus configured "
                                  "(resources.sources.envscaler is empty)")
@@ -226,7 +228,7 @@ def test_relabeling_one_partition_leaves_the_others_alone(sharded, sandbox):
 def test_recollecting_a_partition_replaces_only_its_parts(sharded, sources, sandbox):
     layout, _, _ = sharded
     before = {p.name for p in layout.steps_dir.iterdir()}
-    result = collect_all(sources, layout, sandbox, dataclasses.replace(EXPLORE, seed=7), shard=Shard.parse("builtin-1", 2))
+    result = collect_all(sources, layout, sandbox, dataclasses.replace(EXPLORE, seed=7), shard=parse_shard("builtin-1", 2))
     assert result.report.trajectories > 0
     report = label(layout.for_partition("builtin-1"), sandbox, chunk_size=60)
     after = {p.name for p in layout.steps_dir.iterdir()}
@@ -244,15 +246,15 @@ def test_switching_partitioning_never_mixes_tables(tmp_path, sources, sandbox):
     label(layout, sandbox)
     assert layout.trajectory_files() == [str(traj / "trajectories.parquet")]
     # partitioned: the unpartitioned table goes; the first partition's labeling drops the unpartitioned parts
-    collect_all(cfg, layout, sandbox, None, shard=Shard.parse("bfcl-1", 2))
+    collect_all(cfg, layout, sandbox, None, shard=parse_shard("bfcl-1", 2))
     assert layout.trajectory_files() == [str(traj / "part-bfcl-1.parquet")]
     assert not (traj / "issues.parquet").exists() and json.loads((traj / "PARTITIONS.json").read_text())["partitions"] == partition_keys(2)
     label(layout.for_partition("bfcl-1"), sandbox)
     assert layout.step_parts() and all(step_part_partition(Path(p).name) == "bfcl-1" for p in layout.step_parts())
-    collect_all(cfg, layout, sandbox, None, shard=Shard.parse("bfcl-0", 2))
+    collect_all(cfg, layout, sandbox, None, shard=parse_shard("bfcl-0", 2))
     assert len(layout.trajectory_files()) == 2  # same partitioning: the sibling stays
     # another N moves environments between shards: every file of the old partitioning goes
-    collect_all(cfg, layout, sandbox, None, shard=Shard.parse("bfcl-2", 3))
+    collect_all(cfg, layout, sandbox, None, shard=parse_shard("bfcl-2", 3))
     assert layout.trajectory_files() == [str(traj / "part-bfcl-2.parquet")]
     label(layout.for_partition("bfcl-2"), sandbox)
     assert {step_part_partition(Path(p).name) for p in layout.step_parts()} == {"bfcl-2"}  # orphaned partitions' parts dropped

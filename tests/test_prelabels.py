@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from pipeline.collect.collector import collect
-from pipeline.collect.replay import ground_truth_trajectories
+from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
 from pipeline.execution.child import Limits

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.collect.collector import collect
-from pipeline.collect.replay import ground_truth_trajectories
+from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label

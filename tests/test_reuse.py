@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from pipeline.collect.replay import ground_truth_trajectories
+from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.execution.sandbox import Sandbox
 from pipeline.execution.child import Limits

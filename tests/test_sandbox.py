@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pipeline.collect.replay import bfcl_env_spec
+from pipeline.envs.bfcl_replay import bfcl_env_spec
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
 from pipeline.envs.bfcl_tasks import BfclTask

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pipeline.collect.collector import CollectReport
 from pipeline.collect.explore import Coverage, ExploreSettings
 from pipeline.collect.result import CollectionResult, ShardSummary
-from pipeline.collect.sources import SourceConfig
+from pipeline.collect.sources import SourceConfig, configured_files
 from pipeline.core import profile
 from pipeline.core.issues import TaskIssue
 from pipeline.core.strata import Composition
@@ -100,15 +100,6 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _source_files(cfg: SourceConfig) -> list[Path]:
-    files: list[Path] = []
-    for task_file in cfg.bfcl_files:
-        files += [task_file.tasks, task_file.answers]
-    for corpus in cfg.envscaler:
-        files += [corpus.env_items, *corpus.scenario_files()]
-    return files + list(cfg.message_histories)
-
-
 def fingerprint(
     cfg: SourceConfig,
     sandbox: Sandbox,
@@ -126,7 +117,7 @@ def fingerprint(
         "isolation": getattr(sandbox, "isolation", None),
         "code": code_digest(),
         "sources": _plain(cfg),
-        "files": {str(p): _file_digest(Path(p)) for p in _source_files(cfg)},
+        "files": {str(p): _file_digest(Path(p)) for _, p in configured_files(cfg)},
         "explore": _plain(explore_settings),
         "composition": _plain(composition or profile.current().composition) if explore_settings is not None else None,
         "shard": _plain(shard),

@@ -13,15 +13,16 @@ from pipeline.core.fields import setting
 from pipeline.collect.collector import CollectReport, collect
 from pipeline.collect.explore import Coverage, ExploreSettings, explore
 from pipeline.core.strata import Composition
-from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories, source_of
-from pipeline.envs import registry
+from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories
+from pipeline.envs import envscaler, registry
+from pipeline.envs.partitions import partition_keys
 from pipeline.core.issues import TaskIssue
 from pipeline.core.progress import Progress
 from pipeline.core.trajectory import Trajectory
 from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
 from pipeline.store.layout import DataLayout, safe_name
-from pipeline.store.partitions import Shard, begin_partitioned, partition_keys
+from pipeline.store.partitions import Shard, begin_partitioned
 from pipeline.collect.agent import collect_agent, episode_trajectory
 from pipeline.collect.sources import agent_tasks
 from pipeline.models.agent_settings import AgentSettings
@@ -31,20 +32,9 @@ from pipeline.store.partitions import end_unpartitioned
 
 Log = Callable[[str], None]
 
-
-_UNCONFIGURED = {
-    "bfcl": "no bfcl-eval tasks configured (resources.sources: bfcl_categories / bfcl_task_files empty, or bfcl_replay and bfcl_explore off)",
-    "builtin": "the builtin pack is off (resources.sources.builtin: false)",
-    "envscaler": "no EnvScaler corpus configured (resources.sources.envscaler is empty)",
-}
-
-
-def _configured(cfg: SourceConfig, source: str) -> bool:
-    if source == "bfcl":
-        return bool(cfg.bfcl_files) and (cfg.bfcl_replay or cfg.bfcl_explore)
-    if source == "builtin":
-        return cfg.builtin
-    return bool(cfg.envscaler)
+#: the source whose shard 0 reports the issues of EnvScaler-format files that name no environment of a
+#: shard (an env item that does not compile, a scenario line that is not JSON, a bad message history)
+PARSE_ISSUES = registry.adapter(envscaler.SOURCE).name
 
 
 def _in_shard(stream: Iterable, shard: Shard, summary: ShardSummary, issues_of: str | None) -> Iterator:
@@ -57,21 +47,21 @@ def _in_shard(stream: Iterable, shard: Shard, summary: ShardSummary, issues_of: 
                 yield item
             continue
         env = (item[0] if isinstance(item, tuple) else item).env
-        if source_of(env) == shard.source:
+        if registry.source_of(env) == shard.source:
             summary.source_envs.add(env.env_id)
             if shard.holds(shard.source, env.env_id):
                 summary.shard_envs.add(env.env_id)
                 yield item
 
 
-def _shard_note(summary: ShardSummary, trajectories: int) -> str:
+def _shard_note(summary: ShardSummary, trajectories: int, why_disabled: str | None) -> str:
     s = summary.shard
     envs = f"{len(summary.shard_envs)} of the {len(summary.source_envs)} {s.source} environments (shard {s.index} of {s.count})"
     if trajectories:
         return f"partition {s.key}: {envs}, {trajectories} trajectories"
     if not summary.source_envs:
-        if not summary.configured:
-            return f"empty partition {s.key}: {_UNCONFIGURED[s.source]}"
+        if why_disabled is not None:
+            return f"empty partition {s.key}: {why_disabled}"
         return f"empty partition {s.key}: this configuration collects nothing from {s.source} (e.g. exploration is off)"
     if not summary.shard_envs:
         return f"empty partition {s.key}: none of the {len(summary.source_envs)} {s.source} environments hash to shard {s.index} of {s.count}"
@@ -126,11 +116,12 @@ def collect_all(
     unless ``force`` (:mod:`pipeline.collect.reuse`).
     """
     summary = None
+    why_disabled = None if shard is None else registry.get(shard.source).why_disabled(cfg)
     if shard is not None:
         layout = layout.for_partition(shard.key)
         for name in begin_partitioned(layout, partition_keys(shard.count)):
             log(f"removed {name} (written under another partitioning)")
-        summary = ShardSummary(shard, configured=_configured(cfg, shard.source))
+        summary = ShardSummary(shard, configured=why_disabled is None)
     input_key = reuse.fingerprint(cfg, sandbox, explore_settings, composition, shard, agent)
     if not force and (kept := reuse.reused(layout, input_key, shard, composition, log)) is not None:
         if shard is None:
@@ -142,25 +133,28 @@ def collect_all(
         return stream if shard is None else _in_shard(stream, shard, summary, issues_of)
 
     items, item_issues = env_items(cfg)
-    replay = replay_trajectories(cfg) if shard is None or shard.source == "bfcl" else iter(())  # only bfcl envs
-    # progress of the replays, with their totals known up front: the bfcl tasks are parsed now (a few
-    # thousand at most, package data); message histories, which can be large, are read once to count them
-    replay = list(scoped(replay, "bfcl"))
+    # progress of the replays, with their totals known up front: a source's ready-made trajectories (bfcl's
+    # tasks: a few thousand at most, package data) are read now; message histories, which can be large,
+    # are read once to count them
+    replays = [list(scoped(replay_trajectories(cfg, only=name), name))
+               for name in registry.names() if shard is None or shard.source == name]
+    replay = [t for r in replays for t in r]
     phases: dict[str, Progress] = {}
     gt_total = sum(isinstance(t, Trajectory) for t in replay)
     if gt_total:
-        phases["ground_truth"] = Progress("bfcl replay", gt_total, log, unit="trajectories")
+        phases["ground_truth"] = Progress(" + ".join(sorted({registry.source_of(t.env) for t in replay if isinstance(t, Trajectory)}))
+                                          + " replay", gt_total, log, unit="trajectories")
     if cfg.message_histories:
-        history_total = sum(isinstance(t, Trajectory) for t in scoped(history_trajectories(cfg, items), "envscaler"))
+        history_total = sum(isinstance(t, Trajectory) for t in scoped(history_trajectories(cfg, items), PARSE_ISSUES))
         if history_total:
             phases["replay-messages"] = Progress("message-history replay", history_total, log, unit="trajectories")
-    streams = [scoped(item_issues, "envscaler"), replay, scoped(history_trajectories(cfg, items), "envscaler")]
+    streams = [scoped(item_issues, PARSE_ISSUES), replay, scoped(history_trajectories(cfg, items), PARSE_ISSUES)]
     agent_rows: list[dict] = []
     if agent is not None:
         tasks = agent_tasks(cfg, items, list(agent.sources), agent.task_limit)
         name = safe_name(agent.settings.model.replace("/", "_"), "agent model name")
         if shard is not None:  # one record per partition: partitions run concurrently
-            tasks = [t for t in tasks if shard.holds(source_of(t.env), t.env.env_id)]
+            tasks = [t for t in tasks if shard.holds(registry.source_of(t.env), t.env.env_id)]
             name = f"{name}.{shard.key}"
         record = layout.agent_record(name)
         agent_rows = asyncio.run(collect_agent(tasks, agent.settings, sandbox, record, log))
@@ -174,17 +168,17 @@ def collect_all(
     if explore_settings is not None:
         scenarios, scenario_issues = exploration_scenarios(cfg, items, without)
         if shard is not None:
-            without = [e for e in without if shard.holds("envscaler", e)]
+            without = [e for e in without if shard.holds(registry.source_of_id(envscaler.SOURCE, e), e)]
         if shard is not None:
             everywhere = {s.env.env_id for s in scenarios}
-            scenarios = list(scoped(scenarios, "envscaler"))
+            scenarios = list(scoped(scenarios, PARSE_ISSUES))
             here = {s.env.env_id for s in scenarios}
             explore_settings = _scaled(explore_settings, len(here) / len(everywhere) if everywhere else 0.0)
         coverage = Coverage(explore_settings) if composition is None else Coverage(explore_settings, composition)
-        streams += [scoped(scenario_issues, "envscaler"), explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
+        streams += [scoped(scenario_issues, PARSE_ISSUES), explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
     report = collect(itertools.chain(*streams), layout, sandbox, log, progress=phases)
     if summary is not None:
-        summary.note = _shard_note(summary, report.trajectories)
+        summary.note = _shard_note(summary, report.trajectories, why_disabled)
         log(summary.note)
     result = CollectionResult(report, coverage, agent_rows, summary, without)
     reuse.record(layout, input_key, result)

@@ -1,5 +1,7 @@
 """Run profiles: ``ENVSIM_PROFILE=small`` shrinks every default (sources, exploration budget,
 split sizes) for demos, the UI end-to-end tests and quick looks; ``default`` is the full run.
+A source's own profile defaults (bfcl categories, builtin scenarios per environment) live with the
+source (:mod:`pipeline.envs.bfcl_tasks`, :mod:`pipeline.envs.builtin`), keyed by the profile's name.
 
 A profile's :class:`~pipeline.core.strata.Composition` (benchmark cells, Balance2 mixture sizes) is
 the composition in force unless an asset config replaces it: exploration steers toward it and the
@@ -17,8 +19,6 @@ from pipeline.core.strata import Composition
 @dataclass(frozen=True)
 class Profile:
     name: str
-    bfcl_categories: tuple[str, ...] = ("base", "long_context", "miss_func", "miss_param")
-    builtin_scenarios_per_env: int = 300
     explore_call_budget: int = 60_000
     benchmark_on_shortfall: str = "fail"
     composition: Composition = field(default_factory=Composition)
@@ -32,8 +32,6 @@ PROFILES = {
     "default": Profile("default"),
     "small": Profile(
         "small",
-        bfcl_categories=("base",),
-        builtin_scenarios_per_env=12,
         explore_call_budget=1_500,
         benchmark_on_shortfall="warn",
         composition=Composition(mixture_sizes={"failure": 60, "no_change": 60, "simple": 120, "complex": 120}),

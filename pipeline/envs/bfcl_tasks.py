@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipeline.envs.profiles import of_profile
 from pipeline.core.fields import setting
 from pipeline.envs import bfcl
 from pipeline.core.issues import TaskIssue
@@ -32,6 +33,15 @@ class BfclTaskFile:
     tasks: Path = setting(description="JSON-lines task file (id, involved_classes, initial_config, ...).")
     answers: Path = setting(description="JSON-lines ground-truth file (id, ground_truth).")
     category: str = setting("custom", "Category label; 'long_context' loads long-context scenarios.")
+
+
+#: the multi-turn categories used by default, per run profile (``ENVSIM_PROFILE``)
+PROFILE_CATEGORIES: dict[str, tuple[str, ...]] = {"default": bfcl.CATEGORIES, "small": ("base",)}
+
+
+def profile_categories() -> tuple[str, ...]:
+    """The bfcl-eval categories of the profile in force."""
+    return of_profile(PROFILE_CATEGORIES)
 
 
 def default_task_files(categories: tuple[str, ...] | list[str] = bfcl.CATEGORIES) -> list[BfclTaskFile]:
@@ -137,3 +147,4 @@ def _validate(obj: dict[str, Any], truth: Any) -> str | None:
     ):
         return "ground truth is not a list of turns of call strings"
     return None
+

@@ -1,12 +1,12 @@
-"""Environment catalog: every environment class, its tools and their source code."""
+"""Environment catalog: every environment of the enabled sources, its tools and their source code."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.envs import bfcl, blobs, envscaler
+from pipeline.envs import blobs, envscaler, registry
 from pipeline.core.issues import TaskIssue
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
@@ -20,76 +20,27 @@ class CatalogReport:
     issues: list[TaskIssue] = field(default_factory=list)
 
 
-def bfcl_catalog() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    envs, code_rows = [], []
-    for cls_name in bfcl.CLASSES:
-        env = bfcl.BfclEnvironment([cls_name])
-        tools = env.tools
-        names = [t["function"]["name"] for t in tools]
-        for name in names:
-            code = env.source_of(name)
-            code_rows.append(
-                {"code_ref": blobs.ref_of(code), "source": bfcl.SOURCE, "owner": cls_name, "tool": name, "code": code}
-            )
-        class_code = bfcl.class_source(cls_name)
-        code_rows.append(
-            {"code_ref": blobs.ref_of(class_code), "source": bfcl.SOURCE, "owner": cls_name, "tool": "", "code": class_code}
-        )
-        envs.append(
-            {
-                "source": bfcl.SOURCE,
-                "env_id": f"{bfcl.SOURCE}/{cls_name}",
-                "env_class": cls_name,
-                "license": bfcl.LICENSE,
-                "num_tools": len(names),
-                "tools": names,
-                "tools_json": json.dumps(tools, sort_keys=True),
-                "class_code_ref": blobs.ref_of(class_code),
-            }
-        )
-    return envs, code_rows
-
-
-def envscaler_catalog(items: list[envscaler.EnvItem]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    envs, code_rows = [], []
-    for item in items:
-        source = item.prefix
-        for name in item.tool_names:
-            code = envscaler.method_source(item.class_code, item.class_name, name)
-            code_rows.append({"code_ref": blobs.ref_of(code), "source": source, "owner": item.qualified_id, "tool": name, "code": code})
-        code_rows.append(
-            {"code_ref": blobs.ref_of(item.class_code), "source": source, "owner": item.qualified_id, "tool": "", "code": item.class_code}
-        )
-        envs.append(
-            {
-                "source": source,
-                "env_id": item.qualified_id,
-                "env_class": item.class_name,
-                "license": item.license,
-                "num_tools": len(item.tools),
-                "tools": item.tool_names,
-                "tools_json": json.dumps(item.tools, sort_keys=True),
-                "class_code_ref": blobs.ref_of(item.class_code),
-            }
-        )
-    return envs, code_rows
-
-
 def build_catalog(
     layout: DataLayout, items: list[envscaler.EnvItem] | None = None, issues: list[TaskIssue] | None = None,
-    bfcl: bool = True,
+    disabled: Collection[str] = (),
 ) -> CatalogReport:
-    """Write ``environments.parquet`` and ``tool_code.parquet`` (bfcl classes + EnvScaler-format items).
+    """Write ``environments.parquet`` and ``tool_code.parquet``: each registered source's rows
+    (:meth:`pipeline.envs.source.EnvironmentSource.catalog`), in registry order; ``items`` are the run's
+    EnvScaler-format items (:func:`pipeline.collect.sources.env_items`), each given to its source.
 
-    ``bfcl=False`` (bfcl is not a source of this run, see :func:`pipeline.collect.sources.bfcl_enabled`):
-    the bfcl classes are neither listed nor counted; their tool code is still stored (content-keyed,
-    so a step that names a bfcl environment anyway keeps its ``code(a_t)``). Disabled builtin / corpus
-    sources contribute no ``items`` in the first place."""
-    bfcl_envs, code_rows = bfcl_catalog()
-    envs = bfcl_envs if bfcl else []
-    more_envs, more_code = envscaler_catalog(items or [])
-    envs += more_envs
-    unique_code = {row["code_ref"]: row for row in code_rows + more_code}
+    The ``disabled`` sources (:func:`pipeline.collect.sources.disabled_sources`) are neither listed nor
+    counted; bfcl's tool code is still stored (content-keyed, so a step that names a bfcl environment
+    anyway keeps its ``code(a_t)``). Disabled builtin / corpus sources contribute no ``items`` in the
+    first place."""
+    envs: list[dict[str, Any]] = []
+    code_rows: list[dict[str, Any]] = []
+    items = items or []
+    for source in registry.sources():
+        own = [i for i in items if registry.source_of_id(envscaler.SOURCE, i.qualified_id) == source.name]
+        more_envs, more_code = source.catalog(own, listed=source.name not in disabled)
+        envs += more_envs
+        code_rows += more_code
+    unique_code = {row["code_ref"]: row for row in code_rows}
     write_table(layout.environments, envs, schema.ENVIRONMENTS)
     write_table(layout.tool_code, unique_code.values(), schema.TOOL_CODE)
     return CatalogReport(environments=envs, tools=sum(e["num_tools"] for e in envs), issues=list(issues or []))

@@ -527,3 +527,30 @@ class EnvScalerEnvironment:
 
     def class_source(self) -> str:
         return blobs.get(self.code_ref)
+
+
+def catalog_rows(items: list[EnvItem]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``environments.parquet`` rows of EnvScaler-format items, and the ``tool_code.parquet`` rows of
+    their methods and classes (the catalog's ``source`` column is the item's prefix)."""
+    envs, code_rows = [], []
+    for item in items:
+        source = item.prefix
+        for name in item.tool_names:
+            code = method_source(item.class_code, item.class_name, name)
+            code_rows.append({"code_ref": blobs.ref_of(code), "source": source, "owner": item.qualified_id, "tool": name, "code": code})
+        code_rows.append(
+            {"code_ref": blobs.ref_of(item.class_code), "source": source, "owner": item.qualified_id, "tool": "", "code": item.class_code}
+        )
+        envs.append(
+            {
+                "source": source,
+                "env_id": item.qualified_id,
+                "env_class": item.class_name,
+                "license": item.license,
+                "num_tools": len(item.tools),
+                "tools": item.tool_names,
+                "tools_json": json.dumps(item.tools, sort_keys=True),
+                "class_code_ref": blobs.ref_of(item.class_code),
+            }
+        )
+    return envs, code_rows

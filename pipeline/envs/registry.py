@@ -1,55 +1,108 @@
-"""Build a live environment from an ``EnvSpec`` (used inside sandbox workers)."""
+"""The one registry of environment sources (:class:`pipeline.envs.source.EnvironmentSource`), and
+what the pipeline asks it: which source an environment belongs to, how its adapter builds and runs it.
+
+Partitions (:mod:`pipeline.envs.partitions`), the catalog, collection, the sandbox worker, the dataset card's licenses and the
+``sources`` resource all iterate :func:`sources`. Adding a source is one module and one line below
+(or, for a source outside this package, one :func:`register` call; an adapter must be importable in
+the sandbox child, which sees only the ``pipeline`` package — a source outside it reuses an adapter).
+The order is the partition-key and catalog order.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from pipeline.envs import bfcl, envscaler
 from pipeline.core.environment import EnvSpec, Environment
+from pipeline.envs.source import EnvironmentSource, reuse_key as _reuse_key
+from pipeline.envs.sources.bfcl import BfclSource
+from pipeline.envs.sources.builtin import BuiltinSource
+from pipeline.envs.sources.envscaler import EnvScalerSource
+
+_SOURCES: dict[str, EnvironmentSource] = {}
 
 
-def _build_bfcl(spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
-    env = bfcl.BfclEnvironment(spec.options["classes"], spec.options.get("excluded"))
-    return env, {"long_context": bool(spec.options.get("long_context", False))}
+def register(source: EnvironmentSource) -> EnvironmentSource:
+    """Add ``source`` (after the others; its name must be new). Returns it."""
+    if source.name in _SOURCES:
+        raise ValueError(f"environment source {source.name!r} is registered already")
+    _SOURCES[source.name] = source
+    return source
 
 
-def _build_envscaler(spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
-    o = spec.options
-    return envscaler.EnvScalerEnvironment(spec.env_id, o["class_name"], o["code_ref"], o["tools_ref"]), {}
+def unregister(name: str) -> None:
+    """Remove the source ``name`` (a test's temporary source)."""
+    _SOURCES.pop(name, None)
 
 
-BUILDERS: dict[str, Callable[[EnvSpec], tuple[Environment, dict[str, Any]]]] = {
-    bfcl.SOURCE: _build_bfcl,
-    envscaler.SOURCE: _build_envscaler,
-}
+register(BfclSource())
+register(BuiltinSource())
+register(EnvScalerSource())
+
+
+def sources() -> list[EnvironmentSource]:
+    """Every registered source, in registry order."""
+    return list(_SOURCES.values())
+
+
+def names() -> tuple[str, ...]:
+    """The registered sources' names, in registry order (the partition sources)."""
+    return tuple(_SOURCES)
+
+
+def get(name: str) -> EnvironmentSource:
+    """The source ``name``, or a KeyError that lists the known sources."""
+    try:
+        return _SOURCES[name]
+    except KeyError:
+        raise KeyError(f"unknown environment source {name!r}; known: {sorted(_SOURCES)}") from None
+
+
+def adapters() -> tuple[str, ...]:
+    """The adapters (``EnvSpec.source`` values) the registered sources bring."""
+    return tuple(s.adapter for s in _SOURCES.values() if s.adapter == s.name)
+
+
+def adapter(name: str) -> EnvironmentSource:
+    """The source that brings the adapter ``name`` (its own name), or a KeyError listing the adapters."""
+    source = _SOURCES.get(name)
+    if source is None or source.adapter != name:
+        raise KeyError(f"unknown environment source {name!r}; known: {sorted(adapters())}")
+    return source
+
+
+def source_of(env: EnvSpec) -> str:
+    """The source an environment belongs to (its shard is chosen within it, ``pipeline.store.partitions``):
+    the source of its adapter whose prefix its id carries, else the source of the adapter itself."""
+    return source_of_id(env.source, env.env_id)
+
+
+def source_of_id(adapter_name: str, env_id: str) -> str:
+    """:func:`source_of` by adapter and environment id."""
+    head = env_id.split("/", 1)[0] if "/" in env_id else None
+    for source in _SOURCES.values():
+        if source.prefix is not None and source.prefix == head and source.adapter == adapter_name:
+            return source.name
+    return adapter(adapter_name).name
+
+
+def licenses() -> dict[str, str]:
+    """The dataset card's license line per source that has one."""
+    return {s.name: s.card_license for s in _SOURCES.values() if s.card_license}
 
 
 def blob_refs(spec: EnvSpec) -> list[str]:
     """Content blobs (class code, tool schemas) a sandbox worker needs to build ``spec``."""
-    return [spec.options[k] for k in ("code_ref", "tools_ref") if k in spec.options]
-
-OUTCOME_RULES: dict[str, Callable[[str, bool, Any], str]] = {bfcl.SOURCE: bfcl.outcome, envscaler.SOURCE: envscaler.outcome}
+    return adapter(spec.source).blob_refs(spec)
 
 
-def outcome_rule(source: str) -> Callable[[str, bool, Any], str]:
-    """The source's outcome rule ``(tool, raised, canonical return value) -> outcome`` (docs/definitions.md §4.3)."""
-    return _of_source(OUTCOME_RULES, source)
-
-
-def _of_source(table: dict[str, Any], source: str) -> Any:
-    """``table[source]``, or a KeyError that lists the known sources."""
-    try:
-        return table[source]
-    except KeyError:
-        raise KeyError(f"unknown environment source {source!r}; known: {sorted(table)}") from None
-
-
-PRELOADERS: dict[str, Callable[[], None]] = {bfcl.SOURCE: bfcl.preload}
+def outcome_rule(adapter_name: str) -> Callable[[str, bool, Any], str]:
+    """The adapter's outcome rule ``(tool, raised, canonical return value) -> outcome`` (docs/definitions.md §4.3)."""
+    return adapter(adapter_name).outcome
 
 
 def static(spec: EnvSpec) -> Environment:
     """The environment without a reset: enough for tool schemas and source code."""
-    return _of_source(BUILDERS, spec.source)(spec)[0]
+    return adapter(spec.source).build(spec)[0]
 
 
 def tool_schemas(spec: EnvSpec) -> list[dict[str, Any]]:
@@ -61,26 +114,48 @@ def tool_schemas(spec: EnvSpec) -> list[dict[str, Any]]:
 
 
 def code_versions() -> dict[str, str]:
-    """Versions of the environment code behind each source (part of label cache keys; EnvScaler
-    code is content-addressed through the trajectory fingerprint)."""
-    versions = {}
-    try:
-        versions[bfcl.SOURCE] = bfcl.installed_version()
-    except bfcl.BfclUnavailable:
-        versions[bfcl.SOURCE] = "missing"
-    return versions
+    """Versions of the environment code behind each adapter that has one (part of label cache keys;
+    EnvScaler code is content-addressed through the trajectory fingerprint)."""
+    return {s.name: v for s in _SOURCES.values() if s.adapter == s.name and (v := s.code_version()) is not None}
 
 
 def build(spec: EnvSpec) -> Environment:
     """Instantiate the environment and reset it to ``spec.init_config``."""
-    env, reset_options = _of_source(BUILDERS, spec.source)(spec)
+    env, reset_options = adapter(spec.source).build(spec)
     env.reset(spec.init_config, **reset_options)
     return env
 
 
+def reuse_key(env: EnvSpec) -> tuple[str, ...] | None:
+    """Which trajectories may share a forked child, one after the other (on top of the child being
+    provably clean after each, :func:`pipeline.execution.pristine.reuse_verdict`): the same environment
+    (adapter and id) and what its adapter's source adds (:meth:`EnvironmentSource.reuse_parts`: bfcl and
+    the builtin pack share children across configurations; a corpus environment only with the same
+    options and configuration). None: never shared (an unknown adapter). The worker keys its warm
+    children by it; the parent queues trajectories of one key together, on one worker
+    (:class:`pipeline.execution.sandbox.Sandbox`)."""
+    source = _SOURCES.get(env.source)
+    if source is None or source.adapter != env.source:
+        return None
+    return _reuse_key(source, env)
+
+
+def reuse_needs_pristine(env: EnvSpec) -> bool:
+    """Whether a warm child for ``env`` may be reused only once the pristine module state is prepared."""
+    source = _SOURCES.get(env.source)
+    return source is not None and source.reuse_needs_pristine
+
+
 def preload_all() -> None:
-    for name, preload in PRELOADERS.items():
+    """Every source's preload (in the sandbox zygote); a missing optional source does not stop the others."""
+    for source in _SOURCES.values():
         try:
-            preload()
-        except Exception:  # a missing optional source must not stop the others
+            source.preload()
+        except Exception:
             pass
+
+
+def clear_caches() -> None:
+    """Every source's parse caches (a child forgets the code of other environments)."""
+    for source in _SOURCES.values():
+        source.clear_caches()

@@ -9,18 +9,14 @@ label — canonical state, Δ, |Δ|, hashes, outcome — is computed outside the
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from pipeline.core.fields import setting
 from pipeline.execution.policy import ExplorationPolicy
-from pipeline.core.environment import EnvSpec
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import blobs, builtin, registry
+from pipeline.envs import registry
 from pipeline.execution import freeze
 from pipeline.execution.guards import CappedOutput
 from pipeline.core.canonical import canonical_json, canonicalize
@@ -40,36 +36,6 @@ class Limits:
     max_state_mb: int = setting(16, "Largest state (or return value) a call may produce, MiB; a larger one is refused.")
     tmp_mb: int = setting(256, "Size of each worker's private /tmp (tmpfs), MiB.")
     reuse_children: int = setting(16, "Trajectories per forked child for EnvScaler-format code (1: a fork per trajectory).")
-
-
-@functools.lru_cache(maxsize=1)
-def _own_code_refs() -> frozenset[str]:
-    """Content references of the builtin pack's code: the project's own, reviewed code (not a corpus's),
-    which like bfcl's package code takes a scenario configuration as data."""
-    return frozenset(blobs.ref_of(item["env_class_code"]) for item in builtin.env_items().values())
-
-
-def reuse_key(env: EnvSpec) -> tuple[str, ...] | None:
-    """Which trajectories may share a forked child, one after the other (on top of the child being
-    provably clean after each, :func:`pipeline.execution.pristine.reuse_verdict`): the same environment
-    (source and id), and — for sources whose code is untrusted (EnvScaler format, exec'd at every
-    reset) — the same options (code, class, tools…) and scenario configuration, so whatever a
-    configuration makes the code leave behind can only meet that same environment and configuration
-    again. bfcl's code is the installed package's, not the dataset's: a bfcl configuration is data its
-    own code loads, and that code's module-level state is restored from a pristine copy before every
-    reused trajectory (:mod:`pipeline.execution.pristine`), so bfcl trajectories of one environment share
-    children across configurations; so do the builtin pack's (EnvScaler format, but the project's own
-    code, recognised by its content reference — a corpus environment is keyed by its configuration even
-    when it copies a builtin class's name). None: never shared. The worker keys its warm children by it; the
-    parent queues trajectories of one key together, on one worker (:class:`pipeline.execution.sandbox.Sandbox`)."""
-    if env.source == "envscaler" and env.options.get("code_ref") not in _own_code_refs():
-        parts: list[Any] = [env.options, env.init_config]
-    elif env.source in ("bfcl", "envscaler"):  # bfcl's package code, or the builtin pack's: ours
-        parts = []
-    else:
-        return None
-    text = json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=True)
-    return (env.source, env.env_id, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
 
 
 class _Snapshots:

@@ -36,7 +36,7 @@ from pipeline.envs import blobs, registry
 from pipeline.execution.frames import FdReader, FrameError, FrameTimeout, encode
 from pipeline.execution.isolation import SandboxUnavailable, default_isolation, worker_command
 from pipeline.execution.labels import TrajectoryLabels
-from pipeline.execution.child import Limits, reuse_key
+from pipeline.execution.child import Limits
 from pipeline.execution.wire import limits_to_wire, trajectory_to_wire
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "SandboxUnavailable"]
@@ -312,7 +312,7 @@ class Sandbox:
                window: int | None) -> Iterator[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]]:
         """Queue ``trajectories`` on the pool as batches: ``(positions in the input, batch, future)``.
         The input is read ``window`` trajectories at a time (None: all at once); inside a window the
-        trajectories that may share a child (:func:`pipeline.execution.child.reuse_key`) go together, in
+        trajectories that may share a child (:func:`pipeline.envs.registry.reuse_key`) go together, in
         batches of up to ``max_batch`` on one worker — so a child runs them one after the other
         instead of a fresh fork each, whatever order they came in. With ``fresh_children`` (every
         trajectory its own child) batches are consecutive trajectories."""
@@ -327,7 +327,7 @@ class Sandbox:
             else:
                 by_key: dict[Any, list[int]] = {}
                 for i, trajectory in enumerate(chunk):
-                    key = reuse_key(trajectory.env)
+                    key = registry.reuse_key(trajectory.env)
                     by_key.setdefault(key if key is not None else ("", str(i)), []).append(i)
                 shared = [idx for idx in by_key.values() if len(idx) > 1]
                 # a trajectory alone with its key in the window runs in a plain fresh child: keeping a

@@ -38,10 +38,10 @@ import time
 from typing import Any
 
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import blobs, envscaler
+from pipeline.envs import blobs
 from pipeline.execution import freeze, guards, landlock, pristine, seccomp
 from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
-from pipeline.execution.child import Limits, execute, reuse_key
+from pipeline.execution.child import Limits, execute
 from pipeline.execution.wire import limits_from_wire, trajectory_from_wire, trajectory_to_wire
 from pipeline.envs import registry
 
@@ -61,10 +61,7 @@ _PROTOCOL_FILES: list[Any] = []  # the buffered request reader: closed (its buff
 def _drop_foreign_code(trajectory: Trajectory) -> None:
     """Forget every environment's code but this trajectory's (blobs, compiled code, parse caches)."""
     blobs.retain_only(registry.blob_refs(trajectory.env))
-    envscaler._method_sources.cache_clear()
-    builtin = sys.modules.get("pipeline.envs.builtin")
-    if builtin is not None and hasattr(builtin, "env_items"):
-        builtin.env_items.cache_clear()
+    registry.clear_caches()
 
 
 def _enter(temp_dir: str, number: int) -> str:
@@ -158,13 +155,14 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
 
 
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
-    """The warm child a trajectory may run in (:func:`pipeline.execution.child.reuse_key`), when children
-    are reused at all (bfcl: once its pristine module state is prepared)."""
+    """The warm child a trajectory may run in (:func:`pipeline.envs.registry.reuse_key`), when children
+    are reused at all (a source whose module state is restored between trajectories, bfcl: once that
+    pristine state is prepared)."""
     if limits.reuse_children <= 1:
         return None
-    if trajectory.env.source == "bfcl" and not pristine.prepared():
+    if registry.reuse_needs_pristine(trajectory.env) and not pristine.prepared():
         return None
-    return reuse_key(trajectory.env)
+    return registry.reuse_key(trajectory.env)
 
 
 class _Warm:

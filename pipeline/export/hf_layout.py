@@ -31,6 +31,7 @@ from pipeline.core.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PR
 from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
 from pipeline.report.tables import md_records
 from pipeline.core.safe_names import card
+from pipeline.envs import registry
 from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
 from pipeline.store.layout import DataLayout
 from pipeline.store.schema import COLUMN_DOCS
@@ -38,7 +39,6 @@ from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites
 
 MARKER = ".envsim-export.json"
-SOURCE_LICENSES = {"bfcl": "Apache-2.0 (bfcl-eval, Gorilla project)", "builtin": "Apache-2.0 (envsim-forge builtin pack)"}
 
 
 class ExportConflict(ValueError):
@@ -164,6 +164,9 @@ def _write_records(samples: Path, chat_dir: Path, alpaca_dir: Path, split: str, 
 
 
 def _licenses(layout: DataLayout, env_ids: list[str]) -> dict[str, str]:
+    """The card's license line per env-id namespace: the catalog's license of its environments, else the
+    registered source's card license (:func:`pipeline.envs.registry.licenses`), else "see the source corpus"."""
+    card_licenses = registry.licenses()
     known: dict[str, str] = {}
     if layout.environments.exists():
         for row in pq.read_table(layout.environments, columns=["env_id", "license"]).to_pylist():
@@ -172,7 +175,7 @@ def _licenses(layout: DataLayout, env_ids: list[str]) -> dict[str, str]:
     out = {}
     for env_id in sorted(set(env_ids)):
         prefix = env_id.split("/", 1)[0]
-        out[prefix] = known.get(env_id) or SOURCE_LICENSES.get(prefix) or out.get(prefix) or "see the source corpus"
+        out[prefix] = known.get(env_id) or card_licenses.get(prefix) or out.get(prefix) or "see the source corpus"
     return out
 
 

@@ -2,7 +2,8 @@
 and keeping a partitioned and an unpartitioned trajectories table from ever being read together.
 
 Words (docs/scale-out.md): ``ENVSIM_SHARDS=N`` splits the environments of every source (bfcl,
-builtin, envscaler) into N **shards** by a stable hash — shard ``i`` of a source holds the
+builtin, envscaler: the registered sources, :mod:`pipeline.envs.registry`, which give their names to
+the functions here — storage knows no source) into N **shards** by a stable hash — shard ``i`` of a source holds the
 environments whose blake2b hash of the env id is ``i`` modulo N (independent of the process, the
 machine and ``PYTHONHASHSEED``; every environment in exactly one shard, always the same one for the
 same N). A **partition** is what holds one shard's data: the Dagster partition ``<source>-<i>`` of the
@@ -28,14 +29,12 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 from pipeline.core.settings import Settings, settings
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
 
-#: environment sources, in partition-key order
-SOURCES = ("bfcl", "builtin", "envscaler")
 ENV_VAR = "ENVSIM_SHARDS"
 MARKER = "PARTITIONS.json"
 
@@ -46,9 +45,9 @@ def shard_count(environ: Mapping[str, str] | None = None) -> int | None:
     return (settings() if environ is None else Settings.from_env(environ)).shards
 
 
-def partition_keys(count: int) -> list[str]:
-    """``<source>-<i>`` for every source and i in 0..count-1."""
-    return [f"{source}-{i}" for source in SOURCES for i in range(count)]
+def partition_keys(count: int, sources: Sequence[str]) -> list[str]:
+    """``<source>-<i>`` for every source (in the given order) and i in 0..count-1."""
+    return [f"{source}-{i}" for source in sources for i in range(count)]
 
 
 def shard_index(env_id: str, count: int) -> int:
@@ -69,14 +68,15 @@ class Shard:
         return f"{self.source}-{self.index}"
 
     @classmethod
-    def parse(cls, key: str, count: int) -> "Shard":
+    def parse(cls, key: str, count: int, sources: Sequence[str]) -> "Shard":
+        """The shard of partition ``key`` among the partitions of ``sources``, or a ValueError listing them."""
         source, _, index = key.rpartition("-")
-        if source not in SOURCES or not index.isdigit() or int(index) >= count:
-            raise ValueError(f"unknown partition {key!r}; with {ENV_VAR}={count} the partitions are {partition_keys(count)}")
+        if source not in sources or not index.isdigit() or int(index) >= count:
+            raise ValueError(f"unknown partition {key!r}; with {ENV_VAR}={count} the partitions are {partition_keys(count, sources)}")
         return cls(source, int(index), count)
 
     def holds(self, source: str, env_id: str) -> bool:
-        """Whether the environment ``env_id`` of ``source`` (``pipeline.collect.sources.source_of``) is in this shard."""
+        """Whether the environment ``env_id`` of ``source`` (``pipeline.envs.registry.source_of``) is in this shard."""
         return source == self.source and shard_index(env_id, self.count) == self.index
 
     @property

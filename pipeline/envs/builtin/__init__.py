@@ -14,12 +14,20 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pipeline.envs.profiles import of_profile
 from pipeline.envs import envscaler
 from pipeline.envs.builtin.scenarios import GENERATORS
 
 PREFIX = "builtin"
 LICENSE = "Apache-2.0"
 CODE_DIR = Path(__file__).parent / "code"
+#: seeded scenarios generated per environment by default, per run profile (``ENVSIM_PROFILE``)
+PROFILE_SCENARIOS_PER_ENV: dict[str, int] = {"default": 300, "small": 12}
+
+
+def profile_scenarios_per_env() -> int:
+    """Scenarios per builtin environment of the profile in force."""
+    return of_profile(PROFILE_SCENARIOS_PER_ENV)
 
 #: domain -> environment class name (in code/<domain>.py)
 CLASSES = {
@@ -87,3 +95,4 @@ def export(directory: Path, per_env: int = 50, seed: int = 0) -> tuple[Path, Pat
     envs.write_text(json.dumps(env_items(), indent=1))
     scen.write_text(json.dumps(scenarios(per_env, seed), indent=1))
     return envs, scen
+

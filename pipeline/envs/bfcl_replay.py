@@ -1,4 +1,4 @@
-"""Collection by ground-truth replay: bfcl tasks -> trajectories of parsed, validated actions."""
+"""Ground-truth replay: bfcl tasks -> trajectories of parsed, validated actions (the bfcl source's replay)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,57 @@
+"""The run's source settings: what the registered sources read (``resources.sources`` in Dagster).
+
+Each source reads its own fields (:mod:`pipeline.envs.sources`); their profile-dependent defaults
+live with the source (:func:`pipeline.envs.bfcl_tasks.profile_categories`,
+:func:`pipeline.envs.builtin.profile_scenarios_per_env`). ``message_histories`` belong to no source:
+they replay recorded conversations on environments of any source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.core.fields import setting
+from pipeline.envs import envscaler
+from pipeline.envs.builtin import profile_scenarios_per_env
+from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, profile_categories
+
+
+@dataclass(frozen=True)
+class EnvScalerCorpus:
+    """A corpus in EnvScaler's released format, e.g. 191_env_metadata.json plus a scenario file."""
+
+    env_items: Path = setting(description="Env items: a JSON dict env_id -> item (191_env_metadata.json) or the Hub "
+                              "release (list of records; tools/env_func_details as JSON strings), JSON, JSON lines or Parquet.")
+    scenarios: Path | None = setting(None, "Scenario/task items: JSON list, JSON lines, dict or Parquet; "
+                                           "init_config may be a JSON string.")
+    prefix: str = setting(envscaler.SOURCE, "Namespace of the env ids: '<prefix>/<env_id>'.")
+    license: str = setting("", "License of the corpus, recorded in the catalog.")
+    more_scenarios: tuple[Path, ...] = setting((), "Further scenario files (the Hub release has two: RL and SFT).")
+
+    def scenario_files(self) -> list[Path]:
+        return ([self.scenarios] if self.scenarios is not None else []) + list(self.more_scenarios)
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """The environment sources: bfcl-eval's multi-turn tasks, the builtin pack, EnvScaler corpora."""
+
+    bfcl_files: list[BfclTaskFile] = setting(factory=lambda: default_task_files(profile_categories()),
+                                             description="bfcl-eval task files (default: the profile's categories).")
+    bfcl_replay: bool = setting(True, "Collect bfcl tasks by ground-truth replay.")
+    bfcl_explore: bool = setting(False, "Also explore bfcl task configs with the policy.")
+    builtin: bool = setting(True, "Use the builtin environment pack.")
+    builtin_scenarios_per_env: int = setting(factory=profile_scenarios_per_env,
+                                             description="Seeded scenarios generated per builtin env.")
+    builtin_seed: int = setting(0, "Seed of the builtin scenario generators.")
+    envscaler: list[EnvScalerCorpus] = setting(factory=list, description="EnvScaler-format corpora.")
+    message_histories: list[Path] = setting(
+        factory=list, description="JSON-lines files of recorded OpenAI message histories to replay (no model needed).")
+    explore_class_defaults: bool = setting(
+        True, "Explore corpus environments that no scenario names from their class defaults (init config {}).")
+
+
+class SourceError(ValueError):
+    """A configured source that cannot be used: its file is missing or unreadable, or it yields no
+    environment. The message names the config key, the file and what to do."""

@@ -1,0 +1,18 @@
+"""The partitions of the registered sources: ``<source>-<i>`` (:mod:`pipeline.store.partitions` holds the
+shard rule and the files; storage knows no source). A module of its own so that the sandbox worker, which
+imports the registry, does not import the storage layer's Parquet code."""
+
+from __future__ import annotations
+
+from pipeline.envs import registry
+from pipeline.store.partitions import Shard, partition_keys as _keys
+
+
+def partition_keys(count: int) -> list[str]:
+    """``<source>-<i>`` for every registered source (registry order) and i in 0..count-1."""
+    return _keys(count, registry.names())
+
+
+def parse_shard(key: str, count: int) -> Shard:
+    """The shard of partition ``key`` (``<source>-<i>``) of ``count``, or a ValueError listing the partitions."""
+    return Shard.parse(key, count, registry.names())

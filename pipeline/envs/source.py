@@ -1,0 +1,143 @@
+"""The environment-source protocol: everything the pipeline needs to know about one source.
+
+Two words, one meaning each (docs/environments.md):
+
+* a **source** is where environments come from — ``bfcl`` (bfcl-eval's classes), ``builtin`` (this
+  project's pack), ``envscaler`` (EnvScaler-format corpora). It names the partitions
+  (``<source>-<i>``), groups the catalog and the card's licenses, and decides what a run collects;
+* an **adapter** is how an environment is built and run in the sandbox child — ``bfcl`` or
+  ``envscaler`` (the builtin pack is EnvScaler-format code, so it uses the ``envscaler`` adapter).
+  ``EnvSpec.source`` holds the adapter's name (the field keeps its name: it is stored in every trajectory).
+
+A source is one module under :mod:`pipeline.envs.sources` defining one :class:`EnvironmentSource`
+subclass; its constructor arguments are its own settings (datatrove-style), and the run's settings
+(:class:`pipeline.envs.config.SourceConfig`) are given to the methods that depend on them. A source
+that brings its own adapter (``adapter == name``) also answers the adapter methods (build, outcome rule,
+preload, code version, reuse key); one that reuses an adapter leaves them to the adapter's source.
+Sources are listed in :mod:`pipeline.envs.registry`, one line each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Iterator
+
+from pipeline.core.environment import EnvSpec, Environment
+from pipeline.core.issues import TaskIssue
+from pipeline.core.trajectory import Trajectory
+from pipeline.envs import envscaler
+from pipeline.envs.config import SourceConfig
+from pipeline.envs.records import FirstSeen
+
+
+@dataclass(frozen=True)
+class SourceTask:
+    """A task of a source: an environment spec, its user turns and its category. Exploration is given
+    ``text`` (the task as one string); an LLM agent is given ``turns``."""
+
+    task_id: str
+    env: EnvSpec
+    turns: tuple[str, ...]
+    category: str = "explore"
+    text: str = ""
+
+
+CatalogRows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+class EnvironmentSource:
+    """One source of environments (see the module docstring). Defaults: no configured files, no
+    EnvScaler-format items, no tasks, no replay, and the adapter methods raise (a source reusing
+    another's adapter never answers them: the registry asks the adapter's own source)."""
+
+    #: the source's name: partition keys ``<name>-<i>``, the catalog's and the card's grouping
+    name: ClassVar[str]
+    #: the adapter its environments carry in ``EnvSpec.source``
+    adapter: ClassVar[str]
+    #: the first env-id component of its environments (``<prefix>/…``); None: every environment of its
+    #: adapter that no other source's prefix claims
+    prefix: ClassVar[str | None] = None
+    #: license recorded in the catalog for each environment (a corpus may bring its own)
+    license: ClassVar[str] = ""
+    #: the license line of the dataset card ("" : the catalog's, else "see the source corpus")
+    card_license: ClassVar[str] = ""
+    #: options an ``EnvSpec`` of this adapter must carry (a recorded history's env is checked against them)
+    needs: ClassVar[tuple[str, ...]] = ()
+    #: whether a warm child may be reused only once the pristine module state is prepared (:mod:`pipeline.execution.pristine`)
+    reuse_needs_pristine: ClassVar[bool] = False
+
+    # -- the run ---------------------------------------------------------------------------------
+
+    def why_disabled(self, cfg: SourceConfig) -> str | None:
+        """Why this configuration leaves the source out (not listed, not counted, its partitions
+        empty), or None when it is a source of the run. The one rule, asked by the catalog, the
+        collection and the partition notes."""
+        return None
+
+    def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
+        """Every file the configuration names for this source, with its config key (below ``resources.sources.``)."""
+        return []
+
+    def env_items(self, cfg: SourceConfig, ids: FirstSeen) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
+        """Its EnvScaler-format environments (and the bad ones); ``ids`` holds the qualified ids
+        claimed so far (a second claim is an issue, the first is kept)."""
+        return [], []
+
+    def catalog(self, items: list[envscaler.EnvItem], listed: bool) -> CatalogRows:
+        """``environments.parquet`` and ``tool_code.parquet`` rows of this source; ``items`` are its own
+        EnvScaler-format items; ``listed``: false when the run leaves the source out."""
+        return envscaler.catalog_rows(items)
+
+    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+        """The tasks exploration runs from (``items``: every catalogued EnvScaler-format item; an
+        environment that no task names may be appended to ``without``)."""
+        return [], []
+
+    def agent_tasks(self, cfg: SourceConfig, items: list[envscaler.EnvItem]) -> list[SourceTask]:
+        """The tasks an LLM agent is given (default: its exploration tasks, whatever the exploration settings)."""
+        return self.scenarios(cfg, items, None)[0]
+
+    def replay(self, cfg: SourceConfig) -> Iterator[Trajectory | TaskIssue]:
+        """Trajectories it brings ready-made (ground truth), collected by replay."""
+        return iter(())
+
+    # -- the adapter (sources with adapter == name) -----------------------------------------------
+
+    def build(self, spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
+        """A live environment of ``spec`` (not reset) and the keyword options of its reset."""
+        raise NotImplementedError(f"source {self.name!r} builds no environment: its adapter is {self.adapter!r}")
+
+    def outcome(self, tool: str, raised: bool, value: Any) -> str:
+        """The outcome rule ``(tool, raised, canonical return value) -> outcome`` (docs/definitions.md §4.3)."""
+        raise NotImplementedError(f"source {self.name!r} has no outcome rule: its adapter is {self.adapter!r}")
+
+    def preload(self) -> None:
+        """Import what every child needs, once in the sandbox zygote before forking."""
+
+    def code_version(self) -> str | None:
+        """The version of the environment code (part of label cache keys); None: content-addressed otherwise."""
+        return None
+
+    def blob_refs(self, spec: EnvSpec) -> list[str]:
+        """Content blobs (class code, tool schemas) a sandbox worker needs to build ``spec``."""
+        return [spec.options[k] for k in ("code_ref", "tools_ref") if k in spec.options]
+
+    def reuse_parts(self, env: EnvSpec) -> list[Any] | None:
+        """What besides the environment id must match for trajectories to share a forked child
+        (:func:`reuse_key`); None: never shared."""
+        return None
+
+    def clear_caches(self) -> None:
+        """Forget parsed code of other environments (in a child, before it runs its own)."""
+
+
+def reuse_key(source: EnvironmentSource, env: EnvSpec) -> tuple[str, ...] | None:
+    """``(adapter, env id, digest of reuse parts)`` (:meth:`EnvironmentSource.reuse_parts`), or None."""
+    parts = source.reuse_parts(env)
+    if parts is None:
+        return None
+    text = json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=True)
+    return (env.source, env.env_id, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())

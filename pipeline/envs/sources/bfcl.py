@@ -1,0 +1,125 @@
+"""bfcl-eval's multi-turn classes: ground-truth replay of its tasks (and optionally exploration),
+built and run by the ``bfcl`` adapter (:mod:`pipeline.envs.bfcl`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from pipeline.core.environment import EnvSpec, Environment
+from pipeline.core.issues import TaskIssue
+from pipeline.core.trajectory import Trajectory
+from pipeline.envs import bfcl, blobs, envscaler
+from pipeline.envs.bfcl_replay import bfcl_env_spec, ground_truth_trajectories
+from pipeline.envs.bfcl_tasks import iter_tasks
+from pipeline.envs.config import SourceConfig
+from pipeline.envs.source import CatalogRows, EnvironmentSource, SourceTask
+
+
+def catalog_rows() -> CatalogRows:
+    """Every bfcl class as a catalog row, and its tools' and class's code."""
+    envs, code_rows = [], []
+    for cls_name in bfcl.CLASSES:
+        env = bfcl.BfclEnvironment([cls_name])
+        tools = env.tools
+        names = [t["function"]["name"] for t in tools]
+        for name in names:
+            code = env.source_of(name)
+            code_rows.append(
+                {"code_ref": blobs.ref_of(code), "source": bfcl.SOURCE, "owner": cls_name, "tool": name, "code": code}
+            )
+        class_code = bfcl.class_source(cls_name)
+        code_rows.append(
+            {"code_ref": blobs.ref_of(class_code), "source": bfcl.SOURCE, "owner": cls_name, "tool": "", "code": class_code}
+        )
+        envs.append(
+            {
+                "source": bfcl.SOURCE,
+                "env_id": f"{bfcl.SOURCE}/{cls_name}",
+                "env_class": cls_name,
+                "license": bfcl.LICENSE,
+                "num_tools": len(names),
+                "tools": names,
+                "tools_json": json.dumps(tools, sort_keys=True),
+                "class_code_ref": blobs.ref_of(class_code),
+            }
+        )
+    return envs, code_rows
+
+
+class BfclSource(EnvironmentSource):
+    """bfcl-eval (Apache-2.0): its task files are ``SourceConfig.bfcl_files`` (default: the profile's
+    categories, :func:`pipeline.envs.bfcl_tasks.profile_categories`)."""
+
+    name = bfcl.SOURCE
+    adapter = bfcl.SOURCE
+    prefix = bfcl.SOURCE
+    license = bfcl.LICENSE
+    card_license = "Apache-2.0 (bfcl-eval, Gorilla project)"
+    needs = ("classes",)
+    reuse_needs_pristine = True
+
+    def why_disabled(self, cfg: SourceConfig) -> str | None:
+        # recorded message histories may name bfcl environments: they keep bfcl a source of the run
+        if (cfg.bfcl_files and (cfg.bfcl_replay or cfg.bfcl_explore)) or cfg.message_histories:
+            return None
+        if not cfg.bfcl_files:
+            return "no bfcl-eval tasks configured (resources.sources: bfcl_categories / bfcl_task_files empty)"
+        return "bfcl_replay and bfcl_explore are off (resources.sources)"
+
+    def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
+        if not (cfg.bfcl_replay or cfg.bfcl_explore):
+            return []
+        return [(f"bfcl_task_files[{i}].{part}", Path(getattr(f, part)))
+                for i, f in enumerate(cfg.bfcl_files) for part in ("tasks", "answers")]
+
+    def catalog(self, items: list[envscaler.EnvItem], listed: bool) -> CatalogRows:
+        """Its classes when listed; their tool code always (content-keyed, so a step that names a bfcl
+        environment anyway keeps its ``code(a_t)``)."""
+        envs, code_rows = catalog_rows()
+        return (envs if listed else []), code_rows
+
+    def replay(self, cfg: SourceConfig) -> Iterator[Trajectory | TaskIssue]:
+        if cfg.bfcl_replay and cfg.bfcl_files:
+            yield from ground_truth_trajectories(iter_tasks(cfg.bfcl_files))
+
+    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+        if not cfg.bfcl_explore:
+            return [], []
+        return [self._task(t) for t in iter_tasks(cfg.bfcl_files) if not isinstance(t, TaskIssue)], []
+
+    def agent_tasks(self, cfg: SourceConfig, items: list[envscaler.EnvItem]) -> list[SourceTask]:
+        return [self._task(t) for t in iter_tasks(cfg.bfcl_files) if not isinstance(t, TaskIssue)]
+
+    @staticmethod
+    def _task(task: Any) -> SourceTask:
+        """A bfcl task: explored with its question turns as one text; an agent is given each turn
+        (an empty one as "Continue.")."""
+        turns = tuple(t or "Continue." for t in task.turns) or ("Complete the task.",)
+        return SourceTask(task.task_id, bfcl_env_spec(task), turns, text="\n".join(task.turns))
+
+    # -- the bfcl adapter --
+
+    def build(self, spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
+        env = bfcl.BfclEnvironment(spec.options["classes"], spec.options.get("excluded"))
+        return env, {"long_context": bool(spec.options.get("long_context", False))}
+
+    def outcome(self, tool: str, raised: bool, value: Any) -> str:
+        return bfcl.outcome(tool, raised, value)
+
+    def preload(self) -> None:
+        bfcl.preload()
+
+    def code_version(self) -> str | None:
+        try:
+            return bfcl.installed_version()
+        except bfcl.BfclUnavailable:
+            return "missing"
+
+    def reuse_parts(self, env: EnvSpec) -> list[Any] | None:
+        """bfcl's code is the installed package's, not the dataset's: a configuration is data its own
+        code loads, and its module state is restored from a pristine copy before every reused
+        trajectory (:mod:`pipeline.execution.pristine`): trajectories of one environment share children
+        across configurations."""
+        return []

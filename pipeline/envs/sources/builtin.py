@@ -1,0 +1,43 @@
+"""The builtin pack (:mod:`pipeline.envs.builtin`): this project's EnvScaler-format environments with
+seeded scenarios, run by the ``envscaler`` adapter."""
+
+from __future__ import annotations
+
+from pipeline.core.issues import TaskIssue
+from pipeline.envs import builtin, envscaler
+from pipeline.envs.config import SourceConfig
+from pipeline.envs.records import FirstSeen
+from pipeline.envs.source import EnvironmentSource, SourceTask
+
+
+class BuiltinSource(EnvironmentSource):
+    """The builtin pack: on unless ``SourceConfig.builtin`` is false; ``builtin_scenarios_per_env``
+    seeded scenarios per environment (default: the profile's, :func:`pipeline.envs.builtin.profile_scenarios_per_env`)."""
+
+    name = builtin.PREFIX
+    adapter = envscaler.SOURCE
+    prefix = builtin.PREFIX
+    license = builtin.LICENSE
+    card_license = "Apache-2.0 (envsim-forge builtin pack)"
+
+    def why_disabled(self, cfg: SourceConfig) -> str | None:
+        return None if cfg.builtin else "the builtin pack is off (resources.sources.builtin: false)"
+
+    def env_items(self, cfg: SourceConfig, ids: FirstSeen) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
+        items = builtin.parsed_items() if cfg.builtin else []
+        for item in items:
+            ids.seen(item.qualified_id, item.origin or item.prefix)
+        return items, []
+
+    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+        if not cfg.builtin:
+            return [], []
+        by_id = {i.qualified_id: i for i in items}
+        tasks = []
+        for sc in builtin.scenarios(cfg.builtin_scenarios_per_env, cfg.builtin_seed):
+            item = by_id[f"{builtin.PREFIX}/{sc['env_id']}"]
+            tasks.append(SourceTask(sc["task_id"], item.spec(sc["init_config"]), (sc["task"] or "Complete the task.",), text=sc["task"]))
+        return tasks, []
+
+    def clear_caches(self) -> None:
+        builtin.env_items.cache_clear()

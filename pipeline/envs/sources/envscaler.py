@@ -1,0 +1,129 @@
+"""EnvScaler-format corpora (``SourceConfig.envscaler``): their environments and scenarios, built and
+run by the ``envscaler`` adapter (:mod:`pipeline.envs.envscaler`), which the builtin pack shares."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from pipeline.core.environment import EnvSpec, Environment
+from pipeline.core.issues import TaskIssue
+from pipeline.envs import blobs, builtin, envscaler
+from pipeline.envs.config import SourceConfig, SourceError
+from pipeline.envs.records import FirstSeen, clip
+from pipeline.envs.source import EnvironmentSource, SourceTask
+
+
+@functools.lru_cache(maxsize=1)
+def _own_code_refs() -> frozenset[str]:
+    """Content references of the builtin pack's code: the project's own, reviewed code (not a corpus's),
+    which like bfcl's package code takes a scenario configuration as data."""
+    return frozenset(blobs.ref_of(item["env_class_code"]) for item in builtin.env_items().values())
+
+
+class EnvScalerSource(EnvironmentSource):
+    """Every configured corpus; an environment of the ``envscaler`` adapter that no other source's
+    prefix claims is this source's (whatever the corpus's own prefix)."""
+
+    name = envscaler.SOURCE
+    adapter = envscaler.SOURCE
+    needs = ("class_name", "code_ref", "tools_ref")
+
+    def why_disabled(self, cfg: SourceConfig) -> str | None:
+        return None if cfg.envscaler else "no EnvScaler corpus configured (resources.sources.envscaler is empty)"
+
+    def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
+        files: list[tuple[str, Path]] = []
+        for i, corpus in enumerate(cfg.envscaler):
+            files.append((f"envscaler[{i}].env_items", Path(corpus.env_items)))
+            if corpus.scenarios is not None:
+                files.append((f"envscaler[{i}].scenarios", Path(corpus.scenarios)))
+            files += [(f"envscaler[{i}].more_scenarios[{j}]", Path(p)) for j, p in enumerate(corpus.more_scenarios)]
+        return files
+
+    def env_items(self, cfg: SourceConfig, ids: FirstSeen) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
+        items: list[envscaler.EnvItem] = []
+        issues: list[TaskIssue] = []
+        for index, corpus in enumerate(cfg.envscaler):
+            before, first_issue = len(items), len(issues)
+            for result in envscaler.load_env_items(corpus.env_items, corpus.prefix, corpus.license):
+                item, problems = envscaler.split_item(result)
+                env_id = result.env_id if item is not None else result.task_id
+                if item is not None or result.task_id != result.origin:  # a record (not a whole bad file) claims its id
+                    qualified = f"{corpus.prefix}/{env_id}"
+                    first = ids.seen(qualified, result.origin)
+                    if first is not None:
+                        issues.append(TaskIssue(env_id, "env", ids.message("env id", qualified, result.origin, first), result.origin))
+                        continue
+                issues.extend(problems)
+                if item is not None:
+                    items.append(item)
+            if len(items) == before:  # a configured corpus that gives nothing is a mistake, not a quiet run
+                own = issues[first_issue:]
+                why = (f"{len(own)} problem(s), first: {clip(own[0].reason, 300)} ({own[0].origin})" if own
+                       else "it holds no env item")
+                raise SourceError(f"resources.sources.envscaler[{index}].env_items: {corpus.env_items} yielded no usable "
+                                  f"environment ({why}): fix the file (EnvScaler's env-items format: JSON, JSON lines or "
+                                  "Parquet) or remove the entry")
+        return items, issues
+
+    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+        """Each corpus's scenario files; then, with ``explore_class_defaults``, every corpus environment
+        that no scenario names from its class defaults (init config ``{}``: the constructor's own state;
+        a class that cannot be built so is reported as a reset issue). Those environments are appended
+        to ``without`` (when given)."""
+        by_id = {i.qualified_id: i for i in items}
+        tasks: list[SourceTask] = []
+        issues: list[TaskIssue] = []
+        named: set[str] = set()
+        task_ids = FirstSeen()  # (env, task id) given twice: the first scenario is kept
+        for corpus in cfg.envscaler:
+            for path in corpus.scenario_files():
+                for sc in envscaler.load_scenarios(path):
+                    if isinstance(sc, TaskIssue):
+                        issues.append(sc)
+                        continue
+                    item = by_id.get(f"{corpus.prefix}/{sc.env_id}")
+                    if item is None:
+                        issues.append(TaskIssue(sc.task_id, "parse", f"unknown or unusable env_id {clip(repr(sc.env_id), 80)}", sc.origin))
+                        continue
+                    first = task_ids.seen((item.qualified_id, sc.task_id), sc.origin)
+                    if first is not None:
+                        issues.append(TaskIssue(sc.task_id, "parse", task_ids.message(f"task id of {item.qualified_id}:", sc.task_id, sc.origin, first), sc.origin))
+                        continue
+                    named.add(item.qualified_id)
+                    tasks.append(SourceTask(sc.task_id, item.spec(sc.init_config), (sc.task or "Complete the task.",), text=sc.task))
+            prefix = f"{corpus.prefix}/"
+            for item in items:
+                if item.prefix == corpus.prefix and item.qualified_id not in named and item.qualified_id.startswith(prefix):
+                    if without is not None:
+                        without.append(item.qualified_id)
+                    if cfg.explore_class_defaults:
+                        named.add(item.qualified_id)
+                        text = "Explore the environment from its class defaults."
+                        tasks.append(SourceTask(f"{item.env_id}/class-defaults", item.spec({}), (text,),
+                                                category="explore-defaults", text=text))
+        return tasks, issues
+
+    # -- the envscaler adapter (the builtin pack's too) --
+
+    def build(self, spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
+        o = spec.options
+        return envscaler.EnvScalerEnvironment(spec.env_id, o["class_name"], o["code_ref"], o["tools_ref"]), {}
+
+    def outcome(self, tool: str, raised: bool, value: Any) -> str:
+        return envscaler.outcome(tool, raised, value)
+
+    def reuse_parts(self, env: EnvSpec) -> list[Any] | None:
+        """Untrusted code (exec'd at every reset): the same options (code, class, tools…) and scenario
+        configuration, so whatever a configuration makes the code leave behind can only meet that same
+        environment and configuration again. The builtin pack's code is the project's own, recognised by
+        its content reference (a corpus environment is keyed by its configuration even when it copies a
+        builtin class's name): shared across configurations, like bfcl's."""
+        if env.options.get("code_ref") not in _own_code_refs():
+            return [env.options, env.init_config]
+        return []
+
+    def clear_caches(self) -> None:
+        envscaler._method_sources.cache_clear()

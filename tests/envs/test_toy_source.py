@@ -1,0 +1,74 @@
+"""Adding an environment source is one module and one registry line (docs/extending.md): a toy source
+(tests/envs/toy_source.py) registered with one line runs through the DAG — catalog, trajectories
+(unpartitioned and as its own partition), labeled steps — under its own name and license."""
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.collect.explore import ExploreSettings
+from pipeline.collect.run import collect_all
+from pipeline.collect.sources import SourceConfig, disabled_sources, env_items
+from pipeline.envs import registry
+from pipeline.envs.catalog import build_catalog
+from pipeline.envs.partitions import parse_shard, partition_keys
+from pipeline.export.hf_layout import _licenses
+from pipeline.labeling.steps import label
+from pipeline.store.layout import DataLayout
+from tests.envs.toy_source import ToySource
+
+EXPLORE = ExploreSettings(call_budget=40, episode_length=4, batch_episodes=3, min_envs=1)
+CFG = SourceConfig(bfcl_files=[], builtin=False)  # only the toy source has environments
+
+
+@pytest.fixture
+def toy():
+    source = registry.register(ToySource(tasks=3))  # the one line
+    yield source
+    registry.unregister(source.name)
+
+
+def _catalogued(root) -> DataLayout:
+    layout = DataLayout.at(root)
+    items, issues = env_items(CFG)
+    build_catalog(layout, items, issues, disabled=disabled_sources(CFG))
+    return layout
+
+
+def test_a_registered_source_runs_through_the_dag(tmp_path, sandbox, toy):
+    assert registry.names()[-1] == "toy" and "toy-0" in partition_keys(1)
+    layout = _catalogued(tmp_path / "a")
+    catalog = pq.read_table(layout.environments).to_pylist()
+    assert [(r["source"], r["env_id"], r["license"], r["num_tools"]) for r in catalog] == [("toy", "toy/counter", "CC0-1.0", 2)]
+
+    result = collect_all(CFG, layout, sandbox, EXPLORE)
+    trajectories = pq.read_table(layout.trajectories).to_pylist()
+    assert result.report.trajectories == len(trajectories) > 0
+    assert {t["env_id"] for t in trajectories} == {"toy/counter"}
+    assert {registry.source_of_id(t["source"], t["env_id"]) for t in trajectories} == {"toy"}
+
+    report = label(layout, sandbox)
+    steps = [r for part in layout.step_parts() for r in pq.read_table(part, columns=["env_id", "tool"]).to_pylist()]
+    assert report.steps == len(steps) > 0
+    assert {s["env_id"] for s in steps} == {"toy/counter"} and {s["tool"] for s in steps} <= {"add", "reset"}
+
+    assert _licenses(layout, ["toy/counter"]) == {"toy": "CC0-1.0"}  # the catalog's license first
+
+
+def test_the_toy_source_has_its_own_partition(tmp_path, sandbox, toy):
+    layout = _catalogued(tmp_path / "b")
+    result = collect_all(CFG, layout, sandbox, EXPLORE, shard=parse_shard("toy-0", 1))
+    rows = pq.read_table(layout.for_partition("toy-0").trajectories).to_pylist()
+    assert result.report.trajectories == len(rows) > 0 and {r["env_id"] for r in rows} == {"toy/counter"}
+    assert result.shard.note.startswith("partition toy-0: 1 of the 1 toy environments (shard 0 of 1)")
+    empty = collect_all(CFG, layout, sandbox, EXPLORE, shard=parse_shard("builtin-0", 1))
+    assert empty.report.trajectories == 0 and "builtin pack is off" in empty.shard.note
+
+
+def test_registration_is_one_line_and_reversible(toy):
+    with pytest.raises(ValueError, match="registered already"):
+        registry.register(ToySource())
+    assert registry.licenses()["toy"] == "CC0-1.0 (toy counter)"  # the card's line where the catalog has none
+    assert _licenses(DataLayout.at("/nonexistent"), ["toy/x"]) == {"toy": "CC0-1.0 (toy counter)"}
+    registry.unregister("toy")
+    assert "toy" not in registry.names() and registry.names() == ("bfcl", "builtin", "envscaler")
+    registry.register(toy)  # back for the fixture's teardown
