@@ -17,11 +17,11 @@ settings table in docs/settings.md has a row for each, showing the field's defau
 flags, paths, stripped whitespace, the lower-cased executor); an empty variable counts as unset. A value
 that does not parse raises ``SettingsError``, one line naming the variable, what it takes and the value
 given (why not ``pydantic-settings``: docs/libraries.md). Choices (``ENVSIM_EXECUTOR``, ``ENVSIM_SANDBOX``,
-``ENVSIM_PROFILE``) are checked by the code that defines them (``pipeline.definitions``,
+``ENVSIM_PROFILE``) are checked by the code that defines them (``assets.definitions``,
 ``pipeline.execution.isolation``, ``pipeline.core.profile``).
 
 ``prepare_process()`` is the process-wide setup the entry points (``python -m pipeline``, the Dagster
-code location ``pipeline.definitions``) run first, before pyarrow is imported: it asks for Arrow's
+code location ``assets.definitions``) run first, before pyarrow is imported: it asks for Arrow's
 jemalloc pool (``pipeline.store.memory``); importing ``pipeline`` itself changes nothing.
 """
 
@@ -39,7 +39,7 @@ class SettingsError(ValueError):
     """An ``ENVSIM_*`` variable whose value cannot be used."""
 
 
-#: the values ``ENVSIM_EXECUTOR`` takes (the executors ``pipeline.definitions`` builds)
+#: the values ``ENVSIM_EXECUTOR`` takes (the executors ``assets.definitions`` builds)
 EXECUTORS = ("multiprocess", "in_process", "celery", "k8s")
 
 _PREFIX = "ENVSIM_"
