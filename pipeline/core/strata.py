@@ -5,7 +5,7 @@ One table of rules: :data:`DELTA_BUCKETS` holds the |Δ| thresholds (0 / 2 / 6 /
 Every stratum rule is a list of :class:`Rule` (a :class:`When` predicate over outcome, |Δ| and
 argument count, and the label it gives; the first matching rule wins) from which *both* the Python
 function (:meth:`Rules.label`) and the SQL ``CASE`` expression over the steps / strata table
-(:meth:`Rules.sql`) are generated; ``tests/test_strata_rules.py`` holds them equal on every
+(:meth:`Rules.sql`) are generated; ``tests/core/test_strata_rules.py`` holds them equal on every
 combination. :class:`StrataRules` builds all of them from a bucket table, so a changed threshold
 changes the Python and the SQL together.
 

@@ -6,8 +6,8 @@ from assets.collection import trajectories
 from assets.environments import environment_catalog
 from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic
 from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
-from tests.bad_tasks import bad_task_file
-from tests.metadata import text
+from tests.support.bad_tasks import bad_task_file
+from tests.support.metadata import text
 
 
 def assert_real_tables(metadata: dict) -> None:

@@ -14,7 +14,7 @@ from assets.automation import splits_on_new_steps
 from pipeline.store.layout import DataLayout
 from resources.storage import DATA_ROOT_TAG, DataStoreResource, root_tag
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @asset

@@ -27,8 +27,8 @@ from pipeline.labeling.steps import label
 from pipeline.store.reconstruct import verify_steps
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout, step_part_partition
-from tests.envscaler_corpus import COUNTER_CODE
-from tests.ui_server import ROOT, DagsterServer
+from tests.support.envscaler_corpus import COUNTER_CODE
+from tests.support.ui_server import ROOT, DagsterServer
 
 SHOPS = ["shop_a", "shop_b", "shop_c", "shop_d", "shop_e", "shop_f"]
 
@@ -356,7 +356,7 @@ from assets.collection import trajectories
 from assets.environments import environment_catalog
 from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic, step_table_expectations
 from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
-from tests.bad_tasks import bad_task_file
+from tests.support.bad_tasks import bad_task_file
 from pathlib import Path
 files = [bad_task_file(Path({str(tmp_path)!r}))]
 resources = {{"store": DataStoreResource(data_root={str(tmp_path / "data")!r}),

@@ -12,7 +12,7 @@ from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
-from tests.fake_openai import FakeOpenAI
+from tests.support.fake_openai import FakeOpenAI
 
 
 def _call(i, name, args):

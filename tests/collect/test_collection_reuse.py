@@ -16,9 +16,9 @@ from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
 from pipeline.store.layout import DataLayout
 from pipeline.store.partitions import Shard, partition_keys
-from tests.bad_tasks import _task
+from tests.support.bad_tasks import _task
 from tests.conftest import TWITTER_CFG, make_task_file
-from tests.test_partitions import write_shop_corpus
+from tests.assets.test_partitions import write_shop_corpus
 
 EXPLORE = ExploreSettings(call_budget=120, episode_length=6, batch_episodes=12, min_envs=1)
 

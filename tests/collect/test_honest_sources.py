@@ -15,9 +15,9 @@ from dagster import materialize
 from assets.environments import environment_catalog
 from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, SourceError, env_items
 from resources import DataStoreResource, EnvironmentSourcesResource
-from tests.envscaler_corpus import COUNTER_CODE
+from tests.support.envscaler_corpus import COUNTER_CODE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _good(path: Path) -> Path:

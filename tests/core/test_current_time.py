@@ -28,8 +28,8 @@ from pipeline.select.stratify import stratify
 from pipeline.store.versions import BENCHMARK, MIXTURE
 from pipeline.store.layout import DataLayout
 from pipeline.core.strata import Cell
-from tests.fake_openai import FakeOpenAI
-from tests.hub_corpus import write_hub_corpus
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.hub_corpus import write_hub_corpus
 
 
 def test_time_section_states_iso_naive_and_epoch():

@@ -18,9 +18,9 @@ from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from tests.conftest import make_task_file
-from tests.fake_openai import FakeOpenAI
+from tests.support.fake_openai import FakeOpenAI
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeClock:

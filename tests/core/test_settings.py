@@ -17,7 +17,7 @@ from pipeline.store import duck
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, SplitStore
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _grep(pattern: str, *where: str) -> list[str]:

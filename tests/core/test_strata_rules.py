@@ -124,7 +124,7 @@ _THRESHOLD = re.compile(r"delta_size\s*(<=|>=|<|>|=)\s*\d|delta_size BETWEEN \d|
 
 
 def test_no_threshold_is_written_outside_the_table():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     offenders = []
     for path in sorted([*root.glob("pipeline/**/*.py"), *root.glob("assets/*.py")]):
         if path.name == "strata.py":

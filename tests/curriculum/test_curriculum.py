@@ -13,8 +13,8 @@ from pipeline.select.selection import build_benchmark
 from pipeline.select.stratify import stratify
 from pipeline.store.versions import SplitStore
 from pipeline.core.strata import Cell
-from tests.layouts import collected_builtin
-from tests.metadata import text
+from tests.support.layouts import collected_builtin
+from tests.support.metadata import text
 
 RUN = "sim@bench"
 RATES = {"failure": 0.95, "simple": 0.50, "medium": 0.05}  # strata A, B, C

@@ -21,8 +21,8 @@ import yaml
 
 from pipeline.store.partitions import partition_keys
 from pipeline.store.layout import DataLayout
-from tests.celery_cluster import CeleryWorker, RedisServer, ensure_celery_extra, readme_celery_config, worker_config
-from tests.ui_server import ROOT, DagsterServer
+from tests.support.celery_cluster import CeleryWorker, RedisServer, ensure_celery_extra, readme_celery_config, worker_config
+from tests.support.ui_server import ROOT, DagsterServer
 
 ENGINE_EVENTS = """query($id: ID!) { logsForRun(runId: $id, limit: 20000) { ... on EventConnection { events { __typename
     ... on MessageEvent { message stepKey timestamp }

@@ -15,9 +15,9 @@ from dagster import materialize
 
 from pipeline.export.hf_layout import MARKER
 from pipeline.training.serve import ServeSpec, ServerNotReady, serve
-from tests.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
+from tests.training.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 # what CPU needs instead of the GPU recipe (bf16, flash-attn 2), and a few steps on a tiny model
@@ -37,7 +37,7 @@ def train_python():
 @pytest.fixture(scope="module")
 def tiny_model(train_python, split_layout, tmp_path_factory):  # noqa: F811
     out = tmp_path_factory.mktemp("tiny-qwen3")
-    subprocess.run([train_python, str(ROOT / "tests" / "tiny_qwen3.py"), str(split_layout.export_current("sft_mixture")),
+    subprocess.run([train_python, str(ROOT / "tests" / "support" / "tiny_qwen3.py"), str(split_layout.export_current("sft_mixture")),
                     str(out)], check=True, capture_output=True, timeout=600)
     assert (out / "config.json").exists() and (out / "tokenizer.json").exists()
     return out

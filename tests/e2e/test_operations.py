@@ -165,10 +165,10 @@ def test_a_run_killed_inside_a_duckdb_step_does_not_block_the_next_run(tmp_path)
     import signal
     import time
 
-    from tests.ui_server import ROOT, DagsterServer
+    from tests.support.ui_server import ROOT, DagsterServer
 
     workspace = tmp_path / "workspace.yaml"
-    workspace.write_text(f"load_from:\n  - python_file:\n      relative_path: {ROOT / 'tests' / 'pool_defs.py'}\n"
+    workspace.write_text(f"load_from:\n  - python_file:\n      relative_path: {ROOT / 'tests' / 'support' / 'pool_defs.py'}\n"
                          f"      working_directory: {ROOT}\n")
     instance_yaml = (ROOT / "dagster.yaml").read_text() + "nux:\n  enabled: false\n"
     srv = DagsterServer(tmp_path / "home", tmp_path / "data", tmp_path / "dagster.log", workspace=workspace,

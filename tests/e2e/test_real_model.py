@@ -15,8 +15,8 @@ from pipeline.evaluate.samples import load_samples
 from pipeline.training import base_models
 from pipeline.training.bench_model import bench_model, stratified_subset
 from pipeline.training.launchers import find_llamafactory
-from tests.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
-from tests.test_llamafactory_e2e import _launcher, train_python  # noqa: F401  (module fixture)
+from tests.training.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
+from tests.e2e.test_llamafactory_e2e import _launcher, train_python  # noqa: F401  (module fixture)
 
 pytestmark = pytest.mark.slow
 MODEL = base_models.DEFAULT_MODEL

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui_server import ROOT, DagsterServer
+from tests.support.ui_server import ROOT, DagsterServer
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
-from tests.bad_tasks import bad_task_file
+from tests.support.bad_tasks import bad_task_file
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ from pipeline.collect.sources import EnvScalerCorpus, SourceConfig, env_items, e
 from pipeline.core.issues import TaskIssue  # noqa: E402
 from pipeline.envs.catalog import build_catalog  # noqa: E402
 from tests.conftest import make_task_file  # noqa: E402
-from tests.envscaler_corpus import ITEMS  # noqa: E402
+from tests.support.envscaler_corpus import ITEMS  # noqa: E402
 
 SHOP = ITEMS["counter_shop"]
 SELL_COUNT = [{"role": "user", "content": "sell"},

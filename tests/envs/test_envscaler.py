@@ -16,7 +16,7 @@ from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
-from tests.envscaler_corpus import COUNTER_CODE, write_corpus
+from tests.support.envscaler_corpus import COUNTER_CODE, write_corpus
 
 
 @pytest.fixture(scope="module")

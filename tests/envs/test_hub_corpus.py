@@ -24,8 +24,8 @@ from pipeline.select.stratify import exclusion_table, stratify
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
 from pipeline.core.strata import Cell
-from tests.fake_hub import FakeHub
-from tests.hub_corpus import hub_files, write_dict_corpus, write_hub_corpus
+from tests.support.fake_hub import FakeHub
+from tests.support.hub_corpus import hub_files, write_dict_corpus, write_hub_corpus
 
 
 def _items(path):
@@ -179,7 +179,7 @@ def test_forge_run_quarantines_the_nondeterministic_environment(tmp_path, strict
             "composition": {"config": {"cells": [{"name": "write", "group": "simple", "quota": 2, "delta_min": 1, "delta_max": 12}]}}},
         "ops": {"trajectories": {"config": {"call_budget": 160, "min_envs": 1}}},
     }))
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "ENVSIM_DATA_ROOT": str(tmp_path / "data"), "DAGSTER_HOME": str(tmp_path / "home"),
            "ENVSIM_PROFILE": "small", "ENVSIM_STRICT": "1" if strict else ""}
     proc = subprocess.run([str(root / "forge"), "run", "-c", str(config)], cwd=root, env=env,

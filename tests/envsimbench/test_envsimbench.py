@@ -21,8 +21,8 @@ from pipeline.export.hf_layout import export_split
 from pipeline.core.protocol import answer, messages
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
-from tests.test_evaluate import run  # the harness driver the evaluation tests use
-from tests.layouts import stratified_copy
+from tests.evaluate.test_evaluate import run  # the harness driver the evaluation tests use
+from tests.support.layouts import stratified_copy
 
 
 @pytest.fixture(scope="module")

@@ -90,8 +90,8 @@ def comparison_table() -> str:
 
 
 def test_readme_table_is_the_fixture():
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "evaluation.md").read_text()
-    assert comparison_table() in readme, "docs/evaluation.md's exact-vs-reference table differs from tests/test_reference_metrics.CASES:\n" + comparison_table()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "evaluation.md").read_text()
+    assert comparison_table() in readme, "docs/evaluation.md's exact-vs-reference table differs from tests/envsimbench/test_reference_metrics.CASES:\n" + comparison_table()
 
 
 # ---- one case per quirk of the reference code -------------------------------------------------

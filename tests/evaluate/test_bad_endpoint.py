@@ -2,7 +2,7 @@
 are per-sample request failures with their reason; deep answers are parse failures; request failures
 are counted apart from wrong answers; an endpoint whose requests mostly fail fails the asset after
 recording what finished, and a re-run after the fix asks only what is missing. Against the real-HTTP
-fake (``tests/fake_openai.py``) with the unpatched ``openai`` client."""
+fake (``tests/support/fake_openai.py``) with the unpatched ``openai`` client."""
 
 import json
 import re
@@ -22,10 +22,10 @@ from pipeline.evaluate.parsing import parse_answer
 from pipeline.envsimbench.reference import extract_json, score_reference
 from pipeline.evaluate.simulators import Completion, SimulatorSpec
 from pipeline.core.protocol import messages
-from tests.layouts import benchmark_split
-from tests.fake_openai import DEEP, FakeOpenAI
-from tests.test_evaluate import run, rows  # the harness driver the evaluation tests use
-from tests.metadata import text
+from tests.support.layouts import benchmark_split
+from tests.support.fake_openai import DEEP, FakeOpenAI
+from tests.evaluate.test_evaluate import run, rows  # the harness driver the evaluation tests use
+from tests.support.metadata import text
 
 
 @pytest.fixture(scope="module")

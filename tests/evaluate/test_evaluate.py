@@ -16,9 +16,9 @@ from pipeline.evaluate.metrics import config_match, config_match_changed_paths, 
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.run import score, score_all
 from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
-from tests.layouts import benchmark_split
-from tests.fake_openai import FakeOpenAI
-from tests.metadata import text
+from tests.support.layouts import benchmark_split
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.metadata import text
 
 S0 = {"a": {"b": 1, "c": 2}, "n": 0}
 S1 = {"a": {"c": 3}, "n": 0}  # b removed, c modified

@@ -1,4 +1,4 @@
-"""Issue 24, "Done when": a corpus of new attacks of every family (tests/attack_corpus/), run as a user runs a
+"""Issue 24, "Done when": a corpus of new attacks of every family (tests/support/attack_corpus/), run as a user runs a
 corpus — mixed with innocent victim environments, in the same sandbox workers, with child reuse on — is contained.
 
 Oracle (per attack, one test id each):
@@ -50,8 +50,8 @@ from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
-from tests.attack_corpus import FAMILIES, Case, load_cases, write_corpus
-from tests.attack_corpus import victims as V
+from tests.support.attack_corpus import FAMILIES, Case, load_cases, write_corpus
+from tests.support.attack_corpus import victims as V
 
 LIMITS = Limits(call_timeout_s=4, memory_mb=256, reuse_children=8, max_restarts=3, tmp_mb=256)
 CASES = load_cases()

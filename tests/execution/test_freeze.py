@@ -15,7 +15,7 @@ from pipeline.core.environment import EnvSpec
 from pipeline.core import clock
 from pipeline.execution import freeze
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 ENV_CODE = '''
 import datetime, time, random, uuid, secrets, os

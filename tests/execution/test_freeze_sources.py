@@ -3,7 +3,7 @@ format) whose tool returns the value of that source gives byte-identical labels 
 each time in a freshly forked child (as the determinism check re-executes), and in a reused child.
 
 Sources the freeze cannot reach (an object's address) are the determinism check's job:
-tests/test_determinism_check.py."""
+tests/labeling/test_determinism_check.py."""
 
 from __future__ import annotations
 

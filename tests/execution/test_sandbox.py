@@ -10,7 +10,7 @@ from pipeline.envs import envscaler
 from pipeline.envs.bfcl_tasks import BfclTask
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
-from tests.envscaler_corpus import HOSTILE_CODE
+from tests.support.envscaler_corpus import HOSTILE_CODE
 
 
 @pytest.fixture(scope="module")

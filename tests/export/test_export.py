@@ -16,8 +16,8 @@ from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.core.canonical import canonical_json
-from tests.fake_hub import FakeHub
-from tests.layouts import stratified_copy
+from tests.support.fake_hub import FakeHub
+from tests.support.layouts import stratified_copy
 
 SIZES = {"failure": 5, "no_change": 120, "simple": 120, "complex": 40}
 

@@ -20,7 +20,7 @@ from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from resources.storage import DataStoreResource
-from tests.layouts import stratified_copy
+from tests.support.layouts import stratified_copy
 
 SIZES = {"failure": 5, "no_change": 60, "simple": 60, "complex": 20}
 

@@ -24,8 +24,8 @@ from pipeline.labeling.determinism import check_determinism, failed_checks
 from pipeline.labeling.steps import label
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
-from tests.envscaler_corpus import COUNTER_CODE
-from tests.metadata import text
+from tests.support.envscaler_corpus import COUNTER_CODE
+from tests.support.metadata import text
 
 CLOCK_CODE = '''
 import datetime, os, random, tempfile, time, uuid

@@ -7,7 +7,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("pipeline", "assets", "resources")
 # Modules that run in the LLaMA-Factory job environment (.venv-train, made by ./forge train-env), not in .venv:
 # their imports are declared in requirements-train.txt, torch by ./forge's ENVSIM_TRAIN_TORCH pin.

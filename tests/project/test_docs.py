@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
 PATH = re.compile(r"\b((?:pipeline|assets|resources|tests|benchmarks)/[A-Za-z0-9_./-]*\.py)\b")
 CITATION = re.compile(r"docs/definitions\.md §\s*(\d+(?:\.\d+)?)(?:\s*[–-]\s*(\d+(?:\.\d+)?))?")
@@ -37,5 +37,5 @@ def test_section_citations_name_existing_sections():
 
 def test_no_citation_of_a_document_outside_the_repository():
     outside = sorted(name for name, text in _tracked_text_files().items()
-                     if name != "tests/test_docs.py" and ("shared/DESIGN.md" in text or re.search(r"\bDESIGN §", text)))
+                     if name != "tests/project/test_docs.py" and ("shared/DESIGN.md" in text or re.search(r"\bDESIGN §", text)))
     assert not outside, f"cite docs/definitions.md instead of the design document outside the repository: {outside}"

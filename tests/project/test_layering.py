@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: bottom first; packages on one line share a layer and may not import each other
 LAYERS: list[tuple[str, ...]] = [

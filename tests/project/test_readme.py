@@ -4,7 +4,7 @@ every relative link in README.md and docs/*.md leads to a file that exists (and 
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 

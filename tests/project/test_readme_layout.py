@@ -1,13 +1,13 @@
 """The "Layout" section (docs/layout.md, linked from the README) matches the tree: every package of ``pipeline/`` is listed, in the order
-of the layers ``tests/test_layering.py`` enforces (bottom first), and every module of a package is named in
+of the layers ``tests/project/test_layering.py`` enforces (bottom first), and every module of a package is named in
 its entry."""
 
 import re
 from pathlib import Path
 
-from tests.test_layering import LAYERS
+from tests.project.test_layering import LAYERS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _layout_block() -> list[str]:

@@ -17,9 +17,9 @@ from pipeline.rollouts import store
 from pipeline.rollouts.loop import RolloutTask, simulate
 from pipeline.rollouts.sft import export_rollouts
 from pipeline.rollouts.shadow import shadow_all
-from tests.fake_openai import FakeOpenAI
-from tests.layouts import collected_builtin
-from tests.metadata import text
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.layouts import collected_builtin
+from tests.support.metadata import text
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from pipeline.store import queries
 from pipeline.store.layout import DataLayout
 from pipeline.core.strata import Cell
 from resources import DataStoreResource, EnvironmentSourcesResource, EnvScalerCorpusConfig
-from tests.hub_corpus import write_hub_corpus
-from tests.metadata import text
+from tests.support.hub_corpus import write_hub_corpus
+from tests.support.metadata import text
 
 
 def _catalog(tmp_path, **sources):

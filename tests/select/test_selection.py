@@ -18,7 +18,7 @@ from pipeline.store.versions import BENCHMARK, SplitStore, UnknownVersion
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout
 from pipeline.core.strata import Cell, Composition
-from tests.layouts import stratified_copy
+from tests.support.layouts import stratified_copy
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ from pipeline.store.duck import connect_file, open_data_root
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import SplitStore
 from pipeline.training import bench_model, checkpoints
-from tests.layouts import stratified_copy
+from tests.support.layouts import stratified_copy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUN = "dagster-run-0001"
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.ui_server import ROOT, free_port
+from tests.support.ui_server import ROOT, free_port
 
 SCALE_OUT_DOC = ROOT / "docs" / "scale-out.md"  # the Celery section (linked from README.md)
 

@@ -1,5 +1,5 @@
 """A stand-in LLaMA-Factory job environment for the fast training tests (the real one, .venv-train, is
-exercised by the slow tests/test_llamafactory_e2e.py).
+exercised by the slow tests/e2e/test_llamafactory_e2e.py).
 
 :func:`make_env` builds a directory holding ``bin/python`` (this interpreter with stub ``llamafactory`` and
 ``torch`` packages, and distribution metadata giving their versions, on its path) and ``bin/llamafactory-cli``.

@@ -1,7 +1,7 @@
 """Create a tiny, randomly initialised Qwen3-architecture model with a byte-level BPE tokenizer trained
 offline on the exported SFT records — no download. Run with the LLaMA-Factory job environment's Python:
 
-    .venv-train/bin/python tests/tiny_qwen3.py EXPORT_DIR OUT_DIR
+    .venv-train/bin/python tests/support/tiny_qwen3.py EXPORT_DIR OUT_DIR
 
 The tokenizer carries Qwen's special tokens (``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>``) as single
 tokens, so LLaMA-Factory's ``qwen`` template works on it unchanged. Same export = same files (seeded).

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -27,7 +27,7 @@ class DagsterServer:
     def __init__(self, home: Path, data_root: Path, log: Path, env: dict[str, str] | None = None,
                  workspace: Path | None = None, instance_yaml: str | None = None) -> None:
         self.home, self.data_root, self.log = home, data_root, log
-        self.workspace = workspace or ROOT / "workspace.yaml"  # another code location (tests/pool_defs.py)
+        self.workspace = workspace or ROOT / "workspace.yaml"  # another code location (tests/support/pool_defs.py)
         self.instance_yaml = instance_yaml  # dagster.yaml to use (default: a minimal one)
         self.extra_env = dict(env or {})  # e.g. ENVSIM_SHARDS for a partitioned code location
         self.port = free_port()

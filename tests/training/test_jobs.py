@@ -25,12 +25,12 @@ from pipeline.training.llamafactory import (
 )
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.export.revisions import export_revision
-from tests import fake_llamafactory
-from tests.metadata import text
-from tests.slurm_cluster import SlurmCluster
-from tests.layouts import stratified_copy
+from tests.support import fake_llamafactory
+from tests.support.metadata import text
+from tests.support.slurm_cluster import SlurmCluster
+from tests.support.layouts import stratified_copy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +200,7 @@ print("success" if result.success else "failed")
 def test_local_job_of_a_terminated_run_is_ended_with_its_process_group(tmp_path):
     """The run is terminated (SIGINT in the step's process): Dagster's client forwards SIGINT to the job, and
     what ignores it (a background process trapping INT and TERM) is killed with the job's process group."""
-    out = subprocess.run([sys.executable, "-c", _TERMINATED, str(tmp_path)], cwd=Path(__file__).resolve().parents[1],
+    out = subprocess.run([sys.executable, "-c", _TERMINATED, str(tmp_path)], cwd=Path(__file__).resolve().parents[2],
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().endswith("failed"), out.stdout[-2000:] + out.stderr[-3000:]
     assert "[pipes] execution interrupted, sending SIGINT to subprocess" in out.stderr
@@ -401,7 +401,7 @@ import json, os, sys, threading
 from pathlib import Path
 import yaml
 sys.path.insert(0, {repo!r})
-from tests.fake_openai import FakeOpenAI
+from tests.support.fake_openai import FakeOpenAI
 checkpoint = Path(yaml.safe_load(Path(sys.argv[2]).read_text())["model_name_or_path"])
 known = (checkpoint / "answers.json").exists()
 answers = json.loads((checkpoint / "answers.json").read_text()) if known else {{}}
@@ -424,7 +424,7 @@ def test_eval_job_caches_a_served_checkpoint_by_its_weights_not_its_name(split_l
     env.mkdir(parents=True)
     (env / "python").write_text("")
     cli = env / "llamafactory-cli"
-    cli.write_text(FAKE_LLAMAFACTORY_CLI.format(python=sys.executable, repo=str(Path(__file__).resolve().parent.parent)))
+    cli.write_text(FAKE_LLAMAFACTORY_CLI.format(python=sys.executable, repo=str(Path(__file__).resolve().parents[2])))
     cli.chmod(0o755)
     _, samples = load_samples(split_layout, None, max_samples=4)
     one, two = tmp_path / "one" / "final", tmp_path / "two" / "final"
@@ -684,7 +684,7 @@ def test_slurm_launcher_follows_a_requeued_job(tmp_path):
     assert (result.state, result.exit_code) == ("COMPLETED", 0) and not (tmp_path / "scancel.args").exists()
 
 
-# --- sft_training as a user runs it, on a stand-in LLaMA-Factory (tests/fake_llamafactory.py) --------------
+# --- sft_training as a user runs it, on a stand-in LLaMA-Factory (tests/support/fake_llamafactory.py) --------------
 
 #: a few steps of the recipe on the stand-in: every argument but the step count is the asset's
 FAKE_TRAIN = {"bf16": False, "save_steps": 2, "logging_steps": 1, "preprocessing_num_workers": 1, "gpus": 0,

@@ -15,8 +15,8 @@ One module per case (``f<family>_<name>.py``) with:
   run), ``ENV_ID`` (F6: the poisoned environment id), ``check(attacker_results, limits)`` (extra,
   case-specific escapes, returned as strings).
 
-The innocent "victim" environments are in :mod:`tests.attack_corpus.victims`. Written independently
-of the tests of the fixes (tests/test_isolation.py and friends hold the earlier, known cases).
+The innocent "victim" environments are in :mod:`tests.support.attack_corpus.victims`. Written independently
+of the tests of the fixes (tests/execution/test_isolation.py and friends hold the earlier, known cases).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def load_cases(family: str | None = None) -> list[Case]:
 
 def write_corpus(directory: Path, cases: list[Case], victims: bool = True) -> tuple[Path, Path]:
     """The cases (and the victims) as an EnvScaler corpus on disk: ``{env_id: item}`` + scenarios."""
-    from tests.attack_corpus import victims as v
+    from tests.support.attack_corpus import victims as v
 
     directory.mkdir(parents=True, exist_ok=True)
     items: dict[str, Any] = {}
