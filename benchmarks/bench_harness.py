@@ -55,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
     samples = synthetic_samples(args.requests)
     # the server runs in its own process, so its threads do not compete with the harness for the GIL
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_openai", "correct", str(args.latency)],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "correct", str(args.latency)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     url = proc.stdout.readline().strip()
     try:

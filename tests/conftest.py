@@ -1,6 +1,6 @@
 import os
 
-# The local fake Hub (tests/fake_hub.py) speaks the LFS upload protocol, not Xet storage: configure the
+# The local fake Hub (tests/support/fake_hub.py) speaks the LFS upload protocol, not Xet storage: configure the
 # (unpatched) huggingface_hub client accordingly before anything imports it.
 os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")

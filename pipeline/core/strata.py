@@ -6,7 +6,7 @@ One table of rules: :data:`DELTA_BUCKETS` (in :mod:`pipeline.core.axes`) holds t
 12), written once. Every stratum rule is a :class:`~pipeline.core.axes.Rules` list (a :class:`When` predicate
 over the axis columns, and the label it gives; the first matching rule wins) from which *both* the Python
 function (:meth:`Rules.label`) and the SQL ``CASE`` expression over the steps / strata table
-(:meth:`Rules.sql`) are generated; ``tests/test_strata_rules.py`` holds them equal on every
+(:meth:`Rules.sql`) are generated; ``tests/core/test_strata_rules.py`` holds them equal on every
 combination. :class:`StrataRules` builds all of them from a bucket table, so a changed threshold
 changes the Python and the SQL together.
 

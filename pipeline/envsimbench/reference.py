@@ -2,7 +2,7 @@
 quirk for quirk, so our numbers can be compared with published tables. Written from the documented
 behaviour of the reference script (docs/definitions.md §6, issue 17), not copied from it.
 
-Each quirk, and the test case that pins it (``tests/test_reference_metrics.py``):
+Each quirk, and the test case that pins it (``tests/envsimbench/test_reference_metrics.py``):
 
 1. **Answer extraction.** ``<think>…</think>`` (and an unclosed ``<think>…``) is dropped; the text is cut
    at the first of the separators ``\\tNdrFc``, ``{EIF{``, ``EIF{`` (tried in that order); the first

@@ -4,7 +4,7 @@ descriptions, from which the ``COMMENT ON`` statements are generated (:func:`des
 Column names follow one vocabulary (docs/definitions.md §5): a column name means the same thing in every
 table and view that has it, so a column is described once, by name, in :data:`COLUMNS`; the few names whose
 meaning depends on the table (``samples`` counts a version's samples in ``split_versions`` and scored samples
-in ``eval_runs``) carry a table-specific entry in :data:`TABLE_COLUMNS`. ``tests/test_sql_schema.py`` holds
+in ``eval_runs``) carry a table-specific entry in :data:`TABLE_COLUMNS`. ``tests/store/test_sql_schema.py`` holds
 every table, view and column of a full data root to a comment.
 """
 

@@ -13,8 +13,8 @@ from pipeline.export.revisions import export_revision
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import MIXTURE
-from tests import fake_llamafactory
-from tests.layouts import stratified_copy
+from tests.support import fake_llamafactory
+from tests.support.layouts import stratified_copy
 
 
 def test_the_record_keeps_a_directory_under_the_root_relative_and_one_outside_absolute(tmp_path):

@@ -1,0 +1,73 @@
+"""One run history per data root: runs are tagged with the root they wrote to, the splits sensor skips
+another root's steps, ``./forge run``'s timings only show this root's runs, and ``./forge`` keeps the
+Dagster home under the data root unless DAGSTER_HOME is set."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from dagster import DagsterInstance, Definitions, asset, build_sensor_context, define_asset_job
+
+from assets.automation import splits_on_new_steps
+from pipeline.store.layout import DataLayout
+from resources.storage import DATA_ROOT_TAG, DataStoreResource, root_tag
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@asset
+def labeled_steps(store: DataStoreResource) -> None:
+    """A stand-in for the real asset: only its materialization event and run tags matter here."""
+    store.layout().root.mkdir(parents=True, exist_ok=True)
+
+
+def _materialize(instance: DagsterInstance, data_root: Path) -> str:
+    defs = Definitions(assets=[labeled_steps], jobs=[define_asset_job("steps_job")],
+                       resources={"store": DataStoreResource(data_root=str(data_root))})
+    result = defs.resolve_job_def("steps_job").execute_in_process(instance=instance)
+    assert result.success
+    return result.run_id
+
+
+def test_runs_are_tagged_and_the_sensor_ignores_another_roots_steps(tmp_path):
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    with DagsterInstance.ephemeral() as instance:
+        run_id = _materialize(instance, theirs)
+        assert instance.get_run_by_id(run_id).tags[DATA_ROOT_TAG] == root_tag(theirs)
+        context = build_sensor_context(instance=instance, resources={"store": DataStoreResource(data_root=str(mine))})
+        tick = splits_on_new_steps.evaluate_tick(context)
+        assert not tick.run_requests
+        assert "another data root" in tick.skip_message and str(theirs) in tick.skip_message
+        _materialize(instance, mine)
+        context = build_sensor_context(instance=instance, resources={"store": DataStoreResource(data_root=str(mine))},
+                                       cursor=context.cursor)
+        assert len(splits_on_new_steps.evaluate_tick(context).run_requests) == 1
+
+
+def test_the_timings_of_forge_run_never_show_another_roots_run(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    from assets.launch import print_run_timings
+
+    with DagsterInstance.get() as instance:
+        _materialize(instance, tmp_path / "theirs")
+    assert print_run_timings("steps_job", data_root=str(tmp_path / "theirs")) is True
+    assert print_run_timings("steps_job", data_root=str(tmp_path / "mine")) is False
+    assert "no run of steps_job" in capsys.readouterr().out
+
+
+def test_forge_keeps_the_dagster_home_under_the_data_root():
+    script = (ROOT / "forge").read_text()
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "ENVSIM_DATA_ROOT")}
+    # the lines of ./forge that set the two variables, run as ./forge runs them
+    lines = [line for line in script.splitlines() if line.startswith(("export ENVSIM_DATA_ROOT", "export DAGSTER_HOME", "ROOT="))]
+    out = subprocess.run(["bash", "-c", "cd " + str(ROOT) + "; " + "; ".join(lines) + '; echo "$DAGSTER_HOME"'],
+                         env={**env, "ENVSIM_DATA_ROOT": "relative-root"}, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(ROOT / "relative-root" / ".dagster_home")
+    out = subprocess.run(["bash", "-c", "; ".join(lines) + '; echo "$DAGSTER_HOME"'],
+                         env={**env, "DAGSTER_HOME": "/somewhere"}, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "/somewhere"
+    assert DataLayout.at(ROOT / "relative-root").root.name == "relative-root"

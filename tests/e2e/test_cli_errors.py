@@ -1,0 +1,145 @@
+"""The ``./forge`` CLI and the dg project as a user meets them: a mistake is one line naming the key,
+value or variable and the fix, with a non-zero exit and no stale summary; ``--help`` documents every
+option; ``dg check defs`` / ``dg list defs`` work from the repository root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
+    env.update(DAGSTER_HOME=str(tmp_path / "dagster_home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"), **extra)
+    (tmp_path / "dagster_home").mkdir(exist_ok=True)
+    return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _set_up() -> None:
+    """./forge set up once first (a stale .venv stamp reinstalls, printing pip's lines), so that the
+    outputs checked below are only what each command says."""
+    subprocess.run(["./forge", "setup"], cwd=ROOT, capture_output=True, timeout=1800, check=True)
+
+
+def _forge(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["./forge", *args], cwd=ROOT, env=_env(tmp_path, **extra), capture_output=True,
+                          text=True, timeout=300)
+
+
+def _problem_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip() and "Location 'file://" not in line]
+
+
+def test_a_config_key_typo_is_one_line_with_the_fix_and_no_run(tmp_path):
+    config = tmp_path / "seed.yaml"
+    config.write_text("ops:\n  benchmark_split:\n    config:\n      seeed: 1\n")
+    proc = _forge(tmp_path, "run", "-c", str(config))
+    assert proc.returncode == 2
+    lines = _problem_lines(proc)
+    assert len(lines) == 1, lines
+    assert "'seeed'" in lines[0] and "ops.benchmark_split.config" in lines[0] and "did you mean 'seed'" in lines[0]
+    assert "Traceback" not in proc.stderr and "Data root" not in proc.stdout and "Run " not in proc.stdout
+    assert not (tmp_path / "data").exists()  # nothing started
+
+
+def test_a_wrong_type_a_missing_file_and_an_unknown_job_are_named(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("ops:\n  benchmark_split:\n    config:\n      seed: one\n")
+    proc = _forge(tmp_path, "run", "-c", str(config), "-c", str(tmp_path / "missing.yaml"))
+    assert proc.returncode == 2
+    text = "\n".join(_problem_lines(proc))
+    assert "missing.yaml does not exist" in text
+    proc = _forge(tmp_path, "run", "-c", str(config))
+    (line,) = _problem_lines(proc)
+    assert "ops.benchmark_split.config.seed" in line and "'one'" in line and "Int" in line
+    from assets.launch import check_launch
+
+    (line,) = check_launch(["--job", "envsim_mian"])
+    assert "no job 'envsim_mian'" in line and "envsim_main" in line and "__ASSET_JOB" not in line
+    assert check_launch(["--job", "envsim_main"]) == []
+
+
+@pytest.mark.parametrize(("variable", "value", "expected"), [
+    ("ENVSIM_PROFILE", "bogus", "ENVSIM_PROFILE='bogus' is not a profile: set it to one of default, small"),
+    ("ENVSIM_SHARDS", "two", "ENVSIM_SHARDS must be a whole number >= 1, got 'two'"),
+    ("ENVSIM_SANDBOX", "docker", "ENVSIM_SANDBOX='docker' is not a sandbox isolation: set it to one of bwrap, trusted"),
+    ("ENVSIM_EXECUTOR", "spark", "ENVSIM_EXECUTOR='spark' is not an executor"),
+])
+def test_a_bad_variable_is_printed_once_without_a_traceback(tmp_path, variable, value, expected):
+    proc = _forge(tmp_path, "run", **{variable: value})
+    assert proc.returncode == 2
+    lines = _problem_lines(proc)
+    assert len(lines) == 1 and lines[0].startswith(expected), lines
+    assert "Traceback" not in proc.stderr
+
+
+def test_no_stale_timings_when_no_run_started(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    from assets.launch import print_run_timings
+
+    assert print_run_timings(since=time.time() + 3600) is False
+    assert "no run of envsim_main started by this command" in capsys.readouterr().out
+
+
+def test_help_documents_every_command_and_the_run_options(tmp_path):
+    for args in (["--help"], ["-h"], ["help"], ["run", "-h"]):
+        proc = _forge(tmp_path, *args)
+        assert proc.returncode == 0, args
+        for word in ("-c/--config", "--config-json", "ENVSIM_DATA_ROOT", "bench-model", "download envscaler",
+                     "train-env", "serve-env", "ui", "test"):
+            assert word in proc.stdout, (args, word)
+    proc = _forge(tmp_path, "download", "-h")
+    assert proc.returncode == 0 and "--endpoint" in proc.stdout and "--data-root" in proc.stdout
+    proc = _forge(tmp_path, "frobnicate")
+    assert proc.returncode == 2 and "unknown command 'frobnicate'" in proc.stderr and "--help" in proc.stderr
+
+
+def test_an_offline_download_says_how_to_go_on_and_leaves_no_empty_folder(tmp_path):
+    root = tmp_path / "corpus-root"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline", "download", "envscaler", "--data-root", str(root),
+         "--endpoint", "http://127.0.0.1:9"],  # nothing listens on the discard port
+        cwd=ROOT, env={**_env(tmp_path), "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_ETAG_TIMEOUT": "2"},
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "127.0.0.1:9" in lines[0] and "HF_ENDPOINT" in lines[0] and "resources.sources.envscaler" in lines[0]
+    assert not root.exists()
+
+
+def test_dg_check_and_list_defs_work_from_the_repository_root(tmp_path):
+    env = _env(tmp_path)
+    check = subprocess.run([str(VENV_BIN / "dg"), "check", "defs"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
+    assert "All definitions loaded successfully" in check.stdout + check.stderr
+    listed = subprocess.run([str(VENV_BIN / "dg"), "list", "defs", "--json"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    defs = json.loads(listed.stdout[listed.stdout.index("{"):])
+    assert {"weekly_splits"} <= {s["name"] for s in defs["schedules"]}
+    assert {"splits_on_new_steps", "curriculum_on_new_eval"} <= {s["name"] for s in defs["sensors"]}
+    assert "envsim_main" in {j["name"] for j in defs["jobs"]}
+
+
+def test_the_code_location_is_named_after_the_project():
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["tool"]["dg"]["directory_type"] == "project"
+    assert project["tool"]["dg"]["project"]["code_location_name"] == "envsim_forge"
+    workspace = yaml.safe_load((ROOT / "workspace.yaml").read_text())
+    assert workspace["load_from"][0]["python_module"]["location_name"] == "envsim_forge"

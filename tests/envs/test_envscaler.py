@@ -1,0 +1,115 @@
+"""EnvScaler's released format, end to end: load, validate, explore, label, verify."""
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.collect.explore import ExploreSettings
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.execution.child import Limits
+from pipeline.execution.sandbox import Sandbox
+from pipeline.collect.run import collect_all
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs import envscaler
+from pipeline.envs.catalog import build_catalog
+from pipeline.labeling.steps import label
+from pipeline.store.layout import DataLayout
+from pipeline.store.reconstruct import verify_steps
+from tests.support.envscaler_corpus import COUNTER_CODE, write_corpus
+
+
+@pytest.fixture(scope="module")
+def fast_sandbox():
+    with Sandbox(workers=2, limits=Limits(call_timeout_s=1.5, memory_mb=512)) as box:
+        yield box
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory, fast_sandbox):
+    sandbox = fast_sandbox
+    tmp = tmp_path_factory.mktemp("envscaler")
+    env_file, scen_file = write_corpus(tmp)
+    cfg = SourceConfig(bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, scen_file)])
+    layout = DataLayout.at(tmp / "data")
+    items, issues = env_items(cfg)
+    build_catalog(layout, items, issues)
+    settings = ExploreSettings(call_budget=60, episode_length=6, batch_episodes=10, min_envs=1)
+    result = collect_all(cfg, layout, sandbox, settings)
+    labeled = label(layout, sandbox)
+    return layout, items, issues, result, labeled
+
+
+def test_bad_env_items_are_reported_per_record(corpus_run):
+    _, items, issues, _, _ = corpus_run
+    assert sorted(i.env_id for i in items) == ["bad_schema", "counter_shop", "hostile"]
+    by_env = {}
+    for issue in issues:
+        by_env.setdefault(issue.task_id, []).append(issue.reason)
+    assert "does not compile" in by_env["broken_syntax"][0]
+    assert "class 'Ghost' is not defined" in by_env["missing_class"][0]
+    assert "does not accept" in by_env["bad_schema"][0] or "omits required" in by_env["bad_schema"][0]
+    bad_schema = next(i for i in items if i.env_id == "bad_schema")
+    assert bad_schema.tool_names == ["count"]  # the valid tool survives
+
+
+def test_tools_are_derived_from_signatures_and_docstrings(corpus_run):
+    _, items, _, _, _ = corpus_run
+    hostile = next(i for i in items if i.env_id == "hostile")
+    assert hostile.tools_derived and "bump" in hostile.tool_names and "__init__" not in hostile.tool_names
+    shop = envscaler.parse_env_item("s", {"env_class_name": "CounterShop", "env_class_code": COUNTER_CODE})
+    sell = next(t["function"] for t in shop.tools if t["function"]["name"] == "sell")
+    assert sell["description"] == "Sell units of an item."
+    assert sell["parameters"]["properties"] == {
+        "item": {"type": "string", "description": "Item name."},
+        "qty": {"type": "integer", "description": "Units sold."},
+    }
+    assert sell["parameters"]["required"] == ["item", "qty"]
+
+
+def test_code_of_action_is_the_method_source():
+    code = envscaler.method_source(COUNTER_CODE, "CounterShop", "sell")
+    assert code.startswith("def sell(self, item: str, qty: int):") and "self.till += qty * 2" in code
+
+
+def test_scenarios_with_bad_configs_are_reported(corpus_run):
+    _, _, _, result, _ = corpus_run
+    issues = {i.task_id: i for i in result.report.issues}
+    assert "ValueError: stock must be a mapping" in issues["shop-ctor-raises"].reason
+    assert "unknown or unusable env_id 'no_such_env'" in issues["shop-unknown-env"].reason
+
+
+def test_corpus_is_explored_and_labeled_end_to_end(corpus_run):
+    layout, _, _, result, labeled = corpus_run
+    assert result.report.by_strategy["explore"] >= 2
+    steps = [r for p in layout.step_parts() for r in pq.read_table(p).to_pylist()]
+    shop = [s for s in steps if s["env_id"] == "envscaler/counter_shop"]
+    assert shop, "the shop scenario was explored"
+    assert {s["tool"] for s in shop} <= {"sell", "count"}
+    assert all(s["delta_size"] == 0 for s in shop if s["outcome"] == "failure")
+    initial = pq.read_table(layout.trajectories).to_pylist()
+    shop_row = next(r for r in initial if r["env_id"] == "envscaler/counter_shop")
+    state = json.loads(shop_row["initial_state_json"])
+    assert state["stock"] == {"apple": 3, "pear": 1} and state["till"] == 0 and state["_log"] == []
+    assert verify_steps(layout).ok
+
+
+def test_explicit_trajectory_labels(corpus_run, fast_sandbox):
+    _, items, _, _, _ = corpus_run
+    shop = next(i for i in items if i.env_id == "counter_shop")
+    traj = Trajectory("t", "shop-1", shop.spec({"stock": {"apple": 3, "pear": 1}, "till": 0}), (
+        Action("sell", {"item": "apple", "qty": 2}),
+        Action("sell", {"item": "pear", "qty": 5}),
+        Action("count", {}),
+        Action("sell", {"item": "kiwi"}),
+    ))
+    [(_, result)] = list(fast_sandbox.run([traj]))
+    sell, too_many, count, bad_args = result["steps"]
+    # Δ: stock.apple, till, and the private _log (EnvScaler state = vars minus dunders)
+    assert sell["outcome"] == "success" and sell["delta_size"] == 3
+    assert sorted(tuple(d["path"]) for d in sell["delta"]) == [("_log",), ("stock", "apple"), ("till",)]
+    assert sell["raw_observation"] == "{'success': True, 'data': {'left': 1}}"  # str(return value)
+    assert too_many["outcome"] == "failure" and too_many["delta_size"] == 0
+    assert count["outcome"] == "success" and count["args_count"] == 0 and count["observation_json"] == '{"data":2,"success":true}'
+    assert bad_args["outcome"] == "error" and bad_args["error_type"] == "TypeError"
