@@ -72,3 +72,36 @@ def test_registration_is_one_line_and_reversible(toy):
     registry.unregister("toy")
     assert "toy" not in registry.names() and registry.names() == ("bfcl", "builtin", "envscaler")
     registry.register(toy)  # back for the fixture's teardown
+
+
+def test_the_toy_source_runs_through_the_dagster_assets(tmp_path, toy):
+    """The same one-line registration, through the code location's own assets (``build_definitions``):
+    environment_catalog -> trajectories -> labeled_steps with their checks, the toy's rows under its name."""
+    from dagster import AssetKey, materialize
+
+    from assets.definitions import build_definitions
+    from pipeline.core.settings import Settings
+    from resources import EnvironmentSourcesResource, SandboxResource
+
+    data = tmp_path / "data"
+    defs = build_definitions(Settings(data_root=data))
+    wanted = [AssetKey(k) for k in ("environment_catalog", "trajectories", "labeled_steps")]
+    assets = [a for a in defs.assets if any(k in wanted for k in a.keys)]
+    checks = [c for c in defs.asset_checks if any(k.asset_key in wanted for k in c.check_keys)]
+    resources = {**defs.resources, "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False),
+                 "sandbox": SandboxResource(workers=1)}
+    result = materialize([*assets, *checks], resources=resources, run_config={
+        "resources": {"store": {"config": {"data_root": str(data)}}},
+        "ops": {"trajectories": {"config": {"call_budget": 40, "episode_length": 4, "batch_episodes": 3, "min_envs": 1}}}})
+    assert result.success
+    meta = {e.asset_key.to_user_string(): {k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}
+            for e in result.get_asset_materialization_events()}
+    assert set(meta) == {"environment_catalog", "trajectories", "labeled_steps"}
+    layout = DataLayout.at(data)
+    catalog = pq.read_table(layout.environments).to_pylist()
+    assert [(r["source"], r["env_id"], r["license"]) for r in catalog] == [("toy", "toy/counter", "CC0-1.0")]
+    steps = [r for part in layout.step_parts() for r in pq.read_table(part, columns=["env_id", "tool"]).to_pylist()]
+    assert len(steps) > 0 and {s["env_id"] for s in steps} == {"toy/counter"}
+    assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()}, "no checks ran on the toy's steps"
+    assert all(c.passed for c in result.get_asset_check_evaluations()), [
+        (c.check_name, c.metadata) for c in result.get_asset_check_evaluations() if not c.passed]
