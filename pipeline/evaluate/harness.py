@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from pipeline.core.axes import AXES, Axis
 from pipeline.evaluate.metrics import score
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import Completion, EndpointError, Simulator, SimulatorSpec
@@ -90,6 +91,12 @@ def finished_steps(path: Path, prompt: str | None = None, identity: dict[str, st
             and (identity is None or _answered_by(row, identity))}
 
 
+def _axis_value(axis: Axis, sample: dict[str, Any]) -> Any:
+    """A stored axis value of a sample as its result column holds it (integers as ``int``)."""
+    value = sample[axis.column]
+    return int(value) if axis.sql_type in ("INTEGER", "BIGINT") else value
+
+
 def result_row(sample: dict[str, Any], completion: Completion, spec: SimulatorSpec, version: str) -> dict[str, Any]:
     """One result line: the sample's labels, every metric, parse and request errors, the prompt template and
     who answered (simulator, model, endpoint, weights id). A failed request (``completion.error``) is not
@@ -98,7 +105,7 @@ def result_row(sample: dict[str, Any], completion: Completion, spec: SimulatorSp
         "run_id": run_id(spec.results_name, version), "simulator": spec.name, "model": spec.model,
         "weights_id": spec.weights_id, "base_url": spec.base_url, "split_version": version, "prompt": spec.prompt,
         "step_id": sample["step_id"], "stratum": sample["stratum"], "env_id": sample["env_id"], "tool": sample["tool"],
-        "outcome": sample["outcome"], "delta_size": int(sample["delta_size"]), "args_count": int(sample["args_count"]),
+        **{axis.column: _axis_value(axis, sample) for axis in AXES if axis.stored},
         "status": ANSWERED if completion.error is None else REQUEST_FAILED,
         "fm": None, "cm": None, "cm_changed_paths": None, "cm_reference": None, "fm_reference": None,
         "reference_error": None, "parse_ok": None, "parse_error": None, "change_error": None,
