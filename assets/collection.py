@@ -22,7 +22,7 @@ class AgentPolicyConfig(config_from(AgentSettings, AgentRun, exclude={"settings"
         return self.to_domain(AgentRun, settings=self.to_domain(AgentSettings)) if self.model else None
 
 
-class CollectionConfig(config_from(ExploreSettings)):
+class CollectionConfig(config_from(ExploreSettings, exclude={"call_budget"})):
     """Which collection policies run: ground-truth replay (bfcl, from the sources resource), seeded
     exploration steered toward strata still short of their quota (fields: ``ExploreSettings``), and an
     optional LLM agent."""
@@ -31,12 +31,18 @@ class CollectionConfig(config_from(ExploreSettings)):
     force: bool = Field(default=False, description="Collect even when the inputs are unchanged (otherwise an identical "
                         "earlier collection is reused: same sources and file contents, settings, limits and code).")
     agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig, description="LLM agent policy (skipped without a model).")
+    call_budget: int | None = Field(default=None, ge=0, description="Stop after this many tool calls (unset: the "
+                                    "`composition` resource's `explore_call_budget`, i.e. the profile's).")
 
     def agent_run(self) -> AgentRun | None:
         return self.agent.agent_run()
 
-    def settings(self) -> ExploreSettings | None:
-        return self.to_domain() if self.enabled else None
+    def settings(self, default_budget: int) -> ExploreSettings | None:
+        """The exploration settings (None: exploration off), the budget unset here taken from ``default_budget``."""
+        if not self.enabled:
+            return None
+        budget = self.call_budget if self.call_budget is not None else default_budget
+        return self.to_domain(call_budget=budget)
 
 
 @asset(group_name="collection", deps=["environment_catalog"], kinds={"python", "parquet"})
@@ -69,7 +75,7 @@ def trajectories(
     layout = store.layout()
     shard = shard_of(context)
     with sandbox.open() as box:
-        result = collect_all(sources.config(layout), layout, box, config.settings(), log=context.log.info, agent=config.agent_run(),
+        result = collect_all(sources.config(layout), layout, box, config.settings(composition.explore_call_budget), log=context.log.info, agent=config.agent_run(),
                              composition=composition.composition(),
                              shard=shard, force=config.force)
     report = result.report

@@ -15,10 +15,9 @@ from dagster import (
     asset,
 )
 from dagster_duckdb import DuckDBResource
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from assets.metadata import frame_table, parquet_metadata, suite_table
-from pipeline.core import profile
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture, strata_report
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
@@ -69,10 +68,18 @@ def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb
 
 class BenchmarkConfig(Config):
     seed: int = Field(default=0, description="Seed of the pick order; a new seed gives a new version.")
-    on_shortfall: Literal["fail", "warn"] = Field(
-        default_factory=lambda: profile.current().benchmark_on_shortfall,
-        description="A cell that cannot be filled fails the asset, or warns.",
+    on_shortfall: str | None = Field(
+        default=None,
+        description="`fail` or `warn`: a cell that cannot be filled fails the asset, or warns (unset: the `composition` "
+        "resource's, i.e. the profile's: `fail`, `warn` with the small profile).",
     )
+
+    @field_validator("on_shortfall")
+    @classmethod
+    def _fail_or_warn(cls, value: str | None) -> str | None:
+        if value not in (None, "fail", "warn"):
+            raise ValueError(f"on_shortfall must be 'fail' or 'warn' (or unset: the profile's), not {value!r}")
+        return value
     make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
 
 
@@ -118,7 +125,8 @@ def benchmark_split(
     environments, deterministic for (seed, input fingerprint, composition) — which is also its
     version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
     layout = store.layout()
-    result = build_benchmark(layout, composition.composition().cells, config.seed, config.on_shortfall, config.make_current,
+    on_shortfall = config.on_shortfall or composition.on_shortfall
+    result = build_benchmark(layout, composition.composition().cells, config.seed, on_shortfall, config.make_current,
                              dagster_run_id=context.run.run_id)
     if result.shortfalls:
         context.log.warning(f"benchmark {result.version} under-filled: {result.shortfall_message()}")
@@ -128,7 +136,7 @@ def benchmark_split(
     return MaterializeResult(
         metadata={**_selection_metadata(result), "environments": len(envs),
                   "env_coverage": frame_table(envs.sort_values("samples", ascending=False))},
-        check_results=[_composition_check("composition_matches", result, config.on_shortfall)],
+        check_results=[_composition_check("composition_matches", result, on_shortfall)],
         data_version=DataVersion(result.version),
     )
 

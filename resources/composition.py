@@ -4,6 +4,8 @@ and ``step_strata``, the cells of ``benchmark_split`` and the sizes of ``sft_mix
 once (Launchpad: ``resources: composition: config: …``); the default is the profile's
 (``pipeline.core.profile``: EnvSimBench's 400-sample cells and the Balance2 sizes)."""
 
+from typing import Literal
+
 from dagster import ConfigurableResource
 from pydantic import Field
 
@@ -27,17 +29,26 @@ def default_cells(of: profile.Profile = profile.PROFILES["default"]) -> list[Cel
 
 
 class CompositionResource(ConfigurableResource):
-    """The composition in force: benchmark cells (rule + quota) and Balance2 mixture sizes."""
+    """The composition in force: benchmark cells (rule + quota) and Balance2 mixture sizes, with how hard
+    collection pursues it (the exploration call budget) and what a benchmark short of it does."""
 
     cells: list[CellConfig] = Field(default_factory=default_cells,
                                     description="Benchmark cells (rule + quota); default: the profile's (EnvSimBench's 400).")
     mixture_sizes: dict[str, int] = Field(default_factory=lambda: dict(profile.PROFILES["default"].mixture_sizes),
                                           description="Samples per Balance2 group; default: the profile's.")
+    explore_call_budget: int = Field(default=profile.PROFILES["default"].explore_call_budget, ge=0,
+                                     description="Tool calls exploration may spend steering toward the composition "
+                                     "(a `trajectories` config's `call_budget` overrides it); default: the profile's.")
+    on_shortfall: Literal["fail", "warn"] = Field(
+        default=profile.PROFILES["default"].benchmark_on_shortfall,  # type: ignore[arg-type]
+        description="A benchmark cell that cannot be filled fails `benchmark_split`, or warns (a `benchmark_split` "
+        "config's `on_shortfall` overrides it); default: the profile's.")
 
     @classmethod
     def of(cls, chosen: profile.Profile) -> "CompositionResource":
         """The composition of the profile ``chosen``."""
-        return cls(cells=default_cells(chosen), mixture_sizes=dict(chosen.mixture_sizes))
+        return cls(cells=default_cells(chosen), mixture_sizes=dict(chosen.mixture_sizes),
+                   explore_call_budget=chosen.explore_call_budget, on_shortfall=chosen.benchmark_on_shortfall)
 
     def composition(self) -> Composition:
         return Composition(tuple(c.to_domain() for c in self.cells), self.mixture_sizes)

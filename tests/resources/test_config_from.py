@@ -27,7 +27,7 @@ from pipeline.store.layout import DataLayout
 from pipeline.training.llamafactory import TrainSettings
 from pipeline.training.launchers import JobSpec
 from pipeline.training.serve import ServeSpec
-from resources import EnvironmentSourcesResource, JobLauncherResource, SandboxResource
+from resources import CompositionResource, EnvironmentSourcesResource, JobLauncherResource, SandboxResource
 from resources.config_from import config_from
 from resources.environments import BfclTaskFileConfig, EnvScalerCorpusConfig
 from pipeline.core.strata import Cell
@@ -35,7 +35,7 @@ from resources.composition import CellConfig
 
 # (Dagster class, dataclass, the dataclass fields it does not derive, fields of its own (some of them), config keys renamed)
 PAIRS = [
-    (CollectionConfig, ExploreSettings, set(), {"enabled", "force", "agent"}, {}),
+    (CollectionConfig, ExploreSettings, {"call_budget"}, {"enabled", "force", "agent", "call_budget"}, {}),
     (AgentPolicyConfig, AgentSettings, set(), {"sources", "task_limit"}, {}),
     (AgentPolicyConfig, AgentRun, {"settings"}, {f.name for f in dataclasses.fields(AgentSettings)}, {}),
     (SimulatorConfig, SimulatorSpec, set(), set(), {}),
@@ -101,7 +101,8 @@ def test_every_derived_field_says_what_it_is():
 
 
 def test_default_config_builds_the_default_dataclass():
-    assert CollectionConfig().settings() == ExploreSettings()
+    assert CollectionConfig().settings(CompositionResource().explore_call_budget) == ExploreSettings()
+    assert CollectionConfig(call_budget=7).settings(60_000).call_budget == 7  # a config's budget wins over the resource's
     assert CollectionConfig().agent_run() is None
     assert AgentPolicyConfig(model="m").agent_run() == AgentRun(AgentSettings(model="m"))
     assert SimulatorConfig(name="s").to_domain() == SimulatorSpec(name="s")

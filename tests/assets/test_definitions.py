@@ -1,0 +1,31 @@
+"""``build_definitions(settings)`` takes the profile from the ``Settings`` value, not from the process
+environment: the resources carry the profile's defaults, and the assets resolve unset config from them."""
+
+import pytest
+from dagster import AssetKey, materialize
+
+from assets.collection import CollectionConfig
+from assets.definitions import build_definitions
+from pipeline.core import profile
+from pipeline.core.settings import Settings
+
+
+@pytest.mark.parametrize("name", ["default", "small"])
+def test_the_profile_of_the_value_reaches_the_resources(name, monkeypatch):
+    monkeypatch.setenv("ENVSIM_PROFILE", "small" if name == "default" else "default")  # the environment says otherwise
+    chosen = profile.PROFILES[name]
+    composition = build_definitions(Settings(profile=name)).resources["composition"]
+    assert composition.explore_call_budget == chosen.explore_call_budget
+    assert composition.on_shortfall == chosen.benchmark_on_shortfall
+    assert composition.mixture_sizes == dict(chosen.mixture_sizes)
+    sources = build_definitions(Settings(profile=name)).resources["sources"]
+    assert tuple(sources.bfcl_categories) == {"default": ("base", "long_context", "miss_func", "miss_param"),
+                                               "small": ("base",)}[name]
+    # an exploration config that leaves the budget unset takes the resource's; one that sets it wins
+    assert CollectionConfig().settings(composition.explore_call_budget).call_budget == chosen.explore_call_budget
+    assert CollectionConfig(call_budget=5).settings(composition.explore_call_budget).call_budget == 5
+
+
+def test_an_unknown_profile_is_named_with_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown ENVSIM_PROFILE 'tiny'; known: \['default', 'small'\]"):
+        build_definitions(Settings(profile="tiny"))
