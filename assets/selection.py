@@ -1,5 +1,6 @@
 """Stage 3: stratification, the versioned benchmark split and the Balance2 SFT mixture."""
 
+from enum import Enum
 from typing import Literal
 
 import pandas as pd
@@ -15,7 +16,7 @@ from dagster import (
     asset,
 )
 from dagster_duckdb import DuckDBResource
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from assets.metadata import frame_table, parquet_metadata, suite_table
 from pipeline.quality.suites import composition_suite, overlap_suite
@@ -66,20 +67,20 @@ def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb
     )
 
 
+class Shortfall(str, Enum):
+    """What a benchmark cell that cannot be filled does (a config enum: a mistyped value is refused at launch)."""
+
+    fail = "fail"
+    warn = "warn"
+
+
 class BenchmarkConfig(Config):
     seed: int = Field(default=0, description="Seed of the pick order; a new seed gives a new version.")
-    on_shortfall: str | None = Field(
+    on_shortfall: Shortfall | None = Field(
         default=None,
-        description="`fail` or `warn`: a cell that cannot be filled fails the asset, or warns (unset: the `composition` "
-        "resource's, i.e. the profile's: `fail`, `warn` with the small profile).",
+        description="A cell that cannot be filled fails the asset, or warns (unset: the `composition` resource's, "
+        "i.e. the profile's: `fail`, `warn` with the small profile).",
     )
-
-    @field_validator("on_shortfall")
-    @classmethod
-    def _fail_or_warn(cls, value: str | None) -> str | None:
-        if value not in (None, "fail", "warn"):
-            raise ValueError(f"on_shortfall must be 'fail' or 'warn' (or unset: the profile's), not {value!r}")
-        return value
     make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
 
 
@@ -125,7 +126,7 @@ def benchmark_split(
     environments, deterministic for (seed, input fingerprint, composition) — which is also its
     version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
     layout = store.layout()
-    on_shortfall = config.on_shortfall or composition.on_shortfall
+    on_shortfall = config.on_shortfall.value if config.on_shortfall is not None else composition.on_shortfall
     result = build_benchmark(layout, composition.composition().cells, config.seed, on_shortfall, config.make_current,
                              dagster_run_id=context.run.run_id)
     if result.shortfalls:

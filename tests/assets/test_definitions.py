@@ -2,7 +2,7 @@
 environment: the resources carry the profile's defaults, and the assets resolve unset config from them."""
 
 import pytest
-from dagster import AssetKey, materialize
+
 
 from assets.collection import CollectionConfig
 from assets.definitions import build_definitions
@@ -29,3 +29,14 @@ def test_the_profile_of_the_value_reaches_the_resources(name, monkeypatch):
 def test_an_unknown_profile_is_named_with_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown ENVSIM_PROFILE 'tiny'; known: \['default', 'small'\]"):
         build_definitions(Settings(profile="tiny"))
+
+
+def test_on_shortfall_is_a_closed_choice_or_unset():
+    from pydantic import ValidationError
+
+    from assets.selection import BenchmarkConfig
+
+    assert BenchmarkConfig().on_shortfall is None  # the composition resource's (the profile's)
+    assert BenchmarkConfig(on_shortfall="warn").on_shortfall.value == "warn"
+    with pytest.raises(ValidationError):
+        BenchmarkConfig(on_shortfall="maybe")
