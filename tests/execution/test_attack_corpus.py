@@ -52,6 +52,7 @@ from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from tests.support.attack_corpus import FAMILIES, Case, load_cases, write_corpus
 from tests.support.attack_corpus import victims as V
+from tests.support.procs import descendants
 
 LIMITS = Limits(call_timeout_s=4, memory_mb=256, reuse_children=8, max_restarts=3, tmp_mb=256)
 CASES = load_cases()
@@ -117,18 +118,6 @@ def run_all(trajectories: list[Trajectory], limits: Limits = LIMITS, workers: in
     return results, crash, idle
 
 
-def _descendants(pid: int) -> list[int]:
-    out = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for child in map(int, children):
-            out += [child, *_descendants(child)]
-    return out
-
-
 def _cpu_ticks(pid: int) -> int:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -140,7 +129,7 @@ def _cpu_ticks(pid: int) -> int:
 def idle_escapes(box: Sandbox) -> list[str]:
     """With no call in flight: no process of the worker tree keeps burning CPU or holds a second thread."""
     time.sleep(0.5)
-    pids = [p for w in box._all for p in _descendants(w.proc.pid)]
+    pids = [p for w in box._all for p in descendants(w.proc.pid)]
     before = {p: _cpu_ticks(p) for p in pids}
     time.sleep(1.0)
     hz = os.sysconf("SC_CLK_TCK")

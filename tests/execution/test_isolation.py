@@ -21,6 +21,7 @@ from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import apply
+from tests.support.procs import descendants
 
 CANARY = "sk-canary-must-never-leak-0123456789"
 
@@ -296,23 +297,11 @@ def test_labels_are_computed_outside_even_when_the_child_patches_hashing(box):
     assert result["steps"][1]["delta_size"] == 1
 
 
-def _descendants(pid: int) -> list[int]:
-    out = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for child in map(int, children):
-            out += [child, *_descendants(child)]
-    return out
-
-
 def test_a_stopped_worker_is_detected_and_replaced(monkeypatch):
     monkeypatch.setattr(sandbox_module, "GRACE_S", 1.0)
     with Sandbox(workers=1, limits=Limits(call_timeout_s=2)) as box:
         [worker] = box._all
-        stopper = threading.Timer(0.8, lambda: [os.kill(p, 19) for p in _descendants(worker.proc.pid)])  # SIGSTOP
+        stopper = threading.Timer(0.8, lambda: [os.kill(p, 19) for p in descendants(worker.proc.pid)])  # SIGSTOP
         stopper.start()
         started = time.monotonic()
         result = run(box, ("bump", {}), ("sleep", {"seconds": 1.5}), ("bump", {}))
