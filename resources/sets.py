@@ -63,9 +63,7 @@ def deployment(current: Settings) -> str:
 
 def profile_of(current: Settings) -> profile.Profile:
     """The profile the settings name; an unknown one is a ``ValueError`` naming the known ones."""
-    if current.profile not in profile.PROFILES:
-        raise ValueError(f"unknown ENVSIM_PROFILE {current.profile!r}; known: {sorted(profile.PROFILES)}")
-    return profile.PROFILES[current.profile]
+    return profile.named(current.profile)
 
 
 def resources_for(current: Settings) -> dict[str, ConfigurableResource | Any]:

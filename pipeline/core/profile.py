@@ -39,8 +39,13 @@ PROFILES = {
 }
 
 
-def current() -> Profile:
-    name = settings().profile
+def named(name: str) -> Profile:
+    """The profile ``name``; an unknown one is a ``ValueError`` naming the known ones."""
     if name not in PROFILES:
         raise ValueError(f"unknown ENVSIM_PROFILE {name!r}; known: {sorted(PROFILES)}")
     return PROFILES[name]
+
+
+def current() -> Profile:
+    """The profile of the process's settings (``ENVSIM_PROFILE``)."""
+    return named(settings().profile)
