@@ -78,7 +78,7 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
     (pa.field("observation_json", pa.string()), LABEL),
     (pa.field("observation_truncated", pa.bool_()), DETAIL),
     (pa.field("outcome", pa.string(), nullable=False), LABEL),
-    (pa.field("outcome_rule", pa.string(), nullable=False), DETAIL),  # the rule the outcome was labeled with
+    (pa.field("outcome_rule", pa.string()), DETAIL),  # the rule the outcome was labeled with (the labeler always sets it)
     (pa.field("error_type", pa.string()), LABEL),
     (pa.field("error_message", pa.string()), LABEL),
     (pa.field("delta", DELTA, nullable=False), LABEL),
