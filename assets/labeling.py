@@ -19,6 +19,7 @@ from pipeline.labeling.steps import label
 from pipeline.labeling.quarantine import quarantine
 from pipeline.core.safe_names import md
 from pipeline.core.settings import settings
+from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK, MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
 from pipeline.quality.suites import step_table_suite
 from assets.metadata import counts_table, frame_table, parquet_metadata, records_table, suite_table
 from pipeline.store import queries
@@ -165,3 +166,25 @@ def step_table_expectations(context: AssetCheckExecutionContext, store: DataStor
         **partition_metadata(context), "rows": suite.rows, "expectations_evaluated": suite.evaluated,
         "failures": suite_table(suite),
     })
+
+
+@asset_check(asset=labeled_steps, name=OUTCOME_CHECK, description=f"Outcome labels fit each corpus (the first component of the environment id: `bfcl`, `builtin`, an EnvScaler corpus's prefix): a corpus with at least {MIN_STEPS} steps and no failure label — its refusals likely use a convention the outcome rule does not know — or with more than {MAX_FAILURE_SHARE:.0%} of its non-error steps labeled failure fails with severity WARN, naming the corpus, its outcome rule and an example observation, and how to declare an outcome rule (docs/environments.md); the run summary names it too (in a partitioned run: the partition's steps).")
+def outcome_labels_plausible(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
+    report = check_outcomes(scoped(store.layout(), context))
+    for line in report.warnings():
+        context.log.warning(f"{OUTCOME_CHECK}: {line}")
+    return AssetCheckResult(
+        passed=report.ok,
+        severity=AssetCheckSeverity.WARN,
+        description=report.headline(),
+        metadata={
+            **partition_metadata(context),
+            "headline": report.headline(),
+            "corpora": records_table([c.row() for c in report.corpora],
+                                     ["corpus", "steps", "errors", "failures", "failure_share", "outcome_rule", "finding",
+                                      "example_step", "example_observation"]),
+            "findings": MetadataValue.md("\n".join(f"- {md(w)}" for w in report.warnings()) or "_none_"),
+            "min_steps": MIN_STEPS,
+            "max_failure_share": MAX_FAILURE_SHARE,
+        },
+    )

@@ -22,6 +22,7 @@ from pipeline.store.layout import DataLayout
 from pipeline.labeling.quarantine import blocking, failed_checks
 from pipeline.labeling.empty import why_empty
 from pipeline.labeling.steps import describe_inflight
+from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK, check_outcomes
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.select.selection import composition_in_force, strata_report
 from pipeline.envs import download
@@ -58,6 +59,8 @@ def summary(layout: DataLayout) -> int:
     if not queries.has_steps(layout) or not queries.step_totals(layout).get("steps"):
         _say(f"no labeled steps under {layout.root.resolve()}: {why_empty(layout)}", file=sys.stderr)
         return 1
+    for line in check_outcomes(layout).warnings():  # WARN: named, the run goes on
+        _say(f"WARN CHECK {OUTCOME_CHECK}: {line}", file=sys.stderr)
     totals = queries.step_totals(layout)
     issue_files = layout.collection_issue_files()
     issues = sum(pq.read_metadata(f).num_rows for f in issue_files)

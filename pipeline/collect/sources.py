@@ -11,6 +11,7 @@ from pipeline.collect.agent import AgentTask, actions_from_messages
 from pipeline.collect.explore import ScenarioRef
 from pipeline.core.environment import EnvSpec
 from pipeline.core.issues import TaskIssue
+from pipeline.core.outcome import RULE_OPTION, OutcomeRuleError, rule_of_id
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import envscaler, registry
 from pipeline.envs.config import SourceConfig, SourceError
@@ -195,4 +196,12 @@ def _history_record_problem(row: Any) -> str | None:
     missing = [k for k in needs if k not in env.get("options", {})]
     if missing:
         return f"'env.options' lacks {missing} for source {env['source']!r}"
+    rule = env.get("options", {}).get(RULE_OPTION)
+    if rule is not None:  # a declared outcome rule, as recorded (its canonical JSON text)
+        try:
+            if not isinstance(rule, str):
+                raise OutcomeRuleError(f"a {type(rule).__name__}, not the rule's canonical JSON text as recorded")
+            rule_of_id(rule)
+        except OutcomeRuleError as exc:
+            return f"'env.options.{RULE_OPTION}' is not an outcome rule: {clip(str(exc), 200)}"
     return None

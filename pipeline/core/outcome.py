@@ -1,11 +1,52 @@
-"""Outcome and argument count of a step (docs/definitions.md §4.3)."""
+"""Outcome and argument count of a step (docs/definitions.md §4.3).
+
+``outcome ∈ {success, failure, error}``: ``error`` when the call raised (timed out, crashed); ``failure``
+when the environment refused it in its own convention; else ``success``. Corpora refuse in different
+conventions, so the rule has two parts, both applied outside the sandbox to the step's *observation
+value* (:func:`observation_value`: the canonical return value; a text that holds a JSON or Python dict
+or list literal, as ``str(return value)`` does, is read as that value):
+
+* the **default rule** (:func:`reports_failure`) recognises the common conventions;
+* a corpus may **declare** its own (:class:`OutcomeRule`, written in its source config as
+  ``outcome_rule: {failure_if: [...], extends_default: true}``): a small declarative predicate over the
+  observation value, not code. :func:`parse_rule` validates it; a mistyped key is a one-line error
+  naming the key and the fix.
+
+The rule a step was labeled with is recorded with it (the steps' ``outcome_rule`` column: :data:`DEFAULT_RULE_ID`
+or the declared rule's :attr:`OutcomeRule.id`), and the declared rule travels in the environment spec's
+options (:data:`RULE_OPTION`), so it is part of the trajectory's fingerprint: a change of rule is a new
+input that is labeled again.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import ast
+import difflib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable, Mapping
+
+from pipeline.core import bounds
+from pipeline.core.canonical import canonical_json, canonicalize
 
 SUCCESS, FAILURE, ERROR = "success", "failure", "error"
 OUTCOMES = (SUCCESS, FAILURE, ERROR)
+
+#: the ``outcome_rule`` of a step labeled by the default rule alone
+DEFAULT_RULE_ID = "default"
+#: the key of ``EnvSpec.options`` that carries a declared rule (its :attr:`OutcomeRule.id`)
+RULE_OPTION = "outcome_rule"
+
+#: ``status`` values (case-insensitive) that report a refusal
+FAILED_STATUSES = frozenset({"error", "failed", "failure", "fail"})
+
+#: a text observation longer than this is not parsed as a literal (it is matched as text)
+MAX_LITERAL_CHARS = 1 << 16
+_MAX_LITERAL_DEPTH = 32
+
+#: ``(tool, raised, observation value) -> outcome``
+OutcomeFn = Callable[[str, bool, Any], str]
 
 
 def args_count(arguments: Mapping[str, Any]) -> int:
@@ -17,25 +58,251 @@ def is_error_text(value: Any) -> bool:
     return isinstance(value, str) and value.lstrip().lower().startswith("error")
 
 
-def reports_failure(tool: str, value: Any) -> bool:
-    """Whether a return value carries a failure signal in the style bfcl/EnvScaler tools use.
+def observation_value(value: Any) -> Any:
+    """What the rules look at: ``value`` itself, except a text holding a dict or list literal (JSON, else
+    a Python literal — EnvScaler-style observations are ``str(return value)``), which is that value in
+    canonical form (dict keys as text). Bounded: a long or deeply nested text stays text."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text or text[0] not in "{[" or len(text) > MAX_LITERAL_CHARS or bounds.too_deep(text, _MAX_LITERAL_DEPTH):
+        return value
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return canonicalize(parse(text))
+        except Exception:  # noqa: BLE001 - not a literal (or not one canonical form holds): the text itself
+            continue
+    return value
 
-    * a dict with an ``error`` key (or ``success: False``);
-    * a dict with a false ``*_status`` field — except for read-only status queries
-      (``get_login_status`` answers False without failing);
-    * a non-empty list made only of error dicts / ``Error…`` strings;
-    * a string starting with ``Error``.
+
+def _empty(value: Any) -> bool:
+    return value is None or value is False or (isinstance(value, (str, list, dict)) and len(value) == 0)
+
+
+def _dict_fails(tool: str, value: dict[str, Any]) -> bool:
+    """The default rule on one object (see :func:`reports_failure`)."""
+    for flag in ("success", "ok"):
+        if isinstance(value.get(flag), bool):
+            return value[flag] is False  # an explicit success flag decides
+    status = value.get("status")
+    if status is False:
+        return True
+    if isinstance(status, str) and (status.strip().lower() in FAILED_STATUSES or is_error_text(status)):
+        return True
+    if not _empty(value.get("error")) or not _empty(value.get("errors")):
+        return True
+    return "get_" not in tool and any(
+        k.endswith("_status") and v is False for k, v in value.items() if isinstance(k, str)
+    )
+
+
+def reports_failure(tool: str, value: Any) -> bool:
+    """The default rule: whether an observation value reports a refusal in one of the common conventions.
+
+    An object (dict):
+
+    * a boolean ``success`` or ``ok`` decides: false is a failure, true a success (whatever else it holds);
+    * else ``status`` false, or a ``status`` text ``error`` / ``failed`` / ``failure`` / ``fail``
+      (case-insensitive) or one starting with ``Error``;
+    * else an ``error`` or ``errors`` key with a value: null, false, ``""``, ``[]`` and ``{}`` are no
+      error (``{"errors": []}`` reports that there were none);
+    * else a false ``*_status`` field (bfcl: ``login_status: False``) — except for read-only queries
+      (a tool named ``get_…``: ``get_login_status`` answers False without failing).
+
+    A non-empty list made only of failing objects and ``Error…`` texts; a text starting with ``Error``.
+    The value is read by :func:`observation_value` first (a ``str(dict)`` text is that dict).
     """
+    value = observation_value(value)
     if isinstance(value, dict):
-        if "error" in value:
-            return True
-        if value.get("success") is False:
-            return True
-        if "get_" not in tool and any(
-            k.endswith("_status") and v is False for k, v in value.items() if isinstance(k, str)
-        ):
-            return True
-        return False
+        return _dict_fails(tool, value)
     if isinstance(value, list) and value:
-        return all((isinstance(v, dict) and "error" in v) or is_error_text(v) for v in value)
+        return all((isinstance(v, dict) and _dict_fails(tool, v)) or is_error_text(v) for v in value)
     return is_error_text(value)
+
+
+def default_outcome(tool: str, raised: bool, value: Any) -> str:
+    """The default rule as an outcome: ``error`` when the call raised, else :func:`reports_failure`."""
+    if raised:
+        return ERROR
+    return FAILURE if reports_failure(tool, value) else SUCCESS
+
+
+# -- declared rules --------------------------------------------------------------------------------
+
+class OutcomeRuleError(ValueError):
+    """A declared outcome rule that is not valid: the message names the key and the fix (one line)."""
+
+
+_KEY_OPS = ("equals", "in", "starts_with", "not_empty")
+_TEXT_OPS = ("text_starts_with", "text_contains")
+_CONDITION_FORMS = ("{key: K, equals: V}, {key: K, in: [V, ...]}, {key: K, starts_with: TEXT}, "
+                    "{key: K, not_empty: true}, {text_starts_with: TEXT} or {text_contains: TEXT}")
+_RULE_KEYS = ("failure_if", "extends_default")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: ``false`` is not ``0``, ``1`` equals ``1.0``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def _unknown(where: str, key: Any, known: tuple[str, ...], fix: str) -> OutcomeRuleError:
+    close = difflib.get_close_matches(str(key), known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return OutcomeRuleError(f"{where}: unknown key {str(key)[:60]!r}{hint}: {fix}")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of ``failure_if``: ``op`` over the observation's ``key`` (an object's top-level key),
+    or over the observation text (``key`` None: ``text_starts_with``, ``text_contains``)."""
+
+    op: str
+    operand: Any
+    key: str | None = None
+
+    def holds(self, value: Any) -> bool:
+        if self.key is None:
+            if not isinstance(value, str):
+                return False
+            text, needle = value.strip().lower(), str(self.operand).lower()
+            return text.startswith(needle) if self.op == "text_starts_with" else needle in text
+        if not isinstance(value, dict) or self.key not in value:
+            return False
+        field = value[self.key]
+        if self.op == "equals":
+            return _same(field, self.operand)
+        if self.op == "in":
+            return any(_same(field, v) for v in self.operand)
+        if self.op == "starts_with":
+            return isinstance(field, str) and field.strip().lower().startswith(str(self.operand).lower())
+        return not _empty(field)  # not_empty
+
+    def doc(self) -> dict[str, Any]:
+        return {self.op: self.operand} if self.key is None else {"key": self.key, self.op: self.operand}
+
+
+def _condition(raw: Any, where: str) -> Condition:
+    if not isinstance(raw, Mapping):
+        raise OutcomeRuleError(f"{where}: a condition is a mapping, not {type(raw).__name__} "
+                               f"{str(raw)[:60]!r}: write one of {_CONDITION_FORMS}")
+    keys = list(raw)
+    for k in keys:
+        if k not in ("key", *_KEY_OPS, *_TEXT_OPS):
+            raise _unknown(where, k, ("key", *_KEY_OPS, *_TEXT_OPS), f"write one of {_CONDITION_FORMS}")
+    ops = [k for k in keys if k != "key"]
+    if len(ops) != 1:
+        raise OutcomeRuleError(f"{where}: {'no test' if not ops else 'more than one test (' + ', '.join(ops) + ')'} "
+                               f"in one condition: write one of {_CONDITION_FORMS} (list several conditions for several tests)")
+    op, operand = ops[0], raw[ops[0]]
+    if op in _TEXT_OPS:
+        if "key" in raw:
+            raise OutcomeRuleError(f"{where}: {op} tests the observation text and takes no 'key': "
+                                   f"drop 'key' or use {{key: K, starts_with: TEXT}}")
+        if not isinstance(operand, str) or not operand:
+            raise OutcomeRuleError(f"{where}: {op} must be a non-empty text, e.g. {op}: \"Sorry\"")
+        return Condition(op, operand)
+    key = raw.get("key")
+    if not isinstance(key, str) or not key:
+        raise OutcomeRuleError(f"{where}: {op} needs the observation key it tests: add key: <name>, e.g. "
+                               f"{{key: status, {op}: ...}}")
+    if op == "in" and (not isinstance(operand, (list, tuple)) or not operand):
+        raise OutcomeRuleError(f"{where}: 'in' must be a non-empty list of values, e.g. in: [400, 404]")
+    if op == "starts_with" and (not isinstance(operand, str) or not operand):
+        raise OutcomeRuleError(f"{where}: 'starts_with' must be a non-empty text, e.g. starts_with: \"Sorry\"")
+    if op == "not_empty" and operand is not True:
+        raise OutcomeRuleError(f"{where}: 'not_empty' takes true (the key holds a value that is not null, false, "
+                               f"\"\", [] or {{}}): write not_empty: true")
+    if op in ("equals", "in"):
+        try:
+            operand = canonicalize(list(operand) if op == "in" else operand)
+            canonical_json(operand)
+        except (TypeError, ValueError, RecursionError):
+            raise OutcomeRuleError(f"{where}: {op} must hold JSON values (text, numbers, true/false, null)") from None
+    return Condition(op, operand, key)
+
+
+@dataclass(frozen=True)
+class OutcomeRule:
+    """A corpus's declared outcome rule: a step whose observation value meets any ``failure_if`` condition
+    is a ``failure``; otherwise, with ``extends_default`` (the default), the default rule decides, and
+    without it the step is a ``success``. A call that raised is an ``error`` whatever the rule."""
+
+    failure_if: tuple[Condition, ...]
+    extends_default: bool = True
+
+    @property
+    def id(self) -> str:
+        """The rule as canonical JSON: what the steps' ``outcome_rule`` column and the spec options hold."""
+        return canonical_json({"extends_default": self.extends_default, "failure_if": [c.doc() for c in self.failure_if]})
+
+    def fails(self, value: Any) -> bool:
+        """Whether a declared condition holds for the observation value."""
+        value = observation_value(value)
+        return any(c.holds(value) for c in self.failure_if)
+
+    def outcome(self, tool: str, raised: bool, value: Any, base: OutcomeFn = default_outcome) -> str:
+        """The outcome under this rule; ``base`` is the default it extends (the adapter's rule)."""
+        if raised:
+            return ERROR
+        if self.fails(value):
+            return FAILURE
+        return base(tool, raised, value) if self.extends_default else SUCCESS
+
+
+def parse_rule(raw: Any, where: str = "outcome_rule") -> OutcomeRule:
+    """A declared rule from its config value (``{failure_if: [...], extends_default: true}``), validated:
+    :class:`OutcomeRuleError` names the first wrong key (under ``where``) and the fix."""
+    if not isinstance(raw, Mapping):
+        raise OutcomeRuleError(f"{where}: must be a mapping like {{failure_if: [{{key: status, equals: false}}], "
+                               f"extends_default: true}}, not {type(raw).__name__}")
+    for k in raw:
+        if k not in _RULE_KEYS:
+            raise _unknown(where, k, _RULE_KEYS, "an outcome rule has failure_if (a list of conditions) and "
+                                                 "extends_default (true/false)")
+    conditions = raw.get("failure_if")
+    if not isinstance(conditions, (list, tuple)) or not conditions:
+        raise OutcomeRuleError(f"{where}.failure_if: must be a non-empty list of conditions ({_CONDITION_FORMS}), "
+                               "or remove outcome_rule to use the default rule")
+    extends = raw.get("extends_default", True)
+    if not isinstance(extends, bool):
+        raise OutcomeRuleError(f"{where}.extends_default: must be true or false, not {str(extends)[:40]!r}")
+    return OutcomeRule(tuple(_condition(c, f"{where}.failure_if[{i}]") for i, c in enumerate(conditions)), extends)
+
+
+@lru_cache(maxsize=64)
+def rule_of_id(rule_id: str) -> OutcomeRule:
+    """The declared rule a spec option / ``outcome_rule`` column holds (its :attr:`OutcomeRule.id`)."""
+    try:
+        doc = json.loads(rule_id)
+    except ValueError:
+        raise OutcomeRuleError(f"{RULE_OPTION}: {rule_id[:80]!r} is not a declared rule (canonical JSON)") from None
+    return parse_rule(doc)
+
+
+@dataclass(frozen=True)
+class Labeler:
+    """The outcome rule of one environment: its adapter's (``base``, the default rule for the adapters of
+    this project) and, when its corpus declares one, that rule on top. ``id`` is what the step records."""
+
+    base: OutcomeFn
+    declared: OutcomeRule | None = None
+
+    @property
+    def id(self) -> str:
+        return DEFAULT_RULE_ID if self.declared is None else self.declared.id
+
+    def __call__(self, tool: str, raised: bool, value: Any) -> str:
+        if self.declared is None:
+            return self.base(tool, raised, value)
+        return self.declared.outcome(tool, raised, value, self.base)
+
+
+def labeler(base: OutcomeFn, options: Mapping[str, Any]) -> Labeler:
+    """The :class:`Labeler` of an environment whose spec options are ``options`` (a declared rule under
+    :data:`RULE_OPTION`)."""
+    declared = options.get(RULE_OPTION)
+    return Labeler(base, rule_of_id(declared) if isinstance(declared, str) else None)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.environment import CallResult
-from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
+from pipeline.core.outcome import default_outcome
 from pipeline.core.canonical import JSONValue, canonicalize
 
 SOURCE = "bfcl"
@@ -235,7 +235,6 @@ def tool_source(cls_name: str, tool: str) -> str:
 
 
 def outcome(name: str, raised: bool, value: Any) -> str:
-    """bfcl's outcome rule (applied outside the sandbox to the canonical return value)."""
-    if raised:
-        return ERROR
-    return FAILURE if reports_failure(name, value) else SUCCESS
+    """bfcl's outcome rule: the default rule (:func:`pipeline.core.outcome.default_outcome`, which keeps
+    bfcl's ``*_status`` and error-list conventions), applied outside the sandbox to the canonical return value."""
+    return default_outcome(name, raised, value)

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.core.fields import setting
+from pipeline.core.outcome import OutcomeRuleError, parse_rule
 from pipeline.envs import envscaler
 from pipeline.envs.builtin import profile_scenarios_per_env
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, profile_categories
+
+
+class SourceError(ValueError):
+    """A configured source that cannot be used: its file is missing or unreadable, or it yields no
+    environment, or its outcome rule is not valid. The message names the config key, the file and what to do."""
 
 
 @dataclass(frozen=True)
@@ -28,9 +35,25 @@ class EnvScalerCorpus:
     prefix: str = setting(envscaler.SOURCE, "Namespace of the env ids: '<prefix>/<env_id>'.")
     license: str = setting("", "License of the corpus, recorded in the catalog.")
     more_scenarios: tuple[Path, ...] = setting((), "Further scenario files (the Hub release has two: RL and SFT).")
+    outcome_rule: dict[str, Any] | None = setting(
+        None, "How this corpus reports a refused call, when the default rule (docs/definitions.md §4.3) does not "
+              "know its convention: {failure_if: [{key: status, equals: false}, {key: code, in: [400, 404]}, "
+              "{text_starts_with: 'Sorry'}], extends_default: true} (docs/environments.md). Unset: the default rule.")
+
+    def __post_init__(self) -> None:
+        if self.outcome_rule is not None:
+            try:
+                parse_rule(self.outcome_rule)
+            except OutcomeRuleError as exc:
+                raise SourceError(f"resources.sources.config.envscaler (env_items {self.env_items}): {exc}") from None
 
     def scenario_files(self) -> list[Path]:
         return ([self.scenarios] if self.scenarios is not None else []) + list(self.more_scenarios)
+
+    @property
+    def rule_id(self) -> str | None:
+        """The declared outcome rule as its environments' specs carry it (``OutcomeRule.id``); None: the default."""
+        return None if self.outcome_rule is None else parse_rule(self.outcome_rule).id
 
 
 @dataclass(frozen=True)
@@ -51,7 +74,3 @@ class SourceConfig:
     explore_class_defaults: bool = setting(
         True, "Explore corpus environments that no scenario names from their class defaults (init config {}).")
 
-
-class SourceError(ValueError):
-    """A configured source that cannot be used: its file is missing or unreadable, or it yields no
-    environment. The message names the config key, the file and what to do."""

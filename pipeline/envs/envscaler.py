@@ -34,7 +34,7 @@ from typing import Any, Iterator
 from pipeline.envs import blobs, records
 from pipeline.core.issues import TaskIssue
 from pipeline.core.environment import CallResult, EnvSpec
-from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
+from pipeline.core.outcome import RULE_OPTION, default_outcome
 from pipeline.core.canonical import JSONValue, canonicalize
 from pipeline.core.safe_names import SAFE_TOOL, id_problem, shown
 
@@ -54,6 +54,7 @@ class EnvItem:
     prefix: str = SOURCE  # env ids are namespaced: "<prefix>/<env_id>"
     license: str = ""
     problems: tuple[str, ...] = ()  # tool schemas dropped because they do not fit their method
+    outcome_rule: str | None = None  # its corpus's declared outcome rule (OutcomeRule.id); None: the default rule
 
     @property
     def qualified_id(self) -> str:
@@ -64,16 +65,16 @@ class EnvItem:
         return [t["function"]["name"] for t in self.tools]
 
     def spec(self, init_config: dict[str, Any]) -> EnvSpec:
-        return EnvSpec(
-            source=SOURCE,
-            env_id=self.qualified_id,
-            init_config=init_config,
-            options={
-                "class_name": self.class_name,
-                "code_ref": blobs.put(self.class_code),
-                "tools_ref": blobs.put(json.dumps(self.tools, sort_keys=True)),
-            },
-        )
+        """Its environment spec; a declared outcome rule rides in the options (``RULE_OPTION``), so it is
+        part of every trajectory's fingerprint and reaches the labels (docs/definitions.md §4.3)."""
+        options = {
+            "class_name": self.class_name,
+            "code_ref": blobs.put(self.class_code),
+            "tools_ref": blobs.put(json.dumps(self.tools, sort_keys=True)),
+        }
+        if self.outcome_rule is not None:
+            options[RULE_OPTION] = self.outcome_rule
+        return EnvSpec(source=SOURCE, env_id=self.qualified_id, init_config=init_config, options=options)
 
 
 @dataclass(frozen=True)
@@ -449,14 +450,11 @@ def method_source(code: str, class_name: str, method: str) -> str:
 
 
 def outcome(name: str, raised: bool, value: Any) -> str:
-    """EnvScaler's outcome rule: the return value's ``success`` field, else the generic failure signals.
-
-    Applied outside the sandbox to the canonical return value (docs/definitions.md §4.3)."""
-    if raised:
-        return ERROR
-    if isinstance(value, dict) and "success" in value:
-        return SUCCESS if value["success"] is not False else FAILURE
-    return FAILURE if reports_failure(name, value) else SUCCESS
+    """The adapter's outcome rule: the default rule (:func:`pipeline.core.outcome.default_outcome`: a
+    ``success``/``ok`` flag decides, else ``status``, ``error``/``errors``, error text), applied outside the
+    sandbox to the canonical return value (docs/definitions.md §4.3). A corpus may declare its own on top
+    (``EnvScalerCorpus.outcome_rule``)."""
+    return default_outcome(name, raised, value)
 
 
 # -- the live environment (sandbox side) -----------------------------------------------------------

@@ -10,9 +10,10 @@ The order is the partition-key and catalog order.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from pipeline.core.environment import EnvSpec, Environment
+from pipeline.core.outcome import Labeler, labeler
 from pipeline.envs.source import EnvironmentSource, reuse_key as _reuse_key
 from pipeline.envs.sources.bfcl import BfclSource
 from pipeline.envs.sources.builtin import BuiltinSource
@@ -95,9 +96,11 @@ def blob_refs(spec: EnvSpec) -> list[str]:
     return adapter(spec.source).blob_refs(spec)
 
 
-def outcome_rule(adapter_name: str) -> Callable[[str, bool, Any], str]:
-    """The adapter's outcome rule ``(tool, raised, canonical return value) -> outcome`` (docs/definitions.md §4.3)."""
-    return adapter(adapter_name).outcome
+def outcome_rule(env: EnvSpec) -> Labeler:
+    """The outcome rule of ``env``'s steps (docs/definitions.md §4.3): its adapter's rule
+    ``(tool, raised, canonical return value) -> outcome``, under its corpus's declared rule when the
+    spec carries one (``pipeline.core.outcome.RULE_OPTION``); its ``id`` is what each step records."""
+    return labeler(adapter(env.source).outcome, env.options)
 
 
 def static(spec: EnvSpec) -> Environment:

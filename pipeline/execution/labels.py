@@ -168,7 +168,7 @@ class TrajectoryLabels:
     def __init__(self, trajectory: Trajectory, max_observation_chars: int) -> None:
         self.trajectory = trajectory
         self.max_chars = max_observation_chars
-        self.outcome_rule = registry.outcome_rule(trajectory.source)
+        self.outcome_rule = registry.outcome_rule(trajectory.env)  # the adapter's, under a declared one
         self.result: dict[str, Any] = {
             "trajectory_id": trajectory.trajectory_id, "init": None, "init_error": None, "steps": [], "issues": [],
         }
@@ -317,6 +317,7 @@ class TrajectoryLabels:
             "observation_json": parsed_json,
             "observation_truncated": truncated,
             "outcome": self.outcome_rule(tool, raised, value),
+            "outcome_rule": self.outcome_rule.id,
             "error_type": _text(error_type, 200) if raised else None,
             "error_message": _text(error_message, self.max_chars) if raised else None,
             "delta": encoded,
@@ -356,6 +357,7 @@ class TrajectoryLabels:
             "observation_json": None,
             "observation_truncated": False,
             "outcome": ERROR,
+            "outcome_rule": self.outcome_rule.id,
             "error_type": error_type,
             "error_message": message,
             "delta": [],

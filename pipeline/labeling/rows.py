@@ -26,7 +26,7 @@ from pipeline.execution.child import Limits
 from pipeline.store import schema
 from pipeline.store.parquet_io import RowWriter, atomic_path
 
-LABELER_VERSION = "2"  # 2: labels computed outside the sandbox; call timings in the sidecar
+LABELER_VERSION = "3"  # 2: labels computed outside the sandbox; call timings in the sidecar; 3: the outcome_rule column
 
 #: the collected-steps file: a step row plus the fingerprint of the trajectory it was labeled from
 COLLECTED = pa.schema(list(schema.STEPS) + [pa.field("trajectory_fingerprint", pa.string(), nullable=False)])

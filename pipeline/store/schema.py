@@ -61,7 +61,7 @@ TRAJECTORIES = pa.schema(
 KEY = "key"  # which step it is: where it comes from and its place in the trajectory
 LABEL = "label"  # what executing the call determined; a re-execution must reproduce every one
 DETAIL = "detail"  # recorded with the step, never compared: the action's turn and mutated argument,
-#                    the tool's code reference, the truncation flag, the call's captured output
+#                    the tool's code reference, the truncation flag, the call's captured output, the outcome rule
 
 _STEP_FIELDS: list[tuple[pa.Field, str]] = [
     (pa.field("step_id", pa.string(), nullable=False), KEY),
@@ -78,6 +78,7 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
     (pa.field("observation_json", pa.string()), LABEL),
     (pa.field("observation_truncated", pa.bool_()), DETAIL),
     (pa.field("outcome", pa.string(), nullable=False), LABEL),
+    (pa.field("outcome_rule", pa.string()), DETAIL),  # the rule the outcome was labeled with (the labeler always sets it)
     (pa.field("error_type", pa.string()), LABEL),
     (pa.field("error_message", pa.string()), LABEL),
     (pa.field("delta", DELTA, nullable=False), LABEL),
@@ -141,6 +142,8 @@ COLUMN_DOCS: dict[str, str] = {
     "observation_json": "the observation parsed (JSON, then Python literal) as JSON; null when it does not parse",
     "observation_truncated": "true when the observation was cut at the size cap",
     "outcome": "`success`, `failure` (the environment refused the call) or `error` (it raised, timed out or crashed)",
+    "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the corpus's declared "
+                    "rule as canonical JSON (`{\"extends_default\":…,\"failure_if\":[…]}`, docs/environments.md)",
     "error_type": "the exception type of an error step (`Timeout`, `WorkerCrash`, …); else null",
     "error_message": "the exception message of an error step; else null",
     "delta": "the state change Δ: records `{op: add|remove|replace, path: list of keys, before, after}` (values as canonical JSON)",

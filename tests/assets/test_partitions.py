@@ -335,7 +335,8 @@ def test_definitions_with_envsim_shards():
     descriptions = {k: next(iter(defs.resolve_assets_def(k).specs)).description for k in ("trajectories", "labeled_steps")}
     assert jobs["collect_and_label"]["partitions"] == partition_keys(2)
     assert jobs["collect_and_label"]["assets"] == ["labeled_steps", "trajectories"]
-    assert jobs["collect_and_label"]["checks"] == ["delta_roundtrip", "relabel_is_deterministic", "step_table_expectations"]
+    assert jobs["collect_and_label"]["checks"] == ["delta_roundtrip", "outcome_labels_plausible", "relabel_is_deterministic",
+                                                   "step_table_expectations"]
     assert jobs["envsim_main"]["partitions"] is None
     assert "trajectories" not in jobs["envsim_main"]["assets"] and {"environment_catalog", "step_strata", "simulator_eval"} <= set(jobs["envsim_main"]["assets"])
     assert jobs["regenerate_splits"]["assets"] == ["benchmark_dataset", "benchmark_split", "sft_dataset", "sft_mixture",

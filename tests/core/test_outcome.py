@@ -1,8 +1,22 @@
+import dataclasses
+import json
+from pathlib import Path
+
 import pytest
 
-from pipeline.envs.bfcl import BfclEnvironment
+from pipeline.collect.reuse import fingerprint
+from pipeline.collect.sources import SourceConfig
 from pipeline.core.environment import CallResult
-from pipeline.core.outcome import args_count, reports_failure
+from pipeline.core.outcome import (DEFAULT_RULE_ID, ERROR, FAILURE, RULE_OPTION, SUCCESS, OutcomeRuleError, args_count,
+                                   default_outcome, labeler, parse_rule, reports_failure)
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.envs import envscaler
+from pipeline.envs.bfcl import BfclEnvironment
+from pipeline.envs.config import EnvScalerCorpus, SourceError
+from pipeline.execution.child import Limits
+from pipeline.execution.sandbox import Sandbox
+from pipeline.labeling.steps import part_key
+from tests.support.envscaler_corpus import COUNTER_CODE
 
 
 @pytest.mark.parametrize(
@@ -41,3 +55,119 @@ def test_bfcl_outcome_and_observation():
 def test_args_count_is_top_level():
     assert args_count({}) == 0
     assert args_count({"a": {"nested": 1, "more": 2}, "b": [1, 2]}) == 2
+
+
+ACEBENCH_REFUSAL = {"status": False, "message": "Reminder ID does not exist."}
+
+
+@pytest.mark.parametrize(
+    "value, failed",
+    [
+        (ACEBENCH_REFUSAL, True),
+        (str(ACEBENCH_REFUSAL), True),  # as the EnvScaler adapter's observation: str(return value)
+        ('{"status": false, "message": "Reminder ID does not exist."}', True),  # as JSON text
+        ({"status": True, "message": "Reminder deleted."}, False),
+        ({"ok": False}, True),
+        ({"ok": True, "data": 1}, False),
+        ({"status": "failed"}, True),
+        ({"status": "FAILURE", "reason": "x"}, True),
+        ({"status": " error "}, True),
+        ({"status": "Error: no such user"}, True),
+        ({"status": "pending"}, False),
+        ({"errors": ["name is required"]}, True),
+        ({"errors": {"name": "required"}}, True),
+        ({"errors": []}, False),  # an empty errors list reports no error
+        ({"errors": None, "data": 1}, False),
+        ({"error": None, "data": 1}, False),
+        ({"error": ""}, False),
+        ({"success": True, "error": None}, False),
+        ({"success": True, "errors": ["ignored: the explicit flag decides"]}, False),
+        ({"success": False, "error": "unknown item"}, True),  # EnvScaler's own convention
+        ([ACEBENCH_REFUSAL, {"ok": False}], True),
+        ([ACEBENCH_REFUSAL, {"ok": True}], False),
+        ("Error: bad", True),
+        ("{'status': False, 'message': 'unterminated", False),  # not a literal: matched as text
+        ({"1": {"title": "x"}}, False),  # a bare dict of data (ACEBench listings)
+    ],
+)
+def test_default_rule_knows_the_common_conventions(value, failed):
+    assert reports_failure("delete_reminder", value) is failed
+
+
+def test_a_raised_call_stays_an_error_whatever_the_rule():
+    rule = parse_rule({"failure_if": [{"text_contains": "x"}], "extends_default": False})
+    assert default_outcome("t", True, ACEBENCH_REFUSAL) == ERROR
+    assert rule.outcome("t", True, {"success": True}) == ERROR
+    assert labeler(default_outcome, {RULE_OPTION: rule.id})("t", True, None) == ERROR
+
+
+def test_a_declared_rule_is_a_small_predicate_over_the_observation():
+    rule = parse_rule({"failure_if": [{"key": "code", "in": [400, 404]}, {"key": "status", "equals": False},
+                                      {"text_starts_with": "sorry"}, {"key": "msg", "starts_with": "denied"},
+                                      {"key": "problems", "not_empty": True}, {"text_contains": "not found"}]})
+    fails = lambda v: rule.outcome("t", False, v) == FAILURE  # noqa: E731
+    assert fails({"code": 404, "msg": "x"}) and fails(str({"code": 400})) and not fails({"code": 200, "data": 1})
+    assert not fails({"code": "404"}) and not fails({"code": True})  # JSON equality: a text or a bool is not 404
+    assert fails({"status": False}) and not fails({"status": 0})
+    assert fails("Sorry, the book is out.") and fails("  SORRY") and not fails("No sorry")
+    assert fails({"msg": "Denied: no access"}) and fails({"problems": ["x"]}) and not fails({"problems": []})
+    assert fails("user not found here") and not fails({"note": "not found"})  # text_contains: text observations only
+    assert fails({"ok": False})  # extends_default (default true): the default conventions too
+    strict = parse_rule({"failure_if": [{"key": "code", "equals": 404}], "extends_default": False})
+    assert strict.outcome("t", False, {"ok": False}) == SUCCESS and strict.outcome("t", False, {"code": 404}) == FAILURE
+    assert rule.id != strict.id and parse_rule(json.loads(rule.id)).id == rule.id  # the id is canonical and round-trips
+    assert labeler(default_outcome, {}).id == DEFAULT_RULE_ID and labeler(default_outcome, {RULE_OPTION: strict.id}).id == strict.id
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"failure_if": [{"kye": "status", "equals": False}]}, "outcome_rule.failure_if[0]: unknown key 'kye' (did you mean 'key'?)"),
+        ({"failure_if": [{"key": "status", "equal": False}]}, "outcome_rule.failure_if[0]: unknown key 'equal' (did you mean 'equals'?)"),
+        ({"failures_if": [{"key": "a", "equals": 1}]}, "outcome_rule: unknown key 'failures_if' (did you mean 'failure_if'?)"),
+        ({"failure_if": [{"key": "code", "in": 404}]}, "outcome_rule.failure_if[0]: 'in' must be a non-empty list"),
+        ({"failure_if": []}, "outcome_rule.failure_if: must be a non-empty list"),
+        ({"failure_if": [{"equals": False}]}, "outcome_rule.failure_if[0]: equals needs the observation key"),
+        ({"failure_if": [{"key": "a"}]}, "outcome_rule.failure_if[0]: no test in one condition"),
+        ({"failure_if": [{"key": "a", "equals": 1, "in": [2]}]}, "outcome_rule.failure_if[0]: more than one test (equals, in)"),
+        ({"failure_if": [{"key": "a", "text_contains": "x"}]}, "outcome_rule.failure_if[0]: text_contains tests the observation text"),
+        ({"failure_if": [{"key": "a", "not_empty": "yes"}]}, "outcome_rule.failure_if[0]: 'not_empty' takes true"),
+        ({"failure_if": ["status"]}, "outcome_rule.failure_if[0]: a condition is a mapping"),
+        ({"failure_if": [{"text_starts_with": "x"}], "extends_default": "no"}, "outcome_rule.extends_default: must be true or false"),
+        ("status: false", "outcome_rule: must be a mapping"),
+    ],
+)
+def test_a_mistyped_rule_is_one_line_naming_the_key_and_the_fix(raw, message):
+    with pytest.raises(OutcomeRuleError) as exc:
+        parse_rule(raw)
+    text = str(exc.value)
+    assert text.startswith(message) and "\n" not in text and "; " not in text
+    with pytest.raises(SourceError, match=r"^resources\.sources\.config\.envscaler \(env_items c\.json\): outcome_rule"):
+        EnvScalerCorpus(Path("c.json"), outcome_rule=raw)
+
+
+def test_the_rule_is_part_of_what_identifies_the_labeled_input(tmp_path):
+    """A declared rule rides in the spec options: the trajectory fingerprint (collected labels, label parts'
+    content keys) and the collection fingerprint change with it; no rule leaves both as they were."""
+    item = envscaler.parse_env_item("shop", {"env_class_name": "CounterShop", "env_class_code": COUNTER_CODE}, prefix="p")
+    one, two = parse_rule({"failure_if": [{"key": "code", "equals": 404}]}), parse_rule({"failure_if": [{"key": "code", "equals": 400}]})
+
+    def trajectory(rule):
+        spec = (item if rule is None else dataclasses.replace(item, outcome_rule=rule.id)).spec({"stock": {}})
+        return Trajectory("p/shop/t/explore-0", "t", spec, (Action("count", {}),))
+
+    prints = {trajectory(r).fingerprint() for r in (None, one, two)}
+    assert len(prints) == 3
+    assert trajectory(None).env.options.keys() == {"class_name", "code_ref", "tools_ref"}  # the default: no new option
+    rows = [[{"fingerprint": trajectory(r).fingerprint(), "initial_state_hash": "0" * 32}] for r in (one, two)]
+    assert part_key(rows[0], Limits()) != part_key(rows[1], Limits())
+    env_file = tmp_path / "env.json"
+    env_file.write_text("{}")
+
+    def collection(rule):
+        cfg = SourceConfig(bfcl_replay=False, builtin=False,
+                           envscaler=[EnvScalerCorpus(env_file, outcome_rule=rule)])
+        return fingerprint(cfg, Sandbox(workers=1), None, None, None, None)
+
+    assert len({collection(None), collection({"failure_if": [{"key": "code", "equals": 404}]}),
+                collection({"failure_if": [{"key": "code", "equals": 400}]})}) == 3

@@ -6,6 +6,7 @@ import pyarrow.parquet as pq
 
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
+from pipeline.quality.outcomes import check_outcomes
 from pipeline.store import queries
 from pipeline.store.reconstruct import materialize_states, verify_steps
 from pipeline.core.canonical import state_hash
@@ -22,6 +23,12 @@ def test_all_ground_truth_calls_are_labeled(default_layout):
     assert int(table.loc["total", "error"]) == 0
     # ground truth never errors; 16 calls report failure through false status fields
     assert int(table.loc["total", "failure"]) == 16
+
+
+def test_bfcl_labels_are_plausible_under_the_default_rule(default_layout):
+    """16 failures in 4,625 steps: the outcome check does not fire, and every step records the default rule."""
+    report = check_outcomes(default_layout)
+    assert report.ok and [(c.corpus, c.failures, c.rules) for c in report.corpora] == [("bfcl", 16, ["default"])]
 
 
 def test_steps_table_columns(default_layout):

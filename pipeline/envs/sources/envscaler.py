@@ -3,6 +3,7 @@ run by the ``envscaler`` adapter (:mod:`pipeline.envs.envscaler`), which the bui
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ class EnvScalerSource(EnvironmentSource):
         issues: list[TaskIssue] = []
         for index, corpus in enumerate(cfg.envscaler):
             before, first_issue = len(items), len(issues)
+            rule = corpus.rule_id
             for result in envscaler.load_env_items(corpus.env_items, corpus.prefix, corpus.license):
                 item, problems = envscaler.split_item(result)
                 env_id = result.env_id if item is not None else result.task_id
@@ -58,7 +60,7 @@ class EnvScalerSource(EnvironmentSource):
                         continue
                 issues.extend(problems)
                 if item is not None:
-                    items.append(item)
+                    items.append(item if rule is None else dataclasses.replace(item, outcome_rule=rule))
             if len(items) == before:  # a configured corpus that gives nothing is a mistake, not a quiet run
                 own = issues[first_issue:]
                 why = (f"{len(own)} problem(s), first: {clip(own[0].reason, 300)} ({own[0].origin})" if own
