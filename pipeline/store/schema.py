@@ -89,7 +89,7 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
     (pa.field("code_ref", pa.string()), DETAIL),
     (pa.field("env_output", pa.string()), DETAIL),  # captured stdout/stderr of the call (capped)
     (pa.field("mutated_arg", pa.string()), DETAIL),  # exploration: the argument deliberately mutated, else null
-    (pa.field("adapter", pa.string(), nullable=False), KEY),  # the adapter that ran the environment
+    (pa.field("adapter", pa.string()), KEY),  # the adapter that ran the environment (null only in imported samples)
 ]
 
 #: the steps table: one row per executed call
@@ -103,7 +103,7 @@ SAMPLE = pa.schema(
         pa.field("position", pa.int32(), nullable=False),
         pa.field("stratum", pa.string(), nullable=False),
         *map(_step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
-        pa.field("adapter", pa.string()),  # null for imported samples
+        _step("adapter"),  # null for imported samples
         # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
         # null for samples without a recorded clock (imported reference data)
         pa.field("current_time", pa.string()),
@@ -169,7 +169,7 @@ def sample_schema(axes: Axes = AXES) -> pa.Schema:
         pa.field("position", pa.int32(), nullable=False),
         pa.field("stratum", pa.string(), nullable=False),
         *map(step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
-        pa.field("adapter", pa.string()),  # the step's adapter; null for imported samples
+        step("adapter"),  # null for imported samples
         # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
         # null for samples without a recorded clock (imported reference data)
         pa.field("current_time", pa.string()),

@@ -13,10 +13,13 @@ from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.store.layout import DataLayout
 
 
-def trajectory_row(traj: Trajectory, initial_state_json: str, initial_state_hash: str) -> dict[str, Any]:
+def trajectory_row(traj: Trajectory, initial_state_json: str, initial_state_hash: str, source: str) -> dict[str, Any]:
+    """The trajectories-table row of ``traj``: ``source`` is the environment's source
+    (``pipeline.envs.registry.source_of``), ``adapter`` the adapter its ``EnvSpec`` runs on."""
     return {
         "trajectory_id": traj.trajectory_id,
-        "source": traj.source,
+        "source": source,
+        "adapter": traj.env.source,
         "env_id": traj.env_id,
         "task_id": traj.task_id,
         "category": traj.category,
@@ -50,7 +53,7 @@ def row_to_trajectory(row: dict[str, Any]) -> Trajectory:
         trajectory_id=row["trajectory_id"],
         task_id=row["task_id"],
         env=EnvSpec(
-            source=row["source"],
+            source=row.get("adapter") or row["source"],  # files without the adapter column held it in `source`
             env_id=row["env_id"],
             init_config=json.loads(row["init_config_json"] or "{}"),
             options=json.loads(row["env_options_json"] or "{}"),
