@@ -91,8 +91,10 @@ def enumerate_values(items: tuple[str, ...]) -> str:
 
 
 def describe(column: str, meaning: str) -> str:
-    """``meaning`` of ``column`` followed by its closed set, when it has one: ``meaning: `a`, `b` or `c```."""
-    if column not in _SETS:
+    """``meaning`` of ``column`` followed by its closed set, when it has one: ``meaning: `a`, `b` or `c```.
+    A declared set nothing has declared (a process that never loaded the environment registry does not know
+    the sources) leaves the meaning alone: less said, nothing wrong."""
+    if column not in _SETS or (column in _DECLARED and not _DECLARED[column]):
         return meaning
     return f"{meaning}: {enumerate_values(values(column))}{_ALSO.get(column, '')}"
 

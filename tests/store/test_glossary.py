@@ -202,3 +202,26 @@ def _listing(text: str, anchor: str) -> list[str]:
 def test_hand_written_docs_list_the_glossarys_values(doc, anchor, column):
     listed = _listing((ROOT / doc).read_text(), anchor)
     assert listed == list(glossary.values(column)), (doc, listed)
+
+
+def test_a_process_without_the_registry_writes_no_wrong_source_set(run, tmp_path):
+    """A script that opens the data root without loading the environment registry does not know the sources: its
+    comment on ``source`` is the column's meaning, without a value set (never an empty or stale one); the pipeline's
+    processes, which load the registry, write the set."""
+    import shutil
+    import subprocess
+    import sys
+
+    layout, _, _ = run
+    copy = tmp_path / "root"
+    shutil.copytree(layout.root, copy)
+    script = ("import sys; from pipeline.store.duck import open_data_root\n"
+              f"con = open_data_root({str(copy)!r}, read_only=False)\n"
+              "print(con.execute(\"SELECT comment FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = 'source'\").fetchone()[0])\n"
+              "assert 'pipeline.envs.registry' not in sys.modules")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == COLUMN_DOCS.meanings["source"] and "`" not in out.stdout
+    with open_data_root(copy, read_only=False) as con:  # this process knows the registry: the set is back
+        comment = con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = 'source'").fetchone()[0]
+    assert comment == COLUMN_DOCS["source"] and "`builtin`" in comment
