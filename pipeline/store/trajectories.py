@@ -11,6 +11,7 @@ from pipeline.core.trajectory import Action, Trajectory
 from pipeline.core.environment import EnvSpec
 from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.store.layout import DataLayout
+from pipeline.store.schema import TRAJECTORIES
 
 
 def trajectory_row(traj: Trajectory, initial_state_json: str, initial_state_hash: str, source: str) -> dict[str, Any]:
@@ -85,7 +86,8 @@ def iter_trajectory_rows(
         raise FileNotFoundError(
             f"no trajectories table at {layout.trajectories_dir}; materialize the 'trajectories' asset first"
         )
-    dataset = ds.dataset(files, format="parquet")
+    # the table's schema: files written before a column existed (``adapter``) read it as null
+    dataset = ds.dataset(files, format="parquet", schema=TRAJECTORIES)
     flt = ds.field("trajectory_id").isin(ids) if ids is not None else None
     for batch in dataset.to_batches(columns=columns, filter=flt, batch_size=batch_size):
         yield from batch.to_pylist()
