@@ -26,6 +26,7 @@ the axes it works with (default :data:`AXES`); see docs/extending.md.
 
 from __future__ import annotations
 
+import itertools
 import string
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -173,11 +174,9 @@ class Rules:
         return tuple(range(top + 1))
 
     def label_values(self, domains: Mapping[str, Iterable[Any]] | None = None) -> tuple[str, ...]:
-        """Every label the rules give, in order of first appearance: the closed set a label column holds.
-        ``domains`` gives the values of the closed-set (:class:`OneOf`) columns; integer columns run over
-        :meth:`points`."""
-        import itertools
-
+        """Every label the rules give — the closed set a label column holds — in rule order (a placeholder
+        rule's labels in value order). ``domains`` gives the values of the closed-set (:class:`OneOf`) columns;
+        integer columns run over :meth:`points`."""
         domains = dict(domains or {})
         columns = list(dict.fromkeys(c for r in self.rules for c in r.when.columns))
         for column in columns:
