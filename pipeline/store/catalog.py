@@ -10,7 +10,7 @@ every table, view and column of a full data root to a comment.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable
 
 import duckdb
 
@@ -191,7 +191,7 @@ _MEANINGS: dict[str, str] = {
     "mean_drift": "Mean drift per step.",
     "diverged_pct": "Percent of steps taken after a divergence.",
 }
-COLUMNS: Mapping[str, str] = Described({**_MEANINGS, **COLUMN_DOCS.meanings})
+COLUMNS: Described = Described({**_MEANINGS, **COLUMN_DOCS.meanings})
 
 #: (table, column) -> description, where a column's meaning depends on its table
 TABLE_COLUMNS: dict[tuple[str, str], str] = {

@@ -13,7 +13,7 @@ is the value set the data holds (``tests/store/test_glossary.py`` checks both ag
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping, MutableMapping
 
 from pipeline.core.axes import AXES
 from pipeline.core.outcome import OUTCOMES
@@ -99,15 +99,21 @@ def describe(column: str, meaning: str) -> str:
     return f"{meaning}: {enumerate_values(values(column))}{_ALSO.get(column, '')}"
 
 
-class Described(Mapping[str, str]):
+class Described(MutableMapping[str, str]):
     """Column -> description, each closed-set column's meaning completed by its value set when read
-    (:func:`describe`): the form of every column-docs table."""
+    (:func:`describe`): the form of every column-docs table. Setting an entry sets the column's meaning."""
 
     def __init__(self, meanings: Mapping[str, str]) -> None:
         self.meanings = dict(meanings)
 
     def __getitem__(self, column: str) -> str:
         return describe(column, self.meanings[column])
+
+    def __setitem__(self, column: str, meaning: str) -> None:
+        self.meanings[column] = meaning
+
+    def __delitem__(self, column: str) -> None:
+        del self.meanings[column]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.meanings)

@@ -8,7 +8,7 @@ referenced by ``code_ref``.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import pyarrow as pa
 
@@ -125,7 +125,7 @@ SAMPLE = pa.schema(
 #: dataset card's "Data Fields" section, the DuckDB comments and the Dagster column schemas are written from it;
 #: a test holds every column described). A closed-set column's entry is its meaning: the glossary
 #: (:mod:`pipeline.store.glossary`) completes it with the values the rules give.
-COLUMN_DOCS: Mapping[str, str] = Described({
+COLUMN_DOCS: Described = Described({
     "position": "the sample's place in the pick order (strata in composition order), as `sample_ids.txt` lists them",
     "stratum": "the benchmark cell (benchmark) or Balance2 group (SFT mixture) the sample was picked for",
     "step_id": "unique id of the step: `<trajectory_id>#<step_index>`",
