@@ -1,6 +1,8 @@
 """Dagster metadata from the pipeline's tables: real table metadata with a column schema (the UI renders it
 as a table, not as pipe text behind "[Show Markdown]"), and the ``dagster/row_count`` /
-``dagster/column_schema`` of a Parquet-backed asset read from the files' own footers."""
+``dagster/column_schema`` of a Parquet-backed asset read from the files' own footers. Every column a glossary
+describes carries its description (:func:`pipeline.store.catalog.column_description`: the words of the DuckDB
+comments and the dataset card), so the UI's Columns table says what each column means and holds."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
+
+from pipeline.store import catalog
 
 #: rows shown in a metadata table (the data itself is in Parquet / DuckDB)
 MAX_ROWS = 200
@@ -42,7 +46,8 @@ def _cell(value: Any) -> str | int | float | bool | None:
 def records_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], limit: int = MAX_ROWS) -> MetadataValue:
     """Table metadata of ``columns`` of the first ``limit`` rows."""
     body = [{c: _cell(r.get(c)) for c in columns} for r in list(rows)[:limit]]
-    schema = TableSchema(columns=[TableColumn(name=str(c), type=_column_type(r[c] for r in body)) for c in columns])
+    schema = TableSchema(columns=[TableColumn(name=str(c), type=_column_type(r[c] for r in body), description=describe(str(c)))
+                                  for c in columns])
     return MetadataValue.table(records=[TableRecord(r) for r in body], schema=schema)
 
 
@@ -68,15 +73,22 @@ def _arrow_type(dtype: pa.DataType) -> str:
     return next((name for test, name in _ARROW_TYPES if test(dtype)), str(dtype))
 
 
-def parquet_metadata(files: Sequence[str | Path]) -> dict[str, Any]:
-    """``dagster/row_count`` and ``dagster/column_schema`` of Parquet ``files`` (footers only)."""
+def describe(column: str, table: str = "") -> str | None:
+    """The glossary's description of ``column`` (of ``table``, where its meaning depends on the table)."""
+    return catalog.column_description(table, column)
+
+
+def parquet_metadata(files: Sequence[str | Path], table: str = "") -> dict[str, Any]:
+    """``dagster/row_count`` and ``dagster/column_schema`` of Parquet ``files`` (footers only); each column with
+    its description (``table``: the DuckDB table / view the files are, for table-specific meanings)."""
     files = [str(f) for f in files]
     if not files:
         return {"dagster/row_count": 0}
     schema = pq.read_schema(files[0])
     rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     return {"dagster/row_count": rows,
-            "dagster/column_schema": TableSchema(columns=[TableColumn(name=f.name, type=_arrow_type(f.type)) for f in schema])}
+            "dagster/column_schema": TableSchema(columns=[
+                TableColumn(name=f.name, type=_arrow_type(f.type), description=describe(f.name, table)) for f in schema])}
 
 
 def suite_table(suite: Any) -> MetadataValue:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 from pipeline.core.trajectory import Trajectory
 from pipeline.core.issues import TaskIssue
 from pipeline.core.progress import Progress
+from pipeline.envs import registry
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import CollectedSteps
 from pipeline.core.canonical import canonical_json, canonicalize
@@ -84,7 +85,7 @@ def collect(
         report.by_category[traj.category] += 1
         report.by_env[traj.env_id] += 1
         report.by_strategy[traj.strategy] += 1
-        return trajectory_row(traj, init["state_json"], init["state_hash"])
+        return trajectory_row(traj, init["state_json"], init["state_hash"], registry.source_of(traj.env))
 
     def probe(pending: list[Trajectory]) -> Iterable[dict[str, Any]]:
         for strategy in {t.strategy for t in pending} & set(progress or {}):

@@ -26,11 +26,14 @@ the axes it works with (default :data:`AXES`); see docs/extending.md.
 
 from __future__ import annotations
 
+import itertools
 import string
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from pipeline.core.outcome import OUTCOMES
+
+OUTCOME_COLUMN = "outcome"  # the outcome axis' column (its closed set: OUTCOMES)
 
 
 def quote(text: str) -> str:
@@ -159,6 +162,36 @@ class Rules:
         """The fixed labels the rules give (placeholders left out), in rule order, each once."""
         return tuple(dict.fromkeys(r.label for r in self.rules if r.label is not None and "{" not in r.label))
 
+    def points(self, column: str) -> tuple[int, ...]:
+        """Integer values of ``column`` that meet every label the rules give on it: 0, each range's bounds
+        and the value past the largest bound (the rules' ranges are constant between these)."""
+        bounds = {0}
+        for rule in self.rules:
+            for name, condition in rule.when.conditions:
+                if name == column and isinstance(condition, Range):
+                    bounds.update(b for b in (condition.lo, condition.hi) if b is not None)
+        top = max(bounds) + 1
+        return tuple(range(top + 1))
+
+    def label_values(self, domains: Mapping[str, Iterable[Any]] | None = None) -> tuple[str, ...]:
+        """Every label the rules give — the closed set a label column holds — in rule order (a placeholder
+        rule's labels in value order). ``domains`` gives the values of the closed-set (:class:`OneOf`) columns;
+        integer columns run over :meth:`points`."""
+        domains = dict(domains or {})
+        columns = list(dict.fromkeys(c for r in self.rules for c in r.when.columns))
+        for column in columns:
+            if column not in domains:
+                sets = [c.values for r in self.rules for n, c in r.when.conditions if n == column and isinstance(c, OneOf)]
+                domains[column] = tuple(dict.fromkeys(v for s in sets for v in s)) if sets else self.points(column)
+        out: dict[str, tuple[int, int]] = {}  # label -> (index of the rule that gives it first, appearance)
+        for combo in itertools.product(*(tuple(domains[c]) for c in columns)):
+            step = dict(zip(columns, combo))
+            index = next((i for i, r in enumerate(self.rules) if r.when.matches(step)), None)
+            label = None if index is None else self.rules[index].render(step)
+            if label is not None and label not in out:
+                out[label] = (index, len(out))
+        return tuple(sorted(out, key=out.__getitem__))
+
     def sql(self) -> str:
         """The same rules as a SQL ``CASE`` over the columns the conditions name."""
         whens = "\n  ".join(f"WHEN {r.when.sql()} THEN {r.label_sql()}" for r in self.rules)
@@ -225,7 +258,8 @@ class Axis:
     #: the label (bucket) column and the rules that give it from the axis values; None: the value is the label
     label: str | None = None
     rules: Rules | None = None
-    #: the label column's description (column comments, dataset card)
+    #: the label column's meaning (column comments, dataset card); the glossary
+    #: (:mod:`pipeline.store.glossary`) appends the labels the rules give (:meth:`Axis.label_values`)
     label_doc: str | None = None
     #: quality expectations on the step table: the closed set of values, the smallest value
     values: tuple[str, ...] | None = None
@@ -258,6 +292,11 @@ class Axis:
         if self.rules is None:
             return values[self.column]
         return self.rules.label({**values, self.column: values[self.column] if self.column in values else self.value(values)})
+
+    def label_values(self) -> tuple[str, ...] | None:
+        """The closed set of labels the label column holds (the rules over every axis value), or None
+        without a label column."""
+        return None if self.rules is None else self.rules.label_values({OUTCOME_COLUMN: OUTCOMES})
 
     def label_sql(self) -> str:
         """SQL: the label, over a relation with the axis values (:meth:`Axes.relation`)."""
@@ -332,13 +371,11 @@ class Axes(tuple):
 OUTCOME = Axis("outcome", "outcome", "VARCHAR", values=OUTCOMES)
 DELTA = Axis(
     "delta", "delta_size", "INTEGER", label="delta_bucket", rules=bucket_rules("delta_size", DELTA_BUCKETS),
-    label_doc="|Δ| bucket: " + ", ".join(
-        f"`{name}` " + (f"> {r.lo - 1}" if r.hi is None else f"{r.lo}" if r.lo == r.hi else f"{r.lo}–{r.hi}")
-        for name, r in bucket_ranges(DELTA_BUCKETS).items()),
+    label_doc="|Δ| bucket, labelled by its range",
     min_value=0, by_value=True, by_label=True)
 ARGS = Axis(
     "args", "args_count", "INTEGER", label="args_cardinality", rules=grouped_rules("args_count", ARGS_GROUPED_FROM),
-    label_doc="argument-count bucket: " + ", ".join(f"`{n}`" for n in range(ARGS_GROUPED_FROM)) + f" or `{ARGS_GROUPED_FROM}+`",
+    label_doc="argument-count bucket",
     min_value=0, by_value=True)
 
 #: the axes in force

@@ -15,6 +15,7 @@ from typing import Any
 from pipeline.core.environment import EnvSpec, Environment
 from pipeline.core.outcome import Labeler, labeler
 from pipeline.envs.source import EnvironmentSource, reuse_key as _reuse_key
+from pipeline.store import glossary
 from pipeline.envs.sources.bfcl import BfclSource
 from pipeline.envs.sources.builtin import BuiltinSource
 from pipeline.envs.sources.envscaler import EnvScalerSource
@@ -27,12 +28,17 @@ def register(source: EnvironmentSource) -> EnvironmentSource:
     if source.name in _SOURCES:
         raise ValueError(f"environment source {source.name!r} is registered already")
     _SOURCES[source.name] = source
+    glossary.declare("source", source.name)  # the documented value sets of `source` / `adapter`
+    if source.adapter == source.name:
+        glossary.declare("adapter", source.name)
     return source
 
 
 def unregister(name: str) -> None:
     """Remove the source ``name`` (a test's temporary source)."""
-    _SOURCES.pop(name, None)
+    if _SOURCES.pop(name, None) is not None:
+        glossary.retract("source", name)
+        glossary.retract("adapter", name)
 
 
 register(BfclSource())

@@ -7,7 +7,9 @@ Two words, one meaning each (docs/environments.md):
   (``<source>-<i>``), groups the catalog and the card's licenses, and decides what a run collects;
 * an **adapter** is how an environment is built and run in the sandbox child — ``bfcl`` or
   ``envscaler`` (the builtin pack is EnvScaler-format code, so it uses the ``envscaler`` adapter).
-  ``EnvSpec.source`` holds the adapter's name (the field keeps its name: it is stored in every trajectory).
+  ``EnvSpec.source`` holds the adapter's name (the field keeps its name: it is part of every trajectory's
+  fingerprint). The stored tables say both: their ``source`` column holds the source
+  (:func:`pipeline.envs.registry.source_of`), their ``adapter`` column the adapter.
 
 A source is one module under :mod:`pipeline.envs.sources` defining one :class:`EnvironmentSource`
 subclass; its constructor arguments are its own settings (datatrove-style), and the run's settings

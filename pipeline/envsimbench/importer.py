@@ -39,6 +39,7 @@ from pipeline.envs import blobs
 from pipeline.envsimbench.export import ENV_CODE_FILE, PUBLISHED_FILE
 from pipeline.core.protocol import parse_observation
 from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
+from pipeline.store import glossary
 from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import diff
@@ -48,7 +49,7 @@ from pipeline.store.schema import SAMPLE, encode_delta
 from pipeline.core.axes import AXES
 from pipeline.core.strata import BENCHMARK_CELLS, Cell
 
-SOURCE = "envsimbench"
+SOURCE = glossary.IMPORTED_SOURCE  # "envsimbench"
 PUBLISHED_SCHEMA = pa.schema([pa.field("step_id", pa.string(), nullable=False),
                               pa.field("state_before_json", pa.string()), pa.field("arguments_json", pa.string())])
 HUB_REPO = "Louie-CookieApril/EnvSimBench"

@@ -58,7 +58,8 @@ def step_row(traj: Trajectory, step: dict[str, Any], ref: str | None) -> dict[st
     row.update(
         step_id=f"{traj.trajectory_id}#{step['step_index']}",
         trajectory_id=traj.trajectory_id,
-        source=traj.source,
+        source=registry.source_of(traj.env),
+        adapter=traj.env.source,
         env_id=traj.env_id,
         task_id=traj.task_id,
         code_ref=ref,
@@ -76,8 +77,10 @@ def trajectory_issues(result: dict[str, Any]) -> list[str]:
 
 
 def label_config(limits: Limits) -> dict[str, Any]:
-    """What labels depend on besides the trajectory: labeler version, limits, environment code versions."""
-    return {"labeler": LABELER_VERSION, "limits": asdict(limits), "code": registry.code_versions()}
+    """What labels depend on besides the trajectory: labeler version, limits, environment code versions (and the
+    step row's columns: collected rows of another schema are not reused)."""
+    return {"labeler": LABELER_VERSION, "limits": asdict(limits), "code": registry.code_versions(),
+            "columns": list(COLLECTED.names)}
 
 
 class CollectedSteps:

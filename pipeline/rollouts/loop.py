@@ -228,7 +228,7 @@ class RolloutRunner:
             return None
         drift_before = _size(sim_before, s_before)
         row = {
-            "rollout_id": ro.rid, "task_id": ro.task.task_id, "env_id": env.env_id, "source": env.source,
+            "rollout_id": ro.rid, "task_id": ro.task.task_id, "env_id": env.env_id, "source": registry.source_of(env), "adapter": env.source,
             "step_index": index, "turn": action.turn, "tool": step["tool"], "arguments_json": step["arguments_json"],
             "outcome": step["outcome"], "delta_size": int(step["delta_size"]),
             "delta_bucket": AXES["delta"].label_of({"delta_size": int(step["delta_size"])}),
@@ -425,7 +425,8 @@ def rollout_summary(ro: _Rollout) -> dict[str, Any]:
     first = next((r["step_index"] for r in scored if r["drift"] > 0), None)
     verified = next((i for i, r in enumerate(rows) if not (r["parse_ok"] and r["fm"] and r["drift"] == 0)), len(rows))
     return {
-        "rollout_id": ro.rid, "task_id": ro.task.task_id, "env_id": ro.task.env.env_id, "source": ro.task.env.source,
+        "rollout_id": ro.rid, "task_id": ro.task.task_id, "env_id": ro.task.env.env_id, "source": registry.source_of(ro.task.env),
+        "adapter": ro.task.env.source,
         "status": ro.status, "stop_reason": ro.reason, "steps": len(rows),
         "parse_failures": sum(not r["parse_ok"] for r in rows),
         "first_divergence": first, "final_drift": scored[-1]["drift"] if scored else None,

@@ -33,7 +33,7 @@ def _step(name: str) -> tuple[str, pa.DataType]:
 
 STEPS = pa.schema([
     ("run_id", pa.string()), ("simulator", pa.string()), ("model", pa.string()), ("agent", pa.string()),
-    ("rollout_id", pa.string()), *map(_step, ["task_id", "env_id", "source", "step_index", "turn", "tool", "arguments_json",
+    ("rollout_id", pa.string()), *map(_step, ["task_id", "env_id", "source", "adapter", "step_index", "turn", "tool", "arguments_json",
                                               "outcome", "delta_size"]),
     (AXES["delta"].label, pa.string()),
     ("real_observation", pa.string()), ("fm", pa.bool_()), ("cm", pa.bool_()), ("state_match", pa.bool_()),
@@ -45,7 +45,7 @@ STEPS = pa.schema([
 ROLLOUTS = pa.schema([
     ("run_id", pa.string()), ("simulator", pa.string()), ("model", pa.string()), ("agent", pa.string()),
     ("rollout_id", pa.string()), ("task_id", pa.string()), ("env_id", pa.string()), ("source", pa.string()),
-    ("status", pa.string()), ("stop_reason", pa.string()), ("steps", pa.int32()), ("parse_failures", pa.int32()),
+    ("adapter", pa.string()), ("status", pa.string()), ("stop_reason", pa.string()), ("steps", pa.int32()), ("parse_failures", pa.int32()),
     ("first_divergence", pa.int32()), ("final_drift", pa.int32()), ("max_drift", pa.int32()),
     ("fm_rate", pa.float64()), ("cm_rate", pa.float64()), ("verified_steps", pa.int32()), ("tools_json", pa.string()),
     ("messages_json", pa.string()),

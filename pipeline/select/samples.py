@@ -72,8 +72,8 @@ def materialize_samples(
 
 
 #: what a sample takes from the strata table: its ids, the axes' labels and the (s_t, a_t) hash
-_STRATA_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", *AXES.label_columns, "sample_hash"]
-#: the step-table columns a sample takes (task, environment and source come with the strata labels)
+_STRATA_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", "adapter", *AXES.label_columns, "sample_hash"]
+#: the step-table columns a sample takes (task, environment, source and adapter come with the strata labels)
 _STEP_COLUMNS = [n for n in SAMPLE.names if n in schema.STEPS.names and n not in _STRATA_COLUMNS[2:]]
 #: what the replay reads of every step: which step, then a store.reconstruct.StoredStep
 _REPLAY_COLUMNS = ["trajectory_id", "step_index", "step_id", "delta", "state_before_hash", "state_after_hash"]

@@ -90,7 +90,7 @@ def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> Strat
 def strata_select(axes: Axes, steps: str, nd_join: str) -> str:
     """The strata table's SELECT over the relation ``steps`` (joined to the non-deterministic steps by
     ``nd_join``), ordered by ``step_id``: the axis columns are generated from ``axes``."""
-    return f"""SELECT step_id, trajectory_id, task_id, env_id, source, tool, step_index, {axes.strata_sql()},
+    return f"""SELECT step_id, trajectory_id, task_id, env_id, source, adapter, tool, step_index, {axes.strata_sql()},
                        {BENCHMARK_CELL_SQL} AS benchmark_cell, {BALANCE2_GROUP_SQL} AS balance2_group,
                        outcome = 'error' OR nd.nd_step IS NOT NULL AS excluded,
                        CASE WHEN nd.nd_step IS NOT NULL THEN nd.nd_reason WHEN outcome = 'error' THEN 'error'

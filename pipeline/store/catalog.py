@@ -14,6 +14,7 @@ from typing import Iterable
 
 import duckdb
 
+from pipeline.store.glossary import Described
 from pipeline.store.schema import COLUMN_DOCS
 
 #: table / view -> description (a ``eval_by_*`` / ``rollout_by_*`` breakdown view: its prefix's entry)
@@ -51,21 +52,22 @@ TABLES: dict[str, str] = {
 }
 
 #: column name -> description, the same in every table and view that has the column: the step and sample
-#: columns from :data:`pipeline.store.schema.COLUMN_DOCS` (also the dataset card's Data Fields), the others here
-COLUMNS: dict[str, str] = {
+#: columns from :data:`pipeline.store.schema.COLUMN_DOCS` (also the dataset card's Data Fields), the others here;
+#: a closed-set column's value set is appended from the glossary (:mod:`pipeline.store.glossary`) when read
+_MEANINGS: dict[str, str] = {
     "call": "The action as a call string.",
     "real_observation": "The executor's observation for the action (rollouts).",
     # strata
-    "benchmark_cell": "Default benchmark cell the step is a candidate for (failure, no_change_args0, simple_1, …, difficult); "
-                      "NULL when none.",
-    "balance2_group": "Balance2 group of the step: failure, no_change, simple, complex; NULL for error and |Δ| > 12.",
-    "benchmark_group": "Benchmark group of the sample: failure, no_change, simple, medium, difficult (|Δ| > 12 counts as difficult).",
+    "benchmark_cell": "Default benchmark cell the step is a candidate for",
+    "balance2_group": "Balance2 group of the step",
+    "benchmark_group": "Benchmark group of the sample (|Δ| beyond the difficult bucket counts as difficult)",
     "grp": "Group: the benchmark group (eval_by_group), or the curriculum group key (curriculum_groups).",
     "excluded": "Whether the step is kept out of every split (error, or non-deterministic on re-execution).",
     "excluded_reason": "Why the step is excluded (error, non-deterministic, …) or beyond the buckets (|Δ| > 12); NULL otherwise.",
     # trajectories and environments
     "category": "Task category (bfcl: base, long_context, miss_func, miss_param).",
-    "strategy": "How the trajectory was produced (replay, explore, agent).",
+    "strategy": "How the trajectory was produced: ground_truth (a task's replay), explore, agent, replay-messages "
+                "(a recorded message history).",
     "fingerprint": "Fingerprint of the environment's code and options.",
     "env_options_json": "Environment options (JSON).",
     "init_config_json": "The task's initial configuration (JSON).",
@@ -83,7 +85,7 @@ COLUMNS: dict[str, str] = {
     "tools_json": "The tools' OpenAI function schemas (JSON).",
     "class_code_ref": "Reference of the environment class's source code.",
     # split versions
-    "kind": "Split kind: benchmark, sft_mixture or curriculum.",
+    "kind": "Split kind",
     "version": "Split version id (bench-…, sft-…, cur-…): a hash of seed, input fingerprint and spec.",
     "version_a": "The first version of the pair compared.",
     "version_b": "The second version of the pair compared.",
@@ -189,7 +191,7 @@ COLUMNS: dict[str, str] = {
     "mean_drift": "Mean drift per step.",
     "diverged_pct": "Percent of steps taken after a divergence.",
 }
-COLUMNS.update(COLUMN_DOCS)
+COLUMNS: Described = Described({**_MEANINGS, **COLUMN_DOCS.meanings})
 
 #: (table, column) -> description, where a column's meaning depends on its table
 TABLE_COLUMNS: dict[tuple[str, str], str] = {

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from pipeline.core.canonical import canonical_json
 from pipeline.core.axes import AXES, Axes
+from pipeline.store.glossary import Described
 
 DELTA_RECORD = pa.struct(
     [
@@ -43,6 +44,7 @@ TRAJECTORIES = pa.schema(
         pa.field("env_id", pa.string(), nullable=False),
         pa.field("task_id", pa.string(), nullable=False),
         pa.field("category", pa.string()),
+        pa.field("adapter", pa.string()),  # how the environment is built and run (EnvSpec.source); null in older files
         pa.field("strategy", pa.string()),
         pa.field("fingerprint", pa.string(), nullable=False),
         pa.field("env_options_json", pa.string()),
@@ -88,6 +90,7 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
     (pa.field("code_ref", pa.string()), DETAIL),
     (pa.field("env_output", pa.string()), DETAIL),  # captured stdout/stderr of the call (capped)
     (pa.field("mutated_arg", pa.string()), DETAIL),  # exploration: the argument deliberately mutated, else null
+    (pa.field("adapter", pa.string()), KEY),  # the adapter that ran the environment (null only in imported samples)
 ]
 
 #: the steps table: one row per executed call
@@ -101,6 +104,7 @@ SAMPLE = pa.schema(
         pa.field("position", pa.int32(), nullable=False),
         pa.field("stratum", pa.string(), nullable=False),
         *map(_step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
+        _step("adapter"),  # null for imported samples
         # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
         # null for samples without a recorded clock (imported reference data)
         pa.field("current_time", pa.string()),
@@ -119,13 +123,16 @@ SAMPLE = pa.schema(
 
 
 #: what each column of the step table and of a split's samples means: the one home of these words (the
-#: dataset card's "Data Fields" section is written from it; a test holds every column described)
-COLUMN_DOCS: dict[str, str] = {
+#: dataset card's "Data Fields" section, the DuckDB comments and the Dagster column schemas are written from it;
+#: a test holds every column described). A closed-set column's entry is its meaning: the glossary
+#: (:mod:`pipeline.store.glossary`) completes it with the values the rules give.
+COLUMN_DOCS: Described = Described({
     "position": "the sample's place in the pick order (strata in composition order), as `sample_ids.txt` lists them",
     "stratum": "the benchmark cell (benchmark) or Balance2 group (SFT mixture) the sample was picked for",
     "step_id": "unique id of the step: `<trajectory_id>#<step_index>`",
     "trajectory_id": "the trajectory (replayed task, exploration episode or agent episode) the step belongs to",
-    "source": "environment source: `bfcl`, `builtin` or `envscaler`",
+    "source": "environment source (the registered sources, pipeline/envs/registry.py)",
+    "adapter": "adapter that built and ran the environment in the sandbox (the builtin pack's is `envscaler`)",
     "env_id": "the environment (`<source>/<class or id>`)",
     "task_id": "the task or scenario the trajectory ran",
     "step_index": "0-based index of the step in its trajectory",
@@ -141,7 +148,8 @@ COLUMN_DOCS: dict[str, str] = {
     "raw_observation": "what the tool returned, `o_t`, as text (an `Error…` message for an error step)",
     "observation_json": "the observation parsed (JSON, then Python literal) as JSON; null when it does not parse",
     "observation_truncated": "true when the observation was cut at the size cap",
-    "outcome": "`success`, `failure` (the environment refused the call) or `error` (it raised, timed out or crashed)",
+    "outcome": "outcome of the call (`failure`: the environment refused it, by the corpus's outcome rule; `error`: it "
+               "raised, timed out or crashed)",
     "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the corpus's declared "
                     "rule as canonical JSON (`{\"extends_default\":…,\"failure_if\":[…]}`, docs/environments.md)",
     "error_type": "the exception type of an error step (`Timeout`, `WorkerCrash`, …); else null",
@@ -154,7 +162,7 @@ COLUMN_DOCS: dict[str, str] = {
     "sample_hash": "hash of (`s_t`, `a_t`): one sample per hash, and the key of decontamination",
     "env_output": "stdout / stderr the call printed (capped)",
     "mutated_arg": "exploration: the argument deliberately mutated to provoke a failure; else null",
-}
+})
 
 
 def sample_schema(axes: Axes = AXES) -> pa.Schema:
@@ -165,6 +173,7 @@ def sample_schema(axes: Axes = AXES) -> pa.Schema:
         pa.field("position", pa.int32(), nullable=False),
         pa.field("stratum", pa.string(), nullable=False),
         *map(step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
+        step("adapter"),  # null for imported samples
         # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
         # null for samples without a recorded clock (imported reference data)
         pa.field("current_time", pa.string()),

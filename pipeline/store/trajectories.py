@@ -11,12 +11,16 @@ from pipeline.core.trajectory import Action, Trajectory
 from pipeline.core.environment import EnvSpec
 from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.store.layout import DataLayout
+from pipeline.store.schema import TRAJECTORIES
 
 
-def trajectory_row(traj: Trajectory, initial_state_json: str, initial_state_hash: str) -> dict[str, Any]:
+def trajectory_row(traj: Trajectory, initial_state_json: str, initial_state_hash: str, source: str) -> dict[str, Any]:
+    """The trajectories-table row of ``traj``: ``source`` is the environment's source
+    (``pipeline.envs.registry.source_of``), ``adapter`` the adapter its ``EnvSpec`` runs on."""
     return {
         "trajectory_id": traj.trajectory_id,
-        "source": traj.source,
+        "source": source,
+        "adapter": traj.env.source,
         "env_id": traj.env_id,
         "task_id": traj.task_id,
         "category": traj.category,
@@ -50,7 +54,7 @@ def row_to_trajectory(row: dict[str, Any]) -> Trajectory:
         trajectory_id=row["trajectory_id"],
         task_id=row["task_id"],
         env=EnvSpec(
-            source=row["source"],
+            source=row.get("adapter") or row["source"],  # files without the adapter column held it in `source`
             env_id=row["env_id"],
             init_config=json.loads(row["init_config_json"] or "{}"),
             options=json.loads(row["env_options_json"] or "{}"),
@@ -82,7 +86,8 @@ def iter_trajectory_rows(
         raise FileNotFoundError(
             f"no trajectories table at {layout.trajectories_dir}; materialize the 'trajectories' asset first"
         )
-    dataset = ds.dataset(files, format="parquet")
+    # the table's schema: files written before a column existed (``adapter``) read it as null
+    dataset = ds.dataset(files, format="parquet", schema=TRAJECTORIES)
     flt = ds.field("trajectory_id").isin(ids) if ids is not None else None
     for batch in dataset.to_batches(columns=columns, filter=flt, batch_size=batch_size):
         yield from batch.to_pylist()

@@ -7,6 +7,7 @@ from assets.environments import environment_catalog
 from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic
 from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from tests.support.bad_tasks import bad_task_file
+from pipeline.store import catalog
 from tests.support.metadata import text
 
 
@@ -54,6 +55,13 @@ def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
     assert "square_root" in text(steps["issues"])
     assert steps["dagster/row_count"].value == 7
     assert {"step_id", "delta_size", "outcome"} <= {c.name for c in steps["dagster/column_schema"].schema.columns}
+    # the UI's Columns table: every column of every Parquet-backed asset described, in the glossary's words
+    for asset, metadata in mats.items():
+        if "dagster/column_schema" in metadata:
+            for column in metadata["dagster/column_schema"].schema.columns:
+                assert column.description and column.description == catalog.COLUMNS[column.name], (asset, column.name)
+    described = {c.name: c.description for c in steps["dagster/column_schema"].schema.columns}
+    assert "`success`, `failure` or `error`" in described["outcome"] and "`builtin`" in described["source"]
     assert traj["dagster/row_count"].value == 3 and mats["environment_catalog"]["dagster/row_count"].value == 8
     for metadata in mats.values():
         assert_real_tables(metadata)

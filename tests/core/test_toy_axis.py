@@ -20,11 +20,11 @@ from pipeline.store.layout import DataLayout
 #: the toy axis: computed from a stored column (no new step column), bucketed 0-4 / 5+, at least 1
 TOOL_LENGTH = Axis("tool_length", "tool_length", "INTEGER", value_sql="length(tool)", extract=lambda r: len(r["tool"]),
                    label="tool_length_bucket", rules=bucket_rules("tool_length", (("short", 4), ("long", None))),
-                   label_doc="tool name length bucket: `0-4` or `5+`", min_value=1, by_value=True, by_label=True)
+                   label_doc="tool name length bucket", min_value=1, by_value=True, by_label=True)
 TOY = with_axis(TOOL_LENGTH)
 
 #: the strata table's columns with the default axes
-DEFAULT_STRATA = ["step_id", "trajectory_id", "task_id", "env_id", "source", "tool", "step_index", "outcome", "delta_size",
+DEFAULT_STRATA = ["step_id", "trajectory_id", "task_id", "env_id", "source", "adapter", "tool", "step_index", "outcome", "delta_size",
                   "delta_bucket", "args_count", "args_cardinality", "benchmark_cell", "balance2_group", "excluded",
                   "excluded_reason", "state_before_hash", "state_after_hash", "sample_hash"]
 #: (tool, outcome, |Δ|, argument count) of the toy step table; the empty tool name breaks the toy expectation
@@ -41,7 +41,7 @@ def layout(tmp_path) -> DataLayout:
     rows = []
     for i, (tool, outcome, delta_size, args) in enumerate(STEPS):
         delta = [{"op": "replace", "path": ["k", str(n)], "before": "0", "after": "1"} for n in range(delta_size)]
-        rows.append({"step_id": f"t#{i}", "trajectory_id": "t", "source": "builtin", "env_id": "builtin/toy", "task_id": "task",
+        rows.append({"step_id": f"t#{i}", "trajectory_id": "t", "source": "builtin", "adapter": "envscaler", "env_id": "builtin/toy", "task_id": "task",
                      "step_index": i, "tool": tool, "arguments_json": json.dumps({f"a{n}": n for n in range(args)}),
                      "args_count": args, "raw_observation": "ok", "outcome": outcome, "delta": delta,
                      "delta_size": delta_size, "state_before_hash": _hash(f"s{i}"), "state_after_hash": _hash(f"s{i + 1}")})

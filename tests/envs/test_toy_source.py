@@ -44,7 +44,8 @@ def test_a_registered_source_runs_through_the_dag(tmp_path, sandbox, toy):
     trajectories = pq.read_table(layout.trajectories).to_pylist()
     assert result.report.trajectories == len(trajectories) > 0
     assert {t["env_id"] for t in trajectories} == {"toy/counter"}
-    assert {registry.source_of_id(t["source"], t["env_id"]) for t in trajectories} == {"toy"}
+    assert {registry.source_of_id(t["adapter"], t["env_id"]) for t in trajectories} == {"toy"}
+    assert {t["source"] for t in trajectories} == {"toy"}  # the source, not the adapter it reuses
 
     report = label(layout, sandbox)
     steps = [r for part in layout.step_parts() for r in pq.read_table(part, columns=["env_id", "tool"]).to_pylist()]

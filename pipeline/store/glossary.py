@@ -1,0 +1,122 @@
+"""The one glossary of the data's closed value sets: for every column that holds one of a fixed set of texts
+(``outcome``, ``delta_bucket``, ``args_cardinality``, ``benchmark_cell``, ``balance2_group``, ``benchmark_group``,
+``source``, ``adapter``, ``kind``), the set, derived from the rules that produce the values —
+the outcome constants, the axes' and strata rules (:mod:`pipeline.core.axes`, :mod:`pipeline.core.strata`),
+the environment registry (``pipeline.envs.registry`` declares each source and adapter here as it registers
+it: storage knows no source) and the split kinds.
+
+Every description of such a column is *written from* this set (:func:`describe`): the step and sample column
+docs (``pipeline.store.schema.COLUMN_DOCS``, from which the dataset card's Data Fields and the Dagster column
+schemas take their text) and the DuckDB column comments (``pipeline.store.catalog``). So a documented value set
+is the value set the data holds (``tests/store/test_glossary.py`` checks both against a real run).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Mapping, MutableMapping
+
+from pipeline.core.axes import AXES
+from pipeline.core.outcome import OUTCOMES
+from pipeline.core.strata import RULES
+from pipeline.store.versions import SPLIT_KINDS
+
+#: the ``source`` of samples imported from the EnvSimBench release (no registered source: never executed here)
+IMPORTED_SOURCE = "envsimbench"
+
+# values declared by the layers above storage as they register them (the environment registry: sources, adapters)
+_DECLARED: dict[str, dict[str, None]] = {"source": {}, "adapter": {}}
+
+
+def declare(column: str, value: str) -> None:
+    """Add ``value`` to the closed set of ``column`` (``source`` / ``adapter``: the environment registry, as it
+    registers a source)."""
+    _DECLARED[column][value] = None
+
+
+def retract(column: str, value: str) -> None:
+    """Remove ``value`` from ``column``'s declared set (a test's temporary source going away)."""
+    _DECLARED[column].pop(value, None)
+
+
+def _axis_labels(label: str) -> Callable[[], tuple[str, ...]]:
+    axis = next(a for a in AXES if a.label == label)
+    return lambda: axis.label_values() or ()
+
+
+def _domains() -> dict[str, tuple[str, ...]]:
+    return {"outcome": OUTCOMES}
+
+
+#: column -> its closed set (computed when asked: the registry's sets grow as sources register)
+_SETS: dict[str, Callable[[], tuple[str, ...]]] = {
+    "outcome": lambda: OUTCOMES,
+    **{a.label: _axis_labels(a.label) for a in AXES if a.label},
+    "benchmark_cell": lambda: RULES.benchmark_cell.label_values(_domains()),
+    "balance2_group": lambda: RULES.balance2_group.label_values(_domains()),
+    "benchmark_group": lambda: RULES.benchmark_group.label_values(_domains()),
+    "source": lambda: tuple(_DECLARED["source"]),
+    "adapter": lambda: tuple(_DECLARED["adapter"]),
+    "kind": lambda: SPLIT_KINDS,
+}
+
+#: columns whose rows may hold a value outside the set, and what it means (appended to the description)
+_ALSO: dict[str, str] = {
+    "outcome": " (`failure`: the environment refused the call; `error`: it raised, timed out or crashed)",
+    "adapter": "; null for samples imported from the EnvSimBench release",
+    "source": f"; `{IMPORTED_SOURCE}` for samples imported from the EnvSimBench release",
+    "benchmark_cell": "; NULL when none (errors, |Δ| beyond the buckets, no_change with 2+ arguments)",
+    "balance2_group": "; NULL for error steps and |Δ| beyond the buckets",
+}
+
+
+def closed_columns() -> tuple[str, ...]:
+    """The columns with a closed value set."""
+    return tuple(_SETS)
+
+
+def values(column: str) -> tuple[str, ...]:
+    """The closed set of texts ``column`` holds, in rule order (KeyError: not a closed-set column)."""
+    return _SETS[column]()
+
+
+def documented_values(column: str) -> tuple[str, ...]:
+    """Every non-null value a row may hold in ``column``: its closed set, and the imported source for ``source``."""
+    return values(column) + ((IMPORTED_SOURCE,) if column == "source" else ())
+
+
+def enumerate_values(items: tuple[str, ...]) -> str:
+    """``a``, ``b`` or ``c`` (each in backticks)."""
+    quoted = [f"`{v}`" for v in items]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1] if quoted else "(none)"
+
+
+def describe(column: str, meaning: str) -> str:
+    """``meaning`` of ``column`` followed by its closed set, when it has one: ``meaning: `a`, `b` or `c```.
+    A declared set nothing has declared (a process that never loaded the environment registry does not know
+    the sources) leaves the meaning alone: less said, nothing wrong."""
+    if column not in _SETS or (column in _DECLARED and not _DECLARED[column]):
+        return meaning
+    return f"{meaning}: {enumerate_values(values(column))}{_ALSO.get(column, '')}"
+
+
+class Described(MutableMapping[str, str]):
+    """Column -> description, each closed-set column's meaning completed by its value set when read
+    (:func:`describe`): the form of every column-docs table. Setting an entry sets the column's meaning."""
+
+    def __init__(self, meanings: Mapping[str, str]) -> None:
+        self.meanings = dict(meanings)
+
+    def __getitem__(self, column: str) -> str:
+        return describe(column, self.meanings[column])
+
+    def __setitem__(self, column: str, meaning: str) -> None:
+        self.meanings[column] = meaning
+
+    def __delitem__(self, column: str) -> None:
+        del self.meanings[column]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.meanings)
+
+    def __len__(self) -> int:
+        return len(self.meanings)
