@@ -38,10 +38,60 @@ def _say(*parts: object, file=None) -> None:
     print(*(console_text(p) for p in parts), file=file)
 
 
-def summary(layout: DataLayout) -> int:
+#: the evaluation metrics the summary shows per simulator, in order (``simulator_eval``'s headline scores)
+EVAL_METRICS = ("fm", "cm", "cm_reference")
+
+
+def report_evaluation(evaluation: dict[str, dict[str, float]], split_version: str | None = None) -> None:
+    """FM, CM and ``cm_reference`` (percent of the answered samples) per simulator, as one run's
+    ``simulator_eval`` scored them (``evaluation``: simulator -> metric -> value)."""
+    if not evaluation:
+        return
+    on = f" on {split_version}" if split_version else ""
+    _say(f"Simulators scored by this run{on} (percent of answered samples; eval_runs in DuckDB):")
+    rows = [{"simulator": name, **{m: scores.get(m) for m in EVAL_METRICS}} for name, scores in sorted(evaluation.items())]
+    import pandas as pd
+
+    _say(md_table(pd.DataFrame(rows), index=False))
+    _say()
+
+
+def _stratum_first(table):  # noqa: ANN001, ANN202 (a DataFrame)
+    """A split table with its stratum column first (manifests store rows with sorted keys)."""
+    return table[["stratum", *[c for c in table.columns if c != "stratum"]]] if "stratum" in table.columns else table
+
+
+def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None:
+    """The CURRENT version of each split kind and its per-stratum table (stratum first); with the Dagster run
+    that just ran (``dagster_run_id``), first whether it moved CURRENT: ``benchmark current: bench-43d6 →
+    bench-6ec2``, or that CURRENT stayed where it was."""
+    for kind in (BENCHMARK, MIXTURE):
+        store = SplitStore(layout, kind)
+        current = store.current()
+        if dagster_run_id is not None:
+            change = store.changes_by(dagster_run_id)
+            if change is not None:
+                _say(f"{kind} current: {change[0] or '(none)'} → {change[1]}")
+            elif current:
+                _say(f"{kind} current: {current} (unchanged by this run)")
+        if current:
+            manifest = store.manifest(current)
+            _say(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
+                  f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
+            if manifest.get("tools") or manifest.get("decontamination"):
+                # per stratum: tools picked and the top tool's share; for the mixture what decontamination removed
+                table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
+                _say(md_table(_stratum_first(table.drop(columns=["requested"], errors="ignore")), index=False))
+                _say()
+
+
+def summary(layout: DataLayout, dagster_run_id: str | None = None,
+            evaluation: dict[str, dict[str, float]] | None = None, eval_version: str | None = None) -> int:
     """Print the summary; non-zero when there are no steps, or a check failed in strict mode
     (``ENVSIM_STRICT`` or the check's ``strict`` config) or without quarantining an environment.
-    Quarantined environments are named, and the run goes on (exit 0) with the others."""
+    Quarantined environments are named, and the run goes on (exit 0) with the others. With the Dagster run
+    that just ran (``./forge run``): whether it moved CURRENT, and the scores of its ``simulator_eval``
+    (``evaluation``: simulator -> FM / CM / cm_reference, on benchmark ``eval_version``)."""
     died = describe_inflight(layout)
     if died:
         _say(f"WARNING: {console(died)}", file=sys.stderr)
@@ -86,18 +136,8 @@ def summary(layout: DataLayout) -> int:
     _say("Balance2 SFT groups:")
     _say(md_table(queries.balance2_coverage(layout, composition), index=False))
     _say()
-    for kind in (BENCHMARK, MIXTURE):
-        store = SplitStore(layout, kind)
-        current = store.current()
-        if current:
-            manifest = store.manifest(current)
-            _say(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
-                  f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
-            if manifest.get("tools") or manifest.get("decontamination"):
-                # per stratum: tools picked and the top tool's share; for the mixture what decontamination removed
-                table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
-                _say(md_table(table.drop(columns=["requested"], errors="ignore"), index=False))
-                _say()
+    report_splits(layout, dagster_run_id)
+    report_evaluation(evaluation or {}, eval_version)
     # every export where its writer recorded it (ExportConfig.directory, the rollouts' directory, or export/)
     exports = [directory / "README.md" for directory in layout.recorded_exports().values()]
     for card in sorted(c for c in exports if c.exists()):
