@@ -143,7 +143,7 @@ def summary(layout: DataLayout, dagster_run_id: str | None = None,
     for card in sorted(c for c in exports if c.exists()):
         version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
         _say(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
-    _say(f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views re-pointed on open)")
+    _say(f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views read files relative to the data root: open it from there, or SET file_search_path)")
     if failed:
         envs = sorted({console(e) for doc in failed for e in doc.get("environments", [])})
         checks = sorted({doc["check"] for doc in failed})
