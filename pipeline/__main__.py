@@ -28,7 +28,7 @@ from pipeline.envs import download
 from pipeline.envs.partitions import partition_keys
 from pipeline.store.partitions import shard_count
 from pipeline.training import base_models
-from pipeline.training.bench_model import bench_model
+from pipeline.training.bench_model import ModelUnavailable, bench_model, check_model
 from pipeline.training.launchers import find_llamafactory
 
 
@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                                    "bench_model_runs) under the weights' id.")
     b.add_argument("--checkpoint", default=base_models.DEFAULT_MODEL,
                    help=f"an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint version, 'latest', "
-                        f"<version>/step-N or a directory (default: {base_models.DEFAULT_MODEL})")
+                        f"<version>/step-N, a directory, or a Hub id whose snapshot is in the local Hugging Face cache "
+                        f"(HF_HOME / HF_HUB_CACHE; nothing is downloaded) (default: {base_models.DEFAULT_MODEL})")
     b.add_argument("--per-cell", type=int, default=1, help="samples per benchmark cell (default 1)")
     b.add_argument("--max-tokens", type=int, default=512, help="most tokens per answer (default 512)")
     b.add_argument("--backend", choices=["huggingface", "vllm", "auto"], default="huggingface",
@@ -211,12 +212,22 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--timeout", type=float, default=900.0, help="seconds per request (default 900)")
     b.add_argument("--dtype", choices=["auto", "float16", "bfloat16", "float32"], default=None,
                    help="served compute dtype (default: auto with an NVIDIA GPU, else float32)")
+    b.add_argument("--check", action="store_true",
+                   help="only check that --checkpoint's weights are here and its chat template is known (what ./forge "
+                        "bench-model does before it installs the serving environment); exit 2 with one line if not")
     args = parser.parse_args(argv)
     if args.command == "bench-model":
-        python, cli = find_llamafactory()
-        result = bench_model(DataLayout.at(args.data_root).root, python, cli, args.checkpoint, args.per_cell,
-                             args.max_tokens, args.backend, args.template, args.split_version, args.timeout,
-                             dtype=args.dtype)
+        root = DataLayout.at(args.data_root).root
+        try:
+            check_model(args.checkpoint, root, args.template)
+            if args.check:
+                return 0
+            python, cli = find_llamafactory()
+            result = bench_model(root, python, cli, args.checkpoint, args.per_cell, args.max_tokens, args.backend,
+                                 args.template, args.split_version, args.timeout, dtype=args.dtype)
+        except ModelUnavailable as exc:
+            print(f"./forge bench-model: {exc}", file=sys.stderr)
+            return 2
         _say(f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
               f"in {result.seconds:.0f}s (weights {result.weights_id})")
         _say(md_table(result.cells, index=False))

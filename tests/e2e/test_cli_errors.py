@@ -195,3 +195,21 @@ def test_help_on_every_command_installs_nothing(tmp_path, venv):
         assert "--checkpoint" in proc.stdout and "--per-cell" in proc.stdout
         proc = subprocess.run(["./forge", "ui", "-h"], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
         assert "Usage: dg dev" in proc.stdout
+
+
+def test_bench_model_checks_the_weights_before_installing_the_serving_environment(tmp_path):
+    """``./forge bench-model --checkpoint <Hub id not in the cache>``: one line on how to provide the weights, exit 2,
+    and no .venv-train (the 2 GB LLaMA-Factory environment) was created or installed (issue 32, item 7)."""
+    import hashlib
+
+    tree = _tree_copy(tmp_path, venv=True)
+    stamp = hashlib.sha1((tree / "pyproject.toml").read_bytes() + (tree / "requirements-nodeps.txt").read_bytes()).hexdigest()[:12]
+    (tree / ".venv" / f".stamp-{stamp}").touch()  # .venv is set up: only what bench-model does next counts
+    (tmp_path / "hub").mkdir()
+    env = {**_env(tmp_path), "PYTHON": str(tmp_path / "no-python"), "HF_HUB_CACHE": str(tmp_path / "hub")}
+    proc = subprocess.run(["./forge", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=300)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    assert "hf download Qwen/Qwen2.5-0.5B-Instruct" in lines[0] and "Traceback" not in proc.stderr
+    assert not (tree / ".venv-train").exists() and not (tmp_path / "installs.log").exists()
