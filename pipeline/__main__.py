@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--max-tokens", type=int, default=512, help="most tokens per answer (default 512)")
     b.add_argument("--backend", choices=["huggingface", "vllm", "auto"], default="huggingface",
                    help="llamafactory-cli api backend (default huggingface; a before/after comparison must use one)")
-    b.add_argument("--template", default=None, help="chat template (default: the model's own)")
+    b.add_argument("--template", default=None, help="chat template (default: the one recorded with a checkpoint or an "
+                   "embedded model; needed for any other model, e.g. qwen)")
     b.add_argument("--split-version", default=None, help="benchmark version (default: CURRENT)")
     b.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
     b.add_argument("--timeout", type=float, default=900.0, help="seconds per request (default 900)")
