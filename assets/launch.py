@@ -141,7 +141,7 @@ def report(job_name: str = "envsim_main", since: float | None = None, data_root:
     """What ``./forge run`` prints after its run (``status``: the launcher's exit status): the run's timings,
     then, when the run failed, each failed step and its one-line cause and a last line naming the step (nothing
     from earlier runs); else the summary of the data with what this run changed. Returns the exit status."""
-    from pipeline.__main__ import summary
+    from pipeline.__main__ import report_failed_checks, summary
 
     with DagsterInstance.get() as instance:
         record = _latest_run(instance, job_name, since, data_root)
@@ -155,6 +155,8 @@ def report(job_name: str = "envsim_main", since: float | None = None, data_root:
     if outcome.failed:
         code = status or 1
         sys.stdout.flush()
+        # a check that failed the run (ENVSIM_STRICT): its environments and reasons, from the step parts it checked
+        report_failed_checks(DataLayout.at(data_root), " ".join(f"{s} {c}" for s, c in outcome.failures))
         for step, cause in outcome.failures:
             print(f"step {step} failed: {cause}", file=sys.stderr)
         if not outcome.failures:

@@ -85,6 +85,22 @@ def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None
                 _say()
 
 
+def report_failed_checks(layout: DataLayout, named_in: str | None = None) -> list[dict]:
+    """Print the failed checks of the current step parts (stderr): the check, its headline, the quarantined
+    environments with their reasons; with ``named_in`` (a failed run's steps and causes), only the checks it names.
+    Returns them."""
+    strict = settings().strict
+    failed = [doc for doc in failed_checks(layout) if named_in is None or doc["check"] in named_in]
+    for doc in failed:
+        held = doc["quarantined"] and not (strict or doc["strict"])
+        _say(f"{'QUARANTINED BY' if held else 'FAILED'} CHECK {doc['check']}: {console(doc['headline'])}", file=sys.stderr)
+        for env, reason in sorted(doc.get("reasons", {}).items()):
+            _say(f"  quarantined {console(env)}: {console(str(reason)[:300])}", file=sys.stderr)
+        for line in doc.get("mismatches", [])[:10]:
+            _say(f"  {console(str(line)[:300])}", file=sys.stderr)
+    return failed
+
+
 def summary(layout: DataLayout, dagster_run_id: str | None = None,
             evaluation: dict[str, dict[str, float]] | None = None, eval_version: str | None = None) -> int:
     """Print the summary; non-zero when there are no steps, or a check failed in strict mode
@@ -95,16 +111,9 @@ def summary(layout: DataLayout, dagster_run_id: str | None = None,
     died = describe_inflight(layout)
     if died:
         _say(f"WARNING: {console(died)}", file=sys.stderr)
-    failed = failed_checks(layout)
+    failed = report_failed_checks(layout)
     strict = settings().strict
     stops = blocking(failed, strict)
-    for doc in failed:
-        held = doc["quarantined"] and not (strict or doc["strict"])
-        _say(f"{'QUARANTINED BY' if held else 'FAILED'} CHECK {doc['check']}: {console(doc['headline'])}", file=sys.stderr)
-        for env, reason in sorted(doc.get("reasons", {}).items()):
-            _say(f"  quarantined {console(env)}: {console(str(reason)[:300])}", file=sys.stderr)
-        for line in doc.get("mismatches", [])[:10]:
-            _say(f"  {console(str(line)[:300])}", file=sys.stderr)
     if not queries.has_steps(layout) or not queries.step_totals(layout).get("steps"):
         _say(f"no labeled steps under {layout.root.resolve()}: {why_empty(layout)}", file=sys.stderr)
         return 1
