@@ -1,8 +1,12 @@
 """Before and after a launch (what ``./forge run`` calls): ``check-launch`` validates a ``dg launch`` command
-line against the code location before any run starts, ``timings`` prints where the latest run spent its time.
+line against the code location before any run starts, ``timings`` prints where the latest run spent its time,
+``report`` tells what the run this command started did: its timings, then either the failed step and its one-line
+cause (nothing from earlier runs) or the summary of the data with what this run changed (CURRENT moves, the
+scores of its ``simulator_eval``).
 
 ``python -m assets.launch check-launch --job envsim_main [-c FILE]... [--config-json JSON]``
 ``python -m assets.launch timings [--job envsim_main] [--since EPOCH] [--data-root DIR]``
+``python -m assets.launch report [--job envsim_main] [--since EPOCH] [--data-root DIR] [--status N]``
 """
 
 from pipeline.core.settings import prepare_process
@@ -12,10 +16,13 @@ prepare_process()  # first, before anything imports pyarrow
 import argparse  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import yaml  # noqa: E402
-from dagster import DagsterInstance, DagsterInvalidConfigError, Definitions, RunsFilter, validate_run_config  # noqa: E402
+from dagster import (  # noqa: E402
+    DagsterEventType, DagsterInstance, DagsterInvalidConfigError, DagsterRunStatus, Definitions, RunsFilter, validate_run_config,
+)
 
 from assets.definitions import build_definitions  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
@@ -25,34 +32,145 @@ from resources import EnvironmentSourcesResource  # noqa: E402
 from resources.storage import DATA_ROOT_TAG, root_tag  # noqa: E402
 
 
+def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, data_root: str | None):  # noqa: ANN202
+    """The latest run record of ``job_name`` (created after ``since``, tagged with ``data_root``), or None after
+    saying there is none."""
+    tags = {DATA_ROOT_TAG: root_tag(data_root)} if data_root else {}
+    runs = instance.get_run_records(RunsFilter(job_name=job_name, tags=tags), limit=1)
+    if not runs or (since is not None and runs[0].create_timestamp.timestamp() < since):
+        print(f"no run of {job_name} started" + (" by this command" if since is not None else "")
+              + f" (run history: {instance.root_directory})")
+        return None
+    return runs[0]
+
+
 def print_run_timings(job_name: str = "envsim_main", since: float | None = None, data_root: str | None = None) -> bool:
     """Print where the latest run of ``job_name`` spent its time: each step (asset or check) and what
     lies outside the steps (process start-up, Dagster's orchestration) — used by ``./forge run``.
     ``since`` (epoch seconds): only a run created after it counts; ``data_root``: only a run tagged
     with that root. False when there is none."""
-    tags = {DATA_ROOT_TAG: root_tag(data_root)} if data_root else {}
     with DagsterInstance.get() as instance:
-        runs = instance.get_run_records(RunsFilter(job_name=job_name, tags=tags), limit=1)
-        if not runs or (since is not None and runs[0].create_timestamp.timestamp() < since):
-            print(f"no run of {job_name} started" + (" by this command" if since is not None else "")
-                  + f" (run history: {instance.root_directory})")
+        record = _latest_run(instance, job_name, since, data_root)
+        if record is None:
             return False
-        record = runs[0]
-        stats = [s for s in instance.get_run_step_stats(record.dagster_run.run_id) if s.start_time and s.end_time]
-        if not stats or not record.start_time or not record.end_time:
-            return True
-        total = record.end_time - record.start_time
-        print(f"Run {record.dagster_run.run_id[:8]} of {job_name}: {total:.1f}s wall "
-              f"({record.dagster_run.status.value}); time per step:")
-        busy = 0.0
-        for s in sorted(stats, key=lambda s: s.start_time):
-            seconds = s.end_time - s.start_time
-            busy += seconds
-            print(f"  {s.step_key:45s} {seconds:7.1f}s")
-        print(f"  {'(sum of steps; they run concurrently)':45s} {busy:7.1f}s")
-        print(f"  {'(run wall time outside any step)':45s} "
-              f"{total - (max(s.end_time for s in stats) - min(s.start_time for s in stats)):7.1f}s")
+        _print_timings(instance, record, job_name)
         return True
+
+
+def _print_timings(instance: DagsterInstance, record, job_name: str) -> None:  # noqa: ANN001 (a RunRecord)
+    """Each step's time and what lies outside the steps, for one run record."""
+    stats = [s for s in instance.get_run_step_stats(record.dagster_run.run_id) if s.start_time and s.end_time]
+    if not stats or not record.start_time or not record.end_time:
+        return
+    total = record.end_time - record.start_time
+    print(f"Run {record.dagster_run.run_id[:8]} of {job_name}: {total:.1f}s wall "
+          f"({record.dagster_run.status.value}); time per step:")
+    busy = 0.0
+    for s in sorted(stats, key=lambda s: s.start_time):
+        seconds = s.end_time - s.start_time
+        busy += seconds
+        print(f"  {s.step_key:45s} {seconds:7.1f}s")
+    print(f"  {'(sum of steps; they run concurrently)':45s} {busy:7.1f}s")
+    print(f"  {'(run wall time outside any step)':45s} "
+          f"{total - (max(s.end_time for s in stats) - min(s.start_time for s in stats)):7.1f}s")
+
+
+def _one_line(error) -> str:  # noqa: ANN001 (dagster's SerializableErrorInfo)
+    """The innermost cause of a step's error on one line: ``ShortfallError: benchmark … cannot be filled: …``
+    (Dagster's wrapper "Error occurred while executing op" and the module path of the class left out)."""
+    while error.cause is not None and error.cls_name.startswith("Dagster"):
+        error = error.cause
+    message = error.message.strip()
+    prefix, _, rest = message.partition(": ")
+    if prefix.rsplit(".", 1)[-1] == error.cls_name:
+        message = rest
+    text = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    return f"{error.cls_name}: {text}" if text else error.cls_name
+
+
+@dataclass
+class RunOutcome:
+    """What one Dagster run did, from its event log: ``failures`` (step key, one-line cause) in the order they
+    happened, the run-level failure message when no step failed, and its ``simulator_eval`` scores
+    (simulator -> metric -> value, on benchmark ``eval_version``)."""
+
+    run_id: str
+    status: str
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    run_failure: str | None = None
+    evaluation: dict[str, dict[str, float]] = field(default_factory=dict)
+    eval_version: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status != DagsterRunStatus.SUCCESS.value or bool(self.failures)
+
+
+#: the metrics ``simulator_eval`` records per simulator as ``<metric>/<simulator>`` metadata
+_EVAL_METRICS = ("fm", "cm", "cm_reference", "fm_reference")
+
+
+def run_outcome(instance: DagsterInstance, run_id: str) -> RunOutcome:
+    """The failed steps and evaluation scores of run ``run_id`` (:class:`RunOutcome`)."""
+    run = instance.get_run_by_id(run_id)
+    outcome = RunOutcome(run_id, run.status.value if run else "UNKNOWN")
+    wanted = {DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE, DagsterEventType.ASSET_MATERIALIZATION}
+    for entry in instance.all_logs(run_id, of_type=wanted):
+        event = entry.dagster_event
+        if event.event_type == DagsterEventType.STEP_FAILURE:
+            error = getattr(event.event_specific_data, "error", None)
+            outcome.failures.append((event.step_key, _one_line(error) if error else entry.message or "failed"))
+        elif event.event_type == DagsterEventType.RUN_FAILURE:
+            error = getattr(event.event_specific_data, "error", None) if event.event_specific_data else None
+            outcome.run_failure = _one_line(error) if error else (entry.message or event.message or "the run failed")
+        else:
+            materialization = event.event_specific_data.materialization
+            if materialization.asset_key.path[-1] != "simulator_eval":
+                continue
+            for key, value in materialization.metadata.items():
+                metric, _, simulator = key.partition("/")
+                if metric in _EVAL_METRICS and simulator:
+                    outcome.evaluation.setdefault(simulator, {})[metric] = value.value
+                elif key == "split_version":
+                    outcome.eval_version = value.value
+    return outcome
+
+
+def report(job_name: str = "envsim_main", since: float | None = None, data_root: str | None = None,
+           status: int = 0) -> int:
+    """What ``./forge run`` prints after its run (``status``: the launcher's exit status): the run's timings,
+    then, when the run failed, each failed step and its one-line cause and a last line naming the step (nothing
+    from earlier runs); else the summary of the data with what this run changed. Returns the exit status."""
+    from pipeline.__main__ import report_failed_checks, summary
+
+    with DagsterInstance.get() as instance:
+        record = _latest_run(instance, job_name, since, data_root)
+        if record is not None:
+            _print_timings(instance, record, job_name)
+            outcome = run_outcome(instance, record.dagster_run.run_id)
+    if record is None:
+        code = status or 1
+        print(f"./forge run: FAILED: no run of {job_name} started (exit {code})", file=sys.stderr)
+        return code
+    if outcome.failed:
+        code = status or 1
+        sys.stdout.flush()
+        # a check that failed the run (ENVSIM_STRICT): its environments and reasons, from the step parts it checked
+        report_failed_checks(DataLayout.at(data_root), " ".join(f"{s} {c}" for s, c in outcome.failures))
+        for step, cause in outcome.failures:
+            print(f"step {step} failed: {cause}", file=sys.stderr)
+        if not outcome.failures:
+            print(f"run {outcome.run_id[:8]} ended {outcome.status}: {outcome.run_failure or 'no step failed'}",
+                  file=sys.stderr)
+        steps = [step for step, _ in outcome.failures]
+        where = f" at step {steps[0]}" + (f" (and {', '.join(steps[1:])})" if steps[1:] else "") if steps else ""
+        print(f"./forge run: FAILED{where} (exit {code})", file=sys.stderr)
+        return code
+    code = summary(DataLayout.at(data_root), outcome.run_id, outcome.evaluation, outcome.eval_version)
+    code = status or code
+    if code:
+        print(f"./forge run: FAILED (exit {code})", file=sys.stderr)
+    return code
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -177,7 +295,16 @@ def main(argv: list[str]) -> int:
         parser.add_argument("--data-root")
         args = parser.parse_args(argv[1:])
         return 0 if print_run_timings(args.job, since=args.since, data_root=args.data_root) else 3
-    print("usage: python -m assets.launch check-launch [dg launch arguments] | timings [--job J] [--since EPOCH] [--data-root DIR]",
+    if argv[:1] == ["report"]:
+        parser = argparse.ArgumentParser(prog="python -m assets.launch report")
+        parser.add_argument("--job", default="envsim_main")
+        parser.add_argument("--since", type=float)
+        parser.add_argument("--data-root")
+        parser.add_argument("--status", type=int, default=0, help="the launcher's exit status")
+        args = parser.parse_args(argv[1:])
+        return report(args.job, since=args.since, data_root=args.data_root, status=args.status)
+    print("usage: python -m assets.launch check-launch [dg launch arguments] | timings [--job J] [--since EPOCH] [--data-root DIR]"
+          " | report [--job J] [--since EPOCH] [--data-root DIR] [--status N]",
           file=sys.stderr)
     return 2
 

@@ -29,7 +29,7 @@ from pipeline.envs import download
 from pipeline.envs.partitions import partition_keys
 from pipeline.store.partitions import shard_count
 from pipeline.training import base_models
-from pipeline.training.bench_model import bench_model
+from pipeline.training.bench_model import ModelUnavailable, bench_model, check_model
 from pipeline.training.launchers import find_llamafactory
 
 
@@ -39,16 +39,59 @@ def _say(*parts: object, file=None) -> None:
     print(*(console_text(p) for p in parts), file=file)
 
 
-def summary(layout: DataLayout) -> int:
-    """Print the summary; non-zero when there are no steps, or a check failed in strict mode
-    (``ENVSIM_STRICT`` or the check's ``strict`` config) or without quarantining an environment.
-    Quarantined environments are named, and the run goes on (exit 0) with the others."""
-    died = describe_inflight(layout)
-    if died:
-        _say(f"WARNING: {console(died)}", file=sys.stderr)
-    failed = failed_checks(layout)
+#: the evaluation metrics the summary shows per simulator, in order (``simulator_eval``'s headline scores)
+EVAL_METRICS = ("fm", "cm", "cm_reference")
+
+
+def report_evaluation(evaluation: dict[str, dict[str, float]], split_version: str | None = None) -> None:
+    """FM, CM and ``cm_reference`` (percent of the answered samples) per simulator, as one run's
+    ``simulator_eval`` scored them (``evaluation``: simulator -> metric -> value)."""
+    if not evaluation:
+        return
+    on = f" on {split_version}" if split_version else ""
+    _say(f"Simulators scored by this run{on} (percent of answered samples; eval_runs in DuckDB):")
+    rows = [{"simulator": name, **{m: scores.get(m) for m in EVAL_METRICS}} for name, scores in sorted(evaluation.items())]
+    import pandas as pd
+
+    _say(md_table(pd.DataFrame(rows), index=False))
+    _say()
+
+
+def _stratum_first(table):  # noqa: ANN001, ANN202 (a DataFrame)
+    """A split table with its stratum column first (manifests store rows with sorted keys)."""
+    return table[["stratum", *[c for c in table.columns if c != "stratum"]]] if "stratum" in table.columns else table
+
+
+def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None:
+    """The CURRENT version of each split kind and its per-stratum table (stratum first); with the Dagster run
+    that just ran (``dagster_run_id``), first whether it moved CURRENT: ``benchmark current: bench-43d6 →
+    bench-6ec2``, or that CURRENT stayed where it was."""
+    for kind in (BENCHMARK, MIXTURE):
+        store = SplitStore(layout, kind)
+        current = store.current()
+        if dagster_run_id is not None:
+            change = store.changes_by(dagster_run_id)
+            if change is not None:
+                _say(f"{kind} current: {change[0] or '(none)'} → {change[1]}")
+            elif current:
+                _say(f"{kind} current: {current} (unchanged by this run)")
+        if current:
+            manifest = store.manifest(current)
+            _say(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
+                  f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
+            if manifest.get("tools") or manifest.get("decontamination"):
+                # per stratum: tools picked and the top tool's share; for the mixture what decontamination removed
+                table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
+                _say(md_table(_stratum_first(table.drop(columns=["requested"], errors="ignore")), index=False))
+                _say()
+
+
+def report_failed_checks(layout: DataLayout, named_in: str | None = None) -> list[dict]:
+    """Print the failed checks of the current step parts (stderr): the check, its headline, the quarantined
+    environments with their reasons; with ``named_in`` (a failed run's steps and causes), only the checks it names.
+    Returns them."""
     strict = settings().strict
-    stops = blocking(failed, strict)
+    failed = [doc for doc in failed_checks(layout) if named_in is None or doc["check"] in named_in]
     for doc in failed:
         held = doc["quarantined"] and not (strict or doc["strict"])
         _say(f"{'QUARANTINED BY' if held else 'FAILED'} CHECK {doc['check']}: {console(doc['headline'])}", file=sys.stderr)
@@ -56,6 +99,22 @@ def summary(layout: DataLayout) -> int:
             _say(f"  quarantined {console(env)}: {console(str(reason)[:300])}", file=sys.stderr)
         for line in doc.get("mismatches", [])[:10]:
             _say(f"  {console(str(line)[:300])}", file=sys.stderr)
+    return failed
+
+
+def summary(layout: DataLayout, dagster_run_id: str | None = None,
+            evaluation: dict[str, dict[str, float]] | None = None, eval_version: str | None = None) -> int:
+    """Print the summary; non-zero when there are no steps, or a check failed in strict mode
+    (``ENVSIM_STRICT`` or the check's ``strict`` config) or without quarantining an environment.
+    Quarantined environments are named, and the run goes on (exit 0) with the others. With the Dagster run
+    that just ran (``./forge run``): whether it moved CURRENT, and the scores of its ``simulator_eval``
+    (``evaluation``: simulator -> FM / CM / cm_reference, on benchmark ``eval_version``)."""
+    died = describe_inflight(layout)
+    if died:
+        _say(f"WARNING: {console(died)}", file=sys.stderr)
+    failed = report_failed_checks(layout)
+    strict = settings().strict
+    stops = blocking(failed, strict)
     if not queries.has_steps(layout) or not queries.step_totals(layout).get("steps"):
         _say(f"no labeled steps under {layout.root.resolve()}: {why_empty(layout)}", file=sys.stderr)
         return 1
@@ -89,24 +148,14 @@ def summary(layout: DataLayout) -> int:
     _say("Balance2 SFT groups:")
     _say(md_table(queries.balance2_coverage(layout, composition), index=False))
     _say()
-    for kind in (BENCHMARK, MIXTURE):
-        store = SplitStore(layout, kind)
-        current = store.current()
-        if current:
-            manifest = store.manifest(current)
-            _say(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
-                  f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
-            if manifest.get("tools") or manifest.get("decontamination"):
-                # per stratum: tools picked and the top tool's share; for the mixture what decontamination removed
-                table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
-                _say(md_table(table.drop(columns=["requested"], errors="ignore"), index=False))
-                _say()
+    report_splits(layout, dagster_run_id)
+    report_evaluation(evaluation or {}, eval_version)
     # every export where its writer recorded it (ExportConfig.directory, the rollouts' directory, or export/)
     exports = [directory / "README.md" for directory in layout.recorded_exports().values()]
     for card in sorted(c for c in exports if c.exists()):
         version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
         _say(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
-    _say(f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views re-pointed on open)")
+    _say(f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views read files relative to the data root: open it from there, or SET file_search_path)")
     if failed:
         envs = sorted({console(e) for doc in failed for e in doc.get("environments", [])})
         checks = sorted({doc["check"] for doc in failed})
@@ -163,23 +212,35 @@ def main(argv: list[str] | None = None) -> int:
                                    "bench_model_runs) under the weights' id.")
     b.add_argument("--checkpoint", default=base_models.DEFAULT_MODEL,
                    help=f"an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint version, 'latest', "
-                        f"<version>/step-N or a directory (default: {base_models.DEFAULT_MODEL})")
+                        f"<version>/step-N, a directory, or a Hub id whose snapshot is in the local Hugging Face cache "
+                        f"(HF_HOME / HF_HUB_CACHE; nothing is downloaded) (default: {base_models.DEFAULT_MODEL})")
     b.add_argument("--per-cell", type=int, default=1, help="samples per benchmark cell (default 1)")
     b.add_argument("--max-tokens", type=int, default=512, help="most tokens per answer (default 512)")
     b.add_argument("--backend", choices=["huggingface", "vllm", "auto"], default="huggingface",
                    help="llamafactory-cli api backend (default huggingface; a before/after comparison must use one)")
-    b.add_argument("--template", default=None, help="chat template (default: the model's own)")
+    b.add_argument("--template", default=None, help="chat template (default: the one recorded with a checkpoint or an "
+                   "embedded model; needed for any other model, e.g. qwen)")
     b.add_argument("--split-version", default=None, help="benchmark version (default: CURRENT)")
     b.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
     b.add_argument("--timeout", type=float, default=900.0, help="seconds per request (default 900)")
     b.add_argument("--dtype", choices=["auto", "float16", "bfloat16", "float32"], default=None,
                    help="served compute dtype (default: auto with an NVIDIA GPU, else float32)")
+    b.add_argument("--check", action="store_true",
+                   help="only check that --checkpoint's weights are here and its chat template is known (what ./forge "
+                        "bench-model does before it installs the serving environment); exit 2 with one line if not")
     args = parser.parse_args(argv)
     if args.command == "bench-model":
-        python, cli = find_llamafactory()
-        result = bench_model(DataLayout.at(args.data_root).root, python, cli, args.checkpoint, args.per_cell,
-                             args.max_tokens, args.backend, args.template, args.split_version, args.timeout,
-                             dtype=args.dtype)
+        root = DataLayout.at(args.data_root).root
+        try:
+            check_model(args.checkpoint, root, args.template)
+            if args.check:
+                return 0
+            python, cli = find_llamafactory()
+            result = bench_model(root, python, cli, args.checkpoint, args.per_cell, args.max_tokens, args.backend,
+                                 args.template, args.split_version, args.timeout, dtype=args.dtype)
+        except ModelUnavailable as exc:
+            print(f"./forge bench-model: {exc}", file=sys.stderr)
+            return 2
         _say(f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
               f"in {result.seconds:.0f}s (weights {result.weights_id})")
         _say(md_table(result.cells, index=False))

@@ -14,14 +14,13 @@ import json
 import os
 from pathlib import Path
 
-import duckdb
-
 from pipeline.report.plots import line_plot
 from pipeline.core.strata import DELTA_BUCKETS, delta_bucket
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.store.duck import connect_file
 from pipeline.store.layout import DataLayout
 
 MODELS = ("base", "balance2", "uniform")
@@ -51,7 +50,7 @@ def main() -> None:
              for m in MODELS if (a.results / f"answers-{m}.jsonl").exists()]
     scored = score_all(layout, version, samples, specs)
     runs = [s.run_id for s in scored]
-    with duckdb.connect(str(layout.duckdb)) as con:
+    with connect_file(layout.duckdb) as con:  # the views resolve against the data root
         for s in scored:
             load_run(con, s.path, s.run_id)
         answered_by_all = [r[0] for r in con.execute(

@@ -96,7 +96,8 @@ _MEANINGS: dict[str, str] = {
     "is_current": "Whether the version is its kind's CURRENT one.",
     "created_at": "When the row's subject was created (split version: first written; bench-model run: measured).",
     "dagster_run_id": "Dagster run that produced the row (NULL outside Dagster or when not known).",
-    "parent_version": "Version that was current before this one was made current (split versions), or the checkpoint "
+    "parent_version": "Version this one was first derived from: the one current when it was first made current (split "
+                      "versions; making it current again never rewrites it, so the lineage has no cycle), or the checkpoint "
                       "version an intermediate step belongs to (sft_checkpoint_steps); NULL when none.",
     # evaluation
     "run_id": "Run identifier: an evaluation run is <simulator>@<benchmark version>; a rollout run names its own.",

@@ -2,8 +2,13 @@
 pointer per kind (never "the latest file").
 
 Provenance that is not part of a version's content — when it was first written, by which Dagster run,
-and which version was current before it was made current — is appended to ``data/splits/<kind>/history.jsonl``
-(one JSON line per event), never written into the version's directory: same seed and input, same bytes."""
+and which version was current when it was first made current — is appended to ``data/splits/<kind>/history.jsonl``
+(one JSON line per event), never written into the version's directory: same seed and input, same bytes.
+
+A version's ``parent_version`` is the version it was first derived from: the one current when it was made
+current for the first time. Making an existing version current again (a run back at seed 0 after a run at seed 1)
+is logged as its own event but never rewrites a parent, so the lineage is acyclic (a parent was always made
+current before its child)."""
 
 from __future__ import annotations
 
@@ -70,14 +75,26 @@ class SplitStore:
         pointer = self.root / "CURRENT"
         return pointer.read_text().strip() if pointer.exists() else None
 
-    def set_current(self, version: str, dagster_run_id: str | None = None) -> None:
-        """Point CURRENT at ``version``; a change is logged with the version it replaces (its parent)."""
+    def set_current(self, version: str, dagster_run_id: str | None = None) -> str | None:
+        """Point CURRENT at ``version``; a change is logged with the version it replaces (``previous``; on the
+        version's first time also as its ``parent``). Returns the version current before."""
         self.manifest(version)  # must exist
-        parent = self.current()
+        previous = self.current()
         with atomic_path(self.root / "CURRENT") as tmp:
             tmp.write_text(version + "\n")
-        if parent != version:
-            self.log(MADE_CURRENT, version, dagster_run_id, parent=parent)
+        if previous != version:
+            first = not any(e.get("event") == MADE_CURRENT and e.get("version") == version for e in self.history())
+            self.log(MADE_CURRENT, version, dagster_run_id, previous=previous, **({"parent": previous} if first else {}))
+        return previous
+
+    def changes_by(self, dagster_run_id: str) -> tuple[str | None, str] | None:
+        """``(before, after)`` of CURRENT over the ``made_current`` events of one Dagster run (the first event's
+        previous version, the last event's version); None when that run did not change CURRENT."""
+        events = [e for e in self.history() if e.get("event") == MADE_CURRENT and e.get("dagster_run_id") == dagster_run_id]
+        if not events:
+            return None
+        first = events[0]
+        return first.get("previous", first.get("parent")), events[-1]["version"]
 
     @property
     def history_path(self) -> Path:
@@ -110,19 +127,22 @@ class SplitStore:
     def provenance(self) -> dict[str, dict[str, Any]]:
         """Per version: ``created_at`` (first ``created`` event; else the manifest's modification time),
         ``dagster_run_id`` (the run that created it; None outside Dagster) and ``parent_version`` (the version
-        current before it was last made current; None when never made current or nothing was current)."""
+        current when it was first made current; None when never made current or nothing was current). Histories
+        written before ``previous`` existed logged every change as ``parent``: the first one counts."""
         out: dict[str, dict[str, Any]] = {}
         for event in self.history():
             row = out.setdefault(event.get("version"), {"created_at": None, "dagster_run_id": None, "parent_version": None})
             if event.get("event") == CREATED and row["created_at"] is None:
                 row["created_at"], row["dagster_run_id"] = event.get("at"), event.get("dagster_run_id")
-            elif event.get("event") == MADE_CURRENT:
-                row["parent_version"] = event.get("parent")
+            elif event.get("event") == MADE_CURRENT and not row.get("made_current"):
+                row["parent_version"], row["made_current"] = event.get("parent"), True
         for version in self.versions():
             row = out.setdefault(version, {"created_at": None, "dagster_run_id": None, "parent_version": None})
             if row["created_at"] is None:
                 mtime = (self.dir(version) / "manifest.json").stat().st_mtime
                 row["created_at"] = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="microseconds")
+        for row in out.values():
+            row.pop("made_current", None)
         return out
 
     def current_seed(self) -> int | None:

@@ -1,11 +1,15 @@
 """The DuckDB database under the data root: views over the Parquet tables of record, and tables of
 split versions and their membership (all versions of every kind, so old splits stay queryable).
 
-Views that read Parquet files name them by absolute path, so they are **re-pointed on open**: every
-connection the pipeline opens on ``envsim.duckdb`` (``pipeline.store.duck.connect_file`` /
-``open_data_root`` and the code location's ``duckdb`` resource) calls :func:`repoint`, which re-creates them
-at the data root the file is in now (a read-only connection gets temporary views of the same names), so a
-moved data root answers at once. Every table, view and column is commented (:mod:`pipeline.store.catalog`).
+Views that read Parquet files name them by paths **relative to the data root** (``steps/part-*.parquet``), so a
+plain DuckDB client started in the data root (the ``duckdb`` CLI or Python on ``envsim.duckdb``) answers
+every view, also after the root moved; from elsewhere, ``SET file_search_path = '<data root>'`` first. Every
+connection the pipeline opens on ``envsim.duckdb`` (``pipeline.store.duck.connect_file`` / ``open_data_root`` and the
+code location's ``duckdb`` resource) calls :func:`repoint`, which sets ``file_search_path`` to the data root the
+file is in now (so they answer from any working directory) and re-creates the views for the files that exist now
+(a read-only connection gets temporary views of the same names). A DuckDB file kept outside its data root (the
+``duckdb`` resource's ``database`` set elsewhere) names the files by absolute path instead. Every table, view and column is commented
+(:mod:`pipeline.store.catalog`).
 
 Callers pass a connection (in Dagster: from the DuckDB resource, inside the ``duckdb`` pool, so
 only one process writes at a time).
@@ -56,38 +60,50 @@ def _sql_path(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _samples_view(layout: DataLayout, kind: str) -> str | None:
+def _in_root(layout: DataLayout, path: Path | str, relative: bool = True) -> str:
+    """``path`` as a view names it: relative to the data root (POSIX separators) when it lies under it and
+    ``relative``, else absolute."""
+    path, root = Path(path).resolve(), layout.root.resolve()
+    return path.relative_to(root).as_posix() if relative and path.is_relative_to(root) else str(path)
+
+
+def _samples_view(layout: DataLayout, kind: str, relative: bool = True) -> str | None:
     store = SplitStore(layout, kind)
     if not store.versions():
         return None
-    pattern = store.root.resolve() / "*" / "samples.parquet"
+    pattern = _in_root(layout, store.root, relative) + "/*/samples.parquet"
     return (f"SELECT regexp_extract(filename, '([^/\\\\]+)[/\\\\]samples\\.parquet$', 1) AS version, * EXCLUDE (filename) "
             f"FROM read_parquet({_sql_path(pattern)}, filename = true, union_by_name = true)")
 
 
-def parquet_views(layout: DataLayout) -> dict[str, str]:
-    """Every view over Parquet files under ``layout``'s root (name -> SELECT), for the files that exist now."""
+def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
+    """Every view over Parquet files under ``layout``'s root (name -> SELECT), for the files that exist now; paths
+    relative to the root (resolved against ``file_search_path``, else the working directory), or absolute when not
+    ``relative`` (a DuckDB file kept outside the data root)."""
     views: dict[str, str] = {}
     if layout.step_parts():
-        views["steps"] = f"SELECT * FROM read_parquet({_sql_path(layout.steps_dir.resolve() / 'part-*.parquet')})"
+        views["steps"] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.steps_dir, relative) + '/part-*.parquet')})"
     # every file of layout.trajectory_files(); partition files as a glob, so that partitions
     # materialized after this sync are in the view too
     trajectory_files = [Path(f).resolve() for f in layout.trajectory_files()]
-    patterns = sorted({str(f.parent / "part-*.parquet") if f.name.startswith("part-") else str(f) for f in trajectory_files})
+    patterns = sorted({_in_root(layout, f.parent, relative) + "/part-*.parquet" if f.name.startswith("part-")
+                       else _in_root(layout, f, relative)
+                       for f in trajectory_files})
     if patterns:
         views["trajectories"] = f"SELECT * FROM read_parquet([{', '.join(map(_sql_path, patterns))}])"
     if layout.environments.exists():
-        views["environments"] = f"SELECT * FROM read_parquet({_sql_path(layout.environments.resolve())})"
+        views["environments"] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.environments, relative))})"
     if layout.strata.exists():
-        views["strata"] = f"SELECT * FROM read_parquet({_sql_path(layout.strata.resolve())})"
+        views["strata"] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.strata, relative))})"
     for kind in SPLIT_KINDS:
-        select = _samples_view(layout, kind)
+        select = _samples_view(layout, kind, relative)
         if select:
             views[f"{kind}_samples"] = select
     rollouts = layout.rollouts.resolve()
     if list(rollouts.glob("*/steps.parquet")):
-        views["rollout_steps"] = f"SELECT * FROM read_parquet({_sql_path(rollouts / '*' / 'steps.parquet')}, union_by_name = true)"
-        views["rollouts"] = f"SELECT * FROM read_parquet({_sql_path(rollouts / '*' / 'rollouts.parquet')}, union_by_name = true)"
+        where = _in_root(layout, rollouts, relative)
+        views["rollout_steps"] = f"SELECT * FROM read_parquet({_sql_path(where + '/*/steps.parquet')}, union_by_name = true)"
+        views["rollouts"] = f"SELECT * FROM read_parquet({_sql_path(where + '/*/rollouts.parquet')}, union_by_name = true)"
     return views
 
 
@@ -101,11 +117,16 @@ def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 def repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
-    """(Re-)create every Parquet view at ``layout``'s root as it is now (a read-only connection: as temporary
-    views, which take precedence over the stored ones in this connection), then the views derived from them
-    and the comments. Returns the views' names."""
+    """Resolve the views' relative paths against ``layout``'s root on this connection (``file_search_path``), then
+    (re-)create every Parquet view for the files there now (a read-only connection: as temporary views, which take
+    precedence over the stored ones in this connection), the views derived from them and the comments. Returns
+    the views' names."""
+    root = layout.root.resolve()
+    con.execute(f"SET file_search_path = {_sql_path(root)}")
     temp = "TEMP " if _read_only(con) else ""
-    views = parquet_views(layout)
+    # relative paths where the file moves with the data root (envsim.duckdb in it); absolute for a file kept elsewhere
+    database = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+    views = parquet_views(layout, relative=not database or Path(database).resolve().parent == root)
     for name, select in views.items():
         con.execute(f"CREATE OR REPLACE {temp}VIEW {name} AS {select}")
     if not views.get("benchmark_samples") and not temp and not _exists(con, "benchmark_samples"):

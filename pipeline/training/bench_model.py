@@ -3,13 +3,15 @@
 on a stratified subset of the current benchmark — the first ``per_cell`` samples of every cell in the split's pick
 order, so every cell is represented. By default it scores the embedded base model (SmolLM2-135M-Instruct,
 :mod:`pipeline.training.base_models`); ``checkpoint`` scores a trained one (a version, ``latest``, a directory or an
-embedded model's name). Results are cached and stored by the served weights' id, never by the served name: the
+embedded model's name, or a Hub id found in the local Hugging Face cache: nothing is downloaded, and weights that
+are not here are one line saying how to provide them, checked before anything is installed). Results are cached and stored by the served weights' id, never by the served name: the
 per-sample rows go to ``eval_results`` / ``eval_runs`` and one row per measurement to ``bench_model_runs``
 (weights id, the GGUF's sha256 for an embedded model, backend, subset, throughput), all in ``envsim.duckdb``.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -64,21 +66,88 @@ def stratified_subset(samples: list[dict[str, Any]], per_cell: int) -> list[dict
     return out
 
 
+class ModelUnavailable(ValueError):
+    """``--checkpoint`` names weights that are not on this machine (or cannot be served as given): one line
+    saying how to provide them offline."""
+
+
+#: what a Hugging Face Hub model id looks like (``Qwen/Qwen2.5-0.5B-Instruct``)
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def hub_snapshot(repo_id: str, cache_dir: str | Path | None = None) -> Path | None:
+    """The directory of ``repo_id``'s snapshot in the local Hugging Face cache (``HF_HUB_CACHE``, else
+    ``$HF_HOME/hub``; or ``cache_dir``) when it holds a ``config.json`` and weight files; None otherwise. Offline:
+    nothing is asked of the Hub."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        path = Path(snapshot_download(repo_id, local_files_only=True, cache_dir=cache_dir))
+    except (LocalEntryNotFoundError, ValueError, OSError):
+        return None
+    weights = [p for p in path.iterdir() if p.suffix in checkpoints.WEIGHT_SUFFIXES]
+    return path if (path / "config.json").is_file() and weights else None
+
+
+def hub_cache_dir(cache_dir: str | Path | None = None) -> str:
+    from huggingface_hub import constants
+
+    return str(cache_dir or constants.HF_HUB_CACHE)
+
+
+def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None) -> tuple[Path, dict[str, Any] | None]:
+    """``(directory, checkpoint manifest or None)`` of a ``--checkpoint`` that is not an embedded model's name: a
+    checkpoint version, ``latest``, ``<version>/step-N``, a directory, or a Hub id in the local Hugging Face cache;
+    :class:`ModelUnavailable` (one line: how to provide the weights offline) when there are none here."""
+    try:
+        return checkpoints.resolve(data_root, ref)
+    except FileNotFoundError as exc:
+        if _HUB_ID.match(ref) and not checkpoints._STEP_REF.match(ref) and not Path(ref).exists():
+            snapshot = hub_snapshot(ref, cache_dir)
+            if snapshot is not None:
+                return snapshot, None
+            raise ModelUnavailable(
+                f"--checkpoint {ref}: no directory {ref} and no snapshot of the Hub model {ref} in the Hugging Face cache "
+                f"({hub_cache_dir(cache_dir)}); bench-model does not download: fetch it where there is network "
+                f"(hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory holding its "
+                f"config.json and weights") from None
+        raise ModelUnavailable(
+            f"--checkpoint {ref}: {exc}; pass an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint "
+            f"version, latest, <version>/step-N, a directory, or a Hub id in the Hugging Face cache") from None
+
+
+def _template(ref: str, path: Path, manifest: dict[str, Any] | None, origin: dict[str, Any] | None,
+              template: str | None) -> str:
+    chosen = template or (manifest or {}).get("settings", {}).get("template") or (origin or {}).get("template")
+    if not chosen:
+        raise ModelUnavailable(f"--checkpoint {ref}: {path} was not trained or converted by this pipeline, so its chat "
+                               f"template is unknown: pass --template (e.g. qwen for Qwen models, smollm2, llama3)")
+    return chosen
+
+
+def check_model(ref: str, data_root: Path, template: str | None, cache_dir: str | Path | None = None) -> None:
+    """What ``./forge bench-model`` checks before it installs the serving environment: ``ref`` is an embedded
+    model (converted later, in that environment), or its weights are here and its chat template is known;
+    else :class:`ModelUnavailable`."""
+    if ref in base_models.EMBEDDED:
+        return
+    path, manifest = find_weights(ref, data_root, cache_dir)
+    _template(ref, path, manifest, base_models.lineage(path), template)
+
+
 def resolve_model(ref: str, data_root: Path, python: str, template: str | None,
                   log: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None, dict[str, Any] | None, str]:
     """``(directory, checkpoint manifest, base-model lineage, template)`` of ``ref``: an embedded model's name
-    (converted on first use), a checkpoint version, ``latest``, ``<version>/step-N`` or a directory."""
+    (converted on first use), a checkpoint version, ``latest``, ``<version>/step-N``, a directory or a Hub id in
+    the local Hugging Face cache (:func:`find_weights`)."""
     if ref in base_models.EMBEDDED:
         path = base_models.materialize(ref, data_root, python, log=log)
         manifest = None
     else:
-        path, manifest = checkpoints.resolve(data_root, ref)
+        path, manifest = find_weights(ref, data_root)
     origin = base_models.lineage(path)
-    settings = (manifest or {}).get("settings", {})
-    chosen = template or settings.get("template") or (origin or {}).get("template")
-    if not chosen:
-        raise ValueError(f"{path} was not trained or converted by this pipeline: pass --template (e.g. smollm2, qwen)")
-    return path, manifest, origin, chosen
+    return path, manifest, origin, _template(ref, path, manifest, origin, template)
 
 
 def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.DEFAULT_MODEL, per_cell: int = 1,

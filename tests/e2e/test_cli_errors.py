@@ -143,3 +143,73 @@ def test_the_code_location_is_named_after_the_project():
     assert project["tool"]["dg"]["project"]["code_location_name"] == "envsim_forge"
     workspace = yaml.safe_load((ROOT / "workspace.yaml").read_text())
     assert workspace["load_from"][0]["python_module"]["location_name"] == "envsim_forge"
+
+
+def _usage_commands(text: str) -> list[str]:
+    """The commands ``./forge --help`` lists (its indented lines that start with a lower-case word)."""
+    import re
+
+    return sorted({m.group(1) for m in re.finditer(r"^  ([a-z][a-z-]+)\b", text, re.M)})
+
+
+def _tree_copy(tmp_path: Path, venv: bool) -> Path:
+    """The tracked files of the repository in ``tmp_path/tree``; with ``venv``, a ``.venv`` whose python and dg
+    run the real ones but record a pip call (an install) in ``installs.log`` instead of running it."""
+    tree = tmp_path / "tree"
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            (tree / name).write_bytes((ROOT / name).read_bytes())
+            (tree / name).chmod((ROOT / name).stat().st_mode)
+    if venv:
+        (tree / ".venv" / "bin").mkdir(parents=True)
+        for tool in ("python", "dg"):
+            wrapper = tree / ".venv" / "bin" / tool
+            wrapper.write_text(f'#!/bin/sh\ncase " $* " in *" pip "*) echo "$0 $*" >> {tmp_path / "installs.log"}; exit 1;; esac\n'
+                               f'exec {VENV_BIN / tool} "$@"\n')
+            wrapper.chmod(0o755)
+    return tree
+
+
+@pytest.mark.parametrize("venv", [True, False], ids=["with-venv", "bare-tree"])
+def test_help_on_every_command_installs_nothing(tmp_path, venv):
+    """``./forge COMMAND -h`` for every command of the usage prints help and exits 0; nothing is installed:
+    no .venv-train, no pip call, and in a bare tree no .venv either (issue 32, item 7)."""
+    tree = _tree_copy(tmp_path, venv)
+    env = {**_env(tmp_path), "PYTHON": str(tmp_path / "no-python")}  # a venv creation would fail loudly
+    usage = subprocess.run(["./forge", "--help"], cwd=tree, env=env, capture_output=True, text=True, timeout=60)
+    commands = _usage_commands(usage.stdout)
+    assert {"run", "test", "ui", "bench", "bench-scale", "bench-model", "download", "train-env", "serve-env", "setup"} <= set(commands)
+    for command in commands:
+        for flag in ("-h", "--help"):
+            proc = subprocess.run(["./forge", command, flag], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, (command, flag, proc.stderr[-2000:])
+            assert "usage" in proc.stdout.lower(), (command, flag, proc.stdout[:500])
+            assert "Traceback" not in proc.stderr, (command, proc.stderr[-2000:])
+    assert not (tree / ".venv-train").exists() and not (tree / ".venv-serve").exists()
+    assert not (tmp_path / "installs.log").exists(), (tmp_path / "installs.log").read_text()
+    assert (tree / ".venv").exists() == venv
+    if venv:  # the options themselves, from the command's own parser
+        proc = subprocess.run(["./forge", "bench-model", "-h"], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+        assert "--checkpoint" in proc.stdout and "--per-cell" in proc.stdout
+        proc = subprocess.run(["./forge", "ui", "-h"], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+        assert "Usage: dg dev" in proc.stdout
+
+
+def test_bench_model_checks_the_weights_before_installing_the_serving_environment(tmp_path):
+    """``./forge bench-model --checkpoint <Hub id not in the cache>``: one line on how to provide the weights, exit 2,
+    and no .venv-train (the 2 GB LLaMA-Factory environment) was created or installed (issue 32, item 7)."""
+    import hashlib
+
+    tree = _tree_copy(tmp_path, venv=True)
+    stamp = hashlib.sha1((tree / "pyproject.toml").read_bytes() + (tree / "requirements-nodeps.txt").read_bytes()).hexdigest()[:12]
+    (tree / ".venv" / f".stamp-{stamp}").touch()  # .venv is set up: only what bench-model does next counts
+    (tmp_path / "hub").mkdir()
+    env = {**_env(tmp_path), "PYTHON": str(tmp_path / "no-python"), "HF_HUB_CACHE": str(tmp_path / "hub")}
+    proc = subprocess.run(["./forge", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=300)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    assert "hf download Qwen/Qwen2.5-0.5B-Instruct" in lines[0] and "Traceback" not in proc.stderr
+    assert not (tree / ".venv-train").exists() and not (tmp_path / "installs.log").exists()

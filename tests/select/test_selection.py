@@ -203,7 +203,8 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
             for e in result.get_asset_materialization_events()}
     assert meta["benchmark_split"]["shortfalls"].value == 4
     assert "medium_4" in meta["benchmark_split"]["shortfall_detail"].value
-    con = duckdb.connect(str(layout.duckdb), read_only=True)
+    # a plain client outside the data root: the views' paths are relative to it (docs/sql.md)
+    con = duckdb.connect(str(layout.duckdb), read_only=True, config={"file_search_path": str(layout.root)})
     assert con.execute("SELECT count(*) FROM steps").fetchone()[0] == 4625
     mixture_samples = meta["sft_mixture"]["samples"].value
     assert checks["mixture_composition"].passed == (meta["sft_mixture"]["shortfalls"].value == 0)

@@ -99,7 +99,32 @@ def test_views_answer_after_the_data_root_moves(full_root, tmp_path):
     resource = DataStoreDuckDBResource(store=DataStoreResource(data_root=str(new.root)))
     with resource.get_connection() as con:
         assert con.execute("SELECT count(*) FROM strata").fetchone()[0] == 4625
-        assert str(moved.resolve()) in con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'steps'").fetchone()[0]
+        assert "'steps/part-*.parquet'" in con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'steps'").fetchone()[0]
+
+
+def test_a_plain_client_in_a_moved_root_answers_every_view(full_root, tmp_path, monkeypatch):
+    """Issue 32, item 7: ``duckdb.connect(<moved root>/envsim.duckdb)`` — no pipeline code, no settings — from the
+    moved root answers every view (they name files relative to the data root), and no view names the old root."""
+    import duckdb
+
+    layout, _, _ = full_root
+    moved = tmp_path / "moved" / "data"
+    shutil.copytree(layout.root, moved)
+    old = str(layout.root.resolve())
+    monkeypatch.chdir(moved)
+    with duckdb.connect(str(moved / "envsim.duckdb")) as con:
+        views = sorted(r[0] for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'").fetchall())
+        assert {"steps", "strata", "trajectories", "environments", "benchmark_samples", "sft_mixture_samples",
+                "rollout_steps", "rollouts"} <= set(views)
+        for view in views:
+            assert old not in con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ?", [view]).fetchone()[0], view
+            con.execute(f"SELECT count(*) FROM {view}").fetchone()
+        assert con.execute("SELECT count(*) FROM steps").fetchone()[0] == 4625
+    monkeypatch.chdir(tmp_path)  # elsewhere: the documented setting resolves them
+    with duckdb.connect(str(moved / "envsim.duckdb"), read_only=True) as con:
+        con.execute(f"SET file_search_path = '{moved}'")
+        assert con.execute("SELECT count(*) FROM strata").fetchone()[0] == 4625
 
 
 def test_rows_of_a_version_name_it(full_root):
