@@ -60,7 +60,7 @@ class ExploreSettings:
     max_call_budget: int = setting(factory=lambda: profile.current().explore_call_budget,
                                    description="The largest budget an unset `call_budget` scales to (default: the "
                                    "profile's `explore_call_budget`).")
-    calls_per_environment: int = setting(5_000, "Tool calls per explored environment an unset `call_budget` allows.")
+    calls_per_environment: int = setting(3_000, "Tool calls per explored environment an unset `call_budget` allows.")
     plateau_calls: int = setting(100, "A tool that has shown nothing new (no new combination of outcome, |Δ| and "
                                  "argument count) for this many calls has plateaued: what it reaches is what it has shown.")
     episode_length: int = same_as(PolicySettings, "episode_length")
