@@ -133,15 +133,16 @@ def _range_text(r: Range) -> str:
     return f"{r.lo}" if r.lo == r.hi else f"{r.lo}–{r.hi}"
 
 
-def _values_text(values: Iterable[int]) -> str:
-    """``0–3, 8``: distinct values, runs as ranges."""
+def _values_text(values: Iterable[int], cap: int | None = None) -> str:
+    """``0–3, 8``: distinct values, runs as ranges (``cap``, which stands for itself and above: ``14+``)."""
     runs: list[list[int]] = []
     for v in sorted(set(values)):
         if runs and v == runs[-1][1] + 1:
             runs[-1][1] = v
         else:
             runs.append([v, v])
-    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)
+    plus = lambda v: f"{v}+" if v == cap else f"{v}"  # noqa: E731
+    return ", ".join(plus(a) if a == b else f"{a}–{plus(b)}" for a, b in runs)
 
 
 def _predicate_text(when: When) -> str:
@@ -303,7 +304,7 @@ class Coverage:
             return f"unreachable, no {'/'.join(outcome.values)} step seen"
         if isinstance(args, Range) and not any(args.matches(a) for _, _, a in seen):
             return f"unreachable, argument counts seen: {_values_text(a for _, _, a in seen)}"
-        return f"unreachable, |Δ| seen: {_values_text(d for _, d, _ in seen)}"
+        return f"unreachable, |Δ| seen: {_values_text((d for _, d, _ in seen), self._delta_horizon())}"
 
     def unreachable_lines(self) -> list[str]:
         """``difficult (|Δ| 7–12): unreachable, max |Δ| seen 3`` for each unreachable target."""
@@ -441,6 +442,8 @@ def explore(
     unreachable = coverage.unreachable_lines()
     if not short:
         why = "every reachable coverage target met" if unreachable else "every coverage target met"
+    elif not env_tools:
+        why = "no scenario to explore; short: " + ", ".join(short)
     elif coverage.steps >= budget:
         why = f"call budget spent ({settings.budget_text(len(env_tools))}); short: " + ", ".join(short)
     else:
