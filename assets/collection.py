@@ -121,17 +121,15 @@ def trajectories(
         metadata["agent"] = f"{len(result.agent_episodes)} episodes with {config.agent.model}: {statuses}; events {events}"
     if result.coverage is not None:
         cov = result.coverage
-        unreachable, short = cov.unreachable(), cov.short()
         metadata["exploration_calls"] = cov.steps
         metadata["exploration_call_budget"] = cov.call_budget
         metadata["exploration_stopped"] = cov.stop_reason
         metadata["exploration_coverage"] = records_table([
             {"cell": c.name, "target": cov.targets()[c.name], "candidates": cov.cells[c.name],
              "environments": len(cov.cell_envs.get(c.name, ())),
-             "status": unreachable.get(c.name, "short" if c.name in short else "met")} for c in cov.composition.cells
+             "status": cov.status(c.name)} for c in cov.composition.cells
         ], ["cell", "target", "candidates", "environments", "status"])
-        if unreachable:
-            lines = cov.unreachable_lines()
+        if lines := cov.unreachable_lines():
             metadata["exploration_unreachable"] = MetadataValue.md("\n".join(f"- {line}" for line in lines))
             context.log.warning(f"exploration: {len(lines)} coverage target(s) no explored environment can reach: "
                                 + "; ".join(lines))

@@ -325,6 +325,10 @@ class Coverage:
                 out[key] = deficit
         return out
 
+    def status(self, key: str) -> str:
+        """``met``, ``short`` or why a target is unreachable (``unreachable, max |Δ| seen 3``)."""
+        return self.unreachable().get(key) or ("short" if key in self.short() else "met")
+
     def satisfied(self) -> bool:
         """Every target met or unreachable."""
         return not self.short()
