@@ -22,7 +22,7 @@ class AgentPolicyConfig(config_from(AgentSettings, AgentRun, exclude={"settings"
         return self.to_domain(AgentRun, settings=self.to_domain(AgentSettings)) if self.model else None
 
 
-class CollectionConfig(config_from(ExploreSettings, exclude={"call_budget"})):
+class CollectionConfig(config_from(ExploreSettings, exclude={"call_budget", "max_call_budget"})):
     """Which collection policies run: ground-truth replay (bfcl, from the sources resource), seeded
     exploration steered toward strata still short of their quota (fields: ``ExploreSettings``), and an
     optional LLM agent."""
@@ -31,18 +31,19 @@ class CollectionConfig(config_from(ExploreSettings, exclude={"call_budget"})):
     force: bool = Field(default=False, description="Collect even when the inputs are unchanged (otherwise an identical "
                         "earlier collection is reused: same sources and file contents, settings, limits and code).")
     agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig, description="LLM agent policy (skipped without a model).")
-    call_budget: int | None = Field(default=None, ge=0, description="Stop after this many tool calls (unset: the "
-                                    "`composition` resource's `explore_call_budget`, i.e. the profile's).")
+    call_budget: int | None = Field(default=None, ge=0, description="Stop after this many tool calls (unset: "
+                                    "`calls_per_environment` × the environments explored, at most the `composition` "
+                                    "resource's `explore_call_budget`, i.e. the profile's).")
 
     def agent_run(self) -> AgentRun | None:
         return self.agent.agent_run()
 
-    def settings(self, default_budget: int) -> ExploreSettings | None:
-        """The exploration settings (None: exploration off), the budget unset here taken from ``default_budget``."""
+    def settings(self, max_budget: int) -> ExploreSettings | None:
+        """The exploration settings (None: exploration off); a budget unset here scales with the corpus up to
+        ``max_budget``."""
         if not self.enabled:
             return None
-        budget = self.call_budget if self.call_budget is not None else default_budget
-        return self.to_domain(call_budget=budget)
+        return self.to_domain(call_budget=self.call_budget, max_call_budget=max_budget)
 
 
 @asset(group_name="collection", deps=["environment_catalog"], kinds={"python", "parquet"})
@@ -67,6 +68,11 @@ def trajectories(
     collects the environments of that source whose blake2b hash of the env id is i mod N into
     `trajectories/part-<partition>.parquet` (issues: `issues-<partition>.parquet`); exploration gets
     the shard's share of the call budget. A source with nothing configured gives an empty partition.
+
+    Exploration adapts to the corpus: its budget (unset) is `calls_per_environment` × the environments
+    explored, at most the profile's; a target no environment can reach (by what each tool has shown once it
+    plateaued) is dropped and named with why (`exploration_unreachable`, and a warning), and exploration stops
+    when every target is met or unreachable (`exploration_stopped`).
 
     Collection is deterministic: with the inputs of the last collection unchanged (sources and their
     files, exploration settings, composition, sandbox limits, code; no LLM agent) nothing is collected
@@ -116,8 +122,15 @@ def trajectories(
     if result.coverage is not None:
         cov = result.coverage
         metadata["exploration_calls"] = cov.steps
+        metadata["exploration_call_budget"] = cov.call_budget
+        metadata["exploration_stopped"] = cov.stop_reason
         metadata["exploration_coverage"] = records_table([
             {"cell": c.name, "target": cov.targets()[c.name], "candidates": cov.cells[c.name],
-             "environments": len(cov.cell_envs.get(c.name, ()))} for c in cov.composition.cells
-        ], ["cell", "target", "candidates", "environments"])
+             "environments": len(cov.cell_envs.get(c.name, ())),
+             "status": cov.status(c.name)} for c in cov.composition.cells
+        ], ["cell", "target", "candidates", "environments", "status"])
+        if lines := cov.unreachable_lines():
+            metadata["exploration_unreachable"] = MetadataValue.md("\n".join(f"- {line}" for line in lines))
+            context.log.warning(f"exploration: {len(lines)} coverage target(s) no explored environment can reach: "
+                                + "; ".join(lines))
     return MaterializeResult(metadata=metadata)

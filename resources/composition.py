@@ -37,8 +37,10 @@ class CompositionResource(ConfigurableResource):
     mixture_sizes: dict[str, int] = Field(default_factory=lambda: dict(profile.PROFILES["default"].mixture_sizes),
                                           description="Samples per Balance2 group; default: the profile's.")
     explore_call_budget: int = Field(default=profile.PROFILES["default"].explore_call_budget, ge=0,
-                                     description="Tool calls exploration may spend steering toward the composition "
-                                     "(a `trajectories` config's `call_budget` overrides it); default: the profile's.")
+                                     description="The most tool calls exploration may spend steering toward the "
+                                     "composition: its budget scales with the corpus (`calls_per_environment` × the "
+                                     "environments explored) up to this (a `trajectories` config's `call_budget` "
+                                     "overrides both); default: the profile's.")
     on_shortfall: Literal["fail", "warn"] = Field(
         default=profile.PROFILES["default"].benchmark_on_shortfall,  # type: ignore[arg-type]
         description="A benchmark cell that cannot be filled fails `benchmark_split`, or warns (a `benchmark_split` "

@@ -33,7 +33,7 @@ from typing import Any, Callable
 import pyarrow.parquet as pq
 
 from pipeline.collect.collector import CollectReport
-from pipeline.collect.explore import Coverage, ExploreSettings
+from pipeline.collect.explore import Coverage, ExploreSettings, ToolShown
 from pipeline.collect.result import CollectionResult, ShardSummary
 from pipeline.collect.sources import SourceConfig, configured_files
 from pipeline.core import profile
@@ -154,6 +154,9 @@ def record(layout: DataLayout, key: str | None, result: CollectionResult) -> Non
             "cells": dict(cov.cells), "cell_envs": {k: sorted(v) for k, v in cov.cell_envs.items()},
             "groups": dict(cov.groups), "steps": cov.steps,
             "tool_hits": [[env, tool, dict(hits)] for (env, tool), hits in cov.tool_hits.items()],
+            "shown": [[env, tool, shown.to_dict()] for (env, tool), shown in cov.shown.items()],
+            "tools": {env: list(tools) for env, tools in cov.tools.items()},
+            "call_budget": cov.call_budget, "stop_reason": cov.stop_reason,
         },
         "shard": None if shard is None else {
             "source_envs": sorted(shard.source_envs), "shard_envs": sorted(shard.shard_envs),
@@ -216,6 +219,9 @@ def reused(
         coverage.groups.update(c["groups"])
         coverage.steps = c["steps"]
         coverage.tool_hits = defaultdict(Counter, {(env, tool): Counter(h) for env, tool, h in c["tool_hits"]})
+        coverage.shown = defaultdict(ToolShown, {(env, tool): ToolShown.of(s) for env, tool, s in c["shown"]})
+        coverage.explore_envs(c["tools"])
+        coverage.call_budget, coverage.stop_reason = c["call_budget"], c["stop_reason"]
     summary = None
     if shard is not None and (s := doc["shard"]) is not None:
         summary = ShardSummary(shard, set(s["source_envs"]), set(s["shard_envs"]), s["configured"], s["note"])

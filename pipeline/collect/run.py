@@ -70,10 +70,13 @@ def _shard_note(summary: ShardSummary, trajectories: int, why_disabled: str | No
 
 def _scaled(settings: ExploreSettings, share: float) -> ExploreSettings:
     """Exploration settings for a shard holding ``share`` of the explored environments: its part of
-    the call budget and of the candidate targets, so all shards together explore as one run would."""
+    the call budget (an explicit one, and the most a corpus-scaled one may reach: the scaled budget itself
+    counts the shard's own environments) and of the candidate targets, so all shards together explore as
+    one run would."""
     return dataclasses.replace(
         settings,
-        call_budget=math.ceil(settings.call_budget * share),
+        call_budget=None if settings.call_budget is None else math.ceil(settings.call_budget * share),
+        max_call_budget=math.ceil(settings.max_call_budget * share),
         cell_factor=settings.cell_factor * share,
         group_factor=settings.group_factor * share,
         min_envs=max(1, math.ceil(settings.min_envs * share)),

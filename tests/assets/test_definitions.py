@@ -21,8 +21,11 @@ def test_the_profile_of_the_value_reaches_the_resources(name, monkeypatch):
     sources = build_definitions(Settings(profile=name)).resources["sources"]
     assert tuple(sources.bfcl_categories) == {"default": ("base", "long_context", "miss_func", "miss_param"),
                                                "small": ("base",)}[name]
-    # an exploration config that leaves the budget unset takes the resource's; one that sets it wins
-    assert CollectionConfig().settings(composition.explore_call_budget).call_budget == chosen.explore_call_budget
+    # an exploration config that leaves the budget unset scales it to the corpus, at most the resource's; one that
+    # sets it wins
+    unset = CollectionConfig().settings(composition.explore_call_budget)
+    assert unset.call_budget is None and unset.max_call_budget == chosen.explore_call_budget
+    assert unset.budget(1_000) == chosen.explore_call_budget
     assert CollectionConfig(call_budget=5).settings(composition.explore_call_budget).call_budget == 5
 
 

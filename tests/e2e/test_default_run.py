@@ -35,7 +35,8 @@ def test_every_cell_has_twice_its_quota_from_ten_environments(default_run):
         assert table.loc[cell.name, "candidates"] >= 2 * cell.quota, cell.name
         assert table.loc[cell.name, "environments"] >= 10, cell.name
     assert collected.coverage.satisfied()  # exploration stopped because every target was met
-    assert collected.coverage.steps < ExploreSettings().call_budget
+    assert collected.coverage.steps < collected.coverage.call_budget <= ExploreSettings().max_call_budget
+    assert not collected.coverage.unreachable()  # the embedded default reaches every stratum
 
 
 def test_the_outcome_check_does_not_fire_on_the_default(default_run):

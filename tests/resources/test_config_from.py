@@ -35,7 +35,7 @@ from resources.composition import CellConfig
 
 # (Dagster class, dataclass, the dataclass fields it does not derive, fields of its own (some of them), config keys renamed)
 PAIRS = [
-    (CollectionConfig, ExploreSettings, {"call_budget"}, {"enabled", "force", "agent", "call_budget"}, {}),
+    (CollectionConfig, ExploreSettings, {"call_budget", "max_call_budget"}, {"enabled", "force", "agent", "call_budget"}, {}),
     (AgentPolicyConfig, AgentSettings, set(), {"sources", "task_limit"}, {}),
     (AgentPolicyConfig, AgentRun, {"settings"}, {f.name for f in dataclasses.fields(AgentSettings)}, {}),
     (SimulatorConfig, SimulatorSpec, set(), set(), {}),
