@@ -35,7 +35,7 @@ def cell_rule(cell: Cell | dict[str, Any]) -> str:
 def reach(con: duckdb.DuckDBPyConnection, strata: str, cells: Iterable[Cell], table: list[dict[str, Any]]) -> dict[str, str]:
     """For every short cell of ``table`` (a selection's per-stratum rows), what the corpus (the usable steps
     of the strata relation ``strata``) reaches toward it: no step of the cell's outcome; the largest |Δ| when
-    the cell's range lies beyond it; else how many distinct candidates from how many environments."""
+    the cell's range lies beyond it; else how many distinct candidates, from how many environments."""
     short = {t["stratum"]: t for t in table if t["missing"] > 0}
     out: dict[str, str] = {}
     for cell in cells:
@@ -43,14 +43,17 @@ def reach(con: duckdb.DuckDBPyConnection, strata: str, cells: Iterable[Cell], ta
             continue
         steps, max_delta = con.execute(
             f"SELECT count(*), max(delta_size) FROM {strata} WHERE NOT excluded AND outcome = ?", [cell.outcome]).fetchone()
+        available = short[cell.name]["available"]
         if not steps:
             out[cell.name] = f"no {cell.outcome} step in the corpus"
         elif max_delta < cell.delta_min:
-            out[cell.name] = f"max |Δ| in the corpus {max_delta}"
+            of = "" if cell.outcome == "success" else f" of {cell.outcome} steps"
+            out[cell.name] = f"max |Δ|{of} in the corpus {max_delta}"
+        elif not available:
+            out[cell.name] = f"no candidate in the corpus (max |Δ| {max_delta})"
         else:
             envs = con.execute(f"SELECT count(DISTINCT env_id) FROM {strata} WHERE NOT excluded AND {cell.sql()}").fetchone()[0]
-            out[cell.name] = (f"{short[cell.name]['available']} distinct candidates in the corpus, "
-                              f"from {envs} environment{'' if envs == 1 else 's'}")
+            out[cell.name] = f"{available} distinct candidates in the corpus, from {envs} environment{'' if envs == 1 else 's'}"
     return out
 
 

@@ -3,43 +3,23 @@ EnvScaler run: dozens of environments with two scenarios each, and many explorat
 scenario that all carry the scenario's ``task_id``; every episode starts from the scenario's initial
 state, so its first step repeats the (s_t, tool, arguments) of the scenario's other episodes.
 
-The strata table is written directly (the selection reads only it and the benchmark's samples); the
-samples file of a version is written from the strata rows by :func:`_samples_from_strata` in place of
-the full-state rebuild, which these synthetic steps have no states for.
+The strata table is written directly (tests/support/strata_corpus.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 
-import duckdb
 import pandas as pd
 import pytest
 
 from pipeline.core.decontamination import DECONTAMINATION_KEYS, decontamination
-from pipeline.core.strata import BALANCE2_GROUPS, balance2_group, benchmark_cell, delta_bucket, args_cardinality
+from pipeline.core.strata import BALANCE2_GROUPS
 from pipeline.quality.suites import overlap_suite
 from pipeline.select import selection
 from pipeline.select.selection import build_benchmark, build_mixture, strata_report
-from pipeline.store.layout import DataLayout
-
-
-def _hash(*parts: object) -> str:
-    return hashlib.md5("|".join(map(str, parts)).encode()).hexdigest()
-
-
-def _step(env: str, task: str, trajectory: str, index: int, outcome: str, delta: int, args: int,
-          state: str, tool: str, arguments: str) -> dict:
-    return {
-        "step_id": f"{trajectory}#{index}", "trajectory_id": trajectory, "task_id": task, "env_id": env,
-        "source": "envscaler", "tool": tool, "step_index": index, "outcome": outcome, "delta_size": delta,
-        "delta_bucket": delta_bucket(delta), "args_count": args, "args_cardinality": args_cardinality(args),
-        "benchmark_cell": benchmark_cell(outcome, delta, args), "balance2_group": balance2_group(outcome, delta),
-        "excluded": False, "excluded_reason": None, "state_before_hash": state, "state_after_hash": _hash(state, tool, arguments),
-        "sample_hash": _hash(state, tool, arguments),
-    }
+from tests.support.strata_corpus import corpus_layout, step_row as _step, sha as _hash  # noqa: F401 (a fixture)
 
 
 def _draw(rng: random.Random) -> tuple[str, int, int]:
@@ -96,32 +76,6 @@ def replayed_corpus(envs: int = 20, tasks: int = 30, length: int = 6, seed: int 
                     outcome, delta, args = "success", 0, 0
                 rows.append(_step(env, task, f"{task}:replay", i, outcome, delta, args, state, tool, arguments))
     return pd.DataFrame(rows)
-
-
-def _samples_from_strata(layout, picks, strata_path, out) -> int:
-    """The picked strata rows as a split's samples (ids, stratum, position, labels): the selection's output
-    without the states these synthetic steps do not have."""
-    con = duckdb.connect()
-    picked = pd.DataFrame([{"step_id": s, "stratum": st, "position": i} for i, (s, st) in enumerate(picks)])
-    con.register("picked", picked)
-    con.execute(f"""COPY (SELECT p.position, p.stratum, s.* FROM picked p JOIN read_parquet('{strata_path}') s
-                          USING (step_id) ORDER BY p.position) TO '{out}' (FORMAT parquet)""")
-    return len(picks)
-
-
-@pytest.fixture
-def corpus_layout(tmp_path, monkeypatch):
-    """A function writing a strata table (and its manifest) at a fresh data root."""
-    monkeypatch.setattr(selection, "materialize_samples", _samples_from_strata)
-
-    def write(df: pd.DataFrame, name: str = "data") -> DataLayout:
-        layout = DataLayout.at(tmp_path / name)
-        layout.strata.parent.mkdir(parents=True, exist_ok=True)
-        df.sort_values("step_id").to_parquet(layout.strata, index=False)
-        layout.strata_manifest.write_text(json.dumps({"fingerprint": _hash(name, len(df)), "steps": len(df), "usable": len(df)}))
-        return layout
-
-    return write
 
 
 def _groups(mix) -> dict[str, dict]:
