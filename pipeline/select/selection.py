@@ -64,13 +64,13 @@ class SelectionResult:
         (``difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3``); else selected of requested and why."""
         if self.reach:
             return shortfall_lines({"spec": self.spec, "shortfalls": self.shortfalls, "reach": self.reach})
-        return [part for part in self.shortfall_message().split("; ") if part] if self.shortfalls else []
+        lost = {d["stratum"]: d for d in self.decontamination}
+        return [f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing, "
+                f"{s['available']} candidates{decontamination_note(lost.get(s['stratum']))})" for s in self.shortfalls]
 
     def shortfall_message(self) -> str:
-        lost = {d["stratum"]: d for d in self.decontamination}
-        return "; ".join(f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing, "
-                         f"{s['available']} candidates{decontamination_note(lost.get(s['stratum']))})"
-                         for s in self.shortfalls)
+        """Every short stratum with its candidates and what decontamination removed, on one line."""
+        return "; ".join(SelectionResult(**{**self.__dict__, "reach": {}}).shortfall_lines())
 
 
 def decontamination_note(row: dict[str, Any] | None) -> str:
