@@ -318,8 +318,13 @@ def build_mixture(
         why = ""
         if not picks:
             before = con.execute(f"SELECT count(*) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
+            touched = con.execute(f"SELECT count(DISTINCT {rule.key}) FROM read_parquet('{bench_samples}')").fetchone()[0]
+            total = con.execute(f"SELECT count(DISTINCT {rule.key}) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
             why = (f"decontamination against benchmark {bench_version} (by {rule.key} and by {rule.identity_label}) "
-                   f"leaves none of the {before} usable steps" if before else "there is no usable step (all excluded or none labeled)")
+                   f"leaves none of the {before} usable steps (the benchmark holds steps of {touched} of the {total} "
+                   f"{rule.key} values); fix: collect more episodes (ops: trajectories: config: call_budget) or choose a "
+                   f"smaller benchmark (resources: composition: config: cells)"
+                   if before else "there is no usable step (all excluded or none labeled)")
     for row, loss in zip(table, losses):
         loss.update({"rule": rule.name, "key": rule.key, "identity": rule.identity_label, "benchmark": bench_version,
                      "after": row["available"]})

@@ -158,3 +158,17 @@ def test_a_mistyped_rule_is_one_line_listing_the_choices(corpus_layout):
     assert str(err.value) == ("decontaminate must be one of trajectory, task_id, env_id (default trajectory), "
                               "not 'trajectory_id'")
     assert DECONTAMINATION_KEYS == ("trajectory", "task_id", "env_id") and decontamination("env_id").key == "env_id"
+
+
+def test_a_benchmark_that_touches_every_trajectory_leaves_an_empty_mixture_with_its_fix(corpus_layout):
+    """A corpus of few, long episodes: the benchmark takes a step of each, so nothing is left for the mixture;
+    the error says how many trajectories the benchmark holds and how to fix it."""
+    from pipeline.store.versions import EmptySelection
+
+    layout = corpus_layout(explored_corpus(envs=3, scenarios=1, episodes=2, length=12, many=0))
+    build_benchmark(layout, seed=0)
+    with pytest.raises(EmptySelection) as err:
+        build_mixture(layout, {"failure": 5, "no_change": 5, "simple": 5, "complex": 5})
+    assert "(the benchmark holds steps of 6 of the 6 trajectory_id values); fix: collect more episodes " \
+           "(ops: trajectories: config: call_budget) or choose a smaller benchmark (resources: composition: config: cells)" \
+           in str(err.value)
