@@ -35,7 +35,8 @@ def cell_rule(cell: Cell | dict[str, Any]) -> str:
 def reach(con: duckdb.DuckDBPyConnection, strata: str, cells: Iterable[Cell], table: list[dict[str, Any]]) -> dict[str, str]:
     """For every short cell of ``table`` (a selection's per-stratum rows), what the corpus (the usable steps
     of the strata relation ``strata``) reaches toward it: no step of the cell's outcome; the largest |Δ| when
-    the cell's range lies beyond it; else how many distinct candidates, from how many environments."""
+    the cell's range lies beyond it; no step with the cell's argument count; else how many distinct
+    candidates, from how many environments."""
     short = {t["stratum"]: t for t in table if t["missing"] > 0}
     out: dict[str, str] = {}
     for cell in cells:
@@ -49,6 +50,10 @@ def reach(con: duckdb.DuckDBPyConnection, strata: str, cells: Iterable[Cell], ta
         elif max_delta < cell.delta_min:
             of = "" if cell.outcome == "success" else f" of {cell.outcome} steps"
             out[cell.name] = f"max |Δ|{of} in the corpus {max_delta}"
+        elif not available and cell.args_count is not None and not con.execute(
+                f"SELECT count(*) FROM {strata} WHERE NOT excluded AND outcome = ? AND args_count = ?",
+                [cell.outcome, cell.args_count]).fetchone()[0]:
+            out[cell.name] = f"no {cell.outcome} step with {cell.args_count} argument{'' if cell.args_count == 1 else 's'} in the corpus"
         elif not available:
             out[cell.name] = f"no candidate in the corpus (max |Δ| {max_delta})"
         else:

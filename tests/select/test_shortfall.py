@@ -88,3 +88,10 @@ def test_a_partly_filled_cell_says_how_many_candidates_and_environments(corpus_l
     available = next(s["available"] for s in bench.shortfalls if s["stratum"] == "failure")
     assert 0 < available < 20
     assert failure == f"failure (failure, |Δ| 0): {available} of 20, {available} distinct candidates in the corpus, from 2 environments"
+
+
+def test_a_cell_no_step_has_the_argument_count_of_says_so(corpus_layout):
+    corpus = small_corpus()
+    layout = corpus_layout(corpus[corpus["args_count"] > 0])  # every call takes arguments
+    bench = build_benchmark(layout, seed=0)
+    assert "no_change_args0 (|Δ| 0, 0 arguments): 0 of 40, no success step with 0 arguments in the corpus" in bench.shortfall_lines()
