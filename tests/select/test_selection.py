@@ -124,6 +124,20 @@ def test_mixture_never_overlaps_the_benchmark(bfcl_layout, mode):
         assert not set(m["sample_hash"]) & set(b["sample_hash"])
 
 
+def test_on_replayed_bfcl_tasks_the_default_picks_what_task_id_picks(bfcl_layout):
+    """bfcl replay: one trajectory per task, so decontaminating at the trajectory grain (the default) removes
+    and picks the same steps as by task_id; only the version (whose spec records the rule) differs."""
+    bench = build_benchmark(bfcl_layout, seed=6, make_current=False)
+    sizes = {"failure": 5, "no_change": 600, "simple": 600, "complex": 200}
+    by_task = build_mixture(bfcl_layout, sizes, seed=6, decontaminate="task_id", benchmark_version=bench.version, make_current=False)
+    default = build_mixture(bfcl_layout, sizes, seed=6, benchmark_version=bench.version, make_current=False)
+    store = SplitStore(bfcl_layout, "sft_mixture")
+    assert (store.dir(default.version) / "sample_ids.txt").read_bytes() == (store.dir(by_task.version) / "sample_ids.txt").read_bytes()
+    assert [(d["before"], d["removed_by_key"], d["removed_by_hash"]) for d in default.decontamination] == \
+        [(d["before"], d["removed_by_key"], d["removed_by_hash"]) for d in by_task.decontamination]
+    assert default.version != by_task.version and sum(d["removed_by_key"] for d in default.decontamination) > 0
+
+
 def test_contaminated_input_fails_the_overlap_check_loudly(bfcl_layout, tmp_path):
     bench = build_benchmark(bfcl_layout, seed=5, on_shortfall="warn")
     poisoned = tmp_path / "poisoned.parquet"
