@@ -129,7 +129,10 @@ def benchmark_split(
     """The benchmark split: the EnvSimBench composition (20 failure; 40 + 40 no_change with 0 / 1
     arguments; 25 + 25 simple; 50 each for |Δ| 3, 4, 5, 6; 50 difficult) picked to maximise distinct
     environments, deterministic for (seed, input fingerprint, composition) — which is also its
-    version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
+    version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata. A corpus that
+    cannot fill every cell gives the benchmark it allows (`on_shortfall: warn`, the default): the check
+    `composition_matches` warns naming each missing cell, what the corpus reaches and the fix;
+    `on_shortfall: fail` (or ENVSIM_STRICT=1) fails the asset instead."""
     layout = store.layout()
     on_shortfall = config.on_shortfall.value if config.on_shortfall is not None else composition.on_shortfall
     result = build_benchmark(layout, composition.composition().cells, config.seed, on_shortfall, config.make_current,

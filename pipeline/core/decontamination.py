@@ -21,7 +21,8 @@ class Decontamination:
 
     def conditions(self, bench_samples: str) -> list[tuple[str, str]]:
         """``(name, SQL condition)`` per rule over the strata table, against the benchmark samples file:
-        the key rule first, then the sample identity rule (as :func:`select_strata` counts them)."""
+        the key rule first, then the sample identity rule (the order
+        :func:`pipeline.select.selection.select_strata` counts them in)."""
         ident = " || '|' || ".join(self.identity)
         rel = f"read_parquet('{bench_samples}')"
         return [("key", f"{self.key} IN (SELECT {self.key} FROM {rel})"),
