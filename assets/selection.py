@@ -20,7 +20,10 @@ from pydantic import Field
 
 from assets.metadata import frame_table, parquet_metadata, suite_table
 from pipeline.quality.suites import composition_suite, overlap_suite
-from pipeline.select.selection import SelectionResult, build_benchmark, build_mixture, strata_report
+from pipeline.select.selection import (
+    DECONTAMINATION_KEYS, DEFAULT_DECONTAMINATION, SelectionResult, build_benchmark, build_mixture, strata_report,
+)
+from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
 from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store import queries, warehouse
@@ -78,8 +81,8 @@ class BenchmarkConfig(Config):
     seed: int = Field(default=0, description="Seed of the pick order; a new seed gives a new version.")
     on_shortfall: Shortfall | None = Field(
         default=None,
-        description="A cell that cannot be filled fails the asset, or warns (unset: the `composition` resource's, "
-        "i.e. the profile's: `fail`, `warn` with the small profile).",
+        description="A cell the corpus cannot fill warns (the benchmark holds what the corpus allows, the mixture is "
+        "built from the rest) or fails the asset (unset: the `composition` resource's: `warn`, `fail` with ENVSIM_STRICT=1).",
     )
     make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
 
@@ -87,15 +90,17 @@ class BenchmarkConfig(Config):
 def _composition_check(name: str, result: SelectionResult, on_shortfall: str) -> AssetCheckResult:
     """The split holds what its composition asks: every stratum exactly its quota. A shortfall (a stratum
     with fewer candidates than its quota) fails the check — WARN, or ERROR with ``on_shortfall: fail`` —
-    naming each short stratum."""
+    naming each short stratum and, for a benchmark cell, what the corpus reaches toward it
+    (``difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3``) and the fix."""
     suite = composition_suite(result.strata)
-    short = [f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing)" for s in result.shortfalls]
+    short = result.shortfall_lines()
+    fix = {"fix": SHORTFALL_FIX} if short and result.reach else {}
     return AssetCheckResult(
         check_name=name, passed=suite.success and not short,
         severity=AssetCheckSeverity.ERROR if on_shortfall == "fail" else AssetCheckSeverity.WARN,
-        description=("short strata: " + "; ".join(short)) if short else None,
+        description=("short strata: " + "; ".join(short) + (f" — fix: {fix['fix']}" if fix else "")) if short else None,
         metadata={"expectations": suite_table(suite), "short_strata": len(short),
-                  "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in short) or "_none_")})
+                  "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in short) or "_none_"), **fix})
 
 
 def _selection_metadata(result: SelectionResult) -> dict:
@@ -107,7 +112,7 @@ def _selection_metadata(result: SelectionResult) -> dict:
         "samples": result.samples,
         "shortfalls": len(result.shortfalls),
         "strata": frame_table(table),
-        "shortfall_detail": MetadataValue.md(result.shortfall_message() or "_none_"),
+        "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in result.shortfall_lines()) or "_none_"),
         "path": MetadataValue.path(result.path),
         **parquet_metadata([result.path]),
     }
@@ -124,13 +129,17 @@ def benchmark_split(
     """The benchmark split: the EnvSimBench composition (20 failure; 40 + 40 no_change with 0 / 1
     arguments; 25 + 25 simple; 50 each for |Δ| 3, 4, 5, 6; 50 difficult) picked to maximise distinct
     environments, deterministic for (seed, input fingerprint, composition) — which is also its
-    version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata."""
+    version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata. A corpus that
+    cannot fill every cell gives the benchmark it allows (`on_shortfall: warn`, the default): the check
+    `composition_matches` warns naming each missing cell, what the corpus reaches and the fix;
+    `on_shortfall: fail` (or ENVSIM_STRICT=1) fails the asset instead."""
     layout = store.layout()
     on_shortfall = config.on_shortfall.value if config.on_shortfall is not None else composition.on_shortfall
     result = build_benchmark(layout, composition.composition().cells, config.seed, on_shortfall, config.make_current,
                              dagster_run_id=context.run.run_id)
     if result.shortfalls:
-        context.log.warning(f"benchmark {result.version} under-filled: {result.shortfall_message()}")
+        context.log.warning(f"benchmark {result.version} holds what the corpus allows: {'; '.join(result.shortfall_lines())} "
+                            f"— fix: {SHORTFALL_FIX}")
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
     envs = pd.read_parquet(result.path, columns=["env_id", "stratum"]).groupby("env_id").size().rename("samples").reset_index()
@@ -142,9 +151,17 @@ def benchmark_split(
     )
 
 
+#: the decontamination rules as a config enum (a mistyped value is refused at launch, listing them)
+Decontaminate = Enum("Decontaminate", {name: name for name in DECONTAMINATION_KEYS}, type=str)
+
+
 class MixtureConfig(Config):
     seed: int = Field(default=0, description="Seed of the pick order.")
-    decontaminate: Literal["task_id", "env_id"] = Field(default="task_id", description="Key shared with the benchmark that excludes a step.")
+    decontaminate: Decontaminate = Field(  # type: ignore[valid-type]
+        default=Decontaminate[DEFAULT_DECONTAMINATION],
+        description="What no mixture step may share with the benchmark: `trajectory` (default: its trajectory, or its "
+        "(env, s_t, tool, arguments)), `task_id` (its task/scenario, or its (s_t, a_t)) or `env_id` (its environment, "
+        "or its (s_t, a_t)).")
     benchmark_version: str | None = Field(default=None, description="Benchmark version to decontaminate against (default: CURRENT).")
     on_shortfall: Literal["fail", "warn"] = Field(default="warn")
     make_current: bool = True
@@ -160,20 +177,22 @@ def sft_mixture(
     composition: CompositionResource,
 ) -> MaterializeResult:
     """The Balance2 SFT mixture: 1,000 failure + 1,000 no_change + 2,000 simple + 2,230 complex
-    (|Δ| ≥ 3) by default, decontaminated against a benchmark version by task_id (or env_id) and
-    never containing a sample whose (s_t, a_t) hash is in the benchmark."""
+    (|Δ| ≥ 3) by default, decontaminated against a benchmark version: by default no step of a benchmark
+    trajectory and no benchmark (env, s_t, tool, arguments); stricter, no step of a benchmark task
+    (`task_id`) or environment (`env_id`). What each rule removed is in the `strata` table per group."""
     layout = store.layout()
-    result = build_mixture(layout, composition.composition().mixture_sizes, config.seed, config.decontaminate, config.benchmark_version,
+    rule = config.decontaminate.value
+    result = build_mixture(layout, composition.composition().mixture_sizes, config.seed, rule, config.benchmark_version,
                            config.on_shortfall, config.make_current, dagster_run_id=context.run.run_id)
     if result.shortfalls:
         context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
     bench = SplitStore(layout, BENCHMARK)
-    overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), config.decontaminate)
+    overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule)
     return MaterializeResult(
         metadata={**_selection_metadata(result), "benchmark_version": result.spec["benchmark"],
-                  "decontaminated_by": config.decontaminate,
+                  "decontaminated_by": rule,
                   "decontaminated_away": sum(d["removed_by_key"] + d["removed_by_hash"] for d in result.decontamination)},
         data_version=DataVersion(result.version),
         check_results=[

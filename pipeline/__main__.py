@@ -25,6 +25,7 @@ from pipeline.labeling.steps import describe_inflight
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK, check_outcomes
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.select.selection import composition_in_force, strata_report
+from pipeline.select.shortfall import shortfall_report
 from pipeline.envs import download
 from pipeline.envs.partitions import partition_keys
 from pipeline.store.partitions import shard_count
@@ -79,6 +80,8 @@ def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None
             manifest = store.manifest(current)
             _say(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
                   f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
+            for line in shortfall_report(manifest):  # each missing benchmark cell, what the corpus reaches, the fix
+                _say(line)
             if manifest.get("tools") or manifest.get("decontamination"):
                 # per stratum: tools picked and the top tool's share; for the mixture what decontamination removed
                 table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))

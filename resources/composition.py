@@ -43,14 +43,17 @@ class CompositionResource(ConfigurableResource):
                                      "overrides both); default: the profile's.")
     on_shortfall: Literal["fail", "warn"] = Field(
         default=profile.PROFILES["default"].benchmark_on_shortfall,  # type: ignore[arg-type]
-        description="A benchmark cell that cannot be filled fails `benchmark_split`, or warns (a `benchmark_split` "
-        "config's `on_shortfall` overrides it); default: the profile's.")
+        description="A benchmark cell the corpus cannot fill warns (`benchmark_split` holds what the corpus allows, "
+        "the mixture is built from the rest) or fails `benchmark_split` (a `benchmark_split` config's `on_shortfall` "
+        "overrides it); default: the profile's, `warn` (`fail` with ENVSIM_STRICT=1).")
 
     @classmethod
-    def of(cls, chosen: profile.Profile) -> "CompositionResource":
-        """The composition of the profile ``chosen``."""
+    def of(cls, chosen: profile.Profile, strict: bool = False) -> "CompositionResource":
+        """The composition of the profile ``chosen``; ``strict`` (``ENVSIM_STRICT``) makes a benchmark
+        shortfall fail, as it makes a quarantined environment fail."""
         return cls(cells=default_cells(chosen), mixture_sizes=dict(chosen.mixture_sizes),
-                   explore_call_budget=chosen.explore_call_budget, on_shortfall=chosen.benchmark_on_shortfall)
+                   explore_call_budget=chosen.explore_call_budget,
+                   on_shortfall="fail" if strict else chosen.benchmark_on_shortfall)
 
     def composition(self) -> Composition:
         return Composition(tuple(c.to_domain() for c in self.cells), self.mixture_sizes)

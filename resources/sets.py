@@ -30,7 +30,7 @@ def _common(current: Settings, chosen: profile.Profile) -> dict[str, Any]:
         "store": store,
         "sources": EnvironmentSourcesResource.of(chosen),
         "sandbox": SandboxResource.of(current),
-        "composition": CompositionResource.of(chosen),
+        "composition": CompositionResource.of(chosen, strict=current.strict),
         "duckdb": DataStoreDuckDBResource(store=store),
         "hub": HuggingFaceHubResource(),
     }

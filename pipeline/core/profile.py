@@ -20,7 +20,9 @@ from pipeline.core.strata import Composition
 class Profile:
     name: str
     explore_call_budget: int = 60_000
-    benchmark_on_shortfall: str = "fail"
+    #: a benchmark cell the corpus cannot fill: ``warn`` (the split holds what the corpus allows, the mixture is
+    #: built from the rest) or ``fail``; ``ENVSIM_STRICT=1`` makes it ``fail`` (``resources.sets``)
+    benchmark_on_shortfall: str = "warn"
     composition: Composition = field(default_factory=Composition)
 
     @property
@@ -33,7 +35,6 @@ PROFILES = {
     "small": Profile(
         "small",
         explore_call_budget=1_500,
-        benchmark_on_shortfall="warn",
         composition=Composition(mixture_sizes={"failure": 60, "no_change": 60, "simple": 120, "complex": 120}),
     ),
 }

@@ -70,7 +70,8 @@ class Settings(BaseModel):
     duckdb_threads: Annotated[int | None, AfterValidator(lambda n: n or None)] = Field(
         None, ge=0, description="DuckDB's threads (unset or 0: all cores)")
     split_cron: str = Field("0 4 * * 1", description="the weekly split regeneration schedule (UTC)")
-    strict: bool = Field(False, description=f"a quarantined environment fails the run ({_FLAG})")
+    strict: bool = Field(False, description=f"a quarantined environment, or a benchmark cell the corpus cannot fill, "
+                                            f"fails the run ({_FLAG})")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":

@@ -35,7 +35,9 @@ import duckdb
 from pipeline.core.fields import setting
 from pipeline.core.axes import AXES
 from pipeline.core.strata import BENCHMARK_GROUP_SQL, BEYOND_SQL
-from pipeline.select.selection import DECONTAMINATION_KEYS, PICKING_RULE, SelectionResult, _finish, select_strata
+from pipeline.select.selection import (
+    DEFAULT_DECONTAMINATION, PICKING_RULE, SelectionResult, _finish, decontamination, select_strata,
+)
 from pipeline.select.stratify import current_fingerprint
 from pipeline.store.versions import BENCHMARK, CURRICULUM, SplitStore
 from pipeline.store.duck import connect
@@ -66,7 +68,9 @@ class CurriculumSpec:
                                                             "estimates are smoothed toward the parent level.")
     metric: Literal["cm", "fm", "cm_changed_paths", "cm_reference", "fm_and_cm"] = setting("cm", "Success metric.")
     prior_strength: float = setting(4.0, "Pseudo-samples of the parent estimate in each group's estimate.")
-    decontaminate: Literal["task_id", "env_id"] = setting("task_id", "Key no benchmark sample may share with the mixture.")
+    decontaminate: Literal["trajectory", "task_id", "env_id"] = setting(
+        DEFAULT_DECONTAMINATION, "Decontamination rule against the benchmark: trajectory (no step of a benchmark "
+        "trajectory, no benchmark (env, s_t, a_t)), task_id (same task/scenario) or env_id (same environment).")
     benchmark_version: str | None = setting(None, "Decontaminate against this version (default: the one evaluated).")
     seed: int = setting(0, "Seed of the draw.")
 
@@ -216,15 +220,13 @@ def _quote(value: str) -> str:
 def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, spec: CurriculumSpec,
                      make_current: bool = True, dagster_run_id: str | None = None) -> CurriculumResult:
     """Estimate, weigh, allocate and pick; writes ``data/splits/curriculum/<version>/`` like Balance2."""
-    if spec.decontaminate not in DECONTAMINATION_KEYS:
-        raise ValueError(f"decontaminate must be one of {DECONTAMINATION_KEYS}, not {spec.decontaminate!r}")
+    rule = decontamination(spec.decontaminate)
     est = estimates(eval_con, spec)
     scored_on = eval_con.execute("SELECT any_value(split_version) FROM eval_results WHERE run_id = ?", [spec.run_id]).fetchone()[0]
     bench = SplitStore(layout, BENCHMARK)
     bench_version = bench.resolve(spec.benchmark_version or scored_on)
     bench_samples = str(bench.samples(bench_version))
-    exclude = (f"AND NOT ({BEYOND_SQL}) AND {spec.decontaminate} NOT IN (SELECT {spec.decontaminate} FROM read_parquet('{bench_samples}')) "
-               f"AND sample_hash NOT IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")
+    exclude = f"AND NOT ({BEYOND_SQL}){rule.exclude_sql(bench_samples)}"
     if not layout.strata.exists():
         raise FileNotFoundError(f"no strata table at {layout.strata}; materialize 'step_strata' first")
     keys_sql = ", ".join(f"CAST({LEVELS[lv]} AS VARCHAR) AS {lv}" for lv in spec.levels)

@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from pipeline.core.axes import AXES, Axes
+from pipeline.core.decontamination import decontamination
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.duck import connect
@@ -204,16 +205,19 @@ def composition_suite(strata_table: list[dict[str, Any]]) -> SuiteResult:
 
 
 def overlap_suite(mixture_samples: str, benchmark_samples: str, decontaminate: str) -> SuiteResult:
-    """Zero overlap between an SFT mixture and its benchmark: by the decontamination key
-    (``task_id`` or ``env_id``), by (s_t, a_t) sample hash and by step."""
+    """Zero overlap between an SFT mixture and its benchmark under the decontamination rule
+    ``decontaminate`` (:data:`pipeline.core.decontamination.DECONTAMINATION`): by its key (``trajectory_id``,
+    ``task_id`` or ``env_id``), by its sample identity ((env, s_t, a_t) or (s_t, a_t) hash) and by step."""
     gx = _great_expectations()
-
+    rule = decontamination(decontaminate)
+    identity = " || '|' || ".join(rule.identity)
     con = connect()
-    df = con.execute(f"SELECT step_id, task_id, env_id, sample_hash FROM read_parquet('{mixture_samples}')").df()
-    bench = con.execute(f"SELECT step_id, task_id, env_id, sample_hash FROM read_parquet('{benchmark_samples}')").df()
+    columns = f"step_id, trajectory_id, task_id, env_id, sample_hash, {identity} AS sample_identity"
+    df = con.execute(f"SELECT {columns} FROM read_parquet('{mixture_samples}')").df()
+    bench = con.execute(f"SELECT {columns} FROM read_parquet('{benchmark_samples}')").df()
     expectations = [
-        gx.expectations.ExpectColumnValuesToNotBeInSet(column=decontaminate, value_set=sorted(set(bench[decontaminate]))),
-        gx.expectations.ExpectColumnValuesToNotBeInSet(column="sample_hash", value_set=sorted(set(bench["sample_hash"]))),
+        gx.expectations.ExpectColumnValuesToNotBeInSet(column=rule.key, value_set=sorted(set(bench[rule.key]))),
+        gx.expectations.ExpectColumnValuesToNotBeInSet(column="sample_identity", value_set=sorted(set(bench["sample_identity"]))),
         gx.expectations.ExpectColumnValuesToNotBeInSet(column="step_id", value_set=sorted(set(bench["step_id"]))),
     ]
     return run_suite(f"overlap_{decontaminate}", df, expectations, ["step_id"])

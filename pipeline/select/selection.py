@@ -18,6 +18,7 @@ import duckdb
 
 from pipeline.select.greedy import pick_diverse
 from pipeline.select.samples import materialize_samples
+from pipeline.select.shortfall import SHORTFALL_FIX, reach, shortfall_lines
 from pipeline.select.stratify import current_fingerprint
 from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore, version_id
 from pipeline.store.duck import connect
@@ -25,11 +26,15 @@ from pipeline.store.layout import DataLayout
 from pipeline.core import profile
 from pipeline.core.axes import AXES
 from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
+from pipeline.core.decontamination import (  # noqa: F401  (DECONTAMINATION_KEYS: re-exported)
+    DECONTAMINATION, DECONTAMINATION_KEYS, DEFAULT_DECONTAMINATION, Decontamination, decontamination,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-DECONTAMINATION_KEYS = ("task_id", "env_id")
+#: what a split short of its composition does: keep what the corpus allows (and say so), or fail
+SHORTFALL_CHOICES = ("warn", "fail")
 #: the picking rule, part of every version's spec: a changed rule gives new versions
 PICKING_RULE = "env>env-tool>least-used/2"
 
@@ -51,12 +56,21 @@ class SelectionResult:
     tools: list[dict[str, Any]] = field(default_factory=list)
     #: mixtures: per group, candidates before decontamination and how many each rule removed
     decontamination: list[dict[str, Any]] = field(default_factory=list)
+    #: benchmarks: per short cell, what the corpus reaches toward it (:func:`pipeline.select.shortfall.reach`)
+    reach: dict[str, str] = field(default_factory=dict)
+
+    def shortfall_lines(self) -> list[str]:
+        """One line per short stratum: a benchmark cell with its rule and what the corpus reaches
+        (``difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3``); else selected of requested and why."""
+        if self.reach:
+            return shortfall_lines({"spec": self.spec, "shortfalls": self.shortfalls, "reach": self.reach})
+        lost = {d["stratum"]: d for d in self.decontamination}
+        return [f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing, "
+                f"{s['available']} candidates{decontamination_note(lost.get(s['stratum']))})" for s in self.shortfalls]
 
     def shortfall_message(self) -> str:
-        lost = {d["stratum"]: d for d in self.decontamination}
-        return "; ".join(f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing, "
-                         f"{s['available']} candidates{decontamination_note(lost.get(s['stratum']))})"
-                         for s in self.shortfalls)
+        """Every short stratum with its candidates and what decontamination removed, on one line."""
+        return "; ".join(SelectionResult(**{**self.__dict__, "reach": {}}).shortfall_lines())
 
 
 def decontamination_note(row: dict[str, Any] | None) -> str:
@@ -66,7 +80,13 @@ def decontamination_note(row: dict[str, Any] | None) -> str:
         return ""
     text = (f"; {row['removed_by_key']} of {row['before']} removed by {row['key']} decontamination against "
             f"{row['benchmark']}")
-    return text + (f", {row['removed_by_hash']} by (s_t, a_t) hash" if row["removed_by_hash"] else "")
+    return text + (f", {row['removed_by_hash']} by {row.get('identity', '(s_t, a_t) hash')}" if row["removed_by_hash"] else "")
+
+
+def _identity_column(row: dict[str, Any]) -> str:
+    """The report column of a loss row's identity rule: ``removed_by_sample_hash`` (by (s_t, a_t)) or
+    ``removed_by_env_sample_hash`` (by (env, s_t, a_t))."""
+    return "removed_by_env_sample_hash" if row.get("identity", "").startswith("(env") else "removed_by_sample_hash"
 
 
 def tool_stats(stratum: str, tools: list[tuple[str, str]]) -> dict[str, Any]:
@@ -92,10 +112,10 @@ def strata_report(strata: list[dict[str, Any]], tools: list[dict[str, Any]] | No
         table = table.merge(pd.DataFrame(tools), on="stratum", how="left")
     if decontamination:
         lost = pd.DataFrame(decontamination)
-        key = lost["key"].iloc[0]
+        key, identity = lost["key"].iloc[0], _identity_column(decontamination[0])
         lost = lost.rename(columns={"before": "before_decontamination", "removed_by_key": f"removed_by_{key}",
-                                    "removed_by_hash": "removed_by_sample_hash"})
-        table = table.merge(lost[["stratum", "before_decontamination", f"removed_by_{key}", "removed_by_sample_hash"]],
+                                    "removed_by_hash": identity})
+        table = table.merge(lost[["stratum", "before_decontamination", f"removed_by_{key}", identity]],
                             on="stratum", how="left")
     return table
 
@@ -198,11 +218,16 @@ def _pick_cell(con: duckdb.DuckDBPyConnection, predicate: str, quota: int, pairs
 def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], picks: list[tuple[str, str]],
             table: list[dict[str, Any]], on_shortfall: str, make_current: bool, why_empty: str = "",
             tools: list[dict[str, Any]] | None = None, decontamination: list[dict[str, Any]] | None = None,
-            dagster_run_id: str | None = None) -> SelectionResult:
+            dagster_run_id: str | None = None, reach: dict[str, str] | None = None) -> SelectionResult:
+    if on_shortfall not in SHORTFALL_CHOICES:
+        raise ValueError(f"on_shortfall must be one of {', '.join(SHORTFALL_CHOICES)}, not {on_shortfall!r}")
     shortfalls = [t for t in table if t["missing"] > 0]
-    result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls, list(tools or []), list(decontamination or []))
+    result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls, list(tools or []),
+                             list(decontamination or []), dict(reach or {}))
     if shortfalls and on_shortfall == "fail":
-        raise ShortfallError(f"{kind} {version} cannot be filled: {result.shortfall_message()}")
+        detail = "; ".join(result.shortfall_lines()) if reach else result.shortfall_message()
+        fix = f" — fix: {SHORTFALL_FIX}, or on_shortfall: warn to keep what the corpus allows" if reach else ""
+        raise ShortfallError(f"{kind} {version} cannot be filled: {detail}{fix}")
     if not picks:  # never a usable version, whatever on_shortfall says
         asked = ", ".join(f"{t['stratum']} {t['requested']} ({t['available']} candidates)" for t in table) or "no stratum"
         raise EmptySelection(f"{kind} {version} selects no sample: {why_empty or 'no usable step matches any stratum'}; "
@@ -214,7 +239,8 @@ def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], p
     (store.dir(version) / "sample_ids.txt").write_text("".join(f"{step_id}\n" for step_id, _ in picks))
     store.write_manifest(version, {"version": version, "kind": kind, "spec": spec, "strata": table,
                                    "samples": len(picks), "shortfalls": shortfalls, "tools": result.tools,
-                                   "decontamination": result.decontamination})
+                                   "decontamination": result.decontamination,
+                                   **({"reach": result.reach} if result.reach else {})})
     store.created(version, dagster_run_id)  # provenance lives in history.jsonl, never in the version's files
     if make_current:
         store.set_current(version, dagster_run_id)
@@ -226,20 +252,25 @@ def build_benchmark(
     layout: DataLayout,
     composition: Iterable[Cell] = BENCHMARK_CELLS,
     seed: int = 0,
-    on_shortfall: str = "fail",
+    on_shortfall: str = "warn",
     make_current: bool = True,
     dagster_run_id: str | None = None,
 ) -> SelectionResult:
     """The EnvSimBench composition (or a custom one), maximising distinct environments; ``dagster_run_id``
-    (the materializing run, None outside Dagster) goes to the version's provenance."""
+    (the materializing run, None outside Dagster) goes to the version's provenance.
+
+    A cell the corpus cannot fill is reported with what the corpus reaches toward it
+    (:func:`pipeline.select.shortfall.reach`); with ``on_shortfall="warn"`` (the default) the version holds
+    what the corpus allows, with ``"fail"`` it is a :class:`ShortfallError` naming every short cell and the fix."""
     cells = list(Composition(tuple(composition)).cells)  # checks the names are unique
     spec = {"seed": seed, "input": current_fingerprint(layout), "composition": [c.to_dict() for c in cells],
             "picking": PICKING_RULE}
     version = version_id(BENCHMARK, spec)
     with connect() as con:
         picks, table, tools, _ = select_strata(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
+        reached = reach(con, _strata_rel(layout), cells, table)
     return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current, tools=tools,
-                   dagster_run_id=dagster_run_id)
+                   dagster_run_id=dagster_run_id, reach=reached)
 
 
 #: how an SFT mixture is composed: Balance2 (the published groups and sizes) or a uniform random draw of the
@@ -251,7 +282,7 @@ def build_mixture(
     layout: DataLayout,
     sizes: dict[str, int] | None = None,
     seed: int = 0,
-    decontaminate: str = "task_id",
+    decontaminate: str = DEFAULT_DECONTAMINATION,
     benchmark_version: str | None = None,
     on_shortfall: str = "warn",
     make_current: bool = True,
@@ -259,7 +290,10 @@ def build_mixture(
     dagster_run_id: str | None = None,
 ) -> SelectionResult:
     """Balance2: failure / no_change / simple / complex groups, decontaminated against a benchmark
-    version by ``task_id`` or ``env_id`` and never sharing an (s_t, a_t) hash with it.
+    version by the rule ``decontaminate`` (:data:`DECONTAMINATION`; default ``trajectory``: no step of a
+    benchmark trajectory and no benchmark (env, s_t, a_t); ``task_id`` / ``env_id``: no step of a
+    benchmark task / environment and no benchmark (s_t, a_t) hash). What each rule removed is counted
+    per group.
 
     ``composition="uniform"`` is the ablation baseline: as many samples as the Balance2 sizes add up to,
     drawn uniformly at random (seeded) from the same decontaminated pool (every step in some Balance2
@@ -267,8 +301,7 @@ def build_mixture(
     if composition not in MIXTURE_COMPOSITIONS:
         raise ValueError(f"composition must be one of {MIXTURE_COMPOSITIONS}, not {composition!r}")
     sizes = dict(Composition(mixture_sizes=BALANCE2_GROUPS if sizes is None else sizes).mixture_sizes)  # known groups only
-    if decontaminate not in DECONTAMINATION_KEYS:
-        raise ValueError(f"decontaminate must be one of {DECONTAMINATION_KEYS}, not {decontaminate!r}")
+    rule = decontamination(decontaminate)
     bench = SplitStore(layout, BENCHMARK)
     bench_version = bench.resolve(benchmark_version)
     bench_samples = str(bench.samples(bench_version))
@@ -277,20 +310,24 @@ def build_mixture(
     if composition != "balance2":
         spec.update(composition=composition, picking="seeded rank (uniform random)")
     version = version_id(MIXTURE, spec)
-    rules = [("key", f"{decontaminate} IN (SELECT {decontaminate} FROM read_parquet('{bench_samples}'))"),
-             ("hash", f"sample_hash IN (SELECT sample_hash FROM read_parquet('{bench_samples}'))")]
     strata = ([(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()] if composition == "balance2"
               else [("uniform", "balance2_group IS NOT NULL", sum(sizes.values()))])
     with connect() as con:
-        picks, table, tools, losses = select_strata(con, layout, strata, seed, decontamination=rules,
+        picks, table, tools, losses = select_strata(con, layout, strata, seed, decontamination=rule.conditions(bench_samples),
                                                     picking="uniform" if composition == "uniform" else "diverse")
         why = ""
         if not picks:
             before = con.execute(f"SELECT count(*) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
-            why = (f"decontamination against benchmark {bench_version} (by {decontaminate} and by (s_t, a_t) hash) "
-                   f"leaves none of the {before} usable steps" if before else "there is no usable step (all excluded or none labeled)")
+            touched = con.execute(f"SELECT count(DISTINCT {rule.key}) FROM read_parquet('{bench_samples}')").fetchone()[0]
+            total = con.execute(f"SELECT count(DISTINCT {rule.key}) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
+            why = (f"decontamination against benchmark {bench_version} (by {rule.key} and by {rule.identity_label}) "
+                   f"leaves none of the {before} usable steps (the benchmark holds steps of {touched} of the {total} "
+                   f"{rule.key} values); fix: collect more episodes (ops: trajectories: config: call_budget) or choose a "
+                   f"smaller benchmark (resources: composition: config: cells)"
+                   if before else "there is no usable step (all excluded or none labeled)")
     for row, loss in zip(table, losses):
-        loss.update({"key": decontaminate, "benchmark": bench_version, "after": row["available"]})
+        loss.update({"rule": rule.name, "key": rule.key, "identity": rule.identity_label, "benchmark": bench_version,
+                     "after": row["available"]})
     return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses, dagster_run_id)
 
 

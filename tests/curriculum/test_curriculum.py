@@ -129,8 +129,10 @@ def test_most_weight_on_the_frontier_stratum_deterministic_and_decontaminated(la
     assert quotas == {"simple": 25, "failure": 18, "medium": 17, "no_change": 0, "difficult": 0} and first.selection.samples == 60
     samples = pd.read_parquet(first.selection.path)
     bench = pd.read_parquet(SplitStore(layout, "benchmark").samples(first.selection.spec["benchmark"]))
-    assert not set(samples.sample_hash) & set(bench.sample_hash)
-    assert not set(samples.task_id) & set(bench.task_id)
+    # decontaminated like the mixture (default: no benchmark trajectory, no benchmark (env, s_t, a_t))
+    assert first.selection.spec["decontaminate"] == "trajectory"
+    assert not set(samples.trajectory_id) & set(bench.trajectory_id)
+    assert not set(zip(samples.env_id, samples.sample_hash)) & set(zip(bench.env_id, bench.sample_hash))
     assert samples.stratum.value_counts().to_dict() == {"simple": 25, "failure": 18, "medium": 17}
 
     again = build_curriculum(layout, eval_con, spec)
@@ -146,6 +148,9 @@ def test_most_weight_on_the_frontier_stratum_deterministic_and_decontaminated(la
                        [first.selection.version]).fetchone()[0] == 60
     top = con.execute("SELECT grp FROM curriculum_groups WHERE version = ? ORDER BY quota DESC LIMIT 1", [first.selection.version]).fetchone()
     assert top == ("simple",)
+    by_task = build_curriculum(layout, eval_con, CurriculumSpec(run_id=RUN, size=60, levels=("stratum",), decontaminate="task_id"),
+                               make_current=False)  # the stricter option: no step of a benchmark task/scenario
+    assert not set(pd.read_parquet(by_task.selection.path).task_id) & set(bench.task_id)
 
 
 def test_finer_levels_smooth_toward_the_stratum(layout, eval_con):

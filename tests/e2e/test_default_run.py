@@ -95,10 +95,10 @@ def test_benchmark_has_exactly_the_default_composition(default_run):
     assert df["env_id"].nunique() >= 25  # bfcl composites + all 10 builtin domains
     for cell in ("medium_4", "medium_6", "difficult"):
         assert df[df["stratum"] == cell]["env_id"].nunique() >= 10, cell
-    for mode in ("task_id", "env_id"):
+    for mode in ("trajectory", "task_id", "env_id"):
         try:
             mix = build_mixture(layout, seed=0, decontaminate=mode, benchmark_version=bench.version,
-                                on_shortfall="fail" if mode == "task_id" else "warn")
+                                on_shortfall="warn" if mode == "env_id" else "fail")
         except EmptySelection as exc:
             # the benchmark covers every environment of the default run, so decontaminating by env_id leaves
             # nothing: a clear error naming the decontamination, never an empty version
@@ -107,5 +107,5 @@ def test_benchmark_has_exactly_the_default_composition(default_run):
             assert df["env_id"].nunique() == envs
             continue
         assert overlap_suite(mix.path, bench.path, mode).success
-        if mode == "task_id":
+        if mode != "env_id":
             assert mix.samples == sum(BALANCE2_GROUPS.values())

@@ -103,6 +103,6 @@ def test_composition_matches_fails_on_a_cell_filled_0_of_10(layout, on_shortfall
     result = build_benchmark(layout, [*BENCHMARK_CELLS[:2], impossible], seed=1, on_shortfall=on_shortfall)
     check = _composition_check("composition_matches", result, on_shortfall)
     assert not check.passed and check.severity == severity
-    assert "huge_delta: 0 of 10" in check.description
+    assert "huge_delta (|Δ| 900–999): 0 of 10, max |Δ| in the corpus " in check.description
     ok = build_benchmark(layout, [Cell(name="two_no_change", group="no_change", quota=2)], seed=1, on_shortfall="fail")
     assert _composition_check("composition_matches", ok, "fail").passed

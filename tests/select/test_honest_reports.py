@@ -100,14 +100,14 @@ def test_mixture_explains_decontamination_per_group(bfcl_copy, capsys):
     for row in mix.strata:
         d = lost[row["stratum"]]
         assert d["before"] - d["removed_by_key"] - d["removed_by_hash"] == row["available"] == d["after"]
-        assert d["key"] == "task_id" and d["benchmark"] == bench.version
+        assert d["key"] == "trajectory_id" and d["rule"] == "trajectory" and d["benchmark"] == bench.version
     assert lost["no_change"]["removed_by_key"] > 0
     message = mix.shortfall_message()
-    assert "no_change" in message and "removed by task_id decontamination against " + bench.version in message
+    assert "no_change" in message and "removed by trajectory_id decontamination against " + bench.version in message
     assert SplitStore(bfcl_copy, MIXTURE).manifest(mix.version)["decontamination"] == mix.decontamination
     summary(bfcl_copy)
     out = capsys.readouterr().out
-    assert "removed_by_task_id" in out and "before_decontamination" in out
+    assert "removed_by_trajectory_id" in out and "removed_by_env_sample_hash" in out and "before_decontamination" in out
 
 
 def test_mixture_warning_names_decontamination_when_a_group_is_emptied(bfcl_copy):
@@ -120,5 +120,5 @@ def test_mixture_warning_names_decontamination_when_a_group_is_emptied(bfcl_copy
     assert complex_["available"] == 0 and complex_["selected"] == 0
     d = next(d for d in mix.decontamination if d["stratum"] == "complex")
     assert d["before"] > 0 and d["removed_by_key"] + d["removed_by_hash"] == d["before"]
-    assert f"complex: 0 of 20 (20 missing, 0 candidates; {d['removed_by_key']} of {d['before']} removed by task_id" \
+    assert f"complex: 0 of 20 (20 missing, 0 candidates; {d['removed_by_key']} of {d['before']} removed by trajectory_id" \
         in mix.shortfall_message()

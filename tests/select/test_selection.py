@@ -38,7 +38,7 @@ def test_strata_table_labels_every_step(bfcl_layout):
 
 
 def test_shortfalls_are_reported_per_cell_or_fail(bfcl_layout):
-    with pytest.raises(ShortfallError, match=r"medium_4: 0 of 50 \(50 missing, 0 candidates\)"):
+    with pytest.raises(ShortfallError, match=r"medium_4 \(\|Δ\| 4\): 0 of 50, no candidate in the corpus \(max \|Δ\| 5\)"):
         build_benchmark(bfcl_layout, seed=1, on_shortfall="fail")
     result = build_benchmark(bfcl_layout, seed=1, on_shortfall="warn")
     missing = {s["stratum"]: s["missing"] for s in result.shortfalls}
@@ -50,7 +50,7 @@ def test_shortfalls_are_reported_per_cell_or_fail(bfcl_layout):
 
 def test_impossible_custom_cell_is_reported(bfcl_layout):
     cells = [Cell("huge_failures", "failure", 5, "failure", 3, 9)]
-    with pytest.raises(ShortfallError, match=r"huge_failures: 0 of 5 \(5 missing, 0 candidates\)"):
+    with pytest.raises(ShortfallError, match=r"huge_failures \(failure, \|Δ\| 3–9\): 0 of 5, max \|Δ\| of failure steps in the corpus 0 — fix: "):
         build_benchmark(bfcl_layout, cells, seed=0, on_shortfall="fail", make_current=False)
     # even with on_shortfall="warn", a selection with no sample at all is no version
     with pytest.raises(EmptySelection, match=r"selects no sample: no usable step matches any stratum; asked for huge_failures 5 \(0 candidates\)"):
@@ -105,9 +105,9 @@ def test_samples_carry_full_states_code_and_labels(bfcl_layout):
     assert df[df["stratum"] == "no_change_args0"]["env_id"].nunique() == min(envs_available, 40)
 
 
-@pytest.mark.parametrize("mode", ["task_id", "env_id"])
+@pytest.mark.parametrize("mode", ["trajectory", "task_id", "env_id"])
 def test_mixture_never_overlaps_the_benchmark(bfcl_layout, mode):
-    if mode == "task_id":
+    if mode != "env_id":
         bench = build_benchmark(bfcl_layout, seed=5, on_shortfall="warn")
     else:  # the full benchmark spans every bfcl environment: by env_id it would leave nothing (EmptySelection)
         bench = build_benchmark(bfcl_layout, [Cell("few", "simple", 2, "success", 1, 1)], seed=5, make_current=False)
@@ -117,8 +117,25 @@ def test_mixture_never_overlaps_the_benchmark(bfcl_layout, mode):
     assert overlap_suite(mix.path, bench.path, mode).success
     m, b = pd.read_parquet(mix.path), pd.read_parquet(bench.path)
     assert len(m) > 0 and len(b) > 0
-    assert not set(m[mode]) & set(b[mode])
-    assert not set(m["sample_hash"]) & set(b["sample_hash"])
+    key = {"trajectory": "trajectory_id"}.get(mode, mode)
+    assert not set(m[key]) & set(b[key])
+    assert not set(zip(m["env_id"], m["sample_hash"])) & set(zip(b["env_id"], b["sample_hash"]))
+    if mode != "trajectory":  # the stricter rules keep out a benchmark (s_t, a_t) in any environment
+        assert not set(m["sample_hash"]) & set(b["sample_hash"])
+
+
+def test_on_replayed_bfcl_tasks_the_default_picks_what_task_id_picks(bfcl_layout):
+    """bfcl replay: one trajectory per task, so decontaminating at the trajectory grain (the default) removes
+    and picks the same steps as by task_id; only the version (whose spec records the rule) differs."""
+    bench = build_benchmark(bfcl_layout, seed=6, make_current=False)
+    sizes = {"failure": 5, "no_change": 600, "simple": 600, "complex": 200}
+    by_task = build_mixture(bfcl_layout, sizes, seed=6, decontaminate="task_id", benchmark_version=bench.version, make_current=False)
+    default = build_mixture(bfcl_layout, sizes, seed=6, benchmark_version=bench.version, make_current=False)
+    store = SplitStore(bfcl_layout, "sft_mixture")
+    assert (store.dir(default.version) / "sample_ids.txt").read_bytes() == (store.dir(by_task.version) / "sample_ids.txt").read_bytes()
+    assert [(d["before"], d["removed_by_key"], d["removed_by_hash"]) for d in default.decontamination] == \
+        [(d["before"], d["removed_by_key"], d["removed_by_hash"]) for d in by_task.decontamination]
+    assert default.version != by_task.version and sum(d["removed_by_key"] for d in default.decontamination) > 0
 
 
 def test_contaminated_input_fails_the_overlap_check_loudly(bfcl_layout, tmp_path):

@@ -1,0 +1,55 @@
+"""Decontamination of an SFT mixture against a benchmark (docs/definitions.md §5): the named rules, the
+default first. Each rule is a *key* column no mixture step may share with the benchmark and a *sample
+identity* no mixture step may share with it; the mixture (:mod:`pipeline.select.selection`), the
+curriculum mixture and the overlap check (:mod:`pipeline.quality.suites`) all take them from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Decontamination:
+    """A decontamination rule: a mixture step leaves the pool when its ``key`` column value is one of the
+    benchmark's, or when its sample identity (``identity`` columns, e.g. (env_id, sample_hash)) is."""
+
+    name: str
+    key: str  # the column no mixture step may share with the benchmark
+    identity: tuple[str, ...]  # the sample identity no mixture step may share with it
+    #: how a report names the identity rule
+    identity_label: str
+
+    def conditions(self, bench_samples: str) -> list[tuple[str, str]]:
+        """``(name, SQL condition)`` per rule over the strata table, against the benchmark samples file:
+        the key rule first, then the sample identity rule (the order
+        :func:`pipeline.select.selection.select_strata` counts them in)."""
+        ident = " || '|' || ".join(self.identity)
+        rel = f"read_parquet('{bench_samples}')"
+        return [("key", f"{self.key} IN (SELECT {self.key} FROM {rel})"),
+                ("hash", f"{ident} IN (SELECT {ident} FROM {rel})")]
+
+    def exclude_sql(self, bench_samples: str) -> str:
+        """The same rules as an ``AND NOT …`` filter (for selections that only need the rest)."""
+        return "".join(f" AND NOT coalesce(({cond}), false)" for _, cond in self.conditions(bench_samples))
+
+
+#: the decontamination rules by name, the default first. ``trajectory``: no step of a benchmark trajectory
+#: (episode) and no benchmark (env, s_t, tool, arguments) — for replayed tasks (one task, one trajectory) the
+#: same steps as ``task_id``; exploration episodes share their scenario's task id, so ``task_id`` would remove
+#: every episode of every scenario the benchmark touched. ``task_id`` (same task / scenario) and ``env_id``
+#: (same environment) are the stricter options; they also keep out any benchmark (s_t, tool, arguments).
+DECONTAMINATION: dict[str, Decontamination] = {
+    "trajectory": Decontamination("trajectory", "trajectory_id", ("env_id", "sample_hash"), "(env, s_t, a_t)"),
+    "task_id": Decontamination("task_id", "task_id", ("sample_hash",), "(s_t, a_t) hash"),
+    "env_id": Decontamination("env_id", "env_id", ("sample_hash",), "(s_t, a_t) hash"),
+}
+DECONTAMINATION_KEYS = tuple(DECONTAMINATION)
+DEFAULT_DECONTAMINATION = DECONTAMINATION_KEYS[0]
+
+
+def decontamination(name: str) -> Decontamination:
+    """The rule ``name``; a mistyped one is a one-line ``ValueError`` listing the choices."""
+    if name not in DECONTAMINATION:
+        raise ValueError(f"decontaminate must be one of {', '.join(DECONTAMINATION_KEYS)} "
+                         f"(default {DEFAULT_DECONTAMINATION}), not {name!r}")
+    return DECONTAMINATION[name]

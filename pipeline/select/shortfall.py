@@ -1,0 +1,89 @@
+"""What a benchmark short of its composition tells the user: each missing cell with what the corpus
+reaches (``difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3``) and the one-line fix.
+
+A user's corpus often cannot fill every cell (few environments, refusals only, |Δ| never above 3). With
+``on_shortfall: warn`` (the default) the benchmark holds what the corpus allows and the mixture is built
+from the rest; these lines go to the ``composition_matches`` check (WARN), the version's manifest
+(``reach``) and the run summary. The reachable maximum is computed from the strata table's usable steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import duckdb
+
+from pipeline.core.strata import Cell
+
+#: the one-line fix of a benchmark shortfall: more reach, or a composition within it (the ``composition``
+#: resource's ``cells``: docs/pipeline.md, "The composition in force")
+SHORTFALL_FIX = ("add environments with larger state changes (or more scenarios), or choose a composition that fits: "
+                 "resources: composition: config: cells: [...] in run.yaml, each quota at most what the corpus holds "
+                 "(docs/pipeline.md, \"The composition in force\")")
+
+
+def cell_rule(cell: Cell | dict[str, Any]) -> str:
+    """A cell's rule in words: ``|Δ| 7–12``, ``|Δ| 4``, ``failure, |Δ| 0``, ``|Δ| 0, 1 argument``."""
+    c = cell if isinstance(cell, Cell) else Cell(**cell)
+    parts = [] if c.outcome == "success" else [c.outcome]
+    parts.append(f"|Δ| {c.delta_min}" if c.delta_min == c.delta_max else f"|Δ| {c.delta_min}–{c.delta_max}")
+    if c.args_count is not None:
+        parts.append(f"{c.args_count} argument{'' if c.args_count == 1 else 's'}")
+    return ", ".join(parts)
+
+
+def reach(con: duckdb.DuckDBPyConnection, strata: str, cells: Iterable[Cell], table: list[dict[str, Any]]) -> dict[str, str]:
+    """For every short cell of ``table`` (a selection's per-stratum rows), what the corpus (the usable steps
+    of the strata relation ``strata``) reaches toward it: no step of the cell's outcome; the largest |Δ| when
+    the cell's range lies beyond it; no step with the cell's argument count; else how many distinct
+    candidates, from how many environments."""
+    short = {t["stratum"]: t for t in table if t["missing"] > 0}
+    out: dict[str, str] = {}
+    for cell in cells:
+        if cell.name not in short:
+            continue
+        steps, max_delta = con.execute(
+            f"SELECT count(*), max(delta_size) FROM {strata} WHERE NOT excluded AND outcome = ?", [cell.outcome]).fetchone()
+        available = short[cell.name]["available"]
+        if not steps:
+            out[cell.name] = f"no {cell.outcome} step in the corpus"
+        elif max_delta < cell.delta_min:
+            of = "" if cell.outcome == "success" else f" of {cell.outcome} steps"
+            out[cell.name] = f"max |Δ|{of} in the corpus {max_delta}"
+        elif not available and cell.args_count is not None and not con.execute(
+                f"SELECT count(*) FROM {strata} WHERE NOT excluded AND outcome = ? AND args_count = ?",
+                [cell.outcome, cell.args_count]).fetchone()[0]:
+            out[cell.name] = f"no {cell.outcome} step with {cell.args_count} argument{'' if cell.args_count == 1 else 's'} in the corpus"
+        elif not available:
+            out[cell.name] = f"no candidate in the corpus (max |Δ| {max_delta})"
+        else:
+            envs = con.execute(f"SELECT count(DISTINCT env_id) FROM {strata} WHERE NOT excluded AND {cell.sql()}").fetchone()[0]
+            out[cell.name] = f"{available} distinct candidates in the corpus, from {envs} environment{'' if envs == 1 else 's'}"
+    return out
+
+
+def shortfall_lines(manifest: dict[str, Any]) -> list[str]:
+    """One line per missing cell of a benchmark manifest (or a :class:`SelectionResult`'s fields in a dict:
+    ``shortfalls``, ``reach``, ``spec.composition``): ``difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3``."""
+    rules = {c["name"]: cell_rule(c) for c in manifest.get("spec", {}).get("composition") or []}
+    reached = manifest.get("reach") or {}
+    lines = []
+    for s in manifest.get("shortfalls") or []:
+        name = s["stratum"]
+        head = f"{name} ({rules[name]})" if name in rules else name
+        tail = f", {reached[name]}" if name in reached else f" ({s['available']} candidates)"
+        lines.append(f"{head}: {s['selected']} of {s['requested']}{tail}")
+    return lines
+
+
+def shortfall_report(manifest: dict[str, Any]) -> list[str]:
+    """What the run summary says of a benchmark version short of its composition: a headline, one line per
+    missing cell and the fix (empty when every cell is filled, or for another kind of split)."""
+    lines = shortfall_lines(manifest) if manifest.get("kind") == "benchmark" else []
+    if not lines:
+        return []
+    return [f"SHORTFALL: benchmark {manifest['version']} holds {manifest['samples']} of "
+            f"{sum(c['quota'] for c in manifest['spec'].get('composition') or []) or '?'} samples: "
+            f"{len(lines)} cell(s) the corpus cannot fill (the mixture is built from the rest)",
+            *(f"  {line}" for line in lines),
+            f"  fix: {SHORTFALL_FIX}"]

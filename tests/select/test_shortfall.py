@@ -1,0 +1,97 @@
+"""A corpus that cannot fill the composition still yields both products: the benchmark holds what the
+corpus allows, each missing cell is named with what the corpus reaches and the fix, and the mixture is
+built from the rest; ``on_shortfall: fail`` keeps the strict behaviour.
+
+The corpora are shaped like the third-party ones users bring (tests/support/strata_corpus.py): a few
+environments whose calls change at most 3 fields, refusing with failures (or with none labeled)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pandas as pd
+import pytest
+
+from pipeline.select.selection import ShortfallError, build_benchmark, build_mixture
+from pipeline.select.shortfall import SHORTFALL_FIX, shortfall_report
+from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
+from tests.support.strata_corpus import corpus_layout, sha, step_row  # noqa: F401 (a fixture)
+
+
+def small_corpus(envs: int = 5, failures: bool = True, seed: int = 0, failure_rate: float = 0.2) -> pd.DataFrame:
+    """ACEBench-like: ``envs`` environments, 3 scenarios each, 20 episodes of 6 calls; |Δ| ≤ 3; refusals
+    labeled failure (or, ``failures=False``, a corpus whose refusals no rule recognised: no failure)."""
+    rng = random.Random(seed)
+    rows = []
+    for e in range(envs):
+        env = f"envscaler/phone_{e}"
+        for s in range(3):
+            task = f"{env}:scenario_{s}"
+            for k in range(20):
+                trajectory = f"{task}:explore-{k:02d}"
+                for i in range(6):
+                    r = rng.random()
+                    outcome, delta = ("failure", 0) if r < failure_rate and failures else ("success", rng.choice([0, 0, 1, 2, 3]))
+                    args = rng.randint(0, 2)
+                    rows.append(step_row(env, task, trajectory, i, outcome, delta, args, sha(trajectory, i),
+                                         f"tool_{rng.randint(0, 7)}", json.dumps({"a": args})))
+    return pd.DataFrame(rows)
+
+
+def test_a_small_corpus_yields_a_benchmark_naming_each_missing_cell_and_a_mixture(corpus_layout):
+    layout = corpus_layout(small_corpus())
+    bench = build_benchmark(layout, seed=0)  # the default: warn
+    lines = bench.shortfall_lines()
+    assert {line.split(" (")[0] for line in lines} == {"medium_4", "medium_5", "medium_6", "difficult"}
+    assert "difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3" in lines
+    assert "medium_4 (|Δ| 4): 0 of 50, max |Δ| in the corpus 3" in lines
+    assert bench.samples == 400 - 200
+    assert SplitStore(layout, BENCHMARK).current() == bench.version
+    manifest = SplitStore(layout, BENCHMARK).manifest(bench.version)
+    assert manifest["reach"]["difficult"] == "max |Δ| in the corpus 3"
+    report = shortfall_report(manifest)
+    assert report[0].startswith(f"SHORTFALL: benchmark {bench.version} holds 200 of 400 samples: 4 cell(s)")
+    assert "  difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3" in report
+    assert report[-1] == f"  fix: {SHORTFALL_FIX}"
+    assert "resources: composition: config: cells:" in SHORTFALL_FIX and "larger state changes" in SHORTFALL_FIX
+    # the mixture is built from the rest, with every group (the corpus has no |Δ| ≥ 3 beyond 3: complex is |Δ| 3)
+    mix = build_mixture(layout, {"failure": 50, "no_change": 50, "simple": 50, "complex": 50}, seed=0)
+    assert mix.samples == 200 and SplitStore(layout, MIXTURE).current() == mix.version
+    assert shortfall_report(SplitStore(layout, MIXTURE).manifest(mix.version)) == []  # a benchmark's report only
+
+
+def test_a_corpus_without_failure_labels_names_the_failure_cell(corpus_layout):
+    layout = corpus_layout(small_corpus(failures=False))
+    bench = build_benchmark(layout, seed=0)
+    assert "failure (failure, |Δ| 0): 0 of 20, no failure step in the corpus" in bench.shortfall_lines()
+    mix = build_mixture(layout, {"failure": 10, "no_change": 50, "simple": 50, "complex": 50}, seed=0)
+    assert {r["stratum"]: r["selected"] for r in mix.strata} == {"failure": 0, "no_change": 50, "simple": 50, "complex": 50}
+
+
+def test_on_shortfall_fail_keeps_the_strict_behaviour(corpus_layout):
+    layout = corpus_layout(small_corpus())
+    with pytest.raises(ShortfallError) as err:
+        build_benchmark(layout, seed=0, on_shortfall="fail")
+    message = str(err.value)
+    assert "difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3" in message and f"fix: {SHORTFALL_FIX}" in message
+    assert "\n" not in message
+    assert SplitStore(layout, BENCHMARK).current() is None  # no version
+    with pytest.raises(ValueError, match=r"^on_shortfall must be one of warn, fail, not 'warning'$"):
+        build_benchmark(layout, seed=0, on_shortfall="warning")
+
+
+def test_a_partly_filled_cell_says_how_many_candidates_and_environments(corpus_layout):
+    layout = corpus_layout(small_corpus(envs=2, failure_rate=0.01))
+    bench = build_benchmark(layout, seed=0)
+    failure = next(line for line in bench.shortfall_lines() if line.startswith("failure"))
+    available = next(s["available"] for s in bench.shortfalls if s["stratum"] == "failure")
+    assert 0 < available < 20
+    assert failure == f"failure (failure, |Δ| 0): {available} of 20, {available} distinct candidates in the corpus, from 2 environments"
+
+
+def test_a_cell_no_step_has_the_argument_count_of_says_so(corpus_layout):
+    corpus = small_corpus()
+    layout = corpus_layout(corpus[corpus["args_count"] > 0])  # every call takes arguments
+    bench = build_benchmark(layout, seed=0)
+    assert "no_change_args0 (|Δ| 0, 0 arguments): 0 of 40, no success step with 0 arguments in the corpus" in bench.shortfall_lines()
