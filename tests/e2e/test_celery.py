@@ -229,7 +229,7 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
         assert redelivered_after >= visibility - 10, attempts  # handed out again by the visibility timeout, not before
         per_worker = Counter(host for _, _, host, _ in placed)
         assert set(per_worker) == {w.hostname for w in workers}, per_worker
-        assert len(placed) == 5 * len(keys) + 1  # trajectories, labeled_steps, its three checks; the killed step twice
+        assert len(placed) == 6 * len(keys) + 1  # trajectories, labeled_steps, its four checks; the killed step twice
         logged = Counter(host for run in all_runs(srv) for _, host, _ in worker_steps(srv, run))  # with the catalog's
         logged[victim.hostname] -= 1  # the killed attempt never finished
         for w in workers:  # the workers' own logs agree
