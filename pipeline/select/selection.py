@@ -110,6 +110,8 @@ def strata_report(strata: list[dict[str, Any]], tools: list[dict[str, Any]] | No
     table = pd.DataFrame(strata)
     if tools:
         table = table.merge(pd.DataFrame(tools), on="stratum", how="left")
+    if "top_tool" in table:  # an empty stratum has no top tool: an empty cell, not NaN
+        table["top_tool"] = table["top_tool"].fillna("")
     if decontamination:
         lost = pd.DataFrame(decontamination)
         key, identity = lost["key"].iloc[0], _identity_column(decontamination[0])

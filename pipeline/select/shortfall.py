@@ -61,6 +61,25 @@ def reach(con: duckdb.DuckDBPyConnection, strata: str, cells: Iterable[Cell], ta
             out[cell.name] = f"{available} distinct candidates in the corpus, from {envs} environment{'' if envs == 1 else 's'}"
     return out
 
+#: the one-line fix of a mixture short of its sizes: more candidates, or sizes within them
+MIXTURE_SHORTFALL_FIX = ("add environments or scenarios (exploration stops at 3,000 calls per environment: a larger "
+                         "`ops: trajectories: config: calls_per_environment` explores longer), or choose sizes that fit: "
+                         "resources: composition: config: mixture_sizes: {...} in run.yaml")
+
+
+def mixture_shortfall_lines(manifest: dict[str, Any]) -> list[str]:
+    """One line per group of a mixture manifest short of its size, with what decontamination left and removed:
+    ``complex: 3 of 2230 (55 candidates, 52 removed by decontamination against bench-…)``."""
+    lost = {d["stratum"]: d for d in manifest.get("decontamination") or []}
+    lines = []
+    for s in manifest.get("shortfalls") or []:
+        row = lost.get(s["stratum"])
+        removed = sum(v for k, v in (row or {}).items() if k.startswith("removed_by_") and isinstance(v, int))
+        note = (f"{row['before']} candidates, {removed} removed by decontamination against {row['benchmark']}"
+                if row and "before" in row else f"{s['available']} candidates")
+        lines.append(f"{s['stratum']}: {s['selected']} of {s['requested']} ({note})")
+    return lines
+
 
 def shortfall_lines(manifest: dict[str, Any]) -> list[str]:
     """One line per missing cell of a benchmark manifest (or a :class:`SelectionResult`'s fields in a dict:
@@ -77,8 +96,17 @@ def shortfall_lines(manifest: dict[str, Any]) -> list[str]:
 
 
 def shortfall_report(manifest: dict[str, Any]) -> list[str]:
-    """What the run summary says of a benchmark version short of its composition: a headline, one line per
-    missing cell and the fix (empty when every cell is filled, or for another kind of split)."""
+    """What the run summary says of a split version short of its composition: a headline, one line per missing
+    benchmark cell (or mixture group) and the fix (empty when every cell is filled, or for another kind of split)."""
+    if manifest.get("kind") == "sft_mixture":
+        lines = mixture_shortfall_lines(manifest)
+        if not lines:
+            return []
+        wanted = sum(s["requested"] for s in manifest.get("strata") or [])
+        return [f"SHORTFALL: sft_mixture {manifest['version']} holds {manifest['samples']} of {wanted} samples: "
+                f"{len(lines)} group(s) short",
+                *(f"  {line}" for line in lines),
+                f"  fix: {MIXTURE_SHORTFALL_FIX}"]
     lines = shortfall_lines(manifest) if manifest.get("kind") == "benchmark" else []
     if not lines:
         return []

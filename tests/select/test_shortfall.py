@@ -58,7 +58,7 @@ def test_a_small_corpus_yields_a_benchmark_naming_each_missing_cell_and_a_mixtur
     # the mixture is built from the rest, with every group (the corpus has no |Δ| ≥ 3 beyond 3: complex is |Δ| 3)
     mix = build_mixture(layout, {"failure": 50, "no_change": 50, "simple": 50, "complex": 50}, seed=0)
     assert mix.samples == 200 and SplitStore(layout, MIXTURE).current() == mix.version
-    assert shortfall_report(SplitStore(layout, MIXTURE).manifest(mix.version)) == []  # a benchmark's report only
+    assert shortfall_report(SplitStore(layout, MIXTURE).manifest(mix.version)) == []  # a full mixture: nothing to report
 
 
 def test_a_corpus_without_failure_labels_names_the_failure_cell(corpus_layout):
@@ -95,3 +95,17 @@ def test_a_cell_no_step_has_the_argument_count_of_says_so(corpus_layout):
     layout = corpus_layout(corpus[corpus["args_count"] > 0])  # every call takes arguments
     bench = build_benchmark(layout, seed=0)
     assert "no_change_args0 (|Δ| 0, 0 arguments): 0 of 40, no success step with 0 arguments in the corpus" in bench.shortfall_lines()
+
+
+def test_a_mixture_short_of_its_sizes_is_named_with_what_decontamination_removed_and_the_fix(corpus_layout):
+    from pipeline.select.shortfall import MIXTURE_SHORTFALL_FIX
+
+    layout = corpus_layout(small_corpus())
+    bench = build_benchmark(layout, seed=0)
+    mix = build_mixture(layout, {"failure": 50, "no_change": 50, "simple": 50, "complex": 5000}, seed=0)
+    manifest = SplitStore(layout, MIXTURE).manifest(mix.version)
+    report = shortfall_report(manifest)
+    assert report[0] == f"SHORTFALL: sft_mixture {mix.version} holds {mix.samples} of 5150 samples: 1 group(s) short"
+    (line,) = [r for r in report if r.startswith("  complex: ")]
+    assert line.startswith(f"  complex: {mix.samples - 150} of 5000 (") and f"against {bench.version})" in line
+    assert report[-1] == f"  fix: {MIXTURE_SHORTFALL_FIX}" and "mixture_sizes" in MIXTURE_SHORTFALL_FIX
