@@ -18,6 +18,7 @@ from typing import Callable, Iterator, Mapping, MutableMapping
 from pipeline.core.axes import AXES
 from pipeline.core.outcome import OUTCOMES
 from pipeline.core.strata import RULES
+from pipeline.store.kinds import SPLIT_KINDS  # not store.versions: the sandbox worker reaches this module, no pyarrow
 
 #: the ``source`` of samples imported from the EnvSimBench release (no registered source: never executed here)
 IMPORTED_SOURCE = "envsimbench"
@@ -42,14 +43,6 @@ def _axis_labels(label: str) -> Callable[[], tuple[str, ...]]:
     return lambda: axis.label_values() or ()
 
 
-def _split_kinds() -> tuple[str, ...]:
-    # imported when asked: the sandbox worker imports the registry (and so this module) and must not load pyarrow,
-    # whose threads would make the worker multi-threaded
-    from pipeline.store.versions import SPLIT_KINDS
-
-    return SPLIT_KINDS
-
-
 def _domains() -> dict[str, tuple[str, ...]]:
     return {"outcome": OUTCOMES}
 
@@ -63,7 +56,7 @@ _SETS: dict[str, Callable[[], tuple[str, ...]]] = {
     "benchmark_group": lambda: RULES.benchmark_group.label_values(_domains()),
     "source": lambda: tuple(_DECLARED["source"]),
     "adapter": lambda: tuple(_DECLARED["adapter"]),
-    "kind": _split_kinds,
+    "kind": lambda: SPLIT_KINDS,
 }
 
 #: columns whose rows may hold a value outside the set, and what it means (appended to the description)

@@ -18,12 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pipeline.store.kinds import BENCHMARK, CURRICULUM, MIXTURE, SPLIT_KINDS  # noqa: F401 (re-exported)
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
 
-BENCHMARK, MIXTURE, CURRICULUM = "benchmark", "sft_mixture", "curriculum"
-#: every split kind, in the order the DuckDB tables register them
-SPLIT_KINDS = (BENCHMARK, MIXTURE, CURRICULUM)
 #: events of ``history.jsonl``: a version first written, a version made current
 CREATED, MADE_CURRENT = "created", "made_current"
 
