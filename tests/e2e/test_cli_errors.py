@@ -213,3 +213,18 @@ def test_bench_model_checks_the_weights_before_installing_the_serving_environmen
     assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
     assert "hf download Qwen/Qwen2.5-0.5B-Instruct" in lines[0] and "Traceback" not in proc.stderr
     assert not (tree / ".venv-train").exists() and not (tmp_path / "installs.log").exists()
+
+
+def test_a_config_file_and_config_json_combine(tmp_path):
+    """``-c FILE --config-json JSON`` (the usage line) reaches the run; dg launch alone refuses the pair. The
+    corpus yields no environment, so the run stops at its first step, which names it."""
+    corpus = tmp_path / "191_env_metadata.json"
+    corpus.write_text("{}")
+    config = tmp_path / "run.yaml"
+    config.write_text("resources:\n  sources:\n    config:\n      builtin: false\n      bfcl_categories: []\n"
+                      f"      envscaler:\n        - {{env_items: {corpus}}}\n")
+    proc = _forge(tmp_path, "run", "-c", str(config), "--config-json", '{"ops": {"benchmark_split": {"config": {"seed": 3}}}}')
+    out = proc.stdout + proc.stderr
+    assert "Cannot specify both" not in out, out[-2000:]
+    assert proc.returncode == 1 and "FAILED at step environment_catalog" in out, out[-2000:]
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("forge-config-json.*"))  # the JSON's file is gone
