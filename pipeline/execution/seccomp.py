@@ -11,8 +11,10 @@ set to ``KILL_PROCESS``):
   ``fork`` and stack, so every child runs under it whatever happens to the child filter prepared in
   the worker's memory: no ``execve``/``execveat`` (no shell, ever), no ``ptrace``/``process_vm_*``,
   no namespace or mount changes, no BPF, perf, keyrings, io_uring, userfaultfd, ``memfd_create``,
-  ``memfd_secret``, ``pidfd_*``, SysV IPC (shared memory, message queues, semaphores: memory outside
-  ``RLIMIT_AS`` and a channel between environments), special files or extended attributes; ``clone`` may not create namespaces and
+  ``memfd_secret``, ``pidfd_*``, SysV IPC (shared memory, message queues, semaphores) and POSIX
+  message queues (memory outside ``RLIMIT_AS`` and a channel between environments: the children of a
+  worker share its IPC namespace, and cannot get their own — ``unshare``/``setns``/``clone`` with
+  namespace flags are refused and bwrap dropped every capability), special files or extended attributes; ``clone`` may not create namespaces and
   ``clone3`` answers ``ENOSYS``. The worker keeps ``fork`` and ``kill`` (it supervises children).
 * the **child filter** (:func:`install`), installed in each forked child right before environment
   code runs, adds: no process creation (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``), no
@@ -46,9 +48,11 @@ DENIED = (
     "mknodat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
     "io_uring_setup", "userfaultfd", "memfd_create", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
     "process_madvise", "process_mrelease", "kcmp", "memfd_secret",
-    # SysV IPC: shared memory outside RLIMIT_AS and a channel between environments (nothing we run uses it)
+    # SysV IPC and POSIX message queues (the worker's IPC namespace is shared by its children): memory
+    # outside RLIMIT_AS and a channel between environments; nothing we run, and no corpus code, uses them
     "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
-    "semtimedop", "semctl",
+    "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+    "mq_getsetattr",
 )
 #: refused with EPERM by the child filter only (the worker supervises its children with them)
 CHILD_DENIED = ("fork", "vfork", "kill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")

@@ -1,10 +1,11 @@
 """Only yourself (issue 33, item 2): scheduling, priority, affinity and I/O-priority syscalls act on the
-calling child only; ``memfd_secret`` and SysV IPC (shared memory, message queues, semaphores) are refused.
+calling child only; ``memfd_secret``, SysV IPC (shared memory, message queues, semaphores) and POSIX
+message queues are refused.
 
 Each channel is tried by environment code in the real sandbox where Python reaches it without ctypes
 (``os.setpriority``, ``os.sched_setaffinity``, ``os.sched_setscheduler``), and by raw syscalls in a
 forked process under the real child filter on this kernel (``ioprio_set``, ``memfd_secret``, ``shmget``,
-``msgget``, ``semget`` have no Python API; in the sandbox ctypes is also refused by the audit hook, which
+``msgget``, ``semget``, ``mq_open`` have no Python API; in the sandbox ctypes is also refused by the audit hook, which
 is not the boundary). In both, the worker's (parent's) nice value, scheduling policy, CPU affinity and
 I/O priority are read from ``/proc`` and the kernel before and after: none changed."""
 
@@ -59,6 +60,7 @@ class Bully:
         attempt("affinity_self", os.sched_setaffinity, 0, os.sched_getaffinity(0))
         attempt("scheduler_self", os.sched_setscheduler, 0, os.SCHED_BATCH, os.sched_param(0))
         out["before"], out["after"] = before, _parent_view(parent)
+        out["ipc_ns"] = os.readlink("/proc/self/ns/ipc")
         return out
 '''
 
@@ -77,6 +79,7 @@ def test_in_the_sandbox_priority_affinity_and_policy_act_on_the_child_only():
     assert result["init"] is not None, result["init_error"]
     out = ast.literal_eval(result["steps"][0]["raw_observation"])
     assert out["after"] == out["before"], out  # the worker's nice, policy and CPUs are untouched
+    assert out.pop("ipc_ns") != os.readlink("/proc/self/ns/ipc")  # the worker's own IPC namespace (bwrap)
     refused = ("setpriority_parent", "setpriority_group", "setpriority_user", "affinity_parent",
                "scheduler_parent", "param_parent")
     assert {k: out[k] for k in refused} == {k: "EPERM" for k in refused}
@@ -94,6 +97,7 @@ def _under_child_filter(parent: int) -> dict:
     pid = os.fork()
     if pid == 0:
         created: dict[str, list[int]] = {}
+        queue = ctypes.create_string_buffer(b"q-issue33-" + str(os.getpid()).encode())
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
         import pyseccomp
@@ -107,7 +111,7 @@ def _under_child_filter(parent: int) -> dict:
             def call(name, *args):
                 ctypes.set_errno(0)
                 res = libc.syscall(ctypes.c_long(nr(name)), *[ctypes.c_long(a) for a in args])
-                if res >= 0 and name.endswith("get"):
+                if res >= 0 and (name.endswith("get") or name == "mq_open"):
                     created.setdefault(name[:3], []).append(res)
                 return 0 if res >= 0 else ctypes.get_errno()
 
@@ -122,6 +126,7 @@ def _under_child_filter(parent: int) -> dict:
                 "msgget": call("msgget", 0, 0o1600),
                 "semget": call("semget", 0, 1, 0o1600),
                 "shmat": call("shmat", 0, 0, 0),
+                "mq_open": call("mq_open", ctypes.addressof(queue), 0o102, 0o600, 0),  # O_CREAT|O_RDWR
                 "migrate_pages_parent": call("migrate_pages", parent, 1, 0, 0),
                 "ioprio_parent_after": libc.syscall(ctypes.c_long(nr("ioprio_get")), ctypes.c_long(1),
                                                     ctypes.c_long(parent)),
@@ -132,6 +137,8 @@ def _under_child_filter(parent: int) -> dict:
                 for ident in created.get(kind, []):  # a failing run leaves nothing in this IPC namespace
                     libc.syscall(ctypes.c_long(nr(command)), ctypes.c_long(ident), ctypes.c_long(0),
                                  ctypes.c_long(0))  # IPC_RMID
+            if created.get("mq_"):
+                libc.syscall(ctypes.c_long(nr("mq_unlink")), ctypes.c_long(ctypes.addressof(queue)))
             os._exit(0)
     os.close(w)
     data = b""
