@@ -11,7 +11,10 @@ set to ``KILL_PROCESS``):
   ``fork`` and stack, so every child runs under it whatever happens to the child filter prepared in
   the worker's memory: no ``execve``/``execveat`` (no shell, ever), no ``ptrace``/``process_vm_*``,
   no namespace or mount changes, no BPF, perf, keyrings, io_uring, userfaultfd, ``memfd_create``,
-  ``pidfd_*``, special files or extended attributes; ``clone`` may not create namespaces and
+  ``memfd_secret``, ``pidfd_*``, SysV IPC (shared memory, message queues, semaphores) and POSIX
+  message queues (memory outside ``RLIMIT_AS`` and a channel between environments: the children of a
+  worker share its IPC namespace, and cannot get their own — ``unshare``/``setns``/``clone`` with
+  namespace flags are refused and bwrap dropped every capability), special files or extended attributes; ``clone`` may not create namespaces and
   ``clone3`` answers ``ENOSYS``. The worker keeps ``fork`` and ``kill`` (it supervises children).
 * the **child filter** (:func:`install`), installed in each forked child right before environment
   code runs, adds: no process creation (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``), no
@@ -44,7 +47,12 @@ DENIED = (
     "setns", "pivot_root", "chroot", "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "mknod",
     "mknodat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
     "io_uring_setup", "userfaultfd", "memfd_create", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
-    "process_madvise", "process_mrelease", "kcmp",
+    "process_madvise", "process_mrelease", "kcmp", "memfd_secret",
+    # SysV IPC and POSIX message queues (the worker's IPC namespace is shared by its children): memory
+    # outside RLIMIT_AS and a channel between environments; nothing we run, and no corpus code, uses them
+    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
+    "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+    "mq_getsetattr",
 )
 #: refused with EPERM by the child filter only (the worker supervises its children with them)
 CHILD_DENIED = ("fork", "vfork", "kill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
@@ -57,6 +65,10 @@ _CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
 _F_SETOWN, _F_SETOWN_EX = 8, 15
 _INT = 0xFFFFFFFF  # a 32-bit argument (fcntl's cmd): the kernel ignores the register's upper half
 _PR_SET_DUMPABLE = 4
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+#: child filter: refused unless their first argument (a pid) is 0, the caller
+SELF_ONLY = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr",
+             "migrate_pages", "move_pages")
 
 
 class SeccompUnavailable(RuntimeError):
@@ -116,7 +128,12 @@ def child_filter(machine: str | None = None, pid: int | None = None) -> Any:
     for name in CHILD_DENIED:
         f.add_rule(eperm, name)
     f.add_rule(eperm, "clone", lib.Arg(0, lib.MASKED_EQ, _CLONE_THREAD, 0))  # threads only
-    f.add_rule(eperm, "prlimit64", lib.Arg(0, lib.NE, 0))  # only on itself
+    for name in SELF_ONLY:  # only on itself
+        f.add_rule(eperm, name, lib.Arg(0, lib.NE, 0))
+    # setpriority/ioprio_set: only (PRIO_PROCESS / IOPRIO_WHO_PROCESS, 0) — no group, user or other pid
+    for name, which in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):
+        f.add_rule(eperm, name, lib.Arg(0, lib.NE, which))
+        f.add_rule(eperm, name, lib.Arg(1, lib.NE, 0))
     for cmd in (_F_SETOWN, _F_SETOWN_EX):  # no SIGIO/SIGURG to another process
         f.add_rule(eperm, "fcntl", lib.Arg(1, lib.MASKED_EQ, _INT, cmd))
     return f if pid is None else with_pid(f, pid)

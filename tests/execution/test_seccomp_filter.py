@@ -29,6 +29,12 @@ NUMBERS = {
         "process_mrelease": 448, "kcmp": 312,
         "clone": 56, "clone3": 435, "tkill": 200, "tgkill": 234, "prlimit64": 302, "fcntl": 72,
         "read": 0, "write": 1, "openat": 257, "mmap": 9, "futex": 202, "getpid": 39, "wait4": 61,
+        "memfd_secret": 447, "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
+        "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+        "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144, "sched_setaffinity": 203,
+        "sched_setattr": 314, "ioprio_set": 251, "migrate_pages": 256, "move_pages": 279,
+        "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244,
+        "mq_getsetattr": 245,
     },
     "aarch64": {
         "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
@@ -40,6 +46,12 @@ NUMBERS = {
         "rt_tgsigqueueinfo": 240, "process_madvise": 440, "process_mrelease": 448, "kcmp": 272,
         "clone": 220, "clone3": 435, "tkill": 130, "tgkill": 131, "prlimit64": 261, "fcntl": 25,
         "read": 63, "write": 64, "openat": 56, "mmap": 222, "futex": 98, "getpid": 172, "wait4": 260,
+        "memfd_secret": 447, "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190,
+        "semop": 193, "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188,
+        "msgctl": 187, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
+        "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "migrate_pages": 238, "move_pages": 239,
+        "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
+        "mq_getsetattr": 185,
     },
 }
 ALLOWED = ("read", "write", "openat", "mmap", "futex", "getpid", "wait4")
@@ -100,7 +112,7 @@ def test_each_listed_syscall_is_refused_with_the_same_errno_on_each_architecture
         assert _run(program, nr["clone3"], arch) == ENOSYS
         assert [_run(program, nr[name], arch) for name in ALLOWED] == [ALLOW] * len(ALLOWED)
     denied = {nr[n] for n in seccomp.DENIED + seccomp.CHILD_DENIED + ("clone3",) if n in nr}
-    checked = {nr[n] for n in ("clone", "tkill", "tgkill", "prlimit64", "fcntl")}
+    checked = {nr[n] for n in ("clone", "tkill", "tgkill", "fcntl", "setpriority", "ioprio_set") + seccomp.SELF_ONLY}
     # every other syscall number is allowed (with zero arguments)
     assert [n for n in range(512) if n not in denied | checked and _run(child, n, arch) != ALLOW] == []
 
@@ -128,7 +140,16 @@ def test_argument_conditions(machine):
     assert [child_action(n, PID, PID) for n in ("tkill", "tgkill")] == [ALLOW, ALLOW]
     assert [child_action(n, PID + 1, PID + 1) for n in ("tkill", "tgkill")] == [EPERM, EPERM]
     assert [child_action(n, 1 << 32 | PID + 1) for n in ("tkill", "tgkill")] == [EPERM, EPERM]
-    assert (child_action("prlimit64", 0), child_action("prlimit64", PID)) == (ALLOW, EPERM)
+    for name in seccomp.SELF_ONLY:  # prlimit, scheduling, affinity, page migration: only on itself
+        assert (child_action(name, 0), child_action(name, PID), child_action(name, 1 << 32)) == (ALLOW, EPERM, EPERM)
+        assert _run(base, nr[name], arch, (PID,)) == ALLOW, name  # the worker is not limited
+    PRIO_PROCESS, PRIO_PGRP, PRIO_USER, IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 0, 1, 2, 1, 3
+    assert [child_action("setpriority", which, who, 19) for which, who in (
+        (PRIO_PROCESS, 0), (PRIO_PROCESS, PID), (PRIO_PGRP, 0), (PRIO_USER, 0), (PRIO_USER, 65534))] == \
+        [ALLOW] + [EPERM] * 4
+    assert [child_action("ioprio_set", which, who, 3 << 13) for which, who in (
+        (IOPRIO_WHO_PROCESS, 0), (IOPRIO_WHO_PROCESS, PID), (0, 0), (2, 0), (IOPRIO_WHO_USER, 0))] == \
+        [ALLOW] + [EPERM] * 4
     assert [child_action("fcntl", 3, cmd) for cmd in (8, 15, 0xFFFFFFFF00000008, 1, 2, 4)] == [EPERM] * 3 + [ALLOW] * 3
 
 
