@@ -22,12 +22,16 @@ error that says how to install it or opt out.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from pipeline.core.settings import settings
+from pipeline.execution import freeze
 
 ISOLATIONS = ("bwrap", "trusted")
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +78,20 @@ def bwrap_path() -> str:
     return path
 
 
+@functools.lru_cache(maxsize=1)
+def _host_files() -> dict[str, str]:
+    """``/proc`` path -> a file (written once per process) holding its constant content
+    (:data:`pipeline.execution.freeze.HOST_FILES`), to bind over the worker's ``/proc``."""
+    folder = Path(tempfile.mkdtemp(prefix="envsim-host-"))
+    atexit.register(shutil.rmtree, folder, True)
+    files = {}
+    for i, (dest, content) in enumerate(sorted(freeze.HOST_FILES.items())):
+        source = folder / f"{i}-{Path(dest).name}"
+        source.write_text(content)
+        files[dest] = str(source)
+    return files
+
+
 def bwrap_command(tmp_mb: int) -> list[str]:
     """The ``bwrap`` command line that runs one sandbox worker."""
     cmd = [
@@ -97,8 +115,10 @@ def bwrap_command(tmp_mb: int) -> list[str]:
     cmd += [
         "--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline",
         "--proc", "/proc", "--dev", "/dev", "--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm",
-        "--remount-ro", "/dev", "--chdir", "/tmp",
+        "--remount-ro", "/dev", "--chdir", "/tmp", "--hostname", freeze.HOSTNAME,
     ]
+    for dest, source in _host_files().items():  # constant host identity over the fresh /proc
+        cmd += ["--ro-bind", source, dest]
     for key, value in worker_environment(_APP_DIR).items():
         cmd += ["--setenv", key, value]
     cmd += ["--", sys.executable, "-P", "-m", "pipeline.execution.worker"]
