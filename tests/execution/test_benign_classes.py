@@ -186,3 +186,48 @@ def test_llm_style_class_machinery_runs_and_is_deterministic(sandbox, name):
         assert a["init"] is not None, a["init_error"]
         assert [s["outcome"] for s in a["steps"]] == ["success"] * 3, a["steps"][0]["raw_observation"]
         assert _labels(a) == _labels(b)
+
+
+def test_benign_corpus_is_collected_labeled_and_not_quarantined(tmp_path, sandbox):
+    """The same environments as a user's EnvScaler corpus (metadata + scenarios files): collected,
+    labeled, and the determinism check — every trajectory re-executed in a sandbox of its own —
+    quarantines none; every environment's reset succeeded (it has steps)."""
+    import json
+
+    import duckdb
+
+    from pipeline.collect.explore import ExploreSettings
+    from pipeline.collect.run import collect_all
+    from pipeline.collect.sources import SourceConfig, env_items
+    from pipeline.envs.catalog import build_catalog
+    from pipeline.envs.config import EnvScalerCorpus
+    from pipeline.execution.child import Limits
+    from pipeline.execution.sandbox import Sandbox
+    from pipeline.labeling.determinism import check_determinism
+    from pipeline.labeling.steps import label
+    from pipeline.store.layout import DataLayout
+
+    items = {f"benign_{name}": {"env_class_name": "Env", "env_class_code": _code(*ENVS[name]),
+                                "environment_introduction": name, "constraints_rules": ""} for name in ENVS}
+    scenarios = [{"task_id": f"{env}-{i}", "env_id": env, "env_class_name": "Env", "init_config": {},
+                  "task": "Use the classes."} for env in items for i in range(2)]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "191_env_metadata.json").write_text(json.dumps(items))
+    (corpus / "scenarios.json").write_text(json.dumps(scenarios))
+    cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False,
+                       envscaler=[EnvScalerCorpus(corpus / "191_env_metadata.json", corpus / "scenarios.json")])
+    layout = DataLayout.at(tmp_path / "data")
+    env_list, issues = env_items(cfg)
+    build_catalog(layout, env_list, issues, disabled=("bfcl",))
+    collect_all(cfg, layout, sandbox, ExploreSettings(seed=5, call_budget=40, batch_episodes=4, min_envs=1,
+                                                      episode_length=3, mutate_rate=0.0))
+    label(layout, sandbox)
+    rows = duckdb.sql(f"SELECT env_id, outcome, count(*) FROM read_parquet({layout.step_parts()!r}) "
+                      "GROUP BY ALL").fetchall()
+    assert {r[0] for r in rows} == {f"envscaler/{env}" for env in items}, rows
+    assert not [r for r in rows if r[1] == "error"], rows
+    with Sandbox(workers=2, limits=Limits(call_timeout_s=10)) as box:
+        report = check_determinism(layout, box, sample_size=-1)
+    assert report.steps_compared > 0
+    assert report.ok and report.quarantined() == [], report.mismatches
