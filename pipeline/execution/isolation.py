@@ -23,7 +23,6 @@ error that says how to install it or opt out.
 from __future__ import annotations
 
 import atexit
-import functools
 import os
 import shutil
 import sys
@@ -78,18 +77,27 @@ def bwrap_path() -> str:
     return path
 
 
-@functools.lru_cache(maxsize=1)
+_HOST_FILES: dict[str, str] = {}
+
+
+def _remove_host_files(folder: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not in a forked process that exits normally
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _host_files() -> dict[str, str]:
-    """``/proc`` path -> a file (written once per process) holding its constant content
-    (:data:`pipeline.execution.freeze.HOST_FILES`), to bind over the worker's ``/proc``."""
+    """``/proc`` path -> a file (written once per process, again if removed) holding its constant
+    content (:data:`pipeline.execution.freeze.HOST_FILES`), to bind over the worker's ``/proc``."""
+    if _HOST_FILES and all(Path(p).is_file() for p in _HOST_FILES.values()):
+        return _HOST_FILES
     folder = Path(tempfile.mkdtemp(prefix="envsim-host-"))
-    atexit.register(shutil.rmtree, folder, True)
-    files = {}
+    atexit.register(_remove_host_files, folder, os.getpid())
+    _HOST_FILES.clear()
     for i, (dest, content) in enumerate(sorted(freeze.HOST_FILES.items())):
         source = folder / f"{i}-{Path(dest).name}"
         source.write_text(content)
-        files[dest] = str(source)
-    return files
+        _HOST_FILES[dest] = str(source)
+    return _HOST_FILES
 
 
 def bwrap_command(tmp_mb: int) -> list[str]:
