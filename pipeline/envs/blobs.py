@@ -40,9 +40,10 @@ def update(blobs: dict[str, str]) -> None:
 
 
 def compiled(ref: str, filename: str) -> object:
-    """``compile()`` of a code blob, cached per process."""
+    """``compile()`` of a code blob, cached per process. ``dont_inherit``: the code gets none of this
+    module's ``__future__`` flags (``annotations`` would turn its annotations into strings)."""
     if ref not in _COMPILED:
-        _COMPILED[ref] = compile(get(ref), filename, "exec")
+        _COMPILED[ref] = compile(get(ref), filename, "exec", dont_inherit=True)
     return _COMPILED[ref]
 
 

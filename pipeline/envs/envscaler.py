@@ -459,6 +459,28 @@ def outcome(name: str, raised: bool, value: Any) -> str:
 
 # -- the live environment (sandbox side) -----------------------------------------------------------
 
+
+def _exec_module(name: str, code: Any) -> dict[str, Any]:
+    """Run environment code as the body of a fresh module named ``name`` (sandbox child only).
+
+    The module is in ``sys.modules`` while its body runs, so class machinery that looks up a class's
+    module — ``@dataclass`` resolving string annotations, ``typing`` — finds it; it is removed after,
+    so the child's loaded modules are as before and nothing outlives the reset."""
+    import sys
+    import types
+
+    module = types.ModuleType(name)
+    previous = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)  # noqa: S102 - sandbox child only
+    finally:
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
+    return module.__dict__
+
 class EnvScalerEnvironment:
     """One EnvScaler class instance behind the environment protocol."""
 
@@ -487,8 +509,7 @@ class EnvScalerEnvironment:
         return dict(kwargs)
 
     def reset(self, init_config: dict[str, Any], **_: Any) -> None:
-        namespace: dict[str, Any] = {"__name__": f"envscaler_env_{self.code_ref}"}
-        exec(blobs.compiled(self.code_ref, f"<env {self.env_id}>"), namespace)  # noqa: S102 - sandbox child only
+        namespace = _exec_module(f"envscaler_env_{self.code_ref}", blobs.compiled(self.code_ref, f"<env {self.env_id}>"))
         cls = namespace.get(self.class_name)
         if not isinstance(cls, type):
             raise TypeError(f"env_class_code does not define class {self.class_name!r}")

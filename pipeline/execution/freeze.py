@@ -23,9 +23,19 @@ a deterministic function of (trajectory id, run seed, clock start, step):
 * **process times** — ``os.times()`` gives (CPU counter, 0, 0, 0, monotonic counter).
 * **uptime** — ``open``/``io.open`` (hence ``pathlib``) of ``/proc/uptime`` give
   ``"<monotonic counter> 0.00"`` instead of the kernel's file. Reading it with ``os.open``/``os.read``
-  is not intercepted (nor are other ``/proc`` files, ``resource.getrusage``, or an object's
+  is not intercepted (nor are other ``/proc`` files outside :data:`HOST_FILES`, or an object's
   address, ``id()``): what still differs between two executions is the determinism check's to
   catch (:mod:`pipeline.labeling.determinism`), and its environment is quarantined.
+* **file times** — ``os.stat``, ``os.lstat``, ``os.fstat`` (hence ``os.path.getmtime/getctime/getatime``,
+  ``pathlib.Path.stat``…) and the entries of ``os.scandir`` (hence ``os.walk``) give the frozen wall
+  clock as every access, modification and change time (and ``_ns``), device :data:`FILE_DEVICE` and
+  inodes numbered in the order the trajectory first sees them; size, mode, links and owner are real.
+* **CPU usage** — ``resource.getrusage`` gives the CPU counter as ``ru_utime`` and 0 for every other
+  field; ``os.getloadavg()`` gives zeros.
+* **host identity** — ``os.uname()`` (and ``platform.uname/node/release/version/platform``) says
+  ``Linux envsim envsim #1 envsim <real machine>``, ``socket.gethostname()`` ``envsim``; ``open`` of
+  the ``/proc`` files in :data:`HOST_FILES` (``boot_id``, ``osrelease``, ``/proc/version``…) gives
+  constants (under bwrap the same constants are bound over those files).
 * **randomness** — the global ``random`` generator, ``random.SystemRandom``, ``secrets``,
   ``os.urandom``, ``os.getrandom``, ``uuid.uuid4`` and ``uuid.uuid1`` draw from a stream seeded by
   ``blake2b(seed, trajectory id, phase)``; the phase is ``reset`` and then each step index, so a
@@ -53,8 +63,11 @@ import datetime as _dt
 import hashlib
 import io
 import os
+import platform as _platform
 import random as _random
+import resource as _resource
 import secrets as _secrets
+import socket as _socket
 import sys
 import tempfile as _tempfile
 import time as _time
@@ -74,6 +87,22 @@ _WALL_CLOCK_IDS = {getattr(_time, n) for n in ("CLOCK_REALTIME", "CLOCK_TAI") if
 _CPU_CLOCK_IDS = {getattr(_time, n) for n in ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID") if hasattr(_time, n)}
 #: files whose ``open()`` gives a frozen content
 UPTIME = "/proc/uptime"
+#: what the sandbox says the host is: ``os.uname()`` (sysname, nodename, release, version; the machine
+#: stays the real one), ``platform``, ``socket.gethostname()``; the bwrap worker also gets it as its
+#: UTS hostname, and constant files over ``/proc`` (see :data:`HOST_FILES`)
+HOSTNAME = "envsim"
+HOST_RELEASE = "envsim"
+HOST_VERSION = "#1 envsim"
+#: ``/proc`` files that identify the host -> the constant content ``open()`` gives (the bwrap worker
+#: also has these contents bound over the files, so ``os.open``/``os.read`` read them too)
+HOST_FILES = {
+    "/proc/sys/kernel/random/boot_id": "00000000-0000-4000-8000-000000000000\n",
+    "/proc/sys/kernel/osrelease": f"{HOST_RELEASE}\n",
+    "/proc/sys/kernel/version": f"{HOST_VERSION}\n",
+    "/proc/sys/kernel/hostname": f"{HOSTNAME}\n",
+    "/proc/version": f"Linux version {HOST_RELEASE} {HOST_VERSION}\n",
+    "/proc/loadavg": "0.00 0.00 0.00 1/1 1\n",
+}
 #: modules imported before the fork whose early-bound names (``from datetime import datetime``,
 #: ``from time import time``) are rebound
 ENV_MODULE_PREFIXES: tuple[str, ...] = ("bfcl_eval",)
@@ -93,6 +122,8 @@ REAL = types.SimpleNamespace(
     process_time=_time.process_time, process_time_ns=_time.process_time_ns,
     thread_time=_time.thread_time, thread_time_ns=_time.thread_time_ns,
     times=os.times, getrandom=getattr(os, "getrandom", None), open=builtins.open, io_open=io.open,
+    stat=os.stat, lstat=os.lstat, fstat=os.fstat, scandir=os.scandir, uname=os.uname,
+    getrusage=_resource.getrusage, getloadavg=os.getloadavg, gethostname=_socket.gethostname,
     random_seed=_random.seed, Random_seed=_random.Random.seed,
 )
 """The real functions and classes, as they were when this module was imported."""
@@ -110,6 +141,7 @@ class _Clock:
         self.mono = 1000.0
         self.cpu = 0.0
         self.rng = _random.Random(0)
+        self.inodes: dict[tuple[int, int], int] = {}  # real (device, inode) -> the one stat shows
         self.phase("reset")
 
     def seed_for(self, phase: str) -> int:
@@ -339,6 +371,22 @@ def _is_uptime(file: Any) -> bool:
     return isinstance(path, str) and os.path.normpath(path) == UPTIME
 
 
+def _host_file(file: Any) -> str | None:
+    """The constant content of a host-identity ``/proc`` file (None: not one)."""
+    try:
+        path = os.fspath(file)
+    except TypeError:
+        return None
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "replace")
+    if not isinstance(path, str) or not path.startswith("/proc"):
+        return None
+    path = os.path.normpath(path)
+    if path.startswith("/proc/self/") or path.startswith("/proc/thread-self/"):
+        return None
+    return HOST_FILES.get(path)
+
+
 def _uptime_text() -> str:
     return f"{_clock().tick():.2f} 0.00\n"
 
@@ -348,7 +396,125 @@ def _open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
     if _is_uptime(file) and isinstance(mode, str) and set(mode) <= set("rbt"):
         text = _uptime_text()
         return io.BytesIO(text.encode()) if "b" in mode else io.StringIO(text)
+    host = _host_file(file)
+    if host is not None and isinstance(mode, str) and set(mode) <= set("rbt"):
+        return io.BytesIO(host.encode()) if "b" in mode else io.StringIO(host)
     return REAL.open(file, mode, *args, **kwargs)
+
+
+#: the device number every ``stat`` shows
+FILE_DEVICE = 1
+_TIME_FIELDS = ("st_atime", "st_mtime", "st_ctime")
+
+
+def _frozen_stat(st: os.stat_result) -> os.stat_result:
+    """``st`` with every file time set to the frozen wall clock, one device and inodes numbered in
+    the order this trajectory first saw them (distinct files stay distinct: ``samefile`` works)."""
+    clock = _clock()
+    now = clock.now
+    fields = list(st[:10])
+    fields[1] = clock.inodes.setdefault((st.st_dev, st.st_ino), len(clock.inodes) + 1)
+    fields[2] = FILE_DEVICE
+    fields[7] = fields[8] = fields[9] = int(now)
+    extra = {name: getattr(st, name) for name in ("st_blksize", "st_blocks", "st_rdev", "st_flags", "st_gen",
+                                                   "st_birthtime", "st_birthtime_ns") if hasattr(st, name)}
+    for name in _TIME_FIELDS:
+        extra[name] = now
+        extra[name + "_ns"] = int(round(now * 1_000_000_000))
+    if "st_birthtime" in extra:
+        extra["st_birthtime"], extra["st_birthtime_ns"] = now, int(round(now * 1_000_000_000))
+    return os.stat_result(fields, extra)
+
+
+def _stat(*args: Any, **kwargs: Any) -> os.stat_result:
+    return _frozen_stat(REAL.stat(*args, **kwargs))
+
+
+def _lstat(*args: Any, **kwargs: Any) -> os.stat_result:
+    return _frozen_stat(REAL.lstat(*args, **kwargs))
+
+
+def _fstat(fd: int) -> os.stat_result:
+    return _frozen_stat(REAL.fstat(fd))
+
+
+class _FrozenDirEntry:
+    """An ``os.DirEntry`` whose ``stat()`` gives frozen file times."""
+
+    __slots__ = ("_entry",)
+
+    def __init__(self, entry: Any) -> None:
+        self._entry = entry
+
+    name = property(lambda self: self._entry.name)
+    path = property(lambda self: self._entry.path)
+
+    def inode(self) -> int:
+        return self.stat(follow_symlinks=False).st_ino
+
+    def is_dir(self, *, follow_symlinks: bool = True) -> bool:
+        return self._entry.is_dir(follow_symlinks=follow_symlinks)
+
+    def is_file(self, *, follow_symlinks: bool = True) -> bool:
+        return self._entry.is_file(follow_symlinks=follow_symlinks)
+
+    def is_symlink(self) -> bool:
+        return self._entry.is_symlink()
+
+    def is_junction(self) -> bool:
+        return False
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        return _frozen_stat(self._entry.stat(follow_symlinks=follow_symlinks))
+
+    def __fspath__(self) -> Any:
+        return self._entry.__fspath__()
+
+    def __repr__(self) -> str:
+        return repr(self._entry)
+
+
+class _FrozenScandir:
+    """``os.scandir``'s iterator (and context manager), yielding :class:`_FrozenDirEntry`."""
+
+    def __init__(self, it: Any) -> None:
+        self._it = it
+
+    def __iter__(self) -> "_FrozenScandir":
+        return self
+
+    def __next__(self) -> _FrozenDirEntry:
+        return _FrozenDirEntry(next(self._it))
+
+    def close(self) -> None:
+        self._it.close()
+
+    def __enter__(self) -> "_FrozenScandir":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._it.close()
+
+
+def _scandir(path: Any = ".") -> _FrozenScandir:
+    return _FrozenScandir(REAL.scandir(path))
+
+
+def _getrusage(who: int) -> _resource.struct_rusage:
+    REAL.getrusage(who)  # an invalid ``who`` raises as before
+    return _resource.struct_rusage((_clock().cpu_tick(),) + (0,) * 15)
+
+
+def _getloadavg() -> tuple[float, float, float]:
+    return (0.0, 0.0, 0.0)
+
+
+def _uname() -> os.uname_result:
+    return os.uname_result(("Linux", HOSTNAME, HOST_RELEASE, HOST_VERSION, REAL.uname().machine))
+
+
+def _gethostname() -> str:
+    return HOSTNAME
 
 
 _TIME_PATCHES = {
@@ -388,7 +554,11 @@ _EARLY: list[tuple[Any, str, int]] = []  # (module, attribute, id of the real ob
 def _replacements() -> dict[int, Any]:
     replacements: dict[int, Any] = {id(_REAL_DATETIME): FrozenDateTime, id(_REAL_DATE): FrozenDate,
                                     id(REAL.urandom): _urandom, id(REAL.uuid1): _uuid1, id(REAL.uuid4): _uuid4,
-                                    id(REAL.times): _times, id(REAL.random_seed): _random_seed}
+                                    id(REAL.times): _times, id(REAL.random_seed): _random_seed,
+                                    id(REAL.stat): _stat, id(REAL.lstat): _lstat, id(REAL.fstat): _fstat,
+                                    id(REAL.scandir): _scandir, id(REAL.uname): _uname,
+                                    id(REAL.getrusage): _getrusage, id(REAL.getloadavg): _getloadavg,
+                                    id(REAL.gethostname): _gethostname}
     if REAL.getrandom is not None:
         replacements[id(REAL.getrandom)] = _getrandom
     for name, fn in _TIME_PATCHES.items():
@@ -447,6 +617,13 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
         _set(_time, name, fn)
     _set(os, "urandom", _urandom)
     _set(os, "times", _times)
+    for name, fn in (("stat", _stat), ("lstat", _lstat), ("fstat", _fstat), ("scandir", _scandir),
+                     ("uname", _uname), ("getloadavg", _getloadavg)):
+        _set(os, name, fn)
+    _set(_resource, "getrusage", _getrusage)
+    _set(_socket, "gethostname", _gethostname)
+    _set(_platform, "_uname_cache", None)  # re-made from the frozen os.uname
+    _set(_platform, "_platform_cache", {})
     if REAL.getrandom is not None:
         _set(os, "getrandom", _getrandom)
     _set(builtins, "open", _open)

@@ -22,12 +22,15 @@ error that says how to install it or opt out.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from pipeline.core.settings import settings
+from pipeline.execution import freeze
 
 ISOLATIONS = ("bwrap", "trusted")
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +77,29 @@ def bwrap_path() -> str:
     return path
 
 
+_HOST_FILES: dict[str, str] = {}
+
+
+def _remove_host_files(folder: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not in a forked process that exits normally
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _host_files() -> dict[str, str]:
+    """``/proc`` path -> a file (written once per process, again if removed) holding its constant
+    content (:data:`pipeline.execution.freeze.HOST_FILES`), to bind over the worker's ``/proc``."""
+    if _HOST_FILES and all(Path(p).is_file() for p in _HOST_FILES.values()):
+        return _HOST_FILES
+    folder = Path(tempfile.mkdtemp(prefix="envsim-host-"))
+    atexit.register(_remove_host_files, folder, os.getpid())
+    _HOST_FILES.clear()
+    for i, (dest, content) in enumerate(sorted(freeze.HOST_FILES.items())):
+        source = folder / f"{i}-{Path(dest).name}"
+        source.write_text(content)
+        _HOST_FILES[dest] = str(source)
+    return _HOST_FILES
+
+
 def bwrap_command(tmp_mb: int) -> list[str]:
     """The ``bwrap`` command line that runs one sandbox worker."""
     cmd = [
@@ -97,8 +123,10 @@ def bwrap_command(tmp_mb: int) -> list[str]:
     cmd += [
         "--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline",
         "--proc", "/proc", "--dev", "/dev", "--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm",
-        "--remount-ro", "/dev", "--chdir", "/tmp",
+        "--remount-ro", "/dev", "--chdir", "/tmp", "--hostname", freeze.HOSTNAME,
     ]
+    for dest, source in _host_files().items():  # constant host identity over the fresh /proc
+        cmd += ["--ro-bind", source, dest]
     for key, value in worker_environment(_APP_DIR).items():
         cmd += ["--setenv", key, value]
     cmd += ["--", sys.executable, "-P", "-m", "pipeline.execution.worker"]

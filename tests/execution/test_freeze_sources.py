@@ -1,4 +1,5 @@
-"""Every clock and entropy source named in issue 24 is frozen in the sandbox child: an environment (EnvScaler
+"""Every clock and entropy source named in issue 24 (and the file times, CPU-usage counters and host
+identity of issue 33) is frozen in the sandbox child: an environment (EnvScaler
 format) whose tool returns the value of that source gives byte-identical labels when its trajectory runs twice,
 each time in a freshly forked child (as the determinism check re-executes), and in a reused child.
 
@@ -30,12 +31,39 @@ SOURCES = {
     "uuid": "[str(uuid.uuid4()), str(uuid.uuid1())]",
     "tempfile_names": "[next(tempfile._get_candidate_names()), os.path.basename(tempfile.mktemp()), _mkstemp_name()]",
     "time_time": "[time.time(), datetime.datetime.now().isoformat()]",
+    # issue 33: file times of a file the environment wrote, CPU-usage counters
+    "file_stat": "_file_times(lambda p: [list(os.stat(p)), os.stat(p).st_mtime_ns, os.lstat(p).st_ctime, _fstat(p)])",
+    "file_getmtime": "_file_times(lambda p: [os.path.getmtime(p), os.path.getctime(p), os.path.getatime(p), str(datetime.date.fromtimestamp(os.path.getmtime(p)))])",
+    "file_scandir": "_file_times(lambda p: [e.stat().st_mtime_ns for e in os.scandir('.') if e.name == p] + [e.stat(follow_symlinks=False).st_atime for e in os.scandir('.') if e.name == p])",
+    "file_pathlib": "_file_times(lambda p: [pathlib.Path(p).stat().st_mtime, pathlib.Path(p).lstat().st_ctime_ns])",
+    "getrusage": "(sum(range(300000)), [list(resource.getrusage(w)) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN, resource.RUSAGE_THREAD)])",
+    "getloadavg": "list(os.getloadavg())",
 }
 
 
 def _code(expr: str) -> str:
     return f'''
-import datetime, io, os, pathlib, random, secrets, tempfile, time, uuid
+import datetime, io, os, pathlib, platform, random, resource, secrets, socket, tempfile, time, uuid
+
+
+def _file_times(read):
+    """Write a file (its times are the host's real ones), read them, remove it."""
+    path = "written.txt"
+    with open(path, "w") as f:
+        f.write("x")
+    time.sleep(0.01)  # the real clock moves between executions anyway
+    try:
+        return read(path)
+    finally:
+        os.unlink(path)
+
+
+def _fstat(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return list(os.fstat(fd))
+    finally:
+        os.close(fd)
 
 
 def _mkstemp_name():
@@ -86,3 +114,44 @@ def test_source_is_frozen_identical_labels_in_fresh_and_reused_children(sandbox,
     for a, b, c in zip(first, second, reused):
         assert [s["outcome"] for s in a["steps"]] == ["success"] * 3, a["steps"][0]["raw_observation"]
         assert _labels(a) == _labels(b) == _labels(c), (name, a["steps"][0]["raw_observation"], b["steps"][0]["raw_observation"])
+
+
+def _read_raw(path: str) -> str:
+    return f"(lambda fd: (os.read(fd, 4096).decode(), os.close(fd))[0])(os.open({path!r}, os.O_RDONLY))"
+
+
+#: host-identity source -> the expression the tool returns (issue 33); identical on one machine, so the
+#: test also asserts that none of this machine's own values reaches the labels
+HOST_SOURCES = {
+    "os_uname": "list(os.uname())",
+    "platform": "[platform.uname().node, platform.uname().release, platform.node(), platform.release(), platform.version(), platform.platform()]",
+    "hostname": "[socket.gethostname(), open('/proc/sys/kernel/hostname').read()]",
+    "boot_id": f"[open('/proc/sys/kernel/random/boot_id').read(), pathlib.Path('/proc/sys/kernel/random/boot_id').read_text(), {_read_raw('/proc/sys/kernel/random/boot_id')}]",
+    "kernel_release": f"[open('/proc/sys/kernel/osrelease').read(), open('/proc/version').read(), open('/proc/sys/kernel/version').read(), {_read_raw('/proc/version')}, {_read_raw('/proc/sys/kernel/osrelease')}]",
+}
+
+
+def _host_values() -> list[str]:
+    import os
+    import socket
+
+    values = [os.uname().release, os.uname().version, socket.gethostname()]
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        values.append(f.read().strip())
+    return values
+
+
+@pytest.mark.parametrize("name", sorted(HOST_SOURCES))
+def test_host_identity_is_constant(sandbox, name):
+    item = EnvItem(env_id=f"host_{name}", class_name="Source", class_code=_code(HOST_SOURCES[name]), tools=TOOLS)
+    trajectories = [Trajectory(f"envscaler/host_{name}/t{i}", f"t{i}", item.spec({}),
+                               tuple(Action("read", {}) for _ in range(2)), seed=3) for i in range(2)]
+    first = [r for _, r in sandbox.run(trajectories, fresh_children=True)]
+    second = [r for _, r in sandbox.run(trajectories)]
+    for a, b in zip(first, second):
+        assert [s["outcome"] for s in a["steps"]] == ["success"] * 2, a["steps"][0]["raw_observation"]
+        assert _labels(a) == _labels(b)
+        observation = a["steps"][0]["raw_observation"]
+        assert "envsim" in observation or "00000000-0000-4000" in observation, observation
+        for value in _host_values():
+            assert value not in observation, (value, observation)
