@@ -2,10 +2,10 @@
 environments whose tools change at most 3 fields (as ACEBench's and many hand-written ones do), refusing with
 ``{"success": False, "error": ...}``, and a depot that reaches |Δ| 7–8 by one rarely chosen call."""
 
-import json
 from pathlib import Path
 
 from pipeline.envs.config import EnvScalerCorpus
+from tests.support.user_corpora import env_item, write_released
 
 NOTEBOOK = '''
 class NoteBook:
@@ -234,14 +234,10 @@ SCENARIOS = {
 
 def write_corpus(directory: Path, envs: list[str]) -> EnvScalerCorpus:
     """The environments ``envs`` (tools derived from the methods) and two scenarios each, as a user writes them."""
-    items = {env: {"env_class_name": CLASSES[env][0], "env_class_code": CLASSES[env][1],
-                   "environment_introduction": CLASSES[env][0], "constraints_rules": ""} for env in envs}
+    items = {env: env_item(*CLASSES[env]) for env in envs}
     scenarios = [{"task_id": f"{env}-{i}", "env_id": env, "env_class_name": CLASSES[env][0], "init_config": config,
                   "task": f"Use the {env}."} for env in envs for i, config in enumerate(SCENARIOS[env])]
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "env_metadata.json").write_text(json.dumps(items, indent=1))
-    (directory / "scenarios.json").write_text(json.dumps(scenarios, indent=1))
-    return EnvScalerCorpus(directory / "env_metadata.json", directory / "scenarios.json")
+    return EnvScalerCorpus(*write_released(directory, items, scenarios, "env_metadata.json"))
 
 #: the three environments whose tools change at most 3 fields
 THREE = ["notebook", "thermostat", "todo"]

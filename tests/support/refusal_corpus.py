@@ -10,8 +10,9 @@
 No call changes more than 3 fields (|Δ| ≤ 3), as in ACEBench.
 """
 
-import json
 from pathlib import Path
+
+from tests.support.user_corpora import env_item, write_released
 
 PARKING = '''
 class ParkingLot:
@@ -170,14 +171,10 @@ class ReminderApp:
 '''
 
 
-def _item(name: str, code: str, intro: str) -> dict:
-    return {"env_class_name": name, "env_class_code": code, "environment_introduction": intro, "constraints_rules": ""}
-
-
 CODES_ITEMS = {
-    "parking": _item("ParkingLot", PARKING, "A parking lot."),
-    "pantry": _item("Pantry", PANTRY, "A pantry."),
-    "shelf": _item("BookShelf", SHELF, "A book shelf."),
+    "parking": env_item("ParkingLot", PARKING, intro="A parking lot."),
+    "pantry": env_item("Pantry", PANTRY, intro="A pantry."),
+    "shelf": env_item("BookShelf", SHELF, intro="A book shelf."),
 }
 CODES_SCENARIOS = [
     {"task_id": "park-1", "env_id": "parking", "init_config": {"spots": {"A1": None, "A2": "XY-1", "B1": None}, "fees": 0},
@@ -186,7 +183,7 @@ CODES_SCENARIOS = [
     {"task_id": "shelf-1", "env_id": "shelf", "init_config": {"books": {"Dune": 1, "Emma": 0}, "loans": {"Emma/ann": True}},
      "task": "Borrow a book."},
 ]
-ACEBENCH_ITEMS = {"reminders": _item("ReminderApp", REMINDERS, "Phone reminders.")}
+ACEBENCH_ITEMS = {"reminders": env_item("ReminderApp", REMINDERS, intro="Phone reminders.")}
 ACEBENCH_SCENARIOS = [
     {"task_id": "rem-1", "env_id": "reminders",
      "init_config": {"reminders": {"1": {"title": "dentist", "time": "2024-06-01 09:00"}}, "next_id": 2},
@@ -198,8 +195,4 @@ CODES_RULE = {"failure_if": [{"key": "code", "in": [400, 404]}, {"text_starts_wi
 
 
 def write(directory: Path, items: dict, scenarios: list) -> tuple[Path, Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    env_file, scen_file = directory / "env_metadata.json", directory / "scenarios.json"
-    env_file.write_text(json.dumps(items, indent=1))
-    scen_file.write_text(json.dumps(scenarios, indent=1))
-    return env_file, scen_file
+    return write_released(directory, items, scenarios, "env_metadata.json")

@@ -174,6 +174,15 @@ class {cls}:
     return code
 
 
+def env_item(cls: str, code: str, tools: list[dict[str, Any]] | None = None, intro: str | None = None,
+             rules: str = "") -> dict[str, Any]:
+    """One environment item of the released ``*_env_metadata.json`` (no ``tools``: derived from the class)."""
+    item: dict[str, Any] = {"env_class_name": cls, "env_class_code": code}
+    if tools is not None:
+        item["tools"] = tools
+    return {**item, "environment_introduction": intro or cls, "constraints_rules": rules}
+
+
 def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "description": description, "parameters": {
         "type": "object", "properties": props, "required": required}}}
@@ -488,9 +497,7 @@ class DeviceApi:
 
 def status_corpus() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Five ACEBench-style environments, refusals as ``{"status": False, "message": ...}``, |Δ| ≤ 3."""
-    items = {env_id: {"env_class_name": cls, "env_class_code": code, "tools": tools,
-                      "environment_introduction": cls, "constraints_rules": ""}
-             for env_id, (cls, code, tools) in STATUS_APIS.items()}
+    items = {env_id: env_item(cls, code, tools) for env_id, (cls, code, tools) in STATUS_APIS.items()}
     scenarios = [
         {"task_id": f"{env_id}-{k}", "env_id": env_id, "env_class_name": cls, "init_config": {},
          "task": f"Use the {cls}."}
@@ -589,32 +596,32 @@ class Counter:
 
 
 def tiny_corpus() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    items = {env_id: {"env_class_name": cls, "env_class_code": code, "tools": tools,
-                      "environment_introduction": cls, "constraints_rules": ""}
-             for env_id, (cls, code, tools) in TINY.items()}
+    items = {env_id: env_item(cls, code, tools) for env_id, (cls, code, tools) in TINY.items()}
     scenarios = [{"task_id": f"{env_id}-0", "env_id": env_id, "env_class_name": cls, "init_config": {}, "task": cls}
                  for env_id, (cls, _, _) in TINY.items()]
     return items, scenarios
 
 
-def _write(directory: Path, items: dict[str, Any], scenarios: list[dict[str, Any]]) -> tuple[Path, Path]:
+def write_released(directory: Path, items: dict[str, Any], scenarios: list[dict[str, Any]],
+                   env_name: str = "191_env_metadata.json") -> tuple[Path, Path]:
+    """``items`` and ``scenarios`` as the released files (``env_name`` + ``scenarios.json``) under ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
-    env_file, scen_file = directory / "191_env_metadata.json", directory / "scenarios.json"
+    env_file, scen_file = directory / env_name, directory / "scenarios.json"
     env_file.write_text(json.dumps(items, indent=1))
     scen_file.write_text(json.dumps(scenarios, indent=1))
     return env_file, scen_file
 
 
 def write_generated_corpus(directory: Path, **kwargs: Any) -> tuple[Path, Path]:
-    return _write(directory, *generated_corpus(**kwargs))
+    return write_released(directory, *generated_corpus(**kwargs))
 
 
 def write_status_corpus(directory: Path) -> tuple[Path, Path]:
-    return _write(directory, *status_corpus())
+    return write_released(directory, *status_corpus())
 
 
 def write_tiny_corpus(directory: Path) -> tuple[Path, Path]:
-    return _write(directory, *tiny_corpus())
+    return write_released(directory, *tiny_corpus())
 
 
 def run_config(env_file: Path, scen_file: Path, **ops: Any) -> dict[str, Any]:
