@@ -28,7 +28,7 @@ class SimulatorSpec:
               "files (sha256-…). With it, results are cached per weights (recorded with every result, part of the "
               "run id and results file); without it, per simulator name, model and base_url. The evaluation job "
               "sets it for the checkpoint it serves.")
-    api_key_env: str = setting("OPENAI_API_KEY", "Environment variable holding the API key.")
+    api_key_env: str = setting("OPENAI_API_KEY", "Environment variable holding the API key (empty: no key, for an endpoint the pipeline serves itself).")
     temperature: float = setting(0.0, "Sampling temperature.")
     max_tokens: int = setting(4096, "Most tokens per answer.")
     extra_body: dict[str, Any] = setting(factory=dict, description="Extra request fields, e.g. thinking switches.")

@@ -113,18 +113,18 @@ def async_client(base_url: str | None, api_key_env: str, timeout_s: float, max_r
                  max_response_bytes: int | None = None) -> openai.AsyncOpenAI:
     """The ``openai.AsyncOpenAI`` client of an endpoint: the key from ``$api_key_env`` (unset or empty: a
     one-line warning, once per variable and endpoint, and the placeholder ``"not-set"``, which a local server
-    takes), ``timeout_s`` per request, ``max_retries`` retries with the client's backoff, and with
+    takes; ``api_key_env`` empty: no key and no warning, for an endpoint the pipeline serves itself), ``timeout_s`` per request, ``max_retries`` retries with the client's backoff, and with
     ``max_response_bytes`` response bodies capped at the HTTP layer (:class:`CappedTransport`; without, the
     ``openai`` client's own HTTP client)."""
     if max_response_bytes is not None and max_response_bytes < 1:
         raise ValueError(f"max_response_bytes must be positive, not {max_response_bytes}")
-    if not os.environ.get(api_key_env) and (api_key_env, base_url) not in _WARNED_UNSET:
+    if api_key_env and not os.environ.get(api_key_env) and (api_key_env, base_url) not in _WARNED_UNSET:
         _WARNED_UNSET.add((api_key_env, base_url))
         log.warning("api_key_env: $%s is not set, so requests to %s carry no API key (a local server may not need "
                     "one): export %s, or set api_key_env to the variable that holds the key",
                     api_key_env, base_url or "the OpenAI API", api_key_env)
     capped = {} if max_response_bytes is None else {"http_client": capped_client(max_response_bytes, base_url, timeout_s)}
-    return openai.AsyncOpenAI(base_url=base_url, api_key=os.environ.get(api_key_env) or "not-set",
+    return openai.AsyncOpenAI(base_url=base_url, api_key=(os.environ.get(api_key_env) if api_key_env else None) or "not-set",
                               timeout=timeout_s, max_retries=max_retries, **capped)
 
 

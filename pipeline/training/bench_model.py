@@ -173,7 +173,7 @@ def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.D
     started = time.perf_counter()
     with serve(spec, layout.jobs / f"bench-model-{name}", log) as endpoint:
         sim = SimulatorSpec(name=name, kind="openai", model=name, base_url=endpoint.base_url, max_tokens=max_tokens,
-                            concurrency=1, timeout_s=timeout_s, max_retries=1, weights_id=wid)
+                            api_key_env="", concurrency=1, timeout_s=timeout_s, max_retries=1, weights_id=wid)
         [run] = score_all(layout, version, subset, [sim], lambda s: log(s.line()), keep_going=False)
         backend_used = endpoint.backend
     seconds = time.perf_counter() - started

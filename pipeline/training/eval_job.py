@@ -60,7 +60,7 @@ def run(data_root: str, split_version: str | None, simulators: list[dict[str, An
         log(f"checkpoint {path}: weights {wid}")
         with serve(spec, Path(workdir or layout.jobs) / "server", log) as endpoint:
             sim = {**served["simulator"], "name": name, "kind": "openai", "model": name, "base_url": endpoint.base_url,
-                   "weights_id": wid}
+                   "api_key_env": "", "weights_id": wid}
             [run] = score_all(layout, version, samples, [SimulatorSpec(**sim)], scored, keep_going=False)
         report["runs"][run.run_id]["served"] = True
         report["served"] = {"run_id": run.run_id, "served_model": name, "weights_id": wid, "checkpoint_path": str(path),

@@ -34,3 +34,11 @@ def test_a_configured_simulator_with_an_unset_key_warns(caplog, monkeypatch):
     with caplog.at_level(logging.WARNING):
         OpenAISimulator(SimulatorSpec(name="mine", model="m", base_url="http://127.0.0.1:9/v1", api_key_env="TEST_SIM_API_KEY"))
     assert [line for line in _warnings(caplog) if "$TEST_SIM_API_KEY" in line]
+
+
+def test_an_endpoint_the_pipeline_serves_itself_needs_no_key_and_warns_nothing(caplog):
+    """bench-model and the evaluation job serve their own model: ``api_key_env=""``, no key, no warning."""
+    with caplog.at_level(logging.WARNING):
+        client = async_client("http://127.0.0.1:9/v1", "", 5.0, 0)
+        OpenAISimulator(SimulatorSpec(name="served", model="m", base_url="http://127.0.0.1:9/v1", api_key_env=""))
+    assert _warnings(caplog) == [] and client.api_key == "not-set"
