@@ -148,8 +148,7 @@ COLUMN_DOCS: Described = Described({
     "raw_observation": "what the tool returned, `o_t`, as text (an `Error…` message for an error step)",
     "observation_json": "the observation parsed (JSON, then Python literal) as JSON; null when it does not parse",
     "observation_truncated": "true when the observation was cut at the size cap",
-    "outcome": "outcome of the call (`failure`: the environment refused it, by the corpus's outcome rule; `error`: it "
-               "raised, timed out or crashed)",
+    "outcome": "outcome of the call",
     "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the corpus's declared "
                     "rule as canonical JSON (`{\"extends_default\":…,\"failure_if\":[…]}`, docs/environments.md)",
     "error_type": "the exception type of an error step (`Timeout`, `WorkerCrash`, …); else null",
