@@ -1,21 +1,19 @@
-"""Before and after a launch (what ``./forge run`` calls): ``check-launch`` validates a ``dg launch`` command
-line against the code location before any run starts, ``timings`` prints where the latest run spent its time,
-``report`` tells what the run this command started did: its timings, then either the failed step and its one-line
-cause (nothing from earlier runs) or the summary of the data with what this run changed (CURRENT moves, the
-scores of its ``simulator_eval``).
-
-``python -m assets.launch check-launch --job envsim_main [-c FILE]... [--config-json JSON]``
-``python -m assets.launch timings [--job envsim_main] [--since EPOCH] [--data-root DIR]``
-``python -m assets.launch report [--job envsim_main] [--since EPOCH] [--data-root DIR] [--status N]``
+"""Before and after a launch (what ``./forge run``, in ``assets/cli.py``, calls): :func:`load_run_config` builds the
+run config once from ``-c FILE``... and ``--config-json``, :func:`check_launch` has Dagster validate it against the
+job before any run starts (one line per problem), :func:`dg_launch` is the ``dg launch`` command that runs it with
+exactly that config; after the run, :func:`report` tells what the run this command started did: its timings, then
+either the failed step and its one-line cause (nothing from earlier runs) or the summary of the data with what this
+run changed (CURRENT moves, the scores of its ``simulator_eval``); :func:`print_run_timings` the timings alone
+(``./forge report`` / ``./forge timings``).
 """
 
 from pipeline.core.settings import prepare_process
 
 prepare_process()  # first, before anything imports pyarrow
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -23,6 +21,7 @@ import yaml  # noqa: E402
 from dagster import (  # noqa: E402
     DagsterEventType, DagsterInstance, DagsterInvalidConfigError, DagsterRunStatus, Definitions, RunsFilter, validate_run_config,
 )
+from dagster._utils.merger import deep_merge_dicts  # noqa: E402
 
 from assets.definitions import build_definitions  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
@@ -173,14 +172,6 @@ def report(job_name: str = "envsim_main", since: float | None = None, data_root:
     return code
 
 
-def _merge(base: dict, over: dict) -> dict:
-    """``over`` merged into ``base`` (mappings merged key by key, anything else replaced)."""
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
-    return out
-
-
 def _describe_config_error(error, job) -> str:  # noqa: ANN001 (dagster's EvaluationError)
     from difflib import get_close_matches
 
@@ -221,20 +212,14 @@ def _schema_keys(job, path: list[str]) -> list[str]:  # noqa: ANN001
     return sorted(getattr(config_type, "fields", {}) or {})
 
 
-def check_launch(argv: list[str], defs: Definitions | None = None) -> list[str]:
-    """What is wrong with a ``dg launch`` command line (``--job``, ``-c/--config``, ``--config-json``)
-    before any run starts, against ``defs`` (default: the code location of the process's settings): one
-    line each, naming the file, key or job and what to do. Empty: launch."""
-
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--job")
-    parser.add_argument("--assets")
-    parser.add_argument("-c", "--config", action="append", default=[])
-    parser.add_argument("--config-json")
-    args, _rest = parser.parse_known_args(argv)
+def load_run_config(configs: Sequence[str] = (), config_json: str | None = None) -> tuple[dict, list[str]]:
+    """The one run config of ``./forge run -c FILE... --config-json JSON``, built once here and handed to ``dg launch``
+    as it is: the YAML files deep-merged by Dagster's own merge (``deep_merge_dicts``), a file listed first winning
+    over the ones after it, and the JSON over them all. Returns it with one line per file or JSON that cannot be
+    read (naming it and the fix)."""
     problems: list[str] = []
     run_config: dict = {}
-    for name in reversed(args.config):  # dg launch: files listed first take precedence
+    for name in reversed(configs):  # files listed first win: each merged over the ones listed after it
         path = Path(name)
         if not path.is_file():
             problems.append(f"run config file {name} does not exist: pass an existing YAML file to -c/--config")
@@ -248,28 +233,34 @@ def check_launch(argv: list[str], defs: Definitions | None = None) -> list[str]:
             problems.append(f"run config file {name} holds a {type(loaded).__name__}, not a mapping: "
                             "write ops:/resources: keys at its top level")
             continue
-        run_config = _merge(run_config, loaded)
-    if args.config_json:
+        run_config = deep_merge_dicts(run_config, loaded)
+    if config_json:
         try:
-            loaded = json.loads(args.config_json)
+            loaded = json.loads(config_json)
             if not isinstance(loaded, dict):
                 raise ValueError("not a JSON object")
-            run_config = _merge(run_config, loaded)
+            run_config = deep_merge_dicts(run_config, loaded)
         except ValueError as exc:
             problems.append(f"--config-json is not a JSON object ({exc}): pass e.g. '{{\"ops\": {{}}}}'")
-    if problems or not args.job:
-        return problems
+    return run_config, problems
+
+
+def check_launch(job_name: str, run_config: dict, defs: Definitions | None = None,
+                 where: str = "run config") -> list[str]:
+    """What is wrong with launching ``job_name`` with ``run_config`` (:func:`load_run_config`'s), against ``defs``
+    (default: the code location of the process's settings), before any run starts: the job must exist, Dagster
+    validates the run config against the job's config schema (``validate_run_config``; each of its errors one line
+    naming ``where`` the config came from, the key and the fix), and the files the sources name must be there. One
+    line each; empty: launch."""
     defs = defs if defs is not None else build_definitions(settings())
     jobs = sorted(job.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__"))
-    if args.job not in jobs:
-        return [f"there is no job {args.job!r} in this code location: choose one of {', '.join(jobs)}"]
-    job = defs.resolve_job_def(args.job)
+    if job_name not in jobs:
+        return [f"there is no job {job_name!r} in this code location: choose one of {', '.join(jobs)}"]
+    job = defs.resolve_job_def(job_name)
     try:
         validate_run_config(job, run_config)
     except DagsterInvalidConfigError as exc:
-        where = " and ".join(args.config + (["--config-json"] if args.config_json else [])) or "run config"
-        problems += [f"{where}: {_describe_config_error(error, job)}" for error in exc.errors]
-        return problems
+        return [f"{where}: {_describe_config_error(error, job)}" for error in exc.errors]
     # the files the sources name: a missing one is a one-line error now, not a failed step later
     resources = run_config.get("resources") or {}
     sources_config = (resources.get("sources") or {}).get("config") or {}
@@ -277,40 +268,15 @@ def check_launch(argv: list[str], defs: Definitions | None = None) -> list[str]:
     try:
         check_files(EnvironmentSourcesResource(**sources_config).config(DataLayout.at(data_root)))
     except SourceError as exc:
-        problems += str(exc).split("; ")
+        return str(exc).split("; ")
     except Exception:  # noqa: BLE001 - a config only the run can resolve (an env var...): the run reports it
         pass
-    return problems
+    return []
 
 
-def main(argv: list[str]) -> int:
-    """``check-launch [dg launch arguments]``: exit 2 with one line per problem (what ./forge run checks
-    first); ``timings [--job J] [--since EPOCH] [--data-root DIR]``: the latest run's step timings (exit 3: none)."""
-    if argv[:1] == ["check-launch"]:
-        found = check_launch(argv[1:])
-        for line in found:
-            print(f"./forge run: {line}", file=sys.stderr)
-        return 2 if found else 0
-    if argv[:1] == ["timings"]:
-        parser = argparse.ArgumentParser(prog="python -m assets.launch timings")
-        parser.add_argument("--job", default="envsim_main")
-        parser.add_argument("--since", type=float)
-        parser.add_argument("--data-root")
-        args = parser.parse_args(argv[1:])
-        return 0 if print_run_timings(args.job, since=args.since, data_root=args.data_root) else 3
-    if argv[:1] == ["report"]:
-        parser = argparse.ArgumentParser(prog="python -m assets.launch report")
-        parser.add_argument("--job", default="envsim_main")
-        parser.add_argument("--since", type=float)
-        parser.add_argument("--data-root")
-        parser.add_argument("--status", type=int, default=0, help="the launcher's exit status")
-        args = parser.parse_args(argv[1:])
-        return report(args.job, since=args.since, data_root=args.data_root, status=args.status)
-    print("usage: python -m assets.launch check-launch [dg launch arguments] | timings [--job J] [--since EPOCH] [--data-root DIR]"
-          " | report [--job J] [--since EPOCH] [--data-root DIR] [--status N]",
-          file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def dg_launch(*args: str, run_config: dict | None = None) -> list[str]:
+    """The ``dg launch`` command line for the code location (``-m assets.definitions``), with ``run_config`` as its
+    only config (``--config-json``: what :func:`check_launch` validated is what the run gets)."""
+    dg = str(Path(sys.executable).parent / "dg")
+    config = ["--config-json", json.dumps(run_config)] if run_config else []
+    return [dg, "launch", *args, "-m", "assets.definitions", *config]

@@ -1,5 +1,7 @@
-"""``python -m pipeline summary [DATA_ROOT]``: where the data went and what it holds (no Dagster);
-``python -m pipeline partitions``: the partition keys ``ENVSIM_SHARDS`` gives."""
+"""The commands that need no Dagster, and the console summary: ``summary [DATA_ROOT]`` (where the data went and what
+it holds), ``partitions`` (the partition keys ``ENVSIM_SHARDS`` gives), ``check-settings``, ``download`` and
+``bench-model``. Their one home: ``./forge`` (``assets/cli.py``, the one CLI) hands these commands to :func:`main`;
+``python -m pipeline COMMAND`` runs them the same without the Dagster layer."""
 
 from __future__ import annotations
 
@@ -193,8 +195,9 @@ def settings_problems() -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline")
+def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
+    """Run one command (``argv``: the command and its arguments); ``prog``: how the usage names the caller."""
+    parser = argparse.ArgumentParser(prog=prog)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("summary", help="print where the data is and its |Δ| × outcome table")
     p.add_argument("data_root", nargs="?", default=None)

@@ -59,6 +59,8 @@ class Settings(BaseModel):
         "multiprocess", description="`multiprocess`, `in_process`, `celery` or `k8s` (lower-cased)")
     executor_config: str | None = Field(None, description="the executor's config, YAML text or a file holding it")
     max_concurrent: int | None = Field(None, ge=0, description="at most this many steps of a run at once")
+    parallel_runs: int | None = Field(None, ge=1, description="`./forge run` only: partition runs side by side "
+                                                              "(unset: the CPU count)")
     launcher: str | None = Field(None, description="`local` or `slurm`; set, the `training` group appears")
     slurm_partition: str | None = Field(None, description="the Slurm partition GPU jobs go to")
     slurm_conf: str | None = Field(None, description="the Slurm client configuration (Slurm's own variable)")

@@ -1,0 +1,316 @@
+"""The one CLI: ``./forge COMMAND`` sets up ``.venv/`` and then runs ``python -m assets.cli COMMAND`` with every
+argument, so each command below is parsed and run here. The Dagster commands (``run``, ``ui``, ``report``,
+``timings``) are this module's, the tools it starts (``test``: pytest, ``bench``, ``bench-scale``) pass their
+arguments through, and the commands that need no Dagster (``download``, ``bench-model``, ``summary``,
+``partitions``, ``check-settings``) are ``pipeline/__main__.py``'s, handed to it as they are. ``setup``,
+``train-env`` and ``serve-env`` build environments: they are ``./forge``'s own (only their help is here).
+
+This module imports only the standard library at its top, so ``COMMAND -h`` prints help in a tree without
+``.venv`` too (``./forge`` then runs it with the machine's python3); everything else is imported by the command
+that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # the environment's scripts: dg
+
+USAGE = """\
+usage: ./forge COMMAND [OPTIONS]   (./forge COMMAND -h: that command's options)
+
+  run [-c FILE]... [--config-json JSON]
+                set up, run the main job (envsim_main) on the embedded default, print where the data went
+                -c/--config FILE   a run config YAML (repeatable; files listed first win), e.g. ops: benchmark_split:
+                                   config: seed: 1 (README "Bring your own corpus, tasks or model endpoint")
+                --config-json JSON the same as a JSON string (it wins over the files)
+                environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default|small), ENVSIM_SHARDS,
+                ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md)
+  test [PYTEST ARGS]   set up, run the test suite (e.g. ./forge test -m 'not slow' -x)
+  ui            set up, start the Dagster UI (dg dev) on http://127.0.0.1:3000
+  bench         set up, run the benchmarks (sandbox labeling throughput, evaluation harness)
+  bench-scale [--steps N] [--naive]   stratify -> select -> export on a synthetic corpus, vs the naive baseline
+  bench-model [--checkpoint REF] [--per-cell N] [--max-tokens N] ...   score a served model on the benchmark
+  download envscaler [--endpoint URL] [--data-root DIR] ...   fetch the EnvScaler corpus into the data root
+  summary [DATA_ROOT]   print where the data is and what it holds (what ./forge run prints last)
+  report [--since EPOCH] [--data-root DIR] [--status N]   what the latest run did: timings, failed steps or summary
+  timings [--since EPOCH] [--data-root DIR]   the latest run's time per step
+  check-settings   check the ENVSIM_* variables (what ./forge run checks first)
+  partitions    print the partition keys ENVSIM_SHARDS gives
+  train-env     create .venv-train/ (LLaMA-Factory, torch) for training and serving jobs
+  serve-env     GPU nodes: create .venv-serve/ (vLLM)
+  setup         only set up .venv/
+"""
+
+#: the main job ``./forge run`` launches
+MAIN_JOB = "envsim_main"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command of ``./forge``: ``run`` takes its arguments and returns the exit status; None for the set-up
+    commands ``./forge`` runs itself."""
+
+    name: str
+    run: Callable[[list[str]], int] | None
+
+
+def _say(line: str, file=None) -> None:  # noqa: ANN001
+    print(line, file=file or sys.stdout, flush=True)
+
+
+def _set_up_note(name: str) -> str:
+    return f"(./forge setup first, then ./forge {name} -h lists every option of {name})"
+
+
+def _prepare_environment(executor: str | None = None) -> Path:
+    """What every process a command starts must share, set in this process's environment: the data root, absolute
+    (``ENVSIM_DATA_ROOT``; ``./forge`` runs from the repository root, so by default ``<repo>/data``), and one Dagster
+    run history per data root (``DAGSTER_HOME``, default ``<data root>/.dagster_home``, with the project's
+    ``dagster.yaml``: the UI, its plots, the sensors and ``./forge run``'s timings see only this root's runs);
+    ``executor``: the ``ENVSIM_EXECUTOR`` when none is set. Returns the data root."""
+    from pipeline.core.settings import settings, variable
+
+    current = settings()
+    root = current.data_root.resolve()
+    os.environ[variable("data_root")] = str(root)
+    if executor and "executor" not in current.model_fields_set:
+        os.environ[variable("executor")] = executor
+    home = Path(os.environ.get("DAGSTER_HOME") or root / ".dagster_home")
+    os.environ["DAGSTER_HOME"] = str(home)
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.is_file():
+        config.write_text((ROOT / "dagster.yaml").read_text())
+    elif "\npython_logs:" not in "\n" + config.read_text():
+        # a home set up before the console defaulted to INFO (dagster.yaml's python_logs) gets that setting too
+        with config.open("a") as out:
+            out.write("python_logs:\n  python_log_level: INFO\n")
+    return root
+
+
+def _call(command: list[str]) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return subprocess.run(command).returncode
+
+
+def _exec(command: list[str]) -> int:
+    """Replace this process by ``command`` (its exit status is the command's)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command[0], command)
+    return 127  # not reached
+
+
+def run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="./forge run", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=USAGE,
+        description="Run the main job (envsim_main) on the embedded default and print where the data went. Before "
+                    "anything starts, the ENVSIM_* variables and the run config are checked (Dagster validates the run "
+                    "config against the job): one line per problem naming the key and the fix, exit 2. Other "
+                    "options are passed to dg launch.")
+    parser.add_argument("-c", "--config", action="append", default=[], metavar="FILE",
+                        help="a run config YAML (repeatable; files listed first win)")
+    parser.add_argument("--config-json", metavar="JSON", help="a run config as a JSON string (it wins over the files)")
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    """``./forge run``: check the settings, build the run config once (``-c``... and ``--config-json``) and have
+    Dagster validate it, then launch ``envsim_main`` with exactly that config (``dg launch``, in one process: no
+    per-step interpreter start-up; with ``ENVSIM_SHARDS``, first the catalog and every partition of collection +
+    labeling as its own run, ``ENVSIM_PARALLEL_RUNS`` side by side), and report on this run only: its timings, then
+    its failed step and the one-line cause, or the summary. The exit status is the run's (or the summary's)."""
+    args, dg_args = run_parser().parse_known_args(argv)
+    warnings.simplefilter("ignore")  # the checks and the report print only their lines (dg launch shows its own)
+    from pipeline.__main__ import settings_problems
+
+    problems = settings_problems()
+    for line in problems:
+        _say(line, file=sys.stderr)
+    if problems:
+        return 2
+    # the UI and the daemon keep Dagster's multiprocess executor; ENVSIM_EXECUTOR chooses another (docs/scale-out.md)
+    root = _prepare_environment(executor="in_process")
+    from assets import launch
+    from pipeline.core.settings import settings
+    from pipeline.envs.partitions import partition_keys
+
+    run_config, problems = launch.load_run_config(args.config, args.config_json)
+    if not problems:
+        where = " and ".join(args.config + (["--config-json"] if args.config_json else [])) or "run config"
+        problems = launch.check_launch(MAIN_JOB, run_config, where=where)
+    for line in problems:
+        _say(f"./forge run: {line}", file=sys.stderr)
+    if problems:
+        return 2
+    status = 0
+    current = settings()
+    if current.shards:  # partitioned (docs/scale-out.md): the catalog, then each partition's trajectories -> steps
+        status = _call(launch.dg_launch("--assets", "environment_catalog"))
+        if status:
+            return status
+        keys = partition_keys(current.shards)
+        with ThreadPoolExecutor(max_workers=current.parallel_runs or os.cpu_count() or 1) as pool:
+            codes = list(pool.map(lambda key: _call(launch.dg_launch("--job", "collect_and_label", "--partition", key)),
+                                  keys))
+        status = next((code for code in codes if code), 0)
+    started = time.time_ns()
+    # a failed run (e.g. a check made blocking by ENVSIM_STRICT=1) ends with its failed step and the cause
+    status = _call(launch.dg_launch("--job", MAIN_JOB, *dg_args, run_config=run_config)) or status
+    _say(f"{MAIN_JOB}: {(time.time_ns() - started) // 1_000_000} ms wall, including the dg CLI's start-up")
+    return launch.report(MAIN_JOB, since=started // 1_000_000_000 - 1, data_root=str(root), status=status)
+
+
+def _report_parser(name: str, what: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"./forge {name}", description=what)
+    parser.add_argument("--job", default=MAIN_JOB)
+    parser.add_argument("--since", type=float, help="only a run created after this time (epoch seconds)")
+    parser.add_argument("--data-root", help="only a run of this data root")
+    return parser
+
+
+def report(argv: list[str]) -> int:
+    """``./forge report``: what the latest run did (what ``./forge run`` prints after its run)."""
+    parser = _report_parser("report", "What the latest run did: its time per step, then its failed steps with their "
+                                      "one-line causes, or the summary of the data with what the run changed.")
+    parser.add_argument("--status", type=int, default=0, help="the launcher's exit status")
+    args = parser.parse_args(argv)
+    from assets import launch
+
+    return launch.report(args.job, since=args.since, data_root=args.data_root, status=args.status)
+
+
+def timings(argv: list[str]) -> int:
+    """``./forge timings``: the latest run's time per step (exit 3: no such run)."""
+    args = _report_parser("timings", "The latest run's time per step and outside the steps.").parse_args(argv)
+    from assets import launch
+
+    return 0 if launch.print_run_timings(args.job, since=args.since, data_root=args.data_root) else 3
+
+
+def ui(argv: list[str]) -> int:
+    """``./forge ui``: the Dagster UI (``dg dev`` on the project's workspace), on this data root's run history."""
+    if "-h" in argv or "--help" in argv:  # dg dev's own -h is the host
+        return _exec([str(BIN / "dg"), "dev", "--help"])
+    _prepare_environment()
+    return _exec([str(BIN / "dg"), "dev", "-w", str(ROOT / "workspace.yaml"), *argv])
+
+
+def test(argv: list[str]) -> int:
+    """``./forge test [PYTEST ARGS]``: pytest with the arguments as given (pyproject's addopts apply)."""
+    if "-h" not in argv and "--help" not in argv:
+        _prepare_environment()
+    return _exec([sys.executable, "-m", "pytest", *argv])
+
+
+def bench(argv: list[str]) -> int:
+    """``./forge bench``: sandbox labeling throughput (the arguments go to benchmarks/bench_labeling.py), then the
+    evaluation harness."""
+    parser = argparse.ArgumentParser(prog="./forge bench", description=(
+        "Run the benchmarks: benchmarks/bench_labeling.py (sandbox labeling throughput and peak memory; the other "
+        "arguments are its own: --workers N..., --repeat N, --pack-calls N), then benchmarks/bench_harness.py "
+        "(evaluation harness throughput)."))
+    _, rest = parser.parse_known_args(argv)
+    _prepare_environment()
+    return (_call([sys.executable, str(ROOT / "benchmarks" / "bench_labeling.py"), *rest])
+            or _call([sys.executable, str(ROOT / "benchmarks" / "bench_harness.py")]))
+
+
+def bench_scale(argv: list[str]) -> int:
+    """``./forge bench-scale``: benchmarks/bench_scale.py with the arguments as given."""
+    if "-h" not in argv and "--help" not in argv:
+        _prepare_environment()
+    return _exec([sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), *argv])
+
+
+def _pipeline(name: str) -> Callable[[list[str]], int]:
+    """A command of ``pipeline/__main__.py`` (its home), named ``./forge NAME`` in its usage."""
+
+    def command(argv: list[str]) -> int:
+        from pipeline.__main__ import main
+
+        return main([name, *argv], prog="./forge")
+
+    return command
+
+
+def bench_model(argv: list[str]) -> int:
+    """``./forge bench-model``: the weights are checked first (one line saying how to provide them), before
+    ``./forge train-env`` installs the 2 GB serving environment; then the model is served and scored."""
+    score = _pipeline("bench-model")
+    if "-h" in argv or "--help" in argv:
+        return score(argv)
+    code = score(["--check", *argv])
+    if code or "--check" in argv:
+        return code
+    code = subprocess.run([str(ROOT / "forge"), "train-env"], stdout=subprocess.DEVNULL).returncode
+    return code or score(argv)
+
+
+def _not_set_up(name: str, argv: list[str]) -> int:
+    """A command whose tool is not installed here: its help is the usage and how to set up; else one line, exit 2."""
+    if "-h" in argv or "--help" in argv:
+        _say(USAGE)
+        _say(_set_up_note(name))
+        return 0
+    _say(f"./forge {name}: the project's environment is not set up here: run ./forge setup (or ./forge {name})",
+         file=sys.stderr)
+    return 2
+
+
+COMMANDS = {c.name: c for c in (
+    Command("run", run), Command("test", test), Command("ui", ui), Command("bench", bench),
+    Command("bench-scale", bench_scale), Command("bench-model", bench_model), Command("download", _pipeline("download")),
+    Command("summary", _pipeline("summary")), Command("report", report), Command("timings", timings),
+    Command("check-settings", _pipeline("check-settings")), Command("partitions", _pipeline("partitions")),
+    Command("train-env", None), Command("serve-env", None), Command("setup", None),
+)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``./forge COMMAND [ARGS]`` (no command: ``run``); ``-h``/``--help``/``help``: the usage."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name, args = (argv[0], argv[1:]) if argv else ("run", [])
+    if name in ("-h", "--help", "help"):
+        _say(USAGE)
+        return 0
+    command = COMMANDS.get(name)
+    if command is None:
+        _say(f"./forge: unknown command '{name}': run ./forge --help for the commands", file=sys.stderr)
+        return 2
+    wants_help = "-h" in args or "--help" in args
+    if command.run is None:  # ./forge's own set-up commands
+        if wants_help:
+            _say(USAGE)
+            return 0
+        _say(f"./forge {name} builds an environment: run it as ./forge {name}", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("dagster") is None:  # the machine's python3 (a tree without .venv): installs nothing
+        if name == "run" and wants_help:
+            run_parser().parse_args(args)  # its parser is the standard library's: prints the help, exits 0
+        return _not_set_up(name, args)
+    from pipeline.core.settings import prepare_process
+
+    prepare_process()  # first, before anything imports pyarrow
+    return command.run(args)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader went away (./forge --help | head): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
