@@ -50,11 +50,9 @@ def test_on_shortfall_is_a_closed_choice_or_unset():
     ("benchmark_split", "on_shortfall", "warning", "fail, warn"),
 ])
 def test_a_mistyped_choice_is_refused_at_launch_listing_the_choices(op, key, value, choices):
-    import json
-
     from assets.launch import check_launch
     from assets.selection import MixtureConfig
 
     assert MixtureConfig().decontaminate.value == "trajectory"  # the default rule
-    (line,) = check_launch(["--job", "envsim_main", "--config-json", json.dumps({"ops": {op: {"config": {key: value}}}})])
+    (line,) = check_launch("envsim_main", {"ops": {op: {"config": {key: value}}}}, where="--config-json")
     assert line == f"--config-json: config value '{value}' at ops.{op}.config.{key} is not one of {choices}: fix the value"

@@ -1,17 +1,22 @@
-"""``check-launch`` (what ``./forge run`` runs first) on a corpus's outcome rule: a mistake is one line
-naming the key and the fix, before any run starts; a valid rule launches."""
+"""What ``./forge run`` checks first (``assets/launch.py``): the run config built once from the ``-c`` files and
+``--config-json`` (a file listed first wins, the JSON over them all; an unreadable one is one line), and Dagster's
+validation of it against the job, each error one line naming the key and the fix; on a corpus's outcome rule too. A
+valid config launches, and the ``dg launch`` command carries exactly the config that was checked."""
 
 import json
 
-from assets.launch import check_launch
+import pytest
+
+from assets.launch import check_launch, dg_launch, load_run_config
 from tests.support import refusal_corpus as rc
 
 
 def _launch(tmp_path, rule):
     env_items, scenarios = rc.write(tmp_path / "codes", rc.CODES_ITEMS, rc.CODES_SCENARIOS)
     corpus = {"env_items": str(env_items), "scenarios": str(scenarios), "prefix": "codes", "outcome_rule": rule}
-    config = {"resources": {"sources": {"config": {"envscaler": [corpus]}}}}
-    return check_launch(["--job", "envsim_main", "--config-json", json.dumps(config)])
+    config, problems = load_run_config(config_json=json.dumps({"resources": {"sources": {"config": {"envscaler": [corpus]}}}}))
+    assert problems == []
+    return check_launch("envsim_main", config)
 
 
 def test_a_mistyped_outcome_rule_key_is_one_line_naming_it_and_the_fix(tmp_path):
@@ -24,3 +29,59 @@ def test_a_mistyped_outcome_rule_key_is_one_line_naming_it_and_the_fix(tmp_path)
 
 def test_a_valid_outcome_rule_launches(tmp_path):
     assert _launch(tmp_path, rc.CODES_RULE) == []
+
+
+def _yaml(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_the_first_file_wins_and_the_json_over_all(tmp_path):
+    first = _yaml(tmp_path, "first.yaml", "ops:\n  benchmark_split:\n    config:\n      seed: 1\n")
+    second = _yaml(tmp_path, "second.yaml", "ops:\n  benchmark_split:\n    config:\n      seed: 2\n"
+                                            "  sft_mixture:\n    config:\n      seed: 5\n")
+    config, problems = load_run_config([first, second])
+    assert problems == []
+    assert config == {"ops": {"benchmark_split": {"config": {"seed": 1}}, "sft_mixture": {"config": {"seed": 5}}}}
+    config, _ = load_run_config([first, second], json.dumps({"ops": {"sft_mixture": {"config": {"seed": 9}}}}))
+    assert config["ops"] == {"benchmark_split": {"config": {"seed": 1}}, "sft_mixture": {"config": {"seed": 9}}}
+
+
+def test_the_launch_carries_the_checked_config_and_nothing_else():
+    config = {"ops": {"benchmark_split": {"config": {"seed": 1}}}}
+    command = dg_launch("--job", "envsim_main", run_config=config)
+    assert command[1:] == ["launch", "--job", "envsim_main", "-m", "assets.definitions", "--config-json", json.dumps(config)]
+    assert "-c" not in command and "--config" not in command
+    assert dg_launch("--job", "envsim_main")[-2:] == ["-m", "assets.definitions"]  # no config: Dagster's defaults
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (None, "run config file {path} does not exist: pass an existing YAML file to -c/--config"),
+    ("ops: [unclosed\n", "run config file {path} is not valid YAML ("),
+    ("- ops\n", "run config file {path} holds a list, not a mapping: write ops:/resources: keys at its top level"),
+])
+def test_an_unreadable_file_is_one_line_naming_it(tmp_path, text, expected):
+    path = tmp_path / "run.yaml"
+    if text is not None:
+        path.write_text(text)
+    config, problems = load_run_config([str(path)])
+    (line,) = problems
+    assert line.startswith(expected.format(path=path)), line
+
+
+@pytest.mark.parametrize("text", ["{ops: 1}", "[1]", "3"])
+def test_config_json_that_is_not_an_object_is_one_line(text):
+    _, (line,) = load_run_config(config_json=text)
+    assert line.startswith("--config-json is not a JSON object (") and line.endswith("""pass e.g. '{"ops": {}}'""")
+
+
+def test_dagster_validates_the_run_config_one_line_per_error():
+    (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"seeed": 1}}}}, where="a.yaml")
+    assert line == ("a.yaml: unknown config key 'seeed' under ops.benchmark_split.config: did you mean 'seed'? "
+                    "valid keys: " + line.split("valid keys: ", 1)[1])
+    (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"sede": 1, "sed": 2}}}})
+    assert line.startswith("run config: unknown config keys ") and "'sede'" in line and "'sed'" in line
+    assert "under ops.benchmark_split.config: valid keys: " in line and "seed" in line
+    (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"seed": "one"}}}})
+    assert line == "run config: config value 'one' at ops.benchmark_split.config.seed has the wrong type (expected Int): fix the value"

@@ -8,7 +8,8 @@ import time
 import pytest
 from dagster import AssetExecutionContext, DagsterInstance, Definitions, MaterializeResult, asset, define_asset_job
 
-from assets.launch import main, run_outcome
+from assets.cli import main
+from assets.launch import run_outcome
 from pipeline.__main__ import report_evaluation, report_splits
 from pipeline.select.selection import ShortfallError
 from pipeline.store.layout import DataLayout

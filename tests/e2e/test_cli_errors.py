@@ -64,9 +64,45 @@ def test_a_wrong_type_a_missing_file_and_an_unknown_job_are_named(tmp_path):
     assert "ops.benchmark_split.config.seed" in line and "'one'" in line and "Int" in line
     from assets.launch import check_launch
 
-    (line,) = check_launch(["--job", "envsim_mian"])
+    (line,) = check_launch("envsim_mian", {})
     assert "no job 'envsim_mian'" in line and "envsim_main" in line and "__ASSET_JOB" not in line
-    assert check_launch(["--job", "envsim_main"]) == []
+    assert check_launch("envsim_main", {}) == []
+
+
+def test_an_unreadable_config_json_or_file_is_one_line_and_no_run(tmp_path):
+    """``--config-json`` that is not JSON, or not an object, and a file that is not YAML: one line each naming it
+    and the fix, exit 2, nothing started."""
+    proc = _forge(tmp_path, "run", "--config-json", "{ops: 1}")
+    (line,) = _problem_lines(proc)
+    assert proc.returncode == 2 and line.startswith("./forge run: --config-json is not a JSON object (") and "pass e.g." in line
+    proc = _forge(tmp_path, "run", "--config-json", "[1]")
+    (line,) = _problem_lines(proc)
+    assert "--config-json is not a JSON object (not a JSON object)" in line
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("ops: [unclosed\n")
+    proc = _forge(tmp_path, "run", "-c", str(bad))
+    (line,) = _problem_lines(proc)
+    assert proc.returncode == 2 and f"run config file {bad} is not valid YAML (" in line and "fix the file" in line
+    assert "Traceback" not in proc.stderr and not (tmp_path / "data").exists()
+
+
+def test_the_first_config_file_wins_in_the_run_as_in_the_check(tmp_path):
+    """What Dagster validated is what the run gets: ``-c A -c B`` with a key in both runs with A's value (files
+    listed first win), as the check saw it. (dg launch's own merge lets the last file win: with both files handed
+    to it, the check passed A's ``seed: 3`` and the run failed on B's ``seed: one``.) The corpus yields no
+    environment, so the run stops at its first step, which names it."""
+    corpus = tmp_path / "191_env_metadata.json"
+    corpus.write_text("{}")
+    first = tmp_path / "first.yaml"
+    first.write_text("resources:\n  sources:\n    config:\n      builtin: false\n      bfcl_categories: []\n"
+                     f"      envscaler:\n        - {{env_items: {corpus}}}\n"
+                     "ops:\n  benchmark_split:\n    config:\n      seed: 3\n")
+    second = tmp_path / "second.yaml"
+    second.write_text("ops:\n  benchmark_split:\n    config:\n      seed: one\n")
+    proc = _forge(tmp_path, "run", "-c", str(first), "-c", str(second))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "FAILED at step environment_catalog" in out, out[-2000:]
+    assert "'one'" not in out and "DagsterInvalidConfigError" not in out, out[-2000:]
 
 
 @pytest.mark.parametrize(("variable", "value", "expected"), [
@@ -74,6 +110,7 @@ def test_a_wrong_type_a_missing_file_and_an_unknown_job_are_named(tmp_path):
     ("ENVSIM_SHARDS", "two", "ENVSIM_SHARDS must be a whole number >= 1, got 'two'"),
     ("ENVSIM_SANDBOX", "docker", "ENVSIM_SANDBOX='docker' is not a sandbox isolation: set it to one of bwrap, trusted"),
     ("ENVSIM_EXECUTOR", "spark", "ENVSIM_EXECUTOR='spark' is not an executor"),
+    ("ENVSIM_PARALLEL_RUNS", "all", "ENVSIM_PARALLEL_RUNS must be a whole number >= 1, got 'all'"),
 ])
 def test_a_bad_variable_is_printed_once_without_a_traceback(tmp_path, variable, value, expected):
     proc = _forge(tmp_path, "run", **{variable: value})
@@ -178,6 +215,7 @@ def test_help_on_every_command_installs_nothing(tmp_path, venv):
     no .venv-train, no pip call, and in a bare tree no .venv either (issue 32, item 7)."""
     tree = _tree_copy(tmp_path, venv)
     env = {**_env(tmp_path), "PYTHON": str(tmp_path / "no-python")}  # a venv creation would fail loudly
+    env.pop("FORGE_VENV", None)  # the tree's own .venv (or none)
     usage = subprocess.run(["./forge", "--help"], cwd=tree, env=env, capture_output=True, text=True, timeout=60)
     commands = _usage_commands(usage.stdout)
     assert {"run", "test", "ui", "bench", "bench-scale", "bench-model", "download", "train-env", "serve-env", "setup"} <= set(commands)
@@ -207,6 +245,7 @@ def test_bench_model_checks_the_weights_before_installing_the_serving_environmen
     (tree / ".venv" / f".stamp-{stamp}").touch()  # .venv is set up: only what bench-model does next counts
     (tmp_path / "hub").mkdir()
     env = {**_env(tmp_path), "PYTHON": str(tmp_path / "no-python"), "HF_HUB_CACHE": str(tmp_path / "hub")}
+    env.pop("FORGE_VENV", None)  # the tree's own .venv
     proc = subprocess.run(["./forge", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"], cwd=tree, env=env,
                           capture_output=True, text=True, timeout=300)
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]

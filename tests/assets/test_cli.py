@@ -1,0 +1,71 @@
+"""The one CLI (``assets/cli.py``, what ``./forge`` hands every command to): its usage names every command it
+has, a mistake is one line, help needs nothing but the standard library, and what a command's processes share
+(the absolute data root, one run history per data root with the project's ``dagster.yaml``) is set once here."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assets import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_usage_lists_every_command_and_only_those(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    listed = {line.split()[0] for line in out.splitlines() if line.startswith("  ") and not line.startswith("   ")}
+    assert listed == set(cli.COMMANDS)
+    for word in ("-c/--config", "--config-json", "ENVSIM_DATA_ROOT", "files listed first win"):
+        assert word in out
+
+
+def test_an_unknown_command_and_a_set_up_command_are_one_line(capsys):
+    assert cli.main(["frobnicate"]) == 2
+    assert capsys.readouterr().err == "./forge: unknown command 'frobnicate': run ./forge --help for the commands\n"
+    assert cli.main(["train-env"]) == 2
+    assert capsys.readouterr().err == "./forge train-env builds an environment: run it as ./forge train-env\n"
+    assert cli.main(["train-env", "-h"]) == 0 and "usage: ./forge COMMAND" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_help_without_the_project_environment_imports_nothing_of_it(command):
+    """The machine's python3 in a tree without .venv: no Dagster, no pyarrow; ``COMMAND -h`` still prints a usage
+    and exits 0 (``run -h`` its own options), and imports nothing of the project's dependencies."""
+    code = ("import sys; sys.modules['dagster'] = None\n"
+            "from assets.cli import main\n"
+            f"code = main([{command!r}, '-h'])\n"
+            "assert not {'pyarrow', 'pydantic', 'pipeline.core.settings'} & set(sys.modules), sorted(sys.modules)\n"
+            "sys.exit(code)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "usage" in proc.stdout.lower() and "Traceback" not in proc.stderr
+    if command == "run":
+        assert "--config-json JSON" in proc.stdout and "-c FILE, --config FILE" in proc.stdout
+    elif command not in ("train-env", "serve-env", "setup"):
+        assert f"./forge setup first, then ./forge {command} -h" in proc.stdout
+
+
+def test_the_environment_of_a_command_is_set_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ENVSIM_DATA_ROOT", "rel/data")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("ENVSIM_EXECUTOR", raising=False)
+    root = cli._prepare_environment(executor="in_process")
+    assert root == tmp_path / "rel" / "data" and os.environ["ENVSIM_DATA_ROOT"] == str(root)
+    assert os.environ["DAGSTER_HOME"] == str(root / ".dagster_home") and os.environ["ENVSIM_EXECUTOR"] == "in_process"
+    assert (root / ".dagster_home" / "dagster.yaml").read_text() == (ROOT / "dagster.yaml").read_text()
+    # a chosen executor and home stay; a home set up before python_logs gets it once
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("ENVSIM_EXECUTOR", "multiprocess")
+    cli._prepare_environment(executor="in_process")
+    cli._prepare_environment(executor="in_process")
+    assert os.environ["ENVSIM_EXECUTOR"] == "multiprocess" and os.environ["DAGSTER_HOME"] == str(home)
+    assert (home / "dagster.yaml").read_text() == ("telemetry:\n  enabled: false\n"
+                                                  "python_logs:\n  python_log_level: INFO\n")
