@@ -5,7 +5,6 @@ Dagster home under the data root unless DAGSTER_HOME is set."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from dagster import DagsterInstance, Definitions, asset, build_sensor_context, define_asset_job
@@ -59,15 +58,18 @@ def test_the_timings_of_forge_run_never_show_another_roots_run(tmp_path, monkeyp
     assert "no run of steps_job" in capsys.readouterr().out
 
 
-def test_forge_keeps_the_dagster_home_under_the_data_root():
-    script = (ROOT / "forge").read_text()
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "ENVSIM_DATA_ROOT")}
-    # the lines of ./forge that set the two variables, run as ./forge runs them
-    lines = [line for line in script.splitlines() if line.startswith(("export ENVSIM_DATA_ROOT", "export DAGSTER_HOME", "ROOT="))]
-    out = subprocess.run(["bash", "-c", "cd " + str(ROOT) + "; " + "; ".join(lines) + '; echo "$DAGSTER_HOME"'],
-                         env={**env, "ENVSIM_DATA_ROOT": "relative-root"}, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str(ROOT / "relative-root" / ".dagster_home")
-    out = subprocess.run(["bash", "-c", "; ".join(lines) + '; echo "$DAGSTER_HOME"'],
-                         env={**env, "DAGSTER_HOME": "/somewhere"}, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "/somewhere"
+def test_forge_keeps_the_dagster_home_under_the_data_root(tmp_path, monkeypatch):
+    """``./forge`` runs from the repository root (``cd "$(dirname "$0")"``) and hands the command to the CLI, which
+    makes the data root absolute and keeps the run history under it unless ``DAGSTER_HOME`` is set."""
+    from assets.cli import _prepare_environment
+
+    assert 'cd "$(dirname "$0")"' in (ROOT / "forge").read_text()
+    monkeypatch.chdir(tmp_path)  # as the repository root
+    monkeypatch.setenv("ENVSIM_DATA_ROOT", "relative-root")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    assert _prepare_environment() == tmp_path / "relative-root"
+    assert os.environ["DAGSTER_HOME"] == str(tmp_path / "relative-root" / ".dagster_home")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "somewhere"))
+    _prepare_environment()
+    assert os.environ["DAGSTER_HOME"] == str(tmp_path / "somewhere")
     assert DataLayout.at(ROOT / "relative-root").root.name == "relative-root"
