@@ -74,12 +74,12 @@ def _set_up_note(name: str) -> str:
     return f"(./forge setup first, then ./forge {name} -h lists every option of {name})"
 
 
-def _prepare_environment(executor: str | None = None) -> Path:
+def _prepare_environment(executor: str | None = None, make_home: bool = True) -> Path:
     """What every process a command starts must share, set in this process's environment: the data root, absolute
     (``ENVSIM_DATA_ROOT``; ``./forge`` runs from the repository root, so by default ``<repo>/data``), and one Dagster
     run history per data root (``DAGSTER_HOME``, default ``<data root>/.dagster_home``, with the project's
-    ``dagster.yaml``: the UI, its plots, the sensors and ``./forge run``'s timings see only this root's runs);
-    ``executor``: the ``ENVSIM_EXECUTOR`` when none is set. Returns the data root."""
+    ``dagster.yaml``: the UI, its plots, the sensors and ``./forge run``'s timings see only this root's runs; made
+    only with ``make_home``); ``executor``: the ``ENVSIM_EXECUTOR`` when none is set. Returns the data root."""
     from pipeline.core.settings import settings, variable
 
     current = settings()
@@ -89,6 +89,8 @@ def _prepare_environment(executor: str | None = None) -> Path:
         os.environ[variable("executor")] = executor
     home = Path(os.environ.get("DAGSTER_HOME") or root / ".dagster_home")
     os.environ["DAGSTER_HOME"] = str(home)
+    if not make_home:
+        return root
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.is_file():
@@ -142,8 +144,9 @@ def run(argv: list[str]) -> int:
         _say(line, file=sys.stderr)
     if problems:
         return 2
-    # the UI and the daemon keep Dagster's multiprocess executor; ENVSIM_EXECUTOR chooses another (docs/scale-out.md)
-    root = _prepare_environment(executor="in_process")
+    # the UI and the daemon keep Dagster's multiprocess executor; ENVSIM_EXECUTOR chooses another (docs/scale-out.md).
+    # Set before the check: Dagster validates the run config against the job with the executor the run will have.
+    root = _prepare_environment(executor="in_process", make_home=False)  # nothing is written before the checks
     from assets import launch
     from pipeline.core.settings import settings
     from pipeline.envs.partitions import partition_keys
@@ -156,6 +159,7 @@ def run(argv: list[str]) -> int:
         _say(f"./forge run: {line}", file=sys.stderr)
     if problems:
         return 2
+    _prepare_environment()
     status = 0
     current = settings()
     if current.shards:  # partitioned (docs/scale-out.md): the catalog, then each partition's trajectories -> steps

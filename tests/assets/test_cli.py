@@ -52,8 +52,8 @@ def test_help_without_the_project_environment_imports_nothing_of_it(command):
 def test_the_environment_of_a_command_is_set_once(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ENVSIM_DATA_ROOT", "rel/data")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    monkeypatch.delenv("ENVSIM_EXECUTOR", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", "")  # unset (and restored after the test)
+    monkeypatch.setenv("ENVSIM_EXECUTOR", "")
     root = cli._prepare_environment(executor="in_process")
     assert root == tmp_path / "rel" / "data" and os.environ["ENVSIM_DATA_ROOT"] == str(root)
     assert os.environ["DAGSTER_HOME"] == str(root / ".dagster_home") and os.environ["ENVSIM_EXECUTOR"] == "in_process"
@@ -69,3 +69,29 @@ def test_the_environment_of_a_command_is_set_once(tmp_path, monkeypatch):
     assert os.environ["ENVSIM_EXECUTOR"] == "multiprocess" and os.environ["DAGSTER_HOME"] == str(home)
     assert (home / "dagster.yaml").read_text() == ("telemetry:\n  enabled: false\n"
                                                   "python_logs:\n  python_log_level: INFO\n")
+
+
+def test_a_run_config_error_writes_nothing(tmp_path, monkeypatch, capsys):
+    """``./forge run`` with a config it cannot use: one line, exit 2, and no data root or run history was made
+    (``DAGSTER_HOME`` unset: it would be under the data root)."""
+    monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    monkeypatch.setenv("ENVSIM_EXECUTOR", "")
+    assert cli.main(["run", "--config-json", '{"ops": {"benchmark_split": {"config": {"seeed": 1}}}}']) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("./forge run: --config-json: unknown config key 'seeed' under ops.benchmark_split.config: "
+                           "did you mean 'seed'?")
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_run_config_is_validated_with_the_executor_of_the_run(tmp_path, monkeypatch, capsys):
+    """``./forge run`` runs in process unless ``ENVSIM_EXECUTOR`` says otherwise, and Dagster validates the run config
+    against that job: the in-process executor's config is accepted, the multiprocess one's named."""
+    monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    monkeypatch.setenv("ENVSIM_EXECUTOR", "")
+    multiprocess = '{"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}}'
+    assert cli.main(["run", "--config-json", multiprocess]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("./forge run: --config-json: ") and "'multiprocess'" in line, line
+    assert not (tmp_path / "data").exists()
