@@ -275,11 +275,13 @@ def _not_set_up(name: str, argv: list[str]) -> int:
     return 2
 
 
+#: every command, in the usage's order
 COMMANDS = {c.name: c for c in (
     Command("run", run), Command("test", test), Command("ui", ui), Command("bench", bench),
-    Command("bench-scale", bench_scale), Command("bench-model", bench_model), Command("download", _pipeline("download")),
-    Command("summary", _pipeline("summary")), Command("report", report), Command("timings", timings),
-    Command("check-settings", _pipeline("check-settings")), Command("partitions", _pipeline("partitions")),
+    Command("bench-scale", bench_scale), Command("bench-model", bench_model),
+    Command("download", _pipeline("download")), Command("summary", _pipeline("summary")),
+    Command("report", report), Command("timings", timings), Command("check-settings", _pipeline("check-settings")),
+    Command("partitions", _pipeline("partitions")),
     Command("train-env", None), Command("serve-env", None), Command("setup", None),
 )}
 

@@ -14,7 +14,8 @@ from tests.support import refusal_corpus as rc
 def _launch(tmp_path, rule):
     env_items, scenarios = rc.write(tmp_path / "codes", rc.CODES_ITEMS, rc.CODES_SCENARIOS)
     corpus = {"env_items": str(env_items), "scenarios": str(scenarios), "prefix": "codes", "outcome_rule": rule}
-    config, problems = load_run_config(config_json=json.dumps({"resources": {"sources": {"config": {"envscaler": [corpus]}}}}))
+    sources = {"resources": {"sources": {"config": {"envscaler": [corpus]}}}}
+    config, problems = load_run_config(config_json=json.dumps(sources))
     assert problems == []
     return check_launch("envsim_main", config)
 
@@ -51,7 +52,8 @@ def test_the_first_file_wins_and_the_json_over_all(tmp_path):
 def test_the_launch_carries_the_checked_config_and_nothing_else():
     config = {"ops": {"benchmark_split": {"config": {"seed": 1}}}}
     command = dg_launch("--job", "envsim_main", run_config=config)
-    assert command[1:] == ["launch", "--job", "envsim_main", "-m", "assets.definitions", "--config-json", json.dumps(config)]
+    assert command[1:] == ["launch", "--job", "envsim_main", "-m", "assets.definitions",
+                           "--config-json", json.dumps(config)]
     assert "-c" not in command and "--config" not in command
     assert dg_launch("--job", "envsim_main")[-2:] == ["-m", "assets.definitions"]  # no config: Dagster's defaults
 
@@ -84,4 +86,5 @@ def test_dagster_validates_the_run_config_one_line_per_error():
     assert line.startswith("run config: unknown config keys ") and "'sede'" in line and "'sed'" in line
     assert "under ops.benchmark_split.config: valid keys: " in line and "seed" in line
     (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"seed": "one"}}}})
-    assert line == "run config: config value 'one' at ops.benchmark_split.config.seed has the wrong type (expected Int): fix the value"
+    assert line == ("run config: config value 'one' at ops.benchmark_split.config.seed has the wrong type "
+                    "(expected Int): fix the value")

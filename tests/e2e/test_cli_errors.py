@@ -74,7 +74,8 @@ def test_an_unreadable_config_json_or_file_is_one_line_and_no_run(tmp_path):
     and the fix, exit 2, nothing started."""
     proc = _forge(tmp_path, "run", "--config-json", "{ops: 1}")
     (line,) = _problem_lines(proc)
-    assert proc.returncode == 2 and line.startswith("./forge run: --config-json is not a JSON object (") and "pass e.g." in line
+    assert proc.returncode == 2 and "pass e.g." in line
+    assert line.startswith("./forge run: --config-json is not a JSON object (")
     proc = _forge(tmp_path, "run", "--config-json", "[1]")
     (line,) = _problem_lines(proc)
     assert "--config-json is not a JSON object (not a JSON object)" in line
@@ -118,6 +119,16 @@ def test_a_bad_variable_is_printed_once_without_a_traceback(tmp_path, variable, 
     lines = _problem_lines(proc)
     assert len(lines) == 1 and lines[0].startswith(expected), lines
     assert "Traceback" not in proc.stderr
+
+
+def test_a_forge_venv_that_is_no_environment_is_one_line(tmp_path):
+    """``FORGE_VENV`` (an existing environment used as it is) naming a folder without ``bin/python``: one line, exit 2,
+    nothing created or installed."""
+    proc = _forge(tmp_path, "run", FORGE_VENV=str(tmp_path / "no-venv"))
+    assert proc.returncode == 2
+    assert _problem_lines(proc) == [f"./forge: FORGE_VENV={tmp_path / 'no-venv'} has no bin/python: unset FORGE_VENV "
+                                    "or name a virtual environment"]
+    assert not (tmp_path / "no-venv").exists() and not (tmp_path / "data").exists()
 
 
 def test_no_stale_timings_when_no_run_started(tmp_path, monkeypatch, capsys):
