@@ -186,12 +186,28 @@ def _report_parser(name: str, what: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _run_history(name: str, data_root: str | None) -> bool:
+    """The run history ``./forge run`` keeps for a data root (``--data-root``, default the settings'): ``DAGSTER_HOME``
+    when set, else ``<data root>/.dagster_home``. False, after one line, when there is none."""
+    from pipeline.core.settings import settings
+
+    if not os.environ.get("DAGSTER_HOME"):
+        os.environ["DAGSTER_HOME"] = str(Path(data_root or settings().data_root).resolve() / ".dagster_home")
+    if Path(os.environ["DAGSTER_HOME"]).is_dir():
+        return True
+    _say(f"./forge {name}: no run history at {os.environ['DAGSTER_HOME']}: ./forge run has not run on this data root "
+         "(or set DAGSTER_HOME)", file=sys.stderr)
+    return False
+
+
 def report(argv: list[str]) -> int:
     """``./forge report``: what the latest run did (what ``./forge run`` prints after its run)."""
     parser = _report_parser("report", "What the latest run did: its time per step, then its failed steps with their "
                                       "one-line causes, or the summary of the data with what the run changed.")
     parser.add_argument("--status", type=int, default=0, help="the launcher's exit status")
     args = parser.parse_args(argv)
+    if not _run_history("report", args.data_root):
+        return args.status or 1
     from assets import launch
 
     return launch.report(args.job, since=args.since, data_root=args.data_root, status=args.status)
@@ -200,6 +216,8 @@ def report(argv: list[str]) -> int:
 def timings(argv: list[str]) -> int:
     """``./forge timings``: the latest run's time per step (exit 3: no such run)."""
     args = _report_parser("timings", "The latest run's time per step and outside the steps.").parse_args(argv)
+    if not _run_history("timings", args.data_root):
+        return 3
     from assets import launch
 
     return 0 if launch.print_run_timings(args.job, since=args.since, data_root=args.data_root) else 3

@@ -95,3 +95,18 @@ def test_the_run_config_is_validated_with_the_executor_of_the_run(tmp_path, monk
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("./forge run: --config-json: ") and "'multiprocess'" in line, line
     assert not (tmp_path / "data").exists()
+
+
+def test_report_and_timings_find_the_run_history_of_the_data_root(tmp_path, monkeypatch, capsys):
+    """``./forge timings`` / ``./forge report`` without ``DAGSTER_HOME`` read ``<data root>/.dagster_home`` (where
+    ``./forge run`` keeps it); a data root that never had a run is one line."""
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    assert cli.main(["timings", "--data-root", str(tmp_path / "none")]) == 3
+    assert capsys.readouterr().err == (f"./forge timings: no run history at {tmp_path / 'none' / '.dagster_home'}: "
+                                       "./forge run has not run on this data root (or set DAGSTER_HOME)\n")
+    assert cli.main(["report", "--data-root", str(tmp_path / "none")]) == 1
+    (tmp_path / "mine" / ".dagster_home").mkdir(parents=True)
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    assert cli.main(["timings", "--data-root", str(tmp_path / "mine")]) == 3  # a history, no run in it
+    assert os.environ["DAGSTER_HOME"] == str(tmp_path / "mine" / ".dagster_home")
+    assert "no run of envsim_main started" in capsys.readouterr().out
