@@ -30,10 +30,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.fields import setting
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.evaluate.harness import ANSWERED
 from pipeline.evaluate.run import score
 from pipeline.evaluate.samples import with_env_code
 from pipeline.evaluate.simulators import SimulatorSpec, kind_of
+from pipeline.quality.accepted_corpus import AcceptedCorpus, export_accepted
 from pipeline.quality.environment_report import PASS
 from pipeline.select.samples import materialize_samples
 from pipeline.select.stratify import input_fingerprint
@@ -261,3 +263,31 @@ def environment_yield(layout: DataLayout, checkers: Sequence[SimulatorSpec],
         report.checkers.append(CheckerYield(spec, rows, seconds, out))
     return report
 
+
+
+def _rejection(row: dict[str, Any]) -> str:
+    """Why an environment is not accepted: the executor's main problem first, else the checker's shortfall."""
+    if row["executor_verdict"] != PASS:
+        return row["executor_problem"] or "no executor verdict (environment_report has not run)"
+    if row["pass_acc"] is None:
+        return "the checker answered no probe"
+    return f"pass_acc {row['pass_acc']:.2f} < {row['threshold']:g} ({row['checker']})"
+
+
+def gate(layout: DataLayout, checkers: Sequence[SimulatorSpec], corpora: Sequence[EnvScalerCorpus],
+         settings: YieldSettings = YieldSettings(), gate_checker: str | None = None) -> tuple[YieldReport, AcceptedCorpus]:
+    """The gate: every checker's yield (:func:`environment_yield`), then the accepted corpus of the gate
+    checker (``gate_checker``, a checker's name; default: the first) exported from ``corpora``."""
+    report = environment_yield(layout, checkers, settings)
+    chosen = next((c for c in report.checkers if gate_checker in (c.spec.name, c.spec.results_name)), None)
+    if gate_checker is not None and chosen is None:
+        raise ValueError(f"gate_checker {gate_checker!r} is not one of the checkers: "
+                         f"{', '.join(c.spec.results_name for c in report.checkers)}")
+    chosen = chosen or report.checkers[0]
+    card = {"checker": chosen.spec.results_name, "kind": chosen.spec.kind, "model": chosen.spec.model or None,
+            "weights_id": chosen.spec.weights_id, "threshold": settings.threshold, "yield": round(chosen.yield_, 4),
+            "of": len(chosen.rows), "fingerprint": report.fingerprint, "probes_per_env": settings.probes_per_env,
+            "seed": settings.seed, "checkers": report.table()}
+    rejected = {r["env_id"]: _rejection(r) for r in chosen.rows if not r["accepted"]}
+    accepted = export_accepted(layout, corpora, set(chosen.accepted), card, rejected)
+    return report, accepted
