@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.core.axes import AXES
 from pipeline.core.fields import setting
@@ -429,3 +430,24 @@ def _mismatch_text(t: ToolRow) -> str:
     if t.code_only:
         said.append(f"code requires {sorted(t.code_only)} the schema omits")
     return f"{t.tool}: " + (", ".join(said) or "; ".join(t.details))
+
+
+def stored_report(layout: DataLayout) -> EnvironmentReport | None:
+    """The report ``environment_report`` last wrote under ``layout`` (None when there is none)."""
+    if not layout.env_quality.exists():
+        return None
+    envs = pq.read_table(layout.env_quality).to_pylist()
+    fingerprint = envs[0]["input_fingerprint"] if envs else ""
+    return EnvironmentReport(envs, [], Thresholds(), fingerprint, (layout.env_quality, layout.env_tool_quality))
+
+
+def summary_lines(layout: DataLayout, n: int = 5) -> list[str]:
+    """What the run summary says of the environments: the headline and the ``n`` worst, one line each."""
+    report = stored_report(layout)
+    if report is None:
+        return []
+    worst = report.worst(n)
+    lines = [f"Environment quality ({layout.env_quality.name}, SQL: env_quality): {report.headline()}"
+             + (f"; the {len(worst)} worst:" if worst else "")]
+    lines += [f"  {e['env_id']}: {e['main_problem']}" for e in worst]
+    return lines
