@@ -329,9 +329,7 @@ def environment_report(layout: DataLayout, thresholds: Thresholds = Thresholds()
                     f"""SELECT env_id, max(octet_length(encode(initial_state_json))),
                                count(*) FILTER (regexp_matches(initial_state_json, '{NON_JSON}'))
                         FROM read_parquet(?, union_by_name = true) GROUP BY 1""", [trajectories]).fetchall():
-                if env_id not in envs:
-                    continue
-                row = envs[env_id]
+                row = env(env_id)
                 row.max_state_bytes = int(biggest or 0)
                 if bad:
                     row.state_problems.insert(0, f"{bad} initial state(s) hold values that are not plain JSON")

@@ -15,6 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.collect.explore import ExploreSettings
+from pipeline.collect.run import collect_all
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.catalog import build_catalog
+from pipeline.envs.config import EnvScalerCorpus
+from pipeline.execution.child import Limits
+from pipeline.execution.sandbox import Sandbox
+from pipeline.labeling.determinism import check_determinism
+from pipeline.labeling.steps import label
+from pipeline.select.stratify import stratify
+from pipeline.store.layout import DataLayout
 from tests.support.user_corpora import TINY, _fn, env_item, write_released
 
 LEDGER = '''
@@ -257,3 +268,23 @@ def defect_corpus(scenarios_per_env: int = 2) -> tuple[dict[str, Any], list[dict
 
 def write_defect_corpus(directory: Path, **kwargs: Any) -> tuple[Path, Path]:
     return write_released(directory, *defect_corpus(**kwargs))
+
+
+def build_defect_layout(root: Path, call_budget: int = 300) -> tuple[DataLayout, EnvScalerCorpus]:
+    """The defect corpus written under ``root``, collected, labeled (every label kept from collection), checked
+    for determinism in a sandbox of its own (other worker processes, other addresses: the tagger is caught) and
+    stratified, as the default job does before the quality gate."""
+    corpus = EnvScalerCorpus(*write_defect_corpus(root / "corpus"))
+    cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=[corpus])
+    layout = DataLayout.at(root / "data")
+    items, issues = env_items(cfg)
+    build_catalog(layout, items, issues, disabled=("bfcl",))
+    explore = ExploreSettings(seed=5, call_budget=call_budget, batch_episodes=8, min_envs=1, episode_length=5,
+                              mutate_rate=0.1)
+    with Sandbox(workers=2, limits=Limits(call_timeout_s=10)) as box:
+        collect_all(cfg, layout, box, explore)
+        label(layout, box)
+    with Sandbox(workers=2, limits=Limits(call_timeout_s=10)) as box:
+        check_determinism(layout, box, sample_size=0)
+    stratify(layout)
+    return layout, corpus
