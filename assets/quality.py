@@ -1,14 +1,16 @@
 """The corpus quality gate (issue 35): the executor's report card per environment, the simulator-judged yield
 per checker and the accepted corpus; tables in DuckDB (`env_quality`, `env_tool_quality`, `env_yield`)."""
 
-from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets.evaluation import SimulatorConfig
 from assets.metadata import parquet_metadata, records_table
-from pipeline.quality.environment_report import Thresholds, environment_report as report_card
+from pipeline.quality.environment_report import Thresholds
+from pipeline.quality.environment_report import environment_report as report_card
 from pipeline.quality.environment_yield import YieldSettings, gate
+from pipeline.select.samples import materialize_samples
 from pipeline.store import warehouse
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource
 from resources.config_from import config_from
@@ -66,7 +68,8 @@ class YieldConfig(config_from(YieldSettings)):
         default=None, description="The checker whose verdicts decide the accepted corpus (default: the first).")
 
 
-@asset(group_name="quality", deps=["environment_report", "step_strata"], pool=POOL, kinds={"duckdb", "parquet", "openai"})
+@asset(group_name="quality", deps=["environment_report", "step_strata"], pool=POOL,
+       kinds={"duckdb", "parquet", "openai"})
 def environment_yield(context: AssetExecutionContext, config: YieldConfig, store: DataStoreResource,
                       duckdb: DuckDBResource, sources: EnvironmentSourcesResource) -> MaterializeResult:
     """EnvScaler's environment check with simulators as checkers: a seeded probe set of positive and negative
@@ -77,7 +80,7 @@ def environment_yield(context: AssetExecutionContext, config: YieldConfig, store
     layout (`quality/accepted/`: `run.yaml` reruns the pipeline on them) with a card."""
     layout = store.layout()
     corpora = [c.to_domain() for c in sources.corpora(layout)]
-    report, accepted = gate(layout, [c.to_domain() for c in config.checkers], corpora,
+    report, accepted = gate(layout, [c.to_domain() for c in config.checkers], corpora, materialize_samples,
                             config.to_domain(YieldSettings), config.gate_checker)
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)

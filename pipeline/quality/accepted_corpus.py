@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.envscaler import read_records
@@ -122,8 +123,8 @@ def card_markdown(card: dict[str, Any]) -> str:
     """The accepted corpus's card: the gate (checker, threshold, yield) and what it kept and dropped."""
     lines = [
         "# Accepted corpus", "",
-        f"The environments that pass the quality gate (docs/evaluation.md \"The corpus quality gate\"): the executor's "
-        f"verdict and the checker `{card.get('checker')}` (pass_acc ≥ {card.get('threshold')}).", "",
+        (f"The environments that pass the quality gate (docs/evaluation.md \"The corpus quality gate\"): the "
+         f"executor's verdict and the checker `{card.get('checker')}` (pass_acc ≥ {card.get('threshold')})."), "",
         md_records([{"checker": card.get("checker"), "weights id": card.get("weights_id") or "",
                      "threshold": card.get("threshold"), "checker yield": card.get("yield"),
                      "accepted": card.get("environments"), "of": card.get("of"), "scenarios": card.get("scenarios"),
@@ -133,8 +134,8 @@ def card_markdown(card: dict[str, Any]) -> str:
         "",
     ]
     if card.get("accepted_not_exportable"):
-        lines += [f"Accepted but not in EnvScaler's released format (other sources): "
-                  f"{', '.join(card['accepted_not_exportable'])}.", ""]
+        lines += [(f"Accepted but not in EnvScaler's released format (other sources): "
+                   f"{', '.join(card['accepted_not_exportable'])}."), ""]
     if card.get("rejected"):
         lines += ["## Rejected", "", md_records([{"environment": env, "main problem": why or ""}
                                                  for env, why in card["rejected"].items()],

@@ -38,14 +38,14 @@ import pyarrow.parquet as pq
 from pipeline.core.axes import AXES
 from pipeline.core.fields import setting
 from pipeline.core.strata import Composition
-from pipeline.labeling.quarantine import excluded_files
-from pipeline.select.stratify import input_fingerprint
+from pipeline.labeling.quarantine import excluded_files, input_fingerprint
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
 
 PASS, FAIL = "pass", "fail"
-DETERMINISTIC, UNCHECKED, NONDETERMINISTIC, QUARANTINED = "deterministic", "unchecked", "non-deterministic", "quarantined"
+DETERMINISTIC, UNCHECKED = "deterministic", "unchecked"
+NONDETERMINISTIC, QUARANTINED = "non-deterministic", "quarantined"
 #: markers of values that are not plain JSON in a canonical state (pipeline.core.canonical)
 NON_JSON = r'"\$(repr|decimal|float|int|cycle|truncated|complex)"'
 _EXAMPLE_CHARS = 300
@@ -258,9 +258,10 @@ def _clip(text: Any) -> str | None:
 
 
 def environment_report(layout: DataLayout, thresholds: Thresholds = Thresholds(),
-                       composition: Composition = Composition(), write: bool = True) -> EnvironmentReport:
+                       composition: Composition | None = None, write: bool = True) -> EnvironmentReport:
     """Compute (and with ``write``, store at ``layout.env_quality`` / ``layout.env_tool_quality``) the report
     card of every environment of the catalog and the steps, with the executor's verdict."""
+    composition = composition or Composition()
     parts = layout.step_parts()
     catalog = _catalog(layout)
     fingerprint = input_fingerprint(layout)
@@ -298,14 +299,16 @@ def environment_report(layout: DataLayout, thresholds: Thresholds = Thresholds()
                 row.max_delta, row.cells = int(max_delta or 0), list(reached or [])
             for env_id, name, steps, ok, failed, errors, max_delta in con.execute(
                     """SELECT env_id, tool, count(*), count(*) FILTER (outcome = 'success'),
-                              count(*) FILTER (outcome = 'failure'), count(*) FILTER (outcome = 'error'), max(delta_size)
+                              count(*) FILTER (outcome = 'failure'), count(*) FILTER (outcome = 'error'),
+                              max(delta_size)
                        FROM read_parquet(?, union_by_name = true) GROUP BY ALL ORDER BY ALL""", [parts]).fetchall():
                 t = tool(env_id, name)
                 t.steps, t.success_steps, t.failure_steps, t.error_steps = int(steps), int(ok), int(failed), int(errors)
                 t.max_delta = int(max_delta or 0)
             # the errors per tool and exception: the most frequent one, an example, and the mismatch evidence
             for env_id, name, etype, message, n, step_id, call in con.execute(
-                    """SELECT env_id, tool, coalesce(error_type, 'error'), left(coalesce(error_message, raw_observation), 300),
+                    """SELECT env_id, tool, coalesce(error_type, 'error'),
+                              left(coalesce(error_message, raw_observation), 300),
                               count(*), min(step_id), arg_min(arguments_json, step_id)
                        FROM read_parquet(?, union_by_name = true) WHERE outcome = 'error'
                        GROUP BY ALL ORDER BY env_id, tool, count(*) DESC, min(step_id)""", [parts]).fetchall():

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,16 +37,19 @@ from pipeline.evaluate.harness import ANSWERED
 from pipeline.evaluate.run import score
 from pipeline.evaluate.samples import with_env_code
 from pipeline.evaluate.simulators import SimulatorSpec, kind_of
+from pipeline.labeling.quarantine import input_fingerprint
 from pipeline.quality.accepted_corpus import AcceptedCorpus, export_accepted
 from pipeline.quality.environment_report import PASS
-from pipeline.select.samples import materialize_samples
-from pipeline.select.stratify import input_fingerprint
 from pipeline.store.duck import connect
 from pipeline.store.jsonl import read_rows
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
 
 POSITIVE, NEGATIVE = "positive", "negative"
+#: how the probes' samples are materialised (states rebuilt and verified): ``(layout, [(step_id, stratum)], strata
+#: table, out) -> count``, i.e. :func:`pipeline.select.samples.materialize_samples`, which the caller passes in (the
+#: gate runs below the CLI, which imports quality; select would add a floor to the import graph, docs/layout.md)
+Materialize = Callable[[DataLayout, Sequence[tuple[str, str]], Path, Path], int]
 #: EnvScaler's per-call statuses
 CALL_PASS, CALL_WARNING, CALL_FAIL = "pass", "warning", "fail"
 
@@ -55,7 +60,8 @@ class YieldSettings:
 
     probes_per_env: int = setting(20, "Calls drawn per environment (alternately positive and negative).")
     seed: int = setting(0, "Seed of the probe draw.")
-    threshold: float = setting(0.85, "An environment passes a checker when its pass_acc reaches this (EnvScaler: 0.85).")
+    threshold: float = setting(
+        0.85, "An environment passes a checker when its pass_acc reaches this (EnvScaler: 0.85).")
 
     def __post_init__(self) -> None:
         if self.probes_per_env < 1:
@@ -148,7 +154,8 @@ def probe_picks(layout: DataLayout, probes_per_env: int, seed: int) -> list[tupl
             """WITH s AS (
                    SELECT step_id, env_id, CASE WHEN outcome = 'success' THEN 'positive' ELSE 'negative' END AS polarity
                    FROM read_parquet(?)),
-               r AS (SELECT *, row_number() OVER (PARTITION BY env_id, polarity ORDER BY md5(? || step_id), step_id) AS k
+               r AS (SELECT *, row_number() OVER (PARTITION BY env_id, polarity
+                                                  ORDER BY md5(? || step_id), step_id) AS k
                      FROM s),
                o AS (SELECT *, row_number() OVER (PARTITION BY env_id ORDER BY k, polarity DESC) AS n FROM r)
                SELECT step_id, polarity FROM o WHERE n <= ? ORDER BY env_id, n""",
@@ -158,7 +165,8 @@ def probe_picks(layout: DataLayout, probes_per_env: int, seed: int) -> list[tupl
     return [(str(s), str(p)) for s, p in rows]
 
 
-def probe_samples(layout: DataLayout, settings: YieldSettings) -> tuple[str, list[dict[str, Any]]]:
+def probe_samples(layout: DataLayout, settings: YieldSettings,
+                  materialize: Materialize) -> tuple[str, list[dict[str, Any]]]:
     """(corpus fingerprint, the probe samples): materialised once per fingerprint and settings at
     ``layout.quality_probes`` (full states rebuilt, verified, as a split's samples are)."""
     fingerprint = input_fingerprint(layout)
@@ -166,7 +174,7 @@ def probe_samples(layout: DataLayout, settings: YieldSettings) -> tuple[str, lis
     path = layout.quality_probes(key)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        materialize_samples(layout, probe_picks(layout, settings.probes_per_env, settings.seed), layout.strata, path)
+        materialize(layout, probe_picks(layout, settings.probes_per_env, settings.seed), layout.strata, path)
     samples = pq.read_table(path).to_pylist()
     return key, with_env_code(layout, samples)
 
@@ -234,7 +242,7 @@ def env_rows(spec: SimulatorSpec, results: Sequence[dict[str, Any]], samples: Se
     return rows
 
 
-def environment_yield(layout: DataLayout, checkers: Sequence[SimulatorSpec],
+def environment_yield(layout: DataLayout, checkers: Sequence[SimulatorSpec], materialize: Materialize,
                       settings: YieldSettings = YieldSettings()) -> YieldReport:
     """Score every checker on the probe sets and write its rows to ``layout.env_yield(<checker>)`` (the
     ``env_yield`` view). Needs the strata table (``step_strata``); reads the executor's verdicts from
@@ -244,7 +252,7 @@ def environment_yield(layout: DataLayout, checkers: Sequence[SimulatorSpec],
     names = [spec.results_name for spec in checkers]
     if len(set(names)) != len(names):
         raise ValueError(f"two checkers share a name: {sorted({n for n in names if names.count(n) > 1})}")
-    key, samples = probe_samples(layout, settings)
+    key, samples = probe_samples(layout, settings, materialize)
     fingerprint = key.split("-n", 1)[0]
     verdicts = _executor_verdicts(layout)
     report = YieldReport(fingerprint, settings, len(samples))
@@ -275,10 +283,11 @@ def _rejection(row: dict[str, Any]) -> str:
 
 
 def gate(layout: DataLayout, checkers: Sequence[SimulatorSpec], corpora: Sequence[EnvScalerCorpus],
-         settings: YieldSettings = YieldSettings(), gate_checker: str | None = None) -> tuple[YieldReport, AcceptedCorpus]:
+         materialize: Materialize, settings: YieldSettings = YieldSettings(),
+         gate_checker: str | None = None) -> tuple[YieldReport, AcceptedCorpus]:
     """The gate: every checker's yield (:func:`environment_yield`), then the accepted corpus of the gate
     checker (``gate_checker``, a checker's name; default: the first) exported from ``corpora``."""
-    report = environment_yield(layout, checkers, settings)
+    report = environment_yield(layout, checkers, materialize, settings)
     chosen = next((c for c in report.checkers if gate_checker in (c.spec.name, c.spec.results_name)), None)
     if gate_checker is not None and chosen is None:
         raise ValueError(f"gate_checker {gate_checker!r} is not one of the checkers: "

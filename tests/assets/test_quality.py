@@ -8,7 +8,12 @@ from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
 from assets.quality import environment_report, environment_yield
-from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, EnvScalerCorpusConfig
+from resources import (
+    CompositionResource,
+    DataStoreResource,
+    EnvironmentSourcesResource,
+    EnvScalerCorpusConfig,
+)
 from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
 
 

@@ -18,8 +18,16 @@ from pipeline.envs.config import EnvScalerCorpus
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.quality.environment_report import environment_report
 from pipeline.quality.environment_yield import (
-    CALL_FAIL, CALL_PASS, CALL_WARNING, YieldSettings, call_status, environment_yield, gate, probe_picks,
+    CALL_FAIL,
+    CALL_PASS,
+    CALL_WARNING,
+    YieldSettings,
+    call_status,
+    environment_yield,
+    gate,
+    probe_picks,
 )
+from pipeline.select.samples import materialize_samples
 from pipeline.select.stratify import input_fingerprint
 from pipeline.store import catalog, warehouse
 from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
@@ -31,7 +39,7 @@ ANCHORS = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_c
 def gated(tmp_path_factory, sandbox):
     layout, corpus = build_defect_layout(tmp_path_factory.mktemp("yield"))
     environment_report(layout)
-    report, accepted = gate(layout, ANCHORS, [corpus], YieldSettings(probes_per_env=8))
+    report, accepted = gate(layout, ANCHORS, [corpus], materialize_samples, YieldSettings(probes_per_env=8))
     return layout, corpus, report, accepted
 
 
@@ -88,17 +96,17 @@ def test_yield_rows_land_in_duckdb_versioned(gated):
 
 def test_a_rerun_resumes_and_a_new_threshold_is_a_new_verdict(gated):
     layout = gated[0]
-    again = environment_yield(layout, ANCHORS[:1], YieldSettings(probes_per_env=8, threshold=1.0))
+    again = environment_yield(layout, ANCHORS[:1], materialize_samples, YieldSettings(probes_per_env=8, threshold=1.0))
     [oracle] = again.checkers
     assert all(r["threshold"] == 1.0 and r["checker_verdict"] == "pass" for r in oracle.rows)
     with pytest.raises(ValueError, match="threshold"):
         YieldSettings(threshold=1.5)
     with pytest.raises(ValueError, match="unknown simulator kind"):
-        environment_yield(layout, [SimulatorSpec(name="x", kind="nope")])
+        environment_yield(layout, [SimulatorSpec(name="x", kind="nope")], materialize_samples)
 
 
 def test_the_accepted_corpus_is_the_good_environments_in_envscalers_layout_and_loads(gated):
-    layout, corpus, _, accepted = gated
+    _, corpus, _, accepted = gated
     assert accepted.environments == sorted(GOOD) and accepted.scenarios == 2 * len(GOOD)
     items = json.loads((accepted.directory / "envscaler" / "env_metadata.json").read_text())
     given = json.loads(Path(corpus.env_items).read_text())
@@ -122,4 +130,4 @@ def test_the_accepted_corpus_is_the_good_environments_in_envscalers_layout_and_l
 def test_an_unknown_gate_checker_is_named(gated):
     layout, corpus, _, _ = gated
     with pytest.raises(ValueError, match="gate_checker 'judge' is not one of the checkers: oracle"):
-        gate(layout, ANCHORS[:1], [corpus], YieldSettings(probes_per_env=8), gate_checker="judge")
+        gate(layout, ANCHORS[:1], [corpus], materialize_samples, YieldSettings(probes_per_env=8), gate_checker="judge")

@@ -17,6 +17,7 @@ from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.quality.environment_report import environment_report
 from pipeline.quality.environment_yield import YieldSettings, environment_yield
 from pipeline.rollouts import store as rollout_store
+from pipeline.select.samples import materialize_samples
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store import catalog, warehouse
 from pipeline.store.duck import connect_file, open_data_root
@@ -54,7 +55,7 @@ def full_root(default_layout, tmp_path_factory):
     rollout_store.write_run(layout, "r1", [step], [{"run_id": "r1", "rollout_id": "x", "status": "done", "steps": 1}])
     environment_report(layout)  # the quality gate's tables: env_quality, env_tool_quality, env_yield (two checkers)
     environment_yield(layout, [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")],
-                      YieldSettings(probes_per_env=2))
+                      materialize_samples, YieldSettings(probes_per_env=2))
     with connect_file(layout.duckdb) as con:
         warehouse.sync(con, layout)
         results.load_run(con, _eval_rows(layout, second.version), f"oracle@{second.version}")

@@ -253,7 +253,8 @@ GOOD = ["envscaler/journal", "envscaler/notes", "envscaler/shelf"]
 def defect_corpus(scenarios_per_env: int = 2) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The environments (planted-bad and good) and their scenarios."""
     cls, code, tools = TINY["notes"]
-    items = {"notes": env_item(cls, code, tools), "shelf": env_item("Shelf", SHELF), "journal": env_item("Journal", JOURNAL)}
+    items = {"notes": env_item(cls, code, tools), "shelf": env_item("Shelf", SHELF),
+             "journal": env_item("Journal", JOURNAL)}
     items.update({
         "ledger": env_item("Ledger", LEDGER),
         "kiosk": env_item("Kiosk", KIOSK, KIOSK_TOOLS),
