@@ -23,7 +23,7 @@ from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
 
 pytestmark = pytest.mark.slow
 MODEL = base_models.DEFAULT_MODEL
-PROBES = 2
+PROBES = 1
 
 
 def test_smollm2_is_a_checker_of_the_gate_end_to_end(tmp_path, sandbox, train_python):  # noqa: F811
@@ -37,7 +37,7 @@ def test_smollm2_is_a_checker_of_the_gate_end_to_end(tmp_path, sandbox, train_py
                      llamafactory_cli=cli, llamafactory_python=python, infer_dtype="float32")
     with serve(spec, layout.jobs / "gate-checker", print) as endpoint:
         smol = SimulatorSpec(name=name, kind="openai", model=name, base_url=endpoint.base_url, api_key_env="",
-                             max_tokens=48, concurrency=1, timeout_s=600, max_retries=1, weights_id=wid)
+                             max_tokens=32, concurrency=1, timeout_s=600, max_retries=1, weights_id=wid)
         anchors = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
         report, accepted = gate(layout, [*anchors, smol], [corpus], materialize_samples,
                                 YieldSettings(probes_per_env=PROBES),
