@@ -43,7 +43,7 @@ from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
 
-PASS, FAIL = "pass", "fail"
+PASS, FAIL, UNTESTED = "pass", "fail", "untested"  # untested: in the catalog, no call executed
 DETERMINISTIC, UNCHECKED = "deterministic", "unchecked"
 NONDETERMINISTIC, QUARANTINED = "non-deterministic", "quarantined"
 #: markers of values that are not plain JSON in a canonical state (pipeline.core.canonical)
@@ -184,7 +184,7 @@ class EnvRow:
 
     @property
     def verdict(self) -> str:
-        return FAIL if self.problems else PASS
+        return FAIL if self.problems else PASS if self.steps else UNTESTED
 
 
 @dataclass
@@ -209,8 +209,11 @@ class EnvironmentReport:
         return [e for e in ranked[:n] if e["verdict"] == FAIL]
 
     def headline(self) -> str:
-        return (f"{len(self.envs) - len(self.failing)} of {len(self.envs)} environments pass the executor's checks"
-                + (f"; failing: {len(self.failing)}" if self.failing else ""))
+        untested = sum(e["verdict"] == UNTESTED for e in self.envs)
+        passing = sum(e["verdict"] == PASS for e in self.envs)
+        return (f"{passing} of {len(self.envs)} environments pass the executor's checks"
+                + (f"; failing: {len(self.failing)}" if self.failing else "")
+                + (f"; untested (no steps): {untested}" if untested else ""))
 
 
 def _catalog(layout: DataLayout) -> dict[str, tuple[str, list[str]]]:
@@ -403,13 +406,12 @@ def _judge(envs: dict[str, EnvRow], tools: dict[tuple[str, str], ToolRow], th: T
             row.problems.append("schema/code mismatch: " + "; ".join(_mismatch_text(t) for t in mismatched))
         if th.require_state_change and row.steps and row.max_delta == 0:
             row.problems.append(f"cannot change state: none of {row.steps} calls changed it")
-        if not row.steps and not row.not_loaded:
-            row.problems.append("no steps: no call of this environment was executed")
         error_tools = ", ".join(f"{t.tool} ({t.error_steps})" for t in sorted(own, key=lambda t: -t.error_steps)
                                 if t.error_steps)
         out_envs.append({
             "env_id": env_id, "source": row.source, "verdict": row.verdict,
-            "main_problem": row.problems[0] if row.problems else None,
+            "main_problem": row.problems[0] if row.problems else None if row.steps or row.not_loaded else
+            "no steps: no call of this environment was executed (not judged)",
             "problems": "; ".join(row.problems) or None, "tools": row.tools, "tools_used": row.tools_used,
             "scenarios": row.scenarios, "steps": row.steps, "success_steps": row.success_steps,
             "failure_steps": row.failure_steps, "error_steps": row.error_steps,

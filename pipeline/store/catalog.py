@@ -201,7 +201,8 @@ _MEANINGS: dict[str, str] = {
     "mean_drift": "Mean drift per step.",
     "diverged_pct": "Percent of steps taken after a divergence.",
     # the corpus quality gate
-    "verdict": "The executor's verdict on the environment: pass or fail (docs/evaluation.md \"The corpus quality gate\").",
+    "verdict": "The executor's verdict on the environment: pass, fail, or untested (in the catalog, no step) "
+               "(docs/evaluation.md \"The corpus quality gate\").",
     "main_problem": "The first problem of a failing environment (NULL when it passes).",
     "problems": "Every problem of a failing environment, in priority order, separated by '; '.",
     "tools_used": "Distinct tools called in the environment's steps.",

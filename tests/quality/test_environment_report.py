@@ -115,6 +115,8 @@ def test_state_problems_name_values_that_are_not_plain_json(tmp_path):
     report = environment_report(layout, write=False)
     [odd] = report.envs
     assert odd["env_id"] == "envscaler/odd" and "not plain JSON" in odd["state_problems"]
+    # no call of it executed: not judged (a catalog environment exploration never reached is no defect)
+    assert odd["verdict"] == "untested" and odd["main_problem"].startswith("no steps") and report.failing == []
 
 
 def test_the_rows_are_in_duckdb_commented_and_the_summary_names_the_worst(gated):
