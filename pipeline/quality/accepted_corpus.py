@@ -110,9 +110,9 @@ def export_accepted(layout: DataLayout, corpora: Sequence[EnvScalerCorpus], acce
     out.card = {**card, "environments": len(out.environments), "scenarios": out.scenarios,
                 "accepted": out.environments, "accepted_not_exportable": not_exportable,
                 "rejected": dict(sorted((rejected or {}).items()))}
-    # JSON is YAML: `./forge run -c run.yaml` reads it; only the accepted corpora, no bfcl, no builtin pack
-    _write_json(out.run_config, {"resources": {"sources": {"config": {
-        "builtin": False, "bfcl_categories": [], "envscaler": run_corpora}}}})
+    if out.environments:  # JSON is YAML: `./forge run -c run.yaml` reads it; the accepted corpora, no bfcl, no builtin
+        _write_json(out.run_config, {"resources": {"sources": {"config": {
+            "builtin": False, "bfcl_categories": [], "envscaler": run_corpora}}}})
     _write_json(out.directory / CARD_FILE, out.card)
     with atomic_path(out.directory / "CARD.md") as tmp:
         tmp.write_text(card_markdown(out.card))
@@ -140,5 +140,8 @@ def card_markdown(card: dict[str, Any]) -> str:
         lines += ["## Rejected", "", md_records([{"environment": env, "main problem": why or ""}
                                                  for env, why in card["rejected"].items()],
                                                 ["environment", "main problem"], limit=10_000), ""]
-    lines += ["Rerun the pipeline on it: `./forge run -c run.yaml` (this folder's)."]
+    if card.get("environments"):
+        lines += ["Rerun the pipeline on it: `./forge run -c run.yaml` (this folder's)."]
+    else:
+        lines += ["No environment of an EnvScaler-format corpus was accepted: nothing to rerun (no `run.yaml`)."]
     return "\n".join(lines) + "\n"
