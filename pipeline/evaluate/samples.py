@@ -34,7 +34,8 @@ def load_samples(layout: DataLayout, version: str | None = None, kind: str = BEN
     return version, samples
 
 
-def with_env_code(layout: DataLayout, samples: list[dict[str, Any]], split_dir: Path | None = None) -> list[dict[str, Any]]:
+def with_env_code(layout: DataLayout, samples: list[dict[str, Any]],
+                  split_dir: Path | None = None) -> list[dict[str, Any]]:
     """``samples`` with the whole class source of their environment in ``env_code`` (the ``envsimbench`` prompt
     template shows it; ``split_dir``: an imported split's published code)."""
     codes = env_codes(layout, {s["env_id"] for s in samples}, split_dir)

@@ -54,8 +54,8 @@ def full_root(default_layout, tmp_path_factory):
             "fm": True, "cm": True, "drift": 0, "parse_ok": True}
     rollout_store.write_run(layout, "r1", [step], [{"run_id": "r1", "rollout_id": "x", "status": "done", "steps": 1}])
     environment_report(layout)  # the quality gate's tables: env_quality, env_tool_quality, env_yield (two checkers)
-    environment_yield(layout, [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")],
-                      materialize_samples, YieldSettings(probes_per_env=2))
+    anchors = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
+    environment_yield(layout, anchors, materialize_samples, YieldSettings(probes_per_env=2))
     with connect_file(layout.duckdb) as con:
         warehouse.sync(con, layout)
         results.load_run(con, _eval_rows(layout, second.version), f"oracle@{second.version}")
