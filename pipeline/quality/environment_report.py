@@ -392,6 +392,10 @@ def _judge(envs: dict[str, EnvRow], tools: dict[tuple[str, str], ToolRow], th: T
             row.problems.append(f"not loaded: {row.not_loaded}")
         if row.determinism in (NONDETERMINISTIC, QUARANTINED) and not th.allow_nondeterministic:
             row.problems.append(f"{row.determinism}: {row.quarantine_reason or ''}".rstrip(": "))
+        mismatched = [t for t in own if t.schema_only or t.code_only or t.details]
+        mismatches = sum(max(t.mismatches, 1) for t in mismatched)
+        if mismatches > th.max_mismatches:
+            row.problems.append("schema/code mismatch: " + "; ".join(_mismatch_text(t) for t in mismatched))
         broken = [t for t in own if t.steps >= th.min_tool_steps and t.error_share >= th.broken_tool_share]
         for t in broken:
             row.problems.append(f"tool {t.tool} always raises ({t.top_exception})" if t.error_share >= 1.0 else
@@ -400,10 +404,6 @@ def _judge(envs: dict[str, EnvRow], tools: dict[tuple[str, str], ToolRow], th: T
             worst = Counter({t.tool: t.error_steps for t in own if t.error_steps}).most_common(1)
             row.problems.append(f"{row.error_share:.0%} of {row.steps} steps raise (> {th.max_error_share:.0%})"
                                 + (f", most in {worst[0][0]}" if worst else ""))
-        mismatched = [t for t in own if t.schema_only or t.code_only or t.details]
-        mismatches = sum(max(t.mismatches, 1) for t in mismatched)
-        if mismatches > th.max_mismatches:
-            row.problems.append("schema/code mismatch: " + "; ".join(_mismatch_text(t) for t in mismatched))
         if th.require_state_change and row.steps and row.max_delta == 0:
             row.problems.append(f"cannot change state: none of {row.steps} calls changed it")
         error_tools = ", ".join(f"{t.tool} ({t.error_steps})" for t in sorted(own, key=lambda t: -t.error_steps)

@@ -3,8 +3,10 @@ quality gate must name each defect on the right environment and tool, fail the p
 pass the good ones.
 
 - ``ledger`` (``Ledger.post_entry``): a tool that always raises (``KeyError``: it reads a book that never exists);
-- ``kiosk`` (``Kiosk.sell`` / ``Kiosk.refund``): the schema of ``sell`` declares ``note``, which the code does not
-  accept; ``refund`` requires ``reason``, which its schema does not declare;
+- ``kiosk`` (``Kiosk.sell`` / ``Kiosk.refund`` / ``Kiosk.note_sale``): the schema of ``sell`` declares ``note``,
+  which the code does not accept; ``refund`` requires ``reason``, which its schema does not declare (both caught
+  by the loader's check of the schemas); ``note_sale(**fields)`` passes its schema's ``memo`` on to a method that
+  does not take it (a ``TypeError`` at every call: only the calls show it);
 - ``gallery`` (``Gallery``): read-only, no call can change its state;
 - ``tagger`` (``Tagger.tag``): non-deterministic, it stores a fresh object's address;
 - ``notes`` (:data:`tests.support.user_corpora.TINY`), ``shelf`` and ``journal``: the good ones.
@@ -128,6 +130,14 @@ class Kiosk:
         """
         self.stock[item] = self.stock.get(item, 0) + 1
         return {"success": True}
+
+    def note_sale(self, **fields):
+        """Note a sale (the fields go to _note)."""
+        return self._note(**fields)
+
+    def _note(self, text: str):
+        self.till += 0
+        return {"success": True, "data": text}
 '''
 
 KIOSK_TOOLS = [
@@ -136,6 +146,7 @@ KIOSK_TOOLS = [
         ["item", "count", "note"]),
     _fn("refund", "Take one unit back.", {"item": {"type": "string"}}, ["item"]),
     _fn("restock", "One more unit.", {"item": {"type": "string"}}, ["item"]),
+    _fn("note_sale", "Note a sale.", {"memo": {"type": "string"}}, ["memo"]),
 ]
 
 GALLERY = '''
