@@ -18,14 +18,14 @@ prepare_process()  # first, before anything imports pyarrow
 
 import dagster as dg  # noqa: E402
 
-from assets import automation, collection, environments, envsimbench, evaluation, export, labeling, selection, simulation, training  # noqa: E402
+from assets import automation, collection, environments, envsimbench, evaluation, export, labeling, quality, selection, simulation, training  # noqa: E402
 from assets.executors import executor_for  # noqa: E402
 from assets.partitions import PARTITIONED, partitioned, shards_partitions  # noqa: E402
 from pipeline.core.settings import Settings, settings  # noqa: E402
 from resources.sets import resources_for  # noqa: E402
 
 #: the asset modules of every shape; ``training`` joins them when a launcher is set
-MODULES = (environments, collection, labeling, selection, export, evaluation, simulation, envsimbench)
+MODULES = (environments, collection, labeling, selection, quality, export, evaluation, simulation, envsimbench)
 
 _NOT_MAIN = dg.AssetSelection.groups("training", "simulation", "envsimbench")
 

@@ -24,6 +24,7 @@ from pipeline.store.layout import DataLayout
 from pipeline.labeling.quarantine import blocking, failed_checks
 from pipeline.labeling.empty import why_empty
 from pipeline.labeling.steps import describe_inflight
+from pipeline.quality.environment_report import summary_lines as quality_lines
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK, check_outcomes
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.select.selection import composition_in_force, strata_report
@@ -155,6 +156,8 @@ def summary(layout: DataLayout, dagster_run_id: str | None = None,
     _say()
     report_splits(layout, dagster_run_id)
     report_evaluation(evaluation or {}, eval_version)
+    for line in quality_lines(layout):  # the worst environments with their main problem (docs/evaluation.md)
+        _say(console_text(line))
     # every export where its writer recorded it (ExportConfig.directory, the rollouts' directory, or export/)
     exports = [directory / "README.md" for directory in layout.recorded_exports().values()]
     for card in sorted(c for c in exports if c.exists()):

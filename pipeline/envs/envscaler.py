@@ -152,6 +152,11 @@ def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | Non
         yield path.name, None, "expected a JSON object or list"
 
 
+def read_records(path: Path) -> Iterator[tuple[str, Any | None, str | None]]:
+    """The raw records of a released file, as the loaders read them: (origin, object, error)."""
+    return _load_json_or_jsonl(Path(path))
+
+
 def load_env_items(path: Path, prefix: str = SOURCE, license: str = "") -> Iterator[EnvItem | TaskIssue]:
     """Read an env-items file: ``{env_id: item}``, or a list of records with ``env_id`` (the Hub release)."""
     for origin, doc, err in _load_json_or_jsonl(Path(path)):

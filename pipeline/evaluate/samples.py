@@ -5,6 +5,7 @@ key order: the ``envsimbench`` prompt shows them byte for byte as the reference 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -23,13 +24,21 @@ def load_samples(layout: DataLayout, version: str | None = None, kind: str = BEN
     frame = pd.read_parquet(store.samples(version))
     if max_samples is not None:
         frame = frame.sort_values("position").head(max_samples)
-    samples = frame.to_dict("records")
-    codes = env_codes(layout, {s["env_id"] for s in samples}, store.dir(version))
+    samples = with_env_code(layout, frame.to_dict("records"), store.dir(version))
     published = published_texts(store.dir(version))  # an imported split: the texts as published
     for sample in samples:
-        sample["env_code"] = codes.get(sample["env_id"])
         texts = published.get(sample["step_id"])
         if texts:
             sample["published_state_json"] = texts.get("state_before_json")
             sample["published_arguments_json"] = texts.get("arguments_json")
     return version, samples
+
+
+def with_env_code(layout: DataLayout, samples: list[dict[str, Any]],
+                  split_dir: Path | None = None) -> list[dict[str, Any]]:
+    """``samples`` with the whole class source of their environment in ``env_code`` (the ``envsimbench`` prompt
+    template shows it; ``split_dir``: an imported split's published code)."""
+    codes = env_codes(layout, {s["env_id"] for s in samples}, split_dir)
+    for sample in samples:
+        sample["env_code"] = codes.get(sample["env_id"])
+    return samples

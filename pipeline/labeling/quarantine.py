@@ -18,6 +18,7 @@ blocking: the check fails with severity ERROR and the summary exits non-zero.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,24 @@ def excluded_files(layout: DataLayout) -> list[str]:
         if parts <= current:
             out.append(str(path))
     return out
+
+
+def input_fingerprint(layout: DataLayout) -> str:
+    """Content fingerprint of the labeled steps (their parts are named by content keys) and of the
+    steps the determinism check excluded (when it excluded any)."""
+    parts = sorted(Path(p).name for p in layout.step_parts())
+    excluded = _excluded_ids(layout)
+    if excluded:
+        parts.append("nondeterministic:" + hashlib.blake2b("\n".join(excluded).encode(), digest_size=8).hexdigest())
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
+
+
+def _excluded_ids(layout: DataLayout) -> list[str]:
+    files = excluded_files(layout)
+    if not files:
+        return []
+    rows = connect().execute("SELECT DISTINCT step_id FROM read_parquet(?) ORDER BY step_id", [files]).fetchall()
+    return [r[0] for r in rows]
 
 
 def failed_checks(layout: DataLayout) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ of the step parts — identifies the labeled data a split was drawn from.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.labeling.determinism import excluded_files
+from pipeline.labeling.quarantine import input_fingerprint
 from pipeline.labeling.empty import why_empty
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
@@ -41,24 +41,6 @@ class StrataReport:
     fingerprint: str
     steps: int
     usable: int
-
-
-def input_fingerprint(layout: DataLayout) -> str:
-    """Content fingerprint of the labeled steps (their parts are named by content keys) and of the
-    steps the determinism check excluded (when it excluded any)."""
-    parts = sorted(Path(p).name for p in layout.step_parts())
-    excluded = _excluded_ids(layout)
-    if excluded:
-        parts.append("nondeterministic:" + hashlib.blake2b("\n".join(excluded).encode(), digest_size=8).hexdigest())
-    return hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
-
-
-def _excluded_ids(layout: DataLayout) -> list[str]:
-    files = excluded_files(layout)
-    if not files:
-        return []
-    rows = connect().execute("SELECT DISTINCT step_id FROM read_parquet(?) ORDER BY step_id", [files]).fetchall()
-    return [r[0] for r in rows]
 
 
 def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> StrataReport:

@@ -49,6 +49,15 @@ TABLES: dict[str, str] = {
                      "shadowing it (FM, CM, drift).",
     "rollouts": "One row per simulated rollout: how it ended, its first divergence and drift.",
     "rollout_by": "Rollout step metrics of each run broken down by one key (the view's suffix).",
+    "env_quality": "One row per environment (the corpus quality gate, data/quality/env_quality.parquet): tools and "
+                   "scenarios used, steps by outcome, determinism, max |Δ| and the cells it can fill, schema/code "
+                   "mismatches, state problems, and the executor's verdict with its main problem.",
+    "env_tool_quality": "One row per environment and tool: steps by outcome, the most frequent exception with an "
+                        "example call, and the arguments the schema and the code disagree on.",
+    "env_yield": "One row per checker and environment (data/quality/env_yield/<checker>.parquet): the checker's "
+                 "agreement with the executor on the environment's probe set (FM, CM, cm_reference, EnvScaler's "
+                 "pass_acc / not_fail_acc), its verdict at the threshold, the executor's verdict beside it, and the "
+                 "checker's yield, tokens and wall time.",
 }
 
 #: column name -> description, the same in every table and view that has the column: the step and sample
@@ -191,6 +200,53 @@ _MEANINGS: dict[str, str] = {
     "state_match_pct": "Percent of steps whose simulated state matches the real one.",
     "mean_drift": "Mean drift per step.",
     "diverged_pct": "Percent of steps taken after a divergence.",
+    # the corpus quality gate
+    "verdict": "The executor's verdict on the environment: pass, fail, or untested (in the catalog, no step) "
+               "(docs/evaluation.md \"The corpus quality gate\").",
+    "main_problem": "The first problem of a failing environment (NULL when it passes).",
+    "problems": "Every problem of a failing environment, in priority order, separated by '; '.",
+    "tools_used": "Distinct tools called in the environment's steps.",
+    "scenarios": "Distinct scenarios (tasks) the environment's steps ran.",
+    "success_steps": "Steps labeled success.",
+    "failure_steps": "Steps labeled failure.",
+    "error_steps": "Steps labeled error (the call raised).",
+    "error_share": "Share (0-1) of the steps labeled error.",
+    "error_tools": "Tools with error steps and their counts, most first.",
+    "determinism": "deterministic (checked), unchecked, non-deterministic or quarantined (Δ does not verify).",
+    "quarantine_reason": "Why the environment is non-deterministic or quarantined (NULL otherwise).",
+    "max_delta": "Largest |Δ| of the steps.",
+    "cells": "Benchmark cells of the composition in force its steps can fill (comma-separated).",
+    "cells_reached": "Number of those cells.",
+    "mismatches": "Schema/code mismatches: arguments the schema declares that the code rejects, and the reverse.",
+    "mismatch_detail": "The mismatches, per tool.",
+    "state_problems": "Values that are not plain JSON in its states, an oversized initial state (NULL when none).",
+    "max_state_bytes": "Size of the largest initial state (canonical JSON, bytes).",
+    "in_catalog": "Whether the tool is in the catalog (false: its schema was dropped at load, see mismatch_detail).",
+    "top_exception": "The most frequent exception of the tool's error steps (type: message).",
+    "top_exception_steps": "Steps that raised it.",
+    "example_step": "One step that raised it.",
+    "example_call": "That step's call.",
+    "schema_only_args": "Arguments the schema declares that the code rejects.",
+    "code_only_args": "Arguments the code requires that the schema does not declare.",
+    "checker": "The checker (a simulator: its name, with its weights id when known).",
+    "corpus_fingerprint": "Fingerprint of the step table the probes were drawn from.",
+    "threshold": "pass_acc an environment needs to pass the checker.",
+    "probes_per_env": "Probe calls drawn per environment.",
+    "probes": "Probe calls of the environment.",
+    "positives": "Probes whose call succeeded (EnvScaler's positive cases).",
+    "negatives": "Probes whose call failed or raised (negative cases).",
+    "request_failures": "Probes whose request failed (in no denominator).",
+    "pass_count": "Probes the checker got right on observation and state (FM and CM): EnvScaler's pass.",
+    "warning_count": "Probes right on one of observation and state: EnvScaler's warning.",
+    "fail_count": "Probes right on neither: EnvScaler's fail.",
+    "pass_acc": "EnvScaler's pass_acc: pass / answered probes.",
+    "not_fail_acc": "EnvScaler's not_fail_acc: (pass + warning) / answered probes.",
+    "checker_verdict": "pass when pass_acc reaches the threshold, else fail (NULL: no probe answered).",
+    "executor_verdict": "The executor's verdict (env_quality.verdict), never mixed into the checker's score.",
+    "executor_problem": "The executor's main problem (env_quality.main_problem).",
+    "accepted": "Whether the environment passes both the checker and the executor (the accepted corpus).",
+    "checker_yield": "Share (0-1) of the environments that pass the checker.",
+    "checker_seconds": "Wall-clock seconds the checker took on the probe sets.",
 }
 COLUMNS: Described = Described({**_MEANINGS, **COLUMN_DOCS.meanings})
 
@@ -206,6 +262,18 @@ TABLE_COLUMNS: dict[tuple[str, str], str] = {
     ("rollouts", "steps"): "Steps in the rollout.",
     ("rollouts", "status"): "How the rollout ended.",
     ("eval_results", "status"): "answered or request_failed.",
+    ("env_quality", "tools"): "Tools of the environment in the catalog.",
+    ("env_quality", "steps"): "Labeled steps of the environment.",
+    ("env_quality", "input_fingerprint"): "Fingerprint of the step table the report was computed from.",
+    ("env_tool_quality", "steps"): "Labeled steps calling the tool.",
+    ("env_tool_quality", "max_delta"): "Largest |Δ| of the tool's steps.",
+    ("env_tool_quality", "input_fingerprint"): "Fingerprint of the step table the report was computed from.",
+    ("env_yield", "kind"): "The checker's simulator kind (oracle, no_change, openai, recorded, …).",
+    ("env_yield", "fm"): "Share (0-1) of the answered probes with Feedback Match.",
+    ("env_yield", "cm"): "Share (0-1) of the answered probes with exact Config Match.",
+    ("env_yield", "cm_reference"): "Share (0-1) of the answered probes with CM as the EnvSimBench code computes it.",
+    ("env_yield", "answered"): "Probes the checker answered (request succeeded).",
+    ("env_yield", "seed"): "Seed of the probe draw.",
 }
 
 

@@ -178,6 +178,39 @@ class DataLayout:
         return self.eval_dir(version) / f"{safe_name(simulator, 'simulator name')}.jsonl"
 
     @property
+    def quality_dir(self) -> Path:
+        """``quality/``: the corpus quality gate (environment report, simulator-judged yield, accepted corpus)."""
+        return self.root / "quality"
+
+    @property
+    def env_quality(self) -> Path:
+        """``quality/env_quality.parquet``: one row per environment (the executor's report card and verdict)."""
+        return self.quality_dir / "env_quality.parquet"
+
+    @property
+    def env_tool_quality(self) -> Path:
+        """``quality/env_tool_quality.parquet``: one row per (environment, tool)."""
+        return self.quality_dir / "env_tool_quality.parquet"
+
+    def quality_probes(self, fingerprint: str) -> Path:
+        """``quality/probes/<corpus fingerprint>.parquet``: the stratified probe samples the checkers score."""
+        return self.quality_dir / "probes" / f"{safe_name(fingerprint, 'corpus fingerprint')}.parquet"
+
+    def yield_results(self, fingerprint: str, checker: str) -> Path:
+        """``quality/checks/<fingerprint>/<checker>.jsonl``: a checker's per-probe results (resumable)."""
+        return (self.quality_dir / "checks" / safe_name(fingerprint, "corpus fingerprint")
+                / f"{safe_name(checker, 'checker name')}.jsonl")
+
+    def env_yield(self, checker: str) -> Path:
+        """``quality/env_yield/<checker>.parquet``: a checker's per-environment verdicts (the ``env_yield`` view)."""
+        return self.quality_dir / "env_yield" / f"{safe_name(checker, 'checker name')}.parquet"
+
+    @property
+    def accepted_corpus(self) -> Path:
+        """``quality/accepted/``: the environments that pass the gate and their scenarios, in EnvScaler's layout."""
+        return self.quality_dir / "accepted"
+
+    @property
     def environments(self) -> Path:
         return self.root / "environments.parquet"
 

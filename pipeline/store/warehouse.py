@@ -95,6 +95,12 @@ def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
         views["environments"] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.environments, relative))})"
     if layout.strata.exists():
         views["strata"] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.strata, relative))})"
+    for name, path in (("env_quality", layout.env_quality), ("env_tool_quality", layout.env_tool_quality)):
+        if path.exists():
+            views[name] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, path, relative))})"
+    if list(layout.env_yield("x").parent.glob("*.parquet")):
+        where = _in_root(layout, layout.env_yield("x").parent, relative)
+        views["env_yield"] = f"SELECT * FROM read_parquet({_sql_path(where + '/*.parquet')}, union_by_name = true)"
     for kind in SPLIT_KINDS:
         select = _samples_view(layout, kind, relative)
         if select:

@@ -13,7 +13,11 @@ import pytest
 
 from pipeline.curriculum import mixture as curriculum
 from pipeline.evaluate import results
+from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.quality.environment_report import environment_report
+from pipeline.quality.environment_yield import YieldSettings, environment_yield
 from pipeline.rollouts import store as rollout_store
+from pipeline.select.samples import materialize_samples
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store import catalog, warehouse
 from pipeline.store.duck import connect_file, open_data_root
@@ -49,6 +53,9 @@ def full_root(default_layout, tmp_path_factory):
     step = {"run_id": "r1", "simulator": "oracle", "rollout_id": "x", "step_index": 0, "delta_size": 0, "delta_bucket": "0",
             "fm": True, "cm": True, "drift": 0, "parse_ok": True}
     rollout_store.write_run(layout, "r1", [step], [{"run_id": "r1", "rollout_id": "x", "status": "done", "steps": 1}])
+    environment_report(layout)  # the quality gate's tables: env_quality, env_tool_quality, env_yield (two checkers)
+    anchors = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
+    environment_yield(layout, anchors, materialize_samples, YieldSettings(probes_per_env=2))
     with connect_file(layout.duckdb) as con:
         warehouse.sync(con, layout)
         results.load_run(con, _eval_rows(layout, second.version), f"oracle@{second.version}")
@@ -189,7 +196,8 @@ def test_every_cookbook_query_runs(full_root):
     layout, first, second = full_root
     queries = _cookbook()
     text = " ".join(queries)
-    for needed in ("duckdb_columns()", "split_diff", "eval_results_strata", "parent_version"):
+    for needed in ("duckdb_columns()", "split_diff", "eval_results_strata", "parent_version", "env_yield",
+                   "env_tool_quality"):
         assert needed in text, f"the cookbook has no query using {needed}"
     with open_data_root(layout.root) as con:
         for query in queries:

@@ -1,0 +1,456 @@
+"""The report card of every environment, and the executor's verdict on it (issue 35; docs/evaluation.md
+"The corpus quality gate").
+
+One row per environment (:data:`ENV_QUALITY`) and one per (environment, tool) (:data:`TOOL_QUALITY`), computed
+with DuckDB over the labeled steps (streamed, never loaded whole), the trajectories' states, the catalog, the
+collection's issues and the determinism findings:
+
+* tools (declared, used) and scenarios used; steps by outcome; per tool its error steps with the most frequent
+  exception and one example call;
+* determinism: ``deterministic`` (checked), ``unchecked``, ``non-deterministic`` or ``quarantined`` (Δ does not
+  verify), with the reason (:mod:`pipeline.labeling.quarantine`);
+* strata reached: max |Δ| and the benchmark cells of the composition in force its steps can fill
+  (:mod:`pipeline.core.strata`);
+* schema/code mismatches: arguments the schema declares that the code rejects and arguments the code requires
+  that the schema omits, from the loader's static check of each tool schema against the method's signature
+  (the collection's ``tools`` issues; the code is parsed, never run, outside the sandbox) and from the calls
+  themselves (``TypeError: … unexpected keyword argument`` / ``missing … required … argument``);
+* state problems: values that are not plain JSON (``$repr``, ``$decimal``, ``$cycle``… markers of the canonical
+  state, docs/definitions.md §4.1) and the largest initial state.
+
+The verdict (``pass`` / ``fail`` and the ``main_problem``) applies :class:`Thresholds`: error share, a tool whose
+every call raises, non-determinism, mismatches, an environment no call changes. It is the executor's verdict
+alone: a checker's agreement (:mod:`pipeline.quality.environment_yield`) is reported beside it, never mixed in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.core.axes import AXES
+from pipeline.core.fields import setting
+from pipeline.core.strata import Composition
+from pipeline.labeling.quarantine import excluded_files, input_fingerprint
+from pipeline.store.duck import connect
+from pipeline.store.layout import DataLayout
+from pipeline.store.parquet_io import write_table
+
+PASS, FAIL, UNTESTED = "pass", "fail", "untested"  # untested: in the catalog, no call executed
+DETERMINISTIC, UNCHECKED = "deterministic", "unchecked"
+NONDETERMINISTIC, QUARANTINED = "non-deterministic", "quarantined"
+#: markers of values that are not plain JSON in a canonical state (pipeline.core.canonical)
+NON_JSON = r'"\$(repr|decimal|float|int|cycle|truncated|complex)"'
+_EXAMPLE_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When the executor fails an environment (each criterion can be relaxed)."""
+
+    max_error_share: float = setting(0.25, "Fail an environment whose share of error steps (exceptions) is above this.")
+    broken_tool_share: float = setting(
+        1.0, "Fail an environment with a tool whose share of error steps reaches this (1.0: every call raises).")
+    min_tool_steps: int = setting(3, "Steps a tool needs before its error share can call it broken.")
+    allow_nondeterministic: bool = setting(False, "Pass non-deterministic (and quarantined) environments.")
+    max_mismatches: int = setting(0, "Fail an environment with more schema/code mismatches than this.")
+    require_state_change: bool = setting(True, "Fail an environment in which no call changed the state.")
+    max_state_bytes: int = setting(1_000_000, "Report an initial state larger than this many bytes (not a failure).")
+
+
+ENV_QUALITY = pa.schema([
+    pa.field("env_id", pa.string(), nullable=False),
+    pa.field("source", pa.string()),
+    pa.field("verdict", pa.string(), nullable=False),
+    pa.field("main_problem", pa.string()),
+    pa.field("problems", pa.string()),
+    pa.field("tools", pa.int32()),
+    pa.field("tools_used", pa.int32()),
+    pa.field("scenarios", pa.int32()),
+    pa.field("steps", pa.int64()),
+    pa.field("success_steps", pa.int64()),
+    pa.field("failure_steps", pa.int64()),
+    pa.field("error_steps", pa.int64()),
+    pa.field("error_share", pa.float64()),
+    pa.field("error_tools", pa.string()),
+    pa.field("determinism", pa.string()),
+    pa.field("quarantine_reason", pa.string()),
+    pa.field("max_delta", pa.int32()),
+    pa.field("cells", pa.string()),
+    pa.field("cells_reached", pa.int32()),
+    pa.field("mismatches", pa.int32()),
+    pa.field("mismatch_detail", pa.string()),
+    pa.field("state_problems", pa.string()),
+    pa.field("max_state_bytes", pa.int64()),
+    pa.field("input_fingerprint", pa.string()),
+])
+
+TOOL_QUALITY = pa.schema([
+    pa.field("env_id", pa.string(), nullable=False),
+    pa.field("tool", pa.string(), nullable=False),
+    pa.field("in_catalog", pa.bool_()),
+    pa.field("steps", pa.int64()),
+    pa.field("success_steps", pa.int64()),
+    pa.field("failure_steps", pa.int64()),
+    pa.field("error_steps", pa.int64()),
+    pa.field("error_share", pa.float64()),
+    pa.field("top_exception", pa.string()),
+    pa.field("top_exception_steps", pa.int64()),
+    pa.field("example_step", pa.string()),
+    pa.field("example_call", pa.string()),
+    pa.field("max_delta", pa.int32()),
+    pa.field("schema_only_args", pa.string()),
+    pa.field("code_only_args", pa.string()),
+    pa.field("mismatch_detail", pa.string()),
+    pa.field("input_fingerprint", pa.string()),
+])
+
+_UNEXPECTED = re.compile(r"unexpected keyword argument '([^']+)'")
+_MISSING = re.compile(r"missing \d+ required (?:positional |keyword-only )?arguments?: (.+)")
+_DECLARES = re.compile(r"tool '([^']+)' declares parameter\(s\) \[([^\]]*)\]")
+_OMITS = re.compile(r"tool '([^']+)' omits required parameter\(s\) \[([^\]]*)\]")
+_TOOL = re.compile(r"tool '([^']+)'")
+_QUOTED = re.compile(r"'([^']+)'")
+
+
+@dataclass
+class ToolRow:
+    env_id: str
+    tool: str
+    in_catalog: bool = False
+    steps: int = 0
+    success_steps: int = 0
+    failure_steps: int = 0
+    error_steps: int = 0
+    top_exception: str | None = None
+    top_exception_steps: int = 0
+    example_step: str | None = None
+    example_call: str | None = None
+    max_delta: int = 0
+    schema_only: set[str] = field(default_factory=set)
+    code_only: set[str] = field(default_factory=set)
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def error_share(self) -> float:
+        return self.error_steps / self.steps if self.steps else 0.0
+
+    @property
+    def mismatches(self) -> int:
+        return len(self.schema_only) + len(self.code_only) + sum(1 for d in self.details if not _DECLARES.match(d)
+                                                                 and not _OMITS.match(d))
+
+    def row(self, fingerprint: str) -> dict[str, Any]:
+        return {"env_id": self.env_id, "tool": self.tool, "in_catalog": self.in_catalog, "steps": self.steps,
+                "success_steps": self.success_steps, "failure_steps": self.failure_steps,
+                "error_steps": self.error_steps, "error_share": round(self.error_share, 4),
+                "top_exception": self.top_exception, "top_exception_steps": self.top_exception_steps,
+                "example_step": self.example_step, "example_call": self.example_call, "max_delta": self.max_delta,
+                "schema_only_args": ", ".join(sorted(self.schema_only)) or None,
+                "code_only_args": ", ".join(sorted(self.code_only)) or None,
+                "mismatch_detail": "; ".join(self.details) or None, "input_fingerprint": fingerprint}
+
+
+@dataclass
+class EnvRow:
+    env_id: str
+    source: str | None = None
+    tools: int = 0
+    tools_used: int = 0
+    scenarios: int = 0
+    steps: int = 0
+    success_steps: int = 0
+    failure_steps: int = 0
+    error_steps: int = 0
+    determinism: str = UNCHECKED
+    quarantine_reason: str | None = None
+    max_delta: int = 0
+    cells: list[str] = field(default_factory=list)
+    state_problems: list[str] = field(default_factory=list)
+    max_state_bytes: int = 0
+    not_loaded: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def error_share(self) -> float:
+        return self.error_steps / self.steps if self.steps else 0.0
+
+    @property
+    def verdict(self) -> str:
+        return FAIL if self.problems else PASS if self.steps else UNTESTED
+
+
+@dataclass
+class EnvironmentReport:
+    """The report card of every environment (:attr:`envs`, :attr:`tools`), the thresholds that judged it and
+    where it was written."""
+
+    envs: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    thresholds: Thresholds
+    fingerprint: str
+    paths: tuple[Path, Path] | None = None
+
+    @property
+    def failing(self) -> list[dict[str, Any]]:
+        return [e for e in self.envs if e["verdict"] == FAIL]
+
+    def worst(self, n: int = 5) -> list[dict[str, Any]]:
+        """The ``n`` worst environments (failing first: most problems, then highest error share)."""
+        ranked = sorted(self.envs, key=lambda e: (e["verdict"] != FAIL, -len((e["problems"] or "").split("; ")),
+                                                  -(e["error_share"] or 0.0), e["env_id"]))
+        return [e for e in ranked[:n] if e["verdict"] == FAIL]
+
+    def headline(self) -> str:
+        untested = sum(e["verdict"] == UNTESTED for e in self.envs)
+        passing = sum(e["verdict"] == PASS for e in self.envs)
+        return (f"{passing} of {len(self.envs)} environments pass the executor's checks"
+                + (f"; failing: {len(self.failing)}" if self.failing else "")
+                + (f"; untested (no steps): {untested}" if untested else ""))
+
+
+def _catalog(layout: DataLayout) -> dict[str, tuple[str, list[str]]]:
+    """env_id -> (source, tool names) of the catalog."""
+    if not layout.environments.exists():
+        return {}
+    con = connect()
+    try:
+        rows = con.execute("SELECT env_id, source, tools FROM read_parquet(?)", [str(layout.environments)]).fetchall()
+    finally:
+        con.close()
+    return {env: (source, list(tools or [])) for env, source, tools in rows}
+
+
+def _issue_env(task_id: str, known: dict[str, Any]) -> str:
+    """The catalog environment an issue about corpus item ``task_id`` belongs to (``<corpus>/<task_id>``)."""
+    matches = sorted(e for e in known if e.split("/", 1)[-1] == task_id)
+    return matches[0] if matches else task_id
+
+
+def _quoted(text: str) -> set[str]:
+    return set(_QUOTED.findall(text))
+
+
+def _determinism(layout: DataLayout) -> tuple[bool, dict[str, tuple[str, str]]]:
+    """(whether the determinism check ran on the current steps, env -> (status, reason))."""
+    checked = False
+    found: dict[str, tuple[str, str]] = {}
+    for path in excluded_files(layout):
+        doc = json.loads(Path(path).with_suffix(".json").read_text())
+        check = doc.get("check", "relabel_is_deterministic")
+        status = QUARANTINED if check == "delta_roundtrip" else NONDETERMINISTIC
+        checked |= status == NONDETERMINISTIC
+        for env in doc.get("environments", []):
+            reason = (doc.get("reasons") or {}).get(env) or doc.get("headline", "")
+            found.setdefault(env, (status, str(reason)[:_EXAMPLE_CHARS]))
+    return checked, found
+
+
+def _clip(text: Any) -> str | None:
+    if text is None:
+        return None
+    text = str(text)
+    return text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "…"
+
+
+def environment_report(layout: DataLayout, thresholds: Thresholds = Thresholds(),
+                       composition: Composition | None = None, write: bool = True) -> EnvironmentReport:
+    """Compute (and with ``write``, store at ``layout.env_quality`` / ``layout.env_tool_quality``) the report
+    card of every environment of the catalog and the steps, with the executor's verdict."""
+    composition = composition or Composition()
+    parts = layout.step_parts()
+    catalog = _catalog(layout)
+    fingerprint = input_fingerprint(layout)
+    envs: dict[str, EnvRow] = {}
+    tools: dict[tuple[str, str], ToolRow] = {}
+
+    def env(env_id: str) -> EnvRow:
+        return envs.setdefault(env_id, EnvRow(env_id))
+
+    def tool(env_id: str, name: str) -> ToolRow:
+        env(env_id)
+        return tools.setdefault((env_id, name), ToolRow(env_id, name))
+
+    for env_id, (source, names) in catalog.items():
+        row = env(env_id)
+        row.source, row.tools = source, len(names)
+        for name in names:
+            tool(env_id, name).in_catalog = True
+
+    con = connect()
+    try:
+        if parts:
+            relation = AXES.relation("read_parquet(?, union_by_name = true)")
+            cells = ", ".join(f"CASE WHEN bool_or({c.sql()}) THEN '{c.name}' END" for c in composition.cells)
+            for (env_id, source, steps, scenarios, used, ok, failed, errors, max_delta, reached) in con.execute(
+                    f"""SELECT env_id, any_value(source), count(*), count(DISTINCT task_id), count(DISTINCT tool),
+                               count(*) FILTER (outcome = 'success'), count(*) FILTER (outcome = 'failure'),
+                               count(*) FILTER (outcome = 'error'), max(delta_size),
+                               list_filter([{cells}], lambda c: c IS NOT NULL)
+                        FROM {relation} GROUP BY env_id ORDER BY env_id""", [parts]).fetchall():
+                row = env(env_id)
+                row.source = row.source or source
+                row.steps, row.scenarios, row.tools_used = int(steps), int(scenarios), int(used)
+                row.success_steps, row.failure_steps, row.error_steps = int(ok), int(failed), int(errors)
+                row.max_delta, row.cells = int(max_delta or 0), list(reached or [])
+            for env_id, name, steps, ok, failed, errors, max_delta in con.execute(
+                    """SELECT env_id, tool, count(*), count(*) FILTER (outcome = 'success'),
+                              count(*) FILTER (outcome = 'failure'), count(*) FILTER (outcome = 'error'),
+                              max(delta_size)
+                       FROM read_parquet(?, union_by_name = true) GROUP BY ALL ORDER BY ALL""", [parts]).fetchall():
+                t = tool(env_id, name)
+                t.steps, t.success_steps, t.failure_steps, t.error_steps = int(steps), int(ok), int(failed), int(errors)
+                t.max_delta = int(max_delta or 0)
+            # the errors per tool and exception: the most frequent one, an example, and the mismatch evidence
+            for env_id, name, etype, message, n, step_id, call in con.execute(
+                    """SELECT env_id, tool, coalesce(error_type, 'error'),
+                              left(coalesce(error_message, raw_observation), 300),
+                              count(*), min(step_id), arg_min(arguments_json, step_id)
+                       FROM read_parquet(?, union_by_name = true) WHERE outcome = 'error'
+                       GROUP BY ALL ORDER BY env_id, tool, count(*) DESC, min(step_id)""", [parts]).fetchall():
+                t = tool(env_id, name)
+                if t.top_exception is None:
+                    t.top_exception = _clip(f"{etype}: {message}")
+                    t.top_exception_steps, t.example_step, t.example_call = int(n), step_id, _clip(f"{name}({call})")
+                if etype == "TypeError":
+                    for arg in (m.group(1) for m in [_UNEXPECTED.search(message or "")] if m):
+                        t.schema_only.add(arg)
+                    missing = _MISSING.search(message or "")
+                    if missing:
+                        t.code_only |= _quoted(missing.group(1))
+            for env_id, bad in con.execute(
+                    f"""SELECT env_id, count(*) FROM read_parquet(?, union_by_name = true)
+                        WHERE regexp_matches(CAST(delta AS VARCHAR), '{NON_JSON}') GROUP BY 1""", [parts]).fetchall():
+                env(env_id).state_problems.append(f"{bad} step(s) change the state to values that are not plain JSON")
+        trajectories = layout.trajectory_files()
+        if trajectories:
+            for env_id, biggest, bad in con.execute(
+                    f"""SELECT env_id, max(octet_length(encode(initial_state_json))),
+                               count(*) FILTER (regexp_matches(initial_state_json, '{NON_JSON}'))
+                        FROM read_parquet(?, union_by_name = true) GROUP BY 1""", [trajectories]).fetchall():
+                row = env(env_id)
+                row.max_state_bytes = int(biggest or 0)
+                if bad:
+                    row.state_problems.insert(0, f"{bad} initial state(s) hold values that are not plain JSON")
+                if row.max_state_bytes > thresholds.max_state_bytes:
+                    row.state_problems.append(f"initial state of {row.max_state_bytes:,} bytes "
+                                              f"(> {thresholds.max_state_bytes:,})")
+        issues = layout.collection_issue_files()
+        if issues:
+            for stage, task_id, reason in con.execute(
+                    "SELECT stage, task_id, reason FROM read_parquet(?, union_by_name = true) "
+                    "WHERE stage IN ('tools', 'env') ORDER BY ALL", [issues]).fetchall():
+                env_id = _issue_env(str(task_id), catalog)
+                if stage == "env":
+                    if env_id not in catalog:
+                        env(env_id).not_loaded = _clip(reason)
+                    continue
+                name = _TOOL.search(reason or "")
+                if name is None:
+                    continue
+                t = tool(env_id, name.group(1))
+                t.details.append(_clip(reason) or "")
+                if m := _DECLARES.match(reason):
+                    t.schema_only |= _quoted(m.group(2))
+                elif m := _OMITS.match(reason):
+                    t.code_only |= _quoted(m.group(2))
+    finally:
+        con.close()
+
+    checked, determinism = _determinism(layout)
+    for row in envs.values():
+        status = determinism.get(row.env_id)
+        row.determinism, row.quarantine_reason = status if status else (DETERMINISTIC if checked else UNCHECKED, None)
+    out_envs, out_tools = _judge(envs, tools, thresholds, fingerprint)
+    report = EnvironmentReport(out_envs, out_tools, thresholds, fingerprint)
+    if write:
+        layout.quality_dir.mkdir(parents=True, exist_ok=True)
+        write_table(layout.env_quality, out_envs, ENV_QUALITY)
+        write_table(layout.env_tool_quality, out_tools, TOOL_QUALITY)
+        report.paths = (layout.env_quality, layout.env_tool_quality)
+    return report
+
+
+def _judge(envs: dict[str, EnvRow], tools: dict[tuple[str, str], ToolRow], th: Thresholds,
+           fingerprint: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The verdict of every environment (its problems in priority order: the first is the main one) and the rows."""
+    by_env: dict[str, list[ToolRow]] = {}
+    for t in tools.values():
+        by_env.setdefault(t.env_id, []).append(t)
+    out_envs = []
+    for env_id in sorted(envs):
+        row = envs[env_id]
+        own = sorted(by_env.get(env_id, []), key=lambda t: t.tool)
+        if row.not_loaded:
+            row.problems.append(f"not loaded: {row.not_loaded}")
+        if row.determinism in (NONDETERMINISTIC, QUARANTINED) and not th.allow_nondeterministic:
+            row.problems.append(f"{row.determinism}: {row.quarantine_reason or ''}".rstrip(": "))
+        mismatched = [t for t in own if t.schema_only or t.code_only or t.details]
+        mismatches = sum(max(t.mismatches, 1) for t in mismatched)
+        if mismatches > th.max_mismatches:
+            row.problems.append("schema/code mismatch: " + "; ".join(_mismatch_text(t) for t in mismatched))
+        broken = [t for t in own if t.steps >= th.min_tool_steps and t.error_share >= th.broken_tool_share]
+        for t in broken:
+            row.problems.append(f"tool {t.tool} always raises ({t.top_exception})" if t.error_share >= 1.0 else
+                                f"tool {t.tool} raises in {t.error_share:.0%} of {t.steps} calls ({t.top_exception})")
+        if row.steps and row.error_share > th.max_error_share:
+            worst = Counter({t.tool: t.error_steps for t in own if t.error_steps}).most_common(1)
+            row.problems.append(f"{row.error_share:.0%} of {row.steps} steps raise (> {th.max_error_share:.0%})"
+                                + (f", most in {worst[0][0]}" if worst else ""))
+        if th.require_state_change and row.steps and row.max_delta == 0:
+            row.problems.append(f"cannot change state: none of {row.steps} calls changed it")
+        error_tools = ", ".join(f"{t.tool} ({t.error_steps})" for t in sorted(own, key=lambda t: -t.error_steps)
+                                if t.error_steps)
+        out_envs.append({
+            "env_id": env_id, "source": row.source, "verdict": row.verdict,
+            "main_problem": row.problems[0] if row.problems else None if row.steps or row.not_loaded else
+            "no steps: no call of this environment was executed (not judged)",
+            "problems": "; ".join(row.problems) or None, "tools": row.tools, "tools_used": row.tools_used,
+            "scenarios": row.scenarios, "steps": row.steps, "success_steps": row.success_steps,
+            "failure_steps": row.failure_steps, "error_steps": row.error_steps,
+            "error_share": round(row.error_share, 4), "error_tools": error_tools or None,
+            "determinism": row.determinism, "quarantine_reason": row.quarantine_reason, "max_delta": row.max_delta,
+            "cells": ", ".join(row.cells) or None, "cells_reached": len(row.cells), "mismatches": mismatches,
+            "mismatch_detail": "; ".join(_mismatch_text(t) for t in mismatched) or None,
+            "state_problems": "; ".join(row.state_problems) or None, "max_state_bytes": row.max_state_bytes,
+            "input_fingerprint": fingerprint,
+        })
+    out_tools = [tools[k].row(fingerprint) for k in sorted(tools)]
+    return out_envs, out_tools
+
+
+def _mismatch_text(t: ToolRow) -> str:
+    said = []
+    if t.schema_only:
+        said.append(f"schema declares {sorted(t.schema_only)} the code rejects")
+    if t.code_only:
+        said.append(f"code requires {sorted(t.code_only)} the schema omits")
+    return f"{t.tool}: " + (", ".join(said) or "; ".join(t.details))
+
+
+def stored_report(layout: DataLayout) -> EnvironmentReport | None:
+    """The report ``environment_report`` last wrote under ``layout`` (None when there is none)."""
+    if not layout.env_quality.exists():
+        return None
+    envs = pq.read_table(layout.env_quality).to_pylist()
+    fingerprint = envs[0]["input_fingerprint"] if envs else ""
+    return EnvironmentReport(envs, [], Thresholds(), fingerprint, (layout.env_quality, layout.env_tool_quality))
+
+
+def summary_lines(layout: DataLayout, n: int = 5) -> list[str]:
+    """What the run summary says of the environments: the headline and the ``n`` worst, one line each."""
+    report = stored_report(layout)
+    if report is None:
+        return []
+    worst = report.worst(n)
+    lines = [f"Environment quality ({layout.env_quality.name}, SQL: env_quality): {report.headline()}"
+             + (f"; the {len(worst)} worst:" if worst else "")]
+    lines += [f"  {e['env_id']}: {e['main_problem']}" for e in worst]
+    return lines

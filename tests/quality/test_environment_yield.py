@@ -1,0 +1,133 @@
+"""The simulator-judged gate (issue 35, items 2, 3 and 5): seeded, stratified probe sets scored by the anchors
+`oracle` and `no_change`; EnvScaler's pass_acc / not_fail_acc per environment with the executor's verdict beside
+them, rows in DuckDB versioned by fingerprint, weights id and threshold; the accepted corpus exported in
+EnvScaler's released layout, which the pipeline loads again."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.envs.config import EnvScalerCorpus
+from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.quality.environment_report import environment_report
+from pipeline.quality.environment_yield import (
+    CALL_FAIL,
+    CALL_PASS,
+    CALL_WARNING,
+    YieldSettings,
+    call_status,
+    environment_yield,
+    gate,
+    probe_picks,
+)
+from pipeline.select.samples import materialize_samples
+from pipeline.select.stratify import input_fingerprint
+from pipeline.store import catalog, warehouse
+from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
+
+ANCHORS = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
+
+
+@pytest.fixture(scope="module")
+def gated(tmp_path_factory, sandbox):
+    layout, corpus = build_defect_layout(tmp_path_factory.mktemp("yield"))
+    environment_report(layout)
+    report, accepted = gate(layout, ANCHORS, [corpus], materialize_samples, YieldSettings(probes_per_env=8))
+    return layout, corpus, report, accepted
+
+
+def test_call_status_is_envscalers_pass_warning_fail():
+    assert call_status({"fm": True, "cm": True}) == CALL_PASS
+    assert call_status({"fm": False, "cm": True}) == call_status({"fm": True, "cm": False}) == CALL_WARNING
+    assert call_status({"fm": False, "cm": False}) == CALL_FAIL
+
+
+def test_probe_sets_are_seeded_balanced_and_fixed_in_size(gated):
+    layout = gated[0]
+    picks = probe_picks(layout, 8, seed=0)
+    assert picks == probe_picks(layout, 8, seed=0)
+    assert picks != probe_picks(layout, 8, seed=1)
+    per_env = Counter(step.split("/")[1] for step, _ in picks)
+    assert set(per_env.values()) == {8} and len(per_env) == len(BAD) + len(GOOD)
+    polarity = {env: Counter(p for s, p in picks if s.split("/")[1] == env) for env in per_env}
+    # both kinds of call where the environment has both; the ledger has only refusals and errors
+    assert polarity["notes"] == {"positive": 4, "negative": 4}
+    assert polarity["ledger"] == {"negative": 8}
+
+
+def test_anchors_agree_with_the_executor_as_expected_and_the_verdicts_stay_apart(gated):
+    _, _, report, _ = gated
+    oracle, no_change = report.checkers
+    assert oracle.yield_ == 1.0 and all(r["pass_acc"] == 1.0 == r["not_fail_acc"] for r in oracle.rows)
+    assert no_change.yield_ == 0.0 and all(r["pass_acc"] == 0.0 for r in no_change.rows)
+    for row in oracle.rows + no_change.rows:
+        executor = "fail" if row["env_id"] in BAD else "pass"
+        assert row["executor_verdict"] == executor  # the executor's verdict, whatever the checker said
+        assert row["accepted"] == (row["checker_verdict"] == "pass" and executor == "pass")
+        assert row["probes"] == 8 and row["answered"] == 8 and row["threshold"] == 0.85
+    assert set(oracle.accepted) == set(GOOD) and no_change.accepted == []
+    # no_change is right on the state of every call that changes nothing: its not_fail_acc shows it
+    gallery = next(r for r in no_change.rows if r["env_id"] == "envscaler/gallery")
+    assert gallery["not_fail_acc"] == 1.0 and gallery["cm"] == 1.0 and gallery["fm"] == 0.0
+
+
+def test_yield_rows_land_in_duckdb_versioned(gated):
+    layout = gated[0]
+    con = duckdb.connect(str(layout.duckdb))
+    try:
+        warehouse.sync(con, layout)
+        assert catalog.undocumented(con) == []
+        rows = con.execute("""SELECT checker, count(*), any_value(corpus_fingerprint), any_value(threshold),
+                                     count(*) FILTER (checker_verdict = 'pass'), any_value(checker_yield)
+                              FROM env_yield GROUP BY 1 ORDER BY 1""").fetchall()
+    finally:
+        con.close()
+    envs = len(BAD) + len(GOOD)
+    assert rows == [("no_change", envs, input_fingerprint(layout), 0.85, 0, 0.0),
+                    ("oracle", envs, input_fingerprint(layout), 0.85, envs, 1.0)]
+
+
+def test_a_rerun_resumes_and_a_new_threshold_is_a_new_verdict(gated):
+    layout = gated[0]
+    again = environment_yield(layout, ANCHORS[:1], materialize_samples, YieldSettings(probes_per_env=8, threshold=1.0))
+    [oracle] = again.checkers
+    assert all(r["threshold"] == 1.0 and r["checker_verdict"] == "pass" for r in oracle.rows)
+    with pytest.raises(ValueError, match="threshold"):
+        YieldSettings(threshold=1.5)
+    with pytest.raises(ValueError, match="unknown simulator kind"):
+        environment_yield(layout, [SimulatorSpec(name="x", kind="nope")], materialize_samples)
+
+
+def test_the_accepted_corpus_is_the_good_environments_in_envscalers_layout_and_loads(gated):
+    _, corpus, _, accepted = gated
+    assert accepted.environments == sorted(GOOD) and accepted.scenarios == 2 * len(GOOD)
+    items = json.loads((accepted.directory / "envscaler" / "env_metadata.json").read_text())
+    given = json.loads(Path(corpus.env_items).read_text())
+    assert items == {env.split("/")[1]: given[env.split("/")[1]] for env in GOOD}  # each item as the corpus gave it
+    card = json.loads((accepted.directory / "card.json").read_text())
+    assert card["checker"] == "oracle" and card["threshold"] == 0.85 and card["yield"] == 1.0
+    assert set(card["rejected"]) == set(BAD) and "always raises" in card["rejected"]["envscaler/ledger"]
+    markdown = (accepted.directory / "CARD.md").read_text()
+    assert "oracle" in markdown and "0.85" in markdown and "envscaler/kiosk" in markdown
+    # the run config reads it back: the pipeline's own loader gives exactly the accepted environments
+    run = yaml.safe_load(accepted.run_config.read_text())
+    source = run["resources"]["sources"]["config"]
+    assert source["builtin"] is False and source["bfcl_categories"] == []
+    [entry] = source["envscaler"]
+    cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False,
+                       envscaler=[EnvScalerCorpus(Path(entry["env_items"]), Path(entry["scenarios"]), entry["prefix"])])
+    loaded, issues = env_items(cfg)
+    assert sorted(i.qualified_id for i in loaded) == sorted(GOOD) and not issues
+
+
+def test_an_unknown_gate_checker_is_named(gated):
+    layout, corpus, _, _ = gated
+    with pytest.raises(ValueError, match="gate_checker 'judge' is not one of the checkers: oracle"):
+        gate(layout, ANCHORS[:1], [corpus], materialize_samples, YieldSettings(probes_per_env=8), gate_checker="judge")
