@@ -144,7 +144,7 @@ def summary(layout: DataLayout, dagster_run_id: str | None = None,
     _say()
     _say(md_table(queries.delta_by_outcome(layout)))
     _say()
-    composition = composition_in_force(layout)
+    composition = composition_in_force(layout, profile.named(settings().profile).composition)
     _say(f"Benchmark cells (candidates for the {composition.benchmark_size}-sample composition):")
     _say(md_table(queries.cell_coverage(layout, composition), index=False))
     _say()

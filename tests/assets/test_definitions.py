@@ -21,6 +21,7 @@ def test_the_profile_of_the_value_reaches_the_resources(name, monkeypatch):
     sources = build_definitions(Settings(profile=name)).resources["sources"]
     assert tuple(sources.bfcl_categories) == {"default": ("base", "long_context", "miss_func", "miss_param"),
                                                "small": ("base",)}[name]
+    assert sources.builtin_scenarios_per_env == {"default": 300, "small": 12}[name]  # every source default, not one
     # an exploration config that leaves the budget unset scales it to the corpus, at most the resource's; one that
     # sets it wins
     unset = CollectionConfig().settings(composition.explore_call_budget)
