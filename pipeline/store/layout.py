@@ -1,10 +1,10 @@
 """Where everything lives under the data root: ``DataLayout`` builds every path below it, and records
 where each export went.
 
-The root itself comes from the ``store`` resource (``resources/storage.py``; its default is
-``ENVSIM_DATA_ROOT``, else ``./data``, see ``pipeline.core.settings``): code running in Dagster takes
-``store.layout()``, never a root of its own, so a root set on the resource (in the Launchpad too)
-moves every table, the DuckDB file, the GPU jobs' directory and what the sensors read.
+The root itself comes from the ``store`` resource (``resources/storage.py``; the code location's default
+is ``Settings.data_root``: ``ENVSIM_DATA_ROOT``, else ``./data``, see ``pipeline.core.settings``): code
+running in Dagster takes ``store.layout()``, never a root of its own, so a root set on the resource (in the
+Launchpad too) moves every table, the DuckDB file, the GPU jobs' directory and what the sensors read.
 
 An export may go anywhere (``ExportConfig.directory``, the rollouts' ``directory``): the writer records
 its directory in ``exports.json`` (``record_export``) and every reader — SFT training, the run summary —
@@ -19,12 +19,13 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline.core.settings import settings
+from pipeline.core.settings import Settings
 
 
 def default_data_root() -> Path:
-    """``ENVSIM_DATA_ROOT``, else ``./data`` (the ``store`` resource's default)."""
-    return settings().data_root
+    """``./data``, the default of ``Settings.data_root`` (the environment is not read here: an entry point
+    passes the root of its ``Settings`` value, ``ENVSIM_DATA_ROOT`` included)."""
+    return Settings().data_root
 
 
 #: a labeled-steps part of a partition: ``part-<partition>-<content key>.parquet`` (+ ``.issues.json``)
