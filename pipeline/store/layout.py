@@ -13,6 +13,7 @@ takes the recorded one (``recorded_export`` / ``recorded_exports``), never a dir
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -111,17 +112,23 @@ class DataLayout:
 
     def record_export(self, name: str, directory: Path, **facts: str) -> None:
         """Record that export ``name`` is in ``directory`` (absolute unless under the data root, where it is
-        kept relative so that the record survives moving the root), with ``facts`` (e.g. its version)."""
-        records = self._export_records()
+        kept relative so that the record survives moving the root), with ``facts`` (e.g. its version).
+
+        Read, change and write happen under an exclusive lock (``.exports.json.lock``), so exports that
+        finish together — threads or processes — each keep their record."""
         directory = Path(directory)
         root = self.root.absolute()
         absolute = directory if directory.is_absolute() else Path.cwd() / directory
         where = str(absolute.relative_to(root)) if absolute.is_relative_to(root) else str(absolute)
-        records[safe_name(name, "export name")] = {"directory": where, **facts}
+        key = safe_name(name, "export name")
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.export_record.with_name(f".{self.export_record.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.export_record)  # readers see the old record or the new one, never half of one
+        with (self.root / f".{self.export_record.name}.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            records = self._export_records()
+            records[key] = {"directory": where, **facts}
+            tmp = self.export_record.with_name(f".{self.export_record.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
+            os.replace(tmp, self.export_record)  # readers see the old record or the new one, never half of one
 
     def recorded_exports(self) -> dict[str, Path]:
         """Every recorded export: name -> its directory (a relative record resolved under this root)."""
