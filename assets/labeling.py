@@ -17,7 +17,7 @@ from assets.partitions import partition_metadata, scoped
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.labeling.quarantine import quarantine
-from pipeline.core.safe_names import md
+from pipeline.core.untrusted import md
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK, MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
 from pipeline.quality.suites import step_table_suite
 from assets.metadata import counts_table, frame_table, parquet_metadata, records_table, suite_table

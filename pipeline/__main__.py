@@ -14,7 +14,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from pipeline.core import profile  # noqa: E402
 from pipeline.report.tables import md_table  # noqa: E402
-from pipeline.core.safe_names import console, console_text  # noqa: E402
+from pipeline.core.untrusted import console, console_text  # noqa: E402
 from pipeline.core.settings import EXECUTORS, SettingsError, settings  # noqa: E402
 from pipeline.execution.isolation import ISOLATIONS  # noqa: E402
 from pipeline.store import duck, queries

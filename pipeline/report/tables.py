@@ -1,13 +1,13 @@
 """Markdown tables, record lists and histograms used in asset metadata, dataset cards and the CLI report.
 
-Every cell, header and key goes through :func:`pipeline.core.safe_names.md`: ids come from
+Every cell, header and key goes through :func:`pipeline.core.untrusted.md`: ids come from
 untrusted corpora, and no value may end a row, open a link or inject HTML."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from pipeline.core.safe_names import md
+from pipeline.core.untrusted import md
 
 if TYPE_CHECKING:
     import pandas as pd
