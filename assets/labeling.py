@@ -94,7 +94,9 @@ _QUARANTINE = ("quarantined: its steps leave the splits, the run summary names i
     "Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the "
     "recorded s'_t hash (partitioned: the partition's steps). An environment with a step that does not "
     f"verify is {_QUARANTINE}"))
-def delta_roundtrip(context: AssetCheckExecutionContext, store: DataStoreResource, composition: CompositionResource) -> AssetCheckResult:
+def delta_roundtrip(
+    context: AssetCheckExecutionContext, store: DataStoreResource, composition: CompositionResource
+) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
     report = verify_steps(layout, max_problems=1_000_000)
     strict = composition.strict
@@ -122,9 +124,9 @@ class DeterminismConfig(Config):
     sample_size: int = Field(default=default_of(check_determinism, "sample_size"),
                              description="Further trajectories re-executed from scratch, drawn from all the others (-1: all of them).")
     seed: int = Field(default=default_of(check_determinism, "seed"), description="Seed of the picks.")
-    strict: bool | None = Field(default=None,
-                                description="A non-deterministic environment fails the run (severity ERROR, blocking) instead "
-                                "of being quarantined while the others go on (unset: the `composition` resource's `strict`, ENVSIM_STRICT).")
+    strict: bool | None = Field(
+        default=None, description="A non-deterministic environment fails the run (severity ERROR, blocking) instead of "
+        "being quarantined while the others go on (unset: the `composition` resource's `strict`, ENVSIM_STRICT).")
 
 
 @asset_check(asset=labeled_steps, blocking=True, description=(
@@ -171,7 +173,8 @@ def relabel_is_deterministic(
 
 @asset_check(asset=labeled_steps, description=(
     "great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| "
-    "equals the Δ list length (in a partitioned run: the partition's steps; an empty partition has nothing to check)."))
+    "equals the Δ list length (in a partitioned run: the partition's steps; an empty partition has nothing to "
+    "check)."))
 def step_table_expectations(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
     if layout.partition is not None and not layout.step_parts():

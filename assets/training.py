@@ -81,26 +81,28 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     with checkpoints.training_lock(plan.root, plan.version):
         cfg_path, _, resume, accepted = stage_run(plan, python, env)
         context.log.info(accepted)
-        report = f"{shlex.quote(launcher.python)} -m assets.training_entry train-report {shlex.quote(str(plan.staging))}"
+        staging = plan.staging
+        report = f"{shlex.quote(launcher.python)} -m assets.training_entry train-report {shlex.quote(str(staging))}"
         try:
             job, reported = launcher.run_with_pipes(
-                context, "sft-train", train_script(cli, cfg_path, plan.staging, launcher.python, report, plan.gpus, plan.nodes),
+                context, "sft-train",
+                train_script(cli, cfg_path, staging, launcher.python, report, plan.gpus, plan.nodes),
                 {"checkpoint_version": plan.version, "mixture_version": plan.mixture_version}, gpus=plan.gpus,
-                env={**launch_env(plan.gpus, plan.nodes), **tracking_env(plan.settings, plan.staging)}, nodes=plan.nodes,
-                requeue=True, needs=plan.needs, sink=_step_sink(context, duckdb, plan.staging))
+                env={**launch_env(plan.gpus, plan.nodes), **tracking_env(plan.settings, staging)}, nodes=plan.nodes,
+                requeue=True, needs=plan.needs, sink=_step_sink(context, duckdb, staging))
         except JobFailed as failed:
             try:
-                kept = f"{_register(context, duckdb, plan.staging, None)} checkpoints"
+                kept = f"{_register(context, duckdb, staging, None)} checkpoints"
             except DuckDBError as exc:
                 kept = f"its checkpoints (not registered in DuckDB: {exc})"
-            context.log.error(f"{plan.version} stopped before it finished ({failed.state}); {kept} are in {plan.staging}: "
+            context.log.error(f"{plan.version} stopped before it finished ({failed.state}); {kept} are in {staging}: "
                               "materialize again with the same config to resume")
             raise
         if not reported:
             raise RuntimeError("the training job finished without reporting through Dagster Pipes")
         report_data = json.loads(reported[0].metadata["report"].value)
         manifest = run_manifest(plan, report_data, resume, job.job_id, context.run.run_id, cfg_path)
-        checkpoints.publish(plan.staging, plan.final, manifest)
+        checkpoints.publish(staging, plan.final, manifest)
     registered = _register(context, duckdb, plan.final, job.job_id, {**manifest, "path": str(plan.final)})
     facts = run_facts(plan, report_data, manifest, registered)
     return MaterializeResult(metadata=metadata_of(facts.values), data_version=DataVersion(plan.version))

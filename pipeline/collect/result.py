@@ -63,7 +63,8 @@ def collection_facts(result: CollectionResult, layout: DataLayout, explore_class
         facts.warnings.append(f"{len(result.without_scenarios)} corpus environments have no scenario; {how}: "
                               + ", ".join(result.without_scenarios[:20]))
         values["environments_without_scenarios"] = len(result.without_scenarios)
-        values["without_scenarios"] = Markdown(f"{how}:\n\n" + "\n".join(f"- {e}" for e in result.without_scenarios[:200]))
+        listed = "\n".join(f"- {e}" for e in result.without_scenarios[:200])
+        values["without_scenarios"] = Markdown(f"{how}:\n\n{listed}")
     if result.shard is not None:
         values["partition"] = result.shard.shard.key
         values["partition_note"] = result.shard.note

@@ -179,7 +179,8 @@ def collect_all(
             here = {s.env.env_id for s in scenarios}
             explore_settings = _scaled(explore_settings, len(here) / len(everywhere) if everywhere else 0.0)
         coverage = Coverage(explore_settings) if composition is None else Coverage(explore_settings, composition)
-        streams += [of_shard(scenario_issues, PARSE_ISSUES), explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
+        streams += [of_shard(scenario_issues, PARSE_ISSUES),
+                    explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
     report = collect(itertools.chain(*streams), layout, sandbox, log, progress=phases)
     if summary is not None:
         summary.note = _shard_note(summary, report.trajectories, why_disabled)

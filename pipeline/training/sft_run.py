@@ -53,7 +53,7 @@ def plan_run(layout: DataLayout, named: TrainSettings, gpus: int, nodes: int, py
              cpus: int | None, log: Callable[[str], None] = lambda _m: None) -> RunPlan:
     """The run of ``named`` on the SFT mixture ``sft_dataset`` exported last (recorded in ``layout``), with the
     LLaMA-Factory environment ``python`` / ``env``; FileNotFoundError when no mixture was exported."""
-    exported = layout.recorded_export(MIXTURE)  # where sft_dataset recorded its export (ExportConfig.directory or export/)
+    exported = layout.recorded_export(MIXTURE)  # where sft_dataset recorded it (ExportConfig.directory or export/)
     if exported is None:
         raise FileNotFoundError(f"no exported SFT mixture recorded under {layout.root} ({layout.export_record.name}); "
                                 "materialize 'sft_dataset' first")
@@ -70,8 +70,8 @@ def plan_run(layout: DataLayout, named: TrainSettings, gpus: int, nodes: int, py
     versions = library_versions(python, env)
     version = checkpoint_version(mixture_version, named, gpus, nodes, revision=revision, versions=versions)
     needs, workers = train_needs(settings, gpus, cpus)
-    return RunPlan(root, dataset_dir, mixture_version, named, settings, origin, revision, versions, version, gpus, nodes,
-                   needs, workers)
+    return RunPlan(root, dataset_dir, mixture_version, named, settings, origin, revision, versions, version, gpus,
+                   nodes, needs, workers)
 
 
 def stage_run(plan: RunPlan, python: str, env: dict[str, str]) -> tuple[Path, str, Path | None, str]:
@@ -112,11 +112,12 @@ def run_manifest(plan: RunPlan, report: dict[str, Any], resume: Path | None, job
 def run_facts(plan: RunPlan, report: dict[str, Any], manifest: dict[str, Any], registered: int) -> Facts:
     """What the ``sft_training`` asset reports of the published run (the loss curve drawn beside the checkpoint)."""
     curve = report["loss_curve"]
-    plot = loss_plot(curve, plan.final / "loss_curve.png", f"{plan.version} on {plan.mixture_version}") if curve else None
+    title = f"{plan.version} on {plan.mixture_version}"
+    plot = loss_plot(curve, plan.final / "loss_curve.png", title) if curve else None
     throughput = [r["tokens_per_s"] for r in curve if r.get("tokens_per_s")]
     values: dict[str, Any] = {
-        "checkpoint_version": plan.version, "mixture_version": plan.mixture_version, "base_model_revision": plan.revision,
-        "library_versions": plan.versions,
+        "checkpoint_version": plan.version, "mixture_version": plan.mixture_version,
+        "base_model_revision": plan.revision, "library_versions": plan.versions,
         "checkpoint": plan.final, "config": plan.final / manifest["config_file"],
         "job_id": manifest["job_id"], "metrics": report["metrics"],
         "final_loss": curve[-1]["loss"] if curve else None,

@@ -105,7 +105,7 @@ def test_settings_parse_once_per_environment_and_name_the_bad_variable(monkeypat
     now = settings()
     assert now.data_root == Path("/srv/envsim") and now.shards == 4 and now.executor == "in_process"
     assert now.duckdb_threads is None and now is settings()
-    assert DataLayout.at(None).root == Path("data")  # the entry point passes the root of its settings: nothing reads it here
+    assert DataLayout.at(None).root == Path("data")  # the entry point passes its settings' root: nothing reads it here
     monkeypatch.setenv("ENVSIM_SHARDS", "")  # empty: unset
     assert settings().shards is None
     for name, bad in (("ENVSIM_SHARDS", "0"), ("ENVSIM_SANDBOX_WORKERS", "many"), ("ENVSIM_MAX_CONCURRENT", "-1")):

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _definitions() -> list[tuple[str, str]]:
-    """(``path:line``, name) of every class, function and module-level assignment under pipeline/, assets/, resources/."""
+    """(``path:line``, name) of every class, function and assignment under pipeline/, assets/, resources/."""
     found = []
     for path in sorted(p for d in ("pipeline", "assets", "resources") for p in (ROOT / d).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):

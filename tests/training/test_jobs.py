@@ -477,7 +477,7 @@ def test_launcher_finds_the_llamafactory_environment(tmp_path, monkeypatch):
         JobLauncherResource(llamafactory_python=str(env / "python")).llamafactory()
     (env / "llamafactory-cli").write_text(f"#!{env / 'python'}\n")
     assert JobLauncherResource(llamafactory_python=str(env / "python")).llamafactory() == (str(env / "python"), str(env / "llamafactory-cli"))
-    monkeypatch.setenv("ENVSIM_LLAMAFACTORY_PYTHON", str(env / "python"))  # the entry point's to read, not the resource's
+    monkeypatch.setenv("ENVSIM_LLAMAFACTORY_PYTHON", str(env / "python"))  # the entry point's to read, not a resource's
     try:
         found = JobLauncherResource().llamafactory()
     except FileNotFoundError:
