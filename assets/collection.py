@@ -1,13 +1,13 @@
 """Stage 1: trajectory collection (ground-truth replay + stratum-targeted exploration)."""
 
-import pandas as pd
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, asset
 from pydantic import Field
 
 from assets.partitions import shard_of
-from assets.metadata import frame_table, parquet_metadata, records_table
+from assets.metadata import metadata_of, parquet_metadata
 from pipeline.collect.explore import ExploreSettings
 from pipeline.models.agent_settings import AgentSettings
+from pipeline.collect.result import collection_facts
 from pipeline.collect.run import AgentRun, collect_all
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from resources.config_from import config_from
@@ -81,56 +81,12 @@ def trajectories(
     layout = store.layout()
     shard = shard_of(context)
     with sandbox.open() as box:
-        result = collect_all(sources.config(layout), layout, box, config.settings(composition.explore_call_budget), log=context.log.info, agent=config.agent_run(),
-                             composition=composition.composition(),
+        result = collect_all(sources.config(layout), layout, box, config.settings(composition.explore_call_budget),
+                             log=context.log.info, agent=config.agent_run(), composition=composition.composition(),
                              shard=shard, force=config.force)
-    report = result.report
-    if shard is not None:
-        layout = layout.for_partition(shard.key)
-    for issue in report.issues:
-        context.log.warning(f"task {issue.task_id} ({issue.stage}): {issue.reason}")
-    by_cat = pd.DataFrame(sorted(report.by_category.items()), columns=["category", "trajectories"])
-    metadata = {
-        "reused": result.reused,
-        "trajectories": report.trajectories,
-        "actions": report.actions,
-        "environments": len(report.by_env),
-        "rejected_tasks": len(report.issues),
-        "by_strategy": frame_table(pd.DataFrame(sorted(report.by_strategy.items()), columns=["strategy", "trajectories"])),
-        "by_category": frame_table(by_cat),
-        "rejected": records_table(report.issue_rows(), ["task_id", "stage", "reason", "origin"]),
-        "path": MetadataValue.path(str(layout.trajectories.resolve())),
-        **parquet_metadata(layout.trajectory_files()),
-    }
-    if result.without_scenarios:
-        how = ("explored from their class defaults (init config {})" if sources.explore_class_defaults
-               else "not explored (explore_class_defaults is off)")
-        context.log.warning(f"{len(result.without_scenarios)} corpus environments have no scenario; {how}: "
-                            + ", ".join(result.without_scenarios[:20]))
-        metadata["environments_without_scenarios"] = len(result.without_scenarios)
-        metadata["without_scenarios"] = MetadataValue.md(
-            f"{how}:\n\n" + "\n".join(f"- {e}" for e in result.without_scenarios[:200]))
-    if result.shard is not None:
-        metadata["partition"] = result.shard.shard.key
-        metadata["partition_note"] = result.shard.note
-    if config.agent_run() is None:
-        metadata["agent"] = "skipped: no model endpoint configured (config agent.model / agent.base_url)"
-    else:
-        statuses = pd.Series([r["status"] for r in result.agent_episodes]).value_counts().to_dict()
-        events = pd.Series([e["kind"] for r in result.agent_episodes for e in r["events"]]).value_counts().to_dict()
-        metadata["agent"] = f"{len(result.agent_episodes)} episodes with {config.agent.model}: {statuses}; events {events}"
-    if result.coverage is not None:
-        cov = result.coverage
-        metadata["exploration_calls"] = cov.steps
-        metadata["exploration_call_budget"] = cov.call_budget
-        metadata["exploration_stopped"] = cov.stop_reason
-        metadata["exploration_coverage"] = records_table([
-            {"cell": c.name, "target": cov.targets()[c.name], "candidates": cov.cells[c.name],
-             "environments": len(cov.cell_envs.get(c.name, ())),
-             "status": cov.status(c.name)} for c in cov.composition.cells
-        ], ["cell", "target", "candidates", "environments", "status"])
-        if lines := cov.unreachable_lines():
-            metadata["exploration_unreachable"] = MetadataValue.md("\n".join(f"- {line}" for line in lines))
-            context.log.warning(f"exploration: {len(lines)} coverage target(s) no explored environment can reach: "
-                                + "; ".join(lines))
-    return MaterializeResult(metadata=metadata)
+    layout = layout.for_partition(shard.key) if shard is not None else layout
+    facts = collection_facts(result, layout, sources.explore_class_defaults,
+                             config.agent.model if config.agent_run() is not None else None)
+    for line in facts.warnings:
+        context.log.warning(line)
+    return MaterializeResult(metadata={**metadata_of(facts.values), **parquet_metadata(layout.trajectory_files())})

@@ -22,6 +22,7 @@ from assets import automation, collection, environments, envsimbench, evaluation
 from assets.executors import executor_for  # noqa: E402
 from assets.partitions import PARTITIONED, partitioned, shards_partitions  # noqa: E402
 from pipeline.core.settings import Settings, settings  # noqa: E402
+from pipeline.store import duck  # noqa: E402
 from resources.sets import resources_for  # noqa: E402
 
 #: the asset modules of every shape; ``training`` joins them when a launcher is set
@@ -59,6 +60,7 @@ def _main_jobs(sharded: bool) -> list:
 def build_definitions(current: Settings) -> dg.Definitions:
     """The definitions of the settings ``current``: assets, checks, jobs, schedule, sensors, executor and
     the resource set, every choice taken from ``current`` (nothing read from the environment here)."""
+    duck.configure(current)  # the process's DuckDB limits (every connection of the steps run in this process)
     modules = [*MODULES, training] if current.launcher else list(MODULES)
     partitions = shards_partitions(current.shards)
     jobs = [

@@ -4,7 +4,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
 
 from assets.metadata import frame_table, parquet_metadata, records_table
-from pipeline.core.safe_names import shown
+from pipeline.core.untrusted import shown
 from pipeline.collect.sources import SourceError, disabled_sources, env_items
 from pipeline.envs.catalog import build_catalog
 from resources import DataStoreResource, EnvironmentSourcesResource

@@ -17,8 +17,7 @@ from assets.partitions import partition_metadata, scoped
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.labeling.quarantine import quarantine
-from pipeline.core.safe_names import md
-from pipeline.core.settings import settings
+from pipeline.core.untrusted import md
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK, MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
 from pipeline.quality.suites import step_table_suite
 from assets.metadata import counts_table, frame_table, parquet_metadata, records_table, suite_table
@@ -85,11 +84,22 @@ def labeled_steps(
     )
 
 
-@asset_check(asset=labeled_steps, blocking=True, description="Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the recorded s'_t hash (in a partitioned run: the partition's steps). An environment with a step that does not verify is quarantined — all its steps excluded from the splits with the reason, named in the run summary — and the check fails with severity WARN so the other environments go on (ERROR, blocking, with ENVSIM_STRICT).")
-def delta_roundtrip(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
+#: what the two quarantining checks do with an environment that fails them
+_QUARANTINE = ("quarantined: its steps leave the splits, the run summary names it with the reason, and the check "
+               "fails with severity WARN while the others go on (strict: ERROR, and the run stops; the `composition` "
+               "resource's `strict`, ENVSIM_STRICT).")
+
+
+@asset_check(asset=labeled_steps, blocking=True, description=(
+    "Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the "
+    "recorded s'_t hash (partitioned: the partition's steps). An environment with a step that does not "
+    f"verify is {_QUARANTINE}"))
+def delta_roundtrip(
+    context: AssetCheckExecutionContext, store: DataStoreResource, composition: CompositionResource
+) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
     report = verify_steps(layout, max_problems=1_000_000)
-    strict = settings().strict
+    strict = composition.strict
     held = quarantine(layout, report, strict=strict)
     if held.environments:
         context.log.warning(f"delta_roundtrip: quarantined {', '.join(held.environments)} ({held.steps} steps excluded from the splits)")
@@ -114,27 +124,33 @@ class DeterminismConfig(Config):
     sample_size: int = Field(default=default_of(check_determinism, "sample_size"),
                              description="Further trajectories re-executed from scratch, drawn from all the others (-1: all of them).")
     seed: int = Field(default=default_of(check_determinism, "seed"), description="Seed of the picks.")
-    strict: bool = Field(default_factory=lambda: settings().strict,
-                         description="A non-deterministic environment fails the run (severity ERROR, blocking) instead of being "
-                                     "quarantined while the others go on (default: ENVSIM_STRICT, else false).")
+    strict: bool | None = Field(
+        default=None, description="A non-deterministic environment fails the run (severity ERROR, blocking) instead of "
+        "being quarantined while the others go on (unset: the `composition` resource's `strict`, ENVSIM_STRICT).")
 
 
-@asset_check(asset=labeled_steps, blocking=True, description="Labels are reproducible: at least one trajectory of every environment (labels kept from collection included) and a seeded sample of the others are executed again in fresh processes (same frozen clock and seeds) and their own labels compared with the stored ones; steps labeled by a second execution are compared with what exploration observed. An environment that differs is quarantined — all its steps excluded from the splits with the reason, named here and in the run summary — and the check fails with severity WARN so the other environments go on; with `strict` (ENVSIM_STRICT) it fails with severity ERROR and blocks (in a partitioned run: the partition's trajectories).")
+@asset_check(asset=labeled_steps, blocking=True, description=(
+    "Labels are reproducible: one trajectory of every environment and a seeded sample of the others, run again "
+    "in fresh processes (same frozen clock and seeds), give the stored labels, and steps a second execution "
+    "labeled give what exploration observed (partitioned: the partition's trajectories). An environment that "
+    f"differs is {_QUARANTINE} The check's `strict` config overrides the resource's."))
 def relabel_is_deterministic(
-    context: AssetCheckExecutionContext, config: DeterminismConfig, store: DataStoreResource, sandbox: SandboxResource
+    context: AssetCheckExecutionContext, config: DeterminismConfig, store: DataStoreResource, sandbox: SandboxResource,
+    composition: CompositionResource,
 ) -> AssetCheckResult:
+    strict = composition.strict if config.strict is None else config.strict
     with sandbox.open() as box:
         report = check_determinism(scoped(store.layout(), context), box, config.sample_size, config.seed,
-                                   per_env=config.per_env, strict=config.strict)
+                                   per_env=config.per_env, strict=strict)
     if not report.ok:
-        log = context.log.error if config.strict else context.log.warning
+        log = context.log.error if strict else context.log.warning
         log(f"relabel_is_deterministic: {report.headline()}")
         for env, reason in report.reasons.items():
             log(f"  quarantined {env}: {reason[:300]}")
     by_env = [{"env_id": e, "excluded_steps": n, "reason": report.reasons.get(e, "")[:300]} for e, n in report.by_env().items()]
     return AssetCheckResult(
         passed=report.ok,
-        severity=AssetCheckSeverity.ERROR if config.strict else AssetCheckSeverity.WARN,
+        severity=AssetCheckSeverity.ERROR if strict else AssetCheckSeverity.WARN,
         description=report.headline(),
         metadata={
             **partition_metadata(context),
@@ -148,14 +164,17 @@ def relabel_is_deterministic(
             "nondeterministic_environments": ", ".join(report.quarantined()) or "none",
             "excluded_steps": len(report.excluded),
             "excluded_by_env": records_table(by_env, ["env_id", "excluded_steps", "reason"]),
-            "strict": config.strict,
+            "strict": strict,
             "mismatches": MetadataValue.md("\n".join(f"- {md(m[:500])}" for m in report.mismatches[:50]) or "_none_"),
             "findings": MetadataValue.path(str(report.path.resolve())) if report.path else "",
         },
     )
 
 
-@asset_check(asset=labeled_steps, description="great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| equals the Δ list length (in a partitioned run: the partition's steps; an empty partition has nothing to check).")
+@asset_check(asset=labeled_steps, description=(
+    "great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| "
+    "equals the Δ list length (in a partitioned run: the partition's steps; an empty partition has nothing to "
+    "check)."))
 def step_table_expectations(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
     if layout.partition is not None and not layout.step_parts():
@@ -168,7 +187,12 @@ def step_table_expectations(context: AssetCheckExecutionContext, store: DataStor
     })
 
 
-@asset_check(asset=labeled_steps, name=OUTCOME_CHECK, description=f"Outcome labels fit each corpus (the first component of the environment id: `bfcl`, `builtin`, an EnvScaler corpus's prefix): a corpus with at least {MIN_STEPS} steps and no failure label — its refusals likely use a convention the outcome rule does not know — or with more than {MAX_FAILURE_SHARE:.0%} of its non-error steps labeled failure fails with severity WARN, naming the corpus, its outcome rule and an example observation, and how to declare an outcome rule (docs/environments.md); the run summary names it too (in a partitioned run: the partition's steps).")
+@asset_check(asset=labeled_steps, name=OUTCOME_CHECK, description=(
+    "Outcome labels fit each corpus (the first component of the environment id: `bfcl`, `builtin`, an "
+    f"EnvScaler prefix). A corpus with at least {MIN_STEPS} steps and no failure label (its refusals likely use a "
+    f"convention the outcome rule does not know), or with more than {MAX_FAILURE_SHARE:.0%} of its non-error steps "
+    "labeled failure, fails with severity WARN naming the corpus, its rule, an example observation and how to "
+    "declare a rule (docs/environments.md); the run summary names it too (partitioned: the partition's steps)."))
 def outcome_labels_plausible(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
     report = check_outcomes(scoped(store.layout(), context))
     for line in report.warnings():

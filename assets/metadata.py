@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
+from pipeline.report.tables import Markdown, Table
 from pipeline.store import catalog
 
 #: rows shown in a metadata table (the data itself is in Parquet / DuckDB)
@@ -97,3 +98,20 @@ def suite_table(suite: Any) -> MetadataValue:
     if suite.success:
         return MetadataValue.text(suite.summary())
     return records_table(suite.failure_rows(), ["expectation", "column", "unexpected", "first_rows"])
+
+
+def metadata_of(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Asset metadata of a stage's :class:`~pipeline.report.tables.Facts` values: a ``Table`` as table metadata,
+    ``Markdown`` as Markdown, a ``Path`` as a path, a dict as JSON, any other value as it is."""
+    def one(value: Any) -> Any:
+        if isinstance(value, Table):
+            return records_table(value.rows, value.columns)
+        if isinstance(value, Markdown):
+            return MetadataValue.md(value.text)
+        if isinstance(value, Path):
+            return MetadataValue.path(str(value))
+        if isinstance(value, dict):
+            return MetadataValue.json(value)
+        return value
+
+    return {name: one(value) for name, value in values.items()}

@@ -1,9 +1,7 @@
 """Stage 6: training and evaluation as GPU jobs (local or Slurm), reporting through Dagster Pipes."""
 
-import base64
 import json
 import shlex
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -15,17 +13,14 @@ from duckdb import Error as DuckDBError
 from pydantic import Field
 
 from assets.evaluation import EvalConfig
-from assets.metadata import frame_table
+from assets.metadata import frame_table, metadata_of
 from pipeline.evaluate import results
-from pipeline.store.versions import MIXTURE
 from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.launchers import JobFailed, LogSink
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.training.serve import SERVED_SIMULATOR_DEFAULTS, SERVED_SIMULATOR_FIELDS, ServeSpec
-from pipeline.training.llamafactory import (
-    ZERO3_FILE, InvalidTrainingArguments, TrainSettings, base_model_revision, check_dataset, checkpoint_version,
-    launch_env, library_versions, loss_plot, sft_config, tracking_env, train_needs, train_script, validate, write_config,
-)
+from pipeline.training.llamafactory import TrainSettings, launch_env, tracking_env, train_script
+from pipeline.training.sft_run import plan_run, run_facts, run_manifest, stage_run
 from resources import DataStoreResource, JobLauncherResource
 from resources.config_from import config_from
 
@@ -79,88 +74,38 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     registered in `sft_checkpoint_steps` as it is written; the checkpoint, its metrics and the loss curve come
     back through Dagster Pipes, and the checkpoint is published under `checkpoints/<version>/` with its
     lineage (and in `sft_checkpoints`)."""
-    layout = store.layout()
-    root = layout.root.resolve()
-    exported = layout.recorded_export(MIXTURE)  # where sft_dataset recorded its export (ExportConfig.directory or export/)
-    if exported is None:
-        raise FileNotFoundError(f"no exported SFT mixture recorded under {layout.root} ({layout.export_record.name}); "
-                                "materialize 'sft_dataset' first")
-    dataset_dir = exported.resolve()  # the version exported last
-    if not (dataset_dir / "dataset_info.json").exists():
-        raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
-    _, mixture_version = checkpoints.export_version(dataset_dir)
-    named = config.to_domain()
-    check_dataset(dataset_dir, named.dataset)
     python, cli = launcher.llamafactory()
     env = launcher.job_env()
-    # an embedded model's name (docs/evaluation.md "A real model") trains its converted checkpoint; its identity stays the name
-    # and the GGUF's hash, so moving the data root does not change the checkpoint version
-    settings, origin = base_models.for_training(named, root, python, log=context.log.info)
-    revision = f"gguf-sha256:{origin['gguf_sha256']}" if origin else base_model_revision(named)
-    versions = library_versions(python, env)
-    version = checkpoint_version(mixture_version, named, config.gpus, config.nodes, revision=revision, versions=versions)
-    needs, workers = train_needs(settings, config.gpus, launcher.cpus)
-    final = checkpoints.checkpoints_root(root) / version
-    staging = checkpoints.staging_dir(root, version)
-    with checkpoints.training_lock(root, version):
-        fresh = not staging.exists()
-        cfg = sft_config(settings, dataset_dir, staging, gpus=config.gpus, nodes=config.nodes,
-                         deepspeed_path=staging / ZERO3_FILE, workers=workers, run_name=version)
-        cfg_path = write_config(cfg, staging / "llamafactory_train.yaml", zero3_path=staging / ZERO3_FILE)
-        steps.start_run(staging, version, mixture_version)
-        try:
-            deferred = validate(cfg, python, env=env)
-        except InvalidTrainingArguments:
-            if fresh:
-                shutil.rmtree(staging, ignore_errors=True)
-            raise
-        resume = steps.resume_point(staging)
-        context.log.info(f"LLaMA-Factory accepted the config of {version} (mixture {mixture_version})"
-                         + (f"; left to the job's hardware: {deferred}" if deferred else "")
-                         + (f"; resuming the earlier run from {resume.name}" if resume else ""))
+    plan = plan_run(store.layout(), config.to_domain(), config.gpus, config.nodes, python, env, launcher.cpus,
+                    log=context.log.info)
+    with checkpoints.training_lock(plan.root, plan.version):
+        cfg_path, _, resume, accepted = stage_run(plan, python, env)
+        context.log.info(accepted)
+        staging = plan.staging
         report = f"{shlex.quote(launcher.python)} -m assets.training_entry train-report {shlex.quote(str(staging))}"
         try:
             job, reported = launcher.run_with_pipes(
-                context, "sft-train", train_script(cli, cfg_path, staging, launcher.python, report, config.gpus, config.nodes),
-                {"checkpoint_version": version, "mixture_version": mixture_version}, gpus=config.gpus,
-                env={**launch_env(config.gpus, config.nodes), **tracking_env(settings, staging)}, nodes=config.nodes, requeue=True, needs=needs,
-                sink=_step_sink(context, duckdb, staging))
+                context, "sft-train",
+                train_script(cli, cfg_path, staging, launcher.python, report, plan.gpus, plan.nodes),
+                {"checkpoint_version": plan.version, "mixture_version": plan.mixture_version}, gpus=plan.gpus,
+                env={**launch_env(plan.gpus, plan.nodes), **tracking_env(plan.settings, staging)}, nodes=plan.nodes,
+                requeue=True, needs=plan.needs, sink=_step_sink(context, duckdb, staging))
         except JobFailed as failed:
             try:
                 kept = f"{_register(context, duckdb, staging, None)} checkpoints"
             except DuckDBError as exc:
                 kept = f"its checkpoints (not registered in DuckDB: {exc})"
-            context.log.error(f"{version} stopped before it finished ({failed.state}); {kept} are in {staging}: "
+            context.log.error(f"{plan.version} stopped before it finished ({failed.state}); {kept} are in {staging}: "
                               "materialize again with the same config to resume")
             raise
         if not reported:
             raise RuntimeError("the training job finished without reporting through Dagster Pipes")
         report_data = json.loads(reported[0].metadata["report"].value)
-        manifest = {"checkpoint_version": version, "mixture_version": mixture_version, "settings": asdict(named),
-                    "model_path": settings.model_name_or_path, "template": settings.template,
-                    "gpus": config.gpus, "nodes": config.nodes, "base_model_revision": revision, "library_versions": versions,
-                    "base_model": origin,
-                    "metrics": report_data["metrics"], "saved_checkpoints": report_data["saved_checkpoints"],
-                    "resumed_from": resume.name if resume else None, "job_id": job.job_id,
-                    "dagster_run_id": context.run.run_id, "config_file": cfg_path.name}
-        checkpoints.publish(staging, final, manifest)
-    registered = _register(context, duckdb, final, job.job_id, {**manifest, "path": str(final)})
-    curve = report_data["loss_curve"]
-    plot = loss_plot(curve, final / "loss_curve.png", f"{version} on {mixture_version}") if curve else None
-    throughput = [r["tokens_per_s"] for r in curve if r.get("tokens_per_s")]
-    metadata: dict[str, Any] = {
-        "checkpoint_version": version, "mixture_version": mixture_version, "base_model_revision": revision,
-        "library_versions": MetadataValue.json(versions),
-        "checkpoint": MetadataValue.path(str(final)), "config": MetadataValue.path(str(final / cfg_path.name)),
-        "job_id": job.job_id, "metrics": MetadataValue.json(report_data["metrics"]),
-        "final_loss": curve[-1]["loss"] if curve else None,
-        "tokens_per_s": round(sum(throughput) / len(throughput), 1) if throughput else None,
-        "saved_checkpoints": ", ".join(report_data["saved_checkpoints"]) or "none",
-        "registered_steps": registered, "resumed_from": resume.name if resume else None,
-        "loss_curve": MetadataValue.md(f"![training loss](data:image/png;base64,{base64.b64encode(plot).decode()})"
-                                       if plot else "no loss was logged (fewer steps than logging_steps)"),
-    }
-    return MaterializeResult(metadata={k: v for k, v in metadata.items() if v is not None}, data_version=DataVersion(version))
+        manifest = run_manifest(plan, report_data, resume, job.job_id, context.run.run_id, cfg_path)
+        checkpoints.publish(staging, plan.final, manifest)
+    registered = _register(context, duckdb, plan.final, job.job_id, {**manifest, "path": str(plan.final)})
+    facts = run_facts(plan, report_data, manifest, registered)
+    return MaterializeResult(metadata=metadata_of(facts.values), data_version=DataVersion(plan.version))
 
 
 class ServeConfig(config_from(ServeSpec, SimulatorSpec,

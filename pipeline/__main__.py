@@ -16,10 +16,10 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from pipeline.core import profile  # noqa: E402
 from pipeline.report.tables import md_table  # noqa: E402
-from pipeline.core.safe_names import console, console_text  # noqa: E402
+from pipeline.core.untrusted import console, console_text  # noqa: E402
 from pipeline.core.settings import EXECUTORS, SettingsError, settings  # noqa: E402
 from pipeline.execution.isolation import ISOLATIONS  # noqa: E402
-from pipeline.store import queries
+from pipeline.store import duck, queries
 from pipeline.store.layout import DataLayout
 from pipeline.labeling.quarantine import blocking, failed_checks
 from pipeline.labeling.empty import why_empty
@@ -31,7 +31,6 @@ from pipeline.select.selection import composition_in_force, strata_report
 from pipeline.select.shortfall import shortfall_report
 from pipeline.envs import download
 from pipeline.envs.partitions import partition_keys
-from pipeline.store.partitions import shard_count
 from pipeline.training import base_models
 from pipeline.training.bench_model import ModelUnavailable, bench_model, check_model
 from pipeline.training.launchers import find_llamafactory
@@ -115,6 +114,7 @@ def summary(layout: DataLayout, dagster_run_id: str | None = None,
     Quarantined environments are named, and the run goes on (exit 0) with the others. With the Dagster run
     that just ran (``./forge run``): whether it moved CURRENT, and the scores of its ``simulator_eval``
     (``evaluation``: simulator -> FM / CM / cm_reference, on benchmark ``eval_version``)."""
+    duck.configure(settings())  # an entry point (./forge run's report too): the DuckDB limits of its settings
     died = describe_inflight(layout)
     if died:
         _say(f"WARNING: {console(died)}", file=sys.stderr)
@@ -147,7 +147,7 @@ def summary(layout: DataLayout, dagster_run_id: str | None = None,
     _say()
     _say(md_table(queries.delta_by_outcome(layout)))
     _say()
-    composition = composition_in_force(layout)
+    composition = composition_in_force(layout, profile.named(settings().profile).composition)
     _say(f"Benchmark cells (candidates for the {composition.benchmark_size}-sample composition):")
     _say(md_table(queries.cell_coverage(layout, composition), index=False))
     _say()
@@ -238,13 +238,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
                    help="only check that --checkpoint's weights are here and its chat template is known (what ./forge "
                         "bench-model does before it installs the serving environment); exit 2 with one line if not")
     args = parser.parse_args(argv)
+    if args.command != "check-settings":  # which reports a bad variable in its own words
+        duck.configure(settings())  # the entry point's one Settings value: the DuckDB limits of this process
     if args.command == "bench-model":
-        root = DataLayout.at(args.data_root).root
+        root = DataLayout.at(args.data_root or settings().data_root).root
         try:
             check_model(args.checkpoint, root, args.template)
             if args.check:
                 return 0
-            python, cli = find_llamafactory()
+            python, cli = find_llamafactory(settings().llamafactory_python)
             result = bench_model(root, python, cli, args.checkpoint, args.per_cell, args.max_tokens, args.backend,
                                  args.template, args.split_version, args.timeout, dtype=args.dtype)
         except ModelUnavailable as exc:
@@ -256,7 +258,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
         print("stored in DuckDB: eval_results / eval_runs (run_id above), bench_model_runs")
         return 0
     if args.command == "download":
-        root = DataLayout.at(args.data_root).root
+        root = DataLayout.at(args.data_root or settings().data_root).root
         try:
             result = download.download_envscaler(
                 root, endpoint=args.endpoint, token=None,  # huggingface_hub resolves: $HF_TOKEN, `hf auth login`
@@ -277,10 +279,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
             print(line, file=sys.stderr)
         return 2 if problems else 0
     if args.command == "partitions":
-        count = shard_count()
+        count = settings().shards
         print("\n".join(partition_keys(count)) if count else "", end="\n" if count else "")
         return 0
-    return summary(DataLayout.at(args.data_root))
+    return summary(DataLayout.at(args.data_root or settings().data_root))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ def default_cells(of: profile.Profile = profile.PROFILES["default"]) -> list[Cel
 
 class CompositionResource(ConfigurableResource):
     """The composition in force: benchmark cells (rule + quota) and Balance2 mixture sizes, with how hard
-    collection pursues it (the exploration call budget) and what a benchmark short of it does."""
+    collection pursues it (the exploration call budget) and what a benchmark short of it does; ``strict``:
+    whether a corpus that cannot give it clean data — a quarantined environment — fails the run."""
 
     cells: list[CellConfig] = Field(default_factory=default_cells,
                                     description="Benchmark cells (rule + quota); default: the profile's (EnvSimBench's 400).")
@@ -47,13 +48,19 @@ class CompositionResource(ConfigurableResource):
         "the mixture is built from the rest) or fails `benchmark_split` (a `benchmark_split` config's `on_shortfall` "
         "overrides it); default: the profile's, `warn` (`fail` with ENVSIM_STRICT=1).")
 
+    strict: bool = Field(
+        default=False,
+        description="An environment the checks of `labeled_steps` quarantine (labels that do not verify, or differ "
+        "when executed again) fails the run (severity ERROR, blocking) instead of being excluded while the others go "
+        "on (a `relabel_is_deterministic` config's `strict` overrides it); the code location's default: ENVSIM_STRICT.")
+
     @classmethod
     def of(cls, chosen: profile.Profile, strict: bool = False) -> "CompositionResource":
         """The composition of the profile ``chosen``; ``strict`` (``ENVSIM_STRICT``) makes a benchmark
         shortfall fail, as it makes a quarantined environment fail."""
         return cls(cells=default_cells(chosen), mixture_sizes=dict(chosen.mixture_sizes),
                    explore_call_budget=chosen.explore_call_budget,
-                   on_shortfall="fail" if strict else chosen.benchmark_on_shortfall)
+                   on_shortfall="fail" if strict else chosen.benchmark_on_shortfall, strict=strict)
 
     def composition(self) -> Composition:
         return Composition(tuple(c.to_domain() for c in self.cells), self.mixture_sizes)

@@ -4,7 +4,8 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from pipeline.core import profile
-from pipeline.envs.bfcl_tasks import PROFILE_CATEGORIES, BfclTaskFile, default_task_files
+from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, profile_categories
+from pipeline.envs.builtin import profile_scenarios_per_env
 from pipeline.envs.config import EnvScalerCorpus, SourceConfig
 from pipeline.envs.download import downloaded_corpus
 from pipeline.store.layout import DataLayout
@@ -34,7 +35,7 @@ class EnvironmentSourcesResource(config_from(SourceConfig, exclude={"bfcl_files"
     (fields: ``SourceConfig``; its bfcl task files are given as categories plus files of your own)."""
 
     bfcl_categories: list[str] = Field(
-        default_factory=lambda: list(PROFILE_CATEGORIES["default"]),
+        default_factory=lambda: list(profile_categories()),
         description="bfcl-eval multi-turn categories to use (the code location's default: the profile's).",
     )
     bfcl_task_files: list[BfclTaskFileConfig] = Field(
@@ -47,8 +48,9 @@ class EnvironmentSourcesResource(config_from(SourceConfig, exclude={"bfcl_files"
 
     @classmethod
     def of(cls, chosen: profile.Profile) -> "EnvironmentSourcesResource":
-        """The sources of the profile ``chosen``."""
-        return cls(bfcl_categories=list(PROFILE_CATEGORIES[chosen.name]))
+        """The sources of the profile ``chosen``: every source default the profile changes."""
+        return cls(bfcl_categories=list(profile_categories(chosen.name)),
+                   builtin_scenarios_per_env=profile_scenarios_per_env(chosen.name))
 
     def bfcl_files(self) -> list[BfclTaskFile]:
         files = default_task_files(self.bfcl_categories) if self.bfcl_categories else []

@@ -52,13 +52,13 @@ class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workd
     llamafactory_python: str | None = Field(
         default=None,
         description="Python of the LLaMA-Factory environment (requirements-train.txt); its llamafactory-cli trains "
-        "and serves. Default: $ENVSIM_LLAMAFACTORY_PYTHON, else .venv-train (./forge train-env) if present, else "
-        "llamafactory-cli on PATH.")
+        "and serves. The code location's default: $ENVSIM_LLAMAFACTORY_PYTHON; unset: .venv-train "
+        "(./forge train-env) if present, else llamafactory-cli on PATH.")
     serve_python: str | None = Field(
         default=None,
         description="Python of a separate serving environment (requirements-serve-vllm.txt: vLLM 0.11 needs transformers "
         "< 5, training pins 5.6); its llamafactory-cli serves checkpoints in the evaluation job. Default: "
-        "$ENVSIM_SERVE_PYTHON, else the LLaMA-Factory environment.")
+        "the code location's $ENVSIM_SERVE_PYTHON; unset: the LLaMA-Factory environment.")
 
     def llamafactory(self) -> tuple[str, str]:
         """(python, llamafactory-cli) of the LLaMA-Factory environment, or FileNotFoundError saying how to get one."""

@@ -57,9 +57,9 @@ class ExploreSettings:
     seed: int = setting(0, "Seed of the exploration policy.")
     call_budget: int | None = setting(None, "Stop after this many tool calls (unset: `calls_per_environment` × the "
                                       "environments explored, at most `max_call_budget`).")
-    max_call_budget: int = setting(factory=lambda: profile.current().explore_call_budget,
-                                   description="The largest budget an unset `call_budget` scales to (default: the "
-                                   "profile's `explore_call_budget`).")
+    max_call_budget: int = setting(profile.DEFAULT.explore_call_budget,
+                                   "The largest budget an unset `call_budget` scales to (default: the `default` "
+                                   "profile's `explore_call_budget`; the `composition` resource passes the profile's).")
     calls_per_environment: int = setting(3_000, "Tool calls per explored environment an unset `call_budget` allows.")
     plateau_calls: int = setting(100, "A tool that has shown nothing new (no new combination of outcome, |Δ| and "
                                  "argument count) for this many calls has plateaued: what it reaches is what it has shown.")
@@ -162,10 +162,10 @@ def _predicate_text(when: When) -> str:
 @dataclass
 class Coverage:
     """Candidate counts per benchmark cell / Balance2 group of the composition in force (default:
-    the profile's), the environments behind them, and what each explored tool has shown."""
+    the ``default`` profile's), the environments behind them, and what each explored tool has shown."""
 
     settings: ExploreSettings
-    composition: Composition = field(default_factory=lambda: profile.current().composition)
+    composition: Composition = field(default_factory=lambda: profile.DEFAULT.composition)
     cells: Counter[str] = field(default_factory=Counter)
     cell_envs: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     groups: Counter[str] = field(default_factory=Counter)

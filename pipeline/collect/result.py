@@ -1,12 +1,17 @@
 """What a collection returns: its report, exploration coverage, agent episodes and, for a partition,
-what the shard held (kept with the trajectories by :mod:`pipeline.collect.reuse`)."""
+what the shard held (kept with the trajectories by :mod:`pipeline.collect.reuse`); and what the
+``trajectories`` asset reports of it (:func:`collection_facts`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from pipeline.collect.collector import CollectReport
 from pipeline.collect.explore import Coverage
+from pipeline.report.tables import Facts, Markdown, Table
+from pipeline.store.layout import DataLayout
 from pipeline.store.partitions import Shard
 
 
@@ -29,3 +34,58 @@ class ShardSummary:
     shard_envs: set[str] = field(default_factory=set)  # ... of them in this shard
     configured: bool = True  # whether the source has anything configured at all
     note: str = ""
+
+
+def collection_facts(result: CollectionResult, layout: DataLayout, explore_class_defaults: bool,
+                     agent_model: str | None) -> Facts:
+    """What the ``trajectories`` asset reports of ``result`` (``layout``: the partition's, when partitioned):
+    counts, rejected tasks, environments without scenarios, the shard, the agent's episodes (``agent_model``:
+    None when no agent ran) and exploration's coverage, with the warnings to log."""
+    report = result.report
+    facts = Facts(warnings=[f"task {issue.task_id} ({issue.stage}): {issue.reason}" for issue in report.issues])
+    values = facts.values
+    values.update({
+        "reused": result.reused,
+        "trajectories": report.trajectories,
+        "actions": report.actions,
+        "environments": len(report.by_env),
+        "rejected_tasks": len(report.issues),
+        "by_strategy": Table([{"strategy": k, "trajectories": n} for k, n in sorted(report.by_strategy.items())],
+                             ["strategy", "trajectories"]),
+        "by_category": Table([{"category": k, "trajectories": n} for k, n in sorted(report.by_category.items())],
+                             ["category", "trajectories"]),
+        "rejected": Table(report.issue_rows(), ["task_id", "stage", "reason", "origin"]),
+        "path": layout.trajectories.resolve(),
+    })
+    if result.without_scenarios:
+        how = ("explored from their class defaults (init config {})" if explore_class_defaults
+               else "not explored (explore_class_defaults is off)")
+        facts.warnings.append(f"{len(result.without_scenarios)} corpus environments have no scenario; {how}: "
+                              + ", ".join(result.without_scenarios[:20]))
+        values["environments_without_scenarios"] = len(result.without_scenarios)
+        listed = "\n".join(f"- {e}" for e in result.without_scenarios[:200])
+        values["without_scenarios"] = Markdown(f"{how}:\n\n{listed}")
+    if result.shard is not None:
+        values["partition"] = result.shard.shard.key
+        values["partition_note"] = result.shard.note
+    if agent_model is None:
+        values["agent"] = "skipped: no model endpoint configured (config agent.model / agent.base_url)"
+    else:
+        statuses = pd.Series([r["status"] for r in result.agent_episodes]).value_counts().to_dict()
+        events = pd.Series([e["kind"] for r in result.agent_episodes for e in r["events"]]).value_counts().to_dict()
+        values["agent"] = f"{len(result.agent_episodes)} episodes with {agent_model}: {statuses}; events {events}"
+    if result.coverage is not None:
+        cov = result.coverage
+        values["exploration_calls"] = cov.steps
+        values["exploration_call_budget"] = cov.call_budget
+        values["exploration_stopped"] = cov.stop_reason
+        values["exploration_coverage"] = Table([
+            {"cell": c.name, "target": cov.targets()[c.name], "candidates": cov.cells[c.name],
+             "environments": len(cov.cell_envs.get(c.name, ())), "status": cov.status(c.name)}
+            for c in cov.composition.cells
+        ], ["cell", "target", "candidates", "environments", "status"])
+        if lines := cov.unreachable_lines():
+            values["exploration_unreachable"] = Markdown("\n".join(f"- {line}" for line in lines))
+            facts.warnings.append(f"exploration: {len(lines)} coverage target(s) no explored environment can reach: "
+                                  + "; ".join(lines))
+    return facts

@@ -119,7 +119,7 @@ def fingerprint(
         "sources": _plain(cfg),
         "files": {str(p): _file_digest(Path(p)) for _, p in configured_files(cfg)},
         "explore": _plain(explore_settings),
-        "composition": _plain(composition or profile.current().composition) if explore_settings is not None else None,
+        "composition": _plain(composition or profile.DEFAULT.composition) if explore_settings is not None else None,
         "shard": _plain(shard),
     }
     return hashlib.blake2b(json.dumps(doc, sort_keys=True).encode(), digest_size=16).hexdigest()
@@ -212,7 +212,7 @@ def reused(
                            Counter(r["by_category"]), Counter(r["by_env"]), Counter(r["by_strategy"]))
     coverage = None
     if (c := doc["coverage"]) is not None:
-        coverage = Coverage(ExploreSettings(**c["settings"]), composition or profile.current().composition)
+        coverage = Coverage(ExploreSettings(**c["settings"]), composition or profile.DEFAULT.composition)
         coverage.cells.update(c["cells"])
         for cell, envs in c["cell_envs"].items():
             coverage.cell_envs[cell].update(envs)

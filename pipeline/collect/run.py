@@ -132,14 +132,15 @@ def collect_all(
                 log(f"removed {name} (a partitioned collection's file; this collection is unpartitioned)")
         return kept
 
-    def scoped(stream: Iterable, issues_of: str | None) -> Iterable:
+    def of_shard(stream: Iterable, issues_of: str | None) -> Iterable:
+        """``stream``'s items of this collection's shard (unpartitioned: all of them)."""
         return stream if shard is None else _in_shard(stream, shard, summary, issues_of)
 
     items, item_issues = env_items(cfg)
     # progress of the replays, with their totals known up front: a source's ready-made trajectories (bfcl's
     # tasks: a few thousand at most, package data) are read now; message histories, which can be large,
     # are read once to count them
-    replays = [list(scoped(replay_trajectories(cfg, only=name), name))
+    replays = [list(of_shard(replay_trajectories(cfg, only=name), name))
                for name in registry.names() if shard is None or shard.source == name]
     replay = [t for r in replays for t in r]
     phases: dict[str, Progress] = {}
@@ -148,10 +149,10 @@ def collect_all(
         phases["ground_truth"] = Progress(" + ".join(sorted({registry.source_of(t.env) for t in replay if isinstance(t, Trajectory)}))
                                           + " replay", gt_total, log, unit="trajectories")
     if cfg.message_histories:
-        history_total = sum(isinstance(t, Trajectory) for t in scoped(history_trajectories(cfg, items), PARSE_ISSUES))
+        history_total = sum(isinstance(t, Trajectory) for t in of_shard(history_trajectories(cfg, items), PARSE_ISSUES))
         if history_total:
             phases["replay-messages"] = Progress("message-history replay", history_total, log, unit="trajectories")
-    streams = [scoped(item_issues, PARSE_ISSUES), replay, scoped(history_trajectories(cfg, items), PARSE_ISSUES)]
+    streams = [of_shard(item_issues, PARSE_ISSUES), replay, of_shard(history_trajectories(cfg, items), PARSE_ISSUES)]
     agent_rows: list[dict] = []
     if agent is not None:
         tasks = agent_tasks(cfg, items, list(agent.sources), agent.task_limit)
@@ -161,7 +162,7 @@ def collect_all(
             name = f"{name}.{shard.key}"
         record = layout.agent_record(name)
         agent_rows = asyncio.run(collect_agent(tasks, agent.settings, sandbox, record, log))
-        streams.append(scoped([  # tasks were chosen per shard already: their issues are this shard's
+        streams.append(of_shard([  # tasks were chosen per shard already: their issues are this shard's
             episode_trajectory(r, agent.settings.model) if r["status"] != "reset_error" else
             TaskIssue(r["task_id"], "reset", "; ".join(e.get("reason", "") for e in r["events"]), "agent")
             for r in agent_rows
@@ -174,11 +175,12 @@ def collect_all(
             without = [e for e in without if shard.holds(registry.source_of_id(envscaler.SOURCE, e), e)]
         if shard is not None:
             everywhere = {s.env.env_id for s in scenarios}
-            scenarios = list(scoped(scenarios, PARSE_ISSUES))
+            scenarios = list(of_shard(scenarios, PARSE_ISSUES))
             here = {s.env.env_id for s in scenarios}
             explore_settings = _scaled(explore_settings, len(here) / len(everywhere) if everywhere else 0.0)
         coverage = Coverage(explore_settings) if composition is None else Coverage(explore_settings, composition)
-        streams += [scoped(scenario_issues, PARSE_ISSUES), explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
+        streams += [of_shard(scenario_issues, PARSE_ISSUES),
+                    explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
     report = collect(itertools.chain(*streams), layout, sandbox, log, progress=phases)
     if summary is not None:
         summary.note = _shard_note(summary, report.trajectories, why_disabled)

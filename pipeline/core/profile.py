@@ -3,6 +3,11 @@ split sizes) for demos, the UI end-to-end tests and quick looks; ``default`` is 
 A source's own profile defaults (bfcl categories, builtin scenarios per environment) live with the
 source (:mod:`pipeline.envs.bfcl_tasks`, :mod:`pipeline.envs.builtin`), keyed by the profile's name.
 
+The path of a profile (docs/settings.md): the entry point builds one ``Settings`` value, the code location
+takes the ``Profile`` of its ``profile`` once (``resources.sets.resources_for``) and passes it down to the
+resources, which hand its values to the domain dataclasses. Nothing here reads the environment: a default
+of a domain dataclass is the ``default`` profile's (:data:`DEFAULT`), never the process's.
+
 A profile's :class:`~pipeline.core.strata.Composition` (benchmark cells, Balance2 mixture sizes) is
 the composition in force unless an asset config replaces it: exploration steers toward it and the
 coverage reports count against it."""
@@ -10,8 +15,6 @@ coverage reports count against it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from pipeline.core.settings import settings
 
 from pipeline.core.strata import Composition
 
@@ -39,14 +42,12 @@ PROFILES = {
     ),
 }
 
+#: the ``default`` profile: the defaults of the domain dataclasses (a profile in force is passed down instead)
+DEFAULT = PROFILES["default"]
+
 
 def named(name: str) -> Profile:
     """The profile ``name``; an unknown one is a ``ValueError`` naming the known ones."""
     if name not in PROFILES:
         raise ValueError(f"unknown ENVSIM_PROFILE {name!r}; known: {sorted(PROFILES)}")
     return PROFILES[name]
-
-
-def current() -> Profile:
-    """The profile of the process's settings (``ENVSIM_PROFILE``)."""
-    return named(settings().profile)

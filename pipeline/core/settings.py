@@ -2,9 +2,11 @@
 
 Three ways to get a :class:`Settings`:
 
-* ``settings()`` — the one reader the code uses: the process environment, parsed once and parsed again
-  only when one of the variables changed (tests that ``monkeypatch.setenv`` see their value, nothing
-  re-parses on an unchanged environment).
+* ``settings()`` — what the entry points read (``python -m pipeline``, the code location's ``defs``): the
+  process environment, parsed once and parsed again only when one of the variables changed (tests that
+  ``monkeypatch.setenv`` see their value, nothing re-parses on an unchanged environment). Everything after
+  an entry point gets the value, or what it gives (the ``Profile``, the resources), passed down: no other
+  module calls it (``tests/core/test_settings.py``; the path: docs/settings.md).
 * ``Settings.from_env(mapping)`` — any mapping of variables (a test's dict; default: ``os.environ``).
 * ``Settings(profile="small", data_root=Path("/srv/envsim"))`` — a plain value: the fields given, the
   defaults for the others; **the environment is not read** (pass it to ``build_definitions(settings)``

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from pipeline.envs.profiles import of_profile
+from pipeline.envs.profiles import DEFAULT, of_profile
 from pipeline.core.fields import setting
 from pipeline.envs import bfcl
 from pipeline.core.issues import TaskIssue
@@ -35,13 +35,13 @@ class BfclTaskFile:
     category: str = setting("custom", "Category label; 'long_context' loads long-context scenarios.")
 
 
-#: the multi-turn categories used by default, per run profile (``ENVSIM_PROFILE``)
+#: the multi-turn categories used by default, per run profile (``Settings.profile``, passed down)
 PROFILE_CATEGORIES: dict[str, tuple[str, ...]] = {"default": bfcl.CATEGORIES, "small": ("base",)}
 
 
-def profile_categories() -> tuple[str, ...]:
-    """The bfcl-eval categories of the profile in force."""
-    return of_profile(PROFILE_CATEGORIES)
+def profile_categories(name: str = DEFAULT) -> tuple[str, ...]:
+    """The bfcl-eval categories of the profile ``name`` (default: the ``default`` profile)."""
+    return of_profile(PROFILE_CATEGORIES, name)
 
 
 def default_task_files(categories: tuple[str, ...] | list[str] = bfcl.CATEGORIES) -> list[BfclTaskFile]:

@@ -2,8 +2,9 @@
 
 Each source reads its own fields (:mod:`pipeline.envs.sources`); their profile-dependent defaults
 live with the source (:func:`pipeline.envs.bfcl_tasks.profile_categories`,
-:func:`pipeline.envs.builtin.profile_scenarios_per_env`). ``message_histories`` belong to no source:
-they replay recorded conversations on environments of any source.
+:func:`pipeline.envs.builtin.profile_scenarios_per_env`). A field's default here is the ``default``
+profile's; the profile in force is passed down by the ``sources`` resource (``resources.sets``).
+``message_histories`` belong to no source: they replay recorded conversations on environments of any source.
 """
 
 from __future__ import annotations
@@ -60,13 +61,15 @@ class EnvScalerCorpus:
 class SourceConfig:
     """The environment sources: bfcl-eval's multi-turn tasks, the builtin pack, EnvScaler corpora."""
 
-    bfcl_files: list[BfclTaskFile] = setting(factory=lambda: default_task_files(profile_categories()),
-                                             description="bfcl-eval task files (default: the profile's categories).")
+    bfcl_files: list[BfclTaskFile] = setting(
+        factory=lambda: default_task_files(profile_categories()),
+        description="bfcl-eval task files (default: the `default` profile's categories).")
     bfcl_replay: bool = setting(True, "Collect bfcl tasks by ground-truth replay.")
     bfcl_explore: bool = setting(False, "Also explore bfcl task configs with the policy.")
     builtin: bool = setting(True, "Use the builtin environment pack.")
-    builtin_scenarios_per_env: int = setting(factory=profile_scenarios_per_env,
-                                             description="Seeded scenarios generated per builtin env.")
+    builtin_scenarios_per_env: int = setting(
+        factory=profile_scenarios_per_env,
+        description="Seeded scenarios generated per builtin env (default: the `default` profile's).")
     builtin_seed: int = setting(0, "Seed of the builtin scenario generators.")
     envscaler: list[EnvScalerCorpus] = setting(factory=list, description="EnvScaler-format corpora.")
     message_histories: list[Path] = setting(

@@ -36,7 +36,7 @@ from pipeline.core.issues import TaskIssue
 from pipeline.core.environment import CallResult, EnvSpec
 from pipeline.core.outcome import RULE_OPTION, default_outcome
 from pipeline.core.canonical import JSONValue, canonicalize
-from pipeline.core.safe_names import SAFE_TOOL, id_problem, shown
+from pipeline.core.untrusted import SAFE_TOOL, id_problem, shown
 
 SOURCE = "envscaler"
 
@@ -217,7 +217,7 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
 
 def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE, license: str = "") -> EnvItem | TaskIssue:
     """Validate one env item without running its code: it must parse, define the class, and its
-    tool schemas must fit the methods. Its id must be a safe name (:mod:`pipeline.core.safe_names`):
+    tool schemas must fit the methods. Its id must be a safe name (:mod:`pipeline.core.untrusted`):
     ids reach reports, the dataset card and the console; an unsafe one is skipped with its reason (the
     issue names it escaped)."""
     problem = id_problem(env_id) or id_problem(f"{prefix}/{env_id}", "qualified env id")

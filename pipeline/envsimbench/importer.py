@@ -56,7 +56,7 @@ HUB_REPO = "Louie-CookieApril/EnvSimBench"
 LICENSE = "see the EnvSimBench dataset card (Louie-CookieApril/EnvSimBench)"
 
 
-class ImportError_(ValueError):
+class NothingToImport(ValueError):
     """Nothing could be imported (no file, no readable sample)."""
 
 
@@ -232,7 +232,7 @@ def import_envsimbench(
     paths = sorted({Path(f) for f in files}, key=str)
     missing = [str(p) for p in paths if not p.is_file()]
     if missing or not paths:
-        raise ImportError_(f"envsimbench import: no such file(s): {missing or 'none given'}")
+        raise NothingToImport(f"envsimbench import: no such file(s): {missing or 'none given'}")
     cells = tuple(cells)
     digest = hashlib.blake2b(digest_size=6)
     for path in paths:
@@ -272,7 +272,7 @@ def import_envsimbench(
         rows.append(row)
         published_rows.append({"step_id": step_id, **published})
     if not rows:
-        raise ImportError_(f"envsimbench import: no sample could be read from {report.files}: "
+        raise NothingToImport(f"envsimbench import: no sample could be read from {report.files}: "
                            + "; ".join(f"{s['id']}: {s['reason']}" for s in report.skipped[:5]))
     store = SplitStore(layout, BENCHMARK)
     directory = store.dir(version)
@@ -311,5 +311,5 @@ def download(repo_id: str = HUB_REPO, patterns: Iterable[str] = ("Benchmark/*",)
                                   token=token, endpoint=endpoint, cache_dir=cache_dir))
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl"))
     if not files:
-        raise ImportError_(f"no .json / .jsonl file in {repo_id} matches {list(patterns)}")
+        raise NothingToImport(f"no .json / .jsonl file in {repo_id} matches {list(patterns)}")
     return files

@@ -15,9 +15,8 @@ class SimulatorSpec:
 
     name: str = setting(description="Name of the simulator in the results.")
     kind: str = setting(
-        "openai", "A kind of KINDS: openai endpoint, or a baseline: oracle (our answer format), oracle_envsimbench "
-                  "(the executor's answer in the reference SFT format), no_change; or recorded (answers generated "
-                  "elsewhere, e.g. batched on a GPU node, read from `completions`).")
+        "openai", "A registered simulator kind (the registry lists them, each with its own description): an "
+                  "OpenAI-compatible endpoint (openai), a baseline, or answers generated elsewhere.")
     prompt: Literal["envsim", "envsimbench"] = setting(
         "envsim", "Prompt template (pipeline.core.protocol.TEMPLATES): envsim (ours) or envsimbench (the reference "
                   "evaluation prompt: whole class, indent-2 state); recorded with every result.")

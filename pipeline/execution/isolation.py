@@ -29,7 +29,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pipeline.core.settings import settings
 from pipeline.execution import freeze
 
 ISOLATIONS = ("bwrap", "trusted")
@@ -142,9 +141,9 @@ def worker_command(isolation: str, tmp_mb: int) -> tuple[list[str], dict[str, st
     raise SandboxUnavailable(f"unknown sandbox isolation {isolation!r}; choose one of {', '.join(ISOLATIONS)}")
 
 
-def default_isolation() -> str:
-    """``ENVSIM_SANDBOX`` (``bwrap`` unless set)."""
-    value = settings().sandbox
+def checked_isolation(value: str) -> str:
+    """``value`` when it is an isolation (``ISOLATIONS``), else a SandboxUnavailable naming the choices."""
     if value not in ISOLATIONS:
-        raise SandboxUnavailable(f"ENVSIM_SANDBOX={value!r}; choose one of {', '.join(ISOLATIONS)}")
+        raise SandboxUnavailable(f"sandbox isolation {value!r} (ENVSIM_SANDBOX, or the sandbox resource's isolation) "
+                                 f"is not one: choose one of {', '.join(ISOLATIONS)}")
     return value

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Iterator
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, registry
 from pipeline.execution.frames import FdReader, FrameError, FrameTimeout, encode
-from pipeline.execution.isolation import SandboxUnavailable, default_isolation, worker_command
+from pipeline.execution.isolation import SandboxUnavailable, checked_isolation, worker_command
 from pipeline.execution.labels import TrajectoryLabels
 from pipeline.execution.child import Limits
 from pipeline.execution.wire import limits_to_wire, trajectory_to_wire
@@ -214,18 +214,18 @@ def _not_run(trajectory: Trajectory, reason: object) -> dict[str, Any]:
 class Sandbox:
     """A pool of sandbox workers; ``run`` yields one result dict per trajectory, in order.
 
-    ``isolation``: ``bwrap`` (default, or ``ENVSIM_SANDBOX``) or ``trusted`` (no namespace boundary;
-    only for code you trust). The first worker starts on entry, so a sandbox that cannot start is an
+    ``isolation``: ``bwrap`` (default; the code location passes ``Settings.sandbox``) or ``trusted`` (no
+    namespace boundary; only for code you trust). The first worker starts on entry, so a sandbox that cannot start is an
     error at once, never a silent fallback."""
 
-    def __init__(self, workers: int = 2, limits: Limits | None = None, window: int = 256, isolation: str | None = None,
+    def __init__(self, workers: int = 2, limits: Limits | None = None, window: int = 256, isolation: str = "bwrap",
                  batch: int = 4, max_batch: int = 16) -> None:
         self.workers = max(1, workers)
         self.batch = max(1, batch)  # consecutive trajectories queued on one worker at once (fresh children)
         self.max_batch = max(self.batch, max_batch)  # trajectories of one reuse key queued on one worker at once
         self.limits = limits or Limits()
         self.window = max(window, self.workers)
-        self.isolation = isolation or default_isolation()
+        self.isolation = checked_isolation(isolation)
         self._idle: Queue[_Worker | None] = Queue()
         self._all: list[_Worker] = []
         self._lock = threading.Lock()

@@ -30,7 +30,7 @@ from pipeline.envsimbench import export as envsimbench
 from pipeline.core.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PROMPT, TEMPLATES, TIME_SECTION, USER_TEMPLATE
 from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
 from pipeline.report.tables import md_records
-from pipeline.core.safe_names import card
+from pipeline.core.untrusted import card
 from pipeline.envs import registry
 from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
 from pipeline.store.layout import DataLayout

@@ -1,4 +1,6 @@
-"""Labeling stage: re-execute every collected trajectory in the sandbox and write the steps table.
+"""Labeling stage: write the steps table, one labeled row per call of every collected trajectory. A
+trajectory collection already labeled under this run's configuration keeps those labels (``Prelabels``);
+the others are executed again in the sandbox and labeled from that execution.
 
 The steps table is written as resumable parts: trajectories are taken in table order in chunks,
 each chunk's part file is named by a content key (labeler version, limits, source code versions,

@@ -1,13 +1,15 @@
-"""Markdown tables, record lists and histograms used in asset metadata, dataset cards and the CLI report.
+"""Markdown tables, record lists and histograms used in asset metadata, dataset cards and the CLI report,
+and the plain shape of what a stage reports (:class:`Facts`: values, :class:`Table`, :class:`Markdown`).
 
-Every cell, header and key goes through :func:`pipeline.core.safe_names.md`: ids come from
+Every cell, header and key goes through :func:`pipeline.core.untrusted.md`: ids come from
 untrusted corpora, and no value may end a row, open a link or inject HTML."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from pipeline.core.safe_names import md
+from pipeline.core.untrusted import md
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,3 +54,28 @@ def md_histogram(counts: Mapping[Any, int], label: str = "value", width: int = 4
         bar = "█" * max(1 if n else 0, round(width * n / peak))
         lines.append(f"| {md(key)} | {n} | {bar} |")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table for a report (the Dagster layer shows it as table metadata): ``rows`` of ``columns``."""
+
+    rows: list[dict[str, Any]]
+    columns: list[str]
+
+
+@dataclass(frozen=True)
+class Markdown:
+    """Markdown text for a report (escaped by whoever wrote it: :func:`pipeline.core.untrusted.md`)."""
+
+    text: str
+
+
+@dataclass
+class Facts:
+    """What a stage reports, without Dagster: named values (plain values, a :class:`Table`, :class:`Markdown`
+    or a ``Path``) in the order shown, and the warnings to log. ``assets.metadata.metadata_of`` turns the
+    values into asset metadata."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)

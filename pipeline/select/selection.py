@@ -333,11 +333,10 @@ def build_mixture(
     return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses, dagster_run_id)
 
 
-def composition_in_force(layout: DataLayout) -> Composition:
+def composition_in_force(layout: DataLayout, default: Composition = profile.DEFAULT.composition) -> Composition:
     """The composition the current splits were built to: the current benchmark version's cells and
-    the current mixture version's sizes, each falling back to the profile's (no current version, or
-    one imported without a composition)."""
-    default = profile.current().composition
+    the current mixture version's sizes, each falling back to ``default``'s (the profile's: no current
+    version, or one imported without a composition)."""
     cells, sizes = default.cells, default.mixture_sizes
     bench = SplitStore(layout, BENCHMARK)
     if bench.current():

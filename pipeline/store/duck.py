@@ -1,8 +1,10 @@
 """Every DuckDB connection of the pipeline, with a bounded memory budget.
 
-``ENVSIM_DUCKDB_MEMORY`` (default ``512MB``) caps DuckDB's buffer manager and ``ENVSIM_DUCKDB_THREADS``
-its threads (default: all cores); operators that exceed the cap spill to a temporary directory
-instead of growing without bound. ``connection_config()`` is the configuration of every connection:
+``Settings.duckdb_memory`` (``ENVSIM_DUCKDB_MEMORY``, default ``512MB``) caps DuckDB's buffer manager and
+``Settings.duckdb_threads`` (``ENVSIM_DUCKDB_THREADS``) its threads (default: all cores); operators that exceed
+the cap spill to a temporary directory instead of growing without bound. They are the process's: the entry
+points (the code location's ``build_definitions``, the CLI) hand their ``Settings`` value to :func:`configure`
+once; nothing here reads the environment. ``connection_config()`` is the configuration of every connection:
 ``connect()`` opens the pipeline's, and the ``duckdb`` resource of the code location
 (``resources/storage.py``) opens ``envsim.duckdb`` with it (through Dagster's DuckDB resource, which
 retries while another process holds the file).
@@ -17,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.core.settings import settings
+from pipeline.core.settings import Settings
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout
 
@@ -25,9 +27,18 @@ from pipeline.store.layout import DataLayout
 DUCKDB_FILE = "envsim.duckdb"
 
 
+#: the DuckDB settings of this process's connections (``Settings``' defaults until :func:`configure`)
+_configured: list[Settings] = [Settings()]
+
+
+def configure(current: Settings) -> None:
+    """Take the DuckDB memory cap and threads of ``current`` for every later connection of this process."""
+    _configured[0] = current
+
+
 def connection_config() -> dict[str, Any]:
     """DuckDB's configuration for a connection: the memory cap, the spill directory, the threads."""
-    current = settings()
+    current = _configured[0]
     config: dict[str, Any] = {
         "memory_limit": current.duckdb_memory,
         "temp_directory": os.path.join(tempfile.gettempdir(), "envsim-duckdb"),

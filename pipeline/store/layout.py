@@ -1,10 +1,10 @@
 """Where everything lives under the data root: ``DataLayout`` builds every path below it, and records
 where each export went.
 
-The root itself comes from the ``store`` resource (``resources/storage.py``; its default is
-``ENVSIM_DATA_ROOT``, else ``./data``, see ``pipeline.core.settings``): code running in Dagster takes
-``store.layout()``, never a root of its own, so a root set on the resource (in the Launchpad too)
-moves every table, the DuckDB file, the GPU jobs' directory and what the sensors read.
+The root itself comes from the ``store`` resource (``resources/storage.py``; the code location's default
+is ``Settings.data_root``: ``ENVSIM_DATA_ROOT``, else ``./data``, see ``pipeline.core.settings``): code
+running in Dagster takes ``store.layout()``, never a root of its own, so a root set on the resource (in the
+Launchpad too) moves every table, the DuckDB file, the GPU jobs' directory and what the sensors read.
 
 An export may go anywhere (``ExportConfig.directory``, the rollouts' ``directory``): the writer records
 its directory in ``exports.json`` (``record_export``) and every reader — SFT training, the run summary —
@@ -13,18 +13,20 @@ takes the recorded one (``recorded_export`` / ``recorded_exports``), never a dir
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline.core.settings import settings
+from pipeline.core.settings import Settings
 
 
 def default_data_root() -> Path:
-    """``ENVSIM_DATA_ROOT``, else ``./data`` (the ``store`` resource's default)."""
-    return settings().data_root
+    """``./data``, the default of ``Settings.data_root`` (the environment is not read here: an entry point
+    passes the root of its ``Settings`` value, ``ENVSIM_DATA_ROOT`` included)."""
+    return Settings().data_root
 
 
 #: a labeled-steps part of a partition: ``part-<partition>-<content key>.parquet`` (+ ``.issues.json``)
@@ -110,17 +112,23 @@ class DataLayout:
 
     def record_export(self, name: str, directory: Path, **facts: str) -> None:
         """Record that export ``name`` is in ``directory`` (absolute unless under the data root, where it is
-        kept relative so that the record survives moving the root), with ``facts`` (e.g. its version)."""
-        records = self._export_records()
+        kept relative so that the record survives moving the root), with ``facts`` (e.g. its version).
+
+        Read, change and write happen under an exclusive lock (``.exports.json.lock``), so exports that
+        finish together — threads or processes — each keep their record."""
         directory = Path(directory)
         root = self.root.absolute()
         absolute = directory if directory.is_absolute() else Path.cwd() / directory
         where = str(absolute.relative_to(root)) if absolute.is_relative_to(root) else str(absolute)
-        records[safe_name(name, "export name")] = {"directory": where, **facts}
+        key = safe_name(name, "export name")
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.export_record.with_name(f".{self.export_record.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.export_record)  # readers see the old record or the new one, never half of one
+        with (self.root / f".{self.export_record.name}.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            records = self._export_records()
+            records[key] = {"directory": where, **facts}
+            tmp = self.export_record.with_name(f".{self.export_record.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
+            os.replace(tmp, self.export_record)  # readers see the old record or the new one, never half of one
 
     def recorded_exports(self) -> dict[str, Path]:
         """Every recorded export: name -> its directory (a relative record resolved under this root)."""

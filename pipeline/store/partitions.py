@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
-from pipeline.core.settings import Settings, settings
+from pipeline.core.settings import Settings
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
 
@@ -39,10 +39,10 @@ ENV_VAR = "ENVSIM_SHARDS"
 MARKER = "PARTITIONS.json"
 
 
-def shard_count(environ: Mapping[str, str] | None = None) -> int | None:
-    """N from ``ENVSIM_SHARDS`` (of ``environ``, default the process environment; unset or empty:
-    None = no partitioning)."""
-    return (settings() if environ is None else Settings.from_env(environ)).shards
+def shard_count(environ: Mapping[str, str]) -> int | None:
+    """N from ``ENVSIM_SHARDS`` of the variables ``environ`` (unset or empty: None = no partitioning); the
+    code location and the CLI take ``Settings.shards`` of their one settings value instead."""
+    return Settings.from_env(environ).shards
 
 
 def partition_keys(count: int, sources: Sequence[str]) -> list[str]:

@@ -71,10 +71,10 @@ def tool_spread_sql(relation: str, group_sql: str, where: str = "true") -> str:
 
 def cell_coverage(layout: DataLayout, composition: Composition | None = None, factor: float = 2.0) -> pd.DataFrame:
     """Candidates, distinct environments, tasks and tools (distinct (env, tool) pairs, with the top
-    tool's share of the candidates) per benchmark cell of ``composition`` (default: the profile's;
+    tool's share of the candidates) per benchmark cell of ``composition`` (default: the ``default`` profile's;
     docs/definitions.md §5), against ``factor`` × quota. A step counts for every cell whose rule it matches."""
 
-    composition = composition if composition is not None else profile.current().composition
+    composition = composition if composition is not None else profile.DEFAULT.composition
     con = connect()
     candidates = (f"(SELECT cell, env_id, task_id, tool FROM (SELECT unnest({composition.cells_sql()}) AS cell, "
                   f"env_id, task_id, tool FROM {_steps(layout)}) WHERE cell IS NOT NULL)")
@@ -102,9 +102,9 @@ def cell_coverage(layout: DataLayout, composition: Composition | None = None, fa
 
 
 def balance2_coverage(layout: DataLayout, composition: Composition | None = None) -> pd.DataFrame:
-    """Steps per Balance2 group against the mixture sizes of ``composition`` (default: the profile's)."""
+    """Steps per Balance2 group against the mixture sizes of ``composition`` (default: the ``default`` profile's)."""
 
-    composition = composition if composition is not None else profile.current().composition
+    composition = composition if composition is not None else profile.DEFAULT.composition
     con = connect()
     df = con.sql(
         f"SELECT {BALANCE2_GROUP_SQL} AS grp, count(*) AS n, count(DISTINCT env_id) AS envs FROM {_steps(layout)} GROUP BY ALL"

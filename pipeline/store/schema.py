@@ -96,32 +96,6 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
 #: the steps table: one row per executed call
 STEPS = pa.schema([f for f, _ in _STEP_FIELDS])
 
-_step = STEPS.field  # a sample's step columns are the step table's fields
-
-#: a split's samples (pipeline.select.samples writes them; pipeline.envsimbench.importer writes imported ones)
-SAMPLE = pa.schema(
-    [
-        pa.field("position", pa.int32(), nullable=False),
-        pa.field("stratum", pa.string(), nullable=False),
-        *map(_step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
-        _step("adapter"),  # null for imported samples
-        # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
-        # null for samples without a recorded clock (imported reference data)
-        pa.field("current_time", pa.string()),
-        *map(_step, ["tool", "arguments_json", "args_count"]),
-        pa.field("code", pa.string()),
-        _step("code_ref"),
-        pa.field("state_before_json", pa.string(), nullable=False),
-        pa.field("state_after_json", pa.string(), nullable=False),
-        *map(_step, ["raw_observation", "observation_json", "outcome", "delta", "delta_size"]),
-        pa.field("delta_bucket", pa.string(), nullable=False),
-        pa.field("args_cardinality", pa.string(), nullable=False),
-        *map(_step, ["state_before_hash", "state_after_hash"]),
-        pa.field("sample_hash", pa.string(), nullable=False),
-    ]
-)
-
-
 #: what each column of the step table and of a split's samples means: the one home of these words (the
 #: dataset card's "Data Fields" section, the DuckDB comments and the Dagster column schemas are written from it;
 #: a test holds every column described). A closed-set column's entry is its meaning: the glossary
@@ -188,7 +162,8 @@ def sample_schema(axes: Axes = AXES) -> pa.Schema:
     ])
 
 
-#: the samples of a split version (``samples.parquet``): the one definition of a sample row
+#: the samples of a split version (``samples.parquet``; pipeline.select.samples writes them,
+#: pipeline.envsimbench.importer the imported ones): the one definition of a sample row
 SAMPLE = sample_schema()
 
 #: Arrow type -> DuckDB type, for tables whose rows are sample (or step) rows

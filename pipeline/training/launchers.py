@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.core.fields import setting
-from pipeline.core.settings import settings
 from pipeline.store.layout import safe_name
 
 LogSink = Callable[[str], None]
@@ -318,10 +317,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def find_llamafactory(python: str | None = None) -> tuple[str, str]:
-    """(python, llamafactory-cli) of the LLaMA-Factory environment: ``python`` when given (else
-    ``$ENVSIM_LLAMAFACTORY_PYTHON``), else ``.venv-train`` (``./forge train-env``) if present, else
-    ``llamafactory-cli`` on ``PATH``; FileNotFoundError saying how to get one."""
-    python = python or settings().llamafactory_python or None
+    """(python, llamafactory-cli) of the LLaMA-Factory environment: ``python`` when given (the caller's
+    ``Settings.llamafactory_python``, ``$ENVSIM_LLAMAFACTORY_PYTHON``), else ``.venv-train`` (``./forge train-env``)
+    if present, else ``llamafactory-cli`` on ``PATH``; FileNotFoundError saying how to get one."""
+    python = python or None
     if python is None and (PROJECT_ROOT / ".venv-train" / "bin" / "python").exists():
         python = str(PROJECT_ROOT / ".venv-train" / "bin" / "python")
     if python is not None:

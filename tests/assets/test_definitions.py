@@ -21,6 +21,7 @@ def test_the_profile_of_the_value_reaches_the_resources(name, monkeypatch):
     sources = build_definitions(Settings(profile=name)).resources["sources"]
     assert tuple(sources.bfcl_categories) == {"default": ("base", "long_context", "miss_func", "miss_param"),
                                                "small": ("base",)}[name]
+    assert sources.builtin_scenarios_per_env == {"default": 300, "small": 12}[name]  # every source default, not one
     # an exploration config that leaves the budget unset scales it to the corpus, at most the resource's; one that
     # sets it wins
     unset = CollectionConfig().settings(composition.explore_call_budget)
@@ -56,3 +57,30 @@ def test_a_mistyped_choice_is_refused_at_launch_listing_the_choices(op, key, val
     assert MixtureConfig().decontaminate.value == "trajectory"  # the default rule
     (line,) = check_launch("envsim_main", {"ops": {op: {"config": {key: value}}}}, where="--config-json")
     assert line == f"--config-json: config value '{value}' at ops.{op}.config.{key} is not one of {choices}: fix the value"
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_the_checks_take_strict_from_the_settings_value_not_the_environment(strict, monkeypatch):
+    """``ENVSIM_STRICT`` reaches the quarantining checks through the ``composition`` resource the settings value
+    builds (the entry point reads the environment once): ``relabel_is_deterministic``'s unset ``strict`` config
+    and ``delta_roundtrip`` take it from there."""
+    import inspect
+
+    from assets.labeling import DeterminismConfig, delta_roundtrip, relabel_is_deterministic
+
+    monkeypatch.setenv("ENVSIM_STRICT", "0" if strict else "1")  # the environment says otherwise
+    assert build_definitions(Settings(strict=strict)).resources["composition"].strict is strict
+    assert DeterminismConfig().strict is None
+    for check in (delta_roundtrip, relabel_is_deterministic):
+        assert "composition" in check.required_resource_keys
+        assert "settings()" not in inspect.getsource(check.node_def.compute_fn.decorated_fn)
+
+
+def test_every_asset_check_declaration_reads_in_lines_of_at_most_120_characters():
+    """An asset check's description is written over short lines (the UI shows it joined), not as one long line."""
+    from pathlib import Path
+
+    long = [f"{path.name}:{n}" for path in sorted((Path(__file__).parents[2] / "assets").glob("*.py"))
+            for n, line in enumerate(path.read_text().splitlines(), 1)
+            if "@asset_check(" in line and len(line) > 120]
+    assert long == []

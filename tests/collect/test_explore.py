@@ -2,6 +2,7 @@
 
 from pipeline.collect.explore import Coverage, ExploreSettings
 from pipeline.core.strata import Cell, Composition
+from pipeline.core import profile
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig
 from pipeline.envs.bfcl_tasks import default_task_files
@@ -59,9 +60,11 @@ def test_a_custom_composition_sets_the_targets_and_the_cells_counted():
 
 
 def test_the_profile_composition_is_the_default_target(monkeypatch):
-    assert Coverage(ExploreSettings()).targets()["b2:failure"] == int(1000 * 1.3)
+    """The default is the ``default`` profile's, whatever the environment says; another profile's
+    composition is passed down (``resources.sets`` -> the ``composition`` resource)."""
     monkeypatch.setenv("ENVSIM_PROFILE", "small")
-    targets = Coverage(ExploreSettings()).targets()
+    assert Coverage(ExploreSettings()).targets()["b2:failure"] == int(1000 * 1.3)
+    targets = Coverage(ExploreSettings(), profile.PROFILES["small"].composition).targets()
     assert targets["b2:failure"] == int(60 * 1.3) and targets["b2:complex"] == int(120 * 1.3)
     assert targets["difficult"] == 100
 

@@ -42,7 +42,7 @@ def test_the_budget_scales_with_the_corpus_and_an_explicit_one_wins():
     assert settings.budget(3) == 6_000 and settings.budget(50) == 60_000
     assert "2,000 per environment × 3 environments" in settings.budget_text(3)
     assert ExploreSettings(call_budget=700).budget(3) == 700
-    assert ExploreSettings().max_call_budget == profile.current().explore_call_budget
+    assert ExploreSettings().max_call_budget == profile.DEFAULT.explore_call_budget
 
 
 def test_a_target_is_unreachable_once_every_tool_plateaued_short_of_it():

@@ -105,7 +105,7 @@ def test_settings_parse_once_per_environment_and_name_the_bad_variable(monkeypat
     now = settings()
     assert now.data_root == Path("/srv/envsim") and now.shards == 4 and now.executor == "in_process"
     assert now.duckdb_threads is None and now is settings()
-    assert DataLayout.at(None).root == Path("/srv/envsim")
+    assert DataLayout.at(None).root == Path("data")  # the entry point passes its settings' root: nothing reads it here
     monkeypatch.setenv("ENVSIM_SHARDS", "")  # empty: unset
     assert settings().shards is None
     for name, bad in (("ENVSIM_SHARDS", "0"), ("ENVSIM_SANDBOX_WORKERS", "many"), ("ENVSIM_MAX_CONCURRENT", "-1")):
@@ -115,12 +115,21 @@ def test_settings_parse_once_per_environment_and_name_the_bad_variable(monkeypat
 
 
 def test_duckdb_connections_carry_the_memory_cap(monkeypatch):
-    monkeypatch.setenv("ENVSIM_DUCKDB_MEMORY", "123MB")
-    monkeypatch.setenv("ENVSIM_DUCKDB_THREADS", "2")
-    con = duck.connect()
-    limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-    assert limit.endswith("MiB") and 110 < float(limit.split()[0]) < 125, limit
-    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 2
+    """The cap of the code location's settings value (``build_definitions`` hands it to ``duck.configure``),
+    whatever the environment says: nothing reads ``ENVSIM_DUCKDB_MEMORY`` after the entry point."""
+    from assets.definitions import build_definitions
+
+    monkeypatch.setenv("ENVSIM_DUCKDB_MEMORY", "9GB")
+    monkeypatch.setenv("ENVSIM_DUCKDB_THREADS", "3")
+    try:
+        build_definitions(Settings(duckdb_memory="123MB", duckdb_threads=2))
+        con = duck.connect()
+        limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        assert limit.endswith("MiB") and 110 < float(limit.split()[0]) < 125, limit
+        assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 2
+    finally:
+        duck.configure(Settings())
+    assert duck.connection_config()["memory_limit"] == "512MB"  # Settings' default, not the environment's 9GB
     # no connection of the pipeline bypasses the helper
     opened = _grep(r"duckdb\.(connect|sql)\(", "pipeline", "assets", "resources")
     assert opened and [line for line in opened if not line.startswith("pipeline/store/duck.py:")] == []
@@ -140,6 +149,20 @@ def test_every_variable_is_read_through_settings_and_documented_once():
     assert {"ENVSIM_SHARDS", "ENVSIM_PARALLEL_RUNS", "ENVSIM_UI_SCREENSHOTS"} <= used
     assert used <= set(rows), sorted(used - set(rows))
     assert set(VARIABLES) <= set(rows)
+
+
+#: the entry points: they build the one ``Settings`` value of the process (``settings()``) and pass it down
+ENTRY_POINTS = {"pipeline/__main__.py", "assets/definitions.py", "assets/launch.py"}
+
+
+def test_only_the_entry_points_read_the_process_settings():
+    """After the entry point (the CLI, the code location's ``defs``) nothing reads the process environment's
+    settings again: the ``Settings`` value, and the ``Profile`` built from it, are passed down."""
+    readers = _grep(r"\bsettings\(\)|Settings\.from_env\(\)|from_env\(None", "pipeline", "assets", "resources")
+    assert readers, "the pattern finds a reader"
+    outside = [line for line in readers
+               if line.split(":", 1)[0] not in ENTRY_POINTS | {"pipeline/core/settings.py"}]
+    assert outside == []
 
 
 def test_importing_pipeline_has_no_side_effect_and_the_entry_points_choose_jemalloc():

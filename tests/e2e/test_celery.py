@@ -60,6 +60,7 @@ def file_digests(root: Path) -> dict[str, str]:
 
 
 REFERENCE = """
+import os
 import sys
 from dagster import AssetKey, DagsterInstance
 from pipeline.envs.partitions import partition_keys
@@ -70,7 +71,7 @@ with DagsterInstance.ephemeral() as instance:
     main = defs.resolve_job_def("envsim_main")
     assert main.execute_in_process(instance=instance, asset_selection=[AssetKey("environment_catalog")]).success
     job = defs.resolve_job_def("collect_and_label")
-    for key in partition_keys(shard_count()):
+    for key in partition_keys(shard_count(os.environ)):
         assert job.execute_in_process(instance=instance, partition_key=key).success, key
 print("reference done")
 """

@@ -339,11 +339,11 @@ def test_missing_bwrap_is_a_clear_error_not_a_fallback(monkeypatch):
 
 def test_trusted_mode_is_explicit_and_still_has_an_empty_environment(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
-    monkeypatch.setenv("ENVSIM_SANDBOX", "trusted")
-    with Sandbox(workers=1, limits=Limits(call_timeout_s=3)) as box:
+    monkeypatch.setenv("ENVSIM_SANDBOX", "trusted")  # read by the entry point only, never by the sandbox
+    assert Sandbox(workers=1).isolation == "bwrap"
+    with Sandbox(workers=1, limits=Limits(call_timeout_s=3), isolation="trusted") as box:
         assert box.isolation == "trusted"
         step = run(box, ("leak_environment", {}))["steps"][0]
     assert CANARY not in step["raw_observation"]
-    monkeypatch.setenv("ENVSIM_SANDBOX", "nonsense")
-    with pytest.raises(isolation.SandboxUnavailable, match="ENVSIM_SANDBOX"):
-        Sandbox(workers=1)
+    with pytest.raises(isolation.SandboxUnavailable, match="isolation 'nonsense'.*choose one of bwrap, trusted"):
+        Sandbox(workers=1, isolation="nonsense")

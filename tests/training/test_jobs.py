@@ -466,7 +466,9 @@ def test_eval_job_caches_a_served_checkpoint_by_its_weights_not_its_name(split_l
 
 
 def test_launcher_finds_the_llamafactory_environment(tmp_path, monkeypatch):
+    from pipeline.core.settings import Settings
     from resources import JobLauncherResource
+    from resources.sets import resources_for
 
     env = tmp_path / "venv" / "bin"
     env.mkdir(parents=True)
@@ -475,8 +477,14 @@ def test_launcher_finds_the_llamafactory_environment(tmp_path, monkeypatch):
         JobLauncherResource(llamafactory_python=str(env / "python")).llamafactory()
     (env / "llamafactory-cli").write_text(f"#!{env / 'python'}\n")
     assert JobLauncherResource(llamafactory_python=str(env / "python")).llamafactory() == (str(env / "python"), str(env / "llamafactory-cli"))
-    monkeypatch.setenv("ENVSIM_LLAMAFACTORY_PYTHON", str(env / "python"))
-    assert JobLauncherResource().llamafactory()[1] == str(env / "llamafactory-cli")
+    monkeypatch.setenv("ENVSIM_LLAMAFACTORY_PYTHON", str(env / "python"))  # the entry point's to read, not a resource's
+    try:
+        found = JobLauncherResource().llamafactory()
+    except FileNotFoundError:
+        found = None
+    assert found is None or found[1] != str(env / "llamafactory-cli")
+    launcher = resources_for(Settings(llamafactory_python=str(env / "python")))["launcher"]  # the code location's way
+    assert launcher.llamafactory()[1] == str(env / "llamafactory-cli")
 
 
 # --- the training recipe across GPU counts, its identity, its job ------------------------------------------

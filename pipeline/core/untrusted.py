@@ -1,4 +1,5 @@
-"""Safe names: the one home of id validation and of escaping for every report.
+"""Untrusted ids and text (from corpora, LLM-generated): the one home of id validation and of escaping
+for every report.
 
 Environment and tool ids come from untrusted corpora (LLM-generated). Two layers:
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.core import safe_names
+from pipeline.core import untrusted
 from pipeline.report.tables import md_histogram, md_records, md_table
 from pipeline.envs import envscaler
 
@@ -74,9 +74,9 @@ def test_markdown_tables_escape_every_cell(bad):
 
 
 def test_md_escapes_html_links_and_pipes():
-    assert safe_names.md("[x](javascript:alert(1)) <b>&") == "\\[x\\](javascript:alert(1)) &lt;b&gt;&amp;"
-    assert safe_names.md("a|b\nc") == "a\\|b\\x0ac"
-    assert safe_names.md("bfcl/GorillaFileSystem") == "bfcl/GorillaFileSystem"  # a safe id reads as itself
+    assert untrusted.md("[x](javascript:alert(1)) <b>&") == "\\[x\\](javascript:alert(1)) &lt;b&gt;&amp;"
+    assert untrusted.md("a|b\nc") == "a\\|b\\x0ac"
+    assert untrusted.md("bfcl/GorillaFileSystem") == "bfcl/GorillaFileSystem"  # a safe id reads as itself
 
 
 def test_console_report_shows_control_characters_visibly(capsys):
@@ -86,7 +86,7 @@ def test_console_report_shows_control_characters_visibly(capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and "\u202e" not in out
     assert "\\x1b[2J" in out and "\n" in out  # visible, and the table's lines stay lines
-    assert safe_names.console("a\nb") == "a\\x0ab"
+    assert untrusted.console("a\nb") == "a\\x0ab"
 
 
 def test_dataset_card_escapes_environment_ids(tmp_path):
