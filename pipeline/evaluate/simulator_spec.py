@@ -1,10 +1,11 @@
-"""What every simulator kind shares: its spec (``SimulatorSpec``), the ``Simulator`` interface and what
-it answers (``Completion``). A kind's module imports these; ``pipeline.evaluate.simulators`` registers it."""
+"""What every simulator kind shares: its spec (``SimulatorSpec``), the ``Simulator`` interface, what it
+answers (``Completion``) and what a kind is (``SimulatorKind``). A kind's module imports these;
+``pipeline.evaluate.simulators`` registers it (a plugin package's kind: its ``envsim_forge.simulators`` entry point)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 from pipeline.core.fields import setting
 
@@ -86,3 +87,15 @@ class Simulator(Protocol):
     async def complete(self, sample: dict[str, Any]) -> Completion: ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SimulatorKind:
+    """What a simulator kind is: how to make one from its spec, and what the stages need to know of it."""
+
+    name: str
+    make: Callable[[SimulatorSpec], Simulator]
+    #: it sends requests to a model while it answers (the rollout loop logs them and opens a client for it)
+    asks_model: bool = False
+    #: a reference point, not a simulator to learn from (rollout exports leave its rollouts out by default)
+    baseline: bool = False

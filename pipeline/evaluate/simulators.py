@@ -4,21 +4,21 @@ harness self-check), ``oracle_envsimbench``, ``no_change`` (empty Δ, empty feed
 answers. Each simulator is prompted with its spec's ``prompt`` template.
 
 ``KINDS`` is the registry: a kind's name, how to make it, and what the stages ask of it (``asks_model``,
-``baseline``). Adding a kind is a module with its ``Simulator`` class and one line in ``KINDS``
-(docs/extending.md "Add a simulator kind")."""
+``baseline``). Adding a kind is a module with its ``Simulator`` class and one line in ``KINDS``, or, outside
+the repository, a plugin package's entry point (docs/extending.md "Add a simulator kind")."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import openai
 
 from pipeline.models import openai_client
 from pipeline.core.fields import setting
-from pipeline.evaluate.simulator_spec import Completion, EndpointError, Simulator, SimulatorSpec
+from pipeline.core.registry import Registry
+from pipeline.evaluate.simulator_spec import Completion, EndpointError, Simulator, SimulatorKind, SimulatorSpec
 from pipeline.core.protocol import TEMPLATES, answer, messages
 from pipeline.envsimbench.export import reference_answer
 
@@ -160,33 +160,23 @@ def _status_message(exc: Any) -> str:
     return message[:300]
 
 
-@dataclass(frozen=True)
-class SimulatorKind:
-    """What a simulator kind is: how to make one from its spec, and what the stages need to know of it."""
-
-    name: str
-    make: Callable[[SimulatorSpec], Simulator]
-    #: it sends requests to a model while it answers (the rollout loop logs them and opens a client for it)
-    asks_model: bool = False
-    #: a reference point, not a simulator to learn from (rollout exports leave its rollouts out by default)
-    baseline: bool = False
-
-
-#: every simulator kind, by name: adding one is a module with its ``Simulator`` class and one line here
-KINDS: dict[str, SimulatorKind] = {k.name: k for k in (
-    SimulatorKind("openai", OpenAISimulator, asks_model=True),
-    SimulatorKind("oracle", OracleSimulator, baseline=True),
-    SimulatorKind("oracle_envsimbench", ReferenceOracleSimulator, baseline=True),
-    SimulatorKind("no_change", NoChangeSimulator, baseline=True),
-    SimulatorKind("recorded", RecordedSimulator),
-)}
+#: every simulator kind, by name: adding one is a module with its ``Simulator`` class and one line here; an
+#: installed plugin package adds its kinds with ``envsim_forge.simulators`` entry points (``pipeline.core.registry``)
+KINDS: Registry[SimulatorKind] = Registry("simulator kind", "envsim_forge.simulators",
+                                          check=lambda entry: isinstance(entry, SimulatorKind))
+KINDS.register(SimulatorKind("openai", OpenAISimulator, asks_model=True))
+KINDS.register(SimulatorKind("oracle", OracleSimulator, baseline=True))
+KINDS.register(SimulatorKind("oracle_envsimbench", ReferenceOracleSimulator, baseline=True))
+KINDS.register(SimulatorKind("no_change", NoChangeSimulator, baseline=True))
+KINDS.register(SimulatorKind("recorded", RecordedSimulator))
 
 
 def kind_of(spec: SimulatorSpec) -> SimulatorKind:
     """The kind of ``spec`` (``ValueError`` naming the known ones when there is none)."""
-    if spec.kind not in KINDS:
+    kind = KINDS.find(spec.kind)
+    if kind is None:
         raise ValueError(f"unknown simulator kind {spec.kind!r}; known: {sorted(KINDS)}")
-    return KINDS[spec.kind]
+    return kind
 
 
 def make_simulator(spec: SimulatorSpec) -> Simulator:

@@ -1,8 +1,10 @@
-"""A simulator kind is one registry entry (``pipeline.evaluate.simulators.KINDS``): what it makes and
+"""A simulator kind is one registry entry (``pipeline.evaluate.simulators.KINDS``, a ``pipeline.core.registry.Registry``): what it makes and
 whether it asks a model or is a baseline; the rollout loop and the evaluation job's ``serve`` take
 those from the registry and ``SimulatorSpec``, never from a kind's name written elsewhere."""
 
 import dataclasses
+
+import pytest
 
 from pipeline.core.fields import description
 from pipeline.evaluate import simulators
@@ -23,8 +25,14 @@ class EchoSimulator:
         pass
 
 
-def test_a_new_kind_is_one_registry_line(monkeypatch):
-    monkeypatch.setitem(simulators.KINDS, "echo", simulators.SimulatorKind("echo", EchoSimulator, asks_model=True))
+@pytest.fixture
+def echo_kind():
+    kind = simulators.KINDS.register(simulators.SimulatorKind("echo", EchoSimulator, asks_model=True))  # the one line
+    yield kind
+    simulators.KINDS.unregister(kind.name)
+
+
+def test_a_new_kind_is_one_registry_line(echo_kind):
     made = simulators.make_simulator(SimulatorSpec(name="e", kind="echo"))
     assert isinstance(made, EchoSimulator) and simulators.kind_of(made.spec).asks_model
     assert [k for k, v in simulators.KINDS.items() if v.asks_model] == ["openai", "echo"]
