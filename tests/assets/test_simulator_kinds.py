@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.core.fields import description
 from pipeline.evaluate import simulators
-from pipeline.evaluate.simulator_spec import Completion, SimulatorSpec
+from pipeline.evaluate.simulator_spec import Completion, EndpointSettings, SimulatorSpec
 from pipeline.training.serve import SERVED_SIMULATOR_DEFAULTS, SERVED_SIMULATOR_FIELDS
 
 
@@ -52,17 +52,18 @@ def test_the_rollout_loop_asks_a_model_only_for_a_kind_that_does():
     from pipeline.rollouts.loop import RolloutRunner
 
     for kind, asks in (("oracle", False), ("no_change", False), ("openai", True)):
-        spec = SimulatorSpec(name=kind, kind=kind, model="m", base_url="http://127.0.0.1:9/v1")
+        spec = simulators.simulator_spec(name=kind, kind=kind, **({"model": "m", "base_url": "http://127.0.0.1:9/v1"}
+                                                                  if kind == "openai" else {}))
         runner = RolloutRunner(simulators.make_simulator(spec), sandbox=None, log=None)
         assert runner._asks_model is asks, kind
 
 
-def test_serve_config_is_derived_from_the_simulator_spec():
+def test_serve_config_is_derived_from_the_simulator_spec_and_the_endpoint_settings():
     from assets.training import ServeConfig
 
     config = ServeConfig(checkpoint="latest")
-    spec_defaults = {f.name: f.default for f in dataclasses.fields(SimulatorSpec)}
+    fields = {f.name: f for cls in (SimulatorSpec, EndpointSettings) for f in dataclasses.fields(cls)}
+    spec_defaults = {name: f.default for name, f in fields.items()}
     assert config.simulator() == {name: SERVED_SIMULATOR_DEFAULTS.get(name, spec_defaults[name]) for name in SERVED_SIMULATOR_FIELDS}
-    fields = {f.name: f for f in dataclasses.fields(SimulatorSpec)}
     for name in SERVED_SIMULATOR_FIELDS:  # the description is SimulatorSpec's own, written once
         assert ServeConfig.model_fields[name].description == description(fields[name]) and description(fields[name])

@@ -143,7 +143,8 @@ def test_a_plugin_package_runs_through_the_dag(plugin_site, tmp_path):
     assert out["trajectory_sources"] == ["counter"]
     assert out["steps"] and {env for env, _ in out["steps"]} == {"counter/counter"}
     runs = {name: (samples, fm, cm) for name, samples, fm, cm in out["eval_runs"]}
-    assert set(runs) == {"oracle", "echo"} and runs["echo"][0] == runs["oracle"][0] > 0
+    assert set(runs) == {"oracle", "echo", "echo-said"} and runs["echo"][0] == runs["oracle"][0] > 0
     assert runs["echo"][1:] == (100.0, 100.0)
+    assert runs["echo-said"][2] == 100.0 and runs["echo-said"][1] < 100.0  # its own setting reached it
     assert out["failed_checks"] == [] or set(out["failed_checks"]) <= {"composition_matches"}, out["failed_checks"]
     assert subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout == status

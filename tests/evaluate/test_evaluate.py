@@ -15,7 +15,7 @@ from pipeline.evaluate.harness import MostRequestsFailed, evaluate, finished_ste
 from pipeline.evaluate.metrics import config_match, config_match_changed_paths, feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.run import score, score_all
-from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
+from pipeline.evaluate.simulators import EndpointError, make_simulator, simulator_spec
 from tests.support.layouts import benchmark_split
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.metadata import text
@@ -83,7 +83,7 @@ def rows(path):
 
 
 def spec(server, **kw):
-    return SimulatorSpec(name=kw.pop("name", "fake"), model="fake-model", base_url=server.url, max_retries=kw.pop("max_retries", 3),
+    return simulator_spec(name=kw.pop("name", "fake"), model="fake-model", base_url=server.url, max_retries=kw.pop("max_retries", 3),
                          timeout_s=kw.pop("timeout_s", 10), concurrency=kw.pop("concurrency", 16), **kw)
 
 
@@ -127,7 +127,7 @@ def test_401_and_unreachable_fail_the_run_clearly(split, tmp_path):
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    down = SimulatorSpec(name="down", model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0, timeout_s=2)
+    down = simulator_spec(name="down", model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0, timeout_s=2)
     with pytest.raises(EndpointError, match="unreachable"):
         run(samples[:5], down, version, tmp_path / "b.jsonl")
 
@@ -180,7 +180,7 @@ def test_results_are_cached_by_weights_not_by_served_name(split):
     checkpoint again resumes in full; DuckDB keeps both runs apart."""
     layout, version, samples, answers = split
     subset = samples[:4]
-    first = SimulatorSpec(name="served", model="served", weights_id="ckpt-aaaaaaaaaaaa", max_retries=0)
+    first = simulator_spec(name="served", model="served", weights_id="ckpt-aaaaaaaaaaaa", max_retries=0)
     second = replace(first, weights_id="sha256-bbbbbbbbbbbbbbbb")
     with FakeOpenAI(answers, "correct") as server:
         [a] = score_all(layout, version, subset, [replace(first, base_url=server.url)])

@@ -1,7 +1,8 @@
 """``python -m tests.support.plugin_dag DATA_ROOT``: the code location's own assets, materialised with real
 Dagster in this process — environment_catalog -> trajectories -> labeled_steps -> step_strata -> benchmark_split
 -> simulator_eval, with their checks — with only the installed plugins' environment sources on (no bfcl, no
-builtin pack) and the simulators ``oracle`` and the plugin kind ``echo``. Prints what landed, as JSON.
+builtin pack) and the simulators ``oracle`` and the plugin kind ``echo`` (twice: with its defaults, and with
+its own setting ``feedback`` in its ``echo:`` section). Prints what landed, as JSON.
 Run by tests/core/test_plugin_package.py in a process that sees the plugin package (its ``PYTHONPATH``)."""
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def main(data: Path) -> None:
         "resources": {"store": {"config": {"data_root": str(data)}}},
         "ops": {"trajectories": {"config": {"call_budget": 60, "episode_length": 4, "batch_episodes": 4, "min_envs": 1}},
                 "simulator_eval": {"config": {"simulators": [{"name": "oracle", "kind": "oracle"},
-                                                             {"name": "echo", "kind": "echo"}]}}}})
+                                                             {"name": "echo", "kind": "echo"},
+                                                             {"name": "echo-said", "kind": "echo",
+                                                              "echo": {"feedback": "said"}}]}}}})
     layout = DataLayout.at(data)
     out = {"success": result.success, "sources": list(registry.names()), "kinds": list(simulators.KINDS.names()),
            "materialized": sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events())}
