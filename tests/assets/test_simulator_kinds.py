@@ -67,3 +67,34 @@ def test_serve_config_is_derived_from_the_simulator_spec_and_the_endpoint_settin
     assert config.simulator() == {name: SERVED_SIMULATOR_DEFAULTS.get(name, spec_defaults[name]) for name in SERVED_SIMULATOR_FIELDS}
     for name in SERVED_SIMULATOR_FIELDS:  # the description is SimulatorSpec's own, written once
         assert ServeConfig.model_fields[name].description == description(fields[name]) and description(fields[name])
+
+
+def test_a_kinds_settings_show_only_in_its_own_section():
+    """The openai endpoint's fields and the recorded answers' file are their kinds' settings: the simulator
+    config shows them in the section named after the kind, not beside the fields every kind has."""
+    from assets.evaluation import SimulatorConfig
+
+    top = set(SimulatorConfig.model_fields)
+    assert {"name", "kind", "prompt", "concurrency"} <= top
+    assert not top & ({f.name for f in dataclasses.fields(EndpointSettings)} | {"completions"})
+    assert {"openai", "recorded"} <= top and not {"oracle", "no_change"} & top  # baselines have no settings
+    openai = SimulatorConfig.model_fields["openai"].annotation.__args__[0]
+    assert {"model", "base_url", "api_key_env", "max_response_bytes"} <= set(openai.model_fields)
+    spec = SimulatorConfig(name="m", kind="openai", concurrency=2, openai={"model": "m", "max_retries": 0}).to_domain()
+    assert spec.settings == EndpointSettings(model="m", max_retries=0) and spec.concurrency == 2 and spec.model == "m"
+    assert SimulatorConfig(name="r", kind="recorded", recorded={"completions": "a.jsonl"}).to_domain().settings \
+        == simulators.RecordedSettings(completions="a.jsonl")
+    with pytest.raises(ValueError, match="section `recorded` is for kind recorded, not openai"):
+        SimulatorConfig(name="m", kind="openai", recorded={"completions": "a.jsonl"}).to_domain()
+
+
+def test_a_misplaced_setting_names_the_kind_it_belongs_to():
+    with pytest.raises(ValueError, match="`completions` is a setting of kind recorded, not of openai"):
+        simulators.simulator_spec(name="m", kind="openai", model="m", completions="a.jsonl")
+    with pytest.raises(ValueError, match="`model` is a setting of kind openai, not of oracle"):
+        simulators.simulator_spec(name="o", kind="oracle", model="m")
+    flat = simulators.simulator_spec(name="m", kind="openai", model="m", base_url="http://h/v1", concurrency=3)
+    assert flat == simulators.simulator_spec(name="m", kind="openai", concurrency=3,
+                                             openai={"model": "m", "base_url": "http://h/v1"})
+    with pytest.raises(ValueError, match="needs `completions`"):
+        simulators.make_simulator(SimulatorSpec(name="r", kind="recorded"))
