@@ -22,8 +22,9 @@ def _kind_sections() -> dict[str, Any]:
     sections: dict[str, Any] = {}
     for kind in KINDS.values():
         if kind.settings is not None:
-            section = type(f"{kind.settings.__name__}Config", (config_from(kind.settings),), {"__doc__": kind.settings.__doc__})
-            sections[kind.name] = (section | None, Field(default=None, description=f"kind {kind.name}: {kind.settings.__doc__}"))
+            doc = kind.settings.__doc__
+            section = type(f"{kind.settings.__name__}Config", (config_from(kind.settings),), {"__doc__": doc})
+            sections[kind.name] = (section | None, Field(default=None, description=f"kind {kind.name}: {doc}"))
     return sections
 
 

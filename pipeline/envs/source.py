@@ -70,8 +70,8 @@ class EnvironmentSource:
     needs: ClassVar[tuple[str, ...]] = ()
     #: whether a warm child may be reused only once the pristine module state is prepared (:mod:`pipeline.execution.pristine`)
     reuse_needs_pristine: ClassVar[bool] = False
-    #: prefixes of the modules it imports in the sandbox worker before the fork (its ``preload``): the
-    #: frozen clock rebinds the names they bound early (``from datetime import datetime``, :mod:`pipeline.execution.freeze`)
+    #: prefixes of the modules it imports in the sandbox worker before the fork (its ``preload``): the frozen
+    #: clock rebinds the names they bound early (``from datetime import datetime``, :mod:`pipeline.execution.freeze`)
     modules: ClassVar[tuple[str, ...]] = ()
     #: prefixes of those modules whose module-level state a reused child restores between trajectories
     #: (:mod:`pipeline.execution.pristine`)

@@ -61,7 +61,8 @@ class SimulatorSpec:
     max_request_failure_share: float = setting(
         0.5, "Fail the run (after recording every result) when more than this share of a simulator's requests "
              "failed (timeouts, 5xx, malformed or oversized responses).")
-    settings: Any = setting(None, "The kind's own settings (its SimulatorKind.settings dataclass); None: their defaults.")
+    settings: Any = setting(
+        None, "The kind's own settings (its SimulatorKind.settings dataclass); None: their defaults.")
 
     def settings_as(self, cls: type[_S]) -> _S:
         """This spec's settings as the kind's dataclass ``cls`` (its defaults when none were given)."""
@@ -135,5 +136,6 @@ class SimulatorKind:
     asks_model: bool = False
     #: a reference point, not a simulator to learn from (rollout exports leave its rollouts out by default)
     baseline: bool = False
-    #: its own settings: a dataclass of ``setting()`` fields (``SimulatorSpec.settings``; its config section); None: none
+    #: its own settings: a dataclass of ``setting()`` fields (``SimulatorSpec.settings``, its config section); None:
+    #: it has none
     settings: type | None = None

@@ -69,8 +69,9 @@ class NoChangeSimulator:
 
 class RecordedSimulator:
     """Answers generated elsewhere (e.g. by batched generation on a GPU node with the same prompt protocol),
-    read from its settings' ``completions`` (:class:`RecordedSettings`); each is scored exactly like an endpoint's answer. A sample with no
-    recorded answer is a request failure (``no recorded answer``), never a wrong answer."""
+    read from its settings' ``completions`` (:class:`RecordedSettings`); each is scored exactly like an
+    endpoint's answer. A sample with no recorded answer is a request failure (``no recorded answer``), never
+    a wrong answer."""
 
     def __init__(self, spec: SimulatorSpec) -> None:
         completions = spec.settings_as(RecordedSettings).completions

@@ -49,7 +49,8 @@ a deterministic function of (trajectory id, run seed, clock start, step):
 ``isinstance`` true for instances of the real classes both ways; arithmetic and parsing work as
 before and return the subclass). Names bound before the fork by modules that were imported early
 — ``from datetime import datetime`` in bfcl's ``travel_booking`` — are rebound in the modules named
-by the environment sources (:func:`pipeline.envs.registry.module_prefixes`: ``bfcl_eval``); infrastructure modules (``threading`` binds
+by the environment sources (:func:`pipeline.envs.registry.module_prefixes`: ``bfcl_eval``); infrastructure
+modules (``threading`` binds
 ``time.monotonic`` at import) are left alone.
 
 ``frozen(...)`` is the in-process form: a context manager that installs and restores everything.

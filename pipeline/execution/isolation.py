@@ -150,7 +150,8 @@ def worker_command(isolation: str, tmp_mb: int) -> tuple[list[str], dict[str, st
         return bwrap_command(tmp_mb), {}, "/"
     if isolation == "trusted":
         pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])
-        return [sys.executable, "-P", "-m", "pipeline.execution.worker"], worker_environment(pythonpath), str(_PROJECT_ROOT)
+        argv = [sys.executable, "-P", "-m", "pipeline.execution.worker"]
+        return argv, worker_environment(pythonpath), str(_PROJECT_ROOT)
     raise SandboxUnavailable(f"unknown sandbox isolation {isolation!r}; choose one of {', '.join(ISOLATIONS)}")
 
 

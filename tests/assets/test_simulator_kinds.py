@@ -1,4 +1,5 @@
-"""A simulator kind is one registry entry (``pipeline.evaluate.simulators.KINDS``, a ``pipeline.core.registry.Registry``): what it makes and
+"""A simulator kind is one registry entry (``pipeline.evaluate.simulators.KINDS``, a
+``pipeline.core.registry.Registry``): what it makes and
 whether it asks a model or is a baseline; the rollout loop and the evaluation job's ``serve`` take
 those from the registry and ``SimulatorSpec``, never from a kind's name written elsewhere."""
 

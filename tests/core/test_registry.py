@@ -71,8 +71,8 @@ def build_wheel(project: Path, out: Path) -> Path:
                                       f"Summary: {meta['description']}\n").encode()
     files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     groups = meta.get("entry-points", {})
-    files[f"{dist_info}/entry_points.txt"] = "".join(
-        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for group, eps in groups.items()).encode()
+    files[f"{dist_info}/entry_points.txt"] = "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n"
+                                                     for group, eps in groups.items()).encode()
     record = [_record_line(p, d) for p, d in files.items()] + [f"{dist_info}/RECORD,,"]
     files[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
     wheel = out / f"{name}-{version}-py3-none-any.whl"

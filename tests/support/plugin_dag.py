@@ -34,7 +34,8 @@ def main(data: Path) -> None:
                  "sandbox": SandboxResource(workers=1)}
     result = materialize([*assets, *checks], resources=resources, raise_on_error=False, run_config={
         "resources": {"store": {"config": {"data_root": str(data)}}},
-        "ops": {"trajectories": {"config": {"call_budget": 60, "episode_length": 4, "batch_episodes": 4, "min_envs": 1}},
+        "ops": {"trajectories": {"config": {"call_budget": 60, "episode_length": 4, "batch_episodes": 4,
+                                            "min_envs": 1}},
                 "simulator_eval": {"config": {"simulators": [{"name": "oracle", "kind": "oracle"},
                                                              {"name": "echo", "kind": "echo"},
                                                              {"name": "echo-said", "kind": "echo",
