@@ -16,7 +16,8 @@ subclass; its constructor arguments are its own settings (datatrove-style), and 
 (:class:`pipeline.envs.config.SourceConfig`) are given to the methods that depend on them. A source
 that brings its own adapter (``adapter == name``) also answers the adapter methods (build, outcome rule,
 preload, code version, reuse key); one that reuses an adapter leaves them to the adapter's source.
-Sources are listed in :mod:`pipeline.envs.registry`, one line each.
+Sources are listed in :mod:`pipeline.envs.registry`, one line each, after which come the sources of installed
+plugin packages (their ``envsim_forge.sources`` entry points).
 """
 
 from __future__ import annotations
