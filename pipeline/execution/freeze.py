@@ -48,10 +48,9 @@ a deterministic function of (trajectory id, run seed, clock start, step):
 ``datetime.datetime``/``datetime.date`` are replaced by subclasses (a metaclass keeps
 ``isinstance`` true for instances of the real classes both ways; arithmetic and parsing work as
 before and return the subclass). Names bound before the fork by modules that were imported early
-— ``from datetime import datetime`` in bfcl's ``travel_booking`` — are rebound in the modules named
-by the environment sources (:func:`pipeline.envs.registry.module_prefixes`: ``bfcl_eval``); infrastructure
-modules (``threading`` binds
-``time.monotonic`` at import) are left alone.
+— ``from datetime import datetime`` in bfcl's ``travel_booking`` — are rebound in the modules the
+environment sources name (:func:`pipeline.envs.registry.module_prefixes`: ``bfcl_eval``, and a plugin's own);
+infrastructure modules (``threading`` binds ``time.monotonic`` at import) are left alone.
 
 ``frozen(...)`` is the in-process form: a context manager that installs and restores everything.
 """
@@ -570,7 +569,7 @@ def prepare() -> None:
     sandbox worker before forking: a child then rebinds a short list instead of scanning modules,
     which would touch — and copy — most of the inherited heap)."""
     replacements = _replacements()
-    prefixes = registry.module_prefixes()  # each source's adapter declares its modules
+    prefixes = registry.module_prefixes()  # each source declares the modules it imports in the worker
     _EARLY.clear()
     for modname, module in list(sys.modules.items()):
         if module is None or not modname.startswith(prefixes):
