@@ -17,7 +17,6 @@ from typing import Any
 import openai
 
 from pipeline.models import openai_client
-from pipeline.core.fields import setting
 from pipeline.core.registry import Registry
 from pipeline.evaluate.simulator_spec import (Completion, EndpointError, EndpointSettings, RecordedSettings, Simulator,
                                               SimulatorKind, SimulatorSpec)
