@@ -1,5 +1,8 @@
 """Stage 5: score simulators on a benchmark split version; results land in DuckDB."""
 
+from typing import Any
+
+import pydantic
 from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, field_validator
@@ -8,13 +11,31 @@ from assets.metadata import frame_table
 from pipeline.evaluate import results
 from pipeline.evaluate.run import Scored, score_all
 from pipeline.evaluate.samples import load_samples
-from pipeline.evaluate.simulators import KINDS, SimulatorSpec
+from pipeline.evaluate.simulators import KINDS, SimulatorSpec, simulator_spec
 from resources import DataStoreResource
 from resources.config_from import config_from
 
 
-class SimulatorConfig(config_from(SimulatorSpec)):
-    """A simulator to score (fields: ``SimulatorSpec``; ``kind``: one of the registry ``KINDS``)."""
+def _kind_sections() -> dict[str, Any]:
+    """One optional config section per simulator kind with settings (plugins' included), named after the kind
+    and derived from its settings dataclass: a kind's fields show only under it."""
+    sections: dict[str, Any] = {}
+    for kind in KINDS.values():
+        if kind.settings is not None:
+            doc = kind.settings.__doc__
+            section = type(f"{kind.settings.__name__}Config", (config_from(kind.settings),), {"__doc__": doc})
+            sections[kind.name] = (section | None, Field(default=None, description=f"kind {kind.name}: {doc}"))
+    return sections
+
+
+_SimulatorFields = pydantic.create_model("SimulatorFields", __base__=config_from(SimulatorSpec, exclude={"settings"}),
+                                         __module__=__name__, **_kind_sections())
+
+
+class SimulatorConfig(_SimulatorFields):
+    """A simulator to score: the fields every kind has (``SimulatorSpec``; ``kind``: one of the registry ``KINDS``)
+    and its kind's settings in the section named after it (``openai: {model: …, base_url: …}``,
+    ``recorded: {completions: …}``)."""
 
     @field_validator("kind")
     @classmethod
@@ -22,6 +43,12 @@ class SimulatorConfig(config_from(SimulatorSpec)):
         if kind not in KINDS:
             raise ValueError(f"unknown simulator kind {kind!r}; known: {', '.join(KINDS)}")
         return kind
+
+    def to_domain(self) -> SimulatorSpec:  # type: ignore[override]
+        """The ``SimulatorSpec``: its kind's section becomes its ``settings`` (another kind's section is an error)."""
+        fields = {name: getattr(self, name) for name in type(self).__domains__[SimulatorSpec]}
+        sections = {name: section.to_domain() for name in KINDS if (section := getattr(self, name, None)) is not None}
+        return simulator_spec(**fields, **sections)
 
 
 class EvalConfig(Config):

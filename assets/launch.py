@@ -184,12 +184,16 @@ def _describe_config_error(error, job) -> str:  # noqa: ANN001 (dagster's Evalua
         keys = _schema_keys(job, path)
         close = get_close_matches(name, keys, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
+        section = _section_hint(job, path, [name])
+        if section:
+            return f"unknown config key {name!r} under {where}: {section.replace('they belong', 'it belongs')}"
         return (f"unknown config key {name!r} under {where}: {hint}"
                 f"{'valid keys: ' + ', '.join(keys) if keys else 'remove it'}")
     if error.reason == DagsterEvaluationErrorReason.FIELDS_NOT_DEFINED:
         keys = _schema_keys(job, path)
-        return (f"unknown config keys {', '.join(map(repr, error.error_data.field_names))} under {where}: "
-                f"valid keys: {', '.join(keys)}")
+        names = list(error.error_data.field_names)
+        return (f"unknown config keys {', '.join(map(repr, names))} under {where}: "
+                f"{_section_hint(job, path, names) or 'valid keys: ' + ', '.join(keys)}")
     if error.reason == DagsterEvaluationErrorReason.RUNTIME_TYPE_MISMATCH:
         choices = [v.value for v in error.error_data.config_type_snap.enum_values or []]
         if choices:  # a closed choice (a config enum): name them
@@ -201,15 +205,35 @@ def _describe_config_error(error, job) -> str:  # noqa: ANN001 (dagster's Evalua
     return f"config error at {where}: {error.message.splitlines()[0][:300]}"
 
 
-def _schema_keys(job, path: list[str]) -> list[str]:  # noqa: ANN001
-    """Field names the job's run config accepts at ``path`` (empty when it is not a mapping)."""
+def _schema_type(job, path: list[str]):  # noqa: ANN001, ANN202
+    """The config type the job's run config has at ``path`` (list items and optional values unwrapped), or None."""
     config_type = job.run_config_schema.config_type
     for name in path:
+        while getattr(config_type, "inner_type", None) is not None:  # a list's items, an optional value
+            config_type = config_type.inner_type
+        if name.isdigit():  # a list index: its items' type
+            continue
         fields = getattr(config_type, "fields", None)
         if not fields or name not in fields:
-            return []
+            return None
         config_type = fields[name].config_type
-    return sorted(getattr(config_type, "fields", {}) or {})
+    while getattr(config_type, "inner_type", None) is not None:
+        config_type = config_type.inner_type
+    return config_type
+
+
+def _schema_keys(job, path: list[str]) -> list[str]:  # noqa: ANN001
+    """Field names the job's run config accepts at ``path`` (empty when it is not a mapping)."""
+    return sorted(getattr(_schema_type(job, path), "fields", {}) or {})
+
+
+def _section_hint(job, path: list[str], names: list[str]) -> str:  # noqa: ANN001
+    """The fix when every key of ``names`` belongs in one section under ``path`` (a simulator kind's settings
+    written beside the common fields: ``openai: {model: …}``), else ''."""
+    for section in _schema_keys(job, path):
+        if set(names) <= set(_schema_keys(job, [*path, section])):
+            return f"they belong in its `{section}:` section: {section}: {{{', '.join(f'{n}: …' for n in names)}}}"
+    return ""
 
 
 def load_run_config(configs: Sequence[str] = (), config_json: str | None = None) -> tuple[dict, list[str]]:

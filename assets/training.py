@@ -17,7 +17,7 @@ from assets.metadata import frame_table, metadata_of
 from pipeline.evaluate import results
 from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.launchers import JobFailed, LogSink
-from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.evaluate.simulator_spec import EndpointSettings, SimulatorSpec
 from pipeline.training.serve import SERVED_SIMULATOR_DEFAULTS, SERVED_SIMULATOR_FIELDS, ServeSpec
 from pipeline.training.llamafactory import TrainSettings, launch_env, tracking_env, train_script
 from pipeline.training.sft_run import plan_run, run_facts, run_manifest, stage_run
@@ -108,10 +108,11 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     return MaterializeResult(metadata=metadata_of(facts.values), data_version=DataVersion(plan.version))
 
 
-class ServeConfig(config_from(ServeSpec, SimulatorSpec,
+class ServeConfig(config_from(ServeSpec, SimulatorSpec, EndpointSettings,
                               exclude={"model_name_or_path", "template", "served_name", "adapter_name_or_path",
                                        "llamafactory_cli", "llamafactory_python"},
-                              only={SimulatorSpec: SERVED_SIMULATOR_FIELDS}, defaults=SERVED_SIMULATOR_DEFAULTS)):
+                              only={SimulatorSpec: SERVED_SIMULATOR_FIELDS, EndpointSettings: SERVED_SIMULATOR_FIELDS},
+                              defaults=SERVED_SIMULATOR_DEFAULTS)):
     """A checkpoint to serve inside the evaluation job with `llamafactory-cli api` (server fields:
     ``ServeSpec``; what the job resolves from the checkpoint is set here), and the requests to it."""
 
@@ -124,7 +125,8 @@ class ServeConfig(config_from(ServeSpec, SimulatorSpec,
     base_model: str | None = Field(default=None, description="Base model of a LoRA checkpoint (default: from its manifest).")
 
     def simulator(self) -> dict[str, Any]:
-        """The served model's simulator fields (``SimulatorSpec``'s ``SERVED_SIMULATOR_FIELDS``)."""
+        """The served model's simulator fields (``SERVED_SIMULATOR_FIELDS``: ``SimulatorSpec``'s and its ``openai``
+        kind's ``EndpointSettings``)."""
         return {name: getattr(self, name) for name in SERVED_SIMULATOR_FIELDS}
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.evaluate.harness import evaluate  # noqa: E402
-from pipeline.evaluate.simulators import SimulatorSpec, make_simulator  # noqa: E402
+from pipeline.evaluate.simulators import make_simulator, simulator_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +69,7 @@ def _bench(samples: list[dict], url: str, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for c in args.concurrency:
             path = Path(tmp) / f"c{c}.jsonl"
-            spec = SimulatorSpec(name=f"c{c}", model="m", base_url=url, concurrency=c, max_retries=0, timeout_s=30)
+            spec = simulator_spec(name=f"c{c}", model="m", base_url=url, concurrency=c, max_retries=0, timeout_s=30)
             secs, report = asyncio.run(timed(samples, spec, path))
             ceiling = c / args.latency
             rate = report.completed / secs

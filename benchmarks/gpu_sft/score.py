@@ -19,7 +19,7 @@ from pipeline.core.strata import DELTA_BUCKETS, delta_bucket
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
-from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.evaluate.simulators import simulator_spec
 from pipeline.store.duck import connect_file
 from pipeline.store.layout import DataLayout
 
@@ -45,8 +45,8 @@ def main() -> None:
     layout = DataLayout.at(a.data_root)
     plan = json.loads(a.plan.read_text())
     version, samples = load_samples(layout, plan["benchmark_version"])
-    specs = [SimulatorSpec(name=f"smollm2-135m-{m}", kind="recorded", completions=str(a.results / f"answers-{m}.jsonl"),
-                           weights_id=weights_of(a.results, m), max_request_failure_share=1.0)
+    specs = [simulator_spec(name=f"smollm2-135m-{m}", kind="recorded", completions=str(a.results / f"answers-{m}.jsonl"),
+                            weights_id=weights_of(a.results, m), max_request_failure_share=1.0)
              for m in MODELS if (a.results / f"answers-{m}.jsonl").exists()]
     scored = score_all(layout, version, samples, specs)
     runs = [s.run_id for s in scored]

@@ -2,10 +2,11 @@
 what the pipeline asks it: which source an environment belongs to, how its adapter builds and runs it.
 
 Partitions (:mod:`pipeline.envs.partitions`), the catalog, collection, the sandbox worker, the dataset card's licenses and the
-``sources`` resource all iterate :func:`sources`. Adding a source is one module and one line below
-(or, for a source outside this package, one :func:`register` call; an adapter must be importable in
-the sandbox child, which sees only the ``pipeline`` package — a source outside it reuses an adapter).
-The order is the partition-key and catalog order.
+``sources`` resource all iterate :func:`sources`. Adding a source is one module and one line below; a
+source outside the repository is a plugin package with an ``envsim_forge.sources`` entry point
+(:mod:`pipeline.core.registry`), registered in every process, the sandbox worker included
+(docs/extending.md). :func:`register` called from your own code registers a source in that process only.
+The order is the partition-key and catalog order: these, then the plugins by entry-point name.
 """
 
 from __future__ import annotations
@@ -14,31 +15,39 @@ from typing import Any
 
 from pipeline.core.environment import EnvSpec, Environment
 from pipeline.core.outcome import Labeler, labeler
+from pipeline.core.registry import Registry
 from pipeline.envs.source import EnvironmentSource, reuse_key as _reuse_key
 from pipeline.store import glossary
 from pipeline.envs.sources.bfcl import BfclSource
 from pipeline.envs.sources.builtin import BuiltinSource
 from pipeline.envs.sources.envscaler import EnvScalerSource
 
-_SOURCES: dict[str, EnvironmentSource] = {}
+
+def _declare(source: EnvironmentSource) -> None:
+    glossary.declare("source", source.name)  # the documented value sets of `source` / `adapter`
+    if source.adapter == source.name:
+        glossary.declare("adapter", source.name)
+
+
+def _retract(source: EnvironmentSource) -> None:
+    glossary.retract("source", source.name)
+    glossary.retract("adapter", source.name)
+
+
+#: every environment source by name: the ones below, then the installed plugins' (``envsim_forge.sources``)
+SOURCES: Registry[EnvironmentSource] = Registry(
+    "environment source", "envsim_forge.sources", check=lambda entry: isinstance(entry, EnvironmentSource),
+    on_add=_declare, on_remove=_retract)
 
 
 def register(source: EnvironmentSource) -> EnvironmentSource:
     """Add ``source`` (after the others; its name must be new). Returns it."""
-    if source.name in _SOURCES:
-        raise ValueError(f"environment source {source.name!r} is registered already")
-    _SOURCES[source.name] = source
-    glossary.declare("source", source.name)  # the documented value sets of `source` / `adapter`
-    if source.adapter == source.name:
-        glossary.declare("adapter", source.name)
-    return source
+    return SOURCES.register(source)
 
 
 def unregister(name: str) -> None:
     """Remove the source ``name`` (a test's temporary source)."""
-    if _SOURCES.pop(name, None) is not None:
-        glossary.retract("source", name)
-        glossary.retract("adapter", name)
+    SOURCES.unregister(name)
 
 
 register(BfclSource())
@@ -48,30 +57,27 @@ register(EnvScalerSource())
 
 def sources() -> list[EnvironmentSource]:
     """Every registered source, in registry order."""
-    return list(_SOURCES.values())
+    return SOURCES.values()
 
 
 def names() -> tuple[str, ...]:
     """The registered sources' names, in registry order (the partition sources)."""
-    return tuple(_SOURCES)
+    return SOURCES.names()
 
 
 def get(name: str) -> EnvironmentSource:
     """The source ``name``, or a KeyError that lists the known sources."""
-    try:
-        return _SOURCES[name]
-    except KeyError:
-        raise KeyError(f"unknown environment source {name!r}; known: {sorted(_SOURCES)}") from None
+    return SOURCES.get(name)
 
 
 def adapters() -> tuple[str, ...]:
     """The adapters (``EnvSpec.source`` values) the registered sources bring."""
-    return tuple(s.adapter for s in _SOURCES.values() if s.adapter == s.name)
+    return tuple(s.adapter for s in SOURCES.values() if s.adapter == s.name)
 
 
 def adapter(name: str) -> EnvironmentSource:
     """The source that brings the adapter ``name`` (its own name), or a KeyError listing the adapters."""
-    source = _SOURCES.get(name)
+    source = SOURCES.find(name)
     if source is None or source.adapter != name:
         raise KeyError(f"unknown environment source {name!r}; known: {sorted(adapters())}")
     return source
@@ -86,7 +92,7 @@ def source_of(env: EnvSpec) -> str:
 def source_of_id(adapter_name: str, env_id: str) -> str:
     """:func:`source_of` by adapter and environment id."""
     head = env_id.split("/", 1)[0] if "/" in env_id else None
-    for source in _SOURCES.values():
+    for source in SOURCES.values():
         if source.prefix is not None and source.prefix == head and source.adapter == adapter_name:
             return source.name
     return adapter(adapter_name).name
@@ -94,7 +100,7 @@ def source_of_id(adapter_name: str, env_id: str) -> str:
 
 def licenses() -> dict[str, str]:
     """The dataset card's license line per source that has one."""
-    return {s.name: s.card_license for s in _SOURCES.values() if s.card_license}
+    return {s.name: s.card_license for s in SOURCES.values() if s.card_license}
 
 
 def blob_refs(spec: EnvSpec) -> list[str]:
@@ -109,8 +115,9 @@ def outcome_rule(env: EnvSpec) -> Labeler:
     return labeler(adapter(env.source).outcome, env.options)
 
 
-def static(spec: EnvSpec) -> Environment:
-    """The environment without a reset: enough for tool schemas and source code."""
+def build_without_reset(spec: EnvSpec) -> Environment:
+    """The environment built but not reset to a configuration: enough for its tool schemas and source code
+    (:func:`build` also resets it)."""
     return adapter(spec.source).build(spec)[0]
 
 
@@ -119,13 +126,13 @@ def tool_schemas(spec: EnvSpec) -> list[dict[str, Any]]:
     from for the collection agent, the rollout agent and the rollout SFT records: bfcl's tool docs of the
     task's classes without its excluded functions; for the EnvScaler format, the catalog's schemas
     (``environments.parquet``, registered by :func:`pipeline.envs.catalog.load_blobs`)."""
-    return static(spec).tools
+    return build_without_reset(spec).tools
 
 
 def code_versions() -> dict[str, str]:
     """Versions of the environment code behind each adapter that has one (part of label cache keys;
     EnvScaler code is content-addressed through the trajectory fingerprint)."""
-    return {s.name: v for s in _SOURCES.values() if s.adapter == s.name and (v := s.code_version()) is not None}
+    return {s.name: v for s in SOURCES.values() if s.adapter == s.name and (v := s.code_version()) is not None}
 
 
 def build(spec: EnvSpec) -> Environment:
@@ -143,7 +150,7 @@ def reuse_key(env: EnvSpec) -> tuple[str, ...] | None:
     options and configuration). None: never shared (an unknown adapter). The worker keys its warm
     children by it; the parent queues trajectories of one key together, on one worker
     (:class:`pipeline.execution.sandbox.Sandbox`)."""
-    source = _SOURCES.get(env.source)
+    source = SOURCES.find(env.source)
     if source is None or source.adapter != env.source:
         return None
     return _reuse_key(source, env)
@@ -151,13 +158,25 @@ def reuse_key(env: EnvSpec) -> tuple[str, ...] | None:
 
 def reuse_needs_pristine(env: EnvSpec) -> bool:
     """Whether a warm child for ``env`` may be reused only once the pristine module state is prepared."""
-    source = _SOURCES.get(env.source)
+    source = SOURCES.find(env.source)
     return source is not None and source.reuse_needs_pristine
+
+
+def module_prefixes() -> tuple[str, ...]:
+    """The prefixes of the environment modules the sources import in the sandbox worker before the fork
+    (:attr:`EnvironmentSource.modules`): where the frozen clock rebinds early-bound names."""
+    return tuple(dict.fromkeys(p for s in SOURCES.values() for p in s.modules))
+
+
+def stateful_module_prefixes() -> tuple[str, ...]:
+    """The prefixes of the environment modules whose module-level state a reused child restores
+    (:attr:`EnvironmentSource.stateful_modules`)."""
+    return tuple(dict.fromkeys(p for s in SOURCES.values() for p in s.stateful_modules))
 
 
 def preload_all() -> None:
     """Every source's preload (in the sandbox zygote); a missing optional source does not stop the others."""
-    for source in _SOURCES.values():
+    for source in SOURCES.values():
         try:
             source.preload()
         except Exception:
@@ -166,5 +185,5 @@ def preload_all() -> None:
 
 def clear_caches() -> None:
     """Every source's parse caches (a child forgets the code of other environments)."""
-    for source in _SOURCES.values():
+    for source in SOURCES.values():
         source.clear_caches()

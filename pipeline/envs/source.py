@@ -16,7 +16,8 @@ subclass; its constructor arguments are its own settings (datatrove-style), and 
 (:class:`pipeline.envs.config.SourceConfig`) are given to the methods that depend on them. A source
 that brings its own adapter (``adapter == name``) also answers the adapter methods (build, outcome rule,
 preload, code version, reuse key); one that reuses an adapter leaves them to the adapter's source.
-Sources are listed in :mod:`pipeline.envs.registry`, one line each.
+Sources are listed in :mod:`pipeline.envs.registry`, one line each, after which come the sources of installed
+plugin packages (their ``envsim_forge.sources`` entry points).
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ class EnvironmentSource:
     needs: ClassVar[tuple[str, ...]] = ()
     #: whether a warm child may be reused only once the pristine module state is prepared (:mod:`pipeline.execution.pristine`)
     reuse_needs_pristine: ClassVar[bool] = False
+    #: prefixes of the modules it imports in the sandbox worker before the fork (its ``preload``): the frozen
+    #: clock rebinds the names they bound early (``from datetime import datetime``, :mod:`pipeline.execution.freeze`)
+    modules: ClassVar[tuple[str, ...]] = ()
+    #: prefixes of those modules whose module-level state a reused child restores between trajectories
+    #: (:mod:`pipeline.execution.pristine`)
+    stateful_modules: ClassVar[tuple[str, ...]] = ()
 
     # -- the run ---------------------------------------------------------------------------------
 

@@ -4,21 +4,22 @@ harness self-check), ``oracle_envsimbench``, ``no_change`` (empty Δ, empty feed
 answers. Each simulator is prompted with its spec's ``prompt`` template.
 
 ``KINDS`` is the registry: a kind's name, how to make it, and what the stages ask of it (``asks_model``,
-``baseline``). Adding a kind is a module with its ``Simulator`` class and one line in ``KINDS``
-(docs/extending.md "Add a simulator kind")."""
+``baseline``). Adding a kind is a module with its ``Simulator`` class and one line in ``KINDS``, or, outside
+the repository, a plugin package's entry point (docs/extending.md "Add a simulator kind")."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import openai
 
 from pipeline.models import openai_client
-from pipeline.core.fields import setting
-from pipeline.evaluate.simulator_spec import Completion, EndpointError, Simulator, SimulatorSpec
+from pipeline.core.registry import Registry
+from pipeline.evaluate.simulator_spec import (Completion, EndpointError, EndpointSettings, RecordedSettings, Simulator,
+                                              SimulatorKind, SimulatorSpec)
 from pipeline.core.protocol import TEMPLATES, answer, messages
 from pipeline.envsimbench.export import reference_answer
 
@@ -67,15 +68,18 @@ class NoChangeSimulator:
 
 class RecordedSimulator:
     """Answers generated elsewhere (e.g. by batched generation on a GPU node with the same prompt protocol),
-    read from ``spec.completions``; each is scored exactly like an endpoint's answer. A sample with no
-    recorded answer is a request failure (``no recorded answer``), never a wrong answer."""
+    read from its settings' ``completions`` (:class:`RecordedSettings`); each is scored exactly like an
+    endpoint's answer. A sample with no recorded answer is a request failure (``no recorded answer``), never
+    a wrong answer."""
 
     def __init__(self, spec: SimulatorSpec) -> None:
-        if not spec.completions:
-            raise ValueError(f"{spec.name}: kind 'recorded' needs `completions` (a JSON-lines file of answers)")
+        completions = spec.settings_as(RecordedSettings).completions
+        if not completions:
+            raise ValueError(f"{spec.name}: kind 'recorded' needs `completions` (a JSON-lines file of answers) in its "
+                             "`recorded:` section")
         self.spec = spec
         self.answers: dict[str, dict[str, Any]] = {}
-        with open(spec.completions, encoding="utf-8") as fh:
+        with open(completions, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
@@ -83,10 +87,10 @@ class RecordedSimulator:
                     row = json.loads(line)
                     step_id, text = row["step_id"], row["text"]
                 except (ValueError, KeyError, TypeError) as exc:
-                    raise ValueError(f"{spec.completions}:{n}: not a recorded answer "
+                    raise ValueError(f"{completions}:{n}: not a recorded answer "
                                      f"({type(exc).__name__}: {exc}); each line needs step_id and text") from None
                 if not isinstance(step_id, str) or not isinstance(text, str):
-                    raise ValueError(f"{spec.completions}:{n}: step_id and text must be strings")
+                    raise ValueError(f"{completions}:{n}: step_id and text must be strings")
                 self.answers[step_id] = row
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
@@ -110,37 +114,38 @@ class OpenAISimulator:
     def __init__(self, spec: SimulatorSpec) -> None:
         if spec.prompt not in TEMPLATES:
             raise ValueError(f"{spec.name}: unknown prompt template {spec.prompt!r}; known: {', '.join(TEMPLATES)}")
-        if spec.max_response_bytes < 1:
-            raise ValueError(f"{spec.name}: max_response_bytes must be positive, not {spec.max_response_bytes}")
+        ep = self.endpoint = spec.settings_as(EndpointSettings)
+        if ep.max_response_bytes < 1:
+            raise ValueError(f"{spec.name}: max_response_bytes must be positive, not {ep.max_response_bytes}")
         self.spec = spec
-        self.client = openai_client.async_client(spec.base_url, spec.api_key_env, spec.timeout_s, spec.max_retries,
-                                                 spec.max_response_bytes)
+        self.client = openai_client.async_client(ep.base_url, ep.api_key_env, ep.timeout_s, ep.max_retries,
+                                                 ep.max_response_bytes)
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
         started = time.perf_counter()
         try:
             raw = await self.client.chat.completions.with_raw_response.create(
-                model=self.spec.model,
+                model=self.endpoint.model,
                 messages=messages(sample, self.spec.prompt),
-                temperature=self.spec.temperature,
-                max_tokens=self.spec.max_tokens,
-                extra_body=self.spec.extra_body or None,
+                temperature=self.endpoint.temperature,
+                max_tokens=self.endpoint.max_tokens,
+                extra_body=self.endpoint.extra_body or None,
             )
         except openai_client.ResponseTooLarge as exc:
             return Completion(None, time.perf_counter() - started, error=str(exc))
         except openai.AuthenticationError:
-            raise EndpointError(f"{self.spec.name}: the endpoint rejected the API key from ${self.spec.api_key_env} (401)") from None
+            raise EndpointError(f"{self.spec.name}: the endpoint rejected the API key from ${self.endpoint.api_key_env} (401)") from None
         except openai.PermissionDeniedError:
             raise EndpointError(f"{self.spec.name}: access denied (403)") from None
         except openai.NotFoundError:
-            raise EndpointError(f"{self.spec.name}: model {self.spec.model!r} or route not found at {self.spec.base_url} (404)") from None
+            raise EndpointError(f"{self.spec.name}: model {self.endpoint.model!r} or route not found at {self.endpoint.base_url} (404)") from None
         except openai.APITimeoutError:
-            return Completion(None, time.perf_counter() - started, error=f"timeout after {self.spec.timeout_s:g}s and {self.spec.max_retries} retries")
+            return Completion(None, time.perf_counter() - started, error=f"timeout after {self.endpoint.timeout_s:g}s and {self.endpoint.max_retries} retries")
         except openai.APIConnectionError as exc:
             return Completion(None, time.perf_counter() - started, error=f"unreachable: {type(exc).__name__}")
         except openai.APIStatusError as exc:
             return Completion(None, time.perf_counter() - started,
-                              error=f"HTTP {exc.status_code} after {self.spec.max_retries} retries: {_status_message(exc)}")
+                              error=f"HTTP {exc.status_code} after {self.endpoint.max_retries} retries: {_status_message(exc)}")
         try:
             text, prompt_tokens, completion_tokens = openai_client.read_completion(raw.content)
         except openai_client.MalformedResponse as exc:
@@ -160,34 +165,57 @@ def _status_message(exc: Any) -> str:
     return message[:300]
 
 
-@dataclass(frozen=True)
-class SimulatorKind:
-    """What a simulator kind is: how to make one from its spec, and what the stages need to know of it."""
-
-    name: str
-    make: Callable[[SimulatorSpec], Simulator]
-    #: it sends requests to a model while it answers (the rollout loop logs them and opens a client for it)
-    asks_model: bool = False
-    #: a reference point, not a simulator to learn from (rollout exports leave its rollouts out by default)
-    baseline: bool = False
-
-
-#: every simulator kind, by name: adding one is a module with its ``Simulator`` class and one line here
-KINDS: dict[str, SimulatorKind] = {k.name: k for k in (
-    SimulatorKind("openai", OpenAISimulator, asks_model=True),
-    SimulatorKind("oracle", OracleSimulator, baseline=True),
-    SimulatorKind("oracle_envsimbench", ReferenceOracleSimulator, baseline=True),
-    SimulatorKind("no_change", NoChangeSimulator, baseline=True),
-    SimulatorKind("recorded", RecordedSimulator),
-)}
+#: every simulator kind, by name: adding one is a module with its ``Simulator`` class and one line here; an
+#: installed plugin package adds its kinds with ``envsim_forge.simulators`` entry points (``pipeline.core.registry``)
+KINDS: Registry[SimulatorKind] = Registry("simulator kind", "envsim_forge.simulators",
+                                          check=lambda entry: isinstance(entry, SimulatorKind))
+KINDS.register(SimulatorKind("openai", OpenAISimulator, asks_model=True, settings=EndpointSettings))
+KINDS.register(SimulatorKind("oracle", OracleSimulator, baseline=True))
+KINDS.register(SimulatorKind("oracle_envsimbench", ReferenceOracleSimulator, baseline=True))
+KINDS.register(SimulatorKind("no_change", NoChangeSimulator, baseline=True))
+KINDS.register(SimulatorKind("recorded", RecordedSimulator, settings=RecordedSettings))
 
 
 def kind_of(spec: SimulatorSpec) -> SimulatorKind:
     """The kind of ``spec`` (``ValueError`` naming the known ones when there is none)."""
-    if spec.kind not in KINDS:
+    kind = KINDS.find(spec.kind)
+    if kind is None:
         raise ValueError(f"unknown simulator kind {spec.kind!r}; known: {sorted(KINDS)}")
-    return KINDS[spec.kind]
+    return kind
 
 
 def make_simulator(spec: SimulatorSpec) -> Simulator:
     return kind_of(spec).make(spec)
+
+
+_COMMON = tuple(f.name for f in dataclasses.fields(SimulatorSpec) if f.name != "settings")
+
+
+def simulator_spec(**fields: Any) -> SimulatorSpec:
+    """A :class:`SimulatorSpec` from its fields: the common ones, and the kind's own settings either in the
+    section named after the kind (``openai={"model": …}``, as the Dagster config gives them) or flat beside
+    the common ones (``model=…``). A field of another kind, or of none, is a ``ValueError`` naming where it
+    belongs."""
+    kind = kind_of(SimulatorSpec(name=fields.get("name", ""), kind=fields.get("kind", "openai")))
+    name = fields.get("name", "?")
+    given = {k: v for k, v in fields.items() if k not in _COMMON and k != "settings"}
+    section = given.pop(kind.name, None) or {}
+    if dataclasses.is_dataclass(section):  # the section as its settings value already
+        section = {f.name: getattr(section, f.name) for f in dataclasses.fields(section)}
+    own = {f.name for f in dataclasses.fields(kind.settings)} if kind.settings is not None else set()
+    for key, value in list(given.items()):
+        if key in KINDS and key != kind.name:
+            if value is not None:
+                raise ValueError(f"simulator {name!r}: section `{key}` is for kind {key}, not {kind.name}: remove it "
+                                 f"or set kind: {key}")
+            given.pop(key)
+        elif key not in own:
+            owners = [k.name for k in KINDS.values()
+                      if k.settings is not None and key in {f.name for f in dataclasses.fields(k.settings)}]
+            where = (f"a setting of kind {' / '.join(owners)}, not of {kind.name}" if owners
+                     else "not a simulator field")
+            raise ValueError(f"simulator {name!r}: `{key}` is {where}"
+                             + (f"; {kind.name}'s settings: {', '.join(sorted(own))}" if own else ""))
+    values = {**section, **given}
+    settings = kind.settings(**values) if kind.settings is not None and values else fields.get("settings")
+    return SimulatorSpec(**{k: v for k, v in fields.items() if k in _COMMON}, settings=settings)

@@ -48,9 +48,9 @@ a deterministic function of (trajectory id, run seed, clock start, step):
 ``datetime.datetime``/``datetime.date`` are replaced by subclasses (a metaclass keeps
 ``isinstance`` true for instances of the real classes both ways; arithmetic and parsing work as
 before and return the subclass). Names bound before the fork by modules that were imported early
-— ``from datetime import datetime`` in bfcl's ``travel_booking`` — are rebound in the modules named
-by ``ENV_MODULE_PREFIXES`` (default: ``bfcl_eval``); infrastructure modules (``threading`` binds
-``time.monotonic`` at import) are left alone.
+— ``from datetime import datetime`` in bfcl's ``travel_booking`` — are rebound in the modules the
+environment sources name (:func:`pipeline.envs.registry.module_prefixes`: ``bfcl_eval``, and a plugin's own);
+infrastructure modules (``threading`` binds ``time.monotonic`` at import) are left alone.
 
 ``frozen(...)`` is the in-process form: a context manager that installs and restores everything.
 """
@@ -77,6 +77,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from pipeline.core.clock import DEFAULT_CLOCK_START, STEP_SECONDS, parse_clock_start
+from pipeline.envs import registry
 
 #: the monotonic clocks advance this much per read
 TICK_SECONDS = 0.001
@@ -103,9 +104,6 @@ HOST_FILES = {
     "/proc/version": f"Linux version {HOST_RELEASE} {HOST_VERSION}\n",
     "/proc/loadavg": "0.00 0.00 0.00 1/1 1\n",
 }
-#: modules imported before the fork whose early-bound names (``from datetime import datetime``,
-#: ``from time import time``) are rebound
-ENV_MODULE_PREFIXES: tuple[str, ...] = ("bfcl_eval",)
 
 _REAL_DATETIME = _dt.datetime
 _REAL_DATE = _dt.date
@@ -571,9 +569,10 @@ def prepare() -> None:
     sandbox worker before forking: a child then rebinds a short list instead of scanning modules,
     which would touch — and copy — most of the inherited heap)."""
     replacements = _replacements()
+    prefixes = registry.module_prefixes()  # each source declares the modules it imports in the worker
     _EARLY.clear()
     for modname, module in list(sys.modules.items()):
-        if module is None or not modname.startswith(ENV_MODULE_PREFIXES):
+        if module is None or not modname.startswith(prefixes):
             continue
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict):

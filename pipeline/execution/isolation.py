@@ -4,7 +4,8 @@ plain subprocesses.
 ``bwrap`` gives each worker its own user, PID, network, IPC, UTS and cgroup namespaces (no network
 at all; processes die with the namespace), all capabilities dropped and an unprivileged uid, a
 read-only view of only what the interpreter needs (``/usr`` and the Python installation and
-virtual environment, the project's ``pipeline`` package at a neutral path), a private size-capped
+virtual environment, the project's ``pipeline`` package at a neutral path, the directories of installed plugin
+packages outside them), a private size-capped
 ``/tmp``, a fresh ``/proc``, a minimal read-only ``/dev`` with a small size-capped ``/dev/shm``, an
 empty environment (``--clearenv``: no variable of the parent, so no API key or token), a new session
 and ``--die-with-parent``. The interpreter runs with ``-P`` (``PYTHONSAFEPATH``): neither the working
@@ -29,6 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pipeline.core.registry import plugin_paths
 from pipeline.execution import freeze
 
 ISOLATIONS = ("bwrap", "trusted")
@@ -63,6 +65,14 @@ def _interpreter_paths() -> list[str]:
     paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
     paths.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
     return sorted(p for p in paths if p != "/usr" and not p.startswith("/usr/") and os.path.isdir(p))
+
+
+def _plugin_dirs() -> list[str]:
+    """The directories of installed plugin packages (:func:`pipeline.core.registry.plugin_paths`) the
+    interpreter's own paths do not hold (a ``pip install --target`` directory on ``PYTHONPATH``): the worker
+    sees them read-only at the same path, on its ``PYTHONPATH``, so it registers the same plugins."""
+    inside = [*_interpreter_paths(), "/usr"]
+    return [p for p in plugin_paths() if not any(p == top or p.startswith(top.rstrip("/") + "/") for top in inside)]
 
 
 def bwrap_path() -> str:
@@ -117,7 +127,8 @@ def bwrap_command(tmp_mb: int) -> list[str]:
             cmd += ["--ro-bind", str(host), str(host)]
     if Path("/etc/ld.so.cache").exists():
         cmd += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    for path in _interpreter_paths():
+    plugins = _plugin_dirs()
+    for path in [*_interpreter_paths(), *plugins]:
         cmd += ["--ro-bind", path, path]
     cmd += [
         "--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline",
@@ -126,7 +137,7 @@ def bwrap_command(tmp_mb: int) -> list[str]:
     ]
     for dest, source in _host_files().items():  # constant host identity over the fresh /proc
         cmd += ["--ro-bind", source, dest]
-    for key, value in worker_environment(_APP_DIR).items():
+    for key, value in worker_environment(os.pathsep.join([_APP_DIR, *plugins])).items():
         cmd += ["--setenv", key, value]
     cmd += ["--", sys.executable, "-P", "-m", "pipeline.execution.worker"]
     return cmd
@@ -137,7 +148,9 @@ def worker_command(isolation: str, tmp_mb: int) -> tuple[list[str], dict[str, st
     if isolation == "bwrap":
         return bwrap_command(tmp_mb), {}, "/"
     if isolation == "trusted":
-        return [sys.executable, "-P", "-m", "pipeline.execution.worker"], worker_environment(str(_PROJECT_ROOT)), str(_PROJECT_ROOT)
+        pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])
+        argv = [sys.executable, "-P", "-m", "pipeline.execution.worker"]
+        return argv, worker_environment(pythonpath), str(_PROJECT_ROOT)
     raise SandboxUnavailable(f"unknown sandbox isolation {isolation!r}; choose one of {', '.join(ISOLATIONS)}")
 
 

@@ -18,8 +18,7 @@ import sys
 import types
 from typing import Any
 
-#: preloaded modules whose state is restored (their names' prefixes)
-MODULE_PREFIXES: tuple[str, ...] = ("bfcl_eval.eval_checker.multi_turn_eval.func_source_code",)
+from pipeline.envs import registry
 
 _Kind = str  # "global" | "defaults" | "kwdefaults" | "classattr"
 _SNAPSHOT: list[tuple[Any, str, _Kind, Any]] = []  # (owner, attribute, kind, pristine deep copy)
@@ -35,8 +34,9 @@ def _is_plain_value(value: Any) -> bool:
 def prepare() -> None:
     """Snapshot the restorable state (in the worker, before any fork)."""
     _SNAPSHOT.clear()
+    prefixes = registry.stateful_module_prefixes()  # the preloaded modules whose state is restored
     for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith(MODULE_PREFIXES):
+        if module is None or not name.startswith(prefixes):
             continue
         for attr, value in list(vars(module).items()):
             if attr.startswith("__"):

@@ -45,7 +45,7 @@ class CodeRefs:
         if key not in self._refs:
             try:
                 if spec not in self._envs:
-                    self._envs[spec] = registry.static(traj.env)
+                    self._envs[spec] = registry.build_without_reset(traj.env)
                 env = self._envs[spec]
                 self._refs[key] = blobs.ref_of(env.source_of(tool)) if env.has_tool(tool) else None
             except Exception:

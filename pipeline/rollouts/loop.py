@@ -111,7 +111,7 @@ class ToolCode:
         key = (*self._env_key(env), tool)
         if key not in self._code:
             try:
-                static = registry.static(env)
+                static = registry.build_without_reset(env)
                 self._code[key] = static.source_of(tool) if static.has_tool(tool) else None
             except Exception:
                 self._code[key] = None

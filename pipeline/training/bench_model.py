@@ -25,7 +25,7 @@ from pipeline.store import catalog
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
-from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.evaluate.simulators import simulator_spec
 from pipeline.store.duck import connect_file
 from pipeline.store.layout import DataLayout
 from pipeline.training import base_models, checkpoints
@@ -172,7 +172,7 @@ def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.D
                      infer_dtype=dtype)  # type: ignore[arg-type]
     started = time.perf_counter()
     with serve(spec, layout.jobs / f"bench-model-{name}", log) as endpoint:
-        sim = SimulatorSpec(name=name, kind="openai", model=name, base_url=endpoint.base_url, max_tokens=max_tokens,
+        sim = simulator_spec(name=name, kind="openai", model=name, base_url=endpoint.base_url, max_tokens=max_tokens,
                             api_key_env="", concurrency=1, timeout_s=timeout_s, max_retries=1, weights_id=wid)
         [run] = score_all(layout, version, subset, [sim], lambda s: log(s.line()), keep_going=False)
         backend_used = endpoint.backend

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from pipeline.evaluate import results
 from pipeline.evaluate.run import Scored, score_all
 from pipeline.evaluate.samples import load_samples
-from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.evaluate.simulators import simulator_spec
 from pipeline.store.layout import DataLayout
 from pipeline.training import checkpoints
 from pipeline.training.serve import ServeSpec, serve
@@ -49,7 +49,7 @@ def run(data_root: str, split_version: str | None, simulators: list[dict[str, An
         log(run.line())
         report["runs"][run.run_id] = _summary(run)
 
-    score_all(layout, version, samples, [SimulatorSpec(**raw) for raw in simulators], scored, keep_going=False)
+    score_all(layout, version, samples, [simulator_spec(**raw) for raw in simulators], scored, keep_going=False)
     if served:
         path = Path(served["checkpoint_path"])
         manifest = checkpoints.read_manifest(path)
@@ -61,7 +61,7 @@ def run(data_root: str, split_version: str | None, simulators: list[dict[str, An
         with serve(spec, Path(workdir or layout.jobs) / "server", log) as endpoint:
             sim = {**served["simulator"], "name": name, "kind": "openai", "model": name, "base_url": endpoint.base_url,
                    "api_key_env": "", "weights_id": wid}
-            [run] = score_all(layout, version, samples, [SimulatorSpec(**sim)], scored, keep_going=False)
+            [run] = score_all(layout, version, samples, [simulator_spec(**sim)], scored, keep_going=False)
         report["runs"][run.run_id]["served"] = True
         report["served"] = {"run_id": run.run_id, "served_model": name, "weights_id": wid, "checkpoint_path": str(path),
                             "checkpoint_version": (manifest or {}).get("checkpoint_version"), "template": spec.template,

@@ -35,7 +35,8 @@ class ServerNotReady(RuntimeError):
     """The model server exited or did not answer ``/v1/models`` in time."""
 
 
-#: the fields of the served model's simulator (``SimulatorSpec``) an evaluation job's ``serve`` sets
+#: the fields of the served model's simulator (``SimulatorSpec`` and the ``openai`` kind's ``EndpointSettings``) an
+#: evaluation job's ``serve`` sets
 SERVED_SIMULATOR_FIELDS = ("max_tokens", "temperature", "concurrency", "timeout_s", "max_retries")
 #: its defaults that differ from an endpoint's: longer timeouts and fewer retries, for a model on a fresh server
 SERVED_SIMULATOR_DEFAULTS = {"timeout_s": 600.0, "max_retries": 2}

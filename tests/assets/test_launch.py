@@ -88,3 +88,18 @@ def test_dagster_validates_the_run_config_one_line_per_error():
     (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"seed": "one"}}}})
     assert line == ("run config: config value 'one' at ops.benchmark_split.config.seed has the wrong type "
                     "(expected Int): fix the value")
+
+
+def test_a_kinds_setting_written_beside_the_common_fields_names_its_section():
+    """A simulator's endpoint fields written flat (the shape before kinds had their own settings) are refused
+    in one line that names the section they belong in."""
+    config = {"ops": {"simulator_eval": {"config": {"simulators": [
+        {"name": "m", "kind": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1"}]}}}}
+    problems = check_launch("envsim_main", config, where="--config-json")
+    assert problems == ["--config-json: unknown config keys 'base_url', 'model' under "
+                        "ops.simulator_eval.config.simulators.0: they belong in its `openai:` section: "
+                        "openai: {base_url: …, model: …}"], problems
+    config["ops"]["simulator_eval"]["config"]["simulators"][0] = {"name": "r", "kind": "recorded", "completions": "a"}
+    assert check_launch("envsim_main", config, where="--config-json") == [
+        "--config-json: unknown config key 'completions' under ops.simulator_eval.config.simulators.0: it belongs in "
+        "its `recorded:` section: recorded: {completions: …}"]

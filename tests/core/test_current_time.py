@@ -18,7 +18,7 @@ from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.catalog import build_catalog
 from pipeline.evaluate.harness import evaluate
 from pipeline.evaluate.samples import load_samples
-from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
+from pipeline.evaluate.simulators import make_simulator, simulator_spec
 from pipeline.core import clock
 from pipeline.export.hf_layout import export_split
 from pipeline.core.protocol import answer, messages, time_section, user_prompt
@@ -127,7 +127,7 @@ def test_harness_sends_the_time(timed, tmp_path):
     untimed = {messages({**s, "current_time": None})[1]["content"] for s in stamped}
     assert not untimed & set(answers)
     with FakeOpenAI(answers) as server:
-        spec = SimulatorSpec(name="fake", model="fake-model", base_url=server.url, max_retries=1, timeout_s=10)
+        spec = simulator_spec(name="fake", model="fake-model", base_url=server.url, max_retries=1, timeout_s=10)
         simulator = make_simulator(spec)
 
         async def go():

@@ -155,8 +155,8 @@ def test_simulated_rollouts_with_the_real_model_as_simulator(agent_run: dict[str
     resources = {"store": DataStoreResource(data_root=str(layout.root)),
                  "sources": EnvironmentSourcesResource(bfcl_replay=False, builtin_scenarios_per_env=1),
                  "sandbox": SandboxResource(workers=1), "duckdb": DuckDBResource(database=str(tmp_path / "envsim.duckdb"))}
-    simulators = [{"name": SERVED, "kind": "openai", "model": SERVED, "base_url": served, "max_tokens": 32,
-                   "timeout_s": 600, "max_retries": 2, "concurrency": 1},
+    simulators = [{"name": SERVED, "kind": "openai", "concurrency": 1, "openai": {
+                       "model": SERVED, "base_url": served, "max_tokens": 32, "timeout_s": 600, "max_retries": 2}},
                   {"name": "oracle", "kind": "oracle"}]
     result = materialize([simulated_rollouts], resources=resources, run_config={"ops": {"simulated_rollouts": {"config": {
         "simulators": simulators, "task_limit": 1, "min_steps": 1, "max_steps": 2}}}})

@@ -20,7 +20,7 @@ from pipeline.evaluate.harness import MostRequestsFailed, result_row
 from pipeline.evaluate.metrics import config_match, feedback_match, score
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.envsimbench.reference import extract_json, score_reference
-from pipeline.evaluate.simulators import Completion, SimulatorSpec
+from pipeline.evaluate.simulators import Completion, simulator_spec
 from pipeline.core.protocol import messages
 from tests.support.layouts import benchmark_split
 from tests.support.fake_openai import DEEP, FakeOpenAI
@@ -34,7 +34,7 @@ def split(default_layout, tmp_path_factory):
 
 
 def spec(server, **kw):
-    return SimulatorSpec(**{"name": "fake", "model": "fake-model", "base_url": server.url, "max_retries": 0,
+    return simulator_spec(**{"name": "fake", "model": "fake-model", "base_url": server.url, "max_retries": 0,
                             "timeout_s": 10, "concurrency": 8, **kw})
 
 
@@ -108,7 +108,7 @@ def test_parse_score_and_reference_metrics_are_bounded(split, name):
     sample = next(s for s in samples if s["delta_size"] > 0)
     text = HOSTILE[name]
     started = time.perf_counter()
-    row = result_row(sample, Completion(text, 0.0), SimulatorSpec(name="fake", model="m"), version)
+    row = result_row(sample, Completion(text, 0.0), simulator_spec(name="fake", model="m"), version)
     parsed = parse_answer(text)
     s = score(sample, parsed.answer, text)
     ref = score_reference(text, {}, {"a": 1}, "x")
@@ -197,8 +197,8 @@ def test_failing_endpoint_fails_the_asset_and_a_fixed_rerun_resumes(split, tmp_p
 
     def materialize_with(server):
         config = {"simulators": [{"name": "oracle", "kind": "oracle"},
-                                 {"name": "fake", "kind": "openai", "model": "fake-model", "base_url": server.url,
-                                  "max_retries": 0, "concurrency": 16, "timeout_s": 10}]}
+                                 {"name": "fake", "kind": "openai", "concurrency": 16, "openai": {
+                                     "model": "fake-model", "base_url": server.url, "max_retries": 0, "timeout_s": 10}}]}
         before = server.requests
         result = materialize([simulator_eval], resources=resources, raise_on_error=False,
                              run_config={"ops": {"simulator_eval": {"config": config}}})

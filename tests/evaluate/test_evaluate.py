@@ -15,7 +15,7 @@ from pipeline.evaluate.harness import MostRequestsFailed, evaluate, finished_ste
 from pipeline.evaluate.metrics import config_match, config_match_changed_paths, feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.run import score, score_all
-from pipeline.evaluate.simulators import EndpointError, SimulatorSpec, make_simulator
+from pipeline.evaluate.simulators import EndpointError, make_simulator, simulator_spec
 from tests.support.layouts import benchmark_split
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.metadata import text
@@ -83,7 +83,7 @@ def rows(path):
 
 
 def spec(server, **kw):
-    return SimulatorSpec(name=kw.pop("name", "fake"), model="fake-model", base_url=server.url, max_retries=kw.pop("max_retries", 3),
+    return simulator_spec(name=kw.pop("name", "fake"), model="fake-model", base_url=server.url, max_retries=kw.pop("max_retries", 3),
                          timeout_s=kw.pop("timeout_s", 10), concurrency=kw.pop("concurrency", 16), **kw)
 
 
@@ -127,7 +127,7 @@ def test_401_and_unreachable_fail_the_run_clearly(split, tmp_path):
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    down = SimulatorSpec(name="down", model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0, timeout_s=2)
+    down = simulator_spec(name="down", model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0, timeout_s=2)
     with pytest.raises(EndpointError, match="unreachable"):
         run(samples[:5], down, version, tmp_path / "b.jsonl")
 
@@ -180,12 +180,16 @@ def test_results_are_cached_by_weights_not_by_served_name(split):
     checkpoint again resumes in full; DuckDB keeps both runs apart."""
     layout, version, samples, answers = split
     subset = samples[:4]
-    first = SimulatorSpec(name="served", model="served", weights_id="ckpt-aaaaaaaaaaaa", max_retries=0)
+    first = simulator_spec(name="served", model="served", weights_id="ckpt-aaaaaaaaaaaa", max_retries=0)
+
+    def at(spec, url):  # the same weights, served at ``url``
+        return replace(spec, settings=replace(spec.settings, base_url=url))
+
     second = replace(first, weights_id="sha256-bbbbbbbbbbbbbbbb")
     with FakeOpenAI(answers, "correct") as server:
-        [a] = score_all(layout, version, subset, [replace(first, base_url=server.url)])
+        [a] = score_all(layout, version, subset, [at(first, server.url)])
     with FakeOpenAI(answers, "wrong") as server:  # the other checkpoint, on a new port, answers otherwise
-        [b] = score_all(layout, version, subset, [replace(second, base_url=server.url)])
+        [b] = score_all(layout, version, subset, [at(second, server.url)])
         asked = server.requests
     assert (a.report.completed, a.report.skipped) == (4, 0)
     assert (b.report.completed, b.report.skipped) == (4, 0) and asked == 4, b.line()
@@ -195,7 +199,7 @@ def test_results_are_cached_by_weights_not_by_served_name(split):
     assert {r["weights_id"] for r in rows(b.path)} == {"sha256-bbbbbbbbbbbbbbbb"} and not any(r["cm"] for r in rows(b.path))
     assert {r["weights_id"] for r in rows(a.path)} == {"ckpt-aaaaaaaaaaaa"} and all(r["cm"] for r in rows(a.path))
     with FakeOpenAI(answers, "correct") as server:  # the first checkpoint again, served elsewhere: all resumed
-        [again] = score_all(layout, version, subset, [replace(first, base_url=server.url)])
+        [again] = score_all(layout, version, subset, [at(first, server.url)])
         assert server.requests == 0
     assert (again.report.completed, again.report.skipped) == (0, 4)
     con = duckdb.connect()
@@ -217,10 +221,10 @@ def test_plain_endpoint_results_are_cached_by_name_model_and_base_url(split, tmp
         assert run(subset, plain, version, path).completed == 4
         again = run(subset, plain, version, path)
         assert (again.completed, again.skipped) == (0, 4)
-        other_model = run(subset, replace(plain, model="other-model"), version, path)
+        other_model = run(subset, replace(plain, settings=replace(plain.settings, model="other-model")), version, path)
         assert (other_model.completed, other_model.skipped) == (4, 0)
         with FakeOpenAI(answers, "correct") as elsewhere:
-            moved = run(subset, replace(plain, base_url=elsewhere.url), version, path)
+            moved = run(subset, replace(plain, settings=replace(plain.settings, base_url=elsewhere.url)), version, path)
         assert (moved.completed, moved.skipped) == (4, 0)
     assert {(r["model"], r["base_url"], r["weights_id"]) for r in rows(path)} == {
         ("fake-model", server.url, None), ("other-model", server.url, None), ("fake-model", elsewhere.url, None)}

@@ -3,7 +3,7 @@ a one-line warning naming the variable and the fix, not a silent ``Bearer not-se
 
 import logging
 
-from pipeline.evaluate.simulators import OpenAISimulator, SimulatorSpec
+from pipeline.evaluate.simulators import OpenAISimulator, simulator_spec
 from pipeline.models.openai_client import async_client
 
 
@@ -32,7 +32,7 @@ def test_a_set_key_is_used_without_a_warning(caplog, monkeypatch):
 def test_a_configured_simulator_with_an_unset_key_warns(caplog, monkeypatch):
     monkeypatch.delenv("TEST_SIM_API_KEY", raising=False)
     with caplog.at_level(logging.WARNING):
-        OpenAISimulator(SimulatorSpec(name="mine", model="m", base_url="http://127.0.0.1:9/v1", api_key_env="TEST_SIM_API_KEY"))
+        OpenAISimulator(simulator_spec(name="mine", model="m", base_url="http://127.0.0.1:9/v1", api_key_env="TEST_SIM_API_KEY"))
     assert [line for line in _warnings(caplog) if "$TEST_SIM_API_KEY" in line]
 
 
@@ -40,5 +40,5 @@ def test_an_endpoint_the_pipeline_serves_itself_needs_no_key_and_warns_nothing(c
     """bench-model and the evaluation job serve their own model: ``api_key_env=""``, no key, no warning."""
     with caplog.at_level(logging.WARNING):
         client = async_client("http://127.0.0.1:9/v1", "", 5.0, 0)
-        OpenAISimulator(SimulatorSpec(name="served", model="m", base_url="http://127.0.0.1:9/v1", api_key_env=""))
+        OpenAISimulator(simulator_spec(name="served", model="m", base_url="http://127.0.0.1:9/v1", api_key_env=""))
     assert _warnings(caplog) == [] and client.api_key == "not-set"

@@ -27,6 +27,7 @@ from pipeline.store.layout import DataLayout
 from pipeline.training.llamafactory import TrainSettings
 from pipeline.training.launchers import JobSpec
 from pipeline.training.serve import ServeSpec
+from pipeline.evaluate.simulator_spec import EndpointSettings, RecordedSettings
 from resources import CompositionResource, EnvironmentSourcesResource, JobLauncherResource, SandboxResource
 from resources.config_from import config_from
 from resources.environments import BfclTaskFileConfig, EnvScalerCorpusConfig
@@ -38,7 +39,9 @@ PAIRS = [
     (CollectionConfig, ExploreSettings, {"call_budget", "max_call_budget"}, {"enabled", "force", "agent", "call_budget"}, {}),
     (AgentPolicyConfig, AgentSettings, set(), {"sources", "task_limit"}, {}),
     (AgentPolicyConfig, AgentRun, {"settings"}, {f.name for f in dataclasses.fields(AgentSettings)}, {}),
-    (SimulatorConfig, SimulatorSpec, set(), set(), {}),
+    (SimulatorConfig, SimulatorSpec, {"settings"}, {"openai", "recorded"}, {}),  # a kind's settings: its section
+    (SimulatorConfig.model_fields["openai"].annotation.__args__[0], EndpointSettings, set(), set(), {}),
+    (SimulatorConfig.model_fields["recorded"].annotation.__args__[0], RecordedSettings, set(), set(), {}),
     (TrainConfig, TrainSettings, set(), {"gpus", "nodes"}, {"extra": "extra_args"}),
     (ServeConfig, ServeSpec, {"model_name_or_path", "template", "served_name", "adapter_name_or_path", "llamafactory_cli",
                               "llamafactory_python"},

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.envs.catalog import load_blobs
-from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
+from pipeline.evaluate.simulators import SimulatorSpec, make_simulator, simulator_spec
 from pipeline.core.protocol import answer
 from pipeline.rollouts import store
 from pipeline.rollouts.loop import RolloutTask, simulate
@@ -114,7 +114,7 @@ def test_one_wrong_update_is_the_first_divergence_and_persists(layout, sandbox):
     k = 2
     script = StepScript(_answers(task, real), wrong=k)
     with FakeOpenAI({}, script=script) as server:
-        spec = SimulatorSpec(name="wrong-at-2", kind="openai", model="m", base_url=server.url, max_retries=0)
+        spec = simulator_spec(name="wrong-at-2", kind="openai", model="m", base_url=server.url, max_retries=0)
         steps, rollouts, report = _run(layout, sandbox, [task], spec)
     assert report.statuses == {"done": 1} and report.asked == len(task.actions)
     [ro] = rollouts
@@ -149,7 +149,7 @@ def test_one_wrong_update_is_the_first_divergence_and_persists(layout, sandbox):
 def test_garbage_answers_are_counted_parse_failures_and_stop_the_rollout(layout, sandbox):
     tasks = store.recorded_tasks(layout, limit=3)
     with FakeOpenAI({}, mode="garbage") as server:
-        spec = SimulatorSpec(name="garbage", kind="openai", model="m", base_url=server.url, max_retries=0)
+        spec = simulator_spec(name="garbage", kind="openai", model="m", base_url=server.url, max_retries=0)
         steps, rollouts, report = _run(layout, sandbox, tasks, spec)
         assert server.requests == 3
     assert report.statuses == {"parse_failure": 3} and report.parse_failures == 3
@@ -163,18 +163,18 @@ def test_a_resumed_run_asks_nothing_twice(layout, sandbox):
     n = len(task.actions)
     first = StepScript(answers, fail=3)
     with FakeOpenAI({}, script=first) as server:
-        spec = SimulatorSpec(name="resumable", kind="openai", model="m", base_url=server.url, max_retries=0)
+        spec = simulator_spec(name="resumable", kind="openai", model="m", base_url=server.url, max_retries=0)
         _, rollouts, report = _run(layout, sandbox, [task], spec)
     assert report.statuses == {"request_error": 1} and report.asked == 4 and rollouts[0]["steps"] == 3
     second = StepScript(answers[3:])
     with FakeOpenAI({}, script=second) as server:
-        spec = SimulatorSpec(name="resumable", kind="openai", model="m", base_url=server.url, max_retries=0)
+        spec = simulator_spec(name="resumable", kind="openai", model="m", base_url=server.url, max_retries=0)
         steps, rollouts, report = _run(layout, sandbox, [task], spec)
     assert report.asked == n - 3 and report.reused == 3 and len(second.seen) == n - 3
     assert not set(first.seen) & set(second.seen)  # no prompt answered in the first run was asked again
     assert report.statuses == {"done": 1} and all(s["drift"] == 0 for s in steps) and len(steps) == n
     with FakeOpenAI({}, script=StepScript([])) as server:
-        spec = SimulatorSpec(name="resumable", kind="openai", model="m", base_url=server.url, max_retries=0)
+        spec = simulator_spec(name="resumable", kind="openai", model="m", base_url=server.url, max_retries=0)
         _, _, report = _run(layout, sandbox, [task], spec)
         assert server.requests == 0 and report.asked == 0 and report.reused == n
 

@@ -58,6 +58,8 @@ class BfclSource(EnvironmentSource):
     license = bfcl.LICENSE
     card_license = "Apache-2.0 (bfcl-eval, Gorilla project)"
     needs = ("classes",)
+    modules = ("bfcl_eval",)
+    stateful_modules = ("bfcl_eval.eval_checker.multi_turn_eval.func_source_code",)
     reuse_needs_pristine = True
 
     def why_disabled(self, cfg: SourceConfig) -> str | None:

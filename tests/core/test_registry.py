@@ -1,0 +1,150 @@
+"""One registry for every extension point (``pipeline.core.registry``): the environment sources and the
+simulator kinds are ``Registry`` values, and an installed plugin package registers its entries through entry
+points in every process — the code location's, and the sandbox worker's — with no file of the tree changed.
+
+The plugin package is tests/support/plugin_example/ (a ``counter`` source, an ``echo`` simulator kind): it is
+built into a wheel here and installed with pip into a throwaway directory that only the run's ``PYTHONPATH``
+names (neither this repository nor the virtual environment changes); the sandbox binds that directory into
+its worker (``pipeline.execution.isolation``)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pipeline.core.registry import PluginError, Registry, plugin_paths
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "tests" / "support" / "plugin_example"
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+
+
+def test_entries_keep_their_order_and_an_unknown_name_lists_the_known_ones():
+    reg: Registry[Entry] = Registry("widget", "envsim_forge.test_widgets")
+    reg.register(Entry("b"))
+    reg.register(Entry("a"))
+    assert reg.names() == ("b", "a") and "a" in reg and reg["b"] == Entry("b") and reg.find("c") is None
+    with pytest.raises(ValueError, match="widget 'a' is registered already"):
+        reg.register(Entry("a"))
+    with pytest.raises(KeyError, match=r"unknown widget 'c'; known: \['a', 'b'\]"):
+        reg.get("c")
+    reg.unregister("b")
+    assert reg.names() == ("a",)
+
+
+def test_a_group_outside_the_project_is_refused():
+    with pytest.raises(ValueError, match="must start with 'envsim_forge.'"):
+        Registry("widget", "widgets")
+
+
+def _record_line(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def build_wheel(project: Path, out: Path) -> Path:
+    """A wheel of the pure-Python plugin ``project`` (its package, and the metadata and entry points its
+    ``pyproject.toml`` declares): what ``pip wheel`` makes of it, without a build backend (the test venv has
+    no ``wheel`` package for setuptools to build with, and no network is needed)."""
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    name, version = meta["name"].replace("-", "_"), meta["version"]
+    dist_info = f"{name}-{version}.dist-info"
+    files: dict[str, bytes] = {}
+    for package in tomllib.loads((project / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]:
+        for path in sorted((project / package).rglob("*.py")):
+            files[path.relative_to(project).as_posix()] = path.read_bytes()
+    files[f"{dist_info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {version}\n"
+                                      f"Summary: {meta['description']}\n").encode()
+    files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    groups = meta.get("entry-points", {})
+    files[f"{dist_info}/entry_points.txt"] = "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n"
+                                                     for group, eps in groups.items()).encode()
+    record = [_record_line(p, d) for p, d in files.items()] + [f"{dist_info}/RECORD,,"]
+    files[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    wheel = out / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory):
+    """The example plugin, installed by pip into a directory of its own (``--target``)."""
+    tmp = tmp_path_factory.mktemp("plugin")
+    wheel = build_wheel(EXAMPLE, tmp)
+    site = tmp / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
+                    str(site), str(wheel)], check=True, timeout=300)
+    return site
+
+
+def _with_plugin(site: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+
+
+def test_an_installed_plugin_is_registered_in_a_new_process(plugin_site):
+    code = ("from pipeline.envs import registry; from pipeline.evaluate import simulators; "
+            "from pipeline.core.registry import plugin_paths; import json; "
+            "print(json.dumps([registry.names(), simulators.KINDS.names(), plugin_paths(), "
+            "registry.get('counter').card_license, simulators.KINDS['echo'].baseline]))")
+    out = subprocess.run([sys.executable, "-c", code], env=_with_plugin(plugin_site), cwd=ROOT, check=True,
+                         capture_output=True, text=True, timeout=300).stdout
+    sources, kinds, paths, card, baseline = json.loads(out)
+    assert sources == ["bfcl", "builtin", "envscaler", "counter"]  # the project's own first, then the plugins
+    assert kinds == ["openai", "oracle", "oracle_envsimbench", "no_change", "recorded", "echo"]
+    assert paths == [os.path.realpath(plugin_site)] and card == "CC0-1.0 (counter plugin)" and baseline is True
+    assert plugin_paths() == ()  # this process: no plugin installed
+
+
+def test_a_plugin_that_fails_to_load_is_named(tmp_path):
+    site = tmp_path / "site"
+    dist = site / "broken_plugin-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[envsim_forge.simulators]\nbroken = broken_plugin:KIND\n")
+    code = "from pipeline.evaluate import simulators; simulators.KINDS.names()"
+    run = subprocess.run([sys.executable, "-c", code], env=_with_plugin(site), cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode != 0
+    assert ("PluginError: plugin entry point broken = broken_plugin:KIND (envsim_forge.simulators, from broken-plugin "
+            "1.0) failed to load: ModuleNotFoundError") in run.stderr
+    assert PluginError.__module__ == "pipeline.core.registry"
+
+
+def test_a_plugin_package_runs_through_the_dag(plugin_site, tmp_path):
+    """The plugin's source is collected and its trajectories labeled in the sandbox (bwrap: its worker sees the
+    plugin only through the bound directory), a benchmark is picked from its steps, and its simulator kind is
+    scored by ``simulator_eval`` — all through the code location's own assets, in a process that has the
+    plugin installed and no file of the tree changed."""
+    data = tmp_path / "data"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+    run = subprocess.run([sys.executable, "-m", "tests.support.plugin_dag", str(data)], env=_with_plugin(plugin_site),
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["success"], run.stderr[-4000:]
+    assert out["sources"][-1] == "counter" and out["kinds"][-1] == "echo"
+    assert out["catalog"] == [["counter", "counter/counter"]]
+    assert out["trajectory_sources"] == ["counter"]
+    assert out["steps"] and {env for env, _ in out["steps"]} == {"counter/counter"}
+    runs = {name: (samples, fm, cm) for name, samples, fm, cm in out["eval_runs"]}
+    assert set(runs) == {"oracle", "echo", "echo-said"} and runs["echo"][0] == runs["oracle"][0] > 0
+    assert runs["echo"][1:] == (100.0, 100.0)
+    assert runs["echo-said"][2] == 100.0 and runs["echo-said"][1] < 100.0  # its own setting reached it
+    assert out["failed_checks"] == [] or set(out["failed_checks"]) <= {"composition_matches"}, out["failed_checks"]
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout == status
