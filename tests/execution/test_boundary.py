@@ -473,7 +473,7 @@ def test_each_trajectory_gets_a_fresh_directory_as_cwd_tmpdir_and_home(box):
     second = _traj(spec, ("where", {}), tid="second")
     one, two = run(box, first, second)
     a, b = _value(one), _value(two)
-    assert a["pid"] == b["pid"], "the same environment and configuration reuse the (clean) child"
+    assert a["pid"] != b["pid"], "corpus code: a child per trajectory, even of the same environment and configuration"
     assert a["cwd"] == a["tmpdir"] == a["home"] == a["gettempdir"] and a["files"] == []
     assert b["cwd"] == b["tmpdir"] == b["home"] == b["gettempdir"] and b["files"] == []
     assert a["cwd"] != b["cwd"] and _value(one, 2)["files"] == ["left-behind.txt"]
@@ -510,14 +510,20 @@ def test_without_landlock_the_sandbox_runs_and_says_so_loudly(monkeypatch, caplo
 
 # -- item 3: reuse that is provably clean, or none --------------------------------------------------
 
-def test_the_reuse_key_names_the_environment_and_its_configuration():
+def test_corpus_code_has_no_reuse_key_and_the_builtin_packs_code_one_per_environment():
+    """Issue 33: a corpus's environment never shares a child (whatever its configuration); the builtin
+    pack's code (ours) shares one across configurations of one environment."""
+    from pipeline.envs import builtin
+
     limits = Limits(reuse_children=4)
     base = _spec("ledger", POISON_CODE, "Ledger")
     keys = {worker._reuse_key(_traj(spec, ("new_id", {})), limits) for spec in (
         base, _spec("ledger", POISON_CODE, "Ledger", {"poison": "uuid"}), _spec("ledger-2", POISON_CODE, "Ledger"),
         EnvSpec(base.source, base.env_id, base.init_config, {**base.options, "extra": 1}))}
-    assert len(keys) == 4 and None not in keys
-    assert worker._reuse_key(_traj(base, ("new_id", {})), limits) == worker._reuse_key(_traj(base, ("new_id", {}), tid="x"), limits)
+    assert keys == {None}
+    item = next(iter(builtin.parsed_items()))
+    own = {worker._reuse_key(_traj(item.spec(config), ("x", {})), limits) for config in ({}, {"a": 1})}
+    assert len(own) == 1 and None not in own
 
 
 def test_changed_modules_make_a_child_unclean():
