@@ -38,6 +38,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -157,13 +158,40 @@ def export_bpf(f: Any) -> bytes:
 
 
 _PREPARED: list[Any] = []  # the child filter, without its pid rules (built in the worker)
+_PROGRAM: list[tuple[bytes, tuple[int, ...]]] = []  # its BPF for PID_SENTINEL, where the sentinel is
+_LIBC: list[Any] = []
+PID_SENTINEL = 0x3FFFFFF1  # a pid no process has (pid_max is at most 2**22): replaced by the child's own
+_JMP_K = 0x05  # BPF_JMP class (0x05) with a constant operand (BPF_K = 0)
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+def program_for(pid: int) -> bytes | None:
+    """The child filter's BPF for ``pid``: the program compiled once for :data:`PID_SENTINEL` with the pid
+    written where the sentinel was — byte for byte what libseccomp compiles for ``pid`` (a test holds
+    it for pids from 2 on; 0 and 1, which libseccomp folds into other comparisons, are never a child's) —
+    without compiling it again in every child. None before :func:`prepare`, or for pid 0 or 1."""
+    if not _PROGRAM or pid < 2:
+        return None
+    program, where = _PROGRAM[0]
+    out = bytearray(program)
+    for offset in where:
+        out[offset + 4:offset + 8] = pid.to_bytes(4, sys.byteorder)
+    return bytes(out)
 
 
 def prepare() -> None:
-    """Add the child filter's rules once (in the worker, before forking: a child only adds its pid
-    rules and loads it)."""
+    """Add the child filter's rules once and compile its program (in the worker, before forking: a child
+    only writes its pid into the program and loads it)."""
     if not _PREPARED:
         _PREPARED.append(child_filter())
+        program = export_bpf(child_filter(pid=PID_SENTINEL))
+        where = tuple(i for i in range(0, len(program), 8)
+                      if program[i] & 0x07 == _JMP_K and program[i + 1] & 0x08 == 0
+                      and int.from_bytes(program[i + 4:i + 8], sys.byteorder) == PID_SENTINEL)
+        if where:
+            _PROGRAM.append((program, where))
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
 
 
 def _load(f: Any) -> None:
@@ -187,7 +215,27 @@ def install_base() -> None:
     _load(base_filter())
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _load_program(program: bytes) -> None:
+    """Load a compiled BPF program on the calling thread (``no_new_privs`` is set: the base filter)."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    libc = _LIBC[0]
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise SeccompUnavailable(f"the kernel refused the seccomp filter: errno {ctypes.get_errno()}")
+
+
 def install() -> None:
-    """Install the child filter on the calling process (irreversible), for its own pid."""
+    """Install the child filter on the calling process (irreversible), for its own pid: the program the
+    worker compiled (:func:`program_for`), or compiled here."""
     prepare()
-    _load(with_pid(_PREPARED[0], os.getpid()))
+    program = program_for(os.getpid())
+    if program is not None:
+        _load_program(program)
+    else:
+        _load(with_pid(_PREPARED[0], os.getpid()))

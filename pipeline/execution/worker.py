@@ -23,8 +23,8 @@ Corpus code (any environment whose code is not the builtin pack's or the pinned 
 trajectory in a child that has run nothing else. The speed comes from preparing that child ahead
 (:class:`_Spare`): after a trajectory that ran in a fresh child, with no trajectory in its memory, the worker
 forks the next one, which applies its limits, Landlock, the seccomp filter, the audit hook, its directory and
-the frozen clock, then stops itself; the trajectory that comes next continues it and only has to be read,
-re-target the clock and run. Code that is ours or pinned (:func:`_reuse_key`) may share a warm child with
+the frozen clock, then waits, blocked in a read of its request pipe (it has run no environment code); the
+trajectory that comes next is written to it and only has to be read, re-target the clock and run. Code that is ours or pinned (:func:`_reuse_key`) may share a warm child with
 later trajectories of the same environment, at most ``reuse_children`` of them (a count, not a check of the
 child's state), and only while provably clean as well (:func:`pipeline.execution.pristine.reuse_verdict`:
 one thread, the same loaded modules and watched stdlib attributes as at the start of the trajectory).
@@ -171,8 +171,8 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
 
 
 def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> None:
-    """A spare (:class:`_Spare`): everything a fresh child does before environment code runs, then stopped
-    until the worker hands it one trajectory on ``requests``; it runs that one and exits."""
+    """A spare (:class:`_Spare`): everything a fresh child does before environment code runs, then blocked
+    in a read until the worker hands it one trajectory on ``requests``; it runs that one and exits."""
     code = 0
     try:
         _close_inherited()
@@ -183,7 +183,6 @@ def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> No
         guards.install(temp_dir, base + limits.memory_mb * _MIB)
         _enter(temp_dir, 0)
         freeze.install("", 0, None)  # patched now; re-targeted to its trajectory below
-        signal.raise_signal(signal.SIGSTOP)  # prepared: it runs nothing until its trajectory comes
         request = read_frame(os.fdopen(requests, "rb"), max_size=1 << 30)
         if request is not None:
             trajectory = trajectory_from_wire(request["trajectory"])
@@ -203,13 +202,17 @@ def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> No
 
 class _Spare:
     """A child forked ahead and prepared (:func:`_prepared_child`) for the next trajectory that needs a fresh
-    child: it has run no environment code. It holds the compiled code of the environments whose blobs had
-    arrived when it was forked (``generation``) and the limits it was prepared with."""
+    child: it has run no environment code. It holds the code of the environments whose blobs had arrived when it was forked (``generation``)
+    and the limits it was prepared with."""
 
     def __init__(self, pid: int, requests: int, reader: FdReader, temp_dir: str, generation: int,
                  limits: Limits) -> None:
         self.pid, self.requests, self.reader, self.temp_dir = pid, requests, reader, temp_dir
         self.generation, self.limits = generation, limits
+
+    def can_run(self, trajectory: Trajectory, limits: Limits) -> bool:
+        return self.limits == limits and all(
+            _ARRIVED.get(r, 0) <= self.generation for r in registry.blob_refs(trajectory.env))
 
 
 _SPARES: list[_Spare] = []
@@ -262,15 +265,10 @@ def _take_spare(trajectory: Trajectory, limits: Limits) -> _Spare | None:
     """A spare that can run ``trajectory`` (it holds its code, was prepared with these limits), continued
     and handed the trajectory; None: fork a fresh child. Spares that cannot are retired."""
     for spare in list(_SPARES):
-        refs = registry.blob_refs(trajectory.env)
-        if spare.limits != limits or any(_ARRIVED.get(ref, 0) > spare.generation for ref in refs):
+        if not spare.can_run(trajectory, limits):
             _retire_spare(spare)
             continue
         _forget_spare(spare)
-        if not _wake(spare.pid):
-            _SPARES.append(spare)
-            _retire_spare(spare)
-            continue
         try:
             write_frame(spare.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
         except OSError:
@@ -599,11 +597,12 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
 
 
 def _precompile(trajectory: Trajectory) -> None:
-    """Compile environment code once here, so every forked child inherits the code object."""
+    """Compile environment code once here, so every forked child inherits it
+    (:func:`pipeline.envs.blobs.precompile`)."""
     ref = trajectory.env.options.get("code_ref")
     if ref:
         try:
-            blobs.compiled(ref, f"<env {trajectory.env_id}>")
+            blobs.precompile(ref, f"<env {trajectory.env_id}>")
         except Exception:
             pass  # the child reports the compile error as a reset failure
 

@@ -569,17 +569,23 @@ def _descendants(pid: int) -> list[tuple[int, str]]:
     return out
 
 
-def test_an_idle_warm_child_is_stopped(box):
-    run(box, _traj(_spec("idle-probe"), ("where", {}), tid="idle"))
+def test_an_idle_warm_child_is_stopped_and_a_spare_waits_in_a_read(box):
+    """With no trajectory in flight no child runs: a warm child (the builtin pack's code, reused) is stopped,
+    a spare prepared for corpus code (it has run no environment code) sleeps in the read of its request."""
+    from pipeline.envs import builtin
+
+    item = builtin.parsed_items()[0]
+    own = [_traj(item.spec({}), (item.tool_names[0], {}), tid=f"own-{i}") for i in range(2)]
+    run(box, *own, _traj(_spec("idle-probe"), ("where", {}), tid="idle"))
     [w] = box._all
     deadline = time.monotonic() + 2  # the worker does not wait for the stop to land, nor for an exit
     while True:
         states = [state for _, state in _descendants(w.proc.pid)][2:]  # past bwrap's init and the worker
         live = [s for s in states if s not in ("Z", "X")]  # (a finished child not reaped yet is a zombie)
-        if (live and all(s == "T" for s in live)) or time.monotonic() > deadline:
+        if (sorted(live) == ["S", "T"]) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    assert live and all(s == "T" for s in live), states
+    assert sorted(live) == ["S", "T"], states
 
 
 def _ids(result: dict) -> list:
@@ -603,7 +609,9 @@ def test_a_poisoned_trajectory_cannot_change_the_next_ones_labels(how):
         if how == "thread":
             time.sleep(0.5)
             [w] = box._all
-            running = [s for _, s in _descendants(w.proc.pid)[2:] if s not in ("T", "Z")]
+            # stopped (warm), exited, or a spare asleep in its read with one thread (it ran no env code)
+            running = [(p, s) for p, s in _descendants(w.proc.pid)[2:] if s not in ("T", "Z")
+                       and (s != "S" or len(os.listdir(f"/proc/{p}/task")) != 1)]
             assert running == [], "no child runs code while no trajectory is in flight"
     assert _ids(alone) and all(s["outcome"] == "success" for s in alone["steps"])
     assert _ids(results[1]) == _ids(alone)
