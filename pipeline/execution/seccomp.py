@@ -20,8 +20,11 @@ set to ``KILL_PROCESS``):
   code runs, adds: no process creation (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``), no
   ``kill``, ``tkill``/``tgkill`` only on the child's own thread group (``raise``/``abort`` still work),
   no ``rt_sigqueueinfo``/``rt_tgsigqueueinfo``, ``prlimit64`` only on itself (pid 0), no
-  ``fcntl(F_SETOWN/F_SETOWN_EX)`` (SIGIO to another process). Its rules are added once in the worker
-  (:func:`prepare`); a child only adds the two rules naming its own pid before loading it.
+  ``fcntl(F_SETOWN/F_SETOWN_EX)`` (SIGIO to another process); no ``flock``, ``inotify``/``fanotify``, nor
+  ``fcntl`` lock tests (``F_GETLK``, ``F_OFD_GETLK``), leases or ``F_NOTIFY`` (no lock or watch on a shared
+  file is seen by another environment's child). Its rules are added once in the worker
+  (:func:`prepare`), which also compiles its program once for a sentinel pid; a child writes its own pid
+  into that program (:func:`program_for`) and loads it.
 
 Loading sets ``PR_SET_NO_NEW_PRIVS`` (libseccomp's default; inherited) and no ``TSYNC``: the filter
 applies to the calling thread (the worker and each child are single-threaded when they load it), and
@@ -55,8 +58,11 @@ DENIED = (
     "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
     "mq_getsetattr",
 )
-#: refused with EPERM by the child filter only (the worker supervises its children with them)
-CHILD_DENIED = ("fork", "vfork", "kill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+#: refused with EPERM by the child filter only (the worker supervises its children with them); ``flock``
+#: and file notifications: a lock or a watch on a file every child can open (the installed sources, /usr)
+#: would be a channel between environments
+CHILD_DENIED = ("fork", "vfork", "kill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "flock", "inotify_init",
+                "inotify_init1", "fanotify_init")
 #: architectures the filters are built for (``os.uname().machine`` -> libseccomp's name)
 ARCHITECTURES = {"x86_64": "X86_64", "aarch64": "AARCH64"}
 
@@ -64,6 +70,11 @@ _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET
 _CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 _F_SETOWN, _F_SETOWN_EX = 8, 15
+#: fcntl commands the child filter refuses besides F_SETOWN(_EX): testing for another process's lock
+#: (F_GETLK, F_OFD_GETLK), leases and directory notifications. Taking a POSIX or OFD lock stays allowed (sqlite
+#: in the child's own directory): on a file a child can only read, only a read lock can be taken, and read locks
+#: never conflict, so without the test no child can see another's lock
+_F_GETLK, _F_OFD_GETLK, _F_SETLEASE, _F_NOTIFY = 5, 36, 1024, 1026
 _INT = 0xFFFFFFFF  # a 32-bit argument (fcntl's cmd): the kernel ignores the register's upper half
 _PR_SET_DUMPABLE = 4
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
@@ -135,7 +146,8 @@ def child_filter(machine: str | None = None, pid: int | None = None) -> Any:
     for name, which in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):
         f.add_rule(eperm, name, lib.Arg(0, lib.NE, which))
         f.add_rule(eperm, name, lib.Arg(1, lib.NE, 0))
-    for cmd in (_F_SETOWN, _F_SETOWN_EX):  # no SIGIO/SIGURG to another process
+    for cmd in (_F_SETOWN, _F_SETOWN_EX, _F_GETLK, _F_OFD_GETLK, _F_SETLEASE, _F_NOTIFY):  # no SIGIO/SIGURG to
+        # another process, no lock test, lease or notification
         f.add_rule(eperm, "fcntl", lib.Arg(1, lib.MASKED_EQ, _INT, cmd))
     return f if pid is None else with_pid(f, pid)
 
