@@ -24,9 +24,9 @@ trajectory in a child that has run nothing else. The speed comes from preparing 
 (:class:`_Spare`): after a trajectory that ran in a fresh child, with no trajectory in its memory, the worker
 forks the next one, which applies its limits, Landlock, the seccomp filter, the audit hook, its directory and
 the frozen clock, then waits, blocked in a read of its request pipe (it has run no environment code); the
-trajectory that comes next is written to it and only has to be read, re-target the clock and run. Code that is ours or pinned (:func:`_reuse_key`) may share a warm child with
-later trajectories of the same environment, at most ``reuse_children`` of them (a count, not a check of the
-child's state), and only while provably clean as well (:func:`pipeline.execution.pristine.reuse_verdict`:
+trajectory that comes next is written to it and only has to be read, re-target the clock and run. Code that
+is ours or pinned (:func:`_reuse_key`) may share a warm child with later trajectories of the same
+environment, at most ``reuse_children`` of them (a count, not a check of the child's state), and only while provably clean as well (:func:`pipeline.execution.pristine.reuse_verdict`:
 one thread, the same loaded modules and watched stdlib attributes as at the start of the trajectory).
 """
 
@@ -202,8 +202,8 @@ def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> No
 
 class _Spare:
     """A child forked ahead and prepared (:func:`_prepared_child`) for the next trajectory that needs a fresh
-    child: it has run no environment code. It holds the code of the environments whose blobs had arrived when it was forked (``generation``)
-    and the limits it was prepared with."""
+    child: it has run no environment code. It holds the code of the environments whose blobs had arrived
+    when it was forked (``generation``) and the limits it was prepared with."""
 
     def __init__(self, pid: int, requests: int, reader: FdReader, temp_dir: str, generation: int,
                  limits: Limits) -> None:
