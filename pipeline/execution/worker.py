@@ -39,6 +39,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -49,7 +50,7 @@ from pipeline.envs import blobs
 from pipeline.execution import freeze, guards, landlock, pristine, seccomp
 from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
 from pipeline.execution.child import Limits, execute
-from pipeline.execution.wire import limits_from_wire, trajectory_from_wire, trajectory_to_wire
+from pipeline.execution.wire import limits_from_wire, limits_to_wire, trajectory_from_wire, trajectory_to_wire
 from pipeline.envs import registry
 
 _MIB = 1 << 20
@@ -104,7 +105,7 @@ def _close_inherited() -> None:
     its own process group (a kill reaches anything it managed to start)."""
     for reader in _PROTOCOL_FILES:
         reader.close()  # the fd and the read-ahead buffer (which may hold later requests)
-    for pfd in _PROTOCOL_FDS + _WARM_FDS + _SPARE_FDS:
+    for pfd in _PROTOCOL_FDS + _WARM_FDS + _SPARE_FDS + _ZYGOTE_SIDE:
         try:
             os.close(pfd)
         except OSError:
@@ -200,15 +201,138 @@ def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> No
         os._exit(code)
 
 
+_ZYGOTE: list[Any] = []  # [pid, command fd, socket] of the spare zygote (empty: the worker forks spares)
+_ZYGOTE_SIDE: list[int] = []  # in the zygote: its own channel's fds (closed in every spare)
+
+
+def _start_zygote() -> None:
+    """Fork the process spares are forked from (:func:`_zygote`): the worker's prepared state and nothing it
+    does later. Forking from the worker itself would share every page it then writes with a live spare, so
+    the worker would copy a page on each first write after every fork; the zygote writes almost nothing. A
+    spare is the worker's child (:func:`_fork_for_worker`), which waits for it like for any child. Without a
+    zygote (it could not start), the worker forks spares."""
+    if os.uname().machine not in _SYS_CLONE:
+        return
+    try:
+        cmd_r, cmd_w = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError:
+        return
+    pid = os.fork()
+    if pid == 0:
+        os.close(cmd_w)
+        ours.close()
+        _zygote(cmd_r, theirs)
+    os.close(cmd_r)
+    theirs.close()
+    _ZYGOTE[:] = [pid, cmd_w, ours]
+    _PROTOCOL_FDS.extend([cmd_w, ours.fileno()])  # closed in every child the worker forks itself
+
+
+def _zygote(commands: int, sock: socket.socket) -> None:
+    """The spare zygote's loop: code blobs to hold, spares to fork (as the worker's children); the worker's ends of a spare's pipes go back over ``sock`` with its pid. It never sees a
+    trajectory."""
+    code = 0
+    try:
+        for reader in _PROTOCOL_FILES:
+            reader.close()
+        for pfd in _PROTOCOL_FDS + _WARM_FDS + _SPARE_FDS:
+            try:
+                os.close(pfd)
+            except OSError:
+                pass
+        for held in (_PROTOCOL_FILES, _PROTOCOL_FDS, _WARM_FDS, _SPARE_FDS):
+            held.clear()
+        _ZYGOTE_SIDE.extend([commands, sock.fileno()])
+        inbox = os.fdopen(commands, "rb")
+        while (msg := read_frame(inbox, max_size=1 << 30)) is not None:
+            if msg["kind"] == "blobs":
+                blobs.update(msg["blobs"])
+                for ref, filename in msg["code"]:
+                    try:
+                        blobs.precompile(ref, filename)
+                    except Exception:
+                        pass  # the child reports the compile error as a reset failure
+                continue
+            rfd, wfd = os.pipe()
+            req_r, req_w = os.pipe()
+            spare = _fork_for_worker()
+            if spare == 0:
+                os.close(rfd)
+                os.close(req_w)
+                _prepared_child(wfd, req_r, msg["temp_dir"], limits_from_wire(msg["limits"]))
+            os.close(wfd)
+            os.close(req_r)
+            if spare < 0:
+                raise OSError(f"clone failed: errno {-spare}")
+            socket.send_fds(sock, [spare.to_bytes(8, "big")], [rfd, req_w])
+            os.close(rfd)
+            os.close(req_w)
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
+_CLONE_PARENT, _SYS_CLONE = 0x00008000, {"x86_64": 56, "aarch64": 220}
+
+
+def _fork_for_worker() -> int:
+    """``fork`` whose child is the worker's, not the zygote's (``clone(CLONE_PARENT)``, with the interpreter's
+    own before/after-fork steps): the worker waits for it and gets its exit status like any child's."""
+    import ctypes
+
+    libc = ctypes.PyDLL(None, use_errno=True)  # the GIL stays held across the call
+    api = ctypes.pythonapi
+    api.PyOS_BeforeFork()
+    pid = libc.syscall(_SYS_CLONE[os.uname().machine], _CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    api.PyOS_AfterFork_Parent()
+    return pid if pid > 0 else -ctypes.get_errno()
+
+
+def _zygote_blobs(new: dict[str, str], trajectory: Trajectory) -> None:
+    """Give the zygote blobs that arrived (and the code to compile)."""
+    if not _ZYGOTE:
+        return
+    ref = trajectory.env.options.get("code_ref")
+    code = [[ref, f"<env {trajectory.env_id}>"]] if ref and ref in new else []
+    try:
+        write_frame(_ZYGOTE[1], {"kind": "blobs", "blobs": new, "code": code})
+    except OSError:
+        _ZYGOTE.clear()
+
+
 class _Spare:
     """A child forked ahead and prepared (:func:`_prepared_child`) for the next trajectory that needs a fresh
     child: it has run no environment code. It holds the code of the environments whose blobs had arrived
     when it was forked (``generation``) and the limits it was prepared with."""
 
-    def __init__(self, pid: int, requests: int, reader: FdReader, temp_dir: str, generation: int,
-                 limits: Limits) -> None:
+    def __init__(self, pid: int | None, requests: int | None, reader: FdReader | None, temp_dir: str,
+                 generation: int, limits: Limits) -> None:
         self.pid, self.requests, self.reader, self.temp_dir = pid, requests, reader, temp_dir
         self.generation, self.limits = generation, limits
+
+    def ready(self) -> bool:
+        """Its pid and pipes (from the zygote, the first time); False: it could not be forked."""
+        if self.pid is not None:
+            return True
+        try:
+            data, fds, _, _ = socket.recv_fds(_ZYGOTE[2], 8, 2)
+        except (OSError, IndexError):
+            data, fds = b"", []
+        if len(data) != 8 or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            _ZYGOTE.clear()
+            return False
+        self.pid = int.from_bytes(data, "big")
+        rfd, self.requests = fds
+        self.reader = FdReader(rfd, _max_frame(self.limits))
+        _SPARE_FDS.extend(fds)
+        return True
 
     def can_run(self, trajectory: Trajectory, limits: Limits) -> bool:
         return self.limits == limits and all(
@@ -227,7 +351,18 @@ def _max_frame(limits: Limits) -> int:
 
 
 def _fork_spare(limits: Limits) -> None:
-    """Fork and prepare a spare (called between trajectories: no trajectory is in the worker's memory)."""
+    """Fork and prepare a spare: by the zygote (its pid and pipes are read when it is needed), else here,
+    between trajectories (no trajectory is in the worker's memory)."""
+    if _ZYGOTE:
+        temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
+        try:
+            write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})
+        except OSError:
+            _ZYGOTE.clear()
+            shutil.rmtree(temp_dir, ignore_errors=True)
+        else:
+            _SPARES.append(_Spare(None, None, None, temp_dir, _GENERATION[0], limits))
+            return
     rfd, wfd = os.pipe()
     req_r, req_w = os.pipe()
     temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
@@ -244,28 +379,32 @@ def _fork_spare(limits: Limits) -> None:
 
 def _forget_spare(spare: _Spare) -> None:
     _SPARES.remove(spare)
-    for fd in (spare.requests, spare.reader.fd):
+    for fd in (spare.requests, spare.reader.fd if spare.reader else None):
         if fd in _SPARE_FDS:
             _SPARE_FDS.remove(fd)
 
 
 def _retire_spare(spare: _Spare) -> None:
     """End a spare (it ran nothing); reaped later."""
+    if not spare.ready():
+        _SPARES.remove(spare)
+        shutil.rmtree(spare.temp_dir, ignore_errors=True)
+        return
     _forget_spare(spare)
-    _kill_group(spare.pid)
-    for fd in (spare.requests, spare.reader.fd):
+    _kill_group(spare.pid)  # type: ignore[arg-type]
+    for fd in (spare.requests, spare.reader.fd):  # type: ignore[union-attr]
         try:
-            os.close(fd)
+            os.close(fd)  # type: ignore[arg-type]
         except OSError:
             pass
-    _EXITING.append((spare.pid, spare.temp_dir))
+    _EXITING.append((spare.pid, spare.temp_dir))  # type: ignore[arg-type]
 
 
 def _take_spare(trajectory: Trajectory, limits: Limits) -> _Spare | None:
     """A spare that can run ``trajectory`` (it holds its code, was prepared with these limits), continued
     and handed the trajectory; None: fork a fresh child. Spares that cannot are retired."""
     for spare in list(_SPARES):
-        if not spare.can_run(trajectory, limits):
+        if not spare.can_run(trajectory, limits) or not spare.ready():
             _retire_spare(spare)
             continue
         _forget_spare(spare)
@@ -658,6 +797,7 @@ def main() -> None:
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     _BASE_VSIZE.append(_address_space())
+    _start_zygote()
 
     write_frame(proto_out, {"kind": "ready", "pid": os.getpid(), "landlock": confinement})
     while True:
@@ -670,6 +810,7 @@ def main() -> None:
             _GENERATION[0] += 1
             _ARRIVED.update(dict.fromkeys(request["blobs"], _GENERATION[0]))
             _precompile(trajectory)
+            _zygote_blobs(request["blobs"], trajectory)
         limits = limits_from_wire(request["limits"])
         fresh = supervise(trajectory, limits, proto_out)
         write_frame(proto_out, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
