@@ -21,8 +21,8 @@ trajectory (``TMPDIR``/``HOME``, removed with the child), and is stopped (``SIGS
 
 Corpus code (any environment whose code is not the builtin pack's or the pinned bfcl package's) runs every
 trajectory in a child that has run nothing else. The speed comes from preparing that child ahead
-(:class:`_Spare`): after a trajectory that ran in a fresh child, with no trajectory in its memory, the worker
-forks the next one, which applies its limits, Landlock, the seccomp filter, the audit hook, its directory and
+(:class:`_Spare`): after a trajectory that ran in a fresh child, the worker's zygote (:func:`_start_zygote`, a
+process that never sees a trajectory) forks the next one, which applies its limits, Landlock, the seccomp filter, the audit hook, its directory and
 the frozen clock, then waits, blocked in a read of its request pipe (it has run no environment code); the
 trajectory that comes next is written to it and only has to be read, re-target the clock and run. Code that
 is ours or pinned (:func:`_reuse_key`) may share a warm child with later trajectories of the same
