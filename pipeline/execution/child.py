@@ -35,7 +35,8 @@ class Limits:
     max_restarts: int = setting(3, "Lost (hung/crashed) calls tolerated per trajectory.")
     max_state_mb: int = setting(16, "Largest state (or return value) a call may produce, MiB; a larger one is refused.")
     tmp_mb: int = setting(256, "Size of each worker's private /tmp (tmpfs), MiB.")
-    reuse_children: int = setting(16, "Trajectories per forked child for EnvScaler-format code (1: a fork per trajectory).")
+    reuse_children: int = setting(16, "Trajectories per forked child of the builtin pack's and bfcl's code (1: a fork per "
+                                  "trajectory); a corpus's code always runs each trajectory in a fresh child.")
 
 
 class _Snapshots:

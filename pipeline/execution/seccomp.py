@@ -20,8 +20,11 @@ set to ``KILL_PROCESS``):
   code runs, adds: no process creation (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``), no
   ``kill``, ``tkill``/``tgkill`` only on the child's own thread group (``raise``/``abort`` still work),
   no ``rt_sigqueueinfo``/``rt_tgsigqueueinfo``, ``prlimit64`` only on itself (pid 0), no
-  ``fcntl(F_SETOWN/F_SETOWN_EX)`` (SIGIO to another process). Its rules are added once in the worker
-  (:func:`prepare`); a child only adds the two rules naming its own pid before loading it.
+  ``fcntl(F_SETOWN/F_SETOWN_EX)`` (SIGIO to another process); no ``flock``, ``inotify``/``fanotify``, nor
+  ``fcntl`` lock tests (``F_GETLK``, ``F_OFD_GETLK``), leases or ``F_NOTIFY`` (no lock or watch on a shared
+  file is seen by another environment's child). Its rules are added once in the worker
+  (:func:`prepare`), which also compiles its program once for a sentinel pid; a child writes its own pid
+  into that program (:func:`program_for`) and loads it.
 
 Loading sets ``PR_SET_NO_NEW_PRIVS`` (libseccomp's default; inherited) and no ``TSYNC``: the filter
 applies to the calling thread (the worker and each child are single-threaded when they load it), and
@@ -38,6 +41,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -54,8 +58,11 @@ DENIED = (
     "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
     "mq_getsetattr",
 )
-#: refused with EPERM by the child filter only (the worker supervises its children with them)
-CHILD_DENIED = ("fork", "vfork", "kill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+#: refused with EPERM by the child filter only (the worker supervises its children with them); ``flock``
+#: and file notifications: a lock or a watch on a file every child can open (the installed sources, /usr)
+#: would be a channel between environments
+CHILD_DENIED = ("fork", "vfork", "kill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "flock", "inotify_init",
+                "inotify_init1", "fanotify_init")
 #: architectures the filters are built for (``os.uname().machine`` -> libseccomp's name)
 ARCHITECTURES = {"x86_64": "X86_64", "aarch64": "AARCH64"}
 
@@ -63,6 +70,11 @@ _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET
 _CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 _F_SETOWN, _F_SETOWN_EX = 8, 15
+#: fcntl commands the child filter refuses besides F_SETOWN(_EX): testing for another process's lock
+#: (F_GETLK, F_OFD_GETLK), leases and directory notifications. Taking a POSIX or OFD lock stays allowed (sqlite
+#: in the child's own directory): on a file a child can only read, only a read lock can be taken, and read locks
+#: never conflict, so without the test no child can see another's lock
+_F_GETLK, _F_OFD_GETLK, _F_SETLEASE, _F_NOTIFY = 5, 36, 1024, 1026
 _INT = 0xFFFFFFFF  # a 32-bit argument (fcntl's cmd): the kernel ignores the register's upper half
 _PR_SET_DUMPABLE = 4
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
@@ -134,7 +146,8 @@ def child_filter(machine: str | None = None, pid: int | None = None) -> Any:
     for name, which in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):
         f.add_rule(eperm, name, lib.Arg(0, lib.NE, which))
         f.add_rule(eperm, name, lib.Arg(1, lib.NE, 0))
-    for cmd in (_F_SETOWN, _F_SETOWN_EX):  # no SIGIO/SIGURG to another process
+    for cmd in (_F_SETOWN, _F_SETOWN_EX, _F_GETLK, _F_OFD_GETLK, _F_SETLEASE, _F_NOTIFY):  # no SIGIO/SIGURG to
+        # another process, no lock test, lease or notification
         f.add_rule(eperm, "fcntl", lib.Arg(1, lib.MASKED_EQ, _INT, cmd))
     return f if pid is None else with_pid(f, pid)
 
@@ -157,13 +170,40 @@ def export_bpf(f: Any) -> bytes:
 
 
 _PREPARED: list[Any] = []  # the child filter, without its pid rules (built in the worker)
+_PROGRAM: list[tuple[bytes, tuple[int, ...]]] = []  # its BPF for PID_SENTINEL, where the sentinel is
+_LIBC: list[Any] = []
+PID_SENTINEL = 0x3FFFFFF1  # a pid no process has (pid_max is at most 2**22): replaced by the child's own
+_JMP_K = 0x05  # BPF_JMP class (0x05) with a constant operand (BPF_K = 0)
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+def program_for(pid: int) -> bytes | None:
+    """The child filter's BPF for ``pid``: the program compiled once for :data:`PID_SENTINEL` with the pid
+    written where the sentinel was — byte for byte what libseccomp compiles for ``pid`` (a test holds
+    it for pids from 2 on; 0 and 1, which libseccomp folds into other comparisons, are never a child's) —
+    without compiling it again in every child. None before :func:`prepare`, or for pid 0 or 1."""
+    if not _PROGRAM or pid < 2:
+        return None
+    program, where = _PROGRAM[0]
+    out = bytearray(program)
+    for offset in where:
+        out[offset + 4:offset + 8] = pid.to_bytes(4, sys.byteorder)
+    return bytes(out)
 
 
 def prepare() -> None:
-    """Add the child filter's rules once (in the worker, before forking: a child only adds its pid
-    rules and loads it)."""
+    """Add the child filter's rules once and compile its program (in the worker, before forking: a child
+    only writes its pid into the program and loads it)."""
     if not _PREPARED:
         _PREPARED.append(child_filter())
+        program = export_bpf(child_filter(pid=PID_SENTINEL))
+        where = tuple(i for i in range(0, len(program), 8)
+                      if program[i] & 0x07 == _JMP_K and program[i + 1] & 0x08 == 0
+                      and int.from_bytes(program[i + 4:i + 8], sys.byteorder) == PID_SENTINEL)
+        if where:
+            _PROGRAM.append((program, where))
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
 
 
 def _load(f: Any) -> None:
@@ -187,7 +227,27 @@ def install_base() -> None:
     _load(base_filter())
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _load_program(program: bytes) -> None:
+    """Load a compiled BPF program on the calling thread (``no_new_privs`` is set: the base filter)."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    libc = _LIBC[0]
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise SeccompUnavailable(f"the kernel refused the seccomp filter: errno {ctypes.get_errno()}")
+
+
 def install() -> None:
-    """Install the child filter on the calling process (irreversible), for its own pid."""
+    """Install the child filter on the calling process (irreversible), for its own pid: the program the
+    worker compiled (:func:`program_for`), or compiled here."""
     prepare()
-    _load(with_pid(_PREPARED[0], os.getpid()))
+    program = program_for(os.getpid())
+    if program is not None:
+        _load_program(program)
+    else:
+        _load(with_pid(_PREPARED[0], os.getpid()))

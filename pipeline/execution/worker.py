@@ -17,10 +17,17 @@ The worker is non-dumpable (``PR_SET_DUMPABLE 0``, inherited by its children: no
 (:func:`pipeline.execution.seccomp.install_base`), so whatever a child does, no process of the
 sandbox runs without a filter. A child keeps only its own environment's code blobs, is confined by
 Landlock to its own directory (:mod:`pipeline.execution.landlock`) with a fresh subdirectory per
-trajectory (``TMPDIR``/``HOME``), and is stopped (``SIGSTOP``) while it waits, warm, for its next
-trajectory. It is reused only while provably clean (:func:`pipeline.execution.pristine.reuse_verdict`:
-one thread, the same loaded modules and watched stdlib attributes as at the start of the trajectory),
-only for the same environment and configuration (:func:`_reuse_key`).
+trajectory (``TMPDIR``/``HOME``, removed with the child), and is stopped (``SIGSTOP``) while it waits.
+
+Corpus code (any environment whose code is not the builtin pack's or the pinned bfcl package's) runs every
+trajectory in a child that has run nothing else. The speed comes from preparing that child ahead
+(:class:`_Spare`): after a trajectory that ran in a fresh child, the worker's zygote (:func:`_start_zygote`, a
+process that never sees a trajectory) forks the next one, which applies its limits, Landlock, the seccomp filter, the audit hook, its directory and
+the frozen clock, then waits, blocked in a read of its request pipe (it has run no environment code); the
+trajectory that comes next is written to it and only has to be read, re-target the clock and run. Code that
+is ours or pinned (:func:`_reuse_key`) may share a warm child with later trajectories of the same
+environment, at most ``reuse_children`` of them (a count, not a check of the child's state), and only while provably clean as well (:func:`pipeline.execution.pristine.reuse_verdict`:
+one thread, the same loaded modules and watched stdlib attributes as at the start of the trajectory).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -42,7 +50,7 @@ from pipeline.envs import blobs
 from pipeline.execution import freeze, guards, landlock, pristine, seccomp
 from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
 from pipeline.execution.child import Limits, execute
-from pipeline.execution.wire import limits_from_wire, trajectory_from_wire, trajectory_to_wire
+from pipeline.execution.wire import limits_from_wire, limits_to_wire, trajectory_from_wire, trajectory_to_wire
 from pipeline.envs import registry
 
 _MIB = 1 << 20
@@ -92,6 +100,26 @@ def _empty(directory: str) -> None:
                 pass
 
 
+def _close_inherited() -> None:
+    """In a new child: close the worker's protocol and every other child's pipes, stderr to /dev/null,
+    its own process group (a kill reaches anything it managed to start)."""
+    for reader in _PROTOCOL_FILES:
+        reader.close()  # the fd and the read-ahead buffer (which may hold later requests)
+    for pfd in _PROTOCOL_FDS + _WARM_FDS + _SPARE_FDS + _ZYGOTE_SIDE:
+        try:
+            os.close(pfd)
+        except OSError:
+            pass
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 2)
+    os.setpgid(0, 0)
+
+
+def _cpu_limit(trajectory: Trajectory, limits: Limits, uses: int = 1) -> None:
+    cpu = int(max(30.0, limits.call_timeout_s * (len(trajectory.actions) + 20))) * uses
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+
 def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: frozenset[int], temp_dir: str,
            requests: int | None = None) -> None:
     """Run one trajectory; with a ``requests`` pipe (a reusable child, see :func:`_reuse_key`), then
@@ -99,19 +127,8 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
     until it is no longer clean (:func:`pipeline.execution.pristine.reuse_verdict`)."""
     code = 0
     try:
-        for reader in _PROTOCOL_FILES:
-            reader.close()  # the fd and the read-ahead buffer (which may hold later requests)
-        for pfd in _PROTOCOL_FDS + _WARM_FDS:
-            try:
-                os.close(pfd)
-            except OSError:
-                pass
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 2)
-        os.setpgid(0, 0)  # its own process group: a kill reaches anything it managed to start
-        uses = limits.reuse_children if requests is not None else 1
-        cpu = int(max(30.0, limits.call_timeout_s * (len(trajectory.actions) + 20))) * uses
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        _close_inherited()
+        _cpu_limit(trajectory, limits, limits.reuse_children if requests is not None else 1)
         _drop_foreign_code(trajectory)
         landlock.restrict(temp_dir)  # writes only beneath its own directory, by the kernel
         seccomp.install()  # before the audit hook, which refuses ctypes
@@ -154,10 +171,264 @@ def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: fr
         os._exit(code)
 
 
+def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> None:
+    """A spare (:class:`_Spare`): everything a fresh child does before environment code runs, then blocked
+    in a read until the worker hands it one trajectory on ``requests``; it runs that one and exits."""
+    code = 0
+    try:
+        _close_inherited()
+        registry.clear_caches()
+        landlock.restrict(temp_dir)
+        seccomp.install()
+        base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
+        guards.install(temp_dir, base + limits.memory_mb * _MIB)
+        _enter(temp_dir, 0)
+        freeze.install("", 0, None)  # patched now; re-targeted to its trajectory below
+        request = read_frame(os.fdopen(requests, "rb"), max_size=1 << 30)
+        if request is not None:
+            trajectory = trajectory_from_wire(request["trajectory"])
+            blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
+            _cpu_limit(trajectory, limits)
+            freeze.install_for(trajectory)
+            execute(trajectory, lambda msg: write_frame(fd, msg), limits)
+    except BaseException as exc:  # report, then die quietly
+        code = 1
+        try:
+            write_frame(fd, {"kind": "fatal", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
+        except BaseException:
+            pass
+    finally:
+        os._exit(code)
+
+
+_ZYGOTE: list[Any] = []  # [pid, command fd, socket] of the spare zygote (empty: the worker forks spares)
+_ZYGOTE_SIDE: list[int] = []  # in the zygote: its own channel's fds (closed in every spare)
+
+
+def _start_zygote() -> None:
+    """Fork the process spares are forked from (:func:`_zygote`): the worker's prepared state and nothing it
+    does later. Forking from the worker itself would share every page it then writes with a live spare, so
+    the worker would copy a page on each first write after every fork; the zygote writes almost nothing. A
+    spare is the worker's child (:func:`_fork_for_worker`), which waits for it like for any child. Without a
+    zygote (it could not start), the worker forks spares."""
+    if os.uname().machine not in _SYS_CLONE:
+        return
+    try:
+        cmd_r, cmd_w = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError:
+        return
+    pid = os.fork()
+    if pid == 0:
+        os.close(cmd_w)
+        ours.close()
+        _zygote(cmd_r, theirs)
+    os.close(cmd_r)
+    theirs.close()
+    _ZYGOTE[:] = [pid, cmd_w, ours]
+    _PROTOCOL_FDS.extend([cmd_w, ours.fileno()])  # closed in every child the worker forks itself
+
+
+def _zygote(commands: int, sock: socket.socket) -> None:
+    """The spare zygote's loop: code blobs to hold, spares to fork (as the worker's children); the worker's ends of a spare's pipes go back over ``sock`` with its pid. It never sees a
+    trajectory."""
+    code = 0
+    try:
+        for reader in _PROTOCOL_FILES:
+            reader.close()
+        for pfd in _PROTOCOL_FDS + _WARM_FDS + _SPARE_FDS:
+            try:
+                os.close(pfd)
+            except OSError:
+                pass
+        for held in (_PROTOCOL_FILES, _PROTOCOL_FDS, _WARM_FDS, _SPARE_FDS):
+            held.clear()
+        _ZYGOTE_SIDE.extend([commands, sock.fileno()])
+        inbox = os.fdopen(commands, "rb")
+        while (msg := read_frame(inbox, max_size=1 << 30)) is not None:
+            if msg["kind"] == "blobs":
+                blobs.update(msg["blobs"])
+                for ref, filename in msg["code"]:
+                    try:
+                        blobs.precompile(ref, filename)
+                    except Exception:
+                        pass  # the child reports the compile error as a reset failure
+                continue
+            rfd, wfd = os.pipe()
+            req_r, req_w = os.pipe()
+            spare = _fork_for_worker()
+            if spare == 0:
+                os.close(rfd)
+                os.close(req_w)
+                _prepared_child(wfd, req_r, msg["temp_dir"], limits_from_wire(msg["limits"]))
+            os.close(wfd)
+            os.close(req_r)
+            if spare < 0:
+                raise OSError(f"clone failed: errno {-spare}")
+            socket.send_fds(sock, [spare.to_bytes(8, "big")], [rfd, req_w])
+            os.close(rfd)
+            os.close(req_w)
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
+_CLONE_PARENT, _SYS_CLONE = 0x00008000, {"x86_64": 56, "aarch64": 220}
+
+
+def _fork_for_worker() -> int:
+    """``fork`` whose child is the worker's, not the zygote's (``clone(CLONE_PARENT)``, with the interpreter's
+    own before/after-fork steps): the worker waits for it and gets its exit status like any child's."""
+    import ctypes
+
+    libc = ctypes.PyDLL(None, use_errno=True)  # the GIL stays held across the call
+    api = ctypes.pythonapi
+    api.PyOS_BeforeFork()
+    pid = libc.syscall(_SYS_CLONE[os.uname().machine], _CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    api.PyOS_AfterFork_Parent()
+    return pid if pid > 0 else -ctypes.get_errno()
+
+
+def _zygote_blobs(new: dict[str, str], trajectory: Trajectory) -> None:
+    """Give the zygote blobs that arrived (and the code to compile)."""
+    if not _ZYGOTE:
+        return
+    ref = trajectory.env.options.get("code_ref")
+    code = [[ref, f"<env {trajectory.env_id}>"]] if ref and ref in new else []
+    try:
+        write_frame(_ZYGOTE[1], {"kind": "blobs", "blobs": new, "code": code})
+    except OSError:
+        _ZYGOTE.clear()
+
+
+class _Spare:
+    """A child forked ahead and prepared (:func:`_prepared_child`) for the next trajectory that needs a fresh
+    child: it has run no environment code. It holds the code of the environments whose blobs had arrived
+    when it was forked (``generation``) and the limits it was prepared with."""
+
+    def __init__(self, pid: int | None, requests: int | None, reader: FdReader | None, temp_dir: str,
+                 generation: int, limits: Limits) -> None:
+        self.pid, self.requests, self.reader, self.temp_dir = pid, requests, reader, temp_dir
+        self.generation, self.limits = generation, limits
+
+    def ready(self) -> bool:
+        """Its pid and pipes (from the zygote, the first time); False: it could not be forked."""
+        if self.pid is not None:
+            return True
+        try:
+            data, fds, _, _ = socket.recv_fds(_ZYGOTE[2], 8, 2)
+        except (OSError, IndexError):
+            data, fds = b"", []
+        if len(data) != 8 or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            _ZYGOTE.clear()
+            return False
+        self.pid = int.from_bytes(data, "big")
+        rfd, self.requests = fds
+        self.reader = FdReader(rfd, _max_frame(self.limits))
+        _SPARE_FDS.extend(fds)
+        return True
+
+    def can_run(self, trajectory: Trajectory, limits: Limits) -> bool:
+        return self.limits == limits and all(
+            _ARRIVED.get(r, 0) <= self.generation for r in registry.blob_refs(trajectory.env))
+
+
+_SPARES: list[_Spare] = []
+_SPARE_FDS: list[int] = []  # the worker's ends of spares' pipes (closed in every new child)
+SPARES = 1  # prepared children kept per worker
+_GENERATION = [0]  # incremented whenever new code blobs arrive
+_ARRIVED: dict[str, int] = {}  # blob ref -> the generation it arrived in
+
+
+def _max_frame(limits: Limits) -> int:
+    return (limits.max_state_mb << 20) * 2 + (4 << 20)
+
+
+def _fork_spare(limits: Limits) -> None:
+    """Fork and prepare a spare: by the zygote (its pid and pipes are read when it is needed), else here,
+    between trajectories (no trajectory is in the worker's memory)."""
+    if _ZYGOTE:
+        temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
+        try:
+            write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})
+        except OSError:
+            _ZYGOTE.clear()
+            shutil.rmtree(temp_dir, ignore_errors=True)
+        else:
+            _SPARES.append(_Spare(None, None, None, temp_dir, _GENERATION[0], limits))
+            return
+    rfd, wfd = os.pipe()
+    req_r, req_w = os.pipe()
+    temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
+    pid = os.fork()
+    if pid == 0:
+        os.close(rfd)
+        os.close(req_w)
+        _prepared_child(wfd, req_r, temp_dir, limits)
+    os.close(wfd)
+    os.close(req_r)
+    _SPARES.append(_Spare(pid, req_w, FdReader(rfd, _max_frame(limits)), temp_dir, _GENERATION[0], limits))
+    _SPARE_FDS.extend([req_w, rfd])
+
+
+def _forget_spare(spare: _Spare) -> None:
+    _SPARES.remove(spare)
+    for fd in (spare.requests, spare.reader.fd if spare.reader else None):
+        if fd in _SPARE_FDS:
+            _SPARE_FDS.remove(fd)
+
+
+def _retire_spare(spare: _Spare) -> None:
+    """End a spare (it ran nothing); reaped later."""
+    if not spare.ready():
+        _SPARES.remove(spare)
+        shutil.rmtree(spare.temp_dir, ignore_errors=True)
+        return
+    _forget_spare(spare)
+    _kill_group(spare.pid)  # type: ignore[arg-type]
+    for fd in (spare.requests, spare.reader.fd):  # type: ignore[union-attr]
+        try:
+            os.close(fd)  # type: ignore[arg-type]
+        except OSError:
+            pass
+    _EXITING.append((spare.pid, spare.temp_dir))  # type: ignore[arg-type]
+
+
+def _take_spare(trajectory: Trajectory, limits: Limits) -> _Spare | None:
+    """A spare that can run ``trajectory`` (it holds its code, was prepared with these limits), continued
+    and handed the trajectory; None: fork a fresh child. Spares that cannot are retired."""
+    for spare in list(_SPARES):
+        if not spare.can_run(trajectory, limits) or not spare.ready():
+            _retire_spare(spare)
+            continue
+        _forget_spare(spare)
+        try:
+            write_frame(spare.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
+        except OSError:
+            _SPARES.append(spare)
+            _retire_spare(spare)
+            continue
+        os.close(spare.requests)
+        return spare
+    return None
+
+
+def _top_up(limits: Limits) -> None:
+    """Prepare spares for the next trajectories that need a fresh child."""
+    while len(_SPARES) < SPARES:
+        _fork_spare(limits)
+
+
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
-    """The warm child a trajectory may run in (:func:`pipeline.envs.registry.reuse_key`), when children
-    are reused at all (a source whose module state is restored between trajectories, bfcl: once that
-    pristine state is prepared)."""
+    """The warm child a trajectory may run in (:func:`pipeline.envs.registry.reuse_key`: code that is ours
+    or pinned; never corpus code), when children are reused at all (a source whose module state is
+    restored between trajectories, bfcl: once that pristine state is prepared)."""
     if limits.reuse_children <= 1:
         return None
     if registry.reuse_needs_pristine(trajectory.env) and not pristine.prepared():
@@ -282,9 +553,9 @@ def _tagger(trajectory_id: str) -> Any:
     return forward
 
 
-def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
+def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
     """Run a trajectory in forked children, forwarding their frames to the pipe ``out``; never raises
-    for env code."""
+    for env code. True: it started in a fresh (or spare) child, not a warm one."""
     _reap()
     skip: set[int] = set()
     start, restarts = 0, 0
@@ -307,12 +578,18 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
     def emit(msg: dict[str, Any]) -> None:
         write_frame(out, {**msg, "trajectory_id": tid})
 
+    fresh = key is None
     while True:
         warm = _WARM.pop(key, None) if start == 0 and key is not None else None
         if warm is not None and not _wake(warm.pid):
             _retire(warm)  # a thread appeared, or it is not stopped: never reused
             warm = None
-        if warm is not None:
+        spare = _take_spare(trajectory, limits) if start == 0 and key is None else None
+        if spare is not None:
+            pid, reader, temp_dir, requests = spare.pid, spare.reader, spare.temp_dir, None
+            rfd = reader.fd
+            used = 1
+        elif warm is not None:
             for fd in (warm.requests, warm.reader.fd):
                 _WARM_FDS.remove(fd)
             write_frame(warm.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
@@ -417,7 +694,7 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
             warm.used = used
             _WARM[key] = warm  # type: ignore[index]
             _WARM_FDS.extend([requests, rfd])
-            return
+            return fresh
         os.close(rfd)
         if requests is not None:
             os.close(requests)
@@ -425,7 +702,7 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
             _kill_group(pid)  # nothing of it (a thread left behind) runs on
             _empty(temp_dir)
             _EXITING.append((pid, temp_dir))  # reaped later: its teardown overlaps the next trajectory
-            return
+            return fresh
         _kill_group(pid)
         _, status = os.waitpid(pid, 0)
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -436,34 +713,35 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> None:
             )
         if not got_init:
             emit({"kind": "init_error", "error": f"{kind}: {message}"})
-            return
+            return fresh
         if explore:
             # a live episode cannot be rebuilt call by call: it ends with the lost call
             if live is not None:
                 emit({"kind": "lost", "step_index": live, "error_type": kind, "error": message})
             emit({"kind": "issue", "message": f"episode ended: {kind}: {message}"})
-            return
+            return fresh
         if pending is None:
             # the failure happened outside a call (replay): nothing to label
             emit({"kind": "issue", "message": f"trajectory truncated: {kind}: {message}"})
-            return
+            return fresh
         emit({"kind": "lost", "step_index": pending, "error_type": kind, "error": message})
         skip.add(pending)
         start = pending + 1
         restarts += 1
         if start >= len(trajectory.actions):
-            return
+            return fresh
         if restarts > limits.max_restarts:
             emit({"kind": "issue", "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls"})
-            return
+            return fresh
 
 
 def _precompile(trajectory: Trajectory) -> None:
-    """Compile environment code once here, so every forked child inherits the code object."""
+    """Compile environment code once here, so every forked child inherits it
+    (:func:`pipeline.envs.blobs.precompile`)."""
     ref = trajectory.env.options.get("code_ref")
     if ref:
         try:
-            blobs.compiled(ref, f"<env {trajectory.env_id}>")
+            blobs.precompile(ref, f"<env {trajectory.env_id}>")
         except Exception:
             pass  # the child reports the compile error as a reset failure
 
@@ -519,6 +797,7 @@ def main() -> None:
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     _BASE_VSIZE.append(_address_space())
+    _start_zygote()
 
     write_frame(proto_out, {"kind": "ready", "pid": os.getpid(), "landlock": confinement})
     while True:
@@ -528,10 +807,19 @@ def main() -> None:
         trajectory = trajectory_from_wire(request["trajectory"])
         if request.get("blobs"):
             blobs.update(request["blobs"])
+            _GENERATION[0] += 1
+            _ARRIVED.update(dict.fromkeys(request["blobs"], _GENERATION[0]))
             _precompile(trajectory)
-        supervise(trajectory, limits_from_wire(request["limits"]), proto_out)
+            _zygote_blobs(request["blobs"], trajectory)
+        limits = limits_from_wire(request["limits"])
+        fresh = supervise(trajectory, limits, proto_out)
         write_frame(proto_out, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
+        del trajectory, request  # no trajectory in the memory a spare inherits
+        if fresh:
+            _top_up(limits)
     _retire_warm()
+    for spare in list(_SPARES):
+        _retire_spare(spare)
 
 
 if __name__ == "__main__":

@@ -473,7 +473,7 @@ def test_each_trajectory_gets_a_fresh_directory_as_cwd_tmpdir_and_home(box):
     second = _traj(spec, ("where", {}), tid="second")
     one, two = run(box, first, second)
     a, b = _value(one), _value(two)
-    assert a["pid"] == b["pid"], "the same environment and configuration reuse the (clean) child"
+    assert a["pid"] != b["pid"], "corpus code: a child per trajectory, even of the same environment and configuration"
     assert a["cwd"] == a["tmpdir"] == a["home"] == a["gettempdir"] and a["files"] == []
     assert b["cwd"] == b["tmpdir"] == b["home"] == b["gettempdir"] and b["files"] == []
     assert a["cwd"] != b["cwd"] and _value(one, 2)["files"] == ["left-behind.txt"]
@@ -510,14 +510,20 @@ def test_without_landlock_the_sandbox_runs_and_says_so_loudly(monkeypatch, caplo
 
 # -- item 3: reuse that is provably clean, or none --------------------------------------------------
 
-def test_the_reuse_key_names_the_environment_and_its_configuration():
+def test_corpus_code_has_no_reuse_key_and_the_builtin_packs_code_one_per_environment():
+    """Issue 33: a corpus's environment never shares a child (whatever its configuration); the builtin
+    pack's code (ours) shares one across configurations of one environment."""
+    from pipeline.envs import builtin
+
     limits = Limits(reuse_children=4)
     base = _spec("ledger", POISON_CODE, "Ledger")
     keys = {worker._reuse_key(_traj(spec, ("new_id", {})), limits) for spec in (
         base, _spec("ledger", POISON_CODE, "Ledger", {"poison": "uuid"}), _spec("ledger-2", POISON_CODE, "Ledger"),
         EnvSpec(base.source, base.env_id, base.init_config, {**base.options, "extra": 1}))}
-    assert len(keys) == 4 and None not in keys
-    assert worker._reuse_key(_traj(base, ("new_id", {})), limits) == worker._reuse_key(_traj(base, ("new_id", {}), tid="x"), limits)
+    assert keys == {None}
+    item = next(iter(builtin.parsed_items()))
+    own = {worker._reuse_key(_traj(item.spec(config), ("x", {})), limits) for config in ({}, {"a": 1})}
+    assert len(own) == 1 and None not in own
 
 
 def test_changed_modules_make_a_child_unclean():
@@ -563,17 +569,24 @@ def _descendants(pid: int) -> list[tuple[int, str]]:
     return out
 
 
-def test_an_idle_warm_child_is_stopped(box):
-    run(box, _traj(_spec("idle-probe"), ("where", {}), tid="idle"))
+def test_an_idle_warm_child_is_stopped_and_a_spare_waits_in_a_read(box):
+    """With no trajectory in flight no child runs: a warm child (the builtin pack's code, reused) is stopped,
+    a spare prepared for corpus code (it has run no environment code) sleeps in the read of its request, and
+    so does the zygote that forks spares."""
+    from pipeline.envs import builtin
+
+    item = builtin.parsed_items()[0]
+    own = [_traj(item.spec({}), (item.tool_names[0], {}), tid=f"own-{i}") for i in range(2)]
+    run(box, *own, _traj(_spec("idle-probe"), ("where", {}), tid="idle"))
     [w] = box._all
     deadline = time.monotonic() + 2  # the worker does not wait for the stop to land, nor for an exit
     while True:
         states = [state for _, state in _descendants(w.proc.pid)][2:]  # past bwrap's init and the worker
         live = [s for s in states if s not in ("Z", "X")]  # (a finished child not reaped yet is a zombie)
-        if (live and all(s == "T" for s in live)) or time.monotonic() > deadline:
+        if (sorted(live) == ["S", "S", "T"]) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    assert live and all(s == "T" for s in live), states
+    assert sorted(live) == ["S", "S", "T"], states
 
 
 def _ids(result: dict) -> list:
@@ -597,7 +610,9 @@ def test_a_poisoned_trajectory_cannot_change_the_next_ones_labels(how):
         if how == "thread":
             time.sleep(0.5)
             [w] = box._all
-            running = [s for _, s in _descendants(w.proc.pid)[2:] if s not in ("T", "Z")]
+            # stopped (warm), exited, or a spare asleep in its read with one thread (it ran no env code)
+            running = [(p, s) for p, s in _descendants(w.proc.pid)[2:] if s not in ("T", "Z")
+                       and (s != "S" or len(os.listdir(f"/proc/{p}/task")) != 1)]
             assert running == [], "no child runs code while no trajectory is in flight"
     assert _ids(alone) and all(s["outcome"] == "success" for s in alone["steps"])
     assert _ids(results[1]) == _ids(alone)

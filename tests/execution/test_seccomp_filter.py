@@ -34,7 +34,7 @@ NUMBERS = {
         "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144, "sched_setaffinity": 203,
         "sched_setattr": 314, "ioprio_set": 251, "migrate_pages": 256, "move_pages": 279,
         "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244,
-        "mq_getsetattr": 245,
+        "mq_getsetattr": 245, "flock": 73, "inotify_init": 253, "inotify_init1": 294, "fanotify_init": 300,
     },
     "aarch64": {
         "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
@@ -51,7 +51,7 @@ NUMBERS = {
         "msgctl": 187, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
         "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "migrate_pages": 238, "move_pages": 239,
         "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
-        "mq_getsetattr": 185,
+        "mq_getsetattr": 185, "flock": 32, "inotify_init1": 26, "fanotify_init": 262,
     },
 }
 ALLOWED = ("read", "write", "openat", "mmap", "futex", "getpid", "wait4")
@@ -104,7 +104,7 @@ def test_each_listed_syscall_is_refused_with_the_same_errno_on_each_architecture
     nr, arch = NUMBERS[machine], AUDIT_ARCH[machine]
     for name in seccomp.DENIED + seccomp.CHILD_DENIED:
         if name not in nr:  # fork, vfork, mknod: no such syscall on aarch64
-            assert machine == "aarch64" and name in ("fork", "vfork", "mknod")
+            assert machine == "aarch64" and name in ("fork", "vfork", "mknod", "inotify_init")
             continue
         assert _run(child, nr[name], arch) == EPERM, name
         assert _run(base, nr[name], arch) == (ALLOW if name in seccomp.CHILD_DENIED else EPERM), name
@@ -151,6 +151,8 @@ def test_argument_conditions(machine):
         (IOPRIO_WHO_PROCESS, 0), (IOPRIO_WHO_PROCESS, PID), (0, 0), (2, 0), (IOPRIO_WHO_USER, 0))] == \
         [ALLOW] + [EPERM] * 4
     assert [child_action("fcntl", 3, cmd) for cmd in (8, 15, 0xFFFFFFFF00000008, 1, 2, 4)] == [EPERM] * 3 + [ALLOW] * 3
+    # no lock test (F_GETLK, F_OFD_GETLK), lease or F_NOTIFY; taking a lock (F_SETLK(W), F_OFD_SETLK(W)) stays
+    assert [child_action("fcntl", 3, cmd) for cmd in (5, 36, 1024, 1026, 6, 7, 37, 38)] == [EPERM] * 4 + [ALLOW] * 4
 
 
 def test_the_prepared_child_filter_takes_its_pid_in_the_child():
@@ -162,6 +164,15 @@ def test_the_prepared_child_filter_takes_its_pid_in_the_child():
     full = seccomp.export_bpf(seccomp.with_pid(prepared, PID))
     assert _run(full, 234, AUDIT_ARCH["x86_64"], (PID + 1,)) == EPERM
     assert full == seccomp.export_bpf(seccomp.child_filter("x86_64", pid=PID))
+
+
+def test_the_child_program_compiled_once_with_a_pid_sentinel_is_libseccomps_for_each_pid():
+    """A child writes its pid into the program the worker compiled once (no libseccomp compile per child):
+    byte for byte the program libseccomp compiles for that pid."""
+    seccomp.prepare()
+    for pid in (2, 3, 300, 4242, 65535, 99999, 4194304):
+        assert seccomp.program_for(pid) == seccomp.export_bpf(seccomp.child_filter(pid=pid)), pid
+    assert seccomp.program_for(1) is None  # libseccomp folds pid 0/1 into other comparisons: compiled then
 
 
 def test_a_missing_libseccomp_fails_naming_the_package_to_install(monkeypatch):

@@ -118,13 +118,12 @@ class EnvScalerSource(EnvironmentSource):
         return envscaler.outcome(tool, raised, value)
 
     def reuse_parts(self, env: EnvSpec) -> list[Any] | None:
-        """Untrusted code (exec'd at every reset): the same options (code, class, tools…) and scenario
-        configuration, so whatever a configuration makes the code leave behind can only meet that same
-        environment and configuration again. The builtin pack's code is the project's own, recognised by
-        its content reference (a corpus environment is keyed by its configuration even when it copies a
-        builtin class's name): shared across configurations, like bfcl's."""
+        """Corpus code is untrusted: never shared — every trajectory runs in a child that has run nothing
+        else (what a process that ran hostile code leaves behind cannot be recognised reliably). The builtin
+        pack's code is the project's own, recognised by its content reference (a corpus environment that
+        copies a builtin class's name is still a corpus's): shared across configurations, like bfcl's."""
         if env.options.get("code_ref") not in _own_code_refs():
-            return [env.options, env.init_config]
+            return None
         return []
 
     def clear_caches(self) -> None:
