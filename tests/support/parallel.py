@@ -1,0 +1,57 @@
+"""The test loop under pytest-xdist ([tool.pytest.ini_options] in pyproject.toml, docs/commands.md "Tests"): what
+tests/conftest.py's hooks and session fixtures call so that each expensive set-up is made once, and each worker
+keeps its temporary files to itself."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... in an xdist worker; "" in a plain run
+SLOW_TIMEOUT_S = 1800  # a test marked slow may take this long, set-up included; the others: `timeout` in pyproject
+
+
+def run_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory every process of this run shares: the base temporary directory, or under xdist the one above
+    each worker's own (popen-gwN)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if WORKER else base
+
+
+def built_once(shared: Path, name: str, build: Callable[[Path], None]) -> Path:
+    """``shared / name``, made by ``build`` once for every process that asks for it in ``shared`` (the first one
+    builds, the others wait on a file lock and reuse it); treat it as read-only."""
+    target, done = shared / name, shared / f"{name}.done"
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir()
+            build(target)
+            done.touch()
+    return target
+
+
+def worker_temp_dir(basetemp: str | None) -> None:
+    """An xdist worker's own temporary directory (``TMPDIR``), beside its base directory popen-gwN (which pytest
+    empties when it first hands out ``tmp_path``): a test that checks what is left in the temporary directory, or
+    DuckDB's spill directory under it, sees only its own worker's files."""
+    if not WORKER or not basetemp:
+        return
+    own = Path(basetemp).parent / f"tmp-{WORKER}"
+    own.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(own)
+    tempfile.tempdir = None  # re-read from TMPDIR
+
+
+def time_limits(items: list[pytest.Item]) -> None:
+    """A test marked slow gets :data:`SLOW_TIMEOUT_S` unless it has its own timeout mark."""
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
