@@ -21,7 +21,7 @@ from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
-from tests.support.parallel import built_once, run_base, time_limits, worker_temp_dir
+from tests.support.parallel import built_once, heavy_files_first, run_base, time_limits, worker_temp_dir
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +56,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     time_limits(items)
+    heavy_files_first(items)
 
 
 def write_jsonl(path: Path, rows: list) -> Path:

@@ -19,7 +19,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 def test_pyproject_runs_the_suite_on_xdist_workers_with_durations_and_a_timeout():
     pytest_ini = PYPROJECT["tool"]["pytest"]["ini_options"]
     addopts = pytest_ini["addopts"].split()
-    assert {"-n", "--dist", "--durations=25"} <= set(addopts), addopts
+    assert {"-n", "--dist", "--no-loadscope-reorder", "--durations=25"} <= set(addopts), addopts
     assert addopts[addopts.index("-n") + 1] == "auto" and addopts[addopts.index("--dist") + 1] == "loadfile"
     assert 0 < int(pytest_ini["timeout"]) < SLOW_TIMEOUT_S
     assert any(dep.startswith("pytest-xdist") for dep in PYPROJECT["project"]["optional-dependencies"]["dev"])
@@ -75,7 +75,7 @@ def test_slow(request):
 
 
 # tests/conftest.py's hooks, without its pipeline imports and session fixtures
-CONFTEST = """from tests.support.parallel import time_limits, worker_temp_dir
+CONFTEST = """from tests.support.parallel import heavy_files_first, time_limits, worker_temp_dir
 
 
 def pytest_configure(config):
@@ -84,6 +84,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     time_limits(items)
+    heavy_files_first(items)
 """
 
 

@@ -8,7 +8,8 @@ import fcntl
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,32 @@ def time_limits(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
+def heavy_files_first(items: list[pytest.Item]) -> None:
+    """Under xdist, the files with an expensive set-up start first (``--dist loadfile`` hands out whole files in
+    collection order with ``--no-loadscope-reorder``), so no worker is left with a long one at the end: first the
+    files holding a slow test, then those with a module-scoped fixture or the session's bfcl replay, then the rest,
+    each group in collection order. A plain run keeps the collection order."""
+    if not WORKER:
+        return
+    cost: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        info = getattr(item, "_fixtureinfo", None)
+        shared = info is not None and any(
+            defs[-1].scope != "function" and (defs[-1].scope != "session" or name == "default_layout")
+            for name, defs in info.name2fixturedefs.items()
+        )
+        rank = 0 if item.get_closest_marker("slow") else 1 if shared else 2
+        cost[path] = min(cost.get(path, 2), rank)
+    items.sort(key=lambda item: cost[item.nodeid.split("::")[0]])  # stable: collection order within a rank
+
+
+@contextmanager
+def one_at_a_time(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
+    """Holds the run-wide lock ``name``: under xdist, two workers never do this at once (e.g. ``./forge setup``
+    creating .venv in the tree, ``./forge train-env`` creating .venv-train)."""
+    with (run_base(tmp_path_factory) / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
