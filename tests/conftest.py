@@ -54,6 +54,7 @@ def pytest_configure(config):
     worker_temp_dir(config.option.basetemp)
 
 
+@pytest.hookimpl(tryfirst=True)  # the slow marks before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config, items):
     time_limits(items)
     heavy_files_first(items)

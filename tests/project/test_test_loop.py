@@ -3,6 +3,7 @@ once, the slowest tests printed and a per-test timeout, all from pyproject.toml 
 get them (tests/support/parallel.py, tests/conftest.py)."""
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -10,7 +11,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from tests.support.parallel import SLOW_TIMEOUT_S, built_once
+from tests.support.parallel import SLOW, SLOW_TIMEOUT_S, built_once
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -102,3 +103,16 @@ def test_with_the_projects_options_a_module_fixture_is_made_once_and_slow_tests_
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "17 passed" in proc.stdout and "slowest 25 durations" in proc.stdout, proc.stdout[-3000:]
     assert len(log.read_text().splitlines()) == 1, log.read_text()
+
+
+def test_every_end_to_end_test_marked_slow_by_name_still_exists():
+    """tests/support/parallel.py SLOW names tests by node id prefix: a renamed or moved test would silently fall
+    back into the fast subset."""
+    stale = []
+    for prefix in SLOW:
+        path, _, name = prefix.partition("::")
+        source = (ROOT / path).read_text() if (ROOT / path).is_file() else ""
+        function = name.split("[")[0]
+        if not source or (function and not re.search(rf"^def {re.escape(function)}", source, re.M)):
+            stale.append(prefix)
+    assert stale == [], f"no such test (update SLOW in tests/support/parallel.py): {stale}"
