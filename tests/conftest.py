@@ -8,6 +8,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
+from tests.support.parallel import built_once, heavy_files_first, run_base, time_limits, worker_temp_dir
 
 
 @pytest.fixture(scope="session")
@@ -30,12 +32,32 @@ def sandbox():
 
 @pytest.fixture(scope="session")
 def default_layout(tmp_path_factory, sandbox):
-    """All 800 bfcl multi-turn tasks collected and labeled once per test session."""
+    """All 800 bfcl multi-turn tasks collected and labeled once per test run (under pytest-xdist: by the first
+    worker that needs them, the others wait and copy), each worker with its own copy to change."""
+
+    def replay(root: Path) -> None:
+        layout = DataLayout.at(root)
+        build_catalog(layout)
+        collect(ground_truth_trajectories(iter_tasks(default_task_files())), layout, sandbox)
+        label(layout, sandbox)
+
+    built = built_once(run_base(tmp_path_factory), "bfcl-default", replay)
     layout = DataLayout.at(tmp_path_factory.mktemp("data-default"))
-    build_catalog(layout)
-    collect(ground_truth_trajectories(iter_tasks(default_task_files())), layout, sandbox)
-    label(layout, sandbox)
+    shutil.copytree(built, layout.root, dirs_exist_ok=True)
     return layout
+
+
+# the test loop under pytest-xdist (tests/support/parallel.py, [tool.pytest.ini_options] in pyproject.toml)
+
+
+def pytest_configure(config):
+    worker_temp_dir(config.option.basetemp)
+
+
+@pytest.hookimpl(tryfirst=True)  # the slow marks before `-m "not slow"` deselects
+def pytest_collection_modifyitems(config, items):
+    time_limits(items)
+    heavy_files_first(items)
 
 
 def write_jsonl(path: Path, rows: list) -> Path:

@@ -17,6 +17,7 @@ from pipeline.collect.sources import SourceConfig, SourceError, env_items
 from pipeline.envs.config import EnvScalerCorpus
 from resources import DataStoreResource, EnvironmentSourcesResource
 from tests.support.envscaler_corpus import COUNTER_CODE
+from tests.support.parallel import one_at_a_time
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,13 +76,14 @@ def test_the_catalog_step_fails_with_the_one_line_cause(tmp_path):
     assert "resources.sources.envscaler[0].env_items" in text and "yielded no usable environment" in text
 
 
-def test_forge_run_stops_before_anything_on_a_missing_corpus(tmp_path):
+def test_forge_run_stops_before_anything_on_a_missing_corpus(tmp_path, tmp_path_factory):
     config = tmp_path / "run.yaml"
     config.write_text(f"resources:\n  sources:\n    config:\n      envscaler:\n        - {{env_items: {tmp_path}/191_env_metadata.json}}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
     env.update(DAGSTER_HOME=str(tmp_path / "home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"))
     (tmp_path / "home").mkdir()
-    subprocess.run(["./forge", "setup"], cwd=ROOT, capture_output=True, timeout=1800, check=True)
+    with one_at_a_time(tmp_path_factory, "forge-setup"):
+        subprocess.run(["./forge", "setup"], cwd=ROOT, capture_output=True, timeout=1800, check=True)
     proc = subprocess.run(["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 2

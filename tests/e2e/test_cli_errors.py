@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.parallel import one_at_a_time
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
@@ -25,10 +27,11 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _set_up() -> None:
+def _set_up(tmp_path_factory) -> None:
     """./forge set up once first (a stale .venv stamp reinstalls, printing pip's lines), so that the
     outputs checked below are only what each command says."""
-    subprocess.run(["./forge", "setup"], cwd=ROOT, capture_output=True, timeout=1800, check=True)
+    with one_at_a_time(tmp_path_factory, "forge-setup"):
+        subprocess.run(["./forge", "setup"], cwd=ROOT, capture_output=True, timeout=1800, check=True)
 
 
 def _forge(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:

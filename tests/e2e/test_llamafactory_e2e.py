@@ -15,6 +15,7 @@ from dagster import materialize
 
 from pipeline.export.hf_layout import MARKER
 from pipeline.training.serve import ServeSpec, ServerNotReady, serve
+from tests.support.parallel import one_at_a_time
 from tests.training.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,9 +28,10 @@ CPU_TRAIN = {"bf16": False, "flash_attn": "sdpa", "cutoff_len": 1024, "per_devic
 
 
 @pytest.fixture(scope="module")
-def train_python():
+def train_python(tmp_path_factory):
     """.venv-train, the LLaMA-Factory job environment (requirements-train.txt), created once by ./forge."""
-    out = subprocess.run(["bash", str(ROOT / "forge"), "train-env"], capture_output=True, text=True, timeout=1800)
+    with one_at_a_time(tmp_path_factory, "forge-train-env"):
+        out = subprocess.run(["bash", str(ROOT / "forge"), "train-env"], capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return str(ROOT / ".venv-train" / "bin" / "python")
 

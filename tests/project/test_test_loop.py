@@ -1,0 +1,118 @@
+"""The test loop (docs/commands.md "Tests"): pytest-xdist with one worker per CPU, a module's shared set-up made
+once, the slowest tests printed and a per-test timeout, all from pyproject.toml so `./forge test` and `.ci/run`
+get them (tests/support/parallel.py, tests/conftest.py)."""
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+from tests.support.parallel import SLOW, SLOW_TIMEOUT_S, built_once
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_pyproject_runs_the_suite_on_xdist_workers_with_durations_and_a_timeout():
+    pytest_ini = PYPROJECT["tool"]["pytest"]["ini_options"]
+    addopts = pytest_ini["addopts"].split()
+    assert {"-n", "--dist", "--no-loadscope-reorder", "--durations=25"} <= set(addopts), addopts
+    assert addopts[addopts.index("-n") + 1] == "auto" and addopts[addopts.index("--dist") + 1] == "loadfile"
+    assert 0 < int(pytest_ini["timeout"]) < SLOW_TIMEOUT_S
+    assert any(dep.startswith("pytest-xdist") for dep in PYPROJECT["project"]["optional-dependencies"]["dev"])
+
+
+def test_a_directory_built_once_is_built_by_one_caller_while_the_others_wait(tmp_path):
+    builds, seen = [], []
+
+    def build(target: Path) -> None:
+        builds.append(threading.get_ident())
+        time.sleep(0.3)  # the others arrive meanwhile and must wait, not build again
+        (target / "made").write_text("once")
+
+    def ask() -> None:
+        got = built_once(tmp_path, "shared", build)
+        seen.append((got / "made").read_text())
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1 and seen == ["once"] * 4
+    assert built_once(tmp_path, "shared", build) == tmp_path / "shared" and len(builds) == 1
+
+
+SUITE = '''
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def made():
+    with open(os.environ["MADE_LOG"], "a") as fh:
+        fh.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_shares_the_module_fixture(made, i):
+    pass
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_alone(i):
+    assert os.environ["TMPDIR"].endswith("tmp-" + os.environ["PYTEST_XDIST_WORKER"])
+
+
+@pytest.mark.slow
+def test_slow(request):
+    assert request.node.get_closest_marker("timeout").args == (SLOW,)
+'''
+
+
+# tests/conftest.py's hooks, without its pipeline imports and session fixtures
+CONFTEST = """from tests.support.parallel import heavy_files_first, time_limits, worker_temp_dir
+
+
+def pytest_configure(config):
+    worker_temp_dir(config.option.basetemp)
+
+
+def pytest_collection_modifyitems(config, items):
+    time_limits(items)
+    heavy_files_first(items)
+"""
+
+
+def test_with_the_projects_options_a_module_fixture_is_made_once_and_slow_tests_get_the_longer_timeout(tmp_path):
+    """pyproject.toml's pytest options on two workers, 17 tests: the 8 that share a module-scoped fixture run on one
+    worker, which makes it once (xdist's default distribution splits them and both workers make it)."""
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_suite.py").write_text(SUITE.replace("SLOW", str(SLOW_TIMEOUT_S)))
+    log = tmp_path / "made.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MADE_LOG": str(log)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
+                           "-n", "2", "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_suite.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "17 passed" in proc.stdout and "slowest 25 durations" in proc.stdout, proc.stdout[-3000:]
+    assert len(log.read_text().splitlines()) == 1, log.read_text()
+
+
+def test_every_end_to_end_test_marked_slow_by_name_still_exists():
+    """tests/support/parallel.py SLOW names tests by node id prefix: a renamed or moved test would silently fall
+    back into the fast subset."""
+    stale = []
+    for prefix in SLOW:
+        path, _, name = prefix.partition("::")
+        source = (ROOT / path).read_text() if (ROOT / path).is_file() else ""
+        function = name.split("[")[0]
+        if not source or (function and not re.search(rf"^def {re.escape(function)}", source, re.M)):
+            stale.append(prefix)
+    assert stale == [], f"no such test (update SLOW in tests/support/parallel.py): {stale}"

@@ -1,0 +1,116 @@
+"""The test loop under pytest-xdist ([tool.pytest.ini_options] in pyproject.toml, docs/commands.md "Tests"): what
+tests/conftest.py's hooks and session fixtures call so that each expensive set-up is made once, and each worker
+keeps its temporary files to itself."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... in an xdist worker; "" in a plain run
+SLOW_TIMEOUT_S = 1800  # a test marked slow may take this long, set-up included; the others: `timeout` in pyproject
+
+
+def run_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory every process of this run shares: the base temporary directory, or under xdist the one above
+    each worker's own (popen-gwN)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if WORKER else base
+
+
+def built_once(shared: Path, name: str, build: Callable[[Path], None]) -> Path:
+    """``shared / name``, made by ``build`` once for every process that asks for it in ``shared`` (the first one
+    builds, the others wait on a file lock and reuse it); treat it as read-only."""
+    target, done = shared / name, shared / f"{name}.done"
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir()
+            build(target)
+            done.touch()
+    return target
+
+
+def worker_temp_dir(basetemp: str | None) -> None:
+    """An xdist worker's own temporary directory (``TMPDIR``), beside its base directory popen-gwN (which pytest
+    empties when it first hands out ``tmp_path``): a test that checks what is left in the temporary directory, or
+    DuckDB's spill directory under it, sees only its own worker's files."""
+    if not WORKER or not basetemp:
+        return
+    own = Path(basetemp).parent / f"tmp-{WORKER}"
+    own.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(own)
+    tempfile.tempdir = None  # re-read from TMPDIR
+
+
+# End-to-end tests kept out of the fast subset (`-m "not slow"`), marked slow here rather than in their files: node
+# id prefixes, each with what it runs and its time in a loaded 2-worker run of the fast subset (2026-11-26). The full
+# suite (.ci/run) runs them all.
+SLOW = {
+    "tests/e2e/test_cli_errors.py::": "./forge's commands as subprocesses (86 s for the file)",
+    "tests/execution/test_attack_corpus.py::test_attack_is_contained[":
+        "the attack corpus, one sandbox run each (~90 s)",
+    "tests/evaluate/test_evaluate.py::test_harness_modes[huge-": "a 3 MB answer through the real openai client (28 s)",
+    "tests/select/test_selection.py::test_step_table_suite_names_failed_expectations_and_rows":
+        "great-expectations (23 s)",
+    "tests/envsimbench/test_envsimbench.py::test_import_evaluate_oracle_and_no_change": "Dagster import + eval (22 s)",
+    "tests/envsimbench/test_envsimbench.py::test_imported_version_through_the_assets": "Dagster materialisation (15 s)",
+    "tests/execution/test_reuse.py::test_every_bfcl_trajectory_labels_the_same_in_": "all 800 bfcl tasks twice (18 s)",
+    "tests/assets/test_partitions.py::test_materializing_partitions_reports_partition_metadata":
+        "partitioned runs (17 s)",
+    "tests/assets/test_partitions.py::test_shards_of_a_replay_are_exactly_the_unpartitioned_replay": "replays (7 s)",
+    "tests/collect/test_explore_adapts.py::test_a_corpus_that_never_passes_delta_3_": "an exploration run (16 s)",
+    "tests/collect/test_explore_adapts.py::test_same_seed_same_trajectories": "three exploration runs (11 s)",
+    "tests/core/test_delta.py::test_replayed_states_serialise_like_canonical_json": "replays every bfcl state (12 s)",
+    "tests/project/test_test_loop.py::test_with_the_projects_options_": "a pytest-xdist run in a subprocess (11 s)",
+    "tests/assets/test_assets.py::test_materialize_reports_bad_input_in_metadata_and_checks_pass": "Dagster run (11 s)",
+    "tests/collect/test_honest_sources.py::test_forge_run_stops_before_anything_on_a_missing_corpus":
+        "./forge run (9 s)",
+}
+
+
+def time_limits(items: list[pytest.Item]) -> None:
+    """The end-to-end tests of :data:`SLOW` are marked slow; a test marked slow gets :data:`SLOW_TIMEOUT_S` unless
+    it has its own timeout mark."""
+    for item in items:
+        if not item.get_closest_marker("slow") and any(item.nodeid.startswith(prefix) for prefix in SLOW):
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
+def heavy_files_first(items: list[pytest.Item]) -> None:
+    """Under xdist, the files with an expensive set-up start first (``--dist loadfile`` hands out whole files in
+    collection order with ``--no-loadscope-reorder``), so no worker is left with a long one at the end: first the
+    files holding a slow test, then those with a module-scoped fixture or the session's bfcl replay, then the rest,
+    each group in collection order. A plain run keeps the collection order."""
+    if not WORKER:
+        return
+    cost: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        info = getattr(item, "_fixtureinfo", None)
+        shared = info is not None and any(
+            defs[-1].scope != "function" and (defs[-1].scope != "session" or name == "default_layout")
+            for name, defs in info.name2fixturedefs.items()
+        )
+        rank = 0 if item.get_closest_marker("slow") else 1 if shared else 2
+        cost[path] = min(cost.get(path, 2), rank)
+    items.sort(key=lambda item: cost[item.nodeid.split("::")[0]])  # stable: collection order within a rank
+
+
+@contextmanager
+def one_at_a_time(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
+    """Holds the run-wide lock ``name``: under xdist, two workers never do this at once (e.g. ``./forge setup``
+    creating .venv in the tree, ``./forge train-env`` creating .venv-train)."""
+    with (run_base(tmp_path_factory) / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
