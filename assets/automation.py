@@ -26,17 +26,28 @@ regenerate_splits = define_asset_job(
     "(export/<kind>/<version>/, current moved to it) and re-run the configured simulator evaluations on it.",
 )
 
+
 def _seed_config(benchmark_seed: int, mixture_seed: int | None = None) -> dict:
     """Run config of ``regenerate_splits``: each split's seed (the mixture's defaults to the benchmark's)."""
     mixture_seed = benchmark_seed if mixture_seed is None else mixture_seed
-    return {"ops": {"benchmark_split": {"config": {"seed": benchmark_seed}}, "sft_mixture": {"config": {"seed": mixture_seed}}}}
+    return {
+        "ops": {
+            "benchmark_split": {"config": {"seed": benchmark_seed}},
+            "sft_mixture": {"config": {"seed": mixture_seed}},
+        }
+    }
 
 
 def weekly_splits(cron: str) -> ScheduleDefinition:
     """The schedule ``weekly_splits`` on ``cron`` (UTC; ``Settings.split_cron``, default Monday 04:00)."""
 
-    @schedule(name="weekly_splits", job=regenerate_splits, cron_schedule=cron, execution_timezone="UTC",
-              description="Weekly split regeneration; the seed is the ISO year+week, so every version gets a new one.")
+    @schedule(
+        name="weekly_splits",
+        job=regenerate_splits,
+        cron_schedule=cron,
+        execution_timezone="UTC",
+        description="Weekly split regeneration; the seed is the ISO year+week, so every version gets a new one.",
+    )
     def _weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
         seed = int(context.scheduled_execution_time.strftime("%G%V"))
         return RunRequest(run_key=f"splits-seed-{seed}", run_config=_seed_config(seed), tags={"split_seed": str(seed)})
@@ -51,16 +62,22 @@ def _partitions_of_steps(context: SensorEvaluationContext) -> PartitionsDefiniti
     return steps.partitions_def if steps is not None else None
 
 
-@asset_sensor(asset_key=AssetKey("labeled_steps"), job=regenerate_splits,
-              description="When the labeled steps change, redraw the splits with the current seed (a new input gives a new version); "
-              "partitioned (ENVSIM_SHARDS): once every partition has been materialized.")
-def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogEntry,
-                        store: DataStoreResource) -> RunRequest | SkipReason:
+@asset_sensor(
+    asset_key=AssetKey("labeled_steps"),
+    job=regenerate_splits,
+    description="When the labeled steps change, redraw the splits with the current seed (a new input gives a new version); "
+    "partitioned (ENVSIM_SHARDS): once every partition has been materialized.",
+)
+def splits_on_new_steps(
+    context: SensorEvaluationContext, asset_event: EventLogEntry, store: DataStoreResource
+) -> RunRequest | SkipReason:
     run = context.instance.get_run_by_id(asset_event.run_id) if asset_event.run_id else None
-    event_root = (run.tags.get(DATA_ROOT_TAG) if run else None)
+    event_root = run.tags.get(DATA_ROOT_TAG) if run else None
     if event_root and event_root != root_tag(store.layout().root):
-        return SkipReason(f"labeled_steps were materialized under another data root ({event_root}), "
-                          f"not this sensor's ({root_tag(store.layout().root)})")
+        return SkipReason(
+            f"labeled_steps were materialized under another data root ({event_root}), "
+            f"not this sensor's ({root_tag(store.layout().root)})"
+        )
     partitions = _partitions_of_steps(context)
     if partitions is not None:
         done = context.instance.get_materialized_partitions(AssetKey("labeled_steps"))
@@ -73,12 +90,19 @@ def splits_on_new_steps(context: SensorEvaluationContext, asset_event: EventLogE
         fingerprint = input_fingerprint(layout)
     except OSError as exc:
         return SkipReason(f"cannot read the labeled steps under {layout.root}: {exc}")
-    built_from = {store_.kind: store_.manifest(store_.current())["spec"].get("input") if store_.current() else None
-                  for store_ in (bench, mixture)}
+    built_from = {
+        store_.kind: store_.manifest(store_.current())["spec"].get("input") if store_.current() else None
+        for store_ in (bench, mixture)
+    }
     if all(value == fingerprint for value in built_from.values()):
-        return SkipReason(f"labeled steps unchanged (input {fingerprint}): benchmark {bench.current()} and mixture "
-                          f"{mixture.current()} were drawn from them")
+        return SkipReason(
+            f"labeled steps unchanged (input {fingerprint}): benchmark {bench.current()} and mixture "
+            f"{mixture.current()} were drawn from them"
+        )
     # each split keeps its own seed: a new input gives new versions, the seeds stay what they were
     seeds = (bench.current_seed() or 0, mixture.current_seed() or 0)
-    return RunRequest(run_key=f"steps-{fingerprint}-{seeds[0]}-{seeds[1]}", run_config=_seed_config(*seeds),
-                      tags={"split_seed": str(seeds[0]), "mixture_seed": str(seeds[1]), "steps_input": fingerprint})
+    return RunRequest(
+        run_key=f"steps-{fingerprint}-{seeds[0]}-{seeds[1]}",
+        run_config=_seed_config(*seeds),
+        tags={"split_seed": str(seeds[0]), "mixture_seed": str(seeds[1]), "steps_input": fingerprint},
+    )

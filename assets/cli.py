@@ -118,13 +118,22 @@ def _exec(command: list[str]) -> int:
 
 def run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="./forge run", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=USAGE,
+        prog="./forge run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=USAGE,
         description="Run the main job (envsim_main) on the embedded default and print where the data went. Before "
-                    "anything starts, the ENVSIM_* variables and the run config are checked (Dagster validates the run "
-                    "config against the job): one line per problem naming the key and the fix, exit 2. Other "
-                    "options are passed to dg launch.")
-    parser.add_argument("-c", "--config", action="append", default=[], metavar="FILE",
-                        help="a run config YAML (repeatable; files listed first win)")
+        "anything starts, the ENVSIM_* variables and the run config are checked (Dagster validates the run "
+        "config against the job): one line per problem naming the key and the fix, exit 2. Other "
+        "options are passed to dg launch.",
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a run config YAML (repeatable; files listed first win)",
+    )
     parser.add_argument("--config-json", metavar="JSON", help="a run config as a JSON string (it wins over the files)")
     return parser
 
@@ -168,8 +177,9 @@ def run(argv: list[str]) -> int:
             return status
         keys = partition_keys(current.shards)
         with ThreadPoolExecutor(max_workers=current.parallel_runs or os.cpu_count() or 1) as pool:
-            codes = list(pool.map(lambda key: _call(launch.dg_launch("--job", "collect_and_label", "--partition", key)),
-                                  keys))
+            codes = list(
+                pool.map(lambda key: _call(launch.dg_launch("--job", "collect_and_label", "--partition", key)), keys)
+            )
         status = next((code for code in codes if code), 0)
     started = time.time_ns()
     # a failed run (e.g. a check made blocking by ENVSIM_STRICT=1) ends with its failed step and the cause
@@ -195,15 +205,21 @@ def _run_history(name: str, data_root: str | None) -> bool:
         os.environ["DAGSTER_HOME"] = str(Path(data_root or settings().data_root).resolve() / ".dagster_home")
     if Path(os.environ["DAGSTER_HOME"]).is_dir():
         return True
-    _say(f"./forge {name}: no run history at {os.environ['DAGSTER_HOME']}: ./forge run has not run on this data root "
-         "(or set DAGSTER_HOME)", file=sys.stderr)
+    _say(
+        f"./forge {name}: no run history at {os.environ['DAGSTER_HOME']}: ./forge run has not run on this data root "
+        "(or set DAGSTER_HOME)",
+        file=sys.stderr,
+    )
     return False
 
 
 def report(argv: list[str]) -> int:
     """``./forge report``: what the latest run did (what ``./forge run`` prints after its run)."""
-    parser = _report_parser("report", "What the latest run did: its time per step, then its failed steps with their "
-                                      "one-line causes, or the summary of the data with what the run changed.")
+    parser = _report_parser(
+        "report",
+        "What the latest run did: its time per step, then its failed steps with their "
+        "one-line causes, or the summary of the data with what the run changed.",
+    )
     parser.add_argument("--status", type=int, default=0, help="the launcher's exit status")
     args = parser.parse_args(argv)
     if not _run_history("report", args.data_root):
@@ -241,14 +257,19 @@ def test(argv: list[str]) -> int:
 def bench(argv: list[str]) -> int:
     """``./forge bench``: sandbox labeling throughput (the arguments go to benchmarks/bench_labeling.py), then the
     evaluation harness."""
-    parser = argparse.ArgumentParser(prog="./forge bench", description=(
-        "Run the benchmarks: benchmarks/bench_labeling.py (sandbox labeling throughput and peak memory; the other "
-        "arguments are its own: --workers N..., --repeat N, --pack-calls N), then benchmarks/bench_harness.py "
-        "(evaluation harness throughput)."))
+    parser = argparse.ArgumentParser(
+        prog="./forge bench",
+        description=(
+            "Run the benchmarks: benchmarks/bench_labeling.py (sandbox labeling throughput and peak memory; the other "
+            "arguments are its own: --workers N..., --repeat N, --pack-calls N), then benchmarks/bench_harness.py "
+            "(evaluation harness throughput)."
+        ),
+    )
     _, rest = parser.parse_known_args(argv)
     _prepare_environment()
-    return (_call([sys.executable, str(ROOT / "benchmarks" / "bench_labeling.py"), *rest])
-            or _call([sys.executable, str(ROOT / "benchmarks" / "bench_harness.py")]))
+    return _call([sys.executable, str(ROOT / "benchmarks" / "bench_labeling.py"), *rest]) or _call(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_harness.py")]
+    )
 
 
 def bench_scale(argv: list[str]) -> int:
@@ -288,20 +309,34 @@ def _not_set_up(name: str, argv: list[str]) -> int:
         _say(USAGE)
         _say(_set_up_note(name))
         return 0
-    _say(f"./forge {name}: the project's environment is not set up here: run ./forge setup (or ./forge {name})",
-         file=sys.stderr)
+    _say(
+        f"./forge {name}: the project's environment is not set up here: run ./forge setup (or ./forge {name})",
+        file=sys.stderr,
+    )
     return 2
 
 
 #: every command, in the usage's order
-COMMANDS = {c.name: c for c in (
-    Command("run", run), Command("test", test), Command("ui", ui), Command("bench", bench),
-    Command("bench-scale", bench_scale), Command("bench-model", bench_model),
-    Command("download", _pipeline("download")), Command("summary", _pipeline("summary")),
-    Command("report", report), Command("timings", timings), Command("check-settings", _pipeline("check-settings")),
-    Command("partitions", _pipeline("partitions")),
-    Command("train-env", None), Command("serve-env", None), Command("setup", None),
-)}
+COMMANDS = {
+    c.name: c
+    for c in (
+        Command("run", run),
+        Command("test", test),
+        Command("ui", ui),
+        Command("bench", bench),
+        Command("bench-scale", bench_scale),
+        Command("bench-model", bench_model),
+        Command("download", _pipeline("download")),
+        Command("summary", _pipeline("summary")),
+        Command("report", report),
+        Command("timings", timings),
+        Command("check-settings", _pipeline("check-settings")),
+        Command("partitions", _pipeline("partitions")),
+        Command("train-env", None),
+        Command("serve-env", None),
+        Command("setup", None),
+    )
+}
 
 
 def main(argv: list[str] | None = None) -> int:

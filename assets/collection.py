@@ -3,12 +3,12 @@
 from dagster import AssetExecutionContext, MaterializeResult, asset
 from pydantic import Field
 
-from assets.partitions import shard_of
 from assets.metadata import metadata_of, parquet_metadata
+from assets.partitions import shard_of
 from pipeline.collect.explore import ExploreSettings
-from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.result import collection_facts
 from pipeline.collect.run import AgentRun, collect_all
+from pipeline.models.agent_settings import AgentSettings
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from resources.config_from import config_from
 
@@ -28,12 +28,21 @@ class CollectionConfig(config_from(ExploreSettings, exclude={"call_budget", "max
     optional LLM agent."""
 
     enabled: bool = Field(default=True, description="Explore the builtin/EnvScaler (and optionally bfcl) scenarios.")
-    force: bool = Field(default=False, description="Collect even when the inputs are unchanged (otherwise an identical "
-                        "earlier collection is reused: same sources and file contents, settings, limits and code).")
-    agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig, description="LLM agent policy (skipped without a model).")
-    call_budget: int | None = Field(default=None, ge=0, description="Stop after this many tool calls (unset: "
-                                    "`calls_per_environment` × the environments explored, at most the `composition` "
-                                    "resource's `explore_call_budget`, i.e. the profile's).")
+    force: bool = Field(
+        default=False,
+        description="Collect even when the inputs are unchanged (otherwise an identical "
+        "earlier collection is reused: same sources and file contents, settings, limits and code).",
+    )
+    agent: AgentPolicyConfig = Field(
+        default_factory=AgentPolicyConfig, description="LLM agent policy (skipped without a model)."
+    )
+    call_budget: int | None = Field(
+        default=None,
+        ge=0,
+        description="Stop after this many tool calls (unset: "
+        "`calls_per_environment` × the environments explored, at most the `composition` "
+        "resource's `explore_call_budget`, i.e. the profile's).",
+    )
 
     def agent_run(self) -> AgentRun | None:
         return self.agent.agent_run()
@@ -81,12 +90,21 @@ def trajectories(
     layout = store.layout()
     shard = shard_of(context)
     with sandbox.open() as box:
-        result = collect_all(sources.config(layout), layout, box, config.settings(composition.explore_call_budget),
-                             log=context.log.info, agent=config.agent_run(), composition=composition.composition(),
-                             shard=shard, force=config.force)
+        result = collect_all(
+            sources.config(layout),
+            layout,
+            box,
+            config.settings(composition.explore_call_budget),
+            log=context.log.info,
+            agent=config.agent_run(),
+            composition=composition.composition(),
+            shard=shard,
+            force=config.force,
+        )
     layout = layout.for_partition(shard.key) if shard is not None else layout
-    facts = collection_facts(result, layout, sources.explore_class_defaults,
-                             config.agent.model if config.agent_run() is not None else None)
+    facts = collection_facts(
+        result, layout, sources.explore_class_defaults, config.agent.model if config.agent_run() is not None else None
+    )
     for line in facts.warnings:
         context.log.warning(line)
     return MaterializeResult(metadata={**metadata_of(facts.values), **parquet_metadata(layout.trajectory_files())})

@@ -18,7 +18,19 @@ prepare_process()  # first, before anything imports pyarrow
 
 import dagster as dg  # noqa: E402
 
-from assets import automation, collection, environments, envsimbench, evaluation, export, labeling, quality, selection, simulation, training  # noqa: E402
+from assets import (  # noqa: E402
+    automation,
+    collection,
+    environments,
+    envsimbench,
+    evaluation,
+    export,
+    labeling,
+    quality,
+    selection,
+    simulation,
+    training,
+)
 from assets.executors import executor_for  # noqa: E402
 from assets.partitions import PARTITIONED, partitioned, shards_partitions  # noqa: E402
 from pipeline.core.settings import Settings, settings  # noqa: E402
@@ -34,12 +46,14 @@ _NOT_MAIN = dg.AssetSelection.groups("training", "simulation", "envsimbench")
 def _main_jobs(sharded: bool) -> list:
     """``envsim_main`` (and, partitioned, ``collect_and_label``)."""
     if not sharded:
-        return [dg.define_asset_job(
-            "envsim_main",
-            selection=dg.AssetSelection.all() - _NOT_MAIN,
-            description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> strata -> "
-            "benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
-        )]
+        return [
+            dg.define_asset_job(
+                "envsim_main",
+                selection=dg.AssetSelection.all() - _NOT_MAIN,
+                description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> strata -> "
+                "benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
+            )
+        ]
     split = dg.AssetSelection.assets(*PARTITIONED)
     return [
         dg.define_asset_job(
@@ -68,12 +82,20 @@ def build_definitions(current: Settings) -> dg.Definitions:
         automation.regenerate_splits,
         simulation.simulation,
         simulation.curriculum_refresh,
-        dg.define_asset_job("envsimbench_import_job", selection=dg.AssetSelection.groups("envsimbench"),
-                            description="Import the published EnvSimBench (benchmark / process data) as benchmark split versions."),
+        dg.define_asset_job(
+            "envsimbench_import_job",
+            selection=dg.AssetSelection.groups("envsimbench"),
+            description="Import the published EnvSimBench (benchmark / process data) as benchmark split versions.",
+        ),
     ]
     if current.launcher:
-        jobs.append(dg.define_asset_job("training", selection=dg.AssetSelection.groups("training"),
-                                        description="SFT training and evaluation as GPU jobs through the launcher (local or Slurm)."))
+        jobs.append(
+            dg.define_asset_job(
+                "training",
+                selection=dg.AssetSelection.groups("training"),
+                description="SFT training and evaluation as GPU jobs through the launcher (local or Slurm).",
+            )
+        )
     return dg.Definitions(
         assets=[partitioned(a, partitions) for a in dg.load_assets_from_modules(modules)],
         asset_checks=dg.load_asset_checks_from_modules(modules),

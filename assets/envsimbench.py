@@ -4,8 +4,8 @@ from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataVa
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from pipeline.envsimbench import importer as envsimbench
 from assets.metadata import parquet_metadata, records_table
+from pipeline.envsimbench import importer as envsimbench
 from pipeline.store import warehouse
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import DataStoreResource, HuggingFaceHubResource
@@ -13,20 +13,34 @@ from resources.config_from import default_of
 
 
 class EnvSimBenchImportConfig(Config):
-    benchmark_files: list[str] = Field(default_factory=list, description="Local reference-format benchmark file(s) (JSON list / JSONL).")
+    benchmark_files: list[str] = Field(
+        default_factory=list, description="Local reference-format benchmark file(s) (JSON list / JSONL)."
+    )
     process_files: list[str] = Field(default_factory=list, description="Local reference-format process-data file(s).")
-    repo_id: str | None = Field(default=None, description=f"Download from this Hub dataset instead, e.g. {envsimbench.HUB_REPO}.")
+    repo_id: str | None = Field(
+        default=None, description=f"Download from this Hub dataset instead, e.g. {envsimbench.HUB_REPO}."
+    )
     revision: str | None = Field(default=None, description="Hub revision (branch, tag or commit).")
-    benchmark_patterns: list[str] = Field(default_factory=lambda: default_of(envsimbench.download, "patterns"),
-                                          description="Hub files of the benchmark.")
-    process_patterns: list[str] = Field(default_factory=list, description='Hub files of the process data, e.g. ["Process Data/*"].')
-    make_current: bool = Field(default=default_of(envsimbench.import_envsimbench, "make_current"),
-                               description="Make the imported benchmark the CURRENT benchmark version.")
+    benchmark_patterns: list[str] = Field(
+        default_factory=lambda: default_of(envsimbench.download, "patterns"), description="Hub files of the benchmark."
+    )
+    process_patterns: list[str] = Field(
+        default_factory=list, description='Hub files of the process data, e.g. ["Process Data/*"].'
+    )
+    make_current: bool = Field(
+        default=default_of(envsimbench.import_envsimbench, "make_current"),
+        description="Make the imported benchmark the CURRENT benchmark version.",
+    )
 
 
 @asset(group_name="envsimbench", pool="duckdb", kinds={"huggingface", "duckdb"})
-def envsimbench_import(context: AssetExecutionContext, config: EnvSimBenchImportConfig, store: DataStoreResource,
-                       hub: HuggingFaceHubResource, duckdb: DuckDBResource) -> MaterializeResult:
+def envsimbench_import(
+    context: AssetExecutionContext,
+    config: EnvSimBenchImportConfig,
+    store: DataStoreResource,
+    hub: HuggingFaceHubResource,
+    duckdb: DuckDBResource,
+) -> MaterializeResult:
     """The published EnvSimBench as benchmark split versions marked imported (`bench-envsimbench-*`): Δ
     recomputed and checked against `change_count`, strata from our rules, `code(a_t)` cut out of `env_code`;
     samples that cannot be represented are listed by id. Score them with `simulator_eval`
@@ -36,26 +50,46 @@ def envsimbench_import(context: AssetExecutionContext, config: EnvSimBenchImport
     if config.repo_id:
         for name, patterns in (("benchmark", config.benchmark_patterns), ("process", config.process_patterns)):
             if patterns:
-                parts[name] += [str(p) for p in envsimbench.download(config.repo_id, patterns, config.revision,
-                                                                     hub.token, hub.endpoint)]
-    reports = [envsimbench.import_envsimbench(layout, files, name, make_current=config.make_current and name == "benchmark")
-               for name, files in parts.items() if files]
+                parts[name] += [
+                    str(p)
+                    for p in envsimbench.download(config.repo_id, patterns, config.revision, hub.token, hub.endpoint)
+                ]
+    reports = [
+        envsimbench.import_envsimbench(layout, files, name, make_current=config.make_current and name == "benchmark")
+        for name, files in parts.items()
+        if files
+    ]
     if not reports:  # "Materialize all" on the default configuration: nothing to import, and it says so
-        message = ("nothing imported: configure benchmark_files / process_files (local reference-format files) "
-                   f"or repo_id (e.g. {envsimbench.HUB_REPO}) in this asset's config")
+        message = (
+            "nothing imported: configure benchmark_files / process_files (local reference-format files) "
+            f"or repo_id (e.g. {envsimbench.HUB_REPO}) in this asset's config"
+        )
         context.log.warning(f"envsimbench_import: {message}")
         return MaterializeResult(metadata={"versions": MetadataValue.md(f"_{message}_")})
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
-    rows = [{"version": r.version, "samples": r.samples, "environments": r.environments, "skipped": len(r.skipped),
-             "change_count_mismatches": len(r.change_count_mismatches), "without_code": len(r.without_code)} for r in reports]
+    rows = [
+        {
+            "version": r.version,
+            "samples": r.samples,
+            "environments": r.environments,
+            "skipped": len(r.skipped),
+            "change_count_mismatches": len(r.change_count_mismatches),
+            "without_code": len(r.without_code),
+        }
+        for r in reports
+    ]
     problems = [{"version": r.version, **s} for r in reports for s in r.skipped][:100]
     for r in reports:
-        context.log.info(f"{r.version}: {r.samples} samples from {r.files}; strata {r.strata}; skipped {len(r.skipped)}; "
-                         f"change_count mismatches {len(r.change_count_mismatches)}")
-    return MaterializeResult(metadata={
-        "versions": records_table(rows, list(rows[0]), limit=len(rows)),
-        "skipped": records_table(problems, ["version", "id", "reason"], limit=100),
-        "strata": MetadataValue.json({r.version: r.strata for r in reports}),
-        **parquet_metadata([SplitStore(layout, BENCHMARK).samples(r.version) for r in reports]),
-    })
+        context.log.info(
+            f"{r.version}: {r.samples} samples from {r.files}; strata {r.strata}; skipped {len(r.skipped)}; "
+            f"change_count mismatches {len(r.change_count_mismatches)}"
+        )
+    return MaterializeResult(
+        metadata={
+            "versions": records_table(rows, list(rows[0]), limit=len(rows)),
+            "skipped": records_table(problems, ["version", "id", "reason"], limit=100),
+            "strata": MetadataValue.json({r.version: r.strata for r in reports}),
+            **parquet_metadata([SplitStore(layout, BENCHMARK).samples(r.version) for r in reports]),
+        }
+    )

@@ -3,7 +3,16 @@
 from typing import Any
 
 import pydantic
-from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    Config,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, field_validator
 
@@ -28,8 +37,12 @@ def _kind_sections() -> dict[str, Any]:
     return sections
 
 
-_SimulatorFields = pydantic.create_model("SimulatorFields", __base__=config_from(SimulatorSpec, exclude={"settings"}),
-                                         __module__=__name__, **_kind_sections())
+_SimulatorFields = pydantic.create_model(
+    "SimulatorFields",
+    __base__=config_from(SimulatorSpec, exclude={"settings"}),
+    __module__=__name__,
+    **_kind_sections(),
+)
 
 
 class SimulatorConfig(_SimulatorFields):
@@ -56,13 +69,21 @@ class EvalConfig(Config):
 
     split_version: str | None = Field(default=None, description="Benchmark version (default: CURRENT).")
     simulators: list[SimulatorConfig] = Field(
-        default_factory=lambda: [SimulatorConfig(name="oracle", kind="oracle"), SimulatorConfig(name="no_change", kind="no_change")],
+        default_factory=lambda: [
+            SimulatorConfig(name="oracle", kind="oracle"),
+            SimulatorConfig(name="no_change", kind="no_change"),
+        ],
         description="Simulators to score; the defaults need no model.",
     )
 
 
-@asset(group_name="evaluation", deps=["benchmark_split"], pool="duckdb", kinds={"duckdb", "openai"},
-       check_specs=[AssetCheckSpec("oracle_is_perfect", asset="simulator_eval")])
+@asset(
+    group_name="evaluation",
+    deps=["benchmark_split"],
+    pool="duckdb",
+    kinds={"duckdb", "openai"},
+    check_specs=[AssetCheckSpec("oracle_is_perfect", asset="simulator_eval")],
+)
 def simulator_eval(
     context: AssetExecutionContext, config: EvalConfig, store: DataStoreResource, duckdb: DuckDBResource
 ) -> MaterializeResult:
@@ -91,17 +112,23 @@ def simulator_eval(
     if endpoint_failures:
         with duckdb.get_connection() as con:
             table = results.summary(con, run_ids)
-        raise Failure(description="; ".join(endpoint_failures),
-                      metadata={"split_version": version, "summary": frame_table(table)})
+        raise Failure(
+            description="; ".join(endpoint_failures), metadata={"split_version": version, "summary": frame_table(table)}
+        )
     with duckdb.get_connection() as con:
         table = results.summary(con, run_ids)
         plot = results.cm_by_delta_plot(con, run_ids, layout.eval_dir(version) / "cm_by_delta.png")
         scores = results.headline_scores(con, run_ids)
-        oracle = con.execute("SELECT fm, cm, samples FROM eval_runs WHERE simulator = 'oracle' AND split_version = ?",
-                             [version]).fetchone()
-    check = [AssetCheckResult(check_name="oracle_is_perfect",
-                              passed=oracle is not None and oracle[0] == 100 and oracle[1] == 100,
-                              metadata={"oracle": str(oracle) if oracle else "oracle was not evaluated"})]
+        oracle = con.execute(
+            "SELECT fm, cm, samples FROM eval_runs WHERE simulator = 'oracle' AND split_version = ?", [version]
+        ).fetchone()
+    check = [
+        AssetCheckResult(
+            check_name="oracle_is_perfect",
+            passed=oracle is not None and oracle[0] == 100 and oracle[1] == 100,
+            metadata={"oracle": str(oracle) if oracle else "oracle was not evaluated"},
+        )
+    ]
     return MaterializeResult(
         metadata={
             "split_version": version,

@@ -8,7 +8,10 @@ from dagster import ExecutorDefinition, in_process_executor, multiprocess_execut
 from pipeline.core.settings import EXECUTORS, Settings
 
 #: executors from optional packages: name -> (module, attribute, package)
-_EXTRAS = {"celery": ("dagster_celery", "celery_executor", "dagster-celery"), "k8s": ("dagster_k8s", "k8s_job_executor", "dagster-k8s")}
+_EXTRAS = {
+    "celery": ("dagster_celery", "celery_executor", "dagster-celery"),
+    "k8s": ("dagster_k8s", "k8s_job_executor", "dagster-k8s"),
+}
 
 
 def _executor_config(current: Settings) -> dict:

@@ -13,14 +13,15 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.partitions import partition_metadata, scoped
-from pipeline.labeling.determinism import check_determinism
-from pipeline.labeling.steps import label
-from pipeline.labeling.quarantine import quarantine
-from pipeline.core.untrusted import md
-from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK, MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
-from pipeline.quality.suites import step_table_suite
 from assets.metadata import counts_table, frame_table, parquet_metadata, records_table, suite_table
+from assets.partitions import partition_metadata, scoped
+from pipeline.core.untrusted import md
+from pipeline.labeling.determinism import check_determinism
+from pipeline.labeling.quarantine import quarantine
+from pipeline.labeling.steps import label
+from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
+from pipeline.quality.outcomes import MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
+from pipeline.quality.suites import step_table_suite
 from pipeline.store import queries
 from pipeline.store.reconstruct import verify_steps
 from resources import CompositionResource, DataStoreResource, SandboxResource
@@ -28,12 +29,17 @@ from resources.config_from import default_of
 
 
 class LabelingConfig(Config):
-    chunk_size: int = Field(default=default_of(label, "chunk_size"), description="Trajectories per resumable part file.")
+    chunk_size: int = Field(
+        default=default_of(label, "chunk_size"), description="Trajectories per resumable part file."
+    )
 
 
 @asset(group_name="labeling", deps=["trajectories"], kinds={"python", "parquet", "duckdb"})
 def labeled_steps(
-    context: AssetExecutionContext, config: LabelingConfig, store: DataStoreResource, sandbox: SandboxResource,
+    context: AssetExecutionContext,
+    config: LabelingConfig,
+    store: DataStoreResource,
+    sandbox: SandboxResource,
     composition: CompositionResource,
 ) -> MaterializeResult:
     """Every step labeled by the executor: s_t (hash), a_t, code(a_t) (ref), o_t, s'_t (hash), Δ, |Δ|,
@@ -71,7 +77,9 @@ def labeled_steps(
             "parts_reused": report.parts_reused,
             "trajectories_labeled_at_collection": report.prelabeled,  # each call executed once
             "steps_per_second": round(report.steps_per_second, 1),
-            "delta_by_outcome": frame_table(pivot.rename_axis("delta_size"), index=True) if pivot is not None else records_table([], ["delta_size"]),
+            "delta_by_outcome": frame_table(pivot.rename_axis("delta_size"), index=True)
+            if pivot is not None
+            else records_table([], ["delta_size"]),
             "delta_histogram": counts_table(hist, "delta_size"),
             "benchmark_cell_candidates": frame_table(cells) if cells is not None else records_table([], ["cell"]),
             "balance2_candidates": frame_table(groups) if groups is not None else records_table([], ["group"]),
@@ -85,15 +93,22 @@ def labeled_steps(
 
 
 #: what the two quarantining checks do with an environment that fails them
-_QUARANTINE = ("quarantined: its steps leave the splits, the run summary names it with the reason, and the check "
-               "fails with severity WARN while the others go on (strict: ERROR, and the run stops; the `composition` "
-               "resource's `strict`, ENVSIM_STRICT).")
+_QUARANTINE = (
+    "quarantined: its steps leave the splits, the run summary names it with the reason, and the check "
+    "fails with severity WARN while the others go on (strict: ERROR, and the run stops; the `composition` "
+    "resource's `strict`, ENVSIM_STRICT)."
+)
 
 
-@asset_check(asset=labeled_steps, blocking=True, description=(
-    "Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the "
-    "recorded s'_t hash (partitioned: the partition's steps). An environment with a step that does not "
-    f"verify is {_QUARANTINE}"))
+@asset_check(
+    asset=labeled_steps,
+    blocking=True,
+    description=(
+        "Every step's Δ, applied to the state rebuilt from the initial state and earlier Δs, reproduces the "
+        "recorded s'_t hash (partitioned: the partition's steps). An environment with a step that does not "
+        f"verify is {_QUARANTINE}"
+    ),
+)
 def delta_roundtrip(
     context: AssetCheckExecutionContext, store: DataStoreResource, composition: CompositionResource
 ) -> AssetCheckResult:
@@ -102,10 +117,14 @@ def delta_roundtrip(
     strict = composition.strict
     held = quarantine(layout, report, strict=strict)
     if held.environments:
-        context.log.warning(f"delta_roundtrip: quarantined {', '.join(held.environments)} ({held.steps} steps excluded from the splits)")
+        context.log.warning(
+            f"delta_roundtrip: quarantined {', '.join(held.environments)} ({held.steps} steps excluded from the splits)"
+        )
     return AssetCheckResult(
         passed=report.ok,
-        severity=AssetCheckSeverity.WARN if report.ok or (held.environments and not strict) else AssetCheckSeverity.ERROR,
+        severity=AssetCheckSeverity.WARN
+        if report.ok or (held.environments and not strict)
+        else AssetCheckSeverity.ERROR,
         metadata={
             **partition_metadata(context),
             "trajectories": report.trajectories,
@@ -119,35 +138,53 @@ def delta_roundtrip(
 
 
 class DeterminismConfig(Config):
-    per_env: int = Field(default=default_of(check_determinism, "per_env"),
-                         description="Trajectories of every environment re-executed from scratch (labels kept from collection included).")
-    sample_size: int = Field(default=default_of(check_determinism, "sample_size"),
-                             description="Further trajectories re-executed from scratch, drawn from all the others (-1: all of them).")
+    per_env: int = Field(
+        default=default_of(check_determinism, "per_env"),
+        description="Trajectories of every environment re-executed from scratch (labels kept from collection included).",
+    )
+    sample_size: int = Field(
+        default=default_of(check_determinism, "sample_size"),
+        description="Further trajectories re-executed from scratch, drawn from all the others (-1: all of them).",
+    )
     seed: int = Field(default=default_of(check_determinism, "seed"), description="Seed of the picks.")
     strict: bool | None = Field(
-        default=None, description="A non-deterministic environment fails the run (severity ERROR, blocking) instead of "
-        "being quarantined while the others go on (unset: the `composition` resource's `strict`, ENVSIM_STRICT).")
+        default=None,
+        description="A non-deterministic environment fails the run (severity ERROR, blocking) instead of "
+        "being quarantined while the others go on (unset: the `composition` resource's `strict`, ENVSIM_STRICT).",
+    )
 
 
-@asset_check(asset=labeled_steps, blocking=True, description=(
-    "Labels are reproducible: one trajectory of every environment and a seeded sample of the others, run again "
-    "in fresh processes (same frozen clock and seeds), give the stored labels, and steps a second execution "
-    "labeled give what exploration observed (partitioned: the partition's trajectories). An environment that "
-    f"differs is {_QUARANTINE} The check's `strict` config overrides the resource's."))
+@asset_check(
+    asset=labeled_steps,
+    blocking=True,
+    description=(
+        "Labels are reproducible: one trajectory of every environment and a seeded sample of the others, run again "
+        "in fresh processes (same frozen clock and seeds), give the stored labels, and steps a second execution "
+        "labeled give what exploration observed (partitioned: the partition's trajectories). An environment that "
+        f"differs is {_QUARANTINE} The check's `strict` config overrides the resource's."
+    ),
+)
 def relabel_is_deterministic(
-    context: AssetCheckExecutionContext, config: DeterminismConfig, store: DataStoreResource, sandbox: SandboxResource,
+    context: AssetCheckExecutionContext,
+    config: DeterminismConfig,
+    store: DataStoreResource,
+    sandbox: SandboxResource,
     composition: CompositionResource,
 ) -> AssetCheckResult:
     strict = composition.strict if config.strict is None else config.strict
     with sandbox.open() as box:
-        report = check_determinism(scoped(store.layout(), context), box, config.sample_size, config.seed,
-                                   per_env=config.per_env, strict=strict)
+        report = check_determinism(
+            scoped(store.layout(), context), box, config.sample_size, config.seed, per_env=config.per_env, strict=strict
+        )
     if not report.ok:
         log = context.log.error if strict else context.log.warning
         log(f"relabel_is_deterministic: {report.headline()}")
         for env, reason in report.reasons.items():
             log(f"  quarantined {env}: {reason[:300]}")
-    by_env = [{"env_id": e, "excluded_steps": n, "reason": report.reasons.get(e, "")[:300]} for e, n in report.by_env().items()]
+    by_env = [
+        {"env_id": e, "excluded_steps": n, "reason": report.reasons.get(e, "")[:300]}
+        for e, n in report.by_env().items()
+    ]
     return AssetCheckResult(
         passed=report.ok,
         severity=AssetCheckSeverity.ERROR if strict else AssetCheckSeverity.WARN,
@@ -159,8 +196,9 @@ def relabel_is_deterministic(
             "sampled_per_environment": report.per_env,
             "steps_compared": report.steps_compared,
             "explored_steps_compared": report.explored_compared,
-            "quarantined_environments": records_table([{"env_id": e, "reason": r[:300]} for e, r in report.reasons.items()],
-                                                      ["env_id", "reason"]),
+            "quarantined_environments": records_table(
+                [{"env_id": e, "reason": r[:300]} for e, r in report.reasons.items()], ["env_id", "reason"]
+            ),
             "nondeterministic_environments": ", ".join(report.quarantined()) or "none",
             "excluded_steps": len(report.excluded),
             "excluded_by_env": records_table(by_env, ["env_id", "excluded_steps", "reason"]),
@@ -171,28 +209,48 @@ def relabel_is_deterministic(
     )
 
 
-@asset_check(asset=labeled_steps, description=(
-    "great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| "
-    "equals the Δ list length (in a partitioned run: the partition's steps; an empty partition has nothing to "
-    "check)."))
+@asset_check(
+    asset=labeled_steps,
+    description=(
+        "great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| "
+        "equals the Δ list length (in a partitioned run: the partition's steps; an empty partition has nothing to "
+        "check)."
+    ),
+)
 def step_table_expectations(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
     if layout.partition is not None and not layout.step_parts():
-        return AssetCheckResult(passed=True, metadata={**partition_metadata(context), "rows": 0,
-                                                       "failures": MetadataValue.md("_empty partition: no steps to check_")})
+        return AssetCheckResult(
+            passed=True,
+            metadata={
+                **partition_metadata(context),
+                "rows": 0,
+                "failures": MetadataValue.md("_empty partition: no steps to check_"),
+            },
+        )
     suite = step_table_suite(layout)
-    return AssetCheckResult(passed=suite.success, metadata={
-        **partition_metadata(context), "rows": suite.rows, "expectations_evaluated": suite.evaluated,
-        "failures": suite_table(suite),
-    })
+    return AssetCheckResult(
+        passed=suite.success,
+        metadata={
+            **partition_metadata(context),
+            "rows": suite.rows,
+            "expectations_evaluated": suite.evaluated,
+            "failures": suite_table(suite),
+        },
+    )
 
 
-@asset_check(asset=labeled_steps, name=OUTCOME_CHECK, description=(
-    "Outcome labels fit each corpus (the first component of the environment id: `bfcl`, `builtin`, an "
-    f"EnvScaler prefix). A corpus with at least {MIN_STEPS} steps and no failure label (its refusals likely use a "
-    f"convention the outcome rule does not know), or with more than {MAX_FAILURE_SHARE:.0%} of its non-error steps "
-    "labeled failure, fails with severity WARN naming the corpus, its rule, an example observation and how to "
-    "declare a rule (docs/environments.md); the run summary names it too (partitioned: the partition's steps)."))
+@asset_check(
+    asset=labeled_steps,
+    name=OUTCOME_CHECK,
+    description=(
+        "Outcome labels fit each corpus (the first component of the environment id: `bfcl`, `builtin`, an "
+        f"EnvScaler prefix). A corpus with at least {MIN_STEPS} steps and no failure label (its refusals likely use a "
+        f"convention the outcome rule does not know), or with more than {MAX_FAILURE_SHARE:.0%} of its non-error steps "
+        "labeled failure, fails with severity WARN naming the corpus, its rule, an example observation and how to "
+        "declare a rule (docs/environments.md); the run summary names it too (partitioned: the partition's steps)."
+    ),
+)
 def outcome_labels_plausible(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
     report = check_outcomes(scoped(store.layout(), context))
     for line in report.warnings():
@@ -204,9 +262,20 @@ def outcome_labels_plausible(context: AssetCheckExecutionContext, store: DataSto
         metadata={
             **partition_metadata(context),
             "headline": report.headline(),
-            "corpora": records_table([c.row() for c in report.corpora],
-                                     ["corpus", "steps", "errors", "failures", "failure_share", "outcome_rule", "finding",
-                                      "example_step", "example_observation"]),
+            "corpora": records_table(
+                [c.row() for c in report.corpora],
+                [
+                    "corpus",
+                    "steps",
+                    "errors",
+                    "failures",
+                    "failure_share",
+                    "outcome_rule",
+                    "finding",
+                    "example_step",
+                    "example_observation",
+                ],
+            ),
             "findings": MetadataValue.md("\n".join(f"- {md(w)}" for w in report.warnings()) or "_none_"),
             "min_steps": MIN_STEPS,
             "max_failure_share": MAX_FAILURE_SHARE,

@@ -19,7 +19,13 @@ from pathlib import Path  # noqa: E402
 
 import yaml  # noqa: E402
 from dagster import (  # noqa: E402
-    DagsterEventType, DagsterInstance, DagsterInvalidConfigError, DagsterRunStatus, Definitions, RunsFilter, validate_run_config,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterInvalidConfigError,
+    DagsterRunStatus,
+    Definitions,
+    RunsFilter,
+    validate_run_config,
 )
 from dagster._utils.merger import deep_merge_dicts  # noqa: E402
 
@@ -37,8 +43,11 @@ def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, d
     tags = {DATA_ROOT_TAG: root_tag(data_root)} if data_root else {}
     runs = instance.get_run_records(RunsFilter(job_name=job_name, tags=tags), limit=1)
     if not runs or (since is not None and runs[0].create_timestamp.timestamp() < since):
-        print(f"no run of {job_name} started" + (" by this command" if since is not None else "")
-              + f" (run history: {instance.root_directory})")
+        print(
+            f"no run of {job_name} started"
+            + (" by this command" if since is not None else "")
+            + f" (run history: {instance.root_directory})"
+        )
         return None
     return runs[0]
 
@@ -62,16 +71,20 @@ def _print_timings(instance: DagsterInstance, record, job_name: str) -> None:  #
     if not stats or not record.start_time or not record.end_time:
         return
     total = record.end_time - record.start_time
-    print(f"Run {record.dagster_run.run_id[:8]} of {job_name}: {total:.1f}s wall "
-          f"({record.dagster_run.status.value}); time per step:")
+    print(
+        f"Run {record.dagster_run.run_id[:8]} of {job_name}: {total:.1f}s wall "
+        f"({record.dagster_run.status.value}); time per step:"
+    )
     busy = 0.0
     for s in sorted(stats, key=lambda s: s.start_time):
         seconds = s.end_time - s.start_time
         busy += seconds
         print(f"  {s.step_key:45s} {seconds:7.1f}s")
     print(f"  {'(sum of steps; they run concurrently)':45s} {busy:7.1f}s")
-    print(f"  {'(run wall time outside any step)':45s} "
-          f"{total - (max(s.end_time for s in stats) - min(s.start_time for s in stats)):7.1f}s")
+    print(
+        f"  {'(run wall time outside any step)':45s} "
+        f"{total - (max(s.end_time for s in stats) - min(s.start_time for s in stats)):7.1f}s"
+    )
 
 
 def _one_line(error) -> str:  # noqa: ANN001 (dagster's SerializableErrorInfo)
@@ -135,8 +148,9 @@ def run_outcome(instance: DagsterInstance, run_id: str) -> RunOutcome:
     return outcome
 
 
-def report(job_name: str = "envsim_main", since: float | None = None, data_root: str | None = None,
-           status: int = 0) -> int:
+def report(
+    job_name: str = "envsim_main", since: float | None = None, data_root: str | None = None, status: int = 0
+) -> int:
     """What ``./forge run`` prints after its run (``status``: the launcher's exit status): the run's timings,
     then, when the run failed, each failed step and its one-line cause and a last line naming the step (nothing
     from earlier runs); else the summary of the data with what this run changed. Returns the exit status."""
@@ -159,8 +173,10 @@ def report(job_name: str = "envsim_main", since: float | None = None, data_root:
         for step, cause in outcome.failures:
             print(f"step {step} failed: {cause}", file=sys.stderr)
         if not outcome.failures:
-            print(f"run {outcome.run_id[:8]} ended {outcome.status}: {outcome.run_failure or 'no step failed'}",
-                  file=sys.stderr)
+            print(
+                f"run {outcome.run_id[:8]} ended {outcome.status}: {outcome.run_failure or 'no step failed'}",
+                file=sys.stderr,
+            )
         steps = [step for step, _ in outcome.failures]
         where = f" at step {steps[0]}" + (f" (and {', '.join(steps[1:])})" if steps[1:] else "") if steps else ""
         print(f"./forge run: FAILED{where} (exit {code})", file=sys.stderr)
@@ -187,19 +203,25 @@ def _describe_config_error(error, job) -> str:  # noqa: ANN001 (dagster's Evalua
         section = _section_hint(job, path, [name])
         if section:
             return f"unknown config key {name!r} under {where}: {section.replace('they belong', 'it belongs')}"
-        return (f"unknown config key {name!r} under {where}: {hint}"
-                f"{'valid keys: ' + ', '.join(keys) if keys else 'remove it'}")
+        return (
+            f"unknown config key {name!r} under {where}: {hint}"
+            f"{'valid keys: ' + ', '.join(keys) if keys else 'remove it'}"
+        )
     if error.reason == DagsterEvaluationErrorReason.FIELDS_NOT_DEFINED:
         keys = _schema_keys(job, path)
         names = list(error.error_data.field_names)
-        return (f"unknown config keys {', '.join(map(repr, names))} under {where}: "
-                f"{_section_hint(job, path, names) or 'valid keys: ' + ', '.join(keys)}")
+        return (
+            f"unknown config keys {', '.join(map(repr, names))} under {where}: "
+            f"{_section_hint(job, path, names) or 'valid keys: ' + ', '.join(keys)}"
+        )
     if error.reason == DagsterEvaluationErrorReason.RUNTIME_TYPE_MISMATCH:
         choices = [v.value for v in error.error_data.config_type_snap.enum_values or []]
         if choices:  # a closed choice (a config enum): name them
             return f"config value {error.error_data.value_rep} at {where} is not one of {', '.join(choices)}: fix the value"
-        return (f"config value {error.error_data.value_rep} at {where} has the wrong type "
-                f"(expected {error.error_data.config_type_snap.given_name or error.error_data.config_type_snap.key}): fix the value")
+        return (
+            f"config value {error.error_data.value_rep} at {where} has the wrong type "
+            f"(expected {error.error_data.config_type_snap.given_name or error.error_data.config_type_snap.key}): fix the value"
+        )
     if error.reason == DagsterEvaluationErrorReason.MISSING_REQUIRED_FIELD:
         return f"config key {error.error_data.field_name!r} is required under {where}: add it"
     return f"config error at {where}: {error.message.splitlines()[0][:300]}"
@@ -254,8 +276,10 @@ def load_run_config(configs: Sequence[str] = (), config_json: str | None = None)
             problems.append(f"run config file {name} is not valid YAML ({str(exc).splitlines()[0]}): fix the file")
             continue
         if not isinstance(loaded, dict):
-            problems.append(f"run config file {name} holds a {type(loaded).__name__}, not a mapping: "
-                            "write ops:/resources: keys at its top level")
+            problems.append(
+                f"run config file {name} holds a {type(loaded).__name__}, not a mapping: "
+                "write ops:/resources: keys at its top level"
+            )
             continue
         run_config = deep_merge_dicts(run_config, loaded)
     if config_json:
@@ -269,8 +293,9 @@ def load_run_config(configs: Sequence[str] = (), config_json: str | None = None)
     return run_config, problems
 
 
-def check_launch(job_name: str, run_config: dict, defs: Definitions | None = None,
-                 where: str = "run config") -> list[str]:
+def check_launch(
+    job_name: str, run_config: dict, defs: Definitions | None = None, where: str = "run config"
+) -> list[str]:
     """What is wrong with launching ``job_name`` with ``run_config`` (:func:`load_run_config`'s), against ``defs``
     (default: the code location of the process's settings), before any run starts: the job must exist, Dagster
     validates the run config against the job's config schema (``validate_run_config``; each of its errors one line

@@ -7,8 +7,9 @@ comments and the dataset card), so the UI's Columns table says what each column 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -47,12 +48,16 @@ def _cell(value: Any) -> str | int | float | bool | None:
 def records_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], limit: int = MAX_ROWS) -> MetadataValue:
     """Table metadata of ``columns`` of the first ``limit`` rows."""
     body = [{c: _cell(r.get(c)) for c in columns} for r in list(rows)[:limit]]
-    schema = TableSchema(columns=[TableColumn(name=str(c), type=_column_type(r[c] for r in body), description=describe(str(c)))
-                                  for c in columns])
+    schema = TableSchema(
+        columns=[
+            TableColumn(name=str(c), type=_column_type(r[c] for r in body), description=describe(str(c)))
+            for c in columns
+        ]
+    )
     return MetadataValue.table(records=[TableRecord(r) for r in body], schema=schema)
 
 
-def frame_table(df: "Any", index: bool = False, limit: int = MAX_ROWS) -> MetadataValue:
+def frame_table(df: Any, index: bool = False, limit: int = MAX_ROWS) -> MetadataValue:
     """Table metadata of a DataFrame (``index``: its index as the first column(s))."""
     if index:
         df = df.reset_index()
@@ -65,9 +70,16 @@ def counts_table(counts: Mapping[Any, int], label: str) -> MetadataValue:
     return records_table([{label: _cell(k), "count": int(n)} for k, n in counts.items()], [label, "count"])
 
 
-_ARROW_TYPES = ((pa.types.is_boolean, "bool"), (pa.types.is_integer, "int"), (pa.types.is_floating, "float"),
-                (pa.types.is_string, "string"), (pa.types.is_large_string, "string"), (pa.types.is_timestamp, "timestamp"),
-                (pa.types.is_list, "list"), (pa.types.is_struct, "struct"))
+_ARROW_TYPES = (
+    (pa.types.is_boolean, "bool"),
+    (pa.types.is_integer, "int"),
+    (pa.types.is_floating, "float"),
+    (pa.types.is_string, "string"),
+    (pa.types.is_large_string, "string"),
+    (pa.types.is_timestamp, "timestamp"),
+    (pa.types.is_list, "list"),
+    (pa.types.is_struct, "struct"),
+)
 
 
 def _arrow_type(dtype: pa.DataType) -> str:
@@ -87,9 +99,14 @@ def parquet_metadata(files: Sequence[str | Path], table: str = "") -> dict[str, 
         return {"dagster/row_count": 0}
     schema = pq.read_schema(files[0])
     rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    return {"dagster/row_count": rows,
-            "dagster/column_schema": TableSchema(columns=[
-                TableColumn(name=f.name, type=_arrow_type(f.type), description=describe(f.name, table)) for f in schema])}
+    return {
+        "dagster/row_count": rows,
+        "dagster/column_schema": TableSchema(
+            columns=[
+                TableColumn(name=f.name, type=_arrow_type(f.type), description=describe(f.name, table)) for f in schema
+            ]
+        ),
+    }
 
 
 def suite_table(suite: Any) -> MetadataValue:
@@ -103,6 +120,7 @@ def suite_table(suite: Any) -> MetadataValue:
 def metadata_of(values: Mapping[str, Any]) -> dict[str, Any]:
     """Asset metadata of a stage's :class:`~pipeline.report.tables.Facts` values: a ``Table`` as table metadata,
     ``Markdown`` as Markdown, a ``Path`` as a path, a dict as JSON, any other value as it is."""
+
     def one(value: Any) -> Any:
         if isinstance(value, Table):
             return records_table(value.rows, value.columns)

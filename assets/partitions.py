@@ -17,8 +17,8 @@ from dagster import (
 )
 
 from pipeline.envs.partitions import parse_shard, partition_keys
-from pipeline.store.partitions import Shard
 from pipeline.store.layout import DataLayout
+from pipeline.store.partitions import Shard
 
 #: the assets partitioned by shard when shards are set
 PARTITIONED = ("trajectories", "labeled_steps")

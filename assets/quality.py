@@ -17,10 +17,32 @@ from resources.config_from import config_from
 
 POOL = "duckdb"  # one writer of envsim.duckdb at a time
 
-ENV_COLUMNS = ["env_id", "verdict", "main_problem", "tools", "tools_used", "scenarios", "steps", "error_share",
-               "determinism", "max_delta", "cells", "mismatches", "state_problems"]
-YIELD_COLUMNS = ["checker", "kind", "environments", "passing", "yield", "accepted", "prompt_tokens",
-                 "completion_tokens", "seconds"]
+ENV_COLUMNS = [
+    "env_id",
+    "verdict",
+    "main_problem",
+    "tools",
+    "tools_used",
+    "scenarios",
+    "steps",
+    "error_share",
+    "determinism",
+    "max_delta",
+    "cells",
+    "mismatches",
+    "state_problems",
+]
+YIELD_COLUMNS = [
+    "checker",
+    "kind",
+    "environments",
+    "passing",
+    "yield",
+    "accepted",
+    "prompt_tokens",
+    "completion_tokens",
+    "seconds",
+]
 
 
 class ReportConfig(config_from(Thresholds)):
@@ -28,8 +50,13 @@ class ReportConfig(config_from(Thresholds)):
 
 
 @asset(group_name="quality", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
-def environment_report(context: AssetExecutionContext, config: ReportConfig, store: DataStoreResource,
-                       duckdb: DuckDBResource, composition: CompositionResource) -> MaterializeResult:
+def environment_report(
+    context: AssetExecutionContext,
+    config: ReportConfig,
+    store: DataStoreResource,
+    duckdb: DuckDBResource,
+    composition: CompositionResource,
+) -> MaterializeResult:
     """One row per environment (`env_quality`) and per environment and tool (`env_tool_quality`): tools and
     scenarios used, steps by outcome, error steps per tool with the most frequent exception and an example call,
     determinism and quarantine reason, max |Δ| and the benchmark cells it can fill, schema/code mismatches, state
@@ -42,36 +69,58 @@ def environment_report(context: AssetExecutionContext, config: ReportConfig, sto
     for env in report.worst():
         context.log.warning(f"environment {env['env_id']} fails: {env['main_problem']}")
     context.log.info(report.headline())
-    return MaterializeResult(metadata={
-        "headline": report.headline(),
-        "environments": len(report.envs),
-        "failing": len(report.failing),
-        "worst": records_table(report.worst(), ["env_id", "main_problem"]),
-        "environments_table": records_table(report.envs, ENV_COLUMNS),
-        "tools_table": records_table([t for t in report.tools if t["error_steps"] or t["mismatch_detail"]],
-                                     ["env_id", "tool", "steps", "error_steps", "top_exception", "example_call",
-                                      "schema_only_args", "code_only_args"]),
-        "input_fingerprint": report.fingerprint,
-        "path": MetadataValue.path(str(layout.env_quality.resolve())),
-        **parquet_metadata([layout.env_quality], "env_quality"),
-    })
+    return MaterializeResult(
+        metadata={
+            "headline": report.headline(),
+            "environments": len(report.envs),
+            "failing": len(report.failing),
+            "worst": records_table(report.worst(), ["env_id", "main_problem"]),
+            "environments_table": records_table(report.envs, ENV_COLUMNS),
+            "tools_table": records_table(
+                [t for t in report.tools if t["error_steps"] or t["mismatch_detail"]],
+                [
+                    "env_id",
+                    "tool",
+                    "steps",
+                    "error_steps",
+                    "top_exception",
+                    "example_call",
+                    "schema_only_args",
+                    "code_only_args",
+                ],
+            ),
+            "input_fingerprint": report.fingerprint,
+            "path": MetadataValue.path(str(layout.env_quality.resolve())),
+            **parquet_metadata([layout.env_quality], "env_quality"),
+        }
+    )
 
 
 class YieldConfig(config_from(YieldSettings)):
     """Which checkers judge the probe sets, and the gate (fields: ``YieldSettings``)."""
 
     checkers: list[SimulatorConfig] = Field(
-        default_factory=lambda: [SimulatorConfig(name="oracle", kind="oracle"),
-                                 SimulatorConfig(name="no_change", kind="no_change")],
-        description="Checkers (any simulator kind: a served model, a trained checkpoint); the defaults need no model.")
+        default_factory=lambda: [
+            SimulatorConfig(name="oracle", kind="oracle"),
+            SimulatorConfig(name="no_change", kind="no_change"),
+        ],
+        description="Checkers (any simulator kind: a served model, a trained checkpoint); the defaults need no model.",
+    )
     gate_checker: str | None = Field(
-        default=None, description="The checker whose verdicts decide the accepted corpus (default: the first).")
+        default=None, description="The checker whose verdicts decide the accepted corpus (default: the first)."
+    )
 
 
-@asset(group_name="quality", deps=["environment_report", "step_strata"], pool=POOL,
-       kinds={"duckdb", "parquet", "openai"})
-def environment_yield(context: AssetExecutionContext, config: YieldConfig, store: DataStoreResource,
-                      duckdb: DuckDBResource, sources: EnvironmentSourcesResource) -> MaterializeResult:
+@asset(
+    group_name="quality", deps=["environment_report", "step_strata"], pool=POOL, kinds={"duckdb", "parquet", "openai"}
+)
+def environment_yield(
+    context: AssetExecutionContext,
+    config: YieldConfig,
+    store: DataStoreResource,
+    duckdb: DuckDBResource,
+    sources: EnvironmentSourcesResource,
+) -> MaterializeResult:
     """EnvScaler's environment check with simulators as checkers: a seeded probe set of positive and negative
     calls per environment, scored by every configured checker (FM, CM, cm_reference; EnvScaler's pass_acc and
     not_fail_acc), pass at the threshold, and per checker its yield, tokens and wall time (`env_yield`, versioned
@@ -80,22 +129,32 @@ def environment_yield(context: AssetExecutionContext, config: YieldConfig, store
     layout (`quality/accepted/`: `run.yaml` reruns the pipeline on them) with a card."""
     layout = store.layout()
     corpora = [c.to_domain() for c in sources.corpora(layout)]
-    report, accepted = gate(layout, [c.to_domain() for c in config.checkers], corpora, materialize_samples,
-                            config.to_domain(YieldSettings), config.gate_checker)
+    report, accepted = gate(
+        layout,
+        [c.to_domain() for c in config.checkers],
+        corpora,
+        materialize_samples,
+        config.to_domain(YieldSettings),
+        config.gate_checker,
+    )
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
     for line in report.table():
-        context.log.info(f"checker {line['checker']}: yield {line['yield']:.0%} ({line['passing']} of "
-                         f"{line['environments']}), {line['seconds']}s")
-    return MaterializeResult(metadata={
-        "corpus_fingerprint": report.fingerprint,
-        "probes": report.probes,
-        "threshold": config.threshold,
-        "checkers": records_table(report.table(), YIELD_COLUMNS),
-        **{f"yield/{c.spec.results_name}": c.yield_ for c in report.checkers},
-        "accepted_environments": len(accepted.environments),
-        "accepted_scenarios": accepted.scenarios,
-        "accepted_corpus": MetadataValue.path(str(accepted.directory.resolve())),
-        "card": MetadataValue.md((accepted.directory / "CARD.md").read_text()),
-        **parquet_metadata([c.path for c in report.checkers], "env_yield"),
-    })
+        context.log.info(
+            f"checker {line['checker']}: yield {line['yield']:.0%} ({line['passing']} of "
+            f"{line['environments']}), {line['seconds']}s"
+        )
+    return MaterializeResult(
+        metadata={
+            "corpus_fingerprint": report.fingerprint,
+            "probes": report.probes,
+            "threshold": config.threshold,
+            "checkers": records_table(report.table(), YIELD_COLUMNS),
+            **{f"yield/{c.spec.results_name}": c.yield_ for c in report.checkers},
+            "accepted_environments": len(accepted.environments),
+            "accepted_scenarios": accepted.scenarios,
+            "accepted_corpus": MetadataValue.path(str(accepted.directory.resolve())),
+            "card": MetadataValue.md((accepted.directory / "CARD.md").read_text()),
+            **parquet_metadata([c.path for c in report.checkers], "env_yield"),
+        }
+    )

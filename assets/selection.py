@@ -21,20 +21,26 @@ from pydantic import Field
 from assets.metadata import frame_table, parquet_metadata, suite_table
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.select.selection import (
-    DECONTAMINATION_KEYS, DEFAULT_DECONTAMINATION, SelectionResult, build_benchmark, build_mixture, strata_report,
+    DECONTAMINATION_KEYS,
+    DEFAULT_DECONTAMINATION,
+    SelectionResult,
+    build_benchmark,
+    build_mixture,
+    strata_report,
 )
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
-from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store import queries, warehouse
+from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import CompositionResource, DataStoreResource
 
 POOL = "duckdb"  # one writer of envsim.duckdb at a time
 
 
 @asset(group_name="selection", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
-def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource,
-                composition: CompositionResource) -> MaterializeResult:
+def step_strata(
+    context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource, composition: CompositionResource
+) -> MaterializeResult:
     """Every labeled step with its outcome, |Δ| bucket (`0` / `1-2` / `3-6` / `7-12` / `13+`),
     argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
     steps are kept but marked excluded from both splits, and so are steps the determinism check found
@@ -50,8 +56,10 @@ def step_strata(context: AssetExecutionContext, store: DataStoreResource, duckdb
     exclusions = exclusion_table(layout)
     nondet = exclusions[exclusions["reason"] == "non-deterministic"]
     if len(nondet):
-        context.log.warning(f"{int(nondet['steps'].sum())} non-deterministic steps excluded from the splits in "
-                            f"{len(nondet)} environment(s): {', '.join(nondet['env_id'])}")
+        context.log.warning(
+            f"{int(nondet['steps'].sum())} non-deterministic steps excluded from the splits in "
+            f"{len(nondet)} environment(s): {', '.join(nondet['env_id'])}"
+        )
     context.log.info(f"{report.steps} steps stratified ({report.usable} usable) -> {report.path}")
     return MaterializeResult(
         metadata={
@@ -96,11 +104,17 @@ def _composition_check(name: str, result: SelectionResult, on_shortfall: str) ->
     short = result.shortfall_lines()
     fix = {"fix": SHORTFALL_FIX} if short and result.reach else {}
     return AssetCheckResult(
-        check_name=name, passed=suite.success and not short,
+        check_name=name,
+        passed=suite.success and not short,
         severity=AssetCheckSeverity.ERROR if on_shortfall == "fail" else AssetCheckSeverity.WARN,
         description=("short strata: " + "; ".join(short) + (f" — fix: {fix['fix']}" if fix else "")) if short else None,
-        metadata={"expectations": suite_table(suite), "short_strata": len(short),
-                  "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in short) or "_none_"), **fix})
+        metadata={
+            "expectations": suite_table(suite),
+            "short_strata": len(short),
+            "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in short) or "_none_"),
+            **fix,
+        },
+    )
 
 
 def _selection_metadata(result: SelectionResult) -> dict:
@@ -119,11 +133,17 @@ def _selection_metadata(result: SelectionResult) -> dict:
 
 
 @asset(
-    group_name="selection", deps=["step_strata"], pool=POOL, kinds={"duckdb", "parquet"},
+    group_name="selection",
+    deps=["step_strata"],
+    pool=POOL,
+    kinds={"duckdb", "parquet"},
     check_specs=[AssetCheckSpec("composition_matches", asset="benchmark_split")],
 )
 def benchmark_split(
-    context: AssetExecutionContext, config: BenchmarkConfig, store: DataStoreResource, duckdb: DuckDBResource,
+    context: AssetExecutionContext,
+    config: BenchmarkConfig,
+    store: DataStoreResource,
+    duckdb: DuckDBResource,
     composition: CompositionResource,
 ) -> MaterializeResult:
     """The benchmark split: the EnvSimBench composition (20 failure; 40 + 40 no_change with 0 / 1
@@ -135,17 +155,34 @@ def benchmark_split(
     `on_shortfall: fail` (or ENVSIM_STRICT=1) fails the asset instead."""
     layout = store.layout()
     on_shortfall = config.on_shortfall.value if config.on_shortfall is not None else composition.on_shortfall
-    result = build_benchmark(layout, composition.composition().cells, config.seed, on_shortfall, config.make_current,
-                             dagster_run_id=context.run.run_id)
+    result = build_benchmark(
+        layout,
+        composition.composition().cells,
+        config.seed,
+        on_shortfall,
+        config.make_current,
+        dagster_run_id=context.run.run_id,
+    )
     if result.shortfalls:
-        context.log.warning(f"benchmark {result.version} holds what the corpus allows: {'; '.join(result.shortfall_lines())} "
-                            f"— fix: {SHORTFALL_FIX}")
+        context.log.warning(
+            f"benchmark {result.version} holds what the corpus allows: {'; '.join(result.shortfall_lines())} "
+            f"— fix: {SHORTFALL_FIX}"
+        )
     with duckdb.get_connection() as con:
         warehouse.sync(con, layout)
-    envs = pd.read_parquet(result.path, columns=["env_id", "stratum"]).groupby("env_id").size().rename("samples").reset_index()
+    envs = (
+        pd.read_parquet(result.path, columns=["env_id", "stratum"])
+        .groupby("env_id")
+        .size()
+        .rename("samples")
+        .reset_index()
+    )
     return MaterializeResult(
-        metadata={**_selection_metadata(result), "environments": len(envs),
-                  "env_coverage": frame_table(envs.sort_values("samples", ascending=False))},
+        metadata={
+            **_selection_metadata(result),
+            "environments": len(envs),
+            "env_coverage": frame_table(envs.sort_values("samples", ascending=False)),
+        },
         check_results=[_composition_check("composition_matches", result, on_shortfall)],
         data_version=DataVersion(result.version),
     )
@@ -161,19 +198,30 @@ class MixtureConfig(Config):
         default=Decontaminate[DEFAULT_DECONTAMINATION],
         description="What no mixture step may share with the benchmark: `trajectory` (default: its trajectory, or its "
         "(env, s_t, tool, arguments)), `task_id` (its task/scenario, or its (s_t, a_t)) or `env_id` (its environment, "
-        "or its (s_t, a_t)).")
-    benchmark_version: str | None = Field(default=None, description="Benchmark version to decontaminate against (default: CURRENT).")
+        "or its (s_t, a_t)).",
+    )
+    benchmark_version: str | None = Field(
+        default=None, description="Benchmark version to decontaminate against (default: CURRENT)."
+    )
     on_shortfall: Literal["fail", "warn"] = Field(default="warn")
     make_current: bool = True
 
 
 @asset(
-    group_name="selection", deps=["benchmark_split"], pool=POOL, kinds={"duckdb", "parquet"},
-    check_specs=[AssetCheckSpec("mixture_composition", asset="sft_mixture"),
-                 AssetCheckSpec("no_benchmark_overlap", asset="sft_mixture", blocking=True)],
+    group_name="selection",
+    deps=["benchmark_split"],
+    pool=POOL,
+    kinds={"duckdb", "parquet"},
+    check_specs=[
+        AssetCheckSpec("mixture_composition", asset="sft_mixture"),
+        AssetCheckSpec("no_benchmark_overlap", asset="sft_mixture", blocking=True),
+    ],
 )
 def sft_mixture(
-    context: AssetExecutionContext, config: MixtureConfig, store: DataStoreResource, duckdb: DuckDBResource,
+    context: AssetExecutionContext,
+    config: MixtureConfig,
+    store: DataStoreResource,
+    duckdb: DuckDBResource,
     composition: CompositionResource,
 ) -> MaterializeResult:
     """The Balance2 SFT mixture: 1,000 failure + 1,000 no_change + 2,000 simple + 2,230 complex
@@ -182,8 +230,16 @@ def sft_mixture(
     (`task_id`) or environment (`env_id`). What each rule removed is in the `strata` table per group."""
     layout = store.layout()
     rule = config.decontaminate.value
-    result = build_mixture(layout, composition.composition().mixture_sizes, config.seed, rule, config.benchmark_version,
-                           config.on_shortfall, config.make_current, dagster_run_id=context.run.run_id)
+    result = build_mixture(
+        layout,
+        composition.composition().mixture_sizes,
+        config.seed,
+        rule,
+        config.benchmark_version,
+        config.on_shortfall,
+        config.make_current,
+        dagster_run_id=context.run.run_id,
+    )
     if result.shortfalls:
         context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
     with duckdb.get_connection() as con:
@@ -191,15 +247,19 @@ def sft_mixture(
     bench = SplitStore(layout, BENCHMARK)
     overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule)
     return MaterializeResult(
-        metadata={**_selection_metadata(result), "benchmark_version": result.spec["benchmark"],
-                  "decontaminated_by": rule,
-                  "decontaminated_away": sum(d["removed_by_key"] + d["removed_by_hash"] for d in result.decontamination)},
+        metadata={
+            **_selection_metadata(result),
+            "benchmark_version": result.spec["benchmark"],
+            "decontaminated_by": rule,
+            "decontaminated_away": sum(d["removed_by_key"] + d["removed_by_hash"] for d in result.decontamination),
+        },
         data_version=DataVersion(result.version),
         check_results=[
             _composition_check("mixture_composition", result, config.on_shortfall),
-            AssetCheckResult(check_name="no_benchmark_overlap", passed=overlap.success,
-                             metadata={"expectations": suite_table(overlap)}),
+            AssetCheckResult(
+                check_name="no_benchmark_overlap",
+                passed=overlap.success,
+                metadata={"expectations": suite_table(overlap)},
+            ),
         ],
     )
-
-

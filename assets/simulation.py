@@ -26,11 +26,11 @@ from pydantic import Field
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
 from assets.metadata import frame_table, parquet_metadata
-from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import KINDS, make_simulator
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.rollouts import store as rollout_store
 from pipeline.rollouts.loop import RolloutTask, ToolCode, run_id, simulate
 from pipeline.rollouts.sft import export_rollouts
@@ -43,23 +43,49 @@ POOL = "duckdb"
 
 class RolloutConfig(Config):
     simulators: list[SimulatorConfig] = Field(
-        default_factory=lambda: [SimulatorConfig(name="oracle", kind="oracle"), SimulatorConfig(name="no_change", kind="no_change")],
-        description="Simulators that play the environment; the defaults need no model.")
-    agent: AgentPolicyConfig = Field(default_factory=AgentPolicyConfig,
-                                     description="An LLM agent (tasks from its `sources`); without a model the actions of recorded trajectories are replayed.")
-    task_limit: int = Field(default=default_of(rollout_store.recorded_tasks, "limit"),
-                            description="Recorded trajectories to roll out (seeded choice), or LLM-agent tasks.")
-    seed: int = Field(default=default_of(rollout_store.recorded_tasks, "seed"), description="Seed of the choice of recorded trajectories.")
-    sources: list[str] = Field(default_factory=list, description="Only recorded trajectories of these sources (empty: all).")
-    min_steps: int = Field(default=default_of(rollout_store.recorded_tasks, "min_steps"),
-                           description="Only recorded trajectories with at least this many actions.")
+        default_factory=lambda: [
+            SimulatorConfig(name="oracle", kind="oracle"),
+            SimulatorConfig(name="no_change", kind="no_change"),
+        ],
+        description="Simulators that play the environment; the defaults need no model.",
+    )
+    agent: AgentPolicyConfig = Field(
+        default_factory=AgentPolicyConfig,
+        description="An LLM agent (tasks from its `sources`); without a model the actions of recorded trajectories are replayed.",
+    )
+    task_limit: int = Field(
+        default=default_of(rollout_store.recorded_tasks, "limit"),
+        description="Recorded trajectories to roll out (seeded choice), or LLM-agent tasks.",
+    )
+    seed: int = Field(
+        default=default_of(rollout_store.recorded_tasks, "seed"),
+        description="Seed of the choice of recorded trajectories.",
+    )
+    sources: list[str] = Field(
+        default_factory=list, description="Only recorded trajectories of these sources (empty: all)."
+    )
+    min_steps: int = Field(
+        default=default_of(rollout_store.recorded_tasks, "min_steps"),
+        description="Only recorded trajectories with at least this many actions.",
+    )
     max_steps: int = Field(default=default_of(simulate, "max_steps"), description="Steps per rollout before it is cut.")
 
 
-@asset(group_name="simulation", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet", "openai"},
-       check_specs=[AssetCheckSpec("oracle_never_drifts", asset="simulated_rollouts")])
-def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, store: DataStoreResource, sources: EnvironmentSourcesResource,
-                       sandbox: SandboxResource, duckdb: DuckDBResource) -> MaterializeResult:
+@asset(
+    group_name="simulation",
+    deps=["labeled_steps"],
+    pool=POOL,
+    kinds={"duckdb", "parquet", "openai"},
+    check_specs=[AssetCheckSpec("oracle_never_drifts", asset="simulated_rollouts")],
+)
+def simulated_rollouts(
+    context: AssetExecutionContext,
+    config: RolloutConfig,
+    store: DataStoreResource,
+    sources: EnvironmentSourcesResource,
+    sandbox: SandboxResource,
+    duckdb: DuckDBResource,
+) -> MaterializeResult:
     """Closed-loop rollouts (Simia): an agent acts (recorded actions, or an LLM agent), each simulator plays
     the environment from its own previous predicted state, and the executor shadows every action on the real
     environment. Per step FM, CM, drift |diff(ŝ, s)| and whether ŝ had already diverged; per rollout the first
@@ -75,15 +101,20 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
     items, _ = env_items(cfg)
     if config.agent.model:
         agent = config.agent.to_domain(AgentSettings)
-        tasks = [RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns))
-                 for t in agent_tasks(cfg, items, list(config.agent.sources), config.task_limit)]
+        tasks = [
+            RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns))
+            for t in agent_tasks(cfg, items, list(config.agent.sources), config.task_limit)
+        ]
     else:
-        tasks = rollout_store.recorded_tasks(layout, config.task_limit, config.seed, config.sources, config.min_steps,
-                                             questions=task_turns(cfg, items))
+        tasks = rollout_store.recorded_tasks(
+            layout, config.task_limit, config.seed, config.sources, config.min_steps, questions=task_turns(cfg, items)
+        )
         unasked = sum(not t.turns for t in tasks)
         if unasked:
-            context.log.warning(f"{unasked} of {len(tasks)} recorded tasks have no known question (not in the configured "
-                                "sources): their rollouts have no user turn and are left out of 'rollout_sft_dataset'")
+            context.log.warning(
+                f"{unasked} of {len(tasks)} recorded tasks have no known question (not in the configured "
+                "sources): their rollouts have no user turn and are left out of 'rollout_sft_dataset'"
+            )
     run_ids, shadows, code = [], None, ToolCode()
     with sandbox.open() as box:
         if agent is None:  # the executor's runs of the recorded actions, shared by every simulator
@@ -92,35 +123,63 @@ def simulated_rollouts(context: AssetExecutionContext, config: RolloutConfig, st
             spec = sim_cfg.to_domain()
             rid = run_id(spec.name, "recorded" if agent is None else f"agent-{agent.model}")
             log_path = rollout_store.run_dir(layout, rid) / "requests.jsonl"
-            steps, rollouts, report = asyncio.run(simulate(tasks, make_simulator(spec), box, log_path, agent, config.max_steps,
-                                                           shadows, code, context.log.debug))
+            steps, rollouts, report = asyncio.run(
+                simulate(
+                    tasks,
+                    make_simulator(spec),
+                    box,
+                    log_path,
+                    agent,
+                    config.max_steps,
+                    shadows,
+                    code,
+                    context.log.debug,
+                )
+            )
             rollout_store.write_run(layout, report.run_id, steps, rollouts)
             run_ids.append(report.run_id)
-            context.log.info(f"{report.run_id}: {report.rollouts} rollouts, {report.steps} steps, {report.asked} requests "
-                             f"({report.reused} resumed), {dict(report.statuses)} in {report.seconds:.1f}s")
+            context.log.info(
+                f"{report.run_id}: {report.rollouts} rollouts, {report.steps} steps, {report.asked} requests "
+                f"({report.reused} resumed), {dict(report.statuses)} in {report.seconds:.1f}s"
+            )
     plot_path = rollout_store.rollouts_root(layout) / "drift_by_step.png"
     with duckdb.get_connection() as con:
         rollout_store.sync(con, layout)
         table = rollout_store.summary(con, run_ids)
         plot = rollout_store.drift_plot(con, run_ids, plot_path)
-        oracle = con.execute("SELECT count(*), max(drift), min(fm::INT) FROM rollout_steps WHERE simulator = 'oracle' AND run_id IN (SELECT unnest(?))",
-                             [run_ids]).fetchone()
-    checks = [AssetCheckResult(
-        check_name="oracle_never_drifts", passed=not oracle[0] or (oracle[1] == 0 and oracle[2] == 1),
-        metadata={"oracle": f"{oracle[0]} steps, max drift {oracle[1]}" if oracle[0] else "oracle was not rolled out"})]
+        oracle = con.execute(
+            "SELECT count(*), max(drift), min(fm::INT) FROM rollout_steps WHERE simulator = 'oracle' AND run_id IN (SELECT unnest(?))",
+            [run_ids],
+        ).fetchone()
+    checks = [
+        AssetCheckResult(
+            check_name="oracle_never_drifts",
+            passed=not oracle[0] or (oracle[1] == 0 and oracle[2] == 1),
+            metadata={
+                "oracle": f"{oracle[0]} steps, max drift {oracle[1]}" if oracle[0] else "oracle was not rolled out"
+            },
+        )
+    ]
     return MaterializeResult(
-        metadata={"rollout_tasks": len(tasks), "summary": frame_table(table),
-                  "drift_by_step": MetadataValue.md(f"![drift vs step](data:image/png;base64,{plot})"),
-                  "plot_path": MetadataValue.path(str(plot_path.resolve())),
-                  **parquet_metadata(sorted(rollout_store.rollouts_root(layout).glob("*/steps.parquet")))},
+        metadata={
+            "rollout_tasks": len(tasks),
+            "summary": frame_table(table),
+            "drift_by_step": MetadataValue.md(f"![drift vs step](data:image/png;base64,{plot})"),
+            "plot_path": MetadataValue.path(str(plot_path.resolve())),
+            **parquet_metadata(sorted(rollout_store.rollouts_root(layout).glob("*/steps.parquet"))),
+        },
         check_results=checks,
     )
 
 
 class RolloutExportConfig(Config):
     filter: Literal["all", "verified", "prefix"] = Field(
-        default=default_of(export_rollouts, "how"), description="all (Simia as published), verified (executor-verified rollouts only) or prefix (cut at the first divergence).")
-    simulators: list[str] = Field(default_factory=list, description="Only these simulators' rollouts (empty: all but the baselines).")
+        default=default_of(export_rollouts, "how"),
+        description="all (Simia as published), verified (executor-verified rollouts only) or prefix (cut at the first divergence).",
+    )
+    simulators: list[str] = Field(
+        default_factory=list, description="Only these simulators' rollouts (empty: all but the baselines)."
+    )
     directory: str = Field(default="", description="Export directory (default: data/export/rollouts-<filter>).")
 
 
@@ -134,7 +193,9 @@ def _baselines_only(rollouts: Path) -> bool:
 
 
 @asset(group_name="simulation", deps=["simulated_rollouts"], kinds={"parquet", "huggingface"})
-def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportConfig, store: DataStoreResource) -> MaterializeResult:
+def rollout_sft_dataset(
+    context: AssetExecutionContext, config: RolloutExportConfig, store: DataStoreResource
+) -> MaterializeResult:
     """The simulated rollouts as agent SFT records (OpenAI messages: the task's user turns as the agent was
     asked them, its tool calls and the simulator's tool responses; plus the tool schemas the agent was given)
     in the Hugging Face layout, filtered (all / verified / prefix); the card says which filter and how many
@@ -154,23 +215,37 @@ def rollout_sft_dataset(context: AssetExecutionContext, config: RolloutExportCon
     report = export_rollouts(chosen, directory, config.filter)
     layout.record_export(f"rollouts-{config.filter}", directory)  # the summary reads it there
     context.log.info(f"{report.kept} of {report.rollouts} rollouts exported ({report.filter}) to {directory}")
-    return MaterializeResult(metadata={"filter": report.filter, "rollouts": report.rollouts, "kept": report.kept, "dropped": report.dropped,
-                                       "without_question": report.without_question,
-                                       "steps_kept": report.steps_kept, "steps_dropped": report.steps_dropped,
-                                       "path": MetadataValue.path(str(directory.resolve())),
-                                       **parquet_metadata(sorted((directory / "data").glob("*.parquet")))})
+    return MaterializeResult(
+        metadata={
+            "filter": report.filter,
+            "rollouts": report.rollouts,
+            "kept": report.kept,
+            "dropped": report.dropped,
+            "without_question": report.without_question,
+            "steps_kept": report.steps_kept,
+            "steps_dropped": report.steps_dropped,
+            "path": MetadataValue.path(str(directory.resolve())),
+            **parquet_metadata(sorted((directory / "data").glob("*.parquet"))),
+        }
+    )
 
 
 class CurriculumConfig(config_from(CurriculumSpec, exclude={"run_id"})):
     """Which evaluation run drives the curriculum, and the mixture's settings (fields: ``CurriculumSpec``)."""
 
-    simulator: str | None = Field(default=None, description="Simulator whose evaluation results drive the curriculum (default: the latest run).")
-    split_version: str | None = Field(default=None, description="Benchmark version of that evaluation (default: its latest).")
+    simulator: str | None = Field(
+        default=None, description="Simulator whose evaluation results drive the curriculum (default: the latest run)."
+    )
+    split_version: str | None = Field(
+        default=None, description="Benchmark version of that evaluation (default: its latest)."
+    )
     make_current: bool = Field(default=True, description="Point CURRENT of the curriculum at the new version.")
 
 
 @asset(group_name="simulation", deps=["simulator_eval", "step_strata"], pool=POOL, kinds={"duckdb", "parquet"})
-def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig, store: DataStoreResource, duckdb: DuckDBResource) -> MaterializeResult:
+def curriculum_mixture(
+    context: AssetExecutionContext, config: CurriculumConfig, store: DataStoreResource, duckdb: DuckDBResource
+) -> MaterializeResult:
     """α-curriculum SFT mixture (GenEnv): a simulator's success per stratum / |Δ| / environment estimated from
     its evaluation results (smoothed), candidates weighted by GenEnv's exp(−β(p̂ − α)²) (or the ``flat_top``
     curve; optional difficulty filter k), versioned and decontaminated like
@@ -183,23 +258,42 @@ def curriculum_mixture(context: AssetExecutionContext, config: CurriculumConfig,
         record(con, layout)
     import pandas as pd
 
-    groups = pd.DataFrame(result.groups)[["group", "estimate", "eval_samples", "weight", "filtered", "candidates", "quota", "selected"]]
+    groups = pd.DataFrame(result.groups)[
+        ["group", "estimate", "eval_samples", "weight", "filtered", "candidates", "quota", "selected"]
+    ]
     sel = result.selection
     if sel.shortfalls:
         context.log.warning(f"curriculum {sel.version} under-filled: {sel.shortfall_message()}")
-    return MaterializeResult(metadata={"version": sel.version, "evaluation_run": rid, "weighting": describe(spec),
-                                       "samples": sel.samples, "benchmark_version": sel.spec["benchmark"],
-                                       "groups": frame_table(groups), "path": MetadataValue.path(sel.path),
-                                       **parquet_metadata([sel.path])})
+    return MaterializeResult(
+        metadata={
+            "version": sel.version,
+            "evaluation_run": rid,
+            "weighting": describe(spec),
+            "samples": sel.samples,
+            "benchmark_version": sel.spec["benchmark"],
+            "groups": frame_table(groups),
+            "path": MetadataValue.path(sel.path),
+            **parquet_metadata([sel.path]),
+        }
+    )
 
 
-simulation = define_asset_job("simulation", selection=["simulated_rollouts", "rollout_sft_dataset"],
-                              description="Simulated rollouts (default: oracle and no_change over recorded actions) and their SFT export.")
-curriculum_refresh = define_asset_job("curriculum_refresh", selection=["curriculum_mixture"],
-                                      description="Draw a new α-curriculum mixture from the latest evaluation results.")
+simulation = define_asset_job(
+    "simulation",
+    selection=["simulated_rollouts", "rollout_sft_dataset"],
+    description="Simulated rollouts (default: oracle and no_change over recorded actions) and their SFT export.",
+)
+curriculum_refresh = define_asset_job(
+    "curriculum_refresh",
+    selection=["curriculum_mixture"],
+    description="Draw a new α-curriculum mixture from the latest evaluation results.",
+)
 
 
-@asset_sensor(asset_key=AssetKey("simulator_eval"), job=curriculum_refresh,
-              description="When new evaluation results land, propose a new curriculum mixture (a new version; CURRENT moves).")
+@asset_sensor(
+    asset_key=AssetKey("simulator_eval"),
+    job=curriculum_refresh,
+    description="When new evaluation results land, propose a new curriculum mixture (a new version; CURRENT moves).",
+)
 def curriculum_on_new_eval(context: SensorEvaluationContext, asset_event: EventLogEntry) -> RunRequest:
     return RunRequest(run_key=f"eval-{asset_event.run_id}-{asset_event.timestamp}", tags={"curriculum": CURRICULUM})

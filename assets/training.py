@@ -15,45 +15,61 @@ from pydantic import Field
 from assets.evaluation import EvalConfig
 from assets.metadata import frame_table, metadata_of
 from pipeline.evaluate import results
+from pipeline.evaluate.simulator_spec import EndpointSettings, SimulatorSpec
 from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.launchers import JobFailed, LogSink
-from pipeline.evaluate.simulator_spec import EndpointSettings, SimulatorSpec
-from pipeline.training.serve import SERVED_SIMULATOR_DEFAULTS, SERVED_SIMULATOR_FIELDS, ServeSpec
 from pipeline.training.llamafactory import TrainSettings, launch_env, tracking_env, train_script
+from pipeline.training.serve import SERVED_SIMULATOR_DEFAULTS, SERVED_SIMULATOR_FIELDS, ServeSpec
 from pipeline.training.sft_run import plan_run, run_facts, run_manifest, stage_run
 from resources import DataStoreResource, JobLauncherResource
 from resources.config_from import config_from
+
 
 class TrainConfig(config_from(TrainSettings, aliases={"extra": "extra_args"})):
     """LLaMA-Factory SFT settings (fields: ``TrainSettings``; ``extra`` is the config key ``extra_args``);
     the defaults are the published EnvSimBench recipe for the 4B simulator."""
 
-    gpus: int = Field(default=1, description="GPUs per node for the training job; more than one in total: torchrun "
-                                             "(FORCE_TORCHRUN) with ZeRO-3.")
-    nodes: int = Field(default=1, description="Nodes for the training job (Slurm: srun starts LLaMA-Factory's torchrun "
-                                              "launcher on each, rendezvous from Slurm).")
+    gpus: int = Field(
+        default=1,
+        description="GPUs per node for the training job; more than one in total: torchrun "
+        "(FORCE_TORCHRUN) with ZeRO-3.",
+    )
+    nodes: int = Field(
+        default=1,
+        description="Nodes for the training job (Slurm: srun starts LLaMA-Factory's torchrun "
+        "launcher on each, rendezvous from Slurm).",
+    )
 
 
 def _step_sink(context: AssetExecutionContext, duckdb: DuckDBResource, run_dir: Path) -> LogSink:
     """The training job's log into the run's log; each checkpoint the job announces is registered in
     ``sft_checkpoint_steps`` as it is written (a database busy for longer than the resource's retries gets it
     when the job ends)."""
+
     def sink(line: str) -> None:
         record = steps.parse_mark(line)
         if record is None:
             context.log.info(line)
             return
-        context.log.info(f"checkpoint {record['checkpoint_version']} written (step {record['step']}, loss {record['loss']})")
+        context.log.info(
+            f"checkpoint {record['checkpoint_version']} written (step {record['step']}, loss {record['loss']})"
+        )
         try:
             with duckdb.get_connection() as con:
                 checkpoints.record_steps(con, run_dir, [record], dagster_run_id=context.run.run_id)
         except DuckDBError as exc:
             context.log.warning(f"{record['checkpoint_version']} is registered when the job ends, not now: {exc}")
+
     return sink
 
 
-def _register(context: AssetExecutionContext, duckdb: DuckDBResource, run_dir: Path, job_id: str | None,
-              manifest: dict[str, Any] | None = None) -> int:
+def _register(
+    context: AssetExecutionContext,
+    duckdb: DuckDBResource,
+    run_dir: Path,
+    job_id: str | None,
+    manifest: dict[str, Any] | None = None,
+) -> int:
     """Record what the run in ``run_dir`` left (every complete checkpoint, and the published checkpoint's
     ``manifest``) in DuckDB; returns the number of intermediate checkpoints."""
     steps.scan(run_dir, announce=lambda _line: None)  # what the job had no time to record (ended, killed)
@@ -64,8 +80,13 @@ def _register(context: AssetExecutionContext, duckdb: DuckDBResource, run_dir: P
 
 
 @asset(group_name="training", deps=["sft_dataset"], kinds={"slurm", "python"})
-def sft_training(context: AssetExecutionContext, config: TrainConfig, store: DataStoreResource,
-                 launcher: JobLauncherResource, duckdb: DuckDBResource) -> MaterializeResult:
+def sft_training(
+    context: AssetExecutionContext,
+    config: TrainConfig,
+    store: DataStoreResource,
+    launcher: JobLauncherResource,
+    duckdb: DuckDBResource,
+) -> MaterializeResult:
     """Fine-tunes a simulator on the exported Balance2 mixture with LLaMA-Factory (`llamafactory-cli
     train`, full or LoRA, the published recipe by default), submitted through the job launcher. The
     config is checked by LLaMA-Factory's own argument parser before submission. The checkpoint version
@@ -76,8 +97,9 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     lineage (and in `sft_checkpoints`)."""
     python, cli = launcher.llamafactory()
     env = launcher.job_env()
-    plan = plan_run(store.layout(), config.to_domain(), config.gpus, config.nodes, python, env, launcher.cpus,
-                    log=context.log.info)
+    plan = plan_run(
+        store.layout(), config.to_domain(), config.gpus, config.nodes, python, env, launcher.cpus, log=context.log.info
+    )
     with checkpoints.training_lock(plan.root, plan.version):
         cfg_path, _, resume, accepted = stage_run(plan, python, env)
         context.log.info(accepted)
@@ -85,18 +107,26 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
         report = f"{shlex.quote(launcher.python)} -m assets.training_entry train-report {shlex.quote(str(staging))}"
         try:
             job, reported = launcher.run_with_pipes(
-                context, "sft-train",
+                context,
+                "sft-train",
                 train_script(cli, cfg_path, staging, launcher.python, report, plan.gpus, plan.nodes),
-                {"checkpoint_version": plan.version, "mixture_version": plan.mixture_version}, gpus=plan.gpus,
-                env={**launch_env(plan.gpus, plan.nodes), **tracking_env(plan.settings, staging)}, nodes=plan.nodes,
-                requeue=True, needs=plan.needs, sink=_step_sink(context, duckdb, staging))
+                {"checkpoint_version": plan.version, "mixture_version": plan.mixture_version},
+                gpus=plan.gpus,
+                env={**launch_env(plan.gpus, plan.nodes), **tracking_env(plan.settings, staging)},
+                nodes=plan.nodes,
+                requeue=True,
+                needs=plan.needs,
+                sink=_step_sink(context, duckdb, staging),
+            )
         except JobFailed as failed:
             try:
                 kept = f"{_register(context, duckdb, staging, None)} checkpoints"
             except DuckDBError as exc:
                 kept = f"its checkpoints (not registered in DuckDB: {exc})"
-            context.log.error(f"{plan.version} stopped before it finished ({failed.state}); {kept} are in {staging}: "
-                              "materialize again with the same config to resume")
+            context.log.error(
+                f"{plan.version} stopped before it finished ({failed.state}); {kept} are in {staging}: "
+                "materialize again with the same config to resume"
+            )
             raise
         if not reported:
             raise RuntimeError("the training job finished without reporting through Dagster Pipes")
@@ -108,21 +138,39 @@ def sft_training(context: AssetExecutionContext, config: TrainConfig, store: Dat
     return MaterializeResult(metadata=metadata_of(facts.values), data_version=DataVersion(plan.version))
 
 
-class ServeConfig(config_from(ServeSpec, SimulatorSpec, EndpointSettings,
-                              exclude={"model_name_or_path", "template", "served_name", "adapter_name_or_path",
-                                       "llamafactory_cli", "llamafactory_python"},
-                              only={SimulatorSpec: SERVED_SIMULATOR_FIELDS, EndpointSettings: SERVED_SIMULATOR_FIELDS},
-                              defaults=SERVED_SIMULATOR_DEFAULTS)):
+class ServeConfig(
+    config_from(
+        ServeSpec,
+        SimulatorSpec,
+        EndpointSettings,
+        exclude={
+            "model_name_or_path",
+            "template",
+            "served_name",
+            "adapter_name_or_path",
+            "llamafactory_cli",
+            "llamafactory_python",
+        },
+        only={SimulatorSpec: SERVED_SIMULATOR_FIELDS, EndpointSettings: SERVED_SIMULATOR_FIELDS},
+        defaults=SERVED_SIMULATOR_DEFAULTS,
+    )
+):
     """A checkpoint to serve inside the evaluation job with `llamafactory-cli api` (server fields:
     ``ServeSpec``; what the job resolves from the checkpoint is set here), and the requests to it."""
 
-    checkpoint: str = Field(description="'latest', a checkpoint version (ckpt-…), <version>/step-N, a checkpoint directory "
-                                        "or an embedded base model's name (smollm2-135m-instruct).")
+    checkpoint: str = Field(
+        description="'latest', a checkpoint version (ckpt-…), <version>/step-N, a checkpoint directory "
+        "or an embedded base model's name (smollm2-135m-instruct)."
+    )
     served_model_name: str | None = Field(
-        default=None, description="Default: the checkpoint version (a checkpoint trained elsewhere: <directory name>-<weights "
-                                  "hash>). Results are cached by the checkpoint's weights id, never by this name.")
+        default=None,
+        description="Default: the checkpoint version (a checkpoint trained elsewhere: <directory name>-<weights "
+        "hash>). Results are cached by the checkpoint's weights id, never by this name.",
+    )
     template: str | None = Field(default=None, description="Default: the template it was trained with.")
-    base_model: str | None = Field(default=None, description="Base model of a LoRA checkpoint (default: from its manifest).")
+    base_model: str | None = Field(
+        default=None, description="Base model of a LoRA checkpoint (default: from its manifest)."
+    )
 
     def simulator(self) -> dict[str, Any]:
         """The served model's simulator fields (``SERVED_SIMULATOR_FIELDS``: ``SimulatorSpec``'s and its ``openai``
@@ -134,11 +182,15 @@ class EvalJobConfig(EvalConfig):
     """The evaluation (``EvalConfig``) as a job, optionally serving a checkpoint."""
 
     serve: ServeConfig | None = Field(default=None, description="Serve this checkpoint in the job and score it too.")
-    max_samples: int | None = Field(default=None, description="Score only the first N samples in the split's pick order.")
+    max_samples: int | None = Field(
+        default=None, description="Score only the first N samples in the split's pick order."
+    )
     gpus: int = Field(default=0, description="GPUs for the evaluation job (vLLM serving needs ≥ 1).")
 
 
-def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _served(
+    config: ServeConfig, root: Path, launcher: JobLauncherResource
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The job's serving extras and the checkpoint's manifest (None for a checkpoint trained elsewhere). The
     job itself derives the checkpoint's weights id (hashing weight files is the job's work, next to them) and,
     unless ``served_model_name`` is set, the served name from it."""
@@ -148,8 +200,12 @@ def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> t
     else:
         path, manifest = checkpoints.resolve(root, config.checkpoint)
     settings = (manifest or {}).get("settings", {})
-    template = (config.template or (manifest or {}).get("template") or settings.get("template")
-                or (base_models.lineage(path) or {}).get("template"))
+    template = (
+        config.template
+        or (manifest or {}).get("template")
+        or settings.get("template")
+        or (base_models.lineage(path) or {}).get("template")
+    )
     if not template:
         raise ValueError(f"{path} has no envsim manifest: set serve.template (e.g. qwen)")
     lora = settings.get("finetuning_type") == "lora" or (not manifest and (path / "adapter_config.json").exists())
@@ -158,15 +214,27 @@ def _served(config: ServeConfig, root: Path, launcher: JobLauncherResource) -> t
         base = str(base_models.materialize(base, root, python).resolve())
     if lora and not base:
         raise ValueError(f"{path} is a LoRA adapter: set serve.base_model")
-    spec = asdict(config.to_domain(model_name_or_path=base if lora else str(path), adapter_name_or_path=str(path) if lora else None,
-                                   template=template, served_name=config.served_model_name or "", llamafactory_cli=cli,
-                                   llamafactory_python=python))
+    spec = asdict(
+        config.to_domain(
+            model_name_or_path=base if lora else str(path),
+            adapter_name_or_path=str(path) if lora else None,
+            template=template,
+            served_name=config.served_model_name or "",
+            llamafactory_cli=cli,
+            llamafactory_python=python,
+        )
+    )
     return {"spec": spec, "simulator": config.simulator(), "checkpoint_path": str(path)}, manifest
 
 
 @asset(group_name="training", deps=["benchmark_split"], pool="duckdb", kinds={"slurm", "duckdb"})
-def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, store: DataStoreResource,
-                       launcher: JobLauncherResource, duckdb: DuckDBResource) -> MaterializeResult:
+def simulator_eval_job(
+    context: AssetExecutionContext,
+    config: EvalJobConfig,
+    store: DataStoreResource,
+    launcher: JobLauncherResource,
+    duckdb: DuckDBResource,
+) -> MaterializeResult:
     """Runs the evaluation harness as a job, optionally serving a checkpoint behind an OpenAI-compatible
     endpoint inside it (`llamafactory-cli api`: vLLM when installed, else Hugging Face) with a bounded
     readiness wait. The served checkpoint is scored under its weights id (its checkpoint version, else a hash
@@ -179,13 +247,27 @@ def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, st
     sims = [s.model_dump() for s in config.simulators]
     served, manifest = _served(config.serve, root, launcher) if config.serve else (None, None)
     workdir = launcher.job_workdir(context, "eval")
-    extras = {"data_root": str(root), "split_version": config.split_version, "simulators": sims, "served": served,
-              "workdir": str(workdir), "max_samples": config.max_samples}
-    gpu_check = ('command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit 3; }\n'
-                 if config.gpus > 0 else "")
+    extras = {
+        "data_root": str(root),
+        "split_version": config.split_version,
+        "simulators": sims,
+        "served": served,
+        "workdir": str(workdir),
+        "max_samples": config.max_samples,
+    }
+    gpu_check = (
+        'command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit 3; }\n'
+        if config.gpus > 0
+        else ""
+    )
     try:
         job, reported = launcher.run_with_pipes(
-            context, "eval", gpu_check + f"{shlex.quote(launcher.python)} -m assets.training_entry evaluate\n", extras, gpus=config.gpus)
+            context,
+            "eval",
+            gpu_check + f"{shlex.quote(launcher.python)} -m assets.training_entry evaluate\n",
+            extras,
+            gpus=config.gpus,
+        )
     except JobFailed as exc:
         context.log.error(str(exc))
         raise
@@ -193,29 +275,60 @@ def simulator_eval_job(context: AssetExecutionContext, config: EvalJobConfig, st
         raise RuntimeError("the evaluation job finished without reporting through Dagster Pipes")
     report = json.loads(reported[0].metadata["report"].value)
     info = report.get("served") or {}
-    lineage = [{"run_id": rid, "simulator": s["simulator"], "split_version": report["split_version"], "job_id": job.job_id,
-                "dagster_run_id": context.run.run_id, "weights_id": s.get("weights_id"),
-                **({"served_model": info["served_model"], "template": info["template"], "backend": info["backend"],
-                    "checkpoint_path": info["checkpoint_path"], "checkpoint_version": info["checkpoint_version"]}
-                   if rid == info.get("run_id") else {})}
-               for rid, s in report["runs"].items()]
+    lineage = [
+        {
+            "run_id": rid,
+            "simulator": s["simulator"],
+            "split_version": report["split_version"],
+            "job_id": job.job_id,
+            "dagster_run_id": context.run.run_id,
+            "weights_id": s.get("weights_id"),
+            **(
+                {
+                    "served_model": info["served_model"],
+                    "template": info["template"],
+                    "backend": info["backend"],
+                    "checkpoint_path": info["checkpoint_path"],
+                    "checkpoint_version": info["checkpoint_version"],
+                }
+                if rid == info.get("run_id")
+                else {}
+            ),
+        }
+        for rid, s in report["runs"].items()
+    ]
     with duckdb.get_connection() as con:
         for rid, summary in report["runs"].items():
             results.load_run(con, Path(summary["results_path"]), rid)
         checkpoints.sync_checkpoints(con, root)
         checkpoints.record_eval_runs(con, lineage)
         table = results.summary(con, list(report["runs"]))
-    groups = pd.DataFrame([{"run": rid, "parse_failures": s["parse_failures"], **s["cm_by_group"]} for rid, s in report["runs"].items()])
+    groups = pd.DataFrame(
+        [{"run": rid, "parse_failures": s["parse_failures"], **s["cm_by_group"]} for rid, s in report["runs"].items()]
+    )
     metadata: dict[str, Any] = {
-        "job_id": job.job_id, "split_version": report["split_version"], "samples": report["samples"],
+        "job_id": job.job_id,
+        "split_version": report["split_version"],
+        "samples": report["samples"],
         "summary": frame_table(table),
         "cm_by_group_from_job": frame_table(groups),
     }
     if info:
         run = report["runs"][info["run_id"]]
-        metadata.update({"served_model": info["served_model"], "weights_id": info["weights_id"], "template": info["template"],
-                         "backend": info["backend"], "checkpoint": MetadataValue.path(info["checkpoint_path"]),
-                         "scored": run["scored"], "resumed": run["resumed"], "parse_failures": run["parse_failures"]})
+        metadata.update(
+            {
+                "served_model": info["served_model"],
+                "weights_id": info["weights_id"],
+                "template": info["template"],
+                "backend": info["backend"],
+                "checkpoint": MetadataValue.path(info["checkpoint_path"]),
+                "scored": run["scored"],
+                "resumed": run["resumed"],
+                "parse_failures": run["parse_failures"],
+            }
+        )
         if manifest:
-            metadata.update({"checkpoint_version": manifest["checkpoint_version"], "mixture_version": manifest["mixture_version"]})
+            metadata.update(
+                {"checkpoint_version": manifest["checkpoint_version"], "mixture_version": manifest["mixture_version"]}
+            )
     return MaterializeResult(metadata=metadata)

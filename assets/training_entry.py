@@ -19,16 +19,30 @@ def evaluate() -> None:
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
         served = extras.get("served")
-        names = [s["name"] for s in extras["simulators"]] + ([served["spec"]["served_name"] or "the served checkpoint"] if served else [])
+        names = [s["name"] for s in extras["simulators"]] + (
+            [served["spec"]["served_name"] or "the served checkpoint"] if served else []
+        )
         pipes.log.info(f"evaluating {names} on {extras.get('split_version') or 'CURRENT'}")
-        report = eval_job.run(extras["data_root"], extras.get("split_version"), extras["simulators"],
-                              served=extras.get("served"), workdir=extras.get("workdir"),
-                              max_samples=extras.get("max_samples"), log=pipes.log.info)
+        report = eval_job.run(
+            extras["data_root"],
+            extras.get("split_version"),
+            extras["simulators"],
+            served=extras.get("served"),
+            workdir=extras.get("workdir"),
+            max_samples=extras.get("max_samples"),
+            log=pipes.log.info,
+        )
         for rid, summary in report["runs"].items():
-            pipes.log.info(f"{rid}: CM {summary['cm']}% FM {summary['fm']}% over {summary['samples']} samples, "
-                           f"{summary['parse_failures']} parse failures")
-        pipes.report_asset_materialization(metadata={"report": {"raw_value": json.dumps(report, default=str), "type": "json"},
-                                                     "split_version": report["split_version"]})
+            pipes.log.info(
+                f"{rid}: CM {summary['cm']}% FM {summary['fm']}% over {summary['samples']} samples, "
+                f"{summary['parse_failures']} parse failures"
+            )
+        pipes.report_asset_materialization(
+            metadata={
+                "report": {"raw_value": json.dumps(report, default=str), "type": "json"},
+                "split_version": report["split_version"],
+            }
+        )
 
 
 def train_report(output_dir: str) -> None:
@@ -36,8 +50,9 @@ def train_report(output_dir: str) -> None:
     report = run_report(Path(output_dir))
     with open_dagster_pipes() as pipes:
         pipes.log.info(f"trained into {output_dir}: {json.dumps(report['metrics'])}")
-        pipes.report_asset_materialization(metadata={"report": {"raw_value": json.dumps(report), "type": "json"},
-                                                     "checkpoint": report["checkpoint"]})
+        pipes.report_asset_materialization(
+            metadata={"report": {"raw_value": json.dumps(report), "type": "json"}, "checkpoint": report["checkpoint"]}
+        )
 
 
 if __name__ == "__main__":

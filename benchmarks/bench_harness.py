@@ -28,11 +28,21 @@ ROOT = Path(__file__).resolve().parents[1]
 def synthetic_samples(n: int) -> list[dict]:
     state = '{"accounts":{"A1":{"balance":10}}}'
     return [
-        {"step_id": f"s{i}", "stratum": "simple_1", "env_id": "bench", "tool": "deposit", "outcome": "success",
-         "delta_size": 1, "args_count": 2, "arguments_json": f'{{"account_id":"A1","amount":{i}}}', "code": "def deposit(...): ...",
-         "state_before_json": state, "state_after_json": f'{{"accounts":{{"A1":{{"balance":{10 + i}}}}}}}',
-         "raw_observation": f"{{'success': True, 'balance': {10 + i}}}",
-         "delta": [{"op": "replace", "path": ["accounts", "A1", "balance"], "before": "10", "after": str(10 + i)}]}
+        {
+            "step_id": f"s{i}",
+            "stratum": "simple_1",
+            "env_id": "bench",
+            "tool": "deposit",
+            "outcome": "success",
+            "delta_size": 1,
+            "args_count": 2,
+            "arguments_json": f'{{"account_id":"A1","amount":{i}}}',
+            "code": "def deposit(...): ...",
+            "state_before_json": state,
+            "state_after_json": f'{{"accounts":{{"A1":{{"balance":{10 + i}}}}}}}',
+            "raw_observation": f"{{'success': True, 'balance': {10 + i}}}",
+            "delta": [{"op": "replace", "path": ["accounts", "A1", "balance"], "before": "10", "after": str(10 + i)}],
+        }
         for i in range(n)
     ]
 
@@ -55,8 +65,13 @@ def main() -> None:
     args = parser.parse_args()
     samples = synthetic_samples(args.requests)
     # the server runs in its own process, so its threads do not compete with the harness for the GIL
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "correct", str(args.latency)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.fake_openai", "correct", str(args.latency)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     url = proc.stdout.readline().strip()
     try:
         _bench(samples, url, args)
@@ -73,8 +88,10 @@ def _bench(samples: list[dict], url: str, args: argparse.Namespace) -> None:
             secs, report = asyncio.run(timed(samples, spec, path))
             ceiling = c / args.latency
             rate = report.completed / secs
-            print(f"C={c:3d} L={args.latency:.3f}s: {report.completed} requests in {secs:.2f}s = {rate:7.1f} req/s "
-                  f"({100 * rate / ceiling:5.1f}% of C/L = {ceiling:.0f}); peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+            print(
+                f"C={c:3d} L={args.latency:.3f}s: {report.completed} requests in {secs:.2f}s = {rate:7.1f} req/s "
+                f"({100 * rate / ceiling:5.1f}% of C/L = {ceiling:.0f}); peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+            )
             _, again = asyncio.run(timed(samples, spec, path))
             print(f"        resume: {again.skipped} skipped, {again.completed + again.request_errors} new requests")
 

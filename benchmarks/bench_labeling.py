@@ -28,18 +28,18 @@ from pipeline.core.settings import prepare_process  # noqa: E402
 prepare_process()  # as the entry points do, before pyarrow loads (Arrow's jemalloc pool)
 
 from pipeline.collect.collector import collect  # noqa: E402
-from pipeline.envs.bfcl_replay import ground_truth_trajectories  # noqa: E402
-from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
-from pipeline.execution.child import Limits, execute  # noqa: E402
-from pipeline.execution.sandbox import Sandbox  # noqa: E402
-from pipeline.execution.freeze import frozen  # noqa: E402
-from pipeline.execution.labels import TrajectoryLabels  # noqa: E402
-from pipeline.labeling.steps import label  # noqa: E402
-from pipeline.store.layout import DataLayout  # noqa: E402
 from pipeline.collect.explore import ExploreSettings  # noqa: E402
 from pipeline.collect.run import collect_all  # noqa: E402
 from pipeline.collect.sources import SourceConfig, env_items  # noqa: E402
+from pipeline.envs.bfcl_replay import ground_truth_trajectories  # noqa: E402
+from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
 from pipeline.envs.catalog import build_catalog  # noqa: E402
+from pipeline.execution.child import Limits, execute  # noqa: E402
+from pipeline.execution.freeze import frozen  # noqa: E402
+from pipeline.execution.labels import TrajectoryLabels  # noqa: E402
+from pipeline.execution.sandbox import Sandbox  # noqa: E402
+from pipeline.labeling.steps import label  # noqa: E402
+from pipeline.store.layout import DataLayout  # noqa: E402
 from pipeline.store.trajectories import iter_trajectories  # noqa: E402
 
 
@@ -88,8 +88,10 @@ def _pack(tmp: str, workers: list[int], calls: int, repeat: int) -> None:
         explore_secs = time.perf_counter() - t0
         trajectories = list(iter_trajectories(layout))
         steps = sum(len(t.actions) for t in trajectories)
-        print(f"builtin pack: {len(trajectories)} explored trajectories, {steps} steps "
-              f"(exploration in the sandbox: {steps / explore_secs:7.0f} steps/s)")
+        print(
+            f"builtin pack: {len(trajectories)} explored trajectories, {steps} steps "
+            f"(exploration in the sandbox: {steps / explore_secs:7.0f} steps/s)"
+        )
         best = min((in_process(trajectories) for _ in range(repeat)), key=lambda r: r[1])
         print(f"  in-process labeling   : {best[0] / best[1]:7.0f} steps/s")
     for n in workers:
@@ -102,8 +104,10 @@ def _pack(tmp: str, workers: list[int], calls: int, repeat: int) -> None:
                 t0 = time.perf_counter()
                 report = label(layout, box)
                 secs.append(time.perf_counter() - t0)
-        print(f"  sandbox, {n} worker(s) : {report.steps / min(secs):7.0f} steps/s "
-              f"(in-process is {best[0] / best[1] / (report.steps / min(secs)):.1f}x faster)")
+        print(
+            f"  sandbox, {n} worker(s) : {report.steps / min(secs):7.0f} steps/s "
+            f"(in-process is {best[0] / best[1] / (report.steps / min(secs)):.1f}x faster)"
+        )
     # an untrusted corpus: every trajectory of its code runs in a child that has run nothing else (a spare
     # prepared ahead by the worker's zygote); the builtin pack's code with reuse_children=1 costs the same
     n = max(workers)
@@ -116,8 +120,10 @@ def _pack(tmp: str, workers: list[int], calls: int, repeat: int) -> None:
             t0 = time.perf_counter()
             report = label(layout, box)
             secs.append(time.perf_counter() - t0)
-    print(f"  sandbox, {n} worker(s), a fresh child per trajectory (an untrusted corpus): "
-          f"{report.steps / min(secs):7.0f} steps/s ({report.steps / min(secs) / (best[0] / best[1]):.0%} of in-process)")
+    print(
+        f"  sandbox, {n} worker(s), a fresh child per trajectory (an untrusted corpus): "
+        f"{report.steps / min(secs):7.0f} steps/s ({report.steps / min(secs) / (best[0] / best[1]):.0%} of in-process)"
+    )
 
 
 def main() -> None:
@@ -129,14 +135,18 @@ def main() -> None:
     trajectories = list(ground_truth_trajectories(iter_tasks(default_task_files())))
     print(f"{len(trajectories)} trajectories, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
     best = min((in_process(trajectories) for _ in range(args.repeat)), key=lambda r: r[1])
-    print(f"in-process replay+label : {best[0]} steps in {best[1]:.2f}s = {best[0] / best[1]:7.0f} steps/s "
-          f"(peak RSS {peak_mb(resource.RUSAGE_SELF):.0f} MiB)")
+    print(
+        f"in-process replay+label : {best[0]} steps in {best[1]:.2f}s = {best[0] / best[1]:7.0f} steps/s "
+        f"(peak RSS {peak_mb(resource.RUSAGE_SELF):.0f} MiB)"
+    )
     for workers in args.workers:
         runs = [sandboxed(workers) for _ in range(args.repeat)]
         steps, secs, collect_secs = min(runs, key=lambda r: r[1])
-        print(f"sandbox labeling, {workers} worker(s): {steps} steps in {secs:.2f}s = {steps / secs:7.0f} steps/s "
-              f"(collection {collect_secs:.2f}s; peak RSS parent {peak_mb(resource.RUSAGE_SELF):.0f} MiB, "
-              f"largest worker/child {peak_mb(resource.RUSAGE_CHILDREN):.0f} MiB)")
+        print(
+            f"sandbox labeling, {workers} worker(s): {steps} steps in {secs:.2f}s = {steps / secs:7.0f} steps/s "
+            f"(collection {collect_secs:.2f}s; peak RSS parent {peak_mb(resource.RUSAGE_SELF):.0f} MiB, "
+            f"largest worker/child {peak_mb(resource.RUSAGE_CHILDREN):.0f} MiB)"
+        )
     if args.pack_calls:
         pack(args.workers, args.pack_calls, args.repeat)
 

@@ -27,12 +27,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PIPELINE_STAGES = {
     "stratify": ("from pipeline.select.stratify import stratify", "stratify(L)"),
-    "benchmark": ("from pipeline.select.selection import build_benchmark",
-                  "build_benchmark(L, seed=0, on_shortfall='warn')"),
+    "benchmark": (
+        "from pipeline.select.selection import build_benchmark",
+        "build_benchmark(L, seed=0, on_shortfall='warn')",
+    ),
     "mixture": ("from pipeline.select.selection import build_mixture", "build_mixture(L, seed=0, on_shortfall='warn')"),
-    "export": ("from pipeline.export.hf_layout import export_split",
-               "export_split(L, 'benchmark', None, L.root / 'export/benchmark'); "
-               "export_split(L, 'sft_mixture', None, L.root / 'export/sft')"),
+    "export": (
+        "from pipeline.export.hf_layout import export_split",
+        "export_split(L, 'benchmark', None, L.root / 'export/benchmark'); "
+        "export_split(L, 'sft_mixture', None, L.root / 'export/sft')",
+    ),
 }
 # naive stage -> the reference-style scripts it runs (each its own process), with their files
 NAIVE_STAGES = {
@@ -76,8 +80,9 @@ def run_child(imports: str, call: str, env: dict[str, str] | None = None) -> Mea
     preload = "from pipeline.core.settings import prepare_process; prepare_process()" if "pipeline" in imports else ""
     code = CHILD.format(root=str(ROOT), imports=imports, call=call, preload=preload)
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
     anon = 0
     while True:  # private (anonymous) memory: the data a stage holds, not shared library code
         anon = max(anon, _private_kib(proc.pid))
@@ -99,7 +104,9 @@ def ensure_corpus(steps: int, workdir: Path) -> Path:
     if not (corpus / "trajectories" / "trajectories.parquet").exists():
         shutil.rmtree(corpus, ignore_errors=True)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(ROOT / "benchmarks/synth_corpus.py"), str(corpus), "--steps", str(steps)], check=True)
+        subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks/synth_corpus.py"), str(corpus), "--steps", str(steps)], check=True
+        )
         print(f"generated {steps} steps in {time.perf_counter() - t0:.1f}s")
     for derived in ("strata", "splits", "export"):
         shutil.rmtree(corpus / derived, ignore_errors=True)
@@ -113,8 +120,11 @@ def bench_pipeline(corpus: Path, repeat: int) -> dict[str, Measure]:
         for derived in ("strata", "splits", "export"):
             shutil.rmtree(corpus / derived, ignore_errors=True)
         for stage, (imports, call) in PIPELINE_STAGES.items():
-            runs[stage].append(run_child(
-                f"from pipeline.store.layout import DataLayout\n{imports}\nL = DataLayout.at({str(corpus)!r})", call))
+            runs[stage].append(
+                run_child(
+                    f"from pipeline.store.layout import DataLayout\n{imports}\nL = DataLayout.at({str(corpus)!r})", call
+                )
+            )
     out = {}
     for stage, measures in runs.items():
         secs, startup, _, _ = sorted(measures)[len(measures) // 2]
@@ -126,15 +136,21 @@ def bench_naive(corpus: Path, workdir: Path) -> dict[str, Measure]:
     ref = workdir / f"naive-{corpus.name.split('-')[-1]}"
     ref.mkdir(parents=True, exist_ok=True)
     if not (ref / "input.json").exists():
-        run_child("import naive_reference as n", f"n.to_reference_format(n.Path({str(corpus)!r}), n.Path({str(ref / 'input.json')!r}))",
-                  {"PYTHONPATH": str(ROOT / "benchmarks")})
+        run_child(
+            "import naive_reference as n",
+            f"n.to_reference_format(n.Path({str(corpus)!r}), n.Path({str(ref / 'input.json')!r}))",
+            {"PYTHONPATH": str(ROOT / "benchmarks")},
+        )
     out = {}
     for stage, scripts in NAIVE_STAGES.items():
         secs = startup = peak = anon = 0.0
         for script, files in scripts:
             paths = ", ".join(f"n.Path({str(ref / f)!r})" for f in files)
-            s, u, m, a = run_child("import naive_reference as n", f"n.STAGES[{script!r}]({paths})",
-                                   {"PYTHONPATH": str(ROOT / "benchmarks")})
+            s, u, m, a = run_child(
+                "import naive_reference as n",
+                f"n.STAGES[{script!r}]({paths})",
+                {"PYTHONPATH": str(ROOT / "benchmarks")},
+            )
             secs, startup, peak, anon = secs + s, startup + u, max(peak, m), max(anon, a)
         out[stage] = (secs, startup, peak, anon)
     return out
@@ -149,7 +165,9 @@ def table(title: str, rows: dict[str, Measure]) -> Measure:
     startup = sum(r[1] for r in rows.values())
     peak = max(r[2] for r in rows.values())
     anon = max(r[3] for r in rows.values())
-    print(f"  {'total':10s} {total:9.2f} {startup:9.2f} {peak:8.0f} MiB {anon:10.0f} MiB   (with start-up: {total + startup:.2f} s)")
+    print(
+        f"  {'total':10s} {total:9.2f} {startup:9.2f} {peak:8.0f} MiB {anon:10.0f} MiB   (with start-up: {total + startup:.2f} s)"
+    )
     return total, startup, peak, anon
 
 
@@ -158,18 +176,30 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--naive", action="store_true", help="also run the naive baseline (slow, memory-hungry)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/envsim-scale"))
-    parser.add_argument("--repeat", type=int, default=3, help="pipeline chain runs; each stage reports its median seconds and its highest memory")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="pipeline chain runs; each stage reports its median seconds and its highest memory",
+    )
     args = parser.parse_args()
     corpus = ensure_corpus(args.steps, args.workdir)
-    print(f"corpus: {args.steps} steps, {sum(f.stat().st_size for f in corpus.rglob('*.parquet')) / 2**20:.0f} MiB of Parquet, "
-          f"{os.cpu_count()} CPUs")
-    total, startup, peak, anon = table(f"pipeline, {args.steps} steps (per stage: median seconds, highest memory of {args.repeat} runs)",
-                                       bench_pipeline(corpus, args.repeat))
+    print(
+        f"corpus: {args.steps} steps, {sum(f.stat().st_size for f in corpus.rglob('*.parquet')) / 2**20:.0f} MiB of Parquet, "
+        f"{os.cpu_count()} CPUs"
+    )
+    total, startup, peak, anon = table(
+        f"pipeline, {args.steps} steps (per stage: median seconds, highest memory of {args.repeat} runs)",
+        bench_pipeline(corpus, args.repeat),
+    )
     if args.naive:
-        ntotal, nstartup, npeak, nanon = table(f"naive reference-style baseline, {args.steps} steps",
-                                               bench_naive(corpus, args.workdir))
-        print(f"== pipeline: {ntotal / total:.1f}x faster ({(ntotal + nstartup) / (total + startup):.1f}x counting process "
-              f"start-up); peak RSS {100 * peak / npeak:.1f}% and peak private memory {100 * anon / nanon:.1f}% of the naive ones ==")
+        ntotal, nstartup, npeak, nanon = table(
+            f"naive reference-style baseline, {args.steps} steps", bench_naive(corpus, args.workdir)
+        )
+        print(
+            f"== pipeline: {ntotal / total:.1f}x faster ({(ntotal + nstartup) / (total + startup):.1f}x counting process "
+            f"start-up); peak RSS {100 * peak / npeak:.1f}% and peak private memory {100 * anon / nanon:.1f}% of the naive ones =="
+        )
 
 
 if __name__ == "__main__":

@@ -36,21 +36,34 @@ def main() -> None:
     a = ap.parse_args()
     layout = DataLayout.at(a.data_root)
     python, cli = find_llamafactory()
-    config = {"model_name_or_path": "smollm2-135m-instruct", "bf16": False, "flash_attn": "sdpa", "cutoff_len": a.cutoff,
-              "per_device_train_batch_size": a.batch, "global_batch_size": a.batch, "learning_rate": a.lr,
-              "logging_steps": 1, "preprocessing_num_workers": 2, "gpus": 0, "gradient_checkpointing": False,
-              "extra_args": {"max_steps": a.steps, "dataloader_num_workers": 0, "warmup_ratio": 0.0}}
-    resources = {"store": DataStoreResource(data_root=str(layout.root)),
-                 "launcher": JobLauncherResource(backend="local", workdir=str(layout.root / "jobs"), llamafactory_python=python),
-                 "duckdb": DuckDBResource(database=str(layout.duckdb))}
+    config = {
+        "model_name_or_path": "smollm2-135m-instruct",
+        "bf16": False,
+        "flash_attn": "sdpa",
+        "cutoff_len": a.cutoff,
+        "per_device_train_batch_size": a.batch,
+        "global_batch_size": a.batch,
+        "learning_rate": a.lr,
+        "logging_steps": 1,
+        "preprocessing_num_workers": 2,
+        "gpus": 0,
+        "gradient_checkpointing": False,
+        "extra_args": {"max_steps": a.steps, "dataloader_num_workers": 0, "warmup_ratio": 0.0},
+    }
+    resources = {
+        "store": DataStoreResource(data_root=str(layout.root)),
+        "launcher": JobLauncherResource(backend="local", workdir=str(layout.root / "jobs"), llamafactory_python=python),
+        "duckdb": DuckDBResource(database=str(layout.duckdb)),
+    }
     result = materialize([sft_training], resources=resources, run_config={"ops": {"sft_training": {"config": config}}})
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
     checkpoint = Path(meta["checkpoint"].value)
     losses = [json.loads(line) for line in (checkpoint / "trainer_log.jsonl").read_text().splitlines()]
     losses = [(r["current_steps"], round(r["loss"], 4)) for r in losses if "loss" in r]
     print(f"trained {meta['checkpoint_version'].value}: loss by step {losses}")
-    bench = bench_model(layout.root, python, cli, meta["checkpoint_version"].value, per_cell=a.per_cell,
-                        max_tokens=a.max_tokens)
+    bench = bench_model(
+        layout.root, python, cli, meta["checkpoint_version"].value, per_cell=a.per_cell, max_tokens=a.max_tokens
+    )
     print(f"{bench.run_id}: {bench.scored} scored, {bench.resumed} resumed in {bench.seconds:.0f}s")
     print(md_table(bench.cells, index=False))
 

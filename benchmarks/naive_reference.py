@@ -35,21 +35,39 @@ def to_reference_format(layout_root: Path, out: Path) -> None:
     (rebuilt with the pipeline's own replay; not part of the measured stages)."""
     from pipeline.store.reconstruct import replay, stored_steps
 
-    initial = {r["trajectory_id"]: r for r in
-               pq.read_table(layout_root / "trajectories" / "trajectories.parquet",
-                             columns=["trajectory_id", "initial_state_json", "initial_state_hash"]).to_pylist()}
-    steps = pq.read_table(layout_root / "steps").sort_by([("trajectory_id", "ascending"), ("step_index", "ascending")]).to_pylist()
+    initial = {
+        r["trajectory_id"]: r
+        for r in pq.read_table(
+            layout_root / "trajectories" / "trajectories.parquet",
+            columns=["trajectory_id", "initial_state_json", "initial_state_hash"],
+        ).to_pylist()
+    }
+    steps = (
+        pq.read_table(layout_root / "steps")
+        .sort_by([("trajectory_id", "ascending"), ("step_index", "ascending")])
+        .to_pylist()
+    )
     by_traj: dict[str, list] = {}
     for s in steps:
         by_traj.setdefault(s["trajectory_id"], []).append(s)
     records = []
     for tid, traj_steps in by_traj.items():
         first = initial[tid]
-        for i, before, after, _, _ in replay(tid, first["initial_state_json"], first["initial_state_hash"], stored_steps(traj_steps)):
+        for i, before, after, _, _ in replay(
+            tid, first["initial_state_json"], first["initial_state_hash"], stored_steps(traj_steps)
+        ):
             s = traj_steps[i]
-            records.append({"task_id": s["task_id"], "env_id": s["env_id"], "step_id": s["step_id"],
-                            "action": {"name": s["tool"], "arguments": json.loads(s["arguments_json"])},
-                            "observation": s["raw_observation"], "state_before": before, "state_after": after})
+            records.append(
+                {
+                    "task_id": s["task_id"],
+                    "env_id": s["env_id"],
+                    "step_id": s["step_id"],
+                    "action": {"name": s["tool"], "arguments": json.loads(s["arguments_json"])},
+                    "observation": s["raw_observation"],
+                    "state_before": before,
+                    "state_after": after,
+                }
+            )
     _dump(records, out)
 
 
@@ -84,11 +102,18 @@ def label(src: Path, out: Path) -> None:
     _dump(steps, out)
 
 
-CELLS = [("failure", lambda s: s["outcome"] == "failure" and s["delta_size"] == 0, 20),
-         ("no_change_args0", lambda s: s["outcome"] == "success" and s["delta_size"] == 0 and s["args"] == 0, 40),
-         ("no_change_args1", lambda s: s["outcome"] == "success" and s["delta_size"] == 0 and s["args"] == 1, 40)] + \
-        [(f"delta_{k}", (lambda k: lambda s: s["outcome"] == "success" and s["delta_size"] == k)(k), 25 if k < 3 else 50) for k in range(1, 7)] + \
-        [("difficult", lambda s: s["outcome"] == "success" and 7 <= s["delta_size"] <= 12, 50)]
+CELLS = (
+    [
+        ("failure", lambda s: s["outcome"] == "failure" and s["delta_size"] == 0, 20),
+        ("no_change_args0", lambda s: s["outcome"] == "success" and s["delta_size"] == 0 and s["args"] == 0, 40),
+        ("no_change_args1", lambda s: s["outcome"] == "success" and s["delta_size"] == 0 and s["args"] == 1, 40),
+    ]
+    + [
+        (f"delta_{k}", (lambda k: lambda s: s["outcome"] == "success" and s["delta_size"] == k)(k), 25 if k < 3 else 50)
+        for k in range(1, 7)
+    ]
+    + [("difficult", lambda s: s["outcome"] == "success" and 7 <= s["delta_size"] <= 12, 50)]
+)
 
 
 def select(src: Path, out: Path) -> None:
@@ -117,7 +142,15 @@ def mixture(src: Path, bench: Path, out: Path) -> None:
     for s in steps:
         if s["task_id"] in banned or s["delta_size"] > 12:
             continue
-        g = "failure" if s["outcome"] == "failure" else "no_change" if s["delta_size"] == 0 else "simple" if s["delta_size"] <= 2 else "complex"
+        g = (
+            "failure"
+            if s["outcome"] == "failure"
+            else "no_change"
+            if s["delta_size"] == 0
+            else "simple"
+            if s["delta_size"] <= 2
+            else "complex"
+        )
         groups[g].append(copy.deepcopy(s))
     rng = random.Random(0)
     for g in groups.values():
@@ -126,12 +159,18 @@ def mixture(src: Path, bench: Path, out: Path) -> None:
 
 
 def _chat(s) -> list[dict]:
-    prompt = (f"## Current state\n```json\n{json.dumps(s['state_before'], indent=2)}\n```\n\n## Action\nTool: {s['action']['name']}\n"
-              f"Arguments:\n```json\n{json.dumps(s['action']['arguments'], indent=2)}\n```")
-    changes = [{"type": t, "path": list(p), **({} if t == "delete" else {"value": v})}
-               for t, p, v in _diff(copy.deepcopy(s["state_before"]), copy.deepcopy(s["state_after"]))]
-    return [{"role": "user", "content": prompt},
-            {"role": "assistant", "content": json.dumps({"feedback": s["observation"], "config_changes": changes})}]
+    prompt = (
+        f"## Current state\n```json\n{json.dumps(s['state_before'], indent=2)}\n```\n\n## Action\nTool: {s['action']['name']}\n"
+        f"Arguments:\n```json\n{json.dumps(s['action']['arguments'], indent=2)}\n```"
+    )
+    changes = [
+        {"type": t, "path": list(p), **({} if t == "delete" else {"value": v})}
+        for t, p, v in _diff(copy.deepcopy(s["state_before"]), copy.deepcopy(s["state_after"]))
+    ]
+    return [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": json.dumps({"feedback": s["observation"], "config_changes": changes})},
+    ]
 
 
 def export(bench: Path, sft: Path, out_dir: Path) -> None:
@@ -142,17 +181,43 @@ def export(bench: Path, sft: Path, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, src in (("test", bench), ("train", sft)):
         rows = _load(src)
-        pd.DataFrame([{**r, "state_before": json.dumps(r["state_before"]), "state_after": json.dumps(r["state_after"]),
-                       "action": json.dumps(r["action"])} for r in rows]).to_parquet(out_dir / f"{name}.parquet")
+        pd.DataFrame(
+            [
+                {
+                    **r,
+                    "state_before": json.dumps(r["state_before"]),
+                    "state_after": json.dumps(r["state_after"]),
+                    "action": json.dumps(r["action"]),
+                }
+                for r in rows
+            ]
+        ).to_parquet(out_dir / f"{name}.parquet")
         if name == "train":
             chats = [_chat(r) for r in rows]
-            pd.DataFrame([{"step_id": r["step_id"], "messages": c} for r, c in zip(rows, chats)]).to_parquet(out_dir / "train-chat.parquet")
-            pd.DataFrame([{"step_id": r["step_id"], "instruction": "You are an environment simulator.", "input": c[0]["content"],
-                           "output": c[1]["content"]} for r, c in zip(rows, chats)]).to_parquet(out_dir / "train-alpaca.parquet")
+            pd.DataFrame([{"step_id": r["step_id"], "messages": c} for r, c in zip(rows, chats)]).to_parquet(
+                out_dir / "train-chat.parquet"
+            )
+            pd.DataFrame(
+                [
+                    {
+                        "step_id": r["step_id"],
+                        "instruction": "You are an environment simulator.",
+                        "input": c[0]["content"],
+                        "output": c[1]["content"],
+                    }
+                    for r, c in zip(rows, chats)
+                ]
+            ).to_parquet(out_dir / "train-alpaca.parquet")
 
 
-STAGES = {"convert": to_reference_format, "delete_error": delete_error, "label": label, "select": select,
-          "mixture": mixture, "export": export}
+STAGES = {
+    "convert": to_reference_format,
+    "delete_error": delete_error,
+    "label": label,
+    "select": select,
+    "mixture": mixture,
+    "export": export,
+}
 
 if __name__ == "__main__":
     stage, *paths = sys.argv[1:]

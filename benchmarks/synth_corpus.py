@@ -32,11 +32,48 @@ from pipeline.store import schema  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
 
 STEPS_PER_TRAJECTORY = 10
-DELTA_MIX = [(0, 45), (1, 15), (2, 10), (3, 6), (4, 5), (5, 5), (6, 4), (7, 2), (8, 2), (9, 1), (10, 1), (11, 1), (12, 1), (15, 2)]
+DELTA_MIX = [
+    (0, 45),
+    (1, 15),
+    (2, 10),
+    (3, 6),
+    (4, 5),
+    (5, 5),
+    (6, 4),
+    (7, 2),
+    (8, 2),
+    (9, 1),
+    (10, 1),
+    (11, 1),
+    (12, 1),
+    (15, 2),
+]
 TABLES = ["orders", "customers", "products", "tickets", "accounts", "shipments", "bookings", "employees"]
 STATUSES = ["pending", "active", "shipped", "closed", "cancelled", "on_hold", "refunded"]
-WORDS = ["alpha", "bravo", "delta", "echo", "gold", "harbor", "indigo", "juniper", "kilo", "lima", "metro",
-         "nova", "oscar", "prime", "quartz", "river", "sierra", "tango", "ultra", "violet", "willow", "zulu"]
+WORDS = [
+    "alpha",
+    "bravo",
+    "delta",
+    "echo",
+    "gold",
+    "harbor",
+    "indigo",
+    "juniper",
+    "kilo",
+    "lima",
+    "metro",
+    "nova",
+    "oscar",
+    "prime",
+    "quartz",
+    "river",
+    "sierra",
+    "tango",
+    "ultra",
+    "violet",
+    "willow",
+    "zulu",
+]
 FIELD_KINDS = ["status", "quantity", "price", "active", "note", "tags", "updated_at", "owner", "priority"]
 
 
@@ -59,15 +96,18 @@ def _value(rng: random.Random, kind: str) -> Any:
 
 
 def _record(rng: random.Random, rid: str) -> dict[str, Any]:
-    return {"id": rid, "name": " ".join(rng.choices(WORDS, k=2)).title(),
-            **{k: _value(rng, k) for k in FIELD_KINDS}}
+    return {"id": rid, "name": " ".join(rng.choices(WORDS, k=2)).title(), **{k: _value(rng, k) for k in FIELD_KINDS}}
 
 
 def _initial_state(rng: random.Random, target_bytes: int) -> tuple[dict[str, Any], int]:
     tables = rng.sample(TABLES, rng.randint(2, 5))
     state: dict[str, Any] = {t: {} for t in tables}
-    state["settings"] = {"currency": rng.choice(["USD", "EUR", "GBP"]), "timezone": "UTC", "max_items": rng.randint(5, 50),
-                         "features": {"audit": rng.random() < 0.5, "notifications": rng.random() < 0.5}}
+    state["settings"] = {
+        "currency": rng.choice(["USD", "EUR", "GBP"]),
+        "timezone": "UTC",
+        "max_items": rng.randint(5, 50),
+        "features": {"audit": rng.random() < 0.5, "notifications": rng.random() < 0.5},
+    }
     n = 0
     size = len(canonical_json(state))
     while size < target_bytes:
@@ -119,13 +159,16 @@ def _make_delta(rng: random.Random, state: dict[str, Any], k: int, next_id: int)
             continue
         state[table][rid][field] = new
         updated.add((table, rid))
-        delta.append({"op": "replace", "path": [table, rid, field], "before": canonical_json(old), "after": canonical_json(new)})
+        delta.append(
+            {"op": "replace", "path": [table, rid, field], "before": canonical_json(old), "after": canonical_json(new)}
+        )
     delta.sort(key=lambda d: d["path"])
     return delta, next_id
 
 
-def generate(out: Path, steps: int, envs: int = 200, state_kb: tuple[int, int] = (2, 20), seed: int = 0,
-             part_steps: int = 50_000) -> DataLayout:
+def generate(
+    out: Path, steps: int, envs: int = 200, state_kb: tuple[int, int] = (2, 20), seed: int = 0, part_steps: int = 50_000
+) -> DataLayout:
     layout = DataLayout.at(out)
     layout.steps_dir.mkdir(parents=True, exist_ok=True)
     layout.trajectories_dir.mkdir(parents=True, exist_ok=True)
@@ -141,10 +184,24 @@ def generate(out: Path, steps: int, envs: int = 200, state_kb: tuple[int, int] =
         state, next_id = _initial_state(rng, rng.randint(state_kb[0] * 1024, state_kb[1] * 1024))
         text = canonical_json(state)
         tid = f"{env}/task{t:07d}/synth"
-        trajs.append({"trajectory_id": tid, "source": "synth", "env_id": env, "task_id": f"task{t:07d}",
-                      "category": "synth", "strategy": "synthetic", "fingerprint": f"{seed}-{t}", "env_options_json": "{}",
-                      "init_config_json": "{}", "initial_state_json": text, "initial_state_hash": text_hash(text),
-                      "num_actions": 0, "actions": [], "messages_json": None})
+        trajs.append(
+            {
+                "trajectory_id": tid,
+                "source": "synth",
+                "env_id": env,
+                "task_id": f"task{t:07d}",
+                "category": "synth",
+                "strategy": "synthetic",
+                "fingerprint": f"{seed}-{t}",
+                "env_options_json": "{}",
+                "init_config_json": "{}",
+                "initial_state_json": text,
+                "initial_state_hash": text_hash(text),
+                "num_actions": 0,
+                "actions": [],
+                "messages_json": None,
+            }
+        )
         before_hash = trajs[-1]["initial_state_hash"]
         for i in range(min(STEPS_PER_TRAJECTORY, steps - made)):
             k = rng.choices(sizes, weights)[0]
@@ -165,32 +222,60 @@ def generate(out: Path, steps: int, envs: int = 200, state_kb: tuple[int, int] =
                 delta, next_id = _make_delta(rng, state, k, next_id)
                 table = rng.choice([t for t in TABLES if t in state])
                 sample = next(iter(state[table].values()), {})
-                raw = repr({"success": True, "data": sample} if not delta else
-                           {"success": True, "message": f"{len(delta)} change(s) applied to {'/'.join(delta[0]['path'][:2])}"})
+                raw = repr(
+                    {"success": True, "data": sample}
+                    if not delta
+                    else {
+                        "success": True,
+                        "message": f"{len(delta)} change(s) applied to {'/'.join(delta[0]['path'][:2])}",
+                    }
+                )
                 observation = None
             after_hash = text_hash(canonical_json(state)) if delta else before_hash
-            rows.append({
-                "step_id": f"{tid}#{i}", "trajectory_id": tid, "source": "synth", "env_id": env, "task_id": f"task{t:07d}",
-                "step_index": i, "turn": 0, "tool": f"{rng.choice(['get', 'update', 'create', 'cancel', 'list', 'assign'])}_{rng.choice(TABLES)}",
-                "arguments_json": canonical_json(args), "args_count": len(args),
-                "raw_observation": raw, "observation_json": observation, "observation_truncated": False,
-                "outcome": "error" if error else "failure" if failure else "success",
-                "error_type": "KeyError" if error else None, "error_message": "missing record" if error else None,
-                "delta": delta, "delta_size": len(delta), "state_before_hash": before_hash, "state_after_hash": after_hash,
-                "code_ref": None, "env_output": None,
-            })
+            rows.append(
+                {
+                    "step_id": f"{tid}#{i}",
+                    "trajectory_id": tid,
+                    "source": "synth",
+                    "env_id": env,
+                    "task_id": f"task{t:07d}",
+                    "step_index": i,
+                    "turn": 0,
+                    "tool": f"{rng.choice(['get', 'update', 'create', 'cancel', 'list', 'assign'])}_{rng.choice(TABLES)}",
+                    "arguments_json": canonical_json(args),
+                    "args_count": len(args),
+                    "raw_observation": raw,
+                    "observation_json": observation,
+                    "observation_truncated": False,
+                    "outcome": "error" if error else "failure" if failure else "success",
+                    "error_type": "KeyError" if error else None,
+                    "error_message": "missing record" if error else None,
+                    "delta": delta,
+                    "delta_size": len(delta),
+                    "state_before_hash": before_hash,
+                    "state_after_hash": after_hash,
+                    "code_ref": None,
+                    "env_output": None,
+                }
+            )
             before_hash = after_hash
             made += 1
             if len(rows) >= part_steps:
-                pq.write_table(pa.Table.from_pylist(rows, schema=schema.STEPS), layout.steps_dir / f"part-synth{part:05d}.parquet",
-                               compression="zstd")
+                pq.write_table(
+                    pa.Table.from_pylist(rows, schema=schema.STEPS),
+                    layout.steps_dir / f"part-synth{part:05d}.parquet",
+                    compression="zstd",
+                )
                 rows, part = [], part + 1
         if len(trajs) >= 1000:
             traj_writer.write_table(pa.Table.from_pylist(trajs, schema=schema.TRAJECTORIES))
             trajs = []
     if rows:
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema.STEPS), layout.steps_dir / f"part-synth{part:05d}.parquet",
-                       compression="zstd")
+        pq.write_table(
+            pa.Table.from_pylist(rows, schema=schema.STEPS),
+            layout.steps_dir / f"part-synth{part:05d}.parquet",
+            compression="zstd",
+        )
     if trajs:
         traj_writer.write_table(pa.Table.from_pylist(trajs, schema=schema.TRAJECTORIES))
     traj_writer.close()

@@ -15,22 +15,23 @@ prepare_process()  # first, before pyarrow loads
 import pyarrow.parquet as pq  # noqa: E402
 
 from pipeline.core import profile  # noqa: E402
-from pipeline.report.tables import md_table  # noqa: E402
+from pipeline.core.settings import EXECUTORS, SettingsError  # noqa: E402
 from pipeline.core.untrusted import console, console_text  # noqa: E402
-from pipeline.core.settings import EXECUTORS, SettingsError, settings  # noqa: E402
-from pipeline.execution.isolation import ISOLATIONS  # noqa: E402
-from pipeline.store import duck, queries
-from pipeline.store.layout import DataLayout
-from pipeline.labeling.quarantine import blocking, failed_checks
-from pipeline.labeling.empty import why_empty
-from pipeline.labeling.steps import describe_inflight
-from pipeline.quality.environment_report import summary_lines as quality_lines
-from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK, check_outcomes
-from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
-from pipeline.select.selection import composition_in_force, strata_report
-from pipeline.select.shortfall import shortfall_report
 from pipeline.envs import download
 from pipeline.envs.partitions import partition_keys
+from pipeline.execution.isolation import ISOLATIONS  # noqa: E402
+from pipeline.labeling.empty import why_empty
+from pipeline.labeling.quarantine import blocking, failed_checks
+from pipeline.labeling.steps import describe_inflight
+from pipeline.quality.environment_report import summary_lines as quality_lines
+from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
+from pipeline.quality.outcomes import check_outcomes
+from pipeline.report.tables import md_table  # noqa: E402
+from pipeline.select.selection import composition_in_force, strata_report
+from pipeline.select.shortfall import shortfall_report
+from pipeline.store import duck, queries
+from pipeline.store.layout import DataLayout
+from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.training import base_models
 from pipeline.training.bench_model import ModelUnavailable, bench_model, check_model
 from pipeline.training.launchers import find_llamafactory
@@ -53,7 +54,9 @@ def report_evaluation(evaluation: dict[str, dict[str, float]], split_version: st
         return
     on = f" on {split_version}" if split_version else ""
     _say(f"Simulators scored by this run{on} (percent of answered samples; eval_runs in DuckDB):")
-    rows = [{"simulator": name, **{m: scores.get(m) for m in EVAL_METRICS}} for name, scores in sorted(evaluation.items())]
+    rows = [
+        {"simulator": name, **{m: scores.get(m) for m in EVAL_METRICS}} for name, scores in sorted(evaluation.items())
+    ]
     import pandas as pd
 
     _say(md_table(pd.DataFrame(rows), index=False))
@@ -80,8 +83,10 @@ def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None
                 _say(f"{kind} current: {current} (unchanged by this run)")
         if current:
             manifest = store.manifest(current)
-            _say(f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
-                  f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}")
+            _say(
+                f"{kind}: current {current} ({manifest['samples']} samples, seed {manifest['spec']['seed']}, "
+                f"{len(manifest['shortfalls'])} shortfalls) -> {store.samples(current)}"
+            )
             for line in shortfall_report(manifest):  # each missing benchmark cell, what the corpus reaches, the fix
                 _say(line)
             if manifest.get("tools") or manifest.get("decontamination"):
@@ -99,7 +104,10 @@ def report_failed_checks(layout: DataLayout, named_in: str | None = None) -> lis
     failed = [doc for doc in failed_checks(layout) if named_in is None or doc["check"] in named_in]
     for doc in failed:
         held = doc["quarantined"] and not (strict or doc["strict"])
-        _say(f"{'QUARANTINED BY' if held else 'FAILED'} CHECK {doc['check']}: {console(doc['headline'])}", file=sys.stderr)
+        _say(
+            f"{'QUARANTINED BY' if held else 'FAILED'} CHECK {doc['check']}: {console(doc['headline'])}",
+            file=sys.stderr,
+        )
         for env, reason in sorted(doc.get("reasons", {}).items()):
             _say(f"  quarantined {console(env)}: {console(str(reason)[:300])}", file=sys.stderr)
         for line in doc.get("mismatches", [])[:10]:
@@ -107,8 +115,12 @@ def report_failed_checks(layout: DataLayout, named_in: str | None = None) -> lis
     return failed
 
 
-def summary(layout: DataLayout, dagster_run_id: str | None = None,
-            evaluation: dict[str, dict[str, float]] | None = None, eval_version: str | None = None) -> int:
+def summary(
+    layout: DataLayout,
+    dagster_run_id: str | None = None,
+    evaluation: dict[str, dict[str, float]] | None = None,
+    eval_version: str | None = None,
+) -> int:
     """Print the summary; non-zero when there are no steps, or a check failed in strict mode
     (``ENVSIM_STRICT`` or the check's ``strict`` config) or without quarantining an environment.
     Quarantined environments are named, and the run goes on (exit 0) with the others. With the Dagster run
@@ -137,8 +149,10 @@ def summary(layout: DataLayout, dagster_run_id: str | None = None,
     if len(trajectory_files) == 1 and trajectory_files[0] == str(layout.trajectories):
         _say(f"  trajectories  {layout.trajectories}  (rejected tasks: {issues}, see {layout.collection_issues})")
     else:  # partitioned (ENVSIM_SHARDS)
-        _say(f"  trajectories  {layout.trajectories_dir}/part-*.parquet, {len(trajectory_files)} partitions  "
-              f"(rejected tasks: {issues}, see {layout.trajectories_dir}/issues-*.parquet)")
+        _say(
+            f"  trajectories  {layout.trajectories_dir}/part-*.parquet, {len(trajectory_files)} partitions  "
+            f"(rejected tasks: {issues}, see {layout.trajectories_dir}/issues-*.parquet)"
+        )
     _say(f"  steps         {layout.steps_glob()}")
     _say(
         f"{totals['steps']} steps from {totals['trajectories']} trajectories, "
@@ -163,17 +177,25 @@ def summary(layout: DataLayout, dagster_run_id: str | None = None,
     for card in sorted(c for c in exports if c.exists()):
         version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
         _say(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
-    _say(f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views read files relative to the data root: open it from there, or SET file_search_path)")
+    _say(
+        f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views read files relative to the data root: open it from there, or SET file_search_path)"
+    )
     if failed:
         envs = sorted({console(e) for doc in failed for e in doc.get("environments", [])})
         checks = sorted({doc["check"] for doc in failed})
         if stops:
-            _say(f"FAILED: {', '.join(checks)} — bad labels in {', '.join(envs) or 'some environments'} "
-                 f"(excluded from the splits; see {layout.determinism_dir}){' [strict]' if strict else ''}", file=sys.stderr)
+            _say(
+                f"FAILED: {', '.join(checks)} — bad labels in {', '.join(envs) or 'some environments'} "
+                f"(excluded from the splits; see {layout.determinism_dir}){' [strict]' if strict else ''}",
+                file=sys.stderr,
+            )
             return 2
-        _say(f"QUARANTINED: {len(envs)} environment(s) with bad labels ({', '.join(checks)}): {', '.join(envs)} — "
-             f"their steps are excluded from the splits, the other environments' are in them "
-             f"(see {layout.determinism_dir}; ENVSIM_STRICT=1 makes this fail the run)", file=sys.stderr)
+        _say(
+            f"QUARANTINED: {len(envs)} environment(s) with bad labels ({', '.join(checks)}): {', '.join(envs)} — "
+            f"their steps are excluded from the splits, the other environments' are in them "
+            f"(see {layout.determinism_dir}; ENVSIM_STRICT=1 makes this fail the run)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -186,15 +208,22 @@ def settings_problems() -> list[str]:
         return [f"{exc}: fix the value or unset the variable"]
     problems = []
     if current.profile not in profile.PROFILES:
-        problems.append(f"ENVSIM_PROFILE={current.profile!r} is not a profile: set it to one of "
-                        f"{', '.join(sorted(profile.PROFILES))} (or unset it for 'default')")
+        problems.append(
+            f"ENVSIM_PROFILE={current.profile!r} is not a profile: set it to one of "
+            f"{', '.join(sorted(profile.PROFILES))} (or unset it for 'default')"
+        )
     if current.executor not in EXECUTORS:
-        problems.append(f"ENVSIM_EXECUTOR={current.executor!r} is not an executor: set it to one of {', '.join(EXECUTORS)}")
+        problems.append(
+            f"ENVSIM_EXECUTOR={current.executor!r} is not an executor: set it to one of {', '.join(EXECUTORS)}"
+        )
     if current.sandbox not in ISOLATIONS:
-        problems.append(f"ENVSIM_SANDBOX={current.sandbox!r} is not a sandbox isolation: set it to one of "
-                        f"{', '.join(ISOLATIONS)}")
+        problems.append(
+            f"ENVSIM_SANDBOX={current.sandbox!r} is not a sandbox isolation: set it to one of {', '.join(ISOLATIONS)}"
+        )
     if current.launcher not in (None, "local", "slurm"):
-        problems.append(f"ENVSIM_LAUNCHER={current.launcher!r} is not a launcher: set it to local or slurm (or unset it)")
+        problems.append(
+            f"ENVSIM_LAUNCHER={current.launcher!r} is not a launcher: set it to local or slurm (or unset it)"
+        )
     return problems
 
 
@@ -210,33 +239,60 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
     d.add_argument("corpus", choices=["envscaler"])
     d.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
     d.add_argument("--endpoint", default=None, help="Hub endpoint (default: HF_ENDPOINT or https://huggingface.co)")
-    d.add_argument("--env-repo", default=None, help="dataset repo of the env items (default XXHStudyHard/EnvScaler-191-Env)")
-    d.add_argument("--scenario-repo", action="append", default=None,
-                   help="dataset repo(s) of scenarios (default: XXHStudyHard/EnvScaler-RL-Scenario and -SFT-Scenario)")
+    d.add_argument(
+        "--env-repo", default=None, help="dataset repo of the env items (default XXHStudyHard/EnvScaler-191-Env)"
+    )
+    d.add_argument(
+        "--scenario-repo",
+        action="append",
+        default=None,
+        help="dataset repo(s) of scenarios (default: XXHStudyHard/EnvScaler-RL-Scenario and -SFT-Scenario)",
+    )
     d.add_argument("--revision", default=None)
-    b = sub.add_parser("bench-model", help="serve a model and score it on a stratified subset of the current benchmark",
-                       description="Serve a model with llamafactory-cli api (the project's serving) and score it with the "
-                                   "evaluation harness on the first N samples of every benchmark cell; prints parse rate, "
-                                   "FM, CM and cm_reference per cell and stores them in DuckDB (eval_results, "
-                                   "bench_model_runs) under the weights' id.")
-    b.add_argument("--checkpoint", default=base_models.DEFAULT_MODEL,
-                   help=f"an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint version, 'latest', "
-                        f"<version>/step-N, a directory, or a Hub id whose snapshot is in the local Hugging Face cache "
-                        f"(HF_HOME / HF_HUB_CACHE; nothing is downloaded) (default: {base_models.DEFAULT_MODEL})")
+    b = sub.add_parser(
+        "bench-model",
+        help="serve a model and score it on a stratified subset of the current benchmark",
+        description="Serve a model with llamafactory-cli api (the project's serving) and score it with the "
+        "evaluation harness on the first N samples of every benchmark cell; prints parse rate, "
+        "FM, CM and cm_reference per cell and stores them in DuckDB (eval_results, "
+        "bench_model_runs) under the weights' id.",
+    )
+    b.add_argument(
+        "--checkpoint",
+        default=base_models.DEFAULT_MODEL,
+        help=f"an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint version, 'latest', "
+        f"<version>/step-N, a directory, or a Hub id whose snapshot is in the local Hugging Face cache "
+        f"(HF_HOME / HF_HUB_CACHE; nothing is downloaded) (default: {base_models.DEFAULT_MODEL})",
+    )
     b.add_argument("--per-cell", type=int, default=1, help="samples per benchmark cell (default 1)")
     b.add_argument("--max-tokens", type=int, default=512, help="most tokens per answer (default 512)")
-    b.add_argument("--backend", choices=["huggingface", "vllm", "auto"], default="huggingface",
-                   help="llamafactory-cli api backend (default huggingface; a before/after comparison must use one)")
-    b.add_argument("--template", default=None, help="chat template (default: the one recorded with a checkpoint or an "
-                   "embedded model; needed for any other model, e.g. qwen)")
+    b.add_argument(
+        "--backend",
+        choices=["huggingface", "vllm", "auto"],
+        default="huggingface",
+        help="llamafactory-cli api backend (default huggingface; a before/after comparison must use one)",
+    )
+    b.add_argument(
+        "--template",
+        default=None,
+        help="chat template (default: the one recorded with a checkpoint or an "
+        "embedded model; needed for any other model, e.g. qwen)",
+    )
     b.add_argument("--split-version", default=None, help="benchmark version (default: CURRENT)")
     b.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
     b.add_argument("--timeout", type=float, default=900.0, help="seconds per request (default 900)")
-    b.add_argument("--dtype", choices=["auto", "float16", "bfloat16", "float32"], default=None,
-                   help="served compute dtype (default: auto with an NVIDIA GPU, else float32)")
-    b.add_argument("--check", action="store_true",
-                   help="only check that --checkpoint's weights are here and its chat template is known (what ./forge "
-                        "bench-model does before it installs the serving environment); exit 2 with one line if not")
+    b.add_argument(
+        "--dtype",
+        choices=["auto", "float16", "bfloat16", "float32"],
+        default=None,
+        help="served compute dtype (default: auto with an NVIDIA GPU, else float32)",
+    )
+    b.add_argument(
+        "--check",
+        action="store_true",
+        help="only check that --checkpoint's weights are here and its chat template is known (what ./forge "
+        "bench-model does before it installs the serving environment); exit 2 with one line if not",
+    )
     args = parser.parse_args(argv)
     if args.command != "check-settings":  # which reports a bad variable in its own words
         duck.configure(settings())  # the entry point's one Settings value: the DuckDB limits of this process
@@ -247,13 +303,26 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
             if args.check:
                 return 0
             python, cli = find_llamafactory(settings().llamafactory_python)
-            result = bench_model(root, python, cli, args.checkpoint, args.per_cell, args.max_tokens, args.backend,
-                                 args.template, args.split_version, args.timeout, dtype=args.dtype)
+            result = bench_model(
+                root,
+                python,
+                cli,
+                args.checkpoint,
+                args.per_cell,
+                args.max_tokens,
+                args.backend,
+                args.template,
+                args.split_version,
+                args.timeout,
+                dtype=args.dtype,
+            )
         except ModelUnavailable as exc:
             print(f"./forge bench-model: {exc}", file=sys.stderr)
             return 2
-        _say(f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
-              f"in {result.seconds:.0f}s (weights {result.weights_id})")
+        _say(
+            f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
+            f"in {result.seconds:.0f}s (weights {result.weights_id})"
+        )
         _say(md_table(result.cells, index=False))
         print("stored in DuckDB: eval_results / eval_runs (run_id above), bench_model_runs")
         return 0
@@ -261,17 +330,23 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
         root = DataLayout.at(args.data_root or settings().data_root).root
         try:
             result = download.download_envscaler(
-                root, endpoint=args.endpoint, token=None,  # huggingface_hub resolves: $HF_TOKEN, `hf auth login`
+                root,
+                endpoint=args.endpoint,
+                token=None,  # huggingface_hub resolves: $HF_TOKEN, `hf auth login`
                 env_repo=args.env_repo or download.ENV_REPO,
-                scenario_repos=tuple(args.scenario_repo or download.SCENARIO_REPOS), revision=args.revision)
+                scenario_repos=tuple(args.scenario_repo or download.SCENARIO_REPOS),
+                revision=args.revision,
+            )
         except download.DownloadError as exc:
             print(f"./forge download: {exc}", file=sys.stderr)
             return 1
         print(f"env items: {result.env_items}")
         for path in result.scenarios:
             print(f"scenarios: {path}")
-        print(f"recorded in {result.directory / download.CORPUS_FILE}: the sources resource uses it by default "
-              f"(./forge run with ENVSIM_DATA_ROOT={root})")
+        print(
+            f"recorded in {result.directory / download.CORPUS_FILE}: the sources resource uses it by default "
+            f"(./forge run with ENVSIM_DATA_ROOT={root})"
+        )
         return 0
     if args.command == "check-settings":
         problems = settings_problems()

@@ -7,4 +7,13 @@ from resources.launcher import JobLauncherResource
 from resources.sandbox import SandboxResource
 from resources.storage import DataStoreResource
 
-__all__ = ["BfclTaskFileConfig", "CompositionResource", "JobLauncherResource", "HuggingFaceHubResource", "EnvScalerCorpusConfig", "DataStoreResource", "EnvironmentSourcesResource", "SandboxResource"]
+__all__ = [
+    "BfclTaskFileConfig",
+    "CompositionResource",
+    "JobLauncherResource",
+    "HuggingFaceHubResource",
+    "EnvScalerCorpusConfig",
+    "DataStoreResource",
+    "EnvironmentSourcesResource",
+    "SandboxResource",
+]

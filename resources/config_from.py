@@ -38,7 +38,7 @@ def _config_type(tp: Any, where: str) -> Any:
         return str
     origin, args = get_origin(tp), get_args(tp)
     if origin in (Union, types.UnionType):
-        return Union[tuple(_config_type(a, where) for a in args)]  # type: ignore[return-value]
+        return Union[tuple(_config_type(a, where) for a in args)]  # type: ignore[return-value]  # noqa: UP007
     if origin is tuple:
         if len(args) != 2 or args[1] is not Ellipsis:
             raise TypeError(f"{where}: only tuple[X, ...] translates to a config list, not {tp}")
@@ -46,8 +46,10 @@ def _config_type(tp: Any, where: str) -> Any:
     if origin is list:
         return list[_config_type(args[0], where)] if args else list  # type: ignore[misc]
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        raise TypeError(f"{where}: a field holding a dataclass ({tp.__name__}) has no derived config shape; "
-                        "exclude it and declare its config field yourself")
+        raise TypeError(
+            f"{where}: a field holding a dataclass ({tp.__name__}) has no derived config shape; "
+            "exclude it and declare its config field yourself"
+        )
     return tp
 
 
@@ -92,9 +94,14 @@ class DerivedConfig:
         return cls(**values, **given)  # type: ignore[misc]
 
 
-def config_from(*domains: type, exclude: tuple[str, ...] | set[str] = (), aliases: dict[str, str] | None = None,
-                base: type = Config, only: dict[type, tuple[str, ...] | set[str]] | None = None,
-                defaults: dict[str, Any] | None = None) -> Any:
+def config_from(
+    *domains: type,
+    exclude: tuple[str, ...] | set[str] = (),
+    aliases: dict[str, str] | None = None,
+    base: type = Config,
+    only: dict[type, tuple[str, ...] | set[str]] | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> Any:
     """A ``base`` subclass (Dagster ``Config`` or ``ConfigurableResource``) with the fields of the
     dataclasses ``domains`` (in order; a name seen twice is taken from the first), except ``exclude``;
     ``only`` keeps just the named fields of a dataclass; ``aliases`` renames a field's config key
@@ -133,8 +140,13 @@ def config_from(*domains: type, exclude: tuple[str, ...] | set[str] = (), aliase
     doc = domains[0].__doc__ or ""
     if doc.startswith(f"{domains[0].__name__}("):  # the signature dataclasses writes when there is no docstring
         doc = ""
-    model = pydantic.create_model(f"{domains[0].__name__}Fields", __base__=(base, DerivedConfig), __doc__=doc or None,
-                                  __module__=__name__, **fields)
+    model = pydantic.create_model(
+        f"{domains[0].__name__}Fields",
+        __base__=(base, DerivedConfig),
+        __doc__=doc or None,
+        __module__=__name__,
+        **fields,
+    )
     model.__domains__ = derived
     return model
 

@@ -26,11 +26,20 @@ def _downloaded(layout: DataLayout) -> list[EnvScalerCorpusConfig]:
     if corpus is None:
         return []
     files = list(corpus.get("scenarios") or [])
-    return [EnvScalerCorpusConfig(env_items=corpus["env_items"], scenarios=files[0] if files else None, more_scenarios=files[1:],
-                                  prefix=corpus.get("prefix", "envscaler"), license=corpus.get("license", ""))]
+    return [
+        EnvScalerCorpusConfig(
+            env_items=corpus["env_items"],
+            scenarios=files[0] if files else None,
+            more_scenarios=files[1:],
+            prefix=corpus.get("prefix", "envscaler"),
+            license=corpus.get("license", ""),
+        )
+    ]
 
 
-class EnvironmentSourcesResource(config_from(SourceConfig, exclude={"bfcl_files", "envscaler"}, base=ConfigurableResource)):
+class EnvironmentSourcesResource(
+    config_from(SourceConfig, exclude={"bfcl_files", "envscaler"}, base=ConfigurableResource)
+):
     """The environment sources: bfcl-eval's multi-turn tasks, the builtin pack, EnvScaler corpora
     (fields: ``SourceConfig``; its bfcl task files are given as categories plus files of your own)."""
 
@@ -49,8 +58,10 @@ class EnvironmentSourcesResource(config_from(SourceConfig, exclude={"bfcl_files"
     @classmethod
     def of(cls, chosen: profile.Profile) -> "EnvironmentSourcesResource":
         """The sources of the profile ``chosen``: every source default the profile changes."""
-        return cls(bfcl_categories=list(profile_categories(chosen.name)),
-                   builtin_scenarios_per_env=profile_scenarios_per_env(chosen.name))
+        return cls(
+            bfcl_categories=list(profile_categories(chosen.name)),
+            builtin_scenarios_per_env=profile_scenarios_per_env(chosen.name),
+        )
 
     def bfcl_files(self) -> list[BfclTaskFile]:
         files = default_task_files(self.bfcl_categories) if self.bfcl_categories else []

@@ -8,7 +8,6 @@ run through :class:`~pipeline.training.launchers.SlurmLauncher` inside a Pipes s
 """
 
 import re
-import shutil
 import sys
 import threading
 from dataclasses import replace
@@ -28,37 +27,55 @@ from pydantic import Field
 
 from pipeline.store.layout import DataLayout
 from pipeline.training.launchers import (
+    KILL_AFTER_S,
+    JobNeeds,
+    JobResult,
+    JobSpec,
+    LogFollower,
+    LogSink,
+    SlurmLauncher,
     find_llamafactory,
-    KILL_AFTER_S, JobNeeds, JobResult, JobSpec, LogFollower, LogSink, SlurmLauncher, hub_environment, kill_group, local_job,
+    hub_environment,
+    kill_group,
+    local_job,
 )
 from resources.config_from import config_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workdir", "env", "nodes", "requeue"},
-                                      base=ConfigurableResource)):
+class JobLauncherResource(
+    config_from(JobSpec, exclude={"name", "script", "workdir", "env", "nodes", "requeue"}, base=ConfigurableResource)
+):
     """Where GPU jobs run: `local` (a subprocess here) or `slurm` (sbatch; GPUs via --gres). The job's
     resources are the fields of ``JobSpec`` (what a job sets itself — its nodes, requeueing — excluded); the
     ones left unset are what each job needs (``JobNeeds``)."""
 
-    backend: Literal["local", "slurm"] = Field(default="local", description="local (a subprocess here) or slurm (sbatch).")
+    backend: Literal["local", "slurm"] = Field(
+        default="local", description="local (a subprocess here) or slurm (sbatch)."
+    )
     pending_timeout_s: float = Field(default=600, description="Fail if the job stays PENDING longer than this.")
     slurm_conf: str | None = Field(default=None, description="SLURM_CONF for the client commands.")
     jobcomp: str | None = Field(default=None, description="jobcomp/filetxt file, read when scontrol forgot the job.")
-    workdir: str = Field(default_factory=lambda: str(DataLayout.at(None).jobs),
-                         description="Shared directory for job scripts, logs and Pipes files (default: jobs/ under the data root).")
-    python: str = Field(default=sys.executable, description="Python of the job environment (the harness, Pipes reports).")
+    workdir: str = Field(
+        default_factory=lambda: str(DataLayout.at(None).jobs),
+        description="Shared directory for job scripts, logs and Pipes files (default: jobs/ under the data root).",
+    )
+    python: str = Field(
+        default=sys.executable, description="Python of the job environment (the harness, Pipes reports)."
+    )
     llamafactory_python: str | None = Field(
         default=None,
         description="Python of the LLaMA-Factory environment (requirements-train.txt); its llamafactory-cli trains "
         "and serves. The code location's default: $ENVSIM_LLAMAFACTORY_PYTHON; unset: .venv-train "
-        "(./forge train-env) if present, else llamafactory-cli on PATH.")
+        "(./forge train-env) if present, else llamafactory-cli on PATH.",
+    )
     serve_python: str | None = Field(
         default=None,
         description="Python of a separate serving environment (requirements-serve-vllm.txt: vLLM 0.11 needs transformers "
         "< 5, training pins 5.6); its llamafactory-cli serves checkpoints in the evaluation job. Default: "
-        "the code location's $ENVSIM_SERVE_PYTHON; unset: the LLaMA-Factory environment.")
+        "the code location's $ENVSIM_SERVE_PYTHON; unset: the LLaMA-Factory environment.",
+    )
 
     def llamafactory(self) -> tuple[str, str]:
         """(python, llamafactory-cli) of the LLaMA-Factory environment, or FileNotFoundError saying how to get one."""
@@ -85,21 +102,47 @@ class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workd
         """The Hugging Face cache settings every job gets (also the environment of the checks run before submission)."""
         return hub_environment(self.hf_home, self.hf_offline)
 
-    def job_spec(self, workdir: Path, name: str, script: str, env: dict[str, str] | None = None, gpus: int | None = None,
-                 nodes: int = 1, requeue: bool = False, needs: JobNeeds | None = None) -> JobSpec:
+    def job_spec(
+        self,
+        workdir: Path,
+        name: str,
+        script: str,
+        env: dict[str, str] | None = None,
+        gpus: int | None = None,
+        nodes: int = 1,
+        requeue: bool = False,
+        needs: JobNeeds | None = None,
+    ) -> JobSpec:
         """The job ``name`` running ``script`` (in the repository, with it on ``PYTHONPATH``): this launcher's
         settings, where unset (``cpus``, ``mem_gb``, ``time_limit_min``) what the job ``needs``; ``gpus`` overrides
         the launcher's."""
         needs = needs or JobNeeds.for_gpus(self.gpus if gpus is None else gpus)
-        return self.to_domain(name=name, script=f"cd {ROOT}\n{script}", workdir=workdir, env={"PYTHONPATH": str(ROOT), **(env or {})},
-                              gpus=self.gpus if gpus is None else gpus, nodes=nodes, requeue=requeue,
-                              cpus=self.cpus or needs.cpus, mem_gb=self.mem_gb or needs.mem_gb,
-                              time_limit_min=self.time_limit_min or needs.time_limit_min)
+        return self.to_domain(
+            name=name,
+            script=f"cd {ROOT}\n{script}",
+            workdir=workdir,
+            env={"PYTHONPATH": str(ROOT), **(env or {})},
+            gpus=self.gpus if gpus is None else gpus,
+            nodes=nodes,
+            requeue=requeue,
+            cpus=self.cpus or needs.cpus,
+            mem_gb=self.mem_gb or needs.mem_gb,
+            time_limit_min=self.time_limit_min or needs.time_limit_min,
+        )
 
     def run_with_pipes(
-        self, context: AssetExecutionContext, name: str, script: str, extras: dict[str, Any], gpus: int | None = None,
-        env: dict[str, str] | None = None, timeout_s: float | None = None, nodes: int = 1, requeue: bool = False,
-        needs: JobNeeds | None = None, sink: LogSink | None = None,
+        self,
+        context: AssetExecutionContext,
+        name: str,
+        script: str,
+        extras: dict[str, Any],
+        gpus: int | None = None,
+        env: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+        nodes: int = 1,
+        requeue: bool = False,
+        needs: JobNeeds | None = None,
+        sink: LogSink | None = None,
     ) -> tuple[JobResult, list[Any]]:
         """Run a job script with the Pipes bootstrap (and ``env``) in its environment; returns (job, Pipes results).
         ``timeout_s`` overrides ``time_limit_min`` (local: the job's time limit; Slurm: how long to wait). Each line
@@ -112,18 +155,31 @@ class JobLauncherResource(config_from(JobSpec, exclude={"name", "script", "workd
         sink = sink or context.log.info
         if self.backend == "local":
             return _run_local(context, spec, extras, injector, reader, timeout_s, sink)
-        with open_pipes_session(context=context, context_injector=injector, message_reader=reader, extras=extras) as session:
+        with open_pipes_session(
+            context=context, context_injector=injector, message_reader=reader, extras=extras
+        ) as session:
             spec = replace(spec, env={**session.get_bootstrap_env_vars(), **spec.env})
             result = self.slurm_launcher().run(spec, sink=sink, timeout_s=timeout_s)
         return result, list(session.get_results())
 
 
-def _run_local(context: AssetExecutionContext, spec: JobSpec, extras: dict[str, Any], injector: PipesFileContextInjector,
-               reader: PipesFileMessageReader, timeout_s: float | None, sink: LogSink) -> tuple[JobResult, list[Any]]:
+def _run_local(
+    context: AssetExecutionContext,
+    spec: JobSpec,
+    extras: dict[str, Any],
+    injector: PipesFileContextInjector,
+    reader: PipesFileMessageReader,
+    timeout_s: float | None,
+    sink: LogSink,
+) -> tuple[JobResult, list[Any]]:
     """The job under ``PipesSubprocessClient``, its log followed into ``sink`` while it runs."""
     job = local_job(spec, timeout_s)
-    client = PipesSubprocessClient(context_injector=injector, message_reader=reader, forward_termination=True,
-                                   termination_timeout_seconds=KILL_AFTER_S + 5)
+    client = PipesSubprocessClient(
+        context_injector=injector,
+        message_reader=reader,
+        forward_termination=True,
+        termination_timeout_seconds=KILL_AFTER_S + 5,
+    )
     follower, done = LogFollower(job.log, sink), threading.Event()
 
     def follow() -> None:
@@ -133,7 +189,9 @@ def _run_local(context: AssetExecutionContext, spec: JobSpec, extras: dict[str, 
     thread = threading.Thread(target=follow, name=f"follow-{spec.name}", daemon=True)
     thread.start()
     try:
-        invocation = client.run(context=context, command=list(job.command), extras=extras, env=spec.environment(), cwd=str(spec.workdir))
+        invocation = client.run(
+            context=context, command=list(job.command), extras=extras, env=spec.environment(), cwd=str(spec.workdir)
+        )
     except DagsterPipesExecutionError as exc:  # "External execution process failed with code N"
         kill_group(job.group())
         code = re.search(r"code (-?\d+)", str(exc))

@@ -10,7 +10,8 @@ never read the environment. The data root is the ``store`` resource's, configure
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dagster import ConfigurableResource
 
@@ -40,8 +41,12 @@ def _launcher(backend: str) -> Callable[[Settings, profile.Profile], dict[str, A
     def resources(current: Settings, chosen: profile.Profile) -> dict[str, Any]:
         out = _common(current, chosen)
         out["launcher"] = DataStoreJobLauncherResource(
-            store=out["store"], backend=backend, partition=current.slurm_partition, slurm_conf=current.slurm_conf,
-            llamafactory_python=current.llamafactory_python, serve_python=current.serve_python,
+            store=out["store"],
+            backend=backend,
+            partition=current.slurm_partition,
+            slurm_conf=current.slurm_conf,
+            llamafactory_python=current.llamafactory_python,
+            serve_python=current.serve_python,
         )
         return out
 

@@ -6,13 +6,13 @@ resource (``envsim.duckdb``) and the GPU job launcher (``jobs/``) — so they fo
 ``store`` too. Nothing else decides where the data lives.
 """
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import duckdb
-from dagster_duckdb import DuckDBResource
 from dagster import ConfigurableResource, InitResourceContext
+from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from pipeline.store import catalog, duck, warehouse
@@ -64,7 +64,9 @@ class DataStoreDuckDBResource(DuckDBResource):
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)  # the data root is created on demand
-        inner = DuckDBResource(database=self.path, connection_config={**duck.connection_config(), **self.connection_config})
+        inner = DuckDBResource(
+            database=self.path, connection_config={**duck.connection_config(), **self.connection_config}
+        )
         with inner.get_connection() as con:
             if self.path != ":memory:":
                 # views re-pointed at the data root as it is now (a moved root answers), comments on everything
@@ -79,8 +81,10 @@ class DataStoreJobLauncherResource(JobLauncherResource):
     ``store`` resource's data root, unless ``workdir`` names another directory."""
 
     store: DataStoreResource
-    workdir: str = Field(default="", description="Shared directory for job scripts, logs and Pipes files; "
-                         "empty: jobs/ under the store's data root.")
+    workdir: str = Field(
+        default="",
+        description="Shared directory for job scripts, logs and Pipes files; empty: jobs/ under the store's data root.",
+    )
 
     def jobs_dir(self) -> Path:
         return Path(self.workdir) if self.workdir else self.store.layout().jobs

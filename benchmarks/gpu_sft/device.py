@@ -42,8 +42,12 @@ def convert(gguf: Path, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     tok.save_pretrained(str(out))
-    info = {"gguf": gguf.name, "gguf_sha256": sha256(gguf), "parameters": sum(p.numel() for p in model.parameters()),
-            "seconds": round(time.perf_counter() - started, 1)}
+    info = {
+        "gguf": gguf.name,
+        "gguf_sha256": sha256(gguf),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     (out / "envsim_base_model.json").write_text(json.dumps(info, indent=2))
     return info
 
@@ -72,31 +76,56 @@ def generate(model_dir: Path, prompts: Path, out: Path, batch: int, max_new_toke
     generated_tokens = 0
     with out.open("w") as fh, torch.inference_mode():
         for i in range(0, len(encoded), batch):
-            chunk = encoded[i:i + batch]
+            chunk = encoded[i : i + batch]
             width = max(len(ids) for _, ids in chunk)
             input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
             mask = torch.zeros((len(chunk), width), dtype=torch.long)
             for j, (_, ids) in enumerate(chunk):  # left padding
-                input_ids[j, width - len(ids):] = torch.tensor(ids)
-                mask[j, width - len(ids):] = 1
+                input_ids[j, width - len(ids) :] = torch.tensor(ids)
+                mask[j, width - len(ids) :] = 1
             t0 = time.perf_counter()
-            res = model.generate(input_ids=input_ids.cuda(), attention_mask=mask.cuda(), do_sample=False,
-                                 max_new_tokens=max_new_tokens, eos_token_id=stop, pad_token_id=pad)
+            res = model.generate(
+                input_ids=input_ids.cuda(),
+                attention_mask=mask.cuda(),
+                do_sample=False,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=stop,
+                pad_token_id=pad,
+            )
             took = time.perf_counter() - t0
             for j, (step_id, ids) in enumerate(chunk):
                 new = res[j, width:].tolist()
                 n = next((k for k, t in enumerate(new) if t in stop), len(new))
                 generated_tokens += n
-                fh.write(json.dumps({"step_id": step_id, "text": tok.decode(new[:n], skip_special_tokens=True),
-                                     "prompt_tokens": len(ids), "completion_tokens": n,
-                                     "latency_s": round(took / len(chunk), 4)}) + "\n")
-            print(f"generate {model_dir.name}: {min(i + batch, len(encoded))}/{len(encoded)} in "
-                  f"{time.perf_counter() - started:.1f}s", flush=True)
+                fh.write(
+                    json.dumps(
+                        {
+                            "step_id": step_id,
+                            "text": tok.decode(new[:n], skip_special_tokens=True),
+                            "prompt_tokens": len(ids),
+                            "completion_tokens": n,
+                            "latency_s": round(took / len(chunk), 4),
+                        }
+                    )
+                    + "\n"
+                )
+            print(
+                f"generate {model_dir.name}: {min(i + batch, len(encoded))}/{len(encoded)} in "
+                f"{time.perf_counter() - started:.1f}s",
+                flush=True,
+            )
     seconds = time.perf_counter() - started
-    return {"model": str(model_dir), "samples": len(encoded), "seconds": round(seconds, 2),
-            "samples_per_s": round(len(encoded) / seconds, 3), "generated_tokens": generated_tokens,
-            "generated_tokens_per_s": round(generated_tokens / seconds, 1), "batch": batch,
-            "max_new_tokens": max_new_tokens, "gpu": torch.cuda.get_device_name(0)}
+    return {
+        "model": str(model_dir),
+        "samples": len(encoded),
+        "seconds": round(seconds, 2),
+        "samples_per_s": round(len(encoded) / seconds, 3),
+        "generated_tokens": generated_tokens,
+        "generated_tokens_per_s": round(generated_tokens / seconds, 1),
+        "batch": batch,
+        "max_new_tokens": max_new_tokens,
+        "gpu": torch.cuda.get_device_name(0),
+    }
 
 
 def train(config: Path) -> dict:

@@ -47,20 +47,40 @@ def main() -> None:
     version, samples = load_samples(layout)
     with (out / "bench.jsonl").open("w") as fh:
         for s in samples:
-            fh.write(json.dumps({"step_id": s["step_id"], "stratum": s["stratum"], "messages": messages(s, "envsim")}) + "\n")
+            fh.write(
+                json.dumps({"step_id": s["step_id"], "stratum": s["stratum"], "messages": messages(s, "envsim")}) + "\n"
+            )
 
     store = SplitStore(layout, MIXTURE)
     balance2 = store.current()
     spec = store.manifest(balance2)["spec"]
-    uniform = build_mixture(layout, sizes=spec["sizes"], seed=spec["seed"], decontaminate=spec["decontaminate"],
-                            benchmark_version=spec["benchmark"], make_current=False, composition="uniform")
+    uniform = build_mixture(
+        layout,
+        sizes=spec["sizes"],
+        seed=spec["seed"],
+        decontaminate=spec["decontaminate"],
+        benchmark_version=spec["benchmark"],
+        make_current=False,
+        composition="uniform",
+    )
     mixtures = {"balance2": balance2, "uniform": uniform.version}
     settings = TrainSettings(
-        model_name_or_path=f"{a.remote}/base_hf", template="smollm2", dataset="envsim_chat", cutoff_len=8192,
-        learning_rate=a.lr, num_train_epochs=a.epochs, per_device_train_batch_size=a.per_device_batch,
-        gradient_accumulation_steps=a.global_batch // a.per_device_batch, bf16=True, gradient_checkpointing=False,
-        flash_attn="sdpa", save_steps=100000, logging_steps=5, preprocessing_num_workers=16,
-        extra={"seed": 42, "data_seed": 42, "dataloader_num_workers": 4})
+        model_name_or_path=f"{a.remote}/base_hf",
+        template="smollm2",
+        dataset="envsim_chat",
+        cutoff_len=8192,
+        learning_rate=a.lr,
+        num_train_epochs=a.epochs,
+        per_device_train_batch_size=a.per_device_batch,
+        gradient_accumulation_steps=a.global_batch // a.per_device_batch,
+        bf16=True,
+        gradient_checkpointing=False,
+        flash_attn="sdpa",
+        save_steps=100000,
+        logging_steps=5,
+        preprocessing_num_workers=16,
+        extra={"seed": 42, "data_seed": 42, "dataloader_num_workers": 4},
+    )
     for name, mix_version in mixtures.items():
         export_dir = out / "mixtures" / name
         if export_dir.exists():
@@ -70,9 +90,17 @@ def main() -> None:
             shutil.rmtree(export_dir / extra, ignore_errors=True)
         cfg = sft_config(settings, Path(f"{a.remote}/mixtures/{name}"), Path(f"{a.remote}/ckpt/{name}"))
         write_config(cfg, out / f"train-{name}.yaml")
-    plan = {"benchmark_version": version, "samples": len(samples), "mixtures": mixtures,
-            "uniform_strata": uniform.strata, "settings": {k: v for k, v in sft_config(settings, Path("."), Path(".")).items()
-                                                         if k not in ("dataset_dir", "output_dir")}}
+    plan = {
+        "benchmark_version": version,
+        "samples": len(samples),
+        "mixtures": mixtures,
+        "uniform_strata": uniform.strata,
+        "settings": {
+            k: v
+            for k, v in sft_config(settings, Path("."), Path(".")).items()
+            if k not in ("dataset_dir", "output_dir")
+        },
+    }
     (out / "plan.json").write_text(json.dumps(plan, indent=2, default=str))
     print(json.dumps({k: plan[k] for k in ("benchmark_version", "samples", "mixtures")}, indent=2))
 

@@ -26,19 +26,20 @@ import json
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import openai
 
-from pipeline.models.agent_settings import AGENT_SYSTEM_PROMPT, AgentSettings
-from pipeline.models.openai_client import async_client
+from pipeline.core.environment import EnvSpec
 from pipeline.core.progress import Progress
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
-from pipeline.core.environment import EnvSpec
 from pipeline.execution.sandbox import Sandbox
+from pipeline.models.agent_settings import AGENT_SYSTEM_PROMPT, AgentSettings
+from pipeline.models.openai_client import async_client
 from pipeline.store.jsonl import Appender, read_rows
 
 
@@ -64,7 +65,9 @@ class AgentEndpointError(RuntimeError):
 
 #: text a model writes when it means a tool call: LLaMA-Factory's default tool format (``Action:`` /
 #: ``Action Input:``), Hermes / Qwen ``<tool_call>`` tags, or a JSON object with ``name`` and ``arguments``
-_CALL_LIKE = re.compile(r"(?m)^\W*Action:\s*\S+|<tool_call>|\{\s*\"name\"\s*:\s*\"[^\"]*\"\s*,\s*\"(arguments|parameters)\"")
+_CALL_LIKE = re.compile(
+    r"(?m)^\W*Action:\s*\S+|<tool_call>|\{\s*\"name\"\s*:\s*\"[^\"]*\"\s*,\s*\"(arguments|parameters)\""
+)
 #: event kinds that are a tool call the model got wrong (the rest: an absent call, endpoint trouble, cut-offs)
 INVALID_CALLS = ("malformed_arguments", "unknown_tool", "unparsed_tool_call")
 #: what LLaMA-Factory's api answers (HTTP 400) to a conversation that does not alternate user/tool and
@@ -77,8 +80,10 @@ def endpoint_reason(exc: openai.APIError) -> str:
     LLaMA-Factory's alternation rule what it means."""
     reason = f"{type(exc).__name__}: {str(exc)[:200]}"
     if isinstance(exc, openai.BadRequestError) and any(marker in str(exc) for marker in _ALTERNATION):
-        reason += (" (the endpoint accepts only alternating user/tool and assistant messages, as LLaMA-Factory's api "
-                   "does: the several tool results of a parallel tool call cannot be sent back to it)")
+        reason += (
+            " (the endpoint accepts only alternating user/tool and assistant messages, as LLaMA-Factory's api "
+            "does: the several tool results of a parallel tool call cannot be sent back to it)"
+        )
     return reason
 
 
@@ -88,16 +93,23 @@ def absent_call(content: str | None, finish_reason: str | None, max_tokens: int)
     text = content or ""
     match = _CALL_LIKE.search(text)
     if match:
-        return {"kind": "unparsed_tool_call", "finish_reason": finish_reason,
-                "reason": "the answer reads like a tool call the endpoint did not return as tool_calls "
-                          f"(its name or input did not parse): {text[match.start():match.start() + 160]!r}"}
+        return {
+            "kind": "unparsed_tool_call",
+            "finish_reason": finish_reason,
+            "reason": "the answer reads like a tool call the endpoint did not return as tool_calls "
+            f"(its name or input did not parse): {text[match.start() : match.start() + 160]!r}",
+        }
     if finish_reason == "length":
         why = f"cut at max_tokens ({max_tokens}) before any tool call"
     elif not text.strip():
         why = "an empty answer"
     else:
         why = "answered in text"
-    return {"kind": "no_tool_call", "finish_reason": finish_reason, "reason": f"{why}: the turn ends ({len(text)} characters)"}
+    return {
+        "kind": "no_tool_call",
+        "finish_reason": finish_reason,
+        "reason": f"{why}: the turn ends ({len(text)} characters)",
+    }
 
 
 def tally(row: dict[str, Any]) -> dict[str, int]:
@@ -106,9 +118,13 @@ def tally(row: dict[str, Any]) -> dict[str, int]:
     kinds = Counter(e["kind"] for e in row["events"])
     calls = sum(len(m.get("tool_calls") or []) for m in row["messages"] if m.get("role") == "assistant")
     executed = calls - kinds["malformed_arguments"]
-    return {"answers": sum(1 for m in row["messages"] if m.get("role") == "assistant"),
-            "tool_calls": calls, "valid": executed - kinds["unknown_tool"],
-            "invalid": sum(kinds[k] for k in INVALID_CALLS), "no_tool_call": kinds["no_tool_call"]}
+    return {
+        "answers": sum(1 for m in row["messages"] if m.get("role") == "assistant"),
+        "tool_calls": calls,
+        "valid": executed - kinds["unknown_tool"],
+        "invalid": sum(kinds[k] for k in INVALID_CALLS),
+        "no_tool_call": kinds["no_tool_call"],
+    }
 
 
 def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action], list[dict[str, Any]]]:
@@ -120,7 +136,14 @@ def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action],
     turn = -1
     for message in messages:
         if not isinstance(message, dict):
-            malformed.append({"kind": "malformed_message", "tool": "", "arguments": "", "reason": f"message is a {type(message).__name__}, not an object"})
+            malformed.append(
+                {
+                    "kind": "malformed_message",
+                    "tool": "",
+                    "arguments": "",
+                    "reason": f"message is a {type(message).__name__}, not an object",
+                }
+            )
             continue
         role = message.get("role")
         if role == "user":
@@ -129,13 +152,30 @@ def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action],
             continue
         calls = message.get("tool_calls") or []
         if not isinstance(calls, list):
-            malformed.append({"kind": "malformed_message", "tool": "", "arguments": "", "reason": f"'tool_calls' is a {type(calls).__name__}, not a list"})
+            malformed.append(
+                {
+                    "kind": "malformed_message",
+                    "tool": "",
+                    "arguments": "",
+                    "reason": f"'tool_calls' is a {type(calls).__name__}, not a list",
+                }
+            )
             continue
         for call in calls:
             fn = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(fn.get("arguments") or "{}", str):
-                malformed.append({"kind": "malformed_call", "tool": fn.get("name", "") if isinstance(fn, dict) else "",
-                                  "arguments": "", "reason": f"not a function call with a string name and string arguments: {repr(call)[:120]}"})
+            if (
+                not isinstance(fn, dict)
+                or not isinstance(fn.get("name"), str)
+                or not isinstance(fn.get("arguments") or "{}", str)
+            ):
+                malformed.append(
+                    {
+                        "kind": "malformed_call",
+                        "tool": fn.get("name", "") if isinstance(fn, dict) else "",
+                        "arguments": "",
+                        "reason": f"not a function call with a string name and string arguments: {repr(call)[:120]}",
+                    }
+                )
                 continue
             name, text = fn["name"], fn.get("arguments") or "{}"
             try:
@@ -161,7 +201,9 @@ class Agent:
     def _observe(self, task: AgentTask, actions: list[Action]) -> tuple[str, dict[str, Any] | None]:
         # the episode's own trajectory id: the frozen clock and seeded ids the agent observes are
         # the ones labeling re-creates for the stored trajectory
-        traj = Trajectory(f"{task.env.env_id}/{task.task_id}/agent-{self.settings.model}", task.task_id, task.env, tuple(actions))
+        traj = Trajectory(
+            f"{task.env.env_id}/{task.task_id}/agent-{self.settings.model}", task.task_id, task.env, tuple(actions)
+        )
         [(_, result)] = list(self.sandbox.run([traj]))
         if result["init"] is None:
             return "", {"kind": "reset_error", "reason": result["init_error"]}
@@ -185,11 +227,17 @@ class Agent:
                     break
                 try:
                     response = await self.client.chat.completions.create(
-                        model=self.settings.model, messages=messages, tools=tools, tool_choice="auto",
-                        temperature=self.settings.temperature, max_tokens=self.settings.max_tokens,
+                        model=self.settings.model,
+                        messages=messages,
+                        tools=tools,
+                        tool_choice="auto",
+                        temperature=self.settings.temperature,
+                        max_tokens=self.settings.max_tokens,
                     )
                 except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
-                    raise AgentEndpointError(f"agent endpoint refused the request: {type(exc).__name__} ({getattr(exc, 'status_code', '')})") from None
+                    raise AgentEndpointError(
+                        f"agent endpoint refused the request: {type(exc).__name__} ({getattr(exc, 'status_code', '')})"
+                    ) from None
                 except openai.APIError as exc:
                     ep.status = "model_error"
                     ep.events.append({"kind": "model_error", "reason": endpoint_reason(exc)})
@@ -203,14 +251,24 @@ class Agent:
                 record = {"role": "assistant", "content": message.content}
                 calls = list(message.tool_calls or [])
                 if calls:
-                    record["tool_calls"] = [{"id": c.id, "type": "function",
-                                             "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in calls]
+                    record["tool_calls"] = [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.function.name, "arguments": c.function.arguments},
+                        }
+                        for c in calls
+                    ]
                 if getattr(message, "refusal", None):
                     ep.events.append({"kind": "refusal", "reason": message.refusal})
                 messages.append(record)
                 if not calls:  # the model answered: this turn is over
-                    ep.events.append({**absent_call(message.content, choice.finish_reason, self.settings.max_tokens),
-                                      "turn": turn_index})
+                    ep.events.append(
+                        {
+                            **absent_call(message.content, choice.finish_reason, self.settings.max_tokens),
+                            "turn": turn_index,
+                        }
+                    )
                     break
                 for call in calls:
                     name, text = call.function.name, call.function.arguments or "{}"
@@ -219,13 +277,26 @@ class Agent:
                         if not isinstance(args, dict):
                             raise ValueError("arguments are not a JSON object")
                     except ValueError as exc:
-                        ep.events.append({"kind": "malformed_arguments", "tool": name, "arguments": text, "reason": str(exc)})
-                        messages.append({"role": "tool", "tool_call_id": call.id, "content": f"Error: invalid JSON arguments: {exc}"})
+                        ep.events.append(
+                            {"kind": "malformed_arguments", "tool": name, "arguments": text, "reason": str(exc)}
+                        )
+                        messages.append(
+                            {
+                                "role": "tool",
+                                "tool_call_id": call.id,
+                                "content": f"Error: invalid JSON arguments: {exc}",
+                            }
+                        )
                         continue
                     if name not in names:
-                        ep.events.append({"kind": "unknown_tool", "tool": name,
-                                          "reason": f"{name!r} is not one of the environment's {len(names)} tools; "
-                                                    "executed as an error step"})
+                        ep.events.append(
+                            {
+                                "kind": "unknown_tool",
+                                "tool": name,
+                                "reason": f"{name!r} is not one of the environment's {len(names)} tools; "
+                                "executed as an error step",
+                            }
+                        )
                     actions.append(Action(name, args, turn_index, call=f"{name}({text})"))
                     observation, problem = await asyncio.to_thread(self._observe, task, actions)
                     if problem is not None:
@@ -239,7 +310,11 @@ class Agent:
                 break
         ep.trajectory = Trajectory(
             trajectory_id=f"{task.env.env_id}/{task.task_id}/agent-{self.settings.model}",
-            task_id=task.task_id, env=task.env, actions=tuple(actions), category="agent", strategy="agent",
+            task_id=task.task_id,
+            env=task.env,
+            actions=tuple(actions),
+            category="agent",
+            strategy="agent",
             meta={"messages": messages},
         )
         return ep
@@ -251,30 +326,48 @@ def load_episodes(path: Path) -> dict[str, dict[str, Any]]:
 
 
 async def collect_agent(
-    tasks: list[AgentTask], settings: AgentSettings, sandbox: Sandbox, record: Path,
+    tasks: list[AgentTask],
+    settings: AgentSettings,
+    sandbox: Sandbox,
+    record: Path,
     log: Callable[[str], None] = lambda _m: None,
 ) -> list[dict[str, Any]]:
     """Run the agent on every task not yet recorded in ``record`` (JSON lines, appended per episode)."""
     done = load_episodes(record)
     todo = [t for t in tasks if t.task_id not in done]
     if len(todo) < len(tasks):
-        log(f"agent: {len(tasks) - len(todo)} of {len(tasks)} episodes already recorded in {record.name}; running the other {len(todo)}")
+        log(
+            f"agent: {len(tasks) - len(todo)} of {len(tasks)} episodes already recorded in {record.name}; running the other {len(todo)}"
+        )
     progress = Progress("agent", len(todo), log, unit="episodes")
     agent = Agent(settings, sandbox)
     gate = asyncio.Semaphore(max(1, settings.concurrency))
     try:
         with Appender(record, ensure_ascii=True, default=str) as out:
+
             async def one(task: AgentTask) -> None:
                 async with gate:
                     ep = await agent.episode(task)
-                row = {"task_id": task.task_id, "env": {"source": task.env.source, "env_id": task.env.env_id,
-                                                         "init_config": task.env.init_config, "options": task.env.options},
-                       "status": ep.status, "events": ep.events, "messages": ep.messages, "time": time.time()}
+                row = {
+                    "task_id": task.task_id,
+                    "env": {
+                        "source": task.env.source,
+                        "env_id": task.env.env_id,
+                        "init_config": task.env.init_config,
+                        "options": task.env.options,
+                    },
+                    "status": ep.status,
+                    "events": ep.events,
+                    "messages": ep.messages,
+                    "time": time.time(),
+                }
                 out.write(row)
                 done[task.task_id] = row
                 counts = tally(row)
-                log(f"agent episode {task.task_id}: {ep.status}, {counts['answers']} answers, {counts['valid']} valid / "
-                    f"{counts['invalid']} invalid tool calls, {counts['no_tool_call']} without a tool call")
+                log(
+                    f"agent episode {task.task_id}: {ep.status}, {counts['answers']} answers, {counts['valid']} valid / "
+                    f"{counts['invalid']} invalid tool calls, {counts['no_tool_call']} without a tool call"
+                )
                 progress.advance()
 
             await asyncio.gather(*(one(t) for t in todo))
@@ -288,6 +381,11 @@ def episode_trajectory(row: dict[str, Any], model: str) -> Trajectory:
     env = EnvSpec(**row["env"])
     actions, _ = actions_from_messages(row["messages"])
     return Trajectory(
-        trajectory_id=f"{env.env_id}/{row['task_id']}/agent-{model}", task_id=row["task_id"], env=env,
-        actions=tuple(actions), category="agent", strategy="agent", meta={"messages": row["messages"]},
+        trajectory_id=f"{env.env_id}/{row['task_id']}/agent-{model}",
+        task_id=row["task_id"],
+        env=env,
+        actions=tuple(actions),
+        category="agent",
+        strategy="agent",
+        meta={"messages": row["messages"]},
     )

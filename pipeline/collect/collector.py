@@ -10,16 +10,17 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from pipeline.core.trajectory import Trajectory
+from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.core.issues import TaskIssue
 from pipeline.core.progress import Progress
+from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import CollectedSteps
-from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
@@ -48,8 +49,7 @@ class CollectReport:
 def _json_actions(traj: Trajectory) -> Trajectory:
     """Normalise action arguments to the JSON values that are stored (and later re-executed)."""
     actions = tuple(
-        dataclasses.replace(a, arguments=json.loads(canonical_json(canonicalize(a.arguments))))
-        for a in traj.actions
+        dataclasses.replace(a, arguments=json.loads(canonical_json(canonicalize(a.arguments)))) for a in traj.actions
     )
     return dataclasses.replace(traj, actions=actions)
 

@@ -29,20 +29,21 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
-from pipeline.core.fields import same_as, setting
-from pipeline.execution.policy import PolicySettings
-from pipeline.core.trajectory import Action, Trajectory
-from pipeline.core.issues import TaskIssue
-from pipeline.core.environment import EnvSpec
-from pipeline.execution.sandbox import Sandbox
 from pipeline.core import profile
-from pipeline.core.progress import Progress
-from pipeline.core.outcome import FAILURE, SUCCESS
 from pipeline.core.axes import ARGS, DELTA, OUTCOME, OneOf, Range, When, axis_values
+from pipeline.core.environment import EnvSpec
+from pipeline.core.fields import same_as, setting
+from pipeline.core.issues import TaskIssue
+from pipeline.core.outcome import FAILURE, SUCCESS
+from pipeline.core.progress import Progress
 from pipeline.core.strata import RULES, Composition
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.execution.policy import PolicySettings
+from pipeline.execution.sandbox import Sandbox
 
 Log = Callable[[str], None]
 
@@ -55,14 +56,22 @@ class ExploreSettings:
     """Seeded exploration steered toward the strata still short of their quota."""
 
     seed: int = setting(0, "Seed of the exploration policy.")
-    call_budget: int | None = setting(None, "Stop after this many tool calls (unset: `calls_per_environment` × the "
-                                      "environments explored, at most `max_call_budget`).")
-    max_call_budget: int = setting(profile.DEFAULT.explore_call_budget,
-                                   "The largest budget an unset `call_budget` scales to (default: the `default` "
-                                   "profile's `explore_call_budget`; the `composition` resource passes the profile's).")
+    call_budget: int | None = setting(
+        None,
+        "Stop after this many tool calls (unset: `calls_per_environment` × the "
+        "environments explored, at most `max_call_budget`).",
+    )
+    max_call_budget: int = setting(
+        profile.DEFAULT.explore_call_budget,
+        "The largest budget an unset `call_budget` scales to (default: the `default` "
+        "profile's `explore_call_budget`; the `composition` resource passes the profile's).",
+    )
     calls_per_environment: int = setting(3_000, "Tool calls per explored environment an unset `call_budget` allows.")
-    plateau_calls: int = setting(100, "A tool that has shown nothing new (no new combination of outcome, |Δ| and "
-                                 "argument count) for this many calls has plateaued: what it reaches is what it has shown.")
+    plateau_calls: int = setting(
+        100,
+        "A tool that has shown nothing new (no new combination of outcome, |Δ| and "
+        "argument count) for this many calls has plateaued: what it reaches is what it has shown.",
+    )
     episode_length: int = same_as(PolicySettings, "episode_length")
     mutate_rate: float = same_as(PolicySettings, "mutate_rate")  # doubled (at most 0.5) while failures are short
     max_batch: int = same_as(PolicySettings, "max_batch")
@@ -85,7 +94,11 @@ class ExploreSettings:
             return f"{budget:,} calls (call_budget)"
         scaled = self.calls_per_environment * environments
         text = f"{self.calls_per_environment:,} per environment × {environments} environment{'s' * (environments != 1)}"
-        return f"{budget:,} calls: {text}" if scaled <= self.max_call_budget else f"{budget:,} calls: max_call_budget ({text} = {scaled:,})"
+        return (
+            f"{budget:,} calls: {text}"
+            if scaled <= self.max_call_budget
+            else f"{budget:,} calls: max_call_budget ({text} = {scaled:,})"
+        )
 
 
 @dataclass(frozen=True)
@@ -123,7 +136,7 @@ class ToolShown:
         return {"calls": self.calls, "max_delta": self.max_delta, "seen": sorted(self.seen), "quiet": self.quiet}
 
     @classmethod
-    def of(cls, d: Mapping[str, Any]) -> "ToolShown":
+    def of(cls, d: Mapping[str, Any]) -> ToolShown:
         return cls(d["calls"], d["max_delta"], {tuple(p) for p in d["seen"]}, d["quiet"])
 
 
@@ -194,8 +207,9 @@ class Coverage:
         self._version += 1
         hits = self.tool_hits[(env_id, tool)]
         hits["_calls"] += 1
-        self.shown[(env_id, tool)].see(step[OUTCOME.column], int(step[DELTA.column]), int(step[ARGS.column]),
-                                       self._delta_horizon())
+        self.shown[(env_id, tool)].see(
+            step[OUTCOME.column], int(step[DELTA.column]), int(step[ARGS.column]), self._delta_horizon()
+        )
         for cell in self.composition.cells_of(step):
             self.cells[cell] += 1
             self.cell_envs[cell].add(env_id)
@@ -248,8 +262,10 @@ class Coverage:
         key = frozenset(shown.seen)
         if key not in memo:
             memo[key] = frozenset(
-                target for target in self.targets()
-                if any(self._matches(target, {OUTCOME.column: o, DELTA.column: d, ARGS.column: a}) for o, d, a in key))
+                target
+                for target in self.targets()
+                if any(self._matches(target, {OUTCOME.column: o, DELTA.column: d, ARGS.column: a}) for o, d, a in key)
+            )
         return memo[key]
 
     def reaches(self, env_id: str) -> frozenset[str] | None:
@@ -291,8 +307,10 @@ class Coverage:
 
     def _why(self, key: str, lacks_candidates: bool, environments: int) -> str:
         if not lacks_candidates:
-            return (f"unreachable, {environments} of the {self.settings.min_envs} environments wanted: "
-                    "every environment that reaches it has contributed")
+            return (
+                f"unreachable, {environments} of the {self.settings.min_envs} environments wanted: "
+                "every environment that reaches it has contributed"
+            )
         shown = [s for s in self.shown.values() if s.calls]
         seen = {point for s in shown for point in s.seen}
         cond = dict(self._rule(key).conditions)
@@ -433,8 +451,13 @@ def explore(
                 coverage.add(traj.env_id, step["tool"], step)
             progress.advance(len(result["steps"]))
             actions = tuple(  # what the policy did, which argument it mutated, and the s'_t it saw
-                Action(s["tool"], json.loads(s["arguments_json"]), turn=s["step_index"],
-                       mutated_arg=s.get("mutated_arg"), observed_after_hash=s.get("state_after_hash"))
+                Action(
+                    s["tool"],
+                    json.loads(s["arguments_json"]),
+                    turn=s["step_index"],
+                    mutated_arg=s.get("mutated_arg"),
+                    observed_after_hash=s.get("state_after_hash"),
+                )
                 for s in result["steps"]
             )
             yield replace(traj, actions=actions, meta={}), result

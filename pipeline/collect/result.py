@@ -20,7 +20,7 @@ class CollectionResult:
     report: CollectReport
     coverage: Coverage | None
     agent_episodes: list[dict] = field(default_factory=list)
-    shard: "ShardSummary | None" = None
+    shard: ShardSummary | None = None
     without_scenarios: list[str] = field(default_factory=list)  # corpus environments no scenario names
     reused: bool = False  # the recorded result of an identical earlier collection (pipeline.collect.reuse)
 
@@ -36,32 +36,44 @@ class ShardSummary:
     note: str = ""
 
 
-def collection_facts(result: CollectionResult, layout: DataLayout, explore_class_defaults: bool,
-                     agent_model: str | None) -> Facts:
+def collection_facts(
+    result: CollectionResult, layout: DataLayout, explore_class_defaults: bool, agent_model: str | None
+) -> Facts:
     """What the ``trajectories`` asset reports of ``result`` (``layout``: the partition's, when partitioned):
     counts, rejected tasks, environments without scenarios, the shard, the agent's episodes (``agent_model``:
     None when no agent ran) and exploration's coverage, with the warnings to log."""
     report = result.report
     facts = Facts(warnings=[f"task {issue.task_id} ({issue.stage}): {issue.reason}" for issue in report.issues])
     values = facts.values
-    values.update({
-        "reused": result.reused,
-        "trajectories": report.trajectories,
-        "actions": report.actions,
-        "environments": len(report.by_env),
-        "rejected_tasks": len(report.issues),
-        "by_strategy": Table([{"strategy": k, "trajectories": n} for k, n in sorted(report.by_strategy.items())],
-                             ["strategy", "trajectories"]),
-        "by_category": Table([{"category": k, "trajectories": n} for k, n in sorted(report.by_category.items())],
-                             ["category", "trajectories"]),
-        "rejected": Table(report.issue_rows(), ["task_id", "stage", "reason", "origin"]),
-        "path": layout.trajectories.resolve(),
-    })
+    values.update(
+        {
+            "reused": result.reused,
+            "trajectories": report.trajectories,
+            "actions": report.actions,
+            "environments": len(report.by_env),
+            "rejected_tasks": len(report.issues),
+            "by_strategy": Table(
+                [{"strategy": k, "trajectories": n} for k, n in sorted(report.by_strategy.items())],
+                ["strategy", "trajectories"],
+            ),
+            "by_category": Table(
+                [{"category": k, "trajectories": n} for k, n in sorted(report.by_category.items())],
+                ["category", "trajectories"],
+            ),
+            "rejected": Table(report.issue_rows(), ["task_id", "stage", "reason", "origin"]),
+            "path": layout.trajectories.resolve(),
+        }
+    )
     if result.without_scenarios:
-        how = ("explored from their class defaults (init config {})" if explore_class_defaults
-               else "not explored (explore_class_defaults is off)")
-        facts.warnings.append(f"{len(result.without_scenarios)} corpus environments have no scenario; {how}: "
-                              + ", ".join(result.without_scenarios[:20]))
+        how = (
+            "explored from their class defaults (init config {})"
+            if explore_class_defaults
+            else "not explored (explore_class_defaults is off)"
+        )
+        facts.warnings.append(
+            f"{len(result.without_scenarios)} corpus environments have no scenario; {how}: "
+            + ", ".join(result.without_scenarios[:20])
+        )
         values["environments_without_scenarios"] = len(result.without_scenarios)
         listed = "\n".join(f"- {e}" for e in result.without_scenarios[:200])
         values["without_scenarios"] = Markdown(f"{how}:\n\n{listed}")
@@ -79,13 +91,22 @@ def collection_facts(result: CollectionResult, layout: DataLayout, explore_class
         values["exploration_calls"] = cov.steps
         values["exploration_call_budget"] = cov.call_budget
         values["exploration_stopped"] = cov.stop_reason
-        values["exploration_coverage"] = Table([
-            {"cell": c.name, "target": cov.targets()[c.name], "candidates": cov.cells[c.name],
-             "environments": len(cov.cell_envs.get(c.name, ())), "status": cov.status(c.name)}
-            for c in cov.composition.cells
-        ], ["cell", "target", "candidates", "environments", "status"])
+        values["exploration_coverage"] = Table(
+            [
+                {
+                    "cell": c.name,
+                    "target": cov.targets()[c.name],
+                    "candidates": cov.cells[c.name],
+                    "environments": len(cov.cell_envs.get(c.name, ())),
+                    "status": cov.status(c.name),
+                }
+                for c in cov.composition.cells
+            ],
+            ["cell", "target", "candidates", "environments", "status"],
+        )
         if lines := cov.unreachable_lines():
             values["exploration_unreachable"] = Markdown("\n".join(f"- {line}" for line in lines))
-            facts.warnings.append(f"exploration: {len(lines)} coverage target(s) no explored environment can reach: "
-                                  + "; ".join(lines))
+            facts.warnings.append(
+                f"exploration: {len(lines)} coverage target(s) no explored environment can reach: " + "; ".join(lines)
+            )
     return facts

@@ -26,9 +26,10 @@ import dataclasses
 import hashlib
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -40,11 +41,11 @@ from pipeline.core import profile
 from pipeline.core.issues import TaskIssue
 from pipeline.core.strata import Composition
 from pipeline.execution.sandbox import Sandbox
-from pipeline.labeling.rows import label_config, sidecar as steps_sidecar
+from pipeline.labeling.rows import label_config
+from pipeline.labeling.rows import sidecar as steps_sidecar
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
 from pipeline.store.partitions import Shard
-
 
 #: bump when collection writes different trajectories from the same inputs in a way the code digest misses
 COLLECTOR_VERSION = "1"
@@ -127,7 +128,12 @@ def fingerprint(
 
 def _outputs(layout: DataLayout) -> list[Path]:
     """The files a collection writes (the agent record aside: an agent is never reused)."""
-    return [layout.trajectories, layout.collection_issues, layout.collected_steps, steps_sidecar(layout.collected_steps)]
+    return [
+        layout.trajectories,
+        layout.collection_issues,
+        layout.collected_steps,
+        steps_sidecar(layout.collected_steps),
+    ]
 
 
 def _rows(path: Path) -> int | None:
@@ -143,24 +149,38 @@ def record(layout: DataLayout, key: str | None, result: CollectionResult) -> Non
     report, cov, shard = result.report, result.coverage, result.shard
     doc = {
         "fingerprint": key,
-        "files": {p.name: {"bytes": p.stat().st_size, "digest": _file_digest(p), "rows": _rows(p)} for p in _outputs(layout)},
-        "report": {
-            "trajectories": report.trajectories, "actions": report.actions,
-            "issues": [dataclasses.asdict(i) for i in report.issues],
-            "by_category": dict(report.by_category), "by_env": dict(report.by_env), "by_strategy": dict(report.by_strategy),
+        "files": {
+            p.name: {"bytes": p.stat().st_size, "digest": _file_digest(p), "rows": _rows(p)} for p in _outputs(layout)
         },
-        "coverage": None if cov is None else {
+        "report": {
+            "trajectories": report.trajectories,
+            "actions": report.actions,
+            "issues": [dataclasses.asdict(i) for i in report.issues],
+            "by_category": dict(report.by_category),
+            "by_env": dict(report.by_env),
+            "by_strategy": dict(report.by_strategy),
+        },
+        "coverage": None
+        if cov is None
+        else {
             "settings": dataclasses.asdict(cov.settings),
-            "cells": dict(cov.cells), "cell_envs": {k: sorted(v) for k, v in cov.cell_envs.items()},
-            "groups": dict(cov.groups), "steps": cov.steps,
+            "cells": dict(cov.cells),
+            "cell_envs": {k: sorted(v) for k, v in cov.cell_envs.items()},
+            "groups": dict(cov.groups),
+            "steps": cov.steps,
             "tool_hits": [[env, tool, dict(hits)] for (env, tool), hits in cov.tool_hits.items()],
             "shown": [[env, tool, shown.to_dict()] for (env, tool), shown in cov.shown.items()],
             "tools": {env: list(tools) for env, tools in cov.tools.items()},
-            "call_budget": cov.call_budget, "stop_reason": cov.stop_reason,
+            "call_budget": cov.call_budget,
+            "stop_reason": cov.stop_reason,
         },
-        "shard": None if shard is None else {
-            "source_envs": sorted(shard.source_envs), "shard_envs": sorted(shard.shard_envs),
-            "configured": shard.configured, "note": shard.note,
+        "shard": None
+        if shard is None
+        else {
+            "source_envs": sorted(shard.source_envs),
+            "shard_envs": sorted(shard.shard_envs),
+            "configured": shard.configured,
+            "note": shard.note,
         },
         "without_scenarios": list(result.without_scenarios),
     }
@@ -208,8 +228,14 @@ def reused(
         path.unlink(missing_ok=True)
         return None
     r = doc["report"]
-    report = CollectReport(r["trajectories"], r["actions"], [TaskIssue(**i) for i in r["issues"]],
-                           Counter(r["by_category"]), Counter(r["by_env"]), Counter(r["by_strategy"]))
+    report = CollectReport(
+        r["trajectories"],
+        r["actions"],
+        [TaskIssue(**i) for i in r["issues"]],
+        Counter(r["by_category"]),
+        Counter(r["by_env"]),
+        Counter(r["by_strategy"]),
+    )
     coverage = None
     if (c := doc["coverage"]) is not None:
         coverage = Coverage(ExploreSettings(**c["settings"]), composition or profile.DEFAULT.composition)
@@ -225,6 +251,8 @@ def reused(
     summary = None
     if shard is not None and (s := doc["shard"]) is not None:
         summary = ShardSummary(shard, set(s["source_envs"]), set(s["shard_envs"]), s["configured"], s["note"])
-    log(f"trajectories{where} unchanged (input fingerprint {key[:12]}): reused {report.trajectories} trajectories "
-        f"and {len(report.issues)} rejected tasks from {layout.trajectories.name}, nothing collected (force: true collects anyway)")
+    log(
+        f"trajectories{where} unchanged (input fingerprint {key[:12]}): reused {report.trajectories} trajectories "
+        f"and {len(report.issues)} rejected tasks from {layout.trajectories.name}, nothing collected (force: true collects anyway)"
+    )
     return CollectionResult(report, coverage, [], summary, doc["without_scenarios"], reused=True)

@@ -6,29 +6,34 @@ import asyncio
 import dataclasses
 import itertools
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
 
-from pipeline.core.fields import setting
-from pipeline.collect.collector import CollectReport, collect
+from pipeline.collect import reuse
+from pipeline.collect.agent import collect_agent, episode_trajectory
+from pipeline.collect.collector import collect
 from pipeline.collect.explore import Coverage, ExploreSettings, explore
-from pipeline.core.strata import Composition
-from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories, replay_trajectories
-from pipeline.envs import envscaler, registry
-from pipeline.envs.partitions import partition_keys
+from pipeline.collect.result import CollectionResult, ShardSummary
+from pipeline.collect.sources import (
+    SourceConfig,
+    agent_tasks,
+    env_items,
+    exploration_scenarios,
+    history_trajectories,
+    replay_trajectories,
+)
+from pipeline.core.environment import EnvSpec
+from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
 from pipeline.core.progress import Progress
+from pipeline.core.strata import Composition
 from pipeline.core.trajectory import Trajectory
-from pipeline.core.environment import EnvSpec
+from pipeline.envs import envscaler, registry
+from pipeline.envs.partitions import partition_keys
 from pipeline.execution.sandbox import Sandbox
-from pipeline.store.layout import DataLayout, safe_name
-from pipeline.store.partitions import Shard, begin_partitioned
-from pipeline.collect.agent import collect_agent, episode_trajectory
-from pipeline.collect.sources import agent_tasks
 from pipeline.models.agent_settings import AgentSettings
-from pipeline.collect import reuse
-from pipeline.collect.result import CollectionResult, ShardSummary
-from pipeline.store.partitions import end_unpartitioned
+from pipeline.store.layout import DataLayout, safe_name
+from pipeline.store.partitions import Shard, begin_partitioned, end_unpartitioned
 
 Log = Callable[[str], None]
 
@@ -140,14 +145,21 @@ def collect_all(
     # progress of the replays, with their totals known up front: a source's ready-made trajectories (bfcl's
     # tasks: a few thousand at most, package data) are read now; message histories, which can be large,
     # are read once to count them
-    replays = [list(of_shard(replay_trajectories(cfg, only=name), name))
-               for name in registry.names() if shard is None or shard.source == name]
+    replays = [
+        list(of_shard(replay_trajectories(cfg, only=name), name))
+        for name in registry.names()
+        if shard is None or shard.source == name
+    ]
     replay = [t for r in replays for t in r]
     phases: dict[str, Progress] = {}
     gt_total = sum(isinstance(t, Trajectory) for t in replay)
     if gt_total:
-        phases["ground_truth"] = Progress(" + ".join(sorted({registry.source_of(t.env) for t in replay if isinstance(t, Trajectory)}))
-                                          + " replay", gt_total, log, unit="trajectories")
+        phases["ground_truth"] = Progress(
+            " + ".join(sorted({registry.source_of(t.env) for t in replay if isinstance(t, Trajectory)})) + " replay",
+            gt_total,
+            log,
+            unit="trajectories",
+        )
     if cfg.message_histories:
         history_total = sum(isinstance(t, Trajectory) for t in of_shard(history_trajectories(cfg, items), PARSE_ISSUES))
         if history_total:
@@ -162,11 +174,17 @@ def collect_all(
             name = f"{name}.{shard.key}"
         record = layout.agent_record(name)
         agent_rows = asyncio.run(collect_agent(tasks, agent.settings, sandbox, record, log))
-        streams.append(of_shard([  # tasks were chosen per shard already: their issues are this shard's
-            episode_trajectory(r, agent.settings.model) if r["status"] != "reset_error" else
-            TaskIssue(r["task_id"], "reset", "; ".join(e.get("reason", "") for e in r["events"]), "agent")
-            for r in agent_rows
-        ], None))
+        streams.append(
+            of_shard(
+                [  # tasks were chosen per shard already: their issues are this shard's
+                    episode_trajectory(r, agent.settings.model)
+                    if r["status"] != "reset_error"
+                    else TaskIssue(r["task_id"], "reset", "; ".join(e.get("reason", "") for e in r["events"]), "agent")
+                    for r in agent_rows
+                ],
+                None,
+            )
+        )
     coverage = None
     without: list[str] = []
     if explore_settings is not None:
@@ -179,8 +197,10 @@ def collect_all(
             here = {s.env.env_id for s in scenarios}
             explore_settings = _scaled(explore_settings, len(here) / len(everywhere) if everywhere else 0.0)
         coverage = Coverage(explore_settings) if composition is None else Coverage(explore_settings, composition)
-        streams += [of_shard(scenario_issues, PARSE_ISSUES),
-                    explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log)]
+        streams += [
+            of_shard(scenario_issues, PARSE_ISSUES),
+            explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log),
+        ]
     report = collect(itertools.chain(*streams), layout, sandbox, log, progress=phases)
     if summary is not None:
         summary.note = _shard_note(summary, report.trajectories, why_disabled)

@@ -4,8 +4,9 @@ run's :class:`~pipeline.envs.config.SourceConfig`, and recorded message historie
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pipeline.collect.agent import AgentTask, actions_from_messages
 from pipeline.collect.explore import ScenarioRef
@@ -34,8 +35,10 @@ def check_files(cfg: SourceConfig) -> None:
             with open(path, "rb"):
                 pass
         except FileNotFoundError:
-            problems.append(f"{key}: {path} does not exist: fix the path (relative paths are read from "
-                            f"{Path.cwd()}) or remove the entry")
+            problems.append(
+                f"{key}: {path} does not exist: fix the path (relative paths are read from "
+                f"{Path.cwd()}) or remove the entry"
+            )
         except IsADirectoryError:
             problems.append(f"{key}: {path} is a directory: name the data file in it")
         except OSError as exc:
@@ -90,14 +93,18 @@ def exploration_scenarios(
     return _interleaved(list(per_env.values())), issues
 
 
-def agent_tasks(cfg: SourceConfig, items: list[envscaler.EnvItem], sources: list[str], limit: int | None) -> list[AgentTask]:
+def agent_tasks(
+    cfg: SourceConfig, items: list[envscaler.EnvItem], sources: list[str], limit: int | None
+) -> list[AgentTask]:
     """Tasks for the agent policy from the chosen sources (registered names: "builtin", "envscaler",
     "bfcl"…), interleaved across env-id namespaces."""
     per_namespace: dict[str, list[AgentTask]] = {}
     for source in registry.sources():
         if source.name in sources:
             for t in _interleaved(_by_env(source.agent_tasks(cfg, items))):
-                per_namespace.setdefault(t.env.env_id.split("/")[0], []).append(AgentTask(t.task_id, t.env, list(t.turns)))
+                per_namespace.setdefault(t.env.env_id.split("/")[0], []).append(
+                    AgentTask(t.task_id, t.env, list(t.turns))
+                )
     tasks = _interleaved(list(per_namespace.values()))
     return tasks[:limit] if limit else tasks
 
@@ -132,11 +139,17 @@ def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> I
             try:
                 row = json.loads(line)
             except (ValueError, RecursionError) as exc:
-                yield TaskIssue(origin, "parse", f"not a message-history record: line is not JSON: {clip(exc, 120)}", origin)
+                yield TaskIssue(
+                    origin, "parse", f"not a message-history record: line is not JSON: {clip(exc, 120)}", origin
+                )
                 continue
             problem = _history_record_problem(row)
             if problem:
-                task_id = str(row["task_id"]) if isinstance(row, dict) and isinstance(row.get("task_id"), (str, int)) else origin
+                task_id = (
+                    str(row["task_id"])
+                    if isinstance(row, dict) and isinstance(row.get("task_id"), (str, int))
+                    else origin
+                )
                 yield TaskIssue(clip(task_id, 200), "parse", f"not a message-history record: {problem}", origin)
                 continue
             task_id, messages = str(row["task_id"]), row["messages"]
@@ -150,13 +163,30 @@ def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> I
             trajectory_id = f"{env.env_id}/{task_id}/history-{Path(path).stem}"
             first = trajectory_ids.seen(trajectory_id, origin)
             if first is not None:
-                yield TaskIssue(task_id, "parse", trajectory_ids.message(f"task id on {env.env_id}:", task_id, origin, first), origin)
+                yield TaskIssue(
+                    task_id,
+                    "parse",
+                    trajectory_ids.message(f"task id on {env.env_id}:", task_id, origin, first),
+                    origin,
+                )
                 continue
             actions, malformed = actions_from_messages(messages)
             for bad in malformed:
-                yield TaskIssue(task_id, "collect", f"tool call {clip(repr(bad['tool']), 80)} not replayed: {clip(bad['reason'])}", origin)
-            yield Trajectory(trajectory_id, task_id, env, tuple(actions),
-                             category="history", strategy="replay-messages", meta={"messages": messages})
+                yield TaskIssue(
+                    task_id,
+                    "collect",
+                    f"tool call {clip(repr(bad['tool']), 80)} not replayed: {clip(bad['reason'])}",
+                    origin,
+                )
+            yield Trajectory(
+                trajectory_id,
+                task_id,
+                env,
+                tuple(actions),
+                category="history",
+                strategy="replay-messages",
+                meta={"messages": messages},
+            )
 
 
 _ENV_FIELDS = {"source": str, "env_id": str, "init_config": dict, "options": dict}
@@ -183,7 +213,9 @@ def _history_record_problem(row: Any) -> str | None:
         return f"'env' must be an environment object, got {clip(repr(env), 80)}"
     unknown = sorted(set(map(str, env)) - set(_ENV_FIELDS))
     if unknown:
-        return f"'env' has unknown field(s) {clip(unknown, 80)} (expected {sorted(_ENV_FIELDS)}): {clip(repr(env), 120)}"
+        return (
+            f"'env' has unknown field(s) {clip(unknown, 80)} (expected {sorted(_ENV_FIELDS)}): {clip(repr(env), 120)}"
+        )
     for key, kind in _ENV_FIELDS.items():
         if key in ("source", "env_id") and key not in env:
             return f"'env' lacks {key!r}: {clip(repr(env), 120)}"

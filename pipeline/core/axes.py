@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import itertools
 import string
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from pipeline.core.outcome import OUTCOMES
 
@@ -42,6 +43,7 @@ def quote(text: str) -> str:
 
 
 # -- conditions ----------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Range:
@@ -88,7 +90,7 @@ class When:
     conditions: tuple[tuple[str, Condition], ...] = ()
 
     @classmethod
-    def of(cls, **conditions: Condition | None) -> "When":
+    def of(cls, **conditions: Condition | None) -> When:
         """``When.of(outcome=OneOf(("success",)), delta_size=Range(1, 2))``; a None condition is left out."""
         return cls(tuple((column, c) for column, c in conditions.items() if c is not None))
 
@@ -99,7 +101,9 @@ class When:
     def matches(self, values: Mapping[str, Any]) -> bool:
         for column, condition in self.conditions:
             if column not in values:
-                raise KeyError(f"a stratum rule reads column {column!r}, which the step's values lack: {sorted(values)}")
+                raise KeyError(
+                    f"a stratum rule reads column {column!r}, which the step's values lack: {sorted(values)}"
+                )
             if not condition.matches(values[column]):
                 return False
         return True
@@ -181,7 +185,9 @@ class Rules:
         columns = list(dict.fromkeys(c for r in self.rules for c in r.when.columns))
         for column in columns:
             if column not in domains:
-                sets = [c.values for r in self.rules for n, c in r.when.conditions if n == column and isinstance(c, OneOf)]
+                sets = [
+                    c.values for r in self.rules for n, c in r.when.conditions if n == column and isinstance(c, OneOf)
+                ]
                 domains[column] = tuple(dict.fromkeys(v for s in sets for v in s)) if sets else self.points(column)
         out: dict[str, tuple[int, int]] = {}  # label -> (index of the rule that gives it first, appearance)
         for combo in itertools.product(*(tuple(domains[c]) for c in columns)):
@@ -206,7 +212,12 @@ class Rules:
 #: its |Δ| range (``0``, ``1-2``, ``3-6``, ``7-12``, ``13+``), so a bucket label is never a cell or
 #: group name (one vocabulary: docs/definitions.md §5).
 DELTA_BUCKETS: tuple[tuple[str, int | None], ...] = (
-    ("none", 0), ("simple", 2), ("medium", 6), ("difficult", 12), ("beyond", None))
+    ("none", 0),
+    ("simple", 2),
+    ("medium", 6),
+    ("difficult", 12),
+    ("beyond", None),
+)
 #: argument counts from this one on share the stratum ``3+``
 ARGS_GROUPED_FROM = 3
 
@@ -233,11 +244,16 @@ def bucket_rules(column: str, table: tuple[tuple[str, int | None], ...]) -> Rule
 
 def grouped_rules(column: str, grouped_from: int) -> Rules:
     """Rules labelling ``column`` by its value, values from ``grouped_from`` on sharing ``<grouped_from>+``."""
-    return Rules((Rule("{" + column + "}", When.of(**{column: Range(0, grouped_from - 1)})),
-                  Rule(f"{grouped_from}+", When.of(**{column: Range(grouped_from)}))))
+    return Rules(
+        (
+            Rule("{" + column + "}", When.of(**{column: Range(0, grouped_from - 1)})),
+            Rule(f"{grouped_from}+", When.of(**{column: Range(grouped_from)})),
+        )
+    )
 
 
 # -- the axis record -------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -291,7 +307,9 @@ class Axis:
         """The label of a step given its axis values (or a step record holding this axis' value)."""
         if self.rules is None:
             return values[self.column]
-        return self.rules.label({**values, self.column: values[self.column] if self.column in values else self.value(values)})
+        return self.rules.label(
+            {**values, self.column: values[self.column] if self.column in values else self.value(values)}
+        )
 
     def label_values(self) -> tuple[str, ...] | None:
         """The closed set of labels the label column holds (the rules over every axis value), or None
@@ -306,9 +324,12 @@ class Axis:
 class Axes(tuple):
     """The axes in force, in order (a tuple of :class:`Axis`), with what is generated from them."""
 
-    def __new__(cls, axes: Iterable[Axis] = ()) -> "Axes":
+    def __new__(cls, axes: Iterable[Axis] = ()) -> Axes:
         out = super().__new__(cls, tuple(axes))
-        for kind, names in (("name", [a.name for a in out]), ("column", [c for a in out for c in (a.column, a.label) if c])):
+        for kind, names in (
+            ("name", [a.name for a in out]),
+            ("column", [c for a in out for c in (a.column, a.label) if c]),
+        ):
             if len(set(names)) != len(names):
                 raise ValueError(f"axis {kind}s must be unique: {sorted({n for n in names if names.count(n) > 1})}")
         return out
@@ -362,7 +383,7 @@ class Axes(tuple):
         """The strata table's axis columns, in axis order: each value, then its label."""
         return ", ".join(f"{a.column}" + (f", {a.label_sql()} AS {a.label}" if a.label else "") for a in self)
 
-    def with_axis(self, axis: Axis) -> "Axes":
+    def with_axis(self, axis: Axis) -> Axes:
         """These axes and ``axis`` after them."""
         return Axes((*self, axis))
 
@@ -370,13 +391,26 @@ class Axes(tuple):
 #: the three axes of EnvSimBench strata
 OUTCOME = Axis("outcome", "outcome", "VARCHAR", values=OUTCOMES)
 DELTA = Axis(
-    "delta", "delta_size", "INTEGER", label="delta_bucket", rules=bucket_rules("delta_size", DELTA_BUCKETS),
+    "delta",
+    "delta_size",
+    "INTEGER",
+    label="delta_bucket",
+    rules=bucket_rules("delta_size", DELTA_BUCKETS),
     label_doc="|Δ| bucket, labelled by its range",
-    min_value=0, by_value=True, by_label=True)
+    min_value=0,
+    by_value=True,
+    by_label=True,
+)
 ARGS = Axis(
-    "args", "args_count", "INTEGER", label="args_cardinality", rules=grouped_rules("args_count", ARGS_GROUPED_FROM),
+    "args",
+    "args_count",
+    "INTEGER",
+    label="args_cardinality",
+    rules=grouped_rules("args_count", ARGS_GROUPED_FROM),
     label_doc="argument-count bucket",
-    min_value=0, by_value=True)
+    min_value=0,
+    by_value=True,
+)
 
 #: the axes in force
 AXES = Axes((OUTCOME, DELTA, ARGS))

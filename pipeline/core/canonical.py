@@ -205,7 +205,6 @@ class CanonicalTextCache:
         self._texts[id(value)] = (value, text)
         return text
 
-
     def parse(self, text: str) -> JSONValue:
         """``json.loads`` of a canonical text that also remembers the texts of the dicts the cache
         tracks (they are slices of ``text``), so the first state of a replay costs no serialisation."""

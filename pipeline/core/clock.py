@@ -24,14 +24,14 @@ def parse_clock_start(clock_start: str | None) -> float:
     except ValueError as exc:
         raise ValueError(f"clock_start {clock_start!r} is not an ISO 8601 date-time") from exc
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.timezone.utc)
+        moment = moment.replace(tzinfo=_dt.UTC)
     return moment.timestamp()
 
 
 def step_time(clock_start: str | None, step_index: int | None) -> str:
     """The frozen wall-clock time (ISO 8601, UTC) during action ``step_index`` (None: the reset)."""
     seconds = parse_clock_start(clock_start) + (0 if step_index is None else (step_index + 1) * STEP_SECONDS)
-    return _DATETIME.fromtimestamp(seconds, _dt.timezone.utc).isoformat()
+    return _DATETIME.fromtimestamp(seconds, _dt.UTC).isoformat()
 
 
 def derive_clock_start(trajectory_id: str, seed: int) -> str:
@@ -39,4 +39,4 @@ def derive_clock_start(trajectory_id: str, seed: int) -> str:
     h = int.from_bytes(hashlib.blake2b(f"clock:{seed}:{trajectory_id}".encode(), digest_size=8).digest(), "big")
     base = parse_clock_start("2025-01-01T00:00:00+00:00")
     minute = h % (364 * 24 * 60)
-    return _DATETIME.fromtimestamp(base + minute * 60, _dt.timezone.utc).isoformat()
+    return _DATETIME.fromtimestamp(base + minute * 60, _dt.UTC).isoformat()

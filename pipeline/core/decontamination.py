@@ -25,8 +25,10 @@ class Decontamination:
         :func:`pipeline.select.selection.select_strata` counts them in)."""
         ident = " || '|' || ".join(self.identity)
         rel = f"read_parquet('{bench_samples}')"
-        return [("key", f"{self.key} IN (SELECT {self.key} FROM {rel})"),
-                ("hash", f"{ident} IN (SELECT {ident} FROM {rel})")]
+        return [
+            ("key", f"{self.key} IN (SELECT {self.key} FROM {rel})"),
+            ("hash", f"{ident} IN (SELECT {ident} FROM {rel})"),
+        ]
 
     def exclude_sql(self, bench_samples: str) -> str:
         """The same rules as an ``AND NOT …`` filter (for selections that only need the rest)."""
@@ -50,6 +52,8 @@ DEFAULT_DECONTAMINATION = DECONTAMINATION_KEYS[0]
 def decontamination(name: str) -> Decontamination:
     """The rule ``name``; a mistyped one is a one-line ``ValueError`` listing the choices."""
     if name not in DECONTAMINATION:
-        raise ValueError(f"decontaminate must be one of {', '.join(DECONTAMINATION_KEYS)} "
-                         f"(default {DEFAULT_DECONTAMINATION}), not {name!r}")
+        raise ValueError(
+            f"decontaminate must be one of {', '.join(DECONTAMINATION_KEYS)} "
+            f"(default {DEFAULT_DECONTAMINATION}), not {name!r}"
+        )
     return DECONTAMINATION[name]

@@ -12,8 +12,8 @@ gives the dotted form for humans only. ``|Δ|`` is ``len(Δ)``.
 
 from __future__ import annotations
 
-
-from typing import Any, Iterable, TypedDict
+from collections.abc import Iterable
+from typing import Any, TypedDict
 
 from pipeline.core.canonical import canonical_json
 

@@ -10,14 +10,16 @@ and descriptions.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: key of a field's description in ``dataclasses.Field.metadata``
 DESCRIPTION = "description"
 
 
-def setting(default: Any = dataclasses.MISSING, description: str = "", *,
-            factory: Callable[[], Any] | Any = dataclasses.MISSING) -> Any:
+def setting(
+    default: Any = dataclasses.MISSING, description: str = "", *, factory: Callable[[], Any] | Any = dataclasses.MISSING
+) -> Any:
     """A dataclass field with a default (or a default ``factory``; neither: a required field) and the
     description the derived Dagster config shows."""
     return dataclasses.field(default=default, default_factory=factory, metadata={DESCRIPTION: description})

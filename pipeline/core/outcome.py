@@ -23,9 +23,10 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pipeline.core import bounds
 from pipeline.core.canonical import canonical_json, canonicalize
@@ -129,14 +130,17 @@ def default_outcome(tool: str, raised: bool, value: Any) -> str:
 
 # -- declared rules --------------------------------------------------------------------------------
 
+
 class OutcomeRuleError(ValueError):
     """A declared outcome rule that is not valid: the message names the key and the fix (one line)."""
 
 
 _KEY_OPS = ("equals", "in", "starts_with", "not_empty")
 _TEXT_OPS = ("text_starts_with", "text_contains")
-_CONDITION_FORMS = ("{key: K, equals: V}, {key: K, in: [V, ...]}, {key: K, starts_with: TEXT}, "
-                    "{key: K, not_empty: true}, {text_starts_with: TEXT} or {text_contains: TEXT}")
+_CONDITION_FORMS = (
+    "{key: K, equals: V}, {key: K, in: [V, ...]}, {key: K, starts_with: TEXT}, "
+    "{key: K, not_empty: true}, {text_starts_with: TEXT} or {text_contains: TEXT}"
+)
 _RULE_KEYS = ("failure_if", "extends_default")
 
 
@@ -187,35 +191,44 @@ class Condition:
 
 def _condition(raw: Any, where: str) -> Condition:
     if not isinstance(raw, Mapping):
-        raise OutcomeRuleError(f"{where}: a condition is a mapping, not {type(raw).__name__} "
-                               f"{str(raw)[:60]!r}: write one of {_CONDITION_FORMS}")
+        raise OutcomeRuleError(
+            f"{where}: a condition is a mapping, not {type(raw).__name__} "
+            f"{str(raw)[:60]!r}: write one of {_CONDITION_FORMS}"
+        )
     keys = list(raw)
     for k in keys:
         if k not in ("key", *_KEY_OPS, *_TEXT_OPS):
             raise _unknown(where, k, ("key", *_KEY_OPS, *_TEXT_OPS), f"write one of {_CONDITION_FORMS}")
     ops = [k for k in keys if k != "key"]
     if len(ops) != 1:
-        raise OutcomeRuleError(f"{where}: {'no test' if not ops else 'more than one test (' + ', '.join(ops) + ')'} "
-                               f"in one condition: write one of {_CONDITION_FORMS} (list several conditions for several tests)")
+        raise OutcomeRuleError(
+            f"{where}: {'no test' if not ops else 'more than one test (' + ', '.join(ops) + ')'} "
+            f"in one condition: write one of {_CONDITION_FORMS} (list several conditions for several tests)"
+        )
     op, operand = ops[0], raw[ops[0]]
     if op in _TEXT_OPS:
         if "key" in raw:
-            raise OutcomeRuleError(f"{where}: {op} tests the observation text and takes no 'key': "
-                                   f"drop 'key' or use {{key: K, starts_with: TEXT}}")
+            raise OutcomeRuleError(
+                f"{where}: {op} tests the observation text and takes no 'key': "
+                f"drop 'key' or use {{key: K, starts_with: TEXT}}"
+            )
         if not isinstance(operand, str) or not operand:
-            raise OutcomeRuleError(f"{where}: {op} must be a non-empty text, e.g. {op}: \"Sorry\"")
+            raise OutcomeRuleError(f'{where}: {op} must be a non-empty text, e.g. {op}: "Sorry"')
         return Condition(op, operand)
     key = raw.get("key")
     if not isinstance(key, str) or not key:
-        raise OutcomeRuleError(f"{where}: {op} needs the observation key it tests: add key: <name>, e.g. "
-                               f"{{key: status, {op}: ...}}")
+        raise OutcomeRuleError(
+            f"{where}: {op} needs the observation key it tests: add key: <name>, e.g. {{key: status, {op}: ...}}"
+        )
     if op == "in" and (not isinstance(operand, (list, tuple)) or not operand):
         raise OutcomeRuleError(f"{where}: 'in' must be a non-empty list of values, e.g. in: [400, 404]")
     if op == "starts_with" and (not isinstance(operand, str) or not operand):
         raise OutcomeRuleError(f"{where}: 'starts_with' must be a non-empty text, e.g. starts_with: \"Sorry\"")
     if op == "not_empty" and operand is not True:
-        raise OutcomeRuleError(f"{where}: 'not_empty' takes true (the key holds a value that is not null, false, "
-                               f"\"\", [] or {{}}): write not_empty: true")
+        raise OutcomeRuleError(
+            f"{where}: 'not_empty' takes true (the key holds a value that is not null, false, "
+            f'"", [] or {{}}): write not_empty: true'
+        )
     if op in ("equals", "in"):
         try:
             operand = canonicalize(list(operand) if op == "in" else operand)
@@ -237,7 +250,9 @@ class OutcomeRule:
     @property
     def id(self) -> str:
         """The rule as canonical JSON: what the steps' ``outcome_rule`` column and the spec options hold."""
-        return canonical_json({"extends_default": self.extends_default, "failure_if": [c.doc() for c in self.failure_if]})
+        return canonical_json(
+            {"extends_default": self.extends_default, "failure_if": [c.doc() for c in self.failure_if]}
+        )
 
     def fails(self, value: Any) -> bool:
         """Whether a declared condition holds for the observation value."""
@@ -257,16 +272,24 @@ def parse_rule(raw: Any, where: str = "outcome_rule") -> OutcomeRule:
     """A declared rule from its config value (``{failure_if: [...], extends_default: true}``), validated:
     :class:`OutcomeRuleError` names the first wrong key (under ``where``) and the fix."""
     if not isinstance(raw, Mapping):
-        raise OutcomeRuleError(f"{where}: must be a mapping like {{failure_if: [{{key: status, equals: false}}], "
-                               f"extends_default: true}}, not {type(raw).__name__}")
+        raise OutcomeRuleError(
+            f"{where}: must be a mapping like {{failure_if: [{{key: status, equals: false}}], "
+            f"extends_default: true}}, not {type(raw).__name__}"
+        )
     for k in raw:
         if k not in _RULE_KEYS:
-            raise _unknown(where, k, _RULE_KEYS, "an outcome rule has failure_if (a list of conditions) and "
-                                                 "extends_default (true/false)")
+            raise _unknown(
+                where,
+                k,
+                _RULE_KEYS,
+                "an outcome rule has failure_if (a list of conditions) and extends_default (true/false)",
+            )
     conditions = raw.get("failure_if")
     if not isinstance(conditions, (list, tuple)) or not conditions:
-        raise OutcomeRuleError(f"{where}.failure_if: must be a non-empty list of conditions ({_CONDITION_FORMS}), "
-                               "or remove outcome_rule to use the default rule")
+        raise OutcomeRuleError(
+            f"{where}.failure_if: must be a non-empty list of conditions ({_CONDITION_FORMS}), "
+            "or remove outcome_rule to use the default rule"
+        )
     extends = raw.get("extends_default", True)
     if not isinstance(extends, bool):
         raise OutcomeRuleError(f"{where}.extends_default: must be true or false, not {str(extends)[:40]!r}")

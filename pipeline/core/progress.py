@@ -11,7 +11,7 @@ The clock is injectable (``clock``: seconds, monotonic) so that rates and ETAs c
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 Log = Callable[[str], None]
 
@@ -30,9 +30,17 @@ def clock_text(seconds: float) -> str:
 class Progress:
     """Counts the units of one phase done so far and logs them against the total, rate-limited."""
 
-    def __init__(self, phase: str, total: int, log: Log, unit: str = "", every: float = EVERY,
-                 clock: Callable[[], float] = time.monotonic, detail: Callable[[], str] | None = None,
-                 finish_at_total: bool = True) -> None:
+    def __init__(
+        self,
+        phase: str,
+        total: int,
+        log: Log,
+        unit: str = "",
+        every: float = EVERY,
+        clock: Callable[[], float] = time.monotonic,
+        detail: Callable[[], str] | None = None,
+        finish_at_total: bool = True,
+    ) -> None:
         self.phase = phase
         self.total = max(0, int(total))
         self.unit = unit
@@ -43,7 +51,9 @@ class Progress:
         self.finish_at_total = finish_at_total  # False: the caller ends the phase (with its note) by finish()
         self.done = 0
         self.started = clock()
-        self._last = self.started  # when the last line was written (the start counts: the first line comes after `every`)
+        self._last = (
+            self.started
+        )  # when the last line was written (the start counts: the first line comes after `every`)
         self._begun = False
         self._finished = False
         self.lines = 0

@@ -30,7 +30,9 @@ import ast
 import copy
 import functools
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC
+from typing import Any
 
 from pipeline.core.canonical import canonicalize
 
@@ -83,8 +85,8 @@ ENVSIMBENCH_SYSTEM_TEMPLATE = (
     "(exact output string) and any configuration changes that result from executing the tool. "
     "Only report config changes using types: add, modify, delete. "
     "Output ONLY a JSON object with keys: "
-    "\"feedback\": string, \"config_changes\": [{{\"type\":..., \"path\":..., \"value\": ...}}]. "
-    "If no config change, set \"config_changes\": []. "
+    '"feedback": string, "config_changes": [{{"type":..., "path":..., "value": ...}}]. '
+    'If no config change, set "config_changes": []. '
     "Do not output other text. Do not repeat the JSON. Output exactly one JSON object and stop."
 )
 ENVSIMBENCH_USER_TEMPLATE = "Tool call: {call}\n\nReturn the JSON as specified."
@@ -110,7 +112,7 @@ def plain(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     if len(value) == 1:
-        (key, text), = value.items()
+        ((key, text),) = value.items()
         if key in _MARKERS and isinstance(text, str):
             try:
                 if key == "$int":
@@ -137,27 +139,37 @@ def time_section(current_time: Any) -> str:
     its offset, the naive UTC ``datetime.now()`` the environment saw and the ``time.time()`` epoch."""
     if not isinstance(current_time, str) or not current_time:  # None, or NaN from a pandas row
         return ""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         moment = datetime.fromisoformat(current_time.strip().replace("Z", "+00:00"))
     except ValueError as exc:
         raise ValueError(f"current_time {current_time!r} is not an ISO 8601 date-time") from exc
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    utc = moment.astimezone(timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
+    utc = moment.astimezone(UTC)
     epoch = utc.timestamp()
-    return TIME_SECTION.format(iso=utc.isoformat(), naive=utc.replace(tzinfo=None).isoformat(sep=" "),
-                               epoch=int(epoch) if epoch == int(epoch) else epoch)
+    return TIME_SECTION.format(
+        iso=utc.isoformat(),
+        naive=utc.replace(tzinfo=None).isoformat(sep=" "),
+        epoch=int(epoch) if epoch == int(epoch) else epoch,
+    )
 
 
-def user_prompt(state_json: str, tool: str, arguments_json: str, code: str | None, current_time: str | None = None) -> str:
+def user_prompt(
+    state_json: str, tool: str, arguments_json: str, code: str | None, current_time: str | None = None
+) -> str:
     """The ``envsim`` user message. ``state_json`` is canonical JSON (compact, sorted keys); it is
     inserted as it is unless it holds canonical markers, which are written as plain values.
     ``current_time`` (the sample's frozen wall clock, ISO 8601) becomes the "Current time" section."""
     arguments = _SORTED.encode(plain(json.loads(arguments_json)))
-    return USER_TEMPLATE.format(time=time_section(current_time), state=plain_text(state_json), tool=tool,
-                                arguments=arguments, code=(code or "# source unavailable").rstrip())
+    return USER_TEMPLATE.format(
+        time=time_section(current_time),
+        state=plain_text(state_json),
+        tool=tool,
+        arguments=arguments,
+        code=(code or "# source unavailable").rstrip(),
+    )
 
 
 def tool_call(tool: str, arguments_json: str) -> str:
@@ -172,8 +184,10 @@ def envsimbench_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
     equals the reference's byte for byte; otherwise the canonical state (sorted keys) is shown."""
     env_code = sample.get("env_code")
     if not env_code:
-        raise ValueError(f"{sample.get('step_id')}: the envsimbench prompt needs the whole class source of "
-                         f"{sample.get('env_id')!r} (env_code); load samples with pipeline.evaluate.samples.load_samples")
+        raise ValueError(
+            f"{sample.get('step_id')}: the envsimbench prompt needs the whole class source of "
+            f"{sample.get('env_id')!r} (env_code); load samples with pipeline.evaluate.samples.load_samples"
+        )
     published_state, published_arguments = sample.get("published_state_json"), sample.get("published_arguments_json")
     if isinstance(published_state, str):  # an imported sample: the state as published, in its own key order
         config = json.dumps(json.loads(published_state), ensure_ascii=False, indent=2)
@@ -197,8 +211,16 @@ def messages(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> list[d
         raise ValueError(f"unknown prompt template {template!r}; known: {', '.join(TEMPLATES)}")
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": user_prompt(sample["state_before_json"], sample["tool"], sample["arguments_json"],
-                                                sample["code"], sample.get("current_time"))},
+        {
+            "role": "user",
+            "content": user_prompt(
+                sample["state_before_json"],
+                sample["tool"],
+                sample["arguments_json"],
+                sample["code"],
+                sample.get("current_time"),
+            ),
+        },
     ]
 
 
@@ -249,8 +271,16 @@ def answer(sample: dict[str, Any]) -> str:
 
 #: change types accepted in answers: ours (add / modify / delete), the reference SFT data's
 #: (added / modified / removed) and Δ's own op names (replace / remove)
-CHANGE_TYPES = {"add": "add", "added": "add", "modify": "modify", "modified": "modify", "replace": "modify",
-                "delete": "delete", "removed": "delete", "remove": "delete"}
+CHANGE_TYPES = {
+    "add": "add",
+    "added": "add",
+    "modify": "modify",
+    "modified": "modify",
+    "replace": "modify",
+    "delete": "delete",
+    "removed": "delete",
+    "remove": "delete",
+}
 
 
 def _index(key: Any, size: int, extra: int = 0) -> int | None:

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
 from importlib import metadata
-from typing import Callable, Generic, Iterator, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -57,9 +58,16 @@ class Registry(Generic[T]):
     source"); ``check`` refuses an object that is not an entry (a plugin's entry point pointing elsewhere);
     ``on_add`` / ``on_remove`` are told of each registration (the glossary's value sets)."""
 
-    def __init__(self, kind: str, group: str, *, name: Callable[[T], str] = lambda entry: entry.name,
-                 check: Callable[[object], bool] | None = None, on_add: Callable[[T], None] | None = None,
-                 on_remove: Callable[[T], None] | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        group: str,
+        *,
+        name: Callable[[T], str] = lambda entry: entry.name,
+        check: Callable[[object], bool] | None = None,
+        on_add: Callable[[T], None] | None = None,
+        on_remove: Callable[[T], None] | None = None,
+    ) -> None:
         if not group.startswith(GROUP_PREFIX):
             raise ValueError(f"entry-point group {group!r} must start with {GROUP_PREFIX!r}")
         self.kind, self.group = kind, group
@@ -98,8 +106,10 @@ class Registry(Generic[T]):
             if self._check is not None and not self._check(entry):
                 raise PluginError(f"{where} is not a {self.kind} but {type(entry).__name__}")
             if self._name(entry) != ep.name:
-                raise PluginError(f"{where} registers the name {self._name(entry)!r}: name the entry point "
-                                  f"{self._name(entry)!r} (the entry's own name)")
+                raise PluginError(
+                    f"{where} registers the name {self._name(entry)!r}: name the entry point "
+                    f"{self._name(entry)!r} (the entry's own name)"
+                )
             self.register(entry)
 
     def _all(self) -> dict[str, T]:

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -58,27 +59,34 @@ class Settings(BaseModel):
     profile: str = Field("default", description="`default` or `small` (`pipeline.core.profile`)")
     shards: int | None = Field(None, ge=1, description="shards per environment source (unset: unpartitioned)")
     executor: Annotated[str, AfterValidator(str.lower)] = Field(
-        "multiprocess", description="`multiprocess`, `in_process`, `celery` or `k8s` (lower-cased)")
+        "multiprocess", description="`multiprocess`, `in_process`, `celery` or `k8s` (lower-cased)"
+    )
     executor_config: str | None = Field(None, description="the executor's config, YAML text or a file holding it")
     max_concurrent: int | None = Field(None, ge=0, description="at most this many steps of a run at once")
-    parallel_runs: int | None = Field(None, ge=1, description="`./forge run` only: partition runs side by side "
-                                                              "(unset: the CPU count)")
+    parallel_runs: int | None = Field(
+        None, ge=1, description="`./forge run` only: partition runs side by side (unset: the CPU count)"
+    )
     launcher: str | None = Field(None, description="`local` or `slurm`; set, the `training` group appears")
     slurm_partition: str | None = Field(None, description="the Slurm partition GPU jobs go to")
     slurm_conf: str | None = Field(None, description="the Slurm client configuration (Slurm's own variable)")
     sandbox: str = Field("bwrap", description="`bwrap` or `trusted`")
-    sandbox_workers: int | None = Field(None, ge=1, description="the `sandbox` resource's workers (unset: the CPU count)")
+    sandbox_workers: int | None = Field(
+        None, ge=1, description="the `sandbox` resource's workers (unset: the CPU count)"
+    )
     llamafactory_python: str | None = Field(None, description="Python of the LLaMA-Factory environment")
     serve_python: str | None = Field(None, description="Python of a separate serving environment (vLLM)")
     duckdb_memory: str = Field("512MB", description="DuckDB's memory limit per connection")
     duckdb_threads: Annotated[int | None, AfterValidator(lambda n: n or None)] = Field(
-        None, ge=0, description="DuckDB's threads (unset or 0: all cores)")
+        None, ge=0, description="DuckDB's threads (unset or 0: all cores)"
+    )
     split_cron: str = Field("0 4 * * 1", description="the weekly split regeneration schedule (UTC)")
-    strict: bool = Field(False, description=f"a quarantined environment, or a benchmark cell the corpus cannot fill, "
-                                            f"fails the run ({_FLAG})")
+    strict: bool = Field(
+        False,
+        description=f"a quarantined environment, or a benchmark cell the corpus cannot fill, fails the run ({_FLAG})",
+    )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """The settings ``environ`` (default: the process environment) gives."""
         env = os.environ if environ is None else environ
         return _parse(tuple(env.get(name) for name in VARIABLES))

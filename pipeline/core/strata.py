@@ -17,19 +17,40 @@ targets, coverage reports, asset metadata, checks and the summary all take the o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pipeline.core.axes import (
-    ARGS_GROUPED_FROM, DELTA_BUCKETS, OneOf, Range, Rule, Rules, When, axis_values, bucket_label, bucket_ranges,
-    bucket_rules, grouped_rules, quote,
+    ARGS_GROUPED_FROM,
+    DELTA_BUCKETS,
+    OneOf,
+    Range,
+    Rule,
+    Rules,
+    When,
+    axis_values,
+    bucket_label,
+    bucket_ranges,
+    bucket_rules,
+    grouped_rules,
+    quote,
 )
 from pipeline.core.fields import setting
 from pipeline.core.outcome import ERROR, FAILURE, SUCCESS
 
-__all__ = ["ARGS_GROUPED_FROM", "DELTA_BUCKETS", "Rule", "Rules", "When", "bucket_label", "Cell", "Composition",
-           "StrataRules"]
+__all__ = [
+    "ARGS_GROUPED_FROM",
+    "DELTA_BUCKETS",
+    "Rule",
+    "Rules",
+    "When",
+    "bucket_label",
+    "Cell",
+    "Composition",
+    "StrataRules",
+]
 
 #: a benchmark cell's outcome (error steps are never selected)
 CellOutcome = Literal["success", "failure"]
@@ -61,8 +82,11 @@ class Cell:
 
     @cached_property  # built once per cell: exploration asks it for every step it counts
     def when(self) -> When:
-        return _when((self.outcome,), Range(self.delta_min, self.delta_max),
-                     None if self.args_count is None else Range(self.args_count, self.args_count))
+        return _when(
+            (self.outcome,),
+            Range(self.delta_min, self.delta_max),
+            None if self.args_count is None else Range(self.args_count, self.args_count),
+        )
 
     def matches(self, *values: Any, **named: Any) -> bool:
         """Whether a step (its axis values: a mapping keyed by column, see
@@ -85,8 +109,11 @@ _FAILURE_QUOTA, _NO_CHANGE_QUOTA, _SIMPLE_QUOTA, _MEDIUM_QUOTA, _DIFFICULT_QUOTA
 class StrataRules:
     """Every stratum rule, generated from one |Δ| bucket table (and the argument grouping)."""
 
-    def __init__(self, delta_buckets: tuple[tuple[str, int | None], ...] = DELTA_BUCKETS,
-                 args_grouped_from: int = ARGS_GROUPED_FROM) -> None:
+    def __init__(
+        self,
+        delta_buckets: tuple[tuple[str, int | None], ...] = DELTA_BUCKETS,
+        args_grouped_from: int = ARGS_GROUPED_FROM,
+    ) -> None:
         ranges = bucket_ranges(delta_buckets)
         self.buckets: dict[str, tuple[int, int | None]] = {name: (r.lo, r.hi) for name, r in ranges.items()}
         if list(self.buckets) != [b for b, _ in DELTA_BUCKETS] or delta_buckets[-1][1] is not None:
@@ -101,7 +128,10 @@ class StrataRules:
         #: the default (EnvSimBench, 400-sample) benchmark composition
         self.benchmark_cells: tuple[Cell, ...] = (
             Cell("failure", "failure", _FAILURE_QUOTA, FAILURE, *self.buckets["none"]),
-            *(Cell(f"no_change_args{n}", "no_change", _NO_CHANGE_QUOTA, SUCCESS, *self.buckets["none"], n) for n in (0, 1)),
+            *(
+                Cell(f"no_change_args{n}", "no_change", _NO_CHANGE_QUOTA, SUCCESS, *self.buckets["none"], n)
+                for n in (0, 1)
+            ),
             *(Cell(f"simple_{d}", "simple", _SIMPLE_QUOTA, SUCCESS, d, d) for d in range(simple[0], simple[1] + 1)),
             *(Cell(f"medium_{d}", "medium", _MEDIUM_QUOTA, SUCCESS, d, d) for d in range(medium[0], medium[1] + 1)),
             Cell("difficult", "difficult", _DIFFICULT_QUOTA, SUCCESS, *difficult),
@@ -110,14 +140,26 @@ class StrataRules:
         self.benchmark_cell = Rules(tuple(Rule(c.name, c.when) for c in self.benchmark_cells))
         #: the benchmark group (the default cells' ``group``) of a sample, for evaluation breakdowns:
         #: every failure is ``failure``, |Δ| beyond the difficult bucket counts as ``difficult``
-        self.benchmark_group = Rules((
-            Rule("failure", _when((FAILURE,))), Rule("no_change", bucket("none")), Rule("simple", bucket("simple")),
-            Rule("medium", bucket("medium")), Rule("difficult", _when(delta=Range(difficult[0])))))
+        self.benchmark_group = Rules(
+            (
+                Rule("failure", _when((FAILURE,))),
+                Rule("no_change", bucket("none")),
+                Rule("simple", bucket("simple")),
+                Rule("medium", bucket("medium")),
+                Rule("difficult", _when(delta=Range(difficult[0]))),
+            )
+        )
         #: the Balance2 group of a step (error steps and |Δ| beyond the difficult bucket: none)
-        self.balance2_group = Rules((
-            Rule(None, _when((ERROR,))), Rule(None, bucket("beyond")), Rule("failure", _when((FAILURE,))),
-            Rule("no_change", bucket("none")), Rule("simple", bucket("simple")),
-            Rule("complex", _when(delta=Range(medium[0], difficult[1])))))
+        self.balance2_group = Rules(
+            (
+                Rule(None, _when((ERROR,))),
+                Rule(None, bucket("beyond")),
+                Rule("failure", _when((FAILURE,))),
+                Rule("no_change", bucket("none")),
+                Rule("simple", bucket("simple")),
+                Rule("complex", _when(delta=Range(medium[0], difficult[1]))),
+            )
+        )
 
     def beyond_sql(self) -> str:
         """SQL predicate: |Δ| beyond the difficult bucket (never selected)."""
@@ -182,7 +224,9 @@ class Composition:
         object.__setattr__(self, "mixture_sizes", dict(self.mixture_sizes))
         names = [c.name for c in self.cells]
         if len(set(names)) != len(names):
-            raise ValueError(f"composition cell names must be unique: {sorted({n for n in names if names.count(n) > 1})}")
+            raise ValueError(
+                f"composition cell names must be unique: {sorted({n for n in names if names.count(n) > 1})}"
+            )
         unknown = set(self.mixture_sizes) - set(BALANCE2_GROUPS)
         if unknown:
             raise ValueError(f"unknown Balance2 group(s) {sorted(unknown)}; known: {list(BALANCE2_GROUPS)}")

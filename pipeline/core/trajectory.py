@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pipeline.core.environment import EnvSpec
 from pipeline.core.clock import derive_clock_start, parse_clock_start
+from pipeline.core.environment import EnvSpec
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,16 @@ class Trajectory:
     def _fingerprint(self) -> str:
         # no sort_keys: dict order of an init config can change what the env code builds. The payload is
         # what ``asdict`` gives, built without its deep copies (a trajectory's config can be large).
-        env = {"source": self.env.source, "env_id": self.env.env_id, "init_config": self.env.init_config,
-               "options": self.env.options}
-        actions = [{"name": a.name, "arguments": a.arguments, "turn": a.turn, "call": a.call, "mutated_arg": a.mutated_arg}
-                   for a in self.actions]
+        env = {
+            "source": self.env.source,
+            "env_id": self.env.env_id,
+            "init_config": self.env.init_config,
+            "options": self.env.options,
+        }
+        actions = [
+            {"name": a.name, "arguments": a.arguments, "turn": a.turn, "call": a.call, "mutated_arg": a.mutated_arg}
+            for a in self.actions
+        ]
         payload = json.dumps(
             {"env": env, "actions": actions, "seed": self.seed, "clock_start": self.clock_start},
             default=repr,

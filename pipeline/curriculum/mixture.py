@@ -32,23 +32,33 @@ from typing import Any, Literal
 
 import duckdb
 
-from pipeline.core.fields import setting
 from pipeline.core.axes import AXES
+from pipeline.core.fields import setting
 from pipeline.core.strata import BENCHMARK_GROUP_SQL, BEYOND_SQL
 from pipeline.select.selection import (
-    DEFAULT_DECONTAMINATION, PICKING_RULE, SelectionResult, _finish, decontamination, select_strata,
+    DEFAULT_DECONTAMINATION,
+    PICKING_RULE,
+    SelectionResult,
+    _finish,
+    decontamination,
+    select_strata,
 )
 from pipeline.select.stratify import current_fingerprint
-from pipeline.store.versions import BENCHMARK, CURRICULUM, SplitStore
+from pipeline.store import warehouse
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
-from pipeline.store.versions import version_id
-from pipeline.store import warehouse
+from pipeline.store.versions import BENCHMARK, CURRICULUM, SplitStore, version_id
 
 #: the group hierarchy's levels: the benchmark group, the |Δ| axis' value, the environment
 LEVELS = {"stratum": f"({BENCHMARK_GROUP_SQL})", "delta": AXES["delta"].column, "env": "env_id"}
 CURVES = ("genenv", "flat_top")
-METRICS = {"cm": "cm", "fm": "fm", "cm_changed_paths": "cm_changed_paths", "cm_reference": "cm_reference", "fm_and_cm": "(fm AND cm)"}
+METRICS = {
+    "cm": "cm",
+    "fm": "fm",
+    "cm_changed_paths": "cm_changed_paths",
+    "cm_reference": "cm_reference",
+    "fm_and_cm": "(fm AND cm)",
+}
 
 
 @dataclass(frozen=True)
@@ -57,20 +67,31 @@ class CurriculumSpec:
 
     run_id: str  # the evaluation run (``<simulator>@<benchmark version>``)
     size: int = setting(1000, "Samples in the mixture.")
-    curve: Literal["genenv", "flat_top"] = setting("genenv", "Weight curve: 'genenv' (GenEnv's exp(−β(p̂ − α)²)) or "
-                                                             "'flat_top' (1 within ±band of alpha, Gaussian fall-off outside).")
+    curve: Literal["genenv", "flat_top"] = setting(
+        "genenv",
+        "Weight curve: 'genenv' (GenEnv's exp(−β(p̂ − α)²)) or "
+        "'flat_top' (1 within ±band of alpha, Gaussian fall-off outside).",
+    )
     alpha: float = setting(0.5, "Target success rate α in [0, 1] (GenEnv's zone of proximal development).")
     beta: float = setting(2.0, "genenv curve: sharpness β > 0 of exp(−β(p̂ − α)²) (GenEnv's released config: 2.0).")
-    filter_k: float | None = setting(None, "GenEnv's difficulty filter k ≥ 0: a group with |p̂ − α| > k gets weight 0 "
-                                           "(either curve; None: no filter).")
-    band: float = setting(0.1, "flat_top curve only: full weight within ±band of alpha, Gaussian fall-off (scale band) outside.")
-    levels: tuple[str, ...] = setting(("stratum", "delta"), "Group hierarchy from stratum, then delta (|Δ|) and/or env; "
-                                                            "estimates are smoothed toward the parent level.")
+    filter_k: float | None = setting(
+        None,
+        "GenEnv's difficulty filter k ≥ 0: a group with |p̂ − α| > k gets weight 0 (either curve; None: no filter).",
+    )
+    band: float = setting(
+        0.1, "flat_top curve only: full weight within ±band of alpha, Gaussian fall-off (scale band) outside."
+    )
+    levels: tuple[str, ...] = setting(
+        ("stratum", "delta"),
+        "Group hierarchy from stratum, then delta (|Δ|) and/or env; estimates are smoothed toward the parent level.",
+    )
     metric: Literal["cm", "fm", "cm_changed_paths", "cm_reference", "fm_and_cm"] = setting("cm", "Success metric.")
     prior_strength: float = setting(4.0, "Pseudo-samples of the parent estimate in each group's estimate.")
     decontaminate: Literal["trajectory", "task_id", "env_id"] = setting(
-        DEFAULT_DECONTAMINATION, "Decontamination rule against the benchmark: trajectory (no step of a benchmark "
-        "trajectory, no benchmark (env, s_t, a_t)), task_id (same task/scenario) or env_id (same environment).")
+        DEFAULT_DECONTAMINATION,
+        "Decontamination rule against the benchmark: trajectory (no step of a benchmark "
+        "trajectory, no benchmark (env, s_t, a_t)), task_id (same task/scenario) or env_id (same environment).",
+    )
     benchmark_version: str | None = setting(None, "Decontaminate against this version (default: the one evaluated).")
     seed: int = setting(0, "Seed of the draw.")
 
@@ -128,20 +149,30 @@ def describe(spec: CurriculumSpec) -> str:
         text = f"genenv: w = exp(−{spec.beta:g}·(p̂ − {spec.alpha:g})²)"
     else:
         text = f"flat_top: w = 1 within {spec.alpha:g} ± {spec.band:g}, Gaussian fall-off (scale {spec.band:g}) outside"
-    return text + ("" if spec.filter_k is None else f"; groups with |p̂ − {spec.alpha:g}| > {spec.filter_k:g} filtered out")
+    return text + (
+        "" if spec.filter_k is None else f"; groups with |p̂ − {spec.alpha:g}| > {spec.filter_k:g} filtered out"
+    )
 
 
 def resolve_run(con: duckdb.DuckDBPyConnection, simulator: str | None, split_version: str | None) -> str:
     """The evaluation run to use: the named simulator's on ``split_version`` (default: its latest run)."""
     try:
-        rows = con.execute("SELECT run_id, simulator, split_version, max(seq) AS last FROM eval_results "
-                           "WHERE request_error IS NULL GROUP BY ALL ORDER BY last DESC").fetchall()
+        rows = con.execute(
+            "SELECT run_id, simulator, split_version, max(seq) AS last FROM eval_results "
+            "WHERE request_error IS NULL GROUP BY ALL ORDER BY last DESC"
+        ).fetchall()
     except duckdb.CatalogException:
-        raise NoEvaluation("no evaluation results in DuckDB (table eval_results); materialize 'simulator_eval' first") from None
-    candidates = [r for r in rows if (simulator is None or r[1] == simulator) and (split_version is None or r[2] == split_version)]
+        raise NoEvaluation(
+            "no evaluation results in DuckDB (table eval_results); materialize 'simulator_eval' first"
+        ) from None
+    candidates = [
+        r for r in rows if (simulator is None or r[1] == simulator) and (split_version is None or r[2] == split_version)
+    ]
     if not candidates:
         known = ", ".join(sorted({r[0] for r in rows})) or "none"
-        raise NoEvaluation(f"no evaluation run of simulator {simulator!r} (split version {split_version or 'any'}); known runs: {known}")
+        raise NoEvaluation(
+            f"no evaluation run of simulator {simulator!r} (split version {split_version or 'any'}); known runs: {known}"
+        )
     return candidates[0][0]
 
 
@@ -155,7 +186,9 @@ def estimates(con: duckdb.DuckDBPyConnection, spec: CurriculumSpec) -> dict[tupl
     keys = ", ".join(f"CAST({LEVELS[lv]} AS VARCHAR) AS {lv}" for lv in spec.levels)
     rows = con.execute(
         f"SELECT {keys}, count(*) AS n, sum(({METRICS[spec.metric]})::INT) AS ok FROM eval_results "
-        f"WHERE run_id = ? AND request_error IS NULL GROUP BY ALL", [spec.run_id]).fetchall()
+        f"WHERE run_id = ? AND request_error IS NULL GROUP BY ALL",
+        [spec.run_id],
+    ).fetchall()
     if not rows:
         raise NoEvaluation(f"evaluation run {spec.run_id!r} has no scored samples")
     depth = len(spec.levels)
@@ -175,7 +208,9 @@ def estimates(con: duckdb.DuckDBPyConnection, spec: CurriculumSpec) -> dict[tupl
     return out
 
 
-def _estimate_for(est: dict[tuple[str, ...], tuple[float, int, int]], key: tuple[str, ...]) -> tuple[float, int, int] | None:
+def _estimate_for(
+    est: dict[tuple[str, ...], tuple[float, int, int]], key: tuple[str, ...]
+) -> tuple[float, int, int] | None:
     """A key's estimate, falling back to the deepest evaluated ancestor; None when its stratum was not
     evaluated at all (nothing is known there: such groups get weight 0)."""
     if key[:1] not in est:
@@ -217,12 +252,19 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, spec: CurriculumSpec,
-                     make_current: bool = True, dagster_run_id: str | None = None) -> CurriculumResult:
+def build_curriculum(
+    layout: DataLayout,
+    eval_con: duckdb.DuckDBPyConnection,
+    spec: CurriculumSpec,
+    make_current: bool = True,
+    dagster_run_id: str | None = None,
+) -> CurriculumResult:
     """Estimate, weigh, allocate and pick; writes ``data/splits/curriculum/<version>/`` like Balance2."""
     rule = decontamination(spec.decontaminate)
     est = estimates(eval_con, spec)
-    scored_on = eval_con.execute("SELECT any_value(split_version) FROM eval_results WHERE run_id = ?", [spec.run_id]).fetchone()[0]
+    scored_on = eval_con.execute(
+        "SELECT any_value(split_version) FROM eval_results WHERE run_id = ?", [spec.run_id]
+    ).fetchone()[0]
     bench = SplitStore(layout, BENCHMARK)
     bench_version = bench.resolve(spec.benchmark_version or scored_on)
     bench_samples = str(bench.samples(bench_version))
@@ -233,7 +275,8 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     with connect() as con:
         candidates = con.execute(
             f"""SELECT {keys_sql}, count(DISTINCT sample_hash) AS n FROM read_parquet('{layout.strata}')
-                WHERE NOT excluded {exclude} GROUP BY ALL ORDER BY ALL""").fetchall()
+                WHERE NOT excluded {exclude} GROUP BY ALL ORDER BY ALL"""
+        ).fetchall()
     depth = len(spec.levels)
     available = {tuple(r[:depth]): int(r[depth]) for r in candidates}
     groups = []
@@ -241,15 +284,32 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
         found = _estimate_for(est, key)
         p, n, ok = found if found is not None else (None, 0, 0)
         w, filtered = (0.0, None) if p is None else weight(p, spec)
-        groups.append({"group": "/".join(key), **dict(zip(spec.levels, key)), "estimate": None if p is None else round(p, 4),
-                       "eval_samples": n, "eval_successes": ok, "weight": round(w, 6), "filtered": filtered,
-                       "candidates": available[key]})
-    quota = allocate({g["group"]: g["weight"] for g in groups}, {g["group"]: g["candidates"] for g in groups}, spec.size)
+        groups.append(
+            {
+                "group": "/".join(key),
+                **dict(zip(spec.levels, key)),
+                "estimate": None if p is None else round(p, 4),
+                "eval_samples": n,
+                "eval_successes": ok,
+                "weight": round(w, 6),
+                "filtered": filtered,
+                "candidates": available[key],
+            }
+        )
+    quota = allocate(
+        {g["group"]: g["weight"] for g in groups}, {g["group"]: g["candidates"] for g in groups}, spec.size
+    )
     for g in groups:
         g["quota"] = quota[g["group"]]
-    version_spec = {"seed": spec.seed, "input": current_fingerprint(layout), "curriculum": {**asdict(spec), "levels": list(spec.levels)},
-                    "benchmark": bench_version, "decontaminate": spec.decontaminate, "picking": PICKING_RULE,
-                    "estimates": {g["group"]: g["estimate"] for g in groups}}
+    version_spec = {
+        "seed": spec.seed,
+        "input": current_fingerprint(layout),
+        "curriculum": {**asdict(spec), "levels": list(spec.levels)},
+        "benchmark": bench_version,
+        "decontaminate": spec.decontaminate,
+        "picking": PICKING_RULE,
+        "estimates": {g["group"]: g["estimate"] for g in groups},
+    }
 
     version = "cur-" + version_id(CURRICULUM, version_spec).split("-", 1)[1]
     strata = []
@@ -263,7 +323,9 @@ def build_curriculum(layout: DataLayout, eval_con: duckdb.DuckDBPyConnection, sp
     selected = {t["stratum"]: t["selected"] for t in table}
     for g in groups:
         g["selected"] = selected.get(g["group"], 0)
-    result = _finish(CURRICULUM, layout, version, version_spec, picks, table, "warn", make_current, dagster_run_id=dagster_run_id)
+    result = _finish(
+        CURRICULUM, layout, version, version_spec, picks, table, "warn", make_current, dagster_run_id=dagster_run_id
+    )
     store = SplitStore(layout, CURRICULUM)
     manifest = store.manifest(version)
     manifest["groups"] = groups
@@ -279,10 +341,24 @@ def _group_rows(version: str, manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 #: per curriculum version and group: estimate, evaluation samples, weight, candidates, quota, selected and why the
 #: difficulty filter dropped it (a table written before ``filtered`` existed gets the column, NULL for its rows)
-GROUPS_TABLE = warehouse.ManifestTable("curriculum_groups", CURRICULUM, {
-    "version": "VARCHAR", "run_id": "VARCHAR", "grp": "VARCHAR", "estimate": "DOUBLE", "eval_samples": "INTEGER",
-    "eval_successes": "INTEGER", "weight": "DOUBLE", "candidates": "INTEGER", "quota": "INTEGER", "selected": "INTEGER",
-    "filtered": "VARCHAR"}, _group_rows)
+GROUPS_TABLE = warehouse.ManifestTable(
+    "curriculum_groups",
+    CURRICULUM,
+    {
+        "version": "VARCHAR",
+        "run_id": "VARCHAR",
+        "grp": "VARCHAR",
+        "estimate": "DOUBLE",
+        "eval_samples": "INTEGER",
+        "eval_successes": "INTEGER",
+        "weight": "DOUBLE",
+        "candidates": "INTEGER",
+        "quota": "INTEGER",
+        "selected": "INTEGER",
+        "filtered": "VARCHAR",
+    },
+    _group_rows,
+)
 
 
 def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:

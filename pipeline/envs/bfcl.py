@@ -19,9 +19,9 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.canonical import JSONValue, canonicalize
 from pipeline.core.environment import CallResult
 from pipeline.core.outcome import default_outcome
-from pipeline.core.canonical import JSONValue, canonicalize
 
 SOURCE = "bfcl"
 LICENSE = "Apache-2.0"
@@ -175,9 +175,7 @@ class BfclEnvironment:
         for cls_name in self.classes:
             instance = env_class(cls_name)()
             if cls_name not in STATELESS:
-                instance._load_scenario(
-                    copy.deepcopy(init_config.get(cls_name, {})), long_context=long_context
-                )
+                instance._load_scenario(copy.deepcopy(init_config.get(cls_name, {})), long_context=long_context)
             self._instances[cls_name] = instance
 
     def _method(self, name: str) -> Any:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
+from pipeline.core.environment import EnvSpec
+from pipeline.core.issues import TaskIssue
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import bfcl
-from pipeline.core.issues import TaskIssue
 from pipeline.envs.bfcl_tasks import BfclTask
 from pipeline.envs.callparse import CallParseError, parse_call
-from pipeline.core.environment import EnvSpec
 
 
 def bfcl_env_spec(task: BfclTask) -> EnvSpec:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from pipeline.envs.profiles import DEFAULT, of_profile
 from pipeline.core.fields import setting
-from pipeline.envs import bfcl
 from pipeline.core.issues import TaskIssue
+from pipeline.envs import bfcl
+from pipeline.envs.profiles import DEFAULT, of_profile
 from pipeline.envs.records import FirstSeen, clip, read_lines
 
 
@@ -85,7 +86,12 @@ def iter_tasks(files: list[BfclTaskFile]) -> Iterator[BfclTask | TaskIssue]:
                 continue
             first = answer_ids.seen(str(obj["id"]), origin)
             if first is not None:
-                yield TaskIssue(clip(obj["id"], 100), "parse", answer_ids.message("answer id", str(obj["id"]), origin, first), origin)
+                yield TaskIssue(
+                    clip(obj["id"], 100),
+                    "parse",
+                    answer_ids.message("answer id", str(obj["id"]), origin, first),
+                    origin,
+                )
                 continue
             answers[str(obj["id"])] = obj.get("ground_truth")
         for lineno, obj, err in _read_jsonl(spec.tasks):
@@ -115,7 +121,8 @@ def iter_tasks(files: list[BfclTaskFile]) -> Iterator[BfclTask | TaskIssue]:
                 origin=origin,
                 turns=[
                     " ".join(m.get("content", "") for m in turn if isinstance(m, dict) and m.get("role") == "user")
-                    for turn in (obj.get("question") or []) if isinstance(turn, list)
+                    for turn in (obj.get("question") or [])
+                    if isinstance(turn, list)
                 ],
             )
 
@@ -130,10 +137,13 @@ def _validate(obj: dict[str, Any], truth: Any) -> str | None:
     if excluded is not None and not (isinstance(excluded, list) and all(isinstance(f, str) for f in excluded)):
         return f"'excluded_function' is not a list of names: {clip(repr(excluded), 80)}"
     question = obj.get("question")
-    if question is not None and not (isinstance(question, list) and all(
-        isinstance(turn, list) and all(isinstance(m, dict) and isinstance(m.get("content", ""), str) for m in turn)
-        for turn in question
-    )):
+    if question is not None and not (
+        isinstance(question, list)
+        and all(
+            isinstance(turn, list) and all(isinstance(m, dict) and isinstance(m.get("content", ""), str) for m in turn)
+            for turn in question
+        )
+    ):
         return "'question' is not a list of turns of messages with string 'content'"
     unknown = [c for c in classes if c not in bfcl.CLASSES]
     if unknown:
@@ -147,4 +157,3 @@ def _validate(obj: dict[str, Any], truth: Any) -> str | None:
     ):
         return "ground truth is not a list of turns of call strings"
     return None
-

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 _BLOBS: dict[str, str] = {}
 _COMPILED: dict[str, object] = {}

@@ -52,6 +52,4 @@ def _literal(node: ast.AST, text: str) -> Any:
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        raise CallParseError(
-            f"argument {ast.unparse(node)!r} is not a literal in {text!r}"
-        ) from None
+        raise CallParseError(f"argument {ast.unparse(node)!r} is not a literal in {text!r}") from None

@@ -6,8 +6,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.envs import blobs, envscaler, registry
 from pipeline.core.issues import TaskIssue
+from pipeline.envs import blobs, envscaler, registry
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
@@ -21,7 +21,9 @@ class CatalogReport:
 
 
 def build_catalog(
-    layout: DataLayout, items: list[envscaler.EnvItem] | None = None, issues: list[TaskIssue] | None = None,
+    layout: DataLayout,
+    items: list[envscaler.EnvItem] | None = None,
+    issues: list[TaskIssue] | None = None,
     disabled: Collection[str] = (),
 ) -> CatalogReport:
     """Write ``environments.parquet`` and ``tool_code.parquet``: each registered source's rows

@@ -16,8 +16,8 @@ from typing import Any
 from pipeline.core.fields import setting
 from pipeline.core.outcome import OutcomeRuleError, parse_rule
 from pipeline.envs import envscaler
-from pipeline.envs.builtin import profile_scenarios_per_env
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, profile_categories
+from pipeline.envs.builtin import profile_scenarios_per_env
 
 
 class SourceError(ValueError):
@@ -29,17 +29,22 @@ class SourceError(ValueError):
 class EnvScalerCorpus:
     """A corpus in EnvScaler's released format, e.g. 191_env_metadata.json plus a scenario file."""
 
-    env_items: Path = setting(description="Env items: a JSON dict env_id -> item (191_env_metadata.json) or the Hub "
-                              "release (list of records; tools/env_func_details as JSON strings), JSON, JSON lines or Parquet.")
-    scenarios: Path | None = setting(None, "Scenario/task items: JSON list, JSON lines, dict or Parquet; "
-                                           "init_config may be a JSON string.")
+    env_items: Path = setting(
+        description="Env items: a JSON dict env_id -> item (191_env_metadata.json) or the Hub "
+        "release (list of records; tools/env_func_details as JSON strings), JSON, JSON lines or Parquet."
+    )
+    scenarios: Path | None = setting(
+        None, "Scenario/task items: JSON list, JSON lines, dict or Parquet; init_config may be a JSON string."
+    )
     prefix: str = setting(envscaler.SOURCE, "Namespace of the env ids: '<prefix>/<env_id>'.")
     license: str = setting("", "License of the corpus, recorded in the catalog.")
     more_scenarios: tuple[Path, ...] = setting((), "Further scenario files (the Hub release has two: RL and SFT).")
     outcome_rule: dict[str, Any] | None = setting(
-        None, "How this corpus reports a refused call, when the default rule (docs/definitions.md §4.3) does not "
-              "know its convention: {failure_if: [{key: status, equals: false}, {key: code, in: [400, 404]}, "
-              "{text_starts_with: 'Sorry'}], extends_default: true} (docs/environments.md). Unset: the default rule.")
+        None,
+        "How this corpus reports a refused call, when the default rule (docs/definitions.md §4.3) does not "
+        "know its convention: {failure_if: [{key: status, equals: false}, {key: code, in: [400, 404]}, "
+        "{text_starts_with: 'Sorry'}], extends_default: true} (docs/environments.md). Unset: the default rule.",
+    )
 
     def __post_init__(self) -> None:
         if self.outcome_rule is not None:
@@ -63,17 +68,20 @@ class SourceConfig:
 
     bfcl_files: list[BfclTaskFile] = setting(
         factory=lambda: default_task_files(profile_categories()),
-        description="bfcl-eval task files (default: the `default` profile's categories).")
+        description="bfcl-eval task files (default: the `default` profile's categories).",
+    )
     bfcl_replay: bool = setting(True, "Collect bfcl tasks by ground-truth replay.")
     bfcl_explore: bool = setting(False, "Also explore bfcl task configs with the policy.")
     builtin: bool = setting(True, "Use the builtin environment pack.")
     builtin_scenarios_per_env: int = setting(
         factory=profile_scenarios_per_env,
-        description="Seeded scenarios generated per builtin env (default: the `default` profile's).")
+        description="Seeded scenarios generated per builtin env (default: the `default` profile's).",
+    )
     builtin_seed: int = setting(0, "Seed of the builtin scenario generators.")
     envscaler: list[EnvScalerCorpus] = setting(factory=list, description="EnvScaler-format corpora.")
     message_histories: list[Path] = setting(
-        factory=list, description="JSON-lines files of recorded OpenAI message histories to replay (no model needed).")
+        factory=list, description="JSON-lines files of recorded OpenAI message histories to replay (no model needed)."
+    )
     explore_class_defaults: bool = setting(
-        True, "Explore corpus environments that no scenario names from their class defaults (init config {}).")
-
+        True, "Explore corpus environments that no scenario names from their class defaults (init config {})."
+    )

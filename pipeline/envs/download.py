@@ -31,13 +31,21 @@ class DownloadResult:
     repos: dict[str, str] = field(default_factory=dict)  # repo id -> local folder
 
     def corpus(self) -> dict[str, Any]:
-        return {"env_items": str(self.env_items), "scenarios": [str(p) for p in self.scenarios],
-                "prefix": "envscaler", "license": "MIT (EnvScaler, RUC-NLPIR)", "repos": self.repos}
+        return {
+            "env_items": str(self.env_items),
+            "scenarios": [str(p) for p in self.scenarios],
+            "prefix": "envscaler",
+            "license": "MIT (EnvScaler, RUC-NLPIR)",
+            "repos": self.repos,
+        }
 
 
 def _data_files(folder: Path, repo_id: str) -> list[Path]:
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES
-                   and ".cache" not in p.relative_to(folder).parts)
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix in DATA_SUFFIXES and ".cache" not in p.relative_to(folder).parts
+    )
     if not files:
         raise FileNotFoundError(f"dataset {repo_id} holds no .json/.jsonl/.parquet file (downloaded to {folder})")
     return files
@@ -76,9 +84,15 @@ def download_envscaler(
         folder = base / repo_id.split("/")[-1]
         existed = folder.exists()
         try:
-            snapshot_download(repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=folder,
-                              endpoint=endpoint, token=token,
-                              allow_patterns=[f"*{s}" for s in DATA_SUFFIXES] + ["README.md"])
+            snapshot_download(
+                repo_id=repo_id,
+                repo_type="dataset",
+                revision=revision,
+                local_dir=folder,
+                endpoint=endpoint,
+                token=token,
+                allow_patterns=[f"*{s}" for s in DATA_SUFFIXES] + ["README.md"],
+            )
         except Exception as exc:  # network, auth, missing repo: one line naming the way out; no empty folder left
             for path in ([] if existed else [folder]) + created[::-1]:
                 _remove_if_empty(path)
@@ -86,14 +100,17 @@ def download_envscaler(
             raise DownloadError(
                 f"could not download {repo_id} from {endpoint or constants.ENDPOINT} ({type(exc).__name__}: {cause}); "
                 "offline? set HF_ENDPOINT (or --endpoint) to a reachable mirror, or copy the release's files and "
-                "name them in resources.sources.envscaler (docs/environments.md)") from exc
+                "name them in resources.sources.envscaler (docs/environments.md)"
+            ) from exc
         return folder
 
     env_folder = fetch(env_repo)
     env_files = _data_files(env_folder, env_repo)
     if len(env_files) > 1:
-        raise ValueError(f"dataset {env_repo} holds several data files ({[p.name for p in env_files]}); "
-                         f"name the env-items file in resources.sources.envscaler instead")
+        raise ValueError(
+            f"dataset {env_repo} holds several data files ({[p.name for p in env_files]}); "
+            f"name the env-items file in resources.sources.envscaler instead"
+        )
     result = DownloadResult(base, env_files[0], repos={env_repo: str(env_folder)})
     for repo_id in scenario_repos:
         folder = fetch(repo_id)

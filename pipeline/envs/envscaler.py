@@ -22,21 +22,22 @@ from the return value's ``success`` field.
 from __future__ import annotations
 
 import ast
-import functools
 import copy
+import functools
 import json
 import re
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from pipeline.envs import blobs, records
-from pipeline.core.issues import TaskIssue
-from pipeline.core.environment import CallResult, EnvSpec
-from pipeline.core.outcome import RULE_OPTION, default_outcome
 from pipeline.core.canonical import JSONValue, canonicalize
+from pipeline.core.environment import CallResult, EnvSpec
+from pipeline.core.issues import TaskIssue
+from pipeline.core.outcome import RULE_OPTION, default_outcome
 from pipeline.core.untrusted import SAFE_TOOL, id_problem, shown
+from pipeline.envs import blobs, records
 
 SOURCE = "envscaler"
 
@@ -107,7 +108,10 @@ def _json_field(raw: dict[str, Any], key: str, expected: type | tuple[type, ...]
             return None, f"'{key}' is a string but not JSON ({exc.msg} at character {exc.pos}): {_preview(raw[key])}"
     if value is not None and not isinstance(value, expected):
         names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-        return None, f"'{key}' is a {type(value).__name__}, expected {names} (a JSON string of one is accepted): {_preview(value)}"
+        return (
+            None,
+            f"'{key}' is a {type(value).__name__}, expected {names} (a JSON string of one is accepted): {_preview(value)}",
+        )
     return value, None
 
 
@@ -139,7 +143,11 @@ def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | Non
                 try:
                     yield f"{path.name}:{lineno}", records.loads(line), None
                 except json.JSONDecodeError as exc:
-                    yield f"{path.name}:{lineno}", None, f"line is not JSON: {exc.msg} at column {exc.colno}: {_preview(line)}"
+                    yield (
+                        f"{path.name}:{lineno}",
+                        None,
+                        f"line is not JSON: {exc.msg} at column {exc.colno}: {_preview(line)}",
+                    )
                 except RecursionError:
                     yield f"{path.name}:{lineno}", None, "line is not usable JSON: nested too deeply"
         return
@@ -211,11 +219,19 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
                 yield TaskIssue(task_id, "parse", err, where)
                 continue
             checklist, _ = _json_field(obj, "checklist_with_func", (list, dict))
-            yield Scenario(task_id, str(obj["env_id"]), cfg or {}, str(obj.get("task", "")),
-                           checklist if checklist is not None else obj.get("checklist_with_func"), where)
+            yield Scenario(
+                task_id,
+                str(obj["env_id"]),
+                cfg or {},
+                str(obj.get("task", "")),
+                checklist if checklist is not None else obj.get("checklist_with_func"),
+                where,
+            )
 
 
-def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE, license: str = "") -> EnvItem | TaskIssue:
+def parse_env_item(
+    env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE, license: str = ""
+) -> EnvItem | TaskIssue:
     """Validate one env item without running its code: it must parse, define the class, and its
     tool schemas must fit the methods. Its id must be a safe name (:mod:`pipeline.core.untrusted`):
     ids reach reports, the dataset card and the console; an unsafe one is skipped with its reason (the
@@ -235,7 +251,10 @@ def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     if name not in classes:
         return TaskIssue(
-            env_id, "env", f"class {name!r} is not defined in env_class_code (classes found: {sorted(classes) or 'none'})", origin
+            env_id,
+            "env",
+            f"class {name!r} is not defined in env_class_code (classes found: {sorted(classes) or 'none'})",
+            origin,
         )
     methods = public_methods(classes[name])
     problems: list[str] = []
@@ -264,11 +283,24 @@ def parse_env_item(env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE
                 tools.append(derive_tool(method))
         derived = True
     if not tools:
-        return TaskIssue(env_id, "env", records.clip("no usable tools: " + ("; ".join(problems) or "the class has no public methods"), 1000), origin)
+        return TaskIssue(
+            env_id,
+            "env",
+            records.clip("no usable tools: " + ("; ".join(problems) or "the class has no public methods"), 1000),
+            origin,
+        )
     item = EnvItem(
-        env_id=env_id, class_name=name, class_code=code, tools=tools,
-        introduction=_text(raw.get("environment_introduction")), rules=_text(raw.get("constraints_rules")),
-        tools_derived=derived, origin=origin, prefix=prefix, license=license, problems=tuple(problems),
+        env_id=env_id,
+        class_name=name,
+        class_code=code,
+        tools=tools,
+        introduction=_text(raw.get("environment_introduction")),
+        rules=_text(raw.get("constraints_rules")),
+        tools_derived=derived,
+        origin=origin,
+        prefix=prefix,
+        license=license,
+        problems=tuple(problems),
     )
     return item  # usable with its valid tools; the bad schemas are reported through ``split_item``
 
@@ -288,11 +320,16 @@ def split_item(result: EnvItem | TaskIssue) -> tuple[EnvItem | None, list[TaskIs
 
 # -- schemas from code ---------------------------------------------------------------------------
 
+
 def public_methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
     return {
-        n.name: n for n in cls.body
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.name.startswith("_")
-        and not any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod", "property") for d in n.decorator_list)
+        n.name: n
+        for n in cls.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and not n.name.startswith("_")
+        and not any(
+            isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod", "property") for d in n.decorator_list
+        )
     }
 
 
@@ -307,9 +344,20 @@ def _params(fn: ast.FunctionDef) -> tuple[list[str], list[str], bool]:
 
 
 _JSON_TYPES = {
-    "str": "string", "int": "integer", "float": "number", "bool": "boolean", "list": "array",
-    "List": "array", "tuple": "array", "Tuple": "array", "set": "array", "Set": "array", "Sequence": "array",
-    "dict": "object", "Dict": "object", "Mapping": "object",
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "list": "array",
+    "List": "array",
+    "tuple": "array",
+    "Tuple": "array",
+    "set": "array",
+    "Set": "array",
+    "Sequence": "array",
+    "dict": "object",
+    "Dict": "object",
+    "Mapping": "object",
 }
 
 
@@ -422,7 +470,9 @@ def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[st
     props = params.get("properties") or {}
     if not isinstance(props, dict) or not all(isinstance(p, dict) for p in props.values()):
         return {}, f"tool {name!r}: 'properties' is not an object of parameter schemas: {_preview(props)}"
-    if not isinstance(params.get("required", []), list) or not all(isinstance(r, str) for r in params.get("required", [])):
+    if not isinstance(params.get("required", []), list) or not all(
+        isinstance(r, str) for r in params.get("required", [])
+    ):
         return {}, f"tool {name!r}: 'required' is not a list of names: {_preview(params.get('required'))}"
     names, required, has_kwargs = _params(methods[name])
     extra = [p for p in props if p not in names]
@@ -486,6 +536,7 @@ def _exec_module(name: str, code: Any) -> dict[str, Any]:
             sys.modules[name] = previous
     return module.__dict__
 
+
 class EnvScalerEnvironment:
     """One EnvScaler class instance behind the environment protocol."""
 
@@ -506,7 +557,9 @@ class EnvScalerEnvironment:
 
     def bind_arguments(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         if args:
-            props = next(t for t in self._tools if t["function"]["name"] == name)["function"]["parameters"].get("properties", {})
+            props = next(t for t in self._tools if t["function"]["name"] == name)["function"]["parameters"].get(
+                "properties", {}
+            )
             names = list(props)
             if len(args) > len(names):
                 raise TypeError(f"{name} takes {len(names)} arguments, {len(args)} positional given")
@@ -514,7 +567,9 @@ class EnvScalerEnvironment:
         return dict(kwargs)
 
     def reset(self, init_config: dict[str, Any], **_: Any) -> None:
-        namespace = _exec_module(f"envscaler_env_{self.code_ref}", blobs.compiled(self.code_ref, f"<env {self.env_id}>"))
+        namespace = _exec_module(
+            f"envscaler_env_{self.code_ref}", blobs.compiled(self.code_ref, f"<env {self.env_id}>")
+        )
         cls = namespace.get(self.class_name)
         if not isinstance(cls, type):
             raise TypeError(f"env_class_code does not define class {self.class_name!r}")
@@ -561,9 +616,23 @@ def catalog_rows(items: list[EnvItem]) -> tuple[list[dict[str, Any]], list[dict[
         source = item.prefix
         for name in item.tool_names:
             code = method_source(item.class_code, item.class_name, name)
-            code_rows.append({"code_ref": blobs.ref_of(code), "source": source, "owner": item.qualified_id, "tool": name, "code": code})
+            code_rows.append(
+                {
+                    "code_ref": blobs.ref_of(code),
+                    "source": source,
+                    "owner": item.qualified_id,
+                    "tool": name,
+                    "code": code,
+                }
+            )
         code_rows.append(
-            {"code_ref": blobs.ref_of(item.class_code), "source": source, "owner": item.qualified_id, "tool": "", "code": item.class_code}
+            {
+                "code_ref": blobs.ref_of(item.class_code),
+                "source": source,
+                "owner": item.qualified_id,
+                "tool": "",
+                "code": item.class_code,
+            }
         )
         envs.append(
             {

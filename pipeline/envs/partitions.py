@@ -5,7 +5,8 @@ imports the registry, does not import the storage layer's Parquet code."""
 from __future__ import annotations
 
 from pipeline.envs import registry
-from pipeline.store.partitions import Shard, partition_keys as _keys
+from pipeline.store.partitions import Shard
+from pipeline.store.partitions import partition_keys as _keys
 
 
 def partition_keys(count: int) -> list[str]:

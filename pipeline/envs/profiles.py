@@ -5,7 +5,8 @@ source keeps a table by run profile name, and the name of the profile in force i
 
 from __future__ import annotations
 
-from typing import Mapping, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -14,8 +14,9 @@ LLM-generated). Helpers shared by the bfcl, EnvScaler and message-history reader
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 MAX_MESSAGE = 300  # characters of a value quoted in an issue
 
@@ -38,7 +39,7 @@ def _describe(text: str, where: str) -> str:
     i = _bad_char(text)
     ch = text[i]
     what = f"byte 0x{ord(ch) - 0xDC00:02x}" if "\udc80" <= ch <= "\udcff" else f"lone surrogate U+{ord(ch):04X}"
-    before = text[max(0, i - 20):i].encode("utf-8", "replace").decode("utf-8", "replace")
+    before = text[max(0, i - 20) : i].encode("utf-8", "replace").decode("utf-8", "replace")
     return f"not valid UTF-8: {what} in {where} after {before!r}"
 
 
@@ -77,8 +78,12 @@ def read_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                bad = raw[exc.start:exc.start + 1].hex()
-                yield lineno, None, f"line is not valid UTF-8: byte 0x{bad} at column {exc.start + 1}: {clip(raw[:exc.start][-40:], 60)}"
+                bad = raw[exc.start : exc.start + 1].hex()
+                yield (
+                    lineno,
+                    None,
+                    f"line is not valid UTF-8: byte 0x{bad} at column {exc.start + 1}: {clip(raw[: exc.start][-40:], 60)}",
+                )
                 continue
             if line.strip():
                 yield lineno, line, None

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.core.environment import EnvSpec, Environment
+from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.outcome import Labeler, labeler
 from pipeline.core.registry import Registry
-from pipeline.envs.source import EnvironmentSource, reuse_key as _reuse_key
-from pipeline.store import glossary
+from pipeline.envs.source import EnvironmentSource
+from pipeline.envs.source import reuse_key as _reuse_key
 from pipeline.envs.sources.bfcl import BfclSource
 from pipeline.envs.sources.builtin import BuiltinSource
 from pipeline.envs.sources.envscaler import EnvScalerSource
+from pipeline.store import glossary
 
 
 def _declare(source: EnvironmentSource) -> None:
@@ -36,8 +37,12 @@ def _retract(source: EnvironmentSource) -> None:
 
 #: every environment source by name: the ones below, then the installed plugins' (``envsim_forge.sources``)
 SOURCES: Registry[EnvironmentSource] = Registry(
-    "environment source", "envsim_forge.sources", check=lambda entry: isinstance(entry, EnvironmentSource),
-    on_add=_declare, on_remove=_retract)
+    "environment source",
+    "envsim_forge.sources",
+    check=lambda entry: isinstance(entry, EnvironmentSource),
+    on_add=_declare,
+    on_remove=_retract,
+)
 
 
 def register(source: EnvironmentSource) -> EnvironmentSource:

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
-from pipeline.core.environment import EnvSpec, Environment
+from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.issues import TaskIssue
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import envscaler
@@ -100,7 +101,9 @@ class EnvironmentSource:
         EnvScaler-format items; ``listed``: false when the run leaves the source out."""
         return envscaler.catalog_rows(items)
 
-    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+    def scenarios(
+        self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
+    ) -> tuple[list[SourceTask], list[TaskIssue]]:
         """The tasks exploration runs from (``items``: every catalogued EnvScaler-format item; an
         environment that no task names may be appended to ``without``)."""
         return [], []

@@ -20,13 +20,14 @@ back in is :mod:`pipeline.envsimbench.importer`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pyarrow.parquet as pq
 
-from pipeline.envsimbench.reference import reference_diff
 from pipeline.core.protocol import plain, tool_call
+from pipeline.envsimbench.reference import reference_diff
 from pipeline.store.layout import DataLayout
 
 #: the instruction of the reference SFT data (its Alpaca template)
@@ -45,8 +46,10 @@ def published_texts(split_dir: Path | None) -> dict[str, dict[str, str]]:
     """``step_id -> {"state_before_json", "arguments_json"}`` of an imported split (empty for others)."""
     if split_dir is None or not (split_dir / PUBLISHED_FILE).exists():
         return {}
-    return {r["step_id"]: {k: v for k, v in r.items() if k != "step_id" and v is not None}
-            for r in pq.read_table(split_dir / PUBLISHED_FILE).to_pylist()}
+    return {
+        r["step_id"]: {k: v for k, v in r.items() if k != "step_id" and v is not None}
+        for r in pq.read_table(split_dir / PUBLISHED_FILE).to_pylist()
+    }
 
 
 def env_codes(layout: DataLayout, env_ids: Iterable[str], split_dir: Path | None = None) -> dict[str, str]:
@@ -61,10 +64,16 @@ def env_codes(layout: DataLayout, env_ids: Iterable[str], split_dir: Path | None
     missing = wanted - set(found)
     if not missing or not layout.environments.exists() or not layout.tool_code.exists():
         return found
-    refs = {r["env_id"]: r["class_code_ref"] for r in pq.read_table(layout.environments, columns=["env_id", "class_code_ref"]).to_pylist()}
+    refs = {
+        r["env_id"]: r["class_code_ref"]
+        for r in pq.read_table(layout.environments, columns=["env_id", "class_code_ref"]).to_pylist()
+    }
     needed = {refs.get(e) for e in refs}
-    code = {r["code_ref"]: r["code"] for r in pq.read_table(layout.tool_code, columns=["code_ref", "code"]).to_pylist()
-            if r["code_ref"] in needed}
+    code = {
+        r["code_ref"]: r["code"]
+        for r in pq.read_table(layout.tool_code, columns=["code_ref", "code"]).to_pylist()
+        if r["code_ref"] in needed
+    }
 
     def one(env_id: str) -> str | None:
         if refs.get(env_id) in code:
@@ -88,7 +97,12 @@ def reference_sample(sample: dict[str, Any], env_code: str | None, task: str = "
     after = plain(json.loads(sample["state_after_json"]))
     changes = reference_diff(before, after)
     return {
-        "task_info": {"task_id": sample["task_id"], "env_id": sample["env_id"], "task": task, "step": int(sample["step_index"])},
+        "task_info": {
+            "task_id": sample["task_id"],
+            "env_id": sample["env_id"],
+            "task": task,
+            "step": int(sample["step_index"]),
+        },
         "env_code": env_code or sample.get("code") or "",
         "step_detail": {
             "action": {"name": sample["tool"], "arguments": plain(json.loads(sample["arguments_json"]))},
@@ -105,8 +119,11 @@ def reference_answer(sample: dict[str, Any]) -> str:
     feedback, the reference diff (dotted paths, added / removed / modified, before / after) as changes."""
     before = plain(json.loads(sample["state_before_json"]))
     after = plain(json.loads(sample["state_after_json"]))
-    return json.dumps({"feedback": sample["raw_observation"], "config_changes": reference_diff(before, after)},
-                      ensure_ascii=False, indent=2)
+    return json.dumps(
+        {"feedback": sample["raw_observation"], "config_changes": reference_diff(before, after)},
+        ensure_ascii=False,
+        indent=2,
+    )
 
 
 def alpaca_record(ref: dict[str, Any]) -> dict[str, str]:
@@ -117,13 +134,20 @@ def alpaca_record(ref: dict[str, Any]) -> dict[str, str]:
     call = tool_call(action["name"], json.dumps(action.get("arguments") or {}))
     return {
         "instruction": SFT_INSTRUCTION.format(env_code=ref["env_code"]),
-        "input": json.dumps({"initial_config": detail["config_before"], "tool_call": call}, ensure_ascii=False, indent=2),
-        "output": json.dumps({"feedback": detail["observation"]["content"], "config_changes": detail["config_change"]["changes"]},
-                             ensure_ascii=False, indent=2),
+        "input": json.dumps(
+            {"initial_config": detail["config_before"], "tool_call": call}, ensure_ascii=False, indent=2
+        ),
+        "output": json.dumps(
+            {"feedback": detail["observation"]["content"], "config_changes": detail["config_change"]["changes"]},
+            ensure_ascii=False,
+            indent=2,
+        ),
     }
 
 
-def iter_reference_samples(layout: DataLayout, samples: Path, split_dir: Path | None = None) -> Iterator[dict[str, Any]]:
+def iter_reference_samples(
+    layout: DataLayout, samples: Path, split_dir: Path | None = None
+) -> Iterator[dict[str, Any]]:
     """The reference-format samples of a split's ``samples.parquet``, in its pick order (``position``)."""
     table = pq.read_table(samples)
     codes = env_codes(layout, set(table.column("env_id").to_pylist()), split_dir)
@@ -158,5 +182,10 @@ def write_sft(layout: DataLayout, samples: Path, out: Path, split_dir: Path | No
 
 def dataset_info_entry(name: str, file_name: str) -> dict[str, Any]:
     """LLaMA-Factory ``dataset_info.json`` entry for the reference-format Alpaca file."""
-    return {f"{name}_envsimbench_alpaca": {"file_name": file_name, "formatting": "alpaca",
-                                           "columns": {"prompt": "instruction", "query": "input", "response": "output"}}}
+    return {
+        f"{name}_envsimbench_alpaca": {
+            "file_name": file_name,
+            "formatting": "alpaca",
+            "columns": {"prompt": "instruction", "query": "input", "response": "output"},
+        }
+    }

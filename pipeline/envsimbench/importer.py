@@ -28,30 +28,36 @@ import ast
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.envs import blobs
-from pipeline.envsimbench.export import ENV_CODE_FILE, PUBLISHED_FILE
-from pipeline.core.protocol import parse_observation
-from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
-from pipeline.store import glossary
-from pipeline.store.versions import BENCHMARK, SplitStore
+from pipeline.core.axes import AXES
 from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import diff
+from pipeline.core.outcome import ERROR, FAILURE, SUCCESS, reports_failure
+from pipeline.core.protocol import parse_observation
+from pipeline.core.strata import BENCHMARK_CELLS, Cell
+from pipeline.envs import blobs
+from pipeline.envsimbench.export import ENV_CODE_FILE, PUBLISHED_FILE
+from pipeline.store import glossary
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
 from pipeline.store.schema import SAMPLE, encode_delta
-from pipeline.core.axes import AXES
-from pipeline.core.strata import BENCHMARK_CELLS, Cell
+from pipeline.store.versions import BENCHMARK, SplitStore
 
 SOURCE = glossary.IMPORTED_SOURCE  # "envsimbench"
-PUBLISHED_SCHEMA = pa.schema([pa.field("step_id", pa.string(), nullable=False),
-                              pa.field("state_before_json", pa.string()), pa.field("arguments_json", pa.string())])
+PUBLISHED_SCHEMA = pa.schema(
+    [
+        pa.field("step_id", pa.string(), nullable=False),
+        pa.field("state_before_json", pa.string()),
+        pa.field("arguments_json", pa.string()),
+    ]
+)
 HUB_REPO = "Louie-CookieApril/EnvSimBench"
 LICENSE = "see the EnvSimBench dataset card (Louie-CookieApril/EnvSimBench)"
 
@@ -140,7 +146,7 @@ def method_code(env_code: str, tool: str) -> str | None:
         return None
     lines = env_code.splitlines()
     start = min([found.lineno] + [d.lineno for d in found.decorator_list]) - 1
-    body = lines[start:found.end_lineno]
+    body = lines[start : found.end_lineno]
     indent = min((len(line) - len(line.lstrip()) for line in body if line.strip()), default=0)
     return "\n".join(line[indent:] for line in body)
 
@@ -205,19 +211,28 @@ def _row(step: _Step, cells: tuple[Cell, ...]) -> tuple[dict[str, Any], str | No
     change = detail.get("config_change") if isinstance(detail.get("config_change"), dict) else {}
     count = change.get("change_count")
     row = {
-        "tool": tool, "arguments_json": arguments_json, "args_count": len(arguments), "code": code,
-        "code_ref": blobs.ref_of(code) if code else None, "state_before_json": before_json, "state_after_json": after_json,
-        "raw_observation": raw, "observation_json": canonical_json(canonicalize(parse_observation(raw))),
+        "tool": tool,
+        "arguments_json": arguments_json,
+        "args_count": len(arguments),
+        "code": code,
+        "code_ref": blobs.ref_of(code) if code else None,
+        "state_before_json": before_json,
+        "state_after_json": after_json,
+        "raw_observation": raw,
+        "observation_json": canonical_json(canonicalize(parse_observation(raw))),
         "outcome": outcome,
         "delta": encode_delta(delta),
         "delta_size": len(delta),
-        "state_before_hash": before_hash, "state_after_hash": text_hash(after_json),
+        "state_before_hash": before_hash,
+        "state_after_hash": text_hash(after_json),
         "sample_hash": hashlib.md5(f"{before_hash}|{tool}|{arguments_json}".encode()).hexdigest(),
     }
     row.update(AXES.labels_of(row))  # delta_bucket, args_cardinality: every axis' label
     row["stratum"] = _cell(row, cells)
-    published = {"state_before_json": json.dumps(before, ensure_ascii=False),  # key order as published
-                 "arguments_json": json.dumps(arguments, ensure_ascii=False)}
+    published = {
+        "state_before_json": json.dumps(before, ensure_ascii=False),  # key order as published
+        "arguments_json": json.dumps(arguments, ensure_ascii=False),
+    }
     return row, env_code, count if isinstance(count, int) and not isinstance(count, bool) else None, published
 
 
@@ -261,10 +276,21 @@ def import_envsimbench(
             report.skipped.append({"id": f"{step_id} ({step.origin})", "reason": str(exc)})
             continue
         env_id = f"{SOURCE}/{env_raw}"
-        row.update({"position": len(rows), "step_id": step_id, "trajectory_id": f"{SOURCE}/{task_id}", "task_id": task_id,
-                    "env_id": env_id, "source": SOURCE, "step_index": index})
+        row.update(
+            {
+                "position": len(rows),
+                "step_id": step_id,
+                "trajectory_id": f"{SOURCE}/{task_id}",
+                "task_id": task_id,
+                "env_id": env_id,
+                "source": SOURCE,
+                "step_index": index,
+            }
+        )
         if count is not None and count != row["delta_size"]:
-            report.change_count_mismatches.append({"id": step_id, "delta_size": row["delta_size"], "change_count": count})
+            report.change_count_mismatches.append(
+                {"id": step_id, "delta_size": row["delta_size"], "change_count": count}
+            )
         if row["code"] is None:
             report.without_code.append(step_id)
         if env_code:
@@ -272,29 +298,63 @@ def import_envsimbench(
         rows.append(row)
         published_rows.append({"step_id": step_id, **published})
     if not rows:
-        raise NothingToImport(f"envsimbench import: no sample could be read from {report.files}: "
-                           + "; ".join(f"{s['id']}: {s['reason']}" for s in report.skipped[:5]))
+        raise NothingToImport(
+            f"envsimbench import: no sample could be read from {report.files}: "
+            + "; ".join(f"{s['id']}: {s['reason']}" for s in report.skipped[:5])
+        )
     store = SplitStore(layout, BENCHMARK)
     directory = store.dir(version)
     directory.mkdir(parents=True, exist_ok=True)
     with atomic_path(store.samples(version)) as tmp:
         pq.write_table(pa.Table.from_pylist(rows, schema=SAMPLE), tmp, compression="zstd")
     with atomic_path(directory / ENV_CODE_FILE) as tmp:
-        pq.write_table(pa.table({"env_id": sorted(codes), "env_code": [codes[e] for e in sorted(codes)]}), tmp, compression="zstd")
+        pq.write_table(
+            pa.table({"env_id": sorted(codes), "env_code": [codes[e] for e in sorted(codes)]}), tmp, compression="zstd"
+        )
     with atomic_path(directory / PUBLISHED_FILE) as tmp:
         pq.write_table(pa.Table.from_pylist(published_rows, schema=PUBLISHED_SCHEMA), tmp, compression="zstd")
     (directory / "sample_ids.txt").write_text("".join(f"{r['step_id']}\n" for r in rows))
     counts = Counter(r["stratum"] for r in rows)
     envs = {r["env_id"] for r in rows}
     order = [c.name for c in cells] + sorted(set(counts) - {c.name for c in cells})
-    table = [{"stratum": s, "requested": counts[s], "available": counts[s], "selected": counts[s],
-              "environments": len({r["env_id"] for r in rows if r["stratum"] == s}), "missing": 0} for s in order if counts[s]]
-    imported = {"source": SOURCE, "name": name, "files": [p.name for p in paths], "skipped": report.skipped,
-                "change_count_mismatches": report.change_count_mismatches, "without_code": len(report.without_code)}
-    store.write_manifest(version, {"version": version, "kind": BENCHMARK, "imported": imported, "samples": len(rows),
-                                   "spec": {"seed": 0, "input": digest.hexdigest(), "imported": SOURCE, "name": name,
-                                            "composition": [c.to_dict() for c in cells]},
-                                   "strata": table, "shortfalls": []})
+    table = [
+        {
+            "stratum": s,
+            "requested": counts[s],
+            "available": counts[s],
+            "selected": counts[s],
+            "environments": len({r["env_id"] for r in rows if r["stratum"] == s}),
+            "missing": 0,
+        }
+        for s in order
+        if counts[s]
+    ]
+    imported = {
+        "source": SOURCE,
+        "name": name,
+        "files": [p.name for p in paths],
+        "skipped": report.skipped,
+        "change_count_mismatches": report.change_count_mismatches,
+        "without_code": len(report.without_code),
+    }
+    store.write_manifest(
+        version,
+        {
+            "version": version,
+            "kind": BENCHMARK,
+            "imported": imported,
+            "samples": len(rows),
+            "spec": {
+                "seed": 0,
+                "input": digest.hexdigest(),
+                "imported": SOURCE,
+                "name": name,
+                "composition": [c.to_dict() for c in cells],
+            },
+            "strata": table,
+            "shortfalls": [],
+        },
+    )
     store.created(version)
     if make_current:
         store.set_current(version)
@@ -302,13 +362,28 @@ def import_envsimbench(
     return report
 
 
-def download(repo_id: str = HUB_REPO, patterns: Iterable[str] = ("Benchmark/*",), revision: str | None = None,
-             token: str | None = None, endpoint: str | None = None, cache_dir: str | Path | None = None) -> list[Path]:
+def download(
+    repo_id: str = HUB_REPO,
+    patterns: Iterable[str] = ("Benchmark/*",),
+    revision: str | None = None,
+    token: str | None = None,
+    endpoint: str | None = None,
+    cache_dir: str | Path | None = None,
+) -> list[Path]:
     """The files of a Hub dataset repo matching ``patterns`` (``huggingface_hub.snapshot_download``)."""
     from huggingface_hub import snapshot_download
 
-    root = Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=list(patterns),
-                                  token=token, endpoint=endpoint, cache_dir=cache_dir))
+    root = Path(
+        snapshot_download(
+            repo_id,
+            repo_type="dataset",
+            revision=revision,
+            allow_patterns=list(patterns),
+            token=token,
+            endpoint=endpoint,
+            cache_dir=cache_dir,
+        )
+    )
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl"))
     if not files:
         raise NothingToImport(f"no .json / .jsonl file in {repo_id} matches {list(patterns)}")

@@ -81,7 +81,7 @@ def _first_object(text: str) -> Any:
         elif ch == "}" and depth > 0:
             depth -= 1
             if depth == 0 and start is not None:
-                candidate = text[start:i + 1]
+                candidate = text[start : i + 1]
                 for attempt in (candidate, _TRAILING_COMMA_ARR.sub("]", _TRAILING_COMMA_OBJ.sub("}", candidate))):
                     try:
                         return json.loads(attempt)
@@ -104,7 +104,7 @@ def _extract(text: str) -> Any:
     for sep in _SEPARATORS:
         m = sep.search(text)
         if m:
-            text = text[:m.start()]
+            text = text[: m.start()]
             break
     fence = _FENCE.search(text)
     if fence:
@@ -291,13 +291,18 @@ def score_reference(text: str | None, before: Any, after: Any, observation_conte
     """Both reference metrics of one raw answer text against the reference-format sample values
     (plain ``config_before`` / ``config_after`` and ``observation.content``)."""
     if isinstance(text, str) and too_deep(text):
-        return ReferenceScore(False, False, f"the answer is nested deeper than {MAX_DEPTH} levels (the script would hit "
-                                            "Python's recursion limit)")
+        return ReferenceScore(
+            False,
+            False,
+            f"the answer is nested deeper than {MAX_DEPTH} levels (the script would hit Python's recursion limit)",
+        )
     parsed = extract_json(text)
     if parsed is None:
         return ReferenceScore(False, False, "the reference finds no JSON in the answer")
     if not isinstance(parsed, dict):
-        return ReferenceScore(False, False, f"the reference script raises: the answer is a JSON {type(parsed).__name__}")
+        return ReferenceScore(
+            False, False, f"the reference script raises: the answer is a JSON {type(parsed).__name__}"
+        )
     try:
         cm = cm_reference(before, after, parsed.get("config_changes", []))
     except ReferenceCrash as exc:

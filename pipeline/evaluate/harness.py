@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pipeline.core.axes import AXES, Axis
 from pipeline.evaluate.metrics import score
@@ -86,9 +87,13 @@ def finished_steps(path: Path, prompt: str | None = None, identity: dict[str, st
     only those asked with that prompt template (a changed template re-asks every sample); with
     ``identity``, only those answered by that simulator (other weights, or another model or endpoint
     under the same name, are asked again)."""
-    return {row["step_id"] for row in read_rows(path)
-            if row.get("request_error") is None and (prompt is None or row.get("prompt", "envsim") == prompt)
-            and (identity is None or _answered_by(row, identity))}
+    return {
+        row["step_id"]
+        for row in read_rows(path)
+        if row.get("request_error") is None
+        and (prompt is None or row.get("prompt", "envsim") == prompt)
+        and (identity is None or _answered_by(row, identity))
+    }
 
 
 def _axis_value(axis: Axis, sample: dict[str, Any]) -> Any:
@@ -102,26 +107,52 @@ def result_row(sample: dict[str, Any], completion: Completion, spec: SimulatorSp
     who answered (simulator, model, endpoint, weights id). A failed request (``completion.error``) is not
     scored: its metrics are NULL, ``status`` says why."""
     row: dict[str, Any] = {
-        "run_id": run_id(spec.results_name, version), "simulator": spec.name, "model": spec.model,
-        "weights_id": spec.weights_id, "base_url": spec.base_url, "split_version": version, "prompt": spec.prompt,
-        "step_id": sample["step_id"], "stratum": sample["stratum"], "env_id": sample["env_id"], "tool": sample["tool"],
+        "run_id": run_id(spec.results_name, version),
+        "simulator": spec.name,
+        "model": spec.model,
+        "weights_id": spec.weights_id,
+        "base_url": spec.base_url,
+        "split_version": version,
+        "prompt": spec.prompt,
+        "step_id": sample["step_id"],
+        "stratum": sample["stratum"],
+        "env_id": sample["env_id"],
+        "tool": sample["tool"],
         **{axis.column: _axis_value(axis, sample) for axis in AXES if axis.stored},
         "status": ANSWERED if completion.error is None else REQUEST_FAILED,
-        "fm": None, "cm": None, "cm_changed_paths": None, "cm_reference": None, "fm_reference": None,
-        "reference_error": None, "parse_ok": None, "parse_error": None, "change_error": None,
-        "request_error": completion.error, "latency_s": completion.latency_s,
-        "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-        "answer": completion.text[:MAX_STORED_ANSWER] if isinstance(completion.text, str) else "", "seq": time.time_ns(),
+        "fm": None,
+        "cm": None,
+        "cm_changed_paths": None,
+        "cm_reference": None,
+        "fm_reference": None,
+        "reference_error": None,
+        "parse_ok": None,
+        "parse_error": None,
+        "change_error": None,
+        "request_error": completion.error,
+        "latency_s": completion.latency_s,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "answer": completion.text[:MAX_STORED_ANSWER] if isinstance(completion.text, str) else "",
+        "seq": time.time_ns(),
     }
     if completion.error is not None:
         return row
     parsed = parse_answer(completion.text)
     s = score(sample, parsed.answer, completion.text if isinstance(completion.text, str) else None)
-    row.update({
-        "fm": s.fm, "cm": s.cm, "cm_changed_paths": s.cm_changed_paths, "cm_reference": s.cm_reference,
-        "fm_reference": s.fm_reference, "reference_error": s.reference_error, "parse_ok": parsed.ok,
-        "parse_error": parsed.error, "change_error": s.change_error if parsed.ok else None,
-    })
+    row.update(
+        {
+            "fm": s.fm,
+            "cm": s.cm,
+            "cm_changed_paths": s.cm_changed_paths,
+            "cm_reference": s.cm_reference,
+            "fm_reference": s.fm_reference,
+            "reference_error": s.reference_error,
+            "parse_ok": parsed.ok,
+            "parse_error": parsed.error,
+            "change_error": s.change_error if parsed.ok else None,
+        }
+    )
     return row
 
 
@@ -181,5 +212,7 @@ async def evaluate(
             f"{spec.name}: {report.request_errors} of {report.asked} requests to {spec.base_url or spec.kind} failed "
             f"({100 * report.request_errors / report.asked:.0f}% > {100 * share:g}% allowed by "
             f"max_request_failure_share); the endpoint's errors: {report.endpoint_errors()}. "
-            f"{report.completed} answered samples are recorded and will not be asked again", report)
+            f"{report.completed} answered samples are recorded and will not be asked again",
+            report,
+        )
     return report

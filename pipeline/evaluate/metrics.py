@@ -30,9 +30,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.core.bounds import MAX_DEPTH, MAX_PATH_PARTS, long_path, path_parts, too_deep, value_depth
-from pipeline.envsimbench.reference import score_reference
-from pipeline.core.protocol import CHANGE_TYPES, ChangeError, apply_changes, change_value, parse_observation, plain, resolve_path
 from pipeline.core.canonical import canonical_json, canonicalize
+from pipeline.core.protocol import (
+    CHANGE_TYPES,
+    ChangeError,
+    apply_changes,
+    change_value,
+    parse_observation,
+    plain,
+    resolve_path,
+)
+from pipeline.envsimbench.reference import score_reference
 
 
 def _canon(value: Any) -> str:
@@ -52,7 +60,9 @@ def _observation(value: Any) -> Any:
 
 def feedback_match(predicted: Any, raw_observation: str) -> bool:
     """Exact FM: both sides parsed (JSON, then Python literal), compared as canonical JSON."""
-    return _canon(plain(canonicalize(_observation(predicted)))) == _canon(plain(canonicalize(_observation(raw_observation))))
+    return _canon(plain(canonicalize(_observation(predicted)))) == _canon(
+        plain(canonicalize(_observation(raw_observation)))
+    )
 
 
 def config_match(state_before: Any, state_after: Any, changes: Any) -> tuple[bool, str | None]:
@@ -86,7 +96,12 @@ def _lenient_apply(state: Any, changes: Any) -> Any:
         for key in path[:-1]:
             if isinstance(parent, dict):
                 parent = parent.setdefault(str(key), {})
-            elif isinstance(parent, list) and isinstance(key, (int, str)) and str(key).isdigit() and int(key) < len(parent):
+            elif (
+                isinstance(parent, list)
+                and isinstance(key, (int, str))
+                and str(key).isdigit()
+                and int(key) < len(parent)
+            ):
                 parent = parent[int(key)]
             else:
                 parent = None
@@ -108,7 +123,9 @@ def _get(state: Any, path: list[str]) -> Any:
     return state
 
 
-def config_match_changed_paths(state_before: Any, state_after: Any, true_delta: list[dict[str, Any]], changes: Any) -> bool:
+def config_match_changed_paths(
+    state_before: Any, state_after: Any, true_delta: list[dict[str, Any]], changes: Any
+) -> bool:
     """``cm_changed_paths``: the exact true value at every truly changed path (see module docstring)."""
     predicted = _lenient_apply(plain(state_before), changes)
     after = plain(state_after)
@@ -133,8 +150,11 @@ class Score:
 def reference_values(sample: dict[str, Any]) -> tuple[Any, Any, str]:
     """``(config_before, config_after, observation.content)`` of a sample as the reference format
     holds them (plain JSON values; the observation as the tool's string)."""
-    return (plain(json.loads(sample["state_before_json"])), plain(json.loads(sample["state_after_json"])),
-            sample["raw_observation"])
+    return (
+        plain(json.loads(sample["state_before_json"])),
+        plain(json.loads(sample["state_after_json"])),
+        sample["raw_observation"],
+    )
 
 
 def score(sample: dict[str, Any], answer: dict[str, Any] | None, text: str | None = None) -> Score:
@@ -148,8 +168,11 @@ def score(sample: dict[str, Any], answer: dict[str, Any] | None, text: str | Non
     if text is None and answer is not None:
         text = json.dumps(answer, ensure_ascii=False)
     ref = score_reference(text, *reference_values(sample)) if text is not None else None
-    ref_fields = {"cm_reference": ref.cm, "fm_reference": ref.fm, "reference_error": ref.error} if ref else {
-        "reference_error": "no answer"}
+    ref_fields = (
+        {"cm_reference": ref.cm, "fm_reference": ref.fm, "reference_error": ref.error}
+        if ref
+        else {"reference_error": "no answer"}
+    )
     if answer is None:
         return Score(False, False, False, "unparseable answer", **ref_fields)
     changes = answer.get("config_changes", [])

@@ -12,12 +12,11 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from pipeline.report.plots import line_plot
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
+from pipeline.report.plots import line_plot
 from pipeline.store import catalog, warehouse
 from pipeline.store.duck import connect
-
 
 #: a sample whose request failed (the endpoint's failure) is no answer: it is counted apart and left out of
 #: every metric's denominator (rows from before ``status`` existed: a non-NULL ``request_error``)
@@ -28,23 +27,50 @@ def _pct(expr: str, name: str) -> str:
     return f"round(100 * avg(({expr})::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS {name}"
 
 
-_METRICS = ", ".join([
-    "count(*) AS samples", f"count(*) FILTER (WHERE {ANSWERED_SQL}) AS answered",
-    f"count(*) FILTER (WHERE NOT {ANSWERED_SQL}) AS request_failed",
-    _pct("fm", "fm"), _pct("cm", "cm"), _pct("cm_reference", "cm_reference"), _pct("fm_reference", "fm_reference"),
-    _pct("cm_changed_paths", "cm_changed_paths"), _pct("NOT parse_ok", "parse_fail_pct"),
-])
+_METRICS = ", ".join(
+    [
+        "count(*) AS samples",
+        f"count(*) FILTER (WHERE {ANSWERED_SQL}) AS answered",
+        f"count(*) FILTER (WHERE NOT {ANSWERED_SQL}) AS request_failed",
+        _pct("fm", "fm"),
+        _pct("cm", "cm"),
+        _pct("cm_reference", "cm_reference"),
+        _pct("fm_reference", "fm_reference"),
+        _pct("cm_changed_paths", "cm_changed_paths"),
+        _pct("NOT parse_ok", "parse_fail_pct"),
+    ]
+)
 
 #: ``eval_results`` columns, in table order (one row per sample and run)
 COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR", "simulator": "VARCHAR", "model": "VARCHAR", "weights_id": "VARCHAR", "base_url": "VARCHAR",
-    "split_version": "VARCHAR", "prompt": "VARCHAR",
-    "step_id": "VARCHAR", "stratum": "VARCHAR", "env_id": "VARCHAR", "tool": "VARCHAR",
+    "run_id": "VARCHAR",
+    "simulator": "VARCHAR",
+    "model": "VARCHAR",
+    "weights_id": "VARCHAR",
+    "base_url": "VARCHAR",
+    "split_version": "VARCHAR",
+    "prompt": "VARCHAR",
+    "step_id": "VARCHAR",
+    "stratum": "VARCHAR",
+    "env_id": "VARCHAR",
+    "tool": "VARCHAR",
     **{a.column: a.sql_type for a in AXES if a.stored},  # the sample's value on every stored axis
-    "fm": "BOOLEAN", "cm": "BOOLEAN", "cm_changed_paths": "BOOLEAN",
-    "cm_reference": "BOOLEAN", "fm_reference": "BOOLEAN", "reference_error": "VARCHAR", "parse_ok": "BOOLEAN",
-    "parse_error": "VARCHAR", "change_error": "VARCHAR", "status": "VARCHAR", "request_error": "VARCHAR", "latency_s": "DOUBLE",
-    "prompt_tokens": "BIGINT", "completion_tokens": "BIGINT", "answer": "VARCHAR", "seq": "BIGINT",
+    "fm": "BOOLEAN",
+    "cm": "BOOLEAN",
+    "cm_changed_paths": "BOOLEAN",
+    "cm_reference": "BOOLEAN",
+    "fm_reference": "BOOLEAN",
+    "reference_error": "VARCHAR",
+    "parse_ok": "BOOLEAN",
+    "parse_error": "VARCHAR",
+    "change_error": "VARCHAR",
+    "status": "VARCHAR",
+    "request_error": "VARCHAR",
+    "latency_s": "DOUBLE",
+    "prompt_tokens": "BIGINT",
+    "completion_tokens": "BIGINT",
+    "answer": "VARCHAR",
+    "seq": "BIGINT",
 }
 
 
@@ -52,8 +78,12 @@ def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     """Create ``eval_results``, or bring a table written by an earlier version up to date (the column
     once called ``cm_lenient`` is ``cm_changed_paths``; new columns are added, NULL for old rows)."""
     con.execute(f"CREATE TABLE IF NOT EXISTS eval_results ({', '.join(f'{c} {t}' for c, t in COLUMNS.items())})")
-    have = {r[0] for r in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'eval_results'").fetchall()}
+    have = {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'eval_results'"
+        ).fetchall()
+    }
     if "cm_lenient" in have and "cm_changed_paths" not in have:
         con.execute("ALTER TABLE eval_results RENAME COLUMN cm_lenient TO cm_changed_paths")
         have = (have - {"cm_lenient"}) | {"cm_changed_paths"}
@@ -65,9 +95,12 @@ def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
 def breakdown_views(axes: Axes = AXES) -> dict[str, str]:
     """The ``eval_by_*`` views: name -> the key they group by (the benchmark group, the value of every axis
     with ``by_value``, the environment and the cell)."""
-    return {"eval_by_group": f"{BENCHMARK_GROUP_SQL} AS grp",
-            **{f"eval_by_{a.name}": a.column for a in axes if a.by_value},
-            "eval_by_env": "env_id", "eval_by_cell": "stratum"}
+    return {
+        "eval_by_group": f"{BENCHMARK_GROUP_SQL} AS grp",
+        **{f"eval_by_{a.name}": a.column for a in axes if a.by_value},
+        "eval_by_env": "env_id",
+        "eval_by_cell": "stratum",
+    }
 
 
 def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: Axes = AXES) -> None:
@@ -79,12 +112,18 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: A
     if results.exists() and results.stat().st_size:
         read = {**COLUMNS, "cm_lenient": "BOOLEAN"}
         spec = ", ".join(f"{c}: '{t}'" for c, t in read.items())
-        select = ", ".join("coalesce(cm_changed_paths, cm_lenient)" if c == "cm_changed_paths"
-                           else "coalesce(prompt, 'envsim')" if c == "prompt"
-                           else "coalesce(status, CASE WHEN request_error IS NULL THEN 'answered' ELSE 'request_failed' END)"
-                           if c == "status" else c for c in COLUMNS)
+        select = ", ".join(
+            "coalesce(cm_changed_paths, cm_lenient)"
+            if c == "cm_changed_paths"
+            else "coalesce(prompt, 'envsim')"
+            if c == "prompt"
+            else "coalesce(status, CASE WHEN request_error IS NULL THEN 'answered' ELSE 'request_failed' END)"
+            if c == "status"
+            else c
+            for c in COLUMNS
+        )
         con.execute(
-            f"""INSERT INTO eval_results ({', '.join(COLUMNS)})
+            f"""INSERT INTO eval_results ({", ".join(COLUMNS)})
                 SELECT {select}
                 FROM read_json('{results}', format = 'newline_delimited', ignore_errors = true, columns = {{{spec}}})
                 WHERE run_id = ?
@@ -102,8 +141,10 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: A
     )
     con.execute("DROP VIEW IF EXISTS eval_by_stratum")  # was by benchmark group, not by stratum: eval_by_group
     for name, key in breakdown_views(axes).items():
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM {axes.relation('eval_results')} "
-                    "GROUP BY ALL ORDER BY ALL")
+        con.execute(
+            f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM {axes.relation('eval_results')} "
+            "GROUP BY ALL ORDER BY ALL"
+        )
     warehouse.derived_views(con, axes)  # eval_results_strata
     catalog.describe(con)
 
@@ -114,10 +155,14 @@ def run_summary(path: Path, run_id: str) -> dict[str, Any]:
     DuckDB)."""
     with connect() as con:
         load_run(con, path, run_id)
-        cur = con.execute("SELECT * EXCLUDE (run_id, simulator, model, split_version) FROM eval_runs WHERE run_id = ?", [run_id])
+        cur = con.execute(
+            "SELECT * EXCLUDE (run_id, simulator, model, split_version) FROM eval_runs WHERE run_id = ?", [run_id]
+        )
         overall = dict(zip([d[0] for d in cur.description], cur.fetchone()))
         groups = dict(con.execute("SELECT grp, cm FROM eval_by_group WHERE run_id = ?", [run_id]).fetchall())
-        parse_failures = con.execute("SELECT count(*) FILTER (NOT parse_ok) FROM eval_results WHERE run_id = ?", [run_id]).fetchone()[0]
+        parse_failures = con.execute(
+            "SELECT count(*) FILTER (NOT parse_ok) FROM eval_results WHERE run_id = ?", [run_id]
+        ).fetchone()[0]
     return {**overall, "parse_failures": parse_failures, "cm_by_group": groups}
 
 
@@ -127,9 +172,12 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
     and per group both CM and cm_reference (``cm_<group>``, ``cm_reference_<group>``)."""
     overall = con.execute(
         "SELECT run_id, prompt, samples, answered, request_failed, fm, cm, cm_reference, fm_reference, cm_changed_paths, "
-        "parse_fail_pct, mean_latency_s FROM eval_runs WHERE run_id IN (SELECT unnest(?))", [run_ids]).df()
-    groups = con.execute("SELECT run_id, grp, cm, cm_reference FROM eval_by_group WHERE run_id IN (SELECT unnest(?))",
-                         [run_ids]).df()
+        "parse_fail_pct, mean_latency_s FROM eval_runs WHERE run_id IN (SELECT unnest(?))",
+        [run_ids],
+    ).df()
+    groups = con.execute(
+        "SELECT run_id, grp, cm, cm_reference FROM eval_by_group WHERE run_id IN (SELECT unnest(?))", [run_ids]
+    ).df()
     for metric in ("cm", "cm_reference"):
         pivot = groups.pivot_table(index="run_id", columns="grp", values=metric).add_prefix(f"{metric}_").reset_index()
         overall = overall.merge(pivot, on="run_id", how="left")
@@ -139,17 +187,28 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
 def headline_scores(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, float]:
     """``<metric>/<simulator>`` -> score (FM, CM, cm_reference, fm_reference) of each run: numbers a run
     history can chart."""
-    rows = con.execute("SELECT simulator, fm, cm, cm_reference, fm_reference FROM eval_runs "
-                       "WHERE run_id IN (SELECT unnest(?)) ORDER BY simulator", [run_ids]).fetchall()
-    return {f"{metric}/{row[0]}": float(value) for row in rows
-            for metric, value in zip(("fm", "cm", "cm_reference", "fm_reference"), row[1:]) if value is not None}
+    rows = con.execute(
+        "SELECT simulator, fm, cm, cm_reference, fm_reference FROM eval_runs "
+        "WHERE run_id IN (SELECT unnest(?)) ORDER BY simulator",
+        [run_ids],
+    ).fetchall()
+    return {
+        f"{metric}/{row[0]}": float(value)
+        for row in rows
+        for metric, value in zip(("fm", "cm", "cm_reference", "fm_reference"), row[1:])
+        if value is not None
+    }
 
 
 #: what a per-cell or per-|Δ|-bucket report shows of each run: answered samples, parse rate and the metrics
-_REPORT = ("count(*) AS samples, count(*) FILTER (WHERE {a}) AS answered, "
-           "round(100 * avg(parse_ok::INT) FILTER (WHERE {a}), 1) AS parse_pct, "
-           "round(100 * avg(fm::INT) FILTER (WHERE {a}), 1) AS fm, round(100 * avg(cm::INT) FILTER (WHERE {a}), 1) AS cm, "
-           "round(100 * avg(cm_reference::INT) FILTER (WHERE {a}), 1) AS cm_reference").format(a=ANSWERED_SQL)
+_REPORT = (
+    f"count(*) AS samples, count(*) FILTER (WHERE {ANSWERED_SQL}) AS answered, "
+    f"round(100 * avg(parse_ok::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS parse_pct, "
+    f"round(100 * avg(fm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS fm, round(100 * avg(cm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS cm, "
+    f"round(100 * avg(cm_reference::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS cm_reference"
+)
+
+
 def breakdowns(axes: Axes = AXES) -> dict[str, str]:
     """The keys a run's scores break down by (name -> SQL over ``eval_results``): the benchmark cell
     (``stratum``) and the label of every axis with ``by_label`` (the |Δ| bucket)."""
@@ -160,8 +219,13 @@ def breakdowns(axes: Axes = AXES) -> dict[str, str]:
 BREAKDOWNS = breakdowns()
 
 
-def breakdown(con: duckdb.DuckDBPyConnection, run_ids: list[str], by: str = "cell",
-              step_ids: list[str] | None = None, axes: Axes = AXES) -> pd.DataFrame:
+def breakdown(
+    con: duckdb.DuckDBPyConnection,
+    run_ids: list[str],
+    by: str = "cell",
+    step_ids: list[str] | None = None,
+    axes: Axes = AXES,
+) -> pd.DataFrame:
     """Per run and per ``by`` (``cell`` or an axis label: ``delta_bucket``; :func:`breakdowns`), plus an
     ``all`` row per run: samples, answered, parse rate, FM, CM and ``cm_reference`` (percent of the answered
     samples). ``step_ids`` restricts every run to the same samples (a comparison on what every run answered)."""
@@ -172,20 +236,30 @@ def breakdown(con: duckdb.DuckDBPyConnection, run_ids: list[str], by: str = "cel
     args: list[Any] = [run_ids] + ([step_ids] if step_ids is not None else [])
     return con.execute(
         f"""SELECT run_id, coalesce(CAST(({keys[by]}) AS VARCHAR), 'all') AS {by}, {_REPORT}
-            FROM {axes.relation('eval_results')} WHERE {where}
-            GROUP BY GROUPING SETS ((run_id, ({keys[by]})), (run_id)) ORDER BY run_id, {by}""", args).df()
+            FROM {axes.relation("eval_results")} WHERE {where}
+            GROUP BY GROUPING SETS ((run_id, ({keys[by]})), (run_id)) ORDER BY run_id, {by}""",
+        args,
+    ).df()
 
 
 def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
     """Plot CM (solid) and cm_reference (dashed) against |Δ| per run; returns a base64 PNG."""
-    df = con.execute("SELECT run_id, delta_size, cm, cm_reference, samples FROM eval_by_delta WHERE run_id IN (SELECT unnest(?))",
-                     [run_ids]).df()
+    df = con.execute(
+        "SELECT run_id, delta_size, cm, cm_reference, samples FROM eval_by_delta WHERE run_id IN (SELECT unnest(?))",
+        [run_ids],
+    ).df()
 
     def draw(ax: Any) -> None:
         for rid, part in df.groupby("run_id"):
             part = part.sort_values("delta_size")
-            line, = ax.plot(part["delta_size"], part["cm"], marker="o", label=f"{rid} CM")
-            ax.plot(part["delta_size"], part["cm_reference"], linestyle="--", color=line.get_color(), alpha=0.6,
-                    label=f"{rid} cm_reference")
+            (line,) = ax.plot(part["delta_size"], part["cm"], marker="o", label=f"{rid} CM")
+            ax.plot(
+                part["delta_size"],
+                part["cm_reference"],
+                linestyle="--",
+                color=line.get_color(),
+                alpha=0.6,
+                label=f"{rid} cm_reference",
+            )
 
     return line_plot(path, draw, "|Δ| (state fields changed)", "Config Match, %", ylim=(-5, 105))

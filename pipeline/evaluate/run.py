@@ -6,9 +6,10 @@ they differ only in where the results land afterwards (the asset's DuckDB, the j
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pipeline.evaluate.harness import MostRequestsFailed, RunReport, evaluate, run_id
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator
@@ -29,8 +30,10 @@ class Scored:
     def line(self) -> str:
         """What ran, for the log."""
         r = self.report
-        return (f"{r.run_id}: {r.completed} scored, {r.skipped} resumed, {r.request_errors} request failures in "
-                f"{r.seconds:.1f}s" + (f" ({r.endpoint_errors()})" if r.request_errors else ""))
+        return (
+            f"{r.run_id}: {r.completed} scored, {r.skipped} resumed, {r.request_errors} request failures in "
+            f"{r.seconds:.1f}s" + (f" ({r.endpoint_errors()})" if r.request_errors else "")
+        )
 
 
 def score(samples: list[dict[str, Any]], spec: SimulatorSpec, version: str, path: Path) -> RunReport:

@@ -11,12 +11,13 @@ from typing import Any
 import pandas as pd
 
 from pipeline.envsimbench.export import env_codes, published_texts
-from pipeline.store.versions import BENCHMARK, SplitStore
 from pipeline.store.layout import DataLayout
+from pipeline.store.versions import BENCHMARK, SplitStore
 
 
-def load_samples(layout: DataLayout, version: str | None = None, kind: str = BENCHMARK,
-                 max_samples: int | None = None) -> tuple[str, list[dict[str, Any]]]:
+def load_samples(
+    layout: DataLayout, version: str | None = None, kind: str = BENCHMARK, max_samples: int | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     """``(resolved version, samples)`` of a split version (default: CURRENT), in storage order; with
     ``max_samples``, the first N in the split's pick order (``position``)."""
     store = SplitStore(layout, kind)
@@ -34,8 +35,9 @@ def load_samples(layout: DataLayout, version: str | None = None, kind: str = BEN
     return version, samples
 
 
-def with_env_code(layout: DataLayout, samples: list[dict[str, Any]],
-                  split_dir: Path | None = None) -> list[dict[str, Any]]:
+def with_env_code(
+    layout: DataLayout, samples: list[dict[str, Any]], split_dir: Path | None = None
+) -> list[dict[str, Any]]:
     """``samples`` with the whole class source of their environment in ``env_code`` (the ``envsimbench`` prompt
     template shows it; ``split_dir``: an imported split's published code)."""
     codes = env_codes(layout, {s["env_id"] for s in samples}, split_dir)

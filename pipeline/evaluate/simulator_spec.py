@@ -4,8 +4,9 @@ answers (``Completion``) and what a kind is (``SimulatorKind``). A kind's module
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pipeline.core.fields import setting
 
@@ -18,15 +19,20 @@ class EndpointSettings:
 
     model: str = setting("", "Model name at the endpoint.")
     base_url: str | None = setting(None, "OpenAI-compatible endpoint, e.g. http://host:8000/v1 (vLLM).")
-    api_key_env: str = setting("OPENAI_API_KEY", "Environment variable holding the API key (empty: no key, for an endpoint the pipeline serves itself).")
+    api_key_env: str = setting(
+        "OPENAI_API_KEY",
+        "Environment variable holding the API key (empty: no key, for an endpoint the pipeline serves itself).",
+    )
     temperature: float = setting(0.0, "Sampling temperature.")
     max_tokens: int = setting(4096, "Most tokens per answer.")
     extra_body: dict[str, Any] = setting(factory=dict, description="Extra request fields, e.g. thinking switches.")
     timeout_s: float = setting(120.0, "Timeout of one request, seconds.")
     max_retries: int = setting(4, "Retries with backoff on 429 / 5xx / timeouts / connection errors.")
     max_response_bytes: int = setting(
-        1_000_000, "Cap on a response body: a larger one is refused at the HTTP layer, unread, and the sample is a "
-                   "request failure.")
+        1_000_000,
+        "Cap on a response body: a larger one is refused at the HTTP layer, unread, and the sample is a "
+        "request failure.",
+    )
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,10 @@ class RecordedSettings:
     """The ``recorded`` kind's settings: answers generated elsewhere (e.g. batched on a GPU node)."""
 
     completions: str | None = setting(
-        None, "A JSON-lines file of {step_id, text[, prompt_tokens, completion_tokens, latency_s]} answers; a sample "
-              "without a line is a request failure.")
+        None,
+        "A JSON-lines file of {step_id, text[, prompt_tokens, completion_tokens, latency_s]} answers; a sample "
+        "without a line is a request failure.",
+    )
 
 
 @dataclass(frozen=True)
@@ -47,30 +55,40 @@ class SimulatorSpec:
 
     name: str = setting(description="Name of the simulator in the results.")
     kind: str = setting(
-        "openai", "A kind of the simulator registry (pipeline.evaluate.simulators.KINDS, plugins included); its "
-                  "settings go in the section named after it.")
+        "openai",
+        "A kind of the simulator registry (pipeline.evaluate.simulators.KINDS, plugins included); its "
+        "settings go in the section named after it.",
+    )
     prompt: Literal["envsim", "envsimbench"] = setting(
-        "envsim", "Prompt template (pipeline.core.protocol.TEMPLATES): envsim (ours) or envsimbench (the reference "
-                  "evaluation prompt: whole class, indent-2 state); recorded with every result.")
+        "envsim",
+        "Prompt template (pipeline.core.protocol.TEMPLATES): envsim (ours) or envsimbench (the reference "
+        "evaluation prompt: whole class, indent-2 state); recorded with every result.",
+    )
     weights_id: str | None = setting(
-        None, "Identity of the weights behind the simulator: a checkpoint version (ckpt-…) or a hash of the weight "
-              "files (sha256-…). With it, results are cached per weights (recorded with every result, part of the "
-              "run id and results file); without it, per simulator name, model and base_url. The evaluation job "
-              "sets it for the checkpoint it serves.")
+        None,
+        "Identity of the weights behind the simulator: a checkpoint version (ckpt-…) or a hash of the weight "
+        "files (sha256-…). With it, results are cached per weights (recorded with every result, part of the "
+        "run id and results file); without it, per simulator name, model and base_url. The evaluation job "
+        "sets it for the checkpoint it serves.",
+    )
     concurrency: int = setting(8, "Requests in flight at once.")
     max_request_failure_share: float = setting(
-        0.5, "Fail the run (after recording every result) when more than this share of a simulator's requests "
-             "failed (timeouts, 5xx, malformed or oversized responses).")
+        0.5,
+        "Fail the run (after recording every result) when more than this share of a simulator's requests "
+        "failed (timeouts, 5xx, malformed or oversized responses).",
+    )
     settings: Any = setting(
-        None, "The kind's own settings (its SimulatorKind.settings dataclass); None: their defaults.")
+        None, "The kind's own settings (its SimulatorKind.settings dataclass); None: their defaults."
+    )
 
     def settings_as(self, cls: type[_S]) -> _S:
         """This spec's settings as the kind's dataclass ``cls`` (its defaults when none were given)."""
         if self.settings is None:
             return cls()
         if not isinstance(self.settings, cls):
-            raise TypeError(f"{self.name}: kind {self.kind!r} takes {cls.__name__} settings, not "
-                            f"{type(self.settings).__name__}")
+            raise TypeError(
+                f"{self.name}: kind {self.kind!r} takes {cls.__name__} settings, not {type(self.settings).__name__}"
+            )
         return self.settings
 
     @property

@@ -16,12 +16,19 @@ from typing import Any
 
 import openai
 
-from pipeline.models import openai_client
-from pipeline.core.registry import Registry
-from pipeline.evaluate.simulator_spec import (Completion, EndpointError, EndpointSettings, RecordedSettings, Simulator,
-                                              SimulatorKind, SimulatorSpec)
 from pipeline.core.protocol import TEMPLATES, answer, messages
+from pipeline.core.registry import Registry
 from pipeline.envsimbench.export import reference_answer
+from pipeline.evaluate.simulator_spec import (
+    Completion,
+    EndpointError,
+    EndpointSettings,
+    RecordedSettings,
+    Simulator,
+    SimulatorKind,
+    SimulatorSpec,
+)
+from pipeline.models import openai_client
 
 
 class OracleSimulator:
@@ -75,8 +82,10 @@ class RecordedSimulator:
     def __init__(self, spec: SimulatorSpec) -> None:
         completions = spec.settings_as(RecordedSettings).completions
         if not completions:
-            raise ValueError(f"{spec.name}: kind 'recorded' needs `completions` (a JSON-lines file of answers) in its "
-                             "`recorded:` section")
+            raise ValueError(
+                f"{spec.name}: kind 'recorded' needs `completions` (a JSON-lines file of answers) in its "
+                "`recorded:` section"
+            )
         self.spec = spec
         self.answers: dict[str, dict[str, Any]] = {}
         with open(completions, encoding="utf-8") as fh:
@@ -87,8 +96,10 @@ class RecordedSimulator:
                     row = json.loads(line)
                     step_id, text = row["step_id"], row["text"]
                 except (ValueError, KeyError, TypeError) as exc:
-                    raise ValueError(f"{completions}:{n}: not a recorded answer "
-                                     f"({type(exc).__name__}: {exc}); each line needs step_id and text") from None
+                    raise ValueError(
+                        f"{completions}:{n}: not a recorded answer "
+                        f"({type(exc).__name__}: {exc}); each line needs step_id and text"
+                    ) from None
                 if not isinstance(step_id, str) or not isinstance(text, str):
                     raise ValueError(f"{completions}:{n}: step_id and text must be strings")
                 self.answers[step_id] = row
@@ -97,8 +108,9 @@ class RecordedSimulator:
         row = self.answers.get(sample["step_id"])
         if row is None:
             return Completion(None, 0.0, error="no recorded answer")
-        return Completion(row["text"], float(row.get("latency_s") or 0.0), row.get("prompt_tokens"),
-                          row.get("completion_tokens"))
+        return Completion(
+            row["text"], float(row.get("latency_s") or 0.0), row.get("prompt_tokens"), row.get("completion_tokens")
+        )
 
     async def aclose(self) -> None:
         pass
@@ -118,8 +130,9 @@ class OpenAISimulator:
         if ep.max_response_bytes < 1:
             raise ValueError(f"{spec.name}: max_response_bytes must be positive, not {ep.max_response_bytes}")
         self.spec = spec
-        self.client = openai_client.async_client(ep.base_url, ep.api_key_env, ep.timeout_s, ep.max_retries,
-                                                 ep.max_response_bytes)
+        self.client = openai_client.async_client(
+            ep.base_url, ep.api_key_env, ep.timeout_s, ep.max_retries, ep.max_response_bytes
+        )
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
         started = time.perf_counter()
@@ -134,18 +147,29 @@ class OpenAISimulator:
         except openai_client.ResponseTooLarge as exc:
             return Completion(None, time.perf_counter() - started, error=str(exc))
         except openai.AuthenticationError:
-            raise EndpointError(f"{self.spec.name}: the endpoint rejected the API key from ${self.endpoint.api_key_env} (401)") from None
+            raise EndpointError(
+                f"{self.spec.name}: the endpoint rejected the API key from ${self.endpoint.api_key_env} (401)"
+            ) from None
         except openai.PermissionDeniedError:
             raise EndpointError(f"{self.spec.name}: access denied (403)") from None
         except openai.NotFoundError:
-            raise EndpointError(f"{self.spec.name}: model {self.endpoint.model!r} or route not found at {self.endpoint.base_url} (404)") from None
+            raise EndpointError(
+                f"{self.spec.name}: model {self.endpoint.model!r} or route not found at {self.endpoint.base_url} (404)"
+            ) from None
         except openai.APITimeoutError:
-            return Completion(None, time.perf_counter() - started, error=f"timeout after {self.endpoint.timeout_s:g}s and {self.endpoint.max_retries} retries")
+            return Completion(
+                None,
+                time.perf_counter() - started,
+                error=f"timeout after {self.endpoint.timeout_s:g}s and {self.endpoint.max_retries} retries",
+            )
         except openai.APIConnectionError as exc:
             return Completion(None, time.perf_counter() - started, error=f"unreachable: {type(exc).__name__}")
         except openai.APIStatusError as exc:
-            return Completion(None, time.perf_counter() - started,
-                              error=f"HTTP {exc.status_code} after {self.endpoint.max_retries} retries: {_status_message(exc)}")
+            return Completion(
+                None,
+                time.perf_counter() - started,
+                error=f"HTTP {exc.status_code} after {self.endpoint.max_retries} retries: {_status_message(exc)}",
+            )
         try:
             text, prompt_tokens, completion_tokens = openai_client.read_completion(raw.content)
         except openai_client.MalformedResponse as exc:
@@ -167,8 +191,9 @@ def _status_message(exc: Any) -> str:
 
 #: every simulator kind, by name: adding one is a module with its ``Simulator`` class and one line here; an
 #: installed plugin package adds its kinds with ``envsim_forge.simulators`` entry points (``pipeline.core.registry``)
-KINDS: Registry[SimulatorKind] = Registry("simulator kind", "envsim_forge.simulators",
-                                          check=lambda entry: isinstance(entry, SimulatorKind))
+KINDS: Registry[SimulatorKind] = Registry(
+    "simulator kind", "envsim_forge.simulators", check=lambda entry: isinstance(entry, SimulatorKind)
+)
 KINDS.register(SimulatorKind("openai", OpenAISimulator, asks_model=True, settings=EndpointSettings))
 KINDS.register(SimulatorKind("oracle", OracleSimulator, baseline=True))
 KINDS.register(SimulatorKind("oracle_envsimbench", ReferenceOracleSimulator, baseline=True))
@@ -206,16 +231,22 @@ def simulator_spec(**fields: Any) -> SimulatorSpec:
     for key, value in list(given.items()):
         if key in KINDS and key != kind.name:
             if value is not None:
-                raise ValueError(f"simulator {name!r}: section `{key}` is for kind {key}, not {kind.name}: remove it "
-                                 f"or set kind: {key}")
+                raise ValueError(
+                    f"simulator {name!r}: section `{key}` is for kind {key}, not {kind.name}: remove it "
+                    f"or set kind: {key}"
+                )
             given.pop(key)
         elif key not in own:
-            owners = [k.name for k in KINDS.values()
-                      if k.settings is not None and key in {f.name for f in dataclasses.fields(k.settings)}]
-            where = (f"a setting of kind {' / '.join(owners)}, not of {kind.name}" if owners
-                     else "not a simulator field")
-            raise ValueError(f"simulator {name!r}: `{key}` is {where}"
-                             + (f"; {kind.name}'s settings: {', '.join(sorted(own))}" if own else ""))
+            owners = [
+                k.name
+                for k in KINDS.values()
+                if k.settings is not None and key in {f.name for f in dataclasses.fields(k.settings)}
+            ]
+            where = f"a setting of kind {' / '.join(owners)}, not of {kind.name}" if owners else "not a simulator field"
+            raise ValueError(
+                f"simulator {name!r}: `{key}` is {where}"
+                + (f"; {kind.name}'s settings: {', '.join(sorted(own))}" if own else "")
+            )
     values = {**section, **given}
     settings = kind.settings(**values) if kind.settings is not None and values else fields.get("settings")
     return SimulatorSpec(**{k: v for k, v in fields.items() if k in _COMMON}, settings=settings)

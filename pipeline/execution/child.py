@@ -10,16 +10,17 @@ label — canonical state, Δ, |Δ|, hashes, outcome — is computed outside the
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.core.fields import setting
-from pipeline.execution.policy import ExplorationPolicy
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
 from pipeline.execution import freeze
 from pipeline.execution.guards import CappedOutput
-from pipeline.core.canonical import canonical_json, canonicalize
+from pipeline.execution.policy import ExplorationPolicy
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -35,8 +36,11 @@ class Limits:
     max_restarts: int = setting(3, "Lost (hung/crashed) calls tolerated per trajectory.")
     max_state_mb: int = setting(16, "Largest state (or return value) a call may produce, MiB; a larger one is refused.")
     tmp_mb: int = setting(256, "Size of each worker's private /tmp (tmpfs), MiB.")
-    reuse_children: int = setting(16, "Trajectories per forked child of the builtin pack's and bfcl's code (1: a fork per "
-                                  "trajectory); a corpus's code always runs each trajectory in a fresh child.")
+    reuse_children: int = setting(
+        16,
+        "Trajectories per forked child of the builtin pack's and bfcl's code (1: a fork per "
+        "trajectory); a corpus's code always runs each trajectory in a fresh child.",
+    )
 
 
 class _Snapshots:
@@ -122,8 +126,15 @@ def execute(
         policy = ExplorationPolicy(env.tools, explore)
         index = 0
         while (action := policy.next_action(snapshots.value, index)) is not None:
-            send({"kind": "action", "step_index": index, "tool": action.name, "arguments": action.arguments,
-                  "mutated_arg": action.mutated_arg})
+            send(
+                {
+                    "kind": "action",
+                    "step_index": index,
+                    "tool": action.name,
+                    "arguments": action.arguments,
+                    "mutated_arg": action.mutated_arg,
+                }
+            )
             send(_call(env, index, action, snapshots, limits))
             index += 1
         send({"kind": "done"})

@@ -31,7 +31,9 @@ def encode(message: dict[str, Any]) -> bytes:
     text as a raw payload (no second escaping; readers that only route frames never parse it)."""
     state = message.get("state")
     if isinstance(state, str):
-        header = json.dumps({k: v for k, v in message.items() if k != "state"}, separators=(",", ":"), ensure_ascii=False)
+        header = json.dumps(
+            {k: v for k, v in message.items() if k != "state"}, separators=(",", ":"), ensure_ascii=False
+        )
         data = header.encode("utf-8") + b"\n" + state.encode("utf-8")
     else:
         data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -42,7 +44,7 @@ def write_bytes(fd: int, data: bytes) -> None:
     """All of ``data`` to the pipe ``fd``, unbuffered (a frame as it is encoded, or forwarded raw)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def write_frame(fd: int, message: dict[str, Any]) -> None:
@@ -73,7 +75,9 @@ def check_untrusted(message: Any, limit: int = MAX_HEADER_DEPTH) -> None:
     (``NaN``/``Infinity``), a string (key or value) with a lone surrogate (not encodable as UTF-8: it
     would break every Parquet/JSON writer downstream), or nests deeper than ``limit``. Iterative."""
     if isinstance(message, dict):  # a state payload is decoded from UTF-8 bytes: it cannot hold one
-        stack: list[tuple[Any, list[Any]]] = [(v, [k]) for k, v in message.items() if k != "state" or not isinstance(v, str)]
+        stack: list[tuple[Any, list[Any]]] = [
+            (v, [k]) for k, v in message.items() if k != "state" or not isinstance(v, str)
+        ]
         stack += [(k, ["<key>"]) for k in message]
     else:
         stack = [(message, [])]

@@ -73,8 +73,9 @@ import tempfile as _tempfile
 import time as _time
 import types
 import uuid as _uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from pipeline.core.clock import DEFAULT_CLOCK_START, STEP_SECONDS, parse_clock_start
 from pipeline.envs import registry
@@ -85,7 +86,9 @@ TICK_SECONDS = 0.001
 CPU_STEP_SECONDS = 1.0
 #: ``clock_gettime`` ids that read the wall clock, and those that read the CPU counter
 _WALL_CLOCK_IDS = {getattr(_time, n) for n in ("CLOCK_REALTIME", "CLOCK_TAI") if hasattr(_time, n)} | {5, 8}
-_CPU_CLOCK_IDS = {getattr(_time, n) for n in ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID") if hasattr(_time, n)}
+_CPU_CLOCK_IDS = {
+    getattr(_time, n) for n in ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID") if hasattr(_time, n)
+}
 #: files whose ``open()`` gives a frozen content
 UPTIME = "/proc/uptime"
 #: what the sandbox says the host is: ``os.uname()`` (sysname, nodename, release, version; the machine
@@ -109,20 +112,46 @@ _REAL_DATETIME = _dt.datetime
 _REAL_DATE = _dt.date
 
 REAL = types.SimpleNamespace(
-    datetime=_dt.datetime, date=_dt.date,
-    time=_time.time, time_ns=_time.time_ns, monotonic=_time.monotonic, monotonic_ns=_time.monotonic_ns,
-    perf_counter=_time.perf_counter, perf_counter_ns=_time.perf_counter_ns,
-    localtime=_time.localtime, gmtime=_time.gmtime, strftime=_time.strftime, ctime=_time.ctime,
-    asctime=_time.asctime, urandom=os.urandom, uuid1=_uuid.uuid1, uuid4=_uuid.uuid4,
-    SystemRandom=_random.SystemRandom, secrets_sysrand=_secrets._sysrand,
-    secrets_choice=_secrets.choice, secrets_randbits=_secrets.randbits,
-    clock_gettime=_time.clock_gettime, clock_gettime_ns=_time.clock_gettime_ns,
-    process_time=_time.process_time, process_time_ns=_time.process_time_ns,
-    thread_time=_time.thread_time, thread_time_ns=_time.thread_time_ns,
-    times=os.times, getrandom=getattr(os, "getrandom", None), open=builtins.open, io_open=io.open,
-    stat=os.stat, lstat=os.lstat, fstat=os.fstat, scandir=os.scandir, uname=os.uname,
-    getrusage=_resource.getrusage, getloadavg=os.getloadavg, gethostname=_socket.gethostname,
-    random_seed=_random.seed, Random_seed=_random.Random.seed,
+    datetime=_dt.datetime,
+    date=_dt.date,
+    time=_time.time,
+    time_ns=_time.time_ns,
+    monotonic=_time.monotonic,
+    monotonic_ns=_time.monotonic_ns,
+    perf_counter=_time.perf_counter,
+    perf_counter_ns=_time.perf_counter_ns,
+    localtime=_time.localtime,
+    gmtime=_time.gmtime,
+    strftime=_time.strftime,
+    ctime=_time.ctime,
+    asctime=_time.asctime,
+    urandom=os.urandom,
+    uuid1=_uuid.uuid1,
+    uuid4=_uuid.uuid4,
+    SystemRandom=_random.SystemRandom,
+    secrets_sysrand=_secrets._sysrand,
+    secrets_choice=_secrets.choice,
+    secrets_randbits=_secrets.randbits,
+    clock_gettime=_time.clock_gettime,
+    clock_gettime_ns=_time.clock_gettime_ns,
+    process_time=_time.process_time,
+    process_time_ns=_time.process_time_ns,
+    thread_time=_time.thread_time,
+    thread_time_ns=_time.thread_time_ns,
+    times=os.times,
+    getrandom=getattr(os, "getrandom", None),
+    open=builtins.open,
+    io_open=io.open,
+    stat=os.stat,
+    lstat=os.lstat,
+    fstat=os.fstat,
+    scandir=os.scandir,
+    uname=os.uname,
+    getrusage=_resource.getrusage,
+    getloadavg=os.getloadavg,
+    gethostname=_socket.gethostname,
+    random_seed=_random.seed,
+    Random_seed=_random.Random.seed,
 )
 """The real functions and classes, as they were when this module was imported."""
 
@@ -187,10 +216,9 @@ class FrozenDate(_REAL_DATE, metaclass=_FrozenMeta):
     def __repr__(self) -> str:
         return repr(_REAL_DATE(self.year, self.month, self.day))
 
-
     @classmethod
-    def today(cls) -> "FrozenDate":
-        t = _REAL_DATETIME.fromtimestamp(_clock().now, _dt.timezone.utc)
+    def today(cls) -> FrozenDate:
+        t = _REAL_DATETIME.fromtimestamp(_clock().now, _dt.UTC)
         return cls(t.year, t.month, t.day)
 
 
@@ -200,26 +228,35 @@ class FrozenDateTime(_REAL_DATETIME, metaclass=_FrozenMeta):
     _real = _REAL_DATETIME
 
     @classmethod
-    def now(cls, tz: _dt.tzinfo | None = None) -> "FrozenDateTime":
+    def now(cls, tz: _dt.tzinfo | None = None) -> FrozenDateTime:
         if tz is None:
             return cls.utcnow()
         return cls.fromtimestamp(_clock().now, tz)
 
     @classmethod
-    def today(cls) -> "FrozenDateTime":
+    def today(cls) -> FrozenDateTime:
         return cls.utcnow()
 
     @classmethod
-    def utcnow(cls) -> "FrozenDateTime":
-        aware = _REAL_DATETIME.fromtimestamp(_clock().now, _dt.timezone.utc)
+    def utcnow(cls) -> FrozenDateTime:
+        aware = _REAL_DATETIME.fromtimestamp(_clock().now, _dt.UTC)
         return cls(aware.year, aware.month, aware.day, aware.hour, aware.minute, aware.second, aware.microsecond)
 
     def date(self) -> FrozenDate:  # type: ignore[override]
         return FrozenDate(self.year, self.month, self.day)
 
     def _as_real(self) -> _dt.datetime:
-        return _REAL_DATETIME(self.year, self.month, self.day, self.hour, self.minute, self.second,
-                              self.microsecond, self.tzinfo, fold=self.fold)
+        return _REAL_DATETIME(
+            self.year,
+            self.month,
+            self.day,
+            self.hour,
+            self.minute,
+            self.second,
+            self.microsecond,
+            self.tzinfo,
+            fold=self.fold,
+        )
 
     def __repr__(self) -> str:
         return repr(self._as_real())
@@ -230,6 +267,7 @@ for _cls, _name in ((FrozenDate, "date"), (FrozenDateTime, "datetime")):
 
 
 # -- patched functions ----------------------------------------------------------------------------
+
 
 def _time_time() -> float:
     return _clock().now
@@ -283,8 +321,14 @@ def _uuid1(node: int | None = None, clock_seq: int | None = None) -> _uuid.UUID:
         clock_seq = c.rng.getrandbits(14)
     if node is None:
         node = c.rng.getrandbits(48) | 0x010000000000  # multicast bit: not a real MAC
-    fields = (timestamp & 0xFFFFFFFF, (timestamp >> 32) & 0xFFFF, (timestamp >> 48) & 0x0FFF,
-              (clock_seq >> 8) & 0x3F, clock_seq & 0xFF, node)
+    fields = (
+        timestamp & 0xFFFFFFFF,
+        (timestamp >> 32) & 0xFFFF,
+        (timestamp >> 48) & 0x0FFF,
+        (clock_seq >> 8) & 0x3F,
+        clock_seq & 0xFF,
+        node,
+    )
     return _uuid.UUID(fields=fields, version=1)
 
 
@@ -414,8 +458,11 @@ def _frozen_stat(st: os.stat_result) -> os.stat_result:
     fields[1] = clock.inodes.setdefault((st.st_dev, st.st_ino), len(clock.inodes) + 1)
     fields[2] = FILE_DEVICE
     fields[7] = fields[8] = fields[9] = int(now)
-    extra = {name: getattr(st, name) for name in ("st_blksize", "st_blocks", "st_rdev", "st_flags", "st_gen",
-                                                   "st_birthtime", "st_birthtime_ns") if hasattr(st, name)}
+    extra = {
+        name: getattr(st, name)
+        for name in ("st_blksize", "st_blocks", "st_rdev", "st_flags", "st_gen", "st_birthtime", "st_birthtime_ns")
+        if hasattr(st, name)
+    }
     for name in _TIME_FIELDS:
         extra[name] = now
         extra[name + "_ns"] = int(round(now * 1_000_000_000))
@@ -478,7 +525,7 @@ class _FrozenScandir:
     def __init__(self, it: Any) -> None:
         self._it = it
 
-    def __iter__(self) -> "_FrozenScandir":
+    def __iter__(self) -> _FrozenScandir:
         return self
 
     def __next__(self) -> _FrozenDirEntry:
@@ -487,7 +534,7 @@ class _FrozenScandir:
     def close(self) -> None:
         self._it.close()
 
-    def __enter__(self) -> "_FrozenScandir":
+    def __enter__(self) -> _FrozenScandir:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -516,11 +563,23 @@ def _gethostname() -> str:
 
 
 _TIME_PATCHES = {
-    "time": _time_time, "time_ns": _time_time_ns, "monotonic": _monotonic, "monotonic_ns": _monotonic_ns,
-    "perf_counter": _monotonic, "perf_counter_ns": _monotonic_ns, "localtime": _localtime, "gmtime": _gmtime,
-    "strftime": _strftime, "ctime": _ctime, "asctime": _asctime,
-    "clock_gettime": _clock_gettime, "clock_gettime_ns": _clock_gettime_ns,
-    "process_time": _cpu_time, "process_time_ns": _cpu_time_ns, "thread_time": _cpu_time, "thread_time_ns": _cpu_time_ns,
+    "time": _time_time,
+    "time_ns": _time_time_ns,
+    "monotonic": _monotonic,
+    "monotonic_ns": _monotonic_ns,
+    "perf_counter": _monotonic,
+    "perf_counter_ns": _monotonic_ns,
+    "localtime": _localtime,
+    "gmtime": _gmtime,
+    "strftime": _strftime,
+    "ctime": _ctime,
+    "asctime": _asctime,
+    "clock_gettime": _clock_gettime,
+    "clock_gettime_ns": _clock_gettime_ns,
+    "process_time": _cpu_time,
+    "process_time_ns": _cpu_time_ns,
+    "thread_time": _cpu_time,
+    "thread_time_ns": _cpu_time_ns,
 }
 
 
@@ -550,13 +609,23 @@ _EARLY: list[tuple[Any, str, int]] = []  # (module, attribute, id of the real ob
 
 
 def _replacements() -> dict[int, Any]:
-    replacements: dict[int, Any] = {id(_REAL_DATETIME): FrozenDateTime, id(_REAL_DATE): FrozenDate,
-                                    id(REAL.urandom): _urandom, id(REAL.uuid1): _uuid1, id(REAL.uuid4): _uuid4,
-                                    id(REAL.times): _times, id(REAL.random_seed): _random_seed,
-                                    id(REAL.stat): _stat, id(REAL.lstat): _lstat, id(REAL.fstat): _fstat,
-                                    id(REAL.scandir): _scandir, id(REAL.uname): _uname,
-                                    id(REAL.getrusage): _getrusage, id(REAL.getloadavg): _getloadavg,
-                                    id(REAL.gethostname): _gethostname}
+    replacements: dict[int, Any] = {
+        id(_REAL_DATETIME): FrozenDateTime,
+        id(_REAL_DATE): FrozenDate,
+        id(REAL.urandom): _urandom,
+        id(REAL.uuid1): _uuid1,
+        id(REAL.uuid4): _uuid4,
+        id(REAL.times): _times,
+        id(REAL.random_seed): _random_seed,
+        id(REAL.stat): _stat,
+        id(REAL.lstat): _lstat,
+        id(REAL.fstat): _fstat,
+        id(REAL.scandir): _scandir,
+        id(REAL.uname): _uname,
+        id(REAL.getrusage): _getrusage,
+        id(REAL.getloadavg): _getloadavg,
+        id(REAL.gethostname): _gethostname,
+    }
     if REAL.getrandom is not None:
         replacements[id(REAL.getrandom)] = _getrandom
     for name, fn in _TIME_PATCHES.items():
@@ -616,8 +685,14 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
         _set(_time, name, fn)
     _set(os, "urandom", _urandom)
     _set(os, "times", _times)
-    for name, fn in (("stat", _stat), ("lstat", _lstat), ("fstat", _fstat), ("scandir", _scandir),
-                     ("uname", _uname), ("getloadavg", _getloadavg)):
+    for name, fn in (
+        ("stat", _stat),
+        ("lstat", _lstat),
+        ("fstat", _fstat),
+        ("scandir", _scandir),
+        ("uname", _uname),
+        ("getloadavg", _getloadavg),
+    ):
         _set(os, name, fn)
     _set(_resource, "getrusage", _getrusage)
     _set(_socket, "gethostname", _gethostname)

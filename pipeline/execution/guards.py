@@ -23,18 +23,46 @@ from typing import Any
 _MIB = 1 << 20
 
 _NETWORK = {
-    "socket.__new__", "socket.bind", "socket.connect", "socket.getaddrinfo", "socket.gethostbyname",
-    "socket.gethostbyaddr", "socket.getnameinfo", "socket.sendto", "socket.sendmsg", "urllib.Request",
+    "socket.__new__",
+    "socket.bind",
+    "socket.connect",
+    "socket.getaddrinfo",
+    "socket.gethostbyname",
+    "socket.gethostbyaddr",
+    "socket.getnameinfo",
+    "socket.sendto",
+    "socket.sendmsg",
+    "urllib.Request",
 }
 _PROCESSES = {
-    "os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
-    "os.kill", "os.killpg", "pty.spawn", "os.startfile",
+    "os.fork",
+    "os.forkpty",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "subprocess.Popen",
+    "os.kill",
+    "os.killpg",
+    "pty.spawn",
+    "os.startfile",
 }
 _NATIVE = {"ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.call_function"}
 _PATH_EVENTS = {  # event -> indices of path arguments that must stay inside the temp dir
-    "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1),
-    "os.truncate": (0,), "os.chmod": (0,), "os.chown": (0,), "os.link": (0, 1), "os.symlink": (1,),
-    "os.utime": (0,), "shutil.rmtree": (0,), "shutil.copyfile": (1,), "shutil.move": (1,),
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.mkdir": (0,),
+    "os.rename": (0, 1),
+    "os.replace": (0, 1),
+    "os.truncate": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.link": (0, 1),
+    "os.symlink": (1,),
+    "os.utime": (0,),
+    "shutil.rmtree": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.move": (1,),
 }
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
@@ -96,14 +124,30 @@ def make_hook(root: str) -> Any:
     this hook — the hook is a convenience, not the boundary.)"""
     path_events = tuple(_PATH_EVENTS.items())
 
-    def hook(event: str, args: tuple[Any, ...], _watched: frozenset[str] = WATCHED, _root: str = root,
-             _network: frozenset[str] = frozenset(_NETWORK), _processes: frozenset[str] = frozenset(_PROCESSES),
-             _native: frozenset[str] = frozenset(_NATIVE), _paths: tuple[Any, ...] = path_events,
-             _own: frozenset[str] = _OWN, _flags: int = _WRITE_FLAGS, _realpath: Any = os.path.realpath,
-             _fsdecode: Any = os.fsdecode, _sep: str = os.sep, _int: type = int, _str: type = str,
-             _isinstance: Any = isinstance, _type: type = type, _len: Any = len, _tuple: type = tuple,
-             _function: type = types.FunctionType, _getframe: Any = sys._getframe,
-             _refused: type = PermissionError) -> None:
+    def hook(
+        event: str,
+        args: tuple[Any, ...],
+        _watched: frozenset[str] = WATCHED,
+        _root: str = root,
+        _network: frozenset[str] = frozenset(_NETWORK),
+        _processes: frozenset[str] = frozenset(_PROCESSES),
+        _native: frozenset[str] = frozenset(_NATIVE),
+        _paths: tuple[Any, ...] = path_events,
+        _own: frozenset[str] = _OWN,
+        _flags: int = _WRITE_FLAGS,
+        _realpath: Any = os.path.realpath,
+        _fsdecode: Any = os.fsdecode,
+        _sep: str = os.sep,
+        _int: type = int,
+        _str: type = str,
+        _isinstance: Any = isinstance,
+        _type: type = type,
+        _len: Any = len,
+        _tuple: type = tuple,
+        _function: type = types.FunctionType,
+        _getframe: Any = sys._getframe,
+        _refused: type = PermissionError,
+    ) -> None:
         if event not in _watched:  # fast path: builtins.id etc. fire constantly
             return
 
@@ -124,8 +168,12 @@ def make_hook(root: str) -> Any:
             if writing and path is not None and not inside(path):
                 raise _refused(f"sandbox: writing outside the sandbox directory is not allowed ({path})")
         elif event == "object.__setattr__":
-            if _len(args) >= 2 and args[1] in _own and _type(args[0]) is _function and \
-                    args[0].__code__ is _getframe(0).f_code:
+            if (
+                _len(args) >= 2
+                and args[1] in _own
+                and _type(args[0]) is _function
+                and args[0].__code__ is _getframe(0).f_code
+            ):
                 raise _refused("sandbox: the sandbox's audit hook cannot be changed")
         elif event in _network:
             raise _refused(f"sandbox: network access is disabled ({event})")

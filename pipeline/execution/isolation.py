@@ -113,11 +113,26 @@ def bwrap_command(tmp_mb: int) -> list[str]:
     """The ``bwrap`` command line that runs one sandbox worker."""
     cmd = [
         bwrap_path(),
-        "--unshare-all", "--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY),
-        "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv",
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        str(_NOBODY),
+        "--gid",
+        str(_NOBODY),
+        "--disable-userns",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
         # the private /tmp first: a later bind below /tmp (a virtual environment there) stays visible on it
-        "--size", str(tmp_mb << 20), "--tmpfs", "/tmp",
-        "--ro-bind", "/usr", "/usr",
+        "--size",
+        str(tmp_mb << 20),
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        "/usr",
+        "/usr",
     ]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/") / top
@@ -131,9 +146,23 @@ def bwrap_command(tmp_mb: int) -> list[str]:
     for path in [*_interpreter_paths(), *plugins]:
         cmd += ["--ro-bind", path, path]
     cmd += [
-        "--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline",
-        "--proc", "/proc", "--dev", "/dev", "--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm",
-        "--remount-ro", "/dev", "--chdir", "/tmp", "--hostname", freeze.HOSTNAME,
+        "--ro-bind",
+        str(_PROJECT_ROOT / "pipeline"),
+        f"{_APP_DIR}/pipeline",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(SHM_MB << 20),
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--chdir",
+        "/tmp",
+        "--hostname",
+        freeze.HOSTNAME,
     ]
     for dest, source in _host_files().items():  # constant host identity over the fresh /proc
         cmd += ["--ro-bind", source, dest]
@@ -157,6 +186,8 @@ def worker_command(isolation: str, tmp_mb: int) -> tuple[list[str], dict[str, st
 def checked_isolation(value: str) -> str:
     """``value`` when it is an isolation (``ISOLATIONS``), else a SandboxUnavailable naming the choices."""
     if value not in ISOLATIONS:
-        raise SandboxUnavailable(f"sandbox isolation {value!r} (ENVSIM_SANDBOX, or the sandbox resource's isolation) "
-                                 f"is not one: choose one of {', '.join(ISOLATIONS)}")
+        raise SandboxUnavailable(
+            f"sandbox isolation {value!r} (ENVSIM_SANDBOX, or the sandbox resource's isolation) "
+            f"is not one: choose one of {', '.join(ISOLATIONS)}"
+        )
     return value

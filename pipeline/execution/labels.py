@@ -16,13 +16,14 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from pipeline.core import bounds
+from pipeline.core.canonical import MAX_DEPTH as CANONICAL_DEPTH
+from pipeline.core.canonical import canonical_json, canonicalize, text_hash
+from pipeline.core.delta import diff
 from pipeline.core.environment import EnvSpec
+from pipeline.core.outcome import ERROR, args_count
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
-from pipeline.core.outcome import ERROR, args_count
-from pipeline.core import bounds
-from pipeline.core.canonical import MAX_DEPTH as CANONICAL_DEPTH, MAX_SAFE_INT, canonical_json, canonicalize, text_hash
-from pipeline.core.delta import diff
 from pipeline.store.schema import encode_delta
 
 
@@ -170,7 +171,11 @@ class TrajectoryLabels:
         self.max_chars = max_observation_chars
         self.outcome_rule = registry.outcome_rule(trajectory.env)  # the adapter's, under a declared one
         self.result: dict[str, Any] = {
-            "trajectory_id": trajectory.trajectory_id, "init": None, "init_error": None, "steps": [], "issues": [],
+            "trajectory_id": trajectory.trajectory_id,
+            "init": None,
+            "init_error": None,
+            "steps": [],
+            "issues": [],
         }
         self.state: Any = None
         self.state_hash: str | None = None
@@ -204,7 +209,10 @@ class TrajectoryLabels:
         except UntrustedData as exc:
             self._refuse(msg, f"UntrustedData: {exc}")
         except Exception as exc:  # noqa: BLE001 - untrusted data: whatever it raises is that frame's fault
-            self._refuse(msg, f"UntrustedData: frame {_message(msg.get('kind'), 40)!r}: {type(exc).__name__}: {_message(str(exc), 300)}")
+            self._refuse(
+                msg,
+                f"UntrustedData: frame {_message(msg.get('kind'), 40)!r}: {type(exc).__name__}: {_message(str(exc), 300)}",
+            )
 
     def _refuse(self, msg: dict[str, Any], reason: str) -> None:
         """A frame that breaks the protocol: the call it describes is an error step, the rest is dropped."""
@@ -305,28 +313,30 @@ class TrajectoryLabels:
             encoded = encode_delta(delta)
         except (RecursionError, ValueError, OverflowError) as exc:
             raise UntrustedData(f"frame field 'state': its Δ cannot be computed ({type(exc).__name__})") from None
-        self.result["steps"].append({
-            "kind": "step",
-            "step_index": index,
-            "turn": action.turn,
-            "mutated_arg": action.mutated_arg,
-            "tool": action.name,
-            "arguments_json": arguments_text,
-            "args_count": args_count(action.arguments),
-            "raw_observation": raw,
-            "observation_json": parsed_json,
-            "observation_truncated": truncated,
-            "outcome": self.outcome_rule(tool, raised, value),
-            "outcome_rule": self.outcome_rule.id,
-            "error_type": _text(error_type, 200) if raised else None,
-            "error_message": _text(error_message, self.max_chars) if raised else None,
-            "delta": encoded,
-            "delta_size": len(delta),
-            "state_before_hash": before_hash,
-            "state_after_hash": after_hash,
-            "call_seconds": seconds,
-            "env_output": _text(env_output, self.max_chars),
-        })
+        self.result["steps"].append(
+            {
+                "kind": "step",
+                "step_index": index,
+                "turn": action.turn,
+                "mutated_arg": action.mutated_arg,
+                "tool": action.name,
+                "arguments_json": arguments_text,
+                "args_count": args_count(action.arguments),
+                "raw_observation": raw,
+                "observation_json": parsed_json,
+                "observation_truncated": truncated,
+                "outcome": self.outcome_rule(tool, raised, value),
+                "outcome_rule": self.outcome_rule.id,
+                "error_type": _text(error_type, 200) if raised else None,
+                "error_message": _text(error_message, self.max_chars) if raised else None,
+                "delta": encoded,
+                "delta_size": len(delta),
+                "state_before_hash": before_hash,
+                "state_after_hash": after_hash,
+                "call_seconds": seconds,
+                "env_output": _text(env_output, self.max_chars),
+            }
+        )
         self.state, self.state_hash = after, after_hash
         self.live_action = None
 
@@ -345,28 +355,30 @@ class TrajectoryLabels:
             return
         if any(s["step_index"] == (index if isinstance(index, int) else action.turn) for s in self.result["steps"]):
             return
-        self.result["steps"].append({
-            "kind": "step",
-            "step_index": index if isinstance(index, int) else action.turn,
-            "turn": action.turn,
-            "mutated_arg": action.mutated_arg,
-            "tool": action.name,
-            "arguments_json": canonical_json(canonicalize(action.arguments)),
-            "args_count": args_count(action.arguments),
-            "raw_observation": f"Error: {message}",
-            "observation_json": None,
-            "observation_truncated": False,
-            "outcome": ERROR,
-            "outcome_rule": self.outcome_rule.id,
-            "error_type": error_type,
-            "error_message": message,
-            "delta": [],
-            "delta_size": 0,
-            "state_before_hash": self.state_hash,
-            "state_after_hash": self.state_hash,
-            "call_seconds": None,
-            "env_output": None,
-        })
+        self.result["steps"].append(
+            {
+                "kind": "step",
+                "step_index": index if isinstance(index, int) else action.turn,
+                "turn": action.turn,
+                "mutated_arg": action.mutated_arg,
+                "tool": action.name,
+                "arguments_json": canonical_json(canonicalize(action.arguments)),
+                "args_count": args_count(action.arguments),
+                "raw_observation": f"Error: {message}",
+                "observation_json": None,
+                "observation_truncated": False,
+                "outcome": ERROR,
+                "outcome_rule": self.outcome_rule.id,
+                "error_type": error_type,
+                "error_message": message,
+                "delta": [],
+                "delta_size": 0,
+                "state_before_hash": self.state_hash,
+                "state_after_hash": self.state_hash,
+                "call_seconds": None,
+                "env_output": None,
+            }
+        )
         self.live_action = None
 
     def next_index(self) -> int | None:

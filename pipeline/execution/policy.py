@@ -79,7 +79,7 @@ class StateIndex:
             table_single = _singular(table)
             if table_single and (table_single in stem or stem.endswith(table_single) or stem in table_single):
                 return keys
-        for table, keys in self.tables.items():
+        for keys in self.tables.values():
             if keys and stem and stem.lower() in str(keys[0]).lower():
                 return keys
         if single.endswith("_id") or single == "id":
@@ -202,17 +202,25 @@ class ExplorationPolicy:
         lo = 1 if not isinstance(lo, (int, float)) else lo
         hi = max(lo, lo + (4 if integer else 99)) if not isinstance(hi, (int, float)) else max(lo, hi)
         if integer:
-            return self.rng.randint(int(math.ceil(lo)), int(math.floor(hi)) if math.floor(hi) >= math.ceil(lo) else int(math.ceil(lo)))
+            return self.rng.randint(
+                int(math.ceil(lo)), int(math.floor(hi)) if math.floor(hi) >= math.ceil(lo) else int(math.ceil(lo))
+            )
         return round(self.rng.uniform(lo, hi), 2)
 
     def array_value(self, name: str, schema: dict[str, Any], index: StateIndex, known: list[Any]) -> list[Any]:
         rng = self.rng
         item_schema = schema.get("items") if isinstance(schema.get("items"), dict) else {}
         lo = schema.get("minItems", 1) if isinstance(schema.get("minItems"), int) else 1
-        hi = schema.get("maxItems", self.settings.max_batch) if isinstance(schema.get("maxItems"), int) else self.settings.max_batch
+        hi = (
+            schema.get("maxItems", self.settings.max_batch)
+            if isinstance(schema.get("maxItems"), int)
+            else self.settings.max_batch
+        )
         size = rng.randint(min(lo, hi), max(lo, min(hi, max(lo, self.settings.max_batch))))
         item_kind = item_schema.get("type")
-        plain = isinstance(item_kind, str) and item_kind in ("string", "integer", "number") and "enum" not in item_schema
+        plain = (
+            isinstance(item_kind, str) and item_kind in ("string", "integer", "number") and "enum" not in item_schema
+        )
         if plain or not item_schema:
             pool = known or index.candidates(_singular(name)) or [k for ks in index.tables.values() for k in ks]
             pool = [v for v in pool if _fits(v, item_kind)]

@@ -12,8 +12,8 @@ freshly forked children, so a leak this misses still fails the run.
 from __future__ import annotations
 
 import copy
-import os
 import decimal
+import os
 import sys
 import types
 from typing import Any
@@ -26,9 +26,19 @@ _CONTEXTS: dict[str, Any] = {}
 
 
 def _is_plain_value(value: Any) -> bool:
-    return not isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
-                                  types.MethodType, classmethod, staticmethod, property)) and not (
-        type(value).__module__ == "typing")
+    return not isinstance(
+        value,
+        (
+            types.ModuleType,
+            types.FunctionType,
+            types.BuiltinFunctionType,
+            type,
+            types.MethodType,
+            classmethod,
+            staticmethod,
+            property,
+        ),
+    ) and not (type(value).__module__ == "typing")
 
 
 def prepare() -> None:
@@ -100,9 +110,32 @@ def prepared() -> bool:
 #: stdlib modules environment code commonly patches: a child whose attributes of these changed during
 #: a trajectory (a rebound ``uuid.uuid4``, ``random.randint``, ``json.dumps``, a builtin…) is retired
 WATCHED_MODULES: tuple[str, ...] = (
-    "random", "uuid", "time", "datetime", "os", "posixpath", "json", "json.decoder", "json.encoder", "math",
-    "secrets", "tempfile", "builtins", "hashlib", "copy", "re", "string", "decimal", "statistics",
-    "collections", "functools", "itertools", "operator", "shutil", "io", "sys",
+    "random",
+    "uuid",
+    "time",
+    "datetime",
+    "os",
+    "posixpath",
+    "json",
+    "json.decoder",
+    "json.encoder",
+    "math",
+    "secrets",
+    "tempfile",
+    "builtins",
+    "hashlib",
+    "copy",
+    "re",
+    "string",
+    "decimal",
+    "statistics",
+    "collections",
+    "functools",
+    "itertools",
+    "operator",
+    "shutil",
+    "io",
+    "sys",
 )
 #: attributes whose value legitimately changes while a trajectory runs (per call; reset per trajectory)
 _VOLATILE = {

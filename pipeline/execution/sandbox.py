@@ -25,18 +25,19 @@ import signal
 import subprocess
 import threading
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from itertools import islice
 from queue import Queue
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, registry
+from pipeline.execution.child import Limits
 from pipeline.execution.frames import FdReader, FrameError, FrameTimeout, encode
 from pipeline.execution.isolation import SandboxUnavailable, checked_isolation, worker_command
 from pipeline.execution.labels import TrajectoryLabels
-from pipeline.execution.child import Limits
 from pipeline.execution.wire import limits_to_wire, trajectory_to_wire
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "SandboxUnavailable"]
@@ -64,7 +65,12 @@ class _Worker:
     def __init__(self, isolation: str, limits: Limits) -> None:
         argv, env, cwd = worker_command(isolation, limits.tmp_mb)
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
             start_new_session=True,
         )
         self._stderr = bytearray()
@@ -88,7 +94,9 @@ class _Worker:
         if not hello or hello.get("kind") != "ready":
             self.kill()
             tail = self.stderr_tail()
-            raise SandboxUnavailable(f"sandbox worker ({isolation}) failed to start ({reason})" + (f": {tail}" if tail else ""))
+            raise SandboxUnavailable(
+                f"sandbox worker ({isolation}) failed to start ({reason})" + (f": {tail}" if tail else "")
+            )
         abi = hello.get("landlock")
         self.landlock = abi if isinstance(abi, int) and not isinstance(abi, bool) and 0 <= abi < 1000 else 0
 
@@ -118,7 +126,12 @@ class _Worker:
     def send(self, trajectory: Trajectory, limits: Limits) -> None:
         """Queue a trajectory (raises KeyError for a code blob the parent does not hold)."""
         new = {ref: blobs.get(ref) for ref in registry.blob_refs(trajectory.env) if ref not in self.sent}
-        request = {"kind": "run", "trajectory": trajectory_to_wire(trajectory), "limits": limits_to_wire(limits), "blobs": new}
+        request = {
+            "kind": "run",
+            "trajectory": trajectory_to_wire(trajectory),
+            "limits": limits_to_wire(limits),
+            "blobs": new,
+        }
         self._outbox.put(encode(request))
         self.sent.update(new)
 
@@ -132,22 +145,38 @@ class _Worker:
                 msg = self.reader.next(timeout)
             except FrameTimeout:
                 self.kill()
-                self._lose(labels, "Timeout", f"the sandbox worker sent nothing for {timeout:g}s (stopped or wedged); worker killed and replaced")
+                self._lose(
+                    labels,
+                    "Timeout",
+                    f"the sandbox worker sent nothing for {timeout:g}s (stopped or wedged); worker killed and replaced",
+                )
             except FrameError as exc:
                 self.kill()
-                self._lose(labels, "UntrustedData", f"the sandbox worker broke the protocol ({exc}); worker killed and replaced")
+                self._lose(
+                    labels,
+                    "UntrustedData",
+                    f"the sandbox worker broke the protocol ({exc}); worker killed and replaced",
+                )
             if msg is None:
                 code = self.proc.wait()
                 self._lose(labels, "WorkerCrash", f"the sandbox worker died ({_describe(code)}); worker replaced")
             if msg.get("trajectory_id") != trajectory.trajectory_id:
                 self.kill()
-                self._lose(labels, "UntrustedData", f"the sandbox worker sent a {str(msg.get('kind'))[:40]!r} frame that is not tagged "
-                           "with this trajectory; worker killed and replaced")
+                self._lose(
+                    labels,
+                    "UntrustedData",
+                    f"the sandbox worker sent a {str(msg.get('kind'))[:40]!r} frame that is not tagged "
+                    "with this trajectory; worker killed and replaced",
+                )
             kind = msg.get("kind")
             if kind == "end":
                 if msg.get("trajectory_id") != trajectory.trajectory_id:
                     self.kill()
-                    self._lose(labels, "UntrustedData", "the sandbox worker ended another trajectory; worker killed and replaced")
+                    self._lose(
+                        labels,
+                        "UntrustedData",
+                        "the sandbox worker ended another trajectory; worker killed and replaced",
+                    )
                 return labels.result
             if kind == "tick":
                 continue
@@ -155,7 +184,11 @@ class _Worker:
             if len(labels.result["steps"]) > max_steps:
                 self.kill()
                 labels.result["steps"] = labels.result["steps"][:max_steps]
-                self._lose(labels, "UntrustedData", "the sandbox worker sent more steps than the trajectory has; worker killed and replaced")
+                self._lose(
+                    labels,
+                    "UntrustedData",
+                    "the sandbox worker sent more steps than the trajectory has; worker killed and replaced",
+                )
 
     @staticmethod
     def _lose(labels: TrajectoryLabels, error_type: str, message: str) -> None:
@@ -207,8 +240,13 @@ def _describe(code: int) -> str:
 
 def _not_run(trajectory: Trajectory, reason: object) -> dict[str, Any]:
     """The result of a trajectory the sandbox itself could not run."""
-    return {"trajectory_id": trajectory.trajectory_id, "init": None, "init_error": f"SandboxError: {reason}",
-            "steps": [], "issues": []}
+    return {
+        "trajectory_id": trajectory.trajectory_id,
+        "init": None,
+        "init_error": f"SandboxError: {reason}",
+        "steps": [],
+        "issues": [],
+    }
 
 
 class Sandbox:
@@ -218,8 +256,15 @@ class Sandbox:
     namespace boundary; only for code you trust). The first worker starts on entry, so a sandbox that cannot start is an
     error at once, never a silent fallback."""
 
-    def __init__(self, workers: int = 2, limits: Limits | None = None, window: int = 256, isolation: str = "bwrap",
-                 batch: int = 4, max_batch: int = 16) -> None:
+    def __init__(
+        self,
+        workers: int = 2,
+        limits: Limits | None = None,
+        window: int = 256,
+        isolation: str = "bwrap",
+        batch: int = 4,
+        max_batch: int = 16,
+    ) -> None:
         self.workers = max(1, workers)
         self.batch = max(1, batch)  # consecutive trajectories queued on one worker at once (fresh children)
         self.max_batch = max(self.batch, max_batch)  # trajectories of one reuse key queued on one worker at once
@@ -236,15 +281,17 @@ class Sandbox:
         #: how children's writes are confined, for run summaries
         self.confinement = ""
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         first = _Worker(self.isolation, self.limits)  # raises SandboxUnavailable with the reason
         self.landlock = first.landlock > 0
         if self.landlock:
             self.confinement = f"landlock ABI {first.landlock}"
         else:
             self.confinement = "audit hook only (no Landlock)"
-            log.warning("WARNING: this kernel has no Landlock: sandbox children's writes are confined only by the "
-                        "audit-hook guard, not by the kernel (a dir_fd-relative or native write can escape its directory)")
+            log.warning(
+                "WARNING: this kernel has no Landlock: sandbox children's writes are confined only by the "
+                "audit-hook guard, not by the kernel (a dir_fd-relative or native write can escape its directory)"
+            )
         self._all.append(first)
         self._idle.put(first)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
@@ -308,8 +355,9 @@ class Sandbox:
             self._idle.put(worker)
         return results  # type: ignore[return-value]
 
-    def _queue(self, trajectories: Iterable[Trajectory], fresh_children: bool,
-               window: int | None) -> Iterator[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]]:
+    def _queue(
+        self, trajectories: Iterable[Trajectory], fresh_children: bool, window: int | None
+    ) -> Iterator[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]]:
         """Queue ``trajectories`` on the pool as batches: ``(positions in the input, batch, future)``.
         The input is read ``window`` trajectories at a time (None: all at once); inside a window the
         trajectories that may share a child (:func:`pipeline.envs.registry.reuse_key`) go together, in
@@ -323,7 +371,9 @@ class Sandbox:
         offset = 0
         while chunk := list(islice(it, window)) if window else list(it):
             if fresh_children or limits.reuse_children <= 1:
-                groups = [(list(range(i, min(i + self.batch, len(chunk)))), limits) for i in range(0, len(chunk), self.batch)]
+                groups = [
+                    (list(range(i, min(i + self.batch, len(chunk)))), limits) for i in range(0, len(chunk), self.batch)
+                ]
             else:
                 by_key: dict[Any, list[int]] = {}
                 for i, trajectory in enumerate(chunk):
@@ -334,8 +384,10 @@ class Sandbox:
                 # child warm for a key no later trajectory has (clean check, parking) costs more than it saves
                 alone = sorted(idx[0] for idx in by_key.values() if len(idx) == 1)
                 single = replace(limits, reuse_children=1)
-                groups = [(idx[k:k + self.max_batch], limits) for idx in shared for k in range(0, len(idx), self.max_batch)]
-                groups += [(alone[k:k + self.batch], single) for k in range(0, len(alone), self.batch)]
+                groups = [
+                    (idx[k : k + self.max_batch], limits) for idx in shared for k in range(0, len(idx), self.max_batch)
+                ]
+                groups += [(alone[k : k + self.batch], single) for k in range(0, len(alone), self.batch)]
             for idx, batch_limits in groups:
                 batch = [chunk[i] for i in idx]
                 yield [offset + i for i in idx], batch, self._pool.submit(self._run_batch, batch, batch_limits)
@@ -343,12 +395,14 @@ class Sandbox:
             if not window:
                 break
 
-    def submit(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> "Submitted":
+    def submit(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> Submitted:
         """Queue trajectories at once (in batches) and return without waiting: ``results()`` of the
         handle yields them in order. Lets a caller prepare the next trajectories while these run."""
         return Submitted(list(self._queue(trajectories, fresh_children, None)))
 
-    def run(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
+    def run(
+        self, trajectories: Iterable[Trajectory], fresh_children: bool = False
+    ) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
         """Results in input order, with about ``window`` to 2 × ``window`` trajectories queued ahead of the
         one yielded. ``fresh_children``: a newly forked child for every trajectory, never a reused one
         (the determinism check re-executes this way)."""
@@ -362,8 +416,9 @@ class Sandbox:
         following = yield from self._drain(inflight, done, following, until=None)
 
     @staticmethod
-    def _drain(inflight: deque, done: dict[int, tuple[Trajectory, dict[str, Any]]], following: int,
-               until: int | None) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
+    def _drain(
+        inflight: deque, done: dict[int, tuple[Trajectory, dict[str, Any]]], following: int, until: int | None
+    ) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
         """Wait for queued batches and yield the results in input order from ``following`` on (up to
         ``until``; None: everything queued); the position to yield next."""
         while inflight and (until is None or following < until):

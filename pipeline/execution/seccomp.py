@@ -47,22 +47,75 @@ from typing import Any
 
 #: refused with EPERM by both filters
 DENIED = (
-    "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "unshare",
-    "setns", "pivot_root", "chroot", "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "mknod",
-    "mknodat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
-    "io_uring_setup", "userfaultfd", "memfd_create", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
-    "process_madvise", "process_mrelease", "kcmp", "memfd_secret",
+    "execve",
+    "execveat",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "unshare",
+    "setns",
+    "pivot_root",
+    "chroot",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "mknod",
+    "mknodat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "io_uring_setup",
+    "userfaultfd",
+    "memfd_create",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    "process_madvise",
+    "process_mrelease",
+    "kcmp",
+    "memfd_secret",
     # SysV IPC and POSIX message queues (the worker's IPC namespace is shared by its children): memory
     # outside RLIMIT_AS and a channel between environments; nothing we run, and no corpus code, uses them
-    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
-    "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+    "shmget",
+    "shmat",
+    "shmdt",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
     "mq_getsetattr",
 )
 #: refused with EPERM by the child filter only (the worker supervises its children with them); ``flock``
 #: and file notifications: a lock or a watch on a file every child can open (the installed sources, /usr)
 #: would be a channel between environments
-CHILD_DENIED = ("fork", "vfork", "kill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "flock", "inotify_init",
-                "inotify_init1", "fanotify_init")
+CHILD_DENIED = (
+    "fork",
+    "vfork",
+    "kill",
+    "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo",
+    "flock",
+    "inotify_init",
+    "inotify_init1",
+    "fanotify_init",
+)
 #: architectures the filters are built for (``os.uname().machine`` -> libseccomp's name)
 ARCHITECTURES = {"x86_64": "X86_64", "aarch64": "AARCH64"}
 
@@ -79,8 +132,15 @@ _INT = 0xFFFFFFFF  # a 32-bit argument (fcntl's cmd): the kernel ignores the reg
 _PR_SET_DUMPABLE = 4
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 #: child filter: refused unless their first argument (a pid) is 0, the caller
-SELF_ONLY = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr",
-             "migrate_pages", "move_pages")
+SELF_ONLY = (
+    "prlimit64",
+    "sched_setaffinity",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "migrate_pages",
+    "move_pages",
+)
 
 
 class SeccompUnavailable(RuntimeError):
@@ -94,11 +154,13 @@ def _lib() -> Any:
     except ImportError as exc:
         raise SeccompUnavailable(
             f"the sandbox's seccomp filter needs the Python package 'pyseccomp' ({exc}): "
-            "run 'pip install -e .' (it is a declared dependency)") from exc
+            "run 'pip install -e .' (it is a declared dependency)"
+        ) from exc
     except RuntimeError as exc:  # pyseccomp raises RuntimeError when libseccomp.so is not found
         raise SeccompUnavailable(
             f"the sandbox's seccomp filter needs libseccomp ({exc}): install it with "
-            "'sudo apt-get install libseccomp2' (Debian/Ubuntu) or 'dnf install libseccomp' (Fedora)") from exc
+            "'sudo apt-get install libseccomp2' (Debian/Ubuntu) or 'dnf install libseccomp' (Fedora)"
+        ) from exc
     return pyseccomp
 
 
@@ -109,7 +171,9 @@ def _new(machine: str | None) -> Any:
     lib = _lib()
     machine = machine or os.uname().machine
     if machine not in ARCHITECTURES:
-        raise SeccompUnavailable(f"no seccomp filter for architecture {machine!r} (built for {', '.join(ARCHITECTURES)})")
+        raise SeccompUnavailable(
+            f"no seccomp filter for architecture {machine!r} (built for {', '.join(ARCHITECTURES)})"
+        )
     f = lib.SyscallFilter(lib.ALLOW)
     arch = getattr(lib.Arch, ARCHITECTURES[machine])
     if arch != lib.system_arch():
@@ -187,7 +251,7 @@ def program_for(pid: int) -> bytes | None:
     program, where = _PROGRAM[0]
     out = bytearray(program)
     for offset in where:
-        out[offset + 4:offset + 8] = pid.to_bytes(4, sys.byteorder)
+        out[offset + 4 : offset + 8] = pid.to_bytes(4, sys.byteorder)
     return bytes(out)
 
 
@@ -197,9 +261,13 @@ def prepare() -> None:
     if not _PREPARED:
         _PREPARED.append(child_filter())
         program = export_bpf(child_filter(pid=PID_SENTINEL))
-        where = tuple(i for i in range(0, len(program), 8)
-                      if program[i] & 0x07 == _JMP_K and program[i + 1] & 0x08 == 0
-                      and int.from_bytes(program[i + 4:i + 8], sys.byteorder) == PID_SENTINEL)
+        where = tuple(
+            i
+            for i in range(0, len(program), 8)
+            if program[i] & 0x07 == _JMP_K
+            and program[i + 1] & 0x08 == 0
+            and int.from_bytes(program[i + 4 : i + 8], sys.byteorder) == PID_SENTINEL
+        )
         if where:
             _PROGRAM.append((program, where))
     if not _LIBC:

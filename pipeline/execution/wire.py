@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, fields, is_dataclass
 from typing import Any
 
-from pipeline.execution.policy import PolicySettings
-from pipeline.core.trajectory import Action, Trajectory
 from pipeline.core.environment import EnvSpec
+from pipeline.core.trajectory import Action, Trajectory
 from pipeline.execution.child import Limits
+from pipeline.execution.policy import PolicySettings
 
 
 def trajectory_to_wire(trajectory: Trajectory) -> dict[str, Any]:

@@ -46,12 +46,11 @@ import time
 from typing import Any
 
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import blobs
+from pipeline.envs import blobs, registry
 from pipeline.execution import freeze, guards, landlock, pristine, seccomp
-from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
 from pipeline.execution.child import Limits, execute
+from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
 from pipeline.execution.wire import limits_from_wire, limits_to_wire, trajectory_from_wire, trajectory_to_wire
-from pipeline.envs import registry
 
 _MIB = 1 << 20
 
@@ -120,8 +119,15 @@ def _cpu_limit(trajectory: Trajectory, limits: Limits, uses: int = 1) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
 
-def _child(fd: int, trajectory: Trajectory, limits: Limits, start: int, skip: frozenset[int], temp_dir: str,
-           requests: int | None = None) -> None:
+def _child(
+    fd: int,
+    trajectory: Trajectory,
+    limits: Limits,
+    start: int,
+    skip: frozenset[int],
+    temp_dir: str,
+    requests: int | None = None,
+) -> None:
     """Run one trajectory; with a ``requests`` pipe (a reusable child, see :func:`_reuse_key`), then
     wait for the next trajectory of the same environment and configuration on it, until EOF or
     until it is no longer clean (:func:`pipeline.execution.pristine.reuse_verdict`)."""
@@ -310,8 +316,15 @@ class _Spare:
     child: it has run no environment code. It holds the code of the environments whose blobs had arrived
     when it was forked (``generation``) and the limits it was prepared with."""
 
-    def __init__(self, pid: int | None, requests: int | None, reader: FdReader | None, temp_dir: str,
-                 generation: int, limits: Limits) -> None:
+    def __init__(
+        self,
+        pid: int | None,
+        requests: int | None,
+        reader: FdReader | None,
+        temp_dir: str,
+        generation: int,
+        limits: Limits,
+    ) -> None:
         self.pid, self.requests, self.reader, self.temp_dir = pid, requests, reader, temp_dir
         self.generation, self.limits = generation, limits
 
@@ -336,7 +349,8 @@ class _Spare:
 
     def can_run(self, trajectory: Trajectory, limits: Limits) -> bool:
         return self.limits == limits and all(
-            _ARRIVED.get(r, 0) <= self.generation for r in registry.blob_refs(trajectory.env))
+            _ARRIVED.get(r, 0) <= self.generation for r in registry.blob_refs(trajectory.env)
+        )
 
 
 _SPARES: list[_Spare] = []
@@ -562,7 +576,9 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
     got_init = False
     max_frame = (limits.max_state_mb << 20) * 2 + (4 << 20)
     explore = trajectory.meta.get("explore") is not None
-    max_steps = int(getattr(trajectory.meta.get("explore"), "episode_length", 0) or 0) if explore else len(trajectory.actions)
+    max_steps = (
+        int(getattr(trajectory.meta.get("explore"), "episode_length", 0) or 0) if explore else len(trajectory.actions)
+    )
     explored = [0]  # exploration: steps labeled so far (an episode is not resumed)
 
     def next_action(after: int) -> int | None:
@@ -645,6 +661,7 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
             else:
                 return ("UntrustedData", f"the environment process sent an unexpected {str(kind)[:40]!r} frame")
             return None
+
         # the call in flight: the next unlabeled, unskipped action once the child is past its reset
         # (init) or its silent replay (resumed); None while it is resetting/replaying
         pending: int | None = None
@@ -656,7 +673,11 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
         while not finished and failure is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                what = f"call {pending if not explore else live}" if (pending is not None or live is not None) else "environment reset/replay"
+                what = (
+                    f"call {pending if not explore else live}"
+                    if (pending is not None or live is not None)
+                    else "environment reset/replay"
+                )
                 failure = ("Timeout", f"{what} exceeded the {limits.call_timeout_s:g}s wall-clock limit; worker killed")
                 _kill_group(pid)
                 break
@@ -676,7 +697,10 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
                     try:
                         verdict = check(msg)
                     except (KeyError, TypeError, ValueError) as exc:
-                        verdict = ("UntrustedData", f"the environment process sent a malformed frame ({type(exc).__name__}: {exc})")
+                        verdict = (
+                            "UntrustedData",
+                            f"the environment process sent a malformed frame ({type(exc).__name__}: {exc})",
+                        )
                     if verdict is not None:
                         failure = verdict
                         break
@@ -731,7 +755,12 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
         if start >= len(trajectory.actions):
             return fresh
         if restarts > limits.max_restarts:
-            emit({"kind": "issue", "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls"})
+            emit(
+                {
+                    "kind": "issue",
+                    "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls",
+                }
+            )
             return fresh
 
 
@@ -750,9 +779,33 @@ def _precompile(trajectory: Trajectory) -> None:
 #: imported in the worker before forking, so a child that uses them keeps its loaded modules unchanged
 #: and stays reusable (a child whose ``sys.modules`` changed is retired)
 PRELOADED_STDLIB = (
-    "_strptime", "statistics", "string", "textwrap", "fractions", "decimal", "heapq", "bisect", "calendar",
-    "csv", "difflib", "dataclasses", "enum", "itertools", "functools", "operator", "collections.abc",
-    "typing", "uuid", "hashlib", "secrets", "base64", "struct", "pprint", "zoneinfo", "ipaddress", "fnmatch",
+    "_strptime",
+    "statistics",
+    "string",
+    "textwrap",
+    "fractions",
+    "decimal",
+    "heapq",
+    "bisect",
+    "calendar",
+    "csv",
+    "difflib",
+    "dataclasses",
+    "enum",
+    "itertools",
+    "functools",
+    "operator",
+    "collections.abc",
+    "typing",
+    "uuid",
+    "hashlib",
+    "secrets",
+    "base64",
+    "struct",
+    "pprint",
+    "zoneinfo",
+    "ipaddress",
+    "fnmatch",
 )
 
 

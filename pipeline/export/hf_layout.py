@@ -18,25 +18,33 @@ import os
 import re
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.envsimbench import export as envsimbench
-from pipeline.core.protocol import DEFAULT_TEMPLATE, PROTOCOL_VERSION, SYSTEM_PROMPT, TEMPLATES, TIME_SECTION, USER_TEMPLATE
-from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
-from pipeline.report.tables import md_records
+from pipeline.core.protocol import (
+    DEFAULT_TEMPLATE,
+    PROTOCOL_VERSION,
+    SYSTEM_PROMPT,
+    TEMPLATES,
+    TIME_SECTION,
+    USER_TEMPLATE,
+)
 from pipeline.core.untrusted import card
 from pipeline.envs import registry
-from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
+from pipeline.envsimbench import export as envsimbench
+from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
+from pipeline.report.tables import md_records
 from pipeline.store.layout import DataLayout
-from pipeline.store.schema import COLUMN_DOCS
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites
+from pipeline.store.schema import COLUMN_DOCS
+from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
 
 MARKER = ".envsim-export.json"
 
@@ -81,15 +89,20 @@ def shard_name(split: str, index: int, shards: int) -> str:
 
 def data_config(split: str, directory: str = "data") -> dict[str, Any]:
     """The card's default config: the split's shards under ``directory``."""
-    return {"config_name": "default", "data_files": [{"split": split, "path": f"{directory}/{split}-*"}], "default": True}
+    return {
+        "config_name": "default",
+        "data_files": [{"split": split, "path": f"{directory}/{split}-*"}],
+        "default": True,
+    }
 
 
 class ShardWriter:
     """``<split>-NNNNN-of-NNNNN.parquet`` files of ``per`` rows each (zstd; row groups of
     ``row_group_size`` rows, None: one per table written), written table by table."""
 
-    def __init__(self, directory: Path, split: str, schema: pa.Schema, shards: int, per: int,
-                 row_group_size: int | None = 256) -> None:
+    def __init__(
+        self, directory: Path, split: str, schema: pa.Schema, shards: int, per: int, row_group_size: int | None = 256
+    ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory, self.split, self.schema, self.shards, self.per = directory, split, schema, shards, per
         self.row_group_size = row_group_size
@@ -131,7 +144,9 @@ def _column_bytes(meta: pq.FileMetaData, columns: list[str]) -> int:
 def _write_data(samples: Path, directory: Path, split: str, max_bytes: int) -> list[str]:
     """The split's samples as shards; a split that fits one shard is the samples file itself, copied."""
     meta = pq.ParquetFile(samples).metadata
-    shards, per = plan_shards(meta.num_rows, sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)), max_bytes)
+    shards, per = plan_shards(
+        meta.num_rows, sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)), max_bytes
+    )
     if shards == 1:
         directory.mkdir(parents=True, exist_ok=True)
         name = shard_name(split, 0, 1)
@@ -143,17 +158,36 @@ def _write_data(samples: Path, directory: Path, split: str, max_bytes: int) -> l
     return writer.close()
 
 
-def _write_records(samples: Path, chat_dir: Path, alpaca_dir: Path, split: str, max_bytes: int,
-                   template: str = DEFAULT_TEMPLATE, env_code: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+def _write_records(
+    samples: Path,
+    chat_dir: Path,
+    alpaca_dir: Path,
+    split: str,
+    max_bytes: int,
+    template: str = DEFAULT_TEMPLATE,
+    env_code: dict[str, str] | None = None,
+) -> tuple[list[str], list[str]]:
     """Chat and Alpaca SFT records in a prompt template, streamed from the samples batch by batch."""
     meta = pq.ParquetFile(samples).metadata
-    fixed = len(SYSTEM_PROMPT) + len(USER_TEMPLATE) + len(TIME_SECTION) + 256 + (max(map(len, (env_code or {"": ""}).values())) if template != DEFAULT_TEMPLATE else 0)
-    estimate = _column_bytes(meta, ["state_before_json", "code", "arguments_json", "raw_observation", "delta"]) * (
-        1 if template == DEFAULT_TEMPLATE else 2) + fixed * meta.num_rows
+    fixed = (
+        len(SYSTEM_PROMPT)
+        + len(USER_TEMPLATE)
+        + len(TIME_SECTION)
+        + 256
+        + (max(map(len, (env_code or {"": ""}).values())) if template != DEFAULT_TEMPLATE else 0)
+    )
+    estimate = (
+        _column_bytes(meta, ["state_before_json", "code", "arguments_json", "raw_observation", "delta"])
+        * (1 if template == DEFAULT_TEMPLATE else 2)
+        + fixed * meta.num_rows
+    )
     present = set(pq.read_schema(samples).names)
     columns = [c for c in RECORD_COLUMNS if c in present] + ([] if template == DEFAULT_TEMPLATE else ["env_id"])
     shards, per = plan_shards(meta.num_rows, estimate, max_bytes)
-    chat, alpaca = (ShardWriter(chat_dir, split, CHAT, shards, per), ShardWriter(alpaca_dir, split, ALPACA, shards, per))
+    chat, alpaca = (
+        ShardWriter(chat_dir, split, CHAT, shards, per),
+        ShardWriter(alpaca_dir, split, ALPACA, shards, per),
+    )
     # one thread per format compresses while the records of the next batch are built
     with BackgroundWrites() as chat_writes, BackgroundWrites() as alpaca_writes:
         for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=columns):
@@ -199,9 +233,11 @@ def export_split(
     version = store.resolve(version)
     manifest = store.manifest(version)
     if not manifest.get("samples") or pq.ParquetFile(store.samples(version)).metadata.num_rows == 0:
-        raise EmptySelection(f"{kind} version {version} holds no samples, so there is nothing to export "
-                             f"(spec: {json.dumps(manifest.get('spec', {}), sort_keys=True)[:300]}); "
-                             "rebuild the selection with more candidates or a narrower decontamination")
+        raise EmptySelection(
+            f"{kind} version {version} holds no samples, so there is nothing to export "
+            f"(spec: {json.dumps(manifest.get('spec', {}), sort_keys=True)[:300]}); "
+            "rebuild the selection with more candidates or a narrower decontamination"
+        )
     marker = directory / MARKER
     if directory.exists() and any(directory.iterdir()):
         if not marker.exists():
@@ -223,10 +259,16 @@ def export_split(
             envsimbench.write_benchmark(layout, samples, staging / "envsimbench" / "benchmark.json", split_dir)
             files.append("envsimbench/benchmark.json")
         if kind == MIXTURE:
-            codes = (envsimbench.env_codes(layout, set(pq.read_table(samples, columns=["env_id"]).column("env_id").to_pylist()),
-                                           split_dir) if prompt != DEFAULT_TEMPLATE else None)
-            chat, alpaca = _write_records(samples, staging / "sft" / "chat", staging / "sft" / "alpaca", split, max_shard_bytes,
-                                          prompt, codes)
+            codes = (
+                envsimbench.env_codes(
+                    layout, set(pq.read_table(samples, columns=["env_id"]).column("env_id").to_pylist()), split_dir
+                )
+                if prompt != DEFAULT_TEMPLATE
+                else None
+            )
+            chat, alpaca = _write_records(
+                samples, staging / "sft" / "chat", staging / "sft" / "alpaca", split, max_shard_bytes, prompt, codes
+            )
             files += [f"sft/chat/{n}" for n in chat] + [f"sft/alpaca/{n}" for n in alpaca]
             for fmt in ("chat", "alpaca"):
                 configs.append({"config_name": fmt, "data_files": [{"split": split, "path": f"sft/{fmt}/{split}-*"}]})
@@ -237,13 +279,34 @@ def export_split(
                 info.update(envsimbench.dataset_info_entry(name, "envsimbench/sft_alpaca.jsonl"))
             (staging / "dataset_info.json").write_text(json.dumps(info, indent=2))
             files.append("dataset_info.json")
-        card = dataset_card(layout, kind, version, manifest, samples, configs, license, name, prompt, envsimbench_format,
-                            num_bytes=num_bytes)
+        card = dataset_card(
+            layout,
+            kind,
+            version,
+            manifest,
+            samples,
+            configs,
+            license,
+            name,
+            prompt,
+            envsimbench_format,
+            num_bytes=num_bytes,
+        )
         (staging / "README.md").write_text(card)
         files.append("README.md")
         rows = pq.ParquetFile(samples).metadata.num_rows
-        (staging / MARKER).write_text(json.dumps({"kind": kind, "version": version, "protocol": PROTOCOL_VERSION, "prompt": prompt,
-                                                  "envsimbench_format": envsimbench_format, "rows": rows}))
+        (staging / MARKER).write_text(
+            json.dumps(
+                {
+                    "kind": kind,
+                    "version": version,
+                    "protocol": PROTOCOL_VERSION,
+                    "prompt": prompt,
+                    "envsimbench_format": envsimbench_format,
+                    "rows": rows,
+                }
+            )
+        )
     return ExportReport(directory, kind, version, split, rows, sorted(files), card)
 
 
@@ -271,8 +334,16 @@ def files_bytes(directory: Path, names: list[str]) -> int:
     return sum((directory / n).stat().st_size for n in names)
 
 
-def card_front(license: str, pretty_name: str, tags: list[str], rows: int, configs: list[dict[str, Any]],
-               schema: pa.Schema, split: str, num_bytes: int = 0) -> dict[str, Any]:
+def card_front(
+    license: str,
+    pretty_name: str,
+    tags: list[str],
+    rows: int,
+    configs: list[dict[str, Any]],
+    schema: pa.Schema,
+    split: str,
+    num_bytes: int = 0,
+) -> dict[str, Any]:
     """A dataset card's YAML front matter (license, name, task category, tags, size category, configs,
     features and split size: rows and the data files' bytes), in the order the Hub writes it."""
     return {
@@ -308,15 +379,27 @@ def _feature(t: pa.DataType) -> dict[str, Any]:
         if pa.types.is_struct(inner):
             return {"list": [{"name": f.name, **_feature(f.type)} for f in inner]}
         return {"list": _feature(inner).get("dtype", _feature(inner))}
-    names = {pa.string(): "string", pa.large_string(): "large_string", pa.bool_(): "bool", pa.float64(): "float64",
-             pa.float32(): "float32", pa.int64(): "int64", pa.int32(): "int32", pa.int16(): "int16", pa.int8(): "int8"}
+    names = {
+        pa.string(): "string",
+        pa.large_string(): "large_string",
+        pa.bool_(): "bool",
+        pa.float64(): "float64",
+        pa.float32(): "float32",
+        pa.int64(): "int64",
+        pa.int32(): "int32",
+        pa.int16(): "int16",
+        pa.int8(): "int8",
+    }
     if t not in names:
         raise TypeError(f"no card feature for Arrow type {t}")
     return {"dtype": names[t]}
 
 
 def _features_yaml(schema: pa.Schema, split: str, rows: int, num_bytes: int = 0) -> dict[str, Any]:
-    return {"features": features_yaml(schema), "splits": [{"name": split, "num_bytes": num_bytes, "num_examples": rows}]}
+    return {
+        "features": features_yaml(schema),
+        "splits": [{"name": split, "num_bytes": num_bytes, "num_examples": rows}],
+    }
 
 
 def type_text(t: pa.DataType) -> str:
@@ -334,15 +417,21 @@ def data_fields(schema: pa.Schema) -> str:
     lines = []
     for f in schema:
         doc = COLUMN_DOCS.get(f.name, "")
-        lines.append(f"- `{f.name}` ({type_text(f.type)}{'' if f.nullable else ', never null'})" + (f": {doc}" if doc else ""))
+        lines.append(
+            f"- `{f.name}` ({type_text(f.type)}{'' if f.nullable else ', never null'})" + (f": {doc}" if doc else "")
+        )
     return "\n".join(lines)
 
 
 def _limitations(manifest: dict[str, Any], kind: str) -> str:
     short = [s for s in manifest.get("strata", []) if s.get("missing")]
-    filled = ("Strata filled short of their quota: " + "; ".join(
-        f"{card(s['stratum'])} {s['selected']} of {s['requested']} ({s['missing']} missing)" for s in short) + "."
-        if short else "Every stratum of the composition is filled to its quota.")
+    filled = (
+        "Strata filled short of their quota: "
+        + "; ".join(f"{card(s['stratum'])} {s['selected']} of {s['requested']} ({s['missing']} missing)" for s in short)
+        + "."
+        if short
+        else "Every stratum of the composition is filled to its quota."
+    )
     return f"""- **Synthetic environments.** The environments are Python classes: bfcl-eval's simplified API simulations, a
   builtin pack written for this project, and corpora such as EnvScaler whose code is LLM-generated. They are not
   production systems; their rules, error messages and state layouts are whatever the code does.
@@ -377,42 +466,70 @@ for it, and the environment sources above for their environments."""
 
 
 def dataset_card(
-    layout: DataLayout, kind: str, version: str, manifest: dict[str, Any], samples: Path,
-    configs: list[dict[str, Any]], license: str, name: str, prompt: str = DEFAULT_TEMPLATE, envsimbench_format: bool = False,
+    layout: DataLayout,
+    kind: str,
+    version: str,
+    manifest: dict[str, Any],
+    samples: Path,
+    configs: list[dict[str, Any]],
+    license: str,
+    name: str,
+    prompt: str = DEFAULT_TEMPLATE,
+    envsimbench_format: bool = False,
     num_bytes: int = 0,
 ) -> str:
     """The dataset card; its YAML is parsed back with huggingface_hub before it is returned. ``num_bytes``: the
     size of the split's data files (:func:`files_bytes`)."""
     import yaml
-    from huggingface_hub.repocard_data import DatasetCardData  # not DatasetCard: that import pulls the Hub client (~0.3 s)
+    from huggingface_hub.repocard_data import (
+        DatasetCardData,  # not DatasetCard: that import pulls the Hub client (~0.3 s)
+    )
 
     split = split_name(kind)
     env_ids = pq.read_table(samples, columns=["env_id"]).column("env_id").to_pylist()
     rows = len(env_ids)
     spec = manifest["spec"]
     licenses = _licenses(layout, env_ids)
-    front = card_front(license, f"{name} {kind.replace('_', ' ')} {version}",
-                       ["agents", "tool-use", "environment-simulation", "world-model"], rows, configs,
-                       pq.read_schema(samples), split, num_bytes)
+    front = card_front(
+        license,
+        f"{name} {kind.replace('_', ' ')} {version}",
+        ["agents", "tool-use", "environment-simulation", "world-model"],
+        rows,
+        configs,
+        pq.read_schema(samples),
+        split,
+        num_bytes,
+    )
     tools = {t["stratum"]: t for t in manifest.get("tools") or []}  # distinct (env, tool) pairs, top tool's share
-    strata = md_records([{**tools.get(t["stratum"], {}), **t, "samples": t["selected"]} for t in manifest["strata"]],
-                        ["stratum", "requested", "samples", "environments", "missing"]
-                        + (["tool_pairs", "top_tool", "top_tool_share"] if tools else []), limit=len(manifest["strata"]))
+    strata = md_records(
+        [{**tools.get(t["stratum"], {}), **t, "samples": t["selected"]} for t in manifest["strata"]],
+        ["stratum", "requested", "samples", "environments", "missing"]
+        + (["tool_pairs", "top_tool", "top_tool_share"] if tools else []),
+        limit=len(manifest["strata"]),
+    )
     per_env = Counter(env_ids)
-    envs = md_records([{"env_id": e, "samples": n} for e, n in sorted(per_env.items(), key=lambda kv: (-kv[1], kv[0]))],
-                      ["env_id", "samples"], limit=len(per_env))
+    envs = md_records(
+        [{"env_id": e, "samples": n} for e, n in sorted(per_env.items(), key=lambda kv: (-kv[1], kv[0]))],
+        ["env_id", "samples"],
+        limit=len(per_env),
+    )
     provenance = {
-        "split version": version, "kind": kind, "seed": spec["seed"], "input fingerprint": spec["input"],
-        "protocol": PROTOCOL_VERSION, "prompt template": prompt,
+        "split version": version,
+        "kind": kind,
+        "seed": spec["seed"],
+        "input fingerprint": spec["input"],
+        "protocol": PROTOCOL_VERSION,
+        "prompt template": prompt,
     }
     if manifest.get("imported"):
         provenance["imported from"] = manifest["imported"].get("source", "?")
     if kind == MIXTURE:
         provenance.update({"benchmark version": spec["benchmark"], "decontaminated by": spec["decontaminate"]})
-    load = (f'from datasets import load_dataset\n\nds = load_dataset("<this repo or directory>", split="{split}")'
-            + ('\nchat = load_dataset("<this repo or directory>", "chat", split="train")' if kind == MIXTURE else ""))
+    load = f'from datasets import load_dataset\n\nds = load_dataset("<this repo or directory>", split="{split}")' + (
+        '\nchat = load_dataset("<this repo or directory>", "chat", split="train")' if kind == MIXTURE else ""
+    )
     body = f"""
-# {card(name)}: {'benchmark split' if kind == BENCHMARK else 'Balance2 SFT mixture'} `{version}`
+# {card(name)}: {"benchmark split" if kind == BENCHMARK else "Balance2 SFT mixture"} `{version}`
 
 Single-step environment-simulation samples in the EnvSimBench style: given the state `s_t`
 (`state_before_json`), an action (`tool`, `arguments_json`) and the tool's source code (`code`), predict the
@@ -473,7 +590,10 @@ registers both with LLaMA-Factory. The assistant answer is `{"feedback", "config
 `env_code` / `step_detail` samples) for its evaluation script""" + (
             """; `envsimbench/sft_alpaca.jsonl` holds the SFT records in its Alpaca template
 (`<name>_envsimbench_alpaca` in `dataset_info.json`).
-""" if kind == MIXTURE else ".\n")
+"""
+            if kind == MIXTURE
+            else ".\n"
+        )
     text = card_text(front, body)
     # parsed back the way huggingface_hub's DatasetCard parses a card: YAML front matter -> DatasetCardData
     parsed = DatasetCardData(**yaml.safe_load(text.split("---\n", 2)[1]))

@@ -59,7 +59,9 @@ def push_export(
 
     token = token or get_token()
     if not token:
-        raise PushError("no Hugging Face token: set HF_TOKEN, log in with `hf auth login`, or set the hub resource's token")
+        raise PushError(
+            "no Hugging Face token: set HF_TOKEN, log in with `hf auth login`, or set the hub resource's token"
+        )
 
     api = HfApi(endpoint=endpoint, token=token)
     try:
@@ -69,17 +71,25 @@ def push_export(
         except RepositoryNotFoundError:
             raise PushError(f"{repo_id} exists on the Hub but is not a dataset repo (a model or space?)") from None
         commit = api.upload_folder(
-            folder_path=str(directory), repo_id=repo_id, repo_type="dataset",
-            commit_message=f"envsim export {version}", ignore_patterns=[MARKER],
+            folder_path=str(directory),
+            repo_id=repo_id,
+            repo_type="dataset",
+            commit_message=f"envsim export {version}",
+            ignore_patterns=[MARKER],
         )
         api.create_tag(repo_id, tag=version, repo_type="dataset", revision=commit.oid, exist_ok=True)
     except PushError:
         raise
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else None
-        reason = {401: "the token was rejected (401)", 403: "the token may not write to this repo (403)",
-                  409: "conflict (409): the repo or tag exists in an incompatible form"}.get(status, f"HTTP {status}")
-        raise PushError(f"push of {version} to {repo_id} failed: {reason}; the local export is intact, retry to resume") from None
+        reason = {
+            401: "the token was rejected (401)",
+            403: "the token may not write to this repo (403)",
+            409: "conflict (409): the repo or tag exists in an incompatible form",
+        }.get(status, f"HTTP {status}")
+        raise PushError(
+            f"push of {version} to {repo_id} failed: {reason}; the local export is intact, retry to resume"
+        ) from None
     except Exception as exc:  # network errors (httpx/OSError) and server protocol errors
         raise PushError(
             f"push of {version} to {repo_id} failed: network or protocol error ({type(exc).__name__}); "

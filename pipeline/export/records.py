@@ -13,10 +13,26 @@ from pipeline.core.protocol import DEFAULT_TEMPLATE, SYSTEM_PROMPT, answer, mess
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 CHAT = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("messages", pa.list_(MESSAGE))])
-ALPACA = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("instruction", pa.string()),
-                    ("input", pa.string()), ("output", pa.string())])
-RECORD_COLUMNS = ["step_id", "stratum", "state_before_json", "tool", "arguments_json", "code", "raw_observation", "delta",
-                  "current_time"]  # current_time: absent from samples written before it existed (no time section then)
+ALPACA = pa.schema(
+    [
+        ("step_id", pa.string()),
+        ("stratum", pa.string()),
+        ("instruction", pa.string()),
+        ("input", pa.string()),
+        ("output", pa.string()),
+    ]
+)
+RECORD_COLUMNS = [
+    "step_id",
+    "stratum",
+    "state_before_json",
+    "tool",
+    "arguments_json",
+    "code",
+    "raw_observation",
+    "delta",
+    "current_time",
+]  # current_time: absent from samples written before it existed (no time section then)
 
 
 def chat_record(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> dict[str, Any]:
@@ -38,8 +54,9 @@ def alpaca_record(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> d
     }
 
 
-def record_tables(batch: pa.RecordBatch | pa.Table, template: str = DEFAULT_TEMPLATE,
-                  env_code: dict[str, str] | None = None) -> tuple[pa.Table, pa.Table]:
+def record_tables(
+    batch: pa.RecordBatch | pa.Table, template: str = DEFAULT_TEMPLATE, env_code: dict[str, str] | None = None
+) -> tuple[pa.Table, pa.Table]:
     """Chat and Alpaca tables for a batch of samples (``RECORD_COLUMNS``); each prompt and answer is
     built once and shared by both formats. Row for row equal to :func:`chat_record` / :func:`alpaca_record`.
     ``env_code`` maps env ids to whole class sources (the ``envsimbench`` template needs them)."""
@@ -47,21 +64,37 @@ def record_tables(batch: pa.RecordBatch | pa.Table, template: str = DEFAULT_TEMP
     answers = [answer(s) for s in samples]
     n = len(samples)
     if template == DEFAULT_TEMPLATE:
-        pairs = [(SYSTEM_PROMPT, user_prompt(s["state_before_json"], s["tool"], s["arguments_json"], s["code"], s.get("current_time")))
-                 for s in samples]
+        pairs = [
+            (
+                SYSTEM_PROMPT,
+                user_prompt(s["state_before_json"], s["tool"], s["arguments_json"], s["code"], s.get("current_time")),
+            )
+            for s in samples
+        ]
     else:
         ids = batch.column("env_id").to_pylist() if "env_id" in batch.schema.names else [None] * n
-        pairs = [tuple(m["content"] for m in messages({**s, "env_id": e, "env_code": (env_code or {}).get(e)}, template))
-                 for s, e in zip(samples, ids)]
+        pairs = [
+            tuple(m["content"] for m in messages({**s, "env_id": e, "env_code": (env_code or {}).get(e)}, template))
+            for s, e in zip(samples, ids)
+        ]
     contents = pa.array([text for (sp, p), a in zip(pairs, answers) for text in (sp, p, a)], pa.string())
     roles = pa.array(["system", "user", "assistant"] * n, pa.string())
-    chat_messages = pa.ListArray.from_arrays(pa.array(range(0, 3 * n + 1, 3), pa.int32()),
-                                             pa.StructArray.from_arrays([roles, contents], fields=list(MESSAGE)))
+    chat_messages = pa.ListArray.from_arrays(
+        pa.array(range(0, 3 * n + 1, 3), pa.int32()),
+        pa.StructArray.from_arrays([roles, contents], fields=list(MESSAGE)),
+    )
     ids, strata = batch.column("step_id"), batch.column("stratum")
     chat = pa.Table.from_arrays([ids, strata, chat_messages], schema=CHAT)
-    alpaca = pa.Table.from_arrays([ids, strata, contents.take(pa.array(range(0, 3 * n, 3))),
-                                   contents.take(pa.array(range(1, 3 * n, 3))), contents.take(pa.array(range(2, 3 * n, 3)))],
-                                  schema=ALPACA)
+    alpaca = pa.Table.from_arrays(
+        [
+            ids,
+            strata,
+            contents.take(pa.array(range(0, 3 * n, 3))),
+            contents.take(pa.array(range(1, 3 * n, 3))),
+            contents.take(pa.array(range(2, 3 * n, 3))),
+        ],
+        schema=ALPACA,
+    )
     return chat, alpaca
 
 
@@ -72,8 +105,13 @@ def llamafactory_dataset_info(name: str, chat_dir: str, alpaca_dir: str) -> dict
             "file_name": chat_dir,
             "formatting": "sharegpt",
             "columns": {"messages": "messages"},
-            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
-                     "assistant_tag": "assistant", "system_tag": "system"},
+            "tags": {
+                "role_tag": "role",
+                "content_tag": "content",
+                "user_tag": "user",
+                "assistant_tag": "assistant",
+                "system_tag": "system",
+            },
         },
         f"{name}_alpaca": {
             "file_name": alpaca_dir,

@@ -84,9 +84,12 @@ def export_revision(layout: DataLayout, kind: str, version: str | None, **option
     directory = layout.export_version(kind, version)
     held = _marker(directory)
     wanted = {"kind": kind, "version": version, "protocol": PROTOCOL_VERSION, "prompt": options.get("prompt", "envsim")}
-    unchanged = held is not None and all(held.get(k) == v for k, v in wanted.items()) \
-        and bool(held.get("envsimbench_format", False)) == bool(options.get("envsimbench_format", False)) \
+    unchanged = (
+        held is not None
+        and all(held.get(k) == v for k, v in wanted.items())
+        and bool(held.get("envsimbench_format", False)) == bool(options.get("envsimbench_format", False))
         and (directory / "README.md").exists()
+    )
     if unchanged:
         card = (directory / "README.md").read_text()
         files = sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file() and p.name != MARKER)

@@ -8,18 +8,17 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline.core.protocol import ChangeError, apply_changes, plain
 from pipeline.core.canonical import canonical_json, canonicalize
+from pipeline.core.protocol import ChangeError, apply_changes, plain
 
 
 def _load(directory: Path, config: str | None, split: str):
     """``load_dataset`` of what is on disk now: a private cache, because the shared one is keyed by
     the directory name and file sizes and can hand back an earlier export of the same place."""
+    import shutil
     import tempfile
 
     from datasets import load_dataset
-
-    import shutil
 
     cache = tempfile.mkdtemp(prefix="envsim-verify-")
     args = (str(directory), config) if config else (str(directory),)
@@ -53,7 +52,10 @@ def verify_roundtrip(directory: Path, samples: Path, split: str) -> list[str]:
 
 def verify_answers(directory: Path, samples: Path, split: str = "train") -> tuple[int, list[str]]:
     """Every exported chat record's answer, applied to its sample's s_t, reproduces s'_t."""
-    by_step = {r["step_id"]: r for r in pq.read_table(samples, columns=["step_id", "state_before_json", "state_after_json"]).to_pylist()}
+    by_step = {
+        r["step_id"]: r
+        for r in pq.read_table(samples, columns=["step_id", "state_before_json", "state_after_json"]).to_pylist()
+    }
     problems: list[str] = []
     checked = 0
     for record in _load(directory, "chat", split):
@@ -69,7 +71,9 @@ def verify_answers(directory: Path, samples: Path, split: str = "train") -> tupl
             problems.append(f"{record['step_id']}: answer does not apply: {exc}")
             continue
         # answers write plain values (big ints as numbers): compare canonical forms of both sides
-        if canonical_json(canonicalize(after)) != canonical_json(canonicalize(plain(json.loads(sample["state_after_json"])))):
+        if canonical_json(canonicalize(after)) != canonical_json(
+            canonicalize(plain(json.loads(sample["state_after_json"])))
+        ):
             problems.append(f"{record['step_id']}: answer applied to s_t does not give s'_t")
     return checked, problems
 
@@ -93,7 +97,9 @@ def verify_card(directory: Path, samples: Path, split: str) -> list[str]:
     data_files = sorted((directory / "data").glob(f"{split}-*.parquet"))
     num_bytes = sum(f.stat().st_size for f in data_files)
     if entries.get(split, {}).get("num_bytes") != num_bytes:
-        problems.append(f"card says {entries.get(split, {}).get('num_bytes')} bytes of {split} data, its files hold {num_bytes}")
+        problems.append(
+            f"card says {entries.get(split, {}).get('num_bytes')} bytes of {split} data, its files hold {num_bytes}"
+        )
     missing = [s for s in CARD_SECTIONS if f"\n{s}\n" not in card.text]
     if missing:
         problems.append(f"card lacks the sections {missing}")

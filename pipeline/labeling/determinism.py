@@ -41,13 +41,13 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from pipeline.store import schema
-from pipeline.store.layout import DataLayout
-from pipeline.store.trajectories import iter_trajectories, iter_trajectory_rows
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.quarantine import FINDINGS, excluded_files, failed_checks, write_findings  # noqa: F401 (re-exported)
 from pipeline.labeling.steps import executed_at_labeling
+from pipeline.store import schema
+from pipeline.store.layout import DataLayout
+from pipeline.store.trajectories import iter_trajectories, iter_trajectory_rows
 
 #: every label column (timing is not one: it is kept out of the step table)
 LABEL_FIELDS = schema.step_columns(schema.LABEL)
@@ -87,12 +87,16 @@ class DeterminismReport:
 
     def headline(self) -> str:
         if self.ok:
-            return (f"deterministic: {self.steps_compared} re-executed steps of {len(self.sampled)} trajectories "
-                    f"({self.per_env} picked per environment) and {self.explored_compared} explored steps reproduced exactly")
+            return (
+                f"deterministic: {self.steps_compared} re-executed steps of {len(self.sampled)} trajectories "
+                f"({self.per_env} picked per environment) and {self.explored_compared} explored steps reproduced exactly"
+            )
         envs = self.quarantined()
-        return (f"NON-DETERMINISTIC labels in {len(envs)} environment(s): {', '.join(envs) or '(unattributed)'}; "
-                f"quarantined: {len(self.excluded)} step(s) excluded from the splits"
-                + ("; strict: blocking" if self.strict else "; the other environments go on"))
+        return (
+            f"NON-DETERMINISTIC labels in {len(envs)} environment(s): {', '.join(envs) or '(unattributed)'}; "
+            f"quarantined: {len(self.excluded)} step(s) excluded from the splits"
+            + ("; strict: blocking" if self.strict else "; the other environments go on")
+        )
 
 
 def _normalise(value: Any) -> Any:
@@ -112,7 +116,9 @@ def _rank(seed: int, trajectory_id: str) -> bytes:
     return hashlib.blake2b(f"{seed}:{trajectory_id}".encode(), digest_size=8).digest()
 
 
-def pick(rows: list[dict[str, Any]], with_steps: set[str], per_env: int, sample_size: int, seed: int) -> tuple[list[str], int]:
+def pick(
+    rows: list[dict[str, Any]], with_steps: set[str], per_env: int, sample_size: int, seed: int
+) -> tuple[list[str], int]:
     """(trajectories to re-execute, how many of them were picked per environment): ``per_env`` per
     environment — trajectories with stored steps first, seeded order — then ``sample_size`` more of the
     rest (``< 0``: all of them)."""
@@ -122,7 +128,7 @@ def pick(rows: list[dict[str, Any]], with_steps: set[str], per_env: int, sample_
     chosen: list[str] = []
     for env in sorted(by_env):
         ranked = sorted(by_env[env], key=lambda t: (t not in with_steps, _rank(seed, t)))
-        chosen.extend(ranked[:max(0, per_env)])
+        chosen.extend(ranked[: max(0, per_env)])
     picked = set(chosen)
     rest = sorted(r["trajectory_id"] for r in rows if r["trajectory_id"] not in picked)
     extra = rest if sample_size < 0 else random.Random(seed).sample(rest, min(sample_size, len(rest)))
@@ -135,8 +141,9 @@ def _steps(parts: list[str], columns: list[str], key: str, values: list[str]) ->
     return ds.dataset(parts, format="parquet").to_table(columns=columns, filter=ds.field(key).isin(values)).to_pylist()
 
 
-def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 20, seed: int = 0, per_env: int = 1,
-                      strict: bool = False) -> DeterminismReport:
+def check_determinism(
+    layout: DataLayout, sandbox: Sandbox, sample_size: int = 20, seed: int = 0, per_env: int = 1, strict: bool = False
+) -> DeterminismReport:
     """Re-execute ``per_env`` trajectories of every environment plus a seeded sample of ``sample_size``
     more (``< 0``: every trajectory) in fresh children and compare them with the stored labels; compare
     steps labeled by a second execution with what exploration observed; quarantine the environments
@@ -162,8 +169,10 @@ def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 2
     # exploration vs labeling: only where the labeling stage executed the trajectory a second time
     executed = sorted(executed_at_labeling(layout) & with_steps)
     if executed:
-        labeled = {(s["trajectory_id"], s["step_index"]): s["state_after_hash"]
-                   for s in _steps(parts, ["trajectory_id", "step_index", "state_after_hash"], "trajectory_id", executed)}
+        labeled = {
+            (s["trajectory_id"], s["step_index"]): s["state_after_hash"]
+            for s in _steps(parts, ["trajectory_id", "step_index", "state_after_hash"], "trajectory_id", executed)
+        }
         for row in iter_trajectory_rows(layout, columns=["trajectory_id", "env_id", "actions"], ids=executed):
             for index, action in enumerate(row["actions"] or []):
                 observed = action.get("observed_after_hash")
@@ -172,8 +181,12 @@ def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 2
                     continue
                 report.explored_compared += 1
                 if after != observed:
-                    flag(row["trajectory_id"], row["env_id"], index,
-                         "s'_t differs between exploration and labeling (same frozen clock and seeds)")
+                    flag(
+                        row["trajectory_id"],
+                        row["env_id"],
+                        index,
+                        "s'_t differs between exploration and labeling (same frozen clock and seeds)",
+                    )
 
     # re-execution in freshly forked children, compared with the stored labels
     stored: dict[str, dict[int, dict[str, Any]]] = {}  # trajectory -> step index -> stored labels
@@ -202,8 +215,10 @@ def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 2
 
     # quarantine: every step of an environment with a finding
     report.reasons = {env: f"{t}#{i}: {why}" for env, (t, i, why) in sorted(first_bad.items())}
-    for step in sorted(_steps(parts, ["step_id", "trajectory_id", "env_id", "step_index"], "env_id", sorted(first_bad)),
-                       key=lambda s: s["step_id"]):
+    for step in sorted(
+        _steps(parts, ["step_id", "trajectory_id", "env_id", "step_index"], "env_id", sorted(first_bad)),
+        key=lambda s: s["step_id"],
+    ):
         bad_traj, bad_index, why = first_bad[step["env_id"]]
         if step["trajectory_id"] == bad_traj and step["step_index"] == bad_index:
             reason = f"non-deterministic: {why}"
@@ -213,10 +228,22 @@ def check_determinism(layout: DataLayout, sandbox: Sandbox, sample_size: int = 2
             reason = f"non-deterministic environment (quarantined): {bad_traj}#{bad_index}: {why}"
         report.excluded.append({**step, "reason": reason[:1000]})
     report.path = report_path(layout)
-    write_findings(report.path, report.excluded, {
-        "check": CHECK, "ok": report.ok, "strict": strict, "headline": report.headline(),
-        "environments": report.quarantined(), "reasons": report.reasons, "excluded_by_env": report.by_env(),
-        "sampled": len(report.sampled), "steps_compared": report.steps_compared,
-        "explored_compared": report.explored_compared, "mismatches": report.mismatches[:200],
-    }, parts)
+    write_findings(
+        report.path,
+        report.excluded,
+        {
+            "check": CHECK,
+            "ok": report.ok,
+            "strict": strict,
+            "headline": report.headline(),
+            "environments": report.quarantined(),
+            "reasons": report.reasons,
+            "excluded_by_env": report.by_env(),
+            "sampled": len(report.sampled),
+            "steps_compared": report.steps_compared,
+            "explored_compared": report.explored_compared,
+            "mismatches": report.mismatches[:200],
+        },
+        parts,
+    )
     return report

@@ -32,11 +32,16 @@ def why_empty(layout: DataLayout) -> str:
         actions = sum(table.column("num_actions").to_pylist())
     if not trajectories:
         head = f"no trajectories were collected under {layout.root}"
-        return head + (f": {sum(issues.values())} tasks/environments were rejected — {_top(issues)}" if issues
-                       else ": no source produced any (check resources.sources: every source off or empty?)")
+        return head + (
+            f": {sum(issues.values())} tasks/environments were rejected — {_top(issues)}"
+            if issues
+            else ": no source produced any (check resources.sources: every source off or empty?)"
+        )
     if not actions:
-        return (f"{trajectories} trajectories were collected but none has an action (exploration produced no calls: "
-                f"no usable tools, or a call budget of 0)" + (f"; rejected: {_top(issues)}" if issues else ""))
+        return (
+            f"{trajectories} trajectories were collected but none has an action (exploration produced no calls: "
+            f"no usable tools, or a call budget of 0)" + (f"; rejected: {_top(issues)}" if issues else "")
+        )
     label_issues: Counter[str] = Counter()
     for sidecar in Path(layout.steps_dir).glob("part-*.issues.json") if layout.steps_dir.exists() else []:
         try:
@@ -45,7 +50,10 @@ def why_empty(layout: DataLayout) -> str:
         except (OSError, ValueError, KeyError):
             continue
     if not layout.step_parts():
-        return (f"{trajectories} trajectories with {actions} actions are collected but not labeled yet: "
-                f"materialize 'labeled_steps'")
-    return (f"labeling ran over {trajectories} trajectories ({actions} actions) and kept no step"
-            + (f": {_top(label_issues)}" if label_issues else " (no trajectory reported an issue)"))
+        return (
+            f"{trajectories} trajectories with {actions} actions are collected but not labeled yet: "
+            f"materialize 'labeled_steps'"
+        )
+    return f"labeling ran over {trajectories} trajectories ({actions} actions) and kept no step" + (
+        f": {_top(label_issues)}" if label_issues else " (no trajectory reported an issue)"
+    )

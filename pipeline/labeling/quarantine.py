@@ -32,13 +32,15 @@ from pipeline.store.parquet_io import atomic_path, write_table
 from pipeline.store.reconstruct import VerifyReport
 
 #: a findings file: the excluded steps with their reason
-FINDINGS = pa.schema([
-    pa.field("step_id", pa.string(), nullable=False),
-    pa.field("trajectory_id", pa.string(), nullable=False),
-    pa.field("env_id", pa.string(), nullable=False),
-    pa.field("step_index", pa.int32(), nullable=False),
-    pa.field("reason", pa.string(), nullable=False),
-])
+FINDINGS = pa.schema(
+    [
+        pa.field("step_id", pa.string(), nullable=False),
+        pa.field("trajectory_id", pa.string(), nullable=False),
+        pa.field("env_id", pa.string(), nullable=False),
+        pa.field("step_index", pa.int32(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+    ]
+)
 
 
 def write_findings(path: Path, rows: list[dict[str, Any]], doc: dict[str, Any], parts: list[str]) -> None:
@@ -47,8 +49,12 @@ def write_findings(path: Path, rows: list[dict[str, Any]], doc: dict[str, Any], 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_table(path, rows, FINDINGS)
     with atomic_path(path.with_suffix(".json")) as tmp:
-        tmp.write_text(json.dumps({**doc, "quarantined": bool(doc.get("environments")),
-                                   "parts": sorted(Path(p).name for p in parts)}, indent=1))
+        tmp.write_text(
+            json.dumps(
+                {**doc, "quarantined": bool(doc.get("environments")), "parts": sorted(Path(p).name for p in parts)},
+                indent=1,
+            )
+        )
 
 
 def excluded_files(layout: DataLayout) -> list[str]:
@@ -56,8 +62,10 @@ def excluded_files(layout: DataLayout) -> list[str]:
     an older labeling — is ignored)."""
     current = {Path(p).name for p in layout.step_parts()}
     out = []
-    found = [*layout.determinism_dir.glob("nondeterministic-*.parquet"),
-             *layout.determinism_dir.glob("quarantine-*.parquet")]
+    found = [
+        *layout.determinism_dir.glob("nondeterministic-*.parquet"),
+        *layout.determinism_dir.glob("quarantine-*.parquet"),
+    ]
     for path in sorted(found):
         sidecar = path.with_suffix(".json")
         try:
@@ -127,29 +135,49 @@ def quarantine(layout: DataLayout, report: VerifyReport, strict: bool = False) -
     if report.failed_trajectories and parts:
         con = connect()
         failing = sorted(set(report.failed_trajectories))
-        envs = [r[0] for r in con.execute(
-            "SELECT DISTINCT env_id FROM read_parquet(?) WHERE trajectory_id IN (SELECT unnest(?)) ORDER BY 1",
-            [parts, failing]).fetchall()]
+        envs = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT env_id FROM read_parquet(?) WHERE trajectory_id IN (SELECT unnest(?)) ORDER BY 1",
+                [parts, failing],
+            ).fetchall()
+        ]
         first = {}
         for problem in report.problems:
             first.setdefault(problem.split("#")[0].split(":")[0], problem)
         for env, traj in con.execute(
             "SELECT env_id, min(trajectory_id) FROM read_parquet(?) WHERE trajectory_id IN (SELECT unnest(?)) GROUP BY 1",
-            [parts, failing]).fetchall():
+            [parts, failing],
+        ).fetchall():
             reasons[env] = f"quarantined: delta_roundtrip failed in this environment ({first.get(traj, traj)[:300]})"
         for step_id, traj, env, index in con.execute(
             "SELECT step_id, trajectory_id, env_id, step_index FROM read_parquet(?) WHERE env_id IN (SELECT unnest(?)) ORDER BY step_id",
-            [parts, envs]).fetchall():
-            rows.append({"step_id": step_id, "trajectory_id": traj, "env_id": env, "step_index": index, "reason": reasons[env]})
+            [parts, envs],
+        ).fetchall():
+            rows.append(
+                {"step_id": step_id, "trajectory_id": traj, "env_id": env, "step_index": index, "reason": reasons[env]}
+            )
         con.close()
         out.environments = envs
     out.steps = len(rows)
     assert out.path is not None
-    write_findings(out.path, rows, {
-        "check": "delta_roundtrip", "ok": not rows, "strict": strict,
-        "headline": (f"{len(out.environments)} environment(s) quarantined ({len(rows)} steps excluded): "
-                     + ", ".join(out.environments)) if rows else "every step verified",
-        "environments": out.environments, "reasons": reasons if rows else {},
-        "mismatches": report.problems[:200],
-    }, parts)
+    write_findings(
+        out.path,
+        rows,
+        {
+            "check": "delta_roundtrip",
+            "ok": not rows,
+            "strict": strict,
+            "headline": (
+                f"{len(out.environments)} environment(s) quarantined ({len(rows)} steps excluded): "
+                + ", ".join(out.environments)
+            )
+            if rows
+            else "every step verified",
+            "environments": out.environments,
+            "reasons": reasons if rows else {},
+            "mismatches": report.problems[:200],
+        },
+        parts,
+    )
     return out

@@ -79,8 +79,12 @@ def trajectory_issues(result: dict[str, Any]) -> list[str]:
 def label_config(limits: Limits) -> dict[str, Any]:
     """What labels depend on besides the trajectory: labeler version, limits, environment code versions (and the
     step row's columns: collected rows of another schema are not reused)."""
-    return {"labeler": LABELER_VERSION, "limits": asdict(limits), "code": registry.code_versions(),
-            "columns": list(COLLECTED.names)}
+    return {
+        "labeler": LABELER_VERSION,
+        "limits": asdict(limits),
+        "code": registry.code_versions(),
+        "columns": list(COLLECTED.names),
+    }
 
 
 class CollectedSteps:
@@ -96,12 +100,14 @@ class CollectedSteps:
     def add(self, traj: Trajectory, result: dict[str, Any]) -> None:
         fingerprint = traj.fingerprint()
         for step in result["steps"]:
-            self._writer.add({**step_row(traj, step, self.refs.ref(traj, step["tool"])), "trajectory_fingerprint": fingerprint})
+            self._writer.add(
+                {**step_row(traj, step, self.refs.ref(traj, step["tool"])), "trajectory_fingerprint": fingerprint}
+            )
         problems = trajectory_issues(result)
         if problems:
             self.issues[traj.trajectory_id] = problems
 
-    def __enter__(self) -> "CollectedSteps":
+    def __enter__(self) -> CollectedSteps:
         self._writer.__enter__()
         return self
 
@@ -162,8 +168,14 @@ class Prelabels:
             return pa.Table.from_batches([], schema=schema.STEPS), set()
         wanted = {r["trajectory_id"]: r["fingerprint"] for r in trajectories}
         rows = self._next_rows(set(wanted))
-        pairs = pa.Table.from_arrays([rows.column("trajectory_id"), rows.column("trajectory_fingerprint")],
-                                     names=["t", "f"]).group_by(["t", "f"]).aggregate([]).to_pylist()
+        pairs = (
+            pa.Table.from_arrays(
+                [rows.column("trajectory_id"), rows.column("trajectory_fingerprint")], names=["t", "f"]
+            )
+            .group_by(["t", "f"])
+            .aggregate([])
+            .to_pylist()
+        )
         covered = {p["t"] for p in pairs if wanted.get(p["t"]) == p["f"]}
         if len(covered) < len({p["t"] for p in pairs}):  # a stale row among them: keep only the matching ones
             rows = rows.filter(pc.is_in(rows.column("trajectory_id"), value_set=pa.array(sorted(covered))))

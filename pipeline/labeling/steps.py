@@ -22,16 +22,17 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.trajectory import Trajectory
 from pipeline.core.progress import Progress
+from pipeline.core.trajectory import Trajectory
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
@@ -102,8 +103,10 @@ def describe_inflight(layout: DataLayout) -> str:
     except (OSError, ValueError):
         return ""
     envs = doc.get("environments", [])
-    return (f"a previous labeling process died while labeling {len(doc.get('trajectories', []))} trajectories of "
-            f"{', '.join(envs[:20])}{' …' if len(envs) > 20 else ''} (part {doc.get('part')}); that chunk is labeled again")
+    return (
+        f"a previous labeling process died while labeling {len(doc.get('trajectories', []))} trajectories of "
+        f"{', '.join(envs[:20])}{' …' if len(envs) > 20 else ''} (part {doc.get('part')}); that chunk is labeled again"
+    )
 
 
 def executed_at_labeling(layout: DataLayout) -> set[str]:
@@ -136,20 +139,38 @@ def label(
     prelabels = Prelabels(layout.collected_steps, sandbox.limits)
     if marker.exists():
         died = describe_inflight(layout)
-        report.issues.append({"stage": "label", "task_id": "", "trajectory_id": "", "origin": str(marker), "reason": died})
+        report.issues.append(
+            {"stage": "label", "task_id": "", "trajectory_id": "", "origin": str(marker), "reason": died}
+        )
         log(died)
     pending: tuple[Any, ...] | None = None  # the chunk running in the sandbox while the next is prepared
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in layout.trajectory_files())
-    progress = Progress("labeling", total, log, unit="trajectories", detail=lambda: (
-        f"{report.steps:,} steps; {report.prelabeled:,} trajectories' labels kept from collection, "
-        f"{report.parts_reused} parts reused"))
+    progress = Progress(
+        "labeling",
+        total,
+        log,
+        unit="trajectories",
+        detail=lambda: (
+            f"{report.steps:,} steps; {report.prelabeled:,} trajectories' labels kept from collection, "
+            f"{report.parts_reused} parts reused"
+        ),
+    )
 
     def kept_issues(traj: Trajectory) -> list[dict[str, Any]]:
-        return [{"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": "", "reason": m}
-                for m in prelabels.issues.get(traj.trajectory_id, [])]
+        return [
+            {"stage": "label", "task_id": traj.task_id, "trajectory_id": traj.trajectory_id, "origin": "", "reason": m}
+            for m in prelabels.issues.get(traj.trajectory_id, [])
+        ]
 
-    def write_part(chunk: list[dict[str, Any]], part: Path, sidecar: Path, steps: pa.Table | list[dict[str, Any]],
-                   issues: list[dict[str, Any]], timing: dict[str, Any] | None, executed: list[str]) -> None:
+    def write_part(
+        chunk: list[dict[str, Any]],
+        part: Path,
+        sidecar: Path,
+        steps: pa.Table | list[dict[str, Any]],
+        issues: list[dict[str, Any]],
+        timing: dict[str, Any] | None,
+        executed: list[str],
+    ) -> None:
         """The one way a part is written: its issues logged, the part, then its sidecar (the part is
         complete when the sidecar exists), the report counted."""
         for issue in issues:
@@ -166,8 +187,14 @@ def label(
         report.issues.extend(issues)
         progress.advance(len(chunk))
 
-    def finish(chunk: list[dict[str, Any]], part: Path, sidecar: Path, trajectories: list[Trajectory],
-               kept: dict[str, list[dict[str, Any]]], running: Any) -> None:
+    def finish(
+        chunk: list[dict[str, Any]],
+        part: Path,
+        sidecar: Path,
+        trajectories: list[Trajectory],
+        kept: dict[str, list[dict[str, Any]]],
+        running: Any,
+    ) -> None:
         expected = {r["trajectory_id"]: r["initial_state_hash"] for r in chunk}
         rows: list[dict[str, Any]] = []
         issues: list[dict[str, Any]] = []
@@ -184,7 +211,12 @@ def label(
                 issues.append({**where, "reason": f"reset failed: {result['init_error']}"})
                 continue
             if result["init"]["state_hash"] != expected[traj.trajectory_id]:
-                issues.append({**where, "reason": "initial state differs from the one recorded at collection (non-deterministic reset); trajectory not labeled"})
+                issues.append(
+                    {
+                        **where,
+                        "reason": "initial state differs from the one recorded at collection (non-deterministic reset); trajectory not labeled",
+                    }
+                )
                 continue
             issues.extend({**where, "reason": m} for m in trajectory_issues(result))
             for step in result["steps"]:
@@ -194,8 +226,15 @@ def label(
                     timing["calls"] += 1
                     timing["seconds"] += seconds
                     timing["max_seconds"] = max(timing["max_seconds"], seconds)
-        write_part(chunk, part, sidecar, rows, issues, timing,
-                   [t.trajectory_id for t in trajectories if t.trajectory_id not in kept])
+        write_part(
+            chunk,
+            part,
+            sidecar,
+            rows,
+            issues,
+            timing,
+            [t.trajectory_id for t in trajectories if t.trajectory_id not in kept],
+        )
 
     for chunk in _chunks(iter_trajectory_rows(layout), chunk_size):
         key = part_key(chunk, sandbox.limits)
@@ -221,8 +260,15 @@ def label(
             kept.setdefault(row["trajectory_id"], []).append(row)
         open_envs = {t.env_id for t in trajectories} | (set(pending[-1]) if pending else set())
         with atomic_path(marker) as tmp:  # names the environments if this process dies mid-chunk
-            tmp.write_text(json.dumps({"part": part.name, "environments": sorted(open_envs),
-                                       "trajectories": [t.trajectory_id for t in trajectories]}))
+            tmp.write_text(
+                json.dumps(
+                    {
+                        "part": part.name,
+                        "environments": sorted(open_envs),
+                        "trajectories": [t.trajectory_id for t in trajectories],
+                    }
+                )
+            )
         running = sandbox.submit(t for t in trajectories if t.trajectory_id not in kept)
         if pending is not None:  # written while this chunk already runs in the sandbox
             finish(*pending[:-1])

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from pipeline.core.fields import setting
 
-AGENT_SYSTEM_PROMPT = ("You are a careful assistant that completes the user's task by calling the available tools. "
-                       "Call tools when they help; answer without a tool call when the task is done.")
+AGENT_SYSTEM_PROMPT = (
+    "You are a careful assistant that completes the user's task by calling the available tools. "
+    "Call tools when they help; answer without a tool call when the task is done."
+)
 
 
 @dataclass(frozen=True)

@@ -67,24 +67,37 @@ class CappedTransport(httpx2.AsyncBaseTransport):
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             await response.aclose()
-            raise ResponseTooLarge(f"response too large: Content-Length {int(declared)} bytes exceeds the "
-                                   f"{self.max_bytes}-byte cap (max_response_bytes); not read")
+            raise ResponseTooLarge(
+                f"response too large: Content-Length {int(declared)} bytes exceeds the "
+                f"{self.max_bytes}-byte cap (max_response_bytes); not read"
+            )
         # read (and decode) the body here, chunk by chunk, so that a body without a length stops at the cap
-        reader = httpx2.Response(response.status_code, headers=response.headers, stream=response.stream,
-                                 request=request, extensions=response.extensions)
+        reader = httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=response.stream,
+            request=request,
+            extensions=response.extensions,
+        )
         body = bytearray()
         try:
             async for chunk in reader.aiter_bytes():
                 body += chunk
                 if len(body) > self.max_bytes:
-                    raise ResponseTooLarge(f"response too large: body passed the {self.max_bytes}-byte cap "
-                                           f"(max_response_bytes) after {len(body)} bytes; the rest was not read")
+                    raise ResponseTooLarge(
+                        f"response too large: body passed the {self.max_bytes}-byte cap "
+                        f"(max_response_bytes) after {len(body)} bytes; the rest was not read"
+                    )
         finally:
             await reader.aclose()
-        headers = [(k, v) for k, v in response.headers.multi_items()
-                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-        return httpx2.Response(response.status_code, headers=headers, content=bytes(body), request=request,
-                               extensions=response.extensions)
+        headers = [
+            (k, v)
+            for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx2.Response(
+            response.status_code, headers=headers, content=bytes(body), request=request, extensions=response.extensions
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -103,14 +116,17 @@ def _env_proxy(base_url: str | None) -> str | None:
 
 def capped_client(max_bytes: int, base_url: str | None, timeout_s: float) -> httpx2.AsyncClient:
     """An ``http_client`` for ``openai.AsyncOpenAI`` whose responses are capped at ``max_bytes``."""
-    inner = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
-                                      proxy=_env_proxy(base_url))
-    return httpx2.AsyncClient(transport=CappedTransport(max_bytes, inner), timeout=timeout_s,
-                              follow_redirects=True, trust_env=False)
+    inner = httpx2.AsyncHTTPTransport(
+        limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100), proxy=_env_proxy(base_url)
+    )
+    return httpx2.AsyncClient(
+        transport=CappedTransport(max_bytes, inner), timeout=timeout_s, follow_redirects=True, trust_env=False
+    )
 
 
-def async_client(base_url: str | None, api_key_env: str, timeout_s: float, max_retries: int,
-                 max_response_bytes: int | None = None) -> openai.AsyncOpenAI:
+def async_client(
+    base_url: str | None, api_key_env: str, timeout_s: float, max_retries: int, max_response_bytes: int | None = None
+) -> openai.AsyncOpenAI:
     """The ``openai.AsyncOpenAI`` client of an endpoint: the key from ``$api_key_env`` (unset or empty: a
     one-line warning, once per variable and endpoint, and the placeholder ``"not-set"``, which a local server
     takes; ``api_key_env`` empty: no key and no warning, for an endpoint the pipeline serves itself), ``timeout_s`` per request, ``max_retries`` retries with the client's backoff, and with
@@ -120,12 +136,23 @@ def async_client(base_url: str | None, api_key_env: str, timeout_s: float, max_r
         raise ValueError(f"max_response_bytes must be positive, not {max_response_bytes}")
     if api_key_env and not os.environ.get(api_key_env) and (api_key_env, base_url) not in _WARNED_UNSET:
         _WARNED_UNSET.add((api_key_env, base_url))
-        log.warning("api_key_env: $%s is not set, so requests to %s carry no API key (a local server may not need "
-                    "one): export %s, or set api_key_env to the variable that holds the key",
-                    api_key_env, base_url or "the OpenAI API", api_key_env)
-    capped = {} if max_response_bytes is None else {"http_client": capped_client(max_response_bytes, base_url, timeout_s)}
-    return openai.AsyncOpenAI(base_url=base_url, api_key=(os.environ.get(api_key_env) if api_key_env else None) or "not-set",
-                              timeout=timeout_s, max_retries=max_retries, **capped)
+        log.warning(
+            "api_key_env: $%s is not set, so requests to %s carry no API key (a local server may not need "
+            "one): export %s, or set api_key_env to the variable that holds the key",
+            api_key_env,
+            base_url or "the OpenAI API",
+            api_key_env,
+        )
+    capped = (
+        {} if max_response_bytes is None else {"http_client": capped_client(max_response_bytes, base_url, timeout_s)}
+    )
+    return openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key=(os.environ.get(api_key_env) if api_key_env else None) or "not-set",
+        timeout=timeout_s,
+        max_retries=max_retries,
+        **capped,
+    )
 
 
 def _snippet(text: str) -> str:
@@ -133,8 +160,11 @@ def _snippet(text: str) -> str:
 
 
 def _kind(value: Any) -> str:
-    return "null" if value is None else {dict: "object", list: "list", str: "string", bool: "boolean"}.get(
-        type(value), type(value).__name__)
+    return (
+        "null"
+        if value is None
+        else {dict: "object", list: "list", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
+    )
 
 
 def read_completion(body: bytes) -> tuple[str | None, int | None, int | None]:

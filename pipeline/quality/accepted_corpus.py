@@ -74,8 +74,13 @@ def _write_json(path: Path, value: Any) -> None:
         tmp.write_text(json.dumps(value, indent=1, ensure_ascii=False, default=str))
 
 
-def export_accepted(layout: DataLayout, corpora: Sequence[EnvScalerCorpus], accepted: set[str],
-                    card: dict[str, Any], rejected: dict[str, str | None] | None = None) -> AcceptedCorpus:
+def export_accepted(
+    layout: DataLayout,
+    corpora: Sequence[EnvScalerCorpus],
+    accepted: set[str],
+    card: dict[str, Any],
+    rejected: dict[str, str | None] | None = None,
+) -> AcceptedCorpus:
     """Write the accepted corpus: the environments of ``corpora`` whose qualified id (``<prefix>/<env_id>``) is
     in ``accepted`` and their scenarios; ``card`` (checker, threshold, yield, fingerprint…) and the ``rejected``
     environments with their main problem go on the card. A previous export is replaced."""
@@ -91,28 +96,43 @@ def export_accepted(layout: DataLayout, corpora: Sequence[EnvScalerCorpus], acce
         if folder in used:
             folder = f"{folder}-{n}"
         used.add(folder)
-        items = {env_id: item for env_id, item in _env_records(Path(corpus.env_items))
-                 if f"{corpus.prefix}/{env_id}" in accepted}
-        scenarios = [s for path in corpus.scenario_files() for s in _scenario_records(Path(path))
-                     if str(s["env_id"]) in items]
+        items = {
+            env_id: item
+            for env_id, item in _env_records(Path(corpus.env_items))
+            if f"{corpus.prefix}/{env_id}" in accepted
+        }
+        scenarios = [
+            s for path in corpus.scenario_files() for s in _scenario_records(Path(path)) if str(s["env_id"]) in items
+        ]
         env_file, scen_file = out.directory / folder / ENV_FILE, out.directory / folder / SCENARIO_FILE
         _write_json(env_file, items)
         _write_json(scen_file, scenarios)
         exported |= {f"{corpus.prefix}/{env_id}" for env_id in items}
         out.scenarios += len(scenarios)
-        entry: dict[str, Any] = {"env_items": str(env_file.resolve()), "scenarios": str(scen_file.resolve()),
-                                 "prefix": corpus.prefix, "license": corpus.license}
+        entry: dict[str, Any] = {
+            "env_items": str(env_file.resolve()),
+            "scenarios": str(scen_file.resolve()),
+            "prefix": corpus.prefix,
+            "license": corpus.license,
+        }
         if corpus.outcome_rule is not None:
             entry["outcome_rule"] = corpus.outcome_rule
         run_corpora.append(entry)
     out.environments = sorted(exported)
     not_exportable = sorted(accepted - exported)
-    out.card = {**card, "environments": len(out.environments), "scenarios": out.scenarios,
-                "accepted": out.environments, "accepted_not_exportable": not_exportable,
-                "rejected": dict(sorted((rejected or {}).items()))}
+    out.card = {
+        **card,
+        "environments": len(out.environments),
+        "scenarios": out.scenarios,
+        "accepted": out.environments,
+        "accepted_not_exportable": not_exportable,
+        "rejected": dict(sorted((rejected or {}).items())),
+    }
     if out.environments:  # JSON is YAML: `./forge run -c run.yaml` reads it; the accepted corpora, no bfcl, no builtin
-        _write_json(out.run_config, {"resources": {"sources": {"config": {
-            "builtin": False, "bfcl_categories": [], "envscaler": run_corpora}}}})
+        _write_json(
+            out.run_config,
+            {"resources": {"sources": {"config": {"builtin": False, "bfcl_categories": [], "envscaler": run_corpora}}}},
+        )
     _write_json(out.directory / CARD_FILE, out.card)
     with atomic_path(out.directory / "CARD.md") as tmp:
         tmp.write_text(card_markdown(out.card))
@@ -122,24 +142,58 @@ def export_accepted(layout: DataLayout, corpora: Sequence[EnvScalerCorpus], acce
 def card_markdown(card: dict[str, Any]) -> str:
     """The accepted corpus's card: the gate (checker, threshold, yield) and what it kept and dropped."""
     lines = [
-        "# Accepted corpus", "",
-        (f"The environments that pass the quality gate (docs/evaluation.md \"The corpus quality gate\"): the "
-         f"executor's verdict and the checker `{card.get('checker')}` (pass_acc ≥ {card.get('threshold')})."), "",
-        md_records([{"checker": card.get("checker"), "weights id": card.get("weights_id") or "",
-                     "threshold": card.get("threshold"), "checker yield": card.get("yield"),
-                     "accepted": card.get("environments"), "of": card.get("of"), "scenarios": card.get("scenarios"),
-                     "corpus fingerprint": card.get("fingerprint")}],
-                   ["checker", "weights id", "threshold", "checker yield", "accepted", "of", "scenarios",
-                    "corpus fingerprint"]),
+        "# Accepted corpus",
+        "",
+        (
+            f'The environments that pass the quality gate (docs/evaluation.md "The corpus quality gate"): the '
+            f"executor's verdict and the checker `{card.get('checker')}` (pass_acc ≥ {card.get('threshold')})."
+        ),
+        "",
+        md_records(
+            [
+                {
+                    "checker": card.get("checker"),
+                    "weights id": card.get("weights_id") or "",
+                    "threshold": card.get("threshold"),
+                    "checker yield": card.get("yield"),
+                    "accepted": card.get("environments"),
+                    "of": card.get("of"),
+                    "scenarios": card.get("scenarios"),
+                    "corpus fingerprint": card.get("fingerprint"),
+                }
+            ],
+            [
+                "checker",
+                "weights id",
+                "threshold",
+                "checker yield",
+                "accepted",
+                "of",
+                "scenarios",
+                "corpus fingerprint",
+            ],
+        ),
         "",
     ]
     if card.get("accepted_not_exportable"):
-        lines += [(f"Accepted but not in EnvScaler's released format (other sources): "
-                   f"{', '.join(card['accepted_not_exportable'])}."), ""]
+        lines += [
+            (
+                f"Accepted but not in EnvScaler's released format (other sources): "
+                f"{', '.join(card['accepted_not_exportable'])}."
+            ),
+            "",
+        ]
     if card.get("rejected"):
-        lines += ["## Rejected", "", md_records([{"environment": env, "main problem": why or ""}
-                                                 for env, why in card["rejected"].items()],
-                                                ["environment", "main problem"], limit=10_000), ""]
+        lines += [
+            "## Rejected",
+            "",
+            md_records(
+                [{"environment": env, "main problem": why or ""} for env, why in card["rejected"].items()],
+                ["environment", "main problem"],
+                limit=10_000,
+            ),
+            "",
+        ]
     if card.get("environments"):
         lines += ["Rerun the pipeline on it: `./forge run -c run.yaml` (this folder's)."]
     else:

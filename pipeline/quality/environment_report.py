@@ -57,7 +57,8 @@ class Thresholds:
 
     max_error_share: float = setting(0.25, "Fail an environment whose share of error steps (exceptions) is above this.")
     broken_tool_share: float = setting(
-        1.0, "Fail an environment with a tool whose share of error steps reaches this (1.0: every call raises).")
+        1.0, "Fail an environment with a tool whose share of error steps reaches this (1.0: every call raises)."
+    )
     min_tool_steps: int = setting(3, "Steps a tool needs before its error share can call it broken.")
     allow_nondeterministic: bool = setting(False, "Pass non-deterministic (and quarantined) environments.")
     max_mismatches: int = setting(0, "Fail an environment with more schema/code mismatches than this.")
@@ -65,52 +66,56 @@ class Thresholds:
     max_state_bytes: int = setting(1_000_000, "Report an initial state larger than this many bytes (not a failure).")
 
 
-ENV_QUALITY = pa.schema([
-    pa.field("env_id", pa.string(), nullable=False),
-    pa.field("source", pa.string()),
-    pa.field("verdict", pa.string(), nullable=False),
-    pa.field("main_problem", pa.string()),
-    pa.field("problems", pa.string()),
-    pa.field("tools", pa.int32()),
-    pa.field("tools_used", pa.int32()),
-    pa.field("scenarios", pa.int32()),
-    pa.field("steps", pa.int64()),
-    pa.field("success_steps", pa.int64()),
-    pa.field("failure_steps", pa.int64()),
-    pa.field("error_steps", pa.int64()),
-    pa.field("error_share", pa.float64()),
-    pa.field("error_tools", pa.string()),
-    pa.field("determinism", pa.string()),
-    pa.field("quarantine_reason", pa.string()),
-    pa.field("max_delta", pa.int32()),
-    pa.field("cells", pa.string()),
-    pa.field("cells_reached", pa.int32()),
-    pa.field("mismatches", pa.int32()),
-    pa.field("mismatch_detail", pa.string()),
-    pa.field("state_problems", pa.string()),
-    pa.field("max_state_bytes", pa.int64()),
-    pa.field("input_fingerprint", pa.string()),
-])
+ENV_QUALITY = pa.schema(
+    [
+        pa.field("env_id", pa.string(), nullable=False),
+        pa.field("source", pa.string()),
+        pa.field("verdict", pa.string(), nullable=False),
+        pa.field("main_problem", pa.string()),
+        pa.field("problems", pa.string()),
+        pa.field("tools", pa.int32()),
+        pa.field("tools_used", pa.int32()),
+        pa.field("scenarios", pa.int32()),
+        pa.field("steps", pa.int64()),
+        pa.field("success_steps", pa.int64()),
+        pa.field("failure_steps", pa.int64()),
+        pa.field("error_steps", pa.int64()),
+        pa.field("error_share", pa.float64()),
+        pa.field("error_tools", pa.string()),
+        pa.field("determinism", pa.string()),
+        pa.field("quarantine_reason", pa.string()),
+        pa.field("max_delta", pa.int32()),
+        pa.field("cells", pa.string()),
+        pa.field("cells_reached", pa.int32()),
+        pa.field("mismatches", pa.int32()),
+        pa.field("mismatch_detail", pa.string()),
+        pa.field("state_problems", pa.string()),
+        pa.field("max_state_bytes", pa.int64()),
+        pa.field("input_fingerprint", pa.string()),
+    ]
+)
 
-TOOL_QUALITY = pa.schema([
-    pa.field("env_id", pa.string(), nullable=False),
-    pa.field("tool", pa.string(), nullable=False),
-    pa.field("in_catalog", pa.bool_()),
-    pa.field("steps", pa.int64()),
-    pa.field("success_steps", pa.int64()),
-    pa.field("failure_steps", pa.int64()),
-    pa.field("error_steps", pa.int64()),
-    pa.field("error_share", pa.float64()),
-    pa.field("top_exception", pa.string()),
-    pa.field("top_exception_steps", pa.int64()),
-    pa.field("example_step", pa.string()),
-    pa.field("example_call", pa.string()),
-    pa.field("max_delta", pa.int32()),
-    pa.field("schema_only_args", pa.string()),
-    pa.field("code_only_args", pa.string()),
-    pa.field("mismatch_detail", pa.string()),
-    pa.field("input_fingerprint", pa.string()),
-])
+TOOL_QUALITY = pa.schema(
+    [
+        pa.field("env_id", pa.string(), nullable=False),
+        pa.field("tool", pa.string(), nullable=False),
+        pa.field("in_catalog", pa.bool_()),
+        pa.field("steps", pa.int64()),
+        pa.field("success_steps", pa.int64()),
+        pa.field("failure_steps", pa.int64()),
+        pa.field("error_steps", pa.int64()),
+        pa.field("error_share", pa.float64()),
+        pa.field("top_exception", pa.string()),
+        pa.field("top_exception_steps", pa.int64()),
+        pa.field("example_step", pa.string()),
+        pa.field("example_call", pa.string()),
+        pa.field("max_delta", pa.int32()),
+        pa.field("schema_only_args", pa.string()),
+        pa.field("code_only_args", pa.string()),
+        pa.field("mismatch_detail", pa.string()),
+        pa.field("input_fingerprint", pa.string()),
+    ]
+)
 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '([^']+)'")
 _MISSING = re.compile(r"missing \d+ required (?:positional |keyword-only )?arguments?: (.+)")
@@ -144,18 +149,32 @@ class ToolRow:
 
     @property
     def mismatches(self) -> int:
-        return len(self.schema_only) + len(self.code_only) + sum(1 for d in self.details if not _DECLARES.match(d)
-                                                                 and not _OMITS.match(d))
+        return (
+            len(self.schema_only)
+            + len(self.code_only)
+            + sum(1 for d in self.details if not _DECLARES.match(d) and not _OMITS.match(d))
+        )
 
     def row(self, fingerprint: str) -> dict[str, Any]:
-        return {"env_id": self.env_id, "tool": self.tool, "in_catalog": self.in_catalog, "steps": self.steps,
-                "success_steps": self.success_steps, "failure_steps": self.failure_steps,
-                "error_steps": self.error_steps, "error_share": round(self.error_share, 4),
-                "top_exception": self.top_exception, "top_exception_steps": self.top_exception_steps,
-                "example_step": self.example_step, "example_call": self.example_call, "max_delta": self.max_delta,
-                "schema_only_args": ", ".join(sorted(self.schema_only)) or None,
-                "code_only_args": ", ".join(sorted(self.code_only)) or None,
-                "mismatch_detail": "; ".join(self.details) or None, "input_fingerprint": fingerprint}
+        return {
+            "env_id": self.env_id,
+            "tool": self.tool,
+            "in_catalog": self.in_catalog,
+            "steps": self.steps,
+            "success_steps": self.success_steps,
+            "failure_steps": self.failure_steps,
+            "error_steps": self.error_steps,
+            "error_share": round(self.error_share, 4),
+            "top_exception": self.top_exception,
+            "top_exception_steps": self.top_exception_steps,
+            "example_step": self.example_step,
+            "example_call": self.example_call,
+            "max_delta": self.max_delta,
+            "schema_only_args": ", ".join(sorted(self.schema_only)) or None,
+            "code_only_args": ", ".join(sorted(self.code_only)) or None,
+            "mismatch_detail": "; ".join(self.details) or None,
+            "input_fingerprint": fingerprint,
+        }
 
 
 @dataclass
@@ -204,16 +223,25 @@ class EnvironmentReport:
 
     def worst(self, n: int = 5) -> list[dict[str, Any]]:
         """The ``n`` worst environments (failing first: most problems, then highest error share)."""
-        ranked = sorted(self.envs, key=lambda e: (e["verdict"] != FAIL, -len((e["problems"] or "").split("; ")),
-                                                  -(e["error_share"] or 0.0), e["env_id"]))
+        ranked = sorted(
+            self.envs,
+            key=lambda e: (
+                e["verdict"] != FAIL,
+                -len((e["problems"] or "").split("; ")),
+                -(e["error_share"] or 0.0),
+                e["env_id"],
+            ),
+        )
         return [e for e in ranked[:n] if e["verdict"] == FAIL]
 
     def headline(self) -> str:
         untested = sum(e["verdict"] == UNTESTED for e in self.envs)
         passing = sum(e["verdict"] == PASS for e in self.envs)
-        return (f"{passing} of {len(self.envs)} environments pass the executor's checks"
-                + (f"; failing: {len(self.failing)}" if self.failing else "")
-                + (f"; untested (no steps): {untested}" if untested else ""))
+        return (
+            f"{passing} of {len(self.envs)} environments pass the executor's checks"
+            + (f"; failing: {len(self.failing)}" if self.failing else "")
+            + (f"; untested (no steps): {untested}" if untested else "")
+        )
 
 
 def _catalog(layout: DataLayout) -> dict[str, tuple[str, list[str]]]:
@@ -260,8 +288,12 @@ def _clip(text: Any) -> str | None:
     return text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "…"
 
 
-def environment_report(layout: DataLayout, thresholds: Thresholds = Thresholds(),
-                       composition: Composition | None = None, write: bool = True) -> EnvironmentReport:
+def environment_report(
+    layout: DataLayout,
+    thresholds: Thresholds = Thresholds(),
+    composition: Composition | None = None,
+    write: bool = True,
+) -> EnvironmentReport:
     """Compute (and with ``write``, store at ``layout.env_quality`` / ``layout.env_tool_quality``) the report
     card of every environment of the catalog and the steps, with the executor's verdict."""
     composition = composition or Composition()
@@ -289,32 +321,38 @@ def environment_report(layout: DataLayout, thresholds: Thresholds = Thresholds()
         if parts:
             relation = AXES.relation("read_parquet(?, union_by_name = true)")
             cells = ", ".join(f"CASE WHEN bool_or({c.sql()}) THEN '{c.name}' END" for c in composition.cells)
-            for (env_id, source, steps, scenarios, used, ok, failed, errors, max_delta, reached) in con.execute(
-                    f"""SELECT env_id, any_value(source), count(*), count(DISTINCT task_id), count(DISTINCT tool),
+            for env_id, source, steps, scenarios, used, ok, failed, errors, max_delta, reached in con.execute(
+                f"""SELECT env_id, any_value(source), count(*), count(DISTINCT task_id), count(DISTINCT tool),
                                count(*) FILTER (outcome = 'success'), count(*) FILTER (outcome = 'failure'),
                                count(*) FILTER (outcome = 'error'), max(delta_size),
                                list_filter([{cells}], lambda c: c IS NOT NULL)
-                        FROM {relation} GROUP BY env_id ORDER BY env_id""", [parts]).fetchall():
+                        FROM {relation} GROUP BY env_id ORDER BY env_id""",
+                [parts],
+            ).fetchall():
                 row = env(env_id)
                 row.source = row.source or source
                 row.steps, row.scenarios, row.tools_used = int(steps), int(scenarios), int(used)
                 row.success_steps, row.failure_steps, row.error_steps = int(ok), int(failed), int(errors)
                 row.max_delta, row.cells = int(max_delta or 0), list(reached or [])
             for env_id, name, steps, ok, failed, errors, max_delta in con.execute(
-                    """SELECT env_id, tool, count(*), count(*) FILTER (outcome = 'success'),
+                """SELECT env_id, tool, count(*), count(*) FILTER (outcome = 'success'),
                               count(*) FILTER (outcome = 'failure'), count(*) FILTER (outcome = 'error'),
                               max(delta_size)
-                       FROM read_parquet(?, union_by_name = true) GROUP BY ALL ORDER BY ALL""", [parts]).fetchall():
+                       FROM read_parquet(?, union_by_name = true) GROUP BY ALL ORDER BY ALL""",
+                [parts],
+            ).fetchall():
                 t = tool(env_id, name)
                 t.steps, t.success_steps, t.failure_steps, t.error_steps = int(steps), int(ok), int(failed), int(errors)
                 t.max_delta = int(max_delta or 0)
             # the errors per tool and exception: the most frequent one, an example, and the mismatch evidence
             for env_id, name, etype, message, n, step_id, call in con.execute(
-                    """SELECT env_id, tool, coalesce(error_type, 'error'),
+                """SELECT env_id, tool, coalesce(error_type, 'error'),
                               left(coalesce(error_message, raw_observation), 300),
                               count(*), min(step_id), arg_min(arguments_json, step_id)
                        FROM read_parquet(?, union_by_name = true) WHERE outcome = 'error'
-                       GROUP BY ALL ORDER BY env_id, tool, count(*) DESC, min(step_id)""", [parts]).fetchall():
+                       GROUP BY ALL ORDER BY env_id, tool, count(*) DESC, min(step_id)""",
+                [parts],
+            ).fetchall():
                 t = tool(env_id, name)
                 if t.top_exception is None:
                     t.top_exception = _clip(f"{etype}: {message}")
@@ -326,27 +364,34 @@ def environment_report(layout: DataLayout, thresholds: Thresholds = Thresholds()
                     if missing:
                         t.code_only |= _quoted(missing.group(1))
             for env_id, bad in con.execute(
-                    f"""SELECT env_id, count(*) FROM read_parquet(?, union_by_name = true)
-                        WHERE regexp_matches(CAST(delta AS VARCHAR), '{NON_JSON}') GROUP BY 1""", [parts]).fetchall():
+                f"""SELECT env_id, count(*) FROM read_parquet(?, union_by_name = true)
+                        WHERE regexp_matches(CAST(delta AS VARCHAR), '{NON_JSON}') GROUP BY 1""",
+                [parts],
+            ).fetchall():
                 env(env_id).state_problems.append(f"{bad} step(s) change the state to values that are not plain JSON")
         trajectories = layout.trajectory_files()
         if trajectories:
             for env_id, biggest, bad in con.execute(
-                    f"""SELECT env_id, max(octet_length(encode(initial_state_json))),
+                f"""SELECT env_id, max(octet_length(encode(initial_state_json))),
                                count(*) FILTER (regexp_matches(initial_state_json, '{NON_JSON}'))
-                        FROM read_parquet(?, union_by_name = true) GROUP BY 1""", [trajectories]).fetchall():
+                        FROM read_parquet(?, union_by_name = true) GROUP BY 1""",
+                [trajectories],
+            ).fetchall():
                 row = env(env_id)
                 row.max_state_bytes = int(biggest or 0)
                 if bad:
                     row.state_problems.insert(0, f"{bad} initial state(s) hold values that are not plain JSON")
                 if row.max_state_bytes > thresholds.max_state_bytes:
-                    row.state_problems.append(f"initial state of {row.max_state_bytes:,} bytes "
-                                              f"(> {thresholds.max_state_bytes:,})")
+                    row.state_problems.append(
+                        f"initial state of {row.max_state_bytes:,} bytes (> {thresholds.max_state_bytes:,})"
+                    )
         issues = layout.collection_issue_files()
         if issues:
             for stage, task_id, reason in con.execute(
-                    "SELECT stage, task_id, reason FROM read_parquet(?, union_by_name = true) "
-                    "WHERE stage IN ('tools', 'env') ORDER BY ALL", [issues]).fetchall():
+                "SELECT stage, task_id, reason FROM read_parquet(?, union_by_name = true) "
+                "WHERE stage IN ('tools', 'env') ORDER BY ALL",
+                [issues],
+            ).fetchall():
                 env_id = _issue_env(str(task_id), catalog)
                 if stage == "env":
                     if env_id not in catalog:
@@ -378,8 +423,9 @@ def environment_report(layout: DataLayout, thresholds: Thresholds = Thresholds()
     return report
 
 
-def _judge(envs: dict[str, EnvRow], tools: dict[tuple[str, str], ToolRow], th: Thresholds,
-           fingerprint: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _judge(
+    envs: dict[str, EnvRow], tools: dict[tuple[str, str], ToolRow], th: Thresholds, fingerprint: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The verdict of every environment (its problems in priority order: the first is the main one) and the rows."""
     by_env: dict[str, list[ToolRow]] = {}
     for t in tools.values():
@@ -398,30 +444,54 @@ def _judge(envs: dict[str, EnvRow], tools: dict[tuple[str, str], ToolRow], th: T
             row.problems.append("schema/code mismatch: " + "; ".join(_mismatch_text(t) for t in mismatched))
         broken = [t for t in own if t.steps >= th.min_tool_steps and t.error_share >= th.broken_tool_share]
         for t in broken:
-            row.problems.append(f"tool {t.tool} always raises ({t.top_exception})" if t.error_share >= 1.0 else
-                                f"tool {t.tool} raises in {t.error_share:.0%} of {t.steps} calls ({t.top_exception})")
+            row.problems.append(
+                f"tool {t.tool} always raises ({t.top_exception})"
+                if t.error_share >= 1.0
+                else f"tool {t.tool} raises in {t.error_share:.0%} of {t.steps} calls ({t.top_exception})"
+            )
         if row.steps and row.error_share > th.max_error_share:
             worst = Counter({t.tool: t.error_steps for t in own if t.error_steps}).most_common(1)
-            row.problems.append(f"{row.error_share:.0%} of {row.steps} steps raise (> {th.max_error_share:.0%})"
-                                + (f", most in {worst[0][0]}" if worst else ""))
+            row.problems.append(
+                f"{row.error_share:.0%} of {row.steps} steps raise (> {th.max_error_share:.0%})"
+                + (f", most in {worst[0][0]}" if worst else "")
+            )
         if th.require_state_change and row.steps and row.max_delta == 0:
             row.problems.append(f"cannot change state: none of {row.steps} calls changed it")
-        error_tools = ", ".join(f"{t.tool} ({t.error_steps})" for t in sorted(own, key=lambda t: -t.error_steps)
-                                if t.error_steps)
-        out_envs.append({
-            "env_id": env_id, "source": row.source, "verdict": row.verdict,
-            "main_problem": row.problems[0] if row.problems else None if row.steps or row.not_loaded else
-            "no steps: no call of this environment was executed (not judged)",
-            "problems": "; ".join(row.problems) or None, "tools": row.tools, "tools_used": row.tools_used,
-            "scenarios": row.scenarios, "steps": row.steps, "success_steps": row.success_steps,
-            "failure_steps": row.failure_steps, "error_steps": row.error_steps,
-            "error_share": round(row.error_share, 4), "error_tools": error_tools or None,
-            "determinism": row.determinism, "quarantine_reason": row.quarantine_reason, "max_delta": row.max_delta,
-            "cells": ", ".join(row.cells) or None, "cells_reached": len(row.cells), "mismatches": mismatches,
-            "mismatch_detail": "; ".join(_mismatch_text(t) for t in mismatched) or None,
-            "state_problems": "; ".join(row.state_problems) or None, "max_state_bytes": row.max_state_bytes,
-            "input_fingerprint": fingerprint,
-        })
+        error_tools = ", ".join(
+            f"{t.tool} ({t.error_steps})" for t in sorted(own, key=lambda t: -t.error_steps) if t.error_steps
+        )
+        out_envs.append(
+            {
+                "env_id": env_id,
+                "source": row.source,
+                "verdict": row.verdict,
+                "main_problem": row.problems[0]
+                if row.problems
+                else None
+                if row.steps or row.not_loaded
+                else "no steps: no call of this environment was executed (not judged)",
+                "problems": "; ".join(row.problems) or None,
+                "tools": row.tools,
+                "tools_used": row.tools_used,
+                "scenarios": row.scenarios,
+                "steps": row.steps,
+                "success_steps": row.success_steps,
+                "failure_steps": row.failure_steps,
+                "error_steps": row.error_steps,
+                "error_share": round(row.error_share, 4),
+                "error_tools": error_tools or None,
+                "determinism": row.determinism,
+                "quarantine_reason": row.quarantine_reason,
+                "max_delta": row.max_delta,
+                "cells": ", ".join(row.cells) or None,
+                "cells_reached": len(row.cells),
+                "mismatches": mismatches,
+                "mismatch_detail": "; ".join(_mismatch_text(t) for t in mismatched) or None,
+                "state_problems": "; ".join(row.state_problems) or None,
+                "max_state_bytes": row.max_state_bytes,
+                "input_fingerprint": fingerprint,
+            }
+        )
     out_tools = [tools[k].row(fingerprint) for k in sorted(tools)]
     return out_envs, out_tools
 
@@ -450,7 +520,9 @@ def summary_lines(layout: DataLayout, n: int = 5) -> list[str]:
     if report is None:
         return []
     worst = report.worst(n)
-    lines = [f"Environment quality ({layout.env_quality.name}, SQL: env_quality): {report.headline()}"
-             + (f"; the {len(worst)} worst:" if worst else "")]
+    lines = [
+        f"Environment quality ({layout.env_quality.name}, SQL: env_quality): {report.headline()}"
+        + (f"; the {len(worst)} worst:" if worst else "")
+    ]
     lines += [f"  {e['env_id']}: {e['main_problem']}" for e in worst]
     return lines

@@ -61,7 +61,8 @@ class YieldSettings:
     probes_per_env: int = setting(20, "Calls drawn per environment (alternately positive and negative).")
     seed: int = setting(0, "Seed of the probe draw.")
     threshold: float = setting(
-        0.85, "An environment passes a checker when its pass_acc reaches this (EnvScaler: 0.85).")
+        0.85, "An environment passes a checker when its pass_acc reaches this (EnvScaler: 0.85)."
+    )
 
     def __post_init__(self) -> None:
         if self.probes_per_env < 1:
@@ -70,38 +71,40 @@ class YieldSettings:
             raise ValueError(f"threshold must be between 0 and 1, not {self.threshold}")
 
 
-ENV_YIELD = pa.schema([
-    pa.field("checker", pa.string(), nullable=False),
-    pa.field("kind", pa.string(), nullable=False),
-    pa.field("model", pa.string()),
-    pa.field("weights_id", pa.string()),
-    pa.field("corpus_fingerprint", pa.string(), nullable=False),
-    pa.field("threshold", pa.float64(), nullable=False),
-    pa.field("probes_per_env", pa.int32()),
-    pa.field("seed", pa.int64()),
-    pa.field("env_id", pa.string(), nullable=False),
-    pa.field("probes", pa.int32()),
-    pa.field("positives", pa.int32()),
-    pa.field("negatives", pa.int32()),
-    pa.field("answered", pa.int32()),
-    pa.field("request_failures", pa.int32()),
-    pa.field("pass_count", pa.int32()),
-    pa.field("warning_count", pa.int32()),
-    pa.field("fail_count", pa.int32()),
-    pa.field("fm", pa.float64()),
-    pa.field("cm", pa.float64()),
-    pa.field("cm_reference", pa.float64()),
-    pa.field("pass_acc", pa.float64()),
-    pa.field("not_fail_acc", pa.float64()),
-    pa.field("checker_verdict", pa.string()),
-    pa.field("executor_verdict", pa.string()),
-    pa.field("executor_problem", pa.string()),
-    pa.field("accepted", pa.bool_()),
-    pa.field("prompt_tokens", pa.int64()),
-    pa.field("completion_tokens", pa.int64()),
-    pa.field("checker_yield", pa.float64()),
-    pa.field("checker_seconds", pa.float64()),
-])
+ENV_YIELD = pa.schema(
+    [
+        pa.field("checker", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("model", pa.string()),
+        pa.field("weights_id", pa.string()),
+        pa.field("corpus_fingerprint", pa.string(), nullable=False),
+        pa.field("threshold", pa.float64(), nullable=False),
+        pa.field("probes_per_env", pa.int32()),
+        pa.field("seed", pa.int64()),
+        pa.field("env_id", pa.string(), nullable=False),
+        pa.field("probes", pa.int32()),
+        pa.field("positives", pa.int32()),
+        pa.field("negatives", pa.int32()),
+        pa.field("answered", pa.int32()),
+        pa.field("request_failures", pa.int32()),
+        pa.field("pass_count", pa.int32()),
+        pa.field("warning_count", pa.int32()),
+        pa.field("fail_count", pa.int32()),
+        pa.field("fm", pa.float64()),
+        pa.field("cm", pa.float64()),
+        pa.field("cm_reference", pa.float64()),
+        pa.field("pass_acc", pa.float64()),
+        pa.field("not_fail_acc", pa.float64()),
+        pa.field("checker_verdict", pa.string()),
+        pa.field("executor_verdict", pa.string()),
+        pa.field("executor_problem", pa.string()),
+        pa.field("accepted", pa.bool_()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("completion_tokens", pa.int64()),
+        pa.field("checker_yield", pa.float64()),
+        pa.field("checker_seconds", pa.float64()),
+    ]
+)
 
 
 @dataclass
@@ -126,11 +129,17 @@ class CheckerYield:
         return len(self.passing) / len(self.rows) if self.rows else 0.0
 
     def summary(self) -> dict[str, Any]:
-        return {"checker": self.spec.results_name, "kind": self.spec.kind, "environments": len(self.rows),
-                "passing": len(self.passing), "yield": round(self.yield_, 4), "accepted": len(self.accepted),
-                "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in self.rows),
-                "completion_tokens": sum(r["completion_tokens"] or 0 for r in self.rows),
-                "seconds": round(self.seconds, 2)}
+        return {
+            "checker": self.spec.results_name,
+            "kind": self.spec.kind,
+            "environments": len(self.rows),
+            "passing": len(self.passing),
+            "yield": round(self.yield_, 4),
+            "accepted": len(self.accepted),
+            "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in self.rows),
+            "completion_tokens": sum(r["completion_tokens"] or 0 for r in self.rows),
+            "seconds": round(self.seconds, 2),
+        }
 
 
 @dataclass
@@ -159,14 +168,16 @@ def probe_picks(layout: DataLayout, probes_per_env: int, seed: int) -> list[tupl
                      FROM s),
                o AS (SELECT *, row_number() OVER (PARTITION BY env_id ORDER BY k, polarity DESC) AS n FROM r)
                SELECT step_id, polarity FROM o WHERE n <= ? ORDER BY env_id, n""",
-            [str(layout.strata), f"{seed}:", probes_per_env]).fetchall()
+            [str(layout.strata), f"{seed}:", probes_per_env],
+        ).fetchall()
     finally:
         con.close()
     return [(str(s), str(p)) for s, p in rows]
 
 
-def probe_samples(layout: DataLayout, settings: YieldSettings,
-                  materialize: Materialize) -> tuple[str, list[dict[str, Any]]]:
+def probe_samples(
+    layout: DataLayout, settings: YieldSettings, materialize: Materialize
+) -> tuple[str, list[dict[str, Any]]]:
     """(corpus fingerprint, the probe samples): materialised once per fingerprint and settings at
     ``layout.quality_probes`` (full states rebuilt, verified, as a split's samples are)."""
     fingerprint = input_fingerprint(layout)
@@ -197,9 +208,15 @@ def call_status(row: dict[str, Any]) -> str:
     return CALL_PASS if right == 2 else CALL_WARNING if right == 1 else CALL_FAIL
 
 
-def env_rows(spec: SimulatorSpec, results: Sequence[dict[str, Any]], samples: Sequence[dict[str, Any]],
-             settings: YieldSettings, fingerprint: str, verdicts: dict[str, tuple[str, str | None]],
-             seconds: float) -> list[dict[str, Any]]:
+def env_rows(
+    spec: SimulatorSpec,
+    results: Sequence[dict[str, Any]],
+    samples: Sequence[dict[str, Any]],
+    settings: YieldSettings,
+    fingerprint: str,
+    verdicts: dict[str, tuple[str, str | None]],
+    seconds: float,
+) -> list[dict[str, Any]]:
     """One row per environment of ``samples`` from a checker's ``results`` (the harness's rows; the last row of
     each step counts)."""
     by_step = {r["step_id"]: r for r in results}
@@ -209,41 +226,65 @@ def env_rows(spec: SimulatorSpec, results: Sequence[dict[str, Any]], samples: Se
     rows = []
     for env_id in sorted(probes):
         mine = probes[env_id]
-        answered = [by_step[s["step_id"]] for s in mine
-                    if s["step_id"] in by_step and by_step[s["step_id"]].get("status") == ANSWERED]
+        answered = [
+            by_step[s["step_id"]]
+            for s in mine
+            if s["step_id"] in by_step and by_step[s["step_id"]].get("status") == ANSWERED
+        ]
         statuses = [call_status(r) for r in answered]
         n = len(answered)
         passed, warned = statuses.count(CALL_PASS), statuses.count(CALL_WARNING)
         pass_acc = passed / n if n else None
         executor, problem = verdicts.get(env_id, (None, None))
         checker = None if pass_acc is None else PASS if pass_acc >= settings.threshold - 1e-12 else "fail"
-        rows.append({
-            "checker": spec.results_name, "kind": spec.kind, "model": spec.model or None, "weights_id": spec.weights_id,
-            "corpus_fingerprint": fingerprint, "threshold": settings.threshold,
-            "probes_per_env": settings.probes_per_env, "seed": settings.seed, "env_id": env_id,
-            "probes": len(mine), "positives": sum(s["stratum"] == POSITIVE for s in mine),
-            "negatives": sum(s["stratum"] == NEGATIVE for s in mine), "answered": n,
-            "request_failures": sum(1 for s in mine if s["step_id"] in by_step
-                                    and by_step[s["step_id"]].get("status") != ANSWERED),
-            "pass_count": passed, "warning_count": warned, "fail_count": statuses.count(CALL_FAIL),
-            "fm": _mean([r.get("fm") for r in answered]), "cm": _mean([r.get("cm") for r in answered]),
-            "cm_reference": _mean([r.get("cm_reference") for r in answered]),
-            "pass_acc": None if pass_acc is None else round(pass_acc, 4),
-            "not_fail_acc": round((passed + warned) / n, 4) if n else None,
-            "checker_verdict": checker, "executor_verdict": executor, "executor_problem": problem,
-            "accepted": checker == PASS and executor == PASS,
-            "prompt_tokens": sum(int(r.get("prompt_tokens") or 0) for r in answered),
-            "completion_tokens": sum(int(r.get("completion_tokens") or 0) for r in answered),
-            "checker_yield": None, "checker_seconds": round(seconds, 3),
-        })
+        rows.append(
+            {
+                "checker": spec.results_name,
+                "kind": spec.kind,
+                "model": spec.model or None,
+                "weights_id": spec.weights_id,
+                "corpus_fingerprint": fingerprint,
+                "threshold": settings.threshold,
+                "probes_per_env": settings.probes_per_env,
+                "seed": settings.seed,
+                "env_id": env_id,
+                "probes": len(mine),
+                "positives": sum(s["stratum"] == POSITIVE for s in mine),
+                "negatives": sum(s["stratum"] == NEGATIVE for s in mine),
+                "answered": n,
+                "request_failures": sum(
+                    1 for s in mine if s["step_id"] in by_step and by_step[s["step_id"]].get("status") != ANSWERED
+                ),
+                "pass_count": passed,
+                "warning_count": warned,
+                "fail_count": statuses.count(CALL_FAIL),
+                "fm": _mean([r.get("fm") for r in answered]),
+                "cm": _mean([r.get("cm") for r in answered]),
+                "cm_reference": _mean([r.get("cm_reference") for r in answered]),
+                "pass_acc": None if pass_acc is None else round(pass_acc, 4),
+                "not_fail_acc": round((passed + warned) / n, 4) if n else None,
+                "checker_verdict": checker,
+                "executor_verdict": executor,
+                "executor_problem": problem,
+                "accepted": checker == PASS and executor == PASS,
+                "prompt_tokens": sum(int(r.get("prompt_tokens") or 0) for r in answered),
+                "completion_tokens": sum(int(r.get("completion_tokens") or 0) for r in answered),
+                "checker_yield": None,
+                "checker_seconds": round(seconds, 3),
+            }
+        )
     share = sum(r["checker_verdict"] == PASS for r in rows) / len(rows) if rows else 0.0
     for row in rows:
         row["checker_yield"] = round(share, 4)
     return rows
 
 
-def environment_yield(layout: DataLayout, checkers: Sequence[SimulatorSpec], materialize: Materialize,
-                      settings: YieldSettings = YieldSettings()) -> YieldReport:
+def environment_yield(
+    layout: DataLayout,
+    checkers: Sequence[SimulatorSpec],
+    materialize: Materialize,
+    settings: YieldSettings = YieldSettings(),
+) -> YieldReport:
     """Score every checker on the probe sets and write its rows to ``layout.env_yield(<checker>)`` (the
     ``env_yield`` view). Needs the strata table (``step_strata``); reads the executor's verdicts from
     ``env_quality`` when :func:`pipeline.quality.environment_report.environment_report` wrote it."""
@@ -272,7 +313,6 @@ def environment_yield(layout: DataLayout, checkers: Sequence[SimulatorSpec], mat
     return report
 
 
-
 def _rejection(row: dict[str, Any]) -> str:
     """Why an environment is not accepted: the executor's main problem first, else the checker's shortfall."""
     if row["executor_verdict"] != PASS:
@@ -282,21 +322,37 @@ def _rejection(row: dict[str, Any]) -> str:
     return f"pass_acc {row['pass_acc']:.2f} < {row['threshold']:g} ({row['checker']})"
 
 
-def gate(layout: DataLayout, checkers: Sequence[SimulatorSpec], corpora: Sequence[EnvScalerCorpus],
-         materialize: Materialize, settings: YieldSettings = YieldSettings(),
-         gate_checker: str | None = None) -> tuple[YieldReport, AcceptedCorpus]:
+def gate(
+    layout: DataLayout,
+    checkers: Sequence[SimulatorSpec],
+    corpora: Sequence[EnvScalerCorpus],
+    materialize: Materialize,
+    settings: YieldSettings = YieldSettings(),
+    gate_checker: str | None = None,
+) -> tuple[YieldReport, AcceptedCorpus]:
     """The gate: every checker's yield (:func:`environment_yield`), then the accepted corpus of the gate
     checker (``gate_checker``, a checker's name; default: the first) exported from ``corpora``."""
     report = environment_yield(layout, checkers, materialize, settings)
     chosen = next((c for c in report.checkers if gate_checker in (c.spec.name, c.spec.results_name)), None)
     if gate_checker is not None and chosen is None:
-        raise ValueError(f"gate_checker {gate_checker!r} is not one of the checkers: "
-                         f"{', '.join(c.spec.results_name for c in report.checkers)}")
+        raise ValueError(
+            f"gate_checker {gate_checker!r} is not one of the checkers: "
+            f"{', '.join(c.spec.results_name for c in report.checkers)}"
+        )
     chosen = chosen or report.checkers[0]
-    card = {"checker": chosen.spec.results_name, "kind": chosen.spec.kind, "model": chosen.spec.model or None,
-            "weights_id": chosen.spec.weights_id, "threshold": settings.threshold, "yield": round(chosen.yield_, 4),
-            "of": len(chosen.rows), "fingerprint": report.fingerprint, "probes_per_env": settings.probes_per_env,
-            "seed": settings.seed, "checkers": report.table()}
+    card = {
+        "checker": chosen.spec.results_name,
+        "kind": chosen.spec.kind,
+        "model": chosen.spec.model or None,
+        "weights_id": chosen.spec.weights_id,
+        "threshold": settings.threshold,
+        "yield": round(chosen.yield_, 4),
+        "of": len(chosen.rows),
+        "fingerprint": report.fingerprint,
+        "probes_per_env": settings.probes_per_env,
+        "seed": settings.seed,
+        "checkers": report.table(),
+    }
     rejected = {r["env_id"]: _rejection(r) for r in chosen.rows if not r["accepted"]}
     accepted = export_accepted(layout, corpora, set(chosen.accepted), card, rejected)
     return report, accepted

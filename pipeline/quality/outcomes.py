@@ -68,7 +68,9 @@ class CorpusOutcomes:
         if self.problem is None:
             return None
         example = f"e.g. {self.example_step}: {self.example!r}" if self.example is not None else "no example"
-        return f"corpus {self.corpus!r}: {self.problem} (outcome rule: {self.rule_text()}) — {example}. Fix: {self._fix()}"
+        return (
+            f"corpus {self.corpus!r}: {self.problem} (outcome rule: {self.rule_text()}) — {example}. Fix: {self._fix()}"
+        )
 
     def _fix(self) -> str:
         if self.failures == 0:
@@ -76,10 +78,17 @@ class CorpusOutcomes:
         return "if these are successes, correct the corpus's outcome_rule (or set extends_default: false), docs/environments.md"
 
     def row(self) -> dict[str, Any]:
-        return {"corpus": self.corpus, "steps": self.steps, "errors": self.errors, "failures": self.failures,
-                "failure_share": round(self.share, 3), "outcome_rule": self.rule_text(),
-                "finding": self.problem or "", "example_step": self.example_step or "",
-                "example_observation": self.example or ""}
+        return {
+            "corpus": self.corpus,
+            "steps": self.steps,
+            "errors": self.errors,
+            "failures": self.failures,
+            "failure_share": round(self.share, 3),
+            "outcome_rule": self.rule_text(),
+            "finding": self.problem or "",
+            "example_step": self.example_step or "",
+            "example_observation": self.example or "",
+        }
 
 
 @dataclass
@@ -103,18 +112,24 @@ class OutcomeReport:
 
     def headline(self) -> str:
         if self.ok:
-            return (f"outcome labels plausible in all {len(self.corpora)} corpora (none with ≥ {self.min_steps} steps "
-                    f"and no failure, none above {self.max_share:.0%} failures)")
-        return (f"{len(self.findings)} of {len(self.corpora)} corpora with implausible outcome labels: "
-                + ", ".join(c.corpus for c in self.findings))
+            return (
+                f"outcome labels plausible in all {len(self.corpora)} corpora (none with ≥ {self.min_steps} steps "
+                f"and no failure, none above {self.max_share:.0%} failures)"
+            )
+        return f"{len(self.findings)} of {len(self.corpora)} corpora with implausible outcome labels: " + ", ".join(
+            c.corpus for c in self.findings
+        )
 
 
 def _corpus_sql(parts: list[str], with_rule: bool) -> tuple[str, list[Any]]:
     rules = "list(DISTINCT outcome_rule ORDER BY outcome_rule)" if with_rule else "[]::VARCHAR[]"
-    return (f"""SELECT split_part(env_id, '/', 1) AS corpus, count(*) AS steps,
+    return (
+        f"""SELECT split_part(env_id, '/', 1) AS corpus, count(*) AS steps,
                        count(*) FILTER (outcome = 'error') AS errors, count(*) FILTER (outcome = 'failure') AS failures,
                        {rules} AS rules
-                FROM read_parquet(?, union_by_name = true) GROUP BY 1 ORDER BY 1""", [parts])
+                FROM read_parquet(?, union_by_name = true) GROUP BY 1 ORDER BY 1""",
+        [parts],
+    )
 
 
 def _example(con: duckdb.DuckDBPyConnection, parts: list[str], corpus: str, failures: bool) -> tuple[str, str] | None:
@@ -125,14 +140,17 @@ def _example(con: duckdb.DuckDBPyConnection, parts: list[str], corpus: str, fail
             WHERE split_part(env_id, '/', 1) = ? AND {wanted}
             GROUP BY raw_observation
             ORDER BY count(*) FILTER (mutated_arg IS NOT NULL) DESC, count(*) DESC, raw_observation LIMIT 1""",
-        [parts, corpus]).fetchone()
+        [parts, corpus],
+    ).fetchone()
     if row is None:
         return None
     text = str(row[1])
     return str(row[0]), text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "…"
 
 
-def check_outcomes(layout: DataLayout, min_steps: int = MIN_STEPS, max_share: float = MAX_FAILURE_SHARE) -> OutcomeReport:
+def check_outcomes(
+    layout: DataLayout, min_steps: int = MIN_STEPS, max_share: float = MAX_FAILURE_SHARE
+) -> OutcomeReport:
     """The outcome labels of every corpus of ``layout``'s steps, with the implausible ones named."""
     parts = layout.step_parts()
     report = OutcomeReport([], min_steps, max_share)
@@ -149,8 +167,10 @@ def check_outcomes(layout: DataLayout, min_steps: int = MIN_STEPS, max_share: fl
             if found.steps >= min_steps and found.failures == 0:
                 found.problem = f"{found.steps} steps and not one labeled failure"
             elif found.non_error and found.share > max_share:
-                found.problem = (f"{found.failures} of {found.non_error} non-error steps ({found.share:.0%}) labeled "
-                                 f"failure, more than {max_share:.0%}")
+                found.problem = (
+                    f"{found.failures} of {found.non_error} non-error steps ({found.share:.0%}) labeled "
+                    f"failure, more than {max_share:.0%}"
+                )
             if found.problem is not None:
                 example = _example(con, parts, found.corpus, failures=found.failures > 0)
                 if example is not None:

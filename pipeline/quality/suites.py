@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -18,8 +19,8 @@ import pyarrow as pa
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.decontamination import decontamination
 from pipeline.store import schema
-from pipeline.store.layout import DataLayout
 from pipeline.store.duck import connect
+from pipeline.store.layout import DataLayout
 
 
 def _great_expectations() -> Any:
@@ -54,9 +55,15 @@ class SuiteResult:
 
     def failure_rows(self, limit: int = 10) -> list[dict[str, Any]]:
         """One row per failed expectation: its name, column, unexpected count and the first offending rows."""
-        return [{"expectation": f.expectation, "column": f.column or "", "unexpected": f.unexpected,
-                 "first_rows": "; ".join(", ".join(f"{k}={v}" for k, v in r.items()) for r in f.rows[:limit])}
-                for f in self.failures]
+        return [
+            {
+                "expectation": f.expectation,
+                "column": f.column or "",
+                "unexpected": f.unexpected,
+                "first_rows": "; ".join(", ".join(f"{k}={v}" for k, v in r.items()) for r in f.rows[:limit]),
+            }
+            for f in self.failures
+        ]
 
     def summary(self) -> str:
         """One line: all passed, or how many expectations failed."""
@@ -88,19 +95,23 @@ def run_suite(name: str, df: pd.DataFrame, expectations: list[Any], id_columns: 
     for expectation in expectations:
         suite.add_expectation(expectation)
     batch = batch_def.get_batch(batch_parameters={"dataframe": df})
-    result = batch.validate(suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": id_columns})
+    result = batch.validate(
+        suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": id_columns}
+    )
     out = SuiteResult(name, len(result.results), len(df))
     for r in result.results:
         if r.success:
             continue
         info = r.result or {}
-        out.failures.append(Failure(
-            expectation=r.expectation_config.type,
-            column=r.expectation_config.kwargs.get("column") or r.expectation_config.kwargs.get("column_A"),
-            unexpected=int(info.get("unexpected_count") or (0 if "observed_value" in info else 1)),
-            rows=[{k: _plain(v) for k, v in row.items()} for row in (info.get("unexpected_index_list") or [])][:50]
-            or ([{"observed": _plain(info.get("observed_value"))}] if "observed_value" in info else []),
-        ))
+        out.failures.append(
+            Failure(
+                expectation=r.expectation_config.type,
+                column=r.expectation_config.kwargs.get("column") or r.expectation_config.kwargs.get("column_A"),
+                unexpected=int(info.get("unexpected_count") or (0 if "observed_value" in info else 1)),
+                rows=[{k: _plain(v) for k, v in row.items()} for row in (info.get("unexpected_index_list") or [])][:50]
+                or ([{"observed": _plain(info.get("observed_value"))}] if "observed_value" in info else []),
+            )
+        )
     return out
 
 
@@ -161,8 +172,8 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000, axes: Axes =
     con = connect()
     values = [c for c in axes.columns if c not in STEP_COLUMNS]  # axis values: stored, or computed by the relation
     reader = con.sql(
-        f"""SELECT {', '.join([*STEP_COLUMNS, *values])}, len(delta) AS delta_records
-            FROM {axes.relation('read_parquet(?)')}""",
+        f"""SELECT {", ".join([*STEP_COLUMNS, *values])}, len(delta) AS delta_records
+            FROM {axes.relation("read_parquet(?)")}""",
         params=[layout.step_parts()],
     ).to_arrow_reader(chunk_rows)  # streamed (a relation's reader yields a batch per part, whatever the size)
     total = SuiteResult("step_table", len(expectations()) + 1, 0)
@@ -179,13 +190,16 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000, axes: Axes =
         [layout.step_parts()],
     ).fetchall()
     if duplicates:
-        seen = merged.setdefault(("expect_column_values_to_be_unique", "step_id"),
-                                 Failure("expect_column_values_to_be_unique", "step_id", 0, []))
+        seen = merged.setdefault(
+            ("expect_column_values_to_be_unique", "step_id"),
+            Failure("expect_column_values_to_be_unique", "step_id", 0, []),
+        )
         seen.unexpected = max(seen.unexpected, sum(n for _, n in duplicates))
         seen.rows = [{"step_id": sid, "copies": n} for sid, n in duplicates]
     if total.rows == 0:
         merged[("expect_table_row_count_to_be_between", None)] = Failure(
-            "expect_table_row_count_to_be_between", None, 1, [{"observed": 0}])
+            "expect_table_row_count_to_be_between", None, 1, [{"observed": 0}]
+        )
     total.failures = list(merged.values())
     return total
 
@@ -217,7 +231,9 @@ def overlap_suite(mixture_samples: str, benchmark_samples: str, decontaminate: s
     bench = con.execute(f"SELECT {columns} FROM read_parquet('{benchmark_samples}')").df()
     expectations = [
         gx.expectations.ExpectColumnValuesToNotBeInSet(column=rule.key, value_set=sorted(set(bench[rule.key]))),
-        gx.expectations.ExpectColumnValuesToNotBeInSet(column="sample_identity", value_set=sorted(set(bench["sample_identity"]))),
+        gx.expectations.ExpectColumnValuesToNotBeInSet(
+            column="sample_identity", value_set=sorted(set(bench["sample_identity"]))
+        ),
         gx.expectations.ExpectColumnValuesToNotBeInSet(column="step_id", value_set=sorted(set(bench["step_id"]))),
     ]
     return run_suite(f"overlap_{decontaminate}", df, expectations, ["step_id"])

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
-def line_plot(path: Path, draw: Callable[[Any], None], xlabel: str, ylabel: str, title: str | None = None,
-              ylim: tuple[float, float] | None = None, metadata: dict[str, Any] | None = None) -> str:
+def line_plot(
+    path: Path,
+    draw: Callable[[Any], None],
+    xlabel: str,
+    ylabel: str,
+    title: str | None = None,
+    ylim: tuple[float, float] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> str:
     """A 700×360 line plot for asset metadata: ``draw(ax)`` plots the lines (with their labels), then axes
     labels, grid and legend; written to ``path`` as PNG (``metadata``: savefig's) and returned as base64."""
     import matplotlib

@@ -6,8 +6,9 @@ untrusted corpora, and no value may end a row, open a link or inject HTML."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.untrusted import md
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def md_table(df: "pd.DataFrame", index: bool = True) -> str:
+def md_table(df: pd.DataFrame, index: bool = True) -> str:
     if df.empty:
         return "_(empty)_"
     from pandas.api.types import is_bool_dtype, is_numeric_dtype

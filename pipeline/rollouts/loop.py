@@ -31,35 +31,43 @@ import asyncio
 import json
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import openai
 
-from pipeline.models.agent_settings import AGENT_SYSTEM_PROMPT, AgentSettings
-from pipeline.models.openai_client import async_client
+from pipeline.core.axes import AXES
+from pipeline.core.bounds import long_path
+from pipeline.core.canonical import canonical_json
+from pipeline.core.delta import DeltaError, apply, diff
+from pipeline.core.environment import EnvSpec
+from pipeline.core.protocol import ChangeError, apply_changes, messages
 from pipeline.core.trajectory import Action
 from pipeline.envs import registry
-from pipeline.core.environment import EnvSpec
-from pipeline.core.bounds import long_path
 from pipeline.evaluate.metrics import feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import Completion, EndpointError, Simulator, kind_of
 from pipeline.execution.sandbox import Sandbox
-from pipeline.core.protocol import ChangeError, apply_changes, messages
+from pipeline.models.agent_settings import AGENT_SYSTEM_PROMPT, AgentSettings
+from pipeline.models.openai_client import async_client
 from pipeline.rollouts.requests import RequestLog, prompt_key
 from pipeline.rollouts.shadow import RealRun, shadow_all, shadow_prefix, shadow_time
-from pipeline.core.canonical import canonical_json
-from pipeline.core.delta import DeltaError, apply, diff
 from pipeline.store.schema import decode_delta
-from pipeline.core.axes import AXES
 
 RECORDED = "recorded"  # the agent that replays the actions of recorded trajectories
 
 #: how a rollout ended
 DONE, STEP_LIMIT, PARSE_FAILURE, INVALID_CHANGES, REQUEST_ERROR, SHADOW_ERROR, AGENT_ERROR = (
-    "done", "step_limit", "parse_failure", "invalid_changes", "request_error", "shadow_error", "agent_error")
+    "done",
+    "step_limit",
+    "parse_failure",
+    "invalid_changes",
+    "request_error",
+    "shadow_error",
+    "agent_error",
+)
 
 
 @dataclass(frozen=True)
@@ -187,19 +195,31 @@ class RolloutRunner:
         """The simulator's answer for a step: from the request log, or asked now (and logged)."""
         if not self._asks_model:  # oracle / no_change: no request, nothing to log
             c = await self.simulator.complete(sample)
-            return {"text": c.text, "error": c.error, "latency_s": c.latency_s,
-                    "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
+            return {
+                "text": c.text,
+                "error": c.error,
+                "latency_s": c.latency_s,
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+            }
         key = prompt_key("simulator", ro.rid, index, messages(sample))
         logged = self.log.get(key)
         if logged is not None:
             return logged
         self.log.asked += 1
         c: Completion = await self.simulator.complete(sample)
-        record = {"text": c.text, "error": c.error, "latency_s": c.latency_s,
-                  "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
+        record = {
+            "text": c.text,
+            "error": c.error,
+            "latency_s": c.latency_s,
+            "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens,
+        }
         if c.error is not None:
             if c.error.startswith("unreachable") and not self.log.entries:
-                raise EndpointError(f"{self.simulator.spec.name}: endpoint {self.simulator.spec.base_url} is unreachable ({c.error})")
+                raise EndpointError(
+                    f"{self.simulator.spec.name}: endpoint {self.simulator.spec.base_url} is unreachable ({c.error})"
+                )
             return record  # not logged: asked again on a re-run
         return self.log.put(key, {"role": "simulator", "rollout_id": ro.rid, "step_index": index, **record})
 
@@ -215,11 +235,18 @@ class RolloutRunner:
         sim_before = ro.sim_state
         env = ro.task.env
         sample = {
-            "step_id": f"{ro.rid}#{index}", "state_before_json": canonical_json(sim_before), "tool": step["tool"],
-            "arguments_json": step["arguments_json"], "code": self.code.code(env, step["tool"]),
+            "step_id": f"{ro.rid}#{index}",
+            "state_before_json": canonical_json(sim_before),
+            "tool": step["tool"],
+            "arguments_json": step["arguments_json"],
+            "code": self.code.code(env, step["tool"]),
             # the executor's labels (what the oracle answers with; a model never sees them)
-            "raw_observation": step["raw_observation"], "delta": step["delta"], "outcome": step["outcome"],
-            "delta_size": step["delta_size"], "args_count": step["args_count"], "env_id": env.env_id,
+            "raw_observation": step["raw_observation"],
+            "delta": step["delta"],
+            "outcome": step["outcome"],
+            "delta_size": step["delta_size"],
+            "args_count": step["args_count"],
+            "env_id": env.env_id,
             "current_time": shadow_time(ro.task.key, index),  # the executor's frozen clock at this call
         }
         answer = await self._simulate(ro, index, sample)
@@ -228,15 +255,34 @@ class RolloutRunner:
             return None
         drift_before = _size(sim_before, s_before)
         row = {
-            "rollout_id": ro.rid, "task_id": ro.task.task_id, "env_id": env.env_id, "source": registry.source_of(env), "adapter": env.source,
-            "step_index": index, "turn": action.turn, "tool": step["tool"], "arguments_json": step["arguments_json"],
-            "outcome": step["outcome"], "delta_size": int(step["delta_size"]),
+            "rollout_id": ro.rid,
+            "task_id": ro.task.task_id,
+            "env_id": env.env_id,
+            "source": registry.source_of(env),
+            "adapter": env.source,
+            "step_index": index,
+            "turn": action.turn,
+            "tool": step["tool"],
+            "arguments_json": step["arguments_json"],
+            "outcome": step["outcome"],
+            "delta_size": int(step["delta_size"]),
             "delta_bucket": AXES["delta"].label_of({"delta_size": int(step["delta_size"])}),
-            "real_observation": step["raw_observation"], "drift_before": drift_before, "diverged_before": drift_before > 0,
-            "latency_s": float(answer.get("latency_s") or 0.0), "prompt_tokens": answer.get("prompt_tokens"),
-            "completion_tokens": answer.get("completion_tokens"), "answer": answer.get("text") or "",
-            "fm": False, "cm": False, "state_match": False, "drift": None, "predicted_changes": None,
-            "parse_ok": False, "parse_error": None, "change_error": None, "feedback_json": None,
+            "real_observation": step["raw_observation"],
+            "drift_before": drift_before,
+            "diverged_before": drift_before > 0,
+            "latency_s": float(answer.get("latency_s") or 0.0),
+            "prompt_tokens": answer.get("prompt_tokens"),
+            "completion_tokens": answer.get("completion_tokens"),
+            "answer": answer.get("text") or "",
+            "fm": False,
+            "cm": False,
+            "state_match": False,
+            "drift": None,
+            "predicted_changes": None,
+            "parse_ok": False,
+            "parse_error": None,
+            "change_error": None,
+            "feedback_json": None,
         }
         ro.rows.append(row)
         parsed = parse_answer(answer.get("text"))
@@ -284,8 +330,22 @@ class RolloutRunner:
                 turn += 1
                 self._user_turn(ro, turn)
             call_id = f"call_{index}"
-            ro.messages.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": call_id, "type": "function", "function": {"name": action.name, "arguments": json.dumps(action.arguments, ensure_ascii=False)}}]})
+            ro.messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {
+                                "name": action.name,
+                                "arguments": json.dumps(action.arguments, ensure_ascii=False),
+                            },
+                        }
+                    ],
+                }
+            )
             feedback = await self._step(ro, index, action, real)
             if feedback is None:
                 return
@@ -302,12 +362,18 @@ class RolloutRunner:
         if logged is not None:
             return logged["message"]
         if self._client is None:
-            self._client = async_client(settings.base_url, settings.api_key_env, settings.timeout_s, settings.max_retries)
+            self._client = async_client(
+                settings.base_url, settings.api_key_env, settings.timeout_s, settings.max_retries
+            )
         self.log.asked += 1
         try:
             response = await self._client.chat.completions.create(
-                model=settings.model, messages=ro.messages, tools=tools or None, temperature=settings.temperature,
-                max_tokens=settings.max_tokens)
+                model=settings.model,
+                messages=ro.messages,
+                tools=tools or None,
+                temperature=settings.temperature,
+                max_tokens=settings.max_tokens,
+            )
         except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
             raise EndpointError(f"agent endpoint refused the request: {type(exc).__name__}") from None
         except openai.APIError as exc:
@@ -316,8 +382,14 @@ class RolloutRunner:
         message = response.choices[0].message
         record: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
-            record["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-                                    for c in message.tool_calls]
+            record["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in message.tool_calls
+            ]
         self.log.put(key, {"role": "agent", "rollout_id": ro.rid, "message": record})
         return record
 
@@ -342,14 +414,22 @@ class RolloutRunner:
                         if not isinstance(args, dict):
                             raise ValueError("arguments are not a JSON object")
                     except ValueError as exc:
-                        ro.messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": f"Error: invalid JSON arguments: {exc}"})
+                        ro.messages.append(
+                            {
+                                "role": "tool",
+                                "tool_call_id": call.get("id"),
+                                "content": f"Error: invalid JSON arguments: {exc}",
+                            }
+                        )
                         continue
                     if len(actions) >= self.max_steps:
                         ro.stop(STEP_LIMIT, f"cut at {self.max_steps} steps")
                         return
                     action = Action(fn.get("name", ""), args, turn)
                     actions.append(action)
-                    real = await asyncio.to_thread(shadow_prefix, self.sandbox, ro.rid, ro.task.task_id, ro.task.env, actions)
+                    real = await asyncio.to_thread(
+                        shadow_prefix, self.sandbox, ro.rid, ro.task.task_id, ro.task.env, actions
+                    )
                     if real.initial is None:
                         ro.stop(SHADOW_ERROR, real.error)
                         return
@@ -383,12 +463,15 @@ class RolloutRunner:
             await self._llm_agent(ro)
         return ro
 
-    async def run(self, tasks: Sequence[RolloutTask], shadows: dict[str, RealRun] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], RolloutReport]:
+    async def run(
+        self, tasks: Sequence[RolloutTask], shadows: dict[str, RealRun] | None = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], RolloutReport]:
         """Roll out every task; returns (step rows, rollout rows, report), rows ordered by rollout id and step."""
         started = time.perf_counter()
         if self.agent is None and shadows is None:
             shadows = await asyncio.to_thread(
-                shadow_all, self.sandbox, [(t.key, t.task_id, t.env, t.actions[: self.max_steps]) for t in tasks])
+                shadow_all, self.sandbox, [(t.key, t.task_id, t.env, t.actions[: self.max_steps]) for t in tasks]
+            )
         gate = asyncio.Semaphore(self.concurrency)
 
         async def one(task: RolloutTask) -> _Rollout:
@@ -406,7 +489,12 @@ class RolloutRunner:
         report = RolloutReport(self.run_id)
         steps, rollouts = [], []
         for ro in sorted(done, key=lambda r: r.rid):
-            common = {"run_id": self.run_id, "simulator": spec.name, "model": spec.model or spec.kind, "agent": self.agent_name}
+            common = {
+                "run_id": self.run_id,
+                "simulator": spec.name,
+                "model": spec.model or spec.kind,
+                "agent": self.agent_name,
+            }
             steps += [{**common, **row} for row in ro.rows]
             rollouts.append({**common, **rollout_summary(ro)})
             report.statuses[ro.status] += 1
@@ -425,11 +513,17 @@ def rollout_summary(ro: _Rollout) -> dict[str, Any]:
     first = next((r["step_index"] for r in scored if r["drift"] > 0), None)
     verified = next((i for i, r in enumerate(rows) if not (r["parse_ok"] and r["fm"] and r["drift"] == 0)), len(rows))
     return {
-        "rollout_id": ro.rid, "task_id": ro.task.task_id, "env_id": ro.task.env.env_id, "source": registry.source_of(ro.task.env),
+        "rollout_id": ro.rid,
+        "task_id": ro.task.task_id,
+        "env_id": ro.task.env.env_id,
+        "source": registry.source_of(ro.task.env),
         "adapter": ro.task.env.source,
-        "status": ro.status, "stop_reason": ro.reason, "steps": len(rows),
+        "status": ro.status,
+        "stop_reason": ro.reason,
+        "steps": len(rows),
         "parse_failures": sum(not r["parse_ok"] for r in rows),
-        "first_divergence": first, "final_drift": scored[-1]["drift"] if scored else None,
+        "first_divergence": first,
+        "final_drift": scored[-1]["drift"] if scored else None,
         "max_drift": max((r["drift"] for r in scored), default=None),
         "fm_rate": sum(r["fm"] for r in rows) / len(rows) if rows else None,
         "cm_rate": sum(r["cm"] for r in rows) / len(rows) if rows else None,

@@ -30,7 +30,7 @@ class RequestLog:
         self._out = Appender(path, default=str)
         self._open = False
 
-    def __enter__(self) -> "RequestLog":
+    def __enter__(self) -> RequestLog:
         self._out.__enter__()
         self._open = True
         return self

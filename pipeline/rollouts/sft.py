@@ -35,13 +35,29 @@ FILTERS = ("all", "verified", "prefix")
 MARKER = ".envsim-rollouts.json"
 SPLIT = "train"
 
-CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
-                  ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
-MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(CALL)),
-                     ("tool_call_id", pa.string())])
-RECORDS = pa.schema([("rollout_id", pa.string()), ("simulator", pa.string()), ("agent", pa.string()),
-                     ("task_id", pa.string()), ("env_id", pa.string()), ("steps", pa.int32()),
-                     ("verified", pa.bool_()), ("tools", pa.string()), ("messages", pa.list_(MESSAGE))])
+CALL = pa.struct(
+    [
+        ("id", pa.string()),
+        ("type", pa.string()),
+        ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
+    ]
+)
+MESSAGE = pa.struct(
+    [("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(CALL)), ("tool_call_id", pa.string())]
+)
+RECORDS = pa.schema(
+    [
+        ("rollout_id", pa.string()),
+        ("simulator", pa.string()),
+        ("agent", pa.string()),
+        ("task_id", pa.string()),
+        ("env_id", pa.string()),
+        ("steps", pa.int32()),
+        ("verified", pa.bool_()),
+        ("tools", pa.string()),
+        ("messages", pa.list_(MESSAGE)),
+    ]
+)
 
 
 class StaleRollouts(ValueError):
@@ -74,17 +90,35 @@ def cut_messages(messages: list[dict[str, Any]], steps: int) -> list[dict[str, A
             seen += len(calls)
         out.append(message)
     answered = {m.get("tool_call_id") for m in out if m["role"] == "tool"}
-    while out and out[-1]["role"] == "assistant" and any(c["id"] not in answered for c in out[-1].get("tool_calls") or []):
+    while (
+        out and out[-1]["role"] == "assistant" and any(c["id"] not in answered for c in out[-1].get("tool_calls") or [])
+    ):
         out.pop()
     return out
 
 
 def _record(row: dict[str, Any], messages: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     """One SFT record: the conversation kept and the tool schemas the agent was given (the rollout's own)."""
-    norm = [{"role": m["role"], "content": m.get("content"), "tool_calls": m.get("tool_calls") or None,
-             "tool_call_id": m.get("tool_call_id")} for m in messages]
-    return {"rollout_id": row["rollout_id"], "simulator": row["simulator"], "agent": row["agent"], "task_id": row["task_id"],
-            "env_id": row["env_id"], "steps": steps, "verified": _verified(row), "tools": row["tools_json"], "messages": norm}
+    norm = [
+        {
+            "role": m["role"],
+            "content": m.get("content"),
+            "tool_calls": m.get("tool_calls") or None,
+            "tool_call_id": m.get("tool_call_id"),
+        }
+        for m in messages
+    ]
+    return {
+        "rollout_id": row["rollout_id"],
+        "simulator": row["simulator"],
+        "agent": row["agent"],
+        "task_id": row["task_id"],
+        "env_id": row["env_id"],
+        "steps": steps,
+        "verified": _verified(row),
+        "tools": row["tools_json"],
+        "messages": norm,
+    }
 
 
 def _verified(row: dict[str, Any]) -> bool:
@@ -98,9 +132,11 @@ def select_records(rollouts: list[dict[str, Any]], how: str) -> tuple[list[dict[
         raise ValueError(f"unknown rollout filter {how!r}; one of {FILTERS}")
     stale = sorted({row["run_id"] for row in rollouts if not row.get("tools_json")})
     if stale:
-        raise StaleRollouts(f"the rollouts of {', '.join(stale)} were written before rollouts recorded their tool schemas "
-                            "and user turns; materialize 'simulated_rollouts' again (finished model requests are replayed "
-                            "from its request log, nothing is asked twice)")
+        raise StaleRollouts(
+            f"the rollouts of {', '.join(stale)} were written before rollouts recorded their tool schemas "
+            "and user turns; materialize 'simulated_rollouts' again (finished model requests are replayed "
+            "from its request log, nothing is asked twice)"
+        )
     records, dropped_steps, without_question = [], 0, 0
     for row in rollouts:
         messages = json.loads(row["messages_json"])
@@ -124,8 +160,12 @@ def select_records(rollouts: list[dict[str, Any]], how: str) -> tuple[list[dict[
 
 
 def export_rollouts(
-    rollout_files: list[Path], directory: Path, how: str = "prefix",
-    name: str = "envsim", license: str = "apache-2.0", max_shard_bytes: int = 256 * 2**20,
+    rollout_files: list[Path],
+    directory: Path,
+    how: str = "prefix",
+    name: str = "envsim",
+    license: str = "apache-2.0",
+    max_shard_bytes: int = 256 * 2**20,
 ) -> SftReport:
     """Write the rollouts of ``rollout_files`` (``rollouts.parquet`` of runs) as agent SFT data in the
     Hugging Face layout at ``directory`` (``data/train-NNNNN-of-NNNNN.parquet`` shards of at most about
@@ -133,17 +173,37 @@ def export_rollouts(
     rows: list[dict[str, Any]] = []
     if rollout_files:
         with connect() as con:
-            rows = con.sql(f"SELECT * FROM read_parquet({[str(f) for f in rollout_files]!r}, union_by_name = true) "
-                           "ORDER BY rollout_id").to_arrow_table().to_pylist()
+            rows = (
+                con.sql(
+                    f"SELECT * FROM read_parquet({[str(f) for f in rollout_files]!r}, union_by_name = true) "
+                    "ORDER BY rollout_id"
+                )
+                .to_arrow_table()
+                .to_pylist()
+            )
     records, dropped_steps, without_question = select_records(rows, how)
     table = pa.Table.from_pylist(records, schema=RECORDS)
     if directory.exists() and any(directory.iterdir()) and not (directory / MARKER).exists():
         raise FileExistsError(f"{directory} is not empty and holds no rollout export; choose another directory")
-    report = SftReport(directory, how, len(rows), len(records), len(rows) - len(records),
-                       sum(r["steps"] for r in records), dropped_steps, "", without_question)
+    report = SftReport(
+        directory,
+        how,
+        len(rows),
+        len(records),
+        len(rows) - len(records),
+        sum(r["steps"] for r in records),
+        dropped_steps,
+        "",
+        without_question,
+    )
     with staged(directory) as staging:
-        writer = ShardWriter(staging / "data", SPLIT, RECORDS, *plan_shards(table.num_rows, table.nbytes, max_shard_bytes),
-                             row_group_size=None)
+        writer = ShardWriter(
+            staging / "data",
+            SPLIT,
+            RECORDS,
+            *plan_shards(table.num_rows, table.nbytes, max_shard_bytes),
+            row_group_size=None,
+        )
         writer.write(table)
         names = writer.close()
         report.card = rollout_card(report, rows, records, name, license, files_bytes(staging / "data", names))
@@ -152,11 +212,24 @@ def export_rollouts(
     return report
 
 
-def rollout_card(report: SftReport, rows: list[dict[str, Any]], records: list[dict[str, Any]], name: str, license: str,
-                 num_bytes: int = 0) -> str:
-    front = card_front(license, f"{name} simulated rollouts ({report.filter})",
-                       ["agents", "tool-use", "simulated-environment", "simia"], len(records), [data_config(SPLIT)],
-                       RECORDS, SPLIT, num_bytes)
+def rollout_card(
+    report: SftReport,
+    rows: list[dict[str, Any]],
+    records: list[dict[str, Any]],
+    name: str,
+    license: str,
+    num_bytes: int = 0,
+) -> str:
+    front = card_front(
+        license,
+        f"{name} simulated rollouts ({report.filter})",
+        ["agents", "tool-use", "simulated-environment", "simia"],
+        len(records),
+        [data_config(SPLIT)],
+        RECORDS,
+        SPLIT,
+        num_bytes,
+    )
     runs: dict[tuple[str, str], dict[str, int]] = {}
     kept = {r["rollout_id"] for r in records}
     for row in rows:
@@ -164,11 +237,16 @@ def rollout_card(report: SftReport, rows: list[dict[str, Any]], records: list[di
         c["rollouts"] += 1
         c["kept"] += row["rollout_id"] in kept
         c["verified"] += _verified(row)
-    table = md_records([{"simulator": s, "agent": a, **c, "dropped": c["rollouts"] - c["kept"]} for (s, a), c in sorted(runs.items())],
-                       ["simulator", "agent", "rollouts", "kept", "dropped", "verified"], limit=len(runs) or 1)
-    rule = {"all": "every rollout as simulated (Simia as published); a rollout that stopped keeps the steps before the stop",
-            "verified": "only rollouts the executor verified end to end (every feedback and every simulated state equal to the real ones)",
-            "prefix": "every rollout cut before its first step whose feedback or state the executor contradicts"}[report.filter]
+    table = md_records(
+        [{"simulator": s, "agent": a, **c, "dropped": c["rollouts"] - c["kept"]} for (s, a), c in sorted(runs.items())],
+        ["simulator", "agent", "rollouts", "kept", "dropped", "verified"],
+        limit=len(runs) or 1,
+    )
+    rule = {
+        "all": "every rollout as simulated (Simia as published); a rollout that stopped keeps the steps before the stop",
+        "verified": "only rollouts the executor verified end to end (every feedback and every simulated state equal to the real ones)",
+        "prefix": "every rollout cut before its first step whose feedback or state the executor contradicts",
+    }[report.filter]
     body = f"""
 # {name}: simulated agent rollouts (filter `{report.filter}`)
 

@@ -6,15 +6,16 @@ after the simulator has answered (recorded actions: all at once, up front)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from pipeline.core.trajectory import Action, Trajectory
-from pipeline.core.environment import EnvSpec
-from pipeline.core.clock import derive_clock_start, step_time
-from pipeline.execution.sandbox import Sandbox
 from pipeline.core.canonical import state_hash
+from pipeline.core.clock import derive_clock_start, step_time
 from pipeline.core.delta import DeltaError, apply
+from pipeline.core.environment import EnvSpec
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.execution.sandbox import Sandbox
 from pipeline.store.schema import decode_delta
 
 

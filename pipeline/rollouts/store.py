@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -21,35 +22,83 @@ import pyarrow.parquet as pq
 from pipeline.core.axes import AXES
 from pipeline.report.plots import line_plot
 from pipeline.rollouts.loop import RolloutTask
+from pipeline.store import catalog, schema, warehouse
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
-from pipeline.store import catalog, schema, warehouse
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
+
 
 def _step(name: str) -> tuple[str, pa.DataType]:
     """A step-table column a rollout step row restates (its type from the step schema; nullable here)."""
     return name, schema.STEPS.field(name).type
 
 
-STEPS = pa.schema([
-    ("run_id", pa.string()), ("simulator", pa.string()), ("model", pa.string()), ("agent", pa.string()),
-    ("rollout_id", pa.string()), *map(_step, ["task_id", "env_id", "source", "adapter", "step_index", "turn", "tool", "arguments_json",
-                                              "outcome", "delta_size"]),
-    (AXES["delta"].label, pa.string()),
-    ("real_observation", pa.string()), ("fm", pa.bool_()), ("cm", pa.bool_()), ("state_match", pa.bool_()),
-    ("drift_before", pa.int32()), ("drift", pa.int32()), ("diverged_before", pa.bool_()),
-    ("predicted_changes", pa.int32()), ("parse_ok", pa.bool_()), ("parse_error", pa.string()),
-    ("change_error", pa.string()), ("feedback_json", pa.string()), ("answer", pa.string()),
-    ("latency_s", pa.float64()), ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()),
-])
-ROLLOUTS = pa.schema([
-    ("run_id", pa.string()), ("simulator", pa.string()), ("model", pa.string()), ("agent", pa.string()),
-    ("rollout_id", pa.string()), ("task_id", pa.string()), ("env_id", pa.string()), ("source", pa.string()),
-    ("adapter", pa.string()), ("status", pa.string()), ("stop_reason", pa.string()), ("steps", pa.int32()), ("parse_failures", pa.int32()),
-    ("first_divergence", pa.int32()), ("final_drift", pa.int32()), ("max_drift", pa.int32()),
-    ("fm_rate", pa.float64()), ("cm_rate", pa.float64()), ("verified_steps", pa.int32()), ("tools_json", pa.string()),
-    ("messages_json", pa.string()),
-])
+STEPS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("simulator", pa.string()),
+        ("model", pa.string()),
+        ("agent", pa.string()),
+        ("rollout_id", pa.string()),
+        *map(
+            _step,
+            [
+                "task_id",
+                "env_id",
+                "source",
+                "adapter",
+                "step_index",
+                "turn",
+                "tool",
+                "arguments_json",
+                "outcome",
+                "delta_size",
+            ],
+        ),
+        (AXES["delta"].label, pa.string()),
+        ("real_observation", pa.string()),
+        ("fm", pa.bool_()),
+        ("cm", pa.bool_()),
+        ("state_match", pa.bool_()),
+        ("drift_before", pa.int32()),
+        ("drift", pa.int32()),
+        ("diverged_before", pa.bool_()),
+        ("predicted_changes", pa.int32()),
+        ("parse_ok", pa.bool_()),
+        ("parse_error", pa.string()),
+        ("change_error", pa.string()),
+        ("feedback_json", pa.string()),
+        ("answer", pa.string()),
+        ("latency_s", pa.float64()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+    ]
+)
+ROLLOUTS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("simulator", pa.string()),
+        ("model", pa.string()),
+        ("agent", pa.string()),
+        ("rollout_id", pa.string()),
+        ("task_id", pa.string()),
+        ("env_id", pa.string()),
+        ("source", pa.string()),
+        ("adapter", pa.string()),
+        ("status", pa.string()),
+        ("stop_reason", pa.string()),
+        ("steps", pa.int32()),
+        ("parse_failures", pa.int32()),
+        ("first_divergence", pa.int32()),
+        ("final_drift", pa.int32()),
+        ("max_drift", pa.int32()),
+        ("fm_rate", pa.float64()),
+        ("cm_rate", pa.float64()),
+        ("verified_steps", pa.int32()),
+        ("tools_json", pa.string()),
+        ("messages_json", pa.string()),
+    ]
+)
 
 
 def rollouts_root(layout: DataLayout) -> Path:
@@ -100,7 +149,9 @@ def recorded_tasks(
     out = []
     for _, row in rows[: limit or None]:
         traj = row_to_trajectory(row)
-        turns = recorded_turns(row.get("messages_json")) or tuple((questions or {}).get((traj.env_id, traj.task_id), ()))
+        turns = recorded_turns(row.get("messages_json")) or tuple(
+            (questions or {}).get((traj.env_id, traj.task_id), ())
+        )
         out.append(RolloutTask(traj.trajectory_id, traj.task_id, traj.env, traj.actions, turns))
     return out
 
@@ -128,10 +179,18 @@ def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> bool:
     if not list(root.glob("*/steps.parquet")):
         return False
     warehouse.repoint(con, layout)  # rollout_steps and rollouts, at the data root as it is now
-    by_axis = [(f"rollout_by_{a.name}", a.label) for a in AXES if a.by_label and a.label in STEPS.names]  # rollout_by_delta
-    for name, key in (("rollout_by_simulator", "simulator, agent"), *by_axis,
-                      ("rollout_by_step", "step_index"), ("rollout_by_env", "env_id")):
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM rollout_steps GROUP BY ALL ORDER BY ALL")
+    by_axis = [
+        (f"rollout_by_{a.name}", a.label) for a in AXES if a.by_label and a.label in STEPS.names
+    ]  # rollout_by_delta
+    for name, key in (
+        ("rollout_by_simulator", "simulator, agent"),
+        *by_axis,
+        ("rollout_by_step", "step_index"),
+        ("rollout_by_env", "env_id"),
+    ):
+        con.execute(
+            f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM rollout_steps GROUP BY ALL ORDER BY ALL"
+        )
     catalog.describe(con)
     return True
 
@@ -156,13 +215,21 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> Any:
 
 def drift_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
     """Mean drift |diff(ŝ, s)| against step index, one line per run; writes ``path``, returns base64 PNG."""
-    df = con.execute("SELECT run_id, step_index, mean_drift, steps FROM rollout_by_step WHERE run_id IN (SELECT unnest(?))",
-                     [run_ids]).df()
+    df = con.execute(
+        "SELECT run_id, step_index, mean_drift, steps FROM rollout_by_step WHERE run_id IN (SELECT unnest(?))",
+        [run_ids],
+    ).df()
 
     def draw(ax: Any) -> None:
         for rid, part in df.groupby("run_id"):
             part = part.sort_values("step_index")
             ax.plot(part["step_index"], part["mean_drift"], marker="o", label=str(rid))
 
-    return line_plot(path, draw, "step index", "mean state drift |diff(ŝ, s)|",
-                     title="Simulated rollouts: drift of the simulated state from the executor's", metadata={"Software": None})
+    return line_plot(
+        path,
+        draw,
+        "step index",
+        "mean state drift |diff(ŝ, s)|",
+        title="Simulated rollouts: drift of the simulated state from the executor's",
+        metadata={"Software": None},
+    )

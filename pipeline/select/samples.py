@@ -18,8 +18,8 @@ composition order, environment-diverse picks within), as ``sample_ids.txt`` list
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,21 +58,37 @@ def materialize_samples(
     strata = _scan([str(strata_path)], _STRATA_COLUMNS, "step_id", picked_ids).sort_by("step_id")
     needed = pc.unique(strata.column("trajectory_id"))
     steps = _scan(layout.step_parts(), _STEP_COLUMNS, "trajectory_id", needed).sort_by(
-        [("trajectory_id", "ascending"), ("step_index", "ascending")])
+        [("trajectory_id", "ascending"), ("step_index", "ascending")]
+    )
     rows = steps.filter(pc.is_in(steps.column("step_id"), value_set=picked_ids))
     if rows.num_rows != len(picks) or strata.num_rows != len(picks):
-        raise SampleError(f"found {rows.num_rows} of {len(picks)} picked steps in the step table and {strata.num_rows} in "
-                          "the strata table; was the step table relabeled underneath? re-materialize step_strata")
+        raise SampleError(
+            f"found {rows.num_rows} of {len(picks)} picked steps in the step table and {strata.num_rows} in "
+            "the strata table; was the step table relabeled underneath? re-materialize step_strata"
+        )
     rows = _with_labels(layout, rows, strata, picks)
     with atomic_path(out) as tmp, pq.ParquetWriter(tmp, SAMPLE, compression="zstd") as writer:
         with BackgroundWrites() as background:
-            _replay_into(layout, rows, steps.select(_REPLAY_COLUMNS),
-                         lambda table: background.submit(writer.write_table, table, 256))
+            _replay_into(
+                layout,
+                rows,
+                steps.select(_REPLAY_COLUMNS),
+                lambda table: background.submit(writer.write_table, table, 256),
+            )
     return len(picks)
 
 
 #: what a sample takes from the strata table: its ids, the axes' labels and the (s_t, a_t) hash
-_STRATA_COLUMNS = ["step_id", "trajectory_id", "task_id", "env_id", "source", "adapter", *AXES.label_columns, "sample_hash"]
+_STRATA_COLUMNS = [
+    "step_id",
+    "trajectory_id",
+    "task_id",
+    "env_id",
+    "source",
+    "adapter",
+    *AXES.label_columns,
+    "sample_hash",
+]
 #: the step-table columns a sample takes (task, environment, source and adapter come with the strata labels)
 _STEP_COLUMNS = [n for n in SAMPLE.names if n in schema.STEPS.names and n not in _STRATA_COLUMNS[2:]]
 #: what the replay reads of every step: which step, then a store.reconstruct.StoredStep
@@ -127,7 +143,9 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay_table: pa.Table, emi
     finished samples (``SAMPLE`` tables) in the order the trajectories are stored."""
     traj_ids = replay_table.column("trajectory_id").to_pylist()
     step_idx = replay_table.column("step_index").to_pylist()
-    stored = list(zip(*(replay_table.column(c).to_pylist() for c in _REPLAY_COLUMNS[2:])))  # store.reconstruct.StoredStep
+    stored = list(
+        zip(*(replay_table.column(c).to_pylist() for c in _REPLAY_COLUMNS[2:]))
+    )  # store.reconstruct.StoredStep
     spans: dict[str, tuple[int, int]] = {}
     for i, tid in enumerate(traj_ids):
         start = spans.get(tid, (i, i))[0]
@@ -176,7 +194,9 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay_table: pa.Table, emi
             pending = 0
     flush()
     if seen != len(row_span):
-        raise SampleError(f"{len(row_span) - seen} trajectories of picked steps are missing from the trajectories table")
+        raise SampleError(
+            f"{len(row_span) - seen} trajectories of picked steps are missing from the trajectories table"
+        )
 
 
 def _trajectory_rows(files: Sequence[str], wanted: pa.Array):

@@ -11,24 +11,29 @@ the same input and seed give the same version and byte-identical sample lists.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from pipeline.core import profile
+from pipeline.core.axes import AXES
+from pipeline.core.decontamination import (  # noqa: F401  (DECONTAMINATION_KEYS: re-exported)
+    DECONTAMINATION,
+    DECONTAMINATION_KEYS,
+    DEFAULT_DECONTAMINATION,
+    Decontamination,
+    decontamination,
+)
+from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
 from pipeline.select.greedy import pick_diverse
 from pipeline.select.samples import materialize_samples
 from pipeline.select.shortfall import SHORTFALL_FIX, reach, shortfall_lines
 from pipeline.select.stratify import current_fingerprint
-from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore, version_id
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
-from pipeline.core import profile
-from pipeline.core.axes import AXES
-from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
-from pipeline.core.decontamination import (  # noqa: F401  (DECONTAMINATION_KEYS: re-exported)
-    DECONTAMINATION, DECONTAMINATION_KEYS, DEFAULT_DECONTAMINATION, Decontamination, decontamination,
-)
+from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore, version_id
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,8 +70,11 @@ class SelectionResult:
         if self.reach:
             return shortfall_lines({"spec": self.spec, "shortfalls": self.shortfalls, "reach": self.reach})
         lost = {d["stratum"]: d for d in self.decontamination}
-        return [f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing, "
-                f"{s['available']} candidates{decontamination_note(lost.get(s['stratum']))})" for s in self.shortfalls]
+        return [
+            f"{s['stratum']}: {s['selected']} of {s['requested']} ({s['missing']} missing, "
+            f"{s['available']} candidates{decontamination_note(lost.get(s['stratum']))})"
+            for s in self.shortfalls
+        ]
 
     def shortfall_message(self) -> str:
         """Every short stratum with its candidates and what decontamination removed, on one line."""
@@ -78,9 +86,13 @@ def decontamination_note(row: dict[str, Any] | None) -> str:
     empty when decontamination removed nothing."""
     if not row or not (row["removed_by_key"] or row["removed_by_hash"]):
         return ""
-    text = (f"; {row['removed_by_key']} of {row['before']} removed by {row['key']} decontamination against "
-            f"{row['benchmark']}")
-    return text + (f", {row['removed_by_hash']} by {row.get('identity', '(s_t, a_t) hash')}" if row["removed_by_hash"] else "")
+    text = (
+        f"; {row['removed_by_key']} of {row['before']} removed by {row['key']} decontamination against "
+        f"{row['benchmark']}"
+    )
+    return text + (
+        f", {row['removed_by_hash']} by {row.get('identity', '(s_t, a_t) hash')}" if row["removed_by_hash"] else ""
+    )
 
 
 def _identity_column(row: dict[str, Any]) -> str:
@@ -96,12 +108,19 @@ def tool_stats(stratum: str, tools: list[tuple[str, str]]) -> dict[str, Any]:
     if not counts:
         return {"stratum": stratum, "tool_pairs": 0, "top_tool": None, "top_tool_share": 0.0}
     (env, tool), n = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return {"stratum": stratum, "tool_pairs": len(counts), "top_tool": f"{tool} ({env})",
-            "top_tool_share": round(n / len(tools), 3)}
+    return {
+        "stratum": stratum,
+        "tool_pairs": len(counts),
+        "top_tool": f"{tool} ({env})",
+        "top_tool_share": round(n / len(tools), 3),
+    }
 
 
-def strata_report(strata: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                  decontamination: list[dict[str, Any]] | None = None) -> "pd.DataFrame":
+def strata_report(
+    strata: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    decontamination: list[dict[str, Any]] | None = None,
+) -> pd.DataFrame:
     """The per-stratum table of a selection (or of a manifest: ``strata``, ``tools``,
     ``decontamination``) with its tool columns and, for a mixture, the candidates before
     decontamination and how many each rule removed — what the asset metadata and the summary show."""
@@ -115,10 +134,16 @@ def strata_report(strata: list[dict[str, Any]], tools: list[dict[str, Any]] | No
     if decontamination:
         lost = pd.DataFrame(decontamination)
         key, identity = lost["key"].iloc[0], _identity_column(decontamination[0])
-        lost = lost.rename(columns={"before": "before_decontamination", "removed_by_key": f"removed_by_{key}",
-                                    "removed_by_hash": identity})
-        table = table.merge(lost[["stratum", "before_decontamination", f"removed_by_{key}", identity]],
-                            on="stratum", how="left")
+        lost = lost.rename(
+            columns={
+                "before": "before_decontamination",
+                "removed_by_key": f"removed_by_{key}",
+                "removed_by_hash": identity,
+            }
+        )
+        table = table.merge(
+            lost[["stratum", "before_decontamination", f"removed_by_{key}", identity]], on="stratum", how="left"
+        )
     return table
 
 
@@ -151,7 +176,7 @@ def select_strata(
     flags = "".join(f", coalesce(({cond}), false) AS decon_{i}" for i, (_, cond) in enumerate(rules))
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE pool AS
-            SELECT step_id, env_id, tool, sample_hash, {', '.join(AXES.columns)}, balance2_group,
+            SELECT step_id, env_id, tool, sample_hash, {", ".join(AXES.columns)}, balance2_group,
                    md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank {flags}
             FROM {_strata_rel(layout)} WHERE NOT excluded {exclude_sql}""",
         [seed],
@@ -159,11 +184,20 @@ def select_strata(
     losses: list[dict[str, Any]] = []
     if rules:
         for name, predicate, _ in strata:
-            counts = [con.execute(f"SELECT count(DISTINCT sample_hash) FROM pool WHERE ({predicate})"
-                                  + "".join(f" AND NOT decon_{j}" for j in range(i))).fetchone()[0]
-                      for i in range(len(rules) + 1)]
-            losses.append({"stratum": name, "before": int(counts[0]),
-                           **{f"removed_by_{rule}": int(counts[i] - counts[i + 1]) for i, (rule, _) in enumerate(rules)}})
+            counts = [
+                con.execute(
+                    f"SELECT count(DISTINCT sample_hash) FROM pool WHERE ({predicate})"
+                    + "".join(f" AND NOT decon_{j}" for j in range(i))
+                ).fetchone()[0]
+                for i in range(len(rules) + 1)
+            ]
+            losses.append(
+                {
+                    "stratum": name,
+                    "before": int(counts[0]),
+                    **{f"removed_by_{rule}": int(counts[i] - counts[i + 1]) for i, (rule, _) in enumerate(rules)},
+                }
+            )
         con.execute("DELETE FROM pool WHERE " + " OR ".join(f"decon_{i}" for i in range(len(rules))))
     usage: Counter[str] = Counter()
     pair_usage: Counter[tuple[str, str]] = Counter()
@@ -172,23 +206,42 @@ def select_strata(
     table, tools = [], []
     for name, predicate, quota in strata:
         available, pairs = con.execute(
-            f"SELECT count(DISTINCT sample_hash), count(DISTINCT (env_id, tool)) FROM pool WHERE {predicate}").fetchone()
+            f"SELECT count(DISTINCT sample_hash), count(DISTINCT (env_id, tool)) FROM pool WHERE {predicate}"
+        ).fetchone()
         if picking == "uniform":
-            chosen = [tuple(r) for r in con.execute(
-                f"SELECT step_id, env_id, tool FROM pool WHERE {predicate} ORDER BY rank, step_id LIMIT ?", [quota]).fetchall()]
+            chosen = [
+                tuple(r)
+                for r in con.execute(
+                    f"SELECT step_id, env_id, tool FROM pool WHERE {predicate} ORDER BY rank, step_id LIMIT ?", [quota]
+                ).fetchall()
+            ]
         else:
             chosen = _pick_cell(con, predicate, quota, pairs, usage, taken, pair_usage)
         picks += [(step_id, name) for step_id, _, _ in chosen]
-        table.append({"stratum": name, "requested": quota, "available": int(available), "selected": len(chosen),
-                      "environments": len({e for _, e, _ in chosen}), "missing": quota - len(chosen)})
+        table.append(
+            {
+                "stratum": name,
+                "requested": quota,
+                "available": int(available),
+                "selected": len(chosen),
+                "environments": len({e for _, e, _ in chosen}),
+                "missing": quota - len(chosen),
+            }
+        )
         tools.append(tool_stats(name, [(e, t) for _, e, t in chosen]))
     con.execute("DROP TABLE pool")
     return picks, table, tools, losses
 
 
-def _pick_cell(con: duckdb.DuckDBPyConnection, predicate: str, quota: int, pairs: int,
-               usage: Counter[str], taken: set[str], pair_usage: Counter[tuple[str, str]] | None = None,
-               ) -> list[tuple[str, str, str]]:
+def _pick_cell(
+    con: duckdb.DuckDBPyConnection,
+    predicate: str,
+    quota: int,
+    pairs: int,
+    usage: Counter[str],
+    taken: set[str],
+    pair_usage: Counter[tuple[str, str]] | None = None,
+) -> list[tuple[str, str, str]]:
     """:func:`pick_diverse` over the best-ranked candidates of every (env, tool) pair; returns
     ``(step_id, env_id, tool)`` in pick order. Only the first ``per_pair`` of each pair are fetched;
     if picking exhausts a pair that had more, the cell is picked again with a larger window, so the
@@ -217,32 +270,67 @@ def _pick_cell(con: duckdb.DuckDBPyConnection, predicate: str, quota: int, pairs
         per_pair *= 4
 
 
-def _finish(kind: str, layout: DataLayout, version: str, spec: dict[str, Any], picks: list[tuple[str, str]],
-            table: list[dict[str, Any]], on_shortfall: str, make_current: bool, why_empty: str = "",
-            tools: list[dict[str, Any]] | None = None, decontamination: list[dict[str, Any]] | None = None,
-            dagster_run_id: str | None = None, reach: dict[str, str] | None = None) -> SelectionResult:
+def _finish(
+    kind: str,
+    layout: DataLayout,
+    version: str,
+    spec: dict[str, Any],
+    picks: list[tuple[str, str]],
+    table: list[dict[str, Any]],
+    on_shortfall: str,
+    make_current: bool,
+    why_empty: str = "",
+    tools: list[dict[str, Any]] | None = None,
+    decontamination: list[dict[str, Any]] | None = None,
+    dagster_run_id: str | None = None,
+    reach: dict[str, str] | None = None,
+) -> SelectionResult:
     if on_shortfall not in SHORTFALL_CHOICES:
         raise ValueError(f"on_shortfall must be one of {', '.join(SHORTFALL_CHOICES)}, not {on_shortfall!r}")
     shortfalls = [t for t in table if t["missing"] > 0]
-    result = SelectionResult(kind, version, spec, table, len(picks), "", shortfalls, list(tools or []),
-                             list(decontamination or []), dict(reach or {}))
+    result = SelectionResult(
+        kind,
+        version,
+        spec,
+        table,
+        len(picks),
+        "",
+        shortfalls,
+        list(tools or []),
+        list(decontamination or []),
+        dict(reach or {}),
+    )
     if shortfalls and on_shortfall == "fail":
         detail = "; ".join(result.shortfall_lines()) if reach else result.shortfall_message()
         fix = f" — fix: {SHORTFALL_FIX}, or on_shortfall: warn to keep what the corpus allows" if reach else ""
         raise ShortfallError(f"{kind} {version} cannot be filled: {detail}{fix}")
     if not picks:  # never a usable version, whatever on_shortfall says
-        asked = ", ".join(f"{t['stratum']} {t['requested']} ({t['available']} candidates)" for t in table) or "no stratum"
-        raise EmptySelection(f"{kind} {version} selects no sample: {why_empty or 'no usable step matches any stratum'}; "
-                             f"asked for {asked}")
+        asked = (
+            ", ".join(f"{t['stratum']} {t['requested']} ({t['available']} candidates)" for t in table) or "no stratum"
+        )
+        raise EmptySelection(
+            f"{kind} {version} selects no sample: {why_empty or 'no usable step matches any stratum'}; "
+            f"asked for {asked}"
+        )
     store = SplitStore(layout, kind)
     out = store.samples(version)
     out.parent.mkdir(parents=True, exist_ok=True)
     materialize_samples(layout, picks, layout.strata, out)
     (store.dir(version) / "sample_ids.txt").write_text("".join(f"{step_id}\n" for step_id, _ in picks))
-    store.write_manifest(version, {"version": version, "kind": kind, "spec": spec, "strata": table,
-                                   "samples": len(picks), "shortfalls": shortfalls, "tools": result.tools,
-                                   "decontamination": result.decontamination,
-                                   **({"reach": result.reach} if result.reach else {})})
+    store.write_manifest(
+        version,
+        {
+            "version": version,
+            "kind": kind,
+            "spec": spec,
+            "strata": table,
+            "samples": len(picks),
+            "shortfalls": shortfalls,
+            "tools": result.tools,
+            "decontamination": result.decontamination,
+            **({"reach": result.reach} if result.reach else {}),
+        },
+    )
     store.created(version, dagster_run_id)  # provenance lives in history.jsonl, never in the version's files
     if make_current:
         store.set_current(version, dagster_run_id)
@@ -265,14 +353,29 @@ def build_benchmark(
     (:func:`pipeline.select.shortfall.reach`); with ``on_shortfall="warn"`` (the default) the version holds
     what the corpus allows, with ``"fail"`` it is a :class:`ShortfallError` naming every short cell and the fix."""
     cells = list(Composition(tuple(composition)).cells)  # checks the names are unique
-    spec = {"seed": seed, "input": current_fingerprint(layout), "composition": [c.to_dict() for c in cells],
-            "picking": PICKING_RULE}
+    spec = {
+        "seed": seed,
+        "input": current_fingerprint(layout),
+        "composition": [c.to_dict() for c in cells],
+        "picking": PICKING_RULE,
+    }
     version = version_id(BENCHMARK, spec)
     with connect() as con:
         picks, table, tools, _ = select_strata(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
         reached = reach(con, _strata_rel(layout), cells, table)
-    return _finish(BENCHMARK, layout, version, spec, picks, table, on_shortfall, make_current, tools=tools,
-                   dagster_run_id=dagster_run_id, reach=reached)
+    return _finish(
+        BENCHMARK,
+        layout,
+        version,
+        spec,
+        picks,
+        table,
+        on_shortfall,
+        make_current,
+        tools=tools,
+        dagster_run_id=dagster_run_id,
+        reach=reached,
+    )
 
 
 #: how an SFT mixture is composed: Balance2 (the published groups and sizes) or a uniform random draw of the
@@ -302,35 +405,68 @@ def build_mixture(
     group), with no per-group quota and no diversity picking."""
     if composition not in MIXTURE_COMPOSITIONS:
         raise ValueError(f"composition must be one of {MIXTURE_COMPOSITIONS}, not {composition!r}")
-    sizes = dict(Composition(mixture_sizes=BALANCE2_GROUPS if sizes is None else sizes).mixture_sizes)  # known groups only
+    sizes = dict(
+        Composition(mixture_sizes=BALANCE2_GROUPS if sizes is None else sizes).mixture_sizes
+    )  # known groups only
     rule = decontamination(decontaminate)
     bench = SplitStore(layout, BENCHMARK)
     bench_version = bench.resolve(benchmark_version)
     bench_samples = str(bench.samples(bench_version))
-    spec = {"seed": seed, "input": current_fingerprint(layout), "sizes": sizes, "decontaminate": decontaminate,
-            "benchmark": bench_version, "picking": PICKING_RULE}
+    spec = {
+        "seed": seed,
+        "input": current_fingerprint(layout),
+        "sizes": sizes,
+        "decontaminate": decontaminate,
+        "benchmark": bench_version,
+        "picking": PICKING_RULE,
+    }
     if composition != "balance2":
         spec.update(composition=composition, picking="seeded rank (uniform random)")
     version = version_id(MIXTURE, spec)
-    strata = ([(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()] if composition == "balance2"
-              else [("uniform", "balance2_group IS NOT NULL", sum(sizes.values()))])
+    strata = (
+        [(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()]
+        if composition == "balance2"
+        else [("uniform", "balance2_group IS NOT NULL", sum(sizes.values()))]
+    )
     with connect() as con:
-        picks, table, tools, losses = select_strata(con, layout, strata, seed, decontamination=rule.conditions(bench_samples),
-                                                    picking="uniform" if composition == "uniform" else "diverse")
+        picks, table, tools, losses = select_strata(
+            con,
+            layout,
+            strata,
+            seed,
+            decontamination=rule.conditions(bench_samples),
+            picking="uniform" if composition == "uniform" else "diverse",
+        )
         why = ""
         if not picks:
             before = con.execute(f"SELECT count(*) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
-            touched = con.execute(f"SELECT count(DISTINCT {rule.key}) FROM read_parquet('{bench_samples}')").fetchone()[0]
-            total = con.execute(f"SELECT count(DISTINCT {rule.key}) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
-            why = (f"decontamination against benchmark {bench_version} (by {rule.key} and by {rule.identity_label}) "
-                   f"leaves none of the {before} usable steps (the benchmark holds steps of {touched} of the {total} "
-                   f"{rule.key} values); fix: collect more episodes (ops: trajectories: config: call_budget) or choose a "
-                   f"smaller benchmark (resources: composition: config: cells)"
-                   if before else "there is no usable step (all excluded or none labeled)")
+            touched = con.execute(f"SELECT count(DISTINCT {rule.key}) FROM read_parquet('{bench_samples}')").fetchone()[
+                0
+            ]
+            total = con.execute(
+                f"SELECT count(DISTINCT {rule.key}) FROM {_strata_rel(layout)} WHERE NOT excluded"
+            ).fetchone()[0]
+            why = (
+                f"decontamination against benchmark {bench_version} (by {rule.key} and by {rule.identity_label}) "
+                f"leaves none of the {before} usable steps (the benchmark holds steps of {touched} of the {total} "
+                f"{rule.key} values); fix: collect more episodes (ops: trajectories: config: call_budget) or choose a "
+                f"smaller benchmark (resources: composition: config: cells)"
+                if before
+                else "there is no usable step (all excluded or none labeled)"
+            )
     for row, loss in zip(table, losses):
-        loss.update({"rule": rule.name, "key": rule.key, "identity": rule.identity_label, "benchmark": bench_version,
-                     "after": row["available"]})
-    return _finish(MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses, dagster_run_id)
+        loss.update(
+            {
+                "rule": rule.name,
+                "key": rule.key,
+                "identity": rule.identity_label,
+                "benchmark": bench_version,
+                "after": row["available"],
+            }
+        )
+    return _finish(
+        MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses, dagster_run_id
+    )
 
 
 def composition_in_force(layout: DataLayout, default: Composition = profile.DEFAULT.composition) -> Composition:

@@ -9,7 +9,8 @@ from the rest; these lines go to the ``composition_matches`` check (WARN), the v
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import duckdb
 
@@ -17,9 +18,11 @@ from pipeline.core.strata import Cell
 
 #: the one-line fix of a benchmark shortfall: more reach, or a composition within it (the ``composition``
 #: resource's ``cells``: docs/pipeline.md, "The composition in force")
-SHORTFALL_FIX = ("add environments with larger state changes (or more scenarios), or choose a composition that fits: "
-                 "resources: composition: config: cells: [...] in run.yaml, each quota at most what the corpus holds "
-                 "(docs/pipeline.md, \"The composition in force\")")
+SHORTFALL_FIX = (
+    "add environments with larger state changes (or more scenarios), or choose a composition that fits: "
+    "resources: composition: config: cells: [...] in run.yaml, each quota at most what the corpus holds "
+    '(docs/pipeline.md, "The composition in force")'
+)
 
 
 def cell_rule(cell: Cell | dict[str, Any]) -> str:
@@ -32,7 +35,9 @@ def cell_rule(cell: Cell | dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def reach(con: duckdb.DuckDBPyConnection, strata: str, cells: Iterable[Cell], table: list[dict[str, Any]]) -> dict[str, str]:
+def reach(
+    con: duckdb.DuckDBPyConnection, strata: str, cells: Iterable[Cell], table: list[dict[str, Any]]
+) -> dict[str, str]:
     """For every short cell of ``table`` (a selection's per-stratum rows), what the corpus (the usable steps
     of the strata relation ``strata``) reaches toward it: no step of the cell's outcome; the largest |Δ| when
     the cell's range lies beyond it; no step with the cell's argument count; else how many distinct
@@ -43,28 +48,43 @@ def reach(con: duckdb.DuckDBPyConnection, strata: str, cells: Iterable[Cell], ta
         if cell.name not in short:
             continue
         steps, max_delta = con.execute(
-            f"SELECT count(*), max(delta_size) FROM {strata} WHERE NOT excluded AND outcome = ?", [cell.outcome]).fetchone()
+            f"SELECT count(*), max(delta_size) FROM {strata} WHERE NOT excluded AND outcome = ?", [cell.outcome]
+        ).fetchone()
         available = short[cell.name]["available"]
         if not steps:
             out[cell.name] = f"no {cell.outcome} step in the corpus"
         elif max_delta < cell.delta_min:
             of = "" if cell.outcome == "success" else f" of {cell.outcome} steps"
             out[cell.name] = f"max |Δ|{of} in the corpus {max_delta}"
-        elif not available and cell.args_count is not None and not con.execute(
+        elif (
+            not available
+            and cell.args_count is not None
+            and not con.execute(
                 f"SELECT count(*) FROM {strata} WHERE NOT excluded AND outcome = ? AND args_count = ?",
-                [cell.outcome, cell.args_count]).fetchone()[0]:
-            out[cell.name] = f"no {cell.outcome} step with {cell.args_count} argument{'' if cell.args_count == 1 else 's'} in the corpus"
+                [cell.outcome, cell.args_count],
+            ).fetchone()[0]
+        ):
+            out[cell.name] = (
+                f"no {cell.outcome} step with {cell.args_count} argument{'' if cell.args_count == 1 else 's'} in the corpus"
+            )
         elif not available:
             out[cell.name] = f"no candidate in the corpus (max |Δ| {max_delta})"
         else:
-            envs = con.execute(f"SELECT count(DISTINCT env_id) FROM {strata} WHERE NOT excluded AND {cell.sql()}").fetchone()[0]
-            out[cell.name] = f"{available} distinct candidates in the corpus, from {envs} environment{'' if envs == 1 else 's'}"
+            envs = con.execute(
+                f"SELECT count(DISTINCT env_id) FROM {strata} WHERE NOT excluded AND {cell.sql()}"
+            ).fetchone()[0]
+            out[cell.name] = (
+                f"{available} distinct candidates in the corpus, from {envs} environment{'' if envs == 1 else 's'}"
+            )
     return out
 
+
 #: the one-line fix of a mixture short of its sizes: more candidates, or sizes within them
-MIXTURE_SHORTFALL_FIX = ("add environments or scenarios (exploration stops at 3,000 calls per environment: a larger "
-                         "`ops: trajectories: config: calls_per_environment` explores longer), or choose sizes that fit: "
-                         "resources: composition: config: mixture_sizes: {...} in run.yaml")
+MIXTURE_SHORTFALL_FIX = (
+    "add environments or scenarios (exploration stops at 3,000 calls per environment: a larger "
+    "`ops: trajectories: config: calls_per_environment` explores longer), or choose sizes that fit: "
+    "resources: composition: config: mixture_sizes: {...} in run.yaml"
+)
 
 
 def mixture_shortfall_lines(manifest: dict[str, Any]) -> list[str]:
@@ -75,8 +95,11 @@ def mixture_shortfall_lines(manifest: dict[str, Any]) -> list[str]:
     for s in manifest.get("shortfalls") or []:
         row = lost.get(s["stratum"])
         removed = sum(v for k, v in (row or {}).items() if k.startswith("removed_by_") and isinstance(v, int))
-        note = (f"{row['before']} candidates, {removed} removed by decontamination against {row['benchmark']}"
-                if row and "before" in row else f"{s['available']} candidates")
+        note = (
+            f"{row['before']} candidates, {removed} removed by decontamination against {row['benchmark']}"
+            if row and "before" in row
+            else f"{s['available']} candidates"
+        )
         lines.append(f"{s['stratum']}: {s['selected']} of {s['requested']} ({note})")
     return lines
 
@@ -103,15 +126,19 @@ def shortfall_report(manifest: dict[str, Any]) -> list[str]:
         if not lines:
             return []
         wanted = sum(s["requested"] for s in manifest.get("strata") or [])
-        return [f"SHORTFALL: sft_mixture {manifest['version']} holds {manifest['samples']} of {wanted} samples: "
-                f"{len(lines)} group(s) short",
-                *(f"  {line}" for line in lines),
-                f"  fix: {MIXTURE_SHORTFALL_FIX}"]
+        return [
+            f"SHORTFALL: sft_mixture {manifest['version']} holds {manifest['samples']} of {wanted} samples: "
+            f"{len(lines)} group(s) short",
+            *(f"  {line}" for line in lines),
+            f"  fix: {MIXTURE_SHORTFALL_FIX}",
+        ]
     lines = shortfall_lines(manifest) if manifest.get("kind") == "benchmark" else []
     if not lines:
         return []
-    return [f"SHORTFALL: benchmark {manifest['version']} holds {manifest['samples']} of "
-            f"{sum(c['quota'] for c in manifest['spec'].get('composition') or []) or '?'} samples: "
-            f"{len(lines)} cell(s) the corpus cannot fill (the mixture is built from the rest)",
-            *(f"  {line}" for line in lines),
-            f"  fix: {SHORTFALL_FIX}"]
+    return [
+        f"SHORTFALL: benchmark {manifest['version']} holds {manifest['samples']} of "
+        f"{sum(c['quota'] for c in manifest['spec'].get('composition') or []) or '?'} samples: "
+        f"{len(lines)} cell(s) the corpus cannot fill (the mixture is built from the rest)",
+        *(f"  {line}" for line in lines),
+        f"  fix: {SHORTFALL_FIX}",
+    ]

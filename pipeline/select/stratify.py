@@ -12,20 +12,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
+from pipeline.core.axes import AXES, Axes
+from pipeline.core.strata import BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL
 from pipeline.labeling.determinism import excluded_files
-from pipeline.labeling.quarantine import input_fingerprint
 from pipeline.labeling.empty import why_empty
+from pipeline.labeling.quarantine import input_fingerprint
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import atomic_path
-from pipeline.core.axes import AXES, Axes
-from pipeline.core.strata import BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL
 from pipeline.store.queries import tool_spread_sql
-
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,14 +52,24 @@ def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> Strat
     con = connect()
     total = con.execute("SELECT count(*) FROM read_parquet(?)", [parts]).fetchone()[0]
     if total < min_steps:
-        raise EmptyStepTable(f"the step table has {total} steps; at least {min_steps} are needed to stratify"
-                             + (f": {why_empty(layout)}" if not total else ""))
+        raise EmptyStepTable(
+            f"the step table has {total} steps; at least {min_steps} are needed to stratify"
+            + (f": {why_empty(layout)}" if not total else "")
+        )
     nondet = excluded_files(layout)
-    nd_join = (f"LEFT JOIN (SELECT step_id AS nd_step, min(reason) AS nd_reason FROM read_parquet({nondet!r}) GROUP BY 1) nd "
-               f"ON nd.nd_step = s.step_id") if nondet else "LEFT JOIN (SELECT NULL AS nd_step, NULL AS nd_reason) nd ON false"
+    nd_join = (
+        (
+            f"LEFT JOIN (SELECT step_id AS nd_step, min(reason) AS nd_reason FROM read_parquet({nondet!r}) GROUP BY 1) nd "
+            f"ON nd.nd_step = s.step_id"
+        )
+        if nondet
+        else "LEFT JOIN (SELECT NULL AS nd_step, NULL AS nd_reason) nd ON false"
+    )
     with atomic_path(out) as tmp:
-        con.execute(f"COPY ({strata_select(axes, 'read_parquet(?)', nd_join)}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)",
-                    [parts])
+        con.execute(
+            f"COPY ({strata_select(axes, 'read_parquet(?)', nd_join)}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)",
+            [parts],
+        )
     usable = con.execute(f"SELECT count(*) FROM read_parquet('{out}') WHERE NOT excluded").fetchone()[0]
     fingerprint = input_fingerprint(layout)
     with atomic_path(layout.strata_manifest) as tmp:
@@ -89,7 +97,7 @@ def current_fingerprint(layout: DataLayout) -> str:
     return json.loads(path.read_text())["fingerprint"]
 
 
-def cell_table(layout: DataLayout, axes: Axes = AXES) -> "pd.DataFrame":
+def cell_table(layout: DataLayout, axes: Axes = AXES) -> pd.DataFrame:
     """Counts, distinct environments and distinct (env, tool) pairs (``tool_pairs``; the most frequent one and
     its share of the cell's steps) per strata cell: (outcome, |Δ| bucket, argument cardinality), the key of
     every axis (:meth:`~pipeline.core.axes.Axes.key_columns`)."""
@@ -99,15 +107,15 @@ def cell_table(layout: DataLayout, axes: Axes = AXES) -> "pd.DataFrame":
     keys = axes.key_columns()
     key = " || '|' || ".join(keys)
     return con.execute(
-        f"""SELECT {', '.join(f'c.{k}' for k in keys)}, c.steps, c.environments, t.tool_pairs, t.top_tool, t.top_tool_share
-            FROM (SELECT {', '.join(keys)}, {key} AS grp, count(*) AS steps,
+        f"""SELECT {", ".join(f"c.{k}" for k in keys)}, c.steps, c.environments, t.tool_pairs, t.top_tool, t.top_tool_share
+            FROM (SELECT {", ".join(keys)}, {key} AS grp, count(*) AS steps,
                          count(DISTINCT env_id) AS environments FROM {rel} GROUP BY ALL) c
             JOIN ({tool_spread_sql(rel, key)}) t USING (grp)
-            ORDER BY {', '.join(keys)}"""
+            ORDER BY {", ".join(keys)}"""
     ).df()
 
 
-def exclusion_table(layout: DataLayout) -> "pd.DataFrame":
+def exclusion_table(layout: DataLayout) -> pd.DataFrame:
     """Excluded steps per environment and kind of reason (error, beyond, non-deterministic)."""
     con = connect()
     return con.execute(

@@ -10,7 +10,7 @@ every table, view and column of a full data root to a comment.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import duckdb
 
@@ -20,22 +20,22 @@ from pipeline.store.schema import COLUMN_DOCS
 #: table / view -> description (a ``eval_by_*`` / ``rollout_by_*`` breakdown view: its prefix's entry)
 TABLES: dict[str, str] = {
     "steps": "One row per executed tool call (the labeled step table of record, data/steps/part-*.parquet): the action, "
-             "its observation, outcome, Δ and |Δ|, and content hashes of s_t and s'_t.",
+    "its observation, outcome, Δ and |Δ|, and content hashes of s_t and s'_t.",
     "trajectories": "One row per trajectory: its environment, task, initial state (stored once) and actions.",
     "environments": "One row per environment of the catalog: its class, license and tools.",
     "strata": "One row per labeled step with its strata: outcome, |Δ| bucket, argument cardinality, default benchmark cell, "
-              "Balance2 group and why it is excluded from the splits.",
+    "Balance2 group and why it is excluded from the splits.",
     "benchmark_samples": "Samples of every benchmark version (data/splits/benchmark/<version>/samples.parquet), full states "
-                         "materialised; `version` names the version.",
+    "materialised; `version` names the version.",
     "sft_mixture_samples": "Samples of every Balance2 SFT mixture version (data/splits/sft_mixture/<version>/samples.parquet).",
     "curriculum_samples": "Samples of every α-curriculum mixture version (data/splits/curriculum/<version>/samples.parquet).",
     "split_versions": "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions kept: "
-                      "seed, input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
+    "seed, input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
     "split_members": "One row per sample of every split version (kind, version, position): the step it is and its strata.",
     "split_diff": "Per pair of versions of the same kind (version_a, version_b): each step in one and not the other "
-                  "(change = 'added' in version_b / 'removed' from version_a), with its stratum in the version it is in.",
+    "(change = 'added' in version_b / 'removed' from version_a), with its stratum in the version it is in.",
     "eval_results": "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, cm_reference, "
-                    "…), latency and tokens; `split_version` names the benchmark version scored.",
+    "…), latency and tokens; `split_version` names the benchmark version scored.",
     "eval_results_strata": "eval_results with each sample's strata: its cell (`stratum`), benchmark group and |Δ| bucket.",
     "eval_runs": "One row per evaluation run: samples, answered, request failures and the metrics over the answered samples.",
     "eval_by": "Metrics of each evaluation run broken down by one key (the view's suffix); percent of the answered samples.",
@@ -46,18 +46,18 @@ TABLES: dict[str, str] = {
     "checkpoint_scores": "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
     "curriculum_groups": "One row per α-curriculum version and group: estimate, weight, candidates, quota and selected.",
     "rollout_steps": "One row per step of a simulated rollout: the simulator's prediction scored against the executor "
-                     "shadowing it (FM, CM, drift).",
+    "shadowing it (FM, CM, drift).",
     "rollouts": "One row per simulated rollout: how it ended, its first divergence and drift.",
     "rollout_by": "Rollout step metrics of each run broken down by one key (the view's suffix).",
     "env_quality": "One row per environment (the corpus quality gate, data/quality/env_quality.parquet): tools and "
-                   "scenarios used, steps by outcome, determinism, max |Δ| and the cells it can fill, schema/code "
-                   "mismatches, state problems, and the executor's verdict with its main problem.",
+    "scenarios used, steps by outcome, determinism, max |Δ| and the cells it can fill, schema/code "
+    "mismatches, state problems, and the executor's verdict with its main problem.",
     "env_tool_quality": "One row per environment and tool: steps by outcome, the most frequent exception with an "
-                        "example call, and the arguments the schema and the code disagree on.",
+    "example call, and the arguments the schema and the code disagree on.",
     "env_yield": "One row per checker and environment (data/quality/env_yield/<checker>.parquet): the checker's "
-                 "agreement with the executor on the environment's probe set (FM, CM, cm_reference, EnvScaler's "
-                 "pass_acc / not_fail_acc), its verdict at the threshold, the executor's verdict beside it, and the "
-                 "checker's yield, tokens and wall time.",
+    "agreement with the executor on the environment's probe set (FM, CM, cm_reference, EnvScaler's "
+    "pass_acc / not_fail_acc), its verdict at the threshold, the executor's verdict beside it, and the "
+    "checker's yield, tokens and wall time.",
 }
 
 #: column name -> description, the same in every table and view that has the column: the step and sample
@@ -76,7 +76,7 @@ _MEANINGS: dict[str, str] = {
     # trajectories and environments
     "category": "Task category (bfcl: base, long_context, miss_func, miss_param).",
     "strategy": "How the trajectory was produced: ground_truth (a task's replay), explore, agent, replay-messages "
-                "(a recorded message history).",
+    "(a recorded message history).",
     "fingerprint": "Fingerprint of the environment's code and options.",
     "env_options_json": "Environment options (JSON).",
     "init_config_json": "The task's initial configuration (JSON).",
@@ -106,8 +106,8 @@ _MEANINGS: dict[str, str] = {
     "created_at": "When the row's subject was created (split version: first written; bench-model run: measured).",
     "dagster_run_id": "Dagster run that produced the row (NULL outside Dagster or when not known).",
     "parent_version": "Version this one was first derived from: the one current when it was first made current (split "
-                      "versions; making it current again never rewrites it, so the lineage has no cycle), or the checkpoint "
-                      "version an intermediate step belongs to (sft_checkpoint_steps); NULL when none.",
+    "versions; making it current again never rewrites it, so the lineage has no cycle), or the checkpoint "
+    "version an intermediate step belongs to (sft_checkpoint_steps); NULL when none.",
     # evaluation
     "run_id": "Run identifier: an evaluation run is <simulator>@<benchmark version>; a rollout run names its own.",
     "simulator": "Simulator name (oracle, no_change, a model endpoint's configured name, …).",
@@ -202,7 +202,7 @@ _MEANINGS: dict[str, str] = {
     "diverged_pct": "Percent of steps taken after a divergence.",
     # the corpus quality gate
     "verdict": "The executor's verdict on the environment: pass, fail, or untested (in the catalog, no step) "
-               "(docs/evaluation.md \"The corpus quality gate\").",
+    '(docs/evaluation.md "The corpus quality gate").',
     "main_problem": "The first problem of a failing environment (NULL when it passes).",
     "problems": "Every problem of a failing environment, in priority order, separated by '; '.",
     "tools_used": "Distinct tools called in the environment's steps.",
@@ -283,7 +283,7 @@ def table_description(name: str) -> str | None:
         return TABLES[name]
     for family in ("eval_by", "rollout_by"):
         if name.startswith(family + "_"):
-            return f"{TABLES[family]} Key: {name[len(family) + 1:]}."
+            return f"{TABLES[family]} Key: {name[len(family) + 1 :]}."
     return None
 
 
@@ -309,7 +309,8 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
     objects = con.execute(
         """SELECT database_name, schema_name, table_name, 'TABLE', comment FROM duckdb_tables() WHERE NOT internal AND NOT temporary
            UNION ALL SELECT database_name, schema_name, view_name, 'VIEW', comment FROM duckdb_views() WHERE NOT internal
-           AND schema_name NOT IN ('information_schema', 'pg_catalog')""").fetchall()
+           AND schema_name NOT IN ('information_schema', 'pg_catalog')"""
+    ).fetchall()
     for database, schema, name, kind, current in objects:
         if read_only and database != "temp":
             continue
@@ -320,8 +321,9 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
         elif text != current:
             con.execute(f"COMMENT ON {kind} {qualified} IS {_literal(text)}")
         for column, col_comment in con.execute(
-                "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? AND table_name = ?",
-                [database, schema, name]).fetchall():
+            "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? AND table_name = ?",
+            [database, schema, name],
+        ).fetchall():
             text = column_description(name, column)
             if text is None:
                 missing.append(f"{name}.{column}")
@@ -344,5 +346,6 @@ def undocumented(con: duckdb.DuckDBPyConnection) -> Iterable[str]:
            UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal AND comment IS NULL
              AND schema_name NOT IN ('information_schema', 'pg_catalog')
            UNION ALL SELECT c.table_name || '.' || c.column_name FROM duckdb_columns() c
-             WHERE NOT c.internal AND c.comment IS NULL AND c.schema_name NOT IN ('information_schema', 'pg_catalog')""").fetchall()
+             WHERE NOT c.internal AND c.comment IS NULL AND c.schema_name NOT IN ('information_schema', 'pg_catalog')"""
+    ).fetchall()
     return sorted(r[0] for r in rows)

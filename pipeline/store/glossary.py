@@ -13,7 +13,7 @@ is the value set the data holds (``tests/store/test_glossary.py`` checks both ag
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 
 from pipeline.core.axes import AXES
 from pipeline.core.outcome import OUTCOMES
@@ -62,7 +62,7 @@ _SETS: dict[str, Callable[[], tuple[str, ...]]] = {
 #: columns whose rows may hold a value outside the set, and what it means (appended to the description)
 _ALSO: dict[str, str] = {
     "outcome": " (`failure`: the environment refused the call, by the corpus's outcome rule; `error`: it raised, timed out "
-               "or crashed)",
+    "or crashed)",
     "adapter": "; null for samples imported from the EnvSimBench release",
     "source": f"; `{IMPORTED_SOURCE}` for samples imported from the EnvSimBench release",
     "benchmark_cell": "; NULL when none (errors, |Δ| beyond the buckets, no_change with 2+ arguments)",

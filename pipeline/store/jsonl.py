@@ -6,8 +6,9 @@ completed model request) and the agent's episode record (one line per episode)."
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
 
 def read_rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -35,7 +36,7 @@ class Appender:
         self.default = default
         self._fh: TextIO | None = None
 
-    def __enter__(self) -> "Appender":
+    def __enter__(self) -> Appender:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = self.path.open("a", encoding="utf-8")
         return self

@@ -80,10 +80,10 @@ class DataLayout:
     partition: str | None = None
 
     @classmethod
-    def at(cls, root: str | os.PathLike[str] | None = None) -> "DataLayout":
+    def at(cls, root: str | os.PathLike[str] | None = None) -> DataLayout:
         return cls(Path(root) if root else default_data_root())
 
-    def for_partition(self, partition: str | None) -> "DataLayout":
+    def for_partition(self, partition: str | None) -> DataLayout:
         return replace(self, partition=None if partition is None else safe_name(partition, "partition key"))
 
     @property
@@ -206,8 +206,12 @@ class DataLayout:
 
     def yield_results(self, fingerprint: str, checker: str) -> Path:
         """``quality/checks/<fingerprint>/<checker>.jsonl``: a checker's per-probe results (resumable)."""
-        return (self.quality_dir / "checks" / safe_name(fingerprint, "corpus fingerprint")
-                / f"{safe_name(checker, 'checker name')}.jsonl")
+        return (
+            self.quality_dir
+            / "checks"
+            / safe_name(fingerprint, "corpus fingerprint")
+            / f"{safe_name(checker, 'checker name')}.jsonl"
+        )
 
     def env_yield(self, checker: str) -> Path:
         """``quality/env_yield/<checker>.parquet``: a checker's per-environment verdicts (the ``env_yield`` view)."""
@@ -277,7 +281,9 @@ class DataLayout:
 
     def step_part(self, key: str) -> Path:
         """A labeled-steps part named by its content key (and the partition, in a partition-scoped layout)."""
-        return self.steps_dir / (f"part-{self.partition}-{key}.parquet" if self.partition is not None else f"part-{key}.parquet")
+        return self.steps_dir / (
+            f"part-{self.partition}-{key}.parquet" if self.partition is not None else f"part-{key}.parquet"
+        )
 
     def step_parts(self) -> list[str]:
         parts = sorted(self.steps_dir.glob("part-*.parquet"))

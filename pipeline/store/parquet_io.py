@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -68,7 +69,7 @@ class RowWriter:
         self.count = 0
         self._batch: list[dict[str, Any]] = []
 
-    def __enter__(self) -> "RowWriter":
+    def __enter__(self) -> RowWriter:
         self._atomic = atomic_path(self.path)
         self._tmp = self._atomic.__enter__()
         self._writer = pq.ParquetWriter(self._tmp, self.schema, compression="zstd")
@@ -131,7 +132,7 @@ class BackgroundWrites:
         if self._error is not None:
             raise self._error
 
-    def __enter__(self) -> "BackgroundWrites":
+    def __enter__(self) -> BackgroundWrites:
         return self
 
     def __exit__(self, *exc: Any) -> None:

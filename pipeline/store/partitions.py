@@ -26,10 +26,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 from pipeline.core.settings import Settings
 from pipeline.store.layout import DataLayout
@@ -68,11 +68,13 @@ class Shard:
         return f"{self.source}-{self.index}"
 
     @classmethod
-    def parse(cls, key: str, count: int, sources: Sequence[str]) -> "Shard":
+    def parse(cls, key: str, count: int, sources: Sequence[str]) -> Shard:
         """The shard of partition ``key`` among the partitions of ``sources``, or a ValueError listing them."""
         source, _, index = key.rpartition("-")
         if source not in sources or not index.isdigit() or int(index) >= count:
-            raise ValueError(f"unknown partition {key!r}; with {ENV_VAR}={count} the partitions are {partition_keys(count, sources)}")
+            raise ValueError(
+                f"unknown partition {key!r}; with {ENV_VAR}={count} the partitions are {partition_keys(count, sources)}"
+            )
         return cls(source, int(index), count)
 
     def holds(self, source: str, env_id: str) -> bool:

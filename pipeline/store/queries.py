@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipeline.core.outcome import OUTCOMES
-from pipeline.store.layout import DataLayout
 from pipeline.core import profile
+from pipeline.core.outcome import OUTCOMES
 from pipeline.core.strata import BALANCE2_GROUP_SQL, Composition
 from pipeline.store.duck import connect
+from pipeline.store.layout import DataLayout
 
 
 def _steps(layout: DataLayout) -> str:
@@ -22,9 +22,7 @@ def has_steps(layout: DataLayout) -> bool:
 def delta_by_outcome(layout: DataLayout) -> pd.DataFrame:
     """|Δ| (rows) × outcome (columns) step counts, with totals."""
     con = connect()
-    df = con.sql(
-        f"SELECT delta_size AS \"|Δ|\", outcome, count(*) AS n FROM {_steps(layout)} GROUP BY ALL"
-    ).df()
+    df = con.sql(f'SELECT delta_size AS "|Δ|", outcome, count(*) AS n FROM {_steps(layout)} GROUP BY ALL').df()
     table = df.pivot_table(index="|Δ|", columns="outcome", values="n", fill_value=0, aggfunc="sum")
     for outcome in OUTCOMES:
         if outcome not in table.columns:
@@ -76,28 +74,38 @@ def cell_coverage(layout: DataLayout, composition: Composition | None = None, fa
 
     composition = composition if composition is not None else profile.DEFAULT.composition
     con = connect()
-    candidates = (f"(SELECT cell, env_id, task_id, tool FROM (SELECT unnest({composition.cells_sql()}) AS cell, "
-                  f"env_id, task_id, tool FROM {_steps(layout)}) WHERE cell IS NOT NULL)")
-    df = con.sql(
-        f"""SELECT cell, count(*) AS candidates, count(DISTINCT env_id) AS environments,
+    candidates = (
+        f"(SELECT cell, env_id, task_id, tool FROM (SELECT unnest({composition.cells_sql()}) AS cell, "
+        f"env_id, task_id, tool FROM {_steps(layout)}) WHERE cell IS NOT NULL)"
+    )
+    df = (
+        con.sql(
+            f"""SELECT cell, count(*) AS candidates, count(DISTINCT env_id) AS environments,
                    count(DISTINCT task_id) AS tasks
             FROM {candidates} GROUP BY ALL"""
-    ).df().set_index("cell")
+        )
+        .df()
+        .set_index("cell")
+    )
     spread = con.sql(tool_spread_sql(candidates, "cell")).df().set_index("grp")
     rows = []
     for c in composition.cells:
         have = df.loc[c.name] if c.name in df.index else None
         tools = spread.loc[c.name] if c.name in spread.index else None
         n = int(have["candidates"]) if have is not None else 0
-        rows.append({
-            "cell": c.name, "quota": c.quota, "candidates": n,
-            "environments": int(have["environments"]) if have is not None else 0,
-            "tasks": int(have["tasks"]) if have is not None else 0,
-            "tool_pairs": int(tools["tool_pairs"]) if tools is not None else 0,
-            "top_tool": tools["top_tool"] if tools is not None else "",
-            "top_tool_share": float(tools["top_tool_share"]) if tools is not None else 0.0,
-            f"≥{factor:g}×quota": "yes" if n >= factor * c.quota else "NO",
-        })
+        rows.append(
+            {
+                "cell": c.name,
+                "quota": c.quota,
+                "candidates": n,
+                "environments": int(have["environments"]) if have is not None else 0,
+                "tasks": int(have["tasks"]) if have is not None else 0,
+                "tool_pairs": int(tools["tool_pairs"]) if tools is not None else 0,
+                "top_tool": tools["top_tool"] if tools is not None else "",
+                "top_tool_share": float(tools["top_tool_share"]) if tools is not None else 0.0,
+                f"≥{factor:g}×quota": "yes" if n >= factor * c.quota else "NO",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -106,11 +114,21 @@ def balance2_coverage(layout: DataLayout, composition: Composition | None = None
 
     composition = composition if composition is not None else profile.DEFAULT.composition
     con = connect()
-    df = con.sql(
-        f"SELECT {BALANCE2_GROUP_SQL} AS grp, count(*) AS n, count(DISTINCT env_id) AS envs FROM {_steps(layout)} GROUP BY ALL"
-    ).df().set_index("grp")
-    return pd.DataFrame([
-        {"group": g, "wanted": n, "available": int(df.loc[g, "n"]) if g in df.index else 0,
-         "environments": int(df.loc[g, "envs"]) if g in df.index else 0}
-        for g, n in composition.mixture_sizes.items()
-    ])
+    df = (
+        con.sql(
+            f"SELECT {BALANCE2_GROUP_SQL} AS grp, count(*) AS n, count(DISTINCT env_id) AS envs FROM {_steps(layout)} GROUP BY ALL"
+        )
+        .df()
+        .set_index("grp")
+    )
+    return pd.DataFrame(
+        [
+            {
+                "group": g,
+                "wanted": n,
+                "available": int(df.loc[g, "n"]) if g in df.index else 0,
+                "environments": int(df.loc[g, "envs"]) if g in df.index else 0,
+            }
+            for g, n in composition.mixture_sizes.items()
+        ]
+    )

@@ -7,8 +7,9 @@ all rebuild states through it.
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Container, Iterable, Iterator, Sequence
+from typing import Any
 
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -32,8 +33,13 @@ class ReplayError(ValueError):
         self.index = index
 
 
-def replay(trajectory_id: str, initial_json: str, initial_hash: str, steps: Sequence[StoredStep],
-           wanted: Container[int] | None = None) -> Iterator[tuple[int, Any, Any, str, str]]:
+def replay(
+    trajectory_id: str,
+    initial_json: str,
+    initial_hash: str,
+    steps: Sequence[StoredStep],
+    wanted: Container[int] | None = None,
+) -> Iterator[tuple[int, Any, Any, str, str]]:
     """Rebuild one trajectory's states from its stored initial state and Δs (``steps`` in step order).
 
     Yields ``(i, s_t, s'_t, s_t text, s'_t text)`` (canonical JSON texts) for every position ``i`` of
@@ -88,23 +94,31 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_trajectory(trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport) -> None:
+def verify_trajectory(
+    trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport
+) -> None:
     before = len(report.problems)
     _verify_trajectory(trajectory_id, initial_json, initial_hash, steps, report)
     if len(report.problems) > before:
         report.failed_trajectories.append(trajectory_id)
 
 
-def _verify_trajectory(trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport) -> None:
+def _verify_trajectory(
+    trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport
+) -> None:
     ordered = sorted(steps, key=lambda s: s["step_index"])
-    stored = [(f"{trajectory_id}#{s['step_index']}", s["delta"], s["state_before_hash"], s["state_after_hash"])
-              for s in ordered]
+    stored = [
+        (f"{trajectory_id}#{s['step_index']}", s["delta"], s["state_before_hash"], s["state_after_hash"])
+        for s in ordered
+    ]
     try:
         for i, *_ in replay(trajectory_id, initial_json, initial_hash, stored):
             report.steps += 1
             step = ordered[i]
             if step["delta_size"] != len(step["delta"]):
-                report.problems.append(f"{stored[i][0]}: |Δ| = {step['delta_size']} but Δ has {len(step['delta'])} records")
+                report.problems.append(
+                    f"{stored[i][0]}: |Δ| = {step['delta_size']} but Δ has {len(step['delta'])} records"
+                )
     except ReplayError as exc:
         report.steps += exc.index is not None  # the step that failed was checked too
         report.problems.append(str(exc))
@@ -125,8 +139,11 @@ def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
         ):
             report.trajectories += 1
             verify_trajectory(
-                traj["trajectory_id"], traj["initial_state_json"], traj["initial_state_hash"],
-                by_traj.pop(traj["trajectory_id"]), report,
+                traj["trajectory_id"],
+                traj["initial_state_json"],
+                traj["initial_state_hash"],
+                by_traj.pop(traj["trajectory_id"]),
+                report,
             )
         for orphan in by_traj:
             report.problems.append(f"{orphan}: steps without a trajectory row")
@@ -147,5 +164,9 @@ def materialize_states(layout: DataLayout, trajectory_id: str) -> list[tuple[dic
         .sort_by("step_index")
         .to_pylist()
     )
-    return [(steps[i], before, after) for i, before, after, _, _ in
-            replay(trajectory_id, rows[0]["initial_state_json"], rows[0]["initial_state_hash"], stored_steps(steps))]
+    return [
+        (steps[i], before, after)
+        for i, before, after, _, _ in replay(
+            trajectory_id, rows[0]["initial_state_json"], rows[0]["initial_state_hash"], stored_steps(steps)
+        )
+    ]

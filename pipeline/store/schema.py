@@ -8,12 +8,13 @@ referenced by ``code_ref``.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 
-from pipeline.core.canonical import canonical_json
 from pipeline.core.axes import AXES, Axes
+from pipeline.core.canonical import canonical_json
 from pipeline.store.glossary import Described
 
 DELTA_RECORD = pa.struct(
@@ -80,7 +81,10 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
     (pa.field("observation_json", pa.string()), LABEL),
     (pa.field("observation_truncated", pa.bool_()), DETAIL),
     (pa.field("outcome", pa.string(), nullable=False), LABEL),
-    (pa.field("outcome_rule", pa.string()), DETAIL),  # the rule the outcome was labeled with (the labeler always sets it)
+    (
+        pa.field("outcome_rule", pa.string()),
+        DETAIL,
+    ),  # the rule the outcome was labeled with (the labeler always sets it)
     (pa.field("error_type", pa.string()), LABEL),
     (pa.field("error_message", pa.string()), LABEL),
     (pa.field("delta", DELTA, nullable=False), LABEL),
@@ -100,66 +104,70 @@ STEPS = pa.schema([f for f, _ in _STEP_FIELDS])
 #: dataset card's "Data Fields" section, the DuckDB comments and the Dagster column schemas are written from it;
 #: a test holds every column described). A closed-set column's entry is its meaning: the glossary
 #: (:mod:`pipeline.store.glossary`) completes it with the values the rules give.
-COLUMN_DOCS: Described = Described({
-    "position": "the sample's place in the pick order (strata in composition order), as `sample_ids.txt` lists them",
-    "stratum": "the benchmark cell (benchmark) or Balance2 group (SFT mixture) the sample was picked for",
-    "step_id": "unique id of the step: `<trajectory_id>#<step_index>`",
-    "trajectory_id": "the trajectory (replayed task, exploration episode or agent episode) the step belongs to",
-    "source": "environment source (the registered sources, pipeline/envs/registry.py)",
-    "adapter": "adapter that built and ran the environment in the sandbox (the builtin pack's is `envscaler`)",
-    "env_id": "the environment (`<source>/<class or id>`)",
-    "task_id": "the task or scenario the trajectory ran",
-    "step_index": "0-based index of the step in its trajectory",
-    "turn": "the user turn of a multi-turn task the call belongs to",
-    "current_time": "the frozen wall clock the environment read during the call (ISO 8601, UTC); null without a recorded clock",
-    "tool": "name of the tool called, `a_t`",
-    "arguments_json": "the call's arguments as a JSON object",
-    "args_count": "number of top-level arguments",
-    "code": "source code of the called tool, `code(a_t)`",
-    "code_ref": "content reference of the tool's source in `tool_code.parquet`",
-    "state_before_json": "the environment state before the call, `s_t`, as canonical JSON",
-    "state_after_json": "the environment state after the call, `s'_t`, as canonical JSON",
-    "raw_observation": "what the tool returned, `o_t`, as text (an `Error…` message for an error step)",
-    "observation_json": "the observation parsed (JSON, then Python literal) as JSON; null when it does not parse",
-    "observation_truncated": "true when the observation was cut at the size cap",
-    "outcome": "outcome of the call",
-    "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the corpus's declared "
-                    "rule as canonical JSON (`{\"extends_default\":…,\"failure_if\":[…]}`, docs/environments.md)",
-    "error_type": "the exception type of an error step (`Timeout`, `WorkerCrash`, …); else null",
-    "error_message": "the exception message of an error step; else null",
-    "delta": "the state change Δ: records `{op: add|remove|replace, path: list of keys, before, after}` (values as canonical JSON)",
-    "delta_size": "|Δ|, the number of Δ records",
-    **{a.label: a.label_doc for a in AXES if a.label},  # the axes' label columns
-    "state_before_hash": "content hash of `s_t` (its canonical JSON)",
-    "state_after_hash": "content hash of `s'_t` (its canonical JSON)",
-    "sample_hash": "hash of (`s_t`, `a_t`): one sample per hash, and the key of decontamination",
-    "env_output": "stdout / stderr the call printed (capped)",
-    "mutated_arg": "exploration: the argument deliberately mutated to provoke a failure; else null",
-})
+COLUMN_DOCS: Described = Described(
+    {
+        "position": "the sample's place in the pick order (strata in composition order), as `sample_ids.txt` lists them",
+        "stratum": "the benchmark cell (benchmark) or Balance2 group (SFT mixture) the sample was picked for",
+        "step_id": "unique id of the step: `<trajectory_id>#<step_index>`",
+        "trajectory_id": "the trajectory (replayed task, exploration episode or agent episode) the step belongs to",
+        "source": "environment source (the registered sources, pipeline/envs/registry.py)",
+        "adapter": "adapter that built and ran the environment in the sandbox (the builtin pack's is `envscaler`)",
+        "env_id": "the environment (`<source>/<class or id>`)",
+        "task_id": "the task or scenario the trajectory ran",
+        "step_index": "0-based index of the step in its trajectory",
+        "turn": "the user turn of a multi-turn task the call belongs to",
+        "current_time": "the frozen wall clock the environment read during the call (ISO 8601, UTC); null without a recorded clock",
+        "tool": "name of the tool called, `a_t`",
+        "arguments_json": "the call's arguments as a JSON object",
+        "args_count": "number of top-level arguments",
+        "code": "source code of the called tool, `code(a_t)`",
+        "code_ref": "content reference of the tool's source in `tool_code.parquet`",
+        "state_before_json": "the environment state before the call, `s_t`, as canonical JSON",
+        "state_after_json": "the environment state after the call, `s'_t`, as canonical JSON",
+        "raw_observation": "what the tool returned, `o_t`, as text (an `Error…` message for an error step)",
+        "observation_json": "the observation parsed (JSON, then Python literal) as JSON; null when it does not parse",
+        "observation_truncated": "true when the observation was cut at the size cap",
+        "outcome": "outcome of the call",
+        "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the corpus's declared "
+        'rule as canonical JSON (`{"extends_default":…,"failure_if":[…]}`, docs/environments.md)',
+        "error_type": "the exception type of an error step (`Timeout`, `WorkerCrash`, …); else null",
+        "error_message": "the exception message of an error step; else null",
+        "delta": "the state change Δ: records `{op: add|remove|replace, path: list of keys, before, after}` (values as canonical JSON)",
+        "delta_size": "|Δ|, the number of Δ records",
+        **{a.label: a.label_doc for a in AXES if a.label},  # the axes' label columns
+        "state_before_hash": "content hash of `s_t` (its canonical JSON)",
+        "state_after_hash": "content hash of `s'_t` (its canonical JSON)",
+        "sample_hash": "hash of (`s_t`, `a_t`): one sample per hash, and the key of decontamination",
+        "env_output": "stdout / stderr the call printed (capped)",
+        "mutated_arg": "exploration: the argument deliberately mutated to provoke a failure; else null",
+    }
+)
 
 
 def sample_schema(axes: Axes = AXES) -> pa.Schema:
     """A split's samples: the step's key and label columns (the step table's fields), its place and stratum in
     the split, the rebuilt states, the tool's code and the strata label of every axis (``axes``)."""
     step = STEPS.field
-    return pa.schema([
-        pa.field("position", pa.int32(), nullable=False),
-        pa.field("stratum", pa.string(), nullable=False),
-        *map(step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
-        step("adapter"),  # null for imported samples
-        # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
-        # null for samples without a recorded clock (imported reference data)
-        pa.field("current_time", pa.string()),
-        *map(step, ["tool", "arguments_json", "args_count"]),
-        pa.field("code", pa.string()),
-        step("code_ref"),
-        pa.field("state_before_json", pa.string(), nullable=False),
-        pa.field("state_after_json", pa.string(), nullable=False),
-        *map(step, ["raw_observation", "observation_json", "outcome", "delta", "delta_size"]),
-        *(pa.field(label, pa.string(), nullable=False) for label in axes.label_columns),
-        *map(step, ["state_before_hash", "state_after_hash"]),
-        pa.field("sample_hash", pa.string(), nullable=False),
-    ])
+    return pa.schema(
+        [
+            pa.field("position", pa.int32(), nullable=False),
+            pa.field("stratum", pa.string(), nullable=False),
+            *map(step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
+            step("adapter"),  # null for imported samples
+            # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
+            # null for samples without a recorded clock (imported reference data)
+            pa.field("current_time", pa.string()),
+            *map(step, ["tool", "arguments_json", "args_count"]),
+            pa.field("code", pa.string()),
+            step("code_ref"),
+            pa.field("state_before_json", pa.string(), nullable=False),
+            pa.field("state_after_json", pa.string(), nullable=False),
+            *map(step, ["raw_observation", "observation_json", "outcome", "delta", "delta_size"]),
+            *(pa.field(label, pa.string(), nullable=False) for label in axes.label_columns),
+            *map(step, ["state_before_hash", "state_after_hash"]),
+            pa.field("sample_hash", pa.string(), nullable=False),
+        ]
+    )
 
 
 #: the samples of a split version (``samples.parquet``; pipeline.select.samples writes them,
@@ -167,8 +175,13 @@ def sample_schema(axes: Axes = AXES) -> pa.Schema:
 SAMPLE = sample_schema()
 
 #: Arrow type -> DuckDB type, for tables whose rows are sample (or step) rows
-_DUCK_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN",
-               pa.float64(): "DOUBLE"}
+_DUCK_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.bool_(): "BOOLEAN",
+    pa.float64(): "DOUBLE",
+}
 
 
 def duck_columns(table: pa.Schema, names: Iterable[str]) -> dict[str, str]:

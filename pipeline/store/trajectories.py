@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow.dataset as ds
 
-from pipeline.core.trajectory import Action, Trajectory
-from pipeline.core.environment import EnvSpec
 from pipeline.core.canonical import canonical_json, canonicalize
+from pipeline.core.environment import EnvSpec
+from pipeline.core.trajectory import Action, Trajectory
 from pipeline.store.layout import DataLayout
 from pipeline.store.schema import TRAJECTORIES
 
@@ -60,8 +61,14 @@ def row_to_trajectory(row: dict[str, Any]) -> Trajectory:
             options=json.loads(row["env_options_json"] or "{}"),
         ),
         actions=tuple(
-            Action(a["tool"], json.loads(a["arguments_json"]), a["turn"], a["call"] or "",
-                   a.get("mutated_arg"), a.get("observed_after_hash"))
+            Action(
+                a["tool"],
+                json.loads(a["arguments_json"]),
+                a["turn"],
+                a["call"] or "",
+                a.get("mutated_arg"),
+                a.get("observed_after_hash"),
+            )
             for a in row["actions"] or []
         ),
         category=row["category"] or "",

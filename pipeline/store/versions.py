@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,7 @@ class SplitStore:
     def manifest(self, version: str) -> dict[str, Any]:
         path = self.dir(version) / "manifest.json"
         if not path.exists():
-            raise UnknownVersion(
-                f"{self.kind} version {version!r} does not exist; known: {self.versions() or 'none'}"
-            )
+            raise UnknownVersion(f"{self.kind} version {version!r} does not exist; known: {self.versions() or 'none'}")
         return json.loads(path.read_text())
 
     def write_manifest(self, version: str, manifest: dict[str, Any]) -> None:
@@ -82,13 +80,17 @@ class SplitStore:
             tmp.write_text(version + "\n")
         if previous != version:
             first = not any(e.get("event") == MADE_CURRENT and e.get("version") == version for e in self.history())
-            self.log(MADE_CURRENT, version, dagster_run_id, previous=previous, **({"parent": previous} if first else {}))
+            self.log(
+                MADE_CURRENT, version, dagster_run_id, previous=previous, **({"parent": previous} if first else {})
+            )
         return previous
 
     def changes_by(self, dagster_run_id: str) -> tuple[str | None, str] | None:
         """``(before, after)`` of CURRENT over the ``made_current`` events of one Dagster run (the first event's
         previous version, the last event's version); None when that run did not change CURRENT."""
-        events = [e for e in self.history() if e.get("event") == MADE_CURRENT and e.get("dagster_run_id") == dagster_run_id]
+        events = [
+            e for e in self.history() if e.get("event") == MADE_CURRENT and e.get("dagster_run_id") == dagster_run_id
+        ]
         if not events:
             return None
         first = events[0]
@@ -101,8 +103,13 @@ class SplitStore:
     def log(self, event: str, version: str, dagster_run_id: str | None = None, **extra: Any) -> None:
         """Append one event (``created`` / ``made_current``) to ``history.jsonl`` with the time and run."""
         self.root.mkdir(parents=True, exist_ok=True)
-        record = {"event": event, "version": version, "at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-                  "dagster_run_id": dagster_run_id, **extra}
+        record = {
+            "event": event,
+            "version": version,
+            "at": datetime.now(UTC).isoformat(timespec="microseconds"),
+            "dagster_run_id": dagster_run_id,
+            **extra,
+        }
         with self.history_path.open("a") as fh:
             fh.write(json.dumps(record, sort_keys=True) + "\n")
 
@@ -129,7 +136,9 @@ class SplitStore:
         written before ``previous`` existed logged every change as ``parent``: the first one counts."""
         out: dict[str, dict[str, Any]] = {}
         for event in self.history():
-            row = out.setdefault(event.get("version"), {"created_at": None, "dagster_run_id": None, "parent_version": None})
+            row = out.setdefault(
+                event.get("version"), {"created_at": None, "dagster_run_id": None, "parent_version": None}
+            )
             if event.get("event") == CREATED and row["created_at"] is None:
                 row["created_at"], row["dagster_run_id"] = event.get("at"), event.get("dagster_run_id")
             elif event.get("event") == MADE_CURRENT and not row.get("made_current"):
@@ -138,7 +147,7 @@ class SplitStore:
             row = out.setdefault(version, {"created_at": None, "dagster_run_id": None, "parent_version": None})
             if row["created_at"] is None:
                 mtime = (self.dir(version) / "manifest.json").stat().st_mtime
-                row["created_at"] = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="microseconds")
+                row["created_at"] = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="microseconds")
         for row in out.values():
             row.pop("made_current", None)
         return out
@@ -154,5 +163,7 @@ class SplitStore:
             return version
         current = self.current()
         if current is None:
-            raise UnknownVersion(f"no current {self.kind} version; materialize it first (known: {self.versions() or 'none'})")
+            raise UnknownVersion(
+                f"no current {self.kind} version; materialize it first (known: {self.versions() or 'none'})"
+            )
         return current

@@ -18,29 +18,47 @@ only one process writes at a time).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import duckdb
 
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.store import catalog
-from pipeline.store.schema import SAMPLE, duck_columns
 from pipeline.store.layout import DataLayout
+from pipeline.store.schema import SAMPLE, duck_columns
 from pipeline.store.versions import SPLIT_KINDS, SplitStore
 
 #: ``split_versions`` columns, in table order
 SPLIT_VERSIONS = {
-    "kind": "VARCHAR", "version": "VARCHAR", "seed": "BIGINT", "input_fingerprint": "VARCHAR", "spec_json": "VARCHAR",
-    "samples": "INTEGER", "shortfalls": "INTEGER", "is_current": "BOOLEAN", "created_at": "TIMESTAMPTZ",
-    "dagster_run_id": "VARCHAR", "parent_version": "VARCHAR",
+    "kind": "VARCHAR",
+    "version": "VARCHAR",
+    "seed": "BIGINT",
+    "input_fingerprint": "VARCHAR",
+    "spec_json": "VARCHAR",
+    "samples": "INTEGER",
+    "shortfalls": "INTEGER",
+    "is_current": "BOOLEAN",
+    "created_at": "TIMESTAMPTZ",
+    "dagster_run_id": "VARCHAR",
+    "parent_version": "VARCHAR",
 }
 #: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version): the sample's
 #: place, stratum and ids, and its value on every stored axis; types from the sample schema
-MEMBER_COLUMNS = ("position", "stratum", "step_id", "trajectory_id", "task_id", "env_id", "tool", *AXES.stored_columns,
-                  "sample_hash")
+MEMBER_COLUMNS = (
+    "position",
+    "stratum",
+    "step_id",
+    "trajectory_id",
+    "task_id",
+    "env_id",
+    "tool",
+    *AXES.stored_columns,
+    "sample_hash",
+)
 SPLIT_MEMBERS = {"kind": "VARCHAR", "version": "VARCHAR", **duck_columns(SAMPLE, MEMBER_COLUMNS)}
 
 
@@ -72,8 +90,10 @@ def _samples_view(layout: DataLayout, kind: str, relative: bool = True) -> str |
     if not store.versions():
         return None
     pattern = _in_root(layout, store.root, relative) + "/*/samples.parquet"
-    return (f"SELECT regexp_extract(filename, '([^/\\\\]+)[/\\\\]samples\\.parquet$', 1) AS version, * EXCLUDE (filename) "
-            f"FROM read_parquet({_sql_path(pattern)}, filename = true, union_by_name = true)")
+    return (
+        f"SELECT regexp_extract(filename, '([^/\\\\]+)[/\\\\]samples\\.parquet$', 1) AS version, * EXCLUDE (filename) "
+        f"FROM read_parquet({_sql_path(pattern)}, filename = true, union_by_name = true)"
+    )
 
 
 def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
@@ -82,17 +102,26 @@ def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
     ``relative`` (a DuckDB file kept outside the data root)."""
     views: dict[str, str] = {}
     if layout.step_parts():
-        views["steps"] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.steps_dir, relative) + '/part-*.parquet')})"
+        views["steps"] = (
+            f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.steps_dir, relative) + '/part-*.parquet')})"
+        )
     # every file of layout.trajectory_files(); partition files as a glob, so that partitions
     # materialized after this sync are in the view too
     trajectory_files = [Path(f).resolve() for f in layout.trajectory_files()]
-    patterns = sorted({_in_root(layout, f.parent, relative) + "/part-*.parquet" if f.name.startswith("part-")
-                       else _in_root(layout, f, relative)
-                       for f in trajectory_files})
+    patterns = sorted(
+        {
+            _in_root(layout, f.parent, relative) + "/part-*.parquet"
+            if f.name.startswith("part-")
+            else _in_root(layout, f, relative)
+            for f in trajectory_files
+        }
+    )
     if patterns:
         views["trajectories"] = f"SELECT * FROM read_parquet([{', '.join(map(_sql_path, patterns))}])"
     if layout.environments.exists():
-        views["environments"] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.environments, relative))})"
+        views["environments"] = (
+            f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.environments, relative))})"
+        )
     if layout.strata.exists():
         views["strata"] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.strata, relative))})"
     for name, path in (("env_quality", layout.env_quality), ("env_tool_quality", layout.env_tool_quality)):
@@ -108,8 +137,12 @@ def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
     rollouts = layout.rollouts.resolve()
     if list(rollouts.glob("*/steps.parquet")):
         where = _in_root(layout, rollouts, relative)
-        views["rollout_steps"] = f"SELECT * FROM read_parquet({_sql_path(where + '/*/steps.parquet')}, union_by_name = true)"
-        views["rollouts"] = f"SELECT * FROM read_parquet({_sql_path(where + '/*/rollouts.parquet')}, union_by_name = true)"
+        views["rollout_steps"] = (
+            f"SELECT * FROM read_parquet({_sql_path(where + '/*/steps.parquet')}, union_by_name = true)"
+        )
+        views["rollouts"] = (
+            f"SELECT * FROM read_parquet({_sql_path(where + '/*/rollouts.parquet')}, union_by_name = true)"
+        )
     return views
 
 
@@ -118,8 +151,10 @@ def _read_only(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]).fetchone()[0]
-                or con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]).fetchone()[0])
+    return bool(
+        con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]).fetchone()[0]
+        or con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]).fetchone()[0]
+    )
 
 
 def repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
@@ -160,15 +195,19 @@ def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
                SELECT p.kind, p.version_a, p.version_b, 'removed' AS change, m.step_id, m.stratum, m.env_id, m.task_id, m.tool,
                       {values}
                FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_a
-               WHERE NOT EXISTS (SELECT 1 FROM split_members o WHERE o.kind = p.kind AND o.version = p.version_b AND o.step_id = m.step_id)""")
+               WHERE NOT EXISTS (SELECT 1 FROM split_members o WHERE o.kind = p.kind AND o.version = p.version_b AND o.step_id = m.step_id)"""
+        )
     if _exists(con, "eval_results"):
         labels = "".join(f", {a.label_sql()} AS {a.label}" for a in axes if a.by_label)
         con.execute(
             f"""CREATE OR REPLACE VIEW eval_results_strata AS
-                SELECT *, {BENCHMARK_GROUP_SQL} AS benchmark_group{labels} FROM {axes.relation('eval_results')}""")
+                SELECT *, {BENCHMARK_GROUP_SQL} AS benchmark_group{labels} FROM {axes.relation("eval_results")}"""
+        )
 
 
-def _ensure_table(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, str], key: tuple[str, ...] = ()) -> None:
+def _ensure_table(
+    con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, str], key: tuple[str, ...] = ()
+) -> None:
     """Create table ``name`` or bring an older one up to date (missing columns added, NULL for old rows)."""
     primary = f", PRIMARY KEY ({', '.join(key)})" if key else ""
     con.execute(f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(f'{c} {t}' for c, t in columns.items())}{primary})")
@@ -176,8 +215,12 @@ def _ensure_table(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, 
         con.execute(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind_sql}")
 
 
-def register_splits(con: duckdb.DuckDBPyConnection, layout: DataLayout, kinds: tuple[str, ...] = SPLIT_KINDS,
-                    tables: tuple[ManifestTable, ...] = ()) -> dict[str, int]:
+def register_splits(
+    con: duckdb.DuckDBPyConnection,
+    layout: DataLayout,
+    kinds: tuple[str, ...] = SPLIT_KINDS,
+    tables: tuple[ManifestTable, ...] = (),
+) -> dict[str, int]:
     """The one registration of split versions, for every split kind: create ``split_versions`` /
     ``split_members`` (or bring older ones up to date) and register every version of ``kinds`` on disk —
     members once per version, the version row (current flag, created time, run, parent) refreshed on every
@@ -192,20 +235,37 @@ def register_splits(con: duckdb.DuckDBPyConnection, layout: DataLayout, kinds: t
         store = SplitStore(layout, kind)
         current = store.current()
         provenance = store.provenance()
-        members = {r[0] for r in con.execute("SELECT DISTINCT version FROM split_members WHERE kind = ?", [kind]).fetchall()}
+        members = {
+            r[0] for r in con.execute("SELECT DISTINCT version FROM split_members WHERE kind = ?", [kind]).fetchall()
+        }
         for version in store.versions():
             manifest = store.manifest(version)
             spec = manifest["spec"]
             prov = provenance.get(version, {})
             con.execute(
                 f"INSERT OR REPLACE INTO split_versions ({', '.join(SPLIT_VERSIONS)}) VALUES (?, ?, ?, ?, ?, ?, ?, false, ?, ?, ?)",
-                [kind, version, spec.get("seed"), spec.get("input"), json.dumps(spec, sort_keys=True), manifest["samples"],
-                 len(manifest["shortfalls"]), prov.get("created_at"), prov.get("dagster_run_id"), prov.get("parent_version")])
+                [
+                    kind,
+                    version,
+                    spec.get("seed"),
+                    spec.get("input"),
+                    json.dumps(spec, sort_keys=True),
+                    manifest["samples"],
+                    len(manifest["shortfalls"]),
+                    prov.get("created_at"),
+                    prov.get("dagster_run_id"),
+                    prov.get("parent_version"),
+                ],
+            )
             if version not in members:
                 con.execute(
-                    f"""INSERT INTO split_members SELECT ?, ?, {', '.join(MEMBER_COLUMNS)}
-                        FROM read_parquet({_sql_path(store.samples(version).resolve())})""", [kind, version])
-        con.execute("UPDATE split_versions SET is_current = (version IS NOT DISTINCT FROM ?) WHERE kind = ?", [current, kind])
+                    f"""INSERT INTO split_members SELECT ?, ?, {", ".join(MEMBER_COLUMNS)}
+                        FROM read_parquet({_sql_path(store.samples(version).resolve())})""",
+                    [kind, version],
+                )
+        con.execute(
+            "UPDATE split_versions SET is_current = (version IS NOT DISTINCT FROM ?) WHERE kind = ?", [current, kind]
+        )
         counts[kind] = con.execute("SELECT count(*) FROM split_versions WHERE kind = ?", [kind]).fetchone()[0]
     for table in tables:
         _register_manifest_rows(con, layout, table)

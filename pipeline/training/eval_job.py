@@ -9,8 +9,9 @@ name it is served under: another checkpoint served under the same name is scored
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pipeline.evaluate import results
 from pipeline.evaluate.run import Scored, score_all
@@ -24,14 +25,26 @@ from pipeline.training.serve import ServeSpec, serve
 def _summary(scored: Scored) -> dict[str, Any]:
     """A run's entry in the job's report: where its results are, who answered, how many samples were scored
     now and how many were resumed from earlier runs of the same weights, and its metrics."""
-    return {"results_path": str(scored.path), "simulator": scored.spec.name, "model": scored.spec.model,
-            "weights_id": scored.spec.weights_id, "scored": scored.report.completed, "resumed": scored.report.skipped,
-            **results.run_summary(scored.path, scored.run_id)}
+    return {
+        "results_path": str(scored.path),
+        "simulator": scored.spec.name,
+        "model": scored.spec.model,
+        "weights_id": scored.spec.weights_id,
+        "scored": scored.report.completed,
+        "resumed": scored.report.skipped,
+        **results.run_summary(scored.path, scored.run_id),
+    }
 
 
-def run(data_root: str, split_version: str | None, simulators: list[dict[str, Any]],
-        served: dict[str, Any] | None = None, workdir: str | None = None, max_samples: int | None = None,
-        log: Callable[[str], None] = print) -> dict[str, Any]:
+def run(
+    data_root: str,
+    split_version: str | None,
+    simulators: list[dict[str, Any]],
+    served: dict[str, Any] | None = None,
+    workdir: str | None = None,
+    max_samples: int | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """Score ``simulators`` on a benchmark version with the evaluation loop
     (:func:`pipeline.evaluate.run.score_all`); with ``served`` (``{"spec": ServeSpec fields, "simulator":
     SimulatorSpec fields, "checkpoint_path": the checkpoint directory}``) also start that server and score
@@ -59,12 +72,27 @@ def run(data_root: str, split_version: str | None, simulators: list[dict[str, An
         spec = ServeSpec(**{**served["spec"], "served_name": name})
         log(f"checkpoint {path}: weights {wid}")
         with serve(spec, Path(workdir or layout.jobs) / "server", log) as endpoint:
-            sim = {**served["simulator"], "name": name, "kind": "openai", "model": name, "base_url": endpoint.base_url,
-                   "api_key_env": "", "weights_id": wid}
+            sim = {
+                **served["simulator"],
+                "name": name,
+                "kind": "openai",
+                "model": name,
+                "base_url": endpoint.base_url,
+                "api_key_env": "",
+                "weights_id": wid,
+            }
             [run] = score_all(layout, version, samples, [simulator_spec(**sim)], scored, keep_going=False)
         report["runs"][run.run_id]["served"] = True
-        report["served"] = {"run_id": run.run_id, "served_model": name, "weights_id": wid, "checkpoint_path": str(path),
-                            "checkpoint_version": (manifest or {}).get("checkpoint_version"), "template": spec.template,
-                            "backend": endpoint.backend, "model_name_or_path": spec.model_name_or_path,
-                            "adapter_name_or_path": spec.adapter_name_or_path, "server_log": str(endpoint.log)}
+        report["served"] = {
+            "run_id": run.run_id,
+            "served_model": name,
+            "weights_id": wid,
+            "checkpoint_path": str(path),
+            "checkpoint_version": (manifest or {}).get("checkpoint_version"),
+            "template": spec.template,
+            "backend": endpoint.backend,
+            "model_name_or_path": spec.model_name_or_path,
+            "adapter_name_or_path": spec.adapter_name_or_path,
+            "server_log": str(endpoint.log),
+        }
     return report

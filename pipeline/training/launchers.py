@@ -16,9 +16,9 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from pipeline.core.fields import setting
 from pipeline.store.layout import safe_name
@@ -40,7 +40,7 @@ class JobNeeds:
     time_limit_min: int | None = None
 
     @classmethod
-    def for_gpus(cls, gpus: int) -> "JobNeeds":
+    def for_gpus(cls, gpus: int) -> JobNeeds:
         """Two CPUs and, with GPUs, ``MEM_GB_PER_GPU`` per GPU (a served model is loaded in host memory first)."""
         return cls(mem_gb=MEM_GB_PER_GPU * gpus if gpus else None)
 
@@ -67,17 +67,29 @@ class JobSpec:
     requeue: bool = False  # Slurm --requeue: the job is started again after preemption or a node failure
     gpus: int = setting(0, "GPUs per node (--gres=gpu:N on Slurm).")
     gpu_type: str | None = setting(None, "GPU type (--gres=gpu:<type>:N on Slurm).")
-    cpus: int | None = setting(None, "CPUs per task (--cpus-per-task on Slurm); unset: what the job needs (training: its "
-                                     "preprocessing_num_workers, at least one per GPU; evaluation: 2).")
-    mem_gb: int | None = setting(None, "Memory per node, GB (--mem on Slurm); unset: what the job needs "
-                                       f"({MEM_GB_PER_GPU} per GPU; training at least {MEM_GB_PER_GPU}).")
-    time_limit_min: int | None = setting(None, "Time limit of a job, minutes (local: the job is ended; Slurm: --time); "
-                                               "unset: what the job needs (training: 24 h; evaluation: none).")
+    cpus: int | None = setting(
+        None,
+        "CPUs per task (--cpus-per-task on Slurm); unset: what the job needs (training: its "
+        "preprocessing_num_workers, at least one per GPU; evaluation: 2).",
+    )
+    mem_gb: int | None = setting(
+        None,
+        "Memory per node, GB (--mem on Slurm); unset: what the job needs "
+        f"({MEM_GB_PER_GPU} per GPU; training at least {MEM_GB_PER_GPU}).",
+    )
+    time_limit_min: int | None = setting(
+        None,
+        "Time limit of a job, minutes (local: the job is ended; Slurm: --time); "
+        "unset: what the job needs (training: 24 h; evaluation: none).",
+    )
     partition: str | None = setting(None, "Slurm partition.")
     account: str | None = setting(None, "Slurm account.")
     hf_home: str | None = setting(None, "HF_HOME of the jobs: a Hugging Face cache shared with the compute nodes.")
-    hf_offline: bool = setting(False, "Jobs run offline (HF_HUB_OFFLINE=1, TRANSFORMERS_OFFLINE=1, HF_DATASETS_OFFLINE=1): "
-                                      "models and datasets from hf_home only.")
+    hf_offline: bool = setting(
+        False,
+        "Jobs run offline (HF_HUB_OFFLINE=1, TRANSFORMERS_OFFLINE=1, HF_DATASETS_OFFLINE=1): "
+        "models and datasets from hf_home only.",
+    )
     extra_directives: tuple[str, ...] = setting((), "Extra #SBATCH lines, e.g. '--qos=high'.")
 
     def __post_init__(self) -> None:
@@ -166,10 +178,15 @@ class LocalJob:
             return JobFailed(f"local job {name} exceeded its time limit of {self.limit_s:g}s", "TIMEOUT", log_tail)
         signum = -code if code is not None and code < 0 else (code - 128 if code is not None and code > 128 else None)
         if signum is not None:
-            return JobFailed(f"local job {name} cancelled: killed by signal {signum} "
-                             f"({signal.Signals(signum).name if signum in signal.valid_signals() else '?'})",
-                             "CANCELLED", log_tail)
-        return JobFailed(f"local job {name} failed with exit code {code if code is not None else 'unknown'}", "FAILED", log_tail)
+            return JobFailed(
+                f"local job {name} cancelled: killed by signal {signum} "
+                f"({signal.Signals(signum).name if signum in signal.valid_signals() else '?'})",
+                "CANCELLED",
+                log_tail,
+            )
+        return JobFailed(
+            f"local job {name} failed with exit code {code if code is not None else 'unknown'}", "FAILED", log_tail
+        )
 
 
 def local_job(spec: JobSpec, timeout_s: float | None = None) -> LocalJob:
@@ -183,8 +200,10 @@ def local_job(spec: JobSpec, timeout_s: float | None = None) -> LocalJob:
     pgid_file.unlink(missing_ok=True)
     script = spec.workdir / f"{spec.name}.sh"
     # $PPID is `timeout`, the leader of the job's process group
-    script.write_text(f"#!/usr/bin/env bash\nset -euo pipefail\nexec >>{shlex.quote(str(log))} 2>&1\n"
-                      f"echo $PPID > {shlex.quote(str(pgid_file))}\n" + spec.script)
+    script.write_text(
+        f"#!/usr/bin/env bash\nset -euo pipefail\nexec >>{shlex.quote(str(log))} 2>&1\n"
+        f"echo $PPID > {shlex.quote(str(pgid_file))}\n" + spec.script
+    )
     limit = timeout_s if timeout_s is not None else (spec.time_limit_min * 60 if spec.time_limit_min else None)
     command = ("timeout", f"--kill-after={KILL_AFTER_S}", f"{limit or 0:g}s", "bash", str(script))
     return LocalJob(spec, command, log, pgid_file, limit)
@@ -200,7 +219,17 @@ def kill_group(pgid: int | None) -> None:
         pass
 
 
-_FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+_FINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 #: states after which Slurm starts a job with --requeue again (it then shows PENDING, Restarts=N+1)
 _REQUEUED = {"PREEMPTED", "NODE_FAIL"}
 #: how long a requeuable job may stay PREEMPTED / NODE_FAIL before that counts as its end (no requeue came)
@@ -210,8 +239,14 @@ REQUEUE_GRACE_S = 300
 class SlurmLauncher:
     """Submits with sbatch and follows the job with scontrol (falling back to the jobcomp file)."""
 
-    def __init__(self, pending_timeout_s: float = 300, poll_s: float = 1.0, jobcomp: Path | None = None,
-                 env: dict[str, str] | None = None, requeue_grace_s: float = REQUEUE_GRACE_S) -> None:
+    def __init__(
+        self,
+        pending_timeout_s: float = 300,
+        poll_s: float = 1.0,
+        jobcomp: Path | None = None,
+        env: dict[str, str] | None = None,
+        requeue_grace_s: float = REQUEUE_GRACE_S,
+    ) -> None:
         self.pending_timeout_s = pending_timeout_s
         self.poll_s = poll_s
         self.jobcomp = jobcomp
@@ -222,8 +257,13 @@ class SlurmLauncher:
     def script(self, spec: JobSpec, log: Path) -> str:
         """The sbatch file: every request as an ``#SBATCH`` line, then the environment and the script. The log is
         opened for appending, so a requeued job's second run follows its first."""
-        lines = ["#!/usr/bin/env bash", f"#SBATCH --job-name={spec.name}", f"#SBATCH --output={log}",
-                 "#SBATCH --open-mode=append", f"#SBATCH --chdir={spec.workdir}"]
+        lines = [
+            "#!/usr/bin/env bash",
+            f"#SBATCH --job-name={spec.name}",
+            f"#SBATCH --output={log}",
+            "#SBATCH --open-mode=append",
+            f"#SBATCH --chdir={spec.workdir}",
+        ]
         if spec.nodes > 1:
             lines += [f"#SBATCH --nodes={spec.nodes}", "#SBATCH --ntasks-per-node=1"]
         if spec.cpus:
@@ -259,7 +299,9 @@ class SlurmLauncher:
         self.job_id = sub.stdout.strip().split(";")[0]
         follower = LogFollower(log, sink)
         started = time.monotonic()
-        ran = False  # once the job has run, a PENDING is a requeue waiting in the queue, not a request that cannot start
+        ran = (
+            False  # once the job has run, a PENDING is a requeue waiting in the queue, not a request that cannot start
+        )
         requeued_since: float | None = None
         try:
             while True:
@@ -277,11 +319,18 @@ class SlurmLauncher:
                     break
                 if state == "PENDING" and not ran and time.monotonic() - started > self.pending_timeout_s:
                     self.cancel()
-                    raise JobFailed(f"slurm job {self.job_id} ({spec.name}) stayed PENDING for more than "
-                                    f"{self.pending_timeout_s:g}s: {reason or 'no reason given'}", "PENDING")
+                    raise JobFailed(
+                        f"slurm job {self.job_id} ({spec.name}) stayed PENDING for more than "
+                        f"{self.pending_timeout_s:g}s: {reason or 'no reason given'}",
+                        "PENDING",
+                    )
                 if timeout_s is not None and time.monotonic() - started > timeout_s:
                     self.cancel()
-                    raise JobFailed(f"slurm job {self.job_id} ({spec.name}) exceeded the wait limit of {timeout_s:g}s", "TIMEOUT", tail(log))
+                    raise JobFailed(
+                        f"slurm job {self.job_id} ({spec.name}) exceeded the wait limit of {timeout_s:g}s",
+                        "TIMEOUT",
+                        tail(log),
+                    )
                 time.sleep(self.poll_s)
         except BaseException:
             if self.job_id and self.status(self.job_id)[0] not in _FINAL:
@@ -289,8 +338,12 @@ class SlurmLauncher:
             raise
         follower.poll()
         if state != "COMPLETED" or exit_code != 0:
-            raise JobFailed(f"slurm job {self.job_id} ({spec.name}) ended {state} with exit code {exit_code}"
-                            + (f" ({reason})" if reason and reason != "None" else ""), state, tail(log))
+            raise JobFailed(
+                f"slurm job {self.job_id} ({spec.name}) ended {state} with exit code {exit_code}"
+                + (f" ({reason})" if reason and reason != "None" else ""),
+                state,
+                tail(log),
+            )
         return JobResult(self.job_id, state, exit_code, log)
 
     def status(self, job_id: str) -> tuple[str, int, str]:
@@ -326,12 +379,16 @@ def find_llamafactory(python: str | None = None) -> tuple[str, str]:
     if python is not None:
         cli = Path(python).parent / "llamafactory-cli"
         if not cli.exists():
-            raise FileNotFoundError(f"llamafactory-cli not found next to {python}: install requirements-train.txt "
-                                    "in that environment (./forge train-env creates .venv-train)")
+            raise FileNotFoundError(
+                f"llamafactory-cli not found next to {python}: install requirements-train.txt "
+                "in that environment (./forge train-env creates .venv-train)"
+            )
         return python, str(cli)
     found = shutil.which("llamafactory-cli")
     if found is None:
-        raise FileNotFoundError("llamafactory-cli not found: set the launcher's llamafactory_python "
-                                "(ENVSIM_LLAMAFACTORY_PYTHON) or run ./forge train-env to create .venv-train")
+        raise FileNotFoundError(
+            "llamafactory-cli not found: set the launcher's llamafactory_python "
+            "(ENVSIM_LLAMAFACTORY_PYTHON) or run ./forge train-env to create .venv-train"
+        )
     first = Path(found).read_bytes().split(b"\n", 1)[0].decode(errors="replace")
     return (first[2:].strip() if first.startswith("#!") else "python3"), found

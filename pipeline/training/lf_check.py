@@ -21,8 +21,18 @@ from pathlib import Path
 
 MARK = "ENVSIM-LF-CHECK "
 #: the libraries whose versions make a checkpoint (its version hashes them)
-LIBRARIES = ("llamafactory", "transformers", "torch", "accelerate", "peft", "trl", "datasets", "tokenizers", "deepspeed",
-             "flash-attn")
+LIBRARIES = (
+    "llamafactory",
+    "transformers",
+    "torch",
+    "accelerate",
+    "peft",
+    "trl",
+    "datasets",
+    "tokenizers",
+    "deepspeed",
+    "flash-attn",
+)
 
 
 def versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
@@ -43,13 +53,21 @@ def check(cfg: dict) -> dict:
         from llamafactory.extras.misc import check_version
         from llamafactory.hparams import get_train_args
     except ImportError as exc:
-        return {"ok": False, "error": f"LLaMA-Factory is not installed in {sys.executable} ({exc}); "
-                                      "install requirements-train.txt there (./forge train-env)", "deferred": []}
+        return {
+            "ok": False,
+            "error": f"LLaMA-Factory is not installed in {sys.executable} ({exc}); "
+            "install requirements-train.txt there (./forge train-env)",
+            "deferred": [],
+        }
     tracker = cfg.get("report_to", "none")
     module = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}.get(tracker, ())
     if module and not any(importlib.util.find_spec(m) for m in module):
-        return {"ok": False, "deferred": [], "error": f"report_to {tracker} needs the {module[0]} package in {sys.executable}: "
-                                                      f"pip install {module[0]} there, or set report_to: none"}
+        return {
+            "ok": False,
+            "deferred": [],
+            "error": f"report_to {tracker} needs the {module[0]} package in {sys.executable}: "
+            f"pip install {module[0]} there, or set report_to: none",
+        }
     probe, deferred = dict(cfg), []
     if not torch.cuda.is_available():  # the submitting machine: mixed precision is the GPU node's to check
         for key in ("bf16", "fp16", "pure_bf16", "tf32"):

@@ -30,20 +30,42 @@ ZERO3: dict[str, Any] = {
     "gradient_accumulation_steps": "auto",
     "gradient_clipping": "auto",
     "zero_allow_untested_optimizer": True,
-    "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
-             "hysteresis": 2, "min_loss_scale": 1},
+    "fp16": {
+        "enabled": "auto",
+        "loss_scale": 0,
+        "loss_scale_window": 1000,
+        "initial_scale_power": 16,
+        "hysteresis": 2,
+        "min_loss_scale": 1,
+    },
     "bf16": {"enabled": "auto"},
     "zero_optimization": {
-        "stage": 3, "overlap_comm": False, "contiguous_gradients": True, "sub_group_size": 1e9,
-        "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
-        "stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9,
-        "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": True,
+        "stage": 3,
+        "overlap_comm": False,
+        "contiguous_gradients": True,
+        "sub_group_size": 1e9,
+        "reduce_bucket_size": "auto",
+        "stage3_prefetch_bucket_size": "auto",
+        "stage3_param_persistence_threshold": "auto",
+        "stage3_max_live_parameters": 1e9,
+        "stage3_max_reuse_distance": 1e9,
+        "stage3_gather_16bit_weights_on_model_save": True,
     },
 }
 
 #: arguments the pipeline sets itself; ``extra`` may not override them
-MANAGED = frozenset({"stage", "do_train", "dataset_dir", "output_dir", "finetuning_type", "deepspeed",
-                     "gradient_accumulation_steps", "resume_from_checkpoint"})
+MANAGED = frozenset(
+    {
+        "stage",
+        "do_train",
+        "dataset_dir",
+        "output_dir",
+        "finetuning_type",
+        "deepspeed",
+        "gradient_accumulation_steps",
+        "resume_from_checkpoint",
+    }
+)
 
 #: the file written next to a finished checkpoint: its version and lineage
 MANIFEST = "envsim_checkpoint.json"
@@ -68,39 +90,55 @@ class TrainSettings:
     simulator (full SFT of Qwen3-4B-Base). ``extra`` holds any further LLaMA-Factory argument."""
 
     model_name_or_path: str = setting("Qwen/Qwen3-4B-Base", "Base model (Hub id or directory).")
-    model_revision: str | None = setting(None, "Base model revision: a Hub branch, tag or commit (default main), or a name "
-                                               "for a local directory (default: a hash of its config.json and weight files). "
-                                               "Part of the checkpoint version.")
+    model_revision: str | None = setting(
+        None,
+        "Base model revision: a Hub branch, tag or commit (default main), or a name "
+        "for a local directory (default: a hash of its config.json and weight files). "
+        "Part of the checkpoint version.",
+    )
     finetuning_type: Literal["full", "lora"] = setting("full", "Full fine-tuning or LoRA.")
     template: str = setting("qwen", "LLaMA-Factory chat template.")
-    dataset: str = setting("envsim_chat", "A dataset of the export's dataset_info.json: envsim_chat, envsim_alpaca, or "
-                                          "envsim_envsimbench_alpaca (the published EnvSimBench Alpaca records; export the "
-                                          "mixture with envsimbench_format: true).")
+    dataset: str = setting(
+        "envsim_chat",
+        "A dataset of the export's dataset_info.json: envsim_chat, envsim_alpaca, or "
+        "envsim_envsimbench_alpaca (the published EnvSimBench Alpaca records; export the "
+        "mixture with envsimbench_format: true).",
+    )
     cutoff_len: int = setting(8192, "Longest tokenized sample; longer ones are cut.")
     learning_rate: float = setting(2e-5, "Peak learning rate.")
     num_train_epochs: float = setting(3.0, "Epochs over the mixture.")
     per_device_train_batch_size: int = setting(1, "Samples per GPU per step.")
-    global_batch_size: int = setting(32, "Samples per optimizer update on all GPUs together; the gradient accumulation is "
-                                         "global / (per-device batch × GPUs), so it stays the same on any GPU count.")
+    global_batch_size: int = setting(
+        32,
+        "Samples per optimizer update on all GPUs together; the gradient accumulation is "
+        "global / (per-device batch × GPUs), so it stays the same on any GPU count.",
+    )
     lr_scheduler_type: str = setting("cosine", "Learning-rate schedule.")
     warmup_ratio: float = setting(0.05, "Share of the steps spent warming up.")
     bf16: bool = setting(True, "Train in bfloat16.")
     gradient_checkpointing: bool = setting(True, "Recompute activations to save memory.")
     flash_attn: str = setting("fa2", "LLaMA-Factory's flash_attn: auto, disabled, sdpa, fa2.")
-    save_steps: int = setting(200, "Save a checkpoint (with optimizer state: a stopped run resumes from it) every this many steps.")
+    save_steps: int = setting(
+        200, "Save a checkpoint (with optimizer state: a stopped run resumes from it) every this many steps."
+    )
     save_total_limit: int = setting(3, "Checkpoints kept.")
     logging_steps: int = setting(10, "Log the loss every this many steps.")
-    preprocessing_num_workers: int = setting(16, "Processes tokenizing the dataset; the training job asks for as many CPUs "
-                                                 "(at least one per GPU).")
+    preprocessing_num_workers: int = setting(
+        16, "Processes tokenizing the dataset; the training job asks for as many CPUs (at least one per GPU)."
+    )
     seed: int = setting(42, "Random seed of the run (LLaMA-Factory's seed and data_seed).")
-    report_to: Literal["none", "tensorboard", "wandb"] = setting("none", "Experiment tracking: none, tensorboard (logs "
-                                                                       "under the checkpoint's tensorboard/) or wandb.")
+    report_to: Literal["none", "tensorboard", "wandb"] = setting(
+        "none", "Experiment tracking: none, tensorboard (logs under the checkpoint's tensorboard/) or wandb."
+    )
     lora_rank: int = setting(16, "LoRA rank (finetuning_type lora).")
     lora_alpha: int = setting(32, "LoRA alpha (finetuning_type lora).")
     lora_target: str = setting("all", "Modules LoRA adapts (finetuning_type lora).")
     deepspeed: str | None = setting(None, "A DeepSpeed config file; default: ZeRO-3 on more than one GPU in total.")
-    extra: dict[str, Any] = setting(factory=dict, description="Any further LLaMA-Factory training argument (e.g. max_steps, "
-                                    "max_samples); checked by LLaMA-Factory's own parser before submission.")
+    extra: dict[str, Any] = setting(
+        factory=dict,
+        description="Any further LLaMA-Factory training argument (e.g. max_steps, "
+        "max_samples); checked by LLaMA-Factory's own parser before submission.",
+    )
 
 
 def accumulation_steps(settings: TrainSettings, gpus: int, nodes: int = 1) -> int:
@@ -109,14 +147,24 @@ def accumulation_steps(settings: TrainSettings, gpus: int, nodes: int = 1) -> in
     devices = max(gpus, 1) * nodes
     per_step = settings.per_device_train_batch_size * devices
     if settings.global_batch_size < per_step or settings.global_batch_size % per_step:
-        raise ValueError(f"global_batch_size {settings.global_batch_size} is not a multiple of per_device_train_batch_size "
-                         f"{settings.per_device_train_batch_size} × {devices} GPU{'s' if devices > 1 else ''} = {per_step}: "
-                         f"set global_batch_size to a multiple of {per_step} or change the per-device batch")
+        raise ValueError(
+            f"global_batch_size {settings.global_batch_size} is not a multiple of per_device_train_batch_size "
+            f"{settings.per_device_train_batch_size} × {devices} GPU{'s' if devices > 1 else ''} = {per_step}: "
+            f"set global_batch_size to a multiple of {per_step} or change the per-device batch"
+        )
     return settings.global_batch_size // per_step
 
 
-def sft_config(settings: TrainSettings, dataset_dir: Path, output_dir: Path, gpus: int = 1, nodes: int = 1,
-               deepspeed_path: Path | None = None, workers: int | None = None, run_name: str | None = None) -> dict[str, Any]:
+def sft_config(
+    settings: TrainSettings,
+    dataset_dir: Path,
+    output_dir: Path,
+    gpus: int = 1,
+    nodes: int = 1,
+    deepspeed_path: Path | None = None,
+    workers: int | None = None,
+    run_name: str | None = None,
+) -> dict[str, Any]:
     """The LLaMA-Factory training config (the mapping its YAML file holds) for ``gpus`` GPUs on each of ``nodes``
     nodes. On more than one GPU in total and without a ``deepspeed`` file of its own, the run uses ZeRO-3 from
     ``deepspeed_path`` (see :func:`write_config`). ``workers`` overrides ``preprocessing_num_workers`` (see
@@ -129,22 +177,40 @@ def sft_config(settings: TrainSettings, dataset_dir: Path, output_dir: Path, gpu
         raise ValueError(f"training on {nodes} nodes needs GPUs: set gpus (per node) to at least 1, or nodes to 1")
     managed = sorted(MANAGED & set(settings.extra))
     if managed:
-        raise ValueError(f"extra LLaMA-Factory arguments {managed} are set by the pipeline; use the asset config fields")
+        raise ValueError(
+            f"extra LLaMA-Factory arguments {managed} are set by the pipeline; use the asset config fields"
+        )
     cfg: dict[str, Any] = {
-        "model_name_or_path": settings.model_name_or_path, "trust_remote_code": True,
-        "stage": "sft", "do_train": True, "finetuning_type": settings.finetuning_type,
-        "dataset": settings.dataset, "dataset_dir": str(dataset_dir), "template": settings.template,
-        "cutoff_len": settings.cutoff_len, "overwrite_cache": True,
+        "model_name_or_path": settings.model_name_or_path,
+        "trust_remote_code": True,
+        "stage": "sft",
+        "do_train": True,
+        "finetuning_type": settings.finetuning_type,
+        "dataset": settings.dataset,
+        "dataset_dir": str(dataset_dir),
+        "template": settings.template,
+        "cutoff_len": settings.cutoff_len,
+        "overwrite_cache": True,
         "preprocessing_num_workers": settings.preprocessing_num_workers if workers is None else workers,
-        "output_dir": str(output_dir), "logging_steps": settings.logging_steps, "save_steps": settings.save_steps,
-        "save_total_limit": settings.save_total_limit, "plot_loss": True, "report_to": settings.report_to,
+        "output_dir": str(output_dir),
+        "logging_steps": settings.logging_steps,
+        "save_steps": settings.save_steps,
+        "save_total_limit": settings.save_total_limit,
+        "plot_loss": True,
+        "report_to": settings.report_to,
         "per_device_train_batch_size": settings.per_device_train_batch_size,
         "gradient_accumulation_steps": accumulation_steps(settings, gpus, nodes),
-        "learning_rate": settings.learning_rate, "num_train_epochs": settings.num_train_epochs,
-        "lr_scheduler_type": settings.lr_scheduler_type, "warmup_ratio": settings.warmup_ratio, "bf16": settings.bf16,
-        "flash_attn": settings.flash_attn, "disable_gradient_checkpointing": not settings.gradient_checkpointing,
-        "seed": settings.seed, "data_seed": settings.seed,
-        "include_num_input_tokens_seen": True, "ddp_timeout": 180000000,
+        "learning_rate": settings.learning_rate,
+        "num_train_epochs": settings.num_train_epochs,
+        "lr_scheduler_type": settings.lr_scheduler_type,
+        "warmup_ratio": settings.warmup_ratio,
+        "bf16": settings.bf16,
+        "flash_attn": settings.flash_attn,
+        "disable_gradient_checkpointing": not settings.gradient_checkpointing,
+        "seed": settings.seed,
+        "data_seed": settings.seed,
+        "include_num_input_tokens_seen": True,
+        "ddp_timeout": 180000000,
     }
     if not Path(settings.model_name_or_path).is_dir():
         cfg["model_revision"] = settings.model_revision or "main"
@@ -169,8 +235,11 @@ def check_dataset(dataset_dir: Path, name: str) -> None:
     held = sorted(json.loads(info_path.read_text()))
     if name in held:
         return
-    fix = ("export the mixture in the published format first (sft_dataset config envsimbench_format: true)"
-           if "envsimbench" in name else "choose one of those")
+    fix = (
+        "export the mixture in the published format first (sft_dataset config envsimbench_format: true)"
+        if "envsimbench" in name
+        else "choose one of those"
+    )
     raise ValueError(f"dataset {name!r} is not in {info_path} (it holds {', '.join(held)}): {fix}")
 
 
@@ -179,8 +248,12 @@ def train_needs(settings: TrainSettings, gpus: int, cpus: int | None = None) -> 
     where the job's CPUs and LLaMA-Factory's ``preprocessing_num_workers`` follow each other. The job asks for a
     CPU per worker, at least one per GPU (torchrun starts a process per GPU); a launcher that fixes ``cpus`` gets
     at most that many workers. Memory: ``MEM_GB_PER_GPU`` per GPU (at least that); time: ``TRAIN_TIME_LIMIT_MIN``."""
-    workers = settings.preprocessing_num_workers if cpus is None else max(1, min(settings.preprocessing_num_workers, cpus))
-    return JobNeeds(cpus=max(workers, gpus, 1), mem_gb=MEM_GB_PER_GPU * max(gpus, 1), time_limit_min=TRAIN_TIME_LIMIT_MIN), workers
+    workers = (
+        settings.preprocessing_num_workers if cpus is None else max(1, min(settings.preprocessing_num_workers, cpus))
+    )
+    return JobNeeds(
+        cpus=max(workers, gpus, 1), mem_gb=MEM_GB_PER_GPU * max(gpus, 1), time_limit_min=TRAIN_TIME_LIMIT_MIN
+    ), workers
 
 
 def launch_env(gpus: int, nodes: int = 1) -> dict[str, str]:
@@ -210,27 +283,40 @@ def base_model_revision(settings: TrainSettings) -> str:
         return "main"
     config = path / "config.json"
     if not config.is_file():
-        raise FileNotFoundError(f"{path} holds no config.json: model_name_or_path must be a Hub id or a model directory")
+        raise FileNotFoundError(
+            f"{path} holds no config.json: model_name_or_path must be a Hub id or a model directory"
+        )
     digest = hashlib.sha256(config.read_bytes())
     for weight in sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)):
         digest.update(f"\n{weight.name}:{weight.stat().st_size}".encode())
     return f"files:{digest.hexdigest()[:16]}"
 
 
-def _job_python(python: str, args: list[str], stdin: str, timeout_s: float, env: dict[str, str] | None) -> dict[str, Any]:
+def _job_python(
+    python: str, args: list[str], stdin: str, timeout_s: float, env: dict[str, str] | None
+) -> dict[str, Any]:
     """Run ``lf_check.py`` with the job environment's Python; its report (the ``CHECK_MARK`` line)."""
     environ = {k: v for k, v in os.environ.items() if k not in ("ALLOW_EXTRA_ARGS", "FORCE_TORCHRUN", "USE_MCA")}
     try:
-        proc = subprocess.run([python, "-P", str(CHECK_SCRIPT), *args], input=stdin, capture_output=True, text=True,
-                              timeout=timeout_s, env={**environ, **(env or {})})
+        proc = subprocess.run(
+            [python, "-P", str(CHECK_SCRIPT), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**environ, **(env or {})},
+        )
     except FileNotFoundError:
-        raise InvalidTrainingArguments(f"the job environment's Python {python} does not exist "
-                                       "(./forge train-env creates .venv-train)") from None
+        raise InvalidTrainingArguments(
+            f"the job environment's Python {python} does not exist (./forge train-env creates .venv-train)"
+        ) from None
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(CHECK_MARK):
-            return json.loads(line[len(CHECK_MARK):])
-    raise InvalidTrainingArguments(f"the LLaMA-Factory argument check crashed (exit {proc.returncode}):\n"
-                                   + "\n".join((proc.stderr or proc.stdout).splitlines()[-20:]))
+            return json.loads(line[len(CHECK_MARK) :])
+    raise InvalidTrainingArguments(
+        f"the LLaMA-Factory argument check crashed (exit {proc.returncode}):\n"
+        + "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
+    )
 
 
 def library_versions(python: str, env: dict[str, str] | None = None, timeout_s: float = 60) -> dict[str, str | None]:
@@ -239,13 +325,26 @@ def library_versions(python: str, env: dict[str, str] | None = None, timeout_s: 
     return _job_python(python, ["--versions"], "", timeout_s, env)["versions"]
 
 
-def checkpoint_version(mixture_version: str, settings: TrainSettings, gpus: int, nodes: int = 1, *, revision: str,
-                       versions: dict[str, str | None]) -> str:
+def checkpoint_version(
+    mixture_version: str,
+    settings: TrainSettings,
+    gpus: int,
+    nodes: int = 1,
+    *,
+    revision: str,
+    versions: dict[str, str | None],
+) -> str:
     """``ckpt-<hash>`` of what makes the weights: the mixture version, the settings, the topology (GPUs per node,
     nodes), the base model's revision (:func:`base_model_revision`) and the job environment's library versions
     (:func:`library_versions`). The same of all of these is the same checkpoint version (and resumes its run)."""
-    identity = {"mixture_version": mixture_version, "settings": asdict(settings), "gpus": gpus, "nodes": nodes,
-                "base_model_revision": revision, "library_versions": versions}
+    identity = {
+        "mixture_version": mixture_version,
+        "settings": asdict(settings),
+        "gpus": gpus,
+        "nodes": nodes,
+        "base_model_revision": revision,
+        "library_versions": versions,
+    }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
     return f"ckpt-{digest[:12]}"
 
@@ -272,7 +371,9 @@ def validate(cfg: dict[str, Any], python: str, timeout_s: float = 300, env: dict
     return report["deferred"]
 
 
-def train_script(cli: str, config_path: Path, output_dir: Path, python: str, report: str, gpus: int, nodes: int = 1) -> str:
+def train_script(
+    cli: str, config_path: Path, output_dir: Path, python: str, report: str, gpus: int, nodes: int = 1
+) -> str:
     """The training job's script: check the job's tools (and GPUs when it asked for some), train, then run the
     ``report`` command (it reports checkpoint + metrics to the orchestrator through Dagster Pipes).
 
@@ -284,16 +385,21 @@ def train_script(cli: str, config_path: Path, output_dir: Path, python: str, rep
     ``MASTER_ADDR`` (the first node), ``MASTER_PORT`` (from the job id), ``NNODES`` and ``NODE_RANK``
     (``$SLURM_NODEID``); ``NPROC_PER_NODE`` (GPUs per node) comes from :func:`launch_env`."""
     q = shlex.quote
-    gpu_check = (f"""command -v nvidia-smi >/dev/null && nvidia-smi -L || {{ echo "no NVIDIA GPU visible to the job" >&2; exit 3; }}\n"""
-                 if gpus > 0 else "")
+    gpu_check = (
+        """command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit 3; }\n"""
+        if gpus > 0
+        else ""
+    )
     train = f"env -u PYTHONPATH {q(cli)} train {q(str(config_path))} $LF_RESUME_ARG"
     if nodes > 1:
-        launch = ('export NNODES="${SLURM_JOB_NUM_NODES:?training on several nodes runs under Slurm: use the slurm backend}"\n'
-                  'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"\n'
-                  'export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n'
-                  # srun takes the CPUs per task again (Slurm ≥ 22.05 does not pass sbatch's on); one failed node ends all
-                  f"srun --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --cpus-per-task=\"${{SLURM_CPUS_PER_TASK:-1}}\" "
-                  f"--kill-on-bad-exit=1 bash -c {q('export NODE_RANK=$SLURM_NODEID; exec ' + train)}\n")
+        launch = (
+            'export NNODES="${SLURM_JOB_NUM_NODES:?training on several nodes runs under Slurm: use the slurm backend}"\n'
+            'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"\n'
+            "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n"
+            # srun takes the CPUs per task again (Slurm ≥ 22.05 does not pass sbatch's on); one failed node ends all
+            f'srun --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --cpus-per-task="${{SLURM_CPUS_PER_TASK:-1}}" '
+            f"--kill-on-bad-exit=1 bash -c {q('export NODE_RANK=$SLURM_NODEID; exec ' + train)}\n"
+        )
     else:
         launch = train + "\n"
     return f"""[ -x {q(cli)} ] || {{ echo "llamafactory-cli not found at {cli}: install requirements-train.txt in the job's environment" >&2; exit 2; }}
@@ -324,9 +430,16 @@ def loss_curve(output_dir: Path) -> list[dict[str, Any]]:
     for line in path.read_text().splitlines():
         entry = json.loads(line)
         if "loss" in entry:
-            rows.append({"step": entry["current_steps"], "loss": entry["loss"], "lr": entry.get("lr"),
-                         "epoch": entry.get("epoch"), "tokens": entry.get("total_tokens"),
-                         "tokens_per_s": entry.get("throughput")})
+            rows.append(
+                {
+                    "step": entry["current_steps"],
+                    "loss": entry["loss"],
+                    "lr": entry.get("lr"),
+                    "epoch": entry.get("epoch"),
+                    "tokens": entry.get("total_tokens"),
+                    "tokens_per_s": entry.get("throughput"),
+                }
+            )
     return rows
 
 
@@ -337,9 +450,18 @@ def run_report(output_dir: Path) -> dict[str, Any]:
     if not results.exists():
         raise FileNotFoundError(f"{results} is missing: LLaMA-Factory did not finish training into {output_dir}")
     saved = sorted((p.name for p in output_dir.glob("checkpoint-*") if p.is_dir()), key=lambda n: int(n.split("-")[-1]))
-    weights = sorted(p.name for p in output_dir.iterdir() if p.suffix in (".safetensors", ".bin") or p.name.endswith(".safetensors.index.json"))
-    return {"checkpoint": str(output_dir), "metrics": json.loads(results.read_text()), "loss_curve": loss_curve(output_dir),
-            "saved_checkpoints": saved, "weights": weights}
+    weights = sorted(
+        p.name
+        for p in output_dir.iterdir()
+        if p.suffix in (".safetensors", ".bin") or p.name.endswith(".safetensors.index.json")
+    )
+    return {
+        "checkpoint": str(output_dir),
+        "metrics": json.loads(results.read_text()),
+        "loss_curve": loss_curve(output_dir),
+        "saved_checkpoints": saved,
+        "weights": weights,
+    }
 
 
 def loss_plot(curve: list[dict[str, Any]], path: Path, title: str) -> bytes:

@@ -15,10 +15,11 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Literal
 
 import yaml
 
@@ -55,9 +56,13 @@ class ServeSpec:
     vllm_maxlen: int = setting(16384, "vLLM's maximum sequence length.")
     enable_thinking: bool = setting(False, "Let the chat template think (Qwen3).")
     infer_dtype: Literal["auto", "float16", "bfloat16", "float32"] = setting(
-        "auto", "Compute dtype of the served model (LLaMA-Factory's infer_dtype); auto: bf16 where supported — on a "
-                "CPU that is many times slower than float32.")
-    port: int = setting(FREE_PORT, f"Port of the OpenAI-compatible endpoint on the job's node ({FREE_PORT}: a free one).")
+        "auto",
+        "Compute dtype of the served model (LLaMA-Factory's infer_dtype); auto: bf16 where supported — on a "
+        "CPU that is many times slower than float32.",
+    )
+    port: int = setting(
+        FREE_PORT, f"Port of the OpenAI-compatible endpoint on the job's node ({FREE_PORT}: a free one)."
+    )
     ready_timeout_s: float = setting(900.0, "Fail the job if the server is not ready by then.")
     llamafactory_cli: str = "llamafactory-cli"
     llamafactory_python: str = "python3"  # the same environment's Python (to look for vLLM)
@@ -77,9 +82,14 @@ def has_vllm(python: str) -> bool:
 
 def infer_config(spec: ServeSpec, backend: str) -> dict[str, Any]:
     """The ``llamafactory-cli api`` config for ``spec`` on ``backend`` (vllm | huggingface)."""
-    cfg: dict[str, Any] = {"model_name_or_path": spec.model_name_or_path, "template": spec.template,
-                           "infer_backend": backend, "enable_thinking": spec.enable_thinking, "trust_remote_code": True,
-                           "infer_dtype": spec.infer_dtype}
+    cfg: dict[str, Any] = {
+        "model_name_or_path": spec.model_name_or_path,
+        "template": spec.template,
+        "infer_backend": backend,
+        "enable_thinking": spec.enable_thinking,
+        "trust_remote_code": True,
+        "infer_dtype": spec.infer_dtype,
+    }
     if spec.adapter_name_or_path:
         cfg.update(adapter_name_or_path=spec.adapter_name_or_path, finetuning_type="lora")
     if backend == "vllm":
@@ -107,7 +117,9 @@ def serve(spec: ServeSpec, workdir: Path, log: Callable[[str], None] = print) ->
     ``spec.ready_timeout_s``), yield where it listens, stop it afterwards."""
     if spec.backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {spec.backend!r}")
-    backend = spec.backend if spec.backend != "auto" else ("vllm" if has_vllm(spec.llamafactory_python) else "huggingface")
+    backend = (
+        spec.backend if spec.backend != "auto" else ("vllm" if has_vllm(spec.llamafactory_python) else "huggingface")
+    )
     workdir.mkdir(parents=True, exist_ok=True)
     cfg_path = workdir / "serve.yaml"
     cfg_path.write_text(yaml.safe_dump(infer_config(spec, backend), sort_keys=False))
@@ -115,22 +127,37 @@ def serve(spec: ServeSpec, workdir: Path, log: Callable[[str], None] = print) ->
     url = f"http://{HOST}:{port}/v1"
     server_log = workdir / "server.log"
     # the job's PYTHONPATH (the project root) stays out of the LLaMA-Factory environment
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-           "API_HOST": HOST, "API_PORT": str(port), "API_MODEL_NAME": spec.served_name}
-    log(f"serving {spec.adapter_name_or_path or spec.model_name_or_path} as {spec.served_name!r} with "
-        f"llamafactory-cli api ({backend} backend, template {spec.template}) on {url}; log {server_log}")
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        "API_HOST": HOST,
+        "API_PORT": str(port),
+        "API_MODEL_NAME": spec.served_name,
+    }
+    log(
+        f"serving {spec.adapter_name_or_path or spec.model_name_or_path} as {spec.served_name!r} with "
+        f"llamafactory-cli api ({backend} backend, template {spec.template}) on {url}; log {server_log}"
+    )
     with server_log.open("w") as out:
-        proc = subprocess.Popen([spec.llamafactory_cli, "api", str(cfg_path)], stdout=out, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [spec.llamafactory_cli, "api", str(cfg_path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     try:
         started = time.monotonic()
         while not _ready(url, spec.served_name):
             if proc.poll() is not None:
-                raise ServerNotReady(f"llamafactory-cli api exited with code {proc.returncode} before serving "
-                                     f"{spec.served_name!r}\n--- server log tail ---\n{tail(server_log, 30)}")
+                raise ServerNotReady(
+                    f"llamafactory-cli api exited with code {proc.returncode} before serving "
+                    f"{spec.served_name!r}\n--- server log tail ---\n{tail(server_log, 30)}"
+                )
             if time.monotonic() - started > spec.ready_timeout_s:
-                raise ServerNotReady(f"llamafactory-cli api did not become ready within {spec.ready_timeout_s:g}s "
-                                     f"({url}/models)\n--- server log tail ---\n{tail(server_log, 30)}")
+                raise ServerNotReady(
+                    f"llamafactory-cli api did not become ready within {spec.ready_timeout_s:g}s "
+                    f"({url}/models)\n--- server log tail ---\n{tail(server_log, 30)}"
+                )
             time.sleep(0.5)
         log(f"server ready after {time.monotonic() - started:.1f}s")
         yield Served(url, backend, server_log)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import base64
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pipeline.report.tables import Facts, Markdown
 from pipeline.store.layout import DataLayout
@@ -17,8 +18,18 @@ from pipeline.store.versions import MIXTURE
 from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.launchers import JobNeeds
 from pipeline.training.llamafactory import (
-    ZERO3_FILE, InvalidTrainingArguments, TrainSettings, base_model_revision, check_dataset, checkpoint_version,
-    library_versions, loss_plot, sft_config, train_needs, validate, write_config,
+    ZERO3_FILE,
+    InvalidTrainingArguments,
+    TrainSettings,
+    base_model_revision,
+    check_dataset,
+    checkpoint_version,
+    library_versions,
+    loss_plot,
+    sft_config,
+    train_needs,
+    validate,
+    write_config,
 )
 
 
@@ -49,14 +60,24 @@ class RunPlan:
         return checkpoints.staging_dir(self.root, self.version)
 
 
-def plan_run(layout: DataLayout, named: TrainSettings, gpus: int, nodes: int, python: str, env: dict[str, str],
-             cpus: int | None, log: Callable[[str], None] = lambda _m: None) -> RunPlan:
+def plan_run(
+    layout: DataLayout,
+    named: TrainSettings,
+    gpus: int,
+    nodes: int,
+    python: str,
+    env: dict[str, str],
+    cpus: int | None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> RunPlan:
     """The run of ``named`` on the SFT mixture ``sft_dataset`` exported last (recorded in ``layout``), with the
     LLaMA-Factory environment ``python`` / ``env``; FileNotFoundError when no mixture was exported."""
     exported = layout.recorded_export(MIXTURE)  # where sft_dataset recorded it (ExportConfig.directory or export/)
     if exported is None:
-        raise FileNotFoundError(f"no exported SFT mixture recorded under {layout.root} ({layout.export_record.name}); "
-                                "materialize 'sft_dataset' first")
+        raise FileNotFoundError(
+            f"no exported SFT mixture recorded under {layout.root} ({layout.export_record.name}); "
+            "materialize 'sft_dataset' first"
+        )
     dataset_dir = exported.resolve()  # the version exported last
     if not (dataset_dir / "dataset_info.json").exists():
         raise FileNotFoundError(f"no exported SFT mixture at {dataset_dir}; materialize 'sft_dataset' first")
@@ -70,8 +91,21 @@ def plan_run(layout: DataLayout, named: TrainSettings, gpus: int, nodes: int, py
     versions = library_versions(python, env)
     version = checkpoint_version(mixture_version, named, gpus, nodes, revision=revision, versions=versions)
     needs, workers = train_needs(settings, gpus, cpus)
-    return RunPlan(root, dataset_dir, mixture_version, named, settings, origin, revision, versions, version, gpus,
-                   nodes, needs, workers)
+    return RunPlan(
+        root,
+        dataset_dir,
+        mixture_version,
+        named,
+        settings,
+        origin,
+        revision,
+        versions,
+        version,
+        gpus,
+        nodes,
+        needs,
+        workers,
+    )
 
 
 def stage_run(plan: RunPlan, python: str, env: dict[str, str]) -> tuple[Path, str, Path | None, str]:
@@ -80,8 +114,16 @@ def stage_run(plan: RunPlan, python: str, env: dict[str, str]) -> tuple[Path, st
     config file, what is left to the job's hardware, the checkpoint an earlier run left to resume from, and the
     line to log. Run it under ``checkpoints.training_lock``."""
     fresh = not plan.staging.exists()
-    cfg = sft_config(plan.settings, plan.dataset_dir, plan.staging, gpus=plan.gpus, nodes=plan.nodes,
-                     deepspeed_path=plan.staging / ZERO3_FILE, workers=plan.workers, run_name=plan.version)
+    cfg = sft_config(
+        plan.settings,
+        plan.dataset_dir,
+        plan.staging,
+        gpus=plan.gpus,
+        nodes=plan.nodes,
+        deepspeed_path=plan.staging / ZERO3_FILE,
+        workers=plan.workers,
+        run_name=plan.version,
+    )
     cfg_path = write_config(cfg, plan.staging / "llamafactory_train.yaml", zero3_path=plan.staging / ZERO3_FILE)
     steps.start_run(plan.staging, plan.version, plan.mixture_version)
     try:
@@ -91,22 +133,36 @@ def stage_run(plan: RunPlan, python: str, env: dict[str, str]) -> tuple[Path, st
             shutil.rmtree(plan.staging, ignore_errors=True)
         raise
     resume = steps.resume_point(plan.staging)
-    line = (f"LLaMA-Factory accepted the config of {plan.version} (mixture {plan.mixture_version})"
-            + (f"; left to the job's hardware: {deferred}" if deferred else "")
-            + (f"; resuming the earlier run from {resume.name}" if resume else ""))
+    line = (
+        f"LLaMA-Factory accepted the config of {plan.version} (mixture {plan.mixture_version})"
+        + (f"; left to the job's hardware: {deferred}" if deferred else "")
+        + (f"; resuming the earlier run from {resume.name}" if resume else "")
+    )
     return cfg_path, deferred, resume, line
 
 
-def run_manifest(plan: RunPlan, report: dict[str, Any], resume: Path | None, job_id: str, dagster_run_id: str,
-                 cfg_path: Path) -> dict[str, Any]:
+def run_manifest(
+    plan: RunPlan, report: dict[str, Any], resume: Path | None, job_id: str, dagster_run_id: str, cfg_path: Path
+) -> dict[str, Any]:
     """The manifest the checkpoint is published with (its lineage), from the job's ``report``."""
-    return {"checkpoint_version": plan.version, "mixture_version": plan.mixture_version, "settings": asdict(plan.named),
-            "model_path": plan.settings.model_name_or_path, "template": plan.settings.template,
-            "gpus": plan.gpus, "nodes": plan.nodes, "base_model_revision": plan.revision,
-            "library_versions": plan.versions, "base_model": plan.origin,
-            "metrics": report["metrics"], "saved_checkpoints": report["saved_checkpoints"],
-            "resumed_from": resume.name if resume else None, "job_id": job_id,
-            "dagster_run_id": dagster_run_id, "config_file": cfg_path.name}
+    return {
+        "checkpoint_version": plan.version,
+        "mixture_version": plan.mixture_version,
+        "settings": asdict(plan.named),
+        "model_path": plan.settings.model_name_or_path,
+        "template": plan.settings.template,
+        "gpus": plan.gpus,
+        "nodes": plan.nodes,
+        "base_model_revision": plan.revision,
+        "library_versions": plan.versions,
+        "base_model": plan.origin,
+        "metrics": report["metrics"],
+        "saved_checkpoints": report["saved_checkpoints"],
+        "resumed_from": resume.name if resume else None,
+        "job_id": job_id,
+        "dagster_run_id": dagster_run_id,
+        "config_file": cfg_path.name,
+    }
 
 
 def run_facts(plan: RunPlan, report: dict[str, Any], manifest: dict[str, Any], registered: int) -> Facts:
@@ -116,15 +172,23 @@ def run_facts(plan: RunPlan, report: dict[str, Any], manifest: dict[str, Any], r
     plot = loss_plot(curve, plan.final / "loss_curve.png", title) if curve else None
     throughput = [r["tokens_per_s"] for r in curve if r.get("tokens_per_s")]
     values: dict[str, Any] = {
-        "checkpoint_version": plan.version, "mixture_version": plan.mixture_version,
-        "base_model_revision": plan.revision, "library_versions": plan.versions,
-        "checkpoint": plan.final, "config": plan.final / manifest["config_file"],
-        "job_id": manifest["job_id"], "metrics": report["metrics"],
+        "checkpoint_version": plan.version,
+        "mixture_version": plan.mixture_version,
+        "base_model_revision": plan.revision,
+        "library_versions": plan.versions,
+        "checkpoint": plan.final,
+        "config": plan.final / manifest["config_file"],
+        "job_id": manifest["job_id"],
+        "metrics": report["metrics"],
         "final_loss": curve[-1]["loss"] if curve else None,
         "tokens_per_s": round(sum(throughput) / len(throughput), 1) if throughput else None,
         "saved_checkpoints": ", ".join(report["saved_checkpoints"]) or "none",
-        "registered_steps": registered, "resumed_from": manifest["resumed_from"],
-        "loss_curve": Markdown(f"![training loss](data:image/png;base64,{base64.b64encode(plot).decode()})"
-                               if plot else "no loss was logged (fewer steps than logging_steps)"),
+        "registered_steps": registered,
+        "resumed_from": manifest["resumed_from"],
+        "loss_curve": Markdown(
+            f"![training loss](data:image/png;base64,{base64.b64encode(plot).decode()})"
+            if plot
+            else "no loss was logged (fewer steps than logging_steps)"
+        ),
     }
     return Facts({k: v for k, v in values.items() if v is not None})

@@ -16,9 +16,10 @@ import json
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 RUN_FILE = "envsim_run.json"
 STEPS_FILE = "envsim_steps.jsonl"
@@ -33,7 +34,9 @@ def start_run(run_dir: Path, checkpoint_version: str, mixture_version: str) -> P
     """Name the run that trains into ``run_dir`` (what its step records carry)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RUN_FILE
-    path.write_text(json.dumps({"checkpoint_version": checkpoint_version, "mixture_version": mixture_version}, sort_keys=True))
+    path.write_text(
+        json.dumps({"checkpoint_version": checkpoint_version, "mixture_version": mixture_version}, sort_keys=True)
+    )
     return path
 
 
@@ -46,7 +49,11 @@ def complete_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """``(step, directory)`` of every complete ``checkpoint-N`` in ``run_dir``, by step."""
     if not run_dir.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if (m := _CHECKPOINT.match(p.name)) and (p / TRAINER_STATE).is_file()]
+    found = [
+        (int(m.group(1)), p)
+        for p in run_dir.iterdir()
+        if (m := _CHECKPOINT.match(p.name)) and (p / TRAINER_STATE).is_file()
+    ]
     return sorted(found)
 
 
@@ -77,10 +84,16 @@ def _record(run: dict[str, Any], step: int, path: Path) -> dict[str, Any]:
     state_file = path / TRAINER_STATE
     state = json.loads(state_file.read_text())
     logged = [e for e in state.get("log_history", []) if "loss" in e and e.get("step", 0) <= step]
-    return {"checkpoint_version": step_version(run["checkpoint_version"], step), "parent_version": run["checkpoint_version"],
-            "mixture_version": run["mixture_version"], "step": step, "name": path.name,
-            "loss": logged[-1]["loss"] if logged else None, "epoch": state.get("epoch"),
-            "written_at": datetime.fromtimestamp(state_file.stat().st_mtime, timezone.utc).isoformat()}
+    return {
+        "checkpoint_version": step_version(run["checkpoint_version"], step),
+        "parent_version": run["checkpoint_version"],
+        "mixture_version": run["mixture_version"],
+        "step": step,
+        "name": path.name,
+        "loss": logged[-1]["loss"] if logged else None,
+        "epoch": state.get("epoch"),
+        "written_at": datetime.fromtimestamp(state_file.stat().st_mtime, UTC).isoformat(),
+    }
 
 
 def scan(run_dir: Path, announce: Callable[[str], None] = print) -> list[dict[str, Any]]:
@@ -108,7 +121,7 @@ def scan(run_dir: Path, announce: Callable[[str], None] = print) -> list[dict[st
 
 def parse_mark(line: str) -> dict[str, Any] | None:
     """The step record a ``STEP_MARK`` log line carries (None for any other line)."""
-    return json.loads(line[len(STEP_MARK):]) if line.startswith(STEP_MARK) else None
+    return json.loads(line[len(STEP_MARK) :]) if line.startswith(STEP_MARK) else None
 
 
 def watch(run_dir: Path, interval_s: float = WATCH_INTERVAL_S) -> None:

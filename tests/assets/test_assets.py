@@ -5,9 +5,15 @@ from dagster import MarkdownMetadataValue, TableMetadataValue, materialize
 from assets.collection import trajectories
 from assets.environments import environment_catalog
 from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic
-from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
-from tests.support.bad_tasks import bad_task_file
 from pipeline.store import catalog
+from resources import (
+    BfclTaskFileConfig,
+    CompositionResource,
+    DataStoreResource,
+    EnvironmentSourcesResource,
+    SandboxResource,
+)
+from tests.support.bad_tasks import bad_task_file
 from tests.support.metadata import text
 
 

@@ -35,11 +35,13 @@ def test_an_unknown_command_and_a_set_up_command_are_one_line(capsys):
 def test_help_without_the_project_environment_imports_nothing_of_it(command):
     """The machine's python3 in a tree without .venv: no Dagster, no pyarrow; ``COMMAND -h`` still prints a usage
     and exits 0 (``run -h`` its own options), and imports nothing of the project's dependencies."""
-    code = ("import sys; sys.modules['dagster'] = None\n"
-            "from assets.cli import main\n"
-            f"code = main([{command!r}, '-h'])\n"
-            "assert not {'pyarrow', 'pydantic', 'pipeline.core.settings'} & set(sys.modules), sorted(sys.modules)\n"
-            "sys.exit(code)\n")
+    code = (
+        "import sys; sys.modules['dagster'] = None\n"
+        "from assets.cli import main\n"
+        f"code = main([{command!r}, '-h'])\n"
+        "assert not {'pyarrow', 'pydantic', 'pipeline.core.settings'} & set(sys.modules), sorted(sys.modules)\n"
+        "sys.exit(code)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage" in proc.stdout.lower() and "Traceback" not in proc.stderr
@@ -67,8 +69,9 @@ def test_the_environment_of_a_command_is_set_once(tmp_path, monkeypatch):
     cli._prepare_environment(executor="in_process")
     cli._prepare_environment(executor="in_process")
     assert os.environ["ENVSIM_EXECUTOR"] == "multiprocess" and os.environ["DAGSTER_HOME"] == str(home)
-    assert (home / "dagster.yaml").read_text() == ("telemetry:\n  enabled: false\n"
-                                                  "python_logs:\n  python_log_level: INFO\n")
+    assert (home / "dagster.yaml").read_text() == (
+        "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
+    )
 
 
 def test_a_run_config_error_writes_nothing(tmp_path, monkeypatch, capsys):
@@ -79,8 +82,9 @@ def test_a_run_config_error_writes_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ENVSIM_EXECUTOR", "")
     assert cli.main(["run", "--config-json", '{"ops": {"benchmark_split": {"config": {"seeed": 1}}}}']) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("./forge run: --config-json: unknown config key 'seeed' under ops.benchmark_split.config: "
-                           "did you mean 'seed'?")
+    assert line.startswith(
+        "./forge run: --config-json: unknown config key 'seeed' under ops.benchmark_split.config: did you mean 'seed'?"
+    )
     assert not (tmp_path / "data").exists()
 
 
@@ -102,8 +106,10 @@ def test_report_and_timings_find_the_run_history_of_the_data_root(tmp_path, monk
     ``./forge run`` keeps it); a data root that never had a run is one line."""
     monkeypatch.setenv("DAGSTER_HOME", "")
     assert cli.main(["timings", "--data-root", str(tmp_path / "none")]) == 3
-    assert capsys.readouterr().err == (f"./forge timings: no run history at {tmp_path / 'none' / '.dagster_home'}: "
-                                       "./forge run has not run on this data root (or set DAGSTER_HOME)\n")
+    assert capsys.readouterr().err == (
+        f"./forge timings: no run history at {tmp_path / 'none' / '.dagster_home'}: "
+        "./forge run has not run on this data root (or set DAGSTER_HOME)\n"
+    )
     assert cli.main(["report", "--data-root", str(tmp_path / "none")]) == 1
     (tmp_path / "mine" / ".dagster_home").mkdir(parents=True)
     monkeypatch.setenv("DAGSTER_HOME", "")

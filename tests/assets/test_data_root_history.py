@@ -23,8 +23,11 @@ def labeled_steps(store: DataStoreResource) -> None:
 
 
 def _materialize(instance: DagsterInstance, data_root: Path) -> str:
-    defs = Definitions(assets=[labeled_steps], jobs=[define_asset_job("steps_job")],
-                       resources={"store": DataStoreResource(data_root=str(data_root))})
+    defs = Definitions(
+        assets=[labeled_steps],
+        jobs=[define_asset_job("steps_job")],
+        resources={"store": DataStoreResource(data_root=str(data_root))},
+    )
     result = defs.resolve_job_def("steps_job").execute_in_process(instance=instance)
     assert result.success
     return result.run_id
@@ -40,8 +43,9 @@ def test_runs_are_tagged_and_the_sensor_ignores_another_roots_steps(tmp_path):
         assert not tick.run_requests
         assert "another data root" in tick.skip_message and str(theirs) in tick.skip_message
         _materialize(instance, mine)
-        context = build_sensor_context(instance=instance, resources={"store": DataStoreResource(data_root=str(mine))},
-                                       cursor=context.cursor)
+        context = build_sensor_context(
+            instance=instance, resources={"store": DataStoreResource(data_root=str(mine))}, cursor=context.cursor
+        )
         assert len(splits_on_new_steps.evaluate_tick(context).run_requests) == 1
 
 

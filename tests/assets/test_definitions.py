@@ -3,7 +3,6 @@ environment: the resources carry the profile's defaults, and the assets resolve 
 
 import pytest
 
-
 from assets.collection import CollectionConfig
 from assets.definitions import build_definitions
 from pipeline.core import profile
@@ -19,8 +18,10 @@ def test_the_profile_of_the_value_reaches_the_resources(name, monkeypatch):
     assert composition.on_shortfall == chosen.benchmark_on_shortfall
     assert composition.mixture_sizes == dict(chosen.mixture_sizes)
     sources = build_definitions(Settings(profile=name)).resources["sources"]
-    assert tuple(sources.bfcl_categories) == {"default": ("base", "long_context", "miss_func", "miss_param"),
-                                               "small": ("base",)}[name]
+    assert (
+        tuple(sources.bfcl_categories)
+        == {"default": ("base", "long_context", "miss_func", "miss_param"), "small": ("base",)}[name]
+    )
     assert sources.builtin_scenarios_per_env == {"default": 300, "small": 12}[name]  # every source default, not one
     # an exploration config that leaves the budget unset scales it to the corpus, at most the resource's; one that
     # sets it wins
@@ -46,17 +47,22 @@ def test_on_shortfall_is_a_closed_choice_or_unset():
         BenchmarkConfig(on_shortfall="maybe")
 
 
-@pytest.mark.parametrize(("op", "key", "value", "choices"), [
-    ("sft_mixture", "decontaminate", "trajectory_id", "trajectory, task_id, env_id"),
-    ("benchmark_split", "on_shortfall", "warning", "fail, warn"),
-])
+@pytest.mark.parametrize(
+    ("op", "key", "value", "choices"),
+    [
+        ("sft_mixture", "decontaminate", "trajectory_id", "trajectory, task_id, env_id"),
+        ("benchmark_split", "on_shortfall", "warning", "fail, warn"),
+    ],
+)
 def test_a_mistyped_choice_is_refused_at_launch_listing_the_choices(op, key, value, choices):
     from assets.launch import check_launch
     from assets.selection import MixtureConfig
 
     assert MixtureConfig().decontaminate.value == "trajectory"  # the default rule
     (line,) = check_launch("envsim_main", {"ops": {op: {"config": {key: value}}}}, where="--config-json")
-    assert line == f"--config-json: config value '{value}' at ops.{op}.config.{key} is not one of {choices}: fix the value"
+    assert (
+        line == f"--config-json: config value '{value}' at ops.{op}.config.{key} is not one of {choices}: fix the value"
+    )
 
 
 @pytest.mark.parametrize("strict", [False, True])
@@ -80,7 +86,10 @@ def test_every_asset_check_declaration_reads_in_lines_of_at_most_120_characters(
     """An asset check's description is written over short lines (the UI shows it joined), not as one long line."""
     from pathlib import Path
 
-    long = [f"{path.name}:{n}" for path in sorted((Path(__file__).parents[2] / "assets").glob("*.py"))
-            for n, line in enumerate(path.read_text().splitlines(), 1)
-            if "@asset_check(" in line and len(line) > 120]
+    long = [
+        f"{path.name}:{n}"
+        for path in sorted((Path(__file__).parents[2] / "assets").glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "@asset_check(" in line and len(line) > 120
+    ]
     assert long == []

@@ -16,16 +16,29 @@ def test_the_unreachable_targets_are_in_the_metadata_and_the_log(tmp_path):
     defs = build_definitions(Settings(data_root=data))
     wanted = [AssetKey("environment_catalog"), AssetKey("trajectories")]
     assets = [a for a in defs.assets if any(k in wanted for k in a.keys)]
-    sources = EnvironmentSourcesResource(bfcl_categories=[], builtin=False, envscaler=[
-        EnvScalerCorpusConfig(env_items=str(corpus.env_items), scenarios=str(corpus.scenarios))])
+    sources = EnvironmentSourcesResource(
+        bfcl_categories=[],
+        builtin=False,
+        envscaler=[EnvScalerCorpusConfig(env_items=str(corpus.env_items), scenarios=str(corpus.scenarios))],
+    )
     instance = DagsterInstance.ephemeral()
-    result = materialize(assets, instance=instance, resources={**defs.resources, "sources": sources,
-                                                                "sandbox": SandboxResource(workers=1)}, run_config={
-        "resources": {"store": {"config": {"data_root": str(data)}}},
-        "ops": {"trajectories": {"config": {"calls_per_environment": 400, "plateau_calls": 30, "batch_episodes": 20}}}})
+    result = materialize(
+        assets,
+        instance=instance,
+        resources={**defs.resources, "sources": sources, "sandbox": SandboxResource(workers=1)},
+        run_config={
+            "resources": {"store": {"config": {"data_root": str(data)}}},
+            "ops": {
+                "trajectories": {"config": {"calls_per_environment": 400, "plateau_calls": 30, "batch_episodes": 20}}
+            },
+        },
+    )
     assert result.success
-    [meta] = [{k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}
-              for e in result.get_asset_materialization_events() if e.asset_key == AssetKey("trajectories")]
+    [meta] = [
+        {k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+        if e.asset_key == AssetKey("trajectories")
+    ]
     assert meta["exploration_call_budget"] == 3 * 400
     assert "- difficult (|Δ| 7–12): unreachable, max |Δ| seen 3" in meta["exploration_unreachable"]
     assert "difficult (|Δ| 7–12): unreachable, max |Δ| seen 3" in meta["exploration_stopped"]

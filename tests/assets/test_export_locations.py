@@ -40,8 +40,11 @@ def test_training_and_the_summary_read_the_export_where_it_went(default_layout, 
 
     elsewhere = tmp_path / "my-exports" / "sft"
     store = DataStoreResource(data_root=str(layout.root))
-    exported = materialize([sft_dataset], resources={"store": store, "hub": HuggingFaceHubResource()},
-                           run_config={"ops": {"sft_dataset": {"config": {"directory": str(elsewhere)}}}})
+    exported = materialize(
+        [sft_dataset],
+        resources={"store": store, "hub": HuggingFaceHubResource()},
+        run_config={"ops": {"sft_dataset": {"config": {"directory": str(elsewhere)}}}},
+    )
     assert exported.success
     assert (elsewhere / "dataset_info.json").exists() and not layout.export_dir(MIXTURE).exists()
     assert layout.recorded_export(MIXTURE) == elsewhere
@@ -54,10 +57,28 @@ def test_training_and_the_summary_read_the_export_where_it_went(default_layout, 
     (model / "model.safetensors").write_bytes(b"\0" * 64)
     launcher = JobLauncherResource(backend="local", workdir=str(layout.root / "jobs"), llamafactory_python=str(python))
     trained = materialize(
-        [sft_training], resources={"store": store, "launcher": launcher, "duckdb": DuckDBResource(database=str(layout.root / "jobs.duckdb"))},
-        run_config={"ops": {"sft_training": {"config": {"model_name_or_path": str(model), "bf16": False, "save_steps": 2,
-                                                         "logging_steps": 1, "preprocessing_num_workers": 1, "gpus": 0,
-                                                         "extra_args": {"max_steps": 2}}}}})
+        [sft_training],
+        resources={
+            "store": store,
+            "launcher": launcher,
+            "duckdb": DuckDBResource(database=str(layout.root / "jobs.duckdb")),
+        },
+        run_config={
+            "ops": {
+                "sft_training": {
+                    "config": {
+                        "model_name_or_path": str(model),
+                        "bf16": False,
+                        "save_steps": 2,
+                        "logging_steps": 1,
+                        "preprocessing_num_workers": 1,
+                        "gpus": 0,
+                        "extra_args": {"max_steps": 2},
+                    }
+                }
+            }
+        },
+    )
     assert trained.success
     meta = trained.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
     final = layout.checkpoints / meta["checkpoint_version"].value

@@ -40,8 +40,11 @@ def _yaml(tmp_path, name, text):
 
 def test_the_first_file_wins_and_the_json_over_all(tmp_path):
     first = _yaml(tmp_path, "first.yaml", "ops:\n  benchmark_split:\n    config:\n      seed: 1\n")
-    second = _yaml(tmp_path, "second.yaml", "ops:\n  benchmark_split:\n    config:\n      seed: 2\n"
-                                            "  sft_mixture:\n    config:\n      seed: 5\n")
+    second = _yaml(
+        tmp_path,
+        "second.yaml",
+        "ops:\n  benchmark_split:\n    config:\n      seed: 2\n  sft_mixture:\n    config:\n      seed: 5\n",
+    )
     config, problems = load_run_config([first, second])
     assert problems == []
     assert config == {"ops": {"benchmark_split": {"config": {"seed": 1}}, "sft_mixture": {"config": {"seed": 5}}}}
@@ -52,17 +55,27 @@ def test_the_first_file_wins_and_the_json_over_all(tmp_path):
 def test_the_launch_carries_the_checked_config_and_nothing_else():
     config = {"ops": {"benchmark_split": {"config": {"seed": 1}}}}
     command = dg_launch("--job", "envsim_main", run_config=config)
-    assert command[1:] == ["launch", "--job", "envsim_main", "-m", "assets.definitions",
-                           "--config-json", json.dumps(config)]
+    assert command[1:] == [
+        "launch",
+        "--job",
+        "envsim_main",
+        "-m",
+        "assets.definitions",
+        "--config-json",
+        json.dumps(config),
+    ]
     assert "-c" not in command and "--config" not in command
     assert dg_launch("--job", "envsim_main")[-2:] == ["-m", "assets.definitions"]  # no config: Dagster's defaults
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    (None, "run config file {path} does not exist: pass an existing YAML file to -c/--config"),
-    ("ops: [unclosed\n", "run config file {path} is not valid YAML ("),
-    ("- ops\n", "run config file {path} holds a list, not a mapping: write ops:/resources: keys at its top level"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (None, "run config file {path} does not exist: pass an existing YAML file to -c/--config"),
+        ("ops: [unclosed\n", "run config file {path} is not valid YAML ("),
+        ("- ops\n", "run config file {path} holds a list, not a mapping: write ops:/resources: keys at its top level"),
+    ],
+)
 def test_an_unreadable_file_is_one_line_naming_it(tmp_path, text, expected):
     path = tmp_path / "run.yaml"
     if text is not None:
@@ -80,26 +93,42 @@ def test_config_json_that_is_not_an_object_is_one_line(text):
 
 def test_dagster_validates_the_run_config_one_line_per_error():
     (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"seeed": 1}}}}, where="a.yaml")
-    assert line == ("a.yaml: unknown config key 'seeed' under ops.benchmark_split.config: did you mean 'seed'? "
-                    "valid keys: " + line.split("valid keys: ", 1)[1])
+    assert line == (
+        "a.yaml: unknown config key 'seeed' under ops.benchmark_split.config: did you mean 'seed'? "
+        "valid keys: " + line.split("valid keys: ", 1)[1]
+    )
     (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"sede": 1, "sed": 2}}}})
     assert line.startswith("run config: unknown config keys ") and "'sede'" in line and "'sed'" in line
     assert "under ops.benchmark_split.config: valid keys: " in line and "seed" in line
     (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"seed": "one"}}}})
-    assert line == ("run config: config value 'one' at ops.benchmark_split.config.seed has the wrong type "
-                    "(expected Int): fix the value")
+    assert line == (
+        "run config: config value 'one' at ops.benchmark_split.config.seed has the wrong type "
+        "(expected Int): fix the value"
+    )
 
 
 def test_a_kinds_setting_written_beside_the_common_fields_names_its_section():
     """A simulator's endpoint fields written flat (the shape before kinds had their own settings) are refused
     in one line that names the section they belong in."""
-    config = {"ops": {"simulator_eval": {"config": {"simulators": [
-        {"name": "m", "kind": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1"}]}}}}
+    config = {
+        "ops": {
+            "simulator_eval": {
+                "config": {
+                    "simulators": [
+                        {"name": "m", "kind": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1"}
+                    ]
+                }
+            }
+        }
+    }
     problems = check_launch("envsim_main", config, where="--config-json")
-    assert problems == ["--config-json: unknown config keys 'base_url', 'model' under "
-                        "ops.simulator_eval.config.simulators.0: they belong in its `openai:` section: "
-                        "openai: {base_url: …, model: …}"], problems
+    assert problems == [
+        "--config-json: unknown config keys 'base_url', 'model' under "
+        "ops.simulator_eval.config.simulators.0: they belong in its `openai:` section: "
+        "openai: {base_url: …, model: …}"
+    ], problems
     config["ops"]["simulator_eval"]["config"]["simulators"][0] = {"name": "r", "kind": "recorded", "completions": "a"}
     assert check_launch("envsim_main", config, where="--config-json") == [
         "--config-json: unknown config key 'completions' under ops.simulator_eval.config.simulators.0: it belongs in "
-        "its `recorded:` section: recorded: {completions: …}"]
+        "its `recorded:` section: recorded: {completions: …}"
+    ]

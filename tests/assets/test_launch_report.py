@@ -21,7 +21,9 @@ TOOLS = [{"stratum": "failure", "tool_pairs": 2, "top_tool": "rm (fs)", "top_too
 
 
 def _version(store: SplitStore, version: str, seed: int) -> None:
-    store.write_manifest(version, {"samples": 2, "shortfalls": [], "spec": {"seed": seed}, "strata": STRATA, "tools": TOOLS})
+    store.write_manifest(
+        version, {"samples": 2, "shortfalls": [], "spec": {"seed": seed}, "strata": STRATA, "tools": TOOLS}
+    )
 
 
 @asset
@@ -39,14 +41,27 @@ def benchmark_split(context: AssetExecutionContext, store: DataStoreResource) ->
 
 @asset(deps=[benchmark_split])
 def simulator_eval() -> MaterializeResult:
-    return MaterializeResult(metadata={"split_version": "bench-43d6", "samples": 400, "fm/oracle": 100.0, "cm/oracle": 100.0,
-                                       "cm_reference/oracle": 100.0, "fm_reference/oracle": 100.0, "fm/my-model": 71.5,
-                                       "cm/my-model": 42.25, "cm_reference/my-model": 40.0})
+    return MaterializeResult(
+        metadata={
+            "split_version": "bench-43d6",
+            "samples": 400,
+            "fm/oracle": 100.0,
+            "cm/oracle": 100.0,
+            "cm_reference/oracle": 100.0,
+            "fm_reference/oracle": 100.0,
+            "fm/my-model": 71.5,
+            "cm/my-model": 42.25,
+            "cm_reference/my-model": 40.0,
+        }
+    )
 
 
 def _run(root) -> str:  # noqa: ANN001
-    defs = Definitions(assets=[step_strata, benchmark_split, simulator_eval], jobs=[define_asset_job("envsim_main")],
-                       resources={"store": DataStoreResource(data_root=str(root))})
+    defs = Definitions(
+        assets=[step_strata, benchmark_split, simulator_eval],
+        jobs=[define_asset_job("envsim_main")],
+        resources={"store": DataStoreResource(data_root=str(root))},
+    )
     with DagsterInstance.get() as instance:
         return defs.resolve_job_def("envsim_main").execute_in_process(instance=instance, raise_on_error=False).run_id
 
@@ -72,8 +87,10 @@ def test_a_failed_run_ends_with_its_step_and_cause_and_nothing_from_earlier_runs
     out, err = capsys.readouterr()
     assert code == 1
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines[-2] == ("step benchmark_split failed: ShortfallError: benchmark bench-6ec2 cannot be filled: "
-                         "failure: 0 of 20; medium_4: 0 of 50")
+    assert lines[-2] == (
+        "step benchmark_split failed: ShortfallError: benchmark bench-6ec2 cannot be filled: "
+        "failure: 0 of 20; medium_4: 0 of 50"
+    )
     assert lines[-1] == "./forge run: FAILED at step benchmark_split (exit 1)"
     assert "Run " in out and "benchmark_split" in out  # this run's timings
     for earlier in ("bench-6ec2", "Data root", "Hugging Face", "current bench", "benchmark:"):
@@ -85,13 +102,20 @@ def test_the_outcome_holds_this_runs_scores(root):
     with DagsterInstance.get() as instance:
         outcome = run_outcome(instance, run_id)
     assert not outcome.failed and outcome.eval_version == "bench-43d6"
-    assert outcome.evaluation == {"oracle": {"fm": 100.0, "cm": 100.0, "cm_reference": 100.0, "fm_reference": 100.0},
-                                  "my-model": {"fm": 71.5, "cm": 42.25, "cm_reference": 40.0}}
+    assert outcome.evaluation == {
+        "oracle": {"fm": 100.0, "cm": 100.0, "cm_reference": 100.0, "fm_reference": 100.0},
+        "my-model": {"fm": 71.5, "cm": 42.25, "cm_reference": 40.0},
+    }
 
 
 def test_the_summary_names_fm_cm_and_cm_reference_per_simulator(capsys):
-    report_evaluation({"oracle": {"fm": 100.0, "cm": 100.0, "cm_reference": 100.0},
-                       "my-model": {"fm": 71.5, "cm": 42.25, "cm_reference": 40.0}}, "bench-43d6")
+    report_evaluation(
+        {
+            "oracle": {"fm": 100.0, "cm": 100.0, "cm_reference": 100.0},
+            "my-model": {"fm": 71.5, "cm": 42.25, "cm_reference": 40.0},
+        },
+        "bench-43d6",
+    )
     out = capsys.readouterr().out
     assert "bench-43d6" in out
     header = next(line for line in out.splitlines() if line.startswith("|"))

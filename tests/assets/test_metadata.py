@@ -9,8 +9,16 @@ from pipeline.report.tables import Markdown, Table
 
 
 def test_each_kind_of_value_becomes_its_metadata():
-    shown = metadata_of({"n": 3, "note": "x", "path": Path("/srv/t.parquet"), "md": Markdown("- a"),
-                         "json": {"a": 1}, "table": Table([{"k": "a", "n": 1}], ["k", "n"])})
+    shown = metadata_of(
+        {
+            "n": 3,
+            "note": "x",
+            "path": Path("/srv/t.parquet"),
+            "md": Markdown("- a"),
+            "json": {"a": 1},
+            "table": Table([{"k": "a", "n": 1}], ["k", "n"]),
+        }
+    )
     assert list(shown) == ["n", "note", "path", "md", "json", "table"]  # the order the stage gave
     assert (shown["n"], shown["note"]) == (3, "x")
     assert shown["path"] == MetadataValue.path("/srv/t.parquet") and shown["md"] == MetadataValue.md("- a")

@@ -15,21 +15,22 @@ import pytest
 
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
-from pipeline.envs.partitions import parse_shard, partition_keys
-from pipeline.envs.registry import names as source_names, source_of
-from pipeline.store.partitions import Shard, shard_count, shard_index
 from pipeline.collect.sources import SourceConfig, env_items
-from pipeline.envs.config import EnvScalerCorpus
-from pipeline.envs import bfcl, builtin
 from pipeline.core.issues import TaskIssue
+from pipeline.core.settings import Settings
+from pipeline.envs import bfcl, builtin
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.partitions import parse_shard, partition_keys
+from pipeline.envs.registry import names as source_names
+from pipeline.envs.registry import source_of
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
-from pipeline.store.reconstruct import verify_steps
-from pipeline.core.settings import Settings
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout, step_part_partition
+from pipeline.store.partitions import Shard, shard_count, shard_index
+from pipeline.store.reconstruct import verify_steps
 from tests.support.envscaler_corpus import COUNTER_CODE
 from tests.support.ui_server import ROOT, DagsterServer
 
@@ -38,25 +39,42 @@ SHOPS = ["shop_a", "shop_b", "shop_c", "shop_d", "shop_e", "shop_f"]
 
 def write_shop_corpus(directory: Path) -> EnvScalerCorpus:
     """Six copies of a small EnvScaler shop (plus one item that does not compile), two scenarios each."""
-    items = {name: {"env_class_name": "CounterShop", "env_class_code": COUNTER_CODE, "environment_introduction": "A shop."}
-             for name in SHOPS}
-    items["broken"] = {"env_class_name": "X", "env_class_code": "class X:\n    def f(self:\n        pass\n", "tools": []}
-    scenarios = [{"task_id": f"{name}-{i}", "env_id": name, "env_class_name": "CounterShop",
-                  "init_config": {"stock": {"pen": 3 + i, "ink": i}, "till": 0}, "task": "Sell things."}
-                 for name in SHOPS for i in range(2)]
+    items = {
+        name: {"env_class_name": "CounterShop", "env_class_code": COUNTER_CODE, "environment_introduction": "A shop."}
+        for name in SHOPS
+    }
+    items["broken"] = {
+        "env_class_name": "X",
+        "env_class_code": "class X:\n    def f(self:\n        pass\n",
+        "tools": [],
+    }
+    scenarios = [
+        {
+            "task_id": f"{name}-{i}",
+            "env_id": name,
+            "env_class_name": "CounterShop",
+            "init_config": {"stock": {"pen": 3 + i, "ink": i}, "till": 0},
+            "task": "Sell things.",
+        }
+        for name in SHOPS
+        for i in range(2)
+    ]
     (directory / "env_items.json").write_text(json.dumps(items))
     (directory / "scenarios.json").write_text(json.dumps(scenarios))
     return EnvScalerCorpus(directory / "env_items.json", directory / "scenarios.json")
 
 
 def all_env_ids() -> list[str]:
-    ids = {bfcl.env_id_for(t.involved_classes) for t in iter_tasks(default_task_files()) if not isinstance(t, TaskIssue)}
+    ids = {
+        bfcl.env_id_for(t.involved_classes) for t in iter_tasks(default_task_files()) if not isinstance(t, TaskIssue)
+    }
     ids |= {i.qualified_id for i in builtin.parsed_items()}
     ids |= {f"envscaler/env_{i}" for i in range(191)} | {f"mycorpus/{s}" for s in SHOPS}
     return sorted(ids)
 
 
 # -- partition keys and shard assignment (no sandbox) ---------------------------------------------
+
 
 def test_partition_keys_come_from_envsim_shards():
     assert shard_count({}) is None and shard_count({"ENVSIM_SHARDS": " "}) is None
@@ -71,8 +89,14 @@ def test_partition_keys_come_from_envsim_shards():
     for bad in ("builtin-2", "nosuch-0", "bfcl", "bfcl-x"):
         with pytest.raises(ValueError, match="unknown partition"):
             parse_shard(bad, 2)
-    out = subprocess.run([sys.executable, "-m", "pipeline", "partitions"], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "ENVSIM_SHARDS": "2"}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "pipeline", "partitions"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ENVSIM_SHARDS": "2"},
+        check=True,
+    )
     assert out.stdout.split() == partition_keys(2)
 
 
@@ -90,22 +114,39 @@ def test_every_environment_is_in_exactly_one_shard_always_the_same():
         if count > 1:  # a usable spread, not everything in one shard
             assert len({shard_index(e, count) for e in ids}) == count
     # stable: blake2b of the env id, the same in another process with another hash seed
-    code = ("import json, sys; from pipeline.store.partitions import shard_index; "
-            "print(json.dumps([shard_index(e, 5) for e in json.load(sys.stdin)]))")
+    code = (
+        "import json, sys; from pipeline.store.partitions import shard_index; "
+        "print(json.dumps([shard_index(e, 5) for e in json.load(sys.stdin)]))"
+    )
     for seed in ("1", "12345"):
-        out = subprocess.run([sys.executable, "-c", code], input=json.dumps(ids), cwd=ROOT, capture_output=True, text=True,
-                             env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            input=json.dumps(ids),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
         assert json.loads(out.stdout) == [shard_index(e, 5) for e in ids]
-    assert [shard_index(e, 2) for e in ("builtin/retail", "bfcl/GorillaFileSystem", "bfcl/MathAPI")] == [1, 1, 0]  # pinned
+    assert [shard_index(e, 2) for e in ("builtin/retail", "bfcl/GorillaFileSystem", "bfcl/MathAPI")] == [
+        1,
+        1,
+        0,
+    ]  # pinned
 
 
 # -- collection and labeling per partition (sandbox) --------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("shard-sources")
-    return SourceConfig(bfcl_files=default_task_files(["base"]), builtin_scenarios_per_env=2,
-                        envscaler=[dataclasses.replace(write_shop_corpus(tmp), prefix="mycorpus")])
+    return SourceConfig(
+        bfcl_files=default_task_files(["base"]),
+        builtin_scenarios_per_env=2,
+        envscaler=[dataclasses.replace(write_shop_corpus(tmp), prefix="mycorpus")],
+    )
 
 
 def catalogued(root: Path, cfg: SourceConfig) -> DataLayout:
@@ -122,7 +163,9 @@ EXPLORE = ExploreSettings(call_budget=240, episode_length=6, batch_episodes=12, 
 def sharded(tmp_path_factory, sources, sandbox):
     """All 6 partitions (ENVSIM_SHARDS=2) collected (with exploration) and labeled."""
     layout = catalogued(tmp_path_factory.mktemp("sharded"), sources)
-    results = {key: collect_all(sources, layout, sandbox, EXPLORE, shard=parse_shard(key, 2)) for key in partition_keys(2)}
+    results = {
+        key: collect_all(sources, layout, sandbox, EXPLORE, shard=parse_shard(key, 2)) for key in partition_keys(2)
+    }
     labels = {key: label(layout.for_partition(key), sandbox, chunk_size=60) for key in partition_keys(2)}
     return layout, results, labels
 
@@ -134,7 +177,9 @@ def test_shards_of_a_replay_are_exactly_the_unpartitioned_replay(tmp_path, sourc
     notes = {}
     for key in partition_keys(2):
         notes[key] = collect_all(sources, parted, sandbox, None, shard=parse_shard(key, 2)).shard.note
-    ids = lambda files: [r["trajectory_id"] for f in files for r in pq.read_table(f, columns=["trajectory_id"]).to_pylist()]  # noqa: E731
+    ids = lambda files: [
+        r["trajectory_id"] for f in files for r in pq.read_table(f, columns=["trajectory_id"]).to_pylist()
+    ]  # noqa: E731
     assert sorted(ids(parted.trajectory_files())) == sorted(ids(plain.trajectory_files()))
     assert len(ids(parted.trajectory_files())) == whole.report.trajectories == 200
     for key in partition_keys(2):
@@ -142,10 +187,17 @@ def test_shards_of_a_replay_are_exactly_the_unpartitioned_replay(tmp_path, sourc
         assert all(parse_shard(key, 2).index == shard_index(r["env_id"], 2) for r in rows)
     # issues naming no environment (the corpus item that does not compile) are reported once, by envscaler-0
     issues = {key: pq.read_table(parted.for_partition(key).collection_issues).to_pylist() for key in partition_keys(2)}
-    assert [i["task_id"] for i in issues["envscaler-0"]] == ["broken"] == [i["task_id"] for i in pq.read_table(plain.collection_issues).to_pylist()]
+    assert (
+        [i["task_id"] for i in issues["envscaler-0"]]
+        == ["broken"]
+        == [i["task_id"] for i in pq.read_table(plain.collection_issues).to_pylist()]
+    )
     assert all(not v for k, v in issues.items() if k != "envscaler-0")
     assert notes["bfcl-0"].startswith("partition bfcl-0: 12 of the 20 bfcl environments (shard 0 of 2)")
-    assert notes["builtin-1"] == "empty partition builtin-1: this configuration collects nothing from builtin (e.g. exploration is off)"
+    assert (
+        notes["builtin-1"]
+        == "empty partition builtin-1: this configuration collects nothing from builtin (e.g. exploration is off)"
+    )
 
 
 def test_partitions_explore_their_own_environments(sharded):
@@ -170,8 +222,9 @@ def test_an_unconfigured_source_is_an_empty_partition(tmp_path, sandbox):
     layout = catalogued(tmp_path, cfg)
     result = collect_all(cfg, layout, sandbox, EXPLORE, shard=parse_shard("envscaler-1", 2))
     assert result.report.trajectories == 0
-    assert result.shard.note == ("empty partition envscaler-1: no EnvScaler corpus configured "
-                                 "(resources.sources.envscaler is empty)")
+    assert result.shard.note == (
+        "empty partition envscaler-1: no EnvScaler corpus configured (resources.sources.envscaler is empty)"
+    )
     assert pq.read_table(layout.for_partition("envscaler-1").trajectories).num_rows == 0
     report = label(layout.for_partition("envscaler-1"), sandbox)
     assert (report.steps, report.parts_written) == (0, 0)
@@ -189,12 +242,16 @@ def test_partitions_label_into_their_own_parts_and_verify(sharded):
         assert sum(pq.read_metadata(p).num_rows for p in parts) == labels[key].steps
         assert (labels[key].steps > 0) == (results[key].report.trajectories > 0)
         assert verify_steps(scoped).ok
-    assert sorted(layout.step_parts()) == sorted(p for k in partition_keys(2) for p in layout.for_partition(k).step_parts())
+    assert sorted(layout.step_parts()) == sorted(
+        p for k in partition_keys(2) for p in layout.for_partition(k).step_parts()
+    )
     assert verify_steps(layout).ok  # the whole table: reconstruct.verify_steps over every partition
     # DuckDB views read every partition
     con = duckdb.connect()
     warehouse.sync(con, layout)
-    assert con.execute("SELECT count(*) FROM trajectories").fetchone()[0] == sum(r.report.trajectories for r in results.values())
+    assert con.execute("SELECT count(*) FROM trajectories").fetchone()[0] == sum(
+        r.report.trajectories for r in results.values()
+    )
     assert con.execute("SELECT count(*) FROM steps").fetchone()[0] == sum(r.steps for r in labels.values())
 
 
@@ -206,8 +263,12 @@ def test_relabeling_one_partition_leaves_the_others_alone(sharded, sandbox):
     bfcl0 = sorted(n for n in before if n.startswith("part-bfcl-0-"))
     assert len(bfcl0) == 4  # 115 trajectories in chunks of 60: two parts + their sidecars
     # stale files: an older part of bfcl-0, an unpartitioned run's part, a partition that no longer exists
-    planted = ["part-bfcl-0-00000000000000000000.parquet", "part-bfcl-0-00000000000000000000.issues.json",
-               "part-0123456789abcdef0123.parquet", "part-bfcl-7-0123456789abcdef0123.parquet"]
+    planted = [
+        "part-bfcl-0-00000000000000000000.parquet",
+        "part-bfcl-0-00000000000000000000.issues.json",
+        "part-0123456789abcdef0123.parquet",
+        "part-bfcl-7-0123456789abcdef0123.parquet",
+    ]
     for name in planted:
         (steps_dir / name).write_bytes(b"stale")
     # resume: one finished part of bfcl-0 lost, as if the run had been interrupted
@@ -228,12 +289,16 @@ def test_relabeling_one_partition_leaves_the_others_alone(sharded, sandbox):
 def test_recollecting_a_partition_replaces_only_its_parts(sharded, sources, sandbox):
     layout, _, _ = sharded
     before = {p.name for p in layout.steps_dir.iterdir()}
-    result = collect_all(sources, layout, sandbox, dataclasses.replace(EXPLORE, seed=7), shard=parse_shard("builtin-1", 2))
+    result = collect_all(
+        sources, layout, sandbox, dataclasses.replace(EXPLORE, seed=7), shard=parse_shard("builtin-1", 2)
+    )
     assert result.report.trajectories > 0
     report = label(layout.for_partition("builtin-1"), sandbox, chunk_size=60)
     after = {p.name for p in layout.steps_dir.iterdir()}
     assert report.parts_written >= 1 and report.stale_parts_removed >= 2
-    assert {n for n in before if not n.startswith("part-builtin-1-")} == {n for n in after if not n.startswith("part-builtin-1-")}
+    assert {n for n in before if not n.startswith("part-builtin-1-")} == {
+        n for n in after if not n.startswith("part-builtin-1-")
+    }
     assert {n for n in before if n.startswith("part-builtin-1-")}.isdisjoint(after)
     assert verify_steps(layout.for_partition("builtin-1")).ok and verify_steps(layout).ok
 
@@ -248,7 +313,9 @@ def test_switching_partitioning_never_mixes_tables(tmp_path, sources, sandbox):
     # partitioned: the unpartitioned table goes; the first partition's labeling drops the unpartitioned parts
     collect_all(cfg, layout, sandbox, None, shard=parse_shard("bfcl-1", 2))
     assert layout.trajectory_files() == [str(traj / "part-bfcl-1.parquet")]
-    assert not (traj / "issues.parquet").exists() and json.loads((traj / "PARTITIONS.json").read_text())["partitions"] == partition_keys(2)
+    assert not (traj / "issues.parquet").exists() and json.loads((traj / "PARTITIONS.json").read_text())[
+        "partitions"
+    ] == partition_keys(2)
     label(layout.for_partition("bfcl-1"), sandbox)
     assert layout.step_parts() and all(step_part_partition(Path(p).name) == "bfcl-1" for p in layout.step_parts())
     collect_all(cfg, layout, sandbox, None, shard=parse_shard("bfcl-0", 2))
@@ -257,7 +324,9 @@ def test_switching_partitioning_never_mixes_tables(tmp_path, sources, sandbox):
     collect_all(cfg, layout, sandbox, None, shard=parse_shard("bfcl-2", 3))
     assert layout.trajectory_files() == [str(traj / "part-bfcl-2.parquet")]
     label(layout.for_partition("bfcl-2"), sandbox)
-    assert {step_part_partition(Path(p).name) for p in layout.step_parts()} == {"bfcl-2"}  # orphaned partitions' parts dropped
+    assert {step_part_partition(Path(p).name) for p in layout.step_parts()} == {
+        "bfcl-2"
+    }  # orphaned partitions' parts dropped
     # back to unpartitioned: partition files and the marker go
     collect_all(cfg, layout, sandbox, None)
     assert layout.trajectory_files() == [str(traj / "trajectories.parquet")]
@@ -268,6 +337,7 @@ def test_switching_partitioning_never_mixes_tables(tmp_path, sources, sandbox):
 
 
 # -- Dagster: definitions, executor, assets ------------------------------------------------------
+
 
 def test_executor_comes_from_configuration(tmp_path):
     from dagster import in_process_executor
@@ -303,7 +373,9 @@ def test_sandbox_workers_default_comes_from_the_settings():
     from resources.sets import resources_for
 
     assert resources_for(Settings())["sandbox"].workers == max(1, os.cpu_count() or 1)
-    assert resources_for(Settings(sandbox_workers=3))["sandbox"].workers == 3 and SandboxResource(workers=1).workers == 1
+    assert (
+        resources_for(Settings(sandbox_workers=3))["sandbox"].workers == 3 and SandboxResource(workers=1).workers == 1
+    )
     assert resources_for(Settings(sandbox="trusted"))["sandbox"].isolation == "trusted"
 
 
@@ -315,7 +387,9 @@ def test_definitions_unchanged_without_envsim_shards():
         assert defs.resolve_assets_def(key).partitions_def is None
     main = defs.resolve_job_def("envsim_main")
     assert main.partitions_def is None and main.executor_def.name == "multi_or_in_process_executor"
-    assert {"trajectories", "labeled_steps", "step_strata"} <= {k.to_user_string() for k in main.asset_layer.executable_asset_keys}
+    assert {"trajectories", "labeled_steps", "step_strata"} <= {
+        k.to_user_string() for k in main.asset_layer.executable_asset_keys
+    }
     assert "collect_and_label" not in {j.name for j in defs.resolve_all_job_defs()}
 
 
@@ -327,20 +401,41 @@ def test_definitions_with_envsim_shards():
     jobs = {}
     for name in ("envsim_main", "collect_and_label", "regenerate_splits"):
         job = defs.resolve_job_def(name)
-        jobs[name] = {"partitions": job.partitions_def.get_partition_keys() if job.partitions_def else None,
-                      "assets": sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys),
-                      "checks": sorted(c.name for c in job.asset_layer.asset_graph.asset_check_keys
-                                       if c.asset_key.to_user_string() in ("trajectories", "labeled_steps")),
-                      "executor": job.executor_def.name}
-    descriptions = {k: next(iter(defs.resolve_assets_def(k).specs)).description for k in ("trajectories", "labeled_steps")}
+        jobs[name] = {
+            "partitions": job.partitions_def.get_partition_keys() if job.partitions_def else None,
+            "assets": sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys),
+            "checks": sorted(
+                c.name
+                for c in job.asset_layer.asset_graph.asset_check_keys
+                if c.asset_key.to_user_string() in ("trajectories", "labeled_steps")
+            ),
+            "executor": job.executor_def.name,
+        }
+    descriptions = {
+        k: next(iter(defs.resolve_assets_def(k).specs)).description for k in ("trajectories", "labeled_steps")
+    }
     assert jobs["collect_and_label"]["partitions"] == partition_keys(2)
     assert jobs["collect_and_label"]["assets"] == ["labeled_steps", "trajectories"]
-    assert jobs["collect_and_label"]["checks"] == ["delta_roundtrip", "outcome_labels_plausible", "relabel_is_deterministic",
-                                                   "step_table_expectations"]
+    assert jobs["collect_and_label"]["checks"] == [
+        "delta_roundtrip",
+        "outcome_labels_plausible",
+        "relabel_is_deterministic",
+        "step_table_expectations",
+    ]
     assert jobs["envsim_main"]["partitions"] is None
-    assert "trajectories" not in jobs["envsim_main"]["assets"] and {"environment_catalog", "step_strata", "simulator_eval"} <= set(jobs["envsim_main"]["assets"])
-    assert jobs["regenerate_splits"]["assets"] == ["benchmark_dataset", "benchmark_split", "sft_dataset", "sft_mixture",
-                                                   "simulator_eval", "step_strata"]
+    assert "trajectories" not in jobs["envsim_main"]["assets"] and {
+        "environment_catalog",
+        "step_strata",
+        "simulator_eval",
+    } <= set(jobs["envsim_main"]["assets"])
+    assert jobs["regenerate_splits"]["assets"] == [
+        "benchmark_dataset",
+        "benchmark_split",
+        "sft_dataset",
+        "sft_mixture",
+        "simulator_eval",
+        "step_strata",
+    ]
     assert {j["executor"] for j in jobs.values()} == {"in_process"}
     assert "ENVSIM_SHARDS=N" in descriptions["trajectories"] and "ENVSIM_SHARDS=N" in descriptions["labeled_steps"]
     # the process's own shape is untouched by building another one
@@ -355,48 +450,88 @@ def test_materializing_partitions_reports_partition_metadata(tmp_path):
     from assets.environments import environment_catalog
     from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic, step_table_expectations
     from assets.partitions import partitioned, shards_partitions
-    from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
+    from resources import (
+        BfclTaskFileConfig,
+        CompositionResource,
+        DataStoreResource,
+        EnvironmentSourcesResource,
+        SandboxResource,
+    )
     from tests.support.bad_tasks import bad_task_file
 
     files = [bad_task_file(tmp_path)]
-    resources = {"store": DataStoreResource(data_root=str(tmp_path / "data")),
-                 "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False,
-                     bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files]),
-                 "sandbox": SandboxResource(workers=1, call_timeout_s=2), "composition": CompositionResource()}
+    resources = {
+        "store": DataStoreResource(data_root=str(tmp_path / "data")),
+        "sources": EnvironmentSourcesResource(
+            bfcl_categories=[],
+            builtin=False,
+            bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files],
+        ),
+        "sandbox": SandboxResource(workers=1, call_timeout_s=2),
+        "composition": CompositionResource(),
+    }
     assert materialize([environment_catalog], resources=resources).success
     shards = shards_partitions(2)
     data = {}
     for key in ("bfcl-0", "bfcl-1", "envscaler-1"):
-        result = materialize([partitioned(trajectories, shards), partitioned(labeled_steps, shards),
-                              delta_roundtrip, relabel_is_deterministic, step_table_expectations],
-                             resources=resources, partition_key=key, run_config={"ops": {"trajectories": {"config": {"enabled": False}}}})
+        result = materialize(
+            [
+                partitioned(trajectories, shards),
+                partitioned(labeled_steps, shards),
+                delta_roundtrip,
+                relabel_is_deterministic,
+                step_table_expectations,
+            ],
+            resources=resources,
+            partition_key=key,
+            run_config={"ops": {"trajectories": {"config": {"enabled": False}}}},
+        )
         assert result.success
-        meta = {e.asset_key.to_user_string(): {k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}
-                for e in result.get_asset_materialization_events()}
-        checks = {c.check_name: (c.passed, {k: getattr(v, "value", v) for k, v in c.metadata.items()}) for c in result.get_asset_check_evaluations()}
-        data[key] = {"partitions": [e.partition for e in result.get_asset_materialization_events()],
-                     "trajectories": {k: meta["trajectories"][k] for k in ("partition", "partition_note", "trajectories", "rejected_tasks")},
-                     "steps": {k: meta["labeled_steps"][k] for k in ("partition", "steps", "trajectories")},
-                     "checks": {n: [p, m.get("partition")] for n, (p, m) in checks.items()}}
+        meta = {
+            e.asset_key.to_user_string(): {
+                k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()
+            }
+            for e in result.get_asset_materialization_events()
+        }
+        checks = {
+            c.check_name: (c.passed, {k: getattr(v, "value", v) for k, v in c.metadata.items()})
+            for c in result.get_asset_check_evaluations()
+        }
+        data[key] = {
+            "partitions": [e.partition for e in result.get_asset_materialization_events()],
+            "trajectories": {
+                k: meta["trajectories"][k] for k in ("partition", "partition_note", "trajectories", "rejected_tasks")
+            },
+            "steps": {k: meta["labeled_steps"][k] for k in ("partition", "steps", "trajectories")},
+            "checks": {n: [p, m.get("partition")] for n, (p, m) in checks.items()},
+        }
     # good_math and hangs (MathAPI, MathAPI+TwitterAPI) hash to shard 0, good_tweets (TwitterAPI) to shard 1
     assert [data[k]["trajectories"]["trajectories"] for k in ("bfcl-0", "bfcl-1", "envscaler-1")] == [2, 1, 0]
     for key, d in data.items():
         assert d["partitions"] == [key, key]
         assert d["trajectories"]["partition"] == d["steps"]["partition"] == key
         assert d["steps"]["trajectories"] == d["trajectories"]["trajectories"]
-        assert d["checks"] == {"delta_roundtrip": [True, key], "relabel_is_deterministic": [True, key], "step_table_expectations": [True, key]}
+        assert d["checks"] == {
+            "delta_roundtrip": [True, key],
+            "relabel_is_deterministic": [True, key],
+            "step_table_expectations": [True, key],
+        }
     # issues naming no environment (a line that is not JSON, an unknown tool, a syntax error) are bfcl-0's;
     # a reset that raises is the partition of its environment (load_raises: TwitterAPI, bfcl-1)
     assert [data[k]["trajectories"]["rejected_tasks"] for k in ("bfcl-0", "bfcl-1")] == [3, 1]
     assert data["bfcl-0"]["steps"]["steps"] + data["bfcl-1"]["steps"]["steps"] == 7
-    assert data["envscaler-1"]["trajectories"]["partition_note"].startswith("empty partition envscaler-1: no EnvScaler corpus configured")
+    assert data["envscaler-1"]["trajectories"]["partition_note"].startswith(
+        "empty partition envscaler-1: no EnvScaler corpus configured"
+    )
     assert data["envscaler-1"]["steps"]["steps"] == 0
 
 
 # -- a real partitioned backfill through the Dagster daemon ----------------------------------------
 
-LIGHT = {"resources": {"sandbox": {"config": {"workers": 1}}},
-         "ops": {"labeled_steps_relabel_is_deterministic": {"config": {"sample_size": 4}}}}
+LIGHT = {
+    "resources": {"sandbox": {"config": {"workers": 1}}},
+    "ops": {"labeled_steps_relabel_is_deterministic": {"config": {"sample_size": 4}}},
+}
 
 
 @pytest.mark.slow
@@ -405,14 +540,18 @@ def test_partitioned_backfill_runs_every_partition_through_the_daemon(tmp_path):
     an asset backfill of all 6 partitions of trajectories + labeled_steps (one run per partition, run
     side by side by the daemon), one partition re-materialized with the default multiprocess executor,
     and the unpartitioned step_strata on top of all partitions."""
-    srv = DagsterServer(tmp_path / "dagster_home", tmp_path / "data", tmp_path / "dagster.log", env={"ENVSIM_SHARDS": "2"})
+    srv = DagsterServer(
+        tmp_path / "dagster_home", tmp_path / "data", tmp_path / "dagster.log", env={"ENVSIM_SHARDS": "2"}
+    )
     layout = DataLayout.at(tmp_path / "data")
     keys = partition_keys(2)
     try:
         srv.start()
         assert srv.wait_run(srv.launch("envsim_main", ["environment_catalog"])) == "SUCCESS", srv.log_tail()
         # the backfill's runs execute in-process (run config: the default executor takes either) to keep it short
-        backfill = srv.launch_backfill(["trajectories", "labeled_steps"], {**LIGHT, "execution": {"config": {"in_process": {}}}})
+        backfill = srv.launch_backfill(
+            ["trajectories", "labeled_steps"], {**LIGHT, "execution": {"config": {"in_process": {}}}}
+        )
         assert srv.wait_backfill(backfill, timeout=420) == "COMPLETED_SUCCESS", srv.log_tail()
         runs = srv.backfill_runs(backfill)
         assert sorted(r["partition"] for r in runs) == keys
@@ -439,15 +578,25 @@ def test_partitioned_backfill_runs_every_partition_through_the_daemon(tmp_path):
             steps = sum(pq.read_metadata(p).num_rows for p in layout.for_partition(key).step_parts())
             assert steps == meta[("labeled_steps", key)]["steps"]
             assert (steps > 0) == (not key.startswith("envscaler")), key  # envscaler: nothing configured
-        assert meta[("trajectories", "envscaler-0")]["partition_note"].startswith("empty partition envscaler-0: no EnvScaler corpus")
+        assert meta[("trajectories", "envscaler-0")]["partition_note"].startswith(
+            "empty partition envscaler-0: no EnvScaler corpus"
+        )
 
         # re-materialize one partition's labels with the default (multiprocess) executor: resumed, others untouched
-        others = {p.name: p.stat().st_mtime_ns for p in layout.steps_dir.iterdir() if not p.name.startswith("part-bfcl-1-")}
-        run = srv.launch("collect_and_label", ["labeled_steps"], {"ops": LIGHT["ops"]}, tags={"dagster/partition": "bfcl-1"})
+        others = {
+            p.name: p.stat().st_mtime_ns for p in layout.steps_dir.iterdir() if not p.name.startswith("part-bfcl-1-")
+        }
+        run = srv.launch(
+            "collect_and_label", ["labeled_steps"], {"ops": LIGHT["ops"]}, tags={"dagster/partition": "bfcl-1"}
+        )
         assert srv.wait_run(run) == "SUCCESS", srv.log_tail()
         materialized, checks, failures = srv.run_events(run)
-        assert materialized == {"labeled_steps"} and failures == [] and len(checks) == 4 and all(checks.values())  # its four checks
-        assert {p.name: p.stat().st_mtime_ns for p in layout.steps_dir.iterdir() if not p.name.startswith("part-bfcl-1-")} == others
+        assert (
+            materialized == {"labeled_steps"} and failures == [] and len(checks) == 4 and all(checks.values())
+        )  # its four checks
+        assert {
+            p.name: p.stat().st_mtime_ns for p in layout.steps_dir.iterdir() if not p.name.startswith("part-bfcl-1-")
+        } == others
 
         # the unpartitioned strata on top of every partition
         run = srv.launch("envsim_main", ["step_strata"])

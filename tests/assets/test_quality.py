@@ -28,14 +28,23 @@ def test_both_assets_materialize_with_table_metadata_and_duckdb_rows(built):
         "store": DataStoreResource(data_root=str(layout.root)),
         "duckdb": DuckDBResource(database=str(layout.duckdb)),
         "composition": CompositionResource(),
-        "sources": EnvironmentSourcesResource(bfcl_categories=[], bfcl_replay=False, builtin=False, envscaler=[
-            EnvScalerCorpusConfig(env_items=str(corpus.env_items), scenarios=str(corpus.scenarios))]),
+        "sources": EnvironmentSourcesResource(
+            bfcl_categories=[],
+            bfcl_replay=False,
+            builtin=False,
+            envscaler=[EnvScalerCorpusConfig(env_items=str(corpus.env_items), scenarios=str(corpus.scenarios))],
+        ),
     }
-    result = materialize([environment_report, environment_yield], resources=resources,
-                         run_config={"ops": {"environment_yield": {"config": {"probes_per_env": 6}}}})
+    result = materialize(
+        [environment_report, environment_yield],
+        resources=resources,
+        run_config={"ops": {"environment_yield": {"config": {"probes_per_env": 6}}}},
+    )
     assert result.success
-    meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
-            for e in result.get_asset_materialization_events()}
+    meta = {
+        e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+        for e in result.get_asset_materialization_events()
+    }
     report = meta["environment_report"]
     assert report["failing"].value == len(BAD) and report["environments"].value == len(BAD) + len(GOOD)
     worst = {r.data["env_id"]: r.data["main_problem"] for r in report["worst"].value.records}

@@ -53,8 +53,9 @@ def test_the_rollout_loop_asks_a_model_only_for_a_kind_that_does():
     from pipeline.rollouts.loop import RolloutRunner
 
     for kind, asks in (("oracle", False), ("no_change", False), ("openai", True)):
-        spec = simulators.simulator_spec(name=kind, kind=kind, **({"model": "m", "base_url": "http://127.0.0.1:9/v1"}
-                                                                  if kind == "openai" else {}))
+        spec = simulators.simulator_spec(
+            name=kind, kind=kind, **({"model": "m", "base_url": "http://127.0.0.1:9/v1"} if kind == "openai" else {})
+        )
         runner = RolloutRunner(simulators.make_simulator(spec), sandbox=None, log=None)
         assert runner._asks_model is asks, kind
 
@@ -65,7 +66,9 @@ def test_serve_config_is_derived_from_the_simulator_spec_and_the_endpoint_settin
     config = ServeConfig(checkpoint="latest")
     fields = {f.name: f for cls in (SimulatorSpec, EndpointSettings) for f in dataclasses.fields(cls)}
     spec_defaults = {name: f.default for name, f in fields.items()}
-    assert config.simulator() == {name: SERVED_SIMULATOR_DEFAULTS.get(name, spec_defaults[name]) for name in SERVED_SIMULATOR_FIELDS}
+    assert config.simulator() == {
+        name: SERVED_SIMULATOR_DEFAULTS.get(name, spec_defaults[name]) for name in SERVED_SIMULATOR_FIELDS
+    }
     for name in SERVED_SIMULATOR_FIELDS:  # the description is SimulatorSpec's own, written once
         assert ServeConfig.model_fields[name].description == description(fields[name]) and description(fields[name])
 
@@ -83,8 +86,9 @@ def test_a_kinds_settings_show_only_in_its_own_section():
     assert {"model", "base_url", "api_key_env", "max_response_bytes"} <= set(openai.model_fields)
     spec = SimulatorConfig(name="m", kind="openai", concurrency=2, openai={"model": "m", "max_retries": 0}).to_domain()
     assert spec.settings == EndpointSettings(model="m", max_retries=0) and spec.concurrency == 2 and spec.model == "m"
-    assert SimulatorConfig(name="r", kind="recorded", recorded={"completions": "a.jsonl"}).to_domain().settings \
-        == simulators.RecordedSettings(completions="a.jsonl")
+    assert SimulatorConfig(
+        name="r", kind="recorded", recorded={"completions": "a.jsonl"}
+    ).to_domain().settings == simulators.RecordedSettings(completions="a.jsonl")
     with pytest.raises(ValueError, match="section `recorded` is for kind recorded, not openai"):
         SimulatorConfig(name="m", kind="openai", recorded={"completions": "a.jsonl"}).to_domain()
 
@@ -95,7 +99,8 @@ def test_a_misplaced_setting_names_the_kind_it_belongs_to():
     with pytest.raises(ValueError, match="`model` is a setting of kind openai, not of oracle"):
         simulators.simulator_spec(name="o", kind="oracle", model="m")
     flat = simulators.simulator_spec(name="m", kind="openai", model="m", base_url="http://h/v1", concurrency=3)
-    assert flat == simulators.simulator_spec(name="m", kind="openai", concurrency=3,
-                                             openai={"model": "m", "base_url": "http://h/v1"})
+    assert flat == simulators.simulator_spec(
+        name="m", kind="openai", concurrency=3, openai={"model": "m", "base_url": "http://h/v1"}
+    )
     with pytest.raises(ValueError, match="needs `completions`"):
         simulators.make_simulator(SimulatorSpec(name="r", kind="recorded"))

@@ -6,18 +6,22 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.collect.agent import actions_from_messages
-from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
 from tests.support.fake_openai import FakeOpenAI
 
 
 def _call(i, name, args):
-    return {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+    return {
+        "id": f"call_{i}",
+        "type": "function",
+        "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+    }
 
 
 class ScriptedAgent:
@@ -38,7 +42,12 @@ class ScriptedAgent:
                 {"tool_calls": [_call(1, "list_products", {})]},
                 {"tool_calls": [_call(2, "teleport", {"where": "moon"})]},
                 {"tool_calls": [_call(3, "get_customer", "{not json")]},
-                {"tool_calls": [_call(4, "get_product", {"product_id": "P001"}), _call(5, "add_to_cart", {"customer_id": "C001", "product_id": "P001", "quantity": 1})]},
+                {
+                    "tool_calls": [
+                        _call(4, "get_product", {"product_id": "P001"}),
+                        _call(5, "add_to_cart", {"customer_id": "C001", "product_id": "P001", "quantity": 1}),
+                    ]
+                },
                 {"content": "Done: the item is in the cart."},
             ]
             return script[min(n_assistant, len(script) - 1)]
@@ -87,12 +96,21 @@ def test_resume_asks_the_model_nothing_twice(agent_run):
 
 def test_agent_steps_are_labeled_with_their_history(agent_run):
     layout, _, _, _, _ = agent_run
-    rows = {r["task_id"].split("-")[1]: r for r in pq.read_table(layout.trajectories).to_pylist() if r["strategy"] == "agent"}
+    rows = {
+        r["task_id"].split("-")[1]: r
+        for r in pq.read_table(layout.trajectories).to_pylist()
+        if r["strategy"] == "agent"
+    }
     retail = rows["retail"]
     assert [a["tool"] for a in retail["actions"]] == ["list_products", "teleport", "get_product", "add_to_cart"]
     assert json.loads(retail["messages_json"])[0]["role"] == "system"
     assert len(rows["clinic"]["actions"]) == 5  # cut by the step limit
-    steps = [s for p in layout.step_parts() for s in pq.read_table(p).to_pylist() if s["trajectory_id"] == retail["trajectory_id"]]
+    steps = [
+        s
+        for p in layout.step_parts()
+        for s in pq.read_table(p).to_pylist()
+        if s["trajectory_id"] == retail["trajectory_id"]
+    ]
     by_tool = {s["tool"]: s for s in steps}
     assert by_tool["teleport"]["outcome"] == "error"  # an unknown tool is a labeled error step
     assert by_tool["add_to_cart"]["outcome"] == "success" and by_tool["add_to_cart"]["delta_size"] >= 1
@@ -116,7 +134,15 @@ def test_recorded_histories_replay_to_identical_labels(agent_run, sandbox):
         [(_, fresh)] = list(sandbox.run([replay]))
         for s in fresh["steps"]:
             old = steps[tid][s["step_index"]]
-            for key in ("tool", "arguments_json", "raw_observation", "outcome", "delta_size", "state_before_hash", "state_after_hash"):
+            for key in (
+                "tool",
+                "arguments_json",
+                "raw_observation",
+                "outcome",
+                "delta_size",
+                "state_before_hash",
+                "state_after_hash",
+            ):
                 assert s[key] == old[key], (tid, s["step_index"], key)
 
 
@@ -130,11 +156,22 @@ def test_agent_policy_from_the_asset_config(tmp_path):
     with FakeOpenAI({}, script=ScriptedAgent()) as server:
         result = materialize(
             [environment_catalog, trajectories],
-            resources={"store": DataStoreResource(data_root=str(tmp_path / "data")),
-                       "sources": EnvironmentSourcesResource(bfcl_replay=False, builtin_scenarios_per_env=1),
-                       "sandbox": SandboxResource(workers=2), "composition": CompositionResource()},
-            run_config={"ops": {"trajectories": {"config": {"enabled": False, "agent": {
-                "model": "scripted", "base_url": server.url, "step_limit": 4, "task_limit": 2}}}}},
+            resources={
+                "store": DataStoreResource(data_root=str(tmp_path / "data")),
+                "sources": EnvironmentSourcesResource(bfcl_replay=False, builtin_scenarios_per_env=1),
+                "sandbox": SandboxResource(workers=2),
+                "composition": CompositionResource(),
+            },
+            run_config={
+                "ops": {
+                    "trajectories": {
+                        "config": {
+                            "enabled": False,
+                            "agent": {"model": "scripted", "base_url": server.url, "step_limit": 4, "task_limit": 2},
+                        }
+                    }
+                }
+            },
         )
     assert result.success
     meta = [e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "trajectories"][0]
@@ -149,8 +186,17 @@ def test_histories_from_another_tool_replay_through_the_labeling_core(agent_run,
     history = tmp_path / "histories.jsonl"
     with history.open("w") as fh:
         for ep in result.agent_episodes:
-            fh.write(json.dumps({"task_id": ep["task_id"], "env_id": ep["env"]["env_id"],
-                                 "init_config": ep["env"]["init_config"], "messages": ep["messages"]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "task_id": ep["task_id"],
+                        "env_id": ep["env"]["env_id"],
+                        "init_config": ep["env"]["init_config"],
+                        "messages": ep["messages"],
+                    }
+                )
+                + "\n"
+            )
         fh.write("{broken\n")
     replay_layout = DataLayout.at(tmp_path / "replay")
     cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=1, message_histories=[history])
@@ -166,8 +212,14 @@ def test_histories_from_another_tool_replay_through_the_labeling_core(agent_run,
         out = {}
         for p in lay.step_parts():
             for s in pq.read_table(p).to_pylist():
-                out[(s["task_id"], s["step_index"])] = (s["tool"], s["arguments_json"], s["raw_observation"], s["outcome"],
-                                                        s["delta_size"], s["state_after_hash"])
+                out[(s["task_id"], s["step_index"])] = (
+                    s["tool"],
+                    s["arguments_json"],
+                    s["raw_observation"],
+                    s["outcome"],
+                    s["delta_size"],
+                    s["state_after_hash"],
+                )
         return out
 
     agent_labels = {k: v for k, v in labels(layout).items()}
@@ -176,12 +228,12 @@ def test_histories_from_another_tool_replay_through_the_labeling_core(agent_run,
 
 def test_answers_without_a_tool_call_say_why():
     """An answer with no tool call is an event: a call the endpoint did not parse, a cut, or plain text."""
-    import openai
     import httpx
+    import openai
 
     from pipeline.collect.agent import absent_call, endpoint_reason
 
-    unparsed = absent_call('Action: get_book\nAction Input: {book_id: BK001}', "stop", 40)
+    unparsed = absent_call("Action: get_book\nAction Input: {book_id: BK001}", "stop", 40)
     assert unparsed["kind"] == "unparsed_tool_call" and "Action: get_book" in unparsed["reason"]
     assert absent_call('{"name": "get_book", "arguments": 3}', "stop", 40)["kind"] == "unparsed_tool_call"
     cut = absent_call("You can use the following code", "length", 40)
@@ -189,6 +241,9 @@ def test_answers_without_a_tool_call_say_why():
     assert absent_call("Done.", "stop", 40)["reason"].startswith("answered in text")
     assert absent_call(None, "stop", 40)["reason"].startswith("an empty answer")
     request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
-    refused = openai.BadRequestError("Error code: 400 - {'detail': 'Only supports u/a/u/a/u...'}",
-                                     response=httpx.Response(400, request=request), body=None)
+    refused = openai.BadRequestError(
+        "Error code: 400 - {'detail': 'Only supports u/a/u/a/u...'}",
+        response=httpx.Response(400, request=request),
+        body=None,
+    )
     assert "parallel tool call" in endpoint_reason(refused)

@@ -9,25 +9,28 @@ import json
 import pytest
 
 from pipeline.collect import reuse
-from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
-from pipeline.store.layout import DataLayout
 from pipeline.envs.partitions import parse_shard, partition_keys
+from pipeline.models.agent_settings import AgentSettings
+from pipeline.store.layout import DataLayout
 from pipeline.store.partitions import Shard
-from tests.support.bad_tasks import _task
-from tests.conftest import TWITTER_CFG, make_task_file
 from tests.assets.test_partitions import write_shop_corpus
+from tests.conftest import TWITTER_CFG, make_task_file
+from tests.support.bad_tasks import _task
 
 EXPLORE = ExploreSettings(call_budget=120, episode_length=6, batch_episodes=12, min_envs=1)
 
 
 def files(layout: DataLayout) -> dict[str, tuple[int, str]]:
     """Every file under trajectories/: (mtime_ns, sha256)."""
-    return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(layout.trajectories_dir.iterdir()) if p.is_file() and not p.name.startswith(".")}
+    return {
+        p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(layout.trajectories_dir.iterdir())
+        if p.is_file() and not p.name.startswith(".")
+    }
 
 
 def contents(layout: DataLayout) -> dict[str, str]:
@@ -36,20 +39,41 @@ def contents(layout: DataLayout) -> dict[str, str]:
 
 def summary(result) -> dict:
     r, cov = result.report, result.coverage
-    return {"trajectories": r.trajectories, "actions": r.actions, "issues": r.issue_rows(),
-            "by_category": dict(r.by_category), "by_env": dict(r.by_env), "by_strategy": dict(r.by_strategy),
-            "coverage": None if cov is None else (cov.steps, dict(cov.cells), {k: sorted(v) for k, v in cov.cell_envs.items()},
-                                                   dict(cov.groups), cov.targets(), cov.short()),
-            "without": result.without_scenarios,
-            "shard": None if result.shard is None else (result.shard.note, sorted(result.shard.source_envs), sorted(result.shard.shard_envs))}
+    return {
+        "trajectories": r.trajectories,
+        "actions": r.actions,
+        "issues": r.issue_rows(),
+        "by_category": dict(r.by_category),
+        "by_env": dict(r.by_env),
+        "by_strategy": dict(r.by_strategy),
+        "coverage": None
+        if cov is None
+        else (
+            cov.steps,
+            dict(cov.cells),
+            {k: sorted(v) for k, v in cov.cell_envs.items()},
+            dict(cov.groups),
+            cov.targets(),
+            cov.short(),
+        ),
+        "without": result.without_scenarios,
+        "shard": None
+        if result.shard is None
+        else (result.shard.note, sorted(result.shard.source_envs), sorted(result.shard.shard_envs)),
+    }
 
 
 @pytest.fixture(scope="module")
 def cfg(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("reuse-sources")
-    tasks = make_task_file(tmp, [_task("good_tweets", ["TwitterAPI"], TWITTER_CFG), "{not json", _task("good_math", ["MathAPI"])],
-                           [{"id": "good_tweets", "ground_truth": [["post_tweet(content='hello', tags=['#a'])"]]},
-                            {"id": "good_math", "ground_truth": [["add(a=1, b=2)", "mean(numbers=[1, 2, 3])"]]}])
+    tasks = make_task_file(
+        tmp,
+        [_task("good_tweets", ["TwitterAPI"], TWITTER_CFG), "{not json", _task("good_math", ["MathAPI"])],
+        [
+            {"id": "good_tweets", "ground_truth": [["post_tweet(content='hello', tags=['#a'])"]]},
+            {"id": "good_math", "ground_truth": [["add(a=1, b=2)", "mean(numbers=[1, 2, 3])"]]},
+        ],
+    )
     return SourceConfig(bfcl_files=[tasks], builtin_scenarios_per_env=1, envscaler=[write_shop_corpus(tmp)])
 
 
@@ -91,9 +115,14 @@ def test_an_unchanged_collection_is_reused_untouched_and_identical_to_a_recollec
 def test_a_changed_source_file_or_damaged_output_is_collected_again(tmp_path, cfg, sandbox):
     root = tmp_path / "src"
     root.mkdir()
-    own = dataclasses.replace(cfg, bfcl_files=[make_task_file(root, [_task("t1", ["MathAPI"])],
-                                                              [{"id": "t1", "ground_truth": [["add(a=1, b=2)"]]}])],
-                              builtin=False, envscaler=[])
+    own = dataclasses.replace(
+        cfg,
+        bfcl_files=[
+            make_task_file(root, [_task("t1", ["MathAPI"])], [{"id": "t1", "ground_truth": [["add(a=1, b=2)"]]}])
+        ],
+        builtin=False,
+        envscaler=[],
+    )
     layout = catalogued(tmp_path / "data", own)
     assert collect_all(own, layout, sandbox, None).report.trajectories == 1
     assert collect_all(own, layout, sandbox, None).reused
@@ -118,8 +147,12 @@ def test_an_llm_agent_is_never_reused(cfg):
     box = Sandbox(workers=1)  # not entered: the fingerprint only reads its limits
     agent = AgentRun(AgentSettings(model="m", base_url="http://127.0.0.1:9/v1"))
     assert reuse.fingerprint(cfg, box, EXPLORE, None, None, agent) is None
-    assert reuse.fingerprint(cfg, box, EXPLORE, None, None, None) == reuse.fingerprint(cfg, box, EXPLORE, None, None, None)
-    assert reuse.fingerprint(cfg, box, EXPLORE, None, None, None) != reuse.fingerprint(cfg, box, EXPLORE, None, Shard("bfcl", 0, 2), None)
+    assert reuse.fingerprint(cfg, box, EXPLORE, None, None, None) == reuse.fingerprint(
+        cfg, box, EXPLORE, None, None, None
+    )
+    assert reuse.fingerprint(cfg, box, EXPLORE, None, None, None) != reuse.fingerprint(
+        cfg, box, EXPLORE, None, Shard("bfcl", 0, 2), None
+    )
 
 
 def test_each_partition_is_reused_on_its_own(tmp_path, cfg, sandbox):
@@ -152,18 +185,33 @@ def test_the_trajectories_asset_reports_reuse_and_force_collects(tmp_path, cfg):
 
     from assets.collection import trajectories
     from assets.environments import environment_catalog
-    from resources import BfclTaskFileConfig, CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
+    from resources import (
+        BfclTaskFileConfig,
+        CompositionResource,
+        DataStoreResource,
+        EnvironmentSourcesResource,
+        SandboxResource,
+    )
 
     files_ = cfg.bfcl_files
-    resources = {"store": DataStoreResource(data_root=str(tmp_path / "data")),
-                 "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False, bfcl_task_files=[
-                     BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files_]),
-                 "sandbox": SandboxResource(workers=1), "composition": CompositionResource()}
+    resources = {
+        "store": DataStoreResource(data_root=str(tmp_path / "data")),
+        "sources": EnvironmentSourcesResource(
+            bfcl_categories=[],
+            builtin=False,
+            bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files_],
+        ),
+        "sandbox": SandboxResource(workers=1),
+        "composition": CompositionResource(),
+    }
     assert materialize([environment_catalog], resources=resources).success
 
     def run(**config):
-        result = materialize([trajectories], resources=resources,
-                             run_config={"ops": {"trajectories": {"config": {"enabled": False, **config}}}})
+        result = materialize(
+            [trajectories],
+            resources=resources,
+            run_config={"ops": {"trajectories": {"config": {"enabled": False, **config}}}},
+        )
         assert result.success
         event = result.get_asset_materialization_events()[0]
         return {k: getattr(v, "value", v) for k, v in event.event_specific_data.materialization.metadata.items()}

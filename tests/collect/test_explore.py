@@ -1,10 +1,10 @@
 """Exploration: steering toward short strata, usable on every source (here: bfcl configs)."""
 
 from pipeline.collect.explore import Coverage, ExploreSettings
-from pipeline.core.strata import Cell, Composition
-from pipeline.core import profile
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig
+from pipeline.core import profile
+from pipeline.core.strata import Cell, Composition
 from pipeline.envs.bfcl_tasks import default_task_files
 from pipeline.labeling.steps import label
 from pipeline.store import queries
@@ -49,8 +49,14 @@ def test_exploring_bfcl_configs(tmp_path, sandbox):
 
 
 def test_a_custom_composition_sets_the_targets_and_the_cells_counted():
-    comp = Composition((Cell("fail", "failure", 3, "failure", 0, 0), Cell("big", "difficult", 5, "success", 7, 12),
-                        Cell("any_success", "all", 4, "success", 0, 50)), {"failure": 10})
+    comp = Composition(
+        (
+            Cell("fail", "failure", 3, "failure", 0, 0),
+            Cell("big", "difficult", 5, "success", 7, 12),
+            Cell("any_success", "all", 4, "success", 0, 50),
+        ),
+        {"failure": 10},
+    )
     cov = Coverage(ExploreSettings(min_envs=1), comp)
     assert cov.targets() == {"fail": 6, "big": 10, "any_success": 8, "b2:failure": 13}
     cov.add("e", "t", "success", 9, 0)
@@ -74,8 +80,13 @@ def test_a_custom_composition_steers_collection(tmp_path, sandbox):
     default composition would spend."""
     cfg = SourceConfig(bfcl_files=default_task_files(["base"]), bfcl_replay=False, bfcl_explore=True, builtin=False)
     comp = Composition((Cell("reads", "no_change", 5, "success", 0, 0),), {})
-    result = collect_all(cfg, DataLayout.at(tmp_path), sandbox,
-                         ExploreSettings(call_budget=300, batch_episodes=2, min_envs=1), composition=comp)
+    result = collect_all(
+        cfg,
+        DataLayout.at(tmp_path),
+        sandbox,
+        ExploreSettings(call_budget=300, batch_episodes=2, min_envs=1),
+        composition=comp,
+    )
     cov = result.coverage
     assert cov.composition == comp and cov.satisfied()
     assert cov.cells["reads"] >= 10 and set(cov.cells) == {"reads"}

@@ -18,7 +18,9 @@ from tests.support.handwritten_corpus import THREE, write_corpus
 
 
 def _explore(tmp_path: Path, sandbox, envs: list[str], settings: ExploreSettings, name: str = "data"):
-    cfg = SourceConfig(builtin=False, bfcl_files=(), bfcl_replay=False, envscaler=(write_corpus(tmp_path / "corpus", envs),))
+    cfg = SourceConfig(
+        builtin=False, bfcl_files=(), bfcl_replay=False, envscaler=(write_corpus(tmp_path / "corpus", envs),)
+    )
     lines: list[str] = []
     layout = DataLayout.at(tmp_path / name)
     result = collect_all(cfg, layout, sandbox, settings, log=lines.append)
@@ -123,8 +125,12 @@ def test_same_seed_same_trajectories(tmp_path, sandbox):
     assert first.coverage.unreachable()  # the adaptive path was taken
     assert first.coverage.stop_reason == second.coverage.stop_reason
     assert pq.read_table(layout1.trajectories).equals(pq.read_table(layout2.trajectories))
-    other, layout3, _ = _explore(tmp_path / "run3", sandbox, THREE, ExploreSettings(seed=4, calls_per_environment=700,
-                                                                                     plateau_calls=40, batch_episodes=20))
+    other, layout3, _ = _explore(
+        tmp_path / "run3",
+        sandbox,
+        THREE,
+        ExploreSettings(seed=4, calls_per_environment=700, plateau_calls=40, batch_episodes=20),
+    )
     assert not pq.read_table(layout1.trajectories).equals(pq.read_table(layout3.trajectories))
 
 

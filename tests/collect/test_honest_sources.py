@@ -40,7 +40,9 @@ def test_a_missing_corpus_file_names_its_key(tmp_path):
 
 
 def test_a_missing_scenario_file_names_its_key(tmp_path):
-    with pytest.raises(SourceError, match=r"resources\.sources\.envscaler\[0\]\.scenarios: .*nope\.jsonl does not exist"):
+    with pytest.raises(
+        SourceError, match=r"resources\.sources\.envscaler\[0\]\.scenarios: .*nope\.jsonl does not exist"
+    ):
         env_items(_cfg(EnvScalerCorpus(_good(tmp_path / "ok.json"), scenarios=tmp_path / "nope.jsonl")))
 
 
@@ -50,14 +52,22 @@ def test_a_corpus_that_is_not_json_fails_naming_the_key_and_the_problem(tmp_path
     with pytest.raises(SourceError) as err:
         env_items(_cfg(EnvScalerCorpus(_good(tmp_path / "ok.json")), EnvScalerCorpus(bad)))
     message = str(err.value)
-    assert message.startswith("resources.sources.envscaler[1].env_items: ") and "yielded no usable environment" in message
+    assert (
+        message.startswith("resources.sources.envscaler[1].env_items: ") and "yielded no usable environment" in message
+    )
     assert "not JSON" in message and "corpus.json:1" in message
 
 
 def test_a_corpus_with_some_bad_records_keeps_the_good_ones(tmp_path):
     path = tmp_path / "mixed.json"
-    path.write_text(json.dumps({"shop": {"env_class_name": "CounterShop", "env_class_code": COUNTER_CODE},
-                                "broken": {"env_class_name": "Nope", "env_class_code": "def ("}}))
+    path.write_text(
+        json.dumps(
+            {
+                "shop": {"env_class_name": "CounterShop", "env_class_code": COUNTER_CODE},
+                "broken": {"env_class_name": "Nope", "env_class_code": "def ("},
+            }
+        )
+    )
     items, issues = env_items(_cfg(EnvScalerCorpus(path)))
     assert [i.env_id for i in items] == ["shop"] and any(i.task_id == "broken" for i in issues)
 
@@ -66,10 +76,15 @@ def test_the_catalog_step_fails_with_the_one_line_cause(tmp_path):
     bad = tmp_path / "corpus.json"
     bad.write_text("{not json")
     result = materialize(
-        [environment_catalog], raise_on_error=False,
-        resources={"store": DataStoreResource(data_root=str(tmp_path / "data")),
-                   "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False,
-                                                         envscaler=[{"env_items": str(bad)}])})
+        [environment_catalog],
+        raise_on_error=False,
+        resources={
+            "store": DataStoreResource(data_root=str(tmp_path / "data")),
+            "sources": EnvironmentSourcesResource(
+                bfcl_categories=[], builtin=False, envscaler=[{"env_items": str(bad)}]
+            ),
+        },
+    )
     assert not result.success
     (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     text = failure.event_specific_data.error.message
@@ -78,15 +93,20 @@ def test_the_catalog_step_fails_with_the_one_line_cause(tmp_path):
 
 def test_forge_run_stops_before_anything_on_a_missing_corpus(tmp_path, tmp_path_factory):
     config = tmp_path / "run.yaml"
-    config.write_text(f"resources:\n  sources:\n    config:\n      envscaler:\n        - {{env_items: {tmp_path}/191_env_metadata.json}}\n")
+    config.write_text(
+        f"resources:\n  sources:\n    config:\n      envscaler:\n        - {{env_items: {tmp_path}/191_env_metadata.json}}\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
     env.update(DAGSTER_HOME=str(tmp_path / "home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"))
     (tmp_path / "home").mkdir()
     with one_at_a_time(tmp_path_factory, "forge-setup"):
         subprocess.run(["./forge", "setup"], cwd=ROOT, capture_output=True, timeout=1800, check=True)
-    proc = subprocess.run(["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        ["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 2
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
-    assert len(lines) == 1 and "resources.sources.envscaler[0].env_items" in lines[0] and "does not exist" in lines[0], lines
+    assert (
+        len(lines) == 1 and "resources.sources.envscaler[0].env_items" in lines[0] and "does not exist" in lines[0]
+    ), lines
     assert not (tmp_path / "data").exists()

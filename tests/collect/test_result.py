@@ -14,8 +14,14 @@ from pipeline.store.layout import DataLayout
 
 
 def _result(**given) -> CollectionResult:
-    report = CollectReport(3, 7, [TaskIssue("t9", "parse", "line is not JSON", "tasks.jsonl:4")],
-                           Counter({"base": 3}), Counter({"bfcl/A": 2, "bfcl/B": 1}), Counter({"replay": 3}))
+    report = CollectReport(
+        3,
+        7,
+        [TaskIssue("t9", "parse", "line is not JSON", "tasks.jsonl:4")],
+        Counter({"base": 3}),
+        Counter({"bfcl/A": 2, "bfcl/B": 1}),
+        Counter({"replay": 3}),
+    )
     return CollectionResult(report, given.pop("coverage", None), **given)
 
 
@@ -35,17 +41,22 @@ def test_the_facts_of_a_replay_only_collection(tmp_path):
 def test_environments_without_scenarios_the_agent_and_coverage_are_reported_and_warned(tmp_path):
     coverage = Coverage(ExploreSettings(min_envs=1), Composition((Cell("reads", "no_change", 5, "success", 0, 0),), {}))
     coverage.add("builtin/retail", "list_items", "success", 0, 0)
-    result = _result(coverage=coverage, without_scenarios=["envscaler/x", "envscaler/y"],
-                     agent_episodes=[{"status": "done", "events": [{"kind": "call"}, {"kind": "call"}]}])
+    result = _result(
+        coverage=coverage,
+        without_scenarios=["envscaler/x", "envscaler/y"],
+        agent_episodes=[{"status": "done", "events": [{"kind": "call"}, {"kind": "call"}]}],
+    )
     facts = collection_facts(result, DataLayout.at(tmp_path), explore_class_defaults=False, agent_model="m")
     values = facts.values
     assert values["environments_without_scenarios"] == 2
-    assert values["without_scenarios"] == Markdown("not explored (explore_class_defaults is off):\n\n"
-                                                   "- envscaler/x\n- envscaler/y")
+    assert values["without_scenarios"] == Markdown(
+        "not explored (explore_class_defaults is off):\n\n- envscaler/x\n- envscaler/y"
+    )
     assert values["agent"] == "1 episodes with m: {'done': 1}; events {'call': 2}"
     assert values["exploration_calls"] == 1
     assert values["exploration_coverage"].columns == ["cell", "target", "candidates", "environments", "status"]
     assert values["exploration_coverage"].rows[0]["cell"] == "reads"
-    assert facts.warnings[1] == ("2 corpus environments have no scenario; not explored (explore_class_defaults is "
-                                 "off): envscaler/x, envscaler/y")
+    assert facts.warnings[1] == (
+        "2 corpus environments have no scenario; not explored (explore_class_defaults is off): envscaler/x, envscaler/y"
+    )
     assert all(isinstance(v, (str, int, bool, float, Path, Table, Markdown)) or v is None for v in values.values())

@@ -14,21 +14,21 @@ import pytest
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
-from pipeline.envs.config import EnvScalerCorpus
+from pipeline.core import clock
+from pipeline.core.protocol import answer, messages, time_section, user_prompt
+from pipeline.core.strata import Cell
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.evaluate.harness import evaluate
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import make_simulator, simulator_spec
-from pipeline.core import clock
 from pipeline.export.hf_layout import export_split
-from pipeline.core.protocol import answer, messages, time_section, user_prompt
 from pipeline.export.records import chat_record, record_tables
 from pipeline.labeling.steps import label
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import stratify
-from pipeline.store.versions import BENCHMARK, MIXTURE
 from pipeline.store.layout import DataLayout
-from pipeline.core.strata import Cell
+from pipeline.store.versions import BENCHMARK, MIXTURE
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.hub_corpus import write_hub_corpus
 
@@ -51,16 +51,28 @@ def timed(tmp_path_factory, sandbox):
     tmp = tmp_path_factory.mktemp("clock")
     envs, scenarios = write_hub_corpus(tmp / "corpus")
     layout = DataLayout.at(tmp / "data")
-    cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False,
-                       envscaler=[EnvScalerCorpus(envs, scenarios[0], more_scenarios=tuple(scenarios[1:]))])
+    cfg = SourceConfig(
+        bfcl_files=[],
+        bfcl_replay=False,
+        builtin=False,
+        envscaler=[EnvScalerCorpus(envs, scenarios[0], more_scenarios=tuple(scenarios[1:]))],
+    )
     items, issues = env_items(cfg)
     build_catalog(layout, items, issues, disabled=("bfcl",))
-    collect_all(cfg, layout, sandbox, ExploreSettings(seed=7, call_budget=120, batch_episodes=8, min_envs=1,
-                                                      episode_length=8, mutate_rate=0.2))
+    collect_all(
+        cfg,
+        layout,
+        sandbox,
+        ExploreSettings(seed=7, call_budget=120, batch_episodes=8, min_envs=1, episode_length=8, mutate_rate=0.2),
+    )
     label(layout, sandbox)
     stratify(layout)
-    bench = build_benchmark(layout, [Cell("write", "simple", 12, delta_min=1, delta_max=12)], seed=1, on_shortfall="warn")
-    mix = build_mixture(layout, {"failure": 5, "no_change": 5, "simple": 20, "complex": 5}, seed=1, decontaminate="task_id")
+    bench = build_benchmark(
+        layout, [Cell("write", "simple", 12, delta_min=1, delta_max=12)], seed=1, on_shortfall="warn"
+    )
+    mix = build_mixture(
+        layout, {"failure": 5, "no_change": 5, "simple": 20, "complex": 5}, seed=1, decontaminate="task_id"
+    )
     return layout, bench, mix
 
 
@@ -81,8 +93,11 @@ def test_sample_prompt_carries_the_time_written_into_delta(timed):
     version, samples = load_samples(layout, bench.version)
     stamped = _stamped(samples)
     assert stamped, "the benchmark holds no add_entry write"
-    clocks = {r["trajectory_id"]: r["clock_start"] for f in layout.trajectory_files()
-              for r in pq.read_table(f, columns=["trajectory_id", "clock_start"]).to_pylist()}
+    clocks = {
+        r["trajectory_id"]: r["clock_start"]
+        for f in layout.trajectory_files()
+        for r in pq.read_table(f, columns=["trajectory_id", "clock_start"]).to_pylist()
+    }
     for sample, entry in stamped:
         assert sample["current_time"] == clock.step_time(clocks[sample["trajectory_id"]], int(sample["step_index"]))
         prompt = messages(sample)[1]["content"]

@@ -5,11 +5,13 @@ from hypothesis import strategies as st
 from pipeline.core.canonical import CanonicalTextCache, canonical_json, canonicalize
 from pipeline.core.delta import DeltaError, apply, diff
 
-keys = st.one_of(
-    st.sampled_from(["a", "b", "a.b", "1", "", "x.y.z", "$int", "<int>1"]), st.text(max_size=4)
-)
+keys = st.one_of(st.sampled_from(["a", "b", "a.b", "1", "", "x.y.z", "$int", "<int>1"]), st.text(max_size=4))
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5)
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=5),
 )
 json_values = st.recursive(
     scalars,

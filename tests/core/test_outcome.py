@@ -7,8 +7,19 @@ import pytest
 from pipeline.collect.reuse import fingerprint
 from pipeline.collect.sources import SourceConfig
 from pipeline.core.environment import CallResult
-from pipeline.core.outcome import (DEFAULT_RULE_ID, ERROR, FAILURE, RULE_OPTION, SUCCESS, OutcomeRuleError, args_count,
-                                   default_outcome, labeler, parse_rule, reports_failure)
+from pipeline.core.outcome import (
+    DEFAULT_RULE_ID,
+    ERROR,
+    FAILURE,
+    RULE_OPTION,
+    SUCCESS,
+    OutcomeRuleError,
+    args_count,
+    default_outcome,
+    labeler,
+    parse_rule,
+    reports_failure,
+)
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
 from pipeline.envs.bfcl import BfclEnvironment
@@ -102,9 +113,18 @@ def test_a_raised_call_stays_an_error_whatever_the_rule():
 
 
 def test_a_declared_rule_is_a_small_predicate_over_the_observation():
-    rule = parse_rule({"failure_if": [{"key": "code", "in": [400, 404]}, {"key": "status", "equals": False},
-                                      {"text_starts_with": "sorry"}, {"key": "msg", "starts_with": "denied"},
-                                      {"key": "problems", "not_empty": True}, {"text_contains": "not found"}]})
+    rule = parse_rule(
+        {
+            "failure_if": [
+                {"key": "code", "in": [400, 404]},
+                {"key": "status", "equals": False},
+                {"text_starts_with": "sorry"},
+                {"key": "msg", "starts_with": "denied"},
+                {"key": "problems", "not_empty": True},
+                {"text_contains": "not found"},
+            ]
+        }
+    )
     fails = lambda v: rule.outcome("t", False, v) == FAILURE  # noqa: E731
     assert fails({"code": 404, "msg": "x"}) and fails(str({"code": 400})) and not fails({"code": 200, "data": 1})
     assert not fails({"code": "404"}) and not fails({"code": True})  # JSON equality: a text or a bool is not 404
@@ -116,24 +136,45 @@ def test_a_declared_rule_is_a_small_predicate_over_the_observation():
     strict = parse_rule({"failure_if": [{"key": "code", "equals": 404}], "extends_default": False})
     assert strict.outcome("t", False, {"ok": False}) == SUCCESS and strict.outcome("t", False, {"code": 404}) == FAILURE
     assert rule.id != strict.id and parse_rule(json.loads(rule.id)).id == rule.id  # the id is canonical and round-trips
-    assert labeler(default_outcome, {}).id == DEFAULT_RULE_ID and labeler(default_outcome, {RULE_OPTION: strict.id}).id == strict.id
+    assert (
+        labeler(default_outcome, {}).id == DEFAULT_RULE_ID
+        and labeler(default_outcome, {RULE_OPTION: strict.id}).id == strict.id
+    )
 
 
 @pytest.mark.parametrize(
     "raw, message",
     [
-        ({"failure_if": [{"kye": "status", "equals": False}]}, "outcome_rule.failure_if[0]: unknown key 'kye' (did you mean 'key'?)"),
-        ({"failure_if": [{"key": "status", "equal": False}]}, "outcome_rule.failure_if[0]: unknown key 'equal' (did you mean 'equals'?)"),
-        ({"failures_if": [{"key": "a", "equals": 1}]}, "outcome_rule: unknown key 'failures_if' (did you mean 'failure_if'?)"),
+        (
+            {"failure_if": [{"kye": "status", "equals": False}]},
+            "outcome_rule.failure_if[0]: unknown key 'kye' (did you mean 'key'?)",
+        ),
+        (
+            {"failure_if": [{"key": "status", "equal": False}]},
+            "outcome_rule.failure_if[0]: unknown key 'equal' (did you mean 'equals'?)",
+        ),
+        (
+            {"failures_if": [{"key": "a", "equals": 1}]},
+            "outcome_rule: unknown key 'failures_if' (did you mean 'failure_if'?)",
+        ),
         ({"failure_if": [{"key": "code", "in": 404}]}, "outcome_rule.failure_if[0]: 'in' must be a non-empty list"),
         ({"failure_if": []}, "outcome_rule.failure_if: must be a non-empty list"),
         ({"failure_if": [{"equals": False}]}, "outcome_rule.failure_if[0]: equals needs the observation key"),
         ({"failure_if": [{"key": "a"}]}, "outcome_rule.failure_if[0]: no test in one condition"),
-        ({"failure_if": [{"key": "a", "equals": 1, "in": [2]}]}, "outcome_rule.failure_if[0]: more than one test (equals, in)"),
-        ({"failure_if": [{"key": "a", "text_contains": "x"}]}, "outcome_rule.failure_if[0]: text_contains tests the observation text"),
+        (
+            {"failure_if": [{"key": "a", "equals": 1, "in": [2]}]},
+            "outcome_rule.failure_if[0]: more than one test (equals, in)",
+        ),
+        (
+            {"failure_if": [{"key": "a", "text_contains": "x"}]},
+            "outcome_rule.failure_if[0]: text_contains tests the observation text",
+        ),
         ({"failure_if": [{"key": "a", "not_empty": "yes"}]}, "outcome_rule.failure_if[0]: 'not_empty' takes true"),
         ({"failure_if": ["status"]}, "outcome_rule.failure_if[0]: a condition is a mapping"),
-        ({"failure_if": [{"text_starts_with": "x"}], "extends_default": "no"}, "outcome_rule.extends_default: must be true or false"),
+        (
+            {"failure_if": [{"text_starts_with": "x"}], "extends_default": "no"},
+            "outcome_rule.extends_default: must be true or false",
+        ),
         ("status: false", "outcome_rule: must be a mapping"),
     ],
 )
@@ -142,15 +183,22 @@ def test_a_mistyped_rule_is_one_line_naming_the_key_and_the_fix(raw, message):
         parse_rule(raw)
     text = str(exc.value)
     assert text.startswith(message) and "\n" not in text and "; " not in text
-    with pytest.raises(SourceError, match=r"^resources\.sources\.config\.envscaler \(env_items c\.json\): outcome_rule"):
+    with pytest.raises(
+        SourceError, match=r"^resources\.sources\.config\.envscaler \(env_items c\.json\): outcome_rule"
+    ):
         EnvScalerCorpus(Path("c.json"), outcome_rule=raw)
 
 
 def test_the_rule_is_part_of_what_identifies_the_labeled_input(tmp_path):
     """A declared rule rides in the spec options: the trajectory fingerprint (collected labels, label parts'
     content keys) and the collection fingerprint change with it; no rule leaves both as they were."""
-    item = envscaler.parse_env_item("shop", {"env_class_name": "CounterShop", "env_class_code": COUNTER_CODE}, prefix="p")
-    one, two = parse_rule({"failure_if": [{"key": "code", "equals": 404}]}), parse_rule({"failure_if": [{"key": "code", "equals": 400}]})
+    item = envscaler.parse_env_item(
+        "shop", {"env_class_name": "CounterShop", "env_class_code": COUNTER_CODE}, prefix="p"
+    )
+    one, two = (
+        parse_rule({"failure_if": [{"key": "code", "equals": 404}]}),
+        parse_rule({"failure_if": [{"key": "code", "equals": 400}]}),
+    )
 
     def trajectory(rule):
         spec = (item if rule is None else dataclasses.replace(item, outcome_rule=rule.id)).spec({"stock": {}})
@@ -165,9 +213,16 @@ def test_the_rule_is_part_of_what_identifies_the_labeled_input(tmp_path):
     env_file.write_text("{}")
 
     def collection(rule):
-        cfg = SourceConfig(bfcl_replay=False, builtin=False,
-                           envscaler=[EnvScalerCorpus(env_file, outcome_rule=rule)])
+        cfg = SourceConfig(bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, outcome_rule=rule)])
         return fingerprint(cfg, Sandbox(workers=1), None, None, None, None)
 
-    assert len({collection(None), collection({"failure_if": [{"key": "code", "equals": 404}]}),
-                collection({"failure_if": [{"key": "code", "equals": 400}]})}) == 3
+    assert (
+        len(
+            {
+                collection(None),
+                collection({"failure_if": [{"key": "code", "equals": 404}]}),
+                collection({"failure_if": [{"key": "code", "equals": 400}]}),
+            }
+        )
+        == 3
+    )

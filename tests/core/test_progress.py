@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.core.progress import Progress, clock_text
 from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout
 from tests.conftest import make_task_file
 from tests.support.fake_openai import FakeOpenAI
@@ -47,7 +47,11 @@ def test_progress_lines_have_total_rate_and_eta_and_are_rate_limited():
     assert len(lines) == 1
     clock.now = 116.0
     p.advance(649)  # reaches the total: the last line, with the elapsed time instead of an ETA
-    assert len(lines) == 2 and lines[-1].startswith("bfcl replay: 800/800 trajectories (100%)") and lines[-1].endswith("in 00:16")
+    assert (
+        len(lines) == 2
+        and lines[-1].startswith("bfcl replay: 800/800 trajectories (100%)")
+        and lines[-1].endswith("in 00:16")
+    )
     p.advance()
     p.finish()
     assert len(lines) == 2  # finished once
@@ -55,8 +59,15 @@ def test_progress_lines_have_total_rate_and_eta_and_are_rate_limited():
 
 def test_progress_eta_math_begin_detail_and_a_phase_ending_short():
     clock, lines = FakeClock(), []
-    p = Progress("exploration", 60_000, lines.append, unit="calls", clock=clock, finish_at_total=False,
-                 detail=lambda: "3/17 coverage targets met")
+    p = Progress(
+        "exploration",
+        60_000,
+        lines.append,
+        unit="calls",
+        clock=clock,
+        finish_at_total=False,
+        detail=lambda: "3/17 coverage targets met",
+    )
     clock.now += 50.0  # set up long before its work starts: rates count from begin()
     p.begin()
     assert p.eta() is None and "ETA --:--" in p.line()
@@ -73,37 +84,70 @@ def test_progress_eta_math_begin_detail_and_a_phase_ending_short():
 
 
 def _histories(path: Path) -> Path:
-    rows = [{"task_id": f"h{i}", "env_id": "builtin/retail", "messages": [
-        {"role": "user", "content": "list the products"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "list_products", "arguments": "{}"}}]},
-    ]} for i in range(2)]
+    rows = [
+        {
+            "task_id": f"h{i}",
+            "env_id": "builtin/retail",
+            "messages": [
+                {"role": "user", "content": "list the products"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "list_products", "arguments": "{}"}}
+                    ],
+                },
+            ],
+        }
+        for i in range(2)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
 def _math_tasks(tmp_path: Path):
-    tasks = [{"id": f"m{i}", "question": [[{"role": "user", "content": "add"}]], "initial_config": {},
-              "involved_classes": ["MathAPI"], "excluded_function": []} for i in range(3)]
+    tasks = [
+        {
+            "id": f"m{i}",
+            "question": [[{"role": "user", "content": "add"}]],
+            "initial_config": {},
+            "involved_classes": ["MathAPI"],
+            "excluded_function": [],
+        }
+        for i in range(3)
+    ]
     return make_task_file(tmp_path, tasks, [{"id": f"m{i}", "ground_truth": [[f"add(a={i}, b=2)"]]} for i in range(3)])
 
 
-PHASE = re.compile(r"^(?P<phase>[a-z -]+): (?P<done>[\d,]+)/(?P<total>[\d,]+) (?P<unit>\w+) \((?P<pct>\d+)%\) [\d,.]+/s (ETA \d\d:\d\d|in \d\d:\d\d)")
+PHASE = re.compile(
+    r"^(?P<phase>[a-z -]+): (?P<done>[\d,]+)/(?P<total>[\d,]+) (?P<unit>\w+) \((?P<pct>\d+)%\) [\d,.]+/s (ETA \d\d:\d\d|in \d\d:\d\d)"
+)
 
 
 def test_collection_and_labeling_log_every_phase_with_its_total(tmp_path, sandbox):
     """bfcl replay, message-history replay, the agent, exploration and labeling each log a progress line
     with its total; the bfcl replay is not silent."""
-    cfg = SourceConfig(bfcl_files=[_math_tasks(tmp_path)], builtin_scenarios_per_env=1,
-                       message_histories=[_histories(tmp_path / "histories.jsonl")])
+    cfg = SourceConfig(
+        bfcl_files=[_math_tasks(tmp_path)],
+        builtin_scenarios_per_env=1,
+        message_histories=[_histories(tmp_path / "histories.jsonl")],
+    )
     layout = DataLayout.at(tmp_path / "data")
     items, issues = env_items(cfg)
     build_catalog(layout, items, issues)
     lines: list[str] = []
     with FakeOpenAI({}, script=lambda body: {"content": "Nothing to do."}) as server:
-        agent = AgentRun(AgentSettings(model="scripted", base_url=server.url, max_retries=0), ("builtin",), task_limit=2)
-        result = collect_all(cfg, layout, sandbox, ExploreSettings(call_budget=40, batch_episodes=4, min_envs=1),
-                             log=lines.append, agent=agent)
+        agent = AgentRun(
+            AgentSettings(model="scripted", base_url=server.url, max_retries=0), ("builtin",), task_limit=2
+        )
+        result = collect_all(
+            cfg,
+            layout,
+            sandbox,
+            ExploreSettings(call_budget=40, batch_episodes=4, min_envs=1),
+            log=lines.append,
+            agent=agent,
+        )
     report = label(layout, sandbox, chunk_size=4, log=lines.append)
     progress = {}
     for line in lines:
@@ -112,7 +156,11 @@ def test_collection_and_labeling_log_every_phase_with_its_total(tmp_path, sandbo
             progress.setdefault(m["phase"], []).append(m)
     assert set(progress) == {"bfcl replay", "message-history replay", "agent", "exploration", "labeling"}, lines
     last = {phase: ms[-1] for phase, ms in progress.items()}
-    assert (last["bfcl replay"]["done"], last["bfcl replay"]["total"], last["bfcl replay"]["unit"]) == ("3", "3", "trajectories")
+    assert (last["bfcl replay"]["done"], last["bfcl replay"]["total"], last["bfcl replay"]["unit"]) == (
+        "3",
+        "3",
+        "trajectories",
+    )
     assert (last["message-history replay"]["done"], last["message-history replay"]["total"]) == ("2", "2")
     assert (last["agent"]["done"], last["agent"]["total"], last["agent"]["unit"]) == ("2", "2", "episodes")
     assert last["exploration"]["total"] == "40" and last["exploration"]["unit"] == "calls"
@@ -156,7 +204,9 @@ def test_dg_launch_prints_info_and_no_debug_by_default(tmp_path):
     ("Type check passed"); the run config's logger level brings them back."""
     dg = Path(sys.executable).with_name("dg")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
-    env.update(DAGSTER_HOME=str(tmp_path / "home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"), ENVSIM_EXECUTOR="in_process")
+    env.update(
+        DAGSTER_HOME=str(tmp_path / "home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"), ENVSIM_EXECUTOR="in_process"
+    )
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())  # as ./forge sets it up
     base = [str(dg), "launch", "--assets", "environment_catalog", "-m", "assets.definitions"]
@@ -166,5 +216,7 @@ def test_dg_launch_prints_info_and_no_debug_by_default(tmp_path):
     assert " - INFO - " in text and "environments.parquet" in text  # the asset's own INFO line
     assert " - DEBUG - " not in text and "Type check passed" not in text
     debug = json.dumps({"loggers": {"console": {"config": {"log_level": "DEBUG"}}}})
-    out = subprocess.run(base + ["--config-json", debug], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        base + ["--config-json", debug], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0 and " - DEBUG - " in out.stdout + out.stderr

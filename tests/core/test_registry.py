@@ -67,12 +67,14 @@ def build_wheel(project: Path, out: Path) -> Path:
     for package in tomllib.loads((project / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]:
         for path in sorted((project / package).rglob("*.py")):
             files[path.relative_to(project).as_posix()] = path.read_bytes()
-    files[f"{dist_info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {version}\n"
-                                      f"Summary: {meta['description']}\n").encode()
+    files[f"{dist_info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {version}\nSummary: {meta['description']}\n"
+    ).encode()
     files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     groups = meta.get("entry-points", {})
-    files[f"{dist_info}/entry_points.txt"] = "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n"
-                                                     for group, eps in groups.items()).encode()
+    files[f"{dist_info}/entry_points.txt"] = "".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for group, eps in groups.items()
+    ).encode()
     record = [_record_line(p, d) for p, d in files.items()] + [f"{dist_info}/RECORD,,"]
     files[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
     wheel = out / f"{name}-{version}-py3-none-any.whl"
@@ -88,8 +90,22 @@ def plugin_site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("plugin")
     wheel = build_wheel(EXAMPLE, tmp)
     site = tmp / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
-                    str(site), str(wheel)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        timeout=300,
+    )
     return site
 
 
@@ -98,12 +114,21 @@ def _with_plugin(site: Path) -> dict[str, str]:
 
 
 def test_an_installed_plugin_is_registered_in_a_new_process(plugin_site):
-    code = ("from pipeline.envs import registry; from pipeline.evaluate import simulators; "
-            "from pipeline.core.registry import plugin_paths; import json; "
-            "print(json.dumps([registry.names(), simulators.KINDS.names(), plugin_paths(), "
-            "registry.get('counter').card_license, simulators.KINDS['echo'].baseline]))")
-    out = subprocess.run([sys.executable, "-c", code], env=_with_plugin(plugin_site), cwd=ROOT, check=True,
-                         capture_output=True, text=True, timeout=300).stdout
+    code = (
+        "from pipeline.envs import registry; from pipeline.evaluate import simulators; "
+        "from pipeline.core.registry import plugin_paths; import json; "
+        "print(json.dumps([registry.names(), simulators.KINDS.names(), plugin_paths(), "
+        "registry.get('counter').card_license, simulators.KINDS['echo'].baseline]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_with_plugin(plugin_site),
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
     sources, kinds, paths, card, baseline = json.loads(out)
     assert sources == ["bfcl", "builtin", "envscaler", "counter"]  # the project's own first, then the plugins
     assert kinds == ["openai", "oracle", "oracle_envsimbench", "no_change", "recorded", "echo"]
@@ -118,11 +143,14 @@ def test_a_plugin_that_fails_to_load_is_named(tmp_path):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[envsim_forge.simulators]\nbroken = broken_plugin:KIND\n")
     code = "from pipeline.evaluate import simulators; simulators.KINDS.names()"
-    run = subprocess.run([sys.executable, "-c", code], env=_with_plugin(site), cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=_with_plugin(site), cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode != 0
-    assert ("PluginError: plugin entry point broken = broken_plugin:KIND (envsim_forge.simulators, from broken-plugin "
-            "1.0) failed to load: ModuleNotFoundError") in run.stderr
+    assert (
+        "PluginError: plugin entry point broken = broken_plugin:KIND (envsim_forge.simulators, from broken-plugin "
+        "1.0) failed to load: ModuleNotFoundError"
+    ) in run.stderr
     assert PluginError.__module__ == "pipeline.core.registry"
 
 
@@ -133,8 +161,14 @@ def test_a_plugin_package_runs_through_the_dag(plugin_site, tmp_path):
     plugin installed and no file of the tree changed."""
     data = tmp_path / "data"
     status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
-    run = subprocess.run([sys.executable, "-m", "tests.support.plugin_dag", str(data)], env=_with_plugin(plugin_site),
-                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.support.plugin_dag", str(data)],
+        env=_with_plugin(plugin_site),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["success"], run.stderr[-4000:]

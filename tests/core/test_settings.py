@@ -24,8 +24,13 @@ def _grep(pattern: str, *where: str) -> list[str]:
     """``path:line: text`` of every line of the Python files (and plain files) under ``where`` matching ``pattern``."""
     files = [p for w in where for p in ((ROOT / w).rglob("*.py") if (ROOT / w).is_dir() else [ROOT / w])]
     assert files, where
-    return [f"{f.relative_to(ROOT)}:{i}: {line}" for f in sorted(files) if "__pycache__" not in f.parts
-            for i, line in enumerate(f.read_text().splitlines(), 1) if re.search(pattern, line)]
+    return [
+        f"{f.relative_to(ROOT)}:{i}: {line}"
+        for f in sorted(files)
+        if "__pycache__" not in f.parts
+        for i, line in enumerate(f.read_text().splitlines(), 1)
+        if re.search(pattern, line)
+    ]
 
 
 def _code_location():
@@ -42,7 +47,9 @@ def test_a_root_set_on_the_store_resource_moves_duckdb_and_the_jobs(tmp_path):
     seen = {}
 
     @asset
-    def probe(store: DataStoreResource, duckdb: DataStoreDuckDBResource, launcher: DataStoreJobLauncherResource) -> None:
+    def probe(
+        store: DataStoreResource, duckdb: DataStoreDuckDBResource, launcher: DataStoreJobLauncherResource
+    ) -> None:
         seen["store"] = store.layout().root
         with duckdb.get_connection() as con:
             con.execute("CREATE TABLE probe AS SELECT 1 AS x")
@@ -52,10 +59,13 @@ def test_a_root_set_on_the_store_resource_moves_duckdb_and_the_jobs(tmp_path):
 
     defs = _code_location()
     assert set(defs.resources) >= {"store", "duckdb", "launcher"}
-    probing = Definitions(assets=[probe], resources=defs.resources, jobs=[define_asset_job("probe_job", selection=["probe"])])
+    probing = Definitions(
+        assets=[probe], resources=defs.resources, jobs=[define_asset_job("probe_job", selection=["probe"])]
+    )
     root = tmp_path / "elsewhere"
     result = probing.resolve_job_def("probe_job").execute_in_process(
-        run_config={"resources": {"store": {"config": {"data_root": str(root)}}}})
+        run_config={"resources": {"store": {"config": {"data_root": str(root)}}}}
+    )
     assert result.success
     layout = DataLayout.at(root)
     assert seen["store"] == root and seen["duckdb"] == layout.duckdb == root / "envsim.duckdb"
@@ -84,7 +94,9 @@ def test_the_sensor_reads_the_split_seed_under_the_store_root(tmp_path):
     assert store.current_seed() == 4242
     instance = DagsterInstance.ephemeral()
     instance.report_runless_asset_event(AssetMaterialization("labeled_steps"))
-    context = build_sensor_context(instance=instance, resources={"store": DataStoreResource(data_root=str(layout.root))})
+    context = build_sensor_context(
+        instance=instance, resources={"store": DataStoreResource(data_root=str(layout.root))}
+    )
     requests = splits_on_new_steps.evaluate_tick(context).run_requests  # (calling an asset sensor that takes a
     # resource directly fails in Dagster 1.13: its wrapper does not accept the resource)
     assert len(requests) == 1
@@ -144,8 +156,11 @@ def test_every_variable_is_read_through_settings_and_documented_once():
     section = readme.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([A-Z_]+)` \|", section, flags=re.M)
     assert len(rows) == len(set(rows))
-    used = {m for line in _grep(r"ENVSIM_[A-Z]", "pipeline", "assets", "resources", "forge", "tests")
-            for m in re.findall(r"ENVSIM_[A-Z_]*[A-Z]", line)}
+    used = {
+        m
+        for line in _grep(r"ENVSIM_[A-Z]", "pipeline", "assets", "resources", "forge", "tests")
+        for m in re.findall(r"ENVSIM_[A-Z_]*[A-Z]", line)
+    }
     assert {"ENVSIM_SHARDS", "ENVSIM_PARALLEL_RUNS", "ENVSIM_UI_SCREENSHOTS"} <= used
     assert used <= set(rows), sorted(used - set(rows))
     assert set(VARIABLES) <= set(rows)
@@ -160,19 +175,19 @@ def test_only_the_entry_points_read_the_process_settings():
     settings again: the ``Settings`` value, and the ``Profile`` built from it, are passed down."""
     readers = _grep(r"\bsettings\(\)|Settings\.from_env\(\)|from_env\(None", "pipeline", "assets", "resources")
     assert readers, "the pattern finds a reader"
-    outside = [line for line in readers
-               if line.split(":", 1)[0] not in ENTRY_POINTS | {"pipeline/core/settings.py"}]
+    outside = [line for line in readers if line.split(":", 1)[0] not in ENTRY_POINTS | {"pipeline/core/settings.py"}]
     assert outside == []
 
 
 def test_importing_pipeline_has_no_side_effect_and_the_entry_points_choose_jemalloc():
     env = {k: v for k, v in os.environ.items() if k not in ("ARROW_DEFAULT_MEMORY_POOL", "GX_ANALYTICS_ENABLED")}
-    code = ("import os, pipeline, pipeline.quality.suites, pipeline.store.layout; "
-            "print(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'), os.environ.get('GX_ANALYTICS_ENABLED'))")
+    code = (
+        "import os, pipeline, pipeline.quality.suites, pipeline.store.layout; "
+        "print(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'), os.environ.get('GX_ANALYTICS_ENABLED'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["None", "None"]
-    code = ("import assets.definitions, pyarrow; "
-            "print(pyarrow.default_memory_pool().backend_name)")
+    code = "import assets.definitions, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split()[-1] in ("jemalloc", "system")  # system: a pyarrow built without jemalloc
     import pyarrow

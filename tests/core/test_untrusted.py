@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.core import untrusted
-from pipeline.report.tables import md_histogram, md_records, md_table
 from pipeline.envs import envscaler
+from pipeline.report.tables import md_histogram, md_records, md_table
 
 CODE = "class Shop:\n    def __init__(self, init_config=None):\n        self.n = 0\n    def buy(self, qty: int):\n        self.n += qty\n        return {'success': True}\n"
 
@@ -57,8 +57,13 @@ def test_unsafe_tool_names_are_dropped_with_their_reason():
     code = CODE + "    def caf\u00e9(self):\n        return 1\n"
     derived = envscaler.parse_env_item("shop", {"env_class_name": "Shop", "env_class_code": code})
     assert derived.tool_names == ["buy"] and any("caf" in p and "safe" in p for p in derived.problems)
-    schemas = [{"type": "function", "function": {"name": "buy<script>", "parameters": {"type": "object", "properties": {}}}},
-               {"type": "function", "function": {"name": "buy", "parameters": {"type": "object", "properties": {"qty": {"type": "integer"}}}}}]
+    schemas = [
+        {"type": "function", "function": {"name": "buy<script>", "parameters": {"type": "object", "properties": {}}}},
+        {
+            "type": "function",
+            "function": {"name": "buy", "parameters": {"type": "object", "properties": {"qty": {"type": "integer"}}}},
+        },
+    ]
     declared = envscaler.parse_env_item("shop", {"env_class_name": "Shop", "env_class_code": CODE, "tools": schemas})
     assert declared.tool_names == ["buy"] and any("safe" in p for p in declared.problems)
 
@@ -66,11 +71,16 @@ def test_unsafe_tool_names_are_dropped_with_their_reason():
 @pytest.mark.parametrize("bad", HOSTILE_IDS[:5])
 def test_markdown_tables_escape_every_cell(bad):
     rows = [{"env_id": bad, "samples": 3}, {"env_id": "ok", "samples": 1}]
-    for text in (md_records(rows, ["env_id", "samples"]), md_table(pd.DataFrame(rows), index=False),
-                 md_histogram({bad: 3, "ok": 1}, label="env_id")):
+    for text in (
+        md_records(rows, ["env_id", "samples"]),
+        md_table(pd.DataFrame(rows), index=False),
+        md_histogram({bad: 3, "ok": 1}, label="env_id"),
+    ):
         assert_markdown_safe(text)
         lines = text.splitlines()
-        assert len(lines) == 4 and len({line.count("|") - line.count("\\|") for line in lines}) == 1, text  # no cell adds a column or a row
+        assert len(lines) == 4 and len({line.count("|") - line.count("\\|") for line in lines}) == 1, (
+            text
+        )  # no cell adds a column or a row
 
 
 def test_md_escapes_html_links_and_pipes():
@@ -97,8 +107,10 @@ def test_dataset_card_escapes_environment_ids(tmp_path):
     samples = tmp_path / "samples.parquet"
     ids = ['envscaler/<img src=x onerror="alert(1)">', "envscaler/esc\x1b[31m", "envscaler/a|b\nc", "bfcl/MathAPI"]
     pq.write_table(pa.table({"env_id": ids, "tool": ["t"] * 4}), samples)
-    manifest = {"spec": {"seed": 0, "input": "abc"},
-                "strata": [{"stratum": "s<script>", "requested": 1, "selected": 4, "environments": 4, "missing": 0}]}
+    manifest = {
+        "spec": {"seed": 0, "input": "abc"},
+        "strata": [{"stratum": "s<script>", "requested": 1, "selected": 4, "environments": 4, "missing": 0}],
+    }
     configs = [{"config_name": "default", "data_files": [{"split": "test", "path": "data/test-*.parquet"}]}]
     text = dataset_card(layout, "benchmark", "v1", manifest, samples, configs, "apache-2.0", "envsim <b>name</b>")
     body = text.split("---\n", 2)[2]

@@ -21,7 +21,13 @@ import yaml
 
 from pipeline.envs.partitions import partition_keys
 from pipeline.store.layout import DataLayout
-from tests.support.celery_cluster import CeleryWorker, RedisServer, ensure_celery_extra, readme_celery_config, worker_config
+from tests.support.celery_cluster import (
+    CeleryWorker,
+    RedisServer,
+    ensure_celery_extra,
+    readme_celery_config,
+    worker_config,
+)
 from tests.support.ui_server import ROOT, DagsterServer
 
 ENGINE_EVENTS = """query($id: ID!) { logsForRun(runId: $id, limit: 20000) { ... on EventConnection { events { __typename
@@ -43,11 +49,15 @@ def test_readme_celery_section_is_complete():
     env, config, workers, catalog, backfill = readme_commands()
     assert env["ENVSIM_EXECUTOR"] == "celery" and int(env["ENVSIM_SHARDS"]) >= 1 and env["ENVSIM_PROFILE"] == "small"
     celery = yaml.safe_load(config)["execution"]["config"]
-    assert celery["broker"].startswith("redis://127.0.0.1:6379/") and celery["backend"].startswith("redis://127.0.0.1:6379/")
+    assert celery["broker"].startswith("redis://127.0.0.1:6379/") and celery["backend"].startswith(
+        "redis://127.0.0.1:6379/"
+    )
     source = celery["config_source"]
     assert source["task_acks_late"] is True and source["worker_concurrency"] == 1
     assert source["broker_transport_options"]["visibility_timeout"] > 0
-    assert len(workers) == 2 and all(w[:4] == ["dagster-celery", "worker", "start", "-A"] and "-y" in w for w in workers)
+    assert len(workers) == 2 and all(
+        w[:4] == ["dagster-celery", "worker", "start", "-A"] and "-y" in w for w in workers
+    )
     assert len({w[w.index("-n") + 1] for w in workers}) == 2
     assert "environment_catalog" in catalog and backfill[-4:] == ["-j", "collect_and_label", "--all", "--noprompt"]
 
@@ -89,7 +99,9 @@ def worker_steps(srv: DagsterServer, run_id: str) -> list[tuple[str, str, float]
 
 
 SANDBOX_STEPS = ("trajectories", "labeled_steps", "labeled_steps_relabel_is_deterministic")  # steps that open a sandbox
-STEP_LINE = re.compile(r" - ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) - \d+ - (\S+) - (STEP_START|STEP_SUCCESS|STEP_FAILURE) - ")
+STEP_LINE = re.compile(
+    r" - ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) - \d+ - (\S+) - (STEP_START|STEP_SUCCESS|STEP_FAILURE) - "
+)
 
 
 def step_log(worker: CeleryWorker) -> list[tuple[str, str, str]]:
@@ -104,24 +116,35 @@ def sandbox_pids(worker: CeleryWorker) -> list[int]:
 
 
 def run_statuses(srv: DagsterServer, runs) -> list[str]:
-    return [srv.graphql("query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": r})["runOrError"]["status"]
-            for r in runs]
+    return [
+        srv.graphql("query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": r})["runOrError"][
+            "status"
+        ]
+        for r in runs
+    ]
 
 
 def all_runs(srv: DagsterServer) -> list[str]:
-    return [r["runId"] for r in srv.graphql("{ runsOrError { ... on Runs { results { runId } } } }")["runsOrError"]["results"]]
+    return [
+        r["runId"]
+        for r in srv.graphql("{ runsOrError { ... on Runs { results { runId } } } }")["runsOrError"]["results"]
+    ]
 
 
 def step_finished(srv: DagsterServer, run_id: str, step_key: str) -> bool:
     events = srv.graphql(ENGINE_EVENTS, {"id": run_id})["logsForRun"]["events"]
-    return any(e["__typename"] in ("ExecutionStepSuccessEvent", "ExecutionStepFailureEvent") and e.get("stepKey") == step_key
-               for e in events)
+    return any(
+        e["__typename"] in ("ExecutionStepSuccessEvent", "ExecutionStepFailureEvent") and e.get("stepKey") == step_key
+        for e in events
+    )
 
 
 def parts_written(srv: DagsterServer, run_id: str) -> dict[str, int]:
-    data = srv.graphql("""query($id: ID!) { logsForRun(runId: $id, limit: 20000) { ... on EventConnection { events {
+    data = srv.graphql(
+        """query($id: ID!) { logsForRun(runId: $id, limit: 20000) { ... on EventConnection { events {
         ... on MaterializationEvent { assetKey { path } metadataEntries { label ... on IntMetadataEntry { intValue } } } } } } }""",
-                       {"id": run_id})
+        {"id": run_id},
+    )
     out = {}
     for e in data["logsForRun"]["events"]:
         if e.get("assetKey", {}).get("path") == ["labeled_steps"]:
@@ -142,27 +165,54 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
     config = tmp_path / "celery.yaml"
     home, data, ref = tmp_path / "dagster_home", tmp_path / "data", tmp_path / "reference"
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, **readme_env, "ENVSIM_EXECUTOR_CONFIG": str(config), "DAGSTER_HOME": str(home),
-           "ENVSIM_DATA_ROOT": str(data), "DAGSTER_DISABLE_TELEMETRY": "1", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        **readme_env,
+        "ENVSIM_EXECUTOR_CONFIG": str(config),
+        "DAGSTER_HOME": str(home),
+        "ENVSIM_DATA_ROOT": str(data),
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    }
     keys = partition_keys(int(readme_env["ENVSIM_SHARDS"]))
-    srv = DagsterServer(home, data, tmp_path / "dagster.log", env={**readme_env, "ENVSIM_EXECUTOR_CONFIG": str(config)},
-                        # ./forge's instance, with the step events (DEBUG) in the workers' logs: step_log reads them
-                        instance_yaml=(ROOT / "dagster.yaml").read_text().replace("python_log_level: INFO", "python_log_level: DEBUG")
-                        + "nux:\n  enabled: false\n")
+    srv = DagsterServer(
+        home,
+        data,
+        tmp_path / "dagster.log",
+        env={**readme_env, "ENVSIM_EXECUTOR_CONFIG": str(config)},
+        # ./forge's instance, with the step events (DEBUG) in the workers' logs: step_log reads them
+        instance_yaml=(ROOT / "dagster.yaml").read_text().replace("python_log_level: INFO", "python_log_level: DEBUG")
+        + "nux:\n  enabled: false\n",
+    )
     # the worker commands of docs/scale-out.md, its celery.yaml being this test's file
-    workers = [CeleryWorker([str(config) if a == "celery.yaml" else a for a in argv], env, tmp_path / f"worker-{i}.log")
-               for i, argv in enumerate(worker_argvs)]
+    workers = [
+        CeleryWorker([str(config) if a == "celery.yaml" else a for a in argv], env, tmp_path / f"worker-{i}.log")
+        for i, argv in enumerate(worker_argvs)
+    ]
     victim, survivor = workers[1], workers[0]
 
     def cli(argv: list[str]) -> str:
-        out = subprocess.run([str(bin_dir / argv[0]), *argv[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [str(bin_dir / argv[0]), *argv[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
         assert out.returncode == 0, f"{argv}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
         return out.stdout
 
     # the single-process run: same configuration, in-process, its own data root, side by side with the cluster
-    reference = subprocess.Popen([sys.executable, "-c", REFERENCE], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 text=True, env={**env, "ENVSIM_EXECUTOR": "in_process", "ENVSIM_EXECUTOR_CONFIG": "",
-                                                 "ENVSIM_DATA_ROOT": str(ref), "DAGSTER_HOME": str(tmp_path / "ref_home")})
+    reference = subprocess.Popen(
+        [sys.executable, "-c", REFERENCE],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={
+            **env,
+            "ENVSIM_EXECUTOR": "in_process",
+            "ENVSIM_EXECUTOR_CONFIG": "",
+            "ENVSIM_DATA_ROOT": str(ref),
+            "DAGSTER_HOME": str(tmp_path / "ref_home"),
+        },
+    )
     timings = {}
     t0 = time.monotonic()
     try:
@@ -196,8 +246,11 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
             polls += 1
             events = [e for e in step_log(victim) if e[0] in runs]
             finished = {(run, step) for run, step, kind in events if kind != "STEP_START"}
-            running = [(run, step) for run, step, kind in events if kind == "STEP_START" and (run, step) not in finished | done
-                       and step in SANDBOX_STEPS]
+            running = [
+                (run, step)
+                for run, step, kind in events
+                if kind == "STEP_START" and (run, step) not in finished | done and step in SANDBOX_STEPS
+            ]
             if len(finished) >= 2 and running and sandbox_pids(victim):  # inside the step, its sandbox open
                 victim.signal(signal.SIGSTOP)  # frozen: it cannot finish the step while we look
                 sandbox = sandbox_pids(victim)
@@ -220,13 +273,17 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
         assert not [pid for pid in sandbox if Path(f"/proc/{pid}").exists()]
 
         # 3. the killed step runs again on the survivor, every run succeeds
-        assert [srv.wait_run(r, timeout=400) for r in runs] == ["SUCCESS"] * len(runs), srv.log_tail() + survivor.log_tail()
+        assert [srv.wait_run(r, timeout=400) for r in runs] == ["SUCCESS"] * len(runs), (
+            srv.log_tail() + survivor.log_tail()
+        )
         timings["backfill"] = time.monotonic() - t1
         placed = [(run, step, host, ts) for run in runs for step, host, ts in worker_steps(srv, run)]
         attempts = [(host, ts) for run, step, host, ts in placed if (run, step) == killed]
         assert [h for h, _ in attempts] == [victim.hostname, survivor.hostname], attempts
         redelivered_after = (attempts[1][1] - attempts[0][1]) / 1000  # GraphQL timestamps: milliseconds
-        visibility = yaml.safe_load(readme_yaml)["execution"]["config"]["config_source"]["broker_transport_options"]["visibility_timeout"]
+        visibility = yaml.safe_load(readme_yaml)["execution"]["config"]["config_source"]["broker_transport_options"][
+            "visibility_timeout"
+        ]
         assert redelivered_after >= visibility - 10, attempts  # handed out again by the visibility timeout, not before
         per_worker = Counter(host for _, _, host, _ in placed)
         assert set(per_worker) == {w.hostname for w in workers}, per_worker
@@ -234,7 +291,9 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
         logged = Counter(host for run in all_runs(srv) for _, host, _ in worker_steps(srv, run))  # with the catalog's
         logged[victim.hostname] -= 1  # the killed attempt never finished
         for w in workers:  # the workers' own logs agree
-            assert len(re.findall(r"Task execute_plan\[[0-9a-f-]+\] succeeded in", w.log_text())) == logged[w.hostname] > 0, w.log_tail()
+            assert (
+                len(re.findall(r"Task execute_plan\[[0-9a-f-]+\] succeeded in", w.log_text())) == logged[w.hostname] > 0
+            ), w.log_tail()
 
         # 4. the same data as the single-process run: same files, same bytes (nothing lost, nothing duplicated)
         out, _ = reference.communicate(timeout=300)
@@ -247,14 +306,25 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
 
         # 5. a re-run of the partition whose step was killed: everything reused, no part duplicated
         partition = runs[killed[0]]
-        rerun = srv.launch("collect_and_label", ["trajectories", "labeled_steps"], tags={"dagster/partition": partition})
+        rerun = srv.launch(
+            "collect_and_label", ["trajectories", "labeled_steps"], tags={"dagster/partition": partition}
+        )
         assert srv.wait_run(rerun, timeout=180) == "SUCCESS", srv.log_tail()
         assert parts_written(srv, rerun).get("parts_written") == 0, parts_written(srv, rerun)
         assert file_digests(data) == expected
         timings["total"] = time.monotonic() - t0
-        print(json.dumps({"steps_per_worker": per_worker, "killed": [partition, killed[1]], "sandbox_pids_killed": len(sandbox),
-                          "redelivered_after_s": round(redelivered_after, 1), "step_parts": len(step_parts),
-                          **{k: round(v, 1) for k, v in timings.items()}}))
+        print(
+            json.dumps(
+                {
+                    "steps_per_worker": per_worker,
+                    "killed": [partition, killed[1]],
+                    "sandbox_pids_killed": len(sandbox),
+                    "redelivered_after_s": round(redelivered_after, 1),
+                    "step_parts": len(step_parts),
+                    **{k: round(v, 1) for k, v in timings.items()},
+                }
+            )
+        )
     finally:
         if reference.poll() is None:
             reference.kill()

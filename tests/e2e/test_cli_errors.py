@@ -35,12 +35,15 @@ def _set_up(tmp_path_factory) -> None:
 
 
 def _forge(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["./forge", *args], cwd=ROOT, env=_env(tmp_path, **extra), capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        ["./forge", *args], cwd=ROOT, env=_env(tmp_path, **extra), capture_output=True, text=True, timeout=300
+    )
 
 
 def _problem_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
-    return [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip() and "Location 'file://" not in line]
+    return [
+        line for line in (proc.stdout + proc.stderr).splitlines() if line.strip() and "Location 'file://" not in line
+    ]
 
 
 def test_a_config_key_typo_is_one_line_with_the_fix_and_no_run(tmp_path):
@@ -98,9 +101,11 @@ def test_the_first_config_file_wins_in_the_run_as_in_the_check(tmp_path):
     corpus = tmp_path / "191_env_metadata.json"
     corpus.write_text("{}")
     first = tmp_path / "first.yaml"
-    first.write_text("resources:\n  sources:\n    config:\n      builtin: false\n      bfcl_categories: []\n"
-                     f"      envscaler:\n        - {{env_items: {corpus}}}\n"
-                     "ops:\n  benchmark_split:\n    config:\n      seed: 3\n")
+    first.write_text(
+        "resources:\n  sources:\n    config:\n      builtin: false\n      bfcl_categories: []\n"
+        f"      envscaler:\n        - {{env_items: {corpus}}}\n"
+        "ops:\n  benchmark_split:\n    config:\n      seed: 3\n"
+    )
     second = tmp_path / "second.yaml"
     second.write_text("ops:\n  benchmark_split:\n    config:\n      seed: one\n")
     proc = _forge(tmp_path, "run", "-c", str(first), "-c", str(second))
@@ -109,13 +114,20 @@ def test_the_first_config_file_wins_in_the_run_as_in_the_check(tmp_path):
     assert "'one'" not in out and "DagsterInvalidConfigError" not in out, out[-2000:]
 
 
-@pytest.mark.parametrize(("variable", "value", "expected"), [
-    ("ENVSIM_PROFILE", "bogus", "ENVSIM_PROFILE='bogus' is not a profile: set it to one of default, small"),
-    ("ENVSIM_SHARDS", "two", "ENVSIM_SHARDS must be a whole number >= 1, got 'two'"),
-    ("ENVSIM_SANDBOX", "docker", "ENVSIM_SANDBOX='docker' is not a sandbox isolation: set it to one of bwrap, trusted"),
-    ("ENVSIM_EXECUTOR", "spark", "ENVSIM_EXECUTOR='spark' is not an executor"),
-    ("ENVSIM_PARALLEL_RUNS", "all", "ENVSIM_PARALLEL_RUNS must be a whole number >= 1, got 'all'"),
-])
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("ENVSIM_PROFILE", "bogus", "ENVSIM_PROFILE='bogus' is not a profile: set it to one of default, small"),
+        ("ENVSIM_SHARDS", "two", "ENVSIM_SHARDS must be a whole number >= 1, got 'two'"),
+        (
+            "ENVSIM_SANDBOX",
+            "docker",
+            "ENVSIM_SANDBOX='docker' is not a sandbox isolation: set it to one of bwrap, trusted",
+        ),
+        ("ENVSIM_EXECUTOR", "spark", "ENVSIM_EXECUTOR='spark' is not an executor"),
+        ("ENVSIM_PARALLEL_RUNS", "all", "ENVSIM_PARALLEL_RUNS must be a whole number >= 1, got 'all'"),
+    ],
+)
 def test_a_bad_variable_is_printed_once_without_a_traceback(tmp_path, variable, value, expected):
     proc = _forge(tmp_path, "run", **{variable: value})
     assert proc.returncode == 2
@@ -129,8 +141,9 @@ def test_a_forge_venv_that_is_no_environment_is_one_line(tmp_path):
     nothing created or installed."""
     proc = _forge(tmp_path, "run", FORGE_VENV=str(tmp_path / "no-venv"))
     assert proc.returncode == 2
-    assert _problem_lines(proc) == [f"./forge: FORGE_VENV={tmp_path / 'no-venv'} has no bin/python: unset FORGE_VENV "
-                                    "or name a virtual environment"]
+    assert _problem_lines(proc) == [
+        f"./forge: FORGE_VENV={tmp_path / 'no-venv'} has no bin/python: unset FORGE_VENV or name a virtual environment"
+    ]
     assert not (tmp_path / "no-venv").exists() and not (tmp_path / "data").exists()
 
 
@@ -146,8 +159,17 @@ def test_help_documents_every_command_and_the_run_options(tmp_path):
     for args in (["--help"], ["-h"], ["help"], ["run", "-h"]):
         proc = _forge(tmp_path, *args)
         assert proc.returncode == 0, args
-        for word in ("-c/--config", "--config-json", "ENVSIM_DATA_ROOT", "bench-model", "download envscaler",
-                     "train-env", "serve-env", "ui", "test"):
+        for word in (
+            "-c/--config",
+            "--config-json",
+            "ENVSIM_DATA_ROOT",
+            "bench-model",
+            "download envscaler",
+            "train-env",
+            "serve-env",
+            "ui",
+            "test",
+        ):
             assert word in proc.stdout, (args, word)
     proc = _forge(tmp_path, "download", "-h")
     assert proc.returncode == 0 and "--endpoint" in proc.stdout and "--data-root" in proc.stdout
@@ -158,10 +180,23 @@ def test_help_documents_every_command_and_the_run_options(tmp_path):
 def test_an_offline_download_says_how_to_go_on_and_leaves_no_empty_folder(tmp_path):
     root = tmp_path / "corpus-root"
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline", "download", "envscaler", "--data-root", str(root),
-         "--endpoint", "http://127.0.0.1:9"],  # nothing listens on the discard port
-        cwd=ROOT, env={**_env(tmp_path), "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_ETAG_TIMEOUT": "2"},
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "download",
+            "envscaler",
+            "--data-root",
+            str(root),
+            "--endpoint",
+            "http://127.0.0.1:9",
+        ],  # nothing listens on the discard port
+        cwd=ROOT,
+        env={**_env(tmp_path), "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_ETAG_TIMEOUT": "2"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, lines
@@ -171,14 +206,16 @@ def test_an_offline_download_says_how_to_go_on_and_leaves_no_empty_folder(tmp_pa
 
 def test_dg_check_and_list_defs_work_from_the_repository_root(tmp_path):
     env = _env(tmp_path)
-    check = subprocess.run([str(VENV_BIN / "dg"), "check", "defs"], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=600)
+    check = subprocess.run(
+        [str(VENV_BIN / "dg"), "check", "defs"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
     assert "All definitions loaded successfully" in check.stdout + check.stderr
-    listed = subprocess.run([str(VENV_BIN / "dg"), "list", "defs", "--json"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=600)
+    listed = subprocess.run(
+        [str(VENV_BIN / "dg"), "list", "defs", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert listed.returncode == 0, listed.stderr[-2000:]
-    defs = json.loads(listed.stdout[listed.stdout.index("{"):])
+    defs = json.loads(listed.stdout[listed.stdout.index("{") :])
     assert {"weekly_splits"} <= {s["name"] for s in defs["schedules"]}
     assert {"splits_on_new_steps", "curriculum_on_new_eval"} <= {s["name"] for s in defs["sensors"]}
     assert "envsim_main" in {j["name"] for j in defs["jobs"]}
@@ -217,8 +254,10 @@ def _tree_copy(tmp_path: Path, venv: bool) -> Path:
         (tree / ".venv" / "bin").mkdir(parents=True)
         for tool in ("python", "dg"):
             wrapper = tree / ".venv" / "bin" / tool
-            wrapper.write_text(f'#!/bin/sh\ncase " $* " in *" pip "*) echo "$0 $*" >> {tmp_path / "installs.log"}; exit 1;; esac\n'
-                               f'exec {VENV_BIN / tool} "$@"\n')
+            wrapper.write_text(
+                f'#!/bin/sh\ncase " $* " in *" pip "*) echo "$0 $*" >> {tmp_path / "installs.log"}; exit 1;; esac\n'
+                f'exec {VENV_BIN / tool} "$@"\n'
+            )
             wrapper.chmod(0o755)
     return tree
 
@@ -232,10 +271,23 @@ def test_help_on_every_command_installs_nothing(tmp_path, venv):
     env.pop("FORGE_VENV", None)  # the tree's own .venv (or none)
     usage = subprocess.run(["./forge", "--help"], cwd=tree, env=env, capture_output=True, text=True, timeout=60)
     commands = _usage_commands(usage.stdout)
-    assert {"run", "test", "ui", "bench", "bench-scale", "bench-model", "download", "train-env", "serve-env", "setup"} <= set(commands)
+    assert {
+        "run",
+        "test",
+        "ui",
+        "bench",
+        "bench-scale",
+        "bench-model",
+        "download",
+        "train-env",
+        "serve-env",
+        "setup",
+    } <= set(commands)
     for command in commands:
         for flag in ("-h", "--help"):
-            proc = subprocess.run(["./forge", command, flag], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(
+                ["./forge", command, flag], cwd=tree, env=env, capture_output=True, text=True, timeout=120
+            )
             assert proc.returncode == 0, (command, flag, proc.stderr[-2000:])
             assert "usage" in proc.stdout.lower(), (command, flag, proc.stdout[:500])
             assert "Traceback" not in proc.stderr, (command, proc.stderr[-2000:])
@@ -243,7 +295,9 @@ def test_help_on_every_command_installs_nothing(tmp_path, venv):
     assert not (tmp_path / "installs.log").exists(), (tmp_path / "installs.log").read_text()
     assert (tree / ".venv").exists() == venv
     if venv:  # the options themselves, from the command's own parser
-        proc = subprocess.run(["./forge", "bench-model", "-h"], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            ["./forge", "bench-model", "-h"], cwd=tree, env=env, capture_output=True, text=True, timeout=120
+        )
         assert "--checkpoint" in proc.stdout and "--per-cell" in proc.stdout
         proc = subprocess.run(["./forge", "ui", "-h"], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
         assert "Usage: dg dev" in proc.stdout
@@ -255,13 +309,21 @@ def test_bench_model_checks_the_weights_before_installing_the_serving_environmen
     import hashlib
 
     tree = _tree_copy(tmp_path, venv=True)
-    stamp = hashlib.sha1((tree / "pyproject.toml").read_bytes() + (tree / "requirements-nodeps.txt").read_bytes()).hexdigest()[:12]
+    stamp = hashlib.sha1(
+        (tree / "pyproject.toml").read_bytes() + (tree / "requirements-nodeps.txt").read_bytes()
+    ).hexdigest()[:12]
     (tree / ".venv" / f".stamp-{stamp}").touch()  # .venv is set up: only what bench-model does next counts
     (tmp_path / "hub").mkdir()
     env = {**_env(tmp_path), "PYTHON": str(tmp_path / "no-python"), "HF_HUB_CACHE": str(tmp_path / "hub")}
     env.pop("FORGE_VENV", None)  # the tree's own .venv
-    proc = subprocess.run(["./forge", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"], cwd=tree, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["./forge", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
     assert "hf download Qwen/Qwen2.5-0.5B-Instruct" in lines[0] and "Traceback" not in proc.stderr
@@ -274,9 +336,13 @@ def test_a_config_file_and_config_json_combine(tmp_path):
     corpus = tmp_path / "191_env_metadata.json"
     corpus.write_text("{}")
     config = tmp_path / "run.yaml"
-    config.write_text("resources:\n  sources:\n    config:\n      builtin: false\n      bfcl_categories: []\n"
-                      f"      envscaler:\n        - {{env_items: {corpus}}}\n")
-    proc = _forge(tmp_path, "run", "-c", str(config), "--config-json", '{"ops": {"benchmark_split": {"config": {"seed": 3}}}}')
+    config.write_text(
+        "resources:\n  sources:\n    config:\n      builtin: false\n      bfcl_categories: []\n"
+        f"      envscaler:\n        - {{env_items: {corpus}}}\n"
+    )
+    proc = _forge(
+        tmp_path, "run", "-c", str(config), "--config-json", '{"ops": {"benchmark_split": {"config": {"seed": 3}}}}'
+    )
     out = proc.stdout + proc.stderr
     assert "Cannot specify both" not in out, out[-2000:]
     assert proc.returncode == 1 and "FAILED at step environment_catalog" in out, out[-2000:]

@@ -6,13 +6,13 @@ import pytest
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
+from pipeline.core.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS, BENCHMARK_CELL_SQL, BENCHMARK_CELLS
 from pipeline.envs.catalog import build_catalog
 from pipeline.labeling.steps import label
 from pipeline.quality.outcomes import check_outcomes
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
-from pipeline.core.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS, BENCHMARK_CELL_SQL, BENCHMARK_CELLS
 
 pytestmark = pytest.mark.slow
 
@@ -81,10 +81,10 @@ def test_all_steps_verify(default_run):
 def test_benchmark_has_exactly_the_default_composition(default_run):
     import pandas as pd
 
+    from pipeline.quality.suites import overlap_suite
     from pipeline.select.selection import build_benchmark, build_mixture
     from pipeline.select.stratify import stratify
     from pipeline.store.versions import EmptySelection
-    from pipeline.quality.suites import overlap_suite
 
     layout, _ = default_run
     stratify(layout)
@@ -97,8 +97,13 @@ def test_benchmark_has_exactly_the_default_composition(default_run):
         assert df[df["stratum"] == cell]["env_id"].nunique() >= 10, cell
     for mode in ("trajectory", "task_id", "env_id"):
         try:
-            mix = build_mixture(layout, seed=0, decontaminate=mode, benchmark_version=bench.version,
-                                on_shortfall="warn" if mode == "env_id" else "fail")
+            mix = build_mixture(
+                layout,
+                seed=0,
+                decontaminate=mode,
+                benchmark_version=bench.version,
+                on_shortfall="warn" if mode == "env_id" else "fail",
+            )
         except EmptySelection as exc:
             # the benchmark covers every environment of the default run, so decontaminating by env_id leaves
             # nothing: a clear error naming the decontamination, never an empty version

@@ -14,7 +14,7 @@ import pytest
 from dagster import materialize
 
 from pipeline.export.hf_layout import MARKER
-from pipeline.training.serve import ServeSpec, ServerNotReady, serve
+from pipeline.training.serve import ServerNotReady, ServeSpec, serve
 from tests.support.parallel import one_at_a_time
 from tests.training.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
 
@@ -22,9 +22,18 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 # what CPU needs instead of the GPU recipe (bf16, flash-attn 2), and a few steps on a tiny model
-CPU_TRAIN = {"bf16": False, "flash_attn": "sdpa", "cutoff_len": 1024, "per_device_train_batch_size": 2,
-             "global_batch_size": 2, "learning_rate": 1e-3, "logging_steps": 1, "preprocessing_num_workers": 1,
-             "gpus": 0, "extra_args": {"max_steps": 4, "max_samples": 32, "dataloader_num_workers": 0}}
+CPU_TRAIN = {
+    "bf16": False,
+    "flash_attn": "sdpa",
+    "cutoff_len": 1024,
+    "per_device_train_batch_size": 2,
+    "global_batch_size": 2,
+    "learning_rate": 1e-3,
+    "logging_steps": 1,
+    "preprocessing_num_workers": 1,
+    "gpus": 0,
+    "extra_args": {"max_steps": 4, "max_samples": 32, "dataloader_num_workers": 0},
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +48,17 @@ def train_python(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tiny_model(train_python, split_layout, tmp_path_factory):  # noqa: F811
     out = tmp_path_factory.mktemp("tiny-qwen3")
-    subprocess.run([train_python, str(ROOT / "tests" / "support" / "tiny_qwen3.py"), str(split_layout.export_current("sft_mixture")),
-                    str(out)], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [
+            train_python,
+            str(ROOT / "tests" / "support" / "tiny_qwen3.py"),
+            str(split_layout.export_current("sft_mixture")),
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     assert (out / "config.json").exists() and (out / "tokenizer.json").exists()
     return out
 
@@ -65,8 +83,12 @@ def test_wrong_llamafactory_argument_fails_before_submission(split_layout, train
     from assets.training import sft_training
 
     config = {**CPU_TRAIN, "model_name_or_path": str(tiny_model), "extra_args": {"max_steps": 2, "learning_rte": 0.1}}
-    result = materialize([sft_training], resources=_job_resources(split_layout, _launcher(split_layout, train_python)),
-                         run_config={"ops": {"sft_training": {"config": config}}}, raise_on_error=False)
+    result = materialize(
+        [sft_training],
+        resources=_job_resources(split_layout, _launcher(split_layout, train_python)),
+        run_config={"ops": {"sft_training": {"config": config}}},
+        raise_on_error=False,
+    )
     assert not result.success
     message = _failure(result)
     assert "LLaMA-Factory rejected the training arguments" in message
@@ -91,13 +113,26 @@ def test_train_serve_and_score_on_cpu(split_layout, train_python, tiny_model):  
     assert (split_layout.root / "checkpoints" / "LATEST").read_text().strip() == version
     manifest = json.loads((checkpoint / "envsim_checkpoint.json").read_text())
     assert manifest["mixture_version"] == mixture and manifest["settings"]["template"] == "qwen"
-    assert manifest["metrics"]["train_loss"] > 0 and meta["metrics"].value["train_loss"] == manifest["metrics"]["train_loss"]
-    assert meta["loss_curve"].value.startswith("![training loss](data:image/png;base64,") and meta["final_loss"].value > 0
+    assert (
+        manifest["metrics"]["train_loss"] > 0
+        and meta["metrics"].value["train_loss"] == manifest["metrics"]["train_loss"]
+    )
+    assert (
+        meta["loss_curve"].value.startswith("![training loss](data:image/png;base64,") and meta["final_loss"].value > 0
+    )
     assert not list(checkpoint.parent.glob(".ckpt-*")), "the staging directory is published, not left behind"
 
-    run_config = {"ops": {"simulator_eval_job": {"config": {
-        "simulators": [], "max_samples": 6,
-        "serve": {"checkpoint": "latest", "max_tokens": 24, "ready_timeout_s": 300, "concurrency": 2}}}}}
+    run_config = {
+        "ops": {
+            "simulator_eval_job": {
+                "config": {
+                    "simulators": [],
+                    "max_samples": 6,
+                    "serve": {"checkpoint": "latest", "max_tokens": 24, "ready_timeout_s": 300, "concurrency": 2},
+                }
+            }
+        }
+    }
     evaluated = materialize([simulator_eval_job], resources=resources, run_config=run_config)
     assert evaluated.success
     meta = _meta(evaluated)
@@ -107,16 +142,25 @@ def test_train_serve_and_score_on_cpu(split_layout, train_python, tiny_model):  
     con = duckdb.connect(str(split_layout.root / "jobs.duckdb"), read_only=True)
     split = meta["split_version"].value
     run = f"{version}@{split}"
-    rows = con.execute("SELECT count(*), count(*) FILTER (NOT parse_ok), count(*) FILTER (request_error IS NOT NULL), "
-                       "count(*) FILTER (completion_tokens > 0) FROM eval_results WHERE run_id = ?", [run]).fetchone()
+    rows = con.execute(
+        "SELECT count(*), count(*) FILTER (NOT parse_ok), count(*) FILTER (request_error IS NOT NULL), "
+        "count(*) FILTER (completion_tokens > 0) FROM eval_results WHERE run_id = ?",
+        [run],
+    ).fetchone()
     samples, parse_failures, request_errors, answered = rows
     assert samples == 6 and request_errors == 0 and answered == 6  # every sample went through the served model
     assert parse_failures == meta["parse_failures"].value and parse_failures > 0  # an untrained model's text is no JSON
-    lineage = con.execute("SELECT served_model, checkpoint_version, template, backend, split_version FROM eval_job_runs "
-                          "WHERE run_id = ?", [run]).fetchone()
+    lineage = con.execute(
+        "SELECT served_model, checkpoint_version, template, backend, split_version FROM eval_job_runs WHERE run_id = ?",
+        [run],
+    ).fetchone()
     assert lineage == (version, version, "qwen", "huggingface", split)
-    assert con.execute("SELECT mixture_version FROM sft_checkpoints WHERE checkpoint_version = ?", [version]).fetchone() == (mixture,)
-    scores = con.execute("SELECT mixture_version, samples, parse_fail_pct FROM checkpoint_scores WHERE run_id = ?", [run]).fetchone()
+    assert con.execute(
+        "SELECT mixture_version FROM sft_checkpoints WHERE checkpoint_version = ?", [version]
+    ).fetchone() == (mixture,)
+    scores = con.execute(
+        "SELECT mixture_version, samples, parse_fail_pct FROM checkpoint_scores WHERE run_id = ?", [run]
+    ).fetchone()
     assert scores == (mixture, 6, round(100 * parse_failures / 6, 1))
 
 
@@ -128,8 +172,17 @@ def test_server_that_never_becomes_ready_fails_with_its_log_tail(split_layout, t
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tiny_model / name, broken / name)
     (broken / "config.json").write_text(json.dumps({"model_type": "no_such_architecture"}))
-    run_config = {"ops": {"simulator_eval_job": {"config": {
-        "simulators": [], "max_samples": 2, "serve": {"checkpoint": str(broken), "template": "qwen", "ready_timeout_s": 300}}}}}
+    run_config = {
+        "ops": {
+            "simulator_eval_job": {
+                "config": {
+                    "simulators": [],
+                    "max_samples": 2,
+                    "serve": {"checkpoint": str(broken), "template": "qwen", "ready_timeout_s": 300},
+                }
+            }
+        }
+    }
     resources = _job_resources(split_layout, _launcher(split_layout, train_python))
     # no weight file: the job cannot tell which weights it would score (results are cached by them) and says so
     result = materialize([simulator_eval_job], resources=resources, run_config=run_config, raise_on_error=False)
@@ -143,8 +196,15 @@ def test_server_that_never_becomes_ready_fails_with_its_log_tail(split_layout, t
 
     # a server still loading when the bounded wait ends is stopped and reported with its log tail
     cli = str(Path(train_python).parent / "llamafactory-cli")
-    spec = ServeSpec(model_name_or_path=str(broken), template="qwen", served_name="x", backend="huggingface",
-                     ready_timeout_s=1, llamafactory_cli=cli, llamafactory_python=train_python)
+    spec = ServeSpec(
+        model_name_or_path=str(broken),
+        template="qwen",
+        served_name="x",
+        backend="huggingface",
+        ready_timeout_s=1,
+        llamafactory_cli=cli,
+        llamafactory_python=train_python,
+    )
     with pytest.raises(ServerNotReady, match=r"did not become ready within 1s[\s\S]*--- server log tail ---"):
         with serve(spec, tmp_path / "serve", log=lambda _m: None):
             pass

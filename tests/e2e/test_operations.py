@@ -10,20 +10,20 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.collect.collector import collect
+from pipeline.core.strata import Cell
 from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import iter_tasks
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.export.hf_layout import export_split
 from pipeline.export.verify import verify_roundtrip
-from pipeline.training.launchers import JobSpec
 from pipeline.labeling.steps import label
 from pipeline.rollouts.store import run_dir
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import stratify
-from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
 from pipeline.store.layout import DataLayout, UnsafeName, safe_name
-from pipeline.core.strata import Cell
+from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
+from pipeline.training.launchers import JobSpec
 from tests.conftest import TWITTER_CFG, make_task_file
 
 ESCAPES = ["../../../../tmp/x", "..", ".", "a/b", "a\\b", "", ".hidden", "x\x00y", "tab\tname", "x" * 129]
@@ -31,8 +31,11 @@ ESCAPES = ["../../../../tmp/x", "..", ".", "a/b", "a\\b", "", ".hidden", "x\x00y
 
 # -- names that become path components ---------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["oracle", "no_change", "my-model", "Qwen_Qwen3-8B", "bench-3f2a9c01d4e5", "envscaler-0",
-                                  "v1.2+local", "a@b,c=d"])
+
+@pytest.mark.parametrize(
+    "name",
+    ["oracle", "no_change", "my-model", "Qwen_Qwen3-8B", "bench-3f2a9c01d4e5", "envscaler-0", "v1.2+local", "a@b,c=d"],
+)
 def test_safe_names_pass_unchanged(name):
     assert safe_name(name, "simulator name") == name
 
@@ -79,16 +82,31 @@ def test_current_pointer_naming_a_path_is_refused(tmp_path):
 
 # -- empty selections --------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def small_layout(tmp_path_factory):
     """Two bfcl tasks collected, labeled and stratified: a handful of steps, all of one environment each."""
     tmp = tmp_path_factory.mktemp("ops")
-    truth = {"tw": [["post_tweet(content='hello', tags=['#a'])"], ["post_tweet(content='again')"]],
-             "math": [["add(a=1, b=2)", "mean(numbers=[1, 2, 3])"]]}
-    tasks = [{"id": "tw", "question": [[{"role": "user", "content": "post"}], [{"role": "user", "content": "again"}]],
-              "initial_config": TWITTER_CFG, "involved_classes": ["TwitterAPI"], "excluded_function": []},
-             {"id": "math", "question": [[{"role": "user", "content": "add"}]], "initial_config": {},
-              "involved_classes": ["MathAPI"], "excluded_function": []}]
+    truth = {
+        "tw": [["post_tweet(content='hello', tags=['#a'])"], ["post_tweet(content='again')"]],
+        "math": [["add(a=1, b=2)", "mean(numbers=[1, 2, 3])"]],
+    }
+    tasks = [
+        {
+            "id": "tw",
+            "question": [[{"role": "user", "content": "post"}], [{"role": "user", "content": "again"}]],
+            "initial_config": TWITTER_CFG,
+            "involved_classes": ["TwitterAPI"],
+            "excluded_function": [],
+        },
+        {
+            "id": "math",
+            "question": [[{"role": "user", "content": "add"}]],
+            "initial_config": {},
+            "involved_classes": ["MathAPI"],
+            "excluded_function": [],
+        },
+    ]
     spec = make_task_file(tmp, tasks, [{"id": k, "ground_truth": v} for k, v in truth.items()])
     layout = DataLayout.at(tmp / "data")
     with Sandbox(workers=1, limits=Limits(call_timeout_s=10)) as box:
@@ -99,7 +117,9 @@ def small_layout(tmp_path_factory):
 
 
 def test_a_mixture_that_decontamination_leaves_empty_says_why(small_layout):
-    bench = build_benchmark(small_layout, [Cell("everything", "all", 100, "success", 0, 50)], seed=0, on_shortfall="warn")
+    bench = build_benchmark(
+        small_layout, [Cell("everything", "all", 100, "success", 0, 50)], seed=0, on_shortfall="warn"
+    )
     assert bench.samples > 0
     with pytest.raises(EmptySelection) as err:
         build_mixture(small_layout, seed=0, decontaminate="env_id", benchmark_version=bench.version)
@@ -112,10 +132,18 @@ def test_a_mixture_that_decontamination_leaves_empty_says_why(small_layout):
 
 
 def test_a_selection_without_candidates_says_so(small_layout):
-    with pytest.raises(EmptySelection, match=r"benchmark bench-\w+ selects no sample: no usable step matches any stratum; "
-                                             r"asked for failures 5 \(0 candidates\)"):
-        build_benchmark(small_layout, [Cell("failures", "failure", 5, "failure", 3, 9)], seed=0, on_shortfall="warn",
-                        make_current=False)
+    with pytest.raises(
+        EmptySelection,
+        match=r"benchmark bench-\w+ selects no sample: no usable step matches any stratum; "
+        r"asked for failures 5 \(0 candidates\)",
+    ):
+        build_benchmark(
+            small_layout,
+            [Cell("failures", "failure", 5, "failure", 3, 9)],
+            seed=0,
+            on_shortfall="warn",
+            make_current=False,
+        )
 
 
 def test_exporting_an_empty_version_is_a_clear_error(small_layout, tmp_path):
@@ -126,13 +154,18 @@ def test_exporting_an_empty_version_is_a_clear_error(small_layout, tmp_path):
     store.dir(version).mkdir(parents=True)
     table = pq.read_table(bench.samples(bench.resolve(None)))
     pq.write_table(table.slice(0, 0), store.samples(version))
-    store.write_manifest(version, {"version": version, "kind": MIXTURE, "spec": {"decontaminate": "env_id"}, "samples": 0})
-    with pytest.raises(EmptySelection, match=f"sft_mixture version {version} holds no samples, so there is nothing to export"):
+    store.write_manifest(
+        version, {"version": version, "kind": MIXTURE, "spec": {"decontaminate": "env_id"}, "samples": 0}
+    )
+    with pytest.raises(
+        EmptySelection, match=f"sft_mixture version {version} holds no samples, so there is nothing to export"
+    ):
         export_split(small_layout, MIXTURE, version, tmp_path / "export")
     assert not (tmp_path / "export").exists()
 
 
 # -- temporary directories ---------------------------------------------------------------------------
+
 
 def test_sandbox_runs_and_exports_leave_no_temporary_directory(small_layout, tmp_path, monkeypatch):
     """Every temporary directory made while running environments, exporting and verifying the export is
@@ -143,20 +176,34 @@ def test_sandbox_runs_and_exports_leave_no_temporary_directory(small_layout, tmp
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     before_tmp = {p.name for p in Path("/tmp").glob("envsim-*")}
     layout = DataLayout.at(tmp_path / "data")
-    spec = make_task_file(tmp_path, [{"id": "m", "question": [[{"role": "user", "content": "add"}]], "initial_config": {},
-                                      "involved_classes": ["MathAPI"], "excluded_function": []}],
-                          [{"id": "m", "ground_truth": [["add(a=1, b=2)"]]}])
+    spec = make_task_file(
+        tmp_path,
+        [
+            {
+                "id": "m",
+                "question": [[{"role": "user", "content": "add"}]],
+                "initial_config": {},
+                "involved_classes": ["MathAPI"],
+                "excluded_function": [],
+            }
+        ],
+        [{"id": "m", "ground_truth": [["add(a=1, b=2)"]]}],
+    )
     with Sandbox(workers=2, limits=Limits(call_timeout_s=10)) as box:
         collect(ground_truth_trajectories(iter_tasks([spec])), layout, box)
         label(layout, box)
     report = export_split(small_layout, BENCHMARK, None, tmp_path / "export")
-    assert verify_roundtrip(report.directory, SplitStore(small_layout, BENCHMARK).samples(report.version), report.split) == []
+    assert (
+        verify_roundtrip(report.directory, SplitStore(small_layout, BENCHMARK).samples(report.version), report.split)
+        == []
+    )
     assert sorted(os.listdir(scratch)) == []
     assert {p.name for p in Path("/tmp").glob("envsim-*")} - before_tmp <= {"envsim-duckdb"}
     assert json.loads((report.directory / ".envsim-export.json").read_text())["version"] == report.version
 
 
 # -- a killed run never blocks later runs ------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_a_run_killed_inside_a_duckdb_step_does_not_block_the_next_run(tmp_path):
@@ -168,11 +215,14 @@ def test_a_run_killed_inside_a_duckdb_step_does_not_block_the_next_run(tmp_path)
     from tests.support.ui_server import ROOT, DagsterServer
 
     workspace = tmp_path / "workspace.yaml"
-    workspace.write_text(f"load_from:\n  - python_file:\n      relative_path: {ROOT / 'tests' / 'support' / 'pool_defs.py'}\n"
-                         f"      working_directory: {ROOT}\n")
+    workspace.write_text(
+        f"load_from:\n  - python_file:\n      relative_path: {ROOT / 'tests' / 'support' / 'pool_defs.py'}\n"
+        f"      working_directory: {ROOT}\n"
+    )
     instance_yaml = (ROOT / "dagster.yaml").read_text() + "nux:\n  enabled: false\n"
-    srv = DagsterServer(tmp_path / "home", tmp_path / "data", tmp_path / "dagster.log", workspace=workspace,
-                        instance_yaml=instance_yaml)
+    srv = DagsterServer(
+        tmp_path / "home", tmp_path / "data", tmp_path / "dagster.log", workspace=workspace, instance_yaml=instance_yaml
+    )
     marker = tmp_path / "data" / "hold_slot.pid"
     try:
         srv.start()

@@ -28,8 +28,15 @@ def forge_run(where: Path, config: Path) -> tuple[subprocess.CompletedProcess, D
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
     env.update(DAGSTER_HOME=str(where / "home"), ENVSIM_DATA_ROOT=str(where / "data"))
     (where / "home").mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=False, timeout=1800)
+    proc = subprocess.run(
+        ["./forge", "run", "-c", str(config)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+    )
     return proc, DataLayout.at(where / "data")
 
 
@@ -39,7 +46,7 @@ def test_a_run_gates_the_corpus_and_the_accepted_corpus_reruns_clean(tmp_path):
     proc, layout = forge_run(tmp_path / "first", config)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    worst = out[out.index("Environment quality"):].splitlines()[1:1 + len(BAD)]
+    worst = out[out.index("Environment quality") :].splitlines()[1 : 1 + len(BAD)]
     assert sorted(line.split(":")[0].strip() for line in worst) == sorted(BAD), worst
     with open_data_root(layout.root) as con:
         verdicts = dict(con.execute("SELECT env_id, verdict FROM env_quality").fetchall())

@@ -33,15 +33,37 @@ def test_smollm2_is_a_checker_of_the_gate_end_to_end(tmp_path, sandbox, train_py
     path, manifest, _origin, template = resolve_model(MODEL, layout.root, python, None)
     wid = checkpoints.weights_id(path, manifest)
     name = checkpoints.default_served_name(path, wid, manifest)
-    spec = ServeSpec(model_name_or_path=str(path), template=template, served_name=name, backend="huggingface",
-                     llamafactory_cli=cli, llamafactory_python=python, infer_dtype="float32")
+    spec = ServeSpec(
+        model_name_or_path=str(path),
+        template=template,
+        served_name=name,
+        backend="huggingface",
+        llamafactory_cli=cli,
+        llamafactory_python=python,
+        infer_dtype="float32",
+    )
     with serve(spec, layout.jobs / "gate-checker", print) as endpoint:
-        smol = SimulatorSpec(name=name, kind="openai", model=name, base_url=endpoint.base_url, api_key_env="",
-                             max_tokens=32, concurrency=1, timeout_s=600, max_retries=1, weights_id=wid)
+        smol = SimulatorSpec(
+            name=name,
+            kind="openai",
+            model=name,
+            base_url=endpoint.base_url,
+            api_key_env="",
+            max_tokens=32,
+            concurrency=1,
+            timeout_s=600,
+            max_retries=1,
+            weights_id=wid,
+        )
         anchors = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
-        report, accepted = gate(layout, [*anchors, smol], [corpus], materialize_samples,
-                                YieldSettings(probes_per_env=PROBES),
-                                gate_checker=name)
+        report, accepted = gate(
+            layout,
+            [*anchors, smol],
+            [corpus],
+            materialize_samples,
+            YieldSettings(probes_per_env=PROBES),
+            gate_checker=name,
+        )
     envs = len(BAD) + len(GOOD)
     by_checker = {c.spec.results_name: c for c in report.checkers}
     model = by_checker[smol.results_name]

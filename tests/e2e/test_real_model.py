@@ -15,8 +15,8 @@ from pipeline.evaluate.samples import load_samples
 from pipeline.training import base_models
 from pipeline.training.bench_model import bench_model, stratified_subset
 from pipeline.training.launchers import find_llamafactory
-from tests.training.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
 from tests.e2e.test_llamafactory_e2e import _launcher, train_python  # noqa: F401  (module fixture)
+from tests.training.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
 
 pytestmark = pytest.mark.slow
 MODEL = base_models.DEFAULT_MODEL
@@ -51,11 +51,14 @@ def test_bench_model_serves_and_scores_the_real_model_per_cell(converted, split_
     cells = result.cells[result.cells["cell"] != "all"]
     benchmark_cells = {s["stratum"] for s in load_samples(split_layout)[1]}
     with duckdb.connect(str(split_layout.duckdb), read_only=True) as con:
-        rows = con.execute("SELECT count(*), count(DISTINCT weights_id), any_value(weights_id), "
-                           "count(*) FILTER (WHERE answer <> '') FROM eval_results WHERE run_id = ?",
-                           [result.run_id]).fetchone()
-        run = con.execute("SELECT gguf_sha256, backend, samples, scored FROM bench_model_runs WHERE run_id = ?",
-                          [result.run_id]).fetchone()
+        rows = con.execute(
+            "SELECT count(*), count(DISTINCT weights_id), any_value(weights_id), "
+            "count(*) FILTER (WHERE answer <> '') FROM eval_results WHERE run_id = ?",
+            [result.run_id],
+        ).fetchone()
+        run = con.execute(
+            "SELECT gguf_sha256, backend, samples, scored FROM bench_model_runs WHERE run_id = ?", [result.run_id]
+        ).fetchone()
     assert set(cells["cell"]) == benchmark_cells  # every cell represented
     assert result.scored == result.samples == len(benchmark_cells) and rows[0] == result.samples
     assert rows[1] == 1 and rows[2] == result.weights_id and result.weights_id.startswith("sha256-")
@@ -71,12 +74,25 @@ def test_bench_model_serves_and_scores_the_real_model_per_cell(converted, split_
 def test_sft_training_trains_the_real_model_by_name(converted, split_layout, train_python):  # noqa: F811
     from assets.training import sft_training
 
-    config = {"model_name_or_path": MODEL, "bf16": False, "flash_attn": "sdpa", "cutoff_len": 256,
-              "per_device_train_batch_size": 1, "global_batch_size": 1, "learning_rate": 1e-4, "logging_steps": 1,
-              "preprocessing_num_workers": 1, "gpus": 0, "gradient_checkpointing": False,
-              "extra_args": {"max_steps": 2, "max_samples": 8, "dataloader_num_workers": 0}}
-    result = materialize([sft_training], resources=_job_resources(split_layout, _launcher(split_layout, train_python)),
-                         run_config={"ops": {"sft_training": {"config": config}}})
+    config = {
+        "model_name_or_path": MODEL,
+        "bf16": False,
+        "flash_attn": "sdpa",
+        "cutoff_len": 256,
+        "per_device_train_batch_size": 1,
+        "global_batch_size": 1,
+        "learning_rate": 1e-4,
+        "logging_steps": 1,
+        "preprocessing_num_workers": 1,
+        "gpus": 0,
+        "gradient_checkpointing": False,
+        "extra_args": {"max_steps": 2, "max_samples": 8, "dataloader_num_workers": 0},
+    }
+    result = materialize(
+        [sft_training],
+        resources=_job_resources(split_layout, _launcher(split_layout, train_python)),
+        run_config={"ops": {"sft_training": {"config": config}}},
+    )
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
     path = Path(meta["checkpoint"].value)
     manifest = json.loads((path / "envsim_checkpoint.json").read_text())
@@ -86,8 +102,11 @@ def test_sft_training_trains_the_real_model_by_name(converted, split_layout, tra
     assert manifest["base_model_revision"] == f"gguf-sha256:{base_models.EMBEDDED[MODEL].gguf_sha256}"
     cfg = (path / "llamafactory_train.yaml").read_text()
     assert f"model_name_or_path: {converted.resolve()}" in cfg and "template: smollm2" in cfg
-    losses = [json.loads(line)["loss"] for line in (path / "trainer_log.jsonl").read_text().splitlines()
-              if "loss" in json.loads(line)]
+    losses = [
+        json.loads(line)["loss"]
+        for line in (path / "trainer_log.jsonl").read_text().splitlines()
+        if "loss" in json.loads(line)
+    ]
     assert len(losses) == 2 and all(0 < loss < 20 for loss in losses)  # a pre-trained model's loss, not ~ln(49152)
     assert (path / "model.safetensors").stat().st_size > 2e8
 

@@ -13,20 +13,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.collect.agent import (INVALID_CALLS, AgentTask, actions_from_messages, collect_agent, episode_trajectory,
-                                    tally)
+from pipeline.collect.agent import (
+    INVALID_CALLS,
+    AgentTask,
+    actions_from_messages,
+    collect_agent,
+    episode_trajectory,
+    tally,
+)
 from pipeline.collect.collector import collect
 from pipeline.collect.sources import SourceConfig, agent_tasks, env_items
 from pipeline.envs import registry
-from pipeline.models.agent_settings import AgentSettings
 from pipeline.envs.catalog import build_catalog
 from pipeline.execution.sandbox import Sandbox
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout
 
 pytestmark = pytest.mark.slow
@@ -35,8 +42,9 @@ MODEL = "smollm2-135m-instruct"
 SERVED = "smollm2"
 SOURCES = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=1)
 #: what a weak model needs to make any call at all: the tool format LLaMA-Factory's api parses, spelled out
-INSTRUCTED = ('Call get_book for book BK001. Answer only in this format:\nAction: get_book\n'
-              'Action Input: {"book_id": "BK001"}')
+INSTRUCTED = (
+    'Call get_book for book BK001. Answer only in this format:\nAction: get_book\nAction Input: {"book_id": "BK001"}'
+)
 
 
 def recorded_actions(row: dict[str, Any]) -> list[Any]:
@@ -57,14 +65,23 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip(f"no LLaMA-Factory environment to serve the model ({exc})")
     root = tmp_path_factory.mktemp("real-model")
     checkpoint = materialize(MODEL, root / "data", python)
-    spec = ServeSpec(model_name_or_path=str(checkpoint), template=EMBEDDED[MODEL].template, served_name=SERVED,
-                     backend="huggingface", llamafactory_cli=cli, llamafactory_python=python, ready_timeout_s=600)
+    spec = ServeSpec(
+        model_name_or_path=str(checkpoint),
+        template=EMBEDDED[MODEL].template,
+        served_name=SERVED,
+        backend="huggingface",
+        llamafactory_cli=cli,
+        llamafactory_python=python,
+        ready_timeout_s=600,
+    )
     with serve(spec, root / "serve") as server:
         yield server.base_url
 
 
 @pytest.fixture(scope="module")
-def agent_run(served: str, tmp_path_factory: pytest.TempPathFactory, sandbox: Sandbox, monkeypatch_module: None) -> dict[str, Any]:
+def agent_run(
+    served: str, tmp_path_factory: pytest.TempPathFactory, sandbox: Sandbox, monkeypatch_module: None
+) -> dict[str, Any]:
     """The real model as the agent on two library tasks — the builtin pack's own task, and one that spells out
     the tool format — collected as :func:`pipeline.collect.run.collect_all` does (a resumable record, then the
     trajectories table)."""
@@ -73,11 +90,17 @@ def agent_run(served: str, tmp_path_factory: pytest.TempPathFactory, sandbox: Sa
     build_catalog(layout, items, issues)
     pack = next(t for t in agent_tasks(SOURCES, items, ["builtin"], None) if t.env.env_id == "builtin/library")
     tasks = [pack, AgentTask("library-instructed", pack.env, [INSTRUCTED])]
-    settings = AgentSettings(model=SERVED, base_url=served, max_tokens=32, step_limit=2, concurrency=1,
-                             timeout_s=600, max_retries=2)
+    settings = AgentSettings(
+        model=SERVED, base_url=served, max_tokens=32, step_limit=2, concurrency=1, timeout_s=600, max_retries=2
+    )
     rows = asyncio.run(collect_agent(tasks, settings, sandbox, layout.agent_record(SERVED)))
     report = collect([episode_trajectory(r, SERVED) for r in rows], layout, sandbox)
-    return {"layout": layout, "rows": rows, "report": report, "tools": {t["function"]["name"] for t in registry.tool_schemas(pack.env)}}
+    return {
+        "layout": layout,
+        "rows": rows,
+        "report": report,
+        "tools": {t["function"]["name"] for t in registry.tool_schemas(pack.env)},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +165,9 @@ def test_agent_trajectories_are_collected_and_resumable(agent_run: dict[str, Any
     assert again == agent_run["rows"]
 
 
-def test_simulated_rollouts_with_the_real_model_as_simulator(agent_run: dict[str, Any], served: str, tmp_path: Path) -> None:
+def test_simulated_rollouts_with_the_real_model_as_simulator(
+    agent_run: dict[str, Any], served: str, tmp_path: Path
+) -> None:
     """``simulated_rollouts`` over the agent's recorded trajectory, the real model and the oracle as simulators."""
     from dagster import materialize
     from dagster_duckdb import DuckDBResource
@@ -152,14 +177,32 @@ def test_simulated_rollouts_with_the_real_model_as_simulator(agent_run: dict[str
     from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
 
     layout: DataLayout = agent_run["layout"]
-    resources = {"store": DataStoreResource(data_root=str(layout.root)),
-                 "sources": EnvironmentSourcesResource(bfcl_replay=False, builtin_scenarios_per_env=1),
-                 "sandbox": SandboxResource(workers=1), "duckdb": DuckDBResource(database=str(tmp_path / "envsim.duckdb"))}
-    simulators = [{"name": SERVED, "kind": "openai", "concurrency": 1, "openai": {
-                       "model": SERVED, "base_url": served, "max_tokens": 32, "timeout_s": 600, "max_retries": 2}},
-                  {"name": "oracle", "kind": "oracle"}]
-    result = materialize([simulated_rollouts], resources=resources, run_config={"ops": {"simulated_rollouts": {"config": {
-        "simulators": simulators, "task_limit": 1, "min_steps": 1, "max_steps": 2}}}})
+    resources = {
+        "store": DataStoreResource(data_root=str(layout.root)),
+        "sources": EnvironmentSourcesResource(bfcl_replay=False, builtin_scenarios_per_env=1),
+        "sandbox": SandboxResource(workers=1),
+        "duckdb": DuckDBResource(database=str(tmp_path / "envsim.duckdb")),
+    }
+    simulators = [
+        {
+            "name": SERVED,
+            "kind": "openai",
+            "concurrency": 1,
+            "openai": {"model": SERVED, "base_url": served, "max_tokens": 32, "timeout_s": 600, "max_retries": 2},
+        },
+        {"name": "oracle", "kind": "oracle"},
+    ]
+    result = materialize(
+        [simulated_rollouts],
+        resources=resources,
+        run_config={
+            "ops": {
+                "simulated_rollouts": {
+                    "config": {"simulators": simulators, "task_limit": 1, "min_steps": 1, "max_steps": 2}
+                }
+            }
+        },
+    )
     assert result.success
     assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()} == {"oracle_never_drifts": True}
 

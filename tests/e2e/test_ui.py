@@ -12,8 +12,17 @@ from tests.support.ui_server import ROOT, DagsterServer
 
 pytestmark = pytest.mark.slow
 
-ASSETS = {"environment_catalog", "trajectories", "labeled_steps", "step_strata", "benchmark_split", "sft_mixture",
-          "benchmark_dataset", "sft_dataset", "simulator_eval"}
+ASSETS = {
+    "environment_catalog",
+    "trajectories",
+    "labeled_steps",
+    "step_strata",
+    "benchmark_split",
+    "sft_mixture",
+    "benchmark_dataset",
+    "sft_dataset",
+    "simulator_eval",
+}
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
@@ -55,8 +64,15 @@ def test_what_a_person_sees(server):
         sensors { name } } } } }""")
     nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
     assert ASSETS <= set(nodes)
-    assert {n["groupName"] for n in nodes.values()} == {"collection", "labeling", "selection", "export", "evaluation",
-                                                       "simulation", "envsimbench"}
+    assert {n["groupName"] for n in nodes.values()} == {
+        "collection",
+        "labeling",
+        "selection",
+        "export",
+        "evaluation",
+        "simulation",
+        "envsimbench",
+    }
     assert nodes["benchmark_split"]["description"].startswith("The benchmark split: the EnvSimBench composition")
     repo = data["repositoriesOrError"]["nodes"][0]
     assert [s["name"] for s in repo["schedules"]] == ["weekly_splits"]
@@ -64,7 +80,13 @@ def test_what_a_person_sees(server):
     started = server.graphql(
         """mutation($s: ScheduleSelector!) { startSchedule(scheduleSelector: $s) { __typename
              ... on ScheduleStateResult { scheduleState { status } } } }""",
-        {"s": {"repositoryLocationName": server.location(), "repositoryName": "__repository__", "scheduleName": "weekly_splits"}},
+        {
+            "s": {
+                "repositoryLocationName": server.location(),
+                "repositoryName": "__repository__",
+                "scheduleName": "weekly_splits",
+            }
+        },
     )
     assert started["startSchedule"]["scheduleState"]["status"] == "RUNNING"
 
@@ -78,11 +100,21 @@ def test_browser_materializes_the_pipeline(server):
     print(f"\nscreenshots: {shots}")
     with sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(
-            tempfile.mkdtemp(prefix="chromium-profile-"), executable_path=CHROMIUM, headless=True,
+            tempfile.mkdtemp(prefix="chromium-profile-"),
+            executable_path=CHROMIUM,
+            headless=True,
             viewport={"width": 1600, "height": 1000},
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+            ],
         )
         try:
             page = browser.new_page()

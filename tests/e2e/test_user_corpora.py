@@ -35,8 +35,9 @@ def forge_run(tmp_path: Path, env_file: Path, scen_file: Path) -> tuple[subproce
     config.write_text(yaml.safe_dump(run_config(env_file, scen_file)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
     env.update(DAGSTER_HOME=str(tmp_path / "home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"))
-    proc = subprocess.run(["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=1200)
+    proc = subprocess.run(
+        ["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200
+    )
     return proc, DataLayout.at(tmp_path / "data")
 
 
@@ -55,17 +56,23 @@ def test_a_generated_corpus_of_dozens_of_environments_gives_both_products_whole(
     con = duckdb.connect()
     bench, mix = current_samples(layout, BENCHMARK), current_samples(layout, MIXTURE)
     assert con.execute(f"SELECT count(*) FROM read_parquet('{bench}')").fetchone()[0] == 400
-    groups = dict((g, (n, e)) for g, n, e in con.execute(
-        f"SELECT stratum, count(*), count(DISTINCT env_id) FROM read_parquet('{mix}') GROUP BY 1").fetchall())
+    groups = dict(
+        (g, (n, e))
+        for g, n, e in con.execute(
+            f"SELECT stratum, count(*), count(DISTINCT env_id) FROM read_parquet('{mix}') GROUP BY 1"
+        ).fetchall()
+    )
     for group, size in BALANCE2_GROUPS.items():
         n, envs = groups.get(group, (0, 0))
         assert n >= 0.9 * size and envs >= 10, (group, n, size, envs)
     shared_trajectories = con.execute(
         f"SELECT count(*) FROM read_parquet('{mix}') WHERE trajectory_id IN "
-        f"(SELECT trajectory_id FROM read_parquet('{bench}'))").fetchone()[0]
+        f"(SELECT trajectory_id FROM read_parquet('{bench}'))"
+    ).fetchone()[0]
     shared_samples = con.execute(
         f"SELECT count(*) FROM read_parquet('{mix}') m JOIN read_parquet('{bench}') b "
-        f"USING (env_id, state_before_hash, tool, arguments_json)").fetchone()[0]
+        f"USING (env_id, state_before_hash, tool, arguments_json)"
+    ).fetchone()[0]
     assert shared_trajectories == 0 and shared_samples == 0
 
 
@@ -76,11 +83,16 @@ def test_an_acebench_style_corpus_is_labelled_in_its_own_convention_and_yields_b
     assert proc.returncode == 0, out[-4000:]
     con = duckdb.connect()
     steps = f"read_parquet({[str(p) for p in layout.step_parts()]!r})"
-    refusals = dict(con.execute(
-        f"SELECT outcome, count(*) FROM {steps} WHERE raw_observation LIKE '%''status'': False%' GROUP BY 1").fetchall())
+    refusals = dict(
+        con.execute(
+            f"SELECT outcome, count(*) FROM {steps} WHERE raw_observation LIKE '%''status'': False%' GROUP BY 1"
+        ).fetchall()
+    )
     assert refusals.get("failure", 0) > 100 and set(refusals) == {"failure"}, refusals
-    reminder = con.execute(f"SELECT count(*) FROM {steps} WHERE raw_observation LIKE '%Reminder ID does not exist%' "
-                           "AND outcome = 'failure'").fetchone()[0]
+    reminder = con.execute(
+        f"SELECT count(*) FROM {steps} WHERE raw_observation LIKE '%Reminder ID does not exist%' "
+        "AND outcome = 'failure'"
+    ).fetchone()[0]
     assert reminder > 0
     bench, mix = current_samples(layout, BENCHMARK), current_samples(layout, MIXTURE)
     bench_cells = dict(con.execute(f"SELECT stratum, count(*) FROM read_parquet('{bench}') GROUP BY 1").fetchall())
@@ -88,7 +100,7 @@ def test_an_acebench_style_corpus_is_labelled_in_its_own_convention_and_yields_b
     assert con.execute(f"SELECT count(*) FROM read_parquet('{mix}')").fetchone()[0] > 0
     assert con.execute(f"SELECT count(*) FROM read_parquet('{mix}') WHERE stratum = 'failure'").fetchone()[0] > 0
     # the shortfall is named, with the reachable maximum and the fix
-    tail = out[out.rfind("benchmark"):] if "benchmark" in out else out
+    tail = out[out.rfind("benchmark") :] if "benchmark" in out else out
     assert re.search(r"difficult.*max \|Δ\|.*3", out), tail[-3000:]
     assert "add environments" in out, tail[-3000:]
 

@@ -59,8 +59,9 @@ def test_a_hanging_call_is_an_error_step_and_the_trajectory_goes_on(bad_run):
     assert hung["raw_observation"].startswith("Error:") and "2s" in hung["raw_observation"]
     assert hung["delta_size"] == 0 and hung["state_before_hash"] == hung["state_after_hash"]
     assert steps[2]["outcome"] == "success" and steps[2]["state_before_hash"] == steps[0]["state_after_hash"]
-    assert any(i["task_id"] == "hangs" and "square_root" in i["reason"] and "exceeded" in i["reason"]
-               for i in labeled.issues)
+    assert any(
+        i["task_id"] == "hangs" and "square_root" in i["reason"] and "exceeded" in i["reason"] for i in labeled.issues
+    )
     assert verify_steps(layout).ok
 
 
@@ -70,18 +71,26 @@ import json  # noqa: E402
 
 from pipeline.collect.run import collect_all  # noqa: E402
 from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories  # noqa: E402
-from pipeline.envs.config import EnvScalerCorpus  # noqa: E402
 from pipeline.core.issues import TaskIssue  # noqa: E402
 from pipeline.envs.catalog import build_catalog  # noqa: E402
+from pipeline.envs.config import EnvScalerCorpus  # noqa: E402
 from tests.conftest import make_task_file  # noqa: E402
 from tests.support.envscaler_corpus import ITEMS  # noqa: E402
 
 SHOP = ITEMS["counter_shop"]
-SELL_COUNT = [{"role": "user", "content": "sell"},
-              {"role": "assistant", "content": None, "tool_calls": [
-                  {"id": "c1", "type": "function", "function": {"name": "sell", "arguments": '{"item": "apple", "qty": 1}'}},
-                  {"id": "c2", "type": "function", "function": {"name": "count", "arguments": "{}"}}]},
-              {"role": "tool", "tool_call_id": "c1", "content": "ok"}, {"role": "tool", "tool_call_id": "c2", "content": "2"}]
+SELL_COUNT = [
+    {"role": "user", "content": "sell"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "sell", "arguments": '{"item": "apple", "qty": 1}'}},
+            {"id": "c2", "type": "function", "function": {"name": "count", "arguments": "{}"}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    {"role": "tool", "tool_call_id": "c2", "content": "2"},
+]
 
 
 def _json_bytes(obj) -> bytes:
@@ -109,15 +118,19 @@ def bad_corpus(tmp_path):
         "good": SHOP,
         "bad_byte": {**SHOP, "environment_introduction": "caf-MARK"},
         "tools_int": {**SHOP, "tools": 5},
-        "params_str": {**SHOP, "tools": [
-            {"type": "function", "function": {"name": "sell", "parameters": "x"}},
-            SHOP["tools"][1]]},
+        "params_str": {
+            **SHOP,
+            "tools": [{"type": "function", "function": {"name": "sell", "parameters": "x"}}, SHOP["tools"][1]],
+        },
         "params_only_bad": {**SHOP, "tools": [{"type": "function", "function": {"name": "count", "parameters": "x"}}]},
         "huge_bad": {**SHOP, "tools": "[" + "x" * 200_000},
     }
     text = _with_bad_byte(_json_bytes(items), "caf-MARK")
     # a JSON object repeating a key: json.loads would keep the last silently
-    text = text.rstrip()[:-1] + b',\n "good": {"env_class_name": "Other", "env_class_code": "class Other:\\n  def f(self):\\n    return 1\\n"}\n}'
+    text = (
+        text.rstrip()[:-1]
+        + b',\n "good": {"env_class_name": "Other", "env_class_code": "class Other:\\n  def f(self):\\n    return 1\\n"}\n}'
+    )
     env_file = tmp_path / "envs.json"
     env_file.write_bytes(text)
     second = tmp_path / "more_envs.json"
@@ -130,8 +143,12 @@ def bad_corpus(tmp_path):
     ]
     scen_file = tmp_path / "scenarios.json"
     scen_file.write_bytes(_with_bad_byte(_json_bytes(scenarios), "naMARK"))
-    return SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False,
-                        envscaler=[EnvScalerCorpus(env_file, scen_file), EnvScalerCorpus(second)])
+    return SourceConfig(
+        bfcl_files=[],
+        bfcl_replay=False,
+        builtin=False,
+        envscaler=[EnvScalerCorpus(env_file, scen_file), EnvScalerCorpus(second)],
+    )
 
 
 def test_env_items_bad_bytes_types_and_duplicates_are_issues_naming_file_and_record(bad_corpus):
@@ -155,7 +172,10 @@ def test_env_items_bad_bytes_types_and_duplicates_are_issues_naming_file_and_rec
 
     (dup_in_file,) = by_id["good"]
     assert dup_in_file.origin == "envs.json:good (occurrence 2)"
-    assert "duplicate env id 'envscaler/good'" in dup_in_file.reason and "the first, at envs.json:good, is kept" in dup_in_file.reason
+    assert (
+        "duplicate env id 'envscaler/good'" in dup_in_file.reason
+        and "the first, at envs.json:good, is kept" in dup_in_file.reason
+    )
     dup_across = [i for i in by_id["params_str"] if "duplicate" in i.reason]
     assert [i.origin for i in dup_across] == ["more_envs.json[0]:params_str"]
     assert "the first, at envs.json:params_str, is kept" in dup_across[0].reason
@@ -165,7 +185,9 @@ def test_scenario_bad_byte_and_repeated_task_id_are_issues(bad_corpus):
     items, _ = env_items(bad_corpus)
     scenarios, issues = exploration_scenarios(bad_corpus, items)
     assert sorted((s.task_id, s.env.env_id) for s in scenarios if s.category != "explore-defaults") == [
-        ("t1", "envscaler/good"), ("t2", "envscaler/second_only")]
+        ("t1", "envscaler/good"),
+        ("t2", "envscaler/second_only"),
+    ]
     assert next(s for s in scenarios if s.task_id == "t1").env.init_config == {"stock": {"apple": 2}, "till": 0}
     by_id = _issues_by_id(issues)
     (bad,) = by_id["t-bad"]
@@ -178,24 +200,47 @@ def test_bfcl_task_files_bad_bytes_types_and_duplicate_ids(tmp_path):
     from tests.conftest import TWITTER_CFG
 
     def task(task_id, **extra):
-        return {"id": task_id, "question": [[{"role": "user", "content": "post"}]], "initial_config": TWITTER_CFG,
-                "involved_classes": ["TwitterAPI"], "excluded_function": [], **extra}
+        return {
+            "id": task_id,
+            "question": [[{"role": "user", "content": "post"}]],
+            "initial_config": TWITTER_CFG,
+            "involved_classes": ["TwitterAPI"],
+            "excluded_function": [],
+            **extra,
+        }
 
     truth = [["post_tweet(content='hi')"]]
-    spec = make_task_file(tmp_path, [task("a"), task("bad_byte_MARK"), task("a"), task("b", question=[[{"role": "user", "content": 5}]]),
-                                     task("c", excluded_function=7), task("d")],
-                          [{"id": i, "ground_truth": truth} for i in ("a", "bad_byte_MARK", "b", "c", "d")]
-                          + [{"id": "d", "ground_truth": [["not_the_first()"]]}])
+    spec = make_task_file(
+        tmp_path,
+        [
+            task("a"),
+            task("bad_byte_MARK"),
+            task("a"),
+            task("b", question=[[{"role": "user", "content": 5}]]),
+            task("c", excluded_function=7),
+            task("d"),
+        ],
+        [{"id": i, "ground_truth": truth} for i in ("a", "bad_byte_MARK", "b", "c", "d")]
+        + [{"id": "d", "ground_truth": [["not_the_first()"]]}],
+    )
     spec.tasks.write_bytes(_with_bad_byte(spec.tasks.read_bytes(), "bad_byte_MARK"))
     results = list(iter_tasks([spec]))
     tasks = [r for r in results if not isinstance(r, TaskIssue)]
     assert [t.task_id for t in tasks] == ["a", "d"]
     assert tasks[1].ground_truth == truth  # the first answer of "d" is kept
     issues = {i.origin: i for i in results if isinstance(i, TaskIssue)}
-    assert set(issues) == {"custom_tasks.json:2", "custom_tasks.json:3", "custom_tasks.json:4", "custom_tasks.json:5",
-                           "custom_answers.json:6"}
+    assert set(issues) == {
+        "custom_tasks.json:2",
+        "custom_tasks.json:3",
+        "custom_tasks.json:4",
+        "custom_tasks.json:5",
+        "custom_answers.json:6",
+    }
     assert "not valid UTF-8: byte 0xff at column" in issues["custom_tasks.json:2"].reason
-    assert "duplicate task id 'a'" in issues["custom_tasks.json:3"].reason and "custom_tasks.json:1" in issues["custom_tasks.json:3"].reason
+    assert (
+        "duplicate task id 'a'" in issues["custom_tasks.json:3"].reason
+        and "custom_tasks.json:1" in issues["custom_tasks.json:3"].reason
+    )
     assert "'question'" in issues["custom_tasks.json:4"].reason
     assert "'excluded_function'" in issues["custom_tasks.json:5"].reason
     assert "duplicate answer id 'd'" in issues["custom_answers.json:6"].reason
@@ -205,21 +250,44 @@ def test_bfcl_task_files_bad_bytes_types_and_duplicate_ids(tmp_path):
 def bad_histories(tmp_path, bad_corpus):
     env = {"source": "envscaler", "env_id": "envscaler/good", "init_config": {"stock": {"apple": 3}, "till": 0}}
     lines = [
-        json.dumps({"task_id": "h1", "env_id": "good", "init_config": {"stock": {"apple": 3}, "till": 0}, "messages": SELL_COUNT}),
+        json.dumps(
+            {
+                "task_id": "h1",
+                "env_id": "good",
+                "init_config": {"stock": {"apple": 3}, "till": 0},
+                "messages": SELL_COUNT,
+            }
+        ),
         json.dumps({"task_id": "h-bogus", "env": {"bogus": 1}, "messages": SELL_COUNT}),
         json.dumps({"task_id": "h-opts", "env": env, "messages": SELL_COUNT}),  # envscaler env without its options
         json.dumps({"task_id": "h-msgs", "env_id": "good", "messages": "hello"}),
-        json.dumps({"task_id": "h-calls", "env_id": "good", "messages": [{"role": "assistant", "tool_calls": 5},
-                                                                         {"role": "assistant", "tool_calls": [{"function": {"name": 3}}]}]}),
+        json.dumps(
+            {
+                "task_id": "h-calls",
+                "env_id": "good",
+                "messages": [
+                    {"role": "assistant", "tool_calls": 5},
+                    {"role": "assistant", "tool_calls": [{"function": {"name": 3}}]},
+                ],
+            }
+        ),
         json.dumps({"task_id": "h-byte", "env_id": "good", "messages": [{"role": "user", "content": "naMARK"}]}),
         json.dumps({"task_id": "h1", "env_id": "good", "messages": []}),
         json.dumps([1, 2]),
-        json.dumps({"task_id": "h2", "env_id": "envscaler/good", "init_config": {"stock": {"pear": 1}, "till": 0},
-                    "messages": SELL_COUNT[:2]}),
+        json.dumps(
+            {
+                "task_id": "h2",
+                "env_id": "envscaler/good",
+                "init_config": {"stock": {"pear": 1}, "till": 0},
+                "messages": SELL_COUNT[:2],
+            }
+        ),
     ]
     path = tmp_path / "histories.jsonl"
     path.write_bytes(_with_bad_byte("\n".join(lines).encode() + b"\n", "naMARK"))
-    return SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=bad_corpus.envscaler, message_histories=[path])
+    return SourceConfig(
+        bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=bad_corpus.envscaler, message_histories=[path]
+    )
 
 
 def test_history_lines_with_bad_env_shapes_or_bytes_are_issues(bad_histories):
@@ -235,9 +303,14 @@ def test_history_lines_with_bad_env_shapes_or_bytes_are_issues(bad_histories):
     assert "'env.options' lacks ['class_name', 'code_ref', 'tools_ref']" in issues[("h-opts", "histories.jsonl:3")]
     assert "'messages' must be a list" in issues[("h-msgs", "histories.jsonl:4")]
     assert "'tool_calls' is a int" in issues[("h-calls", "histories.jsonl:5")]
-    assert "tool call 3 not replayed: not a function call with a string name" in issues[("h-calls", "histories.jsonl:5")]
+    assert (
+        "tool call 3 not replayed: not a function call with a string name" in issues[("h-calls", "histories.jsonl:5")]
+    )
     assert "not valid UTF-8: byte 0xff" in issues[("histories.jsonl:6", "histories.jsonl:6")]
-    assert "duplicate task id" in issues[("h1", "histories.jsonl:7")] and "histories.jsonl:1" in issues[("h1", "histories.jsonl:7")]
+    assert (
+        "duplicate task id" in issues[("h1", "histories.jsonl:7")]
+        and "histories.jsonl:1" in issues[("h1", "histories.jsonl:7")]
+    )
     assert "expected a JSON object" in issues[("histories.jsonl:8", "histories.jsonl:8")]
 
 
@@ -247,14 +320,25 @@ def test_catalog_and_trajectories_continue_past_bad_records(tmp_path, bad_histor
     layout = DataLayout.at(tmp_path / "data")
     items, item_issues = env_items(bad_histories)
     catalog = build_catalog(layout, items, item_issues)
-    assert {e["env_id"] for e in catalog.environments} >= {"envscaler/good", "envscaler/params_str", "envscaler/second_only"}
+    assert {e["env_id"] for e in catalog.environments} >= {
+        "envscaler/good",
+        "envscaler/params_str",
+        "envscaler/second_only",
+    }
     with Sandbox(workers=1, limits=Limits(call_timeout_s=5)) as box:
         result = collect_all(bad_histories, layout, box)
     stored = pq.read_table(layout.trajectories).to_pylist()
     assert sorted(r["task_id"] for r in stored) == ["h-calls", "h1", "h2"]
     issues = pq.read_table(layout.collection_issues).to_pylist()
     origins = {r["origin"] for r in issues}
-    assert {"envs.json:bad_byte", "envs.json:tools_int", "envs.json:good (occurrence 2)", "more_envs.json[0]:params_str",
-            "histories.jsonl:2", "histories.jsonl:6", "histories.jsonl:7"} <= origins
+    assert {
+        "envs.json:bad_byte",
+        "envs.json:tools_int",
+        "envs.json:good (occurrence 2)",
+        "more_envs.json[0]:params_str",
+        "histories.jsonl:2",
+        "histories.jsonl:6",
+        "histories.jsonl:7",
+    } <= origins
     assert any("\\udcff" in r["reason"] or "0xff" in r["reason"] for r in issues)
     assert result.report.trajectories == 3

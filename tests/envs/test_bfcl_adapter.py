@@ -1,9 +1,9 @@
 from collections import Counter
 
-from pipeline.envs.bfcl_replay import ground_truth_trajectories
+from pipeline.core.environment import Environment, EnvSpec
 from pipeline.envs import bfcl
+from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
-from pipeline.core.environment import EnvSpec, Environment
 from pipeline.envs.registry import build
 
 
@@ -38,8 +38,12 @@ def test_all_800_tasks_of_four_categories_parse():
 def test_composite_state_is_public_attributes_keyed_by_class():
     task = next(t for t in iter_tasks(default_task_files(["base"])) if t.task_id == "multi_turn_base_0")
     env = build(
-        EnvSpec("bfcl", bfcl.env_id_for(task.involved_classes), task.initial_config,
-                {"classes": task.involved_classes, "long_context": False})
+        EnvSpec(
+            "bfcl",
+            bfcl.env_id_for(task.involved_classes),
+            task.initial_config,
+            {"classes": task.involved_classes, "long_context": False},
+        )
     )
     state = env.state()
     assert set(state) == set(task.involved_classes)

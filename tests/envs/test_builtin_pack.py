@@ -2,22 +2,25 @@
 
 import json
 
-
-from pipeline.execution.policy import ExplorationPolicy, PolicySettings, StateIndex
 from pipeline.envs import builtin, envscaler
+from pipeline.execution.policy import ExplorationPolicy, PolicySettings, StateIndex
 
 
 def test_ten_domains_in_envscaler_format():
     items = builtin.env_items()
     assert len(items) >= 10
     for env_id, item in items.items():
-        assert {"env_class_name", "env_class_code", "tools", "environment_introduction", "constraints_rules"} <= set(item)
+        assert {"env_class_name", "env_class_code", "tools", "environment_introduction", "constraints_rules"} <= set(
+            item
+        )
         assert isinstance(item["env_class_code"], str) and f"class {item['env_class_name']}" in item["env_class_code"]
         names = [t["function"]["name"] for t in item["tools"]]
         assert len(names) >= 8, env_id
         assert all(not n.startswith("_") for n in names)
         # at least one batch operation (a list argument) per domain: how single calls reach |Δ| 7-12
-        assert any(p.get("type") == "array" for t in item["tools"] for p in t["function"]["parameters"]["properties"].values()), env_id
+        assert any(
+            p.get("type") == "array" for t in item["tools"] for p in t["function"]["parameters"]["properties"].values()
+        ), env_id
 
 
 def test_export_round_trips_through_the_envscaler_loader(tmp_path):
@@ -46,9 +49,22 @@ def test_policy_draws_arguments_from_live_state():
     assert index.candidates("from_account") == ["AC1", "AC2"]
     assert index.candidates("to_accounts") == ["AC1", "AC2"]
     assert index.candidates("balance") == [5, 7]
-    tools = [{"function": {"name": "transfer", "parameters": {"type": "object", "properties": {
-        "from_account": {"type": "string"}, "to_accounts": {"type": "array", "items": {"type": "string"}},
-        "amount": {"type": "number"}}, "required": ["from_account", "to_accounts", "amount"]}}}]
+    tools = [
+        {
+            "function": {
+                "name": "transfer",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "from_account": {"type": "string"},
+                        "to_accounts": {"type": "array", "items": {"type": "string"}},
+                        "amount": {"type": "number"},
+                    },
+                    "required": ["from_account", "to_accounts", "amount"],
+                },
+            }
+        }
+    ]
     policy = ExplorationPolicy(tools, PolicySettings(seed=3, mutate_rate=0.0))
     action = policy.next_action(state, 0)
     assert action.arguments["from_account"] in ("AC1", "AC2")

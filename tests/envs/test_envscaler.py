@@ -6,14 +6,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.collect.explore import ExploreSettings
-from pipeline.core.trajectory import Action, Trajectory
-from pipeline.execution.child import Limits
-from pipeline.execution.sandbox import Sandbox
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
-from pipeline.envs.config import EnvScalerCorpus
+from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.config import EnvScalerCorpus
+from pipeline.execution.child import Limits
+from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
@@ -98,12 +98,17 @@ def test_corpus_is_explored_and_labeled_end_to_end(corpus_run):
 def test_explicit_trajectory_labels(corpus_run, fast_sandbox):
     _, items, _, _, _ = corpus_run
     shop = next(i for i in items if i.env_id == "counter_shop")
-    traj = Trajectory("t", "shop-1", shop.spec({"stock": {"apple": 3, "pear": 1}, "till": 0}), (
-        Action("sell", {"item": "apple", "qty": 2}),
-        Action("sell", {"item": "pear", "qty": 5}),
-        Action("count", {}),
-        Action("sell", {"item": "kiwi"}),
-    ))
+    traj = Trajectory(
+        "t",
+        "shop-1",
+        shop.spec({"stock": {"apple": 3, "pear": 1}, "till": 0}),
+        (
+            Action("sell", {"item": "apple", "qty": 2}),
+            Action("sell", {"item": "pear", "qty": 5}),
+            Action("count", {}),
+            Action("sell", {"item": "kiwi"}),
+        ),
+    )
     [(_, result)] = list(fast_sandbox.run([traj]))
     sell, too_many, count, bad_args = result["steps"]
     # Δ: stock.apple, till, and the private _log (EnvScaler state = vars minus dunders)
@@ -111,5 +116,9 @@ def test_explicit_trajectory_labels(corpus_run, fast_sandbox):
     assert sorted(tuple(d["path"]) for d in sell["delta"]) == [("_log",), ("stock", "apple"), ("till",)]
     assert sell["raw_observation"] == "{'success': True, 'data': {'left': 1}}"  # str(return value)
     assert too_many["outcome"] == "failure" and too_many["delta_size"] == 0
-    assert count["outcome"] == "success" and count["args_count"] == 0 and count["observation_json"] == '{"data":2,"success":true}'
+    assert (
+        count["outcome"] == "success"
+        and count["args_count"] == 0
+        and count["observation_json"] == '{"data":2,"success":true}'
+    )
     assert bad_args["outcome"] == "error" and bad_args["error_type"] == "TypeError"

@@ -37,8 +37,15 @@ def box():
 def _config(tmp, rule):
     codes = rc.write(tmp / "codes", rc.CODES_ITEMS, rc.CODES_SCENARIOS)
     ace = rc.write(tmp / "acebench", rc.ACEBENCH_ITEMS, rc.ACEBENCH_SCENARIOS)
-    return SourceConfig(bfcl_replay=False, builtin=False, explore_class_defaults=False, envscaler=[
-        EnvScalerCorpus(*codes, prefix="codes", outcome_rule=rule), EnvScalerCorpus(*ace, prefix="acebench")])
+    return SourceConfig(
+        bfcl_replay=False,
+        builtin=False,
+        explore_class_defaults=False,
+        envscaler=[
+            EnvScalerCorpus(*codes, prefix="codes", outcome_rule=rule),
+            EnvScalerCorpus(*ace, prefix="acebench"),
+        ],
+    )
 
 
 def _run(tmp, layout, rule, box):
@@ -49,8 +56,10 @@ def _run(tmp, layout, rule, box):
     settings = ExploreSettings(call_budget=900, episode_length=6, batch_episodes=30, min_envs=1)
     collected = collect_all(cfg, layout, box, settings)
     labeled = label(layout, box)
-    steps = pq.read_table(layout.step_parts(), columns=["step_id", "env_id", "raw_observation", "observation_json", "outcome",
-                                                        "outcome_rule"]).to_pylist()
+    steps = pq.read_table(
+        layout.step_parts(),
+        columns=["step_id", "env_id", "raw_observation", "observation_json", "outcome", "outcome_rule"],
+    ).to_pylist()
     return collected, labeled, steps
 
 
@@ -71,8 +80,9 @@ def runs(tmp_path_factory, box):
 
 def _is_refusal(observation: str) -> bool:
     value = observation_value(observation)
-    return (isinstance(value, dict) and (value.get("code") in (400, 404) or value.get("status") is False)) \
-        or observation.startswith("Sorry")
+    return (
+        isinstance(value, dict) and (value.get("code") in (400, 404) or value.get("status") is False)
+    ) or observation.startswith("Sorry")
 
 
 def test_the_default_rule_finds_acebench_refusals_but_not_a_convention_it_cannot_know(runs):
@@ -91,14 +101,21 @@ def test_the_default_rule_finds_acebench_refusals_but_not_a_convention_it_cannot
 def test_a_declared_rule_labels_the_corpus_refusals_and_is_recorded_with_every_step(runs):
     _, _, _, steps = runs["declared"]
     codes = [s for s in steps if s["env_id"].startswith("codes/")]
-    wrong = [(s["step_id"], s["raw_observation"], s["outcome"]) for s in steps
-             if s["outcome"] != "error" and (s["outcome"] == "failure") != _is_refusal(s["raw_observation"])]
+    wrong = [
+        (s["step_id"], s["raw_observation"], s["outcome"])
+        for s in steps
+        if s["outcome"] != "error" and (s["outcome"] == "failure") != _is_refusal(s["raw_observation"])
+    ]
     assert not wrong, wrong[:5]
     assert {s["outcome"] for s in codes} == {"success", "failure"}
-    assert any(s["raw_observation"].startswith("Sorry") and s["outcome"] == "failure" for s in codes)  # text_starts_with
+    assert any(
+        s["raw_observation"].startswith("Sorry") and s["outcome"] == "failure" for s in codes
+    )  # text_starts_with
     assert {s["outcome_rule"] for s in codes} == {parse_rule(rc.CODES_RULE).id}
     assert json.loads(codes[0]["outcome_rule"]) == {"extends_default": True, "failure_if": rc.CODES_RULE["failure_if"]}
-    assert {s["outcome_rule"] for s in steps if s["env_id"].startswith("acebench/")} == {DEFAULT_RULE_ID}  # per corpus entry
+    assert {s["outcome_rule"] for s in steps if s["env_id"].startswith("acebench/")} == {
+        DEFAULT_RULE_ID
+    }  # per corpus entry
 
 
 def test_a_change_of_rule_is_a_new_input_labeled_again(runs):

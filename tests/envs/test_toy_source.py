@@ -38,7 +38,9 @@ def test_a_registered_source_runs_through_the_dag(tmp_path, sandbox, toy):
     assert registry.names()[-1] == "toy" and "toy-0" in partition_keys(1)
     layout = _catalogued(tmp_path / "a")
     catalog = pq.read_table(layout.environments).to_pylist()
-    assert [(r["source"], r["env_id"], r["license"], r["num_tools"]) for r in catalog] == [("toy", "toy/counter", "CC0-1.0", 2)]
+    assert [(r["source"], r["env_id"], r["license"], r["num_tools"]) for r in catalog] == [
+        ("toy", "toy/counter", "CC0-1.0", 2)
+    ]
 
     result = collect_all(CFG, layout, sandbox, EXPLORE)
     trajectories = pq.read_table(layout.trajectories).to_pylist()
@@ -89,14 +91,28 @@ def test_the_toy_source_runs_through_the_dagster_assets(tmp_path, toy):
     wanted = [AssetKey(k) for k in ("environment_catalog", "trajectories", "labeled_steps")]
     assets = [a for a in defs.assets if any(k in wanted for k in a.keys)]
     checks = [c for c in defs.asset_checks if any(k.asset_key in wanted for k in c.check_keys)]
-    resources = {**defs.resources, "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False),
-                 "sandbox": SandboxResource(workers=1)}
-    result = materialize([*assets, *checks], resources=resources, run_config={
-        "resources": {"store": {"config": {"data_root": str(data)}}},
-        "ops": {"trajectories": {"config": {"call_budget": 40, "episode_length": 4, "batch_episodes": 3, "min_envs": 1}}}})
+    resources = {
+        **defs.resources,
+        "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False),
+        "sandbox": SandboxResource(workers=1),
+    }
+    result = materialize(
+        [*assets, *checks],
+        resources=resources,
+        run_config={
+            "resources": {"store": {"config": {"data_root": str(data)}}},
+            "ops": {
+                "trajectories": {"config": {"call_budget": 40, "episode_length": 4, "batch_episodes": 3, "min_envs": 1}}
+            },
+        },
+    )
     assert result.success
-    meta = {e.asset_key.to_user_string(): {k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}
-            for e in result.get_asset_materialization_events()}
+    meta = {
+        e.asset_key.to_user_string(): {
+            k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()
+        }
+        for e in result.get_asset_materialization_events()
+    }
     assert set(meta) == {"environment_catalog", "trajectories", "labeled_steps"}
     layout = DataLayout.at(data)
     catalog = pq.read_table(layout.environments).to_pylist()
@@ -105,4 +121,5 @@ def test_the_toy_source_runs_through_the_dagster_assets(tmp_path, toy):
     assert len(steps) > 0 and {s["env_id"] for s in steps} == {"toy/counter"}
     assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()}, "no checks ran on the toy's steps"
     assert all(c.passed for c in result.get_asset_check_evaluations()), [
-        (c.check_name, c.metadata) for c in result.get_asset_check_evaluations() if not c.passed]
+        (c.check_name, c.metadata) for c in result.get_asset_check_evaluations() if not c.passed
+    ]

@@ -51,12 +51,23 @@ class ToySource(EnvironmentSource):
 
     def env_items(self, cfg: SourceConfig, ids: FirstSeen) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
         raw = {"env_class_name": "Counter", "env_class_code": CODE}
-        item, issues = envscaler.split_item(envscaler.parse_env_item("counter", raw, "toy:counter", self.prefix, self.license))
+        item, issues = envscaler.split_item(
+            envscaler.parse_env_item("counter", raw, "toy:counter", self.prefix, self.license)
+        )
         assert item is not None, issues
         ids.seen(item.qualified_id, item.origin)
         return [item], issues
 
-    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+    def scenarios(
+        self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
+    ) -> tuple[list[SourceTask], list[TaskIssue]]:
         item = next(i for i in items if i.qualified_id == "toy/counter")
-        return [SourceTask(f"toy-{i}", item.spec({"value": i}), ("Raise the counter to its limit.",),
-                           text="Raise the counter to its limit.") for i in range(self.tasks)], []
+        return [
+            SourceTask(
+                f"toy-{i}",
+                item.spec({"value": i}),
+                ("Raise the counter to its limit.",),
+                text="Raise the counter to its limit.",
+            )
+            for i in range(self.tasks)
+        ], []

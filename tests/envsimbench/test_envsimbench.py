@@ -11,14 +11,14 @@ import pytest
 from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
+from pipeline.core.protocol import answer, messages
+from pipeline.envsimbench.export import iter_reference_samples, reference_sample, write_benchmark
 from pipeline.envsimbench.importer import import_envsimbench, method_code
 from pipeline.evaluate import results
 from pipeline.evaluate.harness import run_id
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec
-from pipeline.envsimbench.export import iter_reference_samples, reference_sample, write_benchmark
 from pipeline.export.hf_layout import export_split
-from pipeline.core.protocol import answer, messages
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from tests.evaluate.test_evaluate import run  # the harness driver the evaluation tests use
@@ -43,8 +43,10 @@ def reference_files(ours, tmp_path_factory):
     refs = list(iter_reference_samples(layout, SplitStore(layout, BENCHMARK).samples(bench.version)))
     tasks: dict[str, dict] = {}
     for ref in refs:
-        rec = tasks.setdefault(ref["task_info"]["task_id"], {"task_info": {**ref["task_info"]}, "env_code": ref["env_code"],
-                                                             "trajectory": []})
+        rec = tasks.setdefault(
+            ref["task_info"]["task_id"],
+            {"task_info": {**ref["task_info"]}, "env_code": ref["env_code"], "trajectory": []},
+        )
         rec["trajectory"].append({**ref["step_detail"], "step": ref["task_info"]["step"]})
     with (out / "process.jsonl").open("w") as fh:
         for rec in tasks.values():
@@ -63,8 +65,10 @@ def test_reference_file_has_the_published_shape(reference_files):
         assert set(detail) == {"action", "observation", "config_before", "config_after", "config_change"}
         assert set(detail["action"]) == {"name", "arguments"} and isinstance(detail["observation"]["content"], str)
         assert detail["config_change"]["change_count"] == len(detail["config_change"]["changes"])
-        assert all(set(c) == {"path", "type", "before", "after"} and isinstance(c["path"], str)
-                   for c in detail["config_change"]["changes"])
+        assert all(
+            set(c) == {"path", "type", "before", "after"} and isinstance(c["path"], str)
+            for c in detail["config_change"]["changes"]
+        )
         assert "class " in ref["env_code"]  # the whole class, not code(a_t)
     assert '"$int"' not in bench_file.read_text()
 
@@ -72,7 +76,10 @@ def test_reference_file_has_the_published_shape(reference_files):
 def test_import_evaluate_oracle_and_no_change(ours, reference_files, tmp_path):
     layout, bench = ours
     bench_file, process_file, n = reference_files
-    original = {(r["task_id"], r["step_index"]): r for r in pd.read_parquet(SplitStore(layout, BENCHMARK).samples(bench.version)).to_dict("records")}
+    original = {
+        (r["task_id"], r["step_index"]): r
+        for r in pd.read_parquet(SplitStore(layout, BENCHMARK).samples(bench.version)).to_dict("records")
+    }
     for name, path in (("benchmark", bench_file), ("process", process_file)):
         report = import_envsimbench(layout, [path], name)
         assert report.samples == n and not report.skipped and not report.change_count_mismatches, report.skipped[:3]
@@ -83,9 +90,13 @@ def test_import_evaluate_oracle_and_no_change(ours, reference_files, tmp_path):
         for s in samples:  # Δ recomputed, strata from our rules, code(a_t) cut out of the class
             o = original[(s["task_id"], s["step_index"])]
             assert s["state_before_hash"] == o["state_before_hash"] and s["state_after_hash"] == o["state_after_hash"]
-            assert [(d["op"], list(d["path"]), d["after"]) for d in s["delta"]] == [(d["op"], list(d["path"]), d["after"]) for d in o["delta"]]
+            assert [(d["op"], list(d["path"]), d["after"]) for d in s["delta"]] == [
+                (d["op"], list(d["path"]), d["after"]) for d in o["delta"]
+            ]
             assert (s["delta_size"], s["outcome"], s["stratum"]) == (o["delta_size"], o["outcome"], o["stratum"])
-            assert s["code"] and f"def {s['tool']}" in s["code"] and s["env_code"] and s["sample_hash"] == o["sample_hash"]
+            assert (
+                s["code"] and f"def {s['tool']}" in s["code"] and s["env_code"] and s["sample_hash"] == o["sample_hash"]
+            )
         zero = round(100 * sum(s["delta_size"] == 0 for s in samples) / len(samples), 1)
         con = duckdb.connect()
         for kind in ("oracle", "oracle_envsimbench", "no_change"):
@@ -105,19 +116,31 @@ def test_imported_version_through_the_assets(ours, reference_files, tmp_path):
     layout, _ = ours
     bench_file, _, n = reference_files
     db = tmp_path / "e.duckdb"
-    res = {"store": DataStoreResource(data_root=str(layout.root)), "duckdb": DuckDBResource(database=str(db)),
-           "hub": HuggingFaceHubResource()}
-    imported = materialize([envsimbench_import], resources=res,
-                           run_config={"ops": {"envsimbench_import": {"config": {"benchmark_files": [str(bench_file)]}}}})
+    res = {
+        "store": DataStoreResource(data_root=str(layout.root)),
+        "duckdb": DuckDBResource(database=str(db)),
+        "hub": HuggingFaceHubResource(),
+    }
+    imported = materialize(
+        [envsimbench_import],
+        resources=res,
+        run_config={"ops": {"envsimbench_import": {"config": {"benchmark_files": [str(bench_file)]}}}},
+    )
     assert imported.success
     version = import_envsimbench(layout, [bench_file], "benchmark").version
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT samples FROM split_versions WHERE version = ?", [version]).fetchone() == (n,)
     con.close()
-    sims = [{"name": "oracle", "kind": "oracle"}, {"name": "no_change", "kind": "no_change"},
-            {"name": "oracle_ref", "kind": "oracle_envsimbench", "prompt": "envsimbench"}]
-    scored = materialize([simulator_eval], resources=res, run_config={"ops": {"simulator_eval": {"config": {
-        "split_version": version, "simulators": sims}}}})
+    sims = [
+        {"name": "oracle", "kind": "oracle"},
+        {"name": "no_change", "kind": "no_change"},
+        {"name": "oracle_ref", "kind": "oracle_envsimbench", "prompt": "envsimbench"},
+    ]
+    scored = materialize(
+        [simulator_eval],
+        resources=res,
+        run_config={"ops": {"simulator_eval": {"config": {"split_version": version, "simulators": sims}}}},
+    )
     assert scored.success and [e.passed for e in scored.get_asset_check_evaluations()] == [True]
     con = duckdb.connect(str(db), read_only=True)
     rows = {r[0]: r[1:] for r in con.execute("SELECT simulator, prompt, fm, cm FROM eval_runs").fetchall()}
@@ -165,52 +188,89 @@ def test_export_in_the_reference_format_and_envsimbench_prompt(ours, tmp_path):
     records = [json.loads(line) for line in (m.directory / "envsimbench" / "sft_alpaca.jsonl").read_text().splitlines()]
     assert len(records) == m.rows
     first = records[0]
-    assert first["instruction"].startswith("You are simulating a task execution environment.") and "class " in first["instruction"]
+    assert (
+        first["instruction"].startswith("You are simulating a task execution environment.")
+        and "class " in first["instruction"]
+    )
     assert set(json.loads(first["input"])) == {"initial_config", "tool_call"}
     out = json.loads(first["output"])
     assert isinstance(out["feedback"], str) and all(isinstance(c["path"], str) for c in out["config_changes"])
     chat = pq.read_table(next((m.directory / "sft" / "chat").glob("*.parquet"))).to_pylist()[0]["messages"]
     assert chat[0]["content"].startswith("Environment code:\n\n") and "Initial config:\n{\n  " in chat[0]["content"]
-    assert chat[1]["content"].startswith("Tool call: ") and chat[1]["content"].endswith("\n\nReturn the JSON as specified.")
+    assert chat[1]["content"].startswith("Tool call: ") and chat[1]["content"].endswith(
+        "\n\nReturn the JSON as specified."
+    )
     assert json.loads(m.directory.joinpath(".envsim-export.json").read_text())["prompt"] == "envsimbench"
 
 
 def test_no_internal_encodings_in_model_facing_text():
     big = 2**64 + 1
-    smp = {"step_id": "s", "env_id": "e", "tool": "t", "code": "def t(self): ...", "env_code": "class E:\n    def t(self): ...",
-           "state_before_json": json.dumps({"n": {"$int": str(big)}, "x": {"$float": "inf"}}),
-           "arguments_json": json.dumps({"id": {"$int": str(big)}}), "raw_observation": str({"id": big}),
-           "delta": [{"op": "replace", "path": ["n"], "before": json.dumps({"$int": str(big)}), "after": json.dumps({"$int": str(big + 1)})}],
-           "state_after_json": json.dumps({"n": {"$int": str(big + 1)}, "x": {"$float": "inf"}}), "task_id": "k", "step_index": 0}
+    smp = {
+        "step_id": "s",
+        "env_id": "e",
+        "tool": "t",
+        "code": "def t(self): ...",
+        "env_code": "class E:\n    def t(self): ...",
+        "state_before_json": json.dumps({"n": {"$int": str(big)}, "x": {"$float": "inf"}}),
+        "arguments_json": json.dumps({"id": {"$int": str(big)}}),
+        "raw_observation": str({"id": big}),
+        "delta": [
+            {
+                "op": "replace",
+                "path": ["n"],
+                "before": json.dumps({"$int": str(big)}),
+                "after": json.dumps({"$int": str(big + 1)}),
+            }
+        ],
+        "state_after_json": json.dumps({"n": {"$int": str(big + 1)}, "x": {"$float": "inf"}}),
+        "task_id": "k",
+        "step_index": 0,
+    }
     texts = [m["content"] for t in ("envsim", "envsimbench") for m in messages(smp, t)] + [answer(smp)]
     texts.append(json.dumps(reference_sample(smp, smp["env_code"])))
     for text in texts:
         assert "$int" not in text and "$float" not in text
-    assert str(big + 1) in answer(smp) and str(big) in messages(smp)[1]["content"] and "Infinity" in messages(smp)[1]["content"]
+    assert (
+        str(big + 1) in answer(smp)
+        and str(big) in messages(smp)[1]["content"]
+        and "Infinity" in messages(smp)[1]["content"]
+    )
 
 
-ENV_CODE = '''class Café:
+ENV_CODE = """class Café:
     def __init__(self):
         self.zoo = {}
 
     def rename(self, user_id, nom):
         self.zoo[user_id]["nom"] = nom
         return {"success": True}
-'''
+"""
 
 
 def _published_sample(k: int) -> dict:
     """A reference-format sample whose keys are not sorted, with non-ASCII text and nesting."""
-    before = {"zoo": {"u2": {"nom": "Zoë", "âge": 3, "tags": ["β", "α"]}, "u1": {"nom": "Ægir", "meta": {"z": 1, "a": {"y": None, "b": 2.5}}}},
-              "Ωmega": [{"b": 1, "a": 2}], "alpha": k, "big": 2**70}
+    before = {
+        "zoo": {
+            "u2": {"nom": "Zoë", "âge": 3, "tags": ["β", "α"]},
+            "u1": {"nom": "Ægir", "meta": {"z": 1, "a": {"y": None, "b": 2.5}}},
+        },
+        "Ωmega": [{"b": 1, "a": 2}],
+        "alpha": k,
+        "big": 2**70,
+    }
     after = json.loads(json.dumps(before))
     after["zoo"]["u2"]["nom"] = "Zoé"
-    return {"task_info": {"task_id": f"t{k}", "env_id": "café_env", "task": "renommer", "step": 0},
-            "env_code": ENV_CODE,
-            "step_detail": {"action": {"name": "rename", "arguments": {"user_id": "u2", "nom": "Zoé"}},
-                            "observation": {"content": "{'success': True}"},
-                            "config_before": before, "config_after": after,
-                            "config_change": {"changes": [], "change_count": 1}}}
+    return {
+        "task_info": {"task_id": f"t{k}", "env_id": "café_env", "task": "renommer", "step": 0},
+        "env_code": ENV_CODE,
+        "step_detail": {
+            "action": {"name": "rename", "arguments": {"user_id": "u2", "nom": "Zoé"}},
+            "observation": {"content": "{'success': True}"},
+            "config_before": before,
+            "config_after": after,
+            "config_change": {"changes": [], "change_count": 1},
+        },
+    }
 
 
 def test_envsimbench_prompt_of_an_imported_file_equals_the_reference_byte_for_byte(tmp_path):
@@ -232,10 +292,18 @@ def test_envsimbench_prompt_of_an_imported_file_equals_the_reference_byte_for_by
         detail = ref["step_detail"]
         action = detail["action"]
         expected = [
-            {"role": "system", "content": ENVSIMBENCH_SYSTEM_TEMPLATE.format(
-                env_code=ref["env_code"], config=json.dumps(detail["config_before"], ensure_ascii=False, indent=2))},
-            {"role": "user", "content": ENVSIMBENCH_USER_TEMPLATE.format(
-                call=f"{action['name']}({json.dumps(action['arguments'], ensure_ascii=False)})")},
+            {
+                "role": "system",
+                "content": ENVSIMBENCH_SYSTEM_TEMPLATE.format(
+                    env_code=ref["env_code"], config=json.dumps(detail["config_before"], ensure_ascii=False, indent=2)
+                ),
+            },
+            {
+                "role": "user",
+                "content": ENVSIMBENCH_USER_TEMPLATE.format(
+                    call=f"{action['name']}({json.dumps(action['arguments'], ensure_ascii=False)})"
+                ),
+            },
         ]
         sample = by_task[ref["task_info"]["task_id"]]
         got = messages(sample, "envsimbench")

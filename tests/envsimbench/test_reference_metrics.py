@@ -8,39 +8,62 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluate.metrics import config_match, config_match_changed_paths, score
-from pipeline.evaluate.parsing import parse_answer
-from pipeline.envsimbench.reference import cm_reference, extract_json, fm_reference, parse_value, reference_diff
-from pipeline.core.protocol import ChangeError, apply_changes
 from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.core.delta import diff
+from pipeline.core.protocol import ChangeError, apply_changes
+from pipeline.envsimbench.reference import cm_reference, extract_json, fm_reference, parse_value, reference_diff
+from pipeline.evaluate.metrics import config_match, config_match_changed_paths, score
+from pipeline.evaluate.parsing import parse_answer
 
 
 def sample(before, after, observation, args=None):
     """A benchmark sample row as the harness sees it (canonical states, stored Δ)."""
     b, a = canonicalize(before), canonicalize(after)
     delta = [{"op": d["op"], "path": d["path"]} for d in diff(b, a)]
-    return {"step_id": "t", "state_before_json": canonical_json(b), "state_after_json": canonical_json(a),
-            "raw_observation": observation, "delta": delta, "arguments_json": json.dumps(args or {})}
+    return {
+        "step_id": "t",
+        "state_before_json": canonical_json(b),
+        "state_after_json": canonical_json(a),
+        "raw_observation": observation,
+        "delta": delta,
+        "arguments_json": json.dumps(args or {}),
+    }
 
 
 # a change of two values, a removal, nothing changed, a key that contains a dot
-CHANGE = sample({"cart": {"items": 2, "total": 10}, "user": "ann"}, {"cart": {"items": 3, "total": 15}, "user": "ann"},
-                "{'success': True, 'total': 15}")
-REMOVAL = sample({"holds": {"h1": {"book": "b1"}}, "n": 1}, {"holds": {}, "n": 1},
-                 "{'success': True, 'removed': 'h1', 'note': None}")
+CHANGE = sample(
+    {"cart": {"items": 2, "total": 10}, "user": "ann"},
+    {"cart": {"items": 3, "total": 15}, "user": "ann"},
+    "{'success': True, 'total': 15}",
+)
+REMOVAL = sample(
+    {"holds": {"h1": {"book": "b1"}}, "n": 1}, {"holds": {}, "n": 1}, "{'success': True, 'removed': 'h1', 'note': None}"
+)
 NOTHING = sample({"n": 1}, {"n": 1}, "{'success': True, 'data': [1, 2]}")
 DOTTED = sample({"files": {"a.txt": 1}}, {"files": {"a.txt": 2}}, "{'success': True}")
 
-OURS_CHANGE = {"feedback": {"success": True, "total": 15}, "config_changes": [
-    {"type": "modify", "path": ["cart", "items"], "value": 3}, {"type": "modify", "path": ["cart", "total"], "value": 15}]}
-REF_CHANGE = {"feedback": "{'success': True, 'total': 15}", "config_changes": [
-    {"path": "cart.items", "type": "modified", "before": 2, "after": 3},
-    {"path": "cart.total", "type": "modified", "before": 10, "after": 15}]}
-OURS_REMOVAL = {"feedback": {"success": True, "removed": "h1", "note": None},
-                "config_changes": [{"type": "delete", "path": ["holds", "h1"]}]}
-REF_REMOVAL = {"feedback": "{'success': True, 'removed': 'h1', 'note': None}",
-               "config_changes": [{"path": "holds.h1", "type": "removed", "before": {"book": "b1"}, "after": None}]}
+OURS_CHANGE = {
+    "feedback": {"success": True, "total": 15},
+    "config_changes": [
+        {"type": "modify", "path": ["cart", "items"], "value": 3},
+        {"type": "modify", "path": ["cart", "total"], "value": 15},
+    ],
+}
+REF_CHANGE = {
+    "feedback": "{'success': True, 'total': 15}",
+    "config_changes": [
+        {"path": "cart.items", "type": "modified", "before": 2, "after": 3},
+        {"path": "cart.total", "type": "modified", "before": 10, "after": 15},
+    ],
+}
+OURS_REMOVAL = {
+    "feedback": {"success": True, "removed": "h1", "note": None},
+    "config_changes": [{"type": "delete", "path": ["holds", "h1"]}],
+}
+REF_REMOVAL = {
+    "feedback": "{'success': True, 'removed': 'h1', 'note': None}",
+    "config_changes": [{"path": "holds.h1", "type": "removed", "before": {"book": "b1"}, "after": None}],
+}
 
 # (prediction, sample, answer, exact CM, cm_reference, FM, fm_reference)
 CASES = [
@@ -48,31 +71,106 @@ CASES = [
     ("oracle, reference SFT format", "change", CHANGE, REF_CHANGE, 1, 1, 1, 1),
     ("oracle, our format", "removal", REMOVAL, OURS_REMOVAL, 1, 0, 1, 0),
     ("oracle, reference SFT format", "removal", REMOVAL, REF_REMOVAL, 1, 0, 1, 1),
-    ("removal written as null", "removal", REMOVAL,
-     {**REF_REMOVAL, "config_changes": [{"type": "modify", "path": "holds.h1", "value": None}]}, 0, 1, 1, 1),
+    (
+        "removal written as null",
+        "removal",
+        REMOVAL,
+        {**REF_REMOVAL, "config_changes": [{"type": "modify", "path": "holds.h1", "value": None}]},
+        0,
+        1,
+        1,
+        1,
+    ),
     ("empty (no change, empty feedback)", "change", CHANGE, {"feedback": "", "config_changes": []}, 0, 0, 0, 0),
     ("empty (no change, empty feedback)", "nothing", NOTHING, {"feedback": "", "config_changes": []}, 1, 1, 0, 0),
-    ("one wrong value", "change", CHANGE,
-     {**OURS_CHANGE, "config_changes": [OURS_CHANGE["config_changes"][0], {"type": "modify", "path": ["cart", "total"], "value": 16}]},
-     0, 0, 1, 1),
-    ("a spurious change", "change", CHANGE,
-     {**OURS_CHANGE, "config_changes": OURS_CHANGE["config_changes"] + [{"type": "modify", "path": ["user"], "value": "bob"}]},
-     0, 1, 1, 1),
-    ("a spurious change", "nothing", NOTHING,
-     {"feedback": {"success": True, "data": [1, 2]}, "config_changes": [{"type": "modify", "path": ["n"], "value": 2}]}, 0, 1, 1, 1),
-    ("ints written as floats", "change", CHANGE,
-     {**REF_CHANGE, "config_changes": [{"path": "cart.items", "type": "modified", "after": 3.0},
-                                        {"path": "cart.total", "type": "modified", "after": 15.0}]}, 0, 1, 1, 1),
-    ("oracle, our format", "key with a dot", DOTTED,
-     {"feedback": {"success": True}, "config_changes": [{"type": "modify", "path": ["files", "a.txt"], "value": 2}]}, 1, 0, 1, 1),
+    (
+        "one wrong value",
+        "change",
+        CHANGE,
+        {
+            **OURS_CHANGE,
+            "config_changes": [
+                OURS_CHANGE["config_changes"][0],
+                {"type": "modify", "path": ["cart", "total"], "value": 16},
+            ],
+        },
+        0,
+        0,
+        1,
+        1,
+    ),
+    (
+        "a spurious change",
+        "change",
+        CHANGE,
+        {
+            **OURS_CHANGE,
+            "config_changes": OURS_CHANGE["config_changes"] + [{"type": "modify", "path": ["user"], "value": "bob"}],
+        },
+        0,
+        1,
+        1,
+        1,
+    ),
+    (
+        "a spurious change",
+        "nothing",
+        NOTHING,
+        {
+            "feedback": {"success": True, "data": [1, 2]},
+            "config_changes": [{"type": "modify", "path": ["n"], "value": 2}],
+        },
+        0,
+        1,
+        1,
+        1,
+    ),
+    (
+        "ints written as floats",
+        "change",
+        CHANGE,
+        {
+            **REF_CHANGE,
+            "config_changes": [
+                {"path": "cart.items", "type": "modified", "after": 3.0},
+                {"path": "cart.total", "type": "modified", "after": 15.0},
+            ],
+        },
+        0,
+        1,
+        1,
+        1,
+    ),
+    (
+        "oracle, our format",
+        "key with a dot",
+        DOTTED,
+        {"feedback": {"success": True}, "config_changes": [{"type": "modify", "path": ["files", "a.txt"], "value": 2}]},
+        1,
+        0,
+        1,
+        1,
+    ),
     # the reference splits both paths on ".", so its own dotted answer "matches" a nested a -> txt it created itself
-    ("oracle, reference SFT format", "key with a dot", DOTTED,
-     {"feedback": "{'success': True}", "config_changes": [{"path": "files.a.txt", "type": "modified", "before": 1, "after": 2}]},
-     1, 1, 1, 1),
+    (
+        "oracle, reference SFT format",
+        "key with a dot",
+        DOTTED,
+        {
+            "feedback": "{'success': True}",
+            "config_changes": [{"path": "files.a.txt", "type": "modified", "before": 1, "after": 2}],
+        },
+        1,
+        1,
+        1,
+        1,
+    ),
 ]
 
 
-@pytest.mark.parametrize("name, which, smp, ans, cm, cm_ref, fm, fm_ref", CASES, ids=[f"{c[0]} / {c[1]}" for c in CASES])
+@pytest.mark.parametrize(
+    "name, which, smp, ans, cm, cm_ref, fm, fm_ref", CASES, ids=[f"{c[0]} / {c[1]}" for c in CASES]
+)
 def test_exact_and_reference_metrics_side_by_side(name, which, smp, ans, cm, cm_ref, fm, fm_ref):
     text = json.dumps(ans)
     parsed = parse_answer(text)
@@ -91,10 +189,14 @@ def comparison_table() -> str:
 
 def test_readme_table_is_the_fixture():
     readme = (Path(__file__).resolve().parents[2] / "docs" / "evaluation.md").read_text()
-    assert comparison_table() in readme, "docs/evaluation.md's exact-vs-reference table differs from tests/envsimbench/test_reference_metrics.CASES:\n" + comparison_table()
+    assert comparison_table() in readme, (
+        "docs/evaluation.md's exact-vs-reference table differs from tests/envsimbench/test_reference_metrics.CASES:\n"
+        + comparison_table()
+    )
 
 
 # ---- one case per quirk of the reference code -------------------------------------------------
+
 
 def test_quirk_python_equality_and_bool():
     before, after = {"x": 1}, {"x": 2}
@@ -114,15 +216,24 @@ def test_quirk_unknown_types_set_and_after_is_the_value():
 def test_quirk_list_indices_and_created_intermediates():
     before, after = {"a": {"l": [1, 2]}}, {"a": {"l": [1, 5]}}
     assert cm_reference(before, after, [{"type": "modify", "path": "a.l.1", "value": 5}])
-    assert config_match(before, after, [{"type": "modify", "path": "a.l.1", "value": 5}])[0]  # we accept list indices too
+    assert config_match(before, after, [{"type": "modify", "path": "a.l.1", "value": 5}])[
+        0
+    ]  # we accept list indices too
     assert config_match(before, {"a": {"l": [1, 2, 3]}}, [{"type": "add", "path": ["a", "l", 2], "value": 3}])[0]
     assert config_match(before, {"a": {"l": [2]}}, [{"type": "delete", "path": "a.l.0"}])[0]
     # missing intermediates are created by the reference (harmless when off the true paths)
-    assert cm_reference({"x": 1}, {"x": 2}, [{"type": "add", "path": "new.deep.key", "value": 1}, {"type": "modify", "path": "x", "value": 2}])
+    assert cm_reference(
+        {"x": 1},
+        {"x": 2},
+        [{"type": "add", "path": "new.deep.key", "value": 1}, {"type": "modify", "path": "x", "value": 2}],
+    )
     # a huge position would make the reference allocate without bound: scored 0 with a reason
     listed = sample({"l": [1]}, {"l": [2]}, "ok")
-    s = score(listed, {"feedback": "", "config_changes": []}, json.dumps({"feedback": "", "config_changes": [
-        {"type": "modify", "path": "l.999999999", "value": 1}]}))
+    s = score(
+        listed,
+        {"feedback": "", "config_changes": []},
+        json.dumps({"feedback": "", "config_changes": [{"type": "modify", "path": "l.999999999", "value": 1}]}),
+    )
     assert not s.cm_reference and "allocate" in s.reference_error
 
 
@@ -138,10 +249,16 @@ def test_quirk_answers_the_reference_script_crashes_on_score_zero_with_a_reason(
 
 def test_quirk_answer_extraction():
     assert extract_json('<think>{"feedback": 1}</think>{"feedback": 2, "config_changes": []}')["feedback"] == 2
-    assert extract_json('{"feedback": 1, "config_changes": [],}') == {"feedback": 1, "config_changes": []}  # trailing comma
+    assert extract_json('{"feedback": 1, "config_changes": [],}') == {
+        "feedback": 1,
+        "config_changes": [],
+    }  # trailing comma
     assert extract_json('{"feedback": 3}{EIF{"feedback": 4}') == {"feedback": 3}
     assert extract_json("```json\n[1, 2]\n```") == [1, 2]  # a fenced non-object is returned as it is
-    assert extract_json("{'feedback': None, 'config_changes': []}") == {"feedback": "None", "config_changes": []}  # json_repair 0.59.4
+    assert extract_json("{'feedback': None, 'config_changes': []}") == {
+        "feedback": "None",
+        "config_changes": [],
+    }  # json_repair 0.59.4
     assert extract_json("no json at all") is None
 
 
@@ -155,11 +272,14 @@ def test_quirk_feedback_parse():
 
 # ---- answers in either format: exact CM --------------------------------------------------------
 
+
 def test_dotted_paths_resolve_against_the_state():
     state = {"a.b": {"c": 1}, "a": {"x": 0}}
     assert apply_changes(state, [{"type": "modify", "path": "a.b.c", "value": 2}])["a.b"]["c"] == 2
     assert apply_changes(state, [{"type": "modify", "path": "a.x", "value": 5}])["a"]["x"] == 5
-    assert apply_changes(state, [{"type": "added", "path": "a.y.z", "after": 1}])["a"]["y.z"] == 1  # parent exists, new key
+    assert (
+        apply_changes(state, [{"type": "added", "path": "a.y.z", "after": 1}])["a"]["y.z"] == 1
+    )  # parent exists, new key
     with pytest.raises(ChangeError, match="does not exist"):
         apply_changes(state, [{"type": "modify", "path": "q.r", "value": 1}])
 

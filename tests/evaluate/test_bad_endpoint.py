@@ -14,17 +14,17 @@ import pytest
 from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
-from pipeline.evaluate import results
 from pipeline.core.bounds import MAX_DEPTH
+from pipeline.core.protocol import messages
+from pipeline.envsimbench.reference import extract_json, score_reference
+from pipeline.evaluate import results
 from pipeline.evaluate.harness import MostRequestsFailed, result_row
 from pipeline.evaluate.metrics import config_match, feedback_match, score
 from pipeline.evaluate.parsing import parse_answer
-from pipeline.envsimbench.reference import extract_json, score_reference
 from pipeline.evaluate.simulators import Completion, simulator_spec
-from pipeline.core.protocol import messages
-from tests.support.layouts import benchmark_split
+from tests.evaluate.test_evaluate import rows, run  # the harness driver the evaluation tests use
 from tests.support.fake_openai import DEEP, FakeOpenAI
-from tests.evaluate.test_evaluate import run, rows  # the harness driver the evaluation tests use
+from tests.support.layouts import benchmark_split
 from tests.support.metadata import text
 
 
@@ -34,8 +34,17 @@ def split(default_layout, tmp_path_factory):
 
 
 def spec(server, **kw):
-    return simulator_spec(**{"name": "fake", "model": "fake-model", "base_url": server.url, "max_retries": 0,
-                            "timeout_s": 10, "concurrency": 8, **kw})
+    return simulator_spec(
+        **{
+            "name": "fake",
+            "model": "fake-model",
+            "base_url": server.url,
+            "max_retries": 0,
+            "timeout_s": 10,
+            "concurrency": 8,
+            **kw,
+        }
+    )
 
 
 def duck(path, version, name="fake"):
@@ -44,12 +53,15 @@ def duck(path, version, name="fake"):
     return con
 
 
-@pytest.mark.parametrize("mode, reason", [
-    ("not_json", r'malformed response: the body is not JSON: "<html><body><h1>502 Bad Gateway'),
-    ("choices_type", r"malformed response: 'choices' is object, not a list"),
-    ("content_type", r"malformed response: choices\[0\]\.message\.content is object, not a string"),
-    ("deep_body", r"malformed response: the body is nested deeper than 32 levels"),
-])
+@pytest.mark.parametrize(
+    "mode, reason",
+    [
+        ("not_json", r'malformed response: the body is not JSON: "<html><body><h1>502 Bad Gateway'),
+        ("choices_type", r"malformed response: 'choices' is object, not a list"),
+        ("content_type", r"malformed response: choices\[0\]\.message\.content is object, not a string"),
+        ("deep_body", r"malformed response: the body is nested deeper than 32 levels"),
+    ],
+)
 def test_malformed_response_is_a_request_failure_with_its_reason(split, tmp_path, mode, reason):
     _, version, samples, answers = split
     path = tmp_path / "r.jsonl"
@@ -64,7 +76,13 @@ def test_malformed_response_is_a_request_failure_with_its_reason(split, tmp_path
         assert re.match(reason, r["request_error"]), r["request_error"]
         assert r["fm"] is None and r["cm"] is None and r["parse_ok"] is None  # not scored as a wrong answer
     con = duck(path, version)
-    assert con.execute("SELECT samples, answered, request_failed, fm, cm FROM eval_runs").fetchone() == (6, 0, 6, None, None)
+    assert con.execute("SELECT samples, answered, request_failed, fm, cm FROM eval_runs").fetchone() == (
+        6,
+        0,
+        6,
+        None,
+        None,
+    )
 
 
 def test_deep_answer_is_a_parse_failure_not_a_recursion_error(split, tmp_path):
@@ -78,7 +96,12 @@ def test_deep_answer_is_a_parse_failure_not_a_recursion_error(split, tmp_path):
         assert r["parse_error"] == f"answer is nested deeper than {MAX_DEPTH} levels"
         assert "nested deeper than" in r["reference_error"]
     con = duck(path, version)
-    assert con.execute("SELECT answered, request_failed, cm, parse_fail_pct FROM eval_runs").fetchone() == (4, 0, 0.0, 100.0)
+    assert con.execute("SELECT answered, request_failed, cm, parse_fail_pct FROM eval_runs").fetchone() == (
+        4,
+        0,
+        0.0,
+        100.0,
+    )
 
 
 def _hidden_depth(levels: int) -> str:
@@ -90,14 +113,20 @@ def _hidden_depth(levels: int) -> str:
 HOSTILE = {
     "deep list": "[" * DEEP,
     "deep answer": '{"feedback": ' + "[" * DEEP + "]" * DEEP + ', "config_changes": []}',
-    "deep object": '{"feedback": 1, "config_changes": [{"type": "add", "path": ["x"], "value": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}]}",
+    "deep object": '{"feedback": 1, "config_changes": [{"type": "add", "path": ["x"], "value": '
+    + '{"a": ' * DEEP
+    + "1"
+    + "}" * DEEP
+    + "}]}",
     "depth hidden by strings": '{"feedback": ' + _hidden_depth(5000) + ', "config_changes": []}',
     "deep feedback string": json.dumps({"feedback": "[" * DEEP + "]" * DEEP, "config_changes": []}),
     "hidden-depth feedback string": json.dumps({"feedback": _hidden_depth(5000), "config_changes": []}),
-    "dotted path of 200k parts": json.dumps({"feedback": None, "config_changes": [
-        {"type": "add", "path": ".".join(["a"] * 200_000), "value": 1}]}),
-    "key-list path of 200k parts": json.dumps({"feedback": None, "config_changes": [
-        {"type": "modify", "path": ["a"] * 200_000, "value": 1}]}),
+    "dotted path of 200k parts": json.dumps(
+        {"feedback": None, "config_changes": [{"type": "add", "path": ".".join(["a"] * 200_000), "value": 1}]}
+    ),
+    "key-list path of 200k parts": json.dumps(
+        {"feedback": None, "config_changes": [{"type": "modify", "path": ["a"] * 200_000, "value": 1}]}
+    ),
 }
 
 
@@ -150,7 +179,9 @@ def test_size_cap_aborts_a_200mb_body_early(split, tmp_path, mode):
     out = rows(path)
     assert [r["status"] for r in out] == ["request_failed"] * 2
     expected = "Content-Length 209715" if mode == "huge_length" else "body passed the 1000000-byte cap"
-    assert all(r["request_error"].startswith("response too large: ") and expected in r["request_error"] for r in out), out
+    assert all(r["request_error"].startswith("response too large: ") and expected in r["request_error"] for r in out), (
+        out
+    )
     assert seconds < 10, seconds
     assert peak < 40_000_000, peak  # the harness, the client and the fake's own 1 MiB chunks together
     assert sent < 2 * 64_000_000, sent  # of 2 x 210 MB: the rest was never sent
@@ -161,7 +192,9 @@ def test_size_cap_is_configurable(split, tmp_path):
     _, version, samples, answers = split
     path = tmp_path / "r.jsonl"
     with FakeOpenAI(answers, "correct") as server:
-        with pytest.raises(MostRequestsFailed, match=r"response too large: Content-Length \d+ bytes exceeds the 100-byte cap"):
+        with pytest.raises(
+            MostRequestsFailed, match=r"response too large: Content-Length \d+ bytes exceeds the 100-byte cap"
+        ):
             run(samples[:3], spec(server, max_response_bytes=100), version, path)
         assert run(samples[:3], spec(server), version, path).completed == 3  # default cap: the same answers pass
 
@@ -175,10 +208,13 @@ def test_request_failures_are_not_wrong_answers(split, tmp_path):
         report = run(subset, spec(server, max_retries=1), version, path)  # 30%: under the 50% threshold
     assert report.completed == 7 and report.request_errors == 3
     failed = [r for r in rows(path) if r["status"] == "request_failed"]
-    assert len(failed) == 3 and all(r["request_error"] == "HTTP 500 after 1 retries: the model server crashed" for r in failed)
+    assert len(failed) == 3 and all(
+        r["request_error"] == "HTTP 500 after 1 retries: the model server crashed" for r in failed
+    )
     con = duck(path, version)
-    assert con.execute("SELECT samples, answered, request_failed, fm, cm, parse_fail_pct FROM eval_runs").fetchone() == (
-        10, 7, 3, 100.0, 100.0, 0.0)  # the oracle answers are right; failures are not in the denominators
+    assert con.execute(
+        "SELECT samples, answered, request_failed, fm, cm, parse_fail_pct FROM eval_runs"
+    ).fetchone() == (10, 7, 3, 100.0, 100.0, 0.0)  # the oracle answers are right; failures are not in the denominators
     assert con.execute("SELECT sum(request_failed), sum(answered) FROM eval_by_group").fetchone() == (3, 7)
     table = results.summary(con, [f"fake@{version}"])
     assert table.loc[0, "request_failed"] == 3 and table.loc[0, "cm"] == 100.0
@@ -196,18 +232,35 @@ def test_failing_endpoint_fails_the_asset_and_a_fixed_rerun_resumes(split, tmp_p
         layout.eval_results(version, name).unlink(missing_ok=True)
 
     def materialize_with(server):
-        config = {"simulators": [{"name": "oracle", "kind": "oracle"},
-                                 {"name": "fake", "kind": "openai", "concurrency": 16, "openai": {
-                                     "model": "fake-model", "base_url": server.url, "max_retries": 0, "timeout_s": 10}}]}
+        config = {
+            "simulators": [
+                {"name": "oracle", "kind": "oracle"},
+                {
+                    "name": "fake",
+                    "kind": "openai",
+                    "concurrency": 16,
+                    "openai": {"model": "fake-model", "base_url": server.url, "max_retries": 0, "timeout_s": 10},
+                },
+            ]
+        }
         before = server.requests
-        result = materialize([simulator_eval], resources=resources, raise_on_error=False,
-                             run_config={"ops": {"simulator_eval": {"config": config}}})
+        result = materialize(
+            [simulator_eval],
+            resources=resources,
+            raise_on_error=False,
+            run_config={"ops": {"simulator_eval": {"config": config}}},
+        )
         return result, server.requests - before
 
     def runs():
         con = duckdb.connect(str(db), read_only=True)
         try:
-            return {r[0]: r[1:] for r in con.execute("SELECT simulator, samples, answered, request_failed, cm FROM eval_runs").fetchall()}
+            return {
+                r[0]: r[1:]
+                for r in con.execute(
+                    "SELECT simulator, samples, answered, request_failed, cm FROM eval_runs"
+                ).fetchall()
+            }
         finally:
             con.close()
 
@@ -243,8 +296,12 @@ def test_eval_job_fails_the_same_way_after_recording(split, tmp_path):
     layout.eval_results(version, "fake_job").unlink(missing_ok=True)
     with FakeOpenAI(answers, "not_json") as server:
         with pytest.raises(MostRequestsFailed, match=r"fake_job: 5 of 5 requests .* the body is not JSON"):
-            eval_job.run(str(layout.root), version, [{**sim, "base_url": server.url}], max_samples=5, log=lambda _: None)
+            eval_job.run(
+                str(layout.root), version, [{**sim, "base_url": server.url}], max_samples=5, log=lambda _: None
+            )
         server.mode = "correct"
-        report = eval_job.run(str(layout.root), version, [{**sim, "base_url": server.url}], max_samples=5, log=lambda _: None)
+        report = eval_job.run(
+            str(layout.root), version, [{**sim, "base_url": server.url}], max_samples=5, log=lambda _: None
+        )
     summary = report["runs"][f"fake_job@{version}"]
     assert (summary["samples"], summary["answered"], summary["request_failed"], summary["cm"]) == (5, 5, 0, 100.0)

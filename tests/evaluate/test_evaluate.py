@@ -16,8 +16,8 @@ from pipeline.evaluate.metrics import config_match, config_match_changed_paths, 
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.run import score, score_all
 from pipeline.evaluate.simulators import EndpointError, make_simulator, simulator_spec
-from tests.support.layouts import benchmark_split
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.layouts import benchmark_split
 from tests.support.metadata import text
 
 S0 = {"a": {"b": 1, "c": 2}, "n": 0}
@@ -26,44 +26,68 @@ TRUE = [{"op": "remove", "path": ["a", "b"]}, {"op": "replace", "path": ["a", "c
 EXACT = [{"type": "delete", "path": ["a", "b"]}, {"type": "modify", "path": ["a", "c"], "value": 3}]
 
 
-@pytest.mark.parametrize("name, before, after, delta, changes, cm, changed_paths", [
-    ("exact", S0, S1, TRUE, EXACT, True, True),
-    ("extra spurious change", S0, S1, TRUE, EXACT + [{"type": "modify", "path": ["n"], "value": 9}], False, True),
-    ("removed key set to null instead", S0, S1, TRUE,
-     [{"type": "modify", "path": ["a", "b"], "value": None}, EXACT[1]], False, True),
-    ("removal missed entirely", S0, S1, TRUE, [EXACT[1]], False, False),
-    ("wrong value", S0, S1, TRUE, [EXACT[0], {"type": "modify", "path": ["a", "c"], "value": 4}], False, False),
-    ("no change predicted, none happened", S0, S0, [], [], True, True),
-    ("spurious change when nothing happens", S0, S0, [], [{"type": "add", "path": ["x"], "value": 1}], False, True),
-    ("path that does not exist", S0, S1, TRUE, [{"type": "modify", "path": ["zz", "c"], "value": 3}], False, False),
-    ("change type outside add/modify/delete", S0, S1, TRUE, [{"type": "rename", "path": ["a"], "value": 1}], False, False),
-])
+@pytest.mark.parametrize(
+    "name, before, after, delta, changes, cm, changed_paths",
+    [
+        ("exact", S0, S1, TRUE, EXACT, True, True),
+        ("extra spurious change", S0, S1, TRUE, EXACT + [{"type": "modify", "path": ["n"], "value": 9}], False, True),
+        (
+            "removed key set to null instead",
+            S0,
+            S1,
+            TRUE,
+            [{"type": "modify", "path": ["a", "b"], "value": None}, EXACT[1]],
+            False,
+            True,
+        ),
+        ("removal missed entirely", S0, S1, TRUE, [EXACT[1]], False, False),
+        ("wrong value", S0, S1, TRUE, [EXACT[0], {"type": "modify", "path": ["a", "c"], "value": 4}], False, False),
+        ("no change predicted, none happened", S0, S0, [], [], True, True),
+        ("spurious change when nothing happens", S0, S0, [], [{"type": "add", "path": ["x"], "value": 1}], False, True),
+        ("path that does not exist", S0, S1, TRUE, [{"type": "modify", "path": ["zz", "c"], "value": 3}], False, False),
+        (
+            "change type outside add/modify/delete",
+            S0,
+            S1,
+            TRUE,
+            [{"type": "rename", "path": ["a"], "value": 1}],
+            False,
+            False,
+        ),
+    ],
+)
 def test_cm_and_cm_changed_paths_pinned(name, before, after, delta, changes, cm, changed_paths):
     assert config_match(before, after, changes)[0] is cm, name
     assert config_match_changed_paths(before, after, delta, changes) is changed_paths, name
 
 
-@pytest.mark.parametrize("predicted, raw, match", [
-    ({"success": True, "data": [1, 2]}, "{'success': True, 'data': [1, 2]}", True),  # Python literal
-    ({"result": 3.0}, '{"result": 3.0}', True),  # JSON
-    ('{"result": 3.0}', '{"result": 3.0}', True),
-    ({"result": 3}, '{"result": 3.0}', False),  # exact: int is not float
-    ("Error: no such file", "Error: no such file", True),
-    ("", "{'success': True}", False),
-])
+@pytest.mark.parametrize(
+    "predicted, raw, match",
+    [
+        ({"success": True, "data": [1, 2]}, "{'success': True, 'data': [1, 2]}", True),  # Python literal
+        ({"result": 3.0}, '{"result": 3.0}', True),  # JSON
+        ('{"result": 3.0}', '{"result": 3.0}', True),
+        ({"result": 3}, '{"result": 3.0}', False),  # exact: int is not float
+        ("Error: no such file", "Error: no such file", True),
+        ("", "{'success': True}", False),
+    ],
+)
 def test_feedback_match(predicted, raw, match):
     assert feedback_match(predicted, raw) is match
 
 
-@pytest.mark.parametrize("text, ok", [
-    ('{"feedback": 1, "config_changes": []}', True),
-    ('Sure.\n```json\n{"feedback": 1, "config_changes": []}\n```\nDone.', True),
-    ('My answer: {"feedback": {"x": 1}, "config_changes": []} hope it helps', True),
-    ("no json here", False),
-    ('{"feedback": 1, "config_changes": "none"}', False),
-    ("", False),
-    ("x" * 3_000_000, False),
-])
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ('{"feedback": 1, "config_changes": []}', True),
+        ('Sure.\n```json\n{"feedback": 1, "config_changes": []}\n```\nDone.', True),
+        ('My answer: {"feedback": {"x": 1}, "config_changes": []} hope it helps', True),
+        ("no json here", False),
+        ('{"feedback": 1, "config_changes": "none"}', False),
+        ("", False),
+        ("x" * 3_000_000, False),
+    ],
+)
 def test_tolerant_parsing(text, ok):
     assert parse_answer(text).ok is ok
 
@@ -83,18 +107,28 @@ def rows(path):
 
 
 def spec(server, **kw):
-    return simulator_spec(name=kw.pop("name", "fake"), model="fake-model", base_url=server.url, max_retries=kw.pop("max_retries", 3),
-                         timeout_s=kw.pop("timeout_s", 10), concurrency=kw.pop("concurrency", 16), **kw)
+    return simulator_spec(
+        name=kw.pop("name", "fake"),
+        model="fake-model",
+        base_url=server.url,
+        max_retries=kw.pop("max_retries", 3),
+        timeout_s=kw.pop("timeout_s", 10),
+        concurrency=kw.pop("concurrency", 16),
+        **kw,
+    )
 
 
-@pytest.mark.parametrize("mode, fm, cm, parse_ok", [
-    ("correct", 1.0, 1.0, 1.0),
-    ("fenced", 1.0, 1.0, 1.0),
-    ("garbage", 0.0, 0.0, 0.0),
-    ("huge", 0.0, 0.0, 0.0),  # a 3 MB answer under an 8 MB body cap: parsed and refused as too long
-    ("429", 1.0, 1.0, 1.0),  # retried with backoff by the client
-    ("500", 1.0, 1.0, 1.0),
-])
+@pytest.mark.parametrize(
+    "mode, fm, cm, parse_ok",
+    [
+        ("correct", 1.0, 1.0, 1.0),
+        ("fenced", 1.0, 1.0, 1.0),
+        ("garbage", 0.0, 0.0, 0.0),
+        ("huge", 0.0, 0.0, 0.0),  # a 3 MB answer under an 8 MB body cap: parsed and refused as too long
+        ("429", 1.0, 1.0, 1.0),  # retried with backoff by the client
+        ("500", 1.0, 1.0, 1.0),
+    ],
+)
 def test_harness_modes(split, tmp_path, mode, fm, cm, parse_ok):
     _, version, samples, answers = split
     subset = samples[:30]
@@ -196,7 +230,9 @@ def test_results_are_cached_by_weights_not_by_served_name(split):
     assert "4 scored, 0 resumed" in b.line()
     assert a.run_id == f"served+ckpt-aaaaaaaaaaaa@{version}" and b.run_id == f"served+sha256-bbbbbbbbbbbbbbbb@{version}"
     assert a.path != b.path
-    assert {r["weights_id"] for r in rows(b.path)} == {"sha256-bbbbbbbbbbbbbbbb"} and not any(r["cm"] for r in rows(b.path))
+    assert {r["weights_id"] for r in rows(b.path)} == {"sha256-bbbbbbbbbbbbbbbb"} and not any(
+        r["cm"] for r in rows(b.path)
+    )
     assert {r["weights_id"] for r in rows(a.path)} == {"ckpt-aaaaaaaaaaaa"} and all(r["cm"] for r in rows(a.path))
     with FakeOpenAI(answers, "correct") as server:  # the first checkpoint again, served elsewhere: all resumed
         [again] = score_all(layout, version, subset, [at(first, server.url)])
@@ -206,9 +242,12 @@ def test_results_are_cached_by_weights_not_by_served_name(split):
     for run in (a, b):
         results.load_run(con, run.path, run.run_id)
     assert con.execute("SELECT simulator, weights_id, samples, cm FROM eval_runs ORDER BY weights_id").fetchall() == [
-        ("served", "ckpt-aaaaaaaaaaaa", 4, 100.0), ("served", "sha256-bbbbbbbbbbbbbbbb", 4, 0.0)]
+        ("served", "ckpt-aaaaaaaaaaaa", 4, 100.0),
+        ("served", "sha256-bbbbbbbbbbbbbbbb", 4, 0.0),
+    ]
     assert con.execute("SELECT DISTINCT weights_id FROM eval_results WHERE run_id = ?", [b.run_id]).fetchall() == [
-        ("sha256-bbbbbbbbbbbbbbbb",)]
+        ("sha256-bbbbbbbbbbbbbbbb",)
+    ]
 
 
 def test_plain_endpoint_results_are_cached_by_name_model_and_base_url(split, tmp_path):
@@ -227,7 +266,10 @@ def test_plain_endpoint_results_are_cached_by_name_model_and_base_url(split, tmp
             moved = run(subset, replace(plain, settings=replace(plain.settings, base_url=elsewhere.url)), version, path)
         assert (moved.completed, moved.skipped) == (4, 0)
     assert {(r["model"], r["base_url"], r["weights_id"]) for r in rows(path)} == {
-        ("fake-model", server.url, None), ("other-model", server.url, None), ("fake-model", elsewhere.url, None)}
+        ("fake-model", server.url, None),
+        ("other-model", server.url, None),
+        ("fake-model", elsewhere.url, None),
+    }
 
 
 def test_eval_asset_oracle_and_no_change(split, tmp_path):
@@ -236,8 +278,10 @@ def test_eval_asset_oracle_and_no_change(split, tmp_path):
 
     layout, version, samples, _ = split
     db = tmp_path / "e.duckdb"
-    result = materialize([simulator_eval], resources={"store": DataStoreResource(data_root=str(layout.root)),
-                                                       "duckdb": DuckDBResource(database=str(db))})
+    result = materialize(
+        [simulator_eval],
+        resources={"store": DataStoreResource(data_root=str(layout.root)), "duckdb": DuckDBResource(database=str(db))},
+    )
     assert result.success
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata

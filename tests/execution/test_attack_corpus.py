@@ -60,8 +60,12 @@ CONTAIN = [c for c in CASES if c.family in ("F1", "F2", "F3", "F5")]
 F4 = [c for c in CASES if c.family == "F4"]
 F6 = [c for c in CASES if c.family == "F6"]
 
-BENIGN = Case(id="control_benign", family="F3", description="A well-behaved environment (control).", class_name="Calm",
-              code='''
+BENIGN = Case(
+    id="control_benign",
+    family="F3",
+    description="A well-behaved environment (control).",
+    class_name="Calm",
+    code='''
 import uuid, random
 
 class Calm:
@@ -72,10 +76,14 @@ class Calm:
         """Count and draw a seeded id."""
         self.n += 1
         return {"success": True, "data": {"n": self.n, "id": str(uuid.uuid4()), "r": random.random()}}
-''', actions=(("step", {}), ("step", {})), same_code=(({"n": 5}, (("step", {}), ("step", {}))),))
+''',
+    actions=(("step", {}), ("step", {})),
+    same_code=(({"n": 5}, (("step", {}), ("step", {}))),),
+)
 
 
 # -- helpers ------------------------------------------------------------------------------------------
+
 
 def attack_spec(case: Case, init: dict[str, Any] | None = None):
     return V.spec(case.corpus_env_id, case.code, case.class_name, case.init if init is None else init)
@@ -86,13 +94,19 @@ def _substitute(args: dict[str, Any], own: str, nxt: str) -> dict[str, Any]:
 
 
 def attacker(case: Case, trajectory_id: str, next_id: str) -> Trajectory:
-    return Trajectory(trajectory_id, f"{case.id}-attack", attack_spec(case),
-                      tuple(Action(n, _substitute(a, trajectory_id, next_id), turn=i) for i, (n, a) in enumerate(case.actions)))
+    return Trajectory(
+        trajectory_id,
+        f"{case.id}-attack",
+        attack_spec(case),
+        tuple(Action(n, _substitute(a, trajectory_id, next_id), turn=i) for i, (n, a) in enumerate(case.actions)),
+    )
 
 
 def same_code_trajectories(case: Case) -> dict[str, Trajectory]:
-    return {f"samecode/{case.id}/{k}": V.trajectory(f"samecode/{case.id}/{k}", attack_spec(case, cfg), acts)
-            for k, (cfg, acts) in enumerate(case.same_code)}
+    return {
+        f"samecode/{case.id}/{k}": V.trajectory(f"samecode/{case.id}/{k}", attack_spec(case, cfg), acts)
+        for k, (cfg, acts) in enumerate(case.same_code)
+    }
 
 
 def labels(result: dict[str, Any]) -> str:
@@ -101,8 +115,13 @@ def labels(result: dict[str, Any]) -> str:
     return json.dumps({**result, "steps": steps}, sort_keys=True, default=repr)
 
 
-def run_all(trajectories: list[Trajectory], limits: Limits = LIMITS, workers: int = 1, idle_check: bool = False,
-            fresh_children: bool = False) -> tuple[list[tuple[Trajectory, dict[str, Any]]], str | None, list[str]]:
+def run_all(
+    trajectories: list[Trajectory],
+    limits: Limits = LIMITS,
+    workers: int = 1,
+    idle_check: bool = False,
+    fresh_children: bool = False,
+) -> tuple[list[tuple[Trajectory, dict[str, Any]]], str | None, list[str]]:
     """(results, crash, idle escapes): a crash of the run itself is returned, not raised."""
     results: list[tuple[Trajectory, dict[str, Any]]] = []
     crash = None
@@ -139,8 +158,13 @@ def idle_escapes(box: Sandbox) -> list[str]:
         if used > 0.3:
             out.append(f"pid {p} burned {used:.2f}s of CPU in 1s with no call in flight")
         try:
-            threads = int(next(line.split()[1] for line in Path(f"/proc/{p}/status").read_text().splitlines()
-                               if line.startswith("Threads:")))
+            threads = int(
+                next(
+                    line.split()[1]
+                    for line in Path(f"/proc/{p}/status").read_text().splitlines()
+                    if line.startswith("Threads:")
+                )
+            )
         except (OSError, StopIteration):
             continue
         if threads > 1:
@@ -179,7 +203,9 @@ def frame_escapes(traj: Trajectory, result: dict[str, Any]) -> list[str]:
             continue
         action = traj.actions[i]
         if step["tool"] != action.name or step["arguments_json"] != canonical_json(canonicalize(action.arguments)):
-            out.append(f"{where}: stored as {step['tool']}({step['arguments_json'][:120]}) but {action.name} was called")
+            out.append(
+                f"{where}: stored as {step['tool']}({step['arguments_json'][:120]}) but {action.name} was called"
+            )
         if step["turn"] != action.turn:
             out.append(f"{where}: turn {str(step['turn'])[:40]} stored for an action of turn {action.turn}")
         seconds = step.get("call_seconds")
@@ -206,8 +232,14 @@ def orders(case: Case) -> dict[str, list[Trajectory]]:
     first_next = (same[0] if same else v["victim/ledger/0"]).trajectory_id
     a_first = [attacker(case, f"attack/{case.id}/0", first_next), *same, *v.values()]
     mid_next = (same[0] if same else v["victim/ledger/1"]).trajectory_id
-    inter = [v["victim/counter/0"], v["victim/ledger/0"], attacker(case, f"attack/{case.id}/1", mid_next), *same,
-             v["victim/ledger/1"], attacker(case, f"attack/{case.id}/2", "victim/none")]
+    inter = [
+        v["victim/counter/0"],
+        v["victim/ledger/0"],
+        attacker(case, f"attack/{case.id}/1", mid_next),
+        *same,
+        v["victim/ledger/1"],
+        attacker(case, f"attack/{case.id}/2", "victim/none"),
+    ]
     return {"attacker-first": a_first, "interleaved": inter, "interleaved, fresh children": inter}
 
 
@@ -230,11 +262,15 @@ def containment_escapes(case: Case, clean: dict[str, str]) -> list[str]:
                 escapes.append(f"[{name}] victim {tid}: no result")
                 continue
             if labels(got[tid]) != ref:
-                escapes.append(f"[{name}] victim {tid}: labels differ from the clean run: {_first_difference(ref, got[tid])}")
+                escapes.append(
+                    f"[{name}] victim {tid}: labels differ from the clean run: {_first_difference(ref, got[tid])}"
+                )
         attackers = [(t, r) for t, r in results if t.trajectory_id.startswith("attack/")]
         for t, r in attackers:
             if V.SECRET in json.dumps(r):
-                escapes.append(f"[{name}] {t.trajectory_id}: another environment's code (the victim's secret) is in its labels")
+                escapes.append(
+                    f"[{name}] {t.trajectory_id}: another environment's code (the victim's secret) is in its labels"
+                )
             if case.family == "F5":
                 escapes += [f"[{name}] {e}" for e in frame_escapes(t, r)]
         if case.check:
@@ -245,19 +281,24 @@ def containment_escapes(case: Case, clean: dict[str, str]) -> list[str]:
 def _first_difference(reference: str, result: dict[str, Any]) -> str:
     ref = json.loads(reference)
     got = json.loads(labels(result))
-    if (ref["init"] or {}).get("state_json") != (got["init"] or {}).get("state_json") or ref["init_error"] != got["init_error"]:
+    if (ref["init"] or {}).get("state_json") != (got["init"] or {}).get("state_json") or ref["init_error"] != got[
+        "init_error"
+    ]:
         return f"initial state/reset: {str(got['init'])[:200]} / {str(got['init_error'])[:300]}"
     for a, b in zip(ref["steps"], got["steps"]):
         if a != b:
             keys = [k for k in a if a.get(k) != b.get(k)]
-            return (f"step {a['step_index']} ({a['tool']}): {', '.join(keys)}: "
-                    f"{str({k: b.get(k) for k in keys if k not in ('delta',)})[:400]}")
+            return (
+                f"step {a['step_index']} ({a['tool']}): {', '.join(keys)}: "
+                f"{str({k: b.get(k) for k in keys if k not in ('delta',)})[:400]}"
+            )
     if len(ref["steps"]) != len(got["steps"]):
         return f"{len(got['steps'])} steps instead of {len(ref['steps'])}; issues {str(got['issues'])[:300]}"
     return f"issues {str(got['issues'])[:300]}"
 
 
 # -- the corpus itself ----------------------------------------------------------------------------------
+
 
 def test_control_corpus_covers_every_family():
     by_family = {f: [c.id for c in CASES if c.family == f] for f in FAMILIES}
@@ -285,6 +326,7 @@ def test_control_a_benign_environment_mixed_with_victims_changes_nothing(clean):
 
 # -- containment ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("case", CONTAIN, ids=[c.id for c in CONTAIN])
 def test_attack_is_contained(case: Case, clean):
     """See the module docstring: victims byte-identical to the clean run, nothing leaks, nothing crashes."""
@@ -293,6 +335,7 @@ def test_attack_is_contained(case: Case, clean):
 
 
 # -- nondeterminism: the determinism check must see it --------------------------------------------------------
+
 
 def _f4_trajectories() -> list[Trajectory]:
     out = []
@@ -320,9 +363,14 @@ def f4_run(tmp_path_factory):
     from pipeline.store.reconstruct import verify_steps
 
     layout = DataLayout.at(tmp_path_factory.mktemp("f4"))
-    items = [envscaler.parse_env_item(c.corpus_env_id, {"env_class_name": c.class_name, "env_class_code": c.code}) for c in F4]
-    items += [envscaler.parse_env_item(env_id, {"env_class_name": cls, "env_class_code": code})
-              for env_id, (cls, code) in V.VICTIM_CODE.items()]
+    items = [
+        envscaler.parse_env_item(c.corpus_env_id, {"env_class_name": c.class_name, "env_class_code": c.code})
+        for c in F4
+    ]
+    items += [
+        envscaler.parse_env_item(env_id, {"env_class_name": cls, "env_class_code": code})
+        for env_id, (cls, code) in V.VICTIM_CODE.items()
+    ]
     build_catalog(layout, items, [], disabled=("bfcl",))
     with Sandbox(workers=2, limits=LIMITS) as box:
         collect(_f4_trajectories(), layout, box)
@@ -365,7 +413,8 @@ def test_nondeterministic_environment_is_frozen_or_quarantined(case: Case, f4_ru
     assert not f4_differs[case.id] or env_id in found, (
         f"{case.id} ({case.description}) is nondeterministic but not in any determinism finding "
         f"(determinism report: {report.headline()}; {len(report.sampled)} trajectories re-executed; "
-        f"environments flagged: {sorted(found)})")
+        f"environments flagged: {sorted(found)})"
+    )
 
 
 def test_control_f4_victims_are_not_quarantined(f4_run):
@@ -403,8 +452,8 @@ def _e2e(root: Path, cases: list[Case]):
     from pipeline.__main__ import summary
     from pipeline.collect.collector import collect
     from pipeline.collect.sources import SourceConfig, env_items
-    from pipeline.envs.config import EnvScalerCorpus
     from pipeline.envs.catalog import build_catalog
+    from pipeline.envs.config import EnvScalerCorpus
     from pipeline.export.hf_layout import export_split
     from pipeline.labeling.determinism import check_determinism
     from pipeline.labeling.quarantine import quarantine
@@ -416,7 +465,9 @@ def _e2e(root: Path, cases: list[Case]):
     from pipeline.store.versions import BENCHMARK
 
     env_file, scen_file = write_corpus(root / "corpus", cases)
-    cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, scen_file)])
+    cfg = SourceConfig(
+        bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, scen_file)]
+    )
     items, issues = env_items(cfg)
     layout = DataLayout.at(root / "data")
     build_catalog(layout, items, issues, disabled=("bfcl",))
@@ -424,12 +475,21 @@ def _e2e(root: Path, cases: list[Case]):
     trajectories = []
     for case in cases:  # the attacks' own tool calls, on the specs built from the corpus files
         if case.corpus_env_id not in by_env:  # refused at ingestion (an unsafe id): its reason is reported instead
-            assert any(case.corpus_env_id in i.task_id or case.corpus_env_id in i.reason for i in issues) or issues, case.id
+            assert any(case.corpus_env_id in i.task_id or case.corpus_env_id in i.reason for i in issues) or issues, (
+                case.id
+            )
             continue
         spec = by_env[case.corpus_env_id].spec(case.init)
-        trajectories.append(Trajectory(f"e2e/{case.id}", f"{case.id}-attack", spec,
-                                       tuple(Action(n, _substitute(a, f"e2e/{case.id}", "-"), turn=i)
-                                             for i, (n, a) in enumerate(case.actions))))
+        trajectories.append(
+            Trajectory(
+                f"e2e/{case.id}",
+                f"{case.id}-attack",
+                spec,
+                tuple(
+                    Action(n, _substitute(a, f"e2e/{case.id}", "-"), turn=i) for i, (n, a) in enumerate(case.actions)
+                ),
+            )
+        )
     for env_id, t in V.victim_trajectories().items():
         item = by_env[t.env_id.split("/", 1)[1]]
         trajectories.append(replace(t, env=item.spec(t.env.init_config)))
@@ -467,8 +527,9 @@ def test_e2e_run_completes_for_the_well_behaved_environments(e2e):
     assert "failed" not in stages, f"the run stopped after {list(stages)[:-1]}: {stages['failed']}"
     strata = pq.read_table(layout.strata).to_pylist()
     victims = [r for r in strata if "victim_" in r["env_id"]]
-    assert victims and not [r for r in victims if r["excluded"]], \
-        sorted({(r["env_id"], r["excluded_reason"]) for r in victims if r["excluded"]})
+    assert victims and not [r for r in victims if r["excluded"]], sorted(
+        {(r["env_id"], r["excluded_reason"]) for r in victims if r["excluded"]}
+    )
 
 
 @pytest.mark.slow

@@ -20,7 +20,8 @@ import pytest
 from pipeline.core.environment import EnvSpec
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
-from pipeline.execution import isolation, landlock, pristine, seccomp, sandbox as sandbox_module, worker
+from pipeline.execution import isolation, landlock, pristine, seccomp, worker
+from pipeline.execution import sandbox as sandbox_module
 from pipeline.execution.child import Limits
 from pipeline.execution.frames import FdReader, decode, encode
 from pipeline.execution.sandbox import Sandbox
@@ -264,6 +265,7 @@ def run(box, *trajectories):
 
 # -- item 1: children cannot reach the worker or each other -----------------------------------------
 
+
 def test_a_child_cannot_open_the_worker_or_a_siblings_memory_fds_or_environ(box):
     other = _traj(_spec("other-env", OTHER_CODE), ("where", {}), tid="warm-sibling")
     probe = _traj(_spec("probe"), ("reach", {}), tid="prober")
@@ -311,16 +313,30 @@ def _syscall_results_under_child_filter(other: int) -> dict[str, int]:
             seccomp.install()
             import pyseccomp
 
-            nr = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) for name in (
-                "tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "prlimit64", "pidfd_open",
-                "pidfd_send_signal", "memfd_create", "kill", "fcntl")}
+            nr = {
+                name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
+                for name in (
+                    "tgkill",
+                    "tkill",
+                    "rt_sigqueueinfo",
+                    "rt_tgsigqueueinfo",
+                    "prlimit64",
+                    "pidfd_open",
+                    "pidfd_send_signal",
+                    "memfd_create",
+                    "kill",
+                    "fcntl",
+                )
+            }
             me = os.getpid()
             buf = (ctypes.c_int * 32)()
             buf[2] = -1  # si_code SI_QUEUE: what the kernel lets a process queue to another
 
             def call(name, *args):
                 ctypes.set_errno(0)
-                res = libc.syscall(ctypes.c_long(nr[name]), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+                res = libc.syscall(
+                    ctypes.c_long(nr[name]), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+                )
                 return 0 if res >= 0 else ctypes.get_errno()
 
             out = {
@@ -359,8 +375,13 @@ def test_the_child_filter_refuses_signals_limits_pidfds_and_memfds_aimed_at_othe
 
 def test_in_the_sandbox_pidfd_prlimit_and_memfd_on_others_are_refused_and_signals_to_itself_work(box):
     [result] = run(box, _traj(_spec("probe"), ("hit_others", {})))
-    assert _value(result) == {"pidfd_open": "EPERM", "prlimit": "EPERM", "memfd_create": "EPERM",
-                              "raise_self": "ok", "prlimit_self": "True"}
+    assert _value(result) == {
+        "pidfd_open": "EPERM",
+        "prlimit": "EPERM",
+        "memfd_create": "EPERM",
+        "raise_self": "ok",
+        "prlimit_self": "True",
+    }
 
 
 class _Pipe:
@@ -386,10 +407,21 @@ def test_the_parent_refuses_a_frame_not_tagged_with_the_trajectory_it_reads():
     spec = _spec("probe")
     traj = _traj(spec, ("where", {}), tid="victim")
     pipe = _Pipe()
-    for msg in ({"kind": "init", "state": "{}", "trajectory_id": "victim"},
-                {"kind": "step", "step_index": 0, "tool": "where", "arguments": {}, "raised": False,
-                 "observation": "{}", "value": "{}", "state": None, "trajectory_id": "attacker"},
-                {"kind": "end", "trajectory_id": "victim"}):
+    for msg in (
+        {"kind": "init", "state": "{}", "trajectory_id": "victim"},
+        {
+            "kind": "step",
+            "step_index": 0,
+            "tool": "where",
+            "arguments": {},
+            "raised": False,
+            "observation": "{}",
+            "value": "{}",
+            "state": None,
+            "trajectory_id": "attacker",
+        },
+        {"kind": "end", "trajectory_id": "victim"},
+    ):
         os.write(pipe.w, encode(msg))
     with pytest.raises(sandbox_module._WorkerLost) as lost:
         pipe.worker().receive(traj, Limits())
@@ -401,7 +433,7 @@ def test_the_parent_refuses_a_frame_not_tagged_with_the_trajectory_it_reads():
 def test_the_worker_tags_every_forwarded_frame_and_its_tag_wins():
     forward = worker._tagger("mine")
     r, w = os.pipe()
-    forged = encode({"kind": "step", "trajectory_id": "forged", "state": "{\"a\": 1}", "step_index": 0})
+    forged = encode({"kind": "step", "trajectory_id": "forged", "state": '{"a": 1}', "step_index": 0})
     plain = encode({"kind": "tick", "step_index": 0})
     forward(w, forged)
     forward(w, plain)
@@ -410,7 +442,7 @@ def test_the_worker_tags_every_forwarded_frame_and_its_tag_wins():
     reader.feed()
     reader.feed()
     first, second = reader.frames()
-    assert first["trajectory_id"] == "mine" and first["state"] == "{\"a\": 1}"
+    assert first["trajectory_id"] == "mine" and first["state"] == '{"a": 1}'
     assert second == {"kind": "tick", "step_index": 0, "trajectory_id": "mine"}
     assert decode(encode(first)[4:]) == first
 
@@ -427,13 +459,16 @@ def test_the_workers_stderr_is_a_capped_pipe_not_a_host_file(box, monkeypatch):
     [w] = box._all
     assert os.readlink(f"/proc/{w.proc.pid}/fd/2").startswith("pipe:")
     script = "import sys; sys.stderr.write('x' * 500000 + 'LAST-WORDS'); sys.stderr.flush(); sys.exit(2)"
-    monkeypatch.setattr(sandbox_module, "worker_command", lambda isolation, tmp_mb: ([sys.executable, "-c", script], {}, "/"))
+    monkeypatch.setattr(
+        sandbox_module, "worker_command", lambda isolation, tmp_mb: ([sys.executable, "-c", script], {}, "/")
+    )
     with pytest.raises(sandbox_module.SandboxUnavailable, match="LAST-WORDS"):
         sandbox_module._Worker("trusted", Limits())
     assert sandbox_module.STDERR_KEEP <= 64 << 10
 
 
 # -- item 2: writes confined by the kernel ----------------------------------------------------------
+
 
 def test_a_dir_fd_write_outside_its_directory_is_refused_by_the_kernel_and_plants_nothing(box):
     hostile = _traj(_spec("planter"), ("plant", {}), tid="planter")
@@ -510,6 +545,7 @@ def test_without_landlock_the_sandbox_runs_and_says_so_loudly(monkeypatch, caplo
 
 # -- item 3: reuse that is provably clean, or none --------------------------------------------------
 
+
 def test_corpus_code_has_no_reuse_key_and_the_builtin_packs_code_one_per_environment():
     """Issue 33: a corpus's environment never shares a child (whatever its configuration); the builtin
     pack's code (ours) shares one across configurations of one environment."""
@@ -517,9 +553,15 @@ def test_corpus_code_has_no_reuse_key_and_the_builtin_packs_code_one_per_environ
 
     limits = Limits(reuse_children=4)
     base = _spec("ledger", POISON_CODE, "Ledger")
-    keys = {worker._reuse_key(_traj(spec, ("new_id", {})), limits) for spec in (
-        base, _spec("ledger", POISON_CODE, "Ledger", {"poison": "uuid"}), _spec("ledger-2", POISON_CODE, "Ledger"),
-        EnvSpec(base.source, base.env_id, base.init_config, {**base.options, "extra": 1}))}
+    keys = {
+        worker._reuse_key(_traj(spec, ("new_id", {})), limits)
+        for spec in (
+            base,
+            _spec("ledger", POISON_CODE, "Ledger", {"poison": "uuid"}),
+            _spec("ledger-2", POISON_CODE, "Ledger"),
+            EnvSpec(base.source, base.env_id, base.init_config, {**base.options, "extra": 1}),
+        )
+    }
     assert keys == {None}
     item = next(iter(builtin.parsed_items()))
     own = {worker._reuse_key(_traj(item.spec(config), ("x", {})), limits) for config in ({}, {"a": 1})}
@@ -599,7 +641,9 @@ def test_a_poisoned_trajectory_cannot_change_the_next_ones_labels(how):
     labels after it, with reuse, equal the victim's labels alone, byte for byte."""
     victim_spec = _spec("ledger", POISON_CODE, "Ledger", {"owner": "victim"})
     victim = _traj(victim_spec, ("new_id", {}), ("new_id", {}), ("new_id", {}), tid="victim")
-    poisoned_config = _traj(_spec("ledger", POISON_CODE, "Ledger", {"poison": how}), ("new_id", {}), tid="poison-config")
+    poisoned_config = _traj(
+        _spec("ledger", POISON_CODE, "Ledger", {"poison": how}), ("new_id", {}), tid="poison-config"
+    )
     # the same environment and configuration as the victim: a call poisons the child
     poisoned_call = _traj(victim_spec, ("poison", {"how": how}), ("new_id", {}), tid="poison-call")
     limits = Limits(call_timeout_s=5, reuse_children=8)
@@ -611,8 +655,11 @@ def test_a_poisoned_trajectory_cannot_change_the_next_ones_labels(how):
             time.sleep(0.5)
             [w] = box._all
             # stopped (warm), exited, or a spare asleep in its read with one thread (it ran no env code)
-            running = [(p, s) for p, s in _descendants(w.proc.pid)[2:] if s not in ("T", "Z")
-                       and (s != "S" or len(os.listdir(f"/proc/{p}/task")) != 1)]
+            running = [
+                (p, s)
+                for p, s in _descendants(w.proc.pid)[2:]
+                if s not in ("T", "Z") and (s != "S" or len(os.listdir(f"/proc/{p}/task")) != 1)
+            ]
             assert running == [], "no child runs code while no trajectory is in flight"
     assert _ids(alone) and all(s["outcome"] == "success" for s in alone["steps"])
     assert _ids(results[1]) == _ids(alone)

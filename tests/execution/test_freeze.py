@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core.trajectory import Trajectory
-from pipeline.core.environment import EnvSpec
 from pipeline.core import clock
+from pipeline.core.environment import EnvSpec
+from pipeline.core.trajectory import Trajectory
 from pipeline.execution import freeze
 
 ROOT = Path(__file__).resolve().parents[2]
 
-ENV_CODE = '''
+ENV_CODE = """
 import datetime, time, random, uuid, secrets, os
 from datetime import datetime as DT, date, timedelta
 from time import time as now_seconds
@@ -38,9 +38,9 @@ class Clocky:
              "due": (DT.now() + timedelta(days=3)).isoformat(), "is_dt": isinstance(DT.now(), datetime.datetime)}
         self.events.append(e)
         return e
-'''
+"""
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, sys
     from pipeline.envs import registry
     from pipeline.execution import freeze
@@ -56,13 +56,18 @@ SCRIPT = textwrap.dedent('''
     from bfcl_eval.eval_checker.multi_turn_eval.func_source_code import travel_booking
     out["bfcl_today"] = str(travel_booking.datetime.today())
     print(json.dumps(out, sort_keys=True))
-''')
+""")
 
 
 def _run(trajectory_id: str, seed: int = 0, clock_start: str = "2025-03-01T12:00:00Z") -> dict:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, trajectory_id, str(seed), clock_start, ENV_CODE],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"})
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, trajectory_id, str(seed), clock_start, ENV_CODE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -84,7 +89,7 @@ def test_clock_is_frozen_per_step_and_advances_per_step():
     assert out["step1"]["at"] == "2025-03-01T12:02:00"
     assert out["step1"]["today"] == "2025-03-01" and out["step1"]["fmt"] == "2025-03-01 12:02"
     assert out["step1"]["lt"] == [2025, 3, 1, 12, 2, 0]
-    assert out["step1"]["t"] == datetime.datetime(2025, 3, 1, 12, 2, tzinfo=datetime.timezone.utc).timestamp()
+    assert out["step1"]["t"] == datetime.datetime(2025, 3, 1, 12, 2, tzinfo=datetime.UTC).timestamp()
     assert out["step1"]["ns"] == int(out["step1"]["t"] * 1e9)
     assert out["step1"]["due"] == "2025-03-04T12:02:00" and out["step1"]["is_dt"] is True
     assert out["step0"]["mono_positive"] is True
@@ -95,6 +100,7 @@ def test_clock_is_frozen_per_step_and_advances_per_step():
 def test_step_streams_do_not_depend_on_earlier_consumption():
     with freeze.frozen("t", 0, None):
         import random
+
         freeze.at_step(3)
         first = random.random()
         for _ in range(100):

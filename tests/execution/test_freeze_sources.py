@@ -87,14 +87,27 @@ class Source:
 '''
 
 
-TOOLS = [{"type": "function", "function": {"name": "read", "description": "Read the source",
-                                           "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "description": "Read the source",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+]
 
 
 def _trajectory(name: str, expr: str, index: int = 0) -> Trajectory:
     item = EnvItem(env_id=f"src_{name}", class_name="Source", class_code=_code(expr), tools=TOOLS)
-    return Trajectory(f"envscaler/src_{name}/t{index}", f"t{index}", item.spec({}),
-                      tuple(Action("read", {}) for _ in range(3)), seed=3)
+    return Trajectory(
+        f"envscaler/src_{name}/t{index}",
+        f"t{index}",
+        item.spec({}),
+        tuple(Action("read", {}) for _ in range(3)),
+        seed=3,
+    )
 
 
 LABELS = ("raw_observation", "state_after_hash", "outcome", "delta_size")
@@ -113,7 +126,11 @@ def test_source_is_frozen_identical_labels_in_fresh_and_reused_children(sandbox,
     reused = [r for _, r in sandbox.run(trajectories)]  # one child for the three (same environment code)
     for a, b, c in zip(first, second, reused):
         assert [s["outcome"] for s in a["steps"]] == ["success"] * 3, a["steps"][0]["raw_observation"]
-        assert _labels(a) == _labels(b) == _labels(c), (name, a["steps"][0]["raw_observation"], b["steps"][0]["raw_observation"])
+        assert _labels(a) == _labels(b) == _labels(c), (
+            name,
+            a["steps"][0]["raw_observation"],
+            b["steps"][0]["raw_observation"],
+        )
 
 
 def _read_raw(path: str) -> str:
@@ -144,8 +161,12 @@ def _host_values() -> list[str]:
 @pytest.mark.parametrize("name", sorted(HOST_SOURCES))
 def test_host_identity_is_constant(sandbox, name):
     item = EnvItem(env_id=f"host_{name}", class_name="Source", class_code=_code(HOST_SOURCES[name]), tools=TOOLS)
-    trajectories = [Trajectory(f"envscaler/host_{name}/t{i}", f"t{i}", item.spec({}),
-                               tuple(Action("read", {}) for _ in range(2)), seed=3) for i in range(2)]
+    trajectories = [
+        Trajectory(
+            f"envscaler/host_{name}/t{i}", f"t{i}", item.spec({}), tuple(Action("read", {}) for _ in range(2)), seed=3
+        )
+        for i in range(2)
+    ]
     first = [r for _, r in sandbox.run(trajectories, fresh_children=True)]
     second = [r for _, r in sandbox.run(trajectories)]
     for a, b in zip(first, second):

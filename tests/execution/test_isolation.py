@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core.trajectory import Action, Trajectory
-from pipeline.envs import envscaler
-from pipeline.execution import isolation, sandbox as sandbox_module
-from pipeline.execution.child import Limits
-from pipeline.execution.sandbox import Sandbox
 from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import apply
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.envs import envscaler
+from pipeline.execution import isolation
+from pipeline.execution import sandbox as sandbox_module
+from pipeline.execution.child import Limits
+from pipeline.execution.sandbox import Sandbox
 from tests.support.procs import descendants
 
 CANARY = "sk-canary-must-never-leak-0123456789"
@@ -215,10 +216,14 @@ def test_the_namespace_boundary_holds_without_seccomp(listener, tmp_path, monkey
     data_root.mkdir()
     (data_root / "envsim.duckdb").write_text("x")
     argv = isolation.bwrap_command(64)
-    argv = argv[: argv.index("--")] + ["--", "/bin/bash", "-c", f"""
+    argv = argv[: argv.index("--")] + [
+        "--",
+        "/bin/bash",
+        "-c",
+        f"""
         echo "env: $(env | grep -c CANARY_NEVER || true) $OPENAI_API_KEY"
         (exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected) 2>/dev/null || echo no-network
-        for p in {data_root} {os.path.expanduser('~')}/.bashrc {Path.cwd()}/data {Path.cwd()}/.dagster_home {Path.cwd()}/README.md {Path.cwd()}/pipeline; do
+        for p in {data_root} {os.path.expanduser("~")}/.bashrc {Path.cwd()}/data {Path.cwd()}/.dagster_home {Path.cwd()}/README.md {Path.cwd()}/pipeline; do
             [ -e "$p" ] && echo "visible $p"
         done
         echo "home: $(ls -A /root 2>/dev/null | tr '\n' ' ')"
@@ -226,7 +231,8 @@ def test_the_namespace_boundary_holds_without_seccomp(listener, tmp_path, monkey
         touch {tmp_path}/pwned 2>/dev/null && echo wrote-host-tmp || echo no-host-tmp
         touch /tmp/private && echo private-tmp
         id -u
-    """]
+    """,
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={**os.environ}).stdout
     assert CANARY not in out
     assert "no-network" in out and "connected" not in out
@@ -273,12 +279,21 @@ def test_no_parent_variable_reaches_the_data(box):
     assert CANARY not in json.dumps(step["delta"])
     leaked = json.loads(step["observation_json"])
     assert "OPENAI_API_KEY" not in leaked and "HF_TOKEN" not in leaked and "DAGSTER_HOME" not in leaked
-    assert set(leaked) <= set(isolation.worker_environment("/opt/envsim")) | {"PWD", "LC_CTYPE", "ARROW_DEFAULT_MEMORY_POOL"}
+    assert set(leaked) <= set(isolation.worker_environment("/opt/envsim")) | {
+        "PWD",
+        "LC_CTYPE",
+        "ARROW_DEFAULT_MEMORY_POOL",
+    }
 
 
 def test_host_paths_are_not_visible(box):
-    paths = [str(Path.cwd() / "data"), os.environ.get("DAGSTER_HOME", "/nonexistent"), os.path.expanduser("~/.bashrc"),
-             str(Path.cwd() / "README.md"), "/etc/passwd"]
+    paths = [
+        str(Path.cwd() / "data"),
+        os.environ.get("DAGSTER_HOME", "/nonexistent"),
+        os.path.expanduser("~/.bashrc"),
+        str(Path.cwd() / "README.md"),
+        "/etc/passwd",
+    ]
     result = run(box, ("look_around", {"paths": paths}))
     assert json.loads(result["steps"][0]["observation_json"])["visible"] == []
 
@@ -289,8 +304,14 @@ def test_labels_are_computed_outside_even_when_the_child_patches_hashing(box):
     assert result["init"]["state_hash"] == text_hash(canonical_json(state))
     for step in result["steps"]:
         assert step["state_before_hash"] == text_hash(canonical_json(state))
-        delta = [{**rec, "before": None if rec["before"] is None else json.loads(rec["before"]),
-                  "after": None if rec["after"] is None else json.loads(rec["after"])} for rec in step["delta"]]
+        delta = [
+            {
+                **rec,
+                "before": None if rec["before"] is None else json.loads(rec["before"]),
+                "after": None if rec["after"] is None else json.loads(rec["after"]),
+            }
+            for rec in step["delta"]
+        ]
         state = apply(delta, state)
         assert step["state_after_hash"] == text_hash(canonical_json(canonicalize(state)))
         assert step["state_after_hash"] != "0" * 32

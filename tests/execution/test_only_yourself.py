@@ -80,12 +80,21 @@ def test_in_the_sandbox_priority_affinity_and_policy_act_on_the_child_only():
     out = ast.literal_eval(result["steps"][0]["raw_observation"])
     assert out["after"] == out["before"], out  # the worker's nice, policy and CPUs are untouched
     assert out.pop("ipc_ns") != os.readlink("/proc/self/ns/ipc")  # the worker's own IPC namespace (bwrap)
-    refused = ("setpriority_parent", "setpriority_group", "setpriority_user", "affinity_parent",
-               "scheduler_parent", "param_parent")
+    refused = (
+        "setpriority_parent",
+        "setpriority_group",
+        "setpriority_user",
+        "affinity_parent",
+        "scheduler_parent",
+        "param_parent",
+    )
     assert {k: out[k] for k in refused} == {k: "EPERM" for k in refused}
     # on itself a child may lower its own priority or pin itself: that only slows itself
-    assert {k: out[k] for k in ("setpriority_self", "affinity_self", "scheduler_self")} == \
-        {"setpriority_self": "ok", "affinity_self": "ok", "scheduler_self": "ok"}
+    assert {k: out[k] for k in ("setpriority_self", "affinity_self", "scheduler_self")} == {
+        "setpriority_self": "ok",
+        "affinity_self": "ok",
+        "scheduler_self": "ok",
+    }
 
 
 _IOPRIO_WHO_PROCESS, _IOPRIO_CLASS_IDLE = 1, 3
@@ -128,15 +137,17 @@ def _under_child_filter(parent: int) -> dict:
                 "shmat": call("shmat", 0, 0, 0),
                 "mq_open": call("mq_open", ctypes.addressof(queue), 0o102, 0o600, 0),  # O_CREAT|O_RDWR
                 "migrate_pages_parent": call("migrate_pages", parent, 1, 0, 0),
-                "ioprio_parent_after": libc.syscall(ctypes.c_long(nr("ioprio_get")), ctypes.c_long(1),
-                                                    ctypes.c_long(parent)),
+                "ioprio_parent_after": libc.syscall(
+                    ctypes.c_long(nr("ioprio_get")), ctypes.c_long(1), ctypes.c_long(parent)
+                ),
             }
             os.write(w, json.dumps(out).encode())
         finally:
             for kind, command in (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl")):
                 for ident in created.get(kind, []):  # a failing run leaves nothing in this IPC namespace
-                    libc.syscall(ctypes.c_long(nr(command)), ctypes.c_long(ident), ctypes.c_long(0),
-                                 ctypes.c_long(0))  # IPC_RMID
+                    libc.syscall(
+                        ctypes.c_long(nr(command)), ctypes.c_long(ident), ctypes.c_long(0), ctypes.c_long(0)
+                    )  # IPC_RMID
             if created.get("mq_"):
                 libc.syscall(ctypes.c_long(nr("mq_unlink")), ctypes.c_long(ctypes.addressof(queue)))
             os._exit(0)
@@ -153,8 +164,11 @@ def _ioprio(pid: int) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     import pyseccomp
 
-    return libc.syscall(ctypes.c_long(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "ioprio_get")),
-                        ctypes.c_long(_IOPRIO_WHO_PROCESS), ctypes.c_long(pid))
+    return libc.syscall(
+        ctypes.c_long(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "ioprio_get")),
+        ctypes.c_long(_IOPRIO_WHO_PROCESS),
+        ctypes.c_long(pid),
+    )
 
 
 def _ipc_objects() -> int:

@@ -10,25 +10,42 @@ PARAMS = {
     "properties": {
         "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 50},
         "tags": {"type": ["array", "null"], "items": {"type": "string"}},
-        "filters": {"type": ["object", "null"], "properties": {
-            "min_price": {"type": "number"}, "status": {"type": "string", "enum": ["open", "closed"]},
-            "window": {"type": "object", "properties": {"from": {"type": "string", "format": "date"},
-                                                        "days": {"type": "integer"}}, "required": ["from", "days"]},
-        }, "required": ["min_price", "status", "window"]},
+        "filters": {
+            "type": ["object", "null"],
+            "properties": {
+                "min_price": {"type": "number"},
+                "status": {"type": "string", "enum": ["open", "closed"]},
+                "window": {
+                    "type": "object",
+                    "properties": {"from": {"type": "string", "format": "date"}, "days": {"type": "integer"}},
+                    "required": ["from", "days"],
+                },
+            },
+            "required": ["min_price", "status", "window"],
+        },
         "mode": {"type": "string", "enum": ["fast", "safe"]},
         "amount": {"anyOf": [{"type": "number"}, {"type": "null"}]},
         "ref": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
         "user_ids": {"type": "array", "items": {"type": "integer"}},
-        "lines": {"type": "array", "items": {"type": "object", "properties": {
-            "sku": {"type": "string"}, "qty": {"type": "integer"}}, "required": ["sku", "qty"]}},
+        "lines": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}},
+                "required": ["sku", "qty"],
+            },
+        },
         "flag": {"type": "boolean"},
         "note": {"type": "string"},
     },
     "required": ["limit", "tags", "filters", "mode", "amount", "ref", "user_ids", "lines", "flag"],
 }
 TOOL = {"type": "function", "function": {"name": "search", "parameters": PARAMS}}
-STATE = {"users": {"U1": {"name": "Ann", "age": 31}, "U2": {"name": "Bo", "age": 40}},
-         "skus": {"SKU-1": {"stock": 3}}, "user_ids": ["U1", "U2"]}
+STATE = {
+    "users": {"U1": {"name": "Ann", "age": 31}, "U2": {"name": "Bo", "age": 40}},
+    "skus": {"SKU-1": {"stock": 3}},
+    "user_ids": ["U1", "U2"],
+}
 
 
 def test_arguments_validate_against_the_schema_including_unions():
@@ -48,8 +65,10 @@ def test_arguments_validate_against_the_schema_including_unions():
 
 def test_optional_nullable_arguments_are_sometimes_null():
     params = {"type": "object", "properties": {"limit": {"type": ["integer", "null"]}}, "required": []}
-    policy = ExplorationPolicy([{"function": {"name": "f", "parameters": params}}],
-                               PolicySettings(seed=2, mutate_rate=0.0, optional_rate=1.0, episode_length=300))
+    policy = ExplorationPolicy(
+        [{"function": {"name": "f", "parameters": params}}],
+        PolicySettings(seed=2, mutate_rate=0.0, optional_rate=1.0, episode_length=300),
+    )
     values = [policy.next_action({}, i).arguments["limit"] for i in range(300)]
     assert None in values and any(isinstance(v, int) for v in values)
     assert all(v is None or isinstance(v, int) for v in values)
@@ -63,8 +82,10 @@ def test_mutations_keep_the_type_and_are_recorded():
         assert action.mutated_arg in action.arguments
         mutated.add(action.mutated_arg)
         # a mutated value is still of a type the schema allows (bounds and enums may be broken on purpose)
-        loose = {k: {kk: vv for kk, vv in v.items() if kk not in ("minimum", "maximum", "enum", "format")}
-                 for k, v in PARAMS["properties"].items()}
+        loose = {
+            k: {kk: vv for kk, vv in v.items() if kk not in ("minimum", "maximum", "enum", "format")}
+            for k, v in PARAMS["properties"].items()
+        }
         name = action.mutated_arg
         jsonschema.validate(action.arguments[name], _strip(loose[name]))
     assert len(mutated) >= 6

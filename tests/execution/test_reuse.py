@@ -7,13 +7,23 @@ import itertools
 
 from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
-from pipeline.execution.sandbox import Sandbox
 from pipeline.execution.child import Limits
+from pipeline.execution.sandbox import Sandbox
 
 
 def _labels(result: dict) -> list:
-    return [(s["step_index"], s["tool"], s["raw_observation"], s["outcome"], s["state_before_hash"],
-             s["state_after_hash"], s["delta_size"]) for s in result["steps"]]
+    return [
+        (
+            s["step_index"],
+            s["tool"],
+            s["raw_observation"],
+            s["outcome"],
+            s["state_before_hash"],
+            s["state_after_hash"],
+            s["delta_size"],
+        )
+        for s in result["steps"]
+    ]
 
 
 def test_every_bfcl_trajectory_labels_the_same_in_reused_and_fresh_children():
@@ -22,8 +32,12 @@ def test_every_bfcl_trajectory_labels_the_same_in_reused_and_fresh_children():
         reused = {t.trajectory_id: r for t, r in box.run(trajectories)}
         fresh = {t.trajectory_id: r for t, r in box.run(trajectories, fresh_children=True)}
     assert len(reused) == len(fresh) == len(trajectories) == 800
-    differ = [tid for tid in fresh if _labels(fresh[tid]) != _labels(reused[tid])
-              or fresh[tid]["init"]["state_hash"] != reused[tid]["init"]["state_hash"]]
+    differ = [
+        tid
+        for tid in fresh
+        if _labels(fresh[tid]) != _labels(reused[tid])
+        or fresh[tid]["init"]["state_hash"] != reused[tid]["init"]["state_hash"]
+    ]
     assert differ == []
 
 

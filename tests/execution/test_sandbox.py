@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from pipeline.envs.bfcl_replay import bfcl_env_spec
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
+from pipeline.envs.bfcl_replay import bfcl_env_spec
 from pipeline.envs.bfcl_tasks import BfclTask
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
@@ -84,10 +84,15 @@ def test_module_level_state_never_leaks_between_trajectories(box, hostile):
 def test_runaway_bfcl_square_root_is_cut_at_the_timeout(box):
     task = BfclTask("sqrt", "custom", ["MathAPI"], {}, [])
     spec = bfcl_env_spec(task)
-    traj = Trajectory("t", "sqrt", spec, (
-        Action("square_root", {"number": 2, "precision": 100_000_000}),
-        Action("add", {"a": 1, "b": 2}),
-    ))
+    traj = Trajectory(
+        "t",
+        "sqrt",
+        spec,
+        (
+            Action("square_root", {"number": 2, "precision": 100_000_000}),
+            Action("add", {"a": 1, "b": 2}),
+        ),
+    )
     [(_, result)] = list(box.run([traj]))
     hung, nxt = result["steps"]
     # cut by the wall-clock limit, or by the memory cap when its allocations get there first (in a reused

@@ -19,39 +19,168 @@ EPERM, ENOSYS = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
 # the kernel's syscall numbers (x86_64: arch/x86/entry/syscalls/syscall_64.tbl; aarch64: the generic table)
 NUMBERS = {
     "x86_64": {
-        "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "ptrace": 101, "process_vm_readv": 310,
-        "process_vm_writev": 311, "kill": 62, "mount": 165, "umount2": 166, "unshare": 272, "setns": 308,
-        "pivot_root": 155, "chroot": 161, "bpf": 321, "perf_event_open": 298, "keyctl": 250, "add_key": 248,
-        "request_key": 249, "mknod": 133, "mknodat": 259, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
-        "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "io_uring_setup": 425,
-        "userfaultfd": 323, "memfd_create": 319, "pidfd_open": 434, "pidfd_send_signal": 424,
-        "pidfd_getfd": 438, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "process_madvise": 440,
-        "process_mrelease": 448, "kcmp": 312,
-        "clone": 56, "clone3": 435, "tkill": 200, "tgkill": 234, "prlimit64": 302, "fcntl": 72,
-        "read": 0, "write": 1, "openat": 257, "mmap": 9, "futex": 202, "getpid": 39, "wait4": 61,
-        "memfd_secret": 447, "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
-        "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
-        "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144, "sched_setaffinity": 203,
-        "sched_setattr": 314, "ioprio_set": 251, "migrate_pages": 256, "move_pages": 279,
-        "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244,
-        "mq_getsetattr": 245, "flock": 73, "inotify_init": 253, "inotify_init1": 294, "fanotify_init": 300,
+        "fork": 57,
+        "vfork": 58,
+        "execve": 59,
+        "execveat": 322,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "kill": 62,
+        "mount": 165,
+        "umount2": 166,
+        "unshare": 272,
+        "setns": 308,
+        "pivot_root": 155,
+        "chroot": 161,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "keyctl": 250,
+        "add_key": 248,
+        "request_key": 249,
+        "mknod": 133,
+        "mknodat": 259,
+        "setxattr": 188,
+        "lsetxattr": 189,
+        "fsetxattr": 190,
+        "removexattr": 197,
+        "lremovexattr": 198,
+        "fremovexattr": 199,
+        "io_uring_setup": 425,
+        "userfaultfd": 323,
+        "memfd_create": 319,
+        "pidfd_open": 434,
+        "pidfd_send_signal": 424,
+        "pidfd_getfd": 438,
+        "rt_sigqueueinfo": 129,
+        "rt_tgsigqueueinfo": 297,
+        "process_madvise": 440,
+        "process_mrelease": 448,
+        "kcmp": 312,
+        "clone": 56,
+        "clone3": 435,
+        "tkill": 200,
+        "tgkill": 234,
+        "prlimit64": 302,
+        "fcntl": 72,
+        "read": 0,
+        "write": 1,
+        "openat": 257,
+        "mmap": 9,
+        "futex": 202,
+        "getpid": 39,
+        "wait4": 61,
+        "memfd_secret": 447,
+        "shmget": 29,
+        "shmat": 30,
+        "shmctl": 31,
+        "shmdt": 67,
+        "semget": 64,
+        "semop": 65,
+        "semctl": 66,
+        "semtimedop": 220,
+        "msgget": 68,
+        "msgsnd": 69,
+        "msgrcv": 70,
+        "msgctl": 71,
+        "setpriority": 141,
+        "sched_setparam": 142,
+        "sched_setscheduler": 144,
+        "sched_setaffinity": 203,
+        "sched_setattr": 314,
+        "ioprio_set": 251,
+        "migrate_pages": 256,
+        "move_pages": 279,
+        "mq_open": 240,
+        "mq_unlink": 241,
+        "mq_timedsend": 242,
+        "mq_timedreceive": 243,
+        "mq_notify": 244,
+        "mq_getsetattr": 245,
+        "flock": 73,
+        "inotify_init": 253,
+        "inotify_init1": 294,
+        "fanotify_init": 300,
     },
     "aarch64": {
-        "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-        "kill": 129, "mount": 40, "umount2": 39, "unshare": 97, "setns": 268, "pivot_root": 41, "chroot": 51,
-        "bpf": 280, "perf_event_open": 241, "keyctl": 219, "add_key": 217, "request_key": 218, "mknodat": 33,
-        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
-        "fremovexattr": 16, "io_uring_setup": 425, "userfaultfd": 282, "memfd_create": 279,
-        "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "rt_sigqueueinfo": 138,
-        "rt_tgsigqueueinfo": 240, "process_madvise": 440, "process_mrelease": 448, "kcmp": 272,
-        "clone": 220, "clone3": 435, "tkill": 130, "tgkill": 131, "prlimit64": 261, "fcntl": 25,
-        "read": 63, "write": 64, "openat": 56, "mmap": 222, "futex": 98, "getpid": 172, "wait4": 260,
-        "memfd_secret": 447, "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190,
-        "semop": 193, "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188,
-        "msgctl": 187, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
-        "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "migrate_pages": 238, "move_pages": 239,
-        "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
-        "mq_getsetattr": 185, "flock": 32, "inotify_init1": 26, "fanotify_init": 262,
+        "execve": 221,
+        "execveat": 281,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "kill": 129,
+        "mount": 40,
+        "umount2": 39,
+        "unshare": 97,
+        "setns": 268,
+        "pivot_root": 41,
+        "chroot": 51,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "keyctl": 219,
+        "add_key": 217,
+        "request_key": 218,
+        "mknodat": 33,
+        "setxattr": 5,
+        "lsetxattr": 6,
+        "fsetxattr": 7,
+        "removexattr": 14,
+        "lremovexattr": 15,
+        "fremovexattr": 16,
+        "io_uring_setup": 425,
+        "userfaultfd": 282,
+        "memfd_create": 279,
+        "pidfd_open": 434,
+        "pidfd_send_signal": 424,
+        "pidfd_getfd": 438,
+        "rt_sigqueueinfo": 138,
+        "rt_tgsigqueueinfo": 240,
+        "process_madvise": 440,
+        "process_mrelease": 448,
+        "kcmp": 272,
+        "clone": 220,
+        "clone3": 435,
+        "tkill": 130,
+        "tgkill": 131,
+        "prlimit64": 261,
+        "fcntl": 25,
+        "read": 63,
+        "write": 64,
+        "openat": 56,
+        "mmap": 222,
+        "futex": 98,
+        "getpid": 172,
+        "wait4": 260,
+        "memfd_secret": 447,
+        "shmget": 194,
+        "shmat": 196,
+        "shmctl": 195,
+        "shmdt": 197,
+        "semget": 190,
+        "semop": 193,
+        "semctl": 191,
+        "semtimedop": 192,
+        "msgget": 186,
+        "msgsnd": 189,
+        "msgrcv": 188,
+        "msgctl": 187,
+        "setpriority": 140,
+        "sched_setparam": 118,
+        "sched_setscheduler": 119,
+        "sched_setaffinity": 122,
+        "sched_setattr": 274,
+        "ioprio_set": 30,
+        "migrate_pages": 238,
+        "move_pages": 239,
+        "mq_open": 180,
+        "mq_unlink": 181,
+        "mq_timedsend": 182,
+        "mq_timedreceive": 183,
+        "mq_notify": 184,
+        "mq_getsetattr": 185,
+        "flock": 32,
+        "inotify_init1": 26,
+        "fanotify_init": 262,
     },
 }
 ALLOWED = ("read", "write", "openat", "mmap", "futex", "getpid", "wait4")
@@ -70,7 +199,9 @@ def _run(program: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
         pc += 1
         cls, src = code & 7, (x if code & 8 else k)
         if cls == 0:  # BPF_LD: W|ABS, IMM or MEM
-            a = {0x20: lambda: struct.unpack_from("<I", data, k)[0], 0x00: lambda: k, 0x60: lambda: mem[k]}[code & 0xE0]()
+            a = {0x20: lambda: struct.unpack_from("<I", data, k)[0], 0x00: lambda: k, 0x60: lambda: mem[k]}[
+                code & 0xE0
+            ]()
         elif cls == 1:  # BPF_LDX
             x = k if code & 0xE0 == 0 else mem[k]
         elif cls in (2, 3):  # BPF_ST, BPF_STX
@@ -95,8 +226,10 @@ def machine(request) -> str:
 
 
 def _programs(machine: str) -> tuple[bytes, bytes]:
-    return (seccomp.export_bpf(seccomp.base_filter(machine)),
-            seccomp.export_bpf(seccomp.child_filter(machine, pid=PID)))
+    return (
+        seccomp.export_bpf(seccomp.base_filter(machine)),
+        seccomp.export_bpf(seccomp.child_filter(machine, pid=PID)),
+    )
 
 
 def test_each_listed_syscall_is_refused_with_the_same_errno_on_each_architecture(machine):
@@ -144,12 +277,14 @@ def test_argument_conditions(machine):
         assert (child_action(name, 0), child_action(name, PID), child_action(name, 1 << 32)) == (ALLOW, EPERM, EPERM)
         assert _run(base, nr[name], arch, (PID,)) == ALLOW, name  # the worker is not limited
     PRIO_PROCESS, PRIO_PGRP, PRIO_USER, IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 0, 1, 2, 1, 3
-    assert [child_action("setpriority", which, who, 19) for which, who in (
-        (PRIO_PROCESS, 0), (PRIO_PROCESS, PID), (PRIO_PGRP, 0), (PRIO_USER, 0), (PRIO_USER, 65534))] == \
-        [ALLOW] + [EPERM] * 4
-    assert [child_action("ioprio_set", which, who, 3 << 13) for which, who in (
-        (IOPRIO_WHO_PROCESS, 0), (IOPRIO_WHO_PROCESS, PID), (0, 0), (2, 0), (IOPRIO_WHO_USER, 0))] == \
-        [ALLOW] + [EPERM] * 4
+    assert [
+        child_action("setpriority", which, who, 19)
+        for which, who in ((PRIO_PROCESS, 0), (PRIO_PROCESS, PID), (PRIO_PGRP, 0), (PRIO_USER, 0), (PRIO_USER, 65534))
+    ] == [ALLOW] + [EPERM] * 4
+    assert [
+        child_action("ioprio_set", which, who, 3 << 13)
+        for which, who in ((IOPRIO_WHO_PROCESS, 0), (IOPRIO_WHO_PROCESS, PID), (0, 0), (2, 0), (IOPRIO_WHO_USER, 0))
+    ] == [ALLOW] + [EPERM] * 4
     assert [child_action("fcntl", 3, cmd) for cmd in (8, 15, 0xFFFFFFFF00000008, 1, 2, 4)] == [EPERM] * 3 + [ALLOW] * 3
     # no lock test (F_GETLK, F_OFD_GETLK), lease or F_NOTIFY; taking a lock (F_SETLK(W), F_OFD_SETLK(W)) stays
     assert [child_action("fcntl", 3, cmd) for cmd in (5, 36, 1024, 1026, 6, 7, 37, 38)] == [EPERM] * 4 + [ALLOW] * 4

@@ -32,9 +32,19 @@ def deep(n: int) -> str:
 
 def good_step(index: int = 0, **over):
     frame = {
-        "kind": "step", "step_index": index, "turn": index, "tool": "bump", "arguments": {"by": index + 1},
-        "raised": False, "error_type": None, "error_message": None, "observation": "{'success': True}",
-        "value": '{"success":true}', "state": json.dumps({"n": index + 1}), "call_seconds": 0.01, "env_output": None,
+        "kind": "step",
+        "step_index": index,
+        "turn": index,
+        "tool": "bump",
+        "arguments": {"by": index + 1},
+        "raised": False,
+        "error_type": None,
+        "error_message": None,
+        "observation": "{'success': True}",
+        "value": '{"success":true}',
+        "state": json.dumps({"n": index + 1}),
+        "call_seconds": 0.01,
+        "env_output": None,
         "trajectory_id": "t",  # a tag the boundary adds to forwarded frames: tolerated
     }
     frame.update(over)
@@ -131,13 +141,16 @@ def test_messages_from_inside_are_stored_encodable():
     assert_writable(result)
 
 
-@pytest.mark.parametrize("over, field", [
-    ({"tool": "delete_everything"}, "tool"),
-    ({"arguments": {"by": 1000}}, "arguments"),
-    ({"arguments": {"by": 1, "extra": True}}, "arguments"),
-    ({"turn": 7}, "turn"),
-    ({"step_index": 1}, "step_index"),
-])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"tool": "delete_everything"}, "tool"),
+        ({"arguments": {"by": 1000}}, "arguments"),
+        ({"arguments": {"by": 1, "extra": True}}, "arguments"),
+        ({"turn": 7}, "turn"),
+        ({"step_index": 1}, "step_index"),
+    ],
+)
 def test_a_step_must_be_the_call_the_parent_sent(over, field):
     result = labels_of(good_step(**over))
     [step] = result["steps"]
@@ -161,30 +174,42 @@ def explore_trajectory():
 
 
 def action(tool="bump", arguments=None, index=0, **over):
-    frame = {"kind": "action", "step_index": index, "tool": tool, "arguments": {"by": 1} if arguments is None else arguments,
-             "mutated_arg": None}
+    frame = {
+        "kind": "action",
+        "step_index": index,
+        "tool": tool,
+        "arguments": {"by": 1} if arguments is None else arguments,
+        "mutated_arg": None,
+    }
     frame.update(over)
     return frame
 
 
 def test_exploration_labels_the_announced_action(explore_trajectory):
-    result = labels_of(action(), good_step(), action(arguments={"by": 2}, index=1), good_step(1), trajectory=explore_trajectory)
+    result = labels_of(
+        action(), good_step(), action(arguments={"by": 2}, index=1), good_step(1), trajectory=explore_trajectory
+    )
     assert [s["outcome"] for s in result["steps"]] == ["success", "success"]
 
 
-@pytest.mark.parametrize("frame, field", [
-    (action(tool="rm_rf"), "tool"),
-    (action(arguments=[1, 2]), "arguments"),
-    (action(arguments={"by": json.loads(deep(300))}), "arguments"),
-    (action(arguments={"by": "\ud800"}), "arguments"),
-    (action(index=10**30), "step_index"),
-    (action(index=5), "step_index"),
-    (action(mutated_arg=["x"]), "mutated_arg"),
-])
+@pytest.mark.parametrize(
+    "frame, field",
+    [
+        (action(tool="rm_rf"), "tool"),
+        (action(arguments=[1, 2]), "arguments"),
+        (action(arguments={"by": json.loads(deep(300))}), "arguments"),
+        (action(arguments={"by": "\ud800"}), "arguments"),
+        (action(index=10**30), "step_index"),
+        (action(index=5), "step_index"),
+        (action(mutated_arg=["x"]), "mutated_arg"),
+    ],
+)
 def test_exploration_action_frames_are_checked(explore_trajectory, frame, field):
     result = labels_of(frame, good_step(), trajectory=explore_trajectory)
-    assert result["steps"] == [] and any("truncated" in i for i in result["issues"]) or (
-        result["steps"] and result["steps"][0]["outcome"] == "error"
+    assert (
+        result["steps"] == []
+        and any("truncated" in i for i in result["issues"])
+        or (result["steps"] and result["steps"][0]["outcome"] == "error")
     )
     labels = TrajectoryLabels(explore_trajectory, 100)
     labels.feed({"kind": "init", "state": '{"n":0}'})
@@ -206,14 +231,17 @@ def test_exploration_step_must_match_the_announced_action(explore_trajectory):
 # -- decode: the wire format itself ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("body, field", [
-    (b'{"kind":"step","turn":Infinity}', "turn"),
-    (b'{"kind":"step","call_seconds":NaN}', "call_seconds"),
-    (b'{"kind":"step","arguments":{"x":[-Infinity]}}', "arguments.x.0"),
-    (b'{"kind":"step","observation":"a\\ud800b"}', "observation"),
-    (b'{"kind":"step","arguments":{"\\udc00":1}}', "arguments.<key>"),
-    (b'{"kind":"step","arguments":' + deep(150).encode() + b"}", "arguments"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (b'{"kind":"step","turn":Infinity}', "turn"),
+        (b'{"kind":"step","call_seconds":NaN}', "call_seconds"),
+        (b'{"kind":"step","arguments":{"x":[-Infinity]}}', "arguments.x.0"),
+        (b'{"kind":"step","observation":"a\\ud800b"}', "observation"),
+        (b'{"kind":"step","arguments":{"\\udc00":1}}', "arguments.<key>"),
+        (b'{"kind":"step","arguments":' + deep(150).encode() + b"}", "arguments"),
+    ],
+)
 def test_decode_refuses_what_is_not_json_naming_the_field(body, field):
     with pytest.raises(FrameError) as err:
         decode(body)
@@ -227,7 +255,7 @@ def test_decode_keeps_good_frames_and_extra_fields():
 
 # -- end to end: environment code in the real sandbox forges frames on its own frame pipe -------------
 
-FORGER_CODE = r'''
+FORGER_CODE = r"""
 import json, os, stat, struct
 
 class Forger:
@@ -267,7 +295,7 @@ class Forger:
                 pass
         self.n += 100
         return {"success": True, "data": self.n}
-'''
+"""
 
 E2E = [
     ("turn_infinity", "turn"),
@@ -296,9 +324,16 @@ def forger():
 
 def test_environment_code_forging_frames_never_crashes_the_run(box, forger):
     trajectories = [
-        Trajectory(f"t-{case}", "task", forger, (
-            Action("bump", {}, turn=0), Action("forge", {"case": case, "index": 1}, turn=1), Action("bump", {}, turn=2),
-        ))
+        Trajectory(
+            f"t-{case}",
+            "task",
+            forger,
+            (
+                Action("bump", {}, turn=0),
+                Action("forge", {"case": case, "index": 1}, turn=1),
+                Action("bump", {}, turn=2),
+            ),
+        )
         for case, _ in E2E
     ]
     victim = Trajectory("victim", "task", forger, (Action("bump", {}, turn=0), Action("bump", {}, turn=1)))
@@ -308,7 +343,10 @@ def test_environment_code_forging_frames_never_crashes_the_run(box, forger):
         first, forged, *rest = result["steps"]
         assert first["outcome"] == "success", case
         assert forged["step_index"] == 1 and forged["outcome"] == "error", (case, forged)
-        assert forged["error_type"] == "UntrustedData" and f"'{field}'" in forged["error_message"], (case, forged["error_message"])
+        assert forged["error_type"] == "UntrustedData" and f"'{field}'" in forged["error_message"], (
+            case,
+            forged["error_message"],
+        )
         assert forged["tool"] == "forge" and forged["turn"] == 1
         assert all(s["outcome"] == "success" for s in rest)  # the trajectory goes on, or is truncated there
         rows = [step_row(traj, step, None) for step in result["steps"]]

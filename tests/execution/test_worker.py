@@ -69,8 +69,12 @@ LIMITS = Limits(call_timeout_s=10, memory_mb=512, tmp_mb=48, reuse_children=8)
 def _traj(env_id: str, code: str, cls: str, tid: str, *actions: tuple[str, dict], config: dict | None = None):
     item = envscaler.parse_env_item(env_id, {"env_class_name": cls, "env_class_code": code})
     assert not item.problems, item.problems
-    return Trajectory(tid, "task", item.spec(config or {"owner": "victim"}),
-                      tuple(Action(n, dict(a), turn=i) for i, (n, a) in enumerate(actions)))
+    return Trajectory(
+        tid,
+        "task",
+        item.spec(config or {"owner": "victim"}),
+        tuple(Action(n, dict(a), turn=i) for i, (n, a) in enumerate(actions)),
+    )
 
 
 def _labels(result: dict) -> list:
@@ -119,7 +123,7 @@ class Hog:
         return {"success": True, "held_mib": self.held}
 '''
 
-INNOCENT = r'''
+INNOCENT = r"""
 import os
 
 class Notes:
@@ -131,7 +135,7 @@ class Notes:
 
     def size_of_cache(self):
         return {"success": True, "size": self.size}
-'''
+"""
 
 
 def test_unlinked_files_held_open_by_a_corpus_child_do_not_fill_a_later_environments_tmp():
@@ -191,5 +195,11 @@ def test_a_child_can_neither_lock_nor_test_a_lock_on_a_file_other_environments_c
     out = ast.literal_eval(result["steps"][0]["raw_observation"])
     # flock (exclusive or shared) and lock tests are refused; a write lock needs a file opened for writing,
     # which a shared file never is; a read lock alone is invisible to every other child
-    assert out == {"flock_ex": "EPERM", "flock_sh": "EPERM", "getlk": "EPERM", "ofd_getlk": "EPERM",
-                   "write_lock": "EBADF", "sqlite": 1}, out
+    assert out == {
+        "flock_ex": "EPERM",
+        "flock_sh": "EPERM",
+        "getlk": "EPERM",
+        "ofd_getlk": "EPERM",
+        "write_lock": "EBADF",
+        "sqlite": 1,
+    }, out

@@ -8,14 +8,14 @@ import pandas as pd
 import pytest
 from dagster import materialize
 
+from pipeline.core.canonical import canonical_json
+from pipeline.core.protocol import ChangeError, apply_changes, delta_to_changes, messages
 from pipeline.export.hf_layout import ExportConflict, export_split
 from pipeline.export.hub import PushError, push_export
-from pipeline.core.protocol import ChangeError, apply_changes, delta_to_changes, messages
 from pipeline.export.records import alpaca_record, chat_record
 from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
-from pipeline.core.canonical import canonical_json
 from tests.support.fake_hub import FakeHub
 from tests.support.layouts import stratified_copy
 
@@ -48,14 +48,17 @@ def test_every_answer_reproduces_the_next_state(splits):
             assert canonical_json(after) == canonical_json(json.loads(row["state_after_json"])), row["step_id"]
 
 
-@pytest.mark.parametrize("changes, error", [
-    ([{"type": "modify", "path": ["nope", "x"], "value": 1}], "does not exist"),
-    ([{"type": "rename", "path": ["a"], "value": 1}], "unknown type"),
-    ([{"type": "add", "path": ["a"], "value": 1}], "add of existing"),
-    ([{"type": "delete", "path": ["b"]}], "cannot delete missing"),
-    ([{"type": "modify", "path": []}], "non-empty list"),
-    ({"type": "modify"}, "must be a list"),
-])
+@pytest.mark.parametrize(
+    "changes, error",
+    [
+        ([{"type": "modify", "path": ["nope", "x"], "value": 1}], "does not exist"),
+        ([{"type": "rename", "path": ["a"], "value": 1}], "unknown type"),
+        ([{"type": "add", "path": ["a"], "value": 1}], "add of existing"),
+        ([{"type": "delete", "path": ["b"]}], "cannot delete missing"),
+        ([{"type": "modify", "path": []}], "non-empty list"),
+        ({"type": "modify"}, "must be a list"),
+    ],
+)
 def test_malformed_changes_are_rejected(changes, error):
     with pytest.raises(ChangeError, match=error):
         apply_changes({"a": 1}, changes)
@@ -127,8 +130,11 @@ def test_card_has_data_fields_num_bytes_limitations_and_citation(exported, split
     shutil.copytree(report.directory, copy)
     card = (copy / "README.md").read_text()
     num = re.search(r"num_bytes: (\d+)", card).group(1)
-    (copy / "README.md").write_text(card.replace(f"num_bytes: {num}", f"num_bytes: {int(num) + 1}", 1)
-                                    .replace("- `sample_hash` (", "- `sample_hash_gone` (", 1))
+    (copy / "README.md").write_text(
+        card.replace(f"num_bytes: {num}", f"num_bytes: {int(num) + 1}", 1).replace(
+            "- `sample_hash` (", "- `sample_hash_gone` (", 1
+        )
+    )
     problems = verify_card(copy, samples, "test")
     assert any("bytes" in p for p in problems) and any("sample_hash" in p for p in problems), problems
 
@@ -173,11 +179,14 @@ def test_push_token_is_huggingface_hubs_when_none_is_given(exported, monkeypatch
         assert hub.dataset("me/env-token")["tags"] == {report.version: pushed.commit}
 
 
-@pytest.mark.parametrize("route, outcome, message", [
-    ("commit", 401, "rejected (401)"),
-    ("commit", 403, "may not write to this repo (403)"),
-    ("commit", "drop", "network or protocol error"),
-])
+@pytest.mark.parametrize(
+    "route, outcome, message",
+    [
+        ("commit", 401, "rejected (401)"),
+        ("commit", 403, "may not write to this repo (403)"),
+        ("commit", "drop", "network or protocol error"),
+    ],
+)
 def test_failed_push_is_clear_and_a_retry_completes(exported, route, outcome, message):
     report = exported[BENCHMARK]
     with FakeHub() as hub:
@@ -219,18 +228,24 @@ def test_export_assets_push_and_check(splits, tmp_path):
     with FakeHub() as hub:
         result = materialize(
             [benchmark_dataset, sft_dataset],
-            resources={"store": DataStoreResource(data_root=str(layout.root)),
-                       "hub": HuggingFaceHubResource(token=hub.token, endpoint=hub.url)},
-            run_config={"ops": {
-                "benchmark_dataset": {"config": {"directory": str(tmp_path / "b"), "repo_id": "me/b"}},
-                "sft_dataset": {"config": {"directory": str(tmp_path / "s")}},
-            }},
+            resources={
+                "store": DataStoreResource(data_root=str(layout.root)),
+                "hub": HuggingFaceHubResource(token=hub.token, endpoint=hub.url),
+            },
+            run_config={
+                "ops": {
+                    "benchmark_dataset": {"config": {"directory": str(tmp_path / "b"), "repo_id": "me/b"}},
+                    "sft_dataset": {"config": {"directory": str(tmp_path / "s")}},
+                }
+            },
         )
         assert result.success
         checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
         assert all(checks.values()) and len(checks) == 5
-        meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
-                for e in result.get_asset_materialization_events()}
+        meta = {
+            e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+            for e in result.get_asset_materialization_events()
+        }
         assert meta["benchmark_dataset"]["hub"].value.startswith("pushed to me/b")
         assert meta["sft_dataset"]["hub"].value == "exported locally only (no repo_id configured)"
         assert hub.token not in json.dumps({k: str(v) for m in meta.values() for k, v in m.items()})
@@ -279,6 +294,9 @@ def test_answer_text_is_the_sorted_json_of_feedback_and_changes(splits):
     _, bench, mix = splits
     for path in (bench.path, mix.path):
         for sample in pq.read_table(path, columns=["raw_observation", "delta"]).to_pylist():
-            expected = json.dumps({"feedback": feedback_of(sample), "config_changes": delta_to_changes(sample["delta"])},
-                                  ensure_ascii=False, sort_keys=True)
+            expected = json.dumps(
+                {"feedback": feedback_of(sample), "config_changes": delta_to_changes(sample["delta"])},
+                ensure_ascii=False,
+                sort_keys=True,
+            )
             assert answer(sample) == expected

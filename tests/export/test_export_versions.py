@@ -82,7 +82,9 @@ def test_the_sensor_skips_unchanged_steps_and_keeps_each_splits_seed(layout):
         from dagster import AssetMaterialization
 
         instance.report_runless_asset_event(AssetMaterialization("labeled_steps"))
-        context = build_sensor_context(instance=instance, resources={"store": DataStoreResource(data_root=str(layout.root))})
+        context = build_sensor_context(
+            instance=instance, resources={"store": DataStoreResource(data_root=str(layout.root))}
+        )
         tick = splits_on_new_steps.evaluate_tick(context)
         assert not tick.run_requests and "labeled steps unchanged" in tick.skip_message
         SplitStore(layout, MIXTURE).manifest(SplitStore(layout, MIXTURE).current())  # still there
@@ -91,7 +93,9 @@ def test_the_sensor_skips_unchanged_steps_and_keeps_each_splits_seed(layout):
         manifest = store.manifest(store.current())
         manifest["spec"]["input"] = "0000000000000000"
         store.write_manifest(store.current(), manifest)
-        context = build_sensor_context(instance=instance, resources={"store": DataStoreResource(data_root=str(layout.root))})
+        context = build_sensor_context(
+            instance=instance, resources={"store": DataStoreResource(data_root=str(layout.root))}
+        )
         (request,) = splits_on_new_steps.evaluate_tick(context).run_requests
     assert request.run_config["ops"]["benchmark_split"]["config"]["seed"] == 7
     assert request.run_config["ops"]["sft_mixture"]["config"]["seed"] == 11

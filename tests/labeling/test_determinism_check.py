@@ -17,8 +17,8 @@ import pytest
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
-from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.config import EnvScalerCorpus
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.determinism import check_determinism, failed_checks
@@ -88,10 +88,17 @@ GOOD = ["envscaler/good_clock", "envscaler/good_shop"]
 
 def write_corpus(directory: Path) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
-    scenarios = [{"task_id": f"{env}-{i}", "env_id": env, "env_class_name": item["env_class_name"],
-                  "init_config": {"stock": {"apple": 5 + i, "pear": 2}, "till": 0} if env == "good_shop" else {},
-                  "task": "Do things."}
-                 for env, item in ITEMS.items() for i in range(3)]
+    scenarios = [
+        {
+            "task_id": f"{env}-{i}",
+            "env_id": env,
+            "env_class_name": item["env_class_name"],
+            "init_config": {"stock": {"apple": 5 + i, "pear": 2}, "till": 0} if env == "good_shop" else {},
+            "task": "Do things.",
+        }
+        for env, item in ITEMS.items()
+        for i in range(3)
+    ]
     envs, scen = directory / "191_env_metadata.json", directory / "scenarios.json"
     envs.write_text(json.dumps(ITEMS))
     scen.write_text(json.dumps(scenarios))
@@ -165,26 +172,57 @@ def _materialize(tmp_path: Path, strict: bool):
     from assets.environments import environment_catalog
     from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic
     from assets.selection import benchmark_split, step_strata
-    from resources import (CompositionResource, DataStoreResource, EnvironmentSourcesResource, EnvScalerCorpusConfig,
-                           SandboxResource)
+    from resources import (
+        CompositionResource,
+        DataStoreResource,
+        EnvironmentSourcesResource,
+        EnvScalerCorpusConfig,
+        SandboxResource,
+    )
 
     envs, scen = write_corpus(tmp_path / "corpus")
     root = tmp_path / "data"
     resources = {
         "store": DataStoreResource(data_root=str(root)),
-        "sources": EnvironmentSourcesResource(bfcl_categories=[], bfcl_replay=False, builtin=False,
-                                              envscaler=[EnvScalerCorpusConfig(env_items=str(envs), scenarios=str(scen))]),
+        "sources": EnvironmentSourcesResource(
+            bfcl_categories=[],
+            bfcl_replay=False,
+            builtin=False,
+            envscaler=[EnvScalerCorpusConfig(env_items=str(envs), scenarios=str(scen))],
+        ),
         "sandbox": SandboxResource(workers=2, call_timeout_s=10),
         "composition": CompositionResource(),
         "duckdb": DuckDBResource(database=str(root / "envsim.duckdb")),
     }
-    explore = {"seed": EXPLORE.seed, "call_budget": EXPLORE.call_budget, "batch_episodes": EXPLORE.batch_episodes,
-               "min_envs": 1, "episode_length": EXPLORE.episode_length, "mutate_rate": EXPLORE.mutate_rate}
-    run_config = {"ops": {"trajectories": {"config": explore},
-                          "labeled_steps_relabel_is_deterministic": {"config": {"sample_size": 0, "strict": strict}},
-                          "benchmark_split": {"config": {"on_shortfall": "warn"}}}}
-    result = materialize([environment_catalog, trajectories, labeled_steps, delta_roundtrip, relabel_is_deterministic,
-                          step_strata, benchmark_split], resources=resources, run_config=run_config, raise_on_error=False)
+    explore = {
+        "seed": EXPLORE.seed,
+        "call_budget": EXPLORE.call_budget,
+        "batch_episodes": EXPLORE.batch_episodes,
+        "min_envs": 1,
+        "episode_length": EXPLORE.episode_length,
+        "mutate_rate": EXPLORE.mutate_rate,
+    }
+    run_config = {
+        "ops": {
+            "trajectories": {"config": explore},
+            "labeled_steps_relabel_is_deterministic": {"config": {"sample_size": 0, "strict": strict}},
+            "benchmark_split": {"config": {"on_shortfall": "warn"}},
+        }
+    }
+    result = materialize(
+        [
+            environment_catalog,
+            trajectories,
+            labeled_steps,
+            delta_roundtrip,
+            relabel_is_deterministic,
+            step_strata,
+            benchmark_split,
+        ],
+        resources=resources,
+        run_config=run_config,
+        raise_on_error=False,
+    )
     return DataLayout.at(root), result
 
 

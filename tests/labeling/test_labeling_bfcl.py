@@ -4,12 +4,12 @@ import json
 
 import pyarrow.parquet as pq
 
+from pipeline.core.canonical import state_hash
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.quality.outcomes import check_outcomes
 from pipeline.store import queries
 from pipeline.store.reconstruct import materialize_states, verify_steps
-from pipeline.core.canonical import state_hash
 
 
 def test_all_ground_truth_calls_are_labeled(default_layout):
@@ -34,9 +34,21 @@ def test_bfcl_labels_are_plausible_under_the_default_rule(default_layout):
 def test_steps_table_columns(default_layout):
     part = sorted(default_layout.steps_dir.glob("part-*.parquet"))[0]
     row = pq.read_table(part).slice(0, 1).to_pylist()[0]
-    for column in ["step_id", "trajectory_id", "tool", "arguments_json", "args_count", "raw_observation",
-                   "observation_json", "outcome", "delta", "delta_size", "state_before_hash",
-                   "state_after_hash", "code_ref"]:
+    for column in [
+        "step_id",
+        "trajectory_id",
+        "tool",
+        "arguments_json",
+        "args_count",
+        "raw_observation",
+        "observation_json",
+        "outcome",
+        "delta",
+        "delta_size",
+        "state_before_hash",
+        "state_after_hash",
+        "code_ref",
+    ]:
         assert column in row
     assert row["code_ref"]
     code = {c["code_ref"]: c for c in pq.read_table(default_layout.tool_code).to_pylist()}

@@ -11,10 +11,9 @@ from pipeline.collect.collector import collect
 from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
-from pipeline.labeling.steps import label
-
 from pipeline.labeling.determinism import failed_checks
 from pipeline.labeling.quarantine import quarantine
+from pipeline.labeling.steps import label
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
 from pipeline.store.reconstruct import verify_steps
@@ -49,11 +48,12 @@ def test_a_corrupted_environment_is_quarantined_and_the_others_are_not(small_lay
     strata = pq.read_table(layout.strata).to_pylist()
     in_env = [r for r in strata if r["env_id"] == victim["env_id"]]
     others = [r for r in strata if r["env_id"] != victim["env_id"]]
-    assert in_env and all(r["excluded"] and r["excluded_reason"].startswith("quarantined: delta_roundtrip") for r in in_env)
+    assert in_env and all(
+        r["excluded"] and r["excluded_reason"].startswith("quarantined: delta_roundtrip") for r in in_env
+    )
     assert others and any(not r["excluded"] for r in others)
     [doc] = [d for d in failed_checks(layout) if d.get("check") == "delta_roundtrip"]
     assert victim["env_id"] in doc["environments"]
-
 
 
 def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):

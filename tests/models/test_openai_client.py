@@ -32,7 +32,9 @@ def test_a_set_key_is_used_without_a_warning(caplog, monkeypatch):
 def test_a_configured_simulator_with_an_unset_key_warns(caplog, monkeypatch):
     monkeypatch.delenv("TEST_SIM_API_KEY", raising=False)
     with caplog.at_level(logging.WARNING):
-        OpenAISimulator(simulator_spec(name="mine", model="m", base_url="http://127.0.0.1:9/v1", api_key_env="TEST_SIM_API_KEY"))
+        OpenAISimulator(
+            simulator_spec(name="mine", model="m", base_url="http://127.0.0.1:9/v1", api_key_env="TEST_SIM_API_KEY")
+        )
     assert [line for line in _warnings(caplog) if "$TEST_SIM_API_KEY" in line]
 
 

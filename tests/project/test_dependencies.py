@@ -18,8 +18,11 @@ CALLED_THROUGH = {"tabulate": ("to_markdown(", "pipeline/report/tables.py")}  # 
 
 
 def _requirements(path: Path) -> set[str]:
-    return {_normal(re.split(r"[=<>!~ ;\[]", line, maxsplit=1)[0].strip())
-            for line in path.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")}
+    return {
+        _normal(re.split(r"[=<>!~ ;\[]", line, maxsplit=1)[0].strip())
+        for line in path.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    }
 
 
 def _normal(name: str) -> str:
@@ -45,7 +48,9 @@ def imported_modules() -> dict[str, set[str]]:
 
 def declared() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    specs = list(project["dependencies"]) + [s for extra in project.get("optional-dependencies", {}).values() for s in extra]
+    specs = list(project["dependencies"]) + [
+        s for extra in project.get("optional-dependencies", {}).values() for s in extra
+    ]
     return {_normal(re.split(r"[=<>!~ ;\[]", spec, maxsplit=1)[0]) for spec in specs}
 
 
@@ -59,20 +64,25 @@ def test_every_imported_distribution_is_declared():
         if module in sys.stdlib_module_names or module in ours or module == "__future__":
             continue
         if files <= JOB_ENV_FILES:
-            assert _normal(module) in job_env, f"{module} (imported in {sorted(files)}) is not in requirements-train.txt"
+            assert _normal(module) in job_env, (
+                f"{module} (imported in {sorted(files)}) is not in requirements-train.txt"
+            )
             continue
         dists = distributions.get(module)
         assert dists, f"{module} (imported in {sorted(files)}) is not installed: no distribution provides it"
         if not {_normal(d) for d in dists} & have:
             missing[module] = (sorted(dists), sorted(files))
     assert not missing, "imported but not declared in pyproject.toml: " + "; ".join(
-        f"{module} (distribution {'/'.join(d)}; imported in {', '.join(f)})" for module, (d, f) in missing.items())
+        f"{module} (distribution {'/'.join(d)}; imported in {', '.join(f)})" for module, (d, f) in missing.items()
+    )
 
 
 def test_optional_dependencies_our_calls_need_are_declared():
     for distribution, (call, path) in CALLED_THROUGH.items():
         assert call in (ROOT / path).read_text(), f"{path} no longer calls {call}: is {distribution} still needed?"
-        assert _normal(distribution) in declared(), f"{distribution} ({call} in {path}) is not declared in pyproject.toml"
+        assert _normal(distribution) in declared(), (
+            f"{distribution} ({call} in {path}) is not declared in pyproject.toml"
+        )
 
 
 def test_the_scan_sees_imports():

@@ -13,8 +13,9 @@ CITATION = re.compile(r"docs/definitions\.md §\s*(\d+(?:\.\d+)?)(?:\s*[–-]\s*
 
 
 def _tracked_text_files() -> dict[str, str]:
-    names = subprocess.run(["git", "ls-files", "*.py", "*.md", "forge", ".ci/run"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
+    names = subprocess.run(
+        ["git", "ls-files", "*.py", "*.md", "forge", ".ci/run"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     return {n: (ROOT / n).read_text(errors="replace") for n in names if (ROOT / n).is_file()}
 
 
@@ -36,6 +37,9 @@ def test_section_citations_name_existing_sections():
 
 
 def test_no_citation_of_a_document_outside_the_repository():
-    outside = sorted(name for name, text in _tracked_text_files().items()
-                     if name != "tests/project/test_docs.py" and ("shared/DESIGN.md" in text or re.search(r"\bDESIGN §", text)))
+    outside = sorted(
+        name
+        for name, text in _tracked_text_files().items()
+        if name != "tests/project/test_docs.py" and ("shared/DESIGN.md" in text or re.search(r"\bDESIGN §", text))
+    )
     assert not outside, f"cite docs/definitions.md instead of the design document outside the repository: {outside}"

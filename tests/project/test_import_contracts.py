@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import grimp  # import-linter's graph builder
@@ -97,8 +97,9 @@ def shape(edges: dict[str, set[str]], tier_of: dict[str, int], allowed: set[tupl
     """Upward imports against ``tier_of`` (but the ``allowed`` pairs), circles (Tarjan's strongly connected
     components) and floors (the longest path, counted in packages) of a package graph."""
     nodes = sorted(set(edges) | {b for targets in edges.values() for b in targets})
-    upward = sorted(f"{a} -> {b}" for a in nodes for b in edges.get(a, ())
-                    if tier_of[b] > tier_of[a] and (a, b) not in allowed)
+    upward = sorted(
+        f"{a} -> {b}" for a in nodes for b in edges.get(a, ()) if tier_of[b] > tier_of[a] and (a, b) not in allowed
+    )
 
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -130,7 +131,7 @@ def shape(edges: dict[str, set[str]], tier_of: dict[str, int], allowed: set[tupl
     if cycles:
         return Shape(upward, cycles, 0, [])
 
-    @lru_cache(maxsize=None)
+    @cache
     def longest(v: str) -> tuple[str, ...]:
         below = [longest(w) for w in sorted(edges.get(v, ()))]
         return (v, *max(below, key=len, default=()))
@@ -154,8 +155,14 @@ def recorded_floors() -> int:
 def lint_imports(config: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """``lint-imports`` (the console script beside this interpreter) on ``config``, importing from ``cwd``."""
     script = Path(sys.executable).with_name("lint-imports")
-    return subprocess.run([str(script), "--no-cache", "--no-logo", str(config)], cwd=cwd, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(cwd)}, timeout=300)
+    return subprocess.run(
+        [str(script), "--no-cache", "--no-logo", str(config)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(cwd)},
+        timeout=300,
+    )
 
 
 def test_the_contracts_are_kept():
@@ -218,5 +225,5 @@ def test_the_import_graph_is_flat():
     assert got.cycles == [], f"circles between packages: {got.cycles}"
     assert got.floors < FLOORS_BEFORE, f"{got.floors} floors: {' -> '.join(got.chain)}"
     assert got.floors <= recorded_floors(), (
-        f"{got.floors} floors ({' -> '.join(got.chain)}), more than the {recorded_floors()} docs/layout.md records")
-
+        f"{got.floors} floors ({' -> '.join(got.chain)}), more than the {recorded_floors()} docs/layout.md records"
+    )

@@ -46,9 +46,13 @@ def hidden_imports(path: Path) -> list[str]:
     """``file:line imports X inside a function`` for every import of a ``pipeline`` module that does not run
     at import time (in a function, a method, or under ``if TYPE_CHECKING``)."""
     rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-    return [f"{rel}:{node.lineno} imports {target} inside a function"
-            for node, at_top in _import_nodes(path) if not at_top
-            for target in _targets(node) if target.startswith("pipeline")]
+    return [
+        f"{rel}:{node.lineno} imports {target} inside a function"
+        for node, at_top in _import_nodes(path)
+        if not at_top
+        for target in _targets(node)
+        if target.startswith("pipeline")
+    ]
 
 
 def test_no_pipeline_import_inside_a_function():
@@ -59,17 +63,15 @@ def test_no_pipeline_import_inside_a_function():
 def test_the_hidden_import_check_catches_one(tmp_path):
     """The rule is not vacuous: a stage import inside a function is found; one at module level is not."""
     bad = tmp_path / "bad.py"
-    bad.write_text("import json\nfrom pipeline.store import layout\n\n\ndef f():\n"
-                   "    from pipeline.select.selection import select_strata\n    return select_strata\n")
+    bad.write_text(
+        "import json\nfrom pipeline.store import layout\n\n\ndef f():\n"
+        "    from pipeline.select.selection import select_strata\n    return select_strata\n"
+    )
     assert hidden_imports(bad) == [f"{bad}:6 imports pipeline.select.selection inside a function"]
 
 
 def test_domain_core_runs_without_dagster():
-    modules = sorted(
-        ".".join(p.relative_to(ROOT).with_suffix("").parts)
-        for p in _modules()
-        if p.name != "__main__.py"
-    )
+    modules = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts) for p in _modules() if p.name != "__main__.py")
     code = (
         "import sys; sys.modules['dagster'] = None; sys.modules['dagster_pipes'] = None\n"  # dagster imports now raise
         + "".join(f"import {m.removesuffix('.__init__')}\n" for m in modules)

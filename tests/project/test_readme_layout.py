@@ -45,7 +45,8 @@ def test_every_package_is_listed_tier_by_tier():
     assert unplaced == [], f"packages in no tier of the 'tiers' contract (pyproject.toml): {unplaced}"
     order = sorted(listed, key=lambda name: tier_of[name])
     assert [tier_of[name] for name in listed] == [tier_of[name] for name in order], (
-        f"docs/layout.md order {listed} is not tier by tier (foundation first): {tiers()}")
+        f"docs/layout.md order {listed} is not tier by tier (foundation first): {tiers()}"
+    )
 
 
 def test_every_module_is_named_in_its_package_entry():
@@ -66,7 +67,7 @@ def _top_entry(folder: str) -> str:
     lines = _layout_block()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"{folder}/ "))
     text = lines[start]
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith(" "):
             break
         text += " " + line.strip()

@@ -47,7 +47,7 @@ def test_a_directory_built_once_is_built_by_one_caller_while_the_others_wait(tmp
     assert built_once(tmp_path, "shared", build) == tmp_path / "shared" and len(builds) == 1
 
 
-SUITE = '''
+SUITE = """
 import os
 
 import pytest
@@ -72,7 +72,7 @@ def test_alone(i):
 @pytest.mark.slow
 def test_slow(request):
     assert request.node.get_closest_marker("timeout").args == (SLOW,)
-'''
+"""
 
 
 # tests/conftest.py's hooks, without its pipeline imports and session fixtures
@@ -97,9 +97,27 @@ def test_with_the_projects_options_a_module_fixture_is_made_once_and_slow_tests_
     log = tmp_path / "made.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MADE_LOG": str(log)}
     env.pop("PYTEST_XDIST_WORKER", None)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
-                           "-n", "2", "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_suite.py")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--basetemp",
+            str(tmp_path / "base"),
+            str(tmp_path / "test_suite.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "17 passed" in proc.stdout and "slowest 25 durations" in proc.stdout, proc.stdout[-3000:]
     assert len(log.read_text().splitlines()) == 1, log.read_text()

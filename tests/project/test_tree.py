@@ -49,7 +49,7 @@ def test_every_test_module_sits_in_a_folder_named_after_what_it_tests():
             source = ROOT / ("pipeline" if folders[0] in _pipeline_packages() else "") / Path(*folders)
             if not source.is_dir():
                 misplaced.append(str(module.relative_to(ROOT)))
-    assert misplaced == [], (f"test modules outside tests/<package>/ ({', '.join(sorted(homes))}): {misplaced}")
+    assert misplaced == [], f"test modules outside tests/<package>/ ({', '.join(sorted(homes))}): {misplaced}"
 
 
 def test_every_folder_of_tests_is_a_package():

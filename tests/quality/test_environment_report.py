@@ -97,8 +97,14 @@ def test_strata_reached_scenarios_and_tools_are_reported(gated):
 
 def test_thresholds_decide_the_verdict_not_the_report(gated):
     layout = gated[0]
-    relaxed = dataclasses.replace(Thresholds(), allow_nondeterministic=True, max_mismatches=5,
-                                  require_state_change=False, broken_tool_share=1.1, max_error_share=1.0)
+    relaxed = dataclasses.replace(
+        Thresholds(),
+        allow_nondeterministic=True,
+        max_mismatches=5,
+        require_state_change=False,
+        broken_tool_share=1.1,
+        max_error_share=1.0,
+    )
     again = _envs(environment_report(layout, relaxed, write=False))
     assert all(e["verdict"] == PASS for e in again.values()), {e: v["problems"] for e, v in again.items()}
     assert again["envscaler/kiosk"]["mismatches"] == 3  # still reported, no longer failing
@@ -114,8 +120,16 @@ def test_state_problems_name_values_that_are_not_plain_json(tmp_path):
 
     layout = DataLayout.at(tmp_path)
     row = {name: None for name in TRAJECTORIES.names}
-    row.update(trajectory_id="t", source="envscaler", env_id="envscaler/odd", task_id="x", fingerprint="f",
-               initial_state_json='{"when":{"$repr":"<object at 0x1>"}}', initial_state_hash="h", num_actions=0)
+    row.update(
+        trajectory_id="t",
+        source="envscaler",
+        env_id="envscaler/odd",
+        task_id="x",
+        fingerprint="f",
+        initial_state_json='{"when":{"$repr":"<object at 0x1>"}}',
+        initial_state_hash="h",
+        num_actions=0,
+    )
     layout.trajectories_dir.mkdir(parents=True)
     write_table(layout.trajectories, [row], TRAJECTORIES)
     report = environment_report(layout, write=False)

@@ -90,8 +90,10 @@ def test_yield_rows_land_in_duckdb_versioned(gated):
     finally:
         con.close()
     envs = len(BAD) + len(GOOD)
-    assert rows == [("no_change", envs, input_fingerprint(layout), 0.85, 0, 0.0),
-                    ("oracle", envs, input_fingerprint(layout), 0.85, envs, 1.0)]
+    assert rows == [
+        ("no_change", envs, input_fingerprint(layout), 0.85, 0, 0.0),
+        ("oracle", envs, input_fingerprint(layout), 0.85, envs, 1.0),
+    ]
 
 
 def test_a_rerun_resumes_and_a_new_threshold_is_a_new_verdict(gated):
@@ -121,8 +123,12 @@ def test_the_accepted_corpus_is_the_good_environments_in_envscalers_layout_and_l
     source = run["resources"]["sources"]["config"]
     assert source["builtin"] is False and source["bfcl_categories"] == []
     [entry] = source["envscaler"]
-    cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False,
-                       envscaler=[EnvScalerCorpus(Path(entry["env_items"]), Path(entry["scenarios"]), entry["prefix"])])
+    cfg = SourceConfig(
+        bfcl_files=[],
+        bfcl_replay=False,
+        builtin=False,
+        envscaler=[EnvScalerCorpus(Path(entry["env_items"]), Path(entry["scenarios"]), entry["prefix"])],
+    )
     loaded, issues = env_items(cfg)
     assert sorted(i.qualified_id for i in loaded) == sorted(GOOD) and not issues
 

@@ -12,48 +12,86 @@ from assets.collection import AgentPolicyConfig, CollectionConfig
 from assets.evaluation import SimulatorConfig
 from assets.simulation import CurriculumConfig
 from assets.training import ServeConfig, TrainConfig
-from pipeline.models.agent_settings import AgentSettings
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import AgentRun
 from pipeline.collect.sources import SourceConfig
-from pipeline.envs.config import EnvScalerCorpus
 from pipeline.core.fields import description, setting
+from pipeline.core.strata import Cell
 from pipeline.curriculum.mixture import CurriculumSpec
 from pipeline.envs.bfcl_tasks import BfclTaskFile
+from pipeline.envs.config import EnvScalerCorpus
+from pipeline.evaluate.simulator_spec import EndpointSettings, RecordedSettings
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.execution.child import Limits
 from pipeline.execution.policy import PolicySettings
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout
-from pipeline.training.llamafactory import TrainSettings
 from pipeline.training.launchers import JobSpec
+from pipeline.training.llamafactory import TrainSettings
 from pipeline.training.serve import ServeSpec
-from pipeline.evaluate.simulator_spec import EndpointSettings, RecordedSettings
 from resources import CompositionResource, EnvironmentSourcesResource, JobLauncherResource, SandboxResource
+from resources.composition import CellConfig
 from resources.config_from import config_from
 from resources.environments import BfclTaskFileConfig, EnvScalerCorpusConfig
-from pipeline.core.strata import Cell
-from resources.composition import CellConfig
 
 # (Dagster class, dataclass, the dataclass fields it does not derive, fields of its own (some of them), config keys renamed)
 PAIRS = [
-    (CollectionConfig, ExploreSettings, {"call_budget", "max_call_budget"}, {"enabled", "force", "agent", "call_budget"}, {}),
+    (
+        CollectionConfig,
+        ExploreSettings,
+        {"call_budget", "max_call_budget"},
+        {"enabled", "force", "agent", "call_budget"},
+        {},
+    ),
     (AgentPolicyConfig, AgentSettings, set(), {"sources", "task_limit"}, {}),
     (AgentPolicyConfig, AgentRun, {"settings"}, {f.name for f in dataclasses.fields(AgentSettings)}, {}),
     (SimulatorConfig, SimulatorSpec, {"settings"}, {"openai", "recorded"}, {}),  # a kind's settings: its section
     (SimulatorConfig.model_fields["openai"].annotation.__args__[0], EndpointSettings, set(), set(), {}),
     (SimulatorConfig.model_fields["recorded"].annotation.__args__[0], RecordedSettings, set(), set(), {}),
     (TrainConfig, TrainSettings, set(), {"gpus", "nodes"}, {"extra": "extra_args"}),
-    (ServeConfig, ServeSpec, {"model_name_or_path", "template", "served_name", "adapter_name_or_path", "llamafactory_cli",
-                              "llamafactory_python"},
-     {"checkpoint", "served_model_name", "template", "base_model", "max_tokens", "temperature", "concurrency", "timeout_s",
-      "max_retries"}, {}),
+    (
+        ServeConfig,
+        ServeSpec,
+        {
+            "model_name_or_path",
+            "template",
+            "served_name",
+            "adapter_name_or_path",
+            "llamafactory_cli",
+            "llamafactory_python",
+        },
+        {
+            "checkpoint",
+            "served_model_name",
+            "template",
+            "base_model",
+            "max_tokens",
+            "temperature",
+            "concurrency",
+            "timeout_s",
+            "max_retries",
+        },
+        {},
+    ),
     (CurriculumConfig, CurriculumSpec, {"run_id"}, {"simulator", "split_version", "make_current"}, {}),
     (SandboxResource, Limits, set(), {"workers", "isolation"}, {}),
-    (EnvironmentSourcesResource, SourceConfig, {"bfcl_files", "envscaler"}, {"bfcl_categories", "bfcl_task_files", "envscaler"}, {}),
+    (
+        EnvironmentSourcesResource,
+        SourceConfig,
+        {"bfcl_files", "envscaler"},
+        {"bfcl_categories", "bfcl_task_files", "envscaler"},
+        {},
+    ),
     (BfclTaskFileConfig, BfclTaskFile, set(), set(), {}),
     (EnvScalerCorpusConfig, EnvScalerCorpus, set(), set(), {}),
     (CellConfig, Cell, set(), set(), {}),
-    (JobLauncherResource, JobSpec, {"name", "script", "workdir", "env", "nodes", "requeue"}, {"backend", "workdir", "python"}, {}),
+    (
+        JobLauncherResource,
+        JobSpec,
+        {"name", "script", "workdir", "env", "nodes", "requeue"},
+        {"backend", "workdir", "python"},
+        {},
+    ),
 ]
 
 
@@ -79,8 +117,9 @@ def _as_config(value):
     return value
 
 
-@pytest.mark.parametrize("config_cls, domain, excluded, own, aliases", PAIRS,
-                         ids=[f"{p[0].__name__}-{p[1].__name__}" for p in PAIRS])
+@pytest.mark.parametrize(
+    "config_cls, domain, excluded, own, aliases", PAIRS, ids=[f"{p[0].__name__}-{p[1].__name__}" for p in PAIRS]
+)
 def test_config_fields_are_the_dataclass_fields(config_cls, domain, excluded, own, aliases):
     fields = {f.name: f for f in dataclasses.fields(domain)}
     model = config_cls.model_fields
@@ -99,13 +138,17 @@ def test_config_fields_are_the_dataclass_fields(config_cls, domain, excluded, ow
 def test_every_derived_field_says_what_it_is():
     for config_cls, domain, excluded, _own, _aliases in PAIRS:
         for f in dataclasses.fields(domain):
-            assert f.name in excluded or description(f), f"{domain.__name__}.{f.name} has no description for the Launchpad"
+            assert f.name in excluded or description(f), (
+                f"{domain.__name__}.{f.name} has no description for the Launchpad"
+            )
     assert all(description(f) for f in dataclasses.fields(PolicySettings))
 
 
 def test_default_config_builds_the_default_dataclass():
     assert CollectionConfig().settings(CompositionResource().explore_call_budget) == ExploreSettings()
-    assert CollectionConfig(call_budget=7).settings(60_000).call_budget == 7  # a config's budget wins over the resource's
+    assert (
+        CollectionConfig(call_budget=7).settings(60_000).call_budget == 7
+    )  # a config's budget wins over the resource's
     assert CollectionConfig().agent_run() is None
     assert AgentPolicyConfig(model="m").agent_run() == AgentRun(AgentSettings(model="m"))
     assert SimulatorConfig(name="s").to_domain() == SimulatorSpec(name="s")
@@ -113,7 +156,9 @@ def test_default_config_builds_the_default_dataclass():
     assert CurriculumConfig().to_domain(run_id="r@v") == CurriculumSpec(run_id="r@v")
     assert SandboxResource().limits() == Limits()
     assert EnvironmentSourcesResource(envscaler=[]).config(DataLayout.at("unused")) == SourceConfig()
-    assert JobLauncherResource().to_domain(name="j", script="true", workdir=Path("/w")) == JobSpec("j", "true", Path("/w"))
+    assert JobLauncherResource().to_domain(name="j", script="true", workdir=Path("/w")) == JobSpec(
+        "j", "true", Path("/w")
+    )
 
 
 def test_one_default_for_the_policy_knobs():
@@ -123,7 +168,8 @@ def test_one_default_for_the_policy_knobs():
     assert (explore.episode_length, explore.mutate_rate, explore.max_batch) == (12, 0.15, 6)
     assert (policy.episode_length, policy.mutate_rate, policy.max_batch) == (12, 0.15, 6)
     assert CollectionConfig.model_fields["episode_length"].description == description(
-        {f.name: f for f in dataclasses.fields(PolicySettings)}["episode_length"])
+        {f.name: f for f in dataclasses.fields(PolicySettings)}["episode_length"]
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,12 +252,16 @@ def test_configs_of_functions_take_the_functions_defaults():
         return inspect.signature(function).parameters[name].default
 
     assert LabelingConfig().chunk_size == default(label, "chunk_size")
-    assert (DeterminismConfig().sample_size, DeterminismConfig().seed) == (default(check_determinism, "sample_size"),
-                                                                           default(check_determinism, "seed"))
+    assert (DeterminismConfig().sample_size, DeterminismConfig().seed) == (
+        default(check_determinism, "sample_size"),
+        default(check_determinism, "seed"),
+    )
     assert ExportConfig().max_shard_mb * 2**20 == default(export_split, "max_shard_bytes")
     assert ExportConfig().license == default(export_split, "license")
     rollout = RolloutConfig()
-    assert (rollout.task_limit, rollout.seed, rollout.min_steps) == tuple(default(recorded_tasks, n) for n in ("limit", "seed", "min_steps"))
+    assert (rollout.task_limit, rollout.seed, rollout.min_steps) == tuple(
+        default(recorded_tasks, n) for n in ("limit", "seed", "min_steps")
+    )
     assert rollout.max_steps == default(simulate, "max_steps")
     assert RolloutExportConfig().filter == default(export_rollouts, "how")
     from assets.envsimbench import EnvSimBenchImportConfig

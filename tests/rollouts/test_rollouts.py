@@ -9,10 +9,10 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.models.agent_settings import AgentSettings
+from pipeline.core.protocol import answer
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator, simulator_spec
-from pipeline.core.protocol import answer
+from pipeline.models.agent_settings import AgentSettings
 from pipeline.rollouts import store
 from pipeline.rollouts.loop import RolloutTask, simulate
 from pipeline.rollouts.sft import export_rollouts
@@ -24,8 +24,9 @@ from tests.support.metadata import text
 
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory, sandbox):
-    layout = collected_builtin(tmp_path_factory.mktemp("rollouts") / "data", sandbox, scenarios_per_env=2, call_budget=300,
-                               batch_episodes=20)
+    layout = collected_builtin(
+        tmp_path_factory.mktemp("rollouts") / "data", sandbox, scenarios_per_env=2, call_budget=300, batch_episodes=20
+    )
     load_blobs(layout)
     return layout
 
@@ -33,7 +34,9 @@ def layout(tmp_path_factory, sandbox):
 def _run(layout, sandbox, tasks, spec, name=None, **kw):
     sim = make_simulator(spec)
     run = f"{name or spec.name}@recorded"
-    steps, rollouts, report = asyncio.run(simulate(tasks, sim, sandbox, store.run_dir(layout, run) / "requests.jsonl", **kw))
+    steps, rollouts, report = asyncio.run(
+        simulate(tasks, sim, sandbox, store.run_dir(layout, run) / "requests.jsonl", **kw)
+    )
     store.write_run(layout, report.run_id, steps, rollouts)
     return steps, rollouts, report
 
@@ -57,8 +60,10 @@ def _changing_task(layout, sandbox, min_changes=3):
 
 
 def _answers(task, real):
-    return [answer({"delta": real.steps[i]["delta"], "raw_observation": real.steps[i]["raw_observation"]})
-            for i in range(len(task.actions))]
+    return [
+        answer({"delta": real.steps[i]["delta"], "raw_observation": real.steps[i]["raw_observation"]})
+        for i in range(len(task.actions))
+    ]
 
 
 class StepScript:
@@ -93,13 +98,19 @@ def test_oracle_has_zero_drift_and_no_change_drift_grows(layout, sandbox):
     assert all(r["first_divergence"] is None and r["final_drift"] == 0 for r in o_rollouts)
     con = duckdb.connect()
     assert store.sync(con, layout)
-    by_step = dict(con.execute("SELECT step_index, mean_drift FROM rollout_by_step WHERE run_id = 'no_change@recorded'").fetchall())
+    by_step = dict(
+        con.execute("SELECT step_index, mean_drift FROM rollout_by_step WHERE run_id = 'no_change@recorded'").fetchall()
+    )
     assert by_step[0] < by_step[5] < by_step[max(by_step)]
     assert max(by_step.values()) > 2
-    assert con.execute("SELECT max(mean_drift) FROM rollout_by_step WHERE run_id = 'oracle@recorded'").fetchone()[0] == 0
+    assert (
+        con.execute("SELECT max(mean_drift) FROM rollout_by_step WHERE run_id = 'oracle@recorded'").fetchone()[0] == 0
+    )
     # views by simulator, |Δ| bucket, environment exist and agree on the step count
     for view in ("rollout_by_simulator", "rollout_by_delta", "rollout_by_env"):
-        assert con.execute(f"SELECT sum(steps) FROM {view} WHERE run_id = 'oracle@recorded'").fetchone()[0] == len(o_steps)
+        assert con.execute(f"SELECT sum(steps) FROM {view} WHERE run_id = 'oracle@recorded'").fetchone()[0] == len(
+            o_steps
+        )
     assert len(n_steps) == len(o_steps)
     png = store.drift_plot(con, ["oracle@recorded", "no_change@recorded"], layout.root / "rollouts" / "drift.png")
     assert len(png) > 1000
@@ -130,7 +141,9 @@ def test_one_wrong_update_is_the_first_divergence_and_persists(layout, sandbox):
     every = export_rollouts(files, out / "all", "all")
     assert every.kept == 1 and every.steps_kept == len(task.actions)
     verified = export_rollouts(files, out / "verified", "verified")
-    assert verified.kept == 0 and verified.dropped == 1 and "1 dropped" in verified.card and "`verified`" in verified.card
+    assert (
+        verified.kept == 0 and verified.dropped == 1 and "1 dropped" in verified.card and "`verified`" in verified.card
+    )
     prefix = export_rollouts(files, out / "prefix", "prefix")
     assert prefix.kept == 1 and prefix.steps_kept == k and prefix.steps_dropped == len(task.actions) - k
     [record] = pq.read_table(out / "prefix" / "data" / "train-00000-of-00001.parquet").to_pylist()
@@ -189,14 +202,24 @@ def test_llm_agent_acts_on_simulated_observations(layout, sandbox):
         assert body["tools"] and body["messages"][-1]["role"] in ("user", "tool")
         if n < len(calls):
             a = calls[n]
-            return {"tool_calls": [{"id": f"c{n}", "type": "function", "function": {"name": a.name, "arguments": json.dumps(a.arguments)}}]}
+            return {
+                "tool_calls": [
+                    {
+                        "id": f"c{n}",
+                        "type": "function",
+                        "function": {"name": a.name, "arguments": json.dumps(a.arguments)},
+                    }
+                ]
+            }
         return {"content": "done"}
 
     with FakeOpenAI({}, script=agent) as server:
         settings = AgentSettings(model="scripted", base_url=server.url, max_retries=0)
         llm_task = RolloutTask(task.key, task.task_id, task.env, turns=("Do the task.",))
         sim = make_simulator(SimulatorSpec(name="oracle", kind="oracle"))
-        steps, rollouts, report = asyncio.run(simulate([llm_task], sim, sandbox, layout.root / "agent-rollouts.jsonl", agent=settings))
+        steps, rollouts, report = asyncio.run(
+            simulate([llm_task], sim, sandbox, layout.root / "agent-rollouts.jsonl", agent=settings)
+        )
         asked = server.requests
     assert report.statuses == {"done": 1} and len(steps) == 3 and asked == 4
     assert all(s["drift"] == 0 and s["fm"] for s in steps)
@@ -206,7 +229,10 @@ def test_llm_agent_acts_on_simulated_observations(layout, sandbox):
 
 def _catalog_tools(layout):
     """Tool schemas per environment, as the catalog (``environments.parquet``) holds them."""
-    return {r["env_id"]: json.loads(r["tools_json"]) for r in pq.read_table(layout.environments, columns=["env_id", "tools_json"]).to_pylist()}
+    return {
+        r["env_id"]: json.loads(r["tools_json"])
+        for r in pq.read_table(layout.environments, columns=["env_id", "tools_json"]).to_pylist()
+    }
 
 
 def _scenario_questions(per_env=2):
@@ -240,40 +266,70 @@ def test_sft_records_carry_the_tasks_tool_schemas_and_user_turns(layout, sandbox
     assert all(t.turns == () for t in unknown)
     _run(layout, sandbox, unknown, SimulatorSpec(name="oracle", kind="oracle"), name="oracle-unasked")
     report = export_rollouts([store.run_dir(layout, "oracle@recorded") / "rollouts.parquet"], out, "all")
-    assert (report.kept, report.without_question, report.dropped) == (0, 2, 2) and "2 because their task's question" in report.card
+    assert (report.kept, report.without_question, report.dropped) == (
+        0,
+        2,
+        2,
+    ) and "2 because their task's question" in report.card
 
 
 def test_recorded_turns_and_an_llm_agent_without_a_question(layout, sandbox):
-    history = json.dumps([{"role": "system", "content": "s"}, {"role": "user", "content": "first"},
-                          {"role": "assistant", "content": None, "tool_calls": []},
-                          {"role": "user", "content": [{"type": "text", "text": "sec"}, {"type": "text", "text": "ond"}]}])
+    history = json.dumps(
+        [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": None, "tool_calls": []},
+            {"role": "user", "content": [{"type": "text", "text": "sec"}, {"type": "text", "text": "ond"}]},
+        ]
+    )
     assert store.recorded_turns(history) == ("first", "second") and store.recorded_turns(None) == ()
     task = store.recorded_tasks(layout, limit=1)[0]
     sim = make_simulator(SimulatorSpec(name="oracle", kind="oracle"))
     settings = AgentSettings(model="never-asked", base_url="http://127.0.0.1:9/v1", max_retries=0)
-    _, rollouts, report = asyncio.run(simulate([RolloutTask(task.key, task.task_id, task.env)], sim, sandbox,
-                                               layout.root / "unasked-agent.jsonl", agent=settings))
+    _, rollouts, report = asyncio.run(
+        simulate(
+            [RolloutTask(task.key, task.task_id, task.env)],
+            sim,
+            sandbox,
+            layout.root / "unasked-agent.jsonl",
+            agent=settings,
+        )
+    )
     assert report.statuses == {"agent_error": 1} and report.asked == 0 and "no user turn" in rollouts[0]["stop_reason"]
 
 
 def test_assets_materialize_with_metadata_and_oracle_check(layout, tmp_path):
+    import shutil
+
     from dagster import materialize
     from dagster_duckdb import DuckDBResource
 
     from assets.simulation import rollout_sft_dataset, simulated_rollouts
     from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
 
-    import shutil
-
     root = tmp_path / "data"  # a copy without the rollouts earlier tests of this module recorded
     shutil.copytree(layout.root, root, ignore=shutil.ignore_patterns("rollouts"))
-    resources = {"store": DataStoreResource(data_root=str(root)), "sources": EnvironmentSourcesResource(),
-                 "sandbox": SandboxResource(workers=2), "duckdb": DuckDBResource(database=str(tmp_path / "envsim.duckdb"))}
-    result = materialize([simulated_rollouts, rollout_sft_dataset], resources=resources,
-                         run_config={"ops": {"simulated_rollouts": {"config": {"task_limit": 8}},
-                                             "rollout_sft_dataset": {"config": {"filter": "verified", "directory": str(tmp_path / "sft")}}}})
+    resources = {
+        "store": DataStoreResource(data_root=str(root)),
+        "sources": EnvironmentSourcesResource(),
+        "sandbox": SandboxResource(workers=2),
+        "duckdb": DuckDBResource(database=str(tmp_path / "envsim.duckdb")),
+    }
+    result = materialize(
+        [simulated_rollouts, rollout_sft_dataset],
+        resources=resources,
+        run_config={
+            "ops": {
+                "simulated_rollouts": {"config": {"task_limit": 8}},
+                "rollout_sft_dataset": {"config": {"filter": "verified", "directory": str(tmp_path / "sft")}},
+            }
+        },
+    )
     assert result.success
-    meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()}
+    meta = {
+        e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+        for e in result.get_asset_materialization_events()
+    }
     assert meta["simulated_rollouts"]["rollout_tasks"].value == 8
     assert "oracle@recorded" in text(meta["simulated_rollouts"]["summary"])
     assert meta["simulated_rollouts"]["drift_by_step"].value.startswith("![drift vs step](data:image/png;base64,")
@@ -282,8 +338,15 @@ def test_assets_materialize_with_metadata_and_oracle_check(layout, tmp_path):
     assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()} == {"oracle_never_drifts": True}
     # every record: the environment's tool schemas and the task's own question (from the configured sources)
     records, catalog, questions = _records(tmp_path / "sft"), _catalog_tools(layout), _scenario_questions()
-    assert len(records) == meta["rollout_sft_dataset"]["kept"].value == meta["rollout_sft_dataset"]["dagster/row_count"].value
-    assert meta["simulated_rollouts"]["dagster/row_count"].value > 0 and meta["simulated_rollouts"]["dagster/column_schema"]
+    assert (
+        len(records)
+        == meta["rollout_sft_dataset"]["kept"].value
+        == meta["rollout_sft_dataset"]["dagster/row_count"].value
+    )
+    assert (
+        meta["simulated_rollouts"]["dagster/row_count"].value > 0
+        and meta["simulated_rollouts"]["dagster/column_schema"]
+    )
     for record in records:
         assert catalog[record["env_id"]] and json.loads(record["tools"]) == catalog[record["env_id"]]
         assert [m["content"] for m in record["messages"] if m["role"] == "user"] == [questions[record["task_id"]]]

@@ -19,7 +19,9 @@ from pipeline.core.strata import BALANCE2_GROUPS
 from pipeline.quality.suites import overlap_suite
 from pipeline.select import selection
 from pipeline.select.selection import build_benchmark, build_mixture, strata_report
-from tests.support.strata_corpus import corpus_layout, step_row as _step, sha as _hash  # noqa: F401 (a fixture)
+from tests.support.strata_corpus import corpus_layout  # noqa: F401 (a fixture)
+from tests.support.strata_corpus import sha as _hash
+from tests.support.strata_corpus import step_row as _step
 
 
 def _draw(rng: random.Random) -> tuple[str, int, int]:
@@ -34,8 +36,9 @@ def _draw(rng: random.Random) -> tuple[str, int, int]:
     return "success", rng.randint(3, 12), rng.randint(1, 3)
 
 
-def explored_corpus(envs: int = 50, scenarios: int = 2, episodes: int = 25, length: int = 8, seed: int = 0,
-                    many: int = 2) -> pd.DataFrame:
+def explored_corpus(
+    envs: int = 50, scenarios: int = 2, episodes: int = 25, length: int = 8, seed: int = 0, many: int = 2
+) -> pd.DataFrame:
     """Exploration episodes: ``episodes`` per scenario, all with the scenario's task_id; every episode's first
     step is one of three calls from the scenario's initial state (so its (s_t, tool, args) recurs). Most
     environments have ``scenarios`` scenarios, the first ``many`` five times as many."""
@@ -95,7 +98,9 @@ def test_explored_corpus_by_task_id_loses_the_mixture_by_trajectory_keeps_it(cor
     scenarios = corpus["task_id"].nunique()
     assert b["task_id"].nunique() >= 0.8 * scenarios  # the benchmark touches almost every scenario
 
-    by_task = build_mixture(layout, seed=0, decontaminate="task_id", benchmark_version=bench.version, make_current=False)
+    by_task = build_mixture(
+        layout, seed=0, decontaminate="task_id", benchmark_version=bench.version, make_current=False
+    )
     for group, row in _groups(by_task).items():
         loss = next(d for d in by_task.decontamination if d["stratum"] == group)
         assert loss["removed_by_key"] > 0.9 * loss["before"], (group, loss)
@@ -114,8 +119,10 @@ def test_explored_corpus_by_task_id_loses_the_mixture_by_trajectory_keeps_it(cor
     lost = {d["stratum"]: d for d in mix.decontamination}
     assert all(d["key"] == "trajectory_id" and d["identity"] == "(env, s_t, a_t)" for d in lost.values())
     assert sum(d["removed_by_hash"] for d in lost.values()) > 0 and sum(d["removed_by_key"] for d in lost.values()) > 0
-    contaminating = corpus[corpus.set_index(["env_id", "sample_hash"]).index.isin(list(zip(b["env_id"], b["sample_hash"])))
-                           & ~corpus["trajectory_id"].isin(b["trajectory_id"])]
+    contaminating = corpus[
+        corpus.set_index(["env_id", "sample_hash"]).index.isin(list(zip(b["env_id"], b["sample_hash"])))
+        & ~corpus["trajectory_id"].isin(b["trajectory_id"])
+    ]
     assert len(contaminating) > 0  # the corpus does hold such steps, and none reached the mixture
     assert not set(contaminating["step_id"]) & set(m["step_id"])
     table = strata_report(mix.strata, mix.tools, mix.decontamination)
@@ -128,22 +135,35 @@ def test_for_replayed_tasks_the_default_equals_task_id(corpus_layout):
     layout = corpus_layout(replayed_corpus())
     bench = build_benchmark(layout, seed=3)
     sizes = {"failure": 300, "no_change": 300, "simple": 600, "complex": 600}
-    by_task = build_mixture(layout, sizes, seed=3, decontaminate="task_id", benchmark_version=bench.version, make_current=False)
+    by_task = build_mixture(
+        layout, sizes, seed=3, decontaminate="task_id", benchmark_version=bench.version, make_current=False
+    )
     default = build_mixture(layout, sizes, seed=3, benchmark_version=bench.version, make_current=False)
     assert list(pd.read_parquet(default.path)["step_id"]) == list(pd.read_parquet(by_task.path)["step_id"])
-    assert [d["removed_by_key"] for d in default.decontamination] == [d["removed_by_key"] for d in by_task.decontamination]
+    assert [d["removed_by_key"] for d in default.decontamination] == [
+        d["removed_by_key"] for d in by_task.decontamination
+    ]
     assert default.version != by_task.version  # the spec records the rule
     # the same rule twice is the same version: versions change only where the rule changes
-    assert build_mixture(layout, sizes, seed=3, decontaminate="task_id", benchmark_version=bench.version,
-                         make_current=False).version == by_task.version
+    assert (
+        build_mixture(
+            layout, sizes, seed=3, decontaminate="task_id", benchmark_version=bench.version, make_current=False
+        ).version
+        == by_task.version
+    )
 
 
 @pytest.mark.parametrize("rule", ["task_id", "env_id"])
 def test_stricter_options_remove_what_they_name(corpus_layout, rule):
     layout = corpus_layout(explored_corpus(envs=30, episodes=10))
     bench = build_benchmark(layout, [selection.Cell("few", "simple", 20, "success", 1, 2)], seed=1)
-    mix = build_mixture(layout, {"failure": 50, "no_change": 50, "simple": 50, "complex": 50}, seed=1,
-                        decontaminate=rule, benchmark_version=bench.version)
+    mix = build_mixture(
+        layout,
+        {"failure": 50, "no_change": 50, "simple": 50, "complex": 50},
+        seed=1,
+        decontaminate=rule,
+        benchmark_version=bench.version,
+    )
     m, b = pd.read_parquet(mix.path), pd.read_parquet(bench.path)
     assert len(m) == 200 and not set(m[rule]) & set(b[rule]) and not set(m["sample_hash"]) & set(b["sample_hash"])
     assert overlap_suite(mix.path, bench.path, rule).success
@@ -155,8 +175,9 @@ def test_a_mistyped_rule_is_one_line_listing_the_choices(corpus_layout):
     build_benchmark(layout, [selection.Cell("few", "simple", 2, "success", 1, 2)], seed=0)
     with pytest.raises(ValueError) as err:
         build_mixture(layout, {"simple": 2}, decontaminate="trajectory_id")
-    assert str(err.value) == ("decontaminate must be one of trajectory, task_id, env_id (default trajectory), "
-                              "not 'trajectory_id'")
+    assert str(err.value) == (
+        "decontaminate must be one of trajectory, task_id, env_id (default trajectory), not 'trajectory_id'"
+    )
     assert DECONTAMINATION_KEYS == ("trajectory", "task_id", "env_id") and decontamination("env_id").key == "env_id"
 
 
@@ -169,6 +190,8 @@ def test_a_benchmark_that_touches_every_trajectory_leaves_an_empty_mixture_with_
     build_benchmark(layout, seed=0)
     with pytest.raises(EmptySelection) as err:
         build_mixture(layout, {"failure": 5, "no_change": 5, "simple": 5, "complex": 5})
-    assert "(the benchmark holds steps of 6 of the 6 trajectory_id values); fix: collect more episodes " \
-           "(ops: trajectories: config: call_budget) or choose a smaller benchmark (resources: composition: config: cells)" \
-           in str(err.value)
+    assert (
+        "(the benchmark holds steps of 6 of the 6 trajectory_id values); fix: collect more episodes "
+        "(ops: trajectories: config: call_budget) or choose a smaller benchmark (resources: composition: config: cells)"
+        in str(err.value)
+    )

@@ -3,30 +3,34 @@ decontamination losses per Balance2 group; every benchmark cell reports its dist
 tool's share (selection metadata, manifest, step_strata cell table, summary)."""
 
 import shutil
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 from dagster import materialize
 
 from assets.environments import environment_catalog
 from pipeline.__main__ import summary
 from pipeline.collect.sources import SourceConfig, disabled_sources
+from pipeline.core.strata import Cell
 from pipeline.envs import builtin
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import cell_table, stratify
-from pipeline.store.versions import MIXTURE, SplitStore
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
-from pipeline.core.strata import Cell
+from pipeline.store.versions import MIXTURE, SplitStore
 from resources import DataStoreResource, EnvironmentSourcesResource, EnvScalerCorpusConfig
 from tests.support.hub_corpus import write_hub_corpus
 from tests.support.metadata import text
 
 
 def _catalog(tmp_path, **sources):
-    result = materialize([environment_catalog], resources={
-        "store": DataStoreResource(data_root=str(tmp_path / "data")),
-        "sources": EnvironmentSourcesResource(**sources)})
+    result = materialize(
+        [environment_catalog],
+        resources={
+            "store": DataStoreResource(data_root=str(tmp_path / "data")),
+            "sources": EnvironmentSourcesResource(**sources),
+        },
+    )
     assert result.success
     return result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
 
@@ -56,8 +60,12 @@ def test_enabled_sources_rules():
     assert not bfcl_enabled(SourceConfig(bfcl_files=[]))
     assert not bfcl_enabled(SourceConfig(bfcl_replay=False))
     assert bfcl_enabled(SourceConfig(bfcl_replay=False, bfcl_explore=True))
-    assert bfcl_enabled(SourceConfig(bfcl_files=[], message_histories=[Path("h.jsonl")]))  # histories may name bfcl envs
-    assert disabled_sources(SourceConfig()) == {"envscaler": "no EnvScaler corpus configured (resources.sources.envscaler is empty)"}
+    assert bfcl_enabled(
+        SourceConfig(bfcl_files=[], message_histories=[Path("h.jsonl")])
+    )  # histories may name bfcl envs
+    assert disabled_sources(SourceConfig()) == {
+        "envscaler": "no EnvScaler corpus configured (resources.sources.envscaler is empty)"
+    }
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +101,13 @@ def test_benchmark_cells_report_tools_and_top_share(bfcl_copy, capsys):
 
 def test_mixture_explains_decontamination_per_group(bfcl_copy, capsys):
     bench = build_benchmark(bfcl_copy, seed=2, on_shortfall="warn")
-    mix = build_mixture(bfcl_copy, {"failure": 50, "no_change": 100_000, "simple": 50, "complex": 50}, seed=2,
-                        benchmark_version=bench.version, on_shortfall="warn")
+    mix = build_mixture(
+        bfcl_copy,
+        {"failure": 50, "no_change": 100_000, "simple": 50, "complex": 50},
+        seed=2,
+        benchmark_version=bench.version,
+        on_shortfall="warn",
+    )
     lost = {d["stratum"]: d for d in mix.decontamination}
     assert set(lost) == {"failure", "no_change", "simple", "complex"}
     for row in mix.strata:
@@ -112,13 +125,26 @@ def test_mixture_explains_decontamination_per_group(bfcl_copy, capsys):
 
 def test_mixture_warning_names_decontamination_when_a_group_is_emptied(bfcl_copy):
     """'complex: 0 of N, 0 candidates' is explained: every candidate was removed by decontamination."""
-    bench = build_benchmark(bfcl_copy, [Cell("all_medium", "medium", 10_000, delta_min=3, delta_max=12)],
-                            seed=2, on_shortfall="warn", make_current=False)
-    mix = build_mixture(bfcl_copy, {"failure": 5, "no_change": 5, "simple": 5, "complex": 20}, seed=2,
-                        benchmark_version=bench.version, on_shortfall="warn", make_current=False)
+    bench = build_benchmark(
+        bfcl_copy,
+        [Cell("all_medium", "medium", 10_000, delta_min=3, delta_max=12)],
+        seed=2,
+        on_shortfall="warn",
+        make_current=False,
+    )
+    mix = build_mixture(
+        bfcl_copy,
+        {"failure": 5, "no_change": 5, "simple": 5, "complex": 20},
+        seed=2,
+        benchmark_version=bench.version,
+        on_shortfall="warn",
+        make_current=False,
+    )
     complex_ = next(s for s in mix.strata if s["stratum"] == "complex")
     assert complex_["available"] == 0 and complex_["selected"] == 0
     d = next(d for d in mix.decontamination if d["stratum"] == "complex")
     assert d["before"] > 0 and d["removed_by_key"] + d["removed_by_hash"] == d["before"]
-    assert f"complex: 0 of 20 (20 missing, 0 candidates; {d['removed_by_key']} of {d['before']} removed by trajectory_id" \
+    assert (
+        f"complex: 0 of 20 (20 missing, 0 candidates; {d['removed_by_key']} of {d['before']} removed by trajectory_id"
         in mix.shortfall_message()
+    )

@@ -10,14 +10,13 @@ import pytest
 from dagster import DagsterInstance, build_schedule_context, build_sensor_context, materialize
 from dagster_duckdb import DuckDBResource
 
+from pipeline.core.strata import Cell, Composition
 from pipeline.quality.suites import composition_suite, overlap_suite, step_table_suite
 from pipeline.select.selection import ShortfallError, build_benchmark, build_mixture
-from pipeline.store.versions import EmptySelection
 from pipeline.select.stratify import EmptyStepTable, stratify
-from pipeline.store.versions import BENCHMARK, SplitStore, UnknownVersion
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout
-from pipeline.core.strata import Cell, Composition
+from pipeline.store.versions import BENCHMARK, EmptySelection, SplitStore, UnknownVersion
 from tests.support.layouts import stratified_copy
 
 
@@ -38,7 +37,9 @@ def test_strata_table_labels_every_step(bfcl_layout):
 
 
 def test_shortfalls_are_reported_per_cell_or_fail(bfcl_layout):
-    with pytest.raises(ShortfallError, match=r"medium_4 \(\|Δ\| 4\): 0 of 50, no candidate in the corpus \(max \|Δ\| 5\)"):
+    with pytest.raises(
+        ShortfallError, match=r"medium_4 \(\|Δ\| 4\): 0 of 50, no candidate in the corpus \(max \|Δ\| 5\)"
+    ):
         build_benchmark(bfcl_layout, seed=1, on_shortfall="fail")
     result = build_benchmark(bfcl_layout, seed=1, on_shortfall="warn")
     missing = {s["stratum"]: s["missing"] for s in result.shortfalls}
@@ -50,15 +51,22 @@ def test_shortfalls_are_reported_per_cell_or_fail(bfcl_layout):
 
 def test_impossible_custom_cell_is_reported(bfcl_layout):
     cells = [Cell("huge_failures", "failure", 5, "failure", 3, 9)]
-    with pytest.raises(ShortfallError, match=r"huge_failures \(failure, \|Δ\| 3–9\): 0 of 5, max \|Δ\| of failure steps in the corpus 0 — fix: "):
+    with pytest.raises(
+        ShortfallError,
+        match=r"huge_failures \(failure, \|Δ\| 3–9\): 0 of 5, max \|Δ\| of failure steps in the corpus 0 — fix: ",
+    ):
         build_benchmark(bfcl_layout, cells, seed=0, on_shortfall="fail", make_current=False)
     # even with on_shortfall="warn", a selection with no sample at all is no version
-    with pytest.raises(EmptySelection, match=r"selects no sample: no usable step matches any stratum; asked for huge_failures 5 \(0 candidates\)"):
+    with pytest.raises(
+        EmptySelection,
+        match=r"selects no sample: no usable step matches any stratum; asked for huge_failures 5 \(0 candidates\)",
+    ):
         build_benchmark(bfcl_layout, cells, seed=0, on_shortfall="warn", make_current=False)
     cells.append(Cell("no_change", "no_change", 3, "success", 0, 0))
     result = build_benchmark(bfcl_layout, cells, seed=0, on_shortfall="warn", make_current=False)
-    assert result.shortfalls == [{"stratum": "huge_failures", "requested": 5, "available": 0, "selected": 0,
-                                  "environments": 0, "missing": 5}]
+    assert result.shortfalls == [
+        {"stratum": "huge_failures", "requested": 5, "available": 0, "selected": 0, "environments": 0, "missing": 5}
+    ]
 
 
 def test_same_seed_same_bytes_new_seed_new_version(bfcl_layout, tmp_path):
@@ -78,7 +86,9 @@ def test_same_seed_same_bytes_new_seed_new_version(bfcl_layout, tmp_path):
     assert versions[a.version] is False and versions[c.version] is True  # the old one stays queryable
     only_in_a = con.execute(
         """SELECT count(*) FROM split_members a WHERE a.version = ? AND a.step_id NOT IN
-           (SELECT step_id FROM split_members WHERE version = ?)""", [a.version, c.version]).fetchone()[0]
+           (SELECT step_id FROM split_members WHERE version = ?)""",
+        [a.version, c.version],
+    ).fetchone()[0]
     assert 0 < only_in_a <= a.samples
 
 
@@ -86,8 +96,14 @@ def test_samples_carry_full_states_code_and_labels(bfcl_layout):
     result = build_benchmark(bfcl_layout, seed=3, on_shortfall="warn")
     df = pd.read_parquet(result.path)
     # rows in the order of the labeled data; `position` is the pick order that sample_ids.txt lists
-    stored = {tid: i for i, tid in enumerate(
-        pd.concat(pd.read_parquet(f, columns=["trajectory_id"]) for f in bfcl_layout.trajectory_files())["trajectory_id"])}
+    stored = {
+        tid: i
+        for i, tid in enumerate(
+            pd.concat(pd.read_parquet(f, columns=["trajectory_id"]) for f in bfcl_layout.trajectory_files())[
+                "trajectory_id"
+            ]
+        )
+    }
     keys = [(stored[t], s) for t, s in zip(df["trajectory_id"], df["step_index"])]
     assert keys == sorted(keys)
     assert sorted(df["position"]) == list(range(len(df)))
@@ -99,9 +115,14 @@ def test_samples_carry_full_states_code_and_labels(bfcl_layout):
     assert len(row["delta"]) == row["delta_size"]
     assert df.groupby("stratum")["env_id"].nunique().min() >= 1
     # max environment coverage: the 40 no_change/0-arg picks spread over every env that has one
-    envs_available = duckdb.connect().execute(
-        f"SELECT count(DISTINCT env_id) FROM read_parquet('{bfcl_layout.root}/strata/strata.parquet') "
-        "WHERE outcome='success' AND delta_size=0 AND args_count=0").fetchone()[0]
+    envs_available = (
+        duckdb.connect()
+        .execute(
+            f"SELECT count(DISTINCT env_id) FROM read_parquet('{bfcl_layout.root}/strata/strata.parquet') "
+            "WHERE outcome='success' AND delta_size=0 AND args_count=0"
+        )
+        .fetchone()[0]
+    )
     assert df[df["stratum"] == "no_change_args0"]["env_id"].nunique() == min(envs_available, 40)
 
 
@@ -111,8 +132,13 @@ def test_mixture_never_overlaps_the_benchmark(bfcl_layout, mode):
         bench = build_benchmark(bfcl_layout, seed=5, on_shortfall="warn")
     else:  # the full benchmark spans every bfcl environment: by env_id it would leave nothing (EmptySelection)
         bench = build_benchmark(bfcl_layout, [Cell("few", "simple", 2, "success", 1, 1)], seed=5, make_current=False)
-    mix = build_mixture(bfcl_layout, {"failure": 5, "no_change": 200, "simple": 200, "complex": 50}, seed=5,
-                        decontaminate=mode, benchmark_version=bench.version)
+    mix = build_mixture(
+        bfcl_layout,
+        {"failure": 5, "no_change": 200, "simple": 200, "complex": 50},
+        seed=5,
+        decontaminate=mode,
+        benchmark_version=bench.version,
+    )
     assert mix.spec["benchmark"] == bench.version
     assert overlap_suite(mix.path, bench.path, mode).success
     m, b = pd.read_parquet(mix.path), pd.read_parquet(bench.path)
@@ -129,12 +155,17 @@ def test_on_replayed_bfcl_tasks_the_default_picks_what_task_id_picks(bfcl_layout
     and picks the same steps as by task_id; only the version (whose spec records the rule) differs."""
     bench = build_benchmark(bfcl_layout, seed=6, make_current=False)
     sizes = {"failure": 5, "no_change": 600, "simple": 600, "complex": 200}
-    by_task = build_mixture(bfcl_layout, sizes, seed=6, decontaminate="task_id", benchmark_version=bench.version, make_current=False)
+    by_task = build_mixture(
+        bfcl_layout, sizes, seed=6, decontaminate="task_id", benchmark_version=bench.version, make_current=False
+    )
     default = build_mixture(bfcl_layout, sizes, seed=6, benchmark_version=bench.version, make_current=False)
     store = SplitStore(bfcl_layout, "sft_mixture")
-    assert (store.dir(default.version) / "sample_ids.txt").read_bytes() == (store.dir(by_task.version) / "sample_ids.txt").read_bytes()
-    assert [(d["before"], d["removed_by_key"], d["removed_by_hash"]) for d in default.decontamination] == \
-        [(d["before"], d["removed_by_key"], d["removed_by_hash"]) for d in by_task.decontamination]
+    assert (store.dir(default.version) / "sample_ids.txt").read_bytes() == (
+        store.dir(by_task.version) / "sample_ids.txt"
+    ).read_bytes()
+    assert [(d["before"], d["removed_by_key"], d["removed_by_hash"]) for d in default.decontamination] == [
+        (d["before"], d["removed_by_key"], d["removed_by_hash"]) for d in by_task.decontamination
+    ]
     assert default.version != by_task.version and sum(d["removed_by_key"] for d in default.decontamination) > 0
 
 
@@ -205,9 +236,11 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     shutil.copytree(bfcl_layout.root, layout.root)
     shutil.rmtree(layout.root / "splits", ignore_errors=True)
     sizes = {"failure": 5, "no_change": 100, "simple": 100, "complex": 20}
-    resources = {"store": DataStoreResource(data_root=str(layout.root)),
-                 "duckdb": DuckDBResource(database=str(layout.duckdb)),
-                 "composition": CompositionResource(mixture_sizes=sizes)}
+    resources = {
+        "store": DataStoreResource(data_root=str(layout.root)),
+        "duckdb": DuckDBResource(database=str(layout.duckdb)),
+        "composition": CompositionResource(mixture_sizes=sizes),
+    }
     run_config = {"ops": {"benchmark_split": {"config": {"on_shortfall": "warn", "seed": 4}}}}
     result = materialize([step_strata, benchmark_split, sft_mixture], resources=resources, run_config=run_config)
     assert result.success
@@ -216,8 +249,10 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     assert not checks["composition_matches"].passed and checks["composition_matches"].severity.value == "WARN"
     assert "medium_4" in checks["composition_matches"].description
     assert checks["no_benchmark_overlap"].passed
-    meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
-            for e in result.get_asset_materialization_events()}
+    meta = {
+        e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+        for e in result.get_asset_materialization_events()
+    }
     assert meta["benchmark_split"]["shortfalls"].value == 4
     assert "medium_4" in meta["benchmark_split"]["shortfall_detail"].value
     # a plain client outside the data root: the views' paths are relative to it (docs/sql.md)
@@ -235,6 +270,7 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
 
     instance = DagsterInstance.ephemeral()
     from dagster import AssetMaterialization
+
     instance.report_runless_asset_event(AssetMaterialization("labeled_steps"))
     sensor_ctx = build_sensor_context(instance=instance, resources={"store": resources["store"]})
     tick = splits_on_new_steps.evaluate_tick(sensor_ctx)
@@ -242,7 +278,9 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     bench = SplitStore(layout, BENCHMARK)
     manifest = bench.manifest(bench.current())
     bench.write_manifest(bench.current(), {**manifest, "spec": {**manifest["spec"], "input": "older-steps"}})
-    requests = splits_on_new_steps.evaluate_tick(build_sensor_context(instance=instance, resources={"store": resources["store"]})).run_requests
+    requests = splits_on_new_steps.evaluate_tick(
+        build_sensor_context(instance=instance, resources={"store": resources["store"]})
+    ).run_requests
     assert len(requests) == 1 and requests[0].job_name in (None, "regenerate_splits")
     assert requests[0].run_config["ops"]["benchmark_split"]["config"]["seed"] == 4  # the seed of the store's split
 
@@ -259,7 +297,9 @@ def test_candidate_window_widens_until_picking_equals_picking_from_everything():
     rows = [(f"a{i:03d}", "envA", "dup" if i < 120 else f"ha{i}", f"r{i:03d}") for i in range(200)]
     rows += [(f"b{i:03d}", "envB", f"hb{i}", f"s{i:03d}") for i in range(10)]
     # the pool now has a tool column (windows are per (env, tool) pair); one tool per env picks as before
-    con.execute("CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, x INTEGER, tool VARCHAR)")
+    con.execute(
+        "CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, x INTEGER, tool VARCHAR)"
+    )
     con.executemany("INSERT INTO pool VALUES (?, ?, ?, ?, 1, 't')", rows)
     usage, taken = Counter(), set()
     got = [(s, e) for s, e, _ in _pick_cell(con, "x = 1", 40, 2, usage, taken)]
@@ -279,24 +319,35 @@ def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout,
     layout = DataLayout.at(tmp_path / "data")
     shutil.copytree(bfcl_layout.root, layout.root)
     shutil.rmtree(layout.root / "splits", ignore_errors=True)
-    cells = [{"name": "reads", "group": "no_change", "quota": 7, "outcome": "success", "delta_min": 0, "delta_max": 0},
-             {"name": "writes", "group": "simple", "quota": 5, "outcome": "success", "delta_min": 1, "delta_max": 12}]
-    result = materialize([step_strata],
-                         resources={"store": DataStoreResource(data_root=str(layout.root)),
-                                    "duckdb": DuckDBResource(database=str(layout.duckdb)),
-                                    "composition": CompositionResource(cells=[CellConfig(**c) for c in cells],
-                                                                       mixture_sizes={"simple": 9})})
+    cells = [
+        {"name": "reads", "group": "no_change", "quota": 7, "outcome": "success", "delta_min": 0, "delta_max": 0},
+        {"name": "writes", "group": "simple", "quota": 5, "outcome": "success", "delta_min": 1, "delta_max": 12},
+    ]
+    result = materialize(
+        [step_strata],
+        resources={
+            "store": DataStoreResource(data_root=str(layout.root)),
+            "duckdb": DuckDBResource(database=str(layout.duckdb)),
+            "composition": CompositionResource(cells=[CellConfig(**c) for c in cells], mixture_sizes={"simple": 9}),
+        },
+    )
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
     candidates = {r.data["cell"]: r.data for r in meta["benchmark_cell_candidates"].records}
-    assert set(candidates) == {"reads", "writes"} and candidates["reads"]["quota"] == 7 and candidates["writes"]["quota"] == 5
+    assert (
+        set(candidates) == {"reads", "writes"}
+        and candidates["reads"]["quota"] == 7
+        and candidates["writes"]["quota"] == 5
+    )
     groups = {r.data["group"]: r.data for r in meta["balance2_candidates"].records}
     assert set(groups) == {"simple"} and groups["simple"]["wanted"] == 9
 
     comp = Composition(tuple(Cell(**c) for c in cells), {"simple": 9})
     table = queries.cell_coverage(layout, comp).set_index("cell")
-    steps = duckdb.sql(f"SELECT count(*) FILTER (outcome = 'success' AND delta_size = 0), "
-                       f"count(*) FILTER (outcome = 'success' AND delta_size BETWEEN 1 AND 12) "
-                       f"FROM read_parquet('{layout.steps_glob()}')").fetchall()[0]
+    steps = duckdb.sql(
+        f"SELECT count(*) FILTER (outcome = 'success' AND delta_size = 0), "
+        f"count(*) FILTER (outcome = 'success' AND delta_size BETWEEN 1 AND 12) "
+        f"FROM read_parquet('{layout.steps_glob()}')"
+    ).fetchall()[0]
     assert (table.loc["reads", "candidates"], table.loc["writes", "candidates"]) == steps
 
     assert composition_in_force(layout) == Composition()  # no current split: the profile's

@@ -44,8 +44,12 @@ def test_one_environment_spreads_its_picks_across_its_tools(tools, per_tool, n, 
 
 
 @settings(max_examples=60, deadline=None)
-@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=5), per_tool=st.integers(1, 5),
-       n=st.integers(1, 30), salt=st.integers(0, 10**6))
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=5),
+    per_tool=st.integers(1, 5),
+    n=st.integers(1, 30),
+    salt=st.integers(0, 10**6),
+)
 def test_unused_environments_then_unused_pairs_come_first(shape, per_tool, n, salt):
     """Pick order: every environment once, then every unused (env, tool) pair once, before any pair is
     picked a second time; the pick is deterministic for the candidates."""
@@ -90,7 +94,9 @@ def test_window_per_pair_widens_until_picking_equals_picking_from_everything():
     rows = [(f"a{i:03d}", "envA", "dup" if i < 100 else f"ha{i}", f"r{i:03d}", "t1") for i in range(200)]
     rows += [(f"c{i:03d}", "envA", f"hc{i}", f"q{i:03d}", "t2") for i in range(5)]
     rows += [(f"b{i:03d}", "envB", f"hb{i}", f"s{i:03d}", "t3") for i in range(10)]
-    con.execute("CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, tool VARCHAR, x INTEGER)")
+    con.execute(
+        "CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, tool VARCHAR, x INTEGER)"
+    )
     con.executemany("INSERT INTO pool VALUES (?, ?, ?, ?, ?, 1)", rows)
     usage, pair_usage, taken = Counter(), Counter(), set()
     got = _pick_cell(con, "x = 1", 40, 3, usage, taken, pair_usage)
@@ -105,5 +111,8 @@ def test_tool_stats_and_decontamination_note():
     assert stats == {"stratum": "difficult", "tool_pairs": 3, "top_tool": "pay (e1)", "top_tool_share": 0.5}
     assert tool_stats("x", [])["tool_pairs"] == 0
     row = {"before": 4160, "removed_by_key": 4156, "removed_by_hash": 3, "key": "task_id", "benchmark": "bench-1"}
-    assert decontamination_note(row) == "; 4156 of 4160 removed by task_id decontamination against bench-1, 3 by (s_t, a_t) hash"
+    assert (
+        decontamination_note(row)
+        == "; 4156 of 4160 removed by task_id decontamination against bench-1, 3 by (s_t, a_t) hash"
+    )
     assert decontamination_note({**row, "removed_by_key": 0, "removed_by_hash": 0}) == ""

@@ -32,10 +32,24 @@ def small_corpus(envs: int = 5, failures: bool = True, seed: int = 0, failure_ra
                 trajectory = f"{task}:explore-{k:02d}"
                 for i in range(6):
                     r = rng.random()
-                    outcome, delta = ("failure", 0) if r < failure_rate and failures else ("success", rng.choice([0, 0, 1, 2, 3]))
+                    outcome, delta = (
+                        ("failure", 0) if r < failure_rate and failures else ("success", rng.choice([0, 0, 1, 2, 3]))
+                    )
                     args = rng.randint(0, 2)
-                    rows.append(step_row(env, task, trajectory, i, outcome, delta, args, sha(trajectory, i),
-                                         f"tool_{rng.randint(0, 7)}", json.dumps({"a": args})))
+                    rows.append(
+                        step_row(
+                            env,
+                            task,
+                            trajectory,
+                            i,
+                            outcome,
+                            delta,
+                            args,
+                            sha(trajectory, i),
+                            f"tool_{rng.randint(0, 7)}",
+                            json.dumps({"a": args}),
+                        )
+                    )
     return pd.DataFrame(rows)
 
 
@@ -58,7 +72,9 @@ def test_a_small_corpus_yields_a_benchmark_naming_each_missing_cell_and_a_mixtur
     # the mixture is built from the rest, with every group (the corpus has no |Δ| ≥ 3 beyond 3: complex is |Δ| 3)
     mix = build_mixture(layout, {"failure": 50, "no_change": 50, "simple": 50, "complex": 50}, seed=0)
     assert mix.samples == 200 and SplitStore(layout, MIXTURE).current() == mix.version
-    assert shortfall_report(SplitStore(layout, MIXTURE).manifest(mix.version)) == []  # a full mixture: nothing to report
+    assert (
+        shortfall_report(SplitStore(layout, MIXTURE).manifest(mix.version)) == []
+    )  # a full mixture: nothing to report
 
 
 def test_a_corpus_without_failure_labels_names_the_failure_cell(corpus_layout):
@@ -66,7 +82,12 @@ def test_a_corpus_without_failure_labels_names_the_failure_cell(corpus_layout):
     bench = build_benchmark(layout, seed=0)
     assert "failure (failure, |Δ| 0): 0 of 20, no failure step in the corpus" in bench.shortfall_lines()
     mix = build_mixture(layout, {"failure": 10, "no_change": 50, "simple": 50, "complex": 50}, seed=0)
-    assert {r["stratum"]: r["selected"] for r in mix.strata} == {"failure": 0, "no_change": 50, "simple": 50, "complex": 50}
+    assert {r["stratum"]: r["selected"] for r in mix.strata} == {
+        "failure": 0,
+        "no_change": 50,
+        "simple": 50,
+        "complex": 50,
+    }
 
 
 def test_on_shortfall_fail_keeps_the_strict_behaviour(corpus_layout):
@@ -87,14 +108,20 @@ def test_a_partly_filled_cell_says_how_many_candidates_and_environments(corpus_l
     failure = next(line for line in bench.shortfall_lines() if line.startswith("failure"))
     available = next(s["available"] for s in bench.shortfalls if s["stratum"] == "failure")
     assert 0 < available < 20
-    assert failure == f"failure (failure, |Δ| 0): {available} of 20, {available} distinct candidates in the corpus, from 2 environments"
+    assert (
+        failure
+        == f"failure (failure, |Δ| 0): {available} of 20, {available} distinct candidates in the corpus, from 2 environments"
+    )
 
 
 def test_a_cell_no_step_has_the_argument_count_of_says_so(corpus_layout):
     corpus = small_corpus()
     layout = corpus_layout(corpus[corpus["args_count"] > 0])  # every call takes arguments
     bench = build_benchmark(layout, seed=0)
-    assert "no_change_args0 (|Δ| 0, 0 arguments): 0 of 40, no success step with 0 arguments in the corpus" in bench.shortfall_lines()
+    assert (
+        "no_change_args0 (|Δ| 0, 0 arguments): 0 of 40, no success step with 0 arguments in the corpus"
+        in bench.shortfall_lines()
+    )
 
 
 def test_a_mixture_short_of_its_sizes_is_named_with_what_decontamination_removed_and_the_fix(corpus_layout):

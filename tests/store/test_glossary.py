@@ -51,13 +51,22 @@ def _bfcl_subset(directory: Path, n: int = 6) -> BfclTaskFile:
 def _corpus(directory: Path) -> EnvScalerCorpus:
     """One EnvScaler-format environment (the counter shop) with three scenarios."""
     items = {"counter_shop": ITEMS["counter_shop"]}
-    scenarios = [{"task_id": f"shop-{i}", "env_id": "counter_shop", "env_class_name": "CounterShop",
-                  "init_config": {"stock": {"apple": 3 + i, "pear": i}, "till": 0}, "task": "Sell fruit."} for i in range(3)]
+    scenarios = [
+        {
+            "task_id": f"shop-{i}",
+            "env_id": "counter_shop",
+            "env_class_name": "CounterShop",
+            "init_config": {"stock": {"apple": 3 + i, "pear": i}, "till": 0},
+            "task": "Sell fruit.",
+        }
+        for i in range(3)
+    ]
     (directory / "191_env_metadata.json").write_text(json.dumps(items))
     (directory / "scenarios.json").write_text(json.dumps(scenarios))
     assert "class CounterShop" in COUNTER_CODE
-    return EnvScalerCorpus(env_items=directory / "191_env_metadata.json", scenarios=directory / "scenarios.json",
-                           license="CC0-1.0")
+    return EnvScalerCorpus(
+        env_items=directory / "191_env_metadata.json", scenarios=directory / "scenarios.json", license="CC0-1.0"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +82,21 @@ def run(tmp_path_factory, sandbox):
     label(layout, sandbox)
     stratify(layout)
     # a small benchmark (a few tasks), so that task decontamination leaves the mixture its candidates
-    build_benchmark(layout, [Cell("failure", "failure", 2, "failure", 0, 0), Cell("no_change", "no_change", 2, "success", 0, 0),
-                             Cell("simple", "simple", 2, "success", 1, 2)], seed=0, on_shortfall="warn")
+    build_benchmark(
+        layout,
+        [
+            Cell("failure", "failure", 2, "failure", 0, 0),
+            Cell("no_change", "no_change", 2, "success", 0, 0),
+            Cell("simple", "simple", 2, "success", 1, 2),
+        ],
+        seed=0,
+        on_shortfall="warn",
+    )
     build_mixture(layout, {"failure": 5, "no_change": 20, "simple": 20, "complex": 5}, seed=0, on_shortfall="warn")
-    exports = {kind: export_split(layout, kind, None, tmp / "hf" / kind, max_shard_bytes=200_000)
-               for kind in (BENCHMARK, MIXTURE)}
+    exports = {
+        kind: export_split(layout, kind, None, tmp / "hf" / kind, max_shard_bytes=200_000)
+        for kind in (BENCHMARK, MIXTURE)
+    }
     con = open_data_root(layout.root, read_only=False)
     warehouse.sync(con, layout)
     yield layout, exports, con
@@ -93,7 +112,9 @@ def _distinct(con, table: str, column: str) -> set[str]:
 
 
 def _columns(con, table: str) -> set[str]:
-    return {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ?", [table]).fetchall()}
+    return {
+        r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ?", [table]).fetchall()
+    }
 
 
 def test_the_glossary_derives_the_sets_from_the_rules_and_the_registry():
@@ -136,7 +157,9 @@ def test_the_data_holds_exactly_the_documented_values(run):
     # source is the source, named by the environment id's prefix (the builtin pack is `builtin`, not its adapter)
     assert _distinct(con, "steps", "source") == {"bfcl", "builtin", "envscaler"}
     assert con.execute("SELECT count(*) FROM steps WHERE source <> split_part(env_id, '/', 1)").fetchone()[0] == 0
-    assert con.execute("SELECT count(*) FROM trajectories WHERE source <> split_part(env_id, '/', 1)").fetchone()[0] == 0
+    assert (
+        con.execute("SELECT count(*) FROM trajectories WHERE source <> split_part(env_id, '/', 1)").fetchone()[0] == 0
+    )
     assert _distinct(con, "steps", "adapter") == set(registry.adapters())
     assert con.execute("SELECT DISTINCT adapter FROM steps WHERE source = 'builtin'").fetchall() == [("envscaler",)]
     assert con.execute("SELECT count(*) FROM steps WHERE adapter IS NULL").fetchone()[0] == 0
@@ -157,7 +180,9 @@ def test_the_exported_dataset_holds_the_values_its_card_documents(run):
         frame = pd.concat([pd.read_parquet(f) for f in files])
         card = (directory / "README.md").read_text()
         fields = card.split("\n## Data Fields\n", 1)[1].split("\n## ", 1)[0]
-        lines = {re.match(r"- `([^`]+)`", line).group(1): line for line in fields.splitlines() if line.startswith("- `")}
+        lines = {
+            re.match(r"- `([^`]+)`", line).group(1): line for line in fields.splitlines() if line.startswith("- `")
+        }
         assert set(lines) == set(pq.read_schema(files[0]).names), kind
         for column in glossary.closed_columns():
             if column not in frame.columns:
@@ -171,10 +196,21 @@ def test_the_exported_dataset_holds_the_values_its_card_documents(run):
 
 def test_every_duckdb_comment_of_a_closed_set_column_is_the_glossarys(run):
     _, _, con = run
-    rows = con.execute("""SELECT table_name, column_name, comment FROM duckdb_columns()
-                          WHERE column_name IN (SELECT unnest(?))""", [list(glossary.closed_columns())]).fetchall()
-    assert {c for _, c, _ in rows} >= {"outcome", "delta_bucket", "args_cardinality", "source", "adapter",
-                                       "benchmark_cell", "balance2_group", "kind"}
+    rows = con.execute(
+        """SELECT table_name, column_name, comment FROM duckdb_columns()
+                          WHERE column_name IN (SELECT unnest(?))""",
+        [list(glossary.closed_columns())],
+    ).fetchall()
+    assert {c for _, c, _ in rows} >= {
+        "outcome",
+        "delta_bucket",
+        "args_cardinality",
+        "source",
+        "adapter",
+        "benchmark_cell",
+        "balance2_group",
+        "kind",
+    }
     for table, column, comment in rows:
         assert comment == catalog.column_description(table, column), (table, column)
         assert set(glossary.values(column)) <= _backticked(comment), (table, column, comment)
@@ -190,15 +226,18 @@ def _listing(text: str, anchor: str) -> list[str]:
     return re.findall(r"`([^`]+)`", text[at:end])
 
 
-@pytest.mark.parametrize("doc, anchor, column", [
-    ("docs/definitions.md", "Buckets of |Δ| (the `delta_bucket` columns):", "delta_bucket"),
-    ("docs/sql.md", "a `delta_bucket` is a |Δ| range (", "delta_bucket"),
-    ("docs/pipeline.md", "The \\|Δ\\| buckets (the `delta_bucket` labels", "delta_bucket"),
-    ("docs/environments.md", "a **source** is where environments come from (", "source"),
-    ("docs/environments.md", "an **adapter** is how an\nenvironment is built and run in the sandbox (", "adapter"),
-    ("docs/extending.md", "A **source** is where environments come from (", "source"),
-    ("docs/definitions.md", "or a Balance2 group", "balance2_group"),
-])
+@pytest.mark.parametrize(
+    "doc, anchor, column",
+    [
+        ("docs/definitions.md", "Buckets of |Δ| (the `delta_bucket` columns):", "delta_bucket"),
+        ("docs/sql.md", "a `delta_bucket` is a |Δ| range (", "delta_bucket"),
+        ("docs/pipeline.md", "The \\|Δ\\| buckets (the `delta_bucket` labels", "delta_bucket"),
+        ("docs/environments.md", "a **source** is where environments come from (", "source"),
+        ("docs/environments.md", "an **adapter** is how an\nenvironment is built and run in the sandbox (", "adapter"),
+        ("docs/extending.md", "A **source** is where environments come from (", "source"),
+        ("docs/definitions.md", "or a Balance2 group", "balance2_group"),
+    ],
+)
 def test_hand_written_docs_list_the_glossarys_values(doc, anchor, column):
     listed = _listing((ROOT / doc).read_text(), anchor)
     assert listed == list(glossary.values(column)), (doc, listed)
@@ -215,13 +254,17 @@ def test_a_process_without_the_registry_writes_no_wrong_source_set(run, tmp_path
     layout, _, _ = run
     copy = tmp_path / "root"
     shutil.copytree(layout.root, copy)
-    script = ("import sys; from pipeline.store.duck import open_data_root\n"
-              f"con = open_data_root({str(copy)!r}, read_only=False)\n"
-              "print(con.execute(\"SELECT comment FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = 'source'\").fetchone()[0])\n"
-              "assert 'pipeline.envs.registry' not in sys.modules")
+    script = (
+        "import sys; from pipeline.store.duck import open_data_root\n"
+        f"con = open_data_root({str(copy)!r}, read_only=False)\n"
+        "print(con.execute(\"SELECT comment FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = 'source'\").fetchone()[0])\n"
+        "assert 'pipeline.envs.registry' not in sys.modules"
+    )
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == COLUMN_DOCS.meanings["source"] and "`" not in out.stdout
     with open_data_root(copy, read_only=False) as con:  # this process knows the registry: the set is back
-        comment = con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = 'source'").fetchone()[0]
+        comment = con.execute(
+            "SELECT comment FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = 'source'"
+        ).fetchone()[0]
     assert comment == COLUMN_DOCS["source"] and "`builtin`" in comment

@@ -35,10 +35,28 @@ def _eval_rows(layout: DataLayout, version: str) -> Path:
     path = layout.root / "eval.jsonl"
     with path.open("w") as fh:
         for i, s in enumerate(samples.itertuples()):
-            fh.write(json.dumps({"run_id": f"oracle@{version}", "simulator": "oracle", "split_version": version, "step_id": s.step_id,
-                                 "stratum": s.stratum, "env_id": s.env_id, "tool": s.tool, "outcome": s.outcome,
-                                 "delta_size": s.delta_size, "args_count": s.args_count, "fm": True, "cm": i % 2 == 0,
-                                 "cm_reference": True, "parse_ok": True, "seq": i}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "run_id": f"oracle@{version}",
+                        "simulator": "oracle",
+                        "split_version": version,
+                        "step_id": s.step_id,
+                        "stratum": s.stratum,
+                        "env_id": s.env_id,
+                        "tool": s.tool,
+                        "outcome": s.outcome,
+                        "delta_size": s.delta_size,
+                        "args_count": s.args_count,
+                        "fm": True,
+                        "cm": i % 2 == 0,
+                        "cm_reference": True,
+                        "parse_ok": True,
+                        "seq": i,
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -50,8 +68,18 @@ def full_root(default_layout, tmp_path_factory):
     first = build_benchmark(layout, seed=0, on_shortfall="warn")
     second = build_benchmark(layout, seed=1, on_shortfall="warn", dagster_run_id=RUN)
     build_mixture(layout, {"failure": 5, "no_change": 5, "simple": 5}, seed=0)
-    step = {"run_id": "r1", "simulator": "oracle", "rollout_id": "x", "step_index": 0, "delta_size": 0, "delta_bucket": "0",
-            "fm": True, "cm": True, "drift": 0, "parse_ok": True}
+    step = {
+        "run_id": "r1",
+        "simulator": "oracle",
+        "rollout_id": "x",
+        "step_index": 0,
+        "delta_size": 0,
+        "delta_bucket": "0",
+        "fm": True,
+        "cm": True,
+        "drift": 0,
+        "parse_ok": True,
+    }
     rollout_store.write_run(layout, "r1", [step], [{"run_id": "r1", "rollout_id": "x", "status": "done", "steps": 1}])
     environment_report(layout)  # the quality gate's tables: env_quality, env_tool_quality, env_yield (two checkers)
     anchors = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
@@ -62,27 +90,52 @@ def full_root(default_layout, tmp_path_factory):
         curriculum.record(con, layout)
         checkpoints._schema(con)
         checkpoints._views(con)
-        con.execute(f"CREATE TABLE IF NOT EXISTS bench_model_runs ({', '.join(f'{c} {t}' for c, t in bench_model.RUNS_TABLE.items())})")
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS bench_model_runs ({', '.join(f'{c} {t}' for c, t in bench_model.RUNS_TABLE.items())})"
+        )
         rollout_store.sync(con, layout)
         catalog.describe(con)
     return layout, first.version, second.version
 
 
 def _objects(con):
-    return sorted(r[0] for r in con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE NOT internal UNION SELECT view_name FROM duckdb_views() "
-        "WHERE NOT internal AND schema_name = 'main'").fetchall())
+    return sorted(
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE NOT internal UNION SELECT view_name FROM duckdb_views() "
+            "WHERE NOT internal AND schema_name = 'main'"
+        ).fetchall()
+    )
 
 
 def test_every_table_view_and_column_has_a_comment(full_root):
     layout, _, _ = full_root
     with open_data_root(layout.root) as con:
         names = _objects(con)
-        assert {"steps", "strata", "trajectories", "environments", "benchmark_samples", "sft_mixture_samples", "split_versions",
-                "split_members", "split_diff", "eval_results", "eval_results_strata", "eval_runs", "eval_by_group",
-                "curriculum_groups", "sft_checkpoints", "bench_model_runs", "rollout_steps", "rollouts"} <= set(names)
+        assert {
+            "steps",
+            "strata",
+            "trajectories",
+            "environments",
+            "benchmark_samples",
+            "sft_mixture_samples",
+            "split_versions",
+            "split_members",
+            "split_diff",
+            "eval_results",
+            "eval_results_strata",
+            "eval_runs",
+            "eval_by_group",
+            "curriculum_groups",
+            "sft_checkpoints",
+            "bench_model_runs",
+            "rollout_steps",
+            "rollouts",
+        } <= set(names)
         assert list(catalog.undocumented(con)) == []
-        comment = con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'split_members' AND column_name = 'stratum'").fetchone()[0]
+        comment = con.execute(
+            "SELECT comment FROM duckdb_columns() WHERE table_name = 'split_members' AND column_name = 'stratum'"
+        ).fetchone()[0]
         assert "cell" in comment and "Balance2 group" in comment
 
 
@@ -94,8 +147,12 @@ def test_views_answer_after_the_data_root_moves(full_root, tmp_path):
     new = DataLayout.at(moved)
     for read_only in (True, False):
         with open_data_root(moved, read_only=read_only) as con:
-            views = [r[0] for r in con.execute("SELECT DISTINCT view_name FROM duckdb_views() WHERE NOT internal "
-                                                "AND schema_name = 'main'").fetchall()]
+            views = [
+                r[0]
+                for r in con.execute(
+                    "SELECT DISTINCT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'"
+                ).fetchall()
+            ]
             assert len(views) >= 15
             for view in views:
                 con.execute(f"SELECT count(*) FROM {view}").fetchone()
@@ -106,7 +163,10 @@ def test_views_answer_after_the_data_root_moves(full_root, tmp_path):
     resource = DataStoreDuckDBResource(store=DataStoreResource(data_root=str(new.root)))
     with resource.get_connection() as con:
         assert con.execute("SELECT count(*) FROM strata").fetchone()[0] == 4625
-        assert "'steps/part-*.parquet'" in con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'steps'").fetchone()[0]
+        assert (
+            "'steps/part-*.parquet'"
+            in con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'steps'").fetchone()[0]
+        )
 
 
 def test_a_plain_client_in_a_moved_root_answers_every_view(full_root, tmp_path, monkeypatch):
@@ -120,12 +180,26 @@ def test_a_plain_client_in_a_moved_root_answers_every_view(full_root, tmp_path, 
     old = str(layout.root.resolve())
     monkeypatch.chdir(moved)
     with duckdb.connect(str(moved / "envsim.duckdb")) as con:
-        views = sorted(r[0] for r in con.execute(
-            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'").fetchall())
-        assert {"steps", "strata", "trajectories", "environments", "benchmark_samples", "sft_mixture_samples",
-                "rollout_steps", "rollouts"} <= set(views)
+        views = sorted(
+            r[0]
+            for r in con.execute(
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'"
+            ).fetchall()
+        )
+        assert {
+            "steps",
+            "strata",
+            "trajectories",
+            "environments",
+            "benchmark_samples",
+            "sft_mixture_samples",
+            "rollout_steps",
+            "rollouts",
+        } <= set(views)
         for view in views:
-            assert old not in con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ?", [view]).fetchone()[0], view
+            assert old not in con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ?", [view]).fetchone()[0], (
+                view
+            )
             con.execute(f"SELECT count(*) FROM {view}").fetchone()
         assert con.execute("SELECT count(*) FROM steps").fetchone()[0] == 4625
     monkeypatch.chdir(tmp_path)  # elsewhere: the documented setting resolves them
@@ -147,8 +221,12 @@ def test_rows_of_a_version_name_it(full_root):
 def test_split_versions_have_created_time_run_and_parent(full_root):
     layout, first, second = full_root
     with open_data_root(layout.root) as con:
-        rows = {r[0]: r[1:] for r in con.execute(
-            "SELECT version, created_at, dagster_run_id, parent_version, is_current FROM split_versions WHERE kind = 'benchmark'").fetchall()}
+        rows = {
+            r[0]: r[1:]
+            for r in con.execute(
+                "SELECT version, created_at, dagster_run_id, parent_version, is_current FROM split_versions WHERE kind = 'benchmark'"
+            ).fetchall()
+        }
     assert rows[first][0] is not None and rows[first][1] is None and rows[first][2] is None and not rows[first][3]
     assert rows[second][0] >= rows[first][0] and rows[second][1:] == (RUN, first, True)
 
@@ -168,7 +246,9 @@ def test_provenance_stays_out_of_the_version_files(default_layout, tmp_path):
 def test_eval_results_with_bucket_and_cell(full_root):
     layout, _, second = full_root
     with open_data_root(layout.root) as con:
-        rows = con.execute("SELECT stratum, benchmark_group, delta_bucket, delta_size FROM eval_results_strata").fetchall()
+        rows = con.execute(
+            "SELECT stratum, benchmark_group, delta_bucket, delta_size FROM eval_results_strata"
+        ).fetchall()
     assert rows and all(bucket in {"0", "1-2", "3-6", "7-12", "13+"} for _, _, bucket, _ in rows)
     assert {(s, b) for s, _, b, _ in rows if s == "simple_1"} == {("simple_1", "1-2")}
     assert {g for s, g, _, _ in rows if s.startswith("no_change")} == {"no_change"}
@@ -179,15 +259,17 @@ def test_split_diff_lists_added_and_removed_samples(full_root):
     a = set(pd.read_parquet(SplitStore(layout, "benchmark").samples(first))["step_id"])
     b = set(pd.read_parquet(SplitStore(layout, "benchmark").samples(second))["step_id"])
     with open_data_root(layout.root) as con:
-        diff = con.execute("SELECT change, step_id FROM split_diff WHERE version_a = ? AND version_b = ?", [first, second]).fetchall()
+        diff = con.execute(
+            "SELECT change, step_id FROM split_diff WHERE version_a = ? AND version_b = ?", [first, second]
+        ).fetchall()
     assert {s for c, s in diff if c == "added"} == b - a and {s for c, s in diff if c == "removed"} == a - b
     assert b - a
 
 
 def _cookbook() -> list[str]:
     text = (ROOT / "docs" / "sql.md").read_text()
-    section = text[text.index("## SQL cookbook"):]
-    section = section[:section.index("\n## ", 4)] if "\n## " in section[4:] else section
+    section = text[text.index("## SQL cookbook") :]
+    section = section[: section.index("\n## ", 4)] if "\n## " in section[4:] else section
     blocks = re.findall(r"```sql\n(.*?)```", section, re.S)
     return [q.strip() for block in blocks for q in block.split(";") if re.sub(r"--[^\n]*", "", q).strip()]
 
@@ -196,8 +278,14 @@ def test_every_cookbook_query_runs(full_root):
     layout, first, second = full_root
     queries = _cookbook()
     text = " ".join(queries)
-    for needed in ("duckdb_columns()", "split_diff", "eval_results_strata", "parent_version", "env_yield",
-                   "env_tool_quality"):
+    for needed in (
+        "duckdb_columns()",
+        "split_diff",
+        "eval_results_strata",
+        "parent_version",
+        "env_yield",
+        "env_tool_quality",
+    ):
         assert needed in text, f"the cookbook has no query using {needed}"
     with open_data_root(layout.root) as con:
         for query in queries:

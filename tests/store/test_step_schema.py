@@ -11,11 +11,14 @@ from pipeline.select import samples
 from pipeline.store import schema
 from pipeline.store.reconstruct import ReplayError, replay
 
-values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-99, 99), st.text(max_size=3)),
-                      lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=2), c, max_size=3)),
-                      max_leaves=12)
-states = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.dictionaries(st.sampled_from(["x", "y"]), values, max_size=2),
-                         max_size=3)
+values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-99, 99), st.text(max_size=3)),
+    lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=2), c, max_size=3)),
+    max_leaves=12,
+)
+states = st.dictionaries(
+    st.sampled_from(["a", "b", "c"]), st.dictionaries(st.sampled_from(["x", "y"]), values, max_size=2), max_size=3
+)
 
 
 def test_every_step_column_has_one_role_and_stages_take_their_columns_from_the_schema():
@@ -28,14 +31,17 @@ def test_every_step_column_has_one_role_and_stages_take_their_columns_from_the_s
             assert f.equals(schema.STEPS.field(f.name))
     assert set(samples._STEP_COLUMNS) <= set(schema.STEPS.names)
     assert set(schema.required_text_columns(schema.STEPS)) == {
-        f.name for f in schema.STEPS if not f.nullable and f.type == "string"}
+        f.name for f in schema.STEPS if not f.nullable and f.type == "string"
+    }
 
 
 def _trajectory(chain):
     """(initial text, initial hash, stored steps) of a chain of states."""
     stored = []
     for i, (a, b) in enumerate(zip(chain, chain[1:])):
-        stored.append((f"t#{i}", schema.encode_delta(diff(a, b)), text_hash(canonical_json(a)), text_hash(canonical_json(b))))
+        stored.append(
+            (f"t#{i}", schema.encode_delta(diff(a, b)), text_hash(canonical_json(a)), text_hash(canonical_json(b)))
+        )
     return canonical_json(chain[0]), text_hash(canonical_json(chain[0])), stored
 
 

@@ -12,8 +12,9 @@ from pipeline.store.trajectories import iter_trajectories, trajectory_row
 
 
 def _trajectory(tid: str) -> Trajectory:
-    return Trajectory(tid, "task", EnvSpec("envscaler", "builtin/shop", {"stock": {}}, {}), (Action("count", {}),),
-                      strategy="explore")
+    return Trajectory(
+        tid, "task", EnvSpec("envscaler", "builtin/shop", {"stock": {}}, {}), (Action("count", {}),), strategy="explore"
+    )
 
 
 def test_source_and_adapter_are_stored_apart_and_old_files_still_read(tmp_path):
@@ -23,7 +24,11 @@ def test_source_and_adapter_are_stored_apart_and_old_files_still_read(tmp_path):
     assert (new["source"], new["adapter"]) == ("builtin", "envscaler")
     pq.write_table(pa.Table.from_pylist([new], schema=TRAJECTORIES), layout.trajectories_dir / "part-builtin-1.parquet")
     # a partition written before the adapter column: its `source` held the adapter
-    old = {k: v for k, v in trajectory_row(_trajectory("old"), "{}", "0" * 32, source="envscaler").items() if k != "adapter"}
+    old = {
+        k: v
+        for k, v in trajectory_row(_trajectory("old"), "{}", "0" * 32, source="envscaler").items()
+        if k != "adapter"
+    }
     old_schema = pa.schema([f for f in TRAJECTORIES if f.name != "adapter"])
     pq.write_table(pa.Table.from_pylist([old], schema=old_schema), layout.trajectories_dir / "part-builtin-0.parquet")
     # read in either order, each trajectory comes back with the adapter its environment runs on

@@ -26,7 +26,7 @@ def _ancestors(parents: dict[str, str | None], version: str) -> list[str]:
 
 def test_making_a_version_current_again_keeps_the_lineage_acyclic(tmp_path):
     store = _store(tmp_path, "bench-43d6", "bench-6ec2")
-    assert store.set_current("bench-43d6", "run-0") is None        # seed 0
+    assert store.set_current("bench-43d6", "run-0") is None  # seed 0
     assert store.set_current("bench-6ec2", "run-1") == "bench-43d6"  # seed: 1
     assert store.set_current("bench-43d6", "run-2") == "bench-6ec2"  # unchanged ./forge run: seed 0 again
     parents = {v: row["parent_version"] for v, row in store.provenance().items()}

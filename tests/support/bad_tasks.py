@@ -4,8 +4,13 @@ from tests.conftest import TWITTER_CFG, make_task_file
 
 
 def _task(task_id, classes, config=None):
-    return {"id": task_id, "question": [[{"role": "user", "content": "..."}]], "initial_config": config or {},
-            "involved_classes": classes, "excluded_function": []}
+    return {
+        "id": task_id,
+        "question": [[{"role": "user", "content": "..."}]],
+        "initial_config": config or {},
+        "involved_classes": classes,
+        "excluded_function": [],
+    }
 
 
 def bad_task_file(tmp_path):
@@ -19,15 +24,23 @@ def bad_task_file(tmp_path):
         _task("good_math", ["MathAPI"]),
     ]
     answers = [
-        {"id": "good_tweets", "ground_truth": [["post_tweet(content='hello', tags=['#a'])"], ["post_tweet(content='again')"]]},
+        {
+            "id": "good_tweets",
+            "ground_truth": [["post_tweet(content='hello', tags=['#a'])"], ["post_tweet(content='again')"]],
+        },
         {"id": "unknown_tool", "ground_truth": [["post_tweet(content='x')", "rm_rf(path='/')"]]},
         {"id": "syntax_error", "ground_truth": [["post_tweet(content='x'"]]},
         {"id": "load_raises", "ground_truth": [["post_tweet(content='x')"]]},
-        {"id": "hangs", "ground_truth": [[
-            "post_tweet(content='before')",
-            "square_root(number=2, precision=100000000)",
-            "post_tweet(content='after')",
-        ]]},
+        {
+            "id": "hangs",
+            "ground_truth": [
+                [
+                    "post_tweet(content='before')",
+                    "square_root(number=2, precision=100000000)",
+                    "post_tweet(content='after')",
+                ]
+            ],
+        },
         {"id": "good_math", "ground_truth": [["add(a=1, b=2)", "mean(numbers=[1, 2, 3])"]]},
     ]
     return make_task_file(tmp_path, tasks, answers)

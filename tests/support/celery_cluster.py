@@ -32,7 +32,17 @@ def ensure_redis() -> str:
         return path
     sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = [*sudo, "apt-get", "install", "-y", "-qq", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=600", "redis-server"]
+    cmd = [
+        *sudo,
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        "--no-install-recommends",
+        "-o",
+        "DPkg::Lock::Timeout=600",
+        "redis-server",
+    ]
     if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
         subprocess.run([*sudo, "apt-get", "update", "-qq"], env=env, check=True, capture_output=True)
         subprocess.run(cmd, env=env, check=True, capture_output=True)
@@ -48,12 +58,15 @@ def ensure_celery_extra() -> None:
     try:
         import dagster_celery  # noqa: F401
         import redis  # noqa: F401
+
         return
     except ImportError:
         pass
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["celery"]
     pin = f"dagster=={importlib.metadata.version('dagster')}"
-    out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *extra, pin], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", *extra, pin], capture_output=True, text=True, timeout=600
+    )
     if out.returncode != 0:
         raise RuntimeError(f"pip install {' '.join(extra)} {pin} failed:\n{out.stderr[-3000:]}")
 
@@ -62,7 +75,7 @@ def readme_celery_section() -> str:
     text = SCALE_OUT_DOC.read_text()
     start = text.index("**Celery (dagster-celery).**")
     end = text.find("\n## ", start)
-    return text[start:end if end >= 0 else len(text)]
+    return text[start : end if end >= 0 else len(text)]
 
 
 def readme_celery_config() -> tuple[dict[str, str], str, list[list[str]]]:
@@ -75,8 +88,11 @@ def readme_celery_config() -> tuple[dict[str, str], str, list[list[str]]]:
     env = dict(w.split("=", 1) for w in words if w.startswith("ENVSIM_") and "$" not in w)
     config = re.search(r"cat > celery\.yaml <<'YAML'\n(.*?)\nYAML\n", section, re.S)
     assert config, "docs/scale-out.md Celery section: no celery.yaml block"
-    commands = [[w for w in shlex.split(line, comments=True) if w != "&"] for line in section.splitlines()
-                if line.startswith(("dg ", "dagster ", "dagster-celery "))]
+    commands = [
+        [w for w in shlex.split(line, comments=True) if w != "&"]
+        for line in section.splitlines()
+        if line.startswith(("dg ", "dagster ", "dagster-celery "))
+    ]
     return env, config.group(1) + "\n", commands
 
 
@@ -89,17 +105,35 @@ class RedisServer:
         self.log = directory / "redis.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 30) -> "RedisServer":
+    def start(self, timeout: float = 30) -> RedisServer:
         binary = ensure_redis()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir), "--logfile", str(self.log)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+                "--logfile",
+                str(self.log),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}: {self.log.read_text()[-2000:] if self.log.exists() else ''}")
+                raise RuntimeError(
+                    f"redis-server exited with {self.proc.returncode}: {self.log.read_text()[-2000:] if self.log.exists() else ''}"
+                )
             try:
                 if self.command("PING") == "+PONG":
                     return self
@@ -130,11 +164,17 @@ class CeleryWorker:
         self.hostname = f"{self.name}@{socket.gethostname()}"  # what -n NAME becomes (Celery's %h)
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "CeleryWorker":
+    def start(self) -> CeleryWorker:
         bin_dir = str(Path(sys.executable).parent)
         env = {**self.env, "PATH": bin_dir + os.pathsep + self.env.get("PATH", "")}  # dagster-celery runs `celery`
-        self.proc = subprocess.Popen([str(Path(bin_dir) / self.argv[0]), *self.argv[1:]], cwd=ROOT, env=env,
-                                     stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [str(Path(bin_dir) / self.argv[0]), *self.argv[1:]],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return self
 
     def wait_ready(self, timeout: float = 180) -> None:
@@ -180,8 +220,11 @@ class CeleryWorker:
 
     def processes(self) -> list[str]:
         out = subprocess.run(["ps", "-eo", "pid,sid,stat,args"], capture_output=True, text=True).stdout
-        return [line for line in out.splitlines()[1:]
-                if self.proc and line.split()[1] == str(self.proc.pid) and not line.split()[2].startswith("Z")]
+        return [
+            line
+            for line in out.splitlines()[1:]
+            if self.proc and line.split()[1] == str(self.proc.pid) and not line.split()[2].startswith("Z")
+        ]
 
     def stop(self) -> None:
         if self.proc is None:

@@ -142,8 +142,12 @@ class Kiosk:
 
 KIOSK_TOOLS = [
     _fn("stock_of", "Units left.", {"item": {"type": "string"}}, ["item"]),
-    _fn("sell", "Sell units.", {"item": {"type": "string"}, "count": {"type": "integer"}, "note": {"type": "string"}},
-        ["item", "count", "note"]),
+    _fn(
+        "sell",
+        "Sell units.",
+        {"item": {"type": "string"}, "count": {"type": "integer"}, "note": {"type": "string"}},
+        ["item", "count", "note"],
+    ),
     _fn("refund", "Take one unit back.", {"item": {"type": "string"}}, ["item"]),
     _fn("restock", "One more unit.", {"item": {"type": "string"}}, ["item"]),
     _fn("note_sale", "Note a sale.", {"memo": {"type": "string"}}, ["memo"]),
@@ -264,17 +268,30 @@ GOOD = ["envscaler/journal", "envscaler/notes", "envscaler/shelf"]
 def defect_corpus(scenarios_per_env: int = 2) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The environments (planted-bad and good) and their scenarios."""
     cls, code, tools = TINY["notes"]
-    items = {"notes": env_item(cls, code, tools), "shelf": env_item("Shelf", SHELF),
-             "journal": env_item("Journal", JOURNAL)}
-    items.update({
-        "ledger": env_item("Ledger", LEDGER),
-        "kiosk": env_item("Kiosk", KIOSK, KIOSK_TOOLS),
-        "gallery": env_item("Gallery", GALLERY),
-        "tagger": env_item("Tagger", TAGGER),
-    })
-    scenarios = [{"task_id": f"{env_id}-{k}", "env_id": env_id, "env_class_name": item["env_class_name"],
-                  "init_config": {}, "task": f"Use the {item['env_class_name']}."}
-                 for env_id, item in items.items() for k in range(scenarios_per_env)]
+    items = {
+        "notes": env_item(cls, code, tools),
+        "shelf": env_item("Shelf", SHELF),
+        "journal": env_item("Journal", JOURNAL),
+    }
+    items.update(
+        {
+            "ledger": env_item("Ledger", LEDGER),
+            "kiosk": env_item("Kiosk", KIOSK, KIOSK_TOOLS),
+            "gallery": env_item("Gallery", GALLERY),
+            "tagger": env_item("Tagger", TAGGER),
+        }
+    )
+    scenarios = [
+        {
+            "task_id": f"{env_id}-{k}",
+            "env_id": env_id,
+            "env_class_name": item["env_class_name"],
+            "init_config": {},
+            "task": f"Use the {item['env_class_name']}.",
+        }
+        for env_id, item in items.items()
+        for k in range(scenarios_per_env)
+    ]
     return items, scenarios
 
 
@@ -291,8 +308,9 @@ def build_defect_layout(root: Path, call_budget: int = 300) -> tuple[DataLayout,
     layout = DataLayout.at(root / "data")
     items, issues = env_items(cfg)
     build_catalog(layout, items, issues, disabled=("bfcl",))
-    explore = ExploreSettings(seed=5, call_budget=call_budget, batch_episodes=8, min_envs=1, episode_length=5,
-                              mutate_rate=0.1)
+    explore = ExploreSettings(
+        seed=5, call_budget=call_budget, batch_episodes=8, min_envs=1, episode_length=5, mutate_rate=0.1
+    )
     with Sandbox(workers=2, limits=Limits(call_timeout_s=10)) as box:
         collect_all(cfg, layout, box, explore)
         label(layout, box)

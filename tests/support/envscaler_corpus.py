@@ -113,11 +113,26 @@ ITEMS = {
         "env_class_name": "CounterShop",
         "env_class_code": COUNTER_CODE,
         "tools": [
-            {"type": "function", "function": {"name": "sell", "description": "Sell units", "parameters": {
-                "type": "object", "properties": {"item": {"type": "string"}, "qty": {"type": "integer"}},
-                "required": ["item", "qty"]}}},
-            {"type": "function", "function": {"name": "count", "description": "Count kinds",
-                                              "parameters": {"type": "object", "properties": {}}}},
+            {
+                "type": "function",
+                "function": {
+                    "name": "sell",
+                    "description": "Sell units",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"item": {"type": "string"}, "qty": {"type": "integer"}},
+                        "required": ["item", "qty"],
+                    },
+                },
+            },
+            {
+                "type": "function",
+                "function": {
+                    "name": "count",
+                    "description": "Count kinds",
+                    "parameters": {"type": "object", "properties": {}},
+                },
+            },
         ],
         "environment_introduction": "A tiny shop.",
         "constraints_rules": "Cannot sell more than in stock.",
@@ -128,25 +143,50 @@ ITEMS = {
         "environment_introduction": "Misbehaving code.",
         "constraints_rules": "",
     },
-    "broken_syntax": {"env_class_name": "X", "env_class_code": "class X:\n    def f(self:\n        pass\n", "tools": []},
-    "missing_class": {"env_class_name": "Ghost", "env_class_code": "class Other:\n    def f(self):\n        return 1\n"},
+    "broken_syntax": {
+        "env_class_name": "X",
+        "env_class_code": "class X:\n    def f(self:\n        pass\n",
+        "tools": [],
+    },
+    "missing_class": {
+        "env_class_name": "Ghost",
+        "env_class_code": "class Other:\n    def f(self):\n        return 1\n",
+    },
     "bad_schema": {
         "env_class_name": "CounterShop",
         "env_class_code": COUNTER_CODE,
         "tools": [
-            {"type": "function", "function": {"name": "sell", "parameters": {
-                "type": "object", "properties": {"item": {"type": "string"}, "quantity": {"type": "integer"}}}}},
+            {
+                "type": "function",
+                "function": {
+                    "name": "sell",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"item": {"type": "string"}, "quantity": {"type": "integer"}},
+                    },
+                },
+            },
             {"type": "function", "function": {"name": "count", "parameters": {"type": "object", "properties": {}}}},
         ],
     },
 }
 
 SCENARIOS = [
-    {"task_id": "shop-1", "env_id": "counter_shop", "env_class_name": "CounterShop",
-     "init_config": {"stock": {"apple": 3, "pear": 1}, "till": 0}, "task": "Sell fruit.",
-     "checklist_with_func": [{"check": "till > 0"}]},
-    {"task_id": "shop-ctor-raises", "env_id": "counter_shop", "env_class_name": "CounterShop",
-     "init_config": {"stock": ["not", "a", "dict"]}, "task": "Broken config."},
+    {
+        "task_id": "shop-1",
+        "env_id": "counter_shop",
+        "env_class_name": "CounterShop",
+        "init_config": {"stock": {"apple": 3, "pear": 1}, "till": 0},
+        "task": "Sell fruit.",
+        "checklist_with_func": [{"check": "till > 0"}],
+    },
+    {
+        "task_id": "shop-ctor-raises",
+        "env_id": "counter_shop",
+        "env_class_name": "CounterShop",
+        "init_config": {"stock": ["not", "a", "dict"]},
+        "task": "Broken config.",
+    },
     {"task_id": "shop-unknown-env", "env_id": "no_such_env", "env_class_name": "Nope", "init_config": {}, "task": "?"},
     {"task_id": "hostile-1", "env_id": "hostile", "env_class_name": "Hostile", "init_config": {}, "task": "Misbehave."},
 ]

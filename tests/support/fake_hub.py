@@ -16,13 +16,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class _Server(ThreadingHTTPServer):
     request_queue_size = 512  # bursts of concurrent clients must not be refused
     daemon_threads = True
+
+
 from typing import Any
 
 
 class FakeHub:
     def __init__(self, token: str = "hf_test_token") -> None:
         self.token = token
-        self.repos: dict[str, dict[str, Any]] = {}  # "type/repo_id" -> {"files": {path: bytes}, "commits": [...], "tags": {}}
+        self.repos: dict[
+            str, dict[str, Any]
+        ] = {}  # "type/repo_id" -> {"files": {path: bytes}, "commits": [...], "tags": {}}
         self.lfs: dict[str, bytes] = {}
         self.faults: dict[str, list[int | str]] = {}  # route name -> queue of status codes or "drop"
         self.log: list[tuple[str, str]] = []
@@ -33,7 +37,7 @@ class FakeHub:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         self.thread.start()
         return self
 
@@ -49,9 +53,15 @@ class FakeHub:
 
     def add_dataset(self, repo_id: str, files: dict[str, bytes]) -> None:
         """Publish a (public) dataset repo with these files, as if pushed earlier."""
-        sha = hashlib.sha1(json.dumps(sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items())).encode()).hexdigest()
-        self.repos[f"dataset/{repo_id}"] = {"files": dict(files), "commits": [{"oid": sha, "summary": "published"}],
-                                            "tags": {}, "head": sha}
+        sha = hashlib.sha1(
+            json.dumps(sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items())).encode()
+        ).hexdigest()
+        self.repos[f"dataset/{repo_id}"] = {
+            "files": dict(files),
+            "commits": [{"oid": sha, "summary": "published"}],
+            "tags": {},
+            "head": sha,
+        }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         hub = self
@@ -63,7 +73,9 @@ class FakeHub:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, body: Any = None, content_type: str = "application/json", headers: dict | None = None) -> None:
+            def _send(
+                self, status: int, body: Any = None, content_type: str = "application/json", headers: dict | None = None
+            ) -> None:
                 data = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
@@ -91,7 +103,9 @@ class FakeHub:
                     self.connection.shutdown(2)
                     return True
                 self._body()
-                self._send(int(outcome), {"error": f"injected {outcome}"}, headers={"X-Error-Message": f"injected {outcome}"})
+                self._send(
+                    int(outcome), {"error": f"injected {outcome}"}, headers={"X-Error-Message": f"injected {outcome}"}
+                )
                 return True
 
             def _resolve(self, with_body: bool) -> bool:
@@ -135,18 +149,31 @@ class FakeHub:
                 if t:  # the file listing snapshot_download pages through (one page here)
                     repo = hub.repos.get(f"dataset/{t.group(1)}")
                     if repo is None:
-                        return self._send(404, {"error": "Repository not found"}, headers={"X-Error-Code": "RepoNotFound"})
-                    entries = [{"type": "file", "path": p, "size": len(d), "oid": hashlib.sha1(d).hexdigest()}
-                               for p, d in sorted(repo["files"].items())]
+                        return self._send(
+                            404, {"error": "Repository not found"}, headers={"X-Error-Code": "RepoNotFound"}
+                        )
+                    entries = [
+                        {"type": "file", "path": p, "size": len(d), "oid": hashlib.sha1(d).hexdigest()}
+                        for p, d in sorted(repo["files"].items())
+                    ]
                     return self._send(200, entries)
                 m = re.match(r"^/api/(models|datasets|spaces)/(.+?)(?:/revision/(.+))?$", self.path.split("?")[0])
                 if m:
                     key = f"{m.group(1)[:-1]}/{m.group(2)}"
                     repo = hub.repos.get(key)
                     if repo is None:
-                        return self._send(404, {"error": "Repository not found"}, headers={"X-Error-Code": "RepoNotFound"})
-                    return self._send(200, {"id": m.group(2), "sha": repo["head"], "private": True,
-                                            "siblings": [{"rfilename": f} for f in sorted(repo["files"])]})
+                        return self._send(
+                            404, {"error": "Repository not found"}, headers={"X-Error-Code": "RepoNotFound"}
+                        )
+                    return self._send(
+                        200,
+                        {
+                            "id": m.group(2),
+                            "sha": repo["head"],
+                            "private": True,
+                            "siblings": [{"rfilename": f} for f in sorted(repo["files"])],
+                        },
+                    )
                 self._send(404, {"error": "not found"})
 
             def do_PUT(self) -> None:  # noqa: N802
@@ -183,26 +210,46 @@ class FakeHub:
                         return
                     payload = json.loads(self._body())
                     kind = payload.get("type", "model")
-                    name = f"{payload['organization']}/{payload['name']}" if payload.get("organization") else payload["name"]
+                    name = (
+                        f"{payload['organization']}/{payload['name']}"
+                        if payload.get("organization")
+                        else payload["name"]
+                    )
                     if any(k.endswith("/" + name) for k in hub.repos):
-                        return self._send(409, {"error": f"You already created this {kind} repo", "url": f"{hub.url}/{name}"})
+                        return self._send(
+                            409, {"error": f"You already created this {kind} repo", "url": f"{hub.url}/{name}"}
+                        )
                     hub.repos[f"{kind}/{name}"] = {"files": {}, "commits": [], "tags": {}, "head": "0" * 40}
-                    return self._send(200, {"url": f"{hub.url}/datasets/{name}" if kind == "dataset" else f"{hub.url}/{name}"})
+                    return self._send(
+                        200, {"url": f"{hub.url}/datasets/{name}" if kind == "dataset" else f"{hub.url}/{name}"}
+                    )
                 m = re.match(r"^/api/datasets/(.+)/(preupload|commit|tag)/(.+)$", path)
                 if m:
                     repo_id, action = m.group(1), m.group(2)
                     repo = hub.repos.get(f"dataset/{repo_id}")
                     if repo is None:
                         self._body()
-                        return self._send(404, {"error": "Repository not found"}, headers={"X-Error-Code": "RepoNotFound"})
+                        return self._send(
+                            404, {"error": "Repository not found"}, headers={"X-Error-Code": "RepoNotFound"}
+                        )
                     if self._fault(action):
                         return
                     payload = self._body()
                     if action == "preupload":
                         files = json.loads(payload)["files"]
-                        return self._send(200, {"files": [
-                            {"path": f["path"], "uploadMode": "lfs" if f["path"].endswith(".parquet") else "regular",
-                             "shouldIgnore": False} for f in files]})
+                        return self._send(
+                            200,
+                            {
+                                "files": [
+                                    {
+                                        "path": f["path"],
+                                        "uploadMode": "lfs" if f["path"].endswith(".parquet") else "regular",
+                                        "shouldIgnore": False,
+                                    }
+                                    for f in files
+                                ]
+                            },
+                        )
                     if action == "commit":
                         return self._commit(repo, repo_id, payload)
                     tag = json.loads(payload)["tag"]
@@ -243,9 +290,18 @@ class FakeHub:
                         files[value["path"]] = hub.lfs[value["oid"]]
                     elif item["key"] == "deletedFile":
                         files.pop(value["path"], None)
-                sha = hashlib.sha1(json.dumps(sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items())).encode()).hexdigest()
+                sha = hashlib.sha1(
+                    json.dumps(sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items())).encode()
+                ).hexdigest()
                 repo["files"], repo["head"] = files, sha
                 repo["commits"].append({"oid": sha, "summary": summary})
-                self._send(200, {"commitUrl": f"{hub.url}/datasets/{repo_id}/commit/{sha}", "commitOid": sha, "pullRequestUrl": None})
+                self._send(
+                    200,
+                    {
+                        "commitUrl": f"{hub.url}/datasets/{repo_id}/commit/{sha}",
+                        "commitOid": sha,
+                        "pullRequestUrl": None,
+                    },
+                )
 
         return Handler

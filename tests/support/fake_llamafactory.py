@@ -24,13 +24,29 @@ from pathlib import Path
 import yaml
 
 #: the versions the stub environment reports (``importlib.metadata``)
-VERSIONS = {"llamafactory": "0.9.5", "transformers": "5.6.0", "torch": "2.13.0", "accelerate": "1.10.0", "deepspeed": "0.17.6"}
+VERSIONS = {
+    "llamafactory": "0.9.5",
+    "transformers": "5.6.0",
+    "torch": "2.13.0",
+    "accelerate": "1.10.0",
+    "deepspeed": "0.17.6",
+}
 
 #: the environment of the launch that the calls record
-LAUNCH_ENV = ("FORCE_TORCHRUN", "NPROC_PER_NODE", "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "HF_HOME",
-              "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH")
+LAUNCH_ENV = (
+    "FORCE_TORCHRUN",
+    "NPROC_PER_NODE",
+    "NNODES",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "PYTHONPATH",
+)
 
-_HPARAMS = '''
+_HPARAMS = """
 KNOWN = {known!r}
 
 
@@ -39,17 +55,52 @@ def get_train_args(args):
     if unknown:
         raise ValueError(f"Some keys are not used by the HfArgumentParser: {{unknown}}")
     return args
-'''
+"""
 
 #: the training arguments the stub parser knows (what the pipeline writes, and a few more)
 KNOWN = {
-    "model_name_or_path", "model_revision", "trust_remote_code", "stage", "do_train", "finetuning_type", "dataset",
-    "dataset_dir", "template", "cutoff_len", "overwrite_cache", "preprocessing_num_workers", "output_dir", "logging_steps",
-    "save_steps", "save_total_limit", "save_only_model", "plot_loss", "report_to", "logging_dir", "run_name",
-    "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate", "num_train_epochs", "lr_scheduler_type",
-    "warmup_ratio", "bf16", "flash_attn", "disable_gradient_checkpointing", "include_num_input_tokens_seen", "ddp_timeout",
-    "lora_rank", "lora_alpha", "lora_target", "deepspeed", "seed", "data_seed", "max_steps", "max_samples",
-    "dataloader_num_workers", "resume_from_checkpoint",
+    "model_name_or_path",
+    "model_revision",
+    "trust_remote_code",
+    "stage",
+    "do_train",
+    "finetuning_type",
+    "dataset",
+    "dataset_dir",
+    "template",
+    "cutoff_len",
+    "overwrite_cache",
+    "preprocessing_num_workers",
+    "output_dir",
+    "logging_steps",
+    "save_steps",
+    "save_total_limit",
+    "save_only_model",
+    "plot_loss",
+    "report_to",
+    "logging_dir",
+    "run_name",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "learning_rate",
+    "num_train_epochs",
+    "lr_scheduler_type",
+    "warmup_ratio",
+    "bf16",
+    "flash_attn",
+    "disable_gradient_checkpointing",
+    "include_num_input_tokens_seen",
+    "ddp_timeout",
+    "lora_rank",
+    "lora_alpha",
+    "lora_target",
+    "deepspeed",
+    "seed",
+    "data_seed",
+    "max_steps",
+    "max_samples",
+    "dataloader_num_workers",
+    "resume_from_checkpoint",
 }
 
 
@@ -57,8 +108,12 @@ def make_env(root: Path, versions: dict[str, str] | None = None) -> Path:
     """The stand-in environment under ``root``; returns its ``bin/python``."""
     site = root / "site"
     for package, files in {
-        "llamafactory": {"__init__.py": "", "hparams/__init__.py": _HPARAMS.format(known=KNOWN), "extras/__init__.py": "",
-                         "extras/misc.py": "def check_version(requirement, mandatory=False):\n    return None\n"},
+        "llamafactory": {
+            "__init__.py": "",
+            "hparams/__init__.py": _HPARAMS.format(known=KNOWN),
+            "extras/__init__.py": "",
+            "extras/misc.py": "def check_version(requirement, mandatory=False):\n    return None\n",
+        },
         "torch": {"__init__.py": "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n"},
     }.items():
         for name, text in files.items():
@@ -98,16 +153,33 @@ def _train(config: Path, overrides: list[str]) -> int:
     resume = cfg.get("resume_from_checkpoint")
     start = json.loads((Path(resume) / "trainer_state.json").read_text())["global_step"] if resume else 0
     with (out / "fake_lf_calls.jsonl").open("a") as fh:
-        fh.write(json.dumps({"argv": [str(config), *overrides], "resume": resume, "start": start,
-                             "env": {k: os.environ.get(k) for k in LAUNCH_ENV}, "config": cfg}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "argv": [str(config), *overrides],
+                    "resume": resume,
+                    "start": start,
+                    "env": {k: os.environ.get(k) for k in LAUNCH_ENV},
+                    "config": cfg,
+                }
+            )
+            + "\n"
+        )
     if os.environ.get("NODE_RANK", "0") != "0":  # under torchrun, the first node's rank 0 writes the outputs
         return 0
     steps, every = int(cfg["max_steps"]), int(cfg["save_steps"])
     stop = int(os.environ.get("FAKE_LF_STOP_AT", "0"))
     history = []
     for step in range(start + 1, steps + 1):
-        entry = {"current_steps": step, "total_steps": steps, "loss": round(4.0 / step, 4), "lr": 1e-5, "epoch": step / steps,
-                 "total_tokens": 100 * step, "throughput": 1000.0}
+        entry = {
+            "current_steps": step,
+            "total_steps": steps,
+            "loss": round(4.0 / step, 4),
+            "lr": 1e-5,
+            "epoch": step / steps,
+            "total_tokens": 100 * step,
+            "throughput": 1000.0,
+        }
         history.append({"step": step, "loss": entry["loss"], "epoch": entry["epoch"]})
         with (out / "trainer_log.jsonl").open("a") as fh:
             fh.write(json.dumps(entry) + "\n")
@@ -117,10 +189,11 @@ def _train(config: Path, overrides: list[str]) -> int:
             (ckpt / "model.safetensors").write_text(f"weights at step {step}")
             if not cfg.get("save_only_model"):
                 (ckpt / "optimizer.pt").write_text("optimizer state")
-            (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step, "epoch": step / steps,
-                                                                  "log_history": history}))
+            (ckpt / "trainer_state.json").write_text(
+                json.dumps({"global_step": step, "epoch": step / steps, "log_history": history})
+            )
             kept = sorted((p for p in out.glob("checkpoint-*")), key=lambda p: int(p.name.split("-")[1]))
-            for old in kept[:-int(cfg["save_total_limit"])]:
+            for old in kept[: -int(cfg["save_total_limit"])]:
                 for f in old.iterdir():
                     f.unlink()
                 old.rmdir()
@@ -130,8 +203,15 @@ def _train(config: Path, overrides: list[str]) -> int:
             print(f"stopped at step {step}", flush=True)
             return 143
     (out / "model.safetensors").write_text("final weights")
-    (out / "all_results.json").write_text(json.dumps({"train_loss": history[-1]["loss"] if history else None,
-                                                      "train_runtime": 1.0, "num_input_tokens_seen": 100 * steps}))
+    (out / "all_results.json").write_text(
+        json.dumps(
+            {
+                "train_loss": history[-1]["loss"] if history else None,
+                "train_runtime": 1.0,
+                "num_input_tokens_seen": 100 * steps,
+            }
+        )
+    )
     return 0
 
 

@@ -24,14 +24,25 @@ class _Server(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
 
-        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):  # a client hanging up is no error
+        if not isinstance(
+            sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)
+        ):  # a client hanging up is no error
             super().handle_error(request, client_address)
+
+
 from typing import Any
 
 
 class FakeOpenAI:
-    def __init__(self, answers: dict[str, str], mode: str = "correct", latency_s: float = 0.0, script: Any = None,
-                 port: int = 0, models: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        answers: dict[str, str],
+        mode: str = "correct",
+        latency_s: float = 0.0,
+        script: Any = None,
+        port: int = 0,
+        models: tuple[str, ...] = (),
+    ) -> None:
         self.answers = answers  # user prompt -> correct answer text
         self.script = script  # optional: request body -> assistant message dict, or (status, error body)
         self.mode = mode
@@ -52,7 +63,7 @@ class FakeOpenAI:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         self.thread.start()
         return self
 
@@ -65,7 +76,11 @@ class FakeOpenAI:
         if prompt in self.failing:
             return 500, {"error": {"message": "the model server crashed", "type": "server_error"}}, None
         if mode == "401":
-            return 401, {"error": {"message": "Incorrect API key", "type": "invalid_request_error", "code": "invalid_api_key"}}, None
+            return (
+                401,
+                {"error": {"message": "Incorrect API key", "type": "invalid_request_error", "code": "invalid_api_key"}},
+                None,
+            )
         if mode in ("429", "500"):
             with self.lock:
                 left = self.failures.setdefault(prompt, self.burst)
@@ -78,7 +93,9 @@ class FakeOpenAI:
         correct = self.answers.get(prompt, '{"feedback": null, "config_changes": []}')
         text = {
             "correct": correct,
-            "wrong": json.dumps({"feedback": "nope", "config_changes": [{"type": "add", "path": ["spurious"], "value": 1}]}),
+            "wrong": json.dumps(
+                {"feedback": "nope", "config_changes": [{"type": "add", "path": ["spurious"], "value": 1}]}
+            ),
             "garbage": "I think the state will probably change somehow.",
             "fenced": f"Sure! Here is my prediction:\n```json\n{correct}\n```\nLet me know if you need more.",
             "huge": "x" * 3_000_000,
@@ -113,24 +130,51 @@ class FakeOpenAI:
                     reply = fake.script(body)
                     if isinstance(reply, tuple):
                         return self._send(reply[0], reply[1])
-                    message = {"role": "assistant", "content": reply.get("content"), **({"tool_calls": reply["tool_calls"]} if reply.get("tool_calls") else {})}
-                    return self._send(200, {
-                        "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body.get("model", ""),
-                        "choices": [{"index": 0, "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop", "message": message}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
-                    })
+                    message = {
+                        "role": "assistant",
+                        "content": reply.get("content"),
+                        **({"tool_calls": reply["tool_calls"]} if reply.get("tool_calls") else {}),
+                    }
+                    return self._send(
+                        200,
+                        {
+                            "id": "chatcmpl-fake",
+                            "object": "chat.completion",
+                            "created": int(time.time()),
+                            "model": body.get("model", ""),
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop",
+                                    "message": message,
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+                        },
+                    )
                 prompt = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
                 if fake.mode in BROKEN and prompt not in fake.failing:
                     return self._broken(fake.mode, body, prompt)
                 status, error, text = fake._reply(prompt)
                 if error is not None:
                     return self._send(status, error)
-                self._send(200, {
-                    "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body.get("model", ""),
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(text) // 4,
-                              "total_tokens": (len(prompt) + len(text)) // 4},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", ""),
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                        ],
+                        "usage": {
+                            "prompt_tokens": len(prompt) // 4,
+                            "completion_tokens": len(text) // 4,
+                            "total_tokens": (len(prompt) + len(text)) // 4,
+                        },
+                    },
+                )
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 self._send_raw(status, json.dumps(payload).encode())
@@ -147,8 +191,13 @@ class FakeOpenAI:
 
             def _broken(self, mode: str, body: dict[str, Any], prompt: str) -> None:
                 """A 200 that is not a usable chat completion (see the module doc)."""
-                head = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-                        "model": body.get("model", ""), "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+                head = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", ""),
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+                }
                 message = {"role": "assistant", "content": fake.answers.get(prompt, "")}
                 choice = {"index": 0, "finish_reason": "stop", "message": message}
                 if mode == "not_json":
@@ -157,7 +206,9 @@ class FakeOpenAI:
                     return self._send(200, {**head, "choices": {"0": choice}})
                 if mode == "content_type":
                     content = json.loads(message["content"]) if message["content"] else {"feedback": None}
-                    return self._send(200, {**head, "choices": [{**choice, "message": {**message, "content": content}}]})
+                    return self._send(
+                        200, {**head, "choices": [{**choice, "message": {**message, "content": content}}]}
+                    )
                 if mode == "deep_answer":
                     deep = '{"feedback": ' + "[" * DEEP + "]" * DEEP + ', "config_changes": []}'
                     return self._send(200, {**head, "choices": [{**choice, "message": {**message, "content": deep}}]})
@@ -165,7 +216,9 @@ class FakeOpenAI:
                     raw = json.dumps({**head, "choices": [{**choice, "message": {**message, "content": "@@"}}]})
                     return self._send_raw(200, raw.replace('"@@"', "[" * DEEP + "]" * DEEP).encode())
                 # stream_huge / huge_length: a valid start, then 'x' until huge_bytes, in 1 MiB writes
-                start = json.dumps({**head, "choices": [{**choice, "message": {**message, "content": "@@"}}]}).split('@@"')[0]
+                start = json.dumps({**head, "choices": [{**choice, "message": {**message, "content": "@@"}}]}).split(
+                    '@@"'
+                )[0]
                 chunk = b"x" * (1024 * 1024)
                 pieces = [start.encode()] + [chunk] * (fake.huge_bytes // len(chunk))
                 self.close_connection = True

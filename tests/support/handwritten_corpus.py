@@ -221,11 +221,17 @@ class Depot:
         return {"success": True}
 '''
 
-CLASSES = {"notebook": ("NoteBook", NOTEBOOK), "thermostat": ("Thermostat", THERMOSTAT), "todo": ("TodoList", TODO),
-           "depot": ("Depot", DEPOT)}
+CLASSES = {
+    "notebook": ("NoteBook", NOTEBOOK),
+    "thermostat": ("Thermostat", THERMOSTAT),
+    "todo": ("TodoList", TODO),
+    "depot": ("Depot", DEPOT),
+}
 SCENARIOS = {
-    "notebook": [{"notes": {"N1": {"title": "milk", "state": "open"}, "N2": {"title": "eggs", "state": "open"}}, "next_id": 3},
-                 {"notes": {}, "next_id": 1}],
+    "notebook": [
+        {"notes": {"N1": {"title": "milk", "state": "open"}, "N2": {"title": "eggs", "state": "open"}}, "next_id": 3},
+        {"notes": {}, "next_id": 1},
+    ],
     "thermostat": [{"target": 18, "mode": "heat"}, {"target": 25}],
     "todo": [{"tasks": {"t1": {"title": "call", "done": False}}}, {"tasks": {}}],
     "depot": [{"bins": {f"B{i}": {"units": i} for i in range(1, 8)}}],  # 7 bins: an audit of "all" changes 8 fields
@@ -235,9 +241,19 @@ SCENARIOS = {
 def write_corpus(directory: Path, envs: list[str]) -> EnvScalerCorpus:
     """The environments ``envs`` (tools derived from the methods) and two scenarios each, as a user writes them."""
     items = {env: env_item(*CLASSES[env]) for env in envs}
-    scenarios = [{"task_id": f"{env}-{i}", "env_id": env, "env_class_name": CLASSES[env][0], "init_config": config,
-                  "task": f"Use the {env}."} for env in envs for i, config in enumerate(SCENARIOS[env])]
+    scenarios = [
+        {
+            "task_id": f"{env}-{i}",
+            "env_id": env,
+            "env_class_name": CLASSES[env][0],
+            "init_config": config,
+            "task": f"Use the {env}.",
+        }
+        for env in envs
+        for i, config in enumerate(SCENARIOS[env])
+    ]
     return EnvScalerCorpus(*write_released(directory, items, scenarios, "env_metadata.json"))
+
 
 #: the three environments whose tools change at most 3 fields
 THREE = ["notebook", "thermostat", "todo"]

@@ -62,17 +62,46 @@ class Ledger:
 '''
 
 LEDGER_TOOLS = [
-    {"type": "function", "function": {"name": "add_entry", "description": "Book an amount", "parameters": {
-        "type": "object", "properties": {
-            "account_id": {"type": "string"}, "amount": {"type": "integer"},
-            "tags": {"type": ["array", "null"], "items": {"type": "string"}},
-            "meta": {"type": ["object", "null"], "properties": {"note": {"type": "string"}, "priority": {"type": "integer"}}}},
-        "required": ["account_id", "amount"]}}},
-    {"type": "function", "function": {"name": "list_entries", "description": "List entries", "parameters": {
-        "type": "object", "properties": {"account_id": {"type": "string"}, "limit": {"type": ["integer", "null"]}},
-        "required": ["account_id"]}}},
-    {"type": "function", "function": {"name": "void_entry", "description": "Void an entry", "parameters": {
-        "type": "object", "properties": {"entry_id": {"type": "string"}}, "required": ["entry_id"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "add_entry",
+            "description": "Book an amount",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "account_id": {"type": "string"},
+                    "amount": {"type": "integer"},
+                    "tags": {"type": ["array", "null"], "items": {"type": "string"}},
+                    "meta": {
+                        "type": ["object", "null"],
+                        "properties": {"note": {"type": "string"}, "priority": {"type": "integer"}},
+                    },
+                },
+                "required": ["account_id", "amount"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "list_entries",
+            "description": "List entries",
+            "parameters": {
+                "type": "object",
+                "properties": {"account_id": {"type": "string"}, "limit": {"type": ["integer", "null"]}},
+                "required": ["account_id"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "void_entry",
+            "description": "Void an entry",
+            "parameters": {"type": "object", "properties": {"entry_id": {"type": "string"}}, "required": ["entry_id"]},
+        },
+    },
 ]
 
 NOTEBOOK_CODE = '''
@@ -121,19 +150,30 @@ class PidCounter:
 def env_record(env_id: str, name: str, code: str, tools: list | None) -> dict:
     """One record as the Hub release has it (JSON strings where the release has them)."""
     return {
-        "env_id": env_id, "environment_summary": name, "environment_introduction": f"The {name} environment.",
+        "env_id": env_id,
+        "environment_summary": name,
+        "environment_introduction": f"The {name} environment.",
         "state_space_definition": [{"attributes": "...", "description": "..."}],
         "constraints_rules": ["Amounts are positive.", "Unknown ids are refused."],
         "operation_list": [{"operation_name": t["function"]["name"]} for t in tools or []],
-        "env_class_name": name, "env_class_code": code, "env_class_def": f"class {name}: ...",
-        "env_func_details": json.dumps({t["function"]["name"]: {"doc": t["function"]["description"]} for t in tools or []}),
+        "env_class_name": name,
+        "env_class_code": code,
+        "env_class_def": f"class {name}: ...",
+        "env_func_details": json.dumps(
+            {t["function"]["name"]: {"doc": t["function"]["description"]} for t in tools or []}
+        ),
         "tools": json.dumps(tools or []),
     }
 
 
 def scenario_record(env_id: str, name: str, task_id: str, cfg: dict, checklist: bool = False) -> dict:
-    row = {"env_id": env_id, "env_class_name": name, "task_id": task_id, "init_config": json.dumps(cfg),
-           "task": f"Work on {task_id}."}
+    row = {
+        "env_id": env_id,
+        "env_class_name": name,
+        "task_id": task_id,
+        "init_config": json.dumps(cfg),
+        "task": f"Work on {task_id}.",
+    }
     if checklist:
         row["checklist_with_func"] = [{"check_item": "a", "check_func": "def check_func(s):\n    return True"}]
     return row
@@ -146,16 +186,41 @@ def _accounts(n: int) -> dict:
 def hub_files(nondeterministic: bool = False) -> dict[str, list[dict]]:
     """{file name: records} of the three datasets."""
     if nondeterministic:
-        return {"envs": [env_record("env_9_rl", "PidCounter", PID_CODE, [
-                    {"type": "function", "function": {"name": "bump", "description": "Increase", "parameters": {
-                        "type": "object", "properties": {"by": {"type": "integer"}}, "required": ["by"]}}}])],
-                "rl": [scenario_record("env_9_rl", "PidCounter", f"env_9_rl-task_{i}", {"count": i}) for i in range(1, 3)],
-                "sft": []}
+        return {
+            "envs": [
+                env_record(
+                    "env_9_rl",
+                    "PidCounter",
+                    PID_CODE,
+                    [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": "bump",
+                                "description": "Increase",
+                                "parameters": {
+                                    "type": "object",
+                                    "properties": {"by": {"type": "integer"}},
+                                    "required": ["by"],
+                                },
+                            },
+                        }
+                    ],
+                )
+            ],
+            "rl": [scenario_record("env_9_rl", "PidCounter", f"env_9_rl-task_{i}", {"count": i}) for i in range(1, 3)],
+            "sft": [],
+        }
     return {
-        "envs": [env_record("env_1_sft", "Ledger", LEDGER_CODE, LEDGER_TOOLS),
-                 env_record("env_2_rl", "Ledger", LEDGER_CODE, LEDGER_TOOLS),
-                 env_record("env_3_sft", "Notebook", NOTEBOOK_CODE, None)],  # tools derived from the methods
-        "rl": [scenario_record("env_2_rl", "Ledger", f"env_2_rl-task_{i}", _accounts(i + 1), checklist=True) for i in range(1, 3)],
+        "envs": [
+            env_record("env_1_sft", "Ledger", LEDGER_CODE, LEDGER_TOOLS),
+            env_record("env_2_rl", "Ledger", LEDGER_CODE, LEDGER_TOOLS),
+            env_record("env_3_sft", "Notebook", NOTEBOOK_CODE, None),
+        ],  # tools derived from the methods
+        "rl": [
+            scenario_record("env_2_rl", "Ledger", f"env_2_rl-task_{i}", _accounts(i + 1), checklist=True)
+            for i in range(1, 3)
+        ],
         "sft": [scenario_record("env_1_sft", "Ledger", f"env_1_sft-task_{i}", _accounts(i)) for i in range(1, 4)],
     }
 
@@ -190,5 +255,7 @@ def write_dict_corpus(directory: Path) -> tuple[Path, Path]:
     envs = directory / "191_env_metadata.json"
     envs.write_text(json.dumps(items))
     scenarios = directory / "scenarios.json"
-    scenarios.write_text(json.dumps([dict(r, init_config=json.loads(r["init_config"])) for r in files["rl"] + files["sft"]]))
+    scenarios.write_text(
+        json.dumps([dict(r, init_config=json.loads(r["init_config"])) for r in files["rl"] + files["sft"]])
+    )
     return envs, scenarios

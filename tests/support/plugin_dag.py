@@ -30,31 +30,59 @@ def main(data: Path) -> None:
     wanted = [AssetKey(k) for k in ASSETS]
     assets = [a for a in defs.assets if any(k in wanted for k in a.keys)]
     checks = [c for c in defs.asset_checks if any(k.asset_key in wanted for k in c.check_keys)]
-    resources = {**defs.resources, "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False),
-                 "sandbox": SandboxResource(workers=1)}
-    result = materialize([*assets, *checks], resources=resources, raise_on_error=False, run_config={
-        "resources": {"store": {"config": {"data_root": str(data)}}},
-        "ops": {"trajectories": {"config": {"call_budget": 60, "episode_length": 4, "batch_episodes": 4,
-                                            "min_envs": 1}},
-                "simulator_eval": {"config": {"simulators": [{"name": "oracle", "kind": "oracle"},
-                                                             {"name": "echo", "kind": "echo"},
-                                                             {"name": "echo-said", "kind": "echo",
-                                                              "echo": {"feedback": "said"}}]}}}})
+    resources = {
+        **defs.resources,
+        "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False),
+        "sandbox": SandboxResource(workers=1),
+    }
+    result = materialize(
+        [*assets, *checks],
+        resources=resources,
+        raise_on_error=False,
+        run_config={
+            "resources": {"store": {"config": {"data_root": str(data)}}},
+            "ops": {
+                "trajectories": {
+                    "config": {"call_budget": 60, "episode_length": 4, "batch_episodes": 4, "min_envs": 1}
+                },
+                "simulator_eval": {
+                    "config": {
+                        "simulators": [
+                            {"name": "oracle", "kind": "oracle"},
+                            {"name": "echo", "kind": "echo"},
+                            {"name": "echo-said", "kind": "echo", "echo": {"feedback": "said"}},
+                        ]
+                    }
+                },
+            },
+        },
+    )
     layout = DataLayout.at(data)
-    out = {"success": result.success, "sources": list(registry.names()), "kinds": list(simulators.KINDS.names()),
-           "materialized": sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events())}
+    out = {
+        "success": result.success,
+        "sources": list(registry.names()),
+        "kinds": list(simulators.KINDS.names()),
+        "materialized": sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()),
+    }
     if layout.environments.exists():
         out["catalog"] = [[r["source"], r["env_id"]] for r in pq.read_table(layout.environments).to_pylist()]
     if layout.trajectories.exists():
         out["trajectory_sources"] = sorted({r["source"] for r in pq.read_table(layout.trajectories).to_pylist()})
-    out["steps"] = sorted({(r["env_id"], r["tool"]) for part in layout.step_parts()
-                           for r in pq.read_table(part, columns=["env_id", "tool"]).to_pylist()})
+    out["steps"] = sorted(
+        {
+            (r["env_id"], r["tool"])
+            for part in layout.step_parts()
+            for r in pq.read_table(part, columns=["env_id", "tool"]).to_pylist()
+        }
+    )
     db = layout.duckdb
     if db.exists():
         con = duckdb.connect(str(db), read_only=True)
         try:
-            out["eval_runs"] = [list(r) for r in con.execute(
-                "SELECT simulator, samples, fm, cm FROM eval_runs ORDER BY simulator").fetchall()]
+            out["eval_runs"] = [
+                list(r)
+                for r in con.execute("SELECT simulator, samples, fm, cm FROM eval_runs ORDER BY simulator").fetchall()
+            ]
         finally:
             con.close()
     out["failed_checks"] = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]

@@ -177,17 +177,28 @@ CODES_ITEMS = {
     "shelf": env_item("BookShelf", SHELF, intro="A book shelf."),
 }
 CODES_SCENARIOS = [
-    {"task_id": "park-1", "env_id": "parking", "init_config": {"spots": {"A1": None, "A2": "XY-1", "B1": None}, "fees": 0},
-     "task": "Park a car."},
+    {
+        "task_id": "park-1",
+        "env_id": "parking",
+        "init_config": {"spots": {"A1": None, "A2": "XY-1", "B1": None}, "fees": 0},
+        "task": "Park a car.",
+    },
     {"task_id": "pantry-1", "env_id": "pantry", "init_config": {"items": {"rice": 3, "beans": 1}}, "task": "Cook."},
-    {"task_id": "shelf-1", "env_id": "shelf", "init_config": {"books": {"Dune": 1, "Emma": 0}, "loans": {"Emma/ann": True}},
-     "task": "Borrow a book."},
+    {
+        "task_id": "shelf-1",
+        "env_id": "shelf",
+        "init_config": {"books": {"Dune": 1, "Emma": 0}, "loans": {"Emma/ann": True}},
+        "task": "Borrow a book.",
+    },
 ]
 ACEBENCH_ITEMS = {"reminders": env_item("ReminderApp", REMINDERS, intro="Phone reminders.")}
 ACEBENCH_SCENARIOS = [
-    {"task_id": "rem-1", "env_id": "reminders",
-     "init_config": {"reminders": {"1": {"title": "dentist", "time": "2024-06-01 09:00"}}, "next_id": 2},
-     "task": "Tidy the reminders."},
+    {
+        "task_id": "rem-1",
+        "env_id": "reminders",
+        "init_config": {"reminders": {"1": {"title": "dentist", "time": "2024-06-01 09:00"}}, "next_id": 2},
+        "task": "Tidy the reminders.",
+    },
 ]
 
 #: the ``codes`` corpus's convention, declared

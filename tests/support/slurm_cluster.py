@@ -19,7 +19,17 @@ def ensure_installed() -> None:
         return
     sudo = [] if os.geteuid() == 0 else ["sudo"]
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = [*sudo, "apt-get", "install", "-y", "-qq", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=600", *PACKAGES]
+    cmd = [
+        *sudo,
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        "--no-install-recommends",
+        "-o",
+        "DPkg::Lock::Timeout=600",
+        *PACKAGES,
+    ]
     if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
         subprocess.run([*sudo, "apt-get", "update", "-qq"], env=env, check=True, capture_output=True)
         subprocess.run(cmd, env=env, check=True, capture_output=True)
@@ -37,7 +47,7 @@ class SlurmCluster:
         self.jobcomp = root / "jobcomp.txt"
         self.env = {"SLURM_CONF": str(self.conf)}
 
-    def start(self) -> "SlurmCluster":
+    def start(self) -> SlurmCluster:
         ensure_installed()
         for port in (6817, 6818):
             if not _port_free(port):
@@ -84,9 +94,23 @@ NodeName=envsim-node NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem} State=UNKNO
 PartitionName=cpu Nodes=envsim-node Default=YES MaxTime=INFINITE State=UP
 PartitionName=closed Nodes=envsim-node MaxTime=INFINITE State=DOWN
 """)
-        subprocess.run(["munged", "--socket", f"{r}/munge/munge.socket.2", "--key-file", str(key),
-                        "--pid-file", f"{r}/munged.pid", "--log-file", f"{r}/log/munged.log", "--seed-file", f"{r}/munge.seed"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                "munged",
+                "--socket",
+                f"{r}/munge/munge.socket.2",
+                "--key-file",
+                str(key),
+                "--pid-file",
+                f"{r}/munged.pid",
+                "--log-file",
+                f"{r}/log/munged.log",
+                "--seed-file",
+                f"{r}/munge.seed",
+            ],
+            check=True,
+            capture_output=True,
+        )
         env = {**os.environ, **self.env}
         subprocess.run(["slurmctld", "-f", str(self.conf)], check=True, env=env, capture_output=True)
         subprocess.run(["slurmd", "-f", str(self.conf), "-N", "envsim-node"], check=True, env=env, capture_output=True)
@@ -96,7 +120,9 @@ PartitionName=closed Nodes=envsim-node MaxTime=INFINITE State=DOWN
             if out == "idle":
                 return self
             time.sleep(0.5)
-        raise RuntimeError(f"the Slurm node did not become idle: {out!r}\n{(r / 'log/slurmctld.log').read_text()[-2000:]}")
+        raise RuntimeError(
+            f"the Slurm node did not become idle: {out!r}\n{(r / 'log/slurmctld.log').read_text()[-2000:]}"
+        )
 
     def stop(self) -> None:
         env = {**os.environ, **self.env}

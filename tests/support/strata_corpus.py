@@ -21,15 +21,38 @@ def sha(*parts: object) -> str:
     return hashlib.md5("|".join(map(str, parts)).encode()).hexdigest()
 
 
-def step_row(env: str, task: str, trajectory: str, index: int, outcome: str, delta: int, args: int,
-             state: str, tool: str, arguments: str) -> dict:
+def step_row(
+    env: str,
+    task: str,
+    trajectory: str,
+    index: int,
+    outcome: str,
+    delta: int,
+    args: int,
+    state: str,
+    tool: str,
+    arguments: str,
+) -> dict:
     """A strata-table row, its labels from the strata rules and its sample hash from (s_t, tool, arguments)."""
     return {
-        "step_id": f"{trajectory}#{index}", "trajectory_id": trajectory, "task_id": task, "env_id": env,
-        "source": "envscaler", "tool": tool, "step_index": index, "outcome": outcome, "delta_size": delta,
-        "delta_bucket": delta_bucket(delta), "args_count": args, "args_cardinality": args_cardinality(args),
-        "benchmark_cell": benchmark_cell(outcome, delta, args), "balance2_group": balance2_group(outcome, delta),
-        "excluded": False, "excluded_reason": None, "state_before_hash": state, "state_after_hash": sha(state, tool, arguments),
+        "step_id": f"{trajectory}#{index}",
+        "trajectory_id": trajectory,
+        "task_id": task,
+        "env_id": env,
+        "source": "envscaler",
+        "tool": tool,
+        "step_index": index,
+        "outcome": outcome,
+        "delta_size": delta,
+        "delta_bucket": delta_bucket(delta),
+        "args_count": args,
+        "args_cardinality": args_cardinality(args),
+        "benchmark_cell": benchmark_cell(outcome, delta, args),
+        "balance2_group": balance2_group(outcome, delta),
+        "excluded": False,
+        "excluded_reason": None,
+        "state_before_hash": state,
+        "state_after_hash": sha(state, tool, arguments),
         "sample_hash": sha(state, tool, arguments),
     }
 
@@ -53,7 +76,9 @@ def corpus_layout(tmp_path, monkeypatch):
         layout = DataLayout.at(tmp_path / name)
         layout.strata.parent.mkdir(parents=True, exist_ok=True)
         df.sort_values("step_id").to_parquet(layout.strata, index=False)
-        layout.strata_manifest.write_text(json.dumps({"fingerprint": sha(name, len(df)), "steps": len(df), "usable": len(df)}))
+        layout.strata_manifest.write_text(
+            json.dumps({"fingerprint": sha(name, len(df)), "steps": len(df), "usable": len(df)})
+        )
         return layout
 
     return write

@@ -24,8 +24,15 @@ def free_port() -> int:
 
 
 class DagsterServer:
-    def __init__(self, home: Path, data_root: Path, log: Path, env: dict[str, str] | None = None,
-                 workspace: Path | None = None, instance_yaml: str | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        data_root: Path,
+        log: Path,
+        env: dict[str, str] | None = None,
+        workspace: Path | None = None,
+        instance_yaml: str | None = None,
+    ) -> None:
         self.home, self.data_root, self.log = home, data_root, log
         self.workspace = workspace or ROOT / "workspace.yaml"  # another code location (tests/support/pool_defs.py)
         self.instance_yaml = instance_yaml  # dagster.yaml to use (default: a minimal one)
@@ -34,12 +41,20 @@ class DagsterServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 240) -> "DagsterServer":
+    def start(self, timeout: float = 240) -> DagsterServer:
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "dagster.yaml").write_text(self.instance_yaml or
-            "telemetry:\n  enabled: false\nnux:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n")
-        env = {**os.environ, "DAGSTER_HOME": str(self.home), "DAGSTER_DISABLE_TELEMETRY": "1",
-               "ENVSIM_PROFILE": "small", "ENVSIM_DATA_ROOT": str(self.data_root), **self.extra_env}
+        (self.home / "dagster.yaml").write_text(
+            self.instance_yaml
+            or "telemetry:\n  enabled: false\nnux:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
+        )
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(self.home),
+            "DAGSTER_DISABLE_TELEMETRY": "1",
+            "ENVSIM_PROFILE": "small",
+            "ENVSIM_DATA_ROOT": str(self.data_root),
+            **self.extra_env,
+        }
         bin_dir = Path(sys.executable).parent
 
         def reset_signals() -> None:  # Dagster maps SIGTERM to SIGINT; both must be default to stop it
@@ -48,8 +63,12 @@ class DagsterServer:
 
         self.proc = subprocess.Popen(
             [str(bin_dir / "dg"), "dev", "-w", str(self.workspace), "-h", "127.0.0.1", "-p", str(self.port)],
-            cwd=ROOT, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=reset_signals,
+            cwd=ROOT,
+            env=env,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=reset_signals,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -98,12 +117,16 @@ class DagsterServer:
     def processes_left(self) -> list[str]:
         out = subprocess.run(["ps", "-eo", "pid,sid,stat,args"], capture_output=True, text=True).stdout
         # zombies are already dead (a container's PID 1 may be slow to reap them): only live processes count
-        return [line for line in out.splitlines()[1:]
-                if self.proc and line.split()[1] == str(self.proc.pid) and not line.split()[2].startswith("Z")]
+        return [
+            line
+            for line in out.splitlines()[1:]
+            if self.proc and line.split()[1] == str(self.proc.pid) and not line.split()[2].startswith("Z")
+        ]
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         request = urllib.request.Request(
-            f"{self.url}/graphql", data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+            f"{self.url}/graphql",
+            data=json.dumps({"query": query, "variables": variables or {}}).encode(),
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=60) as response:
@@ -126,8 +149,13 @@ class DagsterServer:
     def launch_all(self) -> str:
         return self.launch("__ASSET_JOB")
 
-    def launch(self, job: str, assets: list[str] | None = None, run_config: dict | None = None,
-               tags: dict[str, str] | None = None) -> str:
+    def launch(
+        self,
+        job: str,
+        assets: list[str] | None = None,
+        run_config: dict | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> str:
         """Launch a run of ``job`` (only ``assets`` of it, when given; ``tags`` e.g. ``dagster/partition``); returns the run id."""
         selector = {"repositoryLocationName": self.location(), "repositoryName": "__repository__", "jobName": job}
         if assets is not None:
@@ -136,8 +164,13 @@ class DagsterServer:
             """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
                  ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
                  ... on InvalidStepError { invalidStepKey } ... on RunConfigValidationInvalid { errors { message } } } }""",
-            {"p": {"selector": selector, "runConfigData": run_config or {},
-                   "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]}}},
+            {
+                "p": {
+                    "selector": selector,
+                    "runConfigData": run_config or {},
+                    "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]},
+                }
+            },
         )
         result = data["launchRun"]
         if result["__typename"] != "LaunchRunSuccess":
@@ -150,8 +183,13 @@ class DagsterServer:
             """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { __typename
                  ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message }
                  ... on PartitionSetNotFoundError { message } ... on InvalidSubsetError { message } } }""",
-            {"p": {"assetSelection": [{"path": [a]} for a in assets], "allPartitions": True,
-                   **({"runConfigData": run_config} if run_config else {})}},
+            {
+                "p": {
+                    "assetSelection": [{"path": [a]} for a in assets],
+                    "allPartitions": True,
+                    **({"runConfigData": run_config} if run_config else {}),
+                }
+            },
         )
         result = data["launchPartitionBackfill"]
         if result["__typename"] != "LaunchBackfillSuccess":
@@ -161,8 +199,11 @@ class DagsterServer:
     def wait_backfill(self, backfill_id: str, timeout: float = 600) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            data = self.graphql("query($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename "
-                                "... on PartitionBackfill { status } ... on PythonError { message } } }", {"id": backfill_id})
+            data = self.graphql(
+                "query($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename "
+                "... on PartitionBackfill { status } ... on PythonError { message } } }",
+                {"id": backfill_id},
+            )
             status = data["partitionBackfillOrError"].get("status")
             if status in ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"):
                 return status
@@ -176,15 +217,24 @@ class DagsterServer:
                  ... on Runs { results { runId status startTime endTime tags { key value } assetSelection { path } } } } }""",
             {"id": backfill_id},
         )
-        return [{"run_id": r["runId"], "status": r["status"], "start": r["startTime"], "end": r["endTime"],
-                 "partition": next((t["value"] for t in r["tags"] if t["key"] == "dagster/partition"), None),
-                 "assets": sorted("/".join(a["path"]) for a in r["assetSelection"] or [])}
-                for r in data["runsOrError"]["results"]]
+        return [
+            {
+                "run_id": r["runId"],
+                "status": r["status"],
+                "start": r["startTime"],
+                "end": r["endTime"],
+                "partition": next((t["value"] for t in r["tags"] if t["key"] == "dagster/partition"), None),
+                "assets": sorted("/".join(a["path"]) for a in r["assetSelection"] or []),
+            }
+            for r in data["runsOrError"]["results"]
+        ]
 
     def wait_run(self, run_id: str, timeout: float = 600) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            status = self.graphql("query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id})
+            status = self.graphql(
+                "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id}
+            )
             state = status["runOrError"]["status"]
             if state in ("SUCCESS", "FAILURE", "CANCELED"):
                 return state
@@ -219,5 +269,10 @@ class DagsterServer:
                  ... on AssetCheckEvaluationEvent { evaluation { checkName severity assetKey { path } } } } } } }""",
             {"id": run_id},
         )
-        return {f"{'/'.join(e['evaluation']['assetKey']['path'])}:{e['evaluation']['checkName']}": e["evaluation"]["severity"]
-                for e in data["logsForRun"]["events"] if e["__typename"] == "AssetCheckEvaluationEvent"}
+        return {
+            f"{'/'.join(e['evaluation']['assetKey']['path'])}:{e['evaluation']['checkName']}": e["evaluation"][
+                "severity"
+            ]
+            for e in data["logsForRun"]["events"]
+            if e["__typename"] == "AssetCheckEvaluationEvent"
+        }

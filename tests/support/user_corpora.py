@@ -20,31 +20,67 @@ from pathlib import Path
 from typing import Any
 
 DOMAINS = [
-    ("ParcelDepot", "parcel", "courier"), ("GymDesk", "membership", "trainer"), ("FleetYard", "vehicle", "driver"),
-    ("SeedBank", "sample", "curator"), ("ConcertBox", "ticket", "agent"), ("PetClinic", "patient", "vet"),
-    ("ToolShed", "tool", "borrower"), ("BikeShare", "bike", "rider"), ("PrintShop", "job", "operator"),
-    ("Greenhouse", "tray", "gardener"), ("Archive", "record", "archivist"), ("Kitchen", "order", "cook"),
-    ("Laundry", "load", "attendant"), ("Harbor", "berth", "pilot"), ("Observatory", "slot", "astronomer"),
-    ("Bakery", "batch", "baker"), ("Museum", "exhibit", "guide"), ("Pharmacy", "script", "pharmacist"),
-    ("Stadium", "seat", "usher"), ("Vineyard", "barrel", "vintner"), ("Campsite", "pitch", "ranger"),
-    ("RepairBay", "ticket", "mechanic"), ("Studio", "booking", "engineer"), ("Apiary", "hive", "keeper"),
-    ("Lab", "assay", "chemist"), ("Mailroom", "letter", "clerk"), ("Marina", "boat", "skipper"),
-    ("TeaHouse", "table", "server"), ("Forge", "blade", "smith"), ("Orchard", "row", "picker"),
-    ("Quarry", "block", "cutter"), ("Theater", "show", "stagehand"), ("Zoo", "enclosure", "zookeeper"),
-    ("Brewery", "tank", "brewer"), ("Dojo", "student", "sensei"), ("Ferry", "crossing", "deckhand"),
-    ("Hostel", "bed", "host"), ("Kennel", "dog", "walker"), ("Salon", "appointment", "stylist"),
-    ("Warehouse", "pallet", "picker"), ("Cinema", "screening", "projectionist"), ("Garage", "car", "valet"),
-    ("Florist", "bouquet", "florist"), ("Clinic", "visit", "nurse"), ("Library", "book", "librarian"),
-    ("Bank", "account", "teller"), ("Airport", "gate", "controller"), ("Farm", "field", "farmer"),
-    ("Cafe", "order", "barista"), ("School", "course", "teacher"),
+    ("ParcelDepot", "parcel", "courier"),
+    ("GymDesk", "membership", "trainer"),
+    ("FleetYard", "vehicle", "driver"),
+    ("SeedBank", "sample", "curator"),
+    ("ConcertBox", "ticket", "agent"),
+    ("PetClinic", "patient", "vet"),
+    ("ToolShed", "tool", "borrower"),
+    ("BikeShare", "bike", "rider"),
+    ("PrintShop", "job", "operator"),
+    ("Greenhouse", "tray", "gardener"),
+    ("Archive", "record", "archivist"),
+    ("Kitchen", "order", "cook"),
+    ("Laundry", "load", "attendant"),
+    ("Harbor", "berth", "pilot"),
+    ("Observatory", "slot", "astronomer"),
+    ("Bakery", "batch", "baker"),
+    ("Museum", "exhibit", "guide"),
+    ("Pharmacy", "script", "pharmacist"),
+    ("Stadium", "seat", "usher"),
+    ("Vineyard", "barrel", "vintner"),
+    ("Campsite", "pitch", "ranger"),
+    ("RepairBay", "ticket", "mechanic"),
+    ("Studio", "booking", "engineer"),
+    ("Apiary", "hive", "keeper"),
+    ("Lab", "assay", "chemist"),
+    ("Mailroom", "letter", "clerk"),
+    ("Marina", "boat", "skipper"),
+    ("TeaHouse", "table", "server"),
+    ("Forge", "blade", "smith"),
+    ("Orchard", "row", "picker"),
+    ("Quarry", "block", "cutter"),
+    ("Theater", "show", "stagehand"),
+    ("Zoo", "enclosure", "zookeeper"),
+    ("Brewery", "tank", "brewer"),
+    ("Dojo", "student", "sensei"),
+    ("Ferry", "crossing", "deckhand"),
+    ("Hostel", "bed", "host"),
+    ("Kennel", "dog", "walker"),
+    ("Salon", "appointment", "stylist"),
+    ("Warehouse", "pallet", "picker"),
+    ("Cinema", "screening", "projectionist"),
+    ("Garage", "car", "valet"),
+    ("Florist", "bouquet", "florist"),
+    ("Clinic", "visit", "nurse"),
+    ("Library", "book", "librarian"),
+    ("Bank", "account", "teller"),
+    ("Airport", "gate", "controller"),
+    ("Farm", "field", "farmer"),
+    ("Cafe", "order", "barista"),
+    ("School", "course", "teacher"),
 ]
 STATUSES = ["new", "active", "held", "closed"]
 
 
 def _env_code(cls: str, item: str, staff: str, batch: bool, raises: bool) -> str:
     items, staffs = f"{item}s", f"{staff}s"
-    refuse = ('raise KeyError(f"unknown {what} {key}")' if raises
-              else 'return {"success": False, "error": f"{what} {key} does not exist"}')
+    refuse = (
+        'raise KeyError(f"unknown {what} {key}")'
+        if raises
+        else 'return {"success": False, "error": f"{what} {key} does not exist"}'
+    )
     code = f'''
 from typing import Dict, List, TypedDict
 
@@ -174,8 +210,9 @@ class {cls}:
     return code
 
 
-def env_item(cls: str, code: str, tools: list[dict[str, Any]] | None = None, intro: str | None = None,
-             rules: str = "") -> dict[str, Any]:
+def env_item(
+    cls: str, code: str, tools: list[dict[str, Any]] | None = None, intro: str | None = None, rules: str = ""
+) -> dict[str, Any]:
     """One environment item of the released ``*_env_metadata.json`` (no ``tools``: derived from the class)."""
     item: dict[str, Any] = {"env_class_name": cls, "env_class_code": code}
     if tools is not None:
@@ -184,8 +221,14 @@ def env_item(cls: str, code: str, tools: list[dict[str, Any]] | None = None, int
 
 
 def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": props, "required": required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": props, "required": required},
+        },
+    }
 
 
 def _tools(item: str, staff: str, batch: bool) -> list[dict[str, Any]]:
@@ -193,37 +236,64 @@ def _tools(item: str, staff: str, batch: bool) -> list[dict[str, Any]]:
     tools = [
         _fn(f"list_{item}s", f"List every {item}.", {}, []),
         _fn(f"get_{item}", f"Get one {item}.", {f"{item}_id": iid}, [f"{item}_id"]),
-        _fn("set_status", f"Change the status of a {item}.",
-            {f"{item}_id": iid, "status": {"type": "string", "enum": STATUSES}}, [f"{item}_id", "status"]),
-        _fn("assign", f"Assign a {item} to a {staff}.", {f"{item}_id": iid, f"{staff}_id": sid},
-            [f"{item}_id", f"{staff}_id"]),
-        _fn("restock", f"Add units to a {item}.",
+        _fn(
+            "set_status",
+            f"Change the status of a {item}.",
+            {f"{item}_id": iid, "status": {"type": "string", "enum": STATUSES}},
+            [f"{item}_id", "status"],
+        ),
+        _fn(
+            "assign",
+            f"Assign a {item} to a {staff}.",
+            {f"{item}_id": iid, f"{staff}_id": sid},
+            [f"{item}_id", f"{staff}_id"],
+        ),
+        _fn(
+            "restock",
+            f"Add units to a {item}.",
             {f"{item}_id": iid, "quantity": {"type": "integer"}, "note": {"type": "string"}},
-            [f"{item}_id", "quantity", "note"]),
+            [f"{item}_id", "quantity", "note"],
+        ),
     ]
     if batch:
         tools += [
-            _fn("close_many", f"Close several {item}s.",
+            _fn(
+                "close_many",
+                f"Close several {item}s.",
                 {f"{item}_ids": {"type": "array", "items": {"type": "string"}}, f"{staff}_id": sid},
-                [f"{item}_ids", f"{staff}_id"]),
-            _fn("open_many", f"Reopen several {item}s.",
-                {f"{item}_ids": {"type": "array", "items": {"type": "string"}}}, [f"{item}_ids"]),
+                [f"{item}_ids", f"{staff}_id"],
+            ),
+            _fn(
+                "open_many",
+                f"Reopen several {item}s.",
+                {f"{item}_ids": {"type": "array", "items": {"type": "string"}}},
+                [f"{item}_ids"],
+            ),
         ]
     return tools
 
 
 def _init_config(rng: random.Random, item: str, staff: str) -> dict[str, Any]:
-    items = {f"{item[:2].upper()}{i:03d}": {f"{item}_id": f"{item[:2].upper()}{i:03d}",
-                                             "status": rng.choice(STATUSES), "quantity": rng.randint(0, 30),
-                                             f"{staff}_id": "", "note": ""}
-             for i in range(1, rng.randint(7, 10))}
-    staffs = {f"{staff[:2].upper()}{i:02d}": {"name": f"{staff} {i}", "load": rng.randint(0, 3)}
-              for i in range(1, rng.randint(3, 5))}
+    items = {
+        f"{item[:2].upper()}{i:03d}": {
+            f"{item}_id": f"{item[:2].upper()}{i:03d}",
+            "status": rng.choice(STATUSES),
+            "quantity": rng.randint(0, 30),
+            f"{staff}_id": "",
+            "note": "",
+        }
+        for i in range(1, rng.randint(7, 10))
+    }
+    staffs = {
+        f"{staff[:2].upper()}{i:02d}": {"name": f"{staff} {i}", "load": rng.randint(0, 3)}
+        for i in range(1, rng.randint(3, 5))
+    }
     return {f"{item}s": items, f"{staff}s": staffs}
 
 
-def generated_corpus(n_envs: int = 40, scenarios_per_env: int = 2, batch_every: int = 2, raise_every: int = 7,
-                     seed: int = 0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def generated_corpus(
+    n_envs: int = 40, scenarios_per_env: int = 2, batch_every: int = 2, raise_every: int = 7, seed: int = 0
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``n_envs`` environments (every ``batch_every``-th with batch tools reaching |Δ| 7–13, every
     ``raise_every``-th refusing by raising) and ``scenarios_per_env`` scenarios each."""
     rng = random.Random(seed)
@@ -242,14 +312,22 @@ def generated_corpus(n_envs: int = 40, scenarios_per_env: int = 2, batch_every: 
             "constraints_rules": "Ids must exist; quantities are positive.",
         }
         for k in range(scenarios_per_env):
-            scenarios.append({"task_id": f"{env_id}-task-{k}", "env_id": env_id, "env_class_name": cls,
-                              "init_config": _init_config(rng, item, staff),
-                              "task": f"Tidy up the {item}s of the {cls.lower()}."})
+            scenarios.append(
+                {
+                    "task_id": f"{env_id}-task-{k}",
+                    "env_id": env_id,
+                    "env_class_name": cls,
+                    "init_config": _init_config(rng, item, staff),
+                    "task": f"Tidy up the {item}s of the {cls.lower()}.",
+                }
+            )
     return items, scenarios
 
 
 STATUS_APIS = {
-    "reminder_api": ("ReminderApi", '''
+    "reminder_api": (
+        "ReminderApi",
+        '''
 class ReminderApi:
     """Reminders on a phone (ACEBench style)."""
 
@@ -296,13 +374,22 @@ class ReminderApi:
             return {"status": False, "message": "Reminder ID does not exist."}
         del self.reminders[reminder_id]
         return {"status": True, "message": "Reminder deleted."}
-''', [
-        _fn("view_reminders", "All reminders.", {}, []),
-        _fn("add_reminder", "Add a reminder.", {"title": {"type": "string"}, "time": {"type": "string"}}, ["title", "time"]),
-        _fn("complete_reminder", "Mark a reminder done.", {"reminder_id": {"type": "integer"}}, ["reminder_id"]),
-        _fn("delete_reminder", "Delete a reminder.", {"reminder_id": {"type": "integer"}}, ["reminder_id"]),
-    ]),
-    "message_api": ("MessageApi", '''
+''',
+        [
+            _fn("view_reminders", "All reminders.", {}, []),
+            _fn(
+                "add_reminder",
+                "Add a reminder.",
+                {"title": {"type": "string"}, "time": {"type": "string"}},
+                ["title", "time"],
+            ),
+            _fn("complete_reminder", "Mark a reminder done.", {"reminder_id": {"type": "integer"}}, ["reminder_id"]),
+            _fn("delete_reminder", "Delete a reminder.", {"reminder_id": {"type": "integer"}}, ["reminder_id"]),
+        ],
+    ),
+    "message_api": (
+        "MessageApi",
+        '''
 class MessageApi:
     """Text messages (ACEBench style: integer inbox keys, bare data answers)."""
 
@@ -349,13 +436,22 @@ class MessageApi:
             return {"status": False, "message": "Message ID does not exist."}
         del self.inbox[message_id]
         return {"status": True, "message": "Message deleted."}
-''', [
-        _fn("list_messages", "Inbox messages.", {}, []),
-        _fn("send_message", "Send a message.", {"receiver": {"type": "string"}, "text": {"type": "string"}}, ["receiver", "text"]),
-        _fn("mark_read", "Mark a message read.", {"message_id": {"type": "integer"}}, ["message_id"]),
-        _fn("delete_message", "Delete a message.", {"message_id": {"type": "integer"}}, ["message_id"]),
-    ]),
-    "flight_api": ("FlightApi", '''
+''',
+        [
+            _fn("list_messages", "Inbox messages.", {}, []),
+            _fn(
+                "send_message",
+                "Send a message.",
+                {"receiver": {"type": "string"}, "text": {"type": "string"}},
+                ["receiver", "text"],
+            ),
+            _fn("mark_read", "Mark a message read.", {"message_id": {"type": "integer"}}, ["message_id"]),
+            _fn("delete_message", "Delete a message.", {"message_id": {"type": "integer"}}, ["message_id"]),
+        ],
+    ),
+    "flight_api": (
+        "FlightApi",
+        '''
 class FlightApi:
     """Flight booking (ACEBench style)."""
 
@@ -406,13 +502,21 @@ class FlightApi:
         flight["seats"] += 1
         self.balance += flight["price"]
         return {"status": True, "message": "Cancelled."}
-''', [
-        _fn("get_flight", "Flight details.", {"flight_no": {"type": "string"}}, ["flight_no"]),
-        _fn("reserve_flight", "Reserve a seat.", {"flight_no": {"type": "string"}, "passenger": {"type": "string"}},
-            ["flight_no", "passenger"]),
-        _fn("cancel_booking", "Cancel a booking.", {"passenger": {"type": "string"}}, ["passenger"]),
-    ]),
-    "food_api": ("FoodApi", '''
+''',
+        [
+            _fn("get_flight", "Flight details.", {"flight_no": {"type": "string"}}, ["flight_no"]),
+            _fn(
+                "reserve_flight",
+                "Reserve a seat.",
+                {"flight_no": {"type": "string"}, "passenger": {"type": "string"}},
+                ["flight_no", "passenger"],
+            ),
+            _fn("cancel_booking", "Cancel a booking.", {"passenger": {"type": "string"}}, ["passenger"]),
+        ],
+    ),
+    "food_api": (
+        "FoodApi",
+        '''
 class FoodApi:
     """Food delivery (ACEBench style)."""
 
@@ -447,13 +551,21 @@ class FoodApi:
         self.orders = self.orders + [dict(self.cart)]
         self.cart = {}
         return {"status": True, "message": "Order placed."}
-''', [
-        _fn("view_menu", "The menu.", {}, []),
-        _fn("add_to_cart", "Put dishes in the cart.", {"dish": {"type": "string"}, "count": {"type": "integer"}},
-            ["dish", "count"]),
-        _fn("place_order", "Order the cart.", {}, []),
-    ]),
-    "device_api": ("DeviceApi", '''
+''',
+        [
+            _fn("view_menu", "The menu.", {}, []),
+            _fn(
+                "add_to_cart",
+                "Put dishes in the cart.",
+                {"dish": {"type": "string"}, "count": {"type": "integer"}},
+                ["dish", "count"],
+            ),
+            _fn("place_order", "Order the cart.", {}, []),
+        ],
+    ),
+    "device_api": (
+        "DeviceApi",
+        '''
 class DeviceApi:
     """Phone settings (ACEBench style)."""
 
@@ -487,11 +599,13 @@ class DeviceApi:
             return {"status": False, "message": "Not logged in."}
         self.logged_in = False
         return {"status": True, "message": "Logged out."}
-''', [
-        _fn("turn_on_wifi", "Turn wifi on.", {}, []),
-        _fn("set_volume", "Set the volume.", {"level": {"type": "integer"}}, ["level"]),
-        _fn("log_out", "Log out.", {}, []),
-    ]),
+''',
+        [
+            _fn("turn_on_wifi", "Turn wifi on.", {}, []),
+            _fn("set_volume", "Set the volume.", {"level": {"type": "integer"}}, ["level"]),
+            _fn("log_out", "Log out.", {}, []),
+        ],
+    ),
 }
 
 
@@ -499,15 +613,23 @@ def status_corpus() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Five ACEBench-style environments, refusals as ``{"status": False, "message": ...}``, |Δ| ≤ 3."""
     items = {env_id: env_item(cls, code, tools) for env_id, (cls, code, tools) in STATUS_APIS.items()}
     scenarios = [
-        {"task_id": f"{env_id}-{k}", "env_id": env_id, "env_class_name": cls, "init_config": {},
-         "task": f"Use the {cls}."}
-        for env_id, (cls, _, _) in STATUS_APIS.items() for k in range(3)
+        {
+            "task_id": f"{env_id}-{k}",
+            "env_id": env_id,
+            "env_class_name": cls,
+            "init_config": {},
+            "task": f"Use the {cls}.",
+        }
+        for env_id, (cls, _, _) in STATUS_APIS.items()
+        for k in range(3)
     ]
     return items, scenarios
 
 
 TINY = {
-    "notes": ("Notes", '''
+    "notes": (
+        "Notes",
+        '''
 class Notes:
     """A notebook."""
 
@@ -540,10 +662,21 @@ class Notes:
             return {"success": False, "error": "no such note"}
         self.notes[note_id].update(text=text, pinned=False)
         return {"success": True}
-''', [_fn("list_notes", "Every note.", {}, []),
-      _fn("pin_note", "Pin a note.", {"note_id": {"type": "string"}}, ["note_id"]),
-      _fn("edit_note", "Edit a note.", {"note_id": {"type": "string"}, "text": {"type": "string"}}, ["note_id", "text"])]),
-    "thermostat": ("Thermostat", '''
+''',
+        [
+            _fn("list_notes", "Every note.", {}, []),
+            _fn("pin_note", "Pin a note.", {"note_id": {"type": "string"}}, ["note_id"]),
+            _fn(
+                "edit_note",
+                "Edit a note.",
+                {"note_id": {"type": "string"}, "text": {"type": "string"}},
+                ["note_id", "text"],
+            ),
+        ],
+    ),
+    "thermostat": (
+        "Thermostat",
+        '''
 class Thermostat:
     """A thermostat."""
 
@@ -565,9 +698,15 @@ class Thermostat:
             return {"success": False, "error": "out of range"}
         self.target = degrees
         return {"success": True}
-''', [_fn("read", "Target and mode.", {}, []),
-      _fn("set_target", "Set the target.", {"degrees": {"type": "integer"}}, ["degrees"])]),
-    "counter": ("Counter", '''
+''',
+        [
+            _fn("read", "Target and mode.", {}, []),
+            _fn("set_target", "Set the target.", {"degrees": {"type": "integer"}}, ["degrees"]),
+        ],
+    ),
+    "counter": (
+        "Counter",
+        '''
 class Counter:
     """Two counters."""
 
@@ -590,20 +729,24 @@ class Counter:
         """Both counters to zero."""
         self.a, self.b = 0, 0
         return {"success": True}
-''', [_fn("bump", "Add one.", {"which": {"type": "string"}}, ["which"]),
-      _fn("reset_both", "Both to zero.", {}, [])]),
+''',
+        [_fn("bump", "Add one.", {"which": {"type": "string"}}, ["which"]), _fn("reset_both", "Both to zero.", {}, [])],
+    ),
 }
 
 
 def tiny_corpus() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     items = {env_id: env_item(cls, code, tools) for env_id, (cls, code, tools) in TINY.items()}
-    scenarios = [{"task_id": f"{env_id}-0", "env_id": env_id, "env_class_name": cls, "init_config": {}, "task": cls}
-                 for env_id, (cls, _, _) in TINY.items()]
+    scenarios = [
+        {"task_id": f"{env_id}-0", "env_id": env_id, "env_class_name": cls, "init_config": {}, "task": cls}
+        for env_id, (cls, _, _) in TINY.items()
+    ]
     return items, scenarios
 
 
-def write_released(directory: Path, items: dict[str, Any], scenarios: list[dict[str, Any]],
-                   env_name: str = "191_env_metadata.json") -> tuple[Path, Path]:
+def write_released(
+    directory: Path, items: dict[str, Any], scenarios: list[dict[str, Any]], env_name: str = "191_env_metadata.json"
+) -> tuple[Path, Path]:
     """``items`` and ``scenarios`` as the released files (``env_name`` + ``scenarios.json``) under ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     env_file, scen_file = directory / env_name, directory / "scenarios.json"
@@ -626,9 +769,17 @@ def write_tiny_corpus(directory: Path) -> tuple[Path, Path]:
 
 def run_config(env_file: Path, scen_file: Path, **ops: Any) -> dict[str, Any]:
     """A ``./forge run -c`` config that runs only this corpus (no bfcl, no builtin pack)."""
-    config: dict[str, Any] = {"resources": {"sources": {"config": {
-        "builtin": False, "bfcl_categories": [],
-        "envscaler": [{"env_items": str(env_file), "scenarios": str(scen_file), "license": "test corpus"}]}}}}
+    config: dict[str, Any] = {
+        "resources": {
+            "sources": {
+                "config": {
+                    "builtin": False,
+                    "bfcl_categories": [],
+                    "envscaler": [{"env_items": str(env_file), "scenarios": str(scen_file), "license": "test corpus"}],
+                }
+            }
+        }
+    }
     if ops:
         config["ops"] = ops
     return config

@@ -42,16 +42,32 @@ def test_a_hub_id_not_in_the_cache_says_how_to_provide_it(tmp_path):
     with pytest.raises(ModelUnavailable) as err:
         check_model("Qwen/Qwen2.5-0.5B-Instruct", tmp_path / "data", "qwen", tmp_path / "hub")
     message = str(err.value)
-    assert "\n" not in message and "hf download Qwen/Qwen2.5-0.5B-Instruct" in message and str(tmp_path / "hub") in message
+    assert (
+        "\n" not in message and "hf download Qwen/Qwen2.5-0.5B-Instruct" in message and str(tmp_path / "hub") in message
+    )
     with pytest.raises(ModelUnavailable, match="ckpt-0abc"):
         check_model("ckpt-0abc/step-3", tmp_path / "data", None, tmp_path / "hub")  # a checkpoint step, not a Hub id
 
 
 def test_the_command_says_it_in_one_line_without_a_traceback(tmp_path):
     (tmp_path / "hub").mkdir()
-    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1", "ENVSIM_DATA_ROOT": str(tmp_path / "data")}
-    proc = subprocess.run([sys.executable, "-m", "pipeline", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "HF_HUB_OFFLINE": "1",
+        "ENVSIM_DATA_ROOT": str(tmp_path / "data"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
-    assert lines[0].startswith("./forge bench-model: --checkpoint Qwen/Qwen2.5-0.5B-Instruct") and "Traceback" not in proc.stderr
+    assert (
+        lines[0].startswith("./forge bench-model: --checkpoint Qwen/Qwen2.5-0.5B-Instruct")
+        and "Traceback" not in proc.stderr
+    )

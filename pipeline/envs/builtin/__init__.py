@@ -14,9 +14,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pipeline.envs.profiles import DEFAULT, of_profile
 from pipeline.envs import envscaler
 from pipeline.envs.builtin.scenarios import GENERATORS
+from pipeline.envs.profiles import DEFAULT, of_profile
 
 PREFIX = "builtin"
 LICENSE = "Apache-2.0"
@@ -29,11 +29,19 @@ def profile_scenarios_per_env(name: str = DEFAULT) -> int:
     """Scenarios per builtin environment of the profile ``name`` (default: the ``default`` profile)."""
     return of_profile(PROFILE_SCENARIOS_PER_ENV, name)
 
+
 #: domain -> environment class name (in code/<domain>.py)
 CLASSES = {
-    "retail": "RetailStore", "airline": "AirlineBooking", "clinic": "ClinicScheduler",
-    "university": "CourseEnrollment", "warehouse": "Warehouse", "payroll": "Payroll", "library": "Library",
-    "banking": "Bank", "hotel": "HotelFrontDesk", "projects": "ProjectTracker",
+    "retail": "RetailStore",
+    "airline": "AirlineBooking",
+    "clinic": "ClinicScheduler",
+    "university": "CourseEnrollment",
+    "warehouse": "Warehouse",
+    "payroll": "Payroll",
+    "library": "Library",
+    "banking": "Bank",
+    "hotel": "HotelFrontDesk",
+    "projects": "ProjectTracker",
 }
 
 
@@ -82,8 +90,15 @@ def scenarios(per_env: int, seed: int = 0) -> list[dict[str, Any]]:
         for domain, class_name in CLASSES.items():
             rng = random.Random(f"{seed}:{domain}:{i}")
             config, task = GENERATORS[domain](rng)
-            out.append({"task_id": f"{PREFIX}-{domain}-s{seed}-{i:05d}", "env_id": domain, "env_class_name": class_name,
-                        "init_config": config, "task": task})
+            out.append(
+                {
+                    "task_id": f"{PREFIX}-{domain}-s{seed}-{i:05d}",
+                    "env_id": domain,
+                    "env_class_name": class_name,
+                    "init_config": config,
+                    "task": task,
+                }
+            )
     return out
 
 
@@ -95,4 +110,3 @@ def export(directory: Path, per_env: int = 50, seed: int = 0) -> tuple[Path, Pat
     envs.write_text(json.dumps(env_items(), indent=1))
     scen.write_text(json.dumps(scenarios(per_env, seed), indent=1))
     return envs, scen
-

@@ -4,10 +4,11 @@ built and run by the ``bfcl`` adapter (:mod:`pipeline.envs.bfcl`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from pipeline.core.environment import EnvSpec, Environment
+from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.issues import TaskIssue
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import bfcl, blobs, envscaler
@@ -31,7 +32,13 @@ def catalog_rows() -> CatalogRows:
             )
         class_code = bfcl.class_source(cls_name)
         code_rows.append(
-            {"code_ref": blobs.ref_of(class_code), "source": bfcl.SOURCE, "owner": cls_name, "tool": "", "code": class_code}
+            {
+                "code_ref": blobs.ref_of(class_code),
+                "source": bfcl.SOURCE,
+                "owner": cls_name,
+                "tool": "",
+                "code": class_code,
+            }
         )
         envs.append(
             {
@@ -73,8 +80,11 @@ class BfclSource(EnvironmentSource):
     def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
         if not (cfg.bfcl_replay or cfg.bfcl_explore):
             return []
-        return [(f"bfcl_task_files[{i}].{part}", Path(getattr(f, part)))
-                for i, f in enumerate(cfg.bfcl_files) for part in ("tasks", "answers")]
+        return [
+            (f"bfcl_task_files[{i}].{part}", Path(getattr(f, part)))
+            for i, f in enumerate(cfg.bfcl_files)
+            for part in ("tasks", "answers")
+        ]
 
     def catalog(self, items: list[envscaler.EnvItem], listed: bool) -> CatalogRows:
         """Its classes when listed; their tool code always (content-keyed, so a step that names a bfcl
@@ -86,7 +96,9 @@ class BfclSource(EnvironmentSource):
         if cfg.bfcl_replay and cfg.bfcl_files:
             yield from ground_truth_trajectories(iter_tasks(cfg.bfcl_files))
 
-    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+    def scenarios(
+        self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
+    ) -> tuple[list[SourceTask], list[TaskIssue]]:
         if not cfg.bfcl_explore:
             return [], []
         return [self._task(t) for t in iter_tasks(cfg.bfcl_files) if not isinstance(t, TaskIssue)], []

@@ -29,14 +29,20 @@ class BuiltinSource(EnvironmentSource):
             ids.seen(item.qualified_id, item.origin or item.prefix)
         return items, []
 
-    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+    def scenarios(
+        self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
+    ) -> tuple[list[SourceTask], list[TaskIssue]]:
         if not cfg.builtin:
             return [], []
         by_id = {i.qualified_id: i for i in items}
         tasks = []
         for sc in builtin.scenarios(cfg.builtin_scenarios_per_env, cfg.builtin_seed):
             item = by_id[f"{builtin.PREFIX}/{sc['env_id']}"]
-            tasks.append(SourceTask(sc["task_id"], item.spec(sc["init_config"]), (sc["task"] or "Complete the task.",), text=sc["task"]))
+            tasks.append(
+                SourceTask(
+                    sc["task_id"], item.spec(sc["init_config"]), (sc["task"] or "Complete the task.",), text=sc["task"]
+                )
+            )
         return tasks, []
 
     def clear_caches(self) -> None:

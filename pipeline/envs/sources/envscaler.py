@@ -8,7 +8,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.environment import EnvSpec, Environment
+from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.issues import TaskIssue
 from pipeline.envs import blobs, builtin, envscaler
 from pipeline.envs.config import SourceConfig, SourceError
@@ -56,21 +56,32 @@ class EnvScalerSource(EnvironmentSource):
                     qualified = f"{corpus.prefix}/{env_id}"
                     first = ids.seen(qualified, result.origin)
                     if first is not None:
-                        issues.append(TaskIssue(env_id, "env", ids.message("env id", qualified, result.origin, first), result.origin))
+                        issues.append(
+                            TaskIssue(
+                                env_id, "env", ids.message("env id", qualified, result.origin, first), result.origin
+                            )
+                        )
                         continue
                 issues.extend(problems)
                 if item is not None:
                     items.append(item if rule is None else dataclasses.replace(item, outcome_rule=rule))
             if len(items) == before:  # a configured corpus that gives nothing is a mistake, not a quiet run
                 own = issues[first_issue:]
-                why = (f"{len(own)} problem(s), first: {clip(own[0].reason, 300)} ({own[0].origin})" if own
-                       else "it holds no env item")
-                raise SourceError(f"resources.sources.envscaler[{index}].env_items: {corpus.env_items} yielded no usable "
-                                  f"environment ({why}): fix the file (EnvScaler's env-items format: JSON, JSON lines or "
-                                  "Parquet) or remove the entry")
+                why = (
+                    f"{len(own)} problem(s), first: {clip(own[0].reason, 300)} ({own[0].origin})"
+                    if own
+                    else "it holds no env item"
+                )
+                raise SourceError(
+                    f"resources.sources.envscaler[{index}].env_items: {corpus.env_items} yielded no usable "
+                    f"environment ({why}): fix the file (EnvScaler's env-items format: JSON, JSON lines or "
+                    "Parquet) or remove the entry"
+                )
         return items, issues
 
-    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+    def scenarios(
+        self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
+    ) -> tuple[list[SourceTask], list[TaskIssue]]:
         """Each corpus's scenario files; then, with ``explore_class_defaults``, every corpus environment
         that no scenario names from its class defaults (init config ``{}``: the constructor's own state;
         a class that cannot be built so is reported as a reset issue). Those environments are appended
@@ -88,24 +99,53 @@ class EnvScalerSource(EnvironmentSource):
                         continue
                     item = by_id.get(f"{corpus.prefix}/{sc.env_id}")
                     if item is None:
-                        issues.append(TaskIssue(sc.task_id, "parse", f"unknown or unusable env_id {clip(repr(sc.env_id), 80)}", sc.origin))
+                        issues.append(
+                            TaskIssue(
+                                sc.task_id,
+                                "parse",
+                                f"unknown or unusable env_id {clip(repr(sc.env_id), 80)}",
+                                sc.origin,
+                            )
+                        )
                         continue
                     first = task_ids.seen((item.qualified_id, sc.task_id), sc.origin)
                     if first is not None:
-                        issues.append(TaskIssue(sc.task_id, "parse", task_ids.message(f"task id of {item.qualified_id}:", sc.task_id, sc.origin, first), sc.origin))
+                        issues.append(
+                            TaskIssue(
+                                sc.task_id,
+                                "parse",
+                                task_ids.message(f"task id of {item.qualified_id}:", sc.task_id, sc.origin, first),
+                                sc.origin,
+                            )
+                        )
                         continue
                     named.add(item.qualified_id)
-                    tasks.append(SourceTask(sc.task_id, item.spec(sc.init_config), (sc.task or "Complete the task.",), text=sc.task))
+                    tasks.append(
+                        SourceTask(
+                            sc.task_id, item.spec(sc.init_config), (sc.task or "Complete the task.",), text=sc.task
+                        )
+                    )
             prefix = f"{corpus.prefix}/"
             for item in items:
-                if item.prefix == corpus.prefix and item.qualified_id not in named and item.qualified_id.startswith(prefix):
+                if (
+                    item.prefix == corpus.prefix
+                    and item.qualified_id not in named
+                    and item.qualified_id.startswith(prefix)
+                ):
                     if without is not None:
                         without.append(item.qualified_id)
                     if cfg.explore_class_defaults:
                         named.add(item.qualified_id)
                         text = "Explore the environment from its class defaults."
-                        tasks.append(SourceTask(f"{item.env_id}/class-defaults", item.spec({}), (text,),
-                                                category="explore-defaults", text=text))
+                        tasks.append(
+                            SourceTask(
+                                f"{item.env_id}/class-defaults",
+                                item.spec({}),
+                                (text,),
+                                category="explore-defaults",
+                                text=text,
+                            )
+                        )
         return tasks, issues
 
     # -- the envscaler adapter (the builtin pack's too) --

@@ -44,9 +44,9 @@ class Counter:
 class CounterSource(EnvironmentSource):
     """One counter environment; ``tasks``: how many starting values exploration runs from."""
 
-    name = "counter"           # the entry point's name; partitions counter-0, counter-1, …
+    name = "counter"  # the entry point's name; partitions counter-0, counter-1, …
     adapter = envscaler.SOURCE  # built and run by the envscaler adapter
-    prefix = "counter"          # its env ids: counter/<env>
+    prefix = "counter"  # its env ids: counter/<env>
     license = "CC0-1.0"
     card_license = "CC0-1.0 (counter plugin)"
     modules = ("envsim_counter_plugin",)  # imported in the sandbox worker: the frozen clock rebinds their names
@@ -59,15 +59,21 @@ class CounterSource(EnvironmentSource):
 
     def env_items(self, cfg: SourceConfig, ids: FirstSeen) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
         raw = {"env_class_name": "Counter", "env_class_code": CODE}
-        item, issues = envscaler.split_item(envscaler.parse_env_item("counter", raw, "plugin:counter", self.prefix,
-                                                                     self.license))
+        item, issues = envscaler.split_item(
+            envscaler.parse_env_item("counter", raw, "plugin:counter", self.prefix, self.license)
+        )
         if item is None:
             return [], issues
         ids.seen(item.qualified_id, item.origin)
         return [item], issues
 
-    def scenarios(self, cfg: SourceConfig, items: list[envscaler.EnvItem],
-                  without: list[str] | None) -> tuple[list[SourceTask], list[TaskIssue]]:
+    def scenarios(
+        self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
+    ) -> tuple[list[SourceTask], list[TaskIssue]]:
         text = "Raise the counter to its limit, then reset it."
-        return [SourceTask(f"counter-{i}", item.spec({"value": i}), (text,), text=text)
-                for item in items if item.qualified_id == "counter/counter" for i in range(self.tasks)], []
+        return [
+            SourceTask(f"counter-{i}", item.spec({"value": i}), (text,), text=text)
+            for item in items
+            if item.qualified_id == "counter/counter"
+            for i in range(self.tasks)
+        ], []
