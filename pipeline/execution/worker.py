@@ -244,6 +244,7 @@ def _zygote(commands: int, sock: socket.socket) -> None:
         for held in (_PROTOCOL_FILES, _PROTOCOL_FDS, _WARM_FDS, _SPARE_FDS):
             held.clear()
         _ZYGOTE_SIDE.extend([commands, sock.fileno()])
+        freeze.install("", 0, None)  # patched once here: a spare only re-targets the clock, its pages stay shared
         inbox = os.fdopen(commands, "rb")
         while (msg := read_frame(inbox, max_size=1 << 30)) is not None:
             if msg["kind"] == "blobs":
@@ -341,7 +342,7 @@ class _Spare:
 
 _SPARES: list[_Spare] = []
 _SPARE_FDS: list[int] = []  # the worker's ends of spares' pipes (closed in every new child)
-SPARES = 2  # prepared children kept per worker
+SPARES = 1  # prepared children kept per worker
 _GENERATION = [0]  # incremented whenever new code blobs arrive
 _ARRIVED: dict[str, int] = {}  # blob ref -> the generation it arrived in
 
