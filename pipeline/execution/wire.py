@@ -27,7 +27,8 @@ def trajectory_to_wire(trajectory: Trajectory) -> dict[str, Any]:
     if is_dataclass(meta.get("explore")):
         meta["explore"] = asdict(meta["explore"])
     data = _shallow(trajectory, _TRAJECTORY)
-    data.update(env=_shallow(trajectory.env, _ENV), actions=[_shallow(a, _ACTION) for a in trajectory.actions], meta=meta)
+    actions = [_shallow(a, _ACTION) for a in trajectory.actions]
+    data.update(env=_shallow(trajectory.env, _ENV), actions=actions, meta=meta)
     return data
 
 

@@ -30,4 +30,5 @@ def test_values_are_shared_not_deep_copied() -> None:
     wire = trajectory_to_wire(trajectory)
     assert wire["actions"][0]["arguments"] is trajectory.actions[0].arguments
     assert wire["env"]["init_config"] is trajectory.env.init_config
-    assert wire["meta"] is not trajectory.meta and wire["meta"]["explore"] == json.loads(json.dumps(wire["meta"]["explore"]))
+    assert wire["meta"] is not trajectory.meta
+    assert wire["meta"]["explore"] == json.loads(json.dumps(wire["meta"]["explore"]))
