@@ -11,12 +11,24 @@ from pipeline.execution.child import Limits
 from pipeline.execution.policy import PolicySettings
 
 
+def _shallow(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in names}
+
+
+_ACTION = tuple(f.name for f in fields(Action))
+_ENV = tuple(f.name for f in fields(EnvSpec))
+_TRAJECTORY = tuple(f.name for f in fields(Trajectory))
+
+
 def trajectory_to_wire(trajectory: Trajectory) -> dict[str, Any]:
+    """The trajectory as plain data, to be encoded at once: its field values are shared, not copied
+    (``asdict``'s deep copy of every argument cost more than the encoding)."""
     meta = dict(trajectory.meta)
     if is_dataclass(meta.get("explore")):
         meta["explore"] = asdict(meta["explore"])
-    data = {f.name: getattr(trajectory, f.name) for f in fields(Trajectory)}
-    data.update(env=asdict(trajectory.env), actions=[asdict(a) for a in trajectory.actions], meta=meta)
+    data = _shallow(trajectory, _TRAJECTORY)
+    actions = [_shallow(a, _ACTION) for a in trajectory.actions]
+    data.update(env=_shallow(trajectory.env, _ENV), actions=actions, meta=meta)
     return data
 
 

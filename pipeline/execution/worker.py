@@ -250,6 +250,7 @@ def _zygote(commands: int, sock: socket.socket) -> None:
         for held in (_PROTOCOL_FILES, _PROTOCOL_FDS, _WARM_FDS, _SPARE_FDS):
             held.clear()
         _ZYGOTE_SIDE.extend([commands, sock.fileno()])
+        freeze.install("", 0, None)  # patched once here: a spare only re-targets the clock, its pages stay shared
         inbox = os.fdopen(commands, "rb")
         while (msg := read_frame(inbox, max_size=1 << 30)) is not None:
             if msg["kind"] == "blobs":
@@ -414,16 +415,17 @@ def _retire_spare(spare: _Spare) -> None:
     _EXITING.append((spare.pid, spare.temp_dir))  # type: ignore[arg-type]
 
 
-def _take_spare(trajectory: Trajectory, limits: Limits) -> _Spare | None:
+def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) -> _Spare | None:
     """A spare that can run ``trajectory`` (it holds its code, was prepared with these limits), continued
-    and handed the trajectory; None: fork a fresh child. Spares that cannot are retired."""
+    and handed the trajectory (``wire``: its wire form); None: fork a fresh child. Spares that cannot are
+    retired."""
     for spare in list(_SPARES):
         if not spare.can_run(trajectory, limits) or not spare.ready():
             _retire_spare(spare)
             continue
         _forget_spare(spare)
         try:
-            write_frame(spare.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
+            write_frame(spare.requests, {"kind": "run", "trajectory": wire})
         except OSError:
             _SPARES.append(spare)
             _retire_spare(spare)
@@ -567,9 +569,10 @@ def _tagger(trajectory_id: str) -> Any:
     return forward
 
 
-def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
+def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, Any] | None = None) -> bool:
     """Run a trajectory in forked children, forwarding their frames to the pipe ``out``; never raises
-    for env code. True: it started in a fresh (or spare) child, not a warm one."""
+    for env code. True: it started in a fresh (or spare) child, not a warm one. ``wire``: the trajectory's
+    wire form as it arrived (handed on to a spare or warm child as it is, not rebuilt from ``trajectory``)."""
     _reap()
     skip: set[int] = set()
     start, restarts = 0, 0
@@ -595,12 +598,13 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
         write_frame(out, {**msg, "trajectory_id": tid})
 
     fresh = key is None
+    wire = trajectory_to_wire(trajectory) if wire is None else wire
     while True:
         warm = _WARM.pop(key, None) if start == 0 and key is not None else None
         if warm is not None and not _wake(warm.pid):
             _retire(warm)  # a thread appeared, or it is not stopped: never reused
             warm = None
-        spare = _take_spare(trajectory, limits) if start == 0 and key is None else None
+        spare = _take_spare(trajectory, limits, wire) if start == 0 and key is None else None
         if spare is not None:
             pid, reader, temp_dir, requests = spare.pid, spare.reader, spare.temp_dir, None
             rfd = reader.fd
@@ -608,7 +612,7 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int) -> bool:
         elif warm is not None:
             for fd in (warm.requests, warm.reader.fd):
                 _WARM_FDS.remove(fd)
-            write_frame(warm.requests, {"kind": "run", "trajectory": trajectory_to_wire(trajectory)})
+            write_frame(warm.requests, {"kind": "run", "trajectory": wire})
             pid, reader, temp_dir, requests = warm.pid, warm.reader, warm.temp_dir, warm.requests
             rfd = reader.fd
             warm.used += 1
@@ -865,7 +869,7 @@ def main() -> None:
             _precompile(trajectory)
             _zygote_blobs(request["blobs"], trajectory)
         limits = limits_from_wire(request["limits"])
-        fresh = supervise(trajectory, limits, proto_out)
+        fresh = supervise(trajectory, limits, proto_out, request["trajectory"])
         write_frame(proto_out, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
         del trajectory, request  # no trajectory in the memory a spare inherits
         if fresh:
