@@ -12,9 +12,14 @@ from pipeline.execution.wire import trajectory_from_wire, trajectory_to_wire
 
 def _trajectory() -> Trajectory:
     return Trajectory(
-        "t1", "task", EnvSpec("envscaler", "E", {"users": [{"id": 1}]}, {"code_ref": "abc"}),
+        "t1",
+        "task",
+        EnvSpec("envscaler", "E", {"users": [{"id": 1}]}, {"code_ref": "abc"}),
         (Action("get", {"ids": [1, 2], "filter": {"a": None}}, turn=1, call="get(ids=[1, 2])"), Action("put", {})),
-        category="c", strategy="explore", meta={"explore": PolicySettings(), "note": [1]}, seed=7,
+        category="c",
+        strategy="explore",
+        meta={"explore": PolicySettings(), "note": [1]},
+        seed=7,
     )
 
 
