@@ -92,9 +92,9 @@ def simulator_eval(
     imported one), per stratum / |Δ| / environment / argument count, in DuckDB (`eval_runs`,
     `eval_results`, `eval_by_group`, `eval_by_delta`, …). Results are persisted per sample, so a
     re-run resumes — only what the same simulator answered: the same weights (`weights_id`, when set),
-    else the same name, model and base_url. Failed requests (timeouts, 5xx, malformed or oversized responses) are recorded apart
-    (`status = 'request_failed'`, the reason in `request_error`), never scored as wrong answers, and asked
-    again on a re-run; a simulator whose requests mostly failed fails the asset with the endpoint's errors
+    else the same name, model and base_url. Failed requests (timeouts, 5xx, malformed or oversized responses) are
+    recorded apart (`status = 'request_failed'`, the reason in `request_error`), never scored as wrong answers, and
+    asked again on a re-run; a simulator whose requests mostly failed fails the asset with the endpoint's errors
     once every simulator's results are stored."""
     layout = store.layout()
     version, samples = load_samples(layout, config.split_version)

@@ -140,7 +140,8 @@ def delta_roundtrip(
 class DeterminismConfig(Config):
     per_env: int = Field(
         default=default_of(check_determinism, "per_env"),
-        description="Trajectories of every environment re-executed from scratch (labels kept from collection included).",
+        description="Trajectories of every environment re-executed from scratch (labels kept from collection "
+        "included).",
     )
     sample_size: int = Field(
         default=default_of(check_determinism, "sample_size"),

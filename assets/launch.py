@@ -217,10 +217,14 @@ def _describe_config_error(error, job) -> str:  # noqa: ANN001 (dagster's Evalua
     if error.reason == DagsterEvaluationErrorReason.RUNTIME_TYPE_MISMATCH:
         choices = [v.value for v in error.error_data.config_type_snap.enum_values or []]
         if choices:  # a closed choice (a config enum): name them
-            return f"config value {error.error_data.value_rep} at {where} is not one of {', '.join(choices)}: fix the value"
+            return (
+                f"config value {error.error_data.value_rep} at {where} is not one of {', '.join(choices)}: fix "
+                "the value"
+            )
         return (
             f"config value {error.error_data.value_rep} at {where} has the wrong type "
-            f"(expected {error.error_data.config_type_snap.given_name or error.error_data.config_type_snap.key}): fix the value"
+            f"(expected {error.error_data.config_type_snap.given_name or error.error_data.config_type_snap.key}): "
+            "fix the value"
         )
     if error.reason == DagsterEvaluationErrorReason.MISSING_REQUIRED_FIELD:
         return f"config key {error.error_data.field_name!r} is required under {where}: add it"

@@ -256,7 +256,8 @@ def simulator_eval_job(
         "max_samples": config.max_samples,
     }
     gpu_check = (
-        'command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit 3; }\n'
+        'command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit '
+        "3; }\n"
         if config.gpus > 0
         else ""
     )

@@ -90,7 +90,8 @@ def _bench(samples: list[dict], url: str, args: argparse.Namespace) -> None:
             rate = report.completed / secs
             print(
                 f"C={c:3d} L={args.latency:.3f}s: {report.completed} requests in {secs:.2f}s = {rate:7.1f} req/s "
-                f"({100 * rate / ceiling:5.1f}% of C/L = {ceiling:.0f}); peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+                f"({100 * rate / ceiling:5.1f}% of C/L = {ceiling:.0f}); peak RSS "
+                f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
             )
             _, again = asyncio.run(timed(samples, spec, path))
             print(f"        resume: {again.skipped} skipped, {again.completed + again.request_errors} new requests")

@@ -166,7 +166,8 @@ def table(title: str, rows: dict[str, Measure]) -> Measure:
     peak = max(r[2] for r in rows.values())
     anon = max(r[3] for r in rows.values())
     print(
-        f"  {'total':10s} {total:9.2f} {startup:9.2f} {peak:8.0f} MiB {anon:10.0f} MiB   (with start-up: {total + startup:.2f} s)"
+        f"  {'total':10s} {total:9.2f} {startup:9.2f} {peak:8.0f} MiB {anon:10.0f} MiB   (with start-up: "
+        f"{total + startup:.2f} s)"
     )
     return total, startup, peak, anon
 
@@ -185,7 +186,8 @@ def main() -> None:
     args = parser.parse_args()
     corpus = ensure_corpus(args.steps, args.workdir)
     print(
-        f"corpus: {args.steps} steps, {sum(f.stat().st_size for f in corpus.rglob('*.parquet')) / 2**20:.0f} MiB of Parquet, "
+        f"corpus: {args.steps} steps, {sum(f.stat().st_size for f in corpus.rglob('*.parquet')) / 2**20:.0f} MiB "
+        "of Parquet, "
         f"{os.cpu_count()} CPUs"
     )
     total, startup, peak, anon = table(
@@ -197,8 +199,10 @@ def main() -> None:
             f"naive reference-style baseline, {args.steps} steps", bench_naive(corpus, args.workdir)
         )
         print(
-            f"== pipeline: {ntotal / total:.1f}x faster ({(ntotal + nstartup) / (total + startup):.1f}x counting process "
-            f"start-up); peak RSS {100 * peak / npeak:.1f}% and peak private memory {100 * anon / nanon:.1f}% of the naive ones =="
+            f"== pipeline: {ntotal / total:.1f}x faster ({(ntotal + nstartup) / (total + startup):.1f}x counting "
+            "process "
+            f"start-up); peak RSS {100 * peak / npeak:.1f}% and peak private memory {100 * anon / nanon:.1f}% of "
+            "the naive ones =="
         )
 
 

@@ -1,7 +1,7 @@
-"""A bounded CPU SFT run of the real model (docs/evaluation.md "Measured on CPU"): `sft_training` of SmolLM2-135M-Instruct
-(by name, the embedded base model) on the exported Balance2 mixture through the local launcher — fp32, a short
-cutoff, N steps — then `bench-model` on the checkpoint it published, served and scored the same way as the base
-model (`./forge bench-model`), so the two rows compare.
+"""A bounded CPU SFT run of the real model (docs/evaluation.md "Measured on CPU"): `sft_training` of
+SmolLM2-135M-Instruct (by name, the embedded base model) on the exported Balance2 mixture through the local launcher —
+fp32, a short cutoff, N steps — then `bench-model` on the checkpoint it published, served and scored the same way as the
+base model (`./forge bench-model`), so the two rows compare.
 
   .venv/bin/python benchmarks/cpu_sft.py [--steps 16] [--cutoff 1024] [--per-cell 1] [--max-tokens 256]
 """

@@ -89,7 +89,10 @@ def _value(rng: random.Random, kind: str) -> Any:
     if kind == "tags":
         return rng.sample(WORDS, rng.randint(0, 4))
     if kind == "updated_at":
-        return f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z"
+        return (
+            f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+            f"T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z"
+        )
     if kind == "owner":
         return f"user_{rng.randint(1, 9999):04d}"
     return " ".join(rng.choices(WORDS, k=rng.randint(2, 8)))
@@ -241,7 +244,8 @@ def generate(
                     "task_id": f"task{t:07d}",
                     "step_index": i,
                     "turn": 0,
-                    "tool": f"{rng.choice(['get', 'update', 'create', 'cancel', 'list', 'assign'])}_{rng.choice(TABLES)}",
+                    "tool": f"{rng.choice(['get', 'update', 'create', 'cancel', 'list', 'assign'])}"
+                    f"_{rng.choice(TABLES)}",
                     "arguments_json": canonical_json(args),
                     "args_count": len(args),
                     "raw_observation": raw,

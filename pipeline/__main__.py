@@ -178,7 +178,8 @@ def summary(
         version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
         _say(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
     _say(
-        f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views read files relative to the data root: open it from there, or SET file_search_path)"
+        f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views read "
+        "files relative to the data root: open it from there, or SET file_search_path)"
     )
     if failed:
         envs = sorted({console(e) for doc in failed for e in doc.get("environments", [])})

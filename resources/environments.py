@@ -52,7 +52,8 @@ class EnvironmentSourcesResource(
     )
     envscaler: list[EnvScalerCorpusConfig] | None = Field(
         default=None,
-        description="EnvScaler-format corpora (unset: the one `./forge download envscaler` fetched into the store's data root, if any).",
+        description="EnvScaler-format corpora (unset: the one `./forge download envscaler` fetched into the "
+        "store's data root, if any).",
     )
 
     @classmethod

@@ -15,8 +15,9 @@ whose input is not JSON as plain text). A request the endpoint rejects ends the 
 with the endpoint's reason (:func:`endpoint_reason`).
 
 Every tool call is executed in the sandbox by re-running the episode's actions so far in a fresh process
-(environments are deterministic; model latency dominates), so untrusted code never runs in this process. The full message history is recorded with the trajectory, so it can be
-replayed without the model (:func:`actions_from_messages`).
+(environments are deterministic; model latency dominates), so untrusted code never runs in this process. The full
+message history is recorded with the trajectory, so it can be replayed without the model
+(:func:`actions_from_messages`).
 """
 
 from __future__ import annotations
@@ -337,7 +338,8 @@ async def collect_agent(
     todo = [t for t in tasks if t.task_id not in done]
     if len(todo) < len(tasks):
         log(
-            f"agent: {len(tasks) - len(todo)} of {len(tasks)} episodes already recorded in {record.name}; running the other {len(todo)}"
+            f"agent: {len(tasks) - len(todo)} of {len(tasks)} episodes already recorded in {record.name}; running "
+            f"the other {len(todo)}"
         )
     progress = Progress("agent", len(todo), log, unit="episodes")
     agent = Agent(settings, sandbox)
@@ -365,8 +367,9 @@ async def collect_agent(
                 done[task.task_id] = row
                 counts = tally(row)
                 log(
-                    f"agent episode {task.task_id}: {ep.status}, {counts['answers']} answers, {counts['valid']} valid / "
-                    f"{counts['invalid']} invalid tool calls, {counts['no_tool_call']} without a tool call"
+                    f"agent episode {task.task_id}: {ep.status}, {counts['answers']} answers, "
+                    f"{counts['valid']} valid / {counts['invalid']} invalid tool calls, "
+                    f"{counts['no_tool_call']} without a tool call"
                 )
                 progress.advance()
 

@@ -253,6 +253,7 @@ def reused(
         summary = ShardSummary(shard, set(s["source_envs"]), set(s["shard_envs"]), s["configured"], s["note"])
     log(
         f"trajectories{where} unchanged (input fingerprint {key[:12]}): reused {report.trajectories} trajectories "
-        f"and {len(report.issues)} rejected tasks from {layout.trajectories.name}, nothing collected (force: true collects anyway)"
+        f"and {len(report.issues)} rejected tasks from {layout.trajectories.name}, nothing collected (force: true "
+        "collects anyway)"
     )
     return CollectionResult(report, coverage, [], summary, doc["without_scenarios"], reused=True)

@@ -61,7 +61,10 @@ def _in_shard(stream: Iterable, shard: Shard, summary: ShardSummary, issues_of: 
 
 def _shard_note(summary: ShardSummary, trajectories: int, why_disabled: str | None) -> str:
     s = summary.shard
-    envs = f"{len(summary.shard_envs)} of the {len(summary.source_envs)} {s.source} environments (shard {s.index} of {s.count})"
+    envs = (
+        f"{len(summary.shard_envs)} of the {len(summary.source_envs)} {s.source} environments (shard {s.index} "
+        f"of {s.count})"
+    )
     if trajectories:
         return f"partition {s.key}: {envs}, {trajectories} trajectories"
     if not summary.source_envs:
@@ -69,7 +72,10 @@ def _shard_note(summary: ShardSummary, trajectories: int, why_disabled: str | No
             return f"empty partition {s.key}: {why_disabled}"
         return f"empty partition {s.key}: this configuration collects nothing from {s.source} (e.g. exploration is off)"
     if not summary.shard_envs:
-        return f"empty partition {s.key}: none of the {len(summary.source_envs)} {s.source} environments hash to shard {s.index} of {s.count}"
+        return (
+            f"empty partition {s.key}: none of the {len(summary.source_envs)} {s.source} environments hash to "
+            f"shard {s.index} of {s.count}"
+        )
     return f"empty partition {s.key}: {envs}, but no trajectory could be collected (see the rejected tasks)"
 
 

@@ -223,7 +223,10 @@ def _history_record_problem(row: Any) -> str | None:
             return f"'env.{key}' must be a {kind.__name__}, got {clip(repr(env[key]), 80)}"
 
     if env["source"] not in registry.adapters():
-        return f"'env.source' {clip(repr(env['source']), 60)} is not a known environment source ({sorted(registry.adapters())})"
+        return (
+            f"'env.source' {clip(repr(env['source']), 60)} is not a known environment source "
+            f"({sorted(registry.adapters())})"
+        )
     needs = registry.adapter(env["source"]).needs
     missing = [k for k in needs if k not in env.get("options", {})]
     if missing:

@@ -46,7 +46,8 @@ of that tool. Predict exactly what executing the action does.
 
 Answer with one JSON object and nothing else:
 {"feedback": <the value the tool returns, as JSON>, "config_changes": [<change>, ...]}
-"feedback" is the tool's return value (JSON; Python values written as JSON). Each change is {"type": "add" | "modify" | "delete", "path": [<key>, <key>, ...], "value": <new value>}:
+"feedback" is the tool's return value (JSON; Python values written as JSON). Each change is {"type": "add" | \
+"modify" | "delete", "path": [<key>, <key>, ...], "value": <new value>}:
 "path" lists the object keys from the root of the state to the changed entry; "add" creates a key that did \
 not exist, "modify" replaces the value at an existing key (lists are replaced whole), "delete" removes a key \
 (omit "value"). If the call fails or only reads, the state does not change: use an empty list. If the tool \
@@ -266,7 +267,10 @@ def _feedback_text(raw_observation: str) -> str:
 def answer(sample: dict[str, Any]) -> str:
     """The target answer (assistant message) for a sample, in our answer format."""
     # = _SORTED.encode({"feedback": ..., "config_changes": ...}) with the feedback's text cached per observation
-    return f'{{"config_changes": {_SORTED.encode(delta_to_changes(sample["delta"]))}, "feedback": {_feedback_text(sample["raw_observation"])}}}'
+    return (
+        f'{{"config_changes": {_SORTED.encode(delta_to_changes(sample["delta"]))}, "feedback": '
+        f"{_feedback_text(sample['raw_observation'])}}}"
+    )
 
 
 #: change types accepted in answers: ours (add / modify / delete), the reference SFT data's

@@ -82,7 +82,8 @@ def read_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
                 yield (
                     lineno,
                     None,
-                    f"line is not valid UTF-8: byte 0x{bad} at column {exc.start + 1}: {clip(raw[: exc.start][-40:], 60)}",
+                    f"line is not valid UTF-8: byte 0x{bad} at column {exc.start + 1}: "
+                    f"{clip(raw[: exc.start][-40:], 60)}",
                 )
                 continue
             if line.strip():

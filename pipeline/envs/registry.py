@@ -1,8 +1,8 @@
 """The one registry of environment sources (:class:`pipeline.envs.source.EnvironmentSource`), and
 what the pipeline asks it: which source an environment belongs to, how its adapter builds and runs it.
 
-Partitions (:mod:`pipeline.envs.partitions`), the catalog, collection, the sandbox worker, the dataset card's licenses and the
-``sources`` resource all iterate :func:`sources`. Adding a source is one module and one line below; a
+Partitions (:mod:`pipeline.envs.partitions`), the catalog, collection, the sandbox worker, the dataset card's licenses
+and the ``sources`` resource all iterate :func:`sources`. Adding a source is one module and one line below; a
 source outside the repository is a plugin package with an ``envsim_forge.sources`` entry point
 (:mod:`pipeline.core.registry`), registered in every process, the sandbox worker included
 (docs/extending.md). :func:`register` called from your own code registers a source in that process only.

@@ -132,10 +132,12 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: A
         )
     con.execute(
         f"""CREATE OR REPLACE TABLE eval_runs AS
-            SELECT run_id, any_value(simulator) AS simulator, any_value(model) AS model, any_value(weights_id) AS weights_id,
+            SELECT run_id, any_value(simulator) AS simulator, any_value(model) AS model,
+            any_value(weights_id) AS weights_id,
                    any_value(split_version) AS split_version,
                    string_agg(DISTINCT prompt, ',') AS prompt,
-                   {_METRICS}, round(avg(latency_s) FILTER (WHERE {ANSWERED_SQL}), 4) AS mean_latency_s, sum(prompt_tokens) AS prompt_tokens,
+                   {_METRICS}, round(avg(latency_s) FILTER (WHERE {ANSWERED_SQL}), 4) AS mean_latency_s,
+                   sum(prompt_tokens) AS prompt_tokens,
                    sum(completion_tokens) AS completion_tokens
             FROM eval_results GROUP BY run_id"""
     )
@@ -171,7 +173,8 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
     FM / CM / cm_reference / fm_reference / cm_changed_paths and parse failures over the answered samples,
     and per group both CM and cm_reference (``cm_<group>``, ``cm_reference_<group>``)."""
     overall = con.execute(
-        "SELECT run_id, prompt, samples, answered, request_failed, fm, cm, cm_reference, fm_reference, cm_changed_paths, "
+        "SELECT run_id, prompt, samples, answered, request_failed, fm, cm, cm_reference, fm_reference, "
+        "cm_changed_paths, "
         "parse_fail_pct, mean_latency_s FROM eval_runs WHERE run_id IN (SELECT unnest(?))",
         [run_ids],
     ).df()
@@ -204,7 +207,8 @@ def headline_scores(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[
 _REPORT = (
     f"count(*) AS samples, count(*) FILTER (WHERE {ANSWERED_SQL}) AS answered, "
     f"round(100 * avg(parse_ok::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS parse_pct, "
-    f"round(100 * avg(fm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS fm, round(100 * avg(cm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS cm, "
+    f"round(100 * avg(fm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS fm, round(100 * avg(cm::INT) FILTER (WHERE "
+    f"{ANSWERED_SQL}), 1) AS cm, "
     f"round(100 * avg(cm_reference::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS cm_reference"
 )
 

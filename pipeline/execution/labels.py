@@ -211,7 +211,8 @@ class TrajectoryLabels:
         except Exception as exc:  # noqa: BLE001 - untrusted data: whatever it raises is that frame's fault
             self._refuse(
                 msg,
-                f"UntrustedData: frame {_message(msg.get('kind'), 40)!r}: {type(exc).__name__}: {_message(str(exc), 300)}",
+                f"UntrustedData: frame {_message(msg.get('kind'), 40)!r}: {type(exc).__name__}: "
+                f"{_message(str(exc), 300)}",
             )
 
     def _refuse(self, msg: dict[str, Any], reason: str) -> None:

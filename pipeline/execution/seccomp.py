@@ -14,8 +14,9 @@ set to ``KILL_PROCESS``):
   ``memfd_secret``, ``pidfd_*``, SysV IPC (shared memory, message queues, semaphores) and POSIX
   message queues (memory outside ``RLIMIT_AS`` and a channel between environments: the children of a
   worker share its IPC namespace, and cannot get their own — ``unshare``/``setns``/``clone`` with
-  namespace flags are refused and bwrap dropped every capability), special files or extended attributes; ``clone`` may not create namespaces and
-  ``clone3`` answers ``ENOSYS``. The worker keeps ``fork`` and ``kill`` (it supervises children).
+  namespace flags are refused and bwrap dropped every capability), special files or extended attributes; ``clone`` may
+  not create namespaces and ``clone3`` answers ``ENOSYS``. The worker keeps ``fork`` and ``kill`` (it supervises
+  children).
 * the **child filter** (:func:`install`), installed in each forked child right before environment
   code runs, adds: no process creation (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``), no
   ``kill``, ``tkill``/``tgkill`` only on the child's own thread group (``raise``/``abort`` still work),

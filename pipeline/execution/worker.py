@@ -6,8 +6,8 @@ space, CPU time, a seccomp filter that refuses process creation and the other sy
 :mod:`pipeline.execution.seccomp`, the frozen clock and seeded randomness of
 :mod:`pipeline.execution.freeze`, the audit-hook guards — and executes the trajectory. The worker
 supervises it with a wall-clock deadline per call and forwards the child's raw frames to the
-parent as they arrive, each tagged with the trajectory it belongs to. A call that hangs, kills its process or sends malformed data becomes a
-``lost`` frame (the parent labels it an ``error`` step); a fresh child rebuilds the state from
+parent as they arrive, each tagged with the trajectory it belongs to. A call that hangs, kills its process or sends
+malformed data becomes a ``lost`` frame (the parent labels it an ``error`` step); a fresh child rebuilds the state from
 the preceding actions and the trajectory goes on.
 
 Everything on the wire is JSON (:mod:`pipeline.execution.frames`); nothing is unpickled.
@@ -22,12 +22,13 @@ trajectory (``TMPDIR``/``HOME``, removed with the child), and is stopped (``SIGS
 Corpus code (any environment whose code is not the builtin pack's or the pinned bfcl package's) runs every
 trajectory in a child that has run nothing else. The speed comes from preparing that child ahead
 (:class:`_Spare`): after a trajectory that ran in a fresh child, the worker's zygote (:func:`_start_zygote`, a
-process that never sees a trajectory) forks the next one, which applies its limits, Landlock, the seccomp filter, the audit hook, its directory and
-the frozen clock, then waits, blocked in a read of its request pipe (it has run no environment code); the
-trajectory that comes next is written to it and only has to be read, re-target the clock and run. Code that
-is ours or pinned (:func:`_reuse_key`) may share a warm child with later trajectories of the same
-environment, at most ``reuse_children`` of them (a count, not a check of the child's state), and only while provably clean as well (:func:`pipeline.execution.pristine.reuse_verdict`:
-one thread, the same loaded modules and watched stdlib attributes as at the start of the trajectory).
+process that never sees a trajectory) forks the next one, which applies its limits, Landlock, the seccomp filter, the
+audit hook, its directory and the frozen clock, then waits, blocked in a read of its request pipe (it has run no
+environment code); the trajectory that comes next is written to it and only has to be read, re-target the clock and run.
+Code that is ours or pinned (:func:`_reuse_key`) may share a warm child with later trajectories of the same
+environment, at most ``reuse_children`` of them (a count, not a check of the child's state), and only while provably
+clean as well (:func:`pipeline.execution.pristine.reuse_verdict`: one thread, the same loaded modules and watched stdlib
+attributes as at the start of the trajectory).
 """
 
 from __future__ import annotations
@@ -236,8 +237,8 @@ def _start_zygote() -> None:
 
 
 def _zygote(commands: int, sock: socket.socket) -> None:
-    """The spare zygote's loop: code blobs to hold, spares to fork (as the worker's children); the worker's ends of a spare's pipes go back over ``sock`` with its pid. It never sees a
-    trajectory."""
+    """The spare zygote's loop: code blobs to hold, spares to fork (as the worker's children); the worker's ends of a
+    spare's pipes go back over ``sock`` with its pid. It never sees a trajectory."""
     code = 0
     try:
         for reader in _PROTOCOL_FILES:

@@ -432,7 +432,8 @@ def _limitations(manifest: dict[str, Any], kind: str) -> str:
         if short
         else "Every stratum of the composition is filled to its quota."
     )
-    return f"""- **Synthetic environments.** The environments are Python classes: bfcl-eval's simplified API simulations, a
+    return f"""- **Synthetic environments.** The environments are Python classes: bfcl-eval's simplified API \
+simulations, a
   builtin pack written for this project, and corpora such as EnvScaler whose code is LLM-generated. They are not
   production systems; their rules, error messages and state layouts are whatever the code does.
 - **Generated actions.** Trajectories come from ground-truth replay of benchmark tasks, seeded schema-driven
@@ -443,7 +444,8 @@ def _limitations(manifest: dict[str, Any], kind: str) -> str:
   realistic.
 - **Single step.** Each sample is one call from a given state; it does not measure how a simulator's errors compound
   over a trajectory (multi-step drift).
-- **Composition.** Steps that raised (`error`) are never selected{", and |Δ| > 12 (`beyond`) is left out" if kind == BENCHMARK else ""};
+- **Composition.** Steps that raised (`error`) are never \
+selected{", and |Δ| > 12 (`beyond`) is left out" if kind == BENCHMARK else ""};
   bfcl's tools never change more than a few fields, so the large-|Δ| strata come from the builtin pack and corpora
   only, and coverage per environment is uneven (see Environment coverage). {filled}"""
 

@@ -89,7 +89,8 @@ class DeterminismReport:
         if self.ok:
             return (
                 f"deterministic: {self.steps_compared} re-executed steps of {len(self.sampled)} trajectories "
-                f"({self.per_env} picked per environment) and {self.explored_compared} explored steps reproduced exactly"
+                f"({self.per_env} picked per environment) and {self.explored_compared} explored steps reproduced "
+                "exactly"
             )
         envs = self.quarantined()
         return (

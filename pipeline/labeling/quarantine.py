@@ -146,12 +146,14 @@ def quarantine(layout: DataLayout, report: VerifyReport, strict: bool = False) -
         for problem in report.problems:
             first.setdefault(problem.split("#")[0].split(":")[0], problem)
         for env, traj in con.execute(
-            "SELECT env_id, min(trajectory_id) FROM read_parquet(?) WHERE trajectory_id IN (SELECT unnest(?)) GROUP BY 1",
+            "SELECT env_id, min(trajectory_id) FROM read_parquet(?) WHERE trajectory_id IN (SELECT unnest(?)) "
+            "GROUP BY 1",
             [parts, failing],
         ).fetchall():
             reasons[env] = f"quarantined: delta_roundtrip failed in this environment ({first.get(traj, traj)[:300]})"
         for step_id, traj, env, index in con.execute(
-            "SELECT step_id, trajectory_id, env_id, step_index FROM read_parquet(?) WHERE env_id IN (SELECT unnest(?)) ORDER BY step_id",
+            "SELECT step_id, trajectory_id, env_id, step_index FROM read_parquet(?) WHERE env_id IN (SELECT "
+            "unnest(?)) ORDER BY step_id",
             [parts, envs],
         ).fetchall():
             rows.append(

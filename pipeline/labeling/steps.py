@@ -214,7 +214,8 @@ def label(
                 issues.append(
                     {
                         **where,
-                        "reason": "initial state differs from the one recorded at collection (non-deterministic reset); trajectory not labeled",
+                        "reason": "initial state differs from the one recorded at collection (non-deterministic "
+                        "reset); trajectory not labeled",
                     }
                 )
                 continue

@@ -129,9 +129,9 @@ def async_client(
 ) -> openai.AsyncOpenAI:
     """The ``openai.AsyncOpenAI`` client of an endpoint: the key from ``$api_key_env`` (unset or empty: a
     one-line warning, once per variable and endpoint, and the placeholder ``"not-set"``, which a local server
-    takes; ``api_key_env`` empty: no key and no warning, for an endpoint the pipeline serves itself), ``timeout_s`` per request, ``max_retries`` retries with the client's backoff, and with
-    ``max_response_bytes`` response bodies capped at the HTTP layer (:class:`CappedTransport`; without, the
-    ``openai`` client's own HTTP client)."""
+    takes; ``api_key_env`` empty: no key and no warning, for an endpoint the pipeline serves itself), ``timeout_s`` per
+    request, ``max_retries`` retries with the client's backoff, and with ``max_response_bytes`` response bodies capped
+    at the HTTP layer (:class:`CappedTransport`; without, the ``openai`` client's own HTTP client)."""
     if max_response_bytes is not None and max_response_bytes < 1:
         raise ValueError(f"max_response_bytes must be positive, not {max_response_bytes}")
     if api_key_env and not os.environ.get(api_key_env) and (api_key_env, base_url) not in _WARNED_UNSET:

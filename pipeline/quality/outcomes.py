@@ -33,7 +33,10 @@ MIN_STEPS = 200
 #: a corpus with more than this share of its non-error steps labeled failure is suspicious
 MAX_FAILURE_SHARE = 0.6
 #: where a corpus declares its rule
-HOW_TO_DECLARE = "declare the corpus's convention as outcome_rule in its source config (resources.sources.config.envscaler[].outcome_rule, docs/environments.md)"
+HOW_TO_DECLARE = (
+    "declare the corpus's convention as outcome_rule in its source config "
+    "(resources.sources.config.envscaler[].outcome_rule, docs/environments.md)"
+)
 
 _EXAMPLE_CHARS = 200
 
@@ -75,7 +78,10 @@ class CorpusOutcomes:
     def _fix(self) -> str:
         if self.failures == 0:
             return f"if these are refusals, {HOW_TO_DECLARE}"
-        return "if these are successes, correct the corpus's outcome_rule (or set extends_default: false), docs/environments.md"
+        return (
+            "if these are successes, correct the corpus's outcome_rule (or set extends_default: false), "
+            "docs/environments.md"
+        )
 
     def row(self) -> dict[str, Any]:
         return {

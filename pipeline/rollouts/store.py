@@ -189,7 +189,8 @@ def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> bool:
         ("rollout_by_env", "env_id"),
     ):
         con.execute(
-            f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM rollout_steps GROUP BY ALL ORDER BY ALL"
+            f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM rollout_steps GROUP BY ALL "
+            "ORDER BY ALL"
         )
     catalog.describe(con)
     return True
@@ -200,7 +201,8 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> Any:
     return con.execute(
         """WITH r AS (
              SELECT run_id, count(*) FILTER (first_divergence IS NOT NULL) AS diverged_rollouts,
-                    round(avg(first_divergence), 2) AS mean_first_divergence, round(avg(final_drift), 2) AS mean_final_drift
+                    round(avg(first_divergence), 2) AS mean_first_divergence,
+                    round(avg(final_drift), 2) AS mean_final_drift
              FROM rollouts GROUP BY run_id),
            st AS (
              SELECT run_id, string_agg(status || ':' || n, ' ' ORDER BY status) AS statuses

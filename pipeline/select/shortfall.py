@@ -65,7 +65,8 @@ def reach(
             ).fetchone()[0]
         ):
             out[cell.name] = (
-                f"no {cell.outcome} step with {cell.args_count} argument{'' if cell.args_count == 1 else 's'} in the corpus"
+                f"no {cell.outcome} step with {cell.args_count} argument{'' if cell.args_count == 1 else 's'} in "
+                "the corpus"
             )
         elif not available:
             out[cell.name] = f"no candidate in the corpus (max |Δ| {max_delta})"

@@ -59,7 +59,8 @@ def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> Strat
     nondet = excluded_files(layout)
     nd_join = (
         (
-            f"LEFT JOIN (SELECT step_id AS nd_step, min(reason) AS nd_reason FROM read_parquet({nondet!r}) GROUP BY 1) nd "
+            f"LEFT JOIN (SELECT step_id AS nd_step, min(reason) AS nd_reason FROM read_parquet({nondet!r}) GROUP "
+            "BY 1) nd "
             f"ON nd.nd_step = s.step_id"
         )
         if nondet
@@ -107,7 +108,8 @@ def cell_table(layout: DataLayout, axes: Axes = AXES) -> pd.DataFrame:
     keys = axes.key_columns()
     key = " || '|' || ".join(keys)
     return con.execute(
-        f"""SELECT {", ".join(f"c.{k}" for k in keys)}, c.steps, c.environments, t.tool_pairs, t.top_tool, t.top_tool_share
+        f"""SELECT {", ".join(f"c.{k}" for k in keys)}, c.steps, c.environments, t.tool_pairs, t.top_tool,
+            t.top_tool_share
             FROM (SELECT {", ".join(keys)}, {key} AS grp, count(*) AS steps,
                          count(DISTINCT env_id) AS environments FROM {rel} GROUP BY ALL) c
             JOIN ({tool_spread_sql(rel, key)}) t USING (grp)
@@ -120,7 +122,8 @@ def exclusion_table(layout: DataLayout) -> pd.DataFrame:
     con = connect()
     return con.execute(
         f"""SELECT env_id,
-                   CASE WHEN excluded_reason LIKE 'non-deterministic%' OR excluded_reason LIKE 'after non-deterministic%'
+                   CASE WHEN excluded_reason LIKE 'non-deterministic%'
+                   OR excluded_reason LIKE 'after non-deterministic%'
                         THEN 'non-deterministic' ELSE excluded_reason END AS reason,
                    count(*) AS steps
             FROM read_parquet('{layout.strata}') WHERE excluded GROUP BY ALL ORDER BY reason, env_id"""

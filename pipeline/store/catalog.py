@@ -19,32 +19,47 @@ from pipeline.store.schema import COLUMN_DOCS
 
 #: table / view -> description (a ``eval_by_*`` / ``rollout_by_*`` breakdown view: its prefix's entry)
 TABLES: dict[str, str] = {
-    "steps": "One row per executed tool call (the labeled step table of record, data/steps/part-*.parquet): the action, "
+    "steps": "One row per executed tool call (the labeled step table of record, data/steps/part-*.parquet): the "
+    "action, "
     "its observation, outcome, Δ and |Δ|, and content hashes of s_t and s'_t.",
     "trajectories": "One row per trajectory: its environment, task, initial state (stored once) and actions.",
     "environments": "One row per environment of the catalog: its class, license and tools.",
-    "strata": "One row per labeled step with its strata: outcome, |Δ| bucket, argument cardinality, default benchmark cell, "
+    "strata": "One row per labeled step with its strata: outcome, |Δ| bucket, argument cardinality, default "
+    "benchmark cell, "
     "Balance2 group and why it is excluded from the splits.",
-    "benchmark_samples": "Samples of every benchmark version (data/splits/benchmark/<version>/samples.parquet), full states "
+    "benchmark_samples": "Samples of every benchmark version (data/splits/benchmark/<version>/samples.parquet), "
+    "full states "
     "materialised; `version` names the version.",
-    "sft_mixture_samples": "Samples of every Balance2 SFT mixture version (data/splits/sft_mixture/<version>/samples.parquet).",
-    "curriculum_samples": "Samples of every α-curriculum mixture version (data/splits/curriculum/<version>/samples.parquet).",
-    "split_versions": "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions kept: "
+    "sft_mixture_samples": "Samples of every Balance2 SFT mixture version "
+    "(data/splits/sft_mixture/<version>/samples.parquet).",
+    "curriculum_samples": "Samples of every α-curriculum mixture version "
+    "(data/splits/curriculum/<version>/samples.parquet).",
+    "split_versions": "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions "
+    "kept: "
     "seed, input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
-    "split_members": "One row per sample of every split version (kind, version, position): the step it is and its strata.",
+    "split_members": "One row per sample of every split version (kind, version, position): the step it is and its "
+    "strata.",
     "split_diff": "Per pair of versions of the same kind (version_a, version_b): each step in one and not the other "
     "(change = 'added' in version_b / 'removed' from version_a), with its stratum in the version it is in.",
-    "eval_results": "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, cm_reference, "
+    "eval_results": "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, "
+    "cm_reference, "
     "…), latency and tokens; `split_version` names the benchmark version scored.",
-    "eval_results_strata": "eval_results with each sample's strata: its cell (`stratum`), benchmark group and |Δ| bucket.",
-    "eval_runs": "One row per evaluation run: samples, answered, request failures and the metrics over the answered samples.",
-    "eval_by": "Metrics of each evaluation run broken down by one key (the view's suffix); percent of the answered samples.",
-    "bench_model_runs": "One row per `./forge bench-model` measurement: the model, its weights, the settings and throughput.",
-    "sft_checkpoints": "One row per published SFT checkpoint version: the mixture trained on, base model, settings, loss.",
-    "sft_checkpoint_steps": "One row per intermediate checkpoint of an SFT run: step, loss, path and whether it is still there.",
+    "eval_results_strata": "eval_results with each sample's strata: its cell (`stratum`), benchmark group and |Δ| "
+    "bucket.",
+    "eval_runs": "One row per evaluation run: samples, answered, request failures and the metrics over the "
+    "answered samples.",
+    "eval_by": "Metrics of each evaluation run broken down by one key (the view's suffix); percent of the answered "
+    "samples.",
+    "bench_model_runs": "One row per `./forge bench-model` measurement: the model, its weights, the settings and "
+    "throughput.",
+    "sft_checkpoints": "One row per published SFT checkpoint version: the mixture trained on, base model, "
+    "settings, loss.",
+    "sft_checkpoint_steps": "One row per intermediate checkpoint of an SFT run: step, loss, path and whether it is "
+    "still there.",
     "eval_job_runs": "One row per evaluation job: the checkpoint served, how, on which benchmark version, its job ids.",
     "checkpoint_scores": "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
-    "curriculum_groups": "One row per α-curriculum version and group: estimate, weight, candidates, quota and selected.",
+    "curriculum_groups": "One row per α-curriculum version and group: estimate, weight, candidates, quota and "
+    "selected.",
     "rollout_steps": "One row per step of a simulated rollout: the simulator's prediction scored against the executor "
     "shadowing it (FM, CM, drift).",
     "rollouts": "One row per simulated rollout: how it ended, its first divergence and drift.",
@@ -72,7 +87,8 @@ _MEANINGS: dict[str, str] = {
     "benchmark_group": "Benchmark group of the sample (|Δ| beyond the difficult bucket counts as difficult)",
     "grp": "Group: the benchmark group (eval_by_group), or the curriculum group key (curriculum_groups).",
     "excluded": "Whether the step is kept out of every split (error, or non-deterministic on re-execution).",
-    "excluded_reason": "Why the step is excluded (error, non-deterministic, …) or beyond the buckets (|Δ| > 12); NULL otherwise.",
+    "excluded_reason": "Why the step is excluded (error, non-deterministic, …) or beyond the buckets (|Δ| > 12); "
+    "NULL otherwise.",
     # trajectories and environments
     "category": "Task category (bfcl: base, long_context, miss_func, miss_param).",
     "strategy": "How the trajectory was produced: ground_truth (a task's replay), explore, agent, replay-messages "
@@ -307,8 +323,10 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
     missing: list[str] = []
     read_only = _read_only(con)
     objects = con.execute(
-        """SELECT database_name, schema_name, table_name, 'TABLE', comment FROM duckdb_tables() WHERE NOT internal AND NOT temporary
-           UNION ALL SELECT database_name, schema_name, view_name, 'VIEW', comment FROM duckdb_views() WHERE NOT internal
+        """SELECT database_name, schema_name, table_name, 'TABLE', comment FROM duckdb_tables()
+           WHERE NOT internal AND NOT temporary
+           UNION ALL SELECT database_name, schema_name, view_name, 'VIEW', comment FROM duckdb_views()
+           WHERE NOT internal
            AND schema_name NOT IN ('information_schema', 'pg_catalog')"""
     ).fetchall()
     for database, schema, name, kind, current in objects:
@@ -321,7 +339,8 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
         elif text != current:
             con.execute(f"COMMENT ON {kind} {qualified} IS {_literal(text)}")
         for column, col_comment in con.execute(
-            "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? AND table_name = ?",
+            "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? AND "
+            "table_name = ?",
             [database, schema, name],
         ).fetchall():
             text = column_description(name, column)

@@ -61,7 +61,8 @@ _SETS: dict[str, Callable[[], tuple[str, ...]]] = {
 
 #: columns whose rows may hold a value outside the set, and what it means (appended to the description)
 _ALSO: dict[str, str] = {
-    "outcome": " (`failure`: the environment refused the call, by the corpus's outcome rule; `error`: it raised, timed out "
+    "outcome": " (`failure`: the environment refused the call, by the corpus's outcome rule; `error`: it raised, "
+    "timed out "
     "or crashed)",
     "adapter": "; null for samples imported from the EnvSimBench release",
     "source": f"; `{IMPORTED_SOURCE}` for samples imported from the EnvSimBench release",

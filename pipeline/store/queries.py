@@ -61,7 +61,8 @@ def tool_spread_sql(relation: str, group_sql: str, where: str = "true") -> str:
     return f"""WITH pairs AS (
                  SELECT {group_sql} AS grp, env_id, tool, count(*) AS n FROM {relation} WHERE {where} GROUP BY ALL),
                ranked AS (
-                 SELECT grp, tool || ' (' || env_id || ')' AS top_tool, n, count(*) OVER (PARTITION BY grp) AS tool_pairs,
+                 SELECT grp, tool || ' (' || env_id || ')' AS top_tool, n,
+                 count(*) OVER (PARTITION BY grp) AS tool_pairs,
                         sum(n) OVER (PARTITION BY grp) AS total
                  FROM pairs QUALIFY row_number() OVER (PARTITION BY grp ORDER BY n DESC, tool, env_id) = 1)
                SELECT grp, tool_pairs, top_tool, round(n / total, 3) AS top_tool_share FROM ranked"""
@@ -116,7 +117,8 @@ def balance2_coverage(layout: DataLayout, composition: Composition | None = None
     con = connect()
     df = (
         con.sql(
-            f"SELECT {BALANCE2_GROUP_SQL} AS grp, count(*) AS n, count(DISTINCT env_id) AS envs FROM {_steps(layout)} GROUP BY ALL"
+            f"SELECT {BALANCE2_GROUP_SQL} AS grp, count(*) AS n, count(DISTINCT env_id) AS envs FROM "
+            f"{_steps(layout)} GROUP BY ALL"
         )
         .df()
         .set_index("grp")

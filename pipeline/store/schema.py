@@ -106,7 +106,8 @@ STEPS = pa.schema([f for f, _ in _STEP_FIELDS])
 #: (:mod:`pipeline.store.glossary`) completes it with the values the rules give.
 COLUMN_DOCS: Described = Described(
     {
-        "position": "the sample's place in the pick order (strata in composition order), as `sample_ids.txt` lists them",
+        "position": "the sample's place in the pick order (strata in composition order), as `sample_ids.txt` lists "
+        "them",
         "stratum": "the benchmark cell (benchmark) or Balance2 group (SFT mixture) the sample was picked for",
         "step_id": "unique id of the step: `<trajectory_id>#<step_index>`",
         "trajectory_id": "the trajectory (replayed task, exploration episode or agent episode) the step belongs to",
@@ -116,7 +117,8 @@ COLUMN_DOCS: Described = Described(
         "task_id": "the task or scenario the trajectory ran",
         "step_index": "0-based index of the step in its trajectory",
         "turn": "the user turn of a multi-turn task the call belongs to",
-        "current_time": "the frozen wall clock the environment read during the call (ISO 8601, UTC); null without a recorded clock",
+        "current_time": "the frozen wall clock the environment read during the call (ISO 8601, UTC); null without "
+        "a recorded clock",
         "tool": "name of the tool called, `a_t`",
         "arguments_json": "the call's arguments as a JSON object",
         "args_count": "number of top-level arguments",
@@ -128,11 +130,13 @@ COLUMN_DOCS: Described = Described(
         "observation_json": "the observation parsed (JSON, then Python literal) as JSON; null when it does not parse",
         "observation_truncated": "true when the observation was cut at the size cap",
         "outcome": "outcome of the call",
-        "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the corpus's declared "
+        "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the "
+        "corpus's declared "
         'rule as canonical JSON (`{"extends_default":…,"failure_if":[…]}`, docs/environments.md)',
         "error_type": "the exception type of an error step (`Timeout`, `WorkerCrash`, …); else null",
         "error_message": "the exception message of an error step; else null",
-        "delta": "the state change Δ: records `{op: add|remove|replace, path: list of keys, before, after}` (values as canonical JSON)",
+        "delta": "the state change Δ: records `{op: add|remove|replace, path: list of keys, before, after}` "
+        "(values as canonical JSON)",
         "delta_size": "|Δ|, the number of Δ records",
         **{a.label: a.label_doc for a in AXES if a.label},  # the axes' label columns
         "state_before_hash": "content hash of `s_t` (its canonical JSON)",

@@ -4,9 +4,10 @@ on a stratified subset of the current benchmark — the first ``per_cell`` sampl
 order, so every cell is represented. By default it scores the embedded base model (SmolLM2-135M-Instruct,
 :mod:`pipeline.training.base_models`); ``checkpoint`` scores a trained one (a version, ``latest``, a directory or an
 embedded model's name, or a Hub id found in the local Hugging Face cache: nothing is downloaded, and weights that
-are not here are one line saying how to provide them, checked before anything is installed). Results are cached and stored by the served weights' id, never by the served name: the
-per-sample rows go to ``eval_results`` / ``eval_runs`` and one row per measurement to ``bench_model_runs``
-(weights id, the GGUF's sha256 for an embedded model, backend, subset, throughput), all in ``envsim.duckdb``.
+are not here are one line saying how to provide them, checked before anything is installed). Results are cached and
+stored by the served weights' id, never by the served name: the per-sample rows go to ``eval_results`` / ``eval_runs``
+and one row per measurement to ``bench_model_runs`` (weights id, the GGUF's sha256 for an embedded model, backend,
+subset, throughput), all in ``envsim.duckdb``.
 """
 
 from __future__ import annotations
@@ -123,9 +124,11 @@ def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None)
             if snapshot is not None:
                 return snapshot, None
             raise ModelUnavailable(
-                f"--checkpoint {ref}: no directory {ref} and no snapshot of the Hub model {ref} in the Hugging Face cache "
+                f"--checkpoint {ref}: no directory {ref} and no snapshot of the Hub model {ref} in the Hugging "
+                "Face cache "
                 f"({hub_cache_dir(cache_dir)}); bench-model does not download: fetch it where there is network "
-                f"(hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory holding its "
+                f"(hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory "
+                "holding its "
                 f"config.json and weights"
             ) from None
         raise ModelUnavailable(

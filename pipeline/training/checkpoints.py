@@ -295,7 +295,8 @@ def record_checkpoint(con: duckdb.DuckDBPyConnection, manifest: dict[str, Any]) 
     versions = manifest.get("library_versions")
     con.execute(
         """INSERT INTO sft_checkpoints (checkpoint_version, mixture_version, base_model, finetuning_type, template,
-                       gpus, settings_json, path, train_loss, train_runtime_s, tokens_seen, job_id, dagster_run_id, nodes,
+                       gpus, settings_json, path, train_loss, train_runtime_s, tokens_seen, job_id,
+                       dagster_run_id, nodes,
                        base_model_revision, library_versions_json)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         [

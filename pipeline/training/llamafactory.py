@@ -386,14 +386,16 @@ def train_script(
     (``$SLURM_NODEID``); ``NPROC_PER_NODE`` (GPUs per node) comes from :func:`launch_env`."""
     q = shlex.quote
     gpu_check = (
-        """command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit 3; }\n"""
+        'command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; '
+        "exit 3; }\n"
         if gpus > 0
         else ""
     )
     train = f"env -u PYTHONPATH {q(cli)} train {q(str(config_path))} $LF_RESUME_ARG"
     if nodes > 1:
         launch = (
-            'export NNODES="${SLURM_JOB_NUM_NODES:?training on several nodes runs under Slurm: use the slurm backend}"\n'
+            'export NNODES="${SLURM_JOB_NUM_NODES:?training on several nodes runs under Slurm: use the slurm '
+            'backend}"\n'
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"\n'
             "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n"
             # srun takes the CPUs per task again (Slurm ≥ 22.05 does not pass sbatch's on); one failed node ends all
@@ -402,7 +404,8 @@ def train_script(
         )
     else:
         launch = train + "\n"
-    return f"""[ -x {q(cli)} ] || {{ echo "llamafactory-cli not found at {cli}: install requirements-train.txt in the job's environment" >&2; exit 2; }}
+    return f"""[ -x {q(cli)} ] || {{ echo "llamafactory-cli not found at {cli}: install requirements-train.txt in \
+the job's environment" >&2; exit 2; }}
 {gpu_check}run_dir={q(str(output_dir))}
 python={q(python)}
 export LF_RESUME_ARG="$("$python" -m pipeline.training.steps resume "$run_dir")"

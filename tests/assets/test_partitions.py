@@ -559,7 +559,8 @@ def test_partitioned_backfill_runs_every_partition_through_the_daemon(tmp_path):
         spans = sorted((r["start"], r["end"]) for r in runs)
         assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), f"partition runs never overlapped: {spans}"
 
-        stats = srv.graphql("""{ assetNodes(assetKeys: [{path: ["trajectories"]}, {path: ["labeled_steps"]}]) { assetKey { path }
+        stats = srv.graphql("""{ assetNodes(assetKeys: [{path: ["trajectories"]}, {path: ["labeled_steps"]}]) {
+                               assetKey { path }
             assetPartitionStatuses { ... on DefaultPartitionStatuses { materializedPartitions failedPartitions } }
             assetMaterializations { partition metadataEntries { label ... on TextMetadataEntry { text }
                                                                 ... on IntMetadataEntry { intValue } } } } }""")

@@ -94,7 +94,8 @@ def test_the_catalog_step_fails_with_the_one_line_cause(tmp_path):
 def test_forge_run_stops_before_anything_on_a_missing_corpus(tmp_path, tmp_path_factory):
     config = tmp_path / "run.yaml"
     config.write_text(
-        f"resources:\n  sources:\n    config:\n      envscaler:\n        - {{env_items: {tmp_path}/191_env_metadata.json}}\n"
+        "resources:\n  sources:\n    config:\n      envscaler:\n        - {env_items: "
+        f"{tmp_path}/191_env_metadata.json}}\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
     env.update(DAGSTER_HOME=str(tmp_path / "home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"))

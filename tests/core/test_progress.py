@@ -120,7 +120,8 @@ def _math_tasks(tmp_path: Path):
 
 
 PHASE = re.compile(
-    r"^(?P<phase>[a-z -]+): (?P<done>[\d,]+)/(?P<total>[\d,]+) (?P<unit>\w+) \((?P<pct>\d+)%\) [\d,.]+/s (ETA \d\d:\d\d|in \d\d:\d\d)"
+    r"^(?P<phase>[a-z -]+): (?P<done>[\d,]+)/(?P<total>[\d,]+) (?P<unit>\w+) \((?P<pct>\d+)%\) [\d,.]+/s (ETA "
+    r"\d\d:\d\d|in \d\d:\d\d)"
 )
 
 

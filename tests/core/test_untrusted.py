@@ -15,7 +15,10 @@ from pipeline.core import untrusted
 from pipeline.envs import envscaler
 from pipeline.report.tables import md_histogram, md_records, md_table
 
-CODE = "class Shop:\n    def __init__(self, init_config=None):\n        self.n = 0\n    def buy(self, qty: int):\n        self.n += qty\n        return {'success': True}\n"
+CODE = (
+    "class Shop:\n    def __init__(self, init_config=None):\n        self.n = 0\n    def buy(self, qty: int):\n "
+    "       self.n += qty\n        return {'success': True}\n"
+)
 
 HOSTILE_IDS = [
     '<img src=x onerror="alert(1)">',

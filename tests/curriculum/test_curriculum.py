@@ -265,7 +265,8 @@ def test_difficulty_filter_and_flat_top_end_to_end(layout, eval_con):
     )
 
     con = duckdb.connect()  # a curriculum_groups table from before `filtered` gets the column
-    con.execute("""CREATE TABLE curriculum_groups (version VARCHAR, run_id VARCHAR, grp VARCHAR, estimate DOUBLE, eval_samples INTEGER,
+    con.execute("""CREATE TABLE curriculum_groups (version VARCHAR, run_id VARCHAR, grp VARCHAR,
+                   estimate DOUBLE, eval_samples INTEGER,
                    eval_successes INTEGER, weight DOUBLE, candidates INTEGER, quota INTEGER, selected INTEGER)""")
     record(con, layout)
     rows = con.execute(

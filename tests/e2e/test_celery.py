@@ -36,7 +36,8 @@ ENGINE_EVENTS = """query($id: ID!) { logsForRun(runId: $id, limit: 20000) { ... 
 
 
 def readme_commands() -> tuple[dict[str, str], str, list[list[str]], list[str], list[str]]:
-    """The Celery section of docs/scale-out.md: variables, celery.yaml, the two worker commands, the catalog command, the backfill command."""
+    """The Celery section of docs/scale-out.md: variables, celery.yaml, the two worker commands, the catalog command,
+    the backfill command."""
     env, config, commands = readme_celery_config()
     workers = [c for c in commands if c[:3] == ["dagster-celery", "worker", "start"]]
     [catalog] = [c for c in commands if c[:2] == ["dg", "launch"]]
@@ -100,12 +101,14 @@ def worker_steps(srv: DagsterServer, run_id: str) -> list[tuple[str, str, float]
 
 SANDBOX_STEPS = ("trajectories", "labeled_steps", "labeled_steps_relabel_is_deterministic")  # steps that open a sandbox
 STEP_LINE = re.compile(
-    r" - ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) - \d+ - (\S+) - (STEP_START|STEP_SUCCESS|STEP_FAILURE) - "
+    r" - ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) - \d+ - (\S+) - "
+    r"(STEP_START|STEP_SUCCESS|STEP_FAILURE) - "
 )
 
 
 def step_log(worker: CeleryWorker) -> list[tuple[str, str, str]]:
-    """(run id, step key, STEP_START / STEP_SUCCESS / STEP_FAILURE) as the worker logs them (Dagster's console logger)."""
+    """(run id, step key, STEP_START / STEP_SUCCESS / STEP_FAILURE) as the worker logs them (Dagster's console
+    logger)."""
     return [m.groups() for m in STEP_LINE.finditer(worker.log_text())]
 
 
@@ -142,7 +145,8 @@ def step_finished(srv: DagsterServer, run_id: str, step_key: str) -> bool:
 def parts_written(srv: DagsterServer, run_id: str) -> dict[str, int]:
     data = srv.graphql(
         """query($id: ID!) { logsForRun(runId: $id, limit: 20000) { ... on EventConnection { events {
-        ... on MaterializationEvent { assetKey { path } metadataEntries { label ... on IntMetadataEntry { intValue } } } } } } }""",
+        ... on MaterializationEvent { assetKey { path } metadataEntries { label ... on IntMetadataEntry { intValue } }
+        } } } } }""",
         {"id": run_id},
     )
     out = {}
@@ -154,8 +158,8 @@ def parts_written(srv: DagsterServer, run_id: str) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
-    """The commands of docs/scale-out.md, as written there: Redis, two workers, `dagster dev` (what ./forge ui runs), the
-    catalog, the job backfill of every partition. The second worker is SIGKILLed (with its sandbox) inside
+    """The commands of docs/scale-out.md, as written there: Redis, two workers, `dagster dev` (what ./forge ui runs),
+    the catalog, the job backfill of every partition. The second worker is SIGKILLed (with its sandbox) inside
     a step that has its sandbox open once it has finished two steps: the step is handed to the first
     worker and every run succeeds; the files equal the single-process run's byte for byte, and a re-run of
     the partition whose step was killed reuses every part."""

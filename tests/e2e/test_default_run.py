@@ -54,7 +54,8 @@ def test_enough_left_for_balance2_after_decontamination(default_run):
     con = duckdb.connect()
     picks = con.execute(f"""
         WITH c AS (SELECT task_id, env_id, step_id, {BENCHMARK_CELL_SQL} AS cell FROM {steps}),
-        ranked AS (SELECT *, row_number() OVER (PARTITION BY cell, env_id ORDER BY step_id) AS r_env FROM c WHERE cell IS NOT NULL),
+        ranked AS (SELECT *, row_number() OVER (PARTITION BY cell, env_id ORDER BY step_id) AS r_env
+        FROM c WHERE cell IS NOT NULL),
         ordered AS (SELECT *, row_number() OVER (PARTITION BY cell ORDER BY r_env, env_id, step_id) AS r FROM ranked)
         SELECT cell, task_id FROM ordered
     """).df()

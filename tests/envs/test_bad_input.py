@@ -129,7 +129,8 @@ def bad_corpus(tmp_path):
     # a JSON object repeating a key: json.loads would keep the last silently
     text = (
         text.rstrip()[:-1]
-        + b',\n "good": {"env_class_name": "Other", "env_class_code": "class Other:\\n  def f(self):\\n    return 1\\n"}\n}'
+        + b',\n "good": {"env_class_name": "Other", "env_class_code": "class Other:\\n  def f(self):\\n    return '
+        b'1\\n"}\n}'
     )
     env_file = tmp_path / "envs.json"
     env_file.write_bytes(text)

@@ -172,7 +172,10 @@ def test_unrepresentable_samples_are_reported_by_id(ours, reference_files, tmp_p
 
 
 def test_method_code_is_cut_from_the_class():
-    code = "class A:\n    def x(self):\n        return 1\n\nclass B(A):\n    @staticmethod\n    def x():\n        return 2\n"
+    code = (
+        "class A:\n    def x(self):\n        return 1\n\nclass B(A):\n    @staticmethod\n    def x():\n        "
+        "return 2\n"
+    )
     assert method_code(code, "x") == "@staticmethod\ndef x():\n    return 2"
     assert method_code(code, "nope") is None and method_code("not python (", "x") is None
 

@@ -1,7 +1,7 @@
 """Exact CM / FM versus the EnvSimBench evaluation code (cm_reference / fm_reference) on hand-made
 predictions. The expected reference numbers are written from the documented behaviour of the reference
-script (issue 17, docs/definitions.md §6), one case per quirk; docs/evaluation.md's comparison table is rendered from CASES and
-must match it."""
+script (issue 17, docs/definitions.md §6), one case per quirk; docs/evaluation.md's comparison table is rendered from
+CASES and must match it."""
 
 import json
 from pathlib import Path

@@ -5,24 +5,24 @@ Oracle (per attack, one test id each):
 
 * **containment (F1 child→worker/sibling, F2 writes outside, F3 dirty reuse, F5 bad frames)** — the victims are
   run alone (clean run) and then mixed with the attacker in two orders on ONE worker (so they share it, and
-  reused children; the interleaved order also with a fresh child per trajectory) with ``Limits(reuse_children=8)``. Every victim's labels (initial state, observations,
-  states, Δ, outcome, hashes, issues — everything but ``call_seconds``) must be byte-identical to the clean
-  run. The victims import standard modules the worker has not preloaded, write and re-read their files, and
-  report what they see of ``/tmp``, ``/dev/shm`` and their own file-size limit, so a planted module, a full
-  ``/tmp``, a lowered limit, a killed or stopped sibling all show as a label difference. Attacks aimed at
-  reuse have innocent scenarios of the *same* environment code as victims (``SAME_CODE``); they are compared
-  with a clean run of those scenarios alone. No attacker output may contain the victims' secret. Attacks that
-  leave work behind must leave the worker tree idle and single-threaded once the run is over.
+  reused children; the interleaved order also with a fresh child per trajectory) with ``Limits(reuse_children=8)``.
+  Every victim's labels (initial state, observations, states, Δ, outcome, hashes, issues — everything but
+  ``call_seconds``) must be byte-identical to the clean run. The victims import standard modules the worker has not
+  preloaded, write and re-read their files, and report what they see of ``/tmp``, ``/dev/shm`` and their own file-size
+  limit, so a planted module, a full ``/tmp``, a lowered limit, a killed or stopped sibling all show as a label
+  difference. Attacks aimed at reuse have innocent scenarios of the *same* environment code as victims (``SAME_CODE``);
+  they are compared with a clean run of those scenarios alone. No attacker output may contain the victims' secret.
+  Attacks that leave work behind must leave the worker tree idle and single-threaded once the run is over.
 * **bad frames and values (F5)** additionally: the run never raises; every step of the attacker either is an
   ``error`` step or names exactly the tool, arguments and turn of its action with a finite
   ``call_seconds``; everything stored is strict JSON (no NaN/Infinity) and encodable as UTF-8.
 * **nondeterminism (F4)** — all F4 environments and the victims are collected, labeled and checked the way the
   Dagster assets do it (``collect`` → ``label`` → ``check_determinism`` with the asset's default sample size →
-  ``verify_steps``/``quarantine``), among 63 innocent trajectories, as in a real corpus. ASSUMPTION (the issue leaves "quarantined" open): an environment is
-  quarantined when its ``env_id`` appears in a findings parquet under ``<data_root>/determinism/``
-  (``nondeterministic-*`` or ``quarantine-*``, the files ``step_strata`` excludes). The victims must not be.
-  A precondition test shows each F4 environment really is nondeterministic (two executions differ), so a
-  failure means the check missed it, not that the environment happened to repeat itself.
+  ``verify_steps``/``quarantine``), among 63 innocent trajectories, as in a real corpus. ASSUMPTION (the issue leaves
+  "quarantined" open): an environment is quarantined when its ``env_id`` appears in a findings parquet under
+  ``<data_root>/determinism/`` (``nondeterministic-*`` or ``quarantine-*``, the files ``step_strata`` excludes). The
+  victims must not be. A precondition test shows each F4 environment really is nondeterministic (two executions differ),
+  so a failure means the check missed it, not that the environment happened to repeat itself.
 * **poisoned names (F6) and the end-to-end run** (slow) — the whole corpus written as an EnvScaler corpus on
   disk, loaded through ``sources``/``env_items``, collected, labeled, checked, quarantined, stratified,
   selected, exported and summarised: the run completes, the victims' steps reach the strata un-excluded, and

@@ -73,7 +73,8 @@ class Perm(enum.Flag):
     W = enum.auto()
 """,
         """
-        return [Status("open").name, Status.CLOSED.value, int(Level.HIGH), str(Perm.R | Perm.W), [s.value for s in Status]]""",
+        return [Status("open").name, Status.CLOSED.value, int(Level.HIGH), str(Perm.R | Perm.W), [s.value for s in \
+Status]]""",
     ),
     "typeddict_namedtuple": (
         """

@@ -15,12 +15,15 @@ from pipeline.envs.envscaler import EnvItem
 
 #: source -> the expression the tool returns (evaluated inside the sandbox child, at every call)
 SOURCES = {
-    "clock_gettime": "[time.clock_gettime(c) for c in (time.CLOCK_REALTIME, time.CLOCK_MONOTONIC, time.CLOCK_PROCESS_CPUTIME_ID, time.CLOCK_THREAD_CPUTIME_ID, time.CLOCK_BOOTTIME)]",
-    "clock_gettime_ns": "[time.clock_gettime_ns(c) for c in (time.CLOCK_REALTIME, time.CLOCK_MONOTONIC, time.CLOCK_MONOTONIC_RAW)]",
+    "clock_gettime": "[time.clock_gettime(c) for c in (time.CLOCK_REALTIME, time.CLOCK_MONOTONIC, "
+    "time.CLOCK_PROCESS_CPUTIME_ID, time.CLOCK_THREAD_CPUTIME_ID, time.CLOCK_BOOTTIME)]",
+    "clock_gettime_ns": "[time.clock_gettime_ns(c) for c in (time.CLOCK_REALTIME, time.CLOCK_MONOTONIC, "
+    "time.CLOCK_MONOTONIC_RAW)]",
     "process_time": "[time.process_time(), time.process_time_ns()]",
     "thread_time": "[time.thread_time(), time.thread_time_ns()]",
     "os_times": "list(os.times())",
-    "proc_uptime": "[open('/proc/uptime').read(), io.open('/proc/uptime', 'rb').read().decode(), pathlib.Path('/proc/uptime').read_text()]",
+    "proc_uptime": "[open('/proc/uptime').read(), io.open('/proc/uptime', 'rb').read().decode(), "
+    "pathlib.Path('/proc/uptime').read_text()]",
     "monotonic": "[time.monotonic(), time.perf_counter(), time.monotonic_ns(), time.perf_counter_ns()]",
     "random_instance": "[random.Random().random(), random.Random(None).randint(0, 10**12)]",
     "random_seed_noarg": "(random.seed(), random.random())[1]",
@@ -33,10 +36,13 @@ SOURCES = {
     "time_time": "[time.time(), datetime.datetime.now().isoformat()]",
     # issue 33: file times of a file the environment wrote, CPU-usage counters
     "file_stat": "_file_times(lambda p: [list(os.stat(p)), os.stat(p).st_mtime_ns, os.lstat(p).st_ctime, _fstat(p)])",
-    "file_getmtime": "_file_times(lambda p: [os.path.getmtime(p), os.path.getctime(p), os.path.getatime(p), str(datetime.date.fromtimestamp(os.path.getmtime(p)))])",
-    "file_scandir": "_file_times(lambda p: [e.stat().st_mtime_ns for e in os.scandir('.') if e.name == p] + [e.stat(follow_symlinks=False).st_atime for e in os.scandir('.') if e.name == p])",
+    "file_getmtime": "_file_times(lambda p: [os.path.getmtime(p), os.path.getctime(p), os.path.getatime(p), "
+    "str(datetime.date.fromtimestamp(os.path.getmtime(p)))])",
+    "file_scandir": "_file_times(lambda p: [e.stat().st_mtime_ns for e in os.scandir('.') if e.name == p] + "
+    "[e.stat(follow_symlinks=False).st_atime for e in os.scandir('.') if e.name == p])",
     "file_pathlib": "_file_times(lambda p: [pathlib.Path(p).stat().st_mtime, pathlib.Path(p).lstat().st_ctime_ns])",
-    "getrusage": "(sum(range(300000)), [list(resource.getrusage(w)) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN, resource.RUSAGE_THREAD)])",
+    "getrusage": "(sum(range(300000)), [list(resource.getrusage(w)) for w in (resource.RUSAGE_SELF, "
+    "resource.RUSAGE_CHILDREN, resource.RUSAGE_THREAD)])",
     "getloadavg": "list(os.getloadavg())",
 }
 
@@ -141,10 +147,15 @@ def _read_raw(path: str) -> str:
 #: test also asserts that none of this machine's own values reaches the labels
 HOST_SOURCES = {
     "os_uname": "list(os.uname())",
-    "platform": "[platform.uname().node, platform.uname().release, platform.node(), platform.release(), platform.version(), platform.platform()]",
+    "platform": "[platform.uname().node, platform.uname().release, platform.node(), platform.release(), "
+    "platform.version(), platform.platform()]",
     "hostname": "[socket.gethostname(), open('/proc/sys/kernel/hostname').read()]",
-    "boot_id": f"[open('/proc/sys/kernel/random/boot_id').read(), pathlib.Path('/proc/sys/kernel/random/boot_id').read_text(), {_read_raw('/proc/sys/kernel/random/boot_id')}]",
-    "kernel_release": f"[open('/proc/sys/kernel/osrelease').read(), open('/proc/version').read(), open('/proc/sys/kernel/version').read(), {_read_raw('/proc/version')}, {_read_raw('/proc/sys/kernel/osrelease')}]",
+    "boot_id": "[open('/proc/sys/kernel/random/boot_id').read(), "
+    "pathlib.Path('/proc/sys/kernel/random/boot_id').read_text(), "
+    f"{_read_raw('/proc/sys/kernel/random/boot_id')}]",
+    "kernel_release": "[open('/proc/sys/kernel/osrelease').read(), open('/proc/version').read(), "
+    f"open('/proc/sys/kernel/version').read(), {_read_raw('/proc/version')}, "
+    f"{_read_raw('/proc/sys/kernel/osrelease')}]",
 }
 
 

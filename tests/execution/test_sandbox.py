@@ -102,11 +102,17 @@ def test_runaway_bfcl_square_root_is_cut_at_the_timeout(box):
 
 
 def test_a_reset_that_hangs_or_raises_is_an_init_error(box):
-    code = "import time\nclass Slow:\n    def __init__(self, cfg):\n        time.sleep(60)\n    def f(self):\n        return 1\n"
+    code = (
+        "import time\nclass Slow:\n    def __init__(self, cfg):\n        time.sleep(60)\n    def f(self):\n     "
+        "   return 1\n"
+    )
     item = envscaler.parse_env_item("slow", {"env_class_name": "Slow", "env_class_code": code})
     [(_, result)] = list(box.run([Trajectory("t", "slow", item.spec({}), ())]))
     assert result["init"] is None and "Timeout" in result["init_error"]
-    code = "class Bad:\n    def __init__(self, cfg):\n        raise RuntimeError('bad config')\n    def f(self):\n        return 1\n"
+    code = (
+        "class Bad:\n    def __init__(self, cfg):\n        raise RuntimeError('bad config')\n    def f(self):\n "
+        "       return 1\n"
+    )
     item = envscaler.parse_env_item("bad", {"env_class_name": "Bad", "env_class_code": code})
     [(_, result)] = list(box.run([Trajectory("t", "bad", item.spec({}), ())]))
     assert result["init"] is None and "RuntimeError: bad config" in result["init_error"]

@@ -168,7 +168,10 @@ def test_a_second_step_for_a_labelled_call_is_refused():
 
 @pytest.fixture(scope="module")
 def explore_trajectory():
-    code = "class Counter:\n    def __init__(self, init_config=None):\n        self.n = 0\n    def bump(self, by: int):\n        self.n += by\n        return {'success': True}\n"
+    code = (
+        "class Counter:\n    def __init__(self, init_config=None):\n        self.n = 0\n    def bump(self, by: "
+        "int):\n        self.n += by\n        return {'success': True}\n"
+    )
     item = envscaler.parse_env_item("counter", {"env_class_name": "Counter", "env_class_code": code})
     return Trajectory("t", "task", item.spec({}), (), meta={"explore": SimpleNamespace(episode_length=3)})
 

@@ -1,6 +1,6 @@
-"""The "Layout" section (docs/layout.md, linked from the README) matches the tree: every package of ``pipeline/`` is listed, tier by
-tier as the import contracts declare them (foundation first; tests/project/test_import_contracts.py), and every module
-of a package is named in its entry."""
+"""The "Layout" section (docs/layout.md, linked from the README) matches the tree: every package of ``pipeline/`` is
+listed, tier by tier as the import contracts declare them (foundation first; tests/project/test_import_contracts.py),
+and every module of a package is named in its entry."""
 
 import re
 from pathlib import Path

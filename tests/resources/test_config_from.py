@@ -34,7 +34,8 @@ from resources.composition import CellConfig
 from resources.config_from import config_from
 from resources.environments import BfclTaskFileConfig, EnvScalerCorpusConfig
 
-# (Dagster class, dataclass, the dataclass fields it does not derive, fields of its own (some of them), config keys renamed)
+# (Dagster class, dataclass, the dataclass fields it does not derive, fields of its own (some of them), config keys
+# renamed)
 PAIRS = [
     (
         CollectionConfig,

@@ -298,7 +298,8 @@ def test_candidate_window_widens_until_picking_equals_picking_from_everything():
     rows += [(f"b{i:03d}", "envB", f"hb{i}", f"s{i:03d}") for i in range(10)]
     # the pool now has a tool column (windows are per (env, tool) pair); one tool per env picks as before
     con.execute(
-        "CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, x INTEGER, tool VARCHAR)"
+        "CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, x INTEGER, "
+        "tool VARCHAR)"
     )
     con.executemany("INSERT INTO pool VALUES (?, ?, ?, ?, 1, 't')", rows)
     usage, taken = Counter(), set()

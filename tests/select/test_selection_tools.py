@@ -95,7 +95,8 @@ def test_window_per_pair_widens_until_picking_equals_picking_from_everything():
     rows += [(f"c{i:03d}", "envA", f"hc{i}", f"q{i:03d}", "t2") for i in range(5)]
     rows += [(f"b{i:03d}", "envB", f"hb{i}", f"s{i:03d}", "t3") for i in range(10)]
     con.execute(
-        "CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, tool VARCHAR, x INTEGER)"
+        "CREATE TEMP TABLE pool(step_id VARCHAR, env_id VARCHAR, sample_hash VARCHAR, rank VARCHAR, tool VARCHAR, "
+        "x INTEGER)"
     )
     con.executemany("INSERT INTO pool VALUES (?, ?, ?, ?, ?, 1)", rows)
     usage, pair_usage, taken = Counter(), Counter(), set()

@@ -110,7 +110,8 @@ def test_a_partly_filled_cell_says_how_many_candidates_and_environments(corpus_l
     assert 0 < available < 20
     assert (
         failure
-        == f"failure (failure, |Δ| 0): {available} of 20, {available} distinct candidates in the corpus, from 2 environments"
+        == f"failure (failure, |Δ| 0): {available} of 20, {available} distinct candidates in the corpus, from 2 "
+        "environments"
     )
 
 

@@ -257,7 +257,8 @@ def test_a_process_without_the_registry_writes_no_wrong_source_set(run, tmp_path
     script = (
         "import sys; from pipeline.store.duck import open_data_root\n"
         f"con = open_data_root({str(copy)!r}, read_only=False)\n"
-        "print(con.execute(\"SELECT comment FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = 'source'\").fetchone()[0])\n"
+        "print(con.execute(\"SELECT comment FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = "
+        "'source'\").fetchone()[0])\n"
         "assert 'pipeline.envs.registry' not in sys.modules"
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -91,7 +91,8 @@ def full_root(default_layout, tmp_path_factory):
         checkpoints._schema(con)
         checkpoints._views(con)
         con.execute(
-            f"CREATE TABLE IF NOT EXISTS bench_model_runs ({', '.join(f'{c} {t}' for c, t in bench_model.RUNS_TABLE.items())})"
+            "CREATE TABLE IF NOT EXISTS bench_model_runs "
+            f"({', '.join(f'{c} {t}' for c, t in bench_model.RUNS_TABLE.items())})"
         )
         rollout_store.sync(con, layout)
         catalog.describe(con)
@@ -224,7 +225,8 @@ def test_split_versions_have_created_time_run_and_parent(full_root):
         rows = {
             r[0]: r[1:]
             for r in con.execute(
-                "SELECT version, created_at, dagster_run_id, parent_version, is_current FROM split_versions WHERE kind = 'benchmark'"
+                "SELECT version, created_at, dagster_run_id, parent_version, is_current FROM split_versions WHERE "
+                "kind = 'benchmark'"
             ).fetchall()
         }
     assert rows[first][0] is not None and rows[first][1] is None and rows[first][2] is None and not rows[first][3]

@@ -132,7 +132,8 @@ class RedisServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(
-                    f"redis-server exited with {self.proc.returncode}: {self.log.read_text()[-2000:] if self.log.exists() else ''}"
+                    f"redis-server exited with {self.proc.returncode}: "
+                    f"{self.log.read_text()[-2000:] if self.log.exists() else ''}"
                 )
             try:
                 if self.command("PING") == "+PONG":
@@ -156,7 +157,8 @@ class RedisServer:
 
 
 class CeleryWorker:
-    """``dagster-celery worker start`` (which runs ``celery worker``) in the repository root, in a session of its own."""
+    """``dagster-celery worker start`` (which runs ``celery worker``) in the repository root, in a session of its
+    own."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
         self.argv, self.env, self.log = argv, env, log

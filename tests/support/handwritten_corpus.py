@@ -210,7 +210,8 @@ class Depot:
         """Audit a section: "all" recounts every bin.
 
         Args:
-            section (str): One of all, aisle_1, aisle_2, aisle_3, aisle_4, aisle_5, aisle_6, aisle_7, aisle_8, aisle_9, aisle_10, aisle_11.
+            section (str): One of all, aisle_1, aisle_2, aisle_3, aisle_4, aisle_5, aisle_6, aisle_7, aisle_8, \
+aisle_9, aisle_10, aisle_11.
         """
         if section not in self.SECTIONS:
             return {"success": False, "error": "unknown section"}

@@ -56,20 +56,24 @@ def worker_temp_dir(basetemp: str | None) -> None:
 # suite (.ci/run) runs them all.
 SLOW = {
     "tests/e2e/test_cli_errors.py::": "./forge's commands as subprocesses (86 s for the file)",
-    "tests/execution/test_attack_corpus.py::test_attack_is_contained[": "the attack corpus, one sandbox run each (~90 s)",
+    "tests/execution/test_attack_corpus.py::test_attack_is_contained[": "the attack corpus, one sandbox run each "
+    "(~90 s)",
     "tests/evaluate/test_evaluate.py::test_harness_modes[huge-": "a 3 MB answer through the real openai client (28 s)",
-    "tests/select/test_selection.py::test_step_table_suite_names_failed_expectations_and_rows": "great-expectations (23 s)",
+    "tests/select/test_selection.py::test_step_table_suite_names_failed_expectations_and_rows": "great-expectations "
+    "(23 s)",
     "tests/envsimbench/test_envsimbench.py::test_import_evaluate_oracle_and_no_change": "Dagster import + eval (22 s)",
     "tests/envsimbench/test_envsimbench.py::test_imported_version_through_the_assets": "Dagster materialisation (15 s)",
     "tests/execution/test_reuse.py::test_every_bfcl_trajectory_labels_the_same_in_": "all 800 bfcl tasks twice (18 s)",
-    "tests/assets/test_partitions.py::test_materializing_partitions_reports_partition_metadata": "partitioned runs (17 s)",
+    "tests/assets/test_partitions.py::test_materializing_partitions_reports_partition_metadata": "partitioned runs "
+    "(17 s)",
     "tests/assets/test_partitions.py::test_shards_of_a_replay_are_exactly_the_unpartitioned_replay": "replays (7 s)",
     "tests/collect/test_explore_adapts.py::test_a_corpus_that_never_passes_delta_3_": "an exploration run (16 s)",
     "tests/collect/test_explore_adapts.py::test_same_seed_same_trajectories": "three exploration runs (11 s)",
     "tests/core/test_delta.py::test_replayed_states_serialise_like_canonical_json": "replays every bfcl state (12 s)",
     "tests/project/test_test_loop.py::test_with_the_projects_options_": "a pytest-xdist run in a subprocess (11 s)",
     "tests/assets/test_assets.py::test_materialize_reports_bad_input_in_metadata_and_checks_pass": "Dagster run (11 s)",
-    "tests/collect/test_honest_sources.py::test_forge_run_stops_before_anything_on_a_missing_corpus": "./forge run (9 s)",
+    "tests/collect/test_honest_sources.py::test_forge_run_stops_before_anything_on_a_missing_corpus": "./forge run "
+    "(9 s)",
 }
 
 

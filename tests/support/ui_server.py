@@ -156,14 +156,16 @@ class DagsterServer:
         run_config: dict | None = None,
         tags: dict[str, str] | None = None,
     ) -> str:
-        """Launch a run of ``job`` (only ``assets`` of it, when given; ``tags`` e.g. ``dagster/partition``); returns the run id."""
+        """Launch a run of ``job`` (only ``assets`` of it, when given; ``tags`` e.g. ``dagster/partition``); returns the
+        run id."""
         selector = {"repositoryLocationName": self.location(), "repositoryName": "__repository__", "jobName": job}
         if assets is not None:
             selector["assetSelection"] = [{"path": [a]} for a in assets]
         data = self.graphql(
             """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
                  ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
-                 ... on InvalidStepError { invalidStepKey } ... on RunConfigValidationInvalid { errors { message } } } }""",
+                 ... on InvalidStepError { invalidStepKey } ... on RunConfigValidationInvalid { errors { message } } }
+                 }""",
             {
                 "p": {
                     "selector": selector,
@@ -214,7 +216,8 @@ class DagsterServer:
         """Runs of a backfill: id, status, partition, start and end time."""
         data = self.graphql(
             """query($id: String!) { runsOrError(filter: {tags: [{key: "dagster/backfill", value: $id}]}) {
-                 ... on Runs { results { runId status startTime endTime tags { key value } assetSelection { path } } } } }""",
+                 ... on Runs { results { runId status startTime endTime tags { key value } assetSelection { path } } }
+                 } }""",
             {"id": backfill_id},
         )
         return [

@@ -333,7 +333,8 @@ class ReminderApi:
 
     def __init__(self, init_config=None):
         init_config = init_config or {}
-        self.reminders = init_config.get("reminders", {1: {"title": "Dentist", "time": "2024-06-01 09:00", "done": False}})
+        self.reminders = init_config.get("reminders", {1: {"title": "Dentist", "time": "2024-06-01 09:00", "done": \
+False}})
         self.max_reminders = 6
 
     def view_reminders(self):
@@ -457,7 +458,8 @@ class FlightApi:
 
     def __init__(self, init_config=None):
         init_config = init_config or {}
-        self.flights = init_config.get("flights", {"CA123": {"seats": 3, "price": 500}, "MU456": {"seats": 0, "price": 420}})
+        self.flights = init_config.get("flights", {"CA123": {"seats": 3, "price": 500}, "MU456": {"seats": 0, \
+"price": 420}})
         self.balance = init_config.get("balance", 1000)
         self.bookings = init_config.get("bookings", {})
 

@@ -241,7 +241,10 @@ def test_local_job_killed_is_reported_and_its_process_group_ended(tmp_path):
         os.kill(_wait_for(workdir / "shell.pid"), signal.SIGKILL)
 
     # the job runs in the repository ($OLDPWD: its job directory)
-    script = 'echo started\n(trap "" INT TERM; exec sleep 120) & echo $! > "$OLDPWD/child.pid"\necho $$ > "$OLDPWD/shell.pid"\nwait\n'
+    script = (
+        'echo started\n(trap "" INT TERM; exec sleep 120) & echo $! > "$OLDPWD/child.pid"\necho $$ > '
+        '"$OLDPWD/shell.pid"\nwait\n'
+    )
     ok, failed, _, workdir = _local_job(tmp_path, script, during=kill_the_shell)
     assert not ok and failed.state == "CANCELLED" and "killed by signal 9 (SIGKILL)" in str(failed)
     assert "started" in failed.log_tail
@@ -262,7 +265,8 @@ out = Path(sys.argv[1])
 
 @asset
 def job(context: AssetExecutionContext, launcher: JobLauncherResource) -> MaterializeResult:
-    launcher.run_with_pipes(context, "job", f'(trap "" INT TERM; exec sleep 120) & echo $! > {out}/child.pid\\necho started\\nsleep 100\\n', {})
+    launcher.run_with_pipes(context, "job", f'(trap "" INT TERM; exec sleep 120) & echo $! > {out}/child.pid\\necho \
+started\\nsleep 100\\n', {})
     return MaterializeResult()
 
 def interrupt():  # what terminating the run does to the step's process
@@ -272,7 +276,8 @@ def interrupt():  # what terminating the run does to the step's process
     os.kill(os.getpid(), signal.SIGINT)
 
 threading.Thread(target=interrupt, daemon=True).start()
-result = materialize([job], resources={"launcher": JobLauncherResource(workdir=str(out / "jobs"))}, raise_on_error=False)
+result = materialize([job], resources={"launcher": JobLauncherResource(workdir=str(out / "jobs"))}, \
+raise_on_error=False)
 print("success" if result.success else "failed")
 """
 
@@ -537,7 +542,8 @@ from tests.support.fake_openai import FakeOpenAI
 checkpoint = Path(yaml.safe_load(Path(sys.argv[2]).read_text())["model_name_or_path"])
 known = (checkpoint / "answers.json").exists()
 answers = json.loads((checkpoint / "answers.json").read_text()) if known else {{}}
-with FakeOpenAI(answers, "correct" if known else "wrong", port=int(os.environ["API_PORT"]), models=(os.environ["API_MODEL_NAME"],)):
+with FakeOpenAI(answers, "correct" if known else "wrong", port=int(os.environ["API_PORT"]), \
+models=(os.environ["API_MODEL_NAME"],)):
     threading.Event().wait()
 """
 

@@ -69,7 +69,8 @@ def env_items() -> dict[str, dict[str, Any]]:
             "env_class_code": code,
             "tools": parsed.tools,
             "environment_introduction": _introduction(code, class_name),
-            "constraints_rules": "Calls that violate a business rule return {'success': False, 'error': ...} and change nothing.",
+            "constraints_rules": "Calls that violate a business rule return {'success': False, 'error': ...} and "
+            "change nothing.",
         }
     return items
 

@@ -201,7 +201,10 @@ def clinic(rng: random.Random) -> tuple[dict[str, Any], str]:
                 "status": "booked",
                 "procedures": [],
             }
-    task = f"Schedule patient {rng.choice(sorted(patients))} with a {rng.choice(['family', 'cardio'])} doctor and record today's visits."
+    task = (
+        f"Schedule patient {rng.choice(sorted(patients))} with a {rng.choice(['family', 'cardio'])} doctor and "
+        "record today's visits."
+    )
     return {
         "doctors": doctors,
         "patients": patients,
@@ -392,7 +395,8 @@ def projects(rng: random.Random) -> tuple[dict[str, Any], str]:
     tasks = {}
     for i in range(1, rng.randint(8, 15)):
         tasks[f"PRJ-{i}"] = {
-            "title": f"{rng.choice(['Fix', 'Build', 'Refactor', 'Document'])} {rng.choice(PRODUCTS)} {rng.choice(['API', 'page', 'report', 'job'])}",
+            "title": f"{rng.choice(['Fix', 'Build', 'Refactor', 'Document'])} {rng.choice(PRODUCTS)} "
+            f"{rng.choice(['API', 'page', 'report', 'job'])}",
             "points": rng.choice([1, 2, 3, 5, 8]),
             "status": "backlog",
             "assignee": None,

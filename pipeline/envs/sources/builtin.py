@@ -12,7 +12,8 @@ from pipeline.envs.source import EnvironmentSource, SourceTask
 
 class BuiltinSource(EnvironmentSource):
     """The builtin pack: on unless ``SourceConfig.builtin`` is false; ``builtin_scenarios_per_env``
-    seeded scenarios per environment (default: the profile's, :func:`pipeline.envs.builtin.profile_scenarios_per_env`)."""
+    seeded scenarios per environment (default: the profile's,
+    :func:`pipeline.envs.builtin.profile_scenarios_per_env`)."""
 
     name = builtin.PREFIX
     adapter = envscaler.SOURCE
