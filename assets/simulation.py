@@ -25,6 +25,7 @@ from pydantic import Field
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
 from assets.metadata import frame_table, metadata_of, parquet_metadata
+from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import KINDS
@@ -95,15 +96,12 @@ def simulated_rollouts(
     layout = store.layout()
     load_blobs(layout)
     agent = config.agent.to_domain(AgentSettings) if config.agent.model else None
+    cfg = sources.config(layout)
+    items, _ = env_items(cfg)
+    picked = agent_tasks(cfg, items, list(config.agent.sources), config.task_limit) if agent is not None else None
+    questions = task_turns(cfg, items) if agent is None else None
     tasks, warnings = rollout_tasks(
-        layout,
-        sources.config(layout),
-        agent,
-        config.agent.sources,
-        config.task_limit,
-        config.seed,
-        config.sources,
-        config.min_steps,
+        layout, picked, questions, config.task_limit, config.seed, config.sources, config.min_steps
     )
     for line in warnings:
         context.log.warning(line)

@@ -1,4 +1,4 @@
-"""A rollout run as the ``simulated_rollouts`` asset runs it (no Dagster here): :func:`rollout_tasks` picks the
+"""A rollout run as the ``simulated_rollouts`` asset runs it (no Dagster here): :func:`rollout_tasks` makes the
 tasks (an LLM agent's from the configured sources, else recorded trajectories), :func:`roll_out` lets each
 simulator play them and writes its run, and :func:`rollout_facts` says what the runs gave, with the oracle's
 drift check."""
@@ -6,15 +6,13 @@ drift check."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from pipeline.collect.sources import agent_tasks, env_items, task_turns
-from pipeline.envs.config import SourceConfig
 from pipeline.evaluate.simulator_spec import SimulatorSpec
 from pipeline.evaluate.simulators import make_simulator
 from pipeline.execution.sandbox import Sandbox
@@ -30,27 +28,21 @@ Log = Callable[[str], None]
 
 def rollout_tasks(
     layout: DataLayout,
-    cfg: SourceConfig,
-    agent: AgentSettings | None,
-    agent_sources: Sequence[str],
+    picked: Sequence[Any] | None,
+    questions: Mapping[tuple[str, str], Sequence[str]] | None,
     limit: int,
     seed: int,
     sources: Sequence[str],
     min_steps: int,
 ) -> tuple[list[RolloutTask], list[str]]:
-    """The tasks to roll out and the warnings to log: with an ``agent``, ``limit`` tasks of ``agent_sources``
-    from the configured sources ``cfg``; else ``limit`` recorded trajectories (seeded choice, of ``sources``,
-    at least ``min_steps`` actions), each with its task's question where the configured sources know it."""
-    items, _ = env_items(cfg)
-    if agent is not None:
-        tasks = [
-            RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns))
-            for t in agent_tasks(cfg, items, list(agent_sources), limit)
-        ]
-        return tasks, []
-    tasks = rollout_store.recorded_tasks(
-        layout, limit, seed, list(sources), min_steps, questions=task_turns(cfg, items)
-    )
+    """The tasks to roll out and the warnings to log: an LLM agent's tasks ``picked`` from the configured
+    sources (collect's ``agent_tasks``: a task id, its environment and user turns), else ``limit`` recorded
+    trajectories (seeded choice, of ``sources``, at least ``min_steps`` actions), each with its task's user
+    turns from ``questions`` (collect's ``task_turns``) where the configured sources know them. The caller
+    (the asset) asks collect for both: rollouts do not import collect."""
+    if picked is not None:
+        return [RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns)) for t in picked], []
+    tasks = rollout_store.recorded_tasks(layout, limit, seed, list(sources), min_steps, questions=questions)
     unasked = sum(not t.turns for t in tasks)
     warnings = (
         [

@@ -4,7 +4,7 @@ written, what it reports and the oracle's drift check (pipeline/rollouts/run.py)
 import duckdb
 import pytest
 
-from pipeline.collect.sources import SourceConfig
+from pipeline.collect.sources import SourceConfig, agent_tasks, env_items, task_turns
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.report.tables import Markdown, Table
@@ -49,7 +49,7 @@ def test_the_oracle_check_fails_on_any_drift_or_mismatch_and_passes_when_not_rol
 
 def test_recorded_tasks_rolled_out_by_each_simulator_and_reported(layout, sandbox):
     cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=2)
-    tasks, warnings = rollout_tasks(layout, cfg, None, [], 6, 0, [], 1)
+    tasks, warnings = rollout_tasks(layout, None, task_turns(cfg, env_items(cfg)[0]), 6, 0, [], 1)
     assert len(tasks) == 6 and warnings == []
     assert all(t.turns for t in tasks)  # every recorded task's question is known to the configured sources
     logged, specs = [], [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
@@ -67,3 +67,11 @@ def test_recorded_tasks_rolled_out_by_each_simulator_and_reported(layout, sandbo
     assert facts.values["drift_by_step"].text.startswith("![drift vs step](data:image/png;base64,")
     assert facts.values["plot_path"].is_absolute() and facts.values["plot_path"].exists()
     assert oracle.passed and oracle.description.endswith("max drift 0")
+
+
+def test_an_llm_agents_tasks_are_rolled_out_as_picked_with_their_questions(layout):
+    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=2)
+    picked = agent_tasks(cfg, env_items(cfg)[0], ["builtin"], 3)
+    tasks, warnings = rollout_tasks(layout, picked, None, 40, 0, [], 2)
+    assert warnings == [] and [t.key for t in tasks] == [t.task_id for t in picked]
+    assert [(t.env, t.turns, t.actions) for t in tasks] == [(p.env, tuple(p.turns), ()) for p in picked]
