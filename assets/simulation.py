@@ -1,7 +1,6 @@
 """Simulators in the loop: closed-loop simulated rollouts with an executor shadow (Simia), their export as
 agent SFT data, and the α-curriculum SFT mixture from evaluation results (GenEnv)."""
 
-import asyncio
 from pathlib import Path
 from typing import Literal
 
@@ -25,16 +24,16 @@ from pydantic import Field
 
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
-from assets.metadata import frame_table, parquet_metadata
+from assets.metadata import frame_table, metadata_of, parquet_metadata
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs
-from pipeline.evaluate.simulators import KINDS, make_simulator
+from pipeline.evaluate.simulators import KINDS
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.rollouts import store as rollout_store
-from pipeline.rollouts.loop import RolloutTask, ToolCode, run_id, simulate
+from pipeline.rollouts.loop import simulate
+from pipeline.rollouts.run import roll_out, rollout_facts, rollout_files, rollout_tasks
 from pipeline.rollouts.sft import export_rollouts
-from pipeline.rollouts.shadow import shadow_all
 from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from resources.config_from import config_from, default_of
 
@@ -97,80 +96,26 @@ def simulated_rollouts(
     per run)."""
     layout = store.layout()
     load_blobs(layout)
-    agent = None
+    agent = config.agent.to_domain(AgentSettings) if config.agent.model else None
     cfg = sources.config(layout)
     items, _ = env_items(cfg)
-    if config.agent.model:
-        agent = config.agent.to_domain(AgentSettings)
-        tasks = [
-            RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns))
-            for t in agent_tasks(cfg, items, list(config.agent.sources), config.task_limit)
-        ]
-    else:
-        tasks = rollout_store.recorded_tasks(
-            layout, config.task_limit, config.seed, config.sources, config.min_steps, questions=task_turns(cfg, items)
-        )
-        unasked = sum(not t.turns for t in tasks)
-        if unasked:
-            context.log.warning(
-                f"{unasked} of {len(tasks)} recorded tasks have no known question (not in the configured "
-                "sources): their rollouts have no user turn and are left out of 'rollout_sft_dataset'"
-            )
-    run_ids, shadows, code = [], None, ToolCode()
+    picked = agent_tasks(cfg, items, list(config.agent.sources), config.task_limit) if agent is not None else None
+    questions = task_turns(cfg, items) if agent is None else None
+    tasks, warnings = rollout_tasks(
+        layout, picked, questions, config.task_limit, config.seed, config.sources, config.min_steps
+    )
+    for line in warnings:
+        context.log.warning(line)
     with sandbox.open() as box:
-        if agent is None:  # the executor's runs of the recorded actions, shared by every simulator
-            shadows = shadow_all(box, [(t.key, t.task_id, t.env, t.actions[: config.max_steps]) for t in tasks])
-        for sim_cfg in config.simulators:
-            spec = sim_cfg.to_domain()
-            rid = run_id(spec.name, "recorded" if agent is None else f"agent-{agent.model}")
-            log_path = rollout_store.run_dir(layout, rid) / "requests.jsonl"
-            steps, rollouts, report = asyncio.run(
-                simulate(
-                    tasks,
-                    make_simulator(spec),
-                    box,
-                    log_path,
-                    agent,
-                    config.max_steps,
-                    shadows,
-                    code,
-                    context.log.debug,
-                )
-            )
-            rollout_store.write_run(layout, report.run_id, steps, rollouts)
-            run_ids.append(report.run_id)
-            context.log.info(
-                f"{report.run_id}: {report.rollouts} rollouts, {report.steps} steps, {report.asked} requests "
-                f"({report.reused} resumed), {dict(report.statuses)} in {report.seconds:.1f}s"
-            )
-    plot_path = rollout_store.rollouts_root(layout) / "drift_by_step.png"
+        specs = [sim_cfg.to_domain() for sim_cfg in config.simulators]
+        run_ids = roll_out(layout, box, tasks, specs, agent, config.max_steps, context.log.info, context.log.debug)
     with duckdb.get_connection() as con:
-        rollout_store.sync(con, layout)
-        table = rollout_store.summary(con, run_ids)
-        plot = rollout_store.drift_plot(con, run_ids, plot_path)
-        oracle = con.execute(
-            "SELECT count(*), max(drift), min(fm::INT) FROM rollout_steps WHERE simulator = 'oracle' AND run_id IN "
-            "(SELECT unnest(?))",
-            [run_ids],
-        ).fetchone()
-    checks = [
-        AssetCheckResult(
-            check_name="oracle_never_drifts",
-            passed=not oracle[0] or (oracle[1] == 0 and oracle[2] == 1),
-            metadata={
-                "oracle": f"{oracle[0]} steps, max drift {oracle[1]}" if oracle[0] else "oracle was not rolled out"
-            },
-        )
-    ]
+        facts, oracle = rollout_facts(con, layout, run_ids, len(tasks))
+    check = AssetCheckResult(
+        check_name="oracle_never_drifts", passed=oracle.passed, metadata={"oracle": oracle.description}
+    )
     return MaterializeResult(
-        metadata={
-            "rollout_tasks": len(tasks),
-            "summary": frame_table(table),
-            "drift_by_step": MetadataValue.md(f"![drift vs step](data:image/png;base64,{plot})"),
-            "plot_path": MetadataValue.path(str(plot_path.resolve())),
-            **parquet_metadata(sorted(rollout_store.rollouts_root(layout).glob("*/steps.parquet"))),
-        },
-        check_results=checks,
+        metadata={**metadata_of(facts.values), **parquet_metadata(rollout_files(layout))}, check_results=[check]
     )
 
 

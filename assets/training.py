@@ -6,17 +6,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, DataVersion, MaterializeResult, asset
 from dagster_duckdb import DuckDBResource
 from duckdb import Error as DuckDBError
 from pydantic import Field
 
 from assets.evaluation import EvalConfig
-from assets.metadata import frame_table, metadata_of
-from pipeline.evaluate import results
+from assets.metadata import metadata_of
 from pipeline.evaluate.simulator_spec import EndpointSettings, SimulatorSpec
 from pipeline.training import base_models, checkpoints, steps
+from pipeline.training.eval_run import eval_extras, eval_facts, eval_script, record_eval
 from pipeline.training.launchers import JobFailed, LogSink
 from pipeline.training.llamafactory import TrainSettings, launch_env, tracking_env, train_script
 from pipeline.training.serve import SERVED_SIMULATOR_DEFAULTS, SERVED_SIMULATOR_FIELDS, ServeSpec
@@ -244,30 +243,13 @@ def simulator_eval_job(
     `eval_job_runs` records the served model, checkpoint, weights id, template and split version of each
     run. Nothing is written for a failed job."""
     root = store.layout().root.resolve()
-    sims = [s.model_dump() for s in config.simulators]
     served, manifest = _served(config.serve, root, launcher) if config.serve else (None, None)
     workdir = launcher.job_workdir(context, "eval")
-    extras = {
-        "data_root": str(root),
-        "split_version": config.split_version,
-        "simulators": sims,
-        "served": served,
-        "workdir": str(workdir),
-        "max_samples": config.max_samples,
-    }
-    gpu_check = (
-        'command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit '
-        "3; }\n"
-        if config.gpus > 0
-        else ""
-    )
+    sims = [s.model_dump() for s in config.simulators]
+    extras = eval_extras(root, config.split_version, sims, served, workdir, config.max_samples)
     try:
         job, reported = launcher.run_with_pipes(
-            context,
-            "eval",
-            gpu_check + f"{shlex.quote(launcher.python)} -m assets.training_entry evaluate\n",
-            extras,
-            gpus=config.gpus,
+            context, "eval", eval_script(launcher.python, config.gpus), extras, gpus=config.gpus
         )
     except JobFailed as exc:
         context.log.error(str(exc))
@@ -275,61 +257,6 @@ def simulator_eval_job(
     if not reported:
         raise RuntimeError("the evaluation job finished without reporting through Dagster Pipes")
     report = json.loads(reported[0].metadata["report"].value)
-    info = report.get("served") or {}
-    lineage = [
-        {
-            "run_id": rid,
-            "simulator": s["simulator"],
-            "split_version": report["split_version"],
-            "job_id": job.job_id,
-            "dagster_run_id": context.run.run_id,
-            "weights_id": s.get("weights_id"),
-            **(
-                {
-                    "served_model": info["served_model"],
-                    "template": info["template"],
-                    "backend": info["backend"],
-                    "checkpoint_path": info["checkpoint_path"],
-                    "checkpoint_version": info["checkpoint_version"],
-                }
-                if rid == info.get("run_id")
-                else {}
-            ),
-        }
-        for rid, s in report["runs"].items()
-    ]
     with duckdb.get_connection() as con:
-        for rid, summary in report["runs"].items():
-            results.load_run(con, Path(summary["results_path"]), rid)
-        checkpoints.sync_checkpoints(con, root)
-        checkpoints.record_eval_runs(con, lineage)
-        table = results.summary(con, list(report["runs"]))
-    groups = pd.DataFrame(
-        [{"run": rid, "parse_failures": s["parse_failures"], **s["cm_by_group"]} for rid, s in report["runs"].items()]
-    )
-    metadata: dict[str, Any] = {
-        "job_id": job.job_id,
-        "split_version": report["split_version"],
-        "samples": report["samples"],
-        "summary": frame_table(table),
-        "cm_by_group_from_job": frame_table(groups),
-    }
-    if info:
-        run = report["runs"][info["run_id"]]
-        metadata.update(
-            {
-                "served_model": info["served_model"],
-                "weights_id": info["weights_id"],
-                "template": info["template"],
-                "backend": info["backend"],
-                "checkpoint": MetadataValue.path(info["checkpoint_path"]),
-                "scored": run["scored"],
-                "resumed": run["resumed"],
-                "parse_failures": run["parse_failures"],
-            }
-        )
-        if manifest:
-            metadata.update(
-                {"checkpoint_version": manifest["checkpoint_version"], "mixture_version": manifest["mixture_version"]}
-            )
-    return MaterializeResult(metadata=metadata)
+        table = record_eval(con, root, report, job.job_id, context.run.run_id)
+    return MaterializeResult(metadata=metadata_of(eval_facts(report, job.job_id, table, manifest).values))

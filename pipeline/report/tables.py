@@ -64,6 +64,12 @@ class Table:
     rows: list[dict[str, Any]]
     columns: list[str]
 
+    @classmethod
+    def of_frame(cls, df: pd.DataFrame) -> Table:
+        """A DataFrame's rows (its index left out) under its column names as strings."""
+        df = df.set_axis([str(c) for c in df.columns], axis=1)
+        return cls(df.to_dict("records"), list(df.columns))
+
 
 @dataclass(frozen=True)
 class Markdown:
