@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.evaluate.simulators import SimulatorSpec
+from pipeline.evaluate.simulators import SimulatorSpec, simulator_spec
 from pipeline.quality.environment_report import environment_report
 from pipeline.quality.environment_yield import YieldSettings, gate
 from pipeline.select.samples import materialize_samples
@@ -43,7 +43,7 @@ def test_smollm2_is_a_checker_of_the_gate_end_to_end(tmp_path, sandbox, train_py
         infer_dtype="float32",
     )
     with serve(spec, layout.jobs / "gate-checker", print) as endpoint:
-        smol = SimulatorSpec(
+        smol = simulator_spec(
             name=name,
             kind="openai",
             model=name,

@@ -22,6 +22,8 @@ ASSETS = {
     "benchmark_dataset",
     "sft_dataset",
     "simulator_eval",
+    "environment_report",
+    "environment_yield",
 }
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -72,6 +74,7 @@ def test_what_a_person_sees(server):
         "evaluation",
         "simulation",
         "envsimbench",
+        "quality",
     }
     assert nodes["benchmark_split"]["description"].startswith("The benchmark split: the EnvSimBench composition")
     repo = data["repositoriesOrError"]["nodes"][0]
