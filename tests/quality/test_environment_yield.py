@@ -137,3 +137,14 @@ def test_an_unknown_gate_checker_is_named(gated):
     layout, corpus, _, _ = gated
     with pytest.raises(ValueError, match="gate_checker 'judge' is not one of the checkers: oracle"):
         gate(layout, ANCHORS[:1], [corpus], materialize_samples, YieldSettings(probes_per_env=8), gate_checker="judge")
+
+
+def test_the_card_of_a_rerun_on_the_same_input_is_byte_identical(gated):
+    """The card states the checker, threshold and yield, not the wall time (a measurement, kept in env_yield):
+    the same seed and input give the same bytes."""
+    layout, corpus, _, accepted = gated
+    before = (accepted.directory / "card.json").read_bytes()
+    assert b'"seconds"' not in before
+    _, again = gate(layout, ANCHORS, [corpus], materialize_samples, YieldSettings(probes_per_env=8))
+    assert (again.directory / "card.json").read_bytes() == before
+    assert (again.directory / "CARD.md").read_bytes() == (accepted.directory / "CARD.md").read_bytes()
