@@ -170,12 +170,17 @@ def _child(
                     break
     except BaseException as exc:  # report, then die quietly
         code = 1
-        try:
-            write_frame(fd, {"kind": "fatal", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
-        except BaseException:
-            pass
+        _report_fatal(fd, exc)
     finally:
         os._exit(code)
+
+
+def _report_fatal(fd: int, exc: BaseException) -> None:
+    """A child's last frame: what killed it (nothing, when even that cannot be written)."""
+    try:
+        write_frame(fd, {"kind": "fatal", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
+    except BaseException:
+        pass
 
 
 def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> None:
@@ -200,10 +205,7 @@ def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> No
             execute(trajectory, lambda msg: write_frame(fd, msg), limits)
     except BaseException as exc:  # report, then die quietly
         code = 1
-        try:
-            write_frame(fd, {"kind": "fatal", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
-        except BaseException:
-            pass
+        _report_fatal(fd, exc)
     finally:
         os._exit(code)
 
