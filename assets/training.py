@@ -226,7 +226,7 @@ def _served(
     return {"spec": spec, "simulator": config.simulator(), "checkpoint_path": str(path)}, manifest
 
 
-@asset(group_name="training", deps=["benchmark_split"], pool="duckdb", kinds={"slurm", "duckdb"})
+@asset(group_name="training", deps=["benchmark_split", sft_training], pool="duckdb", kinds={"slurm", "duckdb"})
 def simulator_eval_job(
     context: AssetExecutionContext,
     config: EvalJobConfig,
@@ -234,8 +234,9 @@ def simulator_eval_job(
     launcher: JobLauncherResource,
     duckdb: DuckDBResource,
 ) -> MaterializeResult:
-    """Runs the evaluation harness as a job, optionally serving a checkpoint behind an OpenAI-compatible
-    endpoint inside it (`llamafactory-cli api`: vLLM when installed, else Hugging Face) with a bounded
+    """Runs the evaluation harness as a job (after `sft_training` when both run, as in the `training` job, so
+    `serve: {checkpoint: latest}` serves what that run trained), optionally serving a checkpoint behind an
+    OpenAI-compatible endpoint inside it (`llamafactory-cli api`: vLLM when installed, else Hugging Face) with a bounded
     readiness wait. The served checkpoint is scored under its weights id (its checkpoint version, else a hash
     of its weight files), so a re-run resumes only what those weights answered — another checkpoint served
     under the same name is scored in full. The job reports FM/CM per group and its result files through

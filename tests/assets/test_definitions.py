@@ -93,3 +93,15 @@ def test_every_asset_check_declaration_reads_in_lines_of_at_most_120_characters(
         if "@asset_check(" in line and len(line) > 120
     ]
     assert long == []
+
+
+def test_the_training_job_evaluates_after_it_trains():
+    """In the `training` job `simulator_eval_job` runs after `sft_training`, so `serve: {checkpoint: latest}`
+    serves what the same run trained (on the GPU machine both started together and the evaluation failed with
+    'no trained checkpoint … yet')."""
+    import dagster as dg
+
+    job = build_definitions(Settings(launcher="local")).get_job_def("training")
+    upstream = job.asset_layer.asset_graph.get(dg.AssetKey("simulator_eval_job")).parent_keys
+    assert dg.AssetKey("sft_training") in upstream
+    assert {n.name for n in job.graph.nodes} == {"sft_training", "simulator_eval_job"}
