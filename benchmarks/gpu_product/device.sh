@@ -46,7 +46,19 @@ stage2)
   log "stage2 done" ;;
 run)
   venv /root/pv .gpu/pv/*.whl
-  /root/pv/bin/python -c "import dagster, duckdb, datasets; print('dagster', dagster.__version__, 'duckdb', duckdb.__version__)"
+  imports() {  # every module the job needs, all failures named at once
+    "$1" -c "import importlib, sys
+bad = []
+for m in sys.argv[1:]:
+    try: importlib.import_module(m)
+    except Exception as e: bad.append(f'{m}: {type(e).__name__}: {e}')
+print('imports:', 'all ok' if not bad else bad); sys.exit(1 if bad else 0)" "${@:2}"
+  }
+  ok=0
+  PYTHONPATH="$PWD" imports /root/pv/bin/python assets.definitions assets.training_entry pipeline.training.eval_run \
+    pipeline.training.sft_run datasets huggingface_hub.hf_api openai great_expectations duckdb dagster._cli.job || ok=1
+  imports /root/lf/bin/python llamafactory.train.tuner llamafactory.api.app llamafactory.chat gguf || ok=1
+  [ $ok = 0 ] || exit 1
   export ENVSIM_DATA_ROOT="$STAGE/data" ENVSIM_LAUNCHER=local ENVSIM_LLAMAFACTORY_PYTHON=/root/lf/bin/python \
     ENVSIM_PROFILE=small DAGSTER_HOME="$STAGE/dagster_home" PYTHONPATH="$PWD" HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
