@@ -62,9 +62,9 @@ class SlurmCluster:
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o400)
         cpus = os.cpu_count() or 1
+        mem = max(1024, int(open("/proc/meminfo").read().split()[1]) // 1024 - 1024)
         # Waits cut for the tests (Slurm's defaults in brackets): a requeued job may start again cred_expire + 1 s
         # after the requeue [121 s], and the main scheduler then picks it up within sched_interval [60 s].
-        mem = max(1024, int(open("/proc/meminfo").read().split()[1]) // 1024 - 1024)
         self.conf.write_text(f"""ClusterName=envsim
 SlurmctldHost=localhost
 SlurmUser=root
