@@ -270,10 +270,14 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
         assert killed, f"{victim.hostname} ran no step to kill:\n{victim.log_tail()}"
         timings["killed_at"] = time.monotonic() - t1
         victim.proc.wait(timeout=30)
-        assert victim.processes() == []
-        gone_by = time.monotonic() + 20  # the sandbox (bwrap --die-with-parent, its own session) goes with it
-        while any(Path(f"/proc/{pid}").exists() for pid in sandbox) and time.monotonic() < gone_by:
+        # its session and the sandbox (bwrap --die-with-parent, its own session) go with it; a killed process can
+        # take a moment to exit on a loaded machine (seen: a pool process still exiting after the main one)
+        gone_by = time.monotonic() + 20
+        while (
+            victim.processes() or any(Path(f"/proc/{pid}").exists() for pid in sandbox)
+        ) and time.monotonic() < gone_by:
             time.sleep(0.2)
+        assert victim.processes() == []
         assert not [pid for pid in sandbox if Path(f"/proc/{pid}").exists()]
 
         # 3. the killed step runs again on the survivor, every run succeeds
@@ -299,23 +303,27 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
                 len(re.findall(r"Task execute_plan\[[0-9a-f-]+\] succeeded in", w.log_text())) == logged[w.hostname] > 0
             ), w.log_tail()
 
-        # 4. the same data as the single-process run: same files, same bytes (nothing lost, nothing duplicated)
-        out, _ = reference.communicate(timeout=300)
-        assert reference.returncode == 0, out[-3000:]
-        timings["reference_done"] = time.monotonic() - t0
-        expected = file_digests(ref)
-        assert file_digests(data) == expected
-        step_parts = sorted(n for n in expected if n.startswith("steps/"))
-        assert len(step_parts) >= 4 and {n.split("-")[1] for n in step_parts} == {"bfcl", "builtin"}
-
-        # 5. a re-run of the partition whose step was killed: everything reused, no part duplicated
+        # 4. a re-run of the partition whose step was killed: everything reused, no part duplicated (while the
+        #    single-process run may still be going)
+        backfilled = file_digests(data)
         partition = runs[killed[0]]
         rerun = srv.launch(
             "collect_and_label", ["trajectories", "labeled_steps"], tags={"dagster/partition": partition}
         )
         assert srv.wait_run(rerun, timeout=180) == "SUCCESS", srv.log_tail()
         assert parts_written(srv, rerun).get("parts_written") == 0, parts_written(srv, rerun)
-        assert file_digests(data) == expected
+        assert file_digests(data) == backfilled
+        timings["rerun_done"] = time.monotonic() - t0
+
+        # 5. the same data as the single-process run, before and after the re-run: same files, same bytes (nothing
+        #    lost, nothing duplicated)
+        out, _ = reference.communicate(timeout=300)
+        assert reference.returncode == 0, out[-3000:]
+        timings["reference_done"] = time.monotonic() - t0
+        expected = file_digests(ref)
+        assert backfilled == expected
+        step_parts = sorted(n for n in expected if n.startswith("steps/"))
+        assert len(step_parts) >= 4 and {n.split("-")[1] for n in step_parts} == {"bfcl", "builtin"}
         timings["total"] = time.monotonic() - t0
         print(
             json.dumps(
@@ -334,6 +342,11 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
             reference.kill()
         for w in workers:
             w.stop()
+        if srv.proc is not None:  # nothing left to save: spare `dg dev` its graceful shutdown (10-15 s)
+            try:
+                os.killpg(srv.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         srv.stop()
         redis.stop()
         left = srv.processes_left() + [p for w in workers for p in w.processes()]

@@ -63,13 +63,15 @@ class SlurmCluster:
         os.chmod(key, 0o400)
         cpus = os.cpu_count() or 1
         mem = max(1024, int(open("/proc/meminfo").read().split()[1]) // 1024 - 1024)
+        # Waits cut for the tests (Slurm's defaults in brackets): a requeued job may start again cred_expire + 1 s
+        # after the requeue [121 s], and the main scheduler then picks it up within sched_interval [60 s].
         self.conf.write_text(f"""ClusterName=envsim
 SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={r}/munge/munge.socket.2
+AuthInfo=socket={r}/munge/munge.socket.2,cred_expire=10
 StateSaveLocation={r}/state
 SlurmdSpoolDir={r}/spool
 SlurmctldPidFile={r}/slurmctld.pid
@@ -85,7 +87,7 @@ SwitchType=switch/none
 ReturnToService=2
 MailProg=/bin/true
 MinJobAge=600
-SchedulerParameters=batch_sched_delay=0
+SchedulerParameters=batch_sched_delay=0,sched_interval=1
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/filetxt
@@ -127,7 +129,13 @@ PartitionName=closed Nodes=envsim-node MaxTime=INFINITE State=DOWN
     def stop(self) -> None:
         env = {**os.environ, **self.env}
         subprocess.run(["scancel", "--full", "--user", "root"], env=env, capture_output=True)
-        time.sleep(1)
+        deadline = time.monotonic() + 5  # until no job is left running or completing
+        while time.monotonic() < deadline:
+            jobs = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True)
+            if jobs.returncode != 0 or not jobs.stdout.strip():
+                break
+            time.sleep(0.1)
+        stopping = []  # the daemons stopped together (one after the other took seconds each)
         for name, comm in (("slurmd.pid", "slurmd"), ("slurmctld.pid", "slurmctld"), ("munged.pid", "munged")):
             pid_file = self.root / name
             if not pid_file.exists():
@@ -136,12 +144,12 @@ PartitionName=closed Nodes=envsim-node MaxTime=INFINITE State=DOWN
             try:
                 if Path(f"/proc/{pid}/comm").read_text().strip() == comm:
                     os.kill(pid, 15)
-                    for _ in range(50):
-                        if not Path(f"/proc/{pid}").exists():
-                            break
-                        time.sleep(0.1)
+                    stopping.append(pid)
             except (FileNotFoundError, ProcessLookupError):
                 pass
+        deadline = time.monotonic() + 15
+        while any(Path(f"/proc/{pid}").exists() for pid in stopping) and time.monotonic() < deadline:
+            time.sleep(0.1)
         subprocess.run(["pkill", "-f", f"slurmstepd.*{self.root}"], capture_output=True)
 
     def daemons_left(self) -> list[str]:

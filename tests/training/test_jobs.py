@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -424,8 +425,10 @@ def test_slurm_requeued_job_runs_its_script_again(slurm, tmp_path):
         )
 
     threading.Thread(target=requeue, daemon=True).start()
+    start = time.monotonic()
     result = launcher.run(JobSpec("requeued", script, tmp_path, requeue=True, cpus=1), timeout_s=400)
     assert result.state == "COMPLETED"
+    assert time.monotonic() - start < 90  # the test cluster starts a requeued job again within seconds, not minutes
     assert [line for line in result.log.read_text().splitlines() if line.endswith(" run")] == [
         "first run",
         "second run",
@@ -434,9 +437,31 @@ def test_slurm_requeued_job_runs_its_script_again(slurm, tmp_path):
 
 @pytest.mark.slow
 def test_slurm_time_limit(slurm, tmp_path):
+    """A job that runs past its time limit is ended by Slurm and reported TIMEOUT (TimeLimit). The spec's limit (one
+    minute, Slurm's smallest) is the job's TimeLimit; once the job runs, its end is moved to now (`scontrol update
+    EndTime=now`), so slurmctld's time-limit pass (every 30 s, a constant of slurmctld) ends it at its next pass
+    rather than 60-90 s after the start."""
+    launcher = _slurm_launcher(slurm)
+    seen: dict[str, str] = {}
+
+    def scontrol(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["scontrol", *args], env={**os.environ, **slurm.env}, capture_output=True, text=True)
+
+    def end_now():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            job = launcher.job_id and scontrol("show", "job", "-o", launcher.job_id).stdout
+            if job and "JobState=RUNNING" in job:
+                seen["limit"] = re.search(r"TimeLimit=(\S+)", job).group(1)
+                seen["update"] = scontrol("update", f"JobId={launcher.job_id}", "EndTime=now").stderr
+                return
+            time.sleep(0.2)
+
+    threading.Thread(target=end_now, daemon=True).start()
     start = time.monotonic()
-    with pytest.raises(JobFailed, match="ended TIMEOUT"):
-        _slurm_launcher(slurm).run(JobSpec("tl", "sleep 300\n", tmp_path, time_limit_min=1))
+    with pytest.raises(JobFailed, match=r"ended TIMEOUT with exit code 0 \(TimeLimit\)"):
+        launcher.run(JobSpec("tl", "sleep 300\n", tmp_path, time_limit_min=1))
+    assert seen == {"limit": "00:01:00", "update": ""}, seen
     assert time.monotonic() - start < 200
 
 
