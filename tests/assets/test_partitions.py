@@ -5,8 +5,10 @@ import dataclasses
 import json
 import math
 import os
+import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -535,6 +537,12 @@ LIGHT = {
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}  # the default executor takes either; no step subprocess
 
 
+def _backfill_ticks(log: str, backfill_id: str) -> list[float]:
+    """When the daemon looked at the backfill: the seconds of its log lines "Evaluating asset backfill <id>"."""
+    line = re.compile(rf"(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d).* Evaluating asset backfill {backfill_id}\b")
+    return sorted({datetime.fromisoformat(m.group(1)).timestamp() for m in line.finditer(log)})
+
+
 @pytest.mark.slow
 def test_partitioned_backfill_runs_every_partition_through_the_daemon(tmp_path):
     """`dagster dev` (webserver + daemon) with ENVSIM_SHARDS=2 and ENVSIM_PROFILE=small: the catalog, then
@@ -558,6 +566,8 @@ def test_partitioned_backfill_runs_every_partition_through_the_daemon(tmp_path):
         # the backfill's runs execute in-process to keep it short
         backfill = srv.launch_backfill(["trajectories", "labeled_steps"], {**LIGHT, **IN_PROCESS})
         assert srv.wait_backfill(backfill, timeout=420) == "COMPLETED_SUCCESS", srv.log_tail()
+        ticks = _backfill_ticks(srv.log.read_text(), backfill)  # every few seconds (quick_backfills), not every 30
+        assert len(ticks) >= 2 and min(b - a for a, b in zip(ticks, ticks[1:])) < 20, ticks
         runs = srv.backfill_runs(backfill)
         assert sorted(r["partition"] for r in runs) == keys
         assert all(r["status"] == "SUCCESS" and r["assets"] == ["labeled_steps", "trajectories"] for r in runs)

@@ -186,6 +186,9 @@ def test_browser_materializes_the_pipeline(server, full_run, page, shots):
     page.screenshot(path=str(shots / "eval-plot.png"))
     assert server.wait_run(full_run) == "SUCCESS"
     _assert_complete(server, full_run)
+    # one click, one run, and the module's only one: both tests looked at it, neither materialized everything again
+    runs = server.graphql("{ runsOrError { ... on Runs { results { runId } } } }")["runsOrError"]["results"]
+    assert [r["runId"] for r in runs] == [full_run]
     if os.environ.get("ENVSIM_UPDATE_DOCS"):
         docs = ROOT / "docs"
         docs.mkdir(exist_ok=True)
