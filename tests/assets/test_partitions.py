@@ -5,8 +5,10 @@ import dataclasses
 import json
 import math
 import os
+import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -532,6 +534,13 @@ LIGHT = {
     "resources": {"sandbox": {"config": {"workers": 1}}},
     "ops": {"labeled_steps_relabel_is_deterministic": {"config": {"sample_size": 4}}},
 }
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}  # the default executor takes either; no step subprocess
+
+
+def _backfill_ticks(log: str, backfill_id: str) -> list[float]:
+    """When the daemon looked at the backfill: the seconds of its log lines "Evaluating asset backfill <id>"."""
+    line = re.compile(rf"(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d).* Evaluating asset backfill {backfill_id}\b")
+    return sorted({datetime.fromisoformat(m.group(1)).timestamp() for m in line.finditer(log)})
 
 
 @pytest.mark.slow
@@ -539,20 +548,26 @@ def test_partitioned_backfill_runs_every_partition_through_the_daemon(tmp_path):
     """`dagster dev` (webserver + daemon) with ENVSIM_SHARDS=2 and ENVSIM_PROFILE=small: the catalog, then
     an asset backfill of all 6 partitions of trajectories + labeled_steps (one run per partition, run
     side by side by the daemon), one partition re-materialized with the default multiprocess executor,
-    and the unpartitioned step_strata on top of all partitions."""
+    and the unpartitioned step_strata on top of all partitions. The daemon looks at the backfill every few seconds
+    (quick_backfills), so the test waits for the runs, not for Dagster's 30 s backfill loop."""
     srv = DagsterServer(
-        tmp_path / "dagster_home", tmp_path / "data", tmp_path / "dagster.log", env={"ENVSIM_SHARDS": "2"}
+        tmp_path / "dagster_home",
+        tmp_path / "data",
+        tmp_path / "dagster.log",
+        env={"ENVSIM_SHARDS": "2"},
+        quick_backfills=True,
     )
     layout = DataLayout.at(tmp_path / "data")
     keys = partition_keys(2)
     try:
         srv.start()
-        assert srv.wait_run(srv.launch("envsim_main", ["environment_catalog"])) == "SUCCESS", srv.log_tail()
-        # the backfill's runs execute in-process (run config: the default executor takes either) to keep it short
-        backfill = srv.launch_backfill(
-            ["trajectories", "labeled_steps"], {**LIGHT, "execution": {"config": {"in_process": {}}}}
-        )
+        catalog = srv.launch("envsim_main", ["environment_catalog"], IN_PROCESS)
+        assert srv.wait_run(catalog) == "SUCCESS", srv.log_tail()
+        # the backfill's runs execute in-process to keep it short
+        backfill = srv.launch_backfill(["trajectories", "labeled_steps"], {**LIGHT, **IN_PROCESS})
         assert srv.wait_backfill(backfill, timeout=420) == "COMPLETED_SUCCESS", srv.log_tail()
+        ticks = _backfill_ticks(srv.log.read_text(), backfill)  # every few seconds (quick_backfills), not every 30
+        assert len(ticks) >= 2 and min(b - a for a, b in zip(ticks, ticks[1:])) < 20, ticks
         runs = srv.backfill_runs(backfill)
         assert sorted(r["partition"] for r in runs) == keys
         assert all(r["status"] == "SUCCESS" and r["assets"] == ["labeled_steps", "trajectories"] for r in runs)
@@ -600,7 +615,7 @@ def test_partitioned_backfill_runs_every_partition_through_the_daemon(tmp_path):
         } == others
 
         # the unpartitioned strata on top of every partition
-        run = srv.launch("envsim_main", ["step_strata"])
+        run = srv.launch("envsim_main", ["step_strata"], IN_PROCESS)
         assert srv.wait_run(run) == "SUCCESS", srv.log_tail()
         strata = pq.read_table(layout.strata, columns=["env_id"]).column("env_id").to_pylist()
         assert len(strata) == sum(meta[("labeled_steps", k)]["steps"] for k in keys)

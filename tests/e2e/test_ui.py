@@ -43,6 +43,66 @@ def server(tmp_path_factory):
 MAY_WARN = {"benchmark_split:composition_matches", "sft_mixture:mixture_composition"}
 
 
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    shots = Path(os.environ.get("ENVSIM_UI_SCREENSHOTS") or tempfile.mkdtemp(prefix="envsim-ui-"))
+    shots.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots: {shots}")
+    return shots
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    """A page of headless Chromium (Debian's, installed by .ci/run) for the module."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is installed by .ci/run")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            tempfile.mkdtemp(prefix="chromium-profile-"),
+            executable_path=CHROMIUM,
+            headless=True,
+            viewport={"width": 1600, "height": 1000},
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+            ],
+        )
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def full_run(server, request) -> str:
+    """The module's one end-to-end run of every asset, which both its GraphQL and its browser test check (the same
+    run twice would double the module's time): launched as a person launches it, with "Materialize all" on the
+    asset graph in headless Chromium; where Chromium is missing, through GraphQL's launchRun (what the other
+    webserver tests launch with). Returns the run id; the run may still be going."""
+    if not Path(CHROMIUM).exists():
+        return server.launch_all()
+    from playwright.sync_api import expect
+
+    page = request.getfixturevalue("page")
+    page.goto(f"{server.url}/asset-groups", wait_until="domcontentloaded")
+    button = page.get_by_role("button", name="Materialize all")
+    expect(button).to_be_visible(timeout=60_000)
+    button.click()
+    toast = page.get_by_text(re.compile(r"^Launched run [0-9a-f]{8}$"))
+    expect(toast).to_be_visible(timeout=60_000)
+    link = page.locator('a[href^="/runs/"]').filter(has_text="View").first
+    return link.get_attribute("href").split("/runs/")[1]
+
+
 def _assert_complete(server, run_id):
     materialized, checks, failures = server.run_events(run_id)
     assert failures == []
@@ -54,10 +114,10 @@ def _assert_complete(server, run_id):
     return checks
 
 
-def test_graphql_run_materializes_everything_and_checks_pass(server):
-    run_id = server.launch_all()
-    assert server.wait_run(run_id) == "SUCCESS", server.log_tail()
-    _assert_complete(server, run_id)
+def test_graphql_run_materializes_everything_and_checks_pass(server, full_run):
+    """The module's run, read through GraphQL: it succeeds, every asset is materialized, its checks pass (or warn)."""
+    assert server.wait_run(full_run) == "SUCCESS", server.log_tail()
+    _assert_complete(server, full_run)
 
 
 def test_what_a_person_sees(server):
@@ -94,68 +154,41 @@ def test_what_a_person_sees(server):
     assert started["startSchedule"]["scheduleState"]["status"] == "RUNNING"
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is installed by .ci/run")
-def test_browser_materializes_the_pipeline(server):
-    from playwright.sync_api import expect, sync_playwright
+def test_browser_materializes_the_pipeline(server, full_run, page, shots):
+    """The run "Materialize all" launched (full_run) through a person's eyes: the run page says Success, the asset
+    graph, table metadata as real HTML tables, the CM-vs-|Δ| plot."""
+    from playwright.sync_api import expect
 
-    shots = Path(os.environ.get("ENVSIM_UI_SCREENSHOTS") or tempfile.mkdtemp(prefix="envsim-ui-"))
-    shots.mkdir(parents=True, exist_ok=True)
-    print(f"\nscreenshots: {shots}")
-    with sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            tempfile.mkdtemp(prefix="chromium-profile-"),
-            executable_path=CHROMIUM,
-            headless=True,
-            viewport={"width": 1600, "height": 1000},
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-dev-shm-usage",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-            ],
-        )
-        try:
-            page = browser.new_page()
-            page.goto(f"{server.url}/asset-groups", wait_until="domcontentloaded")
-            button = page.get_by_role("button", name="Materialize all")
-            expect(button).to_be_visible(timeout=60_000)
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(shots / "asset-graph.png"))
-            button.click()
-            toast = page.get_by_text(re.compile(r"^Launched run [0-9a-f]{8}$"))
-            expect(toast).to_be_visible(timeout=60_000)
-            link = page.locator('a[href^="/runs/"]').filter(has_text="View").first
-            run_id = link.get_attribute("href").split("/runs/")[1]
-            page.goto(f"{server.url}/runs/{run_id}", wait_until="domcontentloaded")
-            expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=600_000)
-            page.screenshot(path=str(shots / "run.png"))
-            # tabular summaries are table metadata: a real HTML table with its column headers, no Markdown pipe text
-            page.goto(f"{server.url}/assets/labeled_steps", wait_until="domcontentloaded")
-            row = page.locator("tr", has_text="delta_by_outcome").first
-            expect(row).to_be_visible(timeout=60_000)
-            table = row.locator("table").first
-            expect(table.locator("th", has_text="delta_size")).to_be_visible(timeout=30_000)
-            expect(table.locator("th", has_text="total")).to_be_visible()
-            assert table.locator("tbody tr").count() >= 2 and "| " not in row.inner_text()
-            page.screenshot(path=str(shots / "labeled-steps.png"), full_page=True)
-            page.goto(f"{server.url}/assets/simulator_eval", wait_until="domcontentloaded")
-            expect(page.get_by_text("cm_by_delta").first).to_be_visible(timeout=60_000)
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(shots / "simulator-eval.png"), full_page=True)
-            page.locator("tr", has_text="cm_by_delta").get_by_text("[Show Markdown]").first.click()
-            plot = page.locator('img[src^="data:image/png"]').first
-            expect(plot).to_be_visible(timeout=30_000)  # the CM-vs-|Δ| plot renders
-            page.wait_for_timeout(500)
-            page.screenshot(path=str(shots / "eval-plot.png"))
-        finally:
-            browser.close()
-    assert server.wait_run(run_id) == "SUCCESS"
-    _assert_complete(server, run_id)
+    page.goto(f"{server.url}/runs/{full_run}", wait_until="domcontentloaded")
+    expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=600_000)
+    page.screenshot(path=str(shots / "run.png"))
+    page.goto(f"{server.url}/asset-groups", wait_until="domcontentloaded")
+    expect(page.get_by_role("button", name="Materialize all")).to_be_visible(timeout=60_000)
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(shots / "asset-graph.png"))
+    # tabular summaries are table metadata: a real HTML table with its column headers, no Markdown pipe text
+    page.goto(f"{server.url}/assets/labeled_steps", wait_until="domcontentloaded")
+    row = page.locator("tr", has_text="delta_by_outcome").first
+    expect(row).to_be_visible(timeout=60_000)
+    table = row.locator("table").first
+    expect(table.locator("th", has_text="delta_size")).to_be_visible(timeout=30_000)
+    expect(table.locator("th", has_text="total")).to_be_visible()
+    assert table.locator("tbody tr").count() >= 2 and "| " not in row.inner_text()
+    page.screenshot(path=str(shots / "labeled-steps.png"), full_page=True)
+    page.goto(f"{server.url}/assets/simulator_eval", wait_until="domcontentloaded")
+    expect(page.get_by_text("cm_by_delta").first).to_be_visible(timeout=60_000)
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(shots / "simulator-eval.png"), full_page=True)
+    page.locator("tr", has_text="cm_by_delta").get_by_text("[Show Markdown]").first.click()
+    plot = page.locator('img[src^="data:image/png"]').first
+    expect(plot).to_be_visible(timeout=30_000)  # the CM-vs-|Δ| plot renders
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(shots / "eval-plot.png"))
+    assert server.wait_run(full_run) == "SUCCESS"
+    _assert_complete(server, full_run)
+    # one click, one run, and the module's only one: both tests looked at it, neither materialized everything again
+    runs = server.graphql("{ runsOrError { ... on Runs { results { runId } } } }")["runsOrError"]["results"]
+    assert [r["runId"] for r in runs] == [full_run]
     if os.environ.get("ENVSIM_UPDATE_DOCS"):
         docs = ROOT / "docs"
         docs.mkdir(exist_ok=True)

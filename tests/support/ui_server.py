@@ -15,6 +15,20 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+# The instance's dagster.yaml unless a test brings its own: one step per concurrency pool at a time, and a run queue
+# that looks for queued runs every second (Dagster's default: every 5 s) and launches them side by side.
+INSTANCE_YAML = """\
+telemetry:
+  enabled: false
+nux:
+  enabled: false
+concurrency:
+  pools:
+    default_limit: 1
+run_queue:
+  dequeue_interval_seconds: 1
+  dequeue_use_threads: true
+"""
 
 
 def free_port() -> int:
@@ -32,21 +46,22 @@ class DagsterServer:
         env: dict[str, str] | None = None,
         workspace: Path | None = None,
         instance_yaml: str | None = None,
+        quick_backfills: bool = False,
     ) -> None:
         self.home, self.data_root, self.log = home, data_root, log
         self.workspace = workspace or ROOT / "workspace.yaml"  # another code location (tests/support/pool_defs.py)
-        self.instance_yaml = instance_yaml  # dagster.yaml to use (default: a minimal one)
+        self.instance_yaml = instance_yaml  # dagster.yaml to use (default: INSTANCE_YAML)
         self.extra_env = dict(env or {})  # e.g. ENVSIM_SHARDS for a partitioned code location
+        if quick_backfills:  # the daemon's backfill loop every few seconds, not every 30 (daemon_ticks/sitecustomize)
+            path = [str(Path(__file__).parent / "daemon_ticks"), os.environ.get("PYTHONPATH", "")]
+            self.extra_env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 240) -> DagsterServer:
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "dagster.yaml").write_text(
-            self.instance_yaml
-            or "telemetry:\n  enabled: false\nnux:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
-        )
+        (self.home / "dagster.yaml").write_text(self.instance_yaml or INSTANCE_YAML)
         env = {
             **os.environ,
             "DAGSTER_HOME": str(self.home),
@@ -209,7 +224,7 @@ class DagsterServer:
             status = data["partitionBackfillOrError"].get("status")
             if status in ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"):
                 return status
-            time.sleep(2)
+            time.sleep(0.5)
         raise TimeoutError(f"backfill {backfill_id} did not finish in {timeout}s")
 
     def backfill_runs(self, backfill_id: str) -> list[dict[str, Any]]:
@@ -241,7 +256,7 @@ class DagsterServer:
             state = status["runOrError"]["status"]
             if state in ("SUCCESS", "FAILURE", "CANCELED"):
                 return state
-            time.sleep(2)
+            time.sleep(0.5)
         raise TimeoutError(f"run {run_id} did not finish in {timeout}s")
 
     def run_events(self, run_id: str) -> tuple[set[str], dict[str, bool], list[str]]:
