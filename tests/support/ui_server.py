@@ -103,7 +103,8 @@ class DagsterServer:
     def stop(self) -> None:
         if self.proc is None:
             return
-        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        # a short grace only: dg dev's graceful shutdown takes 10-15 s, and what is left is killed below anyway
+        for sig, wait in ((signal.SIGTERM, 2), (signal.SIGKILL, 10)):
             try:
                 os.killpg(self.proc.pid, sig)
             except ProcessLookupError:
