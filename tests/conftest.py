@@ -21,7 +21,14 @@ from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
-from tests.support.parallel import built_once, heavy_files_first, run_base, time_limits, worker_temp_dir
+from tests.support.parallel import (
+    built_once,
+    heavy_files_first,
+    run_base,
+    time_limits,
+    worker_temp_dir,
+    worker_threads,
+)
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +59,7 @@ def default_layout(tmp_path_factory, sandbox):
 
 def pytest_configure(config):
     worker_temp_dir(config.option.basetemp)
+    worker_threads()
 
 
 @pytest.hookimpl(tryfirst=True)  # the slow marks before `-m "not slow"` deselects

@@ -23,17 +23,20 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.evaluate.harness import finished_steps
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
-from pipeline.evaluate.simulators import simulator_spec
+from pipeline.evaluate.simulators import SimulatorSpec, simulator_spec
 from pipeline.store import catalog
 from pipeline.store.duck import connect_file
 from pipeline.store.layout import DataLayout
 from pipeline.training import base_models, checkpoints
-from pipeline.training.serve import ServeSpec, serve
+from pipeline.training.serve import FREE_PORT, HOST, ServeSpec, serve
 
-#: one row per bench-model measurement (DuckDB ``bench_model_runs``)
+#: the endpoint of a measurement whose every sample is scored already (nothing is asked; no server is started)
+NOT_SERVED = f"http://{HOST}:{FREE_PORT}/v1"
+#: one row per bench-model measurement (DuckDB ``bench_model_runs``; ``backend`` NULL: nothing was served)
 RUNS_TABLE = {
     "run_id": "VARCHAR",
     "model": "VARCHAR",
@@ -66,6 +69,13 @@ class BenchResult:
     resumed: int
     seconds: float
     cells: pd.DataFrame
+
+
+def all_scored(layout: DataLayout, version: str, subset: list[dict[str, Any]], spec: SimulatorSpec) -> bool:
+    """Whether every sample of ``subset`` has a finished answer from ``spec``'s weights in its results file (the
+    harness would resume them all and ask nothing)."""
+    done = finished_steps(layout.eval_results(version, spec.results_name), spec.prompt, spec.cache_identity())
+    return all(s["step_id"] in done for s in subset)
 
 
 def stratified_subset(samples: list[dict[str, Any]], per_cell: int) -> list[dict[str, Any]]:
@@ -189,7 +199,8 @@ def bench_model(
     dtype: str | None = None,
     log: Callable[[str], None] = print,
 ) -> BenchResult:
-    """Serve ``ref`` and score it on the stratified subset; store and return the per-cell table. ``dtype`` is
+    """Serve ``ref`` and score it on the stratified subset (no server when every sample is scored with its
+    weights already); store and return the per-cell table. ``dtype`` is
     the served compute dtype (default: ``auto`` where ``nvidia-smi`` is on PATH, else ``float32``: bf16 on a
     CPU is many times slower)."""
     dtype = dtype or ("auto" if shutil.which("nvidia-smi") else "float32")
@@ -214,13 +225,13 @@ def bench_model(
         llamafactory_python=python,
         infer_dtype=dtype,
     )  # type: ignore[arg-type]
-    started = time.perf_counter()
-    with serve(spec, layout.jobs / f"bench-model-{name}", log) as endpoint:
-        sim = simulator_spec(
+
+    def checker(base_url: str) -> SimulatorSpec:
+        return simulator_spec(
             name=name,
             kind="openai",
             model=name,
-            base_url=endpoint.base_url,
+            base_url=base_url,
             max_tokens=max_tokens,
             api_key_env="",
             concurrency=1,
@@ -228,8 +239,18 @@ def bench_model(
             max_retries=1,
             weights_id=wid,
         )
-        [run] = score_all(layout, version, subset, [sim], lambda s: log(s.line()), keep_going=False)
-        backend_used = endpoint.backend
+
+    started = time.perf_counter()
+    unserved = checker(NOT_SERVED)
+    if all_scored(layout, version, subset, unserved):  # results are cached by weights: nothing to ask
+        log(f"bench-model: every sample is scored with weights {wid} already; no server is started")
+        [run] = score_all(layout, version, subset, [unserved], lambda s: log(s.line()), keep_going=False)
+        backend_used = None
+    else:
+        with serve(spec, layout.jobs / f"bench-model-{name}", log) as endpoint:
+            sim = checker(endpoint.base_url)
+            [run] = score_all(layout, version, subset, [sim], lambda s: log(s.line()), keep_going=False)
+            backend_used = endpoint.backend
     seconds = time.perf_counter() - started
     with connect_file(layout.duckdb) as con:
         load_run(con, run.path, run.run_id)

@@ -4,6 +4,8 @@ data root, served with `llamafactory-cli api` and scored by `bench-model` on a s
 under its weights id, cached by weights), and `sft_training` of the real model by name for a few steps."""
 
 import json
+import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,15 +18,30 @@ from pipeline.training import base_models
 from pipeline.training.bench_model import bench_model, stratified_subset
 from pipeline.training.launchers import find_llamafactory
 from tests.e2e.test_llamafactory_e2e import _launcher, train_python  # noqa: F401  (module fixture)
+from tests.support.parallel import built_once, run_base
 from tests.training.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
 
 pytestmark = pytest.mark.slow
 MODEL = base_models.DEFAULT_MODEL
 
 
+def converted_once(tmp_path_factory: pytest.TempPathFactory, python: str, data_root: Path) -> Path:
+    """The embedded model as ``base_models.materialize`` converts it, converted once per test run (``built_once``:
+    the first process that needs it converts, the others wait) and hard-linked into ``data_root``'s models
+    directory, where ``materialize`` finds the finished conversion (this module, the real-model agent and the
+    quality gate's real-model checker share it)."""
+    shared = built_once(
+        run_base(tmp_path_factory), "smollm2-converted", lambda root: base_models.materialize(MODEL, root, python)
+    )
+    target = base_models.models_dir(data_root) / MODEL
+    shutil.copytree(base_models.models_dir(shared) / MODEL, target, copy_function=os.link)
+    return target
+
+
 @pytest.fixture(scope="module")
-def converted(split_layout, train_python):  # noqa: F811
-    """The embedded model converted into the test's data root (once for the module)."""
+def converted(split_layout, train_python, tmp_path_factory):  # noqa: F811
+    """The embedded model converted (once for the run) and found converted under the test's data root."""
+    converted_once(tmp_path_factory, train_python, split_layout.root)
     return base_models.materialize(MODEL, split_layout.root, train_python)
 
 
@@ -66,9 +83,17 @@ def test_bench_model_serves_and_scores_the_real_model_per_cell(converted, split_
     assert run == (base_models.EMBEDDED[MODEL].gguf_sha256, "huggingface", result.samples, result.samples)
     for column in ("parse_pct", "fm", "cm", "cm_reference"):
         assert column in result.cells.columns
-    # the same weights again: every sample resumed, nothing asked
-    again = bench_model(split_layout.root, python, cli, MODEL, per_cell=1, max_tokens=24)
+    # the same weights again: every sample resumed, nothing asked, no server started
+    said: list[str] = []
+    again = bench_model(split_layout.root, python, cli, MODEL, per_cell=1, max_tokens=24, log=said.append)
     assert (again.scored, again.resumed) == (0, result.samples)
+    assert not any(line.startswith("serving ") for line in said), said
+    assert any(line.endswith("no server is started") for line in said), said
+    with duckdb.connect(str(split_layout.duckdb), read_only=True) as con:
+        backends = con.execute(
+            "SELECT backend FROM bench_model_runs WHERE run_id = ? ORDER BY created_at", [result.run_id]
+        ).fetchall()
+    assert backends == [("huggingface",), (None,)]  # the second measurement served nothing
 
 
 def test_sft_training_trains_the_real_model_by_name(converted, split_layout, train_python):  # noqa: F811

@@ -35,6 +35,7 @@ from pipeline.envs.catalog import build_catalog
 from pipeline.execution.sandbox import Sandbox
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout
+from tests.e2e.test_real_model import converted_once
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +65,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     except FileNotFoundError as exc:
         pytest.skip(f"no LLaMA-Factory environment to serve the model ({exc})")
     root = tmp_path_factory.mktemp("real-model")
-    checkpoint = materialize(MODEL, root / "data", python)
+    checkpoint = converted_once(tmp_path_factory, python, root / "data")  # converted once for the run
+    assert materialize(MODEL, root / "data", python) == checkpoint
     spec = ServeSpec(
         model_name_or_path=str(checkpoint),
         template=EMBEDDED[MODEL].template,

@@ -67,6 +67,7 @@ def test_shares_the_module_fixture(made, i):
 @pytest.mark.parametrize("i", range(8))
 def test_alone(i):
     assert os.environ["TMPDIR"].endswith("tmp-" + os.environ["PYTEST_XDIST_WORKER"])
+    assert os.environ["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))  # a worker's share of the CPUs
 
 
 @pytest.mark.slow
@@ -76,11 +77,12 @@ def test_slow(request):
 
 
 # tests/conftest.py's hooks, without its pipeline imports and session fixtures
-CONFTEST = """from tests.support.parallel import heavy_files_first, time_limits, worker_temp_dir
+CONFTEST = """from tests.support.parallel import heavy_files_first, time_limits, worker_temp_dir, worker_threads
 
 
 def pytest_configure(config):
     worker_temp_dir(config.option.basetemp)
+    worker_threads()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -97,6 +99,7 @@ def test_with_the_projects_options_a_module_fixture_is_made_once_and_slow_tests_
     log = tmp_path / "made.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MADE_LOG": str(log)}
     env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("OMP_NUM_THREADS", None)
     proc = subprocess.run(
         [
             sys.executable,

@@ -51,6 +51,16 @@ def worker_temp_dir(basetemp: str | None) -> None:
     tempfile.tempdir = None  # re-read from TMPDIR
 
 
+def worker_threads() -> None:
+    """Under xdist, the processes a worker starts (a served model, a training job, a conversion: torch's OpenMP
+    pool) use that worker's share of the CPUs (``OMP_NUM_THREADS``, unless set): two workers' 2-thread pools on 2
+    CPUs spin-wait for each other (a SmolLM2 request on a loaded machine, 2 threads vs 1: 13-23 s of CPU vs 5 s,
+    15-81 s of wall time vs 5-10 s). A plain run leaves the thread count to the libraries."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if WORKER and workers:
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+
+
 # End-to-end tests kept out of the fast subset (`-m "not slow"`), marked slow here rather than in their files: node
 # id prefixes, each with what it runs and its time in a loaded 2-worker run of the fast subset (2026-11-26). The full
 # suite (.ci/run) runs them all.

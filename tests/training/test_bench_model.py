@@ -2,6 +2,7 @@
 served from its snapshot, offline; one that is not there is one line saying how to provide the weights, with no
 traceback — checked before the serving environment is installed (tests/e2e/test_cli_errors.py)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.training.bench_model import ModelUnavailable, check_model, find_weights, hub_snapshot
+from pipeline.evaluate.simulators import simulator_spec
+from pipeline.store.layout import DataLayout
+from pipeline.training.bench_model import (
+    NOT_SERVED,
+    ModelUnavailable,
+    all_scored,
+    check_model,
+    find_weights,
+    hub_snapshot,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,3 +81,23 @@ def test_the_command_says_it_in_one_line_without_a_traceback(tmp_path):
         lines[0].startswith("./forge bench-model: --checkpoint Qwen/Qwen2.5-0.5B-Instruct")
         and "Traceback" not in proc.stderr
     )
+
+
+def test_a_measurement_is_all_scored_only_when_these_weights_answered_every_sample(tmp_path):
+    """What lets a re-run of bench-model on the same weights start no server (tests/e2e/test_real_model.py)."""
+    layout = DataLayout.at(tmp_path / "data")
+
+    def spec(wid):
+        return simulator_spec(name="m", kind="openai", model="m", base_url=NOT_SERVED, api_key_env="", weights_id=wid)
+
+    scored = spec("sha256-aa")
+    path = layout.eval_results("bench-x", scored.results_name)
+    path.parent.mkdir(parents=True)
+    rows = [{"step_id": s, "request_error": None, "prompt": scored.prompt, "weights_id": "sha256-aa"} for s in "ab"]
+    rows.append({"step_id": "c", "request_error": "timeout", "prompt": scored.prompt, "weights_id": "sha256-aa"})
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    samples = [{"step_id": s} for s in "ab"]
+    assert all_scored(layout, "bench-x", samples, scored)
+    assert not all_scored(layout, "bench-x", [*samples, {"step_id": "c"}], scored)  # a failed request is asked again
+    assert not all_scored(layout, "bench-y", samples, scored)  # another benchmark version
+    assert not all_scored(layout, "bench-x", samples, spec("sha256-bb"))  # other weights
