@@ -22,8 +22,10 @@ from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from tests.support.parallel import (
+    LongestFilesFirst,
+    RecordDurations,
+    auto_workers,
     built_once,
-    heavy_files_first,
     run_base,
     time_limits,
     worker_temp_dir,
@@ -60,12 +62,18 @@ def default_layout(tmp_path_factory, sandbox):
 def pytest_configure(config):
     worker_temp_dir(config.option.basetemp)
     worker_threads()
+    config.pluginmanager.register(LongestFilesFirst(), "envsim-longest-files-first")
+    if os.environ.get("ENVSIM_RECORD_DURATIONS"):
+        config.pluginmanager.register(RecordDurations(), "envsim-record-durations")
+
+
+def pytest_xdist_auto_num_workers(config):
+    return auto_workers(os.cpu_count() or 1)
 
 
 @pytest.hookimpl(tryfirst=True)  # the slow marks before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config, items):
     time_limits(items)
-    heavy_files_first(items)
 
 
 def write_jsonl(path: Path, rows: list) -> Path:

@@ -2,6 +2,7 @@
 once, the slowest tests printed and a per-test timeout, all from pyproject.toml so `./forge test` and `.ci/run`
 get them (tests/support/parallel.py, tests/conftest.py)."""
 
+import json
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from tests.support import parallel
 from tests.support.parallel import SLOW, SLOW_TIMEOUT_S, built_once
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,17 +79,17 @@ def test_slow(request):
 
 
 # tests/conftest.py's hooks, without its pipeline imports and session fixtures
-CONFTEST = """from tests.support.parallel import heavy_files_first, time_limits, worker_temp_dir, worker_threads
+CONFTEST = """from tests.support.parallel import LongestFilesFirst, time_limits, worker_temp_dir, worker_threads
 
 
 def pytest_configure(config):
     worker_temp_dir(config.option.basetemp)
     worker_threads()
+    config.pluginmanager.register(LongestFilesFirst(), "envsim-longest-files-first")
 
 
 def pytest_collection_modifyitems(config, items):
     time_limits(items)
-    heavy_files_first(items)
 """
 
 
@@ -137,3 +139,58 @@ def test_every_end_to_end_test_marked_slow_by_name_still_exists():
         if not source or (function and not re.search(rf"^def {re.escape(function)}", source, re.M)):
             stale.append(prefix)
     assert stale == [], f"no such test (update SLOW in tests/support/parallel.py): {stale}"
+
+
+class _Item:
+    def __init__(self, nodeid: str, slow: bool = False):
+        self.nodeid, self.slow = nodeid, slow
+
+    def get_closest_marker(self, name):
+        return name == "slow" and self.slow or None
+
+
+def test_the_files_that_take_longest_start_first_by_what_was_selected(monkeypatch):
+    """The order xdist hands files out in (``--dist loadfile``, ``--no-loadscope-reorder``): longest first, a
+    file's cost the recorded time of its selected tests, an unrecorded test counted by its kind."""
+    monkeypatch.setattr(parallel, "WORKER", "gw0")
+    items = [
+        _Item("tests/a.py::one"),
+        _Item("tests/a.py::two"),
+        _Item("tests/b.py::long"),
+        _Item("tests/c.py::new", slow=True),
+        _Item("tests/d.py::new"),
+    ]
+    durations = {"tests/a.py::one": 20.0, "tests/a.py::two": 15.0, "tests/b.py::long": 40.0}
+    parallel.longest_files_first(items, durations)
+    assert [i.nodeid for i in items] == [
+        "tests/b.py::long",  # 40 s
+        "tests/a.py::one",  # 35 s in two tests, kept in their order
+        "tests/a.py::two",
+        "tests/c.py::new",  # unrecorded, slow: 30 s
+        "tests/d.py::new",  # unrecorded, plain: 0.5 s
+    ]
+    selected = [i for i in items if i.nodeid != "tests/b.py::long"]  # `-k` left out the long one
+    parallel.longest_files_first(selected, durations)
+    assert selected[0].nodeid == "tests/a.py::one"
+    monkeypatch.setattr(parallel, "WORKER", "")
+    plain = [_Item("tests/d.py::x"), _Item("tests/b.py::long")]
+    parallel.longest_files_first(plain, durations)
+    assert [i.nodeid for i in plain] == ["tests/d.py::x", "tests/b.py::long"]  # a plain run keeps its order
+
+
+def test_a_recorded_run_updates_the_durations_of_what_it_ran_and_a_failed_run_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "DURATIONS", tmp_path / "durations.json")
+    (tmp_path / "durations.json").write_text('{"tests/a.py::old": 3.0, "tests/b.py::x": 9.0}')
+
+    def report(nodeid, duration, failed=False):
+        return type("R", (), {"nodeid": nodeid, "duration": duration, "failed": failed})()
+
+    rec = parallel.RecordDurations()
+    for phase in (0.5, 2.0, 0.25):  # set-up, call, teardown
+        rec.pytest_runtest_logreport(report("tests/b.py::x", phase))
+    rec.pytest_sessionfinish(None)
+    assert json.loads((tmp_path / "durations.json").read_text()) == {"tests/a.py::old": 3.0, "tests/b.py::x": 2.75}
+    failed = parallel.RecordDurations()
+    failed.pytest_runtest_logreport(report("tests/b.py::x", 99.0, failed=True))
+    failed.pytest_sessionfinish(None)
+    assert json.loads((tmp_path / "durations.json").read_text())["tests/b.py::x"] == 2.75

@@ -5,6 +5,7 @@ keeps its temporary files to itself."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import tempfile
@@ -49,6 +50,13 @@ def worker_temp_dir(basetemp: str | None) -> None:
     own.mkdir(parents=True, exist_ok=True)
     os.environ["TMPDIR"] = str(own)
     tempfile.tempdir = None  # re-read from TMPDIR
+
+
+def auto_workers(cpus: int) -> int:
+    """How many xdist workers ``-n auto`` starts: one more than the CPUs. The whole suite keeps 2 CPUs busy only
+    about half the time with one worker each (12 min of CPU in 12.7 min of wall time, 2026-11-26): its end-to-end
+    tests wait on servers, daemons, Slurm and Celery, and the extra worker runs tests meanwhile."""
+    return max(1, cpus) + 1
 
 
 def worker_threads() -> None:
@@ -97,24 +105,67 @@ def time_limits(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 
-def heavy_files_first(items: list[pytest.Item]) -> None:
-    """Under xdist, the files with an expensive set-up start first (``--dist loadfile`` hands out whole files in
-    collection order with ``--no-loadscope-reorder``), so no worker is left with a long one at the end: first the
-    files holding a slow test, then those with a module-scoped fixture or the session's bfcl replay, then the rest,
-    each group in collection order. A plain run keeps the collection order."""
+#: seconds per test (set-up, call and teardown) in the last recorded whole run: ``ENVSIM_RECORD_DURATIONS=1 ./forge
+#: test`` rewrites it (:class:`RecordDurations`). A test it does not know counts as :data:`UNKNOWN_S`.
+DURATIONS = Path(__file__).with_name("durations.json")
+UNKNOWN_S = {"slow": 30.0, "shared": 5.0, "plain": 0.5}
+
+
+def longest_files_first(items: list[pytest.Item], durations: dict[str, float] | None = None) -> None:
+    """Under xdist, the files that take longest start first (``--dist loadfile`` hands out whole files in this
+    order with ``--no-loadscope-reorder``, one more each time a worker runs low), so no worker is left with a long
+    one at the end. A file's cost is the recorded time of its selected tests (:data:`DURATIONS`; run after ``-m``
+    has deselected, so the fast subset is ordered by what it runs); a test not recorded yet counts by its kind
+    (:data:`UNKNOWN_S`: marked slow, using a module-scoped fixture or the bfcl replay, or plain). A plain run keeps
+    the collection order."""
     if not WORKER:
         return
-    cost: dict[str, int] = {}
+    known = durations if durations is not None else json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    cost: dict[str, float] = {}
     for item in items:
         path = item.nodeid.split("::")[0]
-        info = getattr(item, "_fixtureinfo", None)
-        shared = info is not None and any(
-            defs[-1].scope != "function" and (defs[-1].scope != "session" or name == "default_layout")
-            for name, defs in info.name2fixturedefs.items()
-        )
-        rank = 0 if item.get_closest_marker("slow") else 1 if shared else 2
-        cost[path] = min(cost.get(path, 2), rank)
-    items.sort(key=lambda item: cost[item.nodeid.split("::")[0]])  # stable: collection order within a rank
+        cost[path] = cost.get(path, 0.0) + known.get(item.nodeid, UNKNOWN_S[_kind(item)])
+    items.sort(key=lambda item: -cost[item.nodeid.split("::")[0]])  # stable: collection order within a file
+
+
+def _kind(item: pytest.Item) -> str:
+    if item.get_closest_marker("slow"):
+        return "slow"
+    info = getattr(item, "_fixtureinfo", None)
+    shared = info is not None and any(
+        defs[-1].scope != "function" and (defs[-1].scope != "session" or name == "default_layout")
+        for name, defs in info.name2fixturedefs.items()
+    )
+    return "shared" if shared else "plain"
+
+
+class LongestFilesFirst:
+    """The plugin that orders the items last, after ``-m`` / ``-k`` have deselected (tests/conftest.py)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        longest_files_first(items)
+
+
+class RecordDurations:
+    """The plugin that, with ``ENVSIM_RECORD_DURATIONS=1``, sums each test's set-up, call and teardown in the
+    controlling process (under xdist it sees every worker's reports) and, at the end of a run with no failure,
+    writes :data:`DURATIONS`: the times of the tests this run ran replace theirs, the others stay."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.failed = False
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        self.failed |= report.failed
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.failed or not self.seconds:
+            return
+        known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+        known.update({k: round(v, 2) for k, v in self.seconds.items()})
+        DURATIONS.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n")
 
 
 @contextmanager
