@@ -1,6 +1,6 @@
-"""The test loop (docs/commands.md "Tests"): pytest-xdist with one worker per CPU, a module's shared set-up made
-once, the slowest tests printed and a per-test timeout, all from pyproject.toml so `./forge test` and `.ci/run`
-get them (tests/support/parallel.py, tests/conftest.py)."""
+"""The test loop (docs/commands.md "Tests"): pytest-xdist with one worker more than the CPUs, a module's shared
+set-up made once, the files that take longest first, the slowest tests printed and a per-test timeout, all from
+pyproject.toml so `./forge test` and `.ci/run` get them (tests/support/parallel.py, tests/conftest.py)."""
 
 import json
 import os
