@@ -92,6 +92,16 @@ SLOW = {
     "tests/assets/test_assets.py::test_materialize_reports_bad_input_in_metadata_and_checks_pass": "Dagster run (11 s)",
     "tests/collect/test_honest_sources.py::test_forge_run_stops_before_anything_on_a_missing_corpus": "./forge run "
     "(9 s)",
+    # added 2026-11-26 (second session), times from a quiet 3-worker run of the fast subset
+    "tests/core/test_registry.py::test_a_plugin_package_runs_through_the_dag": "a plugin package built and installed, "
+    "then the DAG through bwrap (12 s)",
+    "tests/evaluate/test_bad_endpoint.py::test_failing_endpoint_fails_the_asset_and_a_fixed_rerun_resumes": "two "
+    "Dagster runs against a failing endpoint (9 s)",
+    "tests/training/test_jobs.py::test_eval_job_caches_a_served_checkpoint_by_its_weights_not_its_name": "evaluation "
+    "jobs serving three checkpoints (7 s)",
+    "tests/envs/test_toy_source.py::test_the_toy_source_runs_through_the_dagster_assets": "a Dagster run (5 s)",
+    "tests/assets/test_export_locations.py::test_training_and_the_summary_read_the_export_where_it_went": "Dagster "
+    "runs of the export and training (5 s)",
 }
 
 
