@@ -226,7 +226,7 @@ def _served(
     return {"spec": spec, "simulator": config.simulator(), "checkpoint_path": str(path)}, manifest
 
 
-@asset(group_name="training", deps=["benchmark_split", sft_training], pool="duckdb", kinds={"slurm", "duckdb"})
+@asset(group_name="training", deps=["benchmark_split", "sft_training"], pool="duckdb", kinds={"slurm", "duckdb"})
 def simulator_eval_job(
     context: AssetExecutionContext,
     config: EvalJobConfig,

@@ -20,30 +20,25 @@ from pipeline.store.schema import COLUMN_DOCS
 #: table / view -> description (a ``eval_by_*`` / ``rollout_by_*`` breakdown view: its prefix's entry)
 TABLES: dict[str, str] = {
     "steps": "One row per executed tool call (the labeled step table of record, data/steps/part-*.parquet): the "
-    "action, "
-    "its observation, outcome, Δ and |Δ|, and content hashes of s_t and s'_t.",
+    "action, its observation, outcome, Δ and |Δ|, and content hashes of s_t and s'_t.",
     "trajectories": "One row per trajectory: its environment, task, initial state (stored once) and actions.",
     "environments": "One row per environment of the catalog: its class, license and tools.",
     "strata": "One row per labeled step with its strata: outcome, |Δ| bucket, argument cardinality, default "
-    "benchmark cell, "
-    "Balance2 group and why it is excluded from the splits.",
+    "benchmark cell, Balance2 group and why it is excluded from the splits.",
     "benchmark_samples": "Samples of every benchmark version (data/splits/benchmark/<version>/samples.parquet), "
-    "full states "
-    "materialised; `version` names the version.",
+    "full states materialised; `version` names the version.",
     "sft_mixture_samples": "Samples of every Balance2 SFT mixture version "
     "(data/splits/sft_mixture/<version>/samples.parquet).",
     "curriculum_samples": "Samples of every α-curriculum mixture version "
     "(data/splits/curriculum/<version>/samples.parquet).",
     "split_versions": "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions "
-    "kept: "
-    "seed, input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
+    "kept: seed, input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
     "split_members": "One row per sample of every split version (kind, version, position): the step it is and its "
     "strata.",
     "split_diff": "Per pair of versions of the same kind (version_a, version_b): each step in one and not the other "
     "(change = 'added' in version_b / 'removed' from version_a), with its stratum in the version it is in.",
     "eval_results": "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, "
-    "cm_reference, "
-    "…), latency and tokens; `split_version` names the benchmark version scored.",
+    "cm_reference, …), latency and tokens; `split_version` names the benchmark version scored.",
     "eval_results_strata": "eval_results with each sample's strata: its cell (`stratum`), benchmark group and |Δ| "
     "bucket.",
     "eval_runs": "One row per evaluation run: samples, answered, request failures and the metrics over the "

@@ -187,19 +187,19 @@ def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
             f"""CREATE OR REPLACE VIEW split_diff AS
                WITH pairs AS (SELECT a.kind, a.version AS version_a, b.version AS version_b
                               FROM split_versions a JOIN split_versions b ON a.kind = b.kind AND a.version <> b.version)
-               SELECT p.kind, p.version_a, p.version_b, 'added' AS change, m.step_id, m.stratum, m.env_id, m.task_id,
-               m.tool,
+               SELECT p.kind, p.version_a, p.version_b, 'added' AS change,
+                      m.step_id, m.stratum, m.env_id, m.task_id, m.tool,
                       {values}
                FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_b
-               WHERE NOT EXISTS (SELECT 1 FROM split_members o WHERE o.kind = p.kind AND o.version = p.version_a AND
-               o.step_id = m.step_id)
+               WHERE NOT EXISTS (SELECT 1 FROM split_members o
+                                 WHERE o.kind = p.kind AND o.version = p.version_a AND o.step_id = m.step_id)
                UNION ALL
-               SELECT p.kind, p.version_a, p.version_b, 'removed' AS change, m.step_id, m.stratum, m.env_id, m.task_id,
-               m.tool,
+               SELECT p.kind, p.version_a, p.version_b, 'removed' AS change,
+                      m.step_id, m.stratum, m.env_id, m.task_id, m.tool,
                       {values}
                FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_a
-               WHERE NOT EXISTS (SELECT 1 FROM split_members o WHERE o.kind = p.kind AND o.version = p.version_b AND
-               o.step_id = m.step_id)"""
+               WHERE NOT EXISTS (SELECT 1 FROM split_members o
+                                 WHERE o.kind = p.kind AND o.version = p.version_b AND o.step_id = m.step_id)"""
         )
     if _exists(con, "eval_results"):
         labels = "".join(f", {a.label_sql()} AS {a.label}" for a in axes if a.by_label)
