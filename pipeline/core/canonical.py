@@ -8,7 +8,14 @@ acyclic, so that two equal states serialise to byte-identical JSON:
 * keys are sorted; sets/frozensets become sorted lists; tuples become lists;
 * datetimes/dates/times become ISO strings; ``Decimal``/mpmath numbers, non-finite floats and
   integers beyond 2**53 are encoded explicitly as ``{"$decimal"|"$float"|"$int": "<text>"}``;
+* ``deque``s become lists, like tuples;
 * objects become dicts of their public attributes (names not starting with ``_``);
+* objects whose attributes are process machinery rather than state — locks, conditions, semaphores,
+  events, barriers, queues, loggers, logging handlers, modules — become ``{"$type": <public type name>,
+  ...}`` with only their stable, meaningful fields (:data:`BY_TYPE`: a queue's ``maxsize`` and ``items``, a
+  logger's ``name`` and ``level``, an event's ``set``…), matched on the class or any base class;
+* anything else (no attributes: generators, builtin methods, C objects) is ``{"$repr": repr(v)}`` with every
+  memory address (``" at 0x7f…"``) removed (:func:`without_addresses`): the canonical form never holds one;
 * a reference back to an enclosing container/object (a cycle, e.g. ``Directory.parent``) is cut:
   dropped from object attributes, replaced by ``{"$cycle": true}`` inside containers.
 """
@@ -16,11 +23,14 @@ acyclic, so that two equal states serialise to byte-identical JSON:
 from __future__ import annotations
 
 import base64
+import collections
 import datetime as _dt
 import enum
 import hashlib
 import json
 import math
+import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -98,16 +108,19 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
     try:
         if isinstance(value, dict):
             return _canon_mapping(value, active, depth)
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, (list, tuple, collections.deque)):
             return [_canon(v, active, depth + 1) for v in value]
         if isinstance(value, (set, frozenset)):
             items = [_canon(v, active, depth + 1) for v in value]
             return sorted(items, key=canonical_json)
         if _is_number_like(value):
             return {"$decimal": str(value)}
+        by_type = _by_type(t)
+        if by_type is not None:
+            return _canon_mapping(_typed_fields(value, *by_type), active, depth)
         attrs = _public_attributes(value)
         if attrs is None:
-            return {"$repr": repr(value)}
+            return {"$repr": _safe_repr(value, t)}
         # back-pointers to an enclosing object (Directory.parent) are dropped, not marked
         return _canon_mapping(
             {k: v for k, v in attrs.items() if not _is_container(v) or not _on(v, active)},
@@ -116,6 +129,95 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
         )
     finally:
         active.pop()
+
+
+# -- objects canonicalised by type -----------------------------------------------------------------
+#
+# Their attributes are process machinery (a queue's mutex and conditions, a logger's manager and the
+# process-wide logger tree, a handler's stream and lock): walked as plain objects they end in reprs with memory
+# addresses, or in state that belongs to the process rather than the environment. Each is named by its public
+# type and keeps only the fields an environment means by it.
+
+Fields = Callable[[Any], dict[str, Any]]
+
+
+def _no_fields(_value: Any) -> dict[str, Any]:
+    return {}
+
+
+def _logger_fields(value: Any) -> dict[str, Any]:
+    return {"name": value.name, "level": value.level}
+
+
+def _queue_fields(value: Any) -> dict[str, Any]:
+    return {"maxsize": value.maxsize, "items": list(value.queue)}
+
+
+def _semaphore_fields(value: Any) -> dict[str, Any]:
+    return {"value": value._value}
+
+
+#: ``(module, qualname)`` of a class (or of a base class) → (the ``$type`` written, its fields). The first class
+#: of the MRO found here decides, so a subclass of ``queue.Queue`` defined by an environment is a queue.
+BY_TYPE: dict[tuple[str, str], tuple[str, Fields]] = {
+    ("_thread", "lock"): ("threading.Lock", lambda v: {"locked": v.locked()}),
+    ("_thread", "RLock"): ("threading.RLock", _no_fields),  # its owner is a thread id: not state
+    ("threading", "_RLock"): ("threading.RLock", _no_fields),
+    ("threading", "Condition"): ("threading.Condition", _no_fields),
+    ("threading", "Semaphore"): ("threading.Semaphore", _semaphore_fields),
+    ("threading", "BoundedSemaphore"): ("threading.BoundedSemaphore", _semaphore_fields),
+    ("threading", "Event"): ("threading.Event", lambda v: {"set": v.is_set()}),
+    ("threading", "Barrier"): ("threading.Barrier", lambda v: {"parties": v.parties}),
+    ("queue", "PriorityQueue"): ("queue.PriorityQueue", _queue_fields),
+    ("queue", "LifoQueue"): ("queue.LifoQueue", _queue_fields),
+    ("queue", "Queue"): ("queue.Queue", _queue_fields),
+    ("_queue", "SimpleQueue"): ("queue.SimpleQueue", lambda v: {"size": v.qsize()}),
+    ("queue", "_PySimpleQueue"): ("queue.SimpleQueue", lambda v: {"size": v.qsize()}),
+    ("logging", "RootLogger"): ("logging.RootLogger", _logger_fields),
+    ("logging", "Logger"): ("logging.Logger", _logger_fields),
+    ("logging", "PlaceHolder"): ("logging.PlaceHolder", _no_fields),
+    ("logging", "Manager"): ("logging.Manager", _no_fields),
+    ("logging", "NullHandler"): ("logging.NullHandler", _logger_fields),
+    ("logging", "FileHandler"): ("logging.FileHandler", _logger_fields),
+    ("logging", "StreamHandler"): ("logging.StreamHandler", _logger_fields),
+    ("logging", "Handler"): ("logging.Handler", _logger_fields),
+    ("builtins", "module"): ("module", lambda v: {"name": v.__name__}),
+}
+
+
+def _by_type(t: type) -> tuple[str, Fields] | None:
+    for base in t.__mro__:
+        module, qualname = getattr(base, "__module__", None), getattr(base, "__qualname__", None)
+        if isinstance(module, str) and isinstance(qualname, str):
+            hit = BY_TYPE.get((module, qualname))
+            if hit is not None:
+                return hit
+    return None
+
+
+def _typed_fields(value: Any, name: str, fields: Fields) -> dict[str, Any]:
+    try:
+        found = fields(value)
+    except Exception:  # a subclass that broke the base's attributes: the type alone
+        found = {}
+    return {"$type": name, **found}
+
+
+_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")
+
+
+def without_addresses(text: str) -> str:
+    """``text`` without the memory addresses of default reprs: ``<Foo object at 0x7f3a…>`` → ``<Foo object>``,
+    ``<built-in method get of dict object at 0x…>`` → ``<built-in method get of dict object>``."""
+    return _ADDRESS.sub("", text) if " at 0x" in text else text
+
+
+def _safe_repr(value: Any, t: type) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ is the object's problem, not the snapshot's
+        return f"<{t.__qualname__} object>"
+    return without_addresses(text)
 
 
 def _canon_mapping(mapping: Any, active: _Active, depth: int) -> dict[str, Any]:

@@ -15,8 +15,8 @@ function schemas; derived from method signatures and docstrings when missing),
 
 An instance is built as EnvScaler does: ``cls(init_config)``, falling back to ``cls()`` when the
 constructor takes no config, then every config key is set as an attribute. State is
-``vars(instance)`` minus dunder keys; an observation is ``str(return_value)``; the outcome comes
-from the return value's ``success`` field.
+``vars(instance)`` minus dunder keys; an observation is ``str(return_value)`` (memory addresses removed); the
+outcome comes from the return value's ``success`` field.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.canonical import JSONValue, canonicalize
+from pipeline.core.canonical import JSONValue, canonicalize, without_addresses
 from pipeline.core.environment import CallResult, EnvSpec
 from pipeline.core.issues import TaskIssue
 from pipeline.core.outcome import RULE_OPTION, default_outcome
@@ -322,15 +322,45 @@ def split_item(result: EnvItem | TaskIssue) -> tuple[EnvItem | None, list[TaskIs
 # -- schemas from code ---------------------------------------------------------------------------
 
 
+#: decorators whose method is not a tool: descriptors that are read, not called (``property`` and its
+#: ``.setter``/``.getter``/``.deleter``, ``functools.cached_property``, ``abc.abstractproperty``), and the static
+#: and class methods the adapter has never offered
+NOT_TOOLS = frozenset(
+    {"property", "cached_property", "abstractproperty", "setter", "getter", "deleter", "staticmethod", "classmethod"}
+)
+
+
+def _decorator_name(node: ast.expr) -> str | None:
+    """The last name of a decorator: ``cached_property``, ``functools.cached_property``, ``x.setter`` and
+    ``functools.cached_property()`` all end in a name that says what the method becomes."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
 def public_methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
+    """The class's tools: its public methods as the class body finally binds them. A method decorated as a
+    descriptor (:data:`NOT_TOOLS`) or rebound later in the body (``total = property(total)``) is not one."""
+    last: dict[str, ast.AST] = {}
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            last[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AugAssign)) or (isinstance(node, ast.AnnAssign) and node.value):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        last[name.id] = node
     return {
-        n.name: n
-        for n in cls.body
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and not n.name.startswith("_")
-        and not any(
-            isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod", "property") for d in n.decorator_list
-        )
+        name: node
+        for name, node in last.items()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and not name.startswith("_")
+        and not any(_decorator_name(d) in NOT_TOOLS for d in node.decorator_list)
     }
 
 
@@ -595,9 +625,12 @@ class EnvScalerEnvironment:
         return canonicalize(attrs)
 
     def observation(self, result: CallResult) -> str:
+        """``str(return value)`` (``Error: <type>: <message>`` when it raised), without the memory addresses of
+        default reprs (``<Task object at 0x7f…>`` → ``<Task object>``: no label holds one, docs/definitions.md
+        §4.1)."""
         if result.raised:
-            return f"Error: {result.error_type}: {result.error_message}"
-        return str(result.value)
+            return without_addresses(f"Error: {result.error_type}: {result.error_message}")
+        return without_addresses(str(result.value))
 
     def outcome(self, name: str, result: CallResult) -> str:
         return outcome(name, result.raised, result.value)
