@@ -203,7 +203,7 @@ def _typed_fields(value: Any, name: str, fields: Fields) -> dict[str, Any]:
     return {"$type": name, **found}
 
 
-_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")
+_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]{4,}\b")  # CPython's default repr: "<... at 0x7f3a2b1c0d90>"
 
 
 def without_addresses(text: str) -> str:

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from pipeline.core.canonical import canonical_json, canonicalize, state_hash
+from pipeline.core.canonical import canonical_json, canonicalize, state_hash, without_addresses
 
 
 class Node:
@@ -99,3 +99,111 @@ def test_deep_nesting_is_truncated_not_a_crash():
 @pytest.mark.parametrize("value", [b"\x00\xff", 3 + 4j])
 def test_other_builtins_are_encoded(value):
     assert isinstance(canonicalize({"v": value})["v"], dict)
+
+
+# -- process machinery by type, and no memory address anywhere (issue 40 item 6) --------------------------------
+
+
+def _machinery_env():
+    import collections
+    import logging
+    import queue
+    import threading
+
+    class MyQueue(queue.Queue):
+        """An environment's own queue class: still a queue."""
+
+    class Env:
+        def __init__(self):
+            self.logger = logging.getLogger("env.orders")
+            self.logger.setLevel(logging.INFO)
+            self.handler = logging.StreamHandler()
+            self.jobs = queue.Queue(maxsize=5)
+            self.jobs.put({"id": 1})
+            self.jobs.put("two")
+            self.by_priority = queue.PriorityQueue()
+            for item in [(2, "b"), (1, "a")]:
+                self.by_priority.put(item)
+            self.simple = queue.SimpleQueue()
+            self.simple.put(1)
+            self.mine = MyQueue()
+            self.lock = threading.Lock()
+            self.rlock = threading.RLock()
+            self.cond = threading.Condition()
+            self.ready = threading.Event()
+            self.slots = threading.Semaphore(2)
+            self.history = collections.deque([1, 2], maxlen=3)
+            self.pending = (n for n in range(3))
+            self.lookup = {}.get
+            self.module = collections
+
+    return Env()
+
+
+def test_locks_queues_loggers_and_modules_are_canonicalized_by_type():
+    canon = canonicalize(_machinery_env())
+    assert canon["logger"] == {"$type": "logging.Logger", "name": "env.orders", "level": 20}
+    assert canon["handler"] == {"$type": "logging.StreamHandler", "name": None, "level": 0}
+    assert canon["jobs"] == {"$type": "queue.Queue", "maxsize": 5, "items": [{"id": 1}, "two"]}
+    assert canon["by_priority"] == {"$type": "queue.PriorityQueue", "maxsize": 0, "items": [[1, "a"], [2, "b"]]}
+    assert canon["simple"] == {"$type": "queue.SimpleQueue", "size": 1}
+    assert canon["mine"] == {"$type": "queue.Queue", "maxsize": 0, "items": []}
+    assert canon["lock"] == {"$type": "threading.Lock", "locked": False}
+    assert canon["rlock"] == {"$type": "threading.RLock"}
+    assert canon["cond"] == {"$type": "threading.Condition"}
+    assert canon["ready"] == {"$type": "threading.Event", "set": False}
+    assert canon["slots"] == {"$type": "threading.Semaphore", "value": 2}
+    assert canon["history"] == [1, 2]
+    assert canon["module"] == {"$type": "module", "name": "collections"}
+    assert canon["pending"] == {"$repr": "<generator object _machinery_env.<locals>.Env.__init__.<locals>.<genexpr>>"}
+    assert canon["lookup"] == {"$repr": "<built-in method get of dict object>"}
+
+
+def test_the_canonical_form_of_process_machinery_holds_no_address_and_repeats_across_instances():
+    first, second = canonical_json(canonicalize(_machinery_env())), canonical_json(canonicalize(_machinery_env()))
+    assert "0x" not in first
+    assert first == second
+
+
+def test_machinery_state_changes_show_in_the_canonical_form():
+    env = _machinery_env()
+    before = canonicalize(env)
+    env.jobs.get()
+    env.ready.set()
+    env.lock.acquire()
+    env.logger.setLevel("DEBUG")
+    after = canonicalize(env)
+    assert after["jobs"]["items"] == ["two"] and after["ready"]["set"] is True and after["lock"]["locked"] is True
+    assert after["logger"]["level"] == 10 and before != after
+
+
+class _Opaque:
+    __slots__ = ()
+
+
+class _BrokenRepr:
+    __slots__ = ()
+
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+def test_a_repr_fallback_never_holds_a_memory_address():
+    canon = canonicalize({"o": _Opaque(), "f": _Opaque.__init__, "b": _BrokenRepr()})
+    assert canon["o"] == {"$repr": "<tests.core.test_canonical._Opaque object>"}
+    assert canon["b"] == {"$repr": "<_BrokenRepr object>"}
+    assert "0x" not in canonical_json(canon)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<Foo object at 0x7f3a2b1c0d90>", "<Foo object>"),
+        ("[<A object at 0x1234>, <B object at 0xABCdef>]", "[<A object>, <B object>]"),
+        ("<bound method E.f of <E object at 0x7f00>>", "<bound method E.f of <E object>>"),
+        ("meet at 0xfade, then at 0xdeadbeefs", "meet, then at 0xdeadbeefs"),  # a word, not an address, stays
+        ("no address, 0x10 is a number", "no address, 0x10 is a number"),
+    ],
+)
+def test_without_addresses(text, expected):
+    assert without_addresses(text) == expected

@@ -68,6 +68,72 @@ def test_tools_are_derived_from_signatures_and_docstrings(corpus_run):
     assert sell["parameters"]["required"] == ["item", "qty"]
 
 
+DESCRIPTOR_CODE = """
+import abc
+import functools
+from functools import cached_property
+
+
+class Shop:
+    def __init__(self):
+        self.items = {"a": 1}
+        self._total = 0
+
+    @property
+    def total(self):
+        return self._total
+
+    @total.setter
+    def total(self, value):
+        self._total = value
+
+    @cached_property
+    def catalog(self):
+        return sorted(self.items)
+
+    @functools.cached_property
+    def summary(self):
+        return len(self.items)
+
+    def legacy(self):
+        return 1
+
+    legacy = property(legacy)
+
+    @staticmethod
+    def helper():
+        return 2
+
+    @functools.lru_cache(maxsize=None)
+    def price(self, item: str):
+        \"\"\"Price of an item.\"\"\"
+        return 3
+
+    def add(self, item: str):
+        \"\"\"Add an item.\"\"\"
+        self.items[item] = 1
+        return {"success": True}
+"""
+
+
+def test_descriptors_and_rebound_names_are_not_tools():
+    """``property`` (and its setter), ``functools.cached_property`` however spelt, a method rebound to a property
+    later in the body and static methods are not tools; methods under other decorators (``lru_cache``) are."""
+    item = envscaler.parse_env_item("shop", {"env_class_name": "Shop", "env_class_code": DESCRIPTOR_CODE})
+    assert item.tools_derived
+    assert item.tool_names == ["price", "add"]
+
+
+def test_a_schema_naming_a_descriptor_is_reported_and_dropped():
+    params = {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}
+    add = {"type": "function", "function": {"name": "add", "parameters": params}}
+    summary = {"type": "function", "function": {"name": "summary", "parameters": {"type": "object"}}}
+    raw = {"env_class_name": "Shop", "env_class_code": DESCRIPTOR_CODE, "tools": [summary, add]}
+    item = envscaler.parse_env_item("shop", raw)
+    assert item.tool_names == ["add"]
+    assert any("'summary' has no public method" in p for p in item.problems), item.problems
+
+
 def test_code_of_action_is_the_method_source():
     code = envscaler.method_source(COUNTER_CODE, "CounterShop", "sell")
     assert code.startswith("def sell(self, item: str, qty: int):") and "self.till += qty * 2" in code
