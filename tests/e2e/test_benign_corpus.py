@@ -1,0 +1,167 @@
+"""Benign generated code runs (issue 40 item 6), run as a user runs a corpus: ``./forge run -c run.yaml`` on an
+EnvScaler-format corpus of the patterns LLM-written environments use (tests/support/benign_corpus.py: 26 patterns that
+need nothing of the sandbox, and 3 that store a sandbox directory name).
+
+- none of the 26 is quarantined, every one was built and labeled (it has steps), and every label — the initial state
+  hash, and per step the observation text, the canonical return value and the s'_t hash — equals what plain Python
+  gives for the same calls (the same classes run in a fresh interpreter without any sandbox, ``PYTHONHASHSEED=0`` as
+  in the sandbox);
+- the 3 directory patterns (``os.getcwd()``, ``tempfile.gettempdir()``, a ``mkstemp`` path) are not quarantined
+  either: EXPECTED TO FAIL until the sandbox's per-trajectory directory names are deterministic (branch t40a); the
+  ``xfail(strict=True)`` turns into a failure the day they are, so the marker is removed then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+import yaml
+
+from pipeline.labeling.quarantine import excluded_files
+from pipeline.store.layout import DataLayout
+from pipeline.store.trajectories import iter_trajectory_rows
+from tests.support.benign_corpus import DIR_PATTERNS, PATTERNS, write_corpus
+from tests.support.user_corpora import run_config
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+#: a small exploration: the 1 MB-state environment ships its state on every changing call
+EXPLORE = {"trajectories": {"config": {"calls_per_environment": 120, "plateau_calls": 30, "batch_episodes": 20}}}
+
+
+def _env_id(name: str) -> str:
+    return f"envscaler/benign_{name}"
+
+
+@pytest.fixture(scope="module")
+def benign_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, DataLayout]:
+    tmp = tmp_path_factory.mktemp("benign")
+    env_file, scen_file = write_corpus(tmp / "corpus", {**PATTERNS, **DIR_PATTERNS})
+    config = tmp / "run.yaml"
+    config.write_text(yaml.safe_dump(run_config(env_file, scen_file, **EXPLORE)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
+    env.update(DAGSTER_HOME=str(tmp / "home"), ENVSIM_DATA_ROOT=str(tmp / "data"))
+    proc = subprocess.run(
+        ["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200
+    )
+    return proc, DataLayout.at(tmp / "data")
+
+
+def _quarantined(layout: DataLayout) -> dict[str, str]:
+    """env id -> one reason, for every environment in a findings file (``nondeterministic-*``/``quarantine-*``) that
+    applies to the current steps: the steps ``step_strata`` excludes."""
+    files = excluded_files(layout)
+    if not files:
+        return {}
+    rows = duckdb.execute("SELECT env_id, min(reason) FROM read_parquet(?) GROUP BY 1", [files]).fetchall()
+    return dict(rows)
+
+
+def _steps_by_env(layout: DataLayout) -> dict[str, int]:
+    rows = duckdb.execute("SELECT env_id, count(*) FROM read_parquet(?) GROUP BY 1", [layout.step_parts()]).fetchall()
+    return dict(rows)
+
+
+def test_no_benign_pattern_is_quarantined_and_every_one_is_labeled(benign_run):
+    proc, layout = benign_run
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    quarantined = {e: r for e, r in _quarantined(layout).items() if e in {_env_id(n) for n in PATTERNS}}
+    assert not quarantined, quarantined
+    steps = _steps_by_env(layout)
+    unlabeled = sorted(n for n in PATTERNS if steps.get(_env_id(n), 0) == 0)
+    assert not unlabeled, (unlabeled, out[-3000:])
+
+
+def _oracle_input(layout: DataLayout) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the calls of every trajectory of the 26 patterns, for plain Python; what the pipeline labeled them)."""
+    by_id = {_env_id(n): PATTERNS[n] for n in PATTERNS}
+    trajectories = {
+        r["trajectory_id"]: r
+        for r in iter_trajectory_rows(
+            layout, columns=["trajectory_id", "env_id", "init_config_json", "initial_state_hash"]
+        )
+        if r["env_id"] in by_id
+    }
+    steps: dict[str, list[dict[str, Any]]] = {}
+    rows = duckdb.execute(
+        "SELECT trajectory_id, step_index, tool, arguments_json, raw_observation, observation_json, "
+        "observation_truncated, state_after_hash FROM read_parquet(?) ORDER BY trajectory_id, step_index",
+        [layout.step_parts()],
+    ).fetchall()
+    for tid, index, tool, args, obs, value, truncated, after in rows:
+        if tid in trajectories:
+            steps.setdefault(tid, []).append(
+                {"index": index, "tool": tool, "arguments": json.loads(args), "observation": obs, "value": value}
+                | {"truncated": truncated, "state_after_hash": after}
+            )
+    calls, labeled = [], []
+    for tid in sorted(steps):
+        traj, its = trajectories[tid], steps[tid]
+        assert [s["index"] for s in its] == list(range(len(its))), f"{tid}: steps missing"
+        cls, code, _ = by_id[traj["env_id"]]
+        calls.append(
+            {
+                "class_name": cls,
+                "code": code,
+                "init_config": json.loads(traj["init_config_json"]),
+                "calls": [[s["tool"], s["arguments"]] for s in its],
+            }
+        )
+        labeled.append({"trajectory_id": tid, "initial_state_hash": traj["initial_state_hash"], "steps": its})
+    return calls, labeled
+
+
+def test_benign_labels_equal_plain_pythons(benign_run):
+    _, layout = benign_run
+    calls, labeled = _oracle_input(layout)
+    assert {c["class_name"] for c in calls} == {cls for cls, _, _ in PATTERNS.values()}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.support.benign_corpus"],
+        cwd=ROOT,
+        input=json.dumps(calls),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plain = json.loads(proc.stdout)
+    differences = []
+    compared = 0
+    for ours, theirs in zip(labeled, plain, strict=True):
+        tid = ours["trajectory_id"]
+        if ours["initial_state_hash"] != theirs["initial_state_hash"]:
+            differences.append(f"{tid}: initial state")
+        for step, expected in zip(ours["steps"], theirs["steps"], strict=True):
+            compared += 1
+            where = f"{tid} step {step['index']} {step['tool']}({step['arguments']})"
+            observation = expected["observation"]
+            if step["truncated"]:
+                observation = observation[: len(step["observation"])]
+            if step["observation"] != observation:
+                differences.append(f"{where}: observation {step['observation'][:200]!r} != {observation[:200]!r}")
+            if step["value"] is not None and step["value"] != expected["value_json"]:
+                differences.append(f"{where}: return value {step['value'][:200]!r} != {expected['value_json']!r:.200}")
+            if step["state_after_hash"] != expected["state_after_hash"]:
+                differences.append(f"{where}: s'_t")
+    assert compared > 10 * len(PATTERNS)
+    assert not differences, f"{len(differences)} of {compared} steps differ:\n" + "\n".join(differences[:20])
+
+
+@pytest.mark.xfail(strict=True, reason="needs deterministic sandbox dirs (t40a)")
+def test_patterns_that_store_sandbox_directory_names_are_not_quarantined(benign_run):
+    proc, layout = benign_run
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    steps = _steps_by_env(layout)
+    assert all(steps.get(_env_id(n), 0) > 0 for n in DIR_PATTERNS), steps
+    quarantined = {e: r for e, r in _quarantined(layout).items() if e in {_env_id(n) for n in DIR_PATTERNS}}
+    assert not quarantined, quarantined
