@@ -15,8 +15,8 @@ collection's issues and the determinism findings:
   that the schema omits, from the loader's static check of each tool schema against the method's signature
   (the collection's ``tools`` issues; the code is parsed, never run, outside the sandbox) and from the calls
   themselves (``TypeError: … unexpected keyword argument`` / ``missing … required … argument``);
-* state problems: values that are not plain JSON (``$repr``, ``$decimal``, ``$cycle``… markers of the canonical
-  state, docs/definitions.md §4.1) and the largest initial state.
+* state problems: values that are not plain JSON (``$repr``, ``$type``, ``$decimal``, ``$cycle``… markers of the
+  canonical state, docs/definitions.md §4.1) and the largest initial state.
 
 The verdict (``pass`` / ``fail`` and the ``main_problem``) applies :class:`Thresholds`: error share, a tool whose
 every call raises, non-determinism, mismatches, an environment no call changes. It is the executor's verdict
@@ -47,7 +47,7 @@ PASS, FAIL, UNTESTED = "pass", "fail", "untested"  # untested: in the catalog, n
 DETERMINISTIC, UNCHECKED = "deterministic", "unchecked"
 NONDETERMINISTIC, QUARANTINED = "non-deterministic", "quarantined"
 #: markers of values that are not plain JSON in a canonical state (pipeline.core.canonical)
-NON_JSON = r'"\$(repr|decimal|float|int|cycle|truncated|complex)"'
+NON_JSON = r'"\$(repr|type|decimal|float|int|cycle|truncated|complex)"'
 _EXAMPLE_CHARS = 300
 
 

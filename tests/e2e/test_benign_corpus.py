@@ -81,6 +81,30 @@ def test_no_benign_pattern_is_quarantined_and_every_one_is_labeled(benign_run):
     assert not unlabeled, (unlabeled, out[-3000:])
 
 
+def test_no_label_holds_a_memory_address_and_process_machinery_is_state_by_type(benign_run):
+    _, layout = benign_run
+    initial = {
+        r["env_id"]: r["initial_state_json"]
+        for r in iter_trajectory_rows(layout, columns=["env_id", "initial_state_json"])
+        if r["env_id"].startswith("envscaler/benign_")
+    }
+    logger = '"logger":{"$type":"logging.Logger","level":20,"name":"order_desk"}'
+    assert logger in initial[_env_id("logging_basicconfig")]
+    assert '"lock":{"$type":"threading.Lock","locked":false}' in initial[_env_id("threading_locks")]
+    assert '"pending":{"$type":"queue.Queue","items":' in initial[_env_id("queue_jobs")]
+    assert '"stream":{"$repr":"<generator object Numbering._numbers>"}' in initial[_env_id("generators")]
+    with_address = [e for e, text in initial.items() if " at 0x" in text]
+    with_address += [
+        r[0]
+        for r in duckdb.execute(
+            "SELECT DISTINCT env_id FROM read_parquet(?) WHERE raw_observation LIKE '% at 0x%' "
+            "OR observation_json LIKE '% at 0x%' OR CAST(delta AS VARCHAR) LIKE '% at 0x%'",
+            [layout.step_parts()],
+        ).fetchall()
+    ]
+    assert not with_address, with_address
+
+
 def _oracle_input(layout: DataLayout) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the calls of every trajectory of the 26 patterns, for plain Python; what the pipeline labeled them)."""
     by_id = {_env_id(n): PATTERNS[n] for n in PATTERNS}

@@ -112,8 +112,13 @@ def test_thresholds_decide_the_verdict_not_the_report(gated):
     assert _envs(environment_report(layout, strict, write=False))["envscaler/ledger"]["verdict"] == FAIL
 
 
-def test_state_problems_name_values_that_are_not_plain_json(tmp_path):
-    """A state holding a value that is not JSON (an object's repr) is reported with the environment."""
+@pytest.mark.parametrize(
+    "state",
+    ['{"when":{"$repr":"<object>"}}', '{"jobs":{"$type":"queue.Queue","items":[],"maxsize":0}}'],
+    ids=["repr", "by-type"],
+)
+def test_state_problems_name_values_that_are_not_plain_json(tmp_path, state):
+    """A state holding a value that is not JSON (an object's repr, a queue) is reported with the environment."""
     from pipeline.store.layout import DataLayout
     from pipeline.store.parquet_io import write_table
     from pipeline.store.schema import TRAJECTORIES
@@ -126,7 +131,7 @@ def test_state_problems_name_values_that_are_not_plain_json(tmp_path):
         env_id="envscaler/odd",
         task_id="x",
         fingerprint="f",
-        initial_state_json='{"when":{"$repr":"<object at 0x1>"}}',
+        initial_state_json=state,
         initial_state_hash="h",
         num_actions=0,
     )
