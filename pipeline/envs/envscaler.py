@@ -617,8 +617,8 @@ class EnvScalerEnvironment:
             if name not in self._names:
                 raise AttributeError(f"unknown tool {name!r} for {self.env_id}")
             return CallResult(value=getattr(self._instance, name)(**copy.deepcopy(arguments)))
-        except Exception as exc:
-            return CallResult(error_type=type(exc).__name__, error_message=str(exc))
+        except Exception as exc:  # its message is a label too: no address in it either
+            return CallResult(error_type=type(exc).__name__, error_message=without_addresses(str(exc)))
 
     def state(self) -> JSONValue:
         attrs = {k: v for k, v in vars(self._instance).items() if not (k.startswith("__") and k.endswith("__"))}

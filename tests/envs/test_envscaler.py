@@ -1,6 +1,7 @@
 """EnvScaler's released format, end to end: load, validate, explore, label, verify."""
 
 import json
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -188,3 +189,44 @@ def test_explicit_trajectory_labels(corpus_run, fast_sandbox):
         and count["observation_json"] == '{"data":2,"success":true}'
     )
     assert bad_args["outcome"] == "error" and bad_args["error_type"] == "TypeError"
+
+
+OPAQUE_CODE = '''
+class Card:
+    def __init__(self, title):
+        self.title = title
+
+
+class Board:
+    def __init__(self, init_config):
+        self.cards = []
+        self.pending = (n for n in range(3))
+
+    def add(self, title: str):
+        """Add a card and hand it back."""
+        card = Card(title)
+        self.cards.append(card)
+        return {"success": True, "data": card}
+
+    def fail(self):
+        """Raise with an object in the message."""
+        raise ValueError(f"cannot file {Card('x')}")
+'''
+
+
+def test_observations_and_error_messages_hold_no_memory_address(fast_sandbox):
+    """``str(return value)`` and an exception's message keep a default repr without its address, so two
+    executions of the same calls agree (docs/definitions.md §4.1)."""
+    tools = [
+        {"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": p}}}
+        for n, p in (("add", {"title": {"type": "string"}}), ("fail", {}))
+    ]
+    board = envscaler.EnvItem(env_id="board", class_name="Board", class_code=OPAQUE_CODE, tools=tools)
+    traj = Trajectory("envscaler/board/t", "t", board.spec({}), (Action("add", {"title": "a"}), Action("fail", {})))
+    runs = [[s for _, r in fast_sandbox.run([traj], fresh_children=True) for s in r["steps"]] for _ in range(2)]
+    add, fail = runs[0]
+    assert re.fullmatch(r"\{'success': True, 'data': <envscaler_env_\w+\.Card object>\}", add["raw_observation"])
+    assert fail["error_message"].startswith("cannot file <") and "0x" not in fail["error_message"]
+    assert fail["raw_observation"] == f"Error: ValueError: {fail['error_message']}"
+    labels = ("raw_observation", "error_message", "state_after_hash")
+    assert [[s[k] for k in labels] for s in runs[0]] == [[s[k] for k in labels] for s in runs[1]]
