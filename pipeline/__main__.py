@@ -29,7 +29,7 @@ from pipeline.quality.outcomes import check_outcomes
 from pipeline.report.tables import md_table  # noqa: E402
 from pipeline.select.selection import composition_in_force, strata_report
 from pipeline.select.shortfall import shortfall_report
-from pipeline.store import duck, queries
+from pipeline.store import duck, queries, sql_shell
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.training import base_models
@@ -178,8 +178,8 @@ def summary(
         version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
         _say(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
     _say(
-        f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views read "
-        "files relative to the data root: open it from there, or SET file_search_path)"
+        f"SQL: {sql_shell.command(layout.root)}  (or any DuckDB client on {layout.duckdb.resolve()}, from any "
+        "directory; every table, view and column commented: SELECT * FROM duckdb_columns())"
     )
     if failed:
         envs = sorted({console(e) for doc in failed for e in doc.get("environments", [])})

@@ -6,6 +6,8 @@ cookbook (docs/sql.md) whose every query runs."""
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -170,42 +172,79 @@ def test_views_answer_after_the_data_root_moves(full_root, tmp_path):
         )
 
 
-def test_a_plain_client_in_a_moved_root_answers_every_view(full_root, tmp_path, monkeypatch):
-    """Issue 32, item 7: ``duckdb.connect(<moved root>/envsim.duckdb)`` — no pipeline code, no settings — from the
-    moved root answers every view (they name files relative to the data root), and no view names the old root."""
-    import duckdb
+#: a plain client (a new Python process, no pipeline code, no settings): every view of the file, each one queried
+PLAIN_CLIENT = """
+import json, sys, duckdb
+con = duckdb.connect(sys.argv[1], read_only=True)
+where = "NOT internal AND schema_name = 'main'"
+views = [r[0] for r in con.execute(f"SELECT view_name FROM duckdb_views() WHERE {where}").fetchall()]
+failed = {}
+for view in views:
+    try:
+        con.execute(f"SELECT count(*) FROM {view}").fetchone()
+    except duckdb.Error as exc:
+        failed[view] = str(exc).splitlines()[0]
+sqls = [r[0] for r in con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()]
+print(json.dumps({"views": views, "failed": failed, "steps": con.execute("SELECT count(*) FROM steps").fetchone()[0],
+                  "sql": sqls}))
+"""
 
+
+def _plain_client(database: str, cwd: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", PLAIN_CLIENT, database], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_plain_client_answers_every_view_from_the_project_root_the_data_root_and_a_moved_root(full_root, tmp_path):
+    """Issue 42, item 6: ``duckdb.connect('data/envsim.duckdb')`` from the project root (the data root's parent),
+    ``duckdb.connect('envsim.duckdb')`` from the data root, the absolute path from anywhere else — and the same after
+    the data root is moved (``mv data /elsewhere/data``) — answer every view; no view names the old root."""
     layout, _, _ = full_root
-    moved = tmp_path / "moved" / "data"
-    shutil.copytree(layout.root, moved)
-    old = str(layout.root.resolve())
-    monkeypatch.chdir(moved)
-    with duckdb.connect(str(moved / "envsim.duckdb")) as con:
-        views = sorted(
-            r[0]
-            for r in con.execute(
-                "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'"
-            ).fetchall()
-        )
+    root = tmp_path / "project" / "data"
+    shutil.copytree(layout.root, root)
+    moved = tmp_path / "elsewhere" / "data"
+    elsewhere = tmp_path / "else"
+    elsewhere.mkdir()
+    places = [("data/envsim.duckdb", root.parent), ("envsim.duckdb", root), (str(root / "envsim.duckdb"), elsewhere)]
+    answers = [_plain_client(database, cwd) for database, cwd in places]
+    shutil.move(root, moved)
+    places = [("data/envsim.duckdb", moved.parent), ("envsim.duckdb", moved), (str(moved / "envsim.duckdb"), elsewhere)]
+    answers += [_plain_client(database, cwd) for database, cwd in places]
+    for answer in answers:
         assert {
             "steps",
             "strata",
             "trajectories",
             "environments",
+            "env_quality",
+            "env_yield",
             "benchmark_samples",
             "sft_mixture_samples",
             "rollout_steps",
             "rollouts",
-        } <= set(views)
-        for view in views:
-            assert old not in con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ?", [view]).fetchone()[0], (
-                view
-            )
-            con.execute(f"SELECT count(*) FROM {view}").fetchone()
-        assert con.execute("SELECT count(*) FROM steps").fetchone()[0] == 4625
-    monkeypatch.chdir(tmp_path)  # elsewhere: the documented setting resolves them
-    with duckdb.connect(str(moved / "envsim.duckdb"), read_only=True) as con:
-        con.execute(f"SET file_search_path = '{moved}'")
+            "split_diff",
+            "eval_results_strata",
+        } <= set(answer["views"])
+        assert answer["failed"] == {}
+        assert answer["steps"] == 4625
+        assert not [sql for sql in answer["sql"] if str(layout.root.resolve()) in sql or str(root) in sql]
+
+
+def test_a_client_that_sets_file_search_path_resolves_the_views_there(full_root, tmp_path, monkeypatch):
+    """The setting the pipeline's own connections use (and docs/sql.md names for a client whose ``temp_directory`` is
+    set elsewhere) resolves the views against the root it names, from any directory."""
+    import duckdb
+
+    layout, _, _ = full_root
+    monkeypatch.chdir(tmp_path)
+    config = {"temp_directory": str(tmp_path / "spill")}
+    with duckdb.connect(str(layout.duckdb), read_only=True, config=config) as con:
+        with pytest.raises(duckdb.IOException, match="No files found"):
+            con.execute("SELECT count(*) FROM strata").fetchone()
+        con.execute(f"SET file_search_path = '{layout.root}'")
         assert con.execute("SELECT count(*) FROM strata").fetchone()[0] == 4625
 
 
