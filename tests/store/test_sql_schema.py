@@ -3,7 +3,9 @@ every table, view and column, a ``version`` column wherever rows belong to a ver
 created time, Dagster run and parent, evaluation results with their |Δ| bucket and cell, ``split_diff``, and a
 cookbook (docs/sql.md) whose every query runs."""
 
+import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -21,7 +23,7 @@ from pipeline.quality.environment_yield import YieldSettings, environment_yield
 from pipeline.rollouts import store as rollout_store
 from pipeline.select.samples import materialize_samples
 from pipeline.select.selection import build_benchmark, build_mixture
-from pipeline.store import catalog, warehouse
+from pipeline.store import catalog, sql_shell, warehouse
 from pipeline.store.duck import connect_file, open_data_root
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import SplitStore
@@ -333,3 +335,107 @@ def test_every_cookbook_query_runs(full_root):
             query = query.replace("bench-AAAA", first).replace("bench-BBBB", second)
             rows = con.execute(query).fetchall()
             assert rows, f"no rows: {query}"
+
+
+# ---- ./forge sql -----------------------------------------------------------------------------------------------
+
+
+def _forge_sql(*args: str, cwd: Path, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
+    return subprocess.run(
+        [str(ROOT / "forge"), "sql", *args],
+        cwd=cwd,
+        env={**environment, **env},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_forge_sql_runs_a_query_on_the_data_root_from_another_directory(full_root, tmp_path):
+    """``./forge sql QUERY`` from anywhere, on the root ``ENVSIM_DATA_ROOT`` names (or ``--data-root``): the result as
+    a table, exit 0; a wrong query: DuckDB's error, exit 1; no data there: one line, exit 2."""
+    layout, _, _ = full_root
+    done = _forge_sql("SELECT count(*) AS n FROM steps", cwd=tmp_path, ENVSIM_DATA_ROOT=str(layout.root))
+    assert done.returncode == 0, done.stderr
+    assert "4625" in done.stdout and re.search(r"│ +n +│", done.stdout)
+    done = _forge_sql("--data-root", str(layout.root), "SELECT count(*) AS n FROM strata", cwd=tmp_path)
+    assert done.returncode == 0 and "4625" in done.stdout, done.stderr
+    done = _forge_sql("SELECT nope FROM steps", cwd=tmp_path, ENVSIM_DATA_ROOT=str(layout.root))
+    assert done.returncode == 1 and 'Referenced column "nope" not found' in done.stderr
+    done = _forge_sql("SELECT 1", cwd=tmp_path, ENVSIM_DATA_ROOT=str(tmp_path / "empty"))
+    assert done.returncode == 2
+    assert done.stdout.strip() == (
+        f"./forge sql: no envsim.duckdb in {tmp_path / 'empty'}: ./forge run makes it "
+        "(or name the root: --data-root DIR)"
+    )
+
+
+def test_forge_sql_reads_statements_from_standard_input(full_root, tmp_path):
+    layout, _, _ = full_root
+    statements = "SELECT count(*) AS n\nFROM steps;\n.tables\nSELECT nope;\nSELECT 7 AS seven;\n"
+    done = _forge_sql(cwd=tmp_path, stdin=statements, ENVSIM_DATA_ROOT=str(layout.root))
+    assert done.returncode == 1  # a statement failed; the others ran
+    assert "4625" in done.stdout and "split_versions" in done.stdout and "│ seven" in done.stdout
+    assert "nope" in done.stderr
+
+
+def test_the_summary_prints_a_sql_command_that_works_when_pasted(full_root, tmp_path):
+    """The summary's ``SQL:`` command, pasted in the repository root (where ``./forge`` is), answers on that root."""
+    layout, _, _ = full_root
+    command = sql_shell.command(layout.root)
+    assert command == f"./forge sql --data-root {layout.root.resolve()}"
+    done = subprocess.run(
+        f"{command} 'SELECT count(*) AS n FROM strata'",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "4625" in done.stdout, done.stderr
+    assert sql_shell.command(ROOT / "data") == "./forge sql"  # the default root (./forge runs in the repository)
+
+
+def test_the_prompt_runs_statements_across_lines_and_survives_an_error(full_root, monkeypatch, capsys):
+    """The prompt of its own (no ``duckdb`` CLI of the library's version): a statement ends with ``;``, an error is
+    printed and the prompt goes on, ``.tables`` lists the tables and views, ``.quit`` leaves."""
+    layout, _, _ = full_root
+    lines = iter(["SELECT count(*)", "AS n FROM steps;", "SELECT nope;", ".tables", "SELECT 7 AS seven;", ".quit"])
+    prompts = []
+
+    def typed(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(lines)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("builtins.input", typed)
+    with open_data_root(layout.root) as con:
+        assert sql_shell.repl(con, layout.duckdb, Terminal()) == 0
+    out = capsys.readouterr()
+    assert prompts == [
+        sql_shell.PROMPT,
+        sql_shell.MORE,
+        sql_shell.PROMPT,
+        sql_shell.PROMPT,
+        sql_shell.PROMPT,
+        sql_shell.PROMPT,
+    ]
+    assert "4625" in out.out and "split_members" in out.out and "│ seven" in out.out and "nope" in out.err
+
+
+def test_the_duckdb_cli_is_used_only_at_the_librarys_version(tmp_path, monkeypatch):
+    """A ``duckdb`` CLI of another version may not read the file (DuckDB's storage version): then the own prompt."""
+    import duckdb
+
+    cli = tmp_path / "duckdb"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    major_minor = ".".join(duckdb.__version__.split(".")[:2])
+    for version, used in ((f"v{major_minor}.9 (Name) abc", True), ("v0.9.2 (Name) abc", False)):
+        cli.write_text(f"#!/bin/sh\necho '{version}'\n")
+        cli.chmod(0o755)
+        assert sql_shell._duckdb_cli() == (str(cli) if used else None)
