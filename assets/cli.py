@@ -67,7 +67,7 @@ class Command:
     run: Callable[[list[str]], int] | None
 
 
-def _say(line: str, file=None) -> None:  # noqa: ANN001
+def _say(line: str, file=None) -> None:
     print(line, file=file or sys.stdout, flush=True)
 
 

@@ -124,7 +124,7 @@ def _extract(text: str) -> Any:
         return found
     try:
         repaired = repair_json(text, return_objects=True)
-    except Exception:  # noqa: BLE001 - the reference falls through to plain parsing on any repair error
+    except Exception:  # the reference falls through to plain parsing on any repair error
         repaired = _MISSING
     if repaired is not _MISSING:
         if isinstance(repaired, dict):
@@ -138,14 +138,14 @@ def _extract(text: str) -> Any:
         pass
     try:
         return ast.literal_eval(text)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
 def _literal(text: str) -> Any:
     try:
         return ast.literal_eval(text)
-    except Exception:  # noqa: BLE001 - anything literal_eval raises means "not a literal"
+    except Exception:  # anything literal_eval raises means "not a literal"
         return _MISSING
 
 
