@@ -135,11 +135,9 @@ def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None)
                 return snapshot, None
             raise ModelUnavailable(
                 f"--checkpoint {ref}: no directory {ref} and no snapshot of the Hub model {ref} in the Hugging "
-                "Face cache "
-                f"({hub_cache_dir(cache_dir)}); bench-model does not download: fetch it where there is network "
-                f"(hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory "
-                "holding its "
-                f"config.json and weights"
+                f"Face cache ({hub_cache_dir(cache_dir)}); bench-model does not download: fetch it where there is "
+                f"network (hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory "
+                "holding its config.json and weights"
             ) from None
         raise ModelUnavailable(
             f"--checkpoint {ref}: {exc}; pass an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint "
