@@ -135,7 +135,10 @@ def main(argv: list[str], data_root: Path, prog: str = "./forge sql") -> int:
     root = (args.data_root or data_root).resolve()
     database = root / DUCKDB_FILE
     if not database.is_file():
-        print(f"{prog}: no {DUCKDB_FILE} in {root}: ./forge run makes it (or name the root: --data-root DIR)")
+        print(
+            f"{prog}: no {DUCKDB_FILE} in {root}: ./forge run makes it (or name the root: --data-root DIR)",
+            file=sys.stderr,
+        )
         return 2
     if args.query is None and sys.stdin.isatty():
         cli = _duckdb_cli()
