@@ -66,8 +66,7 @@ def _partitions_of_steps(context: SensorEvaluationContext) -> PartitionsDefiniti
     asset_key=AssetKey("labeled_steps"),
     job=regenerate_splits,
     description="When the labeled steps change, redraw the splits with the current seed (a new input gives a new "
-    "version); "
-    "partitioned (ENVSIM_SHARDS): once every partition has been materialized.",
+    "version); partitioned (ENVSIM_SHARDS): once every partition has been materialized.",
 )
 def splits_on_new_steps(
     context: SensorEvaluationContext, asset_event: EventLogEntry, store: DataStoreResource

@@ -44,6 +44,7 @@ usage: ./forge COMMAND [OPTIONS]   (./forge COMMAND -h: that command's options)
   bench-model [--checkpoint REF] [--per-cell N] [--max-tokens N] ...   score a served model on the benchmark
   download envscaler [--endpoint URL] [--data-root DIR] ...   fetch the EnvScaler corpus into the data root
   summary [DATA_ROOT]   print where the data is and what it holds (what ./forge run prints last)
+  sql [QUERY] [--data-root DIR]   run SQL on the data root's envsim.duckdb and print the table; no QUERY: a prompt
   report [--since EPOCH] [--data-root DIR] [--status N]   what the latest run did: timings, failed steps or summary
   timings [--since EPOCH] [--data-root DIR]   the latest run's time per step
   check-settings   check the ENVSIM_* variables (what ./forge run checks first)
@@ -66,7 +67,7 @@ class Command:
     run: Callable[[list[str]], int] | None
 
 
-def _say(line: str, file=None) -> None:  # noqa: ANN001
+def _say(line: str, file=None) -> None:
     print(line, file=file or sys.stdout, flush=True)
 
 
@@ -303,6 +304,14 @@ def bench_model(argv: list[str]) -> int:
     return code or score(argv)
 
 
+def sql(argv: list[str]) -> int:
+    """``./forge sql [QUERY]``: SQL on the data root's ``envsim.duckdb``, a query or a prompt (docs/sql.md)."""
+    from pipeline.core.settings import settings
+    from pipeline.store import sql_shell
+
+    return sql_shell.main(argv, settings().data_root)
+
+
 def _not_set_up(name: str, argv: list[str]) -> int:
     """A command whose tool is not installed here: its help is the usage and how to set up; else one line, exit 2."""
     if "-h" in argv or "--help" in argv:
@@ -328,6 +337,7 @@ COMMANDS = {
         Command("bench-model", bench_model),
         Command("download", _pipeline("download")),
         Command("summary", _pipeline("summary")),
+        Command("sql", sql),
         Command("report", report),
         Command("timings", timings),
         Command("check-settings", _pipeline("check-settings")),

@@ -51,8 +51,8 @@ def _main_jobs(sharded: bool) -> list:
                 "envsim_main",
                 selection=dg.AssetSelection.all() - _NOT_MAIN,
                 description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> "
-                "strata -> "
-                "benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores (+ checks).",
+                "strata -> benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores "
+                "(+ checks).",
             )
         ]
     split = dg.AssetSelection.assets(*PARTITIONED)
@@ -61,9 +61,8 @@ def _main_jobs(sharded: bool) -> list:
             "envsim_main",
             selection=dg.AssetSelection.all() - _NOT_MAIN - split,
             description="Everything unpartitioned (ENVSIM_SHARDS is set): the catalog, and on top of all "
-            "partitions of the "
-            "labeled steps: strata -> benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator "
-            "scores (+ checks).",
+            "partitions of the labeled steps: strata -> benchmark split -> SFT mixture -> Hugging Face datasets, "
+            "baseline simulator scores (+ checks).",
         ),
         dg.define_asset_job(
             "collect_and_label",

@@ -37,7 +37,7 @@ from resources import EnvironmentSourcesResource  # noqa: E402
 from resources.storage import DATA_ROOT_TAG, root_tag  # noqa: E402
 
 
-def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, data_root: str | None):  # noqa: ANN202
+def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, data_root: str | None):
     """The latest run record of ``job_name`` (created after ``since``, tagged with ``data_root``), or None after
     saying there is none."""
     tags = {DATA_ROOT_TAG: root_tag(data_root)} if data_root else {}
@@ -65,7 +65,7 @@ def print_run_timings(job_name: str = "envsim_main", since: float | None = None,
         return True
 
 
-def _print_timings(instance: DagsterInstance, record, job_name: str) -> None:  # noqa: ANN001 (a RunRecord)
+def _print_timings(instance: DagsterInstance, record, job_name: str) -> None:  # a RunRecord
     """Each step's time and what lies outside the steps, for one run record."""
     stats = [s for s in instance.get_run_step_stats(record.dagster_run.run_id) if s.start_time and s.end_time]
     if not stats or not record.start_time or not record.end_time:
@@ -87,7 +87,7 @@ def _print_timings(instance: DagsterInstance, record, job_name: str) -> None:  #
     )
 
 
-def _one_line(error) -> str:  # noqa: ANN001 (dagster's SerializableErrorInfo)
+def _one_line(error) -> str:  # dagster's SerializableErrorInfo
     """The innermost cause of a step's error on one line: ``ShortfallError: benchmark … cannot be filled: …``
     (Dagster's wrapper "Error occurred while executing op" and the module path of the class left out)."""
     while error.cause is not None and error.cls_name.startswith("Dagster"):
@@ -188,7 +188,7 @@ def report(
     return code
 
 
-def _describe_config_error(error, job) -> str:  # noqa: ANN001 (dagster's EvaluationError)
+def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
     from difflib import get_close_matches
 
     from dagster._config.errors import DagsterEvaluationErrorReason
@@ -231,7 +231,7 @@ def _describe_config_error(error, job) -> str:  # noqa: ANN001 (dagster's Evalua
     return f"config error at {where}: {error.message.splitlines()[0][:300]}"
 
 
-def _schema_type(job, path: list[str]):  # noqa: ANN001, ANN202
+def _schema_type(job, path: list[str]):
     """The config type the job's run config has at ``path`` (list items and optional values unwrapped), or None."""
     config_type = job.run_config_schema.config_type
     for name in path:
@@ -248,12 +248,12 @@ def _schema_type(job, path: list[str]):  # noqa: ANN001, ANN202
     return config_type
 
 
-def _schema_keys(job, path: list[str]) -> list[str]:  # noqa: ANN001
+def _schema_keys(job, path: list[str]) -> list[str]:
     """Field names the job's run config accepts at ``path`` (empty when it is not a mapping)."""
     return sorted(getattr(_schema_type(job, path), "fields", {}) or {})
 
 
-def _section_hint(job, path: list[str], names: list[str]) -> str:  # noqa: ANN001
+def _section_hint(job, path: list[str], names: list[str]) -> str:
     """The fix when every key of ``names`` belongs in one section under ``path`` (a simulator kind's settings
     written beside the common fields: ``openai: {model: …}``), else ''."""
     for section in _schema_keys(job, path):
@@ -322,7 +322,7 @@ def check_launch(
         check_files(EnvironmentSourcesResource(**sources_config).config(DataLayout.at(data_root)))
     except SourceError as exc:
         return str(exc).split("; ")
-    except Exception:  # noqa: BLE001 - a config only the run can resolve (an env var...): the run reports it
+    except Exception:  # a config only the run can resolve (an env var...): the run reports it
         pass
     return []
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.evaluate.harness import evaluate  # noqa: E402
-from pipeline.evaluate.simulators import make_simulator, simulator_spec  # noqa: E402
+from pipeline.evaluate.harness import evaluate
+from pipeline.evaluate.simulators import make_simulator, simulator_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

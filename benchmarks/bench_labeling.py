@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.core.settings import prepare_process  # noqa: E402
+from pipeline.core.settings import prepare_process
 
 prepare_process()  # as the entry points do, before pyarrow loads (Arrow's jemalloc pool)
 

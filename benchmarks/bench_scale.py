@@ -187,8 +187,7 @@ def main() -> None:
     corpus = ensure_corpus(args.steps, args.workdir)
     print(
         f"corpus: {args.steps} steps, {sum(f.stat().st_size for f in corpus.rglob('*.parquet')) / 2**20:.0f} MiB "
-        "of Parquet, "
-        f"{os.cpu_count()} CPUs"
+        f"of Parquet, {os.cpu_count()} CPUs"
     )
     total, startup, peak, anon = table(
         f"pipeline, {args.steps} steps (per stage: median seconds, highest memory of {args.repeat} runs)",
@@ -200,9 +199,8 @@ def main() -> None:
         )
         print(
             f"== pipeline: {ntotal / total:.1f}x faster ({(ntotal + nstartup) / (total + startup):.1f}x counting "
-            "process "
-            f"start-up); peak RSS {100 * peak / npeak:.1f}% and peak private memory {100 * anon / nanon:.1f}% of "
-            "the naive ones =="
+            f"process start-up); peak RSS {100 * peak / npeak:.1f}% and peak private memory "
+            f"{100 * anon / nanon:.1f}% of the naive ones =="
         )
 
 

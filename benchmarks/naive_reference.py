@@ -160,8 +160,8 @@ def mixture(src: Path, bench: Path, out: Path) -> None:
 
 def _chat(s) -> list[dict]:
     prompt = (
-        f"## Current state\n```json\n{json.dumps(s['state_before'], indent=2)}\n```\n\n## Action\nTool: "
-        f"{s['action']['name']}\n"
+        f"## Current state\n```json\n{json.dumps(s['state_before'], indent=2)}\n```\n\n"
+        f"## Action\nTool: {s['action']['name']}\n"
         f"Arguments:\n```json\n{json.dumps(s['action']['arguments'], indent=2)}\n```"
     )
     changes = [

@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.core.canonical import canonical_json, text_hash  # noqa: E402
-from pipeline.store import schema  # noqa: E402
-from pipeline.store.layout import DataLayout  # noqa: E402
+from pipeline.core.canonical import canonical_json, text_hash
+from pipeline.store import schema
+from pipeline.store.layout import DataLayout
 
 STEPS_PER_TRAJECTORY = 10
 DELTA_MIX = [

@@ -12,24 +12,24 @@ from pipeline.core.settings import prepare_process, settings
 
 prepare_process()  # first, before pyarrow loads
 
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow.parquet as pq
 
-from pipeline.core import profile  # noqa: E402
-from pipeline.core.settings import EXECUTORS, SettingsError  # noqa: E402
-from pipeline.core.untrusted import console, console_text  # noqa: E402
+from pipeline.core import profile
+from pipeline.core.settings import EXECUTORS, SettingsError
+from pipeline.core.untrusted import console, console_text
 from pipeline.envs import download
 from pipeline.envs.partitions import partition_keys
-from pipeline.execution.isolation import ISOLATIONS  # noqa: E402
+from pipeline.execution.isolation import ISOLATIONS
 from pipeline.labeling.empty import why_empty
 from pipeline.labeling.quarantine import blocking, failed_checks
 from pipeline.labeling.steps import describe_inflight
 from pipeline.quality.environment_report import summary_lines as quality_lines
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
 from pipeline.quality.outcomes import check_outcomes
-from pipeline.report.tables import md_table  # noqa: E402
+from pipeline.report.tables import md_table
 from pipeline.select.selection import composition_in_force, strata_report
 from pipeline.select.shortfall import shortfall_report
-from pipeline.store import duck, queries
+from pipeline.store import duck, queries, sql_shell
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from pipeline.training import base_models
@@ -63,7 +63,7 @@ def report_evaluation(evaluation: dict[str, dict[str, float]], split_version: st
     _say()
 
 
-def _stratum_first(table):  # noqa: ANN001, ANN202 (a DataFrame)
+def _stratum_first(table):  # a DataFrame
     """A split table with its stratum column first (manifests store rows with sorted keys)."""
     return table[["stratum", *[c for c in table.columns if c != "stratum"]]] if "stratum" in table.columns else table
 
@@ -178,8 +178,8 @@ def summary(
         version = f" = {card.parent.resolve().name}" if card.parent.name == "current" else ""
         _say(f"Hugging Face dataset: {card.parent}{version}  (datasets.load_dataset('{card.parent}'))")
     _say(
-        f"SQL: {layout.duckdb} (every table, view and column commented: SELECT * FROM duckdb_columns(); views read "
-        "files relative to the data root: open it from there, or SET file_search_path)"
+        f"SQL: {sql_shell.command(layout.root)}  (or any DuckDB client on {layout.duckdb.resolve()}, from any "
+        "directory; every table, view and column commented: SELECT * FROM duckdb_columns())"
     )
     if failed:
         envs = sorted({console(e) for doc in failed for e in doc.get("environments", [])})

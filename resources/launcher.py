@@ -73,9 +73,8 @@ class JobLauncherResource(
     serve_python: str | None = Field(
         default=None,
         description="Python of a separate serving environment (requirements-serve-vllm.txt: vLLM 0.11 needs "
-        "transformers "
-        "< 5, training pins 5.6); its llamafactory-cli serves checkpoints in the evaluation job. Default: "
-        "the code location's $ENVSIM_SERVE_PYTHON; unset: the LLaMA-Factory environment.",
+        "transformers < 5, training pins 5.6); its llamafactory-cli serves checkpoints in the evaluation job. "
+        "Default: the code location's $ENVSIM_SERVE_PYTHON; unset: the LLaMA-Factory environment.",
     )
 
     def llamafactory(self) -> tuple[str, str]:

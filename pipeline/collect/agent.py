@@ -27,7 +27,6 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from typing import Any
 import openai
 
 from pipeline.core.environment import EnvSpec
-from pipeline.core.progress import Progress
+from pipeline.core.progress import Log, Progress
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
 from pipeline.execution.sandbox import Sandbox
@@ -331,7 +330,7 @@ async def collect_agent(
     settings: AgentSettings,
     sandbox: Sandbox,
     record: Path,
-    log: Callable[[str], None] = lambda _m: None,
+    log: Log = lambda _m: None,
 ) -> list[dict[str, Any]]:
     """Run the agent on every task not yet recorded in ``record`` (JSON lines, appended per episode)."""
     done = load_episodes(record)

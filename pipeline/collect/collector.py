@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.core.issues import TaskIssue
-from pipeline.core.progress import Progress
+from pipeline.core.progress import Log, Progress
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
 from pipeline.execution.sandbox import Sandbox
@@ -26,8 +26,6 @@ from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
 from pipeline.store.partitions import end_unpartitioned
 from pipeline.store.trajectories import trajectory_row
-
-Log = Callable[[str], None]
 
 
 @dataclass

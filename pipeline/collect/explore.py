@@ -39,13 +39,11 @@ from pipeline.core.environment import EnvSpec
 from pipeline.core.fields import same_as, setting
 from pipeline.core.issues import TaskIssue
 from pipeline.core.outcome import FAILURE, SUCCESS
-from pipeline.core.progress import Progress
+from pipeline.core.progress import Log, Progress
 from pipeline.core.strata import RULES, Composition
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.execution.policy import PolicySettings
 from pipeline.execution.sandbox import Sandbox
-
-Log = Callable[[str], None]
 
 #: calls a tool gets at the weight of an untried tool before the steering weighs it by what it hit
 UNTRIED_CALLS = 8

@@ -26,7 +26,6 @@ import dataclasses
 import hashlib
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from pipeline.collect.result import CollectionResult, ShardSummary
 from pipeline.collect.sources import SourceConfig, configured_files
 from pipeline.core import profile
 from pipeline.core.issues import TaskIssue
+from pipeline.core.progress import Log
 from pipeline.core.strata import Composition
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import label_config
@@ -51,8 +51,6 @@ from pipeline.store.partitions import Shard
 COLLECTOR_VERSION = "1"
 
 _CODE_PACKAGES = ("collect", "core", "envs", "execution", "labeling", "models", "store")
-
-Log = Callable[[str], None]
 
 
 def record_path(layout: DataLayout) -> Path:

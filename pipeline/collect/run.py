@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from pipeline.collect import reuse
@@ -25,7 +25,7 @@ from pipeline.collect.sources import (
 from pipeline.core.environment import EnvSpec
 from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
-from pipeline.core.progress import Progress
+from pipeline.core.progress import Log, Progress
 from pipeline.core.strata import Composition
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import envscaler, registry
@@ -34,8 +34,6 @@ from pipeline.execution.sandbox import Sandbox
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.partitions import Shard, begin_partitioned, end_unpartitioned
-
-Log = Callable[[str], None]
 
 #: the source whose shard 0 reports the issues of EnvScaler-format files that name no environment of a
 #: shard (an env item that does not compile, a scenario line that is not JSON, a bad message history)

@@ -71,7 +71,7 @@ def observation_value(value: Any) -> Any:
     for parse in (json.loads, ast.literal_eval):
         try:
             return canonicalize(parse(text))
-        except Exception:  # noqa: BLE001 - not a literal (or not one canonical form holds): the text itself
+        except Exception:  # not a literal (or not one canonical form holds): the text itself
             continue
     return value
 

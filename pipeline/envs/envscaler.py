@@ -559,7 +559,7 @@ def _exec_module(name: str, code: Any) -> dict[str, Any]:
     previous = sys.modules.get(name)
     sys.modules[name] = module
     try:
-        exec(code, module.__dict__)  # noqa: S102 - sandbox child only
+        exec(code, module.__dict__)  # sandbox child only
     finally:
         if previous is None:
             sys.modules.pop(name, None)

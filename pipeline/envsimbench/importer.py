@@ -162,7 +162,7 @@ def _arguments(value: Any) -> dict[str, Any]:
             try:
                 value = parse(text)
                 break
-            except Exception:  # noqa: BLE001 - try the next reading
+            except Exception:  # try the next reading
                 continue
     if not isinstance(value, dict):
         raise ValueError(f"arguments must be an object, not {type(value).__name__}")

@@ -32,7 +32,10 @@ Each quirk, and the test case that pins it (``tests/envsimbench/test_reference_m
    that would make the reference allocate without bound (an index beyond ``MAX_INDEX_GROWTH``, a path
    of more than ``MAX_PATH_PARTS`` parts, each of which would create a nested object) are treated the
    same way, and so is an answer nested deeper than ``MAX_DEPTH`` levels (where the script would hit
-   Python's recursion limit): never a ``RecursionError`` here (:mod:`pipeline.core.bounds`).
+   Python's recursion limit): never a ``RecursionError`` here (:mod:`pipeline.core.bounds`). The script
+   loops over ``config_changes`` calling ``.get`` on each item, so an *empty* string or object there
+   raises nothing: it is no change (``json_repair`` gives ``""`` for an answer cut just after
+   ``"config_changes":``, which then scores FM on its feedback and CM as an empty prediction).
 """
 
 from __future__ import annotations
@@ -121,7 +124,7 @@ def _extract(text: str) -> Any:
         return found
     try:
         repaired = repair_json(text, return_objects=True)
-    except Exception:  # noqa: BLE001 - the reference falls through to plain parsing on any repair error
+    except Exception:  # the reference falls through to plain parsing on any repair error
         repaired = _MISSING
     if repaired is not _MISSING:
         if isinstance(repaired, dict):
@@ -135,14 +138,14 @@ def _extract(text: str) -> Any:
         pass
     try:
         return ast.literal_eval(text)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
 def _literal(text: str) -> Any:
     try:
         return ast.literal_eval(text)
-    except Exception:  # noqa: BLE001 - anything literal_eval raises means "not a literal"
+    except Exception:  # anything literal_eval raises means "not a literal"
         return _MISSING
 
 
@@ -250,7 +253,11 @@ def _apply_one(state: Any, path: Any, value: Any, kind: Any) -> None:
 
 
 def reference_apply(state: Any, changes: Any) -> Any:
-    """The predicted config: the changes applied to a copy of ``state`` as the reference does."""
+    """The predicted config: the changes applied to a copy of ``state`` as the reference does (quirk 8: the
+    script loops over ``config_changes`` calling ``.get`` on each item, so an empty string or object is no
+    change at all, and anything else that is not a list of objects raises)."""
+    if isinstance(changes, (str, dict)) and not changes:
+        changes = []
     if not isinstance(changes, list) or not all(isinstance(ch, dict) for ch in changes):
         raise ReferenceCrash("config_changes is not a list of objects")
     predicted = copy.deepcopy(state)

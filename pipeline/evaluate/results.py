@@ -174,8 +174,7 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
     and per group both CM and cm_reference (``cm_<group>``, ``cm_reference_<group>``)."""
     overall = con.execute(
         "SELECT run_id, prompt, samples, answered, request_failed, fm, cm, cm_reference, fm_reference, "
-        "cm_changed_paths, "
-        "parse_fail_pct, mean_latency_s FROM eval_runs WHERE run_id IN (SELECT unnest(?))",
+        "cm_changed_paths, parse_fail_pct, mean_latency_s FROM eval_runs WHERE run_id IN (SELECT unnest(?))",
         [run_ids],
     ).df()
     groups = con.execute(
@@ -207,8 +206,8 @@ def headline_scores(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[
 _REPORT = (
     f"count(*) AS samples, count(*) FILTER (WHERE {ANSWERED_SQL}) AS answered, "
     f"round(100 * avg(parse_ok::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS parse_pct, "
-    f"round(100 * avg(fm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS fm, round(100 * avg(cm::INT) FILTER (WHERE "
-    f"{ANSWERED_SQL}), 1) AS cm, "
+    f"round(100 * avg(fm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS fm, "
+    f"round(100 * avg(cm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS cm, "
     f"round(100 * avg(cm_reference::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS cm_reference"
 )
 

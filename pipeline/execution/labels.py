@@ -159,7 +159,7 @@ def _declared_tools(source: str, env_id: str, options: str) -> frozenset[str] | 
     try:
         spec = EnvSpec(source, env_id, {}, json.loads(options))
         return frozenset(t.get("function", t).get("name") for t in registry.tool_schemas(spec) if isinstance(t, dict))
-    except Exception:  # noqa: BLE001 - a catalog problem shows up elsewhere; without names, no check
+    except Exception:  # a catalog problem shows up elsewhere; without names, no check
         return None
 
 
@@ -208,7 +208,7 @@ class TrajectoryLabels:
                 self.result["init_error"] = _message(msg.get("error", ""))
         except UntrustedData as exc:
             self._refuse(msg, f"UntrustedData: {exc}")
-        except Exception as exc:  # noqa: BLE001 - untrusted data: whatever it raises is that frame's fault
+        except Exception as exc:  # untrusted data: whatever it raises is that frame's fault
             self._refuse(
                 msg,
                 f"UntrustedData: frame {_message(msg.get('kind'), 40)!r}: {type(exc).__name__}: "

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.progress import Progress
+from pipeline.core.progress import Log, Progress
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.child import Limits
@@ -41,8 +41,6 @@ from pipeline.store import schema
 from pipeline.store.layout import DataLayout, step_part_partition
 from pipeline.store.parquet_io import atomic_path, write_arrow, write_table
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
-
-Log = Callable[[str], None]
 
 
 @dataclass

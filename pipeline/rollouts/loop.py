@@ -31,7 +31,7 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from pipeline.core.bounds import long_path
 from pipeline.core.canonical import canonical_json
 from pipeline.core.delta import DeltaError, apply, diff
 from pipeline.core.environment import EnvSpec
+from pipeline.core.progress import Log
 from pipeline.core.protocol import ChangeError, apply_changes, messages
 from pipeline.core.trajectory import Action
 from pipeline.envs import registry
@@ -172,7 +173,7 @@ class RolloutRunner:
         max_steps: int = 12,
         concurrency: int | None = None,
         tool_code: ToolCode | None = None,
-        progress: Callable[[str], None] = lambda _m: None,
+        progress: Log = lambda _m: None,
     ) -> None:
         self.simulator = simulator
         self.sandbox = sandbox
@@ -542,7 +543,7 @@ async def simulate(
     max_steps: int = 12,
     shadows: dict[str, RealRun] | None = None,
     tool_code: ToolCode | None = None,
-    progress: Callable[[str], None] = lambda _m: None,
+    progress: Log = lambda _m: None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], RolloutReport]:
     """Roll out ``tasks`` with ``simulator`` (and ``agent``, default: the recorded actions), logging every
     completed request to ``log_path`` (resumable); ``shadows`` are precomputed executor runs by task key

@@ -6,13 +6,14 @@ drift check."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from pipeline.core.progress import Log
 from pipeline.evaluate.simulator_spec import SimulatorSpec
 from pipeline.evaluate.simulators import make_simulator
 from pipeline.execution.sandbox import Sandbox
@@ -22,8 +23,6 @@ from pipeline.rollouts import store as rollout_store
 from pipeline.rollouts.loop import RolloutTask, ToolCode, run_id, simulate
 from pipeline.rollouts.shadow import shadow_all
 from pipeline.store.layout import DataLayout
-
-Log = Callable[[str], None]
 
 
 def rollout_tasks(

@@ -59,9 +59,8 @@ def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> Strat
     nondet = excluded_files(layout)
     nd_join = (
         (
-            f"LEFT JOIN (SELECT step_id AS nd_step, min(reason) AS nd_reason FROM read_parquet({nondet!r}) GROUP "
-            "BY 1) nd "
-            f"ON nd.nd_step = s.step_id"
+            f"LEFT JOIN (SELECT step_id AS nd_step, min(reason) AS nd_reason FROM read_parquet({nondet!r}) "
+            "GROUP BY 1) nd ON nd.nd_step = s.step_id"
         )
         if nondet
         else "LEFT JOIN (SELECT NULL AS nd_step, NULL AS nd_reason) nd ON false"

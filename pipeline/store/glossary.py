@@ -62,8 +62,7 @@ _SETS: dict[str, Callable[[], tuple[str, ...]]] = {
 #: columns whose rows may hold a value outside the set, and what it means (appended to the description)
 _ALSO: dict[str, str] = {
     "outcome": " (`failure`: the environment refused the call, by the corpus's outcome rule; `error`: it raised, "
-    "timed out "
-    "or crashed)",
+    "timed out or crashed)",
     "adapter": "; null for samples imported from the EnvSimBench release",
     "source": f"; `{IMPORTED_SOURCE}` for samples imported from the EnvSimBench release",
     "benchmark_cell": "; NULL when none (errors, |Δ| beyond the buckets, no_change with 2+ arguments)",

@@ -131,8 +131,8 @@ COLUMN_DOCS: Described = Described(
         "observation_truncated": "true when the observation was cut at the size cap",
         "outcome": "outcome of the call",
         "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the "
-        "corpus's declared "
-        'rule as canonical JSON (`{"extends_default":…,"failure_if":[…]}`, docs/environments.md)',
+        "corpus's declared rule as canonical JSON "
+        '(`{"extends_default":…,"failure_if":[…]}`, docs/environments.md)',
         "error_type": "the exception type of an error step (`Timeout`, `WorkerCrash`, …); else null",
         "error_message": "the exception message of an error step; else null",
         "delta": "the state change Δ: records `{op: add|remove|replace, path: list of keys, before, after}` "

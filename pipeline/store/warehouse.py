@@ -1,15 +1,16 @@
 """The DuckDB database under the data root: views over the Parquet tables of record, and tables of
 split versions and their membership (all versions of every kind, so old splits stay queryable).
 
-Views that read Parquet files name them by paths **relative to the data root** (``steps/part-*.parquet``), so a
-plain DuckDB client started in the data root (the ``duckdb`` CLI or Python on ``envsim.duckdb``) answers
-every view, also after the root moved; from elsewhere, ``SET file_search_path = '<data root>'`` first. Every
-connection the pipeline opens on ``envsim.duckdb`` (``pipeline.store.duck.connect_file`` / ``open_data_root`` and the
-code location's ``duckdb`` resource) calls :func:`repoint`, which sets ``file_search_path`` to the data root the
-file is in now (so they answer from any working directory) and re-creates the views for the files that exist now
-(a read-only connection gets temporary views of the same names). A DuckDB file kept outside its data root (the
-``duckdb`` resource's ``database`` set elsewhere) names the files by absolute path instead. Every table, view and column
-is commented (:mod:`pipeline.store.catalog`).
+Views that read Parquet files name them **relative to the DuckDB file** (``HERE_SQL || 'steps/part-*.parquet'``:
+the directory of the file the connection opened, from DuckDB's default ``temp_directory``, ``<file>.tmp``), so a plain
+DuckDB client (the ``duckdb`` CLI or Python on ``envsim.duckdb``) answers every view from any working directory,
+also after the root moved; with ``file_search_path`` set, the paths resolve against it instead. Every connection
+the pipeline opens on ``envsim.duckdb`` (``pipeline.store.duck.connect_file`` / ``open_data_root`` and the code
+location's ``duckdb`` resource, whose ``temp_directory`` is elsewhere) calls :func:`repoint`, which sets
+``file_search_path`` to the data root the file is in now and re-creates the views for the files that exist now (a
+read-only connection gets temporary views of the same names). A DuckDB file kept outside its data root (the
+``duckdb`` resource's ``database`` set elsewhere) names the files by absolute path instead. Every table, view and
+column is commented (:mod:`pipeline.store.catalog`).
 
 Callers pass a connection (in Dagster: from the DuckDB resource, inside the ``duckdb`` pool, so
 only one process writes at a time).
@@ -78,21 +79,33 @@ def _sql_path(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _in_root(layout: DataLayout, path: Path | str, relative: bool = True) -> str:
-    """``path`` as a view names it: relative to the data root (POSIX separators) when it lies under it and
-    ``relative``, else absolute."""
+#: SQL: the directory of the DuckDB file this connection opened, as a prefix ('' for a file opened by its bare name,
+#: e.g. ``data/`` or ``/srv/envsim/data/``), or '' when ``file_search_path`` is set (then it resolves relative
+#: paths). DuckDB has no file-relative paths and a view's table function cannot contain a subquery, so this reads
+#: the file's place from ``temp_directory``, whose default is ``<database file>.tmp`` — a constant expression.
+HERE_SQL = (
+    "(CASE WHEN current_setting('file_search_path') = '' "
+    "THEN regexp_extract(current_setting('temp_directory'), '^(.*[/\\\\])', 1) ELSE '' END)"
+)
+
+
+def _in_root(layout: DataLayout, path: Path | str, relative: bool = True, suffix: str = "") -> str:
+    """SQL for ``path`` + ``suffix`` as a view names it: relative to the DuckDB file's directory (``HERE_SQL``;
+    POSIX separators) when it lies under the data root and ``relative``, else absolute."""
     path, root = Path(path).resolve(), layout.root.resolve()
-    return path.relative_to(root).as_posix() if relative and path.is_relative_to(root) else str(path)
+    if relative and path.is_relative_to(root):
+        return f"{HERE_SQL} || {_sql_path(path.relative_to(root).as_posix() + suffix)}"
+    return _sql_path(str(path) + suffix)
 
 
 def _samples_view(layout: DataLayout, kind: str, relative: bool = True) -> str | None:
     store = SplitStore(layout, kind)
     if not store.versions():
         return None
-    pattern = _in_root(layout, store.root, relative) + "/*/samples.parquet"
+    pattern = _in_root(layout, store.root, relative, "/*/samples.parquet")
     return (
         f"SELECT regexp_extract(filename, '([^/\\\\]+)[/\\\\]samples\\.parquet$', 1) AS version, * EXCLUDE (filename) "
-        f"FROM read_parquet({_sql_path(pattern)}, filename = true, union_by_name = true)"
+        f"FROM read_parquet({pattern}, filename = true, union_by_name = true)"
     )
 
 
@@ -103,46 +116,41 @@ def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
     views: dict[str, str] = {}
     if layout.step_parts():
         views["steps"] = (
-            f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.steps_dir, relative) + '/part-*.parquet')})"
+            f"SELECT * FROM read_parquet({_in_root(layout, layout.steps_dir, relative, '/part-*.parquet')})"
         )
     # every file of layout.trajectory_files(); partition files as a glob, so that partitions
     # materialized after this sync are in the view too
     trajectory_files = [Path(f).resolve() for f in layout.trajectory_files()]
     patterns = sorted(
         {
-            _in_root(layout, f.parent, relative) + "/part-*.parquet"
+            _in_root(layout, f.parent, relative, "/part-*.parquet")
             if f.name.startswith("part-")
             else _in_root(layout, f, relative)
             for f in trajectory_files
         }
     )
     if patterns:
-        views["trajectories"] = f"SELECT * FROM read_parquet([{', '.join(map(_sql_path, patterns))}])"
+        views["trajectories"] = f"SELECT * FROM read_parquet([{', '.join(patterns)}])"
     if layout.environments.exists():
-        views["environments"] = (
-            f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.environments, relative))})"
-        )
+        views["environments"] = f"SELECT * FROM read_parquet({_in_root(layout, layout.environments, relative)})"
     if layout.strata.exists():
-        views["strata"] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, layout.strata, relative))})"
+        views["strata"] = f"SELECT * FROM read_parquet({_in_root(layout, layout.strata, relative)})"
     for name, path in (("env_quality", layout.env_quality), ("env_tool_quality", layout.env_tool_quality)):
         if path.exists():
-            views[name] = f"SELECT * FROM read_parquet({_sql_path(_in_root(layout, path, relative))})"
+            views[name] = f"SELECT * FROM read_parquet({_in_root(layout, path, relative)})"
     if list(layout.env_yield("x").parent.glob("*.parquet")):
-        where = _in_root(layout, layout.env_yield("x").parent, relative)
-        views["env_yield"] = f"SELECT * FROM read_parquet({_sql_path(where + '/*.parquet')}, union_by_name = true)"
+        where = _in_root(layout, layout.env_yield("x").parent, relative, "/*.parquet")
+        views["env_yield"] = f"SELECT * FROM read_parquet({where}, union_by_name = true)"
     for kind in SPLIT_KINDS:
         select = _samples_view(layout, kind, relative)
         if select:
             views[f"{kind}_samples"] = select
     rollouts = layout.rollouts.resolve()
     if list(rollouts.glob("*/steps.parquet")):
-        where = _in_root(layout, rollouts, relative)
-        views["rollout_steps"] = (
-            f"SELECT * FROM read_parquet({_sql_path(where + '/*/steps.parquet')}, union_by_name = true)"
-        )
-        views["rollouts"] = (
-            f"SELECT * FROM read_parquet({_sql_path(where + '/*/rollouts.parquet')}, union_by_name = true)"
-        )
+        for name, files in (("rollout_steps", "/*/steps.parquet"), ("rollouts", "/*/rollouts.parquet")):
+            views[name] = (
+                f"SELECT * FROM read_parquet({_in_root(layout, rollouts, relative, files)}, union_by_name = true)"
+            )
     return views
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.core.progress import Log
 from pipeline.evaluate.harness import finished_steps
 from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
@@ -135,11 +135,9 @@ def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None)
                 return snapshot, None
             raise ModelUnavailable(
                 f"--checkpoint {ref}: no directory {ref} and no snapshot of the Hub model {ref} in the Hugging "
-                "Face cache "
-                f"({hub_cache_dir(cache_dir)}); bench-model does not download: fetch it where there is network "
-                f"(hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory "
-                "holding its "
-                f"config.json and weights"
+                f"Face cache ({hub_cache_dir(cache_dir)}); bench-model does not download: fetch it where there is "
+                f"network (hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory "
+                "holding its config.json and weights"
             ) from None
         raise ModelUnavailable(
             f"--checkpoint {ref}: {exc}; pass an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint "
@@ -170,7 +168,7 @@ def check_model(ref: str, data_root: Path, template: str | None, cache_dir: str 
 
 
 def resolve_model(
-    ref: str, data_root: Path, python: str, template: str | None, log: Callable[[str], None] = print
+    ref: str, data_root: Path, python: str, template: str | None, log: Log = print
 ) -> tuple[Path, dict[str, Any] | None, dict[str, Any] | None, str]:
     """``(directory, checkpoint manifest, base-model lineage, template)`` of ``ref``: an embedded model's name
     (converted on first use), a checkpoint version, ``latest``, ``<version>/step-N``, a directory or a Hub id in
@@ -197,7 +195,7 @@ def bench_model(
     timeout_s: float = 900.0,
     ready_timeout_s: float = 900.0,
     dtype: str | None = None,
-    log: Callable[[str], None] = print,
+    log: Log = print,
 ) -> BenchResult:
     """Serve ``ref`` and score it on the stratified subset (no server when every sample is scored with its
     weights already); store and return the per-cell table. ``dtype`` is

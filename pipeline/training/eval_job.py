@@ -9,10 +9,10 @@ name it is served under: another checkpoint served under the same name is scored
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.progress import Log
 from pipeline.evaluate import results
 from pipeline.evaluate.run import Scored, score_all
 from pipeline.evaluate.samples import load_samples
@@ -43,7 +43,7 @@ def run(
     served: dict[str, Any] | None = None,
     workdir: str | None = None,
     max_samples: int | None = None,
-    log: Callable[[str], None] = print,
+    log: Log = print,
 ) -> dict[str, Any]:
     """Score ``simulators`` on a benchmark version with the evaluation loop
     (:func:`pipeline.evaluate.run.score_all`); with ``served`` (``{"spec": ServeSpec fields, "simulator":

@@ -394,8 +394,8 @@ def train_script(
     train = f"env -u PYTHONPATH {q(cli)} train {q(str(config_path))} $LF_RESUME_ARG"
     if nodes > 1:
         launch = (
-            'export NNODES="${SLURM_JOB_NUM_NODES:?training on several nodes runs under Slurm: use the slurm '
-            'backend}"\n'
+            'export NNODES="${SLURM_JOB_NUM_NODES:?training on several nodes runs under Slurm: '
+            'use the slurm backend}"\n'
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"\n'
             "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n"
             # srun takes the CPUs per task again (Slurm ≥ 22.05 does not pass sbatch's on); one failed node ends all

@@ -15,7 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 
 from pipeline.core.fields import setting
+from pipeline.core.progress import Log
 from pipeline.training.launchers import tail
 
 BACKENDS = ("auto", "vllm", "huggingface")
@@ -112,7 +113,7 @@ def _ready(url: str, name: str) -> bool:
 
 
 @contextmanager
-def serve(spec: ServeSpec, workdir: Path, log: Callable[[str], None] = print) -> Iterator[Served]:
+def serve(spec: ServeSpec, workdir: Path, log: Log = print) -> Iterator[Served]:
     """Start the server, wait until ``/v1/models`` lists ``spec.served_name`` (at most
     ``spec.ready_timeout_s``), yield where it listens, stop it afterwards."""
     if spec.backend not in BACKENDS:

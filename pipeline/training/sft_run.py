@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import base64
 import shutil
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.progress import Log
 from pipeline.report.tables import Facts, Markdown
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import MIXTURE
@@ -68,7 +68,7 @@ def plan_run(
     python: str,
     env: dict[str, str],
     cpus: int | None,
-    log: Callable[[str], None] = lambda _m: None,
+    log: Log = lambda _m: None,
 ) -> RunPlan:
     """The run of ``named`` on the SFT mixture ``sft_dataset`` exported last (recorded in ``layout``), with the
     LLaMA-Factory environment ``python`` / ``env``; FileNotFoundError when no mixture was exported."""

@@ -16,10 +16,11 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from pipeline.core.progress import Log
 
 RUN_FILE = "envsim_run.json"
 STEPS_FILE = "envsim_steps.jsonl"
@@ -96,7 +97,7 @@ def _record(run: dict[str, Any], step: int, path: Path) -> dict[str, Any]:
     }
 
 
-def scan(run_dir: Path, announce: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def scan(run_dir: Path, announce: Log = print) -> list[dict[str, Any]]:
     """Record every complete checkpoint of ``run_dir`` not recorded yet; returns the new records (each also
     announced as a ``STEP_MARK`` line)."""
     run_file = run_dir / RUN_FILE

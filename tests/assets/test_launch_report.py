@@ -56,7 +56,7 @@ def simulator_eval() -> MaterializeResult:
     )
 
 
-def _run(root) -> str:  # noqa: ANN001
+def _run(root) -> str:
     defs = Definitions(
         assets=[step_strata, benchmark_split, simulator_eval],
         jobs=[define_asset_job("envsim_main")],

@@ -181,7 +181,7 @@ def test_shards_of_a_replay_are_exactly_the_unpartitioned_replay(tmp_path, sourc
         notes[key] = collect_all(sources, parted, sandbox, None, shard=parse_shard(key, 2)).shard.note
     ids = lambda files: [
         r["trajectory_id"] for f in files for r in pq.read_table(f, columns=["trajectory_id"]).to_pylist()
-    ]  # noqa: E731
+    ]
     assert sorted(ids(parted.trajectory_files())) == sorted(ids(plain.trajectory_files()))
     assert len(ids(parted.trajectory_files())) == whole.report.trajectories == 200
     for key in partition_keys(2):
@@ -260,7 +260,7 @@ def test_partitions_label_into_their_own_parts_and_verify(sharded):
 def test_relabeling_one_partition_leaves_the_others_alone(sharded, sandbox):
     layout, _, labels = sharded
     steps_dir = layout.steps_dir
-    snapshot = lambda: {p.name: p.stat().st_mtime_ns for p in steps_dir.iterdir()}  # noqa: E731
+    snapshot = lambda: {p.name: p.stat().st_mtime_ns for p in steps_dir.iterdir()}
     before = snapshot()
     bfcl0 = sorted(n for n in before if n.startswith("part-bfcl-0-"))
     assert len(bfcl0) == 4  # 115 trajectories in chunks of 60: two parts + their sidecars

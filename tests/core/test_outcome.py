@@ -125,7 +125,7 @@ def test_a_declared_rule_is_a_small_predicate_over_the_observation():
             ]
         }
     )
-    fails = lambda v: rule.outcome("t", False, v) == FAILURE  # noqa: E731
+    fails = lambda v: rule.outcome("t", False, v) == FAILURE
     assert fails({"code": 404, "msg": "x"}) and fails(str({"code": 400})) and not fails({"code": 200, "data": 1})
     assert not fails({"code": "404"}) and not fails({"code": True})  # JSON equality: a text or a bool is not 404
     assert fails({"status": False}) and not fails({"status": 0})

@@ -16,7 +16,7 @@ from dagster import materialize
 from pipeline.export.hf_layout import MARKER
 from pipeline.training.serve import ServerNotReady, ServeSpec, serve
 from tests.support.parallel import one_at_a_time
-from tests.training.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
+from tests.training.test_jobs import _job_resources, split_layout  # module fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -46,7 +46,7 @@ def train_python(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tiny_model(train_python, split_layout, tmp_path_factory):  # noqa: F811
+def tiny_model(train_python, split_layout, tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny-qwen3")
     subprocess.run(
         [
@@ -79,7 +79,7 @@ def _meta(result, key=None):
     return result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
 
 
-def test_wrong_llamafactory_argument_fails_before_submission(split_layout, train_python, tiny_model):  # noqa: F811
+def test_wrong_llamafactory_argument_fails_before_submission(split_layout, train_python, tiny_model):
     from assets.training import sft_training
 
     config = {**CPU_TRAIN, "model_name_or_path": str(tiny_model), "extra_args": {"max_steps": 2, "learning_rte": 0.1}}
@@ -96,7 +96,7 @@ def test_wrong_llamafactory_argument_fails_before_submission(split_layout, train
     assert not list((split_layout.root / "jobs").glob("sft-train-*")), "nothing may be submitted"
 
 
-def test_train_serve_and_score_on_cpu(split_layout, train_python, tiny_model):  # noqa: F811
+def test_train_serve_and_score_on_cpu(split_layout, train_python, tiny_model):
     from assets.training import sft_training, simulator_eval_job
 
     resources = _job_resources(split_layout, _launcher(split_layout, train_python))
@@ -164,7 +164,7 @@ def test_train_serve_and_score_on_cpu(split_layout, train_python, tiny_model):  
     assert scores == (mixture, 6, round(100 * parse_failures / 6, 1))
 
 
-def test_server_that_never_becomes_ready_fails_with_its_log_tail(split_layout, train_python, tiny_model, tmp_path):  # noqa: F811
+def test_server_that_never_becomes_ready_fails_with_its_log_tail(split_layout, train_python, tiny_model, tmp_path):
     from assets.training import simulator_eval_job
 
     broken = tmp_path / "not-a-model"  # the tokenizer loads, the model config names no architecture transformers knows

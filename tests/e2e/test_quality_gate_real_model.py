@@ -18,7 +18,7 @@ from pipeline.training import base_models, checkpoints
 from pipeline.training.bench_model import resolve_model
 from pipeline.training.launchers import find_llamafactory
 from pipeline.training.serve import ServeSpec, serve
-from tests.e2e.test_llamafactory_e2e import train_python  # noqa: F401  (module fixture)
+from tests.e2e.test_llamafactory_e2e import train_python  # module fixture
 from tests.e2e.test_real_model import converted_once
 from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
 
@@ -27,7 +27,7 @@ MODEL = base_models.DEFAULT_MODEL
 PROBES = 1
 
 
-def test_smollm2_is_a_checker_of_the_gate_end_to_end(tmp_path, tmp_path_factory, sandbox, train_python):  # noqa: F811
+def test_smollm2_is_a_checker_of_the_gate_end_to_end(tmp_path, tmp_path_factory, sandbox, train_python):
     layout, corpus = build_defect_layout(tmp_path)
     environment_report(layout)
     python, cli = find_llamafactory(train_python)

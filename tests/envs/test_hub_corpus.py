@@ -39,7 +39,7 @@ def test_hub_format_and_dict_format_load_identically(tmp_path):
     a = sorted(_items(hub_envs), key=lambda i: i.env_id)
     b = sorted(_items(dict_envs), key=lambda i: i.env_id)
     assert all(isinstance(i, envscaler.EnvItem) for i in a + b), [i for i in a + b if isinstance(i, TaskIssue)]
-    strip = lambda i: dataclasses.replace(i, origin="")  # noqa: E731
+    strip = lambda i: dataclasses.replace(i, origin="")
     assert [strip(i) for i in a] == [strip(i) for i in b]
     assert a[0].rules.startswith("- Amounts are positive.")
     assert {i.env_id: i.tools_derived for i in a} == {"env_1_sft": False, "env_2_rl": False, "env_3_sft": True}

@@ -11,7 +11,15 @@ import pytest
 from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.core.delta import diff
 from pipeline.core.protocol import ChangeError, apply_changes
-from pipeline.envsimbench.reference import cm_reference, extract_json, fm_reference, parse_value, reference_diff
+from pipeline.envsimbench.reference import (
+    ReferenceCrash,
+    cm_reference,
+    extract_json,
+    fm_reference,
+    parse_value,
+    reference_diff,
+    score_reference,
+)
 from pipeline.evaluate.metrics import config_match, config_match_changed_paths, score
 from pipeline.evaluate.parsing import parse_answer
 
@@ -245,6 +253,55 @@ def test_quirk_answers_the_reference_script_crashes_on_score_zero_with_a_reason(
     assert not s.cm_reference and "list" in s.reference_error
     # but an object inside a list is found by the brace scan: every parseable answer passes a no_change sample
     assert score(NOTHING, None, json.dumps([{"feedback": ""}])).cm_reference
+
+
+# The true answer in the reference format (compact JSON, feedback first) cut at half its characters, on two samples
+# of the default benchmark (issue 42): builtin/warehouse/builtin-warehouse-s0-00020/explore-s0-e0#9 (BB3 closed) and
+# builtin/payroll/builtin-payroll-s0-00117/explore-s0-e0#11 (period 7 -> 8); the states keep the subtree around the
+# one changed path (the reference checks only the paths its diff finds changed).
+TRUNCATED = [
+    (
+        {
+            "bins": {
+                "BB3": {"capacity": 200, "open": True, "used": 0},
+                "BC1": {"capacity": 400, "open": True, "used": 92},
+            }
+        },
+        {
+            "bins": {
+                "BB3": {"capacity": 200, "open": False, "used": 0},
+                "BC1": {"capacity": 400, "open": True, "used": 92},
+            }
+        },
+        "{'success': True, 'data': {'closed': 'BB3'}}",
+        """{"feedback": "{'success': True, 'data': {'closed': 'BB3'}}", "config_changes": """,
+    ),
+    (
+        {"company": {"cash": 116287.97, "period": 7, "total_paid": 33712.03}},
+        {"company": {"cash": 116287.97, "period": 8, "total_paid": 33712.03}},
+        "{'success': True, 'data': {'period': 8}}",
+        """{"feedback": "{'success': True, 'data': {'period': 8}}", "config_changes":""",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "observation", "text"), TRUNCATED, ids=["warehouse-s0-00020#9", "payroll-s0-00117#11"]
+)
+def test_an_answer_cut_after_config_changes_scores_its_feedback_as_the_script_does(before, after, observation, text):
+    # the true answer, cut at half its characters
+    full = json.dumps({"feedback": observation, "config_changes": reference_diff(before, after)})
+    assert full[: len(full) // 2] == text
+    # json_repair 0.59.4 completes the cut key with an empty string; the script's loop over it applies nothing and
+    # raises nothing: FM 1 (the feedback is whole), CM 0 (the change is missing)
+    assert extract_json(text)["config_changes"] == ""
+    s = score_reference(text, before, after, observation)
+    assert (s.fm, s.cm, s.error) == (True, False, None)
+    # an empty object is no change too; a non-empty string or object, or a list holding a list, raises in the script
+    assert not cm_reference(before, after, {}) and cm_reference(before, before, "")
+    for changes in ("x", {"path": "a"}, [["pa"]]):
+        with pytest.raises(ReferenceCrash):
+            cm_reference(before, after, changes)
 
 
 def test_quirk_answer_extraction():

@@ -130,7 +130,7 @@ def run_all(
         try:
             for traj, result in box.run(trajectories, fresh_children=fresh_children):
                 results.append((traj, result))
-        except Exception as exc:  # noqa: BLE001 - the run crashing is a finding
+        except Exception as exc:  # the run crashing is a finding
             crash = f"{type(exc).__name__}: {str(exc)[:500]}"
         if idle_check:
             idle = idle_escapes(box)
@@ -513,7 +513,7 @@ def _e2e(root: Path, cases: list[Case]):
         stages["summary"] = "ok"
         export_split(layout, BENCHMARK, bench.version, root / "export")
         stages["export"] = "ok"
-    except Exception as exc:  # noqa: BLE001 - where the run stopped is the finding
+    except Exception as exc:  # where the run stopped is the finding
         stages["failed"] = f"{type(exc).__name__}: {str(exc)[:600]}"
     texts = {"console summary": out.getvalue()}
     for path in [*(root / "export").rglob("*.md"), *layout.root.rglob("*.md")]:

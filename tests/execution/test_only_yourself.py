@@ -111,7 +111,7 @@ def _under_child_filter(parent: int) -> dict:
         libc.syscall.restype = ctypes.c_long
         import pyseccomp
 
-        nr = lambda name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)  # noqa: E731
+        nr = lambda name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
         try:
             os.close(r)
 

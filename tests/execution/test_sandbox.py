@@ -77,7 +77,7 @@ def test_output_is_captured_per_call(box, hostile):
 def test_module_level_state_never_leaks_between_trajectories(box, hostile):
     first = run(box, hostile, "bump", "bump", "bump")
     second = run(box, hostile, "bump", "bump", "bump")
-    values = lambda r: [s["observation_json"] for s in r["steps"]]  # noqa: E731
+    values = lambda r: [s["observation_json"] for s in r["steps"]]
     assert values(first) == values(second) == [f'{{"data":{i},"success":true}}' for i in (1, 2, 3)]
 
 

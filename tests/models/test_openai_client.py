@@ -7,7 +7,7 @@ from pipeline.evaluate.simulators import OpenAISimulator, simulator_spec
 from pipeline.models.openai_client import async_client
 
 
-def _warnings(caplog) -> list[str]:  # noqa: ANN001
+def _warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 

@@ -19,7 +19,7 @@ from pipeline.core.strata import BALANCE2_GROUPS
 from pipeline.quality.suites import overlap_suite
 from pipeline.select import selection
 from pipeline.select.selection import build_benchmark, build_mixture, strata_report
-from tests.support.strata_corpus import corpus_layout  # noqa: F401 (a fixture)
+from tests.support.strata_corpus import corpus_layout  # a fixture
 from tests.support.strata_corpus import sha as _hash
 from tests.support.strata_corpus import step_row as _step
 

@@ -16,7 +16,7 @@ import pytest
 from pipeline.select.selection import ShortfallError, build_benchmark, build_mixture
 from pipeline.select.shortfall import SHORTFALL_FIX, shortfall_report
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
-from tests.support.strata_corpus import corpus_layout, sha, step_row  # noqa: F401 (a fixture)
+from tests.support.strata_corpus import corpus_layout, sha, step_row  # a fixture
 
 
 def small_corpus(envs: int = 5, failures: bool = True, seed: int = 0, failure_rate: float = 0.2) -> pd.DataFrame:

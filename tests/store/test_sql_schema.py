@@ -3,9 +3,13 @@ every table, view and column, a ``version`` column wherever rows belong to a ver
 created time, Dagster run and parent, evaluation results with their |Δ| bucket and cell, ``split_diff``, and a
 cookbook (docs/sql.md) whose every query runs."""
 
+import io
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +23,7 @@ from pipeline.quality.environment_yield import YieldSettings, environment_yield
 from pipeline.rollouts import store as rollout_store
 from pipeline.select.samples import materialize_samples
 from pipeline.select.selection import build_benchmark, build_mixture
-from pipeline.store import catalog, warehouse
+from pipeline.store import catalog, sql_shell, warehouse
 from pipeline.store.duck import connect_file, open_data_root
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import SplitStore
@@ -170,42 +174,79 @@ def test_views_answer_after_the_data_root_moves(full_root, tmp_path):
         )
 
 
-def test_a_plain_client_in_a_moved_root_answers_every_view(full_root, tmp_path, monkeypatch):
-    """Issue 32, item 7: ``duckdb.connect(<moved root>/envsim.duckdb)`` — no pipeline code, no settings — from the
-    moved root answers every view (they name files relative to the data root), and no view names the old root."""
-    import duckdb
+#: a plain client (a new Python process, no pipeline code, no settings): every view of the file, each one queried
+PLAIN_CLIENT = """
+import json, sys, duckdb
+con = duckdb.connect(sys.argv[1], read_only=True)
+where = "NOT internal AND schema_name = 'main'"
+views = [r[0] for r in con.execute(f"SELECT view_name FROM duckdb_views() WHERE {where}").fetchall()]
+failed = {}
+for view in views:
+    try:
+        con.execute(f"SELECT count(*) FROM {view}").fetchone()
+    except duckdb.Error as exc:
+        failed[view] = str(exc).splitlines()[0]
+sqls = [r[0] for r in con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()]
+print(json.dumps({"views": views, "failed": failed, "steps": con.execute("SELECT count(*) FROM steps").fetchone()[0],
+                  "sql": sqls}))
+"""
 
+
+def _plain_client(database: str, cwd: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", PLAIN_CLIENT, database], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_plain_client_answers_every_view_from_the_project_root_the_data_root_and_a_moved_root(full_root, tmp_path):
+    """Issue 42, item 6: ``duckdb.connect('data/envsim.duckdb')`` from the project root (the data root's parent),
+    ``duckdb.connect('envsim.duckdb')`` from the data root, the absolute path from anywhere else — and the same after
+    the data root is moved (``mv data /elsewhere/data``) — answer every view; no view names the old root."""
     layout, _, _ = full_root
-    moved = tmp_path / "moved" / "data"
-    shutil.copytree(layout.root, moved)
-    old = str(layout.root.resolve())
-    monkeypatch.chdir(moved)
-    with duckdb.connect(str(moved / "envsim.duckdb")) as con:
-        views = sorted(
-            r[0]
-            for r in con.execute(
-                "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'"
-            ).fetchall()
-        )
+    root = tmp_path / "project" / "data"
+    shutil.copytree(layout.root, root)
+    moved = tmp_path / "elsewhere" / "data"
+    elsewhere = tmp_path / "else"
+    elsewhere.mkdir()
+    places = [("data/envsim.duckdb", root.parent), ("envsim.duckdb", root), (str(root / "envsim.duckdb"), elsewhere)]
+    answers = [_plain_client(database, cwd) for database, cwd in places]
+    shutil.move(root, moved)
+    places = [("data/envsim.duckdb", moved.parent), ("envsim.duckdb", moved), (str(moved / "envsim.duckdb"), elsewhere)]
+    answers += [_plain_client(database, cwd) for database, cwd in places]
+    for answer in answers:
         assert {
             "steps",
             "strata",
             "trajectories",
             "environments",
+            "env_quality",
+            "env_yield",
             "benchmark_samples",
             "sft_mixture_samples",
             "rollout_steps",
             "rollouts",
-        } <= set(views)
-        for view in views:
-            assert old not in con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ?", [view]).fetchone()[0], (
-                view
-            )
-            con.execute(f"SELECT count(*) FROM {view}").fetchone()
-        assert con.execute("SELECT count(*) FROM steps").fetchone()[0] == 4625
-    monkeypatch.chdir(tmp_path)  # elsewhere: the documented setting resolves them
-    with duckdb.connect(str(moved / "envsim.duckdb"), read_only=True) as con:
-        con.execute(f"SET file_search_path = '{moved}'")
+            "split_diff",
+            "eval_results_strata",
+        } <= set(answer["views"])
+        assert answer["failed"] == {}
+        assert answer["steps"] == 4625
+        assert not [sql for sql in answer["sql"] if str(layout.root.resolve()) in sql or str(root) in sql]
+
+
+def test_a_client_that_sets_file_search_path_resolves_the_views_there(full_root, tmp_path, monkeypatch):
+    """The setting the pipeline's own connections use (and docs/sql.md names for a client whose ``temp_directory`` is
+    set elsewhere) resolves the views against the root it names, from any directory."""
+    import duckdb
+
+    layout, _, _ = full_root
+    monkeypatch.chdir(tmp_path)
+    config = {"temp_directory": str(tmp_path / "spill")}
+    with duckdb.connect(str(layout.duckdb), read_only=True, config=config) as con:
+        with pytest.raises(duckdb.IOException, match="No files found"):
+            con.execute("SELECT count(*) FROM strata").fetchone()
+        con.execute(f"SET file_search_path = '{layout.root}'")
         assert con.execute("SELECT count(*) FROM strata").fetchone()[0] == 4625
 
 
@@ -294,3 +335,107 @@ def test_every_cookbook_query_runs(full_root):
             query = query.replace("bench-AAAA", first).replace("bench-BBBB", second)
             rows = con.execute(query).fetchall()
             assert rows, f"no rows: {query}"
+
+
+# ---- ./forge sql -----------------------------------------------------------------------------------------------
+
+
+def _forge_sql(*args: str, cwd: Path, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
+    return subprocess.run(
+        [str(ROOT / "forge"), "sql", *args],
+        cwd=cwd,
+        env={**environment, **env},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_forge_sql_runs_a_query_on_the_data_root_from_another_directory(full_root, tmp_path):
+    """``./forge sql QUERY`` from anywhere, on the root ``ENVSIM_DATA_ROOT`` names (or ``--data-root``): the result as
+    a table, exit 0; a wrong query: DuckDB's error, exit 1; no data there: one line, exit 2."""
+    layout, _, _ = full_root
+    done = _forge_sql("SELECT count(*) AS n FROM steps", cwd=tmp_path, ENVSIM_DATA_ROOT=str(layout.root))
+    assert done.returncode == 0, done.stderr
+    assert "4625" in done.stdout and re.search(r"│ +n +│", done.stdout)
+    done = _forge_sql("--data-root", str(layout.root), "SELECT count(*) AS n FROM strata", cwd=tmp_path)
+    assert done.returncode == 0 and "4625" in done.stdout, done.stderr
+    done = _forge_sql("SELECT nope FROM steps", cwd=tmp_path, ENVSIM_DATA_ROOT=str(layout.root))
+    assert done.returncode == 1 and 'Referenced column "nope" not found' in done.stderr
+    done = _forge_sql("SELECT 1", cwd=tmp_path, ENVSIM_DATA_ROOT=str(tmp_path / "empty"))
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.strip() == (
+        f"./forge sql: no envsim.duckdb in {tmp_path / 'empty'}: ./forge run makes it "
+        "(or name the root: --data-root DIR)"
+    )
+
+
+def test_forge_sql_reads_statements_from_standard_input(full_root, tmp_path):
+    layout, _, _ = full_root
+    statements = "SELECT count(*) AS n\nFROM steps;\n.tables\nSELECT nope;\nSELECT 7 AS seven;\n"
+    done = _forge_sql(cwd=tmp_path, stdin=statements, ENVSIM_DATA_ROOT=str(layout.root))
+    assert done.returncode == 1  # a statement failed; the others ran
+    assert "4625" in done.stdout and "split_versions" in done.stdout and "│ seven" in done.stdout
+    assert "nope" in done.stderr
+
+
+def test_the_summary_prints_a_sql_command_that_works_when_pasted(full_root, tmp_path):
+    """The summary's ``SQL:`` command, pasted in the repository root (where ``./forge`` is), answers on that root."""
+    layout, _, _ = full_root
+    command = sql_shell.command(layout.root)
+    assert command == f"./forge sql --data-root {layout.root.resolve()}"
+    done = subprocess.run(
+        f"{command} 'SELECT count(*) AS n FROM strata'",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "4625" in done.stdout, done.stderr
+    assert sql_shell.command(ROOT / "data") == "./forge sql"  # the default root (./forge runs in the repository)
+
+
+def test_the_prompt_runs_statements_across_lines_and_survives_an_error(full_root, monkeypatch, capsys):
+    """The prompt of its own (no ``duckdb`` CLI of the library's version): a statement ends with ``;``, an error is
+    printed and the prompt goes on, ``.tables`` lists the tables and views, ``.quit`` leaves."""
+    layout, _, _ = full_root
+    lines = iter(["SELECT count(*)", "AS n FROM steps;", "SELECT nope;", ".tables", "SELECT 7 AS seven;", ".quit"])
+    prompts = []
+
+    def typed(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(lines)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("builtins.input", typed)
+    with open_data_root(layout.root) as con:
+        assert sql_shell.repl(con, layout.duckdb, Terminal()) == 0
+    out = capsys.readouterr()
+    assert prompts == [
+        sql_shell.PROMPT,
+        sql_shell.MORE,
+        sql_shell.PROMPT,
+        sql_shell.PROMPT,
+        sql_shell.PROMPT,
+        sql_shell.PROMPT,
+    ]
+    assert "4625" in out.out and "split_members" in out.out and "│ seven" in out.out and "nope" in out.err
+
+
+def test_the_duckdb_cli_is_used_only_at_the_librarys_version(tmp_path, monkeypatch):
+    """A ``duckdb`` CLI of another version may not read the file (DuckDB's storage version): then the own prompt."""
+    import duckdb
+
+    cli = tmp_path / "duckdb"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    major_minor = ".".join(duckdb.__version__.split(".")[:2])
+    for version, used in ((f"v{major_minor}.9 (Name) abc", True), ("v0.9.2 (Name) abc", False)):
+        cli.write_text(f"#!/bin/sh\necho '{version}'\n")
+        cli.chmod(0o755)
+        assert sql_shell._duckdb_cli() == (str(cli) if used else None)

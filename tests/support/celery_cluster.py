@@ -56,8 +56,8 @@ def ensure_celery_extra() -> None:
     """pyproject.toml's ``celery`` extra in this interpreter's environment (``./forge`` does not install
     it), constrained to the installed dagster so that pip picks the matching dagster-celery."""
     try:
-        import dagster_celery  # noqa: F401
-        import redis  # noqa: F401
+        import dagster_celery
+        import redis
 
         return
     except ImportError:

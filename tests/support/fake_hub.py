@@ -136,12 +136,12 @@ class FakeHub:
                 self._send(200, data, "application/octet-stream", headers)
                 return True
 
-            def do_HEAD(self) -> None:  # noqa: N802
+            def do_HEAD(self) -> None:
                 hub.log.append(("HEAD", self.path))
                 if not self._resolve(with_body=False):
                     self._send(404)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 hub.log.append(("GET", self.path))
                 if self._resolve(with_body=True):
                     return
@@ -176,7 +176,7 @@ class FakeHub:
                     )
                 self._send(404, {"error": "not found"})
 
-            def do_PUT(self) -> None:  # noqa: N802
+            def do_PUT(self) -> None:
                 hub.log.append(("PUT", self.path))
                 if self._fault("lfs_put"):
                     return
@@ -187,7 +187,7 @@ class FakeHub:
                 hub.lfs[m.group(1)] = data
                 self._send(200, {})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 path = self.path.split("?")[0]
                 hub.log.append(("POST", path))
                 if not self._authorized():

@@ -112,12 +112,12 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 if not self.path.endswith("/models"):
                     return self._send(404, {"error": {"message": "not found"}})
                 self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake.lock:

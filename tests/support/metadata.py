@@ -3,7 +3,7 @@
 from dagster import TableMetadataValue
 
 
-def text(value) -> str:  # noqa: ANN001 (any metadata value)
+def text(value) -> str:  # any metadata value
     """Column names and every cell of a table, or the text of any other metadata value."""
     if isinstance(value, TableMetadataValue):
         names = " ".join(c.name for c in value.schema.columns)

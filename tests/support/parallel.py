@@ -74,34 +74,42 @@ def worker_threads() -> None:
 # suite (.ci/run) runs them all.
 SLOW = {
     "tests/e2e/test_cli_errors.py::": "./forge's commands as subprocesses (86 s for the file)",
-    "tests/execution/test_attack_corpus.py::test_attack_is_contained[": "the attack corpus, one sandbox run each "
-    "(~90 s)",
+    "tests/execution/test_attack_corpus.py::test_attack_is_contained[": (
+        "the attack corpus, one sandbox run each (~90 s)"
+    ),
     "tests/evaluate/test_evaluate.py::test_harness_modes[huge-": "a 3 MB answer through the real openai client (28 s)",
-    "tests/select/test_selection.py::test_step_table_suite_names_failed_expectations_and_rows": "great-expectations "
-    "(23 s)",
+    "tests/select/test_selection.py::test_step_table_suite_names_failed_expectations_and_rows": (
+        "great-expectations (23 s)"
+    ),
     "tests/envsimbench/test_envsimbench.py::test_import_evaluate_oracle_and_no_change": "Dagster import + eval (22 s)",
     "tests/envsimbench/test_envsimbench.py::test_imported_version_through_the_assets": "Dagster materialisation (15 s)",
     "tests/execution/test_reuse.py::test_every_bfcl_trajectory_labels_the_same_in_": "all 800 bfcl tasks twice (18 s)",
-    "tests/assets/test_partitions.py::test_materializing_partitions_reports_partition_metadata": "partitioned runs "
-    "(17 s)",
+    "tests/assets/test_partitions.py::test_materializing_partitions_reports_partition_metadata": (
+        "partitioned runs (17 s)"
+    ),
     "tests/assets/test_partitions.py::test_shards_of_a_replay_are_exactly_the_unpartitioned_replay": "replays (7 s)",
     "tests/collect/test_explore_adapts.py::test_a_corpus_that_never_passes_delta_3_": "an exploration run (16 s)",
     "tests/collect/test_explore_adapts.py::test_same_seed_same_trajectories": "three exploration runs (11 s)",
     "tests/core/test_delta.py::test_replayed_states_serialise_like_canonical_json": "replays every bfcl state (12 s)",
     "tests/project/test_test_loop.py::test_with_the_projects_options_": "a pytest-xdist run in a subprocess (11 s)",
     "tests/assets/test_assets.py::test_materialize_reports_bad_input_in_metadata_and_checks_pass": "Dagster run (11 s)",
-    "tests/collect/test_honest_sources.py::test_forge_run_stops_before_anything_on_a_missing_corpus": "./forge run "
-    "(9 s)",
+    "tests/collect/test_honest_sources.py::test_forge_run_stops_before_anything_on_a_missing_corpus": (
+        "./forge run (9 s)"
+    ),
     # added 2026-11-26 (second session), times from a quiet 3-worker run of the fast subset
-    "tests/core/test_registry.py::test_a_plugin_package_runs_through_the_dag": "a plugin package built and installed, "
-    "then the DAG through bwrap (12 s)",
-    "tests/evaluate/test_bad_endpoint.py::test_failing_endpoint_fails_the_asset_and_a_fixed_rerun_resumes": "two "
-    "Dagster runs against a failing endpoint (9 s)",
-    "tests/training/test_jobs.py::test_eval_job_caches_a_served_checkpoint_by_its_weights_not_its_name": "evaluation "
-    "jobs serving three checkpoints (7 s)",
+    "tests/core/test_registry.py::test_a_plugin_package_runs_through_the_dag": (
+        "a plugin package built and installed, then the DAG through bwrap (12 s)"
+    ),
+    "tests/evaluate/test_bad_endpoint.py::test_failing_endpoint_fails_the_asset_and_a_fixed_rerun_resumes": (
+        "two Dagster runs against a failing endpoint (9 s)"
+    ),
+    "tests/training/test_jobs.py::test_eval_job_caches_a_served_checkpoint_by_its_weights_not_its_name": (
+        "evaluation jobs serving three checkpoints (7 s)"
+    ),
     "tests/envs/test_toy_source.py::test_the_toy_source_runs_through_the_dagster_assets": "a Dagster run (5 s)",
-    "tests/assets/test_export_locations.py::test_training_and_the_summary_read_the_export_where_it_went": "Dagster "
-    "runs of the export and training (5 s)",
+    "tests/assets/test_export_locations.py::test_training_and_the_summary_read_the_export_where_it_went": (
+        "Dagster runs of the export and training (5 s)"
+    ),
 }
 
 

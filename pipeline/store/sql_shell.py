@@ -1,0 +1,154 @@
+"""``./forge sql [QUERY]``: SQL on a data root's ``envsim.duckdb`` from any directory (docs/sql.md).
+
+With a query (or statements on standard input) it runs them and prints the last one's result as a table; without,
+it opens an interactive prompt: the ``duckdb`` CLI when one of the same version as the ``duckdb`` library is on the
+``PATH`` (a CLI of another version may not read the file), else a small prompt of its own — statements end with
+``;``, ``.tables`` lists the tables and views, ``.quit`` (or Ctrl-D) leaves, line editing and history through
+``readline``. The file is opened read-only (so it can be open while Dagster runs) by
+:func:`pipeline.store.duck.open_data_root`: every view answers for the root where it is now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import duckdb
+
+from pipeline.core.settings import Settings
+from pipeline.store.duck import DUCKDB_FILE, open_data_root
+
+PROMPT, MORE = "D ", "· "
+HELP = (
+    "statements end with ';' (several lines are fine); .tables: the tables and views; .quit or Ctrl-D: leave; "
+    "every table, view and column is commented: SELECT * FROM duckdb_columns();"
+)
+#: rows a result prints at most
+MAX_ROWS = 1000
+TABLES = (
+    "SELECT DISTINCT name, kind FROM (SELECT table_name AS name, 'table' AS kind FROM duckdb_tables() "
+    "WHERE NOT internal UNION ALL SELECT view_name, 'view' FROM duckdb_views() WHERE NOT internal "
+    "AND schema_name IN ('main', 'temp')) ORDER BY name"
+)
+
+
+def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    """Run ``sql`` (one or more statements) and print the last one's result as a table, every row up to
+    ``MAX_ROWS`` and every column (as wide as the terminal when there is one); 1 with the error on stderr."""
+    try:
+        result = con.sql(sql)
+        if result is None:  # a statement with no result (SET, CREATE TEMP TABLE, ...)
+            return 0
+        rows = result.limit(MAX_ROWS + 1).to_arrow_table()
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 100_000
+        con.from_arrow(rows.slice(0, MAX_ROWS)).show(max_rows=MAX_ROWS + 1, max_width=width)
+        if rows.num_rows > MAX_ROWS:
+            print(f"(the first {MAX_ROWS} rows; add a LIMIT / OFFSET for others)")
+    except duckdb.Error as exc:
+        print(f"Error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    sys.stdout.flush()
+    return 0
+
+
+def repl(con: duckdb.DuckDBPyConnection, database: Path, stdin: TextIO = sys.stdin) -> int:
+    """The prompt of its own: statements until ``;``, dot commands, errors printed without leaving. Standard input
+    that is not a terminal is read the same way, without prompts; then the status is 1 if a statement failed."""
+    interactive = stdin.isatty()
+    if interactive:
+        try:
+            import readline  # noqa: F401 - line editing and history for input()
+        except ImportError:  # not on every platform
+            pass
+        print(f"{database} (read-only) — {HELP}")
+    buffer: list[str] = []
+    failed = 0
+    while True:
+        try:
+            line = input(MORE if buffer else PROMPT) + "\n" if interactive else stdin.readline()
+        except KeyboardInterrupt:  # Ctrl-C drops the statement being typed
+            buffer = []
+            print()
+            continue
+        except EOFError:
+            break
+        if not line:  # the end of piped input
+            break
+        stripped = line.strip()
+        if not buffer and stripped.startswith("."):
+            command = stripped.split()[0]
+            if command in (".quit", ".exit", ".q"):
+                break
+            if command == ".tables":
+                run_query(con, TABLES)
+            else:
+                print(HELP)
+            continue
+        buffer.append(line)
+        if stripped.endswith(";"):
+            failed |= run_query(con, "".join(buffer))
+            buffer = []
+    if "".join(buffer).strip():
+        failed |= run_query(con, "".join(buffer))
+    return 0 if interactive else failed
+
+
+def _duckdb_cli() -> str | None:
+    """A ``duckdb`` CLI on the PATH of the library's version (major.minor), else None."""
+    cli = shutil.which("duckdb")
+    if not cli:
+        return None
+    try:
+        version = subprocess.run([cli, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    wanted = ".".join(duckdb.__version__.split(".")[:2])
+    return cli if version.lstrip("v").startswith(wanted + ".") else None
+
+
+def command(data_root: Path) -> str:
+    """The command that opens ``data_root``'s SQL, as the summary prints it: ``./forge sql`` (``./forge`` runs in the
+    repository root, whose ``data`` is the default root), with ``--data-root`` when the root is another."""
+    root = Path(data_root).resolve()
+    default = Path(Settings.model_fields["data_root"].default).resolve()
+    return "./forge sql" if root == default else f"./forge sql --data-root {shlex.quote(str(root))}"
+
+
+def main(argv: list[str], data_root: Path, prog: str = "./forge sql") -> int:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=(
+            "Run SQL on the data root's envsim.duckdb (read-only) from any directory: QUERY's result is printed as "
+            "a table (statements on standard input too); without QUERY, an interactive prompt (the duckdb CLI when "
+            "one of the library's version is on the PATH). docs/sql.md has the views, tables and a cookbook."
+        ),
+    )
+    parser.add_argument("query", nargs="?", help="SQL to run (one or more statements; the last one's result prints)")
+    parser.add_argument("--data-root", type=Path, help="the data root (default: ENVSIM_DATA_ROOT, else ./data)")
+    args = parser.parse_args(argv)
+    root = (args.data_root or data_root).resolve()
+    database = root / DUCKDB_FILE
+    if not database.is_file():
+        print(
+            f"{prog}: no {DUCKDB_FILE} in {root}: ./forge run makes it (or name the root: --data-root DIR)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.query is None and sys.stdin.isatty():
+        cli = _duckdb_cli()
+        if cli:  # the real shell: the views find their files next to the database file (docs/sql.md)
+            sys.stdout.flush()
+            os.execv(cli, [cli, "-readonly", str(database)])
+    try:
+        con = open_data_root(root)
+    except duckdb.Error as exc:  # e.g. a run holds it open for writing
+        print(f"{prog}: cannot open {database}: {exc}", file=sys.stderr)
+        return 1
+    with con:
+        return repl(con, database) if args.query is None else run_query(con, args.query)
