@@ -15,7 +15,7 @@ prepare_process()  # first, before pyarrow loads
 import pyarrow.parquet as pq  # noqa: E402
 
 from pipeline.core import profile  # noqa: E402
-from pipeline.core.settings import EXECUTORS, SettingsError  # noqa: E402
+from pipeline.core.settings import EXECUTORS, SettingsError, variable  # noqa: E402
 from pipeline.core.untrusted import console, console_text  # noqa: E402
 from pipeline.envs import download
 from pipeline.envs.partitions import partition_keys
@@ -228,6 +228,18 @@ def settings_problems() -> list[str]:
     return problems
 
 
+def settings_confirmation() -> str:
+    """The line ``check-settings`` prints when every ``ENVSIM_*`` variable is usable: which are set, and what the
+    rest are (their defaults, docs/settings.md)."""
+    current = settings()
+    given = sorted(variable(name) for name in current.model_fields_set)
+    which = f"{', '.join(given)} set, the others at their defaults" if given else "every variable at its default"
+    return (
+        f"settings OK: {which} (docs/settings.md); profile {current.profile}, data root "
+        f"{current.data_root.resolve()}, split schedule '{current.split_cron}' (UTC)"
+    )
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
     """Run one command (``argv``: the command and its arguments); ``prog``: how the usage names the caller."""
     parser = argparse.ArgumentParser(prog=prog)
@@ -300,8 +312,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
     if args.command == "bench-model":
         root = DataLayout.at(args.data_root or settings().data_root).root
         try:
-            check_model(args.checkpoint, root, args.template)
+            found = check_model(args.checkpoint, root, args.template)
             if args.check:
+                _say(f"{prog} bench-model --check: {found}: ready to serve")
                 return 0
             python, cli = find_llamafactory(settings().llamafactory_python)
             result = bench_model(
@@ -353,6 +366,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
         problems = settings_problems()
         for line in problems:
             print(line, file=sys.stderr)
+        if not problems:
+            print(settings_confirmation())
         return 2 if problems else 0
     if args.command == "partitions":
         count = settings().shards
