@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the environment's scripts: dg
@@ -30,11 +31,12 @@ BIN = Path(sys.executable).parent  # the environment's scripts: dg
 USAGE = """\
 usage: ./forge COMMAND [OPTIONS]   (./forge COMMAND -h: that command's options)
 
-  run [-c FILE]... [--config-json JSON]
+  run [-c FILE]... [--config-json JSON] [--seed N]
                 set up, run the main job (envsim_main) on the embedded default, print where the data went
                 -c/--config FILE   a run config YAML (repeatable; files listed first win), e.g. ops: benchmark_split:
-                                   config: seed: 1 (README "Bring your own corpus, tasks or model endpoint")
+                                   config: on_shortfall: fail (README "Bring your own corpus, tasks or model endpoint")
                 --config-json JSON the same as a JSON string (it wins over the files)
+                --seed N           the seed of the benchmark and the SFT mixture (default: their CURRENT versions')
                 environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default|small), ENVSIM_SHARDS,
                 ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md)
   test [PYTEST ARGS]   set up, run the test suite (e.g. ./forge test -m 'not slow' -x)
@@ -116,15 +118,28 @@ def _exec(command: list[str]) -> int:
     return 127  # not reached
 
 
+#: ``./forge run``'s options, as its one-line errors name them
+RUN_OPTIONS = "-c/--config FILE (repeatable), --config-json JSON, --seed N"
+
+
+class _RunParser(argparse.ArgumentParser):
+    """``./forge run``'s parser: a usage error (an unknown option, a value that does not parse) is one line naming
+    the problem and ``./forge run``'s options, exit 2 (argparse's default is the usage and then the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"./forge run: {message}: it takes {RUN_OPTIONS} (./forge run -h)\n")
+
+
 def run_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The options of ``./forge run`` (its ``-h`` prints these only; ``./forge --help`` lists every command)."""
+    parser = _RunParser(
         prog="./forge run",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=USAGE,
         description="Run the main job (envsim_main) on the embedded default and print where the data went. Before "
         "anything starts, the ENVSIM_* variables and the run config are checked (Dagster validates the run "
-        "config against the job): one line per problem naming the key and the fix, exit 2. Other "
-        "options are passed to dg launch.",
+        "config against the job): one line per problem naming the key and the fix, exit 2.",
+        epilog="environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default|small), ENVSIM_SHARDS,\n"
+        "ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md). ./forge --help lists every command.",
     )
     parser.add_argument(
         "-c",
@@ -135,6 +150,14 @@ def run_parser() -> argparse.ArgumentParser:
         help="a run config YAML (repeatable; files listed first win)",
     )
     parser.add_argument("--config-json", metavar="JSON", help="a run config as a JSON string (it wins over the files)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="the seed of the benchmark and the SFT mixture (ops.benchmark_split.config.seed and "
+        "ops.sft_mixture.config.seed; it wins over the config). Without it each keeps the seed of its CURRENT "
+        "version (0 when there is none)",
+    )
     return parser
 
 
@@ -144,7 +167,7 @@ def run(argv: list[str]) -> int:
     per-step interpreter start-up; with ``ENVSIM_SHARDS``, first the catalog and every partition of collection +
     labeling as its own run, ``ENVSIM_PARALLEL_RUNS`` side by side), and report on this run only: its timings, then
     its failed step and the one-line cause, or the summary. The exit status is the run's (or the summary's)."""
-    args, dg_args = run_parser().parse_known_args(argv)
+    args = run_parser().parse_args(argv)  # an unknown option or argument: one line naming ./forge run's options
     warnings.simplefilter("ignore")  # the checks and the report print only their lines (dg launch shows its own)
     from pipeline.__main__ import settings_problems
 
@@ -160,9 +183,14 @@ def run(argv: list[str]) -> int:
     from pipeline.core.settings import settings
     from pipeline.envs.partitions import partition_keys
 
-    run_config, problems = launch.load_run_config(args.config, args.config_json)
+    run_config, problems = launch.load_run_config(args.config, args.config_json, seed=args.seed)
     if not problems:
-        where = " and ".join(args.config + (["--config-json"] if args.config_json else [])) or "run config"
+        given = (
+            args.config
+            + (["--config-json"] if args.config_json else [])
+            + (["--seed"] if args.seed is not None else [])
+        )
+        where = " and ".join(given) or "run config"
         problems = launch.check_launch(MAIN_JOB, run_config, where=where)
     for line in problems:
         _say(f"./forge run: {line}", file=sys.stderr)
@@ -183,7 +211,7 @@ def run(argv: list[str]) -> int:
         status = next((code for code in codes if code), 0)
     started = time.time_ns()
     # a failed run (e.g. a check made blocking by ENVSIM_STRICT=1) ends with its failed step and the cause
-    status = _call(launch.dg_launch("--job", MAIN_JOB, *dg_args, run_config=run_config)) or status
+    status = _call(launch.dg_launch("--job", MAIN_JOB, run_config=run_config)) or status
     _say(f"{MAIN_JOB}: {(time.time_ns() - started) // 1_000_000} ms wall, including the dg CLI's start-up")
     return launch.report(MAIN_JOB, since=started // 1_000_000_000 - 1, data_root=str(root), status=status)
 

@@ -68,7 +68,6 @@ def cron_schedule(value: str) -> str:
     return value
 
 
-
 class Settings(BaseModel):
     """The pipeline's settings (a frozen value; see the module docstring for the three constructors)."""
 
