@@ -389,10 +389,14 @@ def main(argv: list[str] | None = None) -> int:
         if name == "run" and wants_help:
             run_parser().parse_args(args)  # its parser is the standard library's: prints the help, exits 0
         return _not_set_up(name, args)
-    from pipeline.core.settings import prepare_process
+    from pipeline.core.settings import SettingsError, prepare_process
 
     prepare_process()  # first, before anything imports pyarrow
-    return command.run(args)
+    try:
+        return command.run(args)
+    except SettingsError as exc:  # an ENVSIM_* variable no command can use (./forge run names them all first)
+        _say(f"./forge {name}: {exc}: fix the value or unset the variable", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
