@@ -190,3 +190,31 @@ def test_run_help_is_its_own_usage_only(capsys):
     out = capsys.readouterr().out
     assert exit_.value.code == 0 and out.startswith("usage: ./forge run [-h] [-c FILE] [--config-json JSON] [--seed N]")
     assert "--seed N" in out and "usage: ./forge COMMAND" not in out and "bench-model" not in out
+
+
+def test_setup_filters_only_the_editable_install_warning():
+    """``./forge setup``'s ``pip install -e .`` does not print setuptools' "Editable installation … folders in your
+    working directory with the same name as your package" block (pip shows a build backend's UserWarning as
+    BuildBackendWarning), and nothing else is hidden (issue 43, item 8)."""
+    import re
+
+    text = (ROOT / "forge").read_text()
+    (value,) = re.findall(r'PYTHONWARNINGS="\$\{PYTHONWARNINGS:\+\$PYTHONWARNINGS,\}([^"]+)"', text)
+    assert 'pip install -q -e ".[dev]"' in text.split(value, 1)[1].split("\n", 2)[1]  # on the editable install
+    code = (
+        "import warnings\n"
+        "from pip._vendor.pyproject_hooks import BuildBackendWarning\n"
+        "block = ('Editable installation.\\n!!\\n\\n' + '*' * 80\n"
+        "         + '\\nPlease be careful with folders in your working directory with the same\\nname as your '\n"
+        "         'package as they may take precedence during imports.\\n')\n"
+        "warnings.warn(block, UserWarning)  # in the build backend's process\n"
+        "warnings.warn_explicit(block, BuildBackendWarning, 'editable_wheel.py', 354)  # pip shows it again\n"
+        "warnings.warn('another warning', UserWarning)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONWARNINGS": value}, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Editable installation" not in proc.stderr and "another warning" in proc.stderr
+    bare = subprocess.run([sys.executable, "-c", code], env=os.environ, capture_output=True, text=True)
+    assert bare.stderr.count("Editable installation") == 2  # what ./forge setup printed before
