@@ -27,8 +27,9 @@ regenerate_splits = define_asset_job(
 )
 
 
-def _seed_config(benchmark_seed: int, mixture_seed: int | None = None) -> dict:
-    """Run config of ``regenerate_splits``: each split's seed (the mixture's defaults to the benchmark's)."""
+def seed_config(benchmark_seed: int, mixture_seed: int | None = None) -> dict:
+    """Run config of each split's seed (the mixture's defaults to the benchmark's): ``regenerate_splits``' runs and
+    ``./forge run --seed N``."""
     mixture_seed = benchmark_seed if mixture_seed is None else mixture_seed
     return {
         "ops": {
@@ -50,7 +51,7 @@ def weekly_splits(cron: str) -> ScheduleDefinition:
     )
     def _weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
         seed = int(context.scheduled_execution_time.strftime("%G%V"))
-        return RunRequest(run_key=f"splits-seed-{seed}", run_config=_seed_config(seed), tags={"split_seed": str(seed)})
+        return RunRequest(run_key=f"splits-seed-{seed}", run_config=seed_config(seed), tags={"split_seed": str(seed)})
 
     return _weekly_splits
 
@@ -103,6 +104,6 @@ def splits_on_new_steps(
     seeds = (bench.current_seed() or 0, mixture.current_seed() or 0)
     return RunRequest(
         run_key=f"steps-{fingerprint}-{seeds[0]}-{seeds[1]}",
-        run_config=_seed_config(*seeds),
+        run_config=seed_config(*seeds),
         tags={"split_seed": str(seeds[0]), "mixture_seed": str(seeds[1]), "steps_input": fingerprint},
     )

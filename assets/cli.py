@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the environment's scripts: dg
@@ -30,11 +32,12 @@ BIN = Path(sys.executable).parent  # the environment's scripts: dg
 USAGE = """\
 usage: ./forge COMMAND [OPTIONS]   (./forge COMMAND -h: that command's options)
 
-  run [-c FILE]... [--config-json JSON]
+  run [-c FILE]... [--config-json JSON] [--seed N]
                 set up, run the main job (envsim_main) on the embedded default, print where the data went
                 -c/--config FILE   a run config YAML (repeatable; files listed first win), e.g. ops: benchmark_split:
-                                   config: seed: 1 (README "Bring your own corpus, tasks or model endpoint")
+                                   config: on_shortfall: fail (README "Bring your own corpus, tasks or model endpoint")
                 --config-json JSON the same as a JSON string (it wins over the files)
+                --seed N           the seed of the benchmark and the SFT mixture (default: their CURRENT versions')
                 environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default|small), ENVSIM_SHARDS,
                 ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md)
   test [PYTEST ARGS]   set up, run the test suite (e.g. ./forge test -m 'not slow' -x)
@@ -117,15 +120,28 @@ def _exec(command: list[str]) -> int:
     return 127  # not reached
 
 
+#: ``./forge run``'s options, as its one-line errors name them
+RUN_OPTIONS = "-c/--config FILE (repeatable), --config-json JSON, --seed N"
+
+
+class _RunParser(argparse.ArgumentParser):
+    """``./forge run``'s parser: a usage error (an unknown option, a value that does not parse) is one line naming
+    the problem and ``./forge run``'s options, exit 2 (argparse's default is the usage and then the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"./forge run: {message}: it takes {RUN_OPTIONS} (./forge run -h)\n")
+
+
 def run_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The options of ``./forge run`` (its ``-h`` prints these only; ``./forge --help`` lists every command)."""
+    parser = _RunParser(
         prog="./forge run",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=USAGE,
         description="Run the main job (envsim_main) on the embedded default and print where the data went. Before "
         "anything starts, the ENVSIM_* variables and the run config are checked (Dagster validates the run "
-        "config against the job): one line per problem naming the key and the fix, exit 2. Other "
-        "options are passed to dg launch.",
+        "config against the job): one line per problem naming the key and the fix, exit 2.",
+        epilog="environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default|small), ENVSIM_SHARDS,\n"
+        "ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md). ./forge --help lists every command.",
     )
     parser.add_argument(
         "-c",
@@ -136,6 +152,14 @@ def run_parser() -> argparse.ArgumentParser:
         help="a run config YAML (repeatable; files listed first win)",
     )
     parser.add_argument("--config-json", metavar="JSON", help="a run config as a JSON string (it wins over the files)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="the seed of the benchmark and the SFT mixture (ops.benchmark_split.config.seed and "
+        "ops.sft_mixture.config.seed; it wins over the config). Without it each keeps the seed of its CURRENT "
+        "version (0 when there is none)",
+    )
     return parser
 
 
@@ -145,7 +169,7 @@ def run(argv: list[str]) -> int:
     per-step interpreter start-up; with ``ENVSIM_SHARDS``, first the catalog and every partition of collection +
     labeling as its own run, ``ENVSIM_PARALLEL_RUNS`` side by side), and report on this run only: its timings, then
     its failed step and the one-line cause, or the summary. The exit status is the run's (or the summary's)."""
-    args, dg_args = run_parser().parse_known_args(argv)
+    args = run_parser().parse_args(argv)  # an unknown option or argument: one line naming ./forge run's options
     warnings.simplefilter("ignore")  # the checks and the report print only their lines (dg launch shows its own)
     from pipeline.__main__ import settings_problems
 
@@ -161,9 +185,14 @@ def run(argv: list[str]) -> int:
     from pipeline.core.settings import settings
     from pipeline.envs.partitions import partition_keys
 
-    run_config, problems = launch.load_run_config(args.config, args.config_json)
+    run_config, problems = launch.load_run_config(args.config, args.config_json, seed=args.seed)
     if not problems:
-        where = " and ".join(args.config + (["--config-json"] if args.config_json else [])) or "run config"
+        given = (
+            args.config
+            + (["--config-json"] if args.config_json else [])
+            + (["--seed"] if args.seed is not None else [])
+        )
+        where = " and ".join(given) or "run config"
         problems = launch.check_launch(MAIN_JOB, run_config, where=where)
     for line in problems:
         _say(f"./forge run: {line}", file=sys.stderr)
@@ -184,7 +213,7 @@ def run(argv: list[str]) -> int:
         status = next((code for code in codes if code), 0)
     started = time.time_ns()
     # a failed run (e.g. a check made blocking by ENVSIM_STRICT=1) ends with its failed step and the cause
-    status = _call(launch.dg_launch("--job", MAIN_JOB, *dg_args, run_config=run_config)) or status
+    status = _call(launch.dg_launch("--job", MAIN_JOB, run_config=run_config)) or status
     _say(f"{MAIN_JOB}: {(time.time_ns() - started) // 1_000_000} ms wall, including the dg CLI's start-up")
     return launch.report(MAIN_JOB, since=started // 1_000_000_000 - 1, data_root=str(root), status=status)
 
@@ -241,11 +270,97 @@ def timings(argv: list[str]) -> int:
 
 
 def ui(argv: list[str]) -> int:
-    """``./forge ui``: the Dagster UI (``dg dev`` on the project's workspace), on this data root's run history."""
+    """``./forge ui``: the Dagster UI (``dg dev`` on the project's workspace, ``assets/dev_ui.py``), on this data
+    root's run history, until a signal stops it (:func:`_serve_ui`)."""
     if "-h" in argv or "--help" in argv:  # dg dev's own -h is the host
         return _exec([str(BIN / "dg"), "dev", "--help"])
     _prepare_environment()
-    return _exec([str(BIN / "dg"), "dev", "-w", str(ROOT / "workspace.yaml"), *argv])
+    return _serve_ui([sys.executable, "-m", "assets.dev_ui", "-w", str(ROOT / "workspace.yaml"), *argv])
+
+
+#: seconds the UI's processes get to end after ``dg dev`` has (then they are killed)
+UI_GRACE_S = 5.0
+
+
+def _die_with_parent() -> None:
+    """In a child, before it runs: SIGTERM when the process that started it dies (Linux ``PR_SET_PDEATHSIG``), so a
+    ``./forge ui`` killed with SIGKILL still stops ``dg dev``, which then stops its own processes."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: the other signals still stop it
+        pass
+
+
+def _ui_child() -> None:
+    """The UI's set-up in the child: the interrupt signals at their defaults (a job started in the background by a
+    script inherits SIGINT ignored, and Dagster maps SIGTERM to SIGINT's handler, so both were ignored), and it dies
+    with ``./forge ui``."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a live process (not a zombie waiting for its parent to reap it) is in process group ``pgid``."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # no procfs: any process of the group, zombies included
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+        except (OSError, IndexError):  # the process ended meanwhile
+            continue
+        if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _serve_ui(command: list[str]) -> int:
+    """Run the UI (``command``: ``dg dev`` and the webserver, daemon and code servers it starts) in a process group
+    of its own, and stop it when this process gets SIGINT (Ctrl-C), SIGTERM or SIGHUP, also when it runs in the
+    background: ``dg dev`` is interrupted once (it stops the webserver and the daemon, which stop their code
+    servers), and whatever of its process group is still there after it ended is ended too (SIGTERM, then SIGKILL
+    after :data:`UI_GRACE_S`); a second signal kills the group at once. Exit 0 when a signal stopped it, else
+    ``dg dev``'s status."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = subprocess.Popen(command, process_group=0, preexec_fn=_ui_child)
+    stops: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        stops.append(signum)
+        try:
+            if len(stops) == 1:
+                os.kill(child.pid, signal.SIGINT)  # dg dev's KeyboardInterrupt: its own orderly shutdown
+            else:
+                os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+    try:
+        code = child.wait()
+    finally:
+        for sig, wait in ((signal.SIGTERM, UI_GRACE_S), (signal.SIGKILL, UI_GRACE_S)):
+            if not _group_alive(child.pid):
+                break
+            try:
+                os.killpg(child.pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while _group_alive(child.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+    return 0 if stops else code
 
 
 def test(argv: list[str]) -> int:
@@ -371,10 +486,14 @@ def main(argv: list[str] | None = None) -> int:
         if name == "run" and wants_help:
             run_parser().parse_args(args)  # its parser is the standard library's: prints the help, exits 0
         return _not_set_up(name, args)
-    from pipeline.core.settings import prepare_process
+    from pipeline.core.settings import SettingsError, prepare_process
 
     prepare_process()  # first, before anything imports pyarrow
-    return command.run(args)
+    try:
+        return command.run(args)
+    except SettingsError as exc:  # an ENVSIM_* variable no command can use (./forge run names them all first)
+        _say(f"./forge {name}: {exc}: fix the value or unset the variable", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

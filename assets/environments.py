@@ -37,8 +37,11 @@ def environment_catalog(
     by_source = (
         table.groupby("source").agg(environments=("env_id", "count"), tool_pairs=("num_tools", "sum")).reset_index()
     )
+    per_source = ", ".join(f"{row.source} {row.environments}" for row in by_source.itertuples())
     context.log.info(
-        f"catalog: {len(report.environments)} environments, {report.tools} (env, tool) pairs -> {layout.environments}"
+        f"catalog: {len(report.environments)} environments ({per_source}), {report.tools} (env, tool) pairs -> "
+        f"{layout.environments}; a task that involves several runs them as one composite environment, which the "
+        "steps count apart (the run's summary reconciles the two)"
         + (f"; not listed (disabled): {', '.join(f'{k} ({v})' for k, v in disabled.items())}" if disabled else "")
     )
     return MaterializeResult(

@@ -29,6 +29,7 @@ from dagster import (  # noqa: E402
 )
 from dagster._utils.merger import deep_merge_dicts  # noqa: E402
 
+from assets.automation import seed_config  # noqa: E402
 from assets.definitions import build_definitions  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
 from pipeline.core.settings import settings  # noqa: E402
@@ -262,10 +263,13 @@ def _section_hint(job, path: list[str], names: list[str]) -> str:
     return ""
 
 
-def load_run_config(configs: Sequence[str] = (), config_json: str | None = None) -> tuple[dict, list[str]]:
-    """The one run config of ``./forge run -c FILE... --config-json JSON``, built once here and handed to ``dg launch``
-    as it is: the YAML files deep-merged by Dagster's own merge (``deep_merge_dicts``), a file listed first winning
-    over the ones after it, and the JSON over them all. Returns it with one line per file or JSON that cannot be
+def load_run_config(
+    configs: Sequence[str] = (), config_json: str | None = None, seed: int | None = None
+) -> tuple[dict, list[str]]:
+    """The one run config of ``./forge run -c FILE... --config-json JSON --seed N``, built once here and handed to
+    ``dg launch`` as it is: the YAML files deep-merged by Dagster's own merge (``deep_merge_dicts``), a file listed
+    first winning over the ones after it, the JSON over them all, and ``seed`` (the benchmark's and the mixture's,
+    :func:`assets.automation.seed_config`) over everything. Returns it with one line per file or JSON that cannot be
     read (naming it and the fix)."""
     problems: list[str] = []
     run_config: dict = {}
@@ -294,6 +298,8 @@ def load_run_config(configs: Sequence[str] = (), config_json: str | None = None)
             run_config = deep_merge_dicts(run_config, loaded)
         except ValueError as exc:
             problems.append(f"--config-json is not a JSON object ({exc}): pass e.g. '{{\"ops\": {{}}}}'")
+    if seed is not None:
+        run_config = deep_merge_dicts(run_config, seed_config(seed))
     return run_config, problems
 
 

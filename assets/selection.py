@@ -86,7 +86,11 @@ class Shortfall(str, Enum):
 
 
 class BenchmarkConfig(Config):
-    seed: int = Field(default=0, description="Seed of the pick order; a new seed gives a new version.")
+    seed: int | None = Field(
+        default=None,
+        description="Seed of the pick order; a new seed gives a new version. Unset: the CURRENT benchmark's seed (0 "
+        "when there is none), so a run without a seed never undoes a scheduled (weekly_splits) or seeded split.",
+    )
     on_shortfall: Shortfall | None = Field(
         default=None,
         description="A cell the corpus cannot fill warns (the benchmark holds what the corpus allows, the mixture is "
@@ -194,7 +198,9 @@ Decontaminate = Enum("Decontaminate", {name: name for name in DECONTAMINATION_KE
 
 
 class MixtureConfig(Config):
-    seed: int = Field(default=0, description="Seed of the pick order.")
+    seed: int | None = Field(
+        default=None, description="Seed of the pick order. Unset: the CURRENT mixture's seed (0 when there is none)."
+    )
     decontaminate: Decontaminate = Field(  # type: ignore[valid-type]
         default=Decontaminate[DEFAULT_DECONTAMINATION],
         description="What no mixture step may share with the benchmark: `trajectory` (default: its trajectory, or its "

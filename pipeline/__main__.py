@@ -15,7 +15,7 @@ prepare_process()  # first, before pyarrow loads
 import pyarrow.parquet as pq
 
 from pipeline.core import profile
-from pipeline.core.settings import EXECUTORS, SettingsError
+from pipeline.core.settings import EXECUTORS, SettingsError, variable
 from pipeline.core.untrusted import console, console_text
 from pipeline.envs import download
 from pipeline.envs.partitions import partition_keys
@@ -68,6 +68,17 @@ def _stratum_first(table):  # a DataFrame
     return table[["stratum", *[c for c in table.columns if c != "stratum"]]] if "stratum" in table.columns else table
 
 
+#: the footnote under each split table: why its ``available`` is below the ``candidates`` of the tables above it
+AVAILABLE_NOTE = {
+    BENCHMARK: "available: the cell's distinct (s_t, a_t) samples a version can draw (steps that repeat a sample "
+    "count once; error steps and quarantined environments left out), so below the cell's candidates above, which "
+    "count every step",
+    MIXTURE: "available: the group's distinct (s_t, a_t) samples left after decontamination against the benchmark "
+    "(before_decontamination minus the removed_by columns; repeats counted once, errors and quarantined "
+    "environments left out), so below the group's candidates above, which count every step",
+}
+
+
 def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None:
     """The CURRENT version of each split kind and its per-stratum table (stratum first); with the Dagster run
     that just ran (``dagster_run_id``), first whether it moved CURRENT: ``benchmark current: bench-43d6 →
@@ -93,7 +104,30 @@ def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None
                 # per stratum: tools picked and the top tool's share; for the mixture what decontamination removed
                 table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
                 _say(md_table(_stratum_first(table.drop(columns=["requested"], errors="ignore")), index=False))
+                _say(AVAILABLE_NOTE[kind])
                 _say()
+
+
+def environment_counts(layout: DataLayout) -> str | None:
+    """The line that reconciles the environments the steps name with the catalog's (``environments.parquet``, what
+    the catalog step logs), when they differ: the composites a task that involves several catalog environments runs
+    as one, and the catalog environments without steps of their own (the quality line's untested ones)."""
+    listed, stepped = queries.environment_ids(layout)
+    if not listed or listed == stepped:
+        return None
+    catalog, steps = set(listed), set(stepped)
+    composites = sorted(steps - catalog)
+    without = sorted(catalog - steps)
+    parts = [f"  environments: {len(stepped)} with steps = {len(steps & catalog)} of the catalog's {len(listed)}"]
+    if composites:
+        parts.append(
+            f" + {len(composites)} composites (a task that involves several catalog environments runs them together "
+            f"as one, e.g. {composites[0]})"
+        )
+    if without:
+        names = ", ".join(without[:8]) + (f", … ({len(without) - 8} more)" if len(without) > 8 else "")
+        parts.append(f"; the catalog's other {len(without)} have no steps of their own: {names}")
+    return "".join(parts)
 
 
 def report_failed_checks(layout: DataLayout, named_in: str | None = None) -> list[dict]:
@@ -158,6 +192,9 @@ def summary(
         f"{totals['steps']} steps from {totals['trajectories']} trajectories, "
         f"{totals['environments']} environments, {totals['tools']} tools; max |Δ| = {totals['max_delta']}"
     )
+    counts = environment_counts(layout)
+    if counts:
+        _say(counts)
     _say()
     _say(md_table(queries.delta_by_outcome(layout)))
     _say()
@@ -226,6 +263,18 @@ def settings_problems() -> list[str]:
             f"ENVSIM_LAUNCHER={current.launcher!r} is not a launcher: set it to local or slurm (or unset it)"
         )
     return problems
+
+
+def settings_confirmation() -> str:
+    """The line ``check-settings`` prints when every ``ENVSIM_*`` variable is usable: which are set, and what the
+    rest are (their defaults, docs/settings.md)."""
+    current = settings()
+    given = sorted(variable(name) for name in current.model_fields_set)
+    which = f"{', '.join(given)} set, the others at their defaults" if given else "every variable at its default"
+    return (
+        f"settings OK: {which} (docs/settings.md); profile {current.profile}, data root "
+        f"{current.data_root.resolve()}, split schedule '{current.split_cron}' (UTC)"
+    )
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
@@ -300,8 +349,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
     if args.command == "bench-model":
         root = DataLayout.at(args.data_root or settings().data_root).root
         try:
-            check_model(args.checkpoint, root, args.template)
+            found = check_model(args.checkpoint, root, args.template)
             if args.check:
+                _say(f"{prog} bench-model --check: {found}: ready to serve")
                 return 0
             python, cli = find_llamafactory(settings().llamafactory_python)
             result = bench_model(
@@ -353,6 +403,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
         problems = settings_problems()
         for line in problems:
             print(line, file=sys.stderr)
+        if not problems:
+            print(settings_confirmation())
         return 2 if problems else 0
     if args.command == "partitions":
         count = settings().shards

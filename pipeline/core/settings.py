@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
+from croniter import croniter
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 
@@ -48,6 +49,23 @@ EXECUTORS = ("multiprocess", "in_process", "celery", "k8s")
 _PREFIX = "ENVSIM_"
 _OWN_NAMES = {"slurm_conf": "SLURM_CONF"}  # fields read from a variable of another program
 _FLAG = "1/true/yes/on or 0/false/no/off"
+_CRON = "a cron schedule of 5 fields, minute hour day-of-month month day-of-week (UTC), e.g. '0 4 * * 1'"
+
+
+def cron_schedule(value: str) -> str:
+    """``value`` if Dagster can schedule it, else ``ValueError``: what Dagster's own check accepts (croniter's parse,
+    which Dagster vendors, resolving to exactly 5 fields, never the 30th or 31st of February; not the nearest-weekday
+    ``W`` of a day of the month, which this croniter knows and Dagster's older copy does not), so a schedule built
+    from it never fails to load (``tests/core/test_settings_model.py`` holds the two to the same answers)."""
+    parts = value.split()
+    try:
+        valid = croniter.is_valid(value) and not (len(parts) == 5 and "w" in parts[2].lower())
+        fields = croniter.expand(value)[0] if valid else []
+    except (ValueError, KeyError, TypeError):  # croniter's parse errors on what is_valid let through
+        fields = []
+    if len(fields) != 5 or (fields[3] == [2] and len(fields[2]) == 1 and fields[2][0] in (30, 31)):
+        raise ValueError(f"not {_CRON}")
+    return value
 
 
 class Settings(BaseModel):
@@ -79,7 +97,9 @@ class Settings(BaseModel):
     duckdb_threads: Annotated[int | None, AfterValidator(lambda n: n or None)] = Field(
         None, ge=0, description="DuckDB's threads (unset or 0: all cores)"
     )
-    split_cron: str = Field("0 4 * * 1", description="the weekly split regeneration schedule (UTC)")
+    split_cron: Annotated[str, AfterValidator(cron_schedule)] = Field(
+        "0 4 * * 1", description="the weekly split regeneration schedule (UTC; a 5-field cron schedule)"
+    )
     strict: bool = Field(
         False,
         description=f"a quarantined environment, or a benchmark cell the corpus cannot fill, fails the run ({_FLAG})",
@@ -106,6 +126,8 @@ def _takes(field: str) -> str:
     info = Settings.model_fields[field]
     if info.annotation is bool:
         return _FLAG
+    if field == "split_cron":
+        return _CRON
     minimum = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
     return "a whole number" + (f" >= {minimum}" if minimum is not None else "")
 

@@ -14,18 +14,26 @@ from pipeline.core.protocol import ChangeError, apply_changes, plain
 
 def _load(directory: Path, config: str | None, split: str):
     """``load_dataset`` of what is on disk now: a private cache, because the shared one is keyed by
-    the directory name and file sizes and can hand back an earlier export of the same place."""
+    the directory name and file sizes and can hand back an earlier export of the same place. Without ``datasets``'
+    progress bars ("Generating test split: …" between the run's log lines), unless ``HF_DATASETS_DISABLE_PROGRESS_BARS``
+    says otherwise; their state is restored after."""
     import shutil
     import tempfile
 
+    import datasets
     from datasets import load_dataset
 
+    quiet = not datasets.are_progress_bars_disabled() and datasets.config.HF_DATASETS_DISABLE_PROGRESS_BARS is None
+    if quiet:
+        datasets.disable_progress_bars()
     cache = tempfile.mkdtemp(prefix="envsim-verify-")
     args = (str(directory), config) if config else (str(directory),)
     try:
         return load_dataset(*args, split=split, cache_dir=cache, keep_in_memory=True)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+        if quiet:
+            datasets.enable_progress_bars()
 
 
 def verify_roundtrip(directory: Path, samples: Path, split: str) -> list[str]:

@@ -8,7 +8,8 @@ collection's issues and the determinism findings:
 * tools (declared, used) and scenarios used; steps by outcome; per tool its error steps with the most frequent
   exception and one example call;
 * determinism: ``deterministic`` (checked), ``unchecked``, ``non-deterministic`` or ``quarantined`` (Δ does not
-  verify), with the reason (:mod:`pipeline.labeling.quarantine`);
+  verify), with the reason (:mod:`pipeline.labeling.quarantine`); ``untested`` for an environment without steps
+  (nothing of it was re-executed, so nothing was checked);
 * strata reached: max |Δ| and the benchmark cells of the composition in force its steps can fill
   (:mod:`pipeline.core.strata`);
 * schema/code mismatches: arguments the schema declares that the code rejects and arguments the code requires
@@ -234,13 +235,23 @@ class EnvironmentReport:
         )
         return [e for e in ranked[:n] if e["verdict"] == FAIL]
 
-    def headline(self) -> str:
-        untested = sum(e["verdict"] == UNTESTED for e in self.envs)
+    @property
+    def untested(self) -> list[str]:
+        """The environments without steps (in the catalog, no call of theirs executed on their own), by id."""
+        return sorted(e["env_id"] for e in self.envs if e["verdict"] == UNTESTED)
+
+    def headline(self, names: int = 8) -> str:
+        """One line: how many pass of how many (those with steps, and the catalog's without), how many fail, and
+        the untested ones by name (the first ``names``)."""
+        untested = self.untested
         passing = sum(e["verdict"] == PASS for e in self.envs)
+        stepped = sum(bool(e["steps"]) for e in self.envs)
+        shown = ", ".join(untested[:names]) + (f", … ({len(untested) - names} more)" if len(untested) > names else "")
         return (
             f"{passing} of {len(self.envs)} environments pass the executor's checks"
+            + (f" ({stepped} with steps, {len(self.envs) - stepped} without)" if stepped < len(self.envs) else "")
             + (f"; failing: {len(self.failing)}" if self.failing else "")
-            + (f"; untested (no steps): {untested}" if untested else "")
+            + (f"; untested (no steps of their own, determinism 'untested'): {shown}" if untested else "")
         )
 
 
@@ -412,7 +423,10 @@ def environment_report(
     checked, determinism = _determinism(layout)
     for row in envs.values():
         status = determinism.get(row.env_id)
-        row.determinism, row.quarantine_reason = status if status else (DETERMINISTIC if checked else UNCHECKED, None)
+        if status:
+            row.determinism, row.quarantine_reason = status
+        else:  # no step of it was re-executed when it has none: untested, never a claim of determinism
+            row.determinism = (DETERMINISTIC if checked else UNCHECKED) if row.steps else UNTESTED
     out_envs, out_tools = _judge(envs, tools, thresholds, fingerprint)
     report = EnvironmentReport(out_envs, out_tools, thresholds, fingerprint)
     if write:
@@ -469,7 +483,7 @@ def _judge(
                 if row.problems
                 else None
                 if row.steps or row.not_loaded
-                else "no steps: no call of this environment was executed (not judged)",
+                else _no_steps(env_id, [e for e, r in envs.items() if r.steps]),
                 "problems": "; ".join(row.problems) or None,
                 "tools": row.tools,
                 "tools_used": row.tools_used,
@@ -494,6 +508,20 @@ def _judge(
         )
     out_tools = [tools[k].row(fingerprint) for k in sorted(tools)]
     return out_envs, out_tools
+
+
+def _no_steps(env_id: str, stepped: list[str]) -> str:
+    """Why an environment without steps is not judged, naming the composite environments its code ran in (a bfcl
+    task that involves several classes runs them together as one environment, ``bfcl/A+B``)."""
+    source, _, name = env_id.partition("/")
+    within = sorted(e for e in stepped if e.startswith(f"{source}/") and name in e.split("/", 1)[1].split("+"))
+    if not within:
+        return "no steps: no call of this environment was executed (not judged)"
+    more = f", … ({len(within) - 3} more)" if len(within) > 3 else ""
+    return (
+        f"no steps of its own (not judged): no task uses it alone; its code ran in {len(within)} composite "
+        f"environment(s): {', '.join(within[:3])}{more}"
+    )
 
 
 def _mismatch_text(t: ToolRow) -> str:
@@ -521,7 +549,7 @@ def summary_lines(layout: DataLayout, n: int = 5) -> list[str]:
         return []
     worst = report.worst(n)
     lines = [
-        f"Environment quality ({layout.env_quality.name}, SQL: env_quality): {report.headline()}"
+        f"Environment quality ({layout.env_quality}, SQL: env_quality): {report.headline()}"
         + (f"; the {len(worst)} worst:" if worst else "")
     ]
     lines += [f"  {e['env_id']}: {e['main_problem']}" for e in worst]

@@ -341,18 +341,20 @@ def _finish(
 def build_benchmark(
     layout: DataLayout,
     composition: Iterable[Cell] = BENCHMARK_CELLS,
-    seed: int = 0,
+    seed: int | None = 0,
     on_shortfall: str = "warn",
     make_current: bool = True,
     dagster_run_id: str | None = None,
 ) -> SelectionResult:
     """The EnvSimBench composition (or a custom one), maximising distinct environments; ``dagster_run_id``
-    (the materializing run, None outside Dagster) goes to the version's provenance.
+    (the materializing run, None outside Dagster) goes to the version's provenance. ``seed=None``: the CURRENT
+    benchmark's seed (0 when there is none; :meth:`SplitStore.seed`).
 
     A cell the corpus cannot fill is reported with what the corpus reaches toward it
     (:func:`pipeline.select.shortfall.reach`); with ``on_shortfall="warn"`` (the default) the version holds
     what the corpus allows, with ``"fail"`` it is a :class:`ShortfallError` naming every short cell and the fix."""
     cells = list(Composition(tuple(composition)).cells)  # checks the names are unique
+    seed = SplitStore(layout, BENCHMARK).seed(seed)
     spec = {
         "seed": seed,
         "input": current_fingerprint(layout),
@@ -386,7 +388,7 @@ MIXTURE_COMPOSITIONS = ("balance2", "uniform")
 def build_mixture(
     layout: DataLayout,
     sizes: dict[str, int] | None = None,
-    seed: int = 0,
+    seed: int | None = 0,
     decontaminate: str = DEFAULT_DECONTAMINATION,
     benchmark_version: str | None = None,
     on_shortfall: str = "warn",
@@ -402,13 +404,15 @@ def build_mixture(
 
     ``composition="uniform"`` is the ablation baseline: as many samples as the Balance2 sizes add up to,
     drawn uniformly at random (seeded) from the same decontaminated pool (every step in some Balance2
-    group), with no per-group quota and no diversity picking."""
+    group), with no per-group quota and no diversity picking. ``seed=None``: the CURRENT mixture's seed (0 when
+    there is none; :meth:`SplitStore.seed`)."""
     if composition not in MIXTURE_COMPOSITIONS:
         raise ValueError(f"composition must be one of {MIXTURE_COMPOSITIONS}, not {composition!r}")
     sizes = dict(
         Composition(mixture_sizes=BALANCE2_GROUPS if sizes is None else sizes).mixture_sizes
     )  # known groups only
     rule = decontamination(decontaminate)
+    seed = SplitStore(layout, MIXTURE).seed(seed)
     bench = SplitStore(layout, BENCHMARK)
     bench_version = bench.resolve(benchmark_version)
     bench_samples = str(bench.samples(bench_version))

@@ -214,7 +214,8 @@ _MEANINGS: dict[str, str] = {
     # the corpus quality gate
     "verdict": "The executor's verdict on the environment: pass, fail, or untested (in the catalog, no step) "
     '(docs/evaluation.md "The corpus quality gate").',
-    "main_problem": "The first problem of a failing environment (NULL when it passes).",
+    "main_problem": "The first problem of a failing environment (NULL when it passes); of an untested one, why "
+    "(naming the composite environments its code ran in).",
     "problems": "Every problem of a failing environment, in priority order, separated by '; '.",
     "tools_used": "Distinct tools called in the environment's steps.",
     "scenarios": "Distinct scenarios (tasks) the environment's steps ran.",
@@ -223,7 +224,8 @@ _MEANINGS: dict[str, str] = {
     "error_steps": "Steps labeled error (the call raised).",
     "error_share": "Share (0-1) of the steps labeled error.",
     "error_tools": "Tools with error steps and their counts, most first.",
-    "determinism": "deterministic (checked), unchecked, non-deterministic or quarantined (Δ does not verify).",
+    "determinism": "deterministic (checked), unchecked, non-deterministic, quarantined (Δ does not verify) or "
+    "untested (no steps of its own: nothing of it was re-executed).",
     "quarantine_reason": "Why the environment is non-deterministic or quarantined (NULL otherwise).",
     "max_delta": "Largest |Δ| of the steps.",
     "cells": "Benchmark cells of the composition in force its steps can fill (comma-separated).",

@@ -44,6 +44,23 @@ def step_totals(layout: DataLayout) -> dict[str, int]:
     return dict(zip(["steps", "trajectories", "environments", "tools", "max_delta"], [int(v or 0) for v in row]))
 
 
+def environment_ids(layout: DataLayout) -> tuple[list[str], list[str]]:
+    """``(the catalog's environments, the environments the steps name)``, each sorted: they differ where a task runs
+    several catalog environments together as one composite (bfcl: ``bfcl/A+B``), and where a catalog environment
+    has no step of its own."""
+    con = connect()
+    stepped = [r[0] for r in con.execute(f"SELECT DISTINCT env_id FROM {_steps(layout)} ORDER BY 1").fetchall()]
+    listed = (
+        [
+            r[0]
+            for r in con.execute("SELECT env_id FROM read_parquet(?) ORDER BY 1", [str(layout.environments)]).fetchall()
+        ]
+        if layout.environments.exists()
+        else []
+    )
+    return listed, stepped
+
+
 def steps_by_env(layout: DataLayout) -> pd.DataFrame:
     con = connect()
     return con.sql(
@@ -111,7 +128,8 @@ def cell_coverage(layout: DataLayout, composition: Composition | None = None, fa
 
 
 def balance2_coverage(layout: DataLayout, composition: Composition | None = None) -> pd.DataFrame:
-    """Steps per Balance2 group against the mixture sizes of ``composition`` (default: the ``default`` profile's)."""
+    """Steps per Balance2 group (``candidates``, every step counted, like :func:`cell_coverage`'s) against the
+    mixture sizes of ``composition`` (default: the ``default`` profile's)."""
 
     composition = composition if composition is not None else profile.DEFAULT.composition
     con = connect()
@@ -128,7 +146,7 @@ def balance2_coverage(layout: DataLayout, composition: Composition | None = None
             {
                 "group": g,
                 "wanted": n,
-                "available": int(df.loc[g, "n"]) if g in df.index else 0,
+                "candidates": int(df.loc[g, "n"]) if g in df.index else 0,
                 "environments": int(df.loc[g, "envs"]) if g in df.index else 0,
             }
             for g, n in composition.mixture_sizes.items()

@@ -156,6 +156,12 @@ class SplitStore:
         current = self.current()
         return None if current is None else int(self.manifest(current)["spec"]["seed"])
 
+    def seed(self, seed: int | None) -> int:
+        """The seed a new draw uses: ``seed`` when given, else the CURRENT version's (0 when there is none). A draw
+        without a seed (a plain ``./forge run``) so keeps the seed a scheduled or seeded run chose: on the same input
+        it is the CURRENT version again, and CURRENT moves only with new steps, a new composition or a named seed."""
+        return seed if seed is not None else self.current_seed() or 0
+
     def resolve(self, version: str | None) -> str:
         """``version`` if it exists, else the CURRENT one; a precise error otherwise."""
         if version:

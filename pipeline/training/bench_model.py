@@ -157,14 +157,15 @@ def _template(
     return chosen
 
 
-def check_model(ref: str, data_root: Path, template: str | None, cache_dir: str | Path | None = None) -> None:
+def check_model(ref: str, data_root: Path, template: str | None, cache_dir: str | Path | None = None) -> str:
     """What ``./forge bench-model`` checks before it installs the serving environment: ``ref`` is an embedded
     model (converted later, in that environment), or its weights are here and its chat template is known;
-    else :class:`ModelUnavailable`."""
+    else :class:`ModelUnavailable`. Returns what was found, for the line ``--check`` prints."""
     if ref in base_models.EMBEDDED:
-        return
+        return f"{ref} is embedded (converted when first served)"
     path, manifest = find_weights(ref, data_root, cache_dir)
-    _template(ref, path, manifest, base_models.lineage(path), template)
+    chosen = _template(ref, path, manifest, base_models.lineage(path), template)
+    return f"{ref}: weights at {path}, chat template {chosen}"
 
 
 def resolve_model(

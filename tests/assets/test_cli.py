@@ -116,3 +116,105 @@ def test_report_and_timings_find_the_run_history_of_the_data_root(tmp_path, monk
     assert cli.main(["timings", "--data-root", str(tmp_path / "mine")]) == 3  # a history, no run in it
     assert os.environ["DAGSTER_HOME"] == str(tmp_path / "mine" / ".dagster_home")
     assert "no run of envsim_main started" in capsys.readouterr().out
+
+
+def test_a_bad_schedule_setting_is_one_line_from_check_settings_and_run(tmp_path, monkeypatch, capsys):
+    """``ENVSIM_SPLIT_CRON="every monday"``: ``./forge check-settings`` and ``./forge run`` each say it in one line
+    (the variable, what it takes, the fix), exit 2, and the run starts nothing; a usable setting is confirmed in one
+    line (issue 43, items 1 and 7)."""
+    monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    monkeypatch.setenv("ENVSIM_SPLIT_CRON", "every monday")
+    expected = (
+        "ENVSIM_SPLIT_CRON must be a cron schedule of 5 fields, minute hour day-of-month month day-of-week (UTC), "
+        "e.g. '0 4 * * 1', got 'every monday': fix the value or unset the variable"
+    )
+    assert cli.main(["check-settings"]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", expected + "\n")
+    assert cli.main(["run"]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", expected + "\n")
+    assert cli.main(["ui"]) == 2 and capsys.readouterr().err == f"./forge ui: {expected}\n"
+    assert not (tmp_path / "data").exists()  # nothing started
+    monkeypatch.setenv("ENVSIM_SPLIT_CRON", "30 5 * * mon-fri")
+    assert cli.main(["check-settings"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == (
+        "settings OK: ENVSIM_DATA_ROOT, ENVSIM_SPLIT_CRON set, the others at their defaults (docs/settings.md); "
+        f"profile default, data root {tmp_path / 'data'}, split schedule '30 5 * * mon-fri' (UTC)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, problem",
+    [
+        (["--sed", "1"], "unrecognized arguments: --sed 1"),
+        (["--seed", "one"], "argument --seed: invalid int value: 'one'"),
+        (["--partition", "x"], "unrecognized arguments: --partition x"),
+        (["everything"], "unrecognized arguments: everything"),
+    ],
+)
+def test_an_unknown_option_is_one_line_naming_the_options_of_forge_run(argv, problem, capsys):
+    """Not dg launch's usage: ``./forge run``'s own line, its options, exit 2 (issue 43, item 3)."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["run", *argv])
+    assert exit_.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"./forge run: {problem}: it takes -c/--config FILE (repeatable), --config-json JSON, --seed N "
+        "(./forge run -h)\n"
+    )
+
+
+def test_seed_sets_both_splits_over_the_config(tmp_path):
+    """``./forge run --seed 7``: the benchmark's and the mixture's seed, over ``-c`` and ``--config-json``."""
+    from assets.launch import check_launch, load_run_config
+
+    config = tmp_path / "run.yaml"
+    config.write_text("ops:\n  benchmark_split:\n    config:\n      seed: 1\n      on_shortfall: warn\n")
+    run_config, problems = load_run_config([str(config)], '{"ops": {"sft_mixture": {"config": {"seed": 2}}}}', seed=7)
+    assert problems == [] and run_config == {
+        "ops": {
+            "benchmark_split": {"config": {"seed": 7, "on_shortfall": "warn"}},
+            "sft_mixture": {"config": {"seed": 7}},
+        }
+    }
+    assert check_launch("envsim_main", run_config) == []  # what Dagster accepts for the job
+    assert load_run_config([str(config)])[0]["ops"]["benchmark_split"]["config"]["seed"] == 1  # no --seed: the file's
+
+
+def test_run_help_is_its_own_usage_only(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["run", "-h"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and out.startswith("usage: ./forge run [-h] [-c FILE] [--config-json JSON] [--seed N]")
+    assert "--seed N" in out and "usage: ./forge COMMAND" not in out and "bench-model" not in out
+
+
+def test_setup_filters_only_the_editable_install_warning():
+    """``./forge setup``'s ``pip install -e .`` does not print setuptools' "Editable installation … folders in your
+    working directory with the same name as your package" block (pip shows a build backend's UserWarning as
+    BuildBackendWarning), and nothing else is hidden (issue 43, item 8)."""
+    import re
+
+    text = (ROOT / "forge").read_text()
+    (value,) = re.findall(r'PYTHONWARNINGS="\$\{PYTHONWARNINGS:\+\$PYTHONWARNINGS,\}([^"]+)"', text)
+    assert 'pip install -q -e ".[dev]"' in text.split(value, 1)[1].split("\n", 2)[1]  # on the editable install
+    code = (
+        "import warnings\n"
+        "from pip._vendor.pyproject_hooks import BuildBackendWarning\n"
+        "block = ('Editable installation.\\n!!\\n\\n' + '*' * 80\n"
+        "         + '\\nPlease be careful with folders in your working directory with the same\\nname as your '\n"
+        "         'package as they may take precedence during imports.\\n')\n"
+        "warnings.warn(block, UserWarning)  # in the build backend's process\n"
+        "warnings.warn_explicit(block, BuildBackendWarning, 'editable_wheel.py', 354)  # pip shows it again\n"
+        "warnings.warn('another warning', UserWarning)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONWARNINGS": value}, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Editable installation" not in proc.stderr and "another warning" in proc.stderr
+    bare = subprocess.run([sys.executable, "-c", code], env=os.environ, capture_output=True, text=True)
+    assert bare.stderr.count("Editable installation") == 2  # what ./forge setup printed before

@@ -50,9 +50,63 @@ def test_a_plain_value_reads_no_environment(monkeypatch):
         ("ENVSIM_SHARDS", "0", "a whole number >= 1"),
         ("ENVSIM_DUCKDB_THREADS", "many", "a whole number >= 0"),
         ("ENVSIM_STRICT", "maybe", "1/true/yes/on or 0/false/no/off"),
+        (
+            "ENVSIM_SPLIT_CRON",
+            "every monday",
+            "a cron schedule of 5 fields, minute hour day-of-month month day-of-week (UTC), e.g. '0 4 * * 1'",
+        ),
     ],
 )
 def test_a_bad_value_fails_in_one_line_naming_the_variable_and_what_it_takes(name, bad, takes):
     with pytest.raises(SettingsError) as info:
         Settings.from_env({name: bad})
     assert str(info.value) == f"{name} must be {takes}, got {bad!r}"
+
+
+@pytest.mark.parametrize(
+    "cron",
+    [
+        "0 4 * * 1",
+        "*/15 * * * *",
+        "0 4 * * mon-fri",
+        "0 0 1 jan *",
+        "0 0 29 2 *",
+        "0 0 L * *",
+        "0 0 * * 5#3",
+        "0 0 ? * *",
+        "@daily",
+        "@weekly",
+        "0 0 * * 7",
+        "1-5/2 * * * *",
+        "0 0 30,31 2 *",
+        "every monday",
+        "",
+        "0 4 * *",
+        "0 4 * * 1 2",
+        "0 0 * * * *",
+        "60 * * * *",
+        "0 24 * * *",
+        "0 0 0 * *",
+        "0 0 * 13 *",
+        "0 0 * * 8",
+        "0 0 30 2 *",
+        "0 0 31 2 *",
+        "0 0 * * 5L",
+        "0 0 15W * *",
+        "@reboot",
+        "H 4 * * 1",
+    ],
+)
+def test_the_schedule_setting_accepts_what_dagster_schedules(cron):
+    """``ENVSIM_SPLIT_CRON`` is refused with the settings exactly when Dagster would refuse the schedule built from
+    it (``weekly_splits``), so a bad value is one line before anything starts, never a definition error later."""
+    from dagster._utils.schedules import is_valid_cron_string
+
+    from pipeline.core.settings import cron_schedule
+
+    try:
+        cron_schedule(cron)
+        ours = True
+    except ValueError:
+        ours = False
+    assert ours == is_valid_cron_string(cron), cron

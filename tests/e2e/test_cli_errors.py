@@ -126,6 +126,12 @@ def test_the_first_config_file_wins_in_the_run_as_in_the_check(tmp_path):
         ),
         ("ENVSIM_EXECUTOR", "spark", "ENVSIM_EXECUTOR='spark' is not an executor"),
         ("ENVSIM_PARALLEL_RUNS", "all", "ENVSIM_PARALLEL_RUNS must be a whole number >= 1, got 'all'"),
+        (
+            "ENVSIM_SPLIT_CRON",
+            "every monday",
+            "ENVSIM_SPLIT_CRON must be a cron schedule of 5 fields, minute hour day-of-month month day-of-week (UTC), "
+            "e.g. '0 4 * * 1', got 'every monday': fix the value or unset the variable",
+        ),
     ],
 )
 def test_a_bad_variable_is_printed_once_without_a_traceback(tmp_path, variable, value, expected):
@@ -155,8 +161,34 @@ def test_no_stale_timings_when_no_run_started(tmp_path, monkeypatch, capsys):
     assert "no run of envsim_main started by this command" in capsys.readouterr().out
 
 
+def test_an_unknown_run_option_is_forges_one_line_not_dgs_usage(tmp_path):
+    """``./forge run --sed 1``: ``./forge run`` names its options (``--seed N`` among them), exit 2, nothing starts
+    (issue 43, item 3)."""
+    proc = _forge(tmp_path, "run", "--sed", "1")
+    assert proc.returncode == 2
+    assert _problem_lines(proc) == [
+        "./forge run: unrecognized arguments: --sed 1: it takes -c/--config FILE (repeatable), --config-json JSON, "
+        "--seed N (./forge run -h)"
+    ]
+    assert "dg launch" not in proc.stdout + proc.stderr and not (tmp_path / "data").exists()
+
+
+def test_run_help_is_its_own_usage_and_check_settings_confirms(tmp_path):
+    """``./forge run -h``: its options, not the global usage after them; ``./forge check-settings``: one line when
+    the settings are usable (issue 43, item 7)."""
+    proc = _forge(tmp_path, "run", "-h")
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: ./forge run ")
+    assert "--seed N" in proc.stdout and "--config-json JSON" in proc.stdout and "-c FILE, --config FILE" in proc.stdout
+    assert "usage: ./forge COMMAND" not in proc.stdout and "download envscaler" not in proc.stdout
+    proc = _forge(tmp_path, "check-settings")
+    assert proc.returncode == 0 and _problem_lines(proc) == [
+        f"settings OK: ENVSIM_DATA_ROOT set, the others at their defaults (docs/settings.md); profile default, data "
+        f"root {tmp_path / 'data'}, split schedule '0 4 * * 1' (UTC)"
+    ]
+
+
 def test_help_documents_every_command_and_the_run_options(tmp_path):
-    for args in (["--help"], ["-h"], ["help"], ["run", "-h"]):
+    for args in (["--help"], ["-h"], ["help"]):
         proc = _forge(tmp_path, *args)
         assert proc.returncode == 0, args
         for word in (

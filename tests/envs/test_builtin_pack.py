@@ -1,6 +1,7 @@
 """The builtin environment pack: format, generators, and that every domain reaches every stratum."""
 
 import json
+from pathlib import Path
 
 from pipeline.envs import builtin, envscaler
 from pipeline.execution.policy import ExplorationPolicy, PolicySettings, StateIndex
@@ -31,6 +32,17 @@ def test_export_round_trips_through_the_envscaler_loader(tmp_path):
     scenarios = list(envscaler.load_scenarios(scen_file))
     assert len(scenarios) == 3 * len(builtin.CLASSES)
     assert all(isinstance(s, envscaler.Scenario) and s.task for s in scenarios)
+
+
+def test_export_takes_the_directory_as_a_string_too(tmp_path, monkeypatch):
+    """docs/environments.md's ``builtin.export(dir)`` with a string, a relative one not there yet (issue 43, item 9)."""
+    monkeypatch.chdir(tmp_path)
+    env_file, scen_file = builtin.export("pack/out", per_env=1, seed=0)
+    assert (env_file, scen_file) == (
+        Path("pack/out/builtin_env_metadata.json"),
+        Path("pack/out/builtin_scenarios.json"),
+    )
+    assert env_file.read_text() == builtin.export(tmp_path / "again", per_env=1, seed=0)[0].read_text()
 
 
 def test_generators_are_seeded_and_diverse():

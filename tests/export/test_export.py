@@ -75,6 +75,37 @@ def test_one_prompt_for_training_and_evaluation(splits):
     assert sample["tool"] in prompt[1]["content"] and sample["code"].strip() in prompt[1]["content"]
 
 
+def test_loading_an_export_back_draws_no_progress_bar(splits, exported):
+    """The export check loads each version back with ``datasets``: no "Generating … split" bar lands between the
+    run's log lines (issue 43, item 8). In a process of its own, without the tests' HF_DATASETS_DISABLE_PROGRESS_BARS;
+    the bars are as they were afterwards."""
+    import os
+    import subprocess
+    import sys
+
+    layout, _, _ = splits
+    report = exported[BENCHMARK]
+    code = (
+        "import sys, datasets\n"
+        "from pathlib import Path\n"
+        "from pipeline.export.verify import verify_roundtrip\n"
+        "assert not datasets.are_progress_bars_disabled()\n"
+        "problems = verify_roundtrip(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])\n"
+        "assert problems == [] and not datasets.are_progress_bars_disabled(), problems\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HF_DATASETS_DISABLE_PROGRESS_BARS"}
+    samples = SplitStore(layout, BENCHMARK).samples(report.version)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(report.directory), str(samples), report.split],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Generating" not in proc.stderr + proc.stdout and "examples/s" not in proc.stderr
+
+
 def test_exports_load_back_exactly_with_matching_cards(splits, exported):
     layout, _, _ = splits
     for kind, report in exported.items():

@@ -142,6 +142,8 @@ def test_state_problems_name_values_that_are_not_plain_json(tmp_path, state):
     assert odd["env_id"] == "envscaler/odd" and "not plain JSON" in odd["state_problems"]
     # no call of it executed: not judged (a catalog environment exploration never reached is no defect)
     assert odd["verdict"] == "untested" and odd["main_problem"].startswith("no steps") and report.failing == []
+    assert odd["determinism"] == "untested"  # nothing of it was re-executed: no claim of determinism
+    assert report.headline().endswith("untested (no steps of their own, determinism 'untested'): envscaler/odd")
 
 
 def test_the_rows_are_in_duckdb_commented_and_the_summary_names_the_worst(gated):

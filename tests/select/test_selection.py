@@ -359,3 +359,28 @@ def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout,
     out = capsys.readouterr().out
     assert "candidates for the 12-sample composition" in out
     assert re.search(r"\|\s*reads\s*\|\s*7\s*\|", out) and "medium_3" not in out
+
+
+def test_a_draw_without_a_seed_keeps_the_seed_of_the_current_split(default_layout, tmp_path):
+    """A plain ``./forge run`` (no seed) after the weekly schedule drew the splits at seed 202648: each split is
+    drawn at its CURRENT version's seed, so on the same steps it is that version again and CURRENT stays; a named
+    seed moves CURRENT; with no CURRENT version the seed is 0 (README "Two commands")."""
+    from assets.selection import BenchmarkConfig, MixtureConfig
+
+    assert BenchmarkConfig().seed is None and MixtureConfig().seed is None  # unset in a run config: the CURRENT's
+    layout = stratified_copy(default_layout, tmp_path / "data")
+    bench, mixture = SplitStore(layout, BENCHMARK), SplitStore(layout, "sft_mixture")
+    sizes = {"failure": 5, "no_change": 50, "simple": 50, "complex": 20}
+    first = build_benchmark(layout, seed=None)
+    assert first.spec["seed"] == 0 and bench.current() == first.version
+    weekly = build_benchmark(layout, seed=202648)
+    weekly_mixture = build_mixture(layout, sizes, seed=202648)
+    assert bench.current() == weekly.version != first.version
+    plain = build_benchmark(layout, seed=None, dagster_run_id="a-plain-run")
+    plain_mixture = build_mixture(layout, sizes, seed=None, dagster_run_id="a-plain-run")
+    assert (plain.version, plain.spec["seed"]) == (weekly.version, 202648)
+    assert (plain_mixture.version, plain_mixture.spec["seed"]) == (weekly_mixture.version, 202648)
+    assert bench.current() == weekly.version and mixture.current() == weekly_mixture.version
+    assert bench.changes_by("a-plain-run") is None and mixture.changes_by("a-plain-run") is None
+    named = build_benchmark(layout, seed=0, dagster_run_id="a-seeded-run")
+    assert named.version == first.version and bench.changes_by("a-seeded-run") == (weekly.version, first.version)

@@ -101,3 +101,25 @@ def test_a_measurement_is_all_scored_only_when_these_weights_answered_every_samp
     assert not all_scored(layout, "bench-x", [*samples, {"step_id": "c"}], scored)  # a failed request is asked again
     assert not all_scored(layout, "bench-y", samples, scored)  # another benchmark version
     assert not all_scored(layout, "bench-x", samples, spec("sha256-bb"))  # other weights
+
+
+def test_check_says_what_it_found_in_one_line(tmp_path, monkeypatch, capsys):
+    """``./forge bench-model --check`` on success: one line naming the weights and the chat template (issue 43,
+    item 7), exit 0; for an embedded model, that it is embedded."""
+    from pipeline.__main__ import main
+
+    snapshot = _cached_model(tmp_path / "hub", "acme/tiny-instruct")
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))  # read from the environment at import
+    monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
+    argv = ["bench-model", "--check", "--checkpoint", "acme/tiny-instruct", "--template", "qwen"]
+    assert main(argv, prog="./forge") == 0
+    assert capsys.readouterr().out == (
+        f"./forge bench-model --check: acme/tiny-instruct: weights at {snapshot}, chat template qwen: ready to serve\n"
+    )
+    assert main(["bench-model", "--check"], prog="./forge") == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line == (
+        "./forge bench-model --check: smollm2-135m-instruct is embedded (converted when first served): ready to serve"
+    )

@@ -103,8 +103,10 @@ def scenarios(per_env: int, seed: int = 0) -> list[dict[str, Any]]:
     return out
 
 
-def export(directory: Path, per_env: int = 50, seed: int = 0) -> tuple[Path, Path]:
-    """Write the pack as ``builtin_env_metadata.json`` + ``builtin_scenarios.json`` (EnvScaler format)."""
+def export(directory: str | Path, per_env: int = 50, seed: int = 0) -> tuple[Path, Path]:
+    """Write the pack as ``builtin_env_metadata.json`` + ``builtin_scenarios.json`` (EnvScaler format) into
+    ``directory`` (a path or a string; made when missing); returns the two files."""
+    directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     envs = directory / "builtin_env_metadata.json"
     scen = directory / "builtin_scenarios.json"
