@@ -34,7 +34,7 @@ def printed(default_layout, tmp_path_factory):
     return layout
 
 
-def _out(layout, capsys) -> str:  # noqa: ANN001
+def _out(layout, capsys) -> str:
     summary(layout)
     captured = capsys.readouterr()
     return captured.out
