@@ -63,16 +63,20 @@ class _WorkerLost(Exception):
 
 class _Worker:
     def __init__(self, isolation: str, limits: Limits) -> None:
-        argv, env, cwd = worker_command(isolation, limits.tmp_mb)
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
+        launch = worker_command(isolation, limits.tmp_mb)
+        try:
+            self.proc = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=launch.env,
+                cwd=launch.cwd,
+                pass_fds=launch.pass_fds,
+                start_new_session=True,
+            )
+        finally:
+            launch.close()
         self._stderr = bytearray()
         self._drain = threading.Thread(target=self._drain_stderr, name="sandbox-stderr", daemon=True)
         self._drain.start()

@@ -34,13 +34,14 @@ attributes as at the start of the trajectory).
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -83,21 +84,94 @@ def _enter(temp_dir: str, number: int) -> str:
     return path
 
 
-def _empty(directory: str) -> None:
-    """Remove everything inside ``directory`` (a child's files, once its trajectory has ended)."""
-    try:
-        entries = os.listdir(directory)
-    except OSError:
-        return
-    for entry in entries:
-        path = os.path.join(directory, entry)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+_ROOT: list[str] = []  # where children's directories live: /tmp/work in a bwrap instance's own tmpfs
+_GONE = [0]
+
+
+def _root() -> str:
+    """The directory children's directories are made in: a fixed ``/tmp/work`` inside a bwrap sandbox (its
+    own tmpfs: names are the same on every machine and run), a fresh temporary directory otherwise."""
+    if not _ROOT:
+        if os.environ.get("ENVSIM_PRIVATE_TMP") == "1":
+            os.makedirs("/tmp/work", 0o700, exist_ok=True)
+            _ROOT.append("/tmp/work")
         else:
+            _ROOT.append(tempfile.mkdtemp(prefix="envsim-sandbox-"))
+    return _ROOT[0]
+
+
+def _scratch() -> str:
+    """A new directory for a spare (renamed to its trajectory's name when it gets one)."""
+    _GONE[0] += 1
+    path = os.path.join(_root(), f".spare-{_GONE[0]}")
+    os.mkdir(path, 0o700)
+    return path
+
+
+def _named(trajectory: Trajectory) -> str:
+    """The directory of ``trajectory``'s child: a name that depends only on the trajectory (its id), so an
+    environment that stores ``os.getcwd()``, ``tempfile.gettempdir()`` or a ``mkstemp`` path (whose names
+    :mod:`pipeline.execution.freeze` seeds) labels the same on every run and machine."""
+    digest = hashlib.sha256(trajectory.trajectory_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return os.path.join(_root(), f"t-{digest}")
+
+
+def _bury(path: str) -> str:
+    """Move a directory out of the way (its name is free at once); the new path."""
+    _GONE[0] += 1
+    grave = os.path.join(_root(), f".gone-{_GONE[0]}")
+    try:
+        os.chmod(path, 0o700)
+        os.rename(path, grave)
+    except OSError:
+        return path
+    return grave
+
+
+def _claim(path: str) -> None:
+    """Make ``path`` free for a new child's directory (a leftover of the same trajectory is buried)."""
+    if os.path.lexists(path):
+        _remove_tree(_bury(path))
+
+
+def _remove_tree(path: str, keep_top: bool = False) -> None:
+    """Remove what a child left, whatever it did: each directory's mode is restored before it is read (a
+    ``chmod 000`` one), and every subdirectory is moved up next to ``path`` before it is entered, so the
+    walk is a loop, not a recursion (a 1,500-deep chain), and no path grows. ``keep_top``: empty ``path``."""
+    stack, seen = [path], []
+    while stack:
+        directory = stack.pop()
+        try:
+            os.chmod(directory, 0o700)
+            names = os.listdir(directory)
+        except OSError:
+            names = []
+        for name in names:
+            entry = os.path.join(directory, name)
             try:
-                os.unlink(path)
+                if stat.S_ISDIR(os.lstat(entry).st_mode):
+                    stack.append(_bury(entry))
+                else:
+                    os.unlink(entry)
             except OSError:
                 pass
+        seen.append(directory)
+    for directory in reversed(seen[1:] if keep_top else seen):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass
+
+
+def _empty(directory: str) -> None:
+    """Remove everything inside ``directory`` (a child's files, once its trajectory has ended)."""
+    _remove_tree(directory, keep_top=True)
+
+
+def _exiting(pid: int, temp_dir: str) -> None:
+    """A child that is ending: reaped later (its teardown overlaps the next trajectory); its directory is
+    buried now, so its name is free for the next trajectory."""
+    _EXITING.append((pid, _bury(temp_dir)))
 
 
 def _close_inherited() -> None:
@@ -183,21 +257,25 @@ def _report_fatal(fd: int, exc: BaseException) -> None:
         pass
 
 
-def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> None:
+def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits, dir_fd: int) -> None:
     """A spare (:class:`_Spare`): everything a fresh child does before environment code runs, then blocked
-    in a read until the worker hands it one trajectory on ``requests``; it runs that one and exits."""
+    in a read until the worker hands it one trajectory on ``requests``; it runs that one and exits. Its
+    directory is renamed to the trajectory's (:func:`_named`) before the request is written: the audit hook,
+    which holds the name, is installed once it is known."""
     code = 0
     try:
         _close_inherited()
         registry.clear_caches()
-        landlock.restrict(temp_dir)
+        landlock.restrict(dir_fd)  # its directory by descriptor: the worker may rename it any time now
+        os.close(dir_fd)
         seccomp.install()
-        base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
-        guards.install(temp_dir, base + limits.memory_mb * _MIB)
-        _enter(temp_dir, 0)
         freeze.install("", 0, None)  # patched now; re-targeted to its trajectory below
         request = read_frame(os.fdopen(requests, "rb"), max_size=1 << 30)
         if request is not None:
+            named = str(request.get("dir") or temp_dir)
+            base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
+            guards.install(named, base + limits.memory_mb * _MIB)
+            _enter(named, 0)
             trajectory = trajectory_from_wire(request["trajectory"])
             blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
             _cpu_limit(trajectory, limits)
@@ -266,11 +344,13 @@ def _zygote(commands: int, sock: socket.socket) -> None:
                 continue
             rfd, wfd = os.pipe()
             req_r, req_w = os.pipe()
+            dir_fd = os.open(msg["temp_dir"], os.O_PATH | os.O_DIRECTORY)
             spare = _fork_for_worker()
             if spare == 0:
                 os.close(rfd)
                 os.close(req_w)
-                _prepared_child(wfd, req_r, msg["temp_dir"], limits_from_wire(msg["limits"]))
+                _prepared_child(wfd, req_r, msg["temp_dir"], limits_from_wire(msg["limits"]), dir_fd)
+            os.close(dir_fd)
             os.close(wfd)
             os.close(req_r)
             if spare < 0:
@@ -372,23 +452,25 @@ def _fork_spare(limits: Limits) -> None:
     """Fork and prepare a spare: by the zygote (its pid and pipes are read when it is needed), else here,
     between trajectories (no trajectory is in the worker's memory)."""
     if _ZYGOTE:
-        temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
+        temp_dir = _scratch()
         try:
             write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})
         except OSError:
             _ZYGOTE.clear()
-            shutil.rmtree(temp_dir, ignore_errors=True)
+            _remove_tree(temp_dir)
         else:
             _SPARES.append(_Spare(None, None, None, temp_dir, _GENERATION[0], limits))
             return
     rfd, wfd = os.pipe()
     req_r, req_w = os.pipe()
-    temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
+    temp_dir = _scratch()
+    dir_fd = os.open(temp_dir, os.O_PATH | os.O_DIRECTORY)
     pid = os.fork()
     if pid == 0:
         os.close(rfd)
         os.close(req_w)
-        _prepared_child(wfd, req_r, temp_dir, limits)
+        _prepared_child(wfd, req_r, temp_dir, limits, dir_fd)
+    os.close(dir_fd)
     os.close(wfd)
     os.close(req_r)
     _SPARES.append(_Spare(pid, req_w, FdReader(rfd, _max_frame(limits)), temp_dir, _GENERATION[0], limits))
@@ -406,7 +488,7 @@ def _retire_spare(spare: _Spare) -> None:
     """End a spare (it ran nothing); reaped later."""
     if not spare.ready():
         _SPARES.remove(spare)
-        shutil.rmtree(spare.temp_dir, ignore_errors=True)
+        _remove_tree(spare.temp_dir)
         return
     _forget_spare(spare)
     _kill_group(spare.pid)  # type: ignore[arg-type]
@@ -415,7 +497,7 @@ def _retire_spare(spare: _Spare) -> None:
             os.close(fd)  # type: ignore[arg-type]
         except OSError:
             pass
-    _EXITING.append((spare.pid, spare.temp_dir))  # type: ignore[arg-type]
+    _exiting(spare.pid, spare.temp_dir)  # type: ignore[arg-type]
 
 
 def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) -> _Spare | None:
@@ -427,8 +509,12 @@ def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) ->
             _retire_spare(spare)
             continue
         _forget_spare(spare)
+        named = _named(trajectory)
+        _claim(named)
         try:
-            write_frame(spare.requests, {"kind": "run", "trajectory": wire})
+            os.rename(spare.temp_dir, named)  # its Landlock rule follows the directory, not the name
+            spare.temp_dir = named
+            write_frame(spare.requests, {"kind": "run", "trajectory": wire, "dir": named})
         except OSError:
             _SPARES.append(spare)
             _retire_spare(spare)
@@ -478,7 +564,7 @@ def _retire(warm: _Warm) -> None:
             pass
         if fd in _WARM_FDS:
             _WARM_FDS.remove(fd)
-    _EXITING.append((warm.pid, warm.temp_dir))
+    _exiting(warm.pid, warm.temp_dir)
 
 
 def _retire_warm(keep: int = 0) -> None:
@@ -513,7 +599,7 @@ def _reap() -> None:
         if done:
             _EXITING.remove(entry)
             _kill_group(pid)  # anything left in its process group
-            shutil.rmtree(temp_dir, ignore_errors=True)
+            _remove_tree(temp_dir)
 
 
 def _stat(pid: int) -> tuple[str, int]:
@@ -625,7 +711,9 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
             reusable = key is not None and start == 0
             rfd, wfd = os.pipe()
             req_r, requests = os.pipe() if reusable else (None, None)
-            temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
+            temp_dir = _named(trajectory)
+            _claim(temp_dir)
+            os.mkdir(temp_dir, 0o700)
             pid = os.fork()
             if pid == 0:  # child
                 os.close(rfd)
@@ -731,12 +819,11 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
             os.close(requests)
         if finished:
             _kill_group(pid)  # nothing of it (a thread left behind) runs on
-            _empty(temp_dir)
-            _EXITING.append((pid, temp_dir))  # reaped later: its teardown overlaps the next trajectory
+            _exiting(pid, temp_dir)  # reaped later: its teardown overlaps the next trajectory
             return fresh
         _kill_group(pid)
         _, status = os.waitpid(pid, 0)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        _remove_tree(temp_dir)
         kind, message = failure  # type: ignore[misc]
         if kind == "WorkerCrash":
             message = _describe_exit(status) + (
