@@ -242,6 +242,7 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
     ("fchmod", "worker", "cleanup restores modes before removing a child's files", None),
     ("fchmodat", "worker", "cleanup restores modes before removing a child's files", None),
     ("chmod", "worker", "cleanup restores modes (x86_64)", None),
+    ("statfs", "worker", "free space of its children's tmpfs (waits for a dying child when low)", None),
     ("set_robust_list", "worker", "libc after fork", None),
     ("rseq", "worker", "libc after fork", None),
 )

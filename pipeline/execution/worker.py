@@ -592,14 +592,24 @@ def _kill_group(pid: int) -> None:
             continue
 
 
-def _reap() -> None:
+def _reap(block: bool = False) -> None:
+    """Reap ended children and remove their directories; ``block``: wait for each."""
     for entry in list(_EXITING):
         pid, temp_dir = entry
-        done, _ = os.waitpid(pid, os.WNOHANG)
+        done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
         if done:
             _EXITING.remove(entry)
             _kill_group(pid)  # anything left in its process group
             _remove_tree(temp_dir)
+
+
+def _scratch_low() -> bool:
+    """Whether less than half of the children's file system is free (a dying child may still hold space)."""
+    try:
+        st = os.statvfs(_root())
+    except OSError:
+        return False
+    return st.f_bavail * 2 < st.f_blocks
 
 
 def _stat(pid: int) -> tuple[str, int]:
@@ -663,6 +673,8 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
     for env code. True: it started in a fresh (or spare) child, not a warm one. ``wire``: the trajectory's
     wire form as it arrived (handed on to a spare or warm child as it is, not rebuilt from ``trajectory``)."""
     _reap()
+    if _EXITING and _scratch_low():
+        _reap(block=True)  # what ended children left is gone before the next one starts
     skip: set[int] = set()
     start, restarts = 0, 0
     got_init = False
@@ -819,6 +831,7 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
             os.close(requests)
         if finished:
             _kill_group(pid)  # nothing of it (a thread left behind) runs on
+            _empty(temp_dir)  # its files go now (a killed child holds none open once it is gone)
             _exiting(pid, temp_dir)  # reaped later: its teardown overlaps the next trajectory
             return fresh
         _kill_group(pid)
