@@ -218,7 +218,7 @@ def _with_parents(opts: list[str]) -> list[str]:
     return out + pending
 
 
-def bwrap_command(tmp_mb: int, command: list[str] | None = None) -> Launch:
+def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | None = None) -> Launch:
     """The ``bwrap`` launch that runs one sandbox worker (or ``command`` inside the same sandbox). Its
     options travel through ``--args FD`` (``/proc/1/cmdline`` inside shows none of them); data files
     (constant ``/proc`` contents, ``pyvenv.cfg``) through ``--ro-bind-data`` pipes. Under root, bwrap
@@ -290,6 +290,8 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None) -> Launch:
         fds.append(fd)
         opts += ["--ro-bind-data", str(fd), dest]
     extra_env["ENVSIM_PRIVATE_TMP"] = "1"  # the worker's /tmp is this instance's own: fixed names in it
+    if preload:
+        extra_env["ENVSIM_PRELOAD"] = preload  # an instance for one environment: only its source's modules
     for key, value in {**worker_environment(os.pathsep.join([_APP_DIR, *plugins])), **extra_env}.items():
         opts += ["--setenv", key, value]
     opts = _with_parents(opts)
@@ -305,14 +307,18 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None) -> Launch:
     return Launch([bwrap_path(), "--args", str(args_fd), "--", *command], {}, "/", tuple(fds))
 
 
-def worker_command(isolation: str, tmp_mb: int) -> Launch:
-    """How to start a worker under ``isolation``."""
+def worker_command(isolation: str, tmp_mb: int, preload: str | None = None) -> Launch:
+    """How to start a worker under ``isolation``; ``preload``: the one source whose modules it imports (an
+    instance for one environment), else every source's."""
     if isolation == "bwrap":
-        return bwrap_command(tmp_mb)
+        return bwrap_command(tmp_mb, preload=preload)
     if isolation == "trusted":
         pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])
         argv = [sys.executable, "-P", "-m", "pipeline.execution.worker"]
-        return Launch(argv, worker_environment(pythonpath), str(_PROJECT_ROOT))
+        env = worker_environment(pythonpath)
+        if preload:
+            env["ENVSIM_PRELOAD"] = preload
+        return Launch(argv, env, str(_PROJECT_ROOT))
     raise SandboxUnavailable(f"unknown sandbox isolation {isolation!r}; choose one of {', '.join(ISOLATIONS)}")
 
 

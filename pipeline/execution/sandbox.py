@@ -24,7 +24,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -62,8 +62,8 @@ class _WorkerLost(Exception):
 
 
 class _Worker:
-    def __init__(self, isolation: str, limits: Limits) -> None:
-        launch = worker_command(isolation, limits.tmp_mb)
+    def __init__(self, isolation: str, limits: Limits, preload: str | None = None) -> None:
+        launch = worker_command(isolation, limits.tmp_mb, preload)
         try:
             self.proc = subprocess.Popen(
                 launch.argv,
@@ -288,6 +288,9 @@ class Sandbox:
         self.workers_replaced = 0
         #: sandbox instances started for one environment's untrusted code (:meth:`_run_instance`)
         self.instances_started = 0
+        #: idle sandbox instances kept for their environment's later trajectories (least recently used ends)
+        self.max_live = 4 * self.workers
+        self._live: OrderedDict[tuple[str, ...], _Worker] = OrderedDict()  # idle instances, by environment
         #: whether the kernel confines children's writes (Landlock); False: only the audit-hook guard
         self.landlock = False
         #: how children's writes are confined, for run summaries
@@ -315,8 +318,12 @@ class Sandbox:
         if self._pool:
             self._pool.shutdown(wait=True, cancel_futures=True)
         for worker in self._all:
-            worker.close()
+            if worker in self._live.values():
+                worker.kill()  # an instance: nothing of it is kept
+            else:
+                worker.close()
         self._all.clear()
+        self._live.clear()
 
     def _discard(self, worker: _Worker) -> None:
         worker.kill()
@@ -339,9 +346,27 @@ class Sandbox:
     def _run_instance(self, batch: list[Trajectory], limits: Limits) -> list[dict[str, Any]]:
         """Run one environment's trajectories of untrusted code in a sandbox instance of their own: its own
         bwrap (PID, IPC, network, UTS and mount namespaces, its own /tmp), a worker and zygote that only ever
-        received this environment's code, a fresh child per trajectory; the instance ends with them, and
+        received this environment's code, a fresh child per trajectory. The instance is kept for the
+        environment's next trajectories (a later window) while at most ``max_live`` are idle, then ends, and
         its memory, scratch space and processes go with it. A lost instance is replaced by a fresh one."""
-        results, _ = self._on_workers(batch, limits, None, "instance")
+        key = _instance_key(batch[0])
+        with self._lock:
+            worker = self._live.pop(key, None)
+        results, worker = self._on_workers(batch, limits, worker, batch[0].env.source)
+        if worker is not None:
+            ended = []
+            with self._lock:
+                if key in self._live:
+                    ended.append(worker)  # another batch of it kept one meanwhile
+                else:
+                    self._live[key] = worker
+                while len(self._live) > self.max_live:
+                    ended.append(self._live.popitem(last=False)[1])
+                for old in ended:
+                    if old in self._all:
+                        self._all.remove(old)
+            for old in ended:
+                old.kill()
         return results
 
     def _on_workers(
@@ -354,7 +379,7 @@ class Sandbox:
             while todo:
                 if worker is None:
                     try:
-                        worker = _Worker(self.isolation, self.limits)
+                        worker = _Worker(self.isolation, self.limits, instance)
                     except (SandboxUnavailable, OSError) as exc:
                         for i in todo:
                             results[i] = _not_run(batch[i], exc)
@@ -366,13 +391,10 @@ class Sandbox:
                 if lost:
                     self._discard(worker)  # the worker is gone: the rest goes to a new one
                     worker = None
-        finally:
+        except BaseException:
             if instance is not None and worker is not None:
-                worker.kill()  # the environment's trajectories ended: so does its instance
-                with self._lock:
-                    if worker in self._all:
-                        self._all.remove(worker)
-                worker = None
+                self._discard(worker)
+            raise
         return results, worker  # type: ignore[return-value]
 
     def _send_and_receive(

@@ -947,12 +947,21 @@ def main() -> None:
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
     _limit_self()
 
-    registry.preload_all()
+    only = os.environ.get("ENVSIM_PRELOAD")  # an instance for one environment: only its source's modules
+    source = registry.SOURCES.find(only) if only else None
+    if source is not None:
+        try:
+            source.preload()
+        except Exception:
+            pass
+    else:
+        registry.preload_all()
     _preload_stdlib()
     seccomp.prepare()
     confinement = landlock.prepare()
     freeze.prepare()
-    pristine.prepare()
+    if source is None:
+        pristine.prepare()  # an instance never reuses a child: nothing to restore
     seccomp.install_base()  # no_new_privs and the base filter: every child runs under it
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap

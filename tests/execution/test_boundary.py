@@ -464,7 +464,7 @@ def test_the_workers_stderr_is_a_capped_pipe_not_a_host_file(box, monkeypatch):
     assert os.readlink(f"/proc/{w.proc.pid}/fd/2").startswith("pipe:")
     script = "import sys; sys.stderr.write('x' * 500000 + 'LAST-WORDS'); sys.stderr.flush(); sys.exit(2)"
     monkeypatch.setattr(
-        sandbox_module, "worker_command", lambda isolation, tmp_mb: isolation_module.Launch([sys.executable, "-c", script], {}, "/")
+        sandbox_module, "worker_command", lambda isolation, tmp_mb, preload=None: isolation_module.Launch([sys.executable, "-c", script], {}, "/")
     )
     with pytest.raises(sandbox_module.SandboxUnavailable, match="LAST-WORDS"):
         sandbox_module._Worker("trusted", Limits())
