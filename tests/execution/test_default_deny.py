@@ -183,3 +183,9 @@ def test_under_root_every_sandboxed_process_has_a_non_zero_host_uid():
     workers = {k: v for k, v in uids.items() if k[1].startswith("python")}
     assert workers, uids  # the worker, its zygote, a spare
     assert all(u == [isolation.SANDBOX_UID] * 4 for u in workers.values()), workers
+
+
+def test_the_documented_allowlist_is_the_compiled_one():
+    from pipeline.execution import seccomp
+
+    assert seccomp.table_markdown() in (PROJECT / "docs" / "environments.md").read_text()
