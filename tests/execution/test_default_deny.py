@@ -189,3 +189,30 @@ def test_the_documented_allowlist_is_the_compiled_one():
     from pipeline.execution import seccomp
 
     assert seccomp.table_markdown() in (PROJECT / "docs" / "environments.md").read_text()
+
+
+def test_each_untrusted_environment_gets_an_instance_and_a_lost_init_runs_again_on_a_fresh_one(monkeypatch):
+    from pipeline.execution import sandbox as sandbox_module
+
+    other = IDENTITY.replace("class Where", "SECRET = 'another'\n\nclass Where")
+    a = Trajectory("inst/a", "task", _spec("probe/a", IDENTITY, "Where"), (Action("where", {}, turn=0),))
+    b = Trajectory("inst/b", "task", _spec("probe/b", other, "Where"), (Action("where", {}, turn=0),))
+    real = sandbox_module._Worker.receive
+    calls: list[str] = []
+
+    def lost_once(self, trajectory, limits):
+        calls.append(trajectory.trajectory_id)
+        if trajectory.trajectory_id == "inst/b" and calls.count("inst/b") == 1:
+            self.kill()  # as if the instance died before the reset's frame arrived
+            raise sandbox_module._WorkerLost(
+                {"trajectory_id": "inst/b", "init": None, "init_error": "WorkerCrash: gone", "steps": [], "issues": []}
+            )
+        return real(self, trajectory, limits)
+
+    monkeypatch.setattr(sandbox_module._Worker, "receive", lost_once)
+    with Sandbox(workers=1, limits=Limits(call_timeout_s=10)) as box:
+        results = dict((t.trajectory_id, r) for t, r in box.run([a, b]))
+        assert box.instances_started == 3  # a's, b's, and b's again
+    assert calls == ["inst/a", "inst/b", "inst/b"]
+    assert results["inst/b"]["init"] is not None and results["inst/b"]["init_error"] is None
+    assert "another" not in json.dumps(results["inst/a"])
