@@ -106,7 +106,7 @@ def readable_tops() -> list[str]:
         names = sorted(os.listdir("/"))
     except OSError:
         return []
-    return ["/" + n for n in names if n not in UNREADABLE]
+    return ["/" + n for n in names if n not in UNREADABLE and os.path.isdir("/" + n)]
 
 
 def _readable_files() -> list[str]:
