@@ -224,6 +224,7 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
     (constant ``/proc`` contents, ``pyvenv.cfg``) through ``--ro-bind-data`` pipes. Under root, bwrap
     makes no user namespace and the command is started through ``setpriv`` as :data:`SANDBOX_UID` with
     no capability and ``no_new_privs``; otherwise a user namespace maps the caller's uid to 65534."""
+    bwrap = bwrap_path()
     binds, files, exe, extra_env = interpreter_layout()
     fds: list[int] = []
     root = os.geteuid() == 0
@@ -288,7 +289,7 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
     for dest, content in sorted(freeze.HOST_FILES.items()):  # constant host identity over the fresh /proc
         fd = _data_fd(content.encode())
         fds.append(fd)
-        opts += ["--ro-bind-data", str(fd), dest]
+        opts += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
     extra_env["ENVSIM_PRIVATE_TMP"] = "1"  # the worker's /tmp is this instance's own: fixed names in it
     if preload:
         extra_env["ENVSIM_PRELOAD"] = preload  # an instance for one environment: only its source's modules
@@ -304,7 +305,7 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
             setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all",
             "--no-new-privs", *command,
         ]
-    return Launch([bwrap_path(), "--args", str(args_fd), "--", *command], {}, "/", tuple(fds))
+    return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", tuple(fds))
 
 
 def worker_command(isolation: str, tmp_mb: int, preload: str | None = None) -> Launch:

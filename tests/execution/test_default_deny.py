@@ -170,8 +170,7 @@ def test_labels_from_two_checkouts_at_different_paths_are_byte_identical(tmp_pat
 def test_under_root_every_sandboxed_process_has_a_non_zero_host_uid():
     with Sandbox(workers=1, limits=Limits(call_timeout_s=10)) as box:
         _where(box)
-        [worker] = box._all
-        inside = [p for p in descendants(worker.proc.pid)]
+        inside = [p for worker in box._all for p in descendants(worker.proc.pid)]
         uids = {}
         for pid in inside:
             try:
