@@ -1,11 +1,15 @@
 """How sandbox workers are started: inside ``bwrap`` (the default), or — for trusted code only — as
 plain subprocesses.
 
-``bwrap`` gives each worker its own user, PID, network, IPC, UTS and cgroup namespaces (no network
-at all; processes die with the namespace), all capabilities dropped and an unprivileged uid, a
-read-only view of only what the interpreter needs (``/usr`` and the Python installation and
-virtual environment, the project's ``pipeline`` package at a neutral path, the directories of installed plugin
-packages outside them), a private size-capped
+``bwrap`` gives each worker its own PID, network, IPC, UTS, mount and cgroup namespaces (no network
+at all; processes die with the namespace), all capabilities dropped and an unprivileged host uid — under
+root bwrap makes no user namespace and starts the command through ``setpriv`` as :data:`SANDBOX_UID`
+(owner checks, file modes and ``RLIMIT_NPROC`` hold), otherwise a user namespace maps the caller to
+65534 —, a read-only view of only what the interpreter needs at neutral paths (``/usr``; the Python
+installation at ``/python`` unless it is under ``/usr``; the virtual environment's ``lib`` at ``/venv``
+with a generated ``pyvenv.cfg``; the project's ``pipeline`` package at ``/opt/envsim``; the directories of
+installed plugin packages outside them), its options passed through ``--args FD`` (``/proc/1/cmdline`` shows
+none), a private size-capped
 ``/tmp``, a fresh ``/proc``, a minimal read-only ``/dev`` with a small size-capped ``/dev/shm``, an
 empty environment (``--clearenv``: no variable of the parent, so no API key or token), a new session
 and ``--die-with-parent``. The interpreter runs with ``-P`` (``PYTHONSAFEPATH``): neither the working
