@@ -290,6 +290,8 @@ class Sandbox:
         self.instances_started = 0
         #: idle sandbox instances kept for their environment's later trajectories (least recently used ends)
         self.max_live = 4 * self.workers
+        self._busy: set[tuple[str, ...]] = set()  # environments whose instance is running a batch
+        self._turns = threading.Condition()
         self._live: OrderedDict[tuple[str, ...], _Worker] = OrderedDict()  # idle instances, by environment
         #: whether the kernel confines children's writes (Landlock); False: only the audit-hook guard
         self.landlock = False
@@ -350,23 +352,29 @@ class Sandbox:
         environment's next trajectories (a later window) while at most ``max_live`` are idle, then ends, and
         its memory, scratch space and processes go with it. A lost instance is replaced by a fresh one."""
         key = _instance_key(batch[0])
-        with self._lock:
-            worker = self._live.pop(key, None)
-        results, worker = self._on_workers(batch, limits, worker, batch[0].env.source)
-        if worker is not None:
-            ended = []
+        with self._turns:
+            while key in self._busy:  # one instance per environment: a later batch of it waits for it
+                self._turns.wait()
+            self._busy.add(key)
             with self._lock:
-                if key in self._live:
-                    ended.append(worker)  # another batch of it kept one meanwhile
-                else:
+                worker = self._live.pop(key, None)
+        ended: list[_Worker] = []
+        try:
+            results, worker = self._on_workers(batch, limits, worker, batch[0].env.source)
+            if worker is not None:
+                with self._lock:  # kept for its environment's next batch (before that batch may take it)
                     self._live[key] = worker
-                while len(self._live) > self.max_live:
-                    ended.append(self._live.popitem(last=False)[1])
-                for old in ended:
-                    if old in self._all:
-                        self._all.remove(old)
-            for old in ended:
-                old.kill()
+                    while len(self._live) > self.max_live:
+                        ended.append(self._live.popitem(last=False)[1])
+                    for old in ended:
+                        if old in self._all:
+                            self._all.remove(old)
+        finally:
+            with self._turns:
+                self._busy.discard(key)
+                self._turns.notify_all()
+        for old in ended:
+            old.kill()
         return results
 
     def _on_workers(
