@@ -35,10 +35,10 @@ from pipeline.collect.collector import collect  # noqa: E402
 from pipeline.collect.explore import ExploreSettings  # noqa: E402
 from pipeline.collect.run import collect_all  # noqa: E402
 from pipeline.collect.sources import SourceConfig, env_items  # noqa: E402
-from pipeline.envs.bfcl_replay import ground_truth_trajectories  # noqa: E402
-from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
 from pipeline.core.trajectory import Trajectory  # noqa: E402
 from pipeline.envs import blobs, registry  # noqa: E402
+from pipeline.envs.bfcl_replay import ground_truth_trajectories  # noqa: E402
+from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
 from pipeline.envs.catalog import build_catalog  # noqa: E402
 from pipeline.execution.child import Limits, execute  # noqa: E402
 from pipeline.execution.freeze import frozen  # noqa: E402

@@ -121,7 +121,7 @@ def _data_fd(content: bytes) -> int:
     try:
         view = memoryview(content)
         while view:
-            view = view[os.write(w, view):]
+            view = view[os.write(w, view) :]
     finally:
         os.close(w)
     return r
@@ -143,9 +143,8 @@ def interpreter_layout() -> tuple[list[tuple[str, str]], list[tuple[str, str]], 
     files: list[tuple[str, str]] = []
     env: dict[str, str] = {}
     if _inside(base, "/usr"):
-        base_inside, exe = base, base_exe
+        exe = base_exe
     else:
-        base_inside = PYTHON_DIR
         binds.append((base, PYTHON_DIR))
         exe = PYTHON_DIR + "/" + os.path.relpath(base_exe, base) if _inside(base_exe, base) else base_exe
         if os.path.isdir(os.path.join(base, "lib")):
@@ -240,21 +239,44 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
                 "which is not installed: 'sudo apt-get install util-linux'"
             )
         opts = [
-            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
         ]
     else:
         opts = [
-            "--unshare-all", "--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY),
-            "--disable-userns", "--cap-drop", "ALL",
+            "--unshare-all",
+            "--unshare-user",
+            "--uid",
+            str(_NOBODY),
+            "--gid",
+            str(_NOBODY),
+            "--disable-userns",
+            "--cap-drop",
+            "ALL",
         ]
     opts += [
         "--die-with-parent",
         "--new-session",
         "--clearenv",
         # the private /tmp first: a later bind below /tmp stays visible on it
-        "--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp",
-        "--ro-bind", "/usr", "/usr",
+        "--size",
+        str(tmp_mb << 20),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        "/usr",
+        "/usr",
     ]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/") / top
@@ -277,37 +299,57 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
     for record in _hidden_install_records():
         site = os.path.realpath(os.path.join(sys.prefix, "lib"))
         if venv_lib and _inside(record, site):
-            opts += ["--ro-bind", "/dev/null", VENV_DIR + "/lib" + record[len(site):]]
+            opts += ["--ro-bind", "/dev/null", VENV_DIR + "/lib" + record[len(site) :]]
     plugins = _plugin_dirs()
     for path in plugins:
         opts += ["--ro-bind", path, path]
     opts += [
-        "--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline",
-        "--proc", "/proc",
-        "--dev", "/dev",
-        "--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm",
-        "--remount-ro", "/dev",
-        "--chdir", "/tmp",
-        "--hostname", freeze.HOSTNAME,
+        "--ro-bind",
+        str(_PROJECT_ROOT / "pipeline"),
+        f"{_APP_DIR}/pipeline",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(SHM_MB << 20),
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--chdir",
+        "/tmp",
+        "--hostname",
+        freeze.HOSTNAME,
     ]
     for dest, content in sorted(freeze.HOST_FILES.items()):  # constant host identity over the fresh /proc
         fd = _data_fd(content.encode())
         fds.append(fd)
         opts += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
-    extra_env["ENVSIM_PRIVATE_TMP"] = "1"  # the worker's /tmp is this instance's own: fixed names in it
-    if preload:
-        extra_env["ENVSIM_PRELOAD"] = preload  # an instance for one environment: only its source's modules
     for key, value in {**worker_environment(os.pathsep.join([_APP_DIR, *plugins])), **extra_env}.items():
         opts += ["--setenv", key, value]
     opts = _with_parents(opts)
     args_fd = _data_fd(b"".join(a.encode() + b"\0" for a in opts))
     fds.append(args_fd)
     if command is None:
-        command = [exe, "-P", "-m", "pipeline.execution.worker"]
+        # its /tmp is this instance's own (fixed names in it); an instance for one environment: only its source
+        command = [
+            exe,
+            "-P",
+            "-m",
+            "pipeline.execution.worker",
+            "--private-tmp",
+            *(["--preload", preload] if preload else []),
+        ]
     if root:
         command = [
-            setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all",
-            "--no-new-privs", *command,
+            setpriv,
+            f"--reuid={SANDBOX_UID}",
+            f"--regid={SANDBOX_UID}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--no-new-privs",
+            *command,
         ]
     return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", tuple(fds))
 
@@ -319,11 +361,8 @@ def worker_command(isolation: str, tmp_mb: int, preload: str | None = None) -> L
         return bwrap_command(tmp_mb, preload=preload)
     if isolation == "trusted":
         pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])
-        argv = [sys.executable, "-P", "-m", "pipeline.execution.worker"]
-        env = worker_environment(pythonpath)
-        if preload:
-            env["ENVSIM_PRELOAD"] = preload
-        return Launch(argv, env, str(_PROJECT_ROOT))
+        argv = [sys.executable, "-P", "-m", "pipeline.execution.worker", *(["--preload", preload] if preload else [])]
+        return Launch(argv, worker_environment(pythonpath), str(_PROJECT_ROOT))
     raise SandboxUnavailable(f"unknown sandbox isolation {isolation!r}; choose one of {', '.join(ISOLATIONS)}")
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from pipeline.execution.freeze import HOST_FILES
+
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
@@ -111,8 +113,6 @@ def readable_tops() -> list[str]:
 
 def _readable_files() -> list[str]:
     """Single files under /proc a child may read: the constant host identity bound over them."""
-    from pipeline.execution.freeze import HOST_FILES
-
     return sorted(HOST_FILES)
 
 

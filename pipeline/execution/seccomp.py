@@ -136,8 +136,11 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
         "fcntl",
         "child",
         "dup, descriptor/status flags and taking locks only (no F_SETOWN, lock test, lease, notify, pipe size)",
-        _any(1, (_F_DUPFD, _F_GETFD, _F_SETFD, _F_GETFL, _F_SETFL, _F_SETLK, _F_SETLKW, _F_OFD_SETLK)
-             + (_F_OFD_SETLKW, _F_DUPFD_CLOEXEC)),
+        _any(
+            1,
+            (_F_DUPFD, _F_GETFD, _F_SETFD, _F_GETFL, _F_SETFL, _F_SETLK, _F_SETLKW, _F_OFD_SETLK)
+            + (_F_OFD_SETLKW, _F_DUPFD_CLOEXEC),
+        ),
     ),
     ("ioctl", "child", "isatty, terminal size, FIONREAD/FIONBIO/FIOCLEX only", _any(1, _IOCTLS)),
     ("select", "child", "select.select, a sleep idiom (x86_64)", None),
@@ -197,7 +200,12 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
     ("getrlimit", "child", "resource.getrlimit (x86_64)", None),
     ("prlimit64", "child", "resource.get/setrlimit on itself only (limits only go down)", _SELF),
     ("getpriority", "child", "os.getpriority on itself only", (((0, "eq", _PRIO_PROCESS), (1, "eq", 0)),)),
-    ("setpriority", "child", "lower its own priority only (PRIO_PROCESS, 0)", (((0, "eq", _PRIO_PROCESS), (1, "eq", 0)),)),
+    (
+        "setpriority",
+        "child",
+        "lower its own priority only (PRIO_PROCESS, 0)",
+        (((0, "eq", _PRIO_PROCESS), (1, "eq", 0)),),
+    ),
     ("ioprio_get", "child", "its own I/O priority", (((0, "eq", _IOPRIO_WHO_PROCESS), (1, "eq", 0)),)),
     ("ioprio_set", "child", "its own I/O priority only", (((0, "eq", _IOPRIO_WHO_PROCESS), (1, "eq", 0)),)),
     ("sched_getaffinity", "child", "os.sched_getaffinity(0), os.cpu_count", _SELF),
@@ -218,7 +226,12 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
         _any(0, (_PR_GET_DUMPABLE, _PR_SET_NAME, _PR_GET_NAME, _PR_GET_NO_NEW_PRIVS, _PR_SET_VMA)),
     ),
     # -- the worker and its zygote only (its children never get these)
-    ("clone", "worker", "fork a child or a spare (CLONE_PARENT); never a namespace", (((0, "masked0", _CLONE_NAMESPACES),),)),
+    (
+        "clone",
+        "worker",
+        "fork a child or a spare (CLONE_PARENT); never a namespace",
+        (((0, "masked0", _CLONE_NAMESPACES),),),
+    ),
     ("wait4", "worker", "reap its children", None),
     ("waitid", "worker", "reap its children", None),
     ("kill", "worker", "stop, continue and kill its children's process groups", None),
@@ -249,21 +262,94 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
 
 #: notable syscalls refused by both filters (documentation and tests; the default refuses them)
 DENIED = (
-    "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "unshare",
-    "setns", "pivot_root", "chroot", "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "mknod",
-    "mknodat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
-    "io_uring_setup", "userfaultfd", "memfd_create", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
-    "process_madvise", "process_mrelease", "kcmp", "memfd_secret", "shmget", "shmat", "shmdt", "shmctl",
-    "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl", "mq_open", "mq_unlink",
-    "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "socket", "connect", "bind", "listen",
-    "accept4", "sendto", "recvfrom", "mincore", "fadvise64", "readahead", "cachestat", "chown", "fchown",
-    "lchown", "fchownat", "utime", "utimes", "utimensat", "futimesat", "sync", "syncfs", "sysinfo",
-    "flock", "inotify_init", "inotify_init1", "fanotify_init", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+    "execve",
+    "execveat",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "unshare",
+    "setns",
+    "pivot_root",
+    "chroot",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "mknod",
+    "mknodat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "io_uring_setup",
+    "userfaultfd",
+    "memfd_create",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    "process_madvise",
+    "process_mrelease",
+    "kcmp",
+    "memfd_secret",
+    "shmget",
+    "shmat",
+    "shmdt",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
+    "mq_getsetattr",
+    "socket",
+    "connect",
+    "bind",
+    "listen",
+    "accept4",
+    "sendto",
+    "recvfrom",
+    "mincore",
+    "fadvise64",
+    "readahead",
+    "cachestat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "sync",
+    "syncfs",
+    "sysinfo",
+    "flock",
+    "inotify_init",
+    "inotify_init1",
+    "fanotify_init",
+    "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo",
 )
 #: refused by the child filter, allowed to the worker (it supervises its children with them)
 CHILD_DENIED = tuple(
-    dict.fromkeys(n for n, scope, _, _ in SYSCALLS if scope == "worker" and not any(
-        n == m and s == "child" and w is None for m, s, _, w in SYSCALLS))
+    dict.fromkeys(
+        n
+        for n, scope, _, _ in SYSCALLS
+        if scope == "worker" and not any(n == m and s == "child" and w is None for m, s, _, w in SYSCALLS)
+    )
 )
 #: child filter: allowed only when their first argument (a pid) is 0, the caller
 SELF_ONLY = tuple(n for n, scope, _, when in SYSCALLS if scope == "child" and when == _SELF)
@@ -362,6 +448,12 @@ def with_pid(f: Any, pid: int) -> Any:
     return f
 
 
+def _condition(index: int, op: str, value: int) -> str:
+    if op == "masked0":
+        return f"arg{index} & {hex(value)} == 0"
+    return f"arg{index} {'==' if op.startswith('eq') else '!='} {value}"
+
+
 def table_markdown() -> str:
     """The allowlist as a Markdown table (``docs/environments.md`` holds its output)."""
     lines = ["| syscall | allowed to | arguments | why |", "|---|---|---|---|"]
@@ -371,13 +463,7 @@ def table_markdown() -> str:
         elif when == ():
             cond = "own pid only"
         else:
-            cond = " or ".join(
-                " and ".join(
-                    f"arg{i} {'&' + hex(v) + ' == 0' if op == 'masked0' else ('== ' if op.startswith('eq') else '!= ') + str(v)}"
-                    for i, op, v in alt
-                )
-                for alt in when
-            )
+            cond = " or ".join(" and ".join(_condition(i, op, v) for i, op, v in alt) for alt in when)
         lines.append(f"| `{name}` | {'worker, child' if scope == 'child' else 'worker'} | {cond} | {reason} |")
     return "\n".join(lines) + "\n"
 

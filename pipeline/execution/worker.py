@@ -92,7 +92,7 @@ def _root() -> str:
     """The directory children's directories are made in: a fixed ``/tmp/work`` inside a bwrap sandbox (its
     own tmpfs: names are the same on every machine and run), a fresh temporary directory otherwise."""
     if not _ROOT:
-        if os.environ.get("ENVSIM_PRIVATE_TMP") == "1":
+        if "--private-tmp" in sys.argv[1:]:
             os.makedirs("/tmp/work", 0o700, exist_ok=True)
             _ROOT.append("/tmp/work")
         else:
@@ -849,7 +849,9 @@ def _lose_child(attempt: _Attempt, progress: _Progress, failure: tuple[str, str]
     _remove_tree(attempt.temp_dir)
     kind, message = failure
     if kind == "WorkerCrash":
-        message = _describe_exit(status) + (" (memory limit?)" if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) else "")
+        message = _describe_exit(status) + (
+            " (memory limit?)" if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) else ""
+        )
     if not progress.got_init:
         emit({"kind": "init_error", "error": f"{kind}: {message}"})
         return False
@@ -984,7 +986,8 @@ def main() -> None:
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
     _limit_self()
 
-    only = os.environ.get("ENVSIM_PRELOAD")  # an instance for one environment: only its source's modules
+    args = sys.argv[1:]  # from the parent (isolation.worker_command): --private-tmp, --preload SOURCE
+    only = args[args.index("--preload") + 1] if "--preload" in args[:-1] else None  # an instance: only its source
     source = registry.SOURCES.find(only) if only else None
     if source is not None:
         try:

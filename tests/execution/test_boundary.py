@@ -17,17 +17,16 @@ import time
 
 import pytest
 
-from tests.support.procs import descendants
-
 from pipeline.core.environment import EnvSpec
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
-from pipeline.execution import isolation as isolation_module
 from pipeline.execution import isolation, landlock, pristine, seccomp, worker
+from pipeline.execution import isolation as isolation_module
 from pipeline.execution import sandbox as sandbox_module
 from pipeline.execution.child import Limits
 from pipeline.execution.frames import FdReader, decode, encode
 from pipeline.execution.sandbox import Sandbox
+from tests.support.procs import descendants
 
 MARK_PREFIX, MARK_SUFFIX = "QZX-other-env-", "secret-code-7731"
 
@@ -296,8 +295,8 @@ def test_the_worker_runs_non_dumpable_under_its_own_seccomp_filter(box):
     [result] = run(box, _traj(_spec("probe"), ("where", {})))
     assert result["init"] is not None
     statuses = []
-    for worker in box._all:
-        for pid in descendants(worker.proc.pid):
+    for sandbox_worker in box._all:
+        for pid in descendants(sandbox_worker.proc.pid):
             try:
                 text = open(f"/proc/{pid}/status").read()
             except OSError:
@@ -489,7 +488,9 @@ def test_the_workers_stderr_is_a_capped_pipe_not_a_host_file(box, monkeypatch):
     assert os.readlink(f"/proc/{w.proc.pid}/fd/2").startswith("pipe:")
     script = "import sys; sys.stderr.write('x' * 500000 + 'LAST-WORDS'); sys.stderr.flush(); sys.exit(2)"
     monkeypatch.setattr(
-        sandbox_module, "worker_command", lambda isolation, tmp_mb, preload=None: isolation_module.Launch([sys.executable, "-c", script], {}, "/")
+        sandbox_module,
+        "worker_command",
+        lambda isolation, tmp_mb, preload=None: isolation_module.Launch([sys.executable, "-c", script], {}, "/"),
     )
     with pytest.raises(sandbox_module.SandboxUnavailable, match="LAST-WORDS"):
         sandbox_module._Worker("trusted", Limits())

@@ -23,7 +23,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 # What a child does before environment code (both filters, Landlock), then raw syscalls through ctypes —
 # as if the audit hook had been switched off (the red team rewrote its defaults): the kernel still refuses.
-RAW = r'''
+RAW = r"""
 import ctypes, errno, json, os, sys
 from pipeline.execution import landlock, seccomp
 seccomp.prepare(); landlock.prepare()
@@ -61,7 +61,8 @@ if pid == 0:
         "kill worker": raw(62, os.getppid(), 0),
         "getpid": raw(39),
     }
-    for path in ("/proc/self/mem", "/proc/1/cmdline", "/proc/cmdline", "/proc/self/mountinfo", f"/proc/{os.getppid()}/comm"):
+    procs = ("/proc/self/mem", "/proc/1/cmdline", "/proc/cmdline", "/proc/self/mountinfo", f"/proc/{os.getppid()}/comm")
+    for path in procs:
         try:
             os.close(os.open(path, os.O_RDONLY))
             out[path] = "allowed"
@@ -72,7 +73,7 @@ if pid == 0:
 os.close(w)
 os.waitpid(pid, 0)
 print(os.read(r, 1 << 16).decode())
-'''
+"""
 
 
 def _inside(script: str) -> str:
@@ -141,7 +142,13 @@ def test_an_environment_sees_no_host_path_and_stores_the_same_directories_on_eve
     with Sandbox(workers=1, limits=Limits(call_timeout_s=10)) as box:
         first, again = _where(box), _where(box)
     text = _comparable(first)
-    host = {str(PROJECT), os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), "/root/", str(PROJECT.parent)}
+    host = {
+        str(PROJECT),
+        os.path.realpath(sys.prefix),
+        os.path.realpath(sys.base_prefix),
+        "/root/",
+        str(PROJECT.parent),
+    }
     assert [h for h in host if h in text] == []
     assert "BOOT_IMAGE" not in text and "console=" not in text
     state = json.loads(first["init"]["state_json"])

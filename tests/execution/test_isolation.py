@@ -288,8 +288,6 @@ def test_no_parent_variable_reaches_the_data(box):
     leaked = json.loads(step["observation_json"])
     assert "OPENAI_API_KEY" not in leaked and "HF_TOKEN" not in leaked and "DAGSTER_HOME" not in leaked
     assert set(leaked) <= set(isolation.worker_environment("/opt/envsim")) | {
-        "ENVSIM_PRELOAD",  # the instance's one source
-        "ENVSIM_PRIVATE_TMP",
         "LD_LIBRARY_PATH",  # /python/lib
         "PWD",
         "LC_CTYPE",

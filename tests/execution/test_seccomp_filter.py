@@ -185,7 +185,15 @@ NUMBERS = {
 }
 ALLOWED = ("read", "write", "openat", "mmap", "futex", "getpid")
 PID = 4242
-SELF_ONLY = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "migrate_pages", "move_pages")
+SELF_ONLY = (
+    "prlimit64",
+    "sched_setaffinity",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "migrate_pages",
+    "move_pages",
+)
 assert set(SELF_ONLY) <= set(seccomp.SELF_ONLY)
 CLONE_THREAD, CLONE_NEWUSER, CLONE_NEWNET = 0x10000, 0x10000000, 0x40000000
 
@@ -243,9 +251,16 @@ def _allowed_with_zero_args(machine: str, scopes: tuple[str, ...]) -> set[int]:
     for name, scope, _, when in seccomp.SYSCALLS:
         if scope not in scopes:
             continue
-        ok = when is None or (when == () and "worker" in scopes) or any(
-            all((op == "eq32" and v & 0xFFFFFFFF == 0) or (op == "eq" and v == 0) or op == "masked0" for _, op, v in alt)
-            for alt in when
+        ok = (
+            when is None
+            or (when == () and "worker" in scopes)
+            or any(
+                all(
+                    (op == "eq32" and v & 0xFFFFFFFF == 0) or (op == "eq" and v == 0) or op == "masked0"
+                    for _, op, v in alt
+                )
+                for alt in when
+            )
         )
         nr = pyseccomp.resolve_syscall(arch, name)
         if ok and nr >= 0:
@@ -273,9 +288,24 @@ def test_default_deny_only_the_table_is_allowed_on_each_architecture(machine):
 
 
 # x86_64 numbers outside the table that environment code reached in the red team's corpus
-OUTSIDE = {"cachestat": 451, "mincore": 27, "fadvise64": 221, "readahead": 187, "socket": 41, "socketpair": 53,
-           "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "chown": 92, "utimensat": 280,
-           "sysinfo": 99, "pipe2": 293, "eventfd2": 290, "sync": 162}
+OUTSIDE = {
+    "cachestat": 451,
+    "mincore": 27,
+    "fadvise64": 221,
+    "readahead": 187,
+    "socket": 41,
+    "socketpair": 53,
+    "chmod": 90,
+    "fchmod": 91,
+    "fchmodat": 268,
+    "fchmodat2": 452,
+    "chown": 92,
+    "utimensat": 280,
+    "sysinfo": 99,
+    "pipe2": 293,
+    "eventfd2": 290,
+    "sync": 162,
+}
 
 
 def test_channels_of_the_red_team_are_outside_the_child_allowlist():
