@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: written into a corpus directory once its generation finished (a corpus without it is generated again)
+COMPLETE = ".complete"
 
 PIPELINE_STAGES = {
     "stratify": ("from pipeline.select.stratify import stratify", "stratify(L)"),
@@ -101,13 +103,16 @@ def run_child(imports: str, call: str, env: dict[str, str] | None = None) -> Mea
 
 def ensure_corpus(steps: int, workdir: Path) -> Path:
     corpus = workdir / f"corpus-{steps}"
-    if not (corpus / "trajectories" / "trajectories.parquet").exists():
+    done = corpus / COMPLETE
+    if not done.exists():
         shutil.rmtree(corpus, ignore_errors=True)
         t0 = time.perf_counter()
         subprocess.run(
             [sys.executable, str(ROOT / "benchmarks/synth_corpus.py"), str(corpus), "--steps", str(steps)], check=True
         )
-        print(f"generated {steps} steps in {time.perf_counter() - t0:.1f}s")
+        seconds = time.perf_counter() - t0
+        done.write_text(json.dumps({"steps": steps, "seconds": round(seconds, 1)}))
+        print(f"generated {steps} steps in {seconds:.1f}s ({steps / seconds:,.0f} steps/s)")
     for derived in ("strata", "splits", "export"):
         shutil.rmtree(corpus / derived, ignore_errors=True)
     return corpus
