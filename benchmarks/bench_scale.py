@@ -1,15 +1,24 @@
-"""Stratify → benchmark selection → SFT mixture → export on synthetic corpora (10K / 100K / 1M steps),
-next to a naive baseline written the way the reference scripts work (benchmarks/naive_reference.py),
-in one run on one machine.
+"""Stratify → benchmark selection → SFT mixture → export on synthetic corpora (10K to 10M steps), through the
+bare stage functions and through the Dagster assets a user materializes, next to a naive baseline written the way
+the reference scripts work (benchmarks/naive_reference.py), in one run on one machine.
 
-Every stage runs in its own fresh process (as a Dagster multiprocess step would): the table shows
+Functions: every stage runs in its own fresh process (as a Dagster multiprocess step would): the table shows
 the stage's own wall time (measured inside the process, around the call), the process start-up
 (interpreter + imports: numpy, pandas and pyarrow for both sides, as any Dagster step process has
 them loaded) separately, the process's peak RSS (``wait4``; includes the interpreter and the shared
 code of every imported library) and its peak private memory (RssAnon, sampled every 2 ms: the
 data the stage holds).
 
-    python benchmarks/bench_scale.py --steps 10000 [--naive] [--repeat 3] [--workdir /tmp/envsim-scale]
+Assets (``--assets``, the default from 1M steps): the same corpus root materialized through the code location's
+definitions — ``step_strata`` (with the DuckDB views), ``benchmark_split``, ``sft_mixture``, ``benchmark_dataset``,
+``sft_dataset`` and every check of them — in one process with the in-process executor (what ``./forge run`` and
+``dg launch`` use) on a temporary Dagster instance: each step's time from Dagster's step statistics, the run's wall
+time, the process's peak RSS and private memory.
+
+    python benchmarks/bench_scale.py --steps 10000 [1000000 3000000 ...] [--naive] [--repeat 3] [--assets|--no-assets]
+        [--workdir /tmp/envsim-scale] [--keep]
+
+Each size's numbers also go to ``<workdir>/results-<steps>.json``.
 """
 
 from __future__ import annotations
@@ -81,9 +90,22 @@ def run_child(imports: str, call: str, env: dict[str, str] | None = None) -> Mea
     # a Dagster step process loads the code location first, which calls prepare_process() before pyarrow loads
     preload = "from pipeline.core.settings import prepare_process; prepare_process()" if "pipeline" in imports else ""
     code = CHILD.format(root=str(ROOT), imports=imports, call=call, preload=preload)
+    measure, _ = run_code(code, env)
+    return measure
+
+
+def run_code(code: str, env: dict[str, str] | None = None, stderr: Path | None = None) -> tuple[Measure, dict]:
+    """Run ``code`` in a fresh interpreter that prints one ``@@{json}`` line with ``startup`` and ``seconds``;
+    the measure (stage seconds, start-up, peak RSS, peak private memory) and that report."""
     start = time.perf_counter()
+    err = open(stderr, "w") if stderr else None  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
-        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        text=True,
+        env={**os.environ, **(env or {})},
     )
     anon = 0
     while True:  # private (anonymous) memory: the data a stage holds, not shared library code
@@ -94,11 +116,14 @@ def run_child(imports: str, call: str, env: dict[str, str] | None = None) -> Mea
         time.sleep(0.002)
     proc.returncode = os.waitstatus_to_exitcode(status)
     out = proc.stdout.read() if proc.stdout else ""
+    if err:
+        err.close()
     wall = time.perf_counter() - start
     if proc.returncode:
-        raise SystemExit(f"stage failed ({call[:60]}…)")
+        raise SystemExit(f"stage failed ({code.strip().splitlines()[-2][:80]}…){f': see {stderr}' if stderr else ''}")
     report = json.loads(next(line[2:] for line in out.splitlines() if line.startswith("@@")))
-    return report["seconds"], max(report["startup"], wall - report["seconds"]), usage.ru_maxrss / 1024, anon / 1024
+    secs = report["seconds"]
+    return (secs, max(report["startup"], wall - secs), usage.ru_maxrss / 1024, anon / 1024), report
 
 
 def ensure_corpus(steps: int, workdir: Path) -> Path:
@@ -121,20 +146,72 @@ def ensure_corpus(steps: int, workdir: Path) -> Path:
 def bench_pipeline(corpus: Path, repeat: int) -> dict[str, Measure]:
     """The chain ``repeat`` times from scratch; per stage the median seconds and the highest memory."""
     runs: dict[str, list[Measure]] = {stage: [] for stage in PIPELINE_STAGES}
-    for _ in range(repeat):
-        for derived in ("strata", "splits", "export"):
-            shutil.rmtree(corpus / derived, ignore_errors=True)
+    for attempt in range(repeat):
+        clear_derived(corpus)
         for stage, (imports, call) in PIPELINE_STAGES.items():
             runs[stage].append(
                 run_child(
                     f"from pipeline.store.layout import DataLayout\n{imports}\nL = DataLayout.at({str(corpus)!r})", call
                 )
             )
+            secs, startup, peak, anon = runs[stage][-1]
+            print(
+                f"  [{attempt + 1}/{repeat}] {stage:10s} {secs:7.2f} s (+{startup:.2f} s start-up), peak RSS "
+                f"{peak:.0f} MiB, private {anon:.0f} MiB   (load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
     out = {}
     for stage, measures in runs.items():
         secs, startup, _, _ = sorted(measures)[len(measures) // 2]
         out[stage] = (secs, startup, max(m[2] for m in measures), max(m[3] for m in measures))  # worst memory
     return out
+
+
+def clear_derived(corpus: Path) -> None:
+    """What the chain writes under a corpus root, removed: the next run starts from the labeled steps alone."""
+    for derived in ("strata", "splits", "export", "envsim.duckdb", "envsim.duckdb.wal", ".dagster"):
+        path = corpus / derived
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists():
+            path.unlink()
+
+
+#: the assets a user materializes after labeling, in the order of the chain
+ASSETS = ["step_strata", "benchmark_split", "sft_mixture", "benchmark_dataset", "sft_dataset"]
+ASSET_CHILD = """
+import json, os, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {root!r})
+from pipeline.core.settings import prepare_process; prepare_process()
+import dagster as dg
+from assets.definitions import build_definitions
+from pipeline.core.settings import settings
+defs = build_definitions(settings())
+job = dg.define_asset_job("bench_scale_chain", selection={assets!r})
+defs = dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
+chain = defs.resolve_job_def("bench_scale_chain")
+t1 = time.perf_counter()
+with dg.DagsterInstance.local_temp({home!r}) as instance:
+    result = chain.execute_in_process(instance=instance, raise_on_error=True)
+    t2 = time.perf_counter()
+    record = instance.get_run_record_by_id(result.run_id)
+    steps = {{s.step_key: s.end_time - s.start_time for s in instance.get_run_step_stats(result.run_id)
+             if s.start_time and s.end_time}}
+print("@@" + json.dumps({{"startup": t1 - t0, "seconds": t2 - t1, "steps": steps,
+                          "run_wall": record.end_time - record.start_time}}))
+"""
+
+
+def bench_assets(corpus: Path, log: Path) -> tuple[Measure, dict[str, float], float]:
+    """The chain through the Dagster assets (one process, in-process executor, a temporary instance under the
+    corpus root): the process's measure, each step's seconds (Dagster's step statistics) and the run's wall time."""
+    clear_derived(corpus)
+    code = ASSET_CHILD.format(root=str(ROOT), assets=ASSETS, home=str(corpus / ".dagster"))
+    env = {"ENVSIM_DATA_ROOT": str(corpus), "ENVSIM_EXECUTOR": "in_process", "DAGSTER_HOME": str(corpus / ".dagster")}
+    (corpus / ".dagster").mkdir(exist_ok=True)
+    measure, report = run_code(code, env, stderr=log)
+    return measure, report["steps"], report["run_wall"]
 
 
 def bench_naive(corpus: Path, workdir: Path) -> dict[str, Measure]:
@@ -177,31 +254,54 @@ def table(title: str, rows: dict[str, Measure]) -> Measure:
     return total, startup, peak, anon
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=10_000)
-    parser.add_argument("--naive", action="store_true", help="also run the naive baseline (slow, memory-hungry)")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/envsim-scale"))
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=3,
-        help="pipeline chain runs; each stage reports its median seconds and its highest memory",
-    )
-    args = parser.parse_args()
-    corpus = ensure_corpus(args.steps, args.workdir)
+def asset_table(steps: int, measure: Measure, step_seconds: dict[str, float], run_wall: float) -> None:
+    secs, startup, peak, anon = measure
+    print(f"== assets, {steps} steps (one process, in-process executor) ==")
+    for key, seconds in step_seconds.items():
+        print(f"  {key:45s} {seconds:8.2f} s")
     print(
-        f"corpus: {args.steps} steps, {sum(f.stat().st_size for f in corpus.rglob('*.parquet')) / 2**20:.0f} MiB "
-        "of Parquet, "
-        f"{os.cpu_count()} CPUs"
+        f"  {'Dagster run, wall':45s} {run_wall:8.2f} s   (execute_in_process {secs:.2f} s; definitions loaded in "
+        f"{startup:.2f} s; peak RSS {peak:.0f} MiB, peak private {anon:.0f} MiB)"
     )
+
+
+def bench_size(steps: int, args: argparse.Namespace) -> dict:
+    t0 = time.perf_counter()
+    corpus = ensure_corpus(steps, args.workdir)
+    generated = json.loads((corpus / COMPLETE).read_text())
+    repeat = args.repeat if args.repeat is not None else (3 if steps < 1_000_000 else 1)
+    print(
+        f"corpus: {steps} steps, {sum(f.stat().st_size for f in corpus.rglob('*.parquet')) / 2**20:.0f} MiB "
+        f"of Parquet, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    functions = bench_pipeline(corpus, repeat)
     total, startup, peak, anon = table(
-        f"pipeline, {args.steps} steps (per stage: median seconds, highest memory of {args.repeat} runs)",
-        bench_pipeline(corpus, args.repeat),
+        f"pipeline, {steps} steps (per stage: median seconds, highest memory of {repeat} runs)", functions
     )
+    result: dict = {
+        "steps": steps,
+        "cpus": os.cpu_count(),
+        "generation": generated,
+        "functions": {
+            k: dict(zip(("seconds", "startup", "peak_rss_mib", "peak_private_mib"), v)) for k, v in functions.items()
+        },
+    }
+    assets = args.assets if args.assets is not None else steps >= 1_000_000
+    if assets:
+        measure, step_seconds, run_wall = bench_assets(corpus, args.workdir / f"assets-{steps}.log")
+        asset_table(steps, measure, step_seconds, run_wall)
+        result["assets"] = {
+            "steps": step_seconds,
+            "run_wall": run_wall,
+            "seconds": measure[0],
+            "startup": measure[1],
+            "peak_rss_mib": measure[2],
+            "peak_private_mib": measure[3],
+        }
     if args.naive:
         ntotal, nstartup, npeak, nanon = table(
-            f"naive reference-style baseline, {args.steps} steps", bench_naive(corpus, args.workdir)
+            f"naive reference-style baseline, {steps} steps", bench_naive(corpus, args.workdir)
         )
         print(
             f"== pipeline: {ntotal / total:.1f}x faster ({(ntotal + nstartup) / (total + startup):.1f}x counting "
@@ -209,6 +309,44 @@ def main() -> None:
             f"start-up); peak RSS {100 * peak / npeak:.1f}% and peak private memory {100 * anon / nanon:.1f}% of "
             "the naive ones =="
         )
+    result["wall_seconds"] = time.perf_counter() - t0
+    result["load_average"] = os.getloadavg()
+    (args.workdir / f"results-{steps}.json").write_text(json.dumps(result, indent=1))
+    print(f"== {steps} steps: {result['wall_seconds']:.0f} s in all (generation included) ==", flush=True)
+    if not args.keep:
+        shutil.rmtree(corpus, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, nargs="+", default=[10_000], help="corpus sizes, one chain each")
+    parser.add_argument("--naive", action="store_true", help="also run the naive baseline (slow, memory-hungry)")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/envsim-scale"))
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="pipeline chain runs; each stage reports its median seconds and its highest memory (default: 3 "
+        "below 1M steps, else 1)",
+    )
+    parser.add_argument(
+        "--assets",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also materialize the chain through the Dagster assets (default: from 1M steps)",
+    )
+    parser.add_argument(
+        "--keep",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep the generated corpora for the next run (default: below 1M steps)",
+    )
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    for steps in args.steps:
+        keep = args.keep
+        bench_size(steps, argparse.Namespace(**{**vars(args), "keep": steps < 1_000_000 if keep is None else keep}))
 
 
 if __name__ == "__main__":

@@ -184,13 +184,13 @@ def select_strata(
     losses: list[dict[str, Any]] = []
     if rules:
         for name, predicate, _ in strata:
-            counts = [
-                con.execute(
-                    f"SELECT count(DISTINCT sample_hash) FROM pool WHERE ({predicate})"
-                    + "".join(f" AND NOT decon_{j}" for j in range(i))
-                ).fetchone()[0]
-                for i in range(len(rules) + 1)
-            ]
+            # one scan per stratum: the distinct (s_t, a_t) before any rule and after each rule in turn
+            filters = ["true"] + [" AND ".join(f"NOT decon_{j}" for j in range(i + 1)) for i in range(len(rules))]
+            counts = con.execute(
+                "SELECT "
+                + ", ".join(f"count(DISTINCT sample_hash) FILTER (WHERE {f})" for f in filters)
+                + f" FROM pool WHERE ({predicate})"
+            ).fetchone()
             losses.append(
                 {
                     "stratum": name,
@@ -247,14 +247,19 @@ def _pick_cell(
     if picking exhausts a pair that had more, the cell is picked again with a larger window, so the
     result equals picking from all candidates."""
     pair_usage = Counter() if pair_usage is None else pair_usage
-    per_pair = 2 * (quota // max(pairs, 1)) + 16
+    per_pair = 2 * (quota // max(pairs, 1)) + 4
     while True:
-        candidates = con.execute(
-            f"""SELECT env_id, rank, step_id, sample_hash, tool, count(*) OVER (PARTITION BY env_id, tool) AS pair_total
-                FROM pool WHERE {predicate}
-                QUALIFY row_number() OVER (PARTITION BY env_id, tool ORDER BY rank) <= ?""",
-            [per_pair],
-        ).fetchall()
+        # the best-ranked ``per_pair`` of every pair by a top-n aggregate: its state is bounded per pair, so
+        # neither memory nor the sort grows with the stratum
+        candidates = [
+            (env_id, rank, step_id, sample_hash, tool, pair_total)
+            for env_id, tool, pair_total, top in con.execute(
+                f"""SELECT env_id, tool, count(*), arg_min((rank, step_id, sample_hash), rank, ?)
+                    FROM pool WHERE {predicate} GROUP BY env_id, tool""",
+                [per_pair],
+            ).fetchall()
+            for rank, step_id, sample_hash in top
+        ]
         trial_usage, trial_pairs, trial_taken = Counter(usage), Counter(pair_usage), set(taken)
         exhausted: set[tuple[str, str]] = set()
         chosen = pick_diverse([c[:5] for c in candidates], quota, trial_usage, trial_taken, exhausted, trial_pairs)
