@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -81,7 +82,9 @@ def _private_kib(pid: int) -> int:
     return 0
 
 
-Measure = tuple[float, float, float, float]  # stage seconds, start-up seconds, peak RSS MiB, peak private MiB
+#: stage seconds, start-up seconds, peak RSS MiB, peak private MiB, CPU seconds of the process (user + system, start-up
+#: included: what the other sessions' load on a shared machine disturbs least)
+Measure = tuple[float, float, float, float, float]
 
 
 def run_child(imports: str, call: str, env: dict[str, str] | None = None) -> Measure:
@@ -123,7 +126,8 @@ def run_code(code: str, env: dict[str, str] | None = None, stderr: Path | None =
         raise SystemExit(f"stage failed ({code.strip().splitlines()[-2][:80]}…){f': see {stderr}' if stderr else ''}")
     report = json.loads(next(line[2:] for line in out.splitlines() if line.startswith("@@")))
     secs = report["seconds"]
-    return (secs, max(report["startup"], wall - secs), usage.ru_maxrss / 1024, anon / 1024), report
+    cpu = usage.ru_utime + usage.ru_stime
+    return (secs, max(report["startup"], wall - secs), usage.ru_maxrss / 1024, anon / 1024, cpu), report
 
 
 def ensure_corpus(steps: int, workdir: Path) -> Path:
@@ -131,13 +135,18 @@ def ensure_corpus(steps: int, workdir: Path) -> Path:
     done = corpus / COMPLETE
     if not done.exists():
         shutil.rmtree(corpus, ignore_errors=True)
-        t0 = time.perf_counter()
+        t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(
             [sys.executable, str(ROOT / "benchmarks/synth_corpus.py"), str(corpus), "--steps", str(steps)], check=True
         )
-        seconds = time.perf_counter() - t0
-        done.write_text(json.dumps({"steps": steps, "seconds": round(seconds, 1)}))
-        print(f"generated {steps} steps in {seconds:.1f}s ({steps / seconds:,.0f} steps/s)")
+        seconds, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        done.write_text(json.dumps({"steps": steps, "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1)}))
+        print(
+            f"generated {steps} steps in {seconds:.1f}s ({steps / seconds:,.0f} steps/s; {cpu:.1f} CPU-s, load "
+            f"{os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
     for derived in ("strata", "splits", "export"):
         shutil.rmtree(corpus / derived, ignore_errors=True)
     return corpus
@@ -154,16 +163,16 @@ def bench_pipeline(corpus: Path, repeat: int) -> dict[str, Measure]:
                     f"from pipeline.store.layout import DataLayout\n{imports}\nL = DataLayout.at({str(corpus)!r})", call
                 )
             )
-            secs, startup, peak, anon = runs[stage][-1]
+            secs, startup, peak, anon, cpu = runs[stage][-1]
             print(
-                f"  [{attempt + 1}/{repeat}] {stage:10s} {secs:7.2f} s (+{startup:.2f} s start-up), peak RSS "
-                f"{peak:.0f} MiB, private {anon:.0f} MiB   (load {os.getloadavg()[0]:.1f})",
+                f"  [{attempt + 1}/{repeat}] {stage:10s} {secs:7.2f} s (+{startup:.2f} s start-up, {cpu:.1f} CPU-s), "
+                f"peak RSS {peak:.0f} MiB, private {anon:.0f} MiB   (load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
     out = {}
     for stage, measures in runs.items():
-        secs, startup, _, _ = sorted(measures)[len(measures) // 2]
-        out[stage] = (secs, startup, max(m[2] for m in measures), max(m[3] for m in measures))  # worst memory
+        secs, startup, _, _, cpu = sorted(measures)[len(measures) // 2]
+        out[stage] = (secs, startup, max(m[2] for m in measures), max(m[3] for m in measures), cpu)  # worst memory
     return out
 
 
@@ -225,38 +234,39 @@ def bench_naive(corpus: Path, workdir: Path) -> dict[str, Measure]:
         )
     out = {}
     for stage, scripts in NAIVE_STAGES.items():
-        secs = startup = peak = anon = 0.0
+        secs = startup = peak = anon = cpu = 0.0
         for script, files in scripts:
             paths = ", ".join(f"n.Path({str(ref / f)!r})" for f in files)
-            s, u, m, a = run_child(
+            s, u, m, a, c = run_child(
                 "import naive_reference as n",
                 f"n.STAGES[{script!r}]({paths})",
                 {"PYTHONPATH": str(ROOT / "benchmarks")},
             )
-            secs, startup, peak, anon = secs + s, startup + u, max(peak, m), max(anon, a)
-        out[stage] = (secs, startup, peak, anon)
+            secs, startup, peak, anon, cpu = secs + s, startup + u, max(peak, m), max(anon, a), cpu + c
+        out[stage] = (secs, startup, peak, anon, cpu)
     return out
 
 
 def table(title: str, rows: dict[str, Measure]) -> Measure:
     print(f"== {title} ==")
-    print(f"  {'stage':10s} {'seconds':>9s} {'start-up':>9s} {'peak RSS':>12s} {'peak private':>14s}")
-    for stage, (secs, startup, peak, anon) in rows.items():
-        print(f"  {stage:10s} {secs:9.2f} {startup:9.2f} {peak:8.0f} MiB {anon:10.0f} MiB")
+    print(f"  {'stage':10s} {'seconds':>9s} {'start-up':>9s} {'CPU-s':>7s} {'peak RSS':>12s} {'peak private':>14s}")
+    for stage, (secs, startup, peak, anon, cpu) in rows.items():
+        print(f"  {stage:10s} {secs:9.2f} {startup:9.2f} {cpu:7.1f} {peak:8.0f} MiB {anon:10.0f} MiB")
     total = sum(r[0] for r in rows.values())
     startup = sum(r[1] for r in rows.values())
     peak = max(r[2] for r in rows.values())
     anon = max(r[3] for r in rows.values())
+    cpu = sum(r[4] for r in rows.values())
     print(
-        f"  {'total':10s} {total:9.2f} {startup:9.2f} {peak:8.0f} MiB {anon:10.0f} MiB   (with start-up: "
+        f"  {'total':10s} {total:9.2f} {startup:9.2f} {cpu:7.1f} {peak:8.0f} MiB {anon:10.0f} MiB   (with start-up: "
         f"{total + startup:.2f} s)"
     )
-    return total, startup, peak, anon
+    return total, startup, peak, anon, cpu
 
 
 def asset_table(steps: int, measure: Measure, step_seconds: dict[str, float], run_wall: float) -> None:
-    secs, startup, peak, anon = measure
-    print(f"== assets, {steps} steps (one process, in-process executor) ==")
+    secs, startup, peak, anon, cpu = measure
+    print(f"== assets, {steps} steps (one process, in-process executor; {cpu:.1f} CPU-s) ==")
     for key, seconds in step_seconds.items():
         print(f"  {key:45s} {seconds:8.2f} s")
     print(
@@ -276,7 +286,7 @@ def bench_size(steps: int, args: argparse.Namespace) -> dict:
         flush=True,
     )
     functions = bench_pipeline(corpus, repeat)
-    total, startup, peak, anon = table(
+    total, startup, peak, anon, _ = table(
         f"pipeline, {steps} steps (per stage: median seconds, highest memory of {repeat} runs)", functions
     )
     result: dict = {
@@ -284,7 +294,8 @@ def bench_size(steps: int, args: argparse.Namespace) -> dict:
         "cpus": os.cpu_count(),
         "generation": generated,
         "functions": {
-            k: dict(zip(("seconds", "startup", "peak_rss_mib", "peak_private_mib"), v)) for k, v in functions.items()
+            k: dict(zip(("seconds", "startup", "peak_rss_mib", "peak_private_mib", "cpu_seconds"), v))
+            for k, v in functions.items()
         },
     }
     assets = args.assets if args.assets is not None else steps >= 1_000_000
@@ -298,9 +309,10 @@ def bench_size(steps: int, args: argparse.Namespace) -> dict:
             "startup": measure[1],
             "peak_rss_mib": measure[2],
             "peak_private_mib": measure[3],
+            "cpu_seconds": measure[4],
         }
     if args.naive:
-        ntotal, nstartup, npeak, nanon = table(
+        ntotal, nstartup, npeak, nanon, _ = table(
             f"naive reference-style baseline, {steps} steps", bench_naive(corpus, args.workdir)
         )
         print(
