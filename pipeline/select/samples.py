@@ -3,9 +3,10 @@
 One streaming pass, so memory stays bounded by a few MiB of samples whatever the corpus and split size:
 
 1. the picked rows of the strata and step tables (no states there: small rows) and the Δs of every
-   step up to the last picked one of each needed trajectory are read with filtered scans that skip
-   row groups without a match;
-2. the initial states of the needed trajectories are read row group by row group; each trajectory is
+   step of each needed trajectory are read with DuckDB scans filtered on their key: DuckDB reads the key
+   column first and decodes the other columns only where it matches, under the process's memory cap;
+2. the initial states of the needed trajectories are streamed the same way, in the order of the
+   trajectories files, a few hundred at a time; each trajectory is
    replayed by :func:`pipeline.store.reconstruct.replay` (structure-sharing Δ application, an
    incremental canonical-JSON writer), which verifies every rebuilt s_t / s'_t against its hash;
 3. finished rows are handed to a background thread that encodes and compresses them while the next
