@@ -30,6 +30,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -102,10 +103,13 @@ def run_code(code: str, env: dict[str, str] | None = None, stderr: Path | None =
     the measure (stage seconds, start-up, peak RSS, peak private memory) and that report."""
     start = time.perf_counter()
     err = open(stderr, "w") if stderr else None  # noqa: SIM115 (closed below)
+    # stdout to a file, never a pipe read at the end: a long DuckDB query draws its progress bar there, and a
+    # full pipe would stop the child
+    out_file = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=ROOT,
-        stdout=subprocess.PIPE,
+        stdout=out_file,
         stderr=err,
         text=True,
         env={**os.environ, **(env or {})},
@@ -118,7 +122,9 @@ def run_code(code: str, env: dict[str, str] | None = None, stderr: Path | None =
             break
         time.sleep(0.002)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    out = proc.stdout.read() if proc.stdout else ""
+    out_file.seek(0)
+    out = out_file.read()
+    out_file.close()
     if err:
         err.close()
     wall = time.perf_counter() - start
