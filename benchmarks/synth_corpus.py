@@ -2,6 +2,7 @@
 step parts), for scale benchmarks.
 
     python benchmarks/synth_corpus.py OUT_DIR --steps 100000 [--envs 200] [--state-kb 2 20] [--seed 0]
+        [--per-env 25] [--workers N]
 
 States look like the ones EnvScaler-style environments have: a few entity tables (``orders``,
 ``customers``, …) of records with mixed field types (strings, ints, floats, bools, tag lists),
@@ -10,6 +11,15 @@ changes |Δ| entries (mix: ~45% 0, 25% 1–2, 20% 3–6, 8% 7–12, 2% beyond) �
 at nested paths, some records added or removed; ~20% of the steps are failures at |Δ| = 0 and
 ~2% errors. Hashes and Δs are real (the generator applies every Δ and hashes the canonical
 state), so states can be rebuilt and verified like those of a real run.
+
+Fast at any size: every environment has ``--per-env`` template trajectories (initial state + 10 labeled steps),
+each from its own seeded generator, made once by every CPU. Trajectory ``t`` belongs to environment
+``t * envs // trajectories`` (contiguous blocks); its environment's first ``per_env`` trajectories are the
+templates, later ones repeat one of them (a seeded hash of ``t``) under their own trajectory, task and step ids.
+Parts of :data:`PART_TRAJECTORIES` trajectories are assembled from the templates by Arrow ``take`` and written
+by one process per CPU (``steps/part-synthNNNNN.parquet`` + ``trajectories/part-synthNNNNN.parquet``); the
+bytes depend on the arguments only, never on the number of processes. So the corpus holds at most
+``envs * per_env`` distinct trajectories (5,000 by default; at ~10 states each, ~50,000 distinct (s_t, a_t)).
 """
 
 from __future__ import annotations
