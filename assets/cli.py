@@ -43,7 +43,7 @@ usage: ./forge COMMAND [OPTIONS]   (./forge COMMAND -h: that command's options)
   test [PYTEST ARGS]   set up, run the test suite (e.g. ./forge test -m 'not slow' -x)
   ui            set up, start the Dagster UI (dg dev) on http://127.0.0.1:3000
   bench         set up, run the benchmarks (sandbox labeling throughput, evaluation harness)
-  bench-scale [--steps N] [--naive]   stratify -> select -> export on a synthetic corpus, vs the naive baseline
+  bench-scale [--steps N ...] [--naive]   stratify -> select -> export on synthetic corpora (functions, assets)
   bench-model [--checkpoint REF] [--per-cell N] [--max-tokens N] ...   score a served model on the benchmark
   download envscaler [--endpoint URL] [--data-root DIR] ...   fetch the EnvScaler corpus into the data root
   summary [DATA_ROOT]   print where the data is and what it holds (what ./forge run prints last)

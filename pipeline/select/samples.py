@@ -3,9 +3,10 @@
 One streaming pass, so memory stays bounded by a few MiB of samples whatever the corpus and split size:
 
 1. the picked rows of the strata and step tables (no states there: small rows) and the Δs of every
-   step up to the last picked one of each needed trajectory are read with filtered scans that skip
-   row groups without a match;
-2. the initial states of the needed trajectories are read row group by row group; each trajectory is
+   step of each needed trajectory are read with DuckDB scans filtered on their key: DuckDB reads the key
+   column first and decodes the other columns only where it matches, under the process's memory cap;
+2. the initial states of the needed trajectories are streamed the same way, in the order of the
+   trajectories files, a few hundred at a time; each trajectory is
    replayed by :func:`pipeline.store.reconstruct.replay` (structure-sharing Δ application, an
    incremental canonical-JSON writer), which verifies every rebuilt s_t / s'_t against its hash;
 3. finished rows are handed to a background thread that encodes and compresses them while the next
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -28,6 +30,7 @@ import pyarrow.parquet as pq
 from pipeline.core.axes import AXES
 from pipeline.core.clock import step_time
 from pipeline.store import schema
+from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites, atomic_path
@@ -95,25 +98,30 @@ _STEP_COLUMNS = [n for n in SAMPLE.names if n in schema.STEPS.names and n not in
 _REPLAY_COLUMNS = ["trajectory_id", "step_index", "step_id", "delta", "state_before_hash", "state_after_hash"]
 
 
-def _scan_batches(files: Sequence[str], columns: list[str], key: str, values: pa.Array):
-    """The rows of ``files`` whose ``key`` is in ``values``, one filtered row group at a time. Row
-    groups without a match are skipped after reading only their ``key`` column."""
-    for path in files:
-        pf = pq.ParquetFile(path)
-        for group in range(pf.metadata.num_row_groups):
-            if not pc.any(pc.is_in(pf.read_row_group(group, columns=[key]).column(0), value_set=values)).as_py():
-                continue
-            table = pf.read_row_group(group, columns=columns)
-            yield from table.filter(pc.is_in(table.column(key), value_set=values)).to_batches()
-            del table
+#: rows of a DuckDB result handed over at a time (initial states: a few MiB per batch)
+_BATCH_ROWS = 256
+
+
+def _key_filter(con: duckdb.DuckDBPyConnection, key: str, values: pa.Array) -> str:
+    """``key IN (…)`` over the Arrow array ``values`` (registered with ``con``): DuckDB reads ``key`` first and
+    decodes the other columns only where it matches (row groups and vectors without a match are skipped)."""
+    con.register("wanted_keys", pa.table({"k": values}))
+    return f"{key} IN (SELECT k FROM wanted_keys)"
 
 
 def _scan(files: Sequence[str], columns: list[str], key: str, values: pa.Array) -> pa.Table:
-    """Rows of ``files`` whose ``key`` is in ``values`` (see :func:`_scan_batches`)."""
-    parts = list(_scan_batches(files, columns, key, values))
-    if not parts:
-        return pq.read_schema(files[0]).empty_table().select(columns) if files else pa.table({})
-    return pa.Table.from_batches(parts)
+    """Rows of ``files`` whose ``key`` is in ``values`` (in no particular order; callers sort), with the files'
+    column types. One DuckDB scan under the process's memory cap, on every core."""
+    if not files:
+        return pa.table({})
+    target = pq.read_schema(files[0])
+    target = pa.schema([target.field(c) for c in columns])
+    with connect() as con:
+        table = con.sql(
+            f"SELECT {', '.join(columns)} FROM read_parquet(?) WHERE {_key_filter(con, key, values)}",
+            params=[list(files)],
+        ).to_arrow_table()
+    return table.cast(target)
 
 
 def _with_labels(layout: DataLayout, rows: pa.Table, strata: pa.Table, picks: Sequence[tuple[str, str]]) -> pa.Table:
@@ -201,12 +209,17 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay_table: pa.Table, emi
 
 def _trajectory_rows(files: Sequence[str], wanted: pa.Array):
     """``(trajectory_id, initial_state_json, initial_state_hash, clock_start)`` of the ``wanted``
-    trajectories; ``clock_start`` is None in a trajectories file written before clocks were recorded."""
+    trajectories, in the order of the files; ``clock_start`` is None in a trajectories file written before
+    clocks were recorded. Streamed from one DuckDB scan (initial states of unwanted trajectories are never
+    decoded), a batch of rows at a time."""
     base = ["trajectory_id", "initial_state_json", "initial_state_hash"]
     for path in files:
-        has_clock = "clock_start" in pq.read_schema(path).names
-        for batch in _scan_batches([path], base + (["clock_start"] if has_clock else []), "trajectory_id", wanted):
-            columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
-            if not has_clock:
-                columns.append([None] * batch.num_rows)
-            yield from zip(*columns)
+        clock = "clock_start" if "clock_start" in pq.read_schema(path).names else "NULL::VARCHAR AS clock_start"
+        with connect() as con:
+            reader = con.sql(
+                f"SELECT {', '.join(base)}, {clock} FROM read_parquet(?, file_row_number = true) "
+                f"WHERE {_key_filter(con, 'trajectory_id', wanted)} ORDER BY file_row_number",
+                params=[path],
+            ).to_arrow_reader(_BATCH_ROWS)
+            for batch in reader:
+                yield from zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))

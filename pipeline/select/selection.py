@@ -166,31 +166,50 @@ def select_strata(
     """Picks ``(step_id, stratum)`` in pick order, the per-stratum table, the per-stratum tool
     statistics (:func:`tool_stats`) and the per-stratum decontamination losses.
 
-    The usable strata rows (small: no states) are scanned once into an in-memory pool with their
-    seeded rank; every stratum is then a query over that pool. ``decontamination`` lists ``(name,
-    SQL condition)`` rules applied in order: the rows each removes are counted per stratum (in
-    distinct (s_t, a_t), like ``available``) before they leave the pool. ``picking`` is ``diverse`` (the
-    environment-diverse picks of :func:`_pick_cell`) or ``uniform`` (the first ``quota`` rows by seeded
-    rank: a plain seeded random draw, the ablation baseline)."""
+    The usable strata rows (small: no states) are scanned once into a pool with their seeded rank (a
+    DuckDB table: it spills to disk beyond the memory cap, so memory does not grow with the corpus); when
+    the strata do not overlap, each statistic is then one grouped query over the pool for all strata (else
+    one per stratum). ``decontamination`` lists ``(name, SQL condition)`` rules applied in order: the rows
+    each removes are counted per stratum (in distinct (s_t, a_t), like ``available``) before they leave
+    the pool. ``picking`` is ``diverse`` (the environment-diverse picks of :func:`_pick_cell`) or
+    ``uniform`` (the first ``quota`` rows by seeded rank: a plain seeded random draw, the ablation baseline)."""
     rules = decontamination or []
     flags = "".join(f", coalesce(({cond}), false) AS decon_{i}" for i, (_, cond) in enumerate(rules))
+    # every row's stratum when the strata do not overlap (the compositions: cells and groups are disjoint), so that
+    # each statistic below is one grouped scan of the pool for all strata instead of one scan per stratum
+    which = " ".join(f"WHEN coalesce(({p}), false) THEN {i}" for i, (_, p, _) in enumerate(strata))
+    member = " + ".join(f"coalesce(({p}), false)::INTEGER" for _, p, _ in strata) or "0"
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE pool AS
             SELECT step_id, env_id, tool, sample_hash, {", ".join(AXES.columns)}, balance2_group,
-                   md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank {flags}
+                   md5(CAST(? AS VARCHAR) || ':' || step_id) AS rank {flags},
+                   {f"CASE {which} END" if strata else "NULL"}::INTEGER AS stratum_ix, {member} AS strata_n
             FROM {_strata_rel(layout)} WHERE NOT excluded {exclude_sql}""",
         [seed],
     )
+    disjoint = (con.execute("SELECT coalesce(max(strata_n), 0) FROM pool").fetchone()[0] or 0) <= 1
+    # per stratum, the predicate the statistics use: its index when disjoint, else its own SQL
+    where = [f"stratum_ix = {i}" if disjoint else f"({p})" for i, (_, p, _) in enumerate(strata)]
+
+    def per_stratum(columns: str) -> list[tuple]:
+        """``columns`` (aggregates) over the pool's rows of each stratum, in strata order."""
+        if disjoint:
+            rows = {
+                r[0]: r[1:]
+                for r in con.execute(
+                    f"SELECT stratum_ix, {columns} FROM pool WHERE stratum_ix IS NOT NULL GROUP BY 1"
+                ).fetchall()
+            }
+            empty = con.execute(f"SELECT {columns} FROM pool WHERE false").fetchone()
+            return [rows.get(i, empty) for i in range(len(strata))]
+        return [con.execute(f"SELECT {columns} FROM pool WHERE {w}").fetchone() for w in where]
+
     losses: list[dict[str, Any]] = []
     if rules:
-        for name, predicate, _ in strata:
-            counts = [
-                con.execute(
-                    f"SELECT count(DISTINCT sample_hash) FROM pool WHERE ({predicate})"
-                    + "".join(f" AND NOT decon_{j}" for j in range(i))
-                ).fetchone()[0]
-                for i in range(len(rules) + 1)
-            ]
+        # the distinct (s_t, a_t) before any rule and after each rule in turn
+        filters = ["true"] + [" AND ".join(f"NOT decon_{j}" for j in range(i + 1)) for i in range(len(rules))]
+        counted = per_stratum(", ".join(f"count(DISTINCT sample_hash) FILTER (WHERE {f})" for f in filters))
+        for (name, _, _), counts in zip(strata, counted):
             losses.append(
                 {
                     "stratum": name,
@@ -199,24 +218,29 @@ def select_strata(
                 }
             )
         con.execute("DELETE FROM pool WHERE " + " OR ".join(f"decon_{i}" for i in range(len(rules))))
+    stats = per_stratum("count(DISTINCT sample_hash), count(DISTINCT (env_id, tool))")
+    prefetched: dict[int, tuple[int, list[tuple]]] = {}
+    if picking != "uniform" and disjoint and strata:
+        window = max(_first_window(quota, pairs) for (_, _, quota), (_, pairs) in zip(strata, stats))
+        for ix, *candidate in _candidates(con, "stratum_ix IS NOT NULL", window, "stratum_ix"):
+            prefetched.setdefault(ix, (window, []))[1].append(tuple(candidate))
     usage: Counter[str] = Counter()
     pair_usage: Counter[tuple[str, str]] = Counter()
     taken: set[str] = set()
     picks: list[tuple[str, str]] = []
     table, tools = [], []
-    for name, predicate, quota in strata:
-        available, pairs = con.execute(
-            f"SELECT count(DISTINCT sample_hash), count(DISTINCT (env_id, tool)) FROM pool WHERE {predicate}"
-        ).fetchone()
+    for i, ((name, _, quota), (available, pairs)) in enumerate(zip(strata, stats)):
         if picking == "uniform":
             chosen = [
                 tuple(r)
                 for r in con.execute(
-                    f"SELECT step_id, env_id, tool FROM pool WHERE {predicate} ORDER BY rank, step_id LIMIT ?", [quota]
+                    f"SELECT step_id, env_id, tool FROM pool WHERE {where[i]} ORDER BY rank, step_id LIMIT ?", [quota]
                 ).fetchall()
             ]
         else:
-            chosen = _pick_cell(con, predicate, quota, pairs, usage, taken, pair_usage)
+            chosen = _pick_cell(
+                con, where[i], quota, pairs, usage, taken, pair_usage, prefetched.get(i, (0, [])) if disjoint else None
+            )
         picks += [(step_id, name) for step_id, _, _ in chosen]
         table.append(
             {
@@ -233,6 +257,27 @@ def select_strata(
     return picks, table, tools, losses
 
 
+def _first_window(quota: int, pairs: int) -> int:
+    """How many best-ranked candidates of each (env, tool) pair a stratum fetches first."""
+    return 2 * (quota // max(pairs, 1)) + 4
+
+
+def _candidates(con: duckdb.DuckDBPyConnection, predicate: str, per_pair: int, by: str = "") -> list[tuple]:
+    """``([by,] env_id, rank, step_id, sample_hash, tool, pair_total)``: the best-ranked ``per_pair`` rows of every
+    (env, tool) pair of the pool's rows matching ``predicate`` (per value of ``by`` too), by a top-n aggregate whose
+    state is bounded per pair, so neither memory nor a sort grows with the stratum."""
+    group = f"{by}, " if by else ""
+    return [
+        (*key, env_id, rank, step_id, sample_hash, tool, pair_total)
+        for *key, env_id, tool, pair_total, top in con.execute(
+            f"""SELECT {group}env_id, tool, count(*), arg_min((rank, step_id, sample_hash), rank, ?)
+                FROM pool WHERE {predicate} GROUP BY ALL""",
+            [per_pair],
+        ).fetchall()
+        for rank, step_id, sample_hash in top
+    ]
+
+
 def _pick_cell(
     con: duckdb.DuckDBPyConnection,
     predicate: str,
@@ -241,20 +286,20 @@ def _pick_cell(
     usage: Counter[str],
     taken: set[str],
     pair_usage: Counter[tuple[str, str]] | None = None,
+    prefetched: tuple[int, list[tuple]] | None = None,
 ) -> list[tuple[str, str, str]]:
     """:func:`pick_diverse` over the best-ranked candidates of every (env, tool) pair; returns
-    ``(step_id, env_id, tool)`` in pick order. Only the first ``per_pair`` of each pair are fetched;
-    if picking exhausts a pair that had more, the cell is picked again with a larger window, so the
+    ``(step_id, env_id, tool)`` in pick order. Only the first ``per_pair`` of each pair are fetched
+    (or taken from ``prefetched``: the window they were fetched with and the candidates, as :func:`_candidates`
+    gives them); if picking exhausts a pair that had more, the cell is picked again with a larger window, so the
     result equals picking from all candidates."""
     pair_usage = Counter() if pair_usage is None else pair_usage
-    per_pair = 2 * (quota // max(pairs, 1)) + 16
+    per_pair = _first_window(quota, pairs)
+    if prefetched is not None:
+        per_pair = max(per_pair, prefetched[0])
     while True:
-        candidates = con.execute(
-            f"""SELECT env_id, rank, step_id, sample_hash, tool, count(*) OVER (PARTITION BY env_id, tool) AS pair_total
-                FROM pool WHERE {predicate}
-                QUALIFY row_number() OVER (PARTITION BY env_id, tool ORDER BY rank) <= ?""",
-            [per_pair],
-        ).fetchall()
+        candidates = prefetched[1] if prefetched is not None else _candidates(con, predicate, per_pair)
+        prefetched = None
         trial_usage, trial_pairs, trial_taken = Counter(usage), Counter(pair_usage), set(taken)
         exhausted: set[tuple[str, str]] = set()
         chosen = pick_diverse([c[:5] for c in candidates], quota, trial_usage, trial_taken, exhausted, trial_pairs)
