@@ -47,6 +47,8 @@ class SourceTask:
     turns: tuple[str, ...]
     category: str = "explore"
     text: str = ""
+    #: reference (gold) calls of the task, (tool, arguments) in order: replayed before exploration
+    reference: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 CatalogRows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
