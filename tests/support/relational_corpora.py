@@ -549,3 +549,11 @@ def reading_room_corpus(scenarios: int = 10) -> tuple[dict[str, Any], list[dict[
         for k in range(scenarios)
     ]
     return items, rows
+
+
+def desk_corpus(shop_scenarios: int = 30, garage_scenarios: int = 10) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The shop and the garage in one corpus file (its outcome rule: :data:`GARAGE_RULE`, which extends the
+    default rule that knows the shop's refusals): 2 environments, many scenarios."""
+    shop_items, shop_rows = shop_corpus(shop_scenarios)
+    garage_items, garage_rows = garage_corpus(garage_scenarios)
+    return {**shop_items, **garage_items}, shop_rows + garage_rows
