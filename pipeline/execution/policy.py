@@ -114,6 +114,10 @@ def _singular(name: str) -> str:
     return name
 
 
+#: answers of earlier calls an episode keeps as candidates (its bundles), the latest first
+RETURNED = 12
+
+
 class ExplorationPolicy:
     def __init__(self, tools: list[dict[str, Any]], settings: PolicySettings) -> None:
         self.tools = [t["function"] for t in tools]
@@ -151,7 +155,7 @@ class ExplorationPolicy:
         """What a call of the episode used and answered (its return value, canonical): later calls draw from
         the answers (bundles) and prefer records that hold these values."""
         answered = Records(value)
-        self.returned = [answered, *self.returned[:2]]
+        self.returned = [answered, *self.returned[: RETURNED - 1]]
         fresh = [v for v in answered.records[0].values if isinstance(v, str)][:16]
         used = [v for a in arguments.values() for v in (a if isinstance(a, list) else [a]) if isinstance(v, str)]
         self.focus = list(dict.fromkeys([*fresh, *used, *self.focus]))[:24]

@@ -131,7 +131,10 @@ class Records:
                 for key, value in list(node.items())[: FIELD_CAP * 4]:
                     r = self._new(chain)
                     inner = [*chain, r]
-                    self._leaf(inner, key_field, str(key))
+                    # the key is the entity's id, unless the entity holds a field of that name (order lines keyed
+                    # L1, L2 that each hold an item_id): then it is only the entity's key
+                    own = isinstance(value, dict) and key_field in value
+                    self._leaf(inner, f"{singular(name)}_key" if own else key_field, str(key))
                     if isinstance(value, dict):
                         for k, v in value.items():
                             self._walk(v, str(k), inner, depth + 1)

@@ -23,7 +23,7 @@ def test_arguments_named_like_fields_of_one_record_come_from_that_record():
     for seed in range(40):
         args = _bind(["order_id", "item_ids", "payment_method_id"], seed=seed, sizes={"item_ids": (1, 3)})
         order = STATE["orders"][args["order_id"]]
-        assert set(args["item_ids"]) <= {line["item_id"] for line in order["items"]}, args
+        assert set(args["item_ids"]) <= {line["item_id"] for line in order["items"].values()}, args
         assert args["payment_method_id"] in STATE["users"][order["user_id"]]["payment_methods"], args
 
 
@@ -31,7 +31,7 @@ def test_a_second_argument_of_a_kind_is_a_sibling_of_the_first_ones_value():
     sizes = {"item_ids": (1, 3), "new_item_ids": (1, 3)}
     for seed in range(40):
         args = _bind(["order_id", "item_ids", "new_item_ids"], seed=seed, sizes=sizes)
-        lines = {line["item_id"]: line for line in STATE["orders"][args["order_id"]]["items"]}
+        lines = {line["item_id"]: line for line in STATE["orders"][args["order_id"]]["items"].values()}
         assert len(args["new_item_ids"]) == len(args["item_ids"])
         for old, new in zip(args["item_ids"], args["new_item_ids"]):
             variants = STATE["products"][lines[old]["product_id"]]["variants"]

@@ -7,7 +7,8 @@ format, written the way third-party corpora are, not around this project:
   method *of the order's user*; a return is confirmed with the code that ``request_return`` answered (the state
   does not hold it). The largest state change of one valid call is an exchange of three items paid by a gift card:
   |Δ| 8 (:data:`SHOP_MAX_DELTA`); every |Δ| from 6 up needs such a combination (an address change reaches 5).
-  Refusals are EnvScaler's ``{"success": False, "error": ...}``.
+  Refusals are EnvScaler's ``{"success": False, "error": ...}``. An order's lines are keyed by line id, so a swap
+  changes 2 fields per line (|Δ| counts changed dict paths; a list is one value).
 - :func:`garage_corpus` — a parking garage that keys its spots by id in a mapping whose values are ``None`` while
   free (``{"A1": None, ...}``); it refuses with ``DENIED: ...`` texts, which no rule knows either. A valid ``park``,
   ``pay`` or ``leave`` changes 2 fields.
@@ -105,7 +106,7 @@ class ShopDesk:
             return None, self._no("item_ids and new_item_ids must be non-empty and of equal length")
         if len(set(item_ids)) != len(item_ids):
             return None, self._no("item_ids must be distinct")
-        lines = {line["item_id"]: line for line in order["items"]}
+        lines = {line["item_id"]: line for line in order["items"].values()}
         pairs = []
         for old, new in zip(item_ids, new_item_ids):
             if old not in lines:
@@ -136,7 +137,7 @@ class ShopDesk:
             return self._no("reason must be 'no longer needed' or 'ordered by mistake'")
         order["status"] = "cancelled"
         order["cancel_reason"] = reason
-        order["refunded"] = round(sum(line["price"] for line in order["items"]), 2)
+        order["refunded"] = round(sum(line["price"] for line in order["items"].values()), 2)
         return {"success": True, "data": order}
 
     def modify_pending_order_address(
@@ -206,7 +207,7 @@ class ShopDesk:
         order, no = self._order(order_id, "delivered")
         if no:
             return no
-        ours = {line["item_id"] for line in order["items"]}
+        ours = {line["item_id"] for line in order["items"].values()}
         if not item_ids or any(i not in ours for i in item_ids):
             return self._no("item not found in this order")
         number = len(self.return_requests) + 1
@@ -348,11 +349,15 @@ def shop_state(seed: int, n_users: int = 6) -> dict[str, Any]:
         }
         for o in range(3):
             oid = f"#W{seed}{u}{o}"
-            items = []
-            for p in rng.sample(range(len(_PRODUCTS)), 3):
+            items = {}  # order lines by line id: a swap of one changes its item id and its price
+            for n, p in enumerate(rng.sample(range(len(_PRODUCTS)), 3)):
                 pid = f"P{seed}{p:02d}"
                 iid = rng.choice(sorted(products[pid]["variants"]))
-                items.append({"item_id": iid, "product_id": pid, "price": products[pid]["variants"][iid]["price"]})
+                items[f"L{n + 1}"] = {
+                    "item_id": iid,
+                    "product_id": pid,
+                    "price": products[pid]["variants"][iid]["price"],
+                }
             orders[oid] = {
                 "order_id": oid,
                 "user_id": uid,
