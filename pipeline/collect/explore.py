@@ -554,6 +554,8 @@ def explore(
         size, looked, planned = min(settings.batch_episodes, len(live)), 0, 0
         short_now = set(coverage.short())
         failure_short = bool(failure_keys & short_now)
+        wanted = coverage.targets()  # a candidate is new progress only where a target lacks candidates
+        short_now = {key for key in short_now if coverage.count(key) < wanted[key]}
         while len(batch) < size and looked < len(live) and planned < budget - coverage.steps:
             ref = live[cursor % len(live)]  # each scenario at most once a batch
             cursor += 1
