@@ -156,7 +156,7 @@ class ExplorationPolicy:
         the answers (bundles) and prefer records that hold these values."""
         answered = Records(value)
         self.returned = [answered, *self.returned[: RETURNED - 1]]
-        fresh = [v for v in answered.records[0].values if isinstance(v, str)][:16]
+        fresh = [v for bucket in answered.records[0].fields.values() for v in bucket if isinstance(v, str)][:16]
         used = [v for a in arguments.values() for v in (a if isinstance(a, list) else [a]) if isinstance(v, str)]
         self.focus = list(dict.fromkeys([*fresh, *used, *self.focus]))[:24]
 
