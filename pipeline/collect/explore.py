@@ -200,10 +200,6 @@ class ToolShown:
         self.seen.add(point)
         return new
 
-    def progressing(self, window: int) -> bool:
-        """Whether the tool showed something new within the last ``window`` calls."""
-        return self.calls > 0 and self.quiet < window
-
     def plateaued(self, window: int) -> bool:
         return self.calls >= UNTRIED_CALLS and self.quiet >= window
 
