@@ -550,8 +550,10 @@ def explore(
         size, looked, planned = min(settings.batch_episodes, len(live)), 0, 0
         short_now = set(coverage.short())
         failure_short = bool(failure_keys & short_now)
-        wanted = coverage.targets()  # a candidate is new progress only where a target lacks candidates
-        short_now = {key for key in short_now if coverage.count(key) < wanted[key]}
+        # progress (which grows an unset budget): a tool showing something new, or a candidate of a benchmark cell
+        # short of candidates; a Balance2 group (thousands of samples) or a cell short only of environments is not
+        wanted = coverage.targets()
+        short_now = {key for key in short_now if not key.startswith("b2:") and coverage.count(key) < wanted[key]}
         while len(batch) < size and looked < len(live) and planned < budget - coverage.steps:
             ref = live[cursor % len(live)]  # each scenario at most once a batch
             cursor += 1
