@@ -76,8 +76,8 @@ class ExploreSettings:
     progress_calls: int = setting(
         2_000,
         "An unset `call_budget` spent while a call of the last this many reached something new (a new (outcome, "
-        "|Δ|, argument count) of its tool, a candidate for a target still short) grows by this many calls, "
-        "up to `max_call_budget`.",
+        "|Δ|, argument count) of its tool, a candidate of a benchmark cell short of candidates) grows by this many "
+        "calls, up to `max_call_budget`.",
     )
     plateau_calls: int = setting(
         100,
