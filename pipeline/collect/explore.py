@@ -20,8 +20,12 @@ least the weight of an untried tool, so a rarely chosen tool is tried enough bef
 Every decision is made from the steps seen, in the order the sandbox returns them (input order): the same seed
 gives the same trajectories.
 
-Budget: unset, it scales with the corpus: ``calls_per_environment`` × the environments explored, at most
-``max_call_budget`` (the profile's ``explore_call_budget``); an explicit ``call_budget`` is used as it is.
+Budget: unset, it scales with the corpus — the largest of ``calls_per_environment`` × environments,
+``calls_per_scenario`` × scenarios and ``calls_per_tool`` × tools — and grows by ``progress_calls`` while a call of the
+last ``progress_calls`` reached something new, at most ``max_call_budget`` (the profile's ``explore_call_budget``);
+an explicit ``call_budget`` is used as it is. No batch runs past the budget. Between batches, what calls reached
+and what refusals said is passed on per scenario (:mod:`pipeline.collect.seeds`); when exploration stops, each
+target still short gets one of three verdicts (:meth:`Coverage.judge`).
 """
 
 from __future__ import annotations
