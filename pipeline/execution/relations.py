@@ -317,6 +317,8 @@ def bind(
         else:
             firsts[field_of[p]] = p
     primary = [p for p in ids if p in firsts.values()]
+    if primary and all(p in sizes for p in primary):
+        primary = []  # lists with no scalar id to belong to (a batch of any accounts): drawn from the whole state
     anchor = None
     if primary:
         focus = hints.focus if hints.focus and rng.random() < 0.5 else ()
