@@ -119,7 +119,10 @@ def test_a_rarely_chosen_tool_that_reaches_delta_8_is_still_pursued(tmp_path, sa
     audit = cov.shown[("envscaler/depot", "audit")]
     assert audit.calls < cov.steps / 6 and audit.max_delta >= 7  # rarely chosen, and it got there
     assert "envscaler/depot" in cov.cell_envs["difficult"]
-    assert "difficult" not in cov.unreachable() and "difficult" in cov.short()  # still pursued at the end
+    # pursued until the depot reached it (the budget grows while calls find something new): never judged beyond
+    # reach by |Δ|, at most short of the 10 environments the target wants
+    assert cov.cells["difficult"] > 0
+    assert not cov.unreachable().get("difficult", "too few environments").startswith("unreachable")
     assert re.fullmatch(r"unreachable, \|Δ\| seen: 0–3, (7–8|7|8)", cov.unreachable()["medium_5"])
     assert f"medium_5 (|Δ| 5): {cov.unreachable()['medium_5']}" in _finish(lines)
     assert "difficult (|Δ| 7–12): unreachable" not in _finish(lines)
