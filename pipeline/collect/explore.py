@@ -577,6 +577,7 @@ def explore(
                 tool_weights=coverage.tool_weights(ref.env.env_id, env_tools[ref.env.env_id]),
                 seeds=seeds,
                 refusals=refusals,
+                relate_rates=teacher.relate(ref.env.env_id, env_tools[ref.env.env_id]),
             )
             batch.append(
                 Trajectory(

@@ -29,6 +29,8 @@ SEEDS_PER_TOOL = 4
 REFUSALS_PER_TOOL = 3
 #: characters of a refusal's observation passed on
 REFUSAL_CHARS = 300
+#: a tool whose calls succeed less often than this draws most arguments from related records (:meth:`Teacher.relate`)
+HARD_TOOL_SHARE = 0.3
 
 
 @dataclass
@@ -39,11 +41,16 @@ class Teacher:
     best: dict[tuple[str, str], int] = field(default_factory=dict)
     refusals: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     succeeded: set[tuple[str, str]] = field(default_factory=set)
+    #: per (environment, tool): [calls, successes]
+    tally: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
     def learn(self, env_id: str, task_id: str, step: Mapping[str, Any], new: bool) -> None:
         """One explored step of ``task_id``'s scenario; ``new``: it reached something new (the coverage says)."""
         tool, outcome = step["tool"], step[OUTCOME.column]
         key = (task_id, tool)
+        counts = self.tally.setdefault((env_id, tool), [0, 0])
+        counts[0] += 1
+        counts[1] += outcome == SUCCESS
         if outcome == SUCCESS:
             delta = int(step[DELTA.column])
             first = (env_id, tool) not in self.succeeded
@@ -57,6 +64,16 @@ class Teacher:
             refusal = {"text": str(step.get("raw_observation") or "")[:REFUSAL_CHARS], "args": {}}
             refusal["args"] = json.loads(step["arguments_json"])
             self.refusals[key] = [*self.refusals.get(key, []), refusal][-REFUSALS_PER_TOOL:]
+
+    def relate(self, env_id: str, tools: list[str]) -> dict[str, float]:
+        """Per tool, the share of its calls whose arguments are drawn from related records: most (0.85) for a tool
+        whose calls rarely succeed drawn one by one (its arguments must fit together), few (0.25) for one that
+        succeeds anyway (its one-by-one draws keep their variety), half while it has fewer than 8 calls."""
+        out = {}
+        for tool in tools:
+            calls, ok = self.tally.get((env_id, tool), (0, 0))
+            out[tool] = 0.5 if calls < 8 else 0.85 if ok < HARD_TOOL_SHARE * calls else 0.25
+        return out
 
     def for_scenario(self, task_id: str, tools: list[str]) -> tuple[dict[str, list], dict[str, list]]:
         """(seeds, refusals) by tool for an episode of ``task_id``'s scenario."""

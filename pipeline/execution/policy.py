@@ -40,6 +40,9 @@ class PolicySettings:
         "Chance that a call's arguments are drawn from related records of the state and earlier answers "
         "(pipeline/execution/relations.py) rather than one by one.",
     )
+    relate_rates: dict[str, float] = setting(
+        factory=dict, description="Per tool, a `relate_rate` of its own (exploration sets it from its success rate)."
+    )
     seed_rate: float = setting(0.35, "Chance that a call of a tool with seeds mutates one of them.")
     seeds: dict[str, list[dict[str, Any]]] = setting(
         factory=dict,
@@ -244,7 +247,8 @@ class ExplorationPolicy:
         required = set(params.get("required") or [])
         chosen = [name for name in props if name in required or self.rng.random() < self.settings.optional_rate]
         drawn: dict[str, Any] = {}
-        if records is not None and chosen and self.rng.random() < self.settings.relate_rate:
+        rate = self.settings.relate_rates.get(tool.get("name", ""), self.settings.relate_rate)
+        if records is not None and chosen and self.rng.random() < rate:
             drawn = self.related(tool, chosen, records)
         args = {
             name: drawn[name]
