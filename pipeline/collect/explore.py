@@ -569,6 +569,7 @@ def explore(
             length = min(settings.episode_length, budget - coverage.steps - planned)
             planned += length
             seeds, refusals = teacher.for_scenario(ref.task_id, env_tools[ref.env.env_id])
+            relate, seed_rates = teacher.rates(ref.env.env_id, env_tools[ref.env.env_id])
             policy = PolicySettings(
                 seed=random.Random(f"{settings.seed}:{ref.task_id}:{episode}").randrange(2**31),
                 episode_length=length,
@@ -577,7 +578,8 @@ def explore(
                 tool_weights=coverage.tool_weights(ref.env.env_id, env_tools[ref.env.env_id]),
                 seeds=seeds,
                 refusals=refusals,
-                relate_rates=teacher.relate(ref.env.env_id, env_tools[ref.env.env_id]),
+                relate_rates=relate,
+                seed_rates=seed_rates,
             )
             batch.append(
                 Trajectory(

@@ -65,15 +65,18 @@ class Teacher:
             refusal["args"] = json.loads(step["arguments_json"])
             self.refusals[key] = [*self.refusals.get(key, []), refusal][-REFUSALS_PER_TOOL:]
 
-    def relate(self, env_id: str, tools: list[str]) -> dict[str, float]:
-        """Per tool, the share of its calls whose arguments are drawn from related records: most (0.85) for a tool
-        whose calls rarely succeed drawn one by one (its arguments must fit together), few (0.25) for one that
-        succeeds anyway (its one-by-one draws keep their variety), half while it has fewer than 8 calls."""
-        out = {}
+    def rates(self, env_id: str, tools: list[str]) -> tuple[dict[str, float], dict[str, float]]:
+        """Per tool, the share of its calls whose arguments are drawn from related records, and the share that
+        mutates a seed: most (0.85, 0.35) for a tool whose calls rarely succeed (its arguments must fit together),
+        few (0.1, 0.1) for one that succeeds anyway (its one-by-one draws keep their variety), (0.5, 0.35) while it
+        has fewer than 8 calls."""
+        relate, seed = {}, {}
         for tool in tools:
             calls, ok = self.tally.get((env_id, tool), (0, 0))
-            out[tool] = 0.5 if calls < 8 else 0.85 if ok < HARD_TOOL_SHARE * calls else 0.25
-        return out
+            hard = calls < 8 or ok < HARD_TOOL_SHARE * calls
+            relate[tool] = 0.5 if calls < 8 else 0.85 if hard else 0.1
+            seed[tool] = 0.35 if hard else 0.1
+        return relate, seed
 
     def for_scenario(self, task_id: str, tools: list[str]) -> tuple[dict[str, list], dict[str, list]]:
         """(seeds, refusals) by tool for an episode of ``task_id``'s scenario."""

@@ -44,6 +44,9 @@ class PolicySettings:
         factory=dict, description="Per tool, a `relate_rate` of its own (exploration sets it from its success rate)."
     )
     seed_rate: float = setting(0.35, "Chance that a call of a tool with seeds mutates one of them.")
+    seed_rates: dict[str, float] = setting(
+        factory=dict, description="Per tool, a `seed_rate` of its own (exploration sets it from its success rate)."
+    )
     seeds: dict[str, list[dict[str, Any]]] = setting(
         factory=dict,
         description="Per tool, arguments of calls that reached something new (exploration passes them on).",
@@ -148,7 +151,7 @@ class ExplorationPolicy:
         tool = self.rng.choices(self.tools, weights=weights)[0]
         state_index, records = self._index(state, key)
         seeds = self.settings.seeds.get(tool["name"])
-        if seeds and self.rng.random() < self.settings.seed_rate:
+        if seeds and self.rng.random() < self.settings.seed_rates.get(tool["name"], self.settings.seed_rate):
             args = self.from_seed(tool, seeds[self.rng.randrange(len(seeds))], state_index, records)
             return Action(tool["name"], args, turn=index, mutated_arg=None)
         args, mutated = self.arguments_and_mutation(tool, state_index, records)
