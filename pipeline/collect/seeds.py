@@ -31,6 +31,8 @@ REFUSALS_PER_TOOL = 3
 REFUSAL_CHARS = 300
 #: a tool whose calls succeed less often than this draws most arguments from related records (:meth:`Teacher.relate`)
 HARD_TOOL_SHARE = 0.3
+#: calls of a tool without a success drawn mostly from related records before it is tried otherwise too
+RELATED_TRIES = 40
 
 
 @dataclass
@@ -67,15 +69,16 @@ class Teacher:
 
     def rates(self, env_id: str, tools: list[str]) -> tuple[dict[str, float], dict[str, float]]:
         """Per tool, the share of its calls whose arguments are drawn from related records, and the share that
-        mutates a seed: most (0.85, 0.35) for a tool whose calls rarely succeed (its arguments must fit together),
-        few (0.1, 0.1) for one that succeeds anyway (its one-by-one draws keep their variety), (0.5, 0.35) while it
-        has fewer than 8 calls."""
+        mutates a seed. A tool that has not succeeded yet draws most arguments from related records (0.85; its
+        arguments likely must fit together) — for its first :data:`RELATED_TRIES` calls, then 0.3, in case its
+        arguments fit otherwise; once it has succeeded, its seeds carry the relations on (0.35 of its calls while
+        it succeeds less than :data:`HARD_TOOL_SHARE` of the time, else 0.1) and few draws are related (0.1), so
+        its one-by-one draws keep their variety."""
         relate, seed = {}, {}
         for tool in tools:
             calls, ok = self.tally.get((env_id, tool), (0, 0))
-            hard = calls < 8 or ok < HARD_TOOL_SHARE * calls
-            relate[tool] = 0.5 if calls < 8 else 0.85 if hard else 0.1
-            seed[tool] = 0.35 if hard else 0.1
+            relate[tool] = 0.1 if ok else 0.85 if calls < RELATED_TRIES else 0.3
+            seed[tool] = 0.35 if ok < HARD_TOOL_SHARE * calls else 0.1
         return relate, seed
 
     def for_scenario(self, task_id: str, tools: list[str]) -> tuple[dict[str, list], dict[str, list]]:
