@@ -165,6 +165,7 @@ class ScenarioRef:
     category: str = "explore"
     task: str = ""  # the natural-language task (for agents)
     reference: tuple[tuple[str, dict[str, Any]], ...] = ()  # reference (gold) calls: replayed before exploration
+    relational: bool = True  # its source's: the relational policy and a budget that follows progress, else the plain
 
 
 def reference_trajectories(scenarios: Iterable[ScenarioRef]) -> Iterator[Trajectory]:
@@ -518,7 +519,14 @@ def explore(
         if ref.env.env_id not in env_tools:
             env_tools[ref.env.env_id] = tool_names(ref.env)
     coverage.explore_envs(env_tools)
-    corpus = (len(env_tools), len({s.task_id for s in scenarios}), sum(map(len, env_tools.values())))
+    # a corpus only of plain sources (the builtin pack) keeps the plain budget: calls_per_environment × environments,
+    # never extended, batches of whole episodes
+    plain = not any(s.relational for s in scenarios)
+    corpus = (
+        (len(env_tools), 0, 0)
+        if plain
+        else (len(env_tools), len({s.task_id for s in scenarios}), sum(map(len, env_tools.values())))
+    )
     budget = coverage.call_budget = settings.budget(*corpus)
     # failure cells (and the Balance2 failure group) short: mutate more
     failure_keys = {c.name for c in coverage.composition.cells if c.outcome == FAILURE} | {f"b2:{FAILURE}"}
@@ -533,7 +541,7 @@ def explore(
     def extend() -> bool:
         """An unset budget spent while calls still reach something new grows (up to the profile's cap)."""
         nonlocal budget
-        if settings.call_budget is not None or budget >= settings.max_call_budget:
+        if plain or settings.call_budget is not None or budget >= settings.max_call_budget:
             return False
         if coverage.steps - coverage.last_new >= settings.progress_calls:
             return False
@@ -558,7 +566,7 @@ def explore(
         # short of candidates; a Balance2 group (thousands of samples) or a cell short only of environments is not
         wanted = coverage.targets()
         short_now = {key for key in short_now if not key.startswith("b2:") and coverage.count(key) < wanted[key]}
-        while len(batch) < size and looked < len(live) and planned < budget - coverage.steps:
+        while len(batch) < size and looked < len(live) and (plain or planned < budget - coverage.steps):
             ref = live[cursor % len(live)]  # each scenario at most once a batch
             cursor += 1
             looked += 1
@@ -566,21 +574,22 @@ def explore(
                 continue  # every tool plateaued, and nothing it reaches is still short
             episode = rounds[ref.task_id]
             rounds[ref.task_id] += 1
-            length = min(settings.episode_length, budget - coverage.steps - planned)
+            length = settings.episode_length
+            if not plain:  # no batch runs past the budget
+                length = min(length, budget - coverage.steps - planned)
             planned += length
-            seeds, refusals = teacher.for_scenario(ref.task_id, env_tools[ref.env.env_id])
-            relate, seed_rates = teacher.rates(ref.env.env_id, env_tools[ref.env.env_id])
             policy = PolicySettings(
                 seed=random.Random(f"{settings.seed}:{ref.task_id}:{episode}").randrange(2**31),
                 episode_length=length,
                 mutate_rate=min(0.5, settings.mutate_rate * (2 if failure_short else 1)),
                 max_batch=settings.max_batch,
                 tool_weights=coverage.tool_weights(ref.env.env_id, env_tools[ref.env.env_id]),
-                seeds=seeds,
-                refusals=refusals,
-                relate_rates=relate,
-                seed_rates=seed_rates,
+                relational=ref.relational,
             )
+            if ref.relational:  # what earlier calls reached and what refusals said, passed on
+                seeds, refusals = teacher.for_scenario(ref.task_id, env_tools[ref.env.env_id])
+                relate, seed_rates = teacher.rates(ref.env.env_id, env_tools[ref.env.env_id])
+                policy = replace(policy, seeds=seeds, refusals=refusals, relate_rates=relate, seed_rates=seed_rates)
             batch.append(
                 Trajectory(
                     trajectory_id=f"{ref.env.env_id}/{ref.task_id}/explore-s{settings.seed}-e{episode}",
@@ -603,7 +612,8 @@ def explore(
                 continue
             for step in result["steps"]:
                 new = coverage.add(traj.env_id, step["tool"], step, short=short_now)
-                teacher.learn(traj.env_id, traj.task_id, step, new)
+                if traj.meta["explore"].relational:
+                    teacher.learn(traj.env_id, traj.task_id, step, new)
             progress.advance(len(result["steps"]))
             actions = tuple(  # what the policy did, which argument it mutated, and the s'_t it saw
                 Action(

@@ -90,7 +90,14 @@ def exploration_scenarios(
         issues += problems
         for t in tasks:
             per_env.setdefault(t.env.env_id, []).append(
-                ScenarioRef(t.task_id, t.env, category=t.category, task=t.text, reference=t.reference)
+                ScenarioRef(
+                    t.task_id,
+                    t.env,
+                    category=t.category,
+                    task=t.text,
+                    reference=t.reference,
+                    relational=source.relational,
+                )
             )
     return _interleaved(list(per_env.values())), issues
 

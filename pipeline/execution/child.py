@@ -141,7 +141,7 @@ def execute(
             )
             step = _call(env, index, action, snapshots, limits)
             send(step)
-            if step["value"] is not None and len(step["value"]) <= _OBSERVED_CHARS:
+            if explore.relational and step["value"] is not None and len(step["value"]) <= _OBSERVED_CHARS:
                 policy.observe(action.arguments, json.loads(step["value"]))  # answers later calls may use
             index += 1
         send({"kind": "done"})

@@ -35,6 +35,12 @@ class PolicySettings:
     optional_rate: float = setting(0.5, "Chance to fill an optional argument.")
     max_batch: int = setting(6, "Largest list argument the policy builds (drives |Δ|).")
     tool_weights: dict[str, float] = setting(factory=dict, description="Relative weight of each tool (default 1).")
+    relational: bool = setting(
+        True,
+        "Draw related arguments, mutate success seeds and heed refusals (the fields below); false: the plain "
+        "policy, each argument drawn on its own from the state's values, the same draws as before issue 41 "
+        "(the builtin pack's source sets it: docs/environments.md).",
+    )
     relate_rate: float = setting(
         0.6,
         "Chance that a call's arguments are drawn from related records of the state and earlier answers "
@@ -60,10 +66,12 @@ class PolicySettings:
 class StateIndex:
     """Values found in a canonical state, by the field name (or table name) they appear under."""
 
-    def __init__(self, state: Any, cap: int = 64) -> None:
+    def __init__(self, state: Any, cap: int = 64, relational: bool = True) -> None:
         self.values: dict[str, list[Any]] = {}
         self.tables: dict[str, list[str]] = {}
         self.cap = cap
+        #: a table is any dict keyed by ids (:func:`is_mapping`); false: only a dict of records (the plain policy)
+        self.relational = relational
         self._walk(state, None, 0)
 
     def _add(self, key: str, value: Any) -> None:
@@ -75,7 +83,9 @@ class StateIndex:
         if depth > 8:
             return
         if isinstance(node, dict):
-            if key and is_mapping(node):  # keyed by ids, whatever its values (``{"A1": None, ...}``)
+            if key and (  # keyed by ids, whatever its values (``{"A1": None, ...}``)
+                is_mapping(node) if self.relational else node and all(isinstance(v, dict) for v in node.values())
+            ):
                 self.tables[key] = list(node)[: self.cap]
             for k, v in node.items():
                 self._walk(v, k, depth + 1)
@@ -135,10 +145,12 @@ class ExplorationPolicy:
         self.returned: list[Records] = []
         self.focus: list[Any] = []
 
-    def _index(self, state: Any, key: Any) -> tuple[StateIndex, Records]:
-        """The state's indexes, rebuilt only when the state changed (``key``: its canonical text)."""
+    def _index(self, state: Any, key: Any) -> tuple[StateIndex, Records | None]:
+        """The state's indexes, rebuilt only when the state changed (``key``: its canonical text); no records for
+        the plain policy (``relational`` false)."""
         if self._indexed is None or key is None or self._indexed[0] is not key:
-            self._indexed = (key, StateIndex(state), Records(state))
+            relational = self.settings.relational
+            self._indexed = (key, StateIndex(state, relational=relational), Records(state) if relational else None)
             self._hints.clear()
         return self._indexed[1], self._indexed[2]
 
@@ -150,6 +162,9 @@ class ExplorationPolicy:
             weights = [1.0] * len(self.tools)
         tool = self.rng.choices(self.tools, weights=weights)[0]
         state_index, records = self._index(state, key)
+        if records is None:  # the plain policy: no seed, no related draw (main's stream of draws)
+            args, mutated = self.arguments_and_mutation(tool, state_index)
+            return Action(tool["name"], args, turn=index, mutated_arg=mutated)
         seeds = self.settings.seeds.get(tool["name"])
         if seeds and self.rng.random() < self.settings.seed_rates.get(tool["name"], self.settings.seed_rate):
             args = self.from_seed(tool, seeds[self.rng.randrange(len(seeds))], state_index, records)
@@ -159,7 +174,9 @@ class ExplorationPolicy:
 
     def observe(self, arguments: Mapping[str, Any], value: Any) -> None:
         """What a call of the episode used and answered (its return value, canonical): later calls draw from
-        the answers (bundles) and prefer records that hold these values."""
+        the answers (bundles) and prefer records that hold these values. The plain policy keeps nothing."""
+        if not self.settings.relational:
+            return
         answered = Records(value)
         self.returned = [answered, *self.returned[: RETURNED - 1]]
         fresh = [v for bucket in answered.records[0].fields.values() for v in bucket if isinstance(v, str)][:16]
@@ -248,6 +265,13 @@ class ExplorationPolicy:
         params = tool.get("parameters") or {}
         props: dict[str, Any] = params.get("properties") or {}
         required = set(params.get("required") or [])
+        if records is None:  # one by one: each optional argument's draw, then its value's draws, in turn
+            args = {
+                name: self.value(name, schema if isinstance(schema, dict) else {}, index, name in required)
+                for name, schema in props.items()
+                if name in required or self.rng.random() < self.settings.optional_rate
+            }
+            return self._mutated(args, props)
         chosen = [name for name in props if name in required or self.rng.random() < self.settings.optional_rate]
         drawn: dict[str, Any] = {}
         rate = self.settings.relate_rates.get(tool.get("name", ""), self.settings.relate_rate)
@@ -259,6 +283,10 @@ class ExplorationPolicy:
             else self.value(name, props[name] if isinstance(props[name], dict) else {}, index, name in required)
             for name in chosen
         }
+        return self._mutated(args, props)
+
+    def _mutated(self, args: dict[str, Any], props: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """``args`` with one argument mutated, a ``mutate_rate`` share of the time, and its name."""
         mutated = None
         if args and self.rng.random() < self.settings.mutate_rate:
             mutated = self.rng.choice(sorted(args))
