@@ -588,8 +588,7 @@ def explore(
             )
             if ref.relational:  # what earlier calls reached and what refusals said, passed on
                 seeds, refusals = teacher.for_scenario(ref.task_id, env_tools[ref.env.env_id])
-                relate, seed_rates = teacher.rates(ref.env.env_id, env_tools[ref.env.env_id])
-                policy = replace(policy, seeds=seeds, refusals=refusals, relate_rates=relate, seed_rates=seed_rates)
+                policy = replace(policy, seeds=seeds, refusals=refusals)
             batch.append(
                 Trajectory(
                     trajectory_id=f"{ref.env.env_id}/{ref.task_id}/explore-s{settings.seed}-e{episode}",

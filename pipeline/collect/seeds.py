@@ -29,10 +29,6 @@ SEEDS_PER_TOOL = 4
 REFUSALS_PER_TOOL = 3
 #: characters of a refusal's observation passed on
 REFUSAL_CHARS = 300
-#: a tool whose calls succeed less often than this draws most arguments from related records (:meth:`Teacher.relate`)
-HARD_TOOL_SHARE = 0.3
-#: calls of a tool without a success drawn mostly from related records before it is tried otherwise too
-RELATED_TRIES = 40
 
 
 @dataclass
@@ -43,16 +39,11 @@ class Teacher:
     best: dict[tuple[str, str], int] = field(default_factory=dict)
     refusals: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     succeeded: set[tuple[str, str]] = field(default_factory=set)
-    #: per (environment, tool): [calls, successes]
-    tally: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
     def learn(self, env_id: str, task_id: str, step: Mapping[str, Any], new: bool) -> None:
         """One explored step of ``task_id``'s scenario; ``new``: it reached something new (the coverage says)."""
         tool, outcome = step["tool"], step[OUTCOME.column]
         key = (task_id, tool)
-        counts = self.tally.setdefault((env_id, tool), [0, 0])
-        counts[0] += 1
-        counts[1] += outcome == SUCCESS
         if outcome == SUCCESS:
             delta = int(step[DELTA.column])
             first = (env_id, tool) not in self.succeeded
@@ -66,20 +57,6 @@ class Teacher:
             refusal = {"text": str(step.get("raw_observation") or "")[:REFUSAL_CHARS], "args": {}}
             refusal["args"] = json.loads(step["arguments_json"])
             self.refusals[key] = [*self.refusals.get(key, []), refusal][-REFUSALS_PER_TOOL:]
-
-    def rates(self, env_id: str, tools: list[str]) -> tuple[dict[str, float], dict[str, float]]:
-        """Per tool, the share of its calls whose arguments are drawn from related records, and the share that
-        mutates a seed. A tool that has not succeeded yet draws most arguments from related records (0.85; its
-        arguments likely must fit together) — for its first :data:`RELATED_TRIES` calls, then 0.3, in case its
-        arguments fit otherwise; once it has succeeded, its seeds carry the relations on (0.35 of its calls while
-        it succeeds less than :data:`HARD_TOOL_SHARE` of the time, else 0.1) and few draws are related (0.1), so
-        its one-by-one draws keep their variety."""
-        relate, seed = {}, {}
-        for tool in tools:
-            calls, ok = self.tally.get((env_id, tool), (0, 0))
-            relate[tool] = 0.1 if ok else 0.85 if calls < RELATED_TRIES else 0.3
-            seed[tool] = 0.35 if ok < HARD_TOOL_SHARE * calls else 0.1
-        return relate, seed
 
     def for_scenario(self, task_id: str, tools: list[str]) -> tuple[dict[str, list], dict[str, list]]:
         """(seeds, refusals) by tool for an episode of ``task_id``'s scenario."""

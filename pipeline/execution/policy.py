@@ -46,13 +46,7 @@ class PolicySettings:
         "Chance that a call's arguments are drawn from related records of the state and earlier answers "
         "(pipeline/execution/relations.py) rather than one by one.",
     )
-    relate_rates: dict[str, float] = setting(
-        factory=dict, description="Per tool, a `relate_rate` of its own (exploration sets it from its success rate)."
-    )
     seed_rate: float = setting(0.35, "Chance that a call of a tool with seeds mutates one of them.")
-    seed_rates: dict[str, float] = setting(
-        factory=dict, description="Per tool, a `seed_rate` of its own (exploration sets it from its success rate)."
-    )
     seeds: dict[str, list[dict[str, Any]]] = setting(
         factory=dict,
         description="Per tool, arguments of calls that reached something new (exploration passes them on).",
@@ -166,7 +160,7 @@ class ExplorationPolicy:
             args, mutated = self.arguments_and_mutation(tool, state_index)
             return Action(tool["name"], args, turn=index, mutated_arg=mutated)
         seeds = self.settings.seeds.get(tool["name"])
-        if seeds and self.rng.random() < self.settings.seed_rates.get(tool["name"], self.settings.seed_rate):
+        if seeds and self.rng.random() < self.settings.seed_rate:
             args = self.from_seed(tool, seeds[self.rng.randrange(len(seeds))], state_index, records)
             return Action(tool["name"], args, turn=index, mutated_arg=None)
         args, mutated = self.arguments_and_mutation(tool, state_index, records)
@@ -274,8 +268,7 @@ class ExplorationPolicy:
             return self._mutated(args, props)
         chosen = [name for name in props if name in required or self.rng.random() < self.settings.optional_rate]
         drawn: dict[str, Any] = {}
-        rate = self.settings.relate_rates.get(tool.get("name", ""), self.settings.relate_rate)
-        if records is not None and chosen and self.rng.random() < rate:
+        if records is not None and chosen and self.rng.random() < self.settings.relate_rate:
             drawn = self.related(tool, chosen, records)
         args = {
             name: drawn[name]
