@@ -39,9 +39,9 @@ class CollectionConfig(config_from(ExploreSettings, exclude={"call_budget", "max
     call_budget: int | None = Field(
         default=None,
         ge=0,
-        description="Stop after this many tool calls (unset: "
-        "`calls_per_environment` × the environments explored, at most the `composition` "
-        "resource's `explore_call_budget`, i.e. the profile's).",
+        description="Stop after this many tool calls (unset: the largest of `calls_per_environment` × environments, "
+        "`calls_per_scenario` × scenarios and `calls_per_tool` × tools, grown while calls find something new, at "
+        "most the `composition` resource's `explore_call_budget`, i.e. the profile's).",
     )
 
     def agent_run(self) -> AgentRun | None:
@@ -78,8 +78,9 @@ def trajectories(
     `trajectories/part-<partition>.parquet` (issues: `issues-<partition>.parquet`); exploration gets
     the shard's share of the call budget. A source with nothing configured gives an empty partition.
 
-    Exploration adapts to the corpus: its budget (unset) is `calls_per_environment` × the environments
-    explored, at most the profile's; a target no environment can reach (by what each tool has shown once it
+    Exploration adapts to the corpus: its budget (unset) is the largest of `calls_per_environment` ×
+    environments, `calls_per_scenario` × scenarios and `calls_per_tool` × tools, grown while calls still find
+    something new, at most the profile's; a target no environment can reach (by what each tool has shown once it
     plateaued) is dropped and named with why (`exploration_unreachable`, and a warning), and exploration stops
     when every target is met or unreachable (`exploration_stopped`).
 

@@ -249,7 +249,9 @@ def step_table_expectations(context: AssetCheckExecutionContext, store: DataStor
         f"EnvScaler prefix). A corpus with at least {MIN_STEPS} steps and no failure label (its refusals likely use a "
         f"convention the outcome rule does not know), or with more than {MAX_FAILURE_SHARE:.0%} of its non-error steps "
         "labeled failure, fails with severity WARN naming the corpus, its rule, an example observation and how to "
-        "declare a rule (docs/environments.md); the run summary names it too (partitioned: the partition's steps)."
+        "declare a rule (docs/environments.md); the run summary names it too (partitioned: the partition's steps). "
+        "Each explored environment is judged on its own as well: one with many steps and no failure, while others "
+        "fail or its observations read like refusals, is named with its rule and an example observation."
     ),
 )
 def outcome_labels_plausible(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
@@ -263,8 +265,8 @@ def outcome_labels_plausible(context: AssetCheckExecutionContext, store: DataSto
         metadata={
             **partition_metadata(context),
             "headline": report.headline(),
-            "corpora": records_table(
-                [c.row() for c in report.corpora],
+            "corpora": records_table(  # with each explored environment judged implausible on its own
+                [c.row() for c in [*report.corpora, *(e for e in report.environments if e.problem)]],
                 [
                     "corpus",
                     "steps",

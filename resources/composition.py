@@ -45,8 +45,8 @@ class CompositionResource(ConfigurableResource):
         default=profile.PROFILES["default"].explore_call_budget,
         ge=0,
         description="The most tool calls exploration may spend steering toward the "
-        "composition: its budget scales with the corpus (`calls_per_environment` × the "
-        "environments explored) up to this (a `trajectories` config's `call_budget` "
+        "composition: its budget scales with the corpus (environments, scenarios and tools) and grows while "
+        "calls find something new, up to this (a `trajectories` config's `call_budget` "
         "overrides both); default: the profile's.",
     )
     on_shortfall: Literal["fail", "warn"] = Field(

@@ -20,8 +20,12 @@ least the weight of an untried tool, so a rarely chosen tool is tried enough bef
 Every decision is made from the steps seen, in the order the sandbox returns them (input order): the same seed
 gives the same trajectories.
 
-Budget: unset, it scales with the corpus: ``calls_per_environment`` × the environments explored, at most
-``max_call_budget`` (the profile's ``explore_call_budget``); an explicit ``call_budget`` is used as it is.
+Budget: unset, it scales with the corpus — the largest of ``calls_per_environment`` × environments,
+``calls_per_scenario`` × scenarios and ``calls_per_tool`` × tools — and grows by ``progress_calls`` while a call of the
+last ``progress_calls`` reached something new, at most ``max_call_budget`` (the profile's ``explore_call_budget``);
+an explicit ``call_budget`` is used as it is. No batch runs past the budget. Between batches, what calls reached
+and what refusals said is passed on per scenario (:mod:`pipeline.collect.seeds`); when exploration stops, each
+target still short gets one of three verdicts (:meth:`Coverage.judge`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pipeline.collect.seeds import Teacher
 from pipeline.core import profile
 from pipeline.core.axes import ARGS, DELTA, OUTCOME, OneOf, Range, When, axis_values
 from pipeline.core.environment import EnvSpec
@@ -56,8 +61,9 @@ class ExploreSettings:
     seed: int = setting(0, "Seed of the exploration policy.")
     call_budget: int | None = setting(
         None,
-        "Stop after this many tool calls (unset: `calls_per_environment` × the "
-        "environments explored, at most `max_call_budget`).",
+        "Stop after this many tool calls (unset: the budget follows the corpus and the progress: the largest of "
+        "`calls_per_environment` × environments, `calls_per_scenario` × scenarios and `calls_per_tool` × tools, "
+        "extended while calls still find something new, at most `max_call_budget`).",
     )
     max_call_budget: int = setting(
         profile.DEFAULT.explore_call_budget,
@@ -65,6 +71,16 @@ class ExploreSettings:
         "profile's `explore_call_budget`; the `composition` resource passes the profile's).",
     )
     calls_per_environment: int = setting(3_000, "Tool calls per explored environment an unset `call_budget` allows.")
+    calls_per_scenario: int = setting(200, "Tool calls per explored scenario an unset `call_budget` allows.")
+    calls_per_tool: int = setting(
+        300, "Tool calls per tool of the explored environments an unset `call_budget` allows."
+    )
+    progress_calls: int = setting(
+        2_000,
+        "An unset `call_budget` spent while a call of the last this many reached something new (a new (outcome, "
+        "|Δ|, argument count) of its tool, a candidate of a benchmark cell short of candidates) grows by this many "
+        "calls, up to `max_call_budget`.",
+    )
     plateau_calls: int = setting(
         100,
         "A tool that has shown nothing new (no new combination of outcome, |Δ| and "
@@ -78,25 +94,64 @@ class ExploreSettings:
     min_envs: int = setting(10, "Distinct environments wanted per benchmark cell.")
     batch_episodes: int = setting(100, "Episodes run in the sandbox between two updates of the steering.")
 
-    def budget(self, environments: int) -> int:
-        """The call budget for ``environments`` explored environments: ``call_budget`` when set, else
-        ``calls_per_environment`` × ``environments``, at most ``max_call_budget``."""
+    def _scaled(self, environments: int, scenarios: int, tools: int) -> tuple[int, str]:
+        """The largest of the three corpus-scaled budgets, and its terms in words."""
+        plural = lambda n, word: f"{n} {word}{'s' * (n != 1)}"  # noqa: E731
+        terms = [
+            (
+                self.calls_per_environment * environments,
+                "calls_per_environment",
+                self.calls_per_environment,
+                plural(environments, "environment"),
+            ),
+            (
+                self.calls_per_scenario * scenarios,
+                "calls_per_scenario",
+                self.calls_per_scenario,
+                plural(scenarios, "scenario"),
+            ),
+            (self.calls_per_tool * tools, "calls_per_tool", self.calls_per_tool, plural(tools, "tool")),
+        ]
+        total, name, each, what = max(terms, key=lambda t: t[0])
+        return total, f"{name} {each:,} × {what}"
+
+    def budget(self, environments: int, scenarios: int = 0, tools: int = 0) -> int:
+        """The starting call budget for the corpus explored: ``call_budget`` when set, else the largest of
+        ``calls_per_environment`` × environments, ``calls_per_scenario`` × scenarios and ``calls_per_tool`` ×
+        tools, at most ``max_call_budget`` (:func:`explore` extends it while calls find something new)."""
         if self.call_budget is not None:
             return self.call_budget
-        return min(self.max_call_budget, self.calls_per_environment * environments)
+        return min(self.max_call_budget, self._scaled(environments, scenarios, tools)[0])
 
-    def budget_text(self, environments: int) -> str:
-        """Where :meth:`budget` comes from, in words."""
-        budget = self.budget(environments)
+    def budget_text(self, environments: int, scenarios: int = 0, tools: int = 0, spent: int | None = None) -> str:
+        """Where the budget comes from, in words, with the values in force (``spent``: the budget as extended)."""
         if self.call_budget is not None:
-            return f"{budget:,} calls (call_budget)"
-        scaled = self.calls_per_environment * environments
-        text = f"{self.calls_per_environment:,} per environment × {environments} environment{'s' * (environments != 1)}"
-        return (
-            f"{budget:,} calls: {text}"
-            if scaled <= self.max_call_budget
-            else f"{budget:,} calls: max_call_budget ({text} = {scaled:,})"
+            return f"{self.call_budget:,} calls (call_budget)"
+        scaled, text = self._scaled(environments, scenarios, tools)
+        budget = min(self.max_call_budget, scaled)
+        if spent is not None and spent > budget:
+            grown = f"{spent:,} calls: {text} = {scaled:,}, extended while calls found something new"
+            return grown + (
+                f", up to max_call_budget {self.max_call_budget:,}" if spent >= self.max_call_budget else ""
+            )
+        return f"{budget:,} calls: {text}" + (
+            f" = {scaled:,}, capped at max_call_budget {self.max_call_budget:,}"
+            if scaled > self.max_call_budget
+            else ""
         )
+
+    def budget_setting(self, environments: int, scenarios: int = 0, tools: int = 0, spent: int | None = None) -> str:
+        """The one setting to raise to explore longer, with its value in force."""
+        if self.call_budget is not None:
+            return f"`ops: trajectories: config: call_budget` (now {self.call_budget:,})"
+        if spent is not None and spent >= self.max_call_budget:
+            return (
+                f"the profile's `explore_call_budget` (now {self.max_call_budget:,}: `resources: composition: config: "
+                "explore_call_budget`), or set `ops: trajectories: config: call_budget`"
+            )
+        _, text = self._scaled(environments, scenarios, tools)
+        name, value = text.split(" ")[:2]
+        return f"`ops: trajectories: config: {name}` (now {value}), or set `call_budget`"
 
 
 @dataclass(frozen=True)
@@ -107,6 +162,24 @@ class ScenarioRef:
     env: EnvSpec
     category: str = "explore"
     task: str = ""  # the natural-language task (for agents)
+    reference: tuple[tuple[str, dict[str, Any]], ...] = ()  # reference (gold) calls: replayed before exploration
+    relational: bool = True  # its source's: the relational policy and a budget that follows progress, else the plain
+
+
+def reference_trajectories(scenarios: Iterable[ScenarioRef]) -> Iterator[Trajectory]:
+    """A trajectory of each scenario's reference calls (``reference_actions`` / ``gold_actions`` / ``actions``
+    of an EnvScaler-format scenario item), replayed like bfcl's ground truth: strategy and category
+    ``reference``."""
+    for ref in scenarios:
+        if ref.reference:
+            yield Trajectory(
+                trajectory_id=f"{ref.env.env_id}/{ref.task_id}/reference",
+                task_id=ref.task_id,
+                env=ref.env,
+                actions=tuple(Action(name, dict(args), turn=0) for name, args in ref.reference),
+                category="reference",
+                strategy="reference",
+            )
 
 
 @dataclass
@@ -120,12 +193,15 @@ class ToolShown:
     seen: set[tuple[str, int, int]] = field(default_factory=set)
     quiet: int = 0
 
-    def see(self, outcome: str, delta: int, args: int, horizon: int) -> None:
+    def see(self, outcome: str, delta: int, args: int, horizon: int) -> bool:
+        """Count one call; whether it showed something new."""
         point = (outcome, min(delta, horizon), args)
         self.calls += 1
         self.max_delta = max(self.max_delta, delta)
-        self.quiet = self.quiet + 1 if point in self.seen else 0
+        new = point not in self.seen
+        self.quiet = 0 if new else self.quiet + 1
         self.seen.add(point)
+        return new
 
     def plateaued(self, window: int) -> bool:
         return self.calls >= UNTRIED_CALLS and self.quiet >= window
@@ -189,6 +265,13 @@ class Coverage:
     #: the call budget exploration ran under, and why it stopped (set by :func:`explore`)
     call_budget: int | None = None
     stop_reason: str = ""
+    #: the step count at the last call that reached something new (:meth:`add`)
+    last_new: int = 0
+    #: per target still short when exploration stopped: why (``unreachable, …``, ``budget: …``, ``environments: …``)
+    verdicts: dict[str, str] = field(default_factory=dict)
+    #: the budget in force, in words, and the setting that explores longer with its value (set by :func:`explore`)
+    budget_text: str = ""
+    budget_setting: str = ""
     _version: int = field(default=0, repr=False, compare=False)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -197,25 +280,31 @@ class Coverage:
         out.update({f"b2:{g}": int(n * self.settings.group_factor) for g, n in self.composition.mixture_sizes.items()})
         return out
 
-    def add(self, env_id: str, tool: str, *values: Any, **named: Any) -> None:
+    def add(self, env_id: str, tool: str, *values: Any, short: Iterable[str] = (), **named: Any) -> bool:
         """Count one step of ``env_id`` calling ``tool``: its axis values, a mapping keyed by column (a step
-        record; :func:`~pipeline.core.axes.axis_values`)."""
+        record; :func:`~pipeline.core.axes.axis_values`). Whether it reached something new: a new (outcome,
+        |Δ|, argument count) of its tool, or a candidate of a target in ``short``."""
         step = axis_values(*values, **named)
         self.steps += 1
         self._version += 1
         hits = self.tool_hits[(env_id, tool)]
         hits["_calls"] += 1
-        self.shown[(env_id, tool)].see(
+        new = self.shown[(env_id, tool)].see(
             step[OUTCOME.column], int(step[DELTA.column]), int(step[ARGS.column]), self._delta_horizon()
         )
         for cell in self.composition.cells_of(step):
             self.cells[cell] += 1
             self.cell_envs[cell].add(env_id)
             hits[cell] += 1
+            new = new or cell in short
         group = RULES.balance2_group.label(step)
         if group:
             self.groups[group] += 1
             hits[f"b2:{group}"] += 1
+            new = new or f"b2:{group}" in short
+        if new:
+            self.last_new = self.steps
+        return new
 
     def explore_envs(self, tools: Mapping[str, Iterable[str]]) -> None:
         """The environments under exploration from now on, with their tools (the judge of reachability)."""
@@ -305,9 +394,10 @@ class Coverage:
 
     def _why(self, key: str, lacks_candidates: bool, environments: int) -> str:
         if not lacks_candidates:
+            reach = "environment reaches" if environments == 1 else "environments reach"
             return (
-                f"unreachable, {environments} of the {self.settings.min_envs} environments wanted: "
-                "every environment that reaches it has contributed"
+                f"too few environments: {environments} {reach} it, the target wants {self.settings.min_envs} "
+                "(every environment that reaches it has contributed)"
             )
         shown = [s for s in self.shown.values() if s.calls]
         seen = {point for s in shown for point in s.seen}
@@ -321,6 +411,45 @@ class Coverage:
         if isinstance(args, Range) and not any(args.matches(a) for _, _, a in seen):
             return f"unreachable, argument counts seen: {_values_text(a for _, _, a in seen)}"
         return f"unreachable, |Δ| seen: {_values_text((d for _, d, _ in seen), self._delta_horizon())}"
+
+    def judge(self, spent: bool, budget_text: str, setting: str) -> dict[str, str]:
+        """Why each target still short is short — one of three statements, never confused:
+
+        * ``unreachable, max |Δ| seen N`` (or no step of its outcome / argument count): every tool that could
+          approach it has plateaued below it;
+        * ``not reached within the budget (…): still finding something new: env: tool, …; raise <setting> (now
+          <value>)``: the budget ran out while tools of an environment that may reach it had not plateaued;
+        * ``too few environments: K environments reach it, the target wants 10``.
+
+        (``not reached: no scenario left to explore`` when exploration ended for want of scenarios.)"""
+        out: dict[str, str] = {}
+        unreachable = self.unreachable()
+        for key, target in self.targets().items():
+            deficit, few_envs = self._deficits(key, target)
+            if not deficit and not few_envs:
+                continue
+            if key in unreachable:
+                out[key] = unreachable[key]
+                continue
+            if not spent:
+                out[key] = "not reached: no scenario left to explore"
+                continue
+            finding = []
+            for env, tools in self.tools.items():
+                reached = self.reaches(env)
+                if reached is not None and key not in reached:
+                    continue
+                for tool in tools:
+                    shown = self.shown.get((env, tool))
+                    if shown is None or not shown.plateaued(self.settings.plateau_calls):
+                        finding.append((shown.quiet if shown else 0, f"{env}: {tool}"))
+            names = [name for _, name in sorted(finding)]
+            more = f" (+{len(names) - 4} more)" if len(names) > 4 else ""
+            out[key] = (
+                f"not reached within the budget ({budget_text}): still finding something new: "
+                f"{', '.join(names[:4]) or 'none'}{more}; raise {setting}"
+            )
+        return out
 
     def unreachable_lines(self) -> list[str]:
         """``difficult (|Δ| 7–12): unreachable, max |Δ| seen 3`` for each unreachable target."""
@@ -388,43 +517,76 @@ def explore(
         if ref.env.env_id not in env_tools:
             env_tools[ref.env.env_id] = tool_names(ref.env)
     coverage.explore_envs(env_tools)
-    budget = coverage.call_budget = settings.budget(len(env_tools))
+    # a corpus only of plain sources (the builtin pack) keeps the plain budget: calls_per_environment × environments,
+    # never extended, batches of whole episodes
+    plain = not any(s.relational for s in scenarios)
+    corpus = (
+        (len(env_tools), 0, 0)
+        if plain
+        else (len(env_tools), len({s.task_id for s in scenarios}), sum(map(len, env_tools.values())))
+    )
+    budget = coverage.call_budget = settings.budget(*corpus)
     # failure cells (and the Balance2 failure group) short: mutate more
     failure_keys = {c.name for c in coverage.composition.cells if c.outcome == FAILURE} | {f"b2:{FAILURE}"}
     targets = len(coverage.targets())
+    teacher = Teacher()
 
     def detail() -> str:
         unreachable = len(coverage.unreachable())
         met = targets - len(coverage.short()) - unreachable
         return f"{met}/{targets} coverage targets met" + (f", {unreachable} unreachable" if unreachable else "")
 
-    # the total is the call budget (exploration's hard bound, known up front); it stops earlier when every
-    # coverage target is met or unreachable, which the line counts beside it
+    def extend() -> bool:
+        """An unset budget spent while calls still reach something new grows (up to the profile's cap)."""
+        nonlocal budget
+        if plain or settings.call_budget is not None or budget >= settings.max_call_budget:
+            return False
+        if coverage.steps - coverage.last_new >= settings.progress_calls:
+            return False
+        budget = coverage.call_budget = min(settings.max_call_budget, budget + settings.progress_calls)
+        progress.total = budget
+        return True
+
+    # the total is the call budget (known up front, grown while calls find something new; no batch runs past
+    # it); exploration stops earlier when every coverage target is met or unreachable
     progress = Progress("exploration", budget, log, unit="calls", finish_at_total=False, detail=detail)
     progress.advance(min(coverage.steps, budget))  # a coverage carried in from earlier
     live = list(scenarios)
     rounds: Counter[str] = Counter()
     cursor = 0
-    while live and coverage.steps < budget and not coverage.satisfied():
+    while live and not coverage.satisfied() and (coverage.steps < budget or extend()):
         batch = []
         worth = {env: coverage.worth_exploring(env) for env in coverage.tools}
-        size, looked = min(settings.batch_episodes, len(live)), 0
-        while len(batch) < size and looked < len(live):  # each scenario at most once a batch
-            ref = live[cursor % len(live)]
+        size, looked, planned = min(settings.batch_episodes, len(live)), 0, 0
+        short_now = set(coverage.short())
+        failure_short = bool(failure_keys & short_now)
+        # progress (which grows an unset budget): a tool showing something new, or a candidate of a benchmark cell
+        # short of candidates; a Balance2 group (thousands of samples) or a cell short only of environments is not
+        wanted = coverage.targets()
+        short_now = {key for key in short_now if not key.startswith("b2:") and coverage.count(key) < wanted[key]}
+        while len(batch) < size and looked < len(live) and (plain or planned < budget - coverage.steps):
+            ref = live[cursor % len(live)]  # each scenario at most once a batch
             cursor += 1
             looked += 1
             if not worth[ref.env.env_id]:
                 continue  # every tool plateaued, and nothing it reaches is still short
             episode = rounds[ref.task_id]
             rounds[ref.task_id] += 1
-            failure_short = bool(failure_keys & set(coverage.short()))
+            length = settings.episode_length
+            if not plain:  # no batch runs past the budget
+                length = min(length, budget - coverage.steps - planned)
+            planned += length
             policy = PolicySettings(
                 seed=random.Random(f"{settings.seed}:{ref.task_id}:{episode}").randrange(2**31),
-                episode_length=settings.episode_length,
+                episode_length=length,
                 mutate_rate=min(0.5, settings.mutate_rate * (2 if failure_short else 1)),
                 max_batch=settings.max_batch,
                 tool_weights=coverage.tool_weights(ref.env.env_id, env_tools[ref.env.env_id]),
+                relational=ref.relational,
             )
+            if ref.relational:  # what earlier calls reached and what refusals said, passed on
+                seeds, refusals = teacher.for_scenario(ref.task_id, env_tools[ref.env.env_id])
+                policy = replace(policy, seeds=seeds, refusals=refusals)
             batch.append(
                 Trajectory(
                     trajectory_id=f"{ref.env.env_id}/{ref.task_id}/explore-s{settings.seed}-e{episode}",
@@ -446,7 +608,9 @@ def explore(
                 yield TaskIssue(traj.task_id, "reset", result["init_error"] or "reset failed", "")
                 continue
             for step in result["steps"]:
-                coverage.add(traj.env_id, step["tool"], step)
+                new = coverage.add(traj.env_id, step["tool"], step, short=short_now)
+                if traj.meta["explore"].relational:
+                    teacher.learn(traj.env_id, traj.task_id, step, new)
             progress.advance(len(result["steps"]))
             actions = tuple(  # what the policy did, which argument it mutated, and the s'_t it saw
                 Action(
@@ -465,12 +629,16 @@ def explore(
             coverage.explore_envs({env: tools for env, tools in env_tools.items() if env in left})
     short = sorted(coverage.short())
     unreachable = coverage.unreachable_lines()
+    spent = coverage.steps >= budget
+    coverage.budget_text = settings.budget_text(*corpus, spent=budget)
+    coverage.budget_setting = settings.budget_setting(*corpus, spent=budget)
+    coverage.verdicts = coverage.judge(spent, coverage.budget_text, coverage.budget_setting)
     if not short:
         why = "every reachable coverage target met" if unreachable else "every coverage target met"
     elif not env_tools:
         why = "no scenario to explore; short: " + ", ".join(short)
-    elif coverage.steps >= budget:
-        why = f"call budget spent ({settings.budget_text(len(env_tools))}); short: " + ", ".join(short)
+    elif spent:
+        why = f"call budget spent ({settings.budget_text(*corpus, spent=budget)}); short: " + ", ".join(short)
     else:
         why = "no scenario left to explore; short: " + ", ".join(short)
     coverage.stop_reason = "; ".join([why, *unreachable])

@@ -171,6 +171,10 @@ def record(layout: DataLayout, key: str | None, result: CollectionResult) -> Non
             "tools": {env: list(tools) for env, tools in cov.tools.items()},
             "call_budget": cov.call_budget,
             "stop_reason": cov.stop_reason,
+            "last_new": cov.last_new,
+            "verdicts": dict(cov.verdicts),
+            "budget_text": cov.budget_text,
+            "budget_setting": cov.budget_setting,
         },
         "shard": None
         if shard is None
@@ -246,6 +250,8 @@ def reused(
         coverage.shown = defaultdict(ToolShown, {(env, tool): ToolShown.of(s) for env, tool, s in c["shown"]})
         coverage.explore_envs(c["tools"])
         coverage.call_budget, coverage.stop_reason = c["call_budget"], c["stop_reason"]
+        coverage.last_new, coverage.verdicts = c.get("last_new", 0), dict(c.get("verdicts") or {})
+        coverage.budget_text, coverage.budget_setting = c.get("budget_text", ""), c.get("budget_setting", "")
     summary = None
     if shard is not None and (s := doc["shard"]) is not None:
         summary = ShardSummary(shard, set(s["source_envs"]), set(s["shard_envs"]), s["configured"], s["note"])

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pipeline.collect import reuse
 from pipeline.collect.agent import collect_agent, episode_trajectory
 from pipeline.collect.collector import collect
-from pipeline.collect.explore import Coverage, ExploreSettings, explore
+from pipeline.collect.explore import Coverage, ExploreSettings, explore, reference_trajectories
 from pipeline.collect.result import CollectionResult, ShardSummary
 from pipeline.collect.sources import (
     SourceConfig,
@@ -203,6 +203,7 @@ def collect_all(
         coverage = Coverage(explore_settings) if composition is None else Coverage(explore_settings, composition)
         streams += [
             of_shard(scenario_issues, PARSE_ISSUES),
+            reference_trajectories(scenarios),  # a scenario's reference (gold) calls, replayed first
             explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log),
         ]
     report = collect(itertools.chain(*streams), layout, sandbox, log, progress=phases)

@@ -89,7 +89,16 @@ def exploration_scenarios(
         tasks, problems = source.scenarios(cfg, items, without)
         issues += problems
         for t in tasks:
-            per_env.setdefault(t.env.env_id, []).append(ScenarioRef(t.task_id, t.env, category=t.category, task=t.text))
+            per_env.setdefault(t.env.env_id, []).append(
+                ScenarioRef(
+                    t.task_id,
+                    t.env,
+                    category=t.category,
+                    task=t.text,
+                    reference=t.reference,
+                    relational=source.relational,
+                )
+            )
     return _interleaved(list(per_env.values())), issues
 
 

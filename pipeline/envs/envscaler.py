@@ -86,6 +86,50 @@ class Scenario:
     task: str = ""
     checklist: Any = None
     origin: str = ""
+    #: reference (gold) calls the scenario carries (:data:`REFERENCE_KEYS`): (tool, arguments) in order
+    reference: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+#: the keys of a scenario item whose list of calls is replayed as a reference trajectory before exploration, the
+#: first one present: each call ``{"name", "arguments"}`` (``kwargs`` or ``args`` for ``arguments``, as
+#: tau-bench writes them; arguments may be a JSON text), OpenAI's ``{"function": {"name", "arguments"}}``, or a
+#: call string ``tool(a=1, b="x")`` with keyword arguments
+REFERENCE_KEYS = ("reference_actions", "gold_actions", "actions")
+
+
+def _reference_call(call: Any) -> tuple[str, dict[str, Any]]:
+    """One reference call as (tool, arguments); ValueError saying why it is not one."""
+    if isinstance(call, str):
+        node = ast.parse(call.strip(), mode="eval").body
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
+            raise ValueError(f"not a call with keyword arguments: {_preview(call)}")
+        return node.func.id, {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+    if not isinstance(call, dict):
+        raise ValueError(f"a call is an object or a call string, not {_preview(call)}")
+    if isinstance(call.get("function"), dict):
+        call = call["function"]
+    name = call.get("name")
+    args = next((call[k] for k in ("arguments", "kwargs", "args") if k in call), {})
+    if isinstance(args, str):
+        args = json.loads(args or "{}")
+    if not isinstance(name, str) or not name or not isinstance(args, dict):
+        raise ValueError(f"a call needs a tool name and an arguments object: {_preview(call)}")
+    return name, args
+
+
+def reference_actions(obj: dict[str, Any]) -> tuple[tuple[tuple[str, dict[str, Any]], ...], str | None]:
+    """The reference calls of a scenario item (:data:`REFERENCE_KEYS`), and why they cannot be read (None: they
+    can, or there are none)."""
+    key = next((k for k in REFERENCE_KEYS if obj.get(k) is not None), None)
+    if key is None:
+        return (), None
+    calls, err = _json_field(obj, key, list)
+    if err:
+        return (), err
+    try:
+        return tuple(_reference_call(c) for c in calls), None
+    except (ValueError, SyntaxError, RecursionError) as exc:
+        return (), f"{key!r}: {str(exc)[:MAX_REASON]}"
 
 
 # -- reading the corpus --------------------------------------------------------------------------
@@ -220,6 +264,9 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
                 yield TaskIssue(task_id, "parse", err, where)
                 continue
             checklist, _ = _json_field(obj, "checklist_with_func", (list, dict))
+            reference, err = reference_actions(obj)
+            if err:  # the scenario is explored all the same
+                yield TaskIssue(task_id, "parse", f"reference actions not replayed: {err}", where)
             yield Scenario(
                 task_id,
                 str(obj["env_id"]),
@@ -227,6 +274,7 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
                 str(obj.get("task", "")),
                 checklist if checklist is not None else obj.get("checklist_with_func"),
                 where,
+                reference,
             )
 
 

@@ -47,6 +47,8 @@ class SourceTask:
     turns: tuple[str, ...]
     category: str = "explore"
     text: str = ""
+    #: reference (gold) calls of the task, (tool, arguments) in order: replayed before exploration
+    reference: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 CatalogRows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
@@ -79,6 +81,10 @@ class EnvironmentSource:
     #: prefixes of those modules whose module-level state a reused child restores between trajectories
     #: (:mod:`pipeline.execution.pristine`)
     stateful_modules: ClassVar[tuple[str, ...]] = ()
+    #: whether exploration draws its environments' arguments from related records, seeds and refusals
+    #: (:class:`~pipeline.execution.policy.PolicySettings` ``relational``) and grows its budget with progress;
+    #: false: the plain policy and budget of before (the builtin pack: docs/environments.md)
+    relational: ClassVar[bool] = True
 
     # -- the run ---------------------------------------------------------------------------------
 

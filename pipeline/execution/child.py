@@ -9,6 +9,7 @@ label — canonical state, Δ, |Δ|, hashes, outcome — is computed outside the
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ from pipeline.execution.guards import CappedOutput
 from pipeline.execution.policy import ExplorationPolicy
 
 Send = Callable[[dict[str, Any]], None]
+
+#: a return value longer than this (canonical JSON) is not read back by the exploration policy
+_OBSERVED_CHARS = 16_384
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ def execute(
     if explore is not None:  # actions are chosen live by the exploration policy
         policy = ExplorationPolicy(env.tools, explore)
         index = 0
-        while (action := policy.next_action(snapshots.value, index)) is not None:
+        while (action := policy.next_action(snapshots.value, index, snapshots.text)) is not None:
             send(
                 {
                     "kind": "action",
@@ -135,7 +139,10 @@ def execute(
                     "mutated_arg": action.mutated_arg,
                 }
             )
-            send(_call(env, index, action, snapshots, limits))
+            step = _call(env, index, action, snapshots, limits)
+            send(step)
+            if explore.relational and step["value"] is not None and len(step["value"]) <= _OBSERVED_CHARS:
+                policy.observe(action.arguments, json.loads(step["value"]))  # answers later calls may use
             index += 1
         send({"kind": "done"})
         return

@@ -13,13 +13,16 @@ step column).
 
 from __future__ import annotations
 
+import copy
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.core.fields import setting
 from pipeline.core.trajectory import Action
+from pipeline.execution.relations import Hints, Records, bind, is_mapping, refusal_hints
 
 
 @dataclass(frozen=True)
@@ -32,15 +35,37 @@ class PolicySettings:
     optional_rate: float = setting(0.5, "Chance to fill an optional argument.")
     max_batch: int = setting(6, "Largest list argument the policy builds (drives |Δ|).")
     tool_weights: dict[str, float] = setting(factory=dict, description="Relative weight of each tool (default 1).")
+    relational: bool = setting(
+        True,
+        "Draw related arguments, mutate success seeds and heed refusals (the fields below); false: the plain "
+        "policy, each argument drawn on its own from the state's values, the same draws as before issue 41 "
+        "(the builtin pack's source sets it: docs/environments.md).",
+    )
+    relate_rate: float = setting(
+        0.6,
+        "Chance that a call's arguments are drawn from related records of the state and earlier answers "
+        "(pipeline/execution/relations.py) rather than one by one.",
+    )
+    seed_rate: float = setting(0.35, "Chance that a call of a tool with seeds mutates one of them.")
+    seeds: dict[str, list[dict[str, Any]]] = setting(
+        factory=dict,
+        description="Per tool, arguments of calls that reached something new (exploration passes them on).",
+    )
+    refusals: dict[str, list[dict[str, Any]]] = setting(
+        factory=dict,
+        description="Per tool, recent refusals ({text, args}): what they name steers the next draws.",
+    )
 
 
 class StateIndex:
     """Values found in a canonical state, by the field name (or table name) they appear under."""
 
-    def __init__(self, state: Any, cap: int = 64) -> None:
+    def __init__(self, state: Any, cap: int = 64, relational: bool = True) -> None:
         self.values: dict[str, list[Any]] = {}
         self.tables: dict[str, list[str]] = {}
         self.cap = cap
+        #: a table is any dict keyed by ids (:func:`is_mapping`); false: only a dict of records (the plain policy)
+        self.relational = relational
         self._walk(state, None, 0)
 
     def _add(self, key: str, value: Any) -> None:
@@ -52,7 +77,9 @@ class StateIndex:
         if depth > 8:
             return
         if isinstance(node, dict):
-            if key and node and all(isinstance(v, dict) for v in node.values()):
+            if key and (  # keyed by ids, whatever its values (``{"A1": None, ...}``)
+                is_mapping(node) if self.relational else node and all(isinstance(v, dict) for v in node.values())
+            ):
                 self.tables[key] = list(node)[: self.cap]
             for k, v in node.items():
                 self._walk(v, k, depth + 1)
@@ -97,36 +124,162 @@ def _singular(name: str) -> str:
     return name
 
 
+#: answers of earlier calls an episode keeps as candidates (its bundles), the latest first
+RETURNED = 12
+
+
 class ExplorationPolicy:
     def __init__(self, tools: list[dict[str, Any]], settings: PolicySettings) -> None:
         self.tools = [t["function"] for t in tools]
         self.settings = settings
         self.rng = random.Random(settings.seed)
+        self._indexed: tuple[Any, StateIndex, Records] | None = None
+        self._hints: dict[str, Hints] = {}
+        #: what earlier calls of the episode answered (bundles), and the values they answered or used
+        self.returned: list[Records] = []
+        self.focus: list[Any] = []
 
-    def next_action(self, state: Any, index: int) -> Action | None:
+    def _index(self, state: Any, key: Any) -> tuple[StateIndex, Records | None]:
+        """The state's indexes, rebuilt only when the state changed (``key``: its canonical text); no records for
+        the plain policy (``relational`` false)."""
+        if self._indexed is None or key is None or self._indexed[0] is not key:
+            relational = self.settings.relational
+            self._indexed = (key, StateIndex(state, relational=relational), Records(state) if relational else None)
+            self._hints.clear()
+        return self._indexed[1], self._indexed[2]
+
+    def next_action(self, state: Any, index: int, key: Any = None) -> Action | None:
         if index >= self.settings.episode_length or not self.tools:
             return None
         weights = [max(self.settings.tool_weights.get(t["name"], 1.0), 0.0) for t in self.tools]
         if not any(weights):
             weights = [1.0] * len(self.tools)
         tool = self.rng.choices(self.tools, weights=weights)[0]
-        args, mutated = self.arguments_and_mutation(tool, StateIndex(state))
+        state_index, records = self._index(state, key)
+        if records is None:  # the plain policy: no seed, no related draw (main's stream of draws)
+            args, mutated = self.arguments_and_mutation(tool, state_index)
+            return Action(tool["name"], args, turn=index, mutated_arg=mutated)
+        seeds = self.settings.seeds.get(tool["name"])
+        if seeds and self.rng.random() < self.settings.seed_rate:
+            args = self.from_seed(tool, seeds[self.rng.randrange(len(seeds))], state_index, records)
+            return Action(tool["name"], args, turn=index, mutated_arg=None)
+        args, mutated = self.arguments_and_mutation(tool, state_index, records)
         return Action(tool["name"], args, turn=index, mutated_arg=mutated)
+
+    def observe(self, arguments: Mapping[str, Any], value: Any) -> None:
+        """What a call of the episode used and answered (its return value, canonical): later calls draw from
+        the answers (bundles) and prefer records that hold these values. The plain policy keeps nothing."""
+        if not self.settings.relational:
+            return
+        answered = Records(value)
+        self.returned = [answered, *self.returned[: RETURNED - 1]]
+        fresh = [v for bucket in answered.records[0].fields.values() for v in bucket if isinstance(v, str)][:16]
+        used = [v for a in arguments.values() for v in (a if isinstance(a, list) else [a]) if isinstance(v, str)]
+        self.focus = list(dict.fromkeys([*fresh, *used, *self.focus]))[:24]
+
+    def hints(self, tool: str, records: Records) -> Hints:
+        if tool not in self._hints:
+            self._hints[tool] = refusal_hints(self.settings.refusals.get(tool, ()), records)
+        hints = self._hints[tool]
+        return Hints(hints.avoid, hints.prefer, self.focus)
+
+    def related(self, tool: dict[str, Any], names: list[str], records: Records, grow: int = 0) -> dict[str, Any]:
+        """Values for ``names`` drawn from related records and earlier answers (:func:`relations.bind`); list
+        arguments at least ``grow`` long when the pool allows."""
+        props: dict[str, Any] = (tool.get("parameters") or {}).get("properties") or {}
+        schemas = {n: self._concrete(props.get(n)) for n in names}
+        names = [n for n in names if schemas[n] is not None and "enum" not in schemas[n] and "const" not in schemas[n]]
+        sizes = {}
+        for n in names:
+            if schemas[n].get("type") == "array":
+                lo, hi = self._bounds(schemas[n])
+                sizes[n] = (max(lo, min(grow, hi)), hi)
+        item = {n: (schemas[n].get("items") or {}) if n in sizes else schemas[n] for n in names}
+        fits = lambda n, v: _fits(v, item[n].get("type") if isinstance(item[n], dict) else None)  # noqa: E731
+        return bind(records, names, fits, self.rng, sizes, self.hints(tool["name"], records), self.returned)
+
+    def _concrete(self, schema: Any) -> dict[str, Any] | None:
+        """A schema of one type for relational drawing (a union's first concrete variant), or None."""
+        if not isinstance(schema, dict):
+            return {}
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kinds = [k for k in kind if k != "null"]
+            return {**schema, "type": kinds[0]} if kinds else None
+        for key in ("anyOf", "oneOf"):
+            if isinstance(schema.get(key), list):
+                subs = [s for s in schema[key] if isinstance(s, dict) and s.get("type") != "null"]
+                return self._concrete(subs[0]) if subs else None
+        return schema if kind in (None, "string", "integer", "number", "array") else None
+
+    def _bounds(self, schema: dict[str, Any]) -> tuple[int, int]:
+        lo = schema.get("minItems", 1) if isinstance(schema.get("minItems"), int) else 1
+        hi = schema.get("maxItems") if isinstance(schema.get("maxItems"), int) else self.settings.max_batch
+        return max(0, lo), max(lo, min(hi, max(lo, self.settings.max_batch)))
+
+    def from_seed(
+        self, tool: dict[str, Any], seed: Mapping[str, Any], index: StateIndex, records: Records
+    ) -> dict[str, Any]:
+        """A seed's arguments with one changed toward more: its lists longer (drawn again from the same
+        records, one item more), or one argument drawn from another record joined on the others."""
+        args = copy.deepcopy(dict(seed))
+        if not args:
+            return args
+        lists = [n for n, v in args.items() if isinstance(v, list)]
+        if lists and self.rng.random() < 0.5:
+            grow = max(len(args[n]) for n in lists) + 1
+            keep = {n: v for n, v in args.items() if n not in lists and id_value(v)}
+            self.focus = list(dict.fromkeys([*_strings(keep.values()), *self.focus]))[:24]
+            drawn = self.related(tool, sorted(args), records, grow=grow)
+            drawn.update({n: v for n, v in keep.items() if n in drawn})
+            return {n: drawn.get(n, args[n]) for n in args}
+        name = sorted(args)[self.rng.randrange(len(args))]
+        others = {n: v for n, v in args.items() if n != name}
+        saved = self.focus
+        self.focus = list(dict.fromkeys([*_strings(others.values()), *saved]))[:24]
+        drawn = self.related(tool, [name], records)
+        self.focus = saved
+        if name in drawn and drawn[name] != args[name]:
+            args[name] = drawn[name]
+        else:
+            props = (tool.get("parameters") or {}).get("properties") or {}
+            schema = props.get(name) if isinstance(props.get(name), dict) else {}
+            args[name] = self.value(name, schema, index)
+        return args
 
     def arguments(self, tool: dict[str, Any], index: StateIndex) -> dict[str, Any]:
         return self.arguments_and_mutation(tool, index)[0]
 
-    def arguments_and_mutation(self, tool: dict[str, Any], index: StateIndex) -> tuple[dict[str, Any], str | None]:
+    def arguments_and_mutation(
+        self, tool: dict[str, Any], index: StateIndex, records: Records | None = None
+    ) -> tuple[dict[str, Any], str | None]:
         """Arguments that follow the tool's schema, and the name of the one deliberately mutated
-        (None when none was): a mutation keeps the type and breaks the meaning."""
+        (None when none was): a mutation keeps the type and breaks the meaning. With ``records``, a share
+        (``relate_rate``) of calls draws its arguments from related records (:meth:`related`)."""
         params = tool.get("parameters") or {}
         props: dict[str, Any] = params.get("properties") or {}
         required = set(params.get("required") or [])
+        if records is None:  # one by one: each optional argument's draw, then its value's draws, in turn
+            args = {
+                name: self.value(name, schema if isinstance(schema, dict) else {}, index, name in required)
+                for name, schema in props.items()
+                if name in required or self.rng.random() < self.settings.optional_rate
+            }
+            return self._mutated(args, props)
+        chosen = [name for name in props if name in required or self.rng.random() < self.settings.optional_rate]
+        drawn: dict[str, Any] = {}
+        if records is not None and chosen and self.rng.random() < self.settings.relate_rate:
+            drawn = self.related(tool, chosen, records)
         args = {
-            name: self.value(name, schema if isinstance(schema, dict) else {}, index, name in required)
-            for name, schema in props.items()
-            if name in required or self.rng.random() < self.settings.optional_rate
+            name: drawn[name]
+            if name in drawn
+            else self.value(name, props[name] if isinstance(props[name], dict) else {}, index, name in required)
+            for name in chosen
         }
+        return self._mutated(args, props)
+
+    def _mutated(self, args: dict[str, Any], props: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """``args`` with one argument mutated, a ``mutate_rate`` share of the time, and its name."""
         mutated = None
         if args and self.rng.random() < self.settings.mutate_rate:
             mutated = self.rng.choice(sorted(args))
@@ -257,6 +410,15 @@ class ExplorationPolicy:
             key = rng.choice(sorted(value))
             return {**value, key: self.mutate(value[key])}
         return value
+
+
+def id_value(value: Any) -> bool:
+    """A scalar a record may hold (what a seed's kept arguments are matched on)."""
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def _strings(values: Any) -> list[str]:
+    return [v for a in values for v in (a if isinstance(a, list) else [a]) if isinstance(v, str)]
 
 
 def _fits(value: Any, kind: Any) -> bool:

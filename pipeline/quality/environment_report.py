@@ -194,6 +194,8 @@ class EnvRow:
     max_delta: int = 0
     cells: list[str] = field(default_factory=list)
     state_problems: list[str] = field(default_factory=list)
+    #: where no call succeeded: its most frequent answers (observation, calls)
+    refusals: list[tuple[str, int]] = field(default_factory=list)
     max_state_bytes: int = 0
     not_loaded: str | None = None
     problems: list[str] = field(default_factory=list)
@@ -345,6 +347,18 @@ def environment_report(
                 row.steps, row.scenarios, row.tools_used = int(steps), int(scenarios), int(used)
                 row.success_steps, row.failure_steps, row.error_steps = int(ok), int(failed), int(errors)
                 row.max_delta, row.cells = int(max_delta or 0), list(reached or [])
+            for env_id, observation, n in con.execute(  # what an environment no call could change answered
+                """SELECT env_id, raw_observation, n FROM (
+                       SELECT env_id, raw_observation, count(*) AS n,
+                              row_number() OVER (PARTITION BY env_id ORDER BY count(*) DESC, raw_observation) AS k
+                       FROM read_parquet(?, union_by_name = true) WHERE outcome <> 'success'
+                       GROUP BY env_id, raw_observation)
+                   WHERE k <= 3 AND env_id IN (SELECT env_id FROM read_parquet(?, union_by_name = true)
+                                               GROUP BY env_id HAVING count(*) FILTER (outcome = 'success') = 0)
+                   ORDER BY env_id, k""",
+                [parts, parts],
+            ).fetchall():
+                env(env_id).refusals.append((_clip(str(observation)) or "", int(n)))
             for env_id, name, steps, ok, failed, errors, max_delta in con.execute(
                 """SELECT env_id, tool, count(*), count(*) FILTER (outcome = 'success'),
                               count(*) FILTER (outcome = 'failure'), count(*) FILTER (outcome = 'error'),
@@ -469,8 +483,16 @@ def _judge(
                 f"{row.error_share:.0%} of {row.steps} steps raise (> {th.max_error_share:.0%})"
                 + (f", most in {worst[0][0]}" if worst else "")
             )
-        if th.require_state_change and row.steps and row.max_delta == 0:
-            row.problems.append(f"cannot change state: none of {row.steps} calls changed it")
+        if th.require_state_change and row.steps and row.max_delta == 0 and row.success_steps:
+            row.problems.append(
+                f"cannot change state: none of its {row.success_steps} successful calls (of {row.steps}) changed it"
+            )
+        elif th.require_state_change and row.steps and row.max_delta == 0:
+            got = "; ".join(f"{obs!r} ({n})" for obs, n in row.refusals)
+            row.problems.append(
+                f"no call succeeded: all {row.steps} calls were refused or raised, so no state change was reached "
+                f"(exploration's arguments may not fit the environment){'; it answered: ' + got if got else ''}"
+            )
         error_tools = ", ".join(
             f"{t.tool} ({t.error_steps})" for t in sorted(own, key=lambda t: -t.error_steps) if t.error_steps
         )

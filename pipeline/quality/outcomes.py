@@ -13,6 +13,14 @@ is a finding. Each names the corpus, its outcome rule and an example observation
 failures, the most frequent observation of exploration's deliberately mutated calls, the likeliest
 refusals; else the most frequent one labeled ``failure``) and says how to declare the rule. The asset
 check ``outcome_labels_plausible`` (WARN) and ``python -m pipeline summary`` report the same findings.
+
+A corpus is judged **per environment** too, since one corpus file may mix conventions (a reading room that
+refuses with ``{'result': 'refused', ...}`` beside a shop whose ``{"success": False}`` the default rule knows: the
+shop's failures make the whole look plausible). Among the *explored* environments (those with exploration's
+deliberately mutated calls: replayed ground truth rarely fails), one with at least :data:`MIN_ENV_STEPS` steps and
+no failure label is a finding when another explored environment of the run has failures, or when its success
+observations read like refusals (:data:`REFUSAL_WORDS`); it is named with its rule and an example observation
+(a refusal-looking one when there is one), unless its corpus is named already.
 """
 
 from __future__ import annotations
@@ -39,11 +47,19 @@ HOW_TO_DECLARE = (
 )
 
 _EXAMPLE_CHARS = 200
+#: an explored environment with at least this many steps and no failure label is judged (module docstring)
+MIN_ENV_STEPS = 100
+#: words of an observation that read like a refusal (case-insensitive regular expression)
+REFUSAL_WORDS = (
+    r"\b(refused|refuses|refuse|denied|rejected|declined|forbidden|not allowed|not permitted|unauthori[sz]ed|"
+    r"no such|not found|does not exist|already|insufficient|not enough|unable|cannot|can't|invalid)\b"
+)
 
 
 @dataclass
 class CorpusOutcomes:
-    """The outcome labels of one corpus, and what is implausible about them (``problem``: None when nothing)."""
+    """The outcome labels of one corpus (or, ``level="environment"``, of one environment: ``corpus`` is then its
+    env id), and what is implausible about them (``problem``: None when nothing)."""
 
     corpus: str
     steps: int
@@ -53,6 +69,7 @@ class CorpusOutcomes:
     problem: str | None = None
     example_step: str | None = None
     example: str | None = None
+    level: str = "corpus"
 
     @property
     def non_error(self) -> int:
@@ -72,7 +89,8 @@ class CorpusOutcomes:
             return None
         example = f"e.g. {self.example_step}: {self.example!r}" if self.example is not None else "no example"
         return (
-            f"corpus {self.corpus!r}: {self.problem} (outcome rule: {self.rule_text()}) — {example}. Fix: {self._fix()}"
+            f"{self.level} {self.corpus!r}: {self.problem} (outcome rule: {self.rule_text()}) — {example}. "
+            f"Fix: {self._fix()}"
         )
 
     def _fix(self) -> str:
@@ -104,10 +122,12 @@ class OutcomeReport:
     corpora: list[CorpusOutcomes]
     min_steps: int = MIN_STEPS
     max_share: float = MAX_FAILURE_SHARE
+    #: the explored environments, judged one by one (module docstring)
+    environments: list[CorpusOutcomes] = field(default_factory=list)
 
     @property
     def findings(self) -> list[CorpusOutcomes]:
-        return [c for c in self.corpora if c.problem is not None]
+        return [c for c in [*self.corpora, *self.environments] if c.problem is not None]
 
     @property
     def ok(self) -> bool:
@@ -122,9 +142,12 @@ class OutcomeReport:
                 f"outcome labels plausible in all {len(self.corpora)} corpora (none with ≥ {self.min_steps} steps "
                 f"and no failure, none above {self.max_share:.0%} failures)"
             )
-        return f"{len(self.findings)} of {len(self.corpora)} corpora with implausible outcome labels: " + ", ".join(
-            c.corpus for c in self.findings
-        )
+        corpora = [c.corpus for c in self.findings if c.level == "corpus"]
+        envs = [c.corpus for c in self.findings if c.level == "environment"]
+        parts = [f"{len(corpora)} of {len(self.corpora)} corpora" + (f" ({', '.join(corpora)})" if corpora else "")]
+        if envs:
+            parts.append(f"{len(envs)} environment{'s' * (len(envs) != 1)} ({', '.join(envs)})")
+        return " and ".join(parts) + " with implausible outcome labels"
 
 
 def _corpus_sql(parts: list[str], with_rule: bool) -> tuple[str, list[Any]]:
@@ -154,6 +177,64 @@ def _example(con: duckdb.DuckDBPyConnection, parts: list[str], corpus: str, fail
     return str(row[0]), text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "…"
 
 
+def _env_sql(parts: list[str], with_rule: bool) -> tuple[str, list[Any]]:
+    rules = "list(DISTINCT outcome_rule ORDER BY outcome_rule)" if with_rule else "[]::VARCHAR[]"
+    return (
+        f"""SELECT env_id, count(*) AS steps, count(*) FILTER (outcome = 'error') AS errors,
+                       count(*) FILTER (outcome = 'failure') AS failures, {rules} AS rules,
+                       count(*) FILTER (outcome = 'success' AND regexp_matches(raw_observation, ?, 'i')) AS refusal_like
+                FROM read_parquet(?, union_by_name = true) GROUP BY 1
+                HAVING count(*) FILTER (mutated_arg IS NOT NULL) > 0 ORDER BY 1""",
+        [REFUSAL_WORDS, parts],
+    )
+
+
+def _env_example(con: duckdb.DuckDBPyConnection, parts: list[str], env_id: str) -> tuple[str, str] | None:
+    """(step id, observation) of an environment without failures: the most frequent success observation that
+    reads like a refusal, else the most frequent one of its deliberately mutated calls."""
+    row = con.execute(
+        """SELECT min(step_id), raw_observation FROM read_parquet(?, union_by_name = true)
+            WHERE env_id = ? AND outcome = 'success'
+            GROUP BY raw_observation
+            ORDER BY count(*) FILTER (regexp_matches(raw_observation, ?, 'i')) DESC,
+                     count(*) FILTER (mutated_arg IS NOT NULL) DESC, count(*) DESC, raw_observation LIMIT 1""",
+        [parts, env_id, REFUSAL_WORDS],
+    ).fetchone()
+    if row is None:
+        return None
+    text = str(row[1])
+    return str(row[0]), text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "…"
+
+
+def _judge_environments(
+    con: duckdb.DuckDBPyConnection, parts: list[str], report: OutcomeReport, with_rule: bool
+) -> None:
+    """The explored environments, each judged on its own (module docstring)."""
+    rows = con.execute(*_env_sql(parts, with_rule)).fetchall()
+    failing = {str(env) for env, _, _, failures, _, _ in rows if failures}
+    named = {c.corpus for c in report.corpora if c.problem is not None}
+    for env, steps, errors, failures, rules, refusal_like in rows:
+        found = CorpusOutcomes(str(env), int(steps), int(errors), int(failures), list(rules or []), level="environment")
+        others = sorted(failing - {found.corpus})
+        if found.steps >= MIN_ENV_STEPS and not found.failures and str(env).split("/")[0] not in named:
+            if refusal_like:
+                found.problem = (
+                    f"{found.steps} steps and not one labeled failure, though {refusal_like} success observations "
+                    "read like refusals"
+                )
+            elif others:
+                found.problem = (
+                    f"{found.steps} steps and not one labeled failure, while {len(others)} other explored "
+                    f"environment{'s' * (len(others) != 1)} ({', '.join(others[:3])}{', …' * (len(others) > 3)}) "
+                    "have failures"
+                )
+        if found.problem is not None:
+            example = _env_example(con, parts, found.corpus)
+            if example is not None:
+                found.example_step, found.example = example
+        report.environments.append(found)
+
+
 def check_outcomes(
     layout: DataLayout, min_steps: int = MIN_STEPS, max_share: float = MAX_FAILURE_SHARE
 ) -> OutcomeReport:
@@ -164,10 +245,12 @@ def check_outcomes(
         return report
     con = connect()
     try:
+        with_rule = True
         try:
             rows = con.execute(*_corpus_sql(parts, with_rule=True)).fetchall()
         except duckdb.BinderException:  # steps labeled before the outcome_rule column: the default rule
             rows = con.execute(*_corpus_sql(parts, with_rule=False)).fetchall()
+            with_rule = False
         for corpus, steps, errors, failures, rules in rows:
             found = CorpusOutcomes(str(corpus), int(steps), int(errors), int(failures), list(rules or []))
             if found.steps >= min_steps and found.failures == 0:
@@ -182,6 +265,7 @@ def check_outcomes(
                 if example is not None:
                     found.example_step, found.example = example
             report.corpora.append(found)
+        _judge_environments(con, parts, report, with_rule)
     finally:
         con.close()
     return report

@@ -29,7 +29,7 @@ from pipeline.core.decontamination import (  # noqa: F401  (DECONTAMINATION_KEYS
 from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
 from pipeline.select.greedy import pick_diverse
 from pipeline.select.samples import materialize_samples
-from pipeline.select.shortfall import SHORTFALL_FIX, reach, shortfall_lines
+from pipeline.select.shortfall import SHORTFALL_FIX, exploration_facts, reach, shortfall_lines, with_verdicts
 from pipeline.select.stratify import current_fingerprint
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
@@ -374,6 +374,8 @@ def _finish(
             "tools": result.tools,
             "decontamination": result.decontamination,
             **({"reach": result.reach} if result.reach else {}),
+            # what exploration said of the targets it left short, the budget in force and the setting to raise
+            **({"exploration": facts} if shortfalls and (facts := exploration_facts(layout)) else {}),
         },
     )
     store.created(version, dagster_run_id)  # provenance lives in history.jsonl, never in the version's files
@@ -410,6 +412,7 @@ def build_benchmark(
     with connect() as con:
         picks, table, tools, _ = select_strata(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
         reached = reach(con, _strata_rel(layout), cells, table)
+    reached = with_verdicts(reached, (exploration_facts(layout) if reached else {}).get("verdicts") or {})
     return _finish(
         BENCHMARK,
         layout,

@@ -9,12 +9,14 @@ from the rest; these lines go to the ``composition_matches`` check (WARN), the v
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
 import duckdb
 
 from pipeline.core.strata import Cell
+from pipeline.store.layout import DataLayout
 
 #: the one-line fix of a benchmark shortfall: more reach, or a composition within it (the ``composition``
 #: resource's ``cells``: docs/pipeline.md, "The composition in force")
@@ -80,12 +82,69 @@ def reach(
     return out
 
 
-#: the one-line fix of a mixture short of its sizes: more candidates, or sizes within them
-MIXTURE_SHORTFALL_FIX = (
-    "add environments or scenarios (exploration stops at 3,000 calls per environment: a larger "
-    "`ops: trajectories: config: calls_per_environment` explores longer), or choose sizes that fit: "
-    "resources: composition: config: mixture_sizes: {...} in run.yaml"
-)
+def mixture_fix(setting: str = "") -> str:
+    """The one-line fix of a mixture short of its sizes: more candidates (exploring longer: ``setting``, the
+    setting to raise with its value in force, as exploration recorded it), or sizes within them."""
+    longer = (
+        f"raise {setting} to explore longer"
+        if setting
+        else "a larger `ops: trajectories: config: call_budget` explores longer"
+    )
+    return (
+        f"add environments or scenarios ({longer}), or choose sizes that fit: "
+        "resources: composition: config: mixture_sizes: {...} in run.yaml"
+    )
+
+
+#: the mixture's fix when exploration recorded no budget (e.g. exploration off)
+MIXTURE_SHORTFALL_FIX = mixture_fix()
+
+#: the three kinds of shortfall (:func:`kind_of`), in the order the summary names them
+KINDS = {
+    "unreachable": "the corpus cannot fill",
+    "budget": "not reached within the exploration budget",
+    "environments": "too few environments reach",
+}
+
+
+def kind_of(text: str) -> str:
+    """The kind of a short target from what is said of it: exploration's verdict when it gave one."""
+    if "not reached within the budget" in text or "not reached: no scenario left" in text:
+        return "budget"
+    if "too few environments" in text:
+        return "environments"
+    return "unreachable"
+
+
+def exploration_facts(layout: DataLayout) -> dict[str, Any]:
+    """What exploration recorded of the targets it left short (``verdicts``: target → one of the three
+    statements of :meth:`pipeline.collect.explore.Coverage.judge`), the budget in force (``budget``) and the
+    setting that explores longer with its value (``setting``): read from the collection records beside the
+    trajectories (one per partition). Empty when nothing was explored."""
+    verdicts: dict[str, str] = {}
+    budgets: list[str] = []
+    settings: list[str] = []
+    for path in sorted(layout.trajectories.parent.glob("*.collection.json")):
+        try:
+            cov = json.loads(path.read_text()).get("coverage") or {}
+        except (OSError, ValueError):
+            continue
+        for key, verdict in (cov.get("verdicts") or {}).items():
+            verdicts.setdefault(key, verdict)
+        budgets += [cov["budget_text"]] if cov.get("budget_text") else []
+        settings += [cov["budget_setting"]] if cov.get("budget_setting") else []
+    if not (verdicts or budgets):
+        return {}
+    return {
+        "verdicts": verdicts,
+        "budget": "; ".join(dict.fromkeys(budgets)),
+        "setting": next(iter(settings), ""),
+    }
+
+
+def with_verdicts(reached: dict[str, str], verdicts: dict[str, str]) -> dict[str, str]:
+    """Each short cell's reach, followed by exploration's verdict on it when it gave one."""
+    return {cell: f"{text}; {verdicts[cell]}" if cell in verdicts else text for cell, text in reached.items()}
 
 
 def mixture_shortfall_lines(manifest: dict[str, Any]) -> list[str]:
@@ -101,7 +160,10 @@ def mixture_shortfall_lines(manifest: dict[str, Any]) -> list[str]:
             if row and "before" in row
             else f"{s['available']} candidates"
         )
-        lines.append(f"{s['stratum']}: {s['selected']} of {s['requested']} ({note})")
+        verdict = ((manifest.get("exploration") or {}).get("verdicts") or {}).get(f"b2:{s['stratum']}")
+        lines.append(
+            f"{s['stratum']}: {s['selected']} of {s['requested']} ({note})" + (f"; {verdict}" if verdict else "")
+        )
     return lines
 
 
@@ -122,6 +184,7 @@ def shortfall_lines(manifest: dict[str, Any]) -> list[str]:
 def shortfall_report(manifest: dict[str, Any]) -> list[str]:
     """What the run summary says of a split version short of its composition: a headline, one line per missing
     benchmark cell (or mixture group) and the fix (empty when every cell is filled, or for another kind of split)."""
+    explored = manifest.get("exploration") or {}
     if manifest.get("kind") == "sft_mixture":
         lines = mixture_shortfall_lines(manifest)
         if not lines:
@@ -131,15 +194,24 @@ def shortfall_report(manifest: dict[str, Any]) -> list[str]:
             f"SHORTFALL: sft_mixture {manifest['version']} holds {manifest['samples']} of {wanted} samples: "
             f"{len(lines)} group(s) short",
             *(f"  {line}" for line in lines),
-            f"  fix: {MIXTURE_SHORTFALL_FIX}",
+            f"  fix: {mixture_fix(explored.get('setting', ''))}",
         ]
     lines = shortfall_lines(manifest) if manifest.get("kind") == "benchmark" else []
     if not lines:
         return []
+    reached = manifest.get("reach") or {}
+    kinds = [kind_of(reached.get(s["stratum"], "")) for s in manifest.get("shortfalls") or []]
+    counts = ", ".join(f"{kinds.count(k)} {what}" for k, what in KINDS.items() if k in kinds)
+    fixes = []
+    if {"unreachable", "environments"} & set(kinds):
+        fixes.append(f"  fix: {SHORTFALL_FIX}")
+    if "budget" in kinds:
+        setting = explored.get("setting") or "`ops: trajectories: config: call_budget`"
+        fixes.append(f"  fix (cells not reached within the budget): explore longer, raise {setting}")
     return [
         f"SHORTFALL: benchmark {manifest['version']} holds {manifest['samples']} of "
         f"{sum(c['quota'] for c in manifest['spec'].get('composition') or []) or '?'} samples: "
-        f"{len(lines)} cell(s) the corpus cannot fill (the mixture is built from the rest)",
+        f"{len(lines)} cell(s) short: {counts} (the mixture is built from the rest)",
         *(f"  {line}" for line in lines),
-        f"  fix: {SHORTFALL_FIX}",
+        *fixes,
     ]

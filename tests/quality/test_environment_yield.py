@@ -57,8 +57,17 @@ def test_probe_sets_are_seeded_balanced_and_fixed_in_size(gated):
     per_env = Counter(step.split("/")[1] for step, _ in picks)
     assert set(per_env.values()) == {8} and len(per_env) == len(BAD) + len(GOOD)
     polarity = {env: Counter(p for s, p in picks if s.split("/")[1] == env) for env in per_env}
-    # both kinds of call where the environment has both; the ledger has only refusals and errors
-    assert polarity["notes"] == {"positive": 4, "negative": 4}
+    # both kinds of call where the environment has both, alternating while both last (since issue 41 notes' calls
+    # are drawn from related records and few are refused: its refusals may run out first); the ledger has only
+    # refusals and errors
+    negatives = (
+        duckdb.connect()
+        .execute(
+            f"SELECT count(*) FROM read_parquet('{layout.strata}') WHERE env_id LIKE '%/notes' AND outcome <> 'success'"
+        )
+        .fetchone()[0]
+    )
+    assert 0 < negatives and polarity["notes"] == {"positive": 8 - min(4, negatives), "negative": min(4, negatives)}
     assert polarity["ledger"] == {"negative": 8}
 
 

@@ -137,3 +137,35 @@ def test_a_mixture_short_of_its_sizes_is_named_with_what_decontamination_removed
     (line,) = [r for r in report if r.startswith("  complex: ")]
     assert line.startswith(f"  complex: {mix.samples - 150} of 5000 (") and f"against {bench.version})" in line
     assert report[-1] == f"  fix: {MIXTURE_SHORTFALL_FIX}" and "mixture_sizes" in MIXTURE_SHORTFALL_FIX
+
+
+def test_the_summary_says_which_of_three_kinds_each_short_cell_is_with_the_setting_in_force(corpus_layout):
+    """Exploration's verdicts (recorded beside the trajectories) reach the benchmark's and the mixture's shortfall
+    lines: unreachable, not reached within the budget (with the setting to raise and its value in force), too few
+    environments — never one for another, and never a hardcoded budget."""
+    import json
+
+    layout = corpus_layout(small_corpus())
+    setting = "`ops: trajectories: config: calls_per_scenario` (now 200), or set `call_budget`"
+    verdicts = {
+        "medium_6": "not reached within the budget (12,000 calls: calls_per_scenario 200 × 60 scenarios): still "
+        f"finding something new: e/shop: exchange; raise {setting}",
+        "difficult": "unreachable, max |Δ| seen 5",
+        "b2:complex": f"not reached within the budget (12,000 calls): raise {setting}",
+    }
+    record = {"coverage": {"verdicts": verdicts, "budget_text": "12,000 calls", "budget_setting": setting}}
+    layout.trajectories.parent.mkdir(parents=True, exist_ok=True)
+    layout.trajectories.with_name(layout.trajectories.stem + ".collection.json").write_text(json.dumps(record))
+    bench = build_benchmark(layout, seed=0)
+    report = shortfall_report(SplitStore(layout, BENCHMARK).manifest(bench.version))
+    medium_6 = next(line for line in report if line.startswith("  medium_6 "))
+    difficult = next(line for line in report if line.startswith("  difficult "))
+    assert "not reached within the budget" in medium_6 and "unreachable" not in medium_6
+    assert difficult.endswith("unreachable, max |Δ| seen 5") and "budget" not in difficult
+    assert "1 not reached within the exploration budget" in report[0] and "the corpus cannot fill" in report[0]
+    assert f"  fix (cells not reached within the budget): explore longer, raise {setting}" in report
+    mix = build_mixture(layout, {"failure": 50, "no_change": 50, "simple": 50, "complex": 5000}, seed=0)
+    report = shortfall_report(SplitStore(layout, MIXTURE).manifest(mix.version))
+    assert any(line.startswith("  complex: ") and "not reached within the budget" in line for line in report)
+    assert report[-1].startswith(f"  fix: add environments or scenarios (raise {setting} to explore longer)")
+    assert "3,000" not in "\n".join(report)

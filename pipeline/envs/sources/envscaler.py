@@ -122,7 +122,11 @@ class EnvScalerSource(EnvironmentSource):
                     named.add(item.qualified_id)
                     tasks.append(
                         SourceTask(
-                            sc.task_id, item.spec(sc.init_config), (sc.task or "Complete the task.",), text=sc.task
+                            sc.task_id,
+                            item.spec(sc.init_config),
+                            (sc.task or "Complete the task.",),
+                            text=sc.task,
+                            reference=sc.reference,
                         )
                     )
             prefix = f"{corpus.prefix}/"

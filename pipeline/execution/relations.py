@@ -1,0 +1,389 @@
+"""The relations a state holds, learned from the state itself: which values belong to one record.
+
+Write tools of customer-service style corpora take arguments that are valid only together — a payment method
+*of that user*, item ids *of that order*, a replacement that is a variant *of the same product*. Those relations are
+in the state: one record holds them. :class:`Records` indexes every record of a canonical state (a dict that is
+not a mapping of ids; an entity of a mapping; a dict in a list) with the values under each field name anywhere
+inside it, and :func:`bind` draws the arguments of one call from records:
+
+* the arguments that name ids (``order_id``, ``item_ids``, ``payment_method_id``) come from **one record** that
+  holds as many of them as any record does (the smallest such: an order rather than the whole state), so a user's
+  payment method goes with that user and an order's items with that order;
+* an id argument that record lacks is **joined** on a value already drawn (a record that holds the order id and
+  the payment method: the order's user);
+* a second argument of the same kind (``new_item_ids`` beside ``item_ids``, ``to_account`` beside
+  ``from_account``) is a **sibling**: another value of the field in the smallest other record holding the first
+  one's value (another variant of the same product);
+* the arguments that name plain values (``address1``, ``city``, ``zip``) come together from one record too, drawn
+  apart from the ids (another address);
+* **keys of a mapping are ids**, whatever its values: ``{"A1": None, "A2": "KA-123"}`` under ``spots`` gives
+  ``spot_id`` candidates ``A1``, ``A2``;
+* values **returned by earlier calls** of the episode (Hypothesis' bundles) are candidates under their field
+  name, and a value the state does not hold at all (a code a call answered) is taken from there.
+
+Nothing here knows a corpus: names are matched as written, singular and plural, with and without an ``_id``
+suffix, and by suffix (``new_item_ids`` → ``item_id``). All choices go through the caller's seeded ``random``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: records indexed at most (a huge state is indexed in part)
+MAX_RECORDS = 4_000
+#: values kept per field of one record
+FIELD_CAP = 64
+_ID = re.compile(r"(^|_)ids?$|[a-z]Ids?$|ID$")
+_WORD = re.compile(r"[A-Za-z][A-Za-z_-]{2,}")
+
+
+def singular(name: str) -> str:
+    if name.endswith("_ids"):
+        return name[:-1]
+    if name.endswith("ies"):
+        return name[:-3] + "y"
+    if name.endswith("s") and not name.endswith("ss"):
+        return name[:-1]
+    return name
+
+
+def id_like(name: str) -> bool:
+    """Whether a parameter or field name names an id (``order_id``, ``item_ids``, ``id``, ``userId``)."""
+    return bool(_ID.search(name))
+
+
+def _base(name: str) -> str:
+    """``order_id`` → ``order``, ``item_ids`` → ``item``."""
+    for suffix in ("_ids", "_id"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return singular(name)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def is_mapping(node: dict) -> bool:
+    """A dict keyed by ids rather than by field names: its values are all records, or scalars some of which are
+    None (free spots), or its keys all carry digits (``A1``, ``u_12``)."""
+    if not node:
+        return False
+    values = list(node.values())
+    if all(isinstance(v, dict) for v in values):
+        return True
+    if all(v is None or _scalar(v) for v in values) and any(v is None for v in values):
+        return True
+    return len(node) >= 2 and all(any(ch.isdigit() for ch in str(k)) for k in node)
+
+
+@dataclass
+class Record:
+    """One record: the values under each field name anywhere inside it (first seen first)."""
+
+    parent: int | None
+    depth: int
+    fields: dict[str, dict[Any, None]] = field(default_factory=dict)
+    values: set[Any] = field(default_factory=set)
+    size: int = 0
+
+    def get(self, name: str) -> list[Any]:
+        return list(self.fields.get(name, ()))
+
+
+class Records:
+    """Every record of a canonical state (record 0: the state itself)."""
+
+    def __init__(self, state: Any) -> None:
+        self.records: list[Record] = [Record(None, 0)]
+        self._aliases: dict[str, tuple[str, ...]] = {}
+        if isinstance(state, dict):
+            for key, value in state.items():
+                self._walk(value, str(key), [0], 1)
+        else:
+            self._walk(state, None, [0], 1)
+
+    # -- indexing -----------------------------------------------------------------------------------------
+
+    def _new(self, chain: list[int]) -> int:
+        self.records.append(Record(chain[-1], len(chain)))
+        return len(self.records) - 1
+
+    def _leaf(self, chain: Iterable[int], name: str, value: Any) -> None:
+        for r in chain:
+            rec = self.records[r]
+            bucket = rec.fields.setdefault(name, {})
+            if len(bucket) < FIELD_CAP:
+                bucket[value] = None
+            rec.values.add(value)
+            rec.size += 1
+
+    def _walk(self, node: Any, name: str | None, chain: list[int], depth: int) -> None:
+        if depth > 8 or len(self.records) >= MAX_RECORDS:
+            return
+        if isinstance(node, dict):
+            if name is not None and is_mapping(node):
+                key_field = singular(name) if id_like(name) else f"{singular(name)}_id"
+                for key, value in list(node.items())[: FIELD_CAP * 4]:
+                    r = self._new(chain)
+                    inner = [*chain, r]
+                    # the key is the entity's id, unless the entity holds a field of that name (order lines keyed
+                    # L1, L2 that each hold an item_id): then it is only the entity's key
+                    own = isinstance(value, dict) and key_field in value
+                    self._leaf(inner, f"{singular(name)}_key" if own else key_field, str(key))
+                    if isinstance(value, dict):
+                        for k, v in value.items():
+                            self._walk(v, str(k), inner, depth + 1)
+                    elif _scalar(value):
+                        self._leaf(inner, singular(name), value)
+                return
+            r = self._new(chain)
+            for k, v in node.items():
+                self._walk(v, str(k), [*chain, r], depth + 1)
+        elif isinstance(node, list):
+            for item in node[:FIELD_CAP]:
+                if _scalar(item) and name is not None:
+                    self._leaf(chain, name, item)
+                    if singular(name) != name:
+                        self._leaf(chain, singular(name), item)
+                elif isinstance(item, (dict, list)):
+                    self._walk(item, name, chain, depth + 1)
+        elif name is not None and _scalar(node):
+            self._leaf(chain, name, node)
+
+    # -- names --------------------------------------------------------------------------------------------
+
+    def aliases(self, param: str) -> tuple[str, ...]:
+        """The field names a parameter may mean, most specific first: as written, singular, without its id
+        suffix, with one, then fields it ends with (``new_item_ids`` → ``item_id``)."""
+        if param not in self._aliases:
+            single, base = singular(param), _base(param)
+            names = [param, single, base, f"{base}_id", f"{base}s", f"{base}_ids"]
+            known = self.records[0].fields
+            ends = lambda f: single.endswith("_" + f) or param.endswith("_" + f)  # noqa: E731
+            suffixed = sorted(
+                (f for f in known if len(f) >= 2 and f not in names and ends(f)), key=lambda f: (-len(f), f)
+            )
+            self._aliases[param] = tuple(dict.fromkeys([n for n in names if n in known] + suffixed))
+        return self._aliases[param]
+
+    def qualified(self, param: str) -> bool:
+        """Whether the parameter means its field only through a suffix (``new_item_ids``: a second item id)."""
+        first = self.aliases(param)[:1]
+        return bool(first) and first[0] not in (param, singular(param), _base(param), f"{_base(param)}_id")
+
+    def values_of(self, r: int, param: str) -> list[Any]:
+        rec = self.records[r]
+        for name in self.aliases(param):
+            if name in rec.fields:
+                return rec.get(name)
+        return []
+
+    def covers(self, r: int, param: str) -> bool:
+        rec = self.records[r]
+        return any(name in rec.fields for name in self.aliases(param))
+
+    def ancestors(self, r: int) -> Iterable[int]:
+        parent = self.records[r].parent
+        while parent is not None:
+            yield parent
+            parent = self.records[parent].parent
+
+
+def _pick_record(
+    records: Records,
+    params: list[str],
+    rng: random.Random,
+    exclude: set[int] = frozenset(),
+    holding: Iterable[Any] = (),
+    prefer: Iterable[Any] = (),
+) -> tuple[int, list[str]] | None:
+    """The smallest record holding the most of ``params`` (random among the equally good), optionally one that
+    holds a value of ``holding`` (a join) or, when some do, one of ``prefer`` (a condition a refusal named).
+    None when no record (other than the state itself) holds any."""
+    holding = [v for v in holding if v is not None]
+    covered: dict[int, tuple[str, ...]] = {}
+    for r in range(1, len(records.records)):
+        if r in exclude:
+            continue
+        rec = records.records[r]
+        if holding and not any(v in rec.values for v in holding):
+            continue
+        have = tuple(p for p in params if records.covers(r, p))
+        if have:
+            covered[r] = have
+    if not covered:
+        return None
+    wanted = [v for v in prefer if v is not None]
+    if wanted:
+        preferred = {r: c for r, c in covered.items() if any(v in records.records[r].values for v in wanted)}
+        if preferred and rng.random() < 0.8:
+            covered = preferred
+    best = max(len(c) for c in covered.values())
+    top = [r for r, c in covered.items() if len(c) == best]
+    above = {a for r in top for a in records.ancestors(r)}
+    smallest = [r for r in top if r not in above] or top
+    r = smallest[rng.randrange(len(smallest))]
+    return r, list(covered[r])
+
+
+@dataclass
+class Hints:
+    """What earlier calls taught one tool: values to avoid per argument (a refusal named them) and values a
+    record should hold (a condition a refusal named, ``not pending``), and the focus of the episode (values that
+    earlier calls answered or used)."""
+
+    avoid: dict[str, set[Any]] = field(default_factory=dict)
+    prefer: list[Any] = field(default_factory=list)
+    focus: list[Any] = field(default_factory=list)
+
+
+def refusal_hints(refusals: Iterable[Mapping[str, Any]], records: Records) -> Hints:
+    """Hints from refusals ``{"text": observation, "args": arguments}``: an argument value the text names is
+    avoided for that argument; a word of the text that the state holds as a value (``pending``, ``delivered``) is
+    a condition a record should meet."""
+    hints = Hints()
+    state_values = records.records[0].values
+    for refusal in refusals:
+        text = str(refusal.get("text", ""))
+        args = refusal.get("args") or {}
+        named: set[Any] = set()
+        for param, value in args.items():
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, str) and len(v) >= 2 and v in text:
+                    hints.avoid.setdefault(param, set()).add(v)
+                    named.add(v)
+        for word in _WORD.findall(text):
+            if word in state_values and word not in named and word not in hints.prefer:
+                hints.prefer.append(word)
+    return hints
+
+
+def bind(
+    records: Records,
+    params: list[str],
+    fits: Mapping[str, Any],
+    rng: random.Random,
+    sizes: Mapping[str, tuple[int, int]],
+    hints: Hints | None = None,
+    returned: Iterable[Records] = (),
+) -> dict[str, Any]:
+    """Values for ``params`` drawn from related records (module docstring); a parameter no record offers a
+    value of its type for is left out (the caller draws it its own way). ``fits(param, value)`` says whether a
+    value suits the parameter's schema; ``sizes[param]`` is the (min, max) length of a list parameter."""
+    hints = hints or Hints()
+    out: dict[str, Any] = {}
+
+    def usable(param: str, values: list[Any]) -> list[Any]:
+        avoid = hints.avoid.get(param, ())
+        typed = [v for v in values if fits(param, v)]
+        fresh = [v for v in typed if v not in avoid]
+        return fresh or typed
+
+    def draw(param: str, values: list[Any]) -> Any:
+        values = usable(param, values)
+        if not values:
+            return None
+        if param in sizes:
+            lo, hi = sizes[param]
+            k = rng.randint(min(lo, len(values)), max(1, min(hi, len(values))))
+            return rng.sample(values, k)
+        return values[rng.randrange(len(values))]
+
+    # a value an earlier call answered under the argument's name (a bundle), always when the state has none
+    for answer in returned:  # the latest answer first
+        for param in params:
+            if param in out:
+                continue
+            vals = answer.values_of(0, param)
+            if vals and (not records.aliases(param) or rng.random() < 0.5):
+                value = draw(param, vals)
+                if value is not None:
+                    out[param] = value
+    todo = [p for p in params if p not in out and records.aliases(p)]
+    ids = [p for p in todo if id_like(p) or id_like(records.aliases(p)[0])]
+    plain = [p for p in todo if p not in ids]
+    # a second argument of a field already named: a sibling of the first one's value
+    field_of = {p: records.aliases(p)[0] for p in ids}
+    firsts: dict[str, str] = {}
+    followers: list[tuple[str, str]] = []
+    for p in sorted(ids, key=lambda p: (records.qualified(p), ids.index(p))):
+        if field_of[p] in firsts:
+            followers.append((p, firsts[field_of[p]]))
+        else:
+            firsts[field_of[p]] = p
+    primary = [p for p in ids if p in firsts.values()]
+    if primary and all(p in sizes for p in primary):
+        primary = []  # lists with no scalar id to belong to (a batch of any accounts): drawn from the whole state
+    anchor = None
+    if primary:
+        focus = hints.focus if hints.focus and rng.random() < 0.5 else ()
+        picked = _pick_record(records, primary, rng, holding=focus, prefer=hints.prefer) or (
+            _pick_record(records, primary, rng, prefer=hints.prefer) if focus else None
+        )
+        if picked is not None:
+            anchor, have = picked
+            for p in have:
+                value = draw(p, records.values_of(anchor, p))
+                if value is not None:
+                    out[p] = value
+        bound = _flat(out.values())
+        for p in primary:  # joined on a value drawn already: the record that holds both
+            if p in out or not bound:
+                continue
+            joined = _pick_record(records, [p], rng, exclude={anchor} if anchor else set(), holding=bound)
+            if joined is not None:
+                value = draw(p, records.values_of(joined[0], p))
+                if value is not None:
+                    out[p] = value
+    for p, first in followers:
+        if first not in out:
+            continue
+        taken = out[first] if isinstance(out[first], list) else [out[first]]
+        siblings = [_sibling(records, v, set(taken), anchor, rng) for v in taken]
+        siblings = [s for s in siblings if s is not None and fits(p, s)]
+        if p in sizes and siblings:
+            out[p] = siblings
+        elif p not in sizes and siblings:
+            out[p] = siblings[0]
+    if plain:
+        picked = _pick_record(records, plain, rng, exclude=set())
+        if picked is not None:
+            r, have = picked
+            for p in have:
+                value = draw(p, records.values_of(r, p))
+                if value is not None:
+                    out[p] = value
+    return out
+
+
+def _flat(values: Iterable[Any]) -> list[Any]:
+    out = []
+    for v in values:
+        out.extend(v if isinstance(v, list) else [v])
+    return [v for v in out if _scalar(v)]
+
+
+def _sibling(records: Records, value: Any, taken: set[Any], anchor: int | None, rng: random.Random) -> Any:
+    """Another value of the field that holds ``value`` in the smallest record (not the anchor's line) listing
+    several: another variant of the same product."""
+    skip = {anchor, 0} | (set(records.ancestors(anchor)) if anchor is not None else set())
+    best: tuple[int, int, list[Any]] | None = None
+    for r in range(1, len(records.records)):
+        if r in skip:
+            continue
+        rec = records.records[r]
+        if value not in rec.values:
+            continue
+        for bucket in rec.fields.values():
+            if value in bucket and len(bucket) >= 2:
+                others = [v for v in bucket if v not in taken]
+                if others and (best is None or rec.size < best[0]):
+                    best = (rec.size, r, others)
+    if best is None:
+        return None
+    return best[2][rng.randrange(len(best[2]))]
