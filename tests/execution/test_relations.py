@@ -15,7 +15,7 @@ TOOLS = {t["function"]["name"]: t["function"] for t in SHOP_TOOLS}
 
 def _bind(params, state=STATE, seed=0, sizes=None, **kw):
     records = Records(state)
-    fits = lambda _p, v: isinstance(v, str)  # noqa: E731
+    fits = lambda _p, v: isinstance(v, str)
     return bind(records, params, fits, random.Random(seed), sizes or {}, **kw)
 
 
