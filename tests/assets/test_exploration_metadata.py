@@ -28,9 +28,7 @@ def test_the_unreachable_targets_are_in_the_metadata_and_the_log(tmp_path):
         resources={**defs.resources, "sources": sources, "sandbox": SandboxResource(workers=1)},
         run_config={
             "resources": {"store": {"config": {"data_root": str(data)}}},
-            "ops": {
-                "trajectories": {"config": {"calls_per_environment": 400, "plateau_calls": 30, "batch_episodes": 20}}
-            },
+            "ops": {"trajectories": {"config": {"call_budget": 1200, "plateau_calls": 30, "batch_episodes": 20}}},
         },
     )
     assert result.success
@@ -39,7 +37,7 @@ def test_the_unreachable_targets_are_in_the_metadata_and_the_log(tmp_path):
         for e in result.get_asset_materialization_events()
         if e.asset_key == AssetKey("trajectories")
     ]
-    assert meta["exploration_call_budget"] == 3 * 400
+    assert meta["exploration_call_budget"] == 1200
     assert "- difficult (|Δ| 7–12): unreachable, max |Δ| seen 3" in meta["exploration_unreachable"]
     assert "difficult (|Δ| 7–12): unreachable, max |Δ| seen 3" in meta["exploration_stopped"]
     status = {row.data["cell"]: row.data["status"] for row in meta["exploration_coverage"].records}
