@@ -355,13 +355,13 @@ def _load_templates(directory: str) -> dict[str, pa.Table]:
     return _TEMPLATES
 
 
-def _write_part(args: tuple[Plan, str, str, int, int]) -> int:
+def _write_part(args: tuple[Plan, str, str, int, int, int]) -> int:
     """Trajectories ``[first, first + count)`` of the plan: ``steps/part-synthNNNNN.parquet`` and
     ``trajectories/part-synthNNNNN.parquet``, assembled from the templates by index (Arrow ``take``)."""
-    plan, out, templates_dir, part, first = args
+    plan, out, templates_dir, part, first, part_size = args
     templates = _load_templates(templates_dir)
     layout = DataLayout.at(Path(out))
-    count = min(plan.trajectories - first, PART_TRAJECTORIES)
+    count = min(plan.trajectories - first, part_size)
     t = np.arange(first, first + count, dtype=np.int64)
     env, template = plan.env_of(t), plan.template_of(t)
     seed_text = f"{plan.seed}-"
@@ -446,7 +446,7 @@ def generate(
     chunk = max(1, -(-len(keys) // (workers * 8)))
     jobs = [(seed, keys[i : i + chunk], state_kb) for i in range(0, len(keys), chunk)]
     templates_dir = tempfile.mkdtemp(prefix=".synth-templates-", dir=out)
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # not fork: a forked pytest or Dagster process can hold a lock
     with context.Pool(workers) as pool:
         made = pool.map(_make_templates, jobs)
         for i, name in enumerate(("trajectories", "steps")):
@@ -455,7 +455,7 @@ def generate(
                 w.write_table(table)
         del made
         parts = [
-            (plan, str(out), templates_dir, part, first)
+            (plan, str(out), templates_dir, part, first, PART_TRAJECTORIES)
             for part, first in enumerate(range(0, plan.trajectories, PART_TRAJECTORIES))
         ]
         written = sum(pool.imap_unordered(_write_part, parts))
