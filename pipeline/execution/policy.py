@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline.core.fields import setting
 from pipeline.core.trajectory import Action
-from pipeline.execution.relations import Hints, Records, bind, is_mapping, refusal_hints
+from pipeline.execution.relations import Hints, Records, bind, is_mapping, refusal_hints, singular
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class StateIndex:
             for v in node[: self.cap]:
                 if isinstance(v, (str, int, float)) and not isinstance(v, bool) and key:
                     self._add(key, v)
-                    self._add(_singular(key), v)
+                    self._add(singular(key), v)
                 else:
                     self._walk(v, key, depth + 1)
         elif key is not None and isinstance(node, (str, int, float)) and not isinstance(node, bool):
@@ -97,13 +97,13 @@ class StateIndex:
         """Known values for a parameter called ``name``: values seen under that field, else the
         keys of the entity table it refers to (``from_account`` -> ``accounts``, ``sku`` -> keys
         like ``SKU-0001``)."""
-        single = _singular(name)
+        single = singular(name)
         for key in (name, single):
             if self.values.get(key):
                 return self.values[key]
         stem = single[:-3] if single.endswith("_id") else single
         for table, keys in self.tables.items():
-            table_single = _singular(table)
+            table_single = singular(table)
             if table_single and (table_single in stem or stem.endswith(table_single) or stem in table_single):
                 return keys
         for keys in self.tables.values():
@@ -112,16 +112,6 @@ class StateIndex:
         if single.endswith("_id") or single == "id":
             return [k for keys in self.tables.values() for k in keys][: self.cap]
         return []
-
-
-def _singular(name: str) -> str:
-    if name.endswith("_ids"):
-        return name[:-1]
-    if name.endswith("ies"):
-        return name[:-3] + "y"
-    if name.endswith("s") and not name.endswith("ss"):
-        return name[:-1]
-    return name
 
 
 #: answers of earlier calls an episode keeps as candidates (its bundles), the latest first
@@ -375,11 +365,11 @@ class ExplorationPolicy:
             isinstance(item_kind, str) and item_kind in ("string", "integer", "number") and "enum" not in item_schema
         )
         if plain or not item_schema:
-            pool = known or index.candidates(_singular(name)) or [k for ks in index.tables.values() for k in ks]
+            pool = known or index.candidates(singular(name)) or [k for ks in index.tables.values() for k in ks]
             pool = [v for v in pool if _fits(v, item_kind)]
             if pool:
                 return rng.sample(pool, min(size, len(pool)))
-        return [self.value(_singular(name), item_schema, index) for _ in range(size)]
+        return [self.value(singular(name), item_schema, index) for _ in range(size)]
 
     def object_value(self, schema: dict[str, Any], index: StateIndex) -> dict[str, Any]:
         props = schema.get("properties") or {}
