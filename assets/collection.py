@@ -8,8 +8,15 @@ from assets.partitions import shard_of
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.result import collection_facts
 from pipeline.collect.run import AgentRun, collect_all
+from pipeline.envs import envscaler, registry
 from pipeline.models.agent_settings import AgentSettings
-from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
+from resources import (
+    CompositionResource,
+    DataStoreResource,
+    EnvironmentSourcesResource,
+    RunPolicyResource,
+    SandboxResource,
+)
 from resources.config_from import config_from
 
 
@@ -41,7 +48,7 @@ class CollectionConfig(config_from(ExploreSettings, exclude={"call_budget", "max
         ge=0,
         description="Stop after this many tool calls (unset: the largest of `calls_per_environment` × environments, "
         "`calls_per_scenario` × scenarios and `calls_per_tool` × tools, grown while calls find something new, at "
-        "most the `composition` resource's `explore_call_budget`, i.e. the profile's).",
+        "most the `run_policy` resource's `explore_call_budget`, i.e. the profile's).",
     )
 
     def agent_run(self) -> AgentRun | None:
@@ -63,6 +70,7 @@ def trajectories(
     sources: EnvironmentSourcesResource,
     sandbox: SandboxResource,
     composition: CompositionResource,
+    run_policy: RunPolicyResource,
 ) -> MaterializeResult:
     """Trajectories from executable environments: ground-truth replay of bfcl-eval's multi-turn
     tasks, exploration episodes over the builtin pack / EnvScaler scenarios, and (with a model
@@ -90,12 +98,13 @@ def trajectories(
     """
     layout = store.layout()
     shard = shard_of(context)
+    cfg = sources.config(layout)
     with sandbox.open() as box:
         result = collect_all(
-            sources.config(layout),
+            cfg,
             layout,
             box,
-            config.settings(composition.explore_call_budget),
+            config.settings(run_policy.explore_call_budget),
             log=context.log.info,
             agent=config.agent_run(),
             composition=composition.composition(),
@@ -104,7 +113,10 @@ def trajectories(
         )
     layout = layout.for_partition(shard.key) if shard is not None else layout
     facts = collection_facts(
-        result, layout, sources.explore_class_defaults, config.agent.model if config.agent_run() is not None else None
+        result,
+        layout,
+        all(c.explore_class_defaults for c in cfg.of(registry.get(envscaler.SOURCE))),
+        config.agent.model if config.agent_run() is not None else None,
     )
     for line in facts.warnings:
         context.log.warning(line)

@@ -24,7 +24,7 @@ from pipeline.quality.outcomes import MAX_FAILURE_SHARE, MIN_STEPS, check_outcom
 from pipeline.quality.suites import step_table_suite
 from pipeline.store import queries
 from pipeline.store.reconstruct import verify_steps
-from resources import CompositionResource, DataStoreResource, SandboxResource
+from resources import CompositionResource, DataStoreResource, RunPolicyResource, SandboxResource
 from resources.config_from import default_of
 
 
@@ -95,7 +95,7 @@ def labeled_steps(
 #: what the two quarantining checks do with an environment that fails them
 _QUARANTINE = (
     "quarantined: its steps leave the splits, the run summary names it with the reason, and the check "
-    "fails with severity WARN while the others go on (strict: ERROR, and the run stops; the `composition` "
+    "fails with severity WARN while the others go on (strict: ERROR, and the run stops; the `run_policy` "
     "resource's `strict`, ENVSIM_STRICT)."
 )
 
@@ -110,11 +110,11 @@ _QUARANTINE = (
     ),
 )
 def delta_roundtrip(
-    context: AssetCheckExecutionContext, store: DataStoreResource, composition: CompositionResource
+    context: AssetCheckExecutionContext, store: DataStoreResource, run_policy: RunPolicyResource
 ) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
     report = verify_steps(layout, max_problems=1_000_000)
-    strict = composition.strict
+    strict = run_policy.strict
     held = quarantine(layout, report, strict=strict)
     if held.environments:
         context.log.warning(
@@ -151,7 +151,7 @@ class DeterminismConfig(Config):
     strict: bool | None = Field(
         default=None,
         description="A non-deterministic environment fails the run (severity ERROR, blocking) instead of "
-        "being quarantined while the others go on (unset: the `composition` resource's `strict`, ENVSIM_STRICT).",
+        "being quarantined while the others go on (unset: the `run_policy` resource's `strict`, ENVSIM_STRICT).",
     )
 
 
@@ -170,9 +170,9 @@ def relabel_is_deterministic(
     config: DeterminismConfig,
     store: DataStoreResource,
     sandbox: SandboxResource,
-    composition: CompositionResource,
+    run_policy: RunPolicyResource,
 ) -> AssetCheckResult:
-    strict = composition.strict if config.strict is None else config.strict
+    strict = run_policy.strict if config.strict is None else config.strict
     with sandbox.open() as box:
         report = check_determinism(
             scoped(store.layout(), context), box, config.sample_size, config.seed, per_env=config.per_env, strict=strict

@@ -35,6 +35,7 @@ from pipeline.collect.sources import SourceError, check_files  # noqa: E402
 from pipeline.core.settings import settings  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
 from resources import EnvironmentSourcesResource  # noqa: E402
+from resources.sets import moved_key  # noqa: E402
 from resources.storage import DATA_ROOT_TAG, root_tag  # noqa: E402
 
 
@@ -198,6 +199,8 @@ def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
     where = ".".join(path) or "the top level"
     if error.reason == DagsterEvaluationErrorReason.FIELD_NOT_DEFINED:
         name = error.error_data.field_name
+        if moved := moved_key(path, name):
+            return moved
         keys = _schema_keys(job, path)
         close = get_close_matches(name, keys, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
@@ -211,6 +214,8 @@ def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
     if error.reason == DagsterEvaluationErrorReason.FIELDS_NOT_DEFINED:
         keys = _schema_keys(job, path)
         names = list(error.error_data.field_names)
+        if moved := next(filter(None, (moved_key(path, n) for n in names)), None):
+            return moved
         return (
             f"unknown config keys {', '.join(map(repr, names))} under {where}: "
             f"{_section_hint(job, path, names) or 'valid keys: ' + ', '.join(keys)}"

@@ -32,7 +32,7 @@ from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
 from pipeline.store import queries, warehouse
 from pipeline.store.versions import BENCHMARK, SplitStore
-from resources import CompositionResource, DataStoreResource
+from resources import CompositionResource, DataStoreResource, RunPolicyResource
 
 POOL = "duckdb"  # one writer of envsim.duckdb at a time
 
@@ -150,6 +150,7 @@ def benchmark_split(
     store: DataStoreResource,
     duckdb: DuckDBResource,
     composition: CompositionResource,
+    run_policy: RunPolicyResource,
 ) -> MaterializeResult:
     """The benchmark split: the EnvSimBench composition (20 failure; 40 + 40 no_change with 0 / 1
     arguments; 25 + 25 simple; 50 each for |Δ| 3, 4, 5, 6; 50 difficult) picked to maximise distinct
@@ -159,7 +160,7 @@ def benchmark_split(
     `composition_matches` warns naming each missing cell, what the corpus reaches and the fix;
     `on_shortfall: fail` (or ENVSIM_STRICT=1) fails the asset instead."""
     layout = store.layout()
-    on_shortfall = config.on_shortfall.value if config.on_shortfall is not None else composition.on_shortfall
+    on_shortfall = config.on_shortfall.value if config.on_shortfall is not None else run_policy.on_shortfall
     result = build_benchmark(
         layout,
         composition.composition().cells,

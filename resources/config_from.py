@@ -12,13 +12,14 @@ A stage whose knobs are a function's keyword arguments (``label(layout, sandbox,
 keeps their defaults there; its config field takes the default with :func:`default_of`.
 
 Types the Dagster config cannot hold are translated: ``Path`` is a string and a tuple is a list in
-the config, and back in the dataclass. A field whose type is another dataclass is not translated:
-exclude it and declare its config shape yourself.
+the config, and back in the dataclass; a dataclass (a field's, or a list's element) is a nested config
+derived from it the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import types
 from pathlib import Path
@@ -46,16 +47,21 @@ def _config_type(tp: Any, where: str) -> Any:
     if origin is list:
         return list[_config_type(args[0], where)] if args else list  # type: ignore[misc]
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        raise TypeError(
-            f"{where}: a field holding a dataclass ({tp.__name__}) has no derived config shape; "
-            "exclude it and declare its config field yourself"
-        )
+        return nested(tp)
     return tp
+
+
+@functools.cache
+def nested(cls: type) -> Any:
+    """The Dagster ``Config`` derived from the dataclass ``cls`` (one class per dataclass)."""
+    return type(f"{cls.__name__}Config", (config_from(cls),), {"__doc__": cls.__doc__, "__module__": __name__})
 
 
 def _to_config(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return nested(type(value))(**{f.name: _to_config(getattr(value, f.name)) for f in dataclasses.fields(value)})
     if isinstance(value, (tuple, list)):
         return [_to_config(v) for v in value]
     return value
@@ -66,6 +72,8 @@ def _to_domain(tp: Any, value: Any) -> Any:
         return None
     if tp is Path:
         return Path(value)
+    if isinstance(value, DerivedConfig):
+        return value.to_domain()
     origin, args = get_origin(tp), get_args(tp)
     if origin in (Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]

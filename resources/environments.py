@@ -1,78 +1,92 @@
-"""Which environment sources and tasks feed collection."""
+"""Which environment sources and tasks feed collection: one section per registered source, named after it
+and derived from its settings dataclass (plugins' included), as simulator kinds have theirs."""
 
+from typing import Any
+
+import pydantic
 from dagster import ConfigurableResource
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from pipeline.core import profile
-from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, profile_categories
-from pipeline.envs.builtin import profile_scenarios_per_env
-from pipeline.envs.config import EnvScalerCorpus, SourceConfig
+from pipeline.envs import envscaler, registry
+from pipeline.envs.config import MOVED, EnvScalerCorpus, SourceConfig, moved
 from pipeline.envs.download import downloaded_corpus
 from pipeline.store.layout import DataLayout
-from resources.config_from import config_from
+from resources.config_from import nested
 
 
-class BfclTaskFileConfig(config_from(BfclTaskFile)):
-    """A task file in bfcl's multi-turn format plus its ground-truth file (fields: ``BfclTaskFile``)."""
-
-
-class EnvScalerCorpusConfig(config_from(EnvScalerCorpus)):
-    """A corpus in EnvScaler's released format (fields: ``EnvScalerCorpus``)."""
-
-
-def _downloaded(layout: DataLayout) -> list[EnvScalerCorpusConfig]:
+def _downloaded(layout: DataLayout) -> list[EnvScalerCorpus]:
     """The corpus ``./forge download envscaler`` recorded under the data root (none: empty)."""
     corpus = downloaded_corpus(layout.root)
     if corpus is None:
         return []
     files = list(corpus.get("scenarios") or [])
     return [
-        EnvScalerCorpusConfig(
+        EnvScalerCorpus(
             env_items=corpus["env_items"],
             scenarios=files[0] if files else None,
-            more_scenarios=files[1:],
+            more_scenarios=tuple(files[1:]),
             prefix=corpus.get("prefix", "envscaler"),
             license=corpus.get("license", ""),
         )
     ]
 
 
-class EnvironmentSourcesResource(
-    config_from(SourceConfig, exclude={"bfcl_files", "envscaler"}, base=ConfigurableResource)
-):
-    """The environment sources: bfcl-eval's multi-turn tasks, the builtin pack, EnvScaler corpora
-    (fields: ``SourceConfig``; its bfcl task files are given as categories plus files of your own)."""
+def _sections() -> dict[str, Any]:
+    """One section per registered source with settings: its settings' config (a list for a list source;
+    ``envscaler`` unset: the corpus `./forge download envscaler` fetched into the store's data root, if any)."""
+    out: dict[str, Any] = {}
+    for source in registry.sources():
+        if source.settings is None:
+            continue
+        shape = nested(source.settings)
+        doc = (source.settings.__doc__ or "").strip()
+        if source.many:
+            out[source.name] = (list[shape] | None, Field(default=None, description=f"source {source.name}: {doc}"))
+        else:
+            out[source.name] = (shape, Field(default_factory=shape, description=f"source {source.name}: {doc}"))
+    return out
 
-    bfcl_categories: list[str] = Field(
-        default_factory=lambda: list(profile_categories()),
-        description="bfcl-eval multi-turn categories to use (the code location's default: the profile's).",
-    )
-    bfcl_task_files: list[BfclTaskFileConfig] = Field(
-        default_factory=list, description="Extra task files in bfcl's format (your own tasks)."
-    )
-    envscaler: list[EnvScalerCorpusConfig] | None = Field(
-        default=None,
-        description="EnvScaler-format corpora (unset: the one `./forge download envscaler` fetched into the "
-        "store's data root, if any).",
-    )
 
+_SourceSections = pydantic.create_model(
+    "SourceSections",
+    __base__=ConfigurableResource,
+    __module__=__name__,
+    **_sections(),
+    message_histories=(
+        list[str],
+        Field(default_factory=list, description="JSON-lines files of recorded OpenAI message histories to replay."),
+    ),
+)
+
+
+class EnvironmentSourcesResource(_SourceSections):
+    """The environment sources: one section per registered source, named after it (``bfcl``, ``builtin``,
+    ``envscaler`` — a list of corpora —, and each plugin source's), with that source's settings."""
+
+    @model_validator(mode="before")
     @classmethod
-    def of(cls, chosen: profile.Profile) -> "EnvironmentSourcesResource":
-        """The sources of the profile ``chosen``: every source default the profile changes."""
-        return cls(
-            bfcl_categories=list(profile_categories(chosen.name)),
-            builtin_scenarios_per_env=profile_scenarios_per_env(chosen.name),
-        )
+    def _no_old_keys(cls, values: Any) -> Any:
+        for key in MOVED:
+            if isinstance(values, dict) and key in values:
+                raise ValueError(moved(key))
+        return values
 
-    def bfcl_files(self) -> list[BfclTaskFile]:
-        files = default_task_files(self.bfcl_categories) if self.bfcl_categories else []
-        files += [f.to_domain() for f in self.bfcl_task_files]
-        return files
-
-    def corpora(self, layout: DataLayout) -> list[EnvScalerCorpusConfig]:
+    def corpora(self, layout: DataLayout) -> list[EnvScalerCorpus]:
         """``envscaler`` as configured, unset: the corpus downloaded under ``layout``'s root (the store's)."""
-        return self.envscaler if self.envscaler is not None else _downloaded(layout)
+        given = getattr(self, envscaler.SOURCE)
+        return [c.to_domain() for c in given] if given is not None else _downloaded(layout)
 
     def config(self, layout: DataLayout) -> SourceConfig:
         """The sources, the downloaded corpus read from ``layout`` (the ``store`` resource's)."""
-        return self.to_domain(bfcl_files=self.bfcl_files(), envscaler=[c.to_domain() for c in self.corpora(layout)])
+        sections = {}
+        for source in registry.sources():
+            if source.settings is None or source.name not in type(self).model_fields:
+                continue
+            value = getattr(self, source.name)
+            if source.name == envscaler.SOURCE:
+                sections[source.name] = self.corpora(layout)
+            elif source.many:
+                sections[source.name] = [v.to_domain() for v in value or []]
+            else:
+                sections[source.name] = value.to_domain()
+        return registry.sources_config(self.message_histories, **sections)

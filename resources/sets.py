@@ -2,10 +2,12 @@
 pattern: one dict of resource sets, the deployment picks one).
 
 A deployment is where GPU jobs run (``Settings.launcher``: ``local``, the default, or ``slurm``); the
-profile (``Settings.profile``) gives the defaults of every set: its composition and bfcl categories.
-Every value that flows from the settings is passed here explicitly, so a resource's own field defaults
-never read the environment. The data root is the ``store`` resource's, configured at launch (default
-``Settings.data_root``) and nested in the resources that keep files under it, so that they follow it.
+profile (``Settings.profile``, a file of ``pipeline/profiles/``) gives the defaults of every set: each of
+its sections is the config of the resource named after it (``sources``, ``composition``, ``run_policy``),
+validated here, once, by building the resources. Every value that flows from the settings is passed here
+explicitly, so a resource's own field defaults never read the environment. The data root is the ``store``
+resource's, configured at launch (default ``Settings.data_root``) and nested in the resources that keep
+files under it, so that they follow it.
 """
 
 from __future__ import annotations
@@ -13,25 +15,62 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dagster import ConfigurableResource
+import pydantic
+from dagster import ConfigurableResource, DagsterInvalidConfigError
 
 from pipeline.core import profile
 from pipeline.core.settings import Settings
-from resources.composition import CompositionResource
+from pipeline.envs.config import MOVED, moved
+from resources.composition import POLICY_MOVED, CompositionResource, RunPolicyResource
 from resources.environments import EnvironmentSourcesResource
 from resources.hub import HuggingFaceHubResource
 from resources.sandbox import SandboxResource
 from resources.storage import DataStoreDuckDBResource, DataStoreJobLauncherResource, DataStoreResource
 
+#: the resources a profile's sections configure, by section
+PROFILED = {"sources": EnvironmentSourcesResource, "composition": CompositionResource, "run_policy": RunPolicyResource}
+
+
+def profiled(current: Settings, chosen: profile.Profile) -> dict[str, ConfigurableResource]:
+    """The resources of the profile's sections (ENVSIM_STRICT over its run policy); a value the resource does not
+    take is a :class:`~pipeline.core.profile.ProfileError`, one line naming the profile's file and the key."""
+    out = {}
+    for section, cls in PROFILED.items():
+        given = chosen.section(section)
+        if section == "run_policy" and current.strict:
+            given |= {"strict": True, "on_shortfall": "fail"}
+        try:
+            out[section] = cls(**given)
+        except (DagsterInvalidConfigError, ValueError, TypeError) as exc:
+            if isinstance(exc, pydantic.ValidationError):
+                loc, msg = exc.errors()[0]["loc"], exc.errors()[0]["msg"]
+            else:  # Dagster's check of a nested section: its first error, without the schema it expected
+                loc, msg = (), (exc.errors[0].message if isinstance(exc, DagsterInvalidConfigError) else str(exc))
+            key = ".".join(str(p) for p in (section, *loc))
+            raise profile.ProfileError(
+                f"profile {chosen.name} ({chosen.path}): {key}: {msg.split('. Expected')[0]}"
+            ) from None
+    return out
+
+
+def moved_key(path: list[str], key: str) -> str | None:
+    """The one-line message for a run-config key of before that moved (``resources.<resource>.config.<key>``);
+    None: it did not move."""
+    if len(path) == 3 and path[0] == "resources" and path[2] == "config":
+        if path[1] == "sources" and key in MOVED:
+            return moved(key)
+        if path[1] == "composition":
+            return POLICY_MOVED.get(key)
+    return None
+
 
 def _common(current: Settings, chosen: profile.Profile) -> dict[str, Any]:
-    """What every deployment shares: the store and what nests it, sources, sandbox, composition, Hub."""
+    """What every deployment shares: the store and what nests it, sources, sandbox, composition, run policy, Hub."""
     store = DataStoreResource.configure_at_launch(data_root=str(current.data_root))
     return {
         "store": store,
-        "sources": EnvironmentSourcesResource.of(chosen),
+        **profiled(current, chosen),
         "sandbox": SandboxResource.of(current),
-        "composition": CompositionResource.of(chosen, strict=current.strict),
         "duckdb": DataStoreDuckDBResource(store=store),
         "hub": HuggingFaceHubResource(),
     }
@@ -54,23 +93,13 @@ def _launcher(backend: str) -> Callable[[Settings, profile.Profile], dict[str, A
     return resources
 
 
-#: the resource sets by deployment (``Settings.launcher``; unset: ``local``)
+#: the resource sets by deployment (``Settings.launcher``, a ``Literal`` of these; unset: ``local``)
 RESOURCE_SETS: dict[str, Callable[[Settings, profile.Profile], dict[str, Any]]] = {
     "local": _launcher("local"),
     "slurm": _launcher("slurm"),
 }
 
 
-def deployment(current: Settings) -> str:
-    """The deployment the settings name (``launcher``, default ``local``)."""
-    return current.launcher if current.launcher in RESOURCE_SETS else "local"
-
-
-def profile_of(current: Settings) -> profile.Profile:
-    """The profile the settings name; an unknown one is a ``ValueError`` naming the known ones."""
-    return profile.named(current.profile)
-
-
 def resources_for(current: Settings) -> dict[str, ConfigurableResource | Any]:
     """The resource set of the settings' deployment, with the settings' profile's defaults."""
-    return RESOURCE_SETS[deployment(current)](current, profile_of(current))
+    return RESOURCE_SETS[current.launcher or "local"](current, profile.named(current.profile))

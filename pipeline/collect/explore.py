@@ -38,12 +38,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.collect.seeds import Teacher
-from pipeline.core import profile
 from pipeline.core.axes import ARGS, DELTA, OUTCOME, OneOf, Range, When, axis_values
 from pipeline.core.environment import EnvSpec
 from pipeline.core.fields import same_as, setting
 from pipeline.core.issues import TaskIssue
 from pipeline.core.outcome import FAILURE, SUCCESS
+from pipeline.core.profile import RunPolicy
 from pipeline.core.progress import Log, Progress
 from pipeline.core.strata import RULES, Composition
 from pipeline.core.trajectory import Action, Trajectory
@@ -66,9 +66,9 @@ class ExploreSettings:
         "extended while calls still find something new, at most `max_call_budget`).",
     )
     max_call_budget: int = setting(
-        profile.DEFAULT.explore_call_budget,
+        RunPolicy().explore_call_budget,
         "The largest budget an unset `call_budget` scales to (default: the `default` "
-        "profile's `explore_call_budget`; the `composition` resource passes the profile's).",
+        "profile's `explore_call_budget`; the `run_policy` resource passes the profile's).",
     )
     calls_per_environment: int = setting(3_000, "Tool calls per explored environment an unset `call_budget` allows.")
     calls_per_scenario: int = setting(200, "Tool calls per explored scenario an unset `call_budget` allows.")
@@ -146,7 +146,7 @@ class ExploreSettings:
             return f"`ops: trajectories: config: call_budget` (now {self.call_budget:,})"
         if spent is not None and spent >= self.max_call_budget:
             return (
-                f"the profile's `explore_call_budget` (now {self.max_call_budget:,}: `resources: composition: config: "
+                f"the profile's `explore_call_budget` (now {self.max_call_budget:,}: `resources: run_policy: config: "
                 "explore_call_budget`), or set `ops: trajectories: config: call_budget`"
             )
         _, text = self._scaled(environments, scenarios, tools)
@@ -252,7 +252,7 @@ class Coverage:
     the ``default`` profile's), the environments behind them, and what each explored tool has shown."""
 
     settings: ExploreSettings
-    composition: Composition = field(default_factory=lambda: profile.DEFAULT.composition)
+    composition: Composition = field(default_factory=Composition)
     cells: Counter[str] = field(default_factory=Counter)
     cell_envs: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     groups: Counter[str] = field(default_factory=Counter)

@@ -36,7 +36,6 @@ from pipeline.collect.collector import CollectReport
 from pipeline.collect.explore import Coverage, ExploreSettings, ToolShown
 from pipeline.collect.result import CollectionResult, ShardSummary
 from pipeline.collect.sources import SourceConfig, configured_files
-from pipeline.core import profile
 from pipeline.core.issues import TaskIssue
 from pipeline.core.progress import Log
 from pipeline.core.strata import Composition
@@ -118,7 +117,7 @@ def fingerprint(
         "sources": _plain(cfg),
         "files": {str(p): _file_digest(Path(p)) for _, p in configured_files(cfg)},
         "explore": _plain(explore_settings),
-        "composition": _plain(composition or profile.DEFAULT.composition) if explore_settings is not None else None,
+        "composition": _plain(composition or Composition()) if explore_settings is not None else None,
         "shard": _plain(shard),
     }
     return hashlib.blake2b(json.dumps(doc, sort_keys=True).encode(), digest_size=16).hexdigest()
@@ -240,7 +239,7 @@ def reused(
     )
     coverage = None
     if (c := doc["coverage"]) is not None:
-        coverage = Coverage(ExploreSettings(**c["settings"]), composition or profile.DEFAULT.composition)
+        coverage = Coverage(ExploreSettings(**c["settings"]), composition or Composition())
         coverage.cells.update(c["cells"])
         for cell, envs in c["cell_envs"].items():
             coverage.cell_envs[cell].update(envs)

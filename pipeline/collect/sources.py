@@ -3,6 +3,7 @@ run's :class:`~pipeline.envs.config.SourceConfig`, and recorded message historie
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,7 +71,13 @@ def replay_trajectories(cfg: SourceConfig, only: str | None = None) -> Iterator[
     """Every source's ready-made trajectories (bfcl's ground truth); ``only``: of that source alone."""
     for source in registry.sources():
         if only is None or source.name == only:
-            yield from source.replay(cfg)
+            rule = registry.declared_rule(source, cfg)
+            for t in source.replay(cfg):
+                yield (
+                    t
+                    if rule is None or isinstance(t, TaskIssue)
+                    else dataclasses.replace(t, env=registry.with_rule(t.env, rule))
+                )
 
 
 def _interleaved(queues: list[list]) -> list:
@@ -88,11 +95,12 @@ def exploration_scenarios(
     for source in registry.sources():
         tasks, problems = source.scenarios(cfg, items, without)
         issues += problems
+        rule = registry.declared_rule(source, cfg)
         for t in tasks:
             per_env.setdefault(t.env.env_id, []).append(
                 ScenarioRef(
                     t.task_id,
-                    t.env,
+                    registry.with_rule(t.env, rule),
                     category=t.category,
                     task=t.text,
                     reference=t.reference,
@@ -110,9 +118,10 @@ def agent_tasks(
     per_namespace: dict[str, list[AgentTask]] = {}
     for source in registry.sources():
         if source.name in sources:
+            rule = registry.declared_rule(source, cfg)
             for t in _interleaved(_by_env(source.agent_tasks(cfg, items))):
                 per_namespace.setdefault(t.env.env_id.split("/")[0], []).append(
-                    AgentTask(t.task_id, t.env, list(t.turns))
+                    AgentTask(t.task_id, registry.with_rule(t.env, rule), list(t.turns))
                 )
     tasks = _interleaved(list(per_namespace.values()))
     return tasks[:limit] if limit else tasks

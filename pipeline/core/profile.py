@@ -1,53 +1,122 @@
-"""Run profiles: ``ENVSIM_PROFILE=small`` shrinks every default (sources, exploration budget,
-split sizes) for demos, the UI end-to-end tests and quick looks; ``default`` is the full run.
-A source's own profile defaults (bfcl categories, builtin scenarios per environment) live with the
-source (:mod:`pipeline.envs.bfcl_tasks`, :mod:`pipeline.envs.builtin`), keyed by the profile's name.
+"""Run profiles: one TOML file per profile holding every default it changes, per section
+(``pipeline/profiles/<name>.toml``; ``ENVSIM_PROFILE=small`` shrinks every default for demos, the UI
+end-to-end tests and quick looks; ``default`` changes nothing). A section is named after the resource
+whose defaults it changes — ``[sources.<source>]`` (a source's settings), ``[composition]`` (benchmark
+cells, Balance2 mixture sizes), ``[run_policy]`` (:class:`RunPolicy`) — and its keys are that resource's
+config keys, so a profile reads like a run config's ``resources:`` block.
 
-The path of a profile (docs/settings.md): the entry point builds one ``Settings`` value, the code location
-takes the ``Profile`` of its ``profile`` once (``resources.sets.resources_for``) and passes it down to the
-resources, which hand its values to the domain dataclasses. Nothing here reads the environment: a default
-of a domain dataclass is the ``default`` profile's (:data:`DEFAULT`), never the process's.
-
-A profile's :class:`~pipeline.core.strata.Composition` (benchmark cells, Balance2 mixture sizes) is
-the composition in force unless an asset config replaces it: exploration steers toward it and the
-coverage reports count against it."""
+A profile outside this tree is a TOML file the user names: ``ENVSIM_PROFILE=/path/to/medium.toml`` (its name
+is the file's stem). ``Settings`` checks that the profile exists; the code location validates its sections
+once, building the resources from them (``resources.sets.resources_for``: one line naming the profile's file,
+the key and the problem). Nothing here reads the environment: a default of a domain dataclass is the
+``default`` profile's, which is the dataclass's own.
+"""
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
 
-from pipeline.core.strata import Composition
+from pipeline.core.fields import setting
+
+#: the profiles of this tree, one file each
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+#: the sections a profile may hold: the resources whose defaults it changes
+SECTIONS = ("sources", "composition", "run_policy")
+
+
+class ProfileError(ValueError):
+    """A profile that does not exist or does not parse; one line naming its file and the fix."""
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    """How hard a run pursues its composition and what it does when the corpus falls short of it."""
+
+    strict: bool = setting(
+        False,
+        "An environment the checks of `labeled_steps` quarantine (labels that do not verify, or differ when "
+        "executed again) fails the run (severity ERROR, blocking) instead of being excluded while the others go on "
+        "(a `relabel_is_deterministic` config's `strict` overrides it); the code location's default: ENVSIM_STRICT.",
+    )
+    explore_call_budget: int = setting(
+        60_000,
+        "The most tool calls exploration may spend steering toward the composition: its budget scales with the "
+        "corpus (environments, scenarios and tools) and grows while calls find something new, up to this "
+        "(a `trajectories` config's `call_budget` overrides both).",
+    )
+    on_shortfall: Literal["warn", "fail"] = setting(
+        "warn",
+        "A benchmark cell the corpus cannot fill warns (`benchmark_split` holds what the corpus allows, the mixture "
+        "is built from the rest) or fails `benchmark_split` (a `benchmark_split` config's `on_shortfall` overrides "
+        "it); `fail` with ENVSIM_STRICT=1.",
+    )
 
 
 @dataclass(frozen=True)
 class Profile:
+    """A profile: its name, its file, and the defaults it changes per section."""
+
     name: str
-    explore_call_budget: int = 60_000
-    #: a benchmark cell the corpus cannot fill: ``warn`` (the split holds what the corpus allows, the mixture is
-    #: built from the rest) or ``fail``; ``ENVSIM_STRICT=1`` makes it ``fail`` (``resources.sets``)
-    benchmark_on_shortfall: str = "warn"
-    composition: Composition = field(default_factory=Composition)
+    path: Path | None = None
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
-    @property
-    def mixture_sizes(self) -> dict[str, int]:
-        return dict(self.composition.mixture_sizes)
+    def section(self, name: str) -> dict[str, Any]:
+        """The defaults this profile changes in section ``name`` (none: empty)."""
+        return dict(self.sections.get(name, {}))
+
+    def composition(self) -> Any:
+        """The :class:`~pipeline.core.strata.Composition` of its ``[composition]`` section."""
+        from pipeline.core.strata import Cell, Composition  # not at import: the sandbox worker reads this module
+
+        given = self.section("composition")
+        if "cells" in given:
+            given["cells"] = tuple(Cell(**c) for c in given["cells"])
+        return Composition(**given)
 
 
-PROFILES = {
-    "default": Profile("default"),
-    "small": Profile(
-        "small",
-        explore_call_budget=1_500,
-        composition=Composition(mixture_sizes={"failure": 60, "no_change": 60, "simple": 120, "complex": 120}),
-    ),
-}
+def available() -> tuple[str, ...]:
+    """The names of this tree's profiles."""
+    return tuple(sorted(p.stem for p in PROFILES_DIR.glob("*.toml")))
 
-#: the ``default`` profile: the defaults of the domain dataclasses (a profile in force is passed down instead)
-DEFAULT = PROFILES["default"]
+
+def _path(name: str) -> Path:
+    if name.endswith(".toml") or "/" in name:
+        return Path(name)
+    return PROFILES_DIR / f"{name}.toml"
+
+
+def _missing(name: str) -> str:
+    return f"no profile {name!r}: name one of {', '.join(available())}, or the path of a profile's .toml file"
+
+
+def check(name: str) -> str:
+    """``name`` if it names a profile (one of :func:`available`, or a TOML file), else ``ValueError``."""
+    if not _path(name).is_file():
+        raise ValueError(_missing(name))
+    return name
 
 
 def named(name: str) -> Profile:
-    """The profile ``name``; an unknown one is a ``ValueError`` naming the known ones."""
-    if name not in PROFILES:
-        raise ValueError(f"unknown ENVSIM_PROFILE {name!r}; known: {sorted(PROFILES)}")
-    return PROFILES[name]
+    """The profile ``name`` (a name of :func:`available`, or a path to a ``.toml`` file); one that does not
+    exist, does not parse or holds an unknown section is a :class:`ProfileError`."""
+    path = _path(name)
+    try:
+        sections = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError:
+        raise ProfileError(f"ENVSIM_PROFILE: {_missing(name)}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"profile {name} ({path}) is not valid TOML: {exc}") from None
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        raise ProfileError(
+            f"profile {name} ({path}): unknown section {', '.join(unknown)}; sections: {', '.join(SECTIONS)}"
+        )
+    return Profile(path.stem, path, sections)
+
+
+#: the ``default`` profile: it changes nothing (the defaults of the domain dataclasses)
+DEFAULT = Profile("default")

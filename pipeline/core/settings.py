@@ -33,18 +33,21 @@ import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from croniter import croniter
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from pipeline.core import profile as profiles
 
 
 class SettingsError(ValueError):
     """An ``ENVSIM_*`` variable whose value cannot be used."""
 
 
+Executor = Literal["multiprocess", "in_process", "celery", "k8s"]
 #: the values ``ENVSIM_EXECUTOR`` takes (the executors ``assets.definitions`` builds)
-EXECUTORS = ("multiprocess", "in_process", "celery", "k8s")
+EXECUTORS: tuple[str, ...] = get_args(Executor)
 
 _PREFIX = "ENVSIM_"
 _OWN_NAMES = {"slurm_conf": "SLURM_CONF"}  # fields read from a variable of another program
@@ -74,9 +77,11 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
 
     data_root: Path = Field(Path("data"), description="the data root; the `store` resource's default")
-    profile: str = Field("default", description="`default` or `small` (`pipeline.core.profile`)")
+    profile: Annotated[str, AfterValidator(profiles.check)] = Field(
+        "default", description="a profile of `pipeline/profiles/` (`default`, `small`) or a profile file's path"
+    )
     shards: int | None = Field(None, ge=1, description="shards per environment source (unset: unpartitioned)")
-    executor: Annotated[str, AfterValidator(str.lower)] = Field(
+    executor: Annotated[Executor, BeforeValidator(str.lower)] = Field(
         "multiprocess", description="`multiprocess`, `in_process`, `celery` or `k8s` (lower-cased)"
     )
     executor_config: str | None = Field(None, description="the executor's config, YAML text or a file holding it")
@@ -84,10 +89,12 @@ class Settings(BaseModel):
     parallel_runs: int | None = Field(
         None, ge=1, description="`./forge run` only: partition runs side by side (unset: the CPU count)"
     )
-    launcher: str | None = Field(None, description="`local` or `slurm`; set, the `training` group appears")
+    launcher: Literal["local", "slurm"] | None = Field(
+        None, description="`local` or `slurm`; set, the `training` group appears"
+    )
     slurm_partition: str | None = Field(None, description="the Slurm partition GPU jobs go to")
     slurm_conf: str | None = Field(None, description="the Slurm client configuration (Slurm's own variable)")
-    sandbox: str = Field("bwrap", description="`bwrap` or `trusted`")
+    sandbox: Literal["bwrap", "trusted"] = Field("bwrap", description="`bwrap` or `trusted`")
     sandbox_workers: int | None = Field(
         None, ge=1, description="the `sandbox` resource's workers (unset: the CPU count)"
     )
@@ -128,6 +135,12 @@ def _takes(field: str) -> str:
         return _FLAG
     if field == "split_cron":
         return _CRON
+    if field == "profile":
+        return f"a profile ({', '.join(profiles.available())}) or the path of a profile's .toml file"
+    choices = [a for a in get_args(info.annotation) if a is not type(None)]
+    if choices and all(isinstance(c, str) for c in get_args(choices[0]) or choices):
+        values = [v for c in choices for v in (get_args(c) or (c,))]
+        return "one of " + ", ".join(values)
     minimum = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
     return "a whole number" + (f" >= {minimum}" if minimum is not None else "")
 

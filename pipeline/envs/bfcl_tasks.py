@@ -11,7 +11,6 @@ from typing import Any
 from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
 from pipeline.envs import bfcl
-from pipeline.envs.profiles import DEFAULT, of_profile
 from pipeline.envs.records import FirstSeen, clip, read_lines
 
 
@@ -34,15 +33,6 @@ class BfclTaskFile:
     tasks: Path = setting(description="JSON-lines task file (id, involved_classes, initial_config, ...).")
     answers: Path = setting(description="JSON-lines ground-truth file (id, ground_truth).")
     category: str = setting("custom", "Category label; 'long_context' loads long-context scenarios.")
-
-
-#: the multi-turn categories used by default, per run profile (``Settings.profile``, passed down)
-PROFILE_CATEGORIES: dict[str, tuple[str, ...]] = {"default": bfcl.CATEGORIES, "small": ("base",)}
-
-
-def profile_categories(name: str = DEFAULT) -> tuple[str, ...]:
-    """The bfcl-eval categories of the profile ``name`` (default: the ``default`` profile)."""
-    return of_profile(PROFILE_CATEGORIES, name)
 
 
 def default_task_files(categories: tuple[str, ...] | list[str] = bfcl.CATEGORIES) -> list[BfclTaskFile]:

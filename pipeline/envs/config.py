@@ -1,23 +1,25 @@
-"""The run's source settings: what the registered sources read (``resources.sources`` in Dagster).
+"""The run's source settings: each registered source's own settings value, by source name
+(``resources.sources`` in Dagster: one section per source, named after it).
 
-Each source reads its own fields (:mod:`pipeline.envs.sources`); their profile-dependent defaults
-live with the source (:func:`pipeline.envs.bfcl_tasks.profile_categories`,
-:func:`pipeline.envs.builtin.profile_scenarios_per_env`). A field's default here is the ``default``
-profile's; the profile in force is passed down by the ``sources`` resource (``resources.sets``).
-``message_histories`` belong to no source: they replay recorded conversations on environments of any source.
+A source declares its settings as a dataclass (:attr:`pipeline.envs.source.EnvironmentSource.settings`,
+a list of them when ``many``); :class:`SourceConfig` holds the values of a run and gives a source its own
+(:meth:`SourceConfig.of`: the dataclass's defaults when the run sets none). A default is the ``default``
+profile's; a profile file changes it (``pipeline/profiles/*.toml``, section ``[sources.<name>]``).
+Every source's settings may declare an ``outcome_rule`` (:class:`SourceSettings`). ``message_histories``
+belong to no source: they replay recorded conversations on environments of any source.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.fields import setting
+from pipeline.core.fields import DESCRIPTION, setting
 from pipeline.core.outcome import OutcomeRuleError, parse_rule
 from pipeline.envs import envscaler
-from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, profile_categories
-from pipeline.envs.builtin import profile_scenarios_per_env
 
 
 class SourceError(ValueError):
@@ -25,8 +27,57 @@ class SourceError(ValueError):
     environment, or its outcome rule is not valid. The message names the config key, the file and what to do."""
 
 
+#: the run config's keys of before, and where each is now (below ``resources.sources.config``)
+MOVED = {
+    "bfcl_files": "bfcl: {categories, task_files}",
+    "bfcl_categories": "bfcl.categories",
+    "bfcl_task_files": "bfcl.task_files",
+    "bfcl_replay": "bfcl.replay",
+    "bfcl_explore": "bfcl.explore",
+    "builtin_scenarios_per_env": "builtin.scenarios_per_env",
+    "builtin_seed": "builtin.seed",
+    "explore_class_defaults": "envscaler[].explore_class_defaults",
+}
+
+
+def moved(key: str) -> str:
+    """The one-line message for the old key ``key``."""
+    return f"resources.sources.config.{key} moved: set {MOVED[key]} (one section per source, docs/environments.md)"
+
+
 @dataclass(frozen=True)
-class EnvScalerCorpus:
+class SourceSettings:
+    """What every source's settings may hold (subclass it): the outcome rule of its environments' steps."""
+
+    outcome_rule: dict[str, Any] | None = dataclasses.field(
+        default=None,
+        kw_only=True,
+        metadata={
+            DESCRIPTION: "How this source reports a refused call, when the default rule (docs/definitions.md §4.3) "
+            "does not know its convention: {failure_if: [{key: status, equals: false}, {key: code, in: [400, 404]}, "
+            "{text_starts_with: 'Sorry'}], extends_default: true} (docs/environments.md). Unset: the default rule."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.outcome_rule is not None:
+            try:
+                parse_rule(self.outcome_rule)
+            except OutcomeRuleError as exc:
+                raise SourceError(f"{self.where()}: {exc}") from None
+
+    def where(self) -> str:
+        """Where these settings are in the run config, for a message."""
+        return f"resources.sources.config ({type(self).__name__})"
+
+    @property
+    def rule_id(self) -> str | None:
+        """The declared outcome rule as its environments' specs carry it (``OutcomeRule.id``); None: the default."""
+        return None if self.outcome_rule is None else parse_rule(self.outcome_rule).id
+
+
+@dataclass(frozen=True)
+class EnvScalerCorpus(SourceSettings):
     """A corpus in EnvScaler's released format, e.g. 191_env_metadata.json plus a scenario file."""
 
     env_items: Path = setting(
@@ -39,49 +90,31 @@ class EnvScalerCorpus:
     prefix: str = setting(envscaler.SOURCE, "Namespace of the env ids: '<prefix>/<env_id>'.")
     license: str = setting("", "License of the corpus, recorded in the catalog.")
     more_scenarios: tuple[Path, ...] = setting((), "Further scenario files (the Hub release has two: RL and SFT).")
-    outcome_rule: dict[str, Any] | None = setting(
-        None,
-        "How this corpus reports a refused call, when the default rule (docs/definitions.md §4.3) does not "
-        "know its convention: {failure_if: [{key: status, equals: false}, {key: code, in: [400, 404]}, "
-        "{text_starts_with: 'Sorry'}], extends_default: true} (docs/environments.md). Unset: the default rule.",
+    explore_class_defaults: bool = setting(
+        True, "Explore the environments that no scenario names from their class defaults (init config {})."
     )
 
-    def __post_init__(self) -> None:
-        if self.outcome_rule is not None:
-            try:
-                parse_rule(self.outcome_rule)
-            except OutcomeRuleError as exc:
-                raise SourceError(f"resources.sources.config.envscaler (env_items {self.env_items}): {exc}") from None
+    def where(self) -> str:
+        return f"resources.sources.config.envscaler (env_items {self.env_items})"
 
     def scenario_files(self) -> list[Path]:
         return ([self.scenarios] if self.scenarios is not None else []) + list(self.more_scenarios)
 
-    @property
-    def rule_id(self) -> str | None:
-        """The declared outcome rule as its environments' specs carry it (``OutcomeRule.id``); None: the default."""
-        return None if self.outcome_rule is None else parse_rule(self.outcome_rule).id
-
 
 @dataclass(frozen=True)
 class SourceConfig:
-    """The environment sources: bfcl-eval's multi-turn tasks, the builtin pack, EnvScaler corpora."""
+    """The settings of a run's sources, by source name (a source the run names none of: its defaults)."""
 
-    bfcl_files: list[BfclTaskFile] = setting(
-        factory=lambda: default_task_files(profile_categories()),
-        description="bfcl-eval task files (default: the `default` profile's categories).",
-    )
-    bfcl_replay: bool = setting(True, "Collect bfcl tasks by ground-truth replay.")
-    bfcl_explore: bool = setting(False, "Also explore bfcl task configs with the policy.")
-    builtin: bool = setting(True, "Use the builtin environment pack.")
-    builtin_scenarios_per_env: int = setting(
-        factory=profile_scenarios_per_env,
-        description="Seeded scenarios generated per builtin env (default: the `default` profile's).",
-    )
-    builtin_seed: int = setting(0, "Seed of the builtin scenario generators.")
-    envscaler: list[EnvScalerCorpus] = setting(factory=list, description="EnvScaler-format corpora.")
+    sections: Mapping[str, Any] = setting(factory=dict, description="Each source's settings value, by source name.")
     message_histories: list[Path] = setting(
         factory=list, description="JSON-lines files of recorded OpenAI message histories to replay (no model needed)."
     )
-    explore_class_defaults: bool = setting(
-        True, "Explore corpus environments that no scenario names from their class defaults (init config {})."
-    )
+
+    def of(self, source: Any) -> Any:
+        """The settings of ``source`` (an ``EnvironmentSource``): the run's, else its settings' defaults
+        (a list source: none); None for a source without settings."""
+        if source.name in self.sections:
+            return self.sections[source.name]
+        if source.many:
+            return []
+        return source.settings() if source.settings is not None else None

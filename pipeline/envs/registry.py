@@ -11,11 +11,15 @@ The order is the partition-key and catalog order: these, then the plugins by ent
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pipeline.core.environment import Environment, EnvSpec
-from pipeline.core.outcome import Labeler, labeler
+from pipeline.core.outcome import RULE_OPTION, Labeler, labeler, parse_rule
 from pipeline.core.registry import Registry
+from pipeline.envs.config import MOVED, SourceConfig, moved
 from pipeline.envs.source import EnvironmentSource
 from pipeline.envs.source import reuse_key as _reuse_key
 from pipeline.envs.sources.bfcl import BfclSource
@@ -73,6 +77,53 @@ def names() -> tuple[str, ...]:
 def get(name: str) -> EnvironmentSource:
     """The source ``name``, or a KeyError that lists the known sources."""
     return SOURCES.get(name)
+
+
+def _settings(source: EnvironmentSource, value: Any) -> Any:
+    """``value`` as ``source``'s settings: the value itself, or a mapping of its fields."""
+    assert source.settings is not None
+    if isinstance(value, source.settings):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(f"resources.sources.config.{source.name}: a mapping of its settings, not {value!r}")
+    own = {f.name for f in dataclasses.fields(source.settings)}
+    unknown = sorted(set(value) - own)
+    if unknown:
+        raise ValueError(
+            f"resources.sources.config.{source.name}: no setting {', '.join(unknown)}; "
+            f"its settings: {', '.join(sorted(own))}"
+        )
+    return source.settings(**value)
+
+
+def sources_config(message_histories: Iterable[str | Path] = (), **sections: Any) -> SourceConfig:
+    """A :class:`SourceConfig` from each source's section by source name (its settings value or a mapping of its
+    fields; a list of them for a list source); a key that is no source's is a ``ValueError`` naming where it went."""
+    values: dict[str, Any] = {}
+    for name, value in sections.items():
+        source = SOURCES.find(name)
+        if source is None or source.settings is None:
+            raise ValueError(
+                moved(name)
+                if name in MOVED
+                else f"resources.sources.config.{name}: not a source with settings; those: "
+                + ", ".join(s.name for s in SOURCES.values() if s.settings is not None)
+            )
+        values[name] = [_settings(source, v) for v in value] if source.many else _settings(source, value)
+    return SourceConfig(values, [Path(p) for p in message_histories])
+
+
+def declared_rule(source: EnvironmentSource, cfg: SourceConfig) -> str | None:
+    """The outcome rule ``source``'s settings declare for its environments (``OutcomeRule.id``), or None (the
+    default rule; a list source declares one per entry itself, as EnvScaler corpora do)."""
+    own = cfg.of(source)
+    declared = None if source.many or own is None else getattr(own, "outcome_rule", None)
+    return None if declared is None else parse_rule(declared).id
+
+
+def with_rule(env: EnvSpec, rule: str | None) -> EnvSpec:
+    """``env`` carrying the declared outcome rule ``rule`` in its options (None: ``env`` itself)."""
+    return env if rule is None else dataclasses.replace(env, options={**env.options, RULE_OPTION: rule})
 
 
 def adapters() -> tuple[str, ...]:

@@ -12,8 +12,10 @@ Two words, one meaning each (docs/environments.md):
   (:func:`pipeline.envs.registry.source_of`), their ``adapter`` column the adapter.
 
 A source is one module under :mod:`pipeline.envs.sources` defining one :class:`EnvironmentSource`
-subclass; its constructor arguments are its own settings (datatrove-style), and the run's settings
-(:class:`pipeline.envs.config.SourceConfig`) are given to the methods that depend on them. A source
+subclass; its own settings are a dataclass it names in ``settings`` (a section of the run config named
+after the source, ``resources.sources.config.<name>``), and the run's settings
+(:class:`pipeline.envs.config.SourceConfig`) are given to the methods that depend on them, which read
+their own with ``cfg.of(self)``. A source
 that brings its own adapter (``adapter == name``) also answers the adapter methods (build, outcome rule,
 preload, code version, reuse key); one that reuses an adapter leaves them to the adapter's source.
 Sources are listed in :mod:`pipeline.envs.registry`, one line each, after which come the sources of installed
@@ -85,6 +87,11 @@ class EnvironmentSource:
     #: (:class:`~pipeline.execution.policy.PolicySettings` ``relational``) and grows its budget with progress;
     #: false: the plain policy and budget of before (the builtin pack: docs/environments.md)
     relational: ClassVar[bool] = True
+    #: its settings: a dataclass (a :class:`~pipeline.envs.config.SourceSettings`, so it may declare an
+    #: ``outcome_rule``) whose fields are its section of the run config; None: a source without settings
+    settings: ClassVar[type | None] = None
+    #: whether its section is a list of ``settings`` values (EnvScaler corpora) rather than one
+    many: ClassVar[bool] = False
 
     # -- the run ---------------------------------------------------------------------------------
 

@@ -131,7 +131,13 @@ def export_accepted(
     if out.environments:  # JSON is YAML: `./forge run -c run.yaml` reads it; the accepted corpora, no bfcl, no builtin
         _write_json(
             out.run_config,
-            {"resources": {"sources": {"config": {"builtin": False, "bfcl_categories": [], "envscaler": run_corpora}}}},
+            {
+                "resources": {
+                    "sources": {
+                        "config": {"builtin": {"enabled": False}, "bfcl": {"categories": []}, "envscaler": run_corpora}
+                    }
+                }
+            },
         )
     _write_json(out.directory / CARD_FILE, out.card)
     with atomic_path(out.directory / "CARD.md") as tmp:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from pipeline.core import profile
 from pipeline.core.axes import AXES
 from pipeline.core.decontamination import (  # noqa: F401  (DECONTAMINATION_KEYS: re-exported)
     DECONTAMINATION,
@@ -521,10 +520,11 @@ def build_mixture(
     )
 
 
-def composition_in_force(layout: DataLayout, default: Composition = profile.DEFAULT.composition) -> Composition:
+def composition_in_force(layout: DataLayout, default: Composition | None = None) -> Composition:
     """The composition the current splits were built to: the current benchmark version's cells and
     the current mixture version's sizes, each falling back to ``default``'s (the profile's: no current
     version, or one imported without a composition)."""
+    default = default if default is not None else Composition()
     cells, sizes = default.cells, default.mixture_sizes
     bench = SplitStore(layout, BENCHMARK)
     if bench.current():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipeline.core import profile
 from pipeline.core.outcome import OUTCOMES
 from pipeline.core.strata import BALANCE2_GROUP_SQL, Composition
 from pipeline.store.duck import connect
@@ -90,7 +89,7 @@ def cell_coverage(layout: DataLayout, composition: Composition | None = None, fa
     tool's share of the candidates) per benchmark cell of ``composition`` (default: the ``default`` profile's;
     docs/definitions.md §5), against ``factor`` × quota. A step counts for every cell whose rule it matches."""
 
-    composition = composition if composition is not None else profile.DEFAULT.composition
+    composition = composition if composition is not None else Composition()
     con = connect()
     candidates = (
         f"(SELECT cell, env_id, task_id, tool FROM (SELECT unnest({composition.cells_sql()}) AS cell, "
@@ -131,7 +130,7 @@ def balance2_coverage(layout: DataLayout, composition: Composition | None = None
     """Steps per Balance2 group (``candidates``, every step counted, like :func:`cell_coverage`'s) against the
     mixture sizes of ``composition`` (default: the ``default`` profile's)."""
 
-    composition = composition if composition is not None else profile.DEFAULT.composition
+    composition = composition if composition is not None else Composition()
     con = connect()
     df = (
         con.sql(

@@ -16,20 +16,10 @@ from typing import Any
 
 from pipeline.envs import envscaler
 from pipeline.envs.builtin.scenarios import GENERATORS
-from pipeline.envs.profiles import DEFAULT, of_profile
 
 PREFIX = "builtin"
 LICENSE = "Apache-2.0"
 CODE_DIR = Path(__file__).parent / "code"
-#: seeded scenarios generated per environment by default, per run profile (``Settings.profile``, passed down)
-PROFILE_SCENARIOS_PER_ENV: dict[str, int] = {"default": 300, "small": 12}
-
-
-def profile_scenarios_per_env(name: str = DEFAULT) -> int:
-    """Scenarios per builtin environment of the profile ``name`` (default: the ``default`` profile)."""
-    return of_profile(PROFILE_SCENARIOS_PER_ENV, name)
-
-
 #: domain -> environment class name (in code/<domain>.py)
 CLASSES = {
     "retail": "RetailStore",

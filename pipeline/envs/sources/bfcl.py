@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.core.environment import Environment, EnvSpec
+from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import bfcl, blobs, envscaler
 from pipeline.envs.bfcl_replay import bfcl_env_spec, ground_truth_trajectories
-from pipeline.envs.bfcl_tasks import iter_tasks
-from pipeline.envs.config import SourceConfig
+from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, iter_tasks
+from pipeline.envs.config import SourceConfig, SourceSettings
 from pipeline.envs.source import CatalogRows, EnvironmentSource, SourceTask
 
 
@@ -55,9 +57,22 @@ def catalog_rows() -> CatalogRows:
     return envs, code_rows
 
 
+@dataclass(frozen=True)
+class BfclSettings(SourceSettings):
+    """bfcl-eval's multi-turn tasks: its categories and task files of your own, replayed and/or explored."""
+
+    categories: tuple[str, ...] = setting(bfcl.CATEGORIES, "bfcl-eval multi-turn categories to use.")
+    task_files: tuple[BfclTaskFile, ...] = setting((), "Extra task files in bfcl's format (your own tasks).")
+    replay: bool = setting(True, "Collect bfcl tasks by ground-truth replay.")
+    explore: bool = setting(False, "Also explore bfcl task configs with the policy.")
+
+    def files(self) -> list[BfclTaskFile]:
+        """The task files: the categories' and your own."""
+        return default_task_files(self.categories) + list(self.task_files)
+
+
 class BfclSource(EnvironmentSource):
-    """bfcl-eval (Apache-2.0): its task files are ``SourceConfig.bfcl_files`` (default: the profile's
-    categories, :func:`pipeline.envs.bfcl_tasks.profile_categories`)."""
+    """bfcl-eval (Apache-2.0): its task files are its settings' categories and files (:class:`BfclSettings`)."""
 
     name = bfcl.SOURCE
     adapter = bfcl.SOURCE
@@ -68,21 +83,24 @@ class BfclSource(EnvironmentSource):
     modules = ("bfcl_eval",)
     stateful_modules = ("bfcl_eval.eval_checker.multi_turn_eval.func_source_code",)
     reuse_needs_pristine = True
+    settings = BfclSettings
 
     def why_disabled(self, cfg: SourceConfig) -> str | None:
+        own = cfg.of(self)
         # recorded message histories may name bfcl environments: they keep bfcl a source of the run
-        if (cfg.bfcl_files and (cfg.bfcl_replay or cfg.bfcl_explore)) or cfg.message_histories:
+        if (own.files() and (own.replay or own.explore)) or cfg.message_histories:
             return None
-        if not cfg.bfcl_files:
-            return "no bfcl-eval tasks configured (resources.sources: bfcl_categories / bfcl_task_files empty)"
-        return "bfcl_replay and bfcl_explore are off (resources.sources)"
+        if not own.files():
+            return "no bfcl-eval tasks configured (resources.sources.bfcl: categories / task_files empty)"
+        return "replay and explore are off (resources.sources.bfcl)"
 
     def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
-        if not (cfg.bfcl_replay or cfg.bfcl_explore):
+        own = cfg.of(self)
+        if not (own.replay or own.explore):
             return []
         return [
-            (f"bfcl_task_files[{i}].{part}", Path(getattr(f, part)))
-            for i, f in enumerate(cfg.bfcl_files)
+            (f"bfcl.task_files[{i}].{part}", Path(getattr(f, part)))
+            for i, f in enumerate(own.files())
             for part in ("tasks", "answers")
         ]
 
@@ -93,18 +111,19 @@ class BfclSource(EnvironmentSource):
         return (envs if listed else []), code_rows
 
     def replay(self, cfg: SourceConfig) -> Iterator[Trajectory | TaskIssue]:
-        if cfg.bfcl_replay and cfg.bfcl_files:
-            yield from ground_truth_trajectories(iter_tasks(cfg.bfcl_files))
+        own = cfg.of(self)
+        if own.replay and own.files():
+            yield from ground_truth_trajectories(iter_tasks(own.files()))
 
     def scenarios(
         self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
     ) -> tuple[list[SourceTask], list[TaskIssue]]:
-        if not cfg.bfcl_explore:
+        if not cfg.of(self).explore:
             return [], []
-        return [self._task(t) for t in iter_tasks(cfg.bfcl_files) if not isinstance(t, TaskIssue)], []
+        return self.agent_tasks(cfg, items), []
 
     def agent_tasks(self, cfg: SourceConfig, items: list[envscaler.EnvItem]) -> list[SourceTask]:
-        return [self._task(t) for t in iter_tasks(cfg.bfcl_files) if not isinstance(t, TaskIssue)]
+        return [self._task(t) for t in iter_tasks(cfg.of(self).files()) if not isinstance(t, TaskIssue)]
 
     @staticmethod
     def _task(task: Any) -> SourceTask:

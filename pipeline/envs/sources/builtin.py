@@ -3,17 +3,27 @@ seeded scenarios, run by the ``envscaler`` adapter."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
 from pipeline.envs import builtin, envscaler
-from pipeline.envs.config import SourceConfig
+from pipeline.envs.config import SourceConfig, SourceSettings
 from pipeline.envs.records import FirstSeen
 from pipeline.envs.source import EnvironmentSource, SourceTask
 
 
+@dataclass(frozen=True)
+class BuiltinSettings(SourceSettings):
+    """The builtin environment pack and its seeded scenarios."""
+
+    enabled: bool = setting(True, "Use the builtin environment pack.")
+    scenarios_per_env: int = setting(300, "Seeded scenarios generated per builtin env.")
+    seed: int = setting(0, "Seed of the builtin scenario generators.")
+
+
 class BuiltinSource(EnvironmentSource):
-    """The builtin pack: on unless ``SourceConfig.builtin`` is false; ``builtin_scenarios_per_env``
-    seeded scenarios per environment (default: the profile's,
-    :func:`pipeline.envs.builtin.profile_scenarios_per_env`)."""
+    """The builtin pack (:class:`BuiltinSettings`)."""
 
     name = builtin.PREFIX
     adapter = envscaler.SOURCE
@@ -22,12 +32,13 @@ class BuiltinSource(EnvironmentSource):
     card_license = "Apache-2.0 (envsim-forge builtin pack)"
     #: the pack was built so the plain policy fills every stratum, and regression tests pin its bytes
     relational = False
+    settings = BuiltinSettings
 
     def why_disabled(self, cfg: SourceConfig) -> str | None:
-        return None if cfg.builtin else "the builtin pack is off (resources.sources.builtin: false)"
+        return None if cfg.of(self).enabled else "the builtin pack is off (resources.sources.builtin.enabled: false)"
 
     def env_items(self, cfg: SourceConfig, ids: FirstSeen) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
-        items = builtin.parsed_items() if cfg.builtin else []
+        items = builtin.parsed_items() if cfg.of(self).enabled else []
         for item in items:
             ids.seen(item.qualified_id, item.origin or item.prefix)
         return items, []
@@ -35,11 +46,12 @@ class BuiltinSource(EnvironmentSource):
     def scenarios(
         self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
     ) -> tuple[list[SourceTask], list[TaskIssue]]:
-        if not cfg.builtin:
+        own = cfg.of(self)
+        if not own.enabled:
             return [], []
         by_id = {i.qualified_id: i for i in items}
         tasks = []
-        for sc in builtin.scenarios(cfg.builtin_scenarios_per_env, cfg.builtin_seed):
+        for sc in builtin.scenarios(own.scenarios_per_env, own.seed):
             item = by_id[f"{builtin.PREFIX}/{sc['env_id']}"]
             tasks.append(
                 SourceTask(

@@ -11,7 +11,7 @@ from typing import Any
 from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.issues import TaskIssue
 from pipeline.envs import blobs, builtin, envscaler
-from pipeline.envs.config import SourceConfig, SourceError
+from pipeline.envs.config import EnvScalerCorpus, SourceConfig, SourceError
 from pipeline.envs.records import FirstSeen, clip
 from pipeline.envs.source import EnvironmentSource, SourceTask
 
@@ -30,13 +30,15 @@ class EnvScalerSource(EnvironmentSource):
     name = envscaler.SOURCE
     adapter = envscaler.SOURCE
     needs = ("class_name", "code_ref", "tools_ref")
+    settings = EnvScalerCorpus
+    many = True
 
     def why_disabled(self, cfg: SourceConfig) -> str | None:
-        return None if cfg.envscaler else "no EnvScaler corpus configured (resources.sources.envscaler is empty)"
+        return None if cfg.of(self) else "no EnvScaler corpus configured (resources.sources.envscaler is empty)"
 
     def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
         files: list[tuple[str, Path]] = []
-        for i, corpus in enumerate(cfg.envscaler):
+        for i, corpus in enumerate(cfg.of(self)):
             files.append((f"envscaler[{i}].env_items", Path(corpus.env_items)))
             if corpus.scenarios is not None:
                 files.append((f"envscaler[{i}].scenarios", Path(corpus.scenarios)))
@@ -46,7 +48,7 @@ class EnvScalerSource(EnvironmentSource):
     def env_items(self, cfg: SourceConfig, ids: FirstSeen) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
         items: list[envscaler.EnvItem] = []
         issues: list[TaskIssue] = []
-        for index, corpus in enumerate(cfg.envscaler):
+        for index, corpus in enumerate(cfg.of(self)):
             before, first_issue = len(items), len(issues)
             rule = corpus.rule_id
             for result in envscaler.load_env_items(corpus.env_items, corpus.prefix, corpus.license):
@@ -82,7 +84,7 @@ class EnvScalerSource(EnvironmentSource):
     def scenarios(
         self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
     ) -> tuple[list[SourceTask], list[TaskIssue]]:
-        """Each corpus's scenario files; then, with ``explore_class_defaults``, every corpus environment
+        """Each corpus's scenario files; then, with its ``explore_class_defaults``, every corpus environment
         that no scenario names from its class defaults (init config ``{}``: the constructor's own state;
         a class that cannot be built so is reported as a reset issue). Those environments are appended
         to ``without`` (when given)."""
@@ -91,7 +93,7 @@ class EnvScalerSource(EnvironmentSource):
         issues: list[TaskIssue] = []
         named: set[str] = set()
         task_ids = FirstSeen()  # (env, task id) given twice: the first scenario is kept
-        for corpus in cfg.envscaler:
+        for corpus in cfg.of(self):
             for path in corpus.scenario_files():
                 for sc in envscaler.load_scenarios(path):
                     if isinstance(sc, TaskIssue):
@@ -138,7 +140,7 @@ class EnvScalerSource(EnvironmentSource):
                 ):
                     if without is not None:
                         without.append(item.qualified_id)
-                    if cfg.explore_class_defaults:
+                    if corpus.explore_class_defaults:
                         named.add(item.qualified_id)
                         text = "Explore the environment from its class defaults."
                         tasks.append(
