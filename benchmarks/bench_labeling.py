@@ -24,13 +24,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.core.settings import prepare_process
+from pipeline.envs.registry import sources_config
 
 prepare_process()  # as the entry points do, before pyarrow loads (Arrow's jemalloc pool)
 
 from pipeline.collect.collector import collect  # noqa: E402
 from pipeline.collect.explore import ExploreSettings  # noqa: E402
 from pipeline.collect.run import collect_all  # noqa: E402
-from pipeline.collect.sources import SourceConfig, env_items  # noqa: E402
+from pipeline.collect.sources import env_items  # noqa: E402
 from pipeline.envs.bfcl_replay import ground_truth_trajectories  # noqa: E402
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
 from pipeline.envs.catalog import build_catalog  # noqa: E402
@@ -80,7 +81,7 @@ def pack(workers: list[int], calls: int, repeat: int) -> None:
 def _pack(tmp: str, workers: list[int], calls: int, repeat: int) -> None:
     with Sandbox(workers=max(workers)) as box:
         layout = DataLayout.at(tmp)
-        cfg = SourceConfig(bfcl_replay=False)
+        cfg = sources_config(bfcl={"replay": False})
         items, issues = env_items(cfg)
         build_catalog(layout, items, issues)
         t0 = time.perf_counter()

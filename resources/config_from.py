@@ -54,7 +54,12 @@ def _config_type(tp: Any, where: str) -> Any:
 @functools.cache
 def nested(cls: type) -> Any:
     """The Dagster ``Config`` derived from the dataclass ``cls`` (one class per dataclass)."""
-    return type(f"{cls.__name__}Config", (config_from(cls),), {"__doc__": cls.__doc__, "__module__": __name__})
+    base = config_from(cls)
+    return type(
+        f"{cls.__name__}Config",
+        (base,),
+        {"__doc__": cls.__doc__, "__module__": __name__, "model_config": {**base.model_config, "extra": "forbid"}},
+    )
 
 
 def _to_config(value: Any) -> Any:

@@ -1,12 +1,14 @@
 """Which environment sources and tasks feed collection: one section per registered source, named after it
 and derived from its settings dataclass (plugins' included), as simulator kinds have theirs."""
 
+from dataclasses import fields
 from typing import Any
 
 import pydantic
 from dagster import ConfigurableResource
 from pydantic import Field, model_validator
 
+from pipeline.core.fields import description
 from pipeline.envs import envscaler, registry
 from pipeline.envs.config import MOVED, EnvScalerCorpus, SourceConfig, moved
 from pipeline.envs.download import downloaded_corpus
@@ -54,7 +56,7 @@ _SourceSections = pydantic.create_model(
     **_sections(),
     message_histories=(
         list[str],
-        Field(default_factory=list, description="JSON-lines files of recorded OpenAI message histories to replay."),
+        Field(default_factory=list, description=description(fields(SourceConfig)[1])),
     ),
 )
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.core.fields import setting
+from pipeline.core.strata import Cell, Composition
 
 #: the profiles of this tree, one file each
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
@@ -68,10 +69,8 @@ class Profile:
         """The defaults this profile changes in section ``name`` (none: empty)."""
         return dict(self.sections.get(name, {}))
 
-    def composition(self) -> Any:
+    def composition(self) -> Composition:
         """The :class:`~pipeline.core.strata.Composition` of its ``[composition]`` section."""
-        from pipeline.core.strata import Cell, Composition  # not at import: the sandbox worker reads this module
-
         given = self.section("composition")
         if "cells" in given:
             given["cells"] = tuple(Cell(**c) for c in given["cells"])

@@ -11,6 +11,7 @@ from resources import (
     CompositionResource,
     DataStoreResource,
     EnvironmentSourcesResource,
+    RunPolicyResource,
     SandboxResource,
 )
 from tests.support.bad_tasks import bad_task_file
@@ -31,12 +32,12 @@ def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
     resources = {
         "store": DataStoreResource(data_root=str(tmp_path / "data")),
         "sources": EnvironmentSourcesResource(
-            bfcl_categories=[],
-            builtin=False,
-            bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files],
+            bfcl={"categories": [], "task_files": [dict(tasks=str(f.tasks), answers=str(f.answers)) for f in files]},
+            builtin={"enabled": False},
         ),
         "sandbox": SandboxResource(workers=2, call_timeout_s=2),
         "composition": CompositionResource(),
+        "run_policy": RunPolicyResource(),
     }
     result = materialize(
         [environment_catalog, trajectories, labeled_steps, delta_roundtrip, relabel_is_deterministic],

@@ -12,28 +12,29 @@ from pipeline.core.settings import Settings
 @pytest.mark.parametrize("name", ["default", "small"])
 def test_the_profile_of_the_value_reaches_the_resources(name, monkeypatch):
     monkeypatch.setenv("ENVSIM_PROFILE", "small" if name == "default" else "default")  # the environment says otherwise
-    chosen = profile.PROFILES[name]
-    composition = build_definitions(Settings(profile=name)).resources["composition"]
-    assert composition.explore_call_budget == chosen.explore_call_budget
-    assert composition.on_shortfall == chosen.benchmark_on_shortfall
-    assert composition.mixture_sizes == dict(chosen.mixture_sizes)
-    sources = build_definitions(Settings(profile=name)).resources["sources"]
+    chosen = profile.named(name)
+    resources = build_definitions(Settings(profile=name)).resources
+    policy, composition = resources["run_policy"], resources["composition"]
+    budget = {"default": 60_000, "small": 1_500}[name]
+    assert policy.explore_call_budget == budget and policy.on_shortfall == "warn"
+    assert composition.composition() == chosen.composition()
+    sources = resources["sources"]
     assert (
-        tuple(sources.bfcl_categories)
+        tuple(sources.bfcl.categories)
         == {"default": ("base", "long_context", "miss_func", "miss_param"), "small": ("base",)}[name]
     )
-    assert sources.builtin_scenarios_per_env == {"default": 300, "small": 12}[name]  # every source default, not one
+    assert sources.builtin.scenarios_per_env == {"default": 300, "small": 12}[name]  # every source default, not one
     # an exploration config that leaves the budget unset scales it to the corpus, at most the resource's; one that
     # sets it wins
-    unset = CollectionConfig().settings(composition.explore_call_budget)
-    assert unset.call_budget is None and unset.max_call_budget == chosen.explore_call_budget
-    assert unset.budget(1_000) == chosen.explore_call_budget
-    assert CollectionConfig(call_budget=5).settings(composition.explore_call_budget).call_budget == 5
+    unset = CollectionConfig().settings(policy.explore_call_budget)
+    assert unset.call_budget is None and unset.max_call_budget == budget
+    assert unset.budget(1_000) == budget
+    assert CollectionConfig(call_budget=5).settings(policy.explore_call_budget).call_budget == 5
 
 
 def test_an_unknown_profile_is_named_with_the_known_ones():
-    with pytest.raises(ValueError, match=r"unknown ENVSIM_PROFILE 'tiny'; known: \['default', 'small'\]"):
-        build_definitions(Settings(profile="tiny"))
+    with pytest.raises(ValueError, match=r"no profile 'tiny': name one of default, small, or the path"):
+        Settings(profile="tiny")
 
 
 def test_on_shortfall_is_a_closed_choice_or_unset():
@@ -67,7 +68,7 @@ def test_a_mistyped_choice_is_refused_at_launch_listing_the_choices(op, key, val
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_the_checks_take_strict_from_the_settings_value_not_the_environment(strict, monkeypatch):
-    """``ENVSIM_STRICT`` reaches the quarantining checks through the ``composition`` resource the settings value
+    """``ENVSIM_STRICT`` reaches the quarantining checks through the ``run_policy`` resource the settings value
     builds (the entry point reads the environment once): ``relabel_is_deterministic``'s unset ``strict`` config
     and ``delta_roundtrip`` take it from there."""
     import inspect
@@ -75,10 +76,10 @@ def test_the_checks_take_strict_from_the_settings_value_not_the_environment(stri
     from assets.labeling import DeterminismConfig, delta_roundtrip, relabel_is_deterministic
 
     monkeypatch.setenv("ENVSIM_STRICT", "0" if strict else "1")  # the environment says otherwise
-    assert build_definitions(Settings(strict=strict)).resources["composition"].strict is strict
+    assert build_definitions(Settings(strict=strict)).resources["run_policy"].strict is strict
     assert DeterminismConfig().strict is None
     for check in (delta_roundtrip, relabel_is_deterministic):
-        assert "composition" in check.required_resource_keys
+        assert "run_policy" in check.required_resource_keys
         assert "settings()" not in inspect.getsource(check.node_def.compute_fn.decorated_fn)
 
 

@@ -6,7 +6,6 @@ from dagster import AssetKey, DagsterInstance, materialize
 from assets.definitions import build_definitions
 from pipeline.core.settings import Settings
 from resources import EnvironmentSourcesResource, SandboxResource
-from resources.environments import EnvScalerCorpusConfig
 from tests.support.handwritten_corpus import THREE, write_corpus
 
 
@@ -17,9 +16,9 @@ def test_the_unreachable_targets_are_in_the_metadata_and_the_log(tmp_path):
     wanted = [AssetKey("environment_catalog"), AssetKey("trajectories")]
     assets = [a for a in defs.assets if any(k in wanted for k in a.keys)]
     sources = EnvironmentSourcesResource(
-        bfcl_categories=[],
-        builtin=False,
-        envscaler=[EnvScalerCorpusConfig(env_items=str(corpus.env_items), scenarios=str(corpus.scenarios))],
+        bfcl={"categories": []},
+        builtin={"enabled": False},
+        envscaler=[dict(env_items=str(corpus.env_items), scenarios=str(corpus.scenarios))],
     )
     instance = DagsterInstance.ephemeral()
     result = materialize(

@@ -26,7 +26,7 @@ from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.partitions import parse_shard, partition_keys
 from pipeline.envs.registry import names as source_names
-from pipeline.envs.registry import source_of
+from pipeline.envs.registry import source_of, sources_config
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.store import warehouse
@@ -144,9 +144,9 @@ def test_every_environment_is_in_exactly_one_shard_always_the_same():
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("shard-sources")
-    return SourceConfig(
-        bfcl_files=default_task_files(["base"]),
-        builtin_scenarios_per_env=2,
+    return sources_config(
+        bfcl={"categories": ["base"]},
+        builtin={"scenarios_per_env": 2},
         envscaler=[dataclasses.replace(write_shop_corpus(tmp), prefix="mycorpus")],
     )
 
@@ -220,7 +220,7 @@ def test_partitions_explore_their_own_environments(sharded):
 
 
 def test_an_unconfigured_source_is_an_empty_partition(tmp_path, sandbox):
-    cfg = SourceConfig(bfcl_files=[], builtin=False)
+    cfg = sources_config(bfcl={"categories": []}, builtin={"enabled": False})
     layout = catalogued(tmp_path, cfg)
     result = collect_all(cfg, layout, sandbox, EXPLORE, shard=parse_shard("envscaler-1", 2))
     assert result.report.trajectories == 0
@@ -306,7 +306,9 @@ def test_recollecting_a_partition_replaces_only_its_parts(sharded, sources, sand
 
 
 def test_switching_partitioning_never_mixes_tables(tmp_path, sources, sandbox):
-    cfg = SourceConfig(bfcl_files=sources.bfcl_files, builtin=False)
+    cfg = sources_config(
+        bfcl={"categories": [], "task_files": sources.sections["bfcl"].files()}, builtin={"enabled": False}
+    )
     layout = catalogued(tmp_path, cfg)
     traj = layout.trajectories_dir
     collect_all(cfg, layout, sandbox, None)
@@ -453,10 +455,10 @@ def test_materializing_partitions_reports_partition_metadata(tmp_path):
     from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic, step_table_expectations
     from assets.partitions import partitioned, shards_partitions
     from resources import (
-        BfclTaskFileConfig,
         CompositionResource,
         DataStoreResource,
         EnvironmentSourcesResource,
+        RunPolicyResource,
         SandboxResource,
     )
     from tests.support.bad_tasks import bad_task_file
@@ -465,12 +467,12 @@ def test_materializing_partitions_reports_partition_metadata(tmp_path):
     resources = {
         "store": DataStoreResource(data_root=str(tmp_path / "data")),
         "sources": EnvironmentSourcesResource(
-            bfcl_categories=[],
-            builtin=False,
-            bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files],
+            bfcl={"categories": [], "task_files": [dict(tasks=str(f.tasks), answers=str(f.answers)) for f in files]},
+            builtin={"enabled": False},
         ),
         "sandbox": SandboxResource(workers=1, call_timeout_s=2),
         "composition": CompositionResource(),
+        "run_policy": RunPolicyResource(),
     }
     assert materialize([environment_catalog], resources=resources).success
     shards = shards_partitions(2)

@@ -13,6 +13,7 @@ from resources import (
     DataStoreResource,
     EnvironmentSourcesResource,
     EnvScalerCorpusConfig,
+    RunPolicyResource,
 )
 from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
 
@@ -28,11 +29,11 @@ def test_both_assets_materialize_with_table_metadata_and_duckdb_rows(built):
         "store": DataStoreResource(data_root=str(layout.root)),
         "duckdb": DuckDBResource(database=str(layout.duckdb)),
         "composition": CompositionResource(),
+        "run_policy": RunPolicyResource(),
         "sources": EnvironmentSourcesResource(
-            bfcl_categories=[],
-            bfcl_replay=False,
-            builtin=False,
-            envscaler=[EnvScalerCorpusConfig(env_items=str(corpus.env_items), scenarios=str(corpus.scenarios))],
+            bfcl={"categories": [], "replay": False},
+            builtin={"enabled": False},
+            envscaler=[dict(env_items=str(corpus.env_items), scenarios=str(corpus.scenarios))],
         ),
     }
     result = materialize(

@@ -15,7 +15,7 @@ from pipeline.__main__ import summary
 from pipeline.core.settings import Settings
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.store.layout import DataLayout
-from resources import CompositionResource, DataStoreResource
+from resources import CompositionResource, DataStoreResource, RunPolicyResource
 from tests.support.metadata import text
 
 SIZES = {"failure": 5, "no_change": 50, "simple": 50, "complex": 20}
@@ -34,6 +34,7 @@ def _materialize(layout, run_config=None, composition=None):
         "store": DataStoreResource(data_root=str(layout.root)),
         "duckdb": DuckDBResource(database=str(layout.duckdb)),
         "composition": composition or CompositionResource(mixture_sizes=SIZES),
+        "run_policy": RunPolicyResource(),
     }
     return materialize(
         [step_strata, benchmark_split, sft_mixture],
@@ -84,7 +85,5 @@ def test_on_shortfall_fail_fails_the_benchmark_and_builds_no_mixture(bfcl_root):
 @pytest.mark.parametrize("strict, expected", [(False, "warn"), (True, "fail")])
 def test_the_default_is_warn_and_envsim_strict_makes_it_fail(strict, expected):
     for name in ("default", "small"):
-        assert (
-            build_definitions(Settings(profile=name, strict=strict)).resources["composition"].on_shortfall == expected
-        )
-    assert CompositionResource().on_shortfall == "warn"
+        assert build_definitions(Settings(profile=name, strict=strict)).resources["run_policy"].on_shortfall == expected
+    assert RunPolicyResource().on_shortfall == "warn"

@@ -9,6 +9,7 @@ from pipeline.collect.agent import actions_from_messages
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.registry import sources_config
 from pipeline.labeling.steps import label
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout
@@ -62,7 +63,7 @@ class ScriptedAgent:
 @pytest.fixture(scope="module")
 def agent_run(tmp_path_factory, sandbox):
     layout = DataLayout.at(tmp_path_factory.mktemp("agent") / "data")
-    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=1)
+    cfg = sources_config(bfcl={"replay": False}, builtin={"scenarios_per_env": 1})
     items, issues = env_items(cfg)
     build_catalog(layout, items, issues)
     script = ScriptedAgent()
@@ -151,16 +152,23 @@ def test_agent_policy_from_the_asset_config(tmp_path):
 
     from assets.collection import trajectories
     from assets.environments import environment_catalog
-    from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource, SandboxResource
+    from resources import (
+        CompositionResource,
+        DataStoreResource,
+        EnvironmentSourcesResource,
+        RunPolicyResource,
+        SandboxResource,
+    )
 
     with FakeOpenAI({}, script=ScriptedAgent()) as server:
         result = materialize(
             [environment_catalog, trajectories],
             resources={
                 "store": DataStoreResource(data_root=str(tmp_path / "data")),
-                "sources": EnvironmentSourcesResource(bfcl_replay=False, builtin_scenarios_per_env=1),
+                "sources": EnvironmentSourcesResource(bfcl={"replay": False}, builtin={"scenarios_per_env": 1}),
                 "sandbox": SandboxResource(workers=2),
                 "composition": CompositionResource(),
+                "run_policy": RunPolicyResource(),
             },
             run_config={
                 "ops": {
@@ -199,7 +207,7 @@ def test_histories_from_another_tool_replay_through_the_labeling_core(agent_run,
             )
         fh.write("{broken\n")
     replay_layout = DataLayout.at(tmp_path / "replay")
-    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=1, message_histories=[history])
+    cfg = sources_config(bfcl={"replay": False}, builtin={"scenarios_per_env": 1}, message_histories=[history])
     items, issues = env_items(cfg)
     build_catalog(replay_layout, items, issues)
     collected = collect_all(cfg, replay_layout, sandbox, None)

@@ -14,6 +14,7 @@ from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.partitions import parse_shard, partition_keys
+from pipeline.envs.registry import sources_config
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout
 from pipeline.store.partitions import Shard
@@ -74,7 +75,11 @@ def cfg(tmp_path_factory):
             {"id": "good_math", "ground_truth": [["add(a=1, b=2)", "mean(numbers=[1, 2, 3])"]]},
         ],
     )
-    return SourceConfig(bfcl_files=[tasks], builtin_scenarios_per_env=1, envscaler=[write_shop_corpus(tmp)])
+    return sources_config(
+        bfcl={"categories": [], "task_files": [tasks]},
+        builtin={"scenarios_per_env": 1},
+        envscaler=[write_shop_corpus(tmp)],
+    )
 
 
 def catalogued(root, cfg: SourceConfig) -> DataLayout:
@@ -105,7 +110,9 @@ def test_an_unchanged_collection_is_reused_untouched_and_identical_to_a_recollec
 
     reseeded = collect_all(cfg, layout, sandbox, dataclasses.replace(EXPLORE, seed=5))
     assert not reseeded.reused
-    changed = dataclasses.replace(cfg, builtin_seed=3)
+    changed = dataclasses.replace(
+        cfg, sections={**cfg.sections, "builtin": dataclasses.replace(cfg.sections["builtin"], seed=3)}
+    )
     assert not collect_all(changed, layout, sandbox, dataclasses.replace(EXPLORE, seed=5)).reused
     assert collect_all(changed, layout, sandbox, dataclasses.replace(EXPLORE, seed=5)).reused
     assert not collect_all(changed, layout, sandbox, None).reused  # exploration off
@@ -115,18 +122,21 @@ def test_an_unchanged_collection_is_reused_untouched_and_identical_to_a_recollec
 def test_a_changed_source_file_or_damaged_output_is_collected_again(tmp_path, cfg, sandbox):
     root = tmp_path / "src"
     root.mkdir()
-    own = dataclasses.replace(
-        cfg,
-        bfcl_files=[
-            make_task_file(root, [_task("t1", ["MathAPI"])], [{"id": "t1", "ground_truth": [["add(a=1, b=2)"]]}])
-        ],
-        builtin=False,
-        envscaler=[],
+    own = sources_config(
+        bfcl={
+            "categories": [],
+            "task_files": [
+                make_task_file(root, [_task("t1", ["MathAPI"])], [{"id": "t1", "ground_truth": [["add(a=1, b=2)"]]}])
+            ],
+        },
+        builtin={"enabled": False},
     )
     layout = catalogued(tmp_path / "data", own)
     assert collect_all(own, layout, sandbox, None).report.trajectories == 1
     assert collect_all(own, layout, sandbox, None).reused
-    own.bfcl_files[0].answers.write_text(json.dumps({"id": "t1", "ground_truth": [["add(a=2, b=2)"]]}) + "\n")
+    own.sections["bfcl"].task_files[0].answers.write_text(
+        json.dumps({"id": "t1", "ground_truth": [["add(a=2, b=2)"]]}) + "\n"
+    )
     lines: list[str] = []
     assert not collect_all(own, layout, sandbox, None, log=lines.append).reused
     assert any("inputs changed" in line for line in lines), lines
@@ -186,23 +196,23 @@ def test_the_trajectories_asset_reports_reuse_and_force_collects(tmp_path, cfg):
     from assets.collection import trajectories
     from assets.environments import environment_catalog
     from resources import (
-        BfclTaskFileConfig,
         CompositionResource,
         DataStoreResource,
         EnvironmentSourcesResource,
+        RunPolicyResource,
         SandboxResource,
     )
 
-    files_ = cfg.bfcl_files
+    files_ = cfg.sections["bfcl"].files()
     resources = {
         "store": DataStoreResource(data_root=str(tmp_path / "data")),
         "sources": EnvironmentSourcesResource(
-            bfcl_categories=[],
-            builtin=False,
-            bfcl_task_files=[BfclTaskFileConfig(tasks=str(f.tasks), answers=str(f.answers)) for f in files_],
+            bfcl={"categories": [], "task_files": [dict(tasks=str(f.tasks), answers=str(f.answers)) for f in files_]},
+            builtin={"enabled": False},
         ),
         "sandbox": SandboxResource(workers=1),
         "composition": CompositionResource(),
+        "run_policy": RunPolicyResource(),
     }
     assert materialize([environment_catalog], resources=resources).success
 

@@ -6,6 +6,7 @@ from pipeline.collect.sources import SourceConfig
 from pipeline.core import profile
 from pipeline.core.strata import Cell, Composition
 from pipeline.envs.bfcl_tasks import default_task_files
+from pipeline.envs.registry import sources_config
 from pipeline.labeling.steps import label
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
@@ -36,7 +37,7 @@ def test_environment_coverage_keeps_a_cell_short():
 
 def test_exploring_bfcl_configs(tmp_path, sandbox):
     layout = DataLayout.at(tmp_path)
-    cfg = SourceConfig(bfcl_files=default_task_files(["base"]), bfcl_replay=False, bfcl_explore=True, builtin=False)
+    cfg = sources_config(bfcl={"categories": ["base"], "replay": False, "explore": True}, builtin={"enabled": False})
     result = collect_all(cfg, layout, sandbox, ExploreSettings(call_budget=300, batch_episodes=25, min_envs=1))
     assert result.report.by_strategy == {"explore": result.report.trajectories}
     assert 300 <= result.coverage.steps < 400
@@ -70,7 +71,7 @@ def test_the_profile_composition_is_the_default_target(monkeypatch):
     composition is passed down (``resources.sets`` -> the ``composition`` resource)."""
     monkeypatch.setenv("ENVSIM_PROFILE", "small")
     assert Coverage(ExploreSettings()).targets()["b2:failure"] == int(1000 * 1.3)
-    targets = Coverage(ExploreSettings(), profile.PROFILES["small"].composition).targets()
+    targets = Coverage(ExploreSettings(), profile.named("small").composition()).targets()
     assert targets["b2:failure"] == int(60 * 1.3) and targets["b2:complex"] == int(120 * 1.3)
     assert targets["difficult"] == 100
 
@@ -78,7 +79,7 @@ def test_the_profile_composition_is_the_default_target(monkeypatch):
 def test_a_custom_composition_steers_collection(tmp_path, sandbox):
     """Exploration stops as soon as the composition in force is covered — long before the budget a
     default composition would spend."""
-    cfg = SourceConfig(bfcl_files=default_task_files(["base"]), bfcl_replay=False, bfcl_explore=True, builtin=False)
+    cfg = sources_config(bfcl={"categories": ["base"], "replay": False, "explore": True}, builtin={"enabled": False})
     comp = Composition((Cell("reads", "no_change", 5, "success", 0, 0),), {})
     result = collect_all(
         cfg,

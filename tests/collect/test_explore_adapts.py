@@ -13,13 +13,16 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig
 from pipeline.core import profile
 from pipeline.core.strata import Composition
+from pipeline.envs.registry import sources_config
 from pipeline.store.layout import DataLayout
 from tests.support.handwritten_corpus import THREE, write_corpus
 
 
 def _explore(tmp_path: Path, sandbox, envs: list[str], settings: ExploreSettings, name: str = "data"):
-    cfg = SourceConfig(
-        builtin=False, bfcl_files=(), bfcl_replay=False, envscaler=(write_corpus(tmp_path / "corpus", envs),)
+    cfg = sources_config(
+        bfcl={"categories": [], "task_files": (), "replay": False},
+        builtin={"enabled": False},
+        envscaler=(write_corpus(tmp_path / "corpus", envs),),
     )
     lines: list[str] = []
     layout = DataLayout.at(tmp_path / name)
@@ -52,7 +55,7 @@ def test_the_budget_scales_with_the_corpus_and_an_explicit_one_wins():
     assert "extended while calls found something new" in settings.budget_text(2, 60, 30, spent=20_000)
     assert ExploreSettings(call_budget=700).budget(3) == 700
     assert "call_budget` (now 700)" in ExploreSettings(call_budget=700).budget_setting(3)
-    assert ExploreSettings().max_call_budget == profile.DEFAULT.explore_call_budget
+    assert ExploreSettings().max_call_budget == profile.RunPolicy().explore_call_budget
 
 
 def test_a_target_is_unreachable_once_every_tool_plateaued_short_of_it():

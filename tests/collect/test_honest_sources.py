@@ -15,6 +15,7 @@ from dagster import materialize
 from assets.environments import environment_catalog
 from pipeline.collect.sources import SourceConfig, SourceError, env_items
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
 from resources import DataStoreResource, EnvironmentSourcesResource
 from tests.support.envscaler_corpus import COUNTER_CODE
 from tests.support.parallel import one_at_a_time
@@ -28,7 +29,7 @@ def _good(path: Path) -> Path:
 
 
 def _cfg(*corpora: EnvScalerCorpus) -> SourceConfig:
-    return SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=list(corpora))
+    return sources_config(bfcl={"categories": [], "replay": False}, builtin={"enabled": False}, envscaler=list(corpora))
 
 
 def test_a_missing_corpus_file_names_its_key(tmp_path):
@@ -81,7 +82,7 @@ def test_the_catalog_step_fails_with_the_one_line_cause(tmp_path):
         resources={
             "store": DataStoreResource(data_root=str(tmp_path / "data")),
             "sources": EnvironmentSourcesResource(
-                bfcl_categories=[], builtin=False, envscaler=[{"env_items": str(bad)}]
+                bfcl={"categories": []}, builtin={"enabled": False}, envscaler=[{"env_items": str(bad)}]
             ),
         },
     )

@@ -19,6 +19,7 @@ from pipeline.core.protocol import answer, messages, time_section, user_prompt
 from pipeline.core.strata import Cell
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
 from pipeline.evaluate.harness import evaluate
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import make_simulator, simulator_spec
@@ -51,10 +52,9 @@ def timed(tmp_path_factory, sandbox):
     tmp = tmp_path_factory.mktemp("clock")
     envs, scenarios = write_hub_corpus(tmp / "corpus")
     layout = DataLayout.at(tmp / "data")
-    cfg = SourceConfig(
-        bfcl_files=[],
-        bfcl_replay=False,
-        builtin=False,
+    cfg = sources_config(
+        bfcl={"categories": [], "replay": False},
+        builtin={"enabled": False},
         envscaler=[EnvScalerCorpus(envs, scenarios[0], more_scenarios=tuple(scenarios[1:]))],
     )
     items, issues = env_items(cfg)

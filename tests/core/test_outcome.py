@@ -24,6 +24,7 @@ from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
 from pipeline.envs.bfcl import BfclEnvironment
 from pipeline.envs.config import EnvScalerCorpus, SourceError
+from pipeline.envs.registry import sources_config
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import part_key
@@ -213,7 +214,9 @@ def test_the_rule_is_part_of_what_identifies_the_labeled_input(tmp_path):
     env_file.write_text("{}")
 
     def collection(rule):
-        cfg = SourceConfig(bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, outcome_rule=rule)])
+        cfg = sources_config(
+            bfcl={"replay": False}, builtin={"enabled": False}, envscaler=[EnvScalerCorpus(env_file, outcome_rule=rule)]
+        )
         return fingerprint(cfg, Sandbox(workers=1), None, None, None, None)
 
     assert (

@@ -14,6 +14,7 @@ from pipeline.collect.run import AgentRun, collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.core.progress import Progress, clock_text
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.registry import sources_config
 from pipeline.labeling.steps import label
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout
@@ -128,9 +129,9 @@ PHASE = re.compile(
 def test_collection_and_labeling_log_every_phase_with_its_total(tmp_path, sandbox):
     """bfcl replay, message-history replay, the agent, exploration and labeling each log a progress line
     with its total; the bfcl replay is not silent."""
-    cfg = SourceConfig(
-        bfcl_files=[_math_tasks(tmp_path)],
-        builtin_scenarios_per_env=1,
+    cfg = sources_config(
+        bfcl={"categories": [], "task_files": [_math_tasks(tmp_path)]},
+        builtin={"scenarios_per_env": 1},
         message_histories=[_histories(tmp_path / "histories.jsonl")],
     )
     layout = DataLayout.at(tmp_path / "data")

@@ -8,6 +8,7 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.core.strata import BALANCE2_GROUP_SQL, BALANCE2_GROUPS, BENCHMARK_CELL_SQL, BENCHMARK_CELLS
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.registry import sources_config
 from pipeline.labeling.steps import label
 from pipeline.quality.outcomes import check_outcomes
 from pipeline.store import queries
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory, sandbox):
     layout = DataLayout.at(tmp_path_factory.mktemp("default-run"))
-    cfg = SourceConfig()
+    cfg = sources_config()
     items, issues = env_items(cfg)
     build_catalog(layout, items, issues)
     collected = collect_all(cfg, layout, sandbox, ExploreSettings())

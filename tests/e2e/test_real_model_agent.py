@@ -32,6 +32,7 @@ from pipeline.collect.collector import collect
 from pipeline.collect.sources import SourceConfig, agent_tasks, env_items
 from pipeline.envs import registry
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.registry import sources_config
 from pipeline.execution.sandbox import Sandbox
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout
@@ -41,7 +42,7 @@ pytestmark = pytest.mark.slow
 
 MODEL = "smollm2-135m-instruct"
 SERVED = "smollm2"
-SOURCES = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=1)
+SOURCES = sources_config(bfcl={"replay": False}, builtin={"scenarios_per_env": 1})
 #: what a weak model needs to make any call at all: the tool format LLaMA-Factory's api parses, spelled out
 INSTRUCTED = (
     'Call get_book for book BK001. Answer only in this format:\nAction: get_book\nAction Input: {"book_id": "BK001"}'
@@ -181,7 +182,7 @@ def test_simulated_rollouts_with_the_real_model_as_simulator(
     layout: DataLayout = agent_run["layout"]
     resources = {
         "store": DataStoreResource(data_root=str(layout.root)),
-        "sources": EnvironmentSourcesResource(bfcl_replay=False, builtin_scenarios_per_env=1),
+        "sources": EnvironmentSourcesResource(bfcl={"replay": False}, builtin={"scenarios_per_env": 1}),
         "sandbox": SandboxResource(workers=1),
         "duckdb": DuckDBResource(database=str(tmp_path / "envsim.duckdb")),
     }

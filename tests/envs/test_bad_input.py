@@ -74,6 +74,7 @@ from pipeline.collect.sources import SourceConfig, env_items, exploration_scenar
 from pipeline.core.issues import TaskIssue
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
 from tests.conftest import make_task_file
 from tests.support.envscaler_corpus import ITEMS
 
@@ -144,10 +145,9 @@ def bad_corpus(tmp_path):
     ]
     scen_file = tmp_path / "scenarios.json"
     scen_file.write_bytes(_with_bad_byte(_json_bytes(scenarios), "naMARK"))
-    return SourceConfig(
-        bfcl_files=[],
-        bfcl_replay=False,
-        builtin=False,
+    return sources_config(
+        bfcl={"categories": [], "replay": False},
+        builtin={"enabled": False},
         envscaler=[EnvScalerCorpus(env_file, scen_file), EnvScalerCorpus(second)],
     )
 
@@ -286,8 +286,11 @@ def bad_histories(tmp_path, bad_corpus):
     ]
     path = tmp_path / "histories.jsonl"
     path.write_bytes(_with_bad_byte("\n".join(lines).encode() + b"\n", "naMARK"))
-    return SourceConfig(
-        bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=bad_corpus.envscaler, message_histories=[path]
+    return sources_config(
+        bfcl={"categories": [], "replay": False},
+        builtin={"enabled": False},
+        envscaler=bad_corpus.envscaler,
+        message_histories=[path],
     )
 
 

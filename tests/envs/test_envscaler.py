@@ -13,6 +13,7 @@ from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import label
@@ -32,7 +33,9 @@ def corpus_run(tmp_path_factory, fast_sandbox):
     sandbox = fast_sandbox
     tmp = tmp_path_factory.mktemp("envscaler")
     env_file, scen_file = write_corpus(tmp)
-    cfg = SourceConfig(bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, scen_file)])
+    cfg = sources_config(
+        bfcl={"replay": False}, builtin={"enabled": False}, envscaler=[EnvScalerCorpus(env_file, scen_file)]
+    )
     layout = DataLayout.at(tmp / "data")
     items, issues = env_items(cfg)
     build_catalog(layout, items, issues)

@@ -19,6 +19,7 @@ from pipeline.envs import envscaler
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.download import download_envscaler, downloaded_corpus
+from pipeline.envs.registry import sources_config
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.select.selection import build_benchmark
@@ -108,9 +109,9 @@ def test_download_through_the_hub_client(tmp_path):
     assert [p.name for p in result.scenarios] == ["EnvScaler-RL-Scenario.json", "train.jsonl"]
     corpus = downloaded_corpus(tmp_path / "data")
     assert corpus["env_items"] == str(result.env_items)
-    cfg = SourceConfig(
-        bfcl_files=[],
-        builtin=False,
+    cfg = sources_config(
+        bfcl={"categories": []},
+        builtin={"enabled": False},
         envscaler=[
             EnvScalerCorpus(
                 Path(corpus["env_items"]),
@@ -126,10 +127,9 @@ def test_download_through_the_hub_client(tmp_path):
 def _run(root: Path, corpus: tuple[Path, list[Path]], sandbox, budget: int = 240):
     layout = DataLayout.at(root)
     envs, scenarios = corpus
-    cfg = SourceConfig(
-        bfcl_files=[],
-        bfcl_replay=False,
-        builtin=False,
+    cfg = sources_config(
+        bfcl={"categories": [], "replay": False},
+        builtin={"enabled": False},
         envscaler=[EnvScalerCorpus(envs, scenarios[0], more_scenarios=tuple(scenarios[1:]))],
     )
     items, issues = env_items(cfg)

@@ -17,6 +17,7 @@ from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.core.outcome import DEFAULT_RULE_ID, observation_value, parse_rule
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import label
@@ -37,13 +38,12 @@ def box():
 def _config(tmp, rule):
     codes = rc.write(tmp / "codes", rc.CODES_ITEMS, rc.CODES_SCENARIOS)
     ace = rc.write(tmp / "acebench", rc.ACEBENCH_ITEMS, rc.ACEBENCH_SCENARIOS)
-    return SourceConfig(
-        bfcl_replay=False,
-        builtin=False,
-        explore_class_defaults=False,
+    return sources_config(
+        bfcl={"replay": False},
+        builtin={"enabled": False},
         envscaler=[
-            EnvScalerCorpus(*codes, prefix="codes", outcome_rule=rule),
-            EnvScalerCorpus(*ace, prefix="acebench"),
+            EnvScalerCorpus(*codes, prefix="codes", outcome_rule=rule, explore_class_defaults=False),
+            EnvScalerCorpus(*ace, prefix="acebench", explore_class_defaults=False),
         ],
     )
 

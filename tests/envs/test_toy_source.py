@@ -11,13 +11,14 @@ from pipeline.collect.sources import SourceConfig, disabled_sources, env_items
 from pipeline.envs import registry
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.partitions import parse_shard, partition_keys
+from pipeline.envs.registry import sources_config
 from pipeline.export.hf_layout import _licenses
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
 from tests.envs.toy_source import ToySource
 
 EXPLORE = ExploreSettings(call_budget=40, episode_length=4, batch_episodes=3, min_envs=1)
-CFG = SourceConfig(bfcl_files=[], builtin=False)  # only the toy source has environments
+CFG = sources_config(bfcl={"categories": []}, builtin={"enabled": False})  # only the toy source has environments
 
 
 @pytest.fixture
@@ -93,7 +94,7 @@ def test_the_toy_source_runs_through_the_dagster_assets(tmp_path, toy):
     checks = [c for c in defs.asset_checks if any(k.asset_key in wanted for k in c.check_keys)]
     resources = {
         **defs.resources,
-        "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False),
+        "sources": EnvironmentSourcesResource(bfcl={"categories": []}, builtin={"enabled": False}),
         "sandbox": SandboxResource(workers=1),
     }
     result = materialize(

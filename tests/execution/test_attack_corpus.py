@@ -48,6 +48,7 @@ import pytest
 
 from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.core.trajectory import Action, Trajectory
+from pipeline.envs.registry import sources_config
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from tests.support.attack_corpus import FAMILIES, Case, load_cases, write_corpus
@@ -465,8 +466,10 @@ def _e2e(root: Path, cases: list[Case]):
     from pipeline.store.versions import BENCHMARK
 
     env_file, scen_file = write_corpus(root / "corpus", cases)
-    cfg = SourceConfig(
-        bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(env_file, scen_file)]
+    cfg = sources_config(
+        bfcl={"categories": [], "replay": False},
+        builtin={"enabled": False},
+        envscaler=[EnvScalerCorpus(env_file, scen_file)],
     )
     items, issues = env_items(cfg)
     layout = DataLayout.at(root / "data")

@@ -13,6 +13,7 @@ import pytest
 
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs.envscaler import EnvItem
+from pipeline.envs.registry import sources_config
 
 _HEADER = """
 import datetime
@@ -275,10 +276,9 @@ def test_benign_corpus_is_collected_labeled_and_not_quarantined(tmp_path, sandbo
     corpus.mkdir()
     (corpus / "191_env_metadata.json").write_text(json.dumps(items))
     (corpus / "scenarios.json").write_text(json.dumps(scenarios))
-    cfg = SourceConfig(
-        bfcl_files=[],
-        bfcl_replay=False,
-        builtin=False,
+    cfg = sources_config(
+        bfcl={"categories": [], "replay": False},
+        builtin={"enabled": False},
         envscaler=[EnvScalerCorpus(corpus / "191_env_metadata.json", corpus / "scenarios.json")],
     )
     layout = DataLayout.at(tmp_path / "data")

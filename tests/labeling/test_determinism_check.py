@@ -19,6 +19,7 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.determinism import check_determinism, failed_checks
@@ -107,7 +108,9 @@ def write_corpus(directory: Path) -> tuple[Path, Path]:
 
 def corpus_config(directory: Path) -> SourceConfig:
     envs, scen = write_corpus(directory)
-    return SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=[EnvScalerCorpus(envs, scen)])
+    return sources_config(
+        bfcl={"categories": [], "replay": False}, builtin={"enabled": False}, envscaler=[EnvScalerCorpus(envs, scen)]
+    )
 
 
 EXPLORE = ExploreSettings(seed=5, call_budget=120, batch_episodes=8, min_envs=1, episode_length=5, mutate_rate=0.1)
@@ -176,7 +179,7 @@ def _materialize(tmp_path: Path, strict: bool):
         CompositionResource,
         DataStoreResource,
         EnvironmentSourcesResource,
-        EnvScalerCorpusConfig,
+        RunPolicyResource,
         SandboxResource,
     )
 
@@ -185,13 +188,13 @@ def _materialize(tmp_path: Path, strict: bool):
     resources = {
         "store": DataStoreResource(data_root=str(root)),
         "sources": EnvironmentSourcesResource(
-            bfcl_categories=[],
-            bfcl_replay=False,
-            builtin=False,
-            envscaler=[EnvScalerCorpusConfig(env_items=str(envs), scenarios=str(scen))],
+            bfcl={"categories": [], "replay": False},
+            builtin={"enabled": False},
+            envscaler=[dict(env_items=str(envs), scenarios=str(scen))],
         ),
         "sandbox": SandboxResource(workers=2, call_timeout_s=10),
         "composition": CompositionResource(),
+        "run_policy": RunPolicyResource(),
         "duckdb": DuckDBResource(database=str(root / "envsim.duckdb")),
     }
     explore = {

@@ -15,6 +15,7 @@ import yaml
 
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.quality.environment_report import environment_report
 from pipeline.quality.environment_yield import (
@@ -132,10 +133,9 @@ def test_the_accepted_corpus_is_the_good_environments_in_envscalers_layout_and_l
     source = run["resources"]["sources"]["config"]
     assert source["builtin"] is False and source["bfcl_categories"] == []
     [entry] = source["envscaler"]
-    cfg = SourceConfig(
-        bfcl_files=[],
-        bfcl_replay=False,
-        builtin=False,
+    cfg = sources_config(
+        bfcl={"categories": [], "replay": False},
+        builtin={"enabled": False},
         envscaler=[EnvScalerCorpus(Path(entry["env_items"]), Path(entry["scenarios"]), entry["prefix"])],
     )
     loaded, issues = env_items(cfg)

@@ -16,10 +16,15 @@ from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import AgentRun
 from pipeline.collect.sources import SourceConfig
 from pipeline.core.fields import description, setting
+from pipeline.core.profile import RunPolicy
 from pipeline.core.strata import Cell
 from pipeline.curriculum.mixture import CurriculumSpec
+from pipeline.envs import registry
 from pipeline.envs.bfcl_tasks import BfclTaskFile
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
+from pipeline.envs.sources.bfcl import BfclSettings
+from pipeline.envs.sources.builtin import BuiltinSettings
 from pipeline.evaluate.simulator_spec import EndpointSettings, RecordedSettings
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.execution.child import Limits
@@ -30,9 +35,8 @@ from pipeline.training.launchers import JobSpec
 from pipeline.training.llamafactory import TrainSettings
 from pipeline.training.serve import ServeSpec
 from resources import CompositionResource, EnvironmentSourcesResource, JobLauncherResource, SandboxResource
-from resources.composition import CellConfig
-from resources.config_from import config_from
-from resources.environments import BfclTaskFileConfig, EnvScalerCorpusConfig
+from resources.composition import CellConfig, RunPolicyResource
+from resources.config_from import config_from, nested
 
 # (Dagster class, dataclass, the dataclass fields it does not derive, fields of its own (some of them), config keys
 # renamed)
@@ -76,16 +80,13 @@ PAIRS = [
     ),
     (CurriculumConfig, CurriculumSpec, {"run_id"}, {"simulator", "split_version", "make_current"}, {}),
     (SandboxResource, Limits, set(), {"workers", "isolation"}, {}),
-    (
-        EnvironmentSourcesResource,
-        SourceConfig,
-        {"bfcl_files", "envscaler"},
-        {"bfcl_categories", "bfcl_task_files", "envscaler"},
-        {},
-    ),
-    (BfclTaskFileConfig, BfclTaskFile, set(), set(), {}),
-    (EnvScalerCorpusConfig, EnvScalerCorpus, set(), set(), {}),
+    (EnvironmentSourcesResource, SourceConfig, {"sections"}, {"bfcl", "builtin", "envscaler"}, {}),
+    (nested(BfclSettings), BfclSettings, set(), set(), {}),
+    (nested(BuiltinSettings), BuiltinSettings, set(), set(), {}),
+    (nested(BfclTaskFile), BfclTaskFile, set(), set(), {}),
+    (nested(EnvScalerCorpus), EnvScalerCorpus, set(), set(), {}),
     (CellConfig, Cell, set(), set(), {}),
+    (RunPolicyResource, RunPolicy, set(), set(), {}),
     (
         JobLauncherResource,
         JobSpec,
@@ -146,7 +147,7 @@ def test_every_derived_field_says_what_it_is():
 
 
 def test_default_config_builds_the_default_dataclass():
-    assert CollectionConfig().settings(CompositionResource().explore_call_budget) == ExploreSettings()
+    assert CollectionConfig().settings(RunPolicyResource().explore_call_budget) == ExploreSettings()
     assert (
         CollectionConfig(call_budget=7).settings(60_000).call_budget == 7
     )  # a config's budget wins over the resource's
@@ -156,7 +157,8 @@ def test_default_config_builds_the_default_dataclass():
     assert TrainConfig().to_domain() == TrainSettings()
     assert CurriculumConfig().to_domain(run_id="r@v") == CurriculumSpec(run_id="r@v")
     assert SandboxResource().limits() == Limits()
-    assert EnvironmentSourcesResource(envscaler=[]).config(DataLayout.at("unused")) == SourceConfig()
+    derived, default = EnvironmentSourcesResource(envscaler=[]).config(DataLayout.at("unused")), sources_config()
+    assert all(derived.of(s) == default.of(s) for s in registry.sources())
     assert JobLauncherResource().to_domain(name="j", script="true", workdir=Path("/w")) == JobSpec(
         "j", "true", Path("/w")
     )
@@ -219,13 +221,17 @@ def test_literal_fields_are_checked():
         SimulatorConfig(name="s", kind="bogus")
 
 
-def test_what_cannot_be_derived_is_refused():
+def test_a_nested_dataclass_is_a_nested_config_and_back():
     @dataclasses.dataclass
     class Nested:
         inner: _Knobs = dataclasses.field(default_factory=lambda: _Knobs(name="x"))
+        more: tuple[_Knobs, ...] = ()
 
-    with pytest.raises(TypeError, match="Nested.inner"):
-        config_from(Nested)
+    config = config_from(Nested)(more=[{"name": "y"}])
+    assert config.to_domain() == Nested(_Knobs(name="x"), (_Knobs(name="y"),))
+
+
+def test_what_cannot_be_derived_is_refused():
     with pytest.raises(TypeError, match="no field"):
         config_from(_Knobs, exclude={"nope"})
     with pytest.raises(TypeError, match="dataclasses"):

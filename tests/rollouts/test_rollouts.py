@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.core.protocol import answer
 from pipeline.envs.catalog import load_blobs
+from pipeline.envs.registry import sources_config
 from pipeline.evaluate.simulators import SimulatorSpec, make_simulator, simulator_spec
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.rollouts import store
@@ -46,7 +47,7 @@ def _source_turns():
     """The user turns of the tasks of the sources the layout was collected from (its builtin scenarios)."""
     from pipeline.collect.sources import SourceConfig, env_items, task_turns
 
-    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=2)
+    cfg = sources_config(bfcl={"replay": False}, builtin={"scenarios_per_env": 2})
     return task_turns(cfg, env_items(cfg)[0])
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from pipeline.collect.sources import SourceConfig, agent_tasks, env_items, task_turns
 from pipeline.envs.catalog import load_blobs
+from pipeline.envs.registry import sources_config
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.report.tables import Markdown, Table
 from pipeline.rollouts import store
@@ -48,7 +49,7 @@ def test_the_oracle_check_fails_on_any_drift_or_mismatch_and_passes_when_not_rol
 
 
 def test_recorded_tasks_rolled_out_by_each_simulator_and_reported(layout, sandbox):
-    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=2)
+    cfg = sources_config(bfcl={"replay": False}, builtin={"scenarios_per_env": 2})
     tasks, warnings = rollout_tasks(layout, None, task_turns(cfg, env_items(cfg)[0]), 6, 0, [], 1)
     assert len(tasks) == 6 and warnings == []
     assert all(t.turns for t in tasks)  # every recorded task's question is known to the configured sources
@@ -70,7 +71,7 @@ def test_recorded_tasks_rolled_out_by_each_simulator_and_reported(layout, sandbo
 
 
 def test_an_llm_agents_tasks_are_rolled_out_as_picked_with_their_questions(layout):
-    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=2)
+    cfg = sources_config(bfcl={"replay": False}, builtin={"scenarios_per_env": 2})
     picked = agent_tasks(cfg, env_items(cfg)[0], ["builtin"], 3)
     tasks, warnings = rollout_tasks(layout, picked, None, 40, 0, [], 2)
     assert warnings == [] and [t.key for t in tasks] == [t.task_id for t in picked]

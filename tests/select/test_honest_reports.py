@@ -13,12 +13,13 @@ from pipeline.__main__ import summary
 from pipeline.collect.sources import SourceConfig, disabled_sources
 from pipeline.core.strata import Cell
 from pipeline.envs import builtin
+from pipeline.envs.registry import sources_config
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.select.stratify import cell_table, stratify
 from pipeline.store import queries
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import MIXTURE, SplitStore
-from resources import DataStoreResource, EnvironmentSourcesResource, EnvScalerCorpusConfig
+from resources import DataStoreResource, EnvironmentSourcesResource
 from tests.support.hub_corpus import write_hub_corpus
 from tests.support.metadata import text
 
@@ -39,16 +40,18 @@ def test_catalog_does_not_count_disabled_sources(tmp_path):
     import pyarrow.parquet as pq
 
     envs, scenarios = write_hub_corpus(tmp_path / "corpus")
-    corpus = [EnvScalerCorpusConfig(env_items=str(envs), scenarios=str(scenarios[0]))]
-    meta = _catalog(tmp_path / "a", builtin=False, bfcl_categories=[], bfcl_replay=False, envscaler=corpus)
+    corpus = [dict(env_items=str(envs), scenarios=str(scenarios[0]))]
+    meta = _catalog(
+        tmp_path / "a", builtin={"enabled": False}, bfcl={"categories": [], "replay": False}, envscaler=corpus
+    )
     listed = pq.read_table(tmp_path / "a" / "data" / "environments.parquet").column("env_id").to_pylist()
     assert meta["environments"].value == 3 == len(listed) and all(e.startswith("envscaler/") for e in listed)
-    assert "bfcl" in text(meta["disabled_sources"]) and "builtin: false" in text(meta["disabled_sources"])
+    assert "bfcl" in text(meta["disabled_sources"]) and "builtin.enabled: false" in text(meta["disabled_sources"])
     assert "bfcl" not in text(meta["by_source"]) and "builtin" not in text(meta["by_source"])
     # bfcl categories given but neither replayed nor explored: still disabled
-    meta = _catalog(tmp_path / "b", builtin=True, bfcl_replay=False, bfcl_explore=False, envscaler=[])
+    meta = _catalog(tmp_path / "b", bfcl={"replay": False, "explore": False}, envscaler=[])
     assert meta["environments"].value == len(builtin.parsed_items())
-    assert "bfcl_replay and bfcl_explore are off" in text(meta["disabled_sources"])
+    assert "replay and explore are off (resources.sources.bfcl)" in text(meta["disabled_sources"])
     assert "no EnvScaler corpus" in text(meta["disabled_sources"])
 
 
@@ -56,14 +59,14 @@ def test_enabled_sources_rules():
     def bfcl_enabled(cfg):
         return "bfcl" not in disabled_sources(cfg)
 
-    assert bfcl_enabled(SourceConfig())
-    assert not bfcl_enabled(SourceConfig(bfcl_files=[]))
-    assert not bfcl_enabled(SourceConfig(bfcl_replay=False))
-    assert bfcl_enabled(SourceConfig(bfcl_replay=False, bfcl_explore=True))
+    assert bfcl_enabled(sources_config())
+    assert not bfcl_enabled(sources_config(bfcl={"categories": []}))
+    assert not bfcl_enabled(sources_config(bfcl={"replay": False}))
+    assert bfcl_enabled(sources_config(bfcl={"replay": False, "explore": True}))
     assert bfcl_enabled(
-        SourceConfig(bfcl_files=[], message_histories=[Path("h.jsonl")])
+        sources_config(bfcl={"categories": []}, message_histories=[Path("h.jsonl")])
     )  # histories may name bfcl envs
-    assert disabled_sources(SourceConfig()) == {
+    assert disabled_sources(sources_config()) == {
         "envscaler": "no EnvScaler corpus configured (resources.sources.envscaler is empty)"
     }
 

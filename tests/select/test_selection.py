@@ -230,7 +230,7 @@ def test_step_table_suite_validates_whole_chunks_not_one_call_per_part(bfcl_layo
 def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     from assets.automation import splits_on_new_steps, weekly_splits
     from assets.selection import benchmark_split, sft_mixture, step_strata
-    from resources import CompositionResource, DataStoreResource
+    from resources import CompositionResource, DataStoreResource, RunPolicyResource
 
     layout = DataLayout.at(tmp_path / "data")
     shutil.copytree(bfcl_layout.root, layout.root)
@@ -240,6 +240,7 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
         "store": DataStoreResource(data_root=str(layout.root)),
         "duckdb": DuckDBResource(database=str(layout.duckdb)),
         "composition": CompositionResource(mixture_sizes=sizes),
+        "run_policy": RunPolicyResource(),
     }
     run_config = {"ops": {"benchmark_split": {"config": {"on_shortfall": "warn", "seed": 4}}}}
     result = materialize([step_strata, benchmark_split, sft_mixture], resources=resources, run_config=run_config)
@@ -314,7 +315,7 @@ def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout,
     from pipeline.__main__ import summary
     from pipeline.select.selection import composition_in_force
     from pipeline.store import queries
-    from resources import CompositionResource, DataStoreResource
+    from resources import CompositionResource, DataStoreResource, RunPolicyResource
     from resources.composition import CellConfig
 
     layout = DataLayout.at(tmp_path / "data")
@@ -330,6 +331,7 @@ def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout,
             "store": DataStoreResource(data_root=str(layout.root)),
             "duckdb": DuckDBResource(database=str(layout.duckdb)),
             "composition": CompositionResource(cells=[CellConfig(**c) for c in cells], mixture_sizes={"simple": 9}),
+            "run_policy": RunPolicyResource(),
         },
     )
     meta = result.get_asset_materialization_events()[0].event_specific_data.materialization.metadata

@@ -20,6 +20,7 @@ from pipeline.envs import registry
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
 from pipeline.export.hf_layout import export_split
 from pipeline.labeling.steps import label
 from pipeline.select.selection import build_benchmark, build_mixture
@@ -75,7 +76,11 @@ def run(tmp_path_factory, sandbox):
     DuckDB file synced."""
     tmp = tmp_path_factory.mktemp("contract")
     layout = DataLayout.at(tmp / "data")
-    cfg = SourceConfig(bfcl_files=[_bfcl_subset(tmp)], builtin_scenarios_per_env=2, envscaler=[_corpus(tmp)])
+    cfg = sources_config(
+        bfcl={"categories": [], "task_files": [_bfcl_subset(tmp)]},
+        builtin={"scenarios_per_env": 2},
+        envscaler=[_corpus(tmp)],
+    )
     items, issues = env_items(cfg)
     build_catalog(layout, items, issues)
     collect_all(cfg, layout, sandbox, ExploreSettings(call_budget=1500, batch_episodes=40))

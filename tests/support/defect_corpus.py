@@ -22,6 +22,7 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
+from pipeline.envs.registry import sources_config
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.determinism import check_determinism
@@ -304,7 +305,7 @@ def build_defect_layout(root: Path, call_budget: int = 300) -> tuple[DataLayout,
     for determinism in a sandbox of its own (other worker processes, other addresses: the tagger is caught) and
     stratified, as the default job does before the quality gate."""
     corpus = EnvScalerCorpus(*write_defect_corpus(root / "corpus"))
-    cfg = SourceConfig(bfcl_files=[], bfcl_replay=False, builtin=False, envscaler=[corpus])
+    cfg = sources_config(bfcl={"categories": [], "replay": False}, builtin={"enabled": False}, envscaler=[corpus])
     layout = DataLayout.at(root / "data")
     items, issues = env_items(cfg)
     build_catalog(layout, items, issues, disabled=("bfcl",))

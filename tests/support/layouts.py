@@ -11,6 +11,7 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.core.protocol import answer, messages
 from pipeline.envs.catalog import build_catalog
+from pipeline.envs.registry import sources_config
 from pipeline.select.selection import build_benchmark
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
@@ -19,7 +20,7 @@ from pipeline.store.layout import DataLayout
 def collected_builtin(root, sandbox, scenarios_per_env: int, call_budget: int, batch_episodes: int) -> DataLayout:
     """The builtin environments (no bfcl replay) in a catalog at ``root``, explored within ``call_budget``."""
     layout = DataLayout.at(root)
-    cfg = SourceConfig(bfcl_replay=False, builtin_scenarios_per_env=scenarios_per_env)
+    cfg = sources_config(bfcl={"replay": False}, builtin={"scenarios_per_env": scenarios_per_env})
     items, issues = env_items(cfg)
     build_catalog(layout, items, issues)
     collect_all(cfg, layout, sandbox, ExploreSettings(call_budget=call_budget, batch_episodes=batch_episodes))

@@ -32,7 +32,7 @@ def main(data: Path) -> None:
     checks = [c for c in defs.asset_checks if any(k.asset_key in wanted for k in c.check_keys)]
     resources = {
         **defs.resources,
-        "sources": EnvironmentSourcesResource(bfcl_categories=[], builtin=False),
+        "sources": EnvironmentSourcesResource(bfcl={"categories": []}, builtin={"enabled": False}),
         "sandbox": SandboxResource(workers=1),
     }
     result = materialize(
