@@ -154,15 +154,35 @@ def test_a_plugin_that_fails_to_load_is_named(tmp_path):
     assert PluginError.__module__ == "pipeline.core.registry"
 
 
+#: a profile outside the tree, one file: the run's defaults in every section, the plugin source's settings included
+MEDIUM = """
+[sources.bfcl]
+categories = []
+
+[sources.builtin]
+enabled = false
+
+[sources.counter]
+tasks = 2
+outcome_rule = {failure_if = [{key = "value", equals = 0}], extends_default = true}
+
+[run_policy]
+explore_call_budget = 60
+"""
+
+
 def test_a_plugin_package_runs_through_the_dag(plugin_site, tmp_path):
     """The plugin's source is collected and its trajectories labeled in the sandbox (bwrap: its worker sees the
     plugin only through the bound directory), a benchmark is picked from its steps, and its simulator kind is
     scored by ``simulator_eval`` — all through the code location's own assets, in a process that has the
-    plugin installed and no file of the tree changed."""
+    plugin installed and no file of the tree changed. The run's defaults come from a ``medium`` profile, one file
+    outside the tree, which also configures the plugin's source: its own setting (``tasks``) and an outcome rule
+    (a counter back at 0 is a refusal in this source's convention) reach collection and labeling."""
     data = tmp_path / "data"
+    (tmp_path / "medium.toml").write_text(MEDIUM)
     status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
     run = subprocess.run(
-        [sys.executable, "-m", "tests.support.plugin_dag", str(data)],
+        [sys.executable, "-m", "tests.support.plugin_dag", str(data), str(tmp_path / "medium.toml")],
         env=_with_plugin(plugin_site),
         cwd=ROOT,
         capture_output=True,
@@ -175,10 +195,15 @@ def test_a_plugin_package_runs_through_the_dag(plugin_site, tmp_path):
     assert out["sources"][-1] == "counter" and out["kinds"][-1] == "echo"
     assert out["catalog"] == [["counter", "counter/counter"]]
     assert out["trajectory_sources"] == ["counter"]
+    assert out["tasks"] == ["counter-0", "counter-1"]  # the source's own setting, from the profile
+    outcomes = {(tool, outcome) for tool, outcome, _ in out["outcomes"]}
+    assert ("reset", "failure") in outcomes and ("reset", "success") not in outcomes  # its declared rule labeled them
+    assert {rule for _, _, rule in out["outcomes"]} != {"default"}
     assert out["steps"] and {env for env, _ in out["steps"]} == {"counter/counter"}
     runs = {name: (samples, fm, cm) for name, samples, fm, cm in out["eval_runs"]}
     assert set(runs) == {"oracle", "echo", "echo-said"} and runs["echo"][0] == runs["oracle"][0] > 0
     assert runs["echo"][1:] == (100.0, 100.0)
     assert runs["echo-said"][2] == 100.0 and runs["echo-said"][1] < 100.0  # its own setting reached it
-    assert out["failed_checks"] == [] or set(out["failed_checks"]) <= {"composition_matches"}, out["failed_checks"]
+    # warnings a 1-environment corpus earns: cells it cannot fill, and a failure share the check finds implausible
+    assert set(out["failed_checks"]) <= {"composition_matches", "outcome_labels_plausible"}, out["failed_checks"]
     assert subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout == status

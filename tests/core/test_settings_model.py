@@ -110,3 +110,21 @@ def test_the_schedule_setting_accepts_what_dagster_schedules(cron):
     except ValueError:
         ours = False
     assert ours == is_valid_cron_string(cron), cron
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("ENVSIM_LAUNCHER", "lsf", "ENVSIM_LAUNCHER must be one of local, slurm, got 'lsf'"),
+        ("ENVSIM_SANDBOX", "docker", "ENVSIM_SANDBOX must be one of bwrap, trusted, got 'docker'"),
+        ("ENVSIM_EXECUTOR", "spark", "ENVSIM_EXECUTOR must be one of multiprocess, in_process, celery, k8s, got"),
+        ("ENVSIM_PROFILE", "medium", "ENVSIM_PROFILE must be a profile (default, small) or the path of a profile"),
+    ],
+)
+def test_a_setting_with_a_fixed_set_of_values_is_checked_by_the_model(variable, value, says):
+    """A choice is a ``Literal`` of ``Settings`` (a profile: a file): an unknown one fails where it is read, naming
+    the choices — never silently the default (an unknown launcher was ``local`` before)."""
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({variable: value})
+    assert str(err.value).startswith(says), str(err.value)
+    assert Settings.from_env({"ENVSIM_EXECUTOR": "IN_PROCESS"}).executor == "in_process"

@@ -102,7 +102,7 @@ def test_the_first_config_file_wins_in_the_run_as_in_the_check(tmp_path):
     corpus.write_text("{}")
     first = tmp_path / "first.yaml"
     first.write_text(
-        "resources:\n  sources:\n    config:\n      builtin: false\n      bfcl_categories: []\n"
+        "resources:\n  sources:\n    config:\n      builtin: {enabled: false}\n      bfcl: {categories: []}\n"
         f"      envscaler:\n        - {{env_items: {corpus}}}\n"
         "ops:\n  benchmark_split:\n    config:\n      seed: 3\n"
     )
@@ -117,14 +117,23 @@ def test_the_first_config_file_wins_in_the_run_as_in_the_check(tmp_path):
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
-        ("ENVSIM_PROFILE", "bogus", "ENVSIM_PROFILE='bogus' is not a profile: set it to one of default, small"),
+        (
+            "ENVSIM_PROFILE",
+            "bogus",
+            "ENVSIM_PROFILE must be a profile (default, small) or the path of a profile's .toml file, got 'bogus'",
+        ),
         ("ENVSIM_SHARDS", "two", "ENVSIM_SHARDS must be a whole number >= 1, got 'two'"),
         (
             "ENVSIM_SANDBOX",
             "docker",
-            "ENVSIM_SANDBOX='docker' is not a sandbox isolation: set it to one of bwrap, trusted",
+            "ENVSIM_SANDBOX must be one of bwrap, trusted, got 'docker'",
         ),
-        ("ENVSIM_EXECUTOR", "spark", "ENVSIM_EXECUTOR='spark' is not an executor"),
+        (
+            "ENVSIM_EXECUTOR",
+            "spark",
+            "ENVSIM_EXECUTOR must be one of multiprocess, in_process, celery, k8s, got 'spark'",
+        ),
+        ("ENVSIM_LAUNCHER", "lsf", "ENVSIM_LAUNCHER must be one of local, slurm, got 'lsf'"),  # not `local` silently
         ("ENVSIM_PARALLEL_RUNS", "all", "ENVSIM_PARALLEL_RUNS must be a whole number >= 1, got 'all'"),
         (
             "ENVSIM_SPLIT_CRON",
@@ -369,7 +378,7 @@ def test_a_config_file_and_config_json_combine(tmp_path):
     corpus.write_text("{}")
     config = tmp_path / "run.yaml"
     config.write_text(
-        "resources:\n  sources:\n    config:\n      builtin: false\n      bfcl_categories: []\n"
+        "resources:\n  sources:\n    config:\n      builtin: {enabled: false}\n      bfcl: {categories: []}\n"
         f"      envscaler:\n        - {{env_items: {corpus}}}\n"
     )
     proc = _forge(

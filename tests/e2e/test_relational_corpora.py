@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def forge_run(tmp_path: Path, entries: list[dict]) -> tuple[str, int, DataLayout]:
     config = tmp_path / "run.yaml"
-    sources = {"builtin": False, "bfcl_categories": [], "envscaler": entries}
+    sources = {"builtin": {"enabled": False}, "bfcl": {"categories": []}, "envscaler": entries}
     config.write_text(yaml.safe_dump({"resources": {"sources": {"config": sources}}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
     env.update(DAGSTER_HOME=str(tmp_path / "home"), ENVSIM_DATA_ROOT=str(tmp_path / "data"))

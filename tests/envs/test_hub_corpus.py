@@ -223,9 +223,8 @@ def test_forge_run_quarantines_the_nondeterministic_environment(tmp_path, strict
                 "resources": {
                     "sources": {
                         "config": {
-                            "builtin": False,
-                            "bfcl_categories": [],
-                            "bfcl_replay": False,
+                            "builtin": {"enabled": False},
+                            "bfcl": {"categories": [], "replay": False},
                             "envscaler": [
                                 {
                                     "env_items": str(envs),

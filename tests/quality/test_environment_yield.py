@@ -131,7 +131,7 @@ def test_the_accepted_corpus_is_the_good_environments_in_envscalers_layout_and_l
     # the run config reads it back: the pipeline's own loader gives exactly the accepted environments
     run = yaml.safe_load(accepted.run_config.read_text())
     source = run["resources"]["sources"]["config"]
-    assert source["builtin"] is False and source["bfcl_categories"] == []
+    assert source["builtin"] == {"enabled": False} and source["bfcl"] == {"categories": []}
     [entry] = source["envscaler"]
     cfg = sources_config(
         bfcl={"categories": [], "replay": False},

@@ -1,8 +1,9 @@
-"""``python -m tests.support.plugin_dag DATA_ROOT``: the code location's own assets, materialised with real
+"""``python -m tests.support.plugin_dag DATA_ROOT PROFILE``: the code location's own assets, materialised with real
 Dagster in this process — environment_catalog -> trajectories -> labeled_steps -> step_strata -> benchmark_split
--> simulator_eval, with their checks — with only the installed plugins' environment sources on (no bfcl, no
-builtin pack) and the simulators ``oracle`` and the plugin kind ``echo`` (twice: with its defaults, and with
-its own setting ``feedback`` in its ``echo:`` section). Prints what landed, as JSON.
+-> simulator_eval, with their checks — under the profile file ``PROFILE`` (outside the tree: it turns bfcl and the
+builtin pack off and configures the plugin's source, its settings and its outcome rule), and the simulators
+``oracle`` and the plugin kind ``echo`` (twice: with its defaults, and with its own setting ``feedback`` in its
+``echo:`` section). Prints what landed, as JSON.
 Run by tests/core/test_plugin_package.py in a process that sees the plugin package (its ``PYTHONPATH``)."""
 
 from __future__ import annotations
@@ -20,21 +21,17 @@ from pipeline.core.settings import Settings
 from pipeline.envs import registry
 from pipeline.evaluate import simulators
 from pipeline.store.layout import DataLayout
-from resources import EnvironmentSourcesResource, SandboxResource
+from resources import SandboxResource
 
 ASSETS = ("environment_catalog", "trajectories", "labeled_steps", "step_strata", "benchmark_split", "simulator_eval")
 
 
-def main(data: Path) -> None:
-    defs = build_definitions(Settings(data_root=data))
+def main(data: Path, profile: str) -> None:
+    defs = build_definitions(Settings(data_root=data, profile=profile))
     wanted = [AssetKey(k) for k in ASSETS]
     assets = [a for a in defs.assets if any(k in wanted for k in a.keys)]
     checks = [c for c in defs.asset_checks if any(k.asset_key in wanted for k in c.check_keys)]
-    resources = {
-        **defs.resources,
-        "sources": EnvironmentSourcesResource(bfcl={"categories": []}, builtin={"enabled": False}),
-        "sandbox": SandboxResource(workers=1),
-    }
+    resources = {**defs.resources, "sandbox": SandboxResource(workers=1)}
     result = materialize(
         [*assets, *checks],
         resources=resources,
@@ -42,9 +39,7 @@ def main(data: Path) -> None:
         run_config={
             "resources": {"store": {"config": {"data_root": str(data)}}},
             "ops": {
-                "trajectories": {
-                    "config": {"call_budget": 60, "episode_length": 4, "batch_episodes": 4, "min_envs": 1}
-                },
+                "trajectories": {"config": {"episode_length": 4, "batch_episodes": 4, "min_envs": 1}},
                 "simulator_eval": {
                     "config": {
                         "simulators": [
@@ -67,7 +62,16 @@ def main(data: Path) -> None:
     if layout.environments.exists():
         out["catalog"] = [[r["source"], r["env_id"]] for r in pq.read_table(layout.environments).to_pylist()]
     if layout.trajectories.exists():
-        out["trajectory_sources"] = sorted({r["source"] for r in pq.read_table(layout.trajectories).to_pylist()})
+        rows = pq.read_table(layout.trajectories).to_pylist()
+        out["trajectory_sources"] = sorted({r["source"] for r in rows})
+        out["tasks"] = sorted({r["task_id"] for r in rows})
+    out["outcomes"] = sorted(
+        {
+            (r["tool"], r["outcome"], r["outcome_rule"])
+            for part in layout.step_parts()
+            for r in pq.read_table(part, columns=["tool", "outcome", "outcome_rule"]).to_pylist()
+        }
+    )
     out["steps"] = sorted(
         {
             (r["env_id"], r["tool"])
@@ -90,4 +94,4 @@ def main(data: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2])

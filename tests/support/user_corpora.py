@@ -775,8 +775,8 @@ def run_config(env_file: Path, scen_file: Path, **ops: Any) -> dict[str, Any]:
         "resources": {
             "sources": {
                 "config": {
-                    "builtin": False,
-                    "bfcl_categories": [],
+                    "builtin": {"enabled": False},
+                    "bfcl": {"categories": []},
                     "envscaler": [{"env_items": str(env_file), "scenarios": str(scen_file), "license": "test corpus"}],
                 }
             }

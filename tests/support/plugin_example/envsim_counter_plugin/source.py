@@ -5,10 +5,12 @@ which the sandbox worker preloads: the plugin is registered there too, from its 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 
+from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
 from pipeline.envs import envscaler
-from pipeline.envs.config import SourceConfig
+from pipeline.envs.config import SourceConfig, SourceSettings
 from pipeline.envs.records import FirstSeen
 from pipeline.envs.source import EnvironmentSource, SourceTask
 
@@ -41,8 +43,16 @@ class Counter:
 '''
 
 
+@dataclass(frozen=True)
+class CounterSettings(SourceSettings):
+    """The counter source's settings (its section ``counter:`` of the run config, ``[sources.counter]`` of a
+    profile); like every source's, they may declare an ``outcome_rule``."""
+
+    tasks: int = setting(4, "How many starting values exploration runs from.")
+
+
 class CounterSource(EnvironmentSource):
-    """One counter environment; ``tasks``: how many starting values exploration runs from."""
+    """One counter environment (:class:`CounterSettings`)."""
 
     name = "counter"  # the entry point's name; partitions counter-0, counter-1, …
     adapter = envscaler.SOURCE  # built and run by the envscaler adapter
@@ -50,9 +60,7 @@ class CounterSource(EnvironmentSource):
     license = "CC0-1.0"
     card_license = "CC0-1.0 (counter plugin)"
     modules = ("envsim_counter_plugin",)  # imported in the sandbox worker: the frozen clock rebinds their names
-
-    def __init__(self, tasks: int = 4) -> None:
-        self.tasks = tasks
+    settings = CounterSettings
 
     def preload(self) -> None:
         importlib.import_module("envsim_counter_plugin.clock")  # in the sandbox worker, before the fork
@@ -75,5 +83,5 @@ class CounterSource(EnvironmentSource):
             SourceTask(f"counter-{i}", item.spec({"value": i}), (text,), text=text)
             for item in items
             if item.qualified_id == "counter/counter"
-            for i in range(self.tasks)
+            for i in range(cfg.of(self).tasks)
         ], []
