@@ -19,10 +19,10 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets.metadata import frame_table, parquet_metadata, suite_table
+from pipeline.core.decontamination import DECONTAMINATION, DEFAULT_DECONTAMINATION
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.select.selection import (
-    DECONTAMINATION_KEYS,
-    DEFAULT_DECONTAMINATION,
+    MIXTURE_COMPOSITIONS,
     SelectionResult,
     build_benchmark,
     build_mixture,
@@ -194,8 +194,10 @@ def benchmark_split(
     )
 
 
-#: the decontamination rules as a config enum (a mistyped value is refused at launch, listing them)
-Decontaminate = Enum("Decontaminate", {name: name for name in DECONTAMINATION_KEYS}, type=str)
+#: the decontamination rules and the mixture compositions (registries: plugins' included) as config enums (a
+#: mistyped value is refused at launch, listing them)
+Decontaminate = Enum("Decontaminate", {name: name for name in DECONTAMINATION}, type=str)
+Composed = Enum("Composed", {name: name for name in MIXTURE_COMPOSITIONS}, type=str)
 
 
 class MixtureConfig(Config):
@@ -206,7 +208,12 @@ class MixtureConfig(Config):
         default=Decontaminate[DEFAULT_DECONTAMINATION],
         description="What no mixture step may share with the benchmark: `trajectory` (default: its trajectory, or its "
         "(env, s_t, tool, arguments)), `task_id` (its task/scenario, or its (s_t, a_t)) or `env_id` (its environment, "
-        "or its (s_t, a_t)).",
+        "or its (s_t, a_t)), or a plugin's rule.",
+    )
+    composition: Composed = Field(  # type: ignore[valid-type]
+        default=Composed["balance2"],
+        description="How the mixture is composed: `balance2` (the Balance2 groups and sizes), `uniform` (as many "
+        "samples drawn uniformly from the same pool: the ablation baseline), or a plugin's composition.",
     )
     benchmark_version: str | None = Field(
         default=None, description="Benchmark version to decontaminate against (default: CURRENT)."
@@ -246,6 +253,7 @@ def sft_mixture(
         config.benchmark_version,
         config.on_shortfall,
         config.make_current,
+        composition=config.composition.value,
         dagster_run_id=context.run.run_id,
     )
     if result.shortfalls:

@@ -1,11 +1,15 @@
 """Decontamination of an SFT mixture against a benchmark (docs/definitions.md §5): the named rules, the
 default first. Each rule is a *key* column no mixture step may share with the benchmark and a *sample
-identity* no mixture step may share with it; the mixture (:mod:`pipeline.select.selection`), the
-curriculum mixture and the overlap check (:mod:`pipeline.quality.suites`) all take them from here."""
+identity* no mixture step may share with it (its settings: the fields of :class:`Decontamination`); the
+mixture (:mod:`pipeline.select.selection`), the curriculum mixture and the overlap check
+(:mod:`pipeline.quality.suites`) all take them from the registry :data:`DECONTAMINATION`, which an installed
+plugin extends with an ``envsim_forge.decontamination`` entry point (a ``Decontamination`` value)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from pipeline.core.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -40,20 +44,21 @@ class Decontamination:
 #: same steps as ``task_id``; exploration episodes share their scenario's task id, so ``task_id`` would remove
 #: every episode of every scenario the benchmark touched. ``task_id`` (same task / scenario) and ``env_id``
 #: (same environment) are the stricter options; they also keep out any benchmark (s_t, tool, arguments).
-DECONTAMINATION: dict[str, Decontamination] = {
-    "trajectory": Decontamination("trajectory", "trajectory_id", ("env_id", "sample_hash"), "(env, s_t, a_t)"),
-    "task_id": Decontamination("task_id", "task_id", ("sample_hash",), "(s_t, a_t) hash"),
-    "env_id": Decontamination("env_id", "env_id", ("sample_hash",), "(s_t, a_t) hash"),
-}
-DECONTAMINATION_KEYS = tuple(DECONTAMINATION)
-DEFAULT_DECONTAMINATION = DECONTAMINATION_KEYS[0]
+DECONTAMINATION: Registry[Decontamination] = Registry(
+    "decontamination rule", "envsim_forge.decontamination", check=lambda entry: isinstance(entry, Decontamination)
+)
+DECONTAMINATION.register(Decontamination("trajectory", "trajectory_id", ("env_id", "sample_hash"), "(env, s_t, a_t)"))
+DECONTAMINATION.register(Decontamination("task_id", "task_id", ("sample_hash",), "(s_t, a_t) hash"))
+DECONTAMINATION.register(Decontamination("env_id", "env_id", ("sample_hash",), "(s_t, a_t) hash"))
+DEFAULT_DECONTAMINATION = "trajectory"
 
 
 def decontamination(name: str) -> Decontamination:
     """The rule ``name``; a mistyped one is a one-line ``ValueError`` listing the choices."""
-    if name not in DECONTAMINATION:
+    rule = DECONTAMINATION.find(name)
+    if rule is None:
         raise ValueError(
-            f"decontaminate must be one of {', '.join(DECONTAMINATION_KEYS)} "
+            f"decontaminate must be one of {', '.join(DECONTAMINATION)} "
             f"(default {DEFAULT_DECONTAMINATION}), not {name!r}"
         )
-    return DECONTAMINATION[name]
+    return rule

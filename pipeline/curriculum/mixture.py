@@ -87,10 +87,11 @@ class CurriculumSpec:
     )
     metric: Literal["cm", "fm", "cm_changed_paths", "cm_reference", "fm_and_cm"] = setting("cm", "Success metric.")
     prior_strength: float = setting(4.0, "Pseudo-samples of the parent estimate in each group's estimate.")
-    decontaminate: Literal["trajectory", "task_id", "env_id"] = setting(
+    decontaminate: str = setting(
         DEFAULT_DECONTAMINATION,
         "Decontamination rule against the benchmark: trajectory (no step of a benchmark "
-        "trajectory, no benchmark (env, s_t, a_t)), task_id (same task/scenario) or env_id (same environment).",
+        "trajectory, no benchmark (env, s_t, a_t)), task_id (same task/scenario), env_id (same environment), "
+        "or a plugin's rule (pipeline.core.decontamination.DECONTAMINATION).",
     )
     benchmark_version: str | None = setting(None, "Decontaminate against this version (default: the one evaluated).")
     seed: int = setting(0, "Seed of the draw.")

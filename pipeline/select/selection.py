@@ -11,20 +11,18 @@ the same input and seed give the same version and byte-identical sample lists.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from pipeline.core.axes import AXES
-from pipeline.core.decontamination import (  # noqa: F401  (DECONTAMINATION_KEYS: re-exported)
-    DECONTAMINATION,
-    DECONTAMINATION_KEYS,
+from pipeline.core.decontamination import (
     DEFAULT_DECONTAMINATION,
-    Decontamination,
     decontamination,
 )
+from pipeline.core.registry import Registry
 from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
 from pipeline.select.greedy import pick_diverse
 from pipeline.select.samples import materialize_samples
@@ -427,9 +425,36 @@ def build_benchmark(
     )
 
 
+@dataclass(frozen=True)
+class MixtureComposition:
+    """How an SFT mixture is composed from the decontaminated pool (its settings: these fields): ``strata``
+    gives ``(name, SQL condition over the strata table, size)`` per stratum from the mixture sizes, ``picking``
+    is ``diverse`` (greedy over environments and tools) or ``uniform`` (seeded rank), and ``record`` what the
+    version spec records of it (None: nothing — the default composition, whose version ids stay as they were)."""
+
+    name: str
+    strata: Callable[[dict[str, int]], list[tuple[str, str, int]]]
+    picking: str = "diverse"
+    record: dict[str, str] | None = None
+
+
 #: how an SFT mixture is composed: Balance2 (the published groups and sizes) or a uniform random draw of the
-#: same size from the same pool (the ablation baseline)
-MIXTURE_COMPOSITIONS = ("balance2", "uniform")
+#: same size from the same pool (the ablation baseline); a plugin adds one with an ``envsim_forge.mixtures``
+#: entry point (a ``MixtureComposition`` value)
+MIXTURE_COMPOSITIONS: Registry[MixtureComposition] = Registry(
+    "mixture composition", "envsim_forge.mixtures", check=lambda entry: isinstance(entry, MixtureComposition)
+)
+MIXTURE_COMPOSITIONS.register(
+    MixtureComposition("balance2", lambda sizes: [(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()])
+)
+MIXTURE_COMPOSITIONS.register(
+    MixtureComposition(
+        "uniform",
+        lambda sizes: [("uniform", "balance2_group IS NOT NULL", sum(sizes.values()))],
+        picking="uniform",
+        record={"picking": "seeded rank (uniform random)"},
+    )
+)
 
 
 def build_mixture(
@@ -449,12 +474,14 @@ def build_mixture(
     benchmark task / environment and no benchmark (s_t, a_t) hash). What each rule removed is counted
     per group.
 
-    ``composition="uniform"`` is the ablation baseline: as many samples as the Balance2 sizes add up to,
+    ``composition`` names an entry of :data:`MIXTURE_COMPOSITIONS`; ``"uniform"`` is the ablation baseline: as
+    many samples as the Balance2 sizes add up to,
     drawn uniformly at random (seeded) from the same decontaminated pool (every step in some Balance2
     group), with no per-group quota and no diversity picking. ``seed=None``: the CURRENT mixture's seed (0 when
     there is none; :meth:`SplitStore.seed`)."""
-    if composition not in MIXTURE_COMPOSITIONS:
-        raise ValueError(f"composition must be one of {MIXTURE_COMPOSITIONS}, not {composition!r}")
+    composed = MIXTURE_COMPOSITIONS.find(composition)
+    if composed is None:
+        raise ValueError(f"composition must be one of {', '.join(MIXTURE_COMPOSITIONS)}, not {composition!r}")
     sizes = dict(
         Composition(mixture_sizes=BALANCE2_GROUPS if sizes is None else sizes).mixture_sizes
     )  # known groups only
@@ -471,14 +498,10 @@ def build_mixture(
         "benchmark": bench_version,
         "picking": PICKING_RULE,
     }
-    if composition != "balance2":
-        spec.update(composition=composition, picking="seeded rank (uniform random)")
+    if composed.record is not None:
+        spec.update(composition=composition, **composed.record)
     version = version_id(MIXTURE, spec)
-    strata = (
-        [(g, f"balance2_group = '{g}'", n) for g, n in sizes.items()]
-        if composition == "balance2"
-        else [("uniform", "balance2_group IS NOT NULL", sum(sizes.values()))]
-    )
+    strata = composed.strata(sizes)
     with connect() as con:
         picks, table, tools, losses = select_strata(
             con,
@@ -486,7 +509,7 @@ def build_mixture(
             strata,
             seed,
             decontamination=rule.conditions(bench_samples),
-            picking="uniform" if composition == "uniform" else "diverse",
+            picking=composed.picking,
         )
         why = ""
         if not picks:

@@ -167,7 +167,7 @@ tasks = 2
 outcome_rule = {failure_if = [{key = "value", equals = 0}], extends_default = true}
 
 [run_policy]
-explore_call_budget = 60
+explore_call_budget = 400
 """
 
 
@@ -175,7 +175,8 @@ def test_a_plugin_package_runs_through_the_dag(plugin_site, tmp_path):
     """The plugin's source is collected and its trajectories labeled in the sandbox (bwrap: its worker sees the
     plugin only through the bound directory), a benchmark is picked from its steps, and its simulator kind is
     scored by ``simulator_eval`` — all through the code location's own assets, in a process that has the
-    plugin installed and no file of the tree changed. The run's defaults come from a ``medium`` profile, one file
+    plugin installed and no file of the tree changed; its decontamination rule and mixture composition build the
+    SFT mixture. The run's defaults come from a ``medium`` profile, one file
     outside the tree, which also configures the plugin's source: its own setting (``tasks``) and an outcome rule
     (a counter back at 0 is a refusal in this source's convention) reach collection and labeling."""
     data = tmp_path / "data"
@@ -200,10 +201,14 @@ def test_a_plugin_package_runs_through_the_dag(plugin_site, tmp_path):
     assert ("reset", "failure") in outcomes and ("reset", "success") not in outcomes  # its declared rule labeled them
     assert {rule for _, _, rule in out["outcomes"]} != {"default"}
     assert out["steps"] and {env for env, _ in out["steps"]} == {"counter/counter"}
+    decontaminate, composition, size = out["mixture"]  # the plugin's rule and composition built the mixture
+    assert (decontaminate, composition) == ("episode", "changes_only") and size > 0
+    assert out["mixture_strata"] == ["changes"] and out["mixture_min_delta"] > 0  # state changes only
     runs = {name: (samples, fm, cm) for name, samples, fm, cm in out["eval_runs"]}
     assert set(runs) == {"oracle", "echo", "echo-said"} and runs["echo"][0] == runs["oracle"][0] > 0
     assert runs["echo"][1:] == (100.0, 100.0)
     assert runs["echo-said"][2] == 100.0 and runs["echo-said"][1] < 100.0  # its own setting reached it
-    # warnings a 1-environment corpus earns: cells it cannot fill, and a failure share the check finds implausible
-    assert set(out["failed_checks"]) <= {"composition_matches", "outcome_labels_plausible"}, out["failed_checks"]
+    # warnings a 1-environment corpus earns: cells and mixture sizes it cannot fill, an implausible failure share
+    warned = {"composition_matches", "mixture_composition", "outcome_labels_plausible"}
+    assert set(out["failed_checks"]) <= warned, out["failed_checks"]
     assert subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout == status

@@ -14,7 +14,7 @@ import random
 import pandas as pd
 import pytest
 
-from pipeline.core.decontamination import DECONTAMINATION_KEYS, decontamination
+from pipeline.core.decontamination import DECONTAMINATION, decontamination
 from pipeline.core.strata import BALANCE2_GROUPS
 from pipeline.quality.suites import overlap_suite
 from pipeline.select import selection
@@ -178,7 +178,7 @@ def test_a_mistyped_rule_is_one_line_listing_the_choices(corpus_layout):
     assert str(err.value) == (
         "decontaminate must be one of trajectory, task_id, env_id (default trajectory), not 'trajectory_id'"
     )
-    assert DECONTAMINATION_KEYS == ("trajectory", "task_id", "env_id") and decontamination("env_id").key == "env_id"
+    assert DECONTAMINATION.names() == ("trajectory", "task_id", "env_id") and decontamination("env_id").key == "env_id"
 
 
 def test_a_benchmark_that_touches_every_trajectory_leaves_an_empty_mixture_with_its_fix(corpus_layout):

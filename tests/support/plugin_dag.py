@@ -1,7 +1,8 @@
 """``python -m tests.support.plugin_dag DATA_ROOT PROFILE``: the code location's own assets, materialised with real
 Dagster in this process — environment_catalog -> trajectories -> labeled_steps -> step_strata -> benchmark_split
 -> simulator_eval, with their checks — under the profile file ``PROFILE`` (outside the tree: it turns bfcl and the
-builtin pack off and configures the plugin's source, its settings and its outcome rule), and the simulators
+builtin pack off and configures the plugin's source, its settings and its outcome rule), the mixture by the plugin's
+decontamination rule and composition, and the simulators
 ``oracle`` and the plugin kind ``echo`` (twice: with its defaults, and with its own setting ``feedback`` in its
 ``echo:`` section). Prints what landed, as JSON.
 Run by tests/core/test_plugin_package.py in a process that sees the plugin package (its ``PYTHONPATH``)."""
@@ -21,9 +22,18 @@ from pipeline.core.settings import Settings
 from pipeline.envs import registry
 from pipeline.evaluate import simulators
 from pipeline.store.layout import DataLayout
+from pipeline.store.versions import MIXTURE, SplitStore
 from resources import SandboxResource
 
-ASSETS = ("environment_catalog", "trajectories", "labeled_steps", "step_strata", "benchmark_split", "simulator_eval")
+ASSETS = (
+    "environment_catalog",
+    "trajectories",
+    "labeled_steps",
+    "step_strata",
+    "benchmark_split",
+    "sft_mixture",
+    "simulator_eval",
+)
 
 
 def main(data: Path, profile: str) -> None:
@@ -40,6 +50,7 @@ def main(data: Path, profile: str) -> None:
             "resources": {"store": {"config": {"data_root": str(data)}}},
             "ops": {
                 "trajectories": {"config": {"episode_length": 4, "batch_episodes": 4, "min_envs": 1}},
+                "sft_mixture": {"config": {"decontaminate": "episode", "composition": "changes_only"}},
                 "simulator_eval": {
                     "config": {
                         "simulators": [
@@ -79,6 +90,13 @@ def main(data: Path, profile: str) -> None:
             for r in pq.read_table(part, columns=["env_id", "tool"]).to_pylist()
         }
     )
+    mixture = SplitStore(layout, MIXTURE)
+    if mixture.current():
+        spec = mixture.manifest(mixture.current())["spec"]
+        samples = pq.read_table(mixture.samples(mixture.current())).to_pylist()
+        out["mixture"] = [spec["decontaminate"], spec.get("composition"), len(samples)]
+        out["mixture_strata"] = sorted({r["stratum"] for r in samples})
+        out["mixture_min_delta"] = min(r["delta_size"] for r in samples)
     db = layout.duckdb
     if db.exists():
         con = duckdb.connect(str(db), read_only=True)
