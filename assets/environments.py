@@ -16,7 +16,7 @@ def environment_catalog(
 ) -> MaterializeResult:
     """Every executable environment of the enabled sources (`pipeline.envs.registry`) — bfcl-eval
     classes, the builtin pack, EnvScaler corpora — with its tools (OpenAI function schemas) and source code. Disabled
-    sources (bfcl without tasks to replay or explore, `builtin: false`, no corpus) are neither listed nor
+    sources (bfcl without tasks to replay or explore, `builtin: {enabled: false}`, no corpus) are neither listed nor
     counted; the metadata names them (`disabled_sources`).
 
     Writes `environments.parquet` and `tool_code.parquet` (each tool's and class's source once,
