@@ -128,7 +128,7 @@ def environment_yield(
     that pass both the executor and the gate checker are exported with their scenarios in EnvScaler's released
     layout (`quality/accepted/`: `run.yaml` reruns the pipeline on them) with a card."""
     layout = store.layout()
-    corpora = [c.to_domain() for c in sources.corpora(layout)]
+    corpora = sources.corpora(layout)
     report, accepted = gate(
         layout,
         [c.to_domain() for c in config.checkers],

@@ -7,7 +7,6 @@ from assets.environments import environment_catalog
 from assets.labeling import delta_roundtrip, labeled_steps, relabel_is_deterministic
 from pipeline.store import catalog
 from resources import (
-    BfclTaskFileConfig,
     CompositionResource,
     DataStoreResource,
     EnvironmentSourcesResource,

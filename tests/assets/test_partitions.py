@@ -358,7 +358,7 @@ def test_executor_comes_from_configuration(tmp_path):
     cfg.write_text("max_concurrent: 5\nretries: {enabled: {}}\n")
     assert executor_from({"ENVSIM_EXECUTOR_CONFIG": str(cfg)}).name == "multiprocess"
     assert executor_from({"ENVSIM_EXECUTOR_CONFIG": "{max_concurrent: 2}"}).name == "multiprocess"
-    with pytest.raises(ValueError, match="not one of multiprocess, in_process, celery, k8s"):
+    with pytest.raises(ValueError, match="must be one of multiprocess, in_process, celery, k8s"):
         executor_from({"ENVSIM_EXECUTOR": "ray"})
     with pytest.raises(ValueError, match="ENVSIM_MAX_CONCURRENT applies to the multiprocess and k8s executors"):
         executor_from({"ENVSIM_EXECUTOR": "in_process", "ENVSIM_MAX_CONCURRENT": "2"})

@@ -12,7 +12,6 @@ from resources import (
     CompositionResource,
     DataStoreResource,
     EnvironmentSourcesResource,
-    EnvScalerCorpusConfig,
     RunPolicyResource,
 )
 from tests.support.defect_corpus import BAD, GOOD, build_defect_layout

@@ -289,7 +289,7 @@ def bad_histories(tmp_path, bad_corpus):
     return sources_config(
         bfcl={"categories": [], "replay": False},
         builtin={"enabled": False},
-        envscaler=bad_corpus.envscaler,
+        envscaler=bad_corpus.sections["envscaler"],
         message_histories=[path],
     )
 
