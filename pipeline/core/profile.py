@@ -88,25 +88,19 @@ def _path(name: str) -> Path:
     return PROFILES_DIR / f"{name}.toml"
 
 
-def _missing(name: str) -> str:
-    return f"no profile {name!r}: name one of {', '.join(available())}, or the path of a profile's .toml file"
-
-
 def check(name: str) -> str:
     """``name`` if it names a profile (one of :func:`available`, or a TOML file), else ``ValueError``."""
     if not _path(name).is_file():
-        raise ValueError(_missing(name))
+        raise ValueError(f"no profile {name!r}: name one of {', '.join(available())}, or the path of a .toml file")
     return name
 
 
 def named(name: str) -> Profile:
     """The profile ``name`` (a name of :func:`available`, or a path to a ``.toml`` file); one that does not
     exist, does not parse or holds an unknown section is a :class:`ProfileError`."""
-    path = _path(name)
+    path = _path(check(name))
     try:
         sections = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError:
-        raise ProfileError(f"ENVSIM_PROFILE: {_missing(name)}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"profile {name} ({path}) is not valid TOML: {exc}") from None
     unknown = sorted(set(sections) - set(SECTIONS))
@@ -115,7 +109,3 @@ def named(name: str) -> Profile:
             f"profile {name} ({path}): unknown section {', '.join(unknown)}; sections: {', '.join(SECTIONS)}"
         )
     return Profile(path.stem, path, sections)
-
-
-#: the ``default`` profile: it changes nothing (the defaults of the domain dataclasses)
-DEFAULT = Profile("default")

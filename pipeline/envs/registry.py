@@ -12,7 +12,7 @@ The order is the partition-key and catalog order: these, then the plugins by ent
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -82,18 +82,10 @@ def get(name: str) -> EnvironmentSource:
 def _settings(source: EnvironmentSource, value: Any) -> Any:
     """``value`` as ``source``'s settings: the value itself, or a mapping of its fields."""
     assert source.settings is not None
-    if isinstance(value, source.settings):
-        return value
-    if not isinstance(value, Mapping):
-        raise ValueError(f"resources.sources.config.{source.name}: a mapping of its settings, not {value!r}")
-    own = {f.name for f in dataclasses.fields(source.settings)}
-    unknown = sorted(set(value) - own)
-    if unknown:
-        raise ValueError(
-            f"resources.sources.config.{source.name}: no setting {', '.join(unknown)}; "
-            f"its settings: {', '.join(sorted(own))}"
-        )
-    return source.settings(**value)
+    try:
+        return value if isinstance(value, source.settings) else source.settings(**value)
+    except TypeError as exc:
+        raise ValueError(f"resources.sources.config.{source.name}: {exc}") from None
 
 
 def sources_config(message_histories: Iterable[str | Path] = (), **sections: Any) -> SourceConfig:
