@@ -676,8 +676,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from assets.cli import main as forge  # the module plugins import (its Command, its COMMANDS), not this copy
+
     try:
-        sys.exit(main())
+        sys.exit(forge())
     except BrokenPipeError:  # the reader went away (./forge --help | head): no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

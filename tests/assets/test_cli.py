@@ -230,3 +230,26 @@ def test_setup_filters_only_the_editable_install_warning():
     assert "Editable installation" not in proc.stderr and "another warning" in proc.stderr
     bare = subprocess.run([sys.executable, "-c", code], env=os.environ, capture_output=True, text=True)
     assert bare.stderr.count("Editable installation") == 2  # what ./forge setup printed before
+
+
+def test_a_plugin_package_adds_a_command_by_entry_point_alone(tmp_path):
+    """A package outside the tree (tests/support/plugin_command: one function, one ``envsim_forge.commands`` entry
+    point), installed with pip: ``./forge --help`` lists its command and ``./forge hello`` runs it, with no file of
+    this repository changed (docs/extending.md "A CLI command")."""
+    from tests.core.test_registry import build_wheel
+
+    wheel = build_wheel(ROOT / "tests" / "support" / "plugin_command", tmp_path)
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(site)]
+    subprocess.run([*pip, str(wheel)], check=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(site), "ENVSIM_DATA_ROOT": str(tmp_path / "data")}
+
+    def forge(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "assets.cli", *args]
+        return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    listed = forge("--help")
+    assert listed.returncode == 0 and "  hello [NAME]   a plugin's command" in listed.stdout, listed.stderr
+    said = forge("hello", "forge")
+    assert (said.returncode, said.stdout) == (0, f"hello forge from {tmp_path / 'data'}\n"), said.stderr
+    assert "hello" not in set(cli.COMMANDS)  # not installed in this process: the tree itself has no such command
