@@ -1,18 +1,10 @@
-"""The one CLI: ``./forge COMMAND`` sets up ``.venv/`` and then runs ``python -m assets.cli COMMAND`` with every
-argument, so every command is parsed and run here: each is one function (``argv`` in, the exit status out) and one
-entry of :data:`COMMANDS`, a :class:`~pipeline.core.registry.Registry` that installed plugin packages add to by
-entry point (group ``envsim_forge.commands``, an entry a :class:`Command`; docs/extending.md). ``setup``,
-``train-env`` and ``serve-env`` build environments: they are ``./forge``'s own (only their help is here).
-
-The settings are read here, once per command, and passed on as values: the data root resolved once
-(:func:`data_root`), the run history of that root (:func:`dagster_home`), the settings of ``./forge run``'s launch;
-a process a command starts (``ui``, ``test``, ``bench``) gets them in its environment (:func:`child_env`). This
-process's own environment is only read.
-
-This module imports only the standard library at its top (and the registry, which does too), so ``COMMAND -h``
-prints help in a tree without ``.venv`` too (``./forge`` then runs it with the machine's python3); everything else
-is imported by the command that needs it.
-"""
+"""The one CLI: ``./forge COMMAND ARGS`` sets up ``.venv/`` and runs ``python -m assets.cli COMMAND ARGS``. Each
+command is one function (``argv`` in, the exit status out) and one entry of :data:`COMMANDS`, a registry that
+installed plugin packages add to by entry point (``envsim_forge.commands``, docs/extending.md); ``setup``,
+``train-env`` and ``serve-env`` are ``./forge``'s own (only their help is here). The settings are read here and
+passed on as values (the data root resolved once, :func:`data_root`); a process a command starts gets them in its
+environment (:func:`child_env`); this process's environment is only read. Only the standard library is imported at
+the top, so ``COMMAND -h`` works without ``.venv`` (with the machine's python3)."""
 
 from __future__ import annotations
 
@@ -53,11 +45,11 @@ class Command:
 COMMANDS: Registry[Command] = Registry("command", "envsim_forge.commands", check=lambda c: isinstance(c, Command))
 
 
-def command(usage: str, name: str | None = None) -> Callable[[Callable[[list[str]], int]], Callable[[list[str]], int]]:
-    """Register the decorated function as the command ``name`` (default: the function's name, ``_`` as ``-``)."""
+def command(usage: str) -> Callable[[Callable[[list[str]], int]], Callable[[list[str]], int]]:
+    """Register the decorated function as a command named after it (``_`` as ``-``), with its ``usage``."""
 
     def register(run: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
-        COMMANDS.register(Command(name or run.__name__.replace("_", "-"), run, usage))
+        COMMANDS.register(Command(run.__name__.replace("_", "-"), run, usage))
         return run
 
     return register
@@ -73,6 +65,13 @@ def usage() -> str:
 
 def _say(line: str, file=None) -> None:
     print(line, file=file or sys.stdout, flush=True)
+
+
+def _problems(lines: list[str], prefix: str = "") -> bool:
+    """Say each problem on stderr, one line each; whether there was any."""
+    for line in lines:
+        _say(prefix + line, file=sys.stderr)
+    return bool(lines)
 
 
 def data_root(given: str | Path | None = None) -> Path:
@@ -212,17 +211,11 @@ def settings_problems() -> list[str]:
                 ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md)"""
 )
 def run(argv: list[str]) -> int:
-    """``./forge run``: check the settings, build the definitions of this launch's settings once, build the run
-    config once (``-c``... and ``--config-json``) and have Dagster validate it against their job, then run
-    ``envsim_main`` with exactly that config in this process (``assets.launch.launch``: no second build, no
-    interpreter start-up per step; with ``ENVSIM_SHARDS``, first the catalog and every partition of collection +
-    labeling as its own run, ``ENVSIM_PARALLEL_RUNS`` side by side), and report on this run only: its timings, then
-    its failed step and the one-line cause, or the summary. The exit status is the run's (or the summary's)."""
+    """``./forge run``: the settings checked, then the run config checked by Dagster against the job of the
+    definitions built once from them, then that job run with that config in this process (``assets/launch.py``) and
+    reported on. The exit status is the run's (or the summary's)."""
     args = run_parser().parse_args(argv)  # an unknown option or argument: one line naming ./forge run's options
-    problems = settings_problems()
-    for line in problems:
-        _say(line, file=sys.stderr)
-    if problems:
+    if _problems(settings_problems()):
         return 2
     from pipeline.core.settings import settings
 
@@ -239,9 +232,7 @@ def run(argv: list[str]) -> int:
         if not problems:
             given = args.config + ["--config-json"] * bool(args.config_json) + ["--seed"] * (args.seed is not None)
             problems = launch.check_launch(MAIN_JOB, run_config, current, where=" and ".join(given) or "run config")
-    for line in problems:
-        _say(f"./forge run: {line}", file=sys.stderr)
-    if problems:
+    if _problems(problems, "./forge run: "):
         return 2  # nothing written: no data root, no run history
     return launch.launch(current, dagster_home(current.data_root), run_config)
 
@@ -282,8 +273,9 @@ def report(argv: list[str]) -> int:
     if home is None:
         return args.status or 1
     from assets import launch
+    from pipeline.core.settings import settings
 
-    return launch.report(home, root, args.job, since=args.since, status=args.status)
+    return launch.report(home, root, args.job, since=args.since, status=args.status, current=settings())
 
 
 @command("[--since EPOCH] [--data-root DIR]   the latest run's time per step")
@@ -499,14 +491,11 @@ def sql(argv: list[str]) -> int:
     return sql_shell.main(argv, data_root())
 
 
-@command("  check the ENVSIM_* variables (what ./forge run checks first)", name="check-settings")
+@command("  check the ENVSIM_* variables (what ./forge run checks first)")
 def check_settings(argv: list[str]) -> int:
     """``./forge check-settings``: one line per problem (exit 2), or one line saying which variables are set."""
     argparse.ArgumentParser(prog="./forge check-settings", description="check the ENVSIM_* variables").parse_args(argv)
-    problems = settings_problems()
-    for line in problems:
-        _say(line, file=sys.stderr)
-    if problems:
+    if _problems(settings_problems()):
         return 2
     from pipeline.core.settings import settings, variable
 
@@ -618,15 +607,10 @@ def _serve_ui(argv: list[str], env: dict[str, str]) -> int:
     return 0 if stops else code
 
 
-def _set_up_note(name: str) -> str:
-    return f"(./forge setup first, then ./forge {name} -h lists every option of {name})"
-
-
 def _not_set_up(name: str, argv: list[str]) -> int:
     """A command whose tool is not installed here: its help is the usage and how to set up; else one line, exit 2."""
     if _wants_help(argv):
-        _say(usage())
-        _say(_set_up_note(name))
+        _say(f"{usage()}\n(./forge setup first, then ./forge {name} -h lists every option of {name})")
         return 0
     _say(
         f"./forge {name}: the project's environment is not set up here: run ./forge setup (or ./forge {name})",

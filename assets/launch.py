@@ -1,12 +1,8 @@
-"""One launch of ``./forge run`` (``assets/cli.py``), in this process: :func:`definitions` builds the code location's
-``Definitions`` once from the run's settings (a value, nothing read from the environment), :func:`load_run_config`
-builds the run config once from ``-c FILE``... and ``--config-json``, :func:`check_launch` has Dagster validate it
-against the job of those same definitions before any run starts (one line per problem), and :func:`launch` runs the
-job with exactly that config (``dagster.execute_job`` on the run history of the data root, where ``./forge ui`` sees
-it); after the run, :func:`report` tells what it did: its timings, then either the failed step and its one-line
-cause (nothing from earlier runs) or the summary of the data with what this run changed (CURRENT moves, the scores
-of its ``simulator_eval``); :func:`print_run_timings` the timings alone (``./forge report`` / ``./forge timings``).
-"""
+"""One launch of ``./forge run``, in this process: :func:`definitions` built once from the run's settings value,
+:func:`load_run_config` (``-c FILE``... ``--config-json``, ``--seed``) validated against their job by
+:func:`check_launch`, :func:`launch` (``dagster.execute_job`` on the data root's run history, which ``./forge ui``
+opens), then :func:`report`: the run's timings, then its failed step and one-line cause, or the summary with what it
+changed; :func:`print_run_timings` the timings alone (``./forge report`` / ``./forge timings``)."""
 
 from pipeline.core.settings import prepare_process
 
@@ -217,7 +213,8 @@ def report(
     job_name: str = MAIN_JOB,
     since: float | None = None,
     status: int = 0,
-    current: Settings | None = None,
+    *,
+    current: Settings,
 ) -> int:
     """What ``./forge run`` prints after its run (``status``: the launch's exit status), from the run history
     ``home``: the run's timings, then, when the run failed, each failed step and its one-line cause and a last line
@@ -237,8 +234,7 @@ def report(
         code = status or 1
         sys.stdout.flush()
         # a check that failed the run (ENVSIM_STRICT): its environments and reasons, from the step parts it checked
-        strict = current.strict if current else False
-        report_failed_checks(layout, strict, " ".join(f"{s} {c}" for s, c in outcome.failures))
+        report_failed_checks(layout, current.strict, " ".join(f"{s} {c}" for s, c in outcome.failures))
         for step, cause in outcome.failures:
             print(f"step {step} failed: {cause}", file=sys.stderr)
         if not outcome.failures:
