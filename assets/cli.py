@@ -1,14 +1,10 @@
-"""The one CLI: ``./forge COMMAND`` sets up ``.venv/`` and then runs ``python -m assets.cli COMMAND`` with every
-argument, so each command below is parsed and run here. The Dagster commands (``run``, ``ui``, ``report``,
-``timings``) are this module's, the tools it starts (``test``: pytest, ``bench``, ``bench-scale``) pass their
-arguments through, and the commands that need no Dagster (``download``, ``bench-model``, ``summary``,
-``partitions``, ``check-settings``) are ``pipeline/__main__.py``'s, handed to it as they are. ``setup``,
-``train-env`` and ``serve-env`` build environments: they are ``./forge``'s own (only their help is here).
-
-This module imports only the standard library at its top, so ``COMMAND -h`` prints help in a tree without
-``.venv`` too (``./forge`` then runs it with the machine's python3); everything else is imported by the command
-that needs it.
-"""
+"""The one CLI: ``./forge COMMAND ARGS`` sets up ``.venv/`` and runs ``python -m assets.cli COMMAND ARGS``. Each
+command is one function (``argv`` in, the exit status out) and one entry of :data:`COMMANDS`, a registry that
+installed plugin packages add to by entry point (``envsim_forge.commands``, docs/extending.md); ``setup``,
+``train-env`` and ``serve-env`` are ``./forge``'s own (only their help is here). The settings are read here and
+passed on as values (the data root resolved once, :func:`data_root`); a process a command starts gets them in its
+environment (:func:`child_env`); this process's environment is only read. Only the standard library is imported at
+the top, so ``COMMAND -h`` works without ``.venv`` (with the machine's python3)."""
 
 from __future__ import annotations
 
@@ -21,103 +17,112 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from pipeline.core.registry import Registry
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the environment's scripts: dg
 
-USAGE = """\
-usage: ./forge COMMAND [OPTIONS]   (./forge COMMAND -h: that command's options)
-
-  run [-c FILE]... [--config-json JSON] [--seed N]
-                set up, run the main job (envsim_main) on the embedded default, print where the data went
-                -c/--config FILE   a run config YAML (repeatable; files listed first win), e.g. ops: benchmark_split:
-                                   config: on_shortfall: fail (README "Bring your own corpus, tasks or model endpoint")
-                --config-json JSON the same as a JSON string (it wins over the files)
-                --seed N           the seed of the benchmark and the SFT mixture (default: their CURRENT versions')
-                environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default|small), ENVSIM_SHARDS,
-                ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md)
-  test [PYTEST ARGS]   set up, run the test suite (e.g. ./forge test -m 'not slow' -x)
-  ui            set up, start the Dagster UI (dg dev) on http://127.0.0.1:3000
-  bench         set up, run the benchmarks (sandbox labeling throughput, evaluation harness)
-  bench-scale [--steps N ...] [--naive]   stratify -> select -> export on synthetic corpora (functions, assets)
-  bench-model [--checkpoint REF] [--per-cell N] [--max-tokens N] ...   score a served model on the benchmark
-  download envscaler [--endpoint URL] [--data-root DIR] ...   fetch the EnvScaler corpus into the data root
-  summary [DATA_ROOT]   print where the data is and what it holds (what ./forge run prints last)
-  sql [QUERY] [--data-root DIR]   run SQL on the data root's envsim.duckdb and print the table; no QUERY: a prompt
-  report [--since EPOCH] [--data-root DIR] [--status N]   what the latest run did: timings, failed steps or summary
-  timings [--since EPOCH] [--data-root DIR]   the latest run's time per step
-  check-settings   check the ENVSIM_* variables (what ./forge run checks first)
-  partitions    print the partition keys ENVSIM_SHARDS gives
-  train-env     create .venv-train/ (LLaMA-Factory, torch) for training and serving jobs
-  serve-env     GPU nodes: create .venv-serve/ (vLLM)
-  setup         only set up .venv/
-"""
-
-#: the main job ``./forge run`` launches
+#: the main job ``./forge run`` launches (``assets.launch.MAIN_JOB``)
 MAIN_JOB = "envsim_main"
 
 
 @dataclass(frozen=True)
 class Command:
-    """A command of ``./forge``: ``run`` takes its arguments and returns the exit status; None for the set-up
-    commands ``./forge`` runs itself."""
+    """A command of ``./forge``: ``run`` takes its arguments and returns the exit status (None for the set-up
+    commands ``./forge`` runs itself); ``usage`` is its part of ``./forge --help`` after its name (the synopsis and
+    what it does; more lines indented)."""
 
     name: str
     run: Callable[[list[str]], int] | None
+    usage: str
+
+
+#: every command, in the usage's order; installed plugins' commands after them (docs/extending.md)
+COMMANDS: Registry[Command] = Registry("command", "envsim_forge.commands", check=lambda c: isinstance(c, Command))
+
+
+def command(usage: str) -> Callable[[Callable[[list[str]], int]], Callable[[list[str]], int]]:
+    """Register the decorated function as a command named after it (``_`` as ``-``), with its ``usage``."""
+
+    def register(run: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
+        COMMANDS.register(Command(run.__name__.replace("_", "-"), run, usage))
+        return run
+
+    return register
+
+
+def usage() -> str:
+    """``./forge --help``: every command of :data:`COMMANDS` with its usage."""
+    lines = [f"  {c.name} {c.usage}" for c in COMMANDS.values()]
+    return (
+        "usage: ./forge COMMAND [OPTIONS]   (./forge COMMAND -h: that command's options)\n\n" + "\n".join(lines) + "\n"
+    )
 
 
 def _say(line: str, file=None) -> None:
     print(line, file=file or sys.stdout, flush=True)
 
 
-def _set_up_note(name: str) -> str:
-    return f"(./forge setup first, then ./forge {name} -h lists every option of {name})"
+def _problems(lines: list[str], prefix: str = "") -> bool:
+    """Say each problem on stderr, one line each; whether there was any."""
+    for line in lines:
+        _say(prefix + line, file=sys.stderr)
+    return bool(lines)
 
 
-def _prepare_environment(executor: str | None = None, make_home: bool = True) -> Path:
-    """What every process a command starts must share, set in this process's environment: the data root, absolute
-    (``ENVSIM_DATA_ROOT``; ``./forge`` runs from the repository root, so by default ``<repo>/data``), and one Dagster
-    run history per data root (``DAGSTER_HOME``, default ``<data root>/.dagster_home``, with the project's
-    ``dagster.yaml``: the UI, its plots, the sensors and ``./forge run``'s timings see only this root's runs; made
-    only with ``make_home``); ``executor``: the ``ENVSIM_EXECUTOR`` when none is set. Returns the data root."""
-    from pipeline.core.settings import settings, variable
+def data_root(given: str | Path | None = None) -> Path:
+    """The data root, absolute: ``given`` (a ``--data-root``), else the settings' (``ENVSIM_DATA_ROOT``, default
+    ``./data``; ``./forge`` runs from the repository root, so ``<repo>/data``). The one place it is resolved."""
+    from pipeline.core.settings import settings
 
-    current = settings()
-    root = current.data_root.resolve()
-    os.environ[variable("data_root")] = str(root)
-    if executor and "executor" not in current.model_fields_set:
-        os.environ[variable("executor")] = executor
+    return Path(given or settings().data_root).expanduser().resolve()
+
+
+def dagster_home(root: Path, make: bool = True) -> Path:
+    """The run history of the data root ``root``: ``DAGSTER_HOME`` when the user set one, else
+    ``<root>/.dagster_home``; with ``make``, created with the project's ``dagster.yaml`` (a home set up before the
+    console defaulted to INFO gets ``python_logs`` once). The UI, its plots, the sensors and ``./forge run``'s
+    timings all read this one home."""
     home = Path(os.environ.get("DAGSTER_HOME") or root / ".dagster_home")
-    os.environ["DAGSTER_HOME"] = str(home)
-    if not make_home:
-        return root
+    if not make:
+        return home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.is_file():
         config.write_text((ROOT / "dagster.yaml").read_text())
     elif "\npython_logs:" not in "\n" + config.read_text():
-        # a home set up before the console defaulted to INFO (dagster.yaml's python_logs) gets that setting too
         with config.open("a") as out:
             out.write("python_logs:\n  python_log_level: INFO\n")
-    return root
+    return home
 
 
-def _call(command: list[str]) -> int:
+def child_env() -> dict[str, str]:
+    """The environment of a process a command starts (the UI, pytest, the benchmarks): this one's, with the data
+    root absolute and its run history (made), so that every process it starts shares them."""
+    root = data_root()
+    return {**os.environ, "ENVSIM_DATA_ROOT": str(root), "DAGSTER_HOME": str(dagster_home(root))}
+
+
+def _call(argv: list[str], env: dict[str, str] | None = None) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
-    return subprocess.run(command).returncode
+    return subprocess.run(argv, env=env).returncode
 
 
-def _exec(command: list[str]) -> int:
-    """Replace this process by ``command`` (its exit status is the command's)."""
+def _exec(argv: list[str], env: dict[str, str]) -> int:
+    """Replace this process by ``argv`` (its exit status is the command's)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(command[0], command)
+    os.execve(argv[0], argv, env)
     return 127  # not reached
+
+
+def _wants_help(argv: list[str]) -> bool:
+    return "-h" in argv or "--help" in argv
 
 
 #: ``./forge run``'s options, as its one-line errors name them
@@ -163,86 +168,77 @@ def run_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def settings_problems() -> list[str]:
+    """What is wrong with the ``ENVSIM_*`` variables, one line each naming the variable and the fix
+    (``./forge run`` checks this before it starts anything)."""
+    from pipeline.core.settings import SettingsError, settings  # choices are Literals of Settings: checked there
+
+    try:
+        settings()
+    except SettingsError as exc:
+        return [f"{exc}: fix the value or unset the variable"]
+    return []
+
+
+@command(
+    """[-c FILE]... [--config-json JSON] [--seed N]
+                set up, run the main job (envsim_main) on the embedded default, print where the data went
+                -c/--config FILE   a run config YAML (repeatable; files listed first win), e.g. ops: benchmark_split:
+                                   config: on_shortfall: fail (README "Bring your own corpus, tasks or model endpoint")
+                --config-json JSON the same as a JSON string (it wins over the files)
+                --seed N           the seed of the benchmark and the SFT mixture (default: their CURRENT versions')
+                environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default|small), ENVSIM_SHARDS,
+                ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md)"""
+)
 def run(argv: list[str]) -> int:
-    """``./forge run``: check the settings, build the run config once (``-c``... and ``--config-json``) and have
-    Dagster validate it, then launch ``envsim_main`` with exactly that config (``dg launch``, in one process: no
-    per-step interpreter start-up; with ``ENVSIM_SHARDS``, first the catalog and every partition of collection +
-    labeling as its own run, ``ENVSIM_PARALLEL_RUNS`` side by side), and report on this run only: its timings, then
-    its failed step and the one-line cause, or the summary. The exit status is the run's (or the summary's)."""
+    """``./forge run``: the settings checked, then the run config checked by Dagster against the job of the
+    definitions built once from them, then that job run with that config in this process (``assets/launch.py``) and
+    reported on. The exit status is the run's (or the summary's)."""
     args = run_parser().parse_args(argv)  # an unknown option or argument: one line naming ./forge run's options
-    warnings.simplefilter("ignore")  # the checks and the report print only their lines (dg launch shows its own)
-    from pipeline.__main__ import settings_problems
-
-    problems = settings_problems()
-    for line in problems:
-        _say(line, file=sys.stderr)
-    if problems:
+    if _problems(settings_problems()):
         return 2
-    # the UI and the daemon keep Dagster's multiprocess executor; ENVSIM_EXECUTOR chooses another (docs/scale-out.md).
-    # Set before the check: Dagster validates the run config against the job with the executor the run will have.
-    root = _prepare_environment(executor="in_process", make_home=False)  # nothing is written before the checks
-    from assets import launch
     from pipeline.core.settings import settings
-    from pipeline.envs.partitions import partition_keys
 
-    run_config, problems = launch.load_run_config(args.config, args.config_json, seed=args.seed)
-    if not problems:
-        given = (
-            args.config
-            + (["--config-json"] if args.config_json else [])
-            + (["--seed"] if args.seed is not None else [])
-        )
-        where = " and ".join(given) or "run config"
-        problems = launch.check_launch(MAIN_JOB, run_config, where=where)
-    for line in problems:
-        _say(f"./forge run: {line}", file=sys.stderr)
-    if problems:
-        return 2
-    _prepare_environment()
-    status = 0
+    # the UI and the daemon keep Dagster's multiprocess executor; ENVSIM_EXECUTOR chooses another (docs/scale-out.md).
+    # Dagster validates the run config against the job with the executor the run will have.
     current = settings()
-    if current.shards:  # partitioned (docs/scale-out.md): the catalog, then each partition's trajectories -> steps
-        status = _call(launch.dg_launch("--assets", "environment_catalog"))
-        if status:
-            return status
-        keys = partition_keys(current.shards)
-        with ThreadPoolExecutor(max_workers=current.parallel_runs or os.cpu_count() or 1) as pool:
-            codes = list(
-                pool.map(lambda key: _call(launch.dg_launch("--job", "collect_and_label", "--partition", key)), keys)
-            )
-        status = next((code for code in codes if code), 0)
-    started = time.time_ns()
-    # a failed run (e.g. a check made blocking by ENVSIM_STRICT=1) ends with its failed step and the cause
-    status = _call(launch.dg_launch("--job", MAIN_JOB, run_config=run_config)) or status
-    _say(f"{MAIN_JOB}: {(time.time_ns() - started) // 1_000_000} ms wall, including the dg CLI's start-up")
-    return launch.report(MAIN_JOB, since=started // 1_000_000_000 - 1, data_root=str(root), status=status)
+    executor = {} if "executor" in current.model_fields_set else {"executor": "in_process"}
+    current = current.model_copy(update={"data_root": data_root(), **executor})
+    with warnings.catch_warnings():  # the checks print only their lines (the run shows Dagster's warnings)
+        warnings.simplefilter("ignore")
+        from assets import launch
+
+        run_config, problems = launch.load_run_config(args.config, args.config_json, seed=args.seed)
+        if not problems:
+            given = args.config + ["--config-json"] * bool(args.config_json) + ["--seed"] * (args.seed is not None)
+            problems = launch.check_launch(MAIN_JOB, run_config, current, where=" and ".join(given) or "run config")
+    if _problems(problems, "./forge run: "):
+        return 2  # nothing written: no data root, no run history
+    return launch.launch(current, dagster_home(current.data_root), run_config)
 
 
 def _report_parser(name: str, what: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"./forge {name}", description=what)
     parser.add_argument("--job", default=MAIN_JOB)
     parser.add_argument("--since", type=float, help="only a run created after this time (epoch seconds)")
-    parser.add_argument("--data-root", help="only a run of this data root")
+    parser.add_argument("--data-root", help="the data root whose runs count (default: ENVSIM_DATA_ROOT or ./data)")
     return parser
 
 
-def _run_history(name: str, data_root: str | None) -> bool:
-    """The run history ``./forge run`` keeps for a data root (``--data-root``, default the settings'): ``DAGSTER_HOME``
-    when set, else ``<data root>/.dagster_home``. False, after one line, when there is none."""
-    from pipeline.core.settings import settings
-
-    if not os.environ.get("DAGSTER_HOME"):
-        os.environ["DAGSTER_HOME"] = str(Path(data_root or settings().data_root).resolve() / ".dagster_home")
-    if Path(os.environ["DAGSTER_HOME"]).is_dir():
-        return True
+def _run_history(name: str, root: Path) -> Path | None:
+    """The run history ``./forge run`` keeps for the data root ``root`` (:func:`dagster_home`), or None after one
+    line when there is none."""
+    home = dagster_home(root, make=False)
+    if home.is_dir():
+        return home
     _say(
-        f"./forge {name}: no run history at {os.environ['DAGSTER_HOME']}: ./forge run has not run on this data root "
-        "(or set DAGSTER_HOME)",
+        f"./forge {name}: no run history at {home}: ./forge run has not run on this data root (or set DAGSTER_HOME)",
         file=sys.stderr,
     )
-    return False
+    return None
 
 
+@command("[--since EPOCH] [--data-root DIR] [--status N]   what the latest run did: timings, failed steps or summary")
 def report(argv: list[str]) -> int:
     """``./forge report``: what the latest run did (what ``./forge run`` prints after its run)."""
     parser = _report_parser(
@@ -252,30 +248,267 @@ def report(argv: list[str]) -> int:
     )
     parser.add_argument("--status", type=int, default=0, help="the launcher's exit status")
     args = parser.parse_args(argv)
-    if not _run_history("report", args.data_root):
+    root = data_root(args.data_root)
+    home = _run_history("report", root)
+    if home is None:
         return args.status or 1
     from assets import launch
+    from pipeline.core.settings import settings
 
-    return launch.report(args.job, since=args.since, data_root=args.data_root, status=args.status)
+    return launch.report(home, root, args.job, since=args.since, status=args.status, current=settings())
 
 
+@command("[--since EPOCH] [--data-root DIR]   the latest run's time per step")
 def timings(argv: list[str]) -> int:
     """``./forge timings``: the latest run's time per step (exit 3: no such run)."""
     args = _report_parser("timings", "The latest run's time per step and outside the steps.").parse_args(argv)
-    if not _run_history("timings", args.data_root):
+    root = data_root(args.data_root)
+    home = _run_history("timings", root)
+    if home is None:
         return 3
     from assets import launch
 
-    return 0 if launch.print_run_timings(args.job, since=args.since, data_root=args.data_root) else 3
+    return 0 if launch.print_run_timings(home, root, args.job, since=args.since) else 3
 
 
+@command("[PYTEST ARGS]   set up, run the test suite (e.g. ./forge test -m 'not slow' -x)")
+def test(argv: list[str]) -> int:
+    """``./forge test [PYTEST ARGS]``: pytest with the arguments as given (pyproject's addopts apply)."""
+    return _exec([sys.executable, "-m", "pytest", *argv], dict(os.environ) if _wants_help(argv) else child_env())
+
+
+@command("           set up, start the Dagster UI (dg dev) on http://127.0.0.1:3000")
 def ui(argv: list[str]) -> int:
     """``./forge ui``: the Dagster UI (``dg dev`` on the project's workspace, ``assets/dev_ui.py``), on this data
     root's run history, until a signal stops it (:func:`_serve_ui`)."""
-    if "-h" in argv or "--help" in argv:  # dg dev's own -h is the host
-        return _exec([str(BIN / "dg"), "dev", "--help"])
-    _prepare_environment()
-    return _serve_ui([sys.executable, "-m", "assets.dev_ui", "-w", str(ROOT / "workspace.yaml"), *argv])
+    if _wants_help(argv):  # dg dev's own -h is the host
+        return _exec([str(BIN / "dg"), "dev", "--help"], dict(os.environ))
+    env = child_env()
+    return _serve_ui([sys.executable, "-m", "assets.dev_ui", "-w", str(ROOT / "workspace.yaml"), *argv], env)
+
+
+@command("        set up, run the benchmarks (sandbox labeling throughput, evaluation harness)")
+def bench(argv: list[str]) -> int:
+    """``./forge bench``: sandbox labeling throughput (the arguments go to benchmarks/bench_labeling.py), then the
+    evaluation harness."""
+    parser = argparse.ArgumentParser(
+        prog="./forge bench",
+        description=(
+            "Run the benchmarks: benchmarks/bench_labeling.py (sandbox labeling throughput and peak memory; the other "
+            "arguments are its own: --workers N..., --repeat N, --pack-calls N), then benchmarks/bench_harness.py "
+            "(evaluation harness throughput)."
+        ),
+    )
+    _, rest = parser.parse_known_args(argv)
+    env = child_env()
+    return _call([sys.executable, str(ROOT / "benchmarks" / "bench_labeling.py"), *rest], env) or _call(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_harness.py")], env
+    )
+
+
+@command("[--steps N ...] [--naive]   stratify -> select -> export on synthetic corpora (functions, assets)")
+def bench_scale(argv: list[str]) -> int:
+    """``./forge bench-scale``: benchmarks/bench_scale.py with the arguments as given."""
+    env = dict(os.environ) if _wants_help(argv) else child_env()
+    return _exec([sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), *argv], env)
+
+
+def _bench_model_parser() -> argparse.ArgumentParser:
+    from pipeline.training import base_models
+
+    b = argparse.ArgumentParser(
+        prog="./forge bench-model",
+        description="Serve a model with llamafactory-cli api (the project's serving) and score it with the "
+        "evaluation harness on the first N samples of every benchmark cell; prints parse rate, "
+        "FM, CM and cm_reference per cell and stores them in DuckDB (eval_results, "
+        "bench_model_runs) under the weights' id.",
+    )
+    b.add_argument(
+        "--checkpoint",
+        default=base_models.DEFAULT_MODEL,
+        help=f"an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint version, 'latest', "
+        f"<version>/step-N, a directory, or a Hub id whose snapshot is in the local Hugging Face cache "
+        f"(HF_HOME / HF_HUB_CACHE; nothing is downloaded) (default: {base_models.DEFAULT_MODEL})",
+    )
+    b.add_argument("--per-cell", type=int, default=1, help="samples per benchmark cell (default 1)")
+    b.add_argument("--max-tokens", type=int, default=512, help="most tokens per answer (default 512)")
+    b.add_argument(
+        "--backend",
+        choices=["huggingface", "vllm", "auto"],
+        default="huggingface",
+        help="llamafactory-cli api backend (default huggingface; a before/after comparison must use one)",
+    )
+    b.add_argument(
+        "--template",
+        default=None,
+        help="chat template (default: the one recorded with a checkpoint or an "
+        "embedded model; needed for any other model, e.g. qwen)",
+    )
+    b.add_argument("--split-version", default=None, help="benchmark version (default: CURRENT)")
+    b.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
+    b.add_argument("--timeout", type=float, default=900.0, help="seconds per request (default 900)")
+    b.add_argument(
+        "--dtype",
+        choices=["auto", "float16", "bfloat16", "float32"],
+        default=None,
+        help="served compute dtype (default: auto with an NVIDIA GPU, else float32)",
+    )
+    b.add_argument(
+        "--check",
+        action="store_true",
+        help="only check that --checkpoint's weights are here and its chat template is known (what ./forge "
+        "bench-model does before it installs the serving environment); exit 2 with one line if not",
+    )
+    return b
+
+
+@command("[--checkpoint REF] [--per-cell N] [--max-tokens N] ...   score a served model on the benchmark")
+def bench_model(argv: list[str]) -> int:
+    """``./forge bench-model``: the weights are checked first (one line saying how to provide them), before
+    ``./forge train-env`` installs the 2 GB serving environment; then the model is served and scored."""
+    args = _bench_model_parser().parse_args(argv)
+    from pipeline.core.settings import settings
+    from pipeline.report.tables import md_table
+    from pipeline.store import duck
+    from pipeline.training.bench_model import ModelUnavailable, bench_model, check_model
+    from pipeline.training.launchers import find_llamafactory
+
+    current = settings()
+    duck.configure(current)
+    root = data_root(args.data_root)
+    try:
+        found = check_model(args.checkpoint, root, args.template)
+        if args.check:
+            _say(f"./forge bench-model --check: {found}: ready to serve")
+            return 0
+        code = subprocess.run([str(ROOT / "forge"), "train-env"], stdout=subprocess.DEVNULL).returncode
+        if code:
+            return code
+        python, cli = find_llamafactory(current.llamafactory_python)
+        result = bench_model(
+            root,
+            python,
+            cli,
+            args.checkpoint,
+            args.per_cell,
+            args.max_tokens,
+            args.backend,
+            args.template,
+            args.split_version,
+            args.timeout,
+            dtype=args.dtype,
+        )
+    except ModelUnavailable as exc:
+        _say(f"./forge bench-model: {exc}", file=sys.stderr)
+        return 2
+    _say(
+        f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
+        f"in {result.seconds:.0f}s (weights {result.weights_id})"
+    )
+    _say(md_table(result.cells, index=False))
+    _say("stored in DuckDB: eval_results / eval_runs (run_id above), bench_model_runs")
+    return 0
+
+
+@command("envscaler [--endpoint URL] [--data-root DIR] ...   fetch the EnvScaler corpus into the data root")
+def download(argv: list[str]) -> int:
+    """``./forge download envscaler``: EnvScaler's released corpus from the Hugging Face Hub into the data root."""
+    from pipeline.envs import download as hub
+
+    d = argparse.ArgumentParser(prog="./forge download", description="fetch a corpus from the Hugging Face Hub")
+    d.add_argument("corpus", choices=["envscaler"])
+    d.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
+    d.add_argument("--endpoint", default=None, help="Hub endpoint (default: HF_ENDPOINT or https://huggingface.co)")
+    d.add_argument("--env-repo", default=hub.ENV_REPO, help=f"dataset repo of the env items (default {hub.ENV_REPO})")
+    d.add_argument(
+        "--scenario-repo",
+        action="append",
+        default=None,
+        help=f"dataset repo(s) of scenarios (default: {', '.join(hub.SCENARIO_REPOS)})",
+    )
+    d.add_argument("--revision", default=None)
+    args = d.parse_args(argv)
+    root = data_root(args.data_root)
+    try:
+        result = hub.download_envscaler(
+            root,
+            endpoint=args.endpoint,
+            token=None,  # huggingface_hub resolves: $HF_TOKEN, `hf auth login`
+            env_repo=args.env_repo,
+            scenario_repos=tuple(args.scenario_repo or hub.SCENARIO_REPOS),
+            revision=args.revision,
+        )
+    except hub.DownloadError as exc:
+        _say(f"./forge download: {exc}", file=sys.stderr)
+        return 1
+    _say(f"env items: {result.env_items}")
+    for path in result.scenarios:
+        _say(f"scenarios: {path}")
+    _say(
+        f"recorded in {result.directory / hub.CORPUS_FILE}: the sources resource uses it by default "
+        f"(./forge run with ENVSIM_DATA_ROOT={root})"
+    )
+    return 0
+
+
+@command("[DATA_ROOT]   print where the data is and what it holds (what ./forge run prints last)")
+def summary(argv: list[str]) -> int:
+    """``./forge summary [DATA_ROOT]``: the summary of the data (:func:`assets.summary.summary`)."""
+    parser = argparse.ArgumentParser(prog="./forge summary", description="print where the data is and what it holds")
+    parser.add_argument("data_root", nargs="?", default=None)
+    args = parser.parse_args(argv)
+    from assets.summary import summary as print_summary
+    from pipeline.store.layout import DataLayout
+
+    return print_summary(DataLayout.at(data_root(args.data_root)))
+
+
+@command("[QUERY] [--data-root DIR]   run SQL on the data root's envsim.duckdb and print the table; no QUERY: a prompt")
+def sql(argv: list[str]) -> int:
+    """``./forge sql [QUERY]``: SQL on the data root's ``envsim.duckdb``, a query or a prompt (docs/sql.md)."""
+    from pipeline.store import sql_shell
+
+    return sql_shell.main(argv, data_root())
+
+
+@command("  check the ENVSIM_* variables (what ./forge run checks first)")
+def check_settings(argv: list[str]) -> int:
+    """``./forge check-settings``: one line per problem (exit 2), or one line saying which variables are set."""
+    argparse.ArgumentParser(prog="./forge check-settings", description="check the ENVSIM_* variables").parse_args(argv)
+    if _problems(settings_problems()):
+        return 2
+    from pipeline.core.settings import settings, variable
+
+    current = settings()
+    given = sorted(variable(name) for name in current.model_fields_set)
+    which = f"{', '.join(given)} set, the others at their defaults" if given else "every variable at its default"
+    _say(
+        f"settings OK: {which} (docs/settings.md); profile {current.profile}, data root "
+        f"{data_root()}, split schedule '{current.split_cron}' (UTC)"
+    )
+    return 0
+
+
+@command("   print the partition keys ENVSIM_SHARDS gives")
+def partitions(argv: list[str]) -> int:
+    """``./forge partitions``: the partition keys ``ENVSIM_SHARDS`` gives, one a line (none when unset)."""
+    argparse.ArgumentParser(prog="./forge partitions", description="the partition keys ENVSIM_SHARDS gives").parse_args(
+        argv
+    )
+    from pipeline.core.settings import settings
+    from pipeline.envs.partitions import partition_keys
+
+    count = settings().shards
+    print("\n".join(partition_keys(count)) if count else "", end="\n" if count else "")
+    return 0
+
+
+for _name, _usage in (
+    ("train-env", "    create .venv-train/ (LLaMA-Factory, torch) for training and serving jobs"),
+    ("serve-env", "    GPU nodes: create .venv-serve/ (vLLM)"),
+    ("setup", "        only set up .venv/"),
+):
+    COMMANDS.register(Command(_name, None, _usage))
 
 
 #: seconds the UI's processes get to end after ``dg dev`` has (then they are killed)
@@ -304,16 +537,7 @@ def _ui_child() -> None:
 
 def _group_alive(pgid: int) -> bool:
     """Whether a live process (not a zombie waiting for its parent to reap it) is in process group ``pgid``."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # no procfs: any process of the group, zombies included
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
-    for stat in proc.glob("[0-9]*/stat"):
+    for stat in Path("/proc").glob("[0-9]*/stat"):  # Linux (the sandbox needs it): procfs
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
         except (OSError, IndexError):  # the process ended meanwhile
@@ -323,8 +547,8 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _serve_ui(command: list[str]) -> int:
-    """Run the UI (``command``: ``dg dev`` and the webserver, daemon and code servers it starts) in a process group
+def _serve_ui(argv: list[str], env: dict[str, str]) -> int:
+    """Run the UI (``argv``: ``dg dev`` and the webserver, daemon and code servers it starts) in a process group
     of its own, and stop it when this process gets SIGINT (Ctrl-C), SIGTERM or SIGHUP, also when it runs in the
     background: ``dg dev`` is interrupted once (it stops the webserver and the daemon, which stop their code
     servers), and whatever of its process group is still there after it ended is ended too (SIGTERM, then SIGKILL
@@ -332,7 +556,7 @@ def _serve_ui(command: list[str]) -> int:
     ``dg dev``'s status."""
     sys.stdout.flush()
     sys.stderr.flush()
-    child = subprocess.Popen(command, process_group=0, preexec_fn=_ui_child)
+    child = subprocess.Popen(argv, env=env, process_group=0, preexec_fn=_ui_child)
     stops: list[int] = []
 
     def stop(signum: int, _frame: object) -> None:
@@ -363,75 +587,10 @@ def _serve_ui(command: list[str]) -> int:
     return 0 if stops else code
 
 
-def test(argv: list[str]) -> int:
-    """``./forge test [PYTEST ARGS]``: pytest with the arguments as given (pyproject's addopts apply)."""
-    if "-h" not in argv and "--help" not in argv:
-        _prepare_environment()
-    return _exec([sys.executable, "-m", "pytest", *argv])
-
-
-def bench(argv: list[str]) -> int:
-    """``./forge bench``: sandbox labeling throughput (the arguments go to benchmarks/bench_labeling.py), then the
-    evaluation harness."""
-    parser = argparse.ArgumentParser(
-        prog="./forge bench",
-        description=(
-            "Run the benchmarks: benchmarks/bench_labeling.py (sandbox labeling throughput and peak memory; the other "
-            "arguments are its own: --workers N..., --repeat N, --pack-calls N), then benchmarks/bench_harness.py "
-            "(evaluation harness throughput)."
-        ),
-    )
-    _, rest = parser.parse_known_args(argv)
-    _prepare_environment()
-    return _call([sys.executable, str(ROOT / "benchmarks" / "bench_labeling.py"), *rest]) or _call(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_harness.py")]
-    )
-
-
-def bench_scale(argv: list[str]) -> int:
-    """``./forge bench-scale``: benchmarks/bench_scale.py with the arguments as given."""
-    if "-h" not in argv and "--help" not in argv:
-        _prepare_environment()
-    return _exec([sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), *argv])
-
-
-def _pipeline(name: str) -> Callable[[list[str]], int]:
-    """A command of ``pipeline/__main__.py`` (its home), named ``./forge NAME`` in its usage."""
-
-    def command(argv: list[str]) -> int:
-        from pipeline.__main__ import main
-
-        return main([name, *argv], prog="./forge")
-
-    return command
-
-
-def bench_model(argv: list[str]) -> int:
-    """``./forge bench-model``: the weights are checked first (one line saying how to provide them), before
-    ``./forge train-env`` installs the 2 GB serving environment; then the model is served and scored."""
-    score = _pipeline("bench-model")
-    if "-h" in argv or "--help" in argv:
-        return score(argv)
-    code = score(["--check", *argv])
-    if code or "--check" in argv:
-        return code
-    code = subprocess.run([str(ROOT / "forge"), "train-env"], stdout=subprocess.DEVNULL).returncode
-    return code or score(argv)
-
-
-def sql(argv: list[str]) -> int:
-    """``./forge sql [QUERY]``: SQL on the data root's ``envsim.duckdb``, a query or a prompt (docs/sql.md)."""
-    from pipeline.core.settings import settings
-    from pipeline.store import sql_shell
-
-    return sql_shell.main(argv, settings().data_root)
-
-
 def _not_set_up(name: str, argv: list[str]) -> int:
     """A command whose tool is not installed here: its help is the usage and how to set up; else one line, exit 2."""
-    if "-h" in argv or "--help" in argv:
-        _say(USAGE)
-        _say(_set_up_note(name))
+    if _wants_help(argv):
+        _say(f"{usage()}\n(./forge setup first, then ./forge {name} -h lists every option of {name})")
         return 0
     _say(
         f"./forge {name}: the project's environment is not set up here: run ./forge setup (or ./forge {name})",
@@ -440,65 +599,42 @@ def _not_set_up(name: str, argv: list[str]) -> int:
     return 2
 
 
-#: every command, in the usage's order
-COMMANDS = {
-    c.name: c
-    for c in (
-        Command("run", run),
-        Command("test", test),
-        Command("ui", ui),
-        Command("bench", bench),
-        Command("bench-scale", bench_scale),
-        Command("bench-model", bench_model),
-        Command("download", _pipeline("download")),
-        Command("summary", _pipeline("summary")),
-        Command("sql", sql),
-        Command("report", report),
-        Command("timings", timings),
-        Command("check-settings", _pipeline("check-settings")),
-        Command("partitions", _pipeline("partitions")),
-        Command("train-env", None),
-        Command("serve-env", None),
-        Command("setup", None),
-    )
-}
-
-
 def main(argv: list[str] | None = None) -> int:
     """``./forge COMMAND [ARGS]`` (no command: ``run``); ``-h``/``--help``/``help``: the usage."""
     argv = list(sys.argv[1:] if argv is None else argv)
     name, args = (argv[0], argv[1:]) if argv else ("run", [])
     if name in ("-h", "--help", "help"):
-        _say(USAGE)
+        _say(usage())
         return 0
-    command = COMMANDS.get(name)
-    if command is None:
+    found = COMMANDS.find(name)
+    if found is None:
         _say(f"./forge: unknown command '{name}': run ./forge --help for the commands", file=sys.stderr)
         return 2
-    wants_help = "-h" in args or "--help" in args
-    if command.run is None:  # ./forge's own set-up commands
-        if wants_help:
-            _say(USAGE)
+    if found.run is None:  # ./forge's own set-up commands
+        if _wants_help(args):
+            _say(usage())
             return 0
         _say(f"./forge {name} builds an environment: run it as ./forge {name}", file=sys.stderr)
         return 2
     if importlib.util.find_spec("dagster") is None:  # the machine's python3 (a tree without .venv): installs nothing
-        if name == "run" and wants_help:
+        if name == "run" and _wants_help(args):
             run_parser().parse_args(args)  # its parser is the standard library's: prints the help, exits 0
         return _not_set_up(name, args)
     from pipeline.core.settings import SettingsError, prepare_process
 
     prepare_process()  # first, before anything imports pyarrow
     try:
-        return command.run(args)
+        return found.run(args)
     except SettingsError as exc:  # an ENVSIM_* variable no command can use (./forge run names them all first)
         _say(f"./forge {name}: {exc}: fix the value or unset the variable", file=sys.stderr)
         return 2
 
 
 if __name__ == "__main__":
+    from assets.cli import main as forge  # the module plugins import (its Command, its COMMANDS), not this copy
+
     try:
-        sys.exit(main())
+        sys.exit(forge())
     except BrokenPipeError:  # the reader went away (./forge --help | head): no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

@@ -2,7 +2,8 @@
 
 ``defs`` (what ``dg dev``, ``dg launch -m assets.definitions`` and workspace.yaml load) builds the
 definitions of the process's settings (``pipeline.core.settings.settings()``: the ``ENVSIM_*``
-variables, docs/settings.md) when Dagster loads the code location, never at import. Any other shape is
+variables, docs/settings.md) when Dagster loads the code location, never at import; ``./forge run`` builds
+them once from its settings value (``assets.launch.definitions``). Any other shape is
 ``build_definitions(Settings(...))`` in the same process:
 
 * ``shards`` partitions ``trajectories`` and ``labeled_steps`` (``envsim_main`` then holds the

@@ -1,49 +1,108 @@
-"""Before and after a launch (what ``./forge run``, in ``assets/cli.py``, calls): :func:`load_run_config` builds the
-run config once from ``-c FILE``... and ``--config-json``, :func:`check_launch` has Dagster validate it against the
-job before any run starts (one line per problem), :func:`dg_launch` is the ``dg launch`` command that runs it with
-exactly that config; after the run, :func:`report` tells what the run this command started did: its timings, then
-either the failed step and its one-line cause (nothing from earlier runs) or the summary of the data with what this
-run changed (CURRENT moves, the scores of its ``simulator_eval``); :func:`print_run_timings` the timings alone
-(``./forge report`` / ``./forge timings``).
-"""
+"""One launch of ``./forge run``, in this process: :func:`definitions` built once from the run's settings value,
+:func:`load_run_config` (``-c FILE``... ``--config-json``, ``--seed``) validated against their job by
+:func:`check_launch`, :func:`launch` (``dagster.execute_job`` on the data root's run history, which ``./forge ui``
+opens), then :func:`report`: the run's timings, then its failed step and one-line cause, or the summary with what it
+changed; :func:`print_run_timings` the timings alone (``./forge report`` / ``./forge timings``)."""
 
 from pipeline.core.settings import prepare_process
 
 prepare_process()  # first, before anything imports pyarrow
 
 import json  # noqa: E402
+import multiprocessing  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
+from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import yaml  # noqa: E402
 from dagster import (  # noqa: E402
+    AssetKey,
     DagsterEventType,
     DagsterInstance,
     DagsterInvalidConfigError,
     DagsterRunStatus,
     Definitions,
+    JobDefinition,
     RunsFilter,
+    build_reconstructable_job,
+    execute_job,
     validate_run_config,
 )
-from dagster._utils.merger import deep_merge_dicts  # noqa: E402
 
+from assets import definitions as code_location  # noqa: E402
 from assets.automation import seed_config  # noqa: E402
-from assets.definitions import build_definitions  # noqa: E402
+from assets.summary import report_failed_checks, summary  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
-from pipeline.core.settings import settings  # noqa: E402
+from pipeline.core.settings import Settings  # noqa: E402
+from pipeline.envs.partitions import partition_keys  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
 from resources import EnvironmentSourcesResource  # noqa: E402
 from resources.sets import moved_key  # noqa: E402
 from resources.storage import DATA_ROOT_TAG, root_tag  # noqa: E402
 
+#: the main job ``./forge run`` launches
+MAIN_JOB = "envsim_main"
 
-def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, data_root: str | None):
+#: the definitions built in this process, by the settings they were built from (:func:`definitions`)
+_BUILT: dict[str, Definitions] = {}
+
+
+def definitions(current: Settings) -> Definitions:
+    """The code location of the settings ``current`` (``build_definitions``), built once per process: the check,
+    the launch and the steps that run in this process share it."""
+    key = current.model_dump_json()
+    if key not in _BUILT:
+        _BUILT[key] = code_location.build_definitions(current)
+    return _BUILT[key]
+
+
+def reconstruct_job(settings_json: str, name: str) -> JobDefinition:
+    """The job ``name`` of the definitions of ``settings_json`` (a :class:`Settings` as JSON): how Dagster finds the
+    job again, in this process (the definitions already built) and in a step's own process (the multiprocess
+    executor: built there once)."""
+    return definitions(Settings.model_validate_json(settings_json)).resolve_job_def(name)
+
+
+def _execute(current: Settings, home: Path, job_name: str, run_config: dict, **options) -> int:
+    """Run ``job_name`` of ``current``'s definitions with ``run_config`` on the run history ``home``; 0 when it
+    succeeded, else 1 (its failed steps are in its event log)."""
+    recon = build_reconstructable_job(__name__, "reconstruct_job", (current.model_dump_json(), job_name))
+    with DagsterInstance.from_config(str(home)) as instance:
+        return 0 if execute_job(recon, instance, run_config=run_config, **options).success else 1
+
+
+def _partition(current: Settings, home: Path, key: str) -> int:
+    """One partition of ``collect_and_label``, in a process of its own (:func:`launch`)."""
+    return _execute(current, home, "collect_and_label", {}, tags={"dagster/partition": key})
+
+
+def launch(current: Settings, home: Path, run_config: dict) -> int:
+    """``./forge run`` after its checks: ``envsim_main`` with ``run_config`` (with ``shards``, first the catalog
+    and every partition of collection + labeling as its own run, ``parallel_runs`` processes side by side), then
+    :func:`report` on this run only. Returns the exit status."""
+    status = 0
+    if current.shards:  # partitioned (docs/scale-out.md): the catalog, then each partition's trajectories -> steps
+        status = _execute(current, home, MAIN_JOB, {}, asset_selection=[AssetKey("environment_catalog")])
+        if status:
+            return status
+        spawn = multiprocessing.get_context("spawn")  # a fresh interpreter per worker: no forked DuckDB/Arrow threads
+        workers = current.parallel_runs or multiprocessing.cpu_count()
+        with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
+            status = max(pool.map(partial(_partition, current, home), partition_keys(current.shards)), default=0)
+    started = time.time_ns()
+    status = _execute(current, home, MAIN_JOB, run_config) or status
+    print(f"{MAIN_JOB}: {(time.time_ns() - started) // 1_000_000} ms wall", flush=True)
+    return report(home, current.data_root, since=started // 1_000_000_000 - 1, status=status, current=current)
+
+
+def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, data_root: Path):
     """The latest run record of ``job_name`` (created after ``since``, tagged with ``data_root``), or None after
     saying there is none."""
-    tags = {DATA_ROOT_TAG: root_tag(data_root)} if data_root else {}
-    runs = instance.get_run_records(RunsFilter(job_name=job_name, tags=tags), limit=1)
+    runs = instance.get_run_records(RunsFilter(job_name=job_name, tags={DATA_ROOT_TAG: root_tag(data_root)}), limit=1)
     if not runs or (since is not None and runs[0].create_timestamp.timestamp() < since):
         print(
             f"no run of {job_name} started"
@@ -54,12 +113,11 @@ def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, d
     return runs[0]
 
 
-def print_run_timings(job_name: str = "envsim_main", since: float | None = None, data_root: str | None = None) -> bool:
-    """Print where the latest run of ``job_name`` spent its time: each step (asset or check) and what
-    lies outside the steps (process start-up, Dagster's orchestration) — used by ``./forge run``.
-    ``since`` (epoch seconds): only a run created after it counts; ``data_root``: only a run tagged
-    with that root. False when there is none."""
-    with DagsterInstance.get() as instance:
+def print_run_timings(home: Path, data_root: Path, job_name: str = MAIN_JOB, since: float | None = None) -> bool:
+    """Print where the latest run of ``job_name`` in the run history ``home`` spent its time: each step (asset or
+    check) and what lies outside the steps (Dagster's orchestration). ``since`` (epoch seconds): only a run created
+    after it counts; ``data_root``: only a run tagged with that root. False when there is none."""
+    with DagsterInstance.from_config(str(home)) as instance:
         record = _latest_run(instance, job_name, since, data_root)
         if record is None:
             return False
@@ -151,14 +209,19 @@ def run_outcome(instance: DagsterInstance, run_id: str) -> RunOutcome:
 
 
 def report(
-    job_name: str = "envsim_main", since: float | None = None, data_root: str | None = None, status: int = 0
+    home: Path,
+    data_root: Path,
+    job_name: str = MAIN_JOB,
+    since: float | None = None,
+    status: int = 0,
+    *,
+    current: Settings,
 ) -> int:
-    """What ``./forge run`` prints after its run (``status``: the launcher's exit status): the run's timings,
-    then, when the run failed, each failed step and its one-line cause and a last line naming the step (nothing
-    from earlier runs); else the summary of the data with what this run changed. Returns the exit status."""
-    from pipeline.__main__ import report_failed_checks, summary
-
-    with DagsterInstance.get() as instance:
+    """What ``./forge run`` prints after its run (``status``: the launch's exit status), from the run history
+    ``home``: the run's timings, then, when the run failed, each failed step and its one-line cause and a last line
+    naming the step (nothing from earlier runs); else the summary of the data with what this run changed. Returns
+    the exit status."""
+    with DagsterInstance.from_config(str(home)) as instance:
         record = _latest_run(instance, job_name, since, data_root)
         if record is not None:
             _print_timings(instance, record, job_name)
@@ -167,11 +230,12 @@ def report(
         code = status or 1
         print(f"./forge run: FAILED: no run of {job_name} started (exit {code})", file=sys.stderr)
         return code
+    layout = DataLayout.at(data_root)
     if outcome.failed:
         code = status or 1
         sys.stdout.flush()
         # a check that failed the run (ENVSIM_STRICT): its environments and reasons, from the step parts it checked
-        report_failed_checks(DataLayout.at(data_root), " ".join(f"{s} {c}" for s, c in outcome.failures))
+        report_failed_checks(layout, current.strict, " ".join(f"{s} {c}" for s, c in outcome.failures))
         for step, cause in outcome.failures:
             print(f"step {step} failed: {cause}", file=sys.stderr)
         if not outcome.failures:
@@ -183,7 +247,7 @@ def report(
         where = f" at step {steps[0]}" + (f" (and {', '.join(steps[1:])})" if steps[1:] else "") if steps else ""
         print(f"./forge run: FAILED{where} (exit {code})", file=sys.stderr)
         return code
-    code = summary(DataLayout.at(data_root), outcome.run_id, outcome.evaluation, outcome.eval_version)
+    code = summary(layout, outcome.run_id, outcome.evaluation, outcome.eval_version, current)
     code = status or code
     if code:
         print(f"./forge run: FAILED (exit {code})", file=sys.stderr)
@@ -193,11 +257,10 @@ def report(
 def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
     from difflib import get_close_matches
 
-    from dagster._config.errors import DagsterEvaluationErrorReason
-
+    reason = error.reason.value  # DagsterEvaluationErrorReason's names (the enum is not exported)
     path = [str(getattr(e, "field_name", getattr(e, "list_index", "?"))) for e in error.stack.entries]
     where = ".".join(path) or "the top level"
-    if error.reason == DagsterEvaluationErrorReason.FIELD_NOT_DEFINED:
+    if reason == "FIELD_NOT_DEFINED":
         name = error.error_data.field_name
         if moved := moved_key(path, name):
             return moved
@@ -211,7 +274,7 @@ def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
             f"unknown config key {name!r} under {where}: {hint}"
             f"{'valid keys: ' + ', '.join(keys) if keys else 'remove it'}"
         )
-    if error.reason == DagsterEvaluationErrorReason.FIELDS_NOT_DEFINED:
+    if reason == "FIELDS_NOT_DEFINED":
         keys = _schema_keys(job, path)
         names = list(error.error_data.field_names)
         if moved := next(filter(None, (moved_key(path, n) for n in names)), None):
@@ -220,7 +283,7 @@ def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
             f"unknown config keys {', '.join(map(repr, names))} under {where}: "
             f"{_section_hint(job, path, names) or 'valid keys: ' + ', '.join(keys)}"
         )
-    if error.reason == DagsterEvaluationErrorReason.RUNTIME_TYPE_MISMATCH:
+    if reason == "RUNTIME_TYPE_MISMATCH":
         choices = [v.value for v in error.error_data.config_type_snap.enum_values or []]
         if choices:  # a closed choice (a config enum): name them
             return (
@@ -232,7 +295,7 @@ def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
             f"(expected {error.error_data.config_type_snap.given_name or error.error_data.config_type_snap.key}): "
             "fix the value"
         )
-    if error.reason == DagsterEvaluationErrorReason.MISSING_REQUIRED_FIELD:
+    if reason == "MISSING_REQUIRED_FIELD":
         return f"config key {error.error_data.field_name!r} is required under {where}: add it"
     return f"config error at {where}: {error.message.splitlines()[0][:300]}"
 
@@ -268,11 +331,21 @@ def _section_hint(job, path: list[str], names: list[str]) -> str:
     return ""
 
 
+def _merge(onto: dict, over: dict) -> dict:
+    """``over`` merged into ``onto``, mappings key by key, any other value of ``over`` winning (Dagster's merge of run
+    config files)."""
+    merged = dict(onto)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _merge(merged[key], value) if both else value
+    return merged
+
+
 def load_run_config(
     configs: Sequence[str] = (), config_json: str | None = None, seed: int | None = None
 ) -> tuple[dict, list[str]]:
-    """The one run config of ``./forge run -c FILE... --config-json JSON --seed N``, built once here and handed to
-    ``dg launch`` as it is: the YAML files deep-merged by Dagster's own merge (``deep_merge_dicts``), a file listed
+    """The one run config of ``./forge run -c FILE... --config-json JSON --seed N``, built once here and run as it
+    is (:func:`launch`): the YAML files deep-merged by Dagster's rule (:func:`_merge`), a file listed
     first winning over the ones after it, the JSON over them all, and ``seed`` (the benchmark's and the mixture's,
     :func:`assets.automation.seed_config`) over everything. Returns it with one line per file or JSON that cannot be
     read (naming it and the fix)."""
@@ -294,29 +367,27 @@ def load_run_config(
                 "write ops:/resources: keys at its top level"
             )
             continue
-        run_config = deep_merge_dicts(run_config, loaded)
+        run_config = _merge(run_config, loaded)
     if config_json:
         try:
             loaded = json.loads(config_json)
             if not isinstance(loaded, dict):
                 raise ValueError("not a JSON object")
-            run_config = deep_merge_dicts(run_config, loaded)
+            run_config = _merge(run_config, loaded)
         except ValueError as exc:
             problems.append(f"--config-json is not a JSON object ({exc}): pass e.g. '{{\"ops\": {{}}}}'")
     if seed is not None:
-        run_config = deep_merge_dicts(run_config, seed_config(seed))
+        run_config = _merge(run_config, seed_config(seed))
     return run_config, problems
 
 
-def check_launch(
-    job_name: str, run_config: dict, defs: Definitions | None = None, where: str = "run config"
-) -> list[str]:
-    """What is wrong with launching ``job_name`` with ``run_config`` (:func:`load_run_config`'s), against ``defs``
-    (default: the code location of the process's settings), before any run starts: the job must exist, Dagster
-    validates the run config against the job's config schema (``validate_run_config``; each of its errors one line
-    naming ``where`` the config came from, the key and the fix), and the files the sources name must be there. One
-    line each; empty: launch."""
-    defs = defs if defs is not None else build_definitions(settings())
+def check_launch(job_name: str, run_config: dict, current: Settings, where: str = "run config") -> list[str]:
+    """What is wrong with launching ``job_name`` with ``run_config`` (:func:`load_run_config`'s) against the
+    definitions of ``current`` (:func:`definitions`: the ones the launch runs), before any run starts: the job must
+    exist, Dagster validates the run config against the job's config schema (``validate_run_config``; each of its
+    errors one line naming ``where`` the config came from, the key and the fix), and the files the sources name must
+    be there. One line each; empty: launch."""
+    defs = definitions(current)
     jobs = sorted(job.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__"))
     if job_name not in jobs:
         return [f"there is no job {job_name!r} in this code location: choose one of {', '.join(jobs)}"]
@@ -328,7 +399,7 @@ def check_launch(
     # the files the sources name: a missing one is a one-line error now, not a failed step later
     resources = run_config.get("resources") or {}
     sources_config = (resources.get("sources") or {}).get("config") or {}
-    data_root = ((resources.get("store") or {}).get("config") or {}).get("data_root") or settings().data_root
+    data_root = ((resources.get("store") or {}).get("config") or {}).get("data_root") or current.data_root
     try:
         check_files(EnvironmentSourcesResource(**sources_config).config(DataLayout.at(data_root)))
     except SourceError as exc:
@@ -336,11 +407,3 @@ def check_launch(
     except Exception:  # a config only the run can resolve (an env var...): the run reports it
         pass
     return []
-
-
-def dg_launch(*args: str, run_config: dict | None = None) -> list[str]:
-    """The ``dg launch`` command line for the code location (``-m assets.definitions``), with ``run_config`` as its
-    only config (``--config-json``: what :func:`check_launch` validated is what the run gets)."""
-    dg = str(Path(sys.executable).parent / "dg")
-    config = ["--config-json", json.dumps(run_config)] if run_config else []
-    return [dg, "launch", *args, "-m", "assets.definitions", *config]

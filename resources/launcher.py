@@ -22,7 +22,6 @@ from dagster import (
     PipesSubprocessClient,
     open_pipes_session,
 )
-from dagster._core.errors import DagsterPipesExecutionError  # what PipesSubprocessClient raises; not exported
 from pydantic import Field
 
 from pipeline.store.layout import DataLayout
@@ -192,13 +191,13 @@ def _run_local(
         invocation = client.run(
             context=context, command=list(job.command), extras=extras, env=spec.environment(), cwd=str(spec.workdir)
         )
-    except DagsterPipesExecutionError as exc:  # "External execution process failed with code N"
+    except BaseException as exc:  # the job failed, or the run was terminated (the client forwarded SIGINT)
         kill_group(job.group())
-        code = re.search(r"code (-?\d+)", str(exc))
-        raise job.failure(int(code.group(1)) if code else None) from None
-    except BaseException:  # run terminated: the client forwarded SIGINT, `timeout` passed it on to the group
-        kill_group(job.group())
-        raise
+        # PipesSubprocessClient's "External execution process failed with code N" (its error class is not exported)
+        failed = re.search(r"process failed with code (-?\d+)", str(exc))
+        if failed is None:
+            raise
+        raise job.failure(int(failed.group(1))) from None
     finally:
         done.set()
         thread.join()

@@ -7,7 +7,7 @@ They are downloaded with ``huggingface_hub.snapshot_download`` under ``<data roo
 and ``<data root>/envscaler/corpus.json`` records the files, which the ``sources`` resource picks up
 as its default EnvScaler corpus (``./forge run`` then runs on it next to bfcl and the builtin pack).
 
-``python -m pipeline download envscaler [--data-root DIR] [--endpoint URL] [--repo-prefix ORG/EnvScaler]``
+``./forge download envscaler [--data-root DIR] [--endpoint URL] [--repo-prefix ORG/EnvScaler]``
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ per ``resources.sources.config.envscaler`` entry unless two share a prefix):
 is a finding. Each names the corpus, its outcome rule and an example observation (for a corpus without
 failures, the most frequent observation of exploration's deliberately mutated calls, the likeliest
 refusals; else the most frequent one labeled ``failure``) and says how to declare the rule. The asset
-check ``outcome_labels_plausible`` (WARN) and ``python -m pipeline summary`` report the same findings.
+check ``outcome_labels_plausible`` (WARN) and ``./forge summary`` report the same findings.
 
 A corpus is judged **per environment** too, since one corpus file may mix conventions (a reading room that
 refuses with ``{'result': 'refused', ...}`` beside a shop whose ``{"success": False}`` the default rule knows: the

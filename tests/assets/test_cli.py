@@ -1,6 +1,7 @@
 """The one CLI (``assets/cli.py``, what ``./forge`` hands every command to): its usage names every command it
 has, a mistake is one line, help needs nothing but the standard library, and what a command's processes share
-(the absolute data root, one run history per data root with the project's ``dagster.yaml``) is set once here."""
+(the absolute data root, one run history per data root with the project's ``dagster.yaml``) is resolved once here
+and passed on as a value: this process's environment is never written."""
 
 import os
 import subprocess
@@ -51,27 +52,37 @@ def test_help_without_the_project_environment_imports_nothing_of_it(command):
         assert f"./forge setup first, then ./forge {command} -h" in proc.stdout
 
 
-def test_the_environment_of_a_command_is_set_once(tmp_path, monkeypatch):
+def test_what_a_commands_processes_share_is_a_value_and_the_environment_stays(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ENVSIM_DATA_ROOT", "rel/data")
     monkeypatch.setenv("DAGSTER_HOME", "")  # unset (and restored after the test)
-    monkeypatch.setenv("ENVSIM_EXECUTOR", "")
-    root = cli._prepare_environment(executor="in_process")
-    assert root == tmp_path / "rel" / "data" and os.environ["ENVSIM_DATA_ROOT"] == str(root)
-    assert os.environ["DAGSTER_HOME"] == str(root / ".dagster_home") and os.environ["ENVSIM_EXECUTOR"] == "in_process"
+    before = dict(os.environ)
+    env = cli.child_env()
+    root = tmp_path / "rel" / "data"
+    assert cli.data_root() == root and env["ENVSIM_DATA_ROOT"] == str(root)
+    assert env["DAGSTER_HOME"] == str(root / ".dagster_home")
     assert (root / ".dagster_home" / "dagster.yaml").read_text() == (ROOT / "dagster.yaml").read_text()
-    # a chosen executor and home stay; a home set up before python_logs gets it once
+    assert dict(os.environ) == before  # read, never written
+    # a chosen home stays; a home set up before python_logs gets it once
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    monkeypatch.setenv("ENVSIM_EXECUTOR", "multiprocess")
-    cli._prepare_environment(executor="in_process")
-    cli._prepare_environment(executor="in_process")
-    assert os.environ["ENVSIM_EXECUTOR"] == "multiprocess" and os.environ["DAGSTER_HOME"] == str(home)
+    assert cli.dagster_home(root) == home and cli.dagster_home(root) == home
     assert (home / "dagster.yaml").read_text() == (
         "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
     )
+
+
+def test_the_entry_tier_only_reads_the_users_environment():
+    """``grep os.environ`` in the entry tier: every use reads it (issue 42, item 3)."""
+    import re
+
+    for name in ("cli.py", "launch.py", "summary.py", "dev_ui.py", "definitions.py"):
+        for line in (ROOT / "assets" / name).read_text().splitlines():
+            if "os.environ" in line:
+                assert not re.search(r"os\.environ(\[[^]]+\]\s*=|\.(setdefault|update|pop)\(|\s*\|=)", line), line
+                assert not re.search(r"os\.(putenv|unsetenv)\(", line), line
 
 
 def test_a_run_config_error_writes_nothing(tmp_path, monkeypatch, capsys):
@@ -114,7 +125,7 @@ def test_report_and_timings_find_the_run_history_of_the_data_root(tmp_path, monk
     (tmp_path / "mine" / ".dagster_home").mkdir(parents=True)
     monkeypatch.setenv("DAGSTER_HOME", "")
     assert cli.main(["timings", "--data-root", str(tmp_path / "mine")]) == 3  # a history, no run in it
-    assert os.environ["DAGSTER_HOME"] == str(tmp_path / "mine" / ".dagster_home")
+    assert os.environ["DAGSTER_HOME"] == ""  # found, not set
     assert "no run of envsim_main started" in capsys.readouterr().out
 
 
@@ -170,6 +181,7 @@ def test_an_unknown_option_is_one_line_naming_the_options_of_forge_run(argv, pro
 def test_seed_sets_both_splits_over_the_config(tmp_path):
     """``./forge run --seed 7``: the benchmark's and the mixture's seed, over ``-c`` and ``--config-json``."""
     from assets.launch import check_launch, load_run_config
+    from pipeline.core.settings import settings
 
     config = tmp_path / "run.yaml"
     config.write_text("ops:\n  benchmark_split:\n    config:\n      seed: 1\n      on_shortfall: warn\n")
@@ -180,7 +192,7 @@ def test_seed_sets_both_splits_over_the_config(tmp_path):
             "sft_mixture": {"config": {"seed": 7}},
         }
     }
-    assert check_launch("envsim_main", run_config) == []  # what Dagster accepts for the job
+    assert check_launch("envsim_main", run_config, settings()) == []  # what Dagster accepts for the job
     assert load_run_config([str(config)])[0]["ops"]["benchmark_split"]["config"]["seed"] == 1  # no --seed: the file's
 
 
@@ -218,3 +230,26 @@ def test_setup_filters_only_the_editable_install_warning():
     assert "Editable installation" not in proc.stderr and "another warning" in proc.stderr
     bare = subprocess.run([sys.executable, "-c", code], env=os.environ, capture_output=True, text=True)
     assert bare.stderr.count("Editable installation") == 2  # what ./forge setup printed before
+
+
+def test_a_plugin_package_adds_a_command_by_entry_point_alone(tmp_path):
+    """A package outside the tree (tests/support/plugin_command: one function, one ``envsim_forge.commands`` entry
+    point), installed with pip: ``./forge --help`` lists its command and ``./forge hello`` runs it, with no file of
+    this repository changed (docs/extending.md "A CLI command")."""
+    from tests.core.test_registry import build_wheel
+
+    wheel = build_wheel(ROOT / "tests" / "support" / "plugin_command", tmp_path)
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(site)]
+    subprocess.run([*pip, str(wheel)], check=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(site), "ENVSIM_DATA_ROOT": str(tmp_path / "data")}
+
+    def forge(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "assets.cli", *args]
+        return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    listed = forge("--help")
+    assert listed.returncode == 0 and "  hello [NAME]   a plugin's command" in listed.stdout, listed.stderr
+    said = forge("hello", "forge")
+    assert (said.returncode, said.stdout) == (0, f"hello forge from {tmp_path / 'data'}\n"), said.stderr
+    assert "hello" not in set(cli.COMMANDS)  # not installed in this process: the tree itself has no such command

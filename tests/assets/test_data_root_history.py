@@ -57,23 +57,24 @@ def test_the_timings_of_forge_run_never_show_another_roots_run(tmp_path, monkeyp
 
     with DagsterInstance.get() as instance:
         _materialize(instance, tmp_path / "theirs")
-    assert print_run_timings("steps_job", data_root=str(tmp_path / "theirs")) is True
-    assert print_run_timings("steps_job", data_root=str(tmp_path / "mine")) is False
+    assert print_run_timings(home, tmp_path / "theirs", "steps_job") is True
+    assert print_run_timings(home, tmp_path / "mine", "steps_job") is False
     assert "no run of steps_job" in capsys.readouterr().out
 
 
 def test_forge_keeps_the_dagster_home_under_the_data_root(tmp_path, monkeypatch):
     """``./forge`` runs from the repository root (``cd "$(dirname "$0")"``) and hands the command to the CLI, which
     makes the data root absolute and keeps the run history under it unless ``DAGSTER_HOME`` is set."""
-    from assets.cli import _prepare_environment
+    from assets.cli import child_env, dagster_home, data_root
 
     assert 'cd "$(dirname "$0")"' in (ROOT / "forge").read_text()
     monkeypatch.chdir(tmp_path)  # as the repository root
     monkeypatch.setenv("ENVSIM_DATA_ROOT", "relative-root")
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    assert _prepare_environment() == tmp_path / "relative-root"
-    assert os.environ["DAGSTER_HOME"] == str(tmp_path / "relative-root" / ".dagster_home")
+    assert data_root() == tmp_path / "relative-root"
+    assert dagster_home(data_root()) == tmp_path / "relative-root" / ".dagster_home"
+    assert child_env()["DAGSTER_HOME"] == str(tmp_path / "relative-root" / ".dagster_home")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "somewhere"))
-    _prepare_environment()
-    assert os.environ["DAGSTER_HOME"] == str(tmp_path / "somewhere")
+    assert child_env()["DAGSTER_HOME"] == str(tmp_path / "somewhere")
+    assert "DAGSTER_HOME" not in os.environ or os.environ["DAGSTER_HOME"] == str(tmp_path / "somewhere")
     assert DataLayout.at(ROOT / "relative-root").root.name == "relative-root"

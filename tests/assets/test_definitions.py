@@ -58,9 +58,10 @@ def test_on_shortfall_is_a_closed_choice_or_unset():
 def test_a_mistyped_choice_is_refused_at_launch_listing_the_choices(op, key, value, choices):
     from assets.launch import check_launch
     from assets.selection import MixtureConfig
+    from pipeline.core.settings import settings
 
     assert MixtureConfig().decontaminate.value == "trajectory"  # the default rule
-    (line,) = check_launch("envsim_main", {"ops": {op: {"config": {key: value}}}}, where="--config-json")
+    (line,) = check_launch("envsim_main", {"ops": {op: {"config": {key: value}}}}, settings(), where="--config-json")
     assert (
         line == f"--config-json: config value '{value}' at ops.{op}.config.{key} is not one of {choices}: fix the value"
     )

@@ -1,13 +1,14 @@
 """What ``./forge run`` checks first (``assets/launch.py``): the run config built once from the ``-c`` files and
 ``--config-json`` (a file listed first wins, the JSON over them all; an unreadable one is one line), and Dagster's
 validation of it against the job, each error one line naming the key and the fix; on a corpus's outcome rule too. A
-valid config launches, and the ``dg launch`` command carries exactly the config that was checked."""
+valid config launches: the run gets exactly the config that was checked, and the definitions it was checked against."""
 
 import json
 
 import pytest
 
-from assets.launch import check_launch, dg_launch, load_run_config
+from assets.launch import check_launch, load_run_config
+from pipeline.core.settings import settings
 from tests.support import refusal_corpus as rc
 
 
@@ -17,7 +18,7 @@ def _launch(tmp_path, rule):
     sources = {"resources": {"sources": {"config": {"envscaler": [corpus]}}}}
     config, problems = load_run_config(config_json=json.dumps(sources))
     assert problems == []
-    return check_launch("envsim_main", config)
+    return check_launch("envsim_main", config, settings())
 
 
 def test_a_mistyped_outcome_rule_key_is_one_line_naming_it_and_the_fix(tmp_path):
@@ -68,20 +69,38 @@ def test_the_first_file_wins_and_the_json_over_all(tmp_path):
     assert config["ops"] == {"benchmark_split": {"config": {"seed": 1}}, "sft_mixture": {"config": {"seed": 9}}}
 
 
-def test_the_launch_carries_the_checked_config_and_nothing_else():
-    config = {"ops": {"benchmark_split": {"config": {"seed": 1}}}}
-    command = dg_launch("--job", "envsim_main", run_config=config)
-    assert command[1:] == [
-        "launch",
-        "--job",
-        "envsim_main",
-        "-m",
-        "assets.definitions",
-        "--config-json",
-        json.dumps(config),
-    ]
-    assert "-c" not in command and "--config" not in command
-    assert dg_launch("--job", "envsim_main")[-2:] == ["-m", "assets.definitions"]  # no config: Dagster's defaults
+def test_a_run_builds_the_definitions_once_and_its_record_is_in_the_data_roots_history(tmp_path, monkeypatch, capsys):
+    """``./forge run``: the definitions are built once (the check validates against the object the run executes),
+    the run is recorded in the data root's run history (what ``./forge ui`` opens) tagged with the root, and a failed
+    step ends the output with ``./forge run: FAILED at step X``, exit 1. The corpus yields no environment, so the
+    run stops at its first step."""
+    from dagster import DagsterInstance
+
+    from assets import cli
+    from assets import definitions as code_location
+    from resources.storage import DATA_ROOT_TAG
+
+    builds = []
+    build = code_location.build_definitions
+    monkeypatch.setattr(code_location, "build_definitions", lambda current: builds.append(current) or build(current))
+    monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    corpus = tmp_path / "191_env_metadata.json"
+    corpus.write_text("{}")
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "resources:\n  sources:\n    config:\n      builtin: {enabled: false}\n      bfcl: {categories: []}\n"
+        f"      envscaler:\n        - {{env_items: {corpus}}}\n"
+    )
+    assert cli.main(["run", "-c", str(config), "--seed", "3"]) == 1
+    assert len(builds) == 1 and builds[0].data_root == tmp_path / "data" and builds[0].executor == "in_process"
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "./forge run: FAILED at step environment_catalog (exit 1)", err[-5:]
+    assert any(line.startswith("step environment_catalog failed: ") for line in err), err[-5:]
+    with DagsterInstance.from_config(str(tmp_path / "data" / ".dagster_home")) as instance:
+        (run,) = instance.get_runs()
+    assert run.job_name == "envsim_main" and run.tags[DATA_ROOT_TAG] == str(tmp_path / "data")
+    assert run.run_config["ops"]["benchmark_split"]["config"]["seed"] == 3  # the checked config, --seed included
 
 
 @pytest.mark.parametrize(
@@ -108,15 +127,17 @@ def test_config_json_that_is_not_an_object_is_one_line(text):
 
 
 def test_dagster_validates_the_run_config_one_line_per_error():
-    (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"seeed": 1}}}}, where="a.yaml")
+    (line,) = check_launch(
+        "envsim_main", {"ops": {"benchmark_split": {"config": {"seeed": 1}}}}, settings(), where="a.yaml"
+    )
     assert line == (
         "a.yaml: unknown config key 'seeed' under ops.benchmark_split.config: did you mean 'seed'? "
         "valid keys: " + line.split("valid keys: ", 1)[1]
     )
-    (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"sede": 1, "sed": 2}}}})
+    (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"sede": 1, "sed": 2}}}}, settings())
     assert line.startswith("run config: unknown config keys ") and "'sede'" in line and "'sed'" in line
     assert "under ops.benchmark_split.config: valid keys: " in line and "seed" in line
-    (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"seed": "one"}}}})
+    (line,) = check_launch("envsim_main", {"ops": {"benchmark_split": {"config": {"seed": "one"}}}}, settings())
     assert line == (
         "run config: config value 'one' at ops.benchmark_split.config.seed has the wrong type "
         "(expected Int): fix the value"
@@ -137,14 +158,14 @@ def test_a_kinds_setting_written_beside_the_common_fields_names_its_section():
             }
         }
     }
-    problems = check_launch("envsim_main", config, where="--config-json")
+    problems = check_launch("envsim_main", config, settings(), where="--config-json")
     assert problems == [
         "--config-json: unknown config keys 'base_url', 'model' under "
         "ops.simulator_eval.config.simulators.0: they belong in its `openai:` section: "
         "openai: {base_url: …, model: …}"
     ], problems
     config["ops"]["simulator_eval"]["config"]["simulators"][0] = {"name": "r", "kind": "recorded", "completions": "a"}
-    assert check_launch("envsim_main", config, where="--config-json") == [
+    assert check_launch("envsim_main", config, settings(), where="--config-json") == [
         "--config-json: unknown config key 'completions' under ops.simulator_eval.config.simulators.0: it belongs in "
         "its `recorded:` section: recorded: {completions: …}"
     ]

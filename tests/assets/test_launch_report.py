@@ -10,7 +10,7 @@ from dagster import AssetExecutionContext, DagsterInstance, Definitions, Materia
 
 from assets.cli import main
 from assets.launch import run_outcome
-from pipeline.__main__ import report_evaluation, report_splits
+from assets.summary import report_evaluation, report_splits
 from pipeline.select.selection import ShortfallError
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, SplitStore

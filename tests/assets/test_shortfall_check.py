@@ -11,7 +11,7 @@ from dagster_duckdb import DuckDBResource
 
 from assets.definitions import build_definitions
 from assets.selection import benchmark_split, sft_mixture, step_strata
-from pipeline.__main__ import summary
+from assets.summary import summary
 from pipeline.core.settings import Settings
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.store.layout import DataLayout

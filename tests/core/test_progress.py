@@ -188,13 +188,12 @@ def test_the_instance_logs_info_by_default(tmp_path):
     old = tmp_path / "old"
     old.mkdir()
     (old / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    from assets.cli import _prepare_environment  # what ./forge's commands do first
+    from assets.cli import dagster_home  # what ./forge's commands do first
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DAGSTER_HOME", str(old))
-        patch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
-        _prepare_environment()
-        _prepare_environment()  # once only
+        assert dagster_home(tmp_path / "data") == old
+        dagster_home(tmp_path / "data")  # once only
     with DagsterInstance.from_config(str(old)) as instance:
         assert instance.python_log_level == "INFO"
     assert (old / "dagster.yaml").read_text().count("python_logs:") == 1

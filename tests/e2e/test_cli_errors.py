@@ -69,10 +69,11 @@ def test_a_wrong_type_a_missing_file_and_an_unknown_job_are_named(tmp_path):
     (line,) = _problem_lines(proc)
     assert "ops.benchmark_split.config.seed" in line and "'one'" in line and "Int" in line
     from assets.launch import check_launch
+    from pipeline.core.settings import settings
 
-    (line,) = check_launch("envsim_mian", {})
+    (line,) = check_launch("envsim_mian", {}, settings())
     assert "no job 'envsim_mian'" in line and "envsim_main" in line and "__ASSET_JOB" not in line
-    assert check_launch("envsim_main", {}) == []
+    assert check_launch("envsim_main", {}, settings()) == []
 
 
 def test_an_unreadable_config_json_or_file_is_one_line_and_no_run(tmp_path):
@@ -163,10 +164,9 @@ def test_a_forge_venv_that_is_no_environment_is_one_line(tmp_path):
 
 
 def test_no_stale_timings_when_no_run_started(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     from assets.launch import print_run_timings
 
-    assert print_run_timings(since=time.time() + 3600) is False
+    assert print_run_timings(tmp_path, tmp_path / "data", since=time.time() + 3600) is False
     assert "no run of envsim_main started by this command" in capsys.readouterr().out
 
 
@@ -224,7 +224,7 @@ def test_an_offline_download_says_how_to_go_on_and_leaves_no_empty_folder(tmp_pa
         [
             sys.executable,
             "-m",
-            "pipeline",
+            "assets.cli",
             "download",
             "envscaler",
             "--data-root",

@@ -234,7 +234,7 @@ def test_two_nondeterministic_environments_do_not_block_the_others_splits(tmp_pa
     still materialize, with the good environments' steps only; the run summary names them and exits 0."""
     from dagster import AssetCheckSeverity
 
-    from pipeline.__main__ import summary
+    from assets.summary import summary
 
     layout, result = _materialize(tmp_path, strict=False)
     assert result.success
@@ -280,7 +280,7 @@ def test_strict_setting_parses():
 def test_strict_makes_the_quarantine_blocking(tmp_path, monkeypatch):
     from dagster import AssetCheckSeverity
 
-    from pipeline.__main__ import summary
+    from assets.summary import summary
 
     layout, result = _materialize(tmp_path, strict=True)
     assert not result.success

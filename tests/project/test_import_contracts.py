@@ -190,7 +190,7 @@ def test_lint_imports_catches_an_upward_import(tmp_path):
     (tmp_path / "pipeline" / "store" / "upward.py").write_text("from pipeline.select.selection import select_strata\n")
     out = lint_imports(ROOT / "pyproject.toml", cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "Tiers: entry points > stages > engine > foundation BROKEN" in out.stdout, out.stdout
+    assert "Tiers: stages > engine > foundation BROKEN" in out.stdout, out.stdout
     assert "pipeline.store.upward -> pipeline.select.selection (l.1)" in out.stdout, out.stdout
 
 

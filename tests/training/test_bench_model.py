@@ -68,7 +68,7 @@ def test_the_command_says_it_in_one_line_without_a_traceback(tmp_path):
         "ENVSIM_DATA_ROOT": str(tmp_path / "data"),
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"],
+        [sys.executable, "-m", "assets.cli", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -106,7 +106,7 @@ def test_a_measurement_is_all_scored_only_when_these_weights_answered_every_samp
 def test_check_says_what_it_found_in_one_line(tmp_path, monkeypatch, capsys):
     """``./forge bench-model --check`` on success: one line naming the weights and the chat template (issue 43,
     item 7), exit 0; for an embedded model, that it is embedded."""
-    from pipeline.__main__ import main
+    from assets.cli import main
 
     snapshot = _cached_model(tmp_path / "hub", "acme/tiny-instruct")
     from huggingface_hub import constants
@@ -114,11 +114,11 @@ def test_check_says_what_it_found_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))  # read from the environment at import
     monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
     argv = ["bench-model", "--check", "--checkpoint", "acme/tiny-instruct", "--template", "qwen"]
-    assert main(argv, prog="./forge") == 0
+    assert main(argv) == 0
     assert capsys.readouterr().out == (
         f"./forge bench-model --check: acme/tiny-instruct: weights at {snapshot}, chat template qwen: ready to serve\n"
     )
-    assert main(["bench-model", "--check"], prog="./forge") == 0
+    assert main(["bench-model", "--check"]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert line == (
         "./forge bench-model --check: smollm2-135m-instruct is embedded (converted when first served): ready to serve"

@@ -1,24 +1,17 @@
-"""The commands that need no Dagster, and the console summary: ``summary [DATA_ROOT]`` (where the data went and what
-it holds), ``partitions`` (the partition keys ``ENVSIM_SHARDS`` gives), ``check-settings``, ``download`` and
-``bench-model``. Their one home: ``./forge`` (``assets/cli.py``, the one CLI) hands these commands to :func:`main`;
-``python -m pipeline COMMAND`` runs them the same without the Dagster layer."""
+"""What ``./forge run`` prints after a run that succeeded, and ``./forge summary`` at any time: where the data went
+and what it holds (the |Δ| × outcome table, the benchmark cells and Balance2 groups, each split's CURRENT version
+and what the run changed, the scores of this run's ``simulator_eval``, the environment quality, the exports, the
+SQL command), and the checks that failed (``report_failed_checks``, also after a failed run)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
-
-from pipeline.core.settings import prepare_process, settings
-
-prepare_process()  # first, before pyarrow loads
 
 import pyarrow.parquet as pq
 
 from pipeline.core import profile
-from pipeline.core.settings import SettingsError, variable
+from pipeline.core.settings import Settings, settings
 from pipeline.core.untrusted import console, console_text
-from pipeline.envs import download
-from pipeline.envs.partitions import partition_keys
 from pipeline.labeling.empty import why_empty
 from pipeline.labeling.quarantine import blocking, failed_checks
 from pipeline.labeling.steps import describe_inflight
@@ -31,9 +24,6 @@ from pipeline.select.shortfall import shortfall_report
 from pipeline.store import duck, queries, sql_shell
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
-from pipeline.training import base_models
-from pipeline.training.bench_model import ModelUnavailable, bench_model, check_model
-from pipeline.training.launchers import find_llamafactory
 
 
 def _say(*parts: object, file=None) -> None:
@@ -129,11 +119,10 @@ def environment_counts(layout: DataLayout) -> str | None:
     return "".join(parts)
 
 
-def report_failed_checks(layout: DataLayout, named_in: str | None = None) -> list[dict]:
+def report_failed_checks(layout: DataLayout, strict: bool, named_in: str | None = None) -> list[dict]:
     """Print the failed checks of the current step parts (stderr): the check, its headline, the quarantined
-    environments with their reasons; with ``named_in`` (a failed run's steps and causes), only the checks it names.
-    Returns them."""
-    strict = settings().strict
+    environments with their reasons (held unless ``strict``); with ``named_in`` (a failed run's steps and causes),
+    only the checks it names. Returns them."""
     failed = [doc for doc in failed_checks(layout) if named_in is None or doc["check"] in named_in]
     for doc in failed:
         held = doc["quarantined"] and not (strict or doc["strict"])
@@ -153,18 +142,21 @@ def summary(
     dagster_run_id: str | None = None,
     evaluation: dict[str, dict[str, float]] | None = None,
     eval_version: str | None = None,
+    current: Settings | None = None,
 ) -> int:
     """Print the summary; non-zero when there are no steps, or a check failed in strict mode
     (``ENVSIM_STRICT`` or the check's ``strict`` config) or without quarantining an environment.
     Quarantined environments are named, and the run goes on (exit 0) with the others. With the Dagster run
     that just ran (``./forge run``): whether it moved CURRENT, and the scores of its ``simulator_eval``
-    (``evaluation``: simulator -> FM / CM / cm_reference, on benchmark ``eval_version``)."""
-    duck.configure(settings())  # an entry point (./forge run's report too): the DuckDB limits of its settings
+    (``evaluation``: simulator -> FM / CM / cm_reference, on benchmark ``eval_version``). ``current``: the
+    settings of the command (strict, profile, DuckDB limits); default the process's."""
+    current = current or settings()
+    duck.configure(current)  # the DuckDB limits of the command's settings
     died = describe_inflight(layout)
     if died:
         _say(f"WARNING: {console(died)}", file=sys.stderr)
-    failed = report_failed_checks(layout)
-    strict = settings().strict
+    strict = current.strict
+    failed = report_failed_checks(layout, strict)
     stops = blocking(failed, strict)
     if not queries.has_steps(layout) or not queries.step_totals(layout).get("steps"):
         _say(f"no labeled steps under {layout.root.resolve()}: {why_empty(layout)}", file=sys.stderr)
@@ -197,7 +189,7 @@ def summary(
     _say()
     _say(md_table(queries.delta_by_outcome(layout)))
     _say()
-    composition = composition_in_force(layout, profile.named(settings().profile).composition())
+    composition = composition_in_force(layout, profile.named(current.profile).composition())
     _say(f"Benchmark cells (candidates for the {composition.benchmark_size}-sample composition):")
     _say(md_table(queries.cell_coverage(layout, composition), index=False))
     _say()
@@ -234,165 +226,3 @@ def summary(
             file=sys.stderr,
         )
     return 0
-
-
-def settings_problems() -> list[str]:
-    """What is wrong with the ``ENVSIM_*`` variables, one line each naming the variable and the fix
-    (``./forge run`` checks this before it starts anything)."""
-    try:
-        settings()
-    except SettingsError as exc:
-        return [f"{exc}: fix the value or unset the variable"]
-    return []
-
-
-def settings_confirmation() -> str:
-    """The line ``check-settings`` prints when every ``ENVSIM_*`` variable is usable: which are set, and what the
-    rest are (their defaults, docs/settings.md)."""
-    current = settings()
-    given = sorted(variable(name) for name in current.model_fields_set)
-    which = f"{', '.join(given)} set, the others at their defaults" if given else "every variable at its default"
-    return (
-        f"settings OK: {which} (docs/settings.md); profile {current.profile}, data root "
-        f"{current.data_root.resolve()}, split schedule '{current.split_cron}' (UTC)"
-    )
-
-
-def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
-    """Run one command (``argv``: the command and its arguments); ``prog``: how the usage names the caller."""
-    parser = argparse.ArgumentParser(prog=prog)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("summary", help="print where the data is and its |Δ| × outcome table")
-    p.add_argument("data_root", nargs="?", default=None)
-    sub.add_parser("partitions", help="print the partition keys ENVSIM_SHARDS gives, one a line (none when unset)")
-    sub.add_parser("check-settings", help="check the ENVSIM_* variables: one line per problem, exit 2 when any")
-    d = sub.add_parser("download", help="fetch a corpus from the Hugging Face Hub into the data root")
-    d.add_argument("corpus", choices=["envscaler"])
-    d.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
-    d.add_argument("--endpoint", default=None, help="Hub endpoint (default: HF_ENDPOINT or https://huggingface.co)")
-    d.add_argument(
-        "--env-repo", default=None, help="dataset repo of the env items (default XXHStudyHard/EnvScaler-191-Env)"
-    )
-    d.add_argument(
-        "--scenario-repo",
-        action="append",
-        default=None,
-        help="dataset repo(s) of scenarios (default: XXHStudyHard/EnvScaler-RL-Scenario and -SFT-Scenario)",
-    )
-    d.add_argument("--revision", default=None)
-    b = sub.add_parser(
-        "bench-model",
-        help="serve a model and score it on a stratified subset of the current benchmark",
-        description="Serve a model with llamafactory-cli api (the project's serving) and score it with the "
-        "evaluation harness on the first N samples of every benchmark cell; prints parse rate, "
-        "FM, CM and cm_reference per cell and stores them in DuckDB (eval_results, "
-        "bench_model_runs) under the weights' id.",
-    )
-    b.add_argument(
-        "--checkpoint",
-        default=base_models.DEFAULT_MODEL,
-        help=f"an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint version, 'latest', "
-        f"<version>/step-N, a directory, or a Hub id whose snapshot is in the local Hugging Face cache "
-        f"(HF_HOME / HF_HUB_CACHE; nothing is downloaded) (default: {base_models.DEFAULT_MODEL})",
-    )
-    b.add_argument("--per-cell", type=int, default=1, help="samples per benchmark cell (default 1)")
-    b.add_argument("--max-tokens", type=int, default=512, help="most tokens per answer (default 512)")
-    b.add_argument(
-        "--backend",
-        choices=["huggingface", "vllm", "auto"],
-        default="huggingface",
-        help="llamafactory-cli api backend (default huggingface; a before/after comparison must use one)",
-    )
-    b.add_argument(
-        "--template",
-        default=None,
-        help="chat template (default: the one recorded with a checkpoint or an "
-        "embedded model; needed for any other model, e.g. qwen)",
-    )
-    b.add_argument("--split-version", default=None, help="benchmark version (default: CURRENT)")
-    b.add_argument("--data-root", default=None, help="default: ENVSIM_DATA_ROOT or ./data")
-    b.add_argument("--timeout", type=float, default=900.0, help="seconds per request (default 900)")
-    b.add_argument(
-        "--dtype",
-        choices=["auto", "float16", "bfloat16", "float32"],
-        default=None,
-        help="served compute dtype (default: auto with an NVIDIA GPU, else float32)",
-    )
-    b.add_argument(
-        "--check",
-        action="store_true",
-        help="only check that --checkpoint's weights are here and its chat template is known (what ./forge "
-        "bench-model does before it installs the serving environment); exit 2 with one line if not",
-    )
-    args = parser.parse_args(argv)
-    if args.command != "check-settings":  # which reports a bad variable in its own words
-        duck.configure(settings())  # the entry point's one Settings value: the DuckDB limits of this process
-    if args.command == "bench-model":
-        root = DataLayout.at(args.data_root or settings().data_root).root
-        try:
-            found = check_model(args.checkpoint, root, args.template)
-            if args.check:
-                _say(f"{prog} bench-model --check: {found}: ready to serve")
-                return 0
-            python, cli = find_llamafactory(settings().llamafactory_python)
-            result = bench_model(
-                root,
-                python,
-                cli,
-                args.checkpoint,
-                args.per_cell,
-                args.max_tokens,
-                args.backend,
-                args.template,
-                args.split_version,
-                args.timeout,
-                dtype=args.dtype,
-            )
-        except ModelUnavailable as exc:
-            print(f"./forge bench-model: {exc}", file=sys.stderr)
-            return 2
-        _say(
-            f"{result.run_id}: {result.scored} scored, {result.resumed} resumed of {result.samples} samples "
-            f"in {result.seconds:.0f}s (weights {result.weights_id})"
-        )
-        _say(md_table(result.cells, index=False))
-        print("stored in DuckDB: eval_results / eval_runs (run_id above), bench_model_runs")
-        return 0
-    if args.command == "download":
-        root = DataLayout.at(args.data_root or settings().data_root).root
-        try:
-            result = download.download_envscaler(
-                root,
-                endpoint=args.endpoint,
-                token=None,  # huggingface_hub resolves: $HF_TOKEN, `hf auth login`
-                env_repo=args.env_repo or download.ENV_REPO,
-                scenario_repos=tuple(args.scenario_repo or download.SCENARIO_REPOS),
-                revision=args.revision,
-            )
-        except download.DownloadError as exc:
-            print(f"./forge download: {exc}", file=sys.stderr)
-            return 1
-        print(f"env items: {result.env_items}")
-        for path in result.scenarios:
-            print(f"scenarios: {path}")
-        print(
-            f"recorded in {result.directory / download.CORPUS_FILE}: the sources resource uses it by default "
-            f"(./forge run with ENVSIM_DATA_ROOT={root})"
-        )
-        return 0
-    if args.command == "check-settings":
-        problems = settings_problems()
-        for line in problems:
-            print(line, file=sys.stderr)
-        if not problems:
-            print(settings_confirmation())
-        return 2 if problems else 0
-    if args.command == "partitions":
-        count = settings().shards
-        print("\n".join(partition_keys(count)) if count else "", end="\n" if count else "")
-        return 0
-    return summary(DataLayout.at(args.data_root or settings().data_root))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
