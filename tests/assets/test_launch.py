@@ -45,7 +45,7 @@ def test_a_valid_outcome_rule_launches(tmp_path):
 def test_a_key_of_before_is_one_line_naming_its_new_place(resource, key, value, says):
     """Sources have one section each, and the run policy its own resource: a run config written for the flat
     ``sources`` fields or the policy on ``composition`` is refused before anything starts, naming the new place."""
-    (line,) = check_launch("envsim_main", {"resources": {resource: {"config": {key: value}}}})
+    (line,) = check_launch("envsim_main", {"resources": {resource: {"config": {key: value}}}}, settings())
     assert line.startswith("run config: resources.") and says in line, line
 
 
