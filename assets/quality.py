@@ -11,7 +11,6 @@ from pipeline.quality.environment_report import Thresholds
 from pipeline.quality.environment_report import environment_report as report_card
 from pipeline.quality.environment_yield import YieldSettings, gate
 from pipeline.select.samples import materialize_samples
-from pipeline.store import warehouse
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource
 from resources.config_from import config_from
 
@@ -64,8 +63,6 @@ def environment_report(
     (error share, a tool that always raises, non-determinism, mismatches, no state change)."""
     layout = store.layout()
     report = report_card(layout, config.to_domain(), composition.composition())
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
     for env in report.worst():
         context.log.warning(f"environment {env['env_id']} fails: {env['main_problem']}")
     context.log.info(report.headline())
@@ -137,8 +134,6 @@ def environment_yield(
         config.to_domain(YieldSettings),
         config.gate_checker,
     )
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
     for line in report.table():
         context.log.info(
             f"checker {line['checker']}: yield {line['yield']:.0%} ({line['passing']} of "

@@ -30,7 +30,7 @@ from pipeline.select.selection import (
 )
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
-from pipeline.store import queries, warehouse
+from pipeline.store import queries
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import CompositionResource, DataStoreResource
 
@@ -50,8 +50,6 @@ def step_strata(
     layout = store.layout()
     in_force = composition.composition()
     report = stratify(layout)
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
     cells = cell_table(layout)
     exclusions = exclusion_table(layout)
     nondet = exclusions[exclusions["reason"] == "non-deterministic"]
@@ -173,8 +171,6 @@ def benchmark_split(
             f"benchmark {result.version} holds what the corpus allows: {'; '.join(result.shortfall_lines())} "
             f"— fix: {SHORTFALL_FIX}"
         )
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
     envs = (
         pd.read_parquet(result.path, columns=["env_id", "stratum"])
         .groupby("env_id")
@@ -249,8 +245,6 @@ def sft_mixture(
     )
     if result.shortfalls:
         context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
     bench = SplitStore(layout, BENCHMARK)
     overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule)
     return MaterializeResult(
