@@ -140,8 +140,8 @@ def delta_roundtrip(
 class DeterminismConfig(Config):
     per_env: int = Field(
         default=default_of(check_determinism, "per_env"),
-        description="Trajectories of every environment re-executed from scratch (labels kept from collection "
-        "included).",
+        description="Trajectories of every environment re-executed from "
+        "scratch (labels kept from collection included).",
     )
     sample_size: int = Field(
         default=default_of(check_determinism, "sample_size"),
@@ -213,9 +213,9 @@ def relabel_is_deterministic(
 @asset_check(
     asset=labeled_steps,
     description=(
-        "great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| "
-        "equals the Δ list length (in a partitioned run: the partition's steps; an empty partition has nothing to "
-        "check)."
+        "great-expectations: schema and nulls of the step table, outcomes in the "
+        "closed set, unique step ids, |Δ| equals the Δ list length (in a partitioned "
+        "run: the partition's steps; an empty partition has nothing to check)."
     ),
 )
 def step_table_expectations(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:

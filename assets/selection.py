@@ -91,9 +91,9 @@ class BenchmarkConfig(Config):
     )
     on_shortfall: Shortfall | None = Field(
         default=None,
-        description="A cell the corpus cannot fill warns (the benchmark holds what the corpus allows, the mixture is "
-        "built from the rest) or fails the asset (unset: the `composition` resource's: `warn`, `fail` with "
-        "ENVSIM_STRICT=1).",
+        description="A cell the corpus cannot fill warns (the benchmark holds what the corpus "
+        "allows, the mixture is built from the rest) or fails the asset (unset: "
+        "the `composition` resource's: `warn`, `fail` with ENVSIM_STRICT=1).",
     )
     make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
 

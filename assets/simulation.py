@@ -50,8 +50,8 @@ class RolloutConfig(Config):
     )
     agent: AgentPolicyConfig = Field(
         default_factory=AgentPolicyConfig,
-        description="An LLM agent (tasks from its `sources`); without a model the actions of recorded trajectories "
-        "are replayed.",
+        description="An LLM agent (tasks from its `sources`); without a "
+        "model the actions of recorded trajectories are replayed.",
     )
     task_limit: int = Field(
         default=default_of(rollout_store.recorded_tasks, "limit"),
@@ -122,8 +122,8 @@ def simulated_rollouts(
 class RolloutExportConfig(Config):
     filter: Literal["all", "verified", "prefix"] = Field(
         default=default_of(export_rollouts, "how"),
-        description="all (Simia as published), verified (executor-verified rollouts only) or prefix (cut at the "
-        "first divergence).",
+        description="all (Simia as published), verified (executor-verified "
+        "rollouts only) or prefix (cut at the first divergence).",
     )
     simulators: list[str] = Field(
         default_factory=list, description="Only these simulators' rollouts (empty: all but the baselines)."

@@ -25,8 +25,8 @@ class DataStoreResource(ConfigurableResource):
 
     data_root: str = Field(
         default_factory=lambda: str(default_data_root()),
-        description="Directory holding all tables (created on demand); the code location's default: $ENVSIM_DATA_ROOT "
-        "or ./data.",
+        description="Directory holding all tables (created on demand); the "
+        "code location's default: $ENVSIM_DATA_ROOT or ./data.",
     )
 
     def layout(self) -> DataLayout:

@@ -171,8 +171,8 @@ def resolve_run(con: duckdb.DuckDBPyConnection, simulator: str | None, split_ver
     if not candidates:
         known = ", ".join(sorted({r[0] for r in rows})) or "none"
         raise NoEvaluation(
-            f"no evaluation run of simulator {simulator!r} (split version {split_version or 'any'}); known runs: "
-            f"{known}"
+            f"no evaluation run of simulator {simulator!r} (split "
+            f"version {split_version or 'any'}); known runs: {known}"
         )
     return candidates[0][0]
 

@@ -87,8 +87,8 @@ def decontamination_note(row: dict[str, Any] | None) -> str:
     if not row or not (row["removed_by_key"] or row["removed_by_hash"]):
         return ""
     text = (
-        f"; {row['removed_by_key']} of {row['before']} removed by {row['key']} decontamination against "
-        f"{row['benchmark']}"
+        f"; {row['removed_by_key']} of {row['before']} removed by "
+        f"{row['key']} decontamination against {row['benchmark']}"
     )
     return text + (
         f", {row['removed_by_hash']} by {row.get('identity', '(s_t, a_t) hash')}" if row["removed_by_hash"] else ""

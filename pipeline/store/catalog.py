@@ -23,28 +23,28 @@ from pipeline.store.schema import COLUMN_DOCS
 TABLES: dict[str, str] = {
     "split_versions": "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions "
     "kept: seed, input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
-    "split_members": "One row per sample of every split version (kind, version, position): the step it is and its "
-    "strata.",
+    "split_members": "One row per sample of every split version (kind, "
+    "version, position): the step it is and its strata.",
     "split_diff": "Per pair of versions of the same kind (version_a, version_b): each step in one and not the other "
     "(change = 'added' in version_b / 'removed' from version_a), with its stratum in the version it is in.",
     "eval_results": "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, "
     "cm_reference, …), latency and tokens; `split_version` names the benchmark version scored.",
-    "eval_results_strata": "eval_results with each sample's strata: its cell (`stratum`), benchmark group and |Δ| "
-    "bucket.",
-    "eval_runs": "One row per evaluation run: samples, answered, request failures and the metrics over the "
-    "answered samples.",
-    "eval_by": "Metrics of each evaluation run broken down by one key (the view's suffix); percent of the answered "
-    "samples.",
-    "bench_model_runs": "One row per `./forge bench-model` measurement: the model, its weights, the settings and "
-    "throughput.",
-    "sft_checkpoints": "One row per published SFT checkpoint version: the mixture trained on, base model, "
-    "settings, loss.",
-    "sft_checkpoint_steps": "One row per intermediate checkpoint of an SFT run: step, loss, path and whether it is "
-    "still there.",
+    "eval_results_strata": "eval_results with each sample's strata: its cell "
+    "(`stratum`), benchmark group and |Δ| bucket.",
+    "eval_runs": "One row per evaluation run: samples, answered, request "
+    "failures and the metrics over the answered samples.",
+    "eval_by": "Metrics of each evaluation run broken down by one key "
+    "(the view's suffix); percent of the answered samples.",
+    "bench_model_runs": "One row per `./forge bench-model` measurement: the "
+    "model, its weights, the settings and throughput.",
+    "sft_checkpoints": "One row per published SFT checkpoint version: the "
+    "mixture trained on, base model, settings, loss.",
+    "sft_checkpoint_steps": "One row per intermediate checkpoint of an SFT run: "
+    "step, loss, path and whether it is still there.",
     "eval_job_runs": "One row per evaluation job: the checkpoint served, how, on which benchmark version, its job ids.",
     "checkpoint_scores": "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
-    "curriculum_groups": "One row per α-curriculum version and group: estimate, weight, candidates, quota and "
-    "selected.",
+    "curriculum_groups": "One row per α-curriculum version and group: "
+    "estimate, weight, candidates, quota and selected.",
     "rollout_by": "Rollout step metrics of each run broken down by one key (the view's suffix).",
 }
 
@@ -60,8 +60,8 @@ _MEANINGS: dict[str, str] = {
     "benchmark_group": "Benchmark group of the sample (|Δ| beyond the difficult bucket counts as difficult)",
     "grp": "Group: the benchmark group (eval_by_group), or the curriculum group key (curriculum_groups).",
     "excluded": "Whether the step is kept out of every split (error, or non-deterministic on re-execution).",
-    "excluded_reason": "Why the step is excluded (error, non-deterministic, …) or beyond the buckets (|Δ| > 12); "
-    "NULL otherwise.",
+    "excluded_reason": "Why the step is excluded (error, non-deterministic, "
+    "…) or beyond the buckets (|Δ| > 12); NULL otherwise.",
     # trajectories and environments
     "category": "Task category (bfcl: base, long_context, miss_func, miss_param).",
     "strategy": "How the trajectory was produced: ground_truth (a task's replay), explore, agent, replay-messages "
