@@ -13,9 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
+from dagster import MaterializeResult, MetadataValue, TableColumn, TableRecord, TableSchema
 
-from pipeline.report.tables import Markdown, Table
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import catalog
 
 #: rows shown in a metadata table (the data itself is in Parquet / DuckDB)
@@ -133,3 +133,14 @@ def metadata_of(values: Mapping[str, Any]) -> dict[str, Any]:
         return value
 
     return {name: one(value) for name, value in values.items()}
+
+
+def materialize(
+    context: Any, facts: Facts, metadata: Mapping[str, Any] | None = None, **result: Any
+) -> MaterializeResult:
+    """The one way a stage's report becomes an asset's result: its warnings logged, its values as metadata (then
+    ``metadata``: what only the asset knows, e.g. the Parquet files' column schema), ``result`` passed on
+    (``data_version``, ``check_results``)."""
+    for line in facts.warnings:
+        context.log.warning(line)
+    return MaterializeResult(metadata={**metadata_of(facts.values), **(metadata or {})}, **result)

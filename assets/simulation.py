@@ -24,7 +24,7 @@ from pydantic import Field
 
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
-from assets.metadata import frame_table, metadata_of, parquet_metadata
+from assets.metadata import frame_table, materialize, parquet_metadata
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs
@@ -114,9 +114,7 @@ def simulated_rollouts(
     check = AssetCheckResult(
         check_name="oracle_never_drifts", passed=oracle.passed, metadata={"oracle": oracle.description}
     )
-    return MaterializeResult(
-        metadata={**metadata_of(facts.values), **parquet_metadata(rollout_files(layout))}, check_results=[check]
-    )
+    return materialize(context, facts, parquet_metadata(rollout_files(layout)), check_results=[check])
 
 
 class RolloutExportConfig(Config):

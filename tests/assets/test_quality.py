@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 from dagster import materialize
-from dagster_duckdb import DuckDBResource
 
 from assets.quality import environment_report, environment_yield
 from resources import (
     CompositionResource,
+    DataStoreDuckDBResource,
     DataStoreResource,
     EnvironmentSourcesResource,
     EnvScalerCorpusConfig,
@@ -26,7 +26,7 @@ def test_both_assets_materialize_with_table_metadata_and_duckdb_rows(built):
     layout, corpus = built
     resources = {
         "store": DataStoreResource(data_root=str(layout.root)),
-        "duckdb": DuckDBResource(database=str(layout.duckdb)),
+        "duckdb": DataStoreDuckDBResource(store=DataStoreResource(data_root=str(layout.root))),
         "composition": CompositionResource(),
         "sources": EnvironmentSourcesResource(
             bfcl_categories=[],
