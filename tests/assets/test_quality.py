@@ -9,11 +9,11 @@ from dagster import materialize
 from assets.quality import environment_report, environment_yield
 from resources import (
     CompositionResource,
-    DataStoreDuckDBResource,
     DataStoreResource,
     EnvironmentSourcesResource,
     EnvScalerCorpusConfig,
 )
+from resources.storage import DataStoreDuckDBResource
 from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
 
 

@@ -14,7 +14,8 @@ from pipeline.__main__ import summary
 from pipeline.core.settings import Settings
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.store.layout import DataLayout
-from resources import CompositionResource, DataStoreDuckDBResource, DataStoreResource
+from resources import CompositionResource, DataStoreResource
+from resources.storage import DataStoreDuckDBResource
 from tests.support.metadata import text
 
 SIZES = {"failure": 5, "no_change": 50, "simple": 50, "complex": 20}
