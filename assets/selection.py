@@ -44,9 +44,9 @@ def step_strata(
     """Every labeled step with its outcome, |Δ| bucket (`0` / `1-2` / `3-6` / `7-12` / `13+`),
     argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
     steps are kept but marked excluded from both splits, and so are steps the determinism check found
-    non-deterministic (and the later steps of their trajectories), with the reason. Also refreshes the
-    DuckDB views. The candidates per cell are counted against the composition in force (resource
-    `composition`, default: the profile's)."""
+    non-deterministic (and the later steps of their trajectories), with the reason (its `duckdb`
+    resource then refreshes the DuckDB views). The candidates per cell are counted against the composition in
+    force (resource `composition`, default: the profile's)."""
     layout = store.layout()
     in_force = composition.composition()
     report = stratify(layout)
