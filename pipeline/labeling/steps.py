@@ -22,22 +22,25 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.progress import Log, Progress
+from pipeline.core.strata import Composition
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import CodeRefs, Prelabels, label_config, step_row, trajectory_issues
-from pipeline.store import schema
+from pipeline.report.tables import Facts, Table
+from pipeline.store import queries, schema
 from pipeline.store.layout import DataLayout, step_part_partition
 from pipeline.store.parquet_io import atomic_path, write_arrow, write_table
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
@@ -327,3 +330,38 @@ def label(
     run.remove_stale()
     run.report.seconds = time.perf_counter() - started
     return run.report
+
+
+def label_facts(report: LabelReport, layout: DataLayout, composition: Composition) -> Facts:
+    """What a labeling reports (the ``labeled_steps`` metadata): its counts, the step table's totals, |Δ| by
+    outcome, the candidates per benchmark cell and Balance2 group of ``composition``, the environments covered
+    and the trajectories that could not be labeled (each also a warning)."""
+    totals = queries.step_totals(layout) if queries.has_steps(layout) else {}
+    labeled = bool(totals.get("steps"))
+    pivot = queries.delta_by_outcome(layout) if labeled else None
+    hist = {} if pivot is None else {k: int(v) for k, v in pivot["total"].items() if k != "total"}
+
+    def table(frame: Callable[[], pd.DataFrame], empty: str) -> Table:
+        return Table.of_frame(frame()) if labeled else Table([], [empty])
+
+    return Facts(
+        {
+            "steps": report.steps,
+            "trajectories": report.trajectories,
+            "environments": totals.get("environments", 0),
+            "tools": totals.get("tools", 0),
+            "max_delta": totals.get("max_delta", 0),
+            "parts_written": report.parts_written,
+            "parts_reused": report.parts_reused,
+            "trajectories_labeled_at_collection": report.prelabeled,  # each call executed once
+            "steps_per_second": round(report.steps_per_second, 1),
+            "delta_by_outcome": table(lambda: pivot.rename_axis("delta_size").reset_index(), "delta_size"),
+            "delta_histogram": Table([{"delta_size": k, "count": n} for k, n in hist.items()], ["delta_size", "count"]),
+            "benchmark_cell_candidates": table(lambda: queries.cell_coverage(layout, composition), "cell"),
+            "balance2_candidates": table(lambda: queries.balance2_coverage(layout, composition), "group"),
+            "environments_covered": table(lambda: queries.steps_by_env(layout), "env_id"),
+            "issues": Table(report.issues, ["task_id", "stage", "reason"]),
+            "path": layout.steps_dir.resolve(),
+        },
+        [f"task {issue['task_id']}: {issue['reason']}" for issue in report.issues],
+    )
