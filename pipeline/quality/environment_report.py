@@ -39,6 +39,7 @@ from pipeline.core.axes import AXES
 from pipeline.core.fields import setting
 from pipeline.core.strata import Composition
 from pipeline.labeling.quarantine import excluded_files, input_fingerprint
+from pipeline.report.tables import Facts, Table
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
@@ -207,6 +208,32 @@ class EnvironmentReport:
             + (f"; failing: {len(self.failing)}" if self.failing else "")
             + (f"; untested (no steps of their own, determinism 'untested'): {shown}" if untested else "")
         )
+
+    def facts(self, path: Path) -> Facts:
+        """What the report card reports (``environment_report``'s metadata; ``path``: ``env_quality``'s file):
+        the headline, the counts, the worst environments, every environment and the tools with errors or
+        mismatches; each failing environment among the worst a warning."""
+        tools = [t for t in self.tools if t["error_steps"] or t["mismatch_detail"]]
+        return Facts(
+            {
+                "headline": self.headline(),
+                "environments": len(self.envs),
+                "failing": len(self.failing),
+                "worst": Table(self.worst(), ["env_id", "main_problem"]),
+                "environments_table": Table(self.envs, ENV_COLUMNS),
+                "tools_table": Table(tools, TOOL_COLUMNS),
+                "input_fingerprint": self.fingerprint,
+                "path": path.resolve(),
+            },
+            [f"environment {e['env_id']} fails: {e['main_problem']}" for e in self.worst()],
+        )
+
+
+#: the columns of the environments and tools the report's metadata shows
+ENV_COLUMNS = ["env_id", "verdict", "main_problem", "tools", "tools_used", "scenarios", "steps", "error_share"]
+ENV_COLUMNS += ["determinism", "max_delta", "cells", "mismatches", "state_problems"]
+TOOL_COLUMNS = ["env_id", "tool", "steps", "error_steps", "top_exception", "example_call", "schema_only_args"]
+TOOL_COLUMNS += ["code_only_args"]
 
 
 def _catalog(layout: DataLayout) -> dict[str, tuple[str, list[str]]]:

@@ -39,6 +39,7 @@ from pipeline.evaluate.simulators import SimulatorSpec, kind_of
 from pipeline.labeling.quarantine import input_fingerprint
 from pipeline.quality.accepted_corpus import AcceptedCorpus, export_accepted
 from pipeline.quality.environment_report import PASS
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store.duck import connect
 from pipeline.store.jsonl import read_rows
 from pipeline.store.layout import DataLayout
@@ -118,6 +119,28 @@ class YieldReport:
 
     def table(self) -> list[dict[str, Any]]:
         return [c.summary() for c in self.checkers]
+
+    def facts(self, accepted: AcceptedCorpus) -> Facts:
+        """What the gate reports (``environment_yield``'s metadata): the probe set, each checker's yield, and the
+        accepted corpus with its card."""
+        return Facts(
+            {
+                "corpus_fingerprint": self.fingerprint,
+                "probes": self.probes,
+                "threshold": self.settings.threshold,
+                "checkers": Table(self.table(), YIELD_COLUMNS),
+                **{f"yield/{c.spec.results_name}": c.yield_ for c in self.checkers},
+                "accepted_environments": len(accepted.environments),
+                "accepted_scenarios": accepted.scenarios,
+                "accepted_corpus": accepted.directory.resolve(),
+                "card": Markdown((accepted.directory / "CARD.md").read_text()),
+            }
+        )
+
+
+#: the columns of a checker's line in the gate's metadata (:meth:`YieldReport.table`)
+YIELD_COLUMNS = ["checker", "kind", "environments", "passing", "yield", "accepted", "prompt_tokens"]
+YIELD_COLUMNS += ["completion_tokens", "seconds"]
 
 
 def probe_picks(layout: DataLayout, probes_per_env: int, seed: int) -> list[tuple[str, str]]:
