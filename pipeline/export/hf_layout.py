@@ -39,7 +39,7 @@ from pipeline.core.untrusted import card
 from pipeline.envs import registry
 from pipeline.envsimbench import export as envsimbench
 from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
-from pipeline.report.tables import md_records
+from pipeline.report.tables import Facts, Markdown, Table, md_records
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites
@@ -62,6 +62,22 @@ class ExportReport:
     rows: int
     files: list[str] = field(default_factory=list)
     card: str = ""
+
+    def facts(self, unchanged: bool, hub: str) -> Facts:
+        """What an export reports (the dataset assets' metadata): version, rows, whether it was there already,
+        where it went on the Hub (``hub``), its files and sizes, the card's body and its directory."""
+        files = [{"file": f, "bytes": (self.directory / f).stat().st_size} for f in self.files]
+        return Facts(
+            {
+                "version": self.version,
+                "rows": self.rows,
+                "unchanged": unchanged,
+                "hub": hub,
+                "files": Table(files, ["file", "bytes"]),
+                "card": Markdown(self.card.split("---\n", 2)[2]),
+                "path": self.directory.resolve(),
+            }
+        )
 
 
 def split_name(kind: str) -> str:
