@@ -18,7 +18,7 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.metadata import frame_table, parquet_metadata, suite_table
+from assets.metadata import frame_table, materialize, parquet_metadata, suite_table
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.select.selection import (
     DECONTAMINATION_KEYS,
@@ -26,7 +26,6 @@ from pipeline.select.selection import (
     SelectionResult,
     build_benchmark,
     build_mixture,
-    strata_report,
 )
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.select.stratify import cell_table, exclusion_table, stratify
@@ -120,21 +119,6 @@ def _composition_check(name: str, result: SelectionResult, on_shortfall: str) ->
     )
 
 
-def _selection_metadata(result: SelectionResult) -> dict:
-    table = strata_report(result.strata, result.tools, result.decontamination)
-    return {
-        "version": result.version,
-        "seed": result.spec["seed"],
-        "input_fingerprint": result.spec["input"],
-        "samples": result.samples,
-        "shortfalls": len(result.shortfalls),
-        "strata": frame_table(table),
-        "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in result.shortfall_lines()) or "_none_"),
-        "path": MetadataValue.path(result.path),
-        **parquet_metadata([result.path]),
-    }
-
-
 @asset(
     group_name="selection",
     deps=["step_strata"],
@@ -166,11 +150,6 @@ def benchmark_split(
         config.make_current,
         dagster_run_id=context.run.run_id,
     )
-    if result.shortfalls:
-        context.log.warning(
-            f"benchmark {result.version} holds what the corpus allows: {'; '.join(result.shortfall_lines())} "
-            f"— fix: {SHORTFALL_FIX}"
-        )
     envs = (
         pd.read_parquet(result.path, columns=["env_id", "stratum"])
         .groupby("env_id")
@@ -178,12 +157,11 @@ def benchmark_split(
         .rename("samples")
         .reset_index()
     )
-    return MaterializeResult(
-        metadata={
-            **_selection_metadata(result),
-            "environments": len(envs),
-            "env_coverage": frame_table(envs.sort_values("samples", ascending=False)),
-        },
+    coverage = {"environments": len(envs), "env_coverage": frame_table(envs.sort_values("samples", ascending=False))}
+    return materialize(
+        context,
+        result.facts(),
+        {**parquet_metadata([result.path]), **coverage},
         check_results=[_composition_check("composition_matches", result, on_shortfall)],
         data_version=DataVersion(result.version),
     )
@@ -243,17 +221,13 @@ def sft_mixture(
         config.make_current,
         dagster_run_id=context.run.run_id,
     )
-    if result.shortfalls:
-        context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
     bench = SplitStore(layout, BENCHMARK)
     overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule)
-    return MaterializeResult(
-        metadata={
-            **_selection_metadata(result),
-            "benchmark_version": result.spec["benchmark"],
-            "decontaminated_by": rule,
-            "decontaminated_away": sum(d["removed_by_key"] + d["removed_by_hash"] for d in result.decontamination),
-        },
+    benchmark = {"benchmark_version": result.spec["benchmark"], "decontaminated_by": rule}
+    return materialize(
+        context,
+        result.facts(),
+        {**parquet_metadata([result.path]), **benchmark},
         data_version=DataVersion(result.version),
         check_results=[
             _composition_check("mixture_composition", result, config.on_shortfall),
