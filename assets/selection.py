@@ -28,8 +28,7 @@ from pipeline.select.selection import (
     build_mixture,
 )
 from pipeline.select.shortfall import SHORTFALL_FIX
-from pipeline.select.stratify import cell_table, exclusion_table, stratify
-from pipeline.store import queries
+from pipeline.select.stratify import stratify
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import CompositionResource, DataStoreResource
 
@@ -47,32 +46,10 @@ def step_strata(
     resource then refreshes the DuckDB views). The candidates per cell are counted against the composition in
     force (resource `composition`, default: the profile's)."""
     layout = store.layout()
-    in_force = composition.composition()
     report = stratify(layout)
-    cells = cell_table(layout)
-    exclusions = exclusion_table(layout)
-    nondet = exclusions[exclusions["reason"] == "non-deterministic"]
-    if len(nondet):
-        context.log.warning(
-            f"{int(nondet['steps'].sum())} non-deterministic steps excluded from the splits in "
-            f"{len(nondet)} environment(s): {', '.join(nondet['env_id'])}"
-        )
     context.log.info(f"{report.steps} steps stratified ({report.usable} usable) -> {report.path}")
-    return MaterializeResult(
-        metadata={
-            "steps": report.steps,
-            "usable_steps": report.usable,
-            "input_fingerprint": report.fingerprint,
-            "cells": frame_table(cells),
-            "nondeterministic_excluded": int(nondet["steps"].sum()) if len(nondet) else 0,
-            "excluded_by_env": frame_table(exclusions),
-            "benchmark_cell_candidates": frame_table(queries.cell_coverage(layout, in_force)),
-            "balance2_candidates": frame_table(queries.balance2_coverage(layout, in_force)),
-            "path": MetadataValue.path(str(report.path.resolve())),
-            **parquet_metadata([report.path]),
-        },
-        data_version=DataVersion(report.fingerprint),
-    )
+    facts = report.facts(layout, composition.composition())
+    return materialize(context, facts, parquet_metadata([report.path]), data_version=DataVersion(report.fingerprint))
 
 
 class Shortfall(str, Enum):
