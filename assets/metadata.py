@@ -65,11 +65,6 @@ def frame_table(df: Any, index: bool = False, limit: int = MAX_ROWS) -> Metadata
     return records_table(df.head(limit).to_dict("records"), list(df.columns), limit)
 
 
-def counts_table(counts: Mapping[Any, int], label: str) -> MetadataValue:
-    """A two-column table (``label``, ``count``) of a histogram."""
-    return records_table([{label: _cell(k), "count": int(n)} for k, n in counts.items()], [label, "count"])
-
-
 _ARROW_TYPES = (
     (pa.types.is_boolean, "bool"),
     (pa.types.is_integer, "int"),
