@@ -3,7 +3,7 @@
 from dagster import AssetExecutionContext, MaterializeResult, asset
 from pydantic import Field
 
-from assets.metadata import metadata_of, parquet_metadata
+from assets.metadata import materialize, parquet_metadata
 from assets.partitions import shard_of
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.result import collection_facts
@@ -118,6 +118,4 @@ def trajectories(
         all(c.explore_class_defaults for c in cfg.of(registry.get(envscaler.SOURCE))),
         config.agent.model if config.agent_run() is not None else None,
     )
-    for line in facts.warnings:
-        context.log.warning(line)
-    return MaterializeResult(metadata={**metadata_of(facts.values), **parquet_metadata(layout.trajectory_files())})
+    return materialize(context, facts, parquet_metadata(layout.trajectory_files()))

@@ -51,9 +51,9 @@ def _main_jobs(sharded: bool) -> list:
             dg.define_asset_job(
                 "envsim_main",
                 selection=dg.AssetSelection.all() - _NOT_MAIN,
-                description="Build everything on the embedded default: catalog -> trajectories -> labeled steps -> "
-                "strata -> benchmark split -> SFT mixture -> Hugging Face datasets, baseline simulator scores "
-                "(+ checks).",
+                description="Build everything on the embedded default: catalog -> trajectories "
+                "-> labeled steps -> strata -> benchmark split -> SFT mixture -> "
+                "Hugging Face datasets, baseline simulator scores (+ checks).",
             )
         ]
     split = dg.AssetSelection.assets(*PARTITIONED)

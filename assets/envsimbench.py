@@ -6,7 +6,6 @@ from pydantic import Field
 
 from assets.metadata import parquet_metadata, records_table
 from pipeline.envsimbench import importer as envsimbench
-from pipeline.store import warehouse
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import DataStoreResource, HuggingFaceHubResource
 from resources.config_from import default_of
@@ -66,8 +65,6 @@ def envsimbench_import(
         )
         context.log.warning(f"envsimbench_import: {message}")
         return MaterializeResult(metadata={"versions": MetadataValue.md(f"_{message}_")})
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
     rows = [
         {
             "version": r.version,

@@ -10,13 +10,12 @@ from dagster import (
     Config,
     Failure,
     MaterializeResult,
-    MetadataValue,
     asset,
 )
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, field_validator
 
-from assets.metadata import frame_table
+from assets.metadata import frame_table, materialize
 from pipeline.evaluate import results
 from pipeline.evaluate.run import Scored, score_all
 from pipeline.evaluate.samples import load_samples
@@ -116,12 +115,7 @@ def simulator_eval(
             description="; ".join(endpoint_failures), metadata={"split_version": version, "summary": frame_table(table)}
         )
     with duckdb.get_connection() as con:
-        table = results.summary(con, run_ids)
-        plot = results.cm_by_delta_plot(con, run_ids, layout.eval_dir(version) / "cm_by_delta.png")
-        scores = results.headline_scores(con, run_ids)
-        oracle = con.execute(
-            "SELECT fm, cm, samples FROM eval_runs WHERE simulator = 'oracle' AND split_version = ?", [version]
-        ).fetchone()
+        facts, oracle = results.run_facts(con, layout.eval_dir(version), version, run_ids, len(samples))
     check = [
         AssetCheckResult(
             check_name="oracle_is_perfect",
@@ -129,14 +123,4 @@ def simulator_eval(
             metadata={"oracle": str(oracle) if oracle else "oracle was not evaluated"},
         )
     ]
-    return MaterializeResult(
-        metadata={
-            "split_version": version,
-            "samples": len(samples),
-            **scores,  # fm/<simulator>, cm/<simulator>, …: numbers, charted over runs in the Plots tab
-            "summary": frame_table(table),
-            "cm_by_delta": MetadataValue.md(f"![CM vs |Δ|](data:image/png;base64,{plot})"),
-            "plot_path": MetadataValue.path(str((layout.eval_dir(version) / "cm_by_delta.png").resolve())),
-        },
-        check_results=check,
-    )
+    return materialize(context, facts, check_results=check)

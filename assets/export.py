@@ -3,7 +3,6 @@
 from pathlib import Path
 from typing import Literal
 
-import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSpec,
@@ -16,7 +15,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.metadata import frame_table, parquet_metadata
+from assets.metadata import materialize, parquet_metadata
 from pipeline.export.hf_layout import export_split
 from pipeline.export.hub import push_export
 from pipeline.export.revisions import export_revision
@@ -96,19 +95,11 @@ def _export(
         f"{kind} {report.version}: {report.rows} rows -> {directory}"
         f"{' (already exported: unchanged)' if unchanged else ''}; {status}"
     )
-    files = pd.DataFrame([{"file": f, "bytes": (directory / f).stat().st_size} for f in report.files])
-    return MaterializeResult(
+    return materialize(
+        context,
+        report.facts(unchanged, status),
+        parquet_metadata(sorted((directory / "data").glob("*.parquet"))),
         data_version=DataVersion(f"{report.version}:{config.prompt}:{int(reference)}"),
-        metadata={
-            "version": report.version,
-            "rows": report.rows,
-            "unchanged": unchanged,
-            "hub": status,
-            "files": frame_table(files),
-            "card": MetadataValue.md(report.card.split("---\n", 2)[2]),
-            "path": MetadataValue.path(str(directory.resolve())),
-            **parquet_metadata(sorted((directory / "data").glob("*.parquet"))),
-        },
         check_results=[
             AssetCheckResult(
                 check_name=name,

@@ -13,16 +13,15 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.metadata import counts_table, frame_table, parquet_metadata, records_table, suite_table
+from assets.metadata import materialize, parquet_metadata, records_table, suite_table
 from assets.partitions import partition_metadata, scoped
 from pipeline.core.untrusted import md
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.quarantine import quarantine
-from pipeline.labeling.steps import label
+from pipeline.labeling.steps import label, label_facts
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
 from pipeline.quality.outcomes import MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
 from pipeline.quality.suites import step_table_suite
-from pipeline.store import queries
 from pipeline.store.reconstruct import verify_steps
 from resources import CompositionResource, DataStoreResource, RunPolicyResource, SandboxResource
 from resources.config_from import default_of
@@ -56,40 +55,10 @@ def labeled_steps(
     layout = scoped(store.layout(), context)
     with sandbox.open() as box:
         report = label(layout, box, chunk_size=config.chunk_size, log=context.log.info)
-    for issue in report.issues:
-        context.log.warning(f"task {issue['task_id']}: {issue['reason']}")
-    totals = queries.step_totals(layout) if queries.has_steps(layout) else {}
-    pivot = queries.delta_by_outcome(layout) if totals.get("steps") else None
-    hist = {} if pivot is None else {k: int(v) for k, v in pivot["total"].items() if k != "total"}
-    envs = queries.steps_by_env(layout) if totals.get("steps") else None
-    in_force = composition.composition()
-    cells = queries.cell_coverage(layout, in_force) if totals.get("steps") else None
-    groups = queries.balance2_coverage(layout, in_force) if totals.get("steps") else None
     context.log.info(f"{report.steps} labeled steps ({report.steps_per_second:.0f} steps/s) -> {layout.steps_dir}")
-    return MaterializeResult(
-        metadata={
-            "steps": report.steps,
-            "trajectories": report.trajectories,
-            "environments": totals.get("environments", 0),
-            "tools": totals.get("tools", 0),
-            "max_delta": totals.get("max_delta", 0),
-            "parts_written": report.parts_written,
-            "parts_reused": report.parts_reused,
-            "trajectories_labeled_at_collection": report.prelabeled,  # each call executed once
-            "steps_per_second": round(report.steps_per_second, 1),
-            "delta_by_outcome": frame_table(pivot.rename_axis("delta_size"), index=True)
-            if pivot is not None
-            else records_table([], ["delta_size"]),
-            "delta_histogram": counts_table(hist, "delta_size"),
-            "benchmark_cell_candidates": frame_table(cells) if cells is not None else records_table([], ["cell"]),
-            "balance2_candidates": frame_table(groups) if groups is not None else records_table([], ["group"]),
-            "environments_covered": frame_table(envs) if envs is not None else records_table([], ["env_id"]),
-            "issues": records_table(report.issues, ["task_id", "stage", "reason"]),
-            "path": MetadataValue.path(str(layout.steps_dir.resolve())),
-            **parquet_metadata(layout.step_parts()),
-            **({"partition": layout.partition} if layout.partition is not None else {}),
-        }
-    )
+    partition = {"partition": layout.partition} if layout.partition is not None else {}
+    facts = label_facts(report, layout, composition.composition())
+    return materialize(context, facts, {**parquet_metadata(layout.step_parts()), **partition})
 
 
 #: what the two quarantining checks do with an environment that fails them
@@ -140,8 +109,8 @@ def delta_roundtrip(
 class DeterminismConfig(Config):
     per_env: int = Field(
         default=default_of(check_determinism, "per_env"),
-        description="Trajectories of every environment re-executed from scratch (labels kept from collection "
-        "included).",
+        description="Trajectories of every environment re-executed from "
+        "scratch (labels kept from collection included).",
     )
     sample_size: int = Field(
         default=default_of(check_determinism, "sample_size"),
@@ -213,9 +182,9 @@ def relabel_is_deterministic(
 @asset_check(
     asset=labeled_steps,
     description=(
-        "great-expectations: schema and nulls of the step table, outcomes in the closed set, unique step ids, |Δ| "
-        "equals the Δ list length (in a partitioned run: the partition's steps; an empty partition has nothing to "
-        "check)."
+        "great-expectations: schema and nulls of the step table, outcomes in the "
+        "closed set, unique step ids, |Δ| equals the Δ list length (in a partitioned "
+        "run: the partition's steps; an empty partition has nothing to check)."
     ),
 )
 def step_table_expectations(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:

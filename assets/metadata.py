@@ -13,9 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
+from dagster import MaterializeResult, MetadataValue, TableColumn, TableRecord, TableSchema
 
-from pipeline.report.tables import Markdown, Table
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import catalog
 
 #: rows shown in a metadata table (the data itself is in Parquet / DuckDB)
@@ -63,11 +63,6 @@ def frame_table(df: Any, index: bool = False, limit: int = MAX_ROWS) -> Metadata
         df = df.reset_index()
     df.columns = [str(c) for c in df.columns]
     return records_table(df.head(limit).to_dict("records"), list(df.columns), limit)
-
-
-def counts_table(counts: Mapping[Any, int], label: str) -> MetadataValue:
-    """A two-column table (``label``, ``count``) of a histogram."""
-    return records_table([{label: _cell(k), "count": int(n)} for k, n in counts.items()], [label, "count"])
 
 
 _ARROW_TYPES = (
@@ -133,3 +128,14 @@ def metadata_of(values: Mapping[str, Any]) -> dict[str, Any]:
         return value
 
     return {name: one(value) for name, value in values.items()}
+
+
+def materialize(
+    context: Any, facts: Facts, metadata: Mapping[str, Any] | None = None, **result: Any
+) -> MaterializeResult:
+    """The one way a stage's report becomes an asset's result: its warnings logged, its values as metadata (then
+    ``metadata``: what only the asset knows, e.g. the Parquet files' column schema), ``result`` passed on
+    (``data_version``, ``check_results``)."""
+    for line in facts.warnings:
+        context.log.warning(line)
+    return MaterializeResult(metadata={**metadata_of(facts.values), **(metadata or {})}, **result)

@@ -1,48 +1,20 @@
 """The corpus quality gate (issue 35): the executor's report card per environment, the simulator-judged yield
 per checker and the accepted corpus; tables in DuckDB (`env_quality`, `env_tool_quality`, `env_yield`)."""
 
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets.evaluation import SimulatorConfig
-from assets.metadata import parquet_metadata, records_table
+from assets.metadata import materialize, parquet_metadata
 from pipeline.quality.environment_report import Thresholds
 from pipeline.quality.environment_report import environment_report as report_card
 from pipeline.quality.environment_yield import YieldSettings, gate
 from pipeline.select.samples import materialize_samples
-from pipeline.store import warehouse
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource
 from resources.config_from import config_from
 
 POOL = "duckdb"  # one writer of envsim.duckdb at a time
-
-ENV_COLUMNS = [
-    "env_id",
-    "verdict",
-    "main_problem",
-    "tools",
-    "tools_used",
-    "scenarios",
-    "steps",
-    "error_share",
-    "determinism",
-    "max_delta",
-    "cells",
-    "mismatches",
-    "state_problems",
-]
-YIELD_COLUMNS = [
-    "checker",
-    "kind",
-    "environments",
-    "passing",
-    "yield",
-    "accepted",
-    "prompt_tokens",
-    "completion_tokens",
-    "seconds",
-]
 
 
 class ReportConfig(config_from(Thresholds)):
@@ -64,36 +36,8 @@ def environment_report(
     (error share, a tool that always raises, non-determinism, mismatches, no state change)."""
     layout = store.layout()
     report = report_card(layout, config.to_domain(), composition.composition())
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
-    for env in report.worst():
-        context.log.warning(f"environment {env['env_id']} fails: {env['main_problem']}")
     context.log.info(report.headline())
-    return MaterializeResult(
-        metadata={
-            "headline": report.headline(),
-            "environments": len(report.envs),
-            "failing": len(report.failing),
-            "worst": records_table(report.worst(), ["env_id", "main_problem"]),
-            "environments_table": records_table(report.envs, ENV_COLUMNS),
-            "tools_table": records_table(
-                [t for t in report.tools if t["error_steps"] or t["mismatch_detail"]],
-                [
-                    "env_id",
-                    "tool",
-                    "steps",
-                    "error_steps",
-                    "top_exception",
-                    "example_call",
-                    "schema_only_args",
-                    "code_only_args",
-                ],
-            ),
-            "input_fingerprint": report.fingerprint,
-            "path": MetadataValue.path(str(layout.env_quality.resolve())),
-            **parquet_metadata([layout.env_quality], "env_quality"),
-        }
-    )
+    return materialize(context, report.facts(layout.env_quality), parquet_metadata([layout.env_quality], "env_quality"))
 
 
 class YieldConfig(config_from(YieldSettings)):
@@ -137,24 +81,10 @@ def environment_yield(
         config.to_domain(YieldSettings),
         config.gate_checker,
     )
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
     for line in report.table():
         context.log.info(
             f"checker {line['checker']}: yield {line['yield']:.0%} ({line['passing']} of "
             f"{line['environments']}), {line['seconds']}s"
         )
-    return MaterializeResult(
-        metadata={
-            "corpus_fingerprint": report.fingerprint,
-            "probes": report.probes,
-            "threshold": config.threshold,
-            "checkers": records_table(report.table(), YIELD_COLUMNS),
-            **{f"yield/{c.spec.results_name}": c.yield_ for c in report.checkers},
-            "accepted_environments": len(accepted.environments),
-            "accepted_scenarios": accepted.scenarios,
-            "accepted_corpus": MetadataValue.path(str(accepted.directory.resolve())),
-            "card": MetadataValue.md((accepted.directory / "CARD.md").read_text()),
-            **parquet_metadata([c.path for c in report.checkers], "env_yield"),
-        }
-    )
+    metadata = parquet_metadata([c.path for c in report.checkers], "env_yield")
+    return materialize(context, report.facts(accepted), metadata)

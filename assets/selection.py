@@ -18,7 +18,7 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.metadata import frame_table, parquet_metadata, suite_table
+from assets.metadata import frame_table, materialize, parquet_metadata, suite_table
 from pipeline.core.decontamination import DECONTAMINATION, DEFAULT_DECONTAMINATION
 from pipeline.quality.suites import composition_suite, overlap_suite
 from pipeline.select.selection import (
@@ -26,11 +26,9 @@ from pipeline.select.selection import (
     SelectionResult,
     build_benchmark,
     build_mixture,
-    strata_report,
 )
 from pipeline.select.shortfall import SHORTFALL_FIX
-from pipeline.select.stratify import cell_table, exclusion_table, stratify
-from pipeline.store import queries, warehouse
+from pipeline.select.stratify import stratify
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import CompositionResource, DataStoreResource, RunPolicyResource
 
@@ -44,38 +42,14 @@ def step_strata(
     """Every labeled step with its outcome, |Δ| bucket (`0` / `1-2` / `3-6` / `7-12` / `13+`),
     argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
     steps are kept but marked excluded from both splits, and so are steps the determinism check found
-    non-deterministic (and the later steps of their trajectories), with the reason. Also refreshes the
-    DuckDB views. The candidates per cell are counted against the composition in force (resource
-    `composition`, default: the profile's)."""
+    non-deterministic (and the later steps of their trajectories), with the reason (its `duckdb`
+    resource then refreshes the DuckDB views). The candidates per cell are counted against the composition in
+    force (resource `composition`, default: the profile's)."""
     layout = store.layout()
-    in_force = composition.composition()
     report = stratify(layout)
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
-    cells = cell_table(layout)
-    exclusions = exclusion_table(layout)
-    nondet = exclusions[exclusions["reason"] == "non-deterministic"]
-    if len(nondet):
-        context.log.warning(
-            f"{int(nondet['steps'].sum())} non-deterministic steps excluded from the splits in "
-            f"{len(nondet)} environment(s): {', '.join(nondet['env_id'])}"
-        )
     context.log.info(f"{report.steps} steps stratified ({report.usable} usable) -> {report.path}")
-    return MaterializeResult(
-        metadata={
-            "steps": report.steps,
-            "usable_steps": report.usable,
-            "input_fingerprint": report.fingerprint,
-            "cells": frame_table(cells),
-            "nondeterministic_excluded": int(nondet["steps"].sum()) if len(nondet) else 0,
-            "excluded_by_env": frame_table(exclusions),
-            "benchmark_cell_candidates": frame_table(queries.cell_coverage(layout, in_force)),
-            "balance2_candidates": frame_table(queries.balance2_coverage(layout, in_force)),
-            "path": MetadataValue.path(str(report.path.resolve())),
-            **parquet_metadata([report.path]),
-        },
-        data_version=DataVersion(report.fingerprint),
-    )
+    facts = report.facts(layout, composition.composition())
+    return materialize(context, facts, parquet_metadata([report.path]), data_version=DataVersion(report.fingerprint))
 
 
 class Shortfall(str, Enum):
@@ -93,9 +67,9 @@ class BenchmarkConfig(Config):
     )
     on_shortfall: Shortfall | None = Field(
         default=None,
-        description="A cell the corpus cannot fill warns (the benchmark holds what the corpus allows, the mixture is "
-        "built from the rest) or fails the asset (unset: the `composition` resource's: `warn`, `fail` with "
-        "ENVSIM_STRICT=1).",
+        description="A cell the corpus cannot fill warns (the benchmark holds what the corpus "
+        "allows, the mixture is built from the rest) or fails the asset (unset: "
+        "the `composition` resource's: `warn`, `fail` with ENVSIM_STRICT=1).",
     )
     make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
 
@@ -120,21 +94,6 @@ def _composition_check(name: str, result: SelectionResult, on_shortfall: str) ->
             **fix,
         },
     )
-
-
-def _selection_metadata(result: SelectionResult) -> dict:
-    table = strata_report(result.strata, result.tools, result.decontamination)
-    return {
-        "version": result.version,
-        "seed": result.spec["seed"],
-        "input_fingerprint": result.spec["input"],
-        "samples": result.samples,
-        "shortfalls": len(result.shortfalls),
-        "strata": frame_table(table),
-        "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in result.shortfall_lines()) or "_none_"),
-        "path": MetadataValue.path(result.path),
-        **parquet_metadata([result.path]),
-    }
 
 
 @asset(
@@ -169,13 +128,6 @@ def benchmark_split(
         config.make_current,
         dagster_run_id=context.run.run_id,
     )
-    if result.shortfalls:
-        context.log.warning(
-            f"benchmark {result.version} holds what the corpus allows: {'; '.join(result.shortfall_lines())} "
-            f"— fix: {SHORTFALL_FIX}"
-        )
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
     envs = (
         pd.read_parquet(result.path, columns=["env_id", "stratum"])
         .groupby("env_id")
@@ -183,12 +135,11 @@ def benchmark_split(
         .rename("samples")
         .reset_index()
     )
-    return MaterializeResult(
-        metadata={
-            **_selection_metadata(result),
-            "environments": len(envs),
-            "env_coverage": frame_table(envs.sort_values("samples", ascending=False)),
-        },
+    coverage = {"environments": len(envs), "env_coverage": frame_table(envs.sort_values("samples", ascending=False))}
+    return materialize(
+        context,
+        result.facts(),
+        {**parquet_metadata([result.path]), **coverage},
         check_results=[_composition_check("composition_matches", result, on_shortfall)],
         data_version=DataVersion(result.version),
     )
@@ -256,19 +207,13 @@ def sft_mixture(
         composition=config.composition.value,
         dagster_run_id=context.run.run_id,
     )
-    if result.shortfalls:
-        context.log.warning(f"mixture {result.version} under-filled: {result.shortfall_message()}")
-    with duckdb.get_connection() as con:
-        warehouse.sync(con, layout)
     bench = SplitStore(layout, BENCHMARK)
     overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule)
-    return MaterializeResult(
-        metadata={
-            **_selection_metadata(result),
-            "benchmark_version": result.spec["benchmark"],
-            "decontaminated_by": rule,
-            "decontaminated_away": sum(d["removed_by_key"] + d["removed_by_hash"] for d in result.decontamination),
-        },
+    benchmark = {"benchmark_version": result.spec["benchmark"], "decontaminated_by": rule}
+    return materialize(
+        context,
+        result.facts(),
+        {**parquet_metadata([result.path]), **benchmark},
         data_version=DataVersion(result.version),
         check_results=[
             _composition_check("mixture_composition", result, config.on_shortfall),

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
-from assets.metadata import frame_table, metadata_of, parquet_metadata
+from assets.metadata import frame_table, materialize, parquet_metadata
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
 from pipeline.envs.catalog import load_blobs
@@ -50,8 +50,8 @@ class RolloutConfig(Config):
     )
     agent: AgentPolicyConfig = Field(
         default_factory=AgentPolicyConfig,
-        description="An LLM agent (tasks from its `sources`); without a model the actions of recorded trajectories "
-        "are replayed.",
+        description="An LLM agent (tasks from its `sources`); without a "
+        "model the actions of recorded trajectories are replayed.",
     )
     task_limit: int = Field(
         default=default_of(rollout_store.recorded_tasks, "limit"),
@@ -114,16 +114,14 @@ def simulated_rollouts(
     check = AssetCheckResult(
         check_name="oracle_never_drifts", passed=oracle.passed, metadata={"oracle": oracle.description}
     )
-    return MaterializeResult(
-        metadata={**metadata_of(facts.values), **parquet_metadata(rollout_files(layout))}, check_results=[check]
-    )
+    return materialize(context, facts, parquet_metadata(rollout_files(layout)), check_results=[check])
 
 
 class RolloutExportConfig(Config):
     filter: Literal["all", "verified", "prefix"] = Field(
         default=default_of(export_rollouts, "how"),
-        description="all (Simia as published), verified (executor-verified rollouts only) or prefix (cut at the "
-        "first divergence).",
+        description="all (Simia as published), verified (executor-verified "
+        "rollouts only) or prefix (cut at the first divergence).",
     )
     simulators: list[str] = Field(
         default_factory=list, description="Only these simulators' rollouts (empty: all but the baselines)."

@@ -12,7 +12,7 @@ from duckdb import Error as DuckDBError
 from pydantic import Field
 
 from assets.evaluation import EvalConfig
-from assets.metadata import metadata_of
+from assets.metadata import materialize
 from pipeline.evaluate.simulator_spec import EndpointSettings, SimulatorSpec
 from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.eval_run import eval_extras, eval_facts, eval_script, record_eval
@@ -134,7 +134,7 @@ def sft_training(
         checkpoints.publish(staging, plan.final, manifest)
     registered = _register(context, duckdb, plan.final, job.job_id, {**manifest, "path": str(plan.final)})
     facts = run_facts(plan, report_data, manifest, registered)
-    return MaterializeResult(metadata=metadata_of(facts.values), data_version=DataVersion(plan.version))
+    return materialize(context, facts, data_version=DataVersion(plan.version))
 
 
 class ServeConfig(
@@ -260,4 +260,4 @@ def simulator_eval_job(
     report = json.loads(reported[0].metadata["report"].value)
     with duckdb.get_connection() as con:
         table = record_eval(con, root, report, job.job_id, context.run.run_id)
-    return MaterializeResult(metadata=metadata_of(eval_facts(report, job.job_id, table, manifest).values))
+    return materialize(context, eval_facts(report, job.job_id, table, manifest))

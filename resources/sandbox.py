@@ -17,8 +17,8 @@ class SandboxResource(config_from(Limits, base=ConfigurableResource)):
 
     workers: int = Field(
         default=max(1, os.cpu_count() or 1),
-        description="Parallel worker processes (the code location's default: $ENVSIM_SANDBOX_WORKERS, else the CPU "
-        "count).",
+        description="Parallel worker processes (the code location's "
+        "default: $ENVSIM_SANDBOX_WORKERS, else the CPU count).",
     )
     isolation: str = Field(
         default=Settings().sandbox,

@@ -15,7 +15,7 @@ from dagster import ConfigurableResource, InitResourceContext
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from pipeline.store import catalog, duck, warehouse
+from pipeline.store import duck, warehouse
 from pipeline.store.layout import DataLayout, default_data_root
 from resources.launcher import JobLauncherResource
 
@@ -25,8 +25,8 @@ class DataStoreResource(ConfigurableResource):
 
     data_root: str = Field(
         default_factory=lambda: str(default_data_root()),
-        description="Directory holding all tables (created on demand); the code location's default: $ENVSIM_DATA_ROOT "
-        "or ./data.",
+        description="Directory holding all tables (created on demand); the "
+        "code location's default: $ENVSIM_DATA_ROOT or ./data.",
     )
 
     def layout(self) -> DataLayout:
@@ -62,6 +62,8 @@ class DataStoreDuckDBResource(DuckDBResource):
 
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection synced with the data root as it is now (:func:`pipeline.store.warehouse.sync`: a moved root
+        answers, every view and comment is there), synced again when the asset is done with it."""
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)  # the data root is created on demand
         inner = DuckDBResource(
@@ -69,11 +71,17 @@ class DataStoreDuckDBResource(DuckDBResource):
         )
         with inner.get_connection() as con:
             if self.path != ":memory:":
-                # views re-pointed at the data root as it is now (a moved root answers), comments on everything
-                warehouse.repoint(con, self.store.layout())
+                warehouse.sync(con, self.store.layout())
             yield con
             if self.path != ":memory:":
-                catalog.describe(con)  # what the asset created is commented too
+                warehouse.sync(con, self.store.layout())
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        """After every step that holds this resource: ``envsim.duckdb`` gets a view of each table of record the
+        step wrote and registers its split versions, so a plain ``duckdb`` client sees them (the one sync, as
+        Dagster's DuckDB IO manager makes the view where it writes the file; assets call nothing)."""
+        with self.get_connection():
+            pass
 
 
 class DataStoreJobLauncherResource(JobLauncherResource):

@@ -60,8 +60,8 @@ def _in_shard(stream: Iterable, shard: Shard, summary: ShardSummary, issues_of: 
 def _shard_note(summary: ShardSummary, trajectories: int, why_disabled: str | None) -> str:
     s = summary.shard
     envs = (
-        f"{len(summary.shard_envs)} of the {len(summary.source_envs)} {s.source} environments (shard {s.index} "
-        f"of {s.count})"
+        f"{len(summary.shard_envs)} of the {len(summary.source_envs)} "
+        f"{s.source} environments (shard {s.index} of {s.count})"
     )
     if trajectories:
         return f"partition {s.key}: {envs}, {trajectories} trajectories"

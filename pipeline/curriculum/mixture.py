@@ -172,8 +172,8 @@ def resolve_run(con: duckdb.DuckDBPyConnection, simulator: str | None, split_ver
     if not candidates:
         known = ", ".join(sorted({r[0] for r in rows})) or "none"
         raise NoEvaluation(
-            f"no evaluation run of simulator {simulator!r} (split version {split_version or 'any'}); known runs: "
-            f"{known}"
+            f"no evaluation run of simulator {simulator!r} (split "
+            f"version {split_version or 'any'}); known runs: {known}"
         )
     return candidates[0][0]
 
@@ -367,6 +367,5 @@ def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:
     """Register every curriculum version in DuckDB by the one split registration
     (:func:`pipeline.store.warehouse.register_splits`): ``split_versions`` / ``split_members`` of every kind,
     curriculum included, and :data:`GROUPS_TABLE` (``curriculum_groups``). Returns the version count."""
-    warehouse.register_splits(con, layout, tables=(GROUPS_TABLE,))
-    warehouse.repoint(con, layout)
+    warehouse.sync(con, layout, tables=(GROUPS_TABLE,))
     return len(SplitStore(layout, CURRICULUM).versions())

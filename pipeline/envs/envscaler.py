@@ -154,8 +154,8 @@ def _json_field(raw: dict[str, Any], key: str, expected: type | tuple[type, ...]
         names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
         return (
             None,
-            f"'{key}' is a {type(value).__name__}, expected {names} (a JSON string of one is accepted): "
-            f"{_preview(value)}",
+            f"'{key}' is a {type(value).__name__}, expected {names} "
+            f"(a JSON string of one is accepted): {_preview(value)}",
         )
     return value, None
 

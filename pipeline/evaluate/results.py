@@ -15,6 +15,7 @@ import pandas as pd
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.report.plots import line_plot
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import catalog, warehouse
 from pipeline.store.duck import connect
 
@@ -266,3 +267,21 @@ def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: P
             )
 
     return line_plot(path, draw, "|Δ| (state fields changed)", "Config Match, %", ylim=(-5, 105))
+
+
+def run_facts(
+    con: duckdb.DuckDBPyConnection, eval_dir: Path, version: str, run_ids: list[str], samples: int
+) -> tuple[Facts, tuple[Any, ...] | None]:
+    """What an evaluation of ``run_ids`` on benchmark ``version`` reports (``simulator_eval``'s metadata): the
+    headline scores (numbers, charted over runs), the summary, the CM-by-|Δ| plot (written to ``eval_dir``) — and
+    the oracle's (fm, cm, samples) on the version (None: not evaluated)."""
+    table = summary(con, run_ids)
+    path = eval_dir / "cm_by_delta.png"
+    plot = cm_by_delta_plot(con, run_ids, path)
+    scores = headline_scores(con, run_ids)  # fm/<simulator>, cm/<simulator>, …
+    oracle = con.execute(
+        "SELECT fm, cm, samples FROM eval_runs WHERE simulator = 'oracle' AND split_version = ?", [version]
+    ).fetchone()
+    values = {"split_version": version, "samples": samples, **scores, "summary": Table.of_frame(table)}
+    values |= {"cm_by_delta": Markdown(f"![CM vs |Δ|](data:image/png;base64,{plot})"), "plot_path": path.resolve()}
+    return Facts(values), oracle

@@ -31,8 +31,8 @@ class Scored:
         """What ran, for the log."""
         r = self.report
         return (
-            f"{r.run_id}: {r.completed} scored, {r.skipped} resumed, {r.request_errors} request failures in "
-            f"{r.seconds:.1f}s" + (f" ({r.endpoint_errors()})" if r.request_errors else "")
+            f"{r.run_id}: {r.completed} scored, {r.skipped} resumed, {r.request_errors} "
+            f"request failures in {r.seconds:.1f}s" + (f" ({r.endpoint_errors()})" if r.request_errors else "")
         )
 
 

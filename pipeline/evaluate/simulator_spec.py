@@ -30,8 +30,8 @@ class EndpointSettings:
     max_retries: int = setting(4, "Retries with backoff on 429 / 5xx / timeouts / connection errors.")
     max_response_bytes: int = setting(
         1_000_000,
-        "Cap on a response body: a larger one is refused at the HTTP layer, unread, and the sample is a "
-        "request failure.",
+        "Cap on a response body: a larger one is refused at the "
+        "HTTP layer, unread, and the sample is a request failure.",
     )
 
 

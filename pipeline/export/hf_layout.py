@@ -39,7 +39,7 @@ from pipeline.core.untrusted import card
 from pipeline.envs import registry
 from pipeline.envsimbench import export as envsimbench
 from pipeline.export.records import ALPACA, CHAT, RECORD_COLUMNS, llamafactory_dataset_info, record_tables
-from pipeline.report.tables import md_records
+from pipeline.report.tables import Facts, Markdown, Table, md_records
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites
@@ -62,6 +62,22 @@ class ExportReport:
     rows: int
     files: list[str] = field(default_factory=list)
     card: str = ""
+
+    def facts(self, unchanged: bool, hub: str) -> Facts:
+        """What an export reports (the dataset assets' metadata): version, rows, whether it was there already,
+        where it went on the Hub (``hub``), its files and sizes, the card's body and its directory."""
+        files = [{"file": f, "bytes": (self.directory / f).stat().st_size} for f in self.files]
+        return Facts(
+            {
+                "version": self.version,
+                "rows": self.rows,
+                "unchanged": unchanged,
+                "hub": hub,
+                "files": Table(files, ["file", "bytes"]),
+                "card": Markdown(self.card.split("---\n", 2)[2]),
+                "path": self.directory.resolve(),
+            }
+        )
 
 
 def split_name(kind: str) -> str:
@@ -482,15 +498,9 @@ def dataset_card(
 ) -> str:
     """The dataset card; its YAML is parsed back with huggingface_hub before it is returned. ``num_bytes``: the
     size of the split's data files (:func:`files_bytes`)."""
-    import yaml
-    from huggingface_hub.repocard_data import (
-        DatasetCardData,  # not DatasetCard: that import pulls the Hub client (~0.3 s)
-    )
-
     split = split_name(kind)
     env_ids = pq.read_table(samples, columns=["env_id"]).column("env_id").to_pylist()
     rows = len(env_ids)
-    spec = manifest["spec"]
     licenses = _licenses(layout, env_ids)
     front = card_front(
         license,
@@ -502,31 +512,14 @@ def dataset_card(
         split,
         num_bytes,
     )
-    tools = {t["stratum"]: t for t in manifest.get("tools") or []}  # distinct (env, tool) pairs, top tool's share
-    strata = md_records(
-        [{**tools.get(t["stratum"], {}), **t, "samples": t["selected"]} for t in manifest["strata"]],
-        ["stratum", "requested", "samples", "environments", "missing"]
-        + (["tool_pairs", "top_tool", "top_tool_share"] if tools else []),
-        limit=len(manifest["strata"]),
-    )
+    strata = _composition_table(manifest)
     per_env = Counter(env_ids)
     envs = md_records(
         [{"env_id": e, "samples": n} for e, n in sorted(per_env.items(), key=lambda kv: (-kv[1], kv[0]))],
         ["env_id", "samples"],
         limit=len(per_env),
     )
-    provenance = {
-        "split version": version,
-        "kind": kind,
-        "seed": spec["seed"],
-        "input fingerprint": spec["input"],
-        "protocol": PROTOCOL_VERSION,
-        "prompt template": prompt,
-    }
-    if manifest.get("imported"):
-        provenance["imported from"] = manifest["imported"].get("source", "?")
-    if kind == MIXTURE:
-        provenance.update({"benchmark version": spec["benchmark"], "decontaminated by": spec["decontaminate"]})
+    provenance = _provenance(kind, version, manifest, prompt)
     load = f'from datasets import load_dataset\n\nds = load_dataset("<this repo or directory>", split="{split}")' + (
         '\nchat = load_dataset("<this repo or directory>", "chat", split="train")' if kind == MIXTURE else ""
     )
@@ -578,6 +571,43 @@ Environment sources and licenses:
 
 {_citation(name, kind, version)}
 """
+    body += _extra_sections(kind, envsimbench_format)
+    return _round_tripped(card_text(front, body), configs)
+
+
+def _composition_table(manifest: dict[str, Any]) -> str:
+    """The card's Composition: each stratum requested, selected, its environments and what is missing (and its
+    distinct (env, tool) pairs and top tool's share, where the manifest has them)."""
+    tools = {t["stratum"]: t for t in manifest.get("tools") or []}
+    return md_records(
+        [{**tools.get(t["stratum"], {}), **t, "samples": t["selected"]} for t in manifest["strata"]],
+        ["stratum", "requested", "samples", "environments", "missing"]
+        + (["tool_pairs", "top_tool", "top_tool_share"] if tools else []),
+        limit=len(manifest["strata"]),
+    )
+
+
+def _provenance(kind: str, version: str, manifest: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The card's Provenance fields: version, seed, input, protocol and template (+ import source, decontamination)."""
+    spec = manifest["spec"]
+    provenance = {
+        "split version": version,
+        "kind": kind,
+        "seed": spec["seed"],
+        "input fingerprint": spec["input"],
+        "protocol": PROTOCOL_VERSION,
+        "prompt template": prompt,
+    }
+    if manifest.get("imported"):
+        provenance["imported from"] = manifest["imported"].get("source", "?")
+    if kind == MIXTURE:
+        provenance.update({"benchmark version": spec["benchmark"], "decontaminated by": spec["decontaminate"]})
+    return provenance
+
+
+def _extra_sections(kind: str, envsimbench_format: bool) -> str:
+    """What the card adds for a mixture (its SFT configs) and for an export in the EnvSimBench format."""
+    body = ""
     if kind == MIXTURE:
         body += """
 The `chat` (system / user / assistant messages) and `alpaca` (instruction / input / output) configs are SFT
@@ -596,8 +626,17 @@ registers both with LLaMA-Factory. The assistant answer is `{"feedback", "config
             if kind == MIXTURE
             else ".\n"
         )
-    text = card_text(front, body)
-    # parsed back the way huggingface_hub's DatasetCard parses a card: YAML front matter -> DatasetCardData
+    return body
+
+
+def _round_tripped(text: str, configs: list[dict[str, Any]]) -> str:
+    """``text``, once its YAML front matter parses back the way huggingface_hub's DatasetCard parses a card
+    (YAML -> DatasetCardData) with the same ``configs``."""
+    import yaml
+    from huggingface_hub.repocard_data import (
+        DatasetCardData,  # not DatasetCard: that import pulls the Hub client (~0.3 s)
+    )
+
     parsed = DatasetCardData(**yaml.safe_load(text.split("---\n", 2)[1]))
     if parsed.to_dict().get("configs") != configs:
         raise ValueError("the generated dataset card does not round-trip its configs")

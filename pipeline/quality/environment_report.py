@@ -33,16 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.axes import AXES
 from pipeline.core.fields import setting
 from pipeline.core.strata import Composition
 from pipeline.labeling.quarantine import excluded_files, input_fingerprint
+from pipeline.report.tables import Facts, Table
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
+from pipeline.store.tables import TABLES
 
 PASS, FAIL, UNTESTED = "pass", "fail", "untested"  # untested: in the catalog, no call executed
 DETERMINISTIC, UNCHECKED = "deterministic", "unchecked"
@@ -67,56 +68,8 @@ class Thresholds:
     max_state_bytes: int = setting(1_000_000, "Report an initial state larger than this many bytes (not a failure).")
 
 
-ENV_QUALITY = pa.schema(
-    [
-        pa.field("env_id", pa.string(), nullable=False),
-        pa.field("source", pa.string()),
-        pa.field("verdict", pa.string(), nullable=False),
-        pa.field("main_problem", pa.string()),
-        pa.field("problems", pa.string()),
-        pa.field("tools", pa.int32()),
-        pa.field("tools_used", pa.int32()),
-        pa.field("scenarios", pa.int32()),
-        pa.field("steps", pa.int64()),
-        pa.field("success_steps", pa.int64()),
-        pa.field("failure_steps", pa.int64()),
-        pa.field("error_steps", pa.int64()),
-        pa.field("error_share", pa.float64()),
-        pa.field("error_tools", pa.string()),
-        pa.field("determinism", pa.string()),
-        pa.field("quarantine_reason", pa.string()),
-        pa.field("max_delta", pa.int32()),
-        pa.field("cells", pa.string()),
-        pa.field("cells_reached", pa.int32()),
-        pa.field("mismatches", pa.int32()),
-        pa.field("mismatch_detail", pa.string()),
-        pa.field("state_problems", pa.string()),
-        pa.field("max_state_bytes", pa.int64()),
-        pa.field("input_fingerprint", pa.string()),
-    ]
-)
-
-TOOL_QUALITY = pa.schema(
-    [
-        pa.field("env_id", pa.string(), nullable=False),
-        pa.field("tool", pa.string(), nullable=False),
-        pa.field("in_catalog", pa.bool_()),
-        pa.field("steps", pa.int64()),
-        pa.field("success_steps", pa.int64()),
-        pa.field("failure_steps", pa.int64()),
-        pa.field("error_steps", pa.int64()),
-        pa.field("error_share", pa.float64()),
-        pa.field("top_exception", pa.string()),
-        pa.field("top_exception_steps", pa.int64()),
-        pa.field("example_step", pa.string()),
-        pa.field("example_call", pa.string()),
-        pa.field("max_delta", pa.int32()),
-        pa.field("schema_only_args", pa.string()),
-        pa.field("code_only_args", pa.string()),
-        pa.field("mismatch_detail", pa.string()),
-        pa.field("input_fingerprint", pa.string()),
-    ]
-)
+ENV_QUALITY = TABLES["env_quality"].schema
+TOOL_QUALITY = TABLES["env_tool_quality"].schema
 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '([^']+)'")
 _MISSING = re.compile(r"missing \d+ required (?:positional |keyword-only )?arguments?: (.+)")
@@ -255,6 +208,32 @@ class EnvironmentReport:
             + (f"; failing: {len(self.failing)}" if self.failing else "")
             + (f"; untested (no steps of their own, determinism 'untested'): {shown}" if untested else "")
         )
+
+    def facts(self, path: Path) -> Facts:
+        """What the report card reports (``environment_report``'s metadata; ``path``: ``env_quality``'s file):
+        the headline, the counts, the worst environments, every environment and the tools with errors or
+        mismatches; each failing environment among the worst a warning."""
+        tools = [t for t in self.tools if t["error_steps"] or t["mismatch_detail"]]
+        return Facts(
+            {
+                "headline": self.headline(),
+                "environments": len(self.envs),
+                "failing": len(self.failing),
+                "worst": Table(self.worst(), ["env_id", "main_problem"]),
+                "environments_table": Table(self.envs, ENV_COLUMNS),
+                "tools_table": Table(tools, TOOL_COLUMNS),
+                "input_fingerprint": self.fingerprint,
+                "path": path.resolve(),
+            },
+            [f"environment {e['env_id']} fails: {e['main_problem']}" for e in self.worst()],
+        )
+
+
+#: the columns of the environments and tools the report's metadata shows
+ENV_COLUMNS = ["env_id", "verdict", "main_problem", "tools", "tools_used", "scenarios", "steps", "error_share"]
+ENV_COLUMNS += ["determinism", "max_delta", "cells", "mismatches", "state_problems"]
+TOOL_COLUMNS = ["env_id", "tool", "steps", "error_steps", "top_exception", "example_call", "schema_only_args"]
+TOOL_COLUMNS += ["code_only_args"]
 
 
 def _catalog(layout: DataLayout) -> dict[str, tuple[str, list[str]]]:

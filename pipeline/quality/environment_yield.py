@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.fields import setting
@@ -40,10 +39,12 @@ from pipeline.evaluate.simulators import SimulatorSpec, kind_of
 from pipeline.labeling.quarantine import input_fingerprint
 from pipeline.quality.accepted_corpus import AcceptedCorpus, export_accepted
 from pipeline.quality.environment_report import PASS
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store.duck import connect
 from pipeline.store.jsonl import read_rows
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
+from pipeline.store.tables import TABLES
 
 POSITIVE, NEGATIVE = "positive", "negative"
 #: how the probes' samples are materialised (states rebuilt and verified): ``(layout, [(step_id, stratum)], strata
@@ -71,40 +72,7 @@ class YieldSettings:
             raise ValueError(f"threshold must be between 0 and 1, not {self.threshold}")
 
 
-ENV_YIELD = pa.schema(
-    [
-        pa.field("checker", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("model", pa.string()),
-        pa.field("weights_id", pa.string()),
-        pa.field("corpus_fingerprint", pa.string(), nullable=False),
-        pa.field("threshold", pa.float64(), nullable=False),
-        pa.field("probes_per_env", pa.int32()),
-        pa.field("seed", pa.int64()),
-        pa.field("env_id", pa.string(), nullable=False),
-        pa.field("probes", pa.int32()),
-        pa.field("positives", pa.int32()),
-        pa.field("negatives", pa.int32()),
-        pa.field("answered", pa.int32()),
-        pa.field("request_failures", pa.int32()),
-        pa.field("pass_count", pa.int32()),
-        pa.field("warning_count", pa.int32()),
-        pa.field("fail_count", pa.int32()),
-        pa.field("fm", pa.float64()),
-        pa.field("cm", pa.float64()),
-        pa.field("cm_reference", pa.float64()),
-        pa.field("pass_acc", pa.float64()),
-        pa.field("not_fail_acc", pa.float64()),
-        pa.field("checker_verdict", pa.string()),
-        pa.field("executor_verdict", pa.string()),
-        pa.field("executor_problem", pa.string()),
-        pa.field("accepted", pa.bool_()),
-        pa.field("prompt_tokens", pa.int64()),
-        pa.field("completion_tokens", pa.int64()),
-        pa.field("checker_yield", pa.float64()),
-        pa.field("checker_seconds", pa.float64()),
-    ]
-)
+ENV_YIELD = TABLES["env_yield"].schema
 
 
 @dataclass
@@ -151,6 +119,28 @@ class YieldReport:
 
     def table(self) -> list[dict[str, Any]]:
         return [c.summary() for c in self.checkers]
+
+    def facts(self, accepted: AcceptedCorpus) -> Facts:
+        """What the gate reports (``environment_yield``'s metadata): the probe set, each checker's yield, and the
+        accepted corpus with its card."""
+        return Facts(
+            {
+                "corpus_fingerprint": self.fingerprint,
+                "probes": self.probes,
+                "threshold": self.settings.threshold,
+                "checkers": Table(self.table(), YIELD_COLUMNS),
+                **{f"yield/{c.spec.results_name}": c.yield_ for c in self.checkers},
+                "accepted_environments": len(accepted.environments),
+                "accepted_scenarios": accepted.scenarios,
+                "accepted_corpus": accepted.directory.resolve(),
+                "card": Markdown((accepted.directory / "CARD.md").read_text()),
+            }
+        )
+
+
+#: the columns of a checker's line in the gate's metadata (:meth:`YieldReport.table`)
+YIELD_COLUMNS = ["checker", "kind", "environments", "passing", "yield", "accepted", "prompt_tokens"]
+YIELD_COLUMNS += ["completion_tokens", "seconds"]
 
 
 def probe_picks(layout: DataLayout, probes_per_env: int, seed: int) -> list[tuple[str, str]]:

@@ -89,16 +89,16 @@ class CorpusOutcomes:
             return None
         example = f"e.g. {self.example_step}: {self.example!r}" if self.example is not None else "no example"
         return (
-            f"{self.level} {self.corpus!r}: {self.problem} (outcome rule: {self.rule_text()}) — {example}. "
-            f"Fix: {self._fix()}"
+            f"{self.level} {self.corpus!r}: {self.problem} (outcome "
+            f"rule: {self.rule_text()}) — {example}. Fix: {self._fix()}"
         )
 
     def _fix(self) -> str:
         if self.failures == 0:
             return f"if these are refusals, {HOW_TO_DECLARE}"
         return (
-            "if these are successes, correct the corpus's outcome_rule (or set extends_default: false), "
-            "docs/environments.md"
+            "if these are successes, correct the corpus's outcome_rule "
+            "(or set extends_default: false), docs/environments.md"
         )
 
     def row(self) -> dict[str, Any]:

@@ -243,8 +243,8 @@ def rollout_card(
         limit=len(runs) or 1,
     )
     rule = {
-        "all": "every rollout as simulated (Simia as published); a rollout that stopped keeps the steps before the "
-        "stop",
+        "all": "every rollout as simulated (Simia as published); a "
+        "rollout that stopped keeps the steps before the stop",
         "verified": "only rollouts the executor verified end to end (every feedback and every simulated state "
         "equal to the real ones)",
         "prefix": "every rollout cut before its first step whose feedback or state the executor contradicts",

@@ -22,83 +22,14 @@ import pyarrow.parquet as pq
 from pipeline.core.axes import AXES
 from pipeline.report.plots import line_plot
 from pipeline.rollouts.loop import RolloutTask
-from pipeline.store import catalog, schema, warehouse
+from pipeline.store import catalog, warehouse
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
+from pipeline.store.tables import TABLES
 from pipeline.store.trajectories import iter_trajectory_rows, row_to_trajectory
 
-
-def _step(name: str) -> tuple[str, pa.DataType]:
-    """A step-table column a rollout step row restates (its type from the step schema; nullable here)."""
-    return name, schema.STEPS.field(name).type
-
-
-STEPS = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("simulator", pa.string()),
-        ("model", pa.string()),
-        ("agent", pa.string()),
-        ("rollout_id", pa.string()),
-        *map(
-            _step,
-            [
-                "task_id",
-                "env_id",
-                "source",
-                "adapter",
-                "step_index",
-                "turn",
-                "tool",
-                "arguments_json",
-                "outcome",
-                "delta_size",
-            ],
-        ),
-        (AXES["delta"].label, pa.string()),
-        ("real_observation", pa.string()),
-        ("fm", pa.bool_()),
-        ("cm", pa.bool_()),
-        ("state_match", pa.bool_()),
-        ("drift_before", pa.int32()),
-        ("drift", pa.int32()),
-        ("diverged_before", pa.bool_()),
-        ("predicted_changes", pa.int32()),
-        ("parse_ok", pa.bool_()),
-        ("parse_error", pa.string()),
-        ("change_error", pa.string()),
-        ("feedback_json", pa.string()),
-        ("answer", pa.string()),
-        ("latency_s", pa.float64()),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-    ]
-)
-ROLLOUTS = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("simulator", pa.string()),
-        ("model", pa.string()),
-        ("agent", pa.string()),
-        ("rollout_id", pa.string()),
-        ("task_id", pa.string()),
-        ("env_id", pa.string()),
-        ("source", pa.string()),
-        ("adapter", pa.string()),
-        ("status", pa.string()),
-        ("stop_reason", pa.string()),
-        ("steps", pa.int32()),
-        ("parse_failures", pa.int32()),
-        ("first_divergence", pa.int32()),
-        ("final_drift", pa.int32()),
-        ("max_drift", pa.int32()),
-        ("fm_rate", pa.float64()),
-        ("cm_rate", pa.float64()),
-        ("verified_steps", pa.int32()),
-        ("tools_json", pa.string()),
-        ("messages_json", pa.string()),
-    ]
-)
+STEPS = TABLES["rollout_steps"].schema
+ROLLOUTS = TABLES["rollouts"].schema
 
 
 def rollouts_root(layout: DataLayout) -> Path:
@@ -178,7 +109,7 @@ def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> bool:
     root = rollouts_root(layout).resolve()
     if not list(root.glob("*/steps.parquet")):
         return False
-    warehouse.repoint(con, layout)  # rollout_steps and rollouts, at the data root as it is now
+    warehouse.sync(con, layout)  # rollout_steps and rollouts, at the data root as it is now
     by_axis = [
         (f"rollout_by_{a.name}", a.label) for a in AXES if a.by_label and a.label in STEPS.names
     ]  # rollout_by_delta

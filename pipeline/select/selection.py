@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -24,6 +25,7 @@ from pipeline.core.decontamination import (
 )
 from pipeline.core.registry import Registry
 from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.select.greedy import pick_diverse
 from pipeline.select.samples import materialize_samples
 from pipeline.select.shortfall import SHORTFALL_FIX, exploration_facts, reach, shortfall_lines, with_verdicts
@@ -61,6 +63,30 @@ class SelectionResult:
     #: benchmarks: per short cell, what the corpus reaches toward it (:func:`pipeline.select.shortfall.reach`)
     reach: dict[str, str] = field(default_factory=dict)
 
+    def facts(self) -> Facts:
+        """What a selection reports (the split assets' metadata): version, seed, input, samples, per stratum
+        requested / selected / environments / tools / decontamination, each shortfall with its reason (also a
+        warning), and a mixture's decontamination."""
+        shortfalls = "\n".join(f"- {line}" for line in self.shortfall_lines()) or "_none_"
+        values = {
+            "version": self.version,
+            "seed": self.spec["seed"],
+            "input_fingerprint": self.spec["input"],
+            "samples": self.samples,
+            "shortfalls": len(self.shortfalls),
+            "strata": Table.of_frame(strata_report(self.strata, self.tools, self.decontamination)),
+            "shortfall_detail": Markdown(shortfalls),
+            "path": Path(self.path),
+        }
+        if self.kind != MIXTURE:
+            warning = f"benchmark {self.version} holds what the corpus allows: {'; '.join(self.shortfall_lines())} "
+            return Facts(values, [f"{warning}— fix: {SHORTFALL_FIX}"] if self.shortfalls else [])
+        removed = sum(d["removed_by_key"] + d["removed_by_hash"] for d in self.decontamination)
+        values |= {"decontaminated_away": removed}
+        return Facts(
+            values, [f"mixture {self.version} under-filled: {self.shortfall_message()}"] if self.shortfalls else []
+        )
+
     def shortfall_lines(self) -> list[str]:
         """One line per short stratum: a benchmark cell with its rule and what the corpus reaches
         (``difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3``); else selected of requested and why."""
@@ -84,8 +110,8 @@ def decontamination_note(row: dict[str, Any] | None) -> str:
     if not row or not (row["removed_by_key"] or row["removed_by_hash"]):
         return ""
     text = (
-        f"; {row['removed_by_key']} of {row['before']} removed by {row['key']} decontamination against "
-        f"{row['benchmark']}"
+        f"; {row['removed_by_key']} of {row['before']} removed by "
+        f"{row['key']} decontamination against {row['benchmark']}"
     )
     return text + (
         f", {row['removed_by_hash']} by {row.get('identity', '(s_t, a_t) hash')}" if row["removed_by_hash"] else ""

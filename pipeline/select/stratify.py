@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.core.axes import AXES, Axes
-from pipeline.core.strata import BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL
+from pipeline.core.strata import BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL, Composition
 from pipeline.labeling.determinism import excluded_files
 from pipeline.labeling.empty import why_empty
 from pipeline.labeling.quarantine import input_fingerprint
+from pipeline.report.tables import Facts, Table
+from pipeline.store import queries
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import atomic_path
-from pipeline.store.queries import tool_spread_sql
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,6 +40,29 @@ class StrataReport:
     fingerprint: str
     steps: int
     usable: int
+
+    def facts(self, layout: DataLayout, composition: Composition) -> Facts:
+        """What stratifying reports (``step_strata``'s metadata): steps, usable ones, the cells, the exclusions
+        per environment (the non-deterministic ones also a warning), and the candidates per benchmark cell and
+        Balance2 group of ``composition``."""
+        exclusions = exclusion_table(layout)
+        nondet = exclusions[exclusions["reason"] == "non-deterministic"]
+        excluded = int(nondet["steps"].sum()) if len(nondet) else 0
+        warning = f"{excluded} non-deterministic steps excluded from the splits in {len(nondet)} environment(s): "
+        return Facts(
+            {
+                "steps": self.steps,
+                "usable_steps": self.usable,
+                "input_fingerprint": self.fingerprint,
+                "cells": Table.of_frame(cell_table(layout)),
+                "nondeterministic_excluded": excluded,
+                "excluded_by_env": Table.of_frame(exclusions),
+                "benchmark_cell_candidates": Table.of_frame(queries.cell_coverage(layout, composition)),
+                "balance2_candidates": Table.of_frame(queries.balance2_coverage(layout, composition)),
+                "path": self.path.resolve(),
+            },
+            [warning + ", ".join(nondet["env_id"])] if len(nondet) else [],
+        )
 
 
 def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> StrataReport:
@@ -111,7 +135,7 @@ def cell_table(layout: DataLayout, axes: Axes = AXES) -> pd.DataFrame:
             t.top_tool_share
             FROM (SELECT {", ".join(keys)}, {key} AS grp, count(*) AS steps,
                          count(DISTINCT env_id) AS environments FROM {rel} GROUP BY ALL) c
-            JOIN ({tool_spread_sql(rel, key)}) t USING (grp)
+            JOIN ({queries.tool_spread_sql(rel, key)}) t USING (grp)
             ORDER BY {", ".join(keys)}"""
     ).df()
 

@@ -1,5 +1,6 @@
-"""What every table, view and column of ``envsim.duckdb`` means: the one home of the SQL schema's
-descriptions, from which the ``COMMENT ON`` statements are generated (:func:`describe`).
+"""What every table, view and column of ``envsim.duckdb`` means, from which the ``COMMENT ON`` statements are
+generated (:func:`describe`): a table of record's words are in its declaration (:mod:`pipeline.store.tables`),
+the other tables' and the shared column vocabulary here.
 
 Column names follow one vocabulary (docs/definitions.md §5): a column name means the same thing in every
 table and view that has it, so a column is described once, by name, in :data:`COLUMNS`; the few names whose
@@ -14,60 +15,37 @@ from collections.abc import Iterable
 
 import duckdb
 
+from pipeline.store import tables
 from pipeline.store.glossary import Described
 from pipeline.store.schema import COLUMN_DOCS
 
 #: table / view -> description (a ``eval_by_*`` / ``rollout_by_*`` breakdown view: its prefix's entry)
 TABLES: dict[str, str] = {
-    "steps": "One row per executed tool call (the labeled step table of record, data/steps/part-*.parquet): the "
-    "action, its observation, outcome, Δ and |Δ|, and content hashes of s_t and s'_t.",
-    "trajectories": "One row per trajectory: its environment, task, initial state (stored once) and actions.",
-    "environments": "One row per environment of the catalog: its class, license and tools.",
-    "strata": "One row per labeled step with its strata: outcome, |Δ| bucket, argument cardinality, default "
-    "benchmark cell, Balance2 group and why it is excluded from the splits.",
-    "benchmark_samples": "Samples of every benchmark version (data/splits/benchmark/<version>/samples.parquet), "
-    "full states materialised; `version` names the version.",
-    "sft_mixture_samples": "Samples of every Balance2 SFT mixture version "
-    "(data/splits/sft_mixture/<version>/samples.parquet).",
-    "curriculum_samples": "Samples of every α-curriculum mixture version "
-    "(data/splits/curriculum/<version>/samples.parquet).",
     "split_versions": "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions "
     "kept: seed, input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
-    "split_members": "One row per sample of every split version (kind, version, position): the step it is and its "
-    "strata.",
+    "split_members": "One row per sample of every split version (kind, "
+    "version, position): the step it is and its strata.",
     "split_diff": "Per pair of versions of the same kind (version_a, version_b): each step in one and not the other "
     "(change = 'added' in version_b / 'removed' from version_a), with its stratum in the version it is in.",
     "eval_results": "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, "
     "cm_reference, …), latency and tokens; `split_version` names the benchmark version scored.",
-    "eval_results_strata": "eval_results with each sample's strata: its cell (`stratum`), benchmark group and |Δ| "
-    "bucket.",
-    "eval_runs": "One row per evaluation run: samples, answered, request failures and the metrics over the "
-    "answered samples.",
-    "eval_by": "Metrics of each evaluation run broken down by one key (the view's suffix); percent of the answered "
-    "samples.",
-    "bench_model_runs": "One row per `./forge bench-model` measurement: the model, its weights, the settings and "
-    "throughput.",
-    "sft_checkpoints": "One row per published SFT checkpoint version: the mixture trained on, base model, "
-    "settings, loss.",
-    "sft_checkpoint_steps": "One row per intermediate checkpoint of an SFT run: step, loss, path and whether it is "
-    "still there.",
+    "eval_results_strata": "eval_results with each sample's strata: its cell "
+    "(`stratum`), benchmark group and |Δ| bucket.",
+    "eval_runs": "One row per evaluation run: samples, answered, request "
+    "failures and the metrics over the answered samples.",
+    "eval_by": "Metrics of each evaluation run broken down by one key "
+    "(the view's suffix); percent of the answered samples.",
+    "bench_model_runs": "One row per `./forge bench-model` measurement: the "
+    "model, its weights, the settings and throughput.",
+    "sft_checkpoints": "One row per published SFT checkpoint version: the "
+    "mixture trained on, base model, settings, loss.",
+    "sft_checkpoint_steps": "One row per intermediate checkpoint of an SFT run: "
+    "step, loss, path and whether it is still there.",
     "eval_job_runs": "One row per evaluation job: the checkpoint served, how, on which benchmark version, its job ids.",
     "checkpoint_scores": "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
-    "curriculum_groups": "One row per α-curriculum version and group: estimate, weight, candidates, quota and "
-    "selected.",
-    "rollout_steps": "One row per step of a simulated rollout: the simulator's prediction scored against the executor "
-    "shadowing it (FM, CM, drift).",
-    "rollouts": "One row per simulated rollout: how it ended, its first divergence and drift.",
+    "curriculum_groups": "One row per α-curriculum version and group: "
+    "estimate, weight, candidates, quota and selected.",
     "rollout_by": "Rollout step metrics of each run broken down by one key (the view's suffix).",
-    "env_quality": "One row per environment (the corpus quality gate, data/quality/env_quality.parquet): tools and "
-    "scenarios used, steps by outcome, determinism, max |Δ| and the cells it can fill, schema/code "
-    "mismatches, state problems, and the executor's verdict with its main problem.",
-    "env_tool_quality": "One row per environment and tool: steps by outcome, the most frequent exception with an "
-    "example call, and the arguments the schema and the code disagree on.",
-    "env_yield": "One row per checker and environment (data/quality/env_yield/<checker>.parquet): the checker's "
-    "agreement with the executor on the environment's probe set (FM, CM, cm_reference, EnvScaler's "
-    "pass_acc / not_fail_acc), its verdict at the threshold, the executor's verdict beside it, and the "
-    "checker's yield, tokens and wall time.",
 }
 
 #: column name -> description, the same in every table and view that has the column: the step and sample
@@ -82,8 +60,8 @@ _MEANINGS: dict[str, str] = {
     "benchmark_group": "Benchmark group of the sample (|Δ| beyond the difficult bucket counts as difficult)",
     "grp": "Group: the benchmark group (eval_by_group), or the curriculum group key (curriculum_groups).",
     "excluded": "Whether the step is kept out of every split (error, or non-deterministic on re-execution).",
-    "excluded_reason": "Why the step is excluded (error, non-deterministic, …) or beyond the buckets (|Δ| > 12); "
-    "NULL otherwise.",
+    "excluded_reason": "Why the step is excluded (error, non-deterministic, "
+    "…) or beyond the buckets (|Δ| > 12); NULL otherwise.",
     # trajectories and environments
     "category": "Task category (bfcl: base, long_context, miss_func, miss_param).",
     "strategy": "How the trajectory was produced: ground_truth (a task's replay), explore, agent, replay-messages "
@@ -272,21 +250,7 @@ TABLE_COLUMNS: dict[tuple[str, str], str] = {
     ("bench_model_runs", "path"): "Filesystem path of the weights measured.",
     ("sft_checkpoints", "path"): "Filesystem path of the published checkpoint.",
     ("sft_checkpoint_steps", "path"): "Filesystem path of the intermediate checkpoint.",
-    ("rollouts", "steps"): "Steps in the rollout.",
-    ("rollouts", "status"): "How the rollout ended.",
     ("eval_results", "status"): "answered or request_failed.",
-    ("env_quality", "tools"): "Tools of the environment in the catalog.",
-    ("env_quality", "steps"): "Labeled steps of the environment.",
-    ("env_quality", "input_fingerprint"): "Fingerprint of the step table the report was computed from.",
-    ("env_tool_quality", "steps"): "Labeled steps calling the tool.",
-    ("env_tool_quality", "max_delta"): "Largest |Δ| of the tool's steps.",
-    ("env_tool_quality", "input_fingerprint"): "Fingerprint of the step table the report was computed from.",
-    ("env_yield", "kind"): "The checker's simulator kind (oracle, no_change, openai, recorded, …).",
-    ("env_yield", "fm"): "Share (0-1) of the answered probes with Feedback Match.",
-    ("env_yield", "cm"): "Share (0-1) of the answered probes with exact Config Match.",
-    ("env_yield", "cm_reference"): "Share (0-1) of the answered probes with CM as the EnvSimBench code computes it.",
-    ("env_yield", "answered"): "Probes the checker answered (request succeeded).",
-    ("env_yield", "seed"): "Seed of the probe draw.",
 }
 
 
@@ -294,6 +258,9 @@ def table_description(name: str) -> str | None:
     """The description of table / view ``name`` (a breakdown view ``eval_by_env``: its family's, with the key)."""
     if name in TABLES:
         return TABLES[name]
+    declared = tables.declared()
+    if name in declared:
+        return declared[name].description
     for family in ("eval_by", "rollout_by"):
         if name.startswith(family + "_"):
             return f"{TABLES[family]} Key: {name[len(family) + 1 :]}."
@@ -301,7 +268,9 @@ def table_description(name: str) -> str | None:
 
 
 def column_description(table: str, column: str) -> str | None:
-    return TABLE_COLUMNS.get((table, column)) or COLUMNS.get(column)
+    declared = tables.declared().get(table)
+    own = declared.columns.get(column) if declared is not None else None
+    return own or TABLE_COLUMNS.get((table, column)) or COLUMNS.get(column)
 
 
 def _literal(text: str) -> str:

@@ -56,11 +56,11 @@ def connect() -> duckdb.DuckDBPyConnection:
 def connect_file(path: str | os.PathLike[str], read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection to a DuckDB file under the same memory cap, for writers outside the Dagster ``duckdb``
     resource (command-line tools such as ``./forge bench-model``). A data root's ``envsim.duckdb`` has its
-    Parquet views re-pointed at the directory the file is in now (:func:`pipeline.store.warehouse.repoint`),
+    Parquet views re-pointed at the directory the file is in now (:func:`pipeline.store.warehouse.sync`),
     so a moved data root answers at once."""
     con = duckdb.connect(str(path), read_only=read_only, config=connection_config())
     if Path(path).name == DUCKDB_FILE:
-        warehouse.repoint(con, DataLayout.at(Path(path).resolve().parent))
+        warehouse.sync(con, DataLayout.at(Path(path).resolve().parent))
     return con
 
 

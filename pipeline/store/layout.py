@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.core.settings import Settings
+from pipeline.store import tables
 
 
 def default_data_root() -> Path:
@@ -190,15 +191,23 @@ class DataLayout:
         """``quality/``: the corpus quality gate (environment report, simulator-judged yield, accepted corpus)."""
         return self.root / "quality"
 
+    def table(self, name: str, part: str | None = None) -> Path:
+        """The file of table of record ``name`` (:mod:`pipeline.store.tables`; ``part``: a multi-file table's
+        part, e.g. a checker's ``env_yield`` file)."""
+        declared = tables.declared()
+        if name not in declared:
+            raise KeyError(f"unknown table of record {name!r}; known: {sorted(declared)}")
+        return declared[name].file(self.root, None if part is None else safe_name(part, f"{name} part"))
+
     @property
     def env_quality(self) -> Path:
         """``quality/env_quality.parquet``: one row per environment (the executor's report card and verdict)."""
-        return self.quality_dir / "env_quality.parquet"
+        return self.table("env_quality")
 
     @property
     def env_tool_quality(self) -> Path:
         """``quality/env_tool_quality.parquet``: one row per (environment, tool)."""
-        return self.quality_dir / "env_tool_quality.parquet"
+        return self.table("env_tool_quality")
 
     def quality_probes(self, fingerprint: str) -> Path:
         """``quality/probes/<corpus fingerprint>.parquet``: the stratified probe samples the checkers score."""
@@ -215,7 +224,7 @@ class DataLayout:
 
     def env_yield(self, checker: str) -> Path:
         """``quality/env_yield/<checker>.parquet``: a checker's per-environment verdicts (the ``env_yield`` view)."""
-        return self.quality_dir / "env_yield" / f"{safe_name(checker, 'checker name')}.parquet"
+        return self.table("env_yield", safe_name(checker, "checker name"))
 
     @property
     def accepted_corpus(self) -> Path:
@@ -224,7 +233,7 @@ class DataLayout:
 
     @property
     def environments(self) -> Path:
-        return self.root / "environments.parquet"
+        return self.table("environments")
 
     @property
     def tool_code(self) -> Path:
@@ -299,7 +308,7 @@ class DataLayout:
     @property
     def strata(self) -> Path:
         """``strata/strata.parquet``: one row per labeled step with its strata and exclusion reason."""
-        return self.root / "strata" / "strata.parquet"
+        return self.table("strata")
 
     @property
     def strata_manifest(self) -> Path:

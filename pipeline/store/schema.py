@@ -106,8 +106,8 @@ STEPS = pa.schema([f for f, _ in _STEP_FIELDS])
 #: (:mod:`pipeline.store.glossary`) completes it with the values the rules give.
 COLUMN_DOCS: Described = Described(
     {
-        "position": "the sample's place in the pick order (strata in composition order), as `sample_ids.txt` lists "
-        "them",
+        "position": "the sample's place in the pick order (strata in "
+        "composition order), as `sample_ids.txt` lists them",
         "stratum": "the benchmark cell (benchmark) or Balance2 group (SFT mixture) the sample was picked for",
         "step_id": "unique id of the step: `<trajectory_id>#<step_index>`",
         "trajectory_id": "the trajectory (replayed task, exploration episode or agent episode) the step belongs to",

@@ -1,16 +1,17 @@
-"""The DuckDB database under the data root: views over the Parquet tables of record, and tables of
-split versions and their membership (all versions of every kind, so old splits stay queryable).
+"""The DuckDB database under the data root: a view over each table of record (one per declaration of
+:mod:`pipeline.store.tables`), and tables of split versions and their membership (all versions of every kind,
+so old splits stay queryable).
 
 Views that read Parquet files name them **relative to the DuckDB file** (``HERE_SQL || 'steps/part-*.parquet'``:
 the directory of the file the connection opened, from DuckDB's default ``temp_directory``, ``<file>.tmp``), so a plain
 DuckDB client (the ``duckdb`` CLI or Python on ``envsim.duckdb``) answers every view from any working directory,
 also after the root moved; with ``file_search_path`` set, the paths resolve against it instead. Every connection
 the pipeline opens on ``envsim.duckdb`` (``pipeline.store.duck.connect_file`` / ``open_data_root`` and the code
-location's ``duckdb`` resource, whose ``temp_directory`` is elsewhere) calls :func:`repoint`, which sets
-``file_search_path`` to the data root the file is in now and re-creates the views for the files that exist now (a
-read-only connection gets temporary views of the same names). A DuckDB file kept outside its data root (the
-``duckdb`` resource's ``database`` set elsewhere) names the files by absolute path instead. Every table, view and
-column is commented (:mod:`pipeline.store.catalog`).
+location's ``duckdb`` resource, whose ``temp_directory`` is elsewhere) calls :func:`sync`, the one sync: it
+registers the split versions, sets ``file_search_path`` to the data root the file is in now and re-creates the
+views for the files that exist now (a read-only connection: temporary views of the same names, nothing
+registered). A DuckDB file kept outside its data root (the ``duckdb`` resource's ``database`` set elsewhere)
+names the files by absolute path instead. Every table, view and column is commented (:mod:`pipeline.store.catalog`).
 
 Callers pass a connection (in Dagster: from the DuckDB resource, inside the ``duckdb`` pool, so
 only one process writes at a time).
@@ -28,7 +29,7 @@ import duckdb
 
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
-from pipeline.store import catalog
+from pipeline.store import catalog, tables
 from pipeline.store.layout import DataLayout
 from pipeline.store.schema import SAMPLE, duck_columns
 from pipeline.store.versions import SPLIT_KINDS, SplitStore
@@ -98,59 +99,18 @@ def _in_root(layout: DataLayout, path: Path | str, relative: bool = True, suffix
     return _sql_path(str(path) + suffix)
 
 
-def _samples_view(layout: DataLayout, kind: str, relative: bool = True) -> str | None:
-    store = SplitStore(layout, kind)
-    if not store.versions():
-        return None
-    pattern = _in_root(layout, store.root, relative, "/*/samples.parquet")
-    return (
-        f"SELECT regexp_extract(filename, '([^/\\\\]+)[/\\\\]samples\\.parquet$', 1) AS version, * EXCLUDE (filename) "
-        f"FROM read_parquet({pattern}, filename = true, union_by_name = true)"
-    )
-
-
 def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
-    """Every view over Parquet files under ``layout``'s root (name -> SELECT), for the files that exist now; paths
-    relative to the root (resolved against ``file_search_path``, else the working directory), or absolute when not
-    ``relative`` (a DuckDB file kept outside the data root)."""
+    """The view of every table of record (:mod:`pipeline.store.tables`) with files under ``layout``'s root now
+    (name -> SELECT); a glob of files, so that partitions and versions written after this sync are in the view
+    too; paths relative to the DuckDB file's directory (``HERE_SQL``), or absolute when not ``relative`` (a DuckDB
+    file kept outside the data root)."""
+    root = layout.root.resolve()
     views: dict[str, str] = {}
-    if layout.step_parts():
-        views["steps"] = (
-            f"SELECT * FROM read_parquet({_in_root(layout, layout.steps_dir, relative, '/part-*.parquet')})"
-        )
-    # every file of layout.trajectory_files(); partition files as a glob, so that partitions
-    # materialized after this sync are in the view too
-    trajectory_files = [Path(f).resolve() for f in layout.trajectory_files()]
-    patterns = sorted(
-        {
-            _in_root(layout, f.parent, relative, "/part-*.parquet")
-            if f.name.startswith("part-")
-            else _in_root(layout, f, relative)
-            for f in trajectory_files
-        }
-    )
-    if patterns:
-        views["trajectories"] = f"SELECT * FROM read_parquet([{', '.join(patterns)}])"
-    if layout.environments.exists():
-        views["environments"] = f"SELECT * FROM read_parquet({_in_root(layout, layout.environments, relative)})"
-    if layout.strata.exists():
-        views["strata"] = f"SELECT * FROM read_parquet({_in_root(layout, layout.strata, relative)})"
-    for name, path in (("env_quality", layout.env_quality), ("env_tool_quality", layout.env_tool_quality)):
-        if path.exists():
-            views[name] = f"SELECT * FROM read_parquet({_in_root(layout, path, relative)})"
-    if list(layout.env_yield("x").parent.glob("*.parquet")):
-        where = _in_root(layout, layout.env_yield("x").parent, relative, "/*.parquet")
-        views["env_yield"] = f"SELECT * FROM read_parquet({where}, union_by_name = true)"
-    for kind in SPLIT_KINDS:
-        select = _samples_view(layout, kind, relative)
-        if select:
-            views[f"{kind}_samples"] = select
-    rollouts = layout.rollouts.resolve()
-    if list(rollouts.glob("*/steps.parquet")):
-        for name, files in (("rollout_steps", "/*/steps.parquet"), ("rollouts", "/*/rollouts.parquet")):
-            views[name] = (
-                f"SELECT * FROM read_parquet({_in_root(layout, rollouts, relative, files)}, union_by_name = true)"
-            )
+    for name, table in tables.declared().items():
+        present = [_in_root(layout, root / glob, relative) for glob in table.files if any(root.glob(glob))]
+        if present:
+            files = present[0] if len(table.files) == 1 else f"[{', '.join(present)}]"
+            views[name] = table.view.replace("{files}", files)
     return views
 
 
@@ -165,7 +125,7 @@ def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     )
 
 
-def repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
+def _repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
     """Resolve the views' relative paths against ``layout``'s root on this connection (``file_search_path``), then
     (re-)create every Parquet view for the files there now (a read-only connection: as temporary views, which take
     precedence over the stored ones in this connection), the views derived from them and the comments. Returns
@@ -299,8 +259,12 @@ def _register_manifest_rows(con: duckdb.DuckDBPyConnection, layout: DataLayout, 
             con.execute(insert, [row.get(c) for c in columns])
 
 
-def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> dict[str, int]:
-    """Create/refresh the views and split tables (every split kind); returns the version count per kind."""
-    counts = register_splits(con, layout)
-    repoint(con, layout)
-    return counts
+def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout, tables: tuple[ManifestTable, ...] = ()) -> list[str]:
+    """The one sync of a connection with the data root ``layout`` (every connection the pipeline opens on
+    ``envsim.duckdb`` comes through here: :func:`pipeline.store.duck.connect_file` and the code location's
+    ``duckdb`` resource, on opening and after each step): register every split version (and the manifest
+    ``tables``) unless the connection is read-only, then point the views at the root as it is now, with a view
+    per table of record whose files exist, the derived views and the comments. Returns the views' names."""
+    if not _read_only(con):
+        register_splits(con, layout, tables=tables)
+    return _repoint(con, layout)

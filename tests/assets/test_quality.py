@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from dagster import materialize
-from dagster_duckdb import DuckDBResource
 
 from assets.quality import environment_report, environment_yield
 from resources import (
@@ -14,6 +13,7 @@ from resources import (
     EnvironmentSourcesResource,
     RunPolicyResource,
 )
+from resources.storage import DataStoreDuckDBResource
 from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
 
 
@@ -26,7 +26,7 @@ def test_both_assets_materialize_with_table_metadata_and_duckdb_rows(built):
     layout, corpus = built
     resources = {
         "store": DataStoreResource(data_root=str(layout.root)),
-        "duckdb": DuckDBResource(database=str(layout.duckdb)),
+        "duckdb": DataStoreDuckDBResource(store=DataStoreResource(data_root=str(layout.root))),
         "composition": CompositionResource(),
         "run_policy": RunPolicyResource(),
         "sources": EnvironmentSourcesResource(

@@ -7,7 +7,6 @@ import shutil
 
 import pytest
 from dagster import materialize
-from dagster_duckdb import DuckDBResource
 
 from assets.definitions import build_definitions
 from assets.selection import benchmark_split, sft_mixture, step_strata
@@ -16,6 +15,7 @@ from pipeline.core.settings import Settings
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.store.layout import DataLayout
 from resources import CompositionResource, DataStoreResource, RunPolicyResource
+from resources.storage import DataStoreDuckDBResource
 from tests.support.metadata import text
 
 SIZES = {"failure": 5, "no_change": 50, "simple": 50, "complex": 20}
@@ -32,7 +32,7 @@ def bfcl_root(default_layout, tmp_path):
 def _materialize(layout, run_config=None, composition=None):
     resources = {
         "store": DataStoreResource(data_root=str(layout.root)),
-        "duckdb": DuckDBResource(database=str(layout.duckdb)),
+        "duckdb": DataStoreDuckDBResource(store=DataStoreResource(data_root=str(layout.root))),
         "composition": composition or CompositionResource(mixture_sizes=SIZES),
         "run_policy": RunPolicyResource(),
     }

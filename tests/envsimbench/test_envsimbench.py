@@ -9,7 +9,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from dagster import materialize
-from dagster_duckdb import DuckDBResource
 
 from pipeline.core.protocol import answer, messages
 from pipeline.envsimbench.export import iter_reference_samples, reference_sample, write_benchmark
@@ -112,13 +111,14 @@ def test_imported_version_through_the_assets(ours, reference_files, tmp_path):
     from assets.envsimbench import envsimbench_import
     from assets.evaluation import simulator_eval
     from resources import DataStoreResource, HuggingFaceHubResource
+    from resources.storage import DataStoreDuckDBResource
 
     layout, _ = ours
     bench_file, _, n = reference_files
     db = tmp_path / "e.duckdb"
     res = {
         "store": DataStoreResource(data_root=str(layout.root)),
-        "duckdb": DuckDBResource(database=str(db)),
+        "duckdb": DataStoreDuckDBResource(store=DataStoreResource(data_root=str(layout.root)), database=str(db)),
         "hub": HuggingFaceHubResource(),
     }
     imported = materialize(

@@ -8,7 +8,6 @@ import duckdb
 import pandas as pd
 import pytest
 from dagster import DagsterInstance, build_schedule_context, build_sensor_context, materialize
-from dagster_duckdb import DuckDBResource
 
 from pipeline.core.strata import Cell, Composition
 from pipeline.quality.suites import composition_suite, overlap_suite, step_table_suite
@@ -231,6 +230,7 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     from assets.automation import splits_on_new_steps, weekly_splits
     from assets.selection import benchmark_split, sft_mixture, step_strata
     from resources import CompositionResource, DataStoreResource, RunPolicyResource
+    from resources.storage import DataStoreDuckDBResource
 
     layout = DataLayout.at(tmp_path / "data")
     shutil.copytree(bfcl_layout.root, layout.root)
@@ -238,7 +238,7 @@ def test_assets_checks_schedule_and_sensor(bfcl_layout, tmp_path):
     sizes = {"failure": 5, "no_change": 100, "simple": 100, "complex": 20}
     resources = {
         "store": DataStoreResource(data_root=str(layout.root)),
-        "duckdb": DuckDBResource(database=str(layout.duckdb)),
+        "duckdb": DataStoreDuckDBResource(store=DataStoreResource(data_root=str(layout.root))),
         "composition": CompositionResource(mixture_sizes=sizes),
         "run_policy": RunPolicyResource(),
     }
@@ -317,6 +317,7 @@ def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout,
     from pipeline.store import queries
     from resources import CompositionResource, DataStoreResource, RunPolicyResource
     from resources.composition import CellConfig
+    from resources.storage import DataStoreDuckDBResource
 
     layout = DataLayout.at(tmp_path / "data")
     shutil.copytree(bfcl_layout.root, layout.root)
@@ -329,7 +330,7 @@ def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout,
         [step_strata],
         resources={
             "store": DataStoreResource(data_root=str(layout.root)),
-            "duckdb": DuckDBResource(database=str(layout.duckdb)),
+            "duckdb": DataStoreDuckDBResource(store=DataStoreResource(data_root=str(layout.root))),
             "composition": CompositionResource(cells=[CellConfig(**c) for c in cells], mixture_sizes={"simple": 9}),
             "run_policy": RunPolicyResource(),
         },

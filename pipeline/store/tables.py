@@ -1,0 +1,280 @@
+"""The tables of record: each one declaration — where its files lie under the data root, its Arrow schema (when
+a stage writes it from Arrow rows), what it and its table-specific columns mean, and the DuckDB view over its
+files — that the layout (:meth:`pipeline.store.layout.DataLayout.table`), the warehouse's views
+(:func:`pipeline.store.warehouse.parquet_views`) and the catalog's comments (:mod:`pipeline.store.catalog`)
+iterate.
+
+Adding a table of record is one :class:`TableOfRecord` registered in :data:`TABLES`: one line here, or, from a
+plugin package, an entry point in the group ``envsim_forge.tables`` (:mod:`pipeline.core.registry`). A column
+named in the shared vocabulary (:data:`pipeline.store.catalog.COLUMNS`) needs no words of its own; one whose
+meaning is the table's (or a new word) is described in ``columns``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.core.axes import AXES
+from pipeline.core.registry import Registry
+from pipeline.store import schema
+from pipeline.store.kinds import SPLIT_KINDS
+
+#: the view over the existing files of a table (``{files}``: one SQL path expression, or a list of them)
+READ = "SELECT * FROM read_parquet({files})"
+#: the view over files whose columns grew over time (a column an older file lacks is NULL)
+READ_UNION = "SELECT * FROM read_parquet({files}, union_by_name = true)"
+
+
+@dataclass(frozen=True)
+class TableOfRecord:
+    """One table of record. ``files``: its files under the data root (globs; a ``*`` in the first is the part a
+    writer names, :meth:`file`); ``view``: the SELECT of its DuckDB view, ``{files}`` standing for the existing
+    files (no view while none exists); ``description``: the table comment; ``columns``: column -> meaning,
+    where the table's meaning differs from the shared vocabulary's or the word is the table's own."""
+
+    name: str
+    files: tuple[str, ...]
+    description: str
+    schema: pa.Schema | None = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+    view: str = READ
+
+    def file(self, root: Path, part: str | None = None) -> Path:
+        """The file of this table under ``root`` (``part`` replaces the ``*`` of its first glob)."""
+        pattern = self.files[0]
+        return root / (pattern.replace("*", part) if part is not None else pattern)
+
+
+#: every table of record by name (the project's own below, then the plugins' ``envsim_forge.tables`` entry points)
+TABLES: Registry[TableOfRecord] = Registry(
+    "table of record", "envsim_forge.tables", check=lambda e: isinstance(e, TableOfRecord)
+)
+
+
+def _step(name: str) -> tuple[str, pa.DataType]:
+    """A step-table column a rollout step row restates (its type from the step schema; nullable here)."""
+    return name, schema.STEPS.field(name).type
+
+
+_RESTATED_STEP = ["task_id", "env_id", "source", "adapter", "step_index", "turn", "tool", "arguments_json"]
+
+for _table in (
+    TableOfRecord(
+        "steps",
+        ("steps/part-*.parquet",),
+        "One row per executed tool call (the labeled step table of record, data/steps/part-*.parquet): the action, "
+        "its observation, outcome, Δ and |Δ|, and content hashes of s_t and s'_t.",
+        schema.STEPS,
+    ),
+    TableOfRecord(
+        "trajectories",
+        ("trajectories/part-*.parquet", "trajectories/trajectories.parquet"),
+        "One row per trajectory: its environment, task, initial state (stored once) and actions.",
+        schema.TRAJECTORIES,
+    ),
+    TableOfRecord(
+        "environments",
+        ("environments.parquet",),
+        "One row per environment of the catalog: its class, license and tools.",
+        schema.ENVIRONMENTS,
+    ),
+    TableOfRecord(
+        "strata",
+        ("strata/strata.parquet",),
+        "One row per labeled step with its strata: outcome, |Δ| bucket, argument cardinality, default benchmark "
+        "cell, Balance2 group and why it is excluded from the splits.",
+    ),
+    TableOfRecord(
+        "env_quality",
+        ("quality/env_quality.parquet",),
+        "One row per environment (the corpus quality gate, data/quality/env_quality.parquet): tools and scenarios "
+        "used, steps by outcome, determinism, max |Δ| and the cells it can fill, schema/code mismatches, state "
+        "problems, and the executor's verdict with its main problem.",
+        pa.schema(
+            [
+                pa.field("env_id", pa.string(), nullable=False),
+                pa.field("source", pa.string()),
+                pa.field("verdict", pa.string(), nullable=False),
+                pa.field("main_problem", pa.string()),
+                pa.field("problems", pa.string()),
+                pa.field("tools", pa.int32()),
+                pa.field("tools_used", pa.int32()),
+                pa.field("scenarios", pa.int32()),
+                pa.field("steps", pa.int64()),
+                pa.field("success_steps", pa.int64()),
+                pa.field("failure_steps", pa.int64()),
+                pa.field("error_steps", pa.int64()),
+                pa.field("error_share", pa.float64()),
+                pa.field("error_tools", pa.string()),
+                pa.field("determinism", pa.string()),
+                pa.field("quarantine_reason", pa.string()),
+                pa.field("max_delta", pa.int32()),
+                pa.field("cells", pa.string()),
+                pa.field("cells_reached", pa.int32()),
+                pa.field("mismatches", pa.int32()),
+                pa.field("mismatch_detail", pa.string()),
+                pa.field("state_problems", pa.string()),
+                pa.field("max_state_bytes", pa.int64()),
+                pa.field("input_fingerprint", pa.string()),
+            ]
+        ),
+        {
+            "tools": "Tools of the environment in the catalog.",
+            "steps": "Labeled steps of the environment.",
+            "input_fingerprint": "Fingerprint of the step table the report was computed from.",
+        },
+    ),
+    TableOfRecord(
+        "env_tool_quality",
+        ("quality/env_tool_quality.parquet",),
+        "One row per environment and tool: steps by outcome, the most frequent exception with an example call, and "
+        "the arguments the schema and the code disagree on.",
+        pa.schema(
+            [
+                pa.field("env_id", pa.string(), nullable=False),
+                pa.field("tool", pa.string(), nullable=False),
+                pa.field("in_catalog", pa.bool_()),
+                pa.field("steps", pa.int64()),
+                pa.field("success_steps", pa.int64()),
+                pa.field("failure_steps", pa.int64()),
+                pa.field("error_steps", pa.int64()),
+                pa.field("error_share", pa.float64()),
+                pa.field("top_exception", pa.string()),
+                pa.field("top_exception_steps", pa.int64()),
+                pa.field("example_step", pa.string()),
+                pa.field("example_call", pa.string()),
+                pa.field("max_delta", pa.int32()),
+                pa.field("schema_only_args", pa.string()),
+                pa.field("code_only_args", pa.string()),
+                pa.field("mismatch_detail", pa.string()),
+                pa.field("input_fingerprint", pa.string()),
+            ]
+        ),
+        {
+            "steps": "Labeled steps calling the tool.",
+            "max_delta": "Largest |Δ| of the tool's steps.",
+            "input_fingerprint": "Fingerprint of the step table the report was computed from.",
+        },
+    ),
+    TableOfRecord(
+        "env_yield",
+        ("quality/env_yield/*.parquet",),
+        "One row per checker and environment (data/quality/env_yield/<checker>.parquet): the checker's agreement "
+        "with the executor on the environment's probe set (FM, CM, cm_reference, EnvScaler's pass_acc / "
+        "not_fail_acc), its verdict at the threshold, the executor's verdict beside it, and the checker's yield, "
+        "tokens and wall time.",
+        pa.schema(
+            [
+                pa.field("checker", pa.string(), nullable=False),
+                pa.field("kind", pa.string(), nullable=False),
+                pa.field("model", pa.string()),
+                pa.field("weights_id", pa.string()),
+                pa.field("corpus_fingerprint", pa.string(), nullable=False),
+                pa.field("threshold", pa.float64(), nullable=False),
+                pa.field("probes_per_env", pa.int32()),
+                pa.field("seed", pa.int64()),
+                pa.field("env_id", pa.string(), nullable=False),
+                *(pa.field(n, pa.int32()) for n in ("probes", "positives", "negatives", "answered")),
+                *(pa.field(n, pa.int32()) for n in ("request_failures", "pass_count", "warning_count", "fail_count")),
+                *(pa.field(n, pa.float64()) for n in ("fm", "cm", "cm_reference", "pass_acc", "not_fail_acc")),
+                pa.field("checker_verdict", pa.string()),
+                pa.field("executor_verdict", pa.string()),
+                pa.field("executor_problem", pa.string()),
+                pa.field("accepted", pa.bool_()),
+                pa.field("prompt_tokens", pa.int64()),
+                pa.field("completion_tokens", pa.int64()),
+                pa.field("checker_yield", pa.float64()),
+                pa.field("checker_seconds", pa.float64()),
+            ]
+        ),
+        {
+            "kind": "The checker's simulator kind (oracle, no_change, openai, recorded, …).",
+            "fm": "Share (0-1) of the answered probes with Feedback Match.",
+            "cm": "Share (0-1) of the answered probes with exact Config Match.",
+            "cm_reference": "Share (0-1) of the answered probes with CM as the EnvSimBench code computes it.",
+            "answered": "Probes the checker answered (request succeeded).",
+            "seed": "Seed of the probe draw.",
+        },
+        READ_UNION,
+    ),
+    TableOfRecord(
+        "rollout_steps",
+        ("rollouts/*/steps.parquet",),
+        "One row per step of a simulated rollout: the simulator's prediction scored against the executor shadowing "
+        "it (FM, CM, drift).",
+        pa.schema(
+            [
+                *((n, pa.string()) for n in ("run_id", "simulator", "model", "agent", "rollout_id")),
+                *map(_step, [*_RESTATED_STEP, "outcome", "delta_size"]),
+                (AXES["delta"].label, pa.string()),
+                ("real_observation", pa.string()),
+                ("fm", pa.bool_()),
+                ("cm", pa.bool_()),
+                ("state_match", pa.bool_()),
+                ("drift_before", pa.int32()),
+                ("drift", pa.int32()),
+                ("diverged_before", pa.bool_()),
+                ("predicted_changes", pa.int32()),
+                ("parse_ok", pa.bool_()),
+                *((n, pa.string()) for n in ("parse_error", "change_error", "feedback_json", "answer")),
+                ("latency_s", pa.float64()),
+                ("prompt_tokens", pa.int64()),
+                ("completion_tokens", pa.int64()),
+            ]
+        ),
+        view=READ_UNION,
+    ),
+    TableOfRecord(
+        "rollouts",
+        ("rollouts/*/rollouts.parquet",),
+        "One row per simulated rollout: how it ended, its first divergence and drift.",
+        pa.schema(
+            [
+                *((n, pa.string()) for n in ("run_id", "simulator", "model", "agent", "rollout_id", "task_id")),
+                *((n, pa.string()) for n in ("env_id", "source", "adapter", "status", "stop_reason")),
+                *((n, pa.int32()) for n in ("steps", "parse_failures", "first_divergence", "final_drift")),
+                ("max_drift", pa.int32()),
+                ("fm_rate", pa.float64()),
+                ("cm_rate", pa.float64()),
+                ("verified_steps", pa.int32()),
+                ("tools_json", pa.string()),
+                ("messages_json", pa.string()),
+            ]
+        ),
+        {"steps": "Steps in the rollout.", "status": "How the rollout ended."},
+        READ_UNION,
+    ),
+):
+    TABLES.register(_table)
+
+#: the samples view of a split kind: every version's ``samples.parquet``, ``version`` from its directory
+SAMPLES_VIEW = (
+    "SELECT regexp_extract(filename, '([^/\\\\]+)[/\\\\]samples\\.parquet$', 1) AS version, * EXCLUDE (filename) "
+    "FROM read_parquet({files}, filename = true, union_by_name = true)"
+)
+_SAMPLES_OF = {
+    "benchmark": "Samples of every benchmark version (data/splits/benchmark/<version>/samples.parquet), full states "
+    "materialised; `version` names the version.",
+    "sft_mixture": "Samples of every Balance2 SFT mixture version (data/splits/sft_mixture/<version>/samples.parquet).",
+    "curriculum": "Samples of every α-curriculum mixture version (data/splits/curriculum/<version>/samples.parquet).",
+}
+
+
+def samples_table(kind: str) -> TableOfRecord:
+    """The ``<kind>_samples`` table of a split kind (its versions' ``samples.parquet``)."""
+    return TableOfRecord(
+        f"{kind}_samples",
+        (f"splits/{kind}/*/samples.parquet",),
+        _SAMPLES_OF.get(kind, f"Samples of every {kind} version (data/splits/{kind}/<version>/samples.parquet)."),
+        schema.SAMPLE,
+        view=SAMPLES_VIEW,
+    )
+
+
+def declared() -> dict[str, TableOfRecord]:
+    """Every table of record by name: the registered ones, then one samples table per split kind."""
+    return {**dict(TABLES.items()), **{t.name: t for t in map(samples_table, SPLIT_KINDS)}}
