@@ -145,8 +145,8 @@ def run_parser() -> argparse.ArgumentParser:
         description="Run the main job (envsim_main) on the embedded default and print where the data went. Before "
         "anything starts, the ENVSIM_* variables and the run config are checked (Dagster validates the run "
         "config against the job): one line per problem naming the key and the fix, exit 2.",
-        epilog="environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default|small), ENVSIM_SHARDS,\n"
-        "ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md). ./forge --help lists every command.",
+        epilog="environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default, small or a .toml path),\n"
+        "ENVSIM_SHARDS, ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md). ./forge --help lists every command.",
     )
     parser.add_argument(
         "-c",
@@ -187,8 +187,8 @@ def settings_problems() -> list[str]:
                                    config: on_shortfall: fail (README "Bring your own corpus, tasks or model endpoint")
                 --config-json JSON the same as a JSON string (it wins over the files)
                 --seed N           the seed of the benchmark and the SFT mixture (default: their CURRENT versions')
-                environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default|small), ENVSIM_SHARDS,
-                ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md)"""
+                environment: ENVSIM_DATA_ROOT (default ./data), ENVSIM_PROFILE (default, small or a .toml path),
+                ENVSIM_SHARDS, ENVSIM_SANDBOX_WORKERS, ... (docs/settings.md)"""
 )
 def run(argv: list[str]) -> int:
     """``./forge run``: the settings checked, then the run config checked by Dagster against the job of the

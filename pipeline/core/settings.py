@@ -2,7 +2,7 @@
 
 Three ways to get a :class:`Settings`:
 
-* ``settings()`` — what the entry points read (``python -m pipeline``, the code location's ``defs``): the
+* ``settings()`` — what the entry points read (``assets.cli`` behind ``./forge``, the code location's ``defs``): the
   process environment, parsed once and parsed again only when one of the variables changed (tests that
   ``monkeypatch.setenv`` see their value, nothing re-parses on an unchanged environment). Everything after
   an entry point gets the value, or what it gives (the ``Profile``, the resources), passed down: no other
@@ -22,7 +22,7 @@ given (why not ``pydantic-settings``: docs/libraries.md). Choices (``ENVSIM_EXEC
 ``ENVSIM_PROFILE``) are checked by the code that defines them (``assets.definitions``,
 ``pipeline.execution.isolation``, ``pipeline.core.profile``).
 
-``prepare_process()`` is the process-wide setup the entry points (``python -m pipeline``, the Dagster
+``prepare_process()`` is the process-wide setup the entry points (``assets.cli``, the Dagster
 code location ``assets.definitions``) run first, before pyarrow is imported: it asks for Arrow's
 jemalloc pool (``pipeline.store.memory``); importing ``pipeline`` itself changes nothing.
 """
