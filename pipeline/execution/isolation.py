@@ -3,9 +3,10 @@ plain subprocesses.
 
 ``bwrap`` gives each worker its own PID, network, IPC, UTS, mount and cgroup namespaces (no network
 at all; processes die with the namespace), all capabilities dropped and an unprivileged host uid — under
-root bwrap makes no user namespace and starts the command through ``setpriv`` as :data:`SANDBOX_UID`
-(owner checks, file modes and ``RLIMIT_NPROC`` hold), otherwise a user namespace maps the caller to
-65534 —, a read-only view of only what the interpreter needs at neutral paths (``/usr``; the Python
+root bwrap makes no user namespace and starts the command through ``setpriv`` as a host uid of its own
+(:class:`UidSlot`: owner checks, file modes and ``RLIMIT_NPROC`` hold per sandbox), otherwise a user
+namespace maps the caller to 65534 —, a read-only view of only what the interpreter needs at neutral paths
+(``/usr``; the Python
 installation at ``/python`` unless it is under ``/usr``; the virtual environment's ``lib`` at ``/venv``
 with a generated ``pyvenv.cfg``; the project's ``pipeline`` package at ``/opt/envsim``; the directories of
 installed plugin packages outside them), its options passed through ``--args FD`` (``/proc/1/cmdline`` shows
@@ -27,10 +28,12 @@ error that says how to install it or opt out.
 
 from __future__ import annotations
 
+import fcntl
+import itertools
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.core.registry import plugin_paths
@@ -89,9 +92,42 @@ def bwrap_path() -> str:
     return path
 
 
-#: the host uid (and gid) a bwrap sandbox runs as when the pipeline runs as root: not 0, so kernel owner
-#: checks, file modes and RLIMIT_NPROC hold for it ("nobody": owns no file the sandbox can see)
-SANDBOX_UID = 65534
+#: under root every bwrap sandbox (a shared worker or one environment's instance) runs as a host uid of its own,
+#: ``UID_BASE + slot`` (uid = gid): not 0, owner of no file it can see, so kernel owner checks, file modes and
+#: RLIMIT_NPROC hold for it alone — not shared with any other sandbox on the machine
+UID_BASE, UID_SLOTS = 200_000, 50_000
+UID_LOCKS = "/run/envsim-sandbox-uids"  # one lock file per slot, flock'd while a sandbox holds it
+_PROBE = itertools.count()
+
+
+class UidSlot:
+    """A host uid no other sandbox holds (under root): slot ``k`` is taken by an exclusive ``flock`` of its lock
+    file, held while the sandbox lives and released with the descriptor (also when this process dies), so
+    concurrent processes never share one."""
+
+    def __init__(self) -> None:
+        os.makedirs(UID_LOCKS, 0o700, exist_ok=True)
+        start = (os.getpid() * 7919 + next(_PROBE)) % UID_SLOTS  # spread concurrent processes' probes
+        for k in range(UID_SLOTS):
+            slot = (start + k) % UID_SLOTS
+            fd = os.open(f"{UID_LOCKS}/{slot}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.uid, self._fd = UID_BASE + slot, fd
+            return
+        raise SandboxUnavailable(f"all {UID_SLOTS} sandbox uids are taken: end other pipeline runs first")
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    __del__ = release
+
+
 PYTHON_DIR = "/python"  # the interpreter's installation inside (when it is not under /usr)
 VENV_DIR = "/venv"  # the virtual environment inside: a generated pyvenv.cfg and its lib/ only
 
@@ -105,6 +141,7 @@ class Launch:
     env: dict[str, str]
     cwd: str
     pass_fds: tuple[int, ...] = ()
+    uid: UidSlot | None = field(default=None)  # under root: the host uid it runs as (release when it has ended)
 
     def close(self) -> None:
         for fd in self.pass_fds:
@@ -225,8 +262,9 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
     """The ``bwrap`` launch that runs one sandbox worker (or ``command`` inside the same sandbox). Its
     options travel through ``--args FD`` (``/proc/1/cmdline`` inside shows none of them); data files
     (constant ``/proc`` contents, ``pyvenv.cfg``) through ``--ro-bind-data`` pipes. Under root, bwrap
-    makes no user namespace and the command is started through ``setpriv`` as :data:`SANDBOX_UID` with
-    no capability and ``no_new_privs``; otherwise a user namespace maps the caller's uid to 65534."""
+    makes no user namespace and the command is started through ``setpriv`` as a uid of its own
+    (:class:`UidSlot`) with no capability and ``no_new_privs``; otherwise a user namespace maps the caller's uid
+    to 65534."""
     bwrap = bwrap_path()
     binds, files, exe, extra_env = interpreter_layout()
     fds: list[int] = []
@@ -341,17 +379,19 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
             "--private-tmp",
             *(["--preload", preload] if preload else []),
         ]
+    slot = None
     if root:
+        slot = UidSlot()
         command = [
             setpriv,
-            f"--reuid={SANDBOX_UID}",
-            f"--regid={SANDBOX_UID}",
+            f"--reuid={slot.uid}",
+            f"--regid={slot.uid}",
             "--clear-groups",
             "--inh-caps=-all",
             "--no-new-privs",
             *command,
         ]
-    return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", tuple(fds))
+    return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", tuple(fds), slot)
 
 
 def worker_command(isolation: str, tmp_mb: int, preload: str | None = None) -> Launch:

@@ -19,11 +19,13 @@ not is refused the same way. A worker's stderr is a pipe drained here, of which 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
 import subprocess
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -64,6 +66,7 @@ class _WorkerLost(Exception):
 class _Worker:
     def __init__(self, isolation: str, limits: Limits, preload: str | None = None) -> None:
         launch = worker_command(isolation, limits.tmp_mb, preload)
+        self.uid = launch.uid  # under root: the host uid of its own it runs as (released once it has ended)
         try:
             self.proc = subprocess.Popen(
                 launch.argv,
@@ -75,6 +78,9 @@ class _Worker:
                 pass_fds=launch.pass_fds,
                 start_new_session=True,
             )
+        except BaseException:
+            self._release()
+            raise
         finally:
             launch.close()
         self._stderr = bytearray()
@@ -234,6 +240,36 @@ class _Worker:
                 self.proc.stderr.close()
             except OSError:
                 pass
+        self._release()
+
+    def _release(self) -> None:
+        """Hand its uid back once none of its processes is left (the namespace's last ones end just after bwrap)."""
+        if self.uid is not None:
+            _wait_gone({self.uid.uid})
+            self.uid.release()
+            self.uid = None
+
+
+def uid_processes(uids: set[int]) -> list[int]:
+    """The processes of the machine whose real uid is one of ``uids`` (read from ``/proc``, from outside)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/status", "rb") as fh:
+                    status = fh.read()
+            except OSError:
+                continue
+            line = status[status.find(b"\nUid:") + 5 :].split(b"\n", 1)[0].split()
+            if line and int(line[0]) in uids:
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_gone(uids: set[int], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while uid_processes(uids) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def _describe(code: int) -> str:
@@ -310,6 +346,7 @@ class Sandbox:
                 "audit-hook guard, not by the kernel (a dir_fd-relative or native write can escape its directory)"
             )
         self._all.append(first)
+        _OPEN.add(self)
         self._idle.put(first)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
         for _ in range(self.workers - 1):
@@ -317,15 +354,23 @@ class Sandbox:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End every process of this sandbox — its shared workers and every environment's instance, idle or
+        not — and hand their uids back; also run at interpreter exit for a sandbox never closed."""
         if self._pool:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        for worker in self._all:
-            if worker in self._live.values():
+        with self._lock:
+            everyone, self._all = self._all, []
+            instances = set(self._live.values())
+            self._live.clear()
+        for worker in everyone:
+            if worker in instances:
                 worker.kill()  # an instance: nothing of it is kept
             else:
                 worker.close()
-        self._all.clear()
-        self._live.clear()
+        _OPEN.discard(self)
 
     def _discard(self, worker: _Worker) -> None:
         worker.kill()
@@ -517,6 +562,15 @@ class Sandbox:
                 yield done.pop(following)
                 following += 1
         return following
+
+
+_OPEN: set[Sandbox] = set()  # sandboxes entered and not closed yet (closed at exit)
+
+
+@atexit.register
+def _close_open() -> None:
+    for box in list(_OPEN):
+        box.close()
 
 
 class Submitted:

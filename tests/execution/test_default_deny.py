@@ -16,6 +16,7 @@ import pytest
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
 from pipeline.execution import isolation
+from pipeline.execution import sandbox as sandbox_module
 from pipeline.execution.sandbox import Limits, Sandbox
 from tests.support.procs import descendants
 
@@ -173,22 +174,47 @@ def test_labels_from_two_checkouts_at_different_paths_are_byte_identical(tmp_pat
     assert str(tmp_path) not in results[0]
 
 
+def _probes(n: int) -> list[Trajectory]:
+    """``n`` environments of corpus code (each its own instance), one trajectory each."""
+    return [
+        Trajectory(
+            f"probe/{i}",
+            "task",
+            _spec(f"probe/{i}", IDENTITY.replace("class Where", f"N = {i}\n\nclass Where"), "Where"),
+            (Action("where", {}, turn=0),),
+        )
+        for i in range(n)
+    ]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the unprivileged-uid switch is for a pipeline running as root")
-def test_under_root_every_sandboxed_process_has_a_non_zero_host_uid():
-    with Sandbox(workers=1, limits=Limits(call_timeout_s=10)) as box:
-        _where(box)
-        inside = [p for worker in box._all for p in descendants(worker.proc.pid)]
-        uids = {}
-        for pid in inside:
-            try:
+def test_under_root_every_sandbox_has_a_non_zero_host_uid_of_its_own():
+    with Sandbox(workers=2, limits=Limits(call_timeout_s=10)) as box:
+        results = [r for _, r in box.run(_probes(3))]
+        seen = {}
+        for worker in box._all:  # the shared worker and the three instances (kept idle for their environments)
+            for pid in descendants(worker.proc.pid):
                 status = Path(f"/proc/{pid}/status").read_text()
-            except OSError:
-                continue
-            name = status.split("\n", 1)[0].split(":", 1)[1].strip()
-            uids[(pid, name)] = [int(x) for x in status.split("Uid:", 1)[1].split("\n", 1)[0].split()]
-    workers = {k: v for k, v in uids.items() if k[1].startswith("python")}
-    assert workers, uids  # the worker, its zygote, a spare
-    assert all(u == [isolation.SANDBOX_UID] * 4 for u in workers.values()), workers
+                if status.split("\n", 1)[0].split(":", 1)[1].strip().startswith("python"):
+                    uid = [int(x) for x in status.split("Uid:", 1)[1].split("\n", 1)[0].split()]
+                    seen.setdefault(worker, set()).add(tuple(uid))
+    assert len(seen) == 4, seen  # the shared worker and one instance per environment
+    uids = [u for found in seen.values() for u in found]
+    assert all(len(found) == 1 for found in seen.values()), seen  # one uid per sandbox, every process of it
+    assert all(len(set(u)) == 1 and u[0] >= isolation.UID_BASE for u in uids), uids
+    assert len(set(uids)) == 4, uids  # never shared: RLIMIT_NPROC and owner checks hold per sandbox
+    # what an environment sees of itself: one constant
+    assert all("'uid': 65534" in r["steps"][0]["raw_observation"] for r in results), results
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the per-sandbox uids are for a pipeline running as root")
+def test_no_process_of_a_sandbox_outlives_it():
+    with Sandbox(workers=2, limits=Limits(call_timeout_s=10)) as box:
+        list(box.run(_probes(3)))
+        uids = {worker.uid.uid for worker in box._all}
+        alive = sandbox_module.uid_processes(uids)
+        assert len(uids) == 4 and len(alive) >= 8, alive  # worker, zygote, spare per sandbox, idle ones too
+    assert sandbox_module.uid_processes(uids) == []  # counted from outside, by uid: none left
 
 
 def test_the_documented_allowlist_is_the_compiled_one():
