@@ -325,7 +325,7 @@ class Sandbox:
         #: sandbox instances started for one environment's untrusted code (:meth:`_run_instance`)
         self.instances_started = 0
         #: idle sandbox instances kept for their environment's later trajectories (least recently used ends)
-        self.max_live = 4 * self.workers
+        self.max_live = 8 * self.workers
         self._busy: set[tuple[str, ...]] = set()  # environments whose instance is running a batch
         self._turns = threading.Condition()
         self._live: OrderedDict[tuple[str, ...], _Worker] = OrderedDict()  # idle instances, by environment
