@@ -6,7 +6,9 @@ peak memory for:
   * in-process: execute + labels (canonical state, Δ, hashes, outcome) in this process under the frozen
                 clock, no isolation (the reference ceiling);
   * sandbox:    the pipeline's labeling stage executing every call (bwrap workers, a forked child per
-                trajectory with seccomp and guards, JSON frames, labels computed in the parent, Parquet parts).
+                trajectory with seccomp and guards, JSON frames, labels computed in the parent, Parquet parts);
+  * untrusted:  the builtin pack's trajectories as a corpus's code (one sandbox instance per environment, a
+                fresh child per trajectory), as % of in-process; and one instance's start time in ms.
 
     python benchmarks/bench_labeling.py [--workers N ...] [--repeat K] [--pack-calls N]
 """
@@ -24,21 +26,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.core.settings import prepare_process
-from pipeline.envs.registry import sources_config
 
 prepare_process()  # as the entry points do, before pyarrow loads (Arrow's jemalloc pool)
+
+from dataclasses import replace  # noqa: E402
 
 from pipeline.collect.collector import collect  # noqa: E402
 from pipeline.collect.explore import ExploreSettings  # noqa: E402
 from pipeline.collect.run import collect_all  # noqa: E402
 from pipeline.collect.sources import env_items  # noqa: E402
+from pipeline.core.trajectory import Trajectory  # noqa: E402
+from pipeline.envs import blobs, registry  # noqa: E402
 from pipeline.envs.bfcl_replay import ground_truth_trajectories  # noqa: E402
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks  # noqa: E402
 from pipeline.envs.catalog import build_catalog  # noqa: E402
+from pipeline.envs.registry import sources_config  # noqa: E402
 from pipeline.execution.child import Limits, execute  # noqa: E402
 from pipeline.execution.freeze import frozen  # noqa: E402
 from pipeline.execution.labels import TrajectoryLabels  # noqa: E402
-from pipeline.execution.sandbox import Sandbox  # noqa: E402
+from pipeline.execution.sandbox import Sandbox, _Worker  # noqa: E402
 from pipeline.labeling.steps import label  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
 from pipeline.store.trajectories import iter_trajectories  # noqa: E402
@@ -109,22 +115,48 @@ def _pack(tmp: str, workers: list[int], calls: int, repeat: int) -> None:
             f"  sandbox, {n} worker(s) : {report.steps / min(secs):7.0f} steps/s "
             f"(in-process is {best[0] / best[1] / (report.steps / min(secs)):.1f}x faster)"
         )
-    # an untrusted corpus: every trajectory of its code runs in a child that has run nothing else (a spare
-    # prepared ahead by the worker's zygote); the builtin pack's code with reuse_children=1 costs the same
-    n = max(workers)
-    secs = []
+    untrusted(trajectories, max(workers), repeat, best[0] / best[1])
+
+
+def corpus_copy(trajectory: Trajectory) -> Trajectory:
+    """The trajectory with its class code as a corpus would bring it (one comment line more): code that is not
+    the project's own, so the sandbox runs it untrusted — an instance per environment, a fresh child per
+    trajectory."""
+    options = trajectory.env.options
+    code = blobs.get(options["code_ref"]) + "\n# a corpus's copy of this class\n"
+    return replace(trajectory, env=replace(trajectory.env, options={**options, "code_ref": blobs.put(code)}))
+
+
+def untrusted(trajectories: list, workers: int, repeat: int, builtin_rate: float = 0.0, starts: int = 5) -> None:
+    """The untrusted mode (issue 40 item 7): the builtin pack's explored trajectories as a corpus's code, labeled
+    in-process and in the sandbox (one instance per environment, a fresh child per trajectory); and the start of
+    one instance (bwrap, the worker ready to serve) in ms."""
+    corpus = [corpus_copy(t) for t in trajectories]
+    assert all(registry.reuse_key(t.env) is None for t in corpus)
+    best = min((in_process(corpus) for _ in range(repeat)), key=lambda r: r[1])
+    # the conservative reference: the faster of in-process on the corpus copies and on the builtin pack itself
+    reference = max(best[0] / best[1], builtin_rate)
+    rates, instances = [], 0
     for _ in range(repeat):
-        with Sandbox(workers=n, limits=Limits(reuse_children=1)) as box:
-            for part in layout.steps_dir.glob("part-*"):
-                part.unlink()
-            layout.collected_steps.unlink(missing_ok=True)
+        with Sandbox(workers=workers) as box:
             t0 = time.perf_counter()
-            report = label(layout, box)
-            secs.append(time.perf_counter() - t0)
+            steps = sum(len(result["steps"]) for _, result in box.run(corpus))
+            rates.append(steps / (time.perf_counter() - t0))
+            instances = box.instances_started
+    envs = len({t.env.env_id for t in corpus})
     print(
-        f"  sandbox, {n} worker(s), a fresh child per trajectory (an untrusted corpus): "
-        f"{report.steps / min(secs):7.0f} steps/s ({report.steps / min(secs) / (best[0] / best[1]):.0%} of in-process)"
+        f"untrusted corpus ({envs} environments, {instances} instances, {workers} worker(s), a fresh child per "
+        f"trajectory): {max(rates):7.0f} steps/s = {max(rates) / reference:.0%} of in-process ({reference:.0f} steps/s)"
     )
+    source = corpus[0].env.source
+    times = []
+    for _ in range(starts):
+        t0 = time.perf_counter()
+        worker = _Worker(Sandbox().isolation, Limits(), source)
+        times.append(time.perf_counter() - t0)
+        worker.kill()
+    times.sort()
+    print(f"one sandbox instance starts in {times[len(times) // 2] * 1000:.0f} ms (median of {starts}; bwrap to ready)")
 
 
 def main() -> None:

@@ -108,6 +108,20 @@ HOST_FILES = {
     "/proc/loadavg": "0.00 0.00 0.00 1/1 1\n",
 }
 
+#: the uid and gid the environment sees for itself (and for the files it owns): the host uid of a sandbox
+#: instance is one of a range (a slot of its own, under root), so what it shows is one constant
+VISIBLE_ID = 65534
+_OWN_IDS: list[int] = []  # the process's real (uid, gid), shown as VISIBLE_ID
+
+
+def _visible_id() -> int:
+    return VISIBLE_ID
+
+
+def _visible_ids() -> tuple[int, int, int]:
+    return (VISIBLE_ID,) * 3
+
+
 _REAL_DATETIME = _dt.datetime
 _REAL_DATE = _dt.date
 
@@ -457,6 +471,7 @@ def _frozen_stat(st: os.stat_result) -> os.stat_result:
     fields = list(st[:10])
     fields[1] = clock.inodes.setdefault((st.st_dev, st.st_ino), len(clock.inodes) + 1)
     fields[2] = FILE_DEVICE
+    fields[4:6] = [VISIBLE_ID if v == own else v for v, own in zip(fields[4:6], _OWN_IDS or (-1, -1))]
     fields[7] = fields[8] = fields[9] = int(now)
     extra = {
         name: getattr(st, name)
@@ -694,6 +709,11 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
         ("getloadavg", _getloadavg),
     ):
         _set(os, name, fn)
+    _OWN_IDS[:] = [os.getuid(), os.getgid()]
+    for name in ("getuid", "geteuid", "getgid", "getegid"):
+        _set(os, name, _visible_id)
+    _set(os, "getresuid", _visible_ids)
+    _set(os, "getresgid", _visible_ids)
     _set(_resource, "getrusage", _getrusage)
     _set(_socket, "gethostname", _gethostname)
     _set(_platform, "_uname_cache", None)  # re-made from the frozen os.uname
@@ -732,6 +752,7 @@ def uninstall() -> None:
     for cls in _PICKLED:
         copyreg.dispatch_table.pop(cls, None)
     _CLOCK.clear()
+    _OWN_IDS.clear()
 
 
 def install_for(trajectory: Any) -> None:

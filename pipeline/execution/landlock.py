@@ -20,10 +20,13 @@ from __future__ import annotations
 import ctypes
 import os
 
+from pipeline.execution.freeze import HOST_FILES
+
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 
+_READ_FILE, _READ_DIR = 1 << 2, 1 << 3
 _WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 _MAKE = sum(1 << b for b in (6, 7, 8, 9, 10, 11, 12))  # char, dir, reg, sock, fifo, block, sym
 _REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
@@ -73,7 +76,7 @@ def prepare() -> int:
     """Probe the ABI and build the ruleset description once (in the worker, before forking)."""
     version = abi()
     if version and "attr" not in _STATE:
-        fs = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE
+        fs = _READ_FILE | _READ_DIR | _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE
         if version >= 2:
             fs |= _REFER
         if version >= 3:
@@ -85,18 +88,43 @@ def prepare() -> int:
         _STATE["attr"] = _RulesetAttr(fs, net, scoped)
         _STATE["size"] = 8 if version < 4 else 16 if version < 6 else 24
         _STATE["dir"] = _PathBeneath(fs, -1)
-        _STATE["file"] = _PathBeneath(fs & (_WRITE_FILE | _TRUNCATE | _IOCTL_DEV), -1)
+        _STATE["file"] = _PathBeneath(fs & (_READ_FILE | _WRITE_FILE | _TRUNCATE | _IOCTL_DEV), -1)
+        _STATE["read"] = _PathBeneath(_READ_FILE | _READ_DIR, -1)
+        _STATE["read_file"] = _PathBeneath(_READ_FILE, -1)
+        _STATE["read_dir"] = _PathBeneath(_READ_DIR, -1)
+        _STATE["readable"] = readable_tops()
         _STATE["call"] = _syscall()
     return version
+
+
+#: top-level directories a child may not read: /proc (other processes, the boot line, mountinfo, its own
+#: memory), /sys, and /tmp (only its own directory there)
+UNREADABLE = ("proc", "sys", "tmp")
+
+
+def readable_tops() -> list[str]:
+    """The top-level entries of ``/`` a child may read beneath (all but :data:`UNREADABLE`)."""
+    try:
+        names = sorted(os.listdir("/"))
+    except OSError:
+        return []
+    return ["/" + n for n in names if n not in UNREADABLE and os.path.isdir("/" + n)]
+
+
+def _readable_files() -> list[str]:
+    """Single files under /proc a child may read: the constant host identity bound over them."""
+    return sorted(HOST_FILES)
 
 
 def available() -> bool:
     return prepare() > 0
 
 
-def restrict(writable_dir: str) -> bool:
+def restrict(writable_dir: str | int) -> bool:
     """Confine the calling process (irreversibly, with its future threads): writes only beneath
-    ``writable_dir`` and to ``/dev/null``. Returns False when the kernel has no Landlock; raises
+    ``writable_dir`` and to ``/dev/null``; reads beneath ``writable_dir`` and every top-level directory
+    but ``/proc``, ``/sys`` and ``/tmp`` (:data:`UNREADABLE`), plus the constant ``/proc`` files and its own
+    ``/proc/self/task`` listing (its thread count). Returns False when the kernel has no Landlock; raises
     :class:`LandlockError` when it has and refuses. Needs ``no_new_privs`` (the worker sets it)."""
     if not prepare():
         return False
@@ -105,8 +133,18 @@ def restrict(writable_dir: str) -> bool:
     if ruleset < 0:
         raise LandlockError(f"landlock_create_ruleset failed: errno {ctypes.get_errno()}")
     try:
-        for path, rule in ((writable_dir, _STATE["dir"]), (os.devnull, _STATE["file"])):
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        rules: list[tuple[str | int, object]] = [(writable_dir, _STATE["dir"]), (os.devnull, _STATE["file"])]
+        rules += [(top, _STATE["read"]) for top in _STATE["readable"]]  # type: ignore[attr-defined]
+        rules += [(path, _STATE["read_file"]) for path in _readable_files()]
+        rules.append(("/proc/self/task", _STATE["read_dir"]))
+        for path, rule in rules:
+            try:
+                # a descriptor: the directory however it is renamed meanwhile (a spare's)
+                fd = os.dup(path) if isinstance(path, int) else os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                if path == writable_dir or path == os.devnull:
+                    raise
+                continue  # not on this machine
             try:
                 rule.parent_fd = fd  # type: ignore[attr-defined]
                 if call(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:  # type: ignore[operator, arg-type]

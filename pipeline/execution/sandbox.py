@@ -19,12 +19,14 @@ not is refused the same way. A worker's stderr is a pipe drained here, of which 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
 import subprocess
 import threading
-from collections import deque
+import time
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -62,17 +64,25 @@ class _WorkerLost(Exception):
 
 
 class _Worker:
-    def __init__(self, isolation: str, limits: Limits) -> None:
-        argv, env, cwd = worker_command(isolation, limits.tmp_mb)
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
+    def __init__(self, isolation: str, limits: Limits, preload: str | None = None) -> None:
+        launch = worker_command(isolation, limits.tmp_mb, preload)
+        self.uid = launch.uid  # under root: the host uid of its own it runs as (released once it has ended)
+        try:
+            self.proc = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=launch.env,
+                cwd=launch.cwd,
+                pass_fds=launch.pass_fds,
+                start_new_session=True,
+            )
+        except BaseException:
+            self._release()
+            raise
+        finally:
+            launch.close()
         self._stderr = bytearray()
         self._drain = threading.Thread(target=self._drain_stderr, name="sandbox-stderr", daemon=True)
         self._drain.start()
@@ -230,12 +240,48 @@ class _Worker:
                 self.proc.stderr.close()
             except OSError:
                 pass
+        self._release()
+
+    def _release(self) -> None:
+        """Hand its uid back once none of its processes is left (the namespace's last ones end just after bwrap)."""
+        if self.uid is not None:
+            _wait_gone({self.uid.uid})
+            self.uid.release()
+            self.uid = None
+
+
+def uid_processes(uids: set[int]) -> list[int]:
+    """The processes of the machine whose real uid is one of ``uids`` (read from ``/proc``, from outside)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/status", "rb") as fh:
+                    status = fh.read()
+            except OSError:
+                continue
+            line = status[status.find(b"\nUid:") + 5 :].split(b"\n", 1)[0].split()
+            if line and int(line[0]) in uids:
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_gone(uids: set[int], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while uid_processes(uids) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def _describe(code: int) -> str:
     if code < 0:
         return f"killed by signal {signal.Signals(-code).name}"
     return f"exit code {code}"
+
+
+def _instance_key(trajectory: Trajectory) -> tuple[str, ...]:
+    """The environment a sandbox instance is for: its adapter, id and code."""
+    env = trajectory.env
+    return (env.source, env.env_id, str(env.options.get("code_ref")))
 
 
 def _not_run(trajectory: Trajectory, reason: object) -> dict[str, Any]:
@@ -276,6 +322,13 @@ class Sandbox:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.workers_replaced = 0
+        #: sandbox instances started for one environment's untrusted code (:meth:`_run_instance`)
+        self.instances_started = 0
+        #: idle sandbox instances kept for their environment's later trajectories (least recently used ends)
+        self.max_live = 8 * self.workers
+        self._busy: set[tuple[str, ...]] = set()  # environments whose instance is running a batch
+        self._turns = threading.Condition()
+        self._live: OrderedDict[tuple[str, ...], _Worker] = OrderedDict()  # idle instances, by environment
         #: whether the kernel confines children's writes (Landlock); False: only the audit-hook guard
         self.landlock = False
         #: how children's writes are confined, for run summaries
@@ -293,6 +346,7 @@ class Sandbox:
                 "audit-hook guard, not by the kernel (a dir_fd-relative or native write can escape its directory)"
             )
         self._all.append(first)
+        _OPEN.add(self)
         self._idle.put(first)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
         for _ in range(self.workers - 1):
@@ -300,11 +354,23 @@ class Sandbox:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End every process of this sandbox — its shared workers and every environment's instance, idle or
+        not — and hand their uids back; also run at interpreter exit for a sandbox never closed."""
         if self._pool:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        for worker in self._all:
-            worker.close()
-        self._all.clear()
+        with self._lock:
+            everyone, self._all = self._all, []
+            instances = set(self._live.values())
+            self._live.clear()
+        for worker in everyone:
+            if worker in instances:
+                worker.kill()  # an instance: nothing of it is kept
+            else:
+                worker.close()
+        _OPEN.discard(self)
 
     def _discard(self, worker: _Worker) -> None:
         worker.kill()
@@ -314,46 +380,107 @@ class Sandbox:
             self.workers_replaced += 1
 
     def _run_batch(self, batch: list[Trajectory], limits: Limits) -> list[dict[str, Any]]:
-        """Run consecutive trajectories on one worker, all queued at once; a lost worker is replaced
-        and the trajectories it had not finished go to the new one."""
+        """Run consecutive trajectories of trusted code on one shared worker, all queued at once; a lost
+        worker is replaced and the trajectories it had not finished go to the new one (the one it was
+        running too, once, when its ``init`` never arrived: it had not started)."""
+        worker = self._idle.get()
+        try:
+            results, worker = self._on_workers(batch, limits, worker, None)
+        finally:
+            self._idle.put(worker)
+        return results
+
+    def _run_instance(self, batch: list[Trajectory], limits: Limits) -> list[dict[str, Any]]:
+        """Run one environment's trajectories of untrusted code in a sandbox instance of their own: its own
+        bwrap (PID, IPC, network, UTS and mount namespaces, its own /tmp), a worker and zygote that only ever
+        received this environment's code, a fresh child per trajectory. The instance is kept for the
+        environment's next trajectories (a later window) while at most ``max_live`` are idle, then ends, and
+        its memory, scratch space and processes go with it. A lost instance is replaced by a fresh one."""
+        key = _instance_key(batch[0])
+        with self._turns:
+            while key in self._busy:  # one instance per environment: a later batch of it waits for it
+                self._turns.wait()
+            self._busy.add(key)
+            with self._lock:
+                worker = self._live.pop(key, None)
+        ended: list[_Worker] = []
+        try:
+            results, worker = self._on_workers(batch, limits, worker, batch[0].env.source)
+            if worker is not None:
+                with self._lock:  # kept for its environment's next batch (before that batch may take it)
+                    self._live[key] = worker
+                    while len(self._live) > self.max_live:
+                        ended.append(self._live.popitem(last=False)[1])
+                    for old in ended:
+                        if old in self._all:
+                            self._all.remove(old)
+        finally:
+            with self._turns:
+                self._busy.discard(key)
+                self._turns.notify_all()
+        for old in ended:
+            old.kill()
+        return results
+
+    def _on_workers(
+        self, batch: list[Trajectory], limits: Limits, worker: _Worker | None, instance: str | None
+    ) -> tuple[list[dict[str, Any]], _Worker | None]:
         results: list[dict[str, Any] | None] = [None] * len(batch)
         todo = list(range(len(batch)))
-        worker = self._idle.get()
+        retried: set[int] = set()
         try:
             while todo:
                 if worker is None:
                     try:
-                        worker = _Worker(self.isolation, self.limits)
+                        worker = _Worker(self.isolation, self.limits, instance)
                     except (SandboxUnavailable, OSError) as exc:
                         for i in todo:
                             results[i] = _not_run(batch[i], exc)
                         break
                     with self._lock:
                         self._all.append(worker)
-                sent = []
-                for i in todo:
-                    try:
-                        worker.send(batch[i], limits)
-                        sent.append(i)
-                    except KeyError as exc:  # a blob the parent does not hold: a catalog problem, not env code
-                        results[i] = _not_run(batch[i], exc.args[0])
-                todo = []
-                for k, i in enumerate(sent):
-                    try:
-                        results[i] = worker.receive(batch[i], limits)
-                    except _WorkerLost as lost:
-                        results[i] = lost.result
-                    except (SandboxError, OSError) as exc:
-                        results[i] = _not_run(batch[i], exc)
-                    else:
-                        continue
-                    self._discard(worker)  # the worker is gone: the rest of the batch goes to a new one
+                        self.instances_started += instance is not None
+                todo, lost = self._send_and_receive(worker, batch, limits, todo, results, retried)
+                if lost:
+                    self._discard(worker)  # the worker is gone: the rest goes to a new one
                     worker = None
-                    todo = sent[k + 1 :]
-                    break
-        finally:
-            self._idle.put(worker)
-        return results  # type: ignore[return-value]
+        except BaseException:
+            if instance is not None and worker is not None:
+                self._discard(worker)
+            raise
+        return results, worker  # type: ignore[return-value]
+
+    def _send_and_receive(
+        self,
+        worker: _Worker,
+        batch: list[Trajectory],
+        limits: Limits,
+        todo: list[int],
+        results: list[dict[str, Any] | None],
+        retried: set[int],
+    ) -> tuple[list[int], bool]:
+        """Queue ``todo`` on ``worker`` and read their results; (what is left, whether the worker was lost)."""
+        sent = []
+        for i in todo:
+            try:
+                worker.send(batch[i], limits)
+                sent.append(i)
+            except KeyError as exc:  # a blob the parent does not hold: a catalog problem, not env code
+                results[i] = _not_run(batch[i], exc.args[0])
+        for k, i in enumerate(sent):
+            try:
+                results[i] = worker.receive(batch[i], limits)
+            except _WorkerLost as lost:
+                if lost.result["init"] is None and not lost.result["steps"] and i not in retried:
+                    retried.add(i)  # it never started: run it again, on a fresh worker
+                    return sent[k:], True
+                results[i] = lost.result
+            except (SandboxError, OSError) as exc:
+                results[i] = _not_run(batch[i], exc)
+            else:
+                continue
+            return sent[k + 1 :], True
+        return [], False
 
     def _queue(
         self, trajectories: Iterable[Trajectory], fresh_children: bool, window: int | None
@@ -367,23 +494,29 @@ class Sandbox:
         if self._pool is None:
             raise SandboxError("use Sandbox as a context manager")
         limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
+        single = replace(limits, reuse_children=1)
         it = iter(trajectories)
         offset = 0
         while chunk := list(islice(it, window)) if window else list(it):
+            keys = [registry.reuse_key(trajectory.env) for trajectory in chunk]
+            untrusted: dict[tuple[str, ...], list[int]] = {}
+            for i, trajectory in enumerate(chunk):
+                if keys[i] is None:  # code that is not ours nor pinned: an instance of its own environment
+                    untrusted.setdefault(_instance_key(trajectory), []).append(i)
+            for idx in untrusted.values():
+                batch = [chunk[i] for i in idx]
+                yield [offset + i for i in idx], batch, self._pool.submit(self._run_instance, batch, single)
+            own = [i for i in range(len(chunk)) if keys[i] is not None]
             if fresh_children or limits.reuse_children <= 1:
-                groups = [
-                    (list(range(i, min(i + self.batch, len(chunk)))), limits) for i in range(0, len(chunk), self.batch)
-                ]
+                groups = [(own[k : k + self.batch], limits) for k in range(0, len(own), self.batch)]
             else:
                 by_key: dict[Any, list[int]] = {}
-                for i, trajectory in enumerate(chunk):
-                    key = registry.reuse_key(trajectory.env)
-                    by_key.setdefault(key if key is not None else ("", str(i)), []).append(i)
+                for i in own:
+                    by_key.setdefault(keys[i], []).append(i)
                 shared = [idx for idx in by_key.values() if len(idx) > 1]
                 # a trajectory alone with its key in the window runs in a plain fresh child: keeping a
                 # child warm for a key no later trajectory has (clean check, parking) costs more than it saves
                 alone = sorted(idx[0] for idx in by_key.values() if len(idx) == 1)
-                single = replace(limits, reuse_children=1)
                 groups = [
                     (idx[k : k + self.max_batch], limits) for idx in shared for k in range(0, len(idx), self.max_batch)
                 ]
@@ -429,6 +562,15 @@ class Sandbox:
                 yield done.pop(following)
                 following += 1
         return following
+
+
+_OPEN: set[Sandbox] = set()  # sandboxes entered and not closed yet (closed at exit)
+
+
+@atexit.register
+def _close_open() -> None:
+    for box in list(_OPEN):
+        box.close()
 
 
 class Submitted:

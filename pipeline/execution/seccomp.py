@@ -1,37 +1,46 @@
-"""Seccomp filters: the kernel refuses what environment code (and its worker) must never do.
+"""Seccomp filters: **default deny**. The kernel allows only the syscalls in :data:`SYSCALLS`, one table
+with one line of reason per entry; every other syscall — any the kernel adds later included — is refused
+with ``EPERM`` (``clone3`` with ``ENOSYS``, so libc falls back to ``clone``, which the filter can read).
 
-The filters are declared as rules (syscall names, actions, argument conditions) and compiled by
-libseccomp (through ``pyseccomp``, a ctypes binding to the system's ``libseccomp.so.2``), which
-resolves the names per architecture and generates the BPF. Both refuse with ``EPERM``; a syscall of
-another architecture or ABI — x32 included — kills the process (libseccomp's bad-architecture action,
-set to ``KILL_PROCESS``):
+The filters are compiled by libseccomp (through ``pyseccomp``, a ctypes binding to the system's
+``libseccomp.so.2``), which resolves the names per architecture (a name an architecture does not have is
+skipped) and generates the BPF. A syscall of another architecture or ABI — x32 included — kills the
+process (libseccomp's bad-architecture action, set to ``KILL_PROCESS``).
 
-* the **base filter** (:func:`install_base`) is installed on the sandbox worker itself, after it has
-  imported the environment modules and before it serves anything. Seccomp filters are inherited by
-  ``fork`` and stack, so every child runs under it whatever happens to the child filter prepared in
-  the worker's memory: no ``execve``/``execveat`` (no shell, ever), no ``ptrace``/``process_vm_*``,
-  no namespace or mount changes, no BPF, perf, keyrings, io_uring, userfaultfd, ``memfd_create``,
-  ``memfd_secret``, ``pidfd_*``, SysV IPC (shared memory, message queues, semaphores) and POSIX
-  message queues (memory outside ``RLIMIT_AS`` and a channel between environments: the children of a
-  worker share its IPC namespace, and cannot get their own — ``unshare``/``setns``/``clone`` with
-  namespace flags are refused and bwrap dropped every capability), special files or extended attributes; ``clone`` may
-  not create namespaces and ``clone3`` answers ``ENOSYS``. The worker keeps ``fork`` and ``kill`` (it supervises
-  children).
-* the **child filter** (:func:`install`), installed in each forked child right before environment
-  code runs, adds: no process creation (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``), no
-  ``kill``, ``tkill``/``tgkill`` only on the child's own thread group (``raise``/``abort`` still work),
-  no ``rt_sigqueueinfo``/``rt_tgsigqueueinfo``, ``prlimit64`` only on itself (pid 0), no
-  ``fcntl(F_SETOWN/F_SETOWN_EX)`` (SIGIO to another process); no ``flock``, ``inotify``/``fanotify``, nor
-  ``fcntl`` lock tests (``F_GETLK``, ``F_OFD_GETLK``), leases or ``F_NOTIFY`` (no lock or watch on a shared
-  file is seen by another environment's child). Its rules are added once in the worker
-  (:func:`prepare`), which also compiles its program once for a sentinel pid; a child writes its own pid
-  into that program (:func:`program_for`) and loads it.
+Each entry of :data:`SYSCALLS` is ``(name, scope, reason, when)``:
+
+* ``scope`` ``"child"``: allowed to environment code (and so to the worker, whose filter the child's
+  stacks on); ``"worker"``: allowed only to the sandbox worker and its zygote (process supervision, the
+  zygote channel, installing the child's Landlock ruleset and filter, cleaning up);
+* ``when``: ``None`` (any arguments) or alternatives, each a tuple of argument conditions
+  ``(index, op, value)`` that must all hold (``op`` ``"eq"``/``"ne"`` on the whole 64-bit register, or
+  ``"eq32"`` on its lower half, for an ``int`` argument the kernel reads as 32 bits).
+
+Two filters are built from it:
+
+* the **base filter** (:func:`install_base`), installed on the sandbox worker itself after it imported the
+  environment modules and before it serves anything. Seccomp filters are inherited by ``fork`` and stack,
+  so every child runs under it whatever happens to the child filter prepared in the worker's memory;
+* the **child filter** (:func:`install`), installed in each forked child right before environment code
+  runs: only the ``"child"`` entries, and ``tkill``/``tgkill`` only on the child's own pid (``raise`` and
+  ``abort`` still work). Its rules are added once in the worker (:func:`prepare`), which also compiles its
+  program once for a sentinel pid; a child writes its own pid into that program (:func:`program_for`).
+
+Refused by construction (not in the table), among others: every socket call (``socket``,
+``socketpair``, ``connect``… — no network, no ``AF_UNIX`` buffers holding memory, no ``AF_VSOCK``),
+process and thread creation in a child (``clone`` of any kind, ``fork``, ``execve``), the
+``chmod``/``chown``/``utime`` families (a child cannot change the mode or owner of anything),
+``mincore``, ``fadvise64``, ``readahead`` and ``cachestat`` (page-cache state is a channel between
+environments), ``ptrace``/``process_vm_*``, namespaces and mounts, BPF, perf, keyrings, io_uring,
+``memfd_*``, SysV IPC and POSIX message queues, ``pidfd_*``, ``kill``, extended attributes, ``flock``,
+``inotify``/``fanotify``, ``sync``/``syncfs``, ``sysinfo``/``statfs`` (host memory, uptime and free
+space), pipes and eventfds in a child. :data:`DENIED` lists the notable ones for the documentation and
+tests; it is not compiled (the default refuses them).
 
 Loading sets ``PR_SET_NO_NEW_PRIVS`` (libseccomp's default; inherited) and no ``TSYNC``: the filter
-applies to the calling thread (the worker and each child are single-threaded when they load it), and
-threads started later inherit it. Names that do not exist on an architecture (``fork``, ``vfork`` and
-``mknod`` on aarch64) are skipped by libseccomp. :func:`export_bpf` gives the compiled program of
-either filter for any architecture (tests read it).
+applies to the calling thread (the worker and each child are single-threaded when they load it).
+:func:`export_bpf` gives the compiled program of either filter for any architecture (tests read it);
+:func:`table_markdown` renders the table for ``docs/environments.md``.
 
 libseccomp is required wherever the sandbox runs (bwrap or trusted): without it the worker fails to
 start with :class:`SeccompUnavailable`, which names the package to install.
@@ -46,7 +55,212 @@ import sys
 import tempfile
 from typing import Any
 
-#: refused with EPERM by both filters
+_CLONE_THREAD = 0x00010000
+# CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET
+_CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS, _AF_UNIX = 0, 1, 1
+# fcntl: dup, get/set descriptor and status flags, take a POSIX or OFD lock (sqlite in the child's own
+# directory; on a file a child can only read only a read lock can be taken, and read locks never conflict)
+_F_DUPFD, _F_GETFD, _F_SETFD, _F_GETFL, _F_SETFL, _F_SETLK, _F_SETLKW = 0, 1, 2, 3, 4, 6, 7
+_F_OFD_SETLK, _F_OFD_SETLKW, _F_DUPFD_CLOEXEC = 37, 38, 1030
+# ioctl: isatty (TCGETS), the terminal size (TIOCGWINSZ), FIONREAD, FIONBIO, FIOCLEX/FIONCLEX
+_IOCTLS = (0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451)
+# prctl: thread names, the dumpable flag read, PR_SET_VMA (glibc names its mappings)
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE, _PR_SET_NAME, _PR_GET_NAME = 3, 4, 15, 16
+_PR_SET_SECCOMP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS, _PR_SET_VMA = 22, 38, 39, 0x53564D41
+_SECCOMP_MODE_FILTER = 2
+
+Cond = tuple[int, str, int]
+When = tuple[tuple[Cond, ...], ...] | None
+
+
+def _any(index: int, values: tuple[int, ...], op: str = "eq32") -> When:
+    return tuple(((index, op, v),) for v in values)
+
+
+_SELF: When = (((0, "eq", 0),),)  # first argument (a pid) 0: the caller itself
+
+#: THE allowlist: ``(name, scope, reason, when)`` — see the module docstring
+SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
+    # -- files (Landlock confines writes to the child's own directory; reads see only what bwrap shows)
+    ("read", "child", "read a file or the request pipe", None),
+    ("write", "child", "write a file or the frame pipe", None),
+    ("readv", "child", "vectored read (buffered I/O)", None),
+    ("writev", "child", "vectored write (buffered I/O)", None),
+    ("pread64", "child", "positioned read (sqlite, zipimport)", None),
+    ("pwrite64", "child", "positioned write (sqlite)", None),
+    ("lseek", "child", "file position", None),
+    ("open", "child", "open a file (x86_64's old call)", None),
+    ("openat", "child", "open a file", None),
+    ("creat", "child", "create a file (x86_64's old call)", None),
+    ("close", "child", "close a descriptor", None),
+    ("close_range", "child", "os.closerange", None),
+    ("fstat", "child", "stat an open file", None),
+    ("stat", "child", "stat a path (x86_64)", None),
+    ("lstat", "child", "stat a link (x86_64)", None),
+    ("newfstatat", "child", "stat a path", None),
+    ("statx", "child", "stat a path (glibc's first choice)", None),
+    ("access", "child", "os.access (x86_64)", None),
+    ("faccessat", "child", "os.access", None),
+    ("faccessat2", "child", "os.access (glibc's first choice)", None),
+    ("readlink", "child", "resolve a link (x86_64)", None),
+    ("readlinkat", "child", "resolve a link", None),
+    ("getdents64", "child", "list a directory", None),
+    ("getcwd", "child", "os.getcwd", None),
+    ("chdir", "child", "os.chdir", None),
+    ("fchdir", "child", "os.chdir on a descriptor", None),
+    ("mkdir", "child", "make a directory (x86_64)", None),
+    ("mkdirat", "child", "make a directory", None),
+    ("rmdir", "child", "remove a directory (x86_64)", None),
+    ("unlink", "child", "remove a file (x86_64)", None),
+    ("unlinkat", "child", "remove a file or directory", None),
+    ("rename", "child", "rename (x86_64)", None),
+    ("renameat", "child", "rename", None),
+    ("renameat2", "child", "rename (glibc's first choice)", None),
+    ("link", "child", "hard link (x86_64; Landlock REFER keeps both ends in its directory)", None),
+    ("linkat", "child", "hard link", None),
+    ("symlink", "child", "symbolic link (x86_64)", None),
+    ("symlinkat", "child", "symbolic link", None),
+    ("truncate", "child", "truncate a path (within RLIMIT_FSIZE and the tmpfs size)", None),
+    ("ftruncate", "child", "truncate an open file", None),
+    ("fallocate", "child", "reserve file space (sqlite; within RLIMIT_FSIZE and the tmpfs size)", None),
+    ("fsync", "child", "flush a file (sqlite)", None),
+    ("fdatasync", "child", "flush a file's data (sqlite)", None),
+    ("sendfile", "child", "shutil.copyfile's file-to-file copy", None),
+    ("copy_file_range", "child", "os.copy_file_range", None),
+    ("umask", "child", "the process's own creation mask", None),
+    ("dup", "child", "duplicate a descriptor", None),
+    ("dup2", "child", "duplicate a descriptor (x86_64)", None),
+    ("dup3", "child", "duplicate a descriptor", None),
+    (
+        "fcntl",
+        "child",
+        "dup, descriptor/status flags and taking locks only (no F_SETOWN, lock test, lease, notify, pipe size)",
+        _any(
+            1,
+            (_F_DUPFD, _F_GETFD, _F_SETFD, _F_GETFL, _F_SETFL, _F_SETLK, _F_SETLKW, _F_OFD_SETLK)
+            + (_F_OFD_SETLKW, _F_DUPFD_CLOEXEC),
+        ),
+    ),
+    ("ioctl", "child", "isatty, terminal size, FIONREAD/FIONBIO/FIOCLEX only", _any(1, _IOCTLS)),
+    ("select", "child", "select.select, a sleep idiom (x86_64)", None),
+    ("pselect6", "child", "select.select", None),
+    ("poll", "child", "select.poll (x86_64)", None),
+    ("ppoll", "child", "select.poll", None),
+    # -- memory (everything a child maps counts against RLIMIT_AS)
+    ("brk", "child", "heap", None),
+    ("mmap", "child", "anonymous and file mappings", None),
+    ("munmap", "child", "unmap", None),
+    ("mremap", "child", "grow a mapping (realloc)", None),
+    ("mprotect", "child", "page protection (loading extension modules)", None),
+    ("madvise", "child", "free pages (malloc)", None),
+    ("msync", "child", "flush an mmap'ed file (mmap.flush)", None),
+    # -- signals and time (its own process only)
+    ("rt_sigaction", "child", "signal handlers", None),
+    ("rt_sigprocmask", "child", "signal mask", None),
+    ("rt_sigreturn", "child", "return from a handler", None),
+    ("rt_sigpending", "child", "signal.sigpending", None),
+    ("rt_sigsuspend", "child", "signal.pause", None),
+    ("rt_sigtimedwait", "child", "signal.sigtimedwait", None),
+    ("sigaltstack", "child", "faulthandler's signal stack", None),
+    ("pause", "child", "signal.pause (x86_64)", None),
+    ("restart_syscall", "child", "a syscall interrupted by a signal resumes", None),
+    ("tkill", "child", "raise()/abort() on itself only (the pid is added in the child)", ()),
+    ("tgkill", "child", "raise()/abort() on itself only (the pid is added in the child)", ()),
+    ("alarm", "child", "signal.alarm on itself (x86_64)", None),
+    ("setitimer", "child", "signal.setitimer on itself", None),
+    ("getitimer", "child", "signal.getitimer", None),
+    ("nanosleep", "child", "time.sleep", None),
+    ("clock_nanosleep", "child", "time.sleep", None),
+    ("clock_gettime", "child", "clocks (Python's are frozen; libc's fallback from the vDSO)", None),
+    ("clock_getres", "child", "time.get_clock_info", None),
+    ("gettimeofday", "child", "libc's fallback from the vDSO", None),
+    ("time", "child", "libc's fallback from the vDSO (x86_64)", None),
+    ("futex", "child", "locks and condition variables", None),
+    ("sched_yield", "child", "yield the CPU", None),
+    ("getrandom", "child", "randomness (Python's is seeded per trajectory)", None),
+    ("exit", "child", "end a thread", None),
+    ("exit_group", "child", "end the process", None),
+    # -- its own identity and limits
+    ("getpid", "child", "os.getpid", None),
+    ("gettid", "child", "threading.get_native_id", None),
+    ("getppid", "child", "os.getppid (a pid inside the instance's PID namespace)", None),
+    ("getuid", "child", "os.getuid", None),
+    ("geteuid", "child", "os.geteuid", None),
+    ("getgid", "child", "os.getgid", None),
+    ("getegid", "child", "os.getegid", None),
+    ("getresuid", "child", "os.getresuid", None),
+    ("getresgid", "child", "os.getresgid", None),
+    ("getgroups", "child", "os.getgroups", None),
+    ("getpgrp", "child", "os.getpgrp", None),
+    ("getpgid", "child", "os.getpgid(0) only", _SELF),
+    ("getsid", "child", "os.getsid(0) only", _SELF),
+    ("uname", "child", "platform, os.uname (the hostname is the sandbox's)", None),
+    ("getrusage", "child", "resource.getrusage (its own)", None),
+    ("getrlimit", "child", "resource.getrlimit (x86_64)", None),
+    ("prlimit64", "child", "resource.get/setrlimit on itself only (limits only go down)", _SELF),
+    ("getpriority", "child", "os.getpriority on itself only", (((0, "eq", _PRIO_PROCESS), (1, "eq", 0)),)),
+    (
+        "setpriority",
+        "child",
+        "lower its own priority only (PRIO_PROCESS, 0)",
+        (((0, "eq", _PRIO_PROCESS), (1, "eq", 0)),),
+    ),
+    ("ioprio_get", "child", "its own I/O priority", (((0, "eq", _IOPRIO_WHO_PROCESS), (1, "eq", 0)),)),
+    ("ioprio_set", "child", "its own I/O priority only", (((0, "eq", _IOPRIO_WHO_PROCESS), (1, "eq", 0)),)),
+    ("sched_getaffinity", "child", "os.sched_getaffinity(0), os.cpu_count", _SELF),
+    ("sched_setaffinity", "child", "pin itself only", _SELF),
+    ("sched_getparam", "child", "its own scheduling", _SELF),
+    ("sched_setparam", "child", "its own scheduling only", _SELF),
+    ("sched_getscheduler", "child", "its own scheduling", _SELF),
+    ("sched_setscheduler", "child", "its own scheduling only", _SELF),
+    ("sched_setattr", "child", "its own scheduling only", _SELF),
+    ("sched_get_priority_max", "child", "os.sched_get_priority_max", None),
+    ("sched_get_priority_min", "child", "os.sched_get_priority_min", None),
+    ("migrate_pages", "child", "its own pages only", _SELF),
+    ("move_pages", "child", "its own pages only", _SELF),
+    (
+        "prctl",
+        "child",
+        "thread names, mapping names, reading its flags (never PR_SET_DUMPABLE)",
+        _any(0, (_PR_GET_DUMPABLE, _PR_SET_NAME, _PR_GET_NAME, _PR_GET_NO_NEW_PRIVS, _PR_SET_VMA)),
+    ),
+    # -- the worker and its zygote only (its children never get these)
+    (
+        "clone",
+        "worker",
+        "fork a child or a spare (CLONE_PARENT); never a namespace",
+        (((0, "masked0", _CLONE_NAMESPACES),),),
+    ),
+    ("wait4", "worker", "reap its children", None),
+    ("waitid", "worker", "reap its children", None),
+    ("kill", "worker", "stop, continue and kill its children's process groups", None),
+    ("setpgid", "worker", "a child's own process group (set before its filter)", None),
+    ("getpgid", "worker", "process groups of its children", None),
+    ("pipe", "worker", "a child's frame and request pipes (x86_64)", None),
+    ("pipe2", "worker", "a child's frame and request pipes", None),
+    ("socketpair", "worker", "the zygote's channel (AF_UNIX only)", _any(0, (_AF_UNIX,))),
+    ("sendmsg", "worker", "the zygote hands a spare's pipes over (SCM_RIGHTS)", None),
+    ("recvmsg", "worker", "the worker takes a spare's pipes", None),
+    (
+        "prctl",
+        "worker",
+        "a child sets no_new_privs and loads its filter (PR_SET_SECCOMP)",
+        _any(0, (_PR_SET_SECCOMP, _PR_SET_NO_NEW_PRIVS)),
+    ),
+    ("seccomp", "worker", "a child loads its filter (stacks: only more restrictive)", _any(0, (1,))),
+    ("landlock_create_ruleset", "worker", "a child's Landlock ruleset (applied before its filter)", None),
+    ("landlock_add_rule", "worker", "a child's Landlock ruleset", None),
+    ("landlock_restrict_self", "worker", "a child's Landlock ruleset", None),
+    ("fchmod", "worker", "cleanup restores modes before removing a child's files", None),
+    ("fchmodat", "worker", "cleanup restores modes before removing a child's files", None),
+    ("chmod", "worker", "cleanup restores modes (x86_64)", None),
+    ("statfs", "worker", "free space of its children's tmpfs (waits for a dying child when low)", None),
+    ("set_robust_list", "worker", "libc after fork", None),
+    ("rseq", "worker", "libc after fork", None),
+)
+
+#: notable syscalls refused by both filters (documentation and tests; the default refuses them)
 DENIED = (
     "execve",
     "execveat",
@@ -82,8 +296,6 @@ DENIED = (
     "process_mrelease",
     "kcmp",
     "memfd_secret",
-    # SysV IPC and POSIX message queues (the worker's IPC namespace is shared by its children): memory
-    # outside RLIMIT_AS and a channel between environments; nothing we run, and no corpus code, uses them
     "shmget",
     "shmat",
     "shmdt",
@@ -102,46 +314,47 @@ DENIED = (
     "mq_timedreceive",
     "mq_notify",
     "mq_getsetattr",
-)
-#: refused with EPERM by the child filter only (the worker supervises its children with them); ``flock``
-#: and file notifications: a lock or a watch on a file every child can open (the installed sources, /usr)
-#: would be a channel between environments
-CHILD_DENIED = (
-    "fork",
-    "vfork",
-    "kill",
-    "rt_sigqueueinfo",
-    "rt_tgsigqueueinfo",
+    "socket",
+    "connect",
+    "bind",
+    "listen",
+    "accept4",
+    "sendto",
+    "recvfrom",
+    "mincore",
+    "fadvise64",
+    "readahead",
+    "cachestat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "sync",
+    "syncfs",
+    "sysinfo",
     "flock",
     "inotify_init",
     "inotify_init1",
     "fanotify_init",
+    "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo",
 )
+#: refused by the child filter, allowed to the worker (it supervises its children with them)
+CHILD_DENIED = tuple(
+    dict.fromkeys(
+        n
+        for n, scope, _, _ in SYSCALLS
+        if scope == "worker" and not any(n == m and s == "child" and w is None for m, s, _, w in SYSCALLS)
+    )
+)
+#: child filter: allowed only when their first argument (a pid) is 0, the caller
+SELF_ONLY = tuple(n for n, scope, _, when in SYSCALLS if scope == "child" and when == _SELF)
 #: architectures the filters are built for (``os.uname().machine`` -> libseccomp's name)
 ARCHITECTURES = {"x86_64": "X86_64", "aarch64": "AARCH64"}
-
-_CLONE_THREAD = 0x00010000
-# CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET
-_CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
-_F_SETOWN, _F_SETOWN_EX = 8, 15
-#: fcntl commands the child filter refuses besides F_SETOWN(_EX): testing for another process's lock
-#: (F_GETLK, F_OFD_GETLK), leases and directory notifications. Taking a POSIX or OFD lock stays allowed (sqlite
-#: in the child's own directory): on a file a child can only read, only a read lock can be taken, and read locks
-#: never conflict, so without the test no child can see another's lock
-_F_GETLK, _F_OFD_GETLK, _F_SETLEASE, _F_NOTIFY = 5, 36, 1024, 1026
-_INT = 0xFFFFFFFF  # a 32-bit argument (fcntl's cmd): the kernel ignores the register's upper half
-_PR_SET_DUMPABLE = 4
-_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
-#: child filter: refused unless their first argument (a pid) is 0, the caller
-SELF_ONLY = (
-    "prlimit64",
-    "sched_setaffinity",
-    "sched_setscheduler",
-    "sched_setparam",
-    "sched_setattr",
-    "migrate_pages",
-    "move_pages",
-)
 
 
 class SeccompUnavailable(RuntimeError):
@@ -165,55 +378,64 @@ def _lib() -> Any:
     return pyseccomp
 
 
-def _new(machine: str | None) -> Any:
-    """An allow-by-default filter for ``machine`` (default: this one), killing the process on any other
-    architecture (and, on x86_64, on x32 syscalls), refusing ``clone3`` with ``ENOSYS`` (its flags live
-    in memory a filter cannot read; libc falls back to ``clone``) and every name in :data:`DENIED`."""
+def _resolvable(lib: Any, name: str, arch: Any) -> bool:
+    try:
+        return lib.resolve_syscall(arch, name) >= 0
+    except Exception:
+        return False
+
+
+def _new(machine: str | None, scopes: tuple[str, ...]) -> Any:
+    """A default-deny filter for ``machine`` (default: this one) allowing the entries of :data:`SYSCALLS`
+    in ``scopes``; another architecture (and, on x86_64, x32 syscalls) kills the process; ``clone3``
+    answers ``ENOSYS`` (its flags live in memory a filter cannot read; libc falls back to ``clone``)."""
     lib = _lib()
     machine = machine or os.uname().machine
     if machine not in ARCHITECTURES:
         raise SeccompUnavailable(
             f"no seccomp filter for architecture {machine!r} (built for {', '.join(ARCHITECTURES)})"
         )
-    f = lib.SyscallFilter(lib.ALLOW)
+    f = lib.SyscallFilter(lib.ERRNO(errno.EPERM))
     arch = getattr(lib.Arch, ARCHITECTURES[machine])
     if arch != lib.system_arch():
         f.add_arch(arch)
         f.remove_arch(lib.Arch.NATIVE)
     f.set_attr(lib.Attr.ACT_BADARCH, lib.KILL_PROCESS)
     f.add_rule(lib.ERRNO(errno.ENOSYS), "clone3")
-    for name in DENIED:
-        f.add_rule(lib.ERRNO(errno.EPERM), name)
+    ops = {"eq": lib.EQ, "ne": lib.NE}
+    unconditional = {
+        n for n, scope, _, when in SYSCALLS if scope in scopes and (when is None or (when == () and "worker" in scopes))
+    }
+    for name, scope, _, when in SYSCALLS:
+        if scope not in scopes or not _resolvable(lib, name, arch):
+            continue
+        if when is None or (when == () and "worker" in scopes):  # the base filter leaves "own pid" to the child's
+            f.add_rule(lib.ALLOW, name)
+            continue
+        if name in unconditional:
+            continue  # allowed with any arguments by another entry
+        for alternative in when:
+            args = []
+            for index, op, value in alternative:
+                if op == "eq32":
+                    args.append(lib.Arg(index, lib.MASKED_EQ, 0xFFFFFFFF, value))
+                elif op == "masked0":
+                    args.append(lib.Arg(index, lib.MASKED_EQ, value, 0))
+                else:
+                    args.append(lib.Arg(index, ops[op], value))
+            f.add_rule(lib.ALLOW, name, *args)
     return f
 
 
 def base_filter(machine: str | None = None) -> Any:
-    """The worker's base filter (inherited by every child, under the child filter)."""
-    lib = _lib()
-    f = _new(machine)
-    for bit in _CLONE_NAMESPACES:  # clone: no new namespaces
-        f.add_rule(lib.ERRNO(errno.EPERM), "clone", lib.Arg(0, lib.MASKED_EQ, bit, bit))
-    return f
+    """The worker's base filter (inherited by every child, under the child filter): the whole table."""
+    return _new(machine, ("child", "worker"))
 
 
 def child_filter(machine: str | None = None, pid: int | None = None) -> Any:
     """The child filter; with ``pid``, complete (``tkill``/``tgkill`` only on that thread group), without
     it, the part the worker prepares before forking (:func:`with_pid` completes it)."""
-    lib = _lib()
-    f = _new(machine)
-    eperm = lib.ERRNO(errno.EPERM)
-    for name in CHILD_DENIED:
-        f.add_rule(eperm, name)
-    f.add_rule(eperm, "clone", lib.Arg(0, lib.MASKED_EQ, _CLONE_THREAD, 0))  # threads only
-    for name in SELF_ONLY:  # only on itself
-        f.add_rule(eperm, name, lib.Arg(0, lib.NE, 0))
-    # setpriority/ioprio_set: only (PRIO_PROCESS / IOPRIO_WHO_PROCESS, 0) — no group, user or other pid
-    for name, which in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):
-        f.add_rule(eperm, name, lib.Arg(0, lib.NE, which))
-        f.add_rule(eperm, name, lib.Arg(1, lib.NE, 0))
-    for cmd in (_F_SETOWN, _F_SETOWN_EX, _F_GETLK, _F_OFD_GETLK, _F_SETLEASE, _F_NOTIFY):  # no SIGIO/SIGURG to
-        # another process, no lock test, lease or notification
-        f.add_rule(eperm, "fcntl", lib.Arg(1, lib.MASKED_EQ, _INT, cmd))
+    f = _new(machine, ("child",))
     return f if pid is None else with_pid(f, pid)
 
 
@@ -222,8 +444,28 @@ def with_pid(f: Any, pid: int) -> Any:
     for ``tkill`` — the main thread's tid is the pid — the tgid for ``tgkill``)."""
     lib = _lib()
     for name in ("tkill", "tgkill"):
-        f.add_rule(lib.ERRNO(errno.EPERM), name, lib.Arg(0, lib.NE, pid))
+        f.add_rule(lib.ALLOW, name, lib.Arg(0, lib.EQ, pid))
     return f
+
+
+def _condition(index: int, op: str, value: int) -> str:
+    if op == "masked0":
+        return f"arg{index} & {hex(value)} == 0"
+    return f"arg{index} {'==' if op.startswith('eq') else '!='} {value}"
+
+
+def table_markdown() -> str:
+    """The allowlist as a Markdown table (``docs/environments.md`` holds its output)."""
+    lines = ["| syscall | allowed to | arguments | why |", "|---|---|---|---|"]
+    for name, scope, reason, when in SYSCALLS:
+        if when is None:
+            cond = "any"
+        elif when == ():
+            cond = "own pid only"
+        else:
+            cond = " or ".join(" and ".join(_condition(i, op, v) for i, op, v in alt) for alt in when)
+        lines.append(f"| `{name}` | {'worker, child' if scope == 'child' else 'worker'} | {cond} | {reason} |")
+    return "\n".join(lines) + "\n"
 
 
 def export_bpf(f: Any) -> bytes:

@@ -34,13 +34,14 @@ attributes as at the start of the trajectory).
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -83,21 +84,94 @@ def _enter(temp_dir: str, number: int) -> str:
     return path
 
 
-def _empty(directory: str) -> None:
-    """Remove everything inside ``directory`` (a child's files, once its trajectory has ended)."""
-    try:
-        entries = os.listdir(directory)
-    except OSError:
-        return
-    for entry in entries:
-        path = os.path.join(directory, entry)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+_ROOT: list[str] = []  # where children's directories live: /tmp/work in a bwrap instance's own tmpfs
+_GONE = [0]
+
+
+def _root() -> str:
+    """The directory children's directories are made in: a fixed ``/tmp/work`` inside a bwrap sandbox (its
+    own tmpfs: names are the same on every machine and run), a fresh temporary directory otherwise."""
+    if not _ROOT:
+        if "--private-tmp" in sys.argv[1:]:
+            os.makedirs("/tmp/work", 0o700, exist_ok=True)
+            _ROOT.append("/tmp/work")
         else:
+            _ROOT.append(tempfile.mkdtemp(prefix="envsim-sandbox-"))
+    return _ROOT[0]
+
+
+def _scratch() -> str:
+    """A new directory for a spare (renamed to its trajectory's name when it gets one)."""
+    _GONE[0] += 1
+    path = os.path.join(_root(), f".spare-{_GONE[0]}")
+    os.mkdir(path, 0o700)
+    return path
+
+
+def _named(trajectory: Trajectory) -> str:
+    """The directory of ``trajectory``'s child: a name that depends only on the trajectory (its id), so an
+    environment that stores ``os.getcwd()``, ``tempfile.gettempdir()`` or a ``mkstemp`` path (whose names
+    :mod:`pipeline.execution.freeze` seeds) labels the same on every run and machine."""
+    digest = hashlib.sha256(trajectory.trajectory_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return os.path.join(_root(), f"t-{digest}")
+
+
+def _bury(path: str) -> str:
+    """Move a directory out of the way (its name is free at once); the new path."""
+    _GONE[0] += 1
+    grave = os.path.join(_root(), f".gone-{_GONE[0]}")
+    try:
+        os.chmod(path, 0o700)
+        os.rename(path, grave)
+    except OSError:
+        return path
+    return grave
+
+
+def _claim(path: str) -> None:
+    """Make ``path`` free for a new child's directory (a leftover of the same trajectory is buried)."""
+    if os.path.lexists(path):
+        _remove_tree(_bury(path))
+
+
+def _remove_tree(path: str, keep_top: bool = False) -> None:
+    """Remove what a child left, whatever it did: each directory's mode is restored before it is read (a
+    ``chmod 000`` one), and every subdirectory is moved up next to ``path`` before it is entered, so the
+    walk is a loop, not a recursion (a 1,500-deep chain), and no path grows. ``keep_top``: empty ``path``."""
+    stack, seen = [path], []
+    while stack:
+        directory = stack.pop()
+        try:
+            os.chmod(directory, 0o700)
+            names = os.listdir(directory)
+        except OSError:
+            names = []
+        for name in names:
+            entry = os.path.join(directory, name)
             try:
-                os.unlink(path)
+                if stat.S_ISDIR(os.lstat(entry).st_mode):
+                    stack.append(_bury(entry))
+                else:
+                    os.unlink(entry)
             except OSError:
                 pass
+        seen.append(directory)
+    for directory in reversed(seen[1:] if keep_top else seen):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass
+
+
+def _empty(directory: str) -> None:
+    """Remove everything inside ``directory`` (a child's files, once its trajectory has ended)."""
+    _remove_tree(directory, keep_top=True)
+
+
+def _exiting(pid: int, temp_dir: str) -> None:
+    """A child that is ending: reaped later (its teardown overlaps the next trajectory); its directory is
+    buried now, so its name is free for the next trajectory."""
+    _EXITING.append((pid, _bury(temp_dir)))
 
 
 def _close_inherited() -> None:
@@ -183,21 +257,25 @@ def _report_fatal(fd: int, exc: BaseException) -> None:
         pass
 
 
-def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits) -> None:
+def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits, dir_fd: int) -> None:
     """A spare (:class:`_Spare`): everything a fresh child does before environment code runs, then blocked
-    in a read until the worker hands it one trajectory on ``requests``; it runs that one and exits."""
+    in a read until the worker hands it one trajectory on ``requests``; it runs that one and exits. Its
+    directory is renamed to the trajectory's (:func:`_named`) before the request is written: the audit hook,
+    which holds the name, is installed once it is known."""
     code = 0
     try:
         _close_inherited()
         registry.clear_caches()
-        landlock.restrict(temp_dir)
+        landlock.restrict(dir_fd)  # its directory by descriptor: the worker may rename it any time now
+        os.close(dir_fd)
         seccomp.install()
-        base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
-        guards.install(temp_dir, base + limits.memory_mb * _MIB)
-        _enter(temp_dir, 0)
         freeze.install("", 0, None)  # patched now; re-targeted to its trajectory below
         request = read_frame(os.fdopen(requests, "rb"), max_size=1 << 30)
         if request is not None:
+            named = str(request.get("dir") or temp_dir)
+            base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
+            guards.install(named, base + limits.memory_mb * _MIB)
+            _enter(named, 0)
             trajectory = trajectory_from_wire(request["trajectory"])
             blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
             _cpu_limit(trajectory, limits)
@@ -266,11 +344,13 @@ def _zygote(commands: int, sock: socket.socket) -> None:
                 continue
             rfd, wfd = os.pipe()
             req_r, req_w = os.pipe()
+            dir_fd = os.open(msg["temp_dir"], os.O_PATH | os.O_DIRECTORY)
             spare = _fork_for_worker()
             if spare == 0:
                 os.close(rfd)
                 os.close(req_w)
-                _prepared_child(wfd, req_r, msg["temp_dir"], limits_from_wire(msg["limits"]))
+                _prepared_child(wfd, req_r, msg["temp_dir"], limits_from_wire(msg["limits"]), dir_fd)
+            os.close(dir_fd)
             os.close(wfd)
             os.close(req_r)
             if spare < 0:
@@ -372,23 +452,25 @@ def _fork_spare(limits: Limits) -> None:
     """Fork and prepare a spare: by the zygote (its pid and pipes are read when it is needed), else here,
     between trajectories (no trajectory is in the worker's memory)."""
     if _ZYGOTE:
-        temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
+        temp_dir = _scratch()
         try:
             write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})
         except OSError:
             _ZYGOTE.clear()
-            shutil.rmtree(temp_dir, ignore_errors=True)
+            _remove_tree(temp_dir)
         else:
             _SPARES.append(_Spare(None, None, None, temp_dir, _GENERATION[0], limits))
             return
     rfd, wfd = os.pipe()
     req_r, req_w = os.pipe()
-    temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
+    temp_dir = _scratch()
+    dir_fd = os.open(temp_dir, os.O_PATH | os.O_DIRECTORY)
     pid = os.fork()
     if pid == 0:
         os.close(rfd)
         os.close(req_w)
-        _prepared_child(wfd, req_r, temp_dir, limits)
+        _prepared_child(wfd, req_r, temp_dir, limits, dir_fd)
+    os.close(dir_fd)
     os.close(wfd)
     os.close(req_r)
     _SPARES.append(_Spare(pid, req_w, FdReader(rfd, _max_frame(limits)), temp_dir, _GENERATION[0], limits))
@@ -406,7 +488,7 @@ def _retire_spare(spare: _Spare) -> None:
     """End a spare (it ran nothing); reaped later."""
     if not spare.ready():
         _SPARES.remove(spare)
-        shutil.rmtree(spare.temp_dir, ignore_errors=True)
+        _remove_tree(spare.temp_dir)
         return
     _forget_spare(spare)
     _kill_group(spare.pid)  # type: ignore[arg-type]
@@ -415,7 +497,7 @@ def _retire_spare(spare: _Spare) -> None:
             os.close(fd)  # type: ignore[arg-type]
         except OSError:
             pass
-    _EXITING.append((spare.pid, spare.temp_dir))  # type: ignore[arg-type]
+    _exiting(spare.pid, spare.temp_dir)  # type: ignore[arg-type]
 
 
 def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) -> _Spare | None:
@@ -427,8 +509,12 @@ def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) ->
             _retire_spare(spare)
             continue
         _forget_spare(spare)
+        named = _named(trajectory)
+        _claim(named)
         try:
-            write_frame(spare.requests, {"kind": "run", "trajectory": wire})
+            os.rename(spare.temp_dir, named)  # its Landlock rule follows the directory, not the name
+            spare.temp_dir = named
+            write_frame(spare.requests, {"kind": "run", "trajectory": wire, "dir": named})
         except OSError:
             _SPARES.append(spare)
             _retire_spare(spare)
@@ -478,7 +564,7 @@ def _retire(warm: _Warm) -> None:
             pass
         if fd in _WARM_FDS:
             _WARM_FDS.remove(fd)
-    _EXITING.append((warm.pid, warm.temp_dir))
+    _exiting(warm.pid, warm.temp_dir)
 
 
 def _retire_warm(keep: int = 0) -> None:
@@ -506,14 +592,24 @@ def _kill_group(pid: int) -> None:
             continue
 
 
-def _reap() -> None:
+def _reap(block: bool = False) -> None:
+    """Reap ended children and remove their directories; ``block``: wait for each."""
     for entry in list(_EXITING):
         pid, temp_dir = entry
-        done, _ = os.waitpid(pid, os.WNOHANG)
+        done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
         if done:
             _EXITING.remove(entry)
             _kill_group(pid)  # anything left in its process group
-            shutil.rmtree(temp_dir, ignore_errors=True)
+            _remove_tree(temp_dir)
+
+
+def _scratch_low() -> bool:
+    """Whether less than half of the children's file system is free (a dying child may still hold space)."""
+    try:
+        st = os.statvfs(_root())
+    except OSError:
+        return False
+    return st.f_bavail * 2 < st.f_blocks
 
 
 def _stat(pid: int) -> tuple[str, int]:
@@ -572,27 +668,228 @@ def _tagger(trajectory_id: str) -> Any:
     return forward
 
 
+class _Progress:
+    """Where a trajectory stands across the children that run it: the actions lost (``skip``), where the
+    next child resumes (``start``), and — per child — the call in flight, checked against every frame."""
+
+    def __init__(self, trajectory: Trajectory) -> None:
+        self.trajectory = trajectory
+        self.actions = len(trajectory.actions)
+        self.explore = trajectory.meta.get("explore") is not None
+        episode = int(getattr(trajectory.meta.get("explore"), "episode_length", 0) or 0)
+        self.max_steps = episode if self.explore else self.actions
+        self.skip: set[int] = set()
+        self.start = self.restarts = 0
+        self.got_init = False
+        self.explored = 0  # exploration: steps labeled so far (an episode is not resumed)
+        self.new_child()
+
+    def new_child(self) -> None:
+        # the call in flight: the next unlabeled, unskipped action once the child is past its reset (init)
+        # or its silent replay (resumed); None while it is resetting/replaying
+        self.pending: int | None = None
+        self.live: int | None = None  # exploration: index of the action the policy is executing
+        self.ticks = 0
+        self.reusable = False
+
+    def next_action(self, after: int) -> int | None:
+        index = after
+        while index in self.skip:
+            index += 1
+        return index if index < self.actions else None
+
+    def check(self, msg: dict[str, Any]) -> tuple[str, str] | None:
+        """Update the call in flight from a child frame; a verdict ends the child."""
+        kind, start = msg["kind"], self.start
+        if kind == "init" and start == 0 and not self.got_init:
+            self.got_init = True
+            self.pending = self.next_action(0)
+        elif kind == "tick" and start > 0 and self.ticks < start:
+            self.ticks += 1
+        elif kind == "resumed" and start > 0 and self.pending is None and msg["step_index"] == self.next_action(start):
+            self.pending = self.next_action(start)
+        elif kind == "action" and self.explore and self.live is None and msg["step_index"] == self.explored:
+            self.live = msg["step_index"]
+            if self.live >= self.max_steps:
+                return ("UntrustedData", f"the exploration episode went past {self.max_steps} steps")
+        elif kind == "step" and not self.explore and self.pending is not None and msg["step_index"] == self.pending:
+            self.pending = self.next_action(self.pending + 1)
+            if self.pending is None:
+                self.pending = self.actions  # every action labeled: only "done" may follow
+        elif kind == "step" and self.explore and self.live is not None and msg["step_index"] == self.live:
+            self.live = None
+            self.explored += 1
+        elif kind == "done":
+            self.reusable = msg.get("reusable") is True
+        elif kind in ("init_error", "fatal"):
+            return (kind, str(msg.get("error", ""))[:2000])
+        else:
+            return ("UntrustedData", f"the environment process sent an unexpected {str(kind)[:40]!r} frame")
+        return None
+
+    def in_flight(self) -> str:
+        if self.pending is None and self.live is None:
+            return "environment reset/replay"
+        return f"call {self.pending if not self.explore else self.live}"
+
+
+class _Attempt:
+    """One child running (part of) a trajectory: a spare, a warm child or a fresh fork."""
+
+    def __init__(self, pid: int, reader: FdReader, temp_dir: str, requests: int | None, used: int) -> None:
+        self.pid, self.reader, self.temp_dir, self.requests, self.used = pid, reader, temp_dir, requests, used
+
+
+def _start_child(
+    trajectory: Trajectory, limits: Limits, key: tuple[str, ...] | None, progress: _Progress, wire: dict[str, Any]
+) -> _Attempt:
+    """The child for the next part of ``trajectory``: a warm child of its key (ours or pinned code), a spare
+    (a fresh child prepared ahead), else a child forked now (resuming after a lost call, or the first)."""
+    first = progress.start == 0
+    warm = _WARM.pop(key, None) if first and key is not None else None
+    if warm is not None and not _wake(warm.pid):
+        _retire(warm)  # a thread appeared, or it is not stopped: never reused
+        warm = None
+    spare = _take_spare(trajectory, limits, wire) if first and key is None else None
+    if spare is not None:
+        return _Attempt(spare.pid, spare.reader, spare.temp_dir, None, 1)  # type: ignore[arg-type]
+    if warm is not None:
+        for fd in (warm.requests, warm.reader.fd):
+            _WARM_FDS.remove(fd)
+        write_frame(warm.requests, {"kind": "run", "trajectory": wire})
+        warm.used += 1
+        return _Attempt(warm.pid, warm.reader, warm.temp_dir, warm.requests, warm.used)
+    _retire_warm(keep=MAX_WARM - 1)
+    rfd, wfd = os.pipe()
+    req_r, requests = os.pipe() if key is not None and first else (None, None)
+    temp_dir = _named(trajectory)
+    _claim(temp_dir)
+    os.mkdir(temp_dir, 0o700)
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(rfd)
+        if requests is not None:
+            os.close(requests)
+        _child(wfd, trajectory, limits, progress.start, frozenset(progress.skip), temp_dir, req_r)
+    os.close(wfd)
+    if req_r is not None:
+        os.close(req_r)
+    return _Attempt(pid, FdReader(rfd, _max_frame(limits)), temp_dir, requests, 1)
+
+
+def _pump(attempt: _Attempt, progress: _Progress, limits: Limits, forward: Any, out: int) -> tuple[str, str] | None:
+    """Forward the child's frames until its ``done`` (None) or a failure ``(error type, message)``: a call past
+    the wall-clock limit (the child is killed), a frame that breaks the protocol, the child's death."""
+    reader = attempt.reader
+    deadline = time.monotonic() + limits.call_timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            _kill_group(attempt.pid)
+            what = progress.in_flight()
+            return ("Timeout", f"{what} exceeded the {limits.call_timeout_s:g}s wall-clock limit; worker killed")
+        ready, _, _ = select.select([reader.fd], [], [], remaining)
+        if not ready:
+            continue
+        reader.feed()
+        while True:
+            try:
+                frames = reader.frames(with_raw=True)
+            except FrameError as exc:
+                return ("UntrustedData", f"the environment process sent an invalid frame ({exc})")
+            if not frames:
+                break
+            for msg, raw in frames:
+                try:
+                    verdict = progress.check(msg)
+                except (KeyError, TypeError, ValueError) as exc:
+                    verdict = (
+                        "UntrustedData",
+                        f"the environment process sent a malformed frame ({type(exc).__name__}: {exc})",
+                    )
+                if verdict is not None:
+                    return verdict
+                deadline = time.monotonic() + limits.call_timeout_s
+                if msg["kind"] == "done":
+                    return None
+                forward(out, raw)
+        if reader.eof:
+            return ("WorkerCrash", "")
+
+
+def _finish_child(attempt: _Attempt, progress: _Progress, limits: Limits, key: tuple[str, ...] | None) -> None:
+    """A child whose trajectory ended: parked warm for the next one of its key (ours or pinned code, clean,
+    under ``reuse_children``), else killed, its files removed now and its teardown overlapping the next."""
+    pid, requests, rfd = attempt.pid, attempt.requests, attempt.reader.fd
+    if requests is not None and attempt.used < limits.reuse_children and progress.reusable and _park(pid):
+        _empty(attempt.temp_dir)  # its trajectory ended: none of its files outlive it
+        warm = _Warm(key, pid, requests, attempt.reader, attempt.temp_dir)  # type: ignore[arg-type]
+        warm.used = attempt.used
+        _WARM[key] = warm  # type: ignore[index]
+        _WARM_FDS.extend([requests, rfd])
+        return
+    _close_ends(attempt)
+    _kill_group(pid)  # nothing of it (a thread left behind) runs on
+    _empty(attempt.temp_dir)  # its files go now (a killed child holds none open once it is gone)
+    _exiting(pid, attempt.temp_dir)  # reaped later: its teardown overlaps the next trajectory
+
+
+def _close_ends(attempt: _Attempt) -> None:
+    os.close(attempt.reader.fd)
+    if attempt.requests is not None:
+        os.close(attempt.requests)
+
+
+def _lose_child(attempt: _Attempt, progress: _Progress, failure: tuple[str, str], limits: Limits, emit: Any) -> bool:
+    """A child that failed: killed and waited for, its directory removed, the failure reported (an init error,
+    a lost call, an issue). True: resume the trajectory after the lost call in a fresh child."""
+    _close_ends(attempt)
+    _kill_group(attempt.pid)
+    _, status = os.waitpid(attempt.pid, 0)
+    _remove_tree(attempt.temp_dir)
+    kind, message = failure
+    if kind == "WorkerCrash":
+        message = _describe_exit(status) + (
+            " (memory limit?)" if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) else ""
+        )
+    if not progress.got_init:
+        emit({"kind": "init_error", "error": f"{kind}: {message}"})
+        return False
+    if progress.explore:
+        # a live episode cannot be rebuilt call by call: it ends with the lost call
+        if progress.live is not None:
+            emit({"kind": "lost", "step_index": progress.live, "error_type": kind, "error": message})
+        emit({"kind": "issue", "message": f"episode ended: {kind}: {message}"})
+        return False
+    pending = progress.pending
+    if pending is None:
+        # the failure happened outside a call (replay): nothing to label
+        emit({"kind": "issue", "message": f"trajectory truncated: {kind}: {message}"})
+        return False
+    emit({"kind": "lost", "step_index": pending, "error_type": kind, "error": message})
+    progress.skip.add(pending)
+    progress.start = pending + 1
+    progress.restarts += 1
+    if progress.start >= progress.actions:
+        return False
+    if progress.restarts > limits.max_restarts:
+        emit(
+            {
+                "kind": "issue",
+                "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls",
+            }
+        )
+        return False
+    return True
+
+
 def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, Any] | None = None) -> bool:
     """Run a trajectory in forked children, forwarding their frames to the pipe ``out``; never raises
     for env code. True: it started in a fresh (or spare) child, not a warm one. ``wire``: the trajectory's
     wire form as it arrived (handed on to a spare or warm child as it is, not rebuilt from ``trajectory``)."""
     _reap()
-    skip: set[int] = set()
-    start, restarts = 0, 0
-    got_init = False
-    max_frame = (limits.max_state_mb << 20) * 2 + (4 << 20)
-    explore = trajectory.meta.get("explore") is not None
-    max_steps = (
-        int(getattr(trajectory.meta.get("explore"), "episode_length", 0) or 0) if explore else len(trajectory.actions)
-    )
-    explored = [0]  # exploration: steps labeled so far (an episode is not resumed)
-
-    def next_action(after: int) -> int | None:
-        index = after
-        while index in skip:
-            index += 1
-        return index if index < len(trajectory.actions) else None
-
+    if _EXITING and _scratch_low():
+        _reap(block=True)  # what ended children left is gone before the next one starts
     key = _reuse_key(trajectory, limits)
     forward = _tagger(trajectory.trajectory_id)
     tid = trajectory.trajectory_id
@@ -600,175 +897,17 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
     def emit(msg: dict[str, Any]) -> None:
         write_frame(out, {**msg, "trajectory_id": tid})
 
-    fresh = key is None
     wire = trajectory_to_wire(trajectory) if wire is None else wire
+    progress = _Progress(trajectory)
     while True:
-        warm = _WARM.pop(key, None) if start == 0 and key is not None else None
-        if warm is not None and not _wake(warm.pid):
-            _retire(warm)  # a thread appeared, or it is not stopped: never reused
-            warm = None
-        spare = _take_spare(trajectory, limits, wire) if start == 0 and key is None else None
-        if spare is not None:
-            pid, reader, temp_dir, requests = spare.pid, spare.reader, spare.temp_dir, None
-            rfd = reader.fd
-            used = 1
-        elif warm is not None:
-            for fd in (warm.requests, warm.reader.fd):
-                _WARM_FDS.remove(fd)
-            write_frame(warm.requests, {"kind": "run", "trajectory": wire})
-            pid, reader, temp_dir, requests = warm.pid, warm.reader, warm.temp_dir, warm.requests
-            rfd = reader.fd
-            warm.used += 1
-            used = warm.used
-        else:
-            _retire_warm(keep=MAX_WARM - 1)
-            reusable = key is not None and start == 0
-            rfd, wfd = os.pipe()
-            req_r, requests = os.pipe() if reusable else (None, None)
-            temp_dir = tempfile.mkdtemp(prefix="envsim-sandbox-")
-            pid = os.fork()
-            if pid == 0:  # child
-                os.close(rfd)
-                if requests is not None:
-                    os.close(requests)
-                _child(wfd, trajectory, limits, start, frozenset(skip), temp_dir, req_r)
-            os.close(wfd)
-            if req_r is not None:
-                os.close(req_r)
-            reader = FdReader(rfd, max_frame)
-            used = 1
-        ticks = 0
-
-        def check(msg: dict[str, Any]) -> tuple[str, str] | None:
-            """Update the call in flight from a child frame; a verdict ends the child."""
-            nonlocal got_init, pending, live, ticks
-            kind = msg["kind"]
-            if kind == "init" and start == 0 and not got_init:
-                got_init = True
-                pending = next_action(0)
-            elif kind == "tick" and start > 0 and ticks < start:
-                ticks += 1
-            elif kind == "resumed" and start > 0 and pending is None and msg["step_index"] == next_action(start):
-                pending = next_action(start)
-            elif kind == "action" and explore and live is None and msg["step_index"] == explored[0]:
-                live = msg["step_index"]
-                if live >= max_steps:
-                    return ("UntrustedData", f"the exploration episode went past {max_steps} steps")
-            elif kind == "step" and not explore and pending is not None and msg["step_index"] == pending:
-                pending = next_action(pending + 1)
-                if pending is None:
-                    pending = len(trajectory.actions)  # every action labeled: only "done" may follow
-            elif kind == "step" and explore and live is not None and msg["step_index"] == live:
-                live = None
-                explored[0] += 1
-            elif kind == "done":
-                reusable[0] = msg.get("reusable") is True
-            elif kind in ("init_error", "fatal"):
-                return (kind, str(msg.get("error", ""))[:2000])
-            else:
-                return ("UntrustedData", f"the environment process sent an unexpected {str(kind)[:40]!r} frame")
-            return None
-
-        # the call in flight: the next unlabeled, unskipped action once the child is past its reset
-        # (init) or its silent replay (resumed); None while it is resetting/replaying
-        pending: int | None = None
-        live: int | None = None  # exploration: index of the action the policy is executing
-        finished = False
-        reusable = [False]
-        failure: tuple[str, str] | None = None
-        deadline = time.monotonic() + limits.call_timeout_s
-        while not finished and failure is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                what = (
-                    f"call {pending if not explore else live}"
-                    if (pending is not None or live is not None)
-                    else "environment reset/replay"
-                )
-                failure = ("Timeout", f"{what} exceeded the {limits.call_timeout_s:g}s wall-clock limit; worker killed")
-                _kill_group(pid)
-                break
-            ready, _, _ = select.select([rfd], [], [], remaining)
-            if not ready:
-                continue
-            reader.feed()
-            while failure is None and not finished:
-                try:
-                    frames = reader.frames(with_raw=True)
-                except FrameError as exc:
-                    failure = ("UntrustedData", f"the environment process sent an invalid frame ({exc})")
-                    break
-                if not frames:
-                    break
-                for msg, raw in frames:
-                    try:
-                        verdict = check(msg)
-                    except (KeyError, TypeError, ValueError) as exc:
-                        verdict = (
-                            "UntrustedData",
-                            f"the environment process sent a malformed frame ({type(exc).__name__}: {exc})",
-                        )
-                    if verdict is not None:
-                        failure = verdict
-                        break
-                    kind = msg["kind"]
-                    deadline = time.monotonic() + limits.call_timeout_s
-                    if kind == "done":
-                        finished = True
-                        break
-                    forward(out, raw)
-            if reader.eof and not finished and failure is None:
-                failure = ("WorkerCrash", "")
-        if finished and requests is not None and used < limits.reuse_children and reusable[0] and _park(pid):
-            _empty(temp_dir)  # its trajectory ended: none of its files outlive it
-            warm = _Warm(key, pid, requests, reader, temp_dir)  # type: ignore[arg-type]
-            warm.used = used
-            _WARM[key] = warm  # type: ignore[index]
-            _WARM_FDS.extend([requests, rfd])
-            return fresh
-        os.close(rfd)
-        if requests is not None:
-            os.close(requests)
-        if finished:
-            _kill_group(pid)  # nothing of it (a thread left behind) runs on
-            _empty(temp_dir)
-            _EXITING.append((pid, temp_dir))  # reaped later: its teardown overlaps the next trajectory
-            return fresh
-        _kill_group(pid)
-        _, status = os.waitpid(pid, 0)
-        shutil.rmtree(temp_dir, ignore_errors=True)
-        kind, message = failure  # type: ignore[misc]
-        if kind == "WorkerCrash":
-            message = _describe_exit(status) + (
-                " (memory limit?)" if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) else ""
-            )
-        if not got_init:
-            emit({"kind": "init_error", "error": f"{kind}: {message}"})
-            return fresh
-        if explore:
-            # a live episode cannot be rebuilt call by call: it ends with the lost call
-            if live is not None:
-                emit({"kind": "lost", "step_index": live, "error_type": kind, "error": message})
-            emit({"kind": "issue", "message": f"episode ended: {kind}: {message}"})
-            return fresh
-        if pending is None:
-            # the failure happened outside a call (replay): nothing to label
-            emit({"kind": "issue", "message": f"trajectory truncated: {kind}: {message}"})
-            return fresh
-        emit({"kind": "lost", "step_index": pending, "error_type": kind, "error": message})
-        skip.add(pending)
-        start = pending + 1
-        restarts += 1
-        if start >= len(trajectory.actions):
-            return fresh
-        if restarts > limits.max_restarts:
-            emit(
-                {
-                    "kind": "issue",
-                    "message": f"trajectory truncated after step {pending}: more than {limits.max_restarts} lost calls",
-                }
-            )
-            return fresh
+        attempt = _start_child(trajectory, limits, key, progress, wire)
+        progress.new_child()
+        failure = _pump(attempt, progress, limits, forward, out)
+        if failure is None:
+            _finish_child(attempt, progress, limits, key)
+            return key is None
+        if not _lose_child(attempt, progress, failure, limits, emit):
+            return key is None
 
 
 def _precompile(trajectory: Trajectory) -> None:
@@ -847,12 +986,22 @@ def main() -> None:
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
     _limit_self()
 
-    registry.preload_all()
+    args = sys.argv[1:]  # from the parent (isolation.worker_command): --private-tmp, --preload SOURCE
+    only = args[args.index("--preload") + 1] if "--preload" in args[:-1] else None  # an instance: only its source
+    source = registry.SOURCES.find(only) if only else None
+    if source is not None:
+        try:
+            source.preload()
+        except Exception:
+            pass
+    else:
+        registry.preload_all()
     _preload_stdlib()
     seccomp.prepare()
     confinement = landlock.prepare()
     freeze.prepare()
-    pristine.prepare()
+    if source is None:
+        pristine.prepare()  # an instance never reuses a child: nothing to restore
     seccomp.install_base()  # no_new_privs and the base filter: every child runs under it
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap

@@ -7,8 +7,8 @@ need nothing of the sandbox, and 3 that store a sandbox directory name).
   gives for the same calls (the same classes run in a fresh interpreter without any sandbox, ``PYTHONHASHSEED=0`` as
   in the sandbox);
 - the 3 directory patterns (``os.getcwd()``, ``tempfile.gettempdir()``, a ``mkstemp`` path) are not quarantined
-  either: EXPECTED TO FAIL until the sandbox's per-trajectory directory names are deterministic (branch t40a); the
-  ``xfail(strict=True)`` turns into a failure the day they are, so the marker is removed then.
+  either: the sandbox's per-trajectory directory names are deterministic (``/tmp/work/t-<hash of the trajectory
+  id>``), and no label holds a host path (the data root, the checkout, the host's temp folder).
 """
 
 from __future__ import annotations
@@ -181,11 +181,27 @@ def test_benign_labels_equal_plain_pythons(benign_run):
     assert not differences, f"{len(differences)} of {compared} steps differ:\n" + "\n".join(differences[:20])
 
 
-@pytest.mark.xfail(strict=True, reason="needs deterministic sandbox dirs (t40a)")
-def test_patterns_that_store_sandbox_directory_names_are_not_quarantined(benign_run):
+def test_patterns_that_store_sandbox_directory_names_are_not_quarantined_and_show_no_host_path(benign_run):
     proc, layout = benign_run
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     steps = _steps_by_env(layout)
     assert all(steps.get(_env_id(n), 0) > 0 for n in DIR_PATTERNS), steps
     quarantined = {e: r for e, r in _quarantined(layout).items() if e in {_env_id(n) for n in DIR_PATTERNS}}
     assert not quarantined, quarantined
+    dir_envs = [_env_id(n) for n in DIR_PATTERNS]
+    initial = " ".join(
+        r["initial_state_json"]
+        for r in iter_trajectory_rows(layout, columns=["env_id", "initial_state_json"])
+        if r["env_id"] in dir_envs
+    )
+    assert "/tmp/work/t-" in initial, initial[:2000]
+    labels = initial + " ".join(
+        str(row)
+        for row in duckdb.execute(
+            "SELECT raw_observation, observation_json, CAST(delta AS VARCHAR) FROM read_parquet(?) "
+            "WHERE list_contains(?, env_id)",
+            [layout.step_parts(), dir_envs],
+        ).fetchall()
+    )
+    host_paths = [str(layout.root), str(ROOT), "envsim-sandbox-"]
+    assert not [p for p in host_paths if p in labels], [p for p in host_paths if p in labels]

@@ -183,8 +183,18 @@ NUMBERS = {
         "fanotify_init": 262,
     },
 }
-ALLOWED = ("read", "write", "openat", "mmap", "futex", "getpid", "wait4")
+ALLOWED = ("read", "write", "openat", "mmap", "futex", "getpid")
 PID = 4242
+SELF_ONLY = (
+    "prlimit64",
+    "sched_setaffinity",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "migrate_pages",
+    "move_pages",
+)
+assert set(SELF_ONLY) <= set(seccomp.SELF_ONLY)
 CLONE_THREAD, CLONE_NEWUSER, CLONE_NEWNET = 0x10000, 0x10000000, 0x40000000
 
 
@@ -232,22 +242,87 @@ def _programs(machine: str) -> tuple[bytes, bytes]:
     )
 
 
-def test_each_listed_syscall_is_refused_with_the_same_errno_on_each_architecture(machine):
+def _allowed_with_zero_args(machine: str, scopes: tuple[str, ...]) -> set[int]:
+    """Syscall numbers (libseccomp's table) the allowlist admits when every argument is 0."""
+    import pyseccomp
+
+    arch = getattr(pyseccomp.Arch, seccomp.ARCHITECTURES[machine])
+    out = set()
+    for name, scope, _, when in seccomp.SYSCALLS:
+        if scope not in scopes:
+            continue
+        ok = (
+            when is None
+            or (when == () and "worker" in scopes)
+            or any(
+                all(
+                    (op == "eq32" and v & 0xFFFFFFFF == 0) or (op == "eq" and v == 0) or op == "masked0"
+                    for _, op, v in alt
+                )
+                for alt in when
+            )
+        )
+        nr = pyseccomp.resolve_syscall(arch, name)
+        if ok and nr >= 0:
+            out.add(nr)
+    return out
+
+
+def test_default_deny_only_the_table_is_allowed_on_each_architecture(machine):
+    """Every syscall number outside the one table is refused (EPERM; clone3 ENOSYS), so one the kernel
+    adds later is refused by construction; the table's entries are allowed."""
     base, child = _programs(machine)
     nr, arch = NUMBERS[machine], AUDIT_ARCH[machine]
-    for name in seccomp.DENIED + seccomp.CHILD_DENIED:
-        if name not in nr:  # fork, vfork, mknod: no such syscall on aarch64
-            assert machine == "aarch64" and name in ("fork", "vfork", "mknod", "inotify_init")
-            continue
-        assert _run(child, nr[name], arch) == EPERM, name
-        assert _run(base, nr[name], arch) == (ALLOW if name in seccomp.CHILD_DENIED else EPERM), name
+    for name in seccomp.DENIED:
+        if name in nr:
+            assert (_run(child, nr[name], arch), _run(base, nr[name], arch)) == (EPERM, EPERM), name
     for program in (base, child):
         assert _run(program, nr["clone3"], arch) == ENOSYS
         assert [_run(program, nr[name], arch) for name in ALLOWED] == [ALLOW] * len(ALLOWED)
-    denied = {nr[n] for n in seccomp.DENIED + seccomp.CHILD_DENIED + ("clone3",) if n in nr}
-    checked = {nr[n] for n in ("clone", "tkill", "tgkill", "fcntl", "setpriority", "ioprio_set") + seccomp.SELF_ONLY}
-    # every other syscall number is allowed (with zero arguments)
-    assert [n for n in range(512) if n not in denied | checked and _run(child, n, arch) != ALLOW] == []
+    assert _run(child, nr["wait4"], arch) == EPERM and _run(base, nr["wait4"], arch) == ALLOW  # worker only
+    for program, scopes in ((child, ("child",)), (base, ("child", "worker"))):
+        allowed = _allowed_with_zero_args(machine, scopes)
+        got = {n for n in range(1024) if _run(program, n, arch) == ALLOW}
+        assert got == allowed, sorted(got ^ allowed)
+        assert all(_run(program, n, arch) == EPERM for n in range(1024) if n not in got and n != nr["clone3"])
+
+
+# x86_64 numbers outside the table that environment code reached in the red team's corpus
+OUTSIDE = {
+    "cachestat": 451,
+    "mincore": 27,
+    "fadvise64": 221,
+    "readahead": 187,
+    "socket": 41,
+    "socketpair": 53,
+    "chmod": 90,
+    "fchmod": 91,
+    "fchmodat": 268,
+    "fchmodat2": 452,
+    "chown": 92,
+    "utimensat": 280,
+    "sysinfo": 99,
+    "pipe2": 293,
+    "eventfd2": 290,
+    "sync": 162,
+}
+
+
+def test_channels_of_the_red_team_are_outside_the_child_allowlist():
+    base, child = _programs("x86_64")
+    arch = AUDIT_ARCH["x86_64"]
+    assert {name: _run(child, n, arch) for name, n in OUTSIDE.items()} == {name: EPERM for name in OUTSIDE}
+    worker_only = {"fchmod", "fchmodat", "chmod", "socketpair", "pipe2"}
+    assert {name: _run(base, n, arch, (1,)) for name, n in OUTSIDE.items() if name not in worker_only} == {
+        name: EPERM for name in OUTSIDE if name not in worker_only
+    }
+    assert _run(base, 53, arch, (1,)) == ALLOW and _run(base, 53, arch, (40,)) == EPERM  # AF_UNIX only; no AF_VSOCK
+
+
+def test_the_table_documents_every_entry():
+    table = seccomp.table_markdown()
+    assert all(reason and f"`{name}`" in table for name, _, reason, _ in seccomp.SYSCALLS)
+    assert {scope for _, scope, _, _ in seccomp.SYSCALLS} == {"child", "worker"}
 
 
 def test_other_architectures_and_x32_kill_the_process(machine):
@@ -265,7 +340,7 @@ def test_argument_conditions(machine):
     def child_action(name: str, *args: int) -> int:
         return _run(child, nr[name], arch, args)
 
-    assert child_action("clone", CLONE_THREAD | 0x0F00) == ALLOW  # a thread
+    assert child_action("clone", CLONE_THREAD | 0x0F00) == EPERM  # no thread either
     assert child_action("clone", 0x11) == EPERM  # fork-like: no new process
     assert _run(base, nr["clone"], arch, (0x11,)) == ALLOW  # the worker forks
     for flag in (CLONE_NEWUSER, CLONE_NEWNET, 0x00020000):  # no namespace, even for a thread
@@ -273,9 +348,9 @@ def test_argument_conditions(machine):
     assert [child_action(n, PID, PID) for n in ("tkill", "tgkill")] == [ALLOW, ALLOW]
     assert [child_action(n, PID + 1, PID + 1) for n in ("tkill", "tgkill")] == [EPERM, EPERM]
     assert [child_action(n, 1 << 32 | PID + 1) for n in ("tkill", "tgkill")] == [EPERM, EPERM]
-    for name in seccomp.SELF_ONLY:  # prlimit, scheduling, affinity, page migration: only on itself
+    for name in SELF_ONLY:  # prlimit, scheduling, affinity, page migration: only on itself
         assert (child_action(name, 0), child_action(name, PID), child_action(name, 1 << 32)) == (ALLOW, EPERM, EPERM)
-        assert _run(base, nr[name], arch, (PID,)) == ALLOW, name  # the worker is not limited
+        assert _run(base, nr[name], arch, (PID,)) == EPERM, name  # nor the worker: it needs none on another
     PRIO_PROCESS, PRIO_PGRP, PRIO_USER, IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 0, 1, 2, 1, 3
     assert [
         child_action("setpriority", which, who, 19)
@@ -295,9 +370,10 @@ def test_the_prepared_child_filter_takes_its_pid_in_the_child():
     copy of the worker's memory) and gets the same program as a filter built for that pid."""
     prepared = seccomp.child_filter("x86_64")
     without = seccomp.export_bpf(prepared)
-    assert _run(without, 234, AUDIT_ARCH["x86_64"], (PID + 1,)) == ALLOW
+    assert _run(without, 234, AUDIT_ARCH["x86_64"], (PID,)) == EPERM  # no tgkill at all before the pid
     full = seccomp.export_bpf(seccomp.with_pid(prepared, PID))
     assert _run(full, 234, AUDIT_ARCH["x86_64"], (PID + 1,)) == EPERM
+    assert _run(full, 234, AUDIT_ARCH["x86_64"], (PID,)) == ALLOW
     assert full == seccomp.export_bpf(seccomp.child_filter("x86_64", pid=PID))
 
 

@@ -60,7 +60,10 @@ class VictimLedger:
 
     def look(self):
         """What this process sees of the shared directories and its own limits."""
-        tmp = sorted(n for n in os.listdir("/tmp") if not n.startswith("envsim-sandbox-"))
+        try:
+            tmp = sorted(n for n in os.listdir("/tmp") if not n.startswith("envsim-sandbox-"))
+        except OSError as exc:  # Landlock: only its own directory of /tmp is readable
+            tmp = [type(exc).__name__]
         try:
             shm = sorted(os.listdir("/dev/shm"))
         except OSError as exc:
