@@ -26,7 +26,9 @@ on. The asset check fails with severity WARN naming the environments, or ERROR (
 ``strict``.
 
 What the sandbox freezes (:mod:`pipeline.execution.freeze`) reproduces; what it cannot freeze — an
-object's address, ``os.read`` of ``/proc`` files, ``resource.getrusage`` — is what this check catches.
+object's address, ``os.read`` of ``/proc`` files, ``resource.getrusage``, a pid (it depends on what ran
+before in the environment's instance, so the re-execution runs the sample in reverse order) — is what
+this check catches.
 """
 
 from __future__ import annotations
@@ -193,7 +195,10 @@ def check_determinism(
     stored: dict[str, dict[int, dict[str, Any]]] = {}  # trajectory -> step index -> stored labels
     for s in _steps(parts, ["trajectory_id", "step_index", *LABEL_FIELDS], "trajectory_id", sampled):
         stored.setdefault(s["trajectory_id"], {})[s["step_index"]] = s
-    runs = sandbox.run(iter_trajectories(layout, ids=sampled), fresh_children=True) if sampled else iter(())
+    # in reverse order: in an environment's own instance a label that depends on what ran before it there
+    # (a pid in its PID namespace, a counter the zygote carries) differs from the labeling run's
+    again = list(iter_trajectories(layout, ids=sampled))[::-1]
+    runs = sandbox.run(again, fresh_children=True) if again else iter(())
     for traj, result in runs:
         tid, env = traj.trajectory_id, traj.env_id
         steps = stored.get(tid, {})
