@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
 from pipeline.execution.freeze import HOST_FILES
 
@@ -103,12 +104,17 @@ UNREADABLE = ("proc", "sys", "tmp")
 
 
 def readable_tops() -> list[str]:
-    """The top-level entries of ``/`` a child may read beneath (all but :data:`UNREADABLE`)."""
+    """The top-level entries of ``/`` a child may read beneath (all but :data:`UNREADABLE`), and the
+    import directories on ``sys.path`` beneath an unreadable one (an installed plugin package bound
+    read-only at its host path, e.g. a ``pip install --target`` under ``/tmp``), so its code imports."""
     try:
         names = sorted(os.listdir("/"))
     except OSError:
         return []
-    return ["/" + n for n in names if n not in UNREADABLE and os.path.isdir("/" + n)]
+    tops = ["/" + n for n in names if n not in UNREADABLE and os.path.isdir("/" + n)]
+    hidden = tuple(f"/{n}/" for n in UNREADABLE)
+    imports = {p for p in sys.path if p.startswith(hidden) and not p.startswith("/tmp/work") and os.path.isdir(p)}
+    return tops + sorted(imports)
 
 
 def _readable_files() -> list[str]:
