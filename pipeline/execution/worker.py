@@ -86,6 +86,7 @@ def _enter(temp_dir: str, number: int) -> str:
 
 _ROOT: list[str] = []  # where children's directories live: /tmp/work in a bwrap instance's own tmpfs
 _GONE = [0]
+_LIVE: set[str] = set()  # directories of running children: never buried by another trajectory's claim
 
 
 def _root() -> str:
@@ -113,7 +114,12 @@ def _named(trajectory: Trajectory) -> str:
     environment that stores ``os.getcwd()``, ``tempfile.gettempdir()`` or a ``mkstemp`` path (whose names
     :mod:`pipeline.execution.freeze` seeds) labels the same on every run and machine."""
     digest = hashlib.sha256(trajectory.trajectory_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return os.path.join(_root(), f"t-{digest}")
+    path, n = os.path.join(_root(), f"t-{digest}"), 0
+    while path in _LIVE:  # the same trajectory running beside it (two rollouts of one task): a name of its own
+        n += 1
+        path = os.path.join(_root(), f"t-{digest}-{n}")
+    _LIVE.add(path)
+    return path
 
 
 def _bury(path: str) -> str:
@@ -171,6 +177,7 @@ def _empty(directory: str) -> None:
 def _exiting(pid: int, temp_dir: str) -> None:
     """A child that is ending: reaped later (its teardown overlaps the next trajectory); its directory is
     buried now, so its name is free for the next trajectory."""
+    _LIVE.discard(temp_dir)
     _EXITING.append((pid, _bury(temp_dir)))
 
 
