@@ -197,7 +197,7 @@ def check_determinism(
         stored.setdefault(s["trajectory_id"], {})[s["step_index"]] = s
     # in reverse order: in an environment's own instance a label that depends on what ran before it there
     # (a pid in its PID namespace, a counter the zygote carries) differs from the labeling run's
-    again = list(iter_trajectories(layout, ids=sampled))[::-1]
+    again = list(iter_trajectories(layout, ids=sampled))[::-1] if sampled else []  # isin([]) is null-typed
     runs = sandbox.run(again, fresh_children=True) if again else iter(())
     for traj, result in runs:
         tid, env = traj.trajectory_id, traj.env_id
