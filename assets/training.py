@@ -149,7 +149,6 @@ class ServeConfig(
             "adapter_name_or_path",
             "llamafactory_cli",
             "llamafactory_python",
-            "max_concurrent",
         },
         only={SimulatorSpec: SERVED_SIMULATOR_FIELDS, EndpointSettings: SERVED_SIMULATOR_FIELDS},
         defaults=SERVED_SIMULATOR_DEFAULTS,
@@ -222,7 +221,6 @@ def _served(
             served_name=config.served_model_name or "",
             llamafactory_cli=cli,
             llamafactory_python=python,
-            max_concurrent=config.concurrency,
         )
     )
     return {"spec": spec, "simulator": config.simulator(), "checkpoint_path": str(path)}, manifest

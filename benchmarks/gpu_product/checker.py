@@ -94,7 +94,8 @@ def main() -> int:
         env = {**os.environ, "ENVSIM_DATA_ROOT": str(args.gate_root)}
         dagster = str(Path(sys.executable).with_name("dagster"))
         select = ["--select", "environment_yield", "-c", str(config), "-c", str(args.sources)]
-        return subprocess.run([dagster, "asset", "materialize", "-m", "assets.definitions", *select], env=env).returncode
+        command = [dagster, "asset", "materialize", "-m", "assets.definitions", *select]
+        return subprocess.run(command, env=env).returncode
 
 
 if __name__ == "__main__":

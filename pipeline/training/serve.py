@@ -65,11 +65,6 @@ class ServeSpec:
         FREE_PORT, f"Port of the OpenAI-compatible endpoint on the job's node ({FREE_PORT}: a free one)."
     )
     ready_timeout_s: float = setting(900.0, "Fail the job if the server is not ready by then.")
-    max_concurrent: int = setting(
-        1,
-        "Requests the Hugging Face backend generates at once (LLaMA-Factory's MAX_CONCURRENT, which is 1 unless "
-        "set: concurrent requests would queue); the evaluation job sets it to its requests' concurrency.",
-    )
     llamafactory_cli: str = "llamafactory-cli"
     llamafactory_python: str = "python3"  # the same environment's Python (to look for vLLM)
 
@@ -138,7 +133,6 @@ def serve(spec: ServeSpec, workdir: Path, log: Log = print) -> Iterator[Served]:
         "API_HOST": HOST,
         "API_PORT": str(port),
         "API_MODEL_NAME": spec.served_name,
-        "MAX_CONCURRENT": str(spec.max_concurrent),
     }
     log(
         f"serving {spec.adapter_name_or_path or spec.model_name_or_path} as {spec.served_name!r} with "
