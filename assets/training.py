@@ -182,7 +182,9 @@ class EvalJobConfig(EvalConfig):
 
     serve: ServeConfig | None = Field(default=None, description="Serve this checkpoint in the job and score it too.")
     max_samples: int | None = Field(
-        default=None, description="Score only the first N samples in the split's pick order."
+        default=None,
+        description="Score only N samples, taken across the strata (each stratum's first in pick order, then its "
+        "second, …).",
     )
     gpus: int = Field(default=0, description="GPUs for the evaluation job (vLLM serving needs ≥ 1).")
 
