@@ -64,12 +64,6 @@ def set_current(layout: DataLayout, kind: str, version: str) -> Path:
     return link
 
 
-def current_export(layout: DataLayout, kind: str) -> Path:
-    """``export/<kind>/current`` (an export of the old flat layout is moved into its version first)."""
-    migrate_flat(layout, kind)
-    return layout.export_current(kind)
-
-
 def current_version(layout: DataLayout, kind: str) -> str | None:
     """The version ``current`` points at (None before the first export)."""
     held = _marker(layout.export_current(kind))

