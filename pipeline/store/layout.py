@@ -32,6 +32,11 @@ def default_data_root() -> Path:
     return Settings().data_root
 
 
+def resolve_root(data_root: str | Path) -> Path:
+    """A data root as the run tags, the sensors and ``./forge sql`` compare it: absolute, ``~`` and links resolved."""
+    return Path(data_root).expanduser().resolve()
+
+
 #: a labeled-steps part of a partition: ``part-<partition>-<content key>.parquet`` (+ ``.issues.json``)
 _PARTITION_PART = re.compile(r"^part-(?P<partition>.+)-(?P<key>[0-9a-f]{20})\.(parquet|issues\.json)$")
 
