@@ -25,23 +25,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core.settings import Settings
 from pipeline.store.layout import DataLayout, file_lock
 from pipeline.store.parquet_io import atomic_path
 
 ENV_VAR = "ENVSIM_SHARDS"
 MARKER = "PARTITIONS.json"
-
-
-def shard_count(environ: Mapping[str, str]) -> int | None:
-    """N from ``ENVSIM_SHARDS`` of the variables ``environ`` (unset or empty: None = no partitioning); the
-    code location and the CLI take ``Settings.shards`` of their one settings value instead."""
-    return Settings.from_env(environ).shards
 
 
 def partition_keys(count: int, sources: Sequence[str]) -> list[str]:
