@@ -17,7 +17,7 @@ from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.report.plots import line_plot
 from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import catalog, warehouse
-from pipeline.store.duck import connect
+from pipeline.store.duck import connect, table_columns
 
 #: a sample whose request failed (the endpoint's failure) is no answer: it is counted apart and left out of
 #: every metric's denominator (rows from before ``status`` existed: a non-NULL ``request_error``)
@@ -79,12 +79,7 @@ def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     """Create ``eval_results``, or bring a table written by an earlier version up to date (the column
     once called ``cm_lenient`` is ``cm_changed_paths``; new columns are added, NULL for old rows)."""
     con.execute(f"CREATE TABLE IF NOT EXISTS eval_results ({', '.join(f'{c} {t}' for c, t in COLUMNS.items())})")
-    have = {
-        r[0]
-        for r in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'eval_results'"
-        ).fetchall()
-    }
+    have = table_columns(con, "eval_results")
     if "cm_lenient" in have and "cm_changed_paths" not in have:
         con.execute("ALTER TABLE eval_results RENAME COLUMN cm_lenient TO cm_changed_paths")
         have = (have - {"cm_lenient"}) | {"cm_changed_paths"}
