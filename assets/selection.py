@@ -28,7 +28,7 @@ from pipeline.select.selection import (
     build_mixture,
 )
 from pipeline.select.shortfall import SHORTFALL_FIX
-from pipeline.select.stratify import stratify
+from pipeline.select.stratify import strata_facts, stratify
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import CompositionResource, DataStoreResource, RunPolicyResource
 
@@ -46,10 +46,12 @@ def step_strata(
     resource then refreshes the DuckDB views). The candidates per cell are counted against the composition in
     force (resource `composition`, default: the profile's)."""
     layout = store.layout()
-    report = stratify(layout)
-    context.log.info(f"{report.steps} steps stratified ({report.usable} usable) -> {report.path}")
-    facts = report.facts(layout, composition.composition())
-    return materialize(context, facts, parquet_metadata([report.path]), data_version=DataVersion(report.fingerprint))
+    stratify(layout)
+    facts = strata_facts(layout, composition.composition())
+    context.log.info(f"{facts['steps']} steps stratified ({facts['usable_steps']} usable) -> {layout.strata}")
+    return materialize(
+        context, facts, parquet_metadata([layout.strata]), data_version=DataVersion(facts["input_fingerprint"])
+    )
 
 
 class Shortfall(str, Enum):

@@ -324,7 +324,7 @@ def test_catalog_and_trajectories_continue_past_bad_records(tmp_path, bad_histor
     layout = DataLayout.at(tmp_path / "data")
     items, item_issues = env_items(bad_histories)
     catalog = build_catalog(layout, items, item_issues)
-    assert {e["env_id"] for e in catalog.environments} >= {
+    assert {e["env_id"] for e in catalog["catalog"].rows} >= {
         "envscaler/good",
         "envscaler/params_str",
         "envscaler/second_only",
