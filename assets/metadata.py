@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import MaterializeResult, MetadataValue, TableColumn, TableRecord, TableSchema
+from dagster import AssetCheckResult, MaterializeResult, MetadataValue, TableColumn, TableRecord, TableSchema
 
 from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import catalog
@@ -136,6 +136,20 @@ def materialize(
     """The one way a stage's report becomes an asset's result: its warnings logged, its values as metadata (then
     ``metadata``: what only the asset knows, e.g. the Parquet files' column schema), ``result`` passed on
     (``data_version``, ``check_results``)."""
+    return MaterializeResult(metadata=_logged(context.log.warning, facts, metadata), **result)
+
+
+def check_result(
+    context: Any, facts: Facts, metadata: Mapping[str, Any] | None = None, strict: bool = False, **result: Any
+) -> AssetCheckResult:
+    """:func:`materialize` for an asset check (its warnings logged as errors when ``strict``); ``result``:
+    ``passed``, ``severity``, ``description``."""
+    return AssetCheckResult(
+        metadata=_logged(context.log.error if strict else context.log.warning, facts, metadata), **result
+    )
+
+
+def _logged(log: Any, facts: Facts, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     for line in facts.warnings:
-        context.log.warning(line)
-    return MaterializeResult(metadata={**metadata_of(facts.values), **(metadata or {})}, **result)
+        log(line)
+    return {**metadata_of(facts.values), **(metadata or {})}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pipeline.core.issues import TaskIssue
@@ -18,7 +18,7 @@ def build_catalog(
     layout: DataLayout,
     items: list[envscaler.EnvItem] | None = None,
     issues: list[TaskIssue] | None = None,
-    disabled: Mapping[str, str] | None = None,
+    disabled: Collection[str] = (),
 ) -> Facts:
     """Write ``environments.parquet`` and ``tool_code.parquet``: each registered source's rows
     (:meth:`pipeline.envs.source.EnvironmentSource.catalog`), in registry order; ``items`` are the run's
@@ -29,8 +29,9 @@ def build_catalog(
     anyway keeps its ``code(a_t)``). Disabled builtin / corpus sources contribute no ``items`` in the
     first place. Its facts (``environment_catalog``'s metadata): a headline, environments and (env, tool) pairs
     (per source too), the sources left out and why, the catalog, and the ``issues`` (items rejected, each also a
-    warning)."""
-    disabled, issues = disabled or {}, issues or []
+    warning; ``disabled``: why each source is, when it is a mapping)."""
+    issues = issues or []
+    disabled = disabled if isinstance(disabled, Mapping) else dict.fromkeys(disabled, "disabled")
     envs: list[dict[str, Any]] = []
     code_rows: list[dict[str, Any]] = []
     items = items or []

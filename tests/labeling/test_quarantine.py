@@ -42,7 +42,7 @@ def test_a_corrupted_environment_is_quarantined_and_the_others_are_not(small_lay
     report = verify_steps(layout, max_problems=1_000_000)
     assert not report.ok and victim["trajectory_id"] in report.failed_trajectories
     held = quarantine(layout, report)
-    assert held.environments == [victim["env_id"]]
+    assert held["quarantined_environments"].rows == [{"env_id": victim["env_id"]}]
 
     stratify(layout)
     strata = pq.read_table(layout.strata).to_pylist()
