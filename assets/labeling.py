@@ -7,13 +7,12 @@ from dagster import (
     AssetExecutionContext,
     Config,
     MaterializeResult,
-    MetadataValue,
     asset,
     asset_check,
 )
 from pydantic import Field
 
-from assets.metadata import check_result, materialize, parquet_metadata, suite_table
+from assets.metadata import check_result, materialize, parquet_metadata
 from assets.partitions import partition_metadata, scoped
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.quarantine import quarantine
@@ -21,6 +20,7 @@ from pipeline.labeling.steps import label, label_facts
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
 from pipeline.quality.outcomes import MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
 from pipeline.quality.suites import step_table_suite
+from pipeline.report.tables import Facts, Markdown
 from pipeline.store.reconstruct import verify_steps
 from resources import CompositionResource, DataStoreResource, RunPolicyResource, SandboxResource
 from resources.config_from import default_of
@@ -151,24 +151,11 @@ def relabel_is_deterministic(
 def step_table_expectations(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
     if layout.partition is not None and not layout.step_parts():
-        return AssetCheckResult(
-            passed=True,
-            metadata={
-                **partition_metadata(context),
-                "rows": 0,
-                "failures": MetadataValue.md("_empty partition: no steps to check_"),
-            },
-        )
+        facts = Facts({"rows": 0, "failures": Markdown("_empty partition: no steps to check_")})
+        return check_result(context, facts, partition_metadata(context), passed=True)
     suite = step_table_suite(layout)
-    return AssetCheckResult(
-        passed=suite.success,
-        metadata={
-            **partition_metadata(context),
-            "rows": suite.rows,
-            "expectations_evaluated": suite.evaluated,
-            "failures": suite_table(suite),
-        },
-    )
+    facts = Facts({"rows": suite.rows, "expectations_evaluated": suite.evaluated, "failures": suite.fact()})
+    return check_result(context, facts, partition_metadata(context), passed=suite.success)
 
 
 @asset_check(

@@ -57,14 +57,6 @@ def records_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], lim
     return MetadataValue.table(records=[TableRecord(r) for r in body], schema=schema)
 
 
-def frame_table(df: Any, index: bool = False, limit: int = MAX_ROWS) -> MetadataValue:
-    """Table metadata of a DataFrame (``index``: its index as the first column(s))."""
-    if index:
-        df = df.reset_index()
-    df.columns = [str(c) for c in df.columns]
-    return records_table(df.head(limit).to_dict("records"), list(df.columns), limit)
-
-
 _ARROW_TYPES = (
     (pa.types.is_boolean, "bool"),
     (pa.types.is_integer, "int"),
@@ -102,14 +94,6 @@ def parquet_metadata(files: Sequence[str | Path], table: str = "") -> dict[str, 
             ]
         ),
     }
-
-
-def suite_table(suite: Any) -> MetadataValue:
-    """A great-expectations suite's result (:class:`pipeline.quality.suites.SuiteResult`): its one-line
-    summary when it passed, else a table of the failed expectations with their first offending rows."""
-    if suite.success:
-        return MetadataValue.text(suite.summary())
-    return records_table(suite.failure_rows(), ["expectation", "column", "unexpected", "first_rows"])
 
 
 def metadata_of(values: Mapping[str, Any]) -> dict[str, Any]:

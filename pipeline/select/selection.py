@@ -81,6 +81,11 @@ class SelectionResult:
             "path": Path(self.path),
         }
         if self.kind == BENCHMARK:
+            with connect() as con:
+                envs = con.execute(
+                    "SELECT env_id, count(*) AS samples FROM read_parquet(?) GROUP BY 1 ORDER BY 2 DESC, 1", [self.path]
+                ).df()
+            values |= {"environments": len(envs), "env_coverage": Table.of_frame(envs)}
             warning = f"benchmark {self.version} holds what the corpus allows: {'; '.join(self.shortfall_lines())} "
             return Facts(values, [f"{warning}— fix: {SHORTFALL_FIX}"] if self.shortfalls else [])
         removed = sum(d["removed_by_key"] + d["removed_by_hash"] for d in self.decontamination)
