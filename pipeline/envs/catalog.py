@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import asdict
 from typing import Any
 
 from pipeline.core.issues import TaskIssue
@@ -56,7 +57,7 @@ def build_catalog(
         "environment, which the steps count apart (the run's summary reconciles the two)"
         + (f"; not listed (disabled): {', '.join(f'{k} ({v})' for k, v in disabled.items())}" if disabled else "")
     )
-    rejected = [{"env_id": i.task_id, "stage": i.stage, "reason": i.reason, "origin": i.origin} for i in issues]
+    rejected = [{"env_id": i.task_id, **asdict(i)} for i in issues]
     return Facts(
         {
             "headline": headline,

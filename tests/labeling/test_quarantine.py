@@ -89,5 +89,5 @@ def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):
     assert "died while labeling" in message and "bfcl/" in message
     logs: list[str] = []
     report = label(layout, sandbox, log=logs.append)
-    assert any("died while labeling" in i["reason"] for i in report.issues)
+    assert any("died while labeling" in i.reason for i in report.issues)
     assert report.steps > 0 and not inflight_path(layout).exists()
