@@ -50,7 +50,9 @@ def records_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], lim
     body = [{c: _cell(r.get(c)) for c in columns} for r in list(rows)[:limit]]
     schema = TableSchema(
         columns=[
-            TableColumn(name=str(c), type=_column_type(r[c] for r in body), description=describe(str(c)))
+            TableColumn(
+                name=str(c), type=_column_type(r[c] for r in body), description=catalog.column_description("", str(c))
+            )
             for c in columns
         ]
     )
@@ -73,11 +75,6 @@ def _arrow_type(dtype: pa.DataType) -> str:
     return next((name for test, name in _ARROW_TYPES if test(dtype)), str(dtype))
 
 
-def describe(column: str, table: str = "") -> str | None:
-    """The glossary's description of ``column`` (of ``table``, where its meaning depends on the table)."""
-    return catalog.column_description(table, column)
-
-
 def parquet_metadata(files: Sequence[str | Path], table: str = "") -> dict[str, Any]:
     """``dagster/row_count`` and ``dagster/column_schema`` of Parquet ``files`` (footers only); each column with
     its description (``table``: the DuckDB table / view the files are, for table-specific meanings)."""
@@ -90,7 +87,10 @@ def parquet_metadata(files: Sequence[str | Path], table: str = "") -> dict[str, 
         "dagster/row_count": rows,
         "dagster/column_schema": TableSchema(
             columns=[
-                TableColumn(name=f.name, type=_arrow_type(f.type), description=describe(f.name, table)) for f in schema
+                TableColumn(
+                    name=f.name, type=_arrow_type(f.type), description=catalog.column_description(table, f.name)
+                )
+                for f in schema
             ]
         ),
     }
