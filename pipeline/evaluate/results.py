@@ -214,10 +214,6 @@ def breakdowns(axes: Axes = AXES) -> dict[str, str]:
     return {"cell": "stratum", **{a.label: a.label_sql() for a in axes if a.by_label}}
 
 
-#: the keys a run's scores break down by, over the axes in force
-BREAKDOWNS = breakdowns()
-
-
 def breakdown(
     con: duckdb.DuckDBPyConnection,
     run_ids: list[str],
