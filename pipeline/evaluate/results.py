@@ -78,14 +78,10 @@ COLUMNS: dict[str, str] = {
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     """Create ``eval_results``, or bring a table written by an earlier version up to date (the column
     once called ``cm_lenient`` is ``cm_changed_paths``; new columns are added, NULL for old rows)."""
-    con.execute(f"CREATE TABLE IF NOT EXISTS eval_results ({', '.join(f'{c} {t}' for c, t in COLUMNS.items())})")
     have = table_columns(con, "eval_results")
     if "cm_lenient" in have and "cm_changed_paths" not in have:
         con.execute("ALTER TABLE eval_results RENAME COLUMN cm_lenient TO cm_changed_paths")
-        have = (have - {"cm_lenient"}) | {"cm_changed_paths"}
-    for column, kind in COLUMNS.items():
-        if column not in have:
-            con.execute(f"ALTER TABLE eval_results ADD COLUMN {column} {kind}")
+    warehouse.ensure_table(con, "eval_results", COLUMNS)
 
 
 def breakdown_views(axes: Axes = AXES) -> dict[str, str]:

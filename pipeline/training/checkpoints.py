@@ -33,8 +33,7 @@ from typing import Any
 import duckdb
 
 from pipeline.export.hf_layout import MARKER
-from pipeline.store import catalog
-from pipeline.store.duck import table_columns
+from pipeline.store import catalog, warehouse
 from pipeline.store.layout import DataLayout, file_lock
 from pipeline.training import steps
 from pipeline.training.llamafactory import MANIFEST
@@ -255,11 +254,7 @@ def _schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""CREATE TABLE IF NOT EXISTS sft_checkpoint_steps (
         checkpoint_version VARCHAR, parent_version VARCHAR, mixture_version VARCHAR, step INTEGER, path VARCHAR,
         present BOOLEAN, loss DOUBLE, epoch DOUBLE, written_at TIMESTAMPTZ, job_id VARCHAR, dagster_run_id VARCHAR)""")
-    con.execute(f"CREATE TABLE IF NOT EXISTS eval_job_runs ({', '.join(f'{c} VARCHAR' for c in EVAL_JOB_RUNS)})")
-    have = table_columns(con, "eval_job_runs")
-    for column in EVAL_JOB_RUNS:  # a table written by an earlier version: new columns, NULL for old rows
-        if column not in have:
-            con.execute(f"ALTER TABLE eval_job_runs ADD COLUMN {column} VARCHAR")
+    warehouse.ensure_table(con, "eval_job_runs", dict.fromkeys(EVAL_JOB_RUNS, "VARCHAR"))
 
 
 def _views(con: duckdb.DuckDBPyConnection) -> None:
