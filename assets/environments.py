@@ -27,7 +27,6 @@ def environment_catalog(
         items, issues = env_items(cfg)
     except SourceError as exc:  # a configured file missing or unreadable, or a corpus that gives nothing
         raise Failure(description=str(exc)) from None
-    disabled = disabled_sources(cfg)
-    report = build_catalog(layout, items, issues, disabled=disabled)
-    context.log.info(report.headline(layout.environments, disabled))
-    return materialize(context, report.facts(layout.environments, disabled), parquet_metadata([layout.environments]))
+    facts = build_catalog(layout, items, issues, disabled=disabled_sources(cfg))
+    context.log.info(facts["headline"])
+    return materialize(context, facts, parquet_metadata([layout.environments]))

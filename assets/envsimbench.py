@@ -1,10 +1,10 @@
 """Import the published EnvSimBench (benchmark and process data) as benchmark split versions of ours."""
 
-from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, Config, MaterializeResult, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.metadata import parquet_metadata, records_table
+from assets.metadata import materialize, parquet_metadata
 from pipeline.envsimbench import importer as envsimbench
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import DataStoreResource, HuggingFaceHubResource
@@ -58,35 +58,10 @@ def envsimbench_import(
         for name, files in parts.items()
         if files
     ]
-    if not reports:  # "Materialize all" on the default configuration: nothing to import, and it says so
-        message = (
-            "nothing imported: configure benchmark_files / process_files (local reference-format files) "
-            f"or repo_id (e.g. {envsimbench.HUB_REPO}) in this asset's config"
-        )
-        context.log.warning(f"envsimbench_import: {message}")
-        return MaterializeResult(metadata={"versions": MetadataValue.md(f"_{message}_")})
-    rows = [
-        {
-            "version": r.version,
-            "samples": r.samples,
-            "environments": r.environments,
-            "skipped": len(r.skipped),
-            "change_count_mismatches": len(r.change_count_mismatches),
-            "without_code": len(r.without_code),
-        }
-        for r in reports
-    ]
-    problems = [{"version": r.version, **s} for r in reports for s in r.skipped][:100]
     for r in reports:
         context.log.info(
             f"{r.version}: {r.samples} samples from {r.files}; strata {r.strata}; skipped {len(r.skipped)}; "
             f"change_count mismatches {len(r.change_count_mismatches)}"
         )
-    return MaterializeResult(
-        metadata={
-            "versions": records_table(rows, list(rows[0]), limit=len(rows)),
-            "skipped": records_table(problems, ["version", "id", "reason"], limit=100),
-            "strata": MetadataValue.json({r.version: r.strata for r in reports}),
-            **parquet_metadata([SplitStore(layout, BENCHMARK).samples(r.version) for r in reports]),
-        }
-    )
+    samples = [SplitStore(layout, BENCHMARK).samples(r.version) for r in reports]
+    return materialize(context, envsimbench.import_facts(reports), parquet_metadata(samples) if reports else {})

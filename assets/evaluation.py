@@ -15,11 +15,12 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, field_validator
 
-from assets.metadata import frame_table, materialize
+from assets.metadata import materialize, metadata_of
 from pipeline.evaluate import results
 from pipeline.evaluate.run import Scored, score_all
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import KINDS, SimulatorSpec, simulator_spec
+from pipeline.report.tables import Table
 from resources import DataStoreResource
 from resources.config_from import config_from
 
@@ -112,7 +113,8 @@ def simulator_eval(
         with duckdb.get_connection() as con:
             table = results.summary(con, run_ids)
         raise Failure(
-            description="; ".join(endpoint_failures), metadata={"split_version": version, "summary": frame_table(table)}
+            description="; ".join(endpoint_failures),
+            metadata=metadata_of({"split_version": version, "summary": Table.of_frame(table)}),
         )
     with duckdb.get_connection() as con:
         facts, oracle = results.run_facts(con, layout.eval_dir(version), version, run_ids, len(samples))

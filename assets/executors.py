@@ -37,7 +37,7 @@ def _executor_config(current: Settings) -> dict:
 
 def executor_for(current: Settings) -> ExecutorDefinition | None:
     """The executor ``current.executor`` names (None: Dagster's default, multiprocess or in-process by run config)."""
-    name = current.executor  # one of EXECUTORS: a Literal of Settings
+    name = current.executor  # a Literal of Settings (``Executor``)
     config = _executor_config(current)
     if "max_concurrent" in config and name not in ("multiprocess", "k8s"):
         raise ValueError(f"ENVSIM_MAX_CONCURRENT applies to the multiprocess and k8s executors, not {name!r}")

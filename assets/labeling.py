@@ -7,21 +7,20 @@ from dagster import (
     AssetExecutionContext,
     Config,
     MaterializeResult,
-    MetadataValue,
     asset,
     asset_check,
 )
 from pydantic import Field
 
-from assets.metadata import materialize, parquet_metadata, records_table, suite_table
+from assets.metadata import check_result, materialize, parquet_metadata
 from assets.partitions import partition_metadata, scoped
-from pipeline.core.untrusted import md
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.quarantine import quarantine
 from pipeline.labeling.steps import label, label_facts
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
 from pipeline.quality.outcomes import MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
 from pipeline.quality.suites import step_table_suite
+from pipeline.report.tables import Facts, Markdown
 from pipeline.store.reconstruct import verify_steps
 from resources import CompositionResource, DataStoreResource, RunPolicyResource, SandboxResource
 from resources.config_from import default_of
@@ -84,26 +83,10 @@ def delta_roundtrip(
     layout = scoped(store.layout(), context)
     report = verify_steps(layout, max_problems=1_000_000)
     strict = run_policy.strict
-    held = quarantine(layout, report, strict=strict)
-    if held.environments:
-        context.log.warning(
-            f"delta_roundtrip: quarantined {', '.join(held.environments)} ({held.steps} steps excluded from the splits)"
-        )
-    return AssetCheckResult(
-        passed=report.ok,
-        severity=AssetCheckSeverity.WARN
-        if report.ok or (held.environments and not strict)
-        else AssetCheckSeverity.ERROR,
-        metadata={
-            **partition_metadata(context),
-            "trajectories": report.trajectories,
-            "steps_verified": report.steps,
-            "quarantined_environments": records_table([{"env_id": e} for e in held.environments], ["env_id"]),
-            "quarantined_steps": held.steps,
-            "strict": strict,
-            "problems": MetadataValue.md("\n".join(f"- {md(p)}" for p in report.problems[:50]) or "_none_"),
-        },
-    )
+    facts = quarantine(layout, report, strict=strict)
+    held = bool(facts["quarantined_environments"].rows) and not strict
+    severity = AssetCheckSeverity.WARN if report.ok or held else AssetCheckSeverity.ERROR
+    return check_result(context, facts, partition_metadata(context), passed=report.ok, severity=severity)
 
 
 class DeterminismConfig(Config):
@@ -146,36 +129,14 @@ def relabel_is_deterministic(
         report = check_determinism(
             scoped(store.layout(), context), box, config.sample_size, config.seed, per_env=config.per_env, strict=strict
         )
-    if not report.ok:
-        log = context.log.error if strict else context.log.warning
-        log(f"relabel_is_deterministic: {report.headline()}")
-        for env, reason in report.reasons.items():
-            log(f"  quarantined {env}: {reason[:300]}")
-    by_env = [
-        {"env_id": e, "excluded_steps": n, "reason": report.reasons.get(e, "")[:300]}
-        for e, n in report.by_env().items()
-    ]
-    return AssetCheckResult(
+    return check_result(
+        context,
+        report.facts(),
+        partition_metadata(context),
+        strict,
         passed=report.ok,
         severity=AssetCheckSeverity.ERROR if strict else AssetCheckSeverity.WARN,
         description=report.headline(),
-        metadata={
-            **partition_metadata(context),
-            "headline": report.headline(),
-            "sampled_trajectories": len(report.sampled),
-            "sampled_per_environment": report.per_env,
-            "steps_compared": report.steps_compared,
-            "explored_steps_compared": report.explored_compared,
-            "quarantined_environments": records_table(
-                [{"env_id": e, "reason": r[:300]} for e, r in report.reasons.items()], ["env_id", "reason"]
-            ),
-            "nondeterministic_environments": ", ".join(report.quarantined()) or "none",
-            "excluded_steps": len(report.excluded),
-            "excluded_by_env": records_table(by_env, ["env_id", "excluded_steps", "reason"]),
-            "strict": strict,
-            "mismatches": MetadataValue.md("\n".join(f"- {md(m[:500])}" for m in report.mismatches[:50]) or "_none_"),
-            "findings": MetadataValue.path(str(report.path.resolve())) if report.path else "",
-        },
     )
 
 
@@ -190,24 +151,11 @@ def relabel_is_deterministic(
 def step_table_expectations(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
     if layout.partition is not None and not layout.step_parts():
-        return AssetCheckResult(
-            passed=True,
-            metadata={
-                **partition_metadata(context),
-                "rows": 0,
-                "failures": MetadataValue.md("_empty partition: no steps to check_"),
-            },
-        )
+        facts = Facts({"rows": 0, "failures": Markdown("_empty partition: no steps to check_")})
+        return check_result(context, facts, partition_metadata(context), passed=True)
     suite = step_table_suite(layout)
-    return AssetCheckResult(
-        passed=suite.success,
-        metadata={
-            **partition_metadata(context),
-            "rows": suite.rows,
-            "expectations_evaluated": suite.evaluated,
-            "failures": suite_table(suite),
-        },
-    )
+    facts = Facts({"rows": suite.rows, "expectations_evaluated": suite.evaluated, "failures": suite.fact()})
+    return check_result(context, facts, partition_metadata(context), passed=suite.success)
 
 
 @asset_check(
@@ -225,31 +173,11 @@ def step_table_expectations(context: AssetCheckExecutionContext, store: DataStor
 )
 def outcome_labels_plausible(context: AssetCheckExecutionContext, store: DataStoreResource) -> AssetCheckResult:
     report = check_outcomes(scoped(store.layout(), context))
-    for line in report.warnings():
-        context.log.warning(f"{OUTCOME_CHECK}: {line}")
-    return AssetCheckResult(
+    return check_result(
+        context,
+        report.facts(),
+        partition_metadata(context),
         passed=report.ok,
         severity=AssetCheckSeverity.WARN,
         description=report.headline(),
-        metadata={
-            **partition_metadata(context),
-            "headline": report.headline(),
-            "corpora": records_table(  # with each explored environment judged implausible on its own
-                [c.row() for c in [*report.corpora, *(e for e in report.environments if e.problem)]],
-                [
-                    "corpus",
-                    "steps",
-                    "errors",
-                    "failures",
-                    "failure_share",
-                    "outcome_rule",
-                    "finding",
-                    "example_step",
-                    "example_observation",
-                ],
-            ),
-            "findings": MetadataValue.md("\n".join(f"- {md(w)}" for w in report.warnings()) or "_none_"),
-            "min_steps": MIN_STEPS,
-            "max_failure_share": MAX_FAILURE_SHARE,
-        },
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import MaterializeResult, MetadataValue, TableColumn, TableRecord, TableSchema
+from dagster import AssetCheckResult, MaterializeResult, MetadataValue, TableColumn, TableRecord, TableSchema
 
 from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import catalog
@@ -50,19 +50,13 @@ def records_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], lim
     body = [{c: _cell(r.get(c)) for c in columns} for r in list(rows)[:limit]]
     schema = TableSchema(
         columns=[
-            TableColumn(name=str(c), type=_column_type(r[c] for r in body), description=describe(str(c)))
+            TableColumn(
+                name=str(c), type=_column_type(r[c] for r in body), description=catalog.column_description("", str(c))
+            )
             for c in columns
         ]
     )
     return MetadataValue.table(records=[TableRecord(r) for r in body], schema=schema)
-
-
-def frame_table(df: Any, index: bool = False, limit: int = MAX_ROWS) -> MetadataValue:
-    """Table metadata of a DataFrame (``index``: its index as the first column(s))."""
-    if index:
-        df = df.reset_index()
-    df.columns = [str(c) for c in df.columns]
-    return records_table(df.head(limit).to_dict("records"), list(df.columns), limit)
 
 
 _ARROW_TYPES = (
@@ -81,11 +75,6 @@ def _arrow_type(dtype: pa.DataType) -> str:
     return next((name for test, name in _ARROW_TYPES if test(dtype)), str(dtype))
 
 
-def describe(column: str, table: str = "") -> str | None:
-    """The glossary's description of ``column`` (of ``table``, where its meaning depends on the table)."""
-    return catalog.column_description(table, column)
-
-
 def parquet_metadata(files: Sequence[str | Path], table: str = "") -> dict[str, Any]:
     """``dagster/row_count`` and ``dagster/column_schema`` of Parquet ``files`` (footers only); each column with
     its description (``table``: the DuckDB table / view the files are, for table-specific meanings)."""
@@ -98,18 +87,13 @@ def parquet_metadata(files: Sequence[str | Path], table: str = "") -> dict[str, 
         "dagster/row_count": rows,
         "dagster/column_schema": TableSchema(
             columns=[
-                TableColumn(name=f.name, type=_arrow_type(f.type), description=describe(f.name, table)) for f in schema
+                TableColumn(
+                    name=f.name, type=_arrow_type(f.type), description=catalog.column_description(table, f.name)
+                )
+                for f in schema
             ]
         ),
     }
-
-
-def suite_table(suite: Any) -> MetadataValue:
-    """A great-expectations suite's result (:class:`pipeline.quality.suites.SuiteResult`): its one-line
-    summary when it passed, else a table of the failed expectations with their first offending rows."""
-    if suite.success:
-        return MetadataValue.text(suite.summary())
-    return records_table(suite.failure_rows(), ["expectation", "column", "unexpected", "first_rows"])
 
 
 def metadata_of(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,6 +120,20 @@ def materialize(
     """The one way a stage's report becomes an asset's result: its warnings logged, its values as metadata (then
     ``metadata``: what only the asset knows, e.g. the Parquet files' column schema), ``result`` passed on
     (``data_version``, ``check_results``)."""
+    return MaterializeResult(metadata=_logged(context.log.warning, facts, metadata), **result)
+
+
+def check_result(
+    context: Any, facts: Facts, metadata: Mapping[str, Any] | None = None, strict: bool = False, **result: Any
+) -> AssetCheckResult:
+    """:func:`materialize` for an asset check (its warnings logged as errors when ``strict``); ``result``:
+    ``passed``, ``severity``, ``description``."""
+    return AssetCheckResult(
+        metadata=_logged(context.log.error if strict else context.log.warning, facts, metadata), **result
+    )
+
+
+def _logged(log: Any, facts: Facts, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     for line in facts.warnings:
-        context.log.warning(line)
-    return MaterializeResult(metadata={**metadata_of(facts.values), **(metadata or {})}, **result)
+        log(line)
+    return {**metadata_of(facts.values), **(metadata or {})}

@@ -3,7 +3,6 @@
 from enum import Enum
 from typing import Literal
 
-import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -12,15 +11,15 @@ from dagster import (
     Config,
     DataVersion,
     MaterializeResult,
-    MetadataValue,
     asset,
 )
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.metadata import frame_table, materialize, parquet_metadata, suite_table
+from assets.metadata import materialize, metadata_of, parquet_metadata
 from pipeline.core.decontamination import DECONTAMINATION, DEFAULT_DECONTAMINATION
 from pipeline.quality.suites import composition_suite, overlap_suite
+from pipeline.report.tables import Markdown
 from pipeline.select.selection import (
     MIXTURE_COMPOSITIONS,
     SelectionResult,
@@ -28,7 +27,7 @@ from pipeline.select.selection import (
     build_mixture,
 )
 from pipeline.select.shortfall import SHORTFALL_FIX
-from pipeline.select.stratify import stratify
+from pipeline.select.stratify import strata_facts, stratify
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import CompositionResource, DataStoreResource, RunPolicyResource
 
@@ -46,10 +45,12 @@ def step_strata(
     resource then refreshes the DuckDB views). The candidates per cell are counted against the composition in
     force (resource `composition`, default: the profile's)."""
     layout = store.layout()
-    report = stratify(layout)
-    context.log.info(f"{report.steps} steps stratified ({report.usable} usable) -> {report.path}")
-    facts = report.facts(layout, composition.composition())
-    return materialize(context, facts, parquet_metadata([report.path]), data_version=DataVersion(report.fingerprint))
+    stratify(layout)
+    facts = strata_facts(layout, composition.composition())
+    context.log.info(f"{facts['steps']} steps stratified ({facts['usable_steps']} usable) -> {layout.strata}")
+    return materialize(
+        context, facts, parquet_metadata([layout.strata]), data_version=DataVersion(facts["input_fingerprint"])
+    )
 
 
 class Shortfall(str, Enum):
@@ -87,12 +88,14 @@ def _composition_check(name: str, result: SelectionResult, on_shortfall: str) ->
         passed=suite.success and not short,
         severity=AssetCheckSeverity.ERROR if on_shortfall == "fail" else AssetCheckSeverity.WARN,
         description=("short strata: " + "; ".join(short) + (f" — fix: {fix['fix']}" if fix else "")) if short else None,
-        metadata={
-            "expectations": suite_table(suite),
-            "short_strata": len(short),
-            "shortfall_detail": MetadataValue.md("\n".join(f"- {line}" for line in short) or "_none_"),
-            **fix,
-        },
+        metadata=metadata_of(
+            {
+                "expectations": suite.fact(),
+                "short_strata": len(short),
+                "shortfall_detail": Markdown("\n".join(f"- {line}" for line in short) or "_none_"),
+                **fix,
+            }
+        ),
     )
 
 
@@ -128,18 +131,10 @@ def benchmark_split(
         config.make_current,
         dagster_run_id=context.run.run_id,
     )
-    envs = (
-        pd.read_parquet(result.path, columns=["env_id", "stratum"])
-        .groupby("env_id")
-        .size()
-        .rename("samples")
-        .reset_index()
-    )
-    coverage = {"environments": len(envs), "env_coverage": frame_table(envs.sort_values("samples", ascending=False))}
     return materialize(
         context,
         result.facts(),
-        {**parquet_metadata([result.path]), **coverage},
+        parquet_metadata([result.path]),
         check_results=[_composition_check("composition_matches", result, on_shortfall)],
         data_version=DataVersion(result.version),
     )
@@ -220,7 +215,7 @@ def sft_mixture(
             AssetCheckResult(
                 check_name="no_benchmark_overlap",
                 passed=overlap.success,
-                metadata={"expectations": suite_table(overlap)},
+                metadata=metadata_of({"expectations": overlap.fact()}),
             ),
         ],
     )

@@ -12,7 +12,6 @@ from dagster import (
     Config,
     EventLogEntry,
     MaterializeResult,
-    MetadataValue,
     RunRequest,
     SensorEvaluationContext,
     asset,
@@ -24,9 +23,16 @@ from pydantic import Field
 
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig
-from assets.metadata import frame_table, materialize, parquet_metadata
+from assets.metadata import materialize, parquet_metadata
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
-from pipeline.curriculum.mixture import CURRICULUM, CurriculumSpec, build_curriculum, describe, record, resolve_run
+from pipeline.curriculum.mixture import (
+    CURRICULUM,
+    CurriculumSpec,
+    build_curriculum,
+    curriculum_facts,
+    record,
+    resolve_run,
+)
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import KINDS
 from pipeline.models.agent_settings import AgentSettings
@@ -158,22 +164,10 @@ def rollout_sft_dataset(
     if not config.simulators and not chosen:  # only baselines so far: export them (the offline default)
         chosen = files
     directory = Path(config.directory) if config.directory else layout.export_dir(f"rollouts-{config.filter}")
-    report = export_rollouts(chosen, directory, config.filter)
+    facts = export_rollouts(chosen, directory, config.filter)
     layout.record_export(f"rollouts-{config.filter}", directory)  # the summary reads it there
-    context.log.info(f"{report.kept} of {report.rollouts} rollouts exported ({report.filter}) to {directory}")
-    return MaterializeResult(
-        metadata={
-            "filter": report.filter,
-            "rollouts": report.rollouts,
-            "kept": report.kept,
-            "dropped": report.dropped,
-            "without_question": report.without_question,
-            "steps_kept": report.steps_kept,
-            "steps_dropped": report.steps_dropped,
-            "path": MetadataValue.path(str(directory.resolve())),
-            **parquet_metadata(sorted((directory / "data").glob("*.parquet"))),
-        }
-    )
+    context.log.info(f"{facts['kept']} of {facts['rollouts']} rollouts exported ({config.filter}) to {directory}")
+    return materialize(context, facts, parquet_metadata(sorted((directory / "data").glob("*.parquet"))))
 
 
 class CurriculumConfig(config_from(CurriculumSpec, exclude={"run_id"})):
@@ -202,26 +196,7 @@ def curriculum_mixture(
         spec = config.to_domain(run_id=rid)
         result = build_curriculum(layout, con, spec, config.make_current, dagster_run_id=context.run.run_id)
         record(con, layout)
-    import pandas as pd
-
-    groups = pd.DataFrame(result.groups)[
-        ["group", "estimate", "eval_samples", "weight", "filtered", "candidates", "quota", "selected"]
-    ]
-    sel = result.selection
-    if sel.shortfalls:
-        context.log.warning(f"curriculum {sel.version} under-filled: {sel.shortfall_message()}")
-    return MaterializeResult(
-        metadata={
-            "version": sel.version,
-            "evaluation_run": rid,
-            "weighting": describe(spec),
-            "samples": sel.samples,
-            "benchmark_version": sel.spec["benchmark"],
-            "groups": frame_table(groups),
-            "path": MetadataValue.path(sel.path),
-            **parquet_metadata([sel.path]),
-        }
-    )
+    return materialize(context, curriculum_facts(result, spec), parquet_metadata([result.path]))
 
 
 simulation = define_asset_job(

@@ -13,10 +13,11 @@ from pydantic import Field
 
 from assets.evaluation import EvalConfig
 from assets.metadata import materialize
+from pipeline.core.progress import Log
 from pipeline.evaluate.simulator_spec import EndpointSettings, SimulatorSpec
 from pipeline.training import base_models, checkpoints, steps
 from pipeline.training.eval_run import eval_extras, eval_facts, eval_script, record_eval
-from pipeline.training.launchers import JobFailed, LogSink
+from pipeline.training.launchers import JobFailed
 from pipeline.training.llamafactory import TrainSettings, launch_env, tracking_env, train_script
 from pipeline.training.serve import SERVED_SIMULATOR_DEFAULTS, SERVED_SIMULATOR_FIELDS, ServeSpec
 from pipeline.training.sft_run import plan_run, run_facts, run_manifest, stage_run
@@ -40,7 +41,7 @@ class TrainConfig(config_from(TrainSettings, aliases={"extra": "extra_args"})):
     )
 
 
-def _step_sink(context: AssetExecutionContext, duckdb: DuckDBResource, run_dir: Path) -> LogSink:
+def _step_sink(context: AssetExecutionContext, duckdb: DuckDBResource, run_dir: Path) -> Log:
     """The training job's log into the run's log; each checkpoint the job announces is registered in
     ``sft_checkpoint_steps`` as it is written (a database busy for longer than the resource's retries gets it
     when the job ends)."""
@@ -182,7 +183,9 @@ class EvalJobConfig(EvalConfig):
 
     serve: ServeConfig | None = Field(default=None, description="Serve this checkpoint in the job and score it too.")
     max_samples: int | None = Field(
-        default=None, description="Score only the first N samples in the split's pick order."
+        default=None,
+        description="Score only N samples, taken across the strata (each stratum's first in pick order, then its "
+        "second, …).",
     )
     gpus: int = Field(default=0, description="GPUs for the evaluation job (vLLM serving needs ≥ 1).")
 

@@ -24,6 +24,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from pipeline.core.progress import Log
 from pipeline.store.layout import DataLayout
 from pipeline.training.launchers import (
     KILL_AFTER_S,
@@ -31,7 +32,6 @@ from pipeline.training.launchers import (
     JobResult,
     JobSpec,
     LogFollower,
-    LogSink,
     SlurmLauncher,
     find_llamafactory,
     hub_environment,
@@ -141,7 +141,7 @@ class JobLauncherResource(
         nodes: int = 1,
         requeue: bool = False,
         needs: JobNeeds | None = None,
-        sink: LogSink | None = None,
+        sink: Log | None = None,
     ) -> tuple[JobResult, list[Any]]:
         """Run a job script with the Pipes bootstrap (and ``env``) in its environment; returns (job, Pipes results).
         ``timeout_s`` overrides ``time_limit_min`` (local: the job's time limit; Slurm: how long to wait). Each line
@@ -169,7 +169,7 @@ def _run_local(
     injector: PipesFileContextInjector,
     reader: PipesFileMessageReader,
     timeout_s: float | None,
-    sink: LogSink,
+    sink: Log,
 ) -> tuple[JobResult, list[Any]]:
     """The job under ``PipesSubprocessClient``, its log followed into ``sink`` while it runs."""
     job = local_job(spec, timeout_s)

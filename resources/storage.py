@@ -16,7 +16,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from pipeline.store import duck, warehouse
-from pipeline.store.layout import DataLayout, default_data_root
+from pipeline.store.layout import DataLayout, default_data_root, resolve_root
 from resources.launcher import JobLauncherResource
 
 
@@ -45,7 +45,7 @@ DATA_ROOT_TAG = "envsim/data_root"
 
 def root_tag(data_root: str | Path) -> str:
     """The value of ``envsim/data_root`` for ``data_root`` (absolute, resolved)."""
-    return str(Path(data_root).expanduser().resolve())
+    return str(resolve_root(data_root))
 
 
 class DataStoreDuckDBResource(DuckDBResource):

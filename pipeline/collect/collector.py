@@ -37,12 +37,6 @@ class CollectReport:
     by_env: Counter[str] = field(default_factory=Counter)
     by_strategy: Counter[str] = field(default_factory=Counter)
 
-    def issue_rows(self) -> list[dict[str, Any]]:
-        return [
-            {"stage": i.stage, "task_id": i.task_id, "trajectory_id": None, "reason": i.reason, "origin": i.origin}
-            for i in self.issues
-        ]
-
 
 def _json_actions(traj: Trajectory) -> Trajectory:
     """Normalise action arguments to the JSON values that are stored (and later re-executed)."""
@@ -119,7 +113,7 @@ def collect(
         write_table(layout.trajectories, rows(), schema.TRAJECTORIES, batch_rows=128)
     for phase in (progress or {}).values():
         phase.finish()  # a phase that ended short of its total (a trajectory not run) still gets its last line
-    write_table(layout.collection_issues, report.issue_rows(), schema.ISSUES)
+    write_table(layout.collection_issues, map(dataclasses.asdict, report.issues), schema.ISSUES)
     if layout.partition is None:
         for name in end_unpartitioned(layout):
             log(f"removed {name} (a partitioned collection's file; this collection is unpartitioned)")

@@ -4,7 +4,7 @@ what the shard held (kept with the trajectories by :mod:`pipeline.collect.reuse`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
@@ -60,7 +60,7 @@ def collection_facts(
                 [{"category": k, "trajectories": n} for k, n in sorted(report.by_category.items())],
                 ["category", "trajectories"],
             ),
-            "rejected": Table(report.issue_rows(), ["task_id", "stage", "reason", "origin"]),
+            "rejected": Table([asdict(i) for i in report.issues], ["task_id", "stage", "reason", "origin"]),
             "path": layout.trajectories.resolve(),
         }
     )

@@ -46,8 +46,6 @@ class SettingsError(ValueError):
 
 
 Executor = Literal["multiprocess", "in_process", "celery", "k8s"]
-#: the values ``ENVSIM_EXECUTOR`` takes (the executors ``assets.definitions`` builds)
-EXECUTORS: tuple[str, ...] = get_args(Executor)
 
 _PREFIX = "ENVSIM_"
 _OWN_NAMES = {"slurm_conf": "SLURM_CONF"}  # fields read from a variable of another program

@@ -195,8 +195,6 @@ def benchmark_group(outcome: str, delta_size: int) -> str:
 
 
 #: the same rules in SQL, for scans over the steps / strata table (generated from :data:`RULES`)
-DELTA_BUCKET_SQL = RULES.delta_bucket.sql()
-ARGS_CARDINALITY_SQL = RULES.args_cardinality.sql()
 BENCHMARK_CELL_SQL = RULES.benchmark_cell.sql()
 BALANCE2_GROUP_SQL = RULES.balance2_group.sql()
 BENCHMARK_GROUP_SQL = RULES.benchmark_group.sql()

@@ -27,7 +27,7 @@ the curve and its settings, and the estimates).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import duckdb
@@ -35,6 +35,7 @@ import duckdb
 from pipeline.core.axes import AXES
 from pipeline.core.fields import setting
 from pipeline.core.strata import BENCHMARK_GROUP_SQL, BEYOND_SQL
+from pipeline.report.tables import Facts, Table
 from pipeline.select.selection import (
     DEFAULT_DECONTAMINATION,
     PICKING_RULE,
@@ -108,12 +109,6 @@ class CurriculumSpec:
             raise ValueError(f"curriculum filter_k must be ≥ 0 (or None for no filter), got {self.filter_k!r}")
         if self.curve == "flat_top" and not (self.band > 0 and math.isfinite(self.band)):
             raise ValueError(f"curriculum band must be a finite number > 0 with curve 'flat_top', got {self.band!r}")
-
-
-@dataclass
-class CurriculumResult:
-    selection: SelectionResult
-    groups: list[dict[str, Any]] = field(default_factory=list)
 
 
 class NoEvaluation(ValueError):
@@ -260,8 +255,9 @@ def build_curriculum(
     spec: CurriculumSpec,
     make_current: bool = True,
     dagster_run_id: str | None = None,
-) -> CurriculumResult:
-    """Estimate, weigh, allocate and pick; writes ``data/splits/curriculum/<version>/`` like Balance2."""
+) -> SelectionResult:
+    """Estimate, weigh, allocate and pick; writes ``data/splits/curriculum/<version>/`` like Balance2 (the result's
+    ``groups``: each group's estimate, weight, quota and picks)."""
     rule = decontamination(spec.decontaminate)
     est = estimates(eval_con, spec)
     scored_on = eval_con.execute(
@@ -332,7 +328,25 @@ def build_curriculum(
     manifest = store.manifest(version)
     manifest["groups"] = groups
     store.write_manifest(version, manifest)
-    return CurriculumResult(result, groups)
+    result.groups = groups
+    return result
+
+
+#: the columns of a group in the curriculum's metadata
+GROUP_COLUMNS = ["group", "estimate", "eval_samples", "weight", "filtered", "candidates", "quota", "selected"]
+
+
+def curriculum_facts(result: SelectionResult, spec: CurriculumSpec) -> Facts:
+    """What a curriculum reports (``curriculum_mixture``'s metadata): a selection's facts, the evaluation run
+    that drove it, its weighting and benchmark, and its groups."""
+    facts = result.facts()
+    facts.values |= {
+        "evaluation_run": spec.run_id,
+        "weighting": describe(spec),
+        "benchmark_version": result.spec["benchmark"],
+        "groups": Table(result.groups, GROUP_COLUMNS),
+    }
+    return facts
 
 
 def _group_rows(version: str, manifest: dict[str, Any]) -> list[dict[str, Any]]:

@@ -167,9 +167,6 @@ class BfclEnvironment:
     def has_tool(self, name: str) -> bool:
         return name in self._owner and not name.startswith("_")
 
-    def owner_of(self, name: str) -> str:
-        return self._owner[name]
-
     def reset(self, init_config: dict[str, Any], long_context: bool = False, **_: Any) -> None:
         self._instances = {}
         for cls_name in self.classes:

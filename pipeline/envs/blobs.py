@@ -35,10 +35,6 @@ def get(ref: str) -> str:
         raise KeyError(f"unknown code/tools blob {ref!r} (is the environment catalog materialized?)") from None
 
 
-def has(ref: str) -> bool:
-    return ref in _BLOBS
-
-
 def update(blobs: dict[str, str]) -> None:
     _BLOBS.update(blobs)
 

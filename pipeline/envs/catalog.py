@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 from pipeline.core.issues import TaskIssue
@@ -16,57 +15,12 @@ from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import write_table
 
 
-@dataclass
-class CatalogReport:
-    environments: list[dict[str, Any]] = field(default_factory=list)
-    tools: int = 0
-    issues: list[TaskIssue] = field(default_factory=list)
-
-    def by_source(self) -> list[dict[str, Any]]:
-        """Environments and (env, tool) pairs per source, by source."""
-        rows: dict[str, dict[str, Any]] = {}
-        for env in self.environments:
-            row = rows.setdefault(env["source"], {"source": env["source"], "environments": 0, "tool_pairs": 0})
-            row["environments"] += 1
-            row["tool_pairs"] += env["num_tools"]
-        return [rows[source] for source in sorted(rows)]
-
-    def headline(self, path: Path, disabled: Mapping[str, str]) -> str:
-        per_source = ", ".join(f"{r['source']} {r['environments']}" for r in self.by_source())
-        return (
-            f"catalog: {len(self.environments)} environments ({per_source}), {self.tools} (env, tool) pairs -> "
-            f"{path}; a task that involves several runs them as one composite environment, which the steps count "
-            "apart (the run's summary reconciles the two)"
-            + (f"; not listed (disabled): {', '.join(f'{k} ({v})' for k, v in disabled.items())}" if disabled else "")
-        )
-
-    def facts(self, path: Path, disabled: Mapping[str, str]) -> Facts:
-        """What the catalog reports (``environment_catalog``'s metadata): environments, pairs, the sources left
-        out and why, the catalog, and the items rejected (each also a warning)."""
-        rejected = [
-            {"env_id": i.task_id, "stage": i.stage, "reason": i.reason, "origin": i.origin} for i in self.issues
-        ]
-        return Facts(
-            {
-                "environments": len(self.environments),
-                "tool_pairs": self.tools,
-                "rejected_items": len(self.issues),
-                "disabled_sources": Table([{"source": k, "why": v} for k, v in disabled.items()], ["source", "why"]),
-                "by_source": Table(self.by_source(), ["source", "environments", "tool_pairs"]),
-                "catalog": Table(self.environments, ["env_id", "env_class", "license", "num_tools"]),
-                "rejected": Table(rejected, ["env_id", "stage", "reason", "origin"]),
-                "path": path.resolve(),
-            },
-            [f"env {shown(i.task_id)} ({i.stage}): {shown(i.reason, 2000)}" for i in self.issues],
-        )
-
-
 def build_catalog(
     layout: DataLayout,
     items: list[envscaler.EnvItem] | None = None,
     issues: list[TaskIssue] | None = None,
     disabled: Collection[str] = (),
-) -> CatalogReport:
+) -> Facts:
     """Write ``environments.parquet`` and ``tool_code.parquet``: each registered source's rows
     (:meth:`pipeline.envs.source.EnvironmentSource.catalog`), in registry order; ``items`` are the run's
     EnvScaler-format items (:func:`pipeline.collect.sources.env_items`), each given to its source.
@@ -74,7 +28,11 @@ def build_catalog(
     The ``disabled`` sources (:func:`pipeline.collect.sources.disabled_sources`) are neither listed nor
     counted; bfcl's tool code is still stored (content-keyed, so a step that names a bfcl environment
     anyway keeps its ``code(a_t)``). Disabled builtin / corpus sources contribute no ``items`` in the
-    first place."""
+    first place. Its facts (``environment_catalog``'s metadata): a headline, environments and (env, tool) pairs
+    (per source too), the sources left out and why, the catalog, and the ``issues`` (items rejected, each also a
+    warning; ``disabled``: why each source is, when it is a mapping)."""
+    issues = issues or []
+    disabled = disabled if isinstance(disabled, Mapping) else dict.fromkeys(disabled, "disabled")
     envs: list[dict[str, Any]] = []
     code_rows: list[dict[str, Any]] = []
     items = items or []
@@ -86,7 +44,34 @@ def build_catalog(
     unique_code = {row["code_ref"]: row for row in code_rows}
     write_table(layout.environments, envs, schema.ENVIRONMENTS)
     write_table(layout.tool_code, unique_code.values(), schema.TOOL_CODE)
-    return CatalogReport(environments=envs, tools=sum(e["num_tools"] for e in envs), issues=list(issues or []))
+    by_source: dict[str, dict[str, Any]] = {}
+    for env in envs:
+        row = by_source.setdefault(env["source"], {"source": env["source"], "environments": 0, "tool_pairs": 0})
+        row["environments"] += 1
+        row["tool_pairs"] += env["num_tools"]
+    tools = sum(e["num_tools"] for e in envs)
+    per_source = ", ".join(f"{source} {row['environments']}" for source, row in sorted(by_source.items()))
+    headline = (
+        f"catalog: {len(envs)} environments ({per_source}), "
+        f"{tools} (env, tool) pairs -> {layout.environments}; a task that involves several runs them as one composite "
+        "environment, which the steps count apart (the run's summary reconciles the two)"
+        + (f"; not listed (disabled): {', '.join(f'{k} ({v})' for k, v in disabled.items())}" if disabled else "")
+    )
+    rejected = [{"env_id": i.task_id, **asdict(i)} for i in issues]
+    return Facts(
+        {
+            "headline": headline,
+            "environments": len(envs),
+            "tool_pairs": tools,
+            "rejected_items": len(issues),
+            "disabled_sources": Table([{"source": k, "why": v} for k, v in disabled.items()], ["source", "why"]),
+            "by_source": Table([by_source[s] for s in sorted(by_source)], ["source", "environments", "tool_pairs"]),
+            "catalog": Table(envs, ["env_id", "env_class", "license", "num_tools"]),
+            "rejected": Table(rejected, ["env_id", "stage", "reason", "origin"]),
+            "path": layout.environments.resolve(),
+        },
+        [f"env {shown(i.task_id)} ({i.stage}): {shown(i.reason, 2000)}" for i in issues],
+    )
 
 
 def load_blobs(layout: DataLayout) -> None:

@@ -44,6 +44,7 @@ from pipeline.core.protocol import parse_observation
 from pipeline.core.strata import BENCHMARK_CELLS, Cell
 from pipeline.envs import blobs
 from pipeline.envsimbench.export import ENV_CODE_FILE, PUBLISHED_FILE
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import glossary
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
@@ -360,6 +361,37 @@ def import_envsimbench(
         store.set_current(version)
     report.samples, report.strata, report.environments = len(rows), dict(counts), len(envs)
     return report
+
+
+def import_facts(reports: list[ImportReport]) -> Facts:
+    """What an import reports (``envsimbench_import``'s metadata): each version imported with its counts, the
+    samples skipped (by id, with the reason) and the strata; with nothing imported, what to configure."""
+    if not reports:  # "Materialize all" on the default configuration: nothing to import, and it says so
+        message = (
+            "nothing imported: configure benchmark_files / process_files (local reference-format files) "
+            f"or repo_id (e.g. {HUB_REPO}) in this asset's config"
+        )
+        return Facts({"versions": Markdown(f"_{message}_")}, [f"envsimbench_import: {message}"])
+    rows = [
+        {
+            "version": r.version,
+            "samples": r.samples,
+            "environments": r.environments,
+            "skipped": len(r.skipped),
+            "change_count_mismatches": len(r.change_count_mismatches),
+            "without_code": len(r.without_code),
+        }
+        for r in reports
+    ]
+    return Facts(
+        {
+            "versions": Table(rows, list(rows[0])),
+            "skipped": Table(
+                [{"version": r.version, **s} for r in reports for s in r.skipped], ["version", "id", "reason"]
+            ),
+            "strata": {r.version: r.strata for r in reports},
+        }
+    )
 
 
 def download(

@@ -17,7 +17,7 @@ from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.report.plots import line_plot
 from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import catalog, warehouse
-from pipeline.store.duck import connect
+from pipeline.store.duck import connect, table_columns
 
 #: a sample whose request failed (the endpoint's failure) is no answer: it is counted apart and left out of
 #: every metric's denominator (rows from before ``status`` existed: a non-NULL ``request_error``)
@@ -78,19 +78,10 @@ COLUMNS: dict[str, str] = {
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     """Create ``eval_results``, or bring a table written by an earlier version up to date (the column
     once called ``cm_lenient`` is ``cm_changed_paths``; new columns are added, NULL for old rows)."""
-    con.execute(f"CREATE TABLE IF NOT EXISTS eval_results ({', '.join(f'{c} {t}' for c, t in COLUMNS.items())})")
-    have = {
-        r[0]
-        for r in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'eval_results'"
-        ).fetchall()
-    }
+    have = table_columns(con, "eval_results")
     if "cm_lenient" in have and "cm_changed_paths" not in have:
         con.execute("ALTER TABLE eval_results RENAME COLUMN cm_lenient TO cm_changed_paths")
-        have = (have - {"cm_lenient"}) | {"cm_changed_paths"}
-    for column, kind in COLUMNS.items():
-        if column not in have:
-            con.execute(f"ALTER TABLE eval_results ADD COLUMN {column} {kind}")
+    warehouse.ensure_table(con, "eval_results", COLUMNS)
 
 
 def breakdown_views(axes: Axes = AXES) -> dict[str, str]:
@@ -217,10 +208,6 @@ def breakdowns(axes: Axes = AXES) -> dict[str, str]:
     """The keys a run's scores break down by (name -> SQL over ``eval_results``): the benchmark cell
     (``stratum``) and the label of every axis with ``by_label`` (the |Δ| bucket)."""
     return {"cell": "stratum", **{a.label: a.label_sql() for a in axes if a.by_label}}
-
-
-#: the keys a run's scores break down by, over the axes in force
-BREAKDOWNS = breakdowns()
 
 
 def breakdown(

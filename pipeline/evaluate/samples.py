@@ -19,12 +19,15 @@ def load_samples(
     layout: DataLayout, version: str | None = None, kind: str = BENCHMARK, max_samples: int | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
     """``(resolved version, samples)`` of a split version (default: CURRENT), in storage order; with
-    ``max_samples``, the first N in the split's pick order (``position``)."""
+    ``max_samples``, N taken across the strata: every stratum's first sample in the split's pick order
+    (``position``), then every stratum's second, and so on — so a small N still compares every stratum."""
     store = SplitStore(layout, kind)
     version = store.resolve(version)
     frame = pd.read_parquet(store.samples(version))
     if max_samples is not None:
-        frame = frame.sort_values("position").head(max_samples)
+        frame = frame.sort_values("position")
+        frame = frame.assign(_round=frame.groupby("stratum").cumcount()).sort_values(["_round", "position"])
+        frame = frame.head(max_samples).drop(columns="_round")
     samples = with_env_code(layout, frame.to_dict("records"), store.dir(version))
     published = published_texts(store.dir(version))  # an imported split: the texts as published
     for sample in samples:

@@ -97,16 +97,6 @@ class CappedOutput(io.TextIOBase):
         return "".join(self.parts)
 
 
-def _inside(path: Any, root: str) -> bool:
-    if isinstance(path, int):
-        return True  # an already-open descriptor
-    try:
-        real = os.path.realpath(os.fsdecode(path))
-    except (TypeError, ValueError):
-        return False
-    return real == root or real.startswith(root + os.sep)
-
-
 #: the events the hook looks at (a frozenset: immutable)
 WATCHED = frozenset({"open", "object.__setattr__"} | _NETWORK | _PROCESSES | _NATIVE | set(_PATH_EVENTS))
 #: attributes of the hook function itself it refuses to let anyone set (its code, its bound policy)

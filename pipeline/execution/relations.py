@@ -294,6 +294,12 @@ def bind(
             return rng.sample(values, k)
         return values[rng.randrange(len(values))]
 
+    def take(record: int, names: Iterable[str]) -> None:
+        for p in names:
+            value = draw(p, records.values_of(record, p))
+            if value is not None:
+                out[p] = value
+
     # a value an earlier call answered under the argument's name (a bundle), always when the state has none
     for answer in returned:  # the latest answer first
         for param in params:
@@ -327,19 +333,14 @@ def bind(
         )
         if picked is not None:
             anchor, have = picked
-            for p in have:
-                value = draw(p, records.values_of(anchor, p))
-                if value is not None:
-                    out[p] = value
+            take(anchor, have)
         bound = _flat(out.values())
         for p in primary:  # joined on a value drawn already: the record that holds both
             if p in out or not bound:
                 continue
             joined = _pick_record(records, [p], rng, exclude={anchor} if anchor else set(), holding=bound)
             if joined is not None:
-                value = draw(p, records.values_of(joined[0], p))
-                if value is not None:
-                    out[p] = value
+                take(joined[0], [p])
     for p, first in followers:
         if first not in out:
             continue
@@ -353,11 +354,7 @@ def bind(
     if plain:
         picked = _pick_record(records, plain, rng, exclude=set())
         if picked is not None:
-            r, have = picked
-            for p in have:
-                value = draw(p, records.values_of(r, p))
-                if value is not None:
-                    out[p] = value
+            take(*picked)
     return out
 
 

@@ -64,18 +64,6 @@ def set_current(layout: DataLayout, kind: str, version: str) -> Path:
     return link
 
 
-def current_export(layout: DataLayout, kind: str) -> Path:
-    """``export/<kind>/current`` (an export of the old flat layout is moved into its version first)."""
-    migrate_flat(layout, kind)
-    return layout.export_current(kind)
-
-
-def current_version(layout: DataLayout, kind: str) -> str | None:
-    """The version ``current`` points at (None before the first export)."""
-    held = _marker(layout.export_current(kind))
-    return held.get("version") if held else None
-
-
 def export_revision(layout: DataLayout, kind: str, version: str | None, **options: Any) -> Revision:
     """Export ``version`` (default: the split's CURRENT) into ``export/<kind>/<version>/`` unless the same
     export is already there, then make it ``current``. ``options``: those of :func:`export_split`."""

@@ -43,10 +43,12 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from pipeline.core.untrusted import md
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.quarantine import FINDINGS, excluded_files, failed_checks, write_findings  # noqa: F401 (re-exported)
 from pipeline.labeling.steps import executed_at_labeling
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.trajectories import iter_trajectories, iter_trajectory_rows
@@ -83,10 +85,6 @@ class DeterminismReport:
         """Environments quarantined: a re-execution differed from their labels, or could not reset."""
         return sorted(self.reasons)
 
-    def environments(self) -> list[str]:
-        """The non-deterministic (quarantined) environments."""
-        return self.quarantined()
-
     def headline(self) -> str:
         if self.ok:
             return (
@@ -99,6 +97,33 @@ class DeterminismReport:
             f"NON-DETERMINISTIC labels in {len(envs)} environment(s): {', '.join(envs) or '(unattributed)'}; "
             f"quarantined: {len(self.excluded)} step(s) excluded from the splits"
             + ("; strict: blocking" if self.strict else "; the other environments go on")
+        )
+
+    def facts(self) -> Facts:
+        """What the check reports (its metadata); when it is not ok, the headline and each quarantined
+        environment's reason as warnings."""
+        reasons = [{"env_id": e, "reason": r[:300]} for e, r in self.reasons.items()]
+        by_env = [
+            {"env_id": e, "excluded_steps": n, "reason": self.reasons.get(e, "")[:300]}
+            for e, n in self.by_env().items()
+        ]
+        warnings = [f"{CHECK}: {self.headline()}", *(f"  quarantined {r['env_id']}: {r['reason']}" for r in reasons)]
+        return Facts(
+            {
+                "headline": self.headline(),
+                "sampled_trajectories": len(self.sampled),
+                "sampled_per_environment": self.per_env,
+                "steps_compared": self.steps_compared,
+                "explored_steps_compared": self.explored_compared,
+                "quarantined_environments": Table(reasons, ["env_id", "reason"]),
+                "nondeterministic_environments": ", ".join(self.quarantined()) or "none",
+                "excluded_steps": len(self.excluded),
+                "excluded_by_env": Table(by_env, ["env_id", "excluded_steps", "reason"]),
+                "strict": self.strict,
+                "mismatches": Markdown("\n".join(f"- {md(m[:500])}" for m in self.mismatches[:50]) or "_none_"),
+                "findings": self.path.resolve() if self.path else "",
+            },
+            [] if self.ok else warnings,
         )
 
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from pipeline.core.untrusted import md
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path, write_table
@@ -115,21 +116,17 @@ def blocking(failed: list[dict[str, Any]], strict: bool = False) -> bool:
     return any(strict or doc.get("strict") or not doc.get("quarantined") for doc in failed)
 
 
-@dataclass
-class QuarantineReport:
-    environments: list[str] = field(default_factory=list)
-    steps: int = 0
-    path: Path | None = None
-
-
 def quarantine_path(layout: DataLayout) -> Path:
     return layout.determinism_findings("quarantine")
 
 
-def quarantine(layout: DataLayout, report: VerifyReport, strict: bool = False) -> QuarantineReport:
-    """Write (or clear) the quarantine findings for the environments of the failed trajectories."""
-    out = QuarantineReport(path=quarantine_path(layout))
+def quarantine(layout: DataLayout, report: VerifyReport, strict: bool = False) -> Facts:
+    """Write (or clear) the quarantine findings for the environments of the failed trajectories; its facts (the
+    ``delta_roundtrip`` check's metadata): what was verified, the environments quarantined (also a warning) and
+    their steps, and the problems."""
+    path = quarantine_path(layout)
     parts = layout.step_parts()
+    envs: list[str] = []
     rows: list[dict] = []
     reasons: dict[str, str] = {}
     if report.failed_trajectories and parts:
@@ -160,26 +157,32 @@ def quarantine(layout: DataLayout, report: VerifyReport, strict: bool = False) -
                 {"step_id": step_id, "trajectory_id": traj, "env_id": env, "step_index": index, "reason": reasons[env]}
             )
         con.close()
-        out.environments = envs
-    out.steps = len(rows)
-    assert out.path is not None
     write_findings(
-        out.path,
+        path,
         rows,
         {
             "check": "delta_roundtrip",
             "ok": not rows,
             "strict": strict,
-            "headline": (
-                f"{len(out.environments)} environment(s) quarantined ({len(rows)} steps excluded): "
-                + ", ".join(out.environments)
-            )
+            "headline": (f"{len(envs)} environment(s) quarantined ({len(rows)} steps excluded): " + ", ".join(envs))
             if rows
             else "every step verified",
-            "environments": out.environments,
+            "environments": envs,
             "reasons": reasons if rows else {},
             "mismatches": report.problems[:200],
         },
         parts,
     )
-    return out
+    return Facts(
+        {
+            "trajectories": report.trajectories,
+            "steps_verified": report.steps,
+            "quarantined_environments": Table([{"env_id": e} for e in envs], ["env_id"]),
+            "quarantined_steps": len(rows),
+            "strict": strict,
+            "problems": Markdown("\n".join(f"- {md(p)}" for p in report.problems[:50]) or "_none_"),
+        },
+        [f"delta_roundtrip: quarantined {', '.join(envs)} ({len(rows)} steps excluded from the splits)"]
+        if envs
+        else [],
+    )

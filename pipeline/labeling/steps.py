@@ -23,7 +23,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.issues import TaskIssue
 from pipeline.core.progress import Log, Progress
 from pipeline.core.strata import Composition
 from pipeline.core.trajectory import Trajectory
@@ -54,7 +55,7 @@ class LabelReport:
     parts_reused: int = 0
     stale_parts_removed: int = 0
     prelabeled: int = 0  # trajectories whose labels were kept from collection (not executed again)
-    issues: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[TaskIssue] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -122,10 +123,10 @@ def executed_at_labeling(layout: DataLayout) -> set[str]:
     return out
 
 
-def _issue(traj: Trajectory | None, reason: str, origin: str = "") -> dict[str, Any]:
-    """A labeling issue row (the sidecar's and the report's shape)."""
+def _issue(traj: Trajectory | None, reason: str, origin: str = "") -> TaskIssue:
+    """A labeling issue (its ``asdict`` is the sidecar's shape)."""
     task_id, trajectory_id = (traj.task_id, traj.trajectory_id) if traj is not None else ("", "")
-    return {"stage": "label", "task_id": task_id, "trajectory_id": trajectory_id, "origin": origin, "reason": reason}
+    return TaskIssue(task_id, "label", reason, origin, trajectory_id)
 
 
 @dataclass
@@ -171,7 +172,7 @@ class _Labeling:
             self.report.issues.append(_issue(None, died, str(self.marker)))
             self.log(died)
 
-    def kept_issues(self, traj: Trajectory) -> list[dict[str, Any]]:
+    def kept_issues(self, traj: Trajectory) -> list[TaskIssue]:
         return [_issue(traj, m) for m in self.prelabels.issues.get(traj.trajectory_id, [])]
 
     def reuse(self, rows: list[dict[str, Any]], part: Path) -> bool:
@@ -182,7 +183,7 @@ class _Labeling:
         meta = json.loads(sidecar.read_text())
         self.report.parts_reused += 1
         self.report.steps += meta["steps"]
-        self.report.issues.extend(meta["issues"])
+        self.report.issues.extend(TaskIssue(**i) for i in meta["issues"])
         self.progress.advance(len(rows))
         return True
 
@@ -223,7 +224,7 @@ class _Labeling:
         """The chunk's rows (kept, then executed, in trajectory order) and issues, written as its part."""
         expected = {r["trajectory_id"]: r["initial_state_hash"] for r in chunk.rows}
         rows: list[dict[str, Any]] = []
-        issues: list[dict[str, Any]] = []
+        issues: list[TaskIssue] = []
         timing = {"calls": 0, "seconds": 0.0, "max_seconds": 0.0}  # wall clock: not a label, kept out of the part
         executed = chunk.running.results()
         for traj in chunk.trajectories:
@@ -247,21 +248,22 @@ class _Labeling:
         self,
         chunk: _Chunk,
         steps: pa.Table | list[dict[str, Any]],
-        issues: list[dict[str, Any]],
+        issues: list[TaskIssue],
         timing: dict[str, Any] | None,
         executed: list[str],
     ) -> None:
         """The one way a part is written: its issues logged, the part, then its sidecar (the part is
         complete when the sidecar exists), the report counted."""
         for issue in issues:
-            self.log(f"trajectory {issue['trajectory_id']} (task {issue['task_id']}): {issue['reason']}")
+            self.log(f"trajectory {issue.trajectory_id} (task {issue.task_id}): {issue.reason}")
         if isinstance(steps, pa.Table):
             write_arrow(chunk.part, steps, schema.STEPS)
         else:
             write_table(chunk.part, steps, schema.STEPS)
         count = len(steps)
         with atomic_path(chunk.sidecar) as tmp:
-            tmp.write_text(json.dumps({"steps": count, "issues": issues, "timing": timing, "executed": executed}))
+            sidecar = {"steps": count, "issues": [asdict(i) for i in issues], "timing": timing, "executed": executed}
+            tmp.write_text(json.dumps(sidecar))
         self.report.parts_written += 1
         self.report.steps += count
         self.report.issues.extend(issues)
@@ -360,8 +362,8 @@ def label_facts(report: LabelReport, layout: DataLayout, composition: Compositio
             "benchmark_cell_candidates": table(lambda: queries.cell_coverage(layout, composition), "cell"),
             "balance2_candidates": table(lambda: queries.balance2_coverage(layout, composition), "group"),
             "environments_covered": table(lambda: queries.steps_by_env(layout), "env_id"),
-            "issues": Table(report.issues, ["task_id", "stage", "reason"]),
+            "issues": Table([asdict(i) for i in report.issues], ["task_id", "stage", "reason"]),
             "path": layout.steps_dir.resolve(),
         },
-        [f"task {issue['task_id']}: {issue['reason']}" for issue in report.issues],
+        [f"task {issue.task_id}: {issue.reason}" for issue in report.issues],
     )

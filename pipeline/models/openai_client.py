@@ -32,8 +32,6 @@ import openai
 
 from pipeline.core.bounds import TooDeep, loads
 
-#: default cap on a response body (decoded bytes)
-DEFAULT_MAX_RESPONSE_BYTES = 1_000_000
 #: a chat-completions body is a handful of levels deep; its content is a string
 MAX_BODY_DEPTH = 32
 _SNIPPET = 160
@@ -49,10 +47,6 @@ class ResponseTooLarge(openai.OpenAIError):
 
 class MalformedResponse(ValueError):
     """A 200 body that is not a chat completion (not JSON, wrong types, too deep)."""
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1_000_000:g} MB"
 
 
 class CappedTransport(httpx2.AsyncBaseTransport):

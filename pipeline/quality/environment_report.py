@@ -164,14 +164,11 @@ class EnvRow:
 
 @dataclass
 class EnvironmentReport:
-    """The report card of every environment (:attr:`envs`, :attr:`tools`), the thresholds that judged it and
-    where it was written."""
+    """The report card of every environment (:attr:`envs`, :attr:`tools`) and the input it judged."""
 
     envs: list[dict[str, Any]]
     tools: list[dict[str, Any]]
-    thresholds: Thresholds
     fingerprint: str
-    paths: tuple[Path, Path] | None = None
 
     @property
     def failing(self) -> list[dict[str, Any]]:
@@ -421,13 +418,11 @@ def environment_report(
         else:  # no step of it was re-executed when it has none: untested, never a claim of determinism
             row.determinism = (DETERMINISTIC if checked else UNCHECKED) if row.steps else UNTESTED
     out_envs, out_tools = _judge(envs, tools, thresholds, fingerprint)
-    report = EnvironmentReport(out_envs, out_tools, thresholds, fingerprint)
     if write:
         layout.quality_dir.mkdir(parents=True, exist_ok=True)
         write_table(layout.env_quality, out_envs, ENV_QUALITY)
         write_table(layout.env_tool_quality, out_tools, TOOL_QUALITY)
-        report.paths = (layout.env_quality, layout.env_tool_quality)
-    return report
+    return EnvironmentReport(out_envs, out_tools, fingerprint)
 
 
 def _judge(
@@ -540,7 +535,7 @@ def stored_report(layout: DataLayout) -> EnvironmentReport | None:
         return None
     envs = pq.read_table(layout.env_quality).to_pylist()
     fingerprint = envs[0]["input_fingerprint"] if envs else ""
-    return EnvironmentReport(envs, [], Thresholds(), fingerprint, (layout.env_quality, layout.env_tool_quality))
+    return EnvironmentReport(envs, [], fingerprint)
 
 
 def summary_lines(layout: DataLayout, n: int = 5) -> list[str]:

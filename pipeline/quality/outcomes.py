@@ -31,6 +31,8 @@ from typing import Any
 import duckdb
 
 from pipeline.core.outcome import DEFAULT_RULE_ID
+from pipeline.core.untrusted import md
+from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 
@@ -148,6 +150,26 @@ class OutcomeReport:
         if envs:
             parts.append(f"{len(envs)} environment{'s' * (len(envs) != 1)} ({', '.join(envs)})")
         return " and ".join(parts) + " with implausible outcome labels"
+
+    def facts(self) -> Facts:
+        """What the check reports (its metadata): the headline, every corpus (with each explored environment judged
+        implausible on its own), the findings (each also a warning) and the thresholds."""
+        rows = [c.row() for c in [*self.corpora, *(e for e in self.environments if e.problem)]]
+        return Facts(
+            {
+                "headline": self.headline(),
+                "corpora": Table(rows, OUTCOME_COLUMNS),
+                "findings": Markdown("\n".join(f"- {md(w)}" for w in self.warnings()) or "_none_"),
+                "min_steps": self.min_steps,
+                "max_failure_share": self.max_share,
+            },
+            [f"{CHECK}: {line}" for line in self.warnings()],
+        )
+
+
+#: the columns of a corpus (:meth:`CorpusOutcomes.row`) in the check's metadata
+OUTCOME_COLUMNS = ["corpus", "steps", "errors", "failures", "failure_share", "outcome_rule", "finding"]
+OUTCOME_COLUMNS += ["example_step", "example_observation"]
 
 
 def _corpus_sql(parts: list[str], with_rule: bool) -> tuple[str, list[Any]]:

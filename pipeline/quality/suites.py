@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.decontamination import decontamination
+from pipeline.report.tables import Table
 from pipeline.store import schema
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
@@ -53,9 +54,18 @@ class SuiteResult:
     def success(self) -> bool:
         return not self.failures
 
-    def failure_rows(self, limit: int = 10) -> list[dict[str, Any]]:
-        """One row per failed expectation: its name, column, unexpected count and the first offending rows."""
-        return [
+    def summary(self) -> str:
+        """One line: all passed, or how many expectations failed."""
+        if self.success:
+            return f"all {self.evaluated} expectations of `{self.suite}` passed on {self.rows} rows"
+        return f"{len(self.failures)} of {self.evaluated} expectations of `{self.suite}` failed on {self.rows} rows"
+
+    def fact(self, limit: int = 10) -> str | Table:
+        """The result as a check's metadata value: its one-line summary when it passed, else one row per failed
+        expectation (its name, column, unexpected count and the first ``limit`` offending rows)."""
+        if self.success:
+            return self.summary()
+        rows = [
             {
                 "expectation": f.expectation,
                 "column": f.column or "",
@@ -64,21 +74,7 @@ class SuiteResult:
             }
             for f in self.failures
         ]
-
-    def summary(self) -> str:
-        """One line: all passed, or how many expectations failed."""
-        if self.success:
-            return f"all {self.evaluated} expectations of `{self.suite}` passed on {self.rows} rows"
-        return f"{len(self.failures)} of {self.evaluated} expectations of `{self.suite}` failed on {self.rows} rows"
-
-    def markdown(self, limit: int = 10) -> str:
-        if self.success:
-            return f"all {self.evaluated} expectations of `{self.suite}` passed on {self.rows} rows"
-        lines = ["| expectation | column | unexpected | first rows |", "|---|---|---:|---|"]
-        for f in self.failures:
-            shown = "; ".join(", ".join(f"{k}={v}" for k, v in r.items()) for r in f.rows[:limit])
-            lines.append(f"| {f.expectation} | {f.column or ''} | {f.unexpected} | {shown} |")
-        return "\n".join(lines)
+        return Table(rows, ["expectation", "column", "unexpected", "first_rows"])
 
 
 def run_suite(name: str, df: pd.DataFrame, expectations: list[Any], id_columns: list[str]) -> SuiteResult:

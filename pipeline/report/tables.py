@@ -86,3 +86,6 @@ class Facts:
 
     values: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]

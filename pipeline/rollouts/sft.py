@@ -19,14 +19,13 @@ The card states the filter and how many rollouts (and steps) were dropped.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 
 from pipeline.export.hf_layout import ShardWriter, card_front, card_text, data_config, files_bytes, plan_shards, staged
-from pipeline.report.tables import md_records
+from pipeline.report.tables import Facts, md_records
 from pipeline.rollouts.loop import DONE, STEP_LIMIT
 from pipeline.store.duck import connect
 
@@ -62,19 +61,6 @@ RECORDS = pa.schema(
 
 class StaleRollouts(ValueError):
     """Rollout files written before rollouts recorded their tool schemas and user turns."""
-
-
-@dataclass
-class SftReport:
-    directory: Path
-    filter: str
-    rollouts: int
-    kept: int
-    dropped: int
-    steps_kept: int
-    steps_dropped: int
-    card: str
-    without_question: int = 0  # of the dropped: rollouts with no user turn (their task's question is not known)
 
 
 def cut_messages(messages: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
@@ -166,10 +152,12 @@ def export_rollouts(
     name: str = "envsim",
     license: str = "apache-2.0",
     max_shard_bytes: int = 256 * 2**20,
-) -> SftReport:
+) -> Facts:
     """Write the rollouts of ``rollout_files`` (``rollouts.parquet`` of runs) as agent SFT data in the
     Hugging Face layout at ``directory`` (``data/train-NNNNN-of-NNNNN.parquet`` shards of at most about
-    ``max_shard_bytes`` + ``README.md``), with the export's shard writer, card and staged swap."""
+    ``max_shard_bytes`` + ``README.md``), with the export's shard writer, card and staged swap; its facts: the
+    filter, rollouts kept and dropped (``without_question``: of the dropped, those whose task's question is not
+    known), steps kept and dropped, and the export's directory."""
     rows: list[dict[str, Any]] = []
     if rollout_files:
         with connect() as con:
@@ -185,16 +173,17 @@ def export_rollouts(
     table = pa.Table.from_pylist(records, schema=RECORDS)
     if directory.exists() and any(directory.iterdir()) and not (directory / MARKER).exists():
         raise FileExistsError(f"{directory} is not empty and holds no rollout export; choose another directory")
-    report = SftReport(
-        directory,
-        how,
-        len(rows),
-        len(records),
-        len(rows) - len(records),
-        sum(r["steps"] for r in records),
-        dropped_steps,
-        "",
-        without_question,
+    report = Facts(
+        {
+            "filter": how,
+            "rollouts": len(rows),
+            "kept": len(records),
+            "dropped": len(rows) - len(records),
+            "without_question": without_question,
+            "steps_kept": sum(r["steps"] for r in records),
+            "steps_dropped": dropped_steps,
+            "path": directory.resolve(),
+        }
     )
     with staged(directory) as staging:
         writer = ShardWriter(
@@ -206,14 +195,14 @@ def export_rollouts(
         )
         writer.write(table)
         names = writer.close()
-        report.card = rollout_card(report, rows, records, name, license, files_bytes(staging / "data", names))
-        (staging / "README.md").write_text(report.card)
+        card = rollout_card(report, rows, records, name, license, files_bytes(staging / "data", names))
+        (staging / "README.md").write_text(card)
         (staging / MARKER).write_text(json.dumps({"filter": how, "rollouts": len(records)}))
     return report
 
 
 def rollout_card(
-    report: SftReport,
+    report: Facts,
     rows: list[dict[str, Any]],
     records: list[dict[str, Any]],
     name: str,
@@ -222,7 +211,7 @@ def rollout_card(
 ) -> str:
     front = card_front(
         license,
-        f"{name} simulated rollouts ({report.filter})",
+        f"{name} simulated rollouts ({report['filter']})",
         ["agents", "tool-use", "simulated-environment", "simia"],
         len(records),
         [data_config(SPLIT)],
@@ -248,19 +237,19 @@ def rollout_card(
         "verified": "only rollouts the executor verified end to end (every feedback and every simulated state "
         "equal to the real ones)",
         "prefix": "every rollout cut before its first step whose feedback or state the executor contradicts",
-    }[report.filter]
+    }[report["filter"]]
     body = f"""
-# {name}: simulated agent rollouts (filter `{report.filter}`)
+# {name}: simulated agent rollouts (filter `{report["filter"]}`)
 
 Agent trajectories played against an LLM **simulator** of the environment (Simia-style): each record is an
 OpenAI conversation — the task's user turn(s) as the agent was asked them, its tool calls, and `tool` messages
 that are the simulator's feedback; `tools` holds the tool schemas the agent was given (JSON).
 The executor shadowed every action on the real environment, so every step is known to be right or wrong.
 
-**Filter `{report.filter}`**: {rule}.
-Kept **{report.kept}** of **{report.rollouts}** rollouts (**{report.dropped} dropped**, of which
-{report.without_question} because their task's question is not known); {report.steps_kept} steps kept,
-{report.steps_dropped} steps dropped.
+**Filter `{report["filter"]}`**: {rule}.
+Kept **{report["kept"]}** of **{report["rollouts"]}** rollouts (**{report["dropped"]} dropped**, of which
+{report["without_question"]} because their task's question is not known); {report["steps_kept"]} steps kept,
+{report["steps_dropped"]} steps dropped.
 
 {table}
 """

@@ -62,6 +62,8 @@ class SelectionResult:
     decontamination: list[dict[str, Any]] = field(default_factory=list)
     #: benchmarks: per short cell, what the corpus reaches toward it (:func:`pipeline.select.shortfall.reach`)
     reach: dict[str, str] = field(default_factory=dict)
+    #: curricula: per group, its estimate, weight, quota and picks (:mod:`pipeline.curriculum.mixture`)
+    groups: list[dict[str, Any]] = field(default_factory=list)
 
     def facts(self) -> Facts:
         """What a selection reports (the split assets' metadata): version, seed, input, samples, per stratum
@@ -78,14 +80,18 @@ class SelectionResult:
             "shortfall_detail": Markdown(shortfalls),
             "path": Path(self.path),
         }
-        if self.kind != MIXTURE:
+        if self.kind == BENCHMARK:
+            with connect() as con:
+                envs = con.execute(
+                    "SELECT env_id, count(*) AS samples FROM read_parquet(?) GROUP BY 1 ORDER BY 2 DESC, 1", [self.path]
+                ).df()
+            values |= {"environments": len(envs), "env_coverage": Table.of_frame(envs)}
             warning = f"benchmark {self.version} holds what the corpus allows: {'; '.join(self.shortfall_lines())} "
             return Facts(values, [f"{warning}— fix: {SHORTFALL_FIX}"] if self.shortfalls else [])
         removed = sum(d["removed_by_key"] + d["removed_by_hash"] for d in self.decontamination)
         values |= {"decontaminated_away": removed}
-        return Facts(
-            values, [f"mixture {self.version} under-filled: {self.shortfall_message()}"] if self.shortfalls else []
-        )
+        under = f"{self.kind.removeprefix('sft_')} {self.version} under-filled: {self.shortfall_message()}"
+        return Facts(values, [under] if self.shortfalls else [])
 
     def shortfall_lines(self) -> list[str]:
         """One line per short stratum: a benchmark cell with its rule and what the corpus reaches

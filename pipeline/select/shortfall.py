@@ -96,9 +96,6 @@ def mixture_fix(setting: str = "") -> str:
     )
 
 
-#: the mixture's fix when exploration recorded no budget (e.g. exploration off)
-MIXTURE_SHORTFALL_FIX = mixture_fix()
-
 #: the three kinds of shortfall (:func:`kind_of`), in the order the summary names them
 KINDS = {
     "unreachable": "the corpus cannot fill",

@@ -10,8 +10,6 @@ of the step parts — identifies the labeled data a split was drawn from.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.core.axes import AXES, Axes
@@ -34,38 +32,7 @@ class EmptyStepTable(ValueError):
     """There is nothing to stratify."""
 
 
-@dataclass(frozen=True)
-class StrataReport:
-    path: Path
-    fingerprint: str
-    steps: int
-    usable: int
-
-    def facts(self, layout: DataLayout, composition: Composition) -> Facts:
-        """What stratifying reports (``step_strata``'s metadata): steps, usable ones, the cells, the exclusions
-        per environment (the non-deterministic ones also a warning), and the candidates per benchmark cell and
-        Balance2 group of ``composition``."""
-        exclusions = exclusion_table(layout)
-        nondet = exclusions[exclusions["reason"] == "non-deterministic"]
-        excluded = int(nondet["steps"].sum()) if len(nondet) else 0
-        warning = f"{excluded} non-deterministic steps excluded from the splits in {len(nondet)} environment(s): "
-        return Facts(
-            {
-                "steps": self.steps,
-                "usable_steps": self.usable,
-                "input_fingerprint": self.fingerprint,
-                "cells": Table.of_frame(cell_table(layout)),
-                "nondeterministic_excluded": excluded,
-                "excluded_by_env": Table.of_frame(exclusions),
-                "benchmark_cell_candidates": Table.of_frame(queries.cell_coverage(layout, composition)),
-                "balance2_candidates": Table.of_frame(queries.balance2_coverage(layout, composition)),
-                "path": self.path.resolve(),
-            },
-            [warning + ", ".join(nondet["env_id"])] if len(nondet) else [],
-        )
-
-
-def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> StrataReport:
+def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> None:
     """Write the strata table from the step parts: per step its ids, every axis of ``axes`` (value, label),
     default benchmark cell, Balance2 group, exclusion and sample hash (:func:`strata_select`)."""
     use_returning_pool()
@@ -98,7 +65,31 @@ def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> Strat
     fingerprint = input_fingerprint(layout)
     with atomic_path(layout.strata_manifest) as tmp:
         tmp.write_text(json.dumps({"fingerprint": fingerprint, "steps": total, "usable": usable}))
-    return StrataReport(out, fingerprint, total, usable)
+
+
+def strata_facts(layout: DataLayout, composition: Composition) -> Facts:
+    """What stratifying reports (``step_strata``'s metadata): steps, usable ones and the input fingerprint (the
+    strata manifest's), the cells, the exclusions per environment (the non-deterministic ones also a warning),
+    and the candidates per benchmark cell and Balance2 group of ``composition``."""
+    manifest = json.loads(layout.strata_manifest.read_text())
+    exclusions = exclusion_table(layout)
+    nondet = exclusions[exclusions["reason"] == "non-deterministic"]
+    excluded = int(nondet["steps"].sum()) if len(nondet) else 0
+    warning = f"{excluded} non-deterministic steps excluded from the splits in {len(nondet)} environment(s): "
+    return Facts(
+        {
+            "steps": manifest["steps"],
+            "usable_steps": manifest["usable"],
+            "input_fingerprint": manifest["fingerprint"],
+            "cells": Table.of_frame(cell_table(layout)),
+            "nondeterministic_excluded": excluded,
+            "excluded_by_env": Table.of_frame(exclusions),
+            "benchmark_cell_candidates": Table.of_frame(queries.cell_coverage(layout, composition)),
+            "balance2_candidates": Table.of_frame(queries.balance2_coverage(layout, composition)),
+            "path": layout.strata.resolve(),
+        },
+        [warning + ", ".join(nondet["env_id"])] if len(nondet) else [],
+    )
 
 
 def strata_select(axes: Axes, steps: str, nd_join: str) -> str:

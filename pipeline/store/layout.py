@@ -17,6 +17,8 @@ import fcntl
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,6 +30,11 @@ def default_data_root() -> Path:
     """``./data``, the default of ``Settings.data_root`` (the environment is not read here: an entry point
     passes the root of its ``Settings`` value, ``ENVSIM_DATA_ROOT`` included)."""
     return Settings().data_root
+
+
+def resolve_root(data_root: str | Path) -> Path:
+    """A data root as the run tags, the sensors and ``./forge sql`` compare it: absolute, ``~`` and links resolved."""
+    return Path(data_root).expanduser().resolve()
 
 
 #: a labeled-steps part of a partition: ``part-<partition>-<content key>.parquet`` (+ ``.issues.json``)
@@ -71,6 +78,16 @@ def safe_name(name: object, what: str = "name") -> str:
         bad = sorted({c for c in name if not re.fullmatch(r"[A-Za-z0-9_.+=@,-]", c)})
         why = f"it contains {''.join(bad)!r} (allowed: letters, digits and _ . - + = @ ,)"
     raise UnsafeName(f"{what} {text} cannot be used as a file or directory name: {why}")
+
+
+@contextmanager
+def file_lock(path: Path, *, wait: bool = True) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created, with its folder) until the block ends: the one lock
+    of the data root's read-change-write steps. ``wait=False``: raise ``BlockingIOError`` if it is held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:  # closing the file releases the lock
+        fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield
 
 
 @dataclass(frozen=True)
@@ -122,9 +139,7 @@ class DataLayout:
         absolute = directory if directory.is_absolute() else Path.cwd() / directory
         where = str(absolute.relative_to(root)) if absolute.is_relative_to(root) else str(absolute)
         key = safe_name(name, "export name")
-        self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / f".{self.export_record.name}.lock").open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        with file_lock(self.root / f".{self.export_record.name}.lock"):
             records = self._export_records()
             records[key] = {"directory": where, **facts}
             tmp = self.export_record.with_name(f".{self.export_record.name}.{os.getpid()}")

@@ -23,26 +23,18 @@ another N, which moves environments between shards — must drop the other kind'
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core.settings import Settings
-from pipeline.store.layout import DataLayout
+from pipeline.store.layout import DataLayout, file_lock
 from pipeline.store.parquet_io import atomic_path
 
 ENV_VAR = "ENVSIM_SHARDS"
 MARKER = "PARTITIONS.json"
-
-
-def shard_count(environ: Mapping[str, str]) -> int | None:
-    """N from ``ENVSIM_SHARDS`` of the variables ``environ`` (unset or empty: None = no partitioning); the
-    code location and the CLI take ``Settings.shards`` of their one settings value instead."""
-    return Settings.from_env(environ).shards
 
 
 def partition_keys(count: int, sources: Sequence[str]) -> list[str]:
@@ -97,15 +89,8 @@ def _partition_files(layout: DataLayout) -> list[Path]:
     return sorted(d.glob("part-*.parquet")) + sorted(d.glob("issues-*.parquet"))
 
 
-@contextmanager
-def _locked(layout: DataLayout) -> Iterator[None]:
-    layout.trajectories_dir.mkdir(parents=True, exist_ok=True)
-    with (layout.trajectories_dir / ".partitions.lock").open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def _locked(layout: DataLayout) -> AbstractContextManager[None]:
+    return file_lock(layout.trajectories_dir / ".partitions.lock")
 
 
 def begin_partitioned(layout: DataLayout, keys: list[str]) -> list[str]:

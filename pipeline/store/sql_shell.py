@@ -21,8 +21,8 @@ from typing import TextIO
 
 import duckdb
 
-from pipeline.core.settings import Settings
 from pipeline.store.duck import DUCKDB_FILE, open_data_root
+from pipeline.store.layout import default_data_root, resolve_root
 
 PROMPT, MORE = "D ", "· "
 HELP = (
@@ -115,9 +115,9 @@ def _duckdb_cli() -> str | None:
 def command(data_root: Path) -> str:
     """The command that opens ``data_root``'s SQL, as the summary prints it: ``./forge sql`` (``./forge`` runs in the
     repository root, whose ``data`` is the default root), with ``--data-root`` when the root is another."""
-    root = Path(data_root).resolve()
-    default = Path(Settings.model_fields["data_root"].default).resolve()
-    return "./forge sql" if root == default else f"./forge sql --data-root {shlex.quote(str(root))}"
+    root = resolve_root(data_root)
+    default = root == resolve_root(default_data_root())
+    return "./forge sql" if default else f"./forge sql --data-root {shlex.quote(str(root))}"
 
 
 def main(argv: list[str], data_root: Path, prog: str = "./forge sql") -> int:
@@ -132,7 +132,7 @@ def main(argv: list[str], data_root: Path, prog: str = "./forge sql") -> int:
     parser.add_argument("query", nargs="?", help="SQL to run (one or more statements; the last one's result prints)")
     parser.add_argument("--data-root", type=Path, help="the data root (default: ENVSIM_DATA_ROOT, else ./data)")
     args = parser.parse_args(argv)
-    root = (args.data_root or data_root).resolve()
+    root = resolve_root(args.data_root or data_root)
     database = root / DUCKDB_FILE
     if not database.is_file():
         print(

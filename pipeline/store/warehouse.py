@@ -177,9 +177,7 @@ def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
         )
 
 
-def _ensure_table(
-    con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, str], key: tuple[str, ...] = ()
-) -> None:
+def ensure_table(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, str], key: tuple[str, ...] = ()) -> None:
     """Create table ``name`` or bring an older one up to date (missing columns added, NULL for old rows)."""
     primary = f", PRIMARY KEY ({', '.join(key)})" if key else ""
     con.execute(f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(f'{c} {t}' for c, t in columns.items())}{primary})")
@@ -198,10 +196,10 @@ def register_splits(
     members once per version, the version row (current flag, created time, run, parent) refreshed on every
     call — and the rows of each version's manifest ``tables`` (once per version). Returns the version count
     per kind."""
-    _ensure_table(con, "split_versions", SPLIT_VERSIONS, ("kind", "version"))
-    _ensure_table(con, "split_members", SPLIT_MEMBERS, ("kind", "version", "position"))
+    ensure_table(con, "split_versions", SPLIT_VERSIONS, ("kind", "version"))
+    ensure_table(con, "split_members", SPLIT_MEMBERS, ("kind", "version", "position"))
     for table in tables:
-        _ensure_table(con, table.name, table.columns)
+        ensure_table(con, table.name, table.columns)
     counts = {}
     for kind in kinds:
         store = SplitStore(layout, kind)

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from pipeline.store.layout import file_lock
+
 #: the file beside a converted checkpoint that says what it was converted from
 LINEAGE = "envsim_base_model.json"
 CONVERT_SCRIPT = Path(__file__).with_name("gguf_convert.py")
@@ -86,9 +88,15 @@ def materialize(name: str, data_root: Path, python: str, timeout_s: float = 1800
     if model is None:
         raise KeyError(f"unknown embedded model {name!r}; known: {', '.join(sorted(EMBEDDED))}")
     out = models_dir(data_root) / name
-    done = lineage(out)
-    if done and done.get("gguf_sha256") == model.gguf_sha256:
-        return out
+    with file_lock(out.parent / f".{name}.lock"):  # two jobs on one root convert once
+        done = lineage(out)
+        if done and done.get("gguf_sha256") == model.gguf_sha256:
+            return out
+        return _convert(name, model, out, python, timeout_s, log)
+
+
+def _convert(name: str, model: EmbeddedModel, out: Path, python: str, timeout_s: float, log) -> Path:
+    """Convert ``model``'s GGUF into ``out`` (through a temporary directory renamed into place on success)."""
     tmp = out.with_name(f".{name}.converting")
     shutil.rmtree(tmp, ignore_errors=True)
     request = {**asdict(model), "requirement": model.requirement, "out": str(tmp), "dtype": "bfloat16"}

@@ -21,7 +21,6 @@ version of a checkpoint this pipeline trained, else a hash of its weight files (
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -34,8 +33,8 @@ from typing import Any
 import duckdb
 
 from pipeline.export.hf_layout import MARKER
-from pipeline.store import catalog
-from pipeline.store.layout import DataLayout
+from pipeline.store import catalog, warehouse
+from pipeline.store.layout import DataLayout, file_lock
 from pipeline.training import steps
 from pipeline.training.llamafactory import MANIFEST
 
@@ -65,20 +64,14 @@ def staging_dir(data_root: Path, version: str) -> Path:
 def training_lock(data_root: Path, version: str) -> Iterator[None]:
     """Held while a run of ``version`` trains: a second run of the same version at the same time (both would
     write one staging directory) fails at once."""
-    locks = checkpoints_root(data_root) / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with (locks / f"{version}.lock").open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RuntimeError(
-                f"checkpoint version {version} is being trained by another run right now; "
-                "wait for it (or terminate it) before materializing it again"
-            ) from None
-        try:
+    try:
+        with file_lock(checkpoints_root(data_root) / ".locks" / f"{version}.lock", wait=False):
             yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    except BlockingIOError:
+        raise RuntimeError(
+            f"checkpoint version {version} is being trained by another run right now; "
+            "wait for it (or terminate it) before materializing it again"
+        ) from None
 
 
 def publish(staging: Path, final: Path, manifest: dict[str, Any]) -> Path:
@@ -261,16 +254,7 @@ def _schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""CREATE TABLE IF NOT EXISTS sft_checkpoint_steps (
         checkpoint_version VARCHAR, parent_version VARCHAR, mixture_version VARCHAR, step INTEGER, path VARCHAR,
         present BOOLEAN, loss DOUBLE, epoch DOUBLE, written_at TIMESTAMPTZ, job_id VARCHAR, dagster_run_id VARCHAR)""")
-    con.execute(f"CREATE TABLE IF NOT EXISTS eval_job_runs ({', '.join(f'{c} VARCHAR' for c in EVAL_JOB_RUNS)})")
-    have = {
-        r[0]
-        for r in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'eval_job_runs'"
-        ).fetchall()
-    }
-    for column in EVAL_JOB_RUNS:  # a table written by an earlier version: new columns, NULL for old rows
-        if column not in have:
-            con.execute(f"ALTER TABLE eval_job_runs ADD COLUMN {column} VARCHAR")
+    warehouse.ensure_table(con, "eval_job_runs", dict.fromkeys(EVAL_JOB_RUNS, "VARCHAR"))
 
 
 def _views(con: duckdb.DuckDBPyConnection) -> None:

@@ -51,8 +51,8 @@ def run(
     the model behind it under the checkpoint's weights id
     (:func:`pipeline.training.checkpoints.served_weights_id`); an empty ``served_name`` is
     :func:`pipeline.training.checkpoints.default_served_name`.
-    ``max_samples`` scores only the first N samples in the split's pick order. A simulator whose
-    requests mostly failed raises :class:`pipeline.evaluate.harness.MostRequestsFailed` (its results
+    ``max_samples`` scores only N samples taken across the strata (:func:`pipeline.evaluate.samples.load_samples`).
+    A simulator whose requests mostly failed raises :class:`pipeline.evaluate.harness.MostRequestsFailed` (its results
     file already written: a re-run asks only the failed samples)."""
     layout = DataLayout.at(data_root)
     version, samples = load_samples(layout, split_version, max_samples=max_samples)

@@ -16,15 +16,12 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.core.fields import setting
+from pipeline.core.progress import Log
 from pipeline.store.layout import safe_name
-
-LogSink = Callable[[str], None]
-
 
 #: host memory a job asks for per GPU (and at least once) where the launcher leaves ``mem_gb`` unset
 MEM_GB_PER_GPU = 32
@@ -126,7 +123,7 @@ def tail(path: Path, lines: int = 40) -> str:
 class LogFollower:
     """Hands each complete new line of a growing log file to ``sink``, from where the last poll stopped."""
 
-    def __init__(self, path: Path, sink: LogSink) -> None:
+    def __init__(self, path: Path, sink: Log) -> None:
         self.path, self.sink, self.offset = path, sink, 0
 
     def poll(self) -> None:
@@ -287,7 +284,7 @@ class SlurmLauncher:
     def _cmd(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(list(args), capture_output=True, text=True, env=self.env, timeout=60)
 
-    def run(self, spec: JobSpec, sink: LogSink = lambda _l: None, timeout_s: float | None = None) -> JobResult:
+    def run(self, spec: JobSpec, sink: Log = lambda _l: None, timeout_s: float | None = None) -> JobResult:
         spec.workdir.mkdir(parents=True, exist_ok=True)
         log = spec.workdir / f"{spec.name}.log"
         log.unlink(missing_ok=True)

@@ -31,7 +31,7 @@ from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout, step_part_partition
-from pipeline.store.partitions import Shard, shard_count, shard_index
+from pipeline.store.partitions import Shard, shard_index
 from pipeline.store.reconstruct import verify_steps
 from tests.support.envscaler_corpus import COUNTER_CODE
 from tests.support.ui_server import ROOT, DagsterServer
@@ -79,11 +79,11 @@ def all_env_ids() -> list[str]:
 
 
 def test_partition_keys_come_from_envsim_shards():
-    assert shard_count({}) is None and shard_count({"ENVSIM_SHARDS": " "}) is None
-    assert shard_count({"ENVSIM_SHARDS": "3"}) == 3
+    assert Settings.from_env({}).shards is None and Settings.from_env({"ENVSIM_SHARDS": " "}).shards is None
+    assert Settings.from_env({"ENVSIM_SHARDS": "3"}).shards == 3
     for bad in ("0", "-2", "two", "1.5"):
         with pytest.raises(ValueError, match="ENVSIM_SHARDS must be a whole number >= 1"):
-            shard_count({"ENVSIM_SHARDS": bad})
+            Settings.from_env({"ENVSIM_SHARDS": bad})
     assert partition_keys(1) == ["bfcl-0", "builtin-0", "envscaler-0"]
     assert partition_keys(2) == ["bfcl-0", "bfcl-1", "builtin-0", "builtin-1", "envscaler-0", "envscaler-1"]
     assert len(partition_keys(7)) == 7 * len(source_names())

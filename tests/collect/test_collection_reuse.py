@@ -43,7 +43,7 @@ def summary(result) -> dict:
     return {
         "trajectories": r.trajectories,
         "actions": r.actions,
-        "issues": r.issue_rows(),
+        "issues": [dataclasses.asdict(i) for i in r.issues],
         "by_category": dict(r.by_category),
         "by_env": dict(r.by_env),
         "by_strategy": dict(r.by_strategy),

@@ -12,11 +12,9 @@ from hypothesis import strategies as st
 
 from pipeline.core import strata
 from pipeline.core.strata import (
-    ARGS_CARDINALITY_SQL,
     BALANCE2_GROUP_SQL,
     BENCHMARK_CELL_SQL,
     BENCHMARK_GROUP_SQL,
-    DELTA_BUCKET_SQL,
     Cell,
     Composition,
     StrataRules,
@@ -45,8 +43,8 @@ def _python_rows(functions: dict[str, object], rows: list[tuple[str, int, int]])
 
 
 MODULE_SQL = {
-    "delta_bucket": DELTA_BUCKET_SQL,
-    "args_cardinality": ARGS_CARDINALITY_SQL,
+    "delta_bucket": strata.RULES.delta_bucket.sql(),
+    "args_cardinality": strata.RULES.args_cardinality.sql(),
     "benchmark_cell": BENCHMARK_CELL_SQL,
     "balance2_group": BALANCE2_GROUP_SQL,
     "benchmark_group": BENCHMARK_GROUP_SQL,
@@ -156,7 +154,7 @@ def test_a_changed_threshold_changes_python_and_sql_together():
     assert wider.delta_bucket.label(delta_size=3) == "1-3" != delta_bucket(3)
     con = duckdb.connect()
     assert con.execute(f"SELECT {sql['delta_bucket']} FROM (SELECT 3 AS delta_size)").fetchone()[0] == "1-3"
-    assert con.execute(f"SELECT {DELTA_BUCKET_SQL} FROM (SELECT 3 AS delta_size)").fetchone()[0] == "3-6"
+    assert con.execute(f"SELECT {strata.RULES.delta_bucket.sql()} FROM (SELECT 3 AS delta_size)").fetchone()[0] == "3-6"
     assert wider.benchmark_cell.label("success", 3, 0) == "simple_3"
     assert [c.name for c in wider.benchmark_cells if c.group == "simple"] == ["simple_1", "simple_2", "simple_3"]
     assert wider.balance2_group.label("success", 3) == "simple"

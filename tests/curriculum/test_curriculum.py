@@ -173,37 +173,34 @@ def test_most_weight_on_the_frontier_stratum_deterministic_and_decontaminated(la
     assert all(g["filtered"] is None for g in first.groups)
     quotas = {g: groups[g]["quota"] for g in groups}
     # 60 · w / Σw = 25.26 (simple), 17.37 (failure), 17.37 (medium); the last sample to failure (tie, by key)
-    assert (
-        quotas == {"simple": 25, "failure": 18, "medium": 17, "no_change": 0, "difficult": 0}
-        and first.selection.samples == 60
-    )
-    samples = pd.read_parquet(first.selection.path)
-    bench = pd.read_parquet(SplitStore(layout, "benchmark").samples(first.selection.spec["benchmark"]))
+    assert quotas == {"simple": 25, "failure": 18, "medium": 17, "no_change": 0, "difficult": 0} and first.samples == 60
+    samples = pd.read_parquet(first.path)
+    bench = pd.read_parquet(SplitStore(layout, "benchmark").samples(first.spec["benchmark"]))
     # decontaminated like the mixture (default: no benchmark trajectory, no benchmark (env, s_t, a_t))
-    assert first.selection.spec["decontaminate"] == "trajectory"
+    assert first.spec["decontaminate"] == "trajectory"
     assert not set(samples.trajectory_id) & set(bench.trajectory_id)
     assert not set(zip(samples.env_id, samples.sample_hash)) & set(zip(bench.env_id, bench.sample_hash))
     assert samples.stratum.value_counts().to_dict() == {"simple": 25, "failure": 18, "medium": 17}
 
     again = build_curriculum(layout, eval_con, spec)
     store = SplitStore(layout, CURRICULUM)
-    assert again.selection.version == first.selection.version and first.selection.version.startswith("cur-")
-    assert (store.dir(first.selection.version) / "sample_ids.txt").read_bytes() == (
-        store.dir(again.selection.version) / "sample_ids.txt"
+    assert again.version == first.version and first.version.startswith("cur-")
+    assert (store.dir(first.version) / "sample_ids.txt").read_bytes() == (
+        store.dir(again.version) / "sample_ids.txt"
     ).read_bytes()
     other = build_curriculum(layout, eval_con, CurriculumSpec(run_id=RUN, size=60, levels=("stratum",), seed=1))
-    assert other.selection.version != first.selection.version
+    assert other.version != first.version
 
     con = duckdb.connect()
     assert record(con, layout) == 2
     assert (
         con.execute(
-            "SELECT count(*) FROM split_members WHERE kind = 'curriculum' AND version = ?", [first.selection.version]
+            "SELECT count(*) FROM split_members WHERE kind = 'curriculum' AND version = ?", [first.version]
         ).fetchone()[0]
         == 60
     )
     top = con.execute(
-        "SELECT grp FROM curriculum_groups WHERE version = ? ORDER BY quota DESC LIMIT 1", [first.selection.version]
+        "SELECT grp FROM curriculum_groups WHERE version = ? ORDER BY quota DESC LIMIT 1", [first.version]
     ).fetchone()
     assert top == ("simple",)
     by_task = build_curriculum(
@@ -212,7 +209,7 @@ def test_most_weight_on_the_frontier_stratum_deterministic_and_decontaminated(la
         CurriculumSpec(run_id=RUN, size=60, levels=("stratum",), decontaminate="task_id"),
         make_current=False,
     )  # the stricter option: no step of a benchmark task/scenario
-    assert not set(pd.read_parquet(by_task.selection.path).task_id) & set(bench.task_id)
+    assert not set(pd.read_parquet(by_task.path).task_id) & set(bench.task_id)
 
 
 def test_finer_levels_smooth_toward_the_stratum(layout, eval_con):
@@ -242,7 +239,7 @@ def test_difficulty_filter_and_flat_top_end_to_end(layout, eval_con):
         groups["simple"]["filtered"] is None and groups["simple"]["weight"] == 1.0 and groups["simple"]["quota"] == 60
     )
     assert groups["no_change"]["filtered"] is None and groups["no_change"]["weight"] == 0  # not evaluated, not filtered
-    assert set(pd.read_parquet(filtered.selection.path).stratum) == {"simple"}
+    assert set(pd.read_parquet(filtered.path).stratum) == {"simple"}
 
     flat = build_curriculum(
         layout, eval_con, CurriculumSpec(run_id=RUN, size=60, levels=("stratum",), curve="flat_top"), make_current=False
@@ -255,14 +252,9 @@ def test_difficulty_filter_and_flat_top_end_to_end(layout, eval_con):
         == pytest.approx(math.exp(-0.5 * ((GAP - 0.1) / 0.1) ** 2), abs=1e-6)
     )
     assert groups["failure"]["weight"] < 0.01 and groups["simple"]["quota"] >= 0.9 * 60
-    assert (pd.read_parquet(flat.selection.path).stratum == "simple").mean() >= 0.9
-    assert (
-        len({default.selection.version, filtered.selection.version, flat.selection.version}) == 3
-    )  # curve and k are in the id
-    assert (
-        filtered.selection.spec["curriculum"]["filter_k"] == 0.3
-        and flat.selection.spec["curriculum"]["curve"] == "flat_top"
-    )
+    assert (pd.read_parquet(flat.path).stratum == "simple").mean() >= 0.9
+    assert len({default.version, filtered.version, flat.version}) == 3  # curve and k are in the id
+    assert filtered.spec["curriculum"]["filter_k"] == 0.3 and flat.spec["curriculum"]["curve"] == "flat_top"
 
     con = duckdb.connect()  # a curriculum_groups table from before `filtered` gets the column
     con.execute("""CREATE TABLE curriculum_groups (version VARCHAR, run_id VARCHAR, grp VARCHAR,
@@ -271,7 +263,7 @@ def test_difficulty_filter_and_flat_top_end_to_end(layout, eval_con):
     record(con, layout)
     rows = con.execute(
         "SELECT grp, weight, filtered FROM curriculum_groups WHERE version = ? ORDER BY grp",
-        [filtered.selection.version],
+        [filtered.version],
     ).fetchall()
     assert ("failure", 0.0, "|p̂ − α| = 0.4327 > k = 0.3") in rows and ("simple", 1.0, None) in rows
 

@@ -75,14 +75,14 @@ import os
 import sys
 from dagster import AssetKey, DagsterInstance
 from pipeline.envs.partitions import partition_keys
-from pipeline.store.partitions import shard_count
+from pipeline.core.settings import Settings
 from assets.definitions import defs
 defs = defs()
 with DagsterInstance.ephemeral() as instance:
     main = defs.resolve_job_def("envsim_main")
     assert main.execute_in_process(instance=instance, asset_selection=[AssetKey("environment_catalog")]).success
     job = defs.resolve_job_def("collect_and_label")
-    for key in partition_keys(shard_count(os.environ)):
+    for key in partition_keys(Settings.from_env(os.environ).shards):
         assert job.execute_in_process(instance=instance, partition_key=key).success, key
 print("reference done")
 """

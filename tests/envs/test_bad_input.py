@@ -59,9 +59,7 @@ def test_a_hanging_call_is_an_error_step_and_the_trajectory_goes_on(bad_run):
     assert hung["raw_observation"].startswith("Error:") and "2s" in hung["raw_observation"]
     assert hung["delta_size"] == 0 and hung["state_before_hash"] == hung["state_after_hash"]
     assert steps[2]["outcome"] == "success" and steps[2]["state_before_hash"] == steps[0]["state_after_hash"]
-    assert any(
-        i["task_id"] == "hangs" and "square_root" in i["reason"] and "exceeded" in i["reason"] for i in labeled.issues
-    )
+    assert any(i.task_id == "hangs" and "square_root" in i.reason and "exceeded" in i.reason for i in labeled.issues)
     assert verify_steps(layout).ok
 
 
@@ -324,7 +322,7 @@ def test_catalog_and_trajectories_continue_past_bad_records(tmp_path, bad_histor
     layout = DataLayout.at(tmp_path / "data")
     items, item_issues = env_items(bad_histories)
     catalog = build_catalog(layout, items, item_issues)
-    assert {e["env_id"] for e in catalog.environments} >= {
+    assert {e["env_id"] for e in catalog["catalog"].rows} >= {
         "envscaler/good",
         "envscaler/params_str",
         "envscaler/second_only",

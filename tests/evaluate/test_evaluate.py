@@ -292,3 +292,21 @@ def test_eval_asset_oracle_and_no_change(split, tmp_path):
     assert runs == {"oracle": 100.0, "no_change": zero_share}
     by_group = con.execute("SELECT grp, cm FROM eval_by_group WHERE run_id LIKE 'no_change@%' ORDER BY grp").fetchall()
     assert dict(by_group)["no_change"] == 100.0 and dict(by_group)["simple"] == 0.0
+
+
+def test_max_samples_are_taken_across_the_strata(split):
+    """A small ``max_samples`` compares every stratum (a GPU run of 60 samples once held only the 2 strata that
+    come first in pick order): each stratum's first sample in pick order, then each one's second, and so on."""
+    from pipeline.evaluate.samples import load_samples
+
+    layout, version, samples, _ = split
+    strata = {s["stratum"] for s in samples}
+    by_stratum = {c: sorted(s["position"] for s in samples if s["stratum"] == c) for c in strata}
+    _, first = load_samples(layout, version, max_samples=len(strata))
+    assert sorted((s["stratum"], s["position"]) for s in first) == sorted((c, p[0]) for c, p in by_stratum.items())
+    rounds = min(6, *(len(p) for p in by_stratum.values()))
+    _, taken = load_samples(layout, version, max_samples=rounds * len(strata))
+    assert {c: sorted(s["position"] for s in taken if s["stratum"] == c) for c in strata} == {
+        c: p[:rounds] for c, p in by_stratum.items()
+    }
+    assert len(strata) > 2 and rounds >= 2  # the test data is worth the name

@@ -15,7 +15,7 @@ from assets.automation import splits_on_new_steps
 from assets.selection import _composition_check
 from pipeline.core.strata import BENCHMARK_CELLS, Cell
 from pipeline.export.hf_layout import MARKER, export_split
-from pipeline.export.revisions import current_version, export_revision
+from pipeline.export.revisions import export_revision
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
@@ -39,7 +39,7 @@ def test_each_version_has_its_own_export_and_current_moves(layout):
     two = export_revision(layout, BENCHMARK, None)  # used to be ExportConflict
     assert layout.export_version(BENCHMARK, first.version).joinpath(MARKER).exists()  # the old one is kept
     assert layout.export_current(BENCHMARK).resolve() == two.report.directory.resolve()
-    assert current_version(layout, BENCHMARK) == second.version
+    assert layout.export_current(BENCHMARK).resolve().name == second.version
     loaded = datasets.load_dataset(str(layout.export_current(BENCHMARK)), split="test")
     assert len(loaded) == second.samples
 

@@ -42,7 +42,7 @@ def test_a_corrupted_environment_is_quarantined_and_the_others_are_not(small_lay
     report = verify_steps(layout, max_problems=1_000_000)
     assert not report.ok and victim["trajectory_id"] in report.failed_trajectories
     held = quarantine(layout, report)
-    assert held.environments == [victim["env_id"]]
+    assert held["quarantined_environments"].rows == [{"env_id": victim["env_id"]}]
 
     stratify(layout)
     strata = pq.read_table(layout.strata).to_pylist()
@@ -89,5 +89,5 @@ def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):
     assert "died while labeling" in message and "bfcl/" in message
     logs: list[str] = []
     report = label(layout, sandbox, log=logs.append)
-    assert any("died while labeling" in i["reason"] for i in report.issues)
+    assert any("died while labeling" in i.reason for i in report.issues)
     assert report.steps > 0 and not inflight_path(layout).exists()

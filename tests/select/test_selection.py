@@ -176,7 +176,8 @@ def test_contaminated_input_fails_the_overlap_check_loudly(bfcl_layout, tmp_path
     assert not result.success
     failed = {f.expectation: f for f in result.failures}
     assert failed["expect_column_values_to_not_be_in_set"].unexpected == 7
-    assert "step_id=" in result.markdown() and "task_id" in result.markdown()
+    rows = result.fact().rows
+    assert any("step_id=" in r["first_rows"] for r in rows) and any(r["column"] == "task_id" for r in rows)
 
 
 def test_unknown_benchmark_version_is_a_precise_error(bfcl_layout):

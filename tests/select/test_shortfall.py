@@ -126,7 +126,7 @@ def test_a_cell_no_step_has_the_argument_count_of_says_so(corpus_layout):
 
 
 def test_a_mixture_short_of_its_sizes_is_named_with_what_decontamination_removed_and_the_fix(corpus_layout):
-    from pipeline.select.shortfall import MIXTURE_SHORTFALL_FIX
+    from pipeline.select.shortfall import mixture_fix
 
     layout = corpus_layout(small_corpus())
     bench = build_benchmark(layout, seed=0)
@@ -136,7 +136,7 @@ def test_a_mixture_short_of_its_sizes_is_named_with_what_decontamination_removed
     assert report[0] == f"SHORTFALL: sft_mixture {mix.version} holds {mix.samples} of 5150 samples: 1 group(s) short"
     (line,) = [r for r in report if r.startswith("  complex: ")]
     assert line.startswith(f"  complex: {mix.samples - 150} of 5000 (") and f"against {bench.version})" in line
-    assert report[-1] == f"  fix: {MIXTURE_SHORTFALL_FIX}" and "mixture_sizes" in MIXTURE_SHORTFALL_FIX
+    assert report[-1] == f"  fix: {mixture_fix()}" and "mixture_sizes" in mixture_fix()
 
 
 def test_the_summary_says_which_of_three_kinds_each_short_cell_is_with_the_setting_in_force(corpus_layout):
