@@ -191,8 +191,7 @@ def build(spec: EnvSpec) -> Environment:
 
 
 def reuse_key(env: EnvSpec) -> tuple[str, ...] | None:
-    """Which trajectories may share a forked child, one after the other (on top of the child being
-    provably clean after each, :func:`pipeline.execution.pristine.reuse_verdict`): the same environment
+    """Which trajectories may share a forked child, one after the other: the same environment
     (adapter and id) and what its adapter's source adds (:meth:`EnvironmentSource.reuse_parts`: bfcl and
     the builtin pack share children across configurations; a corpus environment only with the same
     options and configuration). None: never shared (an unknown adapter). The worker keys its warm

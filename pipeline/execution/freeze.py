@@ -1,57 +1,11 @@
-"""Frozen clock and seeded randomness for one trajectory (docs/definitions.md §4.4).
+"""Frozen clock and seeded randomness for one trajectory (docs/environments.md, "Determinism"; definitions §4.4).
 
-``install(trajectory_id, seed, clock_start)`` is called in the sandbox child before the environment
-is built. From then on, everything environment code can use to observe time or draw randomness is
-a deterministic function of (trajectory id, run seed, clock start, step):
-
-* **wall clock** — ``datetime.datetime.now/today/utcnow``, ``datetime.date.today``, ``time.time``,
-  ``time.time_ns`` and the argument-less forms of ``time.localtime/gmtime/strftime/ctime/asctime``
-  read a clock frozen at ``clock_start`` during the reset; before action *i* the runner calls
-  ``at_step(i)`` and the clock reads ``clock_start + (i + 1) × STEP_SECONDS`` for the whole call
-  (``step_time`` gives that value, so a prompt can state the current time of every sample). Local
-  time is UTC (the sandbox runs with ``TZ=UTC``); ``now()`` is naive UTC, ``now(tz)`` aware.
-* **monotonic clocks** — ``time.monotonic/perf_counter`` (and ``_ns``) advance by ``TICK_SECONDS``
-  on every read, so durations are positive and busy-wait loops end; the real ones stay available
-  as ``REAL.monotonic`` / ``REAL.perf_counter`` for the sandbox's own bookkeeping. Before action *i*
-  the counter is raised to at least ``1000 + (i + 1) × STEP_SECONDS``, so a step's readings do not
-  depend on how many reads earlier steps made.
-* **CPU clocks** — ``time.process_time/thread_time`` (and ``_ns``) read a counter that advances by
-  ``TICK_SECONDS`` per read (at least ``(i + 1) × CPU_STEP_SECONDS`` at action *i*).
-* **every clock id** — ``time.clock_gettime/clock_gettime_ns``: ``CLOCK_REALTIME`` (``_COARSE``,
-  ``_ALARM``, ``CLOCK_TAI``) read the frozen wall clock, the CPU-time ids the CPU counter, every other
-  id (``MONOTONIC``, ``_RAW``, ``_COARSE``, ``BOOTTIME``…) the monotonic counter.
-* **process times** — ``os.times()`` gives (CPU counter, 0, 0, 0, monotonic counter).
-* **uptime** — ``open``/``io.open`` (hence ``pathlib``) of ``/proc/uptime`` give
-  ``"<monotonic counter> 0.00"`` instead of the kernel's file. Reading it with ``os.open``/``os.read``
-  is not intercepted (nor are other ``/proc`` files outside :data:`HOST_FILES`, or an object's
-  address, ``id()``): what still differs between two executions is the determinism check's to
-  catch (:mod:`pipeline.labeling.determinism`), and its environment is quarantined.
-* **file times** — ``os.stat``, ``os.lstat``, ``os.fstat`` (hence ``os.path.getmtime/getctime/getatime``,
-  ``pathlib.Path.stat``…) and the entries of ``os.scandir`` (hence ``os.walk``) give the frozen wall
-  clock as every access, modification and change time (and ``_ns``), device :data:`FILE_DEVICE` and
-  inodes numbered in the order the trajectory first sees them; size, mode, links and owner are real.
-* **CPU usage** — ``resource.getrusage`` gives the CPU counter as ``ru_utime`` and 0 for every other
-  field; ``os.getloadavg()`` gives zeros.
-* **host identity** — ``os.uname()`` (and ``platform.uname/node/release/version/platform``) says
-  ``Linux envsim envsim #1 envsim <real machine>``, ``socket.gethostname()`` ``envsim``; ``open`` of
-  the ``/proc`` files in :data:`HOST_FILES` (``boot_id``, ``osrelease``, ``/proc/version``…) gives
-  constants (under bwrap the same constants are bound over those files).
-* **randomness** — the global ``random`` generator, ``random.SystemRandom``, ``secrets``,
-  ``os.urandom``, ``os.getrandom``, ``uuid.uuid4`` and ``uuid.uuid1`` draw from a stream seeded by
-  ``blake2b(seed, trajectory id, phase)``; the phase is ``reset`` and then each step index, so a
-  step's draws do not depend on how much earlier steps consumed (a resumed child that skips a lost
-  call reproduces the later steps exactly). A generator seeded from the OS — ``random.Random()``,
-  ``random.Random(None)``, ``random.seed()``, ``r.seed()`` with no argument — is seeded from that
-  stream instead, and so are ``tempfile``'s random names (``mkstemp``, ``mkdtemp``,
-  ``NamedTemporaryFile``…: its name generator is dropped at every phase and re-made from the stream).
-
-``datetime.datetime``/``datetime.date`` are replaced by subclasses (a metaclass keeps
-``isinstance`` true for instances of the real classes both ways; arithmetic and parsing work as
-before and return the subclass). Names bound before the fork by modules that were imported early
-— ``from datetime import datetime`` in bfcl's ``travel_booking`` — are rebound in the modules the
-environment sources name (:func:`pipeline.envs.registry.module_prefixes`: ``bfcl_eval``, and a plugin's own);
-infrastructure modules (``threading`` binds ``time.monotonic`` at import) are left alone.
-
+``install(trajectory_id, seed, clock_start)``, in the sandbox child before the environment is built, patches
+everything environment code can use to observe time, the host or randomness (wall, monotonic and CPU clocks,
+``clock_gettime``, ``os.times``, ``/proc/uptime``, file times, ``getrusage``, ``uname`` and the ``/proc`` files of
+:data:`HOST_FILES`, ``random``/``secrets``/``os.urandom``/``uuid``/``tempfile`` names) into a deterministic
+function of (trajectory id, run seed, clock start, step); ``at_step(i)`` moves it to action *i*. Names bound
+early in the environment sources' modules (:func:`pipeline.envs.registry.module_prefixes`) are rebound.
 ``frozen(...)`` is the in-process form: a context manager that installs and restores everything.
 """
 

@@ -1,29 +1,8 @@
-"""How sandbox workers are started: inside ``bwrap`` (the default), or — for trusted code only — as
-plain subprocesses.
-
-``bwrap`` gives each worker its own PID, network, IPC, UTS, mount and cgroup namespaces (no network
-at all; processes die with the namespace), all capabilities dropped and an unprivileged host uid — under
-root bwrap makes no user namespace and starts the command through ``setpriv`` as a host uid of its own
-(:class:`UidSlot`: owner checks, file modes and ``RLIMIT_NPROC`` hold per sandbox), otherwise a user
-namespace maps the caller to 65534 —, a read-only view of only what the interpreter needs at neutral paths
-(``/usr``; the Python
-installation at ``/python`` unless it is under ``/usr``; the virtual environment's ``lib`` at ``/venv``
-with a generated ``pyvenv.cfg``; the project's ``pipeline`` package at ``/opt/envsim``; the directories of
-installed plugin packages outside them), its options passed through ``--args FD`` (``/proc/1/cmdline`` shows
-none), a private size-capped
-``/tmp``, a fresh ``/proc``, a minimal read-only ``/dev`` with a small size-capped ``/dev/shm``, an
-empty environment (``--clearenv``: no variable of the parent, so no API key or token), a new session
-and ``--die-with-parent``. The interpreter runs with ``-P`` (``PYTHONSAFEPATH``): neither the working
-directory nor any other writable directory is on ``sys.path``. (A cgroup memory limit per worker is not
-used: cgroups are not delegated to unprivileged users here — memory in ``/dev/shm`` is capped by its
-size, ``memfd_create`` is refused by seccomp, and Landlock refuses writes under ``/dev``.) The data root,
-``DAGSTER_HOME`` and the home directory are simply not there. Inside, each child adds its own
-resource limits, a seccomp filter and the audit-hook guards (see :mod:`pipeline.execution.worker`).
-
-``trusted`` starts the same worker without the namespace boundary (still with an empty
-environment, seccomp and limits in the child): for code you wrote yourself, or machines where
-user namespaces are disabled. It is never chosen silently: a missing or broken ``bwrap`` is an
-error that says how to install it or opt out.
+"""How sandbox workers are started: inside ``bwrap`` (the default), or — for trusted code only — as plain
+subprocesses (``trusted``; never chosen silently: a missing or broken ``bwrap`` is an error that says how to
+install it or opt out). What the bwrap sandbox shows and hides, per resource, is docs/environments.md
+("Sandbox"): its own namespaces, an unprivileged host uid (:class:`UidSlot` under root), an empty environment,
+a read-only view of only what the interpreter needs at neutral paths, its options through ``--args FD``.
 """
 
 from __future__ import annotations
@@ -220,178 +199,118 @@ def _hidden_install_records() -> list[str]:
     return sorted(out)
 
 
-_DEST_AT = {"--ro-bind": 2, "--bind": 2, "--symlink": 2, "--ro-bind-data": 2, "--tmpfs": 1, "--proc": 1, "--dev": 1}
-
-
-def _with_parents(opts: list[str]) -> list[str]:
-    """``opts`` with every missing parent directory of a destination made first, mode 0755 (bwrap makes
+class _Options(list[str]):
+    """bwrap options; :meth:`put` makes every missing parent of its destination first, mode 0755 (bwrap makes
     them 0700 as root: the unprivileged uid could not reach what is bound below)."""
-    out: list[str] = []
-    pending: list[str] = []  # modifiers (--perms/--size) that belong to the next option
-    made = {"/", "/usr", "/tmp", "/proc", "/dev"}
-    i = 0
-    while i < len(opts):
-        opt = opts[i]
-        if opt in ("--perms", "--size"):
-            pending += opts[i : i + 2]
-            i += 2
-            continue
-        count = _DEST_AT.get(opt, 0) + 1 if opt in _DEST_AT else 1
-        if opt in _DEST_AT:
-            dest = opts[i + _DEST_AT[opt]]
-            parents = []
-            parent = os.path.dirname(dest)
-            while parent not in made and parent != "/":
-                parents.append(parent)
-                parent = os.path.dirname(parent)
-            for d in reversed(parents):
-                out += ["--perms", "0755", "--dir", d]
-                made.add(d)
-            made.add(dest)
-        elif opt in ("--hostname", "--chdir", "--remount-ro", "--uid", "--gid", "--cap-add", "--cap-drop"):
-            count = 2
-        elif opt == "--setenv":
-            count = 3
-        out += pending + opts[i : i + count]
-        pending = []
-        i += count
-    return out + pending
+
+    def __init__(self, *opts: str) -> None:
+        super().__init__(opts)
+        self.made = {"/", "/usr", "/tmp", "/proc", "/dev"}
+        self.fds: list[int] = []
+
+    def put(self, *opt: str) -> None:
+        """An option whose last argument is its destination inside."""
+        parent, missing = os.path.dirname(opt[-1]), []
+        while parent not in self.made and parent != "/":
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        for directory in reversed(missing):
+            self += ["--perms", "0755", "--dir", directory]
+            self.made.add(directory)
+        self.made.add(opt[-1])
+        self += opt
+
+    def data(self, inside: str, content: str) -> None:
+        """A read-only file inside holding ``content`` (through a pipe bwrap reads)."""
+        fd = _data_fd(content.encode())
+        self.fds.append(fd)
+        self.put("--perms", "0444", "--ro-bind-data", str(fd), inside)
+
+
+#: under root: no user namespace; the command drops to a uid of its own through ``setpriv`` (CAP_SETUID/GID)
+_AS_ROOT = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
+_AS_ROOT_CAPS = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+#: otherwise: a user namespace maps the caller to 65534
+_AS_USER = ("--unshare-all", "--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY), "--disable-userns")
+
+
+def _setpriv() -> str:
+    path = shutil.which("setpriv")
+    if path is None:
+        raise SandboxUnavailable(
+            "running as root, the sandbox drops to an unprivileged uid with 'setpriv' (util-linux), "
+            "which is not installed: 'sudo apt-get install util-linux'"
+        )
+    return path
+
+
+def _bind_system(opts: _Options) -> tuple[str, dict[str, str]]:
+    """Bind ``/usr``, the top-level system directories, the interpreter and virtual environment (at neutral
+    paths, pip's records naming the checkout hidden) and plugin directories; (the executable, variables)."""
+    opts.put("--ro-bind", "/usr", "/usr")
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / top
+        if host.is_symlink():
+            opts.put("--symlink", os.readlink(host), str(host))
+        elif host.is_dir():
+            opts.put("--ro-bind", str(host), str(host))
+    if Path("/etc/ld.so.cache").exists():
+        opts.put("--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache")
+    binds, files, exe, env = interpreter_layout()
+    for host, inside in binds:
+        opts.put("--ro-bind", host, inside)
+    for inside, content in files:
+        if inside.endswith("/bin/python"):
+            opts.put("--symlink", content, inside)
+        else:
+            opts.data(inside, content)
+    site = os.path.realpath(os.path.join(sys.prefix, "lib"))
+    if any(inside == VENV_DIR + "/lib" for _, inside in binds):
+        for record in _hidden_install_records():
+            if _inside(record, site):
+                opts.put("--ro-bind", "/dev/null", VENV_DIR + "/lib" + record[len(site) :])
+    plugins = _plugin_dirs()
+    for path in plugins:
+        opts.put("--ro-bind", path, path)
+    return exe, {**worker_environment(os.pathsep.join([_APP_DIR, *plugins])), **env}
+
+
+def _bind_private(opts: _Options) -> None:
+    """The project's package at its neutral path, a fresh ``/proc`` with constant host files over it, a
+    read-only minimal ``/dev`` with a small ``/dev/shm``."""
+    opts.put("--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline")
+    opts.put("--proc", "/proc")
+    opts.put("--dev", "/dev")
+    opts.put("--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm")
+    opts += ["--remount-ro", "/dev", "--chdir", "/tmp", "--hostname", freeze.HOSTNAME]
+    for dest, content in sorted(freeze.HOST_FILES.items()):
+        opts.data(dest, content)
 
 
 def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | None = None) -> Launch:
     """The ``bwrap`` launch that runs one sandbox worker (or ``command`` inside the same sandbox). Its
-    options travel through ``--args FD`` (``/proc/1/cmdline`` inside shows none of them); data files
-    (constant ``/proc`` contents, ``pyvenv.cfg``) through ``--ro-bind-data`` pipes. Under root, bwrap
-    makes no user namespace and the command is started through ``setpriv`` as a uid of its own
-    (:class:`UidSlot`) with no capability and ``no_new_privs``; otherwise a user namespace maps the caller's uid
-    to 65534."""
+    options travel through ``--args FD`` (``/proc/1/cmdline`` inside shows none of them). Under root the
+    command runs as a uid of its own (:class:`UidSlot`) through ``setpriv``, with no capability."""
     bwrap = bwrap_path()
-    binds, files, exe, extra_env = interpreter_layout()
-    fds: list[int] = []
     root = os.geteuid() == 0
-    if root:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            raise SandboxUnavailable(
-                "running as root, the sandbox drops to an unprivileged uid with 'setpriv' (util-linux), "
-                "which is not installed: 'sudo apt-get install util-linux'"
-            )
-        opts = [
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--cap-drop",
-            "ALL",
-            "--cap-add",
-            "CAP_SETUID",
-            "--cap-add",
-            "CAP_SETGID",
-        ]
-    else:
-        opts = [
-            "--unshare-all",
-            "--unshare-user",
-            "--uid",
-            str(_NOBODY),
-            "--gid",
-            str(_NOBODY),
-            "--disable-userns",
-            "--cap-drop",
-            "ALL",
-        ]
-    opts += [
-        "--die-with-parent",
-        "--new-session",
-        "--clearenv",
-        # the private /tmp first: a later bind below /tmp stays visible on it
-        "--size",
-        str(tmp_mb << 20),
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/tmp",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-    ]
-    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = Path("/") / top
-        if host.is_symlink():
-            opts += ["--symlink", os.readlink(host), str(host)]
-        elif host.is_dir():
-            opts += ["--ro-bind", str(host), str(host)]
-    if Path("/etc/ld.so.cache").exists():
-        opts += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    for host, inside in binds:
-        opts += ["--ro-bind", host, inside]
-    for inside, content in files:
-        if inside.endswith("/bin/python"):
-            opts += ["--symlink", content, inside]
-        else:
-            fd = _data_fd(content.encode())
-            fds.append(fd)
-            opts += ["--perms", "0444", "--ro-bind-data", str(fd), inside]
-    venv_lib = [inside for _, inside in binds if inside == VENV_DIR + "/lib"]
-    for record in _hidden_install_records():
-        site = os.path.realpath(os.path.join(sys.prefix, "lib"))
-        if venv_lib and _inside(record, site):
-            opts += ["--ro-bind", "/dev/null", VENV_DIR + "/lib" + record[len(site) :]]
-    plugins = _plugin_dirs()
-    for path in plugins:
-        opts += ["--ro-bind", path, path]
-    opts += [
-        "--ro-bind",
-        str(_PROJECT_ROOT / "pipeline"),
-        f"{_APP_DIR}/pipeline",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        str(SHM_MB << 20),
-        "--tmpfs",
-        "/dev/shm",
-        "--remount-ro",
-        "/dev",
-        "--chdir",
-        "/tmp",
-        "--hostname",
-        freeze.HOSTNAME,
-    ]
-    for dest, content in sorted(freeze.HOST_FILES.items()):  # constant host identity over the fresh /proc
-        fd = _data_fd(content.encode())
-        fds.append(fd)
-        opts += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
-    for key, value in {**worker_environment(os.pathsep.join([_APP_DIR, *plugins])), **extra_env}.items():
+    setpriv = _setpriv() if root else ""
+    opts = _Options(*(_AS_ROOT + _AS_ROOT_CAPS if root else _AS_USER + ("--cap-drop", "ALL")))
+    opts += ["--die-with-parent", "--new-session", "--clearenv"]
+    opts.put("--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp")  # first: binds below stay visible
+    exe, env = _bind_system(opts)
+    _bind_private(opts)
+    for key, value in env.items():
         opts += ["--setenv", key, value]
-    opts = _with_parents(opts)
     args_fd = _data_fd(b"".join(a.encode() + b"\0" for a in opts))
-    fds.append(args_fd)
-    if command is None:
-        # its /tmp is this instance's own (fixed names in it); an instance for one environment: only its source
-        command = [
-            exe,
-            "-P",
-            "-m",
-            "pipeline.execution.worker",
-            "--private-tmp",
-            *(["--preload", preload] if preload else []),
-        ]
-    slot = None
-    if root:
-        slot = UidSlot()
-        command = [
-            setpriv,
-            f"--reuid={slot.uid}",
-            f"--regid={slot.uid}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--no-new-privs",
-            *command,
-        ]
-    return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", tuple(fds), slot)
+    fds = (*opts.fds, args_fd)
+    if command is None:  # its /tmp is this instance's own; an instance for one environment: only its source
+        command = [exe, "-P", "-m", "pipeline.execution.worker", "--private-tmp"]
+        command += ["--preload", preload] if preload else []
+    slot = UidSlot() if root else None
+    if slot is not None:
+        ids = [f"--reuid={slot.uid}", f"--regid={slot.uid}", "--clear-groups", "--inh-caps=-all", "--no-new-privs"]
+        command = [setpriv, *ids, *command]
+    return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", fds, slot)
 
 
 def worker_command(isolation: str, tmp_mb: int, preload: str | None = None) -> Launch:

@@ -1,18 +1,9 @@
-"""Landlock: the kernel confines a sandbox child's writes to its own directory.
+"""Landlock: the kernel confines what a sandbox child's files may be (docs/environments.md, "Sandbox").
 
-Applied in every forked child before environment code runs (under ``bwrap`` and under ``trusted``):
-a ruleset that handles every write-like file-system right — writing, truncating, creating, removing,
-renaming/linking (``REFER``) and device ioctls — and grants them only beneath the child's own fresh
-directory, plus writing ``/dev/null``. Everything else stays readable (what bwrap shows) and is not
-writable, whatever path form is used: ``dir_fd``-relative names, ``sqlite3``, C code — the kernel
-checks the resolved object, not what an audit hook sees. Where the kernel has them (ABI ≥ 4) TCP
-bind/connect are refused too, and (ABI ≥ 6) signals and abstract unix sockets cannot reach any
-process outside the child's own Landlock domain (the worker, siblings).
-
-The syscalls are ``landlock_create_ruleset`` 444, ``landlock_add_rule`` 445 and
-``landlock_restrict_self`` 446 on both x86_64 and aarch64. A kernel without Landlock leaves the
-audit-hook guard (:mod:`pipeline.execution.guards`) as the only write confinement; the sandbox says
-so loudly (``Sandbox.landlock`` / ``Sandbox.confinement``).
+:func:`restrict`, in every forked child before environment code runs (under ``bwrap`` and ``trusted``):
+writes only beneath the child's own directory and to ``/dev/null``, reads only beneath the top-level
+directories but ``/proc``, ``/sys`` and ``/tmp``; TCP (ABI ≥ 4), signals and abstract unix sockets
+(ABI ≥ 6) scoped to the child. Without Landlock :func:`restrict` returns False and the sandbox says so.
 """
 
 from __future__ import annotations
@@ -92,7 +83,6 @@ def prepare() -> int:
         _STATE["file"] = _PathBeneath(fs & (_READ_FILE | _WRITE_FILE | _TRUNCATE | _IOCTL_DEV), -1)
         _STATE["read"] = _PathBeneath(_READ_FILE | _READ_DIR, -1)
         _STATE["read_file"] = _PathBeneath(_READ_FILE, -1)
-        _STATE["read_dir"] = _PathBeneath(_READ_DIR, -1)
         _STATE["readable"] = readable_tops()
         _STATE["call"] = _syscall()
     return version
@@ -117,21 +107,12 @@ def readable_tops() -> list[str]:
     return tops + sorted(imports)
 
 
-def _readable_files() -> list[str]:
-    """Single files under /proc a child may read: the constant host identity bound over them."""
-    return sorted(HOST_FILES)
-
-
-def available() -> bool:
-    return prepare() > 0
-
-
 def restrict(writable_dir: str | int) -> bool:
     """Confine the calling process (irreversibly, with its future threads): writes only beneath
     ``writable_dir`` and to ``/dev/null``; reads beneath ``writable_dir`` and every top-level directory
-    but ``/proc``, ``/sys`` and ``/tmp`` (:data:`UNREADABLE`), plus the constant ``/proc`` files and its own
-    ``/proc/self/task`` listing (its thread count). Returns False when the kernel has no Landlock; raises
-    :class:`LandlockError` when it has and refuses. Needs ``no_new_privs`` (the worker sets it)."""
+    but ``/proc``, ``/sys`` and ``/tmp`` (:data:`UNREADABLE`), plus the constant ``/proc`` files. Returns False
+    when the kernel has no Landlock; raises :class:`LandlockError` when it has and refuses. Needs
+    ``no_new_privs`` (the worker sets it)."""
     if not prepare():
         return False
     call = _STATE["call"]
@@ -141,8 +122,7 @@ def restrict(writable_dir: str | int) -> bool:
     try:
         rules: list[tuple[str | int, object]] = [(writable_dir, _STATE["dir"]), (os.devnull, _STATE["file"])]
         rules += [(top, _STATE["read"]) for top in _STATE["readable"]]  # type: ignore[attr-defined]
-        rules += [(path, _STATE["read_file"]) for path in _readable_files()]
-        rules.append(("/proc/self/task", _STATE["read_dir"]))
+        rules += [(path, _STATE["read_file"]) for path in sorted(HOST_FILES)]  # constant host identity
         for path, rule in rules:
             try:
                 # a descriptor: the directory however it is renamed meanwhile (a spare's)

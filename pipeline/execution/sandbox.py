@@ -6,15 +6,11 @@ Usage::
         for trajectory, result in box.run(trajectories):   # results in input order
             ...
 
-Workers run inside ``bwrap`` (see :mod:`pipeline.execution.isolation`) and fork one child per
-trajectory (:mod:`pipeline.execution.worker`). Everything they send is untrusted plain data: JSON
-frames, size-capped, read with a deadline. The labels of every step are computed here
-(:mod:`pipeline.execution.labels`). A worker that stops answering (stopped, wedged), dies or
-breaks the protocol is killed and replaced; the call it was running becomes an ``error`` step with
-the reason and the trajectory is truncated there — the other trajectories go on. Every frame must
-carry the id of the trajectory being read (the worker tags what its child sends); one that does
-not is refused the same way. A worker's stderr is a pipe drained here, of which only the last
-:data:`STDERR_KEEP` bytes are kept (for error messages), never a host file.
+Trusted code runs on shared workers, untrusted code on one instance per environment
+(:mod:`pipeline.execution.isolation`, :mod:`pipeline.execution.worker`). Everything a worker sends is untrusted
+plain data: size-capped JSON frames, read with a deadline, each tagged with the trajectory being read; the labels
+are computed here (:mod:`pipeline.execution.labels`). A worker that stops answering, dies or breaks the protocol
+is killed and replaced; the call it was running becomes an ``error`` step and the trajectory is truncated there.
 """
 
 from __future__ import annotations
@@ -179,14 +175,7 @@ class _Worker:
                     "with this trajectory; worker killed and replaced",
                 )
             kind = msg.get("kind")
-            if kind == "end":
-                if msg.get("trajectory_id") != trajectory.trajectory_id:
-                    self.kill()
-                    self._lose(
-                        labels,
-                        "UntrustedData",
-                        "the sandbox worker ended another trajectory; worker killed and replaced",
-                    )
+            if kind == "end":  # (tagged with this trajectory: checked above)
                 return labels.result
             if kind == "tick":
                 continue
@@ -329,7 +318,7 @@ class Sandbox:
         self._busy: set[tuple[str, ...]] = set()  # environments whose instance is running a batch
         self._turns = threading.Condition()
         self._live: OrderedDict[tuple[str, ...], _Worker] = OrderedDict()  # idle instances, by environment
-        #: whether the kernel confines children's writes (Landlock); False: only the audit-hook guard
+        #: whether the kernel confines children's writes (Landlock)
         self.landlock = False
         #: how children's writes are confined, for run summaries
         self.confinement = ""
@@ -340,10 +329,10 @@ class Sandbox:
         if self.landlock:
             self.confinement = f"landlock ABI {first.landlock}"
         else:
-            self.confinement = "audit hook only (no Landlock)"
+            self.confinement = "bwrap's read-only view only (no Landlock)"
             log.warning(
-                "WARNING: this kernel has no Landlock: sandbox children's writes are confined only by the "
-                "audit-hook guard, not by the kernel (a dir_fd-relative or native write can escape its directory)"
+                "WARNING: this kernel has no Landlock: sandbox children's writes are confined only by bwrap's "
+                "read-only view (a child can write anywhere in its sandbox's /tmp; under trusted, anywhere)"
             )
         self._all.append(first)
         _OPEN.add(self)

@@ -1,49 +1,15 @@
-"""Seccomp filters: **default deny**. The kernel allows only the syscalls in :data:`SYSCALLS`, one table
-with one line of reason per entry; every other syscall — any the kernel adds later included — is refused
-with ``EPERM`` (``clone3`` with ``ENOSYS``, so libc falls back to ``clone``, which the filter can read).
+"""Seccomp filters, **default deny**: the kernel allows only the syscalls in :data:`SYSCALLS` (one table, one
+reason per entry, docs/environments.md "The syscall allowlist" holds :func:`table_markdown`); every other one
+is refused with ``EPERM`` (``clone3`` ``ENOSYS``, so libc falls back to ``clone``, which a filter can read), and
+another architecture's or x32 syscall kills the process. libseccomp (``pyseccomp``) compiles them.
 
-The filters are compiled by libseccomp (through ``pyseccomp``, a ctypes binding to the system's
-``libseccomp.so.2``), which resolves the names per architecture (a name an architecture does not have is
-skipped) and generates the BPF. A syscall of another architecture or ABI — x32 included — kills the
-process (libseccomp's bad-architecture action, set to ``KILL_PROCESS``).
-
-Each entry of :data:`SYSCALLS` is ``(name, scope, reason, when)``:
-
-* ``scope`` ``"child"``: allowed to environment code (and so to the worker, whose filter the child's
-  stacks on); ``"worker"``: allowed only to the sandbox worker and its zygote (process supervision, the
-  zygote channel, installing the child's Landlock ruleset and filter, cleaning up);
-* ``when``: ``None`` (any arguments) or alternatives, each a tuple of argument conditions
-  ``(index, op, value)`` that must all hold (``op`` ``"eq"``/``"ne"`` on the whole 64-bit register, or
-  ``"eq32"`` on its lower half, for an ``int`` argument the kernel reads as 32 bits).
-
-Two filters are built from it:
-
-* the **base filter** (:func:`install_base`), installed on the sandbox worker itself after it imported the
-  environment modules and before it serves anything. Seccomp filters are inherited by ``fork`` and stack,
-  so every child runs under it whatever happens to the child filter prepared in the worker's memory;
-* the **child filter** (:func:`install`), installed in each forked child right before environment code
-  runs: only the ``"child"`` entries, and ``tkill``/``tgkill`` only on the child's own pid (``raise`` and
-  ``abort`` still work). Its rules are added once in the worker (:func:`prepare`), which also compiles its
-  program once for a sentinel pid; a child writes its own pid into that program (:func:`program_for`).
-
-Refused by construction (not in the table), among others: every socket call (``socket``,
-``socketpair``, ``connect``… — no network, no ``AF_UNIX`` buffers holding memory, no ``AF_VSOCK``),
-process and thread creation in a child (``clone`` of any kind, ``fork``, ``execve``), the
-``chmod``/``chown``/``utime`` families (a child cannot change the mode or owner of anything),
-``mincore``, ``fadvise64``, ``readahead`` and ``cachestat`` (page-cache state is a channel between
-environments), ``ptrace``/``process_vm_*``, namespaces and mounts, BPF, perf, keyrings, io_uring,
-``memfd_*``, SysV IPC and POSIX message queues, ``pidfd_*``, ``kill``, extended attributes, ``flock``,
-``inotify``/``fanotify``, ``sync``/``syncfs``, ``sysinfo``/``statfs`` (host memory, uptime and free
-space), pipes and eventfds in a child. :data:`DENIED` lists the notable ones for the documentation and
-tests; it is not compiled (the default refuses them).
-
-Loading sets ``PR_SET_NO_NEW_PRIVS`` (libseccomp's default; inherited) and no ``TSYNC``: the filter
-applies to the calling thread (the worker and each child are single-threaded when they load it).
-:func:`export_bpf` gives the compiled program of either filter for any architecture (tests read it);
-:func:`table_markdown` renders the table for ``docs/environments.md``.
-
-libseccomp is required wherever the sandbox runs (bwrap or trusted): without it the worker fails to
-start with :class:`SeccompUnavailable`, which names the package to install.
+Each entry is ``(name, scope, reason, when)``: ``scope`` ``"child"`` (environment code, and so the worker) or
+``"worker"`` (the sandbox worker and its zygote only); ``when`` ``None`` (any arguments), ``()`` (the child's
+own pid, added in the child), or alternatives of argument conditions ``(index, op, value)`` that must all hold
+(``"eq"``/``"ne"`` on the 64-bit register, ``"eq32"`` on its lower half, ``"masked0"``: no bit of ``value``).
+The **base filter** (:func:`install_base`, the whole table) is loaded on the worker before it serves anything
+and is inherited by every child; the **child filter** (:func:`install`, the ``"child"`` entries) stacks on it
+before environment code runs, from a program compiled once in the worker (:func:`prepare`).
 """
 
 from __future__ import annotations
@@ -55,7 +21,6 @@ import sys
 import tempfile
 from typing import Any
 
-_CLONE_THREAD = 0x00010000
 # CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET
 _CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS, _AF_UNIX = 0, 1, 1
@@ -234,9 +199,7 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
     ),
     ("wait4", "worker", "reap its children", None),
     ("waitid", "worker", "reap its children", None),
-    ("kill", "worker", "stop, continue and kill its children's process groups", None),
-    ("setpgid", "worker", "a child's own process group (set before its filter)", None),
-    ("getpgid", "worker", "process groups of its children", None),
+    ("kill", "worker", "kill its children", None),
     ("pipe", "worker", "a child's frame and request pipes (x86_64)", None),
     ("pipe2", "worker", "a child's frame and request pipes", None),
     ("socketpair", "worker", "the zygote's channel (AF_UNIX only)", _any(0, (_AF_UNIX,))),
@@ -260,97 +223,6 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
     ("rseq", "worker", "libc after fork", None),
 )
 
-#: notable syscalls refused by both filters (documentation and tests; the default refuses them)
-DENIED = (
-    "execve",
-    "execveat",
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "mount",
-    "umount2",
-    "unshare",
-    "setns",
-    "pivot_root",
-    "chroot",
-    "bpf",
-    "perf_event_open",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "mknod",
-    "mknodat",
-    "setxattr",
-    "lsetxattr",
-    "fsetxattr",
-    "removexattr",
-    "lremovexattr",
-    "fremovexattr",
-    "io_uring_setup",
-    "userfaultfd",
-    "memfd_create",
-    "pidfd_open",
-    "pidfd_send_signal",
-    "pidfd_getfd",
-    "process_madvise",
-    "process_mrelease",
-    "kcmp",
-    "memfd_secret",
-    "shmget",
-    "shmat",
-    "shmdt",
-    "shmctl",
-    "msgget",
-    "msgsnd",
-    "msgrcv",
-    "msgctl",
-    "semget",
-    "semop",
-    "semtimedop",
-    "semctl",
-    "mq_open",
-    "mq_unlink",
-    "mq_timedsend",
-    "mq_timedreceive",
-    "mq_notify",
-    "mq_getsetattr",
-    "socket",
-    "connect",
-    "bind",
-    "listen",
-    "accept4",
-    "sendto",
-    "recvfrom",
-    "mincore",
-    "fadvise64",
-    "readahead",
-    "cachestat",
-    "chown",
-    "fchown",
-    "lchown",
-    "fchownat",
-    "utime",
-    "utimes",
-    "utimensat",
-    "futimesat",
-    "sync",
-    "syncfs",
-    "sysinfo",
-    "flock",
-    "inotify_init",
-    "inotify_init1",
-    "fanotify_init",
-    "rt_sigqueueinfo",
-    "rt_tgsigqueueinfo",
-)
-#: refused by the child filter, allowed to the worker (it supervises its children with them)
-CHILD_DENIED = tuple(
-    dict.fromkeys(
-        n
-        for n, scope, _, _ in SYSCALLS
-        if scope == "worker" and not any(n == m and s == "child" and w is None for m, s, _, w in SYSCALLS)
-    )
-)
 #: child filter: allowed only when their first argument (a pid) is 0, the caller
 SELF_ONLY = tuple(n for n, scope, _, when in SYSCALLS if scope == "child" and when == _SELF)
 #: architectures the filters are built for (``os.uname().machine`` -> libseccomp's name)

@@ -1,34 +1,12 @@
 """Sandbox worker ("zygote"): ``python -m pipeline.execution.worker``, started inside ``bwrap``.
 
-It imports the environment modules once, then for every trajectory request forks a fresh child
-(so module-level state never leaks between trajectories). The child applies its limits — address
-space, CPU time, a seccomp filter that refuses process creation and the other syscalls listed in
-:mod:`pipeline.execution.seccomp`, the frozen clock and seeded randomness of
-:mod:`pipeline.execution.freeze`, the audit-hook guards — and executes the trajectory. The worker
-supervises it with a wall-clock deadline per call and forwards the child's raw frames to the
-parent as they arrive, each tagged with the trajectory it belongs to. A call that hangs, kills its process or sends
-malformed data becomes a ``lost`` frame (the parent labels it an ``error`` step); a fresh child rebuilds the state from
-the preceding actions and the trajectory goes on.
-
-Everything on the wire is JSON (:mod:`pipeline.execution.frames`); nothing is unpickled.
-
-The worker is non-dumpable (``PR_SET_DUMPABLE 0``, inherited by its children: no child can open
-``/proc/<worker>/mem`` or ``fd/*``, nor a sibling's) and runs under a base seccomp filter
-(:func:`pipeline.execution.seccomp.install_base`), so whatever a child does, no process of the
-sandbox runs without a filter. A child keeps only its own environment's code blobs, is confined by
-Landlock to its own directory (:mod:`pipeline.execution.landlock`) with a fresh subdirectory per
-trajectory (``TMPDIR``/``HOME``, removed with the child), and is stopped (``SIGSTOP``) while it waits.
-
-Corpus code (any environment whose code is not the builtin pack's or the pinned bfcl package's) runs every
-trajectory in a child that has run nothing else. The speed comes from preparing that child ahead
-(:class:`_Spare`): after a trajectory that ran in a fresh child, the worker's zygote (:func:`_start_zygote`, a
-process that never sees a trajectory) forks the next one, which applies its limits, Landlock, the seccomp filter, the
-audit hook, its directory and the frozen clock, then waits, blocked in a read of its request pipe (it has run no
-environment code); the trajectory that comes next is written to it and only has to be read, re-target the clock and run.
-Code that is ours or pinned (:func:`_reuse_key`) may share a warm child with later trajectories of the same
-environment, at most ``reuse_children`` of them (a count, not a check of the child's state), and only while provably
-clean as well (:func:`pipeline.execution.pristine.reuse_verdict`: one thread, the same loaded modules and watched stdlib
-attributes as at the start of the trajectory).
+It imports the environment modules once, then runs every trajectory request in a forked child under its
+limits, Landlock, the seccomp filter and the frozen clock, forwarding the child's JSON frames to the parent
+tagged with the trajectory id. A call that hangs, kills its child or sends malformed data becomes a ``lost``
+frame and a fresh child resumes after it. Corpus code runs each trajectory in a child that has run nothing
+else (a spare forked ahead by :func:`_zygote`); code that is ours or pinned (:func:`_reuse_key`) may share a
+warm child with up to ``reuse_children`` trajectories of its environment. docs/environments.md ("Sandbox")
+explains why.
 """
 
 from __future__ import annotations
@@ -45,6 +23,7 @@ import stat
 import sys
 import tempfile
 import time
+from functools import partial
 from typing import Any
 
 from pipeline.core.trajectory import Trajectory
@@ -182,8 +161,7 @@ def _exiting(pid: int, temp_dir: str) -> None:
 
 
 def _close_inherited() -> None:
-    """In a new child: close the worker's protocol and every other child's pipes, stderr to /dev/null,
-    its own process group (a kill reaches anything it managed to start)."""
+    """In a new child: close the worker's protocol and every other child's pipes, stderr to /dev/null."""
     for reader in _PROTOCOL_FILES:
         reader.close()  # the fd and the read-ahead buffer (which may hold later requests)
     for pfd in _PROTOCOL_FDS + _WARM_FDS + _SPARE_FDS + _ZYGOTE_SIDE:
@@ -193,7 +171,6 @@ def _close_inherited() -> None:
             pass
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 2)
-    os.setpgid(0, 0)
 
 
 def _cpu_limit(trajectory: Trajectory, limits: Limits, uses: int = 1) -> None:
@@ -210,32 +187,21 @@ def _child(
     temp_dir: str,
     requests: int | None = None,
 ) -> None:
-    """Run one trajectory; with a ``requests`` pipe (a reusable child, see :func:`_reuse_key`), then
-    wait for the next trajectory of the same environment and configuration on it, until EOF or
-    until it is no longer clean (:func:`pipeline.execution.pristine.reuse_verdict`)."""
+    """Run one trajectory; with a ``requests`` pipe (a warm child, see :func:`_reuse_key`), then the
+    next trajectories of the same environment sent on it, until EOF."""
     code = 0
     try:
         _close_inherited()
         _cpu_limit(trajectory, limits, limits.reuse_children if requests is not None else 1)
         _drop_foreign_code(trajectory)
         landlock.restrict(temp_dir)  # writes only beneath its own directory, by the kernel
-        seccomp.install()  # before the audit hook, which refuses ctypes
-        base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
-        guards.install(temp_dir, base + limits.memory_mb * _MIB)
+        seccomp.install()
+        guards.install(_BASE_VSIZE[0] + limits.memory_mb * _MIB)
         _enter(temp_dir, 0)
         freeze.install_for(trajectory)
-        clean: list[tuple[bool, str]] = []
-        fingerprint = pristine.Fingerprint() if requests is not None else None
-
-        def send(msg: dict[str, Any]) -> None:
-            if msg.get("kind") == "done" and requests is not None:
-                verdict = pristine.reuse_verdict(fingerprint)
-                clean.append(verdict)
-                msg = {**msg, "reusable": verdict[0], "reason": verdict[1][:500]}
-            write_frame(fd, msg)
-
+        send = partial(write_frame, fd)
         execute(trajectory, send, limits, start, skip)
-        if requests is not None and clean and clean[-1][0]:
+        if requests is not None:
             inbox = os.fdopen(requests, "rb")
             number = 0
             while (request := read_frame(inbox, max_size=1 << 30)) is not None:
@@ -245,10 +211,7 @@ def _child(
                 gc.collect()
                 nxt = trajectory_from_wire(request["trajectory"])
                 freeze.install_for(nxt)  # re-targets the frozen clock and seeds (rebinds nothing)
-                # the fingerprint of its first trajectory still holds: it was unchanged at every end since
                 execute(nxt, send, limits)
-                if not clean[-1][0]:
-                    break
     except BaseException as exc:  # report, then die quietly
         code = 1
         _report_fatal(fd, exc)
@@ -267,8 +230,7 @@ def _report_fatal(fd: int, exc: BaseException) -> None:
 def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits, dir_fd: int) -> None:
     """A spare (:class:`_Spare`): everything a fresh child does before environment code runs, then blocked
     in a read until the worker hands it one trajectory on ``requests``; it runs that one and exits. Its
-    directory is renamed to the trajectory's (:func:`_named`) before the request is written: the audit hook,
-    which holds the name, is installed once it is known."""
+    directory is renamed to the trajectory's (:func:`_named`) before the request is written."""
     code = 0
     try:
         _close_inherited()
@@ -276,18 +238,16 @@ def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits, dir_f
         landlock.restrict(dir_fd)  # its directory by descriptor: the worker may rename it any time now
         os.close(dir_fd)
         seccomp.install()
+        guards.install(_BASE_VSIZE[0] + limits.memory_mb * _MIB)
         freeze.install("", 0, None)  # patched now; re-targeted to its trajectory below
         request = read_frame(os.fdopen(requests, "rb"), max_size=1 << 30)
         if request is not None:
-            named = str(request.get("dir") or temp_dir)
-            base = _BASE_VSIZE[0] if _BASE_VSIZE else _address_space()
-            guards.install(named, base + limits.memory_mb * _MIB)
-            _enter(named, 0)
+            _enter(str(request.get("dir") or temp_dir), 0)
             trajectory = trajectory_from_wire(request["trajectory"])
             blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
             _cpu_limit(trajectory, limits)
             freeze.install_for(trajectory)
-            execute(trajectory, lambda msg: write_frame(fd, msg), limits)
+            execute(trajectory, partial(write_frame, fd), limits)
     except BaseException as exc:  # report, then die quietly
         code = 1
         _report_fatal(fd, exc)
@@ -295,16 +255,13 @@ def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits, dir_f
         os._exit(code)
 
 
-_ZYGOTE: list[Any] = []  # [pid, command fd, socket] of the spare zygote (empty: the worker forks spares)
+_ZYGOTE: list[Any] = []  # [pid, command fd, socket] of the spare zygote (empty: no spares)
 _ZYGOTE_SIDE: list[int] = []  # in the zygote: its own channel's fds (closed in every spare)
 
 
 def _start_zygote() -> None:
     """Fork the process spares are forked from (:func:`_zygote`): the worker's prepared state and nothing it
-    does later. Forking from the worker itself would share every page it then writes with a live spare, so
-    the worker would copy a page on each first write after every fork; the zygote writes almost nothing. A
-    spare is the worker's child (:func:`_fork_for_worker`), which waits for it like for any child. Without a
-    zygote (it could not start), the worker forks spares."""
+    does later (docs/performance.md says why). Without a zygote (it could not start), there are no spares."""
     if os.uname().machine not in _SYS_CLONE:
         return
     try:
@@ -403,21 +360,15 @@ def _zygote_blobs(new: dict[str, str], trajectory: Trajectory) -> None:
 
 
 class _Spare:
-    """A child forked ahead and prepared (:func:`_prepared_child`) for the next trajectory that needs a fresh
-    child: it has run no environment code. It holds the code of the environments whose blobs had arrived
-    when it was forked (``generation``) and the limits it was prepared with."""
+    """A child forked ahead by the zygote and prepared (:func:`_prepared_child`) for the next trajectory that
+    needs a fresh child: it has run no environment code. It holds the code of the environments whose blobs
+    had arrived when it was forked (``generation``) and the limits it was prepared with."""
 
-    def __init__(
-        self,
-        pid: int | None,
-        requests: int | None,
-        reader: FdReader | None,
-        temp_dir: str,
-        generation: int,
-        limits: Limits,
-    ) -> None:
-        self.pid, self.requests, self.reader, self.temp_dir = pid, requests, reader, temp_dir
-        self.generation, self.limits = generation, limits
+    def __init__(self, temp_dir: str, generation: int, limits: Limits) -> None:
+        self.pid: int | None = None
+        self.requests: int | None = None
+        self.reader: FdReader | None = None
+        self.temp_dir, self.generation, self.limits = temp_dir, generation, limits
 
     def ready(self) -> bool:
         """Its pid and pipes (from the zygote, the first time); False: it could not be forked."""
@@ -456,32 +407,17 @@ def _max_frame(limits: Limits) -> int:
 
 
 def _fork_spare(limits: Limits) -> None:
-    """Fork and prepare a spare: by the zygote (its pid and pipes are read when it is needed), else here,
-    between trajectories (no trajectory is in the worker's memory)."""
-    if _ZYGOTE:
-        temp_dir = _scratch()
-        try:
-            write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})
-        except OSError:
-            _ZYGOTE.clear()
-            _remove_tree(temp_dir)
-        else:
-            _SPARES.append(_Spare(None, None, None, temp_dir, _GENERATION[0], limits))
-            return
-    rfd, wfd = os.pipe()
-    req_r, req_w = os.pipe()
+    """Have the zygote fork and prepare a spare (its pid and pipes are read when it is needed)."""
+    if not _ZYGOTE:
+        return
     temp_dir = _scratch()
-    dir_fd = os.open(temp_dir, os.O_PATH | os.O_DIRECTORY)
-    pid = os.fork()
-    if pid == 0:
-        os.close(rfd)
-        os.close(req_w)
-        _prepared_child(wfd, req_r, temp_dir, limits, dir_fd)
-    os.close(dir_fd)
-    os.close(wfd)
-    os.close(req_r)
-    _SPARES.append(_Spare(pid, req_w, FdReader(rfd, _max_frame(limits)), temp_dir, _GENERATION[0], limits))
-    _SPARE_FDS.extend([req_w, rfd])
+    try:
+        write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})
+    except OSError:
+        _ZYGOTE.clear()
+        _remove_tree(temp_dir)
+    else:
+        _SPARES.append(_Spare(temp_dir, _GENERATION[0], limits))
 
 
 def _forget_spare(spare: _Spare) -> None:
@@ -498,7 +434,7 @@ def _retire_spare(spare: _Spare) -> None:
         _remove_tree(spare.temp_dir)
         return
     _forget_spare(spare)
-    _kill_group(spare.pid)  # type: ignore[arg-type]
+    _kill(spare.pid)  # type: ignore[arg-type]
     for fd in (spare.requests, spare.reader.fd):  # type: ignore[union-attr]
         try:
             os.close(fd)  # type: ignore[arg-type]
@@ -533,14 +469,14 @@ def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) ->
 
 def _top_up(limits: Limits) -> None:
     """Prepare spares for the next trajectories that need a fresh child."""
-    while len(_SPARES) < SPARES:
+    while _ZYGOTE and len(_SPARES) < SPARES:
         _fork_spare(limits)
 
 
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
     """The warm child a trajectory may run in (:func:`pipeline.envs.registry.reuse_key`: code that is ours
-    or pinned; never corpus code), when children are reused at all (a source whose module state is
-    restored between trajectories, bfcl: once that pristine state is prepared)."""
+    or pinned; never corpus code), when children are reused at all (bfcl: once its pristine module state
+    is prepared)."""
     if limits.reuse_children <= 1:
         return None
     if registry.reuse_needs_pristine(trajectory.env) and not pristine.prepared():
@@ -563,7 +499,7 @@ MAX_WARM = 32  # warm children per worker (an explore batch cycles through its e
 
 def _retire(warm: _Warm) -> None:
     """End a warm (stopped) child; reaped later."""
-    _kill_group(warm.pid)
+    _kill(warm.pid)
     for fd in (warm.requests, warm.reader.fd):
         try:
             os.close(fd)
@@ -590,23 +526,21 @@ def _describe_exit(status: int) -> str:
 _EXITING: list[tuple[int, str]] = []
 
 
-def _kill_group(pid: int) -> None:
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-            return
-        except (ProcessLookupError, PermissionError):
-            continue
+def _kill(pid: int) -> None:
+    """Kill a child (it cannot have started a process: the filter refuses ``clone``)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _reap(block: bool = False) -> None:
-    """Reap ended children and remove their directories; ``block``: wait for each."""
+    """Reap ended children (killed before they got here) and remove their directories; ``block``: wait for each."""
     for entry in list(_EXITING):
         pid, temp_dir = entry
         done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
         if done:
             _EXITING.remove(entry)
-            _kill_group(pid)  # anything left in its process group
             _remove_tree(temp_dir)
 
 
@@ -617,43 +551,6 @@ def _scratch_low() -> bool:
     except OSError:
         return False
     return st.f_bavail * 2 < st.f_blocks
-
-
-def _stat(pid: int) -> tuple[str, int]:
-    """(state, number of threads) of a child, read by the worker itself from ``/proc/<pid>/stat``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return fields[0].decode(), int(fields[17])
-    except (OSError, ValueError, IndexError):
-        return "?", -1
-
-
-def _park(pid: int) -> bool:
-    """Stop a child that finished a trajectory: an idle child runs no code (not waited for here; see
-    :func:`_wake`)."""
-    try:
-        os.kill(pid, signal.SIGSTOP)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _wake(pid: int) -> bool:
-    """Check a parked child from outside — stopped, one thread — and continue it; False: retire it."""
-    state, threads = _stat(pid)
-    if state != "T":  # the stop not delivered yet (rare): wait for it
-        try:
-            _, status = os.waitpid(pid, os.WUNTRACED)
-        except ChildProcessError:
-            return False
-        if not os.WIFSTOPPED(status):
-            return False
-        state, threads = _stat(pid)
-    if state != "T" or threads != 1:
-        return False
-    os.kill(pid, signal.SIGCONT)
-    return True
 
 
 def _tagger(trajectory_id: str) -> Any:
@@ -697,7 +594,6 @@ class _Progress:
         self.pending: int | None = None
         self.live: int | None = None  # exploration: index of the action the policy is executing
         self.ticks = 0
-        self.reusable = False
 
     def next_action(self, after: int) -> int | None:
         index = after
@@ -726,11 +622,9 @@ class _Progress:
         elif kind == "step" and self.explore and self.live is not None and msg["step_index"] == self.live:
             self.live = None
             self.explored += 1
-        elif kind == "done":
-            self.reusable = msg.get("reusable") is True
         elif kind in ("init_error", "fatal"):
             return (kind, str(msg.get("error", ""))[:2000])
-        else:
+        elif kind != "done":
             return ("UntrustedData", f"the environment process sent an unexpected {str(kind)[:40]!r} frame")
         return None
 
@@ -753,19 +647,21 @@ def _start_child(
     """The child for the next part of ``trajectory``: a warm child of its key (ours or pinned code), a spare
     (a fresh child prepared ahead), else a child forked now (resuming after a lost call, or the first)."""
     first = progress.start == 0
-    warm = _WARM.pop(key, None) if first and key is not None else None
-    if warm is not None and not _wake(warm.pid):
-        _retire(warm)  # a thread appeared, or it is not stopped: never reused
-        warm = None
     spare = _take_spare(trajectory, limits, wire) if first and key is None else None
     if spare is not None:
         return _Attempt(spare.pid, spare.reader, spare.temp_dir, None, 1)  # type: ignore[arg-type]
+    warm = _WARM.pop(key, None) if first and key is not None else None
     if warm is not None:
         for fd in (warm.requests, warm.reader.fd):
             _WARM_FDS.remove(fd)
-        write_frame(warm.requests, {"kind": "run", "trajectory": wire})
-        warm.used += 1
-        return _Attempt(warm.pid, warm.reader, warm.temp_dir, warm.requests, warm.used)
+        try:
+            write_frame(warm.requests, {"kind": "run", "trajectory": wire})
+        except OSError:  # it is gone: a fresh child instead
+            _WARM_FDS.extend([warm.requests, warm.reader.fd])
+            _retire(warm)
+        else:
+            warm.used += 1
+            return _Attempt(warm.pid, warm.reader, warm.temp_dir, warm.requests, warm.used)
     _retire_warm(keep=MAX_WARM - 1)
     rfd, wfd = os.pipe()
     req_r, requests = os.pipe() if key is not None and first else (None, None)
@@ -792,7 +688,7 @@ def _pump(attempt: _Attempt, progress: _Progress, limits: Limits, forward: Any, 
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            _kill_group(attempt.pid)
+            _kill(attempt.pid)
             what = progress.in_flight()
             return ("Timeout", f"{what} exceeded the {limits.call_timeout_s:g}s wall-clock limit; worker killed")
         ready, _, _ = select.select([reader.fd], [], [], remaining)
@@ -825,10 +721,10 @@ def _pump(attempt: _Attempt, progress: _Progress, limits: Limits, forward: Any, 
 
 
 def _finish_child(attempt: _Attempt, progress: _Progress, limits: Limits, key: tuple[str, ...] | None) -> None:
-    """A child whose trajectory ended: parked warm for the next one of its key (ours or pinned code, clean,
-    under ``reuse_children``), else killed, its files removed now and its teardown overlapping the next."""
+    """A child whose trajectory ended: kept warm for the next one of its key (ours or pinned code, under
+    ``reuse_children``), else killed, its files removed now and its teardown overlapping the next."""
     pid, requests, rfd = attempt.pid, attempt.requests, attempt.reader.fd
-    if requests is not None and attempt.used < limits.reuse_children and progress.reusable and _park(pid):
+    if requests is not None and attempt.used < limits.reuse_children:
         _empty(attempt.temp_dir)  # its trajectory ended: none of its files outlive it
         warm = _Warm(key, pid, requests, attempt.reader, attempt.temp_dir)  # type: ignore[arg-type]
         warm.used = attempt.used
@@ -836,7 +732,7 @@ def _finish_child(attempt: _Attempt, progress: _Progress, limits: Limits, key: t
         _WARM_FDS.extend([requests, rfd])
         return
     _close_ends(attempt)
-    _kill_group(pid)  # nothing of it (a thread left behind) runs on
+    _kill(pid)
     _empty(attempt.temp_dir)  # its files go now (a killed child holds none open once it is gone)
     _exiting(pid, attempt.temp_dir)  # reaped later: its teardown overlaps the next trajectory
 
@@ -851,7 +747,7 @@ def _lose_child(attempt: _Attempt, progress: _Progress, failure: tuple[str, str]
     """A child that failed: killed and waited for, its directory removed, the failure reported (an init error,
     a lost call, an issue). True: resume the trajectory after the lost call in a fresh child."""
     _close_ends(attempt)
-    _kill_group(attempt.pid)
+    _kill(attempt.pid)
     _, status = os.waitpid(attempt.pid, 0)
     _remove_tree(attempt.temp_dir)
     kind, message = failure
@@ -929,8 +825,7 @@ def _precompile(trajectory: Trajectory) -> None:
 
 
 #: stdlib modules environment code often imports lazily (``datetime.strptime`` imports ``_strptime``):
-#: imported in the worker before forking, so a child that uses them keeps its loaded modules unchanged
-#: and stays reusable (a child whose ``sys.modules`` changed is retired)
+#: imported in the worker before forking, so no child pays for importing them
 PRELOADED_STDLIB = (
     "_strptime",
     "statistics",

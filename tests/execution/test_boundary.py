@@ -20,7 +20,7 @@ import pytest
 from pipeline.core.environment import EnvSpec
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
-from pipeline.execution import isolation, landlock, pristine, seccomp, worker
+from pipeline.execution import isolation, landlock, seccomp, worker
 from pipeline.execution import isolation as isolation_module
 from pipeline.execution import sandbox as sandbox_module
 from pipeline.execution.child import Limits
@@ -601,28 +601,6 @@ def test_corpus_code_has_no_reuse_key_and_the_builtin_packs_code_one_per_environ
     assert len(own) == 1 and None not in own
 
 
-def test_changed_modules_make_a_child_unclean():
-    fingerprint = pristine.Fingerprint()
-    assert fingerprint.changed() is None
-    import random
-    import uuid
-
-    for module, name in ((random, "randint"), (uuid, "uuid4"), (random.Random, "choice")):
-        saved = vars(module)[name]
-        setattr(module, name, lambda *a: 0)
-        try:
-            why = fingerprint.changed()
-            assert why is not None and name in why
-        finally:
-            setattr(module, name, saved)
-    assert fingerprint.changed() is None
-    sys.modules["envsim_boundary_new_module"] = sys  # a module loaded during the trajectory
-    try:
-        assert "sys.modules changed" in (fingerprint.changed() or "")
-    finally:
-        del sys.modules["envsim_boundary_new_module"]
-
-
 def _descendants(pid: int) -> list[tuple[int, str]]:
     """(pid, state) of every descendant of ``pid``."""
     children: dict[int, list[int]] = {}
@@ -644,26 +622,25 @@ def _descendants(pid: int) -> list[tuple[int, str]]:
     return out
 
 
-def test_an_idle_warm_child_is_stopped_and_a_spare_waits_in_a_read(box):
-    """With no trajectory in flight no child runs: a warm child (the builtin pack's code, reused) is stopped,
-    a spare prepared for corpus code (it has run no environment code) sleeps in the read of its request, and
+def test_with_no_trajectory_in_flight_no_child_runs(box):
+    """With no trajectory in flight no child runs: a warm child (the builtin pack's code, reused) and a spare
+    prepared for corpus code (it has run no environment code) sleep in the read of their next request, and
     so does the zygote that forks spares."""
     from pipeline.envs import builtin
 
     item = builtin.parsed_items()[0]
     own = [_traj(item.spec({}), (item.tool_names[0], {}), tid=f"own-{i}") for i in range(2)]
     run(box, *own, _traj(_spec("idle-probe"), ("where", {}), tid="idle"))
-    deadline = time.monotonic() + 2  # the worker does not wait for the stop to land, nor for an exit
+    deadline = time.monotonic() + 2  # the worker does not wait for an exit
     while True:
         # past bwrap's init and the worker: the shared worker's zygote and warm child, the corpus instance's
         # zygote and spare
         states = [state for w in box._all for _, state in _descendants(w.proc.pid)[2:]]
         live = [s for s in states if s not in ("Z", "X")]  # (a finished child not reaped yet is a zombie)
-        # (instances of this module's earlier corpus environments are kept idle too: zygote and spare each)
-        if (set(live) == {"S", "T"} and live.count("T") == 1) or time.monotonic() > deadline:
+        if set(live) == {"S"} or time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    assert set(live) == {"S", "T"} and live.count("T") == 1 and live.count("S") >= 3, states
+    assert set(live) == {"S"} and len(live) >= 4, states
 
 
 def _ids(result: dict) -> list:
@@ -688,7 +665,7 @@ def test_a_poisoned_trajectory_cannot_change_the_next_ones_labels(how):
         results = [r for _, r in box.run([poisoned_config, victim, poisoned_call, victim])]
         if how == "thread":
             time.sleep(0.5)
-            # stopped (warm), exited, or a spare asleep in its read with one thread (it ran no env code)
+            # exited, or asleep in its read with one thread (a warm child, a spare)
             running = [
                 (p, s)
                 for w in box._all

@@ -273,9 +273,9 @@ def test_default_deny_only_the_table_is_allowed_on_each_architecture(machine):
     adds later is refused by construction; the table's entries are allowed."""
     base, child = _programs(machine)
     nr, arch = NUMBERS[machine], AUDIT_ARCH[machine]
-    for name in seccomp.DENIED:
-        if name in nr:
-            assert (_run(child, nr[name], arch), _run(base, nr[name], arch)) == (EPERM, EPERM), name
+    listed = {name for name, _, _, _ in seccomp.SYSCALLS} | {"clone3"}
+    for name in sorted(set(nr) - listed):  # the notable ones outside the table, named
+        assert (_run(child, nr[name], arch), _run(base, nr[name], arch)) == (EPERM, EPERM), name
     for program in (base, child):
         assert _run(program, nr["clone3"], arch) == ENOSYS
         assert [_run(program, nr[name], arch) for name in ALLOWED] == [ALLOW] * len(ALLOWED)
