@@ -570,11 +570,4 @@ class Submitted:
 
     def results(self) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
         """In input order (batches group trajectories that share a child)."""
-        done: dict[int, tuple[Trajectory, dict[str, Any]]] = {}
-        following = 0
-        for positions, batch, future in self._batches:
-            for position, trajectory, result in zip(positions, batch, future.result()):
-                done[position] = (trajectory, result)
-            while following in done:
-                yield done.pop(following)
-                following += 1
+        yield from Sandbox._drain(deque(self._batches), {}, 0, until=None)

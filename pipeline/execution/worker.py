@@ -46,12 +46,6 @@ _PROTOCOL_FDS: list[int] = []
 _PROTOCOL_FILES: list[Any] = []  # the buffered request reader: closed (its buffer freed) in every child
 
 
-def _drop_foreign_code(trajectory: Trajectory) -> None:
-    """Forget every environment's code but this trajectory's (blobs, compiled code, parse caches)."""
-    blobs.retain_only(registry.blob_refs(trajectory.env))
-    registry.clear_caches()
-
-
 def _enter(temp_dir: str, number: int) -> str:
     """A fresh directory for the trajectory ``number`` of this child: its cwd, TMPDIR and HOME."""
     path = os.path.join(temp_dir, f"t{number}")
@@ -148,11 +142,6 @@ def _remove_tree(path: str, keep_top: bool = False) -> None:
             pass
 
 
-def _empty(directory: str) -> None:
-    """Remove everything inside ``directory`` (a child's files, once its trajectory has ended)."""
-    _remove_tree(directory, keep_top=True)
-
-
 def _exiting(pid: int, temp_dir: str) -> None:
     """A child that is ending: reaped later (its teardown overlaps the next trajectory); its directory is
     buried now, so its name is free for the next trajectory."""
@@ -193,7 +182,8 @@ def _child(
     try:
         _close_inherited()
         _cpu_limit(trajectory, limits, limits.reuse_children if requests is not None else 1)
-        _drop_foreign_code(trajectory)
+        blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
+        registry.clear_caches()
         landlock.restrict(temp_dir)  # writes only beneath its own directory, by the kernel
         seccomp.install()
         guards.install(_BASE_VSIZE[0] + limits.memory_mb * _MIB)
@@ -484,25 +474,17 @@ def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None
     return registry.reuse_key(trajectory.env)
 
 
-class _Warm:
-    """A child that finished a trajectory and waits for the next one of the same environment code."""
-
-    def __init__(self, key: tuple[str, ...], pid: int, requests: int, reader: FdReader, temp_dir: str) -> None:
-        self.key, self.pid, self.requests, self.reader, self.temp_dir = key, pid, requests, reader, temp_dir
-        self.used = 1
-
-
-_WARM: dict[tuple[str, ...], _Warm] = {}  # by environment code, least recently used first
+_WARM: dict[tuple[str, ...], _Attempt] = {}  # by environment code, least recently used first
 _WARM_FDS: list[int] = []  # the parent ends of warm children's pipes (closed in every new child)
 MAX_WARM = 32  # warm children per worker (an explore batch cycles through its environments)
 
 
-def _retire(warm: _Warm) -> None:
-    """End a warm (stopped) child; reaped later."""
+def _retire(warm: _Attempt) -> None:
+    """End a warm child; reaped later."""
     _kill(warm.pid)
     for fd in (warm.requests, warm.reader.fd):
         try:
-            os.close(fd)
+            os.close(fd)  # type: ignore[arg-type]
         except OSError:
             pass
         if fd in _WARM_FDS:
@@ -635,7 +617,8 @@ class _Progress:
 
 
 class _Attempt:
-    """One child running (part of) a trajectory: a spare, a warm child or a fresh fork."""
+    """One child running (part of) a trajectory, or warm (waiting for the next of its key): a spare, a warm
+    child or a fresh fork."""
 
     def __init__(self, pid: int, reader: FdReader, temp_dir: str, requests: int | None, used: int) -> None:
         self.pid, self.reader, self.temp_dir, self.requests, self.used = pid, reader, temp_dir, requests, used
@@ -661,7 +644,7 @@ def _start_child(
             _retire(warm)
         else:
             warm.used += 1
-            return _Attempt(warm.pid, warm.reader, warm.temp_dir, warm.requests, warm.used)
+            return warm
     _retire_warm(keep=MAX_WARM - 1)
     rfd, wfd = os.pipe()
     req_r, requests = os.pipe() if key is not None and first else (None, None)
@@ -725,15 +708,13 @@ def _finish_child(attempt: _Attempt, progress: _Progress, limits: Limits, key: t
     ``reuse_children``), else killed, its files removed now and its teardown overlapping the next."""
     pid, requests, rfd = attempt.pid, attempt.requests, attempt.reader.fd
     if requests is not None and attempt.used < limits.reuse_children:
-        _empty(attempt.temp_dir)  # its trajectory ended: none of its files outlive it
-        warm = _Warm(key, pid, requests, attempt.reader, attempt.temp_dir)  # type: ignore[arg-type]
-        warm.used = attempt.used
-        _WARM[key] = warm  # type: ignore[index]
+        _remove_tree(attempt.temp_dir, keep_top=True)  # its trajectory ended: none of its files outlive it
+        _WARM[key] = attempt  # type: ignore[index]
         _WARM_FDS.extend([requests, rfd])
         return
     _close_ends(attempt)
     _kill(pid)
-    _empty(attempt.temp_dir)  # its files go now (a killed child holds none open once it is gone)
+    _remove_tree(attempt.temp_dir, keep_top=True)  # its files go now (a killed child holds none open once it is gone)
     _exiting(pid, attempt.temp_dir)  # reaped later: its teardown overlaps the next trajectory
 
 
