@@ -6,7 +6,7 @@ peak memory for:
   * in-process: execute + labels (canonical state, Δ, hashes, outcome) in this process under the frozen
                 clock, no isolation (the reference ceiling);
   * sandbox:    the pipeline's labeling stage executing every call (bwrap workers, a forked child per
-                trajectory with seccomp and guards, JSON frames, labels computed in the parent, Parquet parts);
+                trajectory under seccomp, Landlock and limits, JSON frames, labels in the parent, Parquet parts);
   * untrusted:  the builtin pack's trajectories as a corpus's code (one sandbox instance per environment, a
                 fresh child per trajectory), as % of in-process; and one instance's start time in ms.
 

@@ -203,12 +203,6 @@ def reuse_key(env: EnvSpec) -> tuple[str, ...] | None:
     return _reuse_key(source, env)
 
 
-def reuse_needs_pristine(env: EnvSpec) -> bool:
-    """Whether a warm child for ``env`` may be reused only once the pristine module state is prepared."""
-    source = SOURCES.find(env.source)
-    return source is not None and source.reuse_needs_pristine
-
-
 def module_prefixes() -> tuple[str, ...]:
     """The prefixes of the environment modules the sources import in the sandbox worker before the fork
     (:attr:`EnvironmentSource.modules`): where the frozen clock rebinds early-bound names."""

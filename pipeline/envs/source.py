@@ -74,9 +74,6 @@ class EnvironmentSource:
     card_license: ClassVar[str] = ""
     #: options an ``EnvSpec`` of this adapter must carry (a recorded history's env is checked against them)
     needs: ClassVar[tuple[str, ...]] = ()
-    #: whether a warm child may be reused only once the pristine module state is prepared
-    #: (:mod:`pipeline.execution.pristine`)
-    reuse_needs_pristine: ClassVar[bool] = False
     #: prefixes of the modules it imports in the sandbox worker before the fork (its ``preload``): the frozen
     #: clock rebinds the names they bound early (``from datetime import datetime``, :mod:`pipeline.execution.freeze`)
     modules: ClassVar[tuple[str, ...]] = ()

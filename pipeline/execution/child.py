@@ -9,6 +9,7 @@ label — canonical state, Δ, |Δ|, hashes, outcome — is computed outside the
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Callable
@@ -20,10 +21,40 @@ from pipeline.core.fields import setting
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
 from pipeline.execution import freeze
-from pipeline.execution.guards import CappedOutput
 from pipeline.execution.policy import ExplorationPolicy
 
 Send = Callable[[dict[str, Any]], None]
+
+
+class OutputLimitExceeded(RuntimeError):
+    """Environment code printed more than the sandbox allows."""
+
+
+class CappedOutput(io.TextIOBase):
+    """A text stream that keeps the first ``limit`` characters and raises past them."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self.size + len(text) > self.limit:
+            keep = self.limit - self.size
+            if keep > 0:
+                self.parts.append(text[:keep])
+                self.size = self.limit
+            raise OutputLimitExceeded(f"sandbox: output limit of {self.limit} characters exceeded")
+        self.parts.append(text)
+        self.size += len(text)
+        return len(text)
+
+    def getvalue(self) -> str:
+        return "".join(self.parts)
+
 
 #: a return value longer than this (canonical JSON) is not read back by the exploration policy
 _OBSERVED_CHARS = 16_384

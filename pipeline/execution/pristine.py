@@ -98,7 +98,3 @@ def restore() -> int:
     if mp is not None and "mpmath" in _CONTEXTS:
         mp.mp.prec = _CONTEXTS["mpmath"]
     return restored
-
-
-def prepared() -> bool:
-    return bool(_SNAPSHOT) or bool(_CONTEXTS)

@@ -1,28 +1,11 @@
-"""The relations a state holds, learned from the state itself: which values belong to one record.
+"""The relations a state holds, learned from the state itself: which values belong to one record
+(docs/environments.md, "Exploration", says how they are drawn).
 
-Write tools of customer-service style corpora take arguments that are valid only together — a payment method
-*of that user*, item ids *of that order*, a replacement that is a variant *of the same product*. Those relations are
-in the state: one record holds them. :class:`Records` indexes every record of a canonical state (a dict that is
-not a mapping of ids; an entity of a mapping; a dict in a list) with the values under each field name anywhere
-inside it, and :func:`bind` draws the arguments of one call from records:
-
-* the arguments that name ids (``order_id``, ``item_ids``, ``payment_method_id``) come from **one record** that
-  holds as many of them as any record does (the smallest such: an order rather than the whole state), so a user's
-  payment method goes with that user and an order's items with that order;
-* an id argument that record lacks is **joined** on a value already drawn (a record that holds the order id and
-  the payment method: the order's user);
-* a second argument of the same kind (``new_item_ids`` beside ``item_ids``, ``to_account`` beside
-  ``from_account``) is a **sibling**: another value of the field in the smallest other record holding the first
-  one's value (another variant of the same product);
-* the arguments that name plain values (``address1``, ``city``, ``zip``) come together from one record too, drawn
-  apart from the ids (another address);
-* **keys of a mapping are ids**, whatever its values: ``{"A1": None, "A2": "KA-123"}`` under ``spots`` gives
-  ``spot_id`` candidates ``A1``, ``A2``;
-* values **returned by earlier calls** of the episode (Hypothesis' bundles) are candidates under their field
-  name, and a value the state does not hold at all (a code a call answered) is taken from there.
-
-Nothing here knows a corpus: names are matched as written, singular and plural, with and without an ``_id``
-suffix, and by suffix (``new_item_ids`` → ``item_id``). All choices go through the caller's seeded ``random``.
+:class:`Records` indexes every record of a canonical state (a dict that is not a mapping of ids; an entity of a
+mapping; a dict in a list) with the values under each field name anywhere inside it; :func:`bind` draws the
+arguments of one call from records: ids from one record (joined on a value already drawn where it lacks one, a
+second id of the same kind a sibling), plain values together from another, keys of a mapping as ids, values
+earlier calls returned as candidates. Nothing here knows a corpus; all choices go through the caller's ``random``.
 """
 
 from __future__ import annotations

@@ -291,20 +291,13 @@ class Sandbox:
     namespace boundary; only for code you trust). The first worker starts on entry, so a sandbox that cannot start is an
     error at once, never a silent fallback."""
 
-    def __init__(
-        self,
-        workers: int = 2,
-        limits: Limits | None = None,
-        window: int = 256,
-        isolation: str = "bwrap",
-        batch: int = 4,
-        max_batch: int = 16,
-    ) -> None:
+    batch = 4  # consecutive trajectories queued on one worker at once (fresh children)
+    max_batch = 16  # trajectories of one reuse key queued on one worker at once
+
+    def __init__(self, workers: int = 2, limits: Limits | None = None, isolation: str = "bwrap") -> None:
         self.workers = max(1, workers)
-        self.batch = max(1, batch)  # consecutive trajectories queued on one worker at once (fresh children)
-        self.max_batch = max(self.batch, max_batch)  # trajectories of one reuse key queued on one worker at once
         self.limits = limits or Limits()
-        self.window = max(window, self.workers)
+        self.window = max(256, self.workers)
         self.isolation = checked_isolation(isolation)
         self._idle: Queue[_Worker | None] = Queue()
         self._all: list[_Worker] = []

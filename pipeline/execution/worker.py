@@ -28,7 +28,7 @@ from typing import Any
 
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, registry
-from pipeline.execution import freeze, guards, landlock, pristine, seccomp
+from pipeline.execution import freeze, landlock, pristine, seccomp
 from pipeline.execution.child import Limits, execute
 from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
 from pipeline.execution.wire import limits_from_wire, limits_to_wire, trajectory_from_wire, trajectory_to_wire
@@ -162,6 +162,12 @@ def _close_inherited() -> None:
     os.dup2(devnull, 2)
 
 
+def _limit_child(limits: Limits) -> None:
+    """A child's address space: its base plus ``memory_mb`` (file size and the rest: the worker's, inherited)."""
+    memory = _BASE_VSIZE[0] + limits.memory_mb * _MIB
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+
 def _cpu_limit(trajectory: Trajectory, limits: Limits, uses: int = 1) -> None:
     cpu = int(max(30.0, limits.call_timeout_s * (len(trajectory.actions) + 20))) * uses
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
@@ -186,7 +192,7 @@ def _child(
         registry.clear_caches()
         landlock.restrict(temp_dir)  # writes only beneath its own directory, by the kernel
         seccomp.install()
-        guards.install(_BASE_VSIZE[0] + limits.memory_mb * _MIB)
+        _limit_child(limits)
         _enter(temp_dir, 0)
         freeze.install_for(trajectory)
         send = partial(write_frame, fd)
@@ -228,7 +234,7 @@ def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits, dir_f
         landlock.restrict(dir_fd)  # its directory by descriptor: the worker may rename it any time now
         os.close(dir_fd)
         seccomp.install()
-        guards.install(_BASE_VSIZE[0] + limits.memory_mb * _MIB)
+        _limit_child(limits)
         freeze.install("", 0, None)  # patched now; re-targeted to its trajectory below
         request = read_frame(os.fdopen(requests, "rb"), max_size=1 << 30)
         if request is not None:
@@ -352,13 +358,13 @@ def _zygote_blobs(new: dict[str, str], trajectory: Trajectory) -> None:
 class _Spare:
     """A child forked ahead by the zygote and prepared (:func:`_prepared_child`) for the next trajectory that
     needs a fresh child: it has run no environment code. It holds the code of the environments whose blobs
-    had arrived when it was forked (``generation``) and the limits it was prepared with."""
+    had arrived when it was forked (retired when more arrive) and was prepared with ``limits``."""
 
-    def __init__(self, temp_dir: str, generation: int, limits: Limits) -> None:
+    def __init__(self, temp_dir: str, limits: Limits) -> None:
         self.pid: int | None = None
         self.requests: int | None = None
         self.reader: FdReader | None = None
-        self.temp_dir, self.generation, self.limits = temp_dir, generation, limits
+        self.temp_dir, self.limits = temp_dir, limits
 
     def ready(self) -> bool:
         """Its pid and pipes (from the zygote, the first time); False: it could not be forked."""
@@ -379,17 +385,10 @@ class _Spare:
         _SPARE_FDS.extend(fds)
         return True
 
-    def can_run(self, trajectory: Trajectory, limits: Limits) -> bool:
-        return self.limits == limits and all(
-            _ARRIVED.get(r, 0) <= self.generation for r in registry.blob_refs(trajectory.env)
-        )
-
 
 _SPARES: list[_Spare] = []
 _SPARE_FDS: list[int] = []  # the worker's ends of spares' pipes (closed in every new child)
 SPARES = 1  # prepared children kept per worker
-_GENERATION = [0]  # incremented whenever new code blobs arrive
-_ARRIVED: dict[str, int] = {}  # blob ref -> the generation it arrived in
 
 
 def _max_frame(limits: Limits) -> int:
@@ -407,7 +406,7 @@ def _fork_spare(limits: Limits) -> None:
         _ZYGOTE.clear()
         _remove_tree(temp_dir)
     else:
-        _SPARES.append(_Spare(temp_dir, _GENERATION[0], limits))
+        _SPARES.append(_Spare(temp_dir, limits))
 
 
 def _forget_spare(spare: _Spare) -> None:
@@ -438,7 +437,7 @@ def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) ->
     and handed the trajectory (``wire``: its wire form); None: fork a fresh child. Spares that cannot are
     retired."""
     for spare in list(_SPARES):
-        if not spare.can_run(trajectory, limits) or not spare.ready():
+        if spare.limits != limits or not spare.ready():
             _retire_spare(spare)
             continue
         _forget_spare(spare)
@@ -465,13 +464,8 @@ def _top_up(limits: Limits) -> None:
 
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
     """The warm child a trajectory may run in (:func:`pipeline.envs.registry.reuse_key`: code that is ours
-    or pinned; never corpus code), when children are reused at all (bfcl: once its pristine module state
-    is prepared)."""
-    if limits.reuse_children <= 1:
-        return None
-    if registry.reuse_needs_pristine(trajectory.env) and not pristine.prepared():
-        return None
-    return registry.reuse_key(trajectory.env)
+    or pinned; never corpus code), when children are reused at all."""
+    return registry.reuse_key(trajectory.env) if limits.reuse_children > 1 else None
 
 
 _WARM: dict[tuple[str, ...], _Attempt] = {}  # by environment code, least recently used first
@@ -899,8 +893,8 @@ def main() -> None:
         trajectory = trajectory_from_wire(request["trajectory"])
         if request.get("blobs"):
             blobs.update(request["blobs"])
-            _GENERATION[0] += 1
-            _ARRIVED.update(dict.fromkeys(request["blobs"], _GENERATION[0]))
+            for spare in list(_SPARES):
+                _retire_spare(spare)  # forked without them
             _precompile(trajectory)
             _zygote_blobs(request["blobs"], trajectory)
         limits = limits_from_wire(request["limits"])

@@ -82,7 +82,6 @@ class BfclSource(EnvironmentSource):
     needs = ("classes",)
     modules = ("bfcl_eval",)
     stateful_modules = ("bfcl_eval.eval_checker.multi_turn_eval.func_source_code",)
-    reuse_needs_pristine = True
     settings = BfclSettings
 
     def why_disabled(self, cfg: SourceConfig) -> str | None:
