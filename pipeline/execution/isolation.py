@@ -149,38 +149,32 @@ def _inside(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-def interpreter_layout() -> tuple[list[tuple[str, str]], list[tuple[str, str]], str, dict[str, str]]:
-    """Where the interpreter and virtual environment appear inside, at neutral paths: (read-only binds
-    ``(host, inside)``, data files ``(inside, content)``, the executable inside, extra variables). An
-    interpreter under ``/usr`` stays where it is (``/usr`` is bound as it is); another one appears at
-    :data:`PYTHON_DIR`; a virtual environment at :data:`VENV_DIR` with a ``pyvenv.cfg`` written for it
-    (the host's names the checkout) and only its ``lib`` directory bound."""
+def interpreter_layout(opts: _Options) -> tuple[str, dict[str, str]]:
+    """Bind the interpreter and virtual environment at neutral paths; (the executable inside, extra variables). An
+    interpreter under ``/usr`` stays where it is; another one appears at :data:`PYTHON_DIR`; a virtual environment
+    at :data:`VENV_DIR`, only its ``lib`` bound, with a ``pyvenv.cfg`` written for it (the host's names the checkout)
+    and pip's records that name the checkout hidden."""
     base = os.path.realpath(sys.base_prefix)
-    base_exe = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    binds: list[tuple[str, str]] = []
-    files: list[tuple[str, str]] = []
+    exe = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
     env: dict[str, str] = {}
-    if _inside(base, "/usr"):
-        exe = base_exe
-    else:
-        binds.append((base, PYTHON_DIR))
-        exe = PYTHON_DIR + "/" + os.path.relpath(base_exe, base) if _inside(base_exe, base) else base_exe
+    if not _inside(base, "/usr"):
+        opts.put("--ro-bind", base, PYTHON_DIR)
+        exe = PYTHON_DIR + "/" + os.path.relpath(exe, base) if _inside(exe, base) else exe
         if os.path.isdir(os.path.join(base, "lib")):
             env["LD_LIBRARY_PATH"] = PYTHON_DIR + "/lib"  # a shared libpython found by its (host) RUNPATH
     prefix = os.path.realpath(sys.prefix)
-    if prefix != base:
-        binds.append((os.path.join(prefix, "lib"), VENV_DIR + "/lib"))
-        version = ".".join(map(str, sys.version_info[:3]))
-        home = os.path.dirname(exe)
-        files.append(
-            (
-                VENV_DIR + "/pyvenv.cfg",
-                f"home = {home}\ninclude-system-site-packages = false\nversion = {version}\n",
-            )
-        )
-        files.append((VENV_DIR + "/bin/python", exe))  # a symbolic link (see bwrap_command)
-        exe = VENV_DIR + "/bin/python"
-    return binds, files, exe, env
+    if prefix == base:
+        return exe, env
+    opts.put("--ro-bind", os.path.join(prefix, "lib"), VENV_DIR + "/lib")
+    version = ".".join(map(str, sys.version_info[:3]))
+    cfg = f"home = {os.path.dirname(exe)}\ninclude-system-site-packages = false\nversion = {version}\n"
+    opts.data(VENV_DIR + "/pyvenv.cfg", cfg)
+    opts.put("--symlink", exe, VENV_DIR + "/bin/python")
+    site = os.path.realpath(os.path.join(sys.prefix, "lib"))
+    for record in _hidden_install_records():
+        if _inside(record, site):
+            opts.put("--ro-bind", "/dev/null", VENV_DIR + "/lib" + record[len(site) :])
+    return VENV_DIR + "/bin/python", env
 
 
 def _hidden_install_records() -> list[str]:
@@ -258,19 +252,7 @@ def _bind_system(opts: _Options) -> tuple[str, dict[str, str]]:
             opts.put("--ro-bind", str(host), str(host))
     if Path("/etc/ld.so.cache").exists():
         opts.put("--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache")
-    binds, files, exe, env = interpreter_layout()
-    for host, inside in binds:
-        opts.put("--ro-bind", host, inside)
-    for inside, content in files:
-        if inside.endswith("/bin/python"):
-            opts.put("--symlink", content, inside)
-        else:
-            opts.data(inside, content)
-    site = os.path.realpath(os.path.join(sys.prefix, "lib"))
-    if any(inside == VENV_DIR + "/lib" for _, inside in binds):
-        for record in _hidden_install_records():
-            if _inside(record, site):
-                opts.put("--ro-bind", "/dev/null", VENV_DIR + "/lib" + record[len(site) :])
+    exe, env = interpreter_layout(opts)
     plugins = _plugin_dirs()
     for path in plugins:
         opts.put("--ro-bind", path, path)

@@ -79,7 +79,10 @@ print(os.read(r, 1 << 16).decode())
 
 
 def _inside(script: str) -> str:
-    interpreter = isolation.interpreter_layout()[2]
+    opts = isolation._Options()
+    interpreter = isolation.interpreter_layout(opts)[0]
+    for fd in opts.fds:
+        os.close(fd)
     launch = isolation.bwrap_command(64, [interpreter, "-P", "-c", script])
     try:
         proc = subprocess.run(launch.argv, pass_fds=launch.pass_fds, capture_output=True, text=True, timeout=60)
