@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,11 @@ class CappedOutput(io.TextIOBase):
 
     def getvalue(self) -> str:
         return "".join(self.parts)
+
+
+def describe_exit(code: int) -> str:
+    """A process's end as :meth:`subprocess.Popen.returncode` gives it (negative: the signal)."""
+    return f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
 
 
 #: a return value longer than this (canonical JSON) is not read back by the exploration policy

@@ -32,11 +32,11 @@ from typing import Any
 
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, registry
-from pipeline.execution.child import Limits
+from pipeline.execution.child import Limits, describe_exit
 from pipeline.execution.frames import FdReader, FrameError, FrameTimeout, encode
 from pipeline.execution.isolation import SandboxUnavailable, checked_isolation, worker_command
 from pipeline.execution.labels import TrajectoryLabels
-from pipeline.execution.wire import limits_to_wire, trajectory_to_wire
+from pipeline.execution.wire import limits_to_wire, max_frame, trajectory_to_wire
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "SandboxUnavailable"]
 
@@ -83,7 +83,7 @@ class _Worker:
         self._drain = threading.Thread(target=self._drain_stderr, name="sandbox-stderr", daemon=True)
         self._drain.start()
         self.landlock = 0  # the Landlock ABI the worker's children are confined with (0: none)
-        self.reader = FdReader(self.proc.stdout.fileno(), (limits.max_state_mb << 20) * 2 + (4 << 20))  # type: ignore[union-attr]
+        self.reader = FdReader(self.proc.stdout.fileno(), max_frame(limits))  # type: ignore[union-attr]
         self.sent: set[str] = set()  # blobs this worker already holds
         # requests are written by their own thread, so the worker always has the next trajectories
         # queued while this side reads the frames of the current one (no round trip per trajectory)
@@ -150,14 +150,12 @@ class _Worker:
             try:
                 msg = self.reader.next(timeout)
             except FrameTimeout:
-                self.kill()
                 self._lose(
                     labels,
                     "Timeout",
                     f"the sandbox worker sent nothing for {timeout:g}s (stopped or wedged); worker killed and replaced",
                 )
             except FrameError as exc:
-                self.kill()
                 self._lose(
                     labels,
                     "UntrustedData",
@@ -165,9 +163,8 @@ class _Worker:
                 )
             if msg is None:
                 code = self.proc.wait()
-                self._lose(labels, "WorkerCrash", f"the sandbox worker died ({_describe(code)}); worker replaced")
+                self._lose(labels, "WorkerCrash", f"the sandbox worker died ({describe_exit(code)}); worker replaced")
             if msg.get("trajectory_id") != trajectory.trajectory_id:
-                self.kill()
                 self._lose(
                     labels,
                     "UntrustedData",
@@ -181,7 +178,6 @@ class _Worker:
                 continue
             labels.feed(msg)
             if len(labels.result["steps"]) > max_steps:
-                self.kill()
                 labels.result["steps"] = labels.result["steps"][:max_steps]
                 self._lose(
                     labels,
@@ -189,8 +185,9 @@ class _Worker:
                     "the sandbox worker sent more steps than the trajectory has; worker killed and replaced",
                 )
 
-    @staticmethod
-    def _lose(labels: TrajectoryLabels, error_type: str, message: str) -> None:
+    def _lose(self, labels: TrajectoryLabels, error_type: str, message: str) -> None:
+        """Kill the worker (the one that died: harmless), label what it was running lost, raise."""
+        self.kill()
         if labels.result["init"] is None:
             labels.result["init_error"] = labels.result["init_error"] or f"{error_type}: {message}"
         else:
@@ -259,12 +256,6 @@ def _wait_gone(uids: set[int], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while uid_processes(uids) and time.monotonic() < deadline:
         time.sleep(0.005)
-
-
-def _describe(code: int) -> str:
-    if code < 0:
-        return f"killed by signal {signal.Signals(-code).name}"
-    return f"exit code {code}"
 
 
 def _instance_key(trajectory: Trajectory) -> tuple[str, ...]:
@@ -345,13 +336,9 @@ class Sandbox:
             self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             everyone, self._all = self._all, []
-            instances = set(self._live.values())
             self._live.clear()
         for worker in everyone:
-            if worker in instances:
-                worker.kill()  # an instance: nothing of it is kept
-            else:
-                worker.close()
+            worker.kill()  # nothing of it is kept: bwrap's PID namespace (or, trusted, its process group) ends
         _OPEN.discard(self)
 
     def _discard(self, worker: _Worker) -> None:

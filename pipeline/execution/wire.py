@@ -43,6 +43,11 @@ def trajectory_from_wire(data: dict[str, Any]) -> Trajectory:
     return Trajectory(**values)
 
 
+def max_frame(limits: Limits) -> int:
+    """The largest frame a worker or child may send: two states and some."""
+    return (limits.max_state_mb << 20) * 2 + (4 << 20)
+
+
 def limits_to_wire(limits: Limits) -> dict[str, Any]:
     return asdict(limits)
 

@@ -29,9 +29,9 @@ from typing import Any
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, registry
 from pipeline.execution import freeze, landlock, pristine, seccomp
-from pipeline.execution.child import Limits, execute
+from pipeline.execution.child import Limits, describe_exit, execute
 from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
-from pipeline.execution.wire import limits_from_wire, limits_to_wire, trajectory_from_wire, trajectory_to_wire
+from pipeline.execution.wire import limits_from_wire, limits_to_wire, max_frame, trajectory_from_wire
 
 _MIB = 1 << 20
 
@@ -297,10 +297,7 @@ def _zygote(commands: int, sock: socket.socket) -> None:
             if msg["kind"] == "blobs":
                 blobs.update(msg["blobs"])
                 for ref, filename in msg["code"]:
-                    try:
-                        blobs.precompile(ref, filename)
-                    except Exception:
-                        pass  # the child reports the compile error as a reset failure
+                    _precompile(ref, filename)
                 continue
             rfd, wfd = os.pipe()
             req_r, req_w = os.pipe()
@@ -343,14 +340,15 @@ def _fork_for_worker() -> int:
     return pid if pid > 0 else -ctypes.get_errno()
 
 
-def _zygote_blobs(new: dict[str, str], trajectory: Trajectory) -> None:
-    """Give the zygote blobs that arrived (and the code to compile)."""
-    if not _ZYGOTE:
-        return
+def _share_code(new: dict[str, str], trajectory: Trajectory) -> None:
+    """Blobs that arrived: the trajectory's code compiled here, and both given to the zygote."""
     ref = trajectory.env.options.get("code_ref")
     code = [[ref, f"<env {trajectory.env_id}>"]] if ref and ref in new else []
+    for ref, filename in code:
+        _precompile(ref, filename)
     try:
-        write_frame(_ZYGOTE[1], {"kind": "blobs", "blobs": new, "code": code})
+        if _ZYGOTE:
+            write_frame(_ZYGOTE[1], {"kind": "blobs", "blobs": new, "code": code})
     except OSError:
         _ZYGOTE.clear()
 
@@ -381,7 +379,7 @@ class _Spare:
             return False
         self.pid = int.from_bytes(data, "big")
         rfd, self.requests = fds
-        self.reader = FdReader(rfd, _max_frame(self.limits))
+        self.reader = FdReader(rfd, max_frame(self.limits))
         _SPARE_FDS.extend(fds)
         return True
 
@@ -389,10 +387,6 @@ class _Spare:
 _SPARES: list[_Spare] = []
 _SPARE_FDS: list[int] = []  # the worker's ends of spares' pipes (closed in every new child)
 SPARES = 1  # prepared children kept per worker
-
-
-def _max_frame(limits: Limits) -> int:
-    return (limits.max_state_mb << 20) * 2 + (4 << 20)
 
 
 def _fork_spare(limits: Limits) -> None:
@@ -490,13 +484,6 @@ def _retire_warm(keep: int = 0) -> None:
     """Retire warm children, least recently used first, until ``keep`` remain."""
     while len(_WARM) > keep:
         _retire(_WARM.pop(next(iter(_WARM))))
-
-
-def _describe_exit(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        return f"worker process killed by signal {signal.Signals(sig).name}"
-    return f"worker process exited with code {os.WEXITSTATUS(status)}"
 
 
 _EXITING: list[tuple[int, str]] = []
@@ -654,7 +641,7 @@ def _start_child(
     os.close(wfd)
     if req_r is not None:
         os.close(req_r)
-    return _Attempt(pid, FdReader(rfd, _max_frame(limits)), temp_dir, requests, 1)
+    return _Attempt(pid, FdReader(rfd, max_frame(limits)), temp_dir, requests, 1)
 
 
 def _pump(attempt: _Attempt, progress: _Progress, limits: Limits, forward: Any, out: int) -> tuple[str, str] | None:
@@ -727,8 +714,10 @@ def _lose_child(attempt: _Attempt, progress: _Progress, failure: tuple[str, str]
     _remove_tree(attempt.temp_dir)
     kind, message = failure
     if kind == "WorkerCrash":
-        message = _describe_exit(status) + (
-            " (memory limit?)" if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) else ""
+        message = (
+            "worker process "
+            + describe_exit(os.waitstatus_to_exitcode(status))
+            + (" (memory limit?)" if os.WIFSIGNALED(status) or os.WEXITSTATUS(status) else "")
         )
     if not progress.got_init:
         emit({"kind": "init_error", "error": f"{kind}: {message}"})
@@ -761,7 +750,7 @@ def _lose_child(attempt: _Attempt, progress: _Progress, failure: tuple[str, str]
     return True
 
 
-def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, Any] | None = None) -> bool:
+def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, Any]) -> bool:
     """Run a trajectory in forked children, forwarding their frames to the pipe ``out``; never raises
     for env code. True: it started in a fresh (or spare) child, not a warm one. ``wire``: the trajectory's
     wire form as it arrived (handed on to a spare or warm child as it is, not rebuilt from ``trajectory``)."""
@@ -775,7 +764,6 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
     def emit(msg: dict[str, Any]) -> None:
         write_frame(out, {**msg, "trajectory_id": tid})
 
-    wire = trajectory_to_wire(trajectory) if wire is None else wire
     progress = _Progress(trajectory)
     while True:
         attempt = _start_child(trajectory, limits, key, progress, wire)
@@ -788,15 +776,13 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
             return key is None
 
 
-def _precompile(trajectory: Trajectory) -> None:
+def _precompile(ref: str, filename: str) -> None:
     """Compile environment code once here, so every forked child inherits it
     (:func:`pipeline.envs.blobs.precompile`)."""
-    ref = trajectory.env.options.get("code_ref")
-    if ref:
-        try:
-            blobs.precompile(ref, f"<env {trajectory.env_id}>")
-        except Exception:
-            pass  # the child reports the compile error as a reset failure
+    try:
+        blobs.precompile(ref, filename)
+    except Exception:
+        pass  # the child reports the compile error as a reset failure
 
 
 #: stdlib modules environment code often imports lazily (``datetime.strptime`` imports ``_strptime``):
@@ -895,8 +881,7 @@ def main() -> None:
             blobs.update(request["blobs"])
             for spare in list(_SPARES):
                 _retire_spare(spare)  # forked without them
-            _precompile(trajectory)
-            _zygote_blobs(request["blobs"], trajectory)
+            _share_code(request["blobs"], trajectory)
         limits = limits_from_wire(request["limits"])
         fresh = supervise(trajectory, limits, proto_out, request["trajectory"])
         write_frame(proto_out, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
