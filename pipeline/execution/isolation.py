@@ -14,7 +14,7 @@ import itertools
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.core.registry import plugin_paths
@@ -51,7 +51,7 @@ def _interpreter_paths() -> list[str]:
     """Directories the worker's interpreter needs, read-only (outside /usr)."""
     paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
     paths.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
-    return sorted(p for p in paths if p != "/usr" and not p.startswith("/usr/") and os.path.isdir(p))
+    return sorted(p for p in paths if not _inside(p, "/usr") and os.path.isdir(p))
 
 
 def _plugin_dirs() -> list[str]:
@@ -59,7 +59,7 @@ def _plugin_dirs() -> list[str]:
     interpreter's own paths do not hold (a ``pip install --target`` directory on ``PYTHONPATH``): the worker
     sees them read-only at the same path, on its ``PYTHONPATH``, so it registers the same plugins."""
     inside = [*_interpreter_paths(), "/usr"]
-    return [p for p in plugin_paths() if not any(p == top or p.startswith(top.rstrip("/") + "/") for top in inside)]
+    return [p for p in plugin_paths() if not any(_inside(p, top) for top in inside)]
 
 
 def bwrap_path() -> str:
@@ -122,7 +122,7 @@ class Launch:
     env: dict[str, str]
     cwd: str
     pass_fds: tuple[int, ...] = ()
-    uid: UidSlot | None = field(default=None)  # under root: the host uid it runs as (release when it has ended)
+    uid: UidSlot | None = None  # under root: the host uid it runs as (release when it has ended)
 
     def close(self) -> None:
         for fd in self.pass_fds:

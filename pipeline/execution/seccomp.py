@@ -348,7 +348,6 @@ def export_bpf(f: Any) -> bytes:
         return out.read()
 
 
-_PREPARED: list[Any] = []  # the child filter, without its pid rules (built in the worker)
 _PROGRAM: list[tuple[bytes, tuple[int, ...]]] = []  # its BPF for PID_SENTINEL, where the sentinel is
 _LIBC: list[Any] = []
 PID_SENTINEL = 0x3FFFFFF1  # a pid no process has (pid_max is at most 2**22): replaced by the child's own
@@ -371,10 +370,9 @@ def program_for(pid: int) -> bytes | None:
 
 
 def prepare() -> None:
-    """Add the child filter's rules once and compile its program (in the worker, before forking: a child
-    only writes its pid into the program and loads it)."""
-    if not _PREPARED:
-        _PREPARED.append(child_filter())
+    """Compile the child filter's program once (in the worker, before forking: a child only writes its pid
+    into the program and loads it)."""
+    if not _PROGRAM:
         program = export_bpf(child_filter(pid=PID_SENTINEL))
         where = tuple(
             i
@@ -430,7 +428,4 @@ def install() -> None:
     worker compiled (:func:`program_for`), or compiled here."""
     prepare()
     program = program_for(os.getpid())
-    if program is not None:
-        _load_program(program)
-    else:
-        _load(with_pid(_PREPARED[0], os.getpid()))
+    _load_program(program if program is not None else export_bpf(child_filter(pid=os.getpid())))

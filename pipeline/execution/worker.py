@@ -74,14 +74,6 @@ def _root() -> str:
     return _ROOT[0]
 
 
-def _scratch() -> str:
-    """A new directory for a spare (renamed to its trajectory's name when it gets one)."""
-    _GONE[0] += 1
-    path = os.path.join(_root(), f".spare-{_GONE[0]}")
-    os.mkdir(path, 0o700)
-    return path
-
-
 def _named(trajectory: Trajectory) -> str:
     """The directory of ``trajectory``'s child: a name that depends only on the trajectory (its id), so an
     environment that stores ``os.getcwd()``, ``tempfile.gettempdir()`` or a ``mkstemp`` path (whose names
@@ -281,13 +273,7 @@ def _zygote(commands: int, sock: socket.socket) -> None:
     spare's pipes go back over ``sock`` with its pid. It never sees a trajectory."""
     code = 0
     try:
-        for reader in _PROTOCOL_FILES:
-            reader.close()
-        for pfd in _PROTOCOL_FDS + _WARM_FDS + _SPARE_FDS:
-            try:
-                os.close(pfd)
-            except OSError:
-                pass
+        _close_inherited()
         for held in (_PROTOCOL_FILES, _PROTOCOL_FDS, _WARM_FDS, _SPARE_FDS):
             held.clear()
         _ZYGOTE_SIDE.extend([commands, sock.fileno()])
@@ -389,20 +375,6 @@ _SPARE_FDS: list[int] = []  # the worker's ends of spares' pipes (closed in ever
 SPARES = 1  # prepared children kept per worker
 
 
-def _fork_spare(limits: Limits) -> None:
-    """Have the zygote fork and prepare a spare (its pid and pipes are read when it is needed)."""
-    if not _ZYGOTE:
-        return
-    temp_dir = _scratch()
-    try:
-        write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})
-    except OSError:
-        _ZYGOTE.clear()
-        _remove_tree(temp_dir)
-    else:
-        _SPARES.append(_Spare(temp_dir, limits))
-
-
 def _forget_spare(spare: _Spare) -> None:
     _SPARES.remove(spare)
     for fd in (spare.requests, spare.reader.fd if spare.reader else None):
@@ -451,9 +423,19 @@ def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) ->
 
 
 def _top_up(limits: Limits) -> None:
-    """Prepare spares for the next trajectories that need a fresh child."""
+    """Have the zygote fork and prepare spares for the next trajectories that need a fresh child (their pids and
+    pipes are read when one is needed), each in a new directory (renamed to its trajectory's)."""
     while _ZYGOTE and len(_SPARES) < SPARES:
-        _fork_spare(limits)
+        _GONE[0] += 1
+        temp_dir = os.path.join(_root(), f".spare-{_GONE[0]}")
+        os.mkdir(temp_dir, 0o700)
+        try:
+            write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})
+        except OSError:
+            _ZYGOTE.clear()
+            _remove_tree(temp_dir)
+        else:
+            _SPARES.append(_Spare(temp_dir, limits))
 
 
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
