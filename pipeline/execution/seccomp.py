@@ -223,8 +223,6 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
     ("rseq", "worker", "libc after fork", None),
 )
 
-#: child filter: allowed only when their first argument (a pid) is 0, the caller
-SELF_ONLY = tuple(n for n, scope, _, when in SYSCALLS if scope == "child" and when == _SELF)
 #: architectures the filters are built for (``os.uname().machine`` -> libseccomp's name)
 ARCHITECTURES = {"x86_64": "X86_64", "aarch64": "AARCH64"}
 

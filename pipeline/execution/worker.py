@@ -375,38 +375,25 @@ _SPARE_FDS: list[int] = []  # the worker's ends of spares' pipes (closed in ever
 SPARES = 1  # prepared children kept per worker
 
 
-def _forget_spare(spare: _Spare) -> None:
-    _SPARES.remove(spare)
-    for fd in (spare.requests, spare.reader.fd if spare.reader else None):
-        if fd in _SPARE_FDS:
-            _SPARE_FDS.remove(fd)
-
-
 def _retire_spare(spare: _Spare) -> None:
     """End a spare (it ran nothing); reaped later."""
-    if not spare.ready():
-        _SPARES.remove(spare)
+    _SPARES.remove(spare)
+    if spare.ready():
+        _end(spare.pid, [spare.requests, spare.reader.fd], spare.temp_dir, _SPARE_FDS)  # type: ignore[arg-type, union-attr]
+    else:
         _remove_tree(spare.temp_dir)
-        return
-    _forget_spare(spare)
-    _kill(spare.pid)  # type: ignore[arg-type]
-    for fd in (spare.requests, spare.reader.fd):  # type: ignore[union-attr]
-        try:
-            os.close(fd)  # type: ignore[arg-type]
-        except OSError:
-            pass
-    _exiting(spare.pid, spare.temp_dir)  # type: ignore[arg-type]
 
 
 def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) -> _Spare | None:
-    """A spare that can run ``trajectory`` (it holds its code, was prepared with these limits), continued
-    and handed the trajectory (``wire``: its wire form); None: fork a fresh child. Spares that cannot are
-    retired."""
+    """A spare prepared with these limits, handed ``trajectory`` (``wire``: its wire form) in a directory of its
+    name; None: fork a fresh child. Spares that cannot run it are retired."""
     for spare in list(_SPARES):
         if spare.limits != limits or not spare.ready():
             _retire_spare(spare)
             continue
-        _forget_spare(spare)
+        _SPARES.remove(spare)
+        for fd in (spare.requests, spare.reader.fd):  # type: ignore[union-attr]
+            _SPARE_FDS.remove(fd)  # type: ignore[arg-type]
         named = _named(trajectory)
         _claim(named)
         try:
@@ -414,8 +401,7 @@ def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) ->
             spare.temp_dir = named
             write_frame(spare.requests, {"kind": "run", "trajectory": wire, "dir": named})
         except OSError:
-            _SPARES.append(spare)
-            _retire_spare(spare)
+            _end(spare.pid, [spare.requests, spare.reader.fd], spare.temp_dir, [])  # type: ignore[arg-type, union-attr]
             continue
         os.close(spare.requests)
         return spare
@@ -449,23 +435,23 @@ _WARM_FDS: list[int] = []  # the parent ends of warm children's pipes (closed in
 MAX_WARM = 32  # warm children per worker (an explore batch cycles through its environments)
 
 
-def _retire(warm: _Attempt) -> None:
-    """End a warm child; reaped later."""
-    _kill(warm.pid)
-    for fd in (warm.requests, warm.reader.fd):
-        try:
-            os.close(fd)  # type: ignore[arg-type]
-        except OSError:
-            pass
-        if fd in _WARM_FDS:
-            _WARM_FDS.remove(fd)
-    _exiting(warm.pid, warm.temp_dir)
+def _end(pid: int, fds: list[int | None], temp_dir: str, held: list[int]) -> None:
+    """End a child that runs no trajectory (a spare, a warm child, one whose trajectory ended): killed, its pipes
+    closed (and dropped from ``held``), reaped later with its directory."""
+    _kill(pid)
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
+            if fd in held:
+                held.remove(fd)
+    _exiting(pid, temp_dir)
 
 
 def _retire_warm(keep: int = 0) -> None:
     """Retire warm children, least recently used first, until ``keep`` remain."""
     while len(_WARM) > keep:
-        _retire(_WARM.pop(next(iter(_WARM))))
+        warm = _WARM.pop(next(iter(_WARM)))
+        _end(warm.pid, [warm.requests, warm.reader.fd], warm.temp_dir, _WARM_FDS)
 
 
 _EXITING: list[tuple[int, str]] = []
@@ -580,8 +566,7 @@ class _Progress:
 
 
 class _Attempt:
-    """One child running (part of) a trajectory, or warm (waiting for the next of its key): a spare, a warm
-    child or a fresh fork."""
+    """A child running (part of) a trajectory (a spare, a warm child or a fresh fork), or waiting warm."""
 
     def __init__(self, pid: int, reader: FdReader, temp_dir: str, requests: int | None, used: int) -> None:
         self.pid, self.reader, self.temp_dir, self.requests, self.used = pid, reader, temp_dir, requests, used
@@ -603,8 +588,7 @@ def _start_child(
         try:
             write_frame(warm.requests, {"kind": "run", "trajectory": wire})
         except OSError:  # it is gone: a fresh child instead
-            _WARM_FDS.extend([warm.requests, warm.reader.fd])
-            _retire(warm)
+            _end(warm.pid, [warm.requests, warm.reader.fd], warm.temp_dir, [])
         else:
             warm.used += 1
             return warm
@@ -675,23 +659,17 @@ def _finish_child(attempt: _Attempt, progress: _Progress, limits: Limits, key: t
         _WARM[key] = attempt  # type: ignore[index]
         _WARM_FDS.extend([requests, rfd])
         return
-    _close_ends(attempt)
-    _kill(pid)
-    _remove_tree(attempt.temp_dir, keep_top=True)  # its files go now (a killed child holds none open once it is gone)
-    _exiting(pid, attempt.temp_dir)  # reaped later: its teardown overlaps the next trajectory
-
-
-def _close_ends(attempt: _Attempt) -> None:
-    os.close(attempt.reader.fd)
-    if attempt.requests is not None:
-        os.close(attempt.requests)
+    _remove_tree(attempt.temp_dir, keep_top=True)  # its files go now (freed once it is gone)
+    _end(pid, [rfd, requests], attempt.temp_dir, [])  # its teardown overlaps the next trajectory
 
 
 def _lose_child(attempt: _Attempt, progress: _Progress, failure: tuple[str, str], limits: Limits, emit: Any) -> bool:
     """A child that failed: killed and waited for, its directory removed, the failure reported (an init error,
     a lost call, an issue). True: resume the trajectory after the lost call in a fresh child."""
-    _close_ends(attempt)
     _kill(attempt.pid)
+    for fd in (attempt.reader.fd, attempt.requests):
+        if fd is not None:
+            os.close(fd)
     _, status = os.waitpid(attempt.pid, 0)
     _remove_tree(attempt.temp_dir)
     kind, message = failure
