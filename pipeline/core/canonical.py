@@ -47,8 +47,7 @@ def canonicalize(value: Any) -> JSONValue:
     return _canon(value, [], 0)
 
 
-# The containers being serialised, outermost first (cycle detection). Compared with ``is`` rather than
-# kept as ``id()``s: ``id()`` raises an audit event, and the sandbox runs this under an audit hook.
+# The containers being serialised, outermost first (cycle detection), compared with ``is``.
 _Active = list
 
 

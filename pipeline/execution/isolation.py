@@ -126,10 +126,7 @@ class Launch:
 
     def close(self) -> None:
         for fd in self.pass_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            os.close(fd)
         self.pass_fds = ()
 
 
@@ -310,11 +307,9 @@ def worker_command(isolation: str, tmp_mb: int, preload: str | None = None) -> L
     _compiled()
     if isolation == "bwrap":
         return bwrap_command(tmp_mb, preload=preload)
-    if isolation == "trusted":
-        pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])
-        argv = [sys.executable, "-P", "-m", "pipeline.execution.worker", *(["--preload", preload] if preload else [])]
-        return Launch(argv, worker_environment(pythonpath), str(_PROJECT_ROOT))
-    raise SandboxUnavailable(f"unknown sandbox isolation {isolation!r}; choose one of {', '.join(ISOLATIONS)}")
+    pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])  # trusted (checked_isolation holds)
+    argv = [sys.executable, "-P", "-m", "pipeline.execution.worker", *(["--preload", preload] if preload else [])]
+    return Launch(argv, worker_environment(pythonpath), str(_PROJECT_ROOT))
 
 
 def checked_isolation(value: str) -> str:

@@ -197,13 +197,11 @@ class _Worker:
         raise _WorkerLost(labels.result)
 
     def kill(self) -> None:
+        """End the worker: bwrap and with it its whole PID namespace (trusted: its process group)."""
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # bwrap and, with it, its whole PID namespace
+            os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        self.close()
-
-    def close(self) -> None:
         self._outbox.put(None)
         self._writer.join(timeout=5)
         for stream in (self.proc.stdin, self.proc.stdout):
@@ -212,14 +210,7 @@ class _Worker:
                     stream.close()
             except OSError:
                 pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait()
+        self.proc.wait()
         if self.proc.stderr is not None:
             self._drain.join(timeout=5)
             try:
