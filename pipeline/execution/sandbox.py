@@ -475,7 +475,7 @@ class Sandbox:
                     by_key.setdefault(keys[i], []).append(i)
                 shared = [idx for idx in by_key.values() if len(idx) > 1]
                 # a trajectory alone with its key in the window runs in a plain fresh child: keeping a
-                # child warm for a key no later trajectory has (clean check, parking) costs more than it saves
+                # child warm for a key no later trajectory has (a pipe, an idle process) costs more than it saves
                 alone = sorted(idx[0] for idx in by_key.values() if len(idx) == 1)
                 groups = [
                     (idx[k : k + self.max_batch], limits) for idx in shared for k in range(0, len(idx), self.max_batch)
