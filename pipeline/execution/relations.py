@@ -258,45 +258,24 @@ def bind(
     """Values for ``params`` drawn from related records (module docstring); a parameter no record offers a
     value of its type for is left out (the caller draws it its own way). ``fits(param, value)`` says whether a
     value suits the parameter's schema; ``sizes[param]`` is the (min, max) length of a list parameter."""
-    hints = hints or Hints()
-    out: dict[str, Any] = {}
-
-    def usable(param: str, values: list[Any]) -> list[Any]:
-        avoid = hints.avoid.get(param, ())
-        typed = [v for v in values if fits(param, v)]
-        fresh = [v for v in typed if v not in avoid]
-        return fresh or typed
-
-    def draw(param: str, values: list[Any]) -> Any:
-        values = usable(param, values)
-        if not values:
-            return None
-        if param in sizes:
-            lo, hi = sizes[param]
-            k = rng.randint(min(lo, len(values)), max(1, min(hi, len(values))))
-            return rng.sample(values, k)
-        return values[rng.randrange(len(values))]
-
-    def take(record: int, names: Iterable[str]) -> None:
-        for p in names:
-            value = draw(p, records.values_of(record, p))
-            if value is not None:
-                out[p] = value
-
-    # a value an earlier call answered under the argument's name (a bundle), always when the state has none
-    for answer in returned:  # the latest answer first
-        for param in params:
-            if param in out:
-                continue
-            vals = answer.values_of(0, param)
-            if vals and (not records.aliases(param) or rng.random() < 0.5):
-                value = draw(param, vals)
-                if value is not None:
-                    out[param] = value
-    todo = [p for p in params if p not in out and records.aliases(p)]
+    draw = _Draw(records, fits, rng, sizes, hints or Hints())
+    draw.answered(params, returned)
+    todo = [p for p in params if p not in draw.out and records.aliases(p)]
     ids = [p for p in todo if id_like(p) or id_like(records.aliases(p)[0])]
+    primary, followers = _firsts(records, ids, sizes)
+    anchor = draw.primary(primary) if primary else None
+    draw.siblings(followers, anchor)
     plain = [p for p in todo if p not in ids]
-    # a second argument of a field already named: a sibling of the first one's value
+    picked = _pick_record(records, plain, rng, exclude=set()) if plain else None
+    if picked is not None:
+        draw.take(*picked)  # the plain values together, from one record
+    return draw.out
+
+
+def _firsts(
+    records: Records, ids: list[str], sizes: Mapping[str, tuple[int, int]]
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The id arguments drawn from one record (none when all are lists), and (second, first) of a field named twice."""
     field_of = {p: records.aliases(p)[0] for p in ids}
     firsts: dict[str, str] = {}
     followers: list[tuple[str, str]] = []
@@ -306,39 +285,76 @@ def bind(
         else:
             firsts[field_of[p]] = p
     primary = [p for p in ids if p in firsts.values()]
-    if primary and all(p in sizes for p in primary):
-        primary = []  # lists with no scalar id to belong to (a batch of any accounts): drawn from the whole state
-    anchor = None
-    if primary:
-        focus = hints.focus if hints.focus and rng.random() < 0.5 else ()
-        picked = _pick_record(records, primary, rng, holding=focus, prefer=hints.prefer) or (
-            _pick_record(records, primary, rng, prefer=hints.prefer) if focus else None
+    return ([] if all(p in sizes for p in primary) else primary), followers
+
+
+class _Draw:
+    """The arguments :func:`bind` has drawn (``out``), with what it draws them by."""
+
+    def __init__(
+        self, records: Records, fits: Any, rng: random.Random, sizes: Mapping[str, tuple[int, int]], hints: Hints
+    ) -> None:
+        self.records, self.fits, self.rng, self.sizes, self.hints = records, fits, rng, sizes, hints
+        self.out: dict[str, Any] = {}
+
+    def value(self, param: str, values: list[Any]) -> Any:
+        """One of ``values`` that fits ``param`` (a list of them for a list parameter), not one a refusal named."""
+        typed = [v for v in values if self.fits(param, v)]
+        values = [v for v in typed if v not in self.hints.avoid.get(param, ())] or typed
+        if not values:
+            return None
+        if param in self.sizes:
+            lo, hi = self.sizes[param]
+            k = self.rng.randint(min(lo, len(values)), max(1, min(hi, len(values))))
+            return self.rng.sample(values, k)
+        return values[self.rng.randrange(len(values))]
+
+    def take(self, record: int, names: Iterable[str]) -> None:
+        for p in names:
+            value = self.value(p, self.records.values_of(record, p))
+            if value is not None:
+                self.out[p] = value
+
+    def answered(self, params: list[str], returned: Iterable[Records]) -> None:
+        """A value an earlier call answered under the argument's name (a bundle), always when the state has none."""
+        for answer in returned:
+            for param in params:
+                vals = answer.values_of(0, param) if param not in self.out else None
+                if vals and (not self.records.aliases(param) or self.rng.random() < 0.5):
+                    value = self.value(param, vals)
+                    if value is not None:
+                        self.out[param] = value
+
+    def primary(self, primary: list[str]) -> int | None:
+        """The id arguments from one record (returned: the anchor); one it lacks joined on a value drawn already."""
+        records, rng, prefer = self.records, self.rng, self.hints.prefer
+        focus = self.hints.focus if self.hints.focus and rng.random() < 0.5 else ()
+        picked = _pick_record(records, primary, rng, holding=focus, prefer=prefer) or (
+            _pick_record(records, primary, rng, prefer=prefer) if focus else None
         )
+        anchor = None
         if picked is not None:
             anchor, have = picked
-            take(anchor, have)
-        bound = _flat(out.values())
-        for p in primary:  # joined on a value drawn already: the record that holds both
-            if p in out or not bound:
+            self.take(anchor, have)
+        bound = _flat(self.out.values())
+        for p in primary:  # the record that holds both
+            if p in self.out or not bound:
                 continue
             joined = _pick_record(records, [p], rng, exclude={anchor} if anchor else set(), holding=bound)
             if joined is not None:
-                take(joined[0], [p])
-    for p, first in followers:
-        if first not in out:
-            continue
-        taken = out[first] if isinstance(out[first], list) else [out[first]]
-        siblings = [_sibling(records, v, set(taken), anchor, rng) for v in taken]
-        siblings = [s for s in siblings if s is not None and fits(p, s)]
-        if p in sizes and siblings:
-            out[p] = siblings
-        elif p not in sizes and siblings:
-            out[p] = siblings[0]
-    if plain:
-        picked = _pick_record(records, plain, rng, exclude=set())
-        if picked is not None:
-            take(*picked)
-    return out
+                self.take(joined[0], [p])
+        return anchor
+
+    def siblings(self, followers: list[tuple[str, str]], anchor: int | None) -> None:
+        """A second argument of a field already named: a sibling of the first one's value."""
+        for p, first in followers:
+            if first not in self.out:
+                continue
+            taken = self.out[first] if isinstance(self.out[first], list) else [self.out[first]]
+            found = [_sibling(self.records, v, set(taken), anchor, self.rng) for v in taken]
+            found = [s for s in found if s is not None and self.fits(p, s)]
+            if found:
+                self.out[p] = found if p in self.sizes else found[0]
 
 
 def _flat(values: Iterable[Any]) -> list[Any]:

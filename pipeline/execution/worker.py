@@ -36,12 +36,7 @@ from pipeline.execution.wire import limits_from_wire, limits_to_wire, max_frame,
 _MIB = 1 << 20
 
 
-def _address_space() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-
-
-_BASE_VSIZE: list[int] = []  # measured once in the zygote; a forked child starts with the same
+_BASE_VSIZE: list[int] = []  # the worker's address space before it forks: a child starts with the same
 _PROTOCOL_FDS: list[int] = []
 _PROTOCOL_FILES: list[Any] = []  # the buffered request reader: closed (its buffer freed) in every child
 
@@ -828,7 +823,8 @@ def main() -> None:
     seccomp.install_base()  # no_new_privs and the base filter: every child runs under it
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
-    _BASE_VSIZE.append(_address_space())
+    with open("/proc/self/statm") as fh:  # the address space a forked child starts with
+        _BASE_VSIZE.append(int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE"))
     _start_zygote()
 
     write_frame(proto_out, {"kind": "ready", "pid": os.getpid(), "landlock": confinement})
