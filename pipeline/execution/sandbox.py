@@ -445,12 +445,11 @@ class Sandbox:
     def _queue(
         self, trajectories: Iterable[Trajectory], fresh_children: bool, window: int | None
     ) -> Iterator[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]]:
-        """Queue ``trajectories`` on the pool as batches: ``(positions in the input, batch, future)``.
-        The input is read ``window`` trajectories at a time (None: all at once); inside a window the
-        trajectories that may share a child (:func:`pipeline.envs.registry.reuse_key`) go together, in
-        batches of up to ``max_batch`` on one worker — so a child runs them one after the other
-        instead of a fresh fork each, whatever order they came in. With ``fresh_children`` (every
-        trajectory its own child) batches are consecutive trajectories."""
+        """Queue ``trajectories`` on the pool as batches: ``(positions in the input, batch, future)``, ``window`` at a
+        time (None: all at once). Inside a window a corpus's trajectories go to their environment's instance, one
+        batch each; ours that may share a child (:func:`pipeline.envs.registry.reuse_key`) go together in batches of
+        up to ``max_batch`` (one child runs them one after the other), the rest (all, with ``fresh_children``) in
+        batches of consecutive trajectories."""
         if self._pool is None:
             raise SandboxError("use Sandbox as a context manager")
         limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
@@ -488,10 +487,12 @@ class Sandbox:
             if not window:
                 break
 
-    def submit(self, trajectories: Iterable[Trajectory], fresh_children: bool = False) -> Submitted:
-        """Queue trajectories at once (in batches) and return without waiting: ``results()`` of the
-        handle yields them in order. Lets a caller prepare the next trajectories while these run."""
-        return Submitted(list(self._queue(trajectories, fresh_children, None)))
+    def submit(
+        self, trajectories: Iterable[Trajectory], fresh_children: bool = False
+    ) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
+        """Queue trajectories at once (in batches) and return without waiting an iterator of their results, in
+        order. Lets a caller prepare the next trajectories while these run."""
+        return self._drain(deque(self._queue(trajectories, fresh_children, None)), {}, 0, until=None)
 
     def run(
         self, trajectories: Iterable[Trajectory], fresh_children: bool = False
@@ -531,14 +532,3 @@ _OPEN: set[Sandbox] = set()  # sandboxes entered and not closed yet (closed at e
 def _close_open() -> None:
     for box in list(_OPEN):
         box.close()
-
-
-class Submitted:
-    """Trajectories queued with :meth:`Sandbox.submit`."""
-
-    def __init__(self, batches: list[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]]) -> None:
-        self._batches = batches
-
-    def results(self) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
-        """In input order (batches group trajectories that share a child)."""
-        yield from Sandbox._drain(deque(self._batches), {}, 0, until=None)

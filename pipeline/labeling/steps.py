@@ -226,7 +226,7 @@ class _Labeling:
         rows: list[dict[str, Any]] = []
         issues: list[TaskIssue] = []
         timing = {"calls": 0, "seconds": 0.0, "max_seconds": 0.0}  # wall clock: not a label, kept out of the part
-        executed = chunk.running.results()
+        executed = chunk.running
         for traj in chunk.trajectories:
             if traj.trajectory_id in chunk.kept:
                 rows.extend(chunk.kept[traj.trajectory_id])
