@@ -196,12 +196,9 @@ class _Worker:
             labels.result["issues"].append(f"trajectory truncated: {error_type}: {message}")
         raise _WorkerLost(labels.result)
 
-    def kill(self) -> None:
-        """End the worker: bwrap and with it its whole PID namespace (trusted: its process group)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def kill(self, grace: float = 0.0) -> None:
+        """End the worker: its input closed, ``grace`` seconds to end by itself (and remove its directories), then
+        bwrap and with it its whole PID namespace (trusted: its process group) killed."""
         self._outbox.put(None)
         self._writer.join(timeout=5)
         for stream in (self.proc.stdin, self.proc.stdout):
@@ -210,6 +207,14 @@ class _Worker:
                     stream.close()
             except OSError:
                 pass
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         self.proc.wait()
         if self.proc.stderr is not None:
             self._drain.join(timeout=5)
@@ -329,7 +334,7 @@ class Sandbox:
             everyone, self._all = self._all, []
             self._live.clear()
         for worker in everyone:
-            worker.kill()  # nothing of it is kept: bwrap's PID namespace (or, trusted, its process group) ends
+            worker.kill(grace=5)  # nothing of it is kept: bwrap's PID namespace (or, trusted, its process group) ends
         _OPEN.discard(self)
 
     def _discard(self, worker: _Worker) -> None:

@@ -847,6 +847,9 @@ def main() -> None:
     _retire_warm()
     for spare in list(_SPARES):
         _retire_spare(spare)
+    _reap(block=True)
+    if _ROOT and _ROOT[0] != "/tmp/work":
+        _remove_tree(_ROOT[0])  # trusted: its host directory (an instance's tmpfs goes with it)
 
 
 if __name__ == "__main__":
