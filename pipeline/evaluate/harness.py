@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,20 +155,10 @@ def result_row(sample: dict[str, Any], completion: Completion, spec: SimulatorSp
     return row
 
 
-async def evaluate(
-    samples: list[dict[str, Any]],
-    simulator: Simulator,
-    version: str,
-    results: Path,
-    concurrency: int | None = None,
-    progress: Callable[[int, int], None] = lambda done, total: None,
-    max_failure_share: float | None = None,
-) -> RunReport:
-    """Score ``samples`` with ``simulator``, appending each result to ``results`` as it finishes.
-
-    Raises :class:`MostRequestsFailed` (after recording everything) when more than
-    ``max_failure_share`` (default: the spec's ``max_request_failure_share``) of the requests sent
-    in this run failed."""
+async def evaluate(samples: list[dict[str, Any]], simulator: Simulator, version: str, results: Path) -> RunReport:
+    """Score ``samples`` with ``simulator`` (``spec.concurrency`` requests at once), appending each result to
+    ``results`` as it finishes. Raises :class:`MostRequestsFailed` (after recording everything) when more than
+    the spec's ``max_request_failure_share`` of the requests sent in this run failed."""
     spec = simulator.spec
     started = time.perf_counter()
     done = finished_steps(results, spec.prompt, spec.cache_identity())
@@ -183,14 +172,13 @@ async def evaluate(
             report.request_errors += row["request_error"] is not None
             if row["request_error"] is not None:
                 report.failure_reasons[row["request_error"]] += 1
-            progress(report.completed + report.skipped, report.samples)
 
         if todo:  # a pre-flight request: an endpoint that is down or refuses the key fails the run here
             first = await simulator.complete(todo[0])
             if first.error and first.error.startswith("unreachable"):
                 raise EndpointError(f"{spec.name}: endpoint {spec.base_url} is unreachable ({first.error})")
             store(result_row(todo[0], first, spec, version))
-        gate = asyncio.Semaphore(max(1, concurrency or spec.concurrency))
+        gate = asyncio.Semaphore(max(1, spec.concurrency))
 
         async def one(sample: dict[str, Any]) -> None:
             async with gate:
@@ -206,7 +194,7 @@ async def evaluate(
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
     report.seconds = time.perf_counter() - started
-    share = spec.max_request_failure_share if max_failure_share is None else max_failure_share
+    share = spec.max_request_failure_share
     if report.asked and report.request_errors / report.asked > share:
         raise MostRequestsFailed(
             f"{spec.name}: {report.request_errors} of {report.asked} requests to {spec.base_url or spec.kind} failed "
