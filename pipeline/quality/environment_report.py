@@ -110,20 +110,10 @@ class ToolRow:
         )
 
     def row(self, fingerprint: str) -> dict[str, Any]:
-        return {
-            "env_id": self.env_id,
-            "tool": self.tool,
-            "in_catalog": self.in_catalog,
-            "steps": self.steps,
-            "success_steps": self.success_steps,
-            "failure_steps": self.failure_steps,
-            "error_steps": self.error_steps,
+        """The ``env_tool_quality`` row: the counts as they are, the argument sets and details joined."""
+        counts = {k: v for k, v in vars(self).items() if k not in ("schema_only", "code_only", "details")}
+        return counts | {
             "error_share": round(self.error_share, 4),
-            "top_exception": self.top_exception,
-            "top_exception_steps": self.top_exception_steps,
-            "example_step": self.example_step,
-            "example_call": self.example_call,
-            "max_delta": self.max_delta,
             "schema_only_args": ", ".join(sorted(self.schema_only)) or None,
             "code_only_args": ", ".join(sorted(self.code_only)) or None,
             "mismatch_detail": "; ".join(self.details) or None,
@@ -237,11 +227,8 @@ def _catalog(layout: DataLayout) -> dict[str, tuple[str, list[str]]]:
     """env_id -> (source, tool names) of the catalog."""
     if not layout.environments.exists():
         return {}
-    con = connect()
-    try:
+    with connect() as con:
         rows = con.execute("SELECT env_id, source, tools FROM read_parquet(?)", [str(layout.environments)]).fetchall()
-    finally:
-        con.close()
     return {env: (source, list(tools or [])) for env, source, tools in rows}
 
 
@@ -305,8 +292,7 @@ def environment_report(
         for name in names:
             tool(env_id, name).in_catalog = True
 
-    con = connect()
-    try:
+    with connect() as con:
         if parts:
             relation = AXES.relation("read_parquet(?, union_by_name = true)")
             cells = ", ".join(f"CASE WHEN bool_or({c.sql()}) THEN '{c.name}' END" for c in composition.cells)
@@ -407,8 +393,6 @@ def environment_report(
                     t.schema_only |= _quoted(m.group(2))
                 elif m := _OMITS.match(reason):
                     t.code_only |= _quoted(m.group(2))
-    finally:
-        con.close()
 
     checked, determinism = _determinism(layout)
     for row in envs.values():
@@ -529,20 +513,13 @@ def _mismatch_text(t: ToolRow) -> str:
     return f"{t.tool}: " + (", ".join(said) or "; ".join(t.details))
 
 
-def stored_report(layout: DataLayout) -> EnvironmentReport | None:
-    """The report ``environment_report`` last wrote under ``layout`` (None when there is none)."""
-    if not layout.env_quality.exists():
-        return None
-    envs = pq.read_table(layout.env_quality).to_pylist()
-    fingerprint = envs[0]["input_fingerprint"] if envs else ""
-    return EnvironmentReport(envs, [], fingerprint)
-
-
 def summary_lines(layout: DataLayout, n: int = 5) -> list[str]:
-    """What the run summary says of the environments: the headline and the ``n`` worst, one line each."""
-    report = stored_report(layout)
-    if report is None:
+    """What the run summary says of the environments (the report ``environment_report`` last wrote under
+    ``layout``): the headline and the ``n`` worst, one line each."""
+    if not layout.env_quality.exists():
         return []
+    envs = pq.read_table(layout.env_quality).to_pylist()
+    report = EnvironmentReport(envs, [], envs[0]["input_fingerprint"] if envs else "")
     worst = report.worst(n)
     lines = [
         f"Environment quality ({layout.env_quality}, SQL: env_quality): {report.headline()}"

@@ -265,8 +265,7 @@ def check_outcomes(
     report = OutcomeReport([], min_steps, max_share)
     if not parts:
         return report
-    con = connect()
-    try:
+    with connect() as con:
         with_rule = True
         try:
             rows = con.execute(*_corpus_sql(parts, with_rule=True)).fetchall()
@@ -288,6 +287,4 @@ def check_outcomes(
                     found.example_step, found.example = example
             report.corpora.append(found)
         _judge_environments(con, parts, report, with_rule)
-    finally:
-        con.close()
     return report
