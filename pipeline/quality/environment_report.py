@@ -1,27 +1,11 @@
-"""The report card of every environment, and the executor's verdict on it (issue 35; docs/evaluation.md
-"The corpus quality gate").
+"""The report card of every environment, and the executor's verdict on it (docs/evaluation.md "The corpus
+quality gate", which lists what each row holds).
 
 One row per environment (:data:`ENV_QUALITY`) and one per (environment, tool) (:data:`TOOL_QUALITY`), computed
 with DuckDB over the labeled steps (streamed, never loaded whole), the trajectories' states, the catalog, the
-collection's issues and the determinism findings:
-
-* tools (declared, used) and scenarios used; steps by outcome; per tool its error steps with the most frequent
-  exception and one example call;
-* determinism: ``deterministic`` (checked), ``unchecked``, ``non-deterministic`` or ``quarantined`` (Δ does not
-  verify), with the reason (:mod:`pipeline.labeling.quarantine`); ``untested`` for an environment without steps
-  (nothing of it was re-executed, so nothing was checked);
-* strata reached: max |Δ| and the benchmark cells of the composition in force its steps can fill
-  (:mod:`pipeline.core.strata`);
-* schema/code mismatches: arguments the schema declares that the code rejects and arguments the code requires
-  that the schema omits, from the loader's static check of each tool schema against the method's signature
-  (the collection's ``tools`` issues; the code is parsed, never run, outside the sandbox) and from the calls
-  themselves (``TypeError: … unexpected keyword argument`` / ``missing … required … argument``);
-* state problems: values that are not plain JSON (``$repr``, ``$type``, ``$decimal``, ``$cycle``… markers of the
-  canonical state, docs/definitions.md §4.1) and the largest initial state.
-
-The verdict (``pass`` / ``fail`` and the ``main_problem``) applies :class:`Thresholds`: error share, a tool whose
-every call raises, non-determinism, mismatches, an environment no call changes. It is the executor's verdict
-alone: a checker's agreement (:mod:`pipeline.quality.environment_yield`) is reported beside it, never mixed in.
+collection's issues and the determinism findings (:mod:`pipeline.labeling.quarantine`). The verdict (``pass`` /
+``fail`` and the ``main_problem``) applies :class:`Thresholds`; it is the executor's alone: a checker's agreement
+(:mod:`pipeline.quality.environment_yield`) is reported beside it, never mixed in.
 """
 
 from __future__ import annotations
