@@ -1,28 +1,14 @@
-"""Closed-loop simulated rollouts with an executor shadow (Simia; docs/definitions.md §9).
+"""Closed-loop simulated rollouts with an executor shadow (Simia; docs/definitions.md §9, docs/evaluation.md
+``simulated_rollouts``).
 
-An agent acts — the actions of a recorded trajectory, or an LLM agent through any OpenAI-compatible
-endpoint — and a *simulator* plays the environment: at step k it gets its own previous predicted state
-ŝ_k (ŝ_0 is the real initial state), the action and the tool's source (the prompt protocol of
-:mod:`pipeline.core.protocol`), and its predicted changes applied to ŝ_k give ŝ_{k+1}; the agent sees
-the simulator's feedback. The executor shadows every action on the real environment in the sandbox from
-the real state (:mod:`pipeline.rollouts.shadow`), which gives per step:
-
-* ``fm`` — the simulated feedback equals the real observation (Feedback Match);
-* ``cm`` — the step's update is right *from where the simulator is*: its changes applied to ŝ_k give what
-  the executor's Δ gives applied to ŝ_k (on a step that has not diverged, this is the benchmark's CM);
-* ``drift_before`` / ``drift`` — |diff(ŝ, s)| before and after the step, ``diverged_before`` — the
-  simulator's state had already diverged when the step began, ``state_match`` — ŝ_{k+1} = s_{k+1};
-
-and per rollout the first divergence step (the first step after which ŝ ≠ s) and the final drift. Each
-rollout keeps its conversation — the system prompt, the task's user turns, the agent's tool calls and the
-simulator's feedback — and the tool schemas the agent was given, for the SFT export
-(:mod:`pipeline.rollouts.sft`).
-
-An answer that cannot be parsed, or whose changes do not apply to ŝ_k, leaves the simulator without a
-next state: the step is counted (``parse_failure`` / ``invalid_changes``) and the rollout stops there. A
-request that fails after the client's retries stops the rollout for this run (``request_error``); every
-completed request is in the run's :class:`~pipeline.rollouts.requests.RequestLog`, so a re-run replays the
-finished steps without asking again and continues where it stopped.
+An agent acts (a recorded trajectory's actions, or an LLM agent) and a *simulator* plays the environment from its
+own previous predicted state ŝ_k; the executor shadows every action on the real environment
+(:mod:`pipeline.rollouts.shadow`), which gives per step ``fm``, ``cm`` (right from where the simulator is),
+``drift_before`` / ``drift``, ``diverged_before`` and ``state_match``, and per rollout the first divergence and
+the final drift. Each rollout keeps its conversation and the tool schemas the agent was given, for the SFT export
+(:mod:`pipeline.rollouts.sft`). An unparseable answer or changes that do not apply stop the rollout
+(``parse_failure`` / ``invalid_changes``), a failed request stops it for this run (``request_error``); completed
+requests are in the run's :class:`~pipeline.rollouts.requests.RequestLog`, so a re-run replays them.
 """
 
 from __future__ import annotations

@@ -3,16 +3,8 @@
 before it finished, in ``.<version>.staging/``, where the next run of that version resumes), how a reference
 resolves (a version, ``<version>/step-N``, ``latest`` or a path), and the DuckDB tables that tie checkpoints to
 the mixture version they were trained on and evaluation runs to the checkpoint and split version they scored:
-
-* ``sft_checkpoints`` — one row per checkpoint version: mixture version, base model and its revision, template,
-  settings, topology, library versions, path, final training metrics;
-* ``sft_checkpoint_steps`` — one row per intermediate checkpoint (``<version>/step-N``): its parent version,
-  mixture version, step, loss, path and whether it is still on disk (``save_total_limit`` rotates old ones
-  away), registered while the run trains and again when its job ends;
-* ``eval_job_runs`` — one row per evaluation run of ``simulator_eval_job``: served model name, checkpoint
-  version and path, weights id, template, serving backend, split version (join ``eval_runs`` /
-  ``eval_results`` on ``run_id``);
-* view ``checkpoint_scores`` — mixture version → checkpoint → split version → FM / CM / parse failures.
+``sft_checkpoints``, ``sft_checkpoint_steps`` (intermediate checkpoints), ``eval_job_runs`` and the view
+``checkpoint_scores`` (their columns: docs/gpu-jobs.md and the DuckDB comments, :mod:`pipeline.store.catalog`).
 
 A served checkpoint's evaluation is cached by its **weights id** (:func:`weights_id`): the checkpoint
 version of a checkpoint this pipeline trained, else a hash of its weight files (:func:`weights_fingerprint`)
