@@ -126,6 +126,11 @@ def _feedback_text(feedback: Any) -> str:
     return feedback if isinstance(feedback, str) else json.dumps(feedback, ensure_ascii=False)
 
 
+def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """An item of an assistant message's ``tool_calls``, as the OpenAI API writes it."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
 def _size(a: Any, b: Any) -> int:
     return len(diff(a, b))
 
@@ -157,7 +162,6 @@ class RolloutRunner:
         log: RequestLog,
         agent: AgentSettings | None = None,
         max_steps: int = 12,
-        concurrency: int | None = None,
         tool_code: ToolCode | None = None,
         progress: Log = lambda _m: None,
     ) -> None:
@@ -167,7 +171,7 @@ class RolloutRunner:
         self.agent = agent
         self.agent_name = RECORDED if agent is None else f"agent-{agent.model}"
         self.max_steps = max_steps
-        self.concurrency = max(1, concurrency or simulator.spec.concurrency)
+        self.concurrency = max(1, simulator.spec.concurrency)
         self.code = tool_code or ToolCode()
         self.progress = progress
         self._client: Any = None
@@ -180,20 +184,12 @@ class RolloutRunner:
     # -- the simulator -------------------------------------------------------------------------------
     async def _simulate(self, ro: _Rollout, index: int, sample: dict[str, Any]) -> dict[str, Any]:
         """The simulator's answer for a step: from the request log, or asked now (and logged)."""
-        if not self._asks_model:  # oracle / no_change: no request, nothing to log
-            c = await self.simulator.complete(sample)
-            return {
-                "text": c.text,
-                "error": c.error,
-                "latency_s": c.latency_s,
-                "prompt_tokens": c.prompt_tokens,
-                "completion_tokens": c.completion_tokens,
-            }
-        key = prompt_key("simulator", ro.rid, index, messages(sample))
-        logged = self.log.get(key)
-        if logged is not None:
-            return logged
-        self.log.asked += 1
+        key = prompt_key("simulator", ro.rid, index, messages(sample)) if self._asks_model else None
+        if key is not None:
+            logged = self.log.get(key)
+            if logged is not None:
+                return logged
+            self.log.asked += 1
         c: Completion = await self.simulator.complete(sample)
         record = {
             "text": c.text,
@@ -202,6 +198,8 @@ class RolloutRunner:
             "prompt_tokens": c.prompt_tokens,
             "completion_tokens": c.completion_tokens,
         }
+        if key is None:  # oracle / no_change: no request, nothing to log
+            return record
         if c.error is not None:
             if c.error.startswith("unreachable") and not self.log.entries:
                 raise EndpointError(
@@ -317,22 +315,8 @@ class RolloutRunner:
                 turn += 1
                 self._user_turn(ro, turn)
             call_id = f"call_{index}"
-            ro.messages.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {
-                                "name": action.name,
-                                "arguments": json.dumps(action.arguments, ensure_ascii=False),
-                            },
-                        }
-                    ],
-                }
-            )
+            call = _tool_call(call_id, action.name, json.dumps(action.arguments, ensure_ascii=False))
+            ro.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
             feedback = await self._step(ro, index, action, real)
             if feedback is None:
                 return
@@ -369,14 +353,7 @@ class RolloutRunner:
         message = response.choices[0].message
         record: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
-            record["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.function.name, "arguments": c.function.arguments},
-                }
-                for c in message.tool_calls
-            ]
+            record["tool_calls"] = [_tool_call(c.id, c.function.name, c.function.arguments) for c in message.tool_calls]
         self.log.put(key, {"role": "agent", "rollout_id": ro.rid, "message": record})
         return record
 
