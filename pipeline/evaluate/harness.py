@@ -1,19 +1,9 @@
-"""The async evaluation harness: bounded concurrency, tolerant parsing, scoring, and incremental
-persistence — every finished sample is appended (and flushed) to the run's JSON-lines file at once,
-so a killed run loses at most the requests in flight and a re-run of the same simulator on the same split
-version skips every sample whose request completed. "The same simulator" is its weights when they are known
-(``SimulatorSpec.weights_id``: a checkpoint version or a hash of the weight files — never the name it is
-served under), else its name, model and endpoint (:meth:`SimulatorSpec.cache_identity`), and its prompt
-template; each row records them. Cost per sample is constant: nothing is rewritten.
-
-Two kinds of failure are kept apart. A *model error* — an answer that does not parse, changes that do
-not apply, a wrong answer — is scored (0) and the sample is finished (``status = 'answered'``). A
-*request failure* — a timeout, 429 / 5xx after the client's retries, a lost connection, a body that is
-not a chat completion (not JSON, ``choices`` not a list, non-string ``content``, nested too deep) or one
-over ``max_response_bytes`` — is the endpoint's: recorded with its reason (``status =
-'request_failed'``, ``request_error``), its metrics NULL (not a wrong answer in any denominator), and
-asked again on a re-run. When more than ``max_request_failure_share`` of a run's requests failed, the
-run raises :class:`MostRequestsFailed` with the endpoint's errors — after every result is on disk."""
+"""The async evaluation harness: bounded concurrency, tolerant parsing, scoring, and incremental persistence
+(docs/evaluation.md: what is cached and by what key, request failures vs model errors). Every finished sample is
+appended to the run's JSON-lines file at once, so a re-run of the same simulator (:meth:`SimulatorSpec.cache_identity`)
+with the same prompt template skips every sample whose request completed. A *model error* is scored 0
+(``status = 'answered'``); a *request failure* is the endpoint's (``'request_failed'``, metrics NULL, asked again on a
+re-run), and more than ``max_request_failure_share`` of them raises :class:`MostRequestsFailed` once all is on disk."""
 
 from __future__ import annotations
 
