@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -128,20 +128,11 @@ def result_row(sample: dict[str, Any], completion: Completion, spec: SimulatorSp
     if completion.error is not None:
         return row
     parsed = parse_answer(completion.text)
-    s = score(sample, parsed.answer, completion.text if isinstance(completion.text, str) else None)
-    row.update(
-        {
-            "fm": s.fm,
-            "cm": s.cm,
-            "cm_changed_paths": s.cm_changed_paths,
-            "cm_reference": s.cm_reference,
-            "fm_reference": s.fm_reference,
-            "reference_error": s.reference_error,
-            "parse_ok": parsed.ok,
-            "parse_error": parsed.error,
-            "change_error": s.change_error if parsed.ok else None,
-        }
-    )
+    # every metric and the change error of the score, in the columns the row already holds
+    row |= asdict(score(sample, parsed.answer, completion.text if isinstance(completion.text, str) else None))
+    row |= {"parse_ok": parsed.ok, "parse_error": parsed.error}
+    if not parsed.ok:  # no changes to apply: the parse error says why
+        row["change_error"] = None
     return row
 
 

@@ -438,10 +438,11 @@ def _judge(
         error_tools = ", ".join(
             f"{t.tool} ({t.error_steps})" for t in sorted(own, key=lambda t: -t.error_steps) if t.error_steps
         )
+        # EnvRow's fields that are env_quality columns as they are; its lists joined, and the verdict, below
+        copied = {k: v for k, v in vars(row).items() if k in ENV_QUALITY.names}
         out_envs.append(
-            {
-                "env_id": env_id,
-                "source": row.source,
+            copied
+            | {
                 "verdict": row.verdict,
                 "main_problem": row.problems[0]
                 if row.problems
@@ -449,24 +450,13 @@ def _judge(
                 if row.steps or row.not_loaded
                 else _no_steps(env_id, [e for e, r in envs.items() if r.steps]),
                 "problems": "; ".join(row.problems) or None,
-                "tools": row.tools,
-                "tools_used": row.tools_used,
-                "scenarios": row.scenarios,
-                "steps": row.steps,
-                "success_steps": row.success_steps,
-                "failure_steps": row.failure_steps,
-                "error_steps": row.error_steps,
                 "error_share": round(row.error_share, 4),
                 "error_tools": error_tools or None,
-                "determinism": row.determinism,
-                "quarantine_reason": row.quarantine_reason,
-                "max_delta": row.max_delta,
                 "cells": ", ".join(row.cells) or None,
                 "cells_reached": len(row.cells),
                 "mismatches": mismatches,
                 "mismatch_detail": "; ".join(_mismatch_text(t) for t in mismatched) or None,
                 "state_problems": "; ".join(row.state_problems) or None,
-                "max_state_bytes": row.max_state_bytes,
                 "input_fingerprint": fingerprint,
             }
         )

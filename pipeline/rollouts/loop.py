@@ -18,7 +18,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -191,13 +191,7 @@ class RolloutRunner:
                 return logged
             self.log.asked += 1
         c: Completion = await self.simulator.complete(sample)
-        record = {
-            "text": c.text,
-            "error": c.error,
-            "latency_s": c.latency_s,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-        }
+        record = asdict(c)  # text, latency_s, prompt and completion tokens, error
         if key is None:  # oracle / no_change: no request, nothing to log
             return record
         if c.error is not None:
