@@ -383,10 +383,6 @@ class Axes(tuple):
         """The strata table's axis columns, in axis order: each value, then its label."""
         return ", ".join(f"{a.column}" + (f", {a.label_sql()} AS {a.label}" if a.label else "") for a in self)
 
-    def with_axis(self, axis: Axis) -> Axes:
-        """These axes and ``axis`` after them."""
-        return Axes((*self, axis))
-
 
 #: the three axes of EnvSimBench strata
 OUTCOME = Axis("outcome", "outcome", "VARCHAR", values=OUTCOMES)
@@ -418,4 +414,4 @@ AXES = Axes((OUTCOME, DELTA, ARGS))
 
 def with_axis(axis: Axis, axes: Axes = AXES) -> Axes:
     """The axes in force and ``axis`` after them: adding an axis is this one entry."""
-    return axes.with_axis(axis)
+    return Axes((*axes, axis))

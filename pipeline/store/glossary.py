@@ -38,22 +38,16 @@ def retract(column: str, value: str) -> None:
     _DECLARED[column].pop(value, None)
 
 
-def _axis_labels(label: str) -> Callable[[], tuple[str, ...]]:
-    axis = next(a for a in AXES if a.label == label)
-    return lambda: axis.label_values() or ()
-
-
-def _domains() -> dict[str, tuple[str, ...]]:
-    return {"outcome": OUTCOMES}
-
+#: the closed-set columns the strata rules read, with their values
+_DOMAINS = {"outcome": OUTCOMES}
 
 #: column -> its closed set (computed when asked: the registry's sets grow as sources register)
 _SETS: dict[str, Callable[[], tuple[str, ...]]] = {
     "outcome": lambda: OUTCOMES,
-    **{a.label: _axis_labels(a.label) for a in AXES if a.label},
-    "benchmark_cell": lambda: RULES.benchmark_cell.label_values(_domains()),
-    "balance2_group": lambda: RULES.balance2_group.label_values(_domains()),
-    "benchmark_group": lambda: RULES.benchmark_group.label_values(_domains()),
+    **{a.label: lambda axis=a: axis.label_values() or () for a in AXES if a.label},
+    "benchmark_cell": lambda: RULES.benchmark_cell.label_values(_DOMAINS),
+    "balance2_group": lambda: RULES.balance2_group.label_values(_DOMAINS),
+    "benchmark_group": lambda: RULES.benchmark_group.label_values(_DOMAINS),
     "source": lambda: tuple(_DECLARED["source"]),
     "adapter": lambda: tuple(_DECLARED["adapter"]),
     "kind": lambda: SPLIT_KINDS,
