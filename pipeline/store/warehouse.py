@@ -2,19 +2,11 @@
 :mod:`pipeline.store.tables`), and tables of split versions and their membership (all versions of every kind,
 so old splits stay queryable).
 
-Views that read Parquet files name them **relative to the DuckDB file** (``HERE_SQL || 'steps/part-*.parquet'``:
-the directory of the file the connection opened, from DuckDB's default ``temp_directory``, ``<file>.tmp``), so a plain
-DuckDB client (the ``duckdb`` CLI or Python on ``envsim.duckdb``) answers every view from any working directory,
-also after the root moved; with ``file_search_path`` set, the paths resolve against it instead. Every connection
-the pipeline opens on ``envsim.duckdb`` (``pipeline.store.duck.connect_file`` / ``open_data_root`` and the code
-location's ``duckdb`` resource, whose ``temp_directory`` is elsewhere) calls :func:`sync`, the one sync: it
-registers the split versions, sets ``file_search_path`` to the data root the file is in now and re-creates the
-views for the files that exist now (a read-only connection: temporary views of the same names, nothing
-registered). A DuckDB file kept outside its data root (the ``duckdb`` resource's ``database`` set elsewhere)
-names the files by absolute path instead. Every table, view and column is commented (:mod:`pipeline.store.catalog`).
-
-Callers pass a connection (in Dagster: from the DuckDB resource, inside the ``duckdb`` pool, so
-only one process writes at a time).
+Views name their Parquet files relative to the DuckDB file (``HERE_SQL``; absolute for a file kept outside its
+data root), so a plain DuckDB client answers every view from any directory, also after the root moved (docs/sql.md
+"How the views find their files"). :func:`sync` is the one sync of every connection the pipeline opens on
+``envsim.duckdb``. Callers pass a connection (in Dagster: the ``duckdb`` resource's, inside the ``duckdb`` pool,
+so only one process writes at a time).
 """
 
 from __future__ import annotations
