@@ -104,15 +104,10 @@ class DataLayout:
     def for_partition(self, partition: str | None) -> DataLayout:
         return replace(self, partition=None if partition is None else safe_name(partition, "partition key"))
 
-    @property
-    def exports(self) -> Path:
-        """``export/``: one directory per Hugging Face export."""
-        return self.root / "export"
-
     def export_dir(self, name: str) -> Path:
         """``export/<name>/``: the default directory of an export (``benchmark``, ``sft_mixture``,
         ``rollouts-<filter>``…). A split kind's holds one directory per exported version and ``current``."""
-        return self.exports / safe_name(name, "export name")
+        return self.root / "export" / safe_name(name, "export name")
 
     def export_version(self, kind: str, version: str) -> Path:
         """``export/<kind>/<version>/``: the Hugging Face dataset of one split version (kept like a Hub revision)."""
