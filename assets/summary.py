@@ -155,12 +155,12 @@ def summary(
     strict = current.strict
     failed = report_failed_checks(layout, strict)
     stops = blocking(failed, strict)
-    if not queries.has_steps(layout) or not queries.step_totals(layout).get("steps"):
+    totals = queries.step_totals(layout) if queries.has_steps(layout) else {}
+    if not totals.get("steps"):
         _say(f"no labeled steps under {layout.root.resolve()}: {why_empty(layout)}", file=sys.stderr)
         return 1
     for line in check_outcomes(layout).warnings():  # WARN: named, the run goes on
         _say(f"WARN CHECK {OUTCOME_CHECK}: {line}", file=sys.stderr)
-    totals = queries.step_totals(layout)
     issue_files = layout.collection_issue_files()
     issues = sum(pq.read_metadata(f).num_rows for f in issue_files)
     trajectory_files = layout.trajectory_files()
