@@ -26,7 +26,7 @@ from pipeline.core.registry import Registry
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the environment's scripts: dg
 
-#: the main job ``./forge run`` launches (``assets.launch.MAIN_JOB``)
+#: the main job ``./forge run`` launches
 MAIN_JOB = "envsim_main"
 
 
