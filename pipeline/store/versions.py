@@ -129,16 +129,15 @@ class SplitStore:
         current when it was first made current; None when never made current or nothing was current). Histories
         written before ``previous`` existed logged every change as ``parent``: the first one counts."""
         out: dict[str, dict[str, Any]] = {}
+        blank = {"created_at": None, "dagster_run_id": None, "parent_version": None}
         for event in self.history():
-            row = out.setdefault(
-                event.get("version"), {"created_at": None, "dagster_run_id": None, "parent_version": None}
-            )
+            row = out.setdefault(event.get("version"), dict(blank))
             if event.get("event") == CREATED and row["created_at"] is None:
                 row["created_at"], row["dagster_run_id"] = event.get("at"), event.get("dagster_run_id")
             elif event.get("event") == MADE_CURRENT and not row.get("made_current"):
                 row["parent_version"], row["made_current"] = event.get("parent"), True
         for version in self.versions():
-            row = out.setdefault(version, {"created_at": None, "dagster_run_id": None, "parent_version": None})
+            row = out.setdefault(version, dict(blank))
             if row["created_at"] is None:
                 mtime = (self.dir(version) / "manifest.json").stat().st_mtime
                 row["created_at"] = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="microseconds")
