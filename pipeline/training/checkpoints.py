@@ -28,6 +28,7 @@ from pipeline.export.hf_layout import MARKER
 from pipeline.store import catalog, warehouse
 from pipeline.store.layout import DataLayout, file_lock
 from pipeline.training import steps
+from pipeline.training.base_models import lineage
 from pipeline.training.llamafactory import MANIFEST
 
 _STEP_REF = re.compile(r"^(ckpt-[0-9a-f]+)/step-(\d+)$")
@@ -189,6 +190,18 @@ def default_served_name(directory: Path, wid: str, manifest: dict[str, Any] | No
     version — for a checkpoint this pipeline trained, else ``<directory name>-<weights id>`` (two
     checkpoints in directories of the same name get different names)."""
     return wid if manifest else f"{directory.name}-{wid}"
+
+
+def chat_template(directory: Path, manifest: dict[str, Any] | None, given: str | None = None) -> str | None:
+    """The chat template a checkpoint is served with: ``given`` (``serve.template``), else the one its manifest
+    (or its training settings) names, else the one its base-model conversion recorded; None when none says."""
+    settings = (manifest or {}).get("settings", {})
+    return (
+        given
+        or (manifest or {}).get("template")
+        or settings.get("template")
+        or (lineage(directory) or {}).get("template")
+    )
 
 
 #: ``eval_job_runs`` columns (all VARCHAR), in table order
