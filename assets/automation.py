@@ -3,7 +3,6 @@
 from dagster import (
     AssetKey,
     EventLogEntry,
-    PartitionsDefinition,
     RunRequest,
     ScheduleDefinition,
     ScheduleEvaluationContext,
@@ -56,13 +55,6 @@ def weekly_splits(cron: str) -> ScheduleDefinition:
     return _weekly_splits
 
 
-def _partitions_of_steps(context: SensorEvaluationContext) -> PartitionsDefinition | None:
-    """The partitions of ``labeled_steps`` in the sensor's code location (None: unpartitioned, or no code location)."""
-    repository = context.repository_def
-    steps = repository.assets_defs_by_key.get(AssetKey("labeled_steps")) if repository is not None else None
-    return steps.partitions_def if steps is not None else None
-
-
 @asset_sensor(
     asset_key=AssetKey("labeled_steps"),
     job=regenerate_splits,
@@ -79,7 +71,9 @@ def splits_on_new_steps(
             f"labeled_steps were materialized under another data root ({event_root}), "
             f"not this sensor's ({root_tag(store.layout().root)})"
         )
-    partitions = _partitions_of_steps(context)
+    # the partitions of labeled_steps in the sensor's code location (None: unpartitioned, or no code location)
+    steps = context.repository_def.assets_defs_by_key.get(AssetKey("labeled_steps")) if context.repository_def else None
+    partitions = steps.partitions_def if steps is not None else None
     if partitions is not None:
         done = context.instance.get_materialized_partitions(AssetKey("labeled_steps"))
         missing = sorted(set(partitions.get_partition_keys()) - set(done))

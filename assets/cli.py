@@ -26,7 +26,7 @@ from pipeline.core.registry import Registry
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the environment's scripts: dg
 
-#: the main job ``./forge run`` launches (``assets.launch.MAIN_JOB``)
+#: the main job ``./forge run`` launches
 MAIN_JOB = "envsim_main"
 
 
@@ -515,24 +515,19 @@ for _name, _usage in (
 UI_GRACE_S = 5.0
 
 
-def _die_with_parent() -> None:
-    """In a child, before it runs: SIGTERM when the process that started it dies (Linux ``PR_SET_PDEATHSIG``), so a
-    ``./forge ui`` killed with SIGKILL still stops ``dg dev``, which then stops its own processes."""
+def _ui_child() -> None:
+    """The UI's set-up in the child: the interrupt signals at their defaults (a job started in the background by a
+    script inherits SIGINT ignored, and Dagster maps SIGTERM to SIGINT's handler, so both were ignored), and SIGTERM
+    when ``./forge ui`` dies (Linux ``PR_SET_PDEATHSIG``), so a ``./forge ui`` killed with SIGKILL still stops
+    ``dg dev``, which then stops its own processes."""
     import ctypes
 
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):  # not Linux: the other signals still stop it
         pass
-
-
-def _ui_child() -> None:
-    """The UI's set-up in the child: the interrupt signals at their defaults (a job started in the background by a
-    script inherits SIGINT ignored, and Dagster maps SIGTERM to SIGINT's handler, so both were ignored), and it dies
-    with ``./forge ui``."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent()
 
 
 def _group_alive(pgid: int) -> bool:

@@ -9,7 +9,7 @@ them once from its settings value (``assets.launch.definitions``). Any other sha
 * ``shards`` partitions ``trajectories`` and ``labeled_steps`` (``envsim_main`` then holds the
   unpartitioned assets and the job ``collect_and_label`` the partitioned ones);
 * ``executor`` (+ ``max_concurrent``, ``executor_config``) chooses the executor;
-* ``launcher`` adds the ``training`` group and picks the resource set (``resources.sets``);
+* ``launcher`` adds the ``training`` group and picks the launcher's backend (``resources.sets``);
 * ``profile`` gives the resources' defaults; ``split_cron`` the ``weekly_splits`` schedule.
 """
 
@@ -76,7 +76,7 @@ def _main_jobs(sharded: bool) -> list:
 
 def build_definitions(current: Settings) -> dg.Definitions:
     """The definitions of the settings ``current``: assets, checks, jobs, schedule, sensors, executor and
-    the resource set, every choice taken from ``current`` (nothing read from the environment here)."""
+    the resources, every choice taken from ``current`` (nothing read from the environment here)."""
     duck.configure(current)  # the process's DuckDB limits (every connection of the steps run in this process)
     modules = [*MODULES, training] if current.launcher else list(MODULES)
     partitions = shards_partitions(current.shards)

@@ -13,16 +13,10 @@ import sys
 NOT_USED = "file will not be used to configure Dagster"
 
 
-class _HomeHoldsIt(logging.Filter):
-    """Drops the "will not be used" warning of ``dagster dev`` (the home holds the project's copy)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return NOT_USED not in record.getMessage()
-
-
 def main(argv: list[str] | None = None) -> int:
     """``dg dev`` with ``argv`` (default: this process's arguments); returns its exit status."""
-    logging.getLogger("dagster").addFilter(_HomeHoldsIt())  # kept when dg dev configures its loggers
+    # kept when dg dev configures its loggers
+    logging.getLogger("dagster").addFilter(lambda record: NOT_USED not in record.getMessage())
     from dagster_dg_cli.cli import main as dg
 
     sys.argv = ["dg", "dev", *(sys.argv[1:] if argv is None else argv)]

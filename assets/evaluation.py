@@ -64,15 +64,17 @@ class SimulatorConfig(_SimulatorFields):
         return simulator_spec(**fields, **sections)
 
 
+def baseline_simulators() -> list[SimulatorConfig]:
+    """The simulators that need no model (oracle, no_change): the default of every list of simulators."""
+    return [SimulatorConfig(name=kind, kind=kind) for kind in ("oracle", "no_change")]
+
+
 class EvalConfig(Config):
     """Which simulators are scored on which benchmark version."""
 
     split_version: str | None = Field(default=None, description="Benchmark version (default: CURRENT).")
     simulators: list[SimulatorConfig] = Field(
-        default_factory=lambda: [
-            SimulatorConfig(name="oracle", kind="oracle"),
-            SimulatorConfig(name="no_change", kind="no_change"),
-        ],
+        default_factory=baseline_simulators,
         description="Simulators to score; the defaults need no model.",
     )
 

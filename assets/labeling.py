@@ -55,9 +55,8 @@ def labeled_steps(
     with sandbox.open() as box:
         report = label(layout, box, chunk_size=config.chunk_size, log=context.log.info)
     context.log.info(f"{report.steps} labeled steps ({report.steps_per_second:.0f} steps/s) -> {layout.steps_dir}")
-    partition = {"partition": layout.partition} if layout.partition is not None else {}
     facts = label_facts(report, layout, composition.composition())
-    return materialize(context, facts, {**parquet_metadata(layout.step_parts()), **partition})
+    return materialize(context, facts, {**parquet_metadata(layout.step_parts()), **partition_metadata(context)})
 
 
 #: what the two quarantining checks do with an environment that fails them

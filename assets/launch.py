@@ -35,6 +35,7 @@ from dagster import (  # noqa: E402
 
 from assets import definitions as code_location  # noqa: E402
 from assets.automation import seed_config  # noqa: E402
+from assets.cli import MAIN_JOB  # noqa: E402
 from assets.summary import report_failed_checks, summary  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
 from pipeline.core.settings import Settings  # noqa: E402
@@ -43,9 +44,6 @@ from pipeline.store.layout import DataLayout  # noqa: E402
 from resources import EnvironmentSourcesResource  # noqa: E402
 from resources.sets import moved_key  # noqa: E402
 from resources.storage import DATA_ROOT_TAG, root_tag  # noqa: E402
-
-#: the main job ``./forge run`` launches
-MAIN_JOB = "envsim_main"
 
 #: the definitions built in this process, by the settings they were built from (:func:`definitions`)
 _BUILT: dict[str, Definitions] = {}

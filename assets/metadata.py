@@ -45,17 +45,18 @@ def _cell(value: Any) -> str | int | float | bool | None:
     return str(value)
 
 
+def _schema(columns: Iterable[tuple[str, str]], table: str = "") -> TableSchema:
+    """The column schema of ``(name, type)`` pairs, each column with its description (``table``: the DuckDB table /
+    view, for table-specific meanings)."""
+    return TableSchema(
+        columns=[TableColumn(name=n, type=t, description=catalog.column_description(table, n)) for n, t in columns]
+    )
+
+
 def records_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], limit: int = MAX_ROWS) -> MetadataValue:
     """Table metadata of ``columns`` of the first ``limit`` rows."""
     body = [{c: _cell(r.get(c)) for c in columns} for r in list(rows)[:limit]]
-    schema = TableSchema(
-        columns=[
-            TableColumn(
-                name=str(c), type=_column_type(r[c] for r in body), description=catalog.column_description("", str(c))
-            )
-            for c in columns
-        ]
-    )
+    schema = _schema((str(c), _column_type(r[c] for r in body)) for c in columns)
     return MetadataValue.table(records=[TableRecord(r) for r in body], schema=schema)
 
 
@@ -81,19 +82,9 @@ def parquet_metadata(files: Sequence[str | Path], table: str = "") -> dict[str, 
     files = [str(f) for f in files]
     if not files:
         return {"dagster/row_count": 0}
-    schema = pq.read_schema(files[0])
     rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    return {
-        "dagster/row_count": rows,
-        "dagster/column_schema": TableSchema(
-            columns=[
-                TableColumn(
-                    name=f.name, type=_arrow_type(f.type), description=catalog.column_description(table, f.name)
-                )
-                for f in schema
-            ]
-        ),
-    }
+    columns = _schema(((f.name, _arrow_type(f.type)) for f in pq.read_schema(files[0])), table)
+    return {"dagster/row_count": rows, "dagster/column_schema": columns}
 
 
 def metadata_of(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from dagster import AssetExecutionContext, MaterializeResult, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.evaluation import SimulatorConfig
+from assets.evaluation import SimulatorConfig, baseline_simulators
 from assets.metadata import materialize, parquet_metadata
 from pipeline.quality.environment_report import Thresholds
 from pipeline.quality.environment_report import environment_report as report_card
@@ -44,10 +44,7 @@ class YieldConfig(config_from(YieldSettings)):
     """Which checkers judge the probe sets, and the gate (fields: ``YieldSettings``)."""
 
     checkers: list[SimulatorConfig] = Field(
-        default_factory=lambda: [
-            SimulatorConfig(name="oracle", kind="oracle"),
-            SimulatorConfig(name="no_change", kind="no_change"),
-        ],
+        default_factory=baseline_simulators,
         description="Checkers (any simulator kind: a served model, a trained checkpoint); the defaults need no model.",
     )
     gate_checker: str | None = Field(

@@ -22,7 +22,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets.collection import AgentPolicyConfig
-from assets.evaluation import SimulatorConfig
+from assets.evaluation import SimulatorConfig, baseline_simulators
 from assets.metadata import materialize, parquet_metadata
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import (
@@ -48,10 +48,7 @@ POOL = "duckdb"
 
 class RolloutConfig(Config):
     simulators: list[SimulatorConfig] = Field(
-        default_factory=lambda: [
-            SimulatorConfig(name="oracle", kind="oracle"),
-            SimulatorConfig(name="no_change", kind="no_change"),
-        ],
+        default_factory=baseline_simulators,
         description="Simulators that play the environment; the defaults need no model.",
     )
     agent: AgentPolicyConfig = Field(

@@ -52,11 +52,6 @@ def report_evaluation(evaluation: dict[str, dict[str, float]], split_version: st
     _say()
 
 
-def _stratum_first(table):  # a DataFrame
-    """A split table with its stratum column first (manifests store rows with sorted keys)."""
-    return table[["stratum", *[c for c in table.columns if c != "stratum"]]] if "stratum" in table.columns else table
-
-
 #: the footnote under each split table: why its ``available`` is below the ``candidates`` of the tables above it
 AVAILABLE_NOTE = {
     BENCHMARK: "available: the cell's distinct (s_t, a_t) samples a version can draw (steps that repeat a sample "
@@ -92,7 +87,9 @@ def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None
             if manifest.get("tools") or manifest.get("decontamination"):
                 # per stratum: tools picked and the top tool's share; for the mixture what decontamination removed
                 table = strata_report(manifest["strata"], manifest.get("tools"), manifest.get("decontamination"))
-                _say(md_table(_stratum_first(table.drop(columns=["requested"], errors="ignore")), index=False))
+                table = table.drop(columns=["requested"], errors="ignore")
+                first = ["stratum"] if "stratum" in table.columns else []  # manifests store rows with sorted keys
+                _say(md_table(table[first + [c for c in table.columns if c != "stratum"]], index=False))
                 _say(AVAILABLE_NOTE[kind])
                 _say()
 
@@ -158,12 +155,12 @@ def summary(
     strict = current.strict
     failed = report_failed_checks(layout, strict)
     stops = blocking(failed, strict)
-    if not queries.has_steps(layout) or not queries.step_totals(layout).get("steps"):
+    totals = queries.step_totals(layout) if queries.has_steps(layout) else {}
+    if not totals.get("steps"):
         _say(f"no labeled steps under {layout.root.resolve()}: {why_empty(layout)}", file=sys.stderr)
         return 1
     for line in check_outcomes(layout).warnings():  # WARN: named, the run goes on
         _say(f"WARN CHECK {OUTCOME_CHECK}: {line}", file=sys.stderr)
-    totals = queries.step_totals(layout)
     issue_files = layout.collection_issue_files()
     issues = sum(pq.read_metadata(f).num_rows for f in issue_files)
     trajectory_files = layout.trajectory_files()

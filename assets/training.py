@@ -202,12 +202,7 @@ def _served(
     else:
         path, manifest = checkpoints.resolve(root, config.checkpoint)
     settings = (manifest or {}).get("settings", {})
-    template = (
-        config.template
-        or (manifest or {}).get("template")
-        or settings.get("template")
-        or (base_models.lineage(path) or {}).get("template")
-    )
+    template = checkpoints.chat_template(path, manifest, config.template)
     if not template:
         raise ValueError(f"{path} has no envsim manifest: set serve.template (e.g. qwen)")
     lora = settings.get("finetuning_type") == "lora" or (not manifest and (path / "adapter_config.json").exists())

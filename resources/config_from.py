@@ -1,15 +1,8 @@
-"""Dagster config classes and resources derived from the domain's settings dataclasses.
-
-A stage's knobs are declared once, as a dataclass in ``pipeline/`` (the fields, their defaults and
-their descriptions: :func:`pipeline.core.fields.setting`). :func:`config_from` turns it into a base
-class for the Dagster ``Config`` (or ``ConfigurableResource``) of that stage, with the same fields,
-types, defaults and descriptions, so the Launchpad shows them and validates them; ``to_domain()``
-builds the dataclass back from a config value. A Dagster class adds only what is Dagster's own (a
-nested config, a switch that turns the stage off, a resource method) and lists the fields of the
-dataclass it does not expose (``exclude``), e.g. one it declares itself in another shape.
-
-A stage whose knobs are a function's keyword arguments (``label(layout, sandbox, chunk_size=100)``)
-keeps their defaults there; its config field takes the default with :func:`default_of`.
+"""Dagster config classes and resources derived from the domain's settings dataclasses (docs/settings.md "Asset
+config and resource fields"): :func:`config_from` turns a dataclass (fields, defaults and descriptions:
+:func:`pipeline.core.fields.setting`) into the base of a Dagster ``Config`` or ``ConfigurableResource`` with the same
+fields, and ``to_domain()`` builds the dataclass back; :func:`default_of` reads a default a function's keyword
+argument keeps.
 
 Types the Dagster config cannot hold are translated: ``Path`` is a string and a tuple is a list in
 the config, and back in the dataclass; a dataclass (a field's, or a list's element) is a nested config

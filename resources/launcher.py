@@ -93,10 +93,6 @@ class JobLauncherResource(
         """Where the jobs' directories are made (``workdir``)."""
         return Path(self.workdir)
 
-    def slurm_launcher(self) -> SlurmLauncher:
-        env = {"SLURM_CONF": self.slurm_conf} if self.slurm_conf else {}
-        return SlurmLauncher(self.pending_timeout_s, jobcomp=Path(self.jobcomp) if self.jobcomp else None, env=env)
-
     def job_env(self) -> dict[str, str]:
         """The Hugging Face cache settings every job gets (also the environment of the checks run before submission)."""
         return hub_environment(self.hf_home, self.hf_offline)
@@ -158,7 +154,9 @@ class JobLauncherResource(
             context=context, context_injector=injector, message_reader=reader, extras=extras
         ) as session:
             spec = replace(spec, env={**session.get_bootstrap_env_vars(), **spec.env})
-            result = self.slurm_launcher().run(spec, sink=sink, timeout_s=timeout_s)
+            slurm_env = {"SLURM_CONF": self.slurm_conf} if self.slurm_conf else {}
+            jobcomp = Path(self.jobcomp) if self.jobcomp else None
+            result = SlurmLauncher(self.pending_timeout_s, jobcomp=jobcomp, env=slurm_env).run(spec, sink, timeout_s)
         return result, list(session.get_results())
 
 

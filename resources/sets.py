@@ -1,8 +1,7 @@
-"""The resource sets of the code location, chosen in one place (Dagster's ``project_fully_featured``
-pattern: one dict of resource sets, the deployment picks one).
+"""The resources of the code location, chosen in one place (:func:`resources_for`).
 
-A deployment is where GPU jobs run (``Settings.launcher``: ``local``, the default, or ``slurm``); the
-profile (``Settings.profile``, a file of ``pipeline/profiles/``) gives the defaults of every set: each of
+The deployment is where GPU jobs run (``Settings.launcher``: ``local``, the default, or ``slurm``: the
+launcher's backend); the profile (``Settings.profile``, a file of ``pipeline/profiles/``) gives the defaults: each of
 its sections is the config of the resource named after it (``sources``, ``composition``, ``run_policy``),
 validated here, once, by building the resources. Every value that flows from the settings is passed here
 explicitly, so a resource's own field defaults never read the environment. The data root is the ``store``
@@ -12,7 +11,6 @@ files under it, so that they follow it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pydantic
@@ -64,42 +62,22 @@ def moved_key(path: list[str], key: str) -> str | None:
     return None
 
 
-def _common(current: Settings, chosen: profile.Profile) -> dict[str, Any]:
-    """What every deployment shares: the store and what nests it, sources, sandbox, composition, run policy, Hub."""
+def resources_for(current: Settings) -> dict[str, ConfigurableResource | Any]:
+    """The resources of the settings' deployment, with the settings' profile's defaults: the store and what nests
+    it, sources, composition, run policy, sandbox, Hub, and the launcher of GPU jobs (``Settings.launcher``)."""
     store = DataStoreResource.configure_at_launch(data_root=str(current.data_root))
     return {
         "store": store,
-        **profiled(current, chosen),
+        **profiled(current, profile.named(current.profile)),
         "sandbox": SandboxResource.of(current),
         "duckdb": DataStoreDuckDBResource(store=store),
         "hub": HuggingFaceHubResource(),
-    }
-
-
-def _launcher(backend: str) -> Callable[[Settings, profile.Profile], dict[str, Any]]:
-    def resources(current: Settings, chosen: profile.Profile) -> dict[str, Any]:
-        out = _common(current, chosen)
-        out["launcher"] = DataStoreJobLauncherResource(
-            store=out["store"],
-            backend=backend,
+        "launcher": DataStoreJobLauncherResource(
+            store=store,
+            backend=current.launcher or "local",
             partition=current.slurm_partition,
             slurm_conf=current.slurm_conf,
             llamafactory_python=current.llamafactory_python,
             serve_python=current.serve_python,
-        )
-        return out
-
-    resources.__doc__ = f"The resources with GPU jobs launched by the {backend} backend."
-    return resources
-
-
-#: the resource sets by deployment (``Settings.launcher``, a ``Literal`` of these; unset: ``local``)
-RESOURCE_SETS: dict[str, Callable[[Settings, profile.Profile], dict[str, Any]]] = {
-    "local": _launcher("local"),
-    "slurm": _launcher("slurm"),
-}
-
-
-def resources_for(current: Settings) -> dict[str, ConfigurableResource | Any]:
-    """The resource set of the settings' deployment, with the settings' profile's defaults."""
-    return RESOURCE_SETS[current.launcher or "local"](current, profile.named(current.profile))
+        ),
+    }

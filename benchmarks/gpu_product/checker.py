@@ -74,7 +74,7 @@ def main() -> int:
     path, manifest = wait_for_checkpoint(args.train_root, args.wait_s, args.until)
     weights_id = checkpoints.weights_id(path, manifest)
     name = checkpoints.default_served_name(path, weights_id, manifest)
-    template = manifest.get("template") or manifest.get("settings", {}).get("template")
+    template = checkpoints.chat_template(path, manifest)
     print(f"checker: {name} ({path}, weights {weights_id}, template {template})", flush=True)
     spec = ServeSpec(
         model_name_or_path=str(path),

@@ -127,6 +127,11 @@ def tally(row: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def _malformed(kind: str, reason: str, tool: str = "", arguments: str = "") -> dict[str, Any]:
+    """A call that was not executed, as the episode's events record it."""
+    return {"kind": kind, "tool": tool, "arguments": arguments, "reason": reason}
+
+
 def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action], list[dict[str, Any]]]:
     """Re-derive the executed actions from an OpenAI message history (ours or another tool's).
 
@@ -136,14 +141,7 @@ def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action],
     turn = -1
     for message in messages:
         if not isinstance(message, dict):
-            malformed.append(
-                {
-                    "kind": "malformed_message",
-                    "tool": "",
-                    "arguments": "",
-                    "reason": f"message is a {type(message).__name__}, not an object",
-                }
-            )
+            malformed.append(_malformed("malformed_message", f"message is a {type(message).__name__}, not an object"))
             continue
         role = message.get("role")
         if role == "user":
@@ -152,14 +150,7 @@ def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action],
             continue
         calls = message.get("tool_calls") or []
         if not isinstance(calls, list):
-            malformed.append(
-                {
-                    "kind": "malformed_message",
-                    "tool": "",
-                    "arguments": "",
-                    "reason": f"'tool_calls' is a {type(calls).__name__}, not a list",
-                }
-            )
+            malformed.append(_malformed("malformed_message", f"'tool_calls' is a {type(calls).__name__}, not a list"))
             continue
         for call in calls:
             fn = call.get("function") if isinstance(call, dict) else None
@@ -168,14 +159,8 @@ def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action],
                 or not isinstance(fn.get("name"), str)
                 or not isinstance(fn.get("arguments") or "{}", str)
             ):
-                malformed.append(
-                    {
-                        "kind": "malformed_call",
-                        "tool": fn.get("name", "") if isinstance(fn, dict) else "",
-                        "arguments": "",
-                        "reason": f"not a function call with a string name and string arguments: {repr(call)[:120]}",
-                    }
-                )
+                why = f"not a function call with a string name and string arguments: {repr(call)[:120]}"
+                malformed.append(_malformed("malformed_call", why, fn.get("name", "") if isinstance(fn, dict) else ""))
                 continue
             name, text = fn["name"], fn.get("arguments") or "{}"
             try:
@@ -183,7 +168,7 @@ def actions_from_messages(messages: list[dict[str, Any]]) -> tuple[list[Action],
                 if not isinstance(args, dict):
                     raise ValueError("arguments are not a JSON object")
             except (ValueError, RecursionError) as exc:
-                malformed.append({"kind": "malformed_arguments", "tool": name, "arguments": text, "reason": str(exc)})
+                malformed.append(_malformed("malformed_arguments", str(exc), name, text))
                 continue
             actions.append(Action(name, args, max(turn, 0), call=f"{name}({text})"))
     return actions, malformed
@@ -277,9 +262,7 @@ class Agent:
                         if not isinstance(args, dict):
                             raise ValueError("arguments are not a JSON object")
                     except ValueError as exc:
-                        ep.events.append(
-                            {"kind": "malformed_arguments", "tool": name, "arguments": text, "reason": str(exc)}
-                        )
+                        ep.events.append(_malformed("malformed_arguments", str(exc), name, text))
                         messages.append(
                             {
                                 "role": "tool",

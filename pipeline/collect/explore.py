@@ -1,31 +1,14 @@
-"""Stratum-targeted exploration: run seeded policy episodes over scenarios until every cell of the
-benchmark composition (and every Balance2 group) has enough candidate steps — or cannot get them from the
-environments at hand — or the call budget is spent.
+"""Stratum-targeted exploration: seeded policy episodes over scenarios until every cell of the benchmark
+composition (and every Balance2 group) has enough candidate steps, cannot get them from the environments at hand,
+or the call budget is spent (docs/environments.md, "Exploration adapts to the corpus" and the budget).
 
-Steering: per (environment, tool) the explorer keeps a histogram of the strata its calls produced;
-each new episode weights an environment's tools by how often they hit cells that are still short
-(a tool that may still show something new keeps the weight of an untried tool), and raises the mutation
-rate while failures are short. A cell is "short" for an environment while the cell lacks candidates or lacks
-``min_envs`` distinct environments and this one has not contributed yet.
-
-Adapting to the corpus: per tool the explorer also keeps what it has *shown* (:class:`ToolShown`: the
-(outcome, |Δ|, argument count) of its calls and its largest |Δ|). A tool that has shown nothing new for
-``plateau_calls`` calls has plateaued: what it can reach is taken to be what it has shown. A target that no
-environment under exploration can still approach — each of whose tools plateaued without a step that
-qualifies, or, for a cell short of environments, that every environment able to reach it has contributed to
-already — is *unreachable*: it leaves the steering, an environment that can help no target still short is no
-longer explored, and exploration stops once every target is met or unreachable (:meth:`Coverage.unreachable`
-says why, e.g. ``difficult (|Δ| 7–12): unreachable, max |Δ| seen 3``). A tool that has not plateaued keeps at
-least the weight of an untried tool, so a rarely chosen tool is tried enough before its environment is judged.
-Every decision is made from the steps seen, in the order the sandbox returns them (input order): the same seed
+Steering: :class:`Coverage` keeps per (environment, tool) the strata its calls produced and what each tool has
+*shown* (:class:`ToolShown`); episodes weight tools by the short cells they hit, a tool that has shown nothing new
+for ``plateau_calls`` calls has plateaued, and a target no explored environment can still approach is unreachable
+(:meth:`Coverage.unreachable`). The budget: :meth:`ExploreSettings.budget`. Between batches, what calls reached and
+what refusals said is passed on per scenario (:mod:`pipeline.collect.seeds`); at the stop, each target still short
+gets a verdict (:meth:`Coverage.judge`). Every decision is made from the steps seen, in input order: the same seed
 gives the same trajectories.
-
-Budget: unset, it scales with the corpus — the largest of ``calls_per_environment`` × environments,
-``calls_per_scenario`` × scenarios and ``calls_per_tool`` × tools — and grows by ``progress_calls`` while a call of the
-last ``progress_calls`` reached something new, at most ``max_call_budget`` (the profile's ``explore_call_budget``);
-an explicit ``call_budget`` is used as it is. No batch runs past the budget. Between batches, what calls reached
-and what refusals said is passed on per scenario (:mod:`pipeline.collect.seeds`); when exploration stops, each
-target still short gets one of three verdicts (:meth:`Coverage.judge`).
 """
 
 from __future__ import annotations

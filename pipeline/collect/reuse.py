@@ -229,14 +229,8 @@ def reused(
         path.unlink(missing_ok=True)
         return None
     r = doc["report"]
-    report = CollectReport(
-        r["trajectories"],
-        r["actions"],
-        [TaskIssue(**i) for i in r["issues"]],
-        Counter(r["by_category"]),
-        Counter(r["by_env"]),
-        Counter(r["by_strategy"]),
-    )
+    counters = {k: Counter(r[k]) for k in ("by_category", "by_env", "by_strategy")}
+    report = CollectReport(r["trajectories"], r["actions"], [TaskIssue(**i) for i in r["issues"]], **counters)
     coverage = None
     if (c := doc["coverage"]) is not None:
         coverage = Coverage(ExploreSettings(**c["settings"]), composition or Composition())

@@ -195,7 +195,6 @@ def collect_all(
         scenarios, scenario_issues = exploration_scenarios(cfg, items, without)
         if shard is not None:
             without = [e for e in without if shard.holds(registry.source_of_id(envscaler.SOURCE, e), e)]
-        if shard is not None:
             everywhere = {s.env.env_id for s in scenarios}
             scenarios = list(of_shard(scenarios, PARSE_ISSUES))
             here = {s.env.env_id for s in scenarios}

@@ -54,8 +54,8 @@ class Teacher:
                 kept = [s for s in self.seeds.get(key, []) if s != args]
                 self.seeds[key] = [*kept, args][-SEEDS_PER_TOOL:]
         elif outcome == FAILURE:
-            refusal = {"text": str(step.get("raw_observation") or "")[:REFUSAL_CHARS], "args": {}}
-            refusal["args"] = json.loads(step["arguments_json"])
+            text = str(step.get("raw_observation") or "")[:REFUSAL_CHARS]
+            refusal = {"text": text, "args": json.loads(step["arguments_json"])}
             self.refusals[key] = [*self.refusals.get(key, []), refusal][-REFUSALS_PER_TOOL:]
 
     def for_scenario(self, task_id: str, tools: list[str]) -> tuple[dict[str, list], dict[str, list]]:

@@ -1,27 +1,15 @@
 """The stratification axes as data (docs/definitions.md §5): one :class:`Axis` record per axis, and
-:data:`AXES`, the axes in force — outcome, |Δ| and argument count.
+:data:`AXES`, the axes in force — outcome, |Δ| and argument count. The strata table's axis columns, the sample
+and ``split_members`` columns, the evaluation breakdowns, the step table's quality expectations and the label
+columns' descriptions are all generated from the records; every function that works on the axes takes them as an
+argument (default :data:`AXES`), and adding one is ``with_axis(Axis(...))`` (docs/extending.md "Add a
+stratification axis": the record's fields, where each is used).
 
-An axis is a value of every step (its *column*: ``outcome``, ``delta_size``, ``args_count``; stored in the
-step table, or computed from a step row by ``value_sql`` / ``extract``), optionally bucketed by a rule list
-into a *label* column (``delta_bucket``, ``args_cardinality``). From the axes are generated:
-
-- the strata table's axis columns, value then label, in axis order (:meth:`Axes.strata_sql`, used by
-  ``select/stratify.py``), and the strata key of the cell tables (:meth:`Axes.key_columns`);
-- the label columns of a split's samples (``store/schema.py``: ``SAMPLE``) and of imported samples;
-- the evaluation breakdowns: an ``eval_by_<name>`` view per value (``by_value``), the label as a key of
-  ``breakdown()`` and of the ``eval_results_strata`` view (``by_label``) (``evaluate/results.py``,
-  ``store/warehouse.py``);
-- the step table's quality expectations (``values`` in a closed set, ``min_value``) (``quality/suites.py``);
-- the column descriptions of the label columns (``store/schema.py``: ``COLUMN_DOCS``).
-
-Rules are generic over columns: a :class:`When` holds one condition per column (:class:`OneOf` a closed
-set, :class:`Range` an inclusive integer range), a :class:`Rule` gives a label where its ``When`` holds,
-and :class:`Rules` (first match wins) generate *both* the Python labelling and the SQL ``CASE``. A step's
-axis values are a mapping keyed by column (a step record is one): :func:`axis_values` also accepts them
-positionally, in the order of :data:`AXES`.
-
-Adding an axis is one entry: ``with_axis(Axis(...))`` gives the axes with it, and every function above takes
-the axes it works with (default :data:`AXES`); see docs/extending.md.
+Rules are generic over columns: a :class:`When` holds one condition per column (:class:`OneOf` a closed set,
+:class:`Range` an inclusive integer range), a :class:`Rule` gives a label where its ``When`` holds, and
+:class:`Rules` (first match wins) generate *both* the Python labelling and the SQL ``CASE``. A step's axis values
+are a mapping keyed by column (a step record is one); :func:`axis_values` also accepts them positionally, in the
+order of :data:`AXES`.
 """
 
 from __future__ import annotations
@@ -383,10 +371,6 @@ class Axes(tuple):
         """The strata table's axis columns, in axis order: each value, then its label."""
         return ", ".join(f"{a.column}" + (f", {a.label_sql()} AS {a.label}" if a.label else "") for a in self)
 
-    def with_axis(self, axis: Axis) -> Axes:
-        """These axes and ``axis`` after them."""
-        return Axes((*self, axis))
-
 
 #: the three axes of EnvSimBench strata
 OUTCOME = Axis("outcome", "outcome", "VARCHAR", values=OUTCOMES)
@@ -418,4 +402,4 @@ AXES = Axes((OUTCOME, DELTA, ARGS))
 
 def with_axis(axis: Axis, axes: Axes = AXES) -> Axes:
     """The axes in force and ``axis`` after them: adding an axis is this one entry."""
-    return axes.with_axis(axis)
+    return Axes((*axes, axis))

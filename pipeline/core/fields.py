@@ -1,11 +1,5 @@
-"""Settings dataclass fields that carry their description.
-
-The domain's settings dataclasses (``ExploreSettings``, ``AgentSettings``, ``SimulatorSpec``,
-``TrainSettings``, ``Limits``, ``SourceConfig`` …) are the one list of a stage's knobs: each field's
-type, default and description live here, and the Dagster config / resource of that stage is derived
-from the dataclass (``resources/config_from.py``), so the Launchpad shows the same fields, defaults
-and descriptions.
-"""
+"""Settings dataclass fields that carry their description: the domain's settings dataclasses are the one list of a
+stage's knobs, and its Dagster config / resource is derived from them (``resources/config_from.py``)."""
 
 from __future__ import annotations
 

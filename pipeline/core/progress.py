@@ -51,12 +51,9 @@ class Progress:
         self.finish_at_total = finish_at_total  # False: the caller ends the phase (with its note) by finish()
         self.done = 0
         self.started = clock()
-        self._last = (
-            self.started
-        )  # when the last line was written (the start counts: the first line comes after `every`)
+        self._last = self.started  # when the last line was written (the first comes `every` after the start)
         self._begun = False
         self._finished = False
-        self.lines = 0
 
     def begin(self) -> None:
         """The phase's work starts now (when it was set up earlier, e.g. with its total known before
@@ -92,7 +89,6 @@ class Progress:
 
     def _emit(self, now: float, note: str = "") -> None:
         self._last = now
-        self.lines += 1
         self.log(self.line(now, note))
 
     def advance(self, n: int = 1) -> None:

@@ -15,13 +15,8 @@ Two prompt templates (:data:`TEMPLATES`), selectable per simulator and per SFT e
   reference writes it, so it does **not** state the current time (a timestamp written during the call is
   not predictable in this template, as in the reference).
 
-Output: JSON ``{"feedback": <observation>, "config_changes": [{"type": "add"|"modify"|"delete",
-"path": [keys...], "value": ...}]}`` — applying the changes to ``s_t`` must give ``s'_t``. Answers in the
-reference's format (dotted paths, added / modified / removed, ``after``) are accepted too.
-
-Model-facing text never shows the canonical encoding's markers (``{"$int": "…"}``, ``$float``,
-``$decimal``…): prompts, SFT targets and oracle answers write the environment's own values
-(:func:`plain`); hashes and storage keep the canonical encoding.
+The answer format, and the reference's accepted beside it, are in docs/definitions.md §6; model-facing text
+writes the environment's own values, never the canonical encoding's markers (:func:`plain`).
 """
 
 from __future__ import annotations

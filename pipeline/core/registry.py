@@ -1,24 +1,12 @@
-"""One registry for every extension point (environment sources, simulator kinds): named entries in
-registration order, the project's own entries registered by one line each where the point is defined, and
-the entries of installed plugin packages found through Python entry points.
+"""One registry for every extension point: named entries in registration order, the project's own registered by
+one line each where the point is defined, then those of installed plugin packages, found through the point's
+Python entry-point group (``envsim_forge.<point>``; docs/extending.md shows the ``pyproject.toml`` of a plugin).
 
-A plugin package declares, in its ``pyproject.toml``, one entry point per entry in the point's group::
-
-    [project.entry-points."envsim_forge.sources"]
-    shop = "shop_plugin.source:ShopSource"
-
-    [project.entry-points."envsim_forge.simulators"]
-    echo = "shop_plugin.simulator:ECHO"
-
-Installed (``pip install``), it is registered in every process that reads the registry — the code
-location, each step's process and the sandbox worker — with no file of this repository changed. The
-entry points are loaded lazily, on the registry's first read, and in name order; an entry point that is a
-class is instantiated with no arguments, anything else is the entry itself. A plugin that fails to load
-fails the read with the entry point and its package named. (The model is lm-evaluation-harness's
+Plugins are loaded lazily, on the registry's first read, in name order, in every process that reads it (the code
+location, each step's process, the sandbox worker: :func:`plugin_paths` gives it their ``sys.path`` directories);
+an entry point that is a class is instantiated with no arguments, anything else is the entry itself, and one that
+fails to load fails the read naming the entry point and its package. (The model is lm-evaluation-harness's
 ``Registry``.)
-
-:func:`plugin_paths` gives the ``sys.path`` directories the plugin packages of every group were found in,
-so that the sandbox can show them to its worker (:mod:`pipeline.execution.isolation`).
 """
 
 from __future__ import annotations

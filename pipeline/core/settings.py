@@ -1,30 +1,12 @@
-"""Every ``ENVSIM_*`` setting, declared once as a frozen pydantic model (docs/settings.md lists them).
+"""Every ``ENVSIM_*`` setting, declared once as a frozen pydantic model (docs/settings.md: the table, the three
+constructors and the path of a setting).
 
-Three ways to get a :class:`Settings`:
-
-* ``settings()`` — what the entry points read (``assets.cli`` behind ``./forge``, the code location's ``defs``): the
-  process environment, parsed once and parsed again only when one of the variables changed (tests that
-  ``monkeypatch.setenv`` see their value, nothing re-parses on an unchanged environment). Everything after
-  an entry point gets the value, or what it gives (the ``Profile``, the resources), passed down: no other
-  module calls it (``tests/core/test_settings.py``; the path: docs/settings.md).
-* ``Settings.from_env(mapping)`` — any mapping of variables (a test's dict; default: ``os.environ``).
-* ``Settings(profile="small", data_root=Path("/srv/envsim"))`` — a plain value: the fields given, the
-  defaults for the others; **the environment is not read** (pass it to ``build_definitions(settings)``
-  and the like).
-
-The variable of a field is ``ENVSIM_`` + its name upper-cased (``data_root`` -> ``ENVSIM_DATA_ROOT``),
-except ``slurm_conf``, which is Slurm's own ``SLURM_CONF``; :data:`VARIABLES` lists them all and the
-settings table in docs/settings.md has a row for each, showing the field's default
-(``tests/core/test_settings_model.py``). pydantic parses the values (whole numbers and their minimum,
-flags, paths, stripped whitespace, the lower-cased executor); an empty variable counts as unset. A value
-that does not parse raises ``SettingsError``, one line naming the variable, what it takes and the value
-given (why not ``pydantic-settings``: docs/libraries.md). Choices (``ENVSIM_EXECUTOR``, ``ENVSIM_SANDBOX``,
-``ENVSIM_PROFILE``) are checked by the code that defines them (``assets.definitions``,
-``pipeline.execution.isolation``, ``pipeline.core.profile``).
-
-``prepare_process()`` is the process-wide setup the entry points (``assets.cli``, the Dagster
-code location ``assets.definitions``) run first, before pyarrow is imported: it asks for Arrow's
-jemalloc pool (``pipeline.store.memory``); importing ``pipeline`` itself changes nothing.
+``settings()`` parses the process environment (again only when a variable changed) and is read by the entry
+points only (``assets.cli``, the code location's ``defs``), which pass the value down; ``Settings.from_env(mapping)``
+parses any mapping; ``Settings(...)`` is a plain value that reads no environment. A field's variable is ``ENVSIM_``
++ its name upper-cased (``slurm_conf``: Slurm's own ``SLURM_CONF``); choices are ``Literal``s; a value that does not
+parse is a ``SettingsError``, one line naming the variable, what it takes and the value given.
+``prepare_process()`` is what an entry point runs first, before pyarrow is imported (Arrow's jemalloc pool).
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from pipeline.core.axes import (
     Rules,
     When,
     axis_values,
-    bucket_label,
     bucket_ranges,
     bucket_rules,
     grouped_rules,
@@ -39,18 +38,6 @@ from pipeline.core.axes import (
 )
 from pipeline.core.fields import setting
 from pipeline.core.outcome import ERROR, FAILURE, SUCCESS
-
-__all__ = [
-    "ARGS_GROUPED_FROM",
-    "DELTA_BUCKETS",
-    "Rule",
-    "Rules",
-    "When",
-    "bucket_label",
-    "Cell",
-    "Composition",
-    "StrataRules",
-]
 
 #: a benchmark cell's outcome (error steps are never selected)
 CellOutcome = Literal["success", "failure"]

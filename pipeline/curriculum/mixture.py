@@ -1,27 +1,13 @@
-"""The α-curriculum SFT mixture (GenEnv): train where the simulator is at its frontier.
+"""The α-curriculum SFT mixture (GenEnv): train where the simulator is at its frontier (docs/evaluation.md,
+``curriculum_mixture``).
 
-From one simulator's evaluation results (DuckDB ``eval_results``), the success rate (exact CM by default)
-is estimated per group of a hierarchy of levels — stratum (failure / no_change / simple / medium /
-difficult) → |Δ| → environment, as configured — with Beta smoothing toward the parent level:
-``p̂ = (successes + m · p̂_parent) / (n + m)``, so a group with little or no data gets its parent's estimate
-and one with plenty of data its own. Each group of training candidates (the usable strata rows, |Δ| ≤ 12)
-gets GenEnv's environment reward as its weight (``curve: genenv``, the default)
-
-    w(p̂) = exp(−β · (p̂ − α)²)                       α = 0.5, β = 2.0 by default
-
-and, with GenEnv's difficulty filter ``k`` set (``filter_k``; default none), a group with |p̂ − α| > k gets
-weight 0 and is reported as filtered, with the reason, in the per-group table. The project's earlier curve
-stays as the option ``curve: flat_top``:
-
-    w(p̂) = 1                                         if |p̂ − α| ≤ band
-    w(p̂) = exp(−½ · ((|p̂ − α| − band) / band)²)      otherwise
-
-A group whose stratum was not evaluated at all gets weight 0. The mixture size is split over the groups in
-proportion to the weights (capped by what each group has, the rest passed on; largest remainders). Picking,
-decontamination and versioning are the Balance2 mixture's (:mod:`pipeline.select.selection`):
-environment-diverse seeded picks, no step sharing a ``task_id`` (or ``env_id``) or an (s_t, a_t) hash with the
-benchmark version the simulator was scored on, and a version id hashing (seed, input, spec — which includes
-the curve and its settings, and the estimates).
+From one simulator's evaluation results (DuckDB ``eval_results``) the success rate is estimated per group of a
+hierarchy of levels (stratum → |Δ| → environment), Beta-smoothed toward the parent level:
+``p̂ = (successes + m · p̂_parent) / (n + m)``. Each group's weight is a curve of p̂ (:func:`genenv_weight`,
+GenEnv's ``exp(−β · (p̂ − α)²)``, the default; :func:`flat_top_weight`), 0 where the difficulty filter ``k`` or a
+stratum without evaluation rules it out; the mixture size is split over the groups in proportion to the weights
+(capped by what each group has; largest remainders). Picking, decontamination and versioning are the Balance2
+mixture's (:mod:`pipeline.select.selection`); the version spec holds the curve, its settings and the estimates.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
-"""Adapter for environments in EnvScaler's released format (``191_env_metadata.json``).
+"""Adapter for environments in EnvScaler's released format (docs/environments.md, "envscaler" and "The corpus as
+published on the Hugging Face Hub"; docs/definitions.md for the state and observation rules).
 
-Two layouts of the same data are read, with identical results: the dict format
-(``191_env_metadata.json``: ``{env_id: item}``) and the format published on the Hugging Face Hub
-(``XXHStudyHard/EnvScaler-191-Env`` and the ``-RL-Scenario`` / ``-SFT-Scenario`` datasets: a list of
-records carrying ``env_id``, with ``tools``, ``env_func_details`` and ``init_config`` stored as JSON
-strings and ``constraints_rules`` as a list) — as JSON, JSON lines or Parquet. Every per-record error
-names the record and is bounded in size.
-
-Env items: a JSON dict ``env_id -> item`` with at least ``env_class_name``, ``env_class_code`` (the
-class source as a string, run with ``exec`` — only ever inside a sandbox child), ``tools`` (OpenAI
-function schemas; derived from method signatures and docstrings when missing),
-``environment_introduction`` and ``constraints_rules``. Scenario items carry ``task_id``,
-``env_id``, ``env_class_name``, ``init_config``, ``task`` and optionally ``checklist_with_func``.
-
-An instance is built as EnvScaler does: ``cls(init_config)``, falling back to ``cls()`` when the
-constructor takes no config, then every config key is set as an attribute. State is
-``vars(instance)`` minus dunder keys; an observation is ``str(return_value)`` (memory addresses removed); the
-outcome comes from the return value's ``success`` field.
+Env items (``env_id -> item`` with the class source in ``env_class_code``, run with ``exec`` only ever inside a
+sandbox child) and scenario items are read from the dict format (``191_env_metadata.json``) and the Hub release
+(a list of records with JSON-string fields), as JSON, JSON lines or Parquet, with identical results; every
+per-record error names the record and is bounded in size. Missing tool schemas are derived from the methods'
+signatures and docstrings. An instance is built as EnvScaler does (``cls(init_config)``, else ``cls()``, then every
+config key set as an attribute); its state is ``vars(instance)`` minus dunder keys, an observation
+``str(return value)`` without memory addresses.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
-"""The environment-source protocol: everything the pipeline needs to know about one source.
+"""The environment-source protocol: everything the pipeline needs to know about one source (the two words:
+docs/environments.md; what a source takes: docs/extending.md "Add an environment source").
 
-Two words, one meaning each (docs/environments.md):
-
-* a **source** is where environments come from — ``bfcl`` (bfcl-eval's classes), ``builtin`` (this
-  project's pack), ``envscaler`` (EnvScaler-format corpora). It names the partitions
-  (``<source>-<i>``), groups the catalog and the card's licenses, and decides what a run collects;
-* an **adapter** is how an environment is built and run in the sandbox child — ``bfcl`` or
-  ``envscaler`` (the builtin pack is EnvScaler-format code, so it uses the ``envscaler`` adapter).
-  ``EnvSpec.source`` holds the adapter's name (the field keeps its name: it is part of every trajectory's
-  fingerprint). The stored tables say both: their ``source`` column holds the source
-  (:func:`pipeline.envs.registry.source_of`), their ``adapter`` column the adapter.
-
-A source is one module under :mod:`pipeline.envs.sources` defining one :class:`EnvironmentSource`
-subclass; its own settings are a dataclass it names in ``settings`` (a section of the run config named
-after the source, ``resources.sources.config.<name>``), and the run's settings
-(:class:`pipeline.envs.config.SourceConfig`) are given to the methods that depend on them, which read
-their own with ``cfg.of(self)``. A source
-that brings its own adapter (``adapter == name``) also answers the adapter methods (build, outcome rule,
-preload, code version, reuse key); one that reuses an adapter leaves them to the adapter's source.
-Sources are listed in :mod:`pipeline.envs.registry`, one line each, after which come the sources of installed
-plugin packages (their ``envsim_forge.sources`` entry points).
+A **source** is where environments come from: it names the partitions (``<source>-<i>``), groups the catalog and
+the card's licenses, and decides what a run collects. An **adapter** is how an environment is built and run in
+the sandbox child; ``EnvSpec.source`` holds the adapter's name. A source is one :class:`EnvironmentSource`
+subclass; its settings are the dataclass it names in ``settings`` (``resources.sources.config.<name>``), read with
+``cfg.of(self)`` from the run's :class:`~pipeline.envs.config.SourceConfig`. One that brings its own adapter
+(``adapter == name``) also answers the adapter methods. Sources are listed in :mod:`pipeline.envs.registry`, then
+the installed plugins' (``envsim_forge.sources`` entry points).
 """
 
 from __future__ import annotations

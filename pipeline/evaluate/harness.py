@@ -1,27 +1,16 @@
-"""The async evaluation harness: bounded concurrency, tolerant parsing, scoring, and incremental
-persistence — every finished sample is appended (and flushed) to the run's JSON-lines file at once,
-so a killed run loses at most the requests in flight and a re-run of the same simulator on the same split
-version skips every sample whose request completed. "The same simulator" is its weights when they are known
-(``SimulatorSpec.weights_id``: a checkpoint version or a hash of the weight files — never the name it is
-served under), else its name, model and endpoint (:meth:`SimulatorSpec.cache_identity`), and its prompt
-template; each row records them. Cost per sample is constant: nothing is rewritten.
-
-Two kinds of failure are kept apart. A *model error* — an answer that does not parse, changes that do
-not apply, a wrong answer — is scored (0) and the sample is finished (``status = 'answered'``). A
-*request failure* — a timeout, 429 / 5xx after the client's retries, a lost connection, a body that is
-not a chat completion (not JSON, ``choices`` not a list, non-string ``content``, nested too deep) or one
-over ``max_response_bytes`` — is the endpoint's: recorded with its reason (``status =
-'request_failed'``, ``request_error``), its metrics NULL (not a wrong answer in any denominator), and
-asked again on a re-run. When more than ``max_request_failure_share`` of a run's requests failed, the
-run raises :class:`MostRequestsFailed` with the endpoint's errors — after every result is on disk."""
+"""The async evaluation harness: bounded concurrency, tolerant parsing, scoring, and incremental persistence
+(docs/evaluation.md: what is cached and by what key, request failures vs model errors). Every finished sample is
+appended to the run's JSON-lines file at once, so a re-run of the same simulator (:meth:`SimulatorSpec.cache_identity`)
+with the same prompt template skips every sample whose request completed. A *model error* is scored 0
+(``status = 'answered'``); a *request failure* is the endpoint's (``'request_failed'``, metrics NULL, asked again on a
+re-run), and more than ``max_request_failure_share`` of them raises :class:`MostRequestsFailed` once all is on disk."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -139,37 +128,18 @@ def result_row(sample: dict[str, Any], completion: Completion, spec: SimulatorSp
     if completion.error is not None:
         return row
     parsed = parse_answer(completion.text)
-    s = score(sample, parsed.answer, completion.text if isinstance(completion.text, str) else None)
-    row.update(
-        {
-            "fm": s.fm,
-            "cm": s.cm,
-            "cm_changed_paths": s.cm_changed_paths,
-            "cm_reference": s.cm_reference,
-            "fm_reference": s.fm_reference,
-            "reference_error": s.reference_error,
-            "parse_ok": parsed.ok,
-            "parse_error": parsed.error,
-            "change_error": s.change_error if parsed.ok else None,
-        }
-    )
+    # every metric and the change error of the score, in the columns the row already holds
+    row |= asdict(score(sample, parsed.answer, completion.text if isinstance(completion.text, str) else None))
+    row |= {"parse_ok": parsed.ok, "parse_error": parsed.error}
+    if not parsed.ok:  # no changes to apply: the parse error says why
+        row["change_error"] = None
     return row
 
 
-async def evaluate(
-    samples: list[dict[str, Any]],
-    simulator: Simulator,
-    version: str,
-    results: Path,
-    concurrency: int | None = None,
-    progress: Callable[[int, int], None] = lambda done, total: None,
-    max_failure_share: float | None = None,
-) -> RunReport:
-    """Score ``samples`` with ``simulator``, appending each result to ``results`` as it finishes.
-
-    Raises :class:`MostRequestsFailed` (after recording everything) when more than
-    ``max_failure_share`` (default: the spec's ``max_request_failure_share``) of the requests sent
-    in this run failed."""
+async def evaluate(samples: list[dict[str, Any]], simulator: Simulator, version: str, results: Path) -> RunReport:
+    """Score ``samples`` with ``simulator`` (``spec.concurrency`` requests at once), appending each result to
+    ``results`` as it finishes. Raises :class:`MostRequestsFailed` (after recording everything) when more than
+    the spec's ``max_request_failure_share`` of the requests sent in this run failed."""
     spec = simulator.spec
     started = time.perf_counter()
     done = finished_steps(results, spec.prompt, spec.cache_identity())
@@ -183,14 +153,13 @@ async def evaluate(
             report.request_errors += row["request_error"] is not None
             if row["request_error"] is not None:
                 report.failure_reasons[row["request_error"]] += 1
-            progress(report.completed + report.skipped, report.samples)
 
         if todo:  # a pre-flight request: an endpoint that is down or refuses the key fails the run here
             first = await simulator.complete(todo[0])
             if first.error and first.error.startswith("unreachable"):
                 raise EndpointError(f"{spec.name}: endpoint {spec.base_url} is unreachable ({first.error})")
             store(result_row(todo[0], first, spec, version))
-        gate = asyncio.Semaphore(max(1, concurrency or spec.concurrency))
+        gate = asyncio.Semaphore(max(1, spec.concurrency))
 
         async def one(sample: dict[str, Any]) -> None:
             async with gate:
@@ -206,7 +175,7 @@ async def evaluate(
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
     report.seconds = time.perf_counter() - started
-    share = spec.max_request_failure_share if max_failure_share is None else max_failure_share
+    share = spec.max_request_failure_share
     if report.asked and report.request_errors / report.asked > share:
         raise MostRequestsFailed(
             f"{spec.name}: {report.request_errors} of {report.asked} requests to {spec.base_url or spec.kind} failed "

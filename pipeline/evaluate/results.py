@@ -214,22 +214,19 @@ def breakdown(
     con: duckdb.DuckDBPyConnection,
     run_ids: list[str],
     by: str = "cell",
-    step_ids: list[str] | None = None,
     axes: Axes = AXES,
 ) -> pd.DataFrame:
     """Per run and per ``by`` (``cell`` or an axis label: ``delta_bucket``; :func:`breakdowns`), plus an
     ``all`` row per run: samples, answered, parse rate, FM, CM and ``cm_reference`` (percent of the answered
-    samples). ``step_ids`` restricts every run to the same samples (a comparison on what every run answered)."""
+    samples)."""
     keys = breakdowns(axes)
     if by not in keys:
         raise ValueError(f"breakdown by one of {sorted(keys)}, not {by!r}")
-    where = "run_id IN (SELECT unnest(?))" + (" AND step_id IN (SELECT unnest(?))" if step_ids is not None else "")
-    args: list[Any] = [run_ids] + ([step_ids] if step_ids is not None else [])
     return con.execute(
         f"""SELECT run_id, coalesce(CAST(({keys[by]}) AS VARCHAR), 'all') AS {by}, {_REPORT}
-            FROM {axes.relation("eval_results")} WHERE {where}
+            FROM {axes.relation("eval_results")} WHERE run_id IN (SELECT unnest(?))
             GROUP BY GROUPING SETS ((run_id, ({keys[by]})), (run_id)) ORDER BY run_id, {by}""",
-        args,
+        [run_ids],
     ).df()
 
 

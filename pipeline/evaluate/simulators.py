@@ -32,7 +32,8 @@ from pipeline.models import openai_client
 
 
 class OracleSimulator:
-    """Answers with the executor's labels: must score FM = CM = 100%."""
+    """Answers with the executor's labels: must score FM = CM = 100%. The baselines below share its
+    construction (no model, nothing to close) and differ in their answer."""
 
     def __init__(self, spec: SimulatorSpec) -> None:
         self.spec = spec
@@ -44,33 +45,20 @@ class OracleSimulator:
         pass
 
 
-class ReferenceOracleSimulator:
+class ReferenceOracleSimulator(OracleSimulator):
     """The executor's answer written the way the reference SFT data teaches (the observation string as
     feedback; dotted paths, added / removed / modified, before / after): a model trained on that data
     and perfectly right must score FM = CM = 100% too."""
 
-    def __init__(self, spec: SimulatorSpec) -> None:
-        self.spec = spec
-
     async def complete(self, sample: dict[str, Any]) -> Completion:
-
         return Completion(reference_answer(sample), 0.0)
 
-    async def aclose(self) -> None:
-        pass
 
-
-class NoChangeSimulator:
+class NoChangeSimulator(OracleSimulator):
     """Predicts that nothing changes and says nothing."""
-
-    def __init__(self, spec: SimulatorSpec) -> None:
-        self.spec = spec
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
         return Completion(json.dumps({"feedback": "", "config_changes": []}), 0.0)
-
-    async def aclose(self) -> None:
-        pass
 
 
 class RecordedSimulator:

@@ -369,7 +369,10 @@ def card_front(
         "tags": tags,
         "size_categories": [size_category(rows)],
         "configs": configs,
-        "dataset_info": _features_yaml(schema, split, rows, num_bytes),
+        "dataset_info": {
+            "features": features_yaml(schema),
+            "splits": [{"name": split, "num_bytes": num_bytes, "num_examples": rows}],
+        },
     }
 
 
@@ -409,13 +412,6 @@ def _feature(t: pa.DataType) -> dict[str, Any]:
     if t not in names:
         raise TypeError(f"no card feature for Arrow type {t}")
     return {"dtype": names[t]}
-
-
-def _features_yaml(schema: pa.Schema, split: str, rows: int, num_bytes: int = 0) -> dict[str, Any]:
-    return {
-        "features": features_yaml(schema),
-        "splits": [{"name": split, "num_bytes": num_bytes, "num_examples": rows}],
-    }
 
 
 def type_text(t: pa.DataType) -> str:

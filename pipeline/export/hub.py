@@ -30,14 +30,6 @@ class PushReport:
         return sum(size for _, size in self.files)
 
 
-def _files(directory: Path) -> list[tuple[str, int]]:
-    return sorted(
-        (str(p.relative_to(directory)), p.stat().st_size)
-        for p in directory.rglob("*")
-        if p.is_file() and p.name != MARKER
-    )
-
-
 def push_export(
     directory: Path,
     repo_id: str,
@@ -51,7 +43,9 @@ def push_export(
     if not marker.exists():
         raise PushError(f"{directory} is not an envsim export (no {MARKER}); export it first")
     version = json.loads(marker.read_text())["version"]
-    report = PushReport(repo_id, version, _files(directory), dry_run)
+    kept = [p for p in directory.rglob("*") if p.is_file() and p.name != MARKER]
+    files = sorted((str(p.relative_to(directory)), p.stat().st_size) for p in kept)
+    report = PushReport(repo_id, version, files, dry_run)
     if dry_run:
         return report
     from huggingface_hub import HfApi, get_token

@@ -154,11 +154,9 @@ def _snippet(text: str) -> str:
 
 
 def _kind(value: Any) -> str:
-    return (
-        "null"
-        if value is None
-        else {dict: "object", list: "list", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
-    )
+    if value is None:
+        return "null"
+    return {dict: "object", list: "list", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
 
 
 def read_completion(body: bytes) -> tuple[str | None, int | None, int | None]:

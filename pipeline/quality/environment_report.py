@@ -1,27 +1,11 @@
-"""The report card of every environment, and the executor's verdict on it (issue 35; docs/evaluation.md
-"The corpus quality gate").
+"""The report card of every environment, and the executor's verdict on it (docs/evaluation.md "The corpus
+quality gate", which lists what each row holds).
 
 One row per environment (:data:`ENV_QUALITY`) and one per (environment, tool) (:data:`TOOL_QUALITY`), computed
 with DuckDB over the labeled steps (streamed, never loaded whole), the trajectories' states, the catalog, the
-collection's issues and the determinism findings:
-
-* tools (declared, used) and scenarios used; steps by outcome; per tool its error steps with the most frequent
-  exception and one example call;
-* determinism: ``deterministic`` (checked), ``unchecked``, ``non-deterministic`` or ``quarantined`` (Δ does not
-  verify), with the reason (:mod:`pipeline.labeling.quarantine`); ``untested`` for an environment without steps
-  (nothing of it was re-executed, so nothing was checked);
-* strata reached: max |Δ| and the benchmark cells of the composition in force its steps can fill
-  (:mod:`pipeline.core.strata`);
-* schema/code mismatches: arguments the schema declares that the code rejects and arguments the code requires
-  that the schema omits, from the loader's static check of each tool schema against the method's signature
-  (the collection's ``tools`` issues; the code is parsed, never run, outside the sandbox) and from the calls
-  themselves (``TypeError: … unexpected keyword argument`` / ``missing … required … argument``);
-* state problems: values that are not plain JSON (``$repr``, ``$type``, ``$decimal``, ``$cycle``… markers of the
-  canonical state, docs/definitions.md §4.1) and the largest initial state.
-
-The verdict (``pass`` / ``fail`` and the ``main_problem``) applies :class:`Thresholds`: error share, a tool whose
-every call raises, non-determinism, mismatches, an environment no call changes. It is the executor's verdict
-alone: a checker's agreement (:mod:`pipeline.quality.environment_yield`) is reported beside it, never mixed in.
+collection's issues and the determinism findings (:mod:`pipeline.labeling.quarantine`). The verdict (``pass`` /
+``fail`` and the ``main_problem``) applies :class:`Thresholds`; it is the executor's alone: a checker's agreement
+(:mod:`pipeline.quality.environment_yield`) is reported beside it, never mixed in.
 """
 
 from __future__ import annotations
@@ -110,20 +94,10 @@ class ToolRow:
         )
 
     def row(self, fingerprint: str) -> dict[str, Any]:
-        return {
-            "env_id": self.env_id,
-            "tool": self.tool,
-            "in_catalog": self.in_catalog,
-            "steps": self.steps,
-            "success_steps": self.success_steps,
-            "failure_steps": self.failure_steps,
-            "error_steps": self.error_steps,
+        """The ``env_tool_quality`` row: the counts as they are, the argument sets and details joined."""
+        counts = {k: v for k, v in vars(self).items() if k not in ("schema_only", "code_only", "details")}
+        return counts | {
             "error_share": round(self.error_share, 4),
-            "top_exception": self.top_exception,
-            "top_exception_steps": self.top_exception_steps,
-            "example_step": self.example_step,
-            "example_call": self.example_call,
-            "max_delta": self.max_delta,
             "schema_only_args": ", ".join(sorted(self.schema_only)) or None,
             "code_only_args": ", ".join(sorted(self.code_only)) or None,
             "mismatch_detail": "; ".join(self.details) or None,
@@ -237,11 +211,8 @@ def _catalog(layout: DataLayout) -> dict[str, tuple[str, list[str]]]:
     """env_id -> (source, tool names) of the catalog."""
     if not layout.environments.exists():
         return {}
-    con = connect()
-    try:
+    with connect() as con:
         rows = con.execute("SELECT env_id, source, tools FROM read_parquet(?)", [str(layout.environments)]).fetchall()
-    finally:
-        con.close()
     return {env: (source, list(tools or [])) for env, source, tools in rows}
 
 
@@ -305,8 +276,7 @@ def environment_report(
         for name in names:
             tool(env_id, name).in_catalog = True
 
-    con = connect()
-    try:
+    with connect() as con:
         if parts:
             relation = AXES.relation("read_parquet(?, union_by_name = true)")
             cells = ", ".join(f"CASE WHEN bool_or({c.sql()}) THEN '{c.name}' END" for c in composition.cells)
@@ -407,8 +377,6 @@ def environment_report(
                     t.schema_only |= _quoted(m.group(2))
                 elif m := _OMITS.match(reason):
                     t.code_only |= _quoted(m.group(2))
-    finally:
-        con.close()
 
     checked, determinism = _determinism(layout)
     for row in envs.values():
@@ -470,10 +438,11 @@ def _judge(
         error_tools = ", ".join(
             f"{t.tool} ({t.error_steps})" for t in sorted(own, key=lambda t: -t.error_steps) if t.error_steps
         )
+        # EnvRow's fields that are env_quality columns as they are; its lists joined, and the verdict, below
+        copied = {k: v for k, v in vars(row).items() if k in ENV_QUALITY.names}
         out_envs.append(
-            {
-                "env_id": env_id,
-                "source": row.source,
+            copied
+            | {
                 "verdict": row.verdict,
                 "main_problem": row.problems[0]
                 if row.problems
@@ -481,24 +450,13 @@ def _judge(
                 if row.steps or row.not_loaded
                 else _no_steps(env_id, [e for e, r in envs.items() if r.steps]),
                 "problems": "; ".join(row.problems) or None,
-                "tools": row.tools,
-                "tools_used": row.tools_used,
-                "scenarios": row.scenarios,
-                "steps": row.steps,
-                "success_steps": row.success_steps,
-                "failure_steps": row.failure_steps,
-                "error_steps": row.error_steps,
                 "error_share": round(row.error_share, 4),
                 "error_tools": error_tools or None,
-                "determinism": row.determinism,
-                "quarantine_reason": row.quarantine_reason,
-                "max_delta": row.max_delta,
                 "cells": ", ".join(row.cells) or None,
                 "cells_reached": len(row.cells),
                 "mismatches": mismatches,
                 "mismatch_detail": "; ".join(_mismatch_text(t) for t in mismatched) or None,
                 "state_problems": "; ".join(row.state_problems) or None,
-                "max_state_bytes": row.max_state_bytes,
                 "input_fingerprint": fingerprint,
             }
         )
@@ -529,20 +487,13 @@ def _mismatch_text(t: ToolRow) -> str:
     return f"{t.tool}: " + (", ".join(said) or "; ".join(t.details))
 
 
-def stored_report(layout: DataLayout) -> EnvironmentReport | None:
-    """The report ``environment_report`` last wrote under ``layout`` (None when there is none)."""
-    if not layout.env_quality.exists():
-        return None
-    envs = pq.read_table(layout.env_quality).to_pylist()
-    fingerprint = envs[0]["input_fingerprint"] if envs else ""
-    return EnvironmentReport(envs, [], fingerprint)
-
-
 def summary_lines(layout: DataLayout, n: int = 5) -> list[str]:
-    """What the run summary says of the environments: the headline and the ``n`` worst, one line each."""
-    report = stored_report(layout)
-    if report is None:
+    """What the run summary says of the environments (the report ``environment_report`` last wrote under
+    ``layout``): the headline and the ``n`` worst, one line each."""
+    if not layout.env_quality.exists():
         return []
+    envs = pq.read_table(layout.env_quality).to_pylist()
+    report = EnvironmentReport(envs, [], envs[0]["input_fingerprint"] if envs else "")
     worst = report.worst(n)
     lines = [
         f"Environment quality ({layout.env_quality}, SQL: env_quality): {report.headline()}"

@@ -147,8 +147,7 @@ def probe_picks(layout: DataLayout, probes_per_env: int, seed: int) -> list[tupl
     """``(step_id, positive|negative)`` of every environment's probe set, from the strata table: seeded
     (an md5 of the seed and the step id orders each environment's positives and negatives), alternating
     positive and negative while both last, at most ``probes_per_env`` per environment."""
-    con = connect()
-    try:
+    with connect() as con:
         rows = con.execute(
             """WITH s AS (
                    SELECT step_id, env_id, CASE WHEN outcome = 'success' THEN 'positive' ELSE 'negative' END AS polarity
@@ -160,8 +159,6 @@ def probe_picks(layout: DataLayout, probes_per_env: int, seed: int) -> list[tupl
                SELECT step_id, polarity FROM o WHERE n <= ? ORDER BY env_id, n""",
             [str(layout.strata), f"{seed}:", probes_per_env],
         ).fetchall()
-    finally:
-        con.close()
     return [(str(s), str(p)) for s, p in rows]
 
 

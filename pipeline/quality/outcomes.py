@@ -1,26 +1,12 @@
-"""Are a corpus's outcome labels plausible? (docs/definitions.md §4.3)
+"""Are a corpus's outcome labels plausible? (docs/definitions.md §4.3; docs/environments.md "Is the rule right?")
 
-Corpora refuse calls in their own conventions; a rule that does not know a corpus's convention labels
-every refusal ``success`` and the failure cell stays empty, while a rule that matches too much labels
-successes ``failure``. Neither breaks anything downstream, so it is checked here, per **corpus** — the
-first component of the environment id: ``bfcl``, ``builtin``, or an EnvScaler corpus's ``prefix`` (one
-per ``resources.sources.config.envscaler`` entry unless two share a prefix):
-
-* at least :data:`MIN_STEPS` steps and no ``failure`` label at all, or
-* more than :data:`MAX_FAILURE_SHARE` of its non-error steps labeled ``failure``
-
-is a finding. Each names the corpus, its outcome rule and an example observation (for a corpus without
-failures, the most frequent observation of exploration's deliberately mutated calls, the likeliest
-refusals; else the most frequent one labeled ``failure``) and says how to declare the rule. The asset
-check ``outcome_labels_plausible`` (WARN) and ``./forge summary`` report the same findings.
-
-A corpus is judged **per environment** too, since one corpus file may mix conventions (a reading room that
-refuses with ``{'result': 'refused', ...}`` beside a shop whose ``{"success": False}`` the default rule knows: the
-shop's failures make the whole look plausible). Among the *explored* environments (those with exploration's
-deliberately mutated calls: replayed ground truth rarely fails), one with at least :data:`MIN_ENV_STEPS` steps and
-no failure label is a finding when another explored environment of the run has failures, or when its success
-observations read like refusals (:data:`REFUSAL_WORDS`); it is named with its rule and an example observation
-(a refusal-looking one when there is one), unless its corpus is named already.
+Checked per **corpus** (the environment id's first component): at least :data:`MIN_STEPS` steps and no
+``failure`` label, or more than :data:`MAX_FAILURE_SHARE` of its non-error steps labeled ``failure``, is a
+finding; and per **explored environment** (one corpus may mix conventions): at least :data:`MIN_ENV_STEPS` steps
+and no failure label, when another explored environment has failures or its success observations read like
+refusals (:data:`REFUSAL_WORDS`). Each finding names the corpus or environment, its outcome rule and an example
+observation, and says how to declare the rule; the asset check ``outcome_labels_plausible`` (WARN) and the run
+summary report them.
 """
 
 from __future__ import annotations
@@ -265,8 +251,7 @@ def check_outcomes(
     report = OutcomeReport([], min_steps, max_share)
     if not parts:
         return report
-    con = connect()
-    try:
+    with connect() as con:
         with_rule = True
         try:
             rows = con.execute(*_corpus_sql(parts, with_rule=True)).fetchall()
@@ -288,6 +273,4 @@ def check_outcomes(
                     found.example_step, found.example = example
             report.corpora.append(found)
         _judge_environments(con, parts, report, with_rule)
-    finally:
-        con.close()
     return report

@@ -1,4 +1,4 @@
-"""Markdown tables, record lists and histograms used in asset metadata, dataset cards and the CLI report,
+"""Markdown tables and record lists used in asset metadata, dataset cards and the CLI report,
 and the plain shape of what a stage reports (:class:`Facts`: values, :class:`Table`, :class:`Markdown`).
 
 Every cell, header and key goes through :func:`pipeline.core.untrusted.md`: ids come from
@@ -37,24 +37,10 @@ def md_records(rows: Iterable[Mapping[str, Any]], columns: list[str], limit: int
     rows = list(rows)
     if not rows:
         return "_none_"
-
-    cell = md
     lines = ["| " + " | ".join(md(c) for c in columns) + " |", "|" + "|".join(":---" for _ in columns) + "|"]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows[:limit]]
+    lines += ["| " + " | ".join(md(r.get(c)) for c in columns) + " |" for r in rows[:limit]]
     more = f"\n\n… and {len(rows) - limit} more" if len(rows) > limit else ""
     return "\n".join(lines) + more
-
-
-def md_histogram(counts: Mapping[Any, int], label: str = "value", width: int = 40) -> str:
-    """A Markdown table with a bar per row — quicker to read than numbers alone."""
-    if not counts:
-        return "_(empty)_"
-    peak = max(counts.values()) or 1
-    lines = [f"| {md(label)} | count | |", "|---:|---:|:---|"]
-    for key, n in counts.items():
-        bar = "█" * max(1 if n else 0, round(width * n / peak))
-        lines.append(f"| {md(key)} | {n} | {bar} |")
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

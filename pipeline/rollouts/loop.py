@@ -1,28 +1,14 @@
-"""Closed-loop simulated rollouts with an executor shadow (Simia; docs/definitions.md §9).
+"""Closed-loop simulated rollouts with an executor shadow (Simia; docs/definitions.md §9, docs/evaluation.md
+``simulated_rollouts``).
 
-An agent acts — the actions of a recorded trajectory, or an LLM agent through any OpenAI-compatible
-endpoint — and a *simulator* plays the environment: at step k it gets its own previous predicted state
-ŝ_k (ŝ_0 is the real initial state), the action and the tool's source (the prompt protocol of
-:mod:`pipeline.core.protocol`), and its predicted changes applied to ŝ_k give ŝ_{k+1}; the agent sees
-the simulator's feedback. The executor shadows every action on the real environment in the sandbox from
-the real state (:mod:`pipeline.rollouts.shadow`), which gives per step:
-
-* ``fm`` — the simulated feedback equals the real observation (Feedback Match);
-* ``cm`` — the step's update is right *from where the simulator is*: its changes applied to ŝ_k give what
-  the executor's Δ gives applied to ŝ_k (on a step that has not diverged, this is the benchmark's CM);
-* ``drift_before`` / ``drift`` — |diff(ŝ, s)| before and after the step, ``diverged_before`` — the
-  simulator's state had already diverged when the step began, ``state_match`` — ŝ_{k+1} = s_{k+1};
-
-and per rollout the first divergence step (the first step after which ŝ ≠ s) and the final drift. Each
-rollout keeps its conversation — the system prompt, the task's user turns, the agent's tool calls and the
-simulator's feedback — and the tool schemas the agent was given, for the SFT export
-(:mod:`pipeline.rollouts.sft`).
-
-An answer that cannot be parsed, or whose changes do not apply to ŝ_k, leaves the simulator without a
-next state: the step is counted (``parse_failure`` / ``invalid_changes``) and the rollout stops there. A
-request that fails after the client's retries stops the rollout for this run (``request_error``); every
-completed request is in the run's :class:`~pipeline.rollouts.requests.RequestLog`, so a re-run replays the
-finished steps without asking again and continues where it stopped.
+An agent acts (a recorded trajectory's actions, or an LLM agent) and a *simulator* plays the environment from its
+own previous predicted state ŝ_k; the executor shadows every action on the real environment
+(:mod:`pipeline.rollouts.shadow`), which gives per step ``fm``, ``cm`` (right from where the simulator is),
+``drift_before`` / ``drift``, ``diverged_before`` and ``state_match``, and per rollout the first divergence and
+the final drift. Each rollout keeps its conversation and the tool schemas the agent was given, for the SFT export
+(:mod:`pipeline.rollouts.sft`). An unparseable answer or changes that do not apply stop the rollout
+(``parse_failure`` / ``invalid_changes``), a failed request stops it for this run (``request_error``); completed
+requests are in the run's :class:`~pipeline.rollouts.requests.RequestLog`, so a re-run replays them.
 """
 
 from __future__ import annotations
@@ -32,7 +18,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +126,11 @@ def _feedback_text(feedback: Any) -> str:
     return feedback if isinstance(feedback, str) else json.dumps(feedback, ensure_ascii=False)
 
 
+def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """An item of an assistant message's ``tool_calls``, as the OpenAI API writes it."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
 def _size(a: Any, b: Any) -> int:
     return len(diff(a, b))
 
@@ -171,7 +162,6 @@ class RolloutRunner:
         log: RequestLog,
         agent: AgentSettings | None = None,
         max_steps: int = 12,
-        concurrency: int | None = None,
         tool_code: ToolCode | None = None,
         progress: Log = lambda _m: None,
     ) -> None:
@@ -181,7 +171,7 @@ class RolloutRunner:
         self.agent = agent
         self.agent_name = RECORDED if agent is None else f"agent-{agent.model}"
         self.max_steps = max_steps
-        self.concurrency = max(1, concurrency or simulator.spec.concurrency)
+        self.concurrency = max(1, simulator.spec.concurrency)
         self.code = tool_code or ToolCode()
         self.progress = progress
         self._client: Any = None
@@ -194,28 +184,16 @@ class RolloutRunner:
     # -- the simulator -------------------------------------------------------------------------------
     async def _simulate(self, ro: _Rollout, index: int, sample: dict[str, Any]) -> dict[str, Any]:
         """The simulator's answer for a step: from the request log, or asked now (and logged)."""
-        if not self._asks_model:  # oracle / no_change: no request, nothing to log
-            c = await self.simulator.complete(sample)
-            return {
-                "text": c.text,
-                "error": c.error,
-                "latency_s": c.latency_s,
-                "prompt_tokens": c.prompt_tokens,
-                "completion_tokens": c.completion_tokens,
-            }
-        key = prompt_key("simulator", ro.rid, index, messages(sample))
-        logged = self.log.get(key)
-        if logged is not None:
-            return logged
-        self.log.asked += 1
+        key = prompt_key("simulator", ro.rid, index, messages(sample)) if self._asks_model else None
+        if key is not None:
+            logged = self.log.get(key)
+            if logged is not None:
+                return logged
+            self.log.asked += 1
         c: Completion = await self.simulator.complete(sample)
-        record = {
-            "text": c.text,
-            "error": c.error,
-            "latency_s": c.latency_s,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-        }
+        record = asdict(c)  # text, latency_s, prompt and completion tokens, error
+        if key is None:  # oracle / no_change: no request, nothing to log
+            return record
         if c.error is not None:
             if c.error.startswith("unreachable") and not self.log.entries:
                 raise EndpointError(
@@ -331,22 +309,8 @@ class RolloutRunner:
                 turn += 1
                 self._user_turn(ro, turn)
             call_id = f"call_{index}"
-            ro.messages.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {
-                                "name": action.name,
-                                "arguments": json.dumps(action.arguments, ensure_ascii=False),
-                            },
-                        }
-                    ],
-                }
-            )
+            call = _tool_call(call_id, action.name, json.dumps(action.arguments, ensure_ascii=False))
+            ro.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
             feedback = await self._step(ro, index, action, real)
             if feedback is None:
                 return
@@ -383,14 +347,7 @@ class RolloutRunner:
         message = response.choices[0].message
         record: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
-            record["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.function.name, "arguments": c.function.arguments},
-                }
-                for c in message.tool_calls
-            ]
+            record["tool_calls"] = [_tool_call(c.id, c.function.name, c.function.arguments) for c in message.tool_calls]
         self.log.put(key, {"role": "agent", "rollout_id": ro.rid, "message": record})
         return record
 

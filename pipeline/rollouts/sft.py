@@ -95,11 +95,7 @@ def _record(row: dict[str, Any], messages: list[dict[str, Any]], steps: int) -> 
         for m in messages
     ]
     return {
-        "rollout_id": row["rollout_id"],
-        "simulator": row["simulator"],
-        "agent": row["agent"],
-        "task_id": row["task_id"],
-        "env_id": row["env_id"],
+        **{k: row[k] for k in ("rollout_id", "simulator", "agent", "task_id", "env_id")},
         "steps": steps,
         "verified": _verified(row),
         "tools": row["tools_json"],

@@ -124,12 +124,6 @@ def decontamination_note(row: dict[str, Any] | None) -> str:
     )
 
 
-def _identity_column(row: dict[str, Any]) -> str:
-    """The report column of a loss row's identity rule: ``removed_by_sample_hash`` (by (s_t, a_t)) or
-    ``removed_by_env_sample_hash`` (by (env, s_t, a_t))."""
-    return "removed_by_env_sample_hash" if row.get("identity", "").startswith("(env") else "removed_by_sample_hash"
-
-
 def tool_stats(stratum: str, tools: list[tuple[str, str]]) -> dict[str, Any]:
     """Distinct (env, tool) pairs of a stratum's picks, the most frequent (ties: the smallest name)
     and its share of the stratum."""
@@ -162,7 +156,10 @@ def strata_report(
         table["top_tool"] = table["top_tool"].fillna("")
     if decontamination:
         lost = pd.DataFrame(decontamination)
-        key, identity = lost["key"].iloc[0], _identity_column(decontamination[0])
+        key = lost["key"].iloc[0]
+        # the identity rule's column: by (env, s_t, a_t) or by (s_t, a_t)
+        by_env = decontamination[0].get("identity", "").startswith("(env")
+        identity = "removed_by_env_sample_hash" if by_env else "removed_by_sample_hash"
         lost = lost.rename(
             columns={
                 "before": "before_decontamination",

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 import duckdb
 
+from pipeline.core.axes import quote
 from pipeline.store import tables
 from pipeline.store.glossary import Described
 from pipeline.store.schema import COLUMN_DOCS
@@ -273,10 +274,6 @@ def column_description(table: str, column: str) -> str | None:
     return own or TABLE_COLUMNS.get((table, column)) or COLUMNS.get(column)
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -287,7 +284,7 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
     when the glossary is complete). A comment is rewritten only when it differs, so a read-only
     database is left alone where its comments are already right."""
     missing: list[str] = []
-    read_only = _read_only(con)
+    readonly = read_only(con)
     objects = con.execute(
         """SELECT database_name, schema_name, table_name, 'TABLE', comment FROM duckdb_tables()
            WHERE NOT internal AND NOT temporary
@@ -296,14 +293,14 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
            AND schema_name NOT IN ('information_schema', 'pg_catalog')"""
     ).fetchall()
     for database, schema, name, kind, current in objects:
-        if read_only and database != "temp":
+        if readonly and database != "temp":
             continue
         qualified = ".".join(_ident(p) for p in (database, schema, name))
         text = table_description(name)
         if text is None:
             missing.append(name)
         elif text != current:
-            con.execute(f"COMMENT ON {kind} {qualified} IS {_literal(text)}")
+            con.execute(f"COMMENT ON {kind} {qualified} IS {quote(text)}")
         for column, col_comment in con.execute(
             "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? AND "
             "table_name = ?",
@@ -313,11 +310,12 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
             if text is None:
                 missing.append(f"{name}.{column}")
             elif text != col_comment:
-                con.execute(f"COMMENT ON COLUMN {qualified}.{_ident(column)} IS {_literal(text)}")
+                con.execute(f"COMMENT ON COLUMN {qualified}.{_ident(column)} IS {quote(text)}")
     return missing
 
 
-def _read_only(con: duckdb.DuckDBPyConnection) -> bool:
+def read_only(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``con`` is a read-only connection."""
     try:
         return bool(con.execute("SELECT current_setting('access_mode') = 'read_only'").fetchone()[0])
     except duckdb.Error:

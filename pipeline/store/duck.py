@@ -1,13 +1,8 @@
-"""Every DuckDB connection of the pipeline, with a bounded memory budget.
-
-``Settings.duckdb_memory`` (``ENVSIM_DUCKDB_MEMORY``, default ``512MB``) caps DuckDB's buffer manager and
-``Settings.duckdb_threads`` (``ENVSIM_DUCKDB_THREADS``) its threads (default: all cores); operators that exceed
-the cap spill to a temporary directory instead of growing without bound. They are the process's: the entry
-points (the code location's ``build_definitions``, the CLI) hand their ``Settings`` value to :func:`configure`
-once; nothing here reads the environment. ``connection_config()`` is the configuration of every connection:
-``connect()`` opens the pipeline's, and the ``duckdb`` resource of the code location
-(``resources/storage.py``) opens ``envsim.duckdb`` with it (through Dagster's DuckDB resource, which
-retries while another process holds the file).
+"""Every DuckDB connection of the pipeline, under the memory cap and threads of ``ENVSIM_DUCKDB_MEMORY`` /
+``ENVSIM_DUCKDB_THREADS`` (docs/settings.md; beyond the cap operators spill to a temporary directory). They are
+the process's: an entry point hands its ``Settings`` value to :func:`configure` once; nothing here reads the
+environment. :func:`connection_config` is every connection's configuration, also the ``duckdb`` resource's
+(``resources/storage.py``, through Dagster's DuckDB resource, which retries while another process holds the file).
 """
 
 from __future__ import annotations

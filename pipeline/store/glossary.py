@@ -13,7 +13,8 @@ is the value set the data holds (``tests/store/test_glossary.py`` checks both ag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections import UserDict
+from collections.abc import Callable
 
 from pipeline.core.axes import AXES
 from pipeline.core.outcome import OUTCOMES
@@ -38,22 +39,16 @@ def retract(column: str, value: str) -> None:
     _DECLARED[column].pop(value, None)
 
 
-def _axis_labels(label: str) -> Callable[[], tuple[str, ...]]:
-    axis = next(a for a in AXES if a.label == label)
-    return lambda: axis.label_values() or ()
-
-
-def _domains() -> dict[str, tuple[str, ...]]:
-    return {"outcome": OUTCOMES}
-
+#: the closed-set columns the strata rules read, with their values
+_DOMAINS = {"outcome": OUTCOMES}
 
 #: column -> its closed set (computed when asked: the registry's sets grow as sources register)
 _SETS: dict[str, Callable[[], tuple[str, ...]]] = {
     "outcome": lambda: OUTCOMES,
-    **{a.label: _axis_labels(a.label) for a in AXES if a.label},
-    "benchmark_cell": lambda: RULES.benchmark_cell.label_values(_domains()),
-    "balance2_group": lambda: RULES.balance2_group.label_values(_domains()),
-    "benchmark_group": lambda: RULES.benchmark_group.label_values(_domains()),
+    **{a.label: lambda axis=a: axis.label_values() or () for a in AXES if a.label},
+    "benchmark_cell": lambda: RULES.benchmark_cell.label_values(_DOMAINS),
+    "balance2_group": lambda: RULES.balance2_group.label_values(_DOMAINS),
+    "benchmark_group": lambda: RULES.benchmark_group.label_values(_DOMAINS),
     "source": lambda: tuple(_DECLARED["source"]),
     "adapter": lambda: tuple(_DECLARED["adapter"]),
     "kind": lambda: SPLIT_KINDS,
@@ -100,24 +95,14 @@ def describe(column: str, meaning: str) -> str:
     return f"{meaning}: {enumerate_values(values(column))}{_ALSO.get(column, '')}"
 
 
-class Described(MutableMapping[str, str]):
+class Described(UserDict[str, str]):
     """Column -> description, each closed-set column's meaning completed by its value set when read
-    (:func:`describe`): the form of every column-docs table. Setting an entry sets the column's meaning."""
-
-    def __init__(self, meanings: Mapping[str, str]) -> None:
-        self.meanings = dict(meanings)
+    (:func:`describe`): the form of every column-docs table. Setting an entry sets the column's meaning
+    (:attr:`meanings`: the entries as set)."""
 
     def __getitem__(self, column: str) -> str:
-        return describe(column, self.meanings[column])
+        return describe(column, self.data[column])
 
-    def __setitem__(self, column: str, meaning: str) -> None:
-        self.meanings[column] = meaning
-
-    def __delitem__(self, column: str) -> None:
-        del self.meanings[column]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.meanings)
-
-    def __len__(self) -> int:
-        return len(self.meanings)
+    @property
+    def meanings(self) -> dict[str, str]:
+        return self.data

@@ -1,14 +1,10 @@
 """Where everything lives under the data root: ``DataLayout`` builds every path below it, and records
 where each export went.
 
-The root itself comes from the ``store`` resource (``resources/storage.py``; the code location's default
-is ``Settings.data_root``: ``ENVSIM_DATA_ROOT``, else ``./data``, see ``pipeline.core.settings``): code
-running in Dagster takes ``store.layout()``, never a root of its own, so a root set on the resource (in the
-Launchpad too) moves every table, the DuckDB file, the GPU jobs' directory and what the sensors read.
-
-An export may go anywhere (``ExportConfig.directory``, the rollouts' ``directory``): the writer records
-its directory in ``exports.json`` (``record_export``) and every reader — SFT training, the run summary —
-takes the recorded one (``recorded_export`` / ``recorded_exports``), never a directory of its own making.
+The root is the ``store`` resource's (``resources/storage.py``; default ``Settings.data_root``): code running in
+Dagster takes ``store.layout()``, never a root of its own. An export may go anywhere; its writer records the
+directory (``record_export``) and every reader takes the recorded one (docs/extending.md "Readers follow the
+record").
 """
 
 from __future__ import annotations
@@ -104,15 +100,10 @@ class DataLayout:
     def for_partition(self, partition: str | None) -> DataLayout:
         return replace(self, partition=None if partition is None else safe_name(partition, "partition key"))
 
-    @property
-    def exports(self) -> Path:
-        """``export/``: one directory per Hugging Face export."""
-        return self.root / "export"
-
     def export_dir(self, name: str) -> Path:
         """``export/<name>/``: the default directory of an export (``benchmark``, ``sft_mixture``,
         ``rollouts-<filter>``…). A split kind's holds one directory per exported version and ``current``."""
-        return self.exports / safe_name(name, "export name")
+        return self.root / "export" / safe_name(name, "export name")
 
     def export_version(self, kind: str, version: str) -> Path:
         """``export/<kind>/<version>/``: the Hugging Face dataset of one split version (kept like a Hub revision)."""

@@ -27,21 +27,11 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
 
 def write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema, batch_rows: int = 512) -> int:
-    """Stream ``rows`` into ``path`` (atomically) in record batches; returns the row count."""
-    count = 0
-    with atomic_path(path) as tmp:
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-            batch: list[dict[str, Any]] = []
-            for row in rows:
-                batch.append(row)
-                if len(batch) >= batch_rows:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                    count += len(batch)
-                    batch = []
-            if batch or count == 0:
-                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                count += len(batch)
-    return count
+    """Stream ``rows`` into ``path`` (atomically) in record batches (:class:`RowWriter`); returns the row count."""
+    with RowWriter(path, schema, batch_rows) as out:
+        for row in rows:
+            out.add(row)
+    return out.count
 
 
 def write_arrow(path: Path, table: pa.Table, schema: pa.Schema, batch_rows: int = 512) -> int:

@@ -1,14 +1,9 @@
 """Partitions of collection and labeling: the keys, the rule that assigns environments to them,
 and keeping a partitioned and an unpartitioned trajectories table from ever being read together.
 
-Words (docs/scale-out.md): ``ENVSIM_SHARDS=N`` splits the environments of every source (bfcl,
-builtin, envscaler: the registered sources, :mod:`pipeline.envs.registry`, which give their names to
-the functions here — storage knows no source) into N **shards** by a stable hash — shard ``i`` of a source holds the
-environments whose blake2b hash of the env id is ``i`` modulo N (independent of the process, the
-machine and ``PYTHONHASHSEED``; every environment in exactly one shard, always the same one for the
-same N). A **partition** is what holds one shard's data: the Dagster partition ``<source>-<i>`` of the
-``trajectories`` / ``labeled_steps`` assets (one run each) and its files under the data root
-(a partition-scoped ``DataLayout``).
+A **shard** is a slice of one source's environments by a stable hash of the env id, a **partition** what holds
+one shard's data (docs/scale-out.md: both words); the sources give their names to the functions here (storage
+knows no source).
 
 A partitioned collection writes ``trajectories/part-<partition>.parquet`` and
 ``issues-<partition>.parquet``; an unpartitioned one ``trajectories.parquet`` and ``issues.parquet``.

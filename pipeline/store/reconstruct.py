@@ -94,18 +94,11 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_trajectory(
-    trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport
-) -> None:
-    before = len(report.problems)
-    _verify_trajectory(trajectory_id, initial_json, initial_hash, steps, report)
-    if len(report.problems) > before:
-        report.failed_trajectories.append(trajectory_id)
-
-
 def _verify_trajectory(
     trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport
 ) -> None:
+    """Replay one trajectory's steps into ``report`` (a trajectory with a problem joins its failed ones)."""
+    before = len(report.problems)
     ordered = sorted(steps, key=lambda s: s["step_index"])
     stored = [
         (f"{trajectory_id}#{s['step_index']}", s["delta"], s["state_before_hash"], s["state_after_hash"])
@@ -122,6 +115,8 @@ def _verify_trajectory(
     except ReplayError as exc:
         report.steps += exc.index is not None  # the step that failed was checked too
         report.problems.append(str(exc))
+    if len(report.problems) > before:
+        report.failed_trajectories.append(trajectory_id)
 
 
 def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
@@ -138,7 +133,7 @@ def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
             layout, columns=["trajectory_id", "initial_state_json", "initial_state_hash"], ids=list(by_traj)
         ):
             report.trajectories += 1
-            verify_trajectory(
+            _verify_trajectory(
                 traj["trajectory_id"],
                 traj["initial_state_json"],
                 traj["initial_state_hash"],

@@ -81,10 +81,7 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
     (pa.field("observation_json", pa.string()), LABEL),
     (pa.field("observation_truncated", pa.bool_()), DETAIL),
     (pa.field("outcome", pa.string(), nullable=False), LABEL),
-    (
-        pa.field("outcome_rule", pa.string()),
-        DETAIL,
-    ),  # the rule the outcome was labeled with (the labeler always sets it)
+    (pa.field("outcome_rule", pa.string()), DETAIL),  # the rule the outcome was labeled with (always set)
     (pa.field("error_type", pa.string()), LABEL),
     (pa.field("error_message", pa.string()), LABEL),
     (pa.field("delta", DELTA, nullable=False), LABEL),
@@ -130,9 +127,8 @@ COLUMN_DOCS: Described = Described(
         "observation_json": "the observation parsed (JSON, then Python literal) as JSON; null when it does not parse",
         "observation_truncated": "true when the observation was cut at the size cap",
         "outcome": "outcome of the call",
-        "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the "
-        "corpus's declared rule as canonical JSON "
-        '(`{"extends_default":…,"failure_if":[…]}`, docs/environments.md)',
+        "outcome_rule": "the rule `outcome` was labeled with: `default` (docs/definitions.md §4.3), or the corpus's "
+        'declared rule as canonical JSON (`{"extends_default":…,"failure_if":[…]}`, docs/environments.md)',
         "error_type": "the exception type of an error step (`Timeout`, `WorkerCrash`, …); else null",
         "error_message": "the exception message of an error step; else null",
         "delta": "the state change Δ: records `{op: add|remove|replace, path: list of keys, before, after}` "

@@ -120,7 +120,8 @@ def command(data_root: Path) -> str:
     return "./forge sql" if default else f"./forge sql --data-root {shlex.quote(str(root))}"
 
 
-def main(argv: list[str], data_root: Path, prog: str = "./forge sql") -> int:
+def main(argv: list[str], data_root: Path) -> int:
+    prog = "./forge sql"
     parser = argparse.ArgumentParser(
         prog=prog,
         description=(

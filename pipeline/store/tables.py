@@ -2,12 +2,8 @@
 a stage writes it from Arrow rows), what it and its table-specific columns mean, and the DuckDB view over its
 files — that the layout (:meth:`pipeline.store.layout.DataLayout.table`), the warehouse's views
 (:func:`pipeline.store.warehouse.parquet_views`) and the catalog's comments (:mod:`pipeline.store.catalog`)
-iterate.
-
-Adding a table of record is one :class:`TableOfRecord` registered in :data:`TABLES`: one line here, or, from a
-plugin package, an entry point in the group ``envsim_forge.tables`` (:mod:`pipeline.core.registry`). A column
-named in the shared vocabulary (:data:`pipeline.store.catalog.COLUMNS`) needs no words of its own; one whose
-meaning is the table's (or a new word) is described in ``columns``.
+iterate. Adding one is a :class:`TableOfRecord` registered in :data:`TABLES`, here or by a plugin's entry point
+(docs/extending.md "Add a table of record").
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline.store.jsonl import read_rows
 from pipeline.store.kinds import BENCHMARK, CURRICULUM, MIXTURE, SPLIT_KINDS  # noqa: F401 (re-exported)
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
@@ -114,15 +115,8 @@ class SplitStore:
             fh.write(json.dumps(record, sort_keys=True) + "\n")
 
     def history(self) -> list[dict[str, Any]]:
-        if not self.history_path.exists():
-            return []
-        out = []
-        for line in self.history_path.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:  # a line cut by a crash: the rest still counts
-                continue
-        return out
+        """The events in file order (a line cut by a crash left out: the rest still counts)."""
+        return list(read_rows(self.history_path))
 
     def created(self, version: str, dagster_run_id: str | None = None) -> None:
         """Log that ``version`` was written, unless it was before (a regenerated version keeps its first time)."""
@@ -135,16 +129,15 @@ class SplitStore:
         current when it was first made current; None when never made current or nothing was current). Histories
         written before ``previous`` existed logged every change as ``parent``: the first one counts."""
         out: dict[str, dict[str, Any]] = {}
+        blank = {"created_at": None, "dagster_run_id": None, "parent_version": None}
         for event in self.history():
-            row = out.setdefault(
-                event.get("version"), {"created_at": None, "dagster_run_id": None, "parent_version": None}
-            )
+            row = out.setdefault(event.get("version"), dict(blank))
             if event.get("event") == CREATED and row["created_at"] is None:
                 row["created_at"], row["dagster_run_id"] = event.get("at"), event.get("dagster_run_id")
             elif event.get("event") == MADE_CURRENT and not row.get("made_current"):
                 row["parent_version"], row["made_current"] = event.get("parent"), True
         for version in self.versions():
-            row = out.setdefault(version, {"created_at": None, "dagster_run_id": None, "parent_version": None})
+            row = out.setdefault(version, dict(blank))
             if row["created_at"] is None:
                 mtime = (self.dir(version) / "manifest.json").stat().st_mtime
                 row["created_at"] = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="microseconds")

@@ -2,19 +2,11 @@
 :mod:`pipeline.store.tables`), and tables of split versions and their membership (all versions of every kind,
 so old splits stay queryable).
 
-Views that read Parquet files name them **relative to the DuckDB file** (``HERE_SQL || 'steps/part-*.parquet'``:
-the directory of the file the connection opened, from DuckDB's default ``temp_directory``, ``<file>.tmp``), so a plain
-DuckDB client (the ``duckdb`` CLI or Python on ``envsim.duckdb``) answers every view from any working directory,
-also after the root moved; with ``file_search_path`` set, the paths resolve against it instead. Every connection
-the pipeline opens on ``envsim.duckdb`` (``pipeline.store.duck.connect_file`` / ``open_data_root`` and the code
-location's ``duckdb`` resource, whose ``temp_directory`` is elsewhere) calls :func:`sync`, the one sync: it
-registers the split versions, sets ``file_search_path`` to the data root the file is in now and re-creates the
-views for the files that exist now (a read-only connection: temporary views of the same names, nothing
-registered). A DuckDB file kept outside its data root (the ``duckdb`` resource's ``database`` set elsewhere)
-names the files by absolute path instead. Every table, view and column is commented (:mod:`pipeline.store.catalog`).
-
-Callers pass a connection (in Dagster: from the DuckDB resource, inside the ``duckdb`` pool, so
-only one process writes at a time).
+Views name their Parquet files relative to the DuckDB file (``HERE_SQL``; absolute for a file kept outside its
+data root), so a plain DuckDB client answers every view from any directory, also after the root moved (docs/sql.md
+"How the views find their files"). :func:`sync` is the one sync of every connection the pipeline opens on
+``envsim.duckdb``. Callers pass a connection (in Dagster: the ``duckdb`` resource's, inside the ``duckdb`` pool,
+so only one process writes at a time).
 """
 
 from __future__ import annotations
@@ -27,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.core.axes import AXES, Axes
+from pipeline.core.axes import AXES, Axes, quote
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.store import catalog, tables
 from pipeline.store.layout import DataLayout
@@ -76,10 +68,6 @@ class ManifestTable:
     rows: Callable[[str, dict[str, Any]], list[dict[str, Any]]]
 
 
-def _sql_path(path: Path | str) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
 #: SQL: the directory of the DuckDB file this connection opened, as a prefix ('' for a file opened by its bare name,
 #: e.g. ``data/`` or ``/srv/envsim/data/``), or '' when ``file_search_path`` is set (then it resolves relative
 #: paths). DuckDB has no file-relative paths and a view's table function cannot contain a subquery, so this reads
@@ -95,8 +83,8 @@ def _in_root(layout: DataLayout, path: Path | str, relative: bool = True, suffix
     POSIX separators) when it lies under the data root and ``relative``, else absolute."""
     path, root = Path(path).resolve(), layout.root.resolve()
     if relative and path.is_relative_to(root):
-        return f"{HERE_SQL} || {_sql_path(path.relative_to(root).as_posix() + suffix)}"
-    return _sql_path(str(path) + suffix)
+        return f"{HERE_SQL} || {quote(path.relative_to(root).as_posix() + suffix)}"
+    return quote(str(path) + suffix)
 
 
 def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
@@ -114,10 +102,6 @@ def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
     return views
 
 
-def _read_only(con: duckdb.DuckDBPyConnection) -> bool:
-    return bool(con.execute("SELECT current_setting('access_mode') = 'read_only'").fetchone()[0])
-
-
 def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(
         con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]).fetchone()[0]
@@ -131,8 +115,8 @@ def _repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
     precedence over the stored ones in this connection), the views derived from them and the comments. Returns
     the views' names."""
     root = layout.root.resolve()
-    con.execute(f"SET file_search_path = {_sql_path(root)}")
-    temp = "TEMP " if _read_only(con) else ""
+    con.execute(f"SET file_search_path = {quote(str(root))}")
+    temp = "TEMP " if catalog.read_only(con) else ""
     # relative paths where the file moves with the data root (envsim.duckdb in it); absolute for a file kept elsewhere
     database = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
     views = parquet_views(layout, relative=not database or Path(database).resolve().parent == root)
@@ -231,7 +215,7 @@ def register_splits(
             if version not in members:
                 con.execute(
                     f"""INSERT INTO split_members SELECT ?, ?, {", ".join(MEMBER_COLUMNS)}
-                        FROM read_parquet({_sql_path(store.samples(version).resolve())})""",
+                        FROM read_parquet({quote(str(store.samples(version).resolve()))})""",
                     [kind, version],
                 )
         con.execute(
@@ -263,6 +247,6 @@ def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout, tables: tuple[Manif
     ``duckdb`` resource, on opening and after each step): register every split version (and the manifest
     ``tables``) unless the connection is read-only, then point the views at the root as it is now, with a view
     per table of record whose files exist, the derived views and the comments. Returns the views' names."""
-    if not _read_only(con):
+    if not catalog.read_only(con):
         register_splits(con, layout, tables=tables)
     return _repoint(con, layout)

@@ -3,16 +3,8 @@
 before it finished, in ``.<version>.staging/``, where the next run of that version resumes), how a reference
 resolves (a version, ``<version>/step-N``, ``latest`` or a path), and the DuckDB tables that tie checkpoints to
 the mixture version they were trained on and evaluation runs to the checkpoint and split version they scored:
-
-* ``sft_checkpoints`` — one row per checkpoint version: mixture version, base model and its revision, template,
-  settings, topology, library versions, path, final training metrics;
-* ``sft_checkpoint_steps`` — one row per intermediate checkpoint (``<version>/step-N``): its parent version,
-  mixture version, step, loss, path and whether it is still on disk (``save_total_limit`` rotates old ones
-  away), registered while the run trains and again when its job ends;
-* ``eval_job_runs`` — one row per evaluation run of ``simulator_eval_job``: served model name, checkpoint
-  version and path, weights id, template, serving backend, split version (join ``eval_runs`` /
-  ``eval_results`` on ``run_id``);
-* view ``checkpoint_scores`` — mixture version → checkpoint → split version → FM / CM / parse failures.
+``sft_checkpoints``, ``sft_checkpoint_steps`` (intermediate checkpoints), ``eval_job_runs`` and the view
+``checkpoint_scores`` (their columns: docs/gpu-jobs.md and the DuckDB comments, :mod:`pipeline.store.catalog`).
 
 A served checkpoint's evaluation is cached by its **weights id** (:func:`weights_id`): the checkpoint
 version of a checkpoint this pipeline trained, else a hash of its weight files (:func:`weights_fingerprint`)
@@ -36,6 +28,7 @@ from pipeline.export.hf_layout import MARKER
 from pipeline.store import catalog, warehouse
 from pipeline.store.layout import DataLayout, file_lock
 from pipeline.training import steps
+from pipeline.training.base_models import lineage
 from pipeline.training.llamafactory import MANIFEST
 
 _STEP_REF = re.compile(r"^(ckpt-[0-9a-f]+)/step-(\d+)$")
@@ -197,6 +190,18 @@ def default_served_name(directory: Path, wid: str, manifest: dict[str, Any] | No
     version — for a checkpoint this pipeline trained, else ``<directory name>-<weights id>`` (two
     checkpoints in directories of the same name get different names)."""
     return wid if manifest else f"{directory.name}-{wid}"
+
+
+def chat_template(directory: Path, manifest: dict[str, Any] | None, given: str | None = None) -> str | None:
+    """The chat template a checkpoint is served with: ``given`` (``serve.template``), else the one its manifest
+    (or its training settings) names, else the one its base-model conversion recorded; None when none says."""
+    settings = (manifest or {}).get("settings", {})
+    return (
+        given
+        or (manifest or {}).get("template")
+        or settings.get("template")
+        or (lineage(directory) or {}).get("template")
+    )
 
 
 #: ``eval_job_runs`` columns (all VARCHAR), in table order

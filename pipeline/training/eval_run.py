@@ -49,6 +49,7 @@ def eval_script(python: str, gpus: int) -> str:
 def eval_lineage(report: dict[str, Any], job_id: str, dagster_run_id: str) -> list[dict[str, Any]]:
     """A row of ``eval_job_runs`` per run of the job's ``report``: the served model's fields on its run only."""
     info = report.get("served") or {}
+    served = ("served_model", "template", "backend", "checkpoint_path", "checkpoint_version")
     return [
         {
             "run_id": rid,
@@ -57,17 +58,7 @@ def eval_lineage(report: dict[str, Any], job_id: str, dagster_run_id: str) -> li
             "job_id": job_id,
             "dagster_run_id": dagster_run_id,
             "weights_id": s.get("weights_id"),
-            **(
-                {
-                    "served_model": info["served_model"],
-                    "template": info["template"],
-                    "backend": info["backend"],
-                    "checkpoint_path": info["checkpoint_path"],
-                    "checkpoint_version": info["checkpoint_version"],
-                }
-                if rid == info.get("run_id")
-                else {}
-            ),
+            **({k: info[k] for k in served} if rid == info.get("run_id") else {}),
         }
         for rid, s in report["runs"].items()
     ]
@@ -102,20 +93,9 @@ def eval_facts(report: dict[str, Any], job_id: str, summary: pd.DataFrame, manif
     info = report.get("served") or {}
     if info:
         run = report["runs"][info["run_id"]]
-        values.update(
-            {
-                "served_model": info["served_model"],
-                "weights_id": info["weights_id"],
-                "template": info["template"],
-                "backend": info["backend"],
-                "checkpoint": Path(info["checkpoint_path"]),
-                "scored": run["scored"],
-                "resumed": run["resumed"],
-                "parse_failures": run["parse_failures"],
-            }
-        )
+        values |= {k: info[k] for k in ("served_model", "weights_id", "template", "backend")}
+        values |= {"checkpoint": Path(info["checkpoint_path"])}
+        values |= {k: run[k] for k in ("scored", "resumed", "parse_failures")}
         if manifest:
-            values.update(
-                {"checkpoint_version": manifest["checkpoint_version"], "mixture_version": manifest["mixture_version"]}
-            )
+            values |= {k: manifest[k] for k in ("checkpoint_version", "mixture_version")}
     return Facts(values)

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.core import untrusted
 from pipeline.envs import envscaler
-from pipeline.report.tables import md_histogram, md_records, md_table
+from pipeline.report.tables import md_records, md_table
 
 CODE = (
     "class Shop:\n    def __init__(self, init_config=None):\n        self.n = 0\n    def buy(self, qty: int):\n "
@@ -77,7 +77,6 @@ def test_markdown_tables_escape_every_cell(bad):
     for text in (
         md_records(rows, ["env_id", "samples"]),
         md_table(pd.DataFrame(rows), index=False),
-        md_histogram({bad: 3, "ok": 1}, label="env_id"),
     ):
         assert_markdown_safe(text)
         lines = text.splitlines()
