@@ -16,6 +16,7 @@ is killed and replaced; the call it was running becomes an ``error`` step and th
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import signal
@@ -202,26 +203,18 @@ class _Worker:
         self._outbox.put(None)
         self._writer.join(timeout=5)
         for stream in (self.proc.stdin, self.proc.stdout):
-            try:
+            with contextlib.suppress(OSError):
                 if stream:
                     stream.close()
-            except OSError:
-                pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         self.proc.wait()
         if self.proc.stderr is not None:
             self._drain.join(timeout=5)
-            try:
+            with contextlib.suppress(OSError):
                 self.proc.stderr.close()
-            except OSError:
-                pass
         self._release()
 
     def _release(self) -> None:

@@ -11,6 +11,7 @@ explains why.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -23,8 +24,9 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, registry
@@ -171,71 +173,63 @@ def _child(
 ) -> None:
     """Run one trajectory; with a ``requests`` pipe (a warm child, see :func:`_reuse_key`), then the
     next trajectories of the same environment sent on it, until EOF."""
+    _close_inherited()
+    _cpu_limit(trajectory, limits, limits.reuse_children if requests is not None else 1)
+    blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
+    registry.clear_caches()
+    landlock.restrict(temp_dir)  # writes only beneath its own directory, by the kernel
+    seccomp.install()
+    _limit_child(limits)
+    _enter(temp_dir, 0)
+    freeze.install_for(trajectory)
+    send = partial(write_frame, fd)
+    execute(trajectory, send, limits, start, skip)
+    if requests is not None:
+        inbox = os.fdopen(requests, "rb")
+        number = 0
+        while (request := read_frame(inbox, max_size=1 << 30)) is not None:
+            number += 1
+            _enter(temp_dir, number)  # the previous one was emptied by the worker
+            pristine.restore()  # preloaded modules' state back to what the worker imported
+            gc.collect()
+            nxt = trajectory_from_wire(request["trajectory"])
+            freeze.install_for(nxt)  # re-targets the frozen clock and seeds (rebinds nothing)
+            execute(nxt, send, limits)
+
+
+def _exit_after(fd: int, child: Callable[[], None]) -> NoReturn:
+    """Run ``child`` in a forked child, then exit: 1 after a last frame saying what killed it (none, when even that
+    cannot be written)."""
     code = 0
     try:
-        _close_inherited()
-        _cpu_limit(trajectory, limits, limits.reuse_children if requests is not None else 1)
-        blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
-        registry.clear_caches()
-        landlock.restrict(temp_dir)  # writes only beneath its own directory, by the kernel
-        seccomp.install()
-        _limit_child(limits)
-        _enter(temp_dir, 0)
-        freeze.install_for(trajectory)
-        send = partial(write_frame, fd)
-        execute(trajectory, send, limits, start, skip)
-        if requests is not None:
-            inbox = os.fdopen(requests, "rb")
-            number = 0
-            while (request := read_frame(inbox, max_size=1 << 30)) is not None:
-                number += 1
-                _enter(temp_dir, number)  # the previous one was emptied by the worker
-                pristine.restore()  # preloaded modules' state back to what the worker imported
-                gc.collect()
-                nxt = trajectory_from_wire(request["trajectory"])
-                freeze.install_for(nxt)  # re-targets the frozen clock and seeds (rebinds nothing)
-                execute(nxt, send, limits)
-    except BaseException as exc:  # report, then die quietly
+        child()
+    except BaseException as exc:
         code = 1
-        _report_fatal(fd, exc)
+        with contextlib.suppress(BaseException):
+            write_frame(fd, {"kind": "fatal", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
     finally:
         os._exit(code)
-
-
-def _report_fatal(fd: int, exc: BaseException) -> None:
-    """A child's last frame: what killed it (nothing, when even that cannot be written)."""
-    try:
-        write_frame(fd, {"kind": "fatal", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
-    except BaseException:
-        pass
 
 
 def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits, dir_fd: int) -> None:
     """A spare (:class:`_Spare`): everything a fresh child does before environment code runs, then blocked
     in a read until the worker hands it one trajectory on ``requests``; it runs that one and exits. Its
     directory is renamed to the trajectory's (:func:`_named`) before the request is written."""
-    code = 0
-    try:
-        _close_inherited()
-        registry.clear_caches()
-        landlock.restrict(dir_fd)  # its directory by descriptor: the worker may rename it any time now
-        os.close(dir_fd)
-        seccomp.install()
-        _limit_child(limits)
-        freeze.install("", 0, None)  # patched now; re-targeted to its trajectory below
-        request = read_frame(os.fdopen(requests, "rb"), max_size=1 << 30)
-        if request is not None:
-            _enter(str(request.get("dir") or temp_dir), 0)
-            trajectory = trajectory_from_wire(request["trajectory"])
-            blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
-            _cpu_limit(trajectory, limits)
-            freeze.install_for(trajectory)
-            execute(trajectory, partial(write_frame, fd), limits)
-    except BaseException as exc:  # report, then die quietly
-        code = 1
-        _report_fatal(fd, exc)
-    finally:
-        os._exit(code)
+    _close_inherited()
+    registry.clear_caches()
+    landlock.restrict(dir_fd)  # its directory by descriptor: the worker may rename it any time now
+    os.close(dir_fd)
+    seccomp.install()
+    _limit_child(limits)
+    freeze.install("", 0, None)  # patched now; re-targeted to its trajectory below
+    request = read_frame(os.fdopen(requests, "rb"), max_size=1 << 30)
+    if request is not None:
+        _enter(str(request.get("dir") or temp_dir), 0)
+        trajectory = trajectory_from_wire(request["trajectory"])
+        blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
+        _cpu_limit(trajectory, limits)
+        freeze.install_for(trajectory)
+        execute(trajectory, partial(write_frame, fd), limits)
 
 
 _ZYGOTE: list[Any] = []  # [pid, command fd, socket] of the spare zygote (empty: no spares)
@@ -287,7 +281,8 @@ def _zygote(commands: int, sock: socket.socket) -> None:
             if spare == 0:
                 os.close(rfd)
                 os.close(req_w)
-                _prepared_child(wfd, req_r, msg["temp_dir"], limits_from_wire(msg["limits"]), dir_fd)
+                limits = limits_from_wire(msg["limits"])
+                _exit_after(wfd, partial(_prepared_child, wfd, req_r, msg["temp_dir"], limits, dir_fd))
             os.close(dir_fd)
             os.close(wfd)
             os.close(req_r)
@@ -598,7 +593,9 @@ def _start_child(
         os.close(rfd)
         if requests is not None:
             os.close(requests)
-        _child(wfd, trajectory, limits, progress.start, frozenset(progress.skip), temp_dir, req_r)
+        _exit_after(
+            wfd, partial(_child, wfd, trajectory, limits, progress.start, frozenset(progress.skip), temp_dir, req_r)
+        )
     os.close(wfd)
     if req_r is not None:
         os.close(req_r)
@@ -807,13 +804,11 @@ def main() -> None:
     args = sys.argv[1:]  # from the parent (isolation.worker_command): --private-tmp, --preload SOURCE
     only = args[args.index("--preload") + 1] if "--preload" in args[:-1] else None  # an instance: only its source
     source = registry.SOURCES.find(only) if only else None
-    if source is not None:
-        try:
-            source.preload()
-        except Exception:
-            pass
-    else:
+    if source is None:
         registry.preload_all()
+    else:
+        with contextlib.suppress(Exception):  # the child's own import then names what fails
+            source.preload()
     _preload_stdlib()
     seccomp.prepare()
     confinement = landlock.prepare()
