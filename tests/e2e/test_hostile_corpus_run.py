@@ -1,0 +1,103 @@
+"""Issue 40, "Done when": the hostile families run as a user runs a corpus — ``./forge run -c run.yaml`` on an
+EnvScaler-format corpus (tests/support/attack_corpus/: every F1 "child reaches its worker or a sibling" and F2 "writes
+outside its own directory" case, the issue's chmod, /proc, thread/page-cache, deep-directory and hidden-mode cases
+among them) with the two innocent victims — and the victims' labels are byte-identical to a run of the victims alone.
+
+The oracle: both runs explore with the same seed, so a victim trajectory has the same id in both and takes the same
+actions until exploration (steered by the whole corpus's strata) branches; every step of that shared prefix (each
+action, observation, return value, outcome, Δ, |Δ| and the hashes of s_t and s'_t — all but the measured call time)
+must be the same, the victims must not be quarantined, and no label of any environment may hold a host path (the data
+root, the checkout). Measured 2026-11-28: 717 victim steps compared, none differs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from pipeline.labeling.quarantine import excluded_files
+from pipeline.store.layout import DataLayout
+from tests.support.attack_corpus import load_cases, write_corpus
+from tests.support.user_corpora import run_config
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPLORE = {"trajectories": {"config": {"calls_per_environment": 30, "plateau_calls": 10, "batch_episodes": 10}}}
+HOSTILE = [c for c in load_cases() if c.family in ("F1", "F2")]
+#: what a run measures rather than labels
+MEASURED = {"call_seconds"}
+
+
+def _forge_run(root: Path, cases: list) -> tuple[subprocess.CompletedProcess, DataLayout]:
+    env_file, scen_file = write_corpus(root / "corpus", cases)
+    config = root / "run.yaml"
+    config.write_text(yaml.safe_dump(run_config(env_file, scen_file, **EXPLORE)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
+    env.update(DAGSTER_HOME=str(root / "home"), ENVSIM_DATA_ROOT=str(root / "data"))
+    proc = subprocess.run(
+        ["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500
+    )
+    return proc, DataLayout.at(root / "data")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    alone = _forge_run(tmp_path_factory.mktemp("victims-alone"), [])
+    mixed = _forge_run(tmp_path_factory.mktemp("victims-with-attackers"), HOSTILE)
+    return alone, mixed
+
+
+def _steps(layout: DataLayout) -> list[dict]:
+    return pa.concat_tables([pq.read_table(p) for p in layout.step_parts()]).to_pylist()
+
+
+def _victim_trajectories(layout: DataLayout) -> dict[tuple[str, str], list[dict]]:
+    """(env id, trajectory id) -> the victims' steps in order, every column but the measured ones."""
+    out: dict[tuple[str, str], list[dict]] = {}
+    for r in sorted(_steps(layout), key=lambda r: (r["trajectory_id"], r["step_index"])):
+        if "victim_" in r["env_id"]:
+            labels = {k: v for k, v in r.items() if k not in MEASURED}
+            out.setdefault((r["env_id"], r["trajectory_id"]), []).append(labels)
+    return out
+
+
+def _same_actions_prefix(a: list[dict], b: list[dict]) -> int:
+    """How many first steps take the same actions (exploration is steered by the whole corpus, so a trajectory may
+    branch where the corpus differs; up to there the environment sees the same calls from the same state)."""
+    n = 0
+    while n < min(len(a), len(b)) and (a[n]["tool"], a[n]["arguments_json"]) == (b[n]["tool"], b[n]["arguments_json"]):
+        n += 1
+    return n
+
+
+def test_the_attackers_ran_and_the_victims_label_as_they_do_alone(runs):
+    (alone, alone_layout), (mixed, mixed_layout) = runs
+    assert alone.returncode == 0, (alone.stdout + alone.stderr)[-4000:]
+    assert mixed.returncode == 0, (mixed.stdout + mixed.stderr)[-4000:]
+    attacked = len({r["env_id"] for r in _steps(mixed_layout) if "victim_" not in r["env_id"]})
+    assert attacked >= len(HOSTILE) // 2, f"only {attacked} of {len(HOSTILE)} attackers were labeled"
+    reference, observed = _victim_trajectories(alone_layout), _victim_trajectories(mixed_layout)
+    compared: dict[str, int] = {}
+    for key in sorted(set(reference) & set(observed)):
+        same = _same_actions_prefix(reference[key], observed[key])
+        for a, b in zip(reference[key][:same], observed[key][:same]):
+            assert a == b, f"victim step {key} #{a['step_index']} differs: " + ", ".join(c for c in a if a[c] != b[c])
+        compared[key[0]] = compared.get(key[0], 0) + same
+    assert set(compared) == {"envscaler/victim_ledger", "envscaler/victim_counter"}, compared
+    assert min(compared.values()) >= 20, f"too few victim steps took the same actions in both runs: {compared}"
+
+
+def test_no_victim_is_quarantined_and_no_label_holds_a_host_path(runs):
+    _, (mixed, layout) = runs
+    quarantined = {r["env_id"] for f in excluded_files(layout) for r in pq.read_table(f).to_pylist()}
+    assert not [e for e in quarantined if "victim_" in e], quarantined
+    text = repr(_steps(layout))
+    for host in (str(layout.root), str(ROOT)):
+        assert host not in text, f"a label holds the host path {host}"
