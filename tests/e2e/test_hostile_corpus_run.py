@@ -1,13 +1,13 @@
 """Issue 40, "Done when": the hostile families run as a user runs a corpus — ``./forge run -c run.yaml`` on an
-EnvScaler-format corpus (tests/support/attack_corpus/: every F1 "child reaches its worker or a sibling" and F2 "writes
-outside its own directory" case, the issue's chmod, /proc, thread/page-cache, deep-directory and hidden-mode cases
+EnvScaler-format corpus (tests/support/attack_corpus/: every case of every family, F1 "child reaches its worker or a
+sibling" to F6 "poisoned names", the issue's chmod, /proc, thread/page-cache, deep-directory and hidden-mode cases
 among them) with the two innocent victims — and the victims' labels are byte-identical to a run of the victims alone.
 
 The oracle: both runs explore with the same seed, so a victim trajectory has the same id in both and takes the same
 actions until exploration (steered by the whole corpus's strata) branches; every step of that shared prefix (each
 action, observation, return value, outcome, Δ, |Δ| and the hashes of s_t and s'_t — all but the measured call time)
 must be the same, the victims must not be quarantined, and no label of any environment may hold a host path (the data
-root, the checkout). Measured 2026-11-28: 717 victim steps compared, none differs.
+root, the checkout).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPLORE = {"trajectories": {"config": {"calls_per_environment": 30, "plateau_calls": 10, "batch_episodes": 10}}}
-HOSTILE = [c for c in load_cases() if c.family in ("F1", "F2")]
+HOSTILE = load_cases()
 #: what a run measures rather than labels
 MEASURED = {"call_seconds"}
 
