@@ -28,7 +28,7 @@ from pipeline.labeling.quarantine import excluded_files
 from pipeline.store.layout import DataLayout
 from pipeline.store.trajectories import iter_trajectory_rows
 from tests.support.benign_corpus import DIR_PATTERNS, PATTERNS, write_corpus
-from tests.support.user_corpora import run_config
+from tests.support.user_corpora import forge_run, run_config
 
 pytestmark = pytest.mark.slow
 
@@ -45,14 +45,7 @@ def _env_id(name: str) -> str:
 def benign_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, DataLayout]:
     tmp = tmp_path_factory.mktemp("benign")
     env_file, scen_file = write_corpus(tmp / "corpus", {**PATTERNS, **DIR_PATTERNS})
-    config = tmp / "run.yaml"
-    config.write_text(yaml.safe_dump(run_config(env_file, scen_file, **EXPLORE)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
-    env.update(DAGSTER_HOME=str(tmp / "home"), ENVSIM_DATA_ROOT=str(tmp / "data"))
-    proc = subprocess.run(
-        ["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200
-    )
-    return proc, DataLayout.at(tmp / "data")
+    return forge_run(tmp, run_config(env_file, scen_file, **EXPLORE), timeout=1200)
 
 
 def _quarantined(layout: DataLayout) -> dict[str, str]:

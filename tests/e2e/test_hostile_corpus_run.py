@@ -24,7 +24,7 @@ import yaml
 from pipeline.labeling.quarantine import excluded_files
 from pipeline.store.layout import DataLayout
 from tests.support.attack_corpus import load_cases, write_corpus
-from tests.support.user_corpora import run_config
+from tests.support.user_corpora import forge_run, run_config
 
 pytestmark = pytest.mark.slow
 
@@ -37,14 +37,7 @@ MEASURED = {"call_seconds"}
 
 def _forge_run(root: Path, cases: list) -> tuple[subprocess.CompletedProcess, DataLayout]:
     env_file, scen_file = write_corpus(root / "corpus", cases)
-    config = root / "run.yaml"
-    config.write_text(yaml.safe_dump(run_config(env_file, scen_file, **EXPLORE)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
-    env.update(DAGSTER_HOME=str(root / "home"), ENVSIM_DATA_ROOT=str(root / "data"))
-    proc = subprocess.run(
-        ["./forge", "run", "-c", str(config)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500
-    )
-    return proc, DataLayout.at(root / "data")
+    return forge_run(root, run_config(env_file, scen_file, **EXPLORE), timeout=1500)
 
 
 @pytest.fixture(scope="module")

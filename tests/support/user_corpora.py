@@ -15,9 +15,18 @@ Three shapes, each written to disk as ``191_env_metadata.json`` + ``scenarios.js
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
 from pathlib import Path
 from typing import Any
+
+import yaml
+
+from pipeline.store.layout import DataLayout
+
+#: the checkout ``./forge`` runs in
+PROJECT = Path(__file__).resolve().parents[2]
 
 DOMAINS = [
     ("ParcelDepot", "parcel", "courier"),
@@ -785,3 +794,17 @@ def run_config(env_file: Path, scen_file: Path, **ops: Any) -> dict[str, Any]:
     if ops:
         config["ops"] = ops
     return config
+
+
+def forge_run(
+    where: Path, config: dict[str, Any], timeout: int = 1800
+) -> tuple[subprocess.CompletedProcess, DataLayout]:
+    """``./forge run -c`` with the run config ``config`` (written to ``where/run.yaml``), on a data root and a Dagster
+    home of their own under ``where``, the caller's ``ENVSIM_*`` variables left out."""
+    path = where / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
+    env.update(DAGSTER_HOME=str(where / "home"), ENVSIM_DATA_ROOT=str(where / "data"))
+    command = ["./forge", "run", "-c", str(path)]
+    proc = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=timeout)
+    return proc, DataLayout.at(where / "data")
