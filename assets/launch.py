@@ -288,6 +288,9 @@ def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
                 f"config value {error.error_data.value_rep} at {where} is not one of {', '.join(choices)}: fix "
                 "the value"
             )
+        if error.error_data.value_rep in ("True", "False") and "enabled" in _schema_keys(job, path):
+            enabled = error.error_data.value_rep.lower()
+            return f"config value {enabled} at {where} is a section: write {path[-1]}: {{enabled: {enabled}}}"
         return (
             f"config value {error.error_data.value_rep} at {where} has the wrong type "
             f"(expected {error.error_data.config_type_snap.given_name or error.error_data.config_type_snap.key}): "

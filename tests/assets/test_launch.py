@@ -169,3 +169,14 @@ def test_a_kinds_setting_written_beside_the_common_fields_names_its_section():
         "--config-json: unknown config key 'completions' under ops.simulator_eval.config.simulators.0: it belongs in "
         "its `recorded:` section: recorded: {completions: …}"
     ]
+
+
+@pytest.mark.parametrize("value", [False, True])
+def test_a_boolean_where_a_source_section_belongs_names_the_enabled_form(value):
+    """``builtin: false`` (a source switched off by a boolean) is one line naming ``{enabled: false}``."""
+    (line,) = check_launch("envsim_main", {"resources": {"sources": {"config": {"builtin": value}}}}, settings())
+    flag = str(value).lower()
+    assert line == (
+        f"run config: config value {flag} at resources.sources.config.builtin is a section: "
+        f"write builtin: {{enabled: {flag}}}"
+    )
