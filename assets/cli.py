@@ -277,12 +277,30 @@ def test(argv: list[str]) -> int:
     return _exec([sys.executable, "-m", "pytest", *argv], dict(os.environ) if _wants_help(argv) else child_env())
 
 
+def ui_parser() -> argparse.ArgumentParser:
+    """``./forge ui``'s options: the ``dg dev`` options docs/ui.md uses (``-h`` is the help here, not dg dev's host);
+    every other ``dg dev`` option is passed on as it is."""
+    parser = argparse.ArgumentParser(
+        prog="./forge ui",
+        description=(
+            "Start the Dagster UI (dg dev -w workspace.yaml) on this data root's run history until Ctrl-C or a signal "
+            "(SIGTERM, SIGINT, SIGHUP) stops it. Any other option of dg dev (dg dev --help) is passed on as it is."
+        ),
+    )
+    parser.add_argument("-p", "--port", type=int, help="the webserver's port (default 3000)")
+    parser.add_argument("--host", help="the webserver's host (default 127.0.0.1)")
+    return parser
+
+
 @command("           set up, start the Dagster UI (dg dev) on http://127.0.0.1:3000")
 def ui(argv: list[str]) -> int:
     """``./forge ui``: the Dagster UI (``dg dev`` on the project's workspace, ``assets/dev_ui.py``), on this data
     root's run history, until a signal stops it (:func:`_serve_ui`)."""
-    if _wants_help(argv):  # dg dev's own -h is the host
-        return _exec([str(BIN / "dg"), "dev", "--help"], dict(os.environ))
+    parser = ui_parser()
+    if _wants_help(argv):
+        parser.print_help()
+        return 0
+    parser.parse_known_args(argv)  # a value that does not parse (-p abc) is one usage error, exit 2
     env = child_env()
     return _serve_ui([sys.executable, "-m", "assets.dev_ui", "-w", str(ROOT / "workspace.yaml"), *argv], env)
 
