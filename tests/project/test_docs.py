@@ -6,6 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
 PATH = re.compile(r"\b((?:pipeline|assets|resources|tests|benchmarks)/[A-Za-z0-9_./-]*\.py)\b")
@@ -64,3 +66,69 @@ def test_every_forge_ui_option_the_docs_use_is_in_its_help(capsys):
     listed = set(re.findall(r"(?<![\w-])(--?[\w-]+)", helptext))
     missing = sorted(f"{doc}: ./forge ui {word}" for doc, word in used if word not in listed)
     assert not missing, "options the docs use that ./forge ui -h does not list: " + ", ".join(missing)
+
+
+def _sql_doc_objects() -> dict[str, str]:
+    """docs/sql.md's table of views and tables: name (``eval_by_*`` as its family ``eval_by``) -> its row."""
+    text = (ROOT / "docs/sql.md").read_text()
+    rows = re.findall(r"^\| `([a-z_]+)(_\*)?` \| (?:view|table) \|(.*)$", text, re.M)
+    return {name: rest for name, _, rest in rows}
+
+
+def test_the_sql_docs_list_every_declared_view_and_table_and_what_writes_it():
+    """docs/sql.md names every view and table the code declares (the tables of record, every split kind's samples
+    view, the catalog's other tables and view families) and no other, each with what writes it."""
+    from pipeline.core.axes import AXES
+    from pipeline.evaluate.results import breakdown_views
+    from pipeline.store import catalog, tables
+
+    listed = _sql_doc_objects()
+    declared = set(tables.declared()) | set(catalog.TABLES)
+    assert {"steps", "curriculum_samples", "rollout_by", "eval_by"} <= declared, "the declarations changed shape"
+    assert set(listed) == declared, (
+        f"docs/sql.md lists {sorted(set(listed) - declared)} that the code does not declare and leaves out "
+        f"{sorted(declared - set(listed))}: fix its table of views and tables"
+    )
+    no_writer = sorted(name for name, row in listed.items() if not re.search(r"`[a-z_./ -]+`[^|]*\|\s*$", row))
+    assert not no_writer, f"docs/sql.md names no asset or command that writes {no_writer}"
+    by = {name.removeprefix("eval_by_") for name in breakdown_views(AXES)}
+    assert set(re.findall(r"`(\w+)`", listed["eval_by"].split("|")[0])) == by, f"eval_by_* views: by {sorted(by)}"
+
+
+@pytest.fixture(scope="module")
+def main_and_all_assets() -> tuple[set[str], set[str]]:
+    """The assets of the main job and of the whole code location (default settings: no launcher, so no training
+    group), as ``dg list defs`` shows them."""
+    from assets.cli import MAIN_JOB
+    from assets.definitions import build_definitions
+    from pipeline.core.settings import Settings
+
+    defs = build_definitions(Settings())
+    main = {k.to_user_string() for k in defs.resolve_job_def(MAIN_JOB).asset_layer.executable_asset_keys}
+    every = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
+    return main, every
+
+
+def test_the_sql_docs_mark_default_exactly_what_the_main_job_writes(main_and_all_assets):
+    """A row of docs/sql.md marked (default) is written by assets of the main job (what ``./forge run`` builds); a
+    row not so marked by none of them."""
+    main, every = main_and_all_assets
+    wrong = []
+    for name, row in _sql_doc_objects().items():
+        writers = set(re.findall(r"`([a-z_]+)`", re.sub(r"\(job `\w+`\)", "", row.split("|")[1])))
+        assert writers <= every | {"simulator_eval_job", "sft_training"}, f"{name}: not assets: {writers - every}"
+        if ("(default)" in row) != bool(writers & main):
+            wrong.append(name)
+    assert not wrong, f"docs/sql.md marks (default) wrongly for {wrong}: main-job assets: {sorted(main)}"
+
+
+def test_the_readme_asset_table_lists_every_asset_and_the_main_jobs_without_a_job(main_and_all_assets):
+    """README.md's asset table holds every asset of the code location; those of another job name it."""
+    main, every = main_and_all_assets
+    rows = re.findall(r"^\| (`[a-z_]+`(?: / `[a-z_]+`)*)( \(job `\w+`\))? \|", (ROOT / "README.md").read_text(), re.M)
+    listed = {name: bool(job) for names, job in rows for name in re.findall(r"`([a-z_]+)`", names)}
+    assert set(listed) == every, (
+        f"README.md's asset table: {sorted(every - set(listed))} missing, {sorted(set(listed) - every)} extra"
+    )
+    wrong = sorted(name for name, other_job in listed.items() if other_job == (name in main))
+    assert not wrong, f"README.md: name the job of exactly the assets outside the main job: {wrong}"
