@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from pipeline.core.processes import end_descendants
 from pipeline.core.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -381,9 +382,10 @@ def bench_model(argv: list[str]) -> int:
         if args.check:
             _say(f"./forge bench-model --check: {found}: ready to serve")
             return 0
-        code = subprocess.run([str(ROOT / "forge"), "train-env"], stdout=subprocess.DEVNULL).returncode
-        if code:
-            return code
+        if not current.llamafactory_python:  # else the environment named is used as it is
+            code = subprocess.run([str(ROOT / "forge"), "train-env"], stdout=subprocess.DEVNULL).returncode
+            if code:
+                return code
         python, cli = find_llamafactory(current.llamafactory_python)
         result = bench_model(
             root,
@@ -618,11 +620,29 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.core.settings import SettingsError, prepare_process
 
     prepare_process()  # first, before anything imports pyarrow
+    _interrupt_on_signals()
     try:
         return found.run(args)
     except SettingsError as exc:  # an ENVSIM_* variable no command can use (./forge run names them all first)
         _say(f"./forge {name}: {exc}: fix the value or unset the variable", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # SIGINT, SIGTERM or SIGHUP: the command's finally blocks ran (its servers stopped)
+        _say(f"./forge {name}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        end_descendants()  # any process the command started and did not stop goes with it
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _interrupt_on_signals() -> None:
+    """SIGINT, SIGTERM and SIGHUP (``timeout``, a closed terminal, ``kill``) all interrupt a command as Ctrl-C does,
+    also when it was started with SIGINT ignored (in the background of a script), so its ``finally`` blocks run:
+    a model server it started is stopped. (``./forge run`` and ``./forge ui`` supervise their own processes.)"""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
 
 
 if __name__ == "__main__":
