@@ -157,20 +157,18 @@ def _raise_stopped(signum: int, _frame: object) -> None:
     raise _Stopped(signum)
 
 
-def _cancel(home: Path, holder: str, signum: int) -> str | None:
+def _cancel(instance: DagsterInstance, holder: str, signum: int) -> str | None:
     """Mark the unfinished runs of ``holder`` canceled (stopped by ``signum``) and free their pool slots; returns
     the step they were at (None: before the first)."""
-    with DagsterInstance.from_config(str(home)) as instance:
-        step = _current_step(instance, holder)
-        for record in _unfinished(instance, holder):
-            instance.report_run_canceled(
-                record.dagster_run, f"./forge run was stopped by {signal.Signals(signum).name}"
-            )
-            instance.event_log_storage.free_concurrency_slots_for_run(record.dagster_run.run_id)
+    step = _current_step(instance, holder)
+    for record in _unfinished(instance, holder):
+        name = signal.Signals(signum).name
+        instance.report_run_canceled(record.dagster_run, f"./forge run was stopped by {name}")
+        instance.event_log_storage.free_concurrency_slots_for_run(record.dagster_run.run_id)
     return step
 
 
-def _supervise(work: Callable[[], int], home: Path, holder: str) -> int:
+def _supervise(work: Callable[[], int], instance: DagsterInstance, holder: str) -> int:
     """Run ``work`` in a forked child in a process group of its own, this process only waiting for it, so that
     SIGINT, SIGTERM and SIGHUP reach this process alone and stop the run within a few seconds, wherever it is: the
     child's group is SIGKILLed (no half-handled interrupt, no traceback from it or its helpers), every process it
@@ -216,7 +214,7 @@ def _supervise(work: Callable[[], int], home: Path, holder: str) -> int:
         os.waitpid(child, 0)
         end(started, grace_s=2.0)  # what it started in sessions of their own (sandbox workers, servers)
         try:
-            step = _cancel(home, holder, stop.signum)
+            step = _cancel(instance, holder, stop.signum)
         except Exception as exc:  # the run history cannot be written: the next run reclaims these runs
             step = None
             print(f"./forge run: could not mark the run canceled ({type(exc).__name__}: {exc})", file=sys.stderr)
@@ -278,11 +276,11 @@ def launch(current: Settings, home: Path, run_config: dict) -> int:
             f"./forge run: taking over data root {root} from pid {stale.pid} (started {stale.started}), which is gone",
             flush=True,
         )
-    with DagsterInstance.from_config(str(home)) as instance:
-        for line in reclaim(instance):
-            print(f"./forge run: reclaimed {line}", flush=True)
     try:
-        return _supervise(partial(_main, current, home, run_config, holder), home, holder)
+        with DagsterInstance.from_config(str(home)) as instance:  # opened once: a stop has no time to open it
+            for line in reclaim(instance):
+                print(f"./forge run: reclaimed {line}", flush=True)
+            return _supervise(partial(_main, current, home, run_config, holder), instance, holder)
     finally:
         root_lock.release(fd, root)
 
