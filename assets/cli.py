@@ -620,7 +620,6 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.core.settings import SettingsError, prepare_process
 
     prepare_process()  # first, before anything imports pyarrow
-    _interrupt_on_signals()
     try:
         return found.run(args)
     except SettingsError as exc:  # an ENVSIM_* variable no command can use (./forge run names them all first)
@@ -629,27 +628,30 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # SIGINT, SIGTERM or SIGHUP: the command's finally blocks ran (its servers stopped)
         _say(f"./forge {name}: interrupted", file=sys.stderr)
         return 130
-    finally:
-        end_descendants()  # any process the command started and did not stop goes with it
 
 
 def _raise_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _interrupt_on_signals() -> None:
-    """SIGINT, SIGTERM and SIGHUP (``timeout``, a closed terminal, ``kill``) all interrupt a command as Ctrl-C does,
-    also when it was started with SIGINT ignored (in the background of a script), so its ``finally`` blocks run:
-    a model server it started is stopped. (``./forge run`` and ``./forge ui`` supervise their own processes.)"""
+def interrupt_on_signals() -> None:
+    """The ``./forge`` process's set-up: SIGINT, SIGTERM and SIGHUP (``timeout``, a closed terminal, ``kill``) all
+    interrupt a command as Ctrl-C does, also when it was started with SIGINT ignored (in the background of a
+    script), so its ``finally`` blocks run: a model server it started is stopped. (``./forge run`` and ``./forge ui``
+    supervise their own processes.)"""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_interrupt)
 
 
 if __name__ == "__main__":
+    from assets.cli import interrupt_on_signals
     from assets.cli import main as forge  # the module plugins import (its Command, its COMMANDS), not this copy
 
+    interrupt_on_signals()
     try:
         sys.exit(forge())
     except BrokenPipeError:  # the reader went away (./forge --help | head): no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    finally:
+        end_descendants()  # any process the command started and did not stop goes with it
