@@ -146,19 +146,6 @@ def tiny(tmp_path_factory) -> tuple[list[str], Path]:
     return args, where / "reference"
 
 
-@pytest.mark.timeout(3600)
-def test_a_user_corpus_killed_at_every_point_resumes_to_the_bytes_of_an_uninterrupted_run(tiny, tmp_path, capsys):
-    args, reference = tiny
-    root = tmp_path / "killed"
-    tried = kill_chain(root, args, BOUNDARIES, INSIDE) + stop_chain(root, args)
-    resumed = forge(root, args)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "reclaimed" not in resumed.stdout  # the stops left nothing to reclaim
-    assert product_bytes(root) == product_bytes(reference)
-    with capsys.disabled():
-        print(f"\nkill points tried on a user corpus: {tried}")
-
-
 def _bench_model(root: Path, tmp_path: Path, kill: str, seconds: int) -> tuple[subprocess.CompletedProcess, list[int]]:
     """``timeout -s KILL SECONDS ./forge bench-model`` on ``root``'s benchmark with a stand-in LLaMA-Factory whose
     ``api`` server never gets ready; returns the command and the server's process ids (none: not started in
@@ -203,19 +190,6 @@ def test_a_model_server_goes_with_its_command(tiny, tmp_path, kill):
         end(pids[1:])
 
 
-@pytest.mark.timeout(2400)
-def test_the_default_run_killed_inside_collection_and_at_a_boundary_resumes_to_the_same_bytes(tmp_path, capsys):
-    reference = forge(tmp_path / "reference", ["run"])
-    assert reference.returncode == 0, reference.stderr[-3000:]
-    root = tmp_path / "killed"
-    tried = kill_chain(root, ["run"], ["labeled_steps"], [("trajectories", 5.0), ("sft_dataset", 3.0)])
-    resumed = forge(root, ["run"])
-    _assert_reclaimed(resumed, "the run after the kills")
-    assert product_bytes(root) == product_bytes(tmp_path / "reference")
-    with capsys.disabled():
-        print(f"\nkill points tried on the default data: {tried}")
-
-
 def test_one_writer_per_data_root(tmp_path):
     """A live holder: a second ``./forge run`` exits 2 naming it; ``./forge sql`` on a DuckDB file held for writing
     says to wait (never DuckDB's raw lock error); a holder that is gone is taken over with one line."""
@@ -248,3 +222,29 @@ def test_one_writer_per_data_root(tmp_path):
     finally:
         root_lock.release(fd, root)
     assert root_lock.read_holder(root) is None
+
+
+@pytest.mark.timeout(3600)
+def test_a_user_corpus_killed_at_every_point_resumes_to_the_bytes_of_an_uninterrupted_run(tiny, tmp_path, capsys):
+    args, reference = tiny
+    root = tmp_path / "killed"
+    tried = kill_chain(root, args, BOUNDARIES, INSIDE) + stop_chain(root, args)
+    resumed = forge(root, args)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "reclaimed" not in resumed.stdout  # the stops left nothing to reclaim
+    assert product_bytes(root) == product_bytes(reference)
+    with capsys.disabled():
+        print(f"\nkill points tried on a user corpus: {tried}")
+
+
+@pytest.mark.timeout(2400)
+def test_the_default_run_killed_inside_collection_and_at_a_boundary_resumes_to_the_same_bytes(tmp_path, capsys):
+    reference = forge(tmp_path / "reference", ["run"])
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    root = tmp_path / "killed"
+    tried = kill_chain(root, ["run"], ["labeled_steps"], [("trajectories", 5.0), ("sft_dataset", 3.0)])
+    resumed = forge(root, ["run"])
+    _assert_reclaimed(resumed, "the run after the kills")
+    assert product_bytes(root) == product_bytes(tmp_path / "reference")
+    with capsys.disabled():
+        print(f"\nkill points tried on the default data: {tried}")
