@@ -74,7 +74,7 @@ def reconstruct_job(settings_json: str, name: str) -> JobDefinition:
 #: the run tag naming the ``./forge run`` process that runs a run (:attr:`pipeline.core.root_lock.Holder.tag`): the
 #: next ``./forge run`` on the data root reclaims a run whose process is gone (:func:`reclaim`)
 LAUNCHER_TAG = "envsim/launcher"
-#: the signals that stop ``./forge run`` (:func:`stop_on_signals`)
+#: the signals that stop ``./forge run`` (:func:`_supervise`)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: fault injection for the kill tests: ``STEP:start|end:SIGNAL[:DELAY_S]`` sends ``./forge run`` SIGNAL (a name such as
 #: KILL or INT) DELAY_S seconds after STEP started or ended (:func:`_inject_fault`)
@@ -178,6 +178,7 @@ def _supervise(work: Callable[[], int], instance: DagsterInstance, holder: str) 
     sys.stdout.flush()
     sys.stderr.flush()
     previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
+    parent = os.getpid()
     child = os.fork()
     if child == 0:  # the run: it does not see the stop signals (its own process group), only its parent's end
         code = 1
@@ -186,7 +187,7 @@ def _supervise(work: Callable[[], int], instance: DagsterInstance, holder: str) 
             die_with_parent(signal.SIGKILL)
             for sig in STOP_SIGNALS:
                 signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
-            if os.getppid() == 1:  # the parent died before the death signal was set
+            if os.getppid() != parent:  # the parent died before the death signal was set
                 os._exit(code)
             code = work()
         except BaseException:  # the child's last words, then its status
