@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from pipeline.core.processes import end_descendants
 from pipeline.core.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -399,9 +400,10 @@ def bench_model(argv: list[str]) -> int:
         if args.check:
             _say(f"./forge bench-model --check: {found}: ready to serve")
             return 0
-        code = subprocess.run([str(ROOT / "forge"), "train-env"], stdout=subprocess.DEVNULL).returncode
-        if code:
-            return code
+        if not current.llamafactory_python:  # else the environment named is used as it is
+            code = subprocess.run([str(ROOT / "forge"), "train-env"], stdout=subprocess.DEVNULL).returncode
+            if code:
+                return code
         python, cli = find_llamafactory(current.llamafactory_python)
         result = bench_model(
             root,
@@ -641,13 +643,33 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:  # an ENVSIM_* variable no command can use (./forge run names them all first)
         _say(f"./forge {name}: {exc}: fix the value or unset the variable", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # SIGINT, SIGTERM or SIGHUP: the command's finally blocks ran (its servers stopped)
+        _say(f"./forge {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def interrupt_on_signals() -> None:
+    """The ``./forge`` process's set-up: SIGINT, SIGTERM and SIGHUP (``timeout``, a closed terminal, ``kill``) all
+    interrupt a command as Ctrl-C does, also when it was started with SIGINT ignored (in the background of a
+    script), so its ``finally`` blocks run: a model server it started is stopped. (``./forge run`` and ``./forge ui``
+    supervise their own processes.)"""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
 
 
 if __name__ == "__main__":
+    from assets.cli import interrupt_on_signals
     from assets.cli import main as forge  # the module plugins import (its Command, its COMMANDS), not this copy
 
+    interrupt_on_signals()
     try:
         sys.exit(forge())
     except BrokenPipeError:  # the reader went away (./forge --help | head): no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    finally:
+        end_descendants()  # any process the command started and did not stop goes with it

@@ -10,10 +10,14 @@ prepare_process()  # first, before anything imports pyarrow
 
 import json  # noqa: E402
 import multiprocessing  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from contextlib import suppress  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -38,6 +42,8 @@ from assets.automation import seed_config  # noqa: E402
 from assets.cli import MAIN_JOB  # noqa: E402
 from assets.summary import report_failed_checks, summary  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
+from pipeline.core import root_lock  # noqa: E402
+from pipeline.core.processes import descendants, die_with_parent, end  # noqa: E402
 from pipeline.core.settings import Settings  # noqa: E402
 from pipeline.envs.partitions import partition_keys  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
@@ -65,34 +71,241 @@ def reconstruct_job(settings_json: str, name: str) -> JobDefinition:
     return definitions(Settings.model_validate_json(settings_json)).resolve_job_def(name)
 
 
-def _execute(current: Settings, home: Path, job_name: str, run_config: dict, **options) -> int:
-    """Run ``job_name`` of ``current``'s definitions with ``run_config`` on the run history ``home``; 0 when it
-    succeeded, else 1 (its failed steps are in its event log)."""
+#: the run tag naming the ``./forge run`` process that runs a run (:attr:`pipeline.core.root_lock.Holder.tag`): the
+#: next ``./forge run`` on the data root reclaims a run whose process is gone (:func:`reclaim`)
+LAUNCHER_TAG = "envsim/launcher"
+#: the signals that stop ``./forge run`` (:func:`_supervise`)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: fault injection for the kill tests: ``STEP:start|end:SIGNAL[:DELAY_S]`` sends ``./forge run`` SIGNAL (a name such as
+#: KILL or INT) DELAY_S seconds after STEP started or ended (:func:`_inject_fault`)
+FAULT_VARIABLE = "FORGE_FAULT"
+
+
+def _execute(current: Settings, home: Path, job_name: str, run_config: dict, holder: str, **options) -> int:
+    """Run ``job_name`` of ``current``'s definitions with ``run_config`` on the run history ``home``, tagged with the
+    launching process ``holder`` (:data:`LAUNCHER_TAG`); 0 when it succeeded, else 1 (its failed steps are in its
+    event log)."""
     recon = build_reconstructable_job(__name__, "reconstruct_job", (current.model_dump_json(), job_name))
+    tags = {**options.pop("tags", {}), LAUNCHER_TAG: holder}
     with DagsterInstance.from_config(str(home)) as instance:
-        return 0 if execute_job(recon, instance, run_config=run_config, **options).success else 1
+        return 0 if execute_job(recon, instance, run_config=run_config, tags=tags, **options).success else 1
 
 
-def _partition(current: Settings, home: Path, key: str) -> int:
+def _partition(current: Settings, home: Path, holder: str, key: str) -> int:
     """One partition of ``collect_and_label``, in a process of its own (:func:`launch`)."""
-    return _execute(current, home, "collect_and_label", {}, tags={"dagster/partition": key})
+    return _execute(current, home, "collect_and_label", {}, holder, tags={"dagster/partition": key})
+
+
+def _unfinished(instance: DagsterInstance, holder: str | None = None) -> list:
+    """The run records not finished (queued, starting, started, canceling), of the launcher ``holder`` only when
+    given."""
+    statuses = [
+        DagsterRunStatus.NOT_STARTED,
+        DagsterRunStatus.QUEUED,
+        DagsterRunStatus.STARTING,
+        DagsterRunStatus.STARTED,
+        DagsterRunStatus.CANCELING,
+    ]
+    tags = {LAUNCHER_TAG: holder} if holder else None
+    return list(instance.get_run_records(RunsFilter(statuses=statuses, tags=tags)))
+
+
+def reclaim(instance: DagsterInstance) -> list[str]:
+    """Free what runs whose process is gone still hold, before this launch: a run launched by a ``./forge run`` that
+    is gone (killed, its machine stopped) is marked failed (``report_run_failed``) and its pool slots freed
+    (``free_concurrency_slots_for_run``); so are the slots a finished run still holds (what the daemon's run
+    monitoring does after ``free_slots_after_run_end_seconds``, for runs with no daemon). Runs launched from the
+    UI are its daemon's (``run_monitoring`` in dagster.yaml). One line per run reclaimed."""
+    lines = []
+    for record in _unfinished(instance):
+        run = record.dagster_run
+        parsed = root_lock.parse_tag(run.tags.get(LAUNCHER_TAG, ""))
+        if parsed is None or root_lock.process_alive(*parsed):
+            continue
+        instance.report_run_failed(
+            run, f"the ./forge run process that ran this run (pid {parsed[0]}) is gone: the run is reclaimed"
+        )
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        lines.append(f"run {run.run_id[:8]} of {run.job_name} (pid {parsed[0]}, gone): marked failed, slots freed")
+    if instance.event_log_storage.supports_global_concurrency_limits:
+        for run_id in instance.event_log_storage.get_concurrency_run_ids():
+            run = instance.get_run_by_id(run_id)
+            if run is None or run.is_finished:
+                instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+    return lines
+
+
+def _current_step(instance: DagsterInstance, holder: str) -> str | None:
+    """The step the unfinished runs of ``holder`` are in: those in progress, else the one started last."""
+    stats = [s for r in _unfinished(instance, holder) for s in instance.get_run_step_stats(r.dagster_run.run_id)]
+    running = sorted(s.step_key for s in stats if s.start_time and not s.end_time)
+    if running:
+        return ", ".join(running)
+    started = sorted((s for s in stats if s.start_time), key=lambda s: s.start_time)
+    return started[-1].step_key if started else None
+
+
+class _Stopped(Exception):
+    """A stop signal reached the supervising ``./forge run`` (:func:`_supervise`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def _cancel(instance: DagsterInstance, holder: str, signum: int) -> str | None:
+    """Mark the unfinished runs of ``holder`` canceled (stopped by ``signum``) and free their pool slots; returns
+    the step they were at (None: before the first)."""
+    step = _current_step(instance, holder)
+    for record in _unfinished(instance, holder):
+        name = signal.Signals(signum).name
+        instance.report_run_canceled(record.dagster_run, f"./forge run was stopped by {name}")
+        instance.event_log_storage.free_concurrency_slots_for_run(record.dagster_run.run_id)
+    return step
+
+
+def _supervise(work: Callable[[], int], instance: DagsterInstance, holder: str) -> int:
+    """Run ``work`` in a forked child in a process group of its own, this process only waiting for it, so that
+    SIGINT, SIGTERM and SIGHUP reach this process alone and stop the run within a few seconds, wherever it is: the
+    child's group is SIGKILLed (no half-handled interrupt, no traceback from it or its helpers), every process it
+    started is ended, its runs are marked canceled with their pool slots freed (:func:`_cancel`), and one line names
+    the step (exit 128 + the signal). The child gets SIGKILL when this process dies (``PR_SET_PDEATHSIG``), so a
+    SIGKILL here ends it too; the next run then reclaims its runs (:func:`reclaim`). Returns ``work``'s status."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:  # the run: it does not see the stop signals (its own process group), only its parent's end
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            die_with_parent(signal.SIGKILL)
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+            if os.getppid() != parent:  # the parent died before the death signal was set
+                os._exit(code)
+            code = work()
+        except BaseException:  # the child's last words, then its status
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    try:
+        os.setpgid(child, child)
+    except (ProcessLookupError, PermissionError):  # the child did it first (or ended)
+        pass
+    try:
+        _, status = os.waitpid(child, 0)
+        return os.waitstatus_to_exitcode(status)
+    except _Stopped as stop:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)  # stopping once is enough
+        sys.stdout.flush()
+        started = descendants(os.getpid())  # before the run ends: then its own children are no longer ours
+        with suppress(ProcessLookupError):
+            os.killpg(child, signal.SIGKILL)  # the run's group at once: SIGKILL, so it says nothing
+        os.waitpid(child, 0)
+        end(started, grace_s=2.0)  # what it started in sessions of their own (sandbox workers, servers)
+        try:
+            step = _cancel(instance, holder, stop.signum)
+        except Exception as exc:  # the run history cannot be written: the next run reclaims these runs
+            step = None
+            print(f"./forge run: could not mark the run canceled ({type(exc).__name__}: {exc})", file=sys.stderr)
+        where = f"at step {step}" if step else "before its first step"
+        print(f"./forge run: interrupted {where}; run it again to resume", file=sys.stderr, flush=True)
+        return 128 + stop.signum
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _inject_fault(home: Path, holder: str, spec: str) -> None:
+    """Send this process a signal at a named point of its run (:data:`FAULT_VARIABLE`'s ``spec``): the run's event
+    log is read every 20 ms until ``STEP`` starts (``start``) or succeeds (``end``)."""
+    step, edge, name, *delay = spec.split(":")
+    wanted = DagsterEventType.STEP_START if edge == "start" else DagsterEventType.STEP_SUCCESS
+    with DagsterInstance.from_config(str(home)) as instance:
+        while True:
+            runs = [r.dagster_run.run_id for r in _unfinished(instance, holder)]
+            if any(
+                e.dagster_event and e.dagster_event.step_key == step for r in runs for e in instance.all_logs(r, wanted)
+            ):
+                break
+            time.sleep(0.02)
+    time.sleep(float(delay[0]) if delay else 0.0)
+    os.kill(os.getppid(), signal.Signals[f"SIG{name.upper()}"])  # the ./forge run process (:func:`_supervise`)
+
+
+def in_use(root: Path, home: Path, holder: root_lock.Holder | None) -> str:
+    """The line a second ``./forge run`` on a data root in use says."""
+    if holder is None:
+        return f"data root {root} is in use by another ./forge run; wait, or use another ENVSIM_DATA_ROOT"
+    runs = []
+    if home.is_dir():
+        with DagsterInstance.from_config(str(home)) as instance:
+            runs = [r.dagster_run.run_id for r in _unfinished(instance, holder.tag)]
+    which = f"run {runs[0]}" if runs else "a run starting"
+    return (
+        f"data root {root} is in use by {which} (pid {holder.pid}, started {holder.started}); wait, or use "
+        "another ENVSIM_DATA_ROOT"
+    )
 
 
 def launch(current: Settings, home: Path, run_config: dict) -> int:
-    """``./forge run`` after its checks: ``envsim_main`` with ``run_config`` (with ``shards``, first the catalog
-    and every partition of collection + labeling as its own run, ``parallel_runs`` processes side by side), then
+    """``./forge run`` after its checks: the data root taken for this process alone (exit 2 when another holds it,
+    :mod:`pipeline.core.root_lock`), what dead runs hold reclaimed (:func:`reclaim`), then ``envsim_main`` with
+    ``run_config`` (with ``shards``, first the catalog and every partition of collection + labeling as its own run,
+    ``parallel_runs`` processes side by side), stopped by a signal with one line (:func:`_supervise`), then
     :func:`report` on this run only. Returns the exit status."""
+    root = current.data_root
+    try:
+        fd, stale = root_lock.acquire(root)
+    except root_lock.RootInUse as exc:
+        print(f"./forge run: {in_use(root, home, exc.holder)}", file=sys.stderr, flush=True)
+        return 2
+    holder = root_lock.Holder.me().tag
+    if stale is not None:
+        print(
+            f"./forge run: taking over data root {root} from pid {stale.pid} (started {stale.started}), which is gone",
+            flush=True,
+        )
+    try:
+        with DagsterInstance.from_config(str(home)) as instance:  # opened once: a stop has no time to open it
+            for line in reclaim(instance):
+                print(f"./forge run: reclaimed {line}", flush=True)
+            return _supervise(partial(_main, current, home, run_config, holder), instance, holder)
+    finally:
+        root_lock.release(fd, root)
+
+
+def _main(current: Settings, home: Path, run_config: dict, holder: str) -> int:
+    """The runs of one ``./forge run`` (:func:`launch`) and their report."""
+    if os.environ.get(FAULT_VARIABLE):
+        fault = (home, holder, os.environ[FAULT_VARIABLE])
+        threading.Thread(target=_inject_fault, args=fault, name="forge-run-fault", daemon=True).start()
     status = 0
     if current.shards:  # partitioned (docs/scale-out.md): the catalog, then each partition's trajectories -> steps
-        status = _execute(current, home, MAIN_JOB, {}, asset_selection=[AssetKey("environment_catalog")])
+        status = _execute(current, home, MAIN_JOB, {}, holder, asset_selection=[AssetKey("environment_catalog")])
         if status:
             return status
         spawn = multiprocessing.get_context("spawn")  # a fresh interpreter per worker: no forked DuckDB/Arrow threads
         workers = current.parallel_runs or multiprocessing.cpu_count()
-        with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
-            status = max(pool.map(partial(_partition, current, home), partition_keys(current.shards)), default=0)
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=spawn, initializer=die_with_parent, initargs=(signal.SIGKILL,)
+        ) as pool:
+            status = max(
+                pool.map(partial(_partition, current, home, holder), partition_keys(current.shards)), default=0
+            )
     started = time.time_ns()
-    status = _execute(current, home, MAIN_JOB, run_config) or status
+    status = _execute(current, home, MAIN_JOB, run_config, holder) or status
     print(f"{MAIN_JOB}: {(time.time_ns() - started) // 1_000_000} ms wall", flush=True)
     return report(home, current.data_root, since=started // 1_000_000_000 - 1, status=status, current=current)
 

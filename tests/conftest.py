@@ -21,6 +21,7 @@ from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.steps import label
 from pipeline.store.layout import DataLayout
+from tests.support import leftovers
 from tests.support.parallel import (
     LongestFilesFirst,
     RecordDurations,
@@ -60,11 +61,17 @@ def default_layout(tmp_path_factory, sandbox):
 
 
 def pytest_configure(config):
+    leftovers.become_subreaper()
     worker_temp_dir(config.option.basetemp)
     worker_threads()
     config.pluginmanager.register(LongestFilesFirst(), "envsim-longest-files-first")
     if os.environ.get("ENVSIM_RECORD_DURATIONS"):
         config.pluginmanager.register(RecordDurations(), "envsim-record-durations")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No test leaves a process behind (tests/support/leftovers.py)."""
+    leftovers.check(session)
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -21,6 +21,7 @@ from typing import TextIO
 
 import duckdb
 
+from pipeline.core.root_lock import held_by
 from pipeline.store.duck import DUCKDB_FILE, open_data_root
 from pipeline.store.layout import default_data_root, resolve_root
 
@@ -120,6 +121,16 @@ def command(data_root: Path) -> str:
     return "./forge sql" if default else f"./forge sql --data-root {shlex.quote(str(root))}"
 
 
+def _cannot_open(database: Path, exc: duckdb.Error) -> str:
+    """Why ``database`` cannot be opened, in one line: a run writing it (DuckDB's lock: wait for the run), else
+    DuckDB's own first line."""
+    if "lock" not in str(exc).lower():
+        return f"cannot open {database}: {str(exc).splitlines()[0]}"
+    holder = held_by(database.parent)
+    who = f"./forge run (pid {holder.pid}, started {holder.started})" if holder and holder.pid else "another process"
+    return f"{database} is being written by {who}: wait until it ends, then query again"
+
+
 def main(argv: list[str], data_root: Path) -> int:
     prog = "./forge sql"
     parser = argparse.ArgumentParser(
@@ -149,7 +160,7 @@ def main(argv: list[str], data_root: Path) -> int:
     try:
         con = open_data_root(root)
     except duckdb.Error as exc:  # e.g. a run holds it open for writing
-        print(f"{prog}: cannot open {database}: {exc}", file=sys.stderr)
+        print(f"{prog}: {_cannot_open(database, exc)}", file=sys.stderr)
         return 1
     with con:
         return repl(con, database) if args.query is None else run_query(con, args.query)

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 
 from pipeline.core.fields import setting
+from pipeline.core.processes import die_with_parent
 from pipeline.core.progress import Log
 from pipeline.training.launchers import tail
 
@@ -145,6 +146,7 @@ def serve(spec: ServeSpec, workdir: Path, log: Log = print) -> Iterator[Served]:
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            preexec_fn=die_with_parent,  # a command SIGKILLed still stops its server (a SIGTERM reaches the finally)
         )
     try:
         started = time.monotonic()

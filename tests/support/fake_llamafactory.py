@@ -11,7 +11,7 @@ Hugging Face Trainer as far as the pipeline can see: it resumes from ``resume_fr
 Trainer does) and keeps ``save_total_limit`` of them, then ``all_results.json`` and the weights. Every call is
 appended to ``<output_dir>/fake_lf_calls.jsonl`` (arguments, resume point, the launch environment).
 ``FAKE_LF_STOP_AT=N`` ends the first call that reaches step N with exit 143, as a preempted or
-timed-out job ends.
+timed-out job ends. ``llamafactory-cli api CONFIG`` is a server that never gets ready (:func:`_api`).
 """
 
 from __future__ import annotations
@@ -215,8 +215,22 @@ def _train(config: Path, overrides: list[str]) -> int:
     return 0
 
 
+def _api(config: Path) -> int:
+    """``llamafactory-cli api CONFIG`` as a server still loading its model: it starts a helper process of its own
+    (as a real server's workers), records both process ids in ``FAKE_LF_API_PIDS`` (a file), and never answers."""
+    import subprocess
+    import time
+
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    Path(os.environ["FAKE_LF_API_PIDS"]).write_text(f"{os.getpid()} {helper.pid}")
+    while True:
+        time.sleep(1)
+
+
 if __name__ == "__main__":
     command, *rest = sys.argv[1:]
+    if command == "api":
+        sys.exit(_api(Path(rest[0])))
     if command != "train":
-        sys.exit(f"the stand-in llamafactory-cli knows only `train`, not {command!r}")
+        sys.exit(f"the stand-in llamafactory-cli knows only `train` and `api`, not {command!r}")
     sys.exit(_train(Path(rest[0]), rest[1:]))

@@ -1,0 +1,64 @@
+"""The processes a command started, found and ended by the command (Linux ``/proc``): :func:`descendants` (also
+those in sessions of their own, as the sandbox's workers and a model server are), :func:`end_descendants` (SIGTERM,
+then SIGKILL after a grace), and :func:`die_with_parent`, a ``preexec_fn`` so that a child started by a process that
+is then SIGKILLed gets a signal too (``PR_SET_PDEATHSIG``)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def descendants(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (depth first), read from ``/proc/<pid>/task/*/children``."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            out += [child, *descendants(child)]
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def end_descendants(grace_s: float = 3.0, pid: int | None = None) -> list[int]:
+    """End every descendant of ``pid`` (default: this process) (:func:`end`). Returns them."""
+    return end(descendants(pid or os.getpid()), grace_s)
+
+
+def end(found: list[int], grace_s: float = 3.0) -> list[int]:
+    """End the processes ``found``: SIGTERM, then SIGKILL to those still there after ``grace_s``. Returns them."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
+        living = [p for p in found if _alive(p)]
+        for p in living:
+            try:
+                os.kill(p, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + wait
+        while wait and any(_alive(p) for p in living) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return found
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """In a child before it runs its program (``subprocess.Popen(preexec_fn=...)``): the kernel sends it ``sig`` when
+    the thread that started it ends, also when that process is SIGKILLed (Linux ``PR_SET_PDEATHSIG``)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig))
+    except (OSError, AttributeError):  # not Linux: the parent's own signal handling still stops it
+        pass
