@@ -83,6 +83,8 @@ def _canon(value: Any, active: _Active, depth: int) -> Any:
 
 
 def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
+    if isinstance(value, enum.Enum):  # before str/int: a (str, Enum) member is stored as its value
+        return _canon(value.value, active, depth + 1)
     if isinstance(value, str):
         return str(value)
     if isinstance(value, bool):
@@ -91,8 +93,6 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
         return _canon(int(value), active, depth)
     if isinstance(value, float):
         return _canon(float(value), active, depth)
-    if isinstance(value, enum.Enum):
-        return _canon(value.value, active, depth + 1)
     if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
         return value.isoformat()
     if isinstance(value, Decimal):
@@ -224,21 +224,29 @@ def _canon_mapping(mapping: Any, active: _Active, depth: int) -> dict[str, Any]:
     if all(type(k) is str for k in keys):
         keys.sort()
         return {k: _canon(mapping[k], active, depth + 1) for k in keys}
-    str_keys = {k for k in keys if isinstance(k, str)}
+    str_keys = {k for k in keys if type(k) is str}
     out: dict[str, Any] = {}
     for key in keys:
-        skey = str(key) if isinstance(key, str) else _key_text(key)
-        if not isinstance(key, str) and (skey in str_keys or skey in out):
+        skey = key if type(key) is str else _key_text(key)
+        if type(key) is not str and (skey in str_keys or skey in out):
             skey = f"<{type(key).__name__}>{skey}"
         out[skey] = _canon(mapping[key], active, depth + 1)
     return {k: out[k] for k in sorted(out)}
 
 
 def _key_text(key: Any) -> str:
+    if isinstance(key, enum.Enum):  # whatever it mixes in (str, int, Flag): the key is its value
+        key = key.value
+    if isinstance(key, str):
+        return str(key)
     if isinstance(key, (_dt.datetime, _dt.date, _dt.time)):
         return key.isoformat()
     if isinstance(key, tuple):
         return json.dumps(canonicalize(list(key)), separators=(",", ":"), ensure_ascii=False)
+    if isinstance(key, bool):
+        return str(key)
+    if isinstance(key, int):
+        return str(int(key))
     return str(key)
 
 

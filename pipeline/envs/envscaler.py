@@ -556,14 +556,46 @@ def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[st
 
 @functools.lru_cache(maxsize=256)
 def _method_sources(code: str, class_name: str) -> dict[str, str]:
-    """Every method's source in the class, from one parse of the class code."""
+    """Every method's source in the class, from one parse of the class code: its decorators included, preceded by
+    the module-level definitions of the code that those decorators name (a decorator that turns a raise into an
+    answer changes what the tool answers, so ``code(a_t)`` shows it)."""
+    tree = ast.parse(code)
+    lines = code.splitlines(keepends=True)
+    defined = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name != class_name
+    }
     out: dict[str, str] = {}
-    for node in ast.parse(code).body:
+    for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    out.setdefault(item.name, textwrap.dedent(ast.get_source_segment(code, item, padded=True) or ""))
+                    helpers = [defined[n] for n in _decorator_roots(item) if n in defined]
+                    parts = [_node_text(code, lines, h) for h in helpers] + [_node_text(code, lines, item)]
+                    out.setdefault(item.name, "\n\n".join(parts))
     return out
+
+
+def _decorator_roots(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The first names of a method's decorators (``refusal_as_error``, ``is_tool`` of ``@is_tool(ToolType.READ)``),
+    in order, without repeats."""
+    names: list[str] = []
+    for dec in fn.decorator_list:
+        node = dec.func if isinstance(dec, ast.Call) else dec
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        if isinstance(node, ast.Name) and node.id not in names:
+            names.append(node.id)
+    return names
+
+
+def _node_text(code: str, lines: list[str], node: ast.stmt) -> str:
+    """A definition's source, dedented, its decorator lines included (``ast`` starts a decorated def at ``def``)."""
+    decorators = getattr(node, "decorator_list", [])
+    start = min([node.lineno, *(d.lineno for d in decorators)])
+    above = "".join(lines[start - 1 : node.lineno - 1])
+    return textwrap.dedent(above + (ast.get_source_segment(code, node, padded=True) or ""))
 
 
 def method_source(code: str, class_name: str, method: str) -> str:

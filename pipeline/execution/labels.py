@@ -21,7 +21,7 @@ from pipeline.core.canonical import MAX_DEPTH as CANONICAL_DEPTH
 from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import diff
 from pipeline.core.environment import EnvSpec
-from pipeline.core.outcome import ERROR, args_count
+from pipeline.core.outcome import ERROR, FAILURE, args_count
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
 from pipeline.store.schema import encode_delta
@@ -296,6 +296,9 @@ class TrajectoryLabels:
         env_output = _str_field(msg, "env_output", 1 << 30, optional=True)
         raw = _str_field(msg, "observation", 1 << 30)
         seconds = _seconds_field(msg)
+        refusal = self.outcome_rule.refusal(error_type, error_message) if raised else None
+        if refusal is not None:  # the corpus refuses by raising this type: a failure, shown as its runner shows it
+            raw, raised, error_type, error_message = refusal, False, None, None
         before, before_hash = self.state, self.state_hash
         if msg.get("state") is not None:
             after, after_text = _parse_canonical(msg["state"], "state")
@@ -303,9 +306,11 @@ class TrajectoryLabels:
         else:
             after, after_hash = before, before_hash
         value, parsed_json = None, None
-        if not raised and msg.get("value") is not None:
+        if refusal is not None:  # the refusal text is what the call answered
+            value, parsed_json = refusal, canonical_json(refusal)
+        elif not raised and msg.get("value") is not None:
             value, parsed_json = _parse_canonical(msg["value"], "value")
-        truncated = len(raw) > self.max_chars or (not raised and msg.get("value") is None)
+        truncated = len(raw) > self.max_chars or (not raised and parsed_json is None)
         raw = raw[: self.max_chars]
         if parsed_json is not None and len(parsed_json) > self.max_chars:
             parsed_json, truncated = None, True
@@ -326,7 +331,7 @@ class TrajectoryLabels:
                 "raw_observation": raw,
                 "observation_json": parsed_json,
                 "observation_truncated": truncated,
-                "outcome": self.outcome_rule(tool, raised, value),
+                "outcome": FAILURE if refusal is not None else self.outcome_rule(tool, raised, value),
                 "outcome_rule": self.outcome_rule.id,
                 "error_type": _text(error_type, 200) if raised else None,
                 "error_message": _text(error_message, self.max_chars) if raised else None,
