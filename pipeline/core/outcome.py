@@ -266,7 +266,7 @@ class RaiseRule:
 def raises_rule_hint(error_type: str) -> str:
     """The one-line fix for a tool that refuses by raising ``error_type``: the rule that labels it failure."""
     return (
-        f'if {error_type} is how the corpus refuses, declare outcome_rule: {{raises: [{{type: {error_type}, '
+        f"if {error_type} is how the corpus refuses, declare outcome_rule: {{raises: [{{type: {error_type}, "
         f'observation: "{DEFAULT_RAISE_OBSERVATION}"}}]}} in its source config (docs/environments.md#outcome-rule)'
     )
 
@@ -367,8 +367,10 @@ def _raise_rules(raw: Any, where: str) -> tuple[RaiseRule, ...]:
                 raise _unknown(here, k, _RAISE_KEYS, "a raise rule has type and observation")
         types = item.get("type")
         types = [types] if isinstance(types, str) else types
-        if not isinstance(types, (list, tuple)) or not types or not all(
-            isinstance(t, str) and t.isidentifier() for t in types
+        if (
+            not isinstance(types, (list, tuple))
+            or not types
+            or not all(isinstance(t, str) and t.isidentifier() for t in types)
         ):
             raise OutcomeRuleError(f"{here}.type: an exception type's name (ValueError) or a list of them")
         observation = item.get("observation", DEFAULT_RAISE_OBSERVATION)
