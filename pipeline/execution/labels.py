@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.core import bounds
 from pipeline.core.canonical import MAX_DEPTH as CANONICAL_DEPTH
-from pipeline.core.canonical import canonical_json, canonicalize, text_hash
+from pipeline.core.canonical import canonical_json, canonicalize, state_hash, stored_json
 from pipeline.core.delta import diff
 from pipeline.core.environment import EnvSpec
 from pipeline.core.outcome import ERROR, FAILURE, args_count
@@ -50,13 +50,14 @@ def _reject_constant(name: str) -> Any:
 
 
 def _parse_canonical(text: Any, what: str) -> tuple[Any, str]:
-    """(value, canonical text) of a JSON text from inside, re-canonicalised here.
+    """(value, canonical text in the value's own key order: :func:`~pipeline.core.canonical.stored_json`) of a JSON
+    text from inside, re-canonicalised here (its hash is :func:`~pipeline.core.canonical.state_hash` of the value).
 
     Bounded on every path: ``NaN``/``Infinity`` are refused, so is a text nested deeper than
     :data:`MAX_STATE_DEPTH` (checked before anything recurses into it) or holding a lone surrogate.
     Fast path: a text that re-serialises to itself, with no number long enough to be beyond 2**53, is
     canonical already (sorted keys, compact), so the Python-level walk of ``canonicalize`` is skipped;
-    any other text is canonicalised."""
+    any other text is canonicalised. A text with its keys sorted (a return value) stays sorted."""
     if not isinstance(text, str):
         raise UntrustedData(f"frame field {what!r} is not a JSON text")
     if bounds.json_too_deep(text, MAX_STATE_DEPTH):
@@ -64,12 +65,12 @@ def _parse_canonical(text: Any, what: str) -> tuple[Any, str]:
     try:
         value = json.loads(text, parse_constant=_reject_constant)
         try:
-            again = canonical_json(value)
+            again = stored_json(value)
         except ValueError:  # a float literal beyond the double range (1e999) parses as inf
             again = None
         if again != text or _LONG_DIGITS.search(text):
             value = canonicalize(value)
-            again = canonical_json(value)
+            again = stored_json(value)
         again.encode("utf-8")
     except UnicodeEncodeError:
         raise UntrustedData(f"frame field {what!r} holds a lone surrogate (not UTF-8)") from None
@@ -229,13 +230,12 @@ class TrajectoryLabels:
         if self.state_hash is not None:
             raise UntrustedData("a second initial state")
         self.state, text = _parse_canonical(msg.get("state"), "state")
-        self.state_hash = text_hash(text)
+        self.state_hash = state_hash(self.state)
         self.result["init"] = {"kind": "init", "state_json": text, "state_hash": self.state_hash}
 
     def _resumed(self, msg: dict[str, Any]) -> None:
         index = _int_field(msg, "step_index", MAX_STEP_INDEX, optional=True)
-        _, text = _parse_canonical(msg.get("state"), "state")
-        rebuilt = text_hash(text)
+        rebuilt = state_hash(_parse_canonical(msg.get("state"), "state")[0])
         if rebuilt != self.state_hash:
             self.result["issues"].append(
                 f"trajectory truncated: resume_mismatch: rebuilt state before step {index} "
@@ -301,8 +301,8 @@ class TrajectoryLabels:
             raw, raised, error_type, error_message = refusal, False, None, None
         before, before_hash = self.state, self.state_hash
         if msg.get("state") is not None:
-            after, after_text = _parse_canonical(msg["state"], "state")
-            after_hash = text_hash(after_text)
+            after = _parse_canonical(msg["state"], "state")[0]
+            after_hash = state_hash(after)
         else:
             after, after_hash = before, before_hash
         value, parsed_json = None, None

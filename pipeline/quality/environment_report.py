@@ -63,6 +63,7 @@ _DECLARES = re.compile(r"tool '([^']+)' declares parameter\(s\) \[([^\]]*)\]")
 _OMITS = re.compile(r"tool '([^']+)' omits required parameter\(s\) \[([^\]]*)\]")
 _TOOL = re.compile(r"tool '([^']+)'")
 _QUOTED = re.compile(r"'([^']+)'")
+_LAST_QUOTED = re.compile(r"'[^']*'$")  # "'dict' object has no attribute 'device'": the attribute
 
 
 @dataclass
@@ -131,8 +132,9 @@ class EnvRow:
     max_state_bytes: int = 0
     not_loaded: str | None = None
     problems: list[str] = field(default_factory=list)
-    #: its error steps per (exception type, message)
+    #: its error steps per (exception type, message with the last quoted name generalised), and an example message
     error_kinds: Counter = field(default_factory=Counter)
+    error_examples: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def error_share(self) -> float:
@@ -332,7 +334,9 @@ def environment_report(
                 [parts],
             ).fetchall():
                 t = tool(env_id, name)
-                env(env_id).error_kinds[(str(etype), str(message or ""))] += int(n)
+                kind = (str(etype), _LAST_QUOTED.sub("'…'", str(message or "")))
+                env(env_id).error_kinds[kind] += int(n)
+                env(env_id).error_examples.setdefault(kind, str(message or ""))
                 if t.top_exception is None:
                     if re.search(REFUSAL_WORDS, message or "", re.IGNORECASE):
                         t.refusing_raise = str(etype)
@@ -493,7 +497,8 @@ def _construction_problem(row: EnvRow) -> str | None:
     dicts where its code expects typed objects."""
     if not row.steps or not row.error_kinds:
         return None
-    (etype, message), n = row.error_kinds.most_common(1)[0]
+    kind, n = row.error_kinds.most_common(1)[0]
+    etype, message = kind[0], row.error_examples[kind]
     if etype not in CONSTRUCTION_ERRORS or n < CONSTRUCTION_SHARE * row.steps:
         return None
     if _UNEXPECTED.search(message) or _MISSING.search(message) or "positional argument" in message:
