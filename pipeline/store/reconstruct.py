@@ -42,8 +42,8 @@ def replay(
 ) -> Iterator[tuple[int, Any, Any, str, str]]:
     """Rebuild one trajectory's states from its stored initial state and Δs (``steps`` in step order).
 
-    Yields ``(i, s_t, s'_t, s_t text, s'_t text)`` (canonical JSON texts in the states' own key order) for every position ``i`` of
-    ``steps`` in ``wanted`` (None: every step), each state verified against its recorded hash; raises
+    Yields ``(i, s_t, s'_t, s_t text, s'_t text)`` (canonical JSON texts in the states' own key order) for every
+    position ``i`` of ``steps`` in ``wanted`` (None: every step), each state verified against its recorded hash; raises
     :class:`ReplayError` at the first state that does not verify or Δ that does not apply. Δs are
     applied with structure sharing (:func:`pipeline.core.delta.apply`) and texts rendered
     incrementally (:class:`~pipeline.core.canonical.CanonicalTextCache`), only for wanted steps; the

@@ -6,7 +6,6 @@ sandbox). Pydantic models hold the database; line status is a ``(str, Enum)``, p
 
 import functools
 from enum import Enum, Flag, IntEnum
-from typing import Dict, Optional
 
 from pydantic import BaseModel
 
@@ -40,18 +39,18 @@ class Line(BaseModel):
     status: LineStatus
     priority: Priority = Priority.NORMAL
     permissions: Permission = Permission.CALLS
-    apn: Optional[ApnSettings] = None
+    apn: ApnSettings | None = None
 
 
 class Device(BaseModel):
-    apps: Dict[str, bool]
+    apps: dict[str, bool]
     network_mode: str = "4g"
 
 
 class PhoneDB(BaseModel):
-    lines: Dict[str, Line]
+    lines: dict[str, Line]
     device: Device
-    status_counts: Dict[LineStatus, int] = {}
+    status_counts: dict[LineStatus, int] = {}
 
 
 def refusal_as_error(fn):
