@@ -105,9 +105,7 @@ def test_code_of_a_decorated_tool_holds_its_decorator(typed_run):
     # the decorator's answer is a failure under the default rule (an "Error: …" text), and install_app succeeds too
     con = duckdb.connect()
     outcomes = dict(
-        con.execute(
-            f"SELECT outcome, count(*) FROM {_steps(layout)} WHERE tool = 'install_app' GROUP BY 1"
-        ).fetchall()
+        con.execute(f"SELECT outcome, count(*) FROM {_steps(layout)} WHERE tool = 'install_app' GROUP BY 1").fetchall()
     )
     assert outcomes.get("success", 0) > 0 and outcomes.get("failure", 0) > 0 and "error" not in outcomes, outcomes
 
