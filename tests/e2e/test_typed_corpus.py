@@ -1,7 +1,7 @@
 """A typed corpus (tests/support/typed_corpus: pydantic database, str/int/Flag enums, tools that refuse by raising,
 a decorator that answers ``Error: <message>``, ``$defs``/``$ref`` schemas, plain objects a constructor must build)
-run as a user runs it (``./forge run -c run.yaml``, the default profile), twice over: with the corpus's declared
-``raises`` rule (prefix ``typed``) and without it (prefix ``typedraw``)."""
+run as a user runs it (``./forge run -c run.yaml``, the default profile with a call budget of its own), twice
+over: with the corpus's declared ``raises`` rule (prefix ``typed``) and without it (prefix ``typedraw``)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ from tests.support.user_corpora import forge_run
 
 pytestmark = pytest.mark.slow
 
+#: exploration's calls over both corpora (6 environments, 24 scenarios)
+CALL_BUDGET = 3_000
+
 
 @pytest.fixture(scope="module")
 def typed_run(tmp_path_factory):
@@ -30,7 +33,9 @@ def typed_run(tmp_path_factory):
         "bfcl": {"categories": []},
         "envscaler": [{**entry, "prefix": "typed", "outcome_rule": RAISES_RULE}, {**entry, "prefix": "typedraw"}],
     }
-    proc, layout = forge_run(tmp, {"resources": {"sources": {"config": sources}}})
+    # a call budget of its own: the corpus's environment code is heavy (pydantic classes made in every child)
+    ops = {"trajectories": {"config": {"call_budget": CALL_BUDGET}}}
+    proc, layout = forge_run(tmp, {"resources": {"sources": {"config": sources}}, "ops": ops})
     return proc.stdout + proc.stderr, proc.returncode, layout
 
 
