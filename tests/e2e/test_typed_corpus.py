@@ -54,7 +54,10 @@ def test_no_state_or_answer_holds_an_enum_class_name(typed_run):
     states = [s for (s,) in con.execute(f"SELECT initial_state_json FROM {_trajectories(layout)}").fetchall()]
     deltas = [str(d) for (d,) in con.execute(f"SELECT CAST(delta AS VARCHAR) FROM {_steps(layout)}").fetchall()]
     answers = [
-        o for (o,) in con.execute(f"SELECT observation_json FROM {_steps(layout)} WHERE observation_json IS NOT NULL")
+        o
+        for (o,) in con.execute(
+            f"SELECT observation_json FROM {_steps(layout)} WHERE observation_json IS NOT NULL"
+        ).fetchall()
     ]
     assert states and deltas and answers
     pattern = re.compile(rf"\b({'|'.join(ENUM_CLASSES)})\.[A-Z]")
@@ -77,14 +80,16 @@ def test_raises_are_failures_under_the_declared_rule_and_errors_without_it(typed
     assert rc == 0, out[-4000:]
     con = duckdb.connect()
     rows = con.execute(
-        f"""SELECT split_part(env_id, '/', 1), outcome, count(*), any_value(raw_observation),
+        f"""SELECT split_part(env_id, '/', 1), outcome, count(*), list(DISTINCT raw_observation),
                    count(*) FILTER (error_type IS NOT NULL)
             FROM {_steps(layout)} WHERE tool = 'port_number' GROUP BY 1, 2"""
     ).fetchall()
     by = {(prefix, outcome): (n, obs, typed) for prefix, outcome, n, obs, typed in rows}
     # with the rule: every port_number call (it always raises ValueError) is a failure shown as tau2 shows it
-    n, obs, typed = by[("typed", "failure")]
-    assert n > 0 and typed == 0 and obs == "Error: porting is not allowed while the account is under contract"
+    n, shown, typed = by[("typed", "failure")]
+    assert n > 0 and typed == 0, by
+    assert "Error: porting is not allowed while the account is under contract" in shown, shown
+    assert all(o.startswith("Error: ") and "ValueError" not in o for o in shown), shown
     assert ("typed", "error") not in by
     # without it: an error, and the quality gate says which rule would label it
     assert by[("typedraw", "error")][0] > 0 and ("typedraw", "failure") not in by
@@ -105,7 +110,8 @@ def test_code_of_a_decorated_tool_holds_its_decorator(typed_run):
     out, rc, layout = typed_run
     assert rc == 0, out[-4000:]
     rows = pq.read_table(layout.tool_code).to_pylist()
-    code = next(r["code"] for r in rows if r["owner"] == "typed/phone_lines" and r["tool"] == "install_app")
+    # one row per distinct code: both corpora's phone lines share it
+    code = next(r["code"] for r in rows if r["owner"].endswith("/phone_lines") and r["tool"] == "install_app")
     assert "@refusal_as_error\ndef install_app" in code and "def refusal_as_error(fn):" in code, code
     # the decorator's answer is a failure under the default rule (an "Error: …" text), and install_app succeeds too
     con = duckdb.connect()
