@@ -56,7 +56,7 @@ def _parse_canonical(text: Any, what: str) -> tuple[Any, str]:
     Bounded on every path: ``NaN``/``Infinity`` are refused, so is a text nested deeper than
     :data:`MAX_STATE_DEPTH` (checked before anything recurses into it) or holding a lone surrogate.
     Fast path: a text that re-serialises to itself, with no number long enough to be beyond 2**53, is
-    canonical already (sorted keys, compact), so the Python-level walk of ``canonicalize`` is skipped;
+    canonical already (compact, in its own key order), so the Python-level walk of ``canonicalize`` is skipped;
     any other text is canonicalised. A text with its keys sorted (a return value) stays sorted."""
     if not isinstance(text, str):
         raise UntrustedData(f"frame field {what!r} is not a JSON text")
