@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,7 @@ def collect(
     log: Log = lambda _m: None,
     probe_chunk: int = 256,
     progress: Mapping[str, Progress] | None = None,
+    observe: Callable[[dict[str, Any]], None] | None = None,
 ) -> CollectReport:
     """Write ``trajectories.parquet`` and ``issues.parquet`` atomically (a partition-scoped layout:
     ``part-<partition>.parquet`` and ``issues-<partition>.parquet``; an unpartitioned collection then
@@ -63,7 +64,8 @@ def collect(
 
     Trajectories whose initial state is not yet known (ground-truth replay) are reset in the
     sandbox to record it; explored ones arrive with it. ``progress`` (by trajectory strategy, e.g.
-    ``ground_truth``: the bfcl replay) counts each such trajectory once the sandbox has run it.
+    ``ground_truth``: the bfcl replay) counts each such trajectory once the sandbox has run it; ``observe`` is
+    given each labeled step of those (exploration's "seen" counts reference and replayed steps too).
     """
     report = CollectReport()
 
@@ -91,6 +93,9 @@ def collect(
                 report.issues.append(issue)
                 log(f"skipped task {issue.task_id} (reset): {issue.reason}")
                 continue
+            if observe is not None:
+                for step in result["steps"]:
+                    observe(step)
             yield accept(original, result["init"], result)
 
     def rows() -> Iterable[dict[str, Any]]:

@@ -255,6 +255,11 @@ class Coverage:
     #: the budget in force, in words, and the setting that explores longer with its value (set by :func:`explore`)
     budget_text: str = ""
     budget_setting: str = ""
+    #: whether exploration stopped with its budget spent (set by :func:`explore`)
+    spent: bool = False
+    #: the (outcome, |Δ|, argument count) of the steps that were not explored — reference and replayed calls
+    #: (:meth:`observe`): what "seen" counts beside exploration's own steps; never steers exploration
+    observed: set[tuple[str, int, int]] = field(default_factory=set)
     _version: int = field(default=0, repr=False, compare=False)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -288,6 +293,21 @@ class Coverage:
         if new:
             self.last_new = self.steps
         return new
+
+    def observe(self, step: Mapping[str, Any]) -> None:
+        """Count a step that exploration did not make (a reference or replayed call) in what has been seen."""
+        point = axis_values(step)
+        self.observed.add((point[OUTCOME.column], int(point[DELTA.column]), int(point[ARGS.column])))
+        self._version += 1
+
+    def rejudge(self) -> None:
+        """The verdicts again, with every step observed since :func:`explore` judged (:meth:`judge`)."""
+        if self.verdicts:
+            self.verdicts = self.judge(self.spent, self.budget_text, self.budget_setting)
+
+    def plateaued(self) -> bool:
+        """Whether the last ``progress_calls`` calls reached nothing new: more calls of the same search would not."""
+        return self.steps > 0 and self.steps - self.last_new >= self.settings.progress_calls
 
     def explore_envs(self, tools: Mapping[str, Iterable[str]]) -> None:
         """The environments under exploration from now on, with their tools (the judge of reachability)."""
@@ -325,6 +345,10 @@ class Coverage:
                         bounds.append(cond.lo if cond.hi is None else cond.hi)
             self._cache["horizon"] = max(bounds) + 1
         return self._cache["horizon"]
+
+    def _point_matches(self, key: str, point: tuple[str, int, int]) -> bool:
+        o, d, a = point
+        return self._matches(key, {OUTCOME.column: o, DELTA.column: d, ARGS.column: a})
 
     def _tool_reaches(self, shown: ToolShown) -> frozenset[str]:
         """The targets a plateaued tool reaches: those a step it has shown qualifies for."""
@@ -383,10 +407,16 @@ class Coverage:
                 "(every environment that reaches it has contributed)"
             )
         shown = [s for s in self.shown.values() if s.calls]
-        seen = {point for s in shown for point in s.seen}
+        seen = {point for s in shown for point in s.seen} | self.observed
         cond = dict(self._rule(key).conditions)
         delta, outcome, args = cond.get(DELTA.column), cond.get(OUTCOME.column), cond.get(ARGS.column)
-        top = max((s.max_delta for s in shown), default=0)
+        top = max([*(s.max_delta for s in shown), *(d for _, d, _ in self.observed)], default=0)
+        elsewhere = sum(1 for point in self.observed if self._point_matches(key, point))
+        if elsewhere:  # a reference or replayed step reached it: exploration did not, though the corpus can
+            return (
+                f"not reached by exploration, whose tools plateaued (reached only by reference or replayed steps), "
+                f"|Δ| seen: {_values_text((d for _, d, _ in seen), self._delta_horizon())}"
+            )
         if isinstance(delta, Range) and top < delta.lo:
             return f"unreachable, max |Δ| seen {top}"
         if isinstance(outcome, OneOf) and not any(o in outcome.values for o, _, _ in seen):
@@ -402,6 +432,9 @@ class Coverage:
           approach it has plateaued below it;
         * ``not reached within the budget (…): still finding something new: env: tool, …; raise <setting> (now
           <value>)``: the budget ran out while tools of an environment that may reach it had not plateaued;
+        * ``plateaued: the last N calls found nothing new …; never succeeded: env: tool, …; max |Δ| seen M``: the
+          budget ran out, or could not grow, while the search had stopped finding anything (:meth:`plateaued`) —
+          more calls of the same search would not help, so no setting to raise is named;
         * ``too few environments: K environments reach it, the target wants 10``.
 
         (``not reached: no scenario left to explore`` when exploration ended for want of scenarios.)"""
@@ -416,6 +449,9 @@ class Coverage:
                 continue
             if not spent:
                 out[key] = "not reached: no scenario left to explore"
+                continue
+            if self.plateaued():
+                out[key] = self._plateau_text()
                 continue
             finding = []
             for env, tools in self.tools.items():
@@ -433,6 +469,23 @@ class Coverage:
                 f"{', '.join(names[:4]) or 'none'}{more}; raise {setting}"
             )
         return out
+
+    def _plateau_text(self) -> str:
+        """What a plateaued search never reached: the tools that never succeeded, the largest |Δ| seen."""
+        never = sorted(
+            f"{env}: {tool}"
+            for env, tools in self.tools.items()
+            for tool in tools
+            if not any(o == SUCCESS for o, _, _ in getattr(self.shown.get((env, tool)), "seen", ()))
+        )
+        top = max(
+            [*(s.max_delta for s in self.shown.values() if s.calls), *(d for _, d, _ in self.observed)], default=0
+        )
+        more = f" (+{len(never) - 4} more)" if len(never) > 4 else ""
+        return (
+            f"plateaued: the last {self.steps - self.last_new:,} calls found nothing new, so more calls of the same "
+            f"search would not help; never succeeded: {', '.join(never[:4]) or 'none'}{more}; max |Δ| seen {top}"
+        )
 
     def unreachable_lines(self) -> list[str]:
         """``difficult (|Δ| 7–12): unreachable, max |Δ| seen 3`` for each unreachable target."""
@@ -612,7 +665,7 @@ def explore(
             coverage.explore_envs({env: tools for env, tools in env_tools.items() if env in left})
     short = sorted(coverage.short())
     unreachable = coverage.unreachable_lines()
-    spent = coverage.steps >= budget
+    spent = coverage.spent = coverage.steps >= budget
     coverage.budget_text = settings.budget_text(*corpus, spent=budget)
     coverage.budget_setting = settings.budget_setting(*corpus, spent=budget)
     coverage.verdicts = coverage.judge(spent, coverage.budget_text, coverage.budget_setting)

@@ -205,7 +205,10 @@ def collect_all(
             reference_trajectories(scenarios),  # a scenario's reference (gold) calls, replayed first
             explore(scenarios, _tool_names, sandbox, explore_settings, coverage, log),
         ]
-    report = collect(itertools.chain(*streams), layout, sandbox, log, progress=phases)
+    observe = None if coverage is None else coverage.observe
+    report = collect(itertools.chain(*streams), layout, sandbox, log, progress=phases, observe=observe)
+    if coverage is not None:  # with the reference and replayed steps run after exploration's end
+        coverage.rejudge()
     if summary is not None:
         summary.note = _shard_note(summary, report.trajectories, why_disabled)
         log(summary.note)

@@ -1,11 +1,14 @@
 """Canonical state snapshots (docs/definitions.md §4.1).
 
 A canonical snapshot is plain JSON (dict/list/str/int/float/bool/None), deterministic and
-acyclic, so that two equal states serialise to byte-identical JSON:
+acyclic. Its keys keep the order the environment's mappings hold them in (a tool that lists a dict answers in
+that order, so the stored state shows it: :func:`stored_json`); equal states hash alike whatever their key order,
+because the hash is taken over the sorted form (:func:`canonical_json`, :func:`state_hash`):
 
 * dict keys become strings; a non-string key whose ``str()`` clashes with another key of the
   same dict is tagged with its type (``"<int>1"``) instead of silently merging;
-* keys are sorted; sets/frozensets become sorted lists; tuples become lists;
+* an Enum member — whatever it mixes in (``str``, ``int``, ``Flag``) — is its ``value``, as a value and as a key;
+* sets/frozensets become sorted lists; tuples become lists;
 * datetimes/dates/times become ISO strings; ``Decimal``/mpmath numbers, non-finite floats and
   integers beyond 2**53 are encoded explicitly as ``{"$decimal"|"$float"|"$int": "<text>"}``;
 * ``deque``s become lists, like tuples;
@@ -83,6 +86,8 @@ def _canon(value: Any, active: _Active, depth: int) -> Any:
 
 
 def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
+    if isinstance(value, enum.Enum):  # before str/int: a (str, Enum) member is stored as its value
+        return _canon(value.value, active, depth + 1)
     if isinstance(value, str):
         return str(value)
     if isinstance(value, bool):
@@ -91,8 +96,6 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
         return _canon(int(value), active, depth)
     if isinstance(value, float):
         return _canon(float(value), active, depth)
-    if isinstance(value, enum.Enum):
-        return _canon(value.value, active, depth + 1)
     if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
         return value.isoformat()
     if isinstance(value, Decimal):
@@ -220,25 +223,32 @@ def _safe_repr(value: Any, t: type) -> str:
 
 
 def _canon_mapping(mapping: Any, active: _Active, depth: int) -> dict[str, Any]:
-    keys = list(mapping)
+    keys = list(mapping)  # in the mapping's own order: the stored form keeps it
     if all(type(k) is str for k in keys):
-        keys.sort()
         return {k: _canon(mapping[k], active, depth + 1) for k in keys}
-    str_keys = {k for k in keys if isinstance(k, str)}
+    str_keys = {k for k in keys if type(k) is str}
     out: dict[str, Any] = {}
     for key in keys:
-        skey = str(key) if isinstance(key, str) else _key_text(key)
-        if not isinstance(key, str) and (skey in str_keys or skey in out):
+        skey = key if type(key) is str else _key_text(key)
+        if type(key) is not str and (skey in str_keys or skey in out):
             skey = f"<{type(key).__name__}>{skey}"
         out[skey] = _canon(mapping[key], active, depth + 1)
-    return {k: out[k] for k in sorted(out)}
+    return out
 
 
 def _key_text(key: Any) -> str:
+    if isinstance(key, enum.Enum):  # whatever it mixes in (str, int, Flag): the key is its value
+        key = key.value
+    if isinstance(key, str):
+        return str(key)
     if isinstance(key, (_dt.datetime, _dt.date, _dt.time)):
         return key.isoformat()
     if isinstance(key, tuple):
         return json.dumps(canonicalize(list(key)), separators=(",", ":"), ensure_ascii=False)
+    if isinstance(key, bool):
+        return str(key)
+    if isinstance(key, int):
+        return str(int(key))
     return str(key)
 
 
@@ -264,11 +274,17 @@ def _public_attributes(value: Any) -> dict[str, Any] | None:
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False)
+_STORED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def canonical_json(value: JSONValue) -> str:
-    """Serialise an already-canonical value to its unique compact JSON text."""
+    """Serialise an already-canonical value to its unique compact JSON text, keys sorted: what is hashed."""
     return _ENCODER.encode(value)
+
+
+def stored_json(value: JSONValue) -> str:
+    """Serialise an already-canonical value to compact JSON in its own key order: how a state is stored."""
+    return _STORED.encode(value)
 
 
 def state_hash(value: JSONValue) -> str:
@@ -282,33 +298,37 @@ def text_hash(canonical_text: str) -> str:
 
 
 class CanonicalTextCache:
-    """``canonical_json`` for a sequence of states that share structure (the states a Δ replay
-    produces: unchanged subtrees are the same objects). Dicts above depth ``levels`` are composed
+    """``canonical_json`` (``ordered``: :func:`stored_json`) for a sequence of states that share structure (the
+    states a Δ replay produces: unchanged subtrees are the same objects). Dicts above depth ``levels`` are composed
     from their children's texts, dicts at depth ``levels`` go to the C encoder whole; both are
     remembered by object identity, so after a Δ only the dicts on changed paths are serialised
     again. The states must not be mutated while the cache is alive; use one cache per trajectory."""
 
-    def __init__(self, levels: int = 2) -> None:
+    def __init__(self, levels: int = 2, ordered: bool = False) -> None:
         self.levels = levels
+        self.ordered = ordered
+        self._encode = stored_json if ordered else canonical_json
         self._texts: dict[int, tuple[Any, str]] = {}  # id -> (object kept alive, its text)
 
     def text(self, value: JSONValue, depth: int = 0) -> str:
         if not isinstance(value, dict):
-            return canonical_json(value)
+            return self._encode(value)
         hit = self._texts.get(id(value))
         if hit is not None and hit[0] is value:
             return hit[1]
         if depth >= self.levels:
-            text = canonical_json(value)
+            text = self._encode(value)
         else:
             text_of, below = self.text, depth + 1
-            text = "{" + ",".join([_key_json(k) + ":" + text_of(value[k], below) for k in sorted(value)]) + "}"
+            keys = value if self.ordered else sorted(value)
+            text = "{" + ",".join([_key_json(k) + ":" + text_of(value[k], below) for k in keys]) + "}"
         self._texts[id(value)] = (value, text)
         return text
 
     def parse(self, text: str) -> JSONValue:
-        """``json.loads`` of a canonical text that also remembers the texts of the dicts the cache
-        tracks (they are slices of ``text``), so the first state of a replay costs no serialisation."""
+        """``json.loads`` of a text in the cache's form (canonical, or stored when ``ordered``) that also remembers
+        the texts of the dicts the cache tracks (they are slices of ``text``), so the first state of a replay costs
+        no serialisation."""
         value, end = self._parse(text, 0, 0)
         if end != len(text):
             raise ValueError("trailing data after the canonical JSON value")

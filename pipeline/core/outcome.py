@@ -10,7 +10,10 @@ or list literal, as ``str(return value)`` does, is read as that value):
 * a corpus may **declare** its own (:class:`OutcomeRule`, written in its source config as
   ``outcome_rule: {failure_if: [...], extends_default: true}``): a small declarative predicate over the
   observation value, not code. :func:`parse_rule` validates it; a mistyped key is a one-line error
-  naming the key and the fix.
+  naming the key and the fix;
+* a declared rule may also name exception types that are the corpus's way of refusing
+  (``raises: [{type: ValueError, observation: "Error: {message}"}]``, :class:`RaiseRule`): such a call is a
+  ``failure`` whose observation is that text, as the corpus's own runner shows it to an agent.
 
 The rule a step was labeled with is recorded with it (the steps' ``outcome_rule`` column: :data:`DEFAULT_RULE_ID`
 or the declared rule's :attr:`OutcomeRule.id`), and the declared rule travels in the environment spec's
@@ -141,7 +144,10 @@ _CONDITION_FORMS = (
     "{key: K, equals: V}, {key: K, in: [V, ...]}, {key: K, starts_with: TEXT}, "
     "{key: K, not_empty: true}, {text_starts_with: TEXT} or {text_contains: TEXT}"
 )
-_RULE_KEYS = ("failure_if", "extends_default")
+_RULE_KEYS = ("failure_if", "raises", "extends_default")
+_RAISE_KEYS = ("type", "observation")
+#: the observation text of a declared raise when the rule gives none (tau2-bench's and EnvSimBench's feedback)
+DEFAULT_RAISE_OBSERVATION = "Error: {message}"
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -239,20 +245,64 @@ def _condition(raw: Any, where: str) -> Condition:
 
 
 @dataclass(frozen=True)
+class RaiseRule:
+    """Exception types (matched on the type's name) by which a corpus refuses a call, and the observation text
+    its runner shows for them: ``{message}`` and ``{type}`` are replaced by the exception's message and type."""
+
+    types: tuple[str, ...]
+    observation: str = DEFAULT_RAISE_OBSERVATION
+
+    def text(self, error_type: str, message: str) -> str | None:
+        """The observation of a call that raised ``error_type`` with ``message``; None when this rule does not
+        name the type."""
+        if error_type not in self.types:
+            return None
+        return self.observation.replace("{type}", error_type).replace("{message}", message)
+
+    def doc(self) -> dict[str, Any]:
+        return {"observation": self.observation, "type": list(self.types)}
+
+
+def raises_rule_hint(error_type: str) -> str:
+    """The one-line fix for a tool that refuses by raising ``error_type``: the rule that labels it failure."""
+    return (
+        f"if {error_type} is how the corpus refuses, declare outcome_rule: {{raises: [{{type: {error_type}, "
+        f'observation: "{DEFAULT_RAISE_OBSERVATION}"}}]}} in its source config (docs/environments.md#outcome-rule)'
+    )
+
+
+@dataclass(frozen=True)
 class OutcomeRule:
     """A corpus's declared outcome rule: a step whose observation value meets any ``failure_if`` condition
     is a ``failure``; otherwise, with ``extends_default`` (the default), the default rule decides, and
-    without it the step is a ``success``. A call that raised is an ``error`` whatever the rule."""
+    without it the step is a ``success``. A call that raised is an ``error``, unless ``raises`` names its
+    exception type: then it is a ``failure`` with that rule's observation text (:meth:`refusal`)."""
 
     failure_if: tuple[Condition, ...]
     extends_default: bool = True
+    raises: tuple[RaiseRule, ...] = ()
 
     @property
     def id(self) -> str:
         """The rule as canonical JSON: what the steps' ``outcome_rule`` column and the spec options hold."""
-        return canonical_json(
-            {"extends_default": self.extends_default, "failure_if": [c.doc() for c in self.failure_if]}
-        )
+        doc: dict[str, Any] = {
+            "extends_default": self.extends_default,
+            "failure_if": [c.doc() for c in self.failure_if],
+        }
+        if self.raises:
+            doc["raises"] = [r.doc() for r in self.raises]
+        return canonical_json(doc)
+
+    def refusal(self, error_type: str | None, message: str | None) -> str | None:
+        """The observation text of a call that raised ``error_type``, when the rule declares that raise a
+        refusal (a ``failure``); None when it stays an ``error``."""
+        if error_type is None:
+            return None
+        for rule in self.raises:
+            text = rule.text(error_type, message or "")
+            if text is not None:
+                return text
+        return None
 
     def fails(self, value: Any) -> bool:
         """Whether a declared condition holds for the observation value."""
@@ -284,16 +334,50 @@ def parse_rule(raw: Any, where: str = "outcome_rule") -> OutcomeRule:
                 _RULE_KEYS,
                 "an outcome rule has failure_if (a list of conditions) and extends_default (true/false)",
             )
-    conditions = raw.get("failure_if")
-    if not isinstance(conditions, (list, tuple)) or not conditions:
+    raises = _raise_rules(raw.get("raises"), f"{where}.raises")
+    conditions = raw.get("failure_if", [] if raises else None)
+    if not isinstance(conditions, (list, tuple)) or (not conditions and not raises):
         raise OutcomeRuleError(
-            f"{where}.failure_if: must be a non-empty list of conditions ({_CONDITION_FORMS}), "
-            "or remove outcome_rule to use the default rule"
+            f"{where}.failure_if: must be a non-empty list of conditions ({_CONDITION_FORMS}) unless raises is "
+            "given, or remove outcome_rule to use the default rule"
         )
     extends = raw.get("extends_default", True)
     if not isinstance(extends, bool):
         raise OutcomeRuleError(f"{where}.extends_default: must be true or false, not {str(extends)[:40]!r}")
-    return OutcomeRule(tuple(_condition(c, f"{where}.failure_if[{i}]") for i, c in enumerate(conditions)), extends)
+    return OutcomeRule(
+        tuple(_condition(c, f"{where}.failure_if[{i}]") for i, c in enumerate(conditions)), extends, raises
+    )
+
+
+def _raise_rules(raw: Any, where: str) -> tuple[RaiseRule, ...]:
+    """``raises: [{type: ValueError | [ValueError, KeyError], observation: "Error: {message}"}, ...]``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise OutcomeRuleError(
+            f'{where}: must be a non-empty list like [{{type: ValueError, observation: "{DEFAULT_RAISE_OBSERVATION}"}}]'
+        )
+    out = []
+    for i, item in enumerate(raw):
+        here = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            raise OutcomeRuleError(f"{here}: a mapping {{type: <exception type>, observation: <text>}}, not {item!r}")
+        for k in item:
+            if k not in _RAISE_KEYS:
+                raise _unknown(here, k, _RAISE_KEYS, "a raise rule has type and observation")
+        types = item.get("type")
+        types = [types] if isinstance(types, str) else types
+        if (
+            not isinstance(types, (list, tuple))
+            or not types
+            or not all(isinstance(t, str) and t.isidentifier() for t in types)
+        ):
+            raise OutcomeRuleError(f"{here}.type: an exception type's name (ValueError) or a list of them")
+        observation = item.get("observation", DEFAULT_RAISE_OBSERVATION)
+        if not isinstance(observation, str) or not observation:
+            raise OutcomeRuleError(f'{here}.observation: a non-empty text, e.g. "{DEFAULT_RAISE_OBSERVATION}"')
+        out.append(RaiseRule(tuple(sorted(set(types))), observation))
+    return tuple(out)
 
 
 @lru_cache(maxsize=64)
@@ -322,6 +406,11 @@ class Labeler:
         if self.declared is None:
             return self.base(tool, raised, value)
         return self.declared.outcome(tool, raised, value, self.base)
+
+    def refusal(self, error_type: str | None, message: str | None) -> str | None:
+        """The observation of a raise the declared rule calls a refusal (:meth:`OutcomeRule.refusal`); None: an
+        error."""
+        return None if self.declared is None else self.declared.refusal(error_type, message)
 
 
 def labeler(base: OutcomeFn, options: Mapping[str, Any]) -> Labeler:

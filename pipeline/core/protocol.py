@@ -88,7 +88,7 @@ ENVSIMBENCH_SYSTEM_TEMPLATE = (
 ENVSIMBENCH_USER_TEMPLATE = "Tool call: {call}\n\nReturn the JSON as specified."
 
 _SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # = json.dumps(..., ensure_ascii=False, sort_keys=True)
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)  # canonical layout, NaN allowed
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # canonical layout, key order kept, NaN allowed
 _OP_TO_TYPE = {"add": "add", "replace": "modify", "remove": "delete"}
 _MARKERS = {"$int", "$float", "$decimal", "$bytes", "$complex", "$repr"}
 
@@ -122,8 +122,8 @@ def plain(value: Any) -> Any:
 
 
 def plain_text(canonical_json_text: str) -> str:
-    """The compact sorted JSON of a canonical JSON text's :func:`plain` value (the text itself when it
-    holds no marker, which is the common case: no re-serialisation)."""
+    """The compact JSON of a canonical JSON text's :func:`plain` value, in the text's key order (the text itself
+    when it holds no marker, which is the common case: no re-serialisation)."""
     if '"$' not in canonical_json_text:
         return canonical_json_text
     return _COMPACT.encode(plain(json.loads(canonical_json_text)))
@@ -155,7 +155,7 @@ def time_section(current_time: Any) -> str:
 def user_prompt(
     state_json: str, tool: str, arguments_json: str, code: str | None, current_time: str | None = None
 ) -> str:
-    """The ``envsim`` user message. ``state_json`` is canonical JSON (compact, sorted keys); it is
+    """The ``envsim`` user message. ``state_json`` is canonical JSON (compact, in the state's own key order); it is
     inserted as it is unless it holds canonical markers, which are written as plain values.
     ``current_time`` (the sample's frozen wall clock, ISO 8601) becomes the "Current time" section."""
     arguments = _SORTED.encode(plain(json.loads(arguments_json)))

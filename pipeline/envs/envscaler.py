@@ -31,6 +31,9 @@ from pipeline.core.untrusted import SAFE_TOOL, id_problem, shown
 from pipeline.envs import blobs, records
 
 SOURCE = "envscaler"
+#: the env item's key (and spec option) naming what builds an instance from ``init_config``: a class method or static
+#: method of the class, or a function of ``env_class_code``, called with the config (no attribute is set after it)
+CONSTRUCTOR = "env_constructor"
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class EnvItem:
     license: str = ""
     problems: tuple[str, ...] = ()  # tool schemas dropped because they do not fit their method
     outcome_rule: str | None = None  # its corpus's declared outcome rule (OutcomeRule.id); None: the default rule
+    constructor: str | None = None  # ``env_constructor``: what builds an instance from ``init_config`` (CONSTRUCTOR)
 
     @property
     def qualified_id(self) -> str:
@@ -66,6 +70,8 @@ class EnvItem:
         }
         if self.outcome_rule is not None:
             options[RULE_OPTION] = self.outcome_rule
+        if self.constructor is not None:
+            options[CONSTRUCTOR] = self.constructor
         return EnvSpec(source=SOURCE, env_id=self.qualified_id, init_config=init_config, options=options)
 
 
@@ -298,6 +304,11 @@ def parse_env_item(
         )
     methods = public_methods(classes[name])
     problems: list[str] = []
+    constructor = raw.get(CONSTRUCTOR)
+    if constructor is not None and not (isinstance(constructor, str) and constructor.isidentifier()):
+        return TaskIssue(
+            env_id, "env", f"'{CONSTRUCTOR}' must name a method or function: {_preview(constructor)}", origin
+        )
     raw_tools, err = _json_field(raw, "tools", list)
     if err:
         return TaskIssue(env_id, "env", err, origin)
@@ -341,6 +352,7 @@ def parse_env_item(
         prefix=prefix,
         license=license,
         problems=tuple(problems),
+        constructor=constructor,
     )
     return item  # usable with its valid tools; the bad schemas are reported through ``split_item``
 
@@ -556,14 +568,46 @@ def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[st
 
 @functools.lru_cache(maxsize=256)
 def _method_sources(code: str, class_name: str) -> dict[str, str]:
-    """Every method's source in the class, from one parse of the class code."""
+    """Every method's source in the class, from one parse of the class code: its decorators included, preceded by
+    the module-level definitions of the code that those decorators name (a decorator that turns a raise into an
+    answer changes what the tool answers, so ``code(a_t)`` shows it)."""
+    tree = ast.parse(code)
+    lines = code.splitlines(keepends=True)
+    defined = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name != class_name
+    }
     out: dict[str, str] = {}
-    for node in ast.parse(code).body:
+    for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    out.setdefault(item.name, textwrap.dedent(ast.get_source_segment(code, item, padded=True) or ""))
+                    helpers = [defined[n] for n in _decorator_roots(item) if n in defined]
+                    parts = [_node_text(code, lines, h) for h in helpers] + [_node_text(code, lines, item)]
+                    out.setdefault(item.name, "\n\n".join(parts))
     return out
+
+
+def _decorator_roots(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The first names of a method's decorators (``refusal_as_error``, ``is_tool`` of ``@is_tool(ToolType.READ)``),
+    in order, without repeats."""
+    names: list[str] = []
+    for dec in fn.decorator_list:
+        node = dec.func if isinstance(dec, ast.Call) else dec
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        if isinstance(node, ast.Name) and node.id not in names:
+            names.append(node.id)
+    return names
+
+
+def _node_text(code: str, lines: list[str], node: ast.stmt) -> str:
+    """A definition's source, dedented, its decorator lines included (``ast`` starts a decorated def at ``def``)."""
+    decorators = getattr(node, "decorator_list", [])
+    start = min([node.lineno, *(d.lineno for d in decorators)])
+    above = "".join(lines[start - 1 : node.lineno - 1])
+    return textwrap.dedent(above + (ast.get_source_segment(code, node, padded=True) or ""))
 
 
 def method_source(code: str, class_name: str, method: str) -> str:
@@ -607,13 +651,79 @@ def _exec_module(name: str, code: Any) -> dict[str, Any]:
     return module.__dict__
 
 
+def construct(cls: type, namespace: dict[str, Any], init_config: dict[str, Any], constructor: str | None) -> Any:
+    """An instance of ``cls`` for ``init_config`` (sandbox child only). With a declared :data:`CONSTRUCTOR`, what it
+    returns. Otherwise as EnvScaler does, ``cls(init_config)``, else ``cls()``, then every config key set as an
+    attribute, typed: a mapping whose attribute is a pydantic model or a dataclass (the value the class set, else
+    its annotation on the class) is validated into that type instead of replacing it with a plain dict."""
+    if constructor is not None:
+        make = getattr(cls, constructor, None) or namespace.get(constructor)
+        if not callable(make):
+            raise TypeError(
+                f"{CONSTRUCTOR} {constructor!r} is neither a method of {cls.__name__} nor a function of env_class_code"
+            )
+        return make(init_config)
+    try:
+        instance = cls(copy.deepcopy(init_config))
+    except TypeError:
+        instance = cls()
+    hints = _annotations(cls, namespace)
+    for key, value in init_config.items():
+        target = _record_type(getattr(instance, key, None), hints.get(key)) if isinstance(value, dict) else None
+        if target is not None:
+            try:
+                value = target.model_validate(value) if hasattr(target, "model_validate") else target(**value)
+            except Exception as exc:
+                raise TypeError(
+                    f"init_config[{key!r}] does not fit {target.__name__}: {type(exc).__name__}: {str(exc)[:300]}"
+                ) from None
+        setattr(instance, key, value)
+    return instance
+
+
+def _annotations(cls: type, namespace: dict[str, Any]) -> dict[str, Any]:
+    """The class's attribute annotations (its bases' too), resolved in the environment's module where they can be."""
+    out: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        for key, hint in vars(base).get("__annotations__", {}).items():
+            if isinstance(hint, str):
+                try:
+                    hint = eval(hint, namespace)  # sandbox child only: the environment's own annotation
+                except Exception:
+                    continue
+            out[key] = hint
+    return out
+
+
+def _is_record_type(t: Any) -> bool:
+    import dataclasses
+
+    return isinstance(t, type) and (hasattr(t, "model_validate") or dataclasses.is_dataclass(t))
+
+
+def _record_type(current: Any, hint: Any) -> type | None:
+    """The typed record a mapping of the config becomes: the type of the attribute's current value, else the
+    annotation (``X`` or ``Optional[X]``); None when neither is a pydantic model or a dataclass."""
+    if current is not None and _is_record_type(type(current)):
+        return type(current)
+    import typing
+
+    for t in (hint, *typing.get_args(hint)):
+        if _is_record_type(t):
+            return t
+    return None
+
+
 class EnvScalerEnvironment:
     """One EnvScaler class instance behind the environment protocol."""
 
-    def __init__(self, env_id: str, class_name: str, code_ref: str, tools_ref: str) -> None:
+    def __init__(
+        self, env_id: str, class_name: str, code_ref: str, tools_ref: str, constructor: str | None = None
+    ) -> None:
         self.env_id = env_id
         self.class_name = class_name
         self.code_ref = code_ref
+        self.constructor = constructor
         self._tools: list[dict[str, Any]] = json.loads(blobs.get(tools_ref))
         self._names = {t["function"]["name"] for t in self._tools}
         self._instance: Any = None
@@ -643,13 +753,7 @@ class EnvScalerEnvironment:
         cls = namespace.get(self.class_name)
         if not isinstance(cls, type):
             raise TypeError(f"env_class_code does not define class {self.class_name!r}")
-        try:
-            instance = cls(copy.deepcopy(init_config))
-        except TypeError:
-            instance = cls()
-        for key, value in copy.deepcopy(init_config).items():
-            setattr(instance, key, value)
-        self._instance = instance
+        self._instance = construct(cls, namespace, copy.deepcopy(init_config), self.constructor)
 
     def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
         try:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.core.canonical import canonical_json, canonicalize
+from pipeline.core.canonical import canonical_json, canonicalize, stored_json
 from pipeline.core.fields import setting
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
@@ -85,7 +85,7 @@ class Limits:
 
 
 class _Snapshots:
-    """The environment's canonical state text, sent only when it changed."""
+    """The environment's canonical state text in its own key order (``stored_json``), sent only when it changed."""
 
     def __init__(self, env: Any, limit_chars: int) -> None:
         self.env = env
@@ -95,7 +95,7 @@ class _Snapshots:
 
     def take(self) -> str | None:
         value = self.env.state()
-        text = canonical_json(value)
+        text = stored_json(value)
         if len(text) > self.limit:
             raise MemoryError(f"state of {len(text)} characters exceeds the {self.limit}-character limit")
         self.value = value

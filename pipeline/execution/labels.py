@@ -18,10 +18,10 @@ from typing import Any
 
 from pipeline.core import bounds
 from pipeline.core.canonical import MAX_DEPTH as CANONICAL_DEPTH
-from pipeline.core.canonical import canonical_json, canonicalize, text_hash
+from pipeline.core.canonical import canonical_json, canonicalize, state_hash, stored_json
 from pipeline.core.delta import diff
 from pipeline.core.environment import EnvSpec
-from pipeline.core.outcome import ERROR, args_count
+from pipeline.core.outcome import ERROR, FAILURE, args_count
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
 from pipeline.store.schema import encode_delta
@@ -50,13 +50,14 @@ def _reject_constant(name: str) -> Any:
 
 
 def _parse_canonical(text: Any, what: str) -> tuple[Any, str]:
-    """(value, canonical text) of a JSON text from inside, re-canonicalised here.
+    """(value, canonical text in the value's own key order: :func:`~pipeline.core.canonical.stored_json`) of a JSON
+    text from inside, re-canonicalised here (its hash is :func:`~pipeline.core.canonical.state_hash` of the value).
 
     Bounded on every path: ``NaN``/``Infinity`` are refused, so is a text nested deeper than
     :data:`MAX_STATE_DEPTH` (checked before anything recurses into it) or holding a lone surrogate.
     Fast path: a text that re-serialises to itself, with no number long enough to be beyond 2**53, is
-    canonical already (sorted keys, compact), so the Python-level walk of ``canonicalize`` is skipped;
-    any other text is canonicalised."""
+    canonical already (compact, in its own key order), so the Python-level walk of ``canonicalize`` is skipped;
+    any other text is canonicalised. A text with its keys sorted (a return value) stays sorted."""
     if not isinstance(text, str):
         raise UntrustedData(f"frame field {what!r} is not a JSON text")
     if bounds.json_too_deep(text, MAX_STATE_DEPTH):
@@ -64,12 +65,12 @@ def _parse_canonical(text: Any, what: str) -> tuple[Any, str]:
     try:
         value = json.loads(text, parse_constant=_reject_constant)
         try:
-            again = canonical_json(value)
+            again = stored_json(value)
         except ValueError:  # a float literal beyond the double range (1e999) parses as inf
             again = None
         if again != text or _LONG_DIGITS.search(text):
             value = canonicalize(value)
-            again = canonical_json(value)
+            again = stored_json(value)
         again.encode("utf-8")
     except UnicodeEncodeError:
         raise UntrustedData(f"frame field {what!r} holds a lone surrogate (not UTF-8)") from None
@@ -229,13 +230,12 @@ class TrajectoryLabels:
         if self.state_hash is not None:
             raise UntrustedData("a second initial state")
         self.state, text = _parse_canonical(msg.get("state"), "state")
-        self.state_hash = text_hash(text)
+        self.state_hash = state_hash(self.state)
         self.result["init"] = {"kind": "init", "state_json": text, "state_hash": self.state_hash}
 
     def _resumed(self, msg: dict[str, Any]) -> None:
         index = _int_field(msg, "step_index", MAX_STEP_INDEX, optional=True)
-        _, text = _parse_canonical(msg.get("state"), "state")
-        rebuilt = text_hash(text)
+        rebuilt = state_hash(_parse_canonical(msg.get("state"), "state")[0])
         if rebuilt != self.state_hash:
             self.result["issues"].append(
                 f"trajectory truncated: resume_mismatch: rebuilt state before step {index} "
@@ -296,16 +296,21 @@ class TrajectoryLabels:
         env_output = _str_field(msg, "env_output", 1 << 30, optional=True)
         raw = _str_field(msg, "observation", 1 << 30)
         seconds = _seconds_field(msg)
+        refusal = self.outcome_rule.refusal(error_type, error_message) if raised else None
+        if refusal is not None:  # the corpus refuses by raising this type: a failure, shown as its runner shows it
+            raw, raised, error_type, error_message = refusal, False, None, None
         before, before_hash = self.state, self.state_hash
         if msg.get("state") is not None:
-            after, after_text = _parse_canonical(msg["state"], "state")
-            after_hash = text_hash(after_text)
+            after = _parse_canonical(msg["state"], "state")[0]
+            after_hash = state_hash(after)
         else:
             after, after_hash = before, before_hash
         value, parsed_json = None, None
-        if not raised and msg.get("value") is not None:
+        if refusal is not None:  # the refusal text is what the call answered
+            value, parsed_json = refusal, canonical_json(refusal)
+        elif not raised and msg.get("value") is not None:
             value, parsed_json = _parse_canonical(msg["value"], "value")
-        truncated = len(raw) > self.max_chars or (not raised and msg.get("value") is None)
+        truncated = len(raw) > self.max_chars or (not raised and parsed_json is None)
         raw = raw[: self.max_chars]
         if parsed_json is not None and len(parsed_json) > self.max_chars:
             parsed_json, truncated = None, True
@@ -326,7 +331,7 @@ class TrajectoryLabels:
                 "raw_observation": raw,
                 "observation_json": parsed_json,
                 "observation_truncated": truncated,
-                "outcome": self.outcome_rule(tool, raised, value),
+                "outcome": FAILURE if refusal is not None else self.outcome_rule(tool, raised, value),
                 "outcome_rule": self.outcome_rule.id,
                 "error_type": _text(error_type, 200) if raised else None,
                 "error_message": _text(error_message, self.max_chars) if raised else None,

@@ -21,8 +21,10 @@ import pyarrow.parquet as pq
 
 from pipeline.core.axes import AXES
 from pipeline.core.fields import setting
+from pipeline.core.outcome import raises_rule_hint
 from pipeline.core.strata import Composition
 from pipeline.labeling.quarantine import excluded_files, input_fingerprint
+from pipeline.quality.outcomes import REFUSAL_WORDS
 from pipeline.report.tables import Facts, Table
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
@@ -61,6 +63,7 @@ _DECLARES = re.compile(r"tool '([^']+)' declares parameter\(s\) \[([^\]]*)\]")
 _OMITS = re.compile(r"tool '([^']+)' omits required parameter\(s\) \[([^\]]*)\]")
 _TOOL = re.compile(r"tool '([^']+)'")
 _QUOTED = re.compile(r"'([^']+)'")
+_LAST_QUOTED = re.compile(r"'[^']*'$")  # "'dict' object has no attribute 'device'": the attribute
 
 
 @dataclass
@@ -74,6 +77,8 @@ class ToolRow:
     error_steps: int = 0
     top_exception: str | None = None
     top_exception_steps: int = 0
+    #: the type of its most frequent exception when the message reads like a refusal (REFUSAL_WORDS)
+    refusing_raise: str | None = None
     example_step: str | None = None
     example_call: str | None = None
     max_delta: int = 0
@@ -95,7 +100,8 @@ class ToolRow:
 
     def row(self, fingerprint: str) -> dict[str, Any]:
         """The ``env_tool_quality`` row: the counts as they are, the argument sets and details joined."""
-        counts = {k: v for k, v in vars(self).items() if k not in ("schema_only", "code_only", "details")}
+        skip = ("schema_only", "code_only", "details", "refusing_raise")
+        counts = {k: v for k, v in vars(self).items() if k not in skip}
         return counts | {
             "error_share": round(self.error_share, 4),
             "schema_only_args": ", ".join(sorted(self.schema_only)) or None,
@@ -126,6 +132,9 @@ class EnvRow:
     max_state_bytes: int = 0
     not_loaded: str | None = None
     problems: list[str] = field(default_factory=list)
+    #: its error steps per (exception type, message with the last quoted name generalised), and an example message
+    error_kinds: Counter = field(default_factory=Counter)
+    error_examples: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def error_share(self) -> float:
@@ -325,7 +334,12 @@ def environment_report(
                 [parts],
             ).fetchall():
                 t = tool(env_id, name)
+                kind = (str(etype), _LAST_QUOTED.sub("'…'", str(message or "")))
+                env(env_id).error_kinds[kind] += int(n)
+                env(env_id).error_examples.setdefault(kind, str(message or ""))
                 if t.top_exception is None:
+                    if re.search(REFUSAL_WORDS, message or "", re.IGNORECASE):
+                        t.refusing_raise = str(etype)
                     t.top_exception = _clip(f"{etype}: {message}")
                     t.top_exception_steps, t.example_step, t.example_call = int(n), step_id, _clip(f"{name}({call})")
                 if etype == "TypeError":
@@ -413,11 +427,18 @@ def _judge(
         if mismatches > th.max_mismatches:
             row.problems.append("schema/code mismatch: " + "; ".join(_mismatch_text(t) for t in mismatched))
         broken = [t for t in own if t.steps >= th.min_tool_steps and t.error_share >= th.broken_tool_share]
+        construction = _construction_problem(row)
+        if construction:
+            row.problems.append(construction)
         for t in broken:
+            hint = f"; {raises_rule_hint(t.refusing_raise)}" if t.refusing_raise else ""
             row.problems.append(
-                f"tool {t.tool} always raises ({t.top_exception})"
-                if t.error_share >= 1.0
-                else f"tool {t.tool} raises in {t.error_share:.0%} of {t.steps} calls ({t.top_exception})"
+                (
+                    f"tool {t.tool} always raises ({t.top_exception})"
+                    if t.error_share >= 1.0
+                    else f"tool {t.tool} raises in {t.error_share:.0%} of {t.steps} calls ({t.top_exception})"
+                )
+                + hint
             )
         if row.steps and row.error_share > th.max_error_share:
             worst = Counter({t.tool: t.error_steps for t in own if t.error_steps}).most_common(1)
@@ -462,6 +483,31 @@ def _judge(
         )
     out_tools = [tools[k].row(fingerprint) for k in sorted(tools)]
     return out_envs, out_tools
+
+
+#: the exception types that say an attribute holds the wrong kind of object (typed construction failed)
+CONSTRUCTION_ERRORS = ("AttributeError", "TypeError")
+#: the share of an environment's calls that raise one of them, the same way, that names construction as the cause
+CONSTRUCTION_SHARE = 0.9
+
+
+def _construction_problem(row: EnvRow) -> str | None:
+    """The environment's line when nearly every call (:data:`CONSTRUCTION_SHARE`) raises the same
+    :data:`CONSTRUCTION_ERRORS` exception that is not about the call's arguments: it was likely built with plain
+    dicts where its code expects typed objects."""
+    if not row.steps or not row.error_kinds:
+        return None
+    kind, n = row.error_kinds.most_common(1)[0]
+    etype, message = kind[0], row.error_examples[kind]
+    if etype not in CONSTRUCTION_ERRORS or n < CONSTRUCTION_SHARE * row.steps:
+        return None
+    if _UNEXPECTED.search(message) or _MISSING.search(message) or "positional argument" in message:
+        return None  # the calls' arguments, not the instance
+    return (
+        f"construction: {n} of {row.steps} calls raise the same {etype} ({_clip(message)}), so the instance likely "
+        "holds plain dicts where its code expects typed objects; fix: declare env_constructor in the env item, or "
+        "annotate the attributes with their pydantic/dataclass types (docs/environments.md#typed-construction)"
+    )
 
 
 def _no_steps(env_id: str, stepped: list[str]) -> str:

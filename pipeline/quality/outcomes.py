@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.core.outcome import DEFAULT_RULE_ID
+from pipeline.core.outcome import DEFAULT_RULE_ID, raises_rule_hint
 from pipeline.core.untrusted import md
 from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store.duck import connect
@@ -58,6 +58,8 @@ class CorpusOutcomes:
     example_step: str | None = None
     example: str | None = None
     level: str = "corpus"
+    #: the exception type its error steps most often raise with a refusal-like message (REFUSAL_WORDS)
+    refusing_raise: str | None = None
 
     @property
     def non_error(self) -> int:
@@ -82,6 +84,8 @@ class CorpusOutcomes:
         )
 
     def _fix(self) -> str:
+        if self.failures == 0 and self.refusing_raise is not None:
+            return raises_rule_hint(self.refusing_raise)
         if self.failures == 0:
             return f"if these are refusals, {HOW_TO_DECLARE}"
         return (
@@ -185,6 +189,19 @@ def _example(con: duckdb.DuckDBPyConnection, parts: list[str], corpus: str, fail
     return str(row[0]), text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "…"
 
 
+def _refusing_raise(con: duckdb.DuckDBPyConnection, parts: list[str], where: str, key: str) -> str | None:
+    """The exception type that the error steps matching ``where`` (``= ?`` on ``key``) most often raise with a
+    message that reads like a refusal; None when none does."""
+    row = con.execute(
+        f"""SELECT error_type FROM read_parquet(?, union_by_name = true)
+            WHERE {where} = ? AND outcome = 'error' AND error_type IS NOT NULL
+              AND regexp_matches(coalesce(error_message, ''), ?, 'i')
+            GROUP BY error_type ORDER BY count(*) DESC, error_type LIMIT 1""",
+        [parts, key, REFUSAL_WORDS],
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
 def _env_sql(parts: list[str], with_rule: bool) -> tuple[str, list[Any]]:
     rules = "list(DISTINCT outcome_rule ORDER BY outcome_rule)" if with_rule else "[]::VARCHAR[]"
     return (
@@ -240,6 +257,8 @@ def _judge_environments(
             example = _env_example(con, parts, found.corpus)
             if example is not None:
                 found.example_step, found.example = example
+            if not found.failures and found.errors:
+                found.refusing_raise = _refusing_raise(con, parts, "env_id", found.corpus)
         report.environments.append(found)
 
 
@@ -271,6 +290,8 @@ def check_outcomes(
                 example = _example(con, parts, found.corpus, failures=found.failures > 0)
                 if example is not None:
                     found.example_step, found.example = example
+                if not found.failures and found.errors:
+                    found.refusing_raise = _refusing_raise(con, parts, "split_part(env_id, '/', 1)", found.corpus)
             report.corpora.append(found)
         _judge_environments(con, parts, report, with_rule)
     return report

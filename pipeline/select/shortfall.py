@@ -82,9 +82,15 @@ def reach(
     return out
 
 
-def mixture_fix(setting: str = "") -> str:
+def mixture_fix(setting: str = "", plateaued: bool = False) -> str:
     """The one-line fix of a mixture short of its sizes: more candidates (exploring longer: ``setting``, the
-    setting to raise with its value in force, as exploration recorded it), or sizes within them."""
+    setting to raise with its value in force, as exploration recorded it — unless the search ``plateaued``, when
+    more calls of it would not help), or sizes within them."""
+    if plateaued:
+        return (
+            "add environments or scenarios (exploration plateaued: more calls of the same search would not help), "
+            "or choose sizes that fit: resources: composition: config: mixture_sizes: {...} in run.yaml"
+        )
     longer = (
         f"raise {setting} to explore longer"
         if setting
@@ -99,13 +105,19 @@ def mixture_fix(setting: str = "") -> str:
 #: the three kinds of shortfall (:func:`kind_of`), in the order the summary names them
 KINDS = {
     "unreachable": "the corpus cannot fill",
+    "plateaued": "exploration plateaued before reaching",
     "budget": "not reached within the exploration budget",
     "environments": "too few environments reach",
 }
 
+#: how exploration's verdict on a target begins when its search plateaued (:meth:`Coverage.judge`)
+PLATEAUED = "plateaued:"
+
 
 def kind_of(text: str) -> str:
     """The kind of a short target from what is said of it: exploration's verdict when it gave one."""
+    if PLATEAUED in text:
+        return "plateaued"
     if "not reached within the budget" in text or "not reached: no scenario left" in text:
         return "budget"
     if "too few environments" in text:
@@ -191,7 +203,7 @@ def shortfall_report(manifest: dict[str, Any]) -> list[str]:
             f"SHORTFALL: sft_mixture {manifest['version']} holds {manifest['samples']} of {wanted} samples: "
             f"{len(lines)} group(s) short",
             *(f"  {line}" for line in lines),
-            f"  fix: {mixture_fix(explored.get('setting', ''))}",
+            f"  fix: {mixture_fix(explored.get('setting', ''), any(PLATEAUED in line for line in lines))}",
         ]
     lines = shortfall_lines(manifest) if manifest.get("kind") == "benchmark" else []
     if not lines:
@@ -200,7 +212,7 @@ def shortfall_report(manifest: dict[str, Any]) -> list[str]:
     kinds = [kind_of(reached.get(s["stratum"], "")) for s in manifest.get("shortfalls") or []]
     counts = ", ".join(f"{kinds.count(k)} {what}" for k, what in KINDS.items() if k in kinds)
     fixes = []
-    if {"unreachable", "environments"} & set(kinds):
+    if {"unreachable", "environments", "plateaued"} & set(kinds):
         fixes.append(f"  fix: {SHORTFALL_FIX}")
     if "budget" in kinds:
         setting = explored.get("setting") or "`ops: trajectories: config: call_budget`"

@@ -42,24 +42,25 @@ def replay(
 ) -> Iterator[tuple[int, Any, Any, str, str]]:
     """Rebuild one trajectory's states from its stored initial state and Δs (``steps`` in step order).
 
-    Yields ``(i, s_t, s'_t, s_t text, s'_t text)`` (canonical JSON texts) for every position ``i`` of
-    ``steps`` in ``wanted`` (None: every step), each state verified against its recorded hash; raises
+    Yields ``(i, s_t, s'_t, s_t text, s'_t text)`` (canonical JSON texts in the states' own key order) for every
+    position ``i`` of ``steps`` in ``wanted`` (None: every step), each state verified against its recorded hash; raises
     :class:`ReplayError` at the first state that does not verify or Δ that does not apply. Δs are
     applied with structure sharing (:func:`pipeline.core.delta.apply`) and texts rendered
     incrementally (:class:`~pipeline.core.canonical.CanonicalTextCache`), only for wanted steps; the
     yielded states share structure, so treat them as immutable."""
-    if text_hash(initial_json) != initial_hash:
+    stored = CanonicalTextCache(ordered=True)  # the texts as stored; parsing seeds it with the subtrees' texts
+    hashed = CanonicalTextCache()  # the sorted texts the hashes are taken over
+    state = stored.parse(initial_json)
+    if text_hash(hashed.text(state)) != initial_hash:
         raise ReplayError(f"{trajectory_id}: stored initial state does not match its hash")
-    cache = CanonicalTextCache()  # parsing seeds it with the texts of the initial state's subtrees
-    state = cache.parse(initial_json)
-    text: str | None = initial_json  # canonical text of ``state`` when known, and its hash
+    text: str | None = initial_json  # stored text of ``state`` when known, and its hash
     known: str | None = initial_hash
     for i, (step_id, delta, before_hash, after_hash) in enumerate(steps):
         keep = wanted is None or i in wanted
         if keep:
             if text is None:
-                text = cache.text(state)
-                known = text_hash(text)
+                text = stored.text(state)
+                known = text_hash(hashed.text(state))
             if known != before_hash:
                 raise ReplayError(f"{step_id}: s_t hash {before_hash} != reconstructed {known}", i)
             before_state, before_text = state, text
@@ -68,8 +69,8 @@ def replay(
         except ValueError as exc:  # DeltaError, or a Δ value that is not JSON
             raise ReplayError(f"{step_id}: Δ does not apply to the reconstructed s_t: {exc}", i) from exc
         if keep:
-            text = cache.text(state)
-            known = text_hash(text)
+            text = stored.text(state)
+            known = text_hash(hashed.text(state))
             if known != after_hash:
                 raise ReplayError(f"{step_id}: s_t + Δ hashes to {known}, recorded s'_t is {after_hash}", i)
             yield i, before_state, state, before_text, text

@@ -92,3 +92,34 @@ def test_a_custom_composition_steers_collection(tmp_path, sandbox):
     assert cov.composition == comp and cov.satisfied()
     assert cov.cells["reads"] >= 10 and set(cov.cells) == {"reads"}
     assert cov.steps < 100
+
+
+def test_a_search_that_found_nothing_new_for_progress_calls_is_plateaued_not_short_of_budget():
+    cov = Coverage(ExploreSettings(min_envs=1, progress_calls=50, plateau_calls=1_000))
+    cov.explore_envs({"e": ["write", "refused"]})
+    for _ in range(300):
+        cov.add("e", "write", "success", 2, 1)
+        cov.add("e", "refused", "failure", 0, 1)
+    assert cov.steps - cov.last_new >= 50 and cov.plateaued()
+    verdicts = cov.judge(True, "600 calls", "`calls_per_scenario` (now 200)")
+    difficult = verdicts["difficult"]
+    assert difficult.startswith("plateaued: the last ") and "raise" not in difficult, difficult
+    assert "never succeeded: e: refused" in difficult and difficult.endswith("max |Δ| seen 2"), difficult
+    # still finding something new: the budget's verdict, with the setting to raise
+    fresh = Coverage(ExploreSettings(min_envs=1, progress_calls=50, plateau_calls=1_000))
+    fresh.explore_envs({"e": ["write"]})
+    for d in range(1, 5):
+        fresh.add("e", "write", "success", d, 1)
+    assert "raise `calls_per_scenario`" in fresh.judge(True, "4 calls", "`calls_per_scenario` (now 200)")["difficult"]
+
+
+def test_seen_counts_reference_and_replayed_steps():
+    cov = Coverage(ExploreSettings(min_envs=1, plateau_calls=5))
+    cov.explore_envs({"e": ["write"]})
+    for _ in range(20):
+        cov.add("e", "write", "success", 4, 1)
+    assert cov.unreachable()["medium_5"] == "unreachable, max |Δ| seen 4"
+    cov.observe({"outcome": "success", "delta_size": 5, "args_count": 1})  # a reference step reached |Δ| 5
+    medium = cov.unreachable()["medium_5"]
+    assert "unreachable" not in medium and "reference or replayed" in medium and "|Δ| seen: 4–5" in medium, medium
+    assert cov.unreachable()["difficult"] == "unreachable, max |Δ| seen 5"

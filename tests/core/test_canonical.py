@@ -1,10 +1,11 @@
 import datetime as dt
+import enum
 import math
 from decimal import Decimal
 
 import pytest
 
-from pipeline.core.canonical import canonical_json, canonicalize, state_hash, without_addresses
+from pipeline.core.canonical import canonical_json, canonicalize, state_hash, stored_json, without_addresses
 
 
 class Node:
@@ -15,17 +16,65 @@ class Node:
         self._private = "hidden"
 
 
-def test_plain_json_is_unchanged_and_sorted():
+def test_plain_json_is_unchanged_keeps_its_order_and_hashes_sorted():
     state = {"b": [1, 2.5, "x", None, True], "a": {"z": 1, "y": {}}}
     canon = canonicalize(state)
     assert canon == state
-    assert list(canon) == ["a", "b"]
-    assert canonical_json(canon) == '{"a":{"y":{},"z":1},"b":[1,2.5,"x",null,true]}'
+    assert list(canon) == ["b", "a"] and list(canon["a"]) == ["z", "y"]  # the order the environment holds
+    assert stored_json(canon) == '{"b":[1,2.5,"x",null,true],"a":{"z":1,"y":{}}}'
+    assert canonical_json(canon) == '{"a":{"y":{},"z":1},"b":[1,2.5,"x",null,true]}'  # what is hashed
+    assert state_hash(canon) == state_hash(canonicalize({"a": {"y": {}, "z": 1}, "b": state["b"]}))
+
+
+class Status(str, enum.Enum):
+    ACTIVE = "Active"
+    SUSPENDED = "Suspended"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 3
+
+
+class Access(enum.Flag):
+    READ = 1
+    WRITE = 2
+
+
+class Pair(enum.Enum):
+    ORIGIN = (0, 0)
+
+
+def test_enum_members_are_their_values_whatever_they_mix_in_keys_included():
+    canon = canonicalize(
+        {
+            "status": Status.SUSPENDED,
+            "level": Level.HIGH,
+            "access": Access.READ | Access.WRITE,
+            "where": Pair.ORIGIN,
+            "counts": {Status.ACTIVE: 2, Status.SUSPENDED: 1},
+            "by_level": {Level.LOW: "l", Level.HIGH: "h"},
+            "by_access": {Access.WRITE: "w"},
+            "clash": {Level.LOW: "enum", "1": "str"},
+        }
+    )
+    assert canon == {
+        "status": "Suspended",
+        "level": 3,
+        "access": 3,
+        "where": [0, 0],
+        "counts": {"Active": 2, "Suspended": 1},
+        "by_level": {"1": "l", "3": "h"},
+        "by_access": {"2": "w"},
+        "clash": {"<Level>1": "enum", "1": "str"},
+    }
+    assert "Status." not in canonical_json(canon) and "Level." not in canonical_json(canon)
 
 
 def test_key_type_clash_does_not_merge():
     canon = canonicalize({1: "int", "1": "str", 2: "two"})
     assert canon == {"1": "str", "<int>1": "int", "2": "two"}
+    assert list(canon) == ["<int>1", "1", "2"]  # the mapping's own order
 
 
 def test_sets_tuples_datetimes_and_special_numbers():

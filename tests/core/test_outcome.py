@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,33 @@ def test_the_rule_is_part_of_what_identifies_the_labeled_input(tmp_path):
         )
         == 3
     )
+
+
+def test_a_rule_declares_raises_that_are_refusals_with_their_observation():
+    from pipeline.core.outcome import FAILURE, Labeler, OutcomeRuleError, default_outcome, parse_rule
+
+    rule = parse_rule({"raises": [{"type": ["ValueError", "ValidationError"], "observation": "Error: {message}"}]})
+    assert rule.refusal("ValueError", "line L9 not found") == "Error: line L9 not found"
+    assert rule.refusal("ValidationError", "x") == "Error: x" and rule.refusal("KeyError", "x") is None
+    assert parse_rule(json.loads(rule.id)) == rule
+    labeler = Labeler(default_outcome, rule)
+    assert labeler.refusal("ValueError", "no") == "Error: no" and labeler("t", False, "Error: no") == FAILURE
+    assert Labeler(default_outcome).refusal("ValueError", "no") is None  # the default rule: a raise is an error
+    # a rule without raises keeps its id (steps labeled under it are not relabeled)
+    plain = parse_rule({"failure_if": [{"key": "code", "equals": 404}]})
+    assert "raises" not in plain.id
+    for bad, key in (
+        ({"raises": [{"typ": "ValueError"}]}, "unknown key 'typ'"),
+        ({"raises": [{"type": "not a name"}]}, "raises[0].type"),
+        ({"raises": []}, "raises: must be a non-empty list"),
+    ):
+        with pytest.raises(OutcomeRuleError, match=re.escape(key)):
+            parse_rule(bad)
+
+
+def test_the_warn_of_a_corpus_that_refuses_by_raising_suggests_the_raises_rule():
+    from pipeline.quality.outcomes import CorpusOutcomes
+
+    found = CorpusOutcomes("tau", 500, 300, 0, problem="500 steps and not one labeled failure")
+    found.refusing_raise = "ValueError"
+    assert "declare outcome_rule: {raises: [{type: ValueError" in found.warning()

@@ -233,3 +233,91 @@ def test_observations_and_error_messages_hold_no_memory_address(fast_sandbox):
     assert fail["raw_observation"] == f"Error: ValueError: {fail['error_message']}"
     labels = ("raw_observation", "error_message", "state_after_hash")
     assert [[s[k] for k in labels] for s in runs[0]] == [[s[k] for k in labels] for s in runs[1]]
+
+
+TYPED_CODE = """
+import dataclasses
+from pydantic import BaseModel
+
+
+class Device(BaseModel):
+    apps: dict
+
+
+@dataclasses.dataclass
+class Wallet:
+    balance: int
+
+
+class Account:
+    def __init__(self, owner):
+        self.owner = owner
+
+
+class Shop:
+    device: Device
+
+    def __init__(self):
+        self.device = None
+        self.wallet = Wallet(0)
+        self.account = None
+
+    @classmethod
+    def build(cls, init_config):
+        shop = cls()
+        shop.account = Account(**init_config["account"])
+        return shop
+
+    def apps(self) -> list:
+        return list(self.device.apps)
+"""
+
+
+def test_typed_construction_validates_into_annotated_and_constructed_types():
+    namespace = envscaler._exec_module("typed_test", TYPED_CODE)
+    cls = namespace["Shop"]
+    shop = envscaler.construct(cls, namespace, {"device": {"apps": {"b": 1, "a": 2}}, "wallet": {"balance": 5}}, None)
+    assert type(shop.device).__name__ == "Device" and list(shop.device.apps) == ["b", "a"]  # the annotation
+    assert type(shop.wallet).__name__ == "Wallet" and shop.wallet.balance == 5  # the type the constructor set
+    built = envscaler.construct(cls, namespace, {"account": {"owner": "ana"}}, "build")  # a declared constructor
+    assert built.account.owner == "ana"
+    with pytest.raises(TypeError, match=r"init_config\['wallet'\] does not fit Wallet"):
+        envscaler.construct(cls, namespace, {"wallet": {"coins": 5}}, None)
+    with pytest.raises(TypeError, match="env_constructor 'make' is neither"):
+        envscaler.construct(cls, namespace, {}, "make")
+    item = envscaler.parse_env_item(
+        "shop", {"env_class_name": "Shop", "env_class_code": TYPED_CODE, "env_constructor": "build"}
+    )
+    assert item.constructor == "build" and item.spec({}).options["env_constructor"] == "build"
+    plain = envscaler.parse_env_item("shop", {"env_class_name": "Shop", "env_class_code": TYPED_CODE})
+    assert "env_constructor" not in plain.spec({}).options  # no option: the fingerprints of other corpora stay
+
+
+def test_code_of_a_decorated_method_holds_its_decorators_and_their_definitions():
+    code = """
+import functools
+
+
+def answers_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as exc:
+            return f"Error: {exc}"
+    return wrapper
+
+
+class Desk:
+    def plain(self):
+        return 1
+
+    @answers_errors
+    @functools.lru_cache(maxsize=None)
+    def refuse(self, x: int):
+        raise ValueError("no")
+"""
+    assert envscaler.method_source(code, "Desk", "plain") == "def plain(self):\n    return 1"
+    source = envscaler.method_source(code, "Desk", "refuse")
+    assert source.startswith("def answers_errors(fn):") and "@answers_errors\n@functools.lru_cache" in source
+    assert source.endswith('def refuse(self, x: int):\n    raise ValueError("no")')

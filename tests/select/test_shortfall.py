@@ -169,3 +169,45 @@ def test_the_summary_says_which_of_three_kinds_each_short_cell_is_with_the_setti
     assert any(line.startswith("  complex: ") and "not reached within the budget" in line for line in report)
     assert report[-1].startswith(f"  fix: add environments or scenarios (raise {setting} to explore longer)")
     assert "3,000" not in "\n".join(report)
+
+
+def test_a_plateaued_search_is_its_own_kind_and_no_fix_says_raise():
+    from pipeline.select.shortfall import kind_of, shortfall_report
+
+    verdict = "plateaued: the last 2,000 calls found nothing new, so more calls of the same search would not help"
+    assert kind_of(f"1 distinct candidates in the corpus; {verdict}") == "plateaued"
+    manifest = {
+        "kind": "benchmark",
+        "version": "bench-x",
+        "samples": 1,
+        "spec": {
+            "composition": [
+                {
+                    "name": "medium_5",
+                    "group": "medium",
+                    "quota": 50,
+                    "outcome": "success",
+                    "delta_min": 5,
+                    "delta_max": 5,
+                }
+            ]
+        },
+        "shortfalls": [{"stratum": "medium_5", "selected": 1, "requested": 50, "available": 1}],
+        "reach": {"medium_5": f"1 distinct candidates in the corpus, from 1 environment; {verdict}"},
+        "exploration": {"setting": "`calls_per_scenario` (now 200)"},
+    }
+    report = shortfall_report(manifest)
+    assert "1 exploration plateaued before reaching" in report[0], report
+    assert not any("raise" in line for line in report), report
+    mixture = {
+        "kind": "sft_mixture",
+        "version": "mix-x",
+        "samples": 5,
+        "strata": [{"requested": 10}],
+        "shortfalls": [{"stratum": "complex", "selected": 5, "requested": 10, "available": 5}],
+        "exploration": {"setting": "`calls_per_scenario` (now 200)", "verdicts": {"b2:complex": verdict}},
+    }
+    lines = shortfall_report(mixture)
+    assert (
+        lines[-1].startswith("  fix: add environments or scenarios (exploration plateaued") and "raise" not in lines[-1]
+    )

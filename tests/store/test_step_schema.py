@@ -1,10 +1,12 @@
 """The step record is declared once (store/schema.py) and Δ is replayed once (store/reconstruct.replay)."""
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.canonical import canonical_json, canonicalize, text_hash
+from pipeline.core.canonical import canonical_json, canonicalize, stored_json, text_hash
 from pipeline.core.delta import diff
 from pipeline.labeling.determinism import LABEL_FIELDS
 from pipeline.select import samples
@@ -42,7 +44,7 @@ def _trajectory(chain):
         stored.append(
             (f"t#{i}", schema.encode_delta(diff(a, b)), text_hash(canonical_json(a)), text_hash(canonical_json(b)))
         )
-    return canonical_json(chain[0]), text_hash(canonical_json(chain[0])), stored
+    return stored_json(chain[0]), text_hash(canonical_json(chain[0])), stored
 
 
 @settings(max_examples=150, deadline=None)
@@ -51,7 +53,13 @@ def test_replay_rebuilds_every_state_and_a_subset_alike(chain, data):
     chain = [canonicalize(s) for s in chain]
     initial, initial_hash, stored = _trajectory(chain)
     full = [(i, b, a) for i, _, _, b, a in replay("t", initial, initial_hash, stored)]
-    assert [(b, a) for _, b, a in full] == [(canonical_json(x), canonical_json(y)) for x, y in zip(chain, chain[1:])]
+    # the states as stored (their own key order: the initial one's as given, keys a Δ adds after the others),
+    # equal to the chain's once sorted
+    sort = lambda text: canonical_json(json.loads(text))
+    assert full[0][1] == initial
+    assert [(sort(b), sort(a)) for _, b, a in full] == [
+        (canonical_json(x), canonical_json(y)) for x, y in zip(chain, chain[1:])
+    ]
     wanted = set(data.draw(st.lists(st.integers(0, len(stored) - 1), max_size=3)))
     part = [(i, b, a) for i, _, _, b, a in replay("t", initial, initial_hash, stored, wanted)]
     assert part == [r for r in full if r[0] in wanted]
@@ -73,3 +81,10 @@ def test_replay_names_the_step_whose_hash_or_delta_is_wrong():
     with pytest.raises(ReplayError, match=r"^t: stored initial state does not match its hash") as exc:
         list(replay("t", initial, "0" * 32, stored))
     assert exc.value.index is None
+
+
+def test_replay_keeps_the_stored_key_order_and_appends_added_keys():
+    chain = [{"zoom": 1, "maps": 2}, {"zoom": 1, "maps": 2, "camera": 3}]
+    initial, initial_hash, stored = _trajectory(chain)
+    ((_, _, _, before, after),) = replay("t", initial, initial_hash, stored)
+    assert before == '{"zoom":1,"maps":2}' and after == '{"zoom":1,"maps":2,"camera":3}'

@@ -158,7 +158,10 @@ class EnvScalerSource(EnvironmentSource):
 
     def build(self, spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
         o = spec.options
-        return envscaler.EnvScalerEnvironment(spec.env_id, o["class_name"], o["code_ref"], o["tools_ref"]), {}
+        env = envscaler.EnvScalerEnvironment(
+            spec.env_id, o["class_name"], o["code_ref"], o["tools_ref"], o.get(envscaler.CONSTRUCTOR)
+        )
+        return env, {}
 
     def outcome(self, tool: str, raised: bool, value: Any) -> str:
         return envscaler.outcome(tool, raised, value)
