@@ -790,7 +790,11 @@ def _limit_self() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
-def main() -> None:
+def prepare(args: list[str], reuse: bool = True) -> tuple[Any, int, int]:
+    """Everything a sandbox process does before it forks children: the protocol moved off fds 0/1, its own limits,
+    the source(s) it serves preloaded, the seccomp/Landlock/frozen-clock preparation, the base filter, the heap
+    frozen. ``args``: ``--private-tmp``, ``--preload SOURCE`` (an instance: only its source); ``reuse``: whether
+    children may be reused (the pristine module state kept). Returns (request file, reply fd, Landlock ABI)."""
     seccomp.non_dumpable()  # first: nothing of the worker is readable by another process of its uid
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.dup(1)
@@ -800,8 +804,6 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
     _limit_self()
-
-    args = sys.argv[1:]  # from the parent (isolation.worker_command): --private-tmp, --preload SOURCE
     only = args[args.index("--preload") + 1] if "--preload" in args[:-1] else None  # an instance: only its source
     source = registry.SOURCES.find(only) if only else None
     if source is None:
@@ -813,13 +815,19 @@ def main() -> None:
     seccomp.prepare()
     confinement = landlock.prepare()
     freeze.prepare()
-    if source is None:
+    if source is None and reuse:
         pristine.prepare()  # an instance never reuses a child: nothing to restore
     seccomp.install_base()  # no_new_privs and the base filter: every child runs under it
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     with open("/proc/self/statm") as fh:  # the address space a forked child starts with
         _BASE_VSIZE.append(int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE"))
+    return proto_in, proto_out, confinement
+
+
+def main() -> None:
+    # from the parent (isolation.worker_command): --private-tmp, --preload SOURCE
+    proto_in, proto_out, confinement = prepare(sys.argv[1:])
     _start_zygote()
 
     write_frame(proto_out, {"kind": "ready", "pid": os.getpid(), "landlock": confinement})
