@@ -364,9 +364,9 @@ def serve_env(argv: list[str]) -> int:
     checked = sum(1 for t in tasks if t.checks)
 
     def ready(url: str) -> None:
-        _say(
-            f"serving {len(tasks)} tasks ({checked} with executable checks) at {url} (WebSocket {url.replace('http', 'ws', 1)}/ws), mode {args.mode}"
-        )
+        ws = url.replace("http", "ws", 1)
+        _say(f"serving {len(tasks)} tasks ({checked} with executable checks) at {url} (WebSocket {ws}/ws)")
+        _say(f"mode {args.mode}; served episodes are appended to {root / 'served' / 'episodes.jsonl'}")
         _say("stop it with Ctrl-C (or SIGTERM)")
 
     serve(

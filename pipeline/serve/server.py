@@ -91,80 +91,77 @@ def _reset_args(data: Any) -> dict[str, Any]:
     return {k: data.get(k) for k in ("seed", "episode_id", "task_id")}
 
 
-def build_app(make_episode: Callable[[], Episode], task_ids: list[str], max_threads: int = 256) -> Starlette:
-    """The server over episodes made by ``make_episode`` (each bound to the shared session pool)."""
-    limiter = anyio.CapacityLimiter(max_threads)
+class _Handlers:
+    """The routes' handlers over episodes made by ``make_episode``; blocking episode calls run in worker threads."""
 
-    async def run(fn: Callable[..., Any], *args: Any) -> Any:
-        return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+    def __init__(self, make_episode: Callable[[], Episode], task_ids: list[str], max_threads: int) -> None:
+        self.make_episode, self.task_ids = make_episode, task_ids
+        self.limiter = anyio.CapacityLimiter(max_threads)
 
-    async def health(_: Request) -> JSONResponse:
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+
+    async def health(self, _: Request) -> JSONResponse:
         return JSONResponse({"status": "healthy"})
 
-    async def schema(_: Request) -> JSONResponse:
+    async def schema(self, _: Request) -> JSONResponse:
         return JSONResponse({"action": ACTION_SCHEMA, "observation": OBSERVATION_SCHEMA, "state": STATE_SCHEMA})
 
-    async def state(_: Request) -> JSONResponse:
+    async def state(self, _: Request) -> JSONResponse:
         return JSONResponse({"episode_id": None, "step_count": 0})
 
-    async def tasks(_: Request) -> JSONResponse:
-        return JSONResponse({"tasks": task_ids})
+    async def tasks(self, _: Request) -> JSONResponse:
+        return JSONResponse({"tasks": self.task_ids})
 
-    async def _body(request: Request) -> dict[str, Any]:
-        raw = await request.body()
-        if len(raw) > MAX_MESSAGE_BYTES:
-            raise ValueError(f"request body over {MAX_MESSAGE_BYTES} bytes")
-        data = json.loads(raw or b"{}")
-        if not isinstance(data, dict):
-            raise ValueError("the body is a JSON object")
-        return data
+    async def reset(self, request: Request) -> JSONResponse:
+        return await self._stateless(request, with_action=False)
 
-    async def reset(request: Request) -> JSONResponse:
-        episode = make_episode()
+    async def step(self, request: Request) -> JSONResponse:
+        return await self._stateless(request, with_action=True)
+
+    async def _stateless(self, request: Request, with_action: bool) -> JSONResponse:
+        """``POST /reset`` / ``POST /step``: a fresh episode for the request (reset by its body, then its action)."""
+        episode = self.make_episode()
         try:
-            data = await _body(request)
-            return JSONResponse(await run(lambda: episode.reset(**_reset_args(data))))
+            raw = await request.body()
+            if len(raw) > MAX_MESSAGE_BYTES:
+                raise ValueError(f"request body over {MAX_MESSAGE_BYTES} bytes")
+            data = json.loads(raw or b"{}")
+            if not isinstance(data, dict):
+                raise ValueError("the body is a JSON object")
+            answer = await self.run(lambda: episode.reset(**_reset_args(data)))
+            if with_action:
+                answer = await self.run(_step, episode, data.get("action"))
+            return JSONResponse(answer)
         except CapacityError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=503)
         except (SessionError, ValueError) as exc:
             return JSONResponse({"detail": str(exc)}, status_code=422)
         finally:
-            await run(episode.close)
+            await self.run(episode.close)
 
-    async def step(request: Request) -> JSONResponse:
-        episode = make_episode()
-        try:
-            data = await _body(request)
-            await run(lambda: episode.reset(**_reset_args(data)))
-            return JSONResponse(await run(_step, episode, data.get("action")))
-        except CapacityError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=503)
-        except (SessionError, ValueError) as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=422)
-        finally:
-            await run(episode.close)
-
-    async def ws(socket: WebSocket) -> None:
+    async def ws(self, socket: WebSocket) -> None:
+        """``WS /ws``: one session, until ``close``, a disconnect or an oversized message."""
         await socket.accept()
-        episode = make_episode()
+        episode = self.make_episode()
         try:
             while True:
                 raw = await socket.receive_text()
                 if len(raw.encode("utf-8")) > MAX_MESSAGE_BYTES:
                     await socket.close(code=1009, reason=f"message over {MAX_MESSAGE_BYTES} bytes")
                     return
-                reply = await _answer(episode, raw)
+                reply = await self.answer(episode, raw)
                 if reply is None:
                     break
                 await socket.send_text(json.dumps(reply, ensure_ascii=False, default=str))
         except WebSocketDisconnect:
             pass
         finally:
-            await run(episode.close)
+            await self.run(episode.close)
             with contextlib.suppress(RuntimeError, WebSocketDisconnect):
                 await socket.close()
 
-    async def _answer(episode: Episode, raw: str) -> dict[str, Any] | None:
+    async def answer(self, episode: Episode, raw: str) -> dict[str, Any] | None:
         """The reply to one client message (None: ``close``)."""
         try:
             message = json.loads(raw)
@@ -175,28 +172,32 @@ def build_app(make_episode: Callable[[], Episode], task_ids: list[str], max_thre
         kind, data = message.get("type"), message.get("data")
         try:
             if kind == "reset":
-                return {"type": "observation", "data": await run(lambda: episode.reset(**_reset_args(data)))}
+                return {"type": "observation", "data": await self.run(lambda: episode.reset(**_reset_args(data)))}
             if kind == "step":
-                return {"type": "observation", "data": await run(_step, episode, data)}
+                return {"type": "observation", "data": await self.run(_step, episode, data)}
             if kind == "state":
-                return {"type": "state", "data": await run(episode.state)}
+                return {"type": "state", "data": await self.run(episode.state)}
             if kind == "close":
                 return None
             return _error(f"Unknown message type: {str(kind)[:60]}", "UNKNOWN_TYPE")
         except CapacityError as exc:
             return _error(str(exc), "CAPACITY_REACHED", active_sessions=exc.active, max_sessions=exc.limit)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             return _error(str(exc), "VALIDATION_ERROR")
         except SessionError as exc:
             return _error(str(exc), "EXECUTION_ERROR")
 
+
+def build_app(make_episode: Callable[[], Episode], task_ids: list[str], max_threads: int = 256) -> Starlette:
+    """The server over episodes made by ``make_episode`` (each bound to the shared session pool)."""
+    h = _Handlers(make_episode, task_ids, max_threads)
     routes = [
-        Route("/health", health),
-        Route("/schema", schema),
-        Route("/state", state),
-        Route("/tasks", tasks),
-        Route("/reset", reset, methods=["POST"]),
-        Route("/step", step, methods=["POST"]),
-        WebSocketRoute("/ws", ws),
+        Route("/health", h.health),
+        Route("/schema", h.schema),
+        Route("/state", h.state),
+        Route("/tasks", h.tasks),
+        Route("/reset", h.reset, methods=["POST"]),
+        Route("/step", h.step, methods=["POST"]),
+        WebSocketRoute("/ws", h.ws),
     ]
     return Starlette(routes=routes)

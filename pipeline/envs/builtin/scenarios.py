@@ -468,7 +468,8 @@ def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, 
         return [
             _check(
                 f"patient {pid} has a new appointment",
-                f"    return sum(a['patient_id'] == '{pid}' for a in final_state['appointments'].values()) > {before}\n",
+                f"    mine = [a for a in final_state['appointments'].values() if a['patient_id'] == '{pid}']\n"
+                f"    return len(mine) > {before}\n",
             )
         ]
     if domain == "university":
@@ -516,7 +517,8 @@ def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, 
             ),
             _check(
                 "finished SP1 work is closed",
-                "    return any(t['sprint'] == 'SP1' and t['status'] == 'done' for t in final_state['tasks'].values())\n",
+                "    tasks = final_state['tasks'].values()\n"
+                "    return any(t['sprint'] == 'SP1' and t['status'] == 'done' for t in tasks)\n",
             ),
         ]
     return []
