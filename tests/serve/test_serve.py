@@ -178,7 +178,7 @@ def test_64_parallel_sessions_raise_no_capacity_error(server):
     def one(seed):
         try:
             results.append(_episode(url, seed))
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:
             errors.append(repr(exc))
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(64)]
