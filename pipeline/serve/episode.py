@@ -104,6 +104,7 @@ class Episode:
         self.task: ServedTask | None = None
         self.episode_id: str | None = None
         self.seed = 0
+        self.target: str | None = None  # a task rewarded by its reference: the state it must reach
         self.sim_state: Any = None
         self.rows: list[dict[str, Any]] = []
         self.done = False
@@ -126,6 +127,7 @@ class Episode:
             raise SessionError(f"unknown task_id {str(task_id)[:200]!r}: list them at /tasks")
         self.task = task
         self.episode_id = episode_id or f"{task.task_id}/{self.seed}"
+        self.target = self._reference_hash(task) if task.reference else None
         self.session = self.pool.open(task.env, f"served/{task.task_id}/{self.seed}", self.seed, list(task.checks))
         self.sim_state = self.session.state
         self.rows, self.done, self.reward = [], False, None
@@ -163,6 +165,8 @@ class Episode:
         real_before = self.session.state
         step = self.session.call(tool_name, arguments)
         self.reward = reward_of(step.checks) if task.checks else None
+        if self.target is not None:
+            self.reward = 1.0 if step.labels["state_after_hash"] == self.target else 0.0
         metadata: dict[str, Any] = {k: step.labels.get(k) for k in LABEL_FIELDS}
         metadata["checks"] = step.checks
         if task.note:
@@ -207,6 +211,28 @@ class Episode:
             self.session = None
 
     # -- helpers ---------------------------------------------------------------------------------------
+    _targets: dict[tuple[str, int], str | None] = {}  # the reference's final state hash, by (task, seed)
+    _targets_lock = threading.Lock()
+
+    def _reference_hash(self, task: ServedTask) -> str | None:
+        """The hash of the state the task's ground-truth calls leave, from the same episode name and seed (run once
+        per task and seed in a session of its own); None when the replay fails."""
+        key = (task.task_id, self.seed)
+        with self._targets_lock:
+            if key in self._targets:
+                return self._targets[key]
+        session = self.pool.open(task.env, f"served/{task.task_id}/{self.seed}", self.seed)
+        try:
+            for tool, arguments in task.reference:
+                if not session.call(tool, arguments).alive:
+                    break
+            target = session.labels.state_hash if session.closed is None else None
+        finally:
+            session.close()
+        with self._targets_lock:
+            self._targets[key] = target
+        return target
+
     def _task(self) -> ServedTask:
         if self.task is None:
             raise SessionError("no episode: send reset first")

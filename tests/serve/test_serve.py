@@ -18,7 +18,7 @@ from pipeline.serve.episode import Episode
 from pipeline.serve.host import run_checks
 from pipeline.serve.server import build_app
 from pipeline.serve.sessions import CapacityError, SessionPool
-from pipeline.serve.tasks import NO_CHECK, ServedTask, load_tasks
+from pipeline.serve.tasks import BY_REFERENCE, NO_CHECK, ServedTask, load_tasks
 from tests.support.envscaler_corpus import HOSTILE_CODE
 
 RETAIL = "builtin-retail-s0-00000"  # customer C001; P001 in stock
@@ -283,3 +283,22 @@ def test_trl_environment_class_exposes_the_tools_as_methods(pool, tasks):
     with pytest.raises(ValueError, match="unknown tool"):
         env._bound("nope", "")()
     env.close()
+
+
+def test_a_bfcl_task_is_rewarded_by_its_ground_truth_replay(pool):
+    cfg = sources_config(builtin={"enabled": False}, bfcl={"categories": ("base",)})
+    bfcl_tasks = [t for t in load_tasks(cfg) if t.reference][:2]
+    assert bfcl_tasks and all(t.note == BY_REFERENCE and not t.checks for t in bfcl_tasks)
+    episode = Episode(pool, bfcl_tasks)
+    partial = []
+    for task in bfcl_tasks:
+        episode.reset(task_id=task.task_id)
+        answers = [episode.call_tool(tool, arguments) for tool, arguments in task.reference]
+        assert answers[-1]["reward"] == 1.0, task.task_id  # the agent that does what the ground truth does
+        final = answers[-1]["observation"]["metadata"]["state_after_hash"]
+        for answer in answers:  # on the way: 1.0 exactly where the state already is the final one
+            reached = answer["observation"]["metadata"]["state_after_hash"] == final
+            assert answer["reward"] == (1.0 if reached else 0.0)
+        partial.append(answers[0]["reward"])
+    assert 0.0 in partial  # a first call alone does not finish these tasks
+    episode.close()
