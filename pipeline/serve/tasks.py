@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.collect.sources import env_items
 from pipeline.core.environment import EnvSpec
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
@@ -65,8 +66,6 @@ def load_tasks(cfg: SourceConfig, items: list[Any] | None = None) -> list[Served
     """Every source's scenarios (the tasks exploration runs from), then the agent tasks of sources that have no
     scenarios (bfcl's multi-turn tasks, rewarded by their ground-truth replay), in registry order; one per
     ``task_id`` (the first)."""
-    from pipeline.collect.sources import env_items
-
     if items is None:
         items, _ = env_items(cfg)
     out: dict[str, ServedTask] = {}
