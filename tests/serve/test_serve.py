@@ -302,3 +302,31 @@ def test_a_bfcl_task_is_rewarded_by_its_ground_truth_replay(pool):
         partial.append(answers[0]["reward"])
     assert 0.0 in partial  # a first call alone does not finish these tasks
     episode.close()
+
+
+def test_openenv_own_client_runs_an_episode(server):
+    """OpenEnv's own MCPToolClient (the ``openenv`` extra: openenv-core pulls fastmcp and gradio, so ./forge does not
+    install it): reset -> list_tools -> call_tool x3 -> close, and 64 of them side by side."""
+    pytest.importorskip("openenv.core.mcp_client", reason="openenv-core is not installed (pip install '.[openenv]')")
+    import asyncio
+
+    from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
+    from openenv.core.mcp_client import MCPToolClient
+
+    url = server[0].replace("ws://", "http://")
+
+    async def one(seed):
+        async with MCPToolClient(base_url=url) as env:
+            await env.reset(seed=seed, task_id=RETAIL)
+            tools = await env.step(ListToolsAction())
+            steps = [await env.step(CallToolAction(tool_name=n, arguments=a)) for n, a in BUY]
+            return [t.name for t in tools.observation.tools], steps
+
+    async def many():
+        return await asyncio.gather(*[one(i) for i in range(64)])
+
+    results = asyncio.run(many())
+    names, steps = results[0]
+    assert "checkout" in names and [s.reward for s in steps] == [0.0, 1.0, 1.0]
+    assert steps[1].observation.metadata["checks"] == [True, True] and steps[1].observation.error is None
+    assert all([s.reward for s in r[1]] == [0.0, 1.0, 1.0] for r in results)
