@@ -328,6 +328,7 @@ def _serve_env_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (0: any free one; the URL is printed)")
     p.add_argument("--max-sessions", type=int, default=256, help="live sessions at most (more: CAPACITY_REACHED)")
     p.add_argument("--idle-timeout", type=float, default=900.0, help="seconds before an idle session is closed")
+    p.add_argument("--max-steps", type=int, default=30, help="tool calls per episode (then done: true)")
     return p
 
 
@@ -380,9 +381,17 @@ def serve_env(argv: list[str]) -> int:
         isolation=current_settings().sandbox,
         episodes=root / "served" / "episodes.jsonl",
         on_ready=ready,
+        max_steps=args.max_steps,
     )
     _say("stopped: every session and sandbox process ended")
     return 0
+
+
+@command("[--sessions N ...] [--calls N]   steps/s through the serve-env WebSocket server vs labeling")
+def bench_env_server(argv: list[str]) -> int:
+    """``./forge bench-env-server``: benchmarks/bench_env_server.py with the arguments as given."""
+    env = dict(os.environ) if _wants_help(argv) else child_env()
+    return _exec([sys.executable, str(ROOT / "benchmarks" / "bench_env_server.py"), *argv], env)
 
 
 @command("[--steps N ...] [--naive]   stratify -> select -> export on synthetic corpora (functions, assets)")

@@ -34,23 +34,31 @@ from pipeline.execution.wire import limits_from_wire, max_frame, trajectory_from
 MAX_STEPS = 256
 
 
+_CHECKS: dict[str, Any] = {}  # check code -> its function (compiled once per session child)
+
+
+def _check_function(code: str) -> Any:
+    func = _CHECKS.get(code)
+    if func is None:
+        space: dict[str, Any] = {}
+        exec(compile(code, "<check_func>", "exec"), space)
+        func = space.get("check_func") or next(v for k, v in space.items() if callable(v) and k[:1] != "_")
+        _CHECKS[code] = func
+    return func
+
+
 def run_checks(checks: list[str], initial: Any, final: Any) -> list[Any]:
     """Each check function's verdict on the state: ``check_func(final_state)`` or ``check_func(init_state,
     final_state)`` (EnvScaler's ``checklist_with_func``), True/False; a check that raises or answers
     something else gives ``None`` (it counts as failed in the mean). Runs in the session's child: check code is
-    corpus data, untrusted like the environment's."""
+    corpus data, untrusted like the environment's. Each check gets its own copy of the states."""
     out: list[Any] = []
     for code in checks:
         try:
-            space: dict[str, Any] = {}
-            exec(compile(code, "<check_func>", "exec"), space)
-            func = space.get("check_func") or next(v for k, v in space.items() if callable(v) and k[:1] != "_")
+            func = _check_function(code)
             params = len(inspect.signature(func).parameters)
-            verdict = (
-                func(json.loads(json.dumps(initial)), json.loads(json.dumps(final)))
-                if params >= 2
-                else func(json.loads(json.dumps(final)))
-            )
+            final_copy = json.loads(json.dumps(final))
+            verdict = func(json.loads(json.dumps(initial)), final_copy) if params >= 2 else func(final_copy)
             out.append(bool(verdict) if isinstance(verdict, (bool, int, float)) else None)
         except Exception:
             out.append(None)

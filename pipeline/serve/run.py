@@ -44,6 +44,7 @@ def serve(
     isolation: str = "bwrap",
     episodes: Path | None = None,
     on_ready: Callable[[str], None] = print,
+    max_steps: int = 30,
 ) -> None:
     """Serve until SIGINT/SIGTERM (uvicorn's handlers); every session and sandbox host ends before it returns."""
     import uvicorn
@@ -52,7 +53,7 @@ def serve(
     with SessionPool(max_sessions, idle_timeout_s, limits, isolation) as pool:
 
         def make_episode() -> Episode:
-            return Episode(pool, tasks, mode, simulator, record=record)
+            return Episode(pool, tasks, mode, simulator, max_steps=max_steps, record=record)
 
         app = build_app(make_episode, [t.task_id for t in tasks], max_threads=max_sessions + 8)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws_max_size=1 << 20, lifespan="off")
