@@ -35,17 +35,17 @@ def _parser() -> argparse.ArgumentParser:
 
 ARGS = _parser().parse_args() if __name__ == "__main__" else None  # -h answers before the heavy imports
 
-import uvicorn
-from websockets.sync.client import connect
+import uvicorn  # noqa: E402
+from websockets.sync.client import connect  # noqa: E402
 
-from pipeline.core.settings import settings
-from pipeline.core.trajectory import Action, Trajectory
-from pipeline.envs.registry import sources_config
-from pipeline.execution.sandbox import Sandbox
-from pipeline.serve.episode import Episode, mcp_tools
-from pipeline.serve.server import build_app
-from pipeline.serve.sessions import SessionPool
-from pipeline.serve.tasks import ServedTask, load_tasks
+from pipeline.core.settings import settings  # noqa: E402
+from pipeline.core.trajectory import Action, Trajectory  # noqa: E402
+from pipeline.envs.registry import sources_config  # noqa: E402
+from pipeline.execution.sandbox import Sandbox  # noqa: E402
+from pipeline.serve.episode import Episode, mcp_tools  # noqa: E402
+from pipeline.serve.server import build_app  # noqa: E402
+from pipeline.serve.sessions import SessionPool  # noqa: E402
+from pipeline.serve.tasks import ServedTask, load_tasks  # noqa: E402
 
 
 def _calls(task: ServedTask, count: int) -> list[tuple[str, dict]]:
