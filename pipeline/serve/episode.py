@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,14 @@ class _Loop:
                 cls._loop = asyncio.new_event_loop()
                 threading.Thread(target=cls._loop.run_forever, name="serve-simulator", daemon=True).start()
         return asyncio.run_coroutine_threadsafe(coro, cls._loop).result()
+
+
+def _tool_call(call_id: str, function: dict[str, str]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": function}
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def mcp_tools(task: ServedTask) -> list[dict[str, Any]]:
@@ -253,19 +262,33 @@ class Episode:
     def _finish(self) -> None:
         self.done = True
         if self.record is not None and self.task is not None:
-            self.record(
-                {
-                    "episode_id": self.episode_id,
-                    "task_id": self.task.task_id,
-                    "env_id": self.task.env.env_id,
-                    "source": self.task.source,
-                    "mode": self.mode,
-                    "simulator": self.simulator.spec.name if self.simulator is not None else None,
-                    "seed": self.seed,
-                    "reward": self.reward,
-                    "steps": self.rows,
-                }
-            )
+            self.record(self._record())
+
+    def _record(self) -> dict[str, Any]:
+        """The episode as recorded: a message-history record (``task_id``, ``env``, ``messages``: the task as the
+        user turn, each call and what the agent saw), so a run that lists the log under ``message_histories``
+        replays and labels its calls; plus the task served, mode, simulator, seed, rewards and each step's metadata.
+        Its ``task_id`` is the served task's with the episode's and a unique suffix (one record per episode)."""
+        task = self._task()
+        messages: list[dict[str, Any]] = [{"role": "user", "content": task.text}]
+        for k, row in enumerate(self.rows):
+            call = {"name": row["tool"], "arguments": json.dumps(row["arguments"], ensure_ascii=False)}
+            messages.append({"role": "assistant", "content": None, "tool_calls": [_tool_call(f"call_{k}", call)]})
+            messages.append({"role": "tool", "tool_call_id": f"call_{k}", "content": _as_text(row["observation"])})
+        env = task.env
+        return {
+            "task_id": f"{task.task_id}/{self.episode_id}/{uuid.uuid4().hex[:12]}",
+            "served_task_id": task.task_id,
+            "episode_id": self.episode_id,
+            "env": {"source": env.source, "env_id": env.env_id, "init_config": env.init_config, "options": env.options},
+            "messages": messages,
+            "source": task.source,
+            "mode": self.mode,
+            "simulator": self.simulator.spec.name if self.simulator is not None else None,
+            "seed": self.seed,
+            "reward": self.reward,
+            "steps": self.rows,
+        }
 
     def _simulate(
         self, index: int, tool: str, labels: dict[str, Any], real_before: Any, real_after: Any

@@ -9,6 +9,8 @@ import pytest
 import uvicorn
 from websockets.sync.client import connect
 
+from pipeline.collect.sources import env_items, history_trajectories
+from pipeline.core.trajectory import Trajectory
 from pipeline.envs import builtin, envscaler
 from pipeline.envs.registry import sources_config
 from pipeline.evaluate.simulators import make_simulator, simulator_spec
@@ -16,6 +18,7 @@ from pipeline.execution.child import Limits
 from pipeline.serve.adapters import GemEnv, ToolEnvironment, parse_action
 from pipeline.serve.episode import Episode
 from pipeline.serve.host import run_checks
+from pipeline.serve.run import EpisodeLog
 from pipeline.serve.server import build_app
 from pipeline.serve.sessions import CapacityError, SessionPool
 from pipeline.serve.tasks import BY_REFERENCE, NO_CHECK, ServedTask, load_tasks
@@ -165,9 +168,9 @@ def test_openenv_session_reset_list_tools_call_tool_close(server, tasks):
     assert meta["checks"] == [True, True] and meta["outcome"] == "success" and meta["delta_size"] > 0
     assert data[1]["observation"]["tool_name"] == "checkout" and "order_id" in data[1]["observation"]["result"]
     deadline = time.monotonic() + 5
-    while not any(e["task_id"] == RETAIL for e in episodes) and time.monotonic() < deadline:
+    while not any(e["served_task_id"] == RETAIL for e in episodes) and time.monotonic() < deadline:
         time.sleep(0.05)
-    recorded = next(e for e in episodes if e["task_id"] == RETAIL)
+    recorded = next(e for e in episodes if e["served_task_id"] == RETAIL)
     assert recorded["reward"] == 1.0 and len(recorded["steps"]) == 3 and recorded["mode"] == "exec"
 
 
@@ -330,3 +333,22 @@ def test_openenv_own_client_runs_an_episode(server):
     assert "checkout" in names and [s.reward for s in steps] == [0.0, 1.0, 1.0]
     assert steps[1].observation.metadata["checks"] == [True, True] and steps[1].observation.error is None
     assert all([s.reward for s in r[1]] == [0.0, 1.0, 1.0] for r in results)
+
+
+def test_served_episodes_are_logged_whole_and_replay_as_message_histories(pool, tasks, tmp_path):
+
+    log = EpisodeLog(tmp_path / "served" / "episodes.jsonl")
+    episode = Episode(pool, tasks, record=log)
+    for seed in (0, 1):
+        episode.reset(seed=seed, task_id=RETAIL)
+        for name, args in BUY:
+            episode.call_tool(name, args)
+        episode.close()
+    rows = [json.loads(line) for line in log.path.read_text().splitlines()]
+    assert len(rows) == 2 and [r["reward"] for r in rows] == [1.0, 1.0] and rows[0]["task_id"] != rows[1]["task_id"]
+    cfg = sources_config(builtin={"scenarios_per_env": 1}, bfcl={"categories": ()}, message_histories=[log.path])
+    items, _ = env_items(cfg)
+    replayed = [t for t in history_trajectories(cfg, items) if isinstance(t, Trajectory)]
+    assert len(replayed) == 2
+    assert [(a.name, a.arguments) for a in replayed[0].actions] == [(n, a) for n, a in BUY]
+    assert replayed[0].env == next(t for t in tasks if t.task_id == RETAIL).env
