@@ -2,6 +2,7 @@
 server (an exact-protocol websocket client), the exec/shadow modes, the gem.Env and TRL adapters."""
 
 import json
+import os
 import threading
 import time
 
@@ -352,3 +353,17 @@ def test_served_episodes_are_logged_whole_and_replay_as_message_histories(pool, 
     assert len(replayed) == 2
     assert [(a.name, a.arguments) for a in replayed[0].actions] == [(n, a) for n, a in BUY]
     assert replayed[0].env == next(t for t in tasks if t.task_id == RETAIL).env
+
+
+def test_a_served_session_keeps_every_rule_of_the_labeling_sandbox(pool):
+    """Network, processes and writes outside its directory are refused inside a session as in labeling, and the
+    session goes on (each refusal is an error step of that call, not a lost session)."""
+    session = pool.open(_hostile(), "served/hostile/rules", 0)
+    for tool in ("phone_home", "fork_bomb", "write_outside"):
+        step = session.call(tool, {})
+        assert step.labels["outcome"] == "error", (tool, step.observation)
+    session.call("shell_out", {})  # os.system cannot start a process: its file never appears
+    assert not os.path.exists("/tmp/envsim-owned") and not os.path.exists("/tmp/envsim-escape.txt")
+    assert session.call("write_inside", {}).labels["outcome"] == "success"
+    assert session.closed is None
+    session.close()
