@@ -1,14 +1,15 @@
 """Serving throughput: steps/s through the OpenEnv WebSocket server at 1, 16 and 64 concurrent sessions, beside the
 sandbox's labeling rate on the same environments and calls.
 
-Each session plays one builtin-pack task: reset, then ``--calls`` tool calls (its environment's read tools and a
-write, cycling), then close; its task is drawn by session number, so 64 sessions cover every environment. The server
+Each session plays one builtin-pack task: reset, then ``--calls`` tool calls (its environment's tools that take no
+required argument, cycling), then close; its task is drawn by session number, so 64 sessions cover every environment. The server
 runs in this process (uvicorn in a thread, the sessions' hosts under the configured sandbox isolation); clients are
-``websockets`` connections in threads. Printed: steps/s, p50 / p99 step latency, p50 reset latency, peak private
-memory of the sandbox processes per live session; then the labeling rate of the same trajectories through
-``Sandbox.run`` (the pipeline's labeling path), and the serving rate at 64 sessions as % of it.
+``websockets`` connections in threads. Printed: steps/s, p50 / p99 step latency, p50 reset latency, private
+memory of the sandbox processes per live session; the private memory with ``--live`` sessions open at once;
+then the labeling rate of the same trajectories through ``Sandbox.run`` (the pipeline's labeling path), and the
+serving rate at the most sessions as % of it.
 
-    python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--workers N]
+    python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--workers N] [--live N]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--calls", type=int, default=20, help="tool calls per session")
     parser.add_argument("--workers", type=int, default=2, help="labeling sandbox workers (the comparison)")
+    parser.add_argument("--live", type=int, default=256, help="sessions held open at once for the memory figure")
     return parser
 
 
@@ -140,10 +142,20 @@ def main() -> None:
             rows.append((n, len(lat) / elapsed, q[49] * 1e3, q[98] * 1e3, statistics.median(resets) * 1e3, mem / n))
         server.should_exit = True
         thread.join(10)
+        pool.max_sessions = max(pool.max_sessions, args.live)
+        t0 = time.perf_counter()
+        live = [pool.open(tasks[i % len(tasks)].env, f"bench/live/{i}") for i in range(args.live)]
+        opened = time.perf_counter() - t0
+        held = sum(s.closed is None for s in live)
+        live_mb = _private_mb({p for h in pool._hosts.values() for p in (h.proc.pid, *_descendants(h.proc.pid))})
     print("| sessions | steps/s | p50 step ms | p99 step ms | p50 reset ms | private MiB per live session |")
     print("|---|---|---|---|---|---|")
     for n, rate, p50, p99, reset, mem in rows:
         print(f"| {n} | {rate:.0f} | {p50:.1f} | {p99:.1f} | {reset:.0f} | {mem:.1f} |")
+    print(
+        f"{held} of {args.live} sessions live at once (opened in {opened:.1f} s): {live_mb:.0f} MiB of private memory "
+        f"in the sandbox processes, {live_mb / max(1, held):.2f} MiB per session"
+    )
     # the labeling path on the same trajectories: 64 sessions' tasks and calls, through Sandbox.run
     chosen = [tasks[(i * 7) % len(tasks)] for i in range(max(args.sessions))]
     trajectories = [

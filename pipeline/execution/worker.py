@@ -780,9 +780,15 @@ def _preload_stdlib() -> None:
             pass
 
 
-def _limit_self() -> None:
-    """Limits of the worker itself (its children inherit them and add their own)."""
-    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, 1024), (resource.RLIMIT_NPROC, 256)):
+def _limit_self(processes: int = 256) -> None:
+    """Limits of the worker itself (its children inherit them and add their own); ``processes``: the most
+    processes of its uid (a session host holds one live child per session)."""
+    files = max(1024, 4 * processes)
+    for limit, value in (
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NOFILE, files),
+        (resource.RLIMIT_NPROC, processes),
+    ):
         soft, hard = resource.getrlimit(limit)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(limit, (value, value))
@@ -790,11 +796,12 @@ def _limit_self() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
-def prepare(args: list[str], reuse: bool = True) -> tuple[Any, int, int]:
+def prepare(args: list[str], reuse: bool = True, processes: int = 256) -> tuple[Any, int, int]:
     """Everything a sandbox process does before it forks children: the protocol moved off fds 0/1, its own limits,
     the source(s) it serves preloaded, the seccomp/Landlock/frozen-clock preparation, the base filter, the heap
     frozen. ``args``: ``--private-tmp``, ``--preload SOURCE`` (an instance: only its source); ``reuse``: whether
-    children may be reused (the pristine module state kept). Returns (request file, reply fd, Landlock ABI)."""
+    children may be reused (the pristine module state kept); ``processes``: :func:`_limit_self`'s. Returns (request
+    file, reply fd, Landlock ABI)."""
     seccomp.non_dumpable()  # first: nothing of the worker is readable by another process of its uid
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.dup(1)
@@ -803,7 +810,7 @@ def prepare(args: list[str], reuse: bool = True) -> tuple[Any, int, int]:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
-    _limit_self()
+    _limit_self(processes)
     only = args[args.index("--preload") + 1] if "--preload" in args[:-1] else None  # an instance: only its source
     source = registry.SOURCES.find(only) if only else None
     if source is None:

@@ -32,6 +32,8 @@ from pipeline.execution.wire import limits_from_wire, max_frame, trajectory_from
 
 #: the most steps one session may take (its CPU allowance grows with it)
 MAX_STEPS = 256
+#: the most live sessions one host holds (its process limit; each session is one process)
+MAX_SESSIONS = 1024
 
 
 _CHECKS: dict[str, Any] = {}  # check code -> its function (compiled once per session child)
@@ -134,12 +136,21 @@ class Host:
         if request.get("blobs"):
             blobs.update(request["blobs"])
         limits = limits_from_wire(request["limits"])
-        rfd, wfd = os.pipe()
-        req_r, req_w = os.pipe()
         temp_dir = worker._named(trajectory_from_wire(request["trajectory"]))  # a name from the episode: reproducible
-        worker._claim(temp_dir)
-        os.mkdir(temp_dir, 0o700)
-        pid = os.fork()
+        fds: list[int] = []
+        try:
+            fds += os.pipe()
+            fds += os.pipe()
+            worker._claim(temp_dir)
+            os.mkdir(temp_dir, 0o700)
+            pid = os.fork()
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            worker._remove_tree(temp_dir)
+            worker._LIVE.discard(temp_dir)
+            raise
+        rfd, wfd, req_r, req_w = fds
         if pid == 0:
             os.close(rfd)
             os.close(req_w)
@@ -148,7 +159,8 @@ class Host:
         os.close(req_r)
         _SESSION_FDS.extend([rfd, req_w])
         live = _Live(sid, pid, FdReader(rfd, max_frame(limits)), req_w, temp_dir)
-        live.deadline = time.monotonic() + limits.call_timeout_s
+        # the reset's limit: many sessions start at once and this host forks them one after the other
+        live.deadline = time.monotonic() + max(limits.call_timeout_s, float(request.get("reset_timeout_s") or 0))
         self.live[sid], self.by_fd[rfd] = live, live
         self.limits[sid] = limits.call_timeout_s
 
@@ -225,14 +237,21 @@ class Host:
     def serve(self) -> None:
         while True:
             timeout = self.expire()
-            ready, _, _ = select.select([self.inbox.fd, *self.by_fd], [], [], timeout)
+            poller = select.poll()  # not select(): a host holds more descriptors than FD_SETSIZE
+            for fd in (self.inbox.fd, *self.by_fd):
+                poller.register(fd, select.POLLIN)
+            ready = [fd for fd, _ in poller.poll(None if timeout is None else int(timeout * 1000) + 1)]
             for fd in ready:
                 if fd == self.inbox.fd:
                     self.inbox.feed()
                     for request in self.inbox.frames():
                         kind = request.get("kind")
                         if kind == "open":
-                            self.open(request)
+                            try:
+                                self.open(request)
+                            except OSError as exc:  # out of processes or descriptors: this session only
+                                why = f"the session host cannot start another session ({exc})"
+                                self.emit(str(request["session"]), {"kind": "init_error", "error": why})
                         elif kind == "call":
                             self.call(request)
                         elif kind == "close" and (live := self.live.get(str(request["session"]))) is not None:
@@ -246,7 +265,7 @@ class Host:
 
 
 def main() -> None:
-    proto_in, proto_out, confinement = worker.prepare(sys.argv[1:], reuse=False)
+    proto_in, proto_out, confinement = worker.prepare(sys.argv[1:], reuse=False, processes=MAX_SESSIONS + 16)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     write_frame(proto_out, {"kind": "ready", "pid": os.getpid(), "landlock": confinement})
     Host(proto_in, proto_out).serve()

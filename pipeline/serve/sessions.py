@@ -44,6 +44,8 @@ from pipeline.execution.wire import limits_to_wire, max_frame, trajectory_to_wir
 HOST_MODULE = "pipeline.serve.host"
 START_TIMEOUT_S = 60.0
 GRACE_S = 5.0  # beyond a call's limit, before a silent host counts as lost
+#: a reset's wall-clock limit (at least a call's): a burst of sessions is forked by one host one after the other
+RESET_TIMEOUT_S = 60.0
 
 
 class SessionError(RuntimeError):
@@ -300,9 +302,9 @@ class Session:
     def _timeout(self) -> float:
         return self.pool.limits.call_timeout_s + GRACE_S
 
-    def _next(self) -> dict[str, Any]:
+    def _next(self, timeout: float | None = None) -> dict[str, Any]:
         try:
-            return self.inbox.get(timeout=self._timeout())
+            return self.inbox.get(timeout=timeout or self._timeout())
         except queue.Empty:
             return {"kind": "lost", "error_type": "Timeout", "error": "the session host sent nothing in time"}
 
@@ -321,10 +323,11 @@ class Session:
                     "limits": limits_to_wire(self.pool.limits),
                     "blobs": new,
                     "checks": self.checks,
+                    "reset_timeout_s": RESET_TIMEOUT_S,
                 }
             )
             host.sent.update(new)
-            msg = self._next()
+            msg = self._next(max(RESET_TIMEOUT_S, self.pool.limits.call_timeout_s) + GRACE_S)
             self.labels.feed(msg)
             if msg.get("kind") != "init" or self.labels.result["init"] is None:
                 error = self.labels.result["init_error"] or msg.get("error") or "the environment did not start"

@@ -41,7 +41,7 @@ def tasks():
 
 @pytest.fixture(scope="module")
 def pool():
-    with SessionPool(max_sessions=80, limits=Limits(call_timeout_s=3)) as p:
+    with SessionPool(max_sessions=80, limits=Limits(call_timeout_s=10)) as p:
         yield p
 
 
@@ -89,8 +89,9 @@ def test_same_episode_and_calls_give_identical_observations_and_states(pool, tas
     assert runs[0] == runs[1]
 
 
-def test_a_hang_or_crash_ends_only_its_own_session(pool):
+def test_a_hang_or_crash_ends_only_its_own_session():
     spec = _hostile()
+    pool = SessionPool(max_sessions=4, limits=Limits(call_timeout_s=2))
     hang, crash, calm = (pool.open(spec, f"served/hostile/{i}", 0) for i in range(3))
     assert calm.call("bump", {}).labels["outcome"] == "success"
     out = {}
@@ -102,7 +103,8 @@ def test_a_hang_or_crash_ends_only_its_own_session(pool):
     assert not died.alive and died.labels["outcome"] == "error" and crash.closed
     assert not out["hang"].alive and out["hang"].labels["error_type"] == "Timeout"
     assert calm.closed is None and calm.call("bump", {}).observation == "{'success': True, 'data': 3}"
-    calm.close()
+    pool.close()
+    assert pool.active == 0
 
 
 def test_capacity_is_refused_at_once_and_idle_sessions_are_reaped(tasks):
@@ -147,6 +149,7 @@ def _ask(ws, message):
 def _episode(url, seed=0, task_id=RETAIL):
     with connect(url + "/ws") as ws:
         reset = _ask(ws, {"type": "reset", "data": {"seed": seed, "task_id": task_id}})
+        assert reset["type"] == "observation", reset
         tools = _ask(ws, {"type": "step", "data": {"type": "list_tools"}})
         steps = [
             _ask(ws, {"type": "step", "data": {"type": "call_tool", "tool_name": n, "arguments": a}}) for n, a in BUY
@@ -193,7 +196,8 @@ def test_64_parallel_sessions_raise_no_capacity_error(server):
     assert not errors and len(results) == 64
     replies = [m for _, tools, steps in results for m in (tools, *steps)]
     assert all(m["type"] == "observation" for m in replies)
-    assert all(steps[1]["data"]["reward"] == 1.0 for _, _, steps in results)
+    bad = [s[1]["data"] for _, _, s in results if s[1]["data"]["reward"] != 1.0]
+    assert not bad, bad[:2]
 
 
 def test_bad_input_gets_an_error_and_the_server_keeps_serving(server):
