@@ -28,6 +28,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +132,9 @@ class SessionPool:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._stop = threading.Event()
+        # hosts are started from this one long-lived thread: bwrap's --die-with-parent ends a host with the thread
+        # that started it, and a server's worker threads come and go
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-host-start")
         self._reaper = threading.Thread(target=self._reap, name="session-reaper", daemon=True)
         self._reaper.start()
         self.reaped = 0
@@ -188,7 +192,7 @@ class SessionPool:
             host = self._hosts.get(key)
             if host is not None and not host.dead:
                 return host
-            host = self._start_host(key, None if trusted else env.source)
+            host = self._starter.submit(self._start_host, key, None if trusted else env.source).result()
             self._hosts[key] = host
             return host
 
@@ -274,6 +278,7 @@ class SessionPool:
             hosts, self._hosts = list(self._hosts.values()), {}
         for host in hosts:
             self._kill(host)
+        self._starter.shutdown(wait=True)
 
 
 class Session:
@@ -333,7 +338,7 @@ class Session:
                 error = self.labels.result["init_error"] or msg.get("error") or "the environment did not start"
                 self._end(f"reset failed: {error}")
                 raise SessionError(f"reset failed: {str(error)[:500]}")
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self._end("host lost")
             raise SessionError(f"the session host is gone ({exc})") from None
         finally:
@@ -353,7 +358,7 @@ class Session:
                 self.host.send(  # type: ignore[union-attr]
                     {"kind": "call", "session": self.sid, "step_index": index, "tool": tool, "arguments": arguments}
                 )
-            except OSError:
+            except (OSError, ValueError):  # its pipe is closed: the host ended
                 self.inbox.put({"kind": "lost", "error_type": "WorkerCrash", "error": "the session host is gone"})
             msg = self._next()
             failure = None if msg.get("kind") == "step" else _failure(msg)

@@ -371,3 +371,16 @@ def test_a_served_session_keeps_every_rule_of_the_labeling_sandbox(pool):
     assert session.call("write_inside", {}).labels["outcome"] == "success"
     assert session.closed is None
     session.close()
+
+
+def test_a_session_outlives_the_thread_that_opened_it(tasks):
+    """A server opens sessions from worker threads that come and go; the host must not end with its first one."""
+    env = next(t for t in tasks if t.task_id == RETAIL).env
+    with SessionPool(max_sessions=2) as own:
+        box = {}
+        opener = threading.Thread(target=lambda: box.setdefault("s", own.open(env, "served/thread/0")))
+        opener.start()
+        opener.join()
+        time.sleep(1.0)
+        step = box["s"].call("list_products", {})
+        assert step.alive and step.labels["outcome"] == "success"
