@@ -3,11 +3,11 @@ sandbox's labeling rate on the same environments and calls.
 
 Each session plays one builtin-pack task: reset, then ``--calls`` tool calls (its environment's tools that take no
 required argument, cycling), then close; its task is drawn by session number, so 64 sessions cover every
-environment. The server runs in this process (uvicorn in a thread, the sessions' hosts under the configured sandbox isolation); clients are
-``websockets`` connections in threads. Printed: steps/s, p50 / p99 step latency, p50 reset latency, private
-memory of the sandbox processes per live session; the private memory with ``--live`` sessions open at once;
-then the labeling rate of the same trajectories through ``Sandbox.run`` (the pipeline's labeling path), and the
-serving rate at the most sessions as % of it.
+environment. The server runs in this process (uvicorn in a thread, the sessions' hosts under the configured sandbox
+isolation); clients are ``websockets`` connections in threads. Printed: steps/s, p50 / p99 step latency, p50 reset
+latency, private memory of the sandbox processes per live session; the private memory with ``--live`` sessions open
+at once; then the labeling rate of the same trajectories through ``Sandbox.run`` (the pipeline's labeling path), and
+the serving rate at the most sessions as % of it.
 
     python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--workers N] [--live N]
 """
