@@ -1,7 +1,7 @@
 """The one CLI: ``./forge COMMAND ARGS`` sets up ``.venv/`` and runs ``python -m assets.cli COMMAND ARGS``. Each
 command is one function (``argv`` in, the exit status out) and one entry of :data:`COMMANDS`, a registry that
 installed plugin packages add to by entry point (``envsim_forge.commands``, docs/extending.md); ``setup``,
-``train-env`` and ``serve-env`` are ``./forge``'s own (only their help is here). The settings are read here and
+``train-env`` and ``serve-venv`` are ``./forge``'s own (only their help is here). The settings are read here and
 passed on as values (the data root resolved once, :func:`data_root`); a process a command starts gets them in its
 environment (:func:`child_env`); this process's environment is only read. Only the standard library is imported at
 the top, so ``COMMAND -h`` works without ``.venv`` (with the machine's python3)."""
@@ -325,6 +325,94 @@ def bench(argv: list[str]) -> int:
     )
 
 
+def _serve_env_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="./forge serve-env",
+        description=(
+            "Serve every task of the run config's sources (the default: the builtin pack and bfcl) to agent-RL "
+            "trainers over the OpenEnv protocol (WS /ws sessions, /health, /schema, /state, POST /reset and /step; "
+            "docs/rl.md), each session a live sandboxed environment; served episodes are appended to "
+            "DATA_ROOT/served/episodes.jsonl. Stops on Ctrl-C / SIGTERM."
+        ),
+    )
+    p.add_argument("-c", "--config", action="append", default=[], metavar="FILE", help="run config YAML (repeatable)")
+    p.add_argument("--mode", choices=("exec", "sim", "shadow"), default="exec", help="who answers (default: exec)")
+    p.add_argument(
+        "--simulator",
+        default=None,
+        help="sim/shadow: oracle, no_change, or a JSON simulator spec as simulator_eval's `simulators` items "
+        '(\'{"name": "m", "kind": "openai", "model": "...", "base_url": "..."}\')',
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="port (0: any free one; the URL is printed)")
+    p.add_argument("--max-sessions", type=int, default=256, help="live sessions at most (more: CAPACITY_REACHED)")
+    p.add_argument("--idle-timeout", type=float, default=900.0, help="seconds before an idle session is closed")
+    p.add_argument("--max-steps", type=int, default=30, help="tool calls per episode (then done: true)")
+    return p
+
+
+@command("[-c FILE] [--mode exec|sim|shadow] [--port N]   serve every task to agent-RL trainers (OpenEnv)")
+def serve_env(argv: list[str]) -> int:
+    """``./forge serve-env``: :func:`pipeline.serve.run.serve` over the run config's tasks."""
+    args = _serve_env_parser().parse_args(argv)
+    import json as _json
+
+    from assets.launch import load_run_config
+    from pipeline.core.settings import settings as current_settings
+    from pipeline.evaluate.simulators import make_simulator, simulator_spec
+    from pipeline.serve.run import serve
+    from pipeline.serve.tasks import load_tasks
+    from pipeline.store.layout import DataLayout
+    from resources.environments import EnvironmentSourcesResource
+
+    run_config, problems = load_run_config(args.config)
+    if _problems(problems):
+        return 2
+    simulator = None
+    if args.mode != "exec":
+        if not args.simulator:
+            _say(f"--mode {args.mode} needs --simulator (oracle, no_change, or a JSON simulator spec)", sys.stderr)
+            return 2
+        spec = _json.loads(args.simulator) if args.simulator.lstrip().startswith("{") else {"name": args.simulator}
+        spec.setdefault("kind", spec["name"])
+        simulator = make_simulator(simulator_spec(**spec))
+    resources = run_config.get("resources") or {}
+    sources = (resources.get("sources") or {}).get("config") or {}
+    root = data_root(((resources.get("store") or {}).get("config") or {}).get("data_root"))
+    cfg = EnvironmentSourcesResource(**sources).config(DataLayout.at(root))
+    tasks = load_tasks(cfg)
+    checked = sum(1 for t in tasks if t.checks)
+
+    def ready(url: str) -> None:
+        ws = url.replace("http", "ws", 1)
+        _say(f"serving {len(tasks)} tasks ({checked} with executable checks) at {url} (WebSocket {ws}/ws)")
+        _say(f"mode {args.mode}; served episodes are appended to {root / 'served' / 'episodes.jsonl'}")
+        _say("stop it with Ctrl-C (or SIGTERM)")
+
+    serve(
+        tasks,
+        args.mode,
+        simulator,
+        args.host,
+        args.port,
+        args.max_sessions,
+        args.idle_timeout,
+        isolation=current_settings().sandbox,
+        episodes=root / "served" / "episodes.jsonl",
+        on_ready=ready,
+        max_steps=args.max_steps,
+    )
+    _say("stopped: every session and sandbox process ended")
+    return 0
+
+
+@command("[--sessions N ...] [--calls N]   steps/s through the serve-env WebSocket server vs labeling")
+def bench_env_server(argv: list[str]) -> int:
+    """``./forge bench-env-server``: benchmarks/bench_env_server.py with the arguments as given."""
+    env = dict(os.environ) if _wants_help(argv) else child_env()
+    return _exec([sys.executable, str(ROOT / "benchmarks" / "bench_env_server.py"), *argv], env)
+
+
 @command("[--steps N ...] [--naive]   stratify -> select -> export on synthetic corpora (functions, assets)")
 def bench_scale(argv: list[str]) -> int:
     """``./forge bench-scale``: benchmarks/bench_scale.py with the arguments as given."""
@@ -525,7 +613,7 @@ def partitions(argv: list[str]) -> int:
 
 for _name, _usage in (
     ("train-env", "    create .venv-train/ (LLaMA-Factory, torch) for training and serving jobs"),
-    ("serve-env", "    GPU nodes: create .venv-serve/ (vLLM)"),
+    ("serve-venv", "   GPU nodes: create .venv-serve/ (vLLM)"),
     ("setup", "        only set up .venv/"),
 ):
     COMMANDS.register(Command(_name, None, _usage))

@@ -82,7 +82,7 @@ class JobLauncherResource(
 
     def serving(self) -> tuple[str, str]:
         """(python, llamafactory-cli) that serves checkpoints: ``serve_python`` (a vLLM environment made by
-        ``./forge serve-env``) when set, else the LLaMA-Factory training environment."""
+        ``./forge serve-venv``) when set, else the LLaMA-Factory training environment."""
         return find_llamafactory(self.serve_python) if self.serve_python else self.llamafactory()
 
     def job_workdir(self, context: AssetExecutionContext, name: str) -> Path:

@@ -39,6 +39,9 @@ class SourceTask:
     text: str = ""
     #: reference (gold) calls of the task, (tool, arguments) in order: replayed before exploration
     reference: tuple[tuple[str, dict[str, Any]], ...] = ()
+    #: the task's executable checks (EnvScaler's ``checklist_with_func``: items with a ``check_func`` code text);
+    #: the served reward is the mean of their verdicts (:mod:`pipeline.serve`)
+    checklist: Any = None
 
 
 CatalogRows = tuple[list[dict[str, Any]], list[dict[str, Any]]]

@@ -268,7 +268,13 @@ def _bind_private(opts: _Options) -> None:
         opts.data(dest, content)
 
 
-def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | None = None) -> Launch:
+#: the program a sandbox worker runs (``python -m``)
+WORKER_MODULE = "pipeline.execution.worker"
+
+
+def bwrap_command(
+    tmp_mb: int, command: list[str] | None = None, preload: str | None = None, module: str = WORKER_MODULE
+) -> Launch:
     """The ``bwrap`` launch that runs one sandbox worker (or ``command`` inside the same sandbox). Its
     options travel through ``--args FD`` (``/proc/1/cmdline`` inside shows none of them). Under root the
     command runs as a uid of its own (:class:`UidSlot`) through ``setpriv``, with no capability."""
@@ -285,7 +291,7 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
     args_fd = _data_fd(b"".join(a.encode() + b"\0" for a in opts))
     fds = (*opts.fds, args_fd)
     if command is None:  # its /tmp is this instance's own; an instance for one environment: only its source
-        command = [exe, "-P", "-m", "pipeline.execution.worker", "--private-tmp"]
+        command = [exe, "-P", "-m", module, "--private-tmp"]
         command += ["--preload", preload] if preload else []
     slot = UidSlot() if root else None
     if slot is not None:
@@ -301,14 +307,15 @@ def _compiled() -> None:
     compileall.compile_dir(_PROJECT_ROOT / "pipeline", quiet=2)
 
 
-def worker_command(isolation: str, tmp_mb: int, preload: str | None = None) -> Launch:
+def worker_command(isolation: str, tmp_mb: int, preload: str | None = None, module: str = WORKER_MODULE) -> Launch:
     """How to start a worker under ``isolation``; ``preload``: the one source whose modules it imports (an
-    instance for one environment), else every source's."""
+    instance for one environment), else every source's; ``module``: the worker's program (the labeling worker, or
+    the session host of :mod:`pipeline.serve.host`)."""
     _compiled()
     if isolation == "bwrap":
-        return bwrap_command(tmp_mb, preload=preload)
+        return bwrap_command(tmp_mb, preload=preload, module=module)
     pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])  # trusted (checked_isolation holds)
-    argv = [sys.executable, "-P", "-m", "pipeline.execution.worker", *(["--preload", preload] if preload else [])]
+    argv = [sys.executable, "-P", "-m", module, *(["--preload", preload] if preload else [])]
     return Launch(argv, worker_environment(pythonpath), str(_PROJECT_ROOT))
 
 

@@ -780,9 +780,15 @@ def _preload_stdlib() -> None:
             pass
 
 
-def _limit_self() -> None:
-    """Limits of the worker itself (its children inherit them and add their own)."""
-    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, 1024), (resource.RLIMIT_NPROC, 256)):
+def _limit_self(processes: int = 256) -> None:
+    """Limits of the worker itself (its children inherit them and add their own); ``processes``: the most
+    processes of its uid (a session host holds one live child per session)."""
+    files = max(1024, 4 * processes)
+    for limit, value in (
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NOFILE, files),
+        (resource.RLIMIT_NPROC, processes),
+    ):
         soft, hard = resource.getrlimit(limit)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(limit, (value, value))
@@ -790,7 +796,12 @@ def _limit_self() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
-def main() -> None:
+def prepare(args: list[str], reuse: bool = True, processes: int = 256) -> tuple[Any, int, int]:
+    """Everything a sandbox process does before it forks children: the protocol moved off fds 0/1, its own limits,
+    the source(s) it serves preloaded, the seccomp/Landlock/frozen-clock preparation, the base filter, the heap
+    frozen. ``args``: ``--private-tmp``, ``--preload SOURCE`` (an instance: only its source); ``reuse``: whether
+    children may be reused (the pristine module state kept); ``processes``: :func:`_limit_self`'s. Returns (request
+    file, reply fd, Landlock ABI)."""
     seccomp.non_dumpable()  # first: nothing of the worker is readable by another process of its uid
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.dup(1)
@@ -799,9 +810,7 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
-    _limit_self()
-
-    args = sys.argv[1:]  # from the parent (isolation.worker_command): --private-tmp, --preload SOURCE
+    _limit_self(processes)
     only = args[args.index("--preload") + 1] if "--preload" in args[:-1] else None  # an instance: only its source
     source = registry.SOURCES.find(only) if only else None
     if source is None:
@@ -813,13 +822,19 @@ def main() -> None:
     seccomp.prepare()
     confinement = landlock.prepare()
     freeze.prepare()
-    if source is None:
+    if source is None and reuse:
         pristine.prepare()  # an instance never reuses a child: nothing to restore
     seccomp.install_base()  # no_new_privs and the base filter: every child runs under it
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
     with open("/proc/self/statm") as fh:  # the address space a forked child starts with
         _BASE_VSIZE.append(int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE"))
+    return proto_in, proto_out, confinement
+
+
+def main() -> None:
+    # from the parent (isolation.worker_command): --private-tmp, --preload SOURCE
+    proto_in, proto_out, confinement = prepare(sys.argv[1:])
     _start_zygote()
 
     write_frame(proto_out, {"kind": "ready", "pid": os.getpid(), "landlock": confinement})

@@ -208,6 +208,7 @@ def test_help_documents_every_command_and_the_run_options(tmp_path):
             "download envscaler",
             "train-env",
             "serve-env",
+            "serve-venv",
             "ui",
             "test",
         ):
@@ -322,6 +323,7 @@ def test_help_on_every_command_installs_nothing(tmp_path, venv):
         "download",
         "train-env",
         "serve-env",
+        "serve-venv",
         "setup",
     } <= set(commands)
     for command in commands:

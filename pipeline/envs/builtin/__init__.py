@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.envs import envscaler
-from pipeline.envs.builtin.scenarios import GENERATORS
+from pipeline.envs.builtin.scenarios import GENERATORS, checklist
 
 PREFIX = "builtin"
 LICENSE = "Apache-2.0"
@@ -88,6 +88,7 @@ def scenarios(per_env: int, seed: int = 0) -> list[dict[str, Any]]:
                     "env_class_name": class_name,
                     "init_config": config,
                     "task": task,
+                    "checklist_with_func": checklist(domain, config, task),
                 }
             )
     return out

@@ -4,6 +4,7 @@ environment, in EnvScaler's scenario format."""
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -428,3 +429,96 @@ GENERATORS: dict[str, Callable[[random.Random], tuple[dict[str, Any], str]]] = {
     "hotel": hotel,
     "projects": projects,
 }
+
+
+def _check(item: str, body: str) -> dict[str, str]:
+    """One ``checklist_with_func`` item (EnvScaler's format): what it checks, and ``check_func(final_state)``."""
+    return {"check_item": item, "check_func": "def check_func(final_state):\n" + body}
+
+
+def _ids(task: str, pattern: str) -> list[str]:
+    return re.findall(pattern, task)
+
+
+def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, str]]:
+    """The executable checks of a scenario's task: the state its goal names, read from the final state (the
+    served reward is their mean). Derived from the task's own ids and the initial config, so the generators'
+    draws (and the scenarios' bytes) are unchanged."""
+    if domain == "retail":
+        (cid,) = _ids(task, r"C\d{3}")
+        return [
+            _check(
+                f"customer {cid} has placed an order",
+                f"    return len(final_state['customers']['{cid}']['orders']) > 0\n",
+            ),
+            _check(f"customer {cid}'s cart is empty", f"    return not final_state['carts']['{cid}']\n"),
+        ]
+    if domain == "airline":
+        (pid,) = _ids(task, r"PX\d{3}")
+        return [
+            _check(
+                f"passenger {pid} holds a confirmed booking",
+                f"    return any(b['passenger_id'] == '{pid}' and b['status'] == 'confirmed'\n"
+                "               for b in final_state['bookings'].values())\n",
+            )
+        ]
+    if domain == "clinic":
+        (pid,) = _ids(task, r"PT\d{3}")
+        before = sum(a["patient_id"] == pid for a in config["appointments"].values())
+        return [
+            _check(
+                f"patient {pid} has a new appointment",
+                f"    mine = [a for a in final_state['appointments'].values() if a['patient_id'] == '{pid}']\n"
+                f"    return len(mine) > {before}\n",
+            )
+        ]
+    if domain == "university":
+        (course,) = _ids(task, r"[A-Z]+\d{3}")
+        enrolled = config["courses"][course]["enrolled"]
+        return [
+            _check(
+                f"more students enrolled in {course}",
+                f"    return final_state['courses']['{course}']['enrolled'] > {enrolled}\n",
+            ),
+            _check("grades were posted", "    return len(final_state['transcripts']) > 0\n"),
+        ]
+    if domain == "warehouse":
+        return [_check("an order was picked into a shipment", "    return len(final_state['shipments']) > 0\n")]
+    if domain == "payroll":
+        return [_check("payslips were issued", "    return len(final_state['payslips']) > 0\n")]
+    if domain == "library":
+        (mid,) = _ids(task, r"M\d{3}")
+        loans = len(config["members"][mid]["loans"])
+        return [
+            _check(
+                f"member {mid} borrowed books", f"    return len(final_state['members']['{mid}']['loans']) > {loans}\n"
+            )
+        ]
+    if domain == "banking":
+        (acc,) = _ids(task, r"AC\d{4}")
+        return [
+            _check(
+                f"a payment left {acc}",
+                f"    return any('{acc}' in str(t) for t in final_state['transactions'].values())\n",
+            )
+        ]
+    if domain == "hotel":
+        (gid,) = _ids(task, r"G\d{3}")
+        return [
+            _check(
+                f"guest {gid} is checked in",
+                f"    return any(r['guest_id'] == '{gid}' for r in final_state['rooms'].values())\n",
+            )
+        ]
+    if domain == "projects":
+        return [
+            _check(
+                "sprint SP2 is active", "    return final_state['sprints'].get('SP2', {}).get('status') == 'active'\n"
+            ),
+            _check(
+                "finished SP1 work is closed",
+                "    tasks = final_state['tasks'].values()\n"
+                "    return any(t['sprint'] == 'SP1' and t['status'] == 'done' for t in tasks)\n",
+            ),
+        ]
+    return []

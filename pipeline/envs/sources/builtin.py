@@ -55,7 +55,11 @@ class BuiltinSource(EnvironmentSource):
             item = by_id[f"{builtin.PREFIX}/{sc['env_id']}"]
             tasks.append(
                 SourceTask(
-                    sc["task_id"], item.spec(sc["init_config"]), (sc["task"] or "Complete the task.",), text=sc["task"]
+                    sc["task_id"],
+                    item.spec(sc["init_config"]),
+                    (sc["task"] or "Complete the task.",),
+                    text=sc["task"],
+                    checklist=sc["checklist_with_func"],
                 )
             )
         return tasks, []

@@ -129,6 +129,7 @@ class EnvScalerSource(EnvironmentSource):
                             (sc.task or "Complete the task.",),
                             text=sc.task,
                             reference=sc.reference,
+                            checklist=sc.checklist,
                         )
                     )
             prefix = f"{corpus.prefix}/"

@@ -1,0 +1,180 @@
+"""Serving throughput: steps/s through the OpenEnv WebSocket server at 1, 16 and 64 concurrent sessions, beside the
+sandbox's labeling rate on the same environments and calls.
+
+Each session plays one builtin-pack task: reset, then ``--calls`` tool calls (its environment's tools that take no
+required argument, cycling), then close; its task is drawn by session number, so 64 sessions cover every
+environment. The server runs in this process (uvicorn in a thread, the sessions' hosts under the configured sandbox
+isolation); clients are ``websockets`` connections in threads. Printed: steps/s, p50 / p99 step latency, p50 reset
+latency, private memory of the sandbox processes per live session; the private memory with ``--live`` sessions open
+at once; then the labeling rate of the same trajectories through ``Sandbox.run`` (the pipeline's labeling path), and
+the serving rate at the most sessions as % of it.
+
+    python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--workers N] [--live N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="./forge bench-env-server", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--calls", type=int, default=20, help="tool calls per session")
+    parser.add_argument("--workers", type=int, default=2, help="labeling sandbox workers (the comparison)")
+    parser.add_argument("--live", type=int, default=256, help="sessions held open at once for the memory figure")
+    return parser
+
+
+ARGS = _parser().parse_args() if __name__ == "__main__" else None  # -h answers before the heavy imports
+
+import uvicorn  # noqa: E402
+from websockets.sync.client import connect  # noqa: E402
+
+from pipeline.core.settings import settings  # noqa: E402
+from pipeline.core.trajectory import Action, Trajectory  # noqa: E402
+from pipeline.envs.registry import sources_config  # noqa: E402
+from pipeline.execution.sandbox import Sandbox  # noqa: E402
+from pipeline.serve.episode import Episode, mcp_tools  # noqa: E402
+from pipeline.serve.server import build_app  # noqa: E402
+from pipeline.serve.sessions import SessionPool  # noqa: E402
+from pipeline.serve.tasks import ServedTask, load_tasks  # noqa: E402
+
+
+def _calls(task: ServedTask, count: int) -> list[tuple[str, dict]]:
+    """``count`` calls of the task's tools that take no required argument, cycling (reads, mostly)."""
+    free = [t["name"] for t in mcp_tools(task) if not t["input_schema"].get("required")]
+    return [(free[i % len(free)], {}) for i in range(count)] if free else []
+
+
+def _private_mb(pids: set[int]) -> float:
+    """Private (unshared) resident memory of ``pids`` and their descendants, MiB (from /proc smaps_rollup)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith(("Private_Clean", "Private_Dirty")):
+                        total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        for child in children.get(pid, []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _session(url: str, task: ServedTask, calls: list, lat: list, resets: list, hold: threading.Barrier | None) -> None:
+    with connect(url + "/ws", max_size=1 << 22) as ws:
+        t0 = time.perf_counter()
+        ws.send(json.dumps({"type": "reset", "data": {"task_id": task.task_id}}))
+        json.loads(ws.recv())
+        resets.append(time.perf_counter() - t0)
+        for name, args in calls:
+            t0 = time.perf_counter()
+            ws.send(json.dumps({"type": "step", "data": {"type": "call_tool", "tool_name": name, "arguments": args}}))
+            reply = json.loads(ws.recv())
+            lat.append(time.perf_counter() - t0)
+            assert reply["type"] == "observation", reply
+        if hold is not None:
+            hold.wait()  # every session live at once: the memory is read here
+        ws.send(json.dumps({"type": "close"}))
+
+
+def main() -> None:
+    args = ARGS or _parser().parse_args()
+    tasks = [t for t in load_tasks(sources_config(builtin={"scenarios_per_env": 7}, bfcl={"categories": ()}))]
+    isolation = settings().sandbox
+    print(f"{len(tasks)} builtin tasks, {args.calls} calls per session, sandbox {isolation}, {os.cpu_count()} CPUs")
+    rows = []
+    with SessionPool(max_sessions=max(args.sessions) + 8, isolation=isolation) as pool:
+        app = build_app(lambda: Episode(pool, tasks), [t.task_id for t in tasks], max_threads=max(args.sessions) + 8)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.05)
+        url = f"ws://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        _session(url, tasks[0], _calls(tasks[0], 2), [], [], None)  # the hosts started (not timed)
+        for n in args.sessions:
+            lat: list[float] = []
+            resets: list[float] = []
+            hold = threading.Barrier(n + 1)
+            chosen = [tasks[(i * 7) % len(tasks)] for i in range(n)]
+            threads = [
+                threading.Thread(target=_session, args=(url, t, _calls(t, args.calls), lat, resets, hold))
+                for t in chosen
+            ]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            hold.wait()
+            elapsed = time.perf_counter() - t0
+            mem = _private_mb({p for h in pool._hosts.values() for p in (h.proc.pid, *_descendants(h.proc.pid))})
+            for t in threads:
+                t.join()
+            q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0]] * 99
+            rows.append((n, len(lat) / elapsed, q[49] * 1e3, q[98] * 1e3, statistics.median(resets) * 1e3, mem / n))
+        server.should_exit = True
+        thread.join(10)
+        pool.max_sessions = max(pool.max_sessions, args.live)
+        t0 = time.perf_counter()
+        live = [pool.open(tasks[i % len(tasks)].env, f"bench/live/{i}") for i in range(args.live)]
+        opened = time.perf_counter() - t0
+        held = sum(s.closed is None for s in live)
+        live_mb = _private_mb({p for h in pool._hosts.values() for p in (h.proc.pid, *_descendants(h.proc.pid))})
+    print("| sessions | steps/s | p50 step ms | p99 step ms | p50 reset ms | private MiB per live session |")
+    print("|---|---|---|---|---|---|")
+    for n, rate, p50, p99, reset, mem in rows:
+        print(f"| {n} | {rate:.0f} | {p50:.1f} | {p99:.1f} | {reset:.0f} | {mem:.1f} |")
+    print(
+        f"{held} of {args.live} sessions live at once (opened in {opened:.1f} s): {live_mb:.0f} MiB of private memory "
+        f"in the sandbox processes, {live_mb / max(1, held):.2f} MiB per session"
+    )
+    # the labeling path on the same trajectories: 64 sessions' tasks and calls, through Sandbox.run
+    chosen = [tasks[(i * 7) % len(tasks)] for i in range(max(args.sessions))]
+    trajectories = [
+        Trajectory(
+            f"bench/{i}", t.task_id, t.env, tuple(Action(n, a, k) for k, (n, a) in enumerate(_calls(t, args.calls)))
+        )
+        for i, t in enumerate(chosen)
+    ]
+    with Sandbox(workers=args.workers, isolation=isolation) as box:
+        list(box.run(trajectories[:2]))  # warm
+        t0 = time.perf_counter()
+        steps = sum(len(r["steps"]) for _, r in box.run(trajectories))
+        labeling = steps / (time.perf_counter() - t0)
+    served = rows[-1][1]
+    print(
+        f"labeling (Sandbox.run, {args.workers} workers, same {len(trajectories)} trajectories): {labeling:.0f} steps/s"
+    )
+    print(f"serving at {rows[-1][0]} sessions: {served:.0f} steps/s = {100 * served / labeling:.0f}% of labeling")
+
+
+if __name__ == "__main__":
+    main()

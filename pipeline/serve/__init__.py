@@ -1,0 +1,1 @@
+"""Serving environments to agent-RL trainers: live sandboxed sessions, the OpenEnv protocol, in-process adapters."""

@@ -1,0 +1,386 @@
+"""Serving environments to agent-RL trainers: live sandboxed sessions, the OpenEnv protocol over a real uvicorn
+server (an exact-protocol websocket client), the exec/shadow modes, the gem.Env and TRL adapters."""
+
+import json
+import os
+import threading
+import time
+
+import pytest
+import uvicorn
+from websockets.sync.client import connect
+
+from pipeline.collect.sources import env_items, history_trajectories
+from pipeline.core.trajectory import Trajectory
+from pipeline.envs import builtin, envscaler
+from pipeline.envs.registry import sources_config
+from pipeline.evaluate.simulators import make_simulator, simulator_spec
+from pipeline.execution.child import Limits
+from pipeline.serve.adapters import GemEnv, ToolEnvironment, parse_action
+from pipeline.serve.episode import Episode
+from pipeline.serve.host import run_checks
+from pipeline.serve.run import EpisodeLog
+from pipeline.serve.server import build_app
+from pipeline.serve.sessions import CapacityError, SessionPool
+from pipeline.serve.tasks import BY_REFERENCE, NO_CHECK, ServedTask, load_tasks
+from tests.support.envscaler_corpus import HOSTILE_CODE
+
+RETAIL = "builtin-retail-s0-00000"  # customer C001; P001 in stock
+BUY = [
+    ("add_to_cart", {"customer_id": "C001", "product_id": "P001", "quantity": 1}),
+    ("checkout", {"customer_id": "C001"}),
+    ("view_cart", {"customer_id": "C001"}),
+]
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    cfg = sources_config(builtin={"scenarios_per_env": 2}, bfcl={"categories": ()})
+    return load_tasks(cfg)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with SessionPool(max_sessions=80, limits=Limits(call_timeout_s=10)) as p:
+        yield p
+
+
+def _hostile(checks=()):
+    item = envscaler.parse_env_item("hostile", {"env_class_name": "Hostile", "env_class_code": HOSTILE_CODE})
+    assert not item.problems, item.problems
+    return item.spec({})
+
+
+def test_every_builtin_task_has_checks_that_run_on_its_initial_state(tasks):
+    retail = [t for t in tasks if t.task_id.startswith("builtin-")]
+    assert len(retail) == 20 and all(t.checks and t.note is None for t in retail)
+    for sc in builtin.scenarios(2):
+        checks = [c["check_func"] for c in sc["checklist_with_func"]]
+        verdicts = run_checks(checks, sc["init_config"], sc["init_config"])
+        assert all(isinstance(v, bool) for v in verdicts), (sc["task_id"], verdicts)  # every key the check reads exists
+
+
+def test_a_check_that_raises_counts_as_failed():
+    code = ["def check_func(final_state):\n    return final_state['x'] == 1", "def check_func(s):\n    raise KeyError"]
+    two = "def check_func(init_state, final_state):\n    return final_state['x'] > init_state['x']"
+    assert run_checks([*code, two], {"x": 0}, {"x": 1}) == [True, None, True]
+
+
+def test_session_steps_carry_labels_and_the_reward_equals_the_checks(pool, tasks):
+    task = next(t for t in tasks if t.task_id == RETAIL)
+    session = pool.open(task.env, "served/test/0", 0, list(task.checks))
+    steps = [session.call(name, args) for name, args in BUY]
+    assert [s.labels["outcome"] for s in steps] == ["success"] * 3
+    assert steps[0].labels["delta_size"] >= 1 and steps[1].labels["delta_size"] > steps[0].labels["delta_size"]
+    assert steps[2].labels["delta_size"] == 0
+    assert steps[0].checks == [False, False] and steps[1].checks == [True, True]
+    assert session.state["customers"]["C001"]["orders"]  # the labeled real state
+    session.close()
+    assert pool.active == 0
+
+
+def test_same_episode_and_calls_give_identical_observations_and_states(pool, tasks):
+    task = next(t for t in tasks if t.task_id == RETAIL)
+    runs = []
+    for _ in range(2):
+        session = pool.open(task.env, "served/det/7", 7, list(task.checks))
+        runs.append([(s.observation, s.labels["state_after_hash"]) for s in (session.call(*c) for c in BUY)])
+        session.close()
+    assert runs[0] == runs[1]
+
+
+def test_a_hang_or_crash_ends_only_its_own_session():
+    spec = _hostile()
+    pool = SessionPool(max_sessions=4, limits=Limits(call_timeout_s=2))
+    hang, crash, calm = (pool.open(spec, f"served/hostile/{i}", 0) for i in range(3))
+    assert calm.call("bump", {}).labels["outcome"] == "success"
+    out = {}
+    waiter = threading.Thread(target=lambda: out.setdefault("hang", hang.call("hang", {})))
+    waiter.start()
+    died = crash.call("crash", {})
+    assert calm.call("bump", {}).observation == "{'success': True, 'data': 2}"  # its own count, answered meanwhile
+    waiter.join(30)
+    assert not died.alive and died.labels["outcome"] == "error" and crash.closed
+    assert not out["hang"].alive and out["hang"].labels["error_type"] == "Timeout"
+    assert calm.closed is None and calm.call("bump", {}).observation == "{'success': True, 'data': 3}"
+    pool.close()
+    assert pool.active == 0
+
+
+def test_capacity_is_refused_at_once_and_idle_sessions_are_reaped(tasks):
+    task = tasks[0]
+    with SessionPool(max_sessions=2, idle_timeout_s=0.5) as small:
+        a = small.open(task.env, "served/cap/0")
+        small.open(task.env, "served/cap/1")
+        t0 = time.monotonic()
+        with pytest.raises(CapacityError, match="capacity reached: 2 of 2"):
+            small.open(task.env, "served/cap/2")
+        assert time.monotonic() - t0 < 1.0
+        deadline = time.monotonic() + 10
+        while small.active and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert small.active == 0 and small.reaped == 2 and a.closed == "idle"
+        small.open(task.env, "served/cap/3").close()  # a freed slot serves again
+
+
+# -- the OpenEnv protocol over a real server ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(pool, tasks):
+    episodes = []
+    app = build_app(lambda: Episode(pool, tasks, record=episodes.append), [t.task_id for t in tasks])
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", ws_max_size=1 << 20))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.05)
+    port = srv.servers[0].sockets[0].getsockname()[1]
+    yield f"ws://127.0.0.1:{port}", episodes
+    srv.should_exit = True
+    thread.join(10)
+
+
+def _ask(ws, message):
+    ws.send(json.dumps(message))
+    return json.loads(ws.recv())
+
+
+def _episode(url, seed=0, task_id=RETAIL):
+    with connect(url + "/ws") as ws:
+        reset = _ask(ws, {"type": "reset", "data": {"seed": seed, "task_id": task_id}})
+        assert reset["type"] == "observation", reset
+        tools = _ask(ws, {"type": "step", "data": {"type": "list_tools"}})
+        steps = [
+            _ask(ws, {"type": "step", "data": {"type": "call_tool", "tool_name": n, "arguments": a}}) for n, a in BUY
+        ]
+        ws.send(json.dumps({"type": "close"}))
+    return reset, tools, steps
+
+
+def test_openenv_session_reset_list_tools_call_tool_close(server, tasks):
+    url, episodes = server
+    reset, tools, steps = _episode(url)
+    assert reset["type"] == "observation" and reset["data"]["done"] is False and reset["data"]["reward"] is None
+    names = [t["name"] for t in tools["data"]["observation"]["tools"]]
+    task = next(t for t in tasks if t.task_id == RETAIL)
+    assert names == [t["function"]["name"] for t in task.tools] and "checkout" in names
+    assert all(set(t) == {"name", "description", "input_schema"} for t in tools["data"]["observation"]["tools"])
+    data = [s["data"] for s in steps]
+    assert [d["reward"] for d in data] == [0.0, 1.0, 1.0]  # the mean of the task's two checks on the real state
+    meta = data[1]["observation"]["metadata"]
+    assert meta["checks"] == [True, True] and meta["outcome"] == "success" and meta["delta_size"] > 0
+    assert data[1]["observation"]["tool_name"] == "checkout" and "order_id" in data[1]["observation"]["result"]
+    deadline = time.monotonic() + 5
+    while not any(e["served_task_id"] == RETAIL for e in episodes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    recorded = next(e for e in episodes if e["served_task_id"] == RETAIL)
+    assert recorded["reward"] == 1.0 and len(recorded["steps"]) == 3 and recorded["mode"] == "exec"
+
+
+def test_64_parallel_sessions_raise_no_capacity_error(server):
+    url, _ = server
+    results, errors = [], []
+
+    def one(seed):
+        try:
+            results.append(_episode(url, seed))
+        except Exception as exc:
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and len(results) == 64
+    replies = [m for _, tools, steps in results for m in (tools, *steps)]
+    assert all(m["type"] == "observation" for m in replies)
+    bad = [s[1]["data"] for _, _, s in results if s[1]["data"]["reward"] != 1.0]
+    assert not bad, bad[:2]
+
+
+def test_bad_input_gets_an_error_and_the_server_keeps_serving(server):
+    url, _ = server
+    with connect(url + "/ws") as ws:
+        ws.send("{not json")
+        assert json.loads(ws.recv())["data"]["code"] == "INVALID_JSON"
+        assert _ask(ws, {"type": "dance"})["data"]["code"] == "UNKNOWN_TYPE"
+        step = {"type": "step", "data": {"type": "call_tool", "tool_name": "checkout", "arguments": {}}}
+        assert _ask(ws, step)["data"]["code"] == "EXECUTION_ERROR"  # no reset yet
+        _ask(ws, {"type": "reset", "data": {"task_id": RETAIL}})
+        unknown = _ask(ws, {"type": "step", "data": {"type": "call_tool", "tool_name": "rm_rf", "arguments": {}}})
+        assert unknown["data"]["observation"]["error"]["error_type"] == "tool_not_found"
+        wrong = _ask(
+            ws, {"type": "step", "data": {"type": "call_tool", "tool_name": "checkout", "arguments": {"x": 1}}}
+        )
+        assert wrong["type"] == "observation" and wrong["data"]["observation"]["metadata"]["outcome"] == "error"
+        assert _ask(ws, {"type": "state"})["data"]["step_count"] == 1
+    with connect(url + "/ws") as ws:
+        ws.send("x" * ((1 << 20) + 10))
+        with pytest.raises(Exception):  # noqa: B017 - the server closes the socket (1009) or refuses the frame
+            ws.recv()
+    _, _, steps = _episode(url)
+    assert steps[1]["data"]["reward"] == 1.0
+
+
+# -- modes -----------------------------------------------------------------------------------------------
+
+
+def _shadow(pool, tasks, kind):
+    episode = Episode(pool, tasks, "shadow", make_simulator(simulator_spec(name=kind, kind=kind)))
+    episode.reset(task_id=RETAIL)
+    rows = [episode.call_tool(n, a) for n, a in BUY]
+    episode.close()
+    return [r["observation"]["metadata"] for r in rows], [r["reward"] for r in rows]
+
+
+def test_shadow_with_oracle_has_no_drift_and_full_matches(pool, tasks):
+    meta, rewards = _shadow(pool, tasks, "oracle")
+    assert [(m["fm"], m["cm"], m["drift"]) for m in meta] == [(True, True, 0)] * 3
+    assert rewards == [0.0, 1.0, 1.0]
+
+
+def test_shadow_with_no_change_drifts_where_the_real_state_changes(pool, tasks):
+    meta, rewards = _shadow(pool, tasks, "no_change")
+    drift = [m["drift"] for m in meta]
+    assert drift[0] == meta[0]["delta_size"] > 0 and drift[1] > drift[0] and drift[2] == drift[1]
+    assert [m["cm"] for m in meta] == [False, False, True]  # Δ = 0 on the read: "no change" is right there
+    assert rewards == [0.0, 1.0, 1.0]  # the reward is the real state's, whatever the simulator says
+
+
+def test_a_task_without_checks_is_served_with_a_null_reward_and_a_note(pool, tasks):
+    bare = ServedTask("bare", tasks[0].env, "t", tasks[0].tools, (), NO_CHECK)
+    episode = Episode(pool, [bare])
+    assert episode.reset()["observation"]["metadata"]["reward_note"] == NO_CHECK
+    answer = episode.call_tool("list_products", {})
+    assert answer["reward"] is None and answer["observation"]["metadata"]["reward_note"] == NO_CHECK
+    episode.close()
+
+
+# -- in-process adapters ---------------------------------------------------------------------------------
+
+
+def test_parse_action_reads_tagged_json_and_call_strings():
+    assert parse_action('<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>') == ("a", {"x": 1})
+    assert parse_action('b(y="z")') == ("b", {"y": "z"})
+    assert parse_action({"tool_name": "c", "arguments": '{"k": 2}'}) == ("c", {"k": 2})
+
+
+def test_gem_env_loop(pool, tasks):
+    env = GemEnv(Episode(pool, tasks))
+    obs, info = env.reset(seed=0, task_id=RETAIL)
+    assert "C001" in obs and {t["function"]["name"] for t in info["tools"]} >= {"checkout"}
+    total = 0.0
+    for name, args in BUY:
+        obs, reward, terminated, truncated, info = env.step(
+            f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>"
+        )
+        total = reward
+        assert not terminated and not truncated and info["outcome"] == "success"
+    bad = env.step("I am done")
+    assert bad[0].startswith("Error:") and bad[1] == total == 1.0
+    env.close()
+
+
+def test_trl_environment_class_exposes_the_tools_as_methods(pool, tasks):
+    env = ToolEnvironment(Episode(pool, tasks))
+    assert "C001" in env.reset(task_id=RETAIL, seed=0)
+    env.add_to_cart(customer_id="C001", product_id="P001", quantity=1)
+    assert "order_id" in env.checkout(customer_id="C001") and env.get_reward() == 1.0
+    with pytest.raises(ValueError, match="unknown tool"):
+        env._bound("nope", "")()
+    env.close()
+
+
+def test_a_bfcl_task_is_rewarded_by_its_ground_truth_replay(pool):
+    cfg = sources_config(builtin={"enabled": False}, bfcl={"categories": ("base",)})
+    bfcl_tasks = [t for t in load_tasks(cfg) if t.reference][:2]
+    assert bfcl_tasks and all(t.note == BY_REFERENCE and not t.checks for t in bfcl_tasks)
+    episode = Episode(pool, bfcl_tasks)
+    partial = []
+    for task in bfcl_tasks:
+        episode.reset(task_id=task.task_id)
+        answers = [episode.call_tool(tool, arguments) for tool, arguments in task.reference]
+        assert answers[-1]["reward"] == 1.0, task.task_id  # the agent that does what the ground truth does
+        final = answers[-1]["observation"]["metadata"]["state_after_hash"]
+        for answer in answers:  # on the way: 1.0 exactly where the state already is the final one
+            reached = answer["observation"]["metadata"]["state_after_hash"] == final
+            assert answer["reward"] == (1.0 if reached else 0.0)
+        partial.append(answers[0]["reward"])
+    assert 0.0 in partial  # a first call alone does not finish these tasks
+    episode.close()
+
+
+def test_openenv_own_client_runs_an_episode(server):
+    """OpenEnv's own MCPToolClient (the ``openenv`` extra: openenv-core pulls fastmcp and gradio, so ./forge does not
+    install it): reset -> list_tools -> call_tool x3 -> close, and 64 of them side by side."""
+    pytest.importorskip("openenv.core.mcp_client", reason="openenv-core is not installed (pip install '.[openenv]')")
+    import asyncio
+
+    from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
+    from openenv.core.mcp_client import MCPToolClient
+
+    url = server[0].replace("ws://", "http://")
+
+    async def one(seed):
+        async with MCPToolClient(base_url=url) as env:
+            await env.reset(seed=seed, task_id=RETAIL)
+            tools = await env.step(ListToolsAction())
+            steps = [await env.step(CallToolAction(tool_name=n, arguments=a)) for n, a in BUY]
+            return [t.name for t in tools.observation.tools], steps
+
+    async def many():
+        return await asyncio.gather(*[one(i) for i in range(64)])
+
+    results = asyncio.run(many())
+    names, steps = results[0]
+    assert "checkout" in names and [s.reward for s in steps] == [0.0, 1.0, 1.0]
+    assert steps[1].observation.metadata["checks"] == [True, True] and steps[1].observation.error is None
+    assert all([s.reward for s in r[1]] == [0.0, 1.0, 1.0] for r in results)
+
+
+def test_served_episodes_are_logged_whole_and_replay_as_message_histories(pool, tasks, tmp_path):
+
+    log = EpisodeLog(tmp_path / "served" / "episodes.jsonl")
+    episode = Episode(pool, tasks, record=log)
+    for seed in (0, 1):
+        episode.reset(seed=seed, task_id=RETAIL)
+        for name, args in BUY:
+            episode.call_tool(name, args)
+        episode.close()
+    rows = [json.loads(line) for line in log.path.read_text().splitlines()]
+    assert len(rows) == 2 and [r["reward"] for r in rows] == [1.0, 1.0] and rows[0]["task_id"] != rows[1]["task_id"]
+    cfg = sources_config(builtin={"scenarios_per_env": 1}, bfcl={"categories": ()}, message_histories=[log.path])
+    items, _ = env_items(cfg)
+    replayed = [t for t in history_trajectories(cfg, items) if isinstance(t, Trajectory)]
+    assert len(replayed) == 2
+    assert [(a.name, a.arguments) for a in replayed[0].actions] == [(n, a) for n, a in BUY]
+    assert replayed[0].env == next(t for t in tasks if t.task_id == RETAIL).env
+
+
+def test_a_served_session_keeps_every_rule_of_the_labeling_sandbox(pool):
+    """Network, processes and writes outside its directory are refused inside a session as in labeling, and the
+    session goes on (each refusal is an error step of that call, not a lost session)."""
+    session = pool.open(_hostile(), "served/hostile/rules", 0)
+    for tool in ("phone_home", "fork_bomb", "write_outside"):
+        step = session.call(tool, {})
+        assert step.labels["outcome"] == "error", (tool, step.observation)
+    session.call("shell_out", {})  # os.system cannot start a process: its file never appears
+    assert not os.path.exists("/tmp/envsim-owned") and not os.path.exists("/tmp/envsim-escape.txt")
+    assert session.call("write_inside", {}).labels["outcome"] == "success"
+    assert session.closed is None
+    session.close()
+
+
+def test_a_session_outlives_the_thread_that_opened_it(tasks):
+    """A server opens sessions from worker threads that come and go; the host must not end with its first one."""
+    env = next(t for t in tasks if t.task_id == RETAIL).env
+    with SessionPool(max_sessions=2) as own:
+        box = {}
+        opener = threading.Thread(target=lambda: box.setdefault("s", own.open(env, "served/thread/0")))
+        opener.start()
+        opener.join()
+        time.sleep(1.0)
+        step = box["s"].call("list_products", {})
+        assert step.alive and step.labels["outcome"] == "success"
