@@ -237,6 +237,9 @@ class ExplorationPolicy:
         args = copy.deepcopy(dict(seed))
         if not args:
             return args
+        props = (tool.get("parameters") or {}).get("properties") or {}
+        for n in [n for n in sorted(args) if isinstance(props.get(n), dict) and not conforms(args[n], props[n])]:
+            args[n] = self.value(n, props[n], index)  # a seed's argument that a mutation broke: drawn anew
         lists = [n for n, v in args.items() if isinstance(v, list)]
         if lists and self.rng.random() < 0.5:
             grow = max(len(args[n]) for n in lists) + 1
