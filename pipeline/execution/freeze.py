@@ -631,6 +631,13 @@ def _rebind_early_names() -> None:
             _set(module, attr, replacements[real_id])
 
 
+def fingerprint() -> tuple[Any, ...]:
+    """Where the frozen clock and every seeded stream stand: code that ran in between and leaves it unchanged
+    read neither the clock nor randomness (the sandbox zygote keeps a module body's namespace only then)."""
+    c = _clock()
+    return (c.now, c.mono, c.cpu, c.rng.getstate(), _random.getstate(), _tempfile._name_sequence is None)
+
+
 def installed() -> bool:
     """Whether a frozen clock is active in this process."""
     return bool(_CLOCK)
