@@ -23,6 +23,7 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -358,11 +359,11 @@ def _prerun(ref: str, filename: str, limits: Limits) -> None:
     """In one environment's zygote: run its code's module body once (imports, classes — pydantic models take
     tens of ms), so every spare forked after it starts with them (:func:`pipeline.envs.blobs.keep_ran`).
 
-    The body runs as in a child would, as far as it can tell: under the frozen clock, Landlock (writes beneath the
-    children's root only), the child's memory allowance and the call's wall-clock limit (past it, the zygote dies:
-    no spares, each child runs the body itself). A body that read the clock or drew a random number would draw
-    otherwise in a child: its namespace is dropped, and each child runs it as before. docs/environments.md
-    ("Sandbox") says what the zygote may do that a child may not."""
+    The body runs as in a child would, as far as it can tell: under the frozen clock, Landlock (writes beneath
+    the children's root only), the child's memory allowance and the call's wall-clock limit (past it, or when the
+    body started a thread, the zygote ends: no spares, each child runs the body itself). A body that read the
+    clock or drew a random number would draw otherwise in a child: its namespace is dropped, and each child runs
+    it as before. docs/environments.md ("Sandbox") says what the zygote may do that a child may not."""
     from pipeline.envs import envscaler
 
     statm = os.open("/proc/self/statm", os.O_RDONLY)  # read again below, where Landlock allows no more opens
@@ -386,6 +387,8 @@ def _prerun(ref: str, filename: str, limits: Limits) -> None:
     finally:
         signal.alarm(0)
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    if threading.active_count() > 1:  # a thread it started may hold a lock a forked spare would wait on forever
+        raise SystemExit("the module body started a thread: no spares (each child forked by the worker)")
     if namespace is not None and freeze.fingerprint() == before:
         blobs.keep_ran(ref, namespace)
     freeze.install("", 0, None)  # a clock as fresh as before, whatever the body did
