@@ -3,12 +3,12 @@
 Each step it picks a tool (weighted — the parent steers the weights toward strata still short of
 their quota) and fills the arguments from the tool's JSON schema with values drawn from the live
 state: existing ids and names by field name, sizes of batch arguments from 1 to ``max_batch``.
-Values follow the schema's type — unions (``["integer", "null"]``, ``anyOf``/``oneOf``), enums, constants,
-nested objects, arrays of typed items, numeric bounds — so a call never gets a wrong-typed argument by
-accident. With probability ``mutate_rate`` one argument is mutated, keeping its type (an id that does
-not exist, a negative or huge number, an empty string, an unknown list item) to provoke the
-environment's rule failures; the action records which (``Action.mutated_arg``, the ``mutated_arg``
-step column).
+Values follow the schema, its references resolved (:mod:`pipeline.execution.schema`) — unions
+(``["integer", "null"]``, ``anyOf``/``oneOf``), enums, constants, nested objects, arrays of typed items, numeric
+bounds, lengths, formats, patterns — so a call never gets a non-conformant argument by accident. With
+probability ``mutate_rate`` one argument is mutated, keeping its type (an id that does not exist, a negative or
+huge number, an empty string, an unknown list item) to provoke the environment's rule failures: the one declared
+non-conformant share; the action records which (``Action.mutated_arg``, the ``mutated_arg`` step column).
 """
 
 from __future__ import annotations

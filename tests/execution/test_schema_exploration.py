@@ -138,7 +138,7 @@ def test_strings_drawn_for_a_pattern_match_it():
     assert pattern_string(r"^(?=a)\w+$", rng) is None  # a look-ahead is not drawn
 
 
-def test_the_plain_policy_draws_as_before_on_a_schema_without_references():
+def test_a_schema_without_references_is_used_as_given():
     tool = {"name": "t", "parameters": {"properties": {"x": {"type": "string"}}, "required": ["x"]}}
     policy = ExplorationPolicy([{"type": "function", "function": tool}], PolicySettings(seed=1, relational=False))
     assert policy.tools[0] is tool  # nothing to resolve: the schema as given
