@@ -16,7 +16,7 @@ import random
 import re
 from typing import Any
 
-#: how deep references are followed (a recursive model stops there: an untyped ``{}``)
+#: how deep references are followed (a recursive model stops there: ``null``)
 MAX_REF_DEPTH = 6
 _CONTAINERS = ("properties", "$defs", "definitions")
 _LISTS = ("anyOf", "oneOf", "allOf")
@@ -61,7 +61,9 @@ def _resolve(node: Any, root: dict[str, Any], depth: int) -> Any:
     if not isinstance(node, dict):
         return node
     if isinstance(node.get("$ref"), str):
-        target = _pointer(root, node["$ref"]) if depth < MAX_REF_DEPTH else None
+        if depth >= MAX_REF_DEPTH:  # a recursive model ends here: null (its optional links end the recursion)
+            return {"type": "null"}
+        target = _pointer(root, node["$ref"])
         rest = {k: v for k, v in node.items() if k != "$ref"}
         base = _resolve(target, root, depth + 1) if isinstance(target, dict) else {}
         return {**base, **_resolve(rest, root, depth)}

@@ -142,3 +142,22 @@ def test_a_schema_without_references_is_used_as_given():
     tool = {"name": "t", "parameters": {"properties": {"x": {"type": "string"}}, "required": ["x"]}}
     policy = ExplorationPolicy([{"type": "function", "function": tool}], PolicySettings(seed=1, relational=False))
     assert policy.tools[0] is tool  # nothing to resolve: the schema as given
+
+
+def test_a_recursive_model_is_drawn_to_a_depth_and_stays_valid():
+    node = {
+        "type": "object",
+        "properties": {
+            "v": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 3},
+            "child": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]},
+        },
+        "required": ["v", "child"],
+    }
+    params = {"type": "object", "properties": {"node": {"$ref": "#/$defs/Node"}}, "required": ["node"]}
+    params["$defs"] = {"Node": node}
+    tool = {"type": "function", "function": {"name": "t", "parameters": params}}
+    policy = ExplorationPolicy([tool], PolicySettings(seed=1, mutate_rate=0.0, episode_length=30))
+    validator = jsonschema.Draft202012Validator(params)
+    for i in range(30):
+        args = policy.next_action({}, i).arguments
+        assert validator.is_valid(args), args
