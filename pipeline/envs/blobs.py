@@ -16,6 +16,7 @@ from pathlib import Path
 _BLOBS: dict[str, str] = {}
 _COMPILED: dict[str, object] = {}
 _MARSHALED: dict[str, bytes] = {}  # compiled code as marshal bytes (:func:`precompile`)
+_RAN: dict[str, dict] = {}  # the namespace of code that already ran, by ref (:func:`keep_ran`)
 
 
 def ref_of(text: str) -> str:
@@ -59,6 +60,17 @@ def precompile(ref: str, filename: str) -> None:
         _MARSHALED[ref] = marshal.dumps(_compile(ref, filename))
 
 
+def keep_ran(ref: str, namespace: dict) -> None:
+    """Keep the namespace a code blob's module body made (the sandbox zygote of one environment, before forking):
+    the first reset of each child forked after it takes it (:func:`take_ran`) instead of running the body again."""
+    _RAN[ref] = namespace
+
+
+def take_ran(ref: str) -> dict | None:
+    """The namespace kept for ``ref``, once: a later reset in the same process runs the module body again."""
+    return _RAN.pop(ref, None)
+
+
 def load_parquet(path: Path, refs: Iterable[str] | None = None) -> int:
     """Register blobs from a table with ``code_ref`` and ``code`` columns (e.g. ``tool_code.parquet``)."""
     import pyarrow.parquet as pq
@@ -79,7 +91,7 @@ def retain_only(refs: Iterable[str]) -> None:
     """Forget every blob (and compiled code) but ``refs``: a sandbox child keeps only its own
     environment's code, so another environment's code is not reachable from it."""
     keep = set(refs)
-    for table in (_BLOBS, _COMPILED, _MARSHALED):
+    for table in (_BLOBS, _COMPILED, _MARSHALED, _RAN):
         kept = {ref: table[ref] for ref in keep if ref in table}
         table.clear()
         table.update(kept)

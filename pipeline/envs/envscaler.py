@@ -714,6 +714,12 @@ def _record_type(current: Any, hint: Any) -> type | None:
     return None
 
 
+def module_namespace(code_ref: str, filename: str) -> dict[str, Any]:
+    """The namespace of an env item's code run as its module (:func:`_exec_module`; a reset's, or the sandbox
+    zygote's once for every child of one environment: :func:`pipeline.execution.worker._prerun`)."""
+    return _exec_module(f"envscaler_env_{code_ref}", blobs.compiled(code_ref, filename))
+
+
 class EnvScalerEnvironment:
     """One EnvScaler class instance behind the environment protocol."""
 
@@ -747,9 +753,7 @@ class EnvScalerEnvironment:
         return dict(kwargs)
 
     def reset(self, init_config: dict[str, Any], **_: Any) -> None:
-        namespace = _exec_module(
-            f"envscaler_env_{self.code_ref}", blobs.compiled(self.code_ref, f"<env {self.env_id}>")
-        )
+        namespace = blobs.take_ran(self.code_ref) or module_namespace(self.code_ref, f"<env {self.env_id}>")
         cls = namespace.get(self.class_name)
         if not isinstance(cls, type):
             raise TypeError(f"env_class_code does not define class {self.class_name!r}")

@@ -132,7 +132,8 @@ class _Clock:
         self.seed = int(seed)
         self.clock_start = clock_start or DEFAULT_CLOCK_START
         self.start = parse_clock_start(self.clock_start)
-        self.now = self.start
+        self.reads = 0  # how often the frozen wall clock was read (:func:`fingerprint`)
+        self._now = self.start
         self.mono = 1000.0
         self.cpu = 0.0
         self.rng = _random.Random(0)
@@ -148,6 +149,16 @@ class _Clock:
         self.rng.seed(seed)
         _random.seed(seed ^ 0x5EED)
         _tempfile._name_sequence = None  # re-made (seeded from the stream) at the next temp name
+
+    @property
+    def now(self) -> float:
+        """The frozen wall clock (each read counted)."""
+        self.reads += 1
+        return self._now
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self._now = value
 
     def tick(self) -> float:
         self.mono += TICK_SECONDS
@@ -629,6 +640,13 @@ def _rebind_early_names() -> None:
     for module, attr, real_id in _EARLY:
         if module is not None and id(getattr(module, attr, None)) == real_id:
             _set(module, attr, replacements[real_id])
+
+
+def fingerprint() -> tuple[Any, ...]:
+    """Where the frozen clock and every seeded stream stand: code that ran in between and leaves it unchanged
+    read neither the clock nor randomness (the sandbox zygote keeps a module body's namespace only then)."""
+    c = _clock()
+    return (c.reads, c._now, c.mono, c.cpu, c.rng.getstate(), _random.getstate(), _tempfile._name_sequence is None)
 
 
 def installed() -> bool:

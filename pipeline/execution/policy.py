@@ -3,12 +3,12 @@
 Each step it picks a tool (weighted — the parent steers the weights toward strata still short of
 their quota) and fills the arguments from the tool's JSON schema with values drawn from the live
 state: existing ids and names by field name, sizes of batch arguments from 1 to ``max_batch``.
-Values follow the schema's type — unions (``["integer", "null"]``, ``anyOf``/``oneOf``), enums, constants,
-nested objects, arrays of typed items, numeric bounds — so a call never gets a wrong-typed argument by
-accident. With probability ``mutate_rate`` one argument is mutated, keeping its type (an id that does
-not exist, a negative or huge number, an empty string, an unknown list item) to provoke the
-environment's rule failures; the action records which (``Action.mutated_arg``, the ``mutated_arg``
-step column).
+Values follow the schema, its references resolved (:mod:`pipeline.execution.schema`) — unions
+(``["integer", "null"]``, ``anyOf``/``oneOf``), enums, constants, nested objects, arrays of typed items, numeric
+bounds, lengths, formats, patterns — so a call never gets a non-conformant argument by accident. With
+probability ``mutate_rate`` one argument is mutated, keeping its type (an id that does not exist, a negative or
+huge number, an empty string, an unknown list item) to provoke the environment's rule failures: the one declared
+non-conformant share; the action records which (``Action.mutated_arg``, the ``mutated_arg`` step column).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from pipeline.core.fields import setting
 from pipeline.core.trajectory import Action
 from pipeline.execution.relations import Hints, Records, bind, is_mapping, refusal_hints, singular
+from pipeline.execution.schema import conforms, format_string, pattern_string, resolved
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ class StateIndex:
     def __init__(self, state: Any, cap: int = 64, relational: bool = True) -> None:
         self.values: dict[str, list[Any]] = {}
         self.tables: dict[str, list[str]] = {}
+        #: records (dicts) by the field name they are held under (the relational policy: an object argument of
+        #: that name may be one of them, when it fits the schema)
+        self.objects: dict[str, list[dict[str, Any]]] = {}
         self.cap = cap
         #: a table is any dict keyed by ids (:func:`is_mapping`); false: only a dict of records (the plain policy)
         self.relational = relational
@@ -81,6 +85,10 @@ class StateIndex:
                 is_mapping(node) if self.relational else node and all(isinstance(v, dict) for v in node.values())
             ):
                 self.tables[key] = list(node)[: self.cap]
+            if key and self.relational:
+                bucket = self.objects.setdefault(key, [])
+                if len(bucket) < self.cap:
+                    bucket.append(node)
             for k, v in node.items():
                 self._walk(v, k, depth + 1)
         elif isinstance(node, list):
@@ -116,11 +124,22 @@ class StateIndex:
 
 #: answers of earlier calls an episode keeps as candidates (its bundles), the latest first
 RETURNED = 12
+#: chance that an argument a refusal listed the valid values of takes one of them (the relational policy)
+LISTED_RATE = 0.6
+#: chance that an object argument is a record the state holds under its name, when one fits its schema
+RECORD_RATE = 0.5
+
+
+def _resolved_tool(function: dict[str, Any]) -> dict[str, Any]:
+    """A tool's function with its parameters' references resolved (:func:`schema.resolved`); itself when none."""
+    params = function.get("parameters")
+    plain = resolved(params) if isinstance(params, dict) else params
+    return function if plain is params else {**function, "parameters": plain}
 
 
 class ExplorationPolicy:
     def __init__(self, tools: list[dict[str, Any]], settings: PolicySettings) -> None:
-        self.tools = [t["function"] for t in tools]
+        self.tools = [_resolved_tool(t["function"]) for t in tools]
         self.settings = settings
         self.rng = random.Random(settings.seed)
         self._indexed: tuple[Any, StateIndex, Records] | None = None
@@ -152,7 +171,7 @@ class ExplorationPolicy:
         seeds = self.settings.seeds.get(tool["name"])
         if seeds and self.rng.random() < self.settings.seed_rate:
             args = self.from_seed(tool, seeds[self.rng.randrange(len(seeds))], state_index, records)
-            return Action(tool["name"], args, turn=index, mutated_arg=None)
+            return Action(tool["name"], self.listed(tool, args, records), turn=index, mutated_arg=None)
         args, mutated = self.arguments_and_mutation(tool, state_index, records)
         return Action(tool["name"], args, turn=index, mutated_arg=mutated)
 
@@ -171,7 +190,7 @@ class ExplorationPolicy:
         if tool not in self._hints:
             self._hints[tool] = refusal_hints(self.settings.refusals.get(tool, ()), records)
         hints = self._hints[tool]
-        return Hints(hints.avoid, hints.prefer, self.focus)
+        return Hints(hints.avoid, hints.prefer, self.focus, hints.suggest)
 
     def related(self, tool: dict[str, Any], names: list[str], records: Records, grow: int = 0) -> dict[str, Any]:
         """Values for ``names`` drawn from related records and earlier answers (:func:`relations.bind`); list
@@ -185,7 +204,10 @@ class ExplorationPolicy:
                 lo, hi = self._bounds(schemas[n])
                 sizes[n] = (max(lo, min(grow, hi)), hi)
         item = {n: (schemas[n].get("items") or {}) if n in sizes else schemas[n] for n in names}
-        fits = lambda n, v: _fits(v, item[n].get("type") if isinstance(item[n], dict) else None)  # noqa: E731
+
+        def fits(n: str, v: Any) -> bool:
+            return _fits(v, item[n].get("type") if isinstance(item[n], dict) else None) and conforms(v, item[n])
+
         return bind(records, names, fits, self.rng, sizes, self.hints(tool["name"], records), self.returned)
 
     def _concrete(self, schema: Any) -> dict[str, Any] | None:
@@ -215,6 +237,9 @@ class ExplorationPolicy:
         args = copy.deepcopy(dict(seed))
         if not args:
             return args
+        props = (tool.get("parameters") or {}).get("properties") or {}
+        for n in [n for n in sorted(args) if isinstance(props.get(n), dict) and not conforms(args[n], props[n])]:
+            args[n] = self.value(n, props[n], index)  # a seed's argument that a mutation broke: drawn anew
         lists = [n for n, v in args.items() if isinstance(v, list)]
         if lists and self.rng.random() < 0.5:
             grow = max(len(args[n]) for n in lists) + 1
@@ -266,7 +291,25 @@ class ExplorationPolicy:
             else self.value(name, props[name] if isinstance(props[name], dict) else {}, index, name in required)
             for name in chosen
         }
-        return self._mutated(args, props)
+        return self._mutated(self.listed(tool, args, records), props)
+
+    def listed(self, tool: dict[str, Any], args: dict[str, Any], records: Records) -> dict[str, Any]:
+        """``args`` with, a ``LISTED_RATE`` share of the time, one of the values a refusal of the tool listed as
+        valid for an argument (:func:`relations.valid_values`), when one fits the argument's schema."""
+        suggest = self.hints(tool["name"], records).suggest
+        props: dict[str, Any] = (tool.get("parameters") or {}).get("properties") or {}
+        for name in [n for n in props if n in suggest]:
+            if self.rng.random() >= LISTED_RATE:
+                continue
+            schema = props[name] if isinstance(props[name], dict) else {}
+            items = schema.get("items") if schema.get("type") == "array" else None
+            pool = [c for v in suggest[name] for c in _readings(v) if conforms(c, items if items else schema)]
+            if pool and isinstance(items, dict):
+                lo, hi = self._bounds(schema)
+                args[name] = self.rng.sample(pool, max(min(lo, len(pool)), 1))
+            elif pool:
+                args[name] = pool[self.rng.randrange(len(pool))]
+        return args
 
     def _mutated(self, args: dict[str, Any], props: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         """``args`` with one argument mutated, a ``mutate_rate`` share of the time, and its name."""
@@ -295,12 +338,12 @@ class ExplorationPolicy:
         if kind == "array":
             return self.array_value(name, schema, index, known)
         if kind == "object":
-            return self.object_value(schema, index)
+            return self.object_value(schema, index, name)
         if kind == "boolean":
             return rng.random() < 0.5
         if kind == "null":
             return None
-        typed = [v for v in known if _fits(v, kind)]
+        typed = [v for v in known if _fits(v, kind) and conforms(v, schema)]
         if typed:
             return rng.choice(typed)
         if kind == "integer":
@@ -308,18 +351,27 @@ class ExplorationPolicy:
         if kind == "number":
             return self.number(schema, integer=False)
         if kind == "string":
-            fmt = schema.get("format")
-            if fmt == "date":
-                return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-            if fmt == "date-time":
-                return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:00:00"
+            drawn = self.string(schema)
+            if drawn is not None:
+                return drawn
         if kind is None and known:
             return rng.choice(known)  # untyped: a value the state holds under that name
         ids = [k for keys in index.tables.values() for k in keys]
         pool = [v for vs in index.values.values() for v in vs if isinstance(v, str)]
+        if _constrained(schema):  # a string of a length or pattern: only the state's values that have it
+            ids, pool = [v for v in ids if conforms(v, schema)], [v for v in pool if conforms(v, schema)]
         if ids and (not pool or rng.random() < 0.5):
             return rng.choice(ids)
         return rng.choice(pool) if pool else f"{name}-{rng.randint(1, 99)}"
+
+    def string(self, schema: dict[str, Any]) -> str | None:
+        """A string of the schema's ``format`` or ``pattern`` (None: neither, or none drawn)."""
+        drawn = format_string(schema.get("format"), self.rng)
+        if drawn is None and isinstance(schema.get("pattern"), str):
+            drawn = pattern_string(schema["pattern"], self.rng)
+        if drawn is None and isinstance(schema.get("minLength"), int) and schema["minLength"] > 0:
+            drawn = "x" * schema["minLength"]
+        return drawn
 
     def variant(self, schema: dict[str, Any], required: bool) -> dict[str, Any] | None:
         """The schema itself, one concrete variant of a union, or None (null picked)."""
@@ -340,8 +392,13 @@ class ExplorationPolicy:
         return self.rng.choice(concrete)
 
     def number(self, schema: dict[str, Any], integer: bool) -> int | float:
-        lo = schema.get("minimum", schema.get("exclusiveMinimum"))
-        hi = schema.get("maximum", schema.get("exclusiveMaximum"))
+        """A number within the schema's bounds (an exclusive bound is stepped over: 1 for an integer, 0.01)."""
+        step = 1 if integer else 0.01
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        if _number(schema.get("exclusiveMinimum")):
+            lo = schema["exclusiveMinimum"] + step if not _number(lo) else max(lo, schema["exclusiveMinimum"] + step)
+        if _number(schema.get("exclusiveMaximum")):
+            hi = schema["exclusiveMaximum"] - step if not _number(hi) else min(hi, schema["exclusiveMaximum"] - step)
         lo = 1 if not isinstance(lo, (int, float)) else lo
         hi = max(lo, lo + (4 if integer else 99)) if not isinstance(hi, (int, float)) else max(lo, hi)
         if integer:
@@ -366,12 +423,21 @@ class ExplorationPolicy:
         )
         if plain or not item_schema:
             pool = known or index.candidates(singular(name)) or [k for ks in index.tables.values() for k in ks]
-            pool = [v for v in pool if _fits(v, item_kind)]
+            pool = [v for v in pool if _fits(v, item_kind) and conforms(v, item_schema)]
             if pool:
                 return rng.sample(pool, min(size, len(pool)))
-        return [self.value(singular(name), item_schema, index) for _ in range(size)]
+        items = [self.value(singular(name), item_schema, index) for _ in range(size)]
+        if schema.get("uniqueItems") is True:  # drawn again, the same items count once
+            items = [v for i, v in enumerate(items) if v not in items[:i]]
+        return items
 
-    def object_value(self, schema: dict[str, Any], index: StateIndex) -> dict[str, Any]:
+    def object_value(self, schema: dict[str, Any], index: StateIndex, name: str = "") -> dict[str, Any]:
+        """A record the state holds under ``name`` that fits the schema (a ``RECORD_RATE`` share, the relational
+        policy), else an object drawn property by property (its required ones, and optional ones at
+        ``optional_rate``)."""
+        fitting = [o for o in index.objects.get(name, ()) if conforms(o, schema)]
+        if fitting and self.rng.random() < RECORD_RATE:
+            return copy.deepcopy(fitting[self.rng.randrange(len(fitting))])
         props = schema.get("properties") or {}
         required = set(schema.get("required") or props)
         return {
@@ -402,6 +468,14 @@ class ExplorationPolicy:
         return value
 
 
+def _readings(value: Any) -> list[Any]:
+    """A listed value as each type it may be meant as (``"3"``: the string, the integer)."""
+    out = [value]
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        out.append(int(value))
+    return out
+
+
 def id_value(value: Any) -> bool:
     """A scalar a record may hold (what a seed's kept arguments are matched on)."""
     return isinstance(value, (str, int)) and not isinstance(value, bool)
@@ -409,6 +483,15 @@ def id_value(value: Any) -> bool:
 
 def _strings(values: Any) -> list[str]:
     return [v for a in values for v in (a if isinstance(a, list) else [a]) if isinstance(v, str)]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _constrained(schema: dict[str, Any]) -> bool:
+    """Whether a string schema says more than its type (a pattern, a format, a length)."""
+    return any(k in schema for k in ("pattern", "format", "minLength", "maxLength"))
 
 
 def _fits(value: Any, kind: Any) -> bool:

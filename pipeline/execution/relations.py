@@ -52,16 +52,31 @@ def _scalar(value: Any) -> bool:
 
 
 def is_mapping(node: dict) -> bool:
-    """A dict keyed by ids rather than by field names: its values are all records, or scalars some of which are
-    None (free spots), or its keys all carry digits (``A1``, ``u_12``)."""
+    """A dict keyed by ids rather than by field names: its values are all records of one shape (:func:`one_shape`),
+    or scalars some of which are None (free spots), or its keys all carry digits (``A1``, ``u_12``). A state
+    object's attributes (``user_db = {device: {...}, surroundings: {...}}``) are field names, not ids."""
     if not node:
         return False
     values = list(node.values())
-    if all(isinstance(v, dict) for v in values):
+    if all(isinstance(v, dict) for v in values) and one_shape(node):
         return True
     if all(v is None or _scalar(v) for v in values) and any(v is None for v in values):
         return True
     return len(node) >= 2 and all(any(ch.isdigit() for ch in str(k)) for k in node)
+
+
+def one_shape(node: dict) -> bool:
+    """Whether a dict's values are records of a common shape: the field names all of them hold are at least half
+    of the smallest one's (records with optional fields too), or — one record — it holds its own key as a
+    value, or its key carries a digit."""
+    shapes = [set(map(str, v)) for v in node.values() if isinstance(v, dict)]
+    if len(shapes) != len(node) or not shapes:
+        return False
+    if len(shapes) == 1:
+        key, value = next(iter(node.items()))
+        return any(ch.isdigit() for ch in str(key)) or key in value.values()
+    common = set.intersection(*shapes)
+    return 2 * len(common) >= min(len(s) for s in shapes)
 
 
 @dataclass
@@ -223,6 +238,34 @@ class Hints:
     avoid: dict[str, set[Any]] = field(default_factory=dict)
     prefer: list[Any] = field(default_factory=list)
     focus: list[Any] = field(default_factory=list)
+    #: values a refusal listed as the valid ones, per argument (:func:`valid_values`)
+    suggest: dict[str, list[Any]] = field(default_factory=dict)
+
+
+#: where a refusal starts listing the valid values ("must be one of", "valid modes are", "available: ")
+_LISTING = re.compile(
+    r"(?:must\s+be\s+(?:one\s+of|in)|(?:expected|choose|pick)\s+(?:one\s+of|from)|one\s+of"
+    r"|\bvalid\b[\w\s-]{0,40}?(?:\bare\b|\bis\b|:)|\b(?:available|allowed|supported|options?|choices)\b"
+    r"[\w\s-]{0,40}?(?:\bare\b|\bis\b|:))\s*:?\s*",
+    re.IGNORECASE,
+)
+_QUOTED = re.compile(r"'([^'\n]{1,64})'|\"([^\"\n]{1,64})\"")
+_END = re.compile(r"\.(?:\s|$)|\n|;|\)\s*$")
+_SEP = re.compile(r"\s*(?:,|\||/|\bor\b|\band\b)\s*")
+
+
+def valid_values(text: str) -> list[str]:
+    """The values a refusal lists as valid: after "must be one of", "valid … are", "available: …", the quoted
+    items of the list, or its comma/"or"-separated words, up to the end of the sentence."""
+    out: list[str] = []
+    for match in _LISTING.finditer(text):
+        rest = text[match.end() :]
+        end = _END.search(rest)
+        segment = rest[: end.start()] if end else rest
+        quoted = [a or b for a, b in _QUOTED.findall(segment)]
+        items = quoted or [p.strip(" []{}()'\"`") for p in _SEP.split(segment)]
+        out.extend(i for i in items if i and len(i) <= 64 and i not in out)
+    return out
 
 
 def refusal_hints(refusals: Iterable[Mapping[str, Any]], records: Records) -> Hints:
@@ -243,7 +286,22 @@ def refusal_hints(refusals: Iterable[Mapping[str, Any]], records: Records) -> Hi
         for word in _WORD.findall(text):
             if word in state_values and word not in named and word not in hints.prefer:
                 hints.prefer.append(word)
+        listed = valid_values(text)
+        for param in _listed_for(args, named, text) if listed else ():
+            bucket = hints.suggest.setdefault(param, [])
+            bucket.extend(v for v in listed if v not in bucket)
     return hints
+
+
+def _listed_for(args: Mapping[str, Any], named: set[Any], text: str) -> list[str]:
+    """The arguments a refusal's list of valid values is for: those whose value it names, else those whose name
+    it names (``permission must be one of …``), else the only argument."""
+    by_value = [p for p, v in args.items() if any(x in named for x in (v if isinstance(v, list) else [v]))]
+    if by_value:
+        return by_value
+    lowered = text.lower()
+    by_name = [p for p in args if _base(p).replace("_", " ") in lowered or p in lowered]
+    return by_name or (list(args) if len(args) == 1 else [])
 
 
 def bind(

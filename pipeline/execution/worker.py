@@ -23,6 +23,7 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -234,6 +235,9 @@ def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits, dir_f
 
 _ZYGOTE: list[Any] = []  # [pid, command fd, socket] of the spare zygote (empty: no spares)
 _ZYGOTE_SIDE: list[int] = []  # in the zygote: its own channel's fds (closed in every spare)
+_INSTANCE: list[bool] = []  # [True]: this worker is one environment's sandbox instance (``--preload``)
+#: how long the worker waits for the zygote to hand a spare over (a module body it runs counts: :func:`_prerun`)
+SPARE_WAIT_S = 120.0
 
 
 def _start_zygote() -> None:
@@ -253,8 +257,24 @@ def _start_zygote() -> None:
         _zygote(cmd_r, theirs)
     os.close(cmd_r)
     theirs.close()
+    ours.settimeout(SPARE_WAIT_S)  # a zygote stuck in a module body: no spares, fresh forks instead
     _ZYGOTE[:] = [pid, cmd_w, ours]
     _PROTOCOL_FDS.extend([cmd_w, ours.fileno()])  # closed in every child the worker forks itself
+
+
+def _lose_zygote() -> None:
+    """The zygote is gone (or stuck): no more spares; its channel's fds closed and forgotten, so no later child
+    closes a descriptor that reused one of their numbers."""
+    if not _ZYGOTE:
+        return
+    _, cmd_w, sock = _ZYGOTE
+    _ZYGOTE.clear()
+    for fd in (cmd_w, sock.fileno()):
+        if fd in _PROTOCOL_FDS:
+            _PROTOCOL_FDS.remove(fd)
+    with contextlib.suppress(OSError):
+        os.close(cmd_w)
+    sock.close()
 
 
 def _zygote(commands: int, sock: socket.socket) -> None:
@@ -273,6 +293,8 @@ def _zygote(commands: int, sock: socket.socket) -> None:
                 blobs.update(msg["blobs"])
                 for ref, filename in msg["code"]:
                     _precompile(ref, filename)
+                    if msg.get("run"):
+                        _prerun(ref, filename, limits_from_wire(msg["run"]))
                 continue
             rfd, wfd = os.pipe()
             req_r, req_w = os.pipe()
@@ -316,17 +338,72 @@ def _fork_for_worker() -> int:
     return pid if pid > 0 else -ctypes.get_errno()
 
 
-def _share_code(new: dict[str, str], trajectory: Trajectory) -> None:
-    """Blobs that arrived: the trajectory's code compiled here, and both given to the zygote."""
+def _share_code(new: dict[str, str], trajectory: Trajectory, limits: Limits) -> None:
+    """Blobs that arrived: the trajectory's code compiled here, and both given to the zygote; in one environment's
+    instance, the zygote also runs the code's module body once (:func:`_prerun`, under ``limits``)."""
     ref = trajectory.env.options.get("code_ref")
     code = [[ref, f"<env {trajectory.env_id}>"]] if ref and ref in new else []
     for ref, filename in code:
         _precompile(ref, filename)
+    msg: dict[str, Any] = {"kind": "blobs", "blobs": new, "code": code}
+    if _INSTANCE and trajectory.env.source == "envscaler":
+        msg["run"] = limits_to_wire(limits)
     try:
         if _ZYGOTE:
-            write_frame(_ZYGOTE[1], {"kind": "blobs", "blobs": new, "code": code})
+            write_frame(_ZYGOTE[1], msg)
     except OSError:
-        _ZYGOTE.clear()
+        _lose_zygote()
+
+
+def _prerun(ref: str, filename: str, limits: Limits) -> None:
+    """In one environment's zygote: run its code's module body once (imports, classes — pydantic models take
+    tens of ms), so every spare forked after it starts with them (:func:`pipeline.envs.blobs.keep_ran`).
+
+    The body runs as in a child would, as far as it can tell: under the frozen clock, Landlock (writes beneath
+    the children's root only), the child's memory allowance and the call's wall-clock limit (past it, or when the
+    body started a thread, the zygote ends: no spares, each child runs the body itself). A body that read the
+    clock or drew a random number would draw otherwise in a child: its namespace is dropped, and each child runs
+    it as before. docs/environments.md ("Sandbox") says what the zygote may do that a child may not."""
+    from pipeline.envs import envscaler
+
+    statm = os.open("/proc/self/statm", os.O_RDONLY)  # read again below, where Landlock allows no more opens
+    try:
+        landlock.restrict(_root())
+    except landlock.LandlockError:
+        os.close(statm)
+        return
+    before = freeze.fingerprint()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    allowance = _vsize(statm) + limits.memory_mb * _MIB
+    resource.setrlimit(
+        resource.RLIMIT_AS, (allowance if hard == resource.RLIM_INFINITY else min(allowance, hard), hard)
+    )
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(max(1, int(limits.call_timeout_s)))
+    try:
+        namespace = envscaler.module_namespace(ref, filename)
+    except BaseException:
+        namespace = None
+    finally:
+        signal.alarm(0)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    if threading.active_count() > 1:  # a thread it started may hold a lock a forked spare would wait on forever
+        raise SystemExit("the module body started a thread: no spares (each child forked by the worker)")
+    if namespace is not None and freeze.fingerprint() == before:
+        blobs.keep_ran(ref, namespace)
+    freeze.install("", 0, None)  # a clock as fresh as before, whatever the body did
+    gc.collect()
+    gc.freeze()  # the spares' GC never walks (and copies) the module's objects
+    _BASE_VSIZE[0] = _vsize(statm)  # a spare's allowance starts from what it inherits
+    os.close(statm)
+
+
+def _vsize(statm: int | None = None) -> int:
+    """This process's address space, bytes (``statm``: its ``/proc/self/statm`` open already)."""
+    if statm is not None:
+        return int(os.pread(statm, 128, 0).split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
 class _Spare:
@@ -351,7 +428,7 @@ class _Spare:
         if len(data) != 8 or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
-            _ZYGOTE.clear()
+            _lose_zygote()
             return False
         self.pid = int.from_bytes(data, "big")
         rfd, self.requests = fds
@@ -408,7 +485,7 @@ def _top_up(limits: Limits) -> None:
         try:
             write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})
         except OSError:
-            _ZYGOTE.clear()
+            _lose_zygote()
             _remove_tree(temp_dir)
         else:
             _SPARES.append(_Spare(temp_dir, limits))
@@ -813,6 +890,8 @@ def prepare(args: list[str], reuse: bool = True, processes: int = 256) -> tuple[
     _limit_self(processes)
     only = args[args.index("--preload") + 1] if "--preload" in args[:-1] else None  # an instance: only its source
     source = registry.SOURCES.find(only) if only else None
+    if source is not None:
+        _INSTANCE.append(True)
     if source is None:
         registry.preload_all()
     else:
@@ -827,8 +906,8 @@ def prepare(args: list[str], reuse: bool = True, processes: int = 256) -> tuple[
     seccomp.install_base()  # no_new_privs and the base filter: every child runs under it
     gc.collect()
     gc.freeze()  # pre-fork: children's GC never walks (and copies) the preloaded heap
-    with open("/proc/self/statm") as fh:  # the address space a forked child starts with
-        _BASE_VSIZE.append(int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE"))
+    _BASE_VSIZE.append(_vsize())  # the address space a forked child starts with
+    _root()  # made before the zygote forks: its children's directories are the worker's
     return proto_in, proto_out, confinement
 
 
@@ -847,8 +926,9 @@ def main() -> None:
             blobs.update(request["blobs"])
             for spare in list(_SPARES):
                 _retire_spare(spare)  # forked without them
-            _share_code(request["blobs"], trajectory)
         limits = limits_from_wire(request["limits"])
+        if request.get("blobs"):
+            _share_code(request["blobs"], trajectory, limits)
         fresh = supervise(trajectory, limits, proto_out, request["trajectory"])
         write_frame(proto_out, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
         del trajectory, request  # no trajectory in the memory a spare inherits
