@@ -44,7 +44,12 @@ def worker_environment(pythonpath: str) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
+        **RUNTIME_THREADS,
     }
+
+
+#: native libraries start one thread each, not a pool sized by the host's CPUs (numpy and pandas import)
+RUNTIME_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _interpreter_paths() -> list[str]:
@@ -256,13 +261,40 @@ def _bind_system(opts: _Options) -> tuple[str, dict[str, str]]:
     return exe, {**worker_environment(os.pathsep.join([_APP_DIR, *plugins])), **env}
 
 
+#: the sandbox's synthetic ``/etc``: its user (the uid every child sees, :data:`freeze.VISIBLE_ID`), ``localhost``,
+#: files-only name services, and a constant ``mime.types`` (``pipeline/execution/mime.types``)
+ETC_FILES = {
+    "/etc/passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\nenvsim:x:{freeze.VISIBLE_ID}:{freeze.VISIBLE_ID}:"
+    f"envsim sandbox:/tmp:/usr/sbin/nologin\n",
+    "/etc/group": f"root:x:0:\nenvsim:x:{freeze.VISIBLE_ID}:\n",
+    "/etc/hosts": f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{freeze.HOSTNAME}\n",
+    "/etc/nsswitch.conf": "".join(f"{db}: files\n" for db in ("passwd", "group", "hosts", "networks", "services")),
+    "/etc/mime.types": (Path(__file__).parent / "mime.types").read_text(),
+}
+#: the only device nodes inside (no ``/dev/ptmx``, ``/dev/tty`` or ``/dev/full``)
+DEVICES = ("null", "zero", "random", "urandom")
+
+
+def _bind_etc_and_dev(opts: _Options) -> None:
+    """A synthetic read-only ``/etc`` (:data:`ETC_FILES`) and a ``/dev`` of only :data:`DEVICES`, the standard
+    descriptor links and a small ``/dev/shm``: no pseudo-terminal pool, no host terminal."""
+    for dest, content in sorted(ETC_FILES.items()):
+        opts.data(dest, content)
+    opts.put("--size", str(64 << 10), "--perms", "0755", "--tmpfs", "/dev")
+    for name in DEVICES:
+        opts.put("--dev-bind", f"/dev/{name}", f"/dev/{name}")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
+        opts.put("--symlink", target, f"/dev/{name}")
+    opts.put("--symlink", "/proc/self/fd/2", "/dev/stderr")
+    opts.put("--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm")
+
+
 def _bind_private(opts: _Options) -> None:
-    """The project's package at its neutral path, a fresh ``/proc`` with constant host files over it, a
-    read-only minimal ``/dev`` with a small ``/dev/shm``."""
+    """The project's package at its neutral path, a fresh ``/proc`` with constant host files over it, the synthetic
+    ``/etc`` and a read-only minimal ``/dev`` with a small ``/dev/shm`` (:func:`_bind_etc_and_dev`)."""
     opts.put("--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline")
     opts.put("--proc", "/proc")
-    opts.put("--dev", "/dev")
-    opts.put("--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm")
+    _bind_etc_and_dev(opts)
     opts += ["--remount-ro", "/dev", "--chdir", "/tmp", "--hostname", freeze.HOSTNAME]
     for dest, content in sorted(freeze.HOST_FILES.items()):
         opts.data(dest, content)
