@@ -7,13 +7,17 @@ a read-only view of only what the interpreter needs at neutral paths, its option
 
 from __future__ import annotations
 
+import atexit
 import compileall
 import fcntl
 import functools
 import itertools
+import logging
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,9 +229,11 @@ class _Options(list[str]):
         self.put("--perms", "0444", "--ro-bind-data", str(fd), inside)
 
 
-#: under root: no user namespace; the command drops to a uid of its own through ``setpriv`` (CAP_SETUID/GID)
+#: under root: no user namespace; the command drops to a uid of its own through ``setpriv`` (CAP_SETUID/GID), after
+#: ``/tmp`` is mounted with an inode limit (CAP_SYS_ADMIN, :func:`_with_inode_limit`)
 _AS_ROOT = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 _AS_ROOT_CAPS = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+_AS_ROOT_CAPS += ("--cap-add", "CAP_SYS_ADMIN")
 #: otherwise: a user namespace maps the caller to 65534
 _AS_USER = ("--unshare-all", "--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY), "--disable-userns")
 
@@ -289,6 +295,43 @@ def _bind_etc_and_dev(opts: _Options) -> None:
     opts.put("--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm")
 
 
+SYSINFO_LIB = f"{_APP_DIR}/lib/libenvsim_sysinfo.so"  # where the sysinfo library appears inside
+_SYSINFO_SOURCE = Path(__file__).with_name("sysinfo.c")
+
+
+@functools.cache
+def sysinfo_preload() -> str | None:
+    """``pipeline/execution/sysinfo.c`` compiled once per process (the C compiler ``cc``) into a private temporary
+    directory: the library preloaded into every sandbox worker so libc's ``sysinfo``/``sysconf(_SC_PHYS_PAGES)``
+    report constant memory. None, with one warning, where no compiler is installed (then ``SC_PHYS_PAGES`` inside
+    is whatever an unanswered ``sysinfo`` leaves)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    out = os.path.join(tempfile.mkdtemp(prefix="envsim-sysinfo-"), "libenvsim_sysinfo.so")
+    atexit.register(shutil.rmtree, os.path.dirname(out), True)
+    command = [compiler or "cc", "-shared", "-fPIC", "-O2", "-o", out, str(_SYSINFO_SOURCE)]
+    try:
+        if compiler is None:
+            raise OSError("no C compiler ('cc') is installed")
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        logging.getLogger(__name__).warning(
+            "the sandbox reports the host's memory unfaked: building its sysinfo library failed (%s); "
+            "install a C compiler ('sudo apt-get install gcc')",
+            exc,
+        )
+        return None
+    return out
+
+
+def _bind_sysinfo(opts: _Options) -> dict[str, str]:
+    """The sysinfo library bound read-only and preloaded (:func:`sysinfo_preload`); its variables."""
+    library = sysinfo_preload()
+    if library is None:
+        return {}
+    opts.put("--ro-bind", library, SYSINFO_LIB)
+    return {"LD_PRELOAD": SYSINFO_LIB}
+
+
 def _bind_private(opts: _Options) -> None:
     """The project's package at its neutral path, a fresh ``/proc`` with constant host files over it, the synthetic
     ``/etc`` and a read-only minimal ``/dev`` with a small ``/dev/shm`` (:func:`_bind_etc_and_dev`)."""
@@ -312,6 +355,7 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
     opts.put("--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp")  # first: binds below stay visible
     exe, env = _bind_system(opts)
     _bind_private(opts)
+    env |= _bind_sysinfo(opts)
     for key, value in env.items():
         opts += ["--setenv", key, value]
     args_fd = _data_fd(b"".join(a.encode() + b"\0" for a in opts))
@@ -322,8 +366,22 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
     slot = UidSlot() if root else None
     if slot is not None:
         ids = [f"--reuid={slot.uid}", f"--regid={slot.uid}", "--clear-groups", "--inh-caps=-all", "--no-new-privs"]
-        command = [setpriv, *ids, *command]
+        command = _with_inode_limit(tmp_mb, [setpriv, *ids, *command])
     return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", fds, slot)
+
+
+#: inodes of an instance's ``/tmp`` (files, directories, links): what it holds in kernel memory stays bounded
+TMP_INODES = 16_384
+
+
+def _with_inode_limit(tmp_mb: int, command: list[str]) -> list[str]:
+    """Under root: ``command`` run after ``/tmp`` is mounted again as a tmpfs of ``tmp_mb`` MiB and
+    :data:`TMP_INODES` inodes (bwrap's ``--tmpfs`` takes a size, not an inode count), by ``mount`` with the
+    sandbox's one ``CAP_SYS_ADMIN``, which ``setpriv`` drops with every other capability before ``command`` runs."""
+    mount = shutil.which("mount") or "/usr/bin/mount"
+    options = f"size={tmp_mb << 20},nr_inodes={TMP_INODES},mode=1777,nosuid,nodev"
+    script = 'mount -n -t tmpfs -o "$0" tmpfs /tmp && cd /tmp && exec "$@"'
+    return ["/bin/sh", "-c", script.replace("mount", mount, 1), options, *command]
 
 
 @functools.cache
