@@ -384,6 +384,22 @@ def _with_inode_limit(tmp_mb: int, command: list[str]) -> list[str]:
     return ["/bin/sh", "-c", script.replace("mount", mount, 1), options, *command]
 
 
+def kernel_memory_note(cgroup_root: str = "/sys/fs/cgroup") -> str:
+    """One line for the start of a sandbox: whether a cgroup could count each instance's kernel memory. The host
+    must delegate a cgroup v2 subtree with the memory controller (``cgroup.controllers`` names it and the caller may
+    write ``cgroup.subtree_control``); the sandbox does not use one, so the line says what bounds kernel memory."""
+    controllers = os.path.join(cgroup_root, "cgroup.controllers")
+    try:
+        delegated = "memory" in Path(controllers).read_text().split() and os.access(cgroup_root, os.W_OK)
+    except OSError:
+        delegated = False
+    where = "a delegated cgroup v2 memory controller is not used" if delegated else "no cgroup v2 memory controller"
+    return (
+        f"sandbox: {where}: an instance's kernel memory is bounded by its /tmp (tmp_mb, {TMP_INODES} inodes under "
+        "root), RLIMIT_AS, RLIMIT_NPROC and the refused channels (docs/environments.md 'Sandbox')"
+    )
+
+
 @functools.cache
 def _compiled() -> None:
     """Compile the ``pipeline`` package where it lies (its ``__pycache__``; current files are skipped), once per
