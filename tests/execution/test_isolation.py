@@ -201,8 +201,8 @@ def test_fork_exec_shell_is_refused_by_the_kernel(box, listener, tmp_path):
     target = tmp_path / "pwned"
     result = run(box, ("bump", {}), ("fork_exec_shell", {"target": str(target), "port": port}), ("bump", {}))
     before, bad, after = result["steps"]
-    assert bad["outcome"] == "error" and bad["error_type"] == "PermissionError", bad
-    assert "Operation not permitted" in bad["error_message"]
+    assert bad["outcome"] == "sandbox_refused" and bad["error_type"] == "SandboxRefused", bad
+    assert bad["error_message"].startswith("the sandbox refused syscall"), bad["error_message"]
     assert after["outcome"] == "success" and after["state_before_hash"] == bad["state_after_hash"]
     time.sleep(0.5)
     assert not target.exists() and not Path(f"{target}.key").exists()
