@@ -230,7 +230,7 @@ class _Options(list[str]):
 
 
 #: under root: no user namespace; the command drops to a uid of its own through ``setpriv`` (CAP_SETUID/GID), after
-#: ``/tmp`` is mounted with an inode limit (CAP_SYS_ADMIN, :func:`_with_inode_limit`)
+#: the children's tmpfs is mounted with an inode limit (CAP_SYS_ADMIN, :func:`_with_inode_limit`)
 _AS_ROOT = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 _AS_ROOT_CAPS = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
 _AS_ROOT_CAPS += ("--cap-add", "CAP_SYS_ADMIN")
@@ -366,7 +366,7 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
     slot = UidSlot() if root else None
     if slot is not None:
         ids = [f"--reuid={slot.uid}", f"--regid={slot.uid}", "--clear-groups", "--inh-caps=-all", "--no-new-privs"]
-        command = _with_inode_limit(tmp_mb, [setpriv, *ids, *command])
+        command = _with_inode_limit(tmp_mb, slot.uid, [setpriv, *ids, *command])
     return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", fds, slot)
 
 
@@ -374,14 +374,18 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
 TMP_INODES = 16_384
 
 
-def _with_inode_limit(tmp_mb: int, command: list[str]) -> list[str]:
-    """Under root: ``command`` run after ``/tmp`` is mounted again as a tmpfs of ``tmp_mb`` MiB and
-    :data:`TMP_INODES` inodes (bwrap's ``--tmpfs`` takes a size, not an inode count), by ``mount`` with the
-    sandbox's one ``CAP_SYS_ADMIN``, which ``setpriv`` drops with every other capability before ``command`` runs."""
+WORK_DIR = "/tmp/work"  # where a worker makes its children's directories (``worker._root``)
+
+
+def _with_inode_limit(tmp_mb: int, uid: int, command: list[str]) -> list[str]:
+    """Under root: ``command`` run after :data:`WORK_DIR` is mounted as a tmpfs of ``tmp_mb`` MiB and
+    :data:`TMP_INODES` inodes owned by ``uid`` (bwrap's ``--tmpfs`` takes a size, not an inode count; the children
+    write nowhere else), by ``mount`` with the sandbox's one ``CAP_SYS_ADMIN``, which ``setpriv`` drops with every
+    other capability before ``command`` runs."""
     mount = shutil.which("mount") or "/usr/bin/mount"
-    options = f"size={tmp_mb << 20},nr_inodes={TMP_INODES},mode=1777,nosuid,nodev"
-    script = 'mount -n -t tmpfs -o "$0" tmpfs /tmp && cd /tmp && exec "$@"'
-    return ["/bin/sh", "-c", script.replace("mount", mount, 1), options, *command]
+    options = f"size={tmp_mb << 20},nr_inodes={TMP_INODES},mode=0700,uid={uid},gid={uid},nosuid,nodev"
+    script = f'mkdir -p {WORK_DIR} && {mount} -n -t tmpfs -o "$0" tmpfs {WORK_DIR} && exec "$@"'
+    return ["/bin/sh", "-c", script, options, *command]
 
 
 def kernel_memory_note(cgroup_root: str = "/sys/fs/cgroup") -> str:
@@ -395,7 +399,7 @@ def kernel_memory_note(cgroup_root: str = "/sys/fs/cgroup") -> str:
         delegated = False
     where = "a delegated cgroup v2 memory controller is not used" if delegated else "no cgroup v2 memory controller"
     return (
-        f"sandbox: {where}: an instance's kernel memory is bounded by its /tmp (tmp_mb, {TMP_INODES} inodes under "
+        f"sandbox: {where}: an instance's kernel memory is bounded by its tmpfs (tmp_mb, {TMP_INODES} inodes under "
         "root), RLIMIT_AS, RLIMIT_NPROC and the refused channels (docs/environments.md 'Sandbox')"
     )
 
