@@ -366,7 +366,7 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
     slot = UidSlot() if root else None
     if slot is not None:
         ids = [f"--reuid={slot.uid}", f"--regid={slot.uid}", "--clear-groups", "--inh-caps=-all", "--no-new-privs"]
-        command = _with_inode_limit(tmp_mb, slot.uid, [setpriv, *ids, *command])
+        command = _with_inode_limit(tmp_mb, [setpriv, *ids, *command])
     return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", fds, slot)
 
 
@@ -377,13 +377,13 @@ TMP_INODES = 16_384
 WORK_DIR = "/tmp/work"  # where a worker makes its children's directories (``worker._root``)
 
 
-def _with_inode_limit(tmp_mb: int, uid: int, command: list[str]) -> list[str]:
+def _with_inode_limit(tmp_mb: int, command: list[str]) -> list[str]:
     """Under root: ``command`` run after :data:`WORK_DIR` is mounted as a tmpfs of ``tmp_mb`` MiB and
-    :data:`TMP_INODES` inodes owned by ``uid`` (bwrap's ``--tmpfs`` takes a size, not an inode count; the children
-    write nowhere else), by ``mount`` with the sandbox's one ``CAP_SYS_ADMIN``, which ``setpriv`` drops with every
-    other capability before ``command`` runs."""
+    :data:`TMP_INODES` inodes (bwrap's ``--tmpfs`` takes a size, not an inode count; the children write nowhere
+    else), root-owned with the sticky bit like ``/tmp`` (no child can change its mode), by ``mount`` with the
+    sandbox's one ``CAP_SYS_ADMIN``, which ``setpriv`` drops with every other capability before ``command`` runs."""
     mount = shutil.which("mount") or "/usr/bin/mount"
-    options = f"size={tmp_mb << 20},nr_inodes={TMP_INODES},mode=0700,uid={uid},gid={uid},nosuid,nodev"
+    options = f"size={tmp_mb << 20},nr_inodes={TMP_INODES},mode=1777,nosuid,nodev"
     script = f'mkdir -p {WORK_DIR} && {mount} -n -t tmpfs -o "$0" tmpfs {WORK_DIR} && exec "$@"'
     return ["/bin/sh", "-c", script, options, *command]
 
