@@ -3,6 +3,7 @@
 
 - **pty exhaustion**: there is no ``/dev/ptmx`` inside, so ``os.openpty()`` fails and the host's pty count
   (``/proc/sys/kernel/pty/nr``) does not move;
+- **thread exhaustion**: live threads stop at ``RLIMIT_NPROC`` (its uid's, per instance under root);
 - **inode exhaustion**: empty files stop at the instance's tmpfs inode limit (``isolation.TMP_INODES``, under
   root), not at the host's slab memory;
 - **file-backed futexes**: a shared futex wake on a page of a venv file, and a read-only shared mapping of it, are
@@ -47,6 +48,19 @@ class Hog:
         except OSError as exc:
             return {"success": False, "error": f"{type(exc).__name__}: {exc.strerror}", "made": self.made}
         return {"success": True, "made": self.made}
+
+    def threads(self, count: int):
+        """Start threads that stay alive until refused."""
+        stop, started = threading.Event(), 0
+        try:
+            for _ in range(count):
+                threading.Thread(target=stop.wait, daemon=True).start()
+                started += 1
+        except RuntimeError as exc:
+            return {"success": False, "error": str(exc), "started": started}
+        finally:
+            stop.set()
+        return {"success": True, "started": started}
 
     def futex_wake(self):
         """FUTEX_WAKE (shared) on the first page of a file every instance maps: a channel to another instance."""
@@ -112,6 +126,13 @@ def test_empty_files_stop_at_the_instances_inode_limit():
     assert "No space left on device" in step["raw_observation"], step["raw_observation"]
     made = int(step["raw_observation"].split("'made': ")[1].rstrip("}"))
     assert isolation.TMP_INODES - 64 <= made < isolation.TMP_INODES, made  # the worker's own few inodes aside
+
+
+def test_live_threads_stop_at_the_process_limit():
+    [step] = _run(("threads", {"count": 2000}))
+    assert "can't start new thread" in step["raw_observation"], step["raw_observation"]
+    started = int(step["raw_observation"].split("'started': ")[1].rstrip("}"))
+    assert 0 < started < 256, started  # RLIMIT_NPROC (the worker's, 256) counts the instance's uid's threads
 
 
 def test_no_futex_keyed_by_a_shared_file_and_no_shared_file_mapping():

@@ -26,21 +26,15 @@ def all_refused(results: list[dict[str, Any]], _limits: Any) -> list[str]:
     return out
 
 
-def refused_except(
-    allowed: set[str], bounded: dict[str, Callable[[str], bool]] | None = None
-) -> Callable[[list[dict[str, Any]], Any], list[str]]:
-    """:func:`all_refused`, except the attempts in ``allowed`` (the sandbox lets ordinary code do them) and those in
-    ``bounded``, whose outcome must pass their predicate (stopped by a limit)."""
-    bounded = bounded or {}
+def refused_except(allowed: set[str]) -> Callable[[list[dict[str, Any]], Any], list[str]]:
+    """:func:`all_refused`, except the attempts in ``allowed`` (the sandbox lets ordinary code do them)."""
 
     def check(results: list[dict[str, Any]], limits: Any) -> list[str]:
         out = []
         for escape in all_refused(results, limits):
             attempt = escape.split(": ", 1)[1].split(" was not refused", 1)[0] if " was not refused" in escape else ""
-            outcome = escape.split("was not refused: ", 1)[-1]
-            if attempt in allowed or (attempt in bounded and bounded[attempt](outcome)):
-                continue
-            out.append(escape)
+            if attempt not in allowed:
+                out.append(escape)
         return out
 
     return check
