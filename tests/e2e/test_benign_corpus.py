@@ -48,7 +48,7 @@ def _env_id(name: str) -> str:
 def benign_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, DataLayout]:
     tmp = tmp_path_factory.mktemp("benign")
     env_file, scen_file = write_corpus(tmp / "corpus", {**PATTERNS, **DIR_PATTERNS, **REFUSED_PATTERNS})
-    return forge_run(tmp, run_config(env_file, scen_file, **EXPLORE), timeout=1200)
+    return forge_run(tmp, run_config(env_file, scen_file, **EXPLORE), timeout=2400)  # 45 environments × 120 calls
 
 
 def _quarantined(layout: DataLayout) -> dict[str, str]:
