@@ -1,10 +1,12 @@
 """Outcome and argument count of a step (docs/definitions.md §4.3).
 
-``outcome ∈ {success, failure, error}``: ``error`` when the call raised (timed out, crashed); ``failure``
-when the environment refused it in its own convention; else ``success``. Corpora refuse in different
-conventions, so the rule has two parts, both applied outside the sandbox to the step's *observation
-value* (:func:`observation_value`: the canonical return value; a text that holds a JSON or Python dict
-or list literal, as ``str(return value)`` does, is read as that value):
+``outcome ∈ {success, failure, error, sandbox_refused}``: ``sandbox_refused`` when the sandbox refused a syscall
+the call made and its result shows it (never a training label: the step is excluded like an error, and never a
+quarantine; :func:`pipeline.execution.seccomp.refused_syscall` names the syscall); ``error`` when the call raised
+(timed out, crashed); ``failure`` when the environment refused it in its own convention; else ``success``.
+Corpora refuse in different conventions, so the rule has two parts, both applied outside the sandbox to the
+step's *observation value* (:func:`observation_value`: the canonical return value; a text that holds a JSON or
+Python dict or list literal, as ``str(return value)`` does, is read as that value):
 
 * the **default rule** (:func:`reports_failure`) recognises the common conventions;
 * a corpus may **declare** its own (:class:`OutcomeRule`, written in its source config as
@@ -34,8 +36,10 @@ from typing import Any
 from pipeline.core import bounds
 from pipeline.core.canonical import canonical_json, canonicalize
 
-SUCCESS, FAILURE, ERROR = "success", "failure", "error"
-OUTCOMES = (SUCCESS, FAILURE, ERROR)
+SUCCESS, FAILURE, ERROR, SANDBOX_REFUSED = "success", "failure", "error", "sandbox_refused"
+OUTCOMES = (SUCCESS, FAILURE, ERROR, SANDBOX_REFUSED)
+#: outcomes of steps no benchmark or training split takes (the strata mark them excluded)
+EXCLUDED_OUTCOMES = (ERROR, SANDBOX_REFUSED)
 
 #: the ``outcome_rule`` of a step labeled by the default rule alone
 DEFAULT_RULE_ID = "default"

@@ -37,7 +37,7 @@ from pipeline.core.axes import (
     quote,
 )
 from pipeline.core.fields import setting
-from pipeline.core.outcome import ERROR, FAILURE, SUCCESS
+from pipeline.core.outcome import EXCLUDED_OUTCOMES, FAILURE, SUCCESS
 
 #: a benchmark cell's outcome (error steps are never selected)
 CellOutcome = Literal["success", "failure"]
@@ -139,7 +139,7 @@ class StrataRules:
         #: the Balance2 group of a step (error steps and |Δ| beyond the difficult bucket: none)
         self.balance2_group = Rules(
             (
-                Rule(None, _when((ERROR,))),
+                Rule(None, _when(EXCLUDED_OUTCOMES)),
                 Rule(None, bucket("beyond")),
                 Rule("failure", _when((FAILURE,))),
                 Rule("no_change", bucket("none")),

@@ -7,13 +7,17 @@ a read-only view of only what the interpreter needs at neutral paths, its option
 
 from __future__ import annotations
 
+import atexit
 import compileall
 import fcntl
 import functools
 import itertools
+import logging
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +48,12 @@ def worker_environment(pythonpath: str) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
+        **RUNTIME_THREADS,
     }
+
+
+#: native libraries start one thread each, not a pool sized by the host's CPUs (numpy and pandas import)
+RUNTIME_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _interpreter_paths() -> list[str]:
@@ -220,9 +229,11 @@ class _Options(list[str]):
         self.put("--perms", "0444", "--ro-bind-data", str(fd), inside)
 
 
-#: under root: no user namespace; the command drops to a uid of its own through ``setpriv`` (CAP_SETUID/GID)
+#: under root: no user namespace; the command drops to a uid of its own through ``setpriv`` (CAP_SETUID/GID), after
+#: the children's tmpfs is mounted with an inode limit (CAP_SYS_ADMIN, :func:`_with_inode_limit`)
 _AS_ROOT = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 _AS_ROOT_CAPS = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+_AS_ROOT_CAPS += ("--cap-add", "CAP_SYS_ADMIN")
 #: otherwise: a user namespace maps the caller to 65534
 _AS_USER = ("--unshare-all", "--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY), "--disable-userns")
 
@@ -256,13 +267,77 @@ def _bind_system(opts: _Options) -> tuple[str, dict[str, str]]:
     return exe, {**worker_environment(os.pathsep.join([_APP_DIR, *plugins])), **env}
 
 
+#: the sandbox's synthetic ``/etc``: its user (the uid every child sees, :data:`freeze.VISIBLE_ID`), ``localhost``,
+#: files-only name services, and a constant ``mime.types`` (``pipeline/execution/mime.types``)
+ETC_FILES = {
+    "/etc/passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\nenvsim:x:{freeze.VISIBLE_ID}:{freeze.VISIBLE_ID}:"
+    f"envsim sandbox:/tmp:/usr/sbin/nologin\n",
+    "/etc/group": f"root:x:0:\nenvsim:x:{freeze.VISIBLE_ID}:\n",
+    "/etc/hosts": f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{freeze.HOSTNAME}\n",
+    "/etc/nsswitch.conf": "".join(f"{db}: files\n" for db in ("passwd", "group", "hosts", "networks", "services")),
+    "/etc/mime.types": (Path(__file__).parent / "mime.types").read_text(),
+}
+#: the only device nodes inside (no ``/dev/ptmx``, ``/dev/tty`` or ``/dev/full``)
+DEVICES = ("null", "zero", "random", "urandom")
+
+
+def _bind_etc_and_dev(opts: _Options) -> None:
+    """A synthetic read-only ``/etc`` (:data:`ETC_FILES`) and a ``/dev`` of only :data:`DEVICES`, the standard
+    descriptor links and a small ``/dev/shm``: no pseudo-terminal pool, no host terminal."""
+    for dest, content in sorted(ETC_FILES.items()):
+        opts.data(dest, content)
+    opts.put("--size", str(64 << 10), "--perms", "0755", "--tmpfs", "/dev")
+    for name in DEVICES:
+        opts.put("--dev-bind", f"/dev/{name}", f"/dev/{name}")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
+        opts.put("--symlink", target, f"/dev/{name}")
+    opts.put("--symlink", "/proc/self/fd/2", "/dev/stderr")
+    opts.put("--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm")
+
+
+SYSINFO_LIB = f"{_APP_DIR}/lib/libenvsim_sysinfo.so"  # where the sysinfo library appears inside
+_SYSINFO_SOURCE = Path(__file__).with_name("sysinfo.c")
+
+
+@functools.cache
+def sysinfo_preload() -> str | None:
+    """``pipeline/execution/sysinfo.c`` compiled once per process (the C compiler ``cc``) into a private temporary
+    directory: the library preloaded into every sandbox worker so libc's ``sysinfo``/``sysconf(_SC_PHYS_PAGES)``
+    report constant memory. None, with one warning, where no compiler is installed (then ``SC_PHYS_PAGES`` inside
+    is whatever an unanswered ``sysinfo`` leaves)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    out = os.path.join(tempfile.mkdtemp(prefix="envsim-sysinfo-"), "libenvsim_sysinfo.so")
+    atexit.register(shutil.rmtree, os.path.dirname(out), True)
+    command = [compiler or "cc", "-shared", "-fPIC", "-O2", "-o", out, str(_SYSINFO_SOURCE)]
+    try:
+        if compiler is None:
+            raise OSError("no C compiler ('cc') is installed")
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        logging.getLogger(__name__).warning(
+            "the sandbox reports the host's memory unfaked: building its sysinfo library failed (%s); "
+            "install a C compiler ('sudo apt-get install gcc')",
+            exc,
+        )
+        return None
+    return out
+
+
+def _bind_sysinfo(opts: _Options) -> dict[str, str]:
+    """The sysinfo library bound read-only and preloaded (:func:`sysinfo_preload`); its variables."""
+    library = sysinfo_preload()
+    if library is None:
+        return {}
+    opts.put("--ro-bind", library, SYSINFO_LIB)
+    return {"LD_PRELOAD": SYSINFO_LIB}
+
+
 def _bind_private(opts: _Options) -> None:
-    """The project's package at its neutral path, a fresh ``/proc`` with constant host files over it, a
-    read-only minimal ``/dev`` with a small ``/dev/shm``."""
+    """The project's package at its neutral path, a fresh ``/proc`` with constant host files over it, the synthetic
+    ``/etc`` and a read-only minimal ``/dev`` with a small ``/dev/shm`` (:func:`_bind_etc_and_dev`)."""
     opts.put("--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline")
     opts.put("--proc", "/proc")
-    opts.put("--dev", "/dev")
-    opts.put("--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm")
+    _bind_etc_and_dev(opts)
     opts += ["--remount-ro", "/dev", "--chdir", "/tmp", "--hostname", freeze.HOSTNAME]
     for dest, content in sorted(freeze.HOST_FILES.items()):
         opts.data(dest, content)
@@ -286,6 +361,7 @@ def bwrap_command(
     opts.put("--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp")  # first: binds below stay visible
     exe, env = _bind_system(opts)
     _bind_private(opts)
+    env |= _bind_sysinfo(opts)
     for key, value in env.items():
         opts += ["--setenv", key, value]
     args_fd = _data_fd(b"".join(a.encode() + b"\0" for a in opts))
@@ -296,8 +372,42 @@ def bwrap_command(
     slot = UidSlot() if root else None
     if slot is not None:
         ids = [f"--reuid={slot.uid}", f"--regid={slot.uid}", "--clear-groups", "--inh-caps=-all", "--no-new-privs"]
-        command = [setpriv, *ids, *command]
+        command = _with_inode_limit(tmp_mb, [setpriv, *ids, *command])
     return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", fds, slot)
+
+
+#: inodes of an instance's ``/tmp`` (files, directories, links): what it holds in kernel memory stays bounded
+TMP_INODES = 16_384
+
+
+WORK_DIR = "/tmp/work"  # where a worker makes its children's directories (``worker._root``)
+
+
+def _with_inode_limit(tmp_mb: int, command: list[str]) -> list[str]:
+    """Under root: ``command`` run after :data:`WORK_DIR` is mounted as a tmpfs of ``tmp_mb`` MiB and
+    :data:`TMP_INODES` inodes (bwrap's ``--tmpfs`` takes a size, not an inode count; the children write nowhere
+    else), root-owned with the sticky bit like ``/tmp`` (no child can change its mode), by ``mount`` with the
+    sandbox's one ``CAP_SYS_ADMIN``, which ``setpriv`` drops with every other capability before ``command`` runs."""
+    mount = shutil.which("mount") or "/usr/bin/mount"
+    options = f"size={tmp_mb << 20},nr_inodes={TMP_INODES},mode=1777,nosuid,nodev"
+    script = f'mkdir -p {WORK_DIR} && {mount} -n -t tmpfs -o "$0" tmpfs {WORK_DIR} && exec "$@"'
+    return ["/bin/sh", "-c", script, options, *command]
+
+
+def kernel_memory_note(cgroup_root: str = "/sys/fs/cgroup") -> str:
+    """One line for the start of a sandbox: whether a cgroup could count each instance's kernel memory. The host
+    must delegate a cgroup v2 subtree with the memory controller (``cgroup.controllers`` names it and the caller may
+    write ``cgroup.subtree_control``); the sandbox does not use one, so the line says what bounds kernel memory."""
+    controllers = os.path.join(cgroup_root, "cgroup.controllers")
+    try:
+        delegated = "memory" in Path(controllers).read_text().split() and os.access(cgroup_root, os.W_OK)
+    except OSError:
+        delegated = False
+    where = "a delegated cgroup v2 memory controller is not used" if delegated else "no cgroup v2 memory controller"
+    return (
+        f"sandbox: {where}: an instance's kernel memory is bounded by its tmpfs (tmp_mb, {TMP_INODES} inodes under "
+        "root), RLIMIT_AS, RLIMIT_NPROC and the refused channels (docs/environments.md 'Sandbox')"
+    )
 
 
 @functools.cache

@@ -21,9 +21,10 @@ from pipeline.core.canonical import MAX_DEPTH as CANONICAL_DEPTH
 from pipeline.core.canonical import canonical_json, canonicalize, state_hash, stored_json
 from pipeline.core.delta import diff
 from pipeline.core.environment import EnvSpec
-from pipeline.core.outcome import ERROR, FAILURE, args_count
+from pipeline.core.outcome import ERROR, FAILURE, SANDBOX_REFUSED, args_count
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
+from pipeline.execution import seccomp
 from pipeline.store.schema import encode_delta
 
 
@@ -162,6 +163,26 @@ def _declared_tools(source: str, env_id: str, options: str) -> frozenset[str] | 
         return frozenset(t.get("function", t).get("name") for t in registry.tool_schemas(spec) if isinstance(t, dict))
     except Exception:  # a catalog problem shows up elsewhere; without names, no check
         return None
+
+
+def _outcome(
+    outcome: str, raised: bool, error_type: str | None, message: str | None, raw: str, max_chars: int
+) -> dict[str, Any]:
+    """A step's outcome and error fields: ``sandbox_refused``, naming the syscall, when its error or observation shows
+    a refusal of the sandbox (:func:`pipeline.execution.seccomp.refused_syscall`), else as the rule labeled it."""
+    syscall = seccomp.refused_syscall(message if raised else None) or seccomp.refused_syscall(raw[:4096])
+    if syscall is not None:
+        shown = (message if raised else raw) or ""
+        return {
+            "outcome": SANDBOX_REFUSED,
+            "error_type": "SandboxRefused",
+            "error_message": _text(f"the sandbox refused syscall {syscall!r}: {shown}", max_chars),
+        }
+    return {
+        "outcome": outcome,
+        "error_type": _text(error_type, 200) if raised else None,
+        "error_message": _text(message, max_chars) if raised else None,
+    }
 
 
 class TrajectoryLabels:
@@ -331,10 +352,15 @@ class TrajectoryLabels:
                 "raw_observation": raw,
                 "observation_json": parsed_json,
                 "observation_truncated": truncated,
-                "outcome": FAILURE if refusal is not None else self.outcome_rule(tool, raised, value),
                 "outcome_rule": self.outcome_rule.id,
-                "error_type": _text(error_type, 200) if raised else None,
-                "error_message": _text(error_message, self.max_chars) if raised else None,
+                **_outcome(
+                    FAILURE if refusal is not None else self.outcome_rule(tool, raised, value),
+                    raised,
+                    error_type,
+                    error_message,
+                    raw,
+                    self.max_chars,
+                ),
                 "delta": encoded,
                 "delta_size": len(delta),
                 "state_before_hash": before_hash,

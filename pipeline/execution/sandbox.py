@@ -35,7 +35,7 @@ from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, registry
 from pipeline.execution.child import Limits, describe_exit
 from pipeline.execution.frames import FdReader, FrameError, FrameTimeout, encode
-from pipeline.execution.isolation import SandboxUnavailable, checked_isolation, worker_command
+from pipeline.execution.isolation import SandboxUnavailable, checked_isolation, kernel_memory_note, worker_command
 from pipeline.execution.labels import TrajectoryLabels
 from pipeline.execution.wire import limits_to_wire, max_frame, trajectory_to_wire
 
@@ -307,6 +307,8 @@ class Sandbox:
                 "WARNING: this kernel has no Landlock: sandbox children's writes are confined only by bwrap's "
                 "read-only view (a child can write anywhere in its sandbox's /tmp; under trusted, anywhere)"
             )
+        if self.isolation == "bwrap":
+            log.info(kernel_memory_note())
         self._all.append(first)
         _OPEN.add(self)
         self._idle.put(first)

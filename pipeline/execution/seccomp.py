@@ -1,12 +1,17 @@
 """Seccomp filters, **default deny**: the kernel allows only the syscalls in :data:`SYSCALLS` (one table, one
 reason per entry, docs/environments.md "The syscall allowlist" holds :func:`table_markdown`); every other one
-is refused with ``EPERM`` (``clone3`` ``ENOSYS``, so libc falls back to ``clone``, which a filter can read), and
-another architecture's or x32 syscall kills the process. libseccomp (``pyseccomp``) compiles them.
+is refused with an errno that names it, :data:`REFUSED_ERRNO` + its number (a step that shows one is labeled
+``sandbox_refused`` naming the syscall, :func:`refused_syscall`); ``clone3`` answers ``ENOSYS``, so libc falls back to
+``clone``, whose flags a filter can read; the calls in :data:`ANSWERED` get a fixed errno ordinary code handles (no
+extended attributes, no ``sysinfo``); arguments outside an entry's conditions are refused with ``EPERM`` (named where
+:data:`NAMED_REFUSALS` can say so: a new process, a read-only shared file mapping, a shared futex); another
+architecture's or x32 syscall kills the process. libseccomp (``pyseccomp``) compiles them.
 
 Each entry is ``(name, scope, reason, when)``: ``scope`` ``"child"`` (environment code, and so the worker) or
 ``"worker"`` (the sandbox worker and its zygote only); ``when`` ``None`` (any arguments), ``()`` (the child's
 own pid, added in the child), or alternatives of argument conditions ``(index, op, value)`` that must all hold
-(``"eq"``/``"ne"`` on the 64-bit register, ``"eq32"`` on its lower half, ``"masked0"``: no bit of ``value``).
+(``"eq"``/``"ne"`` on the 64-bit register, ``"eq32"`` on its lower half, ``"masked0"``: no bit of ``value``,
+``"masked"``: ``value`` is ``(mask, bits)``, the argument's bits under ``mask`` are ``bits``).
 The **base filter** (:func:`install_base`, the whole table) is loaded on the worker before it serves anything
 and is inherited by every child; the **child filter** (:func:`install`, the ``"child"`` entries) stacks on it
 before environment code runs, from a program compiled once in the worker (:func:`prepare`).
@@ -17,16 +22,21 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import re
 import sys
 import tempfile
 from typing import Any
 
 # CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET
 _CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+_CLONE_THREAD_FLAGS = 0x00010000 | 0x00000100 | 0x00000800  # CLONE_THREAD, CLONE_VM, CLONE_SIGHAND
+_CLONE_VFORK, _CLONE_PARENT = 0x00004000, 0x00008000
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS, _AF_UNIX = 0, 1, 1
-# fcntl: dup, get/set descriptor and status flags, take a POSIX or OFD lock (sqlite in the child's own
-# directory; on a file a child can only read only a read lock can be taken, and read locks never conflict)
-_F_DUPFD, _F_GETFD, _F_SETFD, _F_GETFL, _F_SETFL, _F_SETLK, _F_SETLKW = 0, 1, 2, 3, 4, 6, 7
+_MAP_SHARED, _PROT_WRITE, _FUTEX_PRIVATE, _FUTEX_WAIT, _FUTEX_WAIT_BITSET = 0x01, 0x02, 0x80, 0, 9
+# fcntl: dup, get/set descriptor and status flags, take a POSIX or OFD lock, test a POSIX lock (sqlite in the
+# child's own directory; on a file a child can only read only a read lock can be taken, and read locks never
+# conflict; the lock test on a shared read-only file is the channel docs/environments.md names)
+_F_DUPFD, _F_GETFD, _F_SETFD, _F_GETFL, _F_SETFL, _F_GETLK, _F_SETLK, _F_SETLKW = 0, 1, 2, 3, 4, 5, 6, 7
 _F_OFD_SETLK, _F_OFD_SETLKW, _F_DUPFD_CLOEXEC = 37, 38, 1030
 # ioctl: isatty (TCGETS), the terminal size (TIOCGWINSZ), FIONREAD, FIONBIO, FIOCLEX/FIONCLEX
 _IOCTLS = (0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451)
@@ -35,7 +45,7 @@ _PR_GET_DUMPABLE, _PR_SET_DUMPABLE, _PR_SET_NAME, _PR_GET_NAME = 3, 4, 15, 16
 _PR_SET_SECCOMP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS, _PR_SET_VMA = 22, 38, 39, 0x53564D41
 _SECCOMP_MODE_FILTER = 2
 
-Cond = tuple[int, str, int]
+Cond = tuple[int, str, Any]
 When = tuple[tuple[Cond, ...], ...] | None
 
 
@@ -94,27 +104,62 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
     ("sendfile", "child", "shutil.copyfile's file-to-file copy", None),
     ("copy_file_range", "child", "os.copy_file_range", None),
     ("umask", "child", "the process's own creation mask", None),
+    ("chmod", "child", "os.chmod, shutil.copymode (only files of the sandbox's own uid: its instance's tmpfs)", None),
+    ("fchmod", "child", "os.chmod on a descriptor (files of its own uid only)", None),
+    ("fchmodat", "child", "os.chmod (files of its own uid only)", None),
+    ("fchmodat2", "child", "os.chmod with flags (files of its own uid only)", None),
+    ("utime", "child", "os.utime (x86_64; files of its own uid only)", None),
+    ("utimes", "child", "os.utime (x86_64; files of its own uid only)", None),
+    ("utimensat", "child", "os.utime, shutil.copystat (files of its own uid only)", None),
+    ("statfs", "child", "shutil.disk_usage, os.statvfs", None),
+    ("fstatfs", "child", "os.fstatvfs", None),
     ("dup", "child", "duplicate a descriptor", None),
     ("dup2", "child", "duplicate a descriptor (x86_64)", None),
     ("dup3", "child", "duplicate a descriptor", None),
     (
         "fcntl",
         "child",
-        "dup, descriptor/status flags and taking locks only (no F_SETOWN, lock test, lease, notify, pipe size)",
+        "dup, descriptor/status flags, taking and testing locks only (no F_SETOWN, lease, notify, pipe size)",
         _any(
             1,
-            (_F_DUPFD, _F_GETFD, _F_SETFD, _F_GETFL, _F_SETFL, _F_SETLK, _F_SETLKW, _F_OFD_SETLK)
+            (_F_DUPFD, _F_GETFD, _F_SETFD, _F_GETFL, _F_SETFL, _F_GETLK, _F_SETLK, _F_SETLKW, _F_OFD_SETLK)
             + (_F_OFD_SETLKW, _F_DUPFD_CLOEXEC),
         ),
     ),
     ("ioctl", "child", "isatty, terminal size, FIONREAD/FIONBIO/FIOCLEX only", _any(1, _IOCTLS)),
     ("select", "child", "select.select, a sleep idiom (x86_64)", None),
+    ("epoll_create", "child", "an asyncio event loop's selector (x86_64)", None),
+    ("epoll_create1", "child", "an asyncio event loop's selector", None),
+    ("epoll_ctl", "child", "an asyncio event loop's selector", None),
+    ("epoll_wait", "child", "an asyncio event loop's selector (x86_64)", None),
+    ("epoll_pwait", "child", "an asyncio event loop's selector", None),
+    ("epoll_pwait2", "child", "an asyncio event loop's selector", None),
+    ("pipe", "child", "a pipe inside the process (x86_64; the worker: a child's frame and request pipes)", None),
+    ("pipe2", "child", "a pipe inside the process (the worker: a child's frame and request pipes)", None),
+    ("eventfd", "child", "an event counter of its own (x86_64)", None),
+    ("eventfd2", "child", "an event counter of its own", None),
+    ("socketpair", "child", "asyncio's self-pipe: an AF_UNIX pair inside the process only", _any(0, (_AF_UNIX,))),
+    ("sendto", "child", "send on its own socket pair (no socket reaches outside)", None),
+    ("recvfrom", "child", "receive on its own socket pair", None),
+    ("sendmsg", "child", "send on its own socket pair", None),
+    ("recvmsg", "child", "receive on its own socket pair", None),
+    ("shutdown", "child", "close one direction of its own socket pair", None),
+    ("getsockopt", "child", "options of its own socket pair", None),
+    ("setsockopt", "child", "options of its own socket pair", None),
+    ("getsockname", "child", "its own socket pair's name", None),
+    ("getpeername", "child", "its own socket pair's peer", None),
     ("pselect6", "child", "select.select", None),
     ("poll", "child", "select.poll (x86_64)", None),
     ("ppoll", "child", "select.poll", None),
     # -- memory (everything a child maps counts against RLIMIT_AS)
     ("brk", "child", "heap", None),
-    ("mmap", "child", "anonymous and file mappings", None),
+    (
+        "mmap",
+        "child",
+        "anonymous and private file mappings; a shared file mapping only writable (a file opened for writing: "
+        "its own directory), never a read-only one of a file others map",
+        (((3, "masked0", _MAP_SHARED),), ((4, "eq32", 0xFFFFFFFF),), ((2, "masked", (_PROT_WRITE, _PROT_WRITE)),)),
+    ),
     ("munmap", "child", "unmap", None),
     ("mremap", "child", "grow a mapping (realloc)", None),
     ("mprotect", "child", "page protection (loading extension modules)", None),
@@ -141,7 +186,26 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
     ("clock_getres", "child", "time.get_clock_info", None),
     ("gettimeofday", "child", "libc's fallback from the vDSO", None),
     ("time", "child", "libc's fallback from the vDSO (x86_64)", None),
-    ("futex", "child", "locks and condition variables", None),
+    (
+        "futex",
+        "child",
+        "locks and condition variables: private operations, and a shared wait (pthread_join); no shared wake, "
+        "requeue or PI operation (a futex keyed by a file's page)",
+        (
+            ((1, "masked", (_FUTEX_PRIVATE, _FUTEX_PRIVATE)),),
+            ((1, "masked", (0xFF, _FUTEX_WAIT)),),
+            ((1, "masked", (0xFF, _FUTEX_WAIT_BITSET)),),
+        ),
+    ),
+    (
+        "clone",
+        "child",
+        "a thread: CLONE_THREAD|CLONE_VM|CLONE_SIGHAND, no namespace, no vfork (never a new process)",
+        (((0, "masked", (_CLONE_THREAD_FLAGS | _CLONE_NAMESPACES | _CLONE_VFORK, _CLONE_THREAD_FLAGS)),),),
+    ),
+    ("set_robust_list", "child", "a new thread's robust futex list (libc)", None),
+    ("rseq", "child", "a new thread's restartable sequences (libc)", None),
+    ("membarrier", "child", "a memory barrier across its own threads", None),
     ("sched_yield", "child", "yield the CPU", None),
     ("getrandom", "child", "randomness (Python's is seeded per trajectory)", None),
     ("exit", "child", "end a thread", None),
@@ -200,11 +264,6 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
     ("wait4", "worker", "reap its children", None),
     ("waitid", "worker", "reap its children", None),
     ("kill", "worker", "kill its children", None),
-    ("pipe", "worker", "a child's frame and request pipes (x86_64)", None),
-    ("pipe2", "worker", "a child's frame and request pipes", None),
-    ("socketpair", "worker", "the zygote's channel (AF_UNIX only)", _any(0, (_AF_UNIX,))),
-    ("sendmsg", "worker", "the zygote hands a spare's pipes over (SCM_RIGHTS)", None),
-    ("recvmsg", "worker", "the worker takes a spare's pipes", None),
     (
         "prctl",
         "worker",
@@ -215,13 +274,31 @@ SYSCALLS: tuple[tuple[str, str, str, When], ...] = (
     ("landlock_create_ruleset", "worker", "a child's Landlock ruleset (applied before its filter)", None),
     ("landlock_add_rule", "worker", "a child's Landlock ruleset", None),
     ("landlock_restrict_self", "worker", "a child's Landlock ruleset", None),
-    ("fchmod", "worker", "cleanup restores modes before removing a child's files", None),
-    ("fchmodat", "worker", "cleanup restores modes before removing a child's files", None),
-    ("chmod", "worker", "cleanup restores modes (x86_64)", None),
-    ("statfs", "worker", "free space of its children's tmpfs (waits for a dying child when low)", None),
-    ("set_robust_list", "worker", "libc after fork", None),
-    ("rseq", "worker", "libc after fork", None),
 )
+
+#: calls answered with a fixed errno that ordinary code handles as "not supported here": ``(name, errno, why)``
+ANSWERED: tuple[tuple[str, int, str], ...] = (
+    *(
+        (name, errno.EOPNOTSUPP, "no extended attributes (shutil.copy2 skips them, as on a filesystem without)")
+        for name in ("getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr")
+        + ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr")
+    ),
+    ("sysinfo", errno.ENOSYS, "the host's memory, load and uptime: the preloaded libenvsim_sysinfo answers libc"),
+)
+
+#: argument combinations outside an entry's conditions refused with their syscall named (not ``EPERM``):
+#: ``(name, when)``; an allowing condition that also holds wins
+NAMED_REFUSALS: tuple[tuple[str, When], ...] = (
+    ("clone", (((0, "masked", (0x00010000, 0)),), ((0, "masked", (_CLONE_VFORK, _CLONE_VFORK)),))),
+    *(("clone", (((0, "masked", (bit, bit)),),)) for bit in (0x00020000, 0x02000000, 0x04000000, 0x08000000)),
+    *(("clone", (((0, "masked", (bit, bit)),),)) for bit in (0x10000000, 0x20000000, 0x40000000)),
+    ("mmap", (((3, "masked", (_MAP_SHARED, _MAP_SHARED)), (2, "masked", (_PROT_WRITE, 0))),)),
+    ("futex", (((1, "masked", (_FUTEX_PRIVATE, 0)),),)),
+)
+
+#: a refused syscall's errno: this plus its number (below the kernel's MAX_ERRNO 4095 for every number)
+REFUSED_ERRNO = 3072
+_MAX_NR = 1023
 
 #: architectures the filters are built for (``os.uname().machine`` -> libseccomp's name)
 ARCHITECTURES = {"x86_64": "X86_64", "aarch64": "AARCH64"}
@@ -255,9 +332,25 @@ def _resolvable(lib: Any, name: str, arch: Any) -> bool:
         return False
 
 
+def _args(lib: Any, alternative: tuple[Cond, ...]) -> list[Any]:
+    """libseccomp's argument comparisons for one alternative of conditions."""
+    args = []
+    for index, op, value in alternative:
+        if op == "eq32":
+            args.append(lib.Arg(index, lib.MASKED_EQ, 0xFFFFFFFF, value))
+        elif op == "masked0":
+            args.append(lib.Arg(index, lib.MASKED_EQ, value, 0))
+        elif op == "masked":
+            args.append(lib.Arg(index, lib.MASKED_EQ, *value))
+        else:
+            args.append(lib.Arg(index, {"eq": lib.EQ, "ne": lib.NE}[op], value))
+    return args
+
+
 def _new(machine: str | None, scopes: tuple[str, ...]) -> Any:
     """A default-deny filter for ``machine`` (default: this one) allowing the entries of :data:`SYSCALLS`
-    in ``scopes``; another architecture (and, on x86_64, x32 syscalls) kills the process; ``clone3``
+    in ``scopes``; every other syscall is refused naming itself (:data:`REFUSED_ERRNO`), :data:`ANSWERED` get
+    their errno, another architecture (and, on x86_64, x32 syscalls) kills the process; ``clone3``
     answers ``ENOSYS`` (its flags live in memory a filter cannot read; libc falls back to ``clone``)."""
     lib = _lib()
     machine = machine or os.uname().machine
@@ -271,30 +364,56 @@ def _new(machine: str | None, scopes: tuple[str, ...]) -> Any:
         f.add_arch(arch)
         f.remove_arch(lib.Arch.NATIVE)
     f.set_attr(lib.Attr.ACT_BADARCH, lib.KILL_PROCESS)
+    f.set_attr(lib.Attr.CTL_OPTIMIZE, 2)  # a binary tree: a few comparisons per syscall, not one per rule
     f.add_rule(lib.ERRNO(errno.ENOSYS), "clone3")
-    ops = {"eq": lib.EQ, "ne": lib.NE}
     unconditional = {
         n for n, scope, _, when in SYSCALLS if scope in scopes and (when is None or (when == () and "worker" in scopes))
     }
+    ruled = {"clone3"} | {n for n, scope, _, _ in SYSCALLS if scope in scopes}
     for name, scope, _, when in SYSCALLS:
         if scope not in scopes or not _resolvable(lib, name, arch):
             continue
         if when is None or (when == () and "worker" in scopes):  # the base filter leaves "own pid" to the child's
             f.add_rule(lib.ALLOW, name)
-            continue
-        if name in unconditional:
-            continue  # allowed with any arguments by another entry
-        for alternative in when:
-            args = []
-            for index, op, value in alternative:
-                if op == "eq32":
-                    args.append(lib.Arg(index, lib.MASKED_EQ, 0xFFFFFFFF, value))
-                elif op == "masked0":
-                    args.append(lib.Arg(index, lib.MASKED_EQ, value, 0))
-                else:
-                    args.append(lib.Arg(index, ops[op], value))
-            f.add_rule(lib.ALLOW, name, *args)
+        elif name not in unconditional and when != ():  # else allowed with any arguments by another entry
+            for alternative in when:
+                f.add_rule(lib.ALLOW, name, *_args(lib, alternative))
+    for name, when in NAMED_REFUSALS:
+        if name not in unconditional and name in ruled and _resolvable(lib, name, arch):
+            for alternative in when or ():
+                f.add_rule(lib.ERRNO(REFUSED_ERRNO + lib.resolve_syscall(arch, name)), name, *_args(lib, alternative))
+    for name, answer, _ in ANSWERED:
+        if _resolvable(lib, name, arch):
+            f.add_rule(lib.ERRNO(answer), name)
+            ruled.add(name)
+    for nr in range(_MAX_NR + 1):  # every other syscall this architecture has: refused, named by its errno
+        name = _name(lib, arch, nr)
+        if name is not None and name not in ruled and _resolvable(lib, name, arch):
+            f.add_rule(lib.ERRNO(REFUSED_ERRNO + nr), name)
     return f
+
+
+def _name(lib: Any, arch: Any, nr: int) -> str | None:
+    try:
+        return lib.resolve_syscall(arch, nr).decode()
+    except ValueError:
+        return None
+
+
+def refused_syscall(text: str | None, machine: str | None = None) -> str | None:
+    """The syscall a refusal names in ``text`` (``[Errno N]`` with N = :data:`REFUSED_ERRNO` + its number, as
+    Python words an ``OSError``), or None when it names none."""
+    match = _REFUSED.search(text or "")
+    if match is None:
+        return None
+    nr = int(match.group(1)) - REFUSED_ERRNO
+    if not 0 <= nr <= _MAX_NR:
+        return None
+    lib = _lib()
+    return _name(lib, getattr(lib.Arch, ARCHITECTURES.get(machine or os.uname().machine, "X86_64")), nr)
+
+
+_REFUSED = re.compile(r"\[Errno (3[0-9]{3})\]")
 
 
 def base_filter(machine: str | None = None) -> Any:
@@ -318,7 +437,9 @@ def with_pid(f: Any, pid: int) -> Any:
     return f
 
 
-def _condition(index: int, op: str, value: int) -> str:
+def _condition(index: int, op: str, value: Any) -> str:
+    if op == "masked":
+        return f"arg{index} & {hex(value[0])} == {hex(value[1])}"
     if op == "masked0":
         return f"arg{index} & {hex(value)} == 0"
     return f"arg{index} {'==' if op.startswith('eq') else '!='} {value}"
@@ -335,6 +456,8 @@ def table_markdown() -> str:
         else:
             cond = " or ".join(" and ".join(_condition(i, op, v) for i, op, v in alt) for alt in when)
         lines.append(f"| `{name}` | {'worker, child' if scope == 'child' else 'worker'} | {cond} | {reason} |")
+    for name, answer, reason in ANSWERED:
+        lines.append(f"| `{name}` | answered `{errno.errorcode[answer]}` | any | {reason} |")
     return "\n".join(lines) + "\n"
 
 

@@ -99,8 +99,19 @@ def _bury(path: str) -> str:
 
 def _claim(path: str) -> None:
     """Make ``path`` free for a new child's directory (a leftover of the same trajectory is buried)."""
+    _restore_modes()
     if os.path.lexists(path):
         _remove_tree(_bury(path))
+
+
+def _restore_modes() -> None:
+    """A child may change the modes of files its uid owns (``chmod`` is allowed; Landlock does not cover it): in
+    an instance the worker gives ``/tmp`` and its children's root theirs back before it makes a directory there
+    (where the worker does not own them, root-owned under root, no child can change them either)."""
+    if _ROOT == ["/tmp/work"]:
+        for path, mode in (("/tmp", 0o1777), ("/tmp/work", 0o700)):
+            with contextlib.suppress(OSError):
+                os.chmod(path, mode)
 
 
 def _remove_tree(path: str, keep_top: bool = False) -> None:
@@ -481,6 +492,7 @@ def _top_up(limits: Limits) -> None:
     while _ZYGOTE and len(_SPARES) < SPARES:
         _GONE[0] += 1
         temp_dir = os.path.join(_root(), f".spare-{_GONE[0]}")
+        _restore_modes()
         os.mkdir(temp_dir, 0o700)
         try:
             write_frame(_ZYGOTE[1], {"kind": "fork", "limits": limits_to_wire(limits), "temp_dir": temp_dir})

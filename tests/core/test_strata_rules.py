@@ -25,7 +25,7 @@ from pipeline.core.strata import (
     delta_bucket,
 )
 
-OUTCOMES = ("success", "failure", "error")
+OUTCOMES = ("success", "failure", "error", "sandbox_refused")
 DELTAS = list(range(0, 21)) + [50, 999, 2**31 - 1]
 ARGS = range(0, 6)
 

@@ -1,11 +1,14 @@
-"""Benign generated code runs (issue 40 item 6), run as a user runs a corpus: ``./forge run -c run.yaml`` on an
-EnvScaler-format corpus of the patterns LLM-written environments use (tests/support/benign_corpus.py: 26 patterns that
-need nothing of the sandbox, and 3 that store a sandbox directory name).
+"""Benign generated code runs (issues 40 item 6 and 53), run as a user runs a corpus: ``./forge run -c run.yaml`` on
+an EnvScaler-format corpus of the patterns LLM-written environments use (tests/support/benign_corpus.py: 41 patterns
+that need nothing of the sandbox — threads, asyncio, file copies and modes, sqlite WAL, /etc lookups, sysconf and
+numpy among them —, 3 that store a sandbox directory name and 1 that starts a process).
 
-- none of the 26 is quarantined, every one was built and labeled (it has steps), and every label — the initial state
+- none of the 41 is quarantined, every one was built and labeled (it has steps), and every label — the initial state
   hash, and per step the observation text, the canonical return value and the s'_t hash — equals what plain Python
   gives for the same calls (the same classes run in a fresh interpreter without any sandbox, ``PYTHONHASHSEED=0`` as
   in the sandbox);
+- the process pattern is not quarantined either, and each of its calls is a ``sandbox_refused`` step naming
+  ``clone`` (never a training label: the strata exclude it);
 - the 3 directory patterns (``os.getcwd()``, ``tempfile.gettempdir()``, a ``mkstemp`` path) are not quarantined
   either: the sandbox's per-trajectory directory names are deterministic (``/tmp/work/t-<hash of the trajectory
   id>``), and no label holds a host path (the data root, the checkout, the host's temp folder).
@@ -27,7 +30,7 @@ import yaml
 from pipeline.labeling.quarantine import excluded_files
 from pipeline.store.layout import DataLayout
 from pipeline.store.trajectories import iter_trajectory_rows
-from tests.support.benign_corpus import DIR_PATTERNS, PATTERNS, write_corpus
+from tests.support.benign_corpus import DIR_PATTERNS, PATTERNS, REFUSED_PATTERNS, write_corpus
 from tests.support.user_corpora import forge_run, run_config
 
 pytestmark = pytest.mark.slow
@@ -44,8 +47,8 @@ def _env_id(name: str) -> str:
 @pytest.fixture(scope="module")
 def benign_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, DataLayout]:
     tmp = tmp_path_factory.mktemp("benign")
-    env_file, scen_file = write_corpus(tmp / "corpus", {**PATTERNS, **DIR_PATTERNS})
-    return forge_run(tmp, run_config(env_file, scen_file, **EXPLORE), timeout=1200)
+    env_file, scen_file = write_corpus(tmp / "corpus", {**PATTERNS, **DIR_PATTERNS, **REFUSED_PATTERNS})
+    return forge_run(tmp, run_config(env_file, scen_file, **EXPLORE), timeout=2400)  # 45 environments × 120 calls
 
 
 def _quarantined(layout: DataLayout) -> dict[str, str]:
@@ -172,6 +175,30 @@ def test_benign_labels_equal_plain_pythons(benign_run):
                 differences.append(f"{where}: s'_t")
     assert compared > 10 * len(PATTERNS)
     assert not differences, f"{len(differences)} of {compared} steps differ:\n" + "\n".join(differences[:20])
+
+
+def test_what_the_sandbox_refuses_is_a_sandbox_refused_step_naming_the_syscall_and_never_a_quarantine(benign_run):
+    proc, layout = benign_run
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    refused = [_env_id(n) for n in REFUSED_PATTERNS]
+    assert not {e: r for e, r in _quarantined(layout).items() if e in refused}
+    rows = duckdb.execute(
+        "SELECT outcome, error_type, error_message FROM read_parquet(?) WHERE list_contains(?, env_id)",
+        [layout.step_parts(), refused],
+    ).fetchall()
+    assert rows, "the process pattern was not labeled"
+    assert {(outcome, kind) for outcome, kind, _ in rows} == {("sandbox_refused", "SandboxRefused")}, rows[:5]
+    assert all(message.startswith("the sandbox refused syscall 'clone'") for _, _, message in rows), rows[:5]
+    excluded = duckdb.execute(
+        "SELECT DISTINCT excluded, excluded_reason FROM read_parquet(?) WHERE list_contains(?, env_id)",
+        [str(layout.strata), refused],
+    ).fetchall()
+    assert excluded == [(True, "sandbox_refused")], excluded
+    outcomes = duckdb.execute(
+        "SELECT DISTINCT outcome FROM read_parquet(?) WHERE NOT list_contains(?, env_id)",
+        [layout.step_parts(), refused],
+    ).fetchall()
+    assert ("sandbox_refused",) not in outcomes  # nothing else of the benign corpus is refused
 
 
 def test_patterns_that_store_sandbox_directory_names_are_not_quarantined_and_show_no_host_path(benign_run):

@@ -39,8 +39,8 @@ def run(box, spec, *names):
         ("crash", "WorkerCrash", "exited with code 3"),
         ("segfault", "WorkerCrash", "killed by signal SIGSEGV"),
         ("eat_memory", "MemoryError", ""),
-        ("phone_home", "PermissionError", "Operation not permitted"),  # socket: outside the seccomp allowlist
-        ("fork_bomb", "PermissionError", "Operation not permitted"),  # clone: outside it
+        ("phone_home", "SandboxRefused", "the sandbox refused syscall 'socket'"),  # outside the seccomp allowlist
+        ("fork_bomb", "SandboxRefused", "the sandbox refused syscall 'clone'"),  # clone without CLONE_THREAD
         ("write_outside", "PermissionError", "Permission denied"),  # Landlock
         ("flood", "OutputLimitExceeded", "output limit of 2000 characters"),
     ],
@@ -48,7 +48,7 @@ def run(box, spec, *names):
 def test_misbehaviour_is_an_error_step_and_the_trajectory_goes_on(box, hostile, tool, error_type, message):
     result = run(box, hostile, "bump", tool, "bump")
     before, bad, after = result["steps"]
-    assert bad["tool"] == tool and bad["outcome"] == "error"
+    assert bad["tool"] == tool and bad["outcome"] == ("sandbox_refused" if error_type == "SandboxRefused" else "error")
     assert bad["error_type"] == error_type, bad["error_message"]
     assert message in bad["error_message"]
     assert bad["raw_observation"].startswith("Error")

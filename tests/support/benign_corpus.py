@@ -8,7 +8,12 @@ state, sets of strings… — with tools derived from its signatures and docstri
 every init-config key as an attribute, so the configs name keys the classes read, not their attributes). None of it is
 nondeterministic: run by the pipeline none may be quarantined, and every label must equal what plain Python gives.
 
-:data:`PATTERNS` depend on nothing of the sandbox; :data:`DIR_PATTERNS` store the working directory or temp-file paths
+:data:`PATTERNS` depend on nothing of the sandbox — among them what the language runtime needs (threads, a thread pool,
+timers, ``asyncio.run``, ``shutil`` copies, ``os.chmod``/``utime``, ``shelve``/``dbm.dumb``, sqlite in WAL mode,
+``shutil.disk_usage``, ``getpass.getuser``, ``socket.gethostbyname("localhost")``, ``mimetypes``,
+``os.sysconf("SC_PHYS_PAGES")``, numpy); :data:`REFUSED_PATTERNS` do what the sandbox refuses by design (a new
+process): their calls are ``sandbox_refused`` steps naming the syscall; :data:`DIR_PATTERNS` store the working
+directory or temp-file paths
 (``os.getcwd()``, ``tempfile.gettempdir()``, a ``mkstemp`` path), so they are deterministic only where the sandbox's
 per-trajectory directory names are (issue 40 item 6, first part).
 
@@ -1146,6 +1151,529 @@ class Uploads:
             handle.write(content)
         self.staged.append(path)
         return {"success": True, "data": {"path": path}}
+"""
+)
+
+
+# -- what the language runtime needs: threads, an event loop, file modes and copies, /etc, memory (issue 53) --------
+#: patterns that plain Python runs but the sandbox refuses by design (a new process): each of their calls that
+#: reaches the refusal is a ``sandbox_refused`` step naming the syscall, never compared with plain Python
+REFUSED_PATTERNS: dict[str, Pattern] = {}
+
+_pattern("worker_threads", "Squares", [{"base": 2}, {"base": 5}])(
+    """
+import threading
+
+
+class Squares:
+    def __init__(self, init_config):
+        self.base = init_config.get("base", 1)
+        self.results = []
+
+    def compute(self, count: int):
+        \"\"\"Square numbers in worker threads.
+
+        Args:
+            count (int): How many numbers.
+        \"\"\"
+        count = max(0, min(count, 8))
+        out = [None] * count
+
+        def work(i):
+            out[i] = (self.base + i) ** 2
+
+        threads = [threading.Thread(target=work, args=(i,), name=f"sq-{i}") for i in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.results.extend(out)
+        return {"success": True, "data": {"squares": out, "alive": sum(t.is_alive() for t in threads)}}
+"""
+)
+
+_pattern("thread_pool_executor", "PriceFetcher", [{"prices": {"a": 3, "b": 4}}, {"prices": {}}])(
+    """
+from concurrent.futures import ThreadPoolExecutor
+
+
+class PriceFetcher:
+    def __init__(self, init_config):
+        self.prices = dict(init_config.get("prices", {}))
+        self.fetched = {}
+
+    def fetch_all(self, multiplier: int):
+        \"\"\"Fetch every price, concurrently.
+
+        Args:
+            multiplier (int): Factor applied to each price.
+        \"\"\"
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            names = sorted(self.prices)
+            values = list(pool.map(lambda n: self.prices[n] * multiplier, names))
+        self.fetched = dict(zip(names, values))
+        return {"success": True, "data": self.fetched}
+
+    def submit_one(self, name: str):
+        \"\"\"Fetch one price through a future.
+
+        Args:
+            name (str): Product name.
+        \"\"\"
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(self.prices.get, name, 0)
+        return {"success": True, "data": {"name": name, "price": future.result(), "done": future.done()}}
+"""
+)
+
+_pattern("threading_timer", "Reminders", [{"names": ["tea"]}, {"names": []}])(
+    """
+import threading
+
+
+class Reminders:
+    def __init__(self, init_config):
+        self.fired = list(init_config.get("names", []))
+        self.cancelled = 0
+
+    def remind(self, name: str):
+        \"\"\"Fire a reminder after a short delay.
+
+        Args:
+            name (str): What to remind.
+        \"\"\"
+        timer = threading.Timer(0.001, self.fired.append, args=(name,))
+        timer.start()
+        timer.join()
+        return {"success": True, "data": {"fired": len(self.fired)}}
+
+    def remind_and_cancel(self, name: str):
+        \"\"\"Schedule a reminder and cancel it.
+
+        Args:
+            name (str): What not to remind.
+        \"\"\"
+        timer = threading.Timer(60, self.fired.append, args=(name,))
+        timer.start()
+        timer.cancel()
+        timer.join()
+        self.cancelled += 1
+        return {"success": True, "data": {"cancelled": self.cancelled}}
+"""
+)
+
+_pattern("queue_consumer_thread", "Mailroom", [{"letters": ["x", "y"]}, {"letters": []}])(
+    """
+import queue
+import threading
+
+
+class Mailroom:
+    def __init__(self, init_config):
+        self.letters = list(init_config.get("letters", []))
+        self.delivered = []
+
+    def deliver(self, count: int):
+        \"\"\"Deliver letters through a consumer thread.
+
+        Args:
+            count (int): Letters to deliver.
+        \"\"\"
+        inbox = queue.Queue()
+        done = threading.Event()
+
+        def consume():
+            while (item := inbox.get()) is not None:
+                self.delivered.append(item.upper())
+            done.set()
+
+        worker = threading.Thread(target=consume, daemon=True)
+        worker.start()
+        for letter in self.letters[: max(0, min(count, 10))]:
+            inbox.put(letter)
+        inbox.put(None)
+        worker.join()
+        return {"success": True, "data": {"delivered": list(self.delivered), "done": done.is_set()}}
+"""
+)
+
+_pattern("asyncio_run", "Crawler", [{"pages": ["a", "bb"]}, {"pages": []}])(
+    """
+import asyncio
+
+
+class Crawler:
+    def __init__(self, init_config):
+        self.pages = list(init_config.get("pages", []))
+        self.sizes = {}
+
+    async def _size(self, page):
+        await asyncio.sleep(0)
+        return page, len(page) * 10
+
+    async def _crawl(self):
+        results = await asyncio.gather(*(self._size(p) for p in self.pages))
+        queue = asyncio.Queue()
+        for name, size in results:
+            await queue.put((name, size))
+        out = {}
+        while not queue.empty():
+            name, size = await queue.get()
+            out[name] = size
+        return out
+
+    def crawl(self):
+        \"\"\"Crawl every page concurrently.\"\"\"
+        self.sizes = asyncio.run(self._crawl())
+        return {"success": True, "data": self.sizes}
+
+    def add_page(self, page: str):
+        \"\"\"Add a page.
+
+        Args:
+            page (str): Page name.
+        \"\"\"
+        self.pages.append(page[:40])
+        return {"success": True, "data": {"pages": len(self.pages)}}
+"""
+)
+
+_pattern("shutil_copies", "Backup", [{"files": {"a.txt": "alpha"}}, {"files": {}}])(
+    """
+import os
+import shutil
+import tempfile
+
+
+class Backup:
+    def __init__(self, init_config):
+        self.files = dict(init_config.get("files", {}))
+        self.copied = []
+
+    def backup(self, suffix: str):
+        \"\"\"Copy every file with shutil.copy, copy2 and copytree.
+
+        Args:
+            suffix (str): Suffix of the copies.
+        \"\"\"
+        suffix = "".join(c for c in suffix if c.isalnum())[:8] or "bak"
+        with tempfile.TemporaryDirectory() as root:
+            src = os.path.join(root, "src")
+            os.mkdir(src)
+            for name, content in self.files.items():
+                with open(os.path.join(src, name), "w") as handle:
+                    handle.write(content)
+            tree = shutil.copytree(src, os.path.join(root, "tree"))
+            out = {}
+            for name in sorted(self.files):
+                one = shutil.copy(os.path.join(src, name), os.path.join(root, name + "." + suffix))
+                two = shutil.copy2(os.path.join(src, name), os.path.join(root, name + ".2." + suffix))
+                with open(one) as a, open(two) as b, open(os.path.join(tree, name)) as c:
+                    out[name] = [a.read(), b.read(), c.read()]
+        self.copied.append(suffix)
+        return {"success": True, "data": out}
+
+    def add_file(self, name: str, content: str):
+        \"\"\"Add a file to back up.
+
+        Args:
+            name (str): File name.
+            content (str): Its content.
+        \"\"\"
+        name = "".join(c for c in name if c.isalnum())[:20]
+        if not name:
+            return {"success": False, "error": "bad name"}
+        self.files[name + ".txt"] = content[:100]
+        return {"success": True, "data": {"files": len(self.files)}}
+"""
+)
+
+_pattern("os_chmod", "Vault", [{"secret": "s3"}, {"secret": ""}])(
+    """
+import os
+import stat
+import tempfile
+
+
+class Vault:
+    def __init__(self, init_config):
+        self.secret = init_config.get("secret", "")
+        self.modes = []
+
+    def lock(self, readonly: bool):
+        \"\"\"Write the secret to a file and restrict its mode.
+
+        Args:
+            readonly (bool): Owner read-only instead of read-write.
+        \"\"\"
+        with tempfile.TemporaryDirectory() as root:
+            path = os.path.join(root, "secret")
+            with open(path, "w") as handle:
+                handle.write(self.secret)
+            os.chmod(path, 0o400 if readonly else 0o600)
+            os.utime(path, (1_700_000_000, 1_700_000_000))
+            mode = oct(stat.S_IMODE(os.stat(path).st_mode))
+            os.chmod(path, 0o600)
+        self.modes.append(mode)
+        return {"success": True, "data": {"mode": mode, "writable": not readonly}}
+"""
+)
+
+_pattern("shelve_store", "Preferences", [{"theme": "dark"}, {"theme": "light"}])(
+    """
+import dbm.dumb
+import os
+import shelve
+import tempfile
+
+
+class Preferences:
+    def __init__(self, init_config):
+        self.theme = init_config.get("theme", "light")
+        self.saved = {}
+
+    def save(self, key: str, value: str):
+        \"\"\"Save a preference to a shelf and read it back.
+
+        Args:
+            key (str): Preference name.
+            value (str): Its value.
+        \"\"\"
+        with tempfile.TemporaryDirectory() as root:
+            with shelve.open(os.path.join(root, "prefs")) as shelf:
+                shelf["theme"] = self.theme
+                shelf[key] = value
+            with shelve.open(os.path.join(root, "prefs"), flag="r") as shelf:
+                self.saved = {k: shelf[k] for k in sorted(shelf.keys())}
+            with dbm.dumb.open(os.path.join(root, "raw"), "c") as db:
+                db[key.encode()] = value.encode()
+                raw = db[key.encode()].decode()
+        return {"success": True, "data": {"saved": self.saved, "raw": raw}}
+"""
+)
+
+_pattern("sqlite_wal", "Inventory", [{"items": {"bolt": 3}}, {"items": {}}])(
+    """
+import os
+import sqlite3
+import tempfile
+
+
+class Inventory:
+    def __init__(self, init_config):
+        self.items = dict(init_config.get("items", {}))
+        self.mode = None
+
+    def stock_take(self, extra: int):
+        \"\"\"Write the stock to an SQLite database in WAL mode and total it.
+
+        Args:
+            extra (int): Units added to every item.
+        \"\"\"
+        with tempfile.TemporaryDirectory() as root:
+            con = sqlite3.connect(os.path.join(root, "stock.db"))
+            self.mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            con.execute("CREATE TABLE stock (name TEXT PRIMARY KEY, qty INTEGER)")
+            con.executemany("INSERT INTO stock VALUES (?, ?)", [(k, v + extra) for k, v in self.items.items()])
+            con.commit()
+            reader = sqlite3.connect(os.path.join(root, "stock.db"))
+            total = reader.execute("SELECT coalesce(sum(qty), 0), count(*) FROM stock").fetchone()
+            reader.close()
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con.close()
+        return {"success": True, "data": {"mode": self.mode, "total": total[0], "rows": total[1]}}
+"""
+)
+
+_pattern("disk_usage", "Quota", [{"limit_mb": 10}, {"limit_mb": 0}])(
+    """
+import shutil
+import tempfile
+
+
+class Quota:
+    def __init__(self, init_config):
+        self.limit_mb = init_config.get("limit_mb", 1)
+        self.checks = 0
+
+    def check_space(self, needed_mb: int):
+        \"\"\"Check that the temp folder has room.
+
+        Args:
+            needed_mb (int): Space needed, MiB.
+        \"\"\"
+        usage = shutil.disk_usage(tempfile.gettempdir())
+        self.checks += 1
+        fits = 0 <= needed_mb <= self.limit_mb and usage.free >= needed_mb * 1024
+        return {"success": True, "data": {"fits": fits, "sane": usage.total >= usage.free >= 0 and usage.total > 0}}
+"""
+)
+
+_pattern("getpass_getuser", "Audit", [{"app": "shop"}, {"app": "desk"}])(
+    """
+import getpass
+
+
+class Audit:
+    def __init__(self, init_config):
+        self.app = init_config.get("app", "app")
+        self.entries = []
+
+    def record(self, action: str):
+        \"\"\"Record an action with the current user.
+
+        Args:
+            action (str): What happened.
+        \"\"\"
+        user = getpass.getuser()
+        self.entries.append({"action": action[:40], "by_someone": bool(user)})
+        return {"success": True, "data": {"entries": len(self.entries), "user_is_text": isinstance(user, str)}}
+"""
+)
+
+_pattern("gethostbyname_localhost", "ServiceMap", [{"services": {"db": "localhost"}}, {"services": {}}])(
+    """
+import socket
+
+
+class ServiceMap:
+    def __init__(self, init_config):
+        self.services = dict(init_config.get("services", {}))
+        self.resolved = {}
+
+    def resolve(self, name: str):
+        \"\"\"Resolve a service's host (only localhost is configured).
+
+        Args:
+            name (str): Service name.
+        \"\"\"
+        host = self.services.get(name, "localhost")
+        if host != "localhost":
+            return {"success": False, "error": "unknown host"}
+        self.resolved[name] = socket.gethostbyname(host)
+        return {"success": True, "data": {"name": name, "address": self.resolved[name]}}
+
+    def add_service(self, name: str):
+        \"\"\"Register a service on localhost.
+
+        Args:
+            name (str): Service name.
+        \"\"\"
+        self.services[name[:20]] = "localhost"
+        return {"success": True, "data": {"services": sorted(self.services)}}
+"""
+)
+
+_pattern("mimetypes_guess", "MediaLibrary", [{"files": ["notes.md"]}, {"files": []}])(
+    """
+import mimetypes
+
+
+class MediaLibrary:
+    def __init__(self, init_config):
+        self.files = list(init_config.get("files", []))
+        self.types = {}
+
+    def classify(self):
+        \"\"\"Guess the media type of every file.\"\"\"
+        self.types = {name: mimetypes.guess_type(name)[0] for name in self.files}
+        return {"success": True, "data": self.types}
+
+    def add(self, stem: str, extension: str):
+        \"\"\"Add a file.
+
+        Args:
+            stem (str): File name without extension.
+            extension (str): One of md, webp, json, csv, png, html, pdf, txt.
+        \"\"\"
+        if extension not in ("md", "webp", "json", "csv", "png", "html", "pdf", "txt"):
+            return {"success": False, "error": "unsupported extension"}
+        name = f"{stem[:20] or 'file'}.{extension}"
+        self.files.append(name)
+        return {"success": True, "data": {"name": name, "type": mimetypes.guess_type(name)[0]}}
+"""
+)
+
+_pattern("sysconf_memory", "CacheSizer", [{"share": 8}, {"share": 2}])(
+    """
+import os
+
+
+class CacheSizer:
+    def __init__(self, init_config):
+        self.share = max(1, init_config.get("share", 4))
+        pages = os.sysconf("SC_PHYS_PAGES")
+        self.total_known = pages > 0
+        self.budget = min(pages * os.sysconf("SC_PAGE_SIZE") // self.share, 64 << 20)
+
+    def size_for(self, entries: int):
+        \"\"\"How many entries of 1 KiB the cache may hold.
+
+        Args:
+            entries (int): Entries wanted.
+        \"\"\"
+        allowed = min(max(entries, 0), self.budget // 1024)
+        return {"success": True, "data": {"allowed": allowed, "budget": self.budget}}
+"""
+)
+
+_pattern("numpy_arrays", "Scores", [{"scores": [3, 1, 2]}, {"scores": []}])(
+    """
+try:
+    import numpy as np
+except ImportError:  # the oracle and the sandbox share one interpreter: both take the same branch
+    np = None
+
+
+class Scores:
+    def __init__(self, init_config):
+        self.scores = [int(s) for s in init_config.get("scores", [])]
+
+    def add(self, score: int):
+        \"\"\"Add a score.
+
+        Args:
+            score (int): The score.
+        \"\"\"
+        self.scores.append(max(-1000, min(score, 1000)))
+        return {"success": True, "data": {"count": len(self.scores)}}
+
+    def summary(self):
+        \"\"\"Sum, cumulative sum and order of the scores.\"\"\"
+        if np is None:
+            return {"success": True, "data": {"total": sum(self.scores), "numpy": False}}
+        arr = np.array(self.scores, dtype=np.int64)
+        return {
+            "success": True,
+            "data": {
+                "total": int(arr.sum()),
+                "cumulative": arr.cumsum().tolist(),
+                "order": np.argsort(arr, kind="stable").tolist(),
+                "doubled": (arr * 2).tolist(),
+            },
+        }
+"""
+)
+
+_pattern("subprocess_run", "Shell", [{"greeting": "hi"}, {"greeting": "yo"}], REFUSED_PATTERNS)(
+    """
+import subprocess
+
+
+class Shell:
+    def __init__(self, init_config):
+        self.greeting = init_config.get("greeting", "hi")
+        self.outputs = []
+
+    def echo(self, text: str):
+        \"\"\"Echo a text through a child process.
+
+        Args:
+            text (str): What to echo.
+        \"\"\"
+        done = subprocess.run(["echo", self.greeting, text[:40]], capture_output=True, text=True, check=True)
+        self.outputs.append(done.stdout.strip())
+        return {"success": True, "data": {"output": self.outputs[-1]}}
 """
 )
 

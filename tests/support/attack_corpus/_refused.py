@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import Any
 
 
@@ -23,3 +24,17 @@ def all_refused(results: list[dict[str, Any]], _limits: Any) -> list[str]:
                 if not (isinstance(outcome, str) and outcome.endswith(("Error", "refused"))):
                     out.append(f"{step['tool']}: {attempt} was not refused: {str(outcome)[:200]}")
     return out
+
+
+def refused_except(allowed: set[str]) -> Callable[[list[dict[str, Any]], Any], list[str]]:
+    """:func:`all_refused`, except the attempts in ``allowed`` (the sandbox lets ordinary code do them)."""
+
+    def check(results: list[dict[str, Any]], limits: Any) -> list[str]:
+        out = []
+        for escape in all_refused(results, limits):
+            attempt = escape.split(": ", 1)[1].split(" was not refused", 1)[0] if " was not refused" in escape else ""
+            if attempt not in allowed:
+                out.append(escape)
+        return out
+
+    return check

@@ -1,4 +1,4 @@
-from tests.support.attack_corpus._refused import all_refused as check  # noqa: F401
+from tests.support.attack_corpus._refused import refused_except
 
 FAMILY = "F1"
 DESCRIPTION = "Starts 600 threads (RLIMIT_NPROC), fills pipe buffers (memory outside RLIMIT_AS) and evicts a shared stdlib file's pages (page-cache channel)."
@@ -38,3 +38,7 @@ class Spawner:
         return {"success": True, "data": out}
 '''
 ACTIONS = [("spawn", {}), ("spawn", {})]
+#: threads and pipes are what an event loop needs (these threads end at once; live ones stop at RLIMIT_NPROC, per
+#: instance under root: tests/execution/test_kernel_resources.py), a pipe's buffer counts against the uid's pipe
+#: pages; evicting a shared file's pages (the page-cache channel) stays refused
+check = refused_except({"pipe", "threads"})
