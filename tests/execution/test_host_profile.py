@@ -1,0 +1,99 @@
+"""Ordinary Python the environment's own module relies on, and the hostile corpus of what the host may not show.
+
+* the environment's module stays importable: a class with ``__slots__``, one that pickles (and deep-copies) its own
+  classes for undo snapshots, one whose state is its ``__getstate__`` — each resets, steps without error and labels
+  its state from its own attributes;
+* the host's identity and day do not reach the labels (see the tests below for each family).
+
+Each environment runs in the real sandbox (the session's ``sandbox`` fixture), in fresh children."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.core.trajectory import Action, Trajectory
+from pipeline.envs.envscaler import EnvItem
+
+TOOLS = [{"type": "function", "function": {"name": "act", "description": "Act.", "parameters": {"type": "object"}}}]
+
+STATEFUL = {
+    "slots": '''
+class Env:
+    __slots__ = ("count", "__secret", "items")
+
+    def __init__(self, init_config):
+        self.count = 0
+        self.__secret = "s"
+        self.items = []
+
+    def act(self):
+        """Count."""
+        self.count += 1
+        self.items.append(self.count)
+        return {"success": True, "data": self.count}
+''',
+    "pickled_undo": '''
+import copy
+import pickle
+from dataclasses import dataclass, field
+
+@dataclass
+class Item:
+    name: str
+    tags: list = field(default_factory=list)
+
+class Env:
+    def __init__(self, init_config):
+        self.items = [Item("a")]
+        self.undo = []
+
+    def act(self):
+        """Snapshot, change, then undo once every other call."""
+        snapshot = pickle.dumps(self.items)
+        self.items.append(copy.deepcopy(self.items[-1]))
+        self.items[-1].tags.append(len(self.items))
+        if len(self.items) % 2:
+            self.items = pickle.loads(snapshot)
+        return {"success": True, "data": [i.name for i in self.items]}
+''',
+    "getstate": '''
+import threading
+
+class Env:
+    def __init__(self, init_config):
+        self.lock = threading.Lock()
+        self.total = 0
+
+    def __getstate__(self):
+        return {"total": self.total}
+
+    def act(self):
+        """Add."""
+        with self.lock:
+            self.total += 2
+        return {"success": True, "data": self.total}
+''',
+}
+
+
+def _trajectory(name: str, code: str, calls: int = 3, tool: str = "act") -> Trajectory:
+    item = EnvItem(env_id=f"profile_{name}", class_name="Env", class_code=code, tools=TOOLS)
+    actions = tuple(Action(tool, {}) for _ in range(calls))
+    return Trajectory(f"envscaler/profile_{name}/t0", "t0", item.spec({}), actions, seed=3)
+
+
+@pytest.mark.parametrize("name", sorted(STATEFUL))
+def test_the_environments_module_stays_importable_and_its_state_is_its_own_attributes(sandbox, name):
+    ((_, result),) = sandbox.run([_trajectory(name, STATEFUL[name])], fresh_children=True)
+    assert result["init"] is not None, result["init_error"]
+    steps = result["steps"]
+    assert [s["outcome"] for s in steps] == ["success"] * 3, steps[0]["raw_observation"]
+    final = json.loads(result["init"]["state_json"])
+    assert final, "the initial state holds the instance's attributes"
+    if name == "slots":
+        assert sorted(final) == ["_Env__secret", "count", "items"]
+        assert all(s["delta_size"] == 2 for s in steps)
+    if name == "getstate":
+        assert final == {"total": 0}
