@@ -6,9 +6,9 @@ sandbox child) and scenario items are read from the dict format (``191_env_metad
 (a list of records with JSON-string fields), as JSON, JSON lines or Parquet, with identical results; every
 per-record error names the record and is bounded in size. Missing tool schemas are derived from the methods'
 signatures and docstrings. An instance is built as EnvScaler does (``cls(init_config)``, else ``cls()``, then every
-config key set as an attribute); its state is the instance's own attributes (``__getstate__``, ``__dict__``, ``__slots__``:
-:func:`pipeline.core.canonical.object_state`) minus dunder keys, an observation
-``str(return value)`` without memory addresses.
+config key set as an attribute); its state is the instance's own attributes (``__getstate__``, ``__dict__``,
+``__slots__``: :func:`pipeline.core.canonical.object_state`) minus dunder keys, an observation ``str(return value)``
+without memory addresses.
 """
 
 from __future__ import annotations
