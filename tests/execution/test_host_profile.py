@@ -97,3 +97,46 @@ def test_the_environments_module_stays_importable_and_its_state_is_its_own_attri
         assert all(s["delta_size"] == 2 for s in steps)
     if name == "getstate":
         assert final == {"total": 0}
+
+
+# -- Δ amplification: a state filled then emptied key by key ------------------------------------------------------
+
+AMPLIFIER = '''
+class Env:
+    def __init__(self, init_config):
+        self.table = {}
+
+    def fill(self):
+        """Fill the state with many small keys."""
+        self.table = {f"k{i:06d}": i for i in range(30000)}
+        return {"success": True}
+
+    def empty(self):
+        """Empty it again."""
+        self.table = {}
+        return {"success": True}
+
+    def add_one(self):
+        """One small change."""
+        self.table["one"] = 1
+        return {"success": True}
+'''
+
+
+def test_a_state_filled_then_emptied_is_stopped_at_the_delta_budget_with_its_size(sandbox):
+    from pipeline.execution.labels import MAX_DELTA_RECORDS, OVER_BUDGET
+
+    tools = [
+        {"type": "function", "function": {"name": n, "description": n, "parameters": {"type": "object"}}}
+        for n in ("fill", "empty", "add_one")
+    ]
+    item = EnvItem(env_id="profile_amplifier", class_name="Env", class_code=AMPLIFIER, tools=tools)
+    actions = tuple(Action(n, {}) for n in ("add_one", "fill", "empty", "fill", "empty"))
+    trajectory = Trajectory("envscaler/profile_amplifier/t0", "t0", item.spec({}), actions, seed=3)
+    ((_, result),) = sandbox.run([trajectory], fresh_children=True)
+    steps = result["steps"]
+    assert [(s["tool"], s["outcome"]) for s in steps] == [("add_one", "success"), ("fill", "error")], steps
+    stopped = steps[1]
+    assert stopped["error_type"] == OVER_BUDGET and stopped["delta_size"] == 0, stopped
+    assert f"more than {MAX_DELTA_RECORDS} Δ records" in stopped["error_message"], stopped["error_message"]
+    assert any("trajectory stopped at step 1" in i for i in result["issues"]), result["issues"]
