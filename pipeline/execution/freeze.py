@@ -21,7 +21,9 @@ import platform as _platform
 import random as _random
 import resource as _resource
 import secrets as _secrets
+import shutil
 import socket as _socket
+import subprocess
 import sys
 import tempfile as _tempfile
 import time as _time
@@ -62,6 +64,60 @@ HOST_FILES = {
     "/proc/loadavg": "0.00 0.00 0.00 1/1 1\n",
 }
 
+#: the clock below Python: a small preload library (clock_below.c, built once per machine by :func:`clock_library`
+#: with its C compiler) answers libc's wall-clock reads (``clock_gettime`` of the realtime clocks,
+#: ``gettimeofday``, ``time``, ``timespec_get``: SQLite's ``date('now')``, pandas, ``datetime.now()``, ``date``) with
+#: ``ENVSIM_FROZEN_TIME``, which a child sets to its frozen clock (:func:`_sync_below`) and the library reads at
+#: every call; without it (a worker itself) they are the real ones. Monotonic and CPU clocks, sleeps and timeouts
+#: stay real below Python (above it they tick: :data:`TICK_SECONDS`). Debian's libfaketime does not fit: it makes a
+#: shared-memory segment per process in ``/dev/shm`` and, with real monotonic clocks, refuses Python's
+#: ``time.sleep``. Reads that bypass libc (a raw ``clock_gettime`` system call, the vDSO called directly) stay
+#: real: the determinism check's shifted profile catches labels that depend on them.
+FROZEN_TIME_VARIABLE = "ENVSIM_FROZEN_TIME"
+_CLOCK_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clock_below.c")
+
+
+def clock_library() -> str | None:
+    """The preload library of the clock below Python, built from ``clock_below.c`` by the machine's C compiler into
+    a per-user cache once per source version (None when there is no compiler: the frozen clock is then Python's
+    alone, ``datetime``'s classes replaced — as in-process)."""
+    with REAL.open(_CLOCK_SOURCE, "rb") as fh:
+        digest = hashlib.blake2b(fh.read(), digest_size=8).hexdigest()
+    directory = os.path.join(_tempfile.gettempdir(), f"envsim-clock-{os.geteuid()}")
+    path = os.path.join(directory, f"clock-below-{digest}-{REAL.uname().machine}.so")
+    if os.path.isfile(path):
+        return path
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    os.makedirs(directory, 0o700, exist_ok=True)
+    partial = f"{path}.{os.getpid()}.tmp"
+    built = subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", "-o", partial, _CLOCK_SOURCE, "-ldl"], capture_output=True, check=False
+    )
+    if built.returncode != 0:
+        return None
+    os.chmod(partial, 0o644)
+    os.replace(partial, path)
+    return path
+
+
+def clock_environment(library: str) -> dict[str, str]:
+    """The variable that preloads the clock below Python (``library``: its path as the worker sees it)."""
+    return {"LD_PRELOAD": library}
+
+
+def below_python() -> bool:
+    """Whether the clock below Python is loaded in this process (a sandbox worker's child; an in-process run never
+    is: its ``datetime`` classes are replaced instead): libc's wall clock reads a probe value set for it."""
+    probe = 86_400.5
+    os.environ[FROZEN_TIME_VARIABLE] = repr(probe)
+    try:
+        return REAL.time() == probe
+    finally:
+        del os.environ[FROZEN_TIME_VARIABLE]
+
+
 #: the uid and gid the environment sees for itself (and for the files it owns): the host uid of a sandbox
 #: instance is one of a range (a slot of its own, under root), so what it shows is one constant
 VISIBLE_ID = 65534
@@ -92,6 +148,7 @@ REAL = types.SimpleNamespace(
     gmtime=_time.gmtime,
     strftime=_time.strftime,
     ctime=_time.ctime,
+    sleep=_time.sleep,
     asctime=_time.asctime,
     urandom=os.urandom,
     uuid1=_uuid.uuid1,
@@ -137,6 +194,7 @@ class _Clock:
         self.cpu = 0.0
         self.rng = _random.Random(0)
         self.inodes: dict[tuple[int, int], int] = {}  # real (device, inode) -> the one stat shows
+        self.below = False  # the clock below Python is loaded: it follows this one (_sync_below)
         self.phase("reset")
 
     def seed_for(self, phase: str) -> int:
@@ -531,6 +589,24 @@ def _gethostname() -> str:
     return HOSTNAME
 
 
+def _sleep(secs: float) -> None:
+    """``time.sleep``: the frozen clocks advance by ``secs`` at once (a wait loop on ``time.time()`` ends as it
+    would, without waiting)."""
+    secs = float(secs)
+    if not secs >= 0:
+        raise ValueError("sleep length must be non-negative")
+    c = _clock()
+    c.now += secs
+    c.mono += secs
+    _sync_below(c)
+
+
+def _sync_below(clock: _Clock) -> None:
+    """Set the clock below Python (:data:`FROZEN_TIME_VARIABLE`, read at every libc call) to the frozen wall clock."""
+    if clock.below:
+        os.environ[FROZEN_TIME_VARIABLE] = repr(clock.now)
+
+
 _TIME_PATCHES = {
     "time": _time_time,
     "time_ns": _time_time_ns,
@@ -549,6 +625,7 @@ _TIME_PATCHES = {
     "process_time_ns": _cpu_time_ns,
     "thread_time": _cpu_time,
     "thread_time_ns": _cpu_time_ns,
+    "sleep": _sleep,
 }
 
 
@@ -626,8 +703,11 @@ def _rebind_early_names() -> None:
     if not _EARLY:
         prepare()
     replacements = _replacements()
+    if _clock().below:  # datetime's classes stay the real ones (the clock below Python freezes their now())
+        replacements.pop(id(_REAL_DATETIME))
+        replacements.pop(id(_REAL_DATE))
     for module, attr, real_id in _EARLY:
-        if module is not None and id(getattr(module, attr, None)) == real_id:
+        if module is not None and real_id in replacements and id(getattr(module, attr, None)) == real_id:
             _set(module, attr, replacements[real_id])
 
 
@@ -642,14 +722,17 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
     Meant for a sandbox child (one trajectory per process); calling it again re-targets the
     active clock to another trajectory without patching twice."""
     clock = _Clock(trajectory_id, seed, clock_start)
+    clock.below = below_python()
+    _sync_below(clock)
     if _CLOCK:
         _CLOCK[-1] = clock
         return
     _CLOCK.append(clock)
-    for cls in _PICKLED:
-        copyreg.pickle(cls, _reduce)
-    _set(_dt, "datetime", FrozenDateTime)
-    _set(_dt, "date", FrozenDate)
+    if not clock.below:  # without the clock below Python, datetime's own now()/today() are replaced
+        for cls in _PICKLED:
+            copyreg.pickle(cls, _reduce)
+        _set(_dt, "datetime", FrozenDateTime)
+        _set(_dt, "date", FrozenDate)
     for name, fn in _TIME_PATCHES.items():
         _set(_time, name, fn)
     _set(os, "urandom", _urandom)
@@ -696,6 +779,7 @@ def at_step(step_index: int) -> None:
     c.mono = max(c.mono, 1000.0 + (step_index + 1) * STEP_SECONDS)
     c.cpu = max(c.cpu, (step_index + 1) * CPU_STEP_SECONDS)
     c.phase(f"step:{step_index}")
+    _sync_below(c)
 
 
 def uninstall() -> None:
@@ -705,6 +789,8 @@ def uninstall() -> None:
         setattr(owner, name, original)
     for cls in _PICKLED:
         copyreg.dispatch_table.pop(cls, None)
+    if _CLOCK and _CLOCK[-1].below:
+        os.environ.pop(FROZEN_TIME_VARIABLE, None)
     _CLOCK.clear()
     _OWN_IDS.clear()
 

@@ -250,10 +250,24 @@ def _bind_system(opts: _Options) -> tuple[str, dict[str, str]]:
     if Path("/etc/ld.so.cache").exists():
         opts.put("--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache")
     exe, env = interpreter_layout(opts)
+    env.update(_bind_clock(opts))
     plugins = _plugin_dirs()
     for path in plugins:
         opts.put("--ro-bind", path, path)
     return exe, {**worker_environment(os.pathsep.join([_APP_DIR, *plugins])), **env}
+
+
+CLOCK_LIBRARY = "/opt/envsim-clock/clock-below.so"  # the clock below Python inside (freeze.clock_library)
+
+
+def _bind_clock(opts: _Options) -> dict[str, str]:
+    """The clock below Python (:func:`pipeline.execution.freeze.clock_library`), bound read-only at a neutral path
+    and preloaded; nothing when it cannot be built here."""
+    library = freeze.clock_library()
+    if library is None:
+        return {}
+    opts.put("--ro-bind", library, CLOCK_LIBRARY)
+    return freeze.clock_environment(CLOCK_LIBRARY)
 
 
 def _bind_private(opts: _Options) -> None:
@@ -309,7 +323,9 @@ def worker_command(isolation: str, tmp_mb: int, preload: str | None = None) -> L
         return bwrap_command(tmp_mb, preload=preload)
     pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])  # trusted (checked_isolation holds)
     argv = [sys.executable, "-P", "-m", "pipeline.execution.worker", *(["--preload", preload] if preload else [])]
-    return Launch(argv, worker_environment(pythonpath), str(_PROJECT_ROOT))
+    library = freeze.clock_library()
+    env = {**worker_environment(pythonpath), **(freeze.clock_environment(library) if library else {})}
+    return Launch(argv, env, str(_PROJECT_ROOT))
 
 
 def checked_isolation(value: str) -> str:

@@ -140,3 +140,40 @@ def test_a_state_filled_then_emptied_is_stopped_at_the_delta_budget_with_its_siz
     assert stopped["error_type"] == OVER_BUDGET and stopped["delta_size"] == 0, stopped
     assert f"more than {MAX_DELTA_RECORDS} Δ records" in stopped["error_message"], stopped["error_message"]
     assert any("trajectory stopped at step 1" in i for i in result["issues"]), result["issues"]
+
+
+# -- the day: a clock below Python ------------------------------------------------------------------------------------
+
+DAY = '''
+import datetime, sqlite3, time
+
+class Env:
+    def __init__(self, init_config):
+        self.seen = []
+
+    def act(self):
+        """Read the day where C code reads it, and wait five seconds for it."""
+        start = time.time()
+        while time.time() < start + 5:
+            time.sleep(0.5)
+        sql = sqlite3.connect(":memory:").execute("select datetime('now'), date('now')").fetchone()
+        now = datetime.datetime.now()
+        self.seen.append([list(sql), now.isoformat(), type(now) is datetime.datetime, time.time() - start >= 5])
+        return {"success": True}
+'''
+
+
+def test_sqlite_datetime_and_a_wait_loop_see_the_frozen_clock(sandbox):
+    from pipeline.execution import freeze
+
+    if freeze.clock_library() is None:
+        pytest.skip("no C compiler: the clock below Python cannot be built here (./forge setup installs one)")
+    ((_, result),) = sandbox.run([_trajectory("day", DAY, calls=2)], fresh_children=True)
+    assert [s["outcome"] for s in result["steps"]] == ["success"] * 2, result["steps"][0]["raw_observation"]
+    assert all(s["call_seconds"] < 2 for s in result["steps"]), "the wait loop waited for real"
+    delta = result["steps"][-1]["delta"][0]
+    seen = json.loads(delta["after"])
+    for (sql_datetime, sql_date), iso, real_class, waited in seen:  # the frozen clock: 2025 (core.clock), not today
+        assert sql_date == iso[:10] and iso.startswith("2025-") and sql_datetime.replace(" ", "T") == iso[:19], seen
+        assert real_class and waited, seen
+    assert seen[0][1] != seen[1][1], "each step has a time of its own"
