@@ -2,9 +2,17 @@
  * worker, it answers libc's wall-clock reads (clock_gettime of the realtime clocks, gettimeofday, time,
  * timespec_get) with the frozen clock a child sets in ENVSIM_FROZEN_TIME (seconds since the epoch, read at every
  * call); without that variable (a worker itself) they are the real ones. Monotonic and CPU clocks, sleeps and
- * timeouts are untouched. Built by freeze.clock_library() with the machine's C compiler. */
+ * timeouts are untouched. It also answers libc's processor counts (get_nprocs, get_nprocs_conf, sysconf of
+ * _SC_NPROCESSORS_*, sched_getaffinity) with ENVSIM_CPUS when a child sets it (freeze.HOST_CPUS), and libc's
+ * uname with the constant host of freeze.py (node "envsim", release "envsim", version "#1 envsim"). Built by
+ * freeze.clock_library() with the machine's C compiler. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <sys/time.h>
 #include <time.h>
@@ -58,4 +66,56 @@ time_t time(time_t *out) {
 int timespec_get(struct timespec *ts, int base) {
     if (base != TIME_UTC || clock_gettime(CLOCK_REALTIME, ts) != 0) return 0;
     return base;
+}
+
+static int cpus(void) {
+    const char *text = getenv("ENVSIM_CPUS");
+    int n = text == NULL ? 0 : atoi(text);
+    return n > 0 && n <= CPU_SETSIZE ? n : 0;
+}
+
+int get_nprocs(void) {
+    static int (*real)(void);
+    if (cpus()) return cpus();
+    if (real == NULL) real = dlsym(RTLD_NEXT, "get_nprocs");
+    return real();
+}
+
+int get_nprocs_conf(void) {
+    static int (*real)(void);
+    if (cpus()) return cpus();
+    if (real == NULL) real = dlsym(RTLD_NEXT, "get_nprocs_conf");
+    return real();
+}
+
+long sysconf(int name) {
+    static long (*real)(int);
+    if ((name == _SC_NPROCESSORS_ONLN || name == _SC_NPROCESSORS_CONF) && cpus()) return cpus();
+    if (real == NULL) real = dlsym(RTLD_NEXT, "sysconf");
+    return real(name);
+}
+
+int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *mask) {
+    static int (*real)(pid_t, size_t, cpu_set_t *);
+    if (real == NULL) real = dlsym(RTLD_NEXT, "sched_getaffinity");
+    int status = real(pid, size, mask);
+    int n = cpus();
+    if (status == 0 && n) {
+        CPU_ZERO_S(size, mask);
+        for (int i = 0; i < n && (size_t)i < size * 8; i++) CPU_SET_S(i, size, mask);
+    }
+    return status;
+}
+
+int uname(struct utsname *name) {
+    static int (*real)(struct utsname *);
+    if (real == NULL) real = dlsym(RTLD_NEXT, "uname");
+    int status = real(name);
+    if (status == 0 && cpus()) {
+        strcpy(name->nodename, "envsim");
+        strcpy(name->release, "envsim");
+        strcpy(name->version, "#1 envsim");
+        strcpy(name->domainname, "(none)");
+    }
+    return status;
 }

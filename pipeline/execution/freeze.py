@@ -118,6 +118,58 @@ def below_python() -> bool:
         del os.environ[FROZEN_TIME_VARIABLE]
 
 
+#: the machine the environment sees, whatever it runs on: ``os.cpu_count()`` (so ``multiprocessing.cpu_count``),
+#: ``os.process_cpu_count()``, ``os.sched_getaffinity()`` (CPUs ``0 … HOST_CPUS - 1``), ``os.sysconf`` of the processor
+#: counts and of the physical memory (:data:`HOST_MEMORY_MB`); below Python the clock library answers libc's
+#: ``get_nprocs``/``get_nprocs_conf``/``sched_getaffinity``/``sysconf`` the same way (``ENVSIM_CPUS``); the resource
+#: limits are pinned for real in each worker (:data:`PINNED_RLIMITS`)
+HOST_CPUS = 2
+HOST_MEMORY_MB = 4096
+CPUS_VARIABLE = "ENVSIM_CPUS"
+_SYSCONF_PINNED = {
+    "SC_NPROCESSORS_CONF": HOST_CPUS,
+    "SC_NPROCESSORS_ONLN": HOST_CPUS,
+    "SC_PHYS_PAGES": (HOST_MEMORY_MB << 20) // os.sysconf("SC_PAGE_SIZE"),
+    "SC_AVPHYS_PAGES": (HOST_MEMORY_MB << 20) // os.sysconf("SC_PAGE_SIZE"),
+}
+#: resource limits each sandbox worker sets (soft = hard) before anything runs, so a child reads the same ones on any
+#: host (a host whose hard limit is lower keeps its own: a limit can only be lowered); the worker's own limits on
+#: files, processes, core dumps, file size, address space and CPU time are set where they are enforced (worker.py)
+PINNED_RLIMITS = {
+    _resource.RLIMIT_STACK: 8 << 20,
+    _resource.RLIMIT_MEMLOCK: 64 << 10,
+    _resource.RLIMIT_MSGQUEUE: 819_200,
+    _resource.RLIMIT_SIGPENDING: 1024,
+    _resource.RLIMIT_NICE: 0,
+    _resource.RLIMIT_RTPRIO: 0,
+    _resource.RLIMIT_RTTIME: 1_000_000,
+}
+
+
+def pin_limits() -> None:
+    """Set :data:`PINNED_RLIMITS` in this process (a sandbox worker, before its children exist)."""
+    for limit, value in PINNED_RLIMITS.items():
+        _, hard = _resource.getrlimit(limit)
+        value = value if hard == _resource.RLIM_INFINITY else min(value, hard)
+        _resource.setrlimit(limit, (value, value))
+
+
+def _cpu_count() -> int:
+    return HOST_CPUS
+
+
+def _sched_getaffinity(pid: int) -> set[int]:
+    REAL.sched_getaffinity(pid)  # a pid that is not there raises as before
+    return set(range(HOST_CPUS))
+
+
+def _sysconf(name: Any) -> int:
+    pinned = name if isinstance(name, str) else next((k for k, v in os.sysconf_names.items() if v == name), None)
+    if pinned in _SYSCONF_PINNED:
+        return _SYSCONF_PINNED[pinned]
+    return REAL.sysconf(name)
+
+
 #: the uid and gid the environment sees for itself (and for the files it owns): the host uid of a sandbox
 #: instance is one of a range (a slot of its own, under root), so what it shows is one constant
 VISIBLE_ID = 65534
@@ -175,6 +227,10 @@ REAL = types.SimpleNamespace(
     getrusage=_resource.getrusage,
     getloadavg=os.getloadavg,
     gethostname=_socket.gethostname,
+    cpu_count=os.cpu_count,
+    process_cpu_count=getattr(os, "process_cpu_count", None),
+    sched_getaffinity=os.sched_getaffinity,
+    sysconf=os.sysconf,
     random_seed=_random.seed,
     Random_seed=_random.Random.seed,
 )
@@ -671,6 +727,9 @@ def _replacements() -> dict[int, Any]:
         id(REAL.getrusage): _getrusage,
         id(REAL.getloadavg): _getloadavg,
         id(REAL.gethostname): _gethostname,
+        id(REAL.cpu_count): _cpu_count,
+        id(REAL.sched_getaffinity): _sched_getaffinity,
+        id(REAL.sysconf): _sysconf,
     }
     if REAL.getrandom is not None:
         replacements[id(REAL.getrandom)] = _getrandom
@@ -751,6 +810,12 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
         _set(os, name, _visible_id)
     _set(os, "getresuid", _visible_ids)
     _set(os, "getresgid", _visible_ids)
+    _set(os, "cpu_count", _cpu_count)
+    _set(os, "sched_getaffinity", _sched_getaffinity)
+    _set(os, "sysconf", _sysconf)
+    if REAL.process_cpu_count is not None:
+        _set(os, "process_cpu_count", _cpu_count)
+    os.environ[CPUS_VARIABLE] = str(HOST_CPUS)  # libc's answers (the clock library)
     _set(_resource, "getrusage", _getrusage)
     _set(_socket, "gethostname", _gethostname)
     _set(_platform, "_uname_cache", None)  # re-made from the frozen os.uname
@@ -791,6 +856,7 @@ def uninstall() -> None:
         copyreg.dispatch_table.pop(cls, None)
     if _CLOCK and _CLOCK[-1].below:
         os.environ.pop(FROZEN_TIME_VARIABLE, None)
+    os.environ.pop(CPUS_VARIABLE, None)
     _CLOCK.clear()
     _OWN_IDS.clear()
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import compileall
 import fcntl
 import functools
+import hashlib
 import itertools
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -271,9 +273,9 @@ def _bind_clock(opts: _Options) -> dict[str, str]:
 
 
 def _bind_private(opts: _Options) -> None:
-    """The project's package at its neutral path, a fresh ``/proc`` with constant host files over it, a
-    read-only minimal ``/dev`` with a small ``/dev/shm``."""
-    opts.put("--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline")
+    """The project's package at its neutral path (:func:`neutral_package`), a fresh ``/proc`` with constant host
+    files over it, a read-only minimal ``/dev`` with a small ``/dev/shm``."""
+    opts.put("--ro-bind", neutral_package(), f"{_APP_DIR}/pipeline")
     opts.put("--proc", "/proc")
     opts.put("--dev", "/dev")
     opts.put("--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm")
@@ -309,18 +311,49 @@ def bwrap_command(tmp_mb: int, command: list[str] | None = None, preload: str | 
 
 
 @functools.cache
+def neutral_package() -> str:
+    """A copy of the ``pipeline`` package — its files only, nothing else of the checkout — compiled as if it lay at
+    its path inside (``compileall`` with ``ddir``: every ``.pyc`` names ``/opt/envsim/pipeline/…``, never the
+    checkout), built once per content in a per-user cache directory and bound read-only in its place; once per
+    process (a worker would compile it again at every start, ≈ 100 ms per instance)."""
+    source = _PROJECT_ROOT / "pipeline"
+    files = sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.blake2b(sys.version.encode(), digest_size=12)
+    for path in files:
+        st = path.stat()
+        digest.update(f"{path.relative_to(source)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    cache = Path(tempfile.gettempdir()) / f"envsim-package-{os.geteuid()}"
+    cache.mkdir(mode=0o700, exist_ok=True)
+    final = cache / digest.hexdigest()
+    if not final.is_dir():
+        partial = Path(tempfile.mkdtemp(dir=cache))
+        for path in files:
+            target = partial / "pipeline" / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        compileall.compile_dir(partial / "pipeline", ddir=f"{_APP_DIR}/pipeline", quiet=2)
+        for path in (partial, *partial.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)  # readable by a sandbox's own uid
+        try:
+            partial.rename(final)
+        except OSError:  # another process built it first
+            shutil.rmtree(partial, ignore_errors=True)
+    return str(final / "pipeline")
+
+
+@functools.cache
 def _compiled() -> None:
     """Compile the ``pipeline`` package where it lies (its ``__pycache__``; current files are skipped), once per
-    process: a worker sees it read-only and would compile it again at every start (≈ 100 ms per instance)."""
+    process, for a trusted worker (it imports the checkout itself)."""
     compileall.compile_dir(_PROJECT_ROOT / "pipeline", quiet=2)
 
 
 def worker_command(isolation: str, tmp_mb: int, preload: str | None = None) -> Launch:
     """How to start a worker under ``isolation``; ``preload``: the one source whose modules it imports (an
     instance for one environment), else every source's."""
-    _compiled()
     if isolation == "bwrap":
         return bwrap_command(tmp_mb, preload=preload)
+    _compiled()
     pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])  # trusted (checked_isolation holds)
     argv = [sys.executable, "-P", "-m", "pipeline.execution.worker", *(["--preload", preload] if preload else [])]
     library = freeze.clock_library()

@@ -177,3 +177,74 @@ def test_sqlite_datetime_and_a_wait_loop_see_the_frozen_clock(sandbox):
         assert sql_date == iso[:10] and iso.startswith("2025-") and sql_datetime.replace(" ", "T") == iso[:19], seen
         assert real_class and waited, seen
     assert seen[0][1] != seen[1][1], "each step has a time of its own"
+
+
+# -- host identity: what the machine is -------------------------------------------------------------------------------
+
+IDENTITY = '''
+import ctypes, multiprocessing, os, resource, sys
+
+class Utsname(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_char * 65) for n in ("sysname", "nodename", "release", "version", "machine", "domain")]
+
+class Env:
+    def __init__(self, init_config):
+        self.seen = {}
+
+    def act(self):
+        """Read what the machine is, in Python and through libc."""
+        libc = ctypes.CDLL(None)
+        uts = Utsname()
+        libc.uname(ctypes.byref(uts))
+        self.seen = {
+            "cpus": [os.cpu_count(), multiprocessing.cpu_count(), sorted(os.sched_getaffinity(0)),
+                     os.sysconf("SC_NPROCESSORS_ONLN"), libc.get_nprocs(), libc.sysconf(84)],
+            "memory": os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"),
+            "limits": [resource.getrlimit(r) for r in (resource.RLIMIT_STACK, resource.RLIMIT_MEMLOCK,
+                                                         resource.RLIMIT_SIGPENDING, resource.RLIMIT_NOFILE)],
+            "code_paths": sorted({m.__spec__.origin for m in list(sys.modules.values())
+                                  if getattr(m, "__spec__", None) and (m.__spec__.origin or "").endswith(".py")
+                                  and m.__name__.startswith("pipeline")})[:3],
+            "pyc_paths": [compile_path(p) for p in ("pipeline/core/canonical.py", "pipeline/execution/child.py")],
+            "prefix": [sys.prefix, sys.base_prefix, sys.executable],
+            "release": uts.release.decode(),
+        }
+        return {"success": True}
+
+def compile_path(relative):
+    """co_filename of the package's compiled file as stored on disk (not as the import machinery fixes it)."""
+    import importlib.util, marshal
+    for top in sys.path:
+        source = os.path.join(top, relative)
+        if os.path.isfile(source):
+            try:
+                with open(importlib.util.cache_from_source(source), "rb") as fh:
+                    return marshal.loads(fh.read()[16:]).co_filename
+            except OSError as exc:
+                return type(exc).__name__
+    return None
+'''
+
+
+def test_the_machine_the_environment_sees_is_a_constant(sandbox):
+    from pathlib import Path
+
+    from pipeline.execution import freeze
+
+    ((_, result),) = sandbox.run([_trajectory("identity", IDENTITY, calls=1)], fresh_children=True)
+    assert result["steps"] and result["steps"][0]["outcome"] == "success", result["steps"][:1] or result["init_error"]
+    seen = {r["path"][-1]: json.loads(r["after"]) for r in result["steps"][0]["delta"]}
+    n = freeze.HOST_CPUS
+    python_side = seen["cpus"][:4]
+    assert python_side == [n, n, list(range(n)), n], seen["cpus"]
+    if freeze.clock_library() is not None:
+        assert seen["cpus"][4:] == [n, n], seen["cpus"]
+    assert seen["memory"] == freeze.HOST_MEMORY_MB << 20
+    stack, memlock, sigpending, _ = seen["limits"]
+    assert stack == [8 << 20] * 2 and memlock == [64 << 10] * 2 and sigpending == [1024] * 2, seen["limits"]
+    checkout = str(Path(__file__).resolve().parents[2])
+    text = json.dumps(seen)
+    assert checkout not in text and "/work/" not in text, text
+    assert all(p in (None, "FileNotFoundError") or p.startswith("/opt/envsim/") for p in seen["pyc_paths"]), seen
+    if freeze.clock_library() is not None:
+        assert seen["release"] == freeze.HOST_RELEASE, seen["release"]
