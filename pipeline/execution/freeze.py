@@ -862,8 +862,30 @@ def uninstall() -> None:
 
 
 def install_for(trajectory: Any) -> None:
-    """``install`` with a trajectory's own id, seed and clock start."""
+    """``install`` with a trajectory's own id, seed and clock start, on its host profile (:func:`host_profile`)."""
     install(trajectory.trajectory_id, getattr(trajectory, "seed", 0), getattr(trajectory, "clock_start", None))
+    host_profile(getattr(trajectory, "meta", {}).get(HOST_PROFILE) == VARIED)
+
+
+#: a trajectory's ``meta`` key naming the host profile it runs on; :data:`VARIED` is the determinism check's
+#: re-execution (pipeline/labeling/determinism.py)
+HOST_PROFILE, VARIED = "host_profile", "varied"
+_AFFINITY: list[set[int]] = []  # the real CPU set this process started with
+
+
+def host_profile(varied: bool) -> None:
+    """Run on the ordinary host profile, or on the varied one: the child's real CPU affinity is another set (its
+    last CPU alone), so what reads the machine past the pinned values (a raw ``sched_getaffinity`` system call, a
+    CPU it finds itself on) differs from the labeling run and the determinism check sees it. The frozen clock is not
+    shifted: every environment that records a time would differ, and no clock read is left unfrozen but a raw
+    system call (docs/environments.md, "Determinism")."""
+    if not _AFFINITY:
+        _AFFINITY.append(set(REAL.sched_getaffinity(0)))
+    cpus = sorted(_AFFINITY[0])
+    try:
+        os.sched_setaffinity(0, {cpus[-1]} if varied and len(cpus) > 1 else set(cpus))
+    except OSError:  # a machine that does not let it pin itself: the profile's clock and seeds still apply
+        pass
 
 
 @contextmanager

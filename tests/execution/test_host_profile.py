@@ -248,3 +248,43 @@ def test_the_machine_the_environment_sees_is_a_constant(sandbox):
     assert all(p in (None, "FileNotFoundError") or p.startswith("/opt/envsim/") for p in seen["pyc_paths"]), seen
     if freeze.clock_library() is not None:
         assert seen["release"] == freeze.HOST_RELEASE, seen["release"]
+
+
+# -- the machine past what is pinned: caught by the determinism check's varied profile --------------------------------
+
+RAW_AFFINITY = '''
+import ctypes, os
+
+class Env:
+    def __init__(self, init_config):
+        self.cpus = None
+        self.pinned = None
+
+    def act(self):
+        """Read the CPU set with a raw system call (past libc), and as Python says it."""
+        mask = ctypes.create_string_buffer(128)
+        size = ctypes.CDLL(None, use_errno=True).syscall(204, 0, 128, mask)  # SYS_sched_getaffinity (x86_64)
+        self.cpus = mask.raw[:max(size, 0)].hex()
+        self.pinned = sorted(os.sched_getaffinity(0))
+        return {"success": True}
+'''
+
+
+def test_the_varied_profile_changes_what_reads_the_machine_raw_and_nothing_else(sandbox):
+    import os
+    import platform
+
+    from pipeline.execution import freeze
+    from pipeline.labeling.determinism import varied
+
+    if platform.machine() != "x86_64" or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs x86_64 (the raw syscall number) and two CPUs to vary the affinity")
+    raw = _trajectory("raw_affinity", RAW_AFFINITY, calls=1)
+    calm = _trajectory("identity", IDENTITY, calls=1)
+    assert varied(raw).meta[freeze.HOST_PROFILE] == freeze.VARIED
+    first = {t.trajectory_id: r for t, r in sandbox.run([raw, calm], fresh_children=True)}
+    again = {t.trajectory_id: r for t, r in sandbox.run([varied(raw), varied(calm)], fresh_children=True)}
+    (raw_a, calm_a), (raw_b, calm_b) = ([runs[t.trajectory_id] for t in (raw, calm)] for runs in (first, again))
+    assert raw_a["steps"][0]["outcome"] == "success", raw_a["steps"][0]["raw_observation"]
+    assert raw_a["steps"][0]["state_after_hash"] != raw_b["steps"][0]["state_after_hash"], "raw affinity not varied"
+    assert calm_a["steps"][0]["state_after_hash"] == calm_b["steps"][0]["state_after_hash"], "pinned values varied"
