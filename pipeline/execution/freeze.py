@@ -273,6 +273,7 @@ class _Clock:
 
 
 _CLOCK: list[_Clock] = []
+_BELOW: list[bool] = []  # whether the clock below Python is loaded in this process (below_python, probed once)
 _SAVED: list[tuple[Any, str, Any]] = []  # (owner, attribute, original) to restore
 
 
@@ -781,7 +782,9 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
     Meant for a sandbox child (one trajectory per process); calling it again re-targets the
     active clock to another trajectory without patching twice."""
     clock = _Clock(trajectory_id, seed, clock_start)
-    clock.below = below_python()
+    if not _BELOW:  # probed once per process (the probe moves the variable: the environment's order must not)
+        _BELOW.append(below_python())
+    clock.below = _BELOW[0]
     _sync_below(clock)
     if _CLOCK:
         _CLOCK[-1] = clock

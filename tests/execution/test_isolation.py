@@ -124,9 +124,9 @@ class Escaper:
         return {"success": True}
 
     def sleep(self, seconds: float):
-        """Sleeps (used to stop the worker from outside mid-call)."""
-        import time
-        time.sleep(seconds)
+        """Waits for real (used to stop the worker from outside mid-call; time.sleep only moves the frozen clock)."""
+        import select
+        select.select([], [], [], seconds)
         return {"success": True}
 '''
 )
