@@ -18,7 +18,7 @@ from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import apply
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
-from pipeline.execution import isolation
+from pipeline.execution import freeze, isolation
 from pipeline.execution import sandbox as sandbox_module
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
@@ -293,6 +293,9 @@ def test_no_parent_variable_reaches_the_data(box):
         "PWD",
         "LC_CTYPE",
         "ARROW_DEFAULT_MEMORY_POOL",
+        "LD_PRELOAD",  # the clock below Python, at its neutral path (isolation.CLOCK_LIBRARY)
+        freeze.FROZEN_TIME_VARIABLE,  # what it answers (the frozen clock) and the CPU count the child sees
+        freeze.CPUS_VARIABLE,
     }
 
 
