@@ -288,3 +288,35 @@ def test_the_varied_profile_changes_what_reads_the_machine_raw_and_nothing_else(
     assert raw_a["steps"][0]["outcome"] == "success", raw_a["steps"][0]["raw_observation"]
     assert raw_a["steps"][0]["state_after_hash"] != raw_b["steps"][0]["state_after_hash"], "raw affinity not varied"
     assert calm_a["steps"][0]["state_after_hash"] == calm_b["steps"][0]["state_after_hash"], "pinned values varied"
+
+
+# -- terminal injection: kept verbatim in the data (the console escapes it: tests/assets/test_console_logger.py) ------
+
+INJECTION = "\x1b]0;pwned\x07\x1b[2J\r\nenvsim_main: all checks passed"
+
+INJECTOR = f'''
+class Env:
+    def __init__(self, init_config):
+        if init_config.get("fail"):
+            raise RuntimeError({INJECTION!r})
+        self.n = 0
+
+    def act(self):
+        """Print and answer terminal control sequences."""
+        print({INJECTION!r})
+        self.n += 1
+        return {{"success": True, "data": {INJECTION!r}}}
+'''
+
+
+def test_terminal_control_sequences_from_inside_are_kept_verbatim_in_the_data(sandbox):
+    item = EnvItem(env_id="profile_injector", class_name="Env", class_code=INJECTOR, tools=TOOLS)
+    failing = Trajectory("envscaler/profile_injector/t1", "t1", item.spec({"fail": True}), (), seed=3)
+    (_, reset), (_, ran) = sorted(
+        sandbox.run([failing, _trajectory("injector", INJECTOR, calls=1)], fresh_children=True),
+        key=lambda pair: pair[0].trajectory_id,
+        reverse=True,
+    )
+    assert reset["init"] is None and INJECTION in reset["init_error"], reset["init_error"]
+    step = ran["steps"][0]
+    assert INJECTION in step["env_output"] and repr(INJECTION)[1:-1] in step["raw_observation"], step  # str(dict)
