@@ -23,6 +23,7 @@ import resource as _resource
 import secrets as _secrets
 import shutil
 import socket as _socket
+import stat
 import subprocess
 import sys
 import tempfile as _tempfile
@@ -83,14 +84,13 @@ def clock_library() -> str | None:
     alone, ``datetime``'s classes replaced — as in-process)."""
     with REAL.open(_CLOCK_SOURCE, "rb") as fh:
         digest = hashlib.blake2b(fh.read(), digest_size=8).hexdigest()
-    directory = os.path.join(_tempfile.gettempdir(), f"envsim-clock-{os.geteuid()}")
+    directory = private_cache("envsim-clock")
     path = os.path.join(directory, f"clock-below-{digest}-{REAL.uname().machine}.so")
     if os.path.isfile(path):
         return path
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None
-    os.makedirs(directory, 0o700, exist_ok=True)
     partial = f"{path}.{os.getpid()}.tmp"
     built = subprocess.run(
         [compiler, "-shared", "-fPIC", "-O2", "-o", partial, _CLOCK_SOURCE, "-ldl"], capture_output=True, check=False
@@ -100,6 +100,21 @@ def clock_library() -> str | None:
     os.chmod(partial, 0o644)
     os.replace(partial, path)
     return path
+
+
+def private_cache(name: str) -> str:
+    """``<temp dir>/<name>-<uid>``: a directory only this user can write (made 0700 when missing), for what the
+    workers load (the clock library, the compiled package); one another user made, or a symbolic link, is refused —
+    its files would run in every worker."""
+    directory = os.path.join(_tempfile.gettempdir(), f"{name}-{os.geteuid()}")
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise PermissionError(f"{directory} is not a directory of this user's alone: remove it and run again")
+    return directory
 
 
 def clock_environment(library: str) -> dict[str, str]:

@@ -322,8 +322,7 @@ def neutral_package() -> str:
     for path in files:
         st = path.stat()
         digest.update(f"{path.relative_to(source)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    cache = Path(tempfile.gettempdir()) / f"envsim-package-{os.geteuid()}"
-    cache.mkdir(mode=0o700, exist_ok=True)
+    cache = Path(freeze.private_cache("envsim-package"))
     final = cache / digest.hexdigest()
     if not final.is_dir():
         partial = Path(tempfile.mkdtemp(dir=cache))
