@@ -73,7 +73,7 @@ HOST_FILES = {
 #: stay real below Python (above it they tick: :data:`TICK_SECONDS`). Debian's libfaketime does not fit: it makes a
 #: shared-memory segment per process in ``/dev/shm`` and, with real monotonic clocks, refuses Python's
 #: ``time.sleep``. Reads that bypass libc (a raw ``clock_gettime`` system call, the vDSO called directly) stay
-#: real: the determinism check's shifted profile catches labels that depend on them.
+#: real (docs/environments.md, "Sandbox": not isolated).
 FROZEN_TIME_VARIABLE = "ENVSIM_FROZEN_TIME"
 _CLOCK_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clock_below.c")
 
