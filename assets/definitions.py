@@ -33,6 +33,7 @@ from assets import (  # noqa: E402
     training,
 )
 from assets.executors import executor_for  # noqa: E402
+from assets.loggers import LOGGERS  # noqa: E402
 from assets.partitions import PARTITIONED, partitioned, shards_partitions  # noqa: E402
 from pipeline.core.settings import Settings, settings  # noqa: E402
 from pipeline.store import duck  # noqa: E402
@@ -107,6 +108,7 @@ def build_definitions(current: Settings) -> dg.Definitions:
         schedules=[automation.weekly_splits(current.split_cron)],
         sensors=[automation.splits_on_new_steps, simulation.curriculum_on_new_eval],
         resources=resources_for(current),
+        loggers=LOGGERS,
     )
 
 

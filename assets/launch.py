@@ -45,6 +45,7 @@ from pipeline.collect.sources import SourceError, check_files  # noqa: E402
 from pipeline.core import root_lock  # noqa: E402
 from pipeline.core.processes import descendants, die_with_parent, end  # noqa: E402
 from pipeline.core.settings import Settings  # noqa: E402
+from pipeline.core.untrusted import console  # noqa: E402
 from pipeline.envs.partitions import partition_keys  # noqa: E402
 from pipeline.store.layout import DataLayout  # noqa: E402
 from resources import EnvironmentSourcesResource  # noqa: E402
@@ -88,7 +89,14 @@ def _execute(current: Settings, home: Path, job_name: str, run_config: dict, hol
     recon = build_reconstructable_job(__name__, "reconstruct_job", (current.model_dump_json(), job_name))
     tags = {**options.pop("tags", {}), LAUNCHER_TAG: holder}
     with DagsterInstance.from_config(str(home)) as instance:
+        run_config = _merge(console_logger_config(instance.python_log_level), run_config)
         return 0 if execute_job(recon, instance, run_config=run_config, tags=tags, **options).success else 1
+
+
+def console_logger_config(level: str | None) -> dict:
+    """The run config that starts the escaping ``console`` logger (assets/loggers.py) at Dagster's default level:
+    Dagster starts a job's own loggers only when the run config names them, else its raw default logger."""
+    return {"loggers": {"console": {"config": {"log_level": level or "DEBUG"}}}}
 
 
 def _partition(current: Settings, home: Path, holder: str, key: str) -> int:
@@ -359,8 +367,9 @@ def _print_timings(instance: DagsterInstance, record, job_name: str) -> None:  #
 
 
 def _one_line(error) -> str:  # dagster's SerializableErrorInfo
-    """The innermost cause of a step's error on one line: ``ShortfallError: benchmark … cannot be filled: …``
-    (Dagster's wrapper "Error occurred while executing op" and the module path of the class left out)."""
+    """The innermost cause of a step's error on one line, escaped (:func:`console`): ``ShortfallError: benchmark …
+    cannot be filled: …`` (Dagster's wrapper "Error occurred while executing op" and the module path of the class
+    left out)."""
     while error.cause is not None and error.cls_name.startswith("Dagster"):
         error = error.cause
     message = error.message.strip()
@@ -368,7 +377,7 @@ def _one_line(error) -> str:  # dagster's SerializableErrorInfo
     if prefix.rsplit(".", 1)[-1] == error.cls_name:
         message = rest
     text = " ".join(line.strip() for line in message.splitlines() if line.strip())
-    return f"{error.cls_name}: {text}" if text else error.cls_name
+    return console(f"{error.cls_name}: {text}" if text else error.cls_name)
 
 
 @dataclass

@@ -33,6 +33,7 @@ import hashlib
 import json
 import math
 import re
+import types
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -262,14 +263,53 @@ def _is_number_like(value: Any) -> bool:
     return mod.startswith(("mpmath", "numpy", "fractions"))
 
 
+def object_state(value: Any) -> dict[str, Any] | None:
+    """An object's own state: what a ``__getstate__`` written in Python returns (a dict, or the ``(dict, slots)``
+    pair of a slotted class), else its ``__dict__`` together with every ``__slots__`` entry along its MRO that is
+    set (a ``@dataclass(slots=True)``'s fields among them); None when it has neither. The one reader of an
+    object's attributes (the environment's own state and every object inside it)."""
+    getstate = getattr(type(value), "__getstate__", None)
+    if isinstance(getstate, types.FunctionType):
+        state = _state_mapping(getstate(value))
+        if state is not None:
+            return state
+    own = getattr(value, "__dict__", None)
+    attrs = dict(own) if isinstance(own, dict) else {}
+    slots = _slot_names(type(value))
+    for name in slots:
+        try:
+            attrs[name] = getattr(value, name)
+        except AttributeError:  # a slot never set
+            continue
+    return attrs if isinstance(own, dict) or slots else None
+
+
+def _state_mapping(state: Any) -> dict[str, Any] | None:
+    """``__getstate__``'s value as one mapping (its slots part over its dict part), or None when it is neither."""
+    if isinstance(state, tuple) and len(state) == 2 and all(p is None or isinstance(p, dict) for p in state):
+        return {**(state[0] or {}), **(state[1] or {})}
+    return dict(state) if isinstance(state, dict) else None
+
+
+def _slot_names(cls: type) -> list[str]:
+    """The attribute names of every ``__slots__`` along ``cls``'s MRO (private names mangled as Python does)."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{klass.__name__.lstrip('_')}{name}"
+            if name not in names:
+                names.append(name)
+    return names
+
+
 def _public_attributes(value: Any) -> dict[str, Any] | None:
-    try:
-        attrs = vars(value)
-    except TypeError:
-        slots = getattr(type(value), "__slots__", None)
-        if not slots:
-            return None
-        attrs = {s: getattr(value, s) for s in slots if hasattr(value, s)}
+    attrs = object_state(value)
+    if attrs is None:
+        return None
     return {k: v for k, v in attrs.items() if isinstance(k, str) and not k.startswith("_")}
 
 

@@ -28,10 +28,19 @@ class DeltaRecord(TypedDict):
 ADD, REMOVE, REPLACE = "add", "remove", "replace"
 
 
-def diff(before: Any, after: Any) -> list[DeltaRecord]:
-    """Return Δ between two canonical states, in deterministic (sorted-key) order."""
+class DeltaTooLarge(ValueError):
+    """Δ has more records than the limit it was computed under (``records``: how many were found by then)."""
+
+    def __init__(self, records: int, limit: int) -> None:
+        super().__init__(f"Δ has more than {limit} records")
+        self.records, self.limit = records, limit
+
+
+def diff(before: Any, after: Any, limit: int | None = None) -> list[DeltaRecord]:
+    """Return Δ between two canonical states, in deterministic (sorted-key) order; past ``limit`` records it
+    stops and raises :class:`DeltaTooLarge` (the work and memory of a Δ stay bounded by the limit)."""
     out: list[DeltaRecord] = []
-    _diff(before, after, [], out)
+    _diff(before, after, [], out, limit if limit is not None else -1)
     return out
 
 
@@ -53,7 +62,7 @@ def _strict_same(a: Any, b: Any) -> bool:
         return _deep_equal(a, b)
 
 
-def _diff(a: Any, b: Any, path: list[str], out: list[DeltaRecord]) -> None:
+def _diff(a: Any, b: Any, path: list[str], out: list[DeltaRecord], limit: int) -> None:
     if isinstance(a, dict) and isinstance(b, dict):
         if _strict_same(a, b):  # an unchanged subtree: nothing to walk
             return
@@ -63,7 +72,9 @@ def _diff(a: Any, b: Any, path: list[str], out: list[DeltaRecord]) -> None:
             elif key not in a:
                 out.append({"op": ADD, "path": path + [key], "before": None, "after": b[key]})
             else:
-                _diff(a[key], b[key], path + [key], out)
+                _diff(a[key], b[key], path + [key], out, limit)
+            if 0 <= limit < len(out):
+                raise DeltaTooLarge(len(out), limit)
         return
     if not _strict_same(a, b):
         out.append({"op": REPLACE, "path": path, "before": a, "after": b})

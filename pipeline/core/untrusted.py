@@ -10,7 +10,8 @@ Environment and tool ids come from untrusted corpora (LLM-generated). Two layers
   for a Markdown table cell or Markdown text (``|``, backslash, backticks, brackets and HTML escaped,
   line breaks and control characters made visible), :func:`console` for a terminal line (control
   characters, ESC included, made visible) and :func:`console_text` for multi-line terminal output
-  (newlines and tabs kept), :func:`card` for dataset-card Markdown.
+  (newlines and tabs kept), :func:`log_line` for a log message (Dagster's console logger), :func:`card` for
+  dataset-card Markdown.
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ def console_text(value: Any) -> str:
     """Multi-line terminal output (a report): newlines and tabs kept, every other control character
     (an ESC sequence, a carriage return that overwrites a line) made visible."""
     return _CONTROL_KEEP_LINES.sub(_visible, _encodable(str(value)))
+
+
+def log_line(value: Any) -> str:
+    """One log message on a terminal or in a log file: :func:`console_text`, and every line after its first
+    indented, so no text inside a message (an environment's error, a reason) can start a line of its own — a
+    forged "all checks passed" line stays visibly part of the message that carried it."""
+    return console_text(value).replace("\n", "\n    ")
 
 
 def card(value: Any) -> str:

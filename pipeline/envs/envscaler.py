@@ -6,8 +6,9 @@ sandbox child) and scenario items are read from the dict format (``191_env_metad
 (a list of records with JSON-string fields), as JSON, JSON lines or Parquet, with identical results; every
 per-record error names the record and is bounded in size. Missing tool schemas are derived from the methods'
 signatures and docstrings. An instance is built as EnvScaler does (``cls(init_config)``, else ``cls()``, then every
-config key set as an attribute); its state is ``vars(instance)`` minus dunder keys, an observation
-``str(return value)`` without memory addresses.
+config key set as an attribute); its state is the instance's own attributes (``__getstate__``, ``__dict__``,
+``__slots__``: :func:`pipeline.core.canonical.object_state`) minus dunder keys, an observation ``str(return value)``
+without memory addresses.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.canonical import JSONValue, canonicalize, without_addresses
+from pipeline.core.canonical import JSONValue, canonicalize, object_state, without_addresses
 from pipeline.core.environment import CallResult, EnvSpec
 from pipeline.core.issues import TaskIssue
 from pipeline.core.outcome import RULE_OPTION, default_outcome
@@ -632,22 +633,16 @@ def outcome(name: str, raised: bool, value: Any) -> str:
 def _exec_module(name: str, code: Any) -> dict[str, Any]:
     """Run environment code as the body of a fresh module named ``name`` (sandbox child only).
 
-    The module is in ``sys.modules`` while its body runs, so class machinery that looks up a class's
-    module — ``@dataclass`` resolving string annotations, ``typing`` — finds it; it is removed after,
-    so the child's loaded modules are as before and nothing outlives the reset."""
+    The module stays in ``sys.modules`` under that name (the class code's own content reference: stable across
+    runs and processes), as an imported module does: class machinery that looks up a class's module —
+    ``@dataclass`` resolving string annotations, ``typing``, ``pickle`` of the environment's own classes (an undo
+    snapshot), ``copy`` — finds it, during the body and after it. A second reset of the same code replaces it."""
     import sys
     import types
 
     module = types.ModuleType(name)
-    previous = sys.modules.get(name)
     sys.modules[name] = module
-    try:
-        exec(code, module.__dict__)  # sandbox child only
-    finally:
-        if previous is None:
-            sys.modules.pop(name, None)
-        else:
-            sys.modules[name] = previous
+    exec(code, module.__dict__)  # sandbox child only
     return module.__dict__
 
 
@@ -768,7 +763,8 @@ class EnvScalerEnvironment:
             return CallResult(error_type=type(exc).__name__, error_message=without_addresses(str(exc)))
 
     def state(self) -> JSONValue:
-        attrs = {k: v for k, v in vars(self._instance).items() if not (k.startswith("__") and k.endswith("__"))}
+        own = object_state(self._instance) or {}  # __getstate__, __dict__ and __slots__ (pipeline.core.canonical)
+        attrs = {k: v for k, v in own.items() if not (k.startswith("__") and k.endswith("__"))}
         return canonicalize(attrs)
 
     def observation(self, result: CallResult) -> str:

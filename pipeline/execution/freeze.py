@@ -21,7 +21,10 @@ import platform as _platform
 import random as _random
 import resource as _resource
 import secrets as _secrets
+import shutil
 import socket as _socket
+import stat
+import subprocess
 import sys
 import tempfile as _tempfile
 import time as _time
@@ -62,6 +65,126 @@ HOST_FILES = {
     "/proc/loadavg": "0.00 0.00 0.00 1/1 1\n",
 }
 
+#: the clock below Python: a small preload library (clock_below.c, built once per machine by :func:`clock_library`
+#: with its C compiler) answers libc's wall-clock reads (``clock_gettime`` of the realtime clocks,
+#: ``gettimeofday``, ``time``, ``timespec_get``: SQLite's ``date('now')``, pandas, ``datetime.now()``, ``date``) with
+#: ``ENVSIM_FROZEN_TIME``, which a child sets to its frozen clock (:func:`_sync_below`) and the library reads at
+#: every call; without it (a worker itself) they are the real ones. Monotonic and CPU clocks, sleeps and timeouts
+#: stay real below Python (above it they tick: :data:`TICK_SECONDS`). Debian's libfaketime does not fit: it makes a
+#: shared-memory segment per process in ``/dev/shm`` and, with real monotonic clocks, refuses Python's
+#: ``time.sleep``. Reads that bypass libc (a raw ``clock_gettime`` system call, the vDSO called directly) stay
+#: real (docs/environments.md, "Sandbox": not isolated).
+FROZEN_TIME_VARIABLE = "ENVSIM_FROZEN_TIME"
+_CLOCK_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clock_below.c")
+
+
+def clock_library() -> str | None:
+    """The preload library of the clock below Python, built from ``clock_below.c`` by the machine's C compiler into
+    a per-user cache once per source version (None when there is no compiler: the frozen clock is then Python's
+    alone, ``datetime``'s classes replaced — as in-process)."""
+    with REAL.open(_CLOCK_SOURCE, "rb") as fh:
+        digest = hashlib.blake2b(fh.read(), digest_size=8).hexdigest()
+    directory = private_cache("envsim-clock")
+    path = os.path.join(directory, f"clock-below-{digest}-{REAL.uname().machine}.so")
+    if os.path.isfile(path):
+        return path
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    partial = f"{path}.{os.getpid()}.tmp"
+    built = subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", "-o", partial, _CLOCK_SOURCE, "-ldl"], capture_output=True, check=False
+    )
+    if built.returncode != 0:
+        return None
+    os.chmod(partial, 0o644)
+    os.replace(partial, path)
+    return path
+
+
+def private_cache(name: str) -> str:
+    """``<temp dir>/<name>-<uid>``: a directory only this user can write (made 0700 when missing), for what the
+    workers load (the clock library, the compiled package); one another user made, or a symbolic link, is refused —
+    its files would run in every worker."""
+    directory = os.path.join(_tempfile.gettempdir(), f"{name}-{os.geteuid()}")
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise PermissionError(f"{directory} is not a directory of this user's alone: remove it and run again")
+    return directory
+
+
+def clock_environment(library: str) -> dict[str, str]:
+    """The variable that preloads the clock below Python (``library``: its path as the worker sees it)."""
+    return {"LD_PRELOAD": library}
+
+
+def below_python() -> bool:
+    """Whether the clock below Python is loaded in this process (a sandbox worker's child; an in-process run never
+    is: its ``datetime`` classes are replaced instead): libc's wall clock reads a probe value set for it."""
+    probe = 86_400.5
+    os.environ[FROZEN_TIME_VARIABLE] = repr(probe)
+    try:
+        return REAL.time() == probe
+    finally:
+        del os.environ[FROZEN_TIME_VARIABLE]
+
+
+#: the machine the environment sees, whatever it runs on: ``os.cpu_count()`` (so ``multiprocessing.cpu_count``),
+#: ``os.process_cpu_count()``, ``os.sched_getaffinity()`` (CPUs ``0 … HOST_CPUS - 1``), ``os.sysconf`` of the processor
+#: counts and of the physical memory (:data:`HOST_MEMORY_MB`); below Python the clock library answers libc's
+#: ``get_nprocs``/``get_nprocs_conf``/``sched_getaffinity``/``sysconf`` the same way (``ENVSIM_CPUS``); the resource
+#: limits are pinned for real in each worker (:data:`PINNED_RLIMITS`)
+HOST_CPUS = 2
+HOST_MEMORY_MB = 4096
+CPUS_VARIABLE = "ENVSIM_CPUS"
+_SYSCONF_PINNED = {
+    "SC_NPROCESSORS_CONF": HOST_CPUS,
+    "SC_NPROCESSORS_ONLN": HOST_CPUS,
+    "SC_PHYS_PAGES": (HOST_MEMORY_MB << 20) // os.sysconf("SC_PAGE_SIZE"),
+    "SC_AVPHYS_PAGES": (HOST_MEMORY_MB << 20) // os.sysconf("SC_PAGE_SIZE"),
+}
+#: resource limits each sandbox worker sets (soft = hard) before anything runs, so a child reads the same ones on any
+#: host (a host whose hard limit is lower keeps its own: a limit can only be lowered); the worker's own limits on
+#: files, processes, core dumps, file size, address space and CPU time are set where they are enforced (worker.py)
+PINNED_RLIMITS = {
+    _resource.RLIMIT_STACK: 8 << 20,
+    _resource.RLIMIT_MEMLOCK: 64 << 10,
+    _resource.RLIMIT_MSGQUEUE: 819_200,
+    _resource.RLIMIT_SIGPENDING: 1024,
+    _resource.RLIMIT_NICE: 0,
+    _resource.RLIMIT_RTPRIO: 0,
+    _resource.RLIMIT_RTTIME: 1_000_000,
+}
+
+
+def pin_limits() -> None:
+    """Set :data:`PINNED_RLIMITS` in this process (a sandbox worker, before its children exist)."""
+    for limit, value in PINNED_RLIMITS.items():
+        _, hard = _resource.getrlimit(limit)
+        value = value if hard == _resource.RLIM_INFINITY else min(value, hard)
+        _resource.setrlimit(limit, (value, value))
+
+
+def _cpu_count() -> int:
+    return HOST_CPUS
+
+
+def _sched_getaffinity(pid: int) -> set[int]:
+    REAL.sched_getaffinity(pid)  # a pid that is not there raises as before
+    return set(range(HOST_CPUS))
+
+
+def _sysconf(name: Any) -> int:
+    pinned = name if isinstance(name, str) else next((k for k, v in os.sysconf_names.items() if v == name), None)
+    if pinned in _SYSCONF_PINNED:
+        return _SYSCONF_PINNED[pinned]
+    return REAL.sysconf(name)
+
+
 #: the uid and gid the environment sees for itself (and for the files it owns): the host uid of a sandbox
 #: instance is one of a range (a slot of its own, under root), so what it shows is one constant
 VISIBLE_ID = 65534
@@ -92,6 +215,7 @@ REAL = types.SimpleNamespace(
     gmtime=_time.gmtime,
     strftime=_time.strftime,
     ctime=_time.ctime,
+    sleep=_time.sleep,
     asctime=_time.asctime,
     urandom=os.urandom,
     uuid1=_uuid.uuid1,
@@ -118,6 +242,10 @@ REAL = types.SimpleNamespace(
     getrusage=_resource.getrusage,
     getloadavg=os.getloadavg,
     gethostname=_socket.gethostname,
+    cpu_count=os.cpu_count,
+    process_cpu_count=getattr(os, "process_cpu_count", None),
+    sched_getaffinity=os.sched_getaffinity,
+    sysconf=os.sysconf,
     random_seed=_random.seed,
     Random_seed=_random.Random.seed,
 )
@@ -138,6 +266,7 @@ class _Clock:
         self.cpu = 0.0
         self.rng = _random.Random(0)
         self.inodes: dict[tuple[int, int], int] = {}  # real (device, inode) -> the one stat shows
+        self.below = False  # the clock below Python is loaded: it follows this one (_sync_below)
         self.phase("reset")
 
     def seed_for(self, phase: str) -> int:
@@ -170,6 +299,7 @@ class _Clock:
 
 
 _CLOCK: list[_Clock] = []
+_BELOW: list[bool] = []  # whether the clock below Python is loaded in this process (below_python, probed once)
 _SAVED: list[tuple[Any, str, Any]] = []  # (owner, attribute, original) to restore
 
 
@@ -542,6 +672,24 @@ def _gethostname() -> str:
     return HOSTNAME
 
 
+def _sleep(secs: float) -> None:
+    """``time.sleep``: the frozen clocks advance by ``secs`` at once (a wait loop on ``time.time()`` ends as it
+    would, without waiting)."""
+    secs = float(secs)
+    if not secs >= 0:
+        raise ValueError("sleep length must be non-negative")
+    c = _clock()
+    c.now += secs
+    c.mono += secs
+    _sync_below(c)
+
+
+def _sync_below(clock: _Clock) -> None:
+    """Set the clock below Python (:data:`FROZEN_TIME_VARIABLE`, read at every libc call) to the frozen wall clock."""
+    if clock.below:
+        os.environ[FROZEN_TIME_VARIABLE] = repr(clock.now)
+
+
 _TIME_PATCHES = {
     "time": _time_time,
     "time_ns": _time_time_ns,
@@ -560,6 +708,7 @@ _TIME_PATCHES = {
     "process_time_ns": _cpu_time_ns,
     "thread_time": _cpu_time,
     "thread_time_ns": _cpu_time_ns,
+    "sleep": _sleep,
 }
 
 
@@ -605,6 +754,9 @@ def _replacements() -> dict[int, Any]:
         id(REAL.getrusage): _getrusage,
         id(REAL.getloadavg): _getloadavg,
         id(REAL.gethostname): _gethostname,
+        id(REAL.cpu_count): _cpu_count,
+        id(REAL.sched_getaffinity): _sched_getaffinity,
+        id(REAL.sysconf): _sysconf,
     }
     if REAL.getrandom is not None:
         replacements[id(REAL.getrandom)] = _getrandom
@@ -637,8 +789,11 @@ def _rebind_early_names() -> None:
     if not _EARLY:
         prepare()
     replacements = _replacements()
+    if _clock().below:  # datetime's classes stay the real ones (the clock below Python freezes their now())
+        replacements.pop(id(_REAL_DATETIME))
+        replacements.pop(id(_REAL_DATE))
     for module, attr, real_id in _EARLY:
-        if module is not None and id(getattr(module, attr, None)) == real_id:
+        if module is not None and real_id in replacements and id(getattr(module, attr, None)) == real_id:
             _set(module, attr, replacements[real_id])
 
 
@@ -660,14 +815,19 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
     Meant for a sandbox child (one trajectory per process); calling it again re-targets the
     active clock to another trajectory without patching twice."""
     clock = _Clock(trajectory_id, seed, clock_start)
+    if not _BELOW:  # probed once per process (the probe moves the variable: the environment's order must not)
+        _BELOW.append(below_python())
+    clock.below = _BELOW[0]
+    _sync_below(clock)
     if _CLOCK:
         _CLOCK[-1] = clock
         return
     _CLOCK.append(clock)
-    for cls in _PICKLED:
-        copyreg.pickle(cls, _reduce)
-    _set(_dt, "datetime", FrozenDateTime)
-    _set(_dt, "date", FrozenDate)
+    if not clock.below:  # without the clock below Python, datetime's own now()/today() are replaced
+        for cls in _PICKLED:
+            copyreg.pickle(cls, _reduce)
+        _set(_dt, "datetime", FrozenDateTime)
+        _set(_dt, "date", FrozenDate)
     for name, fn in _TIME_PATCHES.items():
         _set(_time, name, fn)
     _set(os, "urandom", _urandom)
@@ -686,6 +846,12 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
         _set(os, name, _visible_id)
     _set(os, "getresuid", _visible_ids)
     _set(os, "getresgid", _visible_ids)
+    _set(os, "cpu_count", _cpu_count)
+    _set(os, "sched_getaffinity", _sched_getaffinity)
+    _set(os, "sysconf", _sysconf)
+    if REAL.process_cpu_count is not None:
+        _set(os, "process_cpu_count", _cpu_count)
+    os.environ[CPUS_VARIABLE] = str(HOST_CPUS)  # libc's answers (the clock library)
     _set(_resource, "getrusage", _getrusage)
     _set(_socket, "gethostname", _gethostname)
     _set(_platform, "_uname_cache", None)  # re-made from the frozen os.uname
@@ -714,6 +880,7 @@ def at_step(step_index: int) -> None:
     c.mono = max(c.mono, 1000.0 + (step_index + 1) * STEP_SECONDS)
     c.cpu = max(c.cpu, (step_index + 1) * CPU_STEP_SECONDS)
     c.phase(f"step:{step_index}")
+    _sync_below(c)
 
 
 def uninstall() -> None:
@@ -723,13 +890,38 @@ def uninstall() -> None:
         setattr(owner, name, original)
     for cls in _PICKLED:
         copyreg.dispatch_table.pop(cls, None)
+    if _CLOCK and _CLOCK[-1].below:
+        os.environ.pop(FROZEN_TIME_VARIABLE, None)
+    os.environ.pop(CPUS_VARIABLE, None)
     _CLOCK.clear()
     _OWN_IDS.clear()
 
 
 def install_for(trajectory: Any) -> None:
-    """``install`` with a trajectory's own id, seed and clock start."""
+    """``install`` with a trajectory's own id, seed and clock start, on its host profile (:func:`host_profile`)."""
     install(trajectory.trajectory_id, getattr(trajectory, "seed", 0), getattr(trajectory, "clock_start", None))
+    host_profile(getattr(trajectory, "meta", {}).get(HOST_PROFILE) == VARIED)
+
+
+#: a trajectory's ``meta`` key naming the host profile it runs on; :data:`VARIED` is the determinism check's
+#: re-execution (pipeline/labeling/determinism.py)
+HOST_PROFILE, VARIED = "host_profile", "varied"
+_AFFINITY: list[set[int]] = []  # the real CPU set this process started with
+
+
+def host_profile(varied: bool) -> None:
+    """Run on the ordinary host profile, or on the varied one: the child's real CPU affinity is another set (its
+    last CPU alone), so what reads the machine past the pinned values (a raw ``sched_getaffinity`` system call, a
+    CPU it finds itself on) differs from the labeling run and the determinism check sees it. The frozen clock is not
+    shifted: every environment that records a time would differ, and no clock read is left unfrozen but a raw
+    system call (docs/environments.md, "Determinism")."""
+    if not _AFFINITY:
+        _AFFINITY.append(set(REAL.sched_getaffinity(0)))
+    cpus = sorted(_AFFINITY[0])
+    try:
+        os.sched_setaffinity(0, {cpus[-1]} if varied and len(cpus) > 1 else set(cpus))
+    except OSError:  # a machine that does not let it pin itself: the profile's clock and seeds still apply
+        pass
 
 
 @contextmanager

@@ -7,15 +7,13 @@ a read-only view of only what the interpreter needs at neutral paths, its option
 
 from __future__ import annotations
 
-import atexit
 import compileall
 import fcntl
 import functools
+import hashlib
 import itertools
-import logging
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -261,6 +259,7 @@ def _bind_system(opts: _Options) -> tuple[str, dict[str, str]]:
     if Path("/etc/ld.so.cache").exists():
         opts.put("--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache")
     exe, env = interpreter_layout(opts)
+    env.update(_bind_clock(opts))
     plugins = _plugin_dirs()
     for path in plugins:
         opts.put("--ro-bind", path, path)
@@ -295,47 +294,25 @@ def _bind_etc_and_dev(opts: _Options) -> None:
     opts.put("--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm")
 
 
-SYSINFO_LIB = f"{_APP_DIR}/lib/libenvsim_sysinfo.so"  # where the sysinfo library appears inside
-_SYSINFO_SOURCE = Path(__file__).with_name("sysinfo.c")
+CLOCK_LIBRARY = "/opt/envsim-clock/clock-below.so"  # the clock below Python inside (freeze.clock_library)
 
 
-@functools.cache
-def sysinfo_preload() -> str | None:
-    """``pipeline/execution/sysinfo.c`` compiled once per process (the C compiler ``cc``) into a private temporary
-    directory: the library preloaded into every sandbox worker so libc's ``sysinfo``/``sysconf(_SC_PHYS_PAGES)``
-    report constant memory. None, with one warning, where no compiler is installed (then ``SC_PHYS_PAGES`` inside
-    is whatever an unanswered ``sysinfo`` leaves)."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    out = os.path.join(tempfile.mkdtemp(prefix="envsim-sysinfo-"), "libenvsim_sysinfo.so")
-    atexit.register(shutil.rmtree, os.path.dirname(out), True)
-    command = [compiler or "cc", "-shared", "-fPIC", "-O2", "-o", out, str(_SYSINFO_SOURCE)]
-    try:
-        if compiler is None:
-            raise OSError("no C compiler ('cc') is installed")
-        subprocess.run(command, check=True, capture_output=True, timeout=120)
-    except (OSError, subprocess.SubprocessError) as exc:
-        logging.getLogger(__name__).warning(
-            "the sandbox reports the host's memory unfaked: building its sysinfo library failed (%s); "
-            "install a C compiler ('sudo apt-get install gcc')",
-            exc,
-        )
-        return None
-    return out
-
-
-def _bind_sysinfo(opts: _Options) -> dict[str, str]:
-    """The sysinfo library bound read-only and preloaded (:func:`sysinfo_preload`); its variables."""
-    library = sysinfo_preload()
+def _bind_clock(opts: _Options) -> dict[str, str]:
+    """The library below Python (:func:`pipeline.execution.freeze.clock_library`: the frozen clock, the pinned
+    processor counts, the constant memory of ``sysinfo``/``sysconf``, the constant ``uname``), bound read-only at a
+    neutral path and preloaded; nothing when it cannot be built here."""
+    library = freeze.clock_library()
     if library is None:
         return {}
-    opts.put("--ro-bind", library, SYSINFO_LIB)
-    return {"LD_PRELOAD": SYSINFO_LIB}
+    opts.put("--ro-bind", library, CLOCK_LIBRARY)
+    return freeze.clock_environment(CLOCK_LIBRARY)
 
 
 def _bind_private(opts: _Options) -> None:
-    """The project's package at its neutral path, a fresh ``/proc`` with constant host files over it, the synthetic
-    ``/etc`` and a read-only minimal ``/dev`` with a small ``/dev/shm`` (:func:`_bind_etc_and_dev`)."""
-    opts.put("--ro-bind", str(_PROJECT_ROOT / "pipeline"), f"{_APP_DIR}/pipeline")
+    """The project's package at its neutral path (:func:`neutral_package`), a fresh ``/proc`` with constant host
+    files over it, the synthetic ``/etc`` and a read-only minimal ``/dev`` with a small ``/dev/shm``
+    (:func:`_bind_etc_and_dev`)."""
+    opts.put("--ro-bind", neutral_package(), f"{_APP_DIR}/pipeline")
     opts.put("--proc", "/proc")
     _bind_etc_and_dev(opts)
     opts += ["--remount-ro", "/dev", "--chdir", "/tmp", "--hostname", freeze.HOSTNAME]
@@ -361,7 +338,6 @@ def bwrap_command(
     opts.put("--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp")  # first: binds below stay visible
     exe, env = _bind_system(opts)
     _bind_private(opts)
-    env |= _bind_sysinfo(opts)
     for key, value in env.items():
         opts += ["--setenv", key, value]
     args_fd = _data_fd(b"".join(a.encode() + b"\0" for a in opts))
@@ -411,9 +387,39 @@ def kernel_memory_note(cgroup_root: str = "/sys/fs/cgroup") -> str:
 
 
 @functools.cache
+def neutral_package() -> str:
+    """A copy of the ``pipeline`` package — its files only, nothing else of the checkout — compiled as if it lay at
+    its path inside (``compileall`` with ``ddir``: every ``.pyc`` names ``/opt/envsim/pipeline/…``, never the
+    checkout), built once per content in a per-user cache directory and bound read-only in its place; once per
+    process (a worker would compile it again at every start, ≈ 100 ms per instance)."""
+    source = _PROJECT_ROOT / "pipeline"
+    files = sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.blake2b(sys.version.encode(), digest_size=12)
+    for path in files:
+        st = path.stat()
+        digest.update(f"{path.relative_to(source)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    cache = Path(freeze.private_cache("envsim-package"))
+    final = cache / digest.hexdigest()
+    if not final.is_dir():
+        partial = Path(tempfile.mkdtemp(dir=cache))
+        for path in files:
+            target = partial / "pipeline" / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        compileall.compile_dir(partial / "pipeline", ddir=f"{_APP_DIR}/pipeline", quiet=2)
+        for path in (partial, *partial.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)  # readable by a sandbox's own uid
+        try:
+            partial.rename(final)
+        except OSError:  # another process built it first
+            shutil.rmtree(partial, ignore_errors=True)
+    return str(final / "pipeline")
+
+
+@functools.cache
 def _compiled() -> None:
     """Compile the ``pipeline`` package where it lies (its ``__pycache__``; current files are skipped), once per
-    process: a worker sees it read-only and would compile it again at every start (≈ 100 ms per instance)."""
+    process, for a trusted worker (it imports the checkout itself)."""
     compileall.compile_dir(_PROJECT_ROOT / "pipeline", quiet=2)
 
 
@@ -421,12 +427,14 @@ def worker_command(isolation: str, tmp_mb: int, preload: str | None = None, modu
     """How to start a worker under ``isolation``; ``preload``: the one source whose modules it imports (an
     instance for one environment), else every source's; ``module``: the worker's program (the labeling worker, or
     the session host of :mod:`pipeline.serve.host`)."""
-    _compiled()
     if isolation == "bwrap":
         return bwrap_command(tmp_mb, preload=preload, module=module)
+    _compiled()
     pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])  # trusted (checked_isolation holds)
     argv = [sys.executable, "-P", "-m", module, *(["--preload", preload] if preload else [])]
-    return Launch(argv, worker_environment(pythonpath), str(_PROJECT_ROOT))
+    library = freeze.clock_library()
+    env = {**worker_environment(pythonpath), **(freeze.clock_environment(library) if library else {})}
+    return Launch(argv, env, str(_PROJECT_ROOT))
 
 
 def checked_isolation(value: str) -> str:

@@ -18,8 +18,8 @@ from typing import Any
 
 from pipeline.core import bounds
 from pipeline.core.canonical import MAX_DEPTH as CANONICAL_DEPTH
-from pipeline.core.canonical import canonical_json, canonicalize, state_hash, stored_json
-from pipeline.core.delta import diff
+from pipeline.core.canonical import canonical_json, canonicalize, state_hash, stored_json, text_hash
+from pipeline.core.delta import DeltaTooLarge, diff
 from pipeline.core.environment import EnvSpec
 from pipeline.core.outcome import ERROR, FAILURE, SANDBOX_REFUSED, args_count
 from pipeline.core.trajectory import Action, Trajectory
@@ -32,6 +32,10 @@ class UntrustedData(ValueError):
     """Raw data from the sandbox that is not what the protocol allows."""
 
 
+class OverBudget(ValueError):
+    """A step's Δ is past the per-step or per-trajectory budget (the message names its size)."""
+
+
 #: bounds of the fields of a frame (every kind): what an honest sandbox can send, with room to spare
 MAX_STEP_INDEX = 1_000_000  # steps of one trajectory (stored as int32)
 MAX_TURN = 1_000_000
@@ -42,6 +46,15 @@ MAX_ARGUMENTS_CHARS = 1 << 20  # canonical JSON of one call's arguments
 #: a state or return value from inside is at most as deep as ``canonicalize`` makes it (it truncates
 #: below :data:`pipeline.core.canonical.MAX_DEPTH`), plus its ``$truncated`` marker
 MAX_STATE_DEPTH = CANONICAL_DEPTH + 3
+
+#: the Δ the parent labels, per step and per trajectory (records, and bytes of their stored values and paths): a
+#: step past either is an ``error`` step (:data:`OVER_BUDGET`) naming its size and ends its trajectory, so the
+#: parent's work and memory stay bounded whatever a state does (a state filled then emptied, key by key)
+MAX_DELTA_RECORDS = 20_000
+MAX_DELTA_BYTES = 16 << 20
+MAX_TRAJECTORY_DELTA_RECORDS = 100_000
+MAX_TRAJECTORY_DELTA_BYTES = 64 << 20
+OVER_BUDGET = "DeltaBudgetExceeded"
 
 _LONG_DIGITS = re.compile(r"\d{16,}")  # a number that may be beyond 2**53: canonical texts encode those
 
@@ -203,6 +216,7 @@ class TrajectoryLabels:
         self.state_hash: str | None = None
         self.live_action: Action | None = None  # exploration: the action being executed
         self.truncated = False  # after a failed resume check: later frames are not this trajectory's
+        self.delta_records = self.delta_bytes = 0  # the trajectory's Δ so far (its budget: MAX_TRAJECTORY_DELTA_*)
 
     # -- frames ----------------------------------------------------------------------------------
     def feed(self, msg: dict[str, Any]) -> None:
@@ -228,6 +242,8 @@ class TrajectoryLabels:
                 self.result["issues"].append(_message(msg.get("message", "")))
             elif kind == "init_error":
                 self.result["init_error"] = _message(msg.get("error", ""))
+        except OverBudget as exc:
+            self._stop(str(exc))
         except UntrustedData as exc:
             self._refuse(msg, f"UntrustedData: {exc}")
         except Exception as exc:  # untrusted data: whatever it raises is that frame's fault
@@ -245,6 +261,14 @@ class TrajectoryLabels:
             index = self.next_index()  # the call in flight, whatever the frame claims
             self.lost(index, "UntrustedData", f"the sandbox reported malformed data: {reason}"[:2000])
             self.result["issues"].append(f"trajectory truncated at step {index}: malformed data from the sandbox")
+        self.truncated = True
+
+    def _stop(self, reason: str) -> None:
+        """The call in flight is past the Δ budget: an ``error`` step (:data:`OVER_BUDGET`) with its size; the
+        trajectory ends there (its later states would be labeled from a state that was never stored)."""
+        index = self.next_index()
+        self.lost(index, OVER_BUDGET, reason)
+        self.result["issues"].append(f"trajectory stopped at step {index}: {reason}")
         self.truncated = True
 
     def _init(self, msg: dict[str, Any]) -> None:
@@ -335,11 +359,7 @@ class TrajectoryLabels:
         raw = raw[: self.max_chars]
         if parsed_json is not None and len(parsed_json) > self.max_chars:
             parsed_json, truncated = None, True
-        try:
-            delta = diff(before, after) if after_hash != before_hash else []
-            encoded = encode_delta(delta)
-        except (RecursionError, ValueError, OverflowError) as exc:
-            raise UntrustedData(f"frame field 'state': its Δ cannot be computed ({type(exc).__name__})") from None
+        delta, encoded = self._delta(before, after) if after_hash != before_hash else ([], [])
         self.result["steps"].append(
             {
                 "kind": "step",
@@ -371,6 +391,36 @@ class TrajectoryLabels:
         )
         self.state, self.state_hash = after, after_hash
         self.live_action = None
+
+    def _delta(self, before: Any, after: Any) -> tuple[list[Any], list[dict[str, Any]]]:
+        """(Δ, its stored form) of one step, within the step's and the trajectory's budget (:class:`OverBudget`)."""
+        records = min(MAX_DELTA_RECORDS, MAX_TRAJECTORY_DELTA_RECORDS - self.delta_records)
+        try:
+            delta = diff(before, after, limit=records)
+            encoded = encode_delta(delta)
+        except DeltaTooLarge as exc:
+            raise OverBudget(self._over(f"more than {exc.limit} Δ records", "records")) from None
+        except (RecursionError, ValueError, OverflowError) as exc:
+            raise UntrustedData(f"frame field 'state': its Δ cannot be computed ({type(exc).__name__})") from None
+        size = sum(len(r["before"] or "") + len(r["after"] or "") + sum(map(len, r["path"])) for r in encoded)
+        if size > min(MAX_DELTA_BYTES, MAX_TRAJECTORY_DELTA_BYTES - self.delta_bytes):
+            raise OverBudget(self._over(f"a Δ of {len(delta)} records and {size} bytes", "bytes"))
+        self.delta_records += len(delta)
+        self.delta_bytes += size
+        return delta, encoded
+
+    def _over(self, size: str, unit: str) -> str:
+        """The reason of a step past the Δ budget: its size, and the budget it broke (the step's or what the
+        trajectory had left)."""
+        step, total, used = (
+            (MAX_DELTA_RECORDS, MAX_TRAJECTORY_DELTA_RECORDS, self.delta_records)
+            if unit == "records"
+            else (MAX_DELTA_BYTES, MAX_TRAJECTORY_DELTA_BYTES, self.delta_bytes)
+        )
+        return (
+            f"Δ budget exceeded: {size} (per step at most {step} {unit}; per trajectory {total}, "
+            f"{used} used before this step)"
+        )
 
     # -- calls that produced no frame ---------------------------------------------------------------
     def pending_action(self, index: int | None) -> Action | None:

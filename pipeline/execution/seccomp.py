@@ -283,7 +283,7 @@ ANSWERED: tuple[tuple[str, int, str], ...] = (
         for name in ("getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr")
         + ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr")
     ),
-    ("sysinfo", errno.ENOSYS, "the host's memory, load and uptime: the preloaded libenvsim_sysinfo answers libc"),
+    ("sysinfo", errno.ENOSYS, "the host's memory, load and uptime: the preloaded library below Python answers libc"),
 )
 
 #: argument combinations outside an entry's conditions refused with their syscall named (not ``EPERM``):

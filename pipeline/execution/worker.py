@@ -882,6 +882,7 @@ def _limit_self(processes: int = 256) -> None:
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(limit, (value, value))
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 * _MIB, 64 * _MIB))
+    freeze.pin_limits()  # the rest of what a child could read of the host's limits: constants
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 

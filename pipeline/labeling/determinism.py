@@ -8,10 +8,10 @@ of two independent executions:
   with stored steps; labels kept from collection are candidates like any other), plus ``sample_size``
   more drawn from the rest (``-1``: all), seeded, are executed again in freshly forked children
   (``Sandbox.run(..., fresh_children=True)``, a new sandbox: other processes than the ones that made
-  the labels). The re-execution's own initial-state hash is compared with the trajectory's recorded
-  one, and its own labels of every step — observation, outcome, Δ, s_t and s'_t hashes, every
-  :data:`LABEL_FIELDS` column — with the stored step. A reset that fails on re-execution while the
-  stored trajectory has steps is a finding too.
+  the labels) on the varied host profile (another real CPU affinity: :func:`varied`). The re-execution's own
+  initial-state hash is compared with the trajectory's recorded one, and its own labels of every step —
+  observation, outcome, Δ, s_t and s'_t hashes, every :data:`LABEL_FIELDS` column — with the stored step. A
+  reset that fails on re-execution while the stored trajectory has steps is a finding too.
 * **exploration vs labeling** — an explored action carries the s'_t hash the policy saw
   (``observed_after_hash``); for trajectories the labeling stage *executed again* (their part's
   sidecar lists them under ``executed``) that hash is compared with the labeled one. Labels kept
@@ -36,15 +36,17 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from pipeline.core.trajectory import Trajectory
 from pipeline.core.untrusted import md
 from pipeline.envs.catalog import load_blobs
+from pipeline.execution import freeze
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.quarantine import FINDINGS, excluded_files, failed_checks, write_findings  # noqa: F401 (re-exported)
 from pipeline.labeling.steps import executed_at_labeling
@@ -169,6 +171,11 @@ def _steps(parts: list[str], columns: list[str], key: str, values: list[str]) ->
     return ds.dataset(parts, format="parquet").to_table(columns=columns, filter=ds.field(key).isin(values)).to_pylist()
 
 
+def varied(trajectory: Trajectory) -> Trajectory:
+    """``trajectory`` to be executed on the varied host profile (:func:`pipeline.execution.freeze.host_profile`)."""
+    return replace(trajectory, meta={**trajectory.meta, freeze.HOST_PROFILE: freeze.VARIED})
+
+
 def check_determinism(
     layout: DataLayout, sandbox: Sandbox, sample_size: int = 20, seed: int = 0, per_env: int = 1, strict: bool = False
 ) -> DeterminismReport:
@@ -222,7 +229,9 @@ def check_determinism(
         stored.setdefault(s["trajectory_id"], {})[s["step_index"]] = s
     # in reverse order: in an environment's own instance a label that depends on what ran before it there
     # (a pid in its PID namespace, a counter the zygote carries) differs from the labeling run's
-    again = list(iter_trajectories(layout, ids=sampled))[::-1] if sampled else []  # isin([]) is null-typed
+    # on the varied host profile (another CPU affinity: freeze.host_profile), so a label that depends on the machine
+    # differs too
+    again = [varied(t) for t in iter_trajectories(layout, ids=sampled)][::-1] if sampled else []  # isin([]): null
     runs = sandbox.run(again, fresh_children=True) if again else iter(())
     for traj, result in runs:
         tid, env = traj.trajectory_id, traj.env_id

@@ -18,7 +18,7 @@ from pipeline.core.canonical import canonical_json, canonicalize, text_hash
 from pipeline.core.delta import apply
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import envscaler
-from pipeline.execution import isolation
+from pipeline.execution import freeze, isolation
 from pipeline.execution import sandbox as sandbox_module
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
@@ -124,9 +124,9 @@ class Escaper:
         return {"success": True}
 
     def sleep(self, seconds: float):
-        """Sleeps (used to stop the worker from outside mid-call)."""
-        import time
-        time.sleep(seconds)
+        """Waits for real (used to stop the worker from outside mid-call; time.sleep only moves the frozen clock)."""
+        import select
+        select.select([], [], [], seconds)
         return {"success": True}
 '''
 )
@@ -290,10 +290,13 @@ def test_no_parent_variable_reaches_the_data(box):
     assert "OPENAI_API_KEY" not in leaked and "HF_TOKEN" not in leaked and "DAGSTER_HOME" not in leaked
     assert set(leaked) <= set(isolation.worker_environment("/opt/envsim")) | {
         "LD_LIBRARY_PATH",  # /python/lib
-        "LD_PRELOAD",  # the sysinfo library (isolation.SYSINFO_LIB)
+        "LD_PRELOAD",  # the library below Python (isolation.CLOCK_LIBRARY)
         "PWD",
         "LC_CTYPE",
         "ARROW_DEFAULT_MEMORY_POOL",
+        "LD_PRELOAD",  # the clock below Python, at its neutral path (isolation.CLOCK_LIBRARY)
+        freeze.FROZEN_TIME_VARIABLE,  # what it answers (the frozen clock) and the CPU count the child sees
+        freeze.CPUS_VARIABLE,
     }
 
 
