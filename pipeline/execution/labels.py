@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.core import bounds
 from pipeline.core.canonical import MAX_DEPTH as CANONICAL_DEPTH
-from pipeline.core.canonical import canonical_json, canonicalize, state_hash, stored_json, text_hash
+from pipeline.core.canonical import canonical_json, canonicalize, state_hash, stored_json
 from pipeline.core.delta import DeltaTooLarge, diff
 from pipeline.core.environment import EnvSpec
 from pipeline.core.outcome import ERROR, FAILURE, SANDBOX_REFUSED, args_count

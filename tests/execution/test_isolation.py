@@ -290,7 +290,6 @@ def test_no_parent_variable_reaches_the_data(box):
     assert "OPENAI_API_KEY" not in leaked and "HF_TOKEN" not in leaked and "DAGSTER_HOME" not in leaked
     assert set(leaked) <= set(isolation.worker_environment("/opt/envsim")) | {
         "LD_LIBRARY_PATH",  # /python/lib
-        "LD_PRELOAD",  # the library below Python (isolation.CLOCK_LIBRARY)
         "PWD",
         "LC_CTYPE",
         "ARROW_DEFAULT_MEMORY_POOL",
