@@ -361,11 +361,18 @@ def test_served_episodes_are_logged_whole_and_replay_as_message_histories(pool, 
 
 def test_a_served_session_keeps_every_rule_of_the_labeling_sandbox(pool):
     """Network, processes and writes outside its directory are refused inside a session as in labeling, and the
-    session goes on (each refusal is an error step of that call, not a lost session)."""
+    session goes on (each refusal is a step of that call, not a lost session): a refused syscall (socket, a new
+    process) is ``sandbox_refused`` naming it, a write outside is the kernel's ``EACCES``, an ``error``."""
     session = pool.open(_hostile(), "served/hostile/rules", 0)
-    for tool in ("phone_home", "fork_bomb", "write_outside"):
+    for tool, outcome, syscall in (
+        ("phone_home", "sandbox_refused", "socket"),
+        ("fork_bomb", "sandbox_refused", None),
+        ("write_outside", "error", None),
+    ):
         step = session.call(tool, {})
-        assert step.labels["outcome"] == "error", (tool, step.observation)
+        assert step.labels["outcome"] == outcome, (tool, step.observation)
+        if syscall is not None:
+            assert f"syscall {syscall!r}" in step.labels["error_message"], step.labels
     session.call("shell_out", {})  # os.system cannot start a process: its file never appears
     assert not os.path.exists("/tmp/envsim-owned") and not os.path.exists("/tmp/envsim-escape.txt")
     assert session.call("write_inside", {}).labels["outcome"] == "success"
