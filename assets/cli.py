@@ -169,15 +169,17 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def settings_problems() -> list[str]:
-    """What is wrong with the ``ENVSIM_*`` variables, one line each naming the variable and the fix
-    (``./forge run`` checks this before it starts anything)."""
+    """What is wrong with the ``ENVSIM_*`` variables, one line each naming the variable and the fix, then with the
+    data root they name (a file, not writable, no space left: :func:`pipeline.store.layout.root_problems`)
+    (``./forge run`` and ``./forge ui`` check this before they start anything)."""
     from pipeline.core.settings import SettingsError, settings  # choices are Literals of Settings: checked there
+    from pipeline.store.layout import root_problems
 
     try:
         settings()
     except SettingsError as exc:
         return [f"{exc}: fix the value or unset the variable"]
-    return []
+    return root_problems(data_root())
 
 
 @command(
@@ -283,6 +285,8 @@ def ui(argv: list[str]) -> int:
     root's run history, until a signal stops it (:func:`_serve_ui`)."""
     if _wants_help(argv):  # dg dev's own -h is the host
         return _exec([str(BIN / "dg"), "dev", "--help"], dict(os.environ))
+    if _problems(settings_problems(), "./forge ui: "):
+        return 2
     env = child_env()
     return _serve_ui([sys.executable, "-m", "assets.dev_ui", "-w", str(ROOT / "workspace.yaml"), *argv], env)
 

@@ -33,6 +33,34 @@ def resolve_root(data_root: str | Path) -> Path:
     return Path(data_root).expanduser().resolve()
 
 
+#: free bytes a data root's filesystem needs before a run starts (its run history and first tables); below it the
+#: data root has no space left (:func:`root_problems`)
+MIN_FREE_BYTES = 1 << 20
+
+
+def root_problems(data_root: str | Path, variable: str = "ENVSIM_DATA_ROOT") -> list[str]:
+    """What makes ``data_root`` unusable before anything is written, one line each naming the path and the fix: it
+    (or the nearest folder above it that exists, where it would be created) is a file, is not writable, or its
+    filesystem has fewer than :data:`MIN_FREE_BYTES` free. Nothing is created."""
+    root = resolve_root(data_root)
+    fix = f"set {variable} to a writable directory on a disk with free space"
+    existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))
+    if not existing.is_dir():
+        where = "" if existing == root else f"cannot be made: {existing} "
+        return [f"the data root {root} {where}is a file, not a directory: {fix}"]
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == root else f" (its nearest existing folder {existing})"
+        return [f"the data root {root}{where} is not writable by this user or is on a read-only filesystem: {fix}"]
+    stat = os.statvfs(existing)
+    free = stat.f_bavail * stat.f_frsize
+    if free < MIN_FREE_BYTES:
+        return [
+            f"the data root {root} has no space left: {free:,} bytes free on its filesystem, a run needs at least "
+            f"{MIN_FREE_BYTES:,} to start: free space there or {fix}"
+        ]
+    return []
+
+
 #: a labeled-steps part of a partition: ``part-<partition>-<content key>.parquet`` (+ ``.issues.json``)
 _PARTITION_PART = re.compile(r"^part-(?P<partition>.+)-(?P<key>[0-9a-f]{20})\.(parquet|issues\.json)$")
 
