@@ -182,6 +182,17 @@ def settings_problems() -> list[str]:
     return root_problems(data_root())
 
 
+def launch_settings():  # -> Settings (pydantic is not imported at the top: COMMAND -h works without .venv)
+    """The settings of a job ``./forge`` runs in this process: the process's, with the data root resolved and the
+    in-process executor unless ``ENVSIM_EXECUTOR`` chooses another (the UI and the daemon keep Dagster's multiprocess
+    executor; docs/scale-out.md). Dagster validates the run config against the job with the executor it will have."""
+    from pipeline.core.settings import settings
+
+    current = settings()
+    executor = {} if "executor" in current.model_fields_set else {"executor": "in_process"}
+    return current.model_copy(update={"data_root": data_root(), **executor})
+
+
 @command(
     """[-c FILE]... [--config-json JSON] [--seed N]
                 set up, run the main job (envsim_main) on the embedded default, print where the data went
@@ -199,13 +210,7 @@ def run(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)  # an unknown option or argument: one line naming ./forge run's options
     if _problems(settings_problems()):
         return 2
-    from pipeline.core.settings import settings
-
-    # the UI and the daemon keep Dagster's multiprocess executor; ENVSIM_EXECUTOR chooses another (docs/scale-out.md).
-    # Dagster validates the run config against the job with the executor the run will have.
-    current = settings()
-    executor = {} if "executor" in current.model_fields_set else {"executor": "in_process"}
-    current = current.model_copy(update={"data_root": data_root(), **executor})
+    current = launch_settings()
     with warnings.catch_warnings():  # the checks print only their lines (the run shows Dagster's warnings)
         warnings.simplefilter("ignore")
         from assets import launch
@@ -217,6 +222,34 @@ def run(argv: list[str]) -> int:
     if _problems(problems, "./forge run: "):
         return 2  # nothing written: no data root, no run history
     return launch.launch(current, dagster_home(current.data_root), run_config)
+
+
+@command(
+    """[--seed N]   run weekly_splits' job (regenerate_splits) now, on the data root's run history (the UI's)
+                --seed N   the seed of both splits (default: this ISO week's, 202648 in week 48 of 2026, as the
+                           schedule draws it)"""
+)
+def regenerate(argv: list[str]) -> int:
+    """``./forge regenerate``: the job of the schedule ``weekly_splits`` (re-stratify, new benchmark and mixture
+    versions, their exports and evaluation) run now in this process on the data root's Dagster home, so the run is
+    in the UI's history; then its report (:func:`assets.launch.report`). The exit status is the run's."""
+    parser = argparse.ArgumentParser(
+        prog="./forge regenerate",
+        description="Run the job of the schedule weekly_splits (regenerate_splits) now, on the data root's run "
+        "history (the one ./forge ui shows), and print what it changed.",
+    )
+    parser.add_argument("--seed", type=int, metavar="N", help="the seed of both splits (default: this ISO week's)")
+    args = parser.parse_args(argv)
+    if _problems(settings_problems()):
+        return 2
+    from datetime import UTC, datetime
+
+    from assets import launch
+    from assets.automation import week_seed
+
+    current = launch_settings()
+    seed = week_seed(datetime.now(UTC)) if args.seed is None else args.seed
+    return launch.regenerate(current, dagster_home(current.data_root), seed)
 
 
 def _report_parser(name: str, what: str) -> argparse.ArgumentParser:

@@ -34,7 +34,7 @@ from dagster import (  # noqa: E402
 )
 
 from assets import definitions as code_location  # noqa: E402
-from assets.automation import seed_config  # noqa: E402
+from assets.automation import regenerate_splits, seed_config  # noqa: E402
 from assets.cli import MAIN_JOB  # noqa: E402
 from assets.summary import report_failed_checks, summary  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
@@ -95,6 +95,22 @@ def launch(current: Settings, home: Path, run_config: dict) -> int:
     status = _execute(current, home, MAIN_JOB, run_config) or status
     print(f"{MAIN_JOB}: {(time.time_ns() - started) // 1_000_000} ms wall", flush=True)
     return report(home, current.data_root, since=started // 1_000_000_000 - 1, status=status, current=current)
+
+
+def regenerate(current: Settings, home: Path, seed: int) -> int:
+    """``./forge regenerate``: ``weekly_splits``' job (``regenerate_splits``) now, with the seeds ``seed`` (as the
+    schedule would run it), on the run history ``home`` (the UI's), then :func:`report` on that run."""
+    started = time.time_ns()
+    config, tags = seed_config(seed), {"split_seed": str(seed)}
+    status = _execute(current, home, regenerate_splits.name, config, tags=tags)
+    return report(
+        home,
+        current.data_root,
+        regenerate_splits.name,
+        since=started // 1_000_000_000 - 1,
+        status=status,
+        current=current,
+    )
 
 
 def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, data_root: Path):
