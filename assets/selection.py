@@ -34,14 +34,15 @@ from resources import CompositionResource, DataStoreResource, RunPolicyResource
 POOL = "duckdb"  # one writer of envsim.duckdb at a time
 
 
-@asset(group_name="selection", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
+@asset(group_name="selection", deps=["labeled_steps", "environment_report"], pool=POOL, kinds={"duckdb", "parquet"})
 def step_strata(
     context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource, composition: CompositionResource
 ) -> MaterializeResult:
     """Every labeled step with its outcome, |Δ| bucket (`0` / `1-2` / `3-6` / `7-12` / `13+`),
     argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
     steps are kept but marked excluded from both splits, and so are steps the determinism check found
-    non-deterministic (and the later steps of their trajectories), with the reason (its `duckdb`
+    non-deterministic (and the later steps of their trajectories) and the steps of environments the quality gate
+    left out (`environment_report`), with the reason (its `duckdb`
     resource then refreshes the DuckDB views). The candidates per cell are counted against the composition in
     force (resource `composition`, default: the profile's)."""
     layout = store.layout()

@@ -15,6 +15,7 @@ from pipeline.core.untrusted import console, console_text
 from pipeline.labeling.empty import why_empty
 from pipeline.labeling.quarantine import blocking, failed_checks
 from pipeline.labeling.steps import describe_inflight
+from pipeline.quality.environment_report import gate_lines
 from pipeline.quality.environment_report import summary_lines as quality_lines
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
 from pipeline.quality.outcomes import check_outcomes
@@ -196,6 +197,8 @@ def summary(
     report_splits(layout, dagster_run_id)
     report_evaluation(evaluation or {}, eval_version)
     for line in quality_lines(layout):  # the worst environments with their main problem (docs/evaluation.md)
+        _say(console_text(line))
+    for line in gate_lines(layout):  # each environment the gate left out of the splits, its reason, the setting
         _say(console_text(line))
     # every export where its writer recorded it (ExportConfig.directory, the rollouts' directory, or export/)
     exports = [directory / "README.md" for directory in layout.recorded_exports().values()]

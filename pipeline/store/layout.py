@@ -211,6 +211,12 @@ class DataLayout:
         """``determinism/<kind>-<partition or all>.parquet`` (kind: ``nondeterministic`` or ``quarantine``)."""
         return self.determinism_dir / f"{kind}-{self.partition or 'all'}.parquet"
 
+    @property
+    def quality_gate(self) -> Path:
+        """``quality/gate.parquet``: the steps of the environments the quality gate leaves out of the splits (the
+        findings' schema, with a ``.json`` sidecar naming them, their reasons and the setting that lets them in)."""
+        return self.quality_dir / "gate.parquet"
+
     def eval_dir(self, version: str) -> Path:
         """``eval/<benchmark version>/``: one results file per simulator, the plot."""
         return self.root / "eval" / safe_name(version, "split version")
