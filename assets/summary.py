@@ -77,6 +77,9 @@ def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None
                 _say(f"{kind} current: {change[0] or '(none)'} → {change[1]}")
             elif current:
                 _say(f"{kind} current: {current} (unchanged by this run)")
+        skipped = store.skip_reason(dagster_run_id)
+        if skipped:  # the corpus could not fill it at all: no version, the run went on
+            _say(f"{kind}: SKIPPED by {'this run' if dagster_run_id else 'the last draw'}: {console(skipped)}")
         if current:
             manifest = store.manifest(current)
             _say(
