@@ -221,7 +221,19 @@ def run(argv: list[str]) -> int:
             problems = launch.check_launch(MAIN_JOB, run_config, current, where=" and ".join(given) or "run config")
     if _problems(problems, "./forge run: "):
         return 2  # nothing written: no data root, no run history
+    _repair_index(current.data_root, "run")
     return launch.launch(current, dagster_home(current.data_root), run_config)
+
+
+def _repair_index(root: Path, name: str) -> None:
+    """The data root's ``envsim.duckdb`` made again from the Parquet tables when it is empty, invalid or missing
+    (:func:`pipeline.store.duck.repair_index`), saying so in one line."""
+    from pipeline.store.duck import repair_index
+    from pipeline.store.layout import DataLayout
+
+    line = repair_index(DataLayout.at(root))
+    if line:
+        _say(f"./forge {name}: {line}", file=sys.stderr)
 
 
 @command(
@@ -249,6 +261,7 @@ def regenerate(argv: list[str]) -> int:
 
     current = launch_settings()
     seed = week_seed(datetime.now(UTC)) if args.seed is None else args.seed
+    _repair_index(current.data_root, "regenerate")
     return launch.regenerate(current, dagster_home(current.data_root), seed)
 
 

@@ -39,6 +39,7 @@ def test_a_two_task_file_skips_the_product_it_cannot_fill_and_exits_0(tmp_path):
             }
         }
     }
+    (tmp_path / "run").mkdir()
     proc, layout = forge_run(tmp_path / "run", config, timeout=1200)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
