@@ -222,7 +222,14 @@ def run(argv: list[str]) -> int:
     if _problems(problems, "./forge run: "):
         return 2  # nothing written: no data root, no run history
     _repair_index(current.data_root, "run")
-    return launch.launch(current, dagster_home(current.data_root), run_config)
+    home = dagster_home(current.data_root)
+    try:
+        return launch.launch(current, home, run_config)
+    except Exception as exc:  # a full disk under Dagster's own run history: one line, no traceback
+        code = launch.failed_on_full_disk(exc, home, current.data_root)
+        if code is None:
+            raise
+        return code
 
 
 def _repair_index(root: Path, name: str) -> None:

@@ -40,7 +40,7 @@ from assets.summary import report_failed_checks, summary  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
 from pipeline.core.settings import Settings  # noqa: E402
 from pipeline.envs.partitions import partition_keys  # noqa: E402
-from pipeline.store.layout import DataLayout  # noqa: E402
+from pipeline.store.layout import DataLayout, disk_full  # noqa: E402
 from resources import EnvironmentSourcesResource  # noqa: E402
 from resources.sets import moved_key  # noqa: E402
 from resources.storage import DATA_ROOT_TAG, root_tag  # noqa: E402
@@ -111,6 +111,35 @@ def regenerate(current: Settings, home: Path, seed: int) -> int:
         status=status,
         current=current,
     )
+
+
+def failed_on_full_disk(error: BaseException, home: Path, data_root: Path, job_name: str = MAIN_JOB) -> int | None:
+    """When ``error`` (escaped from a launch: Dagster's own run history, a sqlite file under ``home``, could not be
+    written) says the disk is full: one line, ``./forge run: FAILED at step X: out of space writing …``, naming the
+    step the latest run of ``job_name`` was in, and exit 1; None for any other error (the caller re-raises it)."""
+    text, cause = [], error
+    while cause is not None and len(text) < 10:
+        text.append(f"{type(cause).__name__}: {cause}")
+        cause = cause.__cause__ or cause.__context__
+    full = disk_full(" | ".join(text), data_root)
+    if full is None:
+        return None
+    where = ""
+    try:
+        with DagsterInstance.from_config(str(home)) as instance:
+            runs = instance.get_run_records(
+                RunsFilter(job_name=job_name, tags={DATA_ROOT_TAG: root_tag(data_root)}), limit=1
+            )
+            if runs:
+                stats = instance.get_run_step_stats(runs[0].dagster_run.run_id)
+                running = [s.step_key for s in stats if s.start_time and not s.end_time] or [
+                    s.step_key for s in sorted(stats, key=lambda s: s.start_time or 0)[-1:]
+                ]
+                where = f" at step {running[0]}" if running else ""
+    except Exception:  # the run history itself is what could not be written: the line names the path all the same
+        pass
+    print(f"./forge run: FAILED{where}: {full} (exit 1)", file=sys.stderr, flush=True)
+    return 1
 
 
 def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, data_root: Path):
@@ -250,16 +279,20 @@ def report(
         sys.stdout.flush()
         # a check that failed the run (ENVSIM_STRICT): its environments and reasons, from the step parts it checked
         report_failed_checks(layout, current.strict, " ".join(f"{s} {c}" for s, c in outcome.failures))
+        full = next(filter(None, (disk_full(c, data_root) for _, c in outcome.failures)), None)
         for step, cause in outcome.failures:
-            print(f"step {step} failed: {cause}", file=sys.stderr)
+            if not disk_full(cause, data_root):  # a full disk: the last line says it once
+                print(f"step {step} failed: {cause}", file=sys.stderr)
         if not outcome.failures:
-            print(
-                f"run {outcome.run_id[:8]} ended {outcome.status}: {outcome.run_failure or 'no step failed'}",
-                file=sys.stderr,
-            )
+            full = disk_full(outcome.run_failure or "", data_root)
+            if not full:
+                print(
+                    f"run {outcome.run_id[:8]} ended {outcome.status}: {outcome.run_failure or 'no step failed'}",
+                    file=sys.stderr,
+                )
         steps = [step for step, _ in outcome.failures]
         where = f" at step {steps[0]}" + (f" (and {', '.join(steps[1:])})" if steps[1:] else "") if steps else ""
-        print(f"./forge run: FAILED{where} (exit {code})", file=sys.stderr)
+        print(f"./forge run: FAILED{where}{': ' + full if full else ''} (exit {code})", file=sys.stderr)
         return code
     code = summary(layout, outcome.run_id, outcome.evaluation, outcome.eval_version, current)
     code = status or code

@@ -61,6 +61,32 @@ def root_problems(data_root: str | Path, variable: str = "ENVSIM_DATA_ROOT") -> 
     return []
 
 
+#: bytes a run of the default profile leaves under its data root, run history included (``du -sb data`` after
+#: ``./forge run`` on a fresh root: 38 MB), rounded up: what a full disk is told it needs
+DEFAULT_RUN_BYTES = 40_000_000
+
+#: how a full disk shows in an error: the OS (ENOSPC), sqlite (Dagster's run history), DuckDB
+_DISK_FULL = re.compile(r"No space left on device|\[Errno 28\]|database or disk is full|disk is full", re.IGNORECASE)
+_QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
+
+
+def disk_full(message: str, data_root: str | Path) -> str | None:
+    """One line for an error ``message`` that says the disk is full: the path it names (else the data root), the
+    bytes free on that filesystem and the bytes a default run needs there, and the fix; None for any other error."""
+    if not _DISK_FULL.search(message):
+        return None
+    named = _QUOTED_PATH.search(message)
+    path = Path(named.group(1)) if named else resolve_root(data_root)
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    stat = os.statvfs(existing)
+    free, size = stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize
+    return (
+        f"out of space writing {path}: {free:,} bytes free of {size:,} on its filesystem, a run of the default "
+        f"profile needs about {DEFAULT_RUN_BYTES:,} bytes under the data root: free space there or set "
+        "ENVSIM_DATA_ROOT to a disk with room, then run it again (what finished is kept)"
+    )
+
+
 #: a labeled-steps part of a partition: ``part-<partition>-<content key>.parquet`` (+ ``.issues.json``)
 _PARTITION_PART = re.compile(r"^part-(?P<partition>.+)-(?P<key>[0-9a-f]{20})\.(parquet|issues\.json)$")
 
