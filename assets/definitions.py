@@ -22,6 +22,7 @@ import dagster as dg  # noqa: E402
 from assets import (  # noqa: E402
     automation,
     collection,
+    console,
     environments,
     envsimbench,
     evaluation,
@@ -107,6 +108,7 @@ def build_definitions(current: Settings) -> dg.Definitions:
         schedules=[automation.weekly_splits(current.split_cron)],
         sensors=[automation.splits_on_new_steps, simulation.curriculum_on_new_eval],
         resources=resources_for(current),
+        loggers={"console": console.console},  # a failure without its stack trace on the console (assets/console.py)
     )
 
 

@@ -69,6 +69,8 @@ def _execute(current: Settings, home: Path, job_name: str, run_config: dict, **o
     """Run ``job_name`` of ``current``'s definitions with ``run_config`` on the run history ``home``; 0 when it
     succeeded, else 1 (its failed steps are in its event log)."""
     recon = build_reconstructable_job(__name__, "reconstruct_job", (current.model_dump_json(), job_name))
+    if "loggers" not in run_config:  # the job's console logger (assets/console.py): failures without their stack
+        run_config = {**run_config, "loggers": {"console": {"config": {"log_level": "INFO"}}}}
     with DagsterInstance.from_config(str(home)) as instance:
         return 0 if execute_job(recon, instance, run_config=run_config, **options).success else 1
 
