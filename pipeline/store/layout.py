@@ -67,19 +67,23 @@ DEFAULT_RUN_BYTES = 40_000_000
 
 #: how a full disk shows in an error: the OS (ENOSPC), sqlite (Dagster's run history), DuckDB
 _DISK_FULL = re.compile(r"No space left on device|\[Errno 28\]|database or disk is full|disk is full", re.IGNORECASE)
+#: sqlite's answer when its journal cannot be written (a full disk among other causes: told apart by the free space)
+_DISK_IO = re.compile(r"disk I/O error", re.IGNORECASE)
 _QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
 
 
 def disk_full(message: str, data_root: str | Path) -> str | None:
     """One line for an error ``message`` that says the disk is full: the path it names (else the data root), the
     bytes free on that filesystem and the bytes a default run needs there, and the fix; None for any other error."""
-    if not _DISK_FULL.search(message):
+    if not _DISK_FULL.search(message) and not _DISK_IO.search(message):
         return None
     named = _QUOTED_PATH.search(message)
     path = Path(named.group(1)) if named else resolve_root(data_root)
     existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
     stat = os.statvfs(existing)
     free, size = stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize
+    if not _DISK_FULL.search(message) and free >= DEFAULT_RUN_BYTES:  # an I/O error on a disk with room: not this
+        return None
     return (
         f"out of space writing {path}: {free:,} bytes free of {size:,} on its filesystem, a run of the default "
         f"profile needs about {DEFAULT_RUN_BYTES:,} bytes under the data root: free space there or set "
