@@ -11,8 +11,21 @@ import dagster as dg
 STACK = "\nStack Trace:"
 
 
+#: the step the latest console line of this process came from (a run whose own history cannot be read any more, on a
+#: full disk, is still said to have failed at it)
+_LAST_STEP: list[str] = []
+
+
+def last_step() -> str | None:
+    """The step the latest console line of a run in this process named (None before any)."""
+    return _LAST_STEP[-1] if _LAST_STEP else None
+
+
 def _without_stack(record: logging.LogRecord) -> bool:
-    """Cut a failure event's message before its stack trace (the record is kept)."""
+    """Cut a failure event's message before its stack trace (the record is kept); note the step it names."""
+    step = (getattr(record, "dagster_meta", None) or {}).get("step_key")
+    if step:
+        _LAST_STEP[:] = [step]
     message = record.getMessage()
     if STACK in message:
         record.msg, record.args = message.split(STACK, 1)[0].rstrip(), ()

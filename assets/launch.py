@@ -36,6 +36,7 @@ from dagster import (  # noqa: E402
 from assets import definitions as code_location  # noqa: E402
 from assets.automation import regenerate_splits, seed_config  # noqa: E402
 from assets.cli import MAIN_JOB  # noqa: E402
+from assets.console import last_step  # noqa: E402
 from assets.summary import report_failed_checks, summary  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
 from pipeline.core.settings import Settings  # noqa: E402
@@ -138,8 +139,10 @@ def failed_on_full_disk(error: BaseException, home: Path, data_root: Path, job_n
                     s.step_key for s in sorted(stats, key=lambda s: s.start_time or 0)[-1:]
                 ]
                 where = f" at step {running[0]}" if running else ""
-    except Exception:  # the run history itself is what could not be written: the line names the path all the same
+    except Exception:  # the run history itself is what could not be written: the step the console named last
         pass
+    if not where and last_step():
+        where = f" at step {last_step()}"
     print(f"./forge run: FAILED{where}: {full} (exit 1)", file=sys.stderr, flush=True)
     return 1
 
