@@ -576,13 +576,15 @@ def _more_steps(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> str:
     """How this corpus gets more steps: exploring longer when some trajectories were explored; when every one
     replays a task (bfcl-format task files, replayed as given, never explored), more tasks."""
     files = layout.trajectory_files()
-    explored = (
+    replayed_only = (
         bool(files)
         and con.execute(
-            "SELECT count(*) FROM read_parquet(?, union_by_name = true) WHERE strategy = 'explore'", [files]
+            "SELECT count(*) > 0 AND count(*) FILTER (strategy = 'explore') = 0 "
+            "FROM read_parquet(?, union_by_name = true)",
+            [files],
         ).fetchone()[0]
     )
-    if explored:
+    if not replayed_only:
         return "collect more episodes (ops: trajectories: config: call_budget)"
     return (
         "add tasks (replayed tasks are not explored: more lines in the task files of resources: sources: config: "
