@@ -1,5 +1,7 @@
 """Schedules and sensors: regenerate splits weekly (new seed per version) and when steps change."""
 
+from datetime import datetime
+
 from dagster import (
     AssetKey,
     EventLogEntry,
@@ -38,6 +40,12 @@ def seed_config(benchmark_seed: int, mixture_seed: int | None = None) -> dict:
     }
 
 
+def week_seed(when: datetime) -> int:
+    """The seed of the splits drawn in the ISO week of ``when``: its ISO year and week (``202648``), so every week's
+    version gets a new one (``weekly_splits`` and ``./forge regenerate``)."""
+    return int(when.strftime("%G%V"))
+
+
 def weekly_splits(cron: str) -> ScheduleDefinition:
     """The schedule ``weekly_splits`` on ``cron`` (UTC; ``Settings.split_cron``, default Monday 04:00)."""
 
@@ -49,7 +57,7 @@ def weekly_splits(cron: str) -> ScheduleDefinition:
         description="Weekly split regeneration; the seed is the ISO year+week, so every version gets a new one.",
     )
     def _weekly_splits(context: ScheduleEvaluationContext) -> RunRequest:
-        seed = int(context.scheduled_execution_time.strftime("%G%V"))
+        seed = week_seed(context.scheduled_execution_time)
         return RunRequest(run_key=f"splits-seed-{seed}", run_config=seed_config(seed), tags={"split_seed": str(seed)})
 
     return _weekly_splits

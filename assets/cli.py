@@ -170,15 +170,28 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def settings_problems() -> list[str]:
-    """What is wrong with the ``ENVSIM_*`` variables, one line each naming the variable and the fix
-    (``./forge run`` checks this before it starts anything)."""
+    """What is wrong with the ``ENVSIM_*`` variables, one line each naming the variable and the fix, then with the
+    data root they name (a file, not writable, no space left: :func:`pipeline.store.layout.root_problems`)
+    (``./forge run`` and ``./forge ui`` check this before they start anything)."""
     from pipeline.core.settings import SettingsError, settings  # choices are Literals of Settings: checked there
+    from pipeline.store.layout import root_problems
 
     try:
         settings()
     except SettingsError as exc:
         return [f"{exc}: fix the value or unset the variable"]
-    return []
+    return root_problems(data_root())
+
+
+def launch_settings():  # -> Settings (pydantic is not imported at the top: COMMAND -h works without .venv)
+    """The settings of a job ``./forge`` runs in this process: the process's, with the data root resolved and the
+    in-process executor unless ``ENVSIM_EXECUTOR`` chooses another (the UI and the daemon keep Dagster's multiprocess
+    executor; docs/scale-out.md). Dagster validates the run config against the job with the executor it will have."""
+    from pipeline.core.settings import settings
+
+    current = settings()
+    executor = {} if "executor" in current.model_fields_set else {"executor": "in_process"}
+    return current.model_copy(update={"data_root": data_root(), **executor})
 
 
 @command(
@@ -198,13 +211,7 @@ def run(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)  # an unknown option or argument: one line naming ./forge run's options
     if _problems(settings_problems()):
         return 2
-    from pipeline.core.settings import settings
-
-    # the UI and the daemon keep Dagster's multiprocess executor; ENVSIM_EXECUTOR chooses another (docs/scale-out.md).
-    # Dagster validates the run config against the job with the executor the run will have.
-    current = settings()
-    executor = {} if "executor" in current.model_fields_set else {"executor": "in_process"}
-    current = current.model_copy(update={"data_root": data_root(), **executor})
+    current = launch_settings()
     with warnings.catch_warnings():  # the checks print only their lines (the run shows Dagster's warnings)
         warnings.simplefilter("ignore")
         from assets import launch
@@ -215,7 +222,55 @@ def run(argv: list[str]) -> int:
             problems = launch.check_launch(MAIN_JOB, run_config, current, where=" and ".join(given) or "run config")
     if _problems(problems, "./forge run: "):
         return 2  # nothing written: no data root, no run history
-    return launch.launch(current, dagster_home(current.data_root), run_config)
+    _repair_index(current.data_root, "run")
+    home = dagster_home(current.data_root)
+    try:
+        return launch.launch(current, home, run_config)
+    except Exception as exc:  # a full disk under Dagster's own run history: one line, no traceback
+        code = launch.failed_on_full_disk(exc, home, current.data_root)
+        if code is None:
+            raise
+        return code
+
+
+def _repair_index(root: Path, name: str) -> None:
+    """The data root's ``envsim.duckdb`` made again from the Parquet tables when it is empty, invalid or missing
+    (:func:`pipeline.store.duck.repair_index`), saying so in one line."""
+    from pipeline.store.duck import repair_index
+    from pipeline.store.layout import DataLayout
+
+    line = repair_index(DataLayout.at(root))
+    if line:
+        _say(f"./forge {name}: {line}", file=sys.stderr)
+
+
+@command(
+    """[--seed N]   run weekly_splits' job (regenerate_splits) now, on the data root's run history (the UI's)
+                --seed N   the seed of both splits (default: this ISO week's, 202648 in week 48 of 2026, as the
+                           schedule draws it)"""
+)
+def regenerate(argv: list[str]) -> int:
+    """``./forge regenerate``: the job of the schedule ``weekly_splits`` (re-stratify, new benchmark and mixture
+    versions, their exports and evaluation) run now in this process on the data root's Dagster home, so the run is
+    in the UI's history; then its report (:func:`assets.launch.report`). The exit status is the run's."""
+    parser = argparse.ArgumentParser(
+        prog="./forge regenerate",
+        description="Run the job of the schedule weekly_splits (regenerate_splits) now, on the data root's run "
+        "history (the one ./forge ui shows), and print what it changed.",
+    )
+    parser.add_argument("--seed", type=int, metavar="N", help="the seed of both splits (default: this ISO week's)")
+    args = parser.parse_args(argv)
+    if _problems(settings_problems()):
+        return 2
+    from datetime import UTC, datetime
+
+    from assets import launch
+    from assets.automation import week_seed
+
+    current = launch_settings()
+    seed = week_seed(datetime.now(UTC)) if args.seed is None else args.seed
+    _repair_index(current.data_root, "regenerate")
+    return launch.regenerate(current, dagster_home(current.data_root), seed)
 
 
 def _report_parser(name: str, what: str) -> argparse.ArgumentParser:
@@ -302,6 +357,8 @@ def ui(argv: list[str]) -> int:
         parser.print_help()
         return 0
     parser.parse_known_args(argv)  # a value that does not parse (-p abc) is one usage error, exit 2
+    if _problems(settings_problems(), "./forge ui: "):
+        return 2
     env = child_env()
     return _serve_ui([sys.executable, "-m", "assets.dev_ui", "-w", str(ROOT / "workspace.yaml"), *argv], env)
 

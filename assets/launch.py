@@ -38,8 +38,9 @@ from dagster import (  # noqa: E402
 )
 
 from assets import definitions as code_location  # noqa: E402
-from assets.automation import seed_config  # noqa: E402
+from assets.automation import regenerate_splits, seed_config  # noqa: E402
 from assets.cli import MAIN_JOB  # noqa: E402
+from assets.loggers import last_step  # noqa: E402
 from assets.summary import report_failed_checks, summary  # noqa: E402
 from pipeline.collect.sources import SourceError, check_files  # noqa: E402
 from pipeline.core import root_lock  # noqa: E402
@@ -47,7 +48,7 @@ from pipeline.core.processes import descendants, die_with_parent, end  # noqa: E
 from pipeline.core.settings import Settings  # noqa: E402
 from pipeline.core.untrusted import console  # noqa: E402
 from pipeline.envs.partitions import partition_keys  # noqa: E402
-from pipeline.store.layout import DataLayout  # noqa: E402
+from pipeline.store.layout import DataLayout, disk_full  # noqa: E402
 from resources import EnvironmentSourcesResource  # noqa: E402
 from resources.sets import moved_key  # noqa: E402
 from resources.storage import DATA_ROOT_TAG, root_tag  # noqa: E402
@@ -94,9 +95,9 @@ def _execute(current: Settings, home: Path, job_name: str, run_config: dict, hol
 
 
 def console_logger_config(level: str | None) -> dict:
-    """The run config that starts the escaping ``console`` logger (assets/loggers.py) at Dagster's default level:
+    """The run config that starts the ``console`` logger (assets/loggers.py) at the instance's Python log level (INFO):
     Dagster starts a job's own loggers only when the run config names them, else its raw default logger."""
-    return {"loggers": {"console": {"config": {"log_level": level or "DEBUG"}}}}
+    return {"loggers": {"console": {"config": {"log_level": level or "INFO"}}}}
 
 
 def _partition(current: Settings, home: Path, holder: str, key: str) -> int:
@@ -318,6 +319,53 @@ def _main(current: Settings, home: Path, run_config: dict, holder: str) -> int:
     return report(home, current.data_root, since=started // 1_000_000_000 - 1, status=status, current=current)
 
 
+def regenerate(current: Settings, home: Path, seed: int) -> int:
+    """``./forge regenerate``: ``weekly_splits``' job (``regenerate_splits``) now, with the seeds ``seed`` (as the
+    schedule would run it), on the run history ``home`` (the UI's), then :func:`report` on that run."""
+    started = time.time_ns()
+    config, tags = seed_config(seed), {"split_seed": str(seed)}
+    status = _execute(current, home, regenerate_splits.name, config, tags=tags)
+    return report(
+        home,
+        current.data_root,
+        regenerate_splits.name,
+        since=started // 1_000_000_000 - 1,
+        status=status,
+        current=current,
+    )
+
+
+def failed_on_full_disk(error: BaseException, home: Path, data_root: Path, job_name: str = MAIN_JOB) -> int | None:
+    """When ``error`` (escaped from a launch: Dagster's own run history, a sqlite file under ``home``, could not be
+    written) says the disk is full: one line, ``./forge run: FAILED at step X: out of space writing …``, naming the
+    step the latest run of ``job_name`` was in, and exit 1; None for any other error (the caller re-raises it)."""
+    text, cause = [], error
+    while cause is not None and len(text) < 10:
+        text.append(f"{type(cause).__name__}: {cause}")
+        cause = cause.__cause__ or cause.__context__
+    full = disk_full(" | ".join(text), data_root)
+    if full is None:
+        return None
+    where = ""
+    try:
+        with DagsterInstance.from_config(str(home)) as instance:
+            runs = instance.get_run_records(
+                RunsFilter(job_name=job_name, tags={DATA_ROOT_TAG: root_tag(data_root)}), limit=1
+            )
+            if runs:
+                stats = instance.get_run_step_stats(runs[0].dagster_run.run_id)
+                running = [s.step_key for s in stats if s.start_time and not s.end_time] or [
+                    s.step_key for s in sorted(stats, key=lambda s: s.start_time or 0)[-1:]
+                ]
+                where = f" at step {running[0]}" if running else ""
+    except Exception:  # the run history itself is what could not be written: the step the console named last
+        pass
+    if not where and last_step():
+        where = f" at step {last_step()}"
+    print(f"./forge run: FAILED{where}: {full} (exit 1)", file=sys.stderr, flush=True)
+    return 1
+
+
 def _latest_run(instance: DagsterInstance, job_name: str, since: float | None, data_root: Path):
     """The latest run record of ``job_name`` (created after ``since``, tagged with ``data_root``), or None after
     saying there is none."""
@@ -456,16 +504,20 @@ def report(
         sys.stdout.flush()
         # a check that failed the run (ENVSIM_STRICT): its environments and reasons, from the step parts it checked
         report_failed_checks(layout, current.strict, " ".join(f"{s} {c}" for s, c in outcome.failures))
+        full = next(filter(None, (disk_full(c, data_root) for _, c in outcome.failures)), None)
         for step, cause in outcome.failures:
-            print(f"step {step} failed: {cause}", file=sys.stderr)
+            if not disk_full(cause, data_root):  # a full disk: the last line says it once
+                print(f"step {step} failed: {cause}", file=sys.stderr)
         if not outcome.failures:
-            print(
-                f"run {outcome.run_id[:8]} ended {outcome.status}: {outcome.run_failure or 'no step failed'}",
-                file=sys.stderr,
-            )
+            full = disk_full(outcome.run_failure or "", data_root)
+            if not full:
+                print(
+                    f"run {outcome.run_id[:8]} ended {outcome.status}: {outcome.run_failure or 'no step failed'}",
+                    file=sys.stderr,
+                )
         steps = [step for step, _ in outcome.failures]
         where = f" at step {steps[0]}" + (f" (and {', '.join(steps[1:])})" if steps[1:] else "") if steps else ""
-        print(f"./forge run: FAILED{where} (exit {code})", file=sys.stderr)
+        print(f"./forge run: FAILED{where}{': ' + full if full else ''} (exit {code})", file=sys.stderr)
         return code
     code = summary(layout, outcome.run_id, outcome.evaluation, outcome.eval_version, current)
     code = status or code

@@ -1,13 +1,15 @@
 """The corpus quality gate (issue 35): the executor's report card per environment, the simulator-judged yield
 per checker and the accepted corpus; tables in DuckDB (`env_quality`, `env_tool_quality`, `env_yield`)."""
 
+from pathlib import Path
+
 from dagster import AssetExecutionContext, MaterializeResult, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets.evaluation import SimulatorConfig, baseline_simulators
 from assets.metadata import materialize, parquet_metadata
-from pipeline.quality.environment_report import Thresholds
+from pipeline.quality.environment_report import GATE_SETTING, Thresholds, gate_splits
 from pipeline.quality.environment_report import environment_report as report_card
 from pipeline.quality.environment_yield import YieldSettings, gate
 from pipeline.select.samples import materialize_samples
@@ -18,7 +20,13 @@ POOL = "duckdb"  # one writer of envsim.duckdb at a time
 
 
 class ReportConfig(config_from(Thresholds)):
-    """When the executor fails an environment (fields: ``Thresholds``)."""
+    """When the executor fails an environment (fields: ``Thresholds``), and whether those it fails feed the splits."""
+
+    gate_splits: bool = Field(
+        default=True,
+        description="Leave the environments the executor fails out of the splits (every step of theirs excluded by "
+        "`step_strata`, the reason in the summary); false lets them back in.",
+    )
 
 
 @asset(group_name="quality", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
@@ -28,15 +36,25 @@ def environment_report(
     store: DataStoreResource,
     duckdb: DuckDBResource,
     composition: CompositionResource,
+    sources: EnvironmentSourcesResource,
 ) -> MaterializeResult:
     """One row per environment (`env_quality`) and per environment and tool (`env_tool_quality`): tools and
     scenarios used, steps by outcome, error steps per tool with the most frequent exception and an example call,
     determinism and quarantine reason, max |Δ| and the benchmark cells it can fill, schema/code mismatches, state
     problems — and the executor's verdict (pass / fail with the main problem) under the configured thresholds
-    (error share, a tool that always raises, non-determinism, mismatches, no state change)."""
+    (error share, a tool that always raises, non-determinism, mismatches, no state change). The environments it
+    fails are left out of the splits (`quality/gate.parquet`, which `step_strata` excludes) unless `gate_splits` is
+    false."""
     layout = store.layout()
-    report = report_card(layout, config.to_domain(), composition.composition())
+    prefixes = {Path(c.env_items).name: c.prefix for c in sources.corpora(layout)}
+    report = report_card(layout, config.to_domain(Thresholds), composition.composition(), prefixes=prefixes)
     context.log.info(report.headline())
+    gated = gate_splits(layout, report, config.gate_splits)
+    if gated:
+        context.log.warning(
+            f"quality gate: {len(gated)} environment(s) left out of the splits ({', '.join(gated)}); {GATE_SETTING} "
+            "lets them back in"
+        )
     return materialize(context, report.facts(layout.env_quality), parquet_metadata([layout.env_quality], "env_quality"))
 
 

@@ -1,5 +1,6 @@
 """Stage 3: stratification, the versioned benchmark split and the Balance2 SFT mixture."""
 
+from collections.abc import Iterator
 from enum import Enum
 from typing import Literal
 
@@ -28,20 +29,21 @@ from pipeline.select.selection import (
 )
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.select.stratify import strata_facts, stratify
-from pipeline.store.versions import BENCHMARK, SplitStore
+from pipeline.store.versions import BENCHMARK, EmptySelection, SplitStore
 from resources import CompositionResource, DataStoreResource, RunPolicyResource
 
 POOL = "duckdb"  # one writer of envsim.duckdb at a time
 
 
-@asset(group_name="selection", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
+@asset(group_name="selection", deps=["labeled_steps", "environment_report"], pool=POOL, kinds={"duckdb", "parquet"})
 def step_strata(
     context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource, composition: CompositionResource
 ) -> MaterializeResult:
     """Every labeled step with its outcome, |Δ| bucket (`0` / `1-2` / `3-6` / `7-12` / `13+`),
     argument cardinality, default benchmark cell, Balance2 group and (s_t, a_t) sample hash. Error
     steps are kept but marked excluded from both splits, and so are steps the determinism check found
-    non-deterministic (and the later steps of their trajectories), with the reason (its `duckdb`
+    non-deterministic (and the later steps of their trajectories) and the steps of environments the quality gate
+    left out (`environment_report`), with the reason (its `duckdb`
     resource then refreshes the DuckDB views). The candidates per cell are counted against the composition in
     force (resource `composition`, default: the profile's)."""
     layout = store.layout()
@@ -99,12 +101,30 @@ def _composition_check(name: str, result: SelectionResult, on_shortfall: str) ->
     )
 
 
+def _skipped(
+    context: AssetExecutionContext, exc: EmptySelection, checks: dict[str, bool]
+) -> Iterator[AssetCheckResult]:
+    """A product the corpus cannot fill at all (``EmptySelection`` with ``on_shortfall: warn``): no version, the
+    reason logged (and in the split's history, for the summary), each of its checks answered (``checks``: name ->
+    passed; the composition check fails with WARN naming the reason), and nothing materialized, so Dagster skips
+    the steps downstream of it and the run goes on."""
+    context.log.warning(f"skipped: {exc}")
+    for name, passed in checks.items():
+        yield AssetCheckResult(
+            check_name=name,
+            passed=passed,
+            severity=AssetCheckSeverity.WARN,
+            description=None if passed else f"skipped: {exc}",
+        )
+
+
 @asset(
     group_name="selection",
     deps=["step_strata"],
     pool=POOL,
     kinds={"duckdb", "parquet"},
     check_specs=[AssetCheckSpec("composition_matches", asset="benchmark_split")],
+    output_required=False,
 )
 def benchmark_split(
     context: AssetExecutionContext,
@@ -113,25 +133,32 @@ def benchmark_split(
     duckdb: DuckDBResource,
     composition: CompositionResource,
     run_policy: RunPolicyResource,
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """The benchmark split: the EnvSimBench composition (20 failure; 40 + 40 no_change with 0 / 1
     arguments; 25 + 25 simple; 50 each for |Δ| 3, 4, 5, 6; 50 difficult) picked to maximise distinct
     environments, deterministic for (seed, input fingerprint, composition) — which is also its
     version id. Each sample carries full s_t, a_t, code(a_t), o_t, s'_t, Δ and its strata. A corpus that
     cannot fill every cell gives the benchmark it allows (`on_shortfall: warn`, the default): the check
     `composition_matches` warns naming each missing cell, what the corpus reaches and the fix;
-    `on_shortfall: fail` (or ENVSIM_STRICT=1) fails the asset instead."""
+    `on_shortfall: fail` (or ENVSIM_STRICT=1) fails the asset instead. A corpus that fills no cell at all skips
+    the benchmark (and what is drawn from it) with the reason, unless `on_shortfall: fail`."""
     layout = store.layout()
     on_shortfall = config.on_shortfall.value if config.on_shortfall is not None else run_policy.on_shortfall
-    result = build_benchmark(
-        layout,
-        composition.composition().cells,
-        config.seed,
-        on_shortfall,
-        config.make_current,
-        dagster_run_id=context.run.run_id,
-    )
-    return materialize(
+    try:
+        result = build_benchmark(
+            layout,
+            composition.composition().cells,
+            config.seed,
+            on_shortfall,
+            config.make_current,
+            dagster_run_id=context.run.run_id,
+        )
+    except EmptySelection as exc:
+        if on_shortfall == "fail":
+            raise
+        yield from _skipped(context, exc, {"composition_matches": False})
+        return
+    yield materialize(
         context,
         result.facts(),
         parquet_metadata([result.path]),
@@ -177,6 +204,7 @@ class MixtureConfig(Config):
         AssetCheckSpec("mixture_composition", asset="sft_mixture"),
         AssetCheckSpec("no_benchmark_overlap", asset="sft_mixture", blocking=True),
     ],
+    output_required=False,
 )
 def sft_mixture(
     context: AssetExecutionContext,
@@ -184,28 +212,36 @@ def sft_mixture(
     store: DataStoreResource,
     duckdb: DuckDBResource,
     composition: CompositionResource,
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult | AssetCheckResult]:
     """The Balance2 SFT mixture: 1,000 failure + 1,000 no_change + 2,000 simple + 2,230 complex
     (|Δ| ≥ 3) by default, decontaminated against a benchmark version: by default no step of a benchmark
     trajectory and no benchmark (env, s_t, tool, arguments); stricter, no step of a benchmark task
-    (`task_id`) or environment (`env_id`). What each rule removed is in the `strata` table per group."""
+    (`task_id`) or environment (`env_id`). What each rule removed is in the `strata` table per group. A corpus
+    that leaves no sample for it (all of a few tasks in the benchmark) skips it with the reason and the fix,
+    unless `on_shortfall: fail`."""
     layout = store.layout()
     rule = config.decontaminate.value
-    result = build_mixture(
-        layout,
-        composition.composition().mixture_sizes,
-        config.seed,
-        rule,
-        config.benchmark_version,
-        config.on_shortfall,
-        config.make_current,
-        composition=config.composition.value,
-        dagster_run_id=context.run.run_id,
-    )
+    try:
+        result = build_mixture(
+            layout,
+            composition.composition().mixture_sizes,
+            config.seed,
+            rule,
+            config.benchmark_version,
+            config.on_shortfall,
+            config.make_current,
+            composition=config.composition.value,
+            dagster_run_id=context.run.run_id,
+        )
+    except EmptySelection as exc:
+        if config.on_shortfall == "fail":
+            raise
+        yield from _skipped(context, exc, {"mixture_composition": False, "no_benchmark_overlap": True})
+        return
     bench = SplitStore(layout, BENCHMARK)
     overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule)
     benchmark = {"benchmark_version": result.spec["benchmark"], "decontaminated_by": rule}
-    return materialize(
+    yield materialize(
         context,
         result.facts(),
         {**parquet_metadata([result.path]), **benchmark},

@@ -15,6 +15,7 @@ from pipeline.core.untrusted import console, console_text
 from pipeline.labeling.empty import why_empty
 from pipeline.labeling.quarantine import blocking, failed_checks
 from pipeline.labeling.steps import describe_inflight
+from pipeline.quality.environment_report import gate_lines
 from pipeline.quality.environment_report import summary_lines as quality_lines
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
 from pipeline.quality.outcomes import check_outcomes
@@ -76,6 +77,9 @@ def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None
                 _say(f"{kind} current: {change[0] or '(none)'} → {change[1]}")
             elif current:
                 _say(f"{kind} current: {current} (unchanged by this run)")
+        skipped = store.skip_reason(dagster_run_id)
+        if skipped:  # the corpus could not fill it at all: no version, the run went on
+            _say(f"{kind}: SKIPPED by {'this run' if dagster_run_id else 'the last draw'}: {console(skipped)}")
         if current:
             manifest = store.manifest(current)
             _say(
@@ -196,6 +200,8 @@ def summary(
     report_splits(layout, dagster_run_id)
     report_evaluation(evaluation or {}, eval_version)
     for line in quality_lines(layout):  # the worst environments with their main problem (docs/evaluation.md)
+        _say(console_text(line))
+    for line in gate_lines(layout):  # each environment the gate left out of the splits, its reason, the setting
         _say(console_text(line))
     # every export where its writer recorded it (ExportConfig.directory, the rollouts' directory, or export/)
     exports = [directory / "README.md" for directory in layout.recorded_exports().values()]

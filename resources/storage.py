@@ -66,6 +66,8 @@ class DataStoreDuckDBResource(DuckDBResource):
         answers, every view and comment is there), synced again when the asset is done with it."""
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)  # the data root is created on demand
+        if not self.database:  # the data root's index of its Parquet tables: empty or invalid, made again
+            duck.repair_index(self.store.layout())
         inner = DuckDBResource(
             database=self.path, connection_config={**duck.connection_config(), **self.connection_config}
         )

@@ -58,14 +58,17 @@ def write_findings(path: Path, rows: list[dict[str, Any]], doc: dict[str, Any], 
         )
 
 
-def excluded_files(layout: DataLayout) -> list[str]:
+def excluded_files(layout: DataLayout, gate: bool = True) -> list[str]:
     """The findings files that apply to the current step parts (a file written for other parts —
-    an older labeling — is ignored)."""
+    an older labeling — is ignored); with ``gate``, also the quality gate's (``layout.quality_gate``: the
+    environments that fail the executor's checks, :mod:`pipeline.quality.environment_report`), which the gate's
+    own judging leaves out (``gate=False``)."""
     current = {Path(p).name for p in layout.step_parts()}
     out = []
     found = [
         *layout.determinism_dir.glob("nondeterministic-*.parquet"),
         *layout.determinism_dir.glob("quarantine-*.parquet"),
+        *([layout.quality_gate] if gate and layout.quality_gate.exists() else []),
     ]
     for path in sorted(found):
         sidecar = path.with_suffix(".json")
@@ -78,18 +81,18 @@ def excluded_files(layout: DataLayout) -> list[str]:
     return out
 
 
-def input_fingerprint(layout: DataLayout) -> str:
+def input_fingerprint(layout: DataLayout, gate: bool = True) -> str:
     """Content fingerprint of the labeled steps (their parts are named by content keys) and of the
-    steps the determinism check excluded (when it excluded any)."""
+    steps the determinism check (and with ``gate``, the quality gate) excluded (when they excluded any)."""
     parts = sorted(Path(p).name for p in layout.step_parts())
-    excluded = _excluded_ids(layout)
+    excluded = _excluded_ids(layout, gate)
     if excluded:
         parts.append("nondeterministic:" + hashlib.blake2b("\n".join(excluded).encode(), digest_size=8).hexdigest())
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
 
 
-def _excluded_ids(layout: DataLayout) -> list[str]:
-    files = excluded_files(layout)
+def _excluded_ids(layout: DataLayout, gate: bool = True) -> list[str]:
+    files = excluded_files(layout, gate)
     if not files:
         return []
     rows = connect().execute("SELECT DISTINCT step_id FROM read_parquet(?) ORDER BY step_id", [files]).fetchall()
@@ -100,7 +103,7 @@ def failed_checks(layout: DataLayout) -> list[dict[str, Any]]:
     """The sidecars of every failed check of the current step parts (for the run summary); each has
     ``check``, ``headline``, ``environments``, ``quarantined`` and ``strict``."""
     out = []
-    for path in excluded_files(layout):
+    for path in excluded_files(layout, gate=False):  # the gate's environments: its own lines (environment_report)
         doc = json.loads(Path(path).with_suffix(".json").read_text())
         if not doc.get("ok", True):
             doc.setdefault("check", "relabel_is_deterministic")

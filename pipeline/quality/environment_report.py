@@ -23,7 +23,8 @@ from pipeline.core.axes import AXES
 from pipeline.core.fields import setting
 from pipeline.core.outcome import raises_rule_hint
 from pipeline.core.strata import Composition
-from pipeline.labeling.quarantine import excluded_files, input_fingerprint
+from pipeline.envs.envscaler import SOURCE as ENVSCALER
+from pipeline.labeling.quarantine import excluded_files, input_fingerprint, write_findings
 from pipeline.quality.outcomes import REFUSAL_WORDS
 from pipeline.report.tables import Facts, Table
 from pipeline.store.duck import connect
@@ -231,6 +232,17 @@ def _issue_env(task_id: str, known: dict[str, Any]) -> str:
     return matches[0] if matches else task_id
 
 
+def _unloaded_env(task_id: str, origin: str | None, prefixes: dict[str, str]) -> str:
+    """The id of an env item the loader refused (so not in the catalog), with its corpus's prefix as every loaded
+    environment has it: the prefix of the env-items file the issue's ``origin`` names (``envs.json:bank``,
+    ``more.json[2]:bank``; ``prefixes``: file name -> prefix), else the only one configured, else EnvScaler's
+    default (the loader that refuses env items reads EnvScaler's format)."""
+    file = re.sub(r"\[\d+\]$", "", (origin or "").rsplit(":", 1)[0])
+    distinct = set(prefixes.values())
+    prefix = prefixes.get(file) or (distinct.pop() if len(distinct) == 1 else ENVSCALER)
+    return task_id if task_id.startswith(f"{prefix}/") else f"{prefix}/{task_id}"
+
+
 def _quoted(text: str) -> set[str]:
     return set(_QUOTED.findall(text))
 
@@ -239,7 +251,7 @@ def _determinism(layout: DataLayout) -> tuple[bool, dict[str, tuple[str, str]]]:
     """(whether the determinism check ran on the current steps, env -> (status, reason))."""
     checked = False
     found: dict[str, tuple[str, str]] = {}
-    for path in excluded_files(layout):
+    for path in excluded_files(layout, gate=False):  # the gate's own file is this report's output, not its input
         doc = json.loads(Path(path).with_suffix(".json").read_text())
         check = doc.get("check", "relabel_is_deterministic")
         status = QUARANTINED if check == "delta_roundtrip" else NONDETERMINISTIC
@@ -262,13 +274,15 @@ def environment_report(
     thresholds: Thresholds = Thresholds(),
     composition: Composition | None = None,
     write: bool = True,
+    prefixes: dict[str, str] | None = None,
 ) -> EnvironmentReport:
     """Compute (and with ``write``, store at ``layout.env_quality`` / ``layout.env_tool_quality``) the report
-    card of every environment of the catalog and the steps, with the executor's verdict."""
+    card of every environment of the catalog and the steps, with the executor's verdict. ``prefixes`` (env-items
+    file name -> its corpus's prefix) names an env item the loader refused as its corpus does (``envscaler/bank``)."""
     composition = composition or Composition()
     parts = layout.step_parts()
     catalog = _catalog(layout)
-    fingerprint = input_fingerprint(layout)
+    fingerprint = input_fingerprint(layout, gate=False)
     envs: dict[str, EnvRow] = {}
     tools: dict[tuple[str, str], ToolRow] = {}
 
@@ -372,15 +386,15 @@ def environment_report(
                     )
         issues = layout.collection_issue_files()
         if issues:
-            for stage, task_id, reason in con.execute(
-                "SELECT stage, task_id, reason FROM read_parquet(?, union_by_name = true) "
+            for stage, task_id, reason, origin in con.execute(
+                "SELECT stage, task_id, reason, origin FROM read_parquet(?, union_by_name = true) "
                 "WHERE stage IN ('tools', 'env') ORDER BY ALL",
                 [issues],
             ).fetchall():
                 env_id = _issue_env(str(task_id), catalog)
                 if stage == "env":
-                    if env_id not in catalog:
-                        env(env_id).not_loaded = _clip(reason)
+                    if env_id not in catalog and task_id != origin:  # an item, not a whole file the loader refused
+                        env(_unloaded_env(env_id, origin, prefixes or {})).not_loaded = _clip(reason)
                     continue
                 name = _TOOL.search(reason or "")
                 if name is None:
@@ -405,6 +419,61 @@ def environment_report(
         write_table(layout.env_quality, out_envs, ENV_QUALITY)
         write_table(layout.env_tool_quality, out_tools, TOOL_QUALITY)
     return EnvironmentReport(out_envs, out_tools, fingerprint)
+
+
+#: the run config that lets the environments the gate leaves out back into the splits
+GATE_SETTING = "ops: environment_report: config: {gate_splits: false}"
+GATE_CHECK = "quality_gate"
+
+
+def gate_splits(layout: DataLayout, report: EnvironmentReport, enabled: bool = True) -> list[str]:
+    """The quality gate: with ``enabled``, every step of each environment the executor fails (``report.failing``:
+    schema/code mismatch, no state change, non-deterministic, always raising...) is written to
+    ``layout.quality_gate`` with the reason ``quality gate: <main problem>``, which stratification excludes from the
+    splits (:func:`pipeline.labeling.quarantine.excluded_files`); no failing environment (or ``enabled`` false):
+    no gate file. Returns the environments left out."""
+    failing = {e["env_id"]: e["main_problem"] or "fails the executor's checks" for e in report.failing}
+    parts = layout.step_parts()
+    if not enabled or not failing or not parts:
+        for path in (layout.quality_gate, layout.quality_gate.with_suffix(".json")):
+            path.unlink(missing_ok=True)
+        return []
+    with connect() as con:
+        found = con.execute(
+            """SELECT step_id, trajectory_id, env_id, step_index, 'quality gate: ' || r.reason AS reason
+               FROM read_parquet(?, union_by_name = true) JOIN (SELECT unnest(?) AS env, unnest(?) AS reason) r
+                    ON env_id = r.env
+               ORDER BY step_id""",
+            [parts, list(failing), list(failing.values())],
+        ).fetchall()
+    columns = ("step_id", "trajectory_id", "env_id", "step_index", "reason")
+    rows = [dict(zip(columns, row, strict=True)) for row in found]
+    gated = sorted({row["env_id"] for row in rows})
+    doc = {
+        "check": GATE_CHECK,
+        "ok": True,  # a verdict applied, not a failed check (pipeline.labeling.quarantine.failed_checks)
+        "environments": gated,
+        "reasons": {env: failing[env] for env in gated},
+        "setting": GATE_SETTING,
+        "headline": f"{len(gated)} environment(s) fail the executor's checks: left out of the splits",
+    }
+    write_findings(layout.quality_gate, rows, doc, parts)
+    return gated
+
+
+def gate_lines(layout: DataLayout) -> list[str]:
+    """What the run summary says of the gate: each environment it left out of the splits with its reason, and the
+    one setting that lets them back in (nothing when it left none out)."""
+    sidecar = layout.quality_gate.with_suffix(".json")
+    if not layout.quality_gate.exists() or not sidecar.exists():
+        return []
+    doc = json.loads(sidecar.read_text())
+    reasons = doc.get("reasons") or {}
+    return [
+        f"Left out of the splits by the quality gate: {len(reasons)} environment(s) that fail the executor's checks "
+        f"(`{doc.get('setting', GATE_SETTING)}` lets them back in):",
+        *(f"  {env}: {_clip(reason)}" for env, reason in sorted(reasons.items())),
+    ]
 
 
 def _judge(

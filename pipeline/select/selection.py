@@ -379,10 +379,10 @@ def _finish(
         asked = (
             ", ".join(f"{t['stratum']} {t['requested']} ({t['available']} candidates)" for t in table) or "no stratum"
         )
-        raise EmptySelection(
-            f"{kind} {version} selects no sample: {why_empty or 'no usable step matches any stratum'}; "
-            f"asked for {asked}"
-        )
+        why = why_empty or "no usable step matches any stratum"
+        reason = f"{kind} {version} selects no sample: {why}; asked for {asked}"
+        SplitStore(layout, kind).skipped(version, reason, dagster_run_id)
+        raise EmptySelection(reason)
     store = SplitStore(layout, kind)
     out = store.samples(version)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -552,8 +552,8 @@ def build_mixture(
             why = (
                 f"decontamination against benchmark {bench_version} (by {rule.key} and by {rule.identity_label}) "
                 f"leaves none of the {before} usable steps (the benchmark holds steps of {touched} of the {total} "
-                f"{rule.key} values); fix: collect more episodes (ops: trajectories: config: call_budget) or choose a "
-                f"smaller benchmark (resources: composition: config: cells)"
+                f"{rule.key} values); fix: {_more_steps(con, layout)} or choose a smaller benchmark "
+                "(resources: composition: config: cells)"
                 if before
                 else "there is no usable step (all excluded or none labeled)"
             )
@@ -569,6 +569,26 @@ def build_mixture(
         )
     return _finish(
         MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses, dagster_run_id
+    )
+
+
+def _more_steps(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> str:
+    """How this corpus gets more steps: exploring longer when some trajectories were explored; when every one
+    replays a task (bfcl-format task files, replayed as given, never explored), more tasks."""
+    files = layout.trajectory_files()
+    replayed_only = (
+        bool(files)
+        and con.execute(
+            "SELECT count(*) > 0 AND count(*) FILTER (strategy = 'explore') = 0 "
+            "FROM read_parquet(?, union_by_name = true)",
+            [files],
+        ).fetchone()[0]
+    )
+    if not replayed_only:
+        return "collect more episodes (ops: trajectories: config: call_budget)"
+    return (
+        "add tasks (replayed tasks are not explored: more lines in the task files of resources: sources: config: "
+        "bfcl: task_files, or more bfcl categories)"
     )
 
 

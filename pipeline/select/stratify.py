@@ -137,13 +137,15 @@ def cell_table(layout: DataLayout, axes: Axes = AXES) -> pd.DataFrame:
 
 
 def exclusion_table(layout: DataLayout) -> pd.DataFrame:
-    """Excluded steps per environment and kind of reason (error, beyond, non-deterministic)."""
+    """Excluded steps per environment and kind of reason (error, beyond, non-deterministic, quality gate)."""
     con = connect()
     return con.execute(
         f"""SELECT env_id,
                    CASE WHEN excluded_reason LIKE 'non-deterministic%'
                    OR excluded_reason LIKE 'after non-deterministic%'
-                        THEN 'non-deterministic' ELSE excluded_reason END AS reason,
+                        THEN 'non-deterministic'
+                        WHEN excluded_reason LIKE 'quality gate:%' THEN 'quality gate'
+                        ELSE excluded_reason END AS reason,
                    count(*) AS steps
             FROM read_parquet('{layout.strata}') WHERE excluded GROUP BY ALL ORDER BY reason, env_id"""
     ).df()

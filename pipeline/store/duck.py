@@ -43,6 +43,43 @@ def connection_config() -> dict[str, Any]:
     return config
 
 
+#: the bytes at offset 8 of every DuckDB database file
+_MAGIC = b"DUCK"
+
+
+def index_problem(path: Path) -> str | None:
+    """What makes the DuckDB file ``path`` unusable as it is: empty (a write cut short by a full disk) or not a DuckDB
+    database (its header); None when it is missing (made on opening) or looks like one."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(12)
+    except FileNotFoundError:
+        return None
+    if not head:
+        return "is empty (0 bytes)"
+    return None if head[8:12] == _MAGIC else "is not a DuckDB database file"
+
+
+def repair_index(layout: DataLayout) -> str | None:
+    """The data root's ``envsim.duckdb`` is an index of the Parquet tables of record: when it is empty or not a DuckDB
+    database, it (and its write-ahead log) is removed, so the next connection makes it again and syncs it (the views
+    and the split versions: :func:`pipeline.store.warehouse.sync`; evaluation results when ``simulator_eval`` loads
+    them again). When it is missing under a root that holds tables, it is made the same way. Returns the one line
+    that says so (None when nothing was wrong)."""
+    path = layout.duckdb
+    problem = index_problem(path)
+    if problem is None and (path.exists() or not layout.environments.exists()):
+        return None
+    for stale in (path, path.with_name(path.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    with duckdb.connect(str(path), config=connection_config()) as con:
+        views = warehouse.sync(con, layout)
+    return (
+        f"{path} {problem or 'was missing'}: rebuilt from the Parquet tables under {layout.root} ({len(views)} views "
+        "and the split versions; evaluation results load again at the next simulator_eval)"
+    )
+
+
 def connect() -> duckdb.DuckDBPyConnection:
     """An in-memory connection (scans over the Parquet tables) under the memory cap."""
     return duckdb.connect(":memory:", config=connection_config())

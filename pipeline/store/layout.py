@@ -33,6 +33,64 @@ def resolve_root(data_root: str | Path) -> Path:
     return Path(data_root).expanduser().resolve()
 
 
+#: free bytes a data root's filesystem needs before a run starts (its run history and first tables); below it the
+#: data root has no space left (:func:`root_problems`)
+MIN_FREE_BYTES = 1 << 20
+
+
+def root_problems(data_root: str | Path, variable: str = "ENVSIM_DATA_ROOT") -> list[str]:
+    """What makes ``data_root`` unusable before anything is written, one line each naming the path and the fix: it
+    (or the nearest folder above it that exists, where it would be created) is a file, is not writable, or its
+    filesystem has fewer than :data:`MIN_FREE_BYTES` free. Nothing is created."""
+    root = resolve_root(data_root)
+    fix = f"set {variable} to a writable directory on a disk with free space"
+    existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))
+    if not existing.is_dir():
+        where = "" if existing == root else f"cannot be made: {existing} "
+        return [f"the data root {root} {where}is a file, not a directory: {fix}"]
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == root else f" (its nearest existing folder {existing})"
+        return [f"the data root {root}{where} is not writable by this user or is on a read-only filesystem: {fix}"]
+    stat = os.statvfs(existing)
+    free = stat.f_bavail * stat.f_frsize
+    if free < MIN_FREE_BYTES:
+        return [
+            f"the data root {root} has no space left: {free:,} bytes free on its filesystem, a run needs at least "
+            f"{MIN_FREE_BYTES:,} to start: free space there or {fix}"
+        ]
+    return []
+
+
+#: bytes a run of the default profile leaves under its data root, run history included (``du -sb data`` after
+#: ``./forge run`` on a fresh root: 38 MB), rounded up: what a full disk is told it needs
+DEFAULT_RUN_BYTES = 40_000_000
+
+#: how a full disk shows in an error: the OS (ENOSPC), sqlite (Dagster's run history), DuckDB
+_DISK_FULL = re.compile(r"No space left on device|\[Errno 28\]|database or disk is full|disk is full", re.IGNORECASE)
+#: sqlite's answer when its journal cannot be written (a full disk among other causes: told apart by the free space)
+_DISK_IO = re.compile(r"disk I/O error", re.IGNORECASE)
+_QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
+
+
+def disk_full(message: str, data_root: str | Path) -> str | None:
+    """One line for an error ``message`` that says the disk is full: the path it names (else the data root), the
+    bytes free on that filesystem and the bytes a default run needs there, and the fix; None for any other error."""
+    if not _DISK_FULL.search(message) and not _DISK_IO.search(message):
+        return None
+    named = _QUOTED_PATH.search(message)
+    path = Path(named.group(1)) if named else resolve_root(data_root)
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    stat = os.statvfs(existing)
+    free, size = stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize
+    if not _DISK_FULL.search(message) and free >= DEFAULT_RUN_BYTES:  # an I/O error on a disk with room: not this
+        return None
+    return (
+        f"out of space writing {path}: {free:,} bytes free of {size:,} on its filesystem, a run of the default "
+        f"profile needs about {DEFAULT_RUN_BYTES:,} bytes under the data root: free space there or set "
+        "ENVSIM_DATA_ROOT to a disk with room, then run it again (what finished is kept)"
+    )
+
+
 #: a labeled-steps part of a partition: ``part-<partition>-<content key>.parquet`` (+ ``.issues.json``)
 _PARTITION_PART = re.compile(r"^part-(?P<partition>.+)-(?P<key>[0-9a-f]{20})\.(parquet|issues\.json)$")
 
@@ -182,6 +240,12 @@ class DataLayout:
     def determinism_findings(self, kind: str) -> Path:
         """``determinism/<kind>-<partition or all>.parquet`` (kind: ``nondeterministic`` or ``quarantine``)."""
         return self.determinism_dir / f"{kind}-{self.partition or 'all'}.parquet"
+
+    @property
+    def quality_gate(self) -> Path:
+        """``quality/gate.parquet``: the steps of the environments the quality gate leaves out of the splits (the
+        findings' schema, with a ``.json`` sidecar naming them, their reasons and the setting that lets them in)."""
+        return self.quality_dir / "gate.parquet"
 
     def eval_dir(self, version: str) -> Path:
         """``eval/<benchmark version>/``: one results file per simulator, the plot."""

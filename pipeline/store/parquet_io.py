@@ -16,14 +16,29 @@ import pyarrow.parquet as pq
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` (same directory, so the same filesystem) for the block to write; on a
+    clean exit it is flushed to disk (``fsync``), renamed over ``path`` and the directory entry flushed too, so
+    ``path`` is the old version or the new one, never a part of one, also after a crash or a full disk (the
+    failed write removes only its temporary file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         yield tmp
+        _fsync(tmp)
         os.replace(tmp, path)
+        _fsync(path.parent)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _fsync(path: Path) -> None:
+    """Flush ``path`` (a file, or a directory's entries) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema, batch_rows: int = 512) -> int:

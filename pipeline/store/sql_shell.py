@@ -22,8 +22,8 @@ from typing import TextIO
 import duckdb
 
 from pipeline.core.root_lock import held_by
-from pipeline.store.duck import DUCKDB_FILE, open_data_root
-from pipeline.store.layout import default_data_root, resolve_root
+from pipeline.store.duck import DUCKDB_FILE, open_data_root, repair_index
+from pipeline.store.layout import DataLayout, default_data_root, resolve_root
 
 PROMPT, MORE = "D ", "· "
 HELP = (
@@ -146,6 +146,9 @@ def main(argv: list[str], data_root: Path) -> int:
     args = parser.parse_args(argv)
     root = resolve_root(args.data_root or data_root)
     database = root / DUCKDB_FILE
+    rebuilt = repair_index(DataLayout.at(root))  # an index of the Parquet tables: empty or invalid, made again
+    if rebuilt:
+        print(f"{prog}: {rebuilt}", file=sys.stderr, flush=True)
     if not database.is_file():
         print(
             f"{prog}: no {DUCKDB_FILE} in {root}: ./forge run makes it (or name the root: --data-root DIR)",

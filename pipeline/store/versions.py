@@ -25,6 +25,8 @@ from pipeline.store.parquet_io import atomic_path
 
 #: events of ``history.jsonl``: a version first written, a version made current
 CREATED, MADE_CURRENT = "created", "made_current"
+#: a draw the corpus could not fill at all: no version, the product skipped with its reason (history.jsonl)
+SKIPPED = "skipped"
 
 
 class UnknownVersion(KeyError):
@@ -118,6 +120,19 @@ class SplitStore:
         """The events in file order (a line cut by a crash left out: the rest still counts)."""
         return list(read_rows(self.history_path))
 
+    def skipped(self, version: str, reason: str, dagster_run_id: str | None = None) -> None:
+        """Log that the draw ``version`` selected no sample, so no version was written: the product is skipped."""
+        self.log(SKIPPED, version, dagster_run_id, reason=reason)
+
+    def skip_reason(self, dagster_run_id: str | None = None) -> str | None:
+        """Why the product was skipped: by the Dagster run ``dagster_run_id`` (its last skip), or, without one, by the
+        last draw (a skip logged after the last version was made current); None when it was not."""
+        events = [e for e in self.history() if e.get("event") in (SKIPPED, MADE_CURRENT, CREATED)]
+        if dagster_run_id is not None:
+            events = [e for e in events if e.get("dagster_run_id") == dagster_run_id]
+        last = events[-1] if events else {}
+        return last.get("reason") if last.get("event") == SKIPPED else None
+
     def created(self, version: str, dagster_run_id: str | None = None) -> None:
         """Log that ``version`` was written, unless it was before (a regenerated version keeps its first time)."""
         if not any(e.get("event") == CREATED and e.get("version") == version for e in self.history()):
@@ -131,6 +146,8 @@ class SplitStore:
         out: dict[str, dict[str, Any]] = {}
         blank = {"created_at": None, "dagster_run_id": None, "parent_version": None}
         for event in self.history():
+            if event.get("event") not in (CREATED, MADE_CURRENT):  # a skipped draw wrote no version
+                continue
             row = out.setdefault(event.get("version"), dict(blank))
             if event.get("event") == CREATED and row["created_at"] is None:
                 row["created_at"], row["dagster_run_id"] = event.get("at"), event.get("dagster_run_id")

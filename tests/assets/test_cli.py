@@ -253,3 +253,44 @@ def test_a_plugin_package_adds_a_command_by_entry_point_alone(tmp_path):
     said = forge("hello", "forge")
     assert (said.returncode, said.stdout) == (0, f"hello forge from {tmp_path / 'data'}\n"), said.stderr
     assert "hello" not in set(cli.COMMANDS)  # not installed in this process: the tree itself has no such command
+
+
+def test_check_settings_refuses_a_data_root_that_cannot_work(tmp_path, monkeypatch, capsys):
+    """A data root that is a file, one on a read-only filesystem and one on a full disk: ``./forge check-settings``,
+    ``./forge run`` and ``./forge ui`` each refuse it in one line naming the path and the fix, exit 2, before
+    anything is written (issue 52, item 5); a usable one is confirmed."""
+    from tests.support.disks import fill, tmpfs
+
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    a_file = tmp_path / "root-file"
+    a_file.write_text("not a directory")
+    fix = "set ENVSIM_DATA_ROOT to a writable directory on a disk with free space"
+    expected = {
+        a_file: f"the data root {a_file} is a file, not a directory: {fix}",
+        a_file / "data": f"the data root {a_file / 'data'} cannot be made: {a_file} is a file, not a directory: {fix}",
+    }
+    for root, line in expected.items():
+        monkeypatch.setenv("ENVSIM_DATA_ROOT", str(root))
+        for argv, prefix in ((["check-settings"], ""), (["run"], ""), (["ui"], "./forge ui: ")):
+            assert cli.main(argv) == 2, argv
+            captured = capsys.readouterr()
+            assert (captured.out, captured.err) == ("", prefix + line + "\n"), argv
+    with tmpfs(tmp_path / "ro", "1m", read_only=True) as ro:
+        monkeypatch.setenv("ENVSIM_DATA_ROOT", str(ro / "data"))
+        assert cli.main(["check-settings"]) == 2
+        assert capsys.readouterr().err == (
+            f"the data root {ro / 'data'} (its nearest existing folder {ro}) is not writable by this user or is on a "
+            f"read-only filesystem: {fix}\n"
+        )
+    with tmpfs(tmp_path / "full", "1m") as full:
+        (full / "data").mkdir()
+        fill(full)
+        monkeypatch.setenv("ENVSIM_DATA_ROOT", str(full / "data"))
+        assert cli.main(["check-settings"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"the data root {full / 'data'} has no space left: 0 bytes free") and err.endswith(
+            f"free space there or {fix}\n"
+        ), err
+        (full / "fill").unlink()
+        assert cli.main(["check-settings"]) == 0
+        assert f"data root {full / 'data'}" in capsys.readouterr().out

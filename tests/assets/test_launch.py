@@ -103,6 +103,34 @@ def test_a_run_builds_the_definitions_once_and_its_record_is_in_the_data_roots_h
     assert run.run_config["ops"]["benchmark_split"]["config"]["seed"] == 3  # the checked config, --seed included
 
 
+def test_regenerate_runs_the_schedules_job_now_in_the_data_roots_history(tmp_path, monkeypatch, capsys):
+    """``./forge regenerate``: the job of ``weekly_splits`` (``regenerate_splits``) runs now, on the data root's run
+    history (the one ``./forge ui`` shows), with this ISO week's seed as the schedule would draw it (or ``--seed``);
+    on a root without labeled steps its first step fails with one line."""
+    from datetime import UTC, datetime
+
+    from dagster import DagsterInstance
+
+    from assets import cli
+    from resources.storage import DATA_ROOT_TAG
+
+    monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    assert cli.main(["regenerate"]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert err[-1] == "./forge run: FAILED at step step_strata (exit 1)", err[-5:]
+    assert "Stack Trace" not in captured.out + captured.err  # the console's failure events stop before their stack
+    assert cli.main(["regenerate", "--seed", "7"]) == 1
+    with DagsterInstance.from_config(str(tmp_path / "data" / ".dagster_home")) as instance:
+        runs = instance.get_runs()
+    assert [r.job_name for r in runs] == ["regenerate_splits"] * 2
+    week = int(datetime.now(UTC).strftime("%G%V"))
+    assert [r.tags["split_seed"] for r in runs] == ["7", str(week)]
+    assert runs[1].run_config["ops"]["benchmark_split"]["config"]["seed"] == week
+    assert all(r.tags[DATA_ROOT_TAG] == str(tmp_path / "data") for r in runs)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -163,3 +163,54 @@ def test_the_rows_are_in_duckdb_commented_and_the_summary_names_the_worst(gated)
     assert len(lines) == 1 + len(BAD) and "3 of 7 environments pass" in lines[0]
     for env in BAD:
         assert any(line.startswith(f"  {env}: ") for line in lines[1:]), lines
+
+
+def test_the_gate_leaves_the_failing_environments_out_of_the_splits_and_one_setting_lets_them_in(gated):
+    """By default every step of each environment the executor fails is excluded from the splits by stratification
+    with its reason; the summary names each with its reason and the setting that lets them back in; the report card
+    judges the same steps either way (its own gate is not its input); ``gate_splits: false`` lets them in (issue 52,
+    item 6)."""
+    from pipeline.labeling.quarantine import failed_checks, input_fingerprint
+    from pipeline.quality.environment_report import GATE_SETTING, gate_lines, gate_splits
+    from pipeline.select.stratify import stratify
+
+    layout, _, report = gated
+    before = input_fingerprint(layout)
+    try:
+        assert gate_splits(layout, report) == sorted(BAD)
+        stratify(layout)
+        strata = pq.read_table(layout.strata).to_pylist()
+        for row in strata:
+            if row["env_id"] in BAD:
+                assert row["excluded"] and row["excluded_reason"], row
+        gated_reasons = {r["env_id"] for r in strata if (r["excluded_reason"] or "").startswith("quality gate: ")}
+        assert gated_reasons == set(BAD) - {"envscaler/tagger"}  # its non-deterministic reason came first
+        assert any(not r["excluded"] for r in strata if r["env_id"] in GOOD)
+        assert input_fingerprint(layout) != before  # a new input: new split versions
+        lines = gate_lines(layout)
+        assert lines[0].startswith(f"Left out of the splits by the quality gate: {len(BAD)} environment(s)")
+        assert f"`{GATE_SETTING}` lets them back in" in lines[0]
+        for env, (_tool, said) in BAD.items():
+            assert any(line.startswith(f"  {env}: ") and said in line for line in lines[1:]), (env, lines)
+        assert [doc["check"] for doc in failed_checks(layout)] == ["relabel_is_deterministic"]  # not a failed check
+        again = environment_report(layout, write=False)
+        assert again.fingerprint == report.fingerprint and again.envs == report.envs
+    finally:
+        assert gate_splits(layout, report, enabled=False) == []
+        stratify(layout)
+    assert not layout.quality_gate.exists() and gate_lines(layout) == []
+    assert input_fingerprint(layout) == before
+    assert all(
+        not (r["excluded_reason"] or "").startswith("quality gate") for r in pq.read_table(layout.strata).to_pylist()
+    )
+
+
+def test_an_env_item_the_loader_refuses_keeps_its_corpus_prefix():
+    """An env item that does not load is not in the catalog; its row carries its corpus's prefix as every loaded
+    environment's does (the prefix of the file the issue names, else the only one configured, else EnvScaler's)."""
+    from pipeline.quality.environment_report import _unloaded_env
+
+    assert _unloaded_env("bank", "envs.json:bank", {}) == "envscaler/bank"
+    assert _unloaded_env("bank", "more.json[2]:bank", {"more.json": "mine", "envs.json": "other"}) == "mine/bank"
+    assert _unloaded_env("bank", "x.json:bank", {"envs.json": "mine"}) == "mine/bank"
+    assert _unloaded_env("mine/bank", "envs.json:bank", {"envs.json": "mine"}) == "mine/bank"
