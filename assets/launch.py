@@ -269,28 +269,34 @@ def in_use(root: Path, home: Path, holder: root_lock.Holder | None) -> str:
 
 
 def launch(current: Settings, home: Path, run_config: dict) -> int:
-    """``./forge run`` after its checks: the data root taken for this process alone (exit 2 when another holds it,
-    :mod:`pipeline.core.root_lock`), what dead runs hold reclaimed (:func:`reclaim`), then ``envsim_main`` with
-    ``run_config`` (with ``shards``, first the catalog and every partition of collection + labeling as its own run,
-    ``parallel_runs`` processes side by side), stopped by a signal with one line (:func:`_supervise`), then
-    :func:`report` on this run only. Returns the exit status."""
+    """``./forge run`` after its checks: ``envsim_main`` with ``run_config`` (with ``shards``, first the catalog and
+    every partition of collection + labeling as its own run, ``parallel_runs`` processes side by side) on the data
+    root taken for this process alone (:func:`_on_the_root`), then :func:`report` on this run only. Returns the exit
+    status."""
+    return _on_the_root(current, home, "./forge run", partial(_main, current, home, run_config))
+
+
+def _on_the_root(current: Settings, home: Path, command: str, work: Callable[[str], int]) -> int:
+    """``work(holder)`` with the data root taken for this process alone (exit 2 when another holds it,
+    :mod:`pipeline.core.root_lock`), after what dead runs hold is reclaimed (:func:`reclaim`), stopped by a signal
+    with one line (:func:`_supervise`). Returns the exit status."""
     root = current.data_root
     try:
         fd, stale = root_lock.acquire(root)
     except root_lock.RootInUse as exc:
-        print(f"./forge run: {in_use(root, home, exc.holder)}", file=sys.stderr, flush=True)
+        print(f"{command}: {in_use(root, home, exc.holder)}", file=sys.stderr, flush=True)
         return 2
     holder = root_lock.Holder.me().tag
     if stale is not None:
         print(
-            f"./forge run: taking over data root {root} from pid {stale.pid} (started {stale.started}), which is gone",
+            f"{command}: taking over data root {root} from pid {stale.pid} (started {stale.started}), which is gone",
             flush=True,
         )
     try:
         with DagsterInstance.from_config(str(home)) as instance:  # opened once: a stop has no time to open it
             for line in reclaim(instance):
-                print(f"./forge run: reclaimed {line}", flush=True)
-            return _supervise(partial(_main, current, home, run_config, holder), instance, holder)
+                print(f"{command}: reclaimed {line}", flush=True)
+            return _supervise(partial(work, holder), instance, holder)
     finally:
         root_lock.release(fd, root)
 
@@ -321,10 +327,16 @@ def _main(current: Settings, home: Path, run_config: dict, holder: str) -> int:
 
 def regenerate(current: Settings, home: Path, seed: int) -> int:
     """``./forge regenerate``: ``weekly_splits``' job (``regenerate_splits``) now, with the seeds ``seed`` (as the
-    schedule would run it), on the run history ``home`` (the UI's), then :func:`report` on that run."""
+    schedule would run it), on the run history ``home`` (the UI's) and the data root taken as ``./forge run`` takes
+    it (:func:`_on_the_root`), then :func:`report` on that run."""
+    return _on_the_root(current, home, "./forge regenerate", partial(_regenerate, current, home, seed))
+
+
+def _regenerate(current: Settings, home: Path, seed: int, holder: str) -> int:
+    """The run of one ``./forge regenerate`` (:func:`regenerate`) and its report."""
     started = time.time_ns()
     config, tags = seed_config(seed), {"split_seed": str(seed)}
-    status = _execute(current, home, regenerate_splits.name, config, tags=tags)
+    status = _execute(current, home, regenerate_splits.name, config, holder, tags=tags)
     return report(
         home,
         current.data_root,

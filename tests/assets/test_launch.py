@@ -69,7 +69,7 @@ def test_the_first_file_wins_and_the_json_over_all(tmp_path):
     assert config["ops"] == {"benchmark_split": {"config": {"seed": 1}}, "sft_mixture": {"config": {"seed": 9}}}
 
 
-def test_a_run_builds_the_definitions_once_and_its_record_is_in_the_data_roots_history(tmp_path, monkeypatch, capsys):
+def test_a_run_builds_the_definitions_once_and_its_record_is_in_the_data_roots_history(tmp_path, monkeypatch, capfd):
     """``./forge run``: the definitions are built once (the check validates against the object the run executes),
     the run is recorded in the data root's run history (what ``./forge ui`` opens) tagged with the root, and a failed
     step ends the output with ``./forge run: FAILED at step X``, exit 1. The corpus yields no environment, so the
@@ -94,7 +94,7 @@ def test_a_run_builds_the_definitions_once_and_its_record_is_in_the_data_roots_h
     )
     assert cli.main(["run", "-c", str(config), "--seed", "3"]) == 1
     assert len(builds) == 1 and builds[0].data_root == tmp_path / "data" and builds[0].executor == "in_process"
-    err = capsys.readouterr().err.splitlines()
+    err = capfd.readouterr().err.splitlines()
     assert err[-1] == "./forge run: FAILED at step environment_catalog (exit 1)", err[-5:]
     assert any(line.startswith("step environment_catalog failed: ") for line in err), err[-5:]
     with DagsterInstance.from_config(str(tmp_path / "data" / ".dagster_home")) as instance:
@@ -103,7 +103,7 @@ def test_a_run_builds_the_definitions_once_and_its_record_is_in_the_data_roots_h
     assert run.run_config["ops"]["benchmark_split"]["config"]["seed"] == 3  # the checked config, --seed included
 
 
-def test_regenerate_runs_the_schedules_job_now_in_the_data_roots_history(tmp_path, monkeypatch, capsys):
+def test_regenerate_runs_the_schedules_job_now_in_the_data_roots_history(tmp_path, monkeypatch, capfd):
     """``./forge regenerate``: the job of ``weekly_splits`` (``regenerate_splits``) runs now, on the data root's run
     history (the one ``./forge ui`` shows), with this ISO week's seed as the schedule would draw it (or ``--seed``);
     on a root without labeled steps its first step fails with one line."""
@@ -117,7 +117,7 @@ def test_regenerate_runs_the_schedules_job_now_in_the_data_roots_history(tmp_pat
     monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
     monkeypatch.setenv("DAGSTER_HOME", "")
     assert cli.main(["regenerate"]) == 1
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
     err = captured.err.splitlines()
     assert err[-1] == "./forge run: FAILED at step step_strata (exit 1)", err[-5:]
     assert "Stack Trace" not in captured.out + captured.err  # the console's failure events stop before their stack
