@@ -103,10 +103,17 @@ def clock_library() -> str | None:
 
 
 def private_cache(name: str) -> str:
-    """``<temp dir>/<name>-<uid>``: a directory only this user can write (made 0700 when missing), for what the
-    workers load (the clock library, the compiled package); one another user made, or a symbolic link, is refused —
-    its files would run in every worker."""
-    directory = os.path.join(_tempfile.gettempdir(), f"{name}-{os.geteuid()}")
+    """``<cache home>/envsim-forge/<name>-<uid>`` (``$XDG_CACHE_HOME``, else ``~/.cache``; the temporary directory
+    where neither can be made): a directory only this user can write (made 0700 when missing), for what the workers
+    load (the clock library, the compiled package), kept across runs; one another user made, or a symbolic link, is
+    refused — its files would run in every worker."""
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.path.join(home, "envsim-forge")
+    try:
+        os.makedirs(base, exist_ok=True)
+    except OSError:
+        base = _tempfile.gettempdir()
+    directory = os.path.join(base, f"{name}-{os.geteuid()}")
     try:
         os.mkdir(directory, 0o700)
     except FileExistsError:

@@ -30,7 +30,7 @@ from functools import partial
 from typing import Any, NoReturn
 
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import blobs, registry
+from pipeline.envs import blobs, envscaler, registry
 from pipeline.execution import freeze, landlock, pristine, seccomp
 from pipeline.execution.child import Limits, describe_exit, execute
 from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
@@ -375,8 +375,6 @@ def _prerun(ref: str, filename: str, limits: Limits) -> None:
     body started a thread, the zygote ends: no spares, each child runs the body itself). A body that read the
     clock or drew a random number would draw otherwise in a child: its namespace is dropped, and each child runs
     it as before. docs/environments.md ("Sandbox") says what the zygote may do that a child may not."""
-    from pipeline.envs import envscaler
-
     statm = os.open("/proc/self/statm", os.O_RDONLY)  # read again below, where Landlock allows no more opens
     try:
         landlock.restrict(_root())
