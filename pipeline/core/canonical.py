@@ -285,9 +285,14 @@ def object_state(value: Any) -> dict[str, Any] | None:
 
 
 def _state_mapping(state: Any) -> dict[str, Any] | None:
-    """``__getstate__``'s value as one mapping (its slots part over its dict part), or None when it is neither."""
+    """``__getstate__``'s value as one mapping (its slots part over its dict part), or None when it is neither. A
+    mapping that carries the instance's ``__dict__`` under that key (pydantic's models: ``{"__dict__": fields,
+    "__pydantic_extra__": …}``) is that dict, with the mapping's own keys that are not dunders."""
     if isinstance(state, tuple) and len(state) == 2 and all(p is None or isinstance(p, dict) for p in state):
         return {**(state[0] or {}), **(state[1] or {})}
+    if isinstance(state, dict) and isinstance(state.get("__dict__"), dict):
+        own = {k: v for k, v in state.items() if not (isinstance(k, str) and k.startswith("__") and k.endswith("__"))}
+        return {**state["__dict__"], **own}
     return dict(state) if isinstance(state, dict) else None
 
 

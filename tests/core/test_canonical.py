@@ -256,3 +256,23 @@ def test_a_repr_fallback_never_holds_a_memory_address():
 )
 def test_without_addresses(text, expected):
     assert without_addresses(text) == expected
+
+
+def test_a_pydantic_model_is_stored_as_its_fields_not_its_pickle_state():
+    """pydantic's ``__getstate__`` wraps the fields under ``__dict__``: the state is the fields, enums as values."""
+    import enum
+
+    import pydantic
+
+    from pipeline.core.canonical import object_state
+
+    class Status(str, enum.Enum):
+        ACTIVE = "Active"
+
+    class Line(pydantic.BaseModel):
+        line_id: str
+        status: Status
+
+    line = Line(line_id="L1", status=Status.ACTIVE)
+    assert object_state(line) == {"line_id": "L1", "status": Status.ACTIVE}
+    assert canonicalize({"lines": {"L1": line}}) == {"lines": {"L1": {"line_id": "L1", "status": "Active"}}}
