@@ -25,6 +25,7 @@ from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.registry import sources_config
 from pipeline.envs.sources.bfcl import BfclSettings
 from pipeline.envs.sources.builtin import BuiltinSettings
+from pipeline.envs.sources.served import ServedSettings
 from pipeline.evaluate.simulator_spec import EndpointSettings, RecordedSettings
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.execution.child import Limits
@@ -80,9 +81,10 @@ PAIRS = [
     ),
     (CurriculumConfig, CurriculumSpec, {"run_id"}, {"simulator", "split_version", "make_current"}, {}),
     (SandboxResource, Limits, set(), {"workers", "isolation"}, {}),
-    (EnvironmentSourcesResource, SourceConfig, {"sections"}, {"bfcl", "builtin", "envscaler"}, {}),
+    (EnvironmentSourcesResource, SourceConfig, {"sections"}, {"bfcl", "builtin", "envscaler", "served"}, {}),
     (nested(BfclSettings), BfclSettings, set(), set(), {}),
     (nested(BuiltinSettings), BuiltinSettings, set(), set(), {}),
+    (nested(ServedSettings), ServedSettings, set(), set(), {}),
     (nested(BfclTaskFile), BfclTaskFile, set(), set(), {}),
     (nested(EnvScalerCorpus), EnvScalerCorpus, set(), set(), {}),
     (CellConfig, Cell, set(), set(), {}),
