@@ -160,7 +160,10 @@ def test_default_config_builds_the_default_dataclass():
     assert CurriculumConfig().to_domain(run_id="r@v") == CurriculumSpec(run_id="r@v")
     assert SandboxResource().limits() == Limits()
     derived, default = EnvironmentSourcesResource(envscaler=[]).config(DataLayout.at("unused")), sources_config()
-    assert all(derived.of(s) == default.of(s) for s in registry.sources())
+    served = registry.get("served")  # its log is the data root's: the one default the root fills in
+    assert all(derived.of(s) == default.of(s) for s in registry.sources() if s is not served)
+    assert derived.of(served) == served.at_root(default.of(served), Path("unused"))
+    assert derived.of(served).episodes == str(Path("unused") / "served" / "episodes.jsonl")
     assert JobLauncherResource().to_domain(name="j", script="true", workdir=Path("/w")) == JobSpec(
         "j", "true", Path("/w")
     )
