@@ -407,7 +407,7 @@ def test_served_episodes_become_served_trajectories_labeled_steps_and_views(pool
 def test_without_served_episodes_the_source_is_a_no_op(tmp_path):
     layout = DataLayout.at(tmp_path)
     cfg = EnvironmentSourcesResource().config(layout)
-    assert "no served episodes" in disabled_sources(cfg)["served"] and not list(replay_trajectories(cfg, only="served"))
+    assert "served" not in disabled_sources(cfg) and not list(replay_trajectories(cfg, only="served"))
     assert not [key for key, _ in configured_files(cfg) if "served" in key]
     con = duckdb.connect()
     try:

@@ -120,10 +120,9 @@ class ServedSource(EnvironmentSource):
         return path if path is not None and path.is_file() else None
 
     def why_disabled(self, cfg: SourceConfig) -> str | None:
-        own = cfg.of(self)
-        if not own.enabled:
-            return "served episodes are off (resources.sources.served.enabled: false)"
-        return None if self.log(cfg) else f"no served episodes ({own.episodes or EPISODES} does not exist)"
+        """Off only when switched off: without a log it lists nothing and brings nothing, so a run without served
+        episodes says and writes what it would without this source."""
+        return None if cfg.of(self).enabled else "served episodes are off (resources.sources.served.enabled: false)"
 
     def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
         path = self.log(cfg)
