@@ -123,6 +123,7 @@ def play(model: Any, tokenizer: Any, pipe: Pipe, key: str, task_id: str, seed: i
             env_ids = env_ids[1:]  # the model closed its turn itself
         ids, mask = ids + env_ids, mask + [0] * len(env_ids)
     final = pipe.ask(op="close", env=key)
+    print(f"episode {key} ({task_id}, seed {seed}): {len(turns)} turns, reward {reward}", file=sys.stderr, flush=True)
     return {
         "task_id": task_id,
         "seed": seed,
