@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(args.seed)
     started = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     model.eval()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     pipe = Pipe(args.env_python, Path(__file__).resolve().parents[2])

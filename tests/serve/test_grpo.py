@@ -38,7 +38,7 @@ def test_one_grpo_step_of_smollm2_through_the_gem_adapter(train_python, tmp_path
     command = [train_python, "-m", "pipeline.serve.grpo", "--model", str(model), "--env-python", sys.executable]
     command += [a for t in TASKS for a in ("--task", t)] + ["--samples", "4", "--turns", "3"]
     command += ["--max-new-tokens", "48", "--seed", "0", "--out", str(out)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
 
