@@ -90,5 +90,5 @@ class EnvironmentSourcesResource(_SourceSections):
             elif source.many:
                 sections[source.name] = [v.to_domain() for v in value or []]
             else:
-                sections[source.name] = value.to_domain()
+                sections[source.name] = source.at_root(value.to_domain(), layout.root)
         return registry.sources_config(self.message_histories, **sections)

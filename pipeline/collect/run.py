@@ -29,7 +29,7 @@ from pipeline.core.progress import Log, Progress
 from pipeline.core.strata import Composition
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import envscaler, registry
-from pipeline.envs.partitions import partition_keys
+from pipeline.envs.partitions import partition_keys, partitioned_sources
 from pipeline.execution.sandbox import Sandbox
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout, safe_name
@@ -149,10 +149,12 @@ def collect_all(
     # progress of the replays, with their totals known up front: a source's ready-made trajectories (bfcl's
     # tasks: a few thousand at most, package data) are read now; message histories, which can be large,
     # are read once to count them
+    # a foreign source's trajectories (served episodes) go to their environments' partitions, its issues to the first
+    owners = partitioned_sources()
     replays = [
-        list(of_shard(replay_trajectories(cfg, only=name), name))
+        list(of_shard(replay_trajectories(cfg, only=name), name if name in owners else owners[0]))
         for name in registry.names()
-        if shard is None or shard.source == name
+        if shard is None or shard.source == name or name not in owners
     ]
     replay = [t for r in replays for t in r]
     phases: dict[str, Progress] = {}

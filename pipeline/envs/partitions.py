@@ -9,11 +9,17 @@ from pipeline.store.partitions import Shard
 from pipeline.store.partitions import partition_keys as _keys
 
 
+def partitioned_sources() -> tuple[str, ...]:
+    """The sources with partitions of their own: every registered one (registry order) but those whose trajectories
+    are on other sources' environments (``foreign``: served episodes), which go to their environments' partitions."""
+    return tuple(s.name for s in registry.sources() if not s.foreign)
+
+
 def partition_keys(count: int) -> list[str]:
-    """``<source>-<i>`` for every registered source (registry order) and i in 0..count-1."""
-    return _keys(count, registry.names())
+    """``<source>-<i>`` for every partitioned source (:func:`partitioned_sources`) and i in 0..count-1."""
+    return _keys(count, partitioned_sources())
 
 
 def parse_shard(key: str, count: int) -> Shard:
     """The shard of partition ``key`` (``<source>-<i>``) of ``count``, or a ValueError listing the partitions."""
-    return Shard.parse(key, count, registry.names())
+    return Shard.parse(key, count, partitioned_sources())

@@ -25,6 +25,7 @@ from pipeline.envs.source import reuse_key as _reuse_key
 from pipeline.envs.sources.bfcl import BfclSource
 from pipeline.envs.sources.builtin import BuiltinSource
 from pipeline.envs.sources.envscaler import EnvScalerSource
+from pipeline.envs.sources.served import ServedSource
 from pipeline.store import glossary
 
 
@@ -62,6 +63,7 @@ def unregister(name: str) -> None:
 register(BfclSource())
 register(BuiltinSource())
 register(EnvScalerSource())
+register(ServedSource())
 
 
 def sources() -> list[EnvironmentSource]:

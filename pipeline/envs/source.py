@@ -80,6 +80,9 @@ class EnvironmentSource:
     settings: ClassVar[type | None] = None
     #: whether its section is a list of ``settings`` values (EnvScaler corpora) rather than one
     many: ClassVar[bool] = False
+    #: whether its trajectories are on other sources' environments (served episodes): a partitioned run reads
+    #: them in every partition and keeps each one in its environment's partition
+    foreign: ClassVar[bool] = False
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -88,6 +91,10 @@ class EnvironmentSource:
         empty), or None when it is a source of the run. The one rule, asked by the catalog, the
         collection and the partition notes."""
         return None
+
+    def at_root(self, value: Any, root: Path) -> Any:
+        """Its settings ``value`` with what it leaves to the data root ``root`` filled in (default: unchanged)."""
+        return value
 
     def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
         """Every file the configuration names for this source, with its config key (below ``resources.sources.``)."""

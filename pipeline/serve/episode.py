@@ -266,8 +266,8 @@ class Episode:
 
     def _record(self) -> dict[str, Any]:
         """The episode as recorded: a message-history record (``task_id``, ``env``, ``messages``: the task as the
-        user turn, each call and what the agent saw), so a run that lists the log under ``message_histories``
-        replays and labels its calls; plus the task served, mode, simulator, seed, rewards and each step's metadata.
+        user turn, each call and what the agent saw), which the ``served`` source (:mod:`pipeline.envs.sources.served`)
+        replays and labels; plus the task served, mode, simulator, seed, rewards and each step's metadata.
         Its ``task_id`` is the served task's with the episode's and a unique suffix (one record per episode)."""
         task = self._task()
         messages: list[dict[str, Any]] = [{"role": "user", "content": task.text}]

@@ -46,6 +46,10 @@ TABLES: dict[str, str] = {
     "checkpoint_scores": "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
     "curriculum_groups": "One row per α-curriculum version and group: "
     "estimate, weight, candidates, quota and selected.",
+    "served_reward": "Reward of the served episodes by task, environment and mode: episodes, rewarded (with a "
+    "check), mean / min / max final reward.",
+    "served_drift_by_step": "Shadow-mode served steps by simulator and step index: mean and max drift from the "
+    "real state, FM and CM rates (0-1).",
     "rollout_by": "Rollout step metrics of each run broken down by one key (the view's suffix).",
 }
 
@@ -190,6 +194,12 @@ _MEANINGS: dict[str, str] = {
     "state_match_pct": "Percent of steps whose simulated state matches the real one.",
     "mean_drift": "Mean drift per step.",
     "diverged_pct": "Percent of steps taken after a divergence.",
+    # served episodes
+    "episodes": "Number of served episodes.",
+    "rewarded": "Episodes whose task has checks (a reward that is not NULL).",
+    "mean_reward": "Mean final reward of the episodes with one.",
+    "min_reward": "Lowest final reward.",
+    "max_reward": "Highest final reward.",
     # the corpus quality gate
     "verdict": "The executor's verdict on the environment: pass, fail, or untested (in the catalog, no step) "
     '(docs/evaluation.md "The corpus quality gate").',
@@ -244,6 +254,8 @@ COLUMNS: Described = Described({**_MEANINGS, **COLUMN_DOCS.meanings})
 
 #: (table, column) -> description, where a column's meaning depends on its table
 TABLE_COLUMNS: dict[tuple[str, str], str] = {
+    ("served_reward", "task_id"): "The served task.",
+    ("served_reward", "mode"): "How the episodes were served: exec, sim or shadow.",
     ("split_versions", "samples"): "Samples in the version.",
     ("eval_runs", "samples"): "Samples scored in the run.",
     ("bench_model_runs", "samples"): "Samples in the benchmark version measured.",

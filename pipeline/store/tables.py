@@ -45,6 +45,15 @@ class TableOfRecord:
         return root / (pattern.replace("*", part) if part is not None else pattern)
 
 
+#: read_json's arguments for the served episode log (JSON lines; the columns the views read, the rest ignored)
+_SERVED_READ = (
+    "format = 'newline_delimited', columns = {'task_id': 'VARCHAR', 'served_task_id': 'VARCHAR', "
+    "'episode_id': 'VARCHAR', 'env': 'STRUCT(env_id VARCHAR)', 'source': 'VARCHAR', 'mode': 'VARCHAR', "
+    "'simulator': 'VARCHAR', 'seed': 'BIGINT', 'reward': 'DOUBLE', 'steps': 'STRUCT(step_index INTEGER, "
+    "tool VARCHAR, outcome VARCHAR, delta_size INTEGER, reward DOUBLE, fm BOOLEAN, cm BOOLEAN, "
+    "drift_before INTEGER, drift INTEGER)[]'}"
+)
+
 #: every table of record by name (the project's own below, then the plugins' ``envsim_forge.tables`` entry points)
 TABLES: Registry[TableOfRecord] = Registry(
     "table of record", "envsim_forge.tables", check=lambda e: isinstance(e, TableOfRecord)
@@ -243,6 +252,36 @@ for _table in (
         ),
         {"steps": "Steps in the rollout.", "status": "How the rollout ended."},
         READ_UNION,
+    ),
+    TableOfRecord(
+        "served_episodes",
+        ("served/episodes.jsonl",),
+        "One row per served episode (./forge serve-env, the gem.Env and TRL adapters): task, environment, mode, "
+        "simulator, seed, final reward and number of steps.",
+        columns={
+            "task_id": "The served task (an episode's record id is its own: `record_id`).",
+            "record_id": "The episode record's unique id (the `task_id` of its `served` trajectory).",
+            "episode_id": "The episode id the client gave at reset (default: task/seed).",
+            "mode": "How the episode was served: exec, sim or shadow.",
+            "reward": "The mean of the task's checks on the real state after the last step (NULL: the task has none).",
+        },
+        view="SELECT served_task_id AS task_id, task_id AS record_id, episode_id, env.env_id AS env_id, source, "
+        f"mode, simulator, seed, reward, len(steps) AS steps FROM read_json({{files}}, {_SERVED_READ})",
+    ),
+    TableOfRecord(
+        "served_steps",
+        ("served/episodes.jsonl",),
+        "One row per step of a served episode: the call's executor labels, the reward after it and, in shadow mode, "
+        "the simulator's FM, CM and drift from the real state.",
+        columns={
+            "task_id": "The served task.",
+            "episode_id": "The episode id the client gave at reset (default: task/seed).",
+            "mode": "How the episode was served: exec, sim or shadow.",
+            "reward": "The mean of the task's checks on the real state after this step (NULL: the task has none).",
+        },
+        view="SELECT e.served_task_id AS task_id, e.episode_id, e.env.env_id AS env_id, e.mode, e.simulator, "
+        "s.step_index, s.tool, s.outcome, s.delta_size, s.reward, s.fm, s.cm, s.drift_before, s.drift "
+        f"FROM read_json({{files}}, {_SERVED_READ}) e, unnest(e.steps) AS t(s)",
     ),
 ):
     TABLES.register(_table)

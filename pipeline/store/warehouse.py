@@ -131,8 +131,9 @@ def _repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
 
 
 def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
-    """Views over the tables (no file paths): ``split_diff`` and ``eval_results_strata`` (the benchmark group and
-    the label of every axis evaluation breaks down by), where their tables exist."""
+    """Views over the tables (no file paths): ``split_diff``, ``served_reward`` (reward by task, environment and
+    mode), ``served_drift_by_step`` (shadow mode's drift, FM and CM by step) and ``eval_results_strata`` (the
+    benchmark group and the label of every axis evaluation breaks down by), where their tables exist."""
     if _exists(con, "split_members"):
         values = ", ".join(f"m.{column}" for column in axes.stored_columns)  # every axis value a sample stores
         con.execute(
@@ -152,6 +153,20 @@ def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
                FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_a
                WHERE NOT EXISTS (SELECT 1 FROM split_members o
                                  WHERE o.kind = p.kind AND o.version = p.version_b AND o.step_id = m.step_id)"""
+        )
+    if _exists(con, "served_episodes"):
+        con.execute(
+            """CREATE OR REPLACE VIEW served_reward AS
+               SELECT task_id, env_id, mode, count(*) AS episodes, count(reward) AS rewarded,
+                      avg(reward) AS mean_reward, min(reward) AS min_reward, max(reward) AS max_reward
+               FROM served_episodes GROUP BY ALL"""
+        )
+    if _exists(con, "served_steps"):
+        con.execute(
+            """CREATE OR REPLACE VIEW served_drift_by_step AS
+               SELECT simulator, step_index, count(*) AS steps, avg(drift) AS mean_drift, max(drift) AS max_drift,
+                      avg(fm::INT) AS fm_rate, avg(cm::INT) AS cm_rate
+               FROM served_steps WHERE mode = 'shadow' GROUP BY ALL"""
         )
     if _exists(con, "eval_results"):
         labels = "".join(f", {a.label_sql()} AS {a.label}" for a in axes if a.by_label)

@@ -130,7 +130,7 @@ def test_an_installed_plugin_is_registered_in_a_new_process(plugin_site):
         timeout=300,
     ).stdout
     sources, kinds, paths, card, baseline = json.loads(out)
-    assert sources == ["bfcl", "builtin", "envscaler", "counter"]  # the project's own first, then the plugins
+    assert sources == ["bfcl", "builtin", "envscaler", "served", "counter"]  # the project's own first, then the plugins
     assert kinds == ["openai", "oracle", "oracle_envsimbench", "no_change", "recorded", "echo"]
     assert paths == [os.path.realpath(plugin_site)] and card == "CC0-1.0 (counter plugin)" and baseline is True
     assert plugin_paths() == ()  # this process: no plugin installed

@@ -74,7 +74,7 @@ def test_registration_is_one_line_and_reversible(toy):
     assert registry.licenses()["toy"] == "CC0-1.0 (toy counter)"  # the card's line where the catalog has none
     assert _licenses(DataLayout.at("/nonexistent"), ["toy/x"]) == {"toy": "CC0-1.0 (toy counter)"}
     registry.unregister("toy")
-    assert "toy" not in registry.names() and registry.names() == ("bfcl", "builtin", "envscaler")
+    assert "toy" not in registry.names() and registry.names() == ("bfcl", "builtin", "envscaler", "served")
     registry.register(toy)  # back for the fixture's teardown
 
 

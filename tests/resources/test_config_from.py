@@ -25,6 +25,7 @@ from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.registry import sources_config
 from pipeline.envs.sources.bfcl import BfclSettings
 from pipeline.envs.sources.builtin import BuiltinSettings
+from pipeline.envs.sources.served import ServedSettings
 from pipeline.evaluate.simulator_spec import EndpointSettings, RecordedSettings
 from pipeline.evaluate.simulators import SimulatorSpec
 from pipeline.execution.child import Limits
@@ -80,9 +81,10 @@ PAIRS = [
     ),
     (CurriculumConfig, CurriculumSpec, {"run_id"}, {"simulator", "split_version", "make_current"}, {}),
     (SandboxResource, Limits, set(), {"workers", "isolation"}, {}),
-    (EnvironmentSourcesResource, SourceConfig, {"sections"}, {"bfcl", "builtin", "envscaler"}, {}),
+    (EnvironmentSourcesResource, SourceConfig, {"sections"}, {"bfcl", "builtin", "envscaler", "served"}, {}),
     (nested(BfclSettings), BfclSettings, set(), set(), {}),
     (nested(BuiltinSettings), BuiltinSettings, set(), set(), {}),
+    (nested(ServedSettings), ServedSettings, set(), set(), {}),
     (nested(BfclTaskFile), BfclTaskFile, set(), set(), {}),
     (nested(EnvScalerCorpus), EnvScalerCorpus, set(), set(), {}),
     (CellConfig, Cell, set(), set(), {}),
@@ -158,7 +160,10 @@ def test_default_config_builds_the_default_dataclass():
     assert CurriculumConfig().to_domain(run_id="r@v") == CurriculumSpec(run_id="r@v")
     assert SandboxResource().limits() == Limits()
     derived, default = EnvironmentSourcesResource(envscaler=[]).config(DataLayout.at("unused")), sources_config()
-    assert all(derived.of(s) == default.of(s) for s in registry.sources())
+    served = registry.get("served")  # its log is the data root's: the one default the root fills in
+    assert all(derived.of(s) == default.of(s) for s in registry.sources() if s is not served)
+    assert derived.of(served) == served.at_root(default.of(served), Path("unused"))
+    assert derived.of(served).episodes == str(Path("unused") / "served" / "episodes.jsonl")
     assert JobLauncherResource().to_domain(name="j", script="true", workdir=Path("/w")) == JobSpec(
         "j", "true", Path("/w")
     )

@@ -6,16 +6,22 @@ import os
 import threading
 import time
 
+import duckdb
+import pyarrow.parquet as pq
 import pytest
 import uvicorn
 from websockets.sync.client import connect
 
-from pipeline.collect.sources import env_items, history_trajectories
+from pipeline.collect.run import collect_all
+from pipeline.collect.sources import configured_files, disabled_sources, replay_trajectories
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import builtin, envscaler
 from pipeline.envs.registry import sources_config
+from pipeline.envs.sources.served import EPISODES
 from pipeline.evaluate.simulators import make_simulator, simulator_spec
 from pipeline.execution.child import Limits
+from pipeline.labeling.steps import label
+from pipeline.select.stratify import stratify
 from pipeline.serve.adapters import GemEnv, ToolEnvironment, parse_action
 from pipeline.serve.episode import Episode
 from pipeline.serve.host import run_checks
@@ -23,6 +29,9 @@ from pipeline.serve.run import EpisodeLog
 from pipeline.serve.server import build_app
 from pipeline.serve.sessions import CapacityError, SessionPool
 from pipeline.serve.tasks import BY_REFERENCE, NO_CHECK, ServedTask, load_tasks
+from pipeline.store import catalog, warehouse
+from pipeline.store.layout import DataLayout
+from resources import EnvironmentSourcesResource
 from tests.support.envscaler_corpus import HOSTILE_CODE
 
 RETAIL = "builtin-retail-s0-00000"  # customer C001; P001 in stock
@@ -340,23 +349,71 @@ def test_openenv_own_client_runs_an_episode(server):
     assert all([s.reward for s in r[1]] == [0.0, 1.0, 1.0] for r in results)
 
 
-def test_served_episodes_are_logged_whole_and_replay_as_message_histories(pool, tasks, tmp_path):
-
-    log = EpisodeLog(tmp_path / "served" / "episodes.jsonl")
-    episode = Episode(pool, tasks, record=log)
-    for seed in (0, 1):
+def test_served_episodes_become_served_trajectories_labeled_steps_and_views(pool, tasks, sandbox, tmp_path):
+    """Two builtin episodes served in-process (exec, shadow with no_change) are logged whole; the ``served`` source
+    turns them into trajectories of category ``served``, which collection, labeling and stratification take like
+    any other; the warehouse views give their reward by task, environment and mode and shadow drift by step."""
+    layout = DataLayout.at(tmp_path / "data")
+    log = EpisodeLog(layout.root / EPISODES)
+    no_change = make_simulator(simulator_spec(name="no_change", kind="no_change"))
+    for seed, mode in ((0, "exec"), (1, "shadow")):
+        episode = Episode(pool, tasks, mode, no_change if mode == "shadow" else None, record=log)
         episode.reset(seed=seed, task_id=RETAIL)
         for name, args in BUY:
             episode.call_tool(name, args)
         episode.close()
     rows = [json.loads(line) for line in log.path.read_text().splitlines()]
     assert len(rows) == 2 and [r["reward"] for r in rows] == [1.0, 1.0] and rows[0]["task_id"] != rows[1]["task_id"]
-    cfg = sources_config(builtin={"scenarios_per_env": 1}, bfcl={"categories": ()}, message_histories=[log.path])
-    items, _ = env_items(cfg)
-    replayed = [t for t in history_trajectories(cfg, items) if isinstance(t, Trajectory)]
-    assert len(replayed) == 2
-    assert [(a.name, a.arguments) for a in replayed[0].actions] == [(n, a) for n, a in BUY]
-    assert replayed[0].env == next(t for t in tasks if t.task_id == RETAIL).env
+
+    cfg = EnvironmentSourcesResource(builtin={"enabled": False}, bfcl={"categories": []}).config(layout)
+    assert disabled_sources(cfg).get("served") is None
+    served = [t for t in replay_trajectories(cfg, only="served") if isinstance(t, Trajectory)]
+    assert len(served) == 2 and {t.category for t in served} == {"served"}
+    assert [(a.name, a.arguments) for a in served[0].actions] == [(n, a) for n, a in BUY]
+    assert served[0].env == next(t for t in tasks if t.task_id == RETAIL).env
+
+    collect_all(cfg, layout, sandbox)
+    trajectories = pq.read_table(layout.trajectories).to_pylist()
+    assert sorted((t["category"], t["strategy"], t["num_actions"]) for t in trajectories) == [
+        ("served", "served-exec", 3),
+        ("served", "served-shadow", 3),
+    ]
+    label(layout, sandbox)
+    stratify(layout)
+    steps = [r for part in layout.step_parts() for r in pq.read_table(part).to_pylist()]
+    assert len(steps) == 6 and [s["outcome"] for s in steps] == ["success"] * 6
+    # the labels of the replay are the served session's: the same Δ sizes as the episode recorded
+    recorded = sorted((r["episode_id"], s["step_index"], s["delta_size"]) for r in rows for s in r["steps"])
+    by_traj = {t.trajectory_id: t.meta["episode_id"] for t in served}
+    assert sorted((by_traj[s["trajectory_id"]], s["step_index"], s["delta_size"]) for s in steps) == recorded
+    assert pq.read_table(layout.strata).num_rows == 6
+
+    con = duckdb.connect(str(layout.root / "envsim.duckdb"))
+    try:
+        warehouse.sync(con, layout)
+        assert con.execute(
+            "SELECT task_id, env_id, mode, episodes, mean_reward FROM served_reward ORDER BY mode"
+        ).fetchall() == [
+            (RETAIL, served[0].env.env_id, "exec", 1, 1.0),
+            (RETAIL, served[0].env.env_id, "shadow", 1, 1.0),
+        ]
+        drift = con.execute("SELECT step_index, mean_drift FROM served_drift_by_step ORDER BY step_index").fetchall()
+        assert [d for _, d in drift] == [r["drift"] for r in rows[1]["steps"]] and drift[1][1] > drift[0][1] > 0
+        assert not list(catalog.undocumented(con))
+    finally:
+        con.close()
+
+
+def test_without_served_episodes_the_source_is_a_no_op(tmp_path):
+    layout = DataLayout.at(tmp_path)
+    cfg = EnvironmentSourcesResource().config(layout)
+    assert "served" not in disabled_sources(cfg) and not list(replay_trajectories(cfg, only="served"))
+    assert not [key for key, _ in configured_files(cfg) if "served" in key]
+    con = duckdb.connect()
+    try:
+        assert not {"served_episodes", "served_reward"} & set(warehouse.sync(con, layout))
+    finally:
+        con.close()
 
 
 def test_a_served_session_keeps_every_rule_of_the_labeling_sandbox(pool):

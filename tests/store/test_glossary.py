@@ -126,7 +126,7 @@ def test_the_glossary_derives_the_sets_from_the_rules_and_the_registry():
     assert glossary.values("delta_bucket") == ("0", "1-2", "3-6", "7-12", "13+")
     assert glossary.values("args_cardinality") == ("0", "1", "2", "3+")
     assert glossary.values("outcome") == ("success", "failure", "error", "sandbox_refused")
-    assert glossary.values("source") == registry.names() == ("bfcl", "builtin", "envscaler")
+    assert glossary.values("source") == registry.names() == ("bfcl", "builtin", "envscaler", "served")
     assert glossary.values("adapter") == registry.adapters() == ("bfcl", "envscaler")
     assert glossary.values("balance2_group") == ("failure", "no_change", "simple", "complex")
     assert glossary.values("benchmark_group") == ("failure", "no_change", "simple", "medium", "difficult")
