@@ -68,16 +68,23 @@ def env_items(cfg: SourceConfig) -> tuple[list[envscaler.EnvItem], list[TaskIssu
 
 
 def replay_trajectories(cfg: SourceConfig, only: str | None = None) -> Iterator[Trajectory | TaskIssue]:
-    """Every source's ready-made trajectories (bfcl's ground truth); ``only``: of that source alone."""
+    """Every source's ready-made trajectories (bfcl's ground truth, served episodes); ``only``: of that source alone.
+    A trajectory on an environment of no known adapter is an issue naming it (and its line, ``meta["origin"]``)."""
+    known = registry.adapters()
     for source in registry.sources():
         if only is None or source.name == only:
             rule = registry.declared_rule(source, cfg)
             for t in source.replay(cfg):
-                yield (
-                    t
-                    if rule is None or isinstance(t, TaskIssue)
-                    else dataclasses.replace(t, env=registry.with_rule(t.env, rule))
-                )
+                if isinstance(t, TaskIssue):
+                    yield t
+                elif t.env.source not in known:
+                    why = (
+                        f"{source.name} trajectory {t.trajectory_id}: its environment's source {t.env.source[:60]!r} "
+                        f"is not a known adapter ({', '.join(sorted(known))}): fix or drop it"
+                    )
+                    yield TaskIssue(t.task_id, "parse", why, str(t.meta.get("origin", source.name)))
+                else:
+                    yield t if rule is None else dataclasses.replace(t, env=registry.with_rule(t.env, rule))
 
 
 def _interleaved(queues: list[list]) -> list:

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("pipeline", "assets", "resources")
 # Modules that run in the LLaMA-Factory job environment (.venv-train, made by ./forge train-env), not in .venv:
 # their imports are declared in requirements-train.txt, torch by ./forge's ENVSIM_TRAIN_TORCH pin.
-JOB_ENV_FILES = {"pipeline/training/lf_check.py", "pipeline/training/gguf_convert.py"}
+JOB_ENV_FILES = {"pipeline/training/lf_check.py", "pipeline/training/gguf_convert.py", "pipeline/serve/grpo.py"}
 JOB_ENV_PREINSTALLED = {"torch"}
 # Optional dependencies of a library that a call of ours needs: distribution -> (the call, where it is made).
 CALLED_THROUGH = {"tabulate": ("to_markdown(", "pipeline/report/tables.py")}  # pandas.DataFrame.to_markdown

@@ -63,8 +63,6 @@ def episode_problem(row: Any) -> str | None:
 def episode_trajectories(path: Path) -> Iterator[Trajectory | TaskIssue]:
     """Every episode of the log ``path`` as a trajectory (category ``served``, its calls replayed from the episode's
     environment on the clock and seed it was served with), or a one-line issue naming the line."""
-    from pipeline.envs import registry  # the registry imports this module
-
     ids = FirstSeen()
     for lineno, line, err in read_lines(path):
         origin = f"{path.name}:{lineno}"
@@ -76,8 +74,6 @@ def episode_trajectories(path: Path) -> Iterator[Trajectory | TaskIssue]:
             except (ValueError, RecursionError) as exc:
                 problem = f"line is not JSON: {clip(exc, 120)}"
         problem = problem or episode_problem(row)
-        if problem is None and row["env"]["source"] not in registry.adapters():
-            problem = f"'env.source' {clip(repr(row['env']['source']), 60)} is not a known adapter"
         task_id = row.get("task_id") if isinstance(row, dict) and isinstance(row.get("task_id"), str) else origin
         if problem is not None:
             why = f"not a served episode: {problem}: fix or drop the line"
@@ -98,7 +94,8 @@ def episode_trajectories(path: Path) -> Iterator[Trajectory | TaskIssue]:
             tuple(Action(s["tool"], s["arguments"]) for s in row["steps"]),
             category=NAME,
             strategy=f"served-{row.get('mode') or 'exec'}",
-            meta={k: row.get(k) for k in ("served_task_id", "episode_id", "mode", "simulator", "reward")},
+            meta={k: row.get(k) for k in ("served_task_id", "episode_id", "mode", "simulator", "reward")}
+            | {"origin": origin},
             seed=seed,
             clock_start=derive_clock_start(f"served/{row['served_task_id']}/{seed}", seed),
         )
