@@ -27,7 +27,8 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def _alive(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a zombie nobody reaped yet has ended)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
@@ -43,14 +44,14 @@ def end_descendants(grace_s: float = 3.0, pid: int | None = None) -> list[int]:
 def end(found: list[int], grace_s: float = 3.0) -> list[int]:
     """End the processes ``found``: SIGTERM, then SIGKILL to those still there after ``grace_s``. Returns them."""
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
-        living = [p for p in found if _alive(p)]
+        living = [p for p in found if running(p)]
         for p in living:
             try:
                 os.kill(p, sig)
             except (ProcessLookupError, PermissionError):
                 pass
         deadline = time.monotonic() + wait
-        while wait and any(_alive(p) for p in living) and time.monotonic() < deadline:
+        while wait and any(running(p) for p in living) and time.monotonic() < deadline:
             time.sleep(0.05)
     return found
 

@@ -67,7 +67,10 @@ def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
             for column in metadata["dagster/column_schema"].schema.columns:
                 assert column.description and column.description == catalog.COLUMNS[column.name], (asset, column.name)
     described = {c.name: c.description for c in steps["dagster/column_schema"].schema.columns}
-    assert "`success`, `failure`, `error` or `sandbox_refused`" in described["outcome"] and "`builtin`" in described["source"]
+    assert (
+        "`success`, `failure`, `error` or `sandbox_refused`" in described["outcome"]
+        and "`builtin`" in described["source"]
+    )
     assert traj["dagster/row_count"].value == 3 and mats["environment_catalog"]["dagster/row_count"].value == 8
     for metadata in mats.values():
         assert_real_tables(metadata)

@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from pipeline.core.processes import running
+
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 
 
@@ -148,7 +150,7 @@ PartitionName=closed Nodes=envsim-node MaxTime=INFINITE State=DOWN
             except (FileNotFoundError, ProcessLookupError):
                 pass
         deadline = time.monotonic() + 15
-        while any(Path(f"/proc/{pid}").exists() for pid in stopping) and time.monotonic() < deadline:
+        while any(running(pid) for pid in stopping) and time.monotonic() < deadline:
             time.sleep(0.1)
         subprocess.run(["pkill", "-f", f"slurmstepd.*{self.root}"], capture_output=True)
 

@@ -18,6 +18,7 @@ import yaml
 from dagster import AssetExecutionContext, MaterializeResult, asset, materialize
 from dagster_duckdb import DuckDBResource
 
+from pipeline.core.processes import running
 from pipeline.export.revisions import export_revision
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.training import checkpoints, steps
@@ -225,15 +226,6 @@ def _wait_for(path, timeout_s=20):
     return int(path.read_text().split()[0])
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
-
-
 def test_local_job_killed_is_reported_and_its_process_group_ended(tmp_path):
     """The job's shell is killed (as by the OOM killer): reported as killed with its log tail, and what it
     started in the background (here a sleep that ignores SIGINT and SIGTERM) is ended with the group."""
@@ -251,9 +243,9 @@ def test_local_job_killed_is_reported_and_its_process_group_ended(tmp_path):
     assert "started" in failed.log_tail
     child = int((workdir / "child.pid").read_text())
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while running(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), "the job's background process survived the failed job"
+    assert not running(child), "the job's background process survived the failed job"
 
 
 _TERMINATED = """
@@ -297,9 +289,9 @@ def test_local_job_of_a_terminated_run_is_ended_with_its_process_group(tmp_path)
     assert "[pipes] execution interrupted, sending SIGINT to subprocess" in out.stderr
     child = int((tmp_path / "child.pid").read_text())
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while running(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), "the terminated job's background process survived"
+    assert not running(child), "the terminated job's background process survived"
 
 
 def test_local_job_time_limit_ends_the_group(tmp_path):
