@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from pipeline.core.axes import AXES
 from pipeline.core.fields import setting
-from pipeline.core.outcome import raises_rule_hint
+from pipeline.core.outcome import SANDBOX_REFUSED, raises_rule_hint
 from pipeline.core.strata import Composition
 from pipeline.envs.envscaler import SOURCE as ENVSCALER
 from pipeline.labeling.quarantine import excluded_files, input_fingerprint, write_findings
@@ -317,11 +317,13 @@ def environment_report(
                 row.success_steps, row.failure_steps, row.error_steps = int(ok), int(failed), int(errors)
                 row.max_delta, row.cells = int(max_delta or 0), list(reached or [])
             for env_id, observation, n in con.execute(  # what an environment no call could change answered
-                """SELECT env_id, raw_observation, n FROM (
-                       SELECT env_id, raw_observation, count(*) AS n,
-                              row_number() OVER (PARTITION BY env_id ORDER BY count(*) DESC, raw_observation) AS k
-                       FROM read_parquet(?, union_by_name = true) WHERE outcome <> 'success'
-                       GROUP BY env_id, raw_observation)
+                f"""SELECT env_id, answer, n FROM (
+                       SELECT env_id, answer, count(*) AS n,
+                              row_number() OVER (PARTITION BY env_id ORDER BY count(*) DESC, answer) AS k
+                       FROM (SELECT env_id, CASE WHEN outcome = '{SANDBOX_REFUSED}' THEN error_message
+                                                 ELSE raw_observation END AS answer
+                             FROM read_parquet(?, union_by_name = true) WHERE outcome <> 'success')
+                       GROUP BY env_id, answer)
                    WHERE k <= 3 AND env_id IN (SELECT env_id FROM read_parquet(?, union_by_name = true)
                                                GROUP BY env_id HAVING count(*) FILTER (outcome = 'success') = 0)
                    ORDER BY env_id, k""",

@@ -13,7 +13,7 @@ import json
 from typing import TYPE_CHECKING
 
 from pipeline.core.axes import AXES, Axes
-from pipeline.core.outcome import EXCLUDED_OUTCOMES
+from pipeline.core.outcome import EXCLUDED_OUTCOMES, SANDBOX_REFUSED
 from pipeline.core.strata import BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL, Composition
 from pipeline.labeling.determinism import excluded_files
 from pipeline.labeling.empty import why_empty
@@ -102,7 +102,8 @@ def strata_select(axes: Axes, steps: str, nd_join: str) -> str:
     return f"""SELECT step_id, trajectory_id, task_id, env_id, source, adapter, tool, step_index, {axes.strata_sql()},
                        {BENCHMARK_CELL_SQL} AS benchmark_cell, {BALANCE2_GROUP_SQL} AS balance2_group,
                        outcome IN ({_EXCLUDED}) OR nd.nd_step IS NOT NULL AS excluded,
-                       CASE WHEN nd.nd_step IS NOT NULL THEN nd.nd_reason
+                       CASE WHEN outcome = '{SANDBOX_REFUSED}' THEN outcome
+                            WHEN nd.nd_step IS NOT NULL THEN nd.nd_reason
                             WHEN outcome IN ({_EXCLUDED}) THEN outcome
                             WHEN {BEYOND_SQL} THEN 'beyond' END AS excluded_reason,
                        state_before_hash, state_after_hash,

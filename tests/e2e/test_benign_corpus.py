@@ -53,8 +53,9 @@ def benign_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, DataLayou
 
 def _quarantined(layout: DataLayout) -> dict[str, str]:
     """env id -> one reason, for every environment in a findings file (``nondeterministic-*``/``quarantine-*``) that
-    applies to the current steps: the steps ``step_strata`` excludes."""
-    files = excluded_files(layout)
+    applies to the current steps (the quality gate's verdicts are not the sandbox's: a read-only pattern that cannot
+    change state is gated, as it should be)."""
+    files = excluded_files(layout, gate=False)
     if not files:
         return {}
     rows = duckdb.execute("SELECT env_id, min(reason) FROM read_parquet(?) GROUP BY 1", [files]).fetchall()
@@ -84,10 +85,10 @@ def test_no_label_holds_a_memory_address_and_process_machinery_is_state_by_type(
         for r in iter_trajectory_rows(layout, columns=["env_id", "initial_state_json"])
         if r["env_id"].startswith("envscaler/benign_")
     }
-    logger = '"logger":{"$type":"logging.Logger","level":20,"name":"order_desk"}'
+    logger = '"logger":{"$type":"logging.Logger","name":"order_desk","level":20}'
     assert logger in initial[_env_id("logging_basicconfig")]
     assert '"lock":{"$type":"threading.Lock","locked":false}' in initial[_env_id("threading_locks")]
-    assert '"pending":{"$type":"queue.Queue","items":' in initial[_env_id("queue_jobs")]
+    assert '"pending":{"$type":"queue.Queue","maxsize":10,"items":' in initial[_env_id("queue_jobs")]
     assert '"stream":{"$repr":"<generator object Numbering._numbers>"}' in initial[_env_id("generators")]
     with_address = [e for e, text in initial.items() if " at 0x" in text]
     with_address += [

@@ -87,10 +87,19 @@ def test_the_attackers_ran_and_the_victims_label_as_they_do_alone(runs):
     assert min(compared.values()) >= 20, f"too few victim steps took the same actions in both runs: {compared}"
 
 
+def _left_out(layout: DataLayout, gate: bool) -> dict[str, str]:
+    """env id -> why its steps were left out: the sandbox's quarantine, and with ``gate`` the quality gate's."""
+    return {r["env_id"]: r["reason"] for f in excluded_files(layout, gate=gate) for r in pq.read_table(f).to_pylist()}
+
+
 def test_no_victim_is_quarantined_and_no_label_holds_a_host_path(runs):
-    _, (mixed, layout) = runs
-    quarantined = {r["env_id"] for f in excluded_files(layout) for r in pq.read_table(f).to_pylist()}
-    assert not [e for e in quarantined if "victim_" in e], quarantined
+    """No victim is quarantined beside the attackers, and the quality gate judges the victims as it does when they
+    run alone (victim_counter's ``sell`` never has the stock: it cannot change state, and the gate says so)."""
+    (_, alone_layout), (mixed, layout) = runs
+    quarantined = _left_out(layout, gate=False)
+    assert not {e: why for e, why in quarantined.items() if "victim_" in e}, quarantined
+    gated = {e for e in _left_out(layout, gate=True) if "victim_" in e}
+    assert gated == {e for e in _left_out(alone_layout, gate=True) if "victim_" in e}, gated
     text = repr(_steps(layout))
     for host in (str(layout.root), str(ROOT)):
         assert host not in text, f"a label holds the host path {host}"
