@@ -177,13 +177,20 @@ def _cancel(instance: DagsterInstance, holder: str, signum: int) -> str | None:
     return step
 
 
-def _supervise(work: Callable[[], int], instance: DagsterInstance, holder: str) -> int:
+def _supervise(
+    work: Callable[[], int],
+    instance: DagsterInstance,
+    holder: str,
+    last_words: Callable[[BaseException], int | None] = lambda error: None,
+) -> int:
     """Run ``work`` in a forked child in a process group of its own, this process only waiting for it, so that
     SIGINT, SIGTERM and SIGHUP reach this process alone and stop the run within a few seconds, wherever it is: the
     child's group is SIGKILLed (no half-handled interrupt, no traceback from it or its helpers), every process it
     started is ended, its runs are marked canceled with their pool slots freed (:func:`_cancel`), and one line names
     the step (exit 128 + the signal). The child gets SIGKILL when this process dies (``PR_SET_PDEATHSIG``), so a
-    SIGKILL here ends it too; the next run then reclaims its runs (:func:`reclaim`). Returns ``work``'s status."""
+    SIGKILL here ends it too; the next run then reclaims its runs (:func:`reclaim`). An error escaping ``work`` in
+    the child is ``last_words``' to say (its one line and status: a full disk) or else printed with its traceback.
+    Returns ``work``'s status."""
     sys.stdout.flush()
     sys.stderr.flush()
     previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
@@ -199,10 +206,14 @@ def _supervise(work: Callable[[], int], instance: DagsterInstance, holder: str) 
             if os.getppid() != parent:  # the parent died before the death signal was set
                 os._exit(code)
             code = work()
-        except BaseException:  # the child's last words, then its status
-            import traceback
+        except BaseException as error:  # the child's last words, then its status
+            said = last_words(error) if isinstance(error, Exception) else None
+            if said is None:
+                import traceback
 
-            traceback.print_exc()
+                traceback.print_exc()
+            else:
+                code = said
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -276,10 +287,13 @@ def launch(current: Settings, home: Path, run_config: dict) -> int:
     return _on_the_root(current, home, "./forge run", partial(_main, current, home, run_config))
 
 
-def _on_the_root(current: Settings, home: Path, command: str, work: Callable[[str], int]) -> int:
+def _on_the_root(
+    current: Settings, home: Path, command: str, work: Callable[[str], int], job_name: str = MAIN_JOB
+) -> int:
     """``work(holder)`` with the data root taken for this process alone (exit 2 when another holds it,
     :mod:`pipeline.core.root_lock`), after what dead runs hold is reclaimed (:func:`reclaim`), stopped by a signal
-    with one line (:func:`_supervise`). Returns the exit status."""
+    with one line (:func:`_supervise`), a full disk under the run history said in one line naming the step of
+    ``job_name`` (:func:`failed_on_full_disk`). Returns the exit status."""
     root = current.data_root
     try:
         fd, stale = root_lock.acquire(root)
@@ -296,7 +310,8 @@ def _on_the_root(current: Settings, home: Path, command: str, work: Callable[[st
         with DagsterInstance.from_config(str(home)) as instance:  # opened once: a stop has no time to open it
             for line in reclaim(instance):
                 print(f"{command}: reclaimed {line}", flush=True)
-            return _supervise(partial(work, holder), instance, holder)
+            said = partial(failed_on_full_disk, home=home, data_root=root, job_name=job_name, command=command)
+            return _supervise(partial(work, holder), instance, holder, last_words=said)
     finally:
         root_lock.release(fd, root)
 
@@ -329,7 +344,9 @@ def regenerate(current: Settings, home: Path, seed: int) -> int:
     """``./forge regenerate``: ``weekly_splits``' job (``regenerate_splits``) now, with the seeds ``seed`` (as the
     schedule would run it), on the run history ``home`` (the UI's) and the data root taken as ``./forge run`` takes
     it (:func:`_on_the_root`), then :func:`report` on that run."""
-    return _on_the_root(current, home, "./forge regenerate", partial(_regenerate, current, home, seed))
+    return _on_the_root(
+        current, home, "./forge regenerate", partial(_regenerate, current, home, seed), regenerate_splits.name
+    )
 
 
 def _regenerate(current: Settings, home: Path, seed: int, holder: str) -> int:
@@ -347,7 +364,9 @@ def _regenerate(current: Settings, home: Path, seed: int, holder: str) -> int:
     )
 
 
-def failed_on_full_disk(error: BaseException, home: Path, data_root: Path, job_name: str = MAIN_JOB) -> int | None:
+def failed_on_full_disk(
+    error: BaseException, home: Path, data_root: Path, job_name: str = MAIN_JOB, command: str = "./forge run"
+) -> int | None:
     """When ``error`` (escaped from a launch: Dagster's own run history, a sqlite file under ``home``, could not be
     written) says the disk is full: one line, ``./forge run: FAILED at step X: out of space writing …``, naming the
     step the latest run of ``job_name`` was in, and exit 1; None for any other error (the caller re-raises it)."""
@@ -374,7 +393,7 @@ def failed_on_full_disk(error: BaseException, home: Path, data_root: Path, job_n
         pass
     if not where and last_step():
         where = f" at step {last_step()}"
-    print(f"./forge run: FAILED{where}: {full} (exit 1)", file=sys.stderr, flush=True)
+    print(f"{command}: FAILED{where}: {full} (exit 1)", file=sys.stderr, flush=True)
     return 1
 
 
