@@ -36,8 +36,13 @@ from tests.support.user_corpora import forge_run, run_config
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-#: a small exploration: the 1 MB-state environment ships its state on every changing call
-EXPLORE = {"trajectories": {"config": {"calls_per_environment": 120, "plateau_calls": 30, "batch_episodes": 20}}}
+#: a small exploration, 120 calls per pattern: the 1 MB-state environment ships its state on every changing call; a
+#: fixed budget, since a corpus-scaled one (300 per tool) grows while a pattern that reaches a large |Δ| (a
+#: ``classify`` of every file) still finds candidates of the deep cells, up to the profile's 60,000 calls
+ALL_PATTERNS = {**PATTERNS, **DIR_PATTERNS, **REFUSED_PATTERNS}
+EXPLORE = {
+    "trajectories": {"config": {"call_budget": 120 * len(ALL_PATTERNS), "plateau_calls": 30, "batch_episodes": 20}}
+}
 
 
 def _env_id(name: str) -> str:
@@ -47,8 +52,8 @@ def _env_id(name: str) -> str:
 @pytest.fixture(scope="module")
 def benign_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, DataLayout]:
     tmp = tmp_path_factory.mktemp("benign")
-    env_file, scen_file = write_corpus(tmp / "corpus", {**PATTERNS, **DIR_PATTERNS, **REFUSED_PATTERNS})
-    return forge_run(tmp, run_config(env_file, scen_file, **EXPLORE), timeout=2400)  # 45 environments × 120 calls
+    env_file, scen_file = write_corpus(tmp / "corpus", ALL_PATTERNS)
+    return forge_run(tmp, run_config(env_file, scen_file, **EXPLORE), timeout=2400)
 
 
 def _quarantined(layout: DataLayout) -> dict[str, str]:
