@@ -81,19 +81,24 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def _plain(value: Any) -> Any:
-    """A JSON value of a configuration (dataclasses, paths, mappings, sets)."""
+def _plain(value: Any, root: tuple[str, ...] = ()) -> Any:
+    """A JSON value of a configuration (dataclasses, paths, mappings, sets); a path under the data root ``root`` is
+    written relative to it (``$ROOT/…``; ``root``: its spellings), so a moved root, or another root of the same
+    inputs, fingerprints alike."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _plain(getattr(value, f.name), root) for f in dataclasses.fields(value)}
     if isinstance(value, Path):
-        return str(value)
+        value = str(value)
+    if isinstance(value, str):
+        under = next((r for r in root if value == r or value.startswith(r + "/")), None)
+        return value if under is None else "$ROOT" + value[len(under) :]
     if isinstance(value, dict) or hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, root) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):
-        return sorted(_plain(v) for v in value)
+        return sorted(_plain(v, root) for v in value)
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
+        return [_plain(v, root) for v in value]
+    if value is None or isinstance(value, (int, float, bool)):
         return value
     return repr(value)
 
@@ -105,17 +110,20 @@ def fingerprint(
     composition: Composition | None,
     shard: Shard | None,
     agent: object | None,
+    root: Path | None = None,
 ) -> str | None:
-    """The input fingerprint of a collection; None when it must always run (an LLM agent)."""
+    """The input fingerprint of a collection; None when it must always run (an LLM agent). Paths under the data
+    root ``root`` count relative to it."""
     if agent is not None:
         return None
+    under = (str(root), str(root.resolve())) if root is not None else ()
     doc = {
         "collector": COLLECTOR_VERSION,
         "labels": label_config(sandbox.limits),
         "isolation": getattr(sandbox, "isolation", None),
         "code": code_digest(),
-        "sources": _plain(cfg),
-        "files": {str(p): _file_digest(Path(p)) for _, p in configured_files(cfg)},
+        "sources": _plain(cfg, under),
+        "files": {_plain(Path(p), under): _file_digest(Path(p)) for _, p in configured_files(cfg)},
         "explore": _plain(explore_settings),
         "composition": _plain(composition or Composition()) if explore_settings is not None else None,
         "shard": _plain(shard),

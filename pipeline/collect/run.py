@@ -128,13 +128,14 @@ def collect_all(
     unless ``force`` (:mod:`pipeline.collect.reuse`).
     """
     summary = None
+    root = layout.root
     why_disabled = None if shard is None else registry.get(shard.source).why_disabled(cfg)
     if shard is not None:
         layout = layout.for_partition(shard.key)
         for name in begin_partitioned(layout, partition_keys(shard.count)):
             log(f"removed {name} (written under another partitioning)")
         summary = ShardSummary(shard, configured=why_disabled is None)
-    input_key = reuse.fingerprint(cfg, sandbox, explore_settings, composition, shard, agent)
+    input_key = reuse.fingerprint(cfg, sandbox, explore_settings, composition, shard, agent, root)
     if not force and (kept := reuse.reused(layout, input_key, shard, composition, log)) is not None:
         if shard is None:
             for name in end_unpartitioned(layout):

@@ -165,6 +165,25 @@ def test_an_llm_agent_is_never_reused(cfg):
     )
 
 
+def test_the_fingerprint_does_not_name_the_data_root(tmp_path, cfg):
+    """The served source's log lives under the data root: two roots (a moved one, a killed run's and a reference
+    run's) with the same inputs fingerprint alike, so collection is reused, and its record is the same bytes."""
+    from pipeline.envs.registry import SOURCES
+    from pipeline.execution.sandbox import Sandbox
+
+    box = Sandbox(workers=1)
+    served = SOURCES.find("served")
+
+    def at(root):
+        return dataclasses.replace(cfg, sections={**cfg.sections, "served": served.at_root(cfg.of(served), root)})
+
+    one, other = at(tmp_path / "one"), at(tmp_path / "elsewhere" / "two")
+    assert str(tmp_path / "one") in json.dumps(reuse._plain(one))  # the path is in the configuration
+    assert reuse.fingerprint(one, box, EXPLORE, None, None, None, tmp_path / "one") == reuse.fingerprint(
+        other, box, EXPLORE, None, None, None, tmp_path / "elsewhere" / "two"
+    )
+
+
 def test_each_partition_is_reused_on_its_own(tmp_path, cfg, sandbox):
     layout = catalogued(tmp_path / "data", cfg)
     keys = partition_keys(2)
