@@ -116,7 +116,8 @@ def _assert_complete(server, run_id):
 
 def test_graphql_run_materializes_everything_and_checks_pass(server, full_run):
     """The module's run, read through GraphQL: it succeeds, every asset is materialized, its checks pass (or warn)."""
-    assert server.wait_run(full_run) == "SUCCESS", server.log_tail()
+    status = server.wait_run(full_run)
+    assert status == "SUCCESS", f"{status}: {server.run_events(full_run)[2]}\n{server.log_tail()}"
     _assert_complete(server, full_run)
 
 
