@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline.core.fields import setting
 from pipeline.core.trajectory import Action
-from pipeline.execution.relations import Hints, Records, bind, is_mapping, refusal_hints, singular
+from pipeline.execution.relations import Hints, Records, bind, id_like, is_mapping, refusal_hints, singular
 from pipeline.execution.schema import conforms, format_string, pattern_string, resolved
 
 
@@ -99,7 +99,8 @@ class StateIndex:
                 else:
                     self._walk(v, key, depth + 1)
         elif key is not None and isinstance(node, (str, int, float)) and not isinstance(node, bool):
-            self._add(key, node)
+            if not (node == "" and id_like(key)):  # an empty id field is unset, not a value to draw
+                self._add(key, node)
 
     def candidates(self, name: str) -> list[Any]:
         """Known values for a parameter called ``name``: values seen under that field, else the

@@ -150,8 +150,8 @@ class Records:
                         self._leaf(chain, singular(name), item)
                 elif isinstance(item, (dict, list)):
                     self._walk(item, name, chain, depth + 1)
-        elif name is not None and _scalar(node):
-            self._leaf(chain, name, node)
+        elif name is not None and _scalar(node) and not (node == "" and id_like(name)):
+            self._leaf(chain, name, node)  # an empty id field is unset (an order not yet assigned), not a reference
 
     # -- names --------------------------------------------------------------------------------------------
 

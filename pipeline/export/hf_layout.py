@@ -12,6 +12,7 @@ failed export never damages the previous one.
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -27,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.processes import running
 from pipeline.core.protocol import (
     DEFAULT_TEMPLATE,
     PROTOCOL_VERSION,
@@ -333,6 +335,7 @@ def staged(directory: Path) -> Iterator[Path]:
     export never damages the previous one."""
     staging = directory.with_name(f".{directory.name}.staging-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
+    _remove_left_behind(directory)
     try:
         yield staging
         old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
@@ -343,6 +346,16 @@ def staged(directory: Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_left_behind(directory: Path) -> None:
+    """The staging and old siblings of ``directory`` that a killed export left (their process is gone)."""
+    if not directory.parent.is_dir():
+        return
+    for sibling in directory.parent.glob(f".{glob.escape(directory.name)}.*-*"):
+        kind, _, pid = sibling.name[len(directory.name) + 2 :].rpartition("-")
+        if kind in ("staging", "old") and pid.isdigit() and not running(int(pid)):
+            shutil.rmtree(sibling, ignore_errors=True)
 
 
 def files_bytes(directory: Path, names: list[str]) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.core.processes import running
+from pipeline.core import processes
 from pipeline.envs.partitions import partition_keys
 from pipeline.store.layout import DataLayout
 from tests.support.celery_cluster import (
@@ -274,10 +274,10 @@ def test_backfill_on_two_celery_workers_survives_a_killed_worker(tmp_path):
         # its session and the sandbox (bwrap --die-with-parent, its own session) go with it; a killed process can
         # take a moment to exit on a loaded machine (seen: a pool process still exiting after the main one)
         gone_by = time.monotonic() + 20
-        while (victim.processes() or any(running(pid) for pid in sandbox)) and time.monotonic() < gone_by:
+        while (victim.processes() or any(processes.running(pid) for pid in sandbox)) and time.monotonic() < gone_by:
             time.sleep(0.2)
         assert victim.processes() == []
-        assert not [pid for pid in sandbox if running(pid)]  # (a zombie of the suite's subreaper has ended)
+        assert not [pid for pid in sandbox if processes.running(pid)]  # (a zombie of the suite's subreaper has ended)
 
         # 3. the killed step runs again on the survivor, every run succeeds
         assert [srv.wait_run(r, timeout=400) for r in runs] == ["SUCCESS"] * len(runs), (

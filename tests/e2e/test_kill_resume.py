@@ -36,10 +36,8 @@ NOT_PRODUCT = re.compile(
     r"^(\.dagster_home/|\.forge-run\.lock$|envsim\.duckdb|.*history\.jsonl$|.*\.lock$|jobs/|eval/.*\.jsonl$"
     r"|quality/checks/.*\.jsonl$|quality/env_yield/|quality/accepted/run\.yaml$|(.*/)?\.[^/]*\.\d+\.tmp$)"
 )
-#: SIGKILL at the end of each asset, in the order the main job runs them, then inside the long steps (the suite kills
-#: at the boundaries after collection, labeling, the benchmark, the mixture and the last export, and inside each
-#: long step; ``ENVSIM_KILL_EVERY_POINT=1`` kills at every boundary: 16 runs, about 6 minutes on 2 CPUs)
-ALL_BOUNDARIES = [
+#: SIGKILL at the end of each asset, in the order the main job runs them, then inside the long steps
+BOUNDARIES = [
     "environment_catalog",
     "trajectories",
     "labeled_steps",
@@ -52,11 +50,6 @@ ALL_BOUNDARIES = [
     "simulator_eval",
     "sft_dataset",
 ]
-BOUNDARIES = (
-    ALL_BOUNDARIES
-    if os.environ.get("ENVSIM_KILL_EVERY_POINT") == "1"
-    else ["trajectories", "labeled_steps", "benchmark_split", "sft_mixture", "sft_dataset"]
-)
 INSIDE = [("trajectories", 3.0), ("labeled_steps_step_table_expectations", 1.0), ("simulator_eval", 2.0)]
 
 

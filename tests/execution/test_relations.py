@@ -97,3 +97,30 @@ def test_a_seed_is_mutated_toward_more_and_the_same_seed_gives_the_same_calls():
     assert len(changed) >= 45  # (almost) every call mutates the seed
     assert any(len(a["item_ids"]) > 1 for a in changed)  # lists grown
     assert sum(sum(a[k] != seed_args[k] for k in a) == 1 for a in changed) > 5  # one argument swapped
+
+
+def test_an_empty_id_field_is_unset_so_the_id_comes_from_the_table_of_its_kind():
+    """Records not yet assigned (``archivist_id: ""``) do not offer "" as an archivist id: ``assign`` draws its
+    record from the records and its archivist from the archivists' table (tests/support/user_corpora.py's
+    generated corpus, where every ``assign`` had been refused)."""
+    state = canonicalize(
+        {
+            "records": {f"RE00{i}": {"record_id": f"RE00{i}", "status": "new", "archivist_id": ""} for i in (1, 2)},
+            "archivists": {"AR01": {"name": "archivist 1", "load": 0}, "AR02": {"name": "archivist 2", "load": 2}},
+        }
+    )
+    assign = {
+        "name": "assign",
+        "description": "Assign a record to an archivist.",
+        "parameters": {
+            "type": "object",
+            "properties": {"record_id": {"type": "string"}, "archivist_id": {"type": "string"}},
+            "required": ["record_id", "archivist_id"],
+        },
+    }
+    policy = ExplorationPolicy(
+        [{"type": "function", "function": assign}], PolicySettings(seed=1, episode_length=40, mutate_rate=0.0)
+    )
+    calls = [policy.next_action(state, i).arguments for i in range(40)]
+    assert {c.get("archivist_id") for c in calls} <= {"AR01", "AR02"}, calls[:5]
+    assert sum(c.get("record_id") in ("RE001", "RE002") for c in calls) >= 30

@@ -331,3 +331,23 @@ def test_answer_text_is_the_sorted_json_of_feedback_and_changes(splits):
                 sort_keys=True,
             )
             assert answer(sample) == expected
+
+
+def test_an_export_removes_what_a_killed_export_left_beside_it(tmp_path):
+    """A run killed inside an export leaves ``.NAME.staging-PID`` (or ``.NAME.old-PID``) beside the export; the
+    next export of that directory removes those of processes that are gone and keeps a live process's."""
+    import os
+
+    from pipeline.export.hf_layout import staged
+
+    target = tmp_path / "export" / "sft-1"
+    gone = os.getpid() + 10**7  # above any pid_max: no such process
+    dead = [target.with_name(f".sft-1.staging-{gone}"), target.with_name(f".sft-1.old-{gone}")]
+    live = target.with_name(f".sft-1.staging-{os.getppid()}")
+    for d in [*dead, live]:
+        (d / "data").mkdir(parents=True)
+    with staged(target) as staging:
+        staging.mkdir()
+        (staging / "README.md").write_text("new")
+    assert (target / "README.md").read_text() == "new"
+    assert not any(d.exists() for d in dead) and live.exists()
