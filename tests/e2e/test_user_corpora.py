@@ -48,10 +48,6 @@ def current_samples(layout: DataLayout, kind: str) -> str:
     return str(store.samples(version))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="failed once on the merged tree (quality gate on by default, new exploration draws): not yet diagnosed",
-)
 def test_a_generated_corpus_of_dozens_of_environments_gives_both_products_whole(tmp_path):
     env_file, scen_file = write_generated_corpus(tmp_path / "corpus", n_envs=40, scenarios_per_env=2)
     proc, layout = forge_run(tmp_path, env_file, scen_file)
@@ -80,10 +76,6 @@ def test_a_generated_corpus_of_dozens_of_environments_gives_both_products_whole(
     assert shared_trajectories == 0 and shared_samples == 0
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="failed once on the merged tree (quality gate on by default, new exploration draws): not yet diagnosed",
-)
 def test_an_acebench_style_corpus_is_labelled_in_its_own_convention_and_yields_both_products(tmp_path):
     env_file, scen_file = write_status_corpus(tmp_path / "corpus")
     proc, layout = forge_run(tmp_path, env_file, scen_file)
