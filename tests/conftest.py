@@ -74,6 +74,21 @@ def pytest_sessionfinish(session, exitstatus):
     leftovers.check(session)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """What a test reports of its run (``record_property("reported", line)``: e.g. how many kill points it tried),
+    one line each at the end of the run, under xdist too (a worker's own output is not shown)."""
+    lines = [
+        f"{report.nodeid.split('::')[-1]}: {value}"
+        for report in terminalreporter.stats.get("passed", [])
+        for name, value in getattr(report, "user_properties", ())
+        if name == "reported" and report.when == "call"
+    ]
+    if lines:
+        terminalreporter.section("reported by the tests")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 def pytest_xdist_auto_num_workers(config):
     return auto_workers(os.cpu_count() or 1)
 

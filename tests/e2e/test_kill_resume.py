@@ -228,7 +228,9 @@ def test_one_writer_per_data_root(tmp_path):
 
 
 @pytest.mark.timeout(3600)
-def test_a_user_corpus_killed_at_every_point_resumes_to_the_bytes_of_an_uninterrupted_run(tiny, tmp_path, capsys):
+def test_a_user_corpus_killed_at_every_point_resumes_to_the_bytes_of_an_uninterrupted_run(
+    tiny, tmp_path, record_property
+):
     args, reference = tiny
     root = tmp_path / "killed"
     tried = kill_chain(root, args, BOUNDARIES, INSIDE) + stop_chain(root, args)
@@ -236,12 +238,13 @@ def test_a_user_corpus_killed_at_every_point_resumes_to_the_bytes_of_an_uninterr
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "reclaimed" not in resumed.stdout  # the stops left nothing to reclaim
     assert product_bytes(root) == product_bytes(reference)
-    with capsys.disabled():
-        print(f"\nkill points tried on a user corpus: {tried}")
+    record_property("reported", f"kill points tried on a user corpus: {tried}")
 
 
 @pytest.mark.timeout(2400)
-def test_the_default_run_killed_inside_collection_and_at_a_boundary_resumes_to_the_same_bytes(tmp_path, capsys):
+def test_the_default_run_killed_inside_collection_and_at_a_boundary_resumes_to_the_same_bytes(
+    tmp_path, record_property
+):
     reference = forge(tmp_path / "reference", ["run"])
     assert reference.returncode == 0, reference.stderr[-3000:]
     root = tmp_path / "killed"
@@ -249,5 +252,4 @@ def test_the_default_run_killed_inside_collection_and_at_a_boundary_resumes_to_t
     resumed = forge(root, ["run"])
     _assert_reclaimed(resumed, "the run after the kills")
     assert product_bytes(root) == product_bytes(tmp_path / "reference")
-    with capsys.disabled():
-        print(f"\nkill points tried on the default data: {tried}")
+    record_property("reported", f"kill points tried on the default data: {tried}")
