@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline.core.fields import setting
 from pipeline.core.trajectory import Action
-from pipeline.execution.relations import Hints, Records, bind, id_like, is_mapping, refusal_hints, singular
+from pipeline.execution.relations import Hints, Records, bind, is_mapping, refusal_hints, singular, unset_id
 from pipeline.execution.schema import conforms, format_string, pattern_string, resolved
 
 
@@ -99,7 +99,7 @@ class StateIndex:
                 else:
                     self._walk(v, key, depth + 1)
         elif key is not None and isinstance(node, (str, int, float)) and not isinstance(node, bool):
-            if not (node == "" and id_like(key)):  # an empty id field is unset, not a value to draw
+            if not unset_id(key, node):
                 self._add(key, node)
 
     def candidates(self, name: str) -> list[Any]:

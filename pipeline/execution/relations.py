@@ -39,6 +39,12 @@ def id_like(name: str) -> bool:
     return bool(_ID.search(name))
 
 
+def unset_id(name: str, value: Any) -> bool:
+    """Whether ``value`` under the field ``name`` is an id not set yet (``"archivist_id": ""``: a record not yet
+    assigned), which no draw may take for a reference."""
+    return value == "" and id_like(name)
+
+
 def _base(name: str) -> str:
     """``order_id`` → ``order``, ``item_ids`` → ``item``."""
     for suffix in ("_ids", "_id"):
@@ -150,8 +156,8 @@ class Records:
                         self._leaf(chain, singular(name), item)
                 elif isinstance(item, (dict, list)):
                     self._walk(item, name, chain, depth + 1)
-        elif name is not None and _scalar(node) and not (node == "" and id_like(name)):
-            self._leaf(chain, name, node)  # an empty id field is unset (an order not yet assigned), not a reference
+        elif name is not None and _scalar(node) and not unset_id(name, node):
+            self._leaf(chain, name, node)
 
     # -- names --------------------------------------------------------------------------------------------
 
