@@ -44,6 +44,7 @@ MAX_SAFE_INT = 2**53
 MAX_DEPTH = 200
 
 _SCALARS = (str, bool, type(None))
+_PLAIN = frozenset({str, bool, int, float, type(None)})  # exact types that hold no reference back
 
 
 def canonicalize(value: Any) -> JSONValue:
@@ -87,51 +88,99 @@ def _canon(value: Any, active: _Active, depth: int) -> Any:
 
 
 def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
-    if isinstance(value, enum.Enum):  # before str/int: a (str, Enum) member is stored as its value
+    kind, how = _kind(t)
+    if kind == "enum":  # before str/int: a (str, Enum) member is stored as its value
         return _canon(value.value, active, depth + 1)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return _canon(int(value), active, depth)
-    if isinstance(value, float):
-        return _canon(float(value), active, depth)
-    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return {"$decimal": str(value)}
-    if isinstance(value, (bytes, bytearray)):
-        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, complex):
-        return {"$complex": repr(value)}
+    if kind == "scalar":  # a subclass of str/bool/int/float: the plain value
+        return _canon(how(value), active, depth)
+    if kind == "text":  # datetimes, Decimals, bytes, complex numbers: how they are written
+        return how(value)
     if _on(value, active):
         return {"$cycle": True}
     active.append(value)
     try:
-        if isinstance(value, dict):
+        if kind == "dict":
             return _canon_mapping(value, active, depth)
-        if isinstance(value, (list, tuple, collections.deque)):
+        if kind == "seq":
             return [_canon(v, active, depth + 1) for v in value]
-        if isinstance(value, (set, frozenset)):
+        if kind == "set":
             items = [_canon(v, active, depth + 1) for v in value]
             return sorted(items, key=canonical_json)
-        if _is_number_like(value):
+        if kind == "number":
             return {"$decimal": str(value)}
-        by_type = _by_type(t)
-        if by_type is not None:
-            return _canon_mapping(_typed_fields(value, *by_type), active, depth)
-        attrs = _public_attributes(value)
+        if kind == "typed":
+            return _canon_mapping(_typed_fields(value, *how), active, depth)
+        attrs = object_state(value)
         if attrs is None:
             return {"$repr": _safe_repr(value, t)}
-        # back-pointers to an enclosing object (Directory.parent) are dropped, not marked
-        return _canon_mapping(
-            {k: v for k, v in attrs.items() if not _is_container(v) or not _on(v, active)},
-            active,
-            depth,
-        )
+        # public attributes only; back-pointers to an enclosing object (Directory.parent) are dropped, not marked
+        return {
+            (k if type(k) is str else str(k)): _canon(v, active, depth + 1)
+            for k, v in attrs.items()
+            if isinstance(k, str) and k[:1] != "_" and (type(v) in _PLAIN or not _is_container(v) or not _on(v, active))
+        }
     finally:
         active.pop()
+
+
+def _isoformat(value: Any) -> str:
+    return value.isoformat()
+
+
+def _decimal(value: Any) -> dict[str, str]:
+    return {"$decimal": str(value)}
+
+
+def _bytes(value: Any) -> dict[str, str]:
+    return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+
+
+def _complex(value: Any) -> dict[str, str]:
+    return {"$complex": repr(value)}
+
+
+#: how each type other than the exact JSON ones is written, decided once per type (``(kind, how)``; see
+#: :func:`_classify`): a state holds thousands of objects of a handful of classes
+_KINDS: dict[type, tuple[str, Any]] = {}
+_MAX_KINDS = 4096  # classes an exec'd module creates anew at every reset must not pile up
+
+
+def _kind(t: type) -> tuple[str, Any]:
+    found = _KINDS.get(t)
+    if found is None:
+        if len(_KINDS) >= _MAX_KINDS:
+            _KINDS.clear()
+        found = _KINDS[t] = _classify(t)
+    return found
+
+
+def _classify(t: type) -> tuple[str, Any]:
+    """The kind of a type, in the order the module docstring gives (an Enum first, whatever it mixes in)."""
+    if issubclass(t, enum.Enum):
+        return "enum", None
+    for base in (str, bool, int, float):  # bool before int: it is one
+        if issubclass(t, base):
+            return "scalar", base
+    for bases, write in (
+        ((_dt.datetime, _dt.date, _dt.time), _isoformat),
+        (Decimal, _decimal),
+        ((bytes, bytearray), _bytes),
+        (complex, _complex),
+    ):
+        if issubclass(t, bases):
+            return "text", write
+    if issubclass(t, dict):
+        return "dict", None
+    if issubclass(t, (list, tuple, collections.deque)):
+        return "seq", None
+    if issubclass(t, (set, frozenset)):
+        return "set", None
+    if _is_number_like(t):
+        return "number", None
+    by_type = _by_type(t)
+    if by_type is not None:
+        return "typed", by_type
+    return "object", None
 
 
 # -- objects canonicalised by type -----------------------------------------------------------------
@@ -257,25 +306,27 @@ def _is_container(value: Any) -> bool:
     return not isinstance(value, (_SCALARS, int, float, Decimal))
 
 
-def _is_number_like(value: Any) -> bool:
+def _is_number_like(t: type) -> bool:
     # mpmath.mpf / numpy scalars and similar: numbers without public state worth snapshotting
-    mod = type(value).__module__
-    return mod.startswith(("mpmath", "numpy", "fractions"))
+    mod = getattr(t, "__module__", None)
+    return isinstance(mod, str) and mod.startswith(("mpmath", "numpy", "fractions"))
 
 
 def object_state(value: Any) -> dict[str, Any] | None:
     """An object's own state: what a ``__getstate__`` written in Python returns (a dict, or the ``(dict, slots)``
     pair of a slotted class), else its ``__dict__`` together with every ``__slots__`` entry along its MRO that is
     set (a ``@dataclass(slots=True)``'s fields among them); None when it has neither. The one reader of an
-    object's attributes (the environment's own state and every object inside it)."""
-    getstate = getattr(type(value), "__getstate__", None)
-    if isinstance(getstate, types.FunctionType):
+    object's attributes (the environment's own state and every object inside it). It may be the object's own
+    ``__dict__``: read it, do not change it."""
+    getstate, slots = _reader(type(value))
+    if getstate is not None:
         state = _state_mapping(getstate(value))
         if state is not None:
             return state
     own = getattr(value, "__dict__", None)
+    if not slots and type(own) is dict:
+        return own
     attrs = dict(own) if isinstance(own, dict) else {}
-    slots = _slot_names(type(value))
     for name in slots:
         try:
             attrs[name] = getattr(value, name)
@@ -292,8 +343,32 @@ def _state_mapping(state: Any) -> dict[str, Any] | None:
         return {**(state[0] or {}), **(state[1] or {})}
     if isinstance(state, dict) and isinstance(state.get("__dict__"), dict):
         own = {k: v for k, v in state.items() if not (isinstance(k, str) and k.startswith("__") and k.endswith("__"))}
-        return {**state["__dict__"], **own}
+        return {**state["__dict__"], **own} if own else state["__dict__"]
     return dict(state) if isinstance(state, dict) else None
+
+
+_READERS: dict[type, tuple[Callable[[Any], Any] | None, list[str]]] = {}
+
+
+def _reader(cls: type) -> tuple[Callable[[Any], Any] | None, list[str]]:
+    """How an object of ``cls`` is read, found once per class: its ``__getstate__`` when written in Python, and
+    its slot names."""
+    found = _READERS.get(cls)
+    if found is None:
+        if len(_READERS) >= _MAX_KINDS:
+            _READERS.clear()
+        getstate = getattr(cls, "__getstate__", None)
+        if not isinstance(getstate, types.FunctionType):
+            getstate = None
+        elif (getstate.__module__, getstate.__qualname__) == ("pydantic.main", "BaseModel.__getstate__"):
+            getstate = _pydantic_state  # what its mapping comes to (:func:`_state_mapping`), without building it
+        found = _READERS[cls] = (getstate, _slot_names(cls))
+    return found
+
+
+def _pydantic_state(value: Any) -> dict[str, Any]:
+    """A pydantic model's fields: the ``__dict__`` its ``__getstate__`` carries, the rest of which are dunders."""
+    return {"__dict__": value.__dict__}
 
 
 def _slot_names(cls: type) -> list[str]:

@@ -53,6 +53,9 @@ def _base(name: str) -> str:
     return singular(name)
 
 
+_PLAIN_SCALARS = frozenset({str, int, float})  # exact types: a leaf without the checks a subclass needs
+
+
 def _scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
@@ -118,13 +121,26 @@ class Records:
         return len(self.records) - 1
 
     def _leaf(self, chain: Iterable[int], name: str, value: Any) -> None:
+        records = self.records
         for r in chain:
-            rec = self.records[r]
-            bucket = rec.fields.setdefault(name, {})
-            if len(bucket) < FIELD_CAP:
+            rec = records[r]
+            bucket = rec.fields.get(name)
+            if bucket is None:
+                rec.fields[name] = {value: None}
+            elif len(bucket) < FIELD_CAP:
                 bucket[value] = None
             rec.values.add(value)
             rec.size += 1
+
+    def _fields(self, node: dict, chain: list[int], depth: int) -> None:
+        """A record's fields: scalars straight to its chain, the rest walked."""
+        for k, v in node.items():
+            name = k if type(k) is str else str(k)
+            if type(v) in _PLAIN_SCALARS:  # as :meth:`_walk` would take it, one level down
+                if depth < 8 and len(self.records) < MAX_RECORDS and not unset_id(name, v):
+                    self._leaf(chain, name, v)
+            else:
+                self._walk(v, name, chain, depth + 1)
 
     def _walk(self, node: Any, name: str | None, chain: list[int], depth: int) -> None:
         if depth > 8 or len(self.records) >= MAX_RECORDS:
@@ -140,14 +156,12 @@ class Records:
                     own = isinstance(value, dict) and key_field in value
                     self._leaf(inner, f"{singular(name)}_key" if own else key_field, str(key))
                     if isinstance(value, dict):
-                        for k, v in value.items():
-                            self._walk(v, str(k), inner, depth + 1)
+                        self._fields(value, inner, depth)
                     elif _scalar(value):
                         self._leaf(inner, singular(name), value)
                 return
             r = self._new(chain)
-            for k, v in node.items():
-                self._walk(v, str(k), [*chain, r], depth + 1)
+            self._fields(node, [*chain, r], depth)
         elif isinstance(node, list):
             for item in node[:FIELD_CAP]:
                 if _scalar(item) and name is not None:

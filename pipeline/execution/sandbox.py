@@ -273,6 +273,7 @@ class Sandbox:
 
     batch = 4  # consecutive trajectories queued on one worker at once (fresh children)
     max_batch = 16  # trajectories of one reuse key queued on one worker at once
+    min_lane = 16  # an environment's trajectories in one window per extra instance of it running beside the first
 
     def __init__(self, workers: int = 2, limits: Limits | None = None, isolation: str = "bwrap") -> None:
         self.workers = max(1, workers)
@@ -350,15 +351,16 @@ class Sandbox:
             self._idle.put(worker)
         return results
 
-    def _run_instance(self, batch: list[Trajectory], limits: Limits) -> list[dict[str, Any]]:
+    def _run_instance(self, batch: list[Trajectory], limits: Limits, key: tuple[str, ...]) -> list[dict[str, Any]]:
         """Run one environment's trajectories of untrusted code in a sandbox instance of their own: its own
         bwrap (PID, IPC, network, UTS and mount namespaces, its own /tmp), a worker and zygote that only ever
         received this environment's code, a fresh child per trajectory. The instance is kept for the
         environment's next trajectories (a later window) while at most ``max_live`` are idle, then ends, and
-        its memory, scratch space and processes go with it. A lost instance is replaced by a fresh one."""
-        key = _instance_key(batch[0])
+        its memory, scratch space and processes go with it. A lost instance is replaced by a fresh one. ``key``:
+        the environment (:func:`_instance_key`) and the lane: an environment with many trajectories in one window
+        runs them on up to ``workers`` instances side by side, each of this one environment only."""
         with self._turns:
-            while key in self._busy:  # one instance per environment: a later batch of it waits for it
+            while key in self._busy:  # one instance per environment and lane: a later batch of it waits for it
                 self._turns.wait()
             self._busy.add(key)
             with self._lock:
@@ -462,9 +464,13 @@ class Sandbox:
             for i, trajectory in enumerate(chunk):
                 if keys[i] is None:  # code that is not ours nor pinned: an instance of its own environment
                     untrusted.setdefault(_instance_key(trajectory), []).append(i)
-            for idx in untrusted.values():
-                batch = [chunk[i] for i in idx]
-                yield [offset + i for i in idx], batch, self._pool.submit(self._run_instance, batch, single)
+            for key, idx in untrusted.items():
+                lanes = max(1, min(self.workers, len(idx) // self.min_lane))
+                for lane in range(lanes):  # an environment with many trajectories gets an instance per worker
+                    part = idx[lane::lanes]
+                    batch = [chunk[i] for i in part]
+                    run = self._pool.submit(self._run_instance, batch, single, (*key, f"lane {lane}"))
+                    yield [offset + i for i in part], batch, run
             own = [i for i in range(len(chunk)) if keys[i] is not None]
             if fresh_children or limits.reuse_children <= 1:
                 groups = [(own[k : k + self.batch], limits) for k in range(0, len(own), self.batch)]

@@ -367,21 +367,22 @@ def _share_code(new: dict[str, str], trajectory: Trajectory, limits: Limits) -> 
 
 
 def _prerun(ref: str, filename: str, limits: Limits) -> None:
-    """In one environment's zygote: run its code's module body once (imports, classes — pydantic models take
-    tens of ms), so every spare forked after it starts with them (:func:`pipeline.envs.blobs.keep_ran`).
+    """In one environment's zygote: run its code's module body (imports, classes — pydantic models take tens of
+    ms), so every spare forked after it starts with them (:func:`pipeline.envs.blobs.keep_ran`).
 
     The body runs as in a child would, as far as it can tell: under the frozen clock, Landlock (writes beneath
     the children's root only), the child's memory allowance and the call's wall-clock limit (past it, or when the
     body started a thread, the zygote ends: no spares, each child runs the body itself). A body that read the
     clock or drew a random number would draw otherwise in a child: its namespace is dropped, and each child runs
-    it as before. docs/environments.md ("Sandbox") says what the zygote may do that a child may not."""
+    it as before. The body runs twice, and the second run decides: what the body imports may read the clock or
+    draw on its first import only (pydantic does), and a child finds it imported already. docs/environments.md
+    ("Sandbox") says what the zygote may do that a child may not."""
     statm = os.open("/proc/self/statm", os.O_RDONLY)  # read again below, where Landlock allows no more opens
     try:
         landlock.restrict(_root())
     except landlock.LandlockError:
         os.close(statm)
         return
-    before = freeze.fingerprint()
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     allowance = _vsize(statm) + limits.memory_mb * _MIB
     resource.setrlimit(
@@ -389,8 +390,13 @@ def _prerun(ref: str, filename: str, limits: Limits) -> None:
     )
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(max(1, int(limits.call_timeout_s)))
+    namespace, before = None, None
     try:
-        namespace = envscaler.module_namespace(ref, filename)
+        # twice: the first run imports what the body imports (a library's first import may read the clock or draw,
+        # as pydantic's does), as every child finds it imported; the second is the body alone, as a child runs it
+        for _ in range(2):
+            before = freeze.fingerprint()
+            namespace = envscaler.module_namespace(ref, filename)
     except BaseException:
         namespace = None
     finally:

@@ -31,6 +31,12 @@ class Counter:
 CLOCKED = QUIET.replace("import os\n", "import os, random, time\nSTARTED = time.time()\nTOKEN = random.random()\n")
 CLOCKED = CLOCKED.replace('"n": self.n}', '"n": self.n, "started": STARTED, "token": TOKEN}')
 
+#: a typed corpus's body: it imports pydantic (whose first import reads the clock, as a child, which finds it
+#: imported, would not) and creates a model class
+TYPED = QUIET.replace(
+    "import os\n", "import os\nimport pydantic\n\nclass Line(pydantic.BaseModel):\n    line_id: str\n"
+)
+
 LIMITS = Limits(call_timeout_s=10, memory_mb=512, tmp_mb=48)
 
 
@@ -69,6 +75,12 @@ def test_the_module_body_runs_once_in_the_zygote_and_each_child_starts_fresh_fro
     assert all("'n': 1" in steps[0]["raw_observation"] and "'n': 2" in steps[1]["raw_observation"] for steps in runs)
 
 
+def test_a_body_whose_imports_read_the_clock_on_their_first_import_still_runs_once():
+    runs = _sandboxed(TYPED, 6)
+    here = [s["raw_observation"] for steps in runs for s in steps]
+    assert sum("'here': False" in o for o in here) >= 8, here
+
+
 def test_a_body_that_reads_the_clock_or_draws_runs_in_each_child_and_labels_as_in_process():
     trajectories = _trajectories(CLOCKED, 5)
     runs = _sandboxed(CLOCKED, 5)
@@ -88,3 +100,11 @@ def test_a_body_that_starts_a_thread_runs_in_every_child_and_labels_as_in_proces
     runs = _sandboxed(THREADED, 4)
     assert all("'here': True" in s["raw_observation"] for steps in runs for s in steps)
     assert [_key(steps) for steps in runs] == [_key(_in_process(t)) for t in trajectories]
+
+
+def test_an_environment_with_many_trajectories_runs_on_an_instance_per_worker_with_the_same_labels():
+    count = 2 * Sandbox.min_lane
+    with Sandbox(workers=2, limits=LIMITS) as box:
+        two = [r["steps"] for _, r in box.run(_trajectories(CLOCKED, count))]
+        assert box.instances_started == 2  # side by side, each of this one environment only
+    assert [_key(steps) for steps in two] == [_key(steps) for steps in _sandboxed(CLOCKED, count)]
