@@ -121,6 +121,16 @@ def plain(value: Any) -> Any:
     return {k: plain(v) for k, v in value.items()}
 
 
+def json_copy(state: Any) -> Any:
+    """A copy of a JSON state made through its text, at C speed (``copy.deepcopy`` walks a 5 MB state in Python
+    for seconds): how a later stage copies a state it applies changes to. A value JSON cannot write is
+    deep-copied."""
+    try:
+        return json.loads(_COMPACT.encode(state))
+    except (TypeError, ValueError):
+        return copy.deepcopy(state)
+
+
 def plain_text(canonical_json_text: str) -> str:
     """The compact JSON of a canonical JSON text's :func:`plain` value, in the text's key order (the text itself
     when it holds no marker, which is the common case: no re-serialisation)."""
@@ -357,7 +367,7 @@ def apply_changes(state: Any, changes: Any) -> Any:
     """
     if not isinstance(changes, list):
         raise ChangeError("config_changes must be a list")
-    result = copy.deepcopy(state)
+    result = json_copy(state)
     for i, change in enumerate(changes):
         if not isinstance(change, dict):
             raise ChangeError(f"change {i} is not an object")

@@ -50,6 +50,7 @@ from typing import Any
 from json_repair import repair_json
 
 from pipeline.core.bounds import MAX_DEPTH, MAX_PATH_PARTS, too_deep, value_depth
+from pipeline.core.protocol import json_copy
 
 MAX_INDEX_GROWTH = 100_000
 _THINK = re.compile(r"<think>[\s\S]*?</think>", re.IGNORECASE)
@@ -260,7 +261,7 @@ def reference_apply(state: Any, changes: Any) -> Any:
         changes = []
     if not isinstance(changes, list) or not all(isinstance(ch, dict) for ch in changes):
         raise ReferenceCrash("config_changes is not a list of objects")
-    predicted = copy.deepcopy(state)
+    predicted = json_copy(state)
     for ch in changes:
         value = ch.get("value") if "value" in ch else ch.get("after")
         _apply_one(predicted, ch.get("path"), value, ch.get("type"))

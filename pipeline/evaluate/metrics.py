@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +37,15 @@ from pipeline.core.protocol import (
     ChangeError,
     apply_changes,
     change_value,
+    json_copy,
     parse_observation,
     plain,
+    plain_text,
     resolve_path,
 )
 from pipeline.envsimbench.reference import score_reference
+
+_NON_FINITE = re.compile(r"NaN|Infinity")  # how JSON text writes a float Python's == cannot compare
 
 
 def _canon(value: Any) -> str:
@@ -67,19 +72,38 @@ def feedback_match(predicted: Any, raw_observation: str) -> bool:
 
 def config_match(state_before: Any, state_after: Any, changes: Any) -> tuple[bool, str | None]:
     """Exact CM: ``(match, why the changes do not apply)``."""
+    return _config_match(plain(state_before), plain(state_after), changes)
+
+
+def _config_match(before: Any, after: Any, changes: Any, nan_free: bool = False) -> tuple[bool, str | None]:
+    """:func:`config_match` of plain states (``before`` is not changed)."""
     too_long = long_path(changes)
     if too_long:
         return False, too_long
     try:
-        predicted = apply_changes(plain(state_before), changes)
+        predicted = apply_changes(before, changes)
     except ChangeError as exc:
         return False, str(exc)
-    return _canon(predicted) == _canon(plain(state_after)), None
+    return _same(predicted, after, nan_free), None
+
+
+def _same(a: Any, b: Any, nan_free: bool) -> bool:
+    """Whether two plain values are equal as canonical JSON. Without a NaN in either (``nan_free``), canonically
+    equal values are equal in Python too, so Python's ``==`` (C speed, no walk in Python over a large state) rules
+    out the rest, and only equal ones are told apart by type (``1``, ``1.0``, ``true``) by their canonical text."""
+    if not nan_free:
+        return _canon(a) == _canon(b)
+    if a != b:
+        return False
+    try:
+        return canonical_json(a) == canonical_json(b)  # plain JSON values: canonical as they are
+    except (TypeError, ValueError):
+        return _canon(a) == _canon(b)
 
 
 def _lenient_apply(state: Any, changes: Any) -> Any:
     """Apply what can be applied; a change that does not fit is skipped (not an error)."""
-    result = copy.deepcopy(state)
+    result = json_copy(state)
     for change in changes if isinstance(changes, list) else []:
         if not isinstance(change, dict) or not isinstance(change.get("type"), str):
             continue
@@ -127,8 +151,12 @@ def config_match_changed_paths(
     state_before: Any, state_after: Any, true_delta: list[dict[str, Any]], changes: Any
 ) -> bool:
     """``cm_changed_paths``: the exact true value at every truly changed path (see module docstring)."""
-    predicted = _lenient_apply(plain(state_before), changes)
-    after = plain(state_after)
+    return _changed_paths_match(plain(state_before), plain(state_after), true_delta, changes)
+
+
+def _changed_paths_match(before: Any, after: Any, true_delta: list[dict[str, Any]], changes: Any) -> bool:
+    """:func:`config_match_changed_paths` of plain states (``before`` is not changed)."""
+    predicted = _lenient_apply(before, changes)
     for rec in true_delta:
         path = list(rec["path"])
         if _canon(_get(predicted, path)) != _canon(_get(after, path)):
@@ -147,27 +175,18 @@ class Score:
     reference_error: str | None = None
 
 
-def reference_values(sample: dict[str, Any]) -> tuple[Any, Any, str]:
-    """``(config_before, config_after, observation.content)`` of a sample as the reference format
-    holds them (plain JSON values; the observation as the tool's string)."""
-    return (
-        plain(json.loads(sample["state_before_json"])),
-        plain(json.loads(sample["state_after_json"])),
-        sample["raw_observation"],
-    )
-
-
 def score(sample: dict[str, Any], answer: dict[str, Any] | None, text: str | None = None) -> Score:
     """Score one answer against a benchmark sample.
 
     ``answer`` is the parsed answer (:func:`pipeline.evaluate.parsing.parse_answer`; None when it
     did not parse: 0 on our metrics). ``text`` is the raw answer text, which the reference metrics
     parse their own way; without it they score the parsed answer's JSON."""
-    before = json.loads(sample["state_before_json"])
-    after = json.loads(sample["state_after_json"])
+    # the states parsed once from their stored text, plain, and never changed below (each use copies what it changes)
+    before_text, after_text = plain_text(sample["state_before_json"]), plain_text(sample["state_after_json"])
+    before, after = json.loads(before_text), json.loads(after_text)
     if text is None and answer is not None:
         text = json.dumps(answer, ensure_ascii=False)
-    ref = score_reference(text, *reference_values(sample)) if text is not None else None
+    ref = score_reference(text, before, after, sample["raw_observation"]) if text is not None else None
     ref_fields = (
         {"cm_reference": ref.cm, "fm_reference": ref.fm, "reference_error": ref.error}
         if ref
@@ -177,11 +196,12 @@ def score(sample: dict[str, Any], answer: dict[str, Any] | None, text: str | Non
         return Score(False, False, False, "unparseable answer", **ref_fields)
     changes = answer.get("config_changes", [])
     delta = [{"op": d["op"], "path": list(d["path"])} for d in sample["delta"]]
-    cm, error = config_match(before, after, changes)
+    nan_free = not any(_NON_FINITE.search(t) for t in (before_text, after_text, json.dumps(changes)))
+    cm, error = _config_match(before, after, changes, nan_free)
     return Score(
         fm=feedback_match(answer.get("feedback"), sample["raw_observation"]),
         cm=cm,
-        cm_changed_paths=config_match_changed_paths(before, after, delta, changes),
+        cm_changed_paths=_changed_paths_match(before, after, delta, changes),
         change_error=error,
         **ref_fields,
     )

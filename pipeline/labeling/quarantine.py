@@ -99,6 +99,17 @@ def _excluded_ids(layout: DataLayout, gate: bool = True) -> list[str]:
     return [r[0] for r in rows]
 
 
+def quarantined(layout: DataLayout) -> dict[str, str]:
+    """Every environment the checks of the current step parts quarantined (the Δ round trip's and the determinism
+    check's; not the quality gate's verdicts), with the reason first found for it."""
+    found: dict[str, str] = {}
+    for path in excluded_files(layout, gate=False):
+        doc = json.loads(Path(path).with_suffix(".json").read_text())
+        for env in doc.get("environments", []):
+            found.setdefault(env, str((doc.get("reasons") or {}).get(env) or doc.get("headline", "")))
+    return found
+
+
 def failed_checks(layout: DataLayout) -> list[dict[str, Any]]:
     """The sidecars of every failed check of the current step parts (for the run summary); each has
     ``check``, ``headline``, ``environments``, ``quarantined`` and ``strict``."""

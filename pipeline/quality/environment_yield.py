@@ -36,7 +36,7 @@ from pipeline.evaluate.harness import ANSWERED
 from pipeline.evaluate.run import score
 from pipeline.evaluate.samples import with_env_code
 from pipeline.evaluate.simulators import SimulatorSpec, kind_of
-from pipeline.labeling.quarantine import input_fingerprint
+from pipeline.labeling.quarantine import input_fingerprint, quarantined
 from pipeline.quality.accepted_corpus import AcceptedCorpus, export_accepted
 from pipeline.quality.environment_report import PASS
 from pipeline.report.tables import Facts, Markdown, Table
@@ -94,7 +94,9 @@ class CheckerYield:
 
     @property
     def yield_(self) -> float:
-        return len(self.passing) / len(self.rows) if self.rows else 0.0
+        """The share of the probed environments that pass (a quarantined one has a row, and no probes)."""
+        probed = sum(1 for r in self.rows if r["probes"])
+        return len(self.passing) / probed if probed else 0.0
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -143,21 +145,21 @@ YIELD_COLUMNS = ["checker", "kind", "environments", "passing", "yield", "accepte
 YIELD_COLUMNS += ["completion_tokens", "seconds"]
 
 
-def probe_picks(layout: DataLayout, probes_per_env: int, seed: int) -> list[tuple[str, str]]:
-    """``(step_id, positive|negative)`` of every environment's probe set, from the strata table: seeded
-    (an md5 of the seed and the step id orders each environment's positives and negatives), alternating
+def probe_picks(layout: DataLayout, probes_per_env: int, seed: int, skip: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """``(step_id, positive|negative)`` of every environment's probe set but ``skip``'s, from the strata table:
+    seeded (an md5 of the seed and the step id orders each environment's positives and negatives), alternating
     positive and negative while both last, at most ``probes_per_env`` per environment."""
     with connect() as con:
         rows = con.execute(
             """WITH s AS (
                    SELECT step_id, env_id, CASE WHEN outcome = 'success' THEN 'positive' ELSE 'negative' END AS polarity
-                   FROM read_parquet(?)),
+                   FROM read_parquet(?) WHERE NOT list_contains(?::VARCHAR[], env_id)),
                r AS (SELECT *, row_number() OVER (PARTITION BY env_id, polarity
                                                   ORDER BY md5(? || step_id), step_id) AS k
                      FROM s),
                o AS (SELECT *, row_number() OVER (PARTITION BY env_id ORDER BY k, polarity DESC) AS n FROM r)
                SELECT step_id, polarity FROM o WHERE n <= ? ORDER BY env_id, n""",
-            [str(layout.strata), f"{seed}:", probes_per_env],
+            [str(layout.strata), list(skip), f"{seed}:", probes_per_env],
         ).fetchall()
     return [(str(s), str(p)) for s, p in rows]
 
@@ -166,13 +168,16 @@ def probe_samples(
     layout: DataLayout, settings: YieldSettings, materialize: Materialize
 ) -> tuple[str, list[dict[str, Any]]]:
     """(corpus fingerprint, the probe samples): materialised once per fingerprint and settings at
-    ``layout.quality_probes`` (full states rebuilt, verified, as a split's samples are)."""
+    ``layout.quality_probes`` (full states rebuilt, verified, as a split's samples are). A quarantined environment
+    is not probed (:func:`pipeline.labeling.quarantine.quarantined`): its labels are not the executor's to judge
+    by."""
     fingerprint = input_fingerprint(layout)
     key = f"{fingerprint}-n{settings.probes_per_env}-s{settings.seed}"
     path = layout.quality_probes(key)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        materialize(layout, probe_picks(layout, settings.probes_per_env, settings.seed), layout.strata, path)
+        picks = probe_picks(layout, settings.probes_per_env, settings.seed, sorted(quarantined(layout)))
+        materialize(layout, picks, layout.strata, path)
     samples = pq.read_table(path).to_pylist()
     return key, with_env_code(layout, samples)
 
@@ -203,15 +208,18 @@ def env_rows(
     fingerprint: str,
     verdicts: dict[str, tuple[str, str | None]],
     seconds: float,
+    unprobed: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per environment of ``samples`` from a checker's ``results`` (the harness's rows; the last row of
-    each step counts)."""
+    each step counts), and one without probes for each environment of ``unprobed`` (env -> why it was not
+    probed)."""
     by_step = {r["step_id"]: r for r in results}
     probes: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for sample in samples:
         probes[sample["env_id"]].append(sample)
+    unprobed = unprobed or {}
     rows = []
-    for env_id in sorted(probes):
+    for env_id in sorted(set(probes) | set(unprobed)):
         mine = probes[env_id]
         answered = [
             by_step[s["step_id"]]
@@ -223,6 +231,8 @@ def env_rows(
         passed, warned = statuses.count(CALL_PASS), statuses.count(CALL_WARNING)
         pass_acc = passed / n if n else None
         executor, problem = verdicts.get(env_id, (None, None))
+        if env_id in unprobed and not mine:
+            problem = problem or f"not probed: quarantined ({unprobed[env_id]})"
         checker = None if pass_acc is None else PASS if pass_acc >= settings.threshold - 1e-12 else "fail"
         rows.append(
             {
@@ -260,7 +270,8 @@ def env_rows(
                 "checker_seconds": round(seconds, 3),
             }
         )
-    share = sum(r["checker_verdict"] == PASS for r in rows) / len(rows) if rows else 0.0
+    probed = [r for r in rows if r["probes"]]
+    share = sum(r["checker_verdict"] == PASS for r in probed) / len(probed) if probed else 0.0
     for row in rows:
         row["checker_yield"] = round(share, 4)
     return rows
@@ -283,6 +294,7 @@ def environment_yield(
     key, samples = probe_samples(layout, settings, materialize)
     fingerprint = key.split("-n", 1)[0]
     verdicts = _executor_verdicts(layout)
+    unprobed = quarantined(layout)
     report = YieldReport(fingerprint, settings, len(samples))
     for spec in checkers:
         path = layout.yield_results(key, spec.results_name)
@@ -292,7 +304,7 @@ def environment_yield(
             score(samples, spec, f"probes-{key}", path)
         seconds = time.perf_counter() - started
         results = list(read_rows(path))
-        rows = env_rows(spec, results, samples, settings, fingerprint, verdicts, seconds)
+        rows = env_rows(spec, results, samples, settings, fingerprint, verdicts, seconds, unprobed)
         out = layout.env_yield(spec.results_name)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_table(out, rows, ENV_YIELD)

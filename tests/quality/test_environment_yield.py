@@ -33,6 +33,8 @@ from pipeline.select.stratify import input_fingerprint
 from pipeline.store import catalog, warehouse
 from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
 
+#: the defect corpus's environment the determinism check quarantines
+QUARANTINED = "envscaler/tagger"
 ANCHORS = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
 
 
@@ -55,6 +57,8 @@ def test_probe_sets_are_seeded_balanced_and_fixed_in_size(gated):
     picks = probe_picks(layout, 8, seed=0)
     assert picks == probe_picks(layout, 8, seed=0)
     assert picks != probe_picks(layout, 8, seed=1)
+    skipped = {step.split("/")[1] for step, _ in probe_picks(layout, 8, seed=0, skip=[QUARANTINED])}
+    assert skipped == {step.split("/")[1] for step, _ in picks} - {QUARANTINED.split("/")[1]}
     per_env = Counter(step.split("/")[1] for step, _ in picks)
     assert set(per_env.values()) == {8} and len(per_env) == len(BAD) + len(GOOD)
     polarity = {env: Counter(p for s, p in picks if s.split("/")[1] == env) for env in per_env}
@@ -75,13 +79,21 @@ def test_probe_sets_are_seeded_balanced_and_fixed_in_size(gated):
 def test_anchors_agree_with_the_executor_as_expected_and_the_verdicts_stay_apart(gated):
     _, _, report, _ = gated
     oracle, no_change = report.checkers
-    assert oracle.yield_ == 1.0 and all(r["pass_acc"] == 1.0 == r["not_fail_acc"] for r in oracle.rows)
-    assert no_change.yield_ == 0.0 and all(r["pass_acc"] == 0.0 for r in no_change.rows)
-    for row in oracle.rows + no_change.rows:
+
+    def probed(checker):
+        return [r for r in checker.rows if r["env_id"] != QUARANTINED]
+
+    assert oracle.yield_ == 1.0 and all(r["pass_acc"] == 1.0 == r["not_fail_acc"] for r in probed(oracle))
+    assert no_change.yield_ == 0.0 and all(r["pass_acc"] == 0.0 for r in probed(no_change))
+    for row in probed(oracle) + probed(no_change):
         executor = "fail" if row["env_id"] in BAD else "pass"
         assert row["executor_verdict"] == executor  # the executor's verdict, whatever the checker said
         assert row["accepted"] == (row["checker_verdict"] == "pass" and executor == "pass")
         assert row["probes"] == 8 and row["answered"] == 8 and row["threshold"] == 0.85
+    # the quarantined environment (non-deterministic labels) is not probed: a row that says why, no checker verdict
+    for row in (r for r in oracle.rows + no_change.rows if r["env_id"] == QUARANTINED):
+        assert row["probes"] == row["answered"] == 0 and row["checker_verdict"] is None and not row["accepted"]
+        assert row["executor_verdict"] == "fail" and row["executor_problem"].startswith("non-deterministic")
     assert set(oracle.accepted) == set(GOOD) and no_change.accepted == []
     # no_change is right on the state of every call that changes nothing: its not_fail_acc shows it
     gallery = next(r for r in no_change.rows if r["env_id"] == "envscaler/gallery")
@@ -102,7 +114,7 @@ def test_yield_rows_land_in_duckdb_versioned(gated):
     envs = len(BAD) + len(GOOD)
     assert rows == [
         ("no_change", envs, input_fingerprint(layout), 0.85, 0, 0.0),
-        ("oracle", envs, input_fingerprint(layout), 0.85, envs, 1.0),
+        ("oracle", envs, input_fingerprint(layout), 0.85, envs - 1, 1.0),  # all but the quarantined one
     ]
 
 
@@ -110,7 +122,7 @@ def test_a_rerun_resumes_and_a_new_threshold_is_a_new_verdict(gated):
     layout = gated[0]
     again = environment_yield(layout, ANCHORS[:1], materialize_samples, YieldSettings(probes_per_env=8, threshold=1.0))
     [oracle] = again.checkers
-    assert all(r["threshold"] == 1.0 and r["checker_verdict"] == "pass" for r in oracle.rows)
+    assert all(r["threshold"] == 1.0 and r["checker_verdict"] == "pass" for r in oracle.rows if r["probes"])
     with pytest.raises(ValueError, match="threshold"):
         YieldSettings(threshold=1.5)
     with pytest.raises(ValueError, match="unknown simulator kind"):
