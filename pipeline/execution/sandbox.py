@@ -287,8 +287,10 @@ class Sandbox:
         self.workers_replaced = 0
         #: sandbox instances started for one environment's untrusted code (:meth:`_run_instance`)
         self.instances_started = 0
-        #: idle sandbox instances kept for their environment's later trajectories (least recently used ends)
-        self.max_live = 8 * self.workers
+        #: idle sandbox instances kept for their environment's later trajectories (least recently used ends): an
+        #: idle one holds ≈ 22 MB, and restarting one costs ≈ 0.2 s, which exploration's rounds over a corpus's
+        #: environments would pay at every episode if they did not all fit
+        self.max_live = max(64, 8 * self.workers)
         self._busy: set[tuple[str, ...]] = set()  # environments whose instance is running a batch
         self._turns = threading.Condition()
         self._live: OrderedDict[tuple[str, ...], _Worker] = OrderedDict()  # idle instances, by environment
