@@ -3,8 +3,10 @@ server (an exact-protocol websocket client), the exec/shadow modes, the gem.Env 
 
 import json
 import os
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
@@ -33,7 +35,9 @@ from pipeline.store import catalog, warehouse
 from pipeline.store.layout import DataLayout
 from resources import EnvironmentSourcesResource
 from tests.support.envscaler_corpus import HOSTILE_CODE
+from tests.support.parallel import one_at_a_time
 
+ROOT = Path(__file__).resolve().parents[2]
 RETAIL = "builtin-retail-s0-00000"  # customer C001; P001 in stock
 BUY = [
     ("add_to_cart", {"customer_id": "C001", "product_id": "P001", "quantity": 1}),
@@ -322,32 +326,29 @@ def test_a_bfcl_task_is_rewarded_by_its_ground_truth_replay(pool):
     episode.close()
 
 
-def test_openenv_own_client_runs_an_episode(server):
-    """OpenEnv's own MCPToolClient (the ``openenv`` extra: openenv-core pulls fastmcp and gradio, so ./forge does not
-    install it): reset -> list_tools -> call_tool x3 -> close, and 64 of them side by side."""
-    pytest.importorskip("openenv.core.mcp_client", reason="openenv-core is not installed (pip install '.[openenv]')")
-    import asyncio
+@pytest.fixture(scope="module")
+def openenv_python(tmp_path_factory):
+    """.venv-openenv (``./forge openenv-env``): OpenEnv's own client beside .venv's packages, created once."""
+    with one_at_a_time(tmp_path_factory, "forge-openenv-env"):
+        out = subprocess.run(["bash", str(ROOT / "forge"), "openenv-env"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return str(ROOT / ".venv-openenv" / "bin" / "python")
 
-    from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
-    from openenv.core.mcp_client import MCPToolClient
 
+@pytest.mark.slow
+def test_openenv_own_client_runs_an_episode(server, openenv_python):
+    """OpenEnv's own MCPToolClient (openenv-core 0.3.0, in its own environment: ./forge openenv-env): reset ->
+    list_tools -> call_tool x3 -> close, 64 of them side by side; the reward is the scenario's checks."""
     url = server[0].replace("ws://", "http://")
-
-    async def one(seed):
-        async with MCPToolClient(base_url=url) as env:
-            await env.reset(seed=seed, task_id=RETAIL)
-            tools = await env.step(ListToolsAction())
-            steps = [await env.step(CallToolAction(tool_name=n, arguments=a)) for n, a in BUY]
-            return [t.name for t in tools.observation.tools], steps
-
-    async def many():
-        return await asyncio.gather(*[one(i) for i in range(64)])
-
-    results = asyncio.run(many())
-    names, steps = results[0]
-    assert "checkout" in names and [s.reward for s in steps] == [0.0, 1.0, 1.0]
-    assert steps[1].observation.metadata["checks"] == [True, True] and steps[1].observation.error is None
-    assert all([s.reward for s in r[1]] == [0.0, 1.0, 1.0] for r in results)
+    command = [openenv_python, "-m", "tests.support.openenv_client", url, RETAIL, "64", json.dumps(BUY)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(results) == 64 and "checkout" in results[0]["tools"]
+    assert all([s["reward"] for s in r["steps"]] == [0.0, 1.0, 1.0] for r in results)  # no capacity error either
+    first = results[0]["steps"]
+    assert first[1]["checks"] == [True, True] and first[1]["error"] is None
+    assert {"outcome", "delta_size"} <= set(first[0]["metadata"])  # the step's executor labels
 
 
 def test_served_episodes_become_served_trajectories_labeled_steps_and_views(pool, tasks, sandbox, tmp_path):
