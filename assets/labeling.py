@@ -111,7 +111,9 @@ class DeterminismConfig(Config):
     blocking=True,
     description=(
         "Labels are reproducible: one trajectory of every environment and a seeded sample of the others, run again "
-        "in fresh processes (same frozen clock and seeds), give the stored labels, and steps a second execution "
+        "in fresh processes (same frozen clock and seeds; another CPU affinity; one environment at a time, no "
+        "neighbour beside it), give the stored labels and hold no rendering of the host's real day, and steps a "
+        "second execution "
         "labeled give what exploration observed (partitioned: the partition's trajectories). An environment that "
         f"differs is {_QUARANTINE} The check's `strict` config overrides the resource's."
     ),
@@ -124,7 +126,7 @@ def relabel_is_deterministic(
     run_policy: RunPolicyResource,
 ) -> AssetCheckResult:
     strict = run_policy.strict if config.strict is None else config.strict
-    with sandbox.open() as box:
+    with sandbox.open(workers=1) as box:  # alone: a label that depends on a neighbour differs
         report = check_determinism(
             scoped(store.layout(), context), box, config.sample_size, config.seed, per_env=config.per_env, strict=strict
         )

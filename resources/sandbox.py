@@ -34,5 +34,7 @@ class SandboxResource(config_from(Limits, base=ConfigurableResource)):
     def limits(self) -> Limits:
         return self.to_domain()
 
-    def open(self) -> Sandbox:
-        return Sandbox(workers=self.workers, limits=self.limits(), isolation=self.isolation)
+    def open(self, workers: int | None = None) -> Sandbox:
+        """A sandbox of this resource's isolation and limits; ``workers``: other than the resource's (1: one
+        environment's code at a time, no neighbour running beside it)."""
+        return Sandbox(workers=workers or self.workers, limits=self.limits(), isolation=self.isolation)

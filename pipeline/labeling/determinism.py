@@ -8,10 +8,11 @@ of two independent executions:
   with stored steps; labels kept from collection are candidates like any other), plus ``sample_size``
   more drawn from the rest (``-1``: all), seeded, are executed again in freshly forked children
   (``Sandbox.run(..., fresh_children=True)``, a new sandbox: other processes than the ones that made
-  the labels) on the varied host profile (another real CPU affinity: :func:`varied`). The re-execution's own
-  initial-state hash is compared with the trajectory's recorded one, and its own labels of every step —
-  observation, outcome, Δ, s_t and s'_t hashes, every :data:`LABEL_FIELDS` column — with the stored step. A
-  reset that fails on re-execution while the stored trajectory has steps is a finding too.
+  the labels; the asset's has one worker: no neighbour) on the varied host profile (another real CPU affinity:
+  :func:`varied`). The re-execution's own initial-state hash is compared with the trajectory's recorded one, and
+  its own labels of every step — observation, outcome, Δ, s_t and s'_t hashes, every :data:`LABEL_FIELDS` column —
+  with the stored step. A reset that fails on re-execution while the stored trajectory has steps is a finding too,
+  and so is a step that holds the host's real day (:func:`host_day`), which no re-execution on that day changes.
 * **exploration vs labeling** — an explored action carries the s'_t hash the policy saw
   (``observed_after_hash``); for trajectories the labeling stage *executed again* (their part's
   sidecar lists them under ``executed``) that hash is compared with the labeled one. Labels kept
@@ -34,15 +35,19 @@ this check catches.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from pipeline.core.clock import DEFAULT_CLOCK_START, parse_clock_start
 from pipeline.core.trajectory import Trajectory
 from pipeline.core.untrusted import md
 from pipeline.envs.catalog import load_blobs
@@ -171,6 +176,31 @@ def _steps(parts: list[str], columns: list[str], key: str, values: list[str]) ->
     return ds.dataset(parts, format="parquet").to_table(columns=columns, filter=ds.field(key).isin(values)).to_pylist()
 
 
+#: a rendering of the host's real day in a label: its ISO, compact and slashed dates, or epoch seconds or
+#: milliseconds (:func:`host_day`), the day before, of and after the check
+_DAY_FORMATS = ("%Y-%m-%d", "%Y%m%d", "%d/%m/%Y", "%m/%d/%Y")
+
+
+def host_day(text: str, now: float) -> str | None:
+    """The first rendering in ``text`` of the host's real day around ``now`` (a date within a day either side,
+    epoch seconds or milliseconds within two days), or None."""
+    days = sorted({datetime.fromtimestamp(now + k * 86_400, UTC).date() for k in (-1, 0, 1)})
+    dates = [d.strftime(f) for d in days for f in _DAY_FORMATS]
+    lead = str(int(now))[:4]  # two days either side move at most the fifth digit of today's epoch seconds
+    epoch = rf"{lead}\d{{6}}(?:\d{{3}})?"
+    for m in re.finditer(rf"(?<![\d.])(?:{'|'.join(map(re.escape, dates))}|{epoch})(?!\d)", text):
+        found = m.group(0)
+        if found in dates or abs(int(found) / (1000 if len(found) == 13 else 1) - now) <= 2 * 86_400:
+            return found
+    return None
+
+
+def _labels_text(step: dict[str, Any]) -> str:
+    """What a re-executed step answered and changed, as text (its observation, error and Δ)."""
+    delta = json.dumps(step.get("delta") or [], default=str, ensure_ascii=False)
+    return "\n".join(str(step.get(f) or "") for f in ("raw_observation", "observation_json", "error_message")) + delta
+
+
 def varied(trajectory: Trajectory) -> Trajectory:
     """``trajectory`` to be executed on the varied host profile (:func:`pipeline.execution.freeze.host_profile`)."""
     return replace(trajectory, meta={**trajectory.meta, freeze.HOST_PROFILE: freeze.VARIED})
@@ -233,6 +263,7 @@ def check_determinism(
     # differs too
     again = [varied(t) for t in iter_trajectories(layout, ids=sampled)][::-1] if sampled else []  # isin([]): null
     runs = sandbox.run(again, fresh_children=True) if again else iter(())
+    now = freeze.REAL.time()
     for traj, result in runs:
         tid, env = traj.trajectory_id, traj.env_id
         steps = stored.get(tid, {})
@@ -244,6 +275,17 @@ def check_determinism(
         if result["init"].get("state_hash") != recorded.get(tid):
             flag(tid, env, 0, "initial state differs on re-execution")
         fresh = {s["step_index"]: s for s in result["steps"]}
+        # a label holding the host's real day, where the frozen clock is on another: a clock the sandbox did not freeze
+        # (the same all day long, which a re-execution on the same day cannot tell apart)
+        if abs(parse_clock_start(traj.clock_start or DEFAULT_CLOCK_START) - now) > 3 * 86_400:
+            given = str(result["init"].get("state_json") or "")  # a date the scenario or the call brought is its own
+            for index in sorted(fresh):
+                if index < len(traj.actions):
+                    given += json.dumps(traj.actions[index].arguments, ensure_ascii=False)
+                day = host_day(_labels_text(fresh[index]), now)
+                if day is not None and day not in given:
+                    flag(tid, env, index, f"holds the host's real date ({day}), not the frozen clock's")
+                    break
         if set(fresh) != old:
             flag(tid, env, min(set(fresh) ^ old), f"{len(fresh)} steps re-executed, {len(old)} stored")
         for index in sorted(set(fresh) & old):

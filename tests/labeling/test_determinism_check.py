@@ -73,6 +73,30 @@ class {cls}:
 '''
 
 
+DAY_CODE = """
+import ctypes, datetime
+
+
+class DayReader:
+    \"\"\"Records the host's real day, read by a raw system call below the frozen clock: the same all day long.\"\"\"
+
+    def __init__(self, init_config):
+        self.days = []
+
+    def today(self, note: str):
+        \"\"\"Record today's date.
+
+        Args:
+            note (str): A note.
+        \"\"\"
+        ts = (ctypes.c_long * 2)()
+        ctypes.CDLL(None).syscall(228, 0, ts)  # clock_gettime(CLOCK_REALTIME), x86_64, past libc's frozen one
+        day = datetime.datetime.fromtimestamp(ts[0], datetime.timezone.utc).date().isoformat()
+        self.days.append(day)
+        return {"success": True, "data": day}
+"""
+
+
 def _item(cls: str, code: str) -> dict:
     return {"env_class_name": cls, "env_class_code": code, "environment_introduction": cls, "constraints_rules": ""}
 
@@ -82,8 +106,9 @@ ITEMS = {
     "good_clock": _item("Stamper", CLOCK_CODE),
     "addr_id": _item("IdTagger", ADDRESS_CODE.format(cls="IdTagger", expr="id(object())")),
     "addr_repr": _item("ReprTagger", ADDRESS_CODE.format(cls="ReprTagger", expr="hash(repr(object()))")),
+    "day_reader": _item("DayReader", DAY_CODE),
 }
-BAD = ["envscaler/addr_id", "envscaler/addr_repr"]
+BAD = ["envscaler/addr_id", "envscaler/addr_repr", "envscaler/day_reader"]
 GOOD = ["envscaler/good_clock", "envscaler/good_shop"]
 
 
@@ -151,6 +176,9 @@ def test_one_trajectory_per_environment_is_re_executed_and_address_readers_are_c
     assert not report.ok
     assert report.quarantined() == BAD, report.mismatches
     assert "good_clock" not in " ".join(report.mismatches)  # every frozen source reproduced
+    # the real day read past the frozen clock is the same on re-execution, and caught by its value
+    [day] = [m for m in report.mismatches if m.startswith("envscaler/day_reader")]
+    assert "holds the host's real date" in day, day
 
 
 def test_quarantine_excludes_the_whole_environment_and_the_others_reach_the_strata(collected):
