@@ -85,9 +85,8 @@ def data_root(given: str | Path | None = None) -> Path:
 
 def dagster_home(root: Path, make: bool = True) -> Path:
     """The run history of the data root ``root``: ``DAGSTER_HOME`` when the user set one, else
-    ``<root>/.dagster_home``; with ``make``, created with the project's ``dagster.yaml`` (a home set up before the
-    console defaulted to INFO gets ``python_logs`` once). The UI, its plots, the sensors and ``./forge run``'s
-    timings all read this one home."""
+    ``<root>/.dagster_home``; with ``make``, created with the project's ``dagster.yaml``. The UI, its plots, the
+    sensors and ``./forge run``'s timings all read this one home."""
     home = Path(os.environ.get("DAGSTER_HOME") or root / ".dagster_home")
     if not make:
         return home
@@ -95,9 +94,6 @@ def dagster_home(root: Path, make: bool = True) -> Path:
     config = home / "dagster.yaml"
     if not config.is_file():
         config.write_text((ROOT / "dagster.yaml").read_text())
-    elif "\npython_logs:" not in "\n" + config.read_text():
-        with config.open("a") as out:
-            out.write("python_logs:\n  python_log_level: INFO\n")
     return home
 
 

@@ -50,7 +50,6 @@ from pipeline.core.untrusted import console  # noqa: E402
 from pipeline.envs.partitions import partition_keys  # noqa: E402
 from pipeline.store.layout import DataLayout, disk_full  # noqa: E402
 from resources import EnvironmentSourcesResource  # noqa: E402
-from resources.sets import moved_key  # noqa: E402
 from resources.storage import DATA_ROOT_TAG, root_tag  # noqa: E402
 
 #: the definitions built in this process, by the settings they were built from (:func:`definitions`)
@@ -565,8 +564,6 @@ def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
     where = ".".join(path) or "the top level"
     if reason == "FIELD_NOT_DEFINED":
         name = error.error_data.field_name
-        if moved := moved_key(path, name):
-            return moved
         keys = _schema_keys(job, path)
         close = get_close_matches(name, keys, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
@@ -580,8 +577,6 @@ def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
     if reason == "FIELDS_NOT_DEFINED":
         keys = _schema_keys(job, path)
         names = list(error.error_data.field_names)
-        if moved := next(filter(None, (moved_key(path, n) for n in names)), None):
-            return moved
         return (
             f"unknown config keys {', '.join(map(repr, names))} under {where}: "
             f"{_section_hint(job, path, names) or 'valid keys: ' + ', '.join(keys)}"

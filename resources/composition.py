@@ -7,10 +7,8 @@ what it does when the corpus falls short (``RunPolicy``). Configure each once (L
 composition: config: …`` / ``resources: run_policy: config: …``); their defaults are the profile's
 (``pipeline/profiles/<name>.toml``: EnvSimBench's 400-sample cells and the Balance2 sizes by default)."""
 
-from typing import Any
-
 from dagster import ConfigurableResource
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from pipeline.core.profile import RunPolicy
 from pipeline.core.strata import Cell, Composition
@@ -26,15 +24,10 @@ class CellConfig(config_from(Cell)):
         return cls(**cell.to_dict())
 
 
-#: the run policy's fields, which the composition held before: each names its new place
-POLICY_MOVED = {
-    f: f"resources.composition.config.{f} moved to resources.run_policy.config.{f}"
-    for f in ("strict", "explore_call_budget", "on_shortfall")
-}
-
-
 class CompositionResource(ConfigurableResource):
     """The composition in force: benchmark cells (rule + quota) and Balance2 mixture sizes."""
+
+    model_config = {**ConfigurableResource.model_config, "extra": "forbid"}  # a mistyped key is refused
 
     cells: list[CellConfig] = Field(
         default_factory=lambda: [CellConfig.of(c) for c in Composition().cells],
@@ -44,14 +37,6 @@ class CompositionResource(ConfigurableResource):
         default_factory=lambda: dict(Composition().mixture_sizes),
         description="Samples per Balance2 group; default: the profile's.",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_policy(cls, values: Any) -> Any:
-        for key, message in POLICY_MOVED.items():
-            if isinstance(values, dict) and key in values:
-                raise ValueError(message)
-        return values
 
     def composition(self) -> Composition:
         return Composition(tuple(c.to_domain() for c in self.cells), self.mixture_sizes)

@@ -6,11 +6,11 @@ from typing import Any
 
 import pydantic
 from dagster import ConfigurableResource
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from pipeline.core.fields import description
 from pipeline.envs import envscaler, registry
-from pipeline.envs.config import MOVED, EnvScalerCorpus, SourceConfig, moved
+from pipeline.envs.config import EnvScalerCorpus, SourceConfig
 from pipeline.envs.download import downloaded_corpus
 from pipeline.store.layout import DataLayout
 from resources.config_from import nested
@@ -64,14 +64,6 @@ _SourceSections = pydantic.create_model(
 class EnvironmentSourcesResource(_SourceSections):
     """The environment sources: one section per registered source, named after it (``bfcl``, ``builtin``,
     ``envscaler`` — a list of corpora —, and each plugin source's), with that source's settings."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_old_keys(cls, values: Any) -> Any:
-        for key in MOVED:
-            if isinstance(values, dict) and key in values:
-                raise ValueError(moved(key))
-        return values
 
     def corpora(self, layout: DataLayout) -> list[EnvScalerCorpus]:
         """``envscaler`` as configured, unset: the corpus downloaded under ``layout``'s root (the store's)."""

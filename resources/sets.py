@@ -18,8 +18,7 @@ from dagster import ConfigurableResource, DagsterInvalidConfigError
 
 from pipeline.core import profile
 from pipeline.core.settings import Settings
-from pipeline.envs.config import MOVED, moved
-from resources.composition import POLICY_MOVED, CompositionResource, RunPolicyResource
+from resources.composition import CompositionResource, RunPolicyResource
 from resources.environments import EnvironmentSourcesResource
 from resources.hub import HuggingFaceHubResource
 from resources.sandbox import SandboxResource
@@ -49,17 +48,6 @@ def profiled(current: Settings, chosen: profile.Profile) -> dict[str, Configurab
                 f"profile {chosen.name} ({chosen.path}): {key}: {msg.split('. Expected')[0]}"
             ) from None
     return out
-
-
-def moved_key(path: list[str], key: str) -> str | None:
-    """The one-line message for a run-config key of before that moved (``resources.<resource>.config.<key>``);
-    None: it did not move."""
-    if len(path) == 3 and path[0] == "resources" and path[2] == "config":
-        if path[1] == "sources" and key in MOVED:
-            return moved(key)
-        if path[1] == "composition":
-            return POLICY_MOVED.get(key)
-    return None
 
 
 def resources_for(current: Settings) -> dict[str, ConfigurableResource | Any]:

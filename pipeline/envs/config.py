@@ -27,24 +27,6 @@ class SourceError(ValueError):
     environment, or its outcome rule is not valid. The message names the config key, the file and what to do."""
 
 
-#: the run config's keys of before, and where each is now (below ``resources.sources.config``)
-MOVED = {
-    "bfcl_files": "bfcl: {categories, task_files}",
-    "bfcl_categories": "bfcl.categories",
-    "bfcl_task_files": "bfcl.task_files",
-    "bfcl_replay": "bfcl.replay",
-    "bfcl_explore": "bfcl.explore",
-    "builtin_scenarios_per_env": "builtin.scenarios_per_env",
-    "builtin_seed": "builtin.seed",
-    "explore_class_defaults": "envscaler[].explore_class_defaults",
-}
-
-
-def moved(key: str) -> str:
-    """The one-line message for the old key ``key``."""
-    return f"resources.sources.config.{key} moved: set {MOVED[key]} (one section per source, docs/environments.md)"
-
-
 @dataclass(frozen=True)
 class SourceSettings:
     """What every source's settings may hold (subclass it): the outcome rule of its environments' steps."""

@@ -19,7 +19,7 @@ from typing import Any
 from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.outcome import RULE_OPTION, Labeler, labeler, parse_rule
 from pipeline.core.registry import Registry
-from pipeline.envs.config import MOVED, SourceConfig, moved
+from pipeline.envs.config import SourceConfig
 from pipeline.envs.source import EnvironmentSource
 from pipeline.envs.source import reuse_key as _reuse_key
 from pipeline.envs.sources.bfcl import BfclSource
@@ -98,9 +98,7 @@ def sources_config(message_histories: Iterable[str | Path] = (), **sections: Any
         source = SOURCES.find(name)
         if source is None or source.settings is None:
             raise ValueError(
-                moved(name)
-                if name in MOVED
-                else f"resources.sources.config.{name}: not a source with settings; those: "
+                f"resources.sources.config.{name}: not a source with settings; those: "
                 + ", ".join(s.name for s in SOURCES.values() if s.settings is not None)
             )
         values[name] = [_settings(source, v) for v in value] if source.many else _settings(source, value)

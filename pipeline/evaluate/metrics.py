@@ -8,7 +8,7 @@ evaluation code computes, quirks included — :mod:`pipeline.envsimbench.referen
 * **CM**: the predicted changes, applied to ``s_t``, reproduce ``s'_t`` exactly (values compared as
   canonical JSON: ``1`` is not ``1.0`` is not ``true``). Answers in our format and the reference's
   are accepted (:func:`pipeline.core.protocol.apply_changes`); changes that do not apply score 0.
-* **cm_changed_paths** (formerly "CM-lenient"): the predicted state (changes applied where they can
+* **cm_changed_paths**: the predicted state (changes applied where they can
   be) has the true value, exactly, at every path of the true Δ; spurious predicted changes elsewhere
   are not penalised, and a truly removed key passes whether the prediction deletes it or sets it to
   null. It is *not* the reference CM (no Python ``==``, no dotted-path splitting, correct deletes pass).

@@ -17,7 +17,7 @@ from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.report.plots import line_plot
 from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import catalog, warehouse
-from pipeline.store.duck import connect, table_columns
+from pipeline.store.duck import connect
 
 #: a sample whose request failed (the endpoint's failure) is no answer: it is counted apart and left out of
 #: every metric's denominator (rows from before ``status`` existed: a non-NULL ``request_error``)
@@ -76,11 +76,7 @@ COLUMNS: dict[str, str] = {
 
 
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
-    """Create ``eval_results``, or bring a table written by an earlier version up to date (the column
-    once called ``cm_lenient`` is ``cm_changed_paths``; new columns are added, NULL for old rows)."""
-    have = table_columns(con, "eval_results")
-    if "cm_lenient" in have and "cm_changed_paths" not in have:
-        con.execute("ALTER TABLE eval_results RENAME COLUMN cm_lenient TO cm_changed_paths")
+    """Create ``eval_results`` (new columns are added to an existing one, NULL for its rows)."""
     warehouse.ensure_table(con, "eval_results", COLUMNS)
 
 
@@ -96,18 +92,14 @@ def breakdown_views(axes: Axes = AXES) -> dict[str, str]:
 
 
 def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: Axes = AXES) -> None:
-    """Replace a run's rows with the latest result per step from its JSON-lines file (lines written
-    before the rename carry ``cm_lenient``, read as ``cm_changed_paths``; missing metrics are NULL), then
-    (re-)create ``eval_runs`` and the breakdown views over ``axes``."""
+    """Replace a run's rows with the latest result per step from its JSON-lines file (missing metrics are NULL),
+    then (re-)create ``eval_runs`` and the breakdown views over ``axes``."""
     _ensure_table(con)
     con.execute("DELETE FROM eval_results WHERE run_id = ?", [run_id])
     if results.exists() and results.stat().st_size:
-        read = {**COLUMNS, "cm_lenient": "BOOLEAN"}
-        spec = ", ".join(f"{c}: '{t}'" for c, t in read.items())
+        spec = ", ".join(f"{c}: '{t}'" for c, t in COLUMNS.items())
         select = ", ".join(
-            "coalesce(cm_changed_paths, cm_lenient)"
-            if c == "cm_changed_paths"
-            else "coalesce(prompt, 'envsim')"
+            "coalesce(prompt, 'envsim')"
             if c == "prompt"
             else "coalesce(status, CASE WHEN request_error IS NULL THEN 'answered' ELSE 'request_failed' END)"
             if c == "status"
@@ -133,7 +125,6 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: A
                    sum(completion_tokens) AS completion_tokens
             FROM eval_results GROUP BY run_id"""
     )
-    con.execute("DROP VIEW IF EXISTS eval_by_stratum")  # was by benchmark group, not by stratum: eval_by_group
     for name, key in breakdown_views(axes).items():
         con.execute(
             f"CREATE OR REPLACE VIEW {name} AS SELECT run_id, {key}, {_METRICS} FROM {axes.relation('eval_results')} "

@@ -112,7 +112,7 @@ _MEANINGS: dict[str, str] = {
     "prompt": "Prompt template the simulator was given.",
     "fm": "Feedback Match: the predicted feedback equals the observation (rates: percent of answered samples).",
     "cm": "Config Match (exact): the predicted changes applied to s_t give s'_t (rates: percent of answered samples).",
-    "cm_changed_paths": "CM checked on the truly changed paths only (formerly cm_lenient).",
+    "cm_changed_paths": "CM checked on the truly changed paths only.",
     "cm_reference": "CM as the EnvSimBench evaluation code computes it, quirk for quirk.",
     "fm_reference": "FM as the EnvSimBench evaluation code computes it.",
     "reference_error": "Why the reference metrics could not be computed for the answer.",

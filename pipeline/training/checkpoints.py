@@ -245,17 +245,12 @@ def _resolve_step(data_root: Path, version: str, step: int) -> tuple[Path, dict[
     )
 
 
-#: columns added to ``sft_checkpoints`` after its first release (a database made before gets them)
-_ADDED = {"nodes": "INTEGER", "base_model_revision": "VARCHAR", "library_versions_json": "VARCHAR"}
-
-
 def _schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""CREATE TABLE IF NOT EXISTS sft_checkpoints (
         checkpoint_version VARCHAR, mixture_version VARCHAR, base_model VARCHAR, finetuning_type VARCHAR,
         template VARCHAR, gpus INTEGER, settings_json VARCHAR, path VARCHAR, train_loss DOUBLE, train_runtime_s DOUBLE,
-        tokens_seen BIGINT, job_id VARCHAR, dagster_run_id VARCHAR)""")
-    for column, kind in _ADDED.items():
-        con.execute(f"ALTER TABLE sft_checkpoints ADD COLUMN IF NOT EXISTS {column} {kind}")
+        tokens_seen BIGINT, job_id VARCHAR, dagster_run_id VARCHAR, nodes INTEGER, base_model_revision VARCHAR,
+        library_versions_json VARCHAR)""")
     con.execute("""CREATE TABLE IF NOT EXISTS sft_checkpoint_steps (
         checkpoint_version VARCHAR, parent_version VARCHAR, mixture_version VARCHAR, step INTEGER, path VARCHAR,
         present BOOLEAN, loss DOUBLE, epoch DOUBLE, written_at TIMESTAMPTZ, job_id VARCHAR, dagster_run_id VARCHAR)""")

@@ -63,15 +63,13 @@ def test_what_a_commands_processes_share_is_a_value_and_the_environment_stays(tm
     assert env["DAGSTER_HOME"] == str(root / ".dagster_home")
     assert (root / ".dagster_home" / "dagster.yaml").read_text() == (ROOT / "dagster.yaml").read_text()
     assert dict(os.environ) == before  # read, never written
-    # a chosen home stays; a home set up before python_logs gets it once
+    # a chosen home stays as its user wrote it
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     assert cli.dagster_home(root) == home and cli.dagster_home(root) == home
-    assert (home / "dagster.yaml").read_text() == (
-        "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
-    )
+    assert (home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
 
 
 def test_the_entry_tier_only_reads_the_users_environment():

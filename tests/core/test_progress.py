@@ -176,7 +176,7 @@ def test_collection_and_labeling_log_every_phase_with_its_total(tmp_path, sandbo
 
 def test_the_instance_logs_info_by_default(tmp_path):
     """The project's dagster.yaml (what ``./forge`` puts in ``$DAGSTER_HOME``) sets the default console level
-    of every run that names no logger to INFO; a home set up before gets the setting from ``./forge``."""
+    of every run that names no logger to INFO."""
     from dagster import DagsterInstance
     from dagster._loggers import default_system_loggers
 
@@ -185,18 +185,6 @@ def test_the_instance_logs_info_by_default(tmp_path):
         assert instance.python_log_level == "INFO"
         [(_, config)] = default_system_loggers(instance)
         assert config["log_level"] == "INFO"
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    from assets.cli import dagster_home  # what ./forge's commands do first
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DAGSTER_HOME", str(old))
-        assert dagster_home(tmp_path / "data") == old
-        dagster_home(tmp_path / "data")  # once only
-    with DagsterInstance.from_config(str(old)) as instance:
-        assert instance.python_log_level == "INFO"
-    assert (old / "dagster.yaml").read_text().count("python_logs:") == 1
 
 
 @pytest.mark.slow

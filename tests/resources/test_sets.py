@@ -108,7 +108,7 @@ def test_a_bad_profile_is_one_line_naming_its_file_and_key(tmp_path):
     for text, says in [
         ("[sources.builtin]\nscenarios = 3\n", "sources.builtin.scenarios: Extra inputs are not permitted"),
         ("[run_policy]\non_shortfall = 'maybe'\n", "run_policy.on_shortfall: Input should be 'warn' or 'fail'"),
-        ("[composition]\nstrict = true\n", "moved to resources.run_policy.config.strict"),
+        ("[composition]\nstrict = true\n", "composition.strict: Extra inputs are not permitted"),
         ("[exploration]\nx = 1\n", "unknown section exploration; sections: sources, composition, run_policy"),
     ]:
         bad.write_text(text)
