@@ -1,7 +1,7 @@
 """The one CLI: ``./forge COMMAND ARGS`` sets up ``.venv/`` and runs ``python -m assets.cli COMMAND ARGS``. Each
 command is one function (``argv`` in, the exit status out) and one entry of :data:`COMMANDS`, a registry that
 installed plugin packages add to by entry point (``envsim_forge.commands``, docs/extending.md); ``setup``,
-``train-env`` and ``serve-venv`` are ``./forge``'s own (only their help is here). The settings are read here and
+``train-env``, ``serve-venv`` and ``openenv-env`` are ``./forge``'s own (only their help is here). The settings are read here and
 passed on as values (the data root resolved once, :func:`data_root`); a process a command starts gets them in its
 environment (:func:`child_env`); this process's environment is only read. Only the standard library is imported at
 the top, so ``COMMAND -h`` works without ``.venv`` (with the machine's python3)."""
@@ -667,6 +667,7 @@ def partitions(argv: list[str]) -> int:
 for _name, _usage in (
     ("train-env", "    create .venv-train/ (LLaMA-Factory, torch) for training and serving jobs"),
     ("serve-venv", "   GPU nodes: create .venv-serve/ (vLLM)"),
+    ("openenv-env", "  create .venv-openenv/ (OpenEnv's own client, beside .venv's packages)"),
     ("setup", "        only set up .venv/"),
 ):
     COMMANDS.register(Command(_name, None, _usage))

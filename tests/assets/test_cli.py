@@ -48,7 +48,7 @@ def test_help_without_the_project_environment_imports_nothing_of_it(command):
     assert "usage" in proc.stdout.lower() and "Traceback" not in proc.stderr
     if command == "run":
         assert "--config-json JSON" in proc.stdout and "-c FILE, --config FILE" in proc.stdout
-    elif command not in ("train-env", "serve-venv", "setup"):
+    elif command not in ("train-env", "serve-venv", "openenv-env", "setup"):
         assert f"./forge setup first, then ./forge {command} -h" in proc.stdout
 
 
