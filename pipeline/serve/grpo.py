@@ -3,7 +3,8 @@
 the project's Python over a pipe (:mod:`pipeline.serve.gem_pipe`). Imports nothing of the project.
 
 For each task, ``--samples`` episodes of at most ``--turns`` turns: the model writes a tool call
-(``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, at most ``--max-new-tokens`` sampled tokens), the
+(``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, at most ``--max-new-tokens`` sampled tokens after
+the reply's start, :data:`REPLY_START`, which the prompt gives), the
 environment answers, and the episode's reward is the task's checks on the real state after its last call. The
 advantage of an episode is its reward normalised within its task's group (``(r - mean) / (std + 1e-4)``); the loss
 is the policy-gradient surrogate ``-A · ratio`` averaged over the model's own tokens only (the prompt, the chat
@@ -24,6 +25,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+#: the start of every reply, written for the model (its tokens are the prompt's, masked out of the loss): a model
+#: as small as SmolLM2-135M otherwise answers in prose, no reply is a call, every reward is 0 and GRPO's
+#: group-normalised advantages leave nothing to learn from
+REPLY_START = '<tool_call>{"name": "'
 
 SYSTEM = (
     "You are an agent that completes the user's task by calling tools. Answer with exactly one tool call per "
@@ -61,6 +67,20 @@ class Pipe:
         self.proc.wait(timeout=120)
 
 
+def closed_call(text: str) -> str:
+    """The reply as the environment reads it: a call whose JSON object is complete but whose closing tag the
+    model did not write (it stopped, or went on in prose) is closed after the object, as a stop sequence would;
+    anything else is the reply as written."""
+    opening = "<tool_call>"
+    if not text.startswith(opening) or "</tool_call>" in text:
+        return text
+    try:
+        call, end = json.JSONDecoder().raw_decode(text, len(opening))
+    except ValueError:
+        return text
+    return text[:end] + "</tool_call>" if isinstance(call, dict) else text
+
+
 def tool_lines(tools: list[dict[str, Any]]) -> str:
     """The tools as compact JSON lines (name, description, parameters) for the system prompt."""
     out = []
@@ -95,6 +115,8 @@ def play(model: Any, tokenizer: Any, pipe: Pipe, key: str, task_id: str, seed: i
     ids: list[int] = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
     if not isinstance(ids, list):  # a BatchEncoding in some versions
         ids = list(ids["input_ids"])
+    start = tokenizer(REPLY_START, add_special_tokens=False)["input_ids"]
+    ids = ids + start
     mask = [0] * len(ids)
     eos = tokenizer.eos_token_id
     turns, reward, rewards = [], 0.0, []
@@ -111,7 +133,7 @@ def play(model: Any, tokenizer: Any, pipe: Pipe, key: str, task_id: str, seed: i
             )
         new = out[0, len(ids) :].tolist()
         ids, mask = ids + new, mask + [1] * len(new)
-        text = tokenizer.decode(new, skip_special_tokens=True)
+        text = closed_call(REPLY_START + tokenizer.decode(new, skip_special_tokens=True))
         step = pipe.ask(op="step", env=key, action=text)
         reward = float(step["reward"])
         rewards.append(reward)
@@ -121,6 +143,7 @@ def play(model: Any, tokenizer: Any, pipe: Pipe, key: str, task_id: str, seed: i
         env_ids = tokenizer(env_turn_text(tokenizer, step["obs"][:1500]), add_special_tokens=False)["input_ids"]
         if new and new[-1] == eos and env_ids and env_ids[0] == eos:
             env_ids = env_ids[1:]  # the model closed its turn itself
+        env_ids += start  # the next reply starts as the first did
         ids, mask = ids + env_ids, mask + [0] * len(env_ids)
     final = pipe.ask(op="close", env=key)
     print(f"episode {key} ({task_id}, seed {seed}): {len(turns)} turns, reward {reward}", file=sys.stderr, flush=True)
