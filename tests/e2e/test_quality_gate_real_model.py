@@ -20,7 +20,7 @@ from pipeline.training.launchers import find_llamafactory
 from pipeline.training.serve import ServeSpec, serve
 from tests.e2e.test_llamafactory_e2e import train_python  # module fixture
 from tests.e2e.test_real_model import converted_once
-from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
+from tests.support.defect_corpus import BAD, GOOD, QUARANTINED, build_defect_layout
 
 pytestmark = pytest.mark.slow
 MODEL = base_models.DEFAULT_MODEL
@@ -70,7 +70,9 @@ def test_smollm2_is_a_checker_of_the_gate_end_to_end(tmp_path, tmp_path_factory,
     by_checker = {c.spec.results_name: c for c in report.checkers}
     model = by_checker[smol.results_name]
     print(f"SmolLM2-135M-Instruct as checker: {model.summary()}")
-    assert len(model.rows) == envs and all(r["answered"] == r["probes"] == PROBES for r in model.rows)
+    probed = [r for r in model.rows if r["env_id"] != QUARANTINED]  # the quarantined one is not probed: a row of 0
+    assert len(model.rows) == envs and all(r["answered"] == r["probes"] == PROBES for r in probed)
+    assert [r["probes"] for r in model.rows if r["env_id"] == QUARANTINED] == [0]
     assert all(r["weights_id"] == wid and wid.startswith("sha256-") for r in model.rows)
     assert sum(r["prompt_tokens"] for r in model.rows) > 0 and sum(r["completion_tokens"] for r in model.rows) > 0
     assert model.seconds > 0 and 0.0 <= model.yield_ <= 1.0

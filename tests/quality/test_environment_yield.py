@@ -31,10 +31,8 @@ from pipeline.quality.environment_yield import (
 from pipeline.select.samples import materialize_samples
 from pipeline.select.stratify import input_fingerprint
 from pipeline.store import catalog, warehouse
-from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
+from tests.support.defect_corpus import BAD, GOOD, QUARANTINED, build_defect_layout
 
-#: the defect corpus's environment the determinism check quarantines
-QUARANTINED = "envscaler/tagger"
 ANCHORS = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
 
 

@@ -257,6 +257,8 @@ class Journal:
 '''
 
 #: the planted defects: environment -> (tool or None, what the report must say)
+#: the environment the determinism check quarantines (its labels hold a fresh object's address)
+QUARANTINED = "envscaler/tagger"
 BAD = {
     "envscaler/ledger": ("post_entry", "always raises"),
     "envscaler/kiosk": ("sell", "mismatch"),
