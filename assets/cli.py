@@ -1,10 +1,10 @@
 """The one CLI: ``./forge COMMAND ARGS`` sets up ``.venv/`` and runs ``python -m assets.cli COMMAND ARGS``. Each
 command is one function (``argv`` in, the exit status out) and one entry of :data:`COMMANDS`, a registry that
 installed plugin packages add to by entry point (``envsim_forge.commands``, docs/extending.md); ``setup``,
-``train-env``, ``serve-venv`` and ``openenv-env`` are ``./forge``'s own (only their help is here). The settings are read here and
-passed on as values (the data root resolved once, :func:`data_root`); a process a command starts gets them in its
-environment (:func:`child_env`); this process's environment is only read. Only the standard library is imported at
-the top, so ``COMMAND -h`` works without ``.venv`` (with the machine's python3)."""
+``train-env``, ``serve-venv`` and ``openenv-env`` are ``./forge``'s own (only their help is here). The settings are
+read here and passed on as values (the data root resolved once, :func:`data_root`); a process a command starts gets
+them in its environment (:func:`child_env`); this process's environment is only read. Only the standard library is
+imported at the top, so ``COMMAND -h`` works without ``.venv`` (with the machine's python3)."""
 
 from __future__ import annotations
 
