@@ -15,7 +15,7 @@ from dagster import materialize
 
 from pipeline.export.hf_layout import MARKER
 from pipeline.training.serve import ServerNotReady, ServeSpec, serve
-from tests.support.parallel import one_at_a_time
+from tests.support.parallel import forge_environment, one_at_a_time
 from tests.training.test_jobs import _job_resources, split_layout  # module fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,10 +39,7 @@ CPU_TRAIN = {
 @pytest.fixture(scope="module")
 def train_python(tmp_path_factory):
     """.venv-train, the LLaMA-Factory job environment (requirements-train.txt), created once by ./forge."""
-    with one_at_a_time(tmp_path_factory, "forge-train-env"):
-        out = subprocess.run(["bash", str(ROOT / "forge"), "train-env"], capture_output=True, text=True, timeout=1800)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return str(ROOT / ".venv-train" / "bin" / "python")
+    return forge_environment(tmp_path_factory, "train-env", ".venv-train", timeout=1800)
 
 
 @pytest.fixture(scope="module")

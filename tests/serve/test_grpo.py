@@ -16,7 +16,7 @@ from pipeline.serve.episode import reward_of
 from pipeline.serve.host import run_checks
 from pipeline.serve.tasks import load_tasks
 from pipeline.training.base_models import DEFAULT_MODEL, materialize
-from tests.support.parallel import one_at_a_time
+from tests.support.parallel import forge_environment, one_at_a_time
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
@@ -33,10 +33,7 @@ TASKS = ("builtin-payroll-s0-00000", "builtin-warehouse-s0-00000")  # every chec
 @pytest.fixture(scope="module")
 def train_python(tmp_path_factory):
     """.venv-train, the LLaMA-Factory job environment (requirements-train.txt), created once by ./forge."""
-    with one_at_a_time(tmp_path_factory, "forge-train-env"):
-        out = subprocess.run(["bash", str(ROOT / "forge"), "train-env"], capture_output=True, text=True, timeout=1800)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return str(ROOT / ".venv-train" / "bin" / "python")
+    return forge_environment(tmp_path_factory, "train-env", ".venv-train", timeout=1800)
 
 
 def test_one_grpo_step_of_smollm2_through_the_gem_adapter(train_python, tmp_path_factory):

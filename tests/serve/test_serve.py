@@ -35,7 +35,7 @@ from pipeline.store import catalog, warehouse
 from pipeline.store.layout import DataLayout
 from resources import EnvironmentSourcesResource
 from tests.support.envscaler_corpus import HOSTILE_CODE
-from tests.support.parallel import one_at_a_time
+from tests.support.parallel import forge_environment, one_at_a_time
 
 ROOT = Path(__file__).resolve().parents[2]
 RETAIL = "builtin-retail-s0-00000"  # customer C001; P001 in stock
@@ -329,10 +329,7 @@ def test_a_bfcl_task_is_rewarded_by_its_ground_truth_replay(pool):
 @pytest.fixture(scope="module")
 def openenv_python(tmp_path_factory):
     """.venv-openenv (``./forge openenv-env``): OpenEnv's own client beside .venv's packages, created once."""
-    with one_at_a_time(tmp_path_factory, "forge-openenv-env"):
-        out = subprocess.run(["bash", str(ROOT / "forge"), "openenv-env"], capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return str(ROOT / ".venv-openenv" / "bin" / "python")
+    return forge_environment(tmp_path_factory, "openenv-env", ".venv-openenv", timeout=900)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -193,3 +194,13 @@ def one_at_a_time(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterat
     with (run_base(tmp_path_factory) / f"{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def forge_environment(tmp_path_factory: pytest.TempPathFactory, command: str, venv: str, timeout: int) -> str:
+    """The Python of an environment ``./forge COMMAND`` builds in the tree (``train-env`` → .venv-train,
+    ``openenv-env`` → .venv-openenv), built once for the whole run: one worker at a time builds it, the others wait."""
+    root = Path(__file__).resolve().parents[2]
+    with one_at_a_time(tmp_path_factory, f"forge-{command}"):
+        out = subprocess.run(["bash", str(root / "forge"), command], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return str(root / venv / "bin" / "python")
