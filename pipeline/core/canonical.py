@@ -386,13 +386,6 @@ def _slot_names(cls: type) -> list[str]:
     return names
 
 
-def _public_attributes(value: Any) -> dict[str, Any] | None:
-    attrs = object_state(value)
-    if attrs is None:
-        return None
-    return {k: v for k, v in attrs.items() if isinstance(k, str) and not k.startswith("_")}
-
-
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False)
 _STORED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
