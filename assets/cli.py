@@ -790,8 +790,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+_interrupted: list[str] = []  # the signal that interrupted the command (only the first one interrupts)
+
+
 def _raise_interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    """Interrupt the command once: a second signal while its ``finally`` blocks stop what it started (``timeout``
+    signals the command and then its whole process group; a user presses Ctrl-C twice) is let pass, so the
+    clean-up (bounded by :func:`end_descendants`'s grace) completes and the one-line message stands."""
+    if _interrupted:
+        return
+    _interrupted.append(signal.Signals(signum).name)
+    raise KeyboardInterrupt(_interrupted[0])
 
 
 def interrupt_on_signals() -> None:

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,7 @@ def bwrap_path() -> str:
 UID_BASE, UID_SLOTS = 200_000, 50_000
 UID_LOCKS = "/run/envsim-sandbox-uids"  # one lock file per slot, flock'd while a sandbox holds it
 _PROBE = itertools.count()
+_RELEASE = threading.RLock()  # re-entrant: __del__ may run inside release (the collector)
 
 
 class UidSlot:
@@ -109,9 +111,11 @@ class UidSlot:
         raise SandboxUnavailable(f"all {UID_SLOTS} sandbox uids are taken: end other pipeline runs first")
 
     def release(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Give the slot back (once: a pool's closing thread and a host's reader thread may both end the host)."""
+        with _RELEASE:
+            fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     __del__ = release
 

@@ -292,3 +292,23 @@ def test_check_settings_refuses_a_data_root_that_cannot_work(tmp_path, monkeypat
         (full / "fill").unlink()
         assert cli.main(["check-settings"]) == 0
         assert f"data root {full / 'data'}" in capsys.readouterr().out
+
+
+def test_a_second_signal_during_the_clean_up_lets_the_clean_up_finish():
+    """``timeout`` signals ``./forge`` and then its whole process group: the first SIGTERM interrupts the command,
+    a second one arriving while its ``finally`` blocks run is let pass, so the clean-up completes."""
+    script = (
+        "import os, signal, time\n"
+        "from assets.cli import interrupt_on_signals\n"
+        "interrupt_on_signals()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(5); print('not interrupted')\n"
+        "except KeyboardInterrupt as exc:\n"
+        "    print('interrupted by', exc)\n"
+        "finally:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM); os.kill(os.getpid(), signal.SIGHUP); time.sleep(0.2)\n"
+        "    print('clean-up finished')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["interrupted by SIGTERM", "clean-up finished"]

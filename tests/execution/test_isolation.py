@@ -397,3 +397,26 @@ def test_trusted_mode_is_explicit_and_still_has_an_empty_environment(monkeypatch
     assert CANARY not in step["raw_observation"]
     with pytest.raises(isolation.SandboxUnavailable, match="isolation 'nonsense'.*choose one of bwrap, trusted"):
         Sandbox(workers=1, isolation="nonsense")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid slots are taken under root")
+def test_a_uid_slot_released_by_several_threads_at_once_closes_its_descriptor_once():
+    """A session pool's closing thread and a host's reader thread may both end one host: the slot's descriptor
+    is closed once (a second close would hit whatever descriptor took its number)."""
+    errors: list[OSError] = []
+    for _ in range(200):
+        slot, gate = isolation.UidSlot(), threading.Barrier(4)
+
+        def release(slot=slot, gate=gate) -> None:
+            gate.wait()
+            try:
+                slot.release()
+            except OSError as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=release) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
