@@ -139,7 +139,8 @@ class Episode:
         self.target = self._reference_hash(task) if task.reference else None
         self.session = self.pool.open(task.env, f"served/{task.task_id}/{self.seed}", self.seed, list(task.checks))
         self.sim_state = self.session.state
-        self.rows, self.done, self.reward = [], False, None
+        self.rows, self.done = [], False
+        self.reward = self._initial_reward(task)
         metadata = {
             "task_id": task.task_id,
             "env_id": task.env.env_id,
@@ -241,6 +242,15 @@ class Episode:
         with self._targets_lock:
             self._targets[key] = target
         return target
+
+    def _initial_reward(self, task: ServedTask) -> float | None:
+        """The reward of the initial state (an episode's until a valid call changes it: a reply that is no call, or
+        a call of an unknown tool, is rewarded by the state as it is): its checks' mean, or whether it already is the
+        reference's final state."""
+        assert self.session is not None
+        if self.target is not None:
+            return 1.0 if self.session.labels.state_hash == self.target else 0.0
+        return reward_of(self.session.initial_checks) if task.checks else None
 
     def _task(self) -> ServedTask:
         if self.task is None:

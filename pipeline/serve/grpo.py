@@ -30,6 +30,7 @@ from typing import Any
 #: as small as SmolLM2-135M otherwise answers in prose, no reply is a call, every reward is 0 and GRPO's
 #: group-normalised advantages leave nothing to learn from
 REPLY_START = '<tool_call>{"name": "'
+CALL_END = "</tool_call>"  # generation stops after it
 
 SYSTEM = (
     "You are an agent that completes the user's task by calling tools. Answer with exactly one tool call per "
@@ -40,9 +41,9 @@ SYSTEM = (
 class Pipe:
     """The environment side: ``python -m pipeline.serve.gem_pipe`` in the project's Python, one JSON line per call."""
 
-    def __init__(self, python: str, cwd: Path) -> None:
+    def __init__(self, python: str, cwd: Path, scenarios: int = 1) -> None:
         self.proc = subprocess.Popen(
-            [python, "-m", "pipeline.serve.gem_pipe"],
+            [python, "-m", "pipeline.serve.gem_pipe", "--scenarios", str(scenarios)],
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -81,12 +82,123 @@ def closed_call(text: str) -> str:
     return text[:end] + "</tool_call>" if isinstance(call, dict) else text
 
 
+def call_skeletons(tools: list[dict[str, Any]]) -> list[list[str]]:
+    """Each tool's call as the literal text between its argument values (after :data:`REPLY_START`): its name and
+    first required key, the next keys, and the end of the call; a string value's quotes are part of the literals."""
+    out = []
+    for tool in tools:
+        fn = tool.get("function", tool)
+        parameters = fn.get("parameters") or {}
+        properties = parameters.get("properties") or {}
+        required = [k for k in parameters.get("required") or [] if isinstance(k, str)]
+        literals, head = [], f'{fn["name"]}", "arguments": {{'
+        for i, key in enumerate(required):
+            quote = '"' if (properties.get(key) or {}).get("type") == "string" else ""
+            literals.append(f'{head}{", " if i else ""}"{key}": {quote}')
+            head = quote  # a string's closing quote opens the next literal
+        literals.append(f"{head}}}}}{CALL_END}")
+        out.append(literals)
+    return out
+
+
+_UNQUOTED = "\0unquoted"  # token_pieces' entry: the tokens a JSON string's inside may hold (no quote, newline, end)
+_IN_STRING = "\0"  # marks a rest that follows a string value still being written (see CallShape.__call__)
+
+
+def forced_rests(skeleton: list[str], text: str) -> list[str] | None:
+    """What ``text`` (the reply so far) must continue with to follow ``skeleton``: ``[]`` when it no longer can,
+    ``None`` when a value is being written (free), else the rest of the current literal."""
+    decoder, at = json.JSONDecoder(), 0
+    for i, literal in enumerate(skeleton):
+        if i:  # a value precedes this literal: where it ends (a string's closing quote is the literal's)
+            quoted = skeleton[i - 1].endswith('"')
+            try:
+                if quoted:
+                    _, end = decoder.raw_decode(text, at - 1)
+                    end -= 1
+                else:
+                    _, end = decoder.raw_decode(text, at)
+            except ValueError:
+                # still writing the value; a string ends only with a token that is the closing literal's start
+                return [_IN_STRING + literal] if quoted else None
+            if end >= len(text):
+                return None  # the value may go on (a number's next digit)
+            at = end
+        written = text[at : at + len(literal)]
+        if not literal.startswith(written):
+            return []
+        if len(written) < len(literal):
+            return [literal[len(written) :]]
+        at += len(literal)
+    return [] if at < len(text) else [""]
+
+
+class CallShape:
+    """A logits processor for ``generate``: a reply (after :data:`REPLY_START`) is decoded as one call of the task's
+    tools (:func:`call_skeletons`): the tool's name, its required keys in order and the call's end are forced, and
+    each value is the model's own. (Grammar-constrained decoding of a call's shape, as guided decoding does in RL
+    rollouts: a 135M model otherwise invents names and keys, every reward is 0 and GRPO has nothing to learn from.)
+    The forced tokens are sampled from the model's own distribution over the allowed ones, and the loss takes the
+    model's unmasked log-probabilities of every token of the reply, so the policy learns to write the shape itself.
+    A reply that has left every skeleton (a value written past its end) is not constrained further."""
+
+    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]], pieces: dict[str, list[int]]) -> None:
+        self.tokenizer, self.pieces, self.skeletons = tokenizer, pieces, call_skeletons(tools)
+        self.unquoted = pieces[_UNQUOTED]
+        self.start = 0
+
+    def at(self, prompt_length: int) -> CallShape:
+        """This processor for a reply generated after ``prompt_length`` tokens."""
+        self.start = prompt_length
+        return self
+
+    def rests(self, text: str) -> list[str] | None:
+        """The literal continuations ``text`` allows (None: any token)."""
+        rests: list[str] = []
+        for skeleton in self.skeletons:
+            forced = forced_rests(skeleton, text)
+            if forced is None:
+                return None
+            rests += forced
+        return None if not rests or "" in rests else rests
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        rests = self.rests(self.tokenizer.decode(input_ids[0, self.start :]))
+        if rests is None:
+            return scores
+        masked = scores.new_full(scores.shape, float("-inf"))
+        if rests[0].startswith(_IN_STRING):  # inside a string: any token without a quote, or the literal's start
+            masked[:, self.unquoted] = scores[:, self.unquoted]
+            rests = [rests[0][len(_IN_STRING) :]]
+        allowed = sorted({i for rest in rests for k in range(1, len(rest) + 1) for i in self.pieces.get(rest[:k], ())})
+        masked[:, allowed] = scores[:, allowed]
+        return masked
+
+
+def token_pieces(tokenizer: Any, longest: int = 64) -> dict[str, list[int]]:
+    """Each token's text (up to ``longest`` characters) -> the ids that spell exactly it, for :class:`CallShape`;
+    under ``_UNQUOTED`` the tokens a string value may hold."""
+    pieces: dict[str, list[int]] = {_UNQUOTED: []}
+    for i in range(len(tokenizer)):
+        text = tokenizer.decode([i])
+        if text and len(text) <= longest:
+            pieces.setdefault(text, []).append(i)
+        if '"' not in text and "\n" not in text and i != tokenizer.eos_token_id:
+            pieces[_UNQUOTED].append(i)
+    return pieces
+
+
 def tool_lines(tools: list[dict[str, Any]]) -> str:
-    """The tools as compact JSON lines (name, description, parameters) for the system prompt."""
+    """The tools for the system prompt, one signature line each: ``name(key: type, ...) - description`` (the
+    required keys first, an optional one marked ``?``)."""
     out = []
     for schema in tools:
         fn = schema.get("function", schema)
-        out.append(json.dumps({k: fn.get(k) for k in ("name", "description", "parameters")}, separators=(",", ":")))
+        parameters = fn.get("parameters") or {}
+        properties, required = parameters.get("properties") or {}, parameters.get("required") or []
+        keys = [k for k in required if k in properties] + [k for k in properties if k not in required]
+        args = ", ".join(f"{k}{'' if k in required else '?'}: {(properties[k] or {}).get('type', 'any')}" for k in keys)
+        out.append(f"{fn['name']}({args}) - {fn.get('description') or ''}".rstrip(" -"))
     return "\n".join(out)
 
 
@@ -103,8 +215,18 @@ def env_turn_text(tokenizer: Any, observation: str) -> str:
     return text[text.index(mark) + len(mark) :]
 
 
-def play(model: Any, tokenizer: Any, pipe: Pipe, key: str, task_id: str, seed: int, args: Any) -> dict[str, Any]:
-    """One episode: the token ids, which of them the model wrote, its calls, the environment's answers and reward."""
+def play(
+    model: Any,
+    tokenizer: Any,
+    pipe: Pipe,
+    key: str,
+    task_id: str,
+    seed: int,
+    args: Any,
+    pieces: dict[str, list[int]] | None = None,
+) -> dict[str, Any]:
+    """One episode: the token ids, which of them the model wrote, its calls, the environment's answers and reward.
+    With ``pieces`` (:func:`token_pieces`) each reply's shape is constrained (:class:`CallShape`)."""
     import torch
 
     reset = pipe.ask(op="reset", env=key, seed=seed, task_id=task_id)
@@ -112,6 +234,7 @@ def play(model: Any, tokenizer: Any, pipe: Pipe, key: str, task_id: str, seed: i
         {"role": "system", "content": SYSTEM + tool_lines(reset["info"]["tools"])},
         {"role": "user", "content": reset["obs"]},
     ]
+    shape = CallShape(tokenizer, reset["info"]["tools"], pieces) if pieces is not None else None
     ids: list[int] = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
     if not isinstance(ids, list):  # a BatchEncoding in some versions
         ids = list(ids["input_ids"])
@@ -120,18 +243,25 @@ def play(model: Any, tokenizer: Any, pipe: Pipe, key: str, task_id: str, seed: i
     mask = [0] * len(ids)
     eos = tokenizer.eos_token_id
     turns, reward, rewards = [], 0.0, []
+    cache = None  # the keys and values of the episode so far: each turn computes only its new tokens
     for _ in range(args.turns):
         with torch.no_grad():
             out = model.generate(
                 torch.tensor([ids]),
+                past_key_values=cache,
+                return_dict_in_generate=True,
                 attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                 max_new_tokens=args.max_new_tokens,
                 do_sample=True,
                 temperature=args.temperature,
                 top_p=1.0,
                 pad_token_id=eos,
+                logits_processor=[shape.at(len(ids))] if shape else None,
+                stop_strings=[CALL_END],
+                tokenizer=tokenizer,
             )
-        new = out[0, len(ids) :].tolist()
+        cache = out.past_key_values
+        new = out.sequences[0, len(ids) :].tolist()
         ids, mask = ids + new, mask + [1] * len(new)
         text = closed_call(REPLY_START + tokenizer.decode(new, skip_special_tokens=True))
         step = pipe.ask(op="step", env=key, action=text)
@@ -196,10 +326,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", required=True, help="a Hugging Face checkpoint directory")
     parser.add_argument("--env-python", required=True, help="the project's Python (its .venv), for the environments")
     parser.add_argument("--task", action="append", required=True, help="a served task id (repeat: one group each)")
+    parser.add_argument("--scenarios", type=int, default=1, help="builtin scenarios served per environment")
     parser.add_argument("--samples", type=int, default=4, help="episodes per task (the group)")
+    parser.add_argument(
+        "--resample",
+        type=int,
+        default=0,
+        help="play a task's group again (new seeds, at most N times) while its rewards are all equal (DAPO's "
+        "dynamic sampling: such a group's advantages are 0)",
+    )
     parser.add_argument("--turns", type=int, default=3, help="turns per episode at most")
     parser.add_argument("--max-new-tokens", type=int, default=48, help="new tokens per turn at most")
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument(
+        "--free-shape",
+        dest="shape",
+        action="store_false",
+        help="let the model write any call (default: each call's name and first key are decoded from the task's tools)",
+    )
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="the JSON report")
@@ -214,14 +358,19 @@ def main(argv: list[str] | None = None) -> None:
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     model.eval()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    pipe = Pipe(args.env_python, Path(__file__).resolve().parents[2])
+    pieces = token_pieces(tokenizer) if args.shape else None
+    pipe = Pipe(args.env_python, Path(__file__).resolve().parents[2], args.scenarios)
     try:
-        episodes = []
+        episodes, dropped = [], []
         for t, task_id in enumerate(args.task):
-            group = [
-                play(model, tokenizer, pipe, f"{t}-{k}", task_id, args.seed + k, args) for k in range(args.samples)
-            ]
-            for ep, adv in zip(group, advantages([ep["reward"] for ep in group]), strict=True):
+            for attempt in range(args.resample + 1):
+                seeds = [args.seed + attempt * args.samples + k for k in range(args.samples)]
+                group = [play(model, tokenizer, pipe, f"{t}-{s}", task_id, s, args, pieces) for s in seeds]
+                rewards = [ep["reward"] for ep in group]
+                if len(set(rewards)) > 1 or attempt == args.resample:
+                    break
+                dropped.append({"task_id": task_id, "seeds": seeds, "rewards": rewards})
+            for ep, adv in zip(group, advantages(rewards), strict=True):
                 ep["advantage"] = adv
             episodes += group
     finally:
@@ -233,6 +382,7 @@ def main(argv: list[str] | None = None) -> None:
     report = {
         **stats,
         "rewards": [ep["reward"] for ep in episodes],
+        "resampled": dropped,
         "advantages": [ep["advantage"] for ep in episodes],
         "changed_tensors": changed,
         "tensors": len(before),

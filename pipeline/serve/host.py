@@ -92,9 +92,11 @@ def _session_child(out: int, requests: int, request: dict[str, Any], temp_dir: s
     except Exception as exc:
         send({"kind": "init_error", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
         return
-    send({"kind": "init", "state": initial_text})
     checks = [c for c in request.get("checks") or [] if isinstance(c, str)]
     initial = json.loads(initial_text or "null")
+    # the checks' verdicts on the initial state: the reward of an episode before (or without) a valid call
+    verdicts = {"checks": run_checks(checks, initial, initial)} if checks else {}
+    send({"kind": "init", "state": initial_text, **verdicts})
     inbox = os.fdopen(requests, "rb")
     while (msg := read_frame(inbox, max_size=1 << 30)) is not None:
         index = int(msg["step_index"])

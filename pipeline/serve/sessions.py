@@ -293,7 +293,7 @@ class Session:
         self.closed: str | None = None  # why it ended (None: live)
         self.busy = False
         self.last_used = time.monotonic()
-        self.initial_checks: list[bool | None] | None = None
+        self.initial_checks: list[bool | None] | None = None  # the checks' verdicts on the initial state
 
     @property
     def state(self) -> Any:
@@ -338,6 +338,8 @@ class Session:
                 error = self.labels.result["init_error"] or msg.get("error") or "the environment did not start"
                 self._end(f"reset failed: {error}")
                 raise SessionError(f"reset failed: {str(error)[:500]}")
+            if self.checks:
+                self.initial_checks = _verdicts(msg.get("checks"), len(self.checks))
         except (OSError, ValueError) as exc:
             self._end("host lost")
             raise SessionError(f"the session host is gone ({exc})") from None

@@ -297,6 +297,21 @@ def test_gem_env_loop(pool, tasks):
     env.close()
 
 
+def test_a_reply_that_is_no_call_is_rewarded_by_the_state_as_it_is(pool, tasks):
+    """Before any valid call the reward is the checks on the initial state (computed in the sandbox at reset): 1.0
+    where they already hold (airline: PX005's booking is confirmed), 0.0 where they do not (retail: no order yet) —
+    never a made-up 0 for a state that passes."""
+    env = GemEnv(Episode(pool, tasks))
+    for task_id, expected in (("builtin-airline-s0-00000", 1.0), (RETAIL, 0.0)):
+        env.reset(seed=0, task_id=task_id)
+        verdicts = run_checks(list(env.episode.task.checks), env.episode.session.state, env.episode.session.state)
+        assert (sum(map(bool, verdicts)) / len(verdicts)) == expected
+        for reply in ("I would book a flight", '<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>'):
+            obs, reward, terminated, truncated, _ = env.step(reply)
+            assert obs.startswith("Error:") and reward == expected and not terminated and not truncated
+    env.close()
+
+
 def test_trl_environment_class_exposes_the_tools_as_methods(pool, tasks):
     env = ToolEnvironment(Episode(pool, tasks))
     assert "C001" in env.reset(task_id=RETAIL, seed=0)
