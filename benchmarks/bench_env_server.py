@@ -4,7 +4,8 @@ sandbox's labeling rate on the same environments and calls.
 Each session plays one builtin-pack task: reset, then ``--calls`` tool calls (its environment's tools that take no
 required argument, cycling), then close; its task is drawn by session number, so 64 sessions cover every
 environment. The server runs in this process (uvicorn in a thread, the sessions' hosts under the configured sandbox
-isolation); clients are ``websockets`` connections in threads. Printed: steps/s, p50 / p99 step latency, p50 reset
+isolation); the clients run in a process of their own, as a trainer's would (``websockets`` connections, a thread
+each). Printed: steps/s, p50 / p99 step latency, p50 reset
 latency, private memory of the sandbox processes per live session; the private memory with ``--live`` sessions open
 at once; then the labeling rate of the same trajectories through ``Sandbox.run`` (the pipeline's labeling path), and
 the serving rate at the most sessions as % of it.
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -89,10 +92,11 @@ def _descendants(root: int) -> set[int]:
     return out
 
 
-def _session(url: str, task: ServedTask, calls: list, lat: list, resets: list, hold: threading.Barrier | None) -> None:
+def _session(url: str, task_id: str, calls: list, lat: list, resets: list, hold: threading.Barrier) -> None:
+    """One client session: reset, the calls, then (once every session got this far and the memory was read) close."""
     with connect(url + "/ws", max_size=1 << 22) as ws:
         t0 = time.perf_counter()
-        ws.send(json.dumps({"type": "reset", "data": {"task_id": task.task_id}}))
+        ws.send(json.dumps({"type": "reset", "data": {"task_id": task_id}}))
         json.loads(ws.recv())
         resets.append(time.perf_counter() - t0)
         for name, args in calls:
@@ -101,9 +105,45 @@ def _session(url: str, task: ServedTask, calls: list, lat: list, resets: list, h
             reply = json.loads(ws.recv())
             lat.append(time.perf_counter() - t0)
             assert reply["type"] == "observation", reply
-        if hold is not None:
-            hold.wait()  # every session live at once: the memory is read here
+        hold.wait()  # every session done with its calls
+        hold.wait()  # ... and the memory of them all read
         ws.send(json.dumps({"type": "close"}))
+
+
+def _clients(url: str, plan: list[tuple[str, list]], out: Any, measured: Any) -> None:
+    """The client process: one thread per session of ``plan``; puts (seconds to the last call, step latencies,
+    reset latencies) on ``out`` once every session is done with its calls, then closes them once ``measured``."""
+    lat: list[float] = []
+    resets: list[float] = []
+    hold = threading.Barrier(len(plan) + 1)
+    threads = [threading.Thread(target=_session, args=(url, t, calls, lat, resets, hold)) for t, calls in plan]
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    hold.wait()
+    out.put((time.perf_counter() - t0, lat, resets))
+    measured.wait()
+    hold.wait()
+    for thread in threads:
+        thread.join()
+
+
+def _play(url: str, plan: list[tuple[str, list]], while_live: Any) -> tuple[float, list, list, Any]:
+    """``plan``'s sessions from a client process (spawned: nothing of this process is shared); ``while_live()`` runs
+    while they are all open. Returns the seconds, step and reset latencies, and what ``while_live`` returned."""
+    context = multiprocessing.get_context("spawn")
+    out, measured = context.Queue(), context.Event()
+    process = context.Process(target=_clients, args=(url, plan, out, measured))
+    process.start()
+    try:
+        elapsed, lat, resets = out.get(timeout=1800)
+        seen = while_live()
+    finally:
+        measured.set()
+        process.join(600)
+    if process.exitcode != 0:
+        raise RuntimeError(f"the client process failed (exit {process.exitcode})")
+    return elapsed, lat, resets, seen
 
 
 def main() -> None:
@@ -120,24 +160,14 @@ def main() -> None:
         while not server.started:
             time.sleep(0.05)
         url = f"ws://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-        _session(url, tasks[0], _calls(tasks[0], 2), [], [], None)  # the hosts started (not timed)
+        _play(url, [(tasks[0].task_id, _calls(tasks[0], 2))], lambda: None)  # the hosts started (not timed)
         for n in args.sessions:
-            lat: list[float] = []
-            resets: list[float] = []
-            hold = threading.Barrier(n + 1)
             chosen = [tasks[(i * 7) % len(tasks)] for i in range(n)]
-            threads = [
-                threading.Thread(target=_session, args=(url, t, _calls(t, args.calls), lat, resets, hold))
-                for t in chosen
-            ]
-            t0 = time.perf_counter()
-            for t in threads:
-                t.start()
-            hold.wait()
-            elapsed = time.perf_counter() - t0
-            mem = _private_mb({p for h in pool._hosts.values() for p in (h.proc.pid, *_descendants(h.proc.pid))})
-            for t in threads:
-                t.join()
+            elapsed, lat, resets, mem = _play(
+                url,
+                [(t.task_id, _calls(t, args.calls)) for t in chosen],
+                lambda: _private_mb({p for h in pool._hosts.values() for p in (h.proc.pid, *_descendants(h.proc.pid))}),
+            )
             q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0]] * 99
             rows.append((n, len(lat) / elapsed, q[49] * 1e3, q[98] * 1e3, statistics.median(resets) * 1e3, mem / n))
         server.should_exit = True

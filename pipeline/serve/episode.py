@@ -106,6 +106,7 @@ class Episode:
             raise ValueError(f"mode {mode} needs a simulator (--simulator oracle | no_change | a configured one)")
         self.pool, self.mode, self.simulator, self.max_steps = pool, mode, simulator, max_steps
         self.tasks = {t.task_id: t for t in tasks}
+        self._names: dict[str, frozenset[str]] = {}  # each task's tool names (a call's name is checked against them)
         self.order = [t.task_id for t in tasks]
         self.record = record
         self.code = code or ToolCode()
@@ -164,7 +165,9 @@ class Episode:
         task = self._task()
         if self.done or self.session is None:
             return self._error(tool_name, "episode is done: reset to start another")
-        names = {t["name"] for t in mcp_tools(task)}
+        names = self._names.get(task.task_id)
+        if names is None:
+            names = self._names[task.task_id] = frozenset(t["name"] for t in mcp_tools(task))
         if tool_name not in names:
             return self._error(
                 tool_name, f"unknown tool {tool_name[:100]!r}; tools: {', '.join(sorted(names))}", "tool_not_found"
