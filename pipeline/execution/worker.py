@@ -33,7 +33,7 @@ from pipeline.core.trajectory import Trajectory
 from pipeline.envs import blobs, envscaler, registry
 from pipeline.execution import freeze, landlock, pristine, seccomp
 from pipeline.execution.child import Limits, describe_exit, execute
-from pipeline.execution.frames import FdReader, FrameError, read_frame, write_bytes, write_frame
+from pipeline.execution.frames import FdReader, FrameError, read_frame, write_chunks, write_frame
 from pipeline.execution.wire import limits_from_wire, limits_to_wire, max_frame, trajectory_from_wire
 
 _MIB = 1 << 20
@@ -567,21 +567,29 @@ def _scratch_low() -> bool:
     return st.f_bavail * 2 < st.f_blocks
 
 
-def _tagger(trajectory_id: str) -> Any:
-    """Forward a child's raw frame with the trajectory id appended to its JSON header (appended
-    last, so it overrides any ``trajectory_id`` the child wrote itself)."""
+def _tagged(trajectory_id: str) -> Any:
+    """A child's raw frame with the trajectory id appended to its JSON header (appended last, so it overrides any
+    ``trajectory_id`` the child wrote itself), as chunks for :func:`write_chunks` (a state payload is not copied)."""
     tag = b',"trajectory_id":' + json.dumps(trajectory_id, ensure_ascii=True).encode()
 
-    def forward(out: int, raw: bytes) -> None:
+    def chunks(raw: bytes) -> list[bytes | memoryview]:
         end = raw.find(b"\n", 4)  # a state payload follows the JSON header after a newline
         end = len(raw) if end < 0 else end
         close = raw.rfind(b"}", 4, end)
         if close < 0:
             raise ValueError("not a JSON object")
         head = raw[4:close] + tag + raw[close:end]
-        write_bytes(out, (len(head) + len(raw) - end).to_bytes(4, "big") + head)
-        if end < len(raw):
-            write_bytes(out, memoryview(raw)[end:])
+        return [(len(head) + len(raw) - end).to_bytes(4, "big") + head, memoryview(raw)[end:]]
+
+    return chunks
+
+
+def _tagger(trajectory_id: str) -> Any:
+    """Forward a child's raw frame to ``out`` with the trajectory id in its header (see :func:`_tagged`)."""
+    tagged = _tagged(trajectory_id)
+
+    def forward(out: int, raw: bytes) -> None:
+        write_chunks(out, tagged(raw))
 
     return forward
 

@@ -33,7 +33,7 @@ from pipeline.evaluate.metrics import feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulator_spec import Simulator
 from pipeline.rollouts.loop import ToolCode
-from pipeline.serve.sessions import Session, SessionError, SessionPool
+from pipeline.serve.sessions import Session, SessionError, SessionPool, StepResult
 from pipeline.serve.tasks import ServedTask
 from pipeline.store.schema import decode_delta
 
@@ -162,6 +162,26 @@ class Episode:
 
     def call_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run one call (in every mode on the real environment); the observation payload."""
+        refused = self._refusal(tool_name, arguments)
+        if refused is not None:
+            return refused
+        real_before = self.session.state  # type: ignore[union-attr]
+        return self._answer(tool_name, arguments, real_before, self.session.call(tool_name, arguments))  # type: ignore[union-attr]
+
+    async def call_tool_async(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`call_tool` on a running event loop, with no worker thread: exec mode only (the other modes ask
+        a simulator, a blocking call, after the step)."""
+        if self.mode != "exec":
+            raise ValueError(f"call_tool_async serves exec mode, not {self.mode}")
+        refused = self._refusal(tool_name, arguments)
+        if refused is not None:
+            return refused
+        real_before = self.session.state  # type: ignore[union-attr]
+        step = await self.session.call_async(tool_name, arguments)  # type: ignore[union-attr]
+        return self._answer(tool_name, arguments, real_before, step)
+
+    def _refusal(self, tool_name: str, arguments: Any) -> dict[str, Any] | None:
+        """The error observation of a call that does not reach the environment (None: it may run)."""
         task = self._task()
         if self.done or self.session is None:
             return self._error(tool_name, "episode is done: reset to start another")
@@ -174,9 +194,12 @@ class Episode:
             )
         if not isinstance(arguments, dict):
             return self._error(tool_name, "arguments must be a JSON object", "invalid_args")
+        return None
+
+    def _answer(self, tool_name: str, arguments: dict[str, Any], real_before: Any, step: StepResult) -> dict[str, Any]:
+        """The observation payload of a call the environment ran (``step``), recorded in the episode."""
+        task = self._task()
         index = len(self.rows)
-        real_before = self.session.state
-        step = self.session.call(tool_name, arguments)
         self.reward = reward_of(step.checks) if task.checks else None
         if self.target is not None:
             self.reward = 1.0 if step.labels["state_after_hash"] == self.target else 0.0

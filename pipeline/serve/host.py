@@ -27,7 +27,7 @@ from pipeline.core.trajectory import Action
 from pipeline.envs import blobs, registry
 from pipeline.execution import child as runner
 from pipeline.execution import freeze, landlock, seccomp, worker
-from pipeline.execution.frames import FdReader, FrameError, read_frame, write_frame
+from pipeline.execution.frames import FdReader, FrameError, encode, read_frame, write_chunks, write_frame
 from pipeline.execution.wire import limits_from_wire, max_frame, trajectory_from_wire
 
 #: the most steps one session may take (its CPU allowance grows with it)
@@ -55,12 +55,13 @@ def run_checks(checks: list[str], initial: Any, final: Any) -> list[Any]:
     something else gives ``None`` (it counts as failed in the mean). Runs in the session's child: check code is
     corpus data, untrusted like the environment's. Each check gets its own copy of the states."""
     out: list[Any] = []
+    initial_text, final_text = json.dumps(initial), json.dumps(final)
     for code in checks:
         try:
             func = _check_function(code)
             params = len(inspect.signature(func).parameters)
-            final_copy = json.loads(json.dumps(final))
-            verdict = func(json.loads(json.dumps(initial)), final_copy) if params >= 2 else func(final_copy)
+            final_copy = json.loads(final_text)
+            verdict = func(json.loads(initial_text), final_copy) if params >= 2 else func(final_copy)
             out.append(bool(verdict) if isinstance(verdict, (bool, int, float)) else None)
         except Exception:
             out.append(None)
@@ -97,15 +98,18 @@ def _session_child(out: int, requests: int, request: dict[str, Any], temp_dir: s
     # the checks' verdicts on the initial state: the reward of an episode before (or without) a valid call
     verdicts = {"checks": run_checks(checks, initial, initial)} if checks else {}
     send({"kind": "init", "state": initial_text, **verdicts})
+    judged = initial_text, verdicts.get("checks")  # the state the checks last ran on, and their verdicts
     inbox = os.fdopen(requests, "rb")
     while (msg := read_frame(inbox, max_size=1 << 30)) is not None:
         index = int(msg["step_index"])
         action = Action(str(msg["tool"]), dict(msg["arguments"]), index)
-        send(runner._call(env, index, action, snapshots, limits))
+        frames = [encode(runner._call(env, index, action, snapshots, limits))]
         if checks:
-            final = json.loads(snapshots.text or "null")
-            send({"kind": "checks", "step_index": index, "results": run_checks(checks, initial, final)})
-        send({"kind": "done", "step_index": index})
+            if snapshots.text != judged[0]:  # a call that left the state as it was keeps its verdicts
+                judged = snapshots.text, run_checks(checks, initial, json.loads(snapshots.text or "null"))
+            frames.append(encode({"kind": "checks", "step_index": index, "results": judged[1]}))
+        frames.append(encode({"kind": "done", "step_index": index}))
+        write_chunks(out, frames)  # one write: the host wakes once per call
 
 
 class _Live:
@@ -114,7 +118,7 @@ class _Live:
     def __init__(self, sid: str, pid: int, reader: FdReader, requests: int, temp_dir: str) -> None:
         self.sid, self.pid, self.reader, self.requests, self.temp_dir = sid, pid, reader, requests, temp_dir
         self.deadline: float | None = None  # the call (or reset) in flight must answer by then
-        self.forward = worker._tagger(sid)
+        self.tagged = worker._tagged(sid)
 
 
 _SESSION_FDS: list[int] = []  # the host's ends of every session's pipes (closed in each new child)
@@ -129,6 +133,9 @@ class Host:
         self.live: dict[str, _Live] = {}
         self.by_fd: dict[int, _Live] = {}
         self.limits: dict[str, float] = {}
+        # one poll set kept as sessions come and go (not select(): a host holds more descriptors than FD_SETSIZE)
+        self.poller = select.poll()
+        self.poller.register(self.inbox.fd, select.POLLIN)
 
     def emit(self, sid: str, msg: dict[str, Any]) -> None:
         write_frame(self.out, {**msg, "trajectory_id": sid})
@@ -164,6 +171,7 @@ class Host:
         # the reset's limit: many sessions start at once and this host forks them one after the other
         live.deadline = time.monotonic() + max(limits.call_timeout_s, float(request.get("reset_timeout_s") or 0))
         self.live[sid], self.by_fd[rfd] = live, live
+        self.poller.register(rfd, select.POLLIN)
         self.limits[sid] = limits.call_timeout_s
 
     def call(self, request: dict[str, Any]) -> None:
@@ -181,6 +189,8 @@ class Host:
     def end(self, live: _Live, failure: tuple[str, str] | None) -> None:
         """End a session's child (killed, reaped, its directory removed); a failure is reported as ``lost``."""
         worker._kill(live.pid)
+        with contextlib.suppress(KeyError):
+            self.poller.unregister(live.reader.fd)
         for fd in (live.reader.fd, live.requests):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -197,31 +207,38 @@ class Host:
             self.emit(live.sid, {"kind": "lost", "error_type": failure[0], "error": failure[1][:2000]})
 
     def pump(self, live: _Live) -> None:
-        """Forward what the session's child sent; a bad frame or its end ends the session."""
+        """Forward what the session's child sent (in one write); a bad frame or its end ends the session."""
         live.reader.feed()
         try:
             frames = live.reader.frames(with_raw=True)
         except FrameError as exc:
             self.end(live, ("UntrustedData", f"the environment process sent an invalid frame ({exc})"))
             return
+        out: list[bytes | memoryview] = []
+        ending = self._forward(live, frames, out)
+        write_chunks(self.out, out)
+        if ending is None and live.reader.eof:
+            ending = ("WorkerCrash", "the environment process died")
+        if ending is not None:
+            self.end(live, ending or None)
+
+    @staticmethod
+    def _forward(live: _Live, frames: list[tuple[dict[str, Any], bytes]], out: list[bytes | memoryview]) -> Any:
+        """Frames of one session's child onto ``out``, tagged with its session; what ends the session, if one
+        does: a failure ``(type, message)``, or ``()`` for an end that is no failure (its environment failed)."""
         for msg, raw in frames:
             kind = msg.get("kind")
             if kind == "done":
                 live.deadline = None
                 continue
             if kind not in ("init", "init_error", "step", "checks", "fatal"):
-                self.end(
-                    live, ("UntrustedData", f"the environment process sent an unexpected {str(kind)[:40]!r} frame")
-                )
-                return
+                return ("UntrustedData", f"the environment process sent an unexpected {str(kind)[:40]!r} frame")
             if kind == "init":
                 live.deadline = None
-            live.forward(self.out, raw)
+            out += live.tagged(raw)
             if kind in ("init_error", "fatal"):
-                self.end(live, None)
-                return
-        if live.reader.eof:
-            self.end(live, ("WorkerCrash", "the environment process died"))
+                return ()
+        return None
 
     def expire(self) -> float | None:
         """End sessions whose call is past its limit; the seconds until the next deadline (None: none)."""
@@ -239,10 +256,7 @@ class Host:
     def serve(self) -> None:
         while True:
             timeout = self.expire()
-            poller = select.poll()  # not select(): a host holds more descriptors than FD_SETSIZE
-            for fd in (self.inbox.fd, *self.by_fd):
-                poller.register(fd, select.POLLIN)
-            ready = [fd for fd, _ in poller.poll(None if timeout is None else int(timeout * 1000) + 1)]
+            ready = [fd for fd, _ in self.poller.poll(None if timeout is None else int(timeout * 1000) + 1)]
             for fd in ready:
                 if fd == self.inbox.fd:
                     self.inbox.feed()

@@ -12,7 +12,7 @@ from typing import Any
 from pipeline.evaluate.simulator_spec import Simulator
 from pipeline.execution.child import Limits
 from pipeline.serve.episode import Episode
-from pipeline.serve.server import build_app
+from pipeline.serve.server import build_app, server_config
 from pipeline.serve.sessions import SessionPool
 from pipeline.serve.tasks import ServedTask
 
@@ -56,8 +56,7 @@ def serve(
             return Episode(pool, tasks, mode, simulator, max_steps=max_steps, record=record)
 
         app = build_app(make_episode, [t.task_id for t in tasks], max_threads=max_sessions + 8)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws_max_size=1 << 20, lifespan="off")
-        server = uvicorn.Server(config)
+        server = uvicorn.Server(server_config(app, host, port))
         original = server.startup
 
         async def startup(sockets: Any = None) -> None:

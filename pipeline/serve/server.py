@@ -71,19 +71,25 @@ def _error(message: str, code: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "data": {"message": message, "code": code, **extra}}
 
 
-def _step(episode: Episode, action: Any) -> dict[str, Any]:
-    """One MCP-shaped action on an episode (ValueError: not an action)."""
+def _action(action: Any) -> tuple[str, str | None, Any]:
+    """An MCP-shaped action's kind, tool name and arguments (ValueError: not an action)."""
     if not isinstance(action, dict):
         raise ValueError("a step's data is an action object: {'type': 'list_tools'} or {'type': 'call_tool', ...}")
     kind = action.get("type")
     if kind == "list_tools":
-        return episode.list_tools()
+        return kind, None, None
     if kind == "call_tool":
         name = action.get("tool_name")
         if not isinstance(name, str):
             raise ValueError("call_tool needs a string 'tool_name'")
-        return episode.call_tool(name, action.get("arguments") or {})
+        return kind, name, action.get("arguments") or {}
     raise ValueError(f"unknown action type {str(kind)[:60]!r}: list_tools or call_tool")
+
+
+def _step(episode: Episode, action: Any) -> dict[str, Any]:
+    """One MCP-shaped action on an episode, blocking (ValueError: not an action)."""
+    kind, name, arguments = _action(action)
+    return episode.list_tools() if kind == "list_tools" else episode.call_tool(name, arguments)  # type: ignore[arg-type]
 
 
 def _reset_args(data: Any) -> dict[str, Any]:
@@ -100,6 +106,16 @@ class _Handlers:
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+
+    async def step_of(self, episode: Episode, action: Any) -> dict[str, Any]:
+        """One action: an executable call is awaited on the event loop (no thread per step); a list of tools is
+        answered at once; a simulated mode's call (a blocking request to its simulator) runs in a worker thread."""
+        kind, name, arguments = _action(action)
+        if kind == "list_tools":
+            return episode.list_tools()
+        if episode.mode == "exec":
+            return await episode.call_tool_async(name, arguments)  # type: ignore[arg-type]
+        return await self.run(episode.call_tool, name, arguments)
 
     async def health(self, _: Request) -> JSONResponse:
         return JSONResponse({"status": "healthy"})
@@ -174,7 +190,7 @@ class _Handlers:
             if kind == "reset":
                 return {"type": "observation", "data": await self.run(lambda: episode.reset(**_reset_args(data)))}
             if kind == "step":
-                return {"type": "observation", "data": await self.run(_step, episode, data)}
+                return {"type": "observation", "data": await self.step_of(episode, data)}
             if kind == "state":
                 return {"type": "state", "data": await self.run(episode.state)}
             if kind == "close":
@@ -186,6 +202,23 @@ class _Handlers:
             return _error(str(exc), "VALIDATION_ERROR")
         except SessionError as exc:
             return _error(str(exc), "EXECUTION_ERROR")
+
+
+def server_config(app: Starlette, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning") -> Any:
+    """uvicorn's settings for the server: messages up to :data:`MAX_MESSAGE_BYTES`, no lifespan, and no
+    per-message deflate (a step's frames are a few hundred bytes of JSON: compressing them costs the server and the
+    client more CPU than it saves on a local socket)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        ws_max_size=MAX_MESSAGE_BYTES,
+        ws_per_message_deflate=False,
+        lifespan="off",
+    )
 
 
 def build_app(make_episode: Callable[[], Episode], task_ids: list[str], max_threads: int = 256) -> Starlette:

@@ -19,6 +19,8 @@ session only; a host that dies ends its own sessions only, and the next session 
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import itertools
 import json
@@ -28,6 +30,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +84,53 @@ class _LiveLabels(TrajectoryLabels):
         return done if done < len(self.actions) else None
 
 
+class _Inbox:
+    """A session's frames from its host's reader thread, awaited by one caller: a blocking thread (:meth:`get`) or
+    a coroutine on an event loop (:meth:`get_async`, woken by the reader thread with no worker thread between)."""
+
+    def __init__(self) -> None:
+        self._items: collections.deque[dict[str, Any]] = collections.deque()
+        self._ready = threading.Condition()
+        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future] | None = None
+
+    def put(self, msg: dict[str, Any]) -> None:
+        with self._ready:
+            self._items.append(msg)
+            waiter, self._waiter = self._waiter, None
+            self._ready.notify()
+        if waiter is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: nobody waits any more
+                waiter[0].call_soon_threadsafe(_wake, waiter[1])
+
+    def get(self, timeout: float) -> dict[str, Any]:
+        with self._ready:
+            if not self._ready.wait_for(lambda: self._items, timeout):
+                raise queue.Empty
+            return self._items.popleft()
+
+    async def get_async(self, timeout: float) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        with self._ready:
+            if self._items:
+                return self._items.popleft()
+            arrived = loop.create_future()
+            self._waiter = loop, arrived
+        try:
+            await asyncio.wait_for(arrived, timeout)
+        except TimeoutError:
+            pass
+        with self._ready:
+            self._waiter = None
+            if not self._items:
+                raise queue.Empty
+            return self._items.popleft()
+
+
+def _wake(arrived: asyncio.Future) -> None:
+    if not arrived.done():
+        arrived.set_result(None)
+
+
 @dataclass
 class StepResult:
     """One call's answer: the observation an agent sees, the executor's labels for the step (the labeling row:
@@ -102,7 +152,7 @@ class _HostProc:
     uid: Any
     key: tuple[str, ...]
     sent: set[str] = field(default_factory=set)
-    inboxes: dict[str, queue.Queue] = field(default_factory=dict)
+    inboxes: dict[str, _Inbox] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     dead: bool = False
 
@@ -288,7 +338,7 @@ class Session:
         self.pool, self.sid, self.env, self.checks = pool, sid, env, checks
         self.trajectory = Trajectory(episode, episode, env, (), strategy="served", seed=seed)
         self.labels = _LiveLabels(self.trajectory, pool.limits.max_observation_chars)
-        self.inbox: queue.Queue = queue.Queue()
+        self.inbox = _Inbox()
         self.host: _HostProc | None = None
         self.closed: str | None = None  # why it ended (None: live)
         self.busy = False
@@ -309,9 +359,9 @@ class Session:
 
     def _next(self, timeout: float | None = None) -> dict[str, Any]:
         try:
-            return self.inbox.get(timeout=timeout or self._timeout())
+            return self.inbox.get(timeout or self._timeout())
         except queue.Empty:
-            return {"kind": "lost", "error_type": "Timeout", "error": "the session host sent nothing in time"}
+            return dict(_SILENT)
 
     def _start(self) -> None:
         host = self.pool._host_for(self.env)
@@ -349,6 +399,31 @@ class Session:
 
     def call(self, tool: str, arguments: dict[str, Any]) -> StepResult:
         """Run one tool call on the live instance; raises :class:`SessionError` on a closed session."""
+        exchange = self._exchange(tool, arguments)
+        try:
+            timeout = next(exchange)
+            while True:
+                timeout = exchange.send(self._next(timeout))
+        except StopIteration as answer:
+            return answer.value
+
+    async def call_async(self, tool: str, arguments: dict[str, Any]) -> StepResult:
+        """:meth:`call` on a running event loop: the answer is awaited there, with no worker thread."""
+        exchange = self._exchange(tool, arguments)
+        try:
+            timeout = next(exchange)
+            while True:
+                try:
+                    msg = await self.inbox.get_async(timeout)
+                except queue.Empty:
+                    msg = dict(_SILENT)
+                timeout = exchange.send(msg)
+        except StopIteration as answer:
+            return answer.value
+
+    def _exchange(self, tool: str, arguments: dict[str, Any]) -> Generator[float, dict[str, Any], StepResult]:
+        """One call as a conversation with the host: yields how long to wait for the next frame, is sent that
+        frame (or :data:`_SILENT`), returns the step (:meth:`call` and :meth:`call_async` drive it)."""
         if self.closed is not None:
             raise SessionError(f"session {self.sid} is closed ({self.closed})")
         index = len(self.labels.actions)
@@ -362,12 +437,12 @@ class Session:
                 )
             except (OSError, ValueError):  # its pipe is closed: the host ended
                 self.inbox.put({"kind": "lost", "error_type": "WorkerCrash", "error": "the session host is gone"})
-            msg = self._next()
+            msg = yield self._timeout()
             failure = None if msg.get("kind") == "step" else _failure(msg)
             if failure is None:
                 self.labels.feed(msg)  # a frame that breaks the protocol becomes an error step here
                 if self.checks and not self.labels.truncated:
-                    reply = self._next()
+                    reply = yield self._timeout()
                     if reply.get("kind") == "checks" and reply.get("step_index") == index:
                         checks = _verdicts(reply.get("results"), len(self.checks))
                     else:
@@ -395,6 +470,10 @@ class Session:
         """End the session (its child is killed, its directory removed); closing twice is harmless."""
         if self.closed is None:
             self._end(why)
+
+
+#: what a session reads when its host sent nothing within the limit
+_SILENT = {"kind": "lost", "error_type": "Timeout", "error": "the session host sent nothing in time"}
 
 
 def _verdicts(results: Any, count: int) -> list[bool | None]:

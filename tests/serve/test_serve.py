@@ -1,6 +1,7 @@
 """Serving environments to agent-RL trainers: live sandboxed sessions, the OpenEnv protocol over a real uvicorn
 server (an exact-protocol websocket client), the exec/shadow modes, the gem.Env and TRL adapters."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -28,7 +29,7 @@ from pipeline.serve.adapters import GemEnv, ToolEnvironment, parse_action
 from pipeline.serve.episode import Episode
 from pipeline.serve.host import run_checks
 from pipeline.serve.run import EpisodeLog
-from pipeline.serve.server import build_app
+from pipeline.serve.server import build_app, server_config
 from pipeline.serve.sessions import CapacityError, SessionPool
 from pipeline.serve.tasks import BY_REFERENCE, NO_CHECK, ServedTask, load_tasks
 from pipeline.store import catalog, warehouse
@@ -139,19 +140,27 @@ def test_capacity_is_refused_at_once_and_idle_sessions_are_reaped(tasks):
 # -- the OpenEnv protocol over a real server ------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server(pool, tasks):
-    episodes = []
-    app = build_app(lambda: Episode(pool, tasks, record=episodes.append), [t.task_id for t in tasks])
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", ws_max_size=1 << 20))
+@contextlib.contextmanager
+def _serving(pool, tasks, **episode):
+    """The OpenEnv server over ``pool`` on a free port, with the settings ``./forge serve-env`` uses."""
+    app = build_app(lambda: Episode(pool, tasks, **episode), [t.task_id for t in tasks])
+    srv = uvicorn.Server(server_config(app, port=0, log_level="error"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     while not srv.started:
         time.sleep(0.05)
-    port = srv.servers[0].sockets[0].getsockname()[1]
-    yield f"ws://127.0.0.1:{port}", episodes
-    srv.should_exit = True
-    thread.join(10)
+    try:
+        yield f"ws://127.0.0.1:{srv.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def server(pool, tasks):
+    episodes = []
+    with _serving(pool, tasks, record=episodes.append) as url:
+        yield url, episodes
 
 
 def _ask(ws, message):
@@ -236,6 +245,35 @@ def test_bad_input_gets_an_error_and_the_server_keeps_serving(server):
             ws.recv()
     _, _, steps = _episode(url)
     assert steps[1]["data"]["reward"] == 1.0
+
+
+def test_a_served_hang_or_crash_ends_only_its_own_episode_and_the_others_are_answered_meanwhile():
+    """Over the WebSocket server (a call awaited on its event loop): a call that hangs ends its episode at the
+    call's limit, one that kills its process ends its own, and another session's calls answer in the meantime."""
+    tools = tuple(
+        {"type": "function", "function": {"name": n, "description": n, "parameters": {"type": "object"}}}
+        for n in ("bump", "hang", "crash")
+    )
+    task = ServedTask("hostile-0", _hostile(), "Bump it.", tools)
+    with SessionPool(max_sessions=4, limits=Limits(call_timeout_s=2)) as own, _serving(own, [task]) as url:
+        with connect(url + "/ws") as hang, connect(url + "/ws") as crash, connect(url + "/ws") as calm:
+            for ws in (hang, crash, calm):
+                assert _ask(ws, {"type": "reset", "data": {"task_id": "hostile-0"}})["type"] == "observation"
+            t0 = time.monotonic()
+            hang.send(json.dumps({"type": "step", "data": {"type": "call_tool", "tool_name": "hang"}}))
+            died = _ask(crash, {"type": "step", "data": {"type": "call_tool", "tool_name": "crash"}})["data"]
+            first = _ask(calm, {"type": "step", "data": {"type": "call_tool", "tool_name": "bump"}})["data"]
+            assert time.monotonic() - t0 < 1.5  # answered while the hanging call runs
+            hung = json.loads(hang.recv(timeout=30))["data"]
+            second = _ask(calm, {"type": "step", "data": {"type": "call_tool", "tool_name": "bump"}})["data"]
+    assert died["done"] and died["observation"]["metadata"]["outcome"] == "error"
+    assert hung["done"] and hung["observation"]["metadata"]["error_type"] == "Timeout"
+    assert "2s wall-clock limit" in hung["observation"]["metadata"]["error"]
+    assert [first["observation"]["result"], second["observation"]["result"]] == [
+        "{'success': True, 'data': 1}",
+        "{'success': True, 'data': 2}",
+    ]
+    assert not first["done"] and not second["done"] and own.active == 0
 
 
 # -- modes -----------------------------------------------------------------------------------------------
