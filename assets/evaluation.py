@@ -4,7 +4,6 @@ from typing import Any
 
 import pydantic
 from dagster import (
-    AssetCheckResult,
     AssetCheckSpec,
     AssetExecutionContext,
     Config,
@@ -15,12 +14,12 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, field_validator
 
-from assets.metadata import materialize, metadata_of
+from assets.metadata import check_result, materialize, metadata_of
 from pipeline.evaluate import results
 from pipeline.evaluate.run import Scored, score_all
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import KINDS, SimulatorSpec, simulator_spec
-from pipeline.report.tables import Table
+from pipeline.report.tables import Facts, Table
 from resources import DataStoreResource
 from resources.config_from import config_from
 
@@ -120,11 +119,7 @@ def simulator_eval(
         )
     with duckdb.get_connection() as con:
         facts, oracle = results.run_facts(con, layout.eval_dir(version), version, run_ids, len(samples))
-    check = [
-        AssetCheckResult(
-            check_name="oracle_is_perfect",
-            passed=oracle is not None and oracle[0] == 100 and oracle[1] == 100,
-            metadata={"oracle": str(oracle) if oracle else "oracle was not evaluated"},
-        )
-    ]
-    return materialize(context, facts, check_results=check)
+    verdict = Facts({"oracle": str(oracle) if oracle else "oracle was not evaluated"})
+    passed = oracle is not None and oracle[0] == 100 and oracle[1] == 100
+    check = check_result(context, verdict, check_name="oracle_is_perfect", passed=passed)
+    return materialize(context, facts, check_results=[check])

@@ -4,22 +4,21 @@ from pathlib import Path
 from typing import Literal
 
 from dagster import (
-    AssetCheckResult,
     AssetCheckSpec,
     AssetExecutionContext,
     Config,
     DataVersion,
     MaterializeResult,
-    MetadataValue,
     asset,
 )
 from pydantic import Field
 
-from assets.metadata import materialize, parquet_metadata
+from assets.metadata import check_result, materialize, parquet_metadata
 from pipeline.export.hf_layout import export_split
 from pipeline.export.hub import push_export
 from pipeline.export.revisions import export_revision
 from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
+from pipeline.report.tables import Facts, Markdown
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from resources import DataStoreResource, HuggingFaceHubResource
 from resources.config_from import default_of
@@ -49,6 +48,10 @@ class ExportConfig(Config):
         "for the mixture also envsimbench/sft_alpaca.jsonl + a dataset_info.json entry). "
         "Default: yes for the benchmark, no for the mixture (every record carries its whole class).",
     )
+
+
+def _listed(problems: list[str]) -> Markdown:
+    return Markdown("\n".join(f"- {p}" for p in problems[:50]) or "_none_")
 
 
 def _export(
@@ -101,11 +104,7 @@ def _export(
         parquet_metadata(sorted((directory / "data").glob("*.parquet"))),
         data_version=DataVersion(f"{report.version}:{config.prompt}:{int(reference)}"),
         check_results=[
-            AssetCheckResult(
-                check_name=name,
-                passed=not problems,
-                metadata={"problems": MetadataValue.md("\n".join(f"- {p}" for p in problems[:50]) or "_none_")},
-            )
+            check_result(context, Facts({"problems": _listed(problems)}), check_name=name, passed=not problems)
             for name, problems in checks
         ],
     )

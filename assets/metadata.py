@@ -117,8 +117,9 @@ def materialize(
 def check_result(
     context: Any, facts: Facts, metadata: Mapping[str, Any] | None = None, strict: bool = False, **result: Any
 ) -> AssetCheckResult:
-    """:func:`materialize` for an asset check (its warnings logged as errors when ``strict``); ``result``:
-    ``passed``, ``severity``, ``description``."""
+    """:func:`materialize` for an asset check, the one way a check's verdict is built (its warnings logged as
+    errors when ``strict``); ``result``: ``passed``, ``severity``, ``description``, and ``check_name`` for a check
+    an asset answers itself (its ``check_specs``)."""
     return AssetCheckResult(
         metadata=_logged(context.log.error if strict else context.log.warning, facts, metadata), **result
     )

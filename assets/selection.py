@@ -2,7 +2,7 @@
 
 from collections.abc import Iterator
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 from dagster import (
     AssetCheckResult,
@@ -17,10 +17,10 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from assets.metadata import materialize, metadata_of, parquet_metadata
+from assets.metadata import check_result, materialize, parquet_metadata
 from pipeline.core.decontamination import DECONTAMINATION, DEFAULT_DECONTAMINATION
 from pipeline.quality.suites import composition_suite, overlap_suite
-from pipeline.report.tables import Markdown
+from pipeline.report.tables import Facts, Markdown
 from pipeline.select.selection import (
     MIXTURE_COMPOSITIONS,
     SelectionResult,
@@ -77,7 +77,7 @@ class BenchmarkConfig(Config):
     make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
 
 
-def _composition_check(name: str, result: SelectionResult, on_shortfall: str) -> AssetCheckResult:
+def _composition_check(context: Any, name: str, result: SelectionResult, on_shortfall: str) -> AssetCheckResult:
     """The split holds what its composition asks: every stratum exactly its quota. A shortfall (a stratum
     with fewer candidates than its quota) fails the check — WARN, or ERROR with ``on_shortfall: fail`` —
     naming each short stratum and, for a benchmark cell, what the corpus reaches toward it
@@ -85,19 +85,19 @@ def _composition_check(name: str, result: SelectionResult, on_shortfall: str) ->
     suite = composition_suite(result.strata)
     short = result.shortfall_lines()
     fix = {"fix": SHORTFALL_FIX} if short and result.reach else {}
-    return AssetCheckResult(
+    values = {
+        "expectations": suite.fact(),
+        "short_strata": len(short),
+        "shortfall_detail": Markdown("\n".join(f"- {line}" for line in short) or "_none_"),
+        **fix,
+    }
+    return check_result(
+        context,
+        Facts(values),
         check_name=name,
         passed=suite.success and not short,
         severity=AssetCheckSeverity.ERROR if on_shortfall == "fail" else AssetCheckSeverity.WARN,
         description=("short strata: " + "; ".join(short) + (f" — fix: {fix['fix']}" if fix else "")) if short else None,
-        metadata=metadata_of(
-            {
-                "expectations": suite.fact(),
-                "short_strata": len(short),
-                "shortfall_detail": Markdown("\n".join(f"- {line}" for line in short) or "_none_"),
-                **fix,
-            }
-        ),
     )
 
 
@@ -110,7 +110,9 @@ def _skipped(
     the steps downstream of it and the run goes on."""
     context.log.warning(f"skipped: {exc}")
     for name, passed in checks.items():
-        yield AssetCheckResult(
+        yield check_result(
+            context,
+            Facts(),
             check_name=name,
             passed=passed,
             severity=AssetCheckSeverity.WARN,
@@ -162,7 +164,7 @@ def benchmark_split(
         context,
         result.facts(),
         parquet_metadata([result.path]),
-        check_results=[_composition_check("composition_matches", result, on_shortfall)],
+        check_results=[_composition_check(context, "composition_matches", result, on_shortfall)],
         data_version=DataVersion(result.version),
     )
 
@@ -247,11 +249,12 @@ def sft_mixture(
         {**parquet_metadata([result.path]), **benchmark},
         data_version=DataVersion(result.version),
         check_results=[
-            _composition_check("mixture_composition", result, config.on_shortfall),
-            AssetCheckResult(
+            _composition_check(context, "mixture_composition", result, config.on_shortfall),
+            check_result(
+                context,
+                Facts({"expectations": overlap.fact()}),
                 check_name="no_benchmark_overlap",
                 passed=overlap.success,
-                metadata=metadata_of({"expectations": overlap.fact()}),
             ),
         ],
     )

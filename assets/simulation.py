@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Literal
 
 from dagster import (
-    AssetCheckResult,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -23,7 +22,7 @@ from pydantic import Field
 
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig, baseline_simulators
-from assets.metadata import materialize, parquet_metadata
+from assets.metadata import check_result, materialize, parquet_metadata
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import (
     CURRICULUM,
@@ -36,6 +35,7 @@ from pipeline.curriculum.mixture import (
 from pipeline.envs.catalog import load_blobs
 from pipeline.evaluate.simulators import KINDS
 from pipeline.models.agent_settings import AgentSettings
+from pipeline.report.tables import Facts
 from pipeline.rollouts import store as rollout_store
 from pipeline.rollouts.loop import simulate
 from pipeline.rollouts.run import roll_out, rollout_facts, rollout_files, rollout_tasks
@@ -114,8 +114,8 @@ def simulated_rollouts(
         run_ids = roll_out(layout, box, tasks, specs, agent, config.max_steps, context.log.info, context.log.debug)
     with duckdb.get_connection() as con:
         facts, oracle = rollout_facts(con, layout, run_ids, len(tasks))
-    check = AssetCheckResult(
-        check_name="oracle_never_drifts", passed=oracle.passed, metadata={"oracle": oracle.description}
+    check = check_result(
+        context, Facts({"oracle": oracle.description}), check_name="oracle_never_drifts", passed=oracle.passed
     )
     return materialize(context, facts, parquet_metadata(rollout_files(layout)), check_results=[check])
 
