@@ -11,21 +11,14 @@ from dagster import (
     SensorEvaluationContext,
     SkipReason,
     asset_sensor,
-    define_asset_job,
     schedule,
 )
 
+from assets.jobs import regenerate_splits
 from pipeline.select.stratify import input_fingerprint
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from resources import DataStoreResource
 from resources.storage import DATA_ROOT_TAG, root_tag
-
-regenerate_splits = define_asset_job(
-    "regenerate_splits",
-    selection=["step_strata", "benchmark_split", "sft_mixture", "benchmark_dataset", "sft_dataset", "simulator_eval"],
-    description="Re-stratify the labeled steps, draw new benchmark / SFT split versions, export each version "
-    "(export/<kind>/<version>/, current moved to it) and re-run the configured simulator evaluations on it.",
-)
 
 
 def seed_config(benchmark_seed: int, mixture_seed: int | None = None) -> dict:

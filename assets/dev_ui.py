@@ -1,7 +1,7 @@
 """The process ``./forge ui`` starts (``python -m assets.dev_ui ARGS``): ``dg dev ARGS``, without Dagster's warning
 that the ``dagster.yaml`` in the current folder "will not be used". ``./forge`` runs from the repository root, whose
 ``dagster.yaml`` is the project's instance configuration that ``./forge`` copies into ``$DAGSTER_HOME``
-(``assets/cli.py`` ``dagster_home``): the home holds it, so the warning would send the user looking for a
+(``cli/base.py`` ``dagster_home``): the home holds it, so the warning would send the user looking for a
 problem there is not. Everything else ``dg dev`` logs is shown as it is."""
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ from dagster import (
     SensorEvaluationContext,
     asset,
     asset_sensor,
-    define_asset_job,
 )
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets.collection import AgentPolicyConfig
 from assets.evaluation import SimulatorConfig, baseline_simulators
+from assets.jobs import curriculum_refresh
 from assets.metadata import check_result, materialize, parquet_metadata
 from pipeline.collect.sources import agent_tasks, env_items, task_turns
 from pipeline.curriculum.mixture import (
@@ -194,18 +194,6 @@ def curriculum_mixture(
         result = build_curriculum(layout, con, spec, config.make_current, dagster_run_id=context.run.run_id)
         record(con, layout)
     return materialize(context, curriculum_facts(result, spec), parquet_metadata([result.path]))
-
-
-simulation = define_asset_job(
-    "simulation",
-    selection=["simulated_rollouts", "rollout_sft_dataset"],
-    description="Simulated rollouts (default: oracle and no_change over recorded actions) and their SFT export.",
-)
-curriculum_refresh = define_asset_job(
-    "curriculum_refresh",
-    selection=["curriculum_mixture"],
-    description="Draw a new α-curriculum mixture from the latest evaluation results.",
-)
 
 
 @asset_sensor(

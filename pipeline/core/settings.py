@@ -2,7 +2,7 @@
 constructors and the path of a setting).
 
 ``settings()`` parses the process environment (again only when a variable changed) and is read by the entry
-points only (``assets.cli``, the code location's ``defs``), which pass the value down; ``Settings.from_env(mapping)``
+points only (``cli``, the code location's ``defs``), which pass the value down; ``Settings.from_env(mapping)``
 parses any mapping; ``Settings(...)`` is a plain value that reads no environment. A field's variable is ``ENVSIM_``
 + its name upper-cased (``slurm_conf``: Slurm's own ``SLURM_CONF``); choices are ``Literal``s; a value that does not
 parse is a ``SettingsError``, one line naming the variable, what it takes and the value given.

@@ -1,4 +1,4 @@
-"""The one CLI (``assets/cli.py``, what ``./forge`` hands every command to): its usage names every command it
+"""The one CLI (``cli/``, what ``./forge`` hands every command to): its usage names every command it
 has, a mistake is one line, help needs nothing but the standard library, and what a command's processes share
 (the absolute data root, one run history per data root with the project's ``dagster.yaml``) is resolved once here
 and passed on as a value: this process's environment is never written."""
@@ -10,35 +10,35 @@ from pathlib import Path
 
 import pytest
 
-from assets import cli
+from cli import base, entry
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_usage_lists_every_command_and_only_those(capsys):
-    assert cli.main(["--help"]) == 0
+    assert entry.main(["--help"]) == 0
     out = capsys.readouterr().out
     listed = {line.split()[0] for line in out.splitlines() if line.startswith("  ") and not line.startswith("   ")}
-    assert listed == set(cli.COMMANDS)
+    assert listed == set(base.COMMANDS)
     for word in ("-c/--config", "--config-json", "ENVSIM_DATA_ROOT", "files listed first win"):
         assert word in out
 
 
 def test_an_unknown_command_and_a_set_up_command_are_one_line(capsys):
-    assert cli.main(["frobnicate"]) == 2
+    assert entry.main(["frobnicate"]) == 2
     assert capsys.readouterr().err == "./forge: unknown command 'frobnicate': run ./forge --help for the commands\n"
-    assert cli.main(["train-env"]) == 2
+    assert entry.main(["train-env"]) == 2
     assert capsys.readouterr().err == "./forge train-env builds an environment: run it as ./forge train-env\n"
-    assert cli.main(["train-env", "-h"]) == 0 and "usage: ./forge COMMAND" in capsys.readouterr().out
+    assert entry.main(["train-env", "-h"]) == 0 and "usage: ./forge COMMAND" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+@pytest.mark.parametrize("command", sorted(base.COMMANDS))
 def test_help_without_the_project_environment_imports_nothing_of_it(command):
     """The machine's python3 in a tree without .venv: no Dagster, no pyarrow; ``COMMAND -h`` still prints a usage
     and exits 0 (``run -h`` its own options), and imports nothing of the project's dependencies."""
     code = (
         "import sys; sys.modules['dagster'] = None\n"
-        "from assets.cli import main\n"
+        "from cli.entry import main\n"
         f"code = main([{command!r}, '-h'])\n"
         "assert not {'pyarrow', 'pydantic', 'pipeline.core.settings'} & set(sys.modules), sorted(sys.modules)\n"
         "sys.exit(code)\n"
@@ -57,9 +57,9 @@ def test_what_a_commands_processes_share_is_a_value_and_the_environment_stays(tm
     monkeypatch.setenv("ENVSIM_DATA_ROOT", "rel/data")
     monkeypatch.setenv("DAGSTER_HOME", "")  # unset (and restored after the test)
     before = dict(os.environ)
-    env = cli.child_env()
+    env = base.child_env()
     root = tmp_path / "rel" / "data"
-    assert cli.data_root() == root and env["ENVSIM_DATA_ROOT"] == str(root)
+    assert base.data_root() == root and env["ENVSIM_DATA_ROOT"] == str(root)
     assert env["DAGSTER_HOME"] == str(root / ".dagster_home")
     assert (root / ".dagster_home" / "dagster.yaml").read_text() == (ROOT / "dagster.yaml").read_text()
     assert dict(os.environ) == before  # read, never written
@@ -68,7 +68,7 @@ def test_what_a_commands_processes_share_is_a_value_and_the_environment_stays(tm
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    assert cli.dagster_home(root) == home and cli.dagster_home(root) == home
+    assert base.dagster_home(root) == home and base.dagster_home(root) == home
     assert (home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
 
 
@@ -76,8 +76,14 @@ def test_the_entry_tier_only_reads_the_users_environment():
     """``grep os.environ`` in the entry tier: every use reads it (issue 42, item 3)."""
     import re
 
-    for name in ("cli.py", "launch.py", "summary.py", "dev_ui.py", "definitions.py"):
-        for line in (ROOT / "assets" / name).read_text().splitlines():
+    entry_tier = [
+        *sorted((ROOT / "cli").rglob("*.py")),
+        ROOT / "assets" / "dev_ui.py",
+        ROOT / "assets" / "definitions.py",
+    ]
+    assert len(entry_tier) > 10, entry_tier
+    for path in entry_tier:
+        for line in path.read_text().splitlines():
             if "os.environ" in line:
                 assert not re.search(r"os\.environ(\[[^]]+\]\s*=|\.(setdefault|update|pop)\(|\s*\|=)", line), line
                 assert not re.search(r"os\.(putenv|unsetenv)\(", line), line
@@ -89,7 +95,7 @@ def test_a_run_config_error_writes_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
     monkeypatch.setenv("DAGSTER_HOME", "")
     monkeypatch.setenv("ENVSIM_EXECUTOR", "")
-    assert cli.main(["run", "--config-json", '{"ops": {"benchmark_split": {"config": {"seeed": 1}}}}']) == 2
+    assert entry.main(["run", "--config-json", '{"ops": {"benchmark_split": {"config": {"seeed": 1}}}}']) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(
         "./forge run: --config-json: unknown config key 'seeed' under ops.benchmark_split.config: did you mean 'seed'?"
@@ -104,7 +110,7 @@ def test_the_run_config_is_validated_with_the_executor_of_the_run(tmp_path, monk
     monkeypatch.setenv("DAGSTER_HOME", "")
     monkeypatch.setenv("ENVSIM_EXECUTOR", "")
     multiprocess = '{"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}}'
-    assert cli.main(["run", "--config-json", multiprocess]) == 2
+    assert entry.main(["run", "--config-json", multiprocess]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("./forge run: --config-json: ") and "'multiprocess'" in line, line
     assert not (tmp_path / "data").exists()
@@ -114,15 +120,15 @@ def test_report_and_timings_find_the_run_history_of_the_data_root(tmp_path, monk
     """``./forge timings`` / ``./forge report`` without ``DAGSTER_HOME`` read ``<data root>/.dagster_home`` (where
     ``./forge run`` keeps it); a data root that never had a run is one line."""
     monkeypatch.setenv("DAGSTER_HOME", "")
-    assert cli.main(["timings", "--data-root", str(tmp_path / "none")]) == 3
+    assert entry.main(["timings", "--data-root", str(tmp_path / "none")]) == 3
     assert capsys.readouterr().err == (
         f"./forge timings: no run history at {tmp_path / 'none' / '.dagster_home'}: "
         "./forge run has not run on this data root (or set DAGSTER_HOME)\n"
     )
-    assert cli.main(["report", "--data-root", str(tmp_path / "none")]) == 1
+    assert entry.main(["report", "--data-root", str(tmp_path / "none")]) == 1
     (tmp_path / "mine" / ".dagster_home").mkdir(parents=True)
     monkeypatch.setenv("DAGSTER_HOME", "")
-    assert cli.main(["timings", "--data-root", str(tmp_path / "mine")]) == 3  # a history, no run in it
+    assert entry.main(["timings", "--data-root", str(tmp_path / "mine")]) == 3  # a history, no run in it
     assert os.environ["DAGSTER_HOME"] == ""  # found, not set
     assert "no run of envsim_main started" in capsys.readouterr().out
 
@@ -138,16 +144,16 @@ def test_a_bad_schedule_setting_is_one_line_from_check_settings_and_run(tmp_path
         "ENVSIM_SPLIT_CRON must be a cron schedule of 5 fields, minute hour day-of-month month day-of-week (UTC), "
         "e.g. '0 4 * * 1', got 'every monday': fix the value or unset the variable"
     )
-    assert cli.main(["check-settings"]) == 2
+    assert entry.main(["check-settings"]) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", expected + "\n")
-    assert cli.main(["run"]) == 2
+    assert entry.main(["run"]) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", expected + "\n")
-    assert cli.main(["ui"]) == 2 and capsys.readouterr().err == f"./forge ui: {expected}\n"
+    assert entry.main(["ui"]) == 2 and capsys.readouterr().err == f"./forge ui: {expected}\n"
     assert not (tmp_path / "data").exists()  # nothing started
     monkeypatch.setenv("ENVSIM_SPLIT_CRON", "30 5 * * mon-fri")
-    assert cli.main(["check-settings"]) == 0
+    assert entry.main(["check-settings"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == (
         "settings OK: ENVSIM_DATA_ROOT, ENVSIM_SPLIT_CRON set, the others at their defaults (docs/settings.md); "
@@ -167,7 +173,7 @@ def test_a_bad_schedule_setting_is_one_line_from_check_settings_and_run(tmp_path
 def test_an_unknown_option_is_one_line_naming_the_options_of_forge_run(argv, problem, capsys):
     """Not dg launch's usage: ``./forge run``'s own line, its options, exit 2 (issue 43, item 3)."""
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["run", *argv])
+        entry.main(["run", *argv])
     assert exit_.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == (
@@ -178,7 +184,7 @@ def test_an_unknown_option_is_one_line_naming_the_options_of_forge_run(argv, pro
 
 def test_seed_sets_both_splits_over_the_config(tmp_path):
     """``./forge run --seed 7``: the benchmark's and the mixture's seed, over ``-c`` and ``--config-json``."""
-    from assets.launch import check_launch, load_run_config
+    from cli.launch import check_launch, load_run_config
     from pipeline.core.settings import settings
 
     config = tmp_path / "run.yaml"
@@ -196,7 +202,7 @@ def test_seed_sets_both_splits_over_the_config(tmp_path):
 
 def test_run_help_is_its_own_usage_only(capsys):
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["run", "-h"])
+        entry.main(["run", "-h"])
     out = capsys.readouterr().out
     assert exit_.value.code == 0 and out.startswith("usage: ./forge run [-h] [-c FILE] [--config-json JSON] [--seed N]")
     assert "--seed N" in out and "usage: ./forge COMMAND" not in out and "bench-model" not in out
@@ -243,14 +249,14 @@ def test_a_plugin_package_adds_a_command_by_entry_point_alone(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(site), "ENVSIM_DATA_ROOT": str(tmp_path / "data")}
 
     def forge(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "assets.cli", *args]
+        argv = [sys.executable, "-m", "cli", *args]
         return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
     listed = forge("--help")
     assert listed.returncode == 0 and "  hello [NAME]   a plugin's command" in listed.stdout, listed.stderr
     said = forge("hello", "forge")
     assert (said.returncode, said.stdout) == (0, f"hello forge from {tmp_path / 'data'}\n"), said.stderr
-    assert "hello" not in set(cli.COMMANDS)  # not installed in this process: the tree itself has no such command
+    assert "hello" not in set(base.COMMANDS)  # not installed in this process: the tree itself has no such command
 
 
 def test_check_settings_refuses_a_data_root_that_cannot_work(tmp_path, monkeypatch, capsys):
@@ -270,12 +276,12 @@ def test_check_settings_refuses_a_data_root_that_cannot_work(tmp_path, monkeypat
     for root, line in expected.items():
         monkeypatch.setenv("ENVSIM_DATA_ROOT", str(root))
         for argv, prefix in ((["check-settings"], ""), (["run"], ""), (["ui"], "./forge ui: ")):
-            assert cli.main(argv) == 2, argv
+            assert entry.main(argv) == 2, argv
             captured = capsys.readouterr()
             assert (captured.out, captured.err) == ("", prefix + line + "\n"), argv
     with tmpfs(tmp_path / "ro", "1m", read_only=True) as ro:
         monkeypatch.setenv("ENVSIM_DATA_ROOT", str(ro / "data"))
-        assert cli.main(["check-settings"]) == 2
+        assert entry.main(["check-settings"]) == 2
         assert capsys.readouterr().err == (
             f"the data root {ro / 'data'} (its nearest existing folder {ro}) is not writable by this user or is on a "
             f"read-only filesystem: {fix}\n"
@@ -284,13 +290,13 @@ def test_check_settings_refuses_a_data_root_that_cannot_work(tmp_path, monkeypat
         (full / "data").mkdir()
         fill(full)
         monkeypatch.setenv("ENVSIM_DATA_ROOT", str(full / "data"))
-        assert cli.main(["check-settings"]) == 2
+        assert entry.main(["check-settings"]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"the data root {full / 'data'} has no space left: 0 bytes free") and err.endswith(
             f"free space there or {fix}\n"
         ), err
         (full / "fill").unlink()
-        assert cli.main(["check-settings"]) == 0
+        assert entry.main(["check-settings"]) == 0
         assert f"data root {full / 'data'}" in capsys.readouterr().out
 
 
@@ -299,7 +305,7 @@ def test_a_second_signal_during_the_clean_up_lets_the_clean_up_finish():
     a second one arriving while its ``finally`` blocks run is let pass, so the clean-up completes."""
     script = (
         "import os, signal, time\n"
-        "from assets.cli import interrupt_on_signals\n"
+        "from cli.entry import interrupt_on_signals\n"
         "interrupt_on_signals()\n"
         "try:\n"
         "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(5); print('not interrupted')\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.launch import console_logger_config
 from assets.loggers import LOGGERS
+from cli.launch import console_logger_config
 from pipeline.core.untrusted import log_line
 
 HOSTILE = "reset failed: \x1b]0;pwned\x07\x1b[2J\x1b[8mhidden\x1b[0m\r\nenvsim_main: all checks passed"
@@ -21,7 +21,7 @@ def _speaks(context) -> None:
 def test_a_hostile_reset_error_is_logged_escaped(capfd):
     job = dg.define_asset_job("speak", selection=[_speaks])
     defs = dg.Definitions(assets=[_speaks], jobs=[job], loggers=LOGGERS)
-    run_config = console_logger_config(None)  # what ./forge run starts every job with (assets/launch.py)
+    run_config = console_logger_config(None)  # what ./forge run starts every job with (cli/launch.py)
     assert defs.resolve_job_def("speak").execute_in_process(run_config=run_config).success
     err = capfd.readouterr().err
     assert "\x1b]0;" not in err and "\x1b[2J" not in err and "\r" not in err, err

@@ -53,7 +53,7 @@ def test_the_timings_of_forge_run_never_show_another_roots_run(tmp_path, monkeyp
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    from assets.launch import print_run_timings
+    from cli.launch import print_run_timings
 
     with DagsterInstance.get() as instance:
         _materialize(instance, tmp_path / "theirs")
@@ -65,7 +65,7 @@ def test_the_timings_of_forge_run_never_show_another_roots_run(tmp_path, monkeyp
 def test_forge_keeps_the_dagster_home_under_the_data_root(tmp_path, monkeypatch):
     """``./forge`` runs from the repository root (``cd "$(dirname "$0")"``) and hands the command to the CLI, which
     makes the data root absolute and keeps the run history under it unless ``DAGSTER_HOME`` is set."""
-    from assets.cli import child_env, dagster_home, data_root
+    from cli.base import child_env, dagster_home, data_root
 
     assert 'cd "$(dirname "$0")"' in (ROOT / "forge").read_text()
     monkeypatch.chdir(tmp_path)  # as the repository root

@@ -56,8 +56,8 @@ def test_on_shortfall_is_a_closed_choice_or_unset():
     ],
 )
 def test_a_mistyped_choice_is_refused_at_launch_listing_the_choices(op, key, value, choices):
-    from assets.launch import check_launch
     from assets.selection import MixtureConfig
+    from cli.launch import check_launch
     from pipeline.core.settings import settings
 
     assert MixtureConfig().decontaminate.value == "trajectory"  # the default rule

@@ -8,7 +8,7 @@ import yaml
 from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
-from assets.summary import summary
+from cli.summary import summary
 from pipeline.export.revisions import export_revision
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store.layout import DataLayout

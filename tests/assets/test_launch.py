@@ -1,4 +1,4 @@
-"""What ``./forge run`` checks first (``assets/launch.py``): the run config built once from the ``-c`` files and
+"""What ``./forge run`` checks first (``cli/launch.py``): the run config built once from the ``-c`` files and
 ``--config-json`` (a file listed first wins, the JSON over them all; an unreadable one is one line), and Dagster's
 validation of it against the job, each error one line naming the key and the fix; on a corpus's outcome rule too. A
 valid config launches: the run gets exactly the config that was checked, and the definitions it was checked against."""
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from assets.launch import check_launch, load_run_config
+from cli.launch import check_launch, load_run_config
 from pipeline.core.settings import settings
 from tests.support import refusal_corpus as rc
 
@@ -68,8 +68,8 @@ def test_a_run_builds_the_definitions_once_and_its_record_is_in_the_data_roots_h
     run stops at its first step."""
     from dagster import DagsterInstance
 
-    from assets import cli
     from assets import definitions as code_location
+    from cli.entry import main
     from resources.storage import DATA_ROOT_TAG
 
     builds = []
@@ -84,7 +84,7 @@ def test_a_run_builds_the_definitions_once_and_its_record_is_in_the_data_roots_h
         "resources:\n  sources:\n    config:\n      builtin: {enabled: false}\n      bfcl: {categories: []}\n"
         f"      envscaler:\n        - {{env_items: {corpus}}}\n"
     )
-    assert cli.main(["run", "-c", str(config), "--seed", "3"]) == 1
+    assert main(["run", "-c", str(config), "--seed", "3"]) == 1
     assert len(builds) == 1 and builds[0].data_root == tmp_path / "data" and builds[0].executor == "in_process"
     err = capfd.readouterr().err.splitlines()
     assert err[-1] == "./forge run: FAILED at step environment_catalog (exit 1)", err[-5:]
@@ -103,17 +103,17 @@ def test_regenerate_runs_the_schedules_job_now_in_the_data_roots_history(tmp_pat
 
     from dagster import DagsterInstance
 
-    from assets import cli
+    from cli.entry import main
     from resources.storage import DATA_ROOT_TAG
 
     monkeypatch.setenv("ENVSIM_DATA_ROOT", str(tmp_path / "data"))
     monkeypatch.setenv("DAGSTER_HOME", "")
-    assert cli.main(["regenerate"]) == 1
+    assert main(["regenerate"]) == 1
     captured = capfd.readouterr()
     err = captured.err.splitlines()
     assert err[-1] == "./forge run: FAILED at step step_strata (exit 1)", err[-5:]
     assert "Stack Trace" not in captured.out + captured.err  # the console's failure events stop before their stack
-    assert cli.main(["regenerate", "--seed", "7"]) == 1
+    assert main(["regenerate", "--seed", "7"]) == 1
     with DagsterInstance.from_config(str(tmp_path / "data" / ".dagster_home")) as instance:
         runs = instance.get_runs()
     assert [r.job_name for r in runs] == ["regenerate_splits"] * 2

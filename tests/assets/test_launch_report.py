@@ -8,9 +8,9 @@ import time
 import pytest
 from dagster import AssetExecutionContext, DagsterInstance, Definitions, MaterializeResult, asset, define_asset_job
 
-from assets.cli import main
-from assets.launch import run_outcome
-from assets.summary import report_evaluation, report_splits
+from cli.entry import main
+from cli.launch import run_outcome
+from cli.summary import report_evaluation, report_splits
 from pipeline.select.selection import ShortfallError
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, SplitStore

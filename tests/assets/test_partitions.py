@@ -92,7 +92,7 @@ def test_partition_keys_come_from_envsim_shards():
         with pytest.raises(ValueError, match="unknown partition"):
             parse_shard(bad, 2)
     out = subprocess.run(
-        [sys.executable, "-m", "assets.cli", "partitions"],
+        [sys.executable, "-m", "cli", "partitions"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -10,7 +10,7 @@ from dagster import materialize
 
 from assets.definitions import build_definitions
 from assets.selection import benchmark_split, sft_mixture, step_strata
-from assets.summary import summary
+from cli.summary import summary
 from pipeline.core.settings import Settings
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.store.layout import DataLayout

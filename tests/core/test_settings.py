@@ -143,14 +143,16 @@ def test_duckdb_connections_carry_the_memory_cap(monkeypatch):
         duck.configure(Settings())
     assert duck.connection_config()["memory_limit"] == "512MB"  # Settings' default, not the environment's 9GB
     # no connection of the pipeline bypasses the helper
-    opened = _grep(r"duckdb\.(connect|sql)\(", "pipeline", "assets", "resources")
+    opened = _grep(r"duckdb\.(connect|sql)\(", "pipeline", "assets", "resources", "cli")
     assert opened and [line for line in opened if not line.startswith("pipeline/store/duck.py:")] == []
 
 
 def test_every_variable_is_read_through_settings_and_documented_once():
     """No module reads an ``ENVSIM_*`` variable from the environment itself, and the settings
     table has one row per variable (those the shell scripts and tests read too)."""
-    assert _grep(r"environ(\.get)?[\[(][\"']ENVSIM_|getenv\([\"']ENVSIM_", "pipeline", "assets", "resources") == []
+    assert (
+        _grep(r"environ(\.get)?[\[(][\"']ENVSIM_|getenv\([\"']ENVSIM_", "pipeline", "assets", "resources", "cli") == []
+    )
     assert _grep(r"environ(\.get)?[\[(][\"']ENVSIM_", "tests")  # the pattern finds a reader (tests read their own)
     readme = (ROOT / "docs" / "settings.md").read_text()
     section = readme.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
@@ -158,7 +160,7 @@ def test_every_variable_is_read_through_settings_and_documented_once():
     assert len(rows) == len(set(rows))
     used = {
         m
-        for line in _grep(r"ENVSIM_[A-Z]", "pipeline", "assets", "resources", "forge", "tests")
+        for line in _grep(r"ENVSIM_[A-Z]", "pipeline", "assets", "resources", "cli", "forge", "tests")
         for m in re.findall(r"ENVSIM_[A-Z_]*[A-Z]", line)
     }
     assert {"ENVSIM_SHARDS", "ENVSIM_PARALLEL_RUNS", "ENVSIM_UI_SCREENSHOTS"} <= used
@@ -166,16 +168,17 @@ def test_every_variable_is_read_through_settings_and_documented_once():
     assert set(VARIABLES) <= set(rows)
 
 
-#: the entry points: they build the one ``Settings`` value of the process (``settings()``) and pass it down
-ENTRY_POINTS = {"assets/definitions.py", "assets/cli.py", "assets/summary.py"}
+#: the entry points: they build the one ``Settings`` value of the process (``settings()``) and pass it down: the code
+#: location and the CLI (any module of cli/)
+ENTRY_POINTS = ("assets/definitions.py", "cli/")
 
 
 def test_only_the_entry_points_read_the_process_settings():
     """After the entry point (the CLI, the code location's ``defs``) nothing reads the process environment's
     settings again: the ``Settings`` value, and the ``Profile`` built from it, are passed down."""
-    readers = _grep(r"\bsettings\(\)|Settings\.from_env\(\)|from_env\(None", "pipeline", "assets", "resources")
+    readers = _grep(r"\bsettings\(\)|Settings\.from_env\(\)|from_env\(None", "pipeline", "assets", "resources", "cli")
     assert readers, "the pattern finds a reader"
-    outside = [line for line in readers if line.split(":", 1)[0] not in ENTRY_POINTS | {"pipeline/core/settings.py"}]
+    outside = [line for line in readers if not line.startswith((*ENTRY_POINTS, "pipeline/core/settings.py:"))]
     assert outside == []
 
 

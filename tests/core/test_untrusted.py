@@ -92,7 +92,7 @@ def test_md_escapes_html_links_and_pipes():
 
 
 def test_console_report_shows_control_characters_visibly(capsys):
-    from assets.summary import _say
+    from cli.summary import _say
 
     _say("env esc\x1b[2Jx\rback\u202e", md_table(pd.DataFrame([{"env_id": "e\x1b[31m", "n": 1}]), index=False))
     out = capsys.readouterr().out

@@ -68,7 +68,7 @@ def test_a_wrong_type_a_missing_file_and_an_unknown_job_are_named(tmp_path):
     proc = _forge(tmp_path, "run", "-c", str(config))
     (line,) = _problem_lines(proc)
     assert "ops.benchmark_split.config.seed" in line and "'one'" in line and "Int" in line
-    from assets.launch import check_launch
+    from cli.launch import check_launch
     from pipeline.core.settings import settings
 
     (line,) = check_launch("envsim_mian", {}, settings())
@@ -164,7 +164,7 @@ def test_a_forge_venv_that_is_no_environment_is_one_line(tmp_path):
 
 
 def test_no_stale_timings_when_no_run_started(tmp_path, monkeypatch, capsys):
-    from assets.launch import print_run_timings
+    from cli.launch import print_run_timings
 
     assert print_run_timings(tmp_path, tmp_path / "data", since=time.time() + 3600) is False
     assert "no run of envsim_main started by this command" in capsys.readouterr().out
@@ -225,7 +225,7 @@ def test_an_offline_download_says_how_to_go_on_and_leaves_no_empty_folder(tmp_pa
         [
             sys.executable,
             "-m",
-            "assets.cli",
+            "cli",
             "download",
             "envscaler",
             "--data-root",

@@ -1,5 +1,5 @@
 """Crash consistency, tested by killing the real ``./forge run``: SIGKILL at each asset boundary and inside long steps
-(``FORGE_FAULT``, assets/launch.py: the launcher signals itself when a named step starts or ends), SIGINT and SIGTERM
+(``FORGE_FAULT``, cli/launch.py: the launcher signals itself when a named step starts or ends), SIGINT and SIGTERM
 sent from outside while a step runs. After each, the next plain ``./forge run`` on the same root starts at once (the
 dead run's lock and pool slots reclaimed), resumes, and the chain ends with the bytes of an uninterrupted run: the
 same split versions, steps, samples and exports. One writer per data root: a second ``./forge run`` on a root in use

@@ -41,7 +41,7 @@ def test_a_backgrounded_ui_stops_on_a_signal_and_leaves_no_process(tmp_path, sig
     }
     log = tmp_path / "ui.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "assets.cli", "ui", "-p", str(port), "--host", "127.0.0.1"],
+        [sys.executable, "-m", "cli", "ui", "-p", str(port), "--host", "127.0.0.1"],
         cwd=ROOT,  # where ./forge runs it: the repository root, with the project's dagster.yaml
         env=env,
         stdout=log.open("w"),

@@ -151,7 +151,7 @@ def test_the_check_passes_once_the_rule_is_declared(runs):
 
 
 def test_the_summary_names_the_failed_check(runs, capsys):
-    from assets.summary import summary
+    from cli.summary import summary
 
     assert summary(runs["default"][0]) == 0  # a WARN: named, the run goes on
     err = capsys.readouterr().err

@@ -450,7 +450,7 @@ def _e2e(root: Path, cases: list[Case]):
     import contextlib
     import io
 
-    from assets.summary import summary
+    from cli.summary import summary
     from pipeline.collect.collector import collect
     from pipeline.collect.sources import SourceConfig, env_items
     from pipeline.envs.catalog import build_catalog

@@ -262,7 +262,7 @@ def test_two_nondeterministic_environments_do_not_block_the_others_splits(tmp_pa
     still materialize, with the good environments' steps only; the run summary names them and exits 0."""
     from dagster import AssetCheckSeverity
 
-    from assets.summary import summary
+    from cli.summary import summary
 
     layout, result = _materialize(tmp_path, strict=False)
     assert result.success
@@ -308,7 +308,7 @@ def test_strict_setting_parses():
 def test_strict_makes_the_quarantine_blocking(tmp_path, monkeypatch):
     from dagster import AssetCheckSeverity
 
-    from assets.summary import summary
+    from cli.summary import summary
 
     layout, result = _materialize(tmp_path, strict=True)
     assert not result.success

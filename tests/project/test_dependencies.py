@@ -1,4 +1,4 @@
-"""Every third-party module that pipeline/, assets/ and resources/ import is declared in pyproject.toml."""
+"""Every third-party module that pipeline/, assets/, resources/ and cli/ import is declared in pyproject.toml."""
 
 import ast
 import importlib.metadata
@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("pipeline", "assets", "resources")
+PACKAGES = ("pipeline", "assets", "resources", "cli")
 # Modules that run in the LLaMA-Factory job environment (.venv-train, made by ./forge train-env), not in .venv:
 # their imports are declared in requirements-train.txt, torch by ./forge's ENVSIM_TRAIN_TORCH pin.
 JOB_ENV_FILES = {"pipeline/training/lf_check.py", "pipeline/training/gguf_convert.py", "pipeline/serve/grpo.py"}

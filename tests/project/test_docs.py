@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
-PATH = re.compile(r"\b((?:pipeline|assets|resources|tests|benchmarks)/[A-Za-z0-9_./-]*\.py)\b")
+PATH = re.compile(r"\b((?:pipeline|assets|resources|cli|tests|benchmarks)/[A-Za-z0-9_./-]*\.py)\b")
 #: ``./forge ui`` and what follows it on the line, up to a redirection, a comment or the end of a code span
 FORGE_UI = re.compile(r"\./forge ui\b([^`>#&|\n]*)")
 CITATION = re.compile(r"docs/definitions\.md §\s*(\d+(?:\.\d+)?)(?:\s*[–-]\s*(\d+(?:\.\d+)?))?")
@@ -51,7 +51,7 @@ def test_no_citation_of_a_document_outside_the_repository():
 
 def test_every_forge_ui_option_the_docs_use_is_in_its_help(capsys):
     """``./forge ui -p 3000`` in docs/ui.md: ``./forge ui -h`` (its parser, not dg dev's bare usage) lists ``-p``."""
-    from assets import cli
+    from cli.entry import main
 
     used = {
         (doc, word.split("=")[0])
@@ -61,7 +61,7 @@ def test_every_forge_ui_option_the_docs_use_is_in_its_help(capsys):
         if word.startswith("-")
     }
     assert ("docs/ui.md", "-p") in used, f"the scan found not even docs/ui.md's -p: {sorted(used)}"
-    assert cli.main(["ui", "-h"]) == 0
+    assert main(["ui", "-h"]) == 0
     helptext = capsys.readouterr().out
     listed = set(re.findall(r"(?<![\w-])(--?[\w-]+)", helptext))
     missing = sorted(f"{doc}: ./forge ui {word}" for doc, word in used if word not in listed)
@@ -99,8 +99,8 @@ def test_the_sql_docs_list_every_declared_view_and_table_and_what_writes_it():
 def main_and_all_assets() -> tuple[set[str], set[str]]:
     """The assets of the main job and of the whole code location (default settings: no launcher, so no training
     group), as ``dg list defs`` shows them."""
-    from assets.cli import MAIN_JOB
     from assets.definitions import build_definitions
+    from assets.jobs import MAIN_JOB
     from pipeline.core.settings import Settings
 
     defs = build_definitions(Settings())

@@ -6,8 +6,8 @@ each importing another stage only where the ``stages`` contract declares it; the
 resources) sits on top. ``lint-imports`` checks them here, so ``./forge test`` (and ``.ci/run``) does.
 
 :func:`shape` measures what the contracts leave: imports that run up a tier, circles between packages and
-floors (the most packages on one chain of imports), over ``pipeline`` (one node per package), ``assets`` and
-``resources`` (one node each).
+floors (the most packages on one chain of imports), over ``pipeline`` (one node per package), ``assets``,
+``resources`` and ``cli`` (one node each).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import grimp  # import-linter's graph builder
 from importlinter import api
 
 ROOT = Path(__file__).resolve().parents[2]
-ROOTS = ("pipeline", "assets", "resources")
+ROOTS = ("pipeline", "assets", "resources", "cli")
 #: the floors before the tiers (issue 27: "tall and thin (12 floors)"); docs/layout.md records both numbers
 FLOORS_BEFORE = 12
 
@@ -42,16 +42,19 @@ def _members(layer: str) -> list[str]:
 
 def tiers() -> list[list[str]]:
     """The tiers of the whole code base, bottom first: the ``tiers`` contract's layers of ``pipeline`` (its
-    packages), then ``resources`` and ``assets`` (the ``dagster-layer`` contract)."""
+    packages), then ``resources`` and ``assets`` (the ``dagster-layer`` contract), then ``cli`` (the ``cli``
+    contract: none of them imports it)."""
     inner = [_members(layer) for layer in reversed(contracts()["tiers"]["layers"])]
     outer = [_members(layer) for layer in reversed(contracts()["dagster-layer"]["layers"])]
     assert outer[0] == ["pipeline"], outer
-    return inner + outer[1:]
+    top = sorted(contracts()["cli"]["forbidden_modules"])
+    assert top == ["cli"] and sorted(contracts()["cli"]["source_modules"]) == sorted(m for t in outer for m in t), top
+    return inner + outer[1:] + [top]
 
 
 def room(module: str) -> str | None:
     """The node of ``module`` in the package graph: its package of ``pipeline`` (``pipeline.store.layout`` →
-    ``store``), or its root for ``assets`` / ``resources``; ``pipeline`` itself has none."""
+    ``store``), or its root for ``assets`` / ``resources`` / ``cli``; ``pipeline`` itself has none."""
     parts = module.split(".")
     if parts[0] == "pipeline":
         return parts[1] if len(parts) > 1 else None

@@ -9,9 +9,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _definitions() -> list[tuple[str, str]]:
-    """(``path:line``, name) of every class, function and assignment under pipeline/, assets/, resources/."""
+    """(``path:line``, name) of every class, function and assignment under pipeline/, assets/, resources/, cli/."""
     found = []
-    for path in sorted(p for d in ("pipeline", "assets", "resources") for p in (ROOT / d).rglob("*.py")):
+    for path in sorted(p for d in ("pipeline", "assets", "resources", "cli") for p in (ROOT / d).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [node.name] if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else []
             if isinstance(node, ast.Assign):

@@ -63,7 +63,7 @@ def test_every_module_is_named_in_its_package_entry():
 
 
 def _top_entry(folder: str) -> str:
-    """The ``assets/`` / ``resources/`` entry of the block with its continuation lines."""
+    """The ``assets/`` / ``resources/`` / ``cli/`` entry of the block with its continuation lines."""
     lines = _layout_block()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"{folder}/ "))
     text = lines[start]
@@ -74,10 +74,10 @@ def _top_entry(folder: str) -> str:
     return text
 
 
-def test_every_assets_and_resources_module_is_named():
+def test_every_assets_resources_and_cli_module_is_named():
     missing = []
-    for folder in ("assets", "resources"):
-        entry = _top_entry(folder)
+    for folder in ("assets", "resources", "cli", "cli/commands"):
+        entry = _top_entry(folder.split("/")[0])
         for module in sorted((ROOT / folder).glob("*.py")):
             if module.stem != "__init__" and not re.search(rf"(?<![\w.]){re.escape(module.stem)}(\.py)?(?!\w)", entry):
                 missing.append(f"{folder}/{module.name}")

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.summary import AVAILABLE_NOTE, summary
+from cli.summary import AVAILABLE_NOTE, summary
 from pipeline.quality.environment_report import UNTESTED, environment_report
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store import queries, warehouse

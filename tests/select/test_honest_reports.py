@@ -9,7 +9,7 @@ import pytest
 from dagster import materialize
 
 from assets.environments import environment_catalog
-from assets.summary import summary
+from cli.summary import summary
 from pipeline.collect.sources import SourceConfig, disabled_sources
 from pipeline.core.strata import Cell
 from pipeline.envs import builtin

@@ -313,7 +313,7 @@ def test_candidate_window_widens_until_picking_equals_picking_from_everything():
 
 def test_a_custom_composition_reaches_coverage_metadata_and_summary(bfcl_layout, tmp_path, capsys):
     from assets.selection import step_strata
-    from assets.summary import summary
+    from cli.summary import summary
     from pipeline.select.selection import composition_in_force
     from pipeline.store import queries
     from resources import CompositionResource, DataStoreResource, RunPolicyResource

@@ -68,7 +68,7 @@ def test_the_command_says_it_in_one_line_without_a_traceback(tmp_path):
         "ENVSIM_DATA_ROOT": str(tmp_path / "data"),
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "assets.cli", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"],
+        [sys.executable, "-m", "cli", "bench-model", "--checkpoint", "Qwen/Qwen2.5-0.5B-Instruct"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -106,7 +106,7 @@ def test_a_measurement_is_all_scored_only_when_these_weights_answered_every_samp
 def test_check_says_what_it_found_in_one_line(tmp_path, monkeypatch, capsys):
     """``./forge bench-model --check`` on success: one line naming the weights and the chat template (issue 43,
     item 7), exit 0; for an embedded model, that it is embedded."""
-    from assets.cli import main
+    from cli.entry import main
 
     snapshot = _cached_model(tmp_path / "hub", "acme/tiny-instruct")
     from huggingface_hub import constants

@@ -2,7 +2,7 @@
 
 import argparse
 
-from assets.cli import Command, data_root
+from cli.base import Command, data_root
 
 
 def hello(argv: list[str]) -> int:

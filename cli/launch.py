@@ -2,28 +2,26 @@
 :func:`load_run_config` (``-c FILE``... ``--config-json``, ``--seed``) validated against their job by
 :func:`check_launch`, :func:`launch` (``dagster.execute_job`` on the data root's run history, which ``./forge ui``
 opens), then :func:`report`: the run's timings, then its failed step and one-line cause, or the summary with what it
-changed; :func:`print_run_timings` the timings alone (``./forge report`` / ``./forge timings``)."""
+changed; :func:`print_run_timings` the timings alone (``./forge report`` / ``./forge timings``). Imported by the
+commands that launch or report, after :func:`cli.entry.main` has prepared the process (``prepare_process()``: before
+anything imports pyarrow)."""
 
-from pipeline.core.settings import prepare_process
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import suppress
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 
-prepare_process()  # first, before anything imports pyarrow
-
-import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import os  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
-from contextlib import suppress  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from functools import partial  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import yaml  # noqa: E402
-from dagster import (  # noqa: E402
+import yaml
+from dagster import (
     AssetKey,
     DagsterEventType,
     DagsterInstance,
@@ -37,20 +35,20 @@ from dagster import (  # noqa: E402
     validate_run_config,
 )
 
-from assets import definitions as code_location  # noqa: E402
-from assets.automation import regenerate_splits, seed_config  # noqa: E402
-from assets.cli import MAIN_JOB  # noqa: E402
-from assets.loggers import last_step  # noqa: E402
-from assets.summary import report_failed_checks, summary  # noqa: E402
-from pipeline.collect.sources import SourceError, check_files  # noqa: E402
-from pipeline.core import root_lock  # noqa: E402
-from pipeline.core.processes import descendants, die_with_parent, end  # noqa: E402
-from pipeline.core.settings import Settings  # noqa: E402
-from pipeline.core.untrusted import console  # noqa: E402
-from pipeline.envs.partitions import partition_keys  # noqa: E402
-from pipeline.store.layout import DataLayout, disk_full  # noqa: E402
-from resources import EnvironmentSourcesResource  # noqa: E402
-from resources.storage import DATA_ROOT_TAG, root_tag  # noqa: E402
+from assets import definitions as code_location
+from assets.automation import seed_config
+from assets.jobs import COLLECT_AND_LABEL, MAIN_JOB, regenerate_splits
+from assets.loggers import last_step
+from cli.summary import report_failed_checks, summary
+from pipeline.collect.sources import SourceError, check_files
+from pipeline.core import root_lock
+from pipeline.core.processes import descendants, die_with_parent, end
+from pipeline.core.settings import Settings
+from pipeline.core.untrusted import console
+from pipeline.envs.partitions import partition_keys
+from pipeline.store.layout import DataLayout, disk_full
+from resources import EnvironmentSourcesResource
+from resources.storage import DATA_ROOT_TAG, root_tag
 
 #: the definitions built in this process, by the settings they were built from (:func:`definitions`)
 _BUILT: dict[str, Definitions] = {}
@@ -101,7 +99,7 @@ def console_logger_config(level: str | None) -> dict:
 
 def _partition(current: Settings, home: Path, holder: str, key: str) -> int:
     """One partition of ``collect_and_label``, in a process of its own (:func:`launch`)."""
-    return _execute(current, home, "collect_and_label", {}, holder, tags={"dagster/partition": key})
+    return _execute(current, home, COLLECT_AND_LABEL, {}, holder, tags={"dagster/partition": key})
 
 
 def _unfinished(instance: DagsterInstance, holder: str | None = None) -> list:
