@@ -13,13 +13,9 @@ them once from its settings value (``cli.launch.definitions``). Any other shape 
 * ``profile`` gives the resources' defaults; ``split_cron`` the ``weekly_splits`` schedule.
 """
 
-from pipeline.core.settings import prepare_process
+import dagster as dg
 
-prepare_process()  # first, before anything imports pyarrow
-
-import dagster as dg  # noqa: E402
-
-from assets import (  # noqa: E402
+from assets import (
     automation,
     collection,
     environments,
@@ -33,12 +29,12 @@ from assets import (  # noqa: E402
     simulation,
     training,
 )
-from assets.executors import executor_for  # noqa: E402
-from assets.loggers import LOGGERS  # noqa: E402
-from assets.partitions import partitioned, shards_partitions  # noqa: E402
-from pipeline.core.settings import Settings, settings  # noqa: E402
-from pipeline.store import duck  # noqa: E402
-from resources.sets import resources_for  # noqa: E402
+from assets.executors import executor_for
+from assets.loggers import LOGGERS
+from assets.partitions import partitioned, shards_partitions
+from pipeline.core.settings import Settings, settings
+from pipeline.store import duck
+from resources.sets import resources_for
 
 #: the asset modules of every shape; ``training`` joins them when a launcher is set
 MODULES = (environments, collection, labeling, selection, quality, export, evaluation, simulation, envsimbench)

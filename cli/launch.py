@@ -39,6 +39,7 @@ from assets import definitions as code_location
 from assets.automation import seed_config
 from assets.jobs import COLLECT_AND_LABEL, MAIN_JOB, regenerate_splits
 from assets.loggers import last_step
+from cli.renamed import renamed
 from cli.summary import report_failed_checks, summary
 from pipeline.collect.sources import SourceError, check_files
 from pipeline.core import root_lock
@@ -560,6 +561,11 @@ def _describe_config_error(error, job) -> str:  # dagster's EvaluationError
     reason = error.reason.value  # DagsterEvaluationErrorReason's names (the enum is not exported)
     path = [str(getattr(e, "field_name", getattr(e, "list_index", "?"))) for e in error.stack.entries]
     where = ".".join(path) or "the top level"
+    if reason in ("FIELD_NOT_DEFINED", "FIELDS_NOT_DEFINED"):
+        names = [error.error_data.field_name] if reason == "FIELD_NOT_DEFINED" else list(error.error_data.field_names)
+        moved = renamed(where, names)
+        if moved:
+            return moved
     if reason == "FIELD_NOT_DEFINED":
         name = error.error_data.field_name
         keys = _schema_keys(job, path)

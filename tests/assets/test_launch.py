@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cli.launch import check_launch, load_run_config
+from cli.renamed import RENAMED
 from pipeline.core.settings import settings
 from tests.support import refusal_corpus as rc
 
@@ -33,11 +34,49 @@ def test_a_valid_outcome_rule_launches(tmp_path):
     assert _launch(tmp_path, rc.CODES_RULE) == []
 
 
+@pytest.mark.parametrize(
+    ("resource", "key", "value", "says"),
+    [
+        ("sources", "bfcl_replay", False, "set resources.sources.config.bfcl.replay"),
+        ("sources", "builtin_scenarios_per_env", 3, "set resources.sources.config.builtin.scenarios_per_env"),
+        ("composition", "strict", True, "set resources.run_policy.config.strict"),
+        ("composition", "explore_call_budget", 9, "set resources.run_policy.config.explore_call_budget"),
+    ],
+)
+def test_a_key_of_an_earlier_release_is_one_line_naming_its_new_key(resource, key, value, says):
+    """A run config written for an earlier release (flat ``sources`` fields, the run policy on ``composition``) is
+    refused before anything starts, in one line from the one table of renamed keys (cli/renamed.py)."""
+    (line,) = check_launch("envsim_main", {"resources": {resource: {"config": {key: value}}}}, settings())
+    assert line.startswith(f"run config: config key resources.{resource}.config.{key} was renamed: ") and says in line
+    assert "\n" not in line
+    both = {"bfcl_replay": False, "builtin_seed": 1}
+    (line,) = check_launch("envsim_main", {"resources": {"sources": {"config": both}}}, settings())
+    assert "bfcl_replay was renamed" in line and "builtin_seed was renamed" in line and "\n" not in line
+
+
+def _config_at(path: str) -> dict:
+    """A run config that sets the dotted ``path`` (``name[]``: a list of one section) to null."""
+    value: object = None
+    for part in reversed(path.split(".")):
+        value = {part[:-2]: [value]} if part.endswith("[]") else {part: value}
+    return value  # type: ignore[return-value]
+
+
+def test_every_renamed_key_names_a_key_the_run_config_has():
+    """Each row of the table points at a key the current run config accepts (a rename of a rename is one row)."""
+    for old, new in RENAMED.items():
+        target = new.split(":")[0]
+        assert target.replace("[]", "") not in RENAMED, (old, new)
+        lines = check_launch("envsim_main", _config_at(target), settings())
+        refused = [line for line in lines if "unknown config key" in line or "was renamed" in line]
+        assert refused == [], (old, new, refused)
+
+
 def test_a_key_no_resource_has_is_one_line_naming_the_valid_ones():
     """A run config that sets a key a resource does not have is refused before anything starts, in one line that
     names the key, where it was and the keys that section has."""
-    (line,) = check_launch("envsim_main", {"resources": {"composition": {"config": {"strict": True}}}}, settings())
-    assert line.startswith("run config: ") and "'strict'" in line and "composition" in line, line
+    (line,) = check_launch("envsim_main", {"resources": {"composition": {"config": {"strictly": True}}}}, settings())
+    assert line.startswith("run config: ") and "'strictly'" in line and "composition" in line, line
     assert "\n" not in line
 
 

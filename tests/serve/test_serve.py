@@ -4,6 +4,7 @@ server (an exact-protocol websocket client), the exec/shadow modes, the gem.Env 
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -37,6 +38,7 @@ from pipeline.store.layout import DataLayout
 from resources import EnvironmentSourcesResource
 from tests.support.envscaler_corpus import HOSTILE_CODE
 from tests.support.parallel import forge_environment, one_at_a_time
+from tests.support.procs import descendants
 
 ROOT = Path(__file__).resolve().parents[2]
 RETAIL = "builtin-retail-s0-00000"  # customer C001; P001 in stock
@@ -386,19 +388,48 @@ def openenv_python(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_openenv_own_client_runs_an_episode(server, openenv_python):
-    """OpenEnv's own MCPToolClient (openenv-core 0.3.0, in its own environment: ./forge openenv-env): reset ->
-    list_tools -> call_tool x3 -> close, 64 of them side by side; the reward is the scenario's checks."""
-    url = server[0].replace("ws://", "http://")
-    command = [openenv_python, "-m", "tests.support.openenv_client", url, RETAIL, "64", json.dumps(BUY)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+def test_forge_serve_env_serves_openenv_own_client_and_stops_on_ctrl_c(openenv_python, tmp_path):
+    """``./forge serve-env --port 0`` on the default data prints its URL; OpenEnv's own MCPToolClient (openenv-core
+    0.3.0, in its own environment: ./forge openenv-env) runs reset -> list_tools -> call_tool x3 -> close, 64 of them
+    side by side, the reward the scenario's checks; Ctrl-C (SIGINT to its process group) stops it with every session
+    and sandbox process gone and the episodes logged."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSIM_")}
+    env["ENVSIM_DATA_ROOT"] = str(tmp_path / "data")
+    proc = subprocess.Popen(
+        ["./forge", "serve-env", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    try:
+        first = proc.stdout.readline()  # type: ignore[union-attr]
+        assert first.startswith("serving ") and " with executable checks) at http://127.0.0.1:" in first, first
+        url = first.split(" at ", 1)[1].split(" ", 1)[0]
+        command = [openenv_python, "-m", "tests.support.openenv_client", url, RETAIL, "64", json.dumps(BUY)]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        started = descendants(proc.pid)
+        assert started, "the server started no sandbox process"
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(results) == 64 and "checkout" in results[0]["tools"]
     assert all([s["reward"] for s in r["steps"]] == [0.0, 1.0, 1.0] for r in results)  # no capacity error either
-    first = results[0]["steps"]
-    assert first[1]["checks"] == [True, True] and first[1]["error"] is None
-    assert {"outcome", "delta_size"} <= set(first[0]["metadata"])  # the step's executor labels
+    first_steps = results[0]["steps"]
+    assert first_steps[1]["checks"] == [True, True] and first_steps[1]["error"] is None
+    assert {"outcome", "delta_size"} <= set(first_steps[0]["metadata"])  # the step's executor labels
+    assert proc.returncode == 0, err[-3000:]
+    assert "stop it with Ctrl-C (or SIGTERM)" in out and out.rstrip().endswith(
+        "stopped: every session and sandbox process ended"
+    ), out
+    time.sleep(0.5)
+    assert not [pid for pid in started if os.path.exists(f"/proc/{pid}")], "a process of the server outlived it"
+    logged = (tmp_path / "data" / "served" / "episodes.jsonl").read_text().splitlines()
+    assert len(logged) == 64 and all(json.loads(line)["reward"] == 1.0 for line in logged)
 
 
 def test_served_episodes_become_served_trajectories_labeled_steps_and_views(pool, tasks, sandbox, tmp_path):
