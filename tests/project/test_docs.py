@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.parallel import slowest_table
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
 PATH = re.compile(r"\b((?:pipeline|assets|resources|cli|tests|benchmarks)/[A-Za-z0-9_./-]*\.py)\b")
@@ -132,3 +134,12 @@ def test_the_readme_asset_table_lists_every_asset_and_the_main_jobs_without_a_jo
     )
     wrong = sorted(name for name, other_job in listed.items() if other_job == (name in main))
     assert not wrong, f"README.md: name the job of exactly the assets outside the main job: {wrong}"
+
+
+def test_the_slowest_tests_table_is_the_recorded_runs():
+    """docs/commands.md's ten slowest tests are those of tests/support/durations.json, as
+    ``python -m tests.support.parallel`` prints them (a new recording changes both)."""
+    text = (ROOT / "docs" / "commands.md").read_text()
+    table = slowest_table()
+    assert table.splitlines()[2] in text, "re-run `python -m tests.support.parallel` and paste its table"
+    assert table in text

@@ -147,6 +147,16 @@ def longest_files_first(items: list[pytest.Item], durations: dict[str, float] | 
     items.sort(key=lambda item: -cost[item.nodeid.split("::")[0]])  # stable: collection order within a file
 
 
+def slowest_table(count: int = 10, durations: dict[str, float] | None = None) -> str:
+    """The ``count`` slowest tests of the recorded run (:data:`DURATIONS`) as the Markdown table docs/commands.md
+    shows (``python -m tests.support.parallel`` prints it; ``tests/project/test_docs.py`` holds the two equal)."""
+    known = durations if durations is not None else json.loads(DURATIONS.read_text())
+    rows = sorted(known.items(), key=lambda kv: (-kv[1], kv[0]))[:count]
+    lines = ["| test | seconds |", "|---|---|"]
+    lines += [f"| `{test}` | {seconds:,.0f} |" for test, seconds in rows]
+    return "\n".join(lines)
+
+
 def _kind(item: pytest.Item) -> str:
     if item.get_closest_marker("slow"):
         return "slow"
@@ -204,3 +214,7 @@ def forge_environment(tmp_path_factory: pytest.TempPathFactory, command: str, ve
         out = subprocess.run(["bash", str(root / "forge"), command], capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return str(root / venv / "bin" / "python")
+
+
+if __name__ == "__main__":
+    print(slowest_table())
