@@ -86,12 +86,6 @@ def _action(action: Any) -> tuple[str, str | None, Any]:
     raise ValueError(f"unknown action type {str(kind)[:60]!r}: list_tools or call_tool")
 
 
-def _step(episode: Episode, action: Any) -> dict[str, Any]:
-    """One MCP-shaped action on an episode, blocking (ValueError: not an action)."""
-    kind, name, arguments = _action(action)
-    return episode.list_tools() if kind == "list_tools" else episode.call_tool(name, arguments)  # type: ignore[arg-type]
-
-
 def _reset_args(data: Any) -> dict[str, Any]:
     data = data if isinstance(data, dict) else {}
     return {k: data.get(k) for k in ("seed", "episode_id", "task_id")}
@@ -147,7 +141,7 @@ class _Handlers:
                 raise ValueError("the body is a JSON object")
             answer = await self.run(lambda: episode.reset(**_reset_args(data)))
             if with_action:
-                answer = await self.run(_step, episode, data.get("action"))
+                answer = await self.step_of(episode, data.get("action"))
             return JSONResponse(answer)
         except CapacityError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=503)

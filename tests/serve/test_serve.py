@@ -8,6 +8,8 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import duckdb
@@ -37,6 +39,7 @@ from pipeline.store import catalog, warehouse
 from pipeline.store.layout import DataLayout
 from resources import EnvironmentSourcesResource
 from tests.support.envscaler_corpus import HOSTILE_CODE
+from tests.support.leftovers import living
 from tests.support.parallel import forge_environment, one_at_a_time
 from tests.support.procs import descendants
 
@@ -278,6 +281,30 @@ def test_a_served_hang_or_crash_ends_only_its_own_episode_and_the_others_are_ans
     assert not first["done"] and not second["done"] and own.active == 0
 
 
+def test_stateless_http_reset_and_step_each_play_a_fresh_episode(server):
+    """``POST /reset`` and ``POST /step`` (OpenEnv's stateless routes): each request a fresh episode, reset by its
+    body, then its action; a call that is no action is a 422 naming the shape."""
+    base = server[0].replace("ws://", "http://")
+
+    def post(route, body):
+        request = urllib.request.Request(base + route, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as reply:
+                return reply.status, json.loads(reply.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    status, reset = post("/reset", {"task_id": RETAIL})
+    assert status == 200 and reset["done"] is False and "checkout" in [t["name"] for t in reset["observation"]["tools"]]
+    name, args = BUY[0]
+    action = {"type": "call_tool", "tool_name": name, "arguments": args}
+    status, step = post("/step", {"task_id": RETAIL, "action": action})
+    assert status == 200 and step["reward"] == 0.0 and step["observation"]["metadata"]["outcome"] == "success"
+    assert step["observation"]["metadata"]["step_index"] == 0  # a fresh episode: its first call
+    status, refused = post("/step", {"task_id": RETAIL, "action": "checkout"})
+    assert status == 422 and "action object" in refused["detail"]
+
+
 # -- modes -----------------------------------------------------------------------------------------------
 
 
@@ -387,19 +414,6 @@ def openenv_python(tmp_path_factory):
     return forge_environment(tmp_path_factory, "openenv-env", ".venv-openenv", timeout=900)
 
 
-def _living(pids: list[int]) -> list[int]:
-    """Those of ``pids`` still running (an ended one re-parented to this test process stays a zombie until reaped)."""
-    living = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in ("Z", "X"):
-            living.append(pid)
-    return living
-
-
 @pytest.mark.slow
 def test_forge_serve_env_serves_openenv_own_client_and_stops_on_ctrl_c(openenv_python, tmp_path):
     """``./forge serve-env --port 0`` on the default data prints its URL; OpenEnv's own MCPToolClient (openenv-core
@@ -439,7 +453,7 @@ def test_forge_serve_env_serves_openenv_own_client_and_stops_on_ctrl_c(openenv_p
     assert "stop it with Ctrl-C (or SIGTERM)" in out and out.rstrip().endswith(
         "stopped: every session and sandbox process ended"
     ), out
-    assert not _living(started), "a process of the server outlived it"
+    assert not living(started), "a process of the server outlived it"
     logged = (tmp_path / "data" / "served" / "episodes.jsonl").read_text().splitlines()
     assert len(logged) == 64 and all(json.loads(line)["reward"] == 1.0 for line in logged)
 

@@ -39,16 +39,21 @@ def _reap() -> None:
             return
 
 
-def _running() -> list[int]:
-    living = []
-    for pid in descendants(os.getpid()):
+def living(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running (an ended one re-parented here stays a zombie until it is reaped)."""
+    out = []
+    for pid in pids:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
         if state not in ("Z", "X"):
-            living.append(pid)
-    return living
+            out.append(pid)
+    return out
+
+
+def _running() -> list[int]:
+    return living(descendants(os.getpid()))
 
 
 def _command(pid: int) -> str:
