@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import struct
 import time
@@ -118,8 +119,11 @@ def decode(data: bytes, strict: bool = True) -> dict[str, Any]:
     ``Infinity`` are refused, as are lone surrogates and headers nested deeper than
     :data:`MAX_HEADER_DEPTH` (:func:`check_untrusted`), each naming the field."""
     header, newline, payload = data.partition(b"\n")  # a JSON header never holds a raw newline
+    constants: list[_NonJSON] = []
     try:
-        message = json.loads(header, parse_constant=_NonJSON) if strict else json.loads(header)
+        message = (
+            json.loads(header, parse_constant=lambda name: _flagged(constants, name)) if strict else json.loads(header)
+        )
         if newline and isinstance(message, dict):
             if "state" in message:
                 raise ValueError("a state both in the header and as payload")
@@ -128,9 +132,30 @@ def decode(data: bytes, strict: bool = True) -> dict[str, Any]:
         raise FrameError(f"frame is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(message, dict) or not isinstance(message.get("kind"), str):
         raise FrameError("frame is not a JSON object with a 'kind'")
-    if strict:
-        check_untrusted(message)
+    if strict and (constants or not _plain(header)):
+        check_untrusted(message)  # the walk that names the field (a header none of these could be in is fine)
     return message
+
+
+#: a surrogate in a UTF-8 header, escaped or raw (a pair is fine: the walk then says so)
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def _plain(header: bytes) -> bool:
+    """Whether :func:`check_untrusted` could find nothing in the parsed ``header`` (NaN/Infinity are flagged as
+    they are parsed): UTF-8 JSON (as frames are written: no BOM, no UTF-16), no surrogate, fewer brackets than
+    the depth allowed."""
+    return (
+        header[:1] == b"{"
+        and b"\x00" not in header
+        and header.count(b"[") + header.count(b"{") < MAX_HEADER_DEPTH
+        and _SURROGATE.search(header) is None
+    )
+
+
+def _flagged(constants: list[_NonJSON], name: str) -> _NonJSON:
+    constants.append(_NonJSON(name))
+    return constants[-1]
 
 
 def read_frame(fh: BinaryIO, max_size: int = DEFAULT_MAX_FRAME) -> dict[str, Any] | None:
@@ -201,7 +226,8 @@ class FdReader:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise FrameTimeout(f"no frame within {timeout:g}s")
-            ready, _, _ = select.select([self.fd], [], [], remaining)
-            if ready:
+            poller = select.poll()  # not select(): a server's descriptors may number past FD_SETSIZE
+            poller.register(self.fd, select.POLLIN)
+            if poller.poll(remaining * 1000):
                 self.feed()
         return pending.pop(0)

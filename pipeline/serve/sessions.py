@@ -9,12 +9,14 @@ Usage::
         session.close()
 
 A session is one environment instance in a live sandboxed child (forked in a session host: the shared one for code
-that is ours or pinned, an instance of its own environment's for corpus code, as labeling runs them). Each call is
-one round trip; its labels (outcome, Δ, |Δ|, state hashes) are computed here from the raw frame by the labeling
+that is ours or pinned, an instance of its own environment's for corpus code, as labeling runs them). The host hands
+this process the child's pipe ends, so each call is one round trip to the child with no process between; its labels
+(outcome, Δ, |Δ|, state hashes) are computed here from the raw frame by the labeling
 code (:class:`pipeline.execution.labels.TrajectoryLabels`), so nothing inside can forge one. At most
 ``max_sessions`` are live: one more is refused at once with :class:`CapacityError`. A session idle for
-``idle_timeout_s`` is closed by the reaper. A call that hangs, a child that dies or sends malformed data ends that
-session only; a host that dies ends its own sessions only, and the next session starts a new one.
+``idle_timeout_s`` is closed by the reaper. A call past its wall-clock limit, a child that dies or sends malformed
+data ends that session only (its host kills the child); a host that dies ends its own sessions only, and the next
+session starts a new one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import itertools
 import json
 import os
 import queue
+import select
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -85,50 +89,160 @@ class _LiveLabels(TrajectoryLabels):
 
 
 class _Inbox:
-    """A session's frames from its host's reader thread, awaited by one caller: a blocking thread (:meth:`get`) or
-    a coroutine on an event loop (:meth:`get_async`, woken by the reader thread with no worker thread between)."""
+    """A session's frames from its host (``opened`` with the child's pipe ends, or why it could not start)."""
 
     def __init__(self) -> None:
-        self._items: collections.deque[dict[str, Any]] = collections.deque()
-        self._ready = threading.Condition()
-        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future] | None = None
+        self._items: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
 
     def put(self, msg: dict[str, Any]) -> None:
-        with self._ready:
-            self._items.append(msg)
-            waiter, self._waiter = self._waiter, None
-            self._ready.notify()
-        if waiter is not None:
-            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: nobody waits any more
-                waiter[0].call_soon_threadsafe(_wake, waiter[1])
+        self._items.put(msg)
 
     def get(self, timeout: float) -> dict[str, Any]:
-        with self._ready:
-            if not self._ready.wait_for(lambda: self._items, timeout):
-                raise queue.Empty
-            return self._items.popleft()
+        return self._items.get(timeout=timeout)
 
-    async def get_async(self, timeout: float) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        with self._ready:
-            if self._items:
-                return self._items.popleft()
-            arrived = loop.create_future()
-            self._waiter = loop, arrived
+
+class _Channel:
+    """A session's own pipes to its child (handed over by the host): requests written, frames read, directly.
+
+    :meth:`receive` waits in the calling thread; :meth:`receive_async` on the running event loop (woken by the
+    loop's own poll: no thread between). Either answers a frame, or a ``lost`` frame for a call past ``limit``
+    seconds, a child that died, or one that sent an invalid frame."""
+
+    def __init__(self, rfd: int, wfd: int, max_size: int) -> None:
+        os.set_blocking(rfd, False)
+        os.set_blocking(wfd, False)
+        self.reader, self.wfd = FdReader(rfd, max_size), wfd
+        self.pending: collections.deque[dict[str, Any]] = collections.deque()
+        self.broken: dict[str, Any] | None = None
+
+    def close(self) -> None:
+        for fd in (self.reader.fd, self.wfd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def send(self, data: bytes, limit: float) -> dict[str, Any] | None:
+        """Write ``data`` (waiting while the pipe is full, up to ``limit`` s); a ``lost`` frame when it cannot."""
+        view, deadline = memoryview(data), time.monotonic() + limit
+        while view:
+            try:
+                view = view[os.write(self.wfd, view) :]
+            except BlockingIOError:
+                if not _ready(self.wfd, select.POLLOUT, deadline - time.monotonic()):
+                    return _timed_out(limit)
+            except OSError:
+                return dict(_DIED)
+        return None
+
+    def _pull(self) -> bool:
+        """Read what the child sent; True once there is an answer (a frame, its end, or a broken frame)."""
         try:
-            await asyncio.wait_for(arrived, timeout)
-        except TimeoutError:
+            self.reader.feed()
+        except BlockingIOError:
             pass
-        with self._ready:
-            self._waiter = None
-            if not self._items:
-                raise queue.Empty
-            return self._items.popleft()
+        except OSError:
+            self.reader.eof = True
+        try:
+            self.pending.extend(self.reader.frames())
+        except FrameError as exc:
+            self.broken = {
+                "kind": "lost",
+                "error_type": "UntrustedData",
+                "error": f"the environment process sent an invalid frame ({exc})",
+            }
+        return bool(self.pending) or self.broken is not None or self.reader.eof
+
+    def _answer(self, limit: float) -> dict[str, Any]:
+        if self.pending:
+            return self.pending.popleft()
+        if self.broken is not None:
+            return self.broken
+        return dict(_DIED) if self.reader.eof else _timed_out(limit)
+
+    def receive(self, limit: float) -> dict[str, Any]:
+        deadline = time.monotonic() + limit
+        while not self.pending and self.broken is None and not self.reader.eof:
+            if not _ready(self.reader.fd, select.POLLIN, deadline - time.monotonic()):
+                break
+            self._pull()
+        return self._answer(limit)
+
+    async def send_async(self, data: bytes, limit: float) -> dict[str, Any] | None:
+        """:meth:`send` on the running event loop (a full pipe is waited for there)."""
+        view, deadline = memoryview(data), asyncio.get_running_loop().time() + limit
+        while view:
+            try:
+                view = view[os.write(self.wfd, view) :]
+            except BlockingIOError:
+                if not await _awaited(self.wfd, True, deadline):
+                    return _timed_out(limit)
+            except OSError:
+                return dict(_DIED)
+        return None
+
+    async def receive_async(self, limit: float) -> dict[str, Any]:
+        """:meth:`receive` on the running event loop."""
+        deadline = asyncio.get_running_loop().time() + limit
+        while not self.pending and self.broken is None and not self.reader.eof:
+            if not await _awaited(self.reader.fd, False, deadline):
+                break
+            self._pull()
+        return self._answer(limit)
 
 
-def _wake(arrived: asyncio.Future) -> None:
-    if not arrived.done():
-        arrived.set_result(None)
+async def _awaited(fd: int, writing: bool, deadline: float) -> bool:
+    """Whether ``fd`` became readable (``writing``: writable) before the loop's time ``deadline``."""
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+
+    def wake(result: bool) -> None:
+        if not ready.done():
+            ready.set_result(result)
+
+    (loop.add_writer if writing else loop.add_reader)(fd, wake, True)
+    timer = loop.call_at(deadline, wake, False)
+    try:
+        return await ready
+    finally:
+        timer.cancel()
+        (loop.remove_writer if writing else loop.remove_reader)(fd)
+
+
+def _ready(fd: int, event: int, seconds: float) -> bool:
+    """Whether ``fd`` is ready for ``event`` within ``seconds`` (``poll``: any descriptor number)."""
+    if seconds <= 0:
+        return False
+    poller = select.poll()
+    poller.register(fd, event)
+    return bool(poller.poll(seconds * 1000))
+
+
+def _timed_out(limit: float) -> dict[str, Any]:
+    return {
+        "kind": "lost",
+        "error_type": "Timeout",
+        "error": f"the call exceeded the {limit:g}s wall-clock limit; session ended",
+    }
+
+
+#: what a session reads when its child's pipe ended
+_DIED = {"kind": "lost", "error_type": "WorkerCrash", "error": "the environment process died"}
+
+
+class _HostReader(FdReader):
+    """Frames from a session host over its Unix socket, and the pipe ends that come with ``opened`` frames."""
+
+    def __init__(self, sock: socket.socket, max_size: int) -> None:
+        super().__init__(sock.fileno(), max_size)
+        self.sock = sock
+        self.fds: collections.deque[int] = collections.deque()
+
+    def feed(self) -> None:
+        data, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 16, socket.MSG_CMSG_CLOEXEC)
+        self.fds.extend(fds)
+        if data:
+            self.buf += data
+        else:
+            self.eof = True
 
 
 @dataclass
@@ -146,9 +260,11 @@ class StepResult:
 
 @dataclass
 class _HostProc:
-    """A running session host: its process, its reader thread, the sessions it serves."""
+    """A running session host: its process, the socket its frames (and its children's pipe ends) come on, the
+    sessions waiting for their child."""
 
     proc: subprocess.Popen
+    sock: socket.socket
     uid: Any
     key: tuple[str, ...]
     sent: set[str] = field(default_factory=set)
@@ -248,11 +364,12 @@ class SessionPool:
 
     def _start_host(self, key: tuple[str, ...], preload: str | None) -> _HostProc:
         launch = worker_command(self.isolation, self.limits.tmp_mb, preload, module=HOST_MODULE)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             proc = subprocess.Popen(
                 launch.argv,
                 stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+                stdout=theirs.fileno(),
                 stderr=subprocess.DEVNULL,
                 env=launch.env,
                 cwd=launch.cwd,
@@ -260,13 +377,15 @@ class SessionPool:
                 start_new_session=True,
             )
         except BaseException:
+            ours.close()
             if launch.uid is not None:
                 launch.uid.release()
             raise
         finally:
+            theirs.close()
             launch.close()
-        host = _HostProc(proc, launch.uid, key)
-        reader = FdReader(proc.stdout.fileno(), max_frame(self.limits))  # type: ignore[union-attr]
+        host = _HostProc(proc, ours, launch.uid, key)
+        reader = _HostReader(ours, max_frame(self.limits))
         try:
             hello = reader.next(START_TIMEOUT_S)
         except FrameError as exc:
@@ -275,13 +394,14 @@ class SessionPool:
             why = f"exit code {proc.poll()}"
         if not hello or hello.get("kind") != "ready":
             self._kill(host)
+            ours.close()
             raise SandboxUnavailable(f"session host ({self.isolation}) failed to start ({why})")
         threading.Thread(target=self._route, args=(host, reader), name="session-host", daemon=True).start()
         return host
 
-    def _route(self, host: _HostProc, reader: FdReader) -> None:
-        """Hand each frame from a host to its session's inbox; a host that ends or breaks the protocol ends
-        every session it served (each gets a ``lost`` frame)."""
+    def _route(self, host: _HostProc, reader: _HostReader) -> None:
+        """Hand each frame from a host to its session's inbox (an ``opened`` one with the child's pipe ends); a
+        host that ends or breaks the protocol ends every session still waiting for its child (a ``lost`` frame)."""
         why = "the session host ended"
         while True:
             try:
@@ -295,21 +415,32 @@ class SessionPool:
                 break
             if msg is None:
                 break
+            if msg.get("kind") == "opened":
+                if len(reader.fds) < 2:
+                    why = "the session host sent a session without its pipes"
+                    break
+                msg["fds"] = [reader.fds.popleft(), reader.fds.popleft()]
             inbox = host.inboxes.get(str(msg.get("trajectory_id")))
             if inbox is not None:
                 inbox.put(msg)
+            else:
+                for fd in msg.get("fds", ()):
+                    os.close(fd)
         host.dead = True
         for inbox in list(host.inboxes.values()):
             inbox.put({"kind": "lost", "error_type": "WorkerCrash", "error": why})
         self._kill(host)
+        for fd in reader.fds:
+            os.close(fd)
+        host.sock.close()
 
     @staticmethod
     def _kill(host: _HostProc) -> None:
         host.dead = True
-        for stream in (host.proc.stdin, host.proc.stdout):
-            with contextlib.suppress(OSError):
-                if stream:
-                    stream.close()
+        with contextlib.suppress(OSError):
+            host.proc.stdin.close()  # type: ignore[union-attr]
+        with contextlib.suppress(OSError):
+            host.sock.shutdown(socket.SHUT_RDWR)  # its reader wakes to the end (and closes the socket)
         with contextlib.suppress(subprocess.TimeoutExpired):
             host.proc.wait(timeout=2)
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -340,6 +471,7 @@ class Session:
         self.labels = _LiveLabels(self.trajectory, pool.limits.max_observation_chars)
         self.inbox = _Inbox()
         self.host: _HostProc | None = None
+        self.channel: _Channel | None = None  # its child's pipes, once the host forked it
         self.closed: str | None = None  # why it ended (None: live)
         self.busy = False
         self.last_used = time.monotonic()
@@ -354,20 +486,12 @@ class Session:
     def steps(self) -> list[dict[str, Any]]:
         return self.labels.result["steps"]
 
-    def _timeout(self) -> float:
-        return self.pool.limits.call_timeout_s + GRACE_S
-
-    def _next(self, timeout: float | None = None) -> dict[str, Any]:
-        try:
-            return self.inbox.get(timeout or self._timeout())
-        except queue.Empty:
-            return dict(_SILENT)
-
     def _start(self) -> None:
         host = self.pool._host_for(self.env)
         self.host = host
         host.inboxes[self.sid] = self.inbox
         new = {ref: blobs.get(ref) for ref in registry.blob_refs(self.env) if ref not in host.sent}
+        limit = max(RESET_TIMEOUT_S, self.pool.limits.call_timeout_s)
         self.busy = True
         try:
             host.send(
@@ -378,11 +502,17 @@ class Session:
                     "limits": limits_to_wire(self.pool.limits),
                     "blobs": new,
                     "checks": self.checks,
-                    "reset_timeout_s": RESET_TIMEOUT_S,
                 }
             )
             host.sent.update(new)
-            msg = self._next(max(RESET_TIMEOUT_S, self.pool.limits.call_timeout_s) + GRACE_S)
+            try:
+                msg = self.inbox.get(limit + GRACE_S)
+            except queue.Empty:
+                msg = {"kind": "lost", "error": "the session host forked no environment process in time"}
+            host.inboxes.pop(self.sid, None)
+            if msg.get("kind") == "opened":
+                self.channel = _Channel(*msg["fds"], max_frame(self.pool.limits))
+                msg = self.channel.receive(limit)
             self.labels.feed(msg)
             if msg.get("kind") != "init" or self.labels.result["init"] is None:
                 error = self.labels.result["init_error"] or msg.get("error") or "the environment did not start"
@@ -400,49 +530,52 @@ class Session:
     def call(self, tool: str, arguments: dict[str, Any]) -> StepResult:
         """Run one tool call on the live instance; raises :class:`SessionError` on a closed session."""
         exchange = self._exchange(tool, arguments)
+        limit = self.pool.limits.call_timeout_s
         try:
-            timeout = next(exchange)
+            want = next(exchange)
             while True:
-                timeout = exchange.send(self._next(timeout))
+                channel = self.channel
+                if isinstance(want, bytes):
+                    want = exchange.send(channel.send(want, limit))
+                else:
+                    want = exchange.send(channel.receive(want))
         except StopIteration as answer:
             return answer.value
 
     async def call_async(self, tool: str, arguments: dict[str, Any]) -> StepResult:
         """:meth:`call` on a running event loop: the answer is awaited there, with no worker thread."""
         exchange = self._exchange(tool, arguments)
+        limit = self.pool.limits.call_timeout_s
         try:
-            timeout = next(exchange)
+            want = next(exchange)
             while True:
-                try:
-                    msg = await self.inbox.get_async(timeout)
-                except queue.Empty:
-                    msg = dict(_SILENT)
-                timeout = exchange.send(msg)
+                channel = self.channel
+                if isinstance(want, bytes):
+                    want = exchange.send(await channel.send_async(want, limit))
+                else:
+                    want = exchange.send(await channel.receive_async(want))
         except StopIteration as answer:
             return answer.value
 
-    def _exchange(self, tool: str, arguments: dict[str, Any]) -> Generator[float, dict[str, Any], StepResult]:
-        """One call as a conversation with the host: yields how long to wait for the next frame, is sent that
-        frame (or :data:`_SILENT`), returns the step (:meth:`call` and :meth:`call_async` drive it)."""
+    def _exchange(self, tool: str, arguments: dict[str, Any]) -> Generator[Any, Any, StepResult]:
+        """One call as a conversation with the child: yields the request (bytes, answered by None once sent, or a
+        ``lost`` frame), then how long to wait for each frame (answered by that frame, or a ``lost`` one); returns
+        the step (:meth:`call` and :meth:`call_async` drive it)."""
         if self.closed is not None:
             raise SessionError(f"session {self.sid} is closed ({self.closed})")
         index = len(self.labels.actions)
         self.labels.actions.append(Action(tool, json.loads(canonical_json(arguments)), index))
         self.busy = True
         checks: list[bool | None] | None = None
+        limit = self.pool.limits.call_timeout_s
         try:
-            try:
-                self.host.send(  # type: ignore[union-attr]
-                    {"kind": "call", "session": self.sid, "step_index": index, "tool": tool, "arguments": arguments}
-                )
-            except (OSError, ValueError):  # its pipe is closed: the host ended
-                self.inbox.put({"kind": "lost", "error_type": "WorkerCrash", "error": "the session host is gone"})
-            msg = yield self._timeout()
+            request = {"kind": "call", "step_index": index, "tool": tool, "arguments": arguments}
+            msg = (yield encode(request)) or (yield limit)
             failure = None if msg.get("kind") == "step" else _failure(msg)
             if failure is None:
                 self.labels.feed(msg)  # a frame that breaks the protocol becomes an error step here
                 if self.checks and not self.labels.truncated:
-                    reply = yield self._timeout()
+                    reply = yield limit
                     if reply.get("kind") == "checks" and reply.get("step_index") == index:
                         checks = _verdicts(reply.get("results"), len(self.checks))
                     else:
@@ -460,6 +593,8 @@ class Session:
 
     def _end(self, why: str) -> None:
         self.closed = why
+        if self.channel is not None:
+            self.channel.close()
         host = self.host
         if host is not None and not host.dead:
             with contextlib.suppress(OSError, ValueError):
@@ -470,10 +605,6 @@ class Session:
         """End the session (its child is killed, its directory removed); closing twice is harmless."""
         if self.closed is None:
             self._end(why)
-
-
-#: what a session reads when its host sent nothing within the limit
-_SILENT = {"kind": "lost", "error_type": "Timeout", "error": "the session host sent nothing in time"}
 
 
 def _verdicts(results: Any, count: int) -> list[bool | None]:

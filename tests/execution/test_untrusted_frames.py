@@ -243,6 +243,9 @@ def test_exploration_step_must_match_the_announced_action(explore_trajectory):
         (b'{"kind":"step","observation":"a\\ud800b"}', "observation"),
         (b'{"kind":"step","arguments":{"\\udc00":1}}', "arguments.<key>"),
         (b'{"kind":"step","arguments":' + deep(150).encode() + b"}", "arguments"),
+        (b'{"kind":"step","observation":"a\xed\xa0\x80b"}', "observation"),  # a surrogate as raw bytes
+        ('{"kind":"step","observation":"a\ud800b"}'.encode("utf-16-le", "surrogatepass"), "observation"),
+        (b'\xef\xbb\xbf{"kind":"step","turn":1,"observation":"\\ud800"}', "observation"),  # behind a BOM
     ],
 )
 def test_decode_refuses_what_is_not_json_naming_the_field(body, field):
@@ -252,8 +255,9 @@ def test_decode_refuses_what_is_not_json_naming_the_field(body, field):
 
 
 def test_decode_keeps_good_frames_and_extra_fields():
-    frame = good_step(observation="héllo ✓")
+    frame = good_step(observation="héllo ✓ 😀 \\ud800 as text")  # a pair, and a backslash before "ud800"
     assert decode(encode(frame)[4:]) == frame
+    assert decode(b'{"kind":"step","observation":"\\ud83d\\ude00"}')["observation"] == "😀"  # an escaped pair
 
 
 # -- end to end: environment code in the real sandbox forges frames on its own frame pipe -------------

@@ -432,7 +432,7 @@ def test_forge_serve_env_serves_openenv_own_client_and_stops_on_ctrl_c(openenv_p
         process_group=0,
     )
     try:
-        first = proc.stdout.readline()  # type: ignore[union-attr]
+        first, _, how_to_stop = (proc.stdout.readline() for _ in range(3))  # type: ignore[union-attr]
         assert first.startswith("serving ") and " with executable checks) at http://127.0.0.1:" in first, first
         url = first.split(" at ", 1)[1].split(" ", 1)[0]
         command = [openenv_python, "-m", "tests.support.openenv_client", url, RETAIL, "64", json.dumps(BUY)]
@@ -450,9 +450,8 @@ def test_forge_serve_env_serves_openenv_own_client_and_stops_on_ctrl_c(openenv_p
     assert first_steps[1]["checks"] == [True, True] and first_steps[1]["error"] is None
     assert {"outcome", "delta_size"} <= set(first_steps[0]["metadata"])  # the step's executor labels
     assert proc.returncode == 0, err[-3000:]
-    assert "stop it with Ctrl-C (or SIGTERM)" in out and out.rstrip().endswith(
-        "stopped: every session and sandbox process ended"
-    ), out
+    assert how_to_stop.strip() == "stop it with Ctrl-C (or SIGTERM)", how_to_stop
+    assert out.rstrip().endswith("stopped: every session and sandbox process ended"), out
     assert not living(started), "a process of the server outlived it"
     logged = (tmp_path / "data" / "served" / "episodes.jsonl").read_text().splitlines()
     assert len(logged) == 64 and all(json.loads(line)["reward"] == 1.0 for line in logged)
