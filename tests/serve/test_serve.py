@@ -1,6 +1,7 @@
 """Serving environments to agent-RL trainers: live sandboxed sessions, the OpenEnv protocol over a real uvicorn
 server (an exact-protocol websocket client), the exec/shadow modes, the gem.Env and TRL adapters."""
 
+import asyncio
 import contextlib
 import json
 import os
@@ -33,7 +34,7 @@ from pipeline.serve.episode import Episode
 from pipeline.serve.host import run_checks
 from pipeline.serve.run import EpisodeLog
 from pipeline.serve.server import build_app, server_config
-from pipeline.serve.sessions import CapacityError, SessionPool
+from pipeline.serve.sessions import CapacityError, SessionPool, _Channel
 from pipeline.serve.tasks import BY_REFERENCE, NO_CHECK, ServedTask, load_tasks
 from pipeline.store import catalog, warehouse
 from pipeline.store.layout import DataLayout
@@ -124,6 +125,47 @@ def test_a_hang_or_crash_ends_only_its_own_session():
     assert calm.closed is None and calm.call("bump", {}).observation == "{'success': True, 'data': 3}"
     pool.close()
     assert pool.active == 0
+
+
+def test_a_child_that_reads_nothing_or_sends_garbage_never_blocks_the_event_loop():
+    """A session's own pipes (``_Channel``, real pipes): a request bigger than the pipe holds, to a child that reads
+    nothing, is waited for on the loop and ends as a Timeout at the call's limit while other coroutines run; a
+    child's invalid frame is UntrustedData and the end of its pipe WorkerCrash, each at once."""
+
+    async def scenario() -> tuple[dict, int, float, dict, tuple[dict, float]]:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        channel = _Channel(from_child_r, to_child_w, 1 << 20)
+        ticks = [0]
+
+        async def tick() -> None:
+            while True:
+                ticks[0] += 1
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.create_task(tick())
+        t0 = time.monotonic()
+        sent = await channel.send_async(b"x" * (4 << 20), 0.5)  # nobody reads: the pipe fills
+        waited = time.monotonic() - t0
+        ticker.cancel()
+        os.write(from_child_w, (9).to_bytes(4, "big") + b"not json!")
+        broken = await channel.receive_async(5.0)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        channel.close()
+        gone_r, gone_w = os.pipe()
+        os.close(gone_w)  # the child died: its end of the pipe is closed
+        gone = _Channel(gone_r, os.open(os.devnull, os.O_WRONLY), 1 << 20)
+        t0 = time.monotonic()
+        died = await gone.receive_async(30.0)
+        gone.close()
+        return sent, ticks[0], waited, broken, (died, time.monotonic() - t0)
+
+    sent, ticks, waited, broken, (died, seconds) = asyncio.run(scenario())
+    assert sent["error_type"] == "Timeout" and "0.5s wall-clock limit" in sent["error"]
+    assert 0.4 < waited < 3 and ticks >= 20  # the loop ran other work all the while
+    assert broken["error_type"] == "UntrustedData" and "invalid frame" in broken["error"]
+    assert died["error_type"] == "WorkerCrash" and "died" in died["error"] and seconds < 5
 
 
 def test_capacity_is_refused_at_once_and_idle_sessions_are_reaped(tasks):
