@@ -5,11 +5,12 @@ Each session plays one builtin-pack task: reset, then ``--calls`` tool calls (it
 required argument, cycling), then close; its task is drawn by session number, so 64 sessions cover every
 environment. The server runs in this process (uvicorn in a thread, the sessions' hosts under the configured sandbox
 isolation); the clients run in a process of their own, as a trainer's would (one asyncio loop, as OpenEnv's
-own client). Printed: steps/s, p50 / p99 step latency, p50 reset
-latency, private memory of the sandbox processes per live session; the private memory with ``--live`` sessions open
-at once; then the labeling rate of the same trajectories through ``Sandbox.run`` (the pipeline's labeling path), and
-the serving rate at the most sessions as % of it. Each rate is the fastest of ``--repeat`` runs (the others are
-the same work slowed by whatever else the machine did).
+own client). Printed: steps/s, p50 / p99 step latency, p50 reset latency, the machine's busy CPU per step (every
+process and the kernel: the clients, the server, the sandbox; each session's start counted in), private memory of
+the sandbox processes per live session; the private memory with ``--live`` sessions open at once; then the labeling
+rate of the same trajectories through ``Sandbox.run`` (the pipeline's labeling path) with its CPU per step, and the
+serving rate at the most sessions as % of it. Each rate is the fastest of ``--repeat`` runs (the others are the same
+work slowed by whatever else the machine did).
 
     python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--workers N] [--live N] [--repeat R]
 """
@@ -78,6 +79,13 @@ def _private_mb(pids: set[int]) -> float:
     return total / 1024
 
 
+def _busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy so far (``/proc/stat``: every CPU, every process, the kernel)."""
+    with open("/proc/stat") as fh:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fh.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def _descendants(root: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
@@ -118,7 +126,8 @@ async def _session(url: str, task_id: str, calls: list, lat: list, resets: list,
 
 def _clients(url: str, plan: list[tuple[str, list]], out: Any, measured: Any) -> None:
     """The client process: every session of ``plan`` on one asyncio loop, as OpenEnv's own client runs them
-    (``websockets.asyncio``); puts (seconds to the last call, step latencies, reset latencies) on ``out`` once
+    (``websockets.asyncio``); puts (seconds to the last call, step latencies, reset latencies, the machine's busy CPU
+    seconds meanwhile) on ``out`` once
     every session is done with its calls, then closes them once ``measured`` is set."""
 
     async def run() -> None:
@@ -131,10 +140,10 @@ def _clients(url: str, plan: list[tuple[str, list]], out: Any, measured: Any) ->
             if not left[0]:
                 all_done.set()
 
-        t0 = time.perf_counter()
+        t0, busy = time.perf_counter(), _busy_seconds()
         tasks = [asyncio.create_task(_session(url, t, calls, lat, resets, done, release)) for t, calls in plan]
         await all_done.wait()
-        out.put((time.perf_counter() - t0, lat, resets))
+        out.put((time.perf_counter() - t0, lat, resets, _busy_seconds() - busy))
         await asyncio.to_thread(measured.wait)
         release.set()
         await asyncio.gather(*tasks)
@@ -142,22 +151,23 @@ def _clients(url: str, plan: list[tuple[str, list]], out: Any, measured: Any) ->
     asyncio.run(run())
 
 
-def _play(url: str, plan: list[tuple[str, list]], while_live: Any) -> tuple[float, list, list, Any]:
+def _play(url: str, plan: list[tuple[str, list]], while_live: Any) -> tuple[float, list, list, float, Any]:
     """``plan``'s sessions from a client process (spawned: nothing of this process is shared); ``while_live()`` runs
-    while they are all open. Returns the seconds, step and reset latencies, and what ``while_live`` returned."""
+    while they are all open. Returns the seconds, step and reset latencies, the machine's busy CPU seconds, and what
+    ``while_live`` returned."""
     context = multiprocessing.get_context("spawn")
     out, measured = context.Queue(), context.Event()
     process = context.Process(target=_clients, args=(url, plan, out, measured))
     process.start()
     try:
-        elapsed, lat, resets = out.get(timeout=1800)
+        elapsed, lat, resets, busy = out.get(timeout=1800)
         seen = while_live()
     finally:
         measured.set()
         process.join(600)
     if process.exitcode != 0:
         raise RuntimeError(f"the client process failed (exit {process.exitcode})")
-    return elapsed, lat, resets, seen
+    return elapsed, lat, resets, busy, seen
 
 
 def _hosts_mb(pool: SessionPool) -> float:
@@ -166,7 +176,7 @@ def _hosts_mb(pool: SessionPool) -> float:
 
 def _serve_rows(args: Any, tasks: list[ServedTask], isolation: str) -> list[tuple]:
     """Each session count's fastest run through the WebSocket server: (sessions, steps/s, p50 and p99 step ms,
-    p50 reset ms, private MiB per live session)."""
+    p50 reset ms, the machine's CPU ms per step, private MiB per live session)."""
     rows = []
     with SessionPool(max_sessions=max(args.sessions) + 8, isolation=isolation) as pool:
         app = build_app(lambda: Episode(pool, tasks), [t.task_id for t in tasks], max_threads=max(args.sessions) + 8)
@@ -183,18 +193,19 @@ def _serve_rows(args: Any, tasks: list[ServedTask], isolation: str) -> list[tupl
             runs = []
             for _ in range(max(1, args.repeat)):
                 plan = [(t.task_id, _calls(t, args.calls)) for t in chosen]
-                elapsed, lat, resets, mem = _play(url, plan, lambda: _hosts_mb(pool))
+                elapsed, lat, resets, busy, mem = _play(url, plan, lambda: _hosts_mb(pool))
                 q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0]] * 99
-                runs.append((n, len(lat) / elapsed, q[49] * 1e3, q[98] * 1e3, statistics.median(resets) * 1e3, mem / n))
+                reset = statistics.median(resets) * 1e3
+                runs.append((n, len(lat) / elapsed, q[49] * 1e3, q[98] * 1e3, reset, busy * 1e3 / len(lat), mem / n))
             rows.append(max(runs, key=lambda row: row[1]))
         server.should_exit = True
         thread.join(10)
     return rows
 
 
-def _labeling_rate(args: Any, tasks: list[ServedTask], isolation: str) -> float:
-    """The labeling path (``Sandbox.run``) on the most sessions' tasks and calls: the fastest of ``--repeat`` runs,
-    its environments started first (as the server's hosts are)."""
+def _labeling_rate(args: Any, tasks: list[ServedTask], isolation: str) -> tuple[float, float]:
+    """The labeling path (``Sandbox.run``) on the most sessions' tasks and calls: the fastest of ``--repeat`` runs
+    (steps/s, the machine's CPU ms per step), its environments started first (as the server's hosts are)."""
     chosen = [tasks[(i * 7) % len(tasks)] for i in range(max(args.sessions))]
     trajectories = [
         Trajectory(
@@ -207,8 +218,9 @@ def _labeling_rate(args: Any, tasks: list[ServedTask], isolation: str) -> float:
         rates = []
         for _ in range(max(1, args.repeat)):
             t0 = time.perf_counter()
+            busy = _busy_seconds()
             steps = sum(len(r["steps"]) for _, r in box.run(trajectories))
-            rates.append(steps / (time.perf_counter() - t0))
+            rates.append((steps / (time.perf_counter() - t0), (_busy_seconds() - busy) * 1e3 / steps))
     return max(rates)
 
 
@@ -243,18 +255,25 @@ def main() -> None:
         f"{len(builtin)} builtin tasks, {args.calls} calls per session, sandbox {isolation}, {os.cpu_count()} CPUs, "
         f"the fastest of {max(1, args.repeat)} runs"
     )
-    print("| tasks | sessions | steps/s | p50 step ms | p99 step ms | p50 reset ms | private MiB per live session |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| tasks | sessions | steps/s | p50 step ms | p99 step ms | p50 reset ms | CPU ms per step (machine) "
+        "| private MiB per live session |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     shares = []
     for name, tasks in (("builtin pack", builtin), ("untrusted corpus", [_as_corpus(t) for t in builtin])):
         rows = _serve_rows(args, tasks, isolation)
-        for n, rate, p50, p99, reset, mem in rows:
-            print(f"| {name} | {n} | {rate:.0f} | {p50:.1f} | {p99:.1f} | {reset:.0f} | {mem:.1f} |", flush=True)
+        for n, rate, p50, p99, reset, cpu, mem in rows:
+            print(
+                f"| {name} | {n} | {rate:.0f} | {p50:.1f} | {p99:.1f} | {reset:.0f} | {cpu:.2f} | {mem:.1f} |",
+                flush=True,
+            )
         shares.append((name, rows[-1], _labeling_rate(args, tasks, isolation)))
-    for name, (n, served, *_), labeling in shares:
+    for name, (n, served, *_, cpu, _mem), (labeling, labeling_cpu) in shares:
         print(
-            f"{name}: labeling the same trajectories (Sandbox.run, {args.workers} workers) {labeling:.0f} steps/s; "
-            f"serving at {n} sessions {served:.0f} steps/s = {100 * served / labeling:.0f}% of labeling"
+            f"{name}: labeling the same trajectories (Sandbox.run, {args.workers} workers) {labeling:.0f} steps/s "
+            f"({labeling_cpu:.2f} CPU ms per step); serving at {n} sessions {served:.0f} steps/s ({cpu:.2f} CPU ms "
+            f"per step, the clients' included) = {100 * served / labeling:.0f}% of labeling"
         )
     if args.live:
         _live_memory(args, builtin, isolation)
