@@ -8,16 +8,20 @@ child's two pipe ends (an ``opened`` frame carrying them over the Unix socket th
 on the parent and the child talk directly, one round trip per call, with no process between them. The child builds
 its environment once and answers each call with the raw ``step`` frame labeling uses (plus, when the task has
 checks, a ``checks`` frame), so no prefix is ever re-run. ``close`` kills the child, reaps it and removes its
-directory. The host holds no session's pipes: a child that dies is seen by its parent as the end of its pipe.
+directory. The host holds no session's pipes: a child that dies is seen by its parent as the end of its pipe. In the
+shared host (code that is ours or pinned) the parent may start the next session of the same environment code in a
+child whose session it closed cleanly (a ``reset`` on the child's pipe: :func:`_session_child`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
@@ -27,7 +31,7 @@ from typing import Any
 from pipeline.core.trajectory import Action
 from pipeline.envs import blobs, registry
 from pipeline.execution import child as runner
-from pipeline.execution import freeze, landlock, seccomp, worker
+from pipeline.execution import freeze, landlock, pristine, seccomp, worker
 from pipeline.execution.frames import encode, read_frame, write_chunks, write_frame
 from pipeline.execution.wire import limits_from_wire, trajectory_from_wire
 
@@ -70,19 +74,39 @@ def run_checks(checks: list[str], initial: Any, final: Any) -> list[Any]:
 
 
 def _session_child(out: int, requests: int, request: dict[str, Any], temp_dir: str) -> None:
-    """One session's environment, live: built once, then one ``call`` request at a time until EOF."""
+    """One session's environment, live: built once, then one ``call`` request at a time until EOF. In the shared
+    host (code that is ours or pinned) a ``reset`` request starts the next session in the same child, as labeling
+    reuses a warm child: the preloaded modules' state put back (:mod:`pipeline.execution.pristine`), a fresh
+    directory, the frozen clock and seeds re-targeted, the environment built again."""
     worker._close_inherited()
     limits = limits_from_wire(request["limits"])
     trajectory = trajectory_from_wire(request["trajectory"])
-    cpu = int(max(30.0, limits.call_timeout_s * (MAX_STEPS + 20)))
+    cpu = int(max(30.0, limits.call_timeout_s * (MAX_STEPS + 20))) * max(1, int(request.get("reuses") or 1))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
     registry.clear_caches()
     landlock.restrict(temp_dir)
     seccomp.install()
     worker._limit_child(limits)
-    worker._enter(temp_dir, 0)
-    freeze.install_for(trajectory)
+    inbox = os.fdopen(requests, "rb")
+    number = 0
+    while True:
+        worker._enter(temp_dir, number)
+        if number:
+            shutil.rmtree(os.path.join(temp_dir, f"t{number - 1}"), ignore_errors=True)
+            pristine.restore()
+            gc.collect()
+        freeze.install_for(trajectory)
+        request = _session(out, inbox, request, trajectory, limits)
+        if request is None or worker._INSTANCE:  # corpus code never serves a second session
+            return
+        trajectory = trajectory_from_wire(request["trajectory"])
+        number += 1
+
+
+def _session(out: int, inbox: Any, request: dict[str, Any], trajectory: Any, limits: Any) -> dict[str, Any] | None:
+    """One session in the child: its environment built, ``init`` sent, then its calls; the next session's
+    ``reset`` request, or None (EOF, or an environment that did not start)."""
     send = partial(write_frame, out)
     try:
         env = registry.build(trajectory.env)
@@ -90,15 +114,16 @@ def _session_child(out: int, requests: int, request: dict[str, Any], temp_dir: s
         initial_text = snapshots.take()
     except Exception as exc:
         send({"kind": "init_error", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
-        return
+        return None
     checks = [c for c in request.get("checks") or [] if isinstance(c, str)]
     initial = json.loads(initial_text or "null")
     # the checks' verdicts on the initial state: the reward of an episode before (or without) a valid call
     verdicts = {"checks": run_checks(checks, initial, initial)} if checks else {}
     send({"kind": "init", "state": initial_text, **verdicts})
     judged = initial_text, verdicts.get("checks")  # the state the checks last ran on, and their verdicts
-    inbox = os.fdopen(requests, "rb")
     while (msg := read_frame(inbox, max_size=1 << 30)) is not None:
+        if msg.get("kind") == "reset":
+            return msg
         index = int(msg["step_index"])
         action = Action(str(msg["tool"]), dict(msg["arguments"]), index)
         frames = [encode(runner._call(env, index, action, snapshots, limits))]
@@ -107,6 +132,7 @@ def _session_child(out: int, requests: int, request: dict[str, Any], temp_dir: s
                 judged = snapshots.text, run_checks(checks, initial, json.loads(snapshots.text or "null"))
             frames.append(encode({"kind": "checks", "step_index": index, "results": judged[1]}))
         write_chunks(out, frames)  # one write: the parent wakes once per call
+    return None
 
 
 class Host:
@@ -181,7 +207,7 @@ class Host:
 
 
 def main() -> None:
-    proto_in, proto_out, confinement = worker.prepare(sys.argv[1:], reuse=False, processes=MAX_SESSIONS + 16)
+    proto_in, proto_out, confinement = worker.prepare(sys.argv[1:], reuse=True, processes=MAX_SESSIONS + 16)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     write_frame(proto_out, {"kind": "ready", "pid": os.getpid(), "landlock": confinement})
     Host(proto_in, proto_out).serve()

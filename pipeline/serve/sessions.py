@@ -54,6 +54,11 @@ START_TIMEOUT_S = 60.0
 GRACE_S = 5.0  # beyond a call's limit, before a silent host counts as lost
 #: a reset's wall-clock limit (at least a call's): a burst of sessions is forked by one host one after the other
 RESET_TIMEOUT_S = 60.0
+#: how many sessions one child serves one after another (code that is ours or pinned: a session closed cleanly leaves
+#: its child parked for the next session of the same environment code, as labeling keeps a warm child)
+REUSES = 16
+#: the most parked children a pool keeps (each a few MiB; one over is ended)
+MAX_PARKED = 64
 
 
 class SessionError(RuntimeError):
@@ -279,6 +284,24 @@ class _HostProc:
             self.proc.stdin.flush()  # type: ignore[union-attr]
 
 
+@dataclass
+class _Parked:
+    """A child kept between sessions: its host, the session id its host knows it by, its pipes, the sessions it
+    served, since when it waits."""
+
+    host: _HostProc
+    sid: str
+    channel: _Channel
+    uses: int
+    since: float = field(default_factory=time.monotonic)
+
+    def end(self) -> None:
+        self.channel.close()
+        if not self.host.dead:
+            with contextlib.suppress(OSError, ValueError):
+                self.host.send({"kind": "close", "session": self.sid})
+
+
 class SessionPool:
     """Bounded live sessions over session hosts (see the module docstring)."""
 
@@ -295,6 +318,7 @@ class SessionPool:
         self.isolation = checked_isolation(isolation)
         self._hosts: dict[tuple[str, ...], _HostProc] = {}
         self._sessions: dict[str, Session] = {}
+        self._parked: dict[tuple[str, ...], list[_Parked]] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._stop = threading.Event()
@@ -340,14 +364,38 @@ class SessionPool:
             host.inboxes.pop(session.sid, None)
 
     def _reap(self) -> None:
-        """Close sessions idle longer than ``idle_timeout_s`` (checked every second or so)."""
+        """Close sessions idle longer than ``idle_timeout_s``, and end children parked as long (checked every
+        second or so)."""
         while not self._stop.wait(min(1.0, self.idle_timeout_s / 4)):
             now = time.monotonic()
             with self._lock:
                 idle = [s for s in self._sessions.values() if not s.busy and now - s.last_used > self.idle_timeout_s]
+                stale = [p for kept in self._parked.values() for p in kept if now - p.since > self.idle_timeout_s]
+                for kept in self._parked.values():
+                    kept[:] = [p for p in kept if p not in stale]
             for session in idle:
                 session.close("idle")
                 self.reaped += 1
+            for parked in stale:
+                parked.end()
+
+    def _park(self, session: Session) -> bool:
+        """Keep a cleanly closed session's child for the next session of the same environment code; False: it is
+        not one to keep (corpus code, its host gone, its sessions used up, the pool full or closing)."""
+        host, channel = session.host, session.channel
+        if session.reuse_key is None or host is None or host.dead or channel is None or session.uses >= REUSES:
+            return False
+        with self._lock:
+            if self._stop.is_set() or sum(map(len, self._parked.values())) >= MAX_PARKED:
+                return False
+            parked = _Parked(host, session.host_sid, channel, session.uses)
+            self._parked.setdefault(session.reuse_key, []).append(parked)
+        return True
+
+    def _unpark(self, key: tuple[str, ...]) -> _Parked | None:
+        with self._lock:
+            kept = self._parked.get(key)
+            return kept.pop() if kept else None
 
     # -- hosts -----------------------------------------------------------------------------------------
     def _host_for(self, env: EnvSpec) -> _HostProc:
@@ -456,7 +504,11 @@ class SessionPool:
         for session in list(self._sessions.values()):
             session.close("shutdown")
         with self._lock:
+            parked = [p for kept in self._parked.values() for p in kept]
+            self._parked.clear()
             hosts, self._hosts = list(self._hosts.values()), {}
+        for one in parked:
+            one.end()
         for host in hosts:
             self._kill(host)
         self._starter.shutdown(wait=True)
@@ -472,6 +524,9 @@ class Session:
         self.inbox = _Inbox()
         self.host: _HostProc | None = None
         self.channel: _Channel | None = None  # its child's pipes, once the host forked it
+        self.reuse_key = registry.reuse_key(env)  # None: corpus code, a child of its own that serves no other
+        self.host_sid = sid  # the id its child's host knows the child by (the first session's, for a kept child)
+        self.uses = 1  # the sessions its child served, this one included
         self.closed: str | None = None  # why it ended (None: live)
         self.busy = False
         self.last_used = time.monotonic()
@@ -487,6 +542,9 @@ class Session:
         return self.labels.result["steps"]
 
     def _start(self) -> None:
+        parked = self.pool._unpark(self.reuse_key) if self.reuse_key is not None else None
+        if parked is not None and self._resume(parked):
+            return
         host = self.pool._host_for(self.env)
         self.host = host
         host.inboxes[self.sid] = self.inbox
@@ -502,6 +560,7 @@ class Session:
                     "limits": limits_to_wire(self.pool.limits),
                     "blobs": new,
                     "checks": self.checks,
+                    "reuses": REUSES if self.reuse_key is not None else 1,
                 }
             )
             host.sent.update(new)
@@ -513,19 +572,38 @@ class Session:
             if msg.get("kind") == "opened":
                 self.channel = _Channel(*msg["fds"], max_frame(self.pool.limits))
                 msg = self.channel.receive(limit)
-            self.labels.feed(msg)
-            if msg.get("kind") != "init" or self.labels.result["init"] is None:
-                error = self.labels.result["init_error"] or msg.get("error") or "the environment did not start"
-                self._end(f"reset failed: {error}")
-                raise SessionError(f"reset failed: {str(error)[:500]}")
-            if self.checks:
-                self.initial_checks = _verdicts(msg.get("checks"), len(self.checks))
+            self._started(msg)
         except (OSError, ValueError) as exc:
             self._end("host lost")
             raise SessionError(f"the session host is gone ({exc})") from None
         finally:
             self.busy = False
             self.last_used = time.monotonic()
+
+    def _resume(self, parked: _Parked) -> bool:
+        """Start this session in a parked child (a ``reset`` on its pipe); False: the child did not answer with
+        an initial state (it is ended, and a fresh one is forked)."""
+        limit = max(RESET_TIMEOUT_S, self.pool.limits.call_timeout_s)
+        request = {"kind": "reset", "trajectory": trajectory_to_wire(self.trajectory), "checks": self.checks}
+        msg = parked.channel.send(encode(request), limit) or parked.channel.receive(limit)
+        if msg.get("kind") != "init":
+            parked.end()
+            return False
+        self.host, self.host_sid, self.channel, self.uses = parked.host, parked.sid, parked.channel, parked.uses + 1
+        self._started(msg)
+        self.last_used = time.monotonic()
+        return True
+
+    def _started(self, msg: dict[str, Any]) -> None:
+        """Take the child's first frame: its initial state (and the checks' verdicts on it), else end the session
+        with a :class:`SessionError` naming why it did not start."""
+        self.labels.feed(msg)
+        if msg.get("kind") != "init" or self.labels.result["init"] is None:
+            error = self.labels.result["init_error"] or msg.get("error") or "the environment did not start"
+            self._end(f"reset failed: {error}")
+            raise SessionError(f"reset failed: {str(error)[:500]}")
+        if self.checks:
+            self.initial_checks = _verdicts(msg.get("checks"), len(self.checks))
 
     def call(self, tool: str, arguments: dict[str, Any]) -> StepResult:
         """Run one tool call on the live instance; raises :class:`SessionError` on a closed session."""
@@ -598,12 +676,17 @@ class Session:
         host = self.host
         if host is not None and not host.dead:
             with contextlib.suppress(OSError, ValueError):
-                host.send({"kind": "close", "session": self.sid})
+                host.send({"kind": "close", "session": self.host_sid})
         self.pool._forget(self)
 
     def close(self, why: str = "closed") -> None:
-        """End the session (its child is killed, its directory removed); closing twice is harmless."""
+        """End the session: its child is killed and its directory removed, or, closed cleanly on code that is ours
+        or pinned, kept for the next session of the same environment code. Closing twice is harmless."""
         if self.closed is None:
+            if why == "closed" and not self.busy and self.pool._park(self):
+                self.closed = why
+                self.pool._forget(self)
+                return
             self._end(why)
 
 

@@ -109,6 +109,32 @@ def test_same_episode_and_calls_give_identical_observations_and_states(pool, tas
     assert runs[0] == runs[1]
 
 
+def test_a_closed_session_child_serves_the_next_session_of_our_code_as_if_fresh(tasks):
+    """A session closed cleanly on the builtin pack leaves its child for the next session of the same environment:
+    that session starts from the initial state, not the one the first left, and plays as a fresh child does (the
+    same observations, states and checks); corpus code and a session whose call was lost never lend their child."""
+    with SessionPool(max_sessions=8, limits=Limits(call_timeout_s=2)) as own:
+        task = next(t for t in tasks if t.task_id == RETAIL)
+        played = []
+        for _ in range(3):
+            session = own.open(task.env, "served/reuse/3", 3, list(task.checks))
+            first = session.state
+            steps = [session.call(name, args) for name, args in BUY]
+            played.append((first, [(s.observation, s.labels["state_after_hash"], s.checks) for s in steps]))
+            assert session.state != first  # it bought something
+            session.close()
+        assert played[0] == played[1] == played[2] and session.uses == 3 and session.host_sid != session.sid
+        where = own.open(task.env, "served/reuse/4", 4)
+        assert where.uses == 4 and where.call("view_cart", {"customer_id": "C001"}).labels["outcome"] == "success"
+        where.close()
+        hostile = [own.open(_hostile(), f"served/hostile/{i}", 0) for i in range(2)]
+        assert hostile[0].reuse_key is None and not hostile[0].call("crash", {}).alive
+        hostile[1].close()
+        again = own.open(_hostile(), "served/hostile/2", 0)
+        assert again.uses == 1 and again.host_sid == again.sid  # a child of its own
+        again.close()
+
+
 def test_a_hang_or_crash_ends_only_its_own_session():
     spec = _hostile()
     pool = SessionPool(max_sessions=4, limits=Limits(call_timeout_s=2))
