@@ -93,19 +93,6 @@ class _LiveLabels(TrajectoryLabels):
         return done if done < len(self.actions) else None
 
 
-class _Inbox:
-    """A session's frames from its host (``opened`` with the child's pipe ends, or why it could not start)."""
-
-    def __init__(self) -> None:
-        self._items: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
-
-    def put(self, msg: dict[str, Any]) -> None:
-        self._items.put(msg)
-
-    def get(self, timeout: float) -> dict[str, Any]:
-        return self._items.get(timeout=timeout)
-
-
 class _Channel:
     """A session's own pipes to its child (handed over by the host): requests written, frames read, directly.
 
@@ -273,7 +260,7 @@ class _HostProc:
     uid: Any
     key: tuple[str, ...]
     sent: set[str] = field(default_factory=set)
-    inboxes: dict[str, _Inbox] = field(default_factory=dict)
+    inboxes: dict[str, queue.SimpleQueue] = field(default_factory=dict)  # sessions waiting for their child
     lock: threading.Lock = field(default_factory=threading.Lock)
     dead: bool = False
 
@@ -521,7 +508,7 @@ class Session:
         self.pool, self.sid, self.env, self.checks = pool, sid, env, checks
         self.trajectory = Trajectory(episode, episode, env, (), strategy="served", seed=seed)
         self.labels = _LiveLabels(self.trajectory, pool.limits.max_observation_chars)
-        self.inbox = _Inbox()
+        self.inbox: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()  # its host's answer to ``open``
         self.host: _HostProc | None = None
         self.channel: _Channel | None = None  # its child's pipes, once the host forked it
         self.reuse_key = registry.reuse_key(env)  # None: corpus code, a child of its own that serves no other
@@ -565,7 +552,7 @@ class Session:
             )
             host.sent.update(new)
             try:
-                msg = self.inbox.get(limit + GRACE_S)
+                msg = self.inbox.get(timeout=limit + GRACE_S)
             except queue.Empty:
                 msg = {"kind": "lost", "error": "the session host forked no environment process in time"}
             host.inboxes.pop(self.sid, None)
