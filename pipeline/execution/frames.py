@@ -174,6 +174,16 @@ def read_frame(fh: BinaryIO, max_size: int = DEFAULT_MAX_FRAME) -> dict[str, Any
     return decode(data, strict=False)
 
 
+def ready(fd: int, event: int, seconds: float) -> bool:
+    """Whether ``fd`` is ready for ``event`` (``select.POLLIN`` / ``POLLOUT``) within ``seconds``: ``poll``, not
+    ``select``, so any descriptor number works (a server's may number past FD_SETSIZE)."""
+    if seconds <= 0:
+        return False
+    poller = select.poll()
+    poller.register(fd, event)
+    return bool(poller.poll(seconds * 1000))
+
+
 class FdReader:
     """Incremental, size-capped frame reader over a raw fd (non-blocking use with ``select``)."""
 
@@ -226,8 +236,6 @@ class FdReader:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise FrameTimeout(f"no frame within {timeout:g}s")
-            poller = select.poll()  # not select(): a server's descriptors may number past FD_SETSIZE
-            poller.register(self.fd, select.POLLIN)
-            if poller.poll(remaining * 1000):
+            if ready(self.fd, select.POLLIN, remaining):
                 self.feed()
         return pending.pop(0)

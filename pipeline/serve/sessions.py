@@ -44,7 +44,7 @@ from pipeline.core.environment import EnvSpec
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import blobs, registry
 from pipeline.execution.child import Limits
-from pipeline.execution.frames import FdReader, FrameError, encode
+from pipeline.execution.frames import FdReader, FrameError, encode, ready
 from pipeline.execution.isolation import SandboxUnavailable, checked_isolation, worker_command
 from pipeline.execution.labels import TrajectoryLabels
 from pipeline.execution.wire import limits_to_wire, max_frame, trajectory_to_wire
@@ -119,7 +119,7 @@ class _Channel:
             try:
                 view = view[os.write(self.wfd, view) :]
             except BlockingIOError:
-                if not _ready(self.wfd, select.POLLOUT, deadline - time.monotonic()):
+                if not ready(self.wfd, select.POLLOUT, deadline - time.monotonic()):
                     return _timed_out(limit)
             except OSError:
                 return dict(_DIED)
@@ -153,7 +153,7 @@ class _Channel:
     def receive(self, limit: float) -> dict[str, Any]:
         deadline = time.monotonic() + limit
         while not self.pending and self.broken is None and not self.reader.eof:
-            if not _ready(self.reader.fd, select.POLLIN, deadline - time.monotonic()):
+            if not ready(self.reader.fd, select.POLLIN, deadline - time.monotonic()):
                 break
             self._pull()
         return self._answer(limit)
@@ -197,15 +197,6 @@ async def _awaited(fd: int, writing: bool, deadline: float) -> bool:
     finally:
         timer.cancel()
         (loop.remove_writer if writing else loop.remove_reader)(fd)
-
-
-def _ready(fd: int, event: int, seconds: float) -> bool:
-    """Whether ``fd`` is ready for ``event`` within ``seconds`` (``poll``: any descriptor number)."""
-    if seconds <= 0:
-        return False
-    poller = select.poll()
-    poller.register(fd, event)
-    return bool(poller.poll(seconds * 1000))
 
 
 def _timed_out(limit: float) -> dict[str, Any]:
@@ -270,8 +261,16 @@ class _HostProc:
             self.proc.stdin.write(data)  # type: ignore[union-attr]
             self.proc.stdin.flush()  # type: ignore[union-attr]
 
+    def end(self, sid: str, channel: _Channel | None) -> None:
+        """End the child the host knows as ``sid``: its pipes closed here, the child killed and reaped there."""
+        if channel is not None:
+            channel.close()
+        if not self.dead:
+            with contextlib.suppress(OSError, ValueError):
+                self.send({"kind": "close", "session": sid})
 
-@dataclass
+
+@dataclass(eq=False)
 class _Parked:
     """A child kept between sessions: its host, the session id its host knows it by, its pipes, the sessions it
     served, since when it waits."""
@@ -283,10 +282,7 @@ class _Parked:
     since: float = field(default_factory=time.monotonic)
 
     def end(self) -> None:
-        self.channel.close()
-        if not self.host.dead:
-            with contextlib.suppress(OSError, ValueError):
-                self.host.send({"kind": "close", "session": self.sid})
+        self.host.end(self.sid, self.channel)
 
 
 class SessionPool:
@@ -658,12 +654,10 @@ class Session:
 
     def _end(self, why: str) -> None:
         self.closed = why
-        if self.channel is not None:
+        if self.host is not None:
+            self.host.end(self.host_sid, self.channel)
+        elif self.channel is not None:
             self.channel.close()
-        host = self.host
-        if host is not None and not host.dead:
-            with contextlib.suppress(OSError, ValueError):
-                host.send({"kind": "close", "session": self.host_sid})
         self.pool._forget(self)
 
     def close(self, why: str = "closed") -> None:
