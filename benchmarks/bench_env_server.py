@@ -1,18 +1,21 @@
 """Serving throughput: steps/s through the OpenEnv WebSocket server at 1, 16 and 64 concurrent sessions, beside the
 sandbox's labeling rate on the same environments and calls.
 
-Each session plays one builtin-pack task: reset, then ``--calls`` tool calls (its environment's tools that take no
-required argument, cycling), then close; its task is drawn by session number, so 64 sessions cover every
-environment. The server runs in this process (uvicorn in a thread, the sessions' hosts under the configured sandbox
-isolation); the clients run in a process of their own, as a trainer's would (one asyncio loop, as OpenEnv's
-own client). Printed: steps/s, p50 / p99 step latency, p50 reset latency, the machine's busy CPU per step (every
-process and the kernel: the clients, the server, the sandbox; each session's start counted in), private memory of
-the sandbox processes per live session; the private memory with ``--live`` sessions open at once; then the labeling
-rate of the same trajectories through ``Sandbox.run`` (the pipeline's labeling path) with its CPU per step, and the
-serving rate at the most sessions as % of it. Each rate is the fastest of ``--repeat`` runs (the others are the same
-work slowed by whatever else the machine did).
+Each session is one client connection that plays ``--episodes`` episodes in a row, as a trainer's environment worker
+does (reset, then ``--calls`` tool calls: its environment's tools that take no required argument, cycling), then
+closes; its tasks are drawn by session and episode number, so 64 sessions cover every environment. The server runs in
+this process (uvicorn in a thread, the sessions' hosts under the configured sandbox isolation); the clients run in a
+process of their own, as a trainer's would (one asyncio loop, as OpenEnv's own client). Printed: steps/s, p50 / p99
+step latency, p50 reset latency, the machine's busy CPU per step (every process and the kernel: the clients, the
+server, the sandbox; each episode's start counted in), private memory of the sandbox processes per live session; the
+private memory with ``--live`` sessions open at once; then the labeling rate of the same trajectories through
+``Sandbox.run`` (the pipeline's labeling path) with its CPU per step, and the serving rate at the most sessions as %
+of it. Each rate is the fastest of ``--repeat`` runs (the others are the same work slowed by whatever else the
+machine did); at the most sessions, serving and labeling runs alternate, so both are measured over the same minutes,
+and each pair's share is printed too.
 
-    python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--workers N] [--live N] [--repeat R]
+    python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--episodes N] [--workers N] [--live N]
+                                          [--repeat R]
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="./forge bench-env-server", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64])
-    parser.add_argument("--calls", type=int, default=20, help="tool calls per session")
+    parser.add_argument("--calls", type=int, default=20, help="tool calls per episode")
+    parser.add_argument("--episodes", type=int, default=1, help="episodes each session plays in a row")
     parser.add_argument("--workers", type=int, default=2, help="labeling sandbox workers (the comparison)")
     parser.add_argument("--live", type=int, default=256, help="sessions held open at once for the memory figure")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the fastest is reported")
@@ -105,26 +109,29 @@ def _descendants(root: int) -> set[int]:
     return out
 
 
-async def _session(url: str, task_id: str, calls: list, lat: list, resets: list, done: Any, measured: Any) -> None:
-    """One client session: reset, the calls, then (once every session got this far and the memory was read) close."""
+async def _session(url: str, episodes: list, lat: list, resets: list, done: Any, measured: Any) -> None:
+    """One client session: each episode (reset, its calls) in turn, then (once every session got this far and the
+    memory was read) close."""
     async with connect(url + "/ws", max_size=1 << 22) as ws:
-        t0 = time.perf_counter()
-        await ws.send(json.dumps({"type": "reset", "data": {"task_id": task_id}}))
-        json.loads(await ws.recv())
-        resets.append(time.perf_counter() - t0)
-        for name, args in calls:
+        for task_id, calls in episodes:
             t0 = time.perf_counter()
-            step = {"type": "call_tool", "tool_name": name, "arguments": args}
-            await ws.send(json.dumps({"type": "step", "data": step}))
+            await ws.send(json.dumps({"type": "reset", "data": {"task_id": task_id}}))
             reply = json.loads(await ws.recv())
-            lat.append(time.perf_counter() - t0)
+            resets.append(time.perf_counter() - t0)
             assert reply["type"] == "observation", reply
+            for name, args in calls:
+                t0 = time.perf_counter()
+                step = {"type": "call_tool", "tool_name": name, "arguments": args}
+                await ws.send(json.dumps({"type": "step", "data": step}))
+                reply = json.loads(await ws.recv())
+                lat.append(time.perf_counter() - t0)
+                assert reply["type"] == "observation", reply
         done()
         await measured.wait()
         await ws.send(json.dumps({"type": "close"}))
 
 
-def _clients(url: str, plan: list[tuple[str, list]], out: Any, measured: Any) -> None:
+def _clients(url: str, plan: list[list[tuple[str, list]]], out: Any, measured: Any) -> None:
     """The client process: every session of ``plan`` on one asyncio loop, as OpenEnv's own client runs them
     (``websockets.asyncio``); puts (seconds to the last call, step latencies, reset latencies, the machine's busy CPU
     seconds meanwhile) on ``out`` once
@@ -141,7 +148,7 @@ def _clients(url: str, plan: list[tuple[str, list]], out: Any, measured: Any) ->
                 all_done.set()
 
         t0, busy = time.perf_counter(), _busy_seconds()
-        tasks = [asyncio.create_task(_session(url, t, calls, lat, resets, done, release)) for t, calls in plan]
+        tasks = [asyncio.create_task(_session(url, episodes, lat, resets, done, release)) for episodes in plan]
         await all_done.wait()
         out.put((time.perf_counter() - t0, lat, resets, _busy_seconds() - busy))
         await asyncio.to_thread(measured.wait)
@@ -151,7 +158,7 @@ def _clients(url: str, plan: list[tuple[str, list]], out: Any, measured: Any) ->
     asyncio.run(run())
 
 
-def _play(url: str, plan: list[tuple[str, list]], while_live: Any) -> tuple[float, list, list, float, Any]:
+def _play(url: str, plan: list[list[tuple[str, list]]], while_live: Any) -> tuple[float, list, list, float, Any]:
     """``plan``'s sessions from a client process (spawned: nothing of this process is shared); ``while_live()`` runs
     while they are all open. Returns the seconds, step and reset latencies, the machine's busy CPU seconds, and what
     ``while_live`` returned."""
@@ -174,11 +181,46 @@ def _hosts_mb(pool: SessionPool) -> float:
     return _private_mb({p for h in pool._hosts.values() for p in (h.proc.pid, *_descendants(h.proc.pid))})
 
 
-def _serve_rows(args: Any, tasks: list[ServedTask], isolation: str) -> list[tuple]:
+def _plan(args: Any, tasks: list[ServedTask], sessions: int) -> list[list[tuple[str, list]]]:
+    """Each session's episodes: (task id, calls), the task drawn by session and episode number."""
+    return [
+        [
+            (task.task_id, _calls(task, args.calls))
+            for task in (tasks[((i + e * sessions) * 7) % len(tasks)] for e in range(max(1, args.episodes)))
+        ]
+        for i in range(sessions)
+    ]
+
+
+def _labeler(args: Any, tasks: list[ServedTask], box: Sandbox) -> Any:
+    """A function that labels the most sessions' episodes (the same tasks and calls) through ``Sandbox.run`` once:
+    (steps/s, the machine's CPU ms per step); the environments are started first (as the server's hosts are)."""
+    env_of = {t.task_id: t.env for t in tasks}
+    trajectories = [
+        Trajectory(f"bench/{i}/{e}", task_id, env_of[task_id], tuple(Action(n, a, k) for k, (n, a) in enumerate(calls)))
+        for i, episodes in enumerate(_plan(args, tasks, max(args.sessions)))
+        for e, (task_id, calls) in enumerate(episodes)
+    ]
+    list(box.run(list({t.env.env_id: t for t in trajectories}.values())))  # warm
+
+    def label() -> tuple[float, float]:
+        t0, busy = time.perf_counter(), _busy_seconds()
+        steps = sum(len(r["steps"]) for _, r in box.run(trajectories))
+        return steps / (time.perf_counter() - t0), (_busy_seconds() - busy) * 1e3 / steps
+
+    return label
+
+
+def _measure(args: Any, tasks: list[ServedTask], isolation: str) -> tuple[list[tuple], tuple[float, float], list]:
     """Each session count's fastest run through the WebSocket server: (sessions, steps/s, p50 and p99 step ms,
-    p50 reset ms, the machine's CPU ms per step, private MiB per live session)."""
-    rows = []
-    with SessionPool(max_sessions=max(args.sessions) + 8, isolation=isolation) as pool:
+    p50 reset ms, the machine's CPU ms per step, private MiB per live session); the fastest labeling run; and each
+    (serving, labeling) pair at the most sessions, run one after the other."""
+    rows, pairs = [], []
+    with (
+        SessionPool(max_sessions=max(args.sessions) + 8, isolation=isolation) as pool,
+        Sandbox(workers=args.workers, isolation=isolation) as box,
+    ):
+        label = _labeler(args, tasks, box)
         app = build_app(lambda: Episode(pool, tasks), [t.task_id for t in tasks], max_threads=max(args.sessions) + 8)
         server = uvicorn.Server(server_config(app, port=0, log_level="error"))
         thread = threading.Thread(target=server.run, daemon=True)
@@ -187,41 +229,20 @@ def _serve_rows(args: Any, tasks: list[ServedTask], isolation: str) -> list[tupl
             time.sleep(0.05)
         url = f"ws://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
         warm = {t.env.env_id: t for t in tasks}.values()  # every session host started (not timed)
-        _play(url, [(t.task_id, _calls(t, 2)) for t in warm], lambda: None)
+        _play(url, [[(t.task_id, _calls(t, 2))] for t in warm], lambda: None)
         for n in args.sessions:
-            chosen = [tasks[(i * 7) % len(tasks)] for i in range(n)]
             runs = []
             for _ in range(max(1, args.repeat)):
-                plan = [(t.task_id, _calls(t, args.calls)) for t in chosen]
-                elapsed, lat, resets, busy, mem = _play(url, plan, lambda: _hosts_mb(pool))
+                elapsed, lat, resets, busy, mem = _play(url, _plan(args, tasks, n), lambda: _hosts_mb(pool))
                 q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0]] * 99
                 reset = statistics.median(resets) * 1e3
                 runs.append((n, len(lat) / elapsed, q[49] * 1e3, q[98] * 1e3, reset, busy * 1e3 / len(lat), mem / n))
+                if n == max(args.sessions):
+                    pairs.append((runs[-1][1], label()))
             rows.append(max(runs, key=lambda row: row[1]))
         server.should_exit = True
         thread.join(10)
-    return rows
-
-
-def _labeling_rate(args: Any, tasks: list[ServedTask], isolation: str) -> tuple[float, float]:
-    """The labeling path (``Sandbox.run``) on the most sessions' tasks and calls: the fastest of ``--repeat`` runs
-    (steps/s, the machine's CPU ms per step), its environments started first (as the server's hosts are)."""
-    chosen = [tasks[(i * 7) % len(tasks)] for i in range(max(args.sessions))]
-    trajectories = [
-        Trajectory(
-            f"bench/{i}", t.task_id, t.env, tuple(Action(n, a, k) for k, (n, a) in enumerate(_calls(t, args.calls)))
-        )
-        for i, t in enumerate(chosen)
-    ]
-    with Sandbox(workers=args.workers, isolation=isolation) as box:
-        list(box.run(list({t.env.env_id: t for t in trajectories}.values())))  # warm
-        rates = []
-        for _ in range(max(1, args.repeat)):
-            t0 = time.perf_counter()
-            busy = _busy_seconds()
-            steps = sum(len(r["steps"]) for _, r in box.run(trajectories))
-            rates.append((steps / (time.perf_counter() - t0), (_busy_seconds() - busy) * 1e3 / steps))
-    return max(rates)
+    return rows, max(labeled for _, labeled in pairs), pairs
 
 
 def _as_corpus(task: ServedTask) -> ServedTask:
@@ -262,18 +283,19 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     shares = []
     for name, tasks in (("builtin pack", builtin), ("untrusted corpus", [_as_corpus(t) for t in builtin])):
-        rows = _serve_rows(args, tasks, isolation)
+        rows, labeled, pairs = _measure(args, tasks, isolation)
         for n, rate, p50, p99, reset, cpu, mem in rows:
             print(
                 f"| {name} | {n} | {rate:.0f} | {p50:.1f} | {p99:.1f} | {reset:.0f} | {cpu:.2f} | {mem:.1f} |",
                 flush=True,
             )
-        shares.append((name, rows[-1], _labeling_rate(args, tasks, isolation)))
-    for name, (n, served, *_, cpu, _mem), (labeling, labeling_cpu) in shares:
+        shares.append((name, rows[-1], labeled, pairs))
+    for name, (n, served, *_, cpu, _mem), (labeling, labeling_cpu), pairs in shares:
+        each = ", ".join(f"{100 * s / lab:.0f}%" for s, (lab, _) in pairs)
         print(
             f"{name}: labeling the same trajectories (Sandbox.run, {args.workers} workers) {labeling:.0f} steps/s "
             f"({labeling_cpu:.2f} CPU ms per step); serving at {n} sessions {served:.0f} steps/s ({cpu:.2f} CPU ms "
-            f"per step, the clients' included) = {100 * served / labeling:.0f}% of labeling"
+            f"per step, the clients' included) = {100 * served / labeling:.0f}% of labeling (each pair: {each})"
         )
     if args.live:
         _live_memory(args, builtin, isolation)
