@@ -1,7 +1,5 @@
 """Stage 5: score simulators on a benchmark split version; results land in DuckDB."""
 
-from typing import Any
-
 import pydantic
 from dagster import (
     AssetCheckSpec,
@@ -21,26 +19,13 @@ from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import KINDS, SimulatorSpec, simulator_spec
 from pipeline.report.tables import Facts, Table
 from resources import DataStoreResource
-from resources.config_from import config_from
-
-
-def _kind_sections() -> dict[str, Any]:
-    """One optional config section per simulator kind with settings (plugins' included), named after the kind
-    and derived from its settings dataclass: a kind's fields show only under it."""
-    sections: dict[str, Any] = {}
-    for kind in KINDS.values():
-        if kind.settings is not None:
-            doc = kind.settings.__doc__
-            section = type(f"{kind.settings.__name__}Config", (config_from(kind.settings),), {"__doc__": doc})
-            sections[kind.name] = (section | None, Field(default=None, description=f"kind {kind.name}: {doc}"))
-    return sections
-
+from resources.config_from import config_from, config_sections
 
 _SimulatorFields = pydantic.create_model(
     "SimulatorFields",
     __base__=config_from(SimulatorSpec, exclude={"settings"}),
     __module__=__name__,
-    **_kind_sections(),
+    **config_sections(KINDS.values(), "kind", optional=True),
 )
 
 

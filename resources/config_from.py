@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import inspect
 import types
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -53,6 +54,27 @@ def nested(cls: type) -> Any:
         (base,),
         {"__doc__": cls.__doc__, "__module__": __name__, "model_config": {**base.model_config, "extra": "forbid"}},
     )
+
+
+def config_sections(entries: Iterable[Any], what: str, optional: bool = False) -> dict[str, Any]:
+    """One config section per registry entry that has settings (a source, a simulator kind; plugins' included):
+    named after the entry, its settings dataclass's config (:func:`nested`; a mistyped key is an error). A list
+    for an entry that takes many (``many``: a list source), else that config, set to its defaults, or None unless
+    given with ``optional``. For ``pydantic.create_model``: the sections are the registry's when the config class is
+    built, so a plugin is registered by its entry point before it (docs/extending.md)."""
+    sections: dict[str, Any] = {}
+    for entry in entries:
+        if entry.settings is None:
+            continue
+        shape = nested(entry.settings)
+        about = f"{what} {entry.name}: {(entry.settings.__doc__ or '').strip()}"
+        if getattr(entry, "many", False):
+            sections[entry.name] = (list[shape] | None, pydantic.Field(default=None, description=about))
+        elif optional:
+            sections[entry.name] = (shape | None, pydantic.Field(default=None, description=about))
+        else:
+            sections[entry.name] = (shape, pydantic.Field(default_factory=shape, description=about))
+    return sections
 
 
 def _to_config(value: Any) -> Any:

@@ -2,7 +2,6 @@
 and derived from its settings dataclass (plugins' included), as simulator kinds have theirs."""
 
 from dataclasses import fields
-from typing import Any
 
 import pydantic
 from dagster import ConfigurableResource
@@ -13,7 +12,7 @@ from pipeline.envs import envscaler, registry
 from pipeline.envs.config import EnvScalerCorpus, SourceConfig
 from pipeline.envs.download import downloaded_corpus
 from pipeline.store.layout import DataLayout
-from resources.config_from import nested
+from resources.config_from import config_sections
 
 
 def _downloaded(layout: DataLayout) -> list[EnvScalerCorpus]:
@@ -33,27 +32,11 @@ def _downloaded(layout: DataLayout) -> list[EnvScalerCorpus]:
     ]
 
 
-def _sections() -> dict[str, Any]:
-    """One section per registered source with settings: its settings' config (a list for a list source;
-    ``envscaler`` unset: the corpus `./forge download envscaler` fetched into the store's data root, if any)."""
-    out: dict[str, Any] = {}
-    for source in registry.sources():
-        if source.settings is None:
-            continue
-        shape = nested(source.settings)
-        doc = (source.settings.__doc__ or "").strip()
-        if source.many:
-            out[source.name] = (list[shape] | None, Field(default=None, description=f"source {source.name}: {doc}"))
-        else:
-            out[source.name] = (shape, Field(default_factory=shape, description=f"source {source.name}: {doc}"))
-    return out
-
-
 _SourceSections = pydantic.create_model(
     "SourceSections",
     __base__=ConfigurableResource,
     __module__=__name__,
-    **_sections(),
+    **config_sections(registry.sources(), "source"),
     message_histories=(
         list[str],
         Field(default_factory=list, description=description(fields(SourceConfig)[1])),

@@ -104,3 +104,16 @@ def test_a_misplaced_setting_names_the_kind_it_belongs_to():
     )
     with pytest.raises(ValueError, match="needs `completions`"):
         simulators.make_simulator(SimulatorSpec(name="r", kind="recorded"))
+
+
+def test_a_kind_section_in_the_asset_config_refuses_a_mistyped_key():
+    """The sections come from one builder (``resources.config_from.config_sections``) for sources and kinds alike:
+    a key its settings do not have is an error naming it, not a setting silently dropped."""
+    import pydantic
+
+    from assets.evaluation import SimulatorConfig
+
+    spec = SimulatorConfig(name="m", kind="openai", openai={"model": "m", "base_url": "http://h/v1"}).to_domain()
+    assert spec.settings.model == "m" and spec.settings.base_url == "http://h/v1"
+    with pytest.raises(pydantic.ValidationError, match="modle"):
+        SimulatorConfig(name="m", kind="openai", openai={"modle": "m"})
