@@ -7,7 +7,7 @@ closes; its tasks are drawn by session and episode number, so 64 sessions cover 
 this process (uvicorn in a thread, the sessions' hosts under the configured sandbox isolation); the clients run in a
 process of their own, as a trainer's would (one asyncio loop, as OpenEnv's own client). Printed: steps/s, p50 / p99
 step latency, p50 reset latency, the machine's busy CPU per step (every process and the kernel: the clients, the
-server, the sandbox; each episode's start counted in), private memory of the sandbox processes per live session; the
+server, the sandbox; each episode's start counted in) and the clients' share of it, private memory of the sandbox processes per live session; the
 private memory with ``--live`` sessions open at once; then the labeling rate of the same trajectories through
 ``Sandbox.run`` (the pipeline's labeling path) with its CPU per step, and the serving rate at the most sessions as %
 of it. Each rate is the fastest of ``--repeat`` runs (the others are the same work slowed by whatever else the
@@ -133,8 +133,8 @@ async def _session(url: str, episodes: list, lat: list, resets: list, done: Any,
 
 def _clients(url: str, plan: list[list[tuple[str, list]]], out: Any, measured: Any) -> None:
     """The client process: every session of ``plan`` on one asyncio loop, as OpenEnv's own client runs them
-    (``websockets.asyncio``); puts (seconds to the last call, step latencies, reset latencies, the machine's busy CPU
-    seconds meanwhile) on ``out`` once
+    (``websockets.asyncio``); puts (seconds to the last call, step latencies, reset latencies, (the machine's busy CPU
+    seconds meanwhile, the client process's own)) on ``out`` once
     every session is done with its calls, then closes them once ``measured`` is set."""
 
     async def run() -> None:
@@ -147,10 +147,11 @@ def _clients(url: str, plan: list[list[tuple[str, list]]], out: Any, measured: A
             if not left[0]:
                 all_done.set()
 
-        t0, busy = time.perf_counter(), _busy_seconds()
+        t0, busy, own = time.perf_counter(), _busy_seconds(), time.process_time()
         tasks = [asyncio.create_task(_session(url, episodes, lat, resets, done, release)) for episodes in plan]
         await all_done.wait()
-        out.put((time.perf_counter() - t0, lat, resets, _busy_seconds() - busy))
+        busy, own = _busy_seconds() - busy, time.process_time() - own
+        out.put((time.perf_counter() - t0, lat, resets, (busy, own)))
         await asyncio.to_thread(measured.wait)
         release.set()
         await asyncio.gather(*tasks)
@@ -160,7 +161,8 @@ def _clients(url: str, plan: list[list[tuple[str, list]]], out: Any, measured: A
 
 def _play(url: str, plan: list[list[tuple[str, list]]], while_live: Any) -> tuple[float, list, list, float, Any]:
     """``plan``'s sessions from a client process (spawned: nothing of this process is shared); ``while_live()`` runs
-    while they are all open. Returns the seconds, step and reset latencies, the machine's busy CPU seconds, and what
+    while they are all open. Returns the seconds, step and reset latencies, (the machine's busy CPU seconds, the
+    clients'), and what
     ``while_live`` returned."""
     context = multiprocessing.get_context("spawn")
     out, measured = context.Queue(), context.Event()
@@ -236,7 +238,8 @@ def _measure(args: Any, tasks: list[ServedTask], isolation: str) -> tuple[list[t
                 elapsed, lat, resets, busy, mem = _play(url, _plan(args, tasks, n), lambda: _hosts_mb(pool))
                 q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0]] * 99
                 reset = statistics.median(resets) * 1e3
-                runs.append((n, len(lat) / elapsed, q[49] * 1e3, q[98] * 1e3, reset, busy * 1e3 / len(lat), mem / n))
+                cpu = (busy[0] * 1e3 / len(lat), busy[1] * 1e3 / len(lat))
+                runs.append((n, len(lat) / elapsed, q[49] * 1e3, q[98] * 1e3, reset, cpu, mem / n))
                 if n == max(args.sessions):
                     pairs.append((runs[-1][1], label()))
             rows.append(max(runs, key=lambda row: row[1]))
@@ -278,15 +281,16 @@ def main() -> None:
     )
     print(
         "| tasks | sessions | steps/s | p50 step ms | p99 step ms | p50 reset ms | CPU ms per step (machine) "
-        "| private MiB per live session |"
+        "| of which the clients' | private MiB per live session |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     shares = []
     for name, tasks in (("builtin pack", builtin), ("untrusted corpus", [_as_corpus(t) for t in builtin])):
         rows, labeled, pairs = _measure(args, tasks, isolation)
         for n, rate, p50, p99, reset, cpu, mem in rows:
             print(
-                f"| {name} | {n} | {rate:.0f} | {p50:.1f} | {p99:.1f} | {reset:.0f} | {cpu:.2f} | {mem:.1f} |",
+                f"| {name} | {n} | {rate:.0f} | {p50:.1f} | {p99:.1f} | {reset:.0f} | {cpu[0]:.2f} | {cpu[1]:.2f} "
+                f"| {mem:.1f} |",
                 flush=True,
             )
         shares.append((name, rows[-1], labeled, pairs))
@@ -294,7 +298,7 @@ def main() -> None:
         each = ", ".join(f"{100 * s / lab:.0f}%" for s, (lab, _) in pairs)
         print(
             f"{name}: labeling the same trajectories (Sandbox.run, {args.workers} workers) {labeling:.0f} steps/s "
-            f"({labeling_cpu:.2f} CPU ms per step); serving at {n} sessions {served:.0f} steps/s ({cpu:.2f} CPU ms "
+            f"({labeling_cpu:.2f} CPU ms per step); serving at {n} sessions {served:.0f} steps/s ({cpu[0]:.2f} CPU ms "
             f"per step, the clients' included) = {100 * served / labeling:.0f}% of labeling (each pair: {each})"
         )
     if args.live:

@@ -149,7 +149,7 @@ def _plain(header: bytes) -> bool:
         header[:1] == b"{"
         and b"\x00" not in header
         and header.count(b"[") + header.count(b"{") < MAX_HEADER_DEPTH
-        and _SURROGATE.search(header) is None
+        and not ((b"\\u" in header or b"\xed" in header) and _SURROGATE.search(header))  # the regex only if it may
     )
 
 

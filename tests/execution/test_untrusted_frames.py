@@ -119,6 +119,16 @@ def test_good_frames_label_as_before_and_big_ints_in_state_are_encoded():
     assert_writable(result)
 
 
+@pytest.mark.parametrize("n", [2**53 + 1, -(2**53) - 1, 10**15 + 7])
+def test_an_int_is_encoded_exactly_when_beyond_2_53_whatever_its_digits(n):
+    """The fast path keeps a canonical text as it is unless it holds 16 digits in a row; the 16-digit numbers
+    around 2**53 go through ``canonicalize``, which encodes only those beyond it."""
+    result = labels_of(good_step(state=json.dumps({"n": n, "s": "\u0663" * 20})))  # Arabic-Indic digits: a string
+    after = json.loads(result["steps"][0]["delta"][0]["after"])
+    assert after == ({"$int": str(n)} if abs(n) > 2**53 else n)
+    assert_writable(result)
+
+
 def test_a_deep_or_surrogate_initial_state_is_an_init_error_not_a_crash():
     for state, field in ((deep(900), "state"), ('{"a":"\\udc80"}', "state"), ('{"a":Infinity}', "state")):
         labels = TrajectoryLabels(Trajectory("t", "task", SPEC, ACTIONS), 100)
