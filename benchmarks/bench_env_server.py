@@ -7,12 +7,12 @@ closes; its tasks are drawn by session and episode number, so 64 sessions cover 
 this process (uvicorn in a thread, the sessions' hosts under the configured sandbox isolation); the clients run in a
 process of their own, as a trainer's would (one asyncio loop, as OpenEnv's own client). Printed: steps/s, p50 / p99
 step latency, p50 reset latency, the machine's busy CPU per step (every process and the kernel: the clients, the
-server, the sandbox; each episode's start counted in) and the clients' share of it, private memory of the sandbox processes per live session; the
-private memory with ``--live`` sessions open at once; then the labeling rate of the same trajectories through
-``Sandbox.run`` (the pipeline's labeling path) with its CPU per step, and the serving rate at the most sessions as %
-of it. Each rate is the fastest of ``--repeat`` runs (the others are the same work slowed by whatever else the
-machine did); at the most sessions, serving and labeling runs alternate, so both are measured over the same minutes,
-and each pair's share is printed too.
+server, the sandbox; each episode's start counted in) and the clients' share of it, private memory of the sandbox
+processes per live session; the private memory with ``--live`` sessions open at once; then the labeling rate of the
+same trajectories through ``Sandbox.run`` (the pipeline's labeling path) with its CPU per step, and the serving rate
+at the most sessions as % of it. Each rate is the fastest of ``--repeat`` runs (the others are the same work slowed
+by whatever else the machine did); at the most sessions, serving and labeling runs alternate, so both are measured
+over the same minutes, and each pair's share is printed too.
 
     python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--episodes N] [--workers N] [--live N]
                                           [--repeat R]
