@@ -14,8 +14,8 @@ at the most sessions as % of it. Each rate is the fastest of ``--repeat`` runs (
 by whatever else the machine did); at the most sessions, serving and labeling runs alternate, so both are measured
 over the same minutes, and each pair's share is printed too.
 
-    python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--episodes N] [--workers N] [--live N]
-                                          [--repeat R]
+    python benchmarks/bench_env_server.py [--sessions 1 16 64] [--calls N] [--episodes N] [--client-processes N]
+                                          [--workers N] [--live N] [--repeat R]
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--calls", type=int, default=20, help="tool calls per episode")
     parser.add_argument("--episodes", type=int, default=1, help="episodes each session plays in a row")
+    parser.add_argument(
+        "--client-processes", type=int, default=1, help="client processes the sessions are spread over (one loop each)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="labeling sandbox workers (the comparison)")
     parser.add_argument("--live", type=int, default=256, help="sessions held open at once for the memory figure")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the fastest is reported")
@@ -131,11 +134,11 @@ async def _session(url: str, episodes: list, lat: list, resets: list, done: Any,
         await ws.send(json.dumps({"type": "close"}))
 
 
-def _clients(url: str, plan: list[list[tuple[str, list]]], out: Any, measured: Any) -> None:
-    """The client process: every session of ``plan`` on one asyncio loop, as OpenEnv's own client runs them
-    (``websockets.asyncio``); puts (seconds to the last call, step latencies, reset latencies, (the machine's busy CPU
-    seconds meanwhile, the client process's own)) on ``out`` once
-    every session is done with its calls, then closes them once ``measured`` is set."""
+def _clients(url: str, plan: list[list[tuple[str, list]]], ready: Any, go: Any, out: Any, measured: Any) -> None:
+    """A client process: every session of ``plan`` on one asyncio loop, as OpenEnv's own client runs them
+    (``websockets.asyncio``). Says ``ready`` once imported and starts at ``go``; puts (step latencies, reset latencies,
+    the process's own CPU seconds) on ``out`` once every session is done with its calls, then closes them once
+    ``measured`` is set."""
 
     async def run() -> None:
         lat: list[float] = []
@@ -147,36 +150,51 @@ def _clients(url: str, plan: list[list[tuple[str, list]]], out: Any, measured: A
             if not left[0]:
                 all_done.set()
 
-        t0, busy, own = time.perf_counter(), _busy_seconds(), time.process_time()
+        own = time.process_time()
         tasks = [asyncio.create_task(_session(url, episodes, lat, resets, done, release)) for episodes in plan]
         await all_done.wait()
-        busy, own = _busy_seconds() - busy, time.process_time() - own
-        out.put((time.perf_counter() - t0, lat, resets, (busy, own)))
+        out.put((lat, resets, time.process_time() - own))
         await asyncio.to_thread(measured.wait)
         release.set()
         await asyncio.gather(*tasks)
 
+    ready.release()
+    go.wait()
     asyncio.run(run())
 
 
-def _play(url: str, plan: list[list[tuple[str, list]]], while_live: Any) -> tuple[float, list, list, float, Any]:
-    """``plan``'s sessions from a client process (spawned: nothing of this process is shared); ``while_live()`` runs
-    while they are all open. Returns the seconds, step and reset latencies, (the machine's busy CPU seconds, the
-    clients'), and what
-    ``while_live`` returned."""
+def _play(
+    url: str, plan: list[list[tuple[str, list]]], while_live: Any, processes: int = 1
+) -> tuple[float, list, list, tuple[float, float], Any]:
+    """``plan``'s sessions from ``processes`` client processes (spawned: nothing of this process is shared; session
+    ``i`` in process ``i % processes``), all started at once; ``while_live()`` runs while they are all open. Returns
+    the seconds from the start to the last call, step and reset latencies, (the machine's busy CPU seconds meanwhile,
+    the clients'), and what ``while_live`` returned."""
     context = multiprocessing.get_context("spawn")
-    out, measured = context.Queue(), context.Event()
-    process = context.Process(target=_clients, args=(url, plan, out, measured))
-    process.start()
+    ready, go, out, measured = context.Semaphore(0), context.Event(), context.Queue(), context.Event()
+    shares = [plan[k::processes] for k in range(processes) if plan[k::processes]]
+    clients = [context.Process(target=_clients, args=(url, share, ready, go, out, measured)) for share in shares]
+    for process in clients:
+        process.start()
     try:
-        elapsed, lat, resets, busy = out.get(timeout=1800)
+        for _ in clients:
+            if not ready.acquire(timeout=600):
+                raise RuntimeError("a client process did not start")
+        t0, busy = time.perf_counter(), _busy_seconds()
+        go.set()
+        answers = [out.get(timeout=1800) for _ in clients]
+        elapsed, busy = time.perf_counter() - t0, _busy_seconds() - busy
         seen = while_live()
     finally:
+        go.set()
         measured.set()
-        process.join(600)
-    if process.exitcode != 0:
-        raise RuntimeError(f"the client process failed (exit {process.exitcode})")
-    return elapsed, lat, resets, busy, seen
+        for process in clients:
+            process.join(600)
+    if any(process.exitcode != 0 for process in clients):
+        raise RuntimeError(f"a client process failed (exits {[p.exitcode for p in clients]})")
+    lat = [x for answer in answers for x in answer[0]]
+    resets = [x for answer in answers for x in answer[1]]
+    return elapsed, lat, resets, (busy, sum(answer[2] for answer in answers)), seen
 
 
 def _hosts_mb(pool: SessionPool) -> float:
@@ -235,7 +253,8 @@ def _measure(args: Any, tasks: list[ServedTask], isolation: str) -> tuple[list[t
         for n in args.sessions:
             runs = []
             for _ in range(max(1, args.repeat)):
-                elapsed, lat, resets, busy, mem = _play(url, _plan(args, tasks, n), lambda: _hosts_mb(pool))
+                plan = _plan(args, tasks, n)
+                elapsed, lat, resets, busy, mem = _play(url, plan, lambda: _hosts_mb(pool), args.client_processes)
                 q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0]] * 99
                 reset = statistics.median(resets) * 1e3
                 cpu = (busy[0] * 1e3 / len(lat), busy[1] * 1e3 / len(lat))
