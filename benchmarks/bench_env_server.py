@@ -37,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="./forge bench-env-server", description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="./forge bench-env-server", description=" ".join((__doc__ or "").split("\n\n")[0].split())
+    )
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--calls", type=int, default=20, help="tool calls per episode")
     parser.add_argument("--episodes", type=int, default=1, help="episodes each session plays in a row")

@@ -58,7 +58,7 @@ async def timed(samples, spec, path) -> tuple[float, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     parser.add_argument("--concurrency", type=int, nargs="*", default=[16, 64])
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--requests", type=int, default=800)

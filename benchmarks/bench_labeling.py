@@ -211,7 +211,7 @@ def cpu_seconds() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     parser.add_argument("--workers", type=int, nargs="*", default=[1, os.cpu_count() or 1])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--pack-calls", type=int, default=10_000)

@@ -336,7 +336,9 @@ def bench_size(steps: int, args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        prog="./forge bench-scale", description=" ".join((__doc__ or "").split("\n\n")[0].split())
+    )
     parser.add_argument("--steps", type=int, nargs="+", default=[10_000], help="corpus sizes, one chain each")
     parser.add_argument("--naive", action="store_true", help="also run the naive baseline (slow, memory-hungry)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/envsim-scale"))
