@@ -9,6 +9,7 @@ from pydantic import Field
 
 from assets.evaluation import SimulatorConfig, baseline_simulators
 from assets.metadata import materialize, parquet_metadata
+from pipeline.envs import envscaler, registry
 from pipeline.quality.environment_report import GATE_SETTING, Thresholds, gate_splits
 from pipeline.quality.environment_report import environment_report as report_card
 from pipeline.quality.environment_yield import YieldSettings, gate
@@ -46,7 +47,7 @@ def environment_report(
     fails are left out of the splits (`quality/gate.parquet`, which `step_strata` excludes) unless `gate_splits` is
     false."""
     layout = store.layout()
-    prefixes = {Path(c.env_items).name: c.prefix for c in sources.corpora(layout)}
+    prefixes = {Path(c.env_items).name: c.prefix for c in sources.config(layout).of(registry.get(envscaler.SOURCE))}
     report = report_card(layout, config.to_domain(Thresholds), composition.composition(), prefixes=prefixes)
     context.log.info(report.headline())
     gated = gate_splits(layout, report, config.gate_splits)
@@ -87,7 +88,7 @@ def environment_yield(
     that pass both the executor and the gate checker are exported with their scenarios in EnvScaler's released
     layout (`quality/accepted/`: `run.yaml` reruns the pipeline on them) with a card."""
     layout = store.layout()
-    corpora = sources.corpora(layout)
+    corpora = sources.config(layout).of(registry.get(envscaler.SOURCE))
     report, accepted = gate(
         layout,
         [c.to_domain() for c in config.checkers],

@@ -8,29 +8,10 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from pipeline.core.fields import description
-from pipeline.envs import envscaler, registry
-from pipeline.envs.config import EnvScalerCorpus, SourceConfig
-from pipeline.envs.download import downloaded_corpus
+from pipeline.envs import registry
+from pipeline.envs.config import SourceConfig
 from pipeline.store.layout import DataLayout
 from resources.config_from import config_sections
-
-
-def _downloaded(layout: DataLayout) -> list[EnvScalerCorpus]:
-    """The corpus ``./forge download envscaler`` recorded under the data root (none: empty)."""
-    corpus = downloaded_corpus(layout.root)
-    if corpus is None:
-        return []
-    files = list(corpus.get("scenarios") or [])
-    return [
-        EnvScalerCorpus(
-            env_items=corpus["env_items"],
-            scenarios=files[0] if files else None,
-            more_scenarios=tuple(files[1:]),
-            prefix=corpus.get("prefix", "envscaler"),
-            license=corpus.get("license", ""),
-        )
-    ]
-
 
 _SourceSections = pydantic.create_model(
     "SourceSections",
@@ -48,22 +29,17 @@ class EnvironmentSourcesResource(_SourceSections):
     """The environment sources: one section per registered source, named after it (``bfcl``, ``builtin``,
     ``envscaler`` — a list of corpora —, and each plugin source's), with that source's settings."""
 
-    def corpora(self, layout: DataLayout) -> list[EnvScalerCorpus]:
-        """``envscaler`` as configured, unset: the corpus downloaded under ``layout``'s root (the store's)."""
-        given = getattr(self, envscaler.SOURCE)
-        return [c.to_domain() for c in given] if given is not None else _downloaded(layout)
-
     def config(self, layout: DataLayout) -> SourceConfig:
-        """The sources, the downloaded corpus read from ``layout`` (the ``store`` resource's)."""
+        """The sources, each section completed by its source from ``layout``'s root (the ``store`` resource's: an unset
+        ``envscaler`` is the corpus ``./forge download envscaler`` fetched there)."""
         sections = {}
         for source in registry.sources():
             if source.settings is None or source.name not in type(self).model_fields:
                 continue
             value = getattr(self, source.name)
-            if source.name == envscaler.SOURCE:
-                sections[source.name] = self.corpora(layout)
-            elif source.many:
-                sections[source.name] = [v.to_domain() for v in value or []]
+            if source.many:
+                value = None if value is None else [v.to_domain() for v in value]
             else:
-                sections[source.name] = source.at_root(value.to_domain(), layout.root)
+                value = value.to_domain()
+            sections[source.name] = source.at_root(value, layout.root)
         return registry.sources_config(self.message_histories, **sections)

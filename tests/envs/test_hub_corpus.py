@@ -15,7 +15,7 @@ from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, env_items
 from pipeline.core.issues import TaskIssue
 from pipeline.core.strata import Cell
-from pipeline.envs import envscaler
+from pipeline.envs import envscaler, registry
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.download import download_envscaler, downloaded_corpus
@@ -122,6 +122,17 @@ def test_download_through_the_hub_client(tmp_path):
     )
     items, issues = env_items(cfg)
     assert len(items) == 3 and not issues
+    # the run's sources resource: an unset `envscaler` is this download (the source completes it from the data
+    # root); a list given, even an empty one, is taken as it is
+    from resources import EnvironmentSourcesResource
+
+    layout = DataLayout.at(tmp_path / "data")
+    unset = EnvironmentSourcesResource(builtin={"enabled": False}, bfcl={"categories": []}).config(layout)
+    downloaded = [dataclasses.replace(c, license=corpus["license"]) for c in cfg.of(registry.get("envscaler"))]
+    assert unset.of(registry.get("envscaler")) == downloaded and corpus["license"]
+    assert EnvironmentSourcesResource(envscaler=[]).config(layout).of(registry.get("envscaler")) == []
+    elsewhere = EnvironmentSourcesResource().config(DataLayout.at(tmp_path / "empty"))
+    assert elsewhere.of(registry.get("envscaler")) == []
 
 
 def _run(root: Path, corpus: tuple[Path, list[Path]], sandbox, budget: int = 240):

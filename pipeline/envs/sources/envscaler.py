@@ -12,6 +12,7 @@ from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.issues import TaskIssue
 from pipeline.envs import blobs, builtin, envscaler
 from pipeline.envs.config import EnvScalerCorpus, SourceConfig, SourceError
+from pipeline.envs.download import downloaded_corpus
 from pipeline.envs.records import FirstSeen, clip
 from pipeline.envs.source import EnvironmentSource, SourceTask
 
@@ -35,6 +36,25 @@ class EnvScalerSource(EnvironmentSource):
 
     def why_disabled(self, cfg: SourceConfig) -> str | None:
         return None if cfg.of(self) else "no EnvScaler corpus configured (resources.sources.envscaler is empty)"
+
+    def at_root(self, value: list[EnvScalerCorpus] | None, root: Path) -> list[EnvScalerCorpus]:
+        """The corpora as configured; unset (None): the corpus ``./forge download envscaler`` recorded under the data
+        root, if any."""
+        if value is not None:
+            return list(value)
+        corpus = downloaded_corpus(root)
+        if corpus is None:
+            return []
+        files = [Path(f) for f in corpus.get("scenarios") or []]
+        return [
+            EnvScalerCorpus(
+                env_items=Path(corpus["env_items"]),
+                scenarios=files[0] if files else None,
+                more_scenarios=tuple(files[1:]),
+                prefix=corpus.get("prefix", envscaler.SOURCE),
+                license=corpus.get("license", ""),
+            )
+        ]
 
     def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
         files: list[tuple[str, Path]] = []
