@@ -8,7 +8,6 @@ from assets.partitions import shard_of
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.result import collection_facts
 from pipeline.collect.run import AgentRun, collect_all
-from pipeline.envs import envscaler, registry
 from pipeline.models.agent_settings import AgentSettings
 from resources import (
     CompositionResource,
@@ -112,10 +111,5 @@ def trajectories(
             force=config.force,
         )
     layout = layout.for_partition(shard.key) if shard is not None else layout
-    facts = collection_facts(
-        result,
-        layout,
-        all(c.explore_class_defaults for c in cfg.of(registry.get(envscaler.SOURCE))),
-        config.agent.model if config.agent_run() is not None else None,
-    )
+    facts = collection_facts(result, layout, config.agent.model if config.agent_run() is not None else None)
     return materialize(context, facts, parquet_metadata(layout.trajectory_files()))

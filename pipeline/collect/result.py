@@ -22,6 +22,7 @@ class CollectionResult:
     agent_episodes: list[dict] = field(default_factory=list)
     shard: ShardSummary | None = None
     without_scenarios: list[str] = field(default_factory=list)  # corpus environments no scenario names
+    explored_without: list[str] = field(default_factory=list)  # ... of them explored from their class defaults
     reused: bool = False  # the recorded result of an identical earlier collection (pipeline.collect.reuse)
 
 
@@ -36,9 +37,7 @@ class ShardSummary:
     note: str = ""
 
 
-def collection_facts(
-    result: CollectionResult, layout: DataLayout, explore_class_defaults: bool, agent_model: str | None
-) -> Facts:
+def collection_facts(result: CollectionResult, layout: DataLayout, agent_model: str | None) -> Facts:
     """What the ``trajectories`` asset reports of ``result`` (``layout``: the partition's, when partitioned):
     counts, rejected tasks, environments without scenarios, the shard, the agent's episodes (``agent_model``:
     None when no agent ran) and exploration's coverage, with the warnings to log."""
@@ -65,18 +64,25 @@ def collection_facts(
         }
     )
     if result.without_scenarios:
-        how = (
-            "explored from their class defaults (init config {})"
-            if explore_class_defaults
-            else "not explored (explore_class_defaults is off)"
-        )
-        facts.warnings.append(
-            f"{len(result.without_scenarios)} corpus environments have no scenario; {how}: "
-            + ", ".join(result.without_scenarios[:20])
-        )
+        explored = set(result.explored_without)
+        groups = [
+            (
+                "explored from their class defaults (init config {})",
+                [e for e in result.without_scenarios if e in explored],
+            ),
+            (
+                "not explored (explore_class_defaults is off)",
+                [e for e in result.without_scenarios if e not in explored],
+            ),
+        ]
+        groups = [(how, envs) for how, envs in groups if envs]
+        facts.warnings += [
+            f"{len(envs)} corpus environments have no scenario; {how}: " + ", ".join(envs[:20]) for how, envs in groups
+        ]
         values["environments_without_scenarios"] = len(result.without_scenarios)
-        listed = "\n".join(f"- {e}" for e in result.without_scenarios[:200])
-        values["without_scenarios"] = Markdown(f"{how}:\n\n{listed}")
+        values["without_scenarios"] = Markdown(
+            "\n\n".join(f"{how}:\n\n" + "\n".join(f"- {e}" for e in envs[:200]) for how, envs in groups)
+        )
     if result.shard is not None:
         values["partition"] = result.shard.shard.key
         values["partition_note"] = result.shard.note

@@ -192,6 +192,7 @@ def record(layout: DataLayout, key: str | None, result: CollectionResult) -> Non
             "note": shard.note,
         },
         "without_scenarios": list(result.without_scenarios),
+        "explored_without": list(result.explored_without),
     }
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(doc, indent=1))
@@ -261,4 +262,6 @@ def reused(
         f"and {len(report.issues)} rejected tasks from {layout.trajectories.name}, nothing collected (force: true "
         "collects anyway)"
     )
-    return CollectionResult(report, coverage, [], summary, doc["without_scenarios"], reused=True)
+    without = doc["without_scenarios"]
+    explored = doc.get("explored_without", without)  # a record that predates the field: the default (explored)
+    return CollectionResult(report, coverage, [], summary, without, explored, reused=True)

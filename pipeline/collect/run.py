@@ -194,6 +194,7 @@ def collect_all(
         )
     coverage = None
     without: list[str] = []
+    explored_without: list[str] = []  # of ``without``, those explored all the same (from their class defaults)
     if explore_settings is not None:
         scenarios, scenario_issues = exploration_scenarios(cfg, items, without)
         if shard is not None:
@@ -202,6 +203,8 @@ def collect_all(
             scenarios = list(of_shard(scenarios, PARSE_ISSUES))
             here = {s.env.env_id for s in scenarios}
             explore_settings = _scaled(explore_settings, len(here) / len(everywhere) if everywhere else 0.0)
+        explored = {s.env.env_id for s in scenarios}
+        explored_without = [e for e in without if e in explored]
         coverage = Coverage(explore_settings) if composition is None else Coverage(explore_settings, composition)
         streams += [
             of_shard(scenario_issues, PARSE_ISSUES),
@@ -215,6 +218,6 @@ def collect_all(
     if summary is not None:
         summary.note = _shard_note(summary, report.trajectories, why_disabled)
         log(summary.note)
-    result = CollectionResult(report, coverage, agent_rows, summary, without)
+    result = CollectionResult(report, coverage, agent_rows, summary, without, explored_without)
     reuse.record(layout, input_key, result)
     return result

@@ -57,7 +57,7 @@ def summary(result) -> dict:
             cov.targets(),
             cov.short(),
         ),
-        "without": result.without_scenarios,
+        "without": (result.without_scenarios, result.explored_without),
         "shard": None
         if result.shard is None
         else (result.shard.note, sorted(result.shard.source_envs), sorted(result.shard.shard_envs)),

@@ -26,7 +26,7 @@ def _result(**given) -> CollectionResult:
 
 
 def test_the_facts_of_a_replay_only_collection(tmp_path):
-    facts = collection_facts(_result(), DataLayout.at(tmp_path), explore_class_defaults=True, agent_model=None)
+    facts = collection_facts(_result(), DataLayout.at(tmp_path), agent_model=None)
     values = facts.values
     assert (values["trajectories"], values["actions"], values["environments"], values["rejected_tasks"]) == (3, 7, 2, 1)
     assert values["reused"] is False and values["path"] == DataLayout.at(tmp_path).trajectories.resolve()
@@ -46,7 +46,7 @@ def test_environments_without_scenarios_the_agent_and_coverage_are_reported_and_
         without_scenarios=["envscaler/x", "envscaler/y"],
         agent_episodes=[{"status": "done", "events": [{"kind": "call"}, {"kind": "call"}]}],
     )
-    facts = collection_facts(result, DataLayout.at(tmp_path), explore_class_defaults=False, agent_model="m")
+    facts = collection_facts(result, DataLayout.at(tmp_path), agent_model="m")
     values = facts.values
     assert values["environments_without_scenarios"] == 2
     assert values["without_scenarios"] == Markdown(
@@ -60,3 +60,19 @@ def test_environments_without_scenarios_the_agent_and_coverage_are_reported_and_
         "2 corpus environments have no scenario; not explored (explore_class_defaults is off): envscaler/x, envscaler/y"
     )
     assert all(isinstance(v, (str, int, bool, float, Path, Table, Markdown)) or v is None for v in values.values())
+
+
+def test_environments_without_scenarios_are_reported_by_what_exploration_did_with_each(tmp_path):
+    """A corpus that explores its unnamed environments from their class defaults and one that does not, in one run:
+    each environment is listed under what happened to it (the collection records which were explored)."""
+    result = _result(without_scenarios=["a/x", "b/y", "a/z"], explored_without=["a/x", "a/z"])
+    facts = collection_facts(result, DataLayout.at(tmp_path), agent_model=None)
+    assert facts.values["environments_without_scenarios"] == 3
+    assert facts.values["without_scenarios"] == Markdown(
+        "explored from their class defaults (init config {}):\n\n- a/x\n- a/z\n\n"
+        "not explored (explore_class_defaults is off):\n\n- b/y"
+    )
+    assert facts.warnings[1:] == [
+        "2 corpus environments have no scenario; explored from their class defaults (init config {}): a/x, a/z",
+        "1 corpus environments have no scenario; not explored (explore_class_defaults is off): b/y",
+    ]

@@ -176,7 +176,7 @@ def test_hub_corpus_runs_twice_identically(tmp_path, sandbox):
     # every trajectory re-executed (sample_size=-1) against the labels kept from collection; those labels
     # are exploration's own observations, so they are not also compared with themselves
     assert det1.steps_compared > 100 and det1.explored_compared == 0
-    assert result.without_scenarios == ["envscaler/env_3_sft"]  # explored from its class defaults
+    assert result.without_scenarios == result.explored_without == ["envscaler/env_3_sft"]  # from its class defaults
     assert _parts(first) == _parts(second)  # same part names (content keys), byte-identical files
     steps = [s for p in first.step_parts() for s in pq.read_table(p).to_pylist()]
     assert {s["env_id"] for s in steps} == {"envscaler/env_1_sft", "envscaler/env_2_rl", "envscaler/env_3_sft"}
