@@ -2,6 +2,7 @@
 and derived from its settings dataclass (plugins' included), as simulator kinds have theirs."""
 
 from dataclasses import fields
+from typing import Any
 
 import pydantic
 from dagster import ConfigurableResource
@@ -43,3 +44,17 @@ class EnvironmentSourcesResource(_SourceSections):
                 value = value.to_domain()
             sections[source.name] = source.at_root(value, layout.root)
         return registry.sources_config(self.message_histories, **sections)
+
+
+def sources_resource(**given: Any) -> EnvironmentSourcesResource:
+    """The sources resource with ``given`` config and a section for every source registered now: one registered in
+    code after this module was imported gets its section here (its settings' config, as the others have theirs); the
+    code location builds its resource so (``resources.sets``)."""
+    late = [s for s in registry.sources() if s.name not in EnvironmentSourcesResource.model_fields]
+    sections = config_sections(late, "source")
+    if not sections:
+        return EnvironmentSourcesResource(**given)
+    cls = pydantic.create_model(
+        "EnvironmentSourcesResource", __base__=EnvironmentSourcesResource, __module__=__name__, **sections
+    )
+    return cls(**given)

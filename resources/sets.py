@@ -19,25 +19,25 @@ from dagster import ConfigurableResource, DagsterInvalidConfigError
 from pipeline.core import profile
 from pipeline.core.settings import Settings
 from resources.composition import CompositionResource, RunPolicyResource
-from resources.environments import EnvironmentSourcesResource
+from resources.environments import sources_resource
 from resources.hub import HuggingFaceHubResource
 from resources.sandbox import SandboxResource
 from resources.storage import DataStoreDuckDBResource, DataStoreJobLauncherResource, DataStoreResource
 
-#: the resources a profile's sections configure, by section
-PROFILED = {"sources": EnvironmentSourcesResource, "composition": CompositionResource, "run_policy": RunPolicyResource}
+#: the resources a profile's sections configure, by section: what builds each from its section's values
+PROFILED = {"sources": sources_resource, "composition": CompositionResource, "run_policy": RunPolicyResource}
 
 
 def profiled(current: Settings, chosen: profile.Profile) -> dict[str, ConfigurableResource]:
     """The resources of the profile's sections (ENVSIM_STRICT over its run policy); a value the resource does not
     take is a :class:`~pipeline.core.profile.ProfileError`, one line naming the profile's file and the key."""
     out = {}
-    for section, cls in PROFILED.items():
+    for section, make in PROFILED.items():
         given = chosen.section(section)
         if section == "run_policy" and current.strict:
             given |= {"strict": True, "on_shortfall": "fail"}
         try:
-            out[section] = cls(**given)
+            out[section] = make(**given)
         except (DagsterInvalidConfigError, ValueError, TypeError) as exc:
             if isinstance(exc, pydantic.ValidationError):
                 loc, msg = exc.errors()[0]["loc"], exc.errors()[0]["msg"]

@@ -2,12 +2,16 @@
 (tests/envs/toy_source.py) registered with one line runs through the DAG — catalog, trajectories
 (unpartitioned and as its own partition), labeled steps — under its own name and license."""
 
+import dataclasses
+
 import pyarrow.parquet as pq
 import pytest
+from dagster import asset as dagster_asset
 
 from pipeline.collect.explore import ExploreSettings
 from pipeline.collect.run import collect_all
 from pipeline.collect.sources import SourceConfig, disabled_sources, env_items
+from pipeline.core.fields import setting
 from pipeline.envs import registry
 from pipeline.envs.catalog import build_catalog
 from pipeline.envs.partitions import parse_shard, partition_keys
@@ -124,3 +128,54 @@ def test_the_toy_source_runs_through_the_dagster_assets(tmp_path, toy):
     assert all(c.passed for c in result.get_asset_check_evaluations()), [
         (c.check_name, c.metadata) for c in result.get_asset_check_evaluations() if not c.passed
     ]
+
+
+@dataclasses.dataclass(frozen=True)
+class TallySettings:
+    """How many counter tasks the tally source offers."""
+
+    tasks: int = setting(3, "Counter tasks to offer.")
+
+
+class TallySource(ToySource):
+    """The toy counter under another name, with settings: its section comes from its settings dataclass."""
+
+    name = "tally"
+    prefix = "tally"
+    settings = TallySettings
+
+
+def test_a_source_registered_after_import_gets_its_config_section(tmp_path):
+    """Registered in code after the resources were imported: the code location's sources resource still has its
+    section (``resources.environments.sources_resource``), its values reach the source, a mistyped key is refused,
+    and Dagster's run config sets it."""
+    import pydantic
+    from dagster import materialize
+
+    from assets.definitions import build_definitions
+    from pipeline.core.settings import Settings
+    from resources import EnvironmentSourcesResource, sources_resource
+
+    assert "tally" not in EnvironmentSourcesResource.model_fields
+    source = registry.register(TallySource())
+    try:
+        defs = build_definitions(Settings(data_root=tmp_path / "data"))
+        assert "tally" in type(defs.resources["sources"]).model_fields
+        layout = DataLayout.at(tmp_path)
+        assert sources_resource().config(layout).of(source) == TallySettings()
+        assert sources_resource(tally={"tasks": 5}).config(layout).of(source) == TallySettings(tasks=5)
+        with pytest.raises(pydantic.ValidationError, match="taks"):
+            sources_resource(tally={"taks": 5})
+
+        @dagster_asset
+        def tally_tasks(sources: EnvironmentSourcesResource) -> int:
+            return sources.config(layout).of(registry.get("tally")).tasks
+
+        result = materialize(
+            [tally_tasks],
+            resources={"sources": defs.resources["sources"]},
+            run_config={"resources": {"sources": {"config": {"tally": {"tasks": 7}}}}},
+        )
+        assert result.output_for_node("tally_tasks") == 7
+    finally:
+        registry.unregister("tally")
