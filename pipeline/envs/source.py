@@ -93,8 +93,9 @@ class EnvironmentSource:
         return None
 
     def at_root(self, value: Any, root: Path) -> Any:
-        """Its settings ``value`` with what it leaves to the data root ``root`` filled in (default: unchanged)."""
-        return value
+        """Its settings ``value`` with what it leaves to the data root ``root`` filled in (default: unchanged; a list
+        source's unset list, None, is empty)."""
+        return [] if value is None and self.many else value
 
     def files(self, cfg: SourceConfig) -> list[tuple[str, Path]]:
         """Every file the configuration names for this source, with its config key (below ``resources.sources.``)."""

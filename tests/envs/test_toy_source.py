@@ -179,3 +179,23 @@ def test_a_source_registered_after_import_gets_its_config_section(tmp_path):
         assert result.output_for_node("tally_tasks") == 7
     finally:
         registry.unregister("tally")
+
+
+class TallyList(TallySource):
+    """A list source (``many``): its section is a list, unset by default."""
+
+    name = "tallies"
+    prefix = "tallies"
+    many = True
+
+
+def test_a_list_source_left_unset_has_no_entries(tmp_path):
+    from resources import sources_resource
+
+    source = registry.register(TallyList())
+    try:
+        layout = DataLayout.at(tmp_path)
+        assert sources_resource().config(layout).of(source) == []
+        assert sources_resource(tallies=[{"tasks": 2}]).config(layout).of(source) == [TallySettings(tasks=2)]
+    finally:
+        registry.unregister("tallies")
