@@ -262,6 +262,5 @@ def reused(
         f"and {len(report.issues)} rejected tasks from {layout.trajectories.name}, nothing collected (force: true "
         "collects anyway)"
     )
-    without = doc["without_scenarios"]
-    explored = doc.get("explored_without", without)  # a record that predates the field: the default (explored)
+    without, explored = doc["without_scenarios"], doc["explored_without"]  # an older record's fingerprint differs
     return CollectionResult(report, coverage, [], summary, without, explored, reused=True)

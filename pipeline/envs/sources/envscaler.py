@@ -41,7 +41,7 @@ class EnvScalerSource(EnvironmentSource):
         """The corpora as configured; unset (None): the corpus ``./forge download envscaler`` recorded under the data
         root, if any."""
         if value is not None:
-            return list(value)
+            return value
         corpus = downloaded_corpus(root)
         if corpus is None:
             return []
