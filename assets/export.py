@@ -19,7 +19,7 @@ from pipeline.export.hub import push_export
 from pipeline.export.revisions import export_revision
 from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
 from pipeline.report.tables import Facts, Markdown
-from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore, split_kind
 from resources import DataStoreResource, HuggingFaceHubResource
 from resources.config_from import default_of
 
@@ -62,7 +62,8 @@ def _export(
     hub: HuggingFaceHubResource,
 ) -> MaterializeResult:
     layout = store.layout()
-    reference = config.envsimbench_format if config.envsimbench_format is not None else kind == BENCHMARK
+    of_kind = split_kind(kind)
+    reference = config.envsimbench_format if config.envsimbench_format is not None else of_kind.reference_format
     options = dict(
         max_shard_bytes=config.max_shard_mb * 2**20,
         license=config.license,
@@ -82,7 +83,7 @@ def _export(
         ("loads_back_exactly", verify_roundtrip(directory, samples, report.split)),
         ("card_matches_data", verify_card(directory, samples, report.split)),
     ]
-    if kind == MIXTURE:
+    if of_kind.sft_records:
         checked, problems = verify_answers(directory, samples, report.split)
         checks.append(("answers_reproduce_next_state", problems))
     if config.repo_id:

@@ -24,7 +24,7 @@ from pipeline.select.selection import composition_in_force, strata_report
 from pipeline.select.shortfall import shortfall_report
 from pipeline.store import duck, queries, sql_shell
 from pipeline.store.layout import DataLayout
-from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
+from pipeline.store.versions import SPLIT_KINDS, SplitStore
 
 
 def _say(*parts: object, file=None) -> None:
@@ -53,22 +53,14 @@ def report_evaluation(evaluation: dict[str, dict[str, float]], split_version: st
     _say()
 
 
-#: the footnote under each split table: why its ``available`` is below the ``candidates`` of the tables above it
-AVAILABLE_NOTE = {
-    BENCHMARK: "available: the cell's distinct (s_t, a_t) samples a version can draw (steps that repeat a sample "
-    "count once; error steps and quarantined environments left out), so below the cell's candidates above, which "
-    "count every step",
-    MIXTURE: "available: the group's distinct (s_t, a_t) samples left after decontamination against the benchmark "
-    "(before_decontamination minus the removed_by columns; repeats counted once, errors and quarantined "
-    "environments left out), so below the group's candidates above, which count every step",
-}
-
-
 def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None:
     """The CURRENT version of each split kind and its per-stratum table (stratum first); with the Dagster run
     that just ran (``dagster_run_id``), first whether it moved CURRENT: ``benchmark current: bench-43d6 →
     bench-6ec2``, or that CURRENT stayed where it was."""
-    for kind in (BENCHMARK, MIXTURE):
+    for of_kind in SPLIT_KINDS.values():
+        if of_kind.summary_note is None:  # a kind the summary does not report
+            continue
+        kind = of_kind.name
         store = SplitStore(layout, kind)
         current = store.current()
         if dagster_run_id is not None:
@@ -94,7 +86,7 @@ def report_splits(layout: DataLayout, dagster_run_id: str | None = None) -> None
                 table = table.drop(columns=["requested"], errors="ignore")
                 first = ["stratum"] if "stratum" in table.columns else []  # manifests store rows with sorted keys
                 _say(md_table(table[first + [c for c in table.columns if c != "stratum"]], index=False))
-                _say(AVAILABLE_NOTE[kind])
+                _say(of_kind.summary_note)  # why `available` is below the candidates of the tables above
                 _say()
 
 

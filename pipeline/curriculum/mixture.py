@@ -26,9 +26,9 @@ from pipeline.select.selection import (
     DEFAULT_DECONTAMINATION,
     PICKING_RULE,
     SelectionResult,
-    _finish,
     decontamination,
     select_strata,
+    write_version,
 )
 from pipeline.select.stratify import current_fingerprint
 from pipeline.store import warehouse
@@ -295,7 +295,7 @@ def build_curriculum(
         "estimates": {g["group"]: g["estimate"] for g in groups},
     }
 
-    version = "cur-" + version_id(CURRICULUM, version_spec).split("-", 1)[1]
+    version = version_id(CURRICULUM, version_spec)
     strata = []
     for g in groups:
         if g["quota"] <= 0:
@@ -307,7 +307,7 @@ def build_curriculum(
     selected = {t["stratum"]: t["selected"] for t in table}
     for g in groups:
         g["selected"] = selected.get(g["group"], 0)
-    result = _finish(
+    result = write_version(
         CURRICULUM, layout, version, version_spec, picks, table, "warn", make_current, dagster_run_id=dagster_run_id
     )
     store = SplitStore(layout, CURRICULUM)

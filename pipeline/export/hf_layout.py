@@ -46,7 +46,7 @@ from pipeline.store.layout import DataLayout
 from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites
 from pipeline.store.schema import COLUMN_DOCS
-from pipeline.store.versions import BENCHMARK, MIXTURE, EmptySelection, SplitStore
+from pipeline.store.versions import EmptySelection, SplitStore, split_kind
 
 MARKER = ".envsim-export.json"
 
@@ -83,7 +83,8 @@ class ExportReport:
 
 
 def split_name(kind: str) -> str:
-    return "test" if kind == BENCHMARK else "train"
+    """The split an export of ``kind`` writes (its record's ``hf_split``)."""
+    return split_kind(kind).hf_split
 
 
 def size_category(n: int) -> str:
@@ -276,7 +277,7 @@ def export_split(
         if envsimbench_format:
             envsimbench.write_benchmark(layout, samples, staging / "envsimbench" / "benchmark.json", split_dir)
             files.append("envsimbench/benchmark.json")
-        if kind == MIXTURE:
+        if split_kind(kind).sft_records:
             codes = (
                 envsimbench.env_codes(
                     layout, set(pq.read_table(samples, columns=["env_id"]).column("env_id").to_pylist()), split_dir
@@ -470,13 +471,13 @@ simulations, a
 - **Single step.** Each sample is one call from a given state; it does not measure how a simulator's errors compound
   over a trajectory (multi-step drift).
 - **Composition.** Steps that raised (`error`) are never \
-selected{", and |Δ| > 12 (`beyond`) is left out" if kind == BENCHMARK else ""};
+selected{f", {note}" if (note := split_kind(kind).composition_note) else ""};
   bfcl's tools never change more than a few fields, so the large-|Δ| strata come from the builtin pack and corpora
   only, and coverage per environment is uneven (see Environment coverage). {filled}"""
 
 
 def _citation(name: str, kind: str, version: str) -> str:
-    what = "benchmark split" if kind == BENCHMARK else "SFT mixture"
+    what = split_kind(kind).title
     key = re.sub(r"[^A-Za-z0-9]+", "_", f"{name}_{version}").strip("_")
     title = re.sub(r"[^A-Za-z0-9 ._+-]", "", str(name)) or "envsim"  # inside a code block: plain characters only
     return f"""```bibtex
@@ -529,11 +530,12 @@ def dataset_card(
         limit=len(per_env),
     )
     provenance = _provenance(kind, version, manifest, prompt)
+    chat = f'\nchat = load_dataset("<this repo or directory>", "chat", split="{split}")'
     load = f'from datasets import load_dataset\n\nds = load_dataset("<this repo or directory>", split="{split}")' + (
-        '\nchat = load_dataset("<this repo or directory>", "chat", split="train")' if kind == MIXTURE else ""
+        chat if split_kind(kind).sft_records else ""
     )
     body = f"""
-# {card(name)}: {"benchmark split" if kind == BENCHMARK else "Balance2 SFT mixture"} `{version}`
+# {card(name)}: {split_kind(kind).title} `{version}`
 
 Single-step environment-simulation samples in the EnvSimBench style: given the state `s_t`
 (`state_before_json`), an action (`tool`, `arguments_json`) and the tool's source code (`code`), predict the
@@ -609,15 +611,15 @@ def _provenance(kind: str, version: str, manifest: dict[str, Any], prompt: str) 
     }
     if manifest.get("imported"):
         provenance["imported from"] = manifest["imported"].get("source", "?")
-    if kind == MIXTURE:
-        provenance.update({"benchmark version": spec["benchmark"], "decontaminated by": spec["decontaminate"]})
+    provenance.update({field: spec[key] for field, key in split_kind(kind).spec_provenance if key in spec})
     return provenance
 
 
 def _extra_sections(kind: str, envsimbench_format: bool) -> str:
     """What the card adds for a mixture (its SFT configs) and for an export in the EnvSimBench format."""
     body = ""
-    if kind == MIXTURE:
+    sft = split_kind(kind).sft_records
+    if sft:
         body += """
 The `chat` (system / user / assistant messages) and `alpaca` (instruction / input / output) configs are SFT
 records built with the same prompt protocol the evaluation harness uses (the `envsim` template states the
@@ -632,7 +634,7 @@ registers both with LLaMA-Factory. The assistant answer is `{"feedback", "config
             """; `envsimbench/sft_alpaca.jsonl` holds the SFT records in its Alpaca template
 (`<name>_envsimbench_alpaca` in `dataset_info.json`).
 """
-            if kind == MIXTURE
+            if sft
             else ".\n"
         )
     return body

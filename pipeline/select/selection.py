@@ -341,7 +341,7 @@ def _pick_cell(
         per_pair *= 4
 
 
-def _finish(
+def write_version(
     kind: str,
     layout: DataLayout,
     version: str,
@@ -356,6 +356,12 @@ def _finish(
     dagster_run_id: str | None = None,
     reach: dict[str, str] | None = None,
 ) -> SelectionResult:
+    """Write version ``version`` of split kind ``kind`` (any registered kind: :mod:`pipeline.store.kinds`): the
+    ``picks`` (step id, stratum) materialised as ``samples.parquet``, ``sample_ids.txt`` and the manifest (``spec``,
+    the per-stratum ``table`` with ``requested`` / ``selected`` / ``missing``, ``tools``, ``decontamination``), then
+    its creation and, with ``make_current``, its CURRENT in the kind's history. A short stratum fails the version
+    under ``on_shortfall="fail"`` (:class:`ShortfallError`); no pick at all is recorded as skipped
+    (:class:`EmptySelection`, ``why_empty`` saying why)."""
     if on_shortfall not in SHORTFALL_CHOICES:
         raise ValueError(f"on_shortfall must be one of {', '.join(SHORTFALL_CHOICES)}, not {on_shortfall!r}")
     shortfalls = [t for t in table if t["missing"] > 0]
@@ -439,7 +445,7 @@ def build_benchmark(
         picks, table, tools, _ = select_strata(con, layout, [(c.name, c.sql(), c.quota) for c in cells], seed)
         reached = reach(con, _strata_rel(layout), cells, table)
     reached = with_verdicts(reached, (exploration_facts(layout) if reached else {}).get("verdicts") or {})
-    return _finish(
+    return write_version(
         BENCHMARK,
         layout,
         version,
@@ -567,7 +573,7 @@ def build_mixture(
                 "after": row["available"],
             }
         )
-    return _finish(
+    return write_version(
         MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses, dagster_run_id
     )
 

@@ -51,7 +51,7 @@ _SETS: dict[str, Callable[[], tuple[str, ...]]] = {
     "benchmark_group": lambda: RULES.benchmark_group.label_values(_DOMAINS),
     "source": lambda: tuple(_DECLARED["source"]),
     "adapter": lambda: tuple(_DECLARED["adapter"]),
-    "kind": lambda: SPLIT_KINDS,
+    "kind": lambda: SPLIT_KINDS.names(),
 }
 
 #: columns whose rows may hold a value outside the set, and what it means (appended to the description)

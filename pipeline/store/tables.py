@@ -17,7 +17,7 @@ import pyarrow as pa
 from pipeline.core.axes import AXES
 from pipeline.core.registry import Registry
 from pipeline.store import schema
-from pipeline.store.kinds import SPLIT_KINDS
+from pipeline.store.kinds import SPLIT_KINDS, split_kind
 
 #: the view over the existing files of a table (``{files}``: one SQL path expression, or a list of them)
 READ = "SELECT * FROM read_parquet({files})"
@@ -291,12 +291,6 @@ SAMPLES_VIEW = (
     "SELECT regexp_extract(filename, '([^/\\\\]+)[/\\\\]samples\\.parquet$', 1) AS version, * EXCLUDE (filename) "
     "FROM read_parquet({files}, filename = true, union_by_name = true)"
 )
-_SAMPLES_OF = {
-    "benchmark": "Samples of every benchmark version (data/splits/benchmark/<version>/samples.parquet), full states "
-    "materialised; `version` names the version.",
-    "sft_mixture": "Samples of every Balance2 SFT mixture version (data/splits/sft_mixture/<version>/samples.parquet).",
-    "curriculum": "Samples of every α-curriculum mixture version (data/splits/curriculum/<version>/samples.parquet).",
-}
 
 
 def samples_table(kind: str) -> TableOfRecord:
@@ -304,7 +298,7 @@ def samples_table(kind: str) -> TableOfRecord:
     return TableOfRecord(
         f"{kind}_samples",
         (f"splits/{kind}/*/samples.parquet",),
-        _SAMPLES_OF.get(kind, f"Samples of every {kind} version (data/splits/{kind}/<version>/samples.parquet)."),
+        split_kind(kind).describe_samples(),
         schema.SAMPLE,
         view=SAMPLES_VIEW,
     )

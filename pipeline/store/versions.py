@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.store.jsonl import read_rows
-from pipeline.store.kinds import BENCHMARK, CURRICULUM, MIXTURE, SPLIT_KINDS  # noqa: F401 (re-exported)
+from pipeline.store.kinds import BENCHMARK, CURRICULUM, MIXTURE, SPLIT_KINDS, split_kind  # noqa: F401 (re-exported)
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.parquet_io import atomic_path
 
@@ -40,8 +40,9 @@ class EmptySelection(ValueError):
 
 
 def version_id(kind: str, spec: dict[str, Any]) -> str:
+    """``<the kind's prefix>-<digest of spec>``: the same spec gives the same id."""
     digest = hashlib.blake2b(json.dumps(spec, sort_keys=True).encode(), digest_size=6).hexdigest()
-    return f"{'bench' if kind == BENCHMARK else 'cur' if kind == CURRICULUM else 'sft'}-{digest}"
+    return f"{split_kind(kind).prefix}-{digest}"
 
 
 class SplitStore:

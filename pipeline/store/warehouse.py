@@ -12,7 +12,7 @@ so only one process writes at a time).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,7 +187,7 @@ def ensure_table(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, s
 def register_splits(
     con: duckdb.DuckDBPyConnection,
     layout: DataLayout,
-    kinds: tuple[str, ...] = SPLIT_KINDS,
+    kinds: Iterable[str] = SPLIT_KINDS,
     tables: tuple[ManifestTable, ...] = (),
 ) -> dict[str, int]:
     """The one registration of split versions, for every split kind: create ``split_versions`` /

@@ -11,11 +11,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from cli.summary import AVAILABLE_NOTE, summary
+from cli.summary import summary
 from pipeline.quality.environment_report import UNTESTED, environment_report
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store import queries, warehouse
-from pipeline.store.versions import BENCHMARK, MIXTURE
+from pipeline.store.versions import BENCHMARK, MIXTURE, split_kind
 from tests.support.layouts import stratified_copy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ def test_each_split_table_explains_available_and_the_readme_header_is_printed(pr
         start = next(i for i, line in enumerate(lines) if line.startswith(f"{kind}: current "))
         table = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("| stratum "))
         table_end = next(i for i in range(table, len(lines)) if not lines[i].startswith("|"))
-        assert lines[table_end] == AVAILABLE_NOTE[kind]
+        assert lines[table_end] == split_kind(kind).summary_note
     readme = (ROOT / "README.md").read_text()
     sample = next(line for line in readme.splitlines() if line.startswith("| cell | quota | candidates"))
     printed_header = next(line for line in lines if line.startswith("| cell "))
