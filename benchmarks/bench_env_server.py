@@ -7,9 +7,11 @@ closes; its tasks are drawn by session and episode number, so 64 sessions cover 
 this process (uvicorn in a thread, the sessions' hosts under the configured sandbox isolation); the clients run in a
 process of their own, as a trainer's would (one asyncio loop, as OpenEnv's own client). Printed: steps/s, p50 / p99
 step latency, p50 reset latency, the machine's busy CPU per step (every process and the kernel: the clients, the
-server, the sandbox; each episode's start counted in) and the clients' share of it, private memory of the sandbox
-processes per live session; the private memory with ``--live`` sessions open at once; then the labeling rate of the
-same trajectories through ``Sandbox.run`` (the pipeline's labeling path) with its CPU per step, and the serving rate
+server, the sandbox; each episode's start counted in) and how it splits between the clients, the server's process
+and the sandbox's processes (the session hosts and their children), private memory of the sandbox processes per live
+session; the private memory with ``--live`` sessions open at once; then the labeling rate of the
+same trajectories through ``Sandbox.run`` (the pipeline's labeling path) with its CPU per step (its parent's and its
+sandbox's), and the serving rate
 at the most sessions as % of it. Each rate is the fastest of ``--repeat`` runs (the others are the same work slowed
 by whatever else the machine did); at the most sessions, serving and labeling runs alternate, so both are measured
 over the same minutes, and each pair's share is printed too.
@@ -93,6 +95,38 @@ def _busy_seconds() -> float:
     with open("/proc/stat") as fh:
         user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fh.readline().split()[1:9])
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pids: set[int]) -> float:
+    """CPU seconds of ``pids`` so far, each with its reaped children's (``/proc/PID/stat``: utime, stime, cutime,
+    cstime): summed over the same process tree at two moments, the difference is what the tree spent between them,
+    processes that ended meanwhile included (their parent reaped them)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class _Split:
+    """The CPU seconds this process (the server, or labeling's parent) and its sandbox processes (every descendant
+    but the clients) spent from :meth:`start` to :meth:`stop`."""
+
+    def start(self, clients: set[int] = frozenset()) -> None:
+        self.clients = set(clients)
+        self.own, self.sandbox = _own_seconds(), _cpu_seconds(_descendants(os.getpid()) - self.clients)
+
+    def stop(self) -> tuple[float, float]:
+        return _own_seconds() - self.own, _cpu_seconds(_descendants(os.getpid()) - self.clients) - self.sandbox
+
+
+def _own_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def _descendants(root: int) -> set[int]:
@@ -182,10 +216,13 @@ def _play(
         for _ in clients:
             if not ready.acquire(timeout=600):
                 raise RuntimeError("a client process did not start")
+        split = _Split()
+        split.start({process.pid for process in clients if process.pid is not None})
         t0, busy = time.perf_counter(), _busy_seconds()
         go.set()
         answers = [out.get(timeout=1800) for _ in clients]
         elapsed, busy = time.perf_counter() - t0, _busy_seconds() - busy
+        server, sandbox = split.stop()
         seen = while_live()
     finally:
         go.set()
@@ -196,7 +233,7 @@ def _play(
         raise RuntimeError(f"a client process failed (exits {[p.exitcode for p in clients]})")
     lat = [x for answer in answers for x in answer[0]]
     resets = [x for answer in answers for x in answer[1]]
-    return elapsed, lat, resets, (busy, sum(answer[2] for answer in answers)), seen
+    return elapsed, lat, resets, (busy, sum(answer[2] for answer in answers), server, sandbox), seen
 
 
 def _hosts_mb(pool: SessionPool) -> float:
@@ -216,7 +253,8 @@ def _plan(args: Any, tasks: list[ServedTask], sessions: int) -> list[list[tuple[
 
 def _labeler(args: Any, tasks: list[ServedTask], box: Sandbox) -> Any:
     """A function that labels the most sessions' episodes (the same tasks and calls) through ``Sandbox.run`` once:
-    (steps/s, the machine's CPU ms per step); the environments are started first (as the server's hosts are)."""
+    (steps/s, the machine's CPU ms per step, this process's, the sandbox's); the environments are started first (as
+    the server's hosts are)."""
     env_of = {t.task_id: t.env for t in tasks}
     trajectories = [
         Trajectory(f"bench/{i}/{e}", task_id, env_of[task_id], tuple(Action(n, a, k) for k, (n, a) in enumerate(calls)))
@@ -225,10 +263,14 @@ def _labeler(args: Any, tasks: list[ServedTask], box: Sandbox) -> Any:
     ]
     list(box.run(list({t.env.env_id: t for t in trajectories}.values())))  # warm
 
-    def label() -> tuple[float, float]:
+    def label() -> tuple[float, float, float, float]:
+        split = _Split()
+        split.start()
         t0, busy = time.perf_counter(), _busy_seconds()
         steps = sum(len(r["steps"]) for _, r in box.run(trajectories))
-        return steps / (time.perf_counter() - t0), (_busy_seconds() - busy) * 1e3 / steps
+        rate, busy = steps / (time.perf_counter() - t0), _busy_seconds() - busy
+        parent, sandbox = split.stop()
+        return rate, busy * 1e3 / steps, parent * 1e3 / steps, sandbox * 1e3 / steps
 
     return label
 
@@ -259,7 +301,8 @@ def _measure(args: Any, tasks: list[ServedTask], isolation: str) -> tuple[list[t
                 elapsed, lat, resets, busy, mem = _play(url, plan, lambda: _hosts_mb(pool), args.client_processes)
                 q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0]] * 99
                 reset = statistics.median(resets) * 1e3
-                cpu = (busy[0] * 1e3 / len(lat), busy[1] * 1e3 / len(lat))
+                # the kernel counts CPU time in ticks (10 ms): a run busy for less than 0.2 s reads as noise
+                cpu = tuple(seconds * 1e3 / len(lat) for seconds in busy) if busy[0] >= 0.2 else None
                 runs.append((n, len(lat) / elapsed, q[49] * 1e3, q[98] * 1e3, reset, cpu, mem / n))
                 if n == max(args.sessions):
                     pairs.append((runs[-1][1], label()))
@@ -302,25 +345,32 @@ def main() -> None:
     )
     print(
         "| tasks | sessions | steps/s | p50 step ms | p99 step ms | p50 reset ms | CPU ms per step (machine) "
-        "| of which the clients' | private MiB per live session |"
+        "| the clients' | the server's | the sandbox's | private MiB per live session |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     shares = []
     for name, tasks in (("builtin pack", builtin), ("untrusted corpus", [_as_corpus(t) for t in builtin])):
         rows, labeled, pairs = _measure(args, tasks, isolation)
         for n, rate, p50, p99, reset, cpu, mem in rows:
             print(
-                f"| {name} | {n} | {rate:.0f} | {p50:.1f} | {p99:.1f} | {reset:.0f} | {cpu[0]:.2f} | {cpu[1]:.2f} "
-                f"| {mem:.1f} |",
+                f"| {name} | {n} | {rate:.0f} | {p50:.1f} | {p99:.1f} | {reset:.0f} | "
+                + (" | ".join(f"{ms:.2f}" for ms in cpu) if cpu else "– | – | – | –")
+                + f" | {mem:.1f} |",
                 flush=True,
             )
         shares.append((name, rows[-1], labeled, pairs))
-    for name, (n, served, *_, cpu, _mem), (labeling, labeling_cpu), pairs in shares:
-        each = ", ".join(f"{100 * s / lab:.0f}%" for s, (lab, _) in pairs)
+    for name, (n, served, *_, cpu, _mem), (labeling, machine, parent, sandbox), pairs in shares:
+        each = ", ".join(f"{100 * s / lab[0]:.0f}%" for s, lab in pairs)
+        split = (
+            f" ({cpu[0]:.2f} CPU ms per step: the clients' {cpu[1]:.2f}, the server's {cpu[2]:.2f}, the sandbox's "
+            f"{cpu[3]:.2f})"
+            if cpu
+            else ""
+        )
         print(
             f"{name}: labeling the same trajectories (Sandbox.run, {args.workers} workers) {labeling:.0f} steps/s "
-            f"({labeling_cpu:.2f} CPU ms per step); serving at {n} sessions {served:.0f} steps/s ({cpu[0]:.2f} CPU ms "
-            f"per step, the clients' included) = {100 * served / labeling:.0f}% of labeling (each pair: {each})"
+            f"({machine:.2f} CPU ms per step: its parent's {parent:.2f}, the sandbox's {sandbox:.2f}); serving at {n} "
+            f"sessions {served:.0f} steps/s{split} = {100 * served / labeling:.0f}% of labeling (each pair: {each})"
         )
     if args.live:
         _live_memory(args, builtin, isolation)
