@@ -184,6 +184,11 @@ def ready(fd: int, event: int, seconds: float) -> bool:
     return bool(poller.poll(seconds * 1000))
 
 
+#: the most one read takes from a pipe: a pipe's whole buffer, and below the size at which the C allocator maps (and,
+#: after the read shrinks it, unmaps) fresh pages for every read: three system calls and a cross-CPU TLB flush each
+READ_BYTES = 1 << 16
+
+
 class FdReader:
     """Incremental, size-capped frame reader over a raw fd (non-blocking use with ``select``)."""
 
@@ -195,7 +200,7 @@ class FdReader:
         self._pending: list[dict[str, Any]] = []
 
     def feed(self) -> None:
-        chunk = os.read(self.fd, 1 << 20)
+        chunk = os.read(self.fd, READ_BYTES)
         if chunk:
             self.buf += chunk
         else:
