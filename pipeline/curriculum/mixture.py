@@ -335,37 +335,10 @@ def curriculum_facts(result: SelectionResult, spec: CurriculumSpec) -> Facts:
     return facts
 
 
-def _group_rows(version: str, manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """A curriculum version's ``curriculum_groups`` rows, from its manifest."""
-    run_id = manifest["spec"]["curriculum"]["run_id"]
-    return [{"version": version, "run_id": run_id, "grp": g["group"], **g} for g in manifest.get("groups", [])]
-
-
-#: per curriculum version and group: estimate, evaluation samples, weight, candidates, quota, selected and why the
-#: difficulty filter dropped it (a table written before ``filtered`` existed gets the column, NULL for its rows)
-GROUPS_TABLE = warehouse.ManifestTable(
-    "curriculum_groups",
-    CURRICULUM,
-    {
-        "version": "VARCHAR",
-        "run_id": "VARCHAR",
-        "grp": "VARCHAR",
-        "estimate": "DOUBLE",
-        "eval_samples": "INTEGER",
-        "eval_successes": "INTEGER",
-        "weight": "DOUBLE",
-        "candidates": "INTEGER",
-        "quota": "INTEGER",
-        "selected": "INTEGER",
-        "filtered": "VARCHAR",
-    },
-    _group_rows,
-)
-
-
 def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:
     """Register every curriculum version in DuckDB by the one split registration
     (:func:`pipeline.store.warehouse.register_splits`): ``split_versions`` / ``split_members`` of every kind,
-    curriculum included, and :data:`GROUPS_TABLE` (``curriculum_groups``). Returns the version count."""
-    warehouse.sync(con, layout, tables=(GROUPS_TABLE,))
+    curriculum included, and ``curriculum_groups`` (declared in :mod:`pipeline.store.tables`, its rows from the
+    manifests' ``groups``). Returns the version count."""
+    warehouse.sync(con, layout)
     return len(SplitStore(layout, CURRICULUM).versions())

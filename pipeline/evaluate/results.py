@@ -6,6 +6,7 @@ endpoint's failure, not a wrong answer). Every result row and run names the weig
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from pipeline.core.axes import AXES, Axes
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.report.plots import line_plot
 from pipeline.report.tables import Facts, Markdown, Table
-from pipeline.store import catalog, warehouse
+from pipeline.store import catalog, tables, warehouse
 from pipeline.store.duck import connect
 
 #: a sample whose request failed (the endpoint's failure) is no answer: it is counted apart and left out of
@@ -42,42 +43,13 @@ _METRICS = ", ".join(
     ]
 )
 
-#: ``eval_results`` columns, in table order (one row per sample and run)
-COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR",
-    "simulator": "VARCHAR",
-    "model": "VARCHAR",
-    "weights_id": "VARCHAR",
-    "base_url": "VARCHAR",
-    "split_version": "VARCHAR",
-    "prompt": "VARCHAR",
-    "step_id": "VARCHAR",
-    "stratum": "VARCHAR",
-    "env_id": "VARCHAR",
-    "tool": "VARCHAR",
-    **{a.column: a.sql_type for a in AXES if a.stored},  # the sample's value on every stored axis
-    "fm": "BOOLEAN",
-    "cm": "BOOLEAN",
-    "cm_changed_paths": "BOOLEAN",
-    "cm_reference": "BOOLEAN",
-    "fm_reference": "BOOLEAN",
-    "reference_error": "VARCHAR",
-    "parse_ok": "BOOLEAN",
-    "parse_error": "VARCHAR",
-    "change_error": "VARCHAR",
-    "status": "VARCHAR",
-    "request_error": "VARCHAR",
-    "latency_s": "DOUBLE",
-    "prompt_tokens": "BIGINT",
-    "completion_tokens": "BIGINT",
-    "answer": "VARCHAR",
-    "seq": "BIGINT",
-}
+#: ``eval_results`` columns, in table order (one row per sample and run): its declaration's
+COLUMNS: Mapping[str, str] = tables.table("eval_results").sql_columns
 
 
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     """Create ``eval_results`` (new columns are added to an existing one, NULL for its rows)."""
-    warehouse.ensure_table(con, "eval_results", COLUMNS)
+    warehouse.ensure_table(con, "eval_results")
 
 
 def breakdown_views(axes: Axes = AXES) -> dict[str, str]:

@@ -1,11 +1,11 @@
 """What every table, view and column of ``envsim.duckdb`` means, from which the ``COMMENT ON`` statements are
-generated (:func:`describe`): a table of record's words are in its declaration (:mod:`pipeline.store.tables`),
-the other tables' and the shared column vocabulary here.
+generated (:func:`describe`): every table's and view's words are in its declaration (:mod:`pipeline.store.tables`),
+the shared column vocabulary here.
 
 Column names follow one vocabulary (docs/definitions.md §5): a column name means the same thing in every
 table and view that has it, so a column is described once, by name, in :data:`COLUMNS`; the few names whose
 meaning depends on the table (``samples`` counts a version's samples in ``split_versions`` and scored samples
-in ``eval_runs``) carry a table-specific entry in :data:`TABLE_COLUMNS`. ``tests/store/test_sql_schema.py`` holds
+in ``eval_runs``) carry the table's own word in its declaration's ``columns``. ``tests/store/test_sql_schema.py`` holds
 every table, view and column of a full data root to a comment.
 """
 
@@ -19,39 +19,6 @@ from pipeline.core.axes import quote
 from pipeline.store import tables
 from pipeline.store.glossary import Described
 from pipeline.store.schema import COLUMN_DOCS
-
-#: table / view -> description (a ``eval_by_*`` / ``rollout_by_*`` breakdown view: its prefix's entry)
-TABLES: dict[str, str] = {
-    "split_versions": "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions "
-    "kept: seed, input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
-    "split_members": "One row per sample of every split version (kind, "
-    "version, position): the step it is and its strata.",
-    "split_diff": "Per pair of versions of the same kind (version_a, version_b): each step in one and not the other "
-    "(change = 'added' in version_b / 'removed' from version_a), with its stratum in the version it is in.",
-    "eval_results": "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, "
-    "cm_reference, …), latency and tokens; `split_version` names the benchmark version scored.",
-    "eval_results_strata": "eval_results with each sample's strata: its cell "
-    "(`stratum`), benchmark group and |Δ| bucket.",
-    "eval_runs": "One row per evaluation run: samples, answered, request "
-    "failures and the metrics over the answered samples.",
-    "eval_by": "Metrics of each evaluation run broken down by one key "
-    "(the view's suffix); percent of the answered samples.",
-    "bench_model_runs": "One row per `./forge bench-model` measurement: the "
-    "model, its weights, the settings and throughput.",
-    "sft_checkpoints": "One row per published SFT checkpoint version: the "
-    "mixture trained on, base model, settings, loss.",
-    "sft_checkpoint_steps": "One row per intermediate checkpoint of an SFT run: "
-    "step, loss, path and whether it is still there.",
-    "eval_job_runs": "One row per evaluation job: the checkpoint served, how, on which benchmark version, its job ids.",
-    "checkpoint_scores": "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
-    "curriculum_groups": "One row per α-curriculum version and group: "
-    "estimate, weight, candidates, quota and selected.",
-    "served_reward": "Reward of the served episodes by task, environment and mode: episodes, rewarded (with a "
-    "check), mean / min / max final reward.",
-    "served_drift_by_step": "Shadow-mode served steps by simulator and step index: mean and max drift from the "
-    "real state, FM and CM rates (0-1).",
-    "rollout_by": "Rollout step metrics of each run broken down by one key (the view's suffix).",
-}
 
 #: column name -> description, the same in every table and view that has the column: the step and sample
 #: columns from :data:`pipeline.store.schema.COLUMN_DOCS` (also the dataset card's Data Fields), the others here;
@@ -252,38 +219,25 @@ _MEANINGS: dict[str, str] = {
 }
 COLUMNS: Described = Described({**_MEANINGS, **COLUMN_DOCS.meanings})
 
-#: (table, column) -> description, where a column's meaning depends on its table
-TABLE_COLUMNS: dict[tuple[str, str], str] = {
-    ("served_reward", "task_id"): "The served task.",
-    ("served_reward", "mode"): "How the episodes were served: exec, sim or shadow.",
-    ("split_versions", "samples"): "Samples in the version.",
-    ("eval_runs", "samples"): "Samples scored in the run.",
-    ("bench_model_runs", "samples"): "Samples in the benchmark version measured.",
-    ("bench_model_runs", "run_id"): "The evaluation run of the measurement (rows in eval_results).",
-    ("bench_model_runs", "path"): "Filesystem path of the weights measured.",
-    ("sft_checkpoints", "path"): "Filesystem path of the published checkpoint.",
-    ("sft_checkpoint_steps", "path"): "Filesystem path of the intermediate checkpoint.",
-    ("eval_results", "status"): "answered or request_failed.",
-}
-
 
 def table_description(name: str) -> str | None:
-    """The description of table / view ``name`` (a breakdown view ``eval_by_env``: its family's, with the key)."""
-    if name in TABLES:
-        return TABLES[name]
+    """The description of table / view ``name`` from its declaration (:mod:`pipeline.store.tables`; a view of a
+    family, ``eval_by_env``: the family's, with the key)."""
     declared = tables.declared()
     if name in declared:
         return declared[name].description
-    for family in ("eval_by", "rollout_by"):
-        if name.startswith(family + "_"):
-            return f"{TABLES[family]} Key: {name[len(family) + 1 :]}."
+    for family in (t for t in declared.values() if t.family):
+        if name.startswith(family.name + "_"):
+            return f"{family.description} Key: {name[len(family.name) + 1 :]}."
     return None
 
 
 def column_description(table: str, column: str) -> str | None:
+    """What ``column`` means in ``table``: the table's own word (its declaration's ``columns``), else the shared
+    vocabulary's."""
     declared = tables.declared().get(table)
     own = declared.columns.get(column) if declared is not None else None
-    return own or TABLE_COLUMNS.get((table, column)) or COLUMNS.get(column)
+    return own or COLUMNS.get(column)
 
 
 def _ident(name: str) -> str:
@@ -292,9 +246,9 @@ def _ident(name: str) -> str:
 
 def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
     """``COMMENT ON`` every user table and view of ``con`` (the database's and this connection's temporary
-    ones) and every column, from :data:`TABLES` / :data:`COLUMNS`; returns what has no description (none
-    when the glossary is complete). A comment is rewritten only when it differs, so a read-only
-    database is left alone where its comments are already right."""
+    ones) and every column, from the declarations (:mod:`pipeline.store.tables`) and :data:`COLUMNS`; returns
+    what has no description (none when the glossary is complete). A comment is rewritten only when it differs,
+    so a read-only database is left alone where its comments are already right."""
     missing: list[str] = []
     readonly = read_only(con)
     objects = con.execute(

@@ -264,7 +264,7 @@ class DataLayout:
     def table(self, name: str, part: str | None = None) -> Path:
         """The file of table of record ``name`` (:mod:`pipeline.store.tables`; ``part``: a multi-file table's
         part, e.g. a checker's ``env_yield`` file)."""
-        declared = tables.declared()
+        declared = tables.stored(tables.PARQUET)
         if name not in declared:
             raise KeyError(f"unknown table of record {name!r}; known: {sorted(declared)}")
         return declared[name].file(self.root, None if part is None else safe_name(part, f"{name} part"))

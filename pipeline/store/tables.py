@@ -1,9 +1,15 @@
-"""The tables of record: each one declaration — where its files lie under the data root, its Arrow schema (when
-a stage writes it from Arrow rows), what it and its table-specific columns mean, and the DuckDB view over its
-files — that the layout (:meth:`pipeline.store.layout.DataLayout.table`), the warehouse's views
-(:func:`pipeline.store.warehouse.parquet_views`) and the catalog's comments (:mod:`pipeline.store.catalog`)
-iterate. Adding one is a :class:`TableOfRecord` registered in :data:`TABLES`, here or by a plugin's entry point
-(docs/extending.md "Add a table of record").
+"""Every table of ``envsim.duckdb``, each one declaration, of one of three storages:
+
+- ``parquet``: files under the data root (their globs, their Arrow schema when a stage writes them from Arrow rows)
+  read through a DuckDB view over the files that exist;
+- ``duckdb``: a table kept inside ``envsim.duckdb`` (its typed columns and its key), created and brought up to date by
+  :func:`pipeline.store.warehouse.ensure_table`, and, for one filled from split manifests, where its rows come from;
+- ``derived``: a view a stage builds from the others (its SQL is that stage's; a ``family`` is one view per key).
+
+What the table and its table-specific columns mean is in the same declaration. The layout
+(:meth:`pipeline.store.layout.DataLayout.table`), the warehouse (views, tables, manifest rows) and the catalog's
+comments (:mod:`pipeline.store.catalog`) iterate them. Adding one is a :class:`TableOfRecord` registered in
+:data:`TABLES`, here or by a plugin's entry point (docs/extending.md "Add a table").
 """
 
 from __future__ import annotations
@@ -25,12 +31,49 @@ READ = "SELECT * FROM read_parquet({files})"
 READ_UNION = "SELECT * FROM read_parquet({files}, union_by_name = true)"
 
 
+#: the storages of a table (the module docstring)
+PARQUET, DUCKDB, DERIVED = "parquet", "duckdb", "derived"
+
+
+@dataclass(frozen=True)
+class ManifestRows:
+    """Where a ``duckdb`` table's rows come from when a split kind keeps them in its versions' manifests: the
+    manifest's list ``field`` of row objects, for every version of ``kind``; each row gets the version (the table's
+    first column), ``renamed`` columns (column -> the row's key) and ``from_spec`` ones (column -> its path in the
+    manifest's ``spec``)."""
+
+    kind: str
+    field: str
+    renamed: Mapping[str, str] = field(default_factory=dict)
+    from_spec: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def rows(self, version: str, manifest: Mapping, columns: Mapping[str, str]) -> list[dict]:
+        """A version's rows, one value per column (None where the row has none)."""
+        spec_values = {}
+        for column, path in self.from_spec.items():
+            value = manifest.get("spec", {})
+            for key in path:
+                value = value.get(key) if isinstance(value, Mapping) else None
+            spec_values[column] = value
+        version_column = next(iter(columns))
+        out = []
+        for row in manifest.get(self.field) or []:
+            values = {**row, **{c: row.get(k) for c, k in self.renamed.items()}, **spec_values, version_column: version}
+            out.append({c: values.get(c) for c in columns})
+        return out
+
+
 @dataclass(frozen=True)
 class TableOfRecord:
-    """One table of record. ``files``: its files under the data root (globs; a ``*`` in the first is the part a
-    writer names, :meth:`file`); ``view``: the SELECT of its DuckDB view, ``{files}`` standing for the existing
-    files (no view while none exists); ``description``: the table comment; ``columns``: column -> meaning,
-    where the table's meaning differs from the shared vocabulary's or the word is the table's own."""
+    """One table of ``envsim.duckdb`` (the module docstring). ``description``: the table comment; ``columns``:
+    column -> meaning, where the table's meaning differs from the shared vocabulary's or the word is the table's
+    own; ``storage``: ``parquet``, ``duckdb`` or ``derived``.
+
+    A ``parquet`` table: ``files``, its files under the data root (globs; a ``*`` in the first is the part a writer
+    names, :meth:`file`); ``view``, the SELECT of its DuckDB view, ``{files}`` standing for the existing files (no
+    view while none exists). A ``duckdb`` table: ``sql_columns``, column -> DuckDB type in table order; ``key``, its
+    primary key; ``from_manifests``, where its rows come from when split manifests hold them. A ``derived`` view:
+    ``family``, one view per key named ``<name>_<key>`` (``eval_by_env``)."""
 
     name: str
     files: tuple[str, ...]
@@ -38,6 +81,11 @@ class TableOfRecord:
     schema: pa.Schema | None = None
     columns: Mapping[str, str] = field(default_factory=dict)
     view: str = READ
+    storage: str = PARQUET
+    sql_columns: Mapping[str, str] = field(default_factory=dict)
+    key: tuple[str, ...] = ()
+    from_manifests: ManifestRows | None = None
+    family: bool = False
 
     def file(self, root: Path, part: str | None = None) -> Path:
         """The file of this table under ``root`` (``part`` replaces the ``*`` of its first glob)."""
@@ -285,6 +333,276 @@ for _table in (
     ),
 ):
     TABLES.register(_table)
+
+
+def duckdb_table(
+    name: str,
+    description: str,
+    sql_columns: Mapping[str, str],
+    key: tuple[str, ...] = (),
+    columns: Mapping[str, str] | None = None,
+    from_manifests: ManifestRows | None = None,
+) -> TableOfRecord:
+    """The declaration of a table kept inside ``envsim.duckdb``."""
+    return TableOfRecord(
+        name,
+        (),
+        description,
+        columns=columns or {},
+        storage=DUCKDB,
+        sql_columns=dict(sql_columns),
+        key=key,
+        from_manifests=from_manifests,
+    )
+
+
+def derived_view(
+    name: str, description: str, family: bool = False, columns: Mapping[str, str] | None = None
+) -> TableOfRecord:
+    """The declaration of a view a stage derives from the other tables (``family``: one per key, ``<name>_<key>``)."""
+    return TableOfRecord(name, (), description, columns=columns or {}, storage=DERIVED, family=family)
+
+
+#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version): the sample's
+#: place, stratum and ids, and its value on every stored axis; types from the sample schema
+MEMBER_COLUMNS = (
+    "position",
+    "stratum",
+    "step_id",
+    "trajectory_id",
+    "task_id",
+    "env_id",
+    "tool",
+    *AXES.stored_columns,
+    "sample_hash",
+)
+
+for _table in (
+    duckdb_table(
+        "split_versions",
+        "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions kept: seed, "
+        "input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
+        {
+            "kind": "VARCHAR",
+            "version": "VARCHAR",
+            "seed": "BIGINT",
+            "input_fingerprint": "VARCHAR",
+            "spec_json": "VARCHAR",
+            "samples": "INTEGER",
+            "shortfalls": "INTEGER",
+            "is_current": "BOOLEAN",
+            "created_at": "TIMESTAMPTZ",
+            "dagster_run_id": "VARCHAR",
+            "parent_version": "VARCHAR",
+        },
+        key=("kind", "version"),
+        columns={"samples": "Samples in the version."},
+    ),
+    duckdb_table(
+        "split_members",
+        "One row per sample of every split version (kind, version, position): the step it is and its strata.",
+        {"kind": "VARCHAR", "version": "VARCHAR", **schema.duck_columns(schema.SAMPLE, MEMBER_COLUMNS)},
+        key=("kind", "version", "position"),
+    ),
+    duckdb_table(
+        "eval_results",
+        "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, cm_reference, …), "
+        "latency and tokens; `split_version` names the benchmark version scored.",
+        {
+            "run_id": "VARCHAR",
+            "simulator": "VARCHAR",
+            "model": "VARCHAR",
+            "weights_id": "VARCHAR",
+            "base_url": "VARCHAR",
+            "split_version": "VARCHAR",
+            "prompt": "VARCHAR",
+            "step_id": "VARCHAR",
+            "stratum": "VARCHAR",
+            "env_id": "VARCHAR",
+            "tool": "VARCHAR",
+            **{a.column: a.sql_type for a in AXES if a.stored},  # the sample's value on every stored axis
+            "fm": "BOOLEAN",
+            "cm": "BOOLEAN",
+            "cm_changed_paths": "BOOLEAN",
+            "cm_reference": "BOOLEAN",
+            "fm_reference": "BOOLEAN",
+            "reference_error": "VARCHAR",
+            "parse_ok": "BOOLEAN",
+            "parse_error": "VARCHAR",
+            "change_error": "VARCHAR",
+            "status": "VARCHAR",
+            "request_error": "VARCHAR",
+            "latency_s": "DOUBLE",
+            "prompt_tokens": "BIGINT",
+            "completion_tokens": "BIGINT",
+            "answer": "VARCHAR",
+            "seq": "BIGINT",
+        },
+        columns={"status": "answered or request_failed."},
+    ),
+    duckdb_table(
+        "bench_model_runs",
+        "One row per `./forge bench-model` measurement: the model, its weights, the settings and throughput.",
+        {
+            "run_id": "VARCHAR",
+            "model": "VARCHAR",
+            "path": "VARCHAR",
+            "weights_id": "VARCHAR",
+            "gguf_sha256": "VARCHAR",
+            "checkpoint_version": "VARCHAR",
+            "template": "VARCHAR",
+            "backend": "VARCHAR",
+            "dtype": "VARCHAR",
+            "split_version": "VARCHAR",
+            "per_cell": "INTEGER",
+            "samples": "INTEGER",
+            "max_tokens": "INTEGER",
+            "scored": "INTEGER",
+            "resumed": "INTEGER",
+            "seconds": "DOUBLE",
+            "samples_per_s": "DOUBLE",
+            "created_at": "TIMESTAMPTZ",
+        },
+        columns={
+            "samples": "Samples in the benchmark version measured.",
+            "run_id": "The evaluation run of the measurement (rows in eval_results).",
+            "path": "Filesystem path of the weights measured.",
+        },
+    ),
+    duckdb_table(
+        "sft_checkpoints",
+        "One row per published SFT checkpoint version: the mixture trained on, base model, settings, loss.",
+        {
+            "checkpoint_version": "VARCHAR",
+            "mixture_version": "VARCHAR",
+            "base_model": "VARCHAR",
+            "finetuning_type": "VARCHAR",
+            "template": "VARCHAR",
+            "gpus": "INTEGER",
+            "settings_json": "VARCHAR",
+            "path": "VARCHAR",
+            "train_loss": "DOUBLE",
+            "train_runtime_s": "DOUBLE",
+            "tokens_seen": "BIGINT",
+            "job_id": "VARCHAR",
+            "dagster_run_id": "VARCHAR",
+            "nodes": "INTEGER",
+            "base_model_revision": "VARCHAR",
+            "library_versions_json": "VARCHAR",
+        },
+        columns={"path": "Filesystem path of the published checkpoint."},
+    ),
+    duckdb_table(
+        "sft_checkpoint_steps",
+        "One row per intermediate checkpoint of an SFT run: step, loss, path and whether it is still there.",
+        {
+            "checkpoint_version": "VARCHAR",
+            "parent_version": "VARCHAR",
+            "mixture_version": "VARCHAR",
+            "step": "INTEGER",
+            "path": "VARCHAR",
+            "present": "BOOLEAN",
+            "loss": "DOUBLE",
+            "epoch": "DOUBLE",
+            "written_at": "TIMESTAMPTZ",
+            "job_id": "VARCHAR",
+            "dagster_run_id": "VARCHAR",
+        },
+        columns={"path": "Filesystem path of the intermediate checkpoint."},
+    ),
+    duckdb_table(
+        "eval_job_runs",
+        "One row per evaluation job: the checkpoint served, how, on which benchmark version, its job ids.",
+        dict.fromkeys(
+            (
+                "run_id",
+                "simulator",
+                "served_model",
+                "checkpoint_version",
+                "checkpoint_path",
+                "template",
+                "backend",
+                "split_version",
+                "job_id",
+                "dagster_run_id",
+                "weights_id",
+            ),
+            "VARCHAR",
+        ),
+    ),
+    duckdb_table(
+        "curriculum_groups",
+        "One row per α-curriculum version and group: estimate, weight, candidates, quota and selected.",
+        {
+            "version": "VARCHAR",
+            "run_id": "VARCHAR",
+            "grp": "VARCHAR",
+            "estimate": "DOUBLE",
+            "eval_samples": "INTEGER",
+            "eval_successes": "INTEGER",
+            "weight": "DOUBLE",
+            "candidates": "INTEGER",
+            "quota": "INTEGER",
+            "selected": "INTEGER",
+            "filtered": "VARCHAR",
+        },
+        from_manifests=ManifestRows(
+            "curriculum", "groups", renamed={"grp": "group"}, from_spec={"run_id": ("curriculum", "run_id")}
+        ),
+    ),
+    derived_view(
+        "split_diff",
+        "Per pair of versions of the same kind (version_a, version_b): each step in one and not the other (change = "
+        "'added' in version_b / 'removed' from version_a), with its stratum in the version it is in.",
+    ),
+    derived_view(
+        "eval_results_strata",
+        "eval_results with each sample's strata: its cell (`stratum`), benchmark group and |Δ| bucket.",
+    ),
+    derived_view(
+        "eval_runs",
+        "One row per evaluation run: samples, answered, request failures and the metrics over the answered samples.",
+        columns={"samples": "Samples scored in the run."},
+    ),
+    derived_view(
+        "eval_by",
+        "Metrics of each evaluation run broken down by one key (the view's suffix); percent of the answered samples.",
+        family=True,
+    ),
+    derived_view(
+        "checkpoint_scores",
+        "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
+    ),
+    derived_view(
+        "served_reward",
+        "Reward of the served episodes by task, environment and mode: episodes, rewarded (with a check), mean / min / "
+        "max final reward.",
+        columns={"task_id": "The served task.", "mode": "How the episodes were served: exec, sim or shadow."},
+    ),
+    derived_view(
+        "served_drift_by_step",
+        "Shadow-mode served steps by simulator and step index: mean and max drift from the real state, FM and CM "
+        "rates (0-1).",
+    ),
+    derived_view(
+        "rollout_by", "Rollout step metrics of each run broken down by one key (the view's suffix).", family=True
+    ),
+):
+    TABLES.register(_table)
+
+
+def table(name: str) -> TableOfRecord:
+    """The declaration of table ``name``, or a KeyError naming the known ones."""
+    declared_now = declared()
+    if name not in declared_now:
+        raise KeyError(f"unknown table {name!r}; known: {sorted(declared_now)}")
+    return declared_now[name]
+
+
+def stored(storage: str) -> dict[str, TableOfRecord]:
+    """Every declared table of one storage (``parquet``, ``duckdb``, ``derived``) by name."""
+    return {name: t for name, t in declared().items() if t.storage == storage}
+
 
 #: the samples view of a split kind: every version's ``samples.parquet``, ``version`` from its directory
 SAMPLES_VIEW = (

@@ -12,10 +12,8 @@ so only one process writes at a time).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
@@ -23,50 +21,7 @@ from pipeline.core.axes import AXES, Axes, quote
 from pipeline.core.strata import BENCHMARK_GROUP_SQL
 from pipeline.store import catalog, tables
 from pipeline.store.layout import DataLayout
-from pipeline.store.schema import SAMPLE, duck_columns
 from pipeline.store.versions import SPLIT_KINDS, SplitStore
-
-#: ``split_versions`` columns, in table order
-SPLIT_VERSIONS = {
-    "kind": "VARCHAR",
-    "version": "VARCHAR",
-    "seed": "BIGINT",
-    "input_fingerprint": "VARCHAR",
-    "spec_json": "VARCHAR",
-    "samples": "INTEGER",
-    "shortfalls": "INTEGER",
-    "is_current": "BOOLEAN",
-    "created_at": "TIMESTAMPTZ",
-    "dagster_run_id": "VARCHAR",
-    "parent_version": "VARCHAR",
-}
-#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version): the sample's
-#: place, stratum and ids, and its value on every stored axis; types from the sample schema
-MEMBER_COLUMNS = (
-    "position",
-    "stratum",
-    "step_id",
-    "trajectory_id",
-    "task_id",
-    "env_id",
-    "tool",
-    *AXES.stored_columns,
-    "sample_hash",
-)
-SPLIT_MEMBERS = {"kind": "VARCHAR", "version": "VARCHAR", **duck_columns(SAMPLE, MEMBER_COLUMNS)}
-
-
-@dataclass(frozen=True)
-class ManifestTable:
-    """A table of per-version rows a split kind keeps in its manifests (the curriculum's ``curriculum_groups``),
-    registered with the versions by :func:`register_splits`: ``rows(version, manifest)`` gives a version's rows
-    (mappings; a column a row lacks is NULL)."""
-
-    name: str
-    kind: str
-    columns: dict[str, str]  # column -> DuckDB type, in table order (the first is the version)
-    rows: Callable[[str, dict[str, Any]], list[dict[str, Any]]]
-
 
 #: SQL: the directory of the DuckDB file this connection opened, as a prefix ('' for a file opened by its bare name,
 #: e.g. ``data/`` or ``/srv/envsim/data/``), or '' when ``file_search_path`` is set (then it resolves relative
@@ -94,7 +49,7 @@ def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
     file kept outside the data root)."""
     root = layout.root.resolve()
     views: dict[str, str] = {}
-    for name, table in tables.declared().items():
+    for name, table in tables.stored(tables.PARQUET).items():
         present = [_in_root(layout, root / glob, relative) for glob in table.files if any(root.glob(glob))]
         if present:
             files = present[0] if len(table.files) == 1 else f"[{', '.join(present)}]"
@@ -176,9 +131,14 @@ def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
         )
 
 
-def ensure_table(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, str], key: tuple[str, ...] = ()) -> None:
-    """Create table ``name`` or bring an older one up to date (missing columns added, NULL for old rows)."""
-    primary = f", PRIMARY KEY ({', '.join(key)})" if key else ""
+def ensure_table(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Create the ``duckdb`` table ``name`` from its declaration (:mod:`pipeline.store.tables`), or bring an older
+    one up to date (a column it lacks is added, NULL for its rows)."""
+    table = tables.table(name)
+    if table.storage != tables.DUCKDB:
+        raise ValueError(f"{name} is a {table.storage} table, not one kept inside envsim.duckdb")
+    columns = table.sql_columns
+    primary = f", PRIMARY KEY ({', '.join(table.key)})" if table.key else ""
     con.execute(f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(f'{c} {t}' for c, t in columns.items())}{primary})")
     for column, kind_sql in columns.items():
         con.execute(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind_sql}")
@@ -188,17 +148,16 @@ def register_splits(
     con: duckdb.DuckDBPyConnection,
     layout: DataLayout,
     kinds: Iterable[str] = SPLIT_KINDS,
-    tables: tuple[ManifestTable, ...] = (),
 ) -> dict[str, int]:
     """The one registration of split versions, for every split kind: create ``split_versions`` /
     ``split_members`` (or bring older ones up to date) and register every version of ``kinds`` on disk —
     members once per version, the version row (current flag, created time, run, parent) refreshed on every
-    call — and the rows of each version's manifest ``tables`` (once per version). Returns the version count
-    per kind."""
-    ensure_table(con, "split_versions", SPLIT_VERSIONS, ("kind", "version"))
-    ensure_table(con, "split_members", SPLIT_MEMBERS, ("kind", "version", "position"))
-    for table in tables:
-        ensure_table(con, table.name, table.columns)
+    call — and the tables declared ``from_manifests`` with the rows they take from a kind's versions (once per
+    version). Returns the version count per kind."""
+    kinds = tuple(kinds)
+    ensure_table(con, "split_versions")
+    ensure_table(con, "split_members")
+    versions_columns = tables.table("split_versions").sql_columns
     counts = {}
     for kind in kinds:
         store = SplitStore(layout, kind)
@@ -212,7 +171,7 @@ def register_splits(
             spec = manifest["spec"]
             prov = provenance.get(version, {})
             con.execute(
-                f"INSERT OR REPLACE INTO split_versions ({', '.join(SPLIT_VERSIONS)}) VALUES (?, ?, ?, ?, ?, ?, ?, "
+                f"INSERT OR REPLACE INTO split_versions ({', '.join(versions_columns)}) VALUES (?, ?, ?, ?, ?, ?, ?, "
                 "false, ?, ?, ?)",
                 [
                     kind,
@@ -229,7 +188,7 @@ def register_splits(
             )
             if version not in members:
                 con.execute(
-                    f"""INSERT INTO split_members SELECT ?, ?, {", ".join(MEMBER_COLUMNS)}
+                    f"""INSERT INTO split_members SELECT ?, ?, {", ".join(tables.MEMBER_COLUMNS)}
                         FROM read_parquet({quote(str(store.samples(version).resolve()))})""",
                     [kind, version],
                 )
@@ -237,31 +196,38 @@ def register_splits(
             "UPDATE split_versions SET is_current = (version IS NOT DISTINCT FROM ?) WHERE kind = ?", [current, kind]
         )
         counts[kind] = con.execute("SELECT count(*) FROM split_versions WHERE kind = ?", [kind]).fetchone()[0]
-    for table in tables:
-        _register_manifest_rows(con, layout, table)
+    for table in tables.stored(tables.DUCKDB).values():
+        if table.from_manifests is not None and table.from_manifests.kind in kinds:
+            _register_manifest_rows(con, layout, table)
     return counts
 
 
-def _register_manifest_rows(con: duckdb.DuckDBPyConnection, layout: DataLayout, table: ManifestTable) -> None:
-    """Insert the rows of every version of ``table.kind`` that ``table`` does not hold yet."""
-    store = SplitStore(layout, table.kind)
-    version_column = next(iter(table.columns))
+def _register_manifest_rows(con: duckdb.DuckDBPyConnection, layout: DataLayout, table: tables.TableOfRecord) -> None:
+    """Create the table (or bring it up to date) and insert the rows of every version of its split kind that it
+    does not hold yet."""
+    source = table.from_manifests
+    assert source is not None
+    store = SplitStore(layout, source.kind)
+    versions = store.versions()
+    ensure_table(con, table.name)
+    version_column = next(iter(table.sql_columns))
     known = {r[0] for r in con.execute(f"SELECT DISTINCT {version_column} FROM {table.name}").fetchall()}
-    columns = list(table.columns)
+    columns = list(table.sql_columns)
     insert = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-    for version in store.versions():
+    for version in versions:
         if version in known:
             continue
-        for row in table.rows(version, store.manifest(version)):
-            con.execute(insert, [row.get(c) for c in columns])
+        for row in source.rows(version, store.manifest(version), table.sql_columns):
+            con.execute(insert, [row[c] for c in columns])
 
 
-def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout, tables: tuple[ManifestTable, ...] = ()) -> list[str]:
+def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
     """The one sync of a connection with the data root ``layout`` (every connection the pipeline opens on
     ``envsim.duckdb`` comes through here: :func:`pipeline.store.duck.connect_file` and the code location's
-    ``duckdb`` resource, on opening and after each step): register every split version (and the manifest
-    ``tables``) unless the connection is read-only, then point the views at the root as it is now, with a view
-    per table of record whose files exist, the derived views and the comments. Returns the views' names."""
+    ``duckdb`` resource, on opening and after each step): register every split version (and the rows the tables
+    declared ``from_manifests`` take from them) unless the connection is read-only, then point the views at the
+    root as it is now, with a view per Parquet table whose files exist, the derived views and the comments.
+    Returns the views' names."""
     if not catalog.read_only(con):
-        register_splits(con, layout, tables=tables)
+        register_splits(con, layout)
     return _repoint(con, layout)

@@ -28,7 +28,7 @@ from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec, simulator_spec
-from pipeline.store import catalog
+from pipeline.store import catalog, tables, warehouse
 from pipeline.store.duck import connect_file
 from pipeline.store.layout import DataLayout
 from pipeline.training import base_models, checkpoints
@@ -37,26 +37,7 @@ from pipeline.training.serve import FREE_PORT, HOST, ServeSpec, serve
 #: the endpoint of a measurement whose every sample is scored already (nothing is asked; no server is started)
 NOT_SERVED = f"http://{HOST}:{FREE_PORT}/v1"
 #: one row per bench-model measurement (DuckDB ``bench_model_runs``; ``backend`` NULL: nothing was served)
-RUNS_TABLE = {
-    "run_id": "VARCHAR",
-    "model": "VARCHAR",
-    "path": "VARCHAR",
-    "weights_id": "VARCHAR",
-    "gguf_sha256": "VARCHAR",
-    "checkpoint_version": "VARCHAR",
-    "template": "VARCHAR",
-    "backend": "VARCHAR",
-    "dtype": "VARCHAR",
-    "split_version": "VARCHAR",
-    "per_cell": "INTEGER",
-    "samples": "INTEGER",
-    "max_tokens": "INTEGER",
-    "scored": "INTEGER",
-    "resumed": "INTEGER",
-    "seconds": "DOUBLE",
-    "samples_per_s": "DOUBLE",
-    "created_at": "TIMESTAMPTZ",
-}
+RUNS_TABLE = tables.table("bench_model_runs").sql_columns  # its declaration (pipeline.store.tables)
 
 
 @dataclass
@@ -253,9 +234,7 @@ def bench_model(
     seconds = time.perf_counter() - started
     with connect_file(layout.duckdb) as con:
         load_run(con, run.path, run.run_id)
-        con.execute(
-            f"CREATE TABLE IF NOT EXISTS bench_model_runs ({', '.join(f'{c} {t}' for c, t in RUNS_TABLE.items())})"
-        )
+        warehouse.ensure_table(con, "bench_model_runs")
         row = {
             "run_id": run.run_id,
             "model": ref,

@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 
 from pipeline.export.hf_layout import MARKER
-from pipeline.store import catalog, warehouse
+from pipeline.store import catalog, tables, warehouse
 from pipeline.store.layout import DataLayout, file_lock
 from pipeline.training import steps
 from pipeline.training.base_models import lineage
@@ -204,20 +204,8 @@ def chat_template(directory: Path, manifest: dict[str, Any] | None, given: str |
     )
 
 
-#: ``eval_job_runs`` columns (all VARCHAR), in table order
-EVAL_JOB_RUNS = (
-    "run_id",
-    "simulator",
-    "served_model",
-    "checkpoint_version",
-    "checkpoint_path",
-    "template",
-    "backend",
-    "split_version",
-    "job_id",
-    "dagster_run_id",
-    "weights_id",
-)
+#: ``eval_job_runs`` columns (all VARCHAR), in table order: its declaration (pipeline.store.tables)
+EVAL_JOB_RUNS = tuple(tables.table("eval_job_runs").sql_columns)
 
 
 def _resolve_step(data_root: Path, version: str, step: int) -> tuple[Path, dict[str, Any] | None]:
@@ -246,15 +234,8 @@ def _resolve_step(data_root: Path, version: str, step: int) -> tuple[Path, dict[
 
 
 def _schema(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("""CREATE TABLE IF NOT EXISTS sft_checkpoints (
-        checkpoint_version VARCHAR, mixture_version VARCHAR, base_model VARCHAR, finetuning_type VARCHAR,
-        template VARCHAR, gpus INTEGER, settings_json VARCHAR, path VARCHAR, train_loss DOUBLE, train_runtime_s DOUBLE,
-        tokens_seen BIGINT, job_id VARCHAR, dagster_run_id VARCHAR, nodes INTEGER, base_model_revision VARCHAR,
-        library_versions_json VARCHAR)""")
-    con.execute("""CREATE TABLE IF NOT EXISTS sft_checkpoint_steps (
-        checkpoint_version VARCHAR, parent_version VARCHAR, mixture_version VARCHAR, step INTEGER, path VARCHAR,
-        present BOOLEAN, loss DOUBLE, epoch DOUBLE, written_at TIMESTAMPTZ, job_id VARCHAR, dagster_run_id VARCHAR)""")
-    warehouse.ensure_table(con, "eval_job_runs", dict.fromkeys(EVAL_JOB_RUNS, "VARCHAR"))
+    for name in ("sft_checkpoints", "sft_checkpoint_steps", "eval_job_runs"):
+        warehouse.ensure_table(con, name)
 
 
 def _views(con: duckdb.DuckDBPyConnection) -> None:

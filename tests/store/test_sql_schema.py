@@ -94,10 +94,7 @@ def full_root(default_layout, tmp_path_factory):
         curriculum.record(con, layout)
         checkpoints._schema(con)
         checkpoints._views(con)
-        con.execute(
-            "CREATE TABLE IF NOT EXISTS bench_model_runs "
-            f"({', '.join(f'{c} {t}' for c, t in bench_model.RUNS_TABLE.items())})"
-        )
+        warehouse.ensure_table(con, "bench_model_runs")
         rollout_store.sync(con, layout)
         catalog.describe(con)
     return layout, first.version, second.version

@@ -63,8 +63,41 @@ def test_an_unknown_table_is_one_line_naming_the_known_ones(tmp_path):
 
 
 def test_every_table_of_record_has_its_words(tmp_path):
-    """Each declaration names at least one file and says what it holds; a column it describes is in its schema."""
+    """Each declaration says what it holds and where: a Parquet table names at least one file, and a column it
+    describes is in its schema; a DuckDB table types its columns, and its key and described columns are among
+    them; a derived view names no file."""
+    storages = {tables.PARQUET: 0, tables.DUCKDB: 0, tables.DERIVED: 0}
     for name, table in tables.declared().items():
-        assert table.files and table.description, name
-        if table.schema is not None:
-            assert set(table.columns) <= set(table.schema.names), name
+        assert table.description, name
+        storages[table.storage] += 1
+        if table.storage == tables.PARQUET:
+            assert table.files and not table.sql_columns, name
+            if table.schema is not None:
+                assert set(table.columns) <= set(table.schema.names), name
+        elif table.storage == tables.DUCKDB:
+            assert not table.files and table.sql_columns, name
+            assert set(table.key) | set(table.columns) <= set(table.sql_columns), name
+        else:
+            assert not table.files and not table.sql_columns, name
+    assert all(storages.values()), storages
+
+
+def test_a_duckdb_table_is_created_and_migrated_from_its_declaration():
+    """``ensure_table`` creates a declared DuckDB table with its key, and gives an older one (fewer columns) the
+    columns it lacks, NULL for its rows; a Parquet table is refused."""
+    con = duckdb.connect()
+    warehouse.ensure_table(con, "split_versions")
+    declared = tables.table("split_versions").sql_columns
+    assert [r[0] for r in con.execute("DESCRIBE split_versions").fetchall()] == list(declared)
+    con.execute("INSERT INTO split_versions (kind, version) VALUES ('benchmark', 'bench-1')")
+    with pytest.raises(duckdb.ConstraintException):  # the declared key
+        con.execute("INSERT INTO split_versions (kind, version) VALUES ('benchmark', 'bench-1')")
+    con.execute("CREATE TABLE eval_job_runs (run_id VARCHAR, simulator VARCHAR)")
+    con.execute("INSERT INTO eval_job_runs VALUES ('r1', 'oracle')")
+    warehouse.ensure_table(con, "eval_job_runs")
+    assert [r[0] for r in con.execute("DESCRIBE eval_job_runs").fetchall()] == list(
+        tables.table("eval_job_runs").sql_columns
+    )
+    assert con.execute("SELECT run_id, served_model FROM eval_job_runs").fetchall() == [("r1", None)]
+    with pytest.raises(ValueError, match="steps is a parquet table"):
+        warehouse.ensure_table(con, "steps")
