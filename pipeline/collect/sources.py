@@ -3,7 +3,6 @@ run's :class:`~pipeline.envs.config.SourceConfig`, and recorded message historie
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,8 +72,7 @@ def replay_trajectories(cfg: SourceConfig, only: str | None = None) -> Iterator[
     known = registry.adapters()
     for source in registry.sources():
         if only is None or source.name == only:
-            rule = registry.declared_rule(source, cfg)
-            for t in source.replay(cfg):
+            for t in source.ruled_replay(cfg):
                 if isinstance(t, TaskIssue):
                     yield t
                 elif t.env.source not in known:
@@ -84,7 +82,7 @@ def replay_trajectories(cfg: SourceConfig, only: str | None = None) -> Iterator[
                     )
                     yield TaskIssue(t.task_id, "parse", why, str(t.meta.get("origin", source.name)))
                 else:
-                    yield t if rule is None else dataclasses.replace(t, env=registry.with_rule(t.env, rule))
+                    yield t
 
 
 def _interleaved(queues: list[list]) -> list:
@@ -100,14 +98,13 @@ def exploration_scenarios(
     per_env: dict[str, list[ScenarioRef]] = {}
     issues: list[TaskIssue] = []
     for source in registry.sources():
-        tasks, problems = source.scenarios(cfg, items, without)
+        tasks, problems = source.ruled_scenarios(cfg, items, without)
         issues += problems
-        rule = registry.declared_rule(source, cfg)
         for t in tasks:
             per_env.setdefault(t.env.env_id, []).append(
                 ScenarioRef(
                     t.task_id,
-                    registry.with_rule(t.env, rule),
+                    t.env,
                     category=t.category,
                     task=t.text,
                     reference=t.reference,
@@ -125,10 +122,9 @@ def agent_tasks(
     per_namespace: dict[str, list[AgentTask]] = {}
     for source in registry.sources():
         if source.name in sources:
-            rule = registry.declared_rule(source, cfg)
-            for t in _interleaved(_by_env(source.agent_tasks(cfg, items))):
+            for t in _interleaved(_by_env(source.ruled_agent_tasks(cfg, items))):
                 per_namespace.setdefault(t.env.env_id.split("/")[0], []).append(
-                    AgentTask(t.task_id, registry.with_rule(t.env, rule), list(t.turns))
+                    AgentTask(t.task_id, t.env, list(t.turns))
                 )
     tasks = _interleaved(list(per_namespace.values()))
     return tasks[:limit] if limit else tasks

@@ -42,11 +42,13 @@ class SourceSettings:
     )
 
     def __post_init__(self) -> None:
+        rule_id = None
         if self.outcome_rule is not None:
             try:
-                parse_rule(self.outcome_rule)
+                rule_id = parse_rule(self.outcome_rule).id
             except OutcomeRuleError as exc:
                 raise SourceError(f"{self.where()}: {exc}") from None
+        object.__setattr__(self, "_rule_id", rule_id)  # parsed once, here: what every spec of the source carries
 
     def where(self) -> str:
         """Where these settings are in the run config, for a message."""
@@ -55,7 +57,7 @@ class SourceSettings:
     @property
     def rule_id(self) -> str | None:
         """The declared outcome rule as its environments' specs carry it (``OutcomeRule.id``); None: the default."""
-        return None if self.outcome_rule is None else parse_rule(self.outcome_rule).id
+        return self._rule_id  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

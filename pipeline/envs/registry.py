@@ -11,13 +11,12 @@ The order is the partition-key and catalog order: these, then the plugins by ent
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pipeline.core.environment import Environment, EnvSpec
-from pipeline.core.outcome import RULE_OPTION, Labeler, labeler, parse_rule
+from pipeline.core.outcome import Labeler, labeler
 from pipeline.core.registry import Registry
 from pipeline.envs.config import SourceConfig
 from pipeline.envs.source import EnvironmentSource
@@ -103,19 +102,6 @@ def sources_config(message_histories: Iterable[str | Path] = (), **sections: Any
             )
         values[name] = [_settings(source, v) for v in value] if source.many else _settings(source, value)
     return SourceConfig(values, [Path(p) for p in message_histories])
-
-
-def declared_rule(source: EnvironmentSource, cfg: SourceConfig) -> str | None:
-    """The outcome rule ``source``'s settings declare for its environments (``OutcomeRule.id``), or None (the
-    default rule; a list source declares one per entry itself, as EnvScaler corpora do)."""
-    own = cfg.of(source)
-    declared = None if source.many or own is None else getattr(own, "outcome_rule", None)
-    return None if declared is None else parse_rule(declared).id
-
-
-def with_rule(env: EnvSpec, rule: str | None) -> EnvSpec:
-    """``env`` carrying the declared outcome rule ``rule`` in its options (None: ``env`` itself)."""
-    return env if rule is None else dataclasses.replace(env, options={**env.options, RULE_OPTION: rule})
 
 
 def adapters() -> tuple[str, ...]:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.issues import TaskIssue
+from pipeline.core.outcome import RULE_OPTION
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import envscaler
 from pipeline.envs.config import SourceConfig
@@ -125,6 +126,37 @@ class EnvironmentSource:
     def replay(self, cfg: SourceConfig) -> Iterator[Trajectory | TaskIssue]:
         """Trajectories it brings ready-made (ground truth), collected by replay."""
         return iter(())
+
+    # -- what a run takes from it: its environments carry the outcome rule its settings declare -------------
+
+    def declared_rule(self, cfg: SourceConfig) -> str | None:
+        """The outcome rule its settings declare for all its environments (``OutcomeRule.id``, parsed once with the
+        settings), or None: the default rule, or a list source, whose entries declare one each on their items."""
+        own = cfg.of(self)
+        return None if self.many or own is None else getattr(own, "rule_id", None)
+
+    def ruled(self, env: EnvSpec, rule: str | None) -> EnvSpec:
+        """``env`` carrying the declared outcome rule ``rule`` in its options (None: ``env`` itself)."""
+        return env if rule is None else replace(env, options={**env.options, RULE_OPTION: rule})
+
+    def ruled_scenarios(
+        self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
+    ) -> tuple[list[SourceTask], list[TaskIssue]]:
+        """:meth:`scenarios`, each task's environment carrying the declared rule."""
+        tasks, issues = self.scenarios(cfg, items, without)
+        rule = self.declared_rule(cfg)
+        return [replace(t, env=self.ruled(t.env, rule)) for t in tasks], issues
+
+    def ruled_agent_tasks(self, cfg: SourceConfig, items: list[envscaler.EnvItem]) -> list[SourceTask]:
+        """:meth:`agent_tasks`, each task's environment carrying the declared rule."""
+        rule = self.declared_rule(cfg)
+        return [replace(t, env=self.ruled(t.env, rule)) for t in self.agent_tasks(cfg, items)]
+
+    def ruled_replay(self, cfg: SourceConfig) -> Iterator[Trajectory | TaskIssue]:
+        """:meth:`replay`, each trajectory's environment carrying the declared rule."""
+        rule = self.declared_rule(cfg)
+        for t in self.replay(cfg):
+            yield t if isinstance(t, TaskIssue) or rule is None else replace(t, env=self.ruled(t.env, rule))
 
     # -- the adapter (sources with adapter == name) -----------------------------------------------
 

@@ -157,3 +157,26 @@ def test_the_summary_names_the_failed_check(runs, capsys):
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if CHECK in line]
     assert line.startswith(f"WARN CHECK {CHECK}: corpus 'codes'")
+
+
+def test_a_single_source_s_rule_is_parsed_once_and_carried_by_every_task_it_gives(monkeypatch):
+    """The builtin source's declared rule is parsed when its settings are read; every exploration and agent task
+    the source then gives carries it, with no second parse (one home: the source's base class applies it)."""
+    from pipeline.core.outcome import RULE_OPTION
+    from pipeline.envs import config, registry
+
+    cfg = sources_config(builtin={"scenarios_per_env": 1, "outcome_rule": NARROWER}, bfcl={"categories": ()})
+    builtin = registry.SOURCES.get("builtin")
+    expected = parse_rule(NARROWER).id
+
+    def refuse(*_):
+        raise AssertionError("the rule was parsed again")
+
+    monkeypatch.setattr(config, "parse_rule", refuse)
+    items, _ = env_items(cfg)
+    tasks, _ = builtin.ruled_scenarios(cfg, items, None)
+    agent = builtin.ruled_agent_tasks(cfg, items)
+    assert tasks and agent
+    assert {t.env.options.get(RULE_OPTION) for t in tasks + agent} == {expected}
+    plain, _ = builtin.scenarios(cfg, items, None)  # what the source itself gives: no rule of its own
+    assert {t.env.options.get(RULE_OPTION) for t in plain} == {None}
