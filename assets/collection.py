@@ -6,7 +6,6 @@ from pydantic import Field
 from assets.metadata import materialize, parquet_metadata
 from assets.partitions import shard_of
 from pipeline.collect.explore import ExploreSettings
-from pipeline.collect.result import collection_facts
 from pipeline.collect.run import AgentRun, collect_all
 from pipeline.models.agent_settings import AgentSettings
 from resources import (
@@ -111,5 +110,5 @@ def trajectories(
             force=config.force,
         )
     layout = layout.for_partition(shard.key) if shard is not None else layout
-    facts = collection_facts(result, layout, config.agent.model if config.agent_run() is not None else None)
+    facts = result.facts(layout, config.agent.model if config.agent_run() is not None else None)
     return materialize(context, facts, parquet_metadata(layout.trajectory_files()))

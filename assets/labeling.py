@@ -16,7 +16,7 @@ from assets.metadata import check_result, materialize, parquet_metadata
 from assets.partitions import partition_metadata, scoped
 from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.quarantine import quarantine
-from pipeline.labeling.steps import label, label_facts
+from pipeline.labeling.steps import label
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
 from pipeline.quality.outcomes import MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
 from pipeline.quality.suites import step_table_suite
@@ -55,7 +55,7 @@ def labeled_steps(
     with sandbox.open() as box:
         report = label(layout, box, chunk_size=config.chunk_size, log=context.log.info)
     context.log.info(f"{report.steps} labeled steps ({report.steps_per_second:.0f} steps/s) -> {layout.steps_dir}")
-    facts = label_facts(report, layout, composition.composition())
+    facts = report.facts(layout, composition.composition())
     return materialize(context, facts, {**parquet_metadata(layout.step_parts()), **partition_metadata(context)})
 
 

@@ -28,7 +28,6 @@ from pipeline.curriculum.mixture import (
     CURRICULUM,
     CurriculumSpec,
     build_curriculum,
-    curriculum_facts,
     record,
     resolve_run,
 )
@@ -193,7 +192,7 @@ def curriculum_mixture(
         spec = config.to_domain(run_id=rid)
         result = build_curriculum(layout, con, spec, config.make_current, dagster_run_id=context.run.run_id)
         record(con, layout)
-    return materialize(context, curriculum_facts(result, spec), parquet_metadata([result.path]))
+    return materialize(context, result.facts(), parquet_metadata([result.path]))
 
 
 @asset_sensor(

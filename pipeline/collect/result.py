@@ -1,6 +1,6 @@
 """What a collection returns: its report, exploration coverage, agent episodes and, for a partition,
 what the shard held (kept with the trajectories by :mod:`pipeline.collect.reuse`); and what the
-``trajectories`` asset reports of it (:func:`collection_facts`)."""
+``trajectories`` asset reports of it (:meth:`CollectionResult.facts`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,88 @@ class CollectionResult:
     explored_without: list[str] = field(default_factory=list)  # ... of them explored from their class defaults
     reused: bool = False  # the recorded result of an identical earlier collection (pipeline.collect.reuse)
 
+    def facts(self, layout: DataLayout, agent_model: str | None) -> Facts:
+        """What the ``trajectories`` asset reports of this collection (``layout``: the partition's, when partitioned):
+        counts, rejected tasks, environments without scenarios, the shard, the agent's episodes (``agent_model``:
+        None when no agent ran) and exploration's coverage, with the warnings to log."""
+        report = self.report
+        facts = Facts(warnings=[f"task {issue.task_id} ({issue.stage}): {issue.reason}" for issue in report.issues])
+        values = facts.values
+        values.update(
+            {
+                "reused": self.reused,
+                "trajectories": report.trajectories,
+                "actions": report.actions,
+                "environments": len(report.by_env),
+                "rejected_tasks": len(report.issues),
+                "by_strategy": Table(
+                    [{"strategy": k, "trajectories": n} for k, n in sorted(report.by_strategy.items())],
+                    ["strategy", "trajectories"],
+                ),
+                "by_category": Table(
+                    [{"category": k, "trajectories": n} for k, n in sorted(report.by_category.items())],
+                    ["category", "trajectories"],
+                ),
+                "rejected": Table([asdict(i) for i in report.issues], ["task_id", "stage", "reason", "origin"]),
+                "path": layout.trajectories.resolve(),
+            }
+        )
+        if self.without_scenarios:
+            explored = set(self.explored_without)
+            groups = [
+                (
+                    "explored from their class defaults (init config {})",
+                    [e for e in self.without_scenarios if e in explored],
+                ),
+                (
+                    "not explored (explore_class_defaults is off)",
+                    [e for e in self.without_scenarios if e not in explored],
+                ),
+            ]
+            groups = [(how, envs) for how, envs in groups if envs]
+            facts.warnings += [
+                f"{len(envs)} corpus environments have no scenario; {how}: " + ", ".join(envs[:20])
+                for how, envs in groups
+            ]
+            values["environments_without_scenarios"] = len(self.without_scenarios)
+            values["without_scenarios"] = Markdown(
+                "\n\n".join(f"{how}:\n\n" + "\n".join(f"- {e}" for e in envs[:200]) for how, envs in groups)
+            )
+        if self.shard is not None:
+            values["partition"] = self.shard.shard.key
+            values["partition_note"] = self.shard.note
+        if agent_model is None:
+            values["agent"] = "skipped: no model endpoint configured (config agent.model / agent.base_url)"
+        else:
+            statuses = pd.Series([r["status"] for r in self.agent_episodes]).value_counts().to_dict()
+            events = pd.Series([e["kind"] for r in self.agent_episodes for e in r["events"]]).value_counts().to_dict()
+            values["agent"] = f"{len(self.agent_episodes)} episodes with {agent_model}: {statuses}; events {events}"
+        if self.coverage is not None:
+            cov = self.coverage
+            values["exploration_calls"] = cov.steps
+            values["exploration_call_budget"] = cov.call_budget
+            values["exploration_stopped"] = cov.stop_reason
+            values["exploration_coverage"] = Table(
+                [
+                    {
+                        "cell": c.name,
+                        "target": cov.targets()[c.name],
+                        "candidates": cov.cells[c.name],
+                        "environments": len(cov.cell_envs.get(c.name, ())),
+                        "status": cov.status(c.name),
+                    }
+                    for c in cov.composition.cells
+                ],
+                ["cell", "target", "candidates", "environments", "status"],
+            )
+            if lines := cov.unreachable_lines():
+                values["exploration_unreachable"] = Markdown("\n".join(f"- {line}" for line in lines))
+                facts.warnings.append(
+                    f"exploration: {len(lines)} coverage target(s) no explored environment can reach: "
+                    + "; ".join(lines)
+                )
+        return facts
+
 
 @dataclass
 class ShardSummary:
@@ -35,84 +117,3 @@ class ShardSummary:
     shard_envs: set[str] = field(default_factory=set)  # ... of them in this shard
     configured: bool = True  # whether the source has anything configured at all
     note: str = ""
-
-
-def collection_facts(result: CollectionResult, layout: DataLayout, agent_model: str | None) -> Facts:
-    """What the ``trajectories`` asset reports of ``result`` (``layout``: the partition's, when partitioned):
-    counts, rejected tasks, environments without scenarios, the shard, the agent's episodes (``agent_model``:
-    None when no agent ran) and exploration's coverage, with the warnings to log."""
-    report = result.report
-    facts = Facts(warnings=[f"task {issue.task_id} ({issue.stage}): {issue.reason}" for issue in report.issues])
-    values = facts.values
-    values.update(
-        {
-            "reused": result.reused,
-            "trajectories": report.trajectories,
-            "actions": report.actions,
-            "environments": len(report.by_env),
-            "rejected_tasks": len(report.issues),
-            "by_strategy": Table(
-                [{"strategy": k, "trajectories": n} for k, n in sorted(report.by_strategy.items())],
-                ["strategy", "trajectories"],
-            ),
-            "by_category": Table(
-                [{"category": k, "trajectories": n} for k, n in sorted(report.by_category.items())],
-                ["category", "trajectories"],
-            ),
-            "rejected": Table([asdict(i) for i in report.issues], ["task_id", "stage", "reason", "origin"]),
-            "path": layout.trajectories.resolve(),
-        }
-    )
-    if result.without_scenarios:
-        explored = set(result.explored_without)
-        groups = [
-            (
-                "explored from their class defaults (init config {})",
-                [e for e in result.without_scenarios if e in explored],
-            ),
-            (
-                "not explored (explore_class_defaults is off)",
-                [e for e in result.without_scenarios if e not in explored],
-            ),
-        ]
-        groups = [(how, envs) for how, envs in groups if envs]
-        facts.warnings += [
-            f"{len(envs)} corpus environments have no scenario; {how}: " + ", ".join(envs[:20]) for how, envs in groups
-        ]
-        values["environments_without_scenarios"] = len(result.without_scenarios)
-        values["without_scenarios"] = Markdown(
-            "\n\n".join(f"{how}:\n\n" + "\n".join(f"- {e}" for e in envs[:200]) for how, envs in groups)
-        )
-    if result.shard is not None:
-        values["partition"] = result.shard.shard.key
-        values["partition_note"] = result.shard.note
-    if agent_model is None:
-        values["agent"] = "skipped: no model endpoint configured (config agent.model / agent.base_url)"
-    else:
-        statuses = pd.Series([r["status"] for r in result.agent_episodes]).value_counts().to_dict()
-        events = pd.Series([e["kind"] for r in result.agent_episodes for e in r["events"]]).value_counts().to_dict()
-        values["agent"] = f"{len(result.agent_episodes)} episodes with {agent_model}: {statuses}; events {events}"
-    if result.coverage is not None:
-        cov = result.coverage
-        values["exploration_calls"] = cov.steps
-        values["exploration_call_budget"] = cov.call_budget
-        values["exploration_stopped"] = cov.stop_reason
-        values["exploration_coverage"] = Table(
-            [
-                {
-                    "cell": c.name,
-                    "target": cov.targets()[c.name],
-                    "candidates": cov.cells[c.name],
-                    "environments": len(cov.cell_envs.get(c.name, ())),
-                    "status": cov.status(c.name),
-                }
-                for c in cov.composition.cells
-            ],
-            ["cell", "target", "candidates", "environments", "status"],
-        )
-        if lines := cov.unreachable_lines():
-            values["exploration_unreachable"] = Markdown("\n".join(f"- {line}" for line in lines))
-            facts.warnings.append(
-                f"exploration: {len(lines)} coverage target(s) no explored environment can reach: " + "; ".join(lines)
-            )
-    return facts

@@ -235,13 +235,33 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+@dataclass
+class CurriculumResult(SelectionResult):
+    """A curriculum version as drawn: a selection whose ``groups`` carry the estimates and weights that drove it, and
+    the spec it was drawn by (``run``)."""
+
+    run: CurriculumSpec | None = None
+
+    def facts(self) -> Facts:
+        """What a curriculum reports (``curriculum_mixture``'s metadata): a selection's facts, the evaluation run
+        that drove it, its weighting and benchmark, and its groups."""
+        facts = super().facts()
+        facts.values |= {
+            "evaluation_run": self.run.run_id if self.run else None,
+            "weighting": describe(self.run) if self.run else None,
+            "benchmark_version": self.spec["benchmark"],
+            "groups": Table(self.groups, GROUP_COLUMNS),
+        }
+        return facts
+
+
 def build_curriculum(
     layout: DataLayout,
     eval_con: duckdb.DuckDBPyConnection,
     spec: CurriculumSpec,
     make_current: bool = True,
     dagster_run_id: str | None = None,
-) -> SelectionResult:
+) -> CurriculumResult:
     """Estimate, weigh, allocate and pick; writes ``data/splits/curriculum/<version>/`` like Balance2 (the result's
     ``groups``: each group's estimate, weight, quota and picks)."""
     rule = decontamination(spec.decontaminate)
@@ -307,32 +327,18 @@ def build_curriculum(
     selected = {t["stratum"]: t["selected"] for t in table}
     for g in groups:
         g["selected"] = selected.get(g["group"], 0)
-    result = write_version(
+    drawn = write_version(
         CURRICULUM, layout, version, version_spec, picks, table, "warn", make_current, dagster_run_id=dagster_run_id
     )
     store = SplitStore(layout, CURRICULUM)
     manifest = store.manifest(version)
     manifest["groups"] = groups
     store.write_manifest(version, manifest)
-    result.groups = groups
-    return result
+    return CurriculumResult(**{**vars(drawn), "groups": groups}, run=spec)
 
 
 #: the columns of a group in the curriculum's metadata
 GROUP_COLUMNS = ["group", "estimate", "eval_samples", "weight", "filtered", "candidates", "quota", "selected"]
-
-
-def curriculum_facts(result: SelectionResult, spec: CurriculumSpec) -> Facts:
-    """What a curriculum reports (``curriculum_mixture``'s metadata): a selection's facts, the evaluation run
-    that drove it, its weighting and benchmark, and its groups."""
-    facts = result.facts()
-    facts.values |= {
-        "evaluation_run": spec.run_id,
-        "weighting": describe(spec),
-        "benchmark_version": result.spec["benchmark"],
-        "groups": Table(result.groups, GROUP_COLUMNS),
-    }
-    return facts
 
 
 def record(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> int:

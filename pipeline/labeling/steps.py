@@ -62,6 +62,42 @@ class LabelReport:
     def steps_per_second(self) -> float:
         return self.steps / self.seconds if self.seconds else 0.0
 
+    def facts(self, layout: DataLayout, composition: Composition) -> Facts:
+        """What a labeling reports (the ``labeled_steps`` metadata): its counts, the step table's totals, |Δ| by
+        outcome, the candidates per benchmark cell and Balance2 group of ``composition``, the environments covered
+        and the trajectories that could not be labeled (each also a warning)."""
+        totals = queries.step_totals(layout) if queries.has_steps(layout) else {}
+        labeled = bool(totals.get("steps"))
+        pivot = queries.delta_by_outcome(layout) if labeled else None
+        hist = {} if pivot is None else {k: int(v) for k, v in pivot["total"].items() if k != "total"}
+
+        def table(frame: Callable[[], pd.DataFrame], empty: str) -> Table:
+            return Table.of_frame(frame()) if labeled else Table([], [empty])
+
+        return Facts(
+            {
+                "steps": self.steps,
+                "trajectories": self.trajectories,
+                "environments": totals.get("environments", 0),
+                "tools": totals.get("tools", 0),
+                "max_delta": totals.get("max_delta", 0),
+                "parts_written": self.parts_written,
+                "parts_reused": self.parts_reused,
+                "trajectories_labeled_at_collection": self.prelabeled,  # each call executed once
+                "steps_per_second": round(self.steps_per_second, 1),
+                "delta_by_outcome": table(lambda: pivot.rename_axis("delta_size").reset_index(), "delta_size"),
+                "delta_histogram": Table(
+                    [{"delta_size": k, "count": n} for k, n in hist.items()], ["delta_size", "count"]
+                ),
+                "benchmark_cell_candidates": table(lambda: queries.cell_coverage(layout, composition), "cell"),
+                "balance2_candidates": table(lambda: queries.balance2_coverage(layout, composition), "group"),
+                "environments_covered": table(lambda: queries.steps_by_env(layout), "env_id"),
+                "issues": Table([asdict(i) for i in self.issues], ["task_id", "stage", "reason"]),
+                "path": layout.steps_dir.resolve(),
+            },
+            [f"task {issue.task_id}: {issue.reason}" for issue in self.issues],
+        )
+
 
 def _chunks(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
     it = iter(rows)
@@ -332,38 +368,3 @@ def label(
     run.remove_stale()
     run.report.seconds = time.perf_counter() - started
     return run.report
-
-
-def label_facts(report: LabelReport, layout: DataLayout, composition: Composition) -> Facts:
-    """What a labeling reports (the ``labeled_steps`` metadata): its counts, the step table's totals, |Δ| by
-    outcome, the candidates per benchmark cell and Balance2 group of ``composition``, the environments covered
-    and the trajectories that could not be labeled (each also a warning)."""
-    totals = queries.step_totals(layout) if queries.has_steps(layout) else {}
-    labeled = bool(totals.get("steps"))
-    pivot = queries.delta_by_outcome(layout) if labeled else None
-    hist = {} if pivot is None else {k: int(v) for k, v in pivot["total"].items() if k != "total"}
-
-    def table(frame: Callable[[], pd.DataFrame], empty: str) -> Table:
-        return Table.of_frame(frame()) if labeled else Table([], [empty])
-
-    return Facts(
-        {
-            "steps": report.steps,
-            "trajectories": report.trajectories,
-            "environments": totals.get("environments", 0),
-            "tools": totals.get("tools", 0),
-            "max_delta": totals.get("max_delta", 0),
-            "parts_written": report.parts_written,
-            "parts_reused": report.parts_reused,
-            "trajectories_labeled_at_collection": report.prelabeled,  # each call executed once
-            "steps_per_second": round(report.steps_per_second, 1),
-            "delta_by_outcome": table(lambda: pivot.rename_axis("delta_size").reset_index(), "delta_size"),
-            "delta_histogram": Table([{"delta_size": k, "count": n} for k, n in hist.items()], ["delta_size", "count"]),
-            "benchmark_cell_candidates": table(lambda: queries.cell_coverage(layout, composition), "cell"),
-            "balance2_candidates": table(lambda: queries.balance2_coverage(layout, composition), "group"),
-            "environments_covered": table(lambda: queries.steps_by_env(layout), "env_id"),
-            "issues": Table([asdict(i) for i in report.issues], ["task_id", "stage", "reason"]),
-            "path": layout.steps_dir.resolve(),
-        },
-        [f"task {issue.task_id}: {issue.reason}" for issue in report.issues],
-    )

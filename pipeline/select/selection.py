@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -107,7 +107,7 @@ class SelectionResult:
 
     def shortfall_message(self) -> str:
         """Every short stratum with its candidates and what decontamination removed, on one line."""
-        return "; ".join(SelectionResult(**{**self.__dict__, "reach": {}}).shortfall_lines())
+        return "; ".join(replace(self, reach={}).shortfall_lines())
 
 
 def decontamination_note(row: dict[str, Any] | None) -> str:

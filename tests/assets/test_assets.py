@@ -85,7 +85,7 @@ def test_materialize_reports_bad_input_in_metadata_and_checks_pass(tmp_path):
 
 def test_every_asset_is_thin():
     """assets/ is thin (assets/__init__.py): config in, a call into pipeline/, a MaterializeResult out; what an
-    asset computes or reports lives in pipeline/ (e.g. ``collection_facts``, ``pipeline.training.sft_run``)."""
+    asset computes or reports lives in pipeline/ (e.g. ``CollectionResult.facts``, ``pipeline.training.sft_run``)."""
     import ast
     from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""What the ``trajectories`` asset reports of a collection, computed in the pipeline (``collection_facts``): the
+"""What the ``trajectories`` asset reports of a collection, computed in the pipeline (``CollectionResult.facts``): the
 asset only logs the warnings and turns the values into metadata (``assets.metadata.metadata_of``)."""
 
 from collections import Counter
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pipeline.collect.collector import CollectReport
 from pipeline.collect.explore import Coverage, ExploreSettings
-from pipeline.collect.result import CollectionResult, collection_facts
+from pipeline.collect.result import CollectionResult
 from pipeline.core.issues import TaskIssue
 from pipeline.core.strata import Cell, Composition
 from pipeline.report.tables import Markdown, Table
@@ -26,7 +26,7 @@ def _result(**given) -> CollectionResult:
 
 
 def test_the_facts_of_a_replay_only_collection(tmp_path):
-    facts = collection_facts(_result(), DataLayout.at(tmp_path), agent_model=None)
+    facts = _result().facts(DataLayout.at(tmp_path), agent_model=None)
     values = facts.values
     assert (values["trajectories"], values["actions"], values["environments"], values["rejected_tasks"]) == (3, 7, 2, 1)
     assert values["reused"] is False and values["path"] == DataLayout.at(tmp_path).trajectories.resolve()
@@ -46,7 +46,7 @@ def test_environments_without_scenarios_the_agent_and_coverage_are_reported_and_
         without_scenarios=["envscaler/x", "envscaler/y"],
         agent_episodes=[{"status": "done", "events": [{"kind": "call"}, {"kind": "call"}]}],
     )
-    facts = collection_facts(result, DataLayout.at(tmp_path), agent_model="m")
+    facts = result.facts(DataLayout.at(tmp_path), agent_model="m")
     values = facts.values
     assert values["environments_without_scenarios"] == 2
     assert values["without_scenarios"] == Markdown(
@@ -66,7 +66,7 @@ def test_environments_without_scenarios_are_reported_by_what_exploration_did_wit
     """A corpus that explores its unnamed environments from their class defaults and one that does not, in one run:
     each environment is listed under what happened to it (the collection records which were explored)."""
     result = _result(without_scenarios=["a/x", "b/y", "a/z"], explored_without=["a/x", "a/z"])
-    facts = collection_facts(result, DataLayout.at(tmp_path), agent_model=None)
+    facts = result.facts(DataLayout.at(tmp_path), agent_model=None)
     assert facts.values["environments_without_scenarios"] == 3
     assert facts.values["without_scenarios"] == Markdown(
         "explored from their class defaults (init config {}):\n\n- a/x\n- a/z\n\n"
