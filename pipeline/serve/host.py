@@ -6,11 +6,12 @@ under every rule a labeling child has. Requests from the parent (trusted): ``ope
 check functions, its limits) and ``close``. For each ``open`` the host forks the child and hands the parent the
 child's two pipe ends (an ``opened`` frame carrying them over the Unix socket that is the host's stdout); from then
 on the parent and the child talk directly, one round trip per call, with no process between them. The child builds
-its environment once and answers each call with the raw ``step`` frame labeling uses (plus, when the task has
-checks, a ``checks`` frame), so no prefix is ever re-run. ``close`` kills the child, reaps it and removes its
-directory. The host holds no session's pipes: a child that dies is seen by its parent as the end of its pipe. In the
-shared host (code that is ours or pinned) the parent may start the next session of the same environment code in a
-child whose session it closed cleanly (a ``reset`` on the child's pipe: :func:`_session_child`).
+its environment once and answers each call with the raw ``step`` frame labeling uses (when the task has checks,
+with their verdicts on the state after it under ``checks``), so no prefix is ever re-run. ``close`` kills the
+child, reaps it and removes its directory. The host holds no session's pipes: a child that dies is seen by its
+parent as the end of its pipe. In the shared host (code that is ours or pinned) the parent may start the next session
+of the same environment code in a child whose session it closed cleanly (a ``reset`` on the child's pipe:
+:func:`_session_child`).
 """
 
 from __future__ import annotations
@@ -126,12 +127,12 @@ def _session(out: int, inbox: Any, request: dict[str, Any], trajectory: Any, lim
             return msg
         index = int(msg["step_index"])
         action = Action(str(msg["tool"]), dict(msg["arguments"]), index)
-        frames = [encode(runner._call(env, index, action, snapshots, limits))]
+        step = runner._call(env, index, action, snapshots, limits)
         if checks:
             if snapshots.text != judged[0]:  # a call that left the state as it was keeps its verdicts
                 judged = snapshots.text, run_checks(checks, initial, json.loads(snapshots.text or "null"))
-            frames.append(encode({"kind": "checks", "step_index": index, "results": judged[1]}))
-        write_chunks(out, frames)  # one write: the parent wakes once per call
+            step["checks"] = judged[1]  # the verdicts ride in the step's own frame: one frame, one wake per call
+        write_chunks(out, [encode(step)])
     return None
 
 

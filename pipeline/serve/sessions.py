@@ -636,11 +636,7 @@ class Session:
             if failure is None:
                 self.labels.feed(msg)  # a frame that breaks the protocol becomes an error step here
                 if self.checks and not self.labels.truncated:
-                    reply = yield limit
-                    if reply.get("kind") == "checks" and reply.get("step_index") == index:
-                        checks = _verdicts(reply.get("results"), len(self.checks))
-                    else:
-                        failure = _failure(reply)
+                    checks = _verdicts(msg.get("checks"), len(self.checks))  # sent with the step, in its frame
             if failure is not None or self.labels.truncated or len(self.steps) <= index:
                 failure = failure or {"error_type": "UntrustedData", "error": "malformed data from the sandbox"}
                 if len(self.steps) <= index:
