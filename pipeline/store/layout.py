@@ -311,18 +311,30 @@ class DataLayout:
 
     @property
     def trajectories_dir(self) -> Path:
-        return self.root / "trajectories"
+        return self._declared("trajectories").file(self.root).parent
 
     @property
     def trajectories(self) -> Path:
-        """The file a collection writes: ``trajectories.parquet``, or ``part-<partition>.parquet``."""
-        return self._collection_file("trajectories", "part-")
+        """The file a collection writes: ``trajectories.parquet``, or ``part-<partition>.parquet`` (the table's
+        declaration: its first glob per partition, its second whole)."""
+        files = self._declared("trajectories").files
+        if self.partition is not None:
+            return self._declared("trajectories").file(self.root, self.partition)
+        return self.root / files[1]
 
     def trajectory_files(self) -> list[str]:
         """Every file of the trajectories table: the unpartitioned ``trajectories.parquet`` and the
         per-partition ``part-<partition>.parquet`` files a partitioned collection writes (a
         partition-scoped layout: only its own file)."""
-        return self._collection_files("trajectories", "part-")
+        if self.partition is not None:
+            return [str(self.trajectories)] if self.trajectories.exists() else []
+        per_partition, whole = self._declared("trajectories").files
+        files = [self.root / whole] if (self.root / whole).exists() else []
+        return [str(p) for p in files + sorted(self.root.glob(per_partition))]
+
+    @staticmethod
+    def _declared(name: str) -> tables.TableOfRecord:
+        return tables.stored(tables.PARQUET)[name]
 
     def _collection_file(self, whole: str, prefix: str) -> Path:
         """``trajectories/<whole>.parquet``, or ``<prefix><partition>.parquet`` in a partition-scoped layout."""
@@ -356,24 +368,23 @@ class DataLayout:
 
     @property
     def steps_dir(self) -> Path:
-        return self.root / "steps"
+        return self._declared("steps").file(self.root).parent
 
     def step_part(self, key: str) -> Path:
-        """A labeled-steps part named by its content key (and the partition, in a partition-scoped layout)."""
-        return self.steps_dir / (
-            f"part-{self.partition}-{key}.parquet" if self.partition is not None else f"part-{key}.parquet"
-        )
+        """A labeled-steps part named by its content key (and the partition, in a partition-scoped layout): the
+        ``*`` of the table's declared glob."""
+        return self._declared("steps").file(self.root, f"{self.partition}-{key}" if self.partition is not None else key)
 
     def step_parts(self) -> list[str]:
-        parts = sorted(self.steps_dir.glob("part-*.parquet"))
+        parts = sorted(self.root.glob(self._declared("steps").files[0]))
         if self.partition is not None:
             parts = [p for p in parts if step_part_partition(p.name) == self.partition]
         return [str(p) for p in parts]
 
     def steps_glob(self) -> str:
         if self.partition is not None:  # the content key has no '-': "part-bfcl-1-*" never matches bfcl-10
-            return str(self.steps_dir / f"part-{self.partition}-*.parquet")
-        return str(self.steps_dir / "part-*.parquet")
+            return str(self._declared("steps").file(self.root, f"{self.partition}-*"))
+        return str(self.root / self._declared("steps").files[0])
 
     @property
     def strata(self) -> Path:
