@@ -317,24 +317,26 @@ class DataLayout:
     def trajectories(self) -> Path:
         """The file a collection writes: ``trajectories.parquet``, or ``part-<partition>.parquet`` (the table's
         declaration: its first glob per partition, its second whole)."""
-        files = self._declared("trajectories").files
+        declared = self._declared("trajectories")
         if self.partition is not None:
-            return self._declared("trajectories").file(self.root, self.partition)
-        return self.root / files[1]
+            return declared.file(self.root, self.partition)
+        return self.root / declared.files[1]
 
     def trajectory_files(self) -> list[str]:
         """Every file of the trajectories table: the unpartitioned ``trajectories.parquet`` and the
         per-partition ``part-<partition>.parquet`` files a partitioned collection writes (a
         partition-scoped layout: only its own file)."""
         if self.partition is not None:
-            return [str(self.trajectories)] if self.trajectories.exists() else []
+            own = self.trajectories
+            return [str(own)] if own.exists() else []
         per_partition, whole = self._declared("trajectories").files
         files = [self.root / whole] if (self.root / whole).exists() else []
         return [str(p) for p in files + sorted(self.root.glob(per_partition))]
 
     @staticmethod
     def _declared(name: str) -> tables.TableOfRecord:
-        return tables.stored(tables.PARQUET)[name]
+        """A registered table's declaration, by a registry lookup (these paths are asked for on hot paths)."""
+        return tables.TABLES.get(name)
 
     def _collection_file(self, whole: str, prefix: str) -> Path:
         """``trajectories/<whole>.parquet``, or ``<prefix><partition>.parquet`` in a partition-scoped layout."""
