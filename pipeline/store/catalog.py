@@ -258,6 +258,12 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
            WHERE NOT internal
            AND schema_name NOT IN ('information_schema', 'pg_catalog')"""
     ).fetchall()
+    columns: dict[tuple[str, str, str], list[tuple[str, str | None]]] = {}
+    for database, schema, name, column, col_comment in con.execute(
+        "SELECT database_name, schema_name, table_name, column_name, comment FROM duckdb_columns() "
+        "WHERE NOT internal ORDER BY column_index"
+    ).fetchall():  # one scan for every object: a scan per object costs O(objects²) on a root with many views
+        columns.setdefault((database, schema, name), []).append((column, col_comment))
     for database, schema, name, kind, current in objects:
         if readonly and database != "temp":
             continue
@@ -267,11 +273,7 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
             missing.append(name)
         elif text != current:
             con.execute(f"COMMENT ON {kind} {qualified} IS {quote(text)}")
-        for column, col_comment in con.execute(
-            "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? AND "
-            "table_name = ?",
-            [database, schema, name],
-        ).fetchall():
+        for column, col_comment in columns.get((database, schema, name), []):
             text = column_description(name, column)
             if text is None:
                 missing.append(f"{name}.{column}")

@@ -64,6 +64,30 @@ def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     )
 
 
+def _stored_views(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The SQL of every view stored in the database (name -> ``CREATE VIEW …;`` as DuckDB renders it)."""
+    return dict(
+        con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary").fetchall()
+    )
+
+
+def _create_view(con: duckdb.DuckDBPyConnection, name: str, select: str, stored: dict[str, str] | None) -> None:
+    """``CREATE OR REPLACE VIEW name AS select``, unless ``stored`` (:func:`_stored_views`; None: a temporary view,
+    always made) holds that view already with the same SQL (as DuckDB renders it) and the same columns: a replaced
+    view loses its comments, and commenting every column again after every step costs more than the step."""
+    if stored is not None and name in stored:
+        rendered = con.execute("SELECT json_deserialize_sql(json_serialize_sql(?))", [select]).fetchone()[0]
+        if stored[name] == f"CREATE VIEW {name} AS {rendered};":
+            kept = con.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? AND database_name <> 'temp' "
+                "ORDER BY column_index",
+                [name],
+            ).fetchall()
+            if kept == [(r[0], r[1]) for r in con.execute(f"DESCRIBE {select}").fetchall()]:
+                return
+    con.execute(f"CREATE OR REPLACE {'' if stored is not None else 'TEMP '}VIEW {name} AS {select}")
+
+
 def _repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
     """Resolve the views' relative paths against ``layout``'s root on this connection (``file_search_path``), then
     (re-)create every Parquet view for the files there now (a read-only connection: as temporary views, which take
@@ -75,8 +99,9 @@ def _repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
     # relative paths where the file moves with the data root (envsim.duckdb in it); absolute for a file kept elsewhere
     database = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
     views = parquet_views(layout, relative=not database or Path(database).resolve().parent == root)
+    stored = None if temp else _stored_views(con)
     for name, select in views.items():
-        con.execute(f"CREATE OR REPLACE {temp}VIEW {name} AS {select}")
+        _create_view(con, name, select, stored)
     if not views.get("benchmark_samples") and not temp and not _exists(con, "benchmark_samples"):
         con.execute("CREATE OR REPLACE VIEW benchmark_samples AS SELECT NULL::VARCHAR AS version WHERE false")
     if not temp:
@@ -89,11 +114,13 @@ def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
     """Views over the tables (no file paths): ``split_diff``, ``served_reward`` (reward by task, environment and
     mode), ``served_drift_by_step`` (shadow mode's drift, FM and CM by step) and ``eval_results_strata`` (the
     benchmark group and the label of every axis evaluation breaks down by), where their tables exist."""
+    stored = _stored_views(con)
     if _exists(con, "split_members"):
         values = ", ".join(f"m.{column}" for column in axes.stored_columns)  # every axis value a sample stores
-        con.execute(
-            f"""CREATE OR REPLACE VIEW split_diff AS
-               WITH pairs AS (SELECT a.kind, a.version AS version_a, b.version AS version_b
+        _create_view(
+            con,
+            "split_diff",
+            f"""WITH pairs AS (SELECT a.kind, a.version AS version_a, b.version AS version_b
                               FROM split_versions a JOIN split_versions b ON a.kind = b.kind AND a.version <> b.version)
                SELECT p.kind, p.version_a, p.version_b, 'added' AS change,
                       m.step_id, m.stratum, m.env_id, m.task_id, m.tool,
@@ -107,27 +134,34 @@ def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
                       {values}
                FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_a
                WHERE NOT EXISTS (SELECT 1 FROM split_members o
-                                 WHERE o.kind = p.kind AND o.version = p.version_b AND o.step_id = m.step_id)"""
+                                 WHERE o.kind = p.kind AND o.version = p.version_b AND o.step_id = m.step_id)""",
+            stored,
         )
     if _exists(con, "served_episodes"):
-        con.execute(
-            """CREATE OR REPLACE VIEW served_reward AS
-               SELECT task_id, env_id, mode, count(*) AS episodes, count(reward) AS rewarded,
+        _create_view(
+            con,
+            "served_reward",
+            """SELECT task_id, env_id, mode, count(*) AS episodes, count(reward) AS rewarded,
                       avg(reward) AS mean_reward, min(reward) AS min_reward, max(reward) AS max_reward
-               FROM served_episodes GROUP BY ALL"""
+               FROM served_episodes GROUP BY ALL""",
+            stored,
         )
     if _exists(con, "served_steps"):
-        con.execute(
-            """CREATE OR REPLACE VIEW served_drift_by_step AS
-               SELECT simulator, step_index, count(*) AS steps, avg(drift) AS mean_drift, max(drift) AS max_drift,
+        _create_view(
+            con,
+            "served_drift_by_step",
+            """SELECT simulator, step_index, count(*) AS steps, avg(drift) AS mean_drift, max(drift) AS max_drift,
                       avg(fm::INT) AS fm_rate, avg(cm::INT) AS cm_rate
-               FROM served_steps WHERE mode = 'shadow' GROUP BY ALL"""
+               FROM served_steps WHERE mode = 'shadow' GROUP BY ALL""",
+            stored,
         )
     if _exists(con, "eval_results"):
         labels = "".join(f", {a.label_sql()} AS {a.label}" for a in axes if a.by_label)
-        con.execute(
-            f"""CREATE OR REPLACE VIEW eval_results_strata AS
-                SELECT *, {BENCHMARK_GROUP_SQL} AS benchmark_group{labels} FROM {axes.relation("eval_results")}"""
+        _create_view(
+            con,
+            "eval_results_strata",
+            f"""SELECT *, {BENCHMARK_GROUP_SQL} AS benchmark_group{labels} FROM {axes.relation("eval_results")}""",
+            stored,
         )
 
 
