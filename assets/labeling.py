@@ -19,7 +19,7 @@ from pipeline.labeling.quarantine import quarantine
 from pipeline.labeling.steps import label
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
 from pipeline.quality.outcomes import MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
-from pipeline.quality.suites import step_table_suite
+from pipeline.quality.suites import kept_verdict
 from pipeline.report.tables import Facts, Markdown
 from pipeline.store.reconstruct import verify_steps
 from resources import CompositionResource, DataStoreResource, RunPolicyResource, SandboxResource
@@ -154,8 +154,9 @@ def step_table_expectations(context: AssetCheckExecutionContext, store: DataStor
     if layout.partition is not None and not layout.step_parts():
         facts = Facts({"rows": 0, "failures": Markdown("_empty partition: no steps to check_")})
         return check_result(context, facts, partition_metadata(context), passed=True)
-    suite = step_table_suite(layout)
-    facts = Facts({"rows": suite.rows, "expectations_evaluated": suite.evaluated, "failures": suite.fact()})
+    suite = kept_verdict(layout)
+    kept = {"validated": f"before, on the same step files (verdict {suite.kept_from})"} if suite.kept_from else {}
+    facts = Facts({"rows": suite.rows, "expectations_evaluated": suite.evaluated, "failures": suite.fact(), **kept})
     return check_result(context, facts, partition_metadata(context), passed=suite.success)
 
 

@@ -7,10 +7,14 @@ an ephemeral GX context.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -22,6 +26,7 @@ from pipeline.report.tables import Table
 from pipeline.store import schema
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
+from pipeline.store.parquet_io import atomic_path
 
 
 def _great_expectations() -> Any:
@@ -49,6 +54,8 @@ class SuiteResult:
     evaluated: int
     rows: int
     failures: list[Failure] = field(default_factory=list)
+    #: the validation this result was kept from, when the same files were validated before (:func:`kept_verdict`)
+    kept_from: str | None = None
 
     @property
     def success(self) -> bool:
@@ -233,3 +240,34 @@ def overlap_suite(mixture_samples: str, benchmark_samples: str, decontaminate: s
         gx.expectations.ExpectColumnValuesToNotBeInSet(column="step_id", value_set=sorted(set(bench["step_id"]))),
     ]
     return run_suite(f"overlap_{decontaminate}", df, expectations, ["step_id"])
+
+
+def _verdict_key(layout: DataLayout, axes: Axes) -> str:
+    """What a step-table verdict depends on: the step parts (content-keyed names, sizes), this module's code, the
+    axes and the great-expectations version."""
+    parts = [(Path(p).name, Path(p).stat().st_size) for p in layout.step_parts()]
+    axes_repr = [(a.column, a.values, a.min_value) for a in axes]
+    text = json.dumps([parts, repr(axes_repr), version("great-expectations")], default=str)
+    digest = hashlib.blake2b(text.encode() + Path(__file__).read_bytes(), digest_size=16)
+    return digest.hexdigest()
+
+
+def kept_verdict(layout: DataLayout, axes: Axes = AXES) -> SuiteResult:
+    """:func:`step_table_suite`, validated once per content of the step table: a run whose steps did not change (a
+    resumed or repeated run) reads the verdict the last validation wrote (``quality/step_table_verdict.json``; a
+    partition's ``step_table_verdict-<partition>.json``) instead of importing great-expectations and validating the
+    same bytes again."""
+    name = "step_table_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
+    path, key = layout.quality_dir / f"{name}.json", _verdict_key(layout, axes)
+    try:
+        kept = json.loads(path.read_text())
+        if kept.get("key") == key:
+            result = kept["result"]
+            failures = [Failure(**f) for f in result.pop("failures")]
+            return SuiteResult(**{**result, "failures": failures, "kept_from": key})
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or unreadable: validate
+    result = step_table_suite(layout, axes=axes)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps({"key": key, "result": asdict(result)}, sort_keys=True, default=str))
+    return result

@@ -213,6 +213,32 @@ def test_step_table_suite_names_failed_expectations_and_rows(bfcl_layout, tmp_pa
     assert dup["expect_column_values_to_be_unique"].rows[0]["copies"] == 2
 
 
+def test_a_verdict_is_kept_for_the_same_step_files_and_validated_again_when_they_change(bfcl_layout, tmp_path):
+    """The check reads the last verdict when the step files are the ones it validated (a resumed or repeated run
+    imports no great-expectations), and validates again when a part is added or replaced."""
+    import pyarrow.parquet as pq
+
+    from pipeline.quality import suites
+
+    layout = DataLayout.at(tmp_path / "root")
+    shutil.copytree(bfcl_layout.root, layout.root)
+    first = suites.kept_verdict(layout)
+    assert first.success and first.kept_from is None
+    again = suites.kept_verdict(layout)
+    assert again.kept_from and (again.rows, again.evaluated, again.failures) == (first.rows, first.evaluated, [])
+    part = layout.step_parts()[0]
+    rows = pq.read_table(part).to_pylist()
+    rows[0]["outcome"] = "exploded"
+    new_part = part.replace("part-", "part-zz-")  # a part is written under a new content key, never in place
+    pq.write_table(pq.read_table(part).from_pylist(rows, schema=pq.read_table(part).schema), new_part)
+    Path(part).unlink()
+    changed = suites.kept_verdict(layout)
+    assert changed.kept_from is None and not changed.success
+    kept = suites.kept_verdict(layout)  # the failing verdict is kept too, with the rows it names
+    assert kept.kept_from and [f.expectation for f in kept.failures] == [f.expectation for f in changed.failures]
+    assert kept.failures[0].rows == changed.failures[0].rows
+
+
 def test_step_table_suite_validates_whole_chunks_not_one_call_per_part(bfcl_layout, monkeypatch):
     """GX costs per validation call: the step-table suite gathers the parts' batches into chunks of
     ``chunk_rows`` rows (a DuckDB relation's reader yields one small batch per part, whatever size is asked)."""
