@@ -32,7 +32,7 @@ class CollectionConfig(config_from(ExploreSettings, exclude={"call_budget", "max
     exploration steered toward strata still short of their quota (fields: ``ExploreSettings``), and an
     optional LLM agent."""
 
-    enabled: bool = Field(default=True, description="Explore the builtin/EnvScaler (and optionally bfcl) scenarios.")
+    enabled: bool = Field(default=True, description="Explore the sources' scenarios.")
     force: bool = Field(
         default=False,
         description="Collect even when the inputs are unchanged (otherwise an identical "
@@ -71,7 +71,7 @@ def trajectories(
     run_policy: RunPolicyResource,
 ) -> MaterializeResult:
     """Trajectories from executable environments: ground-truth replay of bfcl-eval's multi-turn
-    tasks, exploration episodes over the builtin pack / EnvScaler scenarios, and (with a model
+    tasks, exploration episodes over the sources' scenarios, and (with a model
     endpoint configured) LLM-agent episodes with their full message history.
 
     Each row holds the environment spec, its initial state (recorded in the sandbox) and the
@@ -79,7 +79,7 @@ def trajectories(
     error, a config that makes the reset (or the constructor) raise — are listed with their reason
     in `trajectories/issues.parquet` and in this metadata; everything else is collected.
 
-    Partitioned when ENVSIM_SHARDS=N is set: partition `<source>-<i>` (bfcl / builtin / envscaler)
+    Partitioned when ENVSIM_SHARDS=N is set: partition `<source>-<i>` (per registered source)
     collects the environments of that source whose blake2b hash of the env id is i mod N into
     `trajectories/part-<partition>.parquet` (issues: `issues-<partition>.parquet`); exploration gets
     the shard's share of the call budget. A source with nothing configured gives an empty partition.

@@ -27,12 +27,12 @@ _SourceSections = pydantic.create_model(
 
 
 class EnvironmentSourcesResource(_SourceSections):
-    """The environment sources: one section per registered source, named after it (``bfcl``, ``builtin``,
-    ``envscaler`` — a list of corpora —, and each plugin source's), with that source's settings."""
+    """The environment sources: one section per registered source, named after it (the plugins' too), with that
+    source's settings (a list of them for a list source)."""
 
     def config(self, layout: DataLayout) -> SourceConfig:
-        """The sources, each section completed by its source from ``layout``'s root (the ``store`` resource's: an unset
-        ``envscaler`` is the corpus ``./forge download envscaler`` fetched there)."""
+        """The sources, each section completed by its source from ``layout``'s root (the ``store`` resource's:
+        :meth:`pipeline.envs.source.EnvironmentSource.at_root`)."""
         sections = {}
         for source in registry.sources():
             if source.settings is None or source.name not in type(self).model_fields:

@@ -28,16 +28,16 @@ from pipeline.core.issues import TaskIssue
 from pipeline.core.progress import Log, Progress
 from pipeline.core.strata import Composition
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import envscaler, registry
+from pipeline.envs import registry
 from pipeline.envs.partitions import partition_keys, partitioned_sources
 from pipeline.execution.sandbox import Sandbox
 from pipeline.models.agent_settings import AgentSettings
 from pipeline.store.layout import DataLayout, safe_name
 from pipeline.store.partitions import Shard, begin_partitioned, end_unpartitioned
 
-#: the source whose shard 0 reports the issues of EnvScaler-format files that name no environment of a
-#: shard (an env item that does not compile, a scenario line that is not JSON, a bad message history)
-PARSE_ISSUES = registry.adapter(envscaler.SOURCE).name
+#: the source whose shard 0 reports the issues that name no environment of a shard (an env item that does not
+#: compile, a scenario line that is not JSON, a bad message history): the first whose environments no prefix names
+PARSE_ISSUES = next(s.name for s in registry.sources() if s.prefix is None and not s.foreign)
 
 
 def _in_shard(stream: Iterable, shard: Shard, summary: ShardSummary, issues_of: str | None) -> Iterator:
@@ -101,7 +101,7 @@ class AgentRun:
     """The LLM agent's part of a collection: the agent and the tasks it is given."""
 
     settings: AgentSettings
-    sources: tuple[str, ...] = setting(("builtin",), "Task sources: builtin, envscaler, bfcl.")
+    sources: tuple[str, ...] = setting(("builtin",), "Task sources (source names).")
     task_limit: int | None = setting(20, "At most this many tasks (None = all).")
 
 
@@ -116,8 +116,8 @@ def collect_all(
     composition: Composition | None = None,
     force: bool = False,
 ) -> CollectionResult:
-    """Replay ground truth (bfcl), explore scenarios (builtin pack, EnvScaler corpora, optionally
-    bfcl) and, with an endpoint configured, let an LLM agent solve tasks — into one trajectories table.
+    """Replay the sources' ready-made trajectories, explore their scenarios and, with an endpoint configured, let
+    an LLM agent solve tasks — into one trajectories table.
 
     With ``shard``, only the environments of that shard are collected, into the partition's files
     (``trajectories/part-<shard>.parquet``, ``issues-<shard>.parquet``); exploration gets the shard's
@@ -198,7 +198,8 @@ def collect_all(
     if explore_settings is not None:
         scenarios, scenario_issues = exploration_scenarios(cfg, items, without)
         if shard is not None:
-            without = [e for e in without if shard.holds(registry.source_of_id(envscaler.SOURCE, e), e)]
+            adapter_of = {i.qualified_id: i.adapter for i in items}
+            without = [e for e in without if shard.holds(registry.source_of_id(adapter_of[e], e), e)]
             everywhere = {s.env.env_id for s in scenarios}
             scenarios = list(of_shard(scenarios, PARSE_ISSUES))
             here = {s.env.env_id for s in scenarios}

@@ -69,16 +69,15 @@ def env_items(cfg: SourceConfig) -> tuple[list[envscaler.EnvItem], list[TaskIssu
 def replay_trajectories(cfg: SourceConfig, only: str | None = None) -> Iterator[Trajectory | TaskIssue]:
     """Every source's ready-made trajectories (bfcl's ground truth, served episodes); ``only``: of that source alone.
     A trajectory on an environment of no known adapter is an issue naming it (and its line, ``meta["origin"]``)."""
-    known = registry.adapters()
     for source in registry.sources():
         if only is None or source.name == only:
             for t in source.ruled_replay(cfg):
                 if isinstance(t, TaskIssue):
                     yield t
-                elif t.env.source not in known:
+                elif t.env.source not in registry.ADAPTERS:
                     why = (
                         f"{source.name} trajectory {t.trajectory_id}: its environment's source {t.env.source[:60]!r} "
-                        f"is not a known adapter ({', '.join(sorted(known))}): fix or drop it"
+                        f"is not a known adapter ({', '.join(sorted(registry.ADAPTERS))}): fix or drop it"
                     )
                     yield TaskIssue(t.task_id, "parse", why, str(t.meta.get("origin", source.name)))
                 else:
@@ -243,13 +242,12 @@ def _history_record_problem(row: Any) -> str | None:
         if key in env and not isinstance(env[key], kind):
             return f"'env.{key}' must be a {kind.__name__}, got {clip(repr(env[key]), 80)}"
 
-    if env["source"] not in registry.adapters():
+    adapter = registry.ADAPTERS.find(env["source"])
+    if adapter is None:
         return (
-            f"'env.source' {clip(repr(env['source']), 60)} is not a known environment source "
-            f"({sorted(registry.adapters())})"
+            f"'env.source' {clip(repr(env['source']), 60)} is not a known adapter ({sorted(registry.ADAPTERS.names())})"
         )
-    needs = registry.adapter(env["source"]).needs
-    missing = [k for k in needs if k not in env.get("options", {})]
+    missing = [k for k in adapter.needs if k not in env.get("options", {})]
     if missing:
         return f"'env.options' lacks {missing} for source {env['source']!r}"
     rule = env.get("options", {}).get(RULE_OPTION)

@@ -37,7 +37,7 @@ def build_catalog(
     code_rows: list[dict[str, Any]] = []
     items = items or []
     for source in registry.sources():
-        own = [i for i in items if registry.source_of_id(envscaler.SOURCE, i.qualified_id) == source.name]
+        own = [i for i in items if registry.source_of_id(i.adapter, i.qualified_id) == source.name]
         more_envs, more_code = source.catalog(own, listed=source.name not in disabled)
         envs += more_envs
         code_rows += more_code

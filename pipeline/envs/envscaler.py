@@ -52,6 +52,7 @@ class EnvItem:
     problems: tuple[str, ...] = ()  # tool schemas dropped because they do not fit their method
     outcome_rule: str | None = None  # its corpus's declared outcome rule (OutcomeRule.id); None: the default rule
     constructor: str | None = None  # ``env_constructor``: what builds an instance from ``init_config`` (CONSTRUCTOR)
+    adapter: str = SOURCE  # the adapter of its specs (``EnvSpec.source``): this format's, or one that extends it
 
     @property
     def qualified_id(self) -> str:
@@ -73,7 +74,7 @@ class EnvItem:
             options[RULE_OPTION] = self.outcome_rule
         if self.constructor is not None:
             options[CONSTRUCTOR] = self.constructor
-        return EnvSpec(source=SOURCE, env_id=self.qualified_id, init_config=init_config, options=options)
+        return EnvSpec(source=self.adapter, env_id=self.qualified_id, init_config=init_config, options=options)
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,14 @@
-"""The one registry of environment sources (:class:`pipeline.envs.source.EnvironmentSource`), and
-what the pipeline asks it: which source an environment belongs to, how its adapter builds and runs it.
-
-Partitions (:mod:`pipeline.envs.partitions`), the catalog, collection, the sandbox worker, the dataset card's licenses
-and the ``sources`` resource all iterate :func:`sources`. Adding a source is one module and one line below; a
-source outside the repository is a plugin package with an ``envsim_forge.sources`` entry point
-(:mod:`pipeline.core.registry`), registered in every process, the sandbox worker included
-(docs/extending.md). :func:`register` called from your own code registers a source in that process only.
-The order is the partition-key and catalog order: these, then the plugins by entry-point name.
-"""
+"""The registries of environment sources (:class:`pipeline.envs.source.EnvironmentSource`: partitions, catalog,
+collection, card, the ``sources`` resource) and adapters (:class:`pipeline.envs.adapters.Adapter`: the sandbox worker,
+labeling), and what the pipeline asks them. Each entry is one module and one line below, or a plugin's
+``envsim_forge.sources`` / ``envsim_forge.adapters`` entry point (:mod:`pipeline.core.registry`, docs/extending.md),
+registered in every process; :func:`register` from your own code registers a source in that process only. The
+order (the partition-key and catalog order): these, then the plugins by entry-point name."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,34 +16,35 @@ from typing import Any
 from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.outcome import Labeler, labeler
 from pipeline.core.registry import Registry
+from pipeline.envs.adapters import Adapter
+from pipeline.envs.adapters.bfcl import BfclAdapter
+from pipeline.envs.adapters.envscaler import EnvScalerAdapter
 from pipeline.envs.config import SourceConfig
 from pipeline.envs.source import EnvironmentSource
-from pipeline.envs.source import reuse_key as _reuse_key
 from pipeline.envs.sources.bfcl import BfclSource
 from pipeline.envs.sources.builtin import BuiltinSource
 from pipeline.envs.sources.envscaler import EnvScalerSource
 from pipeline.envs.sources.served import ServedSource
 from pipeline.store import glossary
 
-
-def _declare(source: EnvironmentSource) -> None:
-    glossary.declare("source", source.name)  # the documented value sets of `source` / `adapter`
-    if source.adapter == source.name:
-        glossary.declare("adapter", source.name)
-
-
-def _retract(source: EnvironmentSource) -> None:
-    glossary.retract("source", source.name)
-    glossary.retract("adapter", source.name)
-
+#: every adapter by name (the ``adapter`` column's values): these, then the plugins' (``envsim_forge.adapters``)
+ADAPTERS: Registry[Adapter] = Registry(
+    "environment adapter",
+    "envsim_forge.adapters",
+    check=lambda entry: isinstance(entry, Adapter),
+    on_add=lambda adapter: glossary.declare("adapter", adapter.name),
+    on_remove=lambda adapter: glossary.retract("adapter", adapter.name),
+)
+ADAPTERS.register(BfclAdapter())
+ADAPTERS.register(EnvScalerAdapter())
 
 #: every environment source by name: the ones below, then the installed plugins' (``envsim_forge.sources``)
 SOURCES: Registry[EnvironmentSource] = Registry(
     "environment source",
     "envsim_forge.sources",
     check=lambda entry: isinstance(entry, EnvironmentSource),
-    on_add=_declare,
-    on_remove=_retract,
+    on_add=lambda source: glossary.declare("source", source.name),  # the documented value set of `source`
+    on_remove=lambda source: glossary.retract("source", source.name),
 )
 
 
@@ -104,32 +103,19 @@ def sources_config(message_histories: Iterable[str | Path] = (), **sections: Any
     return SourceConfig(values, [Path(p) for p in message_histories])
 
 
-def adapters() -> tuple[str, ...]:
-    """The adapters (``EnvSpec.source`` values) the registered sources bring."""
-    return tuple(s.adapter for s in SOURCES.values() if s.adapter == s.name)
-
-
-def adapter(name: str) -> EnvironmentSource:
-    """The source that brings the adapter ``name`` (its own name), or a KeyError listing the adapters."""
-    source = SOURCES.find(name)
-    if source is None or source.adapter != name:
-        raise KeyError(f"unknown environment source {name!r}; known: {sorted(adapters())}")
-    return source
-
-
 def source_of(env: EnvSpec) -> str:
-    """The source an environment belongs to (its shard is chosen within it, ``pipeline.store.partitions``):
-    the source of its adapter whose prefix its id carries, else the source of the adapter itself."""
+    """The source an environment belongs to (its shard is chosen within it, ``pipeline.store.partitions``): the
+    source of its adapter whose prefix its id carries, else its adapter's source without one (else its first)."""
     return source_of_id(env.source, env.env_id)
 
 
 def source_of_id(adapter_name: str, env_id: str) -> str:
     """:func:`source_of` by adapter and environment id."""
     head = env_id.split("/", 1)[0] if "/" in env_id else None
-    for source in SOURCES.values():
-        if source.prefix is not None and source.prefix == head and source.adapter == adapter_name:
-            return source.name
-    return adapter(adapter_name).name
+    own = [s for s in SOURCES.values() if s.adapter == adapter_name]
+    if not own:
+        raise KeyError(f"no environment source of the adapter {adapter_name!r}; adapters: {sorted(ADAPTERS)}")
+    return min(own, key=lambda s: (s.prefix != head, s.prefix is not None)).name
 
 
 def licenses() -> dict[str, str]:
@@ -139,20 +125,20 @@ def licenses() -> dict[str, str]:
 
 def blob_refs(spec: EnvSpec) -> list[str]:
     """Content blobs (class code, tool schemas) a sandbox worker needs to build ``spec``."""
-    return adapter(spec.source).blob_refs(spec)
+    return ADAPTERS[spec.source].blob_refs(spec)
 
 
 def outcome_rule(env: EnvSpec) -> Labeler:
     """The outcome rule of ``env``'s steps (docs/definitions.md §4.3): its adapter's rule
     ``(tool, raised, canonical return value) -> outcome``, under its corpus's declared rule when the
     spec carries one (``pipeline.core.outcome.RULE_OPTION``); its ``id`` is what each step records."""
-    return labeler(adapter(env.source).outcome, env.options)
+    return labeler(ADAPTERS[env.source].outcome, env.options)
 
 
 def build_without_reset(spec: EnvSpec) -> Environment:
     """The environment built but not reset to a configuration: enough for its tool schemas and source code
     (:func:`build` also resets it)."""
-    return adapter(spec.source).build(spec)[0]
+    return ADAPTERS[spec.source].build(spec)[0]
 
 
 def tool_schemas(spec: EnvSpec) -> list[dict[str, Any]]:
@@ -166,51 +152,52 @@ def tool_schemas(spec: EnvSpec) -> list[dict[str, Any]]:
 def code_versions() -> dict[str, str]:
     """Versions of the environment code behind each adapter that has one (part of label cache keys;
     EnvScaler code is content-addressed through the trajectory fingerprint)."""
-    return {s.name: v for s in SOURCES.values() if s.adapter == s.name and (v := s.code_version()) is not None}
+    return {a.name: v for a in ADAPTERS.values() if (v := a.code_version()) is not None}
 
 
 def build(spec: EnvSpec) -> Environment:
     """Instantiate the environment and reset it to ``spec.init_config``."""
-    env, reset_options = adapter(spec.source).build(spec)
+    env, reset_options = ADAPTERS[spec.source].build(spec)
     env.reset(spec.init_config, **reset_options)
     return env
 
 
 def reuse_key(env: EnvSpec) -> tuple[str, ...] | None:
-    """Which trajectories may share a forked child, one after the other: the same environment
-    (adapter and id) and what its adapter's source adds (:meth:`EnvironmentSource.reuse_parts`: bfcl and
-    the builtin pack share children across configurations; a corpus environment only with the same
-    options and configuration). None: never shared (an unknown adapter). The worker keys its warm
-    children by it; the parent queues trajectories of one key together, on one worker
+    """Which trajectories may share a forked child, one after the other: the same environment (adapter and id)
+    and what its adapter adds (:meth:`pipeline.envs.adapters.Adapter.reuse_parts`: bfcl and the builtin pack share
+    children across configurations; a corpus environment never). None: never shared (an unknown adapter). The
+    worker keys its warm children by it; the parent queues trajectories of one key together, on one worker
     (:class:`pipeline.execution.sandbox.Sandbox`)."""
-    source = SOURCES.find(env.source)
-    if source is None or source.adapter != env.source:
+    found = ADAPTERS.find(env.source)
+    parts = None if found is None else found.reuse_parts(env)
+    if parts is None:
         return None
-    return _reuse_key(source, env)
+    text = json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=True)
+    return (env.source, env.env_id, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
 
 
 def module_prefixes() -> tuple[str, ...]:
-    """The prefixes of the environment modules the sources import in the sandbox worker before the fork
-    (:attr:`EnvironmentSource.modules`): where the frozen clock rebinds early-bound names."""
-    return tuple(dict.fromkeys(p for s in SOURCES.values() for p in s.modules))
+    """The prefixes of the environment modules the adapters import in the sandbox worker before the fork
+    (:attr:`pipeline.envs.adapters.Adapter.modules`): where the frozen clock rebinds early-bound names."""
+    return tuple(dict.fromkeys(p for a in ADAPTERS.values() for p in a.modules))
 
 
 def stateful_module_prefixes() -> tuple[str, ...]:
     """The prefixes of the environment modules whose module-level state a reused child restores
-    (:attr:`EnvironmentSource.stateful_modules`)."""
-    return tuple(dict.fromkeys(p for s in SOURCES.values() for p in s.stateful_modules))
+    (:attr:`pipeline.envs.adapters.Adapter.stateful_modules`)."""
+    return tuple(dict.fromkeys(p for a in ADAPTERS.values() for p in a.stateful_modules))
 
 
 def preload_all() -> None:
-    """Every source's preload (in the sandbox zygote); a missing optional source does not stop the others."""
-    for source in SOURCES.values():
+    """Every adapter's preload (in the sandbox zygote); a missing optional one does not stop the others."""
+    for found in ADAPTERS.values():
         try:
-            source.preload()
+            found.preload()
         except Exception:
             pass
 
 
 def clear_caches() -> None:
-    """Every source's parse caches (a child forgets the code of other environments)."""
-    for source in SOURCES.values():
-        source.clear_caches()
+    """Every adapter's parse caches (a child forgets the code of other environments)."""
+    for found in ADAPTERS.values():
+        found.clear_caches()

@@ -2,24 +2,21 @@
 docs/environments.md; what a source takes: docs/extending.md "Add an environment source").
 
 A **source** is where environments come from: it names the partitions (``<source>-<i>``), groups the catalog and
-the card's licenses, and decides what a run collects. An **adapter** is how an environment is built and run in
-the sandbox child; ``EnvSpec.source`` holds the adapter's name. A source is one :class:`EnvironmentSource`
-subclass; its settings are the dataclass it names in ``settings`` (``resources.sources.config.<name>``), read with
-``cfg.of(self)`` from the run's :class:`~pipeline.envs.config.SourceConfig`. One that brings its own adapter
-(``adapter == name``) also answers the adapter methods. Sources are listed in :mod:`pipeline.envs.registry`, then
-the installed plugins' (``envsim_forge.sources`` entry points).
+the card's licenses, and decides what a run collects; it names the **adapter** (:mod:`pipeline.envs.adapters`)
+that builds and runs its environments in the sandbox child. A source is one :class:`EnvironmentSource` subclass;
+its settings are the dataclass it names in ``settings`` (``resources.sources.config.<name>``), read with
+``cfg.of(self)`` from the run's :class:`~pipeline.envs.config.SourceConfig`. Sources are listed in
+:mod:`pipeline.envs.registry`, then the installed plugins' (``envsim_forge.sources`` entry points).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.core.environment import Environment, EnvSpec
+from pipeline.core.environment import EnvSpec
 from pipeline.core.issues import TaskIssue
 from pipeline.core.outcome import RULE_OPTION
 from pipeline.core.trajectory import Trajectory
@@ -49,14 +46,13 @@ CatalogRows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
 class EnvironmentSource:
-    """One source of environments (see the module docstring). Defaults: no configured files, no
-    EnvScaler-format items, no tasks, no replay, and the adapter methods raise (a source reusing
-    another's adapter never answers them: the registry asks the adapter's own source)."""
+    """One source of environments (see the module docstring). Defaults: no files, items, tasks or replay."""
 
     #: the source's name: partition keys ``<name>-<i>``, the catalog's and the card's grouping
     name: ClassVar[str]
-    #: the adapter its environments carry in ``EnvSpec.source``
-    adapter: ClassVar[str]
+    #: the adapter (:class:`~pipeline.envs.adapters.Adapter`) its environments carry in ``EnvSpec.source``; "": none
+    #: of its own (a source of trajectories on other sources' environments only)
+    adapter: ClassVar[str] = ""
     #: the first env-id component of its environments (``<prefix>/…``); None: every environment of its
     #: adapter that no other source's prefix claims
     prefix: ClassVar[str | None] = None
@@ -64,14 +60,6 @@ class EnvironmentSource:
     license: ClassVar[str] = ""
     #: the license line of the dataset card ("" : the catalog's, else "see the source corpus")
     card_license: ClassVar[str] = ""
-    #: options an ``EnvSpec`` of this adapter must carry (a recorded history's env is checked against them)
-    needs: ClassVar[tuple[str, ...]] = ()
-    #: prefixes of the modules it imports in the sandbox worker before the fork (its ``preload``): the frozen
-    #: clock rebinds the names they bound early (``from datetime import datetime``, :mod:`pipeline.execution.freeze`)
-    modules: ClassVar[tuple[str, ...]] = ()
-    #: prefixes of those modules whose module-level state a reused child restores between trajectories
-    #: (:mod:`pipeline.execution.pristine`)
-    stateful_modules: ClassVar[tuple[str, ...]] = ()
     #: whether exploration draws its environments' arguments from related records, seeds and refusals
     #: (:class:`~pipeline.execution.policy.PolicySettings` ``relational``) and grows its budget with progress;
     #: false: the plain policy and budget of before (the builtin pack: docs/environments.md)
@@ -157,41 +145,3 @@ class EnvironmentSource:
         rule = self.declared_rule(cfg)
         for t in self.replay(cfg):
             yield t if isinstance(t, TaskIssue) or rule is None else replace(t, env=self.ruled(t.env, rule))
-
-    # -- the adapter (sources with adapter == name) -----------------------------------------------
-
-    def build(self, spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
-        """A live environment of ``spec`` (not reset) and the keyword options of its reset."""
-        raise NotImplementedError(f"source {self.name!r} builds no environment: its adapter is {self.adapter!r}")
-
-    def outcome(self, tool: str, raised: bool, value: Any) -> str:
-        """The outcome rule ``(tool, raised, canonical return value) -> outcome`` (docs/definitions.md §4.3)."""
-        raise NotImplementedError(f"source {self.name!r} has no outcome rule: its adapter is {self.adapter!r}")
-
-    def preload(self) -> None:
-        """Import what every child needs, once in the sandbox zygote before forking."""
-
-    def code_version(self) -> str | None:
-        """The version of the environment code (part of label cache keys); None: content-addressed otherwise."""
-        return None
-
-    def blob_refs(self, spec: EnvSpec) -> list[str]:
-        """Content blobs (class code, tool schemas) a sandbox worker needs to build ``spec``."""
-        return [spec.options[k] for k in ("code_ref", "tools_ref") if k in spec.options]
-
-    def reuse_parts(self, env: EnvSpec) -> list[Any] | None:
-        """What besides the environment id must match for trajectories to share a forked child
-        (:func:`reuse_key`); None: never shared."""
-        return None
-
-    def clear_caches(self) -> None:
-        """Forget parsed code of other environments (in a child, before it runs its own)."""
-
-
-def reuse_key(source: EnvironmentSource, env: EnvSpec) -> tuple[str, ...] | None:
-    """``(adapter, env id, digest of reuse parts)`` (:meth:`EnvironmentSource.reuse_parts`), or None."""
-    parts = source.reuse_parts(env)
-    if parts is None:
-        return None
-    text = json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=True)
-    return (env.source, env.env_id, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())

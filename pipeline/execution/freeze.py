@@ -5,7 +5,7 @@ everything environment code can use to observe time, the host or randomness (wal
 ``clock_gettime``, ``os.times``, ``/proc/uptime``, file times, ``getrusage``, ``uname`` and the ``/proc`` files of
 :data:`HOST_FILES`, ``random``/``secrets``/``os.urandom``/``uuid``/``tempfile`` names) into a deterministic
 function of (trajectory id, run seed, clock start, step); ``at_step(i)`` moves it to action *i*. Names bound
-early in the environment sources' modules (:func:`pipeline.envs.registry.module_prefixes`) are rebound.
+early in the environment adapters' modules (:func:`pipeline.envs.registry.module_prefixes`) are rebound.
 ``frozen(...)`` is the in-process form: a context manager that installs and restores everything.
 """
 
@@ -777,7 +777,7 @@ def prepare() -> None:
     sandbox worker before forking: a child then rebinds a short list instead of scanning modules,
     which would touch — and copy — most of the inherited heap)."""
     replacements = _replacements()
-    prefixes = registry.module_prefixes()  # each source declares the modules it imports in the worker
+    prefixes = registry.module_prefixes()  # each adapter declares the modules it imports in the worker
     _EARLY.clear()
     for modname, module in list(sys.modules.items()):
         if module is None or not modname.startswith(prefixes):

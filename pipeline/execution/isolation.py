@@ -428,8 +428,8 @@ def _compiled() -> None:
 
 
 def worker_command(isolation: str, tmp_mb: int, preload: str | None = None, module: str = WORKER_MODULE) -> Launch:
-    """How to start a worker under ``isolation``; ``preload``: the one source whose modules it imports (an
-    instance for one environment), else every source's; ``module``: the worker's program (the labeling worker, or
+    """How to start a worker under ``isolation``; ``preload``: the one adapter whose modules it imports (an
+    instance for one environment), else every adapter's; ``module``: the worker's program (the labeling worker, or
     the session host of :mod:`pipeline.serve.host`)."""
     if isolation == "bwrap":
         return bwrap_command(tmp_mb, preload=preload, module=module)

@@ -357,7 +357,7 @@ def _share_code(new: dict[str, str], trajectory: Trajectory, limits: Limits) -> 
     for ref, filename in code:
         _precompile(ref, filename)
     msg: dict[str, Any] = {"kind": "blobs", "blobs": new, "code": code}
-    if _INSTANCE and trajectory.env.source == "envscaler":
+    if _INSTANCE and code:
         msg["run"] = limits_to_wire(limits)
     try:
         if _ZYGOTE:
@@ -900,8 +900,8 @@ def _limit_self(processes: int = 256) -> None:
 
 def prepare(args: list[str], reuse: bool = True, processes: int = 256) -> tuple[Any, int, int]:
     """Everything a sandbox process does before it forks children: the protocol moved off fds 0/1, its own limits,
-    the source(s) it serves preloaded, the seccomp/Landlock/frozen-clock preparation, the base filter, the heap
-    frozen. ``args``: ``--private-tmp``, ``--preload SOURCE`` (an instance: only its source); ``reuse``: whether
+    the adapter(s) it serves preloaded, the seccomp/Landlock/frozen-clock preparation, the base filter, the heap
+    frozen. ``args``: ``--private-tmp``, ``--preload ADAPTER`` (an instance: only its adapter); ``reuse``: whether
     children may be reused (the pristine module state kept); ``processes``: :func:`_limit_self`'s. Returns (request
     file, reply fd, Landlock ABI)."""
     seccomp.non_dumpable()  # first: nothing of the worker is readable by another process of its uid
@@ -913,20 +913,19 @@ def prepare(args: list[str], reuse: bool = True, processes: int = 256) -> tuple[
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # env code that prints must not corrupt the protocol
     _limit_self(processes)
-    only = args[args.index("--preload") + 1] if "--preload" in args[:-1] else None  # an instance: only its source
-    source = registry.SOURCES.find(only) if only else None
-    if source is not None:
-        _INSTANCE.append(True)
-    if source is None:
+    only = args[args.index("--preload") + 1] if "--preload" in args[:-1] else None  # an instance: only its adapter
+    adapter = registry.ADAPTERS.find(only) if only else None
+    if adapter is None:
         registry.preload_all()
     else:
+        _INSTANCE.append(True)
         with contextlib.suppress(Exception):  # the child's own import then names what fails
-            source.preload()
+            adapter.preload()
     _preload_stdlib()
     seccomp.prepare()
     confinement = landlock.prepare()
     freeze.prepare()
-    if source is None and reuse:
+    if adapter is None and reuse:
         pristine.prepare()  # an instance never reuses a child: nothing to restore
     seccomp.install_base()  # no_new_privs and the base filter: every child runs under it
     gc.collect()
@@ -937,7 +936,7 @@ def prepare(args: list[str], reuse: bool = True, processes: int = 256) -> tuple[
 
 
 def main() -> None:
-    # from the parent (isolation.worker_command): --private-tmp, --preload SOURCE
+    # from the parent (isolation.worker_command): --private-tmp, --preload ADAPTER
     proto_in, proto_out, confinement = prepare(sys.argv[1:])
     _start_zygote()
 

@@ -1,6 +1,6 @@
 """Session host: ``python -m pipeline.serve.host``, started inside ``bwrap`` like the labeling worker.
 
-It prepares itself exactly as the worker does (:func:`pipeline.execution.worker.prepare`: preloaded sources, the
+It prepares itself exactly as the worker does (:func:`pipeline.execution.worker.prepare`: preloaded adapters, the
 seccomp filter, Landlock, the frozen clock), then forks *live* environment instances, one child per session, each
 under every rule a labeling child has. Requests from the parent (trusted): ``open`` (a session's environment, its
 check functions, its limits) and ``close``. For each ``open`` the host forks the child and hands the parent the

@@ -1,11 +1,11 @@
-"""One registry for every extension point (``pipeline.core.registry``): the environment sources and the
-simulator kinds are ``Registry`` values, and an installed plugin package registers its entries through entry
+"""One registry for every extension point (``pipeline.core.registry``): the environment adapters and sources and
+the simulator kinds are ``Registry`` values, and an installed plugin package registers its entries through entry
 points in every process — the code location's, and the sandbox worker's — with no file of the tree changed.
 
-The plugin package is tests/support/plugin_example/ (a ``counter`` source, an ``echo`` simulator kind): it is
-built into a wheel here and installed with pip into a throwaway directory that only the run's ``PYTHONPATH``
-names (neither this repository nor the virtual environment changes); the sandbox binds that directory into
-its worker (``pipeline.execution.isolation``)."""
+The plugin package is tests/support/plugin_example/ (a ``counter`` adapter and source, an ``echo`` simulator
+kind): it is built into a wheel here and installed with pip into a throwaway directory that only the run's
+``PYTHONPATH`` names (neither this repository nor the virtual environment changes); the sandbox binds that
+directory into its worker (``pipeline.execution.isolation``)."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_an_installed_plugin_is_registered_in_a_new_process(plugin_site):
     code = (
         "from pipeline.envs import registry; from pipeline.evaluate import simulators; "
         "from pipeline.core.registry import plugin_paths; import json; "
-        "print(json.dumps([registry.names(), simulators.KINDS.names(), plugin_paths(), "
+        "print(json.dumps([registry.names(), registry.ADAPTERS.names(), simulators.KINDS.names(), plugin_paths(), "
         "registry.get('counter').card_license, simulators.KINDS['echo'].baseline]))"
     )
     out = subprocess.run(
@@ -129,8 +129,9 @@ def test_an_installed_plugin_is_registered_in_a_new_process(plugin_site):
         text=True,
         timeout=300,
     ).stdout
-    sources, kinds, paths, card, baseline = json.loads(out)
+    sources, adapters, kinds, paths, card, baseline = json.loads(out)
     assert sources == ["bfcl", "builtin", "envscaler", "served", "counter"]  # the project's own first, then the plugins
+    assert adapters == ["bfcl", "envscaler", "counter"]
     assert kinds == ["openai", "oracle", "oracle_envsimbench", "no_change", "recorded", "echo"]
     assert paths == [os.path.realpath(plugin_site)] and card == "CC0-1.0 (counter plugin)" and baseline is True
     assert plugin_paths() == ()  # this process: no plugin installed
@@ -195,7 +196,7 @@ def test_a_plugin_package_runs_through_the_dag(plugin_site, tmp_path):
     assert out["success"], run.stderr[-4000:]
     assert out["sources"][-1] == "counter" and out["kinds"][-1] == "echo"
     assert out["catalog"] == [["counter", "counter/counter"]]
-    assert out["trajectory_sources"] == ["counter"]
+    assert out["trajectory_sources"] == out["trajectory_adapters"] == ["counter"]  # its source, run by its adapter
     assert out["tasks"] == ["counter-0", "counter-1"]  # the source's own setting, from the profile
     outcomes = {(tool, outcome) for tool, outcome, _ in out["outcomes"]}
     assert ("reset", "failure") in outcomes and ("reset", "success") not in outcomes  # its declared rule labeled them

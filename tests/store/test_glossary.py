@@ -127,7 +127,7 @@ def test_the_glossary_derives_the_sets_from_the_rules_and_the_registry():
     assert glossary.values("args_cardinality") == ("0", "1", "2", "3+")
     assert glossary.values("outcome") == ("success", "failure", "error", "sandbox_refused")
     assert glossary.values("source") == registry.names() == ("bfcl", "builtin", "envscaler", "served")
-    assert glossary.values("adapter") == registry.adapters() == ("bfcl", "envscaler")
+    assert glossary.values("adapter") == registry.ADAPTERS.names() == ("bfcl", "envscaler")
     assert glossary.values("balance2_group") == ("failure", "no_change", "simple", "complex")
     assert glossary.values("benchmark_group") == ("failure", "no_change", "simple", "medium", "difficult")
     assert glossary.values("benchmark_cell")[0] == "failure" and glossary.values("benchmark_cell")[-1] == "difficult"
@@ -165,7 +165,7 @@ def test_the_data_holds_exactly_the_documented_values(run):
     assert (
         con.execute("SELECT count(*) FROM trajectories WHERE source <> split_part(env_id, '/', 1)").fetchone()[0] == 0
     )
-    assert _distinct(con, "steps", "adapter") == set(registry.adapters())
+    assert _distinct(con, "steps", "adapter") == set(registry.ADAPTERS.names())
     assert con.execute("SELECT DISTINCT adapter FROM steps WHERE source = 'builtin'").fetchall() == [("envscaler",)]
     assert con.execute("SELECT count(*) FROM steps WHERE adapter IS NULL").fetchone()[0] == 0
     # a documented label finds its rows: the buckets the run reaches are queryable by their documented names
@@ -196,7 +196,7 @@ def test_the_exported_dataset_holds_the_values_its_card_documents(run):
             assert held <= set(glossary.documented_values(column)), (kind, column, held)
             assert lines[column].endswith(COLUMN_DOCS[column]), (kind, column)
             assert set(glossary.values(column)) <= _backticked(lines[column]), (kind, column)
-        assert set(frame["source"]) <= set(registry.names()) and set(frame["adapter"]) <= set(registry.adapters())
+        assert set(frame["source"]) <= set(registry.names()) and set(frame["adapter"]) <= set(registry.ADAPTERS.names())
 
 
 def test_every_duckdb_comment_of_a_closed_set_column_is_the_glossarys(run):

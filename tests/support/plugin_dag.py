@@ -75,6 +75,7 @@ def main(data: Path, profile: str) -> None:
     if layout.trajectories.exists():
         rows = pq.read_table(layout.trajectories).to_pylist()
         out["trajectory_sources"] = sorted({r["source"] for r in rows})
+        out["trajectory_adapters"] = sorted({r["adapter"] for r in rows})
         out["tasks"] = sorted({r["task_id"] for r in rows})
     out["outcomes"] = sorted(
         {

@@ -1,5 +1,5 @@
 """bfcl-eval's multi-turn classes: ground-truth replay of its tasks (and optionally exploration),
-built and run by the ``bfcl`` adapter (:mod:`pipeline.envs.bfcl`)."""
+built and run by the ``bfcl`` adapter (:mod:`pipeline.envs.adapters.bfcl`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
 from pipeline.core.trajectory import Trajectory
@@ -79,9 +78,6 @@ class BfclSource(EnvironmentSource):
     prefix = bfcl.SOURCE
     license = bfcl.LICENSE
     card_license = "Apache-2.0 (bfcl-eval, Gorilla project)"
-    needs = ("classes",)
-    modules = ("bfcl_eval",)
-    stateful_modules = ("bfcl_eval.eval_checker.multi_turn_eval.func_source_code",)
     settings = BfclSettings
 
     def why_disabled(self, cfg: SourceConfig) -> str | None:
@@ -130,28 +126,3 @@ class BfclSource(EnvironmentSource):
         (an empty one as "Continue.")."""
         turns = tuple(t or "Continue." for t in task.turns) or ("Complete the task.",)
         return SourceTask(task.task_id, bfcl_env_spec(task), turns, text="\n".join(task.turns))
-
-    # -- the bfcl adapter --
-
-    def build(self, spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
-        env = bfcl.BfclEnvironment(spec.options["classes"], spec.options.get("excluded"))
-        return env, {"long_context": bool(spec.options.get("long_context", False))}
-
-    def outcome(self, tool: str, raised: bool, value: Any) -> str:
-        return bfcl.outcome(tool, raised, value)
-
-    def preload(self) -> None:
-        bfcl.preload()
-
-    def code_version(self) -> str | None:
-        try:
-            return bfcl.installed_version()
-        except bfcl.BfclUnavailable:
-            return "missing"
-
-    def reuse_parts(self, env: EnvSpec) -> list[Any] | None:
-        """bfcl's code is the installed package's, not the dataset's: a configuration is data its own
-        code loads, and its module state is restored from a pristine copy before every reused
-        trajectory (:mod:`pipeline.execution.pristine`): trajectories of one environment share children
-        across configurations."""
-        return []

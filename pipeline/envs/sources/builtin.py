@@ -63,6 +63,3 @@ class BuiltinSource(EnvironmentSource):
                 )
             )
         return tasks, []
-
-    def clear_caches(self) -> None:
-        builtin.env_items.cache_clear()

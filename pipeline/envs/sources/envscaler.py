@@ -1,27 +1,17 @@
 """EnvScaler-format corpora (``SourceConfig.envscaler``): their environments and scenarios, built and
-run by the ``envscaler`` adapter (:mod:`pipeline.envs.envscaler`), which the builtin pack shares."""
+run by the ``envscaler`` adapter (:mod:`pipeline.envs.adapters.envscaler`), which the builtin pack shares."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from pathlib import Path
-from typing import Any
 
-from pipeline.core.environment import Environment, EnvSpec
 from pipeline.core.issues import TaskIssue
-from pipeline.envs import blobs, builtin, envscaler
+from pipeline.envs import envscaler
 from pipeline.envs.config import EnvScalerCorpus, SourceConfig, SourceError
 from pipeline.envs.download import downloaded_corpus
 from pipeline.envs.records import FirstSeen, clip
 from pipeline.envs.source import EnvironmentSource, SourceTask
-
-
-@functools.lru_cache(maxsize=1)
-def _own_code_refs() -> frozenset[str]:
-    """Content references of the builtin pack's code: the project's own, reviewed code (not a corpus's),
-    which like bfcl's package code takes a scenario configuration as data."""
-    return frozenset(blobs.ref_of(item["env_class_code"]) for item in builtin.env_items().values())
 
 
 class EnvScalerSource(EnvironmentSource):
@@ -30,7 +20,6 @@ class EnvScalerSource(EnvironmentSource):
 
     name = envscaler.SOURCE
     adapter = envscaler.SOURCE
-    needs = ("class_name", "code_ref", "tools_ref")
     settings = EnvScalerCorpus
     many = True
 
@@ -174,27 +163,3 @@ class EnvScalerSource(EnvironmentSource):
                             )
                         )
         return tasks, issues
-
-    # -- the envscaler adapter (the builtin pack's too) --
-
-    def build(self, spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
-        o = spec.options
-        env = envscaler.EnvScalerEnvironment(
-            spec.env_id, o["class_name"], o["code_ref"], o["tools_ref"], o.get(envscaler.CONSTRUCTOR)
-        )
-        return env, {}
-
-    def outcome(self, tool: str, raised: bool, value: Any) -> str:
-        return envscaler.outcome(tool, raised, value)
-
-    def reuse_parts(self, env: EnvSpec) -> list[Any] | None:
-        """Corpus code is untrusted: never shared — every trajectory runs in a child that has run nothing
-        else (what a process that ran hostile code leaves behind cannot be recognised reliably). The builtin
-        pack's code is the project's own, recognised by its content reference (a corpus environment that
-        copies a builtin class's name is still a corpus's): shared across configurations, like bfcl's."""
-        if env.options.get("code_ref") not in _own_code_refs():
-            return None
-        return []
-
-    def clear_caches(self) -> None:
-        envscaler._method_sources.cache_clear()

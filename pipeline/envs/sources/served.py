@@ -15,7 +15,6 @@ from pipeline.core.environment import EnvSpec
 from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
 from pipeline.core.trajectory import Action, Trajectory
-from pipeline.envs import envscaler
 from pipeline.envs.config import SourceConfig, SourceSettings
 from pipeline.envs.records import FirstSeen, clip, read_lines, undecodable
 from pipeline.envs.source import EnvironmentSource
@@ -105,8 +104,6 @@ class ServedSource(EnvironmentSource):
     """Served episodes (:class:`ServedSettings`): trajectories on the other sources' environments."""
 
     name = NAME
-    adapter = envscaler.SOURCE  # a source of trajectories only: it builds no environment of its own
-    card_license = ""
     settings = ServedSettings
     foreign = True
 

@@ -1,1 +1,1 @@
-"""An example envsim-forge plugin: the ``counter`` environment source and the ``echo`` simulator kind."""
+"""An example envsim-forge plugin: the ``counter`` environment adapter and source and the ``echo`` simulator kind."""

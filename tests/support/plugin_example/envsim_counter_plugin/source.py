@@ -1,11 +1,11 @@
 """The ``counter`` source: one counter environment in EnvScaler's format, built and run in the sandbox child
-by the ``envscaler`` adapter from its code (sent as a blob). Its code imports :mod:`envsim_counter_plugin.clock`,
-which the sandbox worker preloads: the plugin is registered there too, from its entry point."""
+by the plugin's ``counter`` adapter (:mod:`envsim_counter_plugin.adapter`) from its code (sent as a blob). Its code
+imports :mod:`envsim_counter_plugin.clock`, which the adapter preloads in the sandbox worker: the plugin's adapter is
+registered there too, from its entry point."""
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
@@ -55,15 +55,11 @@ class CounterSource(EnvironmentSource):
     """One counter environment (:class:`CounterSettings`)."""
 
     name = "counter"  # the entry point's name; partitions counter-0, counter-1, …
-    adapter = envscaler.SOURCE  # built and run by the envscaler adapter
+    adapter = "counter"  # built and run by the plugin's adapter
     prefix = "counter"  # its env ids: counter/<env>
     license = "CC0-1.0"
     card_license = "CC0-1.0 (counter plugin)"
-    modules = ("envsim_counter_plugin",)  # imported in the sandbox worker: the frozen clock rebinds their names
     settings = CounterSettings
-
-    def preload(self) -> None:
-        importlib.import_module("envsim_counter_plugin.clock")  # in the sandbox worker, before the fork
 
     def env_items(self, cfg: SourceConfig, ids: FirstSeen) -> tuple[list[envscaler.EnvItem], list[TaskIssue]]:
         raw = {"env_class_name": "Counter", "env_class_code": CODE}
@@ -73,7 +69,7 @@ class CounterSource(EnvironmentSource):
         if item is None:
             return [], issues
         ids.seen(item.qualified_id, item.origin)
-        return [item], issues
+        return [replace(item, adapter=self.adapter)], issues
 
     def scenarios(
         self, cfg: SourceConfig, items: list[envscaler.EnvItem], without: list[str] | None
