@@ -14,6 +14,8 @@ them once from its settings value (``cli.launch.definitions``). Any other shape 
 """
 
 import dagster as dg
+from dagster._config.pythonic_config import infer_schema_from_config_class
+from dagster._core.definitions.definition_config_schema import convert_user_facing_definition_config_schema
 
 from assets import (
     automation,
@@ -34,16 +36,31 @@ from assets.loggers import LOGGERS
 from assets.partitions import partitioned, shards_partitions
 from pipeline.core.settings import Settings, settings
 from pipeline.store import duck
+from resources.environments import source_sections
 from resources.sets import resources_for
 
 #: the asset modules of every shape; ``training`` joins them when a launcher is set
 MODULES = (environments, collection, labeling, selection, quality, export, evaluation, simulation, envsimbench)
 
 
+def config_sections() -> None:
+    """A config section per source and simulator kind registered now (in code after import too); when a kind's
+    changed, the assets' config classes (which nest ``SimulatorConfig``) are rebuilt, and their ops' schemas."""
+    source_sections()
+    if not evaluation.kind_sections():
+        return
+    for a in dg.load_assets_from_modules([*MODULES, training]):
+        fn = a.op.compute_fn
+        if fn.has_config_arg() and issubclass(config := fn.get_config_arg().annotation, dg.Config):
+            config.model_rebuild(force=True)
+            a.op._config_schema = convert_user_facing_definition_config_schema(infer_schema_from_config_class(config))
+
+
 def build_definitions(current: Settings) -> dg.Definitions:
     """The definitions of the settings ``current``: assets, checks, jobs, schedule, sensors, executor and
     the resources, every choice taken from ``current`` (nothing read from the environment here)."""
     duck.configure(current)  # the process's DuckDB limits (every connection of the steps run in this process)
+    config_sections()
     modules = [*MODULES, training] if current.launcher else list(MODULES)
     partitions = shards_partitions(current.shards)
     return dg.Definitions(

@@ -1,6 +1,5 @@
 """Stage 5: score simulators on a benchmark split version; results land in DuckDB."""
 
-import pydantic
 from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
@@ -19,20 +18,13 @@ from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import KINDS, SimulatorSpec, simulator_spec
 from pipeline.report.tables import Facts, Table
 from resources import DataStoreResource
-from resources.config_from import config_from, config_sections
-
-_SimulatorFields = pydantic.create_model(
-    "SimulatorFields",
-    __base__=config_from(SimulatorSpec, exclude={"settings"}),
-    __module__=__name__,
-    **config_sections(KINDS.values(), "kind", optional=True),
-)
+from resources.config_from import config_from, with_sections
 
 
-class SimulatorConfig(_SimulatorFields):
+class SimulatorConfig(config_from(SimulatorSpec, exclude={"settings"})):
     """A simulator to score: the fields every kind has (``SimulatorSpec``; ``kind``: one of the registry ``KINDS``)
     and its kind's settings in the section named after it (``openai: {model: …, base_url: …}``,
-    ``recorded: {completions: …}``)."""
+    ``recorded: {completions: …}``; :func:`kind_sections`)."""
 
     @field_validator("kind")
     @classmethod
@@ -46,6 +38,15 @@ class SimulatorConfig(_SimulatorFields):
         fields = {name: getattr(self, name) for name in type(self).__domains__[SimulatorSpec]}
         sections = {name: section.to_domain() for name in KINDS if (section := getattr(self, name, None)) is not None}
         return simulator_spec(**fields, **sections)
+
+
+def kind_sections() -> bool:
+    """A section in ``SimulatorConfig`` per kind registered now (one registered in code after import too): whether
+    one changed (``resources.config_from.with_sections``)."""
+    return with_sections(SimulatorConfig, KINDS.values(), "kind", optional=True)
+
+
+kind_sections()
 
 
 def baseline_simulators() -> list[SimulatorConfig]:

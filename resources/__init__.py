@@ -1,7 +1,7 @@
 """Dagster ConfigurableResources: storage, environment sources, execution sandbox."""
 
 from resources.composition import CompositionResource, RunPolicyResource
-from resources.environments import EnvironmentSourcesResource, sources_resource
+from resources.environments import EnvironmentSourcesResource
 from resources.hub import HuggingFaceHubResource
 from resources.launcher import JobLauncherResource
 from resources.sandbox import SandboxResource
@@ -15,5 +15,4 @@ __all__ = [
     "EnvironmentSourcesResource",
     "RunPolicyResource",
     "SandboxResource",
-    "sources_resource",
 ]

@@ -56,25 +56,29 @@ def nested(cls: type) -> Any:
     )
 
 
-def config_sections(entries: Iterable[Any], what: str, optional: bool = False) -> dict[str, Any]:
-    """One config section per registry entry that has settings (a source, a simulator kind; plugins' included):
-    named after the entry, its settings dataclass's config (:func:`nested`; a mistyped key is an error). A list
-    for an entry that takes many (``many``: a list source), else that config, set to its defaults, or None unless
-    given with ``optional``. For ``pydantic.create_model``: the sections are the registry's when the config class is
-    built, so a plugin is registered by its entry point before it (docs/extending.md)."""
-    sections: dict[str, Any] = {}
+def with_sections(model: type[T], entries: Iterable[Any], what: str, optional: bool = False) -> bool:
+    """Give the pydantic ``model``, in place, a config section per entry of ``entries`` (a registry's, plugins' too)
+    registered now, dropping that of one no longer registered; called where it is defined and by ``build_definitions``
+    (an entry registered in code after import gets its section too). A section: the entry's settings' config
+    (:func:`nested`): a list for ``many`` (a list source), else set to its defaults, or None with ``optional``.
+    Whether a section changed (the caller then rebuilds the classes that nest ``model``)."""
+    entries = list(entries)
+    fields, names = model.__pydantic_fields__, {e.name for e in entries if e.settings is not None}  # type: ignore[attr-defined]
+    changed = [name for name in getattr(model, "__sections__", set()) - names if fields.pop(name, None)]
     for entry in entries:
-        if entry.settings is None:
+        if entry.settings is None or entry.name in fields:
             continue
-        shape = nested(entry.settings)
         about = f"{what} {entry.name}: {(entry.settings.__doc__ or '').strip()}"
-        if getattr(entry, "many", False):
-            sections[entry.name] = (list[shape] | None, pydantic.Field(default=None, description=about))
-        elif optional:
-            sections[entry.name] = (shape | None, pydantic.Field(default=None, description=about))
-        else:
-            sections[entry.name] = (shape, pydantic.Field(default_factory=shape, description=about))
-    return sections
+        many, shape = getattr(entry, "many", False), nested(entry.settings)
+        default = {"default": None} if many or optional else {"default_factory": shape}
+        field = pydantic.Field(description=about, **default)
+        field.annotation = list[shape] | None if many else shape | None if optional else shape
+        fields[entry.name] = field
+        changed.append(entry.name)
+    model.__sections__ = names  # type: ignore[attr-defined]
+    if changed:
+        model.model_rebuild(force=True)  # type: ignore[attr-defined]
+    return bool(changed)
 
 
 def _to_config(value: Any) -> Any:

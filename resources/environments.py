@@ -2,9 +2,7 @@
 and derived from its settings dataclass (plugins' included), as simulator kinds have theirs."""
 
 from dataclasses import fields
-from typing import Any
 
-import pydantic
 from dagster import ConfigurableResource
 from pydantic import Field
 
@@ -12,23 +10,14 @@ from pipeline.core.fields import description
 from pipeline.envs import registry
 from pipeline.envs.config import SourceConfig
 from pipeline.store.layout import DataLayout
-from resources.config_from import config_sections
-
-_SourceSections = pydantic.create_model(
-    "SourceSections",
-    __base__=ConfigurableResource,
-    __module__=__name__,
-    **config_sections(registry.sources(), "source"),
-    message_histories=(
-        list[str],
-        Field(default_factory=list, description=description(fields(SourceConfig)[1])),
-    ),
-)
+from resources.config_from import with_sections
 
 
-class EnvironmentSourcesResource(_SourceSections):
+class EnvironmentSourcesResource(ConfigurableResource):
     """The environment sources: one section per registered source, named after it (the plugins' too), with that
-    source's settings (a list of them for a list source)."""
+    source's settings (a list of them for a list source; :func:`source_sections`)."""
+
+    message_histories: list[str] = Field(default_factory=list, description=description(fields(SourceConfig)[1]))
 
     def config(self, layout: DataLayout) -> SourceConfig:
         """The sources, each section completed by its source from ``layout``'s root (the ``store`` resource's:
@@ -46,15 +35,10 @@ class EnvironmentSourcesResource(_SourceSections):
         return registry.sources_config(self.message_histories, **sections)
 
 
-def sources_resource(**given: Any) -> EnvironmentSourcesResource:
-    """The sources resource with ``given`` config and a section for every source registered now: one registered in
-    code after this module was imported gets its section here (its settings' config, as the others have theirs); the
-    code location builds its resource so (``resources.sets``)."""
-    late = [s for s in registry.sources() if s.name not in EnvironmentSourcesResource.model_fields]
-    sections = config_sections(late, "source")
-    if not sections:
-        return EnvironmentSourcesResource(**given)
-    cls = pydantic.create_model(
-        "EnvironmentSourcesResource", __base__=EnvironmentSourcesResource, __module__=__name__, **sections
-    )
-    return cls(**given)
+def source_sections() -> bool:
+    """A section in ``EnvironmentSourcesResource`` per source registered now (in code after import too): whether one
+    changed (``resources.config_from.with_sections``)."""
+    return with_sections(EnvironmentSourcesResource, registry.sources(), "source")
+
+
+source_sections()

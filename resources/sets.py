@@ -19,13 +19,13 @@ from dagster import ConfigurableResource, DagsterInvalidConfigError
 from pipeline.core import profile
 from pipeline.core.settings import Settings
 from resources.composition import CompositionResource, RunPolicyResource
-from resources.environments import sources_resource
+from resources.environments import EnvironmentSourcesResource
 from resources.hub import HuggingFaceHubResource
 from resources.sandbox import SandboxResource
 from resources.storage import DataStoreDuckDBResource, DataStoreJobLauncherResource, DataStoreResource
 
 #: the resources a profile's sections configure, by section: what builds each from its section's values
-PROFILED = {"sources": sources_resource, "composition": CompositionResource, "run_policy": RunPolicyResource}
+PROFILED = {"sources": EnvironmentSourcesResource, "composition": CompositionResource, "run_policy": RunPolicyResource}
 
 
 def profiled(current: Settings, chosen: profile.Profile) -> dict[str, ConfigurableResource]:

@@ -107,7 +107,7 @@ def test_a_misplaced_setting_names_the_kind_it_belongs_to():
 
 
 def test_a_kind_section_in_the_asset_config_refuses_a_mistyped_key():
-    """The sections come from one builder (``resources.config_from.config_sections``) for sources and kinds alike:
+    """The sections come from one builder (``resources.config_from.with_sections``) for sources and kinds alike:
     a key its settings do not have is an error naming it, not a setting silently dropped."""
     import pydantic
 

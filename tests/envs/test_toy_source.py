@@ -147,14 +147,15 @@ class TallySource(ToySource):
 
 def test_a_source_registered_after_import_gets_its_config_section(tmp_path):
     """Registered in code after the resources were imported: the code location's sources resource still has its
-    section (``resources.environments.sources_resource``), its values reach the source, a mistyped key is refused,
-    and Dagster's run config sets it."""
+    section (``resources.environments.source_sections``, called by ``build_definitions``), its values reach the source,
+    a mistyped key is refused, and Dagster's run config sets it; unregistered, the section is gone again."""
     import pydantic
     from dagster import materialize
 
     from assets.definitions import build_definitions
     from pipeline.core.settings import Settings
-    from resources import EnvironmentSourcesResource, sources_resource
+    from resources import EnvironmentSourcesResource
+    from resources.environments import source_sections
 
     assert "tally" not in EnvironmentSourcesResource.model_fields
     source = registry.register(TallySource())
@@ -162,10 +163,10 @@ def test_a_source_registered_after_import_gets_its_config_section(tmp_path):
         defs = build_definitions(Settings(data_root=tmp_path / "data"))
         assert "tally" in type(defs.resources["sources"]).model_fields
         layout = DataLayout.at(tmp_path)
-        assert sources_resource().config(layout).of(source) == TallySettings()
-        assert sources_resource(tally={"tasks": 5}).config(layout).of(source) == TallySettings(tasks=5)
+        assert EnvironmentSourcesResource().config(layout).of(source) == TallySettings()
+        assert EnvironmentSourcesResource(tally={"tasks": 5}).config(layout).of(source) == TallySettings(tasks=5)
         with pytest.raises(pydantic.ValidationError, match="taks"):
-            sources_resource(tally={"taks": 5})
+            EnvironmentSourcesResource(tally={"taks": 5})
 
         @dagster_asset
         def tally_tasks(sources: EnvironmentSourcesResource) -> int:
@@ -179,6 +180,8 @@ def test_a_source_registered_after_import_gets_its_config_section(tmp_path):
         assert result.output_for_node("tally_tasks") == 7
     finally:
         registry.unregister("tally")
+        source_sections()
+    assert "tally" not in EnvironmentSourcesResource.model_fields
 
 
 class TallyList(TallySource):
@@ -190,12 +193,15 @@ class TallyList(TallySource):
 
 
 def test_a_list_source_left_unset_has_no_entries(tmp_path):
-    from resources import sources_resource
+    from resources import EnvironmentSourcesResource
+    from resources.environments import source_sections
 
     source = registry.register(TallyList())
     try:
+        source_sections()
         layout = DataLayout.at(tmp_path)
-        assert sources_resource().config(layout).of(source) == []
-        assert sources_resource(tallies=[{"tasks": 2}]).config(layout).of(source) == [TallySettings(tasks=2)]
+        assert EnvironmentSourcesResource().config(layout).of(source) == []
+        assert EnvironmentSourcesResource(tallies=[{"tasks": 2}]).config(layout).of(source) == [TallySettings(tasks=2)]
     finally:
         registry.unregister("tallies")
+        source_sections()
