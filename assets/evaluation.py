@@ -41,8 +41,7 @@ class SimulatorConfig(config_from(SimulatorSpec, exclude={"settings"})):
 
 
 def kind_sections() -> bool:
-    """A section in ``SimulatorConfig`` per kind registered now (one registered in code after import too): whether
-    one changed (``resources.config_from.with_sections``)."""
+    """A section in ``SimulatorConfig`` per kind registered now: whether one changed (``with_sections``)."""
     return with_sections(SimulatorConfig, KINDS.values(), "kind", optional=True)
 
 

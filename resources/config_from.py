@@ -57,23 +57,19 @@ def nested(cls: type) -> Any:
 
 
 def with_sections(model: type[T], entries: Iterable[Any], what: str, optional: bool = False) -> bool:
-    """Give the pydantic ``model``, in place, a config section per entry of ``entries`` (a registry's, plugins' too)
-    registered now, dropping that of one no longer registered; called where it is defined and by ``build_definitions``
-    (an entry registered in code after import gets its section too). A section: the entry's settings' config
-    (:func:`nested`): a list for ``many`` (a list source), else set to its defaults, or None with ``optional``.
-    Whether a section changed (the caller then rebuilds the classes that nest ``model``)."""
+    """Give the pydantic ``model``, in place, a config section per entry of ``entries`` registered now (plugins' too;
+    one registered in code after import when ``build_definitions`` calls this again), dropping that of one gone: its
+    settings' config (:func:`nested`), a list for ``many`` (a list source), else set to its defaults, or None with
+    ``optional``. Whether a section changed (the caller then rebuilds the classes that nest ``model``)."""
     entries = list(entries)
     fields, names = model.__pydantic_fields__, {e.name for e in entries if e.settings is not None}  # type: ignore[attr-defined]
     changed = [name for name in getattr(model, "__sections__", set()) - names if fields.pop(name, None)]
-    for entry in entries:
-        if entry.settings is None or entry.name in fields:
-            continue
-        about = f"{what} {entry.name}: {(entry.settings.__doc__ or '').strip()}"
+    for entry in (e for e in entries if e.name in names and e.name not in fields):
         many, shape = getattr(entry, "many", False), nested(entry.settings)
+        about = f"{what} {entry.name}: {(entry.settings.__doc__ or '').strip()}"
         default = {"default": None} if many or optional else {"default_factory": shape}
-        field = pydantic.Field(description=about, **default)
-        field.annotation = list[shape] | None if many else shape | None if optional else shape
-        fields[entry.name] = field
+        fields[entry.name] = pydantic.Field(description=about, **default)
+        fields[entry.name].annotation = list[shape] | None if many else shape | None if optional else shape
         changed.append(entry.name)
     model.__sections__ = names  # type: ignore[attr-defined]
     if changed:

@@ -36,8 +36,7 @@ class EnvironmentSourcesResource(ConfigurableResource):
 
 
 def source_sections() -> bool:
-    """A section in ``EnvironmentSourcesResource`` per source registered now (in code after import too): whether one
-    changed (``resources.config_from.with_sections``)."""
+    """A section in ``EnvironmentSourcesResource`` per registered source: whether one changed (``with_sections``)."""
     return with_sections(EnvironmentSourcesResource, registry.sources(), "source")
 
 
