@@ -18,8 +18,10 @@ the model. Writes a JSON report: the loss, the rewards, each episode's calls and
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
+import re
 import subprocess
 import sys
 import time
@@ -101,17 +103,40 @@ def call_skeletons(tools: list[dict[str, Any]]) -> list[list[str]]:
     return out
 
 
+def value_types(tools: list[dict[str, Any]]) -> list[list[str]]:
+    """Each tool's required argument types, in the order of its skeleton's values (:func:`call_skeletons`)."""
+    out = []
+    for tool in tools:
+        parameters = tool.get("function", tool).get("parameters") or {}
+        properties = parameters.get("properties") or {}
+        required = [k for k in parameters.get("required") or [] if isinstance(k, str)]
+        out.append([str((properties.get(k) or {}).get("type", "")) for k in required])
+    return out
+
+
+#: the longest string value a constrained reply writes (characters): then its closing quote is forced, as a JSON
+#: schema's ``maxLength`` bounds guided decoding; a 135M model otherwise writes on inside a string to the token limit
+#: and the call never closes
+MAX_STRING_CHARS = 16
+#: the longest number a constrained reply writes (characters), and the characters one is written with
+MAX_NUMBER_CHARS = 6
+_NUMBER_TEXT = re.compile(r"^[0-9.\-]+$")
 _UNQUOTED = "\0unquoted"  # token_pieces' entry: the tokens a JSON string's inside may hold (no quote, newline, end)
+_NUMERIC = "\0numeric"  # token_pieces' entry: the tokens a number may be written with (digits, '.', '-')
 _IN_STRING = "\0"  # marks a rest that follows a string value still being written (see CallShape.__call__)
+_IN_NUMBER = "\1"  # marks a rest that follows a number still being written
 
 
-def forced_rests(skeleton: list[str], text: str) -> list[str] | None:
+def forced_rests(skeleton: list[str], text: str, types: list[str] | None = None) -> list[str] | None:
     """What ``text`` (the reply so far) must continue with to follow ``skeleton``: ``[]`` when it no longer can,
-    ``None`` when a value is being written (free), else the rest of the current literal."""
+    ``None`` when a value is being written (free), else the rest of the current literal. With ``types``
+    (:func:`value_types`) a number is written with digits only, at most :data:`MAX_NUMBER_CHARS` of them."""
     decoder, at = json.JSONDecoder(), 0
     for i, literal in enumerate(skeleton):
         if i:  # a value precedes this literal: where it ends (a string's closing quote is the literal's)
             quoted = skeleton[i - 1].endswith('"')
+            numeric = bool(types) and types[i - 1] in ("number", "integer")  # type: ignore[index]
+            number = [_IN_NUMBER + literal] if len(text) - at < MAX_NUMBER_CHARS else [literal]
             try:
                 if quoted:
                     _, end = decoder.raw_decode(text, at - 1)
@@ -119,10 +144,13 @@ def forced_rests(skeleton: list[str], text: str) -> list[str] | None:
                 else:
                     _, end = decoder.raw_decode(text, at)
             except ValueError:
-                # still writing the value; a string ends only with a token that is the closing literal's start
-                return [_IN_STRING + literal] if quoted else None
+                # still writing the value; a string ends only with a token that is the closing literal's start, and
+                # must once it is MAX_STRING_CHARS long
+                if not quoted:
+                    return number if numeric else None
+                return [_IN_STRING + literal] if len(text) - at < MAX_STRING_CHARS else [literal]
             if end >= len(text):
-                return None  # the value may go on (a number's next digit)
+                return number if numeric else None  # the value may go on (a number's next digit)
             at = end
         written = text[at : at + len(literal)]
         if not literal.startswith(written):
@@ -136,15 +164,18 @@ def forced_rests(skeleton: list[str], text: str) -> list[str] | None:
 class CallShape:
     """A logits processor for ``generate``: a reply (after :data:`REPLY_START`) is decoded as one call of the task's
     tools (:func:`call_skeletons`): the tool's name, its required keys in order and the call's end are forced, and
-    each value is the model's own. (Grammar-constrained decoding of a call's shape, as guided decoding does in RL
-    rollouts: a 135M model otherwise invents names and keys, every reward is 0 and GRPO has nothing to learn from.)
+    each value is the model's own, a string up to :data:`MAX_STRING_CHARS` characters and a number written in digits
+    up to :data:`MAX_NUMBER_CHARS` (as a schema's ``maxLength`` bounds guided decoding). (Grammar-constrained
+    decoding of a call's shape, as guided decoding does in RL rollouts: a 135M model otherwise invents names and
+    keys, every reward is 0 and GRPO has nothing to learn from.)
     The forced tokens are sampled from the model's own distribution over the allowed ones, and the loss takes the
     model's unmasked log-probabilities of every token of the reply, so the policy learns to write the shape itself.
     A reply that has left every skeleton (a value written past its end) is not constrained further."""
 
     def __init__(self, tokenizer: Any, tools: list[dict[str, Any]], pieces: dict[str, list[int]]) -> None:
         self.tokenizer, self.pieces, self.skeletons = tokenizer, pieces, call_skeletons(tools)
-        self.unquoted = pieces[_UNQUOTED]
+        self.types = value_types(tools)
+        self.unquoted, self.numeric = pieces[_UNQUOTED], pieces.get(_NUMERIC, [])
         self.start = 0
 
     def at(self, prompt_length: int) -> CallShape:
@@ -155,8 +186,8 @@ class CallShape:
     def rests(self, text: str) -> list[str] | None:
         """The literal continuations ``text`` allows (None: any token)."""
         rests: list[str] = []
-        for skeleton in self.skeletons:
-            forced = forced_rests(skeleton, text)
+        for skeleton, types in zip(self.skeletons, self.types, strict=True):
+            forced = forced_rests(skeleton, text, types)
             if forced is None:
                 return None
             rests += forced
@@ -170,6 +201,9 @@ class CallShape:
         if rests[0].startswith(_IN_STRING):  # inside a string: any token without a quote, or the literal's start
             masked[:, self.unquoted] = scores[:, self.unquoted]
             rests = [rests[0][len(_IN_STRING) :]]
+        elif rests[0].startswith(_IN_NUMBER):  # inside a number: a digit token, or the literal's start
+            masked[:, self.numeric] = scores[:, self.numeric]
+            rests = [rests[0][len(_IN_NUMBER) :]]
         allowed = sorted({i for rest in rests for k in range(1, len(rest) + 1) for i in self.pieces.get(rest[:k], ())})
         masked[:, allowed] = scores[:, allowed]
         return masked
@@ -177,14 +211,16 @@ class CallShape:
 
 def token_pieces(tokenizer: Any, longest: int = 64) -> dict[str, list[int]]:
     """Each token's text (up to ``longest`` characters) -> the ids that spell exactly it, for :class:`CallShape`;
-    under ``_UNQUOTED`` the tokens a string value may hold."""
-    pieces: dict[str, list[int]] = {_UNQUOTED: []}
+    under ``_UNQUOTED`` the tokens a string value may hold, under ``_NUMERIC`` those a number may."""
+    pieces: dict[str, list[int]] = {_UNQUOTED: [], _NUMERIC: []}
     for i in range(len(tokenizer)):
         text = tokenizer.decode([i])
         if text and len(text) <= longest:
             pieces.setdefault(text, []).append(i)
         if '"' not in text and "\n" not in text and i != tokenizer.eos_token_id:
             pieces[_UNQUOTED].append(i)
+        if _NUMBER_TEXT.match(text):
+            pieces[_NUMERIC].append(i)
     return pieces
 
 
@@ -224,10 +260,18 @@ def play(
     seed: int,
     args: Any,
     pieces: dict[str, list[int]] | None = None,
+    shared: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One episode: the token ids, which of them the model wrote, its calls, the environment's answers and reward.
-    With ``pieces`` (:func:`token_pieces`) each reply's shape is constrained (:class:`CallShape`)."""
+    With ``pieces`` (:func:`token_pieces`) each reply's shape is constrained (:class:`CallShape`). ``shared`` holds
+    what the episodes of a run compute once: the stop criterion, and the keys and values of each prompt (a group's
+    episodes start from the same prompt: it is computed once and copied)."""
     import torch
+    from transformers import StoppingCriteriaList, StopStringCriteria
+
+    shared = {} if shared is None else shared
+    if "stop" not in shared:  # building it scans the vocabulary (0.6 s): once per run, not per reply
+        shared["stop"] = StoppingCriteriaList([StopStringCriteria(tokenizer, [CALL_END])])
 
     reset = pipe.ask(op="reset", env=key, seed=seed, task_id=task_id)
     messages = [
@@ -243,7 +287,12 @@ def play(
     mask = [0] * len(ids)
     eos = tokenizer.eos_token_id
     turns, reward, rewards = [], 0.0, []
-    cache = None  # the keys and values of the episode so far: each turn computes only its new tokens
+    prompts = shared.setdefault("prompts", {})
+    if tuple(ids) not in prompts:
+        with torch.no_grad():
+            prompts[tuple(ids)] = model(torch.tensor([ids[:-1]]), use_cache=True).past_key_values
+    # the keys and values of the episode so far (first its prompt's, copied): each turn computes only its new tokens
+    cache = copy.deepcopy(prompts[tuple(ids)])
     for _ in range(args.turns):
         with torch.no_grad():
             out = model.generate(
@@ -257,8 +306,7 @@ def play(
                 top_p=1.0,
                 pad_token_id=eos,
                 logits_processor=[shape.at(len(ids))] if shape else None,
-                stop_strings=[CALL_END],
-                tokenizer=tokenizer,
+                stopping_criteria=shared["stop"],
             )
         cache = out.past_key_values
         new = out.sequences[0, len(ids) :].tolist()
@@ -360,12 +408,13 @@ def main(argv: list[str] | None = None) -> None:
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     pieces = token_pieces(tokenizer) if args.shape else None
     pipe = Pipe(args.env_python, Path(__file__).resolve().parents[2], args.scenarios)
+    shared: dict[str, Any] = {}
     try:
         episodes, dropped = [], []
         for t, task_id in enumerate(args.task):
             for attempt in range(args.resample + 1):
                 seeds = [args.seed + attempt * args.samples + k for k in range(args.samples)]
-                group = [play(model, tokenizer, pipe, f"{t}-{s}", task_id, s, args, pieces) for s in seeds]
+                group = [play(model, tokenizer, pipe, f"{t}-{s}", task_id, s, args, pieces, shared) for s in seeds]
                 rewards = [ep["reward"] for ep in group]
                 if len(set(rewards)) > 1 or attempt == args.resample:
                     break
