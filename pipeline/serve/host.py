@@ -42,17 +42,17 @@ MAX_STEPS = 256
 MAX_SESSIONS = 1024
 
 
-_CHECKS: dict[str, Any] = {}  # check code -> its function (compiled once per session child)
+_CHECKS: dict[str, tuple[Any, int]] = {}  # check code -> its function and arity (compiled once per session child)
 
 
-def _check_function(code: str) -> Any:
-    func = _CHECKS.get(code)
-    if func is None:
+def _check_function(code: str) -> tuple[Any, int]:
+    known = _CHECKS.get(code)
+    if known is None:
         space: dict[str, Any] = {}
         exec(compile(code, "<check_func>", "exec"), space)
         func = space.get("check_func") or next(v for k, v in space.items() if callable(v) and k[:1] != "_")
-        _CHECKS[code] = func
-    return func
+        known = _CHECKS[code] = func, len(inspect.signature(func).parameters)
+    return known
 
 
 def run_checks(checks: list[str], initial: Any, final: Any) -> list[Any]:
@@ -60,12 +60,16 @@ def run_checks(checks: list[str], initial: Any, final: Any) -> list[Any]:
     final_state)`` (EnvScaler's ``checklist_with_func``), True/False; a check that raises or answers
     something else gives ``None`` (it counts as failed in the mean). Runs in the session's child: check code is
     corpus data, untrusted like the environment's. Each check gets its own copy of the states."""
+    return checks_on_texts(checks, json.dumps(initial), json.dumps(final))
+
+
+def checks_on_texts(checks: list[str], initial_text: str, final_text: str) -> list[Any]:
+    """:func:`run_checks` on the states' JSON texts (a session's snapshots are texts already: each check's copy is
+    parsed from them, with no state encoded again per step)."""
     out: list[Any] = []
-    initial_text, final_text = json.dumps(initial), json.dumps(final)
     for code in checks:
         try:
-            func = _check_function(code)
-            params = len(inspect.signature(func).parameters)
+            func, params = _check_function(code)
             final_copy = json.loads(final_text)
             verdict = func(json.loads(initial_text), final_copy) if params >= 2 else func(final_copy)
             out.append(bool(verdict) if isinstance(verdict, (bool, int, float)) else None)
@@ -117,9 +121,9 @@ def _session(out: int, inbox: Any, request: dict[str, Any], trajectory: Any, lim
         send({"kind": "init_error", "error": f"{type(exc).__name__}: {str(exc)[:2000]}"})
         return None
     checks = [c for c in request.get("checks") or [] if isinstance(c, str)]
-    initial = json.loads(initial_text or "null")
+    initial = initial_text or "null"
     # the checks' verdicts on the initial state: the reward of an episode before (or without) a valid call
-    verdicts = {"checks": run_checks(checks, initial, initial)} if checks else {}
+    verdicts = {"checks": checks_on_texts(checks, initial, initial)} if checks else {}
     send({"kind": "init", "state": initial_text, **verdicts})
     judged = initial_text, verdicts.get("checks")  # the state the checks last ran on, and their verdicts
     while (msg := read_frame(inbox, max_size=1 << 30)) is not None:
@@ -130,7 +134,7 @@ def _session(out: int, inbox: Any, request: dict[str, Any], trajectory: Any, lim
         step = runner._call(env, index, action, snapshots, limits)
         if checks:
             if snapshots.text != judged[0]:  # a call that left the state as it was keeps its verdicts
-                judged = snapshots.text, run_checks(checks, initial, json.loads(snapshots.text or "null"))
+                judged = snapshots.text, checks_on_texts(checks, initial, snapshots.text or "null")
             step["checks"] = judged[1]  # the verdicts ride in the step's own frame: one frame, one wake per call
         write_chunks(out, [encode(step)])
     return None
