@@ -232,11 +232,11 @@ def table_description(name: str) -> str | None:
     return None
 
 
-def column_description(table: str, column: str) -> str | None:
-    """What ``column`` means in ``table``: the table's own word (its declaration's ``columns``), else the shared
-    vocabulary's."""
-    declared = tables.declared().get(table)
-    own = declared.columns.get(column) if declared is not None else None
+def column_description(table: str, column: str, declared: dict[str, tables.TableOfRecord] | None = None) -> str | None:
+    """What ``column`` means in ``table``: the table's own word (its declaration's ``columns``; ``declared``: the
+    declarations, read once by a caller that asks for many columns), else the shared vocabulary's."""
+    own_table = (declared if declared is not None else tables.declared()).get(table)
+    own = own_table.columns.get(column) if own_table is not None else None
     return own or COLUMNS.get(column)
 
 
@@ -251,6 +251,7 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
     so a read-only database is left alone where its comments are already right."""
     missing: list[str] = []
     readonly = read_only(con)
+    declared = tables.declared()
     objects = con.execute(
         """SELECT database_name, schema_name, table_name, 'TABLE', comment FROM duckdb_tables()
            WHERE NOT internal AND NOT temporary
@@ -274,7 +275,7 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
         elif text != current:
             con.execute(f"COMMENT ON {kind} {qualified} IS {quote(text)}")
         for column, col_comment in columns.get((database, schema, name), []):
-            text = column_description(name, column)
+            text = column_description(name, column, declared)
             if text is None:
                 missing.append(f"{name}.{column}")
             elif text != col_comment:

@@ -174,8 +174,17 @@ def ensure_table(con: duckdb.DuckDBPyConnection, name: str) -> None:
     columns = table.sql_columns
     primary = f", PRIMARY KEY ({', '.join(table.key)})" if table.key else ""
     con.execute(f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(f'{c} {t}' for c, t in columns.items())}{primary})")
+    have = {
+        row[0]
+        for row in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() "
+            "AND schema_name = current_schema()",
+            [name],
+        ).fetchall()
+    }
     for column, kind_sql in columns.items():
-        con.execute(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind_sql}")
+        if column not in have:
+            con.execute(f"ALTER TABLE {name} ADD COLUMN {column} {kind_sql}")
 
 
 def register_splits(
