@@ -3,43 +3,18 @@ definitions, gets its config section as one registered by a plugin does (``resou
 as the late ``tally`` source of tests/envs/test_toy_source.py): in ``SimulatorConfig``, in ``simulator_eval``'s
 config schema (the Launchpad's), in a run config that names it, and its settings reach the kind when it scores."""
 
-import json
-from dataclasses import dataclass
-from typing import Any
-
 import duckdb
 import pytest
 from dagster import materialize
 from dagster_duckdb import DuckDBResource
 
-from pipeline.core.fields import setting
-from pipeline.core.protocol import answer
-from pipeline.evaluate.simulators import KINDS, Completion, SimulatorKind, SimulatorSpec
+from pipeline.evaluate.simulators import KINDS, SimulatorKind
 from tests.support.layouts import benchmark_split
+from tests.support.plugin_example.envsim_counter_plugin.simulator import EchoSettings, EchoSimulator
 
-
-@dataclass(frozen=True)
-class ParrotSettings:
-    """The parrot kind's settings (its `parrot:` section)."""
-
-    feedback: str | None = setting(None, "Feedback text of every answer (unset: the executor's own).")
-
-
-class ParrotSimulator:
-    """The executor's own answer (as ``oracle``), its feedback replaced when the settings give one."""
-
-    def __init__(self, spec: SimulatorSpec) -> None:
-        self.spec = spec
-        self.feedback = spec.settings_as(ParrotSettings).feedback
-
-    async def complete(self, sample: dict[str, Any]) -> Completion:
-        text = answer(sample)
-        if self.feedback is not None:
-            text = json.dumps({**json.loads(text), "feedback": self.feedback}, sort_keys=True)
-        return Completion(text, 0.0)
-
-    async def aclose(self) -> None:
-        pass
+#: the plugin example's echo kind (the executor's answer, its own feedback when set), registered in code under
+#: another name after import: only the time of registration differs from the plugin's
+ParrotSettings, ParrotSimulator = EchoSettings, EchoSimulator
 
 
 @pytest.fixture
