@@ -37,7 +37,6 @@ from pipeline.store.parquet_io import BackgroundWrites, atomic_path
 from pipeline.store.reconstruct import ReplayError, replay
 from pipeline.store.schema import SAMPLE
 
-_STATE_COLUMNS = ("state_before_json", "state_after_json")
 FLUSH_BYTES = 4 * 2**20  # rebuilt state texts held before they are handed to the writer
 
 

@@ -100,10 +100,3 @@ def open_data_root(data_root: str | os.PathLike[str], read_only: bool = True) ->
     """The documented way to open a data root's ``envsim.duckdb`` for SQL (read-only by default, so it can be
     open while Dagster runs): every view answers for the root where it is now, every object has its comment."""
     return connect_file(Path(data_root) / DUCKDB_FILE, read_only=read_only)
-
-
-def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
-    """The columns ``table`` has now (empty if it does not exist): for bringing a table of an earlier version up
-    to date."""
-    sql = "SELECT column_name FROM information_schema.columns WHERE table_name = ?"
-    return {r[0] for r in con.execute(sql, [table]).fetchall()}

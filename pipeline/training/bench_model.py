@@ -28,7 +28,7 @@ from pipeline.evaluate.results import breakdown, load_run
 from pipeline.evaluate.run import score_all
 from pipeline.evaluate.samples import load_samples
 from pipeline.evaluate.simulators import SimulatorSpec, simulator_spec
-from pipeline.store import catalog, tables, warehouse
+from pipeline.store import catalog, warehouse
 from pipeline.store.duck import connect_file
 from pipeline.store.layout import DataLayout
 from pipeline.training import base_models, checkpoints
@@ -36,8 +36,6 @@ from pipeline.training.serve import FREE_PORT, HOST, ServeSpec, serve
 
 #: the endpoint of a measurement whose every sample is scored already (nothing is asked; no server is started)
 NOT_SERVED = f"http://{HOST}:{FREE_PORT}/v1"
-#: one row per bench-model measurement (DuckDB ``bench_model_runs``; ``backend`` NULL: nothing was served)
-RUNS_TABLE = tables.table("bench_model_runs").sql_columns  # its declaration (pipeline.store.tables)
 
 
 @dataclass
