@@ -1,5 +1,6 @@
 """The executor the settings choose (``Settings.executor``, ``executor_config``, ``max_concurrent``)."""
 
+from contextlib import suppress
 from pathlib import Path
 
 import yaml
@@ -20,11 +21,9 @@ def _executor_config(current: Settings) -> dict:
         config = {}
     else:
         text = raw
-        try:
+        with suppress(OSError):  # YAML text too long to be a file name
             if "\n" not in raw and Path(raw).is_file():
                 text = Path(raw).read_text()
-        except OSError:  # YAML text too long to be a file name
-            pass
         config = yaml.safe_load(text) or {}
         if not isinstance(config, dict):
             raise ValueError(f"ENVSIM_EXECUTOR_CONFIG must be a YAML mapping (or a file holding one), got {raw!r}")

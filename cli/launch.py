@@ -216,10 +216,8 @@ def _supervise(
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    try:
+    with suppress(ProcessLookupError, PermissionError):  # the child did it first (or ended)
         os.setpgid(child, child)
-    except (ProcessLookupError, PermissionError):  # the child did it first (or ended)
-        pass
     try:
         _, status = os.waitpid(child, 0)
         return os.waitstatus_to_exitcode(status)
@@ -376,7 +374,7 @@ def failed_on_full_disk(
     if full is None:
         return None
     where = ""
-    try:
+    with suppress(Exception):  # the run history itself is what could not be written: the step the console named last
         with DagsterInstance.from_config(str(home)) as instance:
             runs = instance.get_run_records(
                 RunsFilter(job_name=job_name, tags={DATA_ROOT_TAG: root_tag(data_root)}), limit=1
@@ -387,8 +385,6 @@ def failed_on_full_disk(
                     s.step_key for s in sorted(stats, key=lambda s: s.start_time or 0)[-1:]
                 ]
                 where = f" at step {running[0]}" if running else ""
-    except Exception:  # the run history itself is what could not be written: the step the console named last
-        pass
     if not where and last_step():
         where = f" at step {last_step()}"
     print(f"{command}: FAILED{where}: {full} (exit 1)", file=sys.stderr, flush=True)

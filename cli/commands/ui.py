@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from cli.base import ROOT, child_env, command, say_problems, settings_problems, wants_help
@@ -56,10 +57,8 @@ def _ui_child() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
+    with suppress(OSError, AttributeError):  # not Linux: the other signals still stop it
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):  # not Linux: the other signals still stop it
-        pass
 
 
 def _group_alive(pgid: int) -> bool:
@@ -88,13 +87,11 @@ def _serve_ui(argv: list[str], env: dict[str, str]) -> int:
 
     def stop(signum: int, _frame: object) -> None:
         stops.append(signum)
-        try:
+        with suppress(ProcessLookupError):
             if len(stops) == 1:
                 os.kill(child.pid, signal.SIGINT)  # dg dev's KeyboardInterrupt: its own orderly shutdown
             else:
                 os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop)

@@ -9,6 +9,7 @@ import ctypes
 import os
 import signal
 import time
+from contextlib import suppress
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -46,10 +47,8 @@ def end(found: list[int], grace_s: float = 3.0) -> list[int]:
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
         living = [p for p in found if running(p)]
         for p in living:
-            try:
+            with suppress(ProcessLookupError, PermissionError):
                 os.kill(p, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
         deadline = time.monotonic() + wait
         while wait and any(running(p) for p in living) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -59,7 +58,5 @@ def end(found: list[int], grace_s: float = 3.0) -> list[int]:
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """In a child before it runs its program (``subprocess.Popen(preexec_fn=...)``): the kernel sends it ``sig`` when
     the thread that started it ends, also when that process is SIGKILLed (Linux ``PR_SET_PDEATHSIG``)."""
-    try:
+    with suppress(OSError, AttributeError):  # not Linux: the parent's own signal handling still stops it
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig))
-    except (OSError, AttributeError):  # not Linux: the parent's own signal handling still stops it
-        pass

@@ -26,6 +26,7 @@ import copy
 import functools
 import json
 from collections.abc import Iterable
+from contextlib import suppress
 from datetime import UTC
 from typing import Any
 
@@ -236,10 +237,8 @@ def parse_observation(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     text = value.strip()
-    try:
+    with suppress(ValueError, TypeError):
         return json.loads(text)
-    except (ValueError, TypeError):
-        pass
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

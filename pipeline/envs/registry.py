@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -191,10 +192,8 @@ def stateful_module_prefixes() -> tuple[str, ...]:
 def preload_all() -> None:
     """Every adapter's preload (in the sandbox zygote); a missing optional one does not stop the others."""
     for found in ADAPTERS.values():
-        try:
+        with suppress(Exception):
             found.preload()
-        except Exception:
-            pass
 
 
 def clear_caches() -> None:

@@ -110,13 +110,11 @@ class _Worker:
     def _drain_stderr(self) -> None:
         """Read the worker's stderr until EOF, keeping only the last STDERR_KEEP bytes."""
         stream = self.proc.stderr
-        try:
+        with contextlib.suppress(OSError, ValueError):
             while chunk := stream.read1(1 << 16):  # type: ignore[union-attr]
                 self._stderr += chunk
                 if len(self._stderr) > STDERR_KEEP:
                     del self._stderr[: len(self._stderr) - STDERR_KEEP]
-        except (OSError, ValueError):
-            pass
 
     def stderr_tail(self, limit: int = 2000) -> str:
         self._drain.join(timeout=2)  # a dead worker's last words (its stderr is at EOF)

@@ -128,19 +128,15 @@ def _remove_tree(path: str, keep_top: bool = False) -> None:
             names = []
         for name in names:
             entry = os.path.join(directory, name)
-            try:
+            with contextlib.suppress(OSError):
                 if stat.S_ISDIR(os.lstat(entry).st_mode):
                     stack.append(_bury(entry))
                 else:
                     os.unlink(entry)
-            except OSError:
-                pass
         seen.append(directory)
     for directory in reversed(seen[1:] if keep_top else seen):
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(directory)
-        except OSError:
-            pass
 
 
 def _exiting(pid: int, temp_dir: str) -> None:
@@ -155,10 +151,8 @@ def _close_inherited() -> None:
     for reader in _PROTOCOL_FILES:
         reader.close()  # the fd and the read-ahead buffer (which may hold later requests)
     for pfd in _PROTOCOL_FDS + _WARM_FDS + _SPARE_FDS + _ZYGOTE_SIDE:
-        try:
+        with contextlib.suppress(OSError):
             os.close(pfd)
-        except OSError:
-            pass
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 2)
 
@@ -542,10 +536,8 @@ _EXITING: list[tuple[int, str]] = []
 
 def _kill(pid: int) -> None:
     """Kill a child (it cannot have started a process: the filter refuses ``clone``)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _reap(block: bool = False) -> None:
@@ -832,10 +824,8 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
 def _precompile(ref: str, filename: str) -> None:
     """Compile environment code once here, so every forked child inherits it
     (:func:`pipeline.envs.blobs.precompile`)."""
-    try:
+    with contextlib.suppress(Exception):  # the child reports the compile error as a reset failure
         blobs.precompile(ref, filename)
-    except Exception:
-        pass  # the child reports the compile error as a reset failure
 
 
 #: stdlib modules environment code often imports lazily (``datetime.strptime`` imports ``_strptime``):
@@ -875,10 +865,8 @@ def _preload_stdlib() -> None:
     import importlib
 
     for name in PRELOADED_STDLIB:
-        try:
+        with contextlib.suppress(Exception):
             importlib.import_module(name)
-        except Exception:
-            pass
 
 
 def _limit_self(processes: int = 256) -> None:

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -88,10 +89,8 @@ def run_suite(name: str, df: pd.DataFrame, expectations: list[Any], id_columns: 
     gx = _great_expectations()
 
     ctx = gx.get_context(mode="ephemeral")
-    try:
+    with suppress(Exception):  # older/newer config shapes: progress bars only
         ctx.variables.progress_bars = {"globally": False}
-    except Exception:  # older/newer config shapes: progress bars only
-        pass
     source = ctx.data_sources.add_pandas(name)
     batch_def = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
     suite = ctx.suites.add(gx.ExpectationSuite(name=name))
@@ -259,14 +258,12 @@ def kept_verdict(layout: DataLayout, axes: Axes = AXES) -> SuiteResult:
     same bytes again."""
     name = "step_table_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
     path, key = layout.quality_dir / f"{name}.json", _verdict_key(layout, axes)
-    try:
+    with suppress(OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: validate
         kept = json.loads(path.read_text())
         if kept.get("key") == key:
             result = kept["result"]
             failures = [Failure(**f) for f in result.pop("failures")]
             return SuiteResult(**{**result, "failures": failures, "kept_from": key})
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # none yet, or unreadable: validate
     result = step_table_suite(layout, axes=axes)
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps({"key": key, "result": asdict(result)}, sort_keys=True, default=str))

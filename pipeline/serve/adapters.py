@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import suppress
 from typing import Any
 
 from pipeline.envs.callparse import CallParseError, parse_call
@@ -131,7 +132,5 @@ class ToolEnvironment:
         return self._episode.reward
 
     def close(self) -> None:
-        try:
+        with suppress(SessionError):
             self._episode.close()
-        except SessionError:
-            pass

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import TextIO
 
@@ -63,10 +64,8 @@ def repl(con: duckdb.DuckDBPyConnection, database: Path, stdin: TextIO = sys.std
     that is not a terminal is read the same way, without prompts; then the status is 1 if a statement failed."""
     interactive = stdin.isatty()
     if interactive:
-        try:
+        with suppress(ImportError):  # not on every platform
             import readline  # noqa: F401 - line editing and history for input()
-        except ImportError:  # not on every platform
-            pass
         print(f"{database} (read-only) — {HELP}")
     buffer: list[str] = []
     failed = 0

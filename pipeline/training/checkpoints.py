@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -147,10 +147,8 @@ def weights_fingerprint(directory: Path) -> str:
         else:
             entries[path.name] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": _file_sha256(path)}
     if entries != cached:
-        try:
+        with suppress(OSError):
             sidecar.write_text(json.dumps({"files": entries}, indent=1, sort_keys=True))
-        except OSError:
-            pass
     combined = hashlib.sha256()
     for name in sorted(entries):
         combined.update(f"{name}\0{entries[name]['sha256']}\n".encode())

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -210,10 +211,8 @@ def kill_group(pgid: int | None) -> None:
     """SIGKILL what is left of a job's process group (a no-op when the group is gone)."""
     if pgid is None:
         return
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 _FINAL = {
