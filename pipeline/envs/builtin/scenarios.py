@@ -8,33 +8,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-FIRST = [
-    "Ada",
-    "Ben",
-    "Chen",
-    "Dana",
-    "Eli",
-    "Fatima",
-    "Gus",
-    "Hana",
-    "Ivan",
-    "Jun",
-    "Kofi",
-    "Lena",
-    "Mia",
-    "Noor",
-    "Omar",
-    "Pia",
-    "Quinn",
-    "Ravi",
-    "Sara",
-    "Tomas",
-    "Uma",
-    "Vik",
-    "Wen",
-    "Yara",
-    "Zoe",
-]
+FIRST = (
+    "Ada Ben Chen Dana Eli Fatima Gus Hana Ivan Jun Kofi Lena Mia Noor Omar "
+    "Pia Quinn Ravi Sara Tomas Uma Vik Wen Yara Zoe"
+).split()
 LAST = ["Okafor", "Silva", "Kim", "Novak", "Haddad", "Ito", "Berg", "Costa", "Diaz", "Fischer", "Gupta", "Lund"]
 PRODUCTS = [
     "kettle",
@@ -418,16 +395,7 @@ def projects(rng: random.Random) -> tuple[dict[str, Any], str]:
 
 
 GENERATORS: dict[str, Callable[[random.Random], tuple[dict[str, Any], str]]] = {
-    "retail": retail,
-    "airline": airline,
-    "clinic": clinic,
-    "university": university,
-    "warehouse": warehouse,
-    "payroll": payroll,
-    "library": library,
-    "banking": banking,
-    "hotel": hotel,
-    "projects": projects,
+    g.__name__: g for g in (retail, airline, clinic, university, warehouse, payroll, library, banking, hotel, projects)
 }
 
 
