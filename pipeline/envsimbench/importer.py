@@ -172,10 +172,8 @@ def _arguments(value: Any) -> dict[str, Any]:
 
 def _cell(row: dict[str, Any], cells: Iterable[Cell]) -> str:
     """The first cell the sample row qualifies for (by its axis values)."""
-    for cell in cells:
-        if cell.matches(row):
-            return cell.name
-    return "error" if row["outcome"] == ERROR else "unassigned"
+    fallback = "error" if row["outcome"] == ERROR else "unassigned"
+    return next((cell.name for cell in cells if cell.matches(row)), fallback)
 
 
 def _outcome(tool: str, content: str) -> str:

@@ -361,21 +361,8 @@ class FrozenDateTime(_REAL_DATETIME, metaclass=_FrozenMeta):
     def date(self) -> FrozenDate:  # type: ignore[override]
         return FrozenDate(self.year, self.month, self.day)
 
-    def _as_real(self) -> _dt.datetime:
-        return _REAL_DATETIME(
-            self.year,
-            self.month,
-            self.day,
-            self.hour,
-            self.minute,
-            self.second,
-            self.microsecond,
-            self.tzinfo,
-            fold=self.fold,
-        )
-
     def __repr__(self) -> str:
-        return repr(self._as_real())
+        return repr(_REAL_DATETIME.combine(self.date(), self.timetz()))
 
 
 for _cls, _name in ((FrozenDate, "date"), (FrozenDateTime, "datetime")):

@@ -88,10 +88,8 @@ def split_name(kind: str) -> str:
 
 
 def size_category(n: int) -> str:
-    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
-        if n < limit:
-            return label
-    return "1M<n<10M"
+    limits = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
+    return next((label for limit, label in limits if n < limit), "1M<n<10M")
 
 
 def plan_shards(rows: int, nbytes: int, max_bytes: int) -> tuple[int, int]:

@@ -36,11 +36,8 @@ CLASSES = {
 
 
 def _introduction(code: str, class_name: str) -> str:
-    tree = ast.parse(code)
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            return ast.get_docstring(node) or ""
-    return ""
+    node = next((n for n in ast.parse(code).body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    return (ast.get_docstring(node) if node else None) or ""
 
 
 @cache
