@@ -47,6 +47,7 @@ from pipeline.core.processes import descendants, die_with_parent, end
 from pipeline.core.settings import Settings
 from pipeline.core.untrusted import console
 from pipeline.envs.partitions import partition_keys
+from pipeline.evaluate.results import HEADLINE
 from pipeline.store.layout import DataLayout, disk_full
 from resources import EnvironmentSourcesResource
 from resources.storage import DATA_ROOT_TAG, root_tag
@@ -471,10 +472,6 @@ class RunOutcome:
         return self.status != DagsterRunStatus.SUCCESS.value or bool(self.failures)
 
 
-#: the metrics ``simulator_eval`` records per simulator as ``<metric>/<simulator>`` metadata
-_EVAL_METRICS = ("fm", "cm", "cm_reference", "fm_reference")
-
-
 def run_outcome(instance: DagsterInstance, run_id: str) -> RunOutcome:
     """The failed steps and evaluation scores of run ``run_id`` (:class:`RunOutcome`)."""
     run = instance.get_run_by_id(run_id)
@@ -494,7 +491,7 @@ def run_outcome(instance: DagsterInstance, run_id: str) -> RunOutcome:
                 continue
             for key, value in materialization.metadata.items():
                 metric, _, simulator = key.partition("/")
-                if metric in _EVAL_METRICS and simulator:
+                if metric in HEADLINE and simulator:
                     outcome.evaluation.setdefault(simulator, {})[metric] = value.value
                 elif key == "split_version":
                     outcome.eval_version = value.value

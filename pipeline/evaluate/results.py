@@ -29,16 +29,15 @@ def _pct(expr: str, name: str) -> str:
     return f"round(100 * avg(({expr})::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS {name}"
 
 
+#: a run's headline metrics: ``eval_runs`` columns, and ``simulator_eval``'s ``<metric>/<simulator>`` metadata
+HEADLINE = ("fm", "cm", "cm_reference", "fm_reference")
+_COUNTS = ["count(*) AS samples", f"count(*) FILTER (WHERE {ANSWERED_SQL}) AS answered"]
+
 _METRICS = ", ".join(
     [
-        "count(*) AS samples",
-        f"count(*) FILTER (WHERE {ANSWERED_SQL}) AS answered",
+        *_COUNTS,
         f"count(*) FILTER (WHERE NOT {ANSWERED_SQL}) AS request_failed",
-        _pct("fm", "fm"),
-        _pct("cm", "cm"),
-        _pct("cm_reference", "cm_reference"),
-        _pct("fm_reference", "fm_reference"),
-        _pct("cm_changed_paths", "cm_changed_paths"),
+        *(_pct(m, m) for m in (*HEADLINE, "cm_changed_paths")),
         _pct("NOT parse_ok", "parse_fail_pct"),
     ]
 )
@@ -145,26 +144,14 @@ def headline_scores(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[
     """``<metric>/<simulator>`` -> score (FM, CM, cm_reference, fm_reference) of each run: numbers a run
     history can chart."""
     rows = con.execute(
-        "SELECT simulator, fm, cm, cm_reference, fm_reference FROM eval_runs "
-        "WHERE run_id IN (SELECT unnest(?)) ORDER BY simulator",
+        f"SELECT simulator, {', '.join(HEADLINE)} FROM eval_runs WHERE run_id IN (SELECT unnest(?)) ORDER BY simulator",
         [run_ids],
     ).fetchall()
-    return {
-        f"{metric}/{row[0]}": float(value)
-        for row in rows
-        for metric, value in zip(("fm", "cm", "cm_reference", "fm_reference"), row[1:])
-        if value is not None
-    }
+    return {f"{m}/{row[0]}": float(value) for row in rows for m, value in zip(HEADLINE, row[1:]) if value is not None}
 
 
 #: what a per-cell or per-|Δ|-bucket report shows of each run: answered samples, parse rate and the metrics
-_REPORT = (
-    f"count(*) AS samples, count(*) FILTER (WHERE {ANSWERED_SQL}) AS answered, "
-    f"round(100 * avg(parse_ok::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS parse_pct, "
-    f"round(100 * avg(fm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS fm, "
-    f"round(100 * avg(cm::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS cm, "
-    f"round(100 * avg(cm_reference::INT) FILTER (WHERE {ANSWERED_SQL}), 1) AS cm_reference"
-)
+_REPORT = ", ".join([*_COUNTS, _pct("parse_ok", "parse_pct"), *(_pct(m, m) for m in ("fm", "cm", "cm_reference"))])
 
 
 def breakdowns(axes: Axes = AXES) -> dict[str, str]:
