@@ -826,15 +826,12 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
         _set(_time, name, fn)
     _set(os, "urandom", _urandom)
     _set(os, "times", _times)
-    for name, fn in (
-        ("stat", _stat),
-        ("lstat", _lstat),
-        ("fstat", _fstat),
-        ("scandir", _scandir),
-        ("uname", _uname),
-        ("getloadavg", _getloadavg),
-    ):
-        _set(os, name, fn)
+    _set(os, "stat", _stat)
+    _set(os, "lstat", _lstat)
+    _set(os, "fstat", _fstat)
+    _set(os, "scandir", _scandir)
+    _set(os, "uname", _uname)
+    _set(os, "getloadavg", _getloadavg)
     _OWN_IDS[:] = [os.getuid(), os.getgid()]
     for name in ("getuid", "geteuid", "getgid", "getegid"):
         _set(os, name, _visible_id)
