@@ -596,10 +596,7 @@ class Session:
             want = next(exchange)
             while True:
                 channel = self.channel
-                if isinstance(want, bytes):
-                    want = exchange.send(channel.send(want, limit))
-                else:
-                    want = exchange.send(channel.receive(want))
+                want = exchange.send(channel.send(want, limit) if isinstance(want, bytes) else channel.receive(want))
         except StopIteration as answer:
             return answer.value
 
@@ -611,10 +608,8 @@ class Session:
             want = next(exchange)
             while True:
                 channel = self.channel
-                if isinstance(want, bytes):
-                    want = exchange.send(await channel.send_async(want, limit))
-                else:
-                    want = exchange.send(await channel.receive_async(want))
+                reply = channel.send_async(want, limit) if isinstance(want, bytes) else channel.receive_async(want)
+                want = exchange.send(await reply)
         except StopIteration as answer:
             return answer.value
 
