@@ -250,15 +250,14 @@ class TrajectoryLabels:
         except OverBudget as exc:
             self._stop(str(exc))
         except UntrustedData as exc:
-            self._refuse(msg, f"UntrustedData: {exc}")
+            self._refuse(f"UntrustedData: {exc}")
         except Exception as exc:  # untrusted data: whatever it raises is that frame's fault
             self._refuse(
-                msg,
                 f"UntrustedData: frame {_message(msg.get('kind'), 40)!r}: {type(exc).__name__}: "
                 f"{_message(str(exc), 300)}",
             )
 
-    def _refuse(self, msg: dict[str, Any], reason: str) -> None:
+    def _refuse(self, reason: str) -> None:
         """A frame that breaks the protocol: the call it describes is an error step, the rest is dropped."""
         if self.state_hash is None:
             self.result["init_error"] = reason[:2000]

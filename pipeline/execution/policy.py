@@ -317,7 +317,7 @@ class ExplorationPolicy:
         mutated = None
         if args and self.rng.random() < self.settings.mutate_rate:
             mutated = self.rng.choice(sorted(args))
-            args[mutated] = self.mutate(args[mutated], props.get(mutated) or {})
+            args[mutated] = self.mutate(args[mutated])
         return args, mutated
 
     def value(self, name: str, schema: dict[str, Any], index: StateIndex, required: bool = True) -> Any:
@@ -447,7 +447,7 @@ class ExplorationPolicy:
             if k in required or self.rng.random() < self.settings.optional_rate
         }
 
-    def mutate(self, value: Any, schema: dict[str, Any] | None = None) -> Any:
+    def mutate(self, value: Any) -> Any:
         """A value of the same type that the environment should refuse: an id that does not exist,
         a negative, zero or huge number, an empty string, an empty or padded list."""
         rng = self.rng

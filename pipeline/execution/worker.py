@@ -735,7 +735,7 @@ def _pump(attempt: _Attempt, progress: _Progress, limits: Limits, forward: Any, 
             return ("WorkerCrash", "")
 
 
-def _finish_child(attempt: _Attempt, progress: _Progress, limits: Limits, key: tuple[str, ...] | None) -> None:
+def _finish_child(attempt: _Attempt, limits: Limits, key: tuple[str, ...] | None) -> None:
     """A child whose trajectory ended: kept warm for the next one of its key (ours or pinned code, under
     ``reuse_children``), else killed, its files removed now and its teardown overlapping the next."""
     pid, requests, rfd = attempt.pid, attempt.requests, attempt.reader.fd
@@ -815,7 +815,7 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
         progress.new_child()
         failure = _pump(attempt, progress, limits, forward, out)
         if failure is None:
-            _finish_child(attempt, progress, limits, key)
+            _finish_child(attempt, limits, key)
             return key is None
         if not _lose_child(attempt, progress, failure, limits, emit):
             return key is None
