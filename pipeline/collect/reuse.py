@@ -58,14 +58,11 @@ def record_path(layout: DataLayout) -> Path:
 
 
 def _file_digest(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
     try:
         with path.open("rb") as fh:
-            while chunk := fh.read(1 << 20):
-                h.update(chunk)
+            return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
     except OSError as exc:
         return f"unreadable: {type(exc).__name__}"
-    return h.hexdigest()
 
 
 @lru_cache(maxsize=1)

@@ -109,16 +109,12 @@ def resolve(data_root: Path, ref: str) -> tuple[Path, dict[str, Any] | None]:
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
 #: the sidecar file that caches each weight file's SHA-256, keyed by (name, size, mtime)
 WEIGHTS_SIDECAR = ".envsim_weights.json"
-_CHUNK = 8 * 2**20
 
 
 def _file_sha256(path: Path) -> str:
-    """SHA-256 of a file, streamed in 8 MiB chunks (a multi-GB shard is never held in memory)."""
-    digest = hashlib.sha256()
+    """SHA-256 of a file, streamed (a multi-GB shard is never held in memory)."""
     with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def weights_fingerprint(directory: Path) -> str:
