@@ -29,6 +29,7 @@ from pipeline.select.selection import (
 )
 from pipeline.select.shortfall import SHORTFALL_FIX
 from pipeline.select.stratify import strata_facts, stratify
+from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, EmptySelection, SplitStore
 from resources import CompositionResource, DataStoreResource, RunPolicyResource
 
@@ -77,12 +78,14 @@ class BenchmarkConfig(Config):
     make_current: bool = Field(default=True, description="Point CURRENT at the new version.")
 
 
-def _composition_check(context: Any, name: str, result: SelectionResult, on_shortfall: str) -> AssetCheckResult:
+def _composition_check(
+    context: Any, name: str, result: SelectionResult, on_shortfall: str, layout: DataLayout
+) -> AssetCheckResult:
     """The split holds what its composition asks: every stratum exactly its quota. A shortfall (a stratum
     with fewer candidates than its quota) fails the check — WARN, or ERROR with ``on_shortfall: fail`` —
     naming each short stratum and, for a benchmark cell, what the corpus reaches toward it
     (``difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3``) and the fix."""
-    suite = composition_suite(result.strata)
+    suite = composition_suite(result.strata, layout.quality_dir / f"{name}_verdict.json")
     short = result.shortfall_lines()
     fix = {"fix": SHORTFALL_FIX} if short and result.reach else {}
     values = {
@@ -164,7 +167,7 @@ def benchmark_split(
         context,
         result.facts(),
         parquet_metadata([result.path]),
-        check_results=[_composition_check(context, "composition_matches", result, on_shortfall)],
+        check_results=[_composition_check(context, "composition_matches", result, on_shortfall, layout)],
         data_version=DataVersion(result.version),
     )
 
@@ -241,7 +244,8 @@ def sft_mixture(
         yield from _skipped(context, exc, {"mixture_composition": False, "no_benchmark_overlap": True})
         return
     bench = SplitStore(layout, BENCHMARK)
-    overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule)
+    verdict = layout.quality_dir / "no_benchmark_overlap_verdict.json"
+    overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule, verdict)
     benchmark = {"benchmark_version": result.spec["benchmark"], "decontaminated_by": rule}
     yield materialize(
         context,
@@ -249,7 +253,7 @@ def sft_mixture(
         {**parquet_metadata([result.path]), **benchmark},
         data_version=DataVersion(result.version),
         check_results=[
-            _composition_check(context, "mixture_composition", result, config.on_shortfall),
+            _composition_check(context, "mixture_composition", result, config.on_shortfall, layout),
             check_result(
                 context,
                 Facts({"expectations": overlap.fact()}),

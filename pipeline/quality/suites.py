@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
@@ -206,8 +206,11 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000, axes: Axes =
     return total
 
 
-def composition_suite(strata_table: list[dict[str, Any]]) -> SuiteResult:
-    """Each stratum holds exactly what was requested — or every candidate when there were fewer."""
+def composition_suite(strata_table: list[dict[str, Any]], verdict: Path | None = None) -> SuiteResult:
+    """Each stratum holds exactly what was requested — or every candidate when there were fewer. With ``verdict``
+    (a file), validated once per strata table (:func:`kept`)."""
+    if verdict is not None:
+        return kept(verdict, strata_table, lambda: composition_suite(strata_table))
     gx = _great_expectations()
 
     df = pd.DataFrame(strata_table)
@@ -220,10 +223,16 @@ def composition_suite(strata_table: list[dict[str, Any]]) -> SuiteResult:
     )
 
 
-def overlap_suite(mixture_samples: str, benchmark_samples: str, decontaminate: str) -> SuiteResult:
+def overlap_suite(
+    mixture_samples: str, benchmark_samples: str, decontaminate: str, verdict: Path | None = None
+) -> SuiteResult:
     """Zero overlap between an SFT mixture and its benchmark under the decontamination rule
     ``decontaminate`` (:data:`pipeline.core.decontamination.DECONTAMINATION`): by its key (``trajectory_id``,
-    ``task_id`` or ``env_id``), by its sample identity ((env, s_t, a_t) or (s_t, a_t) hash) and by step."""
+    ``task_id`` or ``env_id``), by its sample identity ((env, s_t, a_t) or (s_t, a_t) hash) and by step. With
+    ``verdict`` (a file), validated once per pair of sample files and rule (:func:`kept`)."""
+    if verdict is not None:
+        inputs = [_sized([mixture_samples, benchmark_samples]), decontaminate]
+        return kept(verdict, inputs, lambda: overlap_suite(mixture_samples, benchmark_samples, decontaminate))
     gx = _great_expectations()
     rule = decontamination(decontaminate)
     identity = " || '|' || ".join(rule.identity)
@@ -241,30 +250,35 @@ def overlap_suite(mixture_samples: str, benchmark_samples: str, decontaminate: s
     return run_suite(f"overlap_{decontaminate}", df, expectations, ["step_id"])
 
 
-def _verdict_key(layout: DataLayout, axes: Axes) -> str:
-    """What a step-table verdict depends on: the step parts (content-keyed names, sizes), this module's code, the
-    axes and the great-expectations version."""
-    parts = [(Path(p).name, Path(p).stat().st_size) for p in layout.step_parts()]
-    axes_repr = [(a.column, a.values, a.min_value) for a in axes]
-    text = json.dumps([parts, repr(axes_repr), version("great-expectations")], default=str)
-    digest = hashlib.blake2b(text.encode() + Path(__file__).read_bytes(), digest_size=16)
-    return digest.hexdigest()
-
-
-def kept_verdict(layout: DataLayout, axes: Axes = AXES) -> SuiteResult:
-    """:func:`step_table_suite`, validated once per content of the step table: a run whose steps did not change (a
-    resumed or repeated run) reads the verdict the last validation wrote (``quality/step_table_verdict.json``; a
-    partition's ``step_table_verdict-<partition>.json``) instead of importing great-expectations and validating the
-    same bytes again."""
-    name = "step_table_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
-    path, key = layout.quality_dir / f"{name}.json", _verdict_key(layout, axes)
+def kept(path: Path, inputs: Any, validate: Callable[[], SuiteResult]) -> SuiteResult:
+    """``validate()``, once per ``inputs`` (any JSON-able value: what the validation reads): a run whose inputs did
+    not change (a resumed or repeated run) reads the verdict the last validation wrote at ``path`` instead of
+    importing great-expectations (3 s) and validating the same data again. The verdict is keyed by the inputs, this
+    module's code and the great-expectations version; a failing verdict is kept too, with its rows."""
+    text = json.dumps([inputs, version("great-expectations")], default=str, sort_keys=True)
+    key = hashlib.blake2b(text.encode() + Path(__file__).read_bytes(), digest_size=16).hexdigest()
     with suppress(OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: validate
-        kept = json.loads(path.read_text())
-        if kept.get("key") == key:
-            result = kept["result"]
+        stored = json.loads(path.read_text())
+        if stored.get("key") == key:
+            result = stored["result"]
             failures = [Failure(**f) for f in result.pop("failures")]
             return SuiteResult(**{**result, "failures": failures, "kept_from": key})
-    result = step_table_suite(layout, axes=axes)
+    result = validate()
+    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps({"key": key, "result": asdict(result)}, sort_keys=True, default=str))
     return result
+
+
+def _sized(paths: list[str]) -> list[tuple[str, int]]:
+    """Files as a verdict's inputs: their content-keyed names and sizes."""
+    return [(Path(p).name, Path(p).stat().st_size) for p in paths]
+
+
+def kept_verdict(layout: DataLayout, axes: Axes = AXES) -> SuiteResult:
+    """:func:`step_table_suite`, validated once per content of the step table (:func:`kept`:
+    ``quality/step_table_verdict.json``; a partition's ``step_table_verdict-<partition>.json``)."""
+    name = "step_table_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
+    axes_repr = repr([(a.column, a.values, a.min_value) for a in axes])
+    inputs = [_sized(layout.step_parts()), axes_repr]
+    return kept(layout.quality_dir / f"{name}.json", inputs, lambda: step_table_suite(layout, axes=axes))
