@@ -414,3 +414,20 @@ def test_a_draw_without_a_seed_keeps_the_seed_of_the_current_split(default_layou
     assert bench.changes_by("a-plain-run") is None and mixture.changes_by("a-plain-run") is None
     named = build_benchmark(layout, seed=0, dagster_run_id="a-seeded-run")
     assert named.version == first.version and bench.changes_by("a-seeded-run") == (weekly.version, first.version)
+
+
+def test_a_composition_verdict_is_kept_for_the_same_strata_and_validated_again_when_they_change(tmp_path):
+    """composition_matches / mixture_composition read the last verdict for the same strata table, and validate
+    again (here: failing, naming the stratum) when a count changes."""
+    from pipeline.quality import suites
+
+    verdict = tmp_path / "quality" / "composition_matches_verdict.json"
+    strata = [{"stratum": "failure", "requested": 5, "available": 9, "selected": 5}]
+    first = suites.composition_suite(strata, verdict)
+    assert first.success and first.kept_from is None
+    assert suites.composition_suite(strata, verdict).kept_from
+    short = [{**strata[0], "selected": 4}]
+    changed = suites.composition_suite(short, verdict)
+    assert changed.kept_from is None and not changed.success and changed.failures[0].rows[0]["stratum"] == "failure"
+    kept = suites.composition_suite(short, verdict)
+    assert kept.kept_from and kept.failures == changed.failures
