@@ -32,6 +32,7 @@ import enum
 import hashlib
 import json
 import math
+import pickle
 import re
 import types
 from collections.abc import Callable
@@ -472,3 +473,62 @@ class CanonicalTextCache:
 _DECODER = json.JSONDecoder()
 _scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 _key_json = json.encoder.encode_basestring  # type: ignore[attr-defined]  # what ensure_ascii=False uses for keys
+
+
+class Snapshots:
+    """:func:`canonicalize` and :func:`stored_json` of the successive states of one environment instance (one
+    trajectory), given as the mapping of its attributes: the same value and text, computed again only for what
+    changed. Each attribute, and each entry of an attribute that is a dict, is fingerprinted by its pickle (C speed,
+    about a tenth of canonicalising it); one whose pickle is byte-identical to the last one at the same place keeps
+    its canonical form and text. Equal pickles are equal structures of equal values (a set's order, a dict's key
+    order and a float's sign included), so the canonical form is the same; what pickle refuses (a lock, a class
+    only an exec'd module holds) is canonicalised every time, as before."""
+
+    def __init__(self, levels: int = 2) -> None:
+        self.levels = levels
+        self._seen: dict[tuple[str, ...], tuple[bytes, JSONValue, str]] = {}
+        self._refused: set[tuple[str, ...]] = set()
+
+    def take(self, attrs: dict[str, Any]) -> tuple[JSONValue, str]:
+        """``(canonicalize(attrs), stored_json(canonicalize(attrs)))``."""
+        if not all(type(k) is str for k in attrs):
+            value = canonicalize(attrs)
+            return value, stored_json(value)
+        return self._mapping((), attrs, [attrs], 0)
+
+    def _mapping(self, path: tuple[str, ...], mapping: dict[str, Any], active: _Active, depth: int) -> tuple[Any, str]:
+        value, texts = {}, []
+        for key, item in mapping.items():
+            value[key], text = self._item((*path, key), item, active, depth + 1)
+            texts.append(_key_json(key) + ":" + text)
+        return value, "{" + ",".join(texts) + "}"
+
+    def _item(self, path: tuple[str, ...], item: Any, active: _Active, depth: int) -> tuple[Any, str]:
+        if (
+            len(path) < self.levels
+            and type(item) is dict
+            and not _on(item, active)
+            and all(type(k) is str for k in item)
+        ):
+            active.append(item)
+            try:
+                return self._mapping(path, item, active, depth)
+            finally:
+                active.pop()
+        if type(item) in _PLAIN:  # a scalar: nothing to keep
+            value = _canon(item, active, depth)
+            return value, stored_json(value)
+        fingerprint = None
+        if path not in self._refused:
+            try:
+                fingerprint = pickle.dumps(item, protocol=5)
+            except Exception:  # unpicklable (a lock, an exec'd module's class): canonicalised every time
+                self._refused.add(path)
+        seen = self._seen.get(path)
+        if seen is not None and fingerprint is not None and seen[0] == fingerprint:
+            return seen[1], seen[2]
+        value = _canon(item, active, depth)
+        text = stored_json(value)
+        if fingerprint is not None:
+            self._seen[path] = (fingerprint, value, text)
+        return value, text

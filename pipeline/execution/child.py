@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.core.canonical import canonical_json, canonicalize, stored_json
+from pipeline.core.canonical import Snapshots, canonical_json, canonicalize, stored_json
 from pipeline.core.fields import setting
 from pipeline.core.trajectory import Trajectory
 from pipeline.envs import registry
@@ -92,10 +92,16 @@ class _Snapshots:
         self.limit = limit_chars
         self.text: str | None = None
         self.value: Any = None
+        #: an environment that gives its attributes (``state_parts``) is snapshotted again only where it changed
+        self.parts = getattr(env, "state_parts", None)
+        self.incremental = Snapshots()
 
     def take(self) -> str | None:
-        value = self.env.state()
-        text = stored_json(value)
+        if self.parts is not None:
+            value, text = self.incremental.take(self.parts())
+        else:
+            value = self.env.state()
+            text = stored_json(value)
         if len(text) > self.limit:
             raise MemoryError(f"state of {len(text)} characters exceeds the {self.limit}-character limit")
         self.value = value

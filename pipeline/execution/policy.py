@@ -16,13 +16,22 @@ from __future__ import annotations
 import copy
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.core.fields import setting
 from pipeline.core.trajectory import Action
-from pipeline.execution.relations import Hints, Records, bind, is_mapping, refusal_hints, singular, unset_id
+from pipeline.execution.relations import (
+    Hints,
+    MappingMemo,
+    Records,
+    bind,
+    is_mapping,
+    refusal_hints,
+    singular,
+    unset_id,
+)
 from pipeline.execution.schema import conforms, format_string, pattern_string, resolved
 
 
@@ -61,7 +70,9 @@ class PolicySettings:
 class StateIndex:
     """Values found in a canonical state, by the field name (or table name) they appear under."""
 
-    def __init__(self, state: Any, cap: int = 64, relational: bool = True) -> None:
+    def __init__(
+        self, state: Any, cap: int = 64, relational: bool = True, mapping: Callable[[dict], bool] = is_mapping
+    ) -> None:
         self.values: dict[str, list[Any]] = {}
         self.tables: dict[str, list[str]] = {}
         #: records (dicts) by the field name they are held under (the relational policy: an object argument of
@@ -70,6 +81,7 @@ class StateIndex:
         self.cap = cap
         #: a table is any dict keyed by ids (:func:`is_mapping`); false: only a dict of records (the plain policy)
         self.relational = relational
+        self._is_mapping = mapping  # is_mapping, or a MappingMemo of the episode's states
         self._walk(state, None, 0)
 
     def _add(self, key: str, value: Any) -> None:
@@ -82,7 +94,7 @@ class StateIndex:
             return
         if isinstance(node, dict):
             if key and (  # keyed by ids, whatever its values (``{"A1": None, ...}``)
-                is_mapping(node) if self.relational else node and all(isinstance(v, dict) for v in node.values())
+                self._is_mapping(node) if self.relational else node and all(isinstance(v, dict) for v in node.values())
             ):
                 self.tables[key] = list(node)[: self.cap]
             if key and self.relational:
@@ -143,7 +155,8 @@ class ExplorationPolicy:
         self.tools = [_resolved_tool(t["function"]) for t in tools]
         self.settings = settings
         self.rng = random.Random(settings.seed)
-        self._indexed: tuple[Any, StateIndex, Records] | None = None
+        self._indexed: tuple[Any, StateIndex, Records | None] | None = None
+        self._mapping = MappingMemo()  # the episode's states share unchanged subtrees: each dict judged once
         self._hints: dict[str, Hints] = {}
         #: what earlier calls of the episode answered (bundles), and the values they answered or used
         self.returned: list[Records] = []
@@ -154,7 +167,12 @@ class ExplorationPolicy:
         the plain policy (``relational`` false)."""
         if self._indexed is None or key is None or self._indexed[0] is not key:
             relational = self.settings.relational
-            self._indexed = (key, StateIndex(state, relational=relational), Records(state) if relational else None)
+            memo = self._mapping
+            indexes = (
+                StateIndex(state, relational=relational, mapping=memo),
+                Records(state, memo) if relational else None,
+            )
+            self._indexed = (key, *indexes)
             self._hints.clear()
         return self._indexed[1], self._indexed[2]
 

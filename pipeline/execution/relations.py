@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,27 @@ def is_mapping(node: dict) -> bool:
     return len(node) >= 2 and all(any(ch.isdigit() for ch in str(k)) for k in node)
 
 
+class MappingMemo:
+    """:func:`is_mapping` for the successive states of one episode, which share their unchanged subtrees
+    (:class:`~pipeline.core.canonical.Snapshots` keeps them): remembered by identity, the dict kept alive. The
+    states are canonical values, never changed once made."""
+
+    LIMIT = 100_000
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[dict, bool]] = {}
+
+    def __call__(self, node: dict) -> bool:
+        hit = self._seen.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        if len(self._seen) >= self.LIMIT:
+            self._seen.clear()
+        found = is_mapping(node)
+        self._seen[id(node)] = (node, found)
+        return found
+
+
 def one_shape(node: dict) -> bool:
     """Whether a dict's values are records of a common shape: the field names all of them hold are at least half
     of the smallest one's (records with optional fields too), or — one record — it holds its own key as a
@@ -105,9 +126,10 @@ class Record:
 class Records:
     """Every record of a canonical state (record 0: the state itself)."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Any, mapping: Callable[[dict], bool] = is_mapping) -> None:
         self.records: list[Record] = [Record(None, 0)]
         self._aliases: dict[str, tuple[str, ...]] = {}
+        self._is_mapping = mapping  # is_mapping, or a MappingMemo of the episode's states
         if isinstance(state, dict):
             for key, value in state.items():
                 self._walk(value, str(key), [0], 1)
@@ -146,7 +168,7 @@ class Records:
         if depth > 8 or len(self.records) >= MAX_RECORDS:
             return
         if isinstance(node, dict):
-            if name is not None and is_mapping(node):
+            if name is not None and self._is_mapping(node):
                 key_field = singular(name) if id_like(name) else f"{singular(name)}_id"
                 for key, value in list(node.items())[: FIELD_CAP * 4]:
                     r = self._new(chain)

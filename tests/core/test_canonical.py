@@ -276,3 +276,43 @@ def test_a_pydantic_model_is_stored_as_its_fields_not_its_pickle_state():
     line = Line(line_id="L1", status=Status.ACTIVE)
     assert object_state(line) == {"line_id": "L1", "status": Status.ACTIVE}
     assert canonicalize({"lines": {"L1": line}}) == {"lines": {"L1": {"line_id": "L1", "status": "Active"}}}
+
+
+def test_snapshots_of_successive_states_equal_canonicalize_and_stored_json_whatever_changed():
+    """Snapshots keeps the canonical form of what did not change (same pickle) and computes the rest again: at every
+    step of a sequence of in-place changes its value and text are canonicalize's and stored_json's, for plain data,
+    key order, sets, enums, objects, unpicklable locks, a non-string key and a reference back to an attribute."""
+    import enum
+    import threading
+
+    from pipeline.core.canonical import Snapshots, canonicalize, stored_json
+
+    class Color(str, enum.Enum):
+        RED = "red"
+        BLUE = "blue"
+
+    class Box:
+        def __init__(self, n):
+            self.n, self._hidden = n, object()
+
+    orders = {"o1": {"status": "pending", "items": [1, 2]}, "o2": {"status": "done", "items": []}}
+    attrs = {"orders": orders, "tags": {"a", "b"}, "color": Color.RED, "box": Box(1), "lock": threading.Lock()}
+    changes = [
+        lambda: orders["o1"].update(status="cancelled"),
+        lambda: orders.update(o3={"status": "new", "items": [0.5, -0.0]}),
+        lambda: orders.pop("o1"),
+        lambda: orders.update(o1=orders.pop("o2")),  # the same records in another key order
+        lambda: attrs["tags"].add("c"),
+        lambda: attrs.update(color=Color.BLUE),
+        lambda: setattr(attrs["box"], "n", 2),
+        lambda: attrs["lock"].acquire(),
+        lambda: attrs.update(numbers={1: "one", "1": "str one"}),
+        lambda: orders["o3"].update(back=orders),  # a cycle back to the attribute
+        lambda: None,  # nothing changed
+    ]
+    snaps = Snapshots()
+    for change in [lambda: None, *changes]:
+        change()
+        value, text = snaps.take(attrs)
+        assert value == canonicalize(attrs) and text == stored_json(canonicalize(attrs)), text
+    attrs["lock"].release()
