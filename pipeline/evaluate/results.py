@@ -183,7 +183,8 @@ def breakdown(
 def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
     """Plot CM (solid) and cm_reference (dashed) against |Δ| per run; returns a base64 PNG."""
     df = con.execute(
-        "SELECT run_id, delta_size, cm, cm_reference, samples FROM eval_by_delta WHERE run_id IN (SELECT unnest(?))",
+        "SELECT run_id, delta_size, cm, cm_reference, samples FROM eval_by_delta WHERE run_id IN (SELECT unnest(?)) "
+        "ORDER BY run_id, delta_size",
         [run_ids],
     ).df()
 
@@ -200,7 +201,8 @@ def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: P
                 label=f"{rid} cm_reference",
             )
 
-    return line_plot(path, draw, "|Δ| (state fields changed)", "Config Match, %", ylim=(-5, 105))
+    text = df.to_csv(index=False)
+    return line_plot(path, draw, "|Δ| (state fields changed)", "Config Match, %", ylim=(-5, 105), data=text)
 
 
 def run_facts(

@@ -149,7 +149,8 @@ def summary(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> Any:
 def drift_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -> str:
     """Mean drift |diff(ŝ, s)| against step index, one line per run; writes ``path``, returns base64 PNG."""
     df = con.execute(
-        "SELECT run_id, step_index, mean_drift, steps FROM rollout_by_step WHERE run_id IN (SELECT unnest(?))",
+        "SELECT run_id, step_index, mean_drift, steps FROM rollout_by_step WHERE run_id IN (SELECT unnest(?)) "
+        "ORDER BY run_id, step_index",
         [run_ids],
     ).df()
 
@@ -165,4 +166,5 @@ def drift_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: Path) -
         "mean state drift |diff(ŝ, s)|",
         title="Simulated rollouts: drift of the simulated state from the executor's",
         metadata={"Software": None},
+        data=df.to_csv(index=False),
     )

@@ -310,3 +310,28 @@ def test_max_samples_are_taken_across_the_strata(split):
         c: p[:rounds] for c, p in by_stratum.items()
     }
     assert len(strata) > 2 and rounds >= 2  # the test data is worth the name
+
+
+def test_a_plot_drawn_from_the_same_data_is_kept_and_redrawn_when_the_data_changes(tmp_path):
+    """line_plot with ``data``: the same data, labels and drawing keep the PNG at its path (no new draw); other data
+    draws it again; a PNG cut short is drawn again whatever its key says."""
+    import base64
+
+    from pipeline.report.plots import line_plot
+
+    path = tmp_path / "eval" / "plot.png"
+    drawn: list[str] = []
+
+    def plot(data: str) -> str:
+        def draw(ax):
+            drawn.append(data)
+            ax.plot([0, 1], [float(data), 1.0], label="line")
+
+        return line_plot(path, draw, "x", "y", data=data)
+
+    first = plot("0.5")
+    assert drawn == ["0.5"] and base64.b64decode(first) == path.read_bytes()
+    assert plot("0.5") == first and drawn == ["0.5"]  # kept
+    assert plot("0.25") != first and drawn == ["0.5", "0.25"]  # other data: drawn again
+    path.write_bytes(path.read_bytes()[:-30])  # cut short
+    assert plot("0.25") and drawn == ["0.5", "0.25", "0.25"] and path.read_bytes().endswith(b"IEND\xaeB`\x82")
