@@ -29,7 +29,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import openai
 
 from pipeline.core.environment import EnvSpec
 from pipeline.core.progress import Log, Progress
@@ -37,10 +39,8 @@ from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
 from pipeline.execution.sandbox import Sandbox
 from pipeline.models.agent_settings import AGENT_SYSTEM_PROMPT, AgentSettings
+from pipeline.models.openai_client import async_client
 from pipeline.store.jsonl import Appender, read_rows
-
-if TYPE_CHECKING:
-    import openai
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,6 @@ _ALTERNATION = ("Only supports u/a/u/a/u", "Invalid role")
 def endpoint_reason(exc: openai.APIError) -> str:
     """The recorded reason of a failed agent request: the exception and the endpoint's message, and for
     LLaMA-Factory's alternation rule what it means."""
-    import openai
-
     reason = f"{type(exc).__name__}: {str(exc)[:200]}"
     if isinstance(exc, openai.BadRequestError) and any(marker in str(exc) for marker in _ALTERNATION):
         reason += (
@@ -180,8 +178,6 @@ class Agent:
     def __init__(self, settings: AgentSettings, sandbox: Sandbox) -> None:
         self.settings = settings
         self.sandbox = sandbox
-        from pipeline.models.openai_client import async_client  # openai: imported where used, not at every start
-
         self.client = async_client(settings.base_url, settings.api_key_env, settings.timeout_s, settings.max_retries)
 
     async def aclose(self) -> None:
@@ -202,8 +198,6 @@ class Agent:
         return step["raw_observation"], None
 
     async def episode(self, task: AgentTask) -> Episode:
-        import openai
-
         tools = registry.tool_schemas(task.env)
         names = {t["function"]["name"] for t in tools}
         messages: list[dict[str, Any]] = [{"role": "system", "content": AGENT_SYSTEM_PROMPT}]

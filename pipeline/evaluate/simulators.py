@@ -14,6 +14,8 @@ import json
 import time
 from typing import Any
 
+import openai
+
 from pipeline.core.protocol import TEMPLATES, answer, messages
 from pipeline.core.registry import Registry
 from pipeline.envsimbench.export import reference_answer
@@ -26,6 +28,7 @@ from pipeline.evaluate.simulator_spec import (
     SimulatorKind,
     SimulatorSpec,
 )
+from pipeline.models import openai_client
 
 
 class OracleSimulator:
@@ -115,17 +118,11 @@ class OpenAISimulator:
         if ep.max_response_bytes < 1:
             raise ValueError(f"{spec.name}: max_response_bytes must be positive, not {ep.max_response_bytes}")
         self.spec = spec
-        from pipeline.models import openai_client  # openai: imported where used, not at every start
-
         self.client = openai_client.async_client(
             ep.base_url, ep.api_key_env, ep.timeout_s, ep.max_retries, ep.max_response_bytes
         )
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
-        import openai
-
-        from pipeline.models import openai_client
-
         started = time.perf_counter()
         try:
             raw = await self.client.chat.completions.with_raw_response.create(
