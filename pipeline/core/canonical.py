@@ -30,6 +30,7 @@ import collections
 import datetime as _dt
 import enum
 import hashlib
+import io
 import json
 import math
 import pickle
@@ -475,14 +476,32 @@ _scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 _key_json = json.encoder.encode_basestring  # type: ignore[attr-defined]  # what ensure_ascii=False uses for keys
 
 
+class _PlainPickler(pickle.Pickler):
+    """A pickler of plain data only: exact dicts, lists, tuples, sets, strings, numbers, bytes, booleans and None
+    (the C pickler writes those without asking :meth:`reducer_override`); any other object (an Enum, a logger, a
+    class instance) raises, as its pickle need not hold what its canonical form reads (a logger pickles as its
+    name alone, not its level)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        raise pickle.PicklingError(type(obj).__qualname__)
+
+
+def _plain_pickle(value: Any) -> bytes:
+    """``value``'s pickle when it is plain data (:class:`_PlainPickler`); raises otherwise."""
+    buf = io.BytesIO()
+    _PlainPickler(buf, protocol=5).dump(value)
+    return buf.getvalue()
+
+
 class Snapshots:
     """:func:`canonicalize` and :func:`stored_json` of the successive states of one environment instance (one
     trajectory), given as the mapping of its attributes: the same value and text, computed again only for what
-    changed. Each attribute, and each entry of an attribute that is a dict, is fingerprinted by its pickle (C speed,
-    about a tenth of canonicalising it); one whose pickle is byte-identical to the last one at the same place keeps
-    its canonical form and text. Equal pickles are equal structures of equal values (a set's order, a dict's key
-    order and a float's sign included), so the canonical form is the same; what pickle refuses (a lock, a class
-    only an exec'd module holds) is canonicalised every time, as before."""
+    changed. Each attribute, and each entry of an attribute that is a dict, when it is plain data, is fingerprinted
+    by its pickle (C speed, about a tenth of canonicalising it); one whose pickle is byte-identical to the last one
+    at the same place keeps its canonical form and text. Equal pickles of plain data are equal structures of equal
+    values (a set's order, a dict's key order, a float's sign and a tuple's type included), so the canonical form is
+    the same; anything else (an object of any class, which pickles however its class says) is canonicalised every
+    time."""
 
     def __init__(self, levels: int = 2) -> None:
         self.levels = levels
@@ -521,8 +540,8 @@ class Snapshots:
         fingerprint = None
         if path not in self._refused:
             try:
-                fingerprint = pickle.dumps(item, protocol=5)
-            except Exception:  # unpicklable (a lock, an exec'd module's class): canonicalised every time
+                fingerprint = _plain_pickle(item)
+            except Exception:  # not plain data (an object, an Enum): canonicalised every time
                 self._refused.add(path)
         seen = self._seen.get(path)
         if seen is not None and fingerprint is not None and seen[0] == fingerprint:

@@ -283,6 +283,7 @@ def test_snapshots_of_successive_states_equal_canonicalize_and_stored_json_whate
     step of a sequence of in-place changes its value and text are canonicalize's and stored_json's, for plain data,
     key order, sets, enums, objects, unpicklable locks, a non-string key and a reference back to an attribute."""
     import enum
+    import logging
     import threading
 
     from pipeline.core.canonical import Snapshots, canonicalize, stored_json
@@ -296,7 +297,9 @@ def test_snapshots_of_successive_states_equal_canonicalize_and_stored_json_whate
             self.n, self._hidden = n, object()
 
     orders = {"o1": {"status": "pending", "items": [1, 2]}, "o2": {"status": "done", "items": []}}
+    logger = logging.getLogger("envsim.test.snapshots")  # pickles as its name alone, whatever its level
     attrs = {"orders": orders, "tags": {"a", "b"}, "color": Color.RED, "box": Box(1), "lock": threading.Lock()}
+    attrs["loggers"] = {"main": logger}
     changes = [
         lambda: orders["o1"].update(status="cancelled"),
         lambda: orders.update(o3={"status": "new", "items": [0.5, -0.0]}),
@@ -306,6 +309,7 @@ def test_snapshots_of_successive_states_equal_canonicalize_and_stored_json_whate
         lambda: attrs.update(color=Color.BLUE),
         lambda: setattr(attrs["box"], "n", 2),
         lambda: attrs["lock"].acquire(),
+        lambda: logger.setLevel(logging.DEBUG),
         lambda: attrs.update(numbers={1: "one", "1": "str one"}),
         lambda: orders["o3"].update(back=orders),  # a cycle back to the attribute
         lambda: None,  # nothing changed

@@ -105,8 +105,8 @@ def test_the_sensor_skips_unchanged_steps_and_keeps_each_splits_seed(layout):
 def test_composition_matches_fails_on_a_cell_filled_0_of_10(layout, on_shortfall, severity):
     impossible = Cell(name="huge_delta", group="difficult", quota=10, delta_min=900, delta_max=999)
     result = build_benchmark(layout, [*BENCHMARK_CELLS[:2], impossible], seed=1, on_shortfall=on_shortfall)
-    check = _composition_check(build_asset_context(), "composition_matches", result, on_shortfall)
+    check = _composition_check(build_asset_context(), "composition_matches", result, on_shortfall, layout)
     assert not check.passed and check.severity == severity
     assert "huge_delta (|Δ| 900–999): 0 of 10, max |Δ| in the corpus " in check.description
     ok = build_benchmark(layout, [Cell(name="two_no_change", group="no_change", quota=2)], seed=1, on_shortfall="fail")
-    assert _composition_check(build_asset_context(), "composition_matches", ok, "fail").passed
+    assert _composition_check(build_asset_context(), "composition_matches", ok, "fail", layout).passed
