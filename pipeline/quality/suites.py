@@ -271,8 +271,9 @@ def kept(path: Path, inputs: Any, validate: Callable[[], SuiteResult]) -> SuiteR
 
 
 def _sized(paths: list[str]) -> list[tuple[str, int]]:
-    """Files as a verdict's inputs: their content-keyed names and sizes."""
-    return [(Path(p).name, Path(p).stat().st_size) for p in paths]
+    """Files as a verdict's inputs: their content-keyed names (with their folder's: a split version's
+    ``sft-…/samples.parquet``) and sizes, so a moved data root keeps its verdicts."""
+    return [(f"{Path(p).parent.name}/{Path(p).name}", Path(p).stat().st_size) for p in paths]
 
 
 def kept_verdict(layout: DataLayout, axes: Axes = AXES) -> SuiteResult:

@@ -431,3 +431,14 @@ def test_a_composition_verdict_is_kept_for_the_same_strata_and_validated_again_w
     assert changed.kept_from is None and not changed.success and changed.failures[0].rows[0]["stratum"] == "failure"
     kept = suites.composition_suite(short, verdict)
     assert kept.kept_from and kept.failures == changed.failures
+
+
+def test_verdict_inputs_name_the_split_version_of_a_samples_file(tmp_path):
+    """Two split versions' samples files share their name: a verdict keyed by them tells the versions apart."""
+    from pipeline.quality.suites import _sized
+
+    for version in ("sft-aaa", "sft-bbb"):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "samples.parquet").write_bytes(b"same size")
+    one, two = (_sized([str(tmp_path / v / "samples.parquet")]) for v in ("sft-aaa", "sft-bbb"))
+    assert one != two and one[0][1] == two[0][1]
