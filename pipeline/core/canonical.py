@@ -486,7 +486,7 @@ class _PlainPickler(pickle.Pickler):
         raise pickle.PicklingError(type(obj).__qualname__)
 
 
-def _plain_pickle(value: Any) -> bytes:
+def plain_pickle(value: Any) -> bytes:
     """``value``'s pickle when it is plain data (:class:`_PlainPickler`); raises otherwise."""
     buf = io.BytesIO()
     _PlainPickler(buf, protocol=5).dump(value)
@@ -540,7 +540,7 @@ class Snapshots:
         fingerprint = None
         if path not in self._refused:
             try:
-                fingerprint = _plain_pickle(item)
+                fingerprint = plain_pickle(item)
             except Exception:  # not plain data (an object, an Enum): canonicalised every time
                 self._refused.add(path)
         seen = self._seen.get(path)

@@ -293,7 +293,7 @@ def play_group(
     eos = tokenizer.eos_token_id
     start = tokenizer(REPLY_START, add_special_tokens=False)["input_ids"]
     resets = [pipe.ask(op="reset", env=key, seed=seed, task_id=task_id) for key, seed in zip(keys, seeds, strict=True)]
-    episodes, blocks = [], []
+    episodes = []
     for reset in resets:
         messages = [
             {"role": "system", "content": SYSTEM + tool_lines(reset["info"]["tools"])},
