@@ -31,15 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import openai
-
 from pipeline.core.environment import EnvSpec
 from pipeline.core.progress import Log, Progress
 from pipeline.core.trajectory import Action, Trajectory
 from pipeline.envs import registry
 from pipeline.execution.sandbox import Sandbox
 from pipeline.models.agent_settings import AGENT_SYSTEM_PROMPT, AgentSettings
-from pipeline.models.openai_client import async_client
+from pipeline.models.openai_client import async_client, openai
 from pipeline.store.jsonl import Appender, read_rows
 
 

@@ -14,8 +14,6 @@ import json
 import time
 from typing import Any
 
-import openai
-
 from pipeline.core.protocol import TEMPLATES, answer, messages
 from pipeline.core.registry import Registry
 from pipeline.envsimbench.export import reference_answer
@@ -29,6 +27,7 @@ from pipeline.evaluate.simulator_spec import (
     SimulatorSpec,
 )
 from pipeline.models import openai_client
+from pipeline.models.openai_client import openai
 
 
 class OracleSimulator:

@@ -10,6 +10,8 @@ client's own retries (backoff on 429 / 5xx / timeouts / connection errors), and 
   passes the cap, the connection closed. So a 200 MB answer costs at most the cap in memory. The refusal
   is a :class:`ResponseTooLarge`, an ``openai.OpenAIError``, which the client passes on as it is (no
   retry: the same request would get the same body).
+* :data:`openai` is the ``openai`` package, imported on first use (its import costs about 0.4 s, which a command
+  that asks no model skips); every stage takes it from here.
 * :func:`read_completion` reads a body the way the harness trusts it: valid UTF-8 JSON, nested at most
   :data:`MAX_BODY_DEPTH` levels, an object whose ``choices`` is a non-empty list whose first entry has a
   ``message`` with a string (or null) ``content``; anything else is a :class:`MalformedResponse` naming
@@ -21,14 +23,17 @@ and training all ask a model.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import logging
 import os
+import sys
 import urllib.request
+from types import ModuleType
 from typing import Any
 
 import httpx2
-import openai
 
 from pipeline.core.bounds import TooDeep, loads
 
@@ -41,8 +46,36 @@ log = logging.getLogger(__name__)
 _WARNED_UNSET: set[tuple[str, str | None]] = set()
 
 
-class ResponseTooLarge(openai.OpenAIError):
-    """The response body is larger than the cap; it was not read past the cap."""
+def _on_first_use(name: str) -> ModuleType:
+    """The module ``name``, executed when an attribute of it is first read (``importlib.util.LazyLoader``)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no module named {name!r}: pip install {name}")
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+openai = _on_first_use("openai")
+
+
+@functools.cache
+def _response_too_large() -> type:
+    class ResponseTooLarge(openai.OpenAIError):
+        """The response body is larger than the cap; it was not read past the cap."""
+
+    ResponseTooLarge.__module__, ResponseTooLarge.__qualname__ = __name__, "ResponseTooLarge"
+    return ResponseTooLarge
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`ResponseTooLarge`, an ``openai.OpenAIError`` made when first named (so ``openai`` loads then)."""
+    if name == "ResponseTooLarge":
+        return _response_too_large()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MalformedResponse(ValueError):
@@ -61,7 +94,7 @@ class CappedTransport(httpx2.AsyncBaseTransport):
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             await response.aclose()
-            raise ResponseTooLarge(
+            raise _response_too_large()(
                 f"response too large: Content-Length {int(declared)} bytes exceeds the "
                 f"{self.max_bytes}-byte cap (max_response_bytes); not read"
             )
@@ -78,7 +111,7 @@ class CappedTransport(httpx2.AsyncBaseTransport):
             async for chunk in reader.aiter_bytes():
                 body += chunk
                 if len(body) > self.max_bytes:
-                    raise ResponseTooLarge(
+                    raise _response_too_large()(
                         f"response too large: body passed the {self.max_bytes}-byte cap "
                         f"(max_response_bytes) after {len(body)} bytes; the rest was not read"
                     )

@@ -22,8 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import openai
-
 from pipeline.core.axes import AXES
 from pipeline.core.bounds import long_path
 from pipeline.core.canonical import canonical_json
@@ -38,7 +36,7 @@ from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulators import Completion, EndpointError, Simulator, kind_of
 from pipeline.execution.sandbox import Sandbox
 from pipeline.models.agent_settings import AGENT_SYSTEM_PROMPT, AgentSettings
-from pipeline.models.openai_client import async_client
+from pipeline.models.openai_client import async_client, openai
 from pipeline.rollouts.requests import RequestLog, prompt_key
 from pipeline.rollouts.shadow import RealRun, shadow_all, shadow_prefix, shadow_time
 from pipeline.store.schema import decode_delta
