@@ -1,4 +1,4 @@
-"""The corpus quality gate (issue 35): the executor's report card per environment, the simulator-judged yield
+"""The corpus quality gate: the executor's report card per environment, the simulator-judged yield
 per checker and the accepted corpus; tables in DuckDB (`env_quality`, `env_tool_quality`, `env_yield`)."""
 
 from pathlib import Path

@@ -135,7 +135,7 @@ def corpus_copy(trajectory: Trajectory) -> Trajectory:
 
 
 def untrusted(trajectories: list, workers: int, repeat: int, builtin_rate: float = 0.0, starts: int = 5) -> None:
-    """The untrusted mode (issue 40 item 7): the builtin pack's explored trajectories as a corpus's code, labeled
+    """The untrusted mode: the builtin pack's explored trajectories as a corpus's code, labeled
     in-process and in the sandbox (one instance per environment, a fresh child per trajectory); and the start of
     one instance (bwrap, the worker ready to serve) in ms."""
     corpus = [corpus_copy(t) for t in trajectories]

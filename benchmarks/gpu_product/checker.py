@@ -1,4 +1,4 @@
-"""The trained simulator as the corpus checker (issue 45; docs/evaluation.md "The corpus quality gate"): wait for
+"""The trained simulator as the corpus checker (docs/evaluation.md "The corpus quality gate"): wait for
 the checkpoint `sft_training` publishes under the training root, serve it with the project's serving
 (`llamafactory-cli api`, :func:`pipeline.training.serve.serve`) and materialize Dagster's `environment_yield` on the
 gate root (a corpus with planted defects beside good environments) with it as the gate checker, beside the anchors

@@ -1,5 +1,5 @@
 """Success-seeded search and refusals that teach: what exploration passes from one batch of episodes to the
-next, per scenario and tool (issue 41).
+next, per scenario and tool.
 
 Coverage-guided, as fuzzers are (AFL, libFuzzer): a call that reached something new — a tool's first success,
 a (tool, outcome, |Δ|, argument count) not seen before, a candidate for a target still short — or that changed

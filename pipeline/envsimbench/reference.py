@@ -1,6 +1,6 @@
 """What the EnvSimBench evaluation *code* computes — ``cm_reference`` and ``fm_reference`` — reproduced
 quirk for quirk, so our numbers can be compared with published tables. Written from the documented
-behaviour of the reference script (docs/definitions.md §6, issue 17), not copied from it.
+behaviour of the reference script (docs/definitions.md §6), not copied from it.
 
 Each quirk, and the test case that pins it (``tests/envsimbench/test_reference_metrics.py``):
 

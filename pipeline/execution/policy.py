@@ -48,8 +48,8 @@ class PolicySettings:
     relational: bool = setting(
         True,
         "Draw related arguments, mutate success seeds and heed refusals (the fields below); false: the plain "
-        "policy, each argument drawn on its own from the state's values, the same draws as before issue 41 "
-        "(the builtin pack's source sets it: docs/environments.md).",
+        "policy, each argument drawn on its own from the state's values, as the builtin pack is explored "
+        "(its source sets it: docs/environments.md).",
     )
     relate_rate: float = setting(
         0.6,

@@ -1,4 +1,4 @@
-"""The accepted corpus (issue 35): the environments that pass the gate — the executor's verdict and the gate
+"""The accepted corpus: the environments that pass the gate — the executor's verdict and the gate
 checker's — with their scenarios, exported in EnvScaler's released layout, so that a rerun of the pipeline on
 it (``./forge run -c <export>/run.yaml``) is the "clean corpus" run.
 

@@ -1,4 +1,4 @@
-"""The simulator-judged gate (issue 35; docs/evaluation.md "The corpus quality gate"): EnvScaler's stage 3
+"""The simulator-judged gate (docs/evaluation.md "The corpus quality gate"): EnvScaler's stage 3
 ("check environments") with a simulator as the checker, as EnvSimBench's fourth contribution does.
 
 For every environment a **probe set** is drawn from its labeled steps: :attr:`YieldSettings.probes_per_env`
