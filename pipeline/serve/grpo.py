@@ -389,7 +389,9 @@ def advantages(rewards: list[float]) -> list[float]:
 
 def grpo_step(model: Any, episodes: list[dict[str, Any]], lr: float) -> dict[str, Any]:
     """One policy-gradient step over ``episodes`` (each with ``advantage``): the token-level surrogate
-    ``-A · exp(logp - logp_old)`` over the model's tokens, averaged per episode then over episodes; AdamW."""
+    ``-A · exp(logp - logp_old)`` over the model's tokens, averaged per episode then over episodes; AdamW. An episode
+    whose advantage is 0 adds nothing to the loss or the gradient, so it is not run; the others get logits only where
+    the next token is the model's own (``logits_to_keep``)."""
     import torch
 
     model.train()
@@ -397,13 +399,15 @@ def grpo_step(model: Any, episodes: list[dict[str, Any]], lr: float) -> dict[str
     optimizer.zero_grad()
     total = 0.0
     for ep in episodes:
+        kept = [t for t, own in enumerate(ep["mask"][1:]) if own]  # positions whose next token is the model's
+        if not ep["advantage"] or not kept:
+            continue
         ids = torch.tensor([ep["ids"]])
-        mask = torch.tensor(ep["mask"][1:], dtype=torch.float32)
-        logits = model(ids).logits[0, :-1].float()
-        logp = torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])[:, 0]
+        positions = torch.tensor(kept)
+        logits = model(ids, logits_to_keep=positions).logits[0].float()
+        logp = torch.log_softmax(logits, dim=-1).gather(1, ids[0, positions + 1, None])[:, 0]
         ratio = torch.exp(logp - logp.detach())  # 1 on-policy; its gradient is ∇logp
-        per_token = -ep["advantage"] * ratio
-        loss = (per_token * mask).sum() / mask.sum().clamp(min=1) / len(episodes)
+        loss = (-ep["advantage"] * ratio).sum() / len(kept) / len(episodes)
         loss.backward()
         total += float(loss.detach())
     grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
