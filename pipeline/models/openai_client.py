@@ -10,7 +10,7 @@ client's own retries (backoff on 429 / 5xx / timeouts / connection errors), and 
   passes the cap, the connection closed. So a 200 MB answer costs at most the cap in memory. The refusal
   is a :class:`ResponseTooLarge`, an ``openai.OpenAIError``, which the client passes on as it is (no
   retry: the same request would get the same body).
-* :data:`openai` is the ``openai`` package, imported on first use (its import costs about 0.4 s, which a command
+* :data:`openai` is the ``openai`` package, imported on first use (`import openai` takes about 0.5 s, which a command
   that asks no model skips); every stage takes it from here.
 * :func:`read_completion` reads a body the way the harness trusts it: valid UTF-8 JSON, nested at most
   :data:`MAX_BODY_DEPTH` levels, an object whose ``choices`` is a non-empty list whose first entry has a
@@ -24,13 +24,11 @@ and training all ask a model.
 from __future__ import annotations
 
 import functools
-import importlib.util
+import importlib
 import json
 import logging
 import os
-import sys
 import urllib.request
-from types import ModuleType
 from typing import Any
 
 import httpx2
@@ -46,20 +44,15 @@ log = logging.getLogger(__name__)
 _WARNED_UNSET: set[tuple[str, str | None]] = set()
 
 
-def _on_first_use(name: str) -> ModuleType:
-    """The module ``name``, executed when an attribute of it is first read (``importlib.util.LazyLoader``)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"no module named {name!r}: pip install {name}")
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = sys.modules[name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+class _OnFirstUse:
+    """The ``openai`` package's attributes, the package imported when one is first read (Python's import is
+    thread-safe, unlike ``importlib.util.LazyLoader`` before 3.12)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module("openai"), attr)
 
 
-openai = _on_first_use("openai")
+openai: Any = _OnFirstUse()
 
 
 @functools.cache
