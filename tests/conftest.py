@@ -28,6 +28,7 @@ from tests.support.parallel import (
     auto_workers,
     built_once,
     run_base,
+    share_rewritten_tests,
     time_limits,
     worker_temp_dir,
     worker_threads,
@@ -62,6 +63,7 @@ def default_layout(tmp_path_factory, sandbox):
 
 def pytest_configure(config):
     leftovers.become_subreaper()
+    share_rewritten_tests(config)
     worker_temp_dir(config.option.basetemp)
     worker_threads()
     config.pluginmanager.register(LongestFilesFirst(), "envsim-longest-files-first")

@@ -14,12 +14,12 @@ from resources import (
     RunPolicyResource,
 )
 from resources.storage import DataStoreDuckDBResource
-from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
+from tests.support.defect_corpus import BAD, GOOD, shared_defect_layout
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, sandbox):
-    return build_defect_layout(tmp_path_factory.mktemp("quality-assets"))
+    return shared_defect_layout(tmp_path_factory, "quality-assets")
 
 
 def test_both_assets_materialize_with_table_metadata_and_duckdb_rows(built):

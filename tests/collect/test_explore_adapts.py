@@ -117,8 +117,10 @@ def test_a_rarely_chosen_tool_that_reaches_delta_8_is_still_pursued(tmp_path, sa
     """The depot reaches |Δ| 7–8 only by its audit of "all": one tool of six, one section of twelve. A tool is
     judged only once it has plateaued, so the difficult cell stays a target the depot is explored for, while the
     |Δ| 4–6 cells, which no tool shows, are dropped."""
-    result, _, lines = _explore(tmp_path, sandbox, ["notebook", "depot"], ExploreSettings(calls_per_environment=1_500))
+    settings = ExploreSettings(calls_per_environment=1_500, max_call_budget=4_000)
+    result, _, lines = _explore(tmp_path, sandbox, ["notebook", "depot"], settings)
     cov = result.coverage
+    assert cov.call_budget == settings.max_call_budget > settings.budget(2)  # grown while calls found something new
     audit = cov.shown[("envscaler/depot", "audit")]
     assert audit.calls < cov.steps / 6 and audit.max_delta >= 7  # rarely chosen, and it got there
     assert "envscaler/depot" in cov.cell_envs["difficult"]
@@ -133,7 +135,9 @@ def test_a_rarely_chosen_tool_that_reaches_delta_8_is_still_pursued(tmp_path, sa
 
 def test_same_seed_same_trajectories(tmp_path, sandbox):
     """Plateaus, unreachable targets and retired environments are decided from the steps alone."""
-    settings = ExploreSettings(seed=3, calls_per_environment=700, plateau_calls=40, batch_episodes=20)
+    settings = ExploreSettings(
+        seed=3, calls_per_environment=700, plateau_calls=40, batch_episodes=20, max_call_budget=2_500
+    )
     runs = [_explore(tmp_path / f"run{i}", sandbox, THREE, settings) for i in range(2)]
     (first, layout1, _), (second, layout2, _) = runs
     assert first.coverage.unreachable()  # the adaptive path was taken
@@ -143,7 +147,7 @@ def test_same_seed_same_trajectories(tmp_path, sandbox):
         tmp_path / "run3",
         sandbox,
         THREE,
-        ExploreSettings(seed=4, calls_per_environment=700, plateau_calls=40, batch_episodes=20),
+        ExploreSettings(seed=4, calls_per_environment=700, plateau_calls=40, batch_episodes=20, max_call_budget=2_500),
     )
     assert not pq.read_table(layout1.trajectories).equals(pq.read_table(layout3.trajectories))
 

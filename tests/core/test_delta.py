@@ -25,7 +25,7 @@ def _same_json(a, b):
     return canonical_json(a) == canonical_json(b)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(states, states)
 def test_apply_diff_reproduces_target(a, b):
     a, b = canonicalize(a), canonicalize(b)
@@ -34,7 +34,7 @@ def test_apply_diff_reproduces_target(a, b):
     assert (len(delta) == 0) == _same_json(a, b)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(states)
 def test_diff_with_itself_is_empty(a):
     a = canonicalize(a)
@@ -81,7 +81,7 @@ def test_apply_does_not_mutate_input():
     assert before == {"a": {"b": [1]}}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(states, st.lists(states, min_size=1, max_size=4), st.integers(0, 3))
 def test_replayed_states_serialise_like_canonical_json(first, later, levels):
     """The replay path: structure-sharing apply + the incremental canonical writer give, for every

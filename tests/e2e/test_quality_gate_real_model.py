@@ -20,15 +20,15 @@ from pipeline.training.launchers import find_llamafactory
 from pipeline.training.serve import ServeSpec, serve
 from tests.e2e.test_llamafactory_e2e import train_python  # module fixture
 from tests.e2e.test_real_model import converted_once
-from tests.support.defect_corpus import BAD, GOOD, QUARANTINED, build_defect_layout
+from tests.support.defect_corpus import BAD, GOOD, QUARANTINED, shared_defect_layout
 
 pytestmark = pytest.mark.slow
 MODEL = base_models.DEFAULT_MODEL
 PROBES = 1
 
 
-def test_smollm2_is_a_checker_of_the_gate_end_to_end(tmp_path, tmp_path_factory, sandbox, train_python):
-    layout, corpus = build_defect_layout(tmp_path)
+def test_smollm2_is_a_checker_of_the_gate_end_to_end(tmp_path_factory, sandbox, train_python):
+    layout, corpus = shared_defect_layout(tmp_path_factory, "gate-real-model")
     environment_report(layout)
     python, cli = find_llamafactory(train_python)
     converted_once(tmp_path_factory, python, layout.root)  # converted once for the run; resolved by name below

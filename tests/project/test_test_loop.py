@@ -49,6 +49,18 @@ def test_a_directory_built_once_is_built_by_one_caller_while_the_others_wait(tmp
     assert built_once(tmp_path, "shared", build) == tmp_path / "shared" and len(builds) == 1
 
 
+def test_a_test_module_is_rewritten_once_for_every_worker_outside_the_tree():
+    """Its assert-rewritten code comes from the shared cache outside the tree (parallel.share_rewritten_tests),
+    which under xdist the controller filled before this worker started."""
+    from _pytest.assertion import rewrite
+
+    here = Path(__file__).resolve()
+    assert rewrite.get_cache_dir(here) == parallel.REWRITE_CACHE.joinpath(*here.parts[1:-1])
+    assert ROOT not in rewrite.get_cache_dir(here).parents
+    if parallel.WORKER:
+        assert parallel._cached(here) is not None
+
+
 SUITE = """
 import os
 

@@ -20,12 +20,12 @@ from pipeline.quality.environment_report import (
     summary_lines,
 )
 from pipeline.store import catalog, warehouse
-from tests.support.defect_corpus import BAD, GOOD, build_defect_layout
+from tests.support.defect_corpus import BAD, GOOD, shared_defect_layout
 
 
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory, sandbox):
-    layout, corpus = build_defect_layout(tmp_path_factory.mktemp("defects"))
+    layout, corpus = shared_defect_layout(tmp_path_factory, "defects")
     report = environment_report(layout)
     return layout, corpus, report
 

@@ -31,14 +31,14 @@ from pipeline.quality.environment_yield import (
 from pipeline.select.samples import materialize_samples
 from pipeline.select.stratify import input_fingerprint
 from pipeline.store import catalog, warehouse
-from tests.support.defect_corpus import BAD, GOOD, QUARANTINED, build_defect_layout
+from tests.support.defect_corpus import BAD, GOOD, QUARANTINED, shared_defect_layout
 
 ANCHORS = [SimulatorSpec(name="oracle", kind="oracle"), SimulatorSpec(name="no_change", kind="no_change")]
 
 
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory, sandbox):
-    layout, corpus = build_defect_layout(tmp_path_factory.mktemp("yield"))
+    layout, corpus = shared_defect_layout(tmp_path_factory, "yield")
     environment_report(layout)
     report, accepted = gate(layout, ANCHORS, [corpus], materialize_samples, YieldSettings(probes_per_env=8))
     return layout, corpus, report, accepted

@@ -14,6 +14,7 @@ pass the good ones.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from pipeline.labeling.determinism import check_determinism
 from pipeline.labeling.steps import label
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
+from tests.support.parallel import built_once, run_base
 from tests.support.user_corpora import TINY, _fn, env_item, write_released
 
 LEDGER = '''
@@ -321,3 +323,13 @@ def build_defect_layout(root: Path, call_budget: int = 300) -> tuple[DataLayout,
         check_determinism(layout, box, sample_size=0)
     stratify(layout)
     return layout, corpus
+
+
+def shared_defect_layout(tmp_path_factory: Any, name: str) -> tuple[DataLayout, EnvScalerCorpus]:
+    """:func:`build_defect_layout` made once per test run (the first module that asks builds it, under xdist the
+    others wait and reuse it) and copied to a directory of the caller's own, with the shared corpus files."""
+    built = built_once(run_base(tmp_path_factory), "defect-layout", build_defect_layout)
+    layout = DataLayout.at(tmp_path_factory.mktemp(name) / "data")
+    shutil.copytree(built / "data", layout.root)
+    corpus = built / "corpus"
+    return layout, EnvScalerCorpus(corpus / "191_env_metadata.json", corpus / "scenarios.json")

@@ -4,8 +4,10 @@ keeps its temporary files to itself."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -13,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +54,61 @@ def worker_temp_dir(basetemp: str | None) -> None:
     own.mkdir(parents=True, exist_ok=True)
     os.environ["TMPDIR"] = str(own)
     tempfile.tempdir = None  # re-read from TMPDIR
+
+
+def share_rewritten_tests(config: pytest.Config) -> None:
+    """Each test module's assert-rewritten code is made once per run, not once per xdist worker. pytest rewrites
+    every test module it imports (about 5 s of CPU for this tree) and caches the result beside the module, except
+    when bytecode writing is off (``PYTHONDONTWRITEBYTECODE``): then every worker rewrote the whole tree again. The
+    cache is moved outside the tree, to :data:`REWRITE_CACHE` (pytest checks each entry against its source's hash,
+    so a stale one is rewritten), and under xdist the controller fills it with every CPU before the workers
+    start."""
+    from _pytest.assertion import rewrite
+
+    rewrite.get_cache_dir = lambda file_path: REWRITE_CACHE.joinpath(*Path(file_path).parts[1:-1])
+    if WORKER or not getattr(config.option, "numprocesses", None) or config.option.assertmode != "rewrite":
+        return
+    stale = [fn for fn in _test_modules(config.rootpath / "tests") if _cached(fn) is None]
+    if stale:
+        global _CONFIG
+        _CONFIG = config  # the forked processes rewrite with the controller's options
+        fork = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(min(len(stale), os.cpu_count() or 1), mp_context=fork) as pool:
+            list(pool.map(_rewrite_one, stale))
+
+
+#: where :func:`share_rewritten_tests` keeps the rewritten test modules: one directory per user, made when the
+#: controller imports this module (an xdist worker inherits its ``TMPDIR``); the paths inside mirror the modules' own,
+#: so two checkouts never share an entry
+REWRITE_CACHE = Path(tempfile.gettempdir()) / f"envsim-forge-rewritten-tests-{os.getuid()}"
+
+
+def _test_modules(tests: Path) -> list[Path]:
+    return sorted({*tests.rglob("test_*.py"), *tests.rglob("conftest.py")})
+
+
+def _cached(fn: Path) -> Any:
+    from _pytest.assertion import rewrite
+
+    return rewrite._read_pyc(fn, rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL))
+
+
+_CONFIG: pytest.Config | None = None
+
+
+def _rewrite_one(fn: Path) -> None:
+    from _pytest.assertion import rewrite
+
+    config = _CONFIG
+    assert config is not None
+
+    pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
+    pyc.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        source_hash, code = rewrite._rewrite_test(fn, config)
+    except SyntaxError:
+        return  # the worker that imports it reports the error, as pytest does
+    rewrite._write_pyc(config.stash[rewrite.assertstate_key], code, source_hash, pyc)
 
 
 def auto_workers(cpus: int) -> int:
