@@ -53,7 +53,7 @@ def _run(tmp, layout, rule, box):
     items, issues = env_items(cfg)
     assert not issues
     build_catalog(layout, items, issues)
-    settings = ExploreSettings(call_budget=900, episode_length=6, batch_episodes=30, min_envs=1)
+    settings = ExploreSettings(call_budget=450, episode_length=6, batch_episodes=30, min_envs=1)
     collected = collect_all(cfg, layout, box, settings)
     labeled = label(layout, box)
     steps = pq.read_table(

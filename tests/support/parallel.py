@@ -133,8 +133,8 @@ def worker_threads() -> None:
 # suite (.ci/run) runs them all.
 SLOW = {
     "tests/e2e/test_cli_errors.py::": "./forge's commands as subprocesses (86 s for the file)",
-    "tests/execution/test_attack_corpus.py::test_attack_is_contained[": (
-        "the attack corpus, one sandbox run each (~90 s)"
+    "tests/execution/test_attack_corpus.py::": (
+        "the attack corpus, one sandbox run each (~90 s), and its nondeterminism family labeled twice (14 s)"
     ),
     "tests/evaluate/test_evaluate.py::test_harness_modes[huge-": "a 3 MB answer through the real openai client (28 s)",
     "tests/select/test_selection.py::test_step_table_suite_names_failed_expectations_and_rows": (
@@ -169,6 +169,32 @@ SLOW = {
     "tests/assets/test_export_locations.py::test_training_and_the_summary_read_the_export_where_it_went": (
         "Dagster runs of the export and training (5 s)"
     ),
+    # added 2026-11-30: the tests that took 2 s of CPU or more in a one-process run of the fast subset, measured
+    # per test from the machine's CPU counters (all processes, the sandbox's included)
+    "tests/labeling/test_determinism_check.py::": "the determinism check re-executing sandboxed runs (12 s)",
+    "tests/training/test_jobs.py::test_eval_job_reports_through_pipes_and_lands_in_duckdb": "an eval job (3 s)",
+    "tests/training/test_jobs.py::test_training_on_the_published_envsimbench_format": "a training job (3 s)",
+    "tests/training/test_jobs.py::test_local_job_of_a_terminated_run_is_ended_with_its_process_group": (
+        "a training job stopped mid-run (2 s)"
+    ),
+    "tests/training/test_jobs.py::test_training_resumes_and_registers_every_checkpoint": "two training jobs (2 s)",
+    "tests/training/test_jobs.py::test_multi_gpu_training_is_validated_with_its_zero3_file": "a training job (2 s)",
+    "tests/training/test_jobs.py::test_training_job_gets_the_shared_hub_cache_offline": "a training job (2 s)",
+    "tests/execution/test_sandbox.py::test_a_reset_that_hangs_or_raises_is_an_init_error": "a 3 s timeout (4 s)",
+    "tests/execution/test_sandbox.py::test_misbehaviour_is_an_error_step_and_the_trajectory_goes_on[hang-": (
+        "a 3 s timeout (4 s)"
+    ),
+    "tests/execution/test_sandbox.py::test_runaway_bfcl_square_root_is_cut_at_the_timeout": "a 3 s timeout (3 s)",
+    "tests/serve/test_serve.py::test_a_hang_or_crash_ends_only_its_own_session": "a session's timeout (2 s)",
+    "tests/serve/test_serve.py::test_a_served_hang_or_crash_ends_only_its_own_episode_": "an episode's timeout (2 s)",
+    "tests/assets/test_partitions.py::test_partitions_explore_their_own_environments": "partitioned runs (4 s)",
+    "tests/assets/test_partitions.py::test_switching_partitioning_never_mixes_tables": "partitioned runs (3 s)",
+    "tests/store/test_sql_schema.py::test_forge_sql_": "./forge sql as a subprocess (2 s each)",
+    "tests/project/test_no_leftover_processes.py::": "a pytest session in a subprocess (4 s, 9 s of wall time)",
+    "tests/collect/test_explore_adapts.py::test_a_rarely_chosen_tool_": "an exploration run of 4,000 calls (4 s)",
+    "tests/assets/test_exploration_metadata.py::": "a Dagster run of an exploration (3 s)",
+    "tests/project/test_synth_corpus.py::": "a synthetic corpus made three times, on one and two workers (4 s)",
+    "tests/store/test_layout.py::test_processes_recording_exports_together_": "processes writing at once (3 s)",
 }
 
 
