@@ -25,7 +25,7 @@ def _same_json(a, b):
     return canonical_json(a) == canonical_json(b)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(states, states)
 def test_apply_diff_reproduces_target(a, b):
     a, b = canonicalize(a), canonicalize(b)

@@ -143,10 +143,6 @@ SLOW = {
     "tests/envsimbench/test_envsimbench.py::test_import_evaluate_oracle_and_no_change": "Dagster import + eval (22 s)",
     "tests/envsimbench/test_envsimbench.py::test_imported_version_through_the_assets": "Dagster materialisation (15 s)",
     "tests/execution/test_reuse.py::test_every_bfcl_trajectory_labels_the_same_in_": "all 800 bfcl tasks twice (18 s)",
-    "tests/assets/test_partitions.py::test_materializing_partitions_reports_partition_metadata": (
-        "partitioned runs (17 s)"
-    ),
-    "tests/assets/test_partitions.py::test_shards_of_a_replay_are_exactly_the_unpartitioned_replay": "replays (7 s)",
     "tests/collect/test_explore_adapts.py::test_a_corpus_that_never_passes_delta_3_": "an exploration run (16 s)",
     "tests/collect/test_explore_adapts.py::test_same_seed_same_trajectories": "three exploration runs (11 s)",
     "tests/core/test_delta.py::test_replayed_states_serialise_like_canonical_json": "replays every bfcl state (12 s)",
@@ -169,8 +165,8 @@ SLOW = {
     "tests/assets/test_export_locations.py::test_training_and_the_summary_read_the_export_where_it_went": (
         "Dagster runs of the export and training (5 s)"
     ),
-    # added 2026-11-30: the tests that took 2 s of CPU or more in a one-process run of the fast subset, measured
-    # per test from the machine's CPU counters (all processes, the sandbox's included)
+    # added 2026-11-30: the heaviest tests of the fast subset, each with its CPU time in a one-process run of it
+    # (`-n 0`, read from the machine's CPU counters, so the sandbox's processes count too)
     "tests/labeling/test_determinism_check.py::": "the determinism check re-executing sandboxed runs (12 s)",
     "tests/training/test_jobs.py::test_eval_job_reports_through_pipes_and_lands_in_duckdb": "an eval job (3 s)",
     "tests/training/test_jobs.py::test_training_on_the_published_envsimbench_format": "a training job (3 s)",
@@ -187,8 +183,14 @@ SLOW = {
     "tests/execution/test_sandbox.py::test_runaway_bfcl_square_root_is_cut_at_the_timeout": "a 3 s timeout (3 s)",
     "tests/serve/test_serve.py::test_a_hang_or_crash_ends_only_its_own_session": "a session's timeout (2 s)",
     "tests/serve/test_serve.py::test_a_served_hang_or_crash_ends_only_its_own_episode_": "an episode's timeout (2 s)",
-    "tests/assets/test_partitions.py::test_partitions_explore_their_own_environments": "partitioned runs (4 s)",
-    "tests/assets/test_partitions.py::test_switching_partitioning_never_mixes_tables": "partitioned runs (3 s)",
+    "tests/assets/test_partitions.py::": "partitioned runs and replays through the assets (7 s for the fast tests)",
+    "tests/envs/test_outcome_rule.py::": "two corpora collected and labeled four times (5 s)",
+    "tests/execution/test_benign_classes.py::test_benign_corpus_is_collected_labeled_and_not_quarantined": (
+        "a corpus collected, labeled and re-executed by the determinism check (3 s)"
+    ),
+    "tests/core/test_settings.py::test_importing_pipeline_has_no_side_effect_and_the_entry_points_": (
+        "two Python processes importing the package and the definitions (3 s)"
+    ),
     "tests/store/test_sql_schema.py::test_forge_sql_": "./forge sql as a subprocess (2 s each)",
     "tests/project/test_no_leftover_processes.py::": "a pytest session in a subprocess (4 s, 9 s of wall time)",
     "tests/collect/test_explore_adapts.py::test_a_rarely_chosen_tool_": "an exploration run of 4,000 calls (4 s)",
