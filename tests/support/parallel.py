@@ -185,6 +185,13 @@ SLOW = {
     "tests/serve/test_serve.py::test_a_served_hang_or_crash_ends_only_its_own_episode_": "an episode's timeout (2 s)",
     "tests/assets/test_partitions.py::": "partitioned runs and replays through the assets (7 s for the fast tests)",
     "tests/envs/test_outcome_rule.py::": "two corpora collected and labeled four times (5 s)",
+    "tests/collect/test_collection_reuse.py::test_an_unchanged_collection_is_reused_": "two collections (3 s)",
+    "tests/collect/test_collection_reuse.py::test_each_partition_is_reused_on_its_own": "partitioned collections (2 s)",
+    "tests/collect/test_collection_reuse.py::test_the_trajectories_asset_reports_reuse_": "Dagster runs (1 s)",
+    "tests/assets/test_shortfall_check.py::test_by_default_a_short_benchmark_warns_": (
+        "the split assets and the summary on the 800-task replay (4 s)"
+    ),
+    "tests/assets/test_shortfall_check.py::test_on_shortfall_fail_fails_the_benchmark_": "the split assets (1 s)",
     "tests/execution/test_benign_classes.py::test_benign_corpus_is_collected_labeled_and_not_quarantined": (
         "a corpus collected, labeled and re-executed by the determinism check (3 s)"
     ),
