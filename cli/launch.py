@@ -6,6 +6,7 @@ changed; :func:`print_run_timings` the timings alone (``./forge report`` / ``./f
 commands that launch or report, after :func:`cli.entry.main` has prepared the process (``prepare_process()``: before
 anything imports pyarrow)."""
 
+import gc
 import json
 import multiprocessing
 import os
@@ -194,8 +195,10 @@ def _supervise(
     sys.stderr.flush()
     previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
     parent = os.getpid()
+    gc.collect()  # this process's garbage is finalized here, where its C objects' threads and locks are still its own
     child = os.fork()
     if child == 0:  # the run: it does not see the stop signals (its own process group), only its parent's end
+        gc.freeze()  # and never in the child (a DuckDB or SQLite object finalized after a fork can crash it)
         code = 1
         try:
             os.setpgid(0, 0)

@@ -239,3 +239,35 @@ def test_a_boolean_where_a_source_section_belongs_names_the_enabled_form(value):
         f"run config: config value {flag} at resources.sources.config.builtin is a section: "
         f"write builtin: {{enabled: {flag}}}"
     )
+
+
+def test_the_forked_run_finalizes_nothing_it_inherited(tmp_path):
+    """``./forge run`` forks its run (cli.launch._supervise): garbage the process held is finalized before the fork,
+    in the process that made it, and never in the child, where a C object's finalizer (a DuckDB or SQLite
+    connection made by another thread) can crash it."""
+    import gc
+    import os
+
+    from cli.launch import _supervise
+
+    log = tmp_path / "finalized"
+
+    class Cycle:
+        def __del__(self):
+            with log.open("a") as fh:
+                fh.write(f"{os.getpid()}\n")
+
+    gc.disable()  # the cycle stays garbage, uncollected, until someone collects it
+    try:
+        cycle = Cycle()
+        cycle.me = cycle
+        del cycle
+
+        def work() -> int:
+            gc.collect()  # what the run's own collections would do with anything it inherited
+            return 7
+
+        assert _supervise(work, None, "") == 7
+    finally:
+        gc.enable()
+    assert log.read_text().split() == [str(os.getpid())]
