@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.assertion import rewrite as assert_rewrite
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... in an xdist worker; "" in a plain run
 SLOW_TIMEOUT_S = 1800  # a test marked slow may take this long, set-up included; the others: `timeout` in pyproject
@@ -63,12 +64,10 @@ def share_rewritten_tests(config: pytest.Config) -> None:
     cache is moved outside the tree, to :data:`REWRITE_CACHE` (pytest checks each entry against its source's hash,
     so a stale one is rewritten), and under xdist the controller fills it with every CPU before the workers
     start."""
-    from _pytest.assertion import rewrite
-
-    rewrite.get_cache_dir = lambda file_path: REWRITE_CACHE.joinpath(*Path(file_path).parts[1:-1])
+    assert_rewrite.get_cache_dir = lambda file_path: REWRITE_CACHE.joinpath(*Path(file_path).parts[1:-1])
     if WORKER or not getattr(config.option, "numprocesses", None) or config.option.assertmode != "rewrite":
         return
-    stale = [fn for fn in _test_modules(config.rootpath / "tests") if _cached(fn) is None]
+    stale = [fn for fn in _test_modules(config) if _cached(fn) is None]
     if stale:
         global _CONFIG
         _CONFIG = config  # the forked processes rewrite with the controller's options
@@ -83,32 +82,34 @@ def share_rewritten_tests(config: pytest.Config) -> None:
 REWRITE_CACHE = Path(tempfile.gettempdir()) / f"envsim-forge-rewritten-tests-{os.getuid()}"
 
 
-def _test_modules(tests: Path) -> list[Path]:
-    return sorted({*tests.rglob("test_*.py"), *tests.rglob("conftest.py")})
+def _test_modules(config: pytest.Config) -> list[Path]:
+    """The modules pytest rewrites under ``tests/``: those its ``python_files`` patterns name, and the conftests."""
+    tests = config.rootpath / "tests"
+    patterns = [*config.getini("python_files"), "conftest.py"]
+    return sorted({path for pattern in patterns for path in tests.rglob(pattern)})
+
+
+def _pyc(fn: Path) -> Path:
+    return assert_rewrite.get_cache_dir(fn) / (fn.name[:-3] + assert_rewrite.PYC_TAIL)
 
 
 def _cached(fn: Path) -> Any:
-    from _pytest.assertion import rewrite
-
-    return rewrite._read_pyc(fn, rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL))
+    return assert_rewrite._read_pyc(fn, _pyc(fn))
 
 
 _CONFIG: pytest.Config | None = None
 
 
 def _rewrite_one(fn: Path) -> None:
-    from _pytest.assertion import rewrite
-
     config = _CONFIG
     assert config is not None
-
-    pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
+    pyc = _pyc(fn)
     pyc.parent.mkdir(parents=True, exist_ok=True)
     try:
-        source_hash, code = rewrite._rewrite_test(fn, config)
+        source_hash, code = assert_rewrite._rewrite_test(fn, config)
     except SyntaxError:
         return  # the worker that imports it reports the error, as pytest does
-    rewrite._write_pyc(config.stash[rewrite.assertstate_key], code, source_hash, pyc)
+    assert_rewrite._write_pyc(config.stash[assert_rewrite.assertstate_key], code, source_hash, pyc)
 
 
 def auto_workers(cpus: int) -> int:
