@@ -131,6 +131,36 @@ def test_tampered_card_is_caught(exported, splits, tmp_path):
     assert any("total" in p for p in problems)
 
 
+def test_a_tampered_row_and_a_tampered_answer_are_named(exported, splits, tmp_path):
+    """One value changed in an exported shard, and one chat answer's changes emptied: each check names its row."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    layout, _, _ = splits
+    report = exported[MIXTURE]
+    copy = tmp_path / "sft"
+    shutil.copytree(report.directory, copy)
+    shard = sorted((copy / "data").glob("train-*.parquet"))[0]
+    table = pq.read_table(shard)
+    tools = table.column("tool").to_pylist()
+    table = table.set_column(table.schema.get_field_index("tool"), "tool", pa.array([tools[0] + "x"] + tools[1:]))
+    pq.write_table(table, shard)
+    chat = sorted((copy / "sft" / "chat").glob("train-*.parquet"))[0]
+    records = pq.read_table(chat)
+    messages = records.column("messages").to_pylist()
+    changed = next(i for i, m in enumerate(messages) if json.loads(m[-1]["content"])["config_changes"])
+    answer = json.loads(messages[changed][-1]["content"])
+    messages[changed][-1]["content"] = json.dumps({**answer, "config_changes": []})
+    column = pa.array(messages, type=records.schema.field("messages").type)
+    pq.write_table(records.set_column(records.schema.get_field_index("messages"), "messages", column), chat)
+    samples = SplitStore(layout, MIXTURE).samples(report.version)
+
+    step_id = table.column("step_id")[0].as_py()
+    assert verify_roundtrip(copy, samples, "train") == [f"row 0 ({step_id}): columns ['tool'] differ"]
+    _, problems = verify_answers(copy, samples)
+    assert problems == [f"{records.column('step_id')[changed].as_py()}: answer applied to s_t does not give s'_t"]
+
+
 def test_card_has_data_fields_num_bytes_limitations_and_citation(exported, splits, tmp_path):
     """The card describes every column of the data files, states their bytes, its limitations and how to cite it;
     verify_card catches a card that does not."""
