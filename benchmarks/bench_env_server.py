@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
         "--client-processes", type=int, default=1, help="client processes the sessions are spread over (one loop each)"
     )
     parser.add_argument("--workers", type=int, default=2, help="labeling sandbox workers (the comparison)")
+    parser.add_argument(
+        "--reuses", type=int, help="sessions one child of the builtin pack serves (1: a fork each; default: the pool's)"
+    )
     parser.add_argument("--live", type=int, default=256, help="sessions held open at once for the memory figure")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the fastest is reported")
     return parser
@@ -275,13 +278,17 @@ def _labeler(args: Any, tasks: list[ServedTask], box: Sandbox) -> Any:
     return label
 
 
+def _reuses(args: Any) -> dict[str, int]:
+    return {"reuses": args.reuses} if args.reuses else {}
+
+
 def _measure(args: Any, tasks: list[ServedTask], isolation: str) -> tuple[list[tuple], tuple[float, float], list]:
     """Each session count's fastest run through the WebSocket server: (sessions, steps/s, p50 and p99 step ms,
     p50 reset ms, the machine's CPU ms per step, private MiB per live session); the fastest labeling run; and each
     (serving, labeling) pair at the most sessions, run one after the other."""
     rows, pairs = [], []
     with (
-        SessionPool(max_sessions=max(args.sessions) + 8, isolation=isolation) as pool,
+        SessionPool(max_sessions=max(args.sessions) + 8, isolation=isolation, **_reuses(args)) as pool,
         Sandbox(workers=args.workers, isolation=isolation) as box,
     ):
         label = _labeler(args, tasks, box)

@@ -294,8 +294,10 @@ class SessionPool:
         idle_timeout_s: float = 900.0,
         limits: Limits | None = None,
         isolation: str = "bwrap",
+        reuses: int = REUSES,
     ) -> None:
         self.max_sessions = max_sessions
+        self.reuses = max(1, reuses)  # sessions one child of code that is ours or pinned serves (1: a fork each)
         self.idle_timeout_s = idle_timeout_s
         self.limits = limits or Limits()
         self.isolation = checked_isolation(isolation)
@@ -366,7 +368,7 @@ class SessionPool:
         """Keep a cleanly closed session's child for the next session of the same environment code; False: it is
         not one to keep (corpus code, its host gone, its sessions used up, the pool full or closing)."""
         host, channel = session.host, session.channel
-        if session.reuse_key is None or host is None or host.dead or channel is None or session.uses >= REUSES:
+        if session.reuse_key is None or host is None or host.dead or channel is None or session.uses >= self.reuses:
             return False
         with self._lock:
             if self._stop.is_set() or sum(map(len, self._parked.values())) >= MAX_PARKED:
@@ -543,7 +545,7 @@ class Session:
                     "limits": limits_to_wire(self.pool.limits),
                     "blobs": new,
                     "checks": self.checks,
-                    "reuses": REUSES if self.reuse_key is not None else 1,
+                    "reuses": self.pool.reuses if self.reuse_key is not None else 1,
                 }
             )
             host.sent.update(new)

@@ -135,6 +135,18 @@ def test_a_closed_session_child_serves_the_next_session_of_our_code_as_if_fresh(
         again.close()
 
 
+def test_a_child_serves_at_most_the_pools_reuses(tasks):
+    """``reuses`` bounds the sessions one child serves: the third session after two on one child gets a fresh one."""
+    task = next(t for t in tasks if t.task_id == RETAIL)
+    with SessionPool(max_sessions=4, limits=Limits(call_timeout_s=2), reuses=2) as own:
+        sessions = []
+        for k in range(3):
+            sessions.append(own.open(task.env, f"served/reuses/{k}", k))
+            sessions[-1].close()
+        assert [s.uses for s in sessions] == [1, 2, 1]
+        assert sessions[1].host_sid == sessions[0].sid and sessions[2].host_sid == sessions[2].sid
+
+
 def test_a_hang_or_crash_ends_only_its_own_session():
     spec = _hostile()
     pool = SessionPool(max_sessions=4, limits=Limits(call_timeout_s=2))
