@@ -100,7 +100,7 @@ def _same_values(loaded: pa.Table, table: pa.Table) -> bool:
     row-by-row comparison in Python takes seconds; False sends the caller to that comparison, which names the rows."""
     try:
         return loaded.equals(table.cast(loaded.schema.remove_metadata()))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+    except (pa.ArrowException, ValueError, TypeError):
         return False
 
 
