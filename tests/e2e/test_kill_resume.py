@@ -250,7 +250,7 @@ def test_the_default_run_killed_inside_collection_and_at_a_boundary_resumes_to_t
     reference = forge(tmp_path / "reference", ["run"])
     assert reference.returncode == 0, reference.stderr[-3000:]
     root = tmp_path / "killed"
-    tried = kill_chain(root, ["run"], ["labeled_steps"], [("trajectories", 5.0), ("sft_dataset", 1.0)])
+    tried = kill_chain(root, ["run"], ["labeled_steps"], [("trajectories", 5.0), ("sft_dataset", 0.5)])
     resumed = forge(root, ["run"])
     _assert_reclaimed(resumed, "the run after the kills")
     assert product_bytes(root) == product_bytes(tmp_path / "reference")
