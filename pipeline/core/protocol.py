@@ -25,12 +25,14 @@ import ast
 import copy
 import functools
 import json
+import re
 from collections.abc import Iterable
 from contextlib import suppress
 from datetime import UTC
 from typing import Any
 
-from pipeline.core.canonical import canonicalize
+from pipeline.core.bounds import long_path
+from pipeline.core.canonical import canonical_json, canonicalize
 
 PROTOCOL_VERSION = "envsim-protocol/4"  # 4: the envsim prompt states the current time; 3: plain values, two templates
 TEMPLATES = ("envsim", "envsimbench")
@@ -415,3 +417,40 @@ def apply_changes(state: Any, changes: Any) -> Any:
             raise ChangeError(f"change {i}: modify of missing {path}")
         parent[key] = copy.deepcopy(value)
     return result
+
+
+#: how JSON text writes a float Python's ``==`` cannot compare
+_NON_FINITE = re.compile(r"NaN|Infinity")
+
+
+def non_finite_free(*texts: str) -> bool:
+    """Whether none of the JSON ``texts`` writes a NaN or an infinity (then Python's ``==`` on the values they hold
+    agrees with their canonical JSON; see :func:`reproduces`)."""
+    return not any(_NON_FINITE.search(t) for t in texts)
+
+
+def reproduces(before: Any, after: Any, changes: Any, nan_free: bool = False) -> tuple[bool, str | None]:
+    """Exact Config Match of plain states: ``(changes applied to before give after, why they do not apply)``, equal
+    meaning equal as canonical JSON (``before`` is not changed). Without a NaN in either state or the changes
+    (``nan_free``: :func:`non_finite_free` of their texts), canonically equal values are equal in Python too, so
+    Python's ``==`` (C speed, no walk in Python over a large state) rules out the rest, and only equal ones are told
+    apart by type (``1``, ``1.0``, ``true``) by their canonical text."""
+    too_long = long_path(changes)
+    if too_long:
+        return False, too_long
+    try:
+        predicted = apply_changes(before, changes)
+    except ChangeError as exc:
+        return False, str(exc)
+    if not nan_free:
+        return _canonical(predicted) == _canonical(after), None
+    if predicted != after:
+        return False, None
+    try:
+        return canonical_json(predicted) == canonical_json(after), None  # plain JSON values: canonical as they are
+    except (TypeError, ValueError):
+        return _canonical(predicted) == _canonical(after), None
+
+
+def _canonical(value: Any) -> str:
+    return canonical_json(canonicalize(value))

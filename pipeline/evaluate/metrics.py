@@ -26,26 +26,24 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.core.bounds import MAX_DEPTH, MAX_PATH_PARTS, long_path, path_parts, too_deep, value_depth
+from pipeline.core.bounds import MAX_DEPTH, MAX_PATH_PARTS, path_parts, too_deep, value_depth
 from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.core.protocol import (
     CHANGE_TYPES,
     ChangeError,
-    apply_changes,
     change_value,
     json_copy,
+    non_finite_free,
     parse_observation,
     plain,
     plain_text,
+    reproduces,
     resolve_path,
 )
 from pipeline.envsimbench.reference import score_reference
-
-_NON_FINITE = re.compile(r"NaN|Infinity")  # how JSON text writes a float Python's == cannot compare
 
 
 def _canon(value: Any) -> str:
@@ -72,33 +70,7 @@ def feedback_match(predicted: Any, raw_observation: str) -> bool:
 
 def config_match(state_before: Any, state_after: Any, changes: Any) -> tuple[bool, str | None]:
     """Exact CM: ``(match, why the changes do not apply)``."""
-    return _config_match(plain(state_before), plain(state_after), changes)
-
-
-def _config_match(before: Any, after: Any, changes: Any, nan_free: bool = False) -> tuple[bool, str | None]:
-    """:func:`config_match` of plain states (``before`` is not changed)."""
-    too_long = long_path(changes)
-    if too_long:
-        return False, too_long
-    try:
-        predicted = apply_changes(before, changes)
-    except ChangeError as exc:
-        return False, str(exc)
-    return _same(predicted, after, nan_free), None
-
-
-def _same(a: Any, b: Any, nan_free: bool) -> bool:
-    """Whether two plain values are equal as canonical JSON. Without a NaN in either (``nan_free``), canonically
-    equal values are equal in Python too, so Python's ``==`` (C speed, no walk in Python over a large state) rules
-    out the rest, and only equal ones are told apart by type (``1``, ``1.0``, ``true``) by their canonical text."""
-    if not nan_free:
-        return _canon(a) == _canon(b)
-    if a != b:
-        return False
-    try:
-        return canonical_json(a) == canonical_json(b)  # plain JSON values: canonical as they are
-    except (TypeError, ValueError):
-        return _canon(a) == _canon(b)
+    return reproduces(plain(state_before), plain(state_after), changes)
 
 
 def _lenient_apply(state: Any, changes: Any) -> Any:
@@ -196,8 +168,7 @@ def score(sample: dict[str, Any], answer: dict[str, Any] | None, text: str | Non
         return Score(False, False, False, "unparseable answer", **ref_fields)
     changes = answer.get("config_changes", [])
     delta = [{"op": d["op"], "path": list(d["path"])} for d in sample["delta"]]
-    nan_free = not any(_NON_FINITE.search(t) for t in (before_text, after_text, json.dumps(changes)))
-    cm, error = _config_match(before, after, changes, nan_free)
+    cm, error = reproduces(before, after, changes, non_finite_free(before_text, after_text, json.dumps(changes)))
     return Score(
         fm=feedback_match(answer.get("feedback"), sample["raw_observation"]),
         cm=cm,

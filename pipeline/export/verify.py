@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.canonical import canonical_json, canonicalize
-from pipeline.core.protocol import ChangeError, apply_changes, plain
+from pipeline.core.protocol import non_finite_free, plain_text, reproduces
 
 
 def _load(directory: Path, config: str | None, split: str):
@@ -76,22 +74,18 @@ def verify_answers(directory: Path, samples: Path, split: str = "train") -> tupl
         if sample is None:
             problems.append(f"{step_id}: record without a sample")
             continue
+        before, after = plain_text(sample["state_before_json"]), plain_text(sample["state_after_json"])
         try:
-            answer = json.loads(messages[-1]["content"])
-            after = apply_changes(_plain_state(sample["state_before_json"]), answer["config_changes"])
-        except (ChangeError, ValueError, KeyError) as exc:
-            problems.append(f"{step_id}: answer does not apply: {exc}")
-            continue
-        if not _same_state(after, _plain_state(sample["state_after_json"])):
+            changes = json.loads(messages[-1]["content"])["config_changes"]
+            nan_free = non_finite_free(before, after, json.dumps(changes))
+            same, error = reproduces(json.loads(before), json.loads(after), changes, nan_free)
+        except (ValueError, KeyError, TypeError) as exc:
+            same, error = False, str(exc)
+        if error is not None:
+            problems.append(f"{step_id}: answer does not apply: {error}")
+        elif not same:
             problems.append(f"{step_id}: answer applied to s_t does not give s'_t")
     return records.num_rows, problems
-
-
-def _plain_state(text: str) -> Any:
-    """A stored state text's plain value (:func:`~pipeline.core.protocol.plain`); a text with no canonical marker
-    (``{"$int": …}``, …) is plain already."""
-    value = json.loads(text)
-    return plain(value) if '"$' in text else value
 
 
 def _same_values(loaded: pa.Table, table: pa.Table) -> bool:
@@ -102,18 +96,6 @@ def _same_values(loaded: pa.Table, table: pa.Table) -> bool:
         return loaded.equals(table.cast(loaded.schema.remove_metadata()))
     except (pa.ArrowException, ValueError, TypeError):
         return False
-
-
-def _same_state(got: Any, want: Any) -> bool:
-    """Whether two plain states are the same canonical state. Answers write plain values (big ints as numbers), so
-    both sides are compared in canonical form; the same JSON text with sorted keys is the same canonical form, and
-    is checked first at C speed (canonicalizing a state walks it in Python)."""
-    try:
-        if json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True):
-            return True
-    except (TypeError, ValueError):
-        pass
-    return canonical_json(canonicalize(got)) == canonical_json(canonicalize(want))
 
 
 #: the sections every export's card has (besides the composition, coverage and provenance checked by number)

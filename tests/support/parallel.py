@@ -166,7 +166,7 @@ SLOW = {
     "tests/assets/test_export_locations.py::test_training_and_the_summary_read_the_export_where_it_went": (
         "Dagster runs of the export and training (5 s)"
     ),
-    # added 2026-11-30: the heaviest tests of the fast subset, each with its CPU time in a one-process run of it
+    # the heaviest tests of the fast subset, each with its CPU time in a one-process run of it
     # (`-n 0`, read from the machine's CPU counters, so the sandbox's processes count too)
     "tests/labeling/test_determinism_check.py::": "the determinism check re-executing sandboxed runs (12 s)",
     "tests/training/test_jobs.py::test_eval_job_reports_through_pipes_and_lands_in_duckdb": "an eval job (3 s)",
