@@ -4,7 +4,7 @@ from contextlib import suppress
 from pathlib import Path
 
 import yaml
-from dagster import ExecutorDefinition, in_process_executor, multiprocess_executor
+from dagster import ExecutorDefinition, in_process_executor, multi_or_in_process_executor, multiprocess_executor
 
 from pipeline.core.settings import Settings
 
@@ -13,6 +13,36 @@ _EXTRAS = {
     "celery": ("dagster_celery", "celery_executor", "dagster-celery"),
     "k8s": ("dagster_k8s", "k8s_job_executor", "dagster-k8s"),
 }
+
+
+#: how a multiprocess run starts its step processes unless its config names a ``start_method``: forked from one
+#: server process that imported Dagster, the definitions and the instance's storage once (each step opens the
+#: instance), rather than Dagster's default ``spawn``, a fresh interpreter per step importing them all again: a run
+#: in the UI or the daemon takes about a third of the CPU (docs/performance.md, "Runs in the UI and the daemon")
+FORKSERVER = {
+    "forkserver": {
+        "preload_modules": [
+            "assets.definitions",
+            "dagster._core.storage.sqlite_storage",
+            "dagster._core.storage.local_compute_log_manager",
+        ]
+    }
+}
+
+
+def _forkserver(multiprocess: dict) -> dict:
+    """A multiprocess executor's config, started from :data:`FORKSERVER` unless it names its own start method."""
+    return multiprocess if multiprocess.get("start_method") else {**multiprocess, "start_method": FORKSERVER}
+
+
+def _default(config: dict) -> dict:
+    """Dagster's default executor's config (``multiprocess`` or ``in_process``), the multiprocess one forked."""
+    return {"multiprocess": _forkserver(config["multiprocess"] or {})} if "multiprocess" in config else config
+
+
+#: Dagster's default executor (multiprocess, or in-process by run config: ``execution: {config: {in_process: {}}}``)
+#: with its steps forked (:data:`FORKSERVER`)
+DEFAULT = multi_or_in_process_executor.configured(_default, config_schema=multi_or_in_process_executor.config_field)
 
 
 def _executor_config(current: Settings) -> dict:
@@ -34,14 +64,14 @@ def _executor_config(current: Settings) -> dict:
     return config
 
 
-def executor_for(current: Settings) -> ExecutorDefinition | None:
-    """The executor ``current.executor`` names (None: Dagster's default, multiprocess or in-process by run config)."""
+def executor_for(current: Settings) -> ExecutorDefinition:
+    """The executor ``current.executor`` names (multiprocess unconfigured: :data:`DEFAULT`)."""
     name = current.executor  # a Literal of Settings (``Executor``)
     config = _executor_config(current)
     if "max_concurrent" in config and name not in ("multiprocess", "k8s"):
         raise ValueError(f"ENVSIM_MAX_CONCURRENT applies to the multiprocess and k8s executors, not {name!r}")
     if name == "multiprocess":
-        return multiprocess_executor.configured(config, name="multiprocess") if config else None
+        return multiprocess_executor.configured(_forkserver(config), name="multiprocess") if config else DEFAULT
     if name == "in_process":
         return in_process_executor.configured(config, name="in_process") if config else in_process_executor
     module, attr, package = _EXTRAS[name]

@@ -346,12 +346,17 @@ def test_switching_partitioning_never_mixes_tables(tmp_path, sources, sandbox):
 def test_executor_comes_from_configuration(tmp_path):
     from dagster import in_process_executor
 
-    from assets.executors import executor_for
+    from assets.executors import DEFAULT, FORKSERVER, _default, _forkserver, executor_for
 
     def executor_from(environ: dict[str, str]):
         return executor_for(Settings.from_env(environ))
 
-    assert executor_from({}) is None  # Dagster's default: multiprocess, in-process selectable by run config
+    # Dagster's default (multiprocess, in-process selectable by run config), its steps forked from a forkserver
+    assert executor_from({}) is DEFAULT and DEFAULT.name == "multi_or_in_process_executor"
+    assert _default({"multiprocess": {}}) == {"multiprocess": {"start_method": FORKSERVER}}
+    assert _default({"in_process": {}}) == {"in_process": {}}
+    spawn = {"start_method": {"spawn": {}}, "max_concurrent": 2}  # a start method of the config's own is kept
+    assert _default({"multiprocess": spawn}) == {"multiprocess": spawn} and _forkserver(spawn) == spawn
     assert executor_from({"ENVSIM_EXECUTOR": "in_process"}) is in_process_executor
     assert executor_from({"ENVSIM_EXECUTOR": "multiprocess", "ENVSIM_MAX_CONCURRENT": "3"}).name == "multiprocess"
     cfg = tmp_path / "executor.yaml"
