@@ -319,6 +319,19 @@ def test_quirk_answer_extraction():
     assert extract_json("no json at all") is None
 
 
+def test_the_first_object_is_found_past_braces_quotes_and_escapes_inside_strings():
+    """The scan for the first balanced object skips what is inside strings, an escaped quote included, and a
+    backslash escapes exactly the next character; prose without a brace has no object (json_repair would give a
+    list or a string, which the reference treats as no answer)."""
+    assert extract_json('say "{not \\" this}" then {"feedback": "a \\\\", "config_changes": []}') == {
+        "feedback": "a \\",
+        "config_changes": [],
+    }
+    assert extract_json('"\\\\"{"feedback": "}{"}') == {"feedback": "}{"}  # an escaped backslash ends the escape
+    assert extract_json("[1, 2] and (3, 4)") is None
+    assert extract_json("x" * 3_000_000) is None
+
+
 def test_quirk_feedback_parse():
     assert parse_value("{'a': None}") == {"a": "None"}  # json_repair turns None into 'None'
     assert not fm_reference({"a": None}, "{'a': None}")  # so a JSON null does not match a Python-repr None

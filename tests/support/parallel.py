@@ -137,7 +137,6 @@ SLOW = {
     "tests/execution/test_attack_corpus.py::": (
         "the attack corpus, one sandbox run each (~90 s), and its nondeterminism family labeled twice (14 s)"
     ),
-    "tests/evaluate/test_evaluate.py::test_harness_modes[huge-": "a 3 MB answer through the real openai client (28 s)",
     "tests/select/test_selection.py::test_step_table_suite_names_failed_expectations_and_rows": (
         "great-expectations (23 s)"
     ),
