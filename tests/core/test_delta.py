@@ -64,6 +64,12 @@ def test_dotted_keys_and_nested_removal_are_unambiguous():
 def test_type_changes_are_replacements():
     assert diff({"v": 1}, {"v": True}) == [{"op": "replace", "path": ["v"], "before": 1, "after": True}]
     assert diff({"v": {"x": 1}}, {"v": [1]})[0]["op"] == "replace"
+    # values Python calls equal differ as JSON, inside lists and objects too; key order is no change
+    for a, b in ((1, 1.0), (1, True), (0.0, -0.0), (2**60, float(2**60))):
+        before, after = {"v": [{"k": a}], "w": 1}, {"v": [{"k": b}], "w": 1}
+        assert diff(before, after) == [{"op": "replace", "path": ["v"], "before": [{"k": a}], "after": [{"k": b}]}]
+    reordered = {"w": {"y": 2, "x": 1}, "v": [{"b": 2, "a": 1}]}
+    assert diff({"v": [{"a": 1, "b": 2}], "w": {"x": 1, "y": 2}}, reordered) == []
 
 
 def test_apply_rejects_mismatched_delta():
