@@ -67,7 +67,9 @@ def pytest_configure(config):
     worker_temp_dir(config.option.basetemp)
     worker_threads()
     config.pluginmanager.register(LongestFilesFirst(), "envsim-longest-files-first")
-    if os.environ.get("ENVSIM_RECORD_DURATIONS"):
+    # taken out of the environment: the workers report to this process, and a pytest run a test starts (the test
+    # loop's own tests) must not write the durations file while another test checks the tree is clean
+    if os.environ.pop("ENVSIM_RECORD_DURATIONS", None):
         config.pluginmanager.register(RecordDurations(), "envsim-record-durations")
 
 
