@@ -21,7 +21,7 @@ from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
 from pipeline.quality.outcomes import MAX_FAILURE_SHARE, MIN_STEPS, check_outcomes
 from pipeline.quality.suites import kept_verdict
 from pipeline.report.tables import Facts, Markdown
-from pipeline.store.reconstruct import verify_steps
+from pipeline.store.reconstruct import kept_verification
 from resources import CompositionResource, DataStoreResource, RunPolicyResource, SandboxResource
 from resources.config_from import default_of
 
@@ -80,7 +80,7 @@ def delta_roundtrip(
     context: AssetCheckExecutionContext, store: DataStoreResource, run_policy: RunPolicyResource
 ) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
-    report = verify_steps(layout, max_problems=1_000_000)
+    report = kept_verification(layout, max_problems=1_000_000)
     strict = run_policy.strict
     facts = quarantine(layout, report, strict=strict)
     held = bool(facts["quarantined_environments"].rows) and not strict

@@ -26,7 +26,6 @@ import dataclasses
 import hashlib
 import json
 from collections import Counter, defaultdict
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from pipeline.core.strata import Composition
 from pipeline.execution.sandbox import Sandbox
 from pipeline.labeling.rows import label_config
 from pipeline.labeling.rows import sidecar as steps_sidecar
+from pipeline.store import verdicts
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
 from pipeline.store.partitions import Shard
@@ -59,23 +59,14 @@ def record_path(layout: DataLayout) -> Path:
 
 def _file_digest(path: Path) -> str:
     try:
-        with path.open("rb") as fh:
-            return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+        return verdicts.file_digest(path)
     except OSError as exc:
         return f"unreadable: {type(exc).__name__}"
 
 
-@lru_cache(maxsize=1)
 def code_digest() -> str:
     """Digest of the source files of the packages that produce trajectories."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.blake2b(digest_size=16)
-    for package in _CODE_PACKAGES:
-        for path in sorted((root / package).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
-                h.update(str(path.relative_to(root)).encode())
-                h.update(path.read_bytes())
-    return h.hexdigest()
+    return verdicts.code_digest(_CODE_PACKAGES)
 
 
 def _plain(value: Any, root: tuple[str, ...] = ()) -> Any:

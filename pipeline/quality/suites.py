@@ -28,6 +28,7 @@ from pipeline.store import schema
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
+from pipeline.store.verdicts import file_digest
 
 
 def _great_expectations() -> Any:
@@ -270,10 +271,10 @@ def kept(path: Path, inputs: Any, validate: Callable[[], SuiteResult]) -> SuiteR
     return result
 
 
-def _sized(paths: list[str]) -> list[tuple[str, int]]:
-    """Files as a verdict's inputs: their content-keyed names (with their folder's: a split version's
-    ``sft-…/samples.parquet``) and sizes, so a moved data root keeps its verdicts."""
-    return [(f"{Path(p).parent.name}/{Path(p).name}", Path(p).stat().st_size) for p in paths]
+def _sized(paths: list[str]) -> list[tuple[str, str]]:
+    """Files as a verdict's inputs: their names (with their folder's: a split version's ``sft-…/samples.parquet``)
+    and the digests of their bytes, so a moved data root keeps its verdicts and a file changed in place does not."""
+    return [(f"{Path(p).parent.name}/{Path(p).name}", file_digest(p)) for p in paths]
 
 
 def kept_verdict(layout: DataLayout, axes: Axes = AXES) -> SuiteResult:

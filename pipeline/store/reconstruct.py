@@ -8,7 +8,8 @@ all rebuild states through it.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
@@ -19,6 +20,7 @@ from pipeline.core.delta import apply
 from pipeline.store.layout import DataLayout
 from pipeline.store.schema import decode_delta
 from pipeline.store.trajectories import iter_trajectory_rows
+from pipeline.store.verdicts import code_digest, file_digest, kept
 
 #: one stored step as :func:`replay` reads it: (step id, stored Δ, s_t hash, s'_t hash)
 StoredStep = tuple[str, Sequence[dict[str, Any]], str, str]
@@ -147,6 +149,27 @@ def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
         if len(report.problems) >= max_problems:
             break
     return report
+
+
+def kept_verification(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
+    """:func:`verify_steps`, once per content of what it reads (the step parts and the trajectory files, by their
+    bytes) and per code of the ``pipeline`` package: a resumed or repeated run whose steps did not change reads the
+    report the last verification wrote (``quality/delta_roundtrip_verdict.json``; a partition's
+    ``delta_roundtrip_verdict-<partition>.json``), a failing one too, instead of replaying every step again."""
+    name = "delta_roundtrip_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
+    inputs = {
+        "parts": [(Path(p).name, file_digest(p)) for p in layout.step_parts()],
+        "trajectories": [(Path(p).name, file_digest(p)) for p in layout.trajectory_files()],
+        "max_problems": max_problems,
+        "code": code_digest(),
+    }
+    return kept(
+        layout.quality_dir / f"{name}.json",
+        inputs,
+        lambda: verify_steps(layout, max_problems),
+        asdict,
+        lambda doc: VerifyReport(**doc),
+    )
 
 
 def materialize_states(layout: DataLayout, trajectory_id: str) -> list[tuple[dict[str, Any], Any, Any]]:

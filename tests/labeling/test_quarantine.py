@@ -16,7 +16,7 @@ from pipeline.labeling.quarantine import quarantine
 from pipeline.labeling.steps import label
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
-from pipeline.store.reconstruct import verify_steps
+from pipeline.store.reconstruct import kept_verification, verify_steps
 
 
 @pytest.fixture()
@@ -54,6 +54,30 @@ def test_a_corrupted_environment_is_quarantined_and_the_others_are_not(small_lay
     assert others and any(not r["excluded"] for r in others)
     [doc] = [d for d in failed_checks(layout) if d.get("check") == "delta_roundtrip"]
     assert victim["env_id"] in doc["environments"]
+
+
+def test_the_verification_is_kept_while_the_steps_are_the_same_bytes_and_redone_when_one_changes(
+    small_layout, monkeypatch
+):
+    """``delta_roundtrip`` on a resumed or repeated run reads the report it wrote; a part changed in place (same
+    name, maybe the same size) is verified again and its failure found."""
+    from pipeline.store import reconstruct
+
+    layout = small_layout
+    first = kept_verification(layout)
+    assert first.ok and first.steps > 0 and (layout.quality_dir / "delta_roundtrip_verdict.json").is_file()
+    calls = []
+    monkeypatch.setattr(reconstruct, "verify_steps", lambda *a, **k: calls.append(a) or verify_steps(*a, **k))
+    assert kept_verification(layout) == first and calls == []  # the same bytes: the kept report, nothing replayed
+
+    part = layout.step_parts()[0]
+    table = pq.read_table(part)
+    rows = table.to_pylist()
+    victim = next(r for r in rows if r["delta_size"] > 0)
+    victim["state_after_hash"] = "0" * 32  # the same length: the file may keep its size
+    pq.write_table(table.from_pylist(rows, schema=table.schema), part)
+    again = kept_verification(layout)
+    assert len(calls) == 1 and not again.ok and victim["trajectory_id"] in again.failed_trajectories
 
 
 def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):
