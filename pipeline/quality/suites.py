@@ -7,8 +7,6 @@ an ephemeral GX context.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -24,10 +22,9 @@ import pyarrow as pa
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.decontamination import decontamination
 from pipeline.report.tables import Table
-from pipeline.store import schema
+from pipeline.store import schema, verdicts
 from pipeline.store.duck import connect
 from pipeline.store.layout import DataLayout
-from pipeline.store.parquet_io import atomic_path
 from pipeline.store.verdicts import file_digest
 
 
@@ -252,23 +249,18 @@ def overlap_suite(
 
 
 def kept(path: Path, inputs: Any, validate: Callable[[], SuiteResult]) -> SuiteResult:
-    """``validate()``, once per ``inputs`` (any JSON-able value: what the validation reads): a run whose inputs did
-    not change (a resumed or repeated run) reads the verdict the last validation wrote at ``path`` instead of
-    importing great-expectations (3 s) and validating the same data again. The verdict is keyed by the inputs, this
-    module's code and the great-expectations version; a failing verdict is kept too, with its rows."""
-    text = json.dumps([inputs, version("great-expectations")], default=str, sort_keys=True)
-    key = hashlib.blake2b(text.encode() + Path(__file__).read_bytes(), digest_size=16).hexdigest()
-    with suppress(OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: validate
-        stored = json.loads(path.read_text())
-        if stored.get("key") == key:
-            result = stored["result"]
-            failures = [Failure(**f) for f in result.pop("failures")]
-            return SuiteResult(**{**result, "failures": failures, "kept_from": key})
-    result = validate()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps({"key": key, "result": asdict(result)}, sort_keys=True, default=str))
-    return result
+    """``validate()``, once per ``inputs`` (any JSON-able value: what the validation reads;
+    :func:`pipeline.store.verdicts.kept`): a run whose inputs did not change (a resumed or repeated run) reads the
+    verdict the last validation wrote at ``path`` instead of importing great-expectations (3 s) and validating the
+    same data again. The verdict is keyed by the inputs, this module's code and the great-expectations version; a
+    failing verdict is kept too, with its rows."""
+
+    def load(result: dict[str, Any], key: str) -> SuiteResult:
+        failures = [Failure(**f) for f in result.pop("failures")]
+        return SuiteResult(**{**result, "failures": failures, "kept_from": key})
+
+    code = [version("great-expectations"), file_digest(__file__)]
+    return verdicts.kept(path, [inputs, *code], validate, asdict, load)
 
 
 def _sized(paths: list[str]) -> list[tuple[str, str]]:

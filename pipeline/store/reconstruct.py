@@ -168,7 +168,7 @@ def kept_verification(layout: DataLayout, max_problems: int = 50) -> VerifyRepor
         inputs,
         lambda: verify_steps(layout, max_problems),
         asdict,
-        lambda doc: VerifyReport(**doc),
+        lambda doc, _: VerifyReport(**doc),
     )
 
 

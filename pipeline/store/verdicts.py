@@ -36,15 +36,18 @@ def code_digest(packages: tuple[str, ...] = ()) -> str:
     return h.hexdigest()
 
 
-def kept(path: Path, inputs: Any, compute: Callable[[], T], dump: Callable[[T], Any], load: Callable[[Any], T]) -> T:
+def kept(
+    path: Path, inputs: Any, compute: Callable[[], T], dump: Callable[[T], Any], load: Callable[[Any, str], T]
+) -> T:
     """``compute()``, once per ``inputs`` (a JSON-able value naming what it reads: file digests, settings, code):
     the result is written to ``path`` (atomically) with the inputs' key, and a later call with the same inputs
-    loads it from there (a failing result too); an unreadable or stale file is computed again."""
+    loads it from there (``load(stored, key)``; a failing result too); an unreadable or stale file is computed
+    again."""
     key = hashlib.blake2b(json.dumps(inputs, sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
     with suppress(OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: compute
         stored = json.loads(path.read_text())
         if stored.get("key") == key:
-            return load(stored["result"])
+            return load(stored["result"], key)
     result = compute()
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps({"key": key, "result": dump(result)}, sort_keys=True, default=str))
