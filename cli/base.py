@@ -115,14 +115,15 @@ def settings_problems() -> list[str]:
     """What is wrong with the ``ENVSIM_*`` variables, one line each naming the variable and the fix, then with the
     data root they name (a file, not writable, no space left: :func:`pipeline.store.layout.root_problems`)
     (``./forge run`` and ``./forge ui`` check this before they start anything)."""
-    from pipeline.core.settings import SettingsError, settings  # choices are Literals of Settings: checked there
+    from pipeline.core.settings import SettingsError, settings, unknown_variables  # choices: Literals of Settings
     from pipeline.store.layout import root_problems
 
+    unknown = unknown_variables()
     try:
         settings()
     except SettingsError as exc:
-        return [f"{exc}: fix the value or unset the variable"]
-    return root_problems(data_root())
+        return [*unknown, f"{exc}: fix the value or unset the variable"]
+    return unknown + root_problems(data_root())
 
 
 def launch_settings():  # -> Settings (pydantic is not imported at the top: COMMAND -h works without .venv)

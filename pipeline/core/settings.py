@@ -11,6 +11,7 @@ parse is a ``SettingsError``, one line naming the variable, what it takes and th
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 from collections.abc import Mapping
@@ -106,6 +107,31 @@ def variable(field: str) -> str:
 
 #: every variable ``Settings`` reads, in field order
 VARIABLES = tuple(variable(field) for field in Settings.model_fields)
+
+
+#: the ``ENVSIM_*`` variables read outside :class:`Settings` (each has its row in docs/settings.md too): ``./forge
+#: train-env``'s torch pin, what the sandbox sets in its children, and the tests' own
+OTHER_VARIABLES = (
+    "ENVSIM_TRAIN_TORCH",
+    "ENVSIM_FROZEN_TIME",
+    "ENVSIM_CPUS",
+    "ENVSIM_UPDATE_DOCS",
+    "ENVSIM_UI_SCREENSHOTS",
+    "ENVSIM_RECORD_DURATIONS",
+)
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One line per ``ENVSIM_*`` variable of ``environ`` (default: the process environment) that nothing reads — a
+    misspelt setting would otherwise be ignored without a word —, naming the nearest known variable."""
+    env = os.environ if environ is None else environ
+    known = (*VARIABLES, *OTHER_VARIABLES)
+    lines = []
+    for name in sorted(n for n in env if n.startswith(_PREFIX) and n not in known):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"did you mean {near[0]}? " if near else ""
+        lines.append(f"{name} is not a setting: {hint}rename or unset it (docs/settings.md lists every variable)")
+    return lines
 
 
 def _takes(field: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from pipeline.core.settings import VARIABLES, Settings, SettingsError, variable
+from pipeline.core.settings import OTHER_VARIABLES, VARIABLES, Settings, SettingsError, unknown_variables, variable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +27,17 @@ def test_every_field_has_a_row_showing_its_default():
         row = table[variable(field)]
         if info.default is not None:
             assert str(info.default).lower() in row.lower(), (field, info.default, row)
+
+
+def test_every_variable_the_table_lists_is_known_and_a_misspelt_one_is_named_with_the_nearest():
+    assert set(_table()) - {"ARROW_DEFAULT_MEMORY_POOL"} == {*VARIABLES, *OTHER_VARIABLES}
+    environ = {"ENVSIM_PROFILE": "small", "ENVSIM_RECORD_DURATIONS": "1", "ENVSIM_SANDBOXWORKERS": "2", "ENVSIM_X": ""}
+    assert unknown_variables(environ | {"HOME": "/root"}) == [
+        "ENVSIM_SANDBOXWORKERS is not a setting: did you mean ENVSIM_SANDBOX_WORKERS? rename or unset it "
+        "(docs/settings.md lists every variable)",
+        "ENVSIM_X is not a setting: rename or unset it (docs/settings.md lists every variable)",
+    ]
+    assert unknown_variables({"ENVSIM_DATA_ROOT": "/srv", "ENVSIM_FROZEN_TIME": "0"}) == []
 
 
 def test_a_plain_value_reads_no_environment(monkeypatch):

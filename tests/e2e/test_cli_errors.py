@@ -136,6 +136,11 @@ def test_the_first_config_file_wins_in_the_run_as_in_the_check(tmp_path):
         ),
         ("ENVSIM_LAUNCHER", "lsf", "ENVSIM_LAUNCHER must be one of local, slurm, got 'lsf'"),  # not `local` silently
         ("ENVSIM_PARALLEL_RUNS", "all", "ENVSIM_PARALLEL_RUNS must be a whole number >= 1, got 'all'"),
+        (  # a misspelt setting is not ignored without a word (the run would use the default profile)
+            "ENVSIM_PROFLE",
+            "small",
+            "ENVSIM_PROFLE is not a setting: did you mean ENVSIM_PROFILE? rename or unset it (docs/settings.md lists",
+        ),
         (
             "ENVSIM_SPLIT_CRON",
             "every monday",
