@@ -1,9 +1,10 @@
 """Benign generated code runs (issues 40 item 6 and 53), run as a user runs a corpus: ``./forge run -c run.yaml`` on
-an EnvScaler-format corpus of the patterns LLM-written environments use (tests/support/benign_corpus.py: 41 patterns
-that need nothing of the sandbox — threads, asyncio, file copies and modes, sqlite WAL, /etc lookups, sysconf and
-numpy among them —, 3 that store a sandbox directory name and 1 that starts a process).
+an EnvScaler-format corpus of the patterns LLM-written environments use (tests/support/benign_corpus.py: 44 patterns
+that need nothing of the sandbox — threads, asyncio, file copies and modes, sqlite WAL and JSON functions, /etc
+lookups, sysconf, time zones from the system's zoneinfo, numpy and pandas among them —, 3 that store a sandbox
+directory name and 1 that starts a process).
 
-- none of the 41 is quarantined, every one was built and labeled (it has steps), and every label — the initial state
+- none of the 44 is quarantined, every one was built and labeled (it has steps), and every label — the initial state
   hash, and per step the observation text, the canonical return value and the s'_t hash — equals what plain Python
   gives for the same calls (the same classes run in a fresh interpreter without any sandbox, ``PYTHONHASHSEED=0`` as
   in the sandbox);

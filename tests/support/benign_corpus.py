@@ -11,10 +11,10 @@ nondeterministic: run by the pipeline none may be quarantined, and every label m
 :data:`PATTERNS` depend on nothing of the sandbox — among them what the language runtime needs (threads, a thread pool,
 timers, ``asyncio.run``, ``shutil`` copies, ``os.chmod``/``utime``, ``shelve``/``dbm.dumb``, sqlite in WAL mode,
 ``shutil.disk_usage``, ``getpass.getuser``, ``socket.gethostbyname("localhost")``, ``mimetypes``,
-``os.sysconf("SC_PHYS_PAGES")``, numpy); :data:`REFUSED_PATTERNS` do what the sandbox refuses by design (a new
-process): their calls are ``sandbox_refused`` steps naming the syscall; :data:`DIR_PATTERNS` store the working
-directory or temp-file paths
-(``os.getcwd()``, ``tempfile.gettempdir()``, a ``mkstemp`` path), so they are deterministic only where the sandbox's
+``os.sysconf("SC_PHYS_PAGES")``, numpy, ``zoneinfo`` conversions, pandas, SQLite's JSON functions);
+:data:`REFUSED_PATTERNS` do what the sandbox refuses by design (a new process): their calls are ``sandbox_refused``
+steps naming the syscall; :data:`DIR_PATTERNS` store the working directory or temp-file paths (``os.getcwd()``,
+``tempfile.gettempdir()``, a ``mkstemp`` path), so they are deterministic only where the sandbox's
 per-trajectory directory names are (issue 40 item 6, first part).
 
 :func:`plain_labels` is the oracle: the same environments built and called in this process, as EnvScaler does (a fresh
@@ -1652,6 +1652,97 @@ class Scores:
                 "doubled": (arr * 2).tolist(),
             },
         }
+"""
+)
+
+_pattern("zoneinfo_convert", "Meetings", [{"city": "Europe/Paris"}, {"city": "Asia/Tokyo"}])(
+    """
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+class Meetings:
+    def __init__(self, init_config):
+        self.city = init_config.get("city", "UTC")
+        self.booked = []
+
+    def book(self, hour: int):
+        \"\"\"Book a meeting at an hour (local time of the city) on 2025-03-30.
+
+        Args:
+            hour (int): 0 to 23.
+        \"\"\"
+        local = datetime(2025, 3, 30, max(0, min(hour, 23)), 30, tzinfo=ZoneInfo(self.city))
+        utc = local.astimezone(ZoneInfo("UTC"))
+        ny = local.astimezone(ZoneInfo("America/New_York"))
+        self.booked.append(utc.isoformat())
+        offset = str(local.utcoffset())
+        return {"success": True, "data": {"utc": utc.isoformat(), "new_york": ny.isoformat(), "offset": offset}}
+
+    def list_meetings(self):
+        \"\"\"Every meeting.\"\"\"
+        return {"success": True, "data": sorted(self.booked)}
+"""
+)
+
+_pattern("pandas_frame", "SalesBook", [{"region": "north"}, {"region": "south"}])(
+    """
+import pandas as pd
+
+class SalesBook:
+    def __init__(self, init_config):
+        self.region = init_config.get("region", "north")
+        self.rows = [{"item": "pen", "qty": 3, "price": 1.5}, {"item": "ink", "qty": 1, "price": 7.25}]
+
+    def add_sale(self, item: str, qty: int, price: float):
+        \"\"\"Record a sale.
+
+        Args:
+            item (str): The item.
+            qty (int): How many.
+            price (float): Unit price.
+        \"\"\"
+        if qty <= 0:
+            return {"success": False, "error": "qty must be positive"}
+        self.rows.append({"item": item[:20], "qty": int(qty), "price": float(price)})
+        return {"success": True}
+
+    def totals(self):
+        \"\"\"Revenue per item.\"\"\"
+        df = pd.DataFrame(self.rows)
+        df["revenue"] = df["qty"] * df["price"]
+        out = df.groupby("item", sort=True)["revenue"].sum().round(2)
+        return {"success": True, "data": {k: float(v) for k, v in out.items()}}
+"""
+)
+
+_pattern("sqlite_json1", "Catalog2", [{"shop": "a"}, {"shop": "b"}])(
+    """
+import sqlite3, json
+
+class Catalog2:
+    def __init__(self, init_config):
+        self.shop = init_config.get("shop", "a")
+        self.db = sqlite3.connect(":memory:", check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, doc TEXT)")
+        self.db.execute("INSERT INTO items (doc) VALUES (?)", (json.dumps({"name": "pen", "tags": ["office"]}),))
+        self.db.commit()
+
+    def add_item(self, name: str, tag: str):
+        \"\"\"Add an item.
+
+        Args:
+            name (str): Its name.
+            tag (str): One tag.
+        \"\"\"
+        self.db.execute("INSERT INTO items (doc) VALUES (?)", (json.dumps({"name": name[:30], "tags": [tag[:10]]}),))
+        self.db.commit()
+        return {"success": True}
+
+    def names(self):
+        \"\"\"Every item's name, through SQLite's JSON functions.\"\"\"
+        rows = self.db.execute("SELECT id, json_extract(doc, '$.name') AS name FROM items ORDER BY id").fetchall()
+        return {"success": True, "data": [dict(r) for r in rows]}
 """
 )
 
