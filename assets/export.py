@@ -17,7 +17,7 @@ from assets.metadata import check_result, materialize, parquet_metadata
 from pipeline.export.hf_layout import export_split
 from pipeline.export.hub import push_export
 from pipeline.export.revisions import export_revision
-from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
+from pipeline.export.verify import kept_export_checks
 from pipeline.report.tables import Facts, Markdown
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore, split_kind
 from resources import DataStoreResource, HuggingFaceHubResource
@@ -79,13 +79,7 @@ def _export(
         revision = export_revision(layout, kind, config.version, **options)
         report, unchanged, directory = revision.report, revision.unchanged, revision.report.directory
     samples = SplitStore(layout, kind).samples(report.version)
-    checks = [
-        ("loads_back_exactly", verify_roundtrip(directory, samples, report.split)),
-        ("card_matches_data", verify_card(directory, samples, report.split)),
-    ]
-    if of_kind.sft_records:
-        checked, problems = verify_answers(directory, samples, report.split)
-        checks.append(("answers_reproduce_next_state", problems))
+    checks, checks_kept = kept_export_checks(layout, kind, directory, samples, report.split, of_kind.sft_records)
     if config.repo_id:
         push = push_export(directory, config.repo_id, hub.token, hub.endpoint, hub.private, config.dry_run)
         status = (
@@ -98,6 +92,7 @@ def _export(
     context.log.info(
         f"{kind} {report.version}: {report.rows} rows -> {directory}"
         f"{' (already exported: unchanged)' if unchanged else ''}; {status}"
+        f"{'; its checks kept from the last run (the same files)' if checks_kept else ''}"
     )
     return materialize(
         context,

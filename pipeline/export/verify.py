@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import re
+from importlib.metadata import version
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.protocol import non_finite_free, plain_text, reproduces
+from pipeline.store.layout import DataLayout
+from pipeline.store.verdicts import code_digest, file_digest, kept
+
+#: an export's checks: (check name, its problems)
+Checks = list[tuple[str, list[str]]]
 
 
 def _load(directory: Path, config: str | None, split: str):
@@ -138,3 +144,47 @@ def verify_card(directory: Path, samples: Path, split: str) -> list[str]:
     if {k: v for k, v in stated.items() if v} != counts:
         problems.append(f"card composition {stated} does not match the data {counts}")
     return problems
+
+
+def export_checks(directory: Path, samples: Path, split: str, sft_records: bool) -> Checks:
+    """Every check of an export against its split's samples: it loads back exactly, its card matches the data, and
+    (SFT records) every answer applied to its s_t reproduces s'_t."""
+    checks = [
+        ("loads_back_exactly", verify_roundtrip(directory, samples, split)),
+        ("card_matches_data", verify_card(directory, samples, split)),
+    ]
+    if sft_records:
+        checks.append(("answers_reproduce_next_state", verify_answers(directory, samples, split)[1]))
+    return checks
+
+
+def kept_export_checks(
+    layout: DataLayout, kind: str, directory: Path, samples: Path, split: str, sft_records: bool
+) -> tuple[Checks, bool]:
+    """:func:`export_checks`, once per content of what they read (every file of the export and the samples, by their
+    bytes), the code of the ``pipeline`` package and the ``datasets`` / ``huggingface_hub`` that load it: a rerun
+    whose export did not change reads the checks the last run wrote (``quality/export_checks-<kind>.json``, failing
+    ones too) instead of loading the dataset again. Returns (the checks, whether they were kept)."""
+    files = sorted(f for f in directory.rglob("*") if f.is_file())
+    inputs = {
+        "export": [(str(f.relative_to(directory)), file_digest(f)) for f in files],
+        "samples": file_digest(samples),
+        "split": split,
+        "sft_records": sft_records,
+        "code": code_digest(),
+        "libraries": [version("datasets"), version("huggingface_hub"), version("pyarrow")],
+    }
+    computed: list[bool] = []
+
+    def compute() -> Checks:
+        computed.append(True)
+        return export_checks(directory, samples, split, sft_records)
+
+    checks = kept(
+        layout.quality_dir / f"export_checks-{kind}.json",
+        inputs,
+        compute,
+        lambda result: [[name, problems] for name, problems in result],
+        lambda doc, _: [(str(name), [str(p) for p in problems]) for name, problems in doc],
+    )
+    return checks, not computed

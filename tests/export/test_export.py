@@ -13,7 +13,7 @@ from pipeline.core.protocol import ChangeError, apply_changes, delta_to_changes,
 from pipeline.export.hf_layout import ExportConflict, export_split
 from pipeline.export.hub import PushError, push_export
 from pipeline.export.records import alpaca_record, chat_record
-from pipeline.export.verify import verify_answers, verify_card, verify_roundtrip
+from pipeline.export.verify import kept_export_checks, verify_answers, verify_card, verify_roundtrip
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.store.versions import BENCHMARK, MIXTURE, SplitStore
 from tests.support.fake_hub import FakeHub
@@ -129,6 +129,37 @@ def test_tampered_card_is_caught(exported, splits, tmp_path):
     (copy / "README.md").write_text(card)
     problems = verify_card(copy, SplitStore(layout, BENCHMARK).samples(report.version), "test")
     assert any("total" in p for p in problems)
+
+
+def test_export_checks_are_kept_per_content_and_a_card_changed_in_place_is_checked_again(
+    exported, splits, tmp_path, monkeypatch
+):
+    """The export's checks are computed once per content of the files they read: the second call loads nothing
+    (``datasets`` is never asked), and a card rewritten in place (the same length, the total forged) is checked
+    again and fails."""
+    import pipeline.export.verify as verify
+
+    layout, _, _ = splits
+    report = exported[BENCHMARK]
+    copy = tmp_path / "bench"
+    shutil.copytree(report.directory, copy)
+    samples = SplitStore(layout, BENCHMARK).samples(report.version)
+    first, kept = kept_export_checks(layout, "benchmark", copy, samples, report.split, False)
+    assert not kept and first == [("loads_back_exactly", []), ("card_matches_data", [])]
+
+    def no_load(*_):
+        raise AssertionError("the dataset was loaded again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(verify, "_load", no_load)
+        assert kept_export_checks(layout, "benchmark", copy, samples, report.split, False) == (first, True)
+    card = (copy / "README.md").read_text()
+    total = re.search(r"Total: \*\*(\d)", card)
+    assert total is not None
+    forged = str((int(total.group(1)) + 1) % 10)
+    (copy / "README.md").write_text(card[: total.start(1)] + forged + card[total.end(1) :])
+    again, kept = kept_export_checks(layout, "benchmark", copy, samples, report.split, False)
+    assert not kept and again[0] == ("loads_back_exactly", []) and any("total" in p for p in again[1][1])
 
 
 def test_a_tampered_row_and_a_tampered_answer_are_named(exported, splits, tmp_path):
