@@ -83,6 +83,8 @@ def delta_roundtrip(
     report = kept_verification(layout, max_problems=1_000_000)
     strict = run_policy.strict
     facts = quarantine(layout, report, strict=strict)
+    if report.kept_from:
+        facts.values["verified"] = f"before, on the same step and trajectory files (report {report.kept_from})"
     held = bool(facts["quarantined_environments"].rows) and not strict
     severity = AssetCheckSeverity.WARN if report.ok or held else AssetCheckSeverity.ERROR
     return check_result(context, facts, partition_metadata(context), passed=report.ok, severity=severity)

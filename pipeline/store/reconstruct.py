@@ -91,6 +91,8 @@ class VerifyReport:
     steps: int = 0
     problems: list[str] = field(default_factory=list)
     failed_trajectories: list[str] = field(default_factory=list)
+    #: the verification this report was kept from, when the same files were verified before (:func:`kept_verification`)
+    kept_from: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -168,7 +170,7 @@ def kept_verification(layout: DataLayout, max_problems: int = 50) -> VerifyRepor
         inputs,
         lambda: verify_steps(layout, max_problems),
         asdict,
-        lambda doc, _: VerifyReport(**doc),
+        lambda doc, key: VerifyReport(**{**doc, "kept_from": key}),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pyarrow.parquet as pq
@@ -68,7 +69,9 @@ def test_the_verification_is_kept_while_the_steps_are_the_same_bytes_and_redone_
     assert first.ok and first.steps > 0 and (layout.quality_dir / "delta_roundtrip_verdict.json").is_file()
     calls = []
     monkeypatch.setattr(reconstruct, "verify_steps", lambda *a, **k: calls.append(a) or verify_steps(*a, **k))
-    assert kept_verification(layout) == first and calls == []  # the same bytes: the kept report, nothing replayed
+    kept = kept_verification(layout)
+    assert calls == [] and kept.kept_from  # the same bytes: the kept report (and where from), nothing replayed
+    assert dataclasses.replace(kept, kept_from=None) == dataclasses.replace(first, kept_from=None)
 
     part = layout.step_parts()[0]
     table = pq.read_table(part)
@@ -78,6 +81,7 @@ def test_the_verification_is_kept_while_the_steps_are_the_same_bytes_and_redone_
     pq.write_table(table.from_pylist(rows, schema=table.schema), part)
     again = kept_verification(layout)
     assert len(calls) == 1 and not again.ok and victim["trajectory_id"] in again.failed_trajectories
+    assert again.kept_from is None
 
 
 def test_a_labeling_process_that_dies_names_its_environments(tmp_path, sandbox):
