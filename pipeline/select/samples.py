@@ -19,8 +19,10 @@ composition order, environment-diverse picks within), as ``sample_ids.txt`` list
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -36,12 +38,39 @@ from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites, atomic_path
 from pipeline.store.reconstruct import ReplayError, replay
 from pipeline.store.schema import SAMPLE
+from pipeline.store.verdicts import code_digest, file_digest, kept
 
 FLUSH_BYTES = 4 * 2**20  # rebuilt state texts held before they are handed to the writer
 
 
 class SampleError(ValueError):
     """A picked sample cannot be rebuilt faithfully."""
+
+
+def kept_samples(layout: DataLayout, picks: Sequence[tuple[str, str]], out: Path) -> int:
+    """:func:`materialize_samples` of ``picks`` into ``out`` (a split version's ``samples.parquet``), once per content
+    of what it reads — the picks, the strata table, the step parts and the trajectory files (their bytes) — and the
+    ``pipeline`` package's code: a run that selects a version again (a rerun, a resumed run) finds its samples
+    written and keeps them, unless the file is missing or not the bytes written (then it is written again). The key
+    is kept in ``quality/samples/<version>.json``. Returns the count."""
+    inputs = {
+        "picks": hashlib.blake2b("".join(f"{s}\t{g}\n" for s, g in picks).encode(), digest_size=16).hexdigest(),
+        "strata": file_digest(layout.strata),
+        "parts": [(Path(p).name, file_digest(p)) for p in layout.step_parts()],
+        "trajectories": [(Path(p).name, file_digest(p)) for p in layout.trajectory_files()],
+        "code": code_digest(),
+    }
+
+    def written() -> dict[str, Any]:
+        count = materialize_samples(layout, picks, layout.strata, out)
+        return {"count": count, "digest": file_digest(out)}
+
+    def found(doc: dict[str, Any], _: str) -> dict[str, Any]:
+        if file_digest(out) != doc["digest"]:  # a missing file raises OSError: written again, as is this
+            raise ValueError(f"{out} is not the samples written")
+        return doc
+
+    return int(kept(layout.quality_dir / "samples" / f"{out.parent.name}.json", inputs, written, dict, found)["count"])
 
 
 def materialize_samples(

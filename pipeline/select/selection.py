@@ -27,7 +27,7 @@ from pipeline.core.registry import Registry
 from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
 from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.select.greedy import pick_diverse
-from pipeline.select.samples import materialize_samples
+from pipeline.select.samples import kept_samples
 from pipeline.select.shortfall import SHORTFALL_FIX, exploration_facts, reach, shortfall_lines, with_verdicts
 from pipeline.select.stratify import current_fingerprint
 from pipeline.store.duck import connect
@@ -392,7 +392,7 @@ def write_version(
     store = SplitStore(layout, kind)
     out = store.samples(version)
     out.parent.mkdir(parents=True, exist_ok=True)
-    materialize_samples(layout, picks, layout.strata, out)
+    kept_samples(layout, picks, out)
     (store.dir(version) / "sample_ids.txt").write_text("".join(f"{step_id}\n" for step_id, _ in picks))
     store.write_manifest(
         version,

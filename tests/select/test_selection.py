@@ -68,6 +68,26 @@ def test_impossible_custom_cell_is_reported(bfcl_layout):
     ]
 
 
+def test_a_version_selected_again_keeps_its_samples_unless_they_are_not_the_bytes_written(bfcl_layout, monkeypatch):
+    """The same seed on the same data selects the same version: its samples are not rebuilt (no replay), unless the
+    file was changed or removed since, when they are written again to the same bytes."""
+    from pipeline.select import samples
+
+    first = build_benchmark(bfcl_layout, seed=21, on_shortfall="warn", make_current=False)
+    path = SplitStore(bfcl_layout, BENCHMARK).samples(first.version)
+    written = path.read_bytes()
+    calls: list[int] = []
+    real = samples.materialize_samples
+    monkeypatch.setattr(samples, "materialize_samples", lambda *a: calls.append(1) or real(*a))
+    assert build_benchmark(bfcl_layout, seed=21, on_shortfall="warn", make_current=False).version == first.version
+    assert calls == [] and path.read_bytes() == written
+    path.write_bytes(written[:-8] + b"\0" * 8)  # the same size, not the bytes written
+    build_benchmark(bfcl_layout, seed=21, on_shortfall="warn", make_current=False)
+    path.unlink()
+    build_benchmark(bfcl_layout, seed=21, on_shortfall="warn", make_current=False)
+    assert calls == [1, 1] and path.read_bytes() == written
+
+
 def test_same_seed_same_bytes_new_seed_new_version(bfcl_layout, tmp_path):
     a = build_benchmark(bfcl_layout, seed=11, on_shortfall="warn")
     store = SplitStore(bfcl_layout, BENCHMARK)

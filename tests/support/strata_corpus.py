@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from pipeline.core.strata import args_cardinality, balance2_group, benchmark_cell, delta_bucket
-from pipeline.select import selection
+from pipeline.select import samples
 from pipeline.store.layout import DataLayout
 
 
@@ -70,7 +70,7 @@ def samples_from_strata(layout, picks, strata_path, out) -> int:
 @pytest.fixture
 def corpus_layout(tmp_path, monkeypatch):
     """A function writing a strata table (and its manifest) at a fresh data root."""
-    monkeypatch.setattr(selection, "materialize_samples", samples_from_strata)
+    monkeypatch.setattr(samples, "materialize_samples", samples_from_strata)
 
     def write(df: pd.DataFrame, name: str = "data") -> DataLayout:
         layout = DataLayout.at(tmp_path / name)
