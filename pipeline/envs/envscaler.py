@@ -575,7 +575,7 @@ def _method_sources(code: str, class_name: str) -> dict[str, str]:
     the module-level definitions of the code that those decorators name (a decorator that turns a raise into an
     answer changes what the tool answers, so ``code(a_t)`` shows it)."""
     tree = ast.parse(code)
-    lines = code.splitlines(keepends=True)
+    lines = _source_lines(code)
     defined = {
         node.name: node
         for node in tree.body
@@ -605,12 +605,34 @@ def _decorator_roots(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return names
 
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def _source_lines(code: str) -> list[str]:
+    """The code's lines as the parser numbers them (ends kept; only ``\\r\\n``, ``\\r`` and ``\\n`` end a line,
+    where ``str.splitlines`` also splits at form feeds and other separators): ``ast.get_source_segment``'s split,
+    done once per class instead of once per method."""
+    return _LINE.findall(code)
+
+
 def _node_text(code: str, lines: list[str], node: ast.stmt) -> str:
-    """A definition's source, dedented, its decorator lines included (``ast`` starts a decorated def at ``def``)."""
+    """A definition's source, dedented, its decorator lines included (``ast`` starts a decorated def at ``def``):
+    ``ast.get_source_segment(code, node, padded=True)`` taken from ``lines`` (:func:`_source_lines`)."""
     decorators = getattr(node, "decorator_list", [])
     start = min([node.lineno, *(d.lineno for d in decorators)])
     above = "".join(lines[start - 1 : node.lineno - 1])
-    return textwrap.dedent(above + (ast.get_source_segment(code, node, padded=True) or ""))
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    begin, end = node.col_offset, node.end_col_offset
+    if end is None:
+        return textwrap.dedent(above)
+    if first == last:
+        segment = lines[first].encode()[begin:end].decode()
+    else:
+        head = lines[first].encode()
+        padding = "".join(c if c in "\f\t" else " " for c in head[:begin].decode())
+        middle = lines[first + 1 : last]
+        segment = padding + head[begin:].decode() + "".join(middle) + lines[last].encode()[:end].decode()
+    return textwrap.dedent(above + segment)
 
 
 def method_source(code: str, class_name: str, method: str) -> str:

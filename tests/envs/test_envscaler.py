@@ -321,3 +321,17 @@ class Desk:
     source = envscaler.method_source(code, "Desk", "refuse")
     assert source.startswith("def answers_errors(fn):") and "@answers_errors\n@functools.lru_cache" in source
     assert source.endswith('def refuse(self, x: int):\n    raise ValueError("no")')
+
+
+def test_a_form_feed_or_crlf_line_ends_keep_the_decorator_lines_of_code_of_action():
+    """Lines as the parser numbers them: a form feed in the class code (a page break, as older code has) does not
+    end a line, so the decorator lines above a method stay its own; Windows line ends are kept as they are."""
+    code = (
+        'def deco(f):\n    return f\n\n\nclass Pager:\n    """Pages.\x0c"""\n\x0c\n'
+        '    @deco\n    def turn(self, n: int):\n        return {"page": n, "mark": "é"}\n'
+    )
+    source = envscaler.method_source(code, "Pager", "turn")
+    assert source == 'def deco(f):\n    return f\n\n@deco\ndef turn(self, n: int):\n    return {"page": n, "mark": "é"}'
+    windows = envscaler.method_source(code.replace("\n", "\r\n"), "Pager", "turn")
+    body = '@deco\r\ndef turn(self, n: int):\r\n    return {"page": n, "mark": "é"}'
+    assert windows == "def deco(f):\r\n    return f\n\n" + body  # the parts are joined by a blank line
