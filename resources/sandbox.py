@@ -35,6 +35,7 @@ class SandboxResource(config_from(Limits, base=ConfigurableResource)):
         return self.to_domain()
 
     def open(self, workers: int | None = None) -> Sandbox:
-        """A sandbox of this resource's isolation and limits; ``workers``: other than the resource's (1: one
-        environment's code at a time, no neighbour running beside it)."""
-        return Sandbox(workers=workers or self.workers, limits=self.limits(), isolation=self.isolation)
+        """A sandbox of this resource's isolation and limits, started at its first use (a step that finds nothing
+        to execute starts no process); ``workers``: other than the resource's (1: one environment's code at a time,
+        no neighbour running beside it)."""
+        return Sandbox(workers=workers or self.workers, limits=self.limits(), isolation=self.isolation, lazy=True)

@@ -267,14 +267,20 @@ class Sandbox:
 
     ``isolation``: ``bwrap`` (default; the code location passes ``Settings.sandbox``) or ``trusted`` (no
     namespace boundary; only for code you trust). The first worker starts on entry, so a sandbox that cannot start is an
-    error at once, never a silent fallback."""
+    error at once, never a silent fallback; with ``lazy``, at the first ``run``/``submit`` instead (the same error,
+    raised there), so a step that finds nothing to execute starts no process."""
 
     batch = 4  # consecutive trajectories queued on one worker at once (fresh children)
     max_batch = 16  # trajectories of one reuse key queued on one worker at once
     min_lane = 16  # an environment's trajectories in one window per extra instance of it running beside the first
 
-    def __init__(self, workers: int = 2, limits: Limits | None = None, isolation: str = "bwrap") -> None:
+    def __init__(
+        self, workers: int = 2, limits: Limits | None = None, isolation: str = "bwrap", lazy: bool = False
+    ) -> None:
         self.workers = max(1, workers)
+        self.lazy = lazy
+        self._started = False
+        self._starting = threading.Lock()
         self.limits = limits or Limits()
         self.window = max(256, self.workers)
         self.isolation = checked_isolation(isolation)
@@ -298,6 +304,21 @@ class Sandbox:
         self.confinement = ""
 
     def __enter__(self) -> Sandbox:
+        if not self.lazy:
+            self._start()
+        _OPEN.add(self)
+        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
+        return self
+
+    def _start(self) -> None:
+        """Start the first worker (raises SandboxUnavailable with the reason) and say how children's writes are
+        confined; the other workers start lazily, in the pool threads. Once."""
+        with self._starting:  # held until the first worker is up: a concurrent first use waits for it, or fails too
+            if not self._started:
+                self._start_first()
+                self._started = True
+
+    def _start_first(self) -> None:
         first = _Worker(self.isolation, self.limits)  # raises SandboxUnavailable with the reason
         self.landlock = first.landlock > 0
         if self.landlock:
@@ -311,12 +332,9 @@ class Sandbox:
         if self.isolation == "bwrap":
             log.info(kernel_memory_note())
         self._all.append(first)
-        _OPEN.add(self)
         self._idle.put(first)
-        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
         for _ in range(self.workers - 1):
             self._idle.put(None)  # started lazily, in the pool threads
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
@@ -454,6 +472,7 @@ class Sandbox:
         batches of consecutive trajectories."""
         if self._pool is None:
             raise SandboxError("use Sandbox as a context manager")
+        self._start()
         limits = replace(self.limits, reuse_children=1) if fresh_children else self.limits
         single = replace(limits, reuse_children=1)
         it = iter(trajectories)

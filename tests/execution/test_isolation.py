@@ -387,6 +387,21 @@ def test_missing_bwrap_is_a_clear_error_not_a_fallback(monkeypatch):
             pass
 
 
+def test_a_lazy_sandbox_starts_nothing_until_used_and_then_fails_as_clearly_each_time(monkeypatch):
+    """``lazy`` (what the pipeline's steps open): entering and leaving starts no process; without bubblewrap the
+    first run raises the same error the eager entry does, and so does the next one (nothing waits for a worker that
+    never started)."""
+    with Sandbox(workers=2, lazy=True) as box:
+        assert box._all == [] and not box._started
+    trajectory = Trajectory("lazy-0", "lazy", _spec(), (Action("bump", {}, 0),))
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    with Sandbox(workers=2, lazy=True) as box:
+        for _ in range(2):
+            with pytest.raises(isolation.SandboxUnavailable, match="bubblewrap"):
+                list(box.run([trajectory]))
+        assert box._all == []
+
+
 def test_trusted_mode_is_explicit_and_still_has_an_empty_environment(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     monkeypatch.setenv("ENVSIM_SANDBOX", "trusted")  # read by the entry point only, never by the sandbox
