@@ -503,15 +503,16 @@ def _doc_sections(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(summary), params
 
 
-_CHOICES = re.compile(r"\b(?:one of|either)\s+([\w\s,]+?)(?:\.|$)", re.IGNORECASE)
+_CHOICES = re.compile(r"\b(?:one of|either):?\s+([\w\s,'\"`]+?)(?:\.|$)", re.IGNORECASE)
 
 
 def _choices(description: str) -> list[str] | None:
-    """``"One of scheduled, delayed or departed."`` -> an enum for the schema."""
+    """``"One of scheduled, delayed or departed."`` -> an enum for the schema; the values may be quoted, as generated
+    docstrings often write them (``"either 'asc' or 'desc'."``)."""
     m = _CHOICES.search(description)
     if not m:
         return None
-    words = [w.strip() for w in re.split(r",|\bor\b", m.group(1)) if w.strip()]
+    words = [w.strip().strip("'\"`") for w in re.split(r",|\bor\b", m.group(1)) if w.strip()]
     return words if len(words) >= 2 and all(re.fullmatch(r"[\w-]+", w) for w in words) else None
 
 

@@ -89,3 +89,29 @@ def test_enum_choices_come_from_docstrings():
     item = envscaler.parse_env_item("projects", builtin.env_items()["projects"])
     tool = next(t for t in item.tools if t["function"]["name"] == "update_status")
     assert tool["function"]["parameters"]["properties"]["status"]["enum"] == ["backlog", "blocked"]
+
+
+def test_quoted_choices_in_a_generated_docstring_become_the_enum_too():
+    """Generated code often quotes the values (``one of 'pending', 'shipped' or 'delivered'``, ``either "asc" or
+    "desc"``): the derived schema gets them as its enum; a phrase that is no list of values gets none."""
+    code = '''
+class Orders:
+    def __init__(self, init_config=None):
+        self.orders = {}
+
+    def set_status(self, order_id: str, status: str, order: str = "asc", note: str = ""):
+        """Change an order's status.
+
+        Args:
+            order_id (str): One of the user's orders.
+            status (str): The new status, one of 'pending', 'shipped' or 'delivered'.
+            order (str): Sort order: either "asc" or "desc".
+            note (str): Either the customer's words or nothing.
+        """
+        return {"success": True}
+'''
+    item = envscaler.parse_env_item("orders", {"env_class_name": "Orders", "env_class_code": code})
+    properties = item.tools[0]["function"]["parameters"]["properties"]
+    assert properties["status"]["enum"] == ["pending", "shipped", "delivered"]
+    assert properties["order"]["enum"] == ["asc", "desc"]
+    assert "enum" not in properties["order_id"] and "enum" not in properties["note"]
