@@ -38,7 +38,7 @@ from pipeline.store.memory import use_returning_pool
 from pipeline.store.parquet_io import BackgroundWrites, atomic_path
 from pipeline.store.reconstruct import ReplayError, replay
 from pipeline.store.schema import SAMPLE
-from pipeline.store.verdicts import code_digest, file_digest, kept
+from pipeline.store.verdicts import code_digest, file_digest, kept, labeled_digests
 
 FLUSH_BYTES = 4 * 2**20  # rebuilt state texts held before they are handed to the writer
 
@@ -56,8 +56,7 @@ def kept_samples(layout: DataLayout, picks: Sequence[tuple[str, str]], out: Path
     inputs = {
         "picks": hashlib.blake2b("".join(f"{s}\t{g}\n" for s, g in picks).encode(), digest_size=16).hexdigest(),
         "strata": file_digest(layout.strata),
-        "parts": [(Path(p).name, file_digest(p)) for p in layout.step_parts()],
-        "trajectories": [(Path(p).name, file_digest(p)) for p in layout.trajectory_files()],
+        **labeled_digests(layout),
         "code": code_digest(),
     }
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
@@ -20,7 +19,7 @@ from pipeline.core.delta import apply
 from pipeline.store.layout import DataLayout
 from pipeline.store.schema import decode_delta
 from pipeline.store.trajectories import iter_trajectory_rows
-from pipeline.store.verdicts import code_digest, file_digest, kept
+from pipeline.store.verdicts import code_digest, kept, labeled_digests
 
 #: one stored step as :func:`replay` reads it: (step id, stored Δ, s_t hash, s'_t hash)
 StoredStep = tuple[str, Sequence[dict[str, Any]], str, str]
@@ -159,12 +158,7 @@ def kept_verification(layout: DataLayout, max_problems: int = 50) -> VerifyRepor
     report the last verification wrote (``quality/delta_roundtrip_verdict.json``; a partition's
     ``delta_roundtrip_verdict-<partition>.json``), a failing one too, instead of replaying every step again."""
     name = "delta_roundtrip_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
-    inputs = {
-        "parts": [(Path(p).name, file_digest(p)) for p in layout.step_parts()],
-        "trajectories": [(Path(p).name, file_digest(p)) for p in layout.trajectory_files()],
-        "max_problems": max_problems,
-        "code": code_digest(),
-    }
+    inputs = {**labeled_digests(layout), "max_problems": max_problems, "code": code_digest()}
     return kept(
         layout.quality_dir / f"{name}.json",
         inputs,

@@ -9,9 +9,12 @@ from collections.abc import Callable
 from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.store.parquet_io import atomic_path
+
+if TYPE_CHECKING:
+    from pipeline.store.layout import DataLayout
 
 T = TypeVar("T")
 #: the ``pipeline`` package's directory
@@ -22,6 +25,15 @@ def file_digest(path: str | Path) -> str:
     """BLAKE2b (16 bytes) of a file's bytes."""
     with Path(path).open("rb") as fh:
         return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+
+
+def labeled_digests(layout: DataLayout) -> dict[str, list[tuple[str, str]]]:
+    """(name, :func:`file_digest`) of every step part and trajectory file of ``layout``: the labeled data a result
+    kept by :func:`kept` was computed from."""
+    return {
+        "parts": [(Path(p).name, file_digest(p)) for p in layout.step_parts()],
+        "trajectories": [(Path(p).name, file_digest(p)) for p in layout.trajectory_files()],
+    }
 
 
 @lru_cache(maxsize=8)
