@@ -9,12 +9,10 @@ from collections.abc import Callable
 from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from pipeline.store.layout import DataLayout
 from pipeline.store.parquet_io import atomic_path
-
-if TYPE_CHECKING:
-    from pipeline.store.layout import DataLayout
 
 T = TypeVar("T")
 #: the ``pipeline`` package's directory
