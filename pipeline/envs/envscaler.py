@@ -516,6 +516,47 @@ def _choices(description: str) -> list[str] | None:
     return words if len(words) >= 2 and all(re.fullmatch(r"[\w-]+", w) for w in words) else None
 
 
+_NUM = r"(-?\d+(?:\.\d+)?)"
+#: ``10 to 30``, ``between 5 and 30``, ``(1-60)``, ``(0-10000]`` (interval notation: ``(`` / ``)`` beside ``]`` / ``[``
+#: exclude that end; a plain parenthesis around a range includes both)
+_RANGE = re.compile(
+    rf"(?<![\w.-])([(\[]?)\s*(?:between\s+|from\s+)?{_NUM}\s*(?:-|–|to|and|through)\s*{_NUM}\s*([)\]]?)"
+    r"(?![\w%]|[.-]\d)"
+)
+_LOWER = re.compile(rf"\b(?:at least|no less than|minimum(?: of)?|min\.?)\s+{_NUM}\b|>=\s*{_NUM}\b", re.IGNORECASE)
+_UPPER = re.compile(rf"\b(?:at most|no more than|up to|maximum(?: of)?|max\.?)\s+{_NUM}\b|<=\s*{_NUM}\b", re.IGNORECASE)
+_ABOVE_ZERO = re.compile(r"\b(?<!non-)(?<!non )positive\b|\bgreater than 0\b|>\s*0\b", re.IGNORECASE)
+_NOT_NEGATIVE = re.compile(r"\bnon-?\s?negative\b", re.IGNORECASE)
+
+
+def _bounds(description: str, kind: str) -> dict[str, float | int]:
+    """A number's bounds as its docstring states them, for the schema (``minimum``, ``maximum``,
+    ``exclusiveMinimum``, ``exclusiveMaximum``): ``10 to 30``, ``between 5 and 30``, ``(1-60)``, ``(0-5]``,
+    ``at least 2``, ``at most 100``, ``positive``, ``non-negative``. A phrase that states no bound gives none, and
+    a range whose ends are the wrong way round is no range."""
+    number = int if kind == "integer" else float
+    out: dict[str, float | int] = {}
+    if m := _RANGE.search(description):
+        lo, hi = float(m.group(2)), float(m.group(3))
+        if lo < hi and (kind == "number" or (lo.is_integer() and hi.is_integer())):
+            interval = m.group(1) + m.group(4) in ("(]", "[)")  # interval notation, not a parenthesis around a range
+            out["exclusiveMinimum" if interval and m.group(1) == "(" else "minimum"] = number(lo)
+            out["exclusiveMaximum" if interval and m.group(4) == ")" else "maximum"] = number(hi)
+            return out
+    if m := _LOWER.search(description):
+        out["minimum"] = number(float(m.group(1) or m.group(2)))
+    elif _NOT_NEGATIVE.search(description):
+        out["minimum"] = number(0)
+    elif _ABOVE_ZERO.search(description):
+        out.update({"minimum": 1} if kind == "integer" else {"exclusiveMinimum": 0.0})
+    if m := _UPPER.search(description):
+        out["maximum"] = number(float(m.group(1) or m.group(2)))
+    lowest = out.get("minimum", out.get("exclusiveMinimum"))
+    if lowest is not None and "maximum" in out and out["maximum"] < lowest:
+        return {}
+    return out
+
+
 def derive_tool(fn: ast.FunctionDef) -> dict[str, Any]:
     """An OpenAI function schema from a method's signature and docstring."""
     summary, docs = _doc_sections(ast.get_docstring(fn) or "")
@@ -529,6 +570,8 @@ def derive_tool(fn: ast.FunctionDef) -> dict[str, Any]:
             choices = _choices(docs[name])
             if choices and prop.get("type") == "string":
                 prop["enum"] = choices
+            if prop.get("type") in ("integer", "number"):
+                prop.update(_bounds(docs[name], prop["type"]))
         properties[name] = prop
     return {
         "type": "function",

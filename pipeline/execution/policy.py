@@ -117,7 +117,8 @@ class StateIndex:
     def candidates(self, name: str) -> list[Any]:
         """Known values for a parameter called ``name``: values seen under that field, else the
         keys of the entity table it refers to (``from_account`` -> ``accounts``, ``sku`` -> keys
-        like ``SKU-0001``)."""
+        like ``SKU-0001``), else, for a name or key (``supply_names``), the values held under its base
+        (``supply``) or the keys of the mapping named for it (``supplies``, keyed by names)."""
         single = singular(name)
         for key in (name, single):
             if self.values.get(key):
@@ -130,6 +131,13 @@ class StateIndex:
         for keys in self.tables.values():
             if keys and stem and stem.lower() in str(keys[0]).lower():
                 return keys
+        base = single.removesuffix("_name").removesuffix("_key")
+        if base != single:  # ``supply_names``: the values held as ``supply``, or the keys of ``supplies``
+            if self.values.get(base):
+                return self.values[base]
+            for table, nodes in self.objects.items():
+                if singular(table) == base and nodes and nodes[0]:
+                    return list(nodes[0])[: self.cap]
         if single.endswith("_id") or single == "id":
             return [k for keys in self.tables.values() for k in keys][: self.cap]
         return []

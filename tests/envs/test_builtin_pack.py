@@ -115,3 +115,63 @@ class Orders:
     assert properties["status"]["enum"] == ["pending", "shipped", "delivered"]
     assert properties["order"]["enum"] == ["asc", "desc"]
     assert "enum" not in properties["order_id"] and "enum" not in properties["note"]
+
+
+def test_a_numbers_stated_range_becomes_its_bounds_and_exploration_keeps_to_them():
+    """Docstrings state ranges in words (``10 to 30``, ``between 5 and 30``, ``(1-60)``, interval notation
+    ``(0-5]``, ``at least``/``at most``, ``positive``): the derived schema gets them as bounds, and exploration
+    draws in range (unbounded, an integer was drawn from 1-5, so ``10 to 30`` was never called in range). A phrase
+    that states no bound (``45-minute slots``, ``at most the balance``) gives none."""
+    code = '''
+class Dials:
+    def __init__(self, init_config=None):
+        self.level = 0
+
+    def set_all(self, degrees: int, hour: int, days: int, rate: float, count: int, price: float, slots: int,
+                pto: int, points: int):
+        """Set every dial.
+
+        Args:
+            degrees (int): 10 to 30.
+            hour (int): Between 5 and 23.
+            days (int): Days to advance (1-60).
+            rate (float): Interest rate in percent (0-5].
+            count (int): At least 2, at most 9.
+            price (float): New price, greater than 0.
+            slots (int): Number of 45-minute slots.
+            pto (int): Hours taken, at most the balance.
+            points (int): Points to redeem, a positive multiple of 10.
+        """
+        return {"success": True}
+'''
+    item = envscaler.parse_env_item("dials", {"env_class_name": "Dials", "env_class_code": code})
+    props = item.tools[0]["function"]["parameters"]["properties"]
+    bounds = {name: {k: v for k, v in p.items() if "imum" in k} for name, p in props.items()}
+    assert bounds == {
+        "degrees": {"minimum": 10, "maximum": 30},
+        "hour": {"minimum": 5, "maximum": 23},
+        "days": {"minimum": 1, "maximum": 60},
+        "rate": {"exclusiveMinimum": 0.0, "maximum": 5.0},
+        "count": {"minimum": 2, "maximum": 9},
+        "price": {"exclusiveMinimum": 0.0},
+        "slots": {},
+        "pto": {},
+        "points": {"minimum": 1},
+    }
+    policy = ExplorationPolicy(item.tools, PolicySettings(seed=0, mutate_rate=0.0))
+    drawn = [policy.next_action({"level": 0}, 0).arguments for _ in range(200)]
+    assert all(10 <= a["degrees"] <= 30 and 5 <= a["hour"] <= 23 and 0 < a["rate"] <= 5 for a in drawn)
+    assert max(a["degrees"] for a in drawn) > 20 and max(a["days"] for a in drawn) > 30  # the whole range
+
+
+def test_a_list_of_names_is_drawn_from_the_mapping_keyed_by_them():
+    """``restock_supplies(supply_names, quantity)`` on ``{"supplies": {"gloves": 3, ...}}``: the names are the keys
+    of ``supplies`` (not ids, so no entity table), or the values held as ``supply`` elsewhere in the state."""
+    state = {"supplies": {"gloves": 3, "gauze": 0}, "procedures": {"PR1": {"supply": "swab", "price": 15}}}
+    assert set(StateIndex({"supplies": state["supplies"]}).candidates("supply_names")) == {"gloves", "gauze"}
+    assert StateIndex(state).candidates("supply_names") == ["swab"]  # held as ``supply``: the procedures' own
+    item = envscaler.parse_env_item("clinic", builtin.env_items()["clinic"])
+    tools = [t for t in item.tools if t["function"]["name"] == "restock_supplies"]
+    policy = ExplorationPolicy(tools, PolicySettings(seed=1, mutate_rate=0.0))
+    drawn = [policy.next_action({"supplies": state["supplies"]}, 0).arguments for _ in range(20)]
+    assert all(set(a["supply_names"]) <= {"gloves", "gauze"} and 1 <= a["quantity"] <= 100 for a in drawn)
