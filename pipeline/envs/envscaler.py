@@ -529,6 +529,20 @@ _ABOVE_ZERO = re.compile(r"\b(?<!non-)(?<!non )positive\b|\bgreater than 0\b|>\s
 _NOT_NEGATIVE = re.compile(r"\bnon-?\s?negative\b", re.IGNORECASE)
 
 
+_NUMBERS = re.compile(rf"(?<![\w.-]){_NUM}((?:\s*,\s*{_NUM[1:-1]})+),?\s+or\s+{_NUM}(?![\w%]|[.-]\d)")
+
+
+def _number_schema(description: str, kind: str) -> dict[str, Any]:
+    """A number's values as its docstring states them: a list (``1, 2, 3, 5, 8 or 13``) as its ``enum``, else its
+    bounds (:func:`_bounds`)."""
+    if m := _NUMBERS.search(description):
+        texts = [m.group(1), *re.split(r"\s*,\s*", m.group(2).strip(" ,")), m.group(3)]
+        values = [float(t) for t in texts if t]
+        if kind == "number" or all(v.is_integer() for v in values):
+            return {"enum": [int(v) if kind == "integer" else v for v in values]}
+    return _bounds(description, kind)
+
+
 def _bounds(description: str, kind: str) -> dict[str, float | int]:
     """A number's bounds as its docstring states them, for the schema (``minimum``, ``maximum``,
     ``exclusiveMinimum``, ``exclusiveMaximum``): ``10 to 30``, ``between 5 and 30``, ``(1-60)``, ``(0-5]``,
@@ -571,7 +585,7 @@ def derive_tool(fn: ast.FunctionDef) -> dict[str, Any]:
             if choices and prop.get("type") == "string":
                 prop["enum"] = choices
             if prop.get("type") in ("integer", "number"):
-                prop.update(_bounds(docs[name], prop["type"]))
+                prop.update(_number_schema(docs[name], prop["type"]))
         properties[name] = prop
     return {
         "type": "function",

@@ -119,16 +119,17 @@ class Orders:
 
 def test_a_numbers_stated_range_becomes_its_bounds_and_exploration_keeps_to_them():
     """Docstrings state ranges in words (``10 to 30``, ``between 5 and 30``, ``(1-60)``, interval notation
-    ``(0-5]``, ``at least``/``at most``, ``positive``): the derived schema gets them as bounds, and exploration
-    draws in range (unbounded, an integer was drawn from 1-5, so ``10 to 30`` was never called in range). A phrase
-    that states no bound (``45-minute slots``, ``at most the balance``) gives none."""
+    ``(0-5]``, ``at least``/``at most``, ``positive``): the derived schema gets them as bounds, and a list
+    (``1, 2, 3, 5, 8 or 13``) as its enum, and exploration draws within them (unbounded, an integer was drawn
+    from 1-5, so ``10 to 30`` was never called in range). A phrase that states no bound (``45-minute slots``,
+    ``at most the balance``) gives none."""
     code = '''
 class Dials:
     def __init__(self, init_config=None):
         self.level = 0
 
     def set_all(self, degrees: int, hour: int, days: int, rate: float, count: int, price: float, slots: int,
-                pto: int, points: int):
+                pto: int, points: int, story: int):
         """Set every dial.
 
         Args:
@@ -141,6 +142,7 @@ class Dials:
             slots (int): Number of 45-minute slots.
             pto (int): Hours taken, at most the balance.
             points (int): Points to redeem, a positive multiple of 10.
+            story (int): Story points (1, 2, 3, 5, 8 or 13).
         """
         return {"success": True}
 '''
@@ -157,10 +159,13 @@ class Dials:
         "slots": {},
         "pto": {},
         "points": {"minimum": 1},
+        "story": {},
     }
+    assert props["story"]["enum"] == [1, 2, 3, 5, 8, 13]  # a list of numbers is their enum
     policy = ExplorationPolicy(item.tools, PolicySettings(seed=0, mutate_rate=0.0))
     drawn = [policy.next_action({"level": 0}, 0).arguments for _ in range(200)]
     assert all(10 <= a["degrees"] <= 30 and 5 <= a["hour"] <= 23 and 0 < a["rate"] <= 5 for a in drawn)
+    assert {a["story"] for a in drawn} == {1, 2, 3, 5, 8, 13}
     assert max(a["degrees"] for a in drawn) > 20 and max(a["days"] for a in drawn) > 30  # the whole range
 
 
