@@ -141,8 +141,12 @@ def main(argv: list[str], data_root: Path) -> int:
         ),
     )
     parser.add_argument("query", nargs="?", help="SQL to run (one or more statements; the last one's result prints)")
+    parser.add_argument("-c", "--command", help="SQL to run, as the duckdb and psql shells take it (or QUERY)")
     parser.add_argument("--data-root", type=Path, help="the data root (default: ENVSIM_DATA_ROOT, else ./data)")
     args = parser.parse_args(argv)
+    if args.command is not None and args.query is not None:
+        parser.error("give the SQL once: as QUERY or as -c, not both")
+    args.query = args.command if args.command is not None else args.query
     root = resolve_root(args.data_root or data_root)
     database = root / DUCKDB_FILE
     rebuilt = repair_index(DataLayout.at(root))  # an index of the Parquet tables: empty or invalid, made again

@@ -351,14 +351,19 @@ def _forge_sql(*args: str, cwd: Path, stdin: str | None = None, **env: str) -> s
 
 
 def test_forge_sql_runs_a_query_on_the_data_root_from_another_directory(full_root, tmp_path):
-    """``./forge sql QUERY`` from anywhere, on the root ``ENVSIM_DATA_ROOT`` names (or ``--data-root``): the result as
-    a table, exit 0; a wrong query: DuckDB's error, exit 1; no data there: one line, exit 2."""
+    """``./forge sql QUERY`` (or ``-c QUERY``) from anywhere, on the root ``ENVSIM_DATA_ROOT`` names (or
+    ``--data-root``): the result as a table, exit 0; a wrong query: DuckDB's error, exit 1; no data there: one
+    line, exit 2."""
     layout, _, _ = full_root
     done = _forge_sql("SELECT count(*) AS n FROM steps", cwd=tmp_path, ENVSIM_DATA_ROOT=str(layout.root))
     assert done.returncode == 0, done.stderr
     assert "4625" in done.stdout and re.search(r"│ +n +│", done.stdout)
     done = _forge_sql("--data-root", str(layout.root), "SELECT count(*) AS n FROM strata", cwd=tmp_path)
     assert done.returncode == 0 and "4625" in done.stdout, done.stderr
+    done = _forge_sql("-c", "SELECT count(*) AS n FROM strata", cwd=tmp_path, ENVSIM_DATA_ROOT=str(layout.root))
+    assert done.returncode == 0 and "4625" in done.stdout, done.stderr  # -c, as the duckdb and psql shells take it
+    done = _forge_sql("-c", "SELECT 1", "SELECT 2", cwd=tmp_path, ENVSIM_DATA_ROOT=str(layout.root))
+    assert done.returncode == 2 and "give the SQL once" in done.stderr
     done = _forge_sql("SELECT nope FROM steps", cwd=tmp_path, ENVSIM_DATA_ROOT=str(layout.root))
     assert done.returncode == 1 and 'Referenced column "nope" not found' in done.stderr
     done = _forge_sql("SELECT 1", cwd=tmp_path, ENVSIM_DATA_ROOT=str(tmp_path / "empty"))
