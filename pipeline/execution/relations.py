@@ -199,12 +199,14 @@ class Records:
 
     def aliases(self, param: str) -> tuple[str, ...]:
         """The field names a parameter may mean, most specific first: as written, singular, without its id
-        suffix, with one, then fields it ends with (``new_item_ids`` → ``item_id``)."""
+        suffix, with one, then fields it ends with (``new_item_ids`` → ``item_id``) or the list of those ids
+        (``from_course_id`` → ``courses``)."""
         if param not in self._aliases:
             single, base = singular(param), _base(param)
             names = [param, single, base, f"{base}_id", f"{base}s", f"{base}_ids"]
             known = self.records[0].fields
-            ends = lambda f: single.endswith("_" + f) or param.endswith("_" + f)  # noqa: E731
+            # a field it ends with, or the list of such ids (``from_course_id`` → ``courses``)
+            ends = lambda f: any(n.endswith("_" + f) or n.endswith(f"_{singular(f)}_id") for n in (single, param))  # noqa: E731
             suffixed = sorted(
                 (f for f in known if len(f) >= 2 and f not in names and ends(f)), key=lambda f: (-len(f), f)
             )

@@ -124,3 +124,14 @@ def test_an_empty_id_field_is_unset_so_the_id_comes_from_the_table_of_its_kind()
     calls = [policy.next_action(state, i).arguments for i in range(40)]
     assert {c.get("archivist_id") for c in calls} <= {"AR01", "AR02"}, calls[:5]
     assert sum(c.get("record_id") in ("RE001", "RE002") for c in calls) >= 30
+
+
+def test_an_id_argument_named_for_a_list_of_ids_comes_from_that_list():
+    """``swap_course(student_id, from_course_id, to_course_id)`` on students who hold ``courses`` (a list of course
+    ids): the course a student leaves is one of that student's own, the one joined another course."""
+    students = {f"S{i}": {"name": f"n{i}", "courses": [f"C{i}", f"C{i + 1}"]} for i in range(1, 6)}
+    state = canonicalize({"students": students, "courses": {f"C{i}": {"credits": 3} for i in range(1, 8)}})
+    for seed in range(40):
+        args = _bind(["student_id", "from_course_id", "to_course_id"], state=state, seed=seed)
+        assert args["from_course_id"] in students[args["student_id"]]["courses"], args
+        assert args.get("to_course_id") != args["from_course_id"], args
