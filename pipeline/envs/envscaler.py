@@ -527,7 +527,6 @@ _LOWER = re.compile(rf"\b(?:at least|no less than|minimum(?: of)?|min\.?)\s+{_NU
 _UPPER = re.compile(rf"\b(?:at most|no more than|up to|maximum(?: of)?|max\.?)\s+{_NUM}\b|<=\s*{_NUM}\b", re.IGNORECASE)
 _ABOVE_ZERO = re.compile(r"\b(?<!non-)(?<!non )positive\b|\bgreater than 0\b|>\s*0\b", re.IGNORECASE)
 _NOT_NEGATIVE = re.compile(r"\bnon-?\s?negative\b", re.IGNORECASE)
-_MULTIPLE = re.compile(rf"\bmultiple of\s+{_NUM}\b", re.IGNORECASE)
 
 
 _NUMBERS = re.compile(rf"(?<![\w.-]){_NUM}((?:\s*,\s*{_NUM[1:-1]})+),?\s+or\s+{_NUM}(?![\w%]|[.-]\d)")
@@ -547,12 +546,10 @@ def _number_schema(description: str, kind: str) -> dict[str, Any]:
 def _bounds(description: str, kind: str) -> dict[str, float | int]:
     """A number's bounds as its docstring states them, for the schema (``minimum``, ``maximum``,
     ``exclusiveMinimum``, ``exclusiveMaximum``): ``10 to 30``, ``between 5 and 30``, ``(1-60)``, ``(0-5]``,
-    ``at least 2``, ``at most 100``, ``positive``, ``non-negative``; and ``a multiple of 100`` as ``multipleOf``. A
-    phrase that states no bound gives none, and a range whose ends are the wrong way round is no range."""
+    ``at least 2``, ``at most 100``, ``positive``, ``non-negative``. A phrase that states no bound gives none, and
+    a range whose ends are the wrong way round is no range."""
     number = int if kind == "integer" else float
     out: dict[str, float | int] = {}
-    if (m := _MULTIPLE.search(description)) and float(m.group(1)) > 0:
-        out["multipleOf"] = number(float(m.group(1)))
     if m := _RANGE.search(description):
         lo, hi = float(m.group(2)), float(m.group(3))
         if lo < hi and (kind == "number" or (lo.is_integer() and hi.is_integer())):
@@ -570,7 +567,7 @@ def _bounds(description: str, kind: str) -> dict[str, float | int]:
         out["maximum"] = number(float(m.group(1) or m.group(2)))
     lowest = out.get("minimum", out.get("exclusiveMinimum"))
     if lowest is not None and "maximum" in out and out["maximum"] < lowest:
-        return {k: v for k, v in out.items() if k == "multipleOf"}
+        return {}
     return out
 
 

@@ -419,8 +419,7 @@ class ExplorationPolicy:
         return self.rng.choice(concrete)
 
     def number(self, schema: dict[str, Any], integer: bool) -> int | float:
-        """A number within the schema's bounds (an exclusive bound is stepped over: 1 for an integer, 0.01), a
-        multiple of its ``multipleOf`` when it has one (one of the first five above the lower bound, unbounded)."""
+        """A number within the schema's bounds (an exclusive bound is stepped over: 1 for an integer, 0.01)."""
         step = 1 if integer else 0.01
         lo, hi = schema.get("minimum"), schema.get("maximum")
         if _number(schema.get("exclusiveMinimum")):
@@ -428,12 +427,6 @@ class ExplorationPolicy:
         if _number(schema.get("exclusiveMaximum")):
             hi = schema["exclusiveMaximum"] - step if not _number(hi) else min(hi, schema["exclusiveMaximum"] - step)
         lo = 1 if not isinstance(lo, (int, float)) else lo
-        multiple = schema.get("multipleOf")
-        if _number(multiple) and multiple > 0:
-            first = math.ceil(lo / multiple)
-            last = math.floor(hi / multiple) if _number(hi) else first + 4
-            value = self.rng.randint(first, max(first, last)) * multiple
-            return int(value) if integer else round(value, 2)
         hi = max(lo, lo + (4 if integer else 99)) if not isinstance(hi, (int, float)) else max(lo, hi)
         if integer:
             return self.rng.randint(

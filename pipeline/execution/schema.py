@@ -3,7 +3,7 @@ strings drawn for ``format`` and ``pattern`` (docs/environments.md, "Exploration
 
 Only the keywords a tool schema uses are read: ``$ref`` (local pointers into ``$defs``/``definitions``),
 ``allOf`` (merged), ``enum``, ``const``, ``type`` (a union too), ``anyOf``/``oneOf``, ``properties``/``required``,
-``items``/``minItems``/``maxItems``/``uniqueItems``, ``minimum``/``maximum`` and their exclusive forms, ``multipleOf``,
+``items``/``minItems``/``maxItems``/``uniqueItems``, ``minimum``/``maximum`` and their exclusive forms,
 ``minLength``/``maxLength``, ``pattern`` and ``format`` (``date``, ``date-time``, ``email``). jsonschema validates
 but does not draw, and a generator of its own (hypothesis-jsonschema) would draw from its own randomness, not the
 episode's seed; this module runs inside the sandbox child, next to the policy, on the standard library alone.
@@ -149,9 +149,6 @@ def _number_ok(value: float, schema: dict[str, Any]) -> bool:
         ("exclusiveMinimum", lambda b: value > b),
         ("exclusiveMaximum", lambda b: value < b),
     )
-    step = schema.get("multipleOf")
-    if _numeric(step) and step > 0 and abs(value / step - round(value / step)) > 1e-9:
-        return False
     return all(test(schema[key]) for key, test in bounds if _numeric(schema.get(key)))
 
 
