@@ -516,7 +516,8 @@ def _choices(description: str) -> list[str] | None:
     return words if len(words) >= 2 and all(re.fullmatch(r"[\w-]+", w) for w in words) else None
 
 
-_NUM = r"(-?\d+(?:\.\d+)?)"
+_NUMBER = r"-?\d+(?:\.\d+)?"
+_NUM = f"({_NUMBER})"
 #: ``10 to 30``, ``between 5 and 30``, ``(1-60)``, ``(0-10000]`` (interval notation: ``(`` / ``)`` beside ``]`` / ``[``
 #: exclude that end; a plain parenthesis around a range includes both)
 _RANGE = re.compile(
@@ -527,9 +528,8 @@ _LOWER = re.compile(rf"\b(?:at least|no less than|minimum(?: of)?|min\.?)\s+{_NU
 _UPPER = re.compile(rf"\b(?:at most|no more than|up to|maximum(?: of)?|max\.?)\s+{_NUM}\b|<=\s*{_NUM}\b", re.IGNORECASE)
 _ABOVE_ZERO = re.compile(r"\b(?<!non-)(?<!non )positive\b|\bgreater than 0\b|>\s*0\b", re.IGNORECASE)
 _NOT_NEGATIVE = re.compile(r"\bnon-?\s?negative\b", re.IGNORECASE)
-
-
-_NUMBERS = re.compile(rf"(?<![\w.-]){_NUM}((?:\s*,\s*{_NUM[1:-1]})+),?\s+or\s+{_NUM}(?![\w%]|[.-]\d)")
+#: ``1, 2, 3, 5, 8 or 13``: a number's allowed values
+_NUMBERS = re.compile(rf"(?<![\w.-]){_NUM}((?:\s*,\s*{_NUMBER})+),?\s+or\s+{_NUM}(?![\w%]|[.-]\d)")
 
 
 def _number_schema(description: str, kind: str) -> dict[str, Any]:

@@ -205,8 +205,10 @@ class Records:
             single, base = singular(param), _base(param)
             names = [param, single, base, f"{base}_id", f"{base}s", f"{base}_ids"]
             known = self.records[0].fields
-            # a field it ends with, or the list of such ids (``from_course_id`` → ``courses``)
-            ends = lambda f: any(n.endswith("_" + f) or n.endswith(f"_{singular(f)}_id") for n in (single, param))  # noqa: E731
+
+            def ends(f: str) -> bool:  # a field it ends with, or the list of such ids (``from_course_id``: ``courses``)
+                return any(n.endswith("_" + f) or n.endswith(f"_{singular(f)}_id") for n in (single, param))
+
             suffixed = sorted(
                 (f for f in known if len(f) >= 2 and f not in names and ends(f)), key=lambda f: (-len(f), f)
             )
