@@ -562,6 +562,7 @@ def explore(
         else (len(env_tools), len({s.task_id for s in scenarios}), sum(map(len, env_tools.values())))
     )
     budget = coverage.call_budget = settings.budget(*corpus)
+    grows = not plain and settings.call_budget is None  # an unset budget grows while calls find something new
     # failure cells (and the Balance2 failure group) short: mutate more
     failure_keys = {c.name for c in coverage.composition.cells if c.outcome == FAILURE} | {f"b2:{FAILURE}"}
     targets = len(coverage.targets())
@@ -575,7 +576,7 @@ def explore(
     def extend() -> bool:
         """An unset budget spent while calls still reach something new grows (up to the profile's cap)."""
         nonlocal budget
-        if plain or settings.call_budget is not None or budget >= settings.max_call_budget:
+        if not grows or budget >= settings.max_call_budget:
             return False
         if coverage.steps - coverage.last_new >= settings.progress_calls:
             return False
@@ -585,7 +586,15 @@ def explore(
 
     # the total is the call budget (known up front, grown while calls find something new; no batch runs past
     # it); exploration stops earlier when every coverage target is met or unreachable
-    progress = Progress("exploration", budget, log, unit="calls", finish_at_total=False, detail=detail)
+    progress = Progress(
+        "exploration",
+        budget,
+        log,
+        unit="calls",
+        finish_at_total=False,
+        detail=detail,
+        ceiling=settings.max_call_budget if grows else None,
+    )
     progress.advance(min(coverage.steps, budget))  # a coverage carried in from earlier
     live = list(scenarios)
     rounds: Counter[str] = Counter()

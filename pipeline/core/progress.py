@@ -40,6 +40,7 @@ class Progress:
         clock: Callable[[], float] = time.monotonic,
         detail: Callable[[], str] | None = None,
         finish_at_total: bool = True,
+        ceiling: int | None = None,
     ) -> None:
         self.phase = phase
         self.total = max(0, int(total))
@@ -49,6 +50,9 @@ class Progress:
         self.clock = clock
         self.detail = detail  # extra text after the counts (e.g. exploration's coverage), read when a line is written
         self.finish_at_total = finish_at_total  # False: the caller ends the phase (with its note) by finish()
+        #: the most the total may grow to while the phase runs (exploration's budget, grown while calls find something
+        #: new): a line then gives the ETA to that ceiling too, so a growing total never shows a false "ETA 00:05"
+        self.ceiling = ceiling
         self.done = 0
         self.started = clock()
         self._last = self.started  # when the last line was written (the first comes `every` after the start)
@@ -84,6 +88,9 @@ class Progress:
         else:
             eta = self.eta(now)
             text += f" ETA {clock_text(eta) if eta is not None else '--:--'}"
+            if eta is not None and self.ceiling is not None and self.ceiling > self.total:
+                longest = max(0, self.ceiling - self.done) / self.rate(now)
+                text += f" (up to {clock_text(longest)} if the total grows to {self.ceiling:,})"
         extra = ", ".join(x for x in ((self.detail() if self.detail else ""), note) if x)
         return f"{text}; {extra}" if extra else text
 

@@ -84,6 +84,25 @@ def test_progress_eta_math_begin_detail_and_a_phase_ending_short():
     assert clock_text(59.2) == "01:00" and clock_text(3_725) == "1:02:05" and clock_text(0) == "00:00"
 
 
+def test_a_total_that_may_grow_gives_the_eta_to_its_ceiling_too():
+    """Exploration's budget grows while calls find something new: its lines say how long the largest budget would
+    take, so the ETA of the budget so far is not read as the end; a total at its ceiling, or one without a
+    ceiling, says nothing more."""
+    clock, lines = FakeClock(), []
+    p = Progress("exploration", 8_000, lines.append, unit="calls", clock=clock, finish_at_total=False, ceiling=50_000)
+    clock.now += 10.0
+    p.advance(2_000)
+    assert lines[-1] == (
+        "exploration: 2,000/8,000 calls (25%) 200.0/s ETA 00:30 (up to 04:00 if the total grows to 50,000)"
+    )
+    p.total = 50_000  # grown to the ceiling: nothing more to say
+    clock.now += 10.0
+    p.advance(2_000)
+    assert lines[-1] == "exploration: 4,000/50,000 calls (8%) 200.0/s ETA 03:50"
+    p.finish("every coverage target met")
+    assert "up to" not in lines[-1] and " in 00:20" in lines[-1]
+
+
 def _histories(path: Path) -> Path:
     rows = [
         {
