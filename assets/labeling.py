@@ -14,7 +14,7 @@ from pydantic import Field
 
 from assets.metadata import check_result, materialize, parquet_metadata
 from assets.partitions import partition_metadata, scoped
-from pipeline.labeling.determinism import check_determinism
+from pipeline.labeling.determinism import check_determinism, kept_determinism
 from pipeline.labeling.quarantine import quarantine
 from pipeline.labeling.steps import label
 from pipeline.quality.outcomes import CHECK as OUTCOME_CHECK
@@ -117,7 +117,8 @@ class DeterminismConfig(Config):
         "neighbour beside it), give the stored labels and hold no rendering of the host's real day, and steps a "
         "second execution "
         "labeled give what exploration observed (partitioned: the partition's trajectories). An environment that "
-        f"differs is {_QUARANTINE} The check's `strict` config overrides the resource's."
+        f"differs is {_QUARANTINE} The check's `strict` config overrides the resource's. A repeated run on the same "
+        "labels, catalog, code and settings reads the last verdict instead of executing again."
     ),
 )
 def relabel_is_deterministic(
@@ -129,7 +130,7 @@ def relabel_is_deterministic(
 ) -> AssetCheckResult:
     strict = run_policy.strict if config.strict is None else config.strict
     with sandbox.open(workers=1) as box:  # alone: a label that depends on a neighbour differs
-        report = check_determinism(
+        report = kept_determinism(
             scoped(store.layout(), context), box, config.sample_size, config.seed, per_env=config.per_env, strict=strict
         )
     return check_result(

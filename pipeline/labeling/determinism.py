@@ -39,8 +39,9 @@ import json
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import schema
 from pipeline.store.layout import DataLayout
 from pipeline.store.trajectories import iter_trajectories, iter_trajectory_rows
+from pipeline.store.verdicts import code_digest, file_digest, kept, labeled_digests
 
 #: every label column (timing is not one: it is kept out of the step table)
 LABEL_FIELDS = schema.step_columns(schema.LABEL)
@@ -79,6 +81,7 @@ class DeterminismReport:
     excluded: list[dict[str, Any]] = field(default_factory=list)  # FINDINGS rows
     strict: bool = False
     path: Path | None = None
+    kept_from: str | None = None  # the key of the last run's report read instead of executing again
 
     @property
     def ok(self) -> bool:
@@ -129,6 +132,11 @@ class DeterminismReport:
                 "strict": self.strict,
                 "mismatches": Markdown("\n".join(f"- {md(m[:500])}" for m in self.mismatches[:50]) or "_none_"),
                 "findings": self.path.resolve() if self.path else "",
+                **(
+                    {"checked": f"before, on the same labels and code (report {self.kept_from})"}
+                    if self.kept_from
+                    else {}
+                ),
             },
             [] if self.ok else warnings,
         )
@@ -329,3 +337,31 @@ def check_determinism(
         parts,
     )
     return report
+
+
+def kept_determinism(
+    layout: DataLayout, sandbox: Sandbox, sample_size: int = 20, seed: int = 0, per_env: int = 1, strict: bool = False
+) -> DeterminismReport:
+    """:func:`check_determinism`, once per content of what it reads (the step parts and trajectory files, the
+    catalog's class code and tool schemas, by their bytes), per code of the ``pipeline`` package and per settings
+    (the sandbox's isolation and limits included): a resumed or repeated run whose labels did not change reads the
+    report the last check wrote (``quality/determinism_verdict.json``; a partition's
+    ``determinism_verdict-<partition>.json``) while its findings file is there, instead of executing the sample again
+    (same inputs, same frozen clock and seeds: the same verdict); a lazy ``sandbox`` then starts no process."""
+    name = "determinism_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
+    catalog = [(p.name, file_digest(p)) for p in (layout.environments, layout.tool_code) if p.exists()]
+    settings = {"sample_size": sample_size, "seed": seed, "per_env": per_env, "strict": strict}
+    settings |= {"isolation": sandbox.isolation, "limits": asdict(sandbox.limits)}
+    inputs = {**labeled_digests(layout), "catalog": catalog, **settings, "code": code_digest()}
+
+    def dump(report: DeterminismReport) -> dict[str, Any]:  # no path: a moved root reads it too
+        return {k: v for k, v in asdict(report).items() if k not in ("path", "kept_from")}
+
+    def load(doc: dict[str, Any], key: str) -> DeterminismReport:
+        path = report_path(layout)
+        if not path.is_file():  # its findings are gone: check again, which writes them
+            raise FileNotFoundError(path)
+        return DeterminismReport(**doc, path=path, kept_from=key)
+
+    check = partial(check_determinism, layout, sandbox, sample_size, seed, per_env, strict)
+    return kept(layout.quality_dir / f"{name}.json", inputs, check, dump, load)

@@ -7,8 +7,11 @@ an ephemeral GX context.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
@@ -28,12 +31,29 @@ from pipeline.store.layout import DataLayout
 from pipeline.store.verdicts import file_digest
 
 
+def _deferred(name: str) -> None:
+    """Import the module ``name`` on its first attribute access instead of now (the standard library's
+    ``importlib.util.LazyLoader``), unless it is imported already."""
+    if name in sys.modules or (spec := importlib.util.find_spec(name)) is None or spec.loader is None:
+        return
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
+
+
 def _great_expectations() -> Any:
     """great_expectations, configured where it is used rather than on import of this module: no usage
     analytics (unless ``GX_ANALYTICS_ENABLED`` says otherwise; GX reads it when it loads) and only its
-    errors logged."""
+    errors logged. ``scipy.stats``, which GX imports for its distribution expectations (none of the suites here),
+    loads when first used: importing it costs about as much CPU as the rest of GX."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    if importlib.util.find_spec("scipy") is not None:
+        importlib.import_module("scipy")
+        _deferred("scipy.stats")
     import great_expectations
 
     return great_expectations

@@ -37,12 +37,13 @@ from tests.support.user_corpora import forge_run, run_config
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-#: a small exploration, 120 calls per pattern: the 1 MB-state environment ships its state on every changing call; a
-#: fixed budget, since a corpus-scaled one (300 per tool) grows while a pattern that reaches a large |Δ| (a
-#: ``classify`` of every file) still finds candidates of the deep cells, up to the profile's 60,000 calls
+#: a small exploration, 60 calls per pattern (each pattern still gets trajectories of its own): the 1 MB-state
+#: environment ships its state on every changing call; a fixed budget, since a corpus-scaled one (300 per tool) grows
+#: while a pattern that reaches a large |Δ| (a ``classify`` of every file) still finds candidates of the deep cells,
+#: up to the profile's 60,000 calls
 ALL_PATTERNS = {**PATTERNS, **DIR_PATTERNS, **REFUSED_PATTERNS}
 EXPLORE = {
-    "trajectories": {"config": {"call_budget": 120 * len(ALL_PATTERNS), "plateau_calls": 30, "batch_episodes": 20}}
+    "trajectories": {"config": {"call_budget": 60 * len(ALL_PATTERNS), "plateau_calls": 30, "batch_episodes": 20}}
 }
 
 

@@ -22,7 +22,7 @@ from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.registry import sources_config
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
-from pipeline.labeling.determinism import check_determinism, failed_checks
+from pipeline.labeling.determinism import check_determinism, failed_checks, kept_determinism
 from pipeline.labeling.steps import label
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
@@ -193,6 +193,32 @@ def test_quarantine_excludes_the_whole_environment_and_the_others_reach_the_stra
     [doc] = [d for d in failed_checks(collected) if d["check"] == "relabel_is_deterministic"]
     assert doc["environments"] == BAD and doc["quarantined"] and not doc["strict"]
     assert all(env in doc["headline"] for env in BAD) and "quarantined" in doc["headline"]
+
+
+def test_a_repeated_check_on_the_same_labels_reads_the_last_verdict_and_starts_no_sandbox(collected):
+    """What a resumed run does: the second check with the same labels, catalog, code and settings reads the first's
+    report (its findings file still there) without executing anything; without the findings file, or with other
+    settings, it executes again."""
+
+    def check(**kwargs):
+        with Sandbox(workers=2, limits=Limits(call_timeout_s=10), lazy=True) as box:
+            return kept_determinism(collected, box, **kwargs), box.instances_started
+
+    first, started = check(sample_size=0)
+    assert started > 0 and first.kept_from is None and first.quarantined() == BAD
+    again, started = check(sample_size=0)
+    assert started == 0 and again.kept_from is not None
+    assert (again.quarantined(), again.mismatches, again.excluded) == (
+        first.quarantined(),
+        first.mismatches,
+        first.excluded,
+    )
+    assert again.facts()["checked"].startswith("before, on the same labels and code")
+    first.path.unlink()  # the findings the quarantine reads are gone: executed again, and written again
+    redone, started = check(sample_size=0)
+    assert started > 0 and redone.kept_from is None and redone.path.is_file()
+    other, started = check(sample_size=1)  # other settings: another verdict
+    assert started > 0 and other.kept_from is None and len(other.sampled) == len(first.sampled) + 1
 
 
 def _materialize(tmp_path: Path, strict: bool):

@@ -2,6 +2,8 @@
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -17,6 +19,8 @@ from pipeline.store import warehouse
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, EmptySelection, SplitStore, UnknownVersion
 from tests.support.layouts import stratified_copy
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -462,3 +466,20 @@ def test_verdict_inputs_name_the_split_version_of_a_samples_file(tmp_path):
         (tmp_path / version / "samples.parquet").write_bytes(b"same size")
     one, two = (_sized([str(tmp_path / v / "samples.parquet")]) for v in ("sft-aaa", "sft-bbb"))
     assert one != two and one[0][1] == two[0][1]
+
+
+def test_great_expectations_loads_without_scipy_stats_until_something_uses_it():
+    """The suites load GX with ``scipy.stats`` deferred (none of them uses a distribution expectation; the suites
+    above validate through the same loader): a fresh interpreter that loaded GX has not imported it, and
+    ``scipy.stats`` still works when used."""
+    probe = (
+        "import sys\n"
+        "from pipeline.quality.suites import _great_expectations\n"
+        "gx = _great_expectations()\n"
+        "loaded = [m for m in sys.modules if m.startswith('scipy.stats.')]\n"
+        "from scipy import stats\n"
+        "print(gx.expectations.ExpectColumnValuesToNotBeNull.__name__, len(loaded), stats.norm.cdf(0.0))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["ExpectColumnValuesToNotBeNull", "0", "0.5"], out.stdout
