@@ -5,7 +5,9 @@ Oracle (per attack, one test id each):
 
 * **containment (F1 child→worker/sibling, F2 writes outside, F3 dirty reuse, F5 bad frames)** — the victims are
   run alone (clean run) and then mixed with the attacker in two orders on ONE worker (so they share it, and
-  reused children; the interleaved order also with a fresh child per trajectory) with ``Limits(reuse_children=8)``.
+  reused children; the interleaved order also with a fresh child per trajectory wherever that can change what runs:
+  corpus code always gets one, see ``orders``) with ``Limits(reuse_children=8)``. Every run starts with no
+  environment instance alive (the runs share one sandbox, whose instances each run ends: ``Boxes``).
   Every victim's labels (initial state, observations, states, Δ, outcome, hashes, issues — everything but
   ``call_seconds``) must be byte-identical to the clean run. The victims import standard modules the worker has not
   preloaded, write and re-read their files, and report what they see of ``/tmp``, ``/dev/shm`` and their own file-size
@@ -35,6 +37,7 @@ escaped. ``test_control_*`` cases pass on the current code and prove the harness
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -48,6 +51,7 @@ import pytest
 
 from pipeline.core.canonical import canonical_json, canonicalize
 from pipeline.core.trajectory import Action, Trajectory
+from pipeline.envs import registry
 from pipeline.envs.registry import sources_config
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
@@ -116,18 +120,63 @@ def labels(result: dict[str, Any]) -> str:
     return json.dumps({**result, "steps": steps}, sort_keys=True, default=repr)
 
 
+class Boxes:
+    """The sandbox the module's runs share: ``get`` gives a sandbox in which no environment instance is left of an
+    earlier run, as a new one would be, without paying a new sandbox's start (its shared worker: every trajectory
+    here is corpus code, run on its environment's own instance, so the shared worker runs nothing);
+    ``done`` ends every instance the run started (a worker and zygote that only ever received that environment's
+    code: a later run's instance of the same environment is a new one), or, after a crash, the whole sandbox."""
+
+    def __init__(self) -> None:
+        self._box: Sandbox | None = None
+
+    def get(self, workers: int, limits: Limits) -> Sandbox:
+        if self._box is not None and (self._box.workers, self._box.limits) != (workers, limits):
+            self.close()
+        if self._box is None:
+            self._box = Sandbox(workers=workers, limits=limits).__enter__()
+        assert not self._box._live, "harness: an environment instance of an earlier run is still alive"
+        return self._box
+
+    def done(self, box: Sandbox, crashed: bool) -> None:
+        if crashed:  # batches of the run may still be in flight: end the sandbox with them
+            self.close()
+            return
+        with box._lock:
+            ended = list(box._live.values())
+            box._live.clear()
+            box._all = [w for w in box._all if w not in ended]
+        for worker in ended:
+            worker.kill(grace=5)  # as Sandbox.close ends them
+
+    def close(self) -> None:
+        if self._box is not None:
+            self._box.close()
+            self._box = None
+
+
+@pytest.fixture(scope="module")
+def boxes():
+    shared = Boxes()
+    yield shared
+    shared.close()
+
+
 def run_all(
     trajectories: list[Trajectory],
     limits: Limits = LIMITS,
     workers: int = 1,
     idle_check: bool = False,
     fresh_children: bool = False,
+    boxes: Boxes | None = None,
 ) -> tuple[list[tuple[Trajectory, dict[str, Any]]], str | None, list[str]]:
-    """(results, crash, idle escapes): a crash of the run itself is returned, not raised."""
+    """(results, crash, idle escapes): a crash of the run itself is returned, not raised. ``boxes``: run in the
+    module's shared sandbox (:class:`Boxes`), else in a new one."""
     results: list[tuple[Trajectory, dict[str, Any]]] = []
     crash = None
     idle: list[str] = []
-    with Sandbox(workers=workers, limits=limits) as box:
+    with contextlib.ExitStack() as stack:
+        box = boxes.get(workers, limits) if boxes else stack.enter_context(Sandbox(workers=workers, limits=limits))
         try:
             for traj, result in box.run(trajectories, fresh_children=fresh_children):
                 results.append((traj, result))
@@ -135,6 +184,8 @@ def run_all(
             crash = f"{type(exc).__name__}: {str(exc)[:500]}"
         if idle_check:
             idle = idle_escapes(box)
+        if boxes:
+            boxes.done(box, crashed=crash is not None)
     return results, crash, idle
 
 
@@ -217,9 +268,9 @@ def frame_escapes(traj: Trajectory, result: dict[str, Any]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def clean() -> dict[str, str]:
+def clean(boxes) -> dict[str, str]:
     """The victims' labels alone: the reference of every mixed run."""
-    results, crash, _ = run_all(list(V.victim_trajectories().values()))
+    results, crash, _ = run_all(list(V.victim_trajectories().values()), boxes=boxes)
     assert crash is None, crash
     return {t.trajectory_id: labels(r) for t, r in results}
 
@@ -227,7 +278,12 @@ def clean() -> dict[str, str]:
 def orders(case: Case) -> dict[str, list[Trajectory]]:
     """Run orders: the attacker first; and interleaved between victims (the counter's code — with the secret —
     and the ledger's compiled constants are already in the worker when it attacks), once with reused children
-    and once with a fresh child per trajectory (the determinism check's path, and ``reuse_children=1``)."""
+    and once with a fresh child per trajectory (the determinism check's path, and ``reuse_children=1``).
+
+    The fresh-children run is made only when a trajectory of the order may share a child
+    (:func:`pipeline.envs.registry.reuse_key`): corpus code never does — the sandbox runs every corpus trajectory
+    in a fresh child of its environment's own instance, with ``reuse_children=1``, whatever ``fresh_children``
+    says — so for it that run would send the worker byte-identical requests to the "interleaved" one's."""
     v = V.victim_trajectories()
     same = list(same_code_trajectories(case).values())
     first_next = (same[0] if same else v["victim/ledger/0"]).trajectory_id
@@ -241,19 +297,24 @@ def orders(case: Case) -> dict[str, list[Trajectory]]:
         v["victim/ledger/1"],
         attacker(case, f"attack/{case.id}/2", "victim/none"),
     ]
-    return {"attacker-first": a_first, "interleaved": inter, "interleaved, fresh children": inter}
+    out = {"attacker-first": a_first, "interleaved": inter}
+    if any(registry.reuse_key(t.env) is not None for t in inter):
+        out["interleaved, fresh children"] = inter
+    return out
 
 
-def containment_escapes(case: Case, clean: dict[str, str]) -> list[str]:
+def containment_escapes(case: Case, clean: dict[str, str], boxes: Boxes) -> list[str]:
     same = same_code_trajectories(case)
     reference = dict(clean)
     if same:
-        results, crash, _ = run_all(list(same.values()))
+        results, crash, _ = run_all(list(same.values()), boxes=boxes)
         assert crash is None, f"harness: the same-code scenarios alone crashed: {crash}"
         reference.update({t.trajectory_id: labels(r) for t, r in results})
     escapes: list[str] = []
     for name, trajectories in orders(case).items():
-        results, crash, idle = run_all(trajectories, idle_check=case.idle_cpu, fresh_children="fresh" in name)
+        results, crash, idle = run_all(
+            trajectories, idle_check=case.idle_cpu, fresh_children="fresh" in name, boxes=boxes
+        )
         if crash:
             escapes.append(f"[{name}] the run crashed: {crash}")
         escapes += [f"[{name}] {e}" for e in idle]
@@ -321,17 +382,17 @@ def test_control_victims_label_identically_alone_and_again(clean):
     assert V.MARKER in ledger["steps"][4]["raw_observation"]
 
 
-def test_control_a_benign_environment_mixed_with_victims_changes_nothing(clean):
-    assert containment_escapes(BENIGN, clean) == []
+def test_control_a_benign_environment_mixed_with_victims_changes_nothing(clean, boxes):
+    assert containment_escapes(BENIGN, clean, boxes) == []
 
 
 # -- containment ------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("case", CONTAIN, ids=[c.id for c in CONTAIN])
-def test_attack_is_contained(case: Case, clean):
+def test_attack_is_contained(case: Case, clean, boxes):
     """See the module docstring: victims byte-identical to the clean run, nothing leaks, nothing crashes."""
-    escapes = containment_escapes(case, clean)
+    escapes = containment_escapes(case, clean, boxes)
     assert not escapes, f"{case.family} {case.id} ({case.description}) escaped:\n  " + "\n  ".join(escapes)
 
 
@@ -374,7 +435,8 @@ def f4_run(tmp_path_factory):
     ]
     build_catalog(layout, items, [], disabled=("bfcl",))
     with Sandbox(workers=2, limits=LIMITS) as box:
-        collect(_f4_trajectories(), layout, box)
+        collected = _Recording(box)
+        collect(_f4_trajectories(), layout, collected)
         label(layout, box)
         report = check_determinism(layout, box)  # the asset's default sample size
         quarantine(layout, verify_steps(layout, max_problems=1_000_000))
@@ -382,18 +444,31 @@ def f4_run(tmp_path_factory):
     for path in sorted(layout.determinism_dir.glob("*.parquet")):
         for row in pq.read_table(path, columns=["env_id", "reason"]).to_pylist():
             found.setdefault(row["env_id"], set()).add(row["reason"][:200])
-    return layout, report, found
+    return layout, report, found, collected.results
+
+
+class _Recording:
+    """The sandbox as ``collect`` uses it, keeping what each trajectory it ran returned (its first execution)."""
+
+    def __init__(self, box: Sandbox) -> None:
+        self.box, self.limits = box, box.limits
+        self.results: dict[str, tuple[Trajectory, dict[str, Any]]] = {}
+
+    def run(self, trajectories, fresh_children: bool = False):
+        for traj, result in self.box.run(trajectories, fresh_children=fresh_children):
+            self.results[traj.trajectory_id] = (traj, result)
+            yield traj, result
 
 
 @pytest.fixture(scope="module")
-def f4_differs() -> dict[str, bool]:
-    """Precondition: each F4 environment's labels differ between a reused child and a fresh one, or in time."""
-    trajectories = _f4_trajectories()[: 2 * len(F4)]
-    first, crash1, _ = run_all(trajectories)
+def f4_differs(f4_run, boxes) -> dict[str, bool]:
+    """Precondition: each F4 environment's labels differ between a reused child and a fresh one, or in time: the
+    first execution is the collection's of ``f4_run`` (the trajectories as it ran them), the second a run of the
+    same trajectories alone, with fresh children."""
+    first = [f4_run[3][f"f4/{case.id}/{k}"] for case in F4 for k in range(2)]
     time.sleep(0.05)
-    with Sandbox(workers=1, limits=LIMITS) as box:
-        second = list(box.run(trajectories, fresh_children=True))
-    assert crash1 is None
+    second, crash, _ = run_all([t for t, _ in first], fresh_children=True, boxes=boxes)
+    assert crash is None, crash
     a = {t.trajectory_id: labels(r) for t, r in first}
     b = {t.trajectory_id: labels(r) for t, r in second}
     return {case.id: any(a[f"f4/{case.id}/{k}"] != b[f"f4/{case.id}/{k}"] for k in range(2)) for case in F4}
@@ -409,7 +484,7 @@ def test_control_the_harness_sees_nondeterminism(f4_differs):
 def test_nondeterministic_environment_is_frozen_or_quarantined(case: Case, f4_run, f4_differs):
     """Contained means: the sandbox froze the source (two runs, reused and fresh children, label
     identically) or the determinism check quarantined the environment."""
-    layout, report, found = f4_run
+    layout, report, found, _ = f4_run
     env_id = f"envscaler/{case.corpus_env_id}"
     assert not f4_differs[case.id] or env_id in found, (
         f"{case.id} ({case.description}) is nondeterministic but not in any determinism finding "
@@ -419,7 +494,7 @@ def test_nondeterministic_environment_is_frozen_or_quarantined(case: Case, f4_ru
 
 
 def test_control_f4_victims_are_not_quarantined(f4_run):
-    _, _, found = f4_run
+    _, _, found, _ = f4_run
     assert not [e for e in found if "victim_" in e], found
 
 
