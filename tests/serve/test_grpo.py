@@ -2,10 +2,17 @@
 (:mod:`pipeline.serve.grpo`, in .venv-train) against two builtin tasks served through the ``gem.Env`` adapter
 (:mod:`pipeline.serve.gem_pipe`, in this Python): 4 samples each, at most 2 turns of at most 48 new tokens, each
 call's shape decoded from the task's tools, a group whose rewards are all equal played again (at most once), a
-group's four episodes generated in one batch."""
+group's four episodes generated in one batch.
+
+The conversion and the step run with one torch thread (``OMP_NUM_THREADS``, unless the run set it: under xdist
+:func:`~tests.support.parallel.worker_threads` does): decoding a batch of 4 rows of a 135M model is bound by reading
+its weights, so a second thread gains little and, on a busy 2-CPU machine, spin-waits for the first (this test
+alone with -n 0 beside another test run, 2026-12-01: 308 s of CPU and 366 s with 2 threads, 141 s and 166 s with 1;
+the same episodes and rewards)."""
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +40,8 @@ def train_python(tmp_path_factory):
     return forge_environment(tmp_path_factory, "train-env", ".venv-train", timeout=1800)
 
 
-def test_one_grpo_step_of_smollm2_through_the_gem_adapter(train_python, tmp_path_factory):
+def test_one_grpo_step_of_smollm2_through_the_gem_adapter(train_python, tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS") or "1")  # the conversion's and the step's
     model = converted_once(tmp_path_factory, train_python, tmp_path_factory.mktemp("grpo-root"))
     out = tmp_path_factory.mktemp("grpo") / "grpo.json"
     command = [train_python, "-m", "pipeline.serve.grpo", "--model", str(model), "--env-python", sys.executable]
