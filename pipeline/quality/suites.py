@@ -7,7 +7,6 @@ an ephemeral GX context.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import logging
 import os
@@ -33,14 +32,17 @@ from pipeline.store.verdicts import file_digest
 
 def _deferred(name: str) -> None:
     """Import the module ``name`` on its first attribute access instead of now (the standard library's
-    ``importlib.util.LazyLoader``), unless it is imported already."""
-    if name in sys.modules or (spec := importlib.util.find_spec(name)) is None or spec.loader is None:
+    ``importlib.util.LazyLoader``), unless it is imported already or its package is not installed."""
+    parent, _, child = name.rpartition(".")
+    if name in sys.modules or importlib.util.find_spec(parent) is None:
+        return
+    spec = importlib.util.find_spec(name)  # imports the package (``parent``) itself
+    if spec is None or spec.loader is None:
         return
     spec.loader = importlib.util.LazyLoader(spec.loader)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    parent, _, child = name.rpartition(".")
     setattr(sys.modules[parent], child, module)
 
 
@@ -51,9 +53,7 @@ def _great_expectations() -> Any:
     loads when first used: importing it costs about as much CPU as the rest of GX."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
-    if importlib.util.find_spec("scipy") is not None:
-        importlib.import_module("scipy")
-        _deferred("scipy.stats")
+    _deferred("scipy.stats")
     import great_expectations
 
     return great_expectations
