@@ -144,9 +144,10 @@ PINNED_RLIMITS = {
 }
 
 
-def pin_limits() -> None:
-    """Set :data:`PINNED_RLIMITS` in this process (a sandbox worker, before its children exist)."""
-    for limit, value in PINNED_RLIMITS.items():
+def pin_limits(limits: dict[int, int] = PINNED_RLIMITS) -> None:
+    """Set ``limits`` (soft = hard, never above the hard limit) in this process: by default
+    :data:`PINNED_RLIMITS` (a sandbox worker, before its children exist)."""
+    for limit, value in limits.items():
         _, hard = _resource.getrlimit(limit)
         value = value if hard == _resource.RLIM_INFINITY else min(value, hard)
         _resource.setrlimit(limit, (value, value))
@@ -202,10 +203,6 @@ REAL = types.SimpleNamespace(
     urandom=os.urandom,
     uuid1=_uuid.uuid1,
     uuid4=_uuid.uuid4,
-    SystemRandom=_random.SystemRandom,
-    secrets_sysrand=_secrets._sysrand,
-    secrets_choice=_secrets.choice,
-    secrets_randbits=_secrets.randbits,
     clock_gettime=_time.clock_gettime,
     clock_gettime_ns=_time.clock_gettime_ns,
     process_time=_time.process_time,
@@ -215,7 +212,6 @@ REAL = types.SimpleNamespace(
     times=os.times,
     getrandom=getattr(os, "getrandom", None),
     open=builtins.open,
-    io_open=io.open,
     stat=os.stat,
     lstat=os.lstat,
     fstat=os.fstat,
@@ -679,32 +675,32 @@ def _set(owner: Any, name: str, value: Any) -> None:
 _EARLY: list[tuple[Any, str, int]] = []  # (module, attribute, id of the real object) found by prepare()
 
 
+#: (owner, attribute, stand-in) patched by :func:`install` whose early-bound copies in env modules are rebound too
+_REBOUND = (
+    *((_time, name, fn) for name, fn in _TIME_PATCHES.items()),
+    (os, "urandom", _urandom),
+    (os, "times", _times),
+    (os, "stat", _stat),
+    (os, "lstat", _lstat),
+    (os, "fstat", _fstat),
+    (os, "scandir", _scandir),
+    (os, "uname", _uname),
+    (os, "getloadavg", _getloadavg),
+    (os, "cpu_count", _cpu_count),
+    (os, "sched_getaffinity", _sched_getaffinity),
+    (os, "sysconf", _sysconf),
+    *([(os, "getrandom", _getrandom)] if REAL.getrandom is not None else []),
+    (_resource, "getrusage", _getrusage),
+    (_socket, "gethostname", _gethostname),
+    (_random, "seed", _random_seed),
+    (_uuid, "uuid4", _uuid4),
+    (_uuid, "uuid1", _uuid1),
+)
+_STAND_INS = {id(getattr(owner, name)): fn for owner, name, fn in _REBOUND}  # the real object's id -> stand-in
+
+
 def _replacements() -> dict[int, Any]:
-    replacements: dict[int, Any] = {
-        id(_REAL_DATETIME): FrozenDateTime,
-        id(_REAL_DATE): FrozenDate,
-        id(REAL.urandom): _urandom,
-        id(REAL.uuid1): _uuid1,
-        id(REAL.uuid4): _uuid4,
-        id(REAL.times): _times,
-        id(REAL.random_seed): _random_seed,
-        id(REAL.stat): _stat,
-        id(REAL.lstat): _lstat,
-        id(REAL.fstat): _fstat,
-        id(REAL.scandir): _scandir,
-        id(REAL.uname): _uname,
-        id(REAL.getrusage): _getrusage,
-        id(REAL.getloadavg): _getloadavg,
-        id(REAL.gethostname): _gethostname,
-        id(REAL.cpu_count): _cpu_count,
-        id(REAL.sched_getaffinity): _sched_getaffinity,
-        id(REAL.sysconf): _sysconf,
-    }
-    if REAL.getrandom is not None:
-        replacements[id(REAL.getrandom)] = _getrandom
-    for name, fn in _TIME_PATCHES.items():
-        replacements[id(getattr(REAL, name))] = fn
-    return replacements
+    return {id(_REAL_DATETIME): FrozenDateTime, id(_REAL_DATE): FrozenDate, **_STAND_INS}
 
 
 def prepare() -> None:
@@ -766,39 +762,21 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
             copyreg.pickle(cls, _reduce)
         _set(_dt, "datetime", FrozenDateTime)
         _set(_dt, "date", FrozenDate)
-    for name, fn in _TIME_PATCHES.items():
-        _set(_time, name, fn)
-    _set(os, "urandom", _urandom)
-    _set(os, "times", _times)
-    _set(os, "stat", _stat)
-    _set(os, "lstat", _lstat)
-    _set(os, "fstat", _fstat)
-    _set(os, "scandir", _scandir)
-    _set(os, "uname", _uname)
-    _set(os, "getloadavg", _getloadavg)
+    for owner, name, fn in _REBOUND:
+        _set(owner, name, fn)
     _OWN_IDS[:] = [os.getuid(), os.getgid()]
     for name in ("getuid", "geteuid", "getgid", "getegid"):
         _set(os, name, _visible_id)
     _set(os, "getresuid", _visible_ids)
     _set(os, "getresgid", _visible_ids)
-    _set(os, "cpu_count", _cpu_count)
-    _set(os, "sched_getaffinity", _sched_getaffinity)
-    _set(os, "sysconf", _sysconf)
     if REAL.process_cpu_count is not None:
         _set(os, "process_cpu_count", _cpu_count)
     os.environ[CPUS_VARIABLE] = str(HOST_CPUS)  # libc's answers (the clock library)
-    _set(_resource, "getrusage", _getrusage)
-    _set(_socket, "gethostname", _gethostname)
     _set(_platform, "_uname_cache", None)  # re-made from the frozen os.uname
     _set(_platform, "_platform_cache", {})
-    if REAL.getrandom is not None:
-        _set(os, "getrandom", _getrandom)
     _set(builtins, "open", _open)
     _set(io, "open", _open)
     _set(_random.Random, "seed", _Random_seed)
-    _set(_random, "seed", _random_seed)
-    _set(_uuid, "uuid4", _uuid4)
-    _set(_uuid, "uuid1", _uuid1)
     _set(_random, "SystemRandom", SeededSystemRandom)
     _set(_secrets, "_sysrand", _SecretsRandom())
     _set(_secrets, "choice", _secrets_choice)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipeline.core.registry import plugin_paths
 from pipeline.execution import freeze
+from pipeline.execution.frames import write_bytes
 
 ISOLATIONS = ("bwrap", "trusted")
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -137,9 +138,7 @@ def _data_fd(content: bytes) -> int:
     """A pipe's read end holding ``content`` (bwrap reads it to EOF)."""
     r, w = os.pipe()
     try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(w, view) :]
+        write_bytes(w, content)
     finally:
         os.close(w)
     return r

@@ -424,11 +424,7 @@ class ExplorationPolicy:
         rng = self.rng
         item_schema = schema.get("items") if isinstance(schema.get("items"), dict) else {}
         lo = schema.get("minItems", 1) if isinstance(schema.get("minItems"), int) else 1
-        hi = (
-            schema.get("maxItems", self.settings.max_batch)
-            if isinstance(schema.get("maxItems"), int)
-            else self.settings.max_batch
-        )
+        hi = schema["maxItems"] if isinstance(schema.get("maxItems"), int) else self.settings.max_batch
         size = rng.randint(min(lo, hi), max(lo, min(hi, max(lo, self.settings.max_batch))))
         item_kind = item_schema.get("type")
         plain = (

@@ -836,14 +836,7 @@ def _preload_stdlib() -> None:
 def _limit_self(processes: int = 256) -> None:
     """Limits of the worker itself (its children inherit them); ``processes``: the most processes of its uid."""
     files = max(1024, 4 * processes)
-    for limit, value in (
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_NOFILE, files),
-        (resource.RLIMIT_NPROC, processes),
-    ):
-        soft, hard = resource.getrlimit(limit)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(limit, (value, value))
+    freeze.pin_limits({resource.RLIMIT_CORE: 0, resource.RLIMIT_NOFILE: files, resource.RLIMIT_NPROC: processes})
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 * _MIB, 64 * _MIB))
     freeze.pin_limits()  # the rest of what a child could read of the host's limits: constants
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
