@@ -1,10 +1,8 @@
 """Execute one trajectory against a live environment (runs inside a sandbox child).
 
-The child reports *raw data* only: per call the tool's return value (canonical JSON text), the
-observation text the environment renders, whether it raised, and the state after the call
-(canonical JSON text; omitted when byte-identical to the previous one). Everything that is a
-label — canonical state, Δ, |Δ|, hashes, outcome — is computed outside the sandbox from this data
-(:mod:`pipeline.execution.labels`), so code inside cannot forge one.
+The child reports *raw data* only (per call the return value, the observation text, whether it raised, and the
+state when it changed); every label is computed outside the sandbox (:mod:`pipeline.execution.labels`), so code
+inside cannot forge one.
 """
 
 from __future__ import annotations
@@ -153,12 +151,8 @@ def execute(
     start: int = 0,
     skip: frozenset[int] = frozenset(),
 ) -> None:
-    """Reset the environment and stream raw step data from ``start`` on.
-
-    Actions before ``start`` are replayed silently (after a killed call, a fresh process rebuilds
-    the state; the rebuilt state is sent with ``resumed`` and checked outside), and actions in
-    ``skip`` are not executed (their call was lost).
-    """
+    """Reset the environment and stream raw step data from ``start`` on: actions before it are replayed silently
+    (the rebuilt state is sent with ``resumed`` and checked outside); actions in ``skip`` (lost) are not run."""
     try:
         env = registry.build(trajectory.env)
         snapshots = _Snapshots(env, limits.max_state_mb << 20)

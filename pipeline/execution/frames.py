@@ -1,8 +1,7 @@
 """Length-prefixed JSON frames over pipes: the sandbox wire format.
 
-Frames are plain data — UTF-8 JSON objects behind a 4-byte big-endian length — never pickle, so
-nothing a sandboxed process writes can make its reader run code. Readers cap the frame size and
-read with a deadline: a peer that floods, stalls or is stopped is detected, not waited on forever.
+Frames are UTF-8 JSON objects behind a 4-byte big-endian length, never pickle, so nothing a sandboxed process
+writes can make its reader run code. Readers cap the frame size and read with a deadline.
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ class FrameTimeout(FrameError):
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """A frame: the JSON header, and — when the message carries a ``state`` text — a newline and that
-    text as a raw payload (no second escaping; readers that only route frames never parse it)."""
+    """A frame: the JSON header, and a message's ``state`` text after a newline as a raw payload (not escaped
+    twice; readers that only route frames never parse it)."""
     state = message.get("state")
     if isinstance(state, str):
         header = json.dumps(
@@ -49,8 +48,7 @@ def write_bytes(fd: int, data: bytes) -> None:
 
 
 def write_chunks(fd: int, chunks: list[bytes | memoryview]) -> None:
-    """Every chunk to the pipe ``fd`` in order, with as few system calls as the pipe takes (``writev``): several
-    frames sent at once wake their reader once."""
+    """Every chunk to the pipe ``fd`` in order, with as few system calls as the pipe takes (``writev``)."""
     views = [memoryview(c) for c in chunks if len(c)]
     while views:
         written = os.writev(fd, views[:1024])
@@ -66,8 +64,7 @@ def write_frame(fd: int, message: dict[str, Any]) -> None:
 
 
 class _NonJSON:
-    """Stands in for ``NaN`` / ``Infinity`` / ``-Infinity`` while a frame from inside is parsed (Python's
-    ``json`` accepts them by default; JSON does not), so the check after the parse can name the field."""
+    """Stands in for ``NaN``/``Infinity`` while a frame from inside is parsed, so the check can name the field."""
 
     __slots__ = ("name",)
 
@@ -84,9 +81,8 @@ def _field(path: list[Any]) -> str:
 
 
 def check_untrusted(message: Any, limit: int = MAX_HEADER_DEPTH) -> None:
-    """:class:`FrameError` naming the field when a parsed frame from inside holds a non-JSON constant
-    (``NaN``/``Infinity``), a string (key or value) with a lone surrogate (not encodable as UTF-8: it
-    would break every Parquet/JSON writer downstream), or nests deeper than ``limit``. Iterative."""
+    """:class:`FrameError` naming the field when a parsed frame from inside holds ``NaN``/``Infinity``, a string
+    (key or value) with a lone surrogate, or nests deeper than ``limit``. Iterative."""
     if isinstance(message, dict):  # a state payload is decoded from UTF-8 bytes: it cannot hold one
         stack: list[tuple[Any, list[Any]]] = [
             (v, [k]) for k, v in message.items() if k != "state" or not isinstance(v, str)
@@ -115,9 +111,8 @@ def check_untrusted(message: Any, limit: int = MAX_HEADER_DEPTH) -> None:
 
 
 def decode(data: bytes, strict: bool = True) -> dict[str, Any]:
-    """The message of a frame body. ``strict`` (every frame read from inside the sandbox): ``NaN`` and
-    ``Infinity`` are refused, as are lone surrogates and headers nested deeper than
-    :data:`MAX_HEADER_DEPTH` (:func:`check_untrusted`), each naming the field."""
+    """The message of a frame body; ``strict`` (every frame from inside the sandbox): checked by
+    :func:`check_untrusted`."""
     header, newline, payload = data.partition(b"\n")  # a JSON header never holds a raw newline
     constants: list[_NonJSON] = []
     try:
@@ -142,9 +137,8 @@ _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 def _plain(header: bytes) -> bool:
-    """Whether :func:`check_untrusted` could find nothing in the parsed ``header`` (NaN/Infinity are flagged as
-    they are parsed): UTF-8 JSON (as frames are written: no BOM, no UTF-16), no surrogate, fewer brackets than
-    the depth allowed."""
+    """Whether :func:`check_untrusted` could find nothing in ``header``: UTF-8 JSON as frames are written, no
+    surrogate, fewer brackets than the depth allowed (NaN/Infinity are flagged as they are parsed)."""
     return (
         header[:1] == b"{"
         and b"\x00" not in header
@@ -175,8 +169,7 @@ def read_frame(fh: BinaryIO, max_size: int = DEFAULT_MAX_FRAME) -> dict[str, Any
 
 
 def ready(fd: int, event: int, seconds: float) -> bool:
-    """Whether ``fd`` is ready for ``event`` (``select.POLLIN`` / ``POLLOUT``) within ``seconds``: ``poll``, not
-    ``select``, so any descriptor number works (a server's may number past FD_SETSIZE)."""
+    """Whether ``fd`` is ready for ``event`` within ``seconds`` (``poll``: any descriptor number works)."""
     if seconds <= 0:
         return False
     poller = select.poll()
@@ -184,8 +177,7 @@ def ready(fd: int, event: int, seconds: float) -> bool:
     return bool(poller.poll(seconds * 1000))
 
 
-#: the most one read takes from a pipe: a pipe's whole buffer, and below the size at which the C allocator maps (and,
-#: after the read shrinks it, unmaps) fresh pages for every read: three system calls and a cross-CPU TLB flush each
+#: the most one read takes from a pipe: its whole buffer, below the size at which malloc maps fresh pages per read
 READ_BYTES = 1 << 16
 
 
@@ -207,8 +199,8 @@ class FdReader:
             self.eof = True
 
     def frames(self, with_raw: bool = False) -> list[Any]:
-        """Complete frames in the buffer (``with_raw``: ``(message, frame bytes)`` pairs, to forward a frame
-        unchanged). A bad frame raises — after the good ones before it were returned."""
+        """Complete frames in the buffer (``with_raw``: ``(message, frame bytes)`` pairs); a bad frame raises after
+        the good ones before it were returned."""
         out: list[Any] = []
         while len(self.buf) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(self.buf)

@@ -1,12 +1,8 @@
 """Frozen clock and seeded randomness for one trajectory (docs/environments.md, "Determinism"; definitions §4.4).
 
-``install(trajectory_id, seed, clock_start)``, in the sandbox child before the environment is built, patches
-everything environment code can use to observe time, the host or randomness (wall, monotonic and CPU clocks,
-``clock_gettime``, ``os.times``, ``/proc/uptime``, file times, ``getrusage``, ``uname`` and the ``/proc`` files of
-:data:`HOST_FILES`, ``random``/``secrets``/``os.urandom``/``uuid``/``tempfile`` names) into a deterministic
-function of (trajectory id, run seed, clock start, step); ``at_step(i)`` moves it to action *i*. Names bound
-early in the environment adapters' modules (:func:`pipeline.envs.registry.module_prefixes`) are rebound.
-``frozen(...)`` is the in-process form: a context manager that installs and restores everything.
+``install`` (in the sandbox child) makes everything environment code can use to observe time, the host or
+randomness a deterministic function of (trajectory id, run seed, clock start, step); ``at_step(i)`` moves it to
+action *i*; ``frozen(...)`` is the in-process form, a context manager that restores everything.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ import time as _time
 import types
 import uuid as _uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from pipeline.core.clock import DEFAULT_CLOCK_START, STEP_SECONDS, parse_clock_start
@@ -46,16 +42,12 @@ _WALL_CLOCK_IDS = {getattr(_time, n) for n in ("CLOCK_REALTIME", "CLOCK_TAI") if
 _CPU_CLOCK_IDS = {
     getattr(_time, n) for n in ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID") if hasattr(_time, n)
 }
-#: files whose ``open()`` gives a frozen content
 UPTIME = "/proc/uptime"
-#: what the sandbox says the host is: ``os.uname()`` (sysname, nodename, release, version; the machine
-#: stays the real one), ``platform``, ``socket.gethostname()``; the bwrap worker also gets it as its
-#: UTS hostname, and constant files over ``/proc`` (see :data:`HOST_FILES`)
+#: what the sandbox says the host is (``uname``, ``platform``, ``gethostname``, the bwrap UTS hostname)
 HOSTNAME = "envsim"
 HOST_RELEASE = "envsim"
 HOST_VERSION = "#1 envsim"
-#: ``/proc`` files that identify the host -> the constant content ``open()`` gives (the bwrap worker
-#: also has these contents bound over the files, so ``os.open``/``os.read`` read them too)
+#: ``/proc`` files that identify the host -> the constant content ``open()`` gives (bwrap also binds them)
 HOST_FILES = {
     "/proc/sys/kernel/random/boot_id": "00000000-0000-4000-8000-000000000000\n",
     "/proc/sys/kernel/osrelease": f"{HOST_RELEASE}\n",
@@ -65,23 +57,16 @@ HOST_FILES = {
     "/proc/loadavg": "0.00 0.00 0.00 1/1 1\n",
 }
 
-#: the clock below Python: a small preload library (clock_below.c, built once per machine by :func:`clock_library`
-#: with its C compiler) answers libc's wall-clock reads (``clock_gettime`` of the realtime clocks,
-#: ``gettimeofday``, ``time``, ``timespec_get``: SQLite's ``date('now')``, pandas, ``datetime.now()``, ``date``) with
-#: ``ENVSIM_FROZEN_TIME``, which a child sets to its frozen clock (:func:`_sync_below`) and the library reads at
-#: every call; without it (a worker itself) they are the real ones. Monotonic and CPU clocks, sleeps and timeouts
-#: stay real below Python (above it they tick: :data:`TICK_SECONDS`). Debian's libfaketime does not fit: it makes a
-#: shared-memory segment per process in ``/dev/shm`` and, with real monotonic clocks, refuses Python's
-#: ``time.sleep``. Reads that bypass libc (a raw ``clock_gettime`` system call, the vDSO called directly) stay
-#: real (docs/environments.md, "Sandbox": not isolated).
+#: the clock below Python: a preload library (clock_below.c, :func:`clock_library`) answers libc's wall-clock
+#: reads with ``ENVSIM_FROZEN_TIME``, which a child sets to its frozen clock (unset: the real ones). libfaketime
+#: does not fit (a /dev/shm segment per process; it refuses ``time.sleep``). Raw system calls stay real.
 FROZEN_TIME_VARIABLE = "ENVSIM_FROZEN_TIME"
 _CLOCK_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clock_below.c")
 
 
 def clock_library() -> str | None:
-    """The preload library of the clock below Python, built from ``clock_below.c`` by the machine's C compiler into
-    a per-user cache once per source version (None when there is no compiler: the frozen clock is then Python's
-    alone, ``datetime``'s classes replaced — as in-process)."""
+    """The clock's preload library, built by the C compiler into a per-user cache once per source version (None:
+    no compiler; the frozen clock is then Python's alone)."""
     with REAL.open(_CLOCK_SOURCE, "rb") as fh:
         digest = hashlib.blake2b(fh.read(), digest_size=8).hexdigest()
     directory = private_cache("envsim-clock")
@@ -103,10 +88,8 @@ def clock_library() -> str | None:
 
 
 def private_cache(name: str) -> str:
-    """``<cache home>/envsim-forge/<name>-<uid>`` (``$XDG_CACHE_HOME``, else ``~/.cache``; the temporary directory
-    where neither can be made): a directory only this user can write (made 0700 when missing), for what the workers
-    load (the clock library, the compiled package), kept across runs; one another user made, or a symbolic link, is
-    refused — its files would run in every worker."""
+    """``<cache home>/envsim-forge/<name>-<uid>``: a directory only this user can write, for what workers load;
+    one another user made, or a symbolic link, is refused (its files would run in every worker)."""
     home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     base = os.path.join(home, "envsim-forge")
     try:
@@ -114,10 +97,8 @@ def private_cache(name: str) -> str:
     except OSError:
         base = _tempfile.gettempdir()
     directory = os.path.join(base, f"{name}-{os.geteuid()}")
-    try:
+    with suppress(FileExistsError):
         os.mkdir(directory, 0o700)
-    except FileExistsError:
-        pass
     st = os.lstat(directory)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
         raise PermissionError(f"{directory} is not a directory of this user's alone: remove it and run again")
@@ -130,8 +111,7 @@ def clock_environment(library: str) -> dict[str, str]:
 
 
 def below_python() -> bool:
-    """Whether the clock below Python is loaded in this process (a sandbox worker's child; an in-process run never
-    is: its ``datetime`` classes are replaced instead): libc's wall clock reads a probe value set for it."""
+    """Whether the clock below Python is loaded in this process (libc's wall clock reads a probe value)."""
     probe = 86_400.5
     os.environ[FROZEN_TIME_VARIABLE] = repr(probe)
     try:
@@ -140,11 +120,8 @@ def below_python() -> bool:
         del os.environ[FROZEN_TIME_VARIABLE]
 
 
-#: the machine the environment sees, whatever it runs on: ``os.cpu_count()`` (so ``multiprocessing.cpu_count``),
-#: ``os.process_cpu_count()``, ``os.sched_getaffinity()`` (CPUs ``0 … HOST_CPUS - 1``), ``os.sysconf`` of the processor
-#: counts and of the physical memory (:data:`HOST_MEMORY_MB`); below Python the clock library answers libc's
-#: ``get_nprocs``/``get_nprocs_conf``/``sched_getaffinity``/``sysconf`` the same way (``ENVSIM_CPUS``); the resource
-#: limits are pinned for real in each worker (:data:`PINNED_RLIMITS`)
+#: the machine the environment sees, whatever it runs on (CPU counts, affinity, ``sysconf`` memory; the clock
+#: library answers libc the same way through ``ENVSIM_CPUS``)
 HOST_CPUS = 2
 HOST_MEMORY_MB = 4096
 CPUS_VARIABLE = "ENVSIM_CPUS"
@@ -154,9 +131,8 @@ _SYSCONF_PINNED = {
     "SC_PHYS_PAGES": (HOST_MEMORY_MB << 20) // os.sysconf("SC_PAGE_SIZE"),
     "SC_AVPHYS_PAGES": (HOST_MEMORY_MB << 20) // os.sysconf("SC_PAGE_SIZE"),
 }
-#: resource limits each sandbox worker sets (soft = hard) before anything runs, so a child reads the same ones on any
-#: host (a host whose hard limit is lower keeps its own: a limit can only be lowered); the worker's own limits on
-#: files, processes, core dumps, file size, address space and CPU time are set where they are enforced (worker.py)
+#: resource limits each sandbox worker pins (soft = hard; a lower hard limit stays), so children read the same
+#: ones on any host; the enforced limits are set in worker.py
 PINNED_RLIMITS = {
     _resource.RLIMIT_STACK: 8 << 20,
     _resource.RLIMIT_MEMLOCK: 64 << 10,
@@ -168,9 +144,10 @@ PINNED_RLIMITS = {
 }
 
 
-def pin_limits() -> None:
-    """Set :data:`PINNED_RLIMITS` in this process (a sandbox worker, before its children exist)."""
-    for limit, value in PINNED_RLIMITS.items():
+def pin_limits(limits: dict[int, int] = PINNED_RLIMITS) -> None:
+    """Set ``limits`` (soft = hard, never above the hard limit) in this process: by default
+    :data:`PINNED_RLIMITS` (a sandbox worker, before its children exist)."""
+    for limit, value in limits.items():
         _, hard = _resource.getrlimit(limit)
         value = value if hard == _resource.RLIM_INFINITY else min(value, hard)
         _resource.setrlimit(limit, (value, value))
@@ -192,8 +169,7 @@ def _sysconf(name: Any) -> int:
     return REAL.sysconf(name)
 
 
-#: the uid and gid the environment sees for itself (and for the files it owns): the host uid of a sandbox
-#: instance is one of a range (a slot of its own, under root), so what it shows is one constant
+#: the uid and gid the environment sees for itself and its files (the host uid varies by sandbox slot)
 VISIBLE_ID = 65534
 _OWN_IDS: list[int] = []  # the process's real (uid, gid), shown as VISIBLE_ID
 
@@ -227,10 +203,6 @@ REAL = types.SimpleNamespace(
     urandom=os.urandom,
     uuid1=_uuid.uuid1,
     uuid4=_uuid.uuid4,
-    SystemRandom=_random.SystemRandom,
-    secrets_sysrand=_secrets._sysrand,
-    secrets_choice=_secrets.choice,
-    secrets_randbits=_secrets.randbits,
     clock_gettime=_time.clock_gettime,
     clock_gettime_ns=_time.clock_gettime_ns,
     process_time=_time.process_time,
@@ -240,7 +212,6 @@ REAL = types.SimpleNamespace(
     times=os.times,
     getrandom=getattr(os, "getrandom", None),
     open=builtins.open,
-    io_open=io.open,
     stat=os.stat,
     lstat=os.lstat,
     fstat=os.fstat,
@@ -372,40 +343,38 @@ for _cls, _name in ((FrozenDate, "date"), (FrozenDateTime, "datetime")):
 # -- patched functions ----------------------------------------------------------------------------
 
 
+def _ns(seconds: Any) -> Any:
+    """The ``*_ns`` form of a frozen clock function."""
+
+    def ns(*args: Any) -> int:
+        return int(round(seconds(*args) * 1_000_000_000))
+
+    return ns
+
+
 def _time_time() -> float:
     return _clock().now
-
-
-def _time_time_ns() -> int:
-    return int(round(_clock().now * 1_000_000_000))
 
 
 def _monotonic() -> float:
     return _clock().tick()
 
 
-def _monotonic_ns() -> int:
-    return int(round(_clock().tick() * 1_000_000_000))
-
-
-def _localtime(secs: float | None = None) -> _time.struct_time:
-    return REAL.gmtime(_clock().now if secs is None else secs)
-
-
 def _gmtime(secs: float | None = None) -> _time.struct_time:
+    """``gmtime`` and ``localtime`` (the frozen zone is UTC)."""
     return REAL.gmtime(_clock().now if secs is None else secs)
 
 
 def _strftime(fmt: str, t: Any = None) -> str:
-    return REAL.strftime(fmt, REAL.gmtime(_clock().now) if t is None else t)
+    return REAL.strftime(fmt, _gmtime() if t is None else t)
 
 
 def _ctime(secs: float | None = None) -> str:
-    return REAL.asctime(REAL.gmtime(_clock().now if secs is None else secs))
+    return REAL.asctime(_gmtime(secs))
 
 
 def _asctime(t: Any = None) -> str:
-    return REAL.asctime(REAL.gmtime(_clock().now) if t is None else t)
+    return REAL.asctime(_gmtime() if t is None else t)
 
 
 def _urandom(n: int) -> bytes:
@@ -466,10 +435,6 @@ def _cpu_time() -> float:
     return _clock().cpu_tick()
 
 
-def _cpu_time_ns() -> int:
-    return int(round(_clock().cpu_tick() * 1_000_000_000))
-
-
 def _clock_gettime(clk_id: int) -> float:
     if clk_id in _WALL_CLOCK_IDS:
         return _clock().now
@@ -477,10 +442,6 @@ def _clock_gettime(clk_id: int) -> float:
         return _clock().cpu_tick()
     REAL.clock_gettime(clk_id)  # an invalid id raises as before
     return _clock().tick()
-
-
-def _clock_gettime_ns(clk_id: int) -> int:
-    return int(round(_clock_gettime(clk_id) * 1_000_000_000))
 
 
 def _times() -> os.times_result:
@@ -506,44 +467,29 @@ def _Random_seed(self: _random.Random, a: Any = None, version: int = 2) -> None:
     REAL.Random_seed(self, a, version)
 
 
-def _is_uptime(file: Any) -> bool:
+def _frozen_content(file: Any) -> str | None:
+    """What reading ``file`` gives while frozen: ``/proc/uptime`` the frozen monotonic counter, a host-identity
+    ``/proc`` file its constant content (None: the real file)."""
     try:
         path = os.fspath(file)
     except TypeError:
-        return False  # a file descriptor
+        return None  # a file descriptor
     if isinstance(path, bytes):
         path = path.decode("utf-8", "replace")
-    return isinstance(path, str) and os.path.normpath(path) == UPTIME
-
-
-def _host_file(file: Any) -> str | None:
-    """The constant content of a host-identity ``/proc`` file (None: not one)."""
-    try:
-        path = os.fspath(file)
-    except TypeError:
+    if not isinstance(path, str):
         return None
-    if isinstance(path, bytes):
-        path = path.decode("utf-8", "replace")
-    if not isinstance(path, str) or not path.startswith("/proc"):
+    if os.path.normpath(path) == UPTIME:
+        return f"{_clock().tick():.2f} 0.00\n"
+    if not path.startswith("/proc") or os.path.normpath(path).startswith(("/proc/self/", "/proc/thread-self/")):
         return None
-    path = os.path.normpath(path)
-    if path.startswith("/proc/self/") or path.startswith("/proc/thread-self/"):
-        return None
-    return HOST_FILES.get(path)
-
-
-def _uptime_text() -> str:
-    return f"{_clock().tick():.2f} 0.00\n"
+    return HOST_FILES.get(os.path.normpath(path))
 
 
 def _open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-    """``open``/``io.open``: ``/proc/uptime`` reads the frozen monotonic counter."""
-    if _is_uptime(file) and isinstance(mode, str) and set(mode) <= set("rbt"):
-        text = _uptime_text()
+    """``open``/``io.open``: the frozen content of :func:`_frozen_content`'s files, read-only."""
+    text = _frozen_content(file) if isinstance(mode, str) and set(mode) <= set("rbt") else None
+    if text is not None:
         return io.BytesIO(text.encode()) if "b" in mode else io.StringIO(text)
-    host = _host_file(file)
-    if host is not None and isinstance(mode, str) and set(mode) <= set("rbt"):
-        return io.BytesIO(host.encode()) if "b" in mode else io.StringIO(host)
     return REAL.open(file, mode, *args, **kwargs)
 
 
@@ -553,8 +499,8 @@ _TIME_FIELDS = ("st_atime", "st_mtime", "st_ctime")
 
 
 def _frozen_stat(st: os.stat_result) -> os.stat_result:
-    """``st`` with every file time set to the frozen wall clock, one device and inodes numbered in
-    the order this trajectory first saw them (distinct files stay distinct: ``samefile`` works)."""
+    """``st`` with every file time the frozen wall clock, one device and inodes numbered in the order this
+    trajectory first saw them (``samefile`` still works)."""
     clock = _clock()
     now = clock.now
     fields = list(st[:10])
@@ -567,24 +513,23 @@ def _frozen_stat(st: os.stat_result) -> os.stat_result:
         for name in ("st_blksize", "st_blocks", "st_rdev", "st_flags", "st_gen", "st_birthtime", "st_birthtime_ns")
         if hasattr(st, name)
     }
-    for name in _TIME_FIELDS:
+    times = _TIME_FIELDS + (("st_birthtime",) if "st_birthtime" in extra else ())
+    for name in times:
         extra[name] = now
         extra[name + "_ns"] = int(round(now * 1_000_000_000))
-    if "st_birthtime" in extra:
-        extra["st_birthtime"], extra["st_birthtime_ns"] = now, int(round(now * 1_000_000_000))
     return os.stat_result(fields, extra)
 
 
-def _stat(*args: Any, **kwargs: Any) -> os.stat_result:
-    return _frozen_stat(REAL.stat(*args, **kwargs))
+def _frozen_stat_of(real: Any) -> Any:
+    """``os.stat``/``lstat``/``fstat`` giving :func:`_frozen_stat` results."""
+
+    def frozen_stat(*args: Any, **kwargs: Any) -> os.stat_result:
+        return _frozen_stat(real(*args, **kwargs))
+
+    return frozen_stat
 
 
-def _lstat(*args: Any, **kwargs: Any) -> os.stat_result:
-    return _frozen_stat(REAL.lstat(*args, **kwargs))
-
-
-def _fstat(fd: int) -> os.stat_result:
-    return _frozen_stat(REAL.fstat(fd))
+_stat, _lstat, _fstat = (_frozen_stat_of(f) for f in (REAL.stat, REAL.lstat, REAL.fstat))
 
 
 class _FrozenDirEntry:
@@ -667,8 +612,7 @@ def _gethostname() -> str:
 
 
 def _sleep(secs: float) -> None:
-    """``time.sleep``: the frozen clocks advance by ``secs`` at once (a wait loop on ``time.time()`` ends as it
-    would, without waiting)."""
+    """``time.sleep``: the frozen clocks advance by ``secs`` at once, without waiting."""
     secs = float(secs)
     if not secs >= 0:
         raise ValueError("sleep length must be non-negative")
@@ -679,29 +623,30 @@ def _sleep(secs: float) -> None:
 
 
 def _sync_below(clock: _Clock) -> None:
-    """Set the clock below Python (:data:`FROZEN_TIME_VARIABLE`, read at every libc call) to the frozen wall clock."""
+    """Set the clock below Python to the frozen wall clock."""
     if clock.below:
         os.environ[FROZEN_TIME_VARIABLE] = repr(clock.now)
 
 
+_MONOTONIC_NS, _CPU_TIME_NS = _ns(_monotonic), _ns(_cpu_time)
 _TIME_PATCHES = {
     "time": _time_time,
-    "time_ns": _time_time_ns,
+    "time_ns": _ns(_time_time),
     "monotonic": _monotonic,
-    "monotonic_ns": _monotonic_ns,
+    "monotonic_ns": _MONOTONIC_NS,
     "perf_counter": _monotonic,
-    "perf_counter_ns": _monotonic_ns,
-    "localtime": _localtime,
+    "perf_counter_ns": _MONOTONIC_NS,
+    "localtime": _gmtime,
     "gmtime": _gmtime,
     "strftime": _strftime,
     "ctime": _ctime,
     "asctime": _asctime,
     "clock_gettime": _clock_gettime,
-    "clock_gettime_ns": _clock_gettime_ns,
+    "clock_gettime_ns": _ns(_clock_gettime),
     "process_time": _cpu_time,
-    "process_time_ns": _cpu_time_ns,
+    "process_time_ns": _CPU_TIME_NS,
     "thread_time": _cpu_time,
-    "thread_time_ns": _cpu_time_ns,
+    "thread_time_ns": _CPU_TIME_NS,
     "sleep": _sleep,
 }
 
@@ -713,8 +658,7 @@ def _rebuild(kind: str, state: bytes, tz: Any = None) -> Any:
 
 
 def _reduce(value: Any) -> Any:
-    """Pickle dates/datetimes by value through ``_rebuild`` (``datetime.datetime`` names the frozen class
-    while installed, so pickle's by-name lookup of the real class would fail)."""
+    """Pickle dates/datetimes by value (while installed, pickle's by-name lookup finds the frozen class)."""
     kind = "datetime" if isinstance(value, _REAL_DATETIME) else "date"
     state = value.__reduce__()[1]
     return (_rebuild, (kind, *state))
@@ -731,38 +675,37 @@ def _set(owner: Any, name: str, value: Any) -> None:
 _EARLY: list[tuple[Any, str, int]] = []  # (module, attribute, id of the real object) found by prepare()
 
 
+#: (owner, attribute, stand-in) patched by :func:`install` whose early-bound copies in env modules are rebound too
+_REBOUND = (
+    *((_time, name, fn) for name, fn in _TIME_PATCHES.items()),
+    (os, "urandom", _urandom),
+    (os, "times", _times),
+    (os, "stat", _stat),
+    (os, "lstat", _lstat),
+    (os, "fstat", _fstat),
+    (os, "scandir", _scandir),
+    (os, "uname", _uname),
+    (os, "getloadavg", _getloadavg),
+    (os, "cpu_count", _cpu_count),
+    (os, "sched_getaffinity", _sched_getaffinity),
+    (os, "sysconf", _sysconf),
+    *([(os, "getrandom", _getrandom)] if REAL.getrandom is not None else []),
+    (_resource, "getrusage", _getrusage),
+    (_socket, "gethostname", _gethostname),
+    (_random, "seed", _random_seed),
+    (_uuid, "uuid4", _uuid4),
+    (_uuid, "uuid1", _uuid1),
+)
+_STAND_INS = {id(getattr(owner, name)): fn for owner, name, fn in _REBOUND}  # the real object's id -> stand-in
+
+
 def _replacements() -> dict[int, Any]:
-    replacements: dict[int, Any] = {
-        id(_REAL_DATETIME): FrozenDateTime,
-        id(_REAL_DATE): FrozenDate,
-        id(REAL.urandom): _urandom,
-        id(REAL.uuid1): _uuid1,
-        id(REAL.uuid4): _uuid4,
-        id(REAL.times): _times,
-        id(REAL.random_seed): _random_seed,
-        id(REAL.stat): _stat,
-        id(REAL.lstat): _lstat,
-        id(REAL.fstat): _fstat,
-        id(REAL.scandir): _scandir,
-        id(REAL.uname): _uname,
-        id(REAL.getrusage): _getrusage,
-        id(REAL.getloadavg): _getloadavg,
-        id(REAL.gethostname): _gethostname,
-        id(REAL.cpu_count): _cpu_count,
-        id(REAL.sched_getaffinity): _sched_getaffinity,
-        id(REAL.sysconf): _sysconf,
-    }
-    if REAL.getrandom is not None:
-        replacements[id(REAL.getrandom)] = _getrandom
-    for name, fn in _TIME_PATCHES.items():
-        replacements[id(getattr(REAL, name))] = fn
-    return replacements
+    return {id(_REAL_DATETIME): FrozenDateTime, id(_REAL_DATE): FrozenDate, **_STAND_INS}
 
 
 def prepare() -> None:
-    """Find, once, the names env modules imported before the fork bound to the real objects (in the
-    sandbox worker before forking: a child then rebinds a short list instead of scanning modules,
-    which would touch — and copy — most of the inherited heap)."""
+    """Find, once before forking, the names env modules bound to the real objects (a child then rebinds a short
+    list instead of scanning modules, which would copy most of the inherited heap)."""
     replacements = _replacements()
     prefixes = registry.module_prefixes()  # each adapter declares the modules it imports in the worker
     _EARLY.clear()
@@ -792,8 +735,7 @@ def _rebind_early_names() -> None:
 
 
 def fingerprint() -> tuple[Any, ...]:
-    """Where the frozen clock and every seeded stream stand: code that ran in between and leaves it unchanged
-    read neither the clock nor randomness (the sandbox zygote keeps a module body's namespace only then)."""
+    """Where the frozen clock and every seeded stream stand: unchanged across code that read neither."""
     c = _clock()
     return (c.reads, c._now, c.mono, c.cpu, c.rng.getstate(), _random.getstate(), _tempfile._name_sequence is None)
 
@@ -804,10 +746,8 @@ def installed() -> bool:
 
 
 def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
-    """Freeze the clock and seed all randomness of this process for one trajectory.
-
-    Meant for a sandbox child (one trajectory per process); calling it again re-targets the
-    active clock to another trajectory without patching twice."""
+    """Freeze the clock and seed all randomness of this process for one trajectory; called again, it re-targets
+    the active clock to another trajectory without patching twice."""
     clock = _Clock(trajectory_id, seed, clock_start)
     if not _BELOW:  # probed once per process (the probe moves the variable: the environment's order must not)
         _BELOW.append(below_python())
@@ -822,39 +762,21 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
             copyreg.pickle(cls, _reduce)
         _set(_dt, "datetime", FrozenDateTime)
         _set(_dt, "date", FrozenDate)
-    for name, fn in _TIME_PATCHES.items():
-        _set(_time, name, fn)
-    _set(os, "urandom", _urandom)
-    _set(os, "times", _times)
-    _set(os, "stat", _stat)
-    _set(os, "lstat", _lstat)
-    _set(os, "fstat", _fstat)
-    _set(os, "scandir", _scandir)
-    _set(os, "uname", _uname)
-    _set(os, "getloadavg", _getloadavg)
+    for owner, name, fn in _REBOUND:
+        _set(owner, name, fn)
     _OWN_IDS[:] = [os.getuid(), os.getgid()]
     for name in ("getuid", "geteuid", "getgid", "getegid"):
         _set(os, name, _visible_id)
     _set(os, "getresuid", _visible_ids)
     _set(os, "getresgid", _visible_ids)
-    _set(os, "cpu_count", _cpu_count)
-    _set(os, "sched_getaffinity", _sched_getaffinity)
-    _set(os, "sysconf", _sysconf)
     if REAL.process_cpu_count is not None:
         _set(os, "process_cpu_count", _cpu_count)
     os.environ[CPUS_VARIABLE] = str(HOST_CPUS)  # libc's answers (the clock library)
-    _set(_resource, "getrusage", _getrusage)
-    _set(_socket, "gethostname", _gethostname)
     _set(_platform, "_uname_cache", None)  # re-made from the frozen os.uname
     _set(_platform, "_platform_cache", {})
-    if REAL.getrandom is not None:
-        _set(os, "getrandom", _getrandom)
     _set(builtins, "open", _open)
     _set(io, "open", _open)
     _set(_random.Random, "seed", _Random_seed)
-    _set(_random, "seed", _random_seed)
-    _set(_uuid, "uuid4", _uuid4)
-    _set(_uuid, "uuid1", _uuid1)
     _set(_random, "SystemRandom", SeededSystemRandom)
     _set(_secrets, "_sysrand", _SecretsRandom())
     _set(_secrets, "choice", _secrets_choice)
@@ -864,8 +786,7 @@ def install(trajectory_id: str, seed: int, clock_start: str | None) -> None:
 
 
 def at_step(step_index: int) -> None:
-    """Move the frozen clock to action ``step_index`` and reseed its random streams (call before
-    executing — or silently replaying — that action)."""
+    """Move the frozen clock to action ``step_index`` and reseed its random streams (before executing it)."""
     c = _clock()
     c.now = c.start + (step_index + 1) * STEP_SECONDS
     c.mono = max(c.mono, 1000.0 + (step_index + 1) * STEP_SECONDS)
@@ -894,31 +815,24 @@ def install_for(trajectory: Any) -> None:
     host_profile(getattr(trajectory, "meta", {}).get(HOST_PROFILE) == VARIED)
 
 
-#: a trajectory's ``meta`` key naming the host profile it runs on; :data:`VARIED` is the determinism check's
-#: re-execution (pipeline/labeling/determinism.py)
+#: a trajectory's ``meta`` key naming its host profile; :data:`VARIED`: the determinism check's re-execution
 HOST_PROFILE, VARIED = "host_profile", "varied"
 _AFFINITY: list[set[int]] = []  # the real CPU set this process started with
 
 
 def host_profile(varied: bool) -> None:
-    """Run on the ordinary host profile, or on the varied one: the child's real CPU affinity is another set (its
-    last CPU alone), so what reads the machine past the pinned values (a raw ``sched_getaffinity`` system call, a
-    CPU it finds itself on) differs from the labeling run and the determinism check sees it. The frozen clock is not
-    shifted: every environment that records a time would differ, and no clock read is left unfrozen but a raw
-    system call (docs/environments.md, "Determinism")."""
+    """Run on the ordinary host profile, or on the varied one (the real CPU affinity is its last CPU alone), so
+    the determinism check sees what reads the machine past the pinned values; the frozen clock is not shifted."""
     if not _AFFINITY:
         _AFFINITY.append(set(REAL.sched_getaffinity(0)))
     cpus = sorted(_AFFINITY[0])
-    try:
+    with suppress(OSError):  # a machine that does not let it pin itself: the clock and seeds still apply
         os.sched_setaffinity(0, {cpus[-1]} if varied and len(cpus) > 1 else set(cpus))
-    except OSError:  # a machine that does not let it pin itself: the profile's clock and seeds still apply
-        pass
 
 
 @contextmanager
 def frozen(trajectory_id: str, seed: int, clock_start: str | None) -> Iterator[None]:
-    """In-process form of ``install``: patched inside the block, restored after it (the global
-    ``random`` state included)."""
+    """In-process form of ``install``: patched inside the block, restored after it (``random``'s state too)."""
     if _CLOCK:
         raise RuntimeError("a frozen clock is already installed in this process")
     random_state = _random.getstate()

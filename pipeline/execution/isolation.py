@@ -1,8 +1,6 @@
-"""How sandbox workers are started: inside ``bwrap`` (the default), or — for trusted code only — as plain
-subprocesses (``trusted``; never chosen silently: a missing or broken ``bwrap`` is an error that says how to
-install it or opt out). What the bwrap sandbox shows and hides, per resource, is docs/environments.md
-("Sandbox"): its own namespaces, an unprivileged host uid (:class:`UidSlot` under root), an empty environment,
-a read-only view of only what the interpreter needs at neutral paths, its options through ``--args FD``.
+"""How sandbox workers are started: inside ``bwrap`` (the default), or, for trusted code only, as plain
+subprocesses (``trusted``; never chosen silently). What the bwrap sandbox shows and hides is
+docs/environments.md ("Sandbox").
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from pathlib import Path
 
 from pipeline.core.registry import plugin_paths
 from pipeline.execution import freeze
+from pipeline.execution.frames import write_bytes
 
 ISOLATIONS = ("bwrap", "trusted")
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -63,27 +62,22 @@ def _interpreter_paths() -> list[str]:
 
 
 def _plugin_dirs() -> list[str]:
-    """The directories of installed plugin packages (:func:`pipeline.core.registry.plugin_paths`) the
-    interpreter's own paths do not hold (a ``pip install --target`` directory on ``PYTHONPATH``): the worker
-    sees them read-only at the same path, on its ``PYTHONPATH``, so it registers the same plugins."""
+    """Plugin package directories outside the interpreter's own paths (a ``pip install --target`` on
+    ``PYTHONPATH``): the worker sees them read-only at the same path, so it registers the same plugins."""
     inside = [*_interpreter_paths(), "/usr"]
     return [p for p in plugin_paths() if not any(_inside(p, top) for top in inside)]
 
 
-def bwrap_path() -> str:
-    path = shutil.which("bwrap")
+def _tool(name: str, missing: str) -> str:
+    """The path of the program ``name``, or a SandboxUnavailable saying how to install it."""
+    path = shutil.which(name)
     if path is None:
-        raise SandboxUnavailable(
-            "the sandbox needs bubblewrap ('bwrap'), which is not installed: run './forge setup' (installs Debian's "
-            "'bubblewrap' when it can) or 'sudo apt-get install bubblewrap'; to run only trusted environment code "
-            "without isolation set ENVSIM_SANDBOX=trusted (or the sandbox resource's isolation: trusted)"
-        )
+        raise SandboxUnavailable(missing)
     return path
 
 
-#: under root every bwrap sandbox (a shared worker or one environment's instance) runs as a host uid of its own,
-#: ``UID_BASE + slot`` (uid = gid): not 0, owner of no file it can see, so kernel owner checks, file modes and
-#: RLIMIT_NPROC hold for it alone — not shared with any other sandbox on the machine
+#: under root every bwrap sandbox runs as a host uid of its own, ``UID_BASE + slot`` (uid = gid), owner of no
+#: file it can see, so owner checks, file modes and RLIMIT_NPROC hold for it alone
 UID_BASE, UID_SLOTS = 200_000, 50_000
 UID_LOCKS = "/run/envsim-sandbox-uids"  # one lock file per slot, flock'd while a sandbox holds it
 _PROBE = itertools.count()
@@ -91,9 +85,8 @@ _RELEASE = threading.RLock()  # re-entrant: __del__ may run inside release (the 
 
 
 class UidSlot:
-    """A host uid no other sandbox holds (under root): slot ``k`` is taken by an exclusive ``flock`` of its lock
-    file, held while the sandbox lives and released with the descriptor (also when this process dies), so
-    concurrent processes never share one."""
+    """A host uid no other sandbox holds (under root): an exclusive ``flock`` of its slot's lock file, held while
+    the sandbox lives (released with the descriptor, also when this process dies)."""
 
     def __init__(self) -> None:
         os.makedirs(UID_LOCKS, 0o700, exist_ok=True)
@@ -126,8 +119,8 @@ VENV_DIR = "/venv"  # the virtual environment inside: a generated pyvenv.cfg and
 
 @dataclass
 class Launch:
-    """How to start one worker: ``argv``, its whole environment, working directory and the descriptors
-    it inherits (bwrap's ``--args`` and ``--ro-bind-data`` pipes); :meth:`close` after starting it."""
+    """How to start one worker: ``argv``, its whole environment, working directory and the descriptors it
+    inherits; :meth:`close` after starting it."""
 
     argv: list[str]
     env: dict[str, str]
@@ -145,9 +138,7 @@ def _data_fd(content: bytes) -> int:
     """A pipe's read end holding ``content`` (bwrap reads it to EOF)."""
     r, w = os.pipe()
     try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(w, view) :]
+        write_bytes(w, content)
     finally:
         os.close(w)
     return r
@@ -158,10 +149,9 @@ def _inside(path: str, top: str) -> bool:
 
 
 def interpreter_layout(opts: _Options) -> tuple[str, dict[str, str]]:
-    """Bind the interpreter and virtual environment at neutral paths; (the executable inside, extra variables). An
-    interpreter under ``/usr`` stays where it is; another one appears at :data:`PYTHON_DIR`; a virtual environment
-    at :data:`VENV_DIR`, only its ``lib`` bound, with a ``pyvenv.cfg`` written for it (the host's names the checkout)
-    and pip's records that name the checkout hidden."""
+    """Bind the interpreter (outside ``/usr``: at :data:`PYTHON_DIR`) and virtual environment (its ``lib`` at
+    :data:`VENV_DIR`, a ``pyvenv.cfg`` written for it, pip's records naming the checkout hidden); returns (the
+    executable inside, extra variables)."""
     base = os.path.realpath(sys.base_prefix)
     exe = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
     env: dict[str, str] = {}
@@ -186,8 +176,7 @@ def interpreter_layout(opts: _Options) -> tuple[str, dict[str, str]]:
 
 
 def _hidden_install_records() -> list[str]:
-    """Files pip wrote into site-packages that name the checkout (an editable install's ``.pth`` and
-    finder, ``direct_url.json``): /dev/null is bound over them inside."""
+    """Files pip wrote into site-packages that name the checkout (/dev/null is bound over them inside)."""
     out = []
     for site in {os.path.realpath(p) for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)}:
         try:
@@ -204,8 +193,8 @@ def _hidden_install_records() -> list[str]:
 
 
 class _Options(list[str]):
-    """bwrap options; :meth:`put` makes every missing parent of its destination first, mode 0755 (bwrap makes
-    them 0700 as root: the unprivileged uid could not reach what is bound below)."""
+    """bwrap options; :meth:`put` makes every missing parent of its destination first, mode 0755 (as root bwrap
+    makes them 0700: the sandbox's uid could not reach below)."""
 
     def __init__(self, *opts: str) -> None:
         super().__init__(opts)
@@ -231,8 +220,7 @@ class _Options(list[str]):
         self.put("--perms", "0444", "--ro-bind-data", str(fd), inside)
 
 
-#: under root: no user namespace; the command drops to a uid of its own through ``setpriv`` (CAP_SETUID/GID), after
-#: the children's tmpfs is mounted with an inode limit (CAP_SYS_ADMIN, :func:`_with_inode_limit`)
+#: under root: no user namespace; ``setpriv`` drops to a uid of its own after the children's tmpfs is mounted
 _AS_ROOT = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 _AS_ROOT_CAPS = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
 _AS_ROOT_CAPS += ("--cap-add", "CAP_SYS_ADMIN")
@@ -240,19 +228,9 @@ _AS_ROOT_CAPS += ("--cap-add", "CAP_SYS_ADMIN")
 _AS_USER = ("--unshare-all", "--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY), "--disable-userns")
 
 
-def _setpriv() -> str:
-    path = shutil.which("setpriv")
-    if path is None:
-        raise SandboxUnavailable(
-            "running as root, the sandbox drops to an unprivileged uid with 'setpriv' (util-linux), "
-            "which is not installed: 'sudo apt-get install util-linux'"
-        )
-    return path
-
-
 def _bind_system(opts: _Options) -> tuple[str, dict[str, str]]:
-    """Bind ``/usr``, the top-level system directories, the interpreter and virtual environment (at neutral
-    paths, pip's records naming the checkout hidden) and plugin directories; (the executable, variables)."""
+    """Bind ``/usr``, the top-level system directories, the interpreter, the clock library and plugin
+    directories; returns (the executable, variables)."""
     opts.put("--ro-bind", "/usr", "/usr")
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/") / top
@@ -270,8 +248,8 @@ def _bind_system(opts: _Options) -> tuple[str, dict[str, str]]:
     return exe, {**worker_environment(os.pathsep.join([_APP_DIR, *plugins])), **env}
 
 
-#: the sandbox's synthetic ``/etc``: its user (the uid every child sees, :data:`freeze.VISIBLE_ID`), ``localhost``,
-#: files-only name services, and a constant ``mime.types`` (``pipeline/execution/mime.types``)
+#: the sandbox's synthetic ``/etc``: its user (:data:`freeze.VISIBLE_ID`), ``localhost``, files-only name services,
+#: and a constant ``mime.types``
 ETC_FILES = {
     "/etc/passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\nenvsim:x:{freeze.VISIBLE_ID}:{freeze.VISIBLE_ID}:"
     f"envsim sandbox:/tmp:/usr/sbin/nologin\n",
@@ -285,8 +263,8 @@ DEVICES = ("null", "zero", "random", "urandom")
 
 
 def _bind_etc_and_dev(opts: _Options) -> None:
-    """A synthetic read-only ``/etc`` (:data:`ETC_FILES`) and a ``/dev`` of only :data:`DEVICES`, the standard
-    descriptor links and a small ``/dev/shm``: no pseudo-terminal pool, no host terminal."""
+    """A synthetic read-only ``/etc`` and a ``/dev`` of only :data:`DEVICES`, the descriptor links and a small
+    ``/dev/shm``."""
     for dest, content in sorted(ETC_FILES.items()):
         opts.data(dest, content)
     opts.put("--size", str(64 << 10), "--perms", "0755", "--tmpfs", "/dev")
@@ -302,9 +280,8 @@ CLOCK_LIBRARY = "/opt/envsim-clock/clock-below.so"  # the clock below Python ins
 
 
 def _bind_clock(opts: _Options) -> dict[str, str]:
-    """The library below Python (:func:`pipeline.execution.freeze.clock_library`: the frozen clock, the pinned
-    processor counts, the constant memory of ``sysinfo``/``sysconf``, the constant ``uname``), bound read-only at a
-    neutral path and preloaded; nothing when it cannot be built here."""
+    """The library below Python (:func:`pipeline.execution.freeze.clock_library`), bound read-only and preloaded;
+    nothing when it cannot be built here."""
     library = freeze.clock_library()
     if library is None:
         return {}
@@ -313,9 +290,8 @@ def _bind_clock(opts: _Options) -> dict[str, str]:
 
 
 def _bind_private(opts: _Options) -> None:
-    """The project's package at its neutral path (:func:`neutral_package`), a fresh ``/proc`` with constant host
-    files over it, the synthetic ``/etc`` and a read-only minimal ``/dev`` with a small ``/dev/shm``
-    (:func:`_bind_etc_and_dev`)."""
+    """The project's package at its neutral path, a fresh ``/proc`` with constant host files over it, the
+    synthetic ``/etc`` and ``/dev``."""
     opts.put("--ro-bind", neutral_package(), f"{_APP_DIR}/pipeline")
     opts.put("--proc", "/proc")
     _bind_etc_and_dev(opts)
@@ -331,12 +307,22 @@ WORKER_MODULE = "pipeline.execution.worker"
 def bwrap_command(
     tmp_mb: int, command: list[str] | None = None, preload: str | None = None, module: str = WORKER_MODULE
 ) -> Launch:
-    """The ``bwrap`` launch that runs one sandbox worker (or ``command`` inside the same sandbox). Its
-    options travel through ``--args FD`` (``/proc/1/cmdline`` inside shows none of them). Under root the
-    command runs as a uid of its own (:class:`UidSlot`) through ``setpriv``, with no capability."""
-    bwrap = bwrap_path()
+    """The ``bwrap`` launch that runs one sandbox worker (or ``command``), its options through ``--args FD``
+    (invisible inside); under root as a uid of its own (:class:`UidSlot`) through ``setpriv``, no capability."""
+    bwrap = _tool(
+        "bwrap",
+        "the sandbox needs bubblewrap ('bwrap'), which is not installed: run './forge setup' (installs Debian's "
+        "'bubblewrap' when it can) or 'sudo apt-get install bubblewrap'; to run only trusted environment code "
+        "without isolation set ENVSIM_SANDBOX=trusted (or the sandbox resource's isolation: trusted)",
+    )
     root = os.geteuid() == 0
-    setpriv = _setpriv() if root else ""
+    setpriv = ""
+    if root:
+        setpriv = _tool(
+            "setpriv",
+            "running as root, the sandbox drops to an unprivileged uid with 'setpriv' (util-linux), "
+            "which is not installed: 'sudo apt-get install util-linux'",
+        )
     opts = _Options(*(_AS_ROOT + _AS_ROOT_CAPS if root else _AS_USER + ("--cap-drop", "ALL")))
     opts += ["--die-with-parent", "--new-session", "--clearenv"]
     opts.put("--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp")  # first: binds below stay visible
@@ -356,18 +342,15 @@ def bwrap_command(
     return Launch([bwrap, "--args", str(args_fd), "--", *command], {}, "/", fds, slot)
 
 
-#: inodes of an instance's ``/tmp`` (files, directories, links): what it holds in kernel memory stays bounded
+#: inodes of an instance's ``/tmp``: what it holds in kernel memory stays bounded
 TMP_INODES = 16_384
-
-
 WORK_DIR = "/tmp/work"  # where a worker makes its children's directories (``worker._root``)
 
 
 def _with_inode_limit(tmp_mb: int, command: list[str]) -> list[str]:
-    """Under root: ``command`` run after :data:`WORK_DIR` is mounted as a tmpfs of ``tmp_mb`` MiB and
-    :data:`TMP_INODES` inodes (bwrap's ``--tmpfs`` takes a size, not an inode count; the children write nowhere
-    else), root-owned with the sticky bit like ``/tmp`` (no child can change its mode), by ``mount`` with the
-    sandbox's one ``CAP_SYS_ADMIN``, which ``setpriv`` drops with every other capability before ``command`` runs."""
+    """Under root: ``command`` run after :data:`WORK_DIR` is mounted as a root-owned sticky tmpfs of ``tmp_mb``
+    MiB and :data:`TMP_INODES` inodes (bwrap's ``--tmpfs`` takes no inode count), with the sandbox's one
+    ``CAP_SYS_ADMIN``, which ``setpriv`` drops before ``command`` runs."""
     mount = shutil.which("mount") or "/usr/bin/mount"
     options = f"size={tmp_mb << 20},nr_inodes={TMP_INODES},mode=1777,nosuid,nodev"
     script = f'mkdir -p {WORK_DIR} && {mount} -n -t tmpfs -o "$0" tmpfs {WORK_DIR} && exec "$@"'
@@ -375,9 +358,8 @@ def _with_inode_limit(tmp_mb: int, command: list[str]) -> list[str]:
 
 
 def kernel_memory_note(cgroup_root: str = "/sys/fs/cgroup") -> str:
-    """One line for the start of a sandbox: whether a cgroup could count each instance's kernel memory. The host
-    must delegate a cgroup v2 subtree with the memory controller (``cgroup.controllers`` names it and the caller may
-    write ``cgroup.subtree_control``); the sandbox does not use one, so the line says what bounds kernel memory."""
+    """One line for the start of a sandbox: whether a delegated cgroup v2 memory controller exists (the sandbox
+    does not use one) and what bounds an instance's kernel memory instead."""
     controllers = os.path.join(cgroup_root, "cgroup.controllers")
     try:
         delegated = "memory" in Path(controllers).read_text().split() and os.access(cgroup_root, os.W_OK)
@@ -392,10 +374,8 @@ def kernel_memory_note(cgroup_root: str = "/sys/fs/cgroup") -> str:
 
 @functools.cache
 def neutral_package() -> str:
-    """A copy of the ``pipeline`` package — its files only, nothing else of the checkout — compiled as if it lay at
-    its path inside (``compileall`` with ``ddir``: every ``.pyc`` names ``/opt/envsim/pipeline/…``, never the
-    checkout), built once per content in a per-user cache directory and bound read-only in its place; once per
-    process (a worker would compile it again at every start, ≈ 100 ms per instance)."""
+    """A copy of the ``pipeline`` package alone, compiled as if it lay at its path inside (no ``.pyc`` names the
+    checkout), built once per content in a per-user cache and bound read-only in its place."""
     source = _PROJECT_ROOT / "pipeline"
     files = sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.blake2b(sys.version.encode(), digest_size=12)
@@ -422,15 +402,13 @@ def neutral_package() -> str:
 
 @functools.cache
 def _compiled() -> None:
-    """Compile the ``pipeline`` package where it lies (its ``__pycache__``; current files are skipped), once per
-    process, for a trusted worker (it imports the checkout itself)."""
+    """Compile the ``pipeline`` package where it lies, once per process, for a trusted worker."""
     compileall.compile_dir(_PROJECT_ROOT / "pipeline", quiet=2)
 
 
 def worker_command(isolation: str, tmp_mb: int, preload: str | None = None, module: str = WORKER_MODULE) -> Launch:
-    """How to start a worker under ``isolation``; ``preload``: the one adapter whose modules it imports (an
-    instance for one environment), else every adapter's; ``module``: the worker's program (the labeling worker, or
-    the session host of :mod:`pipeline.serve.host`)."""
+    """How to start a worker under ``isolation``; ``preload``: the one adapter it imports (an instance), else
+    every adapter; ``module``: the worker's program (or the session host of :mod:`pipeline.serve.host`)."""
     if isolation == "bwrap":
         return bwrap_command(tmp_mb, preload=preload, module=module)
     _compiled()

@@ -1,11 +1,8 @@
 """Labels computed outside the sandbox from the raw data a sandboxed trajectory reports.
 
-:class:`TrajectoryLabels` consumes the frames of one trajectory (``init``, ``action``, ``step``,
-``lost``, ``resumed``, ``issue``, ``init_error``) and builds the result the pipeline stores:
-canonical state text and hash, and per step the observation (raw text and parsed value), outcome,
-``args_count``, Δ, |Δ| and the hashes of ``s_t`` and ``s'_t``. Every value from inside is parsed
-as plain JSON and re-canonicalised here; a malformed frame becomes an ``error`` step or a
-truncation, never a label taken on trust.
+:class:`TrajectoryLabels` consumes the frames of one trajectory and builds the result the pipeline stores
+(states, observations, outcomes, Δ and hashes). Every value from inside is parsed as plain JSON and
+re-canonicalised here; a malformed frame becomes an ``error`` step or a truncation, never a label taken on trust.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ MAX_ARGUMENTS_CHARS = 1 << 20  # canonical JSON of one call's arguments
 MAX_STATE_DEPTH = CANONICAL_DEPTH + 3
 
 #: the Δ the parent labels, per step and per trajectory (records, and bytes of their stored values and paths): a
-#: step past either is an ``error`` step (:data:`OVER_BUDGET`) naming its size and ends its trajectory, so the
-#: parent's work and memory stay bounded whatever a state does (a state filled then emptied, key by key)
+#: step past either is an ``error`` step (:data:`OVER_BUDGET`) that ends its trajectory, bounding the parent's work
 MAX_DELTA_RECORDS = 20_000
 MAX_DELTA_BYTES = 16 << 20
 MAX_TRAJECTORY_DELTA_RECORDS = 100_000
@@ -59,8 +55,7 @@ _DIGITS_ONLY = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))  #
 
 
 def _long_digits(text: str) -> bool:
-    """Whether ``text`` holds a run of 16 ASCII digits or more: a number that may be beyond 2**53, which canonical
-    texts encode (at C speed: a regex walks a state text character by character)."""
+    """Whether ``text`` holds a run of 16 ASCII digits or more: a number that may be beyond 2**53 (at C speed)."""
     return b"0" * 16 in text.encode("utf-8", "surrogatepass").translate(_DIGITS_ONLY)
 
 
@@ -69,14 +64,10 @@ def _reject_constant(name: str) -> Any:
 
 
 def _parse_canonical(text: Any, what: str) -> tuple[Any, str]:
-    """(value, canonical text in the value's own key order: :func:`~pipeline.core.canonical.stored_json`) of a JSON
-    text from inside, re-canonicalised here (its hash is :func:`~pipeline.core.canonical.state_hash` of the value).
-
-    Bounded on every path: ``NaN``/``Infinity`` are refused, so is a text nested deeper than
-    :data:`MAX_STATE_DEPTH` (checked before anything recurses into it) or holding a lone surrogate.
-    Fast path: a text that re-serialises to itself, with no number long enough to be beyond 2**53, is
-    canonical already (compact, in its own key order), so the Python-level walk of ``canonicalize`` is skipped;
-    any other text is canonicalised. A text with its keys sorted (a return value) stays sorted."""
+    """(value, canonical text in its own key order: :func:`~pipeline.core.canonical.stored_json`) of a JSON text
+    from inside. ``NaN``/``Infinity``, nesting past :data:`MAX_STATE_DEPTH` (checked before recursing) and lone
+    surrogates are refused. A text that re-serialises to itself, with no number past 2**53, is canonical already
+    (``canonicalize`` is skipped)."""
     if not isinstance(text, str):
         raise UntrustedData(f"frame field {what!r} is not a JSON text")
     if bounds.json_too_deep(text, MAX_STATE_DEPTH):
@@ -103,8 +94,7 @@ def _text(value: Any, limit: int) -> str | None:
 
 
 def _message(value: Any, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """A free-text message from inside (an error, an issue), cut to ``limit`` and made encodable:
-    lone surrogates become U+FFFD instead of failing every writer downstream."""
+    """A free-text message from inside, cut to ``limit``, lone surrogates made U+FFFD."""
     text = value if isinstance(value, str) else str(value)
     text = text[:limit]
     try:
@@ -174,8 +164,7 @@ def _arguments_text(arguments: Any, field: str = "arguments") -> str:
 
 @lru_cache(maxsize=256)
 def _declared_tools(source: str, env_id: str, options: str) -> frozenset[str] | None:
-    """Names of the tools an environment declares (its schemas, read outside the sandbox: no env code
-    runs), or None when they cannot be read here."""
+    """Names of the tools an environment declares (read outside the sandbox), or None when they cannot be read."""
     try:
         spec = EnvSpec(source, env_id, {}, json.loads(options))
         return frozenset(t.get("function", t).get("name") for t in registry.tool_schemas(spec) if isinstance(t, dict))
@@ -186,8 +175,8 @@ def _declared_tools(source: str, env_id: str, options: str) -> frozenset[str] | 
 def _outcome(
     outcome: str, raised: bool, error_type: str | None, message: str | None, raw: str, max_chars: int
 ) -> dict[str, Any]:
-    """A step's outcome and error fields: ``sandbox_refused``, naming the syscall, when its error or observation shows
-    a refusal of the sandbox (:func:`pipeline.execution.seccomp.refused_syscall`), else as the rule labeled it."""
+    """A step's outcome and error fields: ``sandbox_refused`` naming the syscall when its error or observation shows
+    a seccomp refusal, else as the rule labeled it."""
     syscall = seccomp.refused_syscall(message if raised else None) or seccomp.refused_syscall(raw[:4096])
     if syscall is not None:
         shown = (message if raised else raw) or ""
@@ -225,9 +214,8 @@ class TrajectoryLabels:
 
     # -- frames ----------------------------------------------------------------------------------
     def feed(self, msg: dict[str, Any]) -> None:
-        """One frame from inside. Every field is range-checked; a frame that breaks the protocol — or
-        whose data raises anything while it is labelled (an overflow, a recursion, a Unicode error) —
-        becomes an ``error`` step naming the field and truncates the trajectory: never an exception."""
+        """One frame from inside, every field range-checked; a frame that breaks the protocol or raises anything
+        while it is labelled becomes an ``error`` step and truncates the trajectory: never an exception."""
         if self.truncated:
             return
         try:
@@ -268,8 +256,7 @@ class TrajectoryLabels:
         self.truncated = True
 
     def _stop(self, reason: str) -> None:
-        """The call in flight is past the Δ budget: an ``error`` step (:data:`OVER_BUDGET`) with its size; the
-        trajectory ends there (its later states would be labeled from a state that was never stored)."""
+        """The call in flight is past the Δ budget: an ``error`` step (:data:`OVER_BUDGET`) ending the trajectory."""
         index = self.next_index()
         self.lost(index, OVER_BUDGET, reason)
         self.result["issues"].append(f"trajectory stopped at step {index}: {reason}")
@@ -293,8 +280,7 @@ class TrajectoryLabels:
             self.truncated = True
 
     def _action(self, msg: dict[str, Any]) -> None:
-        """Exploration: the action the policy (inside) chose. Its tool must be one the environment
-        declares and its arguments a bounded JSON object."""
+        """Exploration: the action the policy chose (a declared tool, a bounded JSON object of arguments)."""
         if self.trajectory.meta.get("explore") is None:
             raise UntrustedData("an 'action' frame in a replayed trajectory")
         index = _int_field(msg, "step_index", MAX_STEP_INDEX)
@@ -414,8 +400,7 @@ class TrajectoryLabels:
         return delta, encoded
 
     def _over(self, size: str, unit: str) -> str:
-        """The reason of a step past the Δ budget: its size, and the budget it broke (the step's or what the
-        trajectory had left)."""
+        """The reason of a step past the Δ budget: its size and the budgets."""
         step, total, used = (
             (MAX_DELTA_RECORDS, MAX_TRAJECTORY_DELTA_RECORDS, self.delta_records)
             if unit == "records"

@@ -94,9 +94,8 @@ UNREADABLE = ("proc", "sys", "tmp")
 
 
 def readable_tops() -> list[str]:
-    """The top-level entries of ``/`` a child may read beneath (all but :data:`UNREADABLE`), and the
-    import directories on ``sys.path`` beneath an unreadable one (an installed plugin package bound
-    read-only at its host path, e.g. a ``pip install --target`` under ``/tmp``), so its code imports."""
+    """The top-level entries of ``/`` a child may read beneath (all but :data:`UNREADABLE`), and the import
+    directories on ``sys.path`` beneath an unreadable one (a plugin package under ``/tmp``)."""
     try:
         names = sorted(os.listdir("/"))
     except OSError:
@@ -108,11 +107,8 @@ def readable_tops() -> list[str]:
 
 
 def restrict(writable_dir: str | int) -> bool:
-    """Confine the calling process (irreversibly, with its future threads): writes only beneath
-    ``writable_dir`` and to ``/dev/null``; reads beneath ``writable_dir`` and every top-level directory
-    but ``/proc``, ``/sys`` and ``/tmp`` (:data:`UNREADABLE`), plus the constant ``/proc`` files. Returns False
-    when the kernel has no Landlock; raises :class:`LandlockError` when it has and refuses. Needs
-    ``no_new_privs`` (the worker sets it)."""
+    """Confine the calling process irreversibly (module docstring; also the constant ``/proc`` files readable).
+    False: the kernel has no Landlock; :class:`LandlockError`: it has and refuses. Needs ``no_new_privs``."""
     if not prepare():
         return False
     call = _STATE["call"]

@@ -1,14 +1,9 @@
 """A seeded, schema-driven exploration policy (runs inside the sandbox child, next to the env).
 
-Each step it picks a tool (weighted — the parent steers the weights toward strata still short of
-their quota) and fills the arguments from the tool's JSON schema with values drawn from the live
-state: existing ids and names by field name, sizes of batch arguments from 1 to ``max_batch``.
-Values follow the schema, its references resolved (:mod:`pipeline.execution.schema`) — unions
-(``["integer", "null"]``, ``anyOf``/``oneOf``), enums, constants, nested objects, arrays of typed items, numeric
-bounds, lengths, formats, patterns — so a call never gets a non-conformant argument by accident. With
-probability ``mutate_rate`` one argument is mutated, keeping its type (an id that does not exist, a negative or
-huge number, an empty string, an unknown list item) to provoke the environment's rule failures: the one declared
-non-conformant share; the action records which (``Action.mutated_arg``, the ``mutated_arg`` step column).
+Each step it picks a tool (weighted: the parent steers the weights toward strata short of their quota) and fills
+its arguments from the tool's JSON schema (:mod:`pipeline.execution.schema`) with values drawn from the live state,
+so a call never gets a non-conformant argument by accident. With probability ``mutate_rate`` one argument is
+mutated, keeping its type, to provoke rule failures; the action records which (``Action.mutated_arg``).
 """
 
 from __future__ import annotations
@@ -32,7 +27,7 @@ from pipeline.execution.relations import (
     singular,
     unset_id,
 )
-from pipeline.execution.schema import conforms, format_string, pattern_string, resolved
+from pipeline.execution.schema import conforms, format_string, is_type, numeric, pattern_string, resolved
 
 
 @dataclass(frozen=True)
@@ -75,8 +70,7 @@ class StateIndex:
     ) -> None:
         self.values: dict[str, list[Any]] = {}
         self.tables: dict[str, list[str]] = {}
-        #: records (dicts) by the field name they are held under (the relational policy: an object argument of
-        #: that name may be one of them, when it fits the schema)
+        #: records (dicts) by the field name they are held under (an object argument of that name may be one)
         self.objects: dict[str, list[dict[str, Any]]] = {}
         self.cap = cap
         #: a table is any dict keyed by ids (:func:`is_mapping`); false: only a dict of records (the plain policy)
@@ -115,10 +109,9 @@ class StateIndex:
                 self._add(key, node)
 
     def candidates(self, name: str) -> list[Any]:
-        """Known values for a parameter called ``name``: values seen under that field, else the
-        keys of the entity table it refers to (``from_account`` -> ``accounts``, ``sku`` -> keys
-        like ``SKU-0001``), else, for a name or key (``supply_names``), the values held under its base
-        (``supply``) or the keys of the mapping named for it (``supplies``, keyed by names)."""
+        """Known values for a parameter called ``name``: values seen under that field, else the keys of the table it
+        refers to (``from_account`` -> ``accounts``), else, for a name or key (``supply_names``), the values held
+        under its base (``supply``) or the keys of the mapping named for it (``supplies``)."""
         single = singular(name)
         for key in (name, single):
             if self.values.get(key):
@@ -171,8 +164,7 @@ class ExplorationPolicy:
         self.focus: list[Any] = []
 
     def _index(self, state: Any, key: Any) -> tuple[StateIndex, Records | None]:
-        """The state's indexes, rebuilt only when the state changed (``key``: its canonical text); no records for
-        the plain policy (``relational`` false)."""
+        """The state's indexes, rebuilt only when the state changed (``key``: its canonical text)."""
         if self._indexed is None or key is None or self._indexed[0] is not key:
             relational = self.settings.relational
             memo = self._mapping
@@ -203,8 +195,8 @@ class ExplorationPolicy:
         return Action(tool["name"], args, turn=index, mutated_arg=mutated)
 
     def observe(self, arguments: Mapping[str, Any], value: Any) -> None:
-        """What a call of the episode used and answered (its return value, canonical): later calls draw from
-        the answers (bundles) and prefer records that hold these values. The plain policy keeps nothing."""
+        """What a call of the episode used and answered: later calls draw from the answers and prefer records that
+        hold these values (the relational policy only)."""
         if not self.settings.relational:
             return
         answered = Records(value)
@@ -220,8 +212,8 @@ class ExplorationPolicy:
         return Hints(hints.avoid, hints.prefer, self.focus, hints.suggest)
 
     def related(self, tool: dict[str, Any], names: list[str], records: Records, grow: int = 0) -> dict[str, Any]:
-        """Values for ``names`` drawn from related records and earlier answers (:func:`relations.bind`); list
-        arguments at least ``grow`` long when the pool allows."""
+        """Values for ``names`` drawn from related records and earlier answers (:func:`relations.bind`), lists at
+        least ``grow`` long when the pool allows."""
         props: dict[str, Any] = (tool.get("parameters") or {}).get("properties") or {}
         schemas = {n: self._concrete(props.get(n)) for n in names}
         names = [n for n in names if schemas[n] is not None and "enum" not in schemas[n] and "const" not in schemas[n]]
@@ -259,8 +251,8 @@ class ExplorationPolicy:
     def from_seed(
         self, tool: dict[str, Any], seed: Mapping[str, Any], index: StateIndex, records: Records
     ) -> dict[str, Any]:
-        """A seed's arguments with one changed toward more: its lists longer (drawn again from the same
-        records, one item more), or one argument drawn from another record joined on the others."""
+        """A seed's arguments changed toward more: its lists one item longer, or one argument drawn from another
+        record joined on the others."""
         args = copy.deepcopy(dict(seed))
         if not args:
             return args
@@ -284,20 +276,15 @@ class ExplorationPolicy:
         if name in drawn and drawn[name] != args[name]:
             args[name] = drawn[name]
         else:
-            props = (tool.get("parameters") or {}).get("properties") or {}
             schema = props.get(name) if isinstance(props.get(name), dict) else {}
             args[name] = self.value(name, schema, index)
         return args
 
-    def arguments(self, tool: dict[str, Any], index: StateIndex) -> dict[str, Any]:
-        return self.arguments_and_mutation(tool, index)[0]
-
     def arguments_and_mutation(
         self, tool: dict[str, Any], index: StateIndex, records: Records | None = None
     ) -> tuple[dict[str, Any], str | None]:
-        """Arguments that follow the tool's schema, and the name of the one deliberately mutated
-        (None when none was): a mutation keeps the type and breaks the meaning. With ``records``, a share
-        (``relate_rate``) of calls draws its arguments from related records (:meth:`related`)."""
+        """Arguments that follow the tool's schema, and the name of the one deliberately mutated (or None). With
+        ``records``, a ``relate_rate`` share of calls draws its arguments from related records."""
         params = tool.get("parameters") or {}
         props: dict[str, Any] = params.get("properties") or {}
         required = set(params.get("required") or [])
@@ -310,7 +297,7 @@ class ExplorationPolicy:
             return self._mutated(args, props)
         chosen = [name for name in props if name in required or self.rng.random() < self.settings.optional_rate]
         drawn: dict[str, Any] = {}
-        if records is not None and chosen and self.rng.random() < self.settings.relate_rate:
+        if chosen and self.rng.random() < self.settings.relate_rate:
             drawn = self.related(tool, chosen, records)
         args = {
             name: drawn[name]
@@ -321,8 +308,8 @@ class ExplorationPolicy:
         return self._mutated(self.listed(tool, args, records), props)
 
     def listed(self, tool: dict[str, Any], args: dict[str, Any], records: Records) -> dict[str, Any]:
-        """``args`` with, a ``LISTED_RATE`` share of the time, one of the values a refusal of the tool listed as
-        valid for an argument (:func:`relations.valid_values`), when one fits the argument's schema."""
+        """``args`` with, a ``LISTED_RATE`` share of the time, a value a refusal of the tool listed as valid for an
+        argument, when one fits its schema."""
         suggest = self.hints(tool["name"], records).suggest
         props: dict[str, Any] = (tool.get("parameters") or {}).get("properties") or {}
         for name in [n for n in props if n in suggest]:
@@ -347,9 +334,8 @@ class ExplorationPolicy:
         return args, mutated
 
     def value(self, name: str, schema: dict[str, Any], index: StateIndex, required: bool = True) -> Any:
-        """A value of the schema's type: a variant of a union (``["integer", "null"]``, ``anyOf``,
-        ``oneOf``; null only for optional arguments, sometimes), an enum member, a constant, an
-        object with its properties, an array of typed items, a scalar from the live state."""
+        """A value of the schema: a constant, an enum member, a variant of a union (null only for optional
+        arguments), an object, an array, or a scalar from the live state."""
         rng = self.rng
         if "const" in schema:
             return schema["const"]
@@ -422,10 +408,10 @@ class ExplorationPolicy:
         """A number within the schema's bounds (an exclusive bound is stepped over: 1 for an integer, 0.01)."""
         step = 1 if integer else 0.01
         lo, hi = schema.get("minimum"), schema.get("maximum")
-        if _number(schema.get("exclusiveMinimum")):
-            lo = schema["exclusiveMinimum"] + step if not _number(lo) else max(lo, schema["exclusiveMinimum"] + step)
-        if _number(schema.get("exclusiveMaximum")):
-            hi = schema["exclusiveMaximum"] - step if not _number(hi) else min(hi, schema["exclusiveMaximum"] - step)
+        if numeric(schema.get("exclusiveMinimum")):
+            lo = schema["exclusiveMinimum"] + step if not numeric(lo) else max(lo, schema["exclusiveMinimum"] + step)
+        if numeric(schema.get("exclusiveMaximum")):
+            hi = schema["exclusiveMaximum"] - step if not numeric(hi) else min(hi, schema["exclusiveMaximum"] - step)
         lo = 1 if not isinstance(lo, (int, float)) else lo
         hi = max(lo, lo + (4 if integer else 99)) if not isinstance(hi, (int, float)) else max(lo, hi)
         if integer:
@@ -438,11 +424,7 @@ class ExplorationPolicy:
         rng = self.rng
         item_schema = schema.get("items") if isinstance(schema.get("items"), dict) else {}
         lo = schema.get("minItems", 1) if isinstance(schema.get("minItems"), int) else 1
-        hi = (
-            schema.get("maxItems", self.settings.max_batch)
-            if isinstance(schema.get("maxItems"), int)
-            else self.settings.max_batch
-        )
+        hi = schema["maxItems"] if isinstance(schema.get("maxItems"), int) else self.settings.max_batch
         size = rng.randint(min(lo, hi), max(lo, min(hi, max(lo, self.settings.max_batch))))
         item_kind = item_schema.get("type")
         plain = (
@@ -459,9 +441,8 @@ class ExplorationPolicy:
         return items
 
     def object_value(self, schema: dict[str, Any], index: StateIndex, name: str = "") -> dict[str, Any]:
-        """A record the state holds under ``name`` that fits the schema (a ``RECORD_RATE`` share, the relational
-        policy), else an object drawn property by property (its required ones, and optional ones at
-        ``optional_rate``)."""
+        """A record the state holds under ``name`` that fits the schema (a ``RECORD_RATE`` share), else an object
+        drawn property by property."""
         fitting = [o for o in index.objects.get(name, ()) if conforms(o, schema)]
         if fitting and self.rng.random() < RECORD_RATE:
             return copy.deepcopy(fitting[self.rng.randrange(len(fitting))])
@@ -474,8 +455,8 @@ class ExplorationPolicy:
         }
 
     def mutate(self, value: Any) -> Any:
-        """A value of the same type that the environment should refuse: an id that does not exist,
-        a negative, zero or huge number, an empty string, an empty or padded list."""
+        """A value of the same type that the environment should refuse (an id that does not exist, a negative,
+        zero or huge number, an empty string, an empty or padded list)."""
         rng = self.rng
         if isinstance(value, bool):
             return not value
@@ -512,28 +493,13 @@ def _strings(values: Any) -> list[str]:
     return [v for a in values for v in (a if isinstance(a, list) else [a]) if isinstance(v, str)]
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _constrained(schema: dict[str, Any]) -> bool:
     """Whether a string schema says more than its type (a pattern, a format, a length)."""
     return any(k in schema for k in ("pattern", "format", "minLength", "maxLength"))
 
 
 def _fits(value: Any, kind: Any) -> bool:
+    """:func:`schema.is_type`, an untyped value a string."""
     if isinstance(kind, list):
         return any(_fits(value, k) for k in kind)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "string" or kind is None:
-        return isinstance(value, str)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "object":
-        return isinstance(value, dict)
-    return value is None if kind == "null" else True
+    return isinstance(value, str) if kind is None else is_type(value, kind)

@@ -1,12 +1,8 @@
 """Module-level state of preloaded environment modules, restored between trajectories of a reused child.
 
-bfcl's environment modules are imported once in the sandbox worker and keep state at module level:
-mutable globals (``DEFAULT_STATE`` dicts, long-context extension lists), mutable default arguments
-(TwitterAPI), class attributes, and the ``decimal`` / ``mpmath`` precision MathAPI sets. A child
-reused for the next trajectory first puts all of it back to what the worker imported
-(:func:`restore`): compared with a pristine deep copy taken before forking and copied back only where
-it differs, so an untouched module costs a comparison. The determinism check re-executes a sample in
-freshly forked children, so a leak this misses still fails the run.
+bfcl's environment modules keep state at module level (mutable globals and default arguments, class attributes,
+the ``decimal``/``mpmath`` precision). A reused child first puts it back (:func:`restore`) where it differs from
+a deep copy taken before forking; the determinism check's fresh children catch a leak this misses.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The relations a state holds, learned from the state itself: which values belong to one record
 (docs/environments.md, "Exploration", says how they are drawn).
 
-:class:`Records` indexes every record of a canonical state (a dict that is not a mapping of ids; an entity of a
-mapping; a dict in a list) with the values under each field name anywhere inside it; :func:`bind` draws the
-arguments of one call from records: ids from one record (joined on a value already drawn where it lacks one, a
-second id of the same kind a sibling), plain values together from another, keys of a mapping as ids, values
-earlier calls returned as candidates. Nothing here knows a corpus; all choices go through the caller's ``random``.
+:class:`Records` indexes every record of a canonical state with the values under each field name inside it;
+:func:`bind` draws the arguments of one call from records. Nothing here knows a corpus; all choices go through
+the caller's ``random``.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ def id_like(name: str) -> bool:
 
 
 def unset_id(name: str, value: Any) -> bool:
-    """Whether ``value`` under the field ``name`` is an id not set yet (``"archivist_id": ""``: a record not yet
-    assigned), which no draw may take for a reference."""
+    """Whether ``value`` under the field ``name`` is an id not set yet (``"archivist_id": ""``)."""
     return value == "" and id_like(name)
 
 
@@ -62,8 +59,7 @@ def _scalar(value: Any) -> bool:
 
 def is_mapping(node: dict) -> bool:
     """A dict keyed by ids rather than by field names: its values are all records of one shape (:func:`one_shape`),
-    or scalars some of which are None (free spots), or its keys all carry digits (``A1``, ``u_12``). A state
-    object's attributes (``user_db = {device: {...}, surroundings: {...}}``) are field names, not ids."""
+    or scalars some of which are None (free spots), or its keys all carry digits (``A1``, ``u_12``)."""
     if not node:
         return False
     values = list(node.values())
@@ -75,9 +71,8 @@ def is_mapping(node: dict) -> bool:
 
 
 class MappingMemo:
-    """:func:`is_mapping` for the successive states of one episode, which share their unchanged subtrees
-    (:class:`~pipeline.core.canonical.Snapshots` keeps them): remembered by identity, the dict kept alive. The
-    states are canonical values, never changed once made."""
+    """:func:`is_mapping` for the successive states of one episode, which share their unchanged (never changed)
+    subtrees: remembered by identity, the dict kept alive."""
 
     LIMIT = 100_000
 
@@ -96,9 +91,8 @@ class MappingMemo:
 
 
 def one_shape(node: dict) -> bool:
-    """Whether a dict's values are records of a common shape: the field names all of them hold are at least half
-    of the smallest one's (records with optional fields too), or — one record — it holds its own key as a
-    value, or its key carries a digit."""
+    """Whether a dict's values are records of a common shape: the fields all hold are at least half of the smallest
+    one's, or (one record) it holds its own key as a value, or its key carries a digit."""
     shapes = [set(map(str, v)) for v in node.values() if isinstance(v, dict)]
     if len(shapes) != len(node) or not shapes:
         return False
@@ -198,9 +192,8 @@ class Records:
     # -- names --------------------------------------------------------------------------------------------
 
     def aliases(self, param: str) -> tuple[str, ...]:
-        """The field names a parameter may mean, most specific first: as written, singular, without its id
-        suffix, with one, then fields it ends with (``new_item_ids`` → ``item_id``) or the list of those ids
-        (``from_course_id`` → ``courses``)."""
+        """The field names a parameter may mean, most specific first: as written, singular, without or with an id
+        suffix, then fields it ends with (``new_item_ids`` → ``item_id``, ``from_course_id`` → ``courses``)."""
         if param not in self._aliases:
             single, base = singular(param), _base(param)
             names = [param, single, base, f"{base}_id", f"{base}s", f"{base}_ids"]
@@ -246,9 +239,8 @@ def _pick_record(
     holding: Iterable[Any] = (),
     prefer: Iterable[Any] = (),
 ) -> tuple[int, list[str]] | None:
-    """The smallest record holding the most of ``params`` (random among the equally good), optionally one that
-    holds a value of ``holding`` (a join) or, when some do, one of ``prefer`` (a condition a refusal named).
-    None when no record (other than the state itself) holds any."""
+    """The smallest record holding the most of ``params`` (random among the equally good), one that holds a value
+    of ``holding`` (a join) and, when some do, of ``prefer``; None when no record but the state holds any."""
     holding = [v for v in holding if v is not None]
     covered: dict[int, tuple[str, ...]] = {}
     for r in range(1, len(records.records)):
@@ -277,9 +269,8 @@ def _pick_record(
 
 @dataclass
 class Hints:
-    """What earlier calls taught one tool: values to avoid per argument (a refusal named them) and values a
-    record should hold (a condition a refusal named, ``not pending``), and the focus of the episode (values that
-    earlier calls answered or used)."""
+    """What earlier calls taught one tool: values to avoid per argument and values a record should hold (both
+    named by refusals), and the episode's focus (values earlier calls answered or used)."""
 
     avoid: dict[str, set[Any]] = field(default_factory=dict)
     prefer: list[Any] = field(default_factory=list)
@@ -301,8 +292,8 @@ _SEP = re.compile(r"\s*(?:,|\||/|\bor\b|\band\b)\s*")
 
 
 def valid_values(text: str) -> list[str]:
-    """The values a refusal lists as valid: after "must be one of", "valid … are", "available: …", the quoted
-    items of the list, or its comma/"or"-separated words, up to the end of the sentence."""
+    """The values a refusal lists as valid ("must be one of …", "available: …"): the quoted items, or the
+    separated words, up to the end of the sentence."""
     out: list[str] = []
     for match in _LISTING.finditer(text):
         rest = text[match.end() :]
@@ -315,9 +306,8 @@ def valid_values(text: str) -> list[str]:
 
 
 def refusal_hints(refusals: Iterable[Mapping[str, Any]], records: Records) -> Hints:
-    """Hints from refusals ``{"text": observation, "args": arguments}``: an argument value the text names is
-    avoided for that argument; a word of the text that the state holds as a value (``pending``, ``delivered``) is
-    a condition a record should meet."""
+    """Hints from refusals ``{"text", "args"}``: an argument value the text names is avoided; a word of the text
+    the state holds as a value (``pending``) is a condition a record should meet."""
     hints = Hints()
     state_values = records.records[0].values
     for refusal in refusals:
@@ -340,8 +330,8 @@ def refusal_hints(refusals: Iterable[Mapping[str, Any]], records: Records) -> Hi
 
 
 def _listed_for(args: Mapping[str, Any], named: set[Any], text: str) -> list[str]:
-    """The arguments a refusal's list of valid values is for: those whose value it names, else those whose name
-    it names (``permission must be one of …``), else the only argument."""
+    """The arguments a refusal's list of valid values is for: those whose value, else whose name, it names, else
+    the only argument."""
     by_value = [p for p, v in args.items() if any(x in named for x in (v if isinstance(v, list) else [v]))]
     if by_value:
         return by_value
@@ -359,9 +349,9 @@ def bind(
     hints: Hints | None = None,
     returned: Iterable[Records] = (),
 ) -> dict[str, Any]:
-    """Values for ``params`` drawn from related records (module docstring); a parameter no record offers a
-    value of its type for is left out (the caller draws it its own way). ``fits(param, value)`` says whether a
-    value suits the parameter's schema; ``sizes[param]`` is the (min, max) length of a list parameter."""
+    """Values for ``params`` drawn from related records: ids from one record (joined on a value drawn already
+    where it lacks one; a second id of a kind its sibling), plain values together from another, earlier answers
+    as candidates. A parameter no record fits is left out. ``sizes[param]``: a list parameter's (min, max)."""
     draw = _Draw(records, fits, rng, sizes, hints or Hints())
     draw.answered(params, returned)
     todo = [p for p in params if p not in draw.out and records.aliases(p)]
@@ -470,7 +460,7 @@ def _flat(values: Iterable[Any]) -> list[Any]:
 
 def _sibling(records: Records, value: Any, taken: set[Any], anchor: int | None, rng: random.Random) -> Any:
     """Another value of the field that holds ``value`` in the smallest record (not the anchor's line) listing
-    several: another variant of the same product."""
+    several."""
     skip = {anchor, 0} | (set(records.ancestors(anchor)) if anchor is not None else set())
     best: tuple[int, int, list[Any]] | None = None
     for r in range(1, len(records.records)):

@@ -6,11 +6,10 @@ Usage::
         for trajectory, result in box.run(trajectories):   # results in input order
             ...
 
-Trusted code runs on shared workers, untrusted code on one instance per environment
-(:mod:`pipeline.execution.isolation`, :mod:`pipeline.execution.worker`). Everything a worker sends is untrusted
-plain data: size-capped JSON frames, read with a deadline, each tagged with the trajectory being read; the labels
-are computed here (:mod:`pipeline.execution.labels`). A worker that stops answering, dies or breaks the protocol
-is killed and replaced; the call it was running becomes an ``error`` step and the trajectory is truncated there.
+Trusted code runs on shared workers, untrusted code on one instance per environment. Everything a worker sends
+is untrusted: size-capped frames, read with a deadline and tagged with their trajectory; the labels are computed
+here. A worker that stops answering, dies or breaks the protocol is killed and replaced; the call it was running
+becomes an ``error`` step and the trajectory is truncated there.
 """
 
 from __future__ import annotations
@@ -86,8 +85,7 @@ class _Worker:
         self.landlock = 0  # the Landlock ABI the worker's children are confined with (0: none)
         self.reader = FdReader(self.proc.stdout.fileno(), max_frame(limits))  # type: ignore[union-attr]
         self.sent: set[str] = set()  # blobs this worker already holds
-        # requests are written by their own thread, so the worker always has the next trajectories
-        # queued while this side reads the frames of the current one (no round trip per trajectory)
+        # requests are written by their own thread: the next trajectories are queued while this side reads
         self._outbox: Queue[bytes | None] = Queue()
         self._writer = threading.Thread(target=self._write_requests, name="sandbox-requests", daemon=True)
         self._writer.start()
@@ -196,8 +194,8 @@ class _Worker:
         raise _WorkerLost(labels.result)
 
     def kill(self, grace: float = 0.0) -> None:
-        """End the worker: its input closed, ``grace`` seconds to end by itself (and remove its directories), then
-        bwrap and with it its whole PID namespace (trusted: its process group) killed."""
+        """End the worker: its input closed, ``grace`` seconds to end by itself, then its process group (bwrap:
+        its whole PID namespace) killed."""
         self._outbox.put(None)
         self._writer.join(timeout=5)
         for stream in (self.proc.stdin, self.proc.stdout):
@@ -265,10 +263,9 @@ def _not_run(trajectory: Trajectory, reason: object) -> dict[str, Any]:
 class Sandbox:
     """A pool of sandbox workers; ``run`` yields one result dict per trajectory, in order.
 
-    ``isolation``: ``bwrap`` (default; the code location passes ``Settings.sandbox``) or ``trusted`` (no
-    namespace boundary; only for code you trust). The first worker starts on entry, so a sandbox that cannot start is an
-    error at once, never a silent fallback; with ``lazy``, at the first ``run``/``submit`` instead (the same error,
-    raised there), so a step that finds nothing to execute starts no process."""
+    ``isolation``: ``bwrap`` (default) or ``trusted`` (no namespace boundary; only for code you trust). The first
+    worker starts on entry (a sandbox that cannot start is an error at once, never a silent fallback); with
+    ``lazy``, at the first ``run``/``submit`` instead."""
 
     batch = 4  # consecutive trajectories queued on one worker at once (fresh children)
     max_batch = 16  # trajectories of one reuse key queued on one worker at once
@@ -291,9 +288,7 @@ class Sandbox:
         self.workers_replaced = 0
         #: sandbox instances started for one environment's untrusted code (:meth:`_run_instance`)
         self.instances_started = 0
-        #: idle sandbox instances kept for their environment's later trajectories (least recently used ends): an
-        #: idle one holds ≈ 22 MB, and restarting one costs ≈ 0.2 s, which exploration's rounds over a corpus's
-        #: environments would pay at every episode if they did not all fit
+        #: idle instances kept for their environment's later trajectories (≈ 22 MB each; a restart costs ≈ 0.2 s)
         self.max_live = max(64, 8 * self.workers)
         self._busy: set[tuple[str, ...]] = set()  # environments whose instance is running a batch
         self._turns = threading.Condition()
@@ -311,37 +306,34 @@ class Sandbox:
         return self
 
     def _start(self) -> None:
-        """Start the first worker (raises SandboxUnavailable with the reason) and say how children's writes are
-        confined; the other workers start lazily, in the pool threads. Once."""
+        """Start the first worker, once (raises SandboxUnavailable with the reason), and say how children's
+        writes are confined; the other workers start lazily, in the pool threads."""
         with self._starting:  # held until the first worker is up: a concurrent first use waits for it, or fails too
-            if not self._started:
-                self._start_first()
-                self._started = True
-
-    def _start_first(self) -> None:
-        first = _Worker(self.isolation, self.limits)  # raises SandboxUnavailable with the reason
-        self.landlock = first.landlock > 0
-        if self.landlock:
-            self.confinement = f"landlock ABI {first.landlock}"
-        else:
-            self.confinement = "bwrap's read-only view only (no Landlock)"
-            log.warning(
-                "WARNING: this kernel has no Landlock: sandbox children's writes are confined only by bwrap's "
-                "read-only view (a child can write anywhere in its sandbox's /tmp; under trusted, anywhere)"
-            )
-        if self.isolation == "bwrap":
-            log.info(kernel_memory_note())
-        self._all.append(first)
-        self._idle.put(first)
-        for _ in range(self.workers - 1):
-            self._idle.put(None)  # started lazily, in the pool threads
+            if self._started:
+                return
+            first = _Worker(self.isolation, self.limits)
+            self.landlock = first.landlock > 0
+            if self.landlock:
+                self.confinement = f"landlock ABI {first.landlock}"
+            else:
+                self.confinement = "bwrap's read-only view only (no Landlock)"
+                log.warning(
+                    "WARNING: this kernel has no Landlock: sandbox children's writes are confined only by bwrap's "
+                    "read-only view (a child can write anywhere in its sandbox's /tmp; under trusted, anywhere)"
+                )
+            if self.isolation == "bwrap":
+                log.info(kernel_memory_note())
+            self._all.append(first)
+            self._idle.put(first)
+            for _ in range(self.workers - 1):
+                self._idle.put(None)  # started lazily, in the pool threads
+            self._started = True
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def close(self) -> None:
-        """End every process of this sandbox — its shared workers and every environment's instance, idle or
-        not — and hand their uids back; also run at interpreter exit for a sandbox never closed."""
+        """End every process of this sandbox and hand their uids back (also at exit for one never closed)."""
         if self._pool:
             self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
@@ -359,9 +351,8 @@ class Sandbox:
             self.workers_replaced += 1
 
     def _run_batch(self, batch: list[Trajectory], limits: Limits) -> list[dict[str, Any]]:
-        """Run consecutive trajectories of trusted code on one shared worker, all queued at once; a lost
-        worker is replaced and the trajectories it had not finished go to the new one (the one it was
-        running too, once, when its ``init`` never arrived: it had not started)."""
+        """Run consecutive trajectories of trusted code on one shared worker, all queued at once (see
+        :meth:`_on_workers` for a lost worker)."""
         worker = self._idle.get()
         try:
             results, worker = self._on_workers(batch, limits, worker, None)
@@ -370,13 +361,10 @@ class Sandbox:
         return results
 
     def _run_instance(self, batch: list[Trajectory], limits: Limits, key: tuple[str, ...]) -> list[dict[str, Any]]:
-        """Run one environment's trajectories of untrusted code in a sandbox instance of their own: its own
-        bwrap (PID, IPC, network, UTS and mount namespaces, its own /tmp), a worker and zygote that only ever
-        received this environment's code, a fresh child per trajectory. The instance is kept for the
-        environment's next trajectories (a later window) while at most ``max_live`` are idle, then ends, and
-        its memory, scratch space and processes go with it. A lost instance is replaced by a fresh one. ``key``:
-        the environment (:func:`_instance_key`) and the lane: an environment with many trajectories in one window
-        runs them on up to ``workers`` instances side by side, each of this one environment only."""
+        """Run one environment's trajectories of untrusted code in a sandbox instance of their own (its own
+        bwrap namespaces and /tmp, a worker that only ever received this environment's code, a fresh child per
+        trajectory), kept for its later trajectories while at most ``max_live`` are idle. ``key``: the
+        environment (:func:`_instance_key`) and the lane (up to ``workers`` instances of one environment)."""
         with self._turns:
             while key in self._busy:  # one instance per environment and lane: a later batch of it waits for it
                 self._turns.wait()
@@ -405,6 +393,8 @@ class Sandbox:
     def _on_workers(
         self, batch: list[Trajectory], limits: Limits, worker: _Worker | None, instance: str | None
     ) -> tuple[list[dict[str, Any]], _Worker | None]:
+        """Run ``batch`` on ``worker`` (None: a new one); a lost worker is replaced and what it had not finished
+        goes to the new one (the trajectory it was running too, once, when it had not started)."""
         results: list[dict[str, Any] | None] = [None] * len(batch)
         todo = list(range(len(batch)))
         retried: set[int] = set()
@@ -465,11 +455,9 @@ class Sandbox:
     def _queue(
         self, trajectories: Iterable[Trajectory], fresh_children: bool, window: int | None
     ) -> Iterator[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]]:
-        """Queue ``trajectories`` on the pool as batches: ``(positions in the input, batch, future)``, ``window`` at a
-        time (None: all at once). Inside a window a corpus's trajectories go to their environment's instance, one
-        batch each; ours that may share a child (:func:`pipeline.envs.registry.reuse_key`) go together in batches of
-        up to ``max_batch`` (one child runs them one after the other), the rest (all, with ``fresh_children``) in
-        batches of consecutive trajectories."""
+        """Queue ``trajectories`` on the pool as batches ``(positions in the input, batch, future)``, ``window`` at a
+        time (None: all at once): a corpus's to its environment's instance, ours that may share a child together
+        (up to ``max_batch``), the rest in batches of consecutive trajectories."""
         if self._pool is None:
             raise SandboxError("use Sandbox as a context manager")
         self._start()
@@ -498,8 +486,7 @@ class Sandbox:
                 for i in own:
                     by_key.setdefault(keys[i], []).append(i)
                 shared = [idx for idx in by_key.values() if len(idx) > 1]
-                # a trajectory alone with its key in the window runs in a plain fresh child: keeping a
-                # child warm for a key no later trajectory has (a pipe, an idle process) costs more than it saves
+                # a trajectory alone with its key in the window runs in a fresh child (a warm one would idle)
                 alone = sorted(idx[0] for idx in by_key.values() if len(idx) == 1)
                 groups = [
                     (idx[k : k + self.max_batch], limits) for idx in shared for k in range(0, len(idx), self.max_batch)
@@ -515,16 +502,14 @@ class Sandbox:
     def submit(
         self, trajectories: Iterable[Trajectory], fresh_children: bool = False
     ) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
-        """Queue trajectories at once (in batches) and return without waiting an iterator of their results, in
-        order. Lets a caller prepare the next trajectories while these run."""
+        """Queue trajectories at once and return, without waiting, an iterator of their results in order."""
         return self._drain(deque(self._queue(trajectories, fresh_children, None)), {}, 0, until=None)
 
     def run(
         self, trajectories: Iterable[Trajectory], fresh_children: bool = False
     ) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
-        """Results in input order, with about ``window`` to 2 × ``window`` trajectories queued ahead of the
-        one yielded. ``fresh_children``: a newly forked child for every trajectory, never a reused one
-        (the determinism check re-executes this way)."""
+        """Results in input order, about ``window`` to 2 × ``window`` trajectories queued ahead. ``fresh_children``:
+        a newly forked child for every trajectory, never a reused one."""
         done: dict[int, tuple[Trajectory, dict[str, Any]]] = {}
         inflight: deque[tuple[list[int], list[Trajectory], Future[list[dict[str, Any]]]]] = deque()
         following = 0  # the next input position to yield
@@ -538,8 +523,8 @@ class Sandbox:
     def _drain(
         inflight: deque, done: dict[int, tuple[Trajectory, dict[str, Any]]], following: int, until: int | None
     ) -> Iterator[tuple[Trajectory, dict[str, Any]]]:
-        """Wait for queued batches and yield the results in input order from ``following`` on (up to
-        ``until``; None: everything queued); the position to yield next."""
+        """Yield the results of queued batches in input order from ``following`` up to ``until`` (None: all);
+        returns the position to yield next."""
         while inflight and (until is None or following < until):
             positions, batch, future = inflight.popleft()
             for position, trajectory, result in zip(positions, batch, future.result()):

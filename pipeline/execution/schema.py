@@ -1,12 +1,10 @@
 """JSON Schema as the exploration policy reads it: references resolved, a value checked against a schema, and
 strings drawn for ``format`` and ``pattern`` (docs/environments.md, "Exploration").
 
-Only the keywords a tool schema uses are read: ``$ref`` (local pointers into ``$defs``/``definitions``),
-``allOf`` (merged), ``enum``, ``const``, ``type`` (a union too), ``anyOf``/``oneOf``, ``properties``/``required``,
-``items``/``minItems``/``maxItems``/``uniqueItems``, ``minimum``/``maximum`` and their exclusive forms,
-``minLength``/``maxLength``, ``pattern`` and ``format`` (``date``, ``date-time``, ``email``). jsonschema validates
-but does not draw, and a generator of its own (hypothesis-jsonschema) would draw from its own randomness, not the
-episode's seed; this module runs inside the sandbox child, next to the policy, on the standard library alone.
+Only the keywords a tool schema uses are read: ``$ref``, ``allOf``, ``enum``, ``const``, ``type``, ``anyOf``/``oneOf``,
+object, array, number and string bounds, ``pattern`` and ``format`` (``date``, ``date-time``, ``email``).
+jsonschema validates but does not draw, and hypothesis-jsonschema would draw from its own randomness, not the
+episode's seed; this runs in the sandbox child on the stdlib alone.
 """
 
 from __future__ import annotations
@@ -98,9 +96,10 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
-def _is_type(value: Any, kind: Any) -> bool:
+def is_type(value: Any, kind: Any) -> bool:
+    """Whether ``value`` is of the JSON Schema ``type`` (a union too; an unknown type: yes)."""
     if isinstance(kind, list):
-        return any(_is_type(value, k) for k in kind)
+        return any(is_type(value, k) for k in kind)
     checks = {
         "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
         "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
@@ -149,10 +148,10 @@ def _number_ok(value: float, schema: dict[str, Any]) -> bool:
         ("exclusiveMinimum", lambda b: value > b),
         ("exclusiveMaximum", lambda b: value < b),
     )
-    return all(test(schema[key]) for key, test in bounds if _numeric(schema.get(key)))
+    return all(test(schema[key]) for key, test in bounds if numeric(schema.get(key)))
 
 
-def _numeric(value: Any) -> bool:
+def numeric(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -184,7 +183,7 @@ def conforms(value: Any, schema: Any) -> bool:
         return False
     if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
         return False
-    if "type" in schema and not _is_type(value, schema["type"]):
+    if "type" in schema and not is_type(value, schema["type"]):
         return False
     for key in ("anyOf", "oneOf"):
         subs = [s for s in schema.get(key) or () if isinstance(s, dict)]
@@ -192,7 +191,7 @@ def conforms(value: Any, schema: Any) -> bool:
             return False
     if isinstance(value, str):
         return _string_ok(value, schema)
-    if _numeric(value):
+    if numeric(value):
         return _number_ok(value, schema)
     if isinstance(value, list):
         return _array_ok(value, schema)

@@ -1,11 +1,9 @@
-"""Seccomp filters, **default deny**: the kernel allows only the syscalls in :data:`SYSCALLS` (one table, one
-reason per entry, docs/environments.md "The syscall allowlist" holds :func:`table_markdown`); every other one
-is refused with an errno that names it, :data:`REFUSED_ERRNO` + its number (a step that shows one is labeled
-``sandbox_refused`` naming the syscall, :func:`refused_syscall`); ``clone3`` answers ``ENOSYS``, so libc falls back to
-``clone``, whose flags a filter can read; the calls in :data:`ANSWERED` get a fixed errno ordinary code handles (no
-extended attributes, no ``sysinfo``); arguments outside an entry's conditions are refused with ``EPERM`` (named where
-:data:`NAMED_REFUSALS` can say so: a new process, a read-only shared file mapping, a shared futex); another
-architecture's or x32 syscall kills the process. libseccomp (``pyseccomp``) compiles them.
+"""Seccomp filters, **default deny**: the kernel allows only the syscalls in :data:`SYSCALLS` (docs/environments.md
+"The syscall allowlist" holds :func:`table_markdown`); every other one is refused with :data:`REFUSED_ERRNO` + its
+number (labeled ``sandbox_refused``, :func:`refused_syscall`); ``clone3`` answers ``ENOSYS`` (libc falls back to
+``clone``, whose flags a filter can read); :data:`ANSWERED` get a fixed errno; arguments outside an entry's
+conditions get ``EPERM`` (or a named refusal, :data:`NAMED_REFUSALS`); another architecture's or x32 syscall kills
+the process. libseccomp (``pyseccomp``) compiles them.
 
 Each entry is ``(name, scope, reason, when)``: ``scope`` ``"child"`` (environment code, and so the worker) or
 ``"worker"`` (the sandbox worker and its zygote only); ``when`` ``None`` (any arguments), ``()`` (the child's
@@ -348,10 +346,8 @@ def _args(lib: Any, alternative: tuple[Cond, ...]) -> list[Any]:
 
 
 def _new(machine: str | None, scopes: tuple[str, ...]) -> Any:
-    """A default-deny filter for ``machine`` (default: this one) allowing the entries of :data:`SYSCALLS`
-    in ``scopes``; every other syscall is refused naming itself (:data:`REFUSED_ERRNO`), :data:`ANSWERED` get
-    their errno, another architecture (and, on x86_64, x32 syscalls) kills the process; ``clone3``
-    answers ``ENOSYS`` (its flags live in memory a filter cannot read; libc falls back to ``clone``)."""
+    """The default-deny filter of the module docstring for ``machine`` (default: this one), allowing the entries
+    of :data:`SYSCALLS` in ``scopes``."""
     lib = _lib()
     machine = machine or os.uname().machine
     if machine not in ARCHITECTURES:
@@ -473,14 +469,12 @@ _PROGRAM: list[tuple[bytes, tuple[int, ...]]] = []  # its BPF for PID_SENTINEL, 
 _LIBC: list[Any] = []
 PID_SENTINEL = 0x3FFFFFF1  # a pid no process has (pid_max is at most 2**22): replaced by the child's own
 _JMP_K = 0x05  # BPF_JMP class (0x05) with a constant operand (BPF_K = 0)
-_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 
 
 def program_for(pid: int) -> bytes | None:
-    """The child filter's BPF for ``pid``: the program compiled once for :data:`PID_SENTINEL` with the pid
-    written where the sentinel was — byte for byte what libseccomp compiles for ``pid`` (a test holds
-    it for pids from 2 on; 0 and 1, which libseccomp folds into other comparisons, are never a child's) —
-    without compiling it again in every child. None before :func:`prepare`, or for pid 0 or 1."""
+    """The child filter's BPF for ``pid``: the program compiled once for :data:`PID_SENTINEL` with the pid written
+    where the sentinel was (byte for byte libseccomp's for pids from 2 on, which a test holds). None before
+    :func:`prepare`, or for pid 0 or 1 (never a child's)."""
     if not _PROGRAM or pid < 2:
         return None
     program, where = _PROGRAM[0]
@@ -491,8 +485,7 @@ def program_for(pid: int) -> bytes | None:
 
 
 def prepare() -> None:
-    """Compile the child filter's program once (in the worker, before forking: a child only writes its pid
-    into the program and loads it)."""
+    """Compile the child filter's program once, in the worker before forking."""
     if not _PROGRAM:
         program = export_bpf(child_filter(pid=PID_SENTINEL))
         where = tuple(
@@ -508,17 +501,9 @@ def prepare() -> None:
         _LIBC.append(ctypes.CDLL(None, use_errno=True))
 
 
-def _load(f: Any) -> None:
-    try:
-        f.load()
-    except OSError as exc:
-        raise SeccompUnavailable(f"the kernel refused the seccomp filter: {exc}") from exc
-
-
 def non_dumpable() -> None:
-    """``PR_SET_DUMPABLE 0`` on the calling process (the worker): no process of the same uid — its
-    children included, which inherit it across fork — may open its ``/proc/<pid>/mem``, ``fd/*``,
-    ``environ``…, ptrace it or read its memory, and neither may children read each other's."""
+    """``PR_SET_DUMPABLE 0`` on the calling process (the worker, inherited by its children): no process of the
+    same uid may open its ``/proc/<pid>/mem``, ``fd/*``…, ptrace it or read its memory."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise SeccompUnavailable(f"prctl(PR_SET_DUMPABLE) failed: errno {ctypes.get_errno()}")
@@ -526,27 +511,22 @@ def non_dumpable() -> None:
 
 def install_base() -> None:
     """Install the base filter on the calling process (the worker; irreversible)."""
-    _load(base_filter())
+    try:
+        base_filter().load()
+    except OSError as exc:
+        raise SeccompUnavailable(f"the kernel refused the seccomp filter: {exc}") from exc
 
 
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _load_program(program: bytes) -> None:
-    """Load a compiled BPF program on the calling thread (``no_new_privs`` is set: the base filter)."""
+def install() -> None:
+    """Install the child filter on the calling process (irreversible; ``no_new_privs`` is set by the base filter)
+    for its own pid: the program the worker compiled (:func:`program_for`), or compiled here."""
+    prepare()
+    program = program_for(os.getpid()) or export_bpf(child_filter(pid=os.getpid()))
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    if not _LIBC:
-        _LIBC.append(ctypes.CDLL(None, use_errno=True))
-    libc = _LIBC[0]
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    if _LIBC[0].prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         raise SeccompUnavailable(f"the kernel refused the seccomp filter: errno {ctypes.get_errno()}")
-
-
-def install() -> None:
-    """Install the child filter on the calling process (irreversible), for its own pid: the program the
-    worker compiled (:func:`program_for`), or compiled here."""
-    prepare()
-    program = program_for(os.getpid())
-    _load_program(program if program is not None else export_bpf(child_filter(pid=os.getpid())))

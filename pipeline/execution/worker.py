@@ -1,12 +1,10 @@
 """Sandbox worker ("zygote"): ``python -m pipeline.execution.worker``, started inside ``bwrap``.
 
-It imports the environment modules once, then runs every trajectory request in a forked child under its
-limits, Landlock, the seccomp filter and the frozen clock, forwarding the child's JSON frames to the parent
-tagged with the trajectory id. A call that hangs, kills its child or sends malformed data becomes a ``lost``
-frame and a fresh child resumes after it. Corpus code runs each trajectory in a child that has run nothing
-else (a spare forked ahead by :func:`_zygote`); code that is ours or pinned (:func:`_reuse_key`) may share a
-warm child with up to ``reuse_children`` trajectories of its environment. docs/environments.md ("Sandbox")
-explains why.
+It imports the environment modules once, then runs every trajectory in a forked child under its limits,
+Landlock, the seccomp filter and the frozen clock, forwarding the child's frames tagged with the trajectory id.
+A call that hangs, kills its child or sends malformed data becomes a ``lost`` frame and a fresh child resumes
+after it. Corpus code runs each trajectory in a fresh child (a spare forked ahead by :func:`_zygote`); our own
+or pinned code (:func:`_reuse_key`) may share a warm child (docs/environments.md, "Sandbox").
 """
 
 from __future__ import annotations
@@ -61,8 +59,8 @@ _LIVE: set[str] = set()  # directories of running children: never buried by anot
 
 
 def _root() -> str:
-    """The directory children's directories are made in: a fixed ``/tmp/work`` inside a bwrap sandbox (its
-    own tmpfs: names are the same on every machine and run), a fresh temporary directory otherwise."""
+    """Where children's directories are made: ``/tmp/work`` inside bwrap (the same on every run), else a fresh
+    temporary directory."""
     if not _ROOT:
         if "--private-tmp" in sys.argv[1:]:
             os.makedirs("/tmp/work", 0o700, exist_ok=True)
@@ -73,9 +71,8 @@ def _root() -> str:
 
 
 def _named(trajectory: Trajectory) -> str:
-    """The directory of ``trajectory``'s child: a name that depends only on the trajectory (its id), so an
-    environment that stores ``os.getcwd()``, ``tempfile.gettempdir()`` or a ``mkstemp`` path (whose names
-    :mod:`pipeline.execution.freeze` seeds) labels the same on every run and machine."""
+    """The directory of ``trajectory``'s child, named from its id alone, so a state that stores its cwd or a
+    temporary path labels the same on every run and machine."""
     digest = hashlib.sha256(trajectory.trajectory_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     path, n = os.path.join(_root(), f"t-{digest}"), 0
     while path in _LIVE:  # the same trajectory running beside it (two rollouts of one task): a name of its own
@@ -105,9 +102,8 @@ def _claim(path: str) -> None:
 
 
 def _restore_modes() -> None:
-    """A child may change the modes of files its uid owns (``chmod`` is allowed; Landlock does not cover it): in
-    an instance the worker gives ``/tmp`` and its children's root theirs back before it makes a directory there
-    (where the worker does not own them, root-owned under root, no child can change them either)."""
+    """In an instance, give ``/tmp`` and the children's root their modes back (a child of the same uid may
+    ``chmod`` them; Landlock does not cover it) before a directory is made there."""
     if _ROOT == ["/tmp/work"]:
         for path, mode in (("/tmp", 0o1777), ("/tmp/work", 0o700)):
             with contextlib.suppress(OSError):
@@ -115,9 +111,8 @@ def _restore_modes() -> None:
 
 
 def _remove_tree(path: str, keep_top: bool = False) -> None:
-    """Remove what a child left, whatever it did: each directory's mode is restored before it is read (a
-    ``chmod 000`` one), and every subdirectory is moved up next to ``path`` before it is entered, so the
-    walk is a loop, not a recursion (a 1,500-deep chain), and no path grows. ``keep_top``: empty ``path``."""
+    """Remove what a child left, whatever it did: modes restored before reading, every subdirectory moved up
+    next to ``path`` first (a loop, not a recursion; no path grows). ``keep_top``: only empty ``path``."""
     stack, seen = [path], []
     while stack:
         directory = stack.pop()
@@ -140,8 +135,7 @@ def _remove_tree(path: str, keep_top: bool = False) -> None:
 
 
 def _exiting(pid: int, temp_dir: str) -> None:
-    """A child that is ending: reaped later (its teardown overlaps the next trajectory); its directory is
-    buried now, so its name is free for the next trajectory."""
+    """A child that is ending: reaped later, its directory buried now (its name free for the next one)."""
     _LIVE.discard(temp_dir)
     _EXITING.append((pid, _bury(temp_dir)))
 
@@ -177,8 +171,7 @@ def _child(
     temp_dir: str,
     requests: int | None = None,
 ) -> None:
-    """Run one trajectory; with a ``requests`` pipe (a warm child, see :func:`_reuse_key`), then the
-    next trajectories of the same environment sent on it, until EOF."""
+    """Run one trajectory; with a ``requests`` pipe (a warm child), then the next ones sent on it, until EOF."""
     _close_inherited()
     _cpu_limit(trajectory, limits, limits.reuse_children if requests is not None else 1)
     blobs.retain_only(registry.blob_refs(trajectory.env))  # only its own environment's code
@@ -204,8 +197,7 @@ def _child(
 
 
 def _exit_after(fd: int, child: Callable[[], None]) -> NoReturn:
-    """Run ``child`` in a forked child, then exit: 1 after a last frame saying what killed it (none, when even that
-    cannot be written)."""
+    """Run ``child`` in a forked child, then exit (1 after a last ``fatal`` frame when it raised)."""
     code = 0
     try:
         child()
@@ -218,9 +210,8 @@ def _exit_after(fd: int, child: Callable[[], None]) -> NoReturn:
 
 
 def _prepared_child(fd: int, requests: int, temp_dir: str, limits: Limits, dir_fd: int) -> None:
-    """A spare (:class:`_Spare`): everything a fresh child does before environment code runs, then blocked
-    in a read until the worker hands it one trajectory on ``requests``; it runs that one and exits. Its
-    directory is renamed to the trajectory's (:func:`_named`) before the request is written."""
+    """A spare: everything a fresh child does before environment code runs, then it waits on ``requests`` for
+    one trajectory (its directory renamed to the trajectory's first), runs it and exits."""
     _close_inherited()
     registry.clear_caches()
     landlock.restrict(dir_fd)  # its directory by descriptor: the worker may rename it any time now
@@ -246,8 +237,7 @@ SPARE_WAIT_S = 120.0
 
 
 def _start_zygote() -> None:
-    """Fork the process spares are forked from (:func:`_zygote`): the worker's prepared state and nothing it
-    does later (docs/performance.md says why). Without a zygote (it could not start), there are no spares."""
+    """Fork the process spares are forked from (:func:`_zygote`; docs/performance.md); without it, no spares."""
     if os.uname().machine not in _SYS_CLONE:
         return
     try:
@@ -268,8 +258,8 @@ def _start_zygote() -> None:
 
 
 def _lose_zygote() -> None:
-    """The zygote is gone (or stuck): no more spares; its channel's fds closed and forgotten, so no later child
-    closes a descriptor that reused one of their numbers."""
+    """The zygote is gone (or stuck): no more spares; its fds closed and forgotten (a later child must not
+    close a descriptor that reused their numbers)."""
     if not _ZYGOTE:
         return
     _, cmd_w, sock = _ZYGOTE
@@ -283,8 +273,8 @@ def _lose_zygote() -> None:
 
 
 def _zygote(commands: int, sock: socket.socket) -> None:
-    """The spare zygote's loop: code blobs to hold, spares to fork (as the worker's children); the worker's ends of a
-    spare's pipes go back over ``sock`` with its pid. It never sees a trajectory."""
+    """The zygote's loop: code blobs to hold, spares to fork as the worker's children (their pids and pipes go
+    back over ``sock``). It never sees a trajectory."""
     code = 0
     try:
         _close_inherited()
@@ -328,8 +318,7 @@ _CLONE_PARENT, _SYS_CLONE = 0x00008000, {"x86_64": 56, "aarch64": 220}
 
 
 def _fork_for_worker() -> int:
-    """``fork`` whose child is the worker's, not the zygote's (``clone(CLONE_PARENT)``, with the interpreter's
-    own before/after-fork steps): the worker waits for it and gets its exit status like any child's."""
+    """``fork`` whose child is the worker's, not the zygote's (``clone(CLONE_PARENT)``): the worker reaps it."""
     import ctypes
 
     libc = ctypes.PyDLL(None, use_errno=True)  # the GIL stays held across the call
@@ -344,8 +333,8 @@ def _fork_for_worker() -> int:
 
 
 def _share_code(new: dict[str, str], trajectory: Trajectory, limits: Limits) -> None:
-    """Blobs that arrived: the trajectory's code compiled here, and both given to the zygote; in one environment's
-    instance, the zygote also runs the code's module body once (:func:`_prerun`, under ``limits``)."""
+    """Blobs that arrived: the trajectory's code compiled here and both given to the zygote (in an instance, which
+    also runs the module body once: :func:`_prerun`)."""
     ref = trajectory.env.options.get("code_ref")
     code = [[ref, f"<env {trajectory.env_id}>"]] if ref and ref in new else []
     for ref, filename in code:
@@ -361,15 +350,12 @@ def _share_code(new: dict[str, str], trajectory: Trajectory, limits: Limits) -> 
 
 
 def _prerun(ref: str, filename: str, limits: Limits) -> None:
-    """In one environment's zygote: run its code's module body (imports, classes — pydantic models take tens of
-    ms), so every spare forked after it starts with them (:func:`pipeline.envs.blobs.keep_ran`).
+    """In one environment's zygote: run its code's module body, so every later spare starts with it
+    (:func:`pipeline.envs.blobs.keep_ran`).
 
-    The body runs as in a child would, as far as it can tell: under the frozen clock, Landlock (writes beneath
-    the children's root only), the child's memory allowance and the call's wall-clock limit (past it, or when the
-    body started a thread, the zygote ends: no spares, each child runs the body itself). A body that read the
-    clock or drew a random number would draw otherwise in a child: its namespace is dropped, and each child runs
-    it as before. The body runs twice, and the second run decides: what the body imports may read the clock or
-    draw on its first import only (pydantic does), and a child finds it imported already. docs/environments.md
+    It runs as in a child: frozen clock, Landlock, the child's memory allowance and the call's time limit (past
+    it, or with a thread started, the zygote ends). It runs twice (a library's first import may read the clock);
+    if the second run read the clock or drew randomness its namespace is dropped. docs/environments.md
     ("Sandbox") says what the zygote may do that a child may not."""
     statm = os.open("/proc/self/statm", os.O_RDONLY)  # read again below, where Landlock allows no more opens
     try:
@@ -386,9 +372,7 @@ def _prerun(ref: str, filename: str, limits: Limits) -> None:
     signal.alarm(max(1, int(limits.call_timeout_s)))
     namespace, before = None, None
     try:
-        # twice: the first run imports what the body imports (a library's first import may read the clock or draw,
-        # as pydantic's does), as every child finds it imported; the second is the body alone, as a child runs it
-        for _ in range(2):
+        for _ in range(2):  # the first run imports what the body imports; the second, as a child runs it, decides
             before = freeze.fingerprint()
             namespace = envscaler.module_namespace(ref, filename)
     except BaseException:
@@ -416,9 +400,8 @@ def _vsize(statm: int | None = None) -> int:
 
 
 class _Spare:
-    """A child forked ahead by the zygote and prepared (:func:`_prepared_child`) for the next trajectory that
-    needs a fresh child: it has run no environment code. It holds the code of the environments whose blobs
-    had arrived when it was forked (retired when more arrive) and was prepared with ``limits``."""
+    """A child forked ahead by the zygote and prepared with ``limits`` (:func:`_prepared_child`); it has run no
+    environment code (retired when more blobs arrive)."""
 
     def __init__(self, temp_dir: str, limits: Limits) -> None:
         self.pid: int | None = None
@@ -461,8 +444,8 @@ def _retire_spare(spare: _Spare) -> None:
 
 
 def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) -> _Spare | None:
-    """A spare prepared with these limits, handed ``trajectory`` (``wire``: its wire form) in a directory of its
-    name; None: fork a fresh child. Spares that cannot run it are retired."""
+    """A spare prepared with these limits, handed ``trajectory`` in a directory of its name (None: none);
+    spares that cannot run it are retired."""
     for spare in list(_SPARES):
         if spare.limits != limits or not spare.ready():
             _retire_spare(spare)
@@ -485,8 +468,7 @@ def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) ->
 
 
 def _top_up(limits: Limits) -> None:
-    """Have the zygote fork and prepare spares for the next trajectories that need a fresh child (their pids and
-    pipes are read when one is needed), each in a new directory (renamed to its trajectory's)."""
+    """Have the zygote fork spares for the next trajectories that need a fresh child, each in a new directory."""
     while _ZYGOTE and len(_SPARES) < SPARES:
         _GONE[0] += 1
         temp_dir = os.path.join(_root(), f".spare-{_GONE[0]}")
@@ -502,8 +484,7 @@ def _top_up(limits: Limits) -> None:
 
 
 def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
-    """The warm child a trajectory may run in (:func:`pipeline.envs.registry.reuse_key`: code that is ours
-    or pinned; never corpus code), when children are reused at all."""
+    """The warm child a trajectory may run in (:func:`pipeline.envs.registry.reuse_key`; never corpus code)."""
     return registry.reuse_key(trajectory.env) if limits.reuse_children > 1 else None
 
 
@@ -513,8 +494,7 @@ MAX_WARM = 32  # warm children per worker (an explore batch cycles through its e
 
 
 def _end(pid: int, fds: list[int | None], temp_dir: str, held: list[int]) -> None:
-    """End a child that runs no trajectory (a spare, a warm child, one whose trajectory ended): killed, its pipes
-    closed (and dropped from ``held``), reaped later with its directory."""
+    """End a child that runs no trajectory: killed, its pipes closed (and dropped from ``held``), reaped later."""
     _kill(pid)
     for fd in fds:
         if fd is not None:
@@ -541,7 +521,7 @@ def _kill(pid: int) -> None:
 
 
 def _reap(block: bool = False) -> None:
-    """Reap ended children (killed before they got here) and remove their directories; ``block``: wait for each."""
+    """Reap ended children and remove their directories; ``block``: wait for each."""
     for entry in list(_EXITING):
         pid, temp_dir = entry
         done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
@@ -559,36 +539,26 @@ def _scratch_low() -> bool:
     return st.f_bavail * 2 < st.f_blocks
 
 
-def _tagged(trajectory_id: str) -> Any:
-    """A child's raw frame with the trajectory id appended to its JSON header (appended last, so it overrides any
-    ``trajectory_id`` the child wrote itself), as chunks for :func:`write_chunks` (a state payload is not copied)."""
+def _tagger(trajectory_id: str) -> Any:
+    """Forward a child's raw frame to ``out`` with the trajectory id appended to its JSON header (last, so it
+    overrides any ``trajectory_id`` the child wrote), its state payload not copied."""
     tag = b',"trajectory_id":' + json.dumps(trajectory_id, ensure_ascii=True).encode()
 
-    def chunks(raw: bytes) -> list[bytes | memoryview]:
+    def forward(out: int, raw: bytes) -> None:
         end = raw.find(b"\n", 4)  # a state payload follows the JSON header after a newline
         end = len(raw) if end < 0 else end
         close = raw.rfind(b"}", 4, end)
         if close < 0:
             raise ValueError("not a JSON object")
         head = raw[4:close] + tag + raw[close:end]
-        return [(len(head) + len(raw) - end).to_bytes(4, "big") + head, memoryview(raw)[end:]]
-
-    return chunks
-
-
-def _tagger(trajectory_id: str) -> Any:
-    """Forward a child's raw frame to ``out`` with the trajectory id in its header (see :func:`_tagged`)."""
-    tagged = _tagged(trajectory_id)
-
-    def forward(out: int, raw: bytes) -> None:
-        write_chunks(out, tagged(raw))
+        write_chunks(out, [(len(head) + len(raw) - end).to_bytes(4, "big") + head, memoryview(raw)[end:]])
 
     return forward
 
 
 class _Progress:
-    """Where a trajectory stands across the children that run it: the actions lost (``skip``), where the
-    next child resumes (``start``), and — per child — the call in flight, checked against every frame."""
+    """Where a trajectory stands across its children: actions lost (``skip``), where the next child resumes
+    (``start``), and per child the call in flight, checked against every frame."""
 
     def __init__(self, trajectory: Trajectory) -> None:
         self.trajectory = trajectory
@@ -603,8 +573,7 @@ class _Progress:
         self.new_child()
 
     def new_child(self) -> None:
-        # the call in flight: the next unlabeled, unskipped action once the child is past its reset (init)
-        # or its silent replay (resumed); None while it is resetting/replaying
+        # the call in flight (None while the child resets or replays)
         self.pending: int | None = None
         self.live: int | None = None  # exploration: index of the action the policy is executing
         self.ticks = 0
@@ -658,8 +627,7 @@ class _Attempt:
 def _start_child(
     trajectory: Trajectory, limits: Limits, key: tuple[str, ...] | None, progress: _Progress, wire: dict[str, Any]
 ) -> _Attempt:
-    """The child for the next part of ``trajectory``: a warm child of its key (ours or pinned code), a spare
-    (a fresh child prepared ahead), else a child forked now (resuming after a lost call, or the first)."""
+    """The child for the next part of ``trajectory``: a warm child of its key, a spare, else a fresh fork."""
     first = progress.start == 0
     spare = _take_spare(trajectory, limits, wire) if first and key is None else None
     if spare is not None:
@@ -697,7 +665,7 @@ def _start_child(
 
 def _pump(attempt: _Attempt, progress: _Progress, limits: Limits, forward: Any, out: int) -> tuple[str, str] | None:
     """Forward the child's frames until its ``done`` (None) or a failure ``(error type, message)``: a call past
-    the wall-clock limit (the child is killed), a frame that breaks the protocol, the child's death."""
+    the time limit (the child is killed), a frame that breaks the protocol, the child's death."""
     reader = attempt.reader
     deadline = time.monotonic() + limits.call_timeout_s
     while True:
@@ -736,21 +704,20 @@ def _pump(attempt: _Attempt, progress: _Progress, limits: Limits, forward: Any, 
 
 
 def _finish_child(attempt: _Attempt, limits: Limits, key: tuple[str, ...] | None) -> None:
-    """A child whose trajectory ended: kept warm for the next one of its key (ours or pinned code, under
-    ``reuse_children``), else killed, its files removed now and its teardown overlapping the next."""
+    """A child whose trajectory ended, its files removed: kept warm for the next one of its key (under
+    ``reuse_children``), else killed, its teardown overlapping the next trajectory."""
     pid, requests, rfd = attempt.pid, attempt.requests, attempt.reader.fd
+    _remove_tree(attempt.temp_dir, keep_top=True)
     if requests is not None and attempt.used < limits.reuse_children:
-        _remove_tree(attempt.temp_dir, keep_top=True)  # its trajectory ended: none of its files outlive it
         _WARM[key] = attempt  # type: ignore[index]
         _WARM_FDS.extend([requests, rfd])
         return
-    _remove_tree(attempt.temp_dir, keep_top=True)  # its files go now (freed once it is gone)
-    _end(pid, [rfd, requests], attempt.temp_dir, [])  # its teardown overlaps the next trajectory
+    _end(pid, [rfd, requests], attempt.temp_dir, [])
 
 
 def _lose_child(attempt: _Attempt, progress: _Progress, failure: tuple[str, str], limits: Limits, emit: Any) -> bool:
-    """A child that failed: killed and waited for, its directory removed, the failure reported (an init error,
-    a lost call, an issue). True: resume the trajectory after the lost call in a fresh child."""
+    """A child that failed: killed, reaped, its directory removed, the failure reported. True: resume the
+    trajectory after the lost call in a fresh child."""
     _kill(attempt.pid)
     for fd in (attempt.reader.fd, attempt.requests):
         if fd is not None:
@@ -796,9 +763,8 @@ def _lose_child(attempt: _Attempt, progress: _Progress, failure: tuple[str, str]
 
 
 def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, Any]) -> bool:
-    """Run a trajectory in forked children, forwarding their frames to the pipe ``out``; never raises
-    for env code. True: it started in a fresh (or spare) child, not a warm one. ``wire``: the trajectory's
-    wire form as it arrived (handed on to a spare or warm child as it is, not rebuilt from ``trajectory``)."""
+    """Run a trajectory in forked children, forwarding their frames to ``out``; never raises for env code.
+    ``wire``: its wire form as it arrived. True: it started in a fresh (or spare) child, not a warm one."""
     _reap()
     if _EXITING and _scratch_low():
         _reap(block=True)  # what ended children left is gone before the next one starts
@@ -822,14 +788,12 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
 
 
 def _precompile(ref: str, filename: str) -> None:
-    """Compile environment code once here, so every forked child inherits it
-    (:func:`pipeline.envs.blobs.precompile`)."""
+    """Compile environment code once here, so every forked child inherits it."""
     with contextlib.suppress(Exception):  # the child reports the compile error as a reset failure
         blobs.precompile(ref, filename)
 
 
-#: stdlib modules environment code often imports lazily (``datetime.strptime`` imports ``_strptime``):
-#: imported in the worker before forking, so no child pays for importing them
+#: stdlib modules environment code often imports lazily: imported before forking, once for every child
 PRELOADED_STDLIB = (
     "_strptime",
     "statistics",
@@ -870,28 +834,18 @@ def _preload_stdlib() -> None:
 
 
 def _limit_self(processes: int = 256) -> None:
-    """Limits of the worker itself (its children inherit them and add their own); ``processes``: the most
-    processes of its uid (a session host holds one live child per session)."""
+    """Limits of the worker itself (its children inherit them); ``processes``: the most processes of its uid."""
     files = max(1024, 4 * processes)
-    for limit, value in (
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_NOFILE, files),
-        (resource.RLIMIT_NPROC, processes),
-    ):
-        soft, hard = resource.getrlimit(limit)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(limit, (value, value))
+    freeze.pin_limits({resource.RLIMIT_CORE: 0, resource.RLIMIT_NOFILE: files, resource.RLIMIT_NPROC: processes})
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 * _MIB, 64 * _MIB))
     freeze.pin_limits()  # the rest of what a child could read of the host's limits: constants
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 def prepare(args: list[str], reuse: bool = True, processes: int = 256) -> tuple[Any, int, int]:
-    """Everything a sandbox process does before it forks children: the protocol moved off fds 0/1, its own limits,
-    the adapter(s) it serves preloaded, the seccomp/Landlock/frozen-clock preparation, the base filter, the heap
-    frozen. ``args``: ``--private-tmp``, ``--preload ADAPTER`` (an instance: only its adapter); ``reuse``: whether
-    children may be reused (the pristine module state kept); ``processes``: :func:`_limit_self`'s. Returns (request
-    file, reply fd, Landlock ABI)."""
+    """Everything a sandbox process does before it forks: the protocol moved off fds 0/1, its limits, its
+    adapter(s) preloaded, seccomp/Landlock/clock preparation, the base filter, the heap frozen. ``args``:
+    ``--private-tmp``, ``--preload ADAPTER``. Returns (request file, reply fd, Landlock ABI)."""
     seccomp.non_dumpable()  # first: nothing of the worker is readable by another process of its uid
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.dup(1)
@@ -934,12 +888,11 @@ def main() -> None:
         if request is None:
             break
         trajectory = trajectory_from_wire(request["trajectory"])
+        limits = limits_from_wire(request["limits"])
         if request.get("blobs"):
             blobs.update(request["blobs"])
             for spare in list(_SPARES):
                 _retire_spare(spare)  # forked without them
-        limits = limits_from_wire(request["limits"])
-        if request.get("blobs"):
             _share_code(request["blobs"], trajectory, limits)
         fresh = supervise(trajectory, limits, proto_out, request["trajectory"])
         write_frame(proto_out, {"kind": "end", "trajectory_id": trajectory.trajectory_id})
