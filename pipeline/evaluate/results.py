@@ -160,12 +160,7 @@ def breakdowns(axes: Axes = AXES) -> dict[str, str]:
     return {"cell": "stratum", **{a.label: a.label_sql() for a in axes if a.by_label}}
 
 
-def breakdown(
-    con: duckdb.DuckDBPyConnection,
-    run_ids: list[str],
-    by: str = "cell",
-    axes: Axes = AXES,
-) -> pd.DataFrame:
+def breakdown(con: duckdb.DuckDBPyConnection, run_ids: list[str], by: str = "cell", axes: Axes = AXES) -> pd.DataFrame:
     """Per run and per ``by`` (``cell`` or an axis label: ``delta_bucket``; :func:`breakdowns`), plus an
     ``all`` row per run: samples, answered, parse rate, FM, CM and ``cm_reference`` (percent of the answered
     samples)."""

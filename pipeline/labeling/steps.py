@@ -332,12 +332,7 @@ def _time(timing: dict[str, Any], seconds: Any) -> None:
         timing["max_seconds"] = max(timing["max_seconds"], seconds)
 
 
-def label(
-    layout: DataLayout,
-    sandbox: Sandbox,
-    chunk_size: int = 100,
-    log: Log = lambda _m: None,
-) -> LabelReport:
+def label(layout: DataLayout, sandbox: Sandbox, chunk_size: int = 100, log: Log = lambda _m: None) -> LabelReport:
     """Label all trajectories of ``layout`` into ``steps/part-*.parquet`` (a partition-scoped
     layout: the partition's trajectories into ``steps/part-<partition>-*.parquet``): each chunk of trajectories
     is reused, written from the labels kept at collection, or run in the sandbox while the chunk before it is

@@ -72,12 +72,7 @@ def kept_samples(layout: DataLayout, picks: Sequence[tuple[str, str]], out: Path
     return int(kept(layout.quality_dir / "samples" / f"{out.parent.name}.json", inputs, written, dict, found)["count"])
 
 
-def materialize_samples(
-    layout: DataLayout,
-    picks: Sequence[tuple[str, str]],
-    strata_path: Path,
-    out: Path,
-) -> int:
+def materialize_samples(layout: DataLayout, picks: Sequence[tuple[str, str]], strata_path: Path, out: Path) -> int:
     """Write the samples of ``picks`` (``(step_id, stratum)`` in pick order) to ``out``; returns the count."""
     use_returning_pool()
     if not picks:

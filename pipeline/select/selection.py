@@ -19,10 +19,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from pipeline.core.axes import AXES
-from pipeline.core.decontamination import (
-    DEFAULT_DECONTAMINATION,
-    decontamination,
-)
+from pipeline.core.decontamination import DEFAULT_DECONTAMINATION, decontamination
 from pipeline.core.registry import Registry
 from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
 from pipeline.report.tables import Facts, Markdown, Table
@@ -539,12 +536,7 @@ def build_mixture(
     strata = composed.strata(sizes)
     with connect() as con:
         picks, table, tools, losses = select_strata(
-            con,
-            layout,
-            strata,
-            seed,
-            decontamination=rule.conditions(bench_samples),
-            picking=composed.picking,
+            con, layout, strata, seed, decontamination=rule.conditions(bench_samples), picking=composed.picking
         )
         why = ""
         if not picks:
