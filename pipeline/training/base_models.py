@@ -118,19 +118,13 @@ def _convert(name: str, model: EmbeddedModel, out: Path, python: str, timeout_s:
         raise BaseModelError(
             f"the LLaMA-Factory environment's Python {python} does not exist (./forge train-env creates .venv-train)"
         ) from None
-    report = next(
-        (
-            json.loads(line[len(CONVERT_MARK) :])
-            for line in reversed(proc.stdout.splitlines())
-            if line.startswith(CONVERT_MARK)
-        ),
-        None,
-    )
-    if report is None:
+    marked = [line for line in proc.stdout.splitlines() if line.startswith(CONVERT_MARK)]
+    if not marked:
         raise BaseModelError(
             f"converting {name} crashed (exit {proc.returncode}):\n"
             + "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
         )
+    report = json.loads(marked[-1][len(CONVERT_MARK) :])
     if not report["ok"]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BaseModelError(f"cannot obtain {name}: {report['error']}")

@@ -55,16 +55,8 @@ ZERO3: dict[str, Any] = {
 
 #: arguments the pipeline sets itself; ``extra`` may not override them
 MANAGED = frozenset(
-    {
-        "stage",
-        "do_train",
-        "dataset_dir",
-        "output_dir",
-        "finetuning_type",
-        "deepspeed",
-        "gradient_accumulation_steps",
-        "resume_from_checkpoint",
-    }
+    "stage do_train dataset_dir output_dir finetuning_type deepspeed gradient_accumulation_steps "
+    "resume_from_checkpoint".split()
 )
 
 #: the file written next to a finished checkpoint: its version and lineage
