@@ -44,15 +44,8 @@ from pipeline.store.schema import decode_delta
 RECORDED = "recorded"  # the agent that replays the actions of recorded trajectories
 
 #: how a rollout ended
-DONE, STEP_LIMIT, PARSE_FAILURE, INVALID_CHANGES, REQUEST_ERROR, SHADOW_ERROR, AGENT_ERROR = (
-    "done",
-    "step_limit",
-    "parse_failure",
-    "invalid_changes",
-    "request_error",
-    "shadow_error",
-    "agent_error",
-)
+DONE, STEP_LIMIT, PARSE_FAILURE, INVALID_CHANGES = "done", "step_limit", "parse_failure", "invalid_changes"
+REQUEST_ERROR, SHADOW_ERROR, AGENT_ERROR = "request_error", "shadow_error", "agent_error"
 
 
 @dataclass(frozen=True)
@@ -385,13 +378,8 @@ class RolloutRunner:
                         if not isinstance(args, dict):
                             raise ValueError("arguments are not a JSON object")
                     except ValueError as exc:
-                        ro.messages.append(
-                            {
-                                "role": "tool",
-                                "tool_call_id": call.get("id"),
-                                "content": f"Error: invalid JSON arguments: {exc}",
-                            }
-                        )
+                        error = f"Error: invalid JSON arguments: {exc}"
+                        ro.messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": error})
                         continue
                     if len(actions) >= self.max_steps:
                         ro.stop(STEP_LIMIT, f"cut at {self.max_steps} steps")
