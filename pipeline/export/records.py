@@ -1,7 +1,6 @@
-"""SFT records in the formats trainers read: chat messages, Alpaca, and LLaMA-Factory's
-``dataset_info.json`` entries — all built from :mod:`pipeline.core.protocol`, in either prompt
-template (``envsim``, default; ``envsimbench``, the reference evaluation prompt, which needs each
-sample's whole class source in ``env_code``)."""
+"""SFT records in the formats trainers read: chat messages, Alpaca, and LLaMA-Factory's ``dataset_info.json`` entries —
+all built from :mod:`pipeline.core.protocol`, in either prompt template (``envsim``, default; ``envsimbench``, the
+reference evaluation prompt, which needs each sample's whole class source in ``env_code``)."""
 
 from __future__ import annotations
 

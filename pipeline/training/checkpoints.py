@@ -160,9 +160,8 @@ def weights_id(directory: Path, manifest: dict[str, Any] | None) -> str:
 
 def served_weights_id(directory: Path, manifest: dict[str, Any] | None, base_model: str | None = None) -> str:
     """The weights id of what is served from ``directory``: :func:`weights_id`; for a LoRA adapter served on
-    ``base_model``, the adapter and its base together (``sha256-…`` of both ids; a base that is a local
-    directory by its own weights id, else by its name) — unless it is the base the manifest's checkpoint
-    version already names."""
+    ``base_model``, the adapter and its base together (``sha256-…`` of both ids; a base that is a local directory by its
+    own weights id, else by its name) — unless it is the base the manifest's checkpoint version already names."""
     wid = weights_id(directory, manifest)
     if base_model is None or (manifest and (manifest.get("settings") or {}).get("model_name_or_path") == base_model):
         return wid

@@ -1,9 +1,8 @@
-"""LLaMA-Factory SFT on the exported Balance2 mixture: the training config (the published EnvSimBench
-recipe as defaults, full or LoRA, any further LLaMA-Factory argument passed through), its validation by
-LLaMA-Factory's own argument parser in the job environment before submission, checkpoint versions
-(mixture version × settings × topology × base-model revision × library versions), what the job asks the
-scheduler for, the job script (resumable, one or several nodes), and what a finished run left behind
-(metrics, loss curve).
+"""LLaMA-Factory SFT on the exported Balance2 mixture: the training config (the published EnvSimBench recipe as
+defaults, full or LoRA, any further LLaMA-Factory argument passed through), its validation by LLaMA-Factory's own
+argument parser in the job environment before submission, checkpoint versions (mixture version × settings × topology ×
+base-model revision × library versions), what the job asks the scheduler for, the job script (resumable, one or several
+nodes), and what a finished run left behind (metrics, loss curve).
 """
 
 from __future__ import annotations
