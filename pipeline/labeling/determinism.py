@@ -263,10 +263,9 @@ def check_determinism(
     stored: dict[str, dict[int, dict[str, Any]]] = {}  # trajectory -> step index -> stored labels
     for s in _steps(parts, ["trajectory_id", "step_index", *LABEL_FIELDS], "trajectory_id", sampled):
         stored.setdefault(s["trajectory_id"], {})[s["step_index"]] = s
-    # in reverse order: in an environment's own instance a label that depends on what ran before it there
-    # (a pid in its PID namespace, a counter the zygote carries) differs from the labeling run's
-    # on the varied host profile (another CPU affinity: freeze.host_profile), so a label that depends on the machine
-    # differs too
+    # in reverse order: in an environment's own instance a label that depends on what ran before it there (a pid in its
+    # PID namespace, a counter the zygote carries) differs from the labeling run's on the varied host profile (another
+    # CPU affinity: freeze.host_profile), so a label that depends on the machine differs too
     again = [varied(t) for t in iter_trajectories(layout, ids=sampled)][::-1] if sampled else []  # isin([]): null
     runs = sandbox.run(again, fresh_children=True) if again else iter(())
     now = freeze.REAL.time()
