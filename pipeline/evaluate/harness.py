@@ -72,10 +72,9 @@ def _answered_by(row: dict[str, Any], identity: dict[str, str | None]) -> bool:
 
 
 def finished_steps(path: Path, prompt: str | None = None, identity: dict[str, str | None] | None = None) -> set[str]:
-    """Step ids whose request completed (a torn last line from a kill is ignored); with ``prompt``,
-    only those asked with that prompt template (a changed template re-asks every sample); with
-    ``identity``, only those answered by that simulator (other weights, or another model or endpoint
-    under the same name, are asked again)."""
+    """Step ids whose request completed (a torn last line from a kill is ignored); with ``prompt``, only those asked
+    with that prompt template (a changed template re-asks every sample); with ``identity``, only those answered by that
+    simulator (other weights, or another model or endpoint under the same name, are asked again)."""
     return {
         row["step_id"]
         for row in read_rows(path)

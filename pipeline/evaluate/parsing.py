@@ -1,10 +1,9 @@
-"""Tolerant parsing of a simulator's answer: ``<think>`` blocks dropped, fenced JSON, leading/trailing
-prose, one object. The changes inside may be in our format or the reference's (dotted paths,
-added / modified / removed, ``after``): :func:`pipeline.core.protocol.apply_changes` reads both.
+"""Tolerant parsing of a simulator's answer: ``<think>`` blocks dropped, fenced JSON, leading/trailing prose, one
+object. The changes inside may be in our format or the reference's (dotted paths, added / modified / removed,
+``after``): :func:`pipeline.core.protocol.apply_changes` reads both.
 
 Bounded: an answer that is not a string, longer than :data:`MAX_ANSWER_CHARS`, or nested deeper than
-:data:`pipeline.core.bounds.MAX_DEPTH` levels is a parse failure with that reason (never a
-``RecursionError``)."""
+:data:`pipeline.core.bounds.MAX_DEPTH` levels is a parse failure with that reason (never a ``RecursionError``)."""
 
 from __future__ import annotations
 

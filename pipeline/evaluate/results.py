@@ -106,9 +106,8 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: A
 
 
 def run_summary(path: Path, run_id: str) -> dict[str, Any]:
-    """A run's ``eval_runs`` row (samples, FM, CM and the other metrics, request errors), its parse
-    failures and CM per group, from its results file alone (the SQL of :func:`load_run` on an in-memory
-    DuckDB)."""
+    """A run's ``eval_runs`` row (samples, FM, CM and the other metrics, request errors), its parse failures and CM per
+    group, from its results file alone (the SQL of :func:`load_run` on an in-memory DuckDB)."""
     with connect() as con:
         load_run(con, path, run_id)
         cur = con.execute(
@@ -160,15 +159,9 @@ def breakdowns(axes: Axes = AXES) -> dict[str, str]:
     return {"cell": "stratum", **{a.label: a.label_sql() for a in axes if a.by_label}}
 
 
-def breakdown(
-    con: duckdb.DuckDBPyConnection,
-    run_ids: list[str],
-    by: str = "cell",
-    axes: Axes = AXES,
-) -> pd.DataFrame:
-    """Per run and per ``by`` (``cell`` or an axis label: ``delta_bucket``; :func:`breakdowns`), plus an
-    ``all`` row per run: samples, answered, parse rate, FM, CM and ``cm_reference`` (percent of the answered
-    samples)."""
+def breakdown(con: duckdb.DuckDBPyConnection, run_ids: list[str], by: str = "cell", axes: Axes = AXES) -> pd.DataFrame:
+    """Per run and per ``by`` (``cell`` or an axis label: ``delta_bucket``; :func:`breakdowns`), plus an ``all`` row per
+    run: samples, answered, parse rate, FM, CM and ``cm_reference`` (percent of the answered samples)."""
     keys = breakdowns(axes)
     if by not in keys:
         raise ValueError(f"breakdown by one of {sorted(keys)}, not {by!r}")

@@ -103,20 +103,18 @@ class SimulatorSpec:
 
     @property
     def results_name(self) -> str:
-        """The name of this simulator's runs (``<results_name>@<split version>``) and results file: its
-        ``name``, and its ``weights_id`` after a ``+`` unless the name already is or ends with ``-<weights_id>``
-        (the evaluation job's default served name) — two checkpoints served under one name never share a run
-        or a results file."""
+        """The name of this simulator's runs (``<results_name>@<split version>``) and results file: its ``name``, and
+        its ``weights_id`` after a ``+`` unless the name already is or ends with ``-<weights_id>`` (the evaluation job's
+        default served name) — two checkpoints served under one name never share a run or a results file."""
         wid = self.weights_id
         if wid is None or self.name == wid or self.name.endswith(f"-{wid}"):
             return self.name
         return f"{self.name}+{wid}"
 
     def cache_identity(self) -> dict[str, str | None]:
-        """What a recorded result must carry to count as this simulator's answer on a re-run: the weights
-        when they are known (the endpoint may move: a served checkpoint gets a new port each job), else the
-        model name and the endpoint. The simulator's name and prompt template are the results file's and
-        the harness's own keys."""
+        """What a recorded result must carry to count as this simulator's answer on a re-run: the weights when they are
+        known (the endpoint may move: a served checkpoint gets a new port each job), else the model name and the
+        endpoint. The simulator's name and prompt template are the results file's and the harness's own keys."""
         if self.weights_id is not None:
             return {"weights_id": self.weights_id}
         return {"weights_id": None, "model": self.model, "base_url": self.base_url}

@@ -61,10 +61,9 @@ class NoChangeSimulator(OracleSimulator):
 
 
 class RecordedSimulator:
-    """Answers generated elsewhere (e.g. by batched generation on a GPU node with the same prompt protocol),
-    read from its settings' ``completions`` (:class:`RecordedSettings`); each is scored exactly like an
-    endpoint's answer. A sample with no recorded answer is a request failure (``no recorded answer``), never
-    a wrong answer."""
+    """Answers generated elsewhere (e.g. by batched generation on a GPU node with the same prompt protocol), read from
+    its settings' ``completions`` (:class:`RecordedSettings`); each is scored exactly like an endpoint's answer. A
+    sample with no recorded answer is a request failure (``no recorded answer``), never a wrong answer."""
 
     def __init__(self, spec: SimulatorSpec) -> None:
         completions = spec.settings_as(RecordedSettings).completions
@@ -204,10 +203,9 @@ _COMMON = tuple(f.name for f in dataclasses.fields(SimulatorSpec) if f.name != "
 
 
 def simulator_spec(**fields: Any) -> SimulatorSpec:
-    """A :class:`SimulatorSpec` from its fields: the common ones, and the kind's own settings either in the
-    section named after the kind (``openai={"model": …}``, as the Dagster config gives them) or flat beside
-    the common ones (``model=…``). A field of another kind, or of none, is a ``ValueError`` naming where it
-    belongs."""
+    """A :class:`SimulatorSpec` from its fields: the common ones, and the kind's own settings either in the section
+    named after the kind (``openai={"model": …}``, as the Dagster config gives them) or flat beside the common ones
+    (``model=…``). A field of another kind, or of none, is a ``ValueError`` naming where it belongs."""
     kind = kind_of(SimulatorSpec(name=fields.get("name", ""), kind=fields.get("kind", "openai")))
     name = fields.get("name", "?")
     given = {k: v for k, v in fields.items() if k not in _COMMON and k != "settings"}

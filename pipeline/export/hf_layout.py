@@ -1,13 +1,12 @@
 """A split version as a Hugging Face dataset directory.
 
-``data/<split>-NNNNN-of-NNNNN.parquet`` shards (size-bounded, typed columns: Δ as a list of
-structs, states as JSON strings), for the SFT mixture also ``sft/chat`` and ``sft/alpaca`` record
-shards plus a LLaMA-Factory ``dataset_info.json``, optionally the split in the published EnvSimBench format
-(``envsimbench/benchmark.json``, for the mixture also ``envsimbench/sft_alpaca.jsonl`` registered in
-``dataset_info.json``), and a ``README.md`` dataset card whose YAML front
-matter (configs, features, license, task categories, size category) is parsed back before it is
-written. The export is built in a temporary sibling directory and swapped in at the end, so a
-failed export never damages the previous one.
+``data/<split>-NNNNN-of-NNNNN.parquet`` shards (size-bounded, typed columns: Δ as a list of structs, states as JSON
+strings), for the SFT mixture also ``sft/chat`` and ``sft/alpaca`` record shards plus a LLaMA-Factory
+``dataset_info.json``, optionally the split in the published EnvSimBench format (``envsimbench/benchmark.json``, for the
+mixture also ``envsimbench/sft_alpaca.jsonl`` registered in ``dataset_info.json``), and a ``README.md`` dataset card
+whose YAML front matter (configs, features, license, task categories, size category) is parsed back before it is
+written. The export is built in a temporary sibling directory and swapped in at the end, so a failed export never
+damages the previous one.
 """
 
 from __future__ import annotations

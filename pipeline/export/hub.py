@@ -1,7 +1,6 @@
-"""Push an export directory to the Hugging Face Hub (``huggingface_hub``), as one commit tagged with
-the split version. The token comes from the caller (a Dagster secret) or, when it gives none, from
-``huggingface_hub`` ($HF_TOKEN, the ``hf auth login`` token file); likewise the endpoint ($HF_ENDPOINT).
-The token never appears in messages or metadata."""
+"""Push an export directory to the Hugging Face Hub (``huggingface_hub``), as one commit tagged with the split version.
+The token comes from the caller (a Dagster secret) or, when it gives none, from ``huggingface_hub`` ($HF_TOKEN, the ``hf
+auth login`` token file); likewise the endpoint ($HF_ENDPOINT). The token never appears in messages or metadata."""
 
 from __future__ import annotations
 

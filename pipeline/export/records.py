@@ -1,7 +1,6 @@
-"""SFT records in the formats trainers read: chat messages, Alpaca, and LLaMA-Factory's
-``dataset_info.json`` entries — all built from :mod:`pipeline.core.protocol`, in either prompt
-template (``envsim``, default; ``envsimbench``, the reference evaluation prompt, which needs each
-sample's whole class source in ``env_code``)."""
+"""SFT records in the formats trainers read: chat messages, Alpaca, and LLaMA-Factory's ``dataset_info.json`` entries —
+all built from :mod:`pipeline.core.protocol`, in either prompt template (``envsim``, default; ``envsimbench``, the
+reference evaluation prompt, which needs each sample's whole class source in ``env_code``)."""
 
 from __future__ import annotations
 
@@ -13,26 +12,11 @@ from pipeline.core.protocol import DEFAULT_TEMPLATE, SYSTEM_PROMPT, answer, mess
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 CHAT = pa.schema([("step_id", pa.string()), ("stratum", pa.string()), ("messages", pa.list_(MESSAGE))])
-ALPACA = pa.schema(
-    [
-        ("step_id", pa.string()),
-        ("stratum", pa.string()),
-        ("instruction", pa.string()),
-        ("input", pa.string()),
-        ("output", pa.string()),
-    ]
-)
-RECORD_COLUMNS = [
-    "step_id",
-    "stratum",
-    "state_before_json",
-    "tool",
-    "arguments_json",
-    "code",
-    "raw_observation",
-    "delta",
-    "current_time",
-]  # current_time: absent from samples written before it existed (no time section then)
+ALPACA = pa.schema([(name, pa.string()) for name in ("step_id", "stratum", "instruction", "input", "output")])
+#: the sample columns records are built from (current_time: absent from samples written before it existed, which
+#: have no time section)
+RECORD_COLUMNS = ["step_id", "stratum", "state_before_json", "tool", "arguments_json", "code", "raw_observation"]
+RECORD_COLUMNS += ["delta", "current_time"]
 
 
 def chat_record(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> dict[str, Any]:
@@ -85,16 +69,9 @@ def record_tables(
     )
     ids, strata = batch.column("step_id"), batch.column("stratum")
     chat = pa.Table.from_arrays([ids, strata, chat_messages], schema=CHAT)
-    alpaca = pa.Table.from_arrays(
-        [
-            ids,
-            strata,
-            contents.take(pa.array(range(0, 3 * n, 3))),
-            contents.take(pa.array(range(1, 3 * n, 3))),
-            contents.take(pa.array(range(2, 3 * n, 3))),
-        ],
-        schema=ALPACA,
-    )
+    # instruction, input and output: every third content from the system prompt's, the user's and the answer's
+    texts = [contents.take(pa.array(range(k, 3 * n, 3))) for k in range(3)]
+    alpaca = pa.Table.from_arrays([ids, strata, *texts], schema=ALPACA)
     return chat, alpaca
 
 

@@ -1,10 +1,9 @@
 """Split versions exported side by side, like Hub revisions: ``export/<kind>/<version>/`` per version and
 ``export/<kind>/current``, a relative link to the version exported last.
 
-Re-running with a new seed or composition exports the new version next to the old ones and moves
-``current``; exporting a version that is already there with the same options is a no-op. An export of
-the old flat layout (``export/<kind>/`` holding one version's files) is moved into its version's
-directory first, so nothing is lost on upgrade.
+Re-running with a new seed or composition exports the new version next to the old ones and moves ``current``; exporting
+a version that is already there with the same options is a no-op. An export of the old flat layout (``export/<kind>/``
+holding one version's files) is moved into its version's directory first, so nothing is lost on upgrade.
 """
 
 from __future__ import annotations

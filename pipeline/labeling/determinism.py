@@ -1,8 +1,8 @@
 """Determinism check (docs/definitions.md §4.4): labels must be reproducible, and what is not is quarantined.
 
 Each call is executed once to make its labels — most of them at collection (labels kept from collection,
-:mod:`pipeline.labeling.rows`), the rest at labeling — so the check executes again and compares values
-of two independent executions:
+:mod:`pipeline.labeling.rows`), the rest at labeling — so the check executes again and compares values of two
+independent executions:
 
 * **re-execution** — at least ``per_env`` trajectories of *every* environment (prefering trajectories
   with stored steps; labels kept from collection are candidates like any other), plus ``sample_size``
@@ -18,18 +18,16 @@ of two independent executions:
   sidecar lists them under ``executed``) that hash is compared with the labeled one. Labels kept
   from collection *are* the observed values, so they are not compared with themselves.
 
-An environment with a finding is **quarantined** (:mod:`pipeline.labeling.quarantine`, the one home of
-the concept): every one of its steps is written to ``determinism/nondeterministic-<scope>.parquet``
-with the reason (the differing step ``non-deterministic: …``, the later steps of its trajectory
-``after non-deterministic step N``, the environment's other steps ``non-deterministic environment
-(quarantined): …``); ``step_strata`` excludes them from both splits, and the other environments go
-on. The asset check fails with severity WARN naming the environments, or ERROR (blocking) with
+An environment with a finding is **quarantined** (:mod:`pipeline.labeling.quarantine`, the one home of the concept):
+every one of its steps is written to ``determinism/nondeterministic-<scope>.parquet`` with the reason (the differing
+step ``non-deterministic: …``, the later steps of its trajectory ``after non-deterministic step N``, the environment's
+other steps ``non-deterministic environment (quarantined): …``); ``step_strata`` excludes them from both splits, and the
+other environments go on. The asset check fails with severity WARN naming the environments, or ERROR (blocking) with
 ``strict``.
 
-What the sandbox freezes (:mod:`pipeline.execution.freeze`) reproduces; what it cannot freeze — an
-object's address, ``os.read`` of ``/proc`` files, ``resource.getrusage``, a pid (it depends on what ran
-before in the environment's instance, so the re-execution runs the sample in reverse order) — is what
-this check catches.
+What the sandbox freezes (:mod:`pipeline.execution.freeze`) reproduces; what it cannot freeze — an object's address,
+``os.read`` of ``/proc`` files, ``resource.getrusage``, a pid (it depends on what ran before in the environment's
+instance, so the re-execution runs the sample in reverse order) — is what this check catches.
 """
 
 from __future__ import annotations
@@ -265,10 +263,9 @@ def check_determinism(
     stored: dict[str, dict[int, dict[str, Any]]] = {}  # trajectory -> step index -> stored labels
     for s in _steps(parts, ["trajectory_id", "step_index", *LABEL_FIELDS], "trajectory_id", sampled):
         stored.setdefault(s["trajectory_id"], {})[s["step_index"]] = s
-    # in reverse order: in an environment's own instance a label that depends on what ran before it there
-    # (a pid in its PID namespace, a counter the zygote carries) differs from the labeling run's
-    # on the varied host profile (another CPU affinity: freeze.host_profile), so a label that depends on the machine
-    # differs too
+    # in reverse order: in an environment's own instance a label that depends on what ran before it there (a pid in its
+    # PID namespace, a counter the zygote carries) differs from the labeling run's on the varied host profile (another
+    # CPU affinity: freeze.host_profile), so a label that depends on the machine differs too
     again = [varied(t) for t in iter_trajectories(layout, ids=sampled)][::-1] if sampled else []  # isin([]): null
     runs = sandbox.run(again, fresh_children=True) if again else iter(())
     now = freeze.REAL.time()

@@ -16,9 +16,8 @@ def _top(reasons: Counter[str], n: int = 5) -> str:
 
 
 def why_empty(layout: DataLayout) -> str:
-    """One paragraph saying why there are no labeled steps under ``layout`` (collection rejected
-    everything, trajectories without actions, or labeling refused every trajectory), with the most
-    frequent reasons."""
+    """One paragraph saying why there are no labeled steps under ``layout`` (collection rejected everything,
+    trajectories without actions, or labeling refused every trajectory), with the most frequent reasons."""
     issues: Counter[str] = Counter()
     issue_files = layout.collection_issue_files()
     if issue_files:

@@ -6,14 +6,13 @@ The one home of the concept, used by both checks that can find bad labels:
 * ``relabel_is_deterministic`` (:mod:`pipeline.labeling.determinism`): a re-execution in a fresh
   child differs from the stored labels, or cannot reset.
 
-Either writes *findings* — ``determinism/<kind>-<scope>.parquet`` (step id, environment, reason:
-:data:`FINDINGS`) plus a ``.json`` sidecar (:func:`write_findings`: the check, ``ok``, the quarantined
-environments with their reasons, ``strict``, the step parts it applies to). Every step of a
-quarantined *environment* is in the findings; stratification excludes them with the reason
-(:func:`excluded_files`), the asset check fails with severity WARN (so the other environments go on
-to the splits) naming the environments, and the run summary names them (:func:`failed_checks`) and
-exits 0. ``strict`` (``ENVSIM_STRICT``, or the check's ``strict`` config) makes a quarantine
-blocking: the check fails with severity ERROR and the summary exits non-zero.
+Either writes *findings* — ``determinism/<kind>-<scope>.parquet`` (step id, environment, reason: :data:`FINDINGS`) plus
+a ``.json`` sidecar (:func:`write_findings`: the check, ``ok``, the quarantined environments with their reasons,
+``strict``, the step parts it applies to). Every step of a quarantined *environment* is in the findings; stratification
+excludes them with the reason (:func:`excluded_files`), the asset check fails with severity WARN (so the other
+environments go on to the splits) naming the environments, and the run summary names them (:func:`failed_checks`) and
+exits 0. ``strict`` (``ENVSIM_STRICT``, or the check's ``strict`` config) makes a quarantine blocking: the check fails
+with severity ERROR and the summary exits non-zero.
 """
 
 from __future__ import annotations
@@ -59,10 +58,9 @@ def write_findings(path: Path, rows: list[dict[str, Any]], doc: dict[str, Any], 
 
 
 def excluded_files(layout: DataLayout, gate: bool = True) -> list[str]:
-    """The findings files that apply to the current step parts (a file written for other parts —
-    an older labeling — is ignored); with ``gate``, also the quality gate's (``layout.quality_gate``: the
-    environments that fail the executor's checks, :mod:`pipeline.quality.environment_report`), which the gate's
-    own judging leaves out (``gate=False``)."""
+    """The findings files that apply to the current step parts (a file written for other parts — an older labeling — is
+    ignored); with ``gate``, also the quality gate's (``layout.quality_gate``: the environments that fail the executor's
+    checks, :mod:`pipeline.quality.environment_report`), which the gate's own judging leaves out (``gate=False``)."""
     current = {Path(p).name for p in layout.step_parts()}
     out = []
     found = [

@@ -1,11 +1,10 @@
 """Step rows of the steps table, and the labels kept from collection (each call executed once).
 
-The sandbox labels every call it runs (labels are computed outside it, :mod:`pipeline.execution.labels`).
-Collection already runs every trajectory — exploration episodes live, ground-truth and agent
-trajectories in full — so it keeps those labels (:class:`CollectedSteps`, written next to the
-trajectories table) and the labeling stage re-executes only trajectories without them (collected
-with other limits, code versions or labeler version, or recorded elsewhere). The determinism check
-re-executes at least one trajectory of every environment — kept labels included — in fresh children
+The sandbox labels every call it runs (labels are computed outside it, :mod:`pipeline.execution.labels`). Collection
+already runs every trajectory — exploration episodes live, ground-truth and agent trajectories in full — so it keeps
+those labels (:class:`CollectedSteps`, written next to the trajectories table) and the labeling stage re-executes only
+trajectories without them (collected with other limits, code versions or labeler version, or recorded elsewhere). The
+determinism check re-executes at least one trajectory of every environment — kept labels included — in fresh children
 and compares its labels with these (:mod:`pipeline.labeling.determinism`).
 """
 

@@ -1,20 +1,18 @@
-"""Labeling stage: write the steps table, one labeled row per call of every collected trajectory. A
-trajectory collection already labeled under this run's configuration keeps those labels (``Prelabels``);
-the others are executed again in the sandbox and labeled from that execution.
+"""Labeling stage: write the steps table, one labeled row per call of every collected trajectory. A trajectory
+collection already labeled under this run's configuration keeps those labels (``Prelabels``); the others are executed
+again in the sandbox and labeled from that execution.
 
-The steps table is written as resumable parts: trajectories are taken in table order in chunks,
-each chunk's part file is named by a content key (labeler version, limits, source code versions,
-trajectory fingerprints). A part that exists is reused, so re-running is idempotent and an
-interrupted run resumes where it stopped; parts from older inputs are removed only after a run
-completes. A part's sidecar (``.issues.json``) keeps its issues, call timings and the trajectories
-the stage *executed* (``executed``; the others' labels were kept from collection), which tells the
+The steps table is written as resumable parts: trajectories are taken in table order in chunks, each chunk's part file
+is named by a content key (labeler version, limits, source code versions, trajectory fingerprints). A part that exists
+is reused, so re-running is idempotent and an interrupted run resumes where it stopped; parts from older inputs are
+removed only after a run completes. A part's sidecar (``.issues.json``) keeps its issues, call timings and the
+trajectories the stage *executed* (``executed``; the others' labels were kept from collection), which tells the
 determinism check which labels come from a second execution (:func:`executed_at_labeling`).
 
-Partitioned (``ENVSIM_SHARDS``; a partition-scoped ``DataLayout``): only the partition's
-trajectories are labeled, into ``steps/part-<partition>-<key>.parquet``, and the clean-up touches
-only that partition's parts — plus parts no current trajectory file can own (an unpartitioned run's,
-a partition whose trajectories are gone after a change of ``ENVSIM_SHARDS``). Other partitions'
-parts, which their own runs may be writing right now, are never removed.
+Partitioned (``ENVSIM_SHARDS``; a partition-scoped ``DataLayout``): only the partition's trajectories are labeled, into
+``steps/part-<partition>-<key>.parquet``, and the clean-up touches only that partition's parts — plus parts no current
+trajectory file can own (an unpartitioned run's, a partition whose trajectories are gone after a change of
+``ENVSIM_SHARDS``). Other partitions' parts, which their own runs may be writing right now, are never removed.
 """
 
 from __future__ import annotations
@@ -332,16 +330,10 @@ def _time(timing: dict[str, Any], seconds: Any) -> None:
         timing["max_seconds"] = max(timing["max_seconds"], seconds)
 
 
-def label(
-    layout: DataLayout,
-    sandbox: Sandbox,
-    chunk_size: int = 100,
-    log: Log = lambda _m: None,
-) -> LabelReport:
-    """Label all trajectories of ``layout`` into ``steps/part-*.parquet`` (a partition-scoped
-    layout: the partition's trajectories into ``steps/part-<partition>-*.parquet``): each chunk of trajectories
-    is reused, written from the labels kept at collection, or run in the sandbox while the chunk before it is
-    written."""
+def label(layout: DataLayout, sandbox: Sandbox, chunk_size: int = 100, log: Log = lambda _m: None) -> LabelReport:
+    """Label all trajectories of ``layout`` into ``steps/part-*.parquet`` (a partition-scoped layout: the partition's
+    trajectories into ``steps/part-<partition>-*.parquet``): each chunk of trajectories is reused, written from the
+    labels kept at collection, or run in the sandbox while the chunk before it is written."""
     started = time.perf_counter()
     load_blobs(layout)
     layout.steps_dir.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,7 @@
-"""The client of an OpenAI-compatible endpoint, built in one place for every stage that asks a model (the
-simulators of the evaluation and of rollouts, the collection agent, the rollout agent): :func:`async_client`
-takes the API key from the environment variable the caller names, sets the timeout and the ``openai``
-client's own retries (backoff on 429 / 5xx / timeouts / connection errors), and — when given a
-``max_response_bytes`` — caps response bodies at the HTTP layer.
+"""The client of an OpenAI-compatible endpoint, built in one place for every stage that asks a model (the simulators of
+the evaluation and of rollouts, the collection agent, the rollout agent): :func:`async_client` takes the API key from
+the environment variable the caller names, sets the timeout and the ``openai`` client's own retries (backoff on 429 /
+5xx / timeouts / connection errors), and — when given a ``max_response_bytes`` — caps response bodies at the HTTP layer.
 
 * :class:`CappedTransport` wraps ``httpx2``'s transport (the HTTP library of ``openai`` ≥ 3, passed as
   ``http_client=``): a ``Content-Length`` above the cap is refused before any of the body is read, and a
@@ -17,8 +16,8 @@ client's own retries (backoff on 429 / 5xx / timeouts / connection errors), and 
   ``message`` with a string (or null) ``content``; anything else is a :class:`MalformedResponse` naming
   what is wrong.
 
-It sits in the engine tier (``pipeline.models``), below every stage, because collection, evaluation, rollouts
-and training all ask a model.
+It sits in the engine tier (``pipeline.models``), below every stage, because collection, evaluation, rollouts and
+training all ask a model.
 """
 
 from __future__ import annotations

@@ -147,6 +147,16 @@ def export_accepted(
 
 def card_markdown(card: dict[str, Any]) -> str:
     """The accepted corpus's card: the gate (checker, threshold, yield) and what it kept and dropped."""
+    gate = {
+        "checker": card.get("checker"),
+        "weights id": card.get("weights_id") or "",
+        "threshold": card.get("threshold"),
+        "checker yield": card.get("yield"),
+        "accepted": card.get("environments"),
+        "of": card.get("of"),
+        "scenarios": card.get("scenarios"),
+        "corpus fingerprint": card.get("fingerprint"),
+    }
     lines = [
         "# Accepted corpus",
         "",
@@ -155,30 +165,7 @@ def card_markdown(card: dict[str, Any]) -> str:
             f"executor's verdict and the checker `{card.get('checker')}` (pass_acc ≥ {card.get('threshold')})."
         ),
         "",
-        md_records(
-            [
-                {
-                    "checker": card.get("checker"),
-                    "weights id": card.get("weights_id") or "",
-                    "threshold": card.get("threshold"),
-                    "checker yield": card.get("yield"),
-                    "accepted": card.get("environments"),
-                    "of": card.get("of"),
-                    "scenarios": card.get("scenarios"),
-                    "corpus fingerprint": card.get("fingerprint"),
-                }
-            ],
-            [
-                "checker",
-                "weights id",
-                "threshold",
-                "checker yield",
-                "accepted",
-                "of",
-                "scenarios",
-                "corpus fingerprint",
-            ],
-        ),
+        md_records([gate], list(gate)),
         "",
     ]
     if card.get("accepted_not_exportable"):

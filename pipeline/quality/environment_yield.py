@@ -168,9 +168,8 @@ def probe_samples(
     layout: DataLayout, settings: YieldSettings, materialize: Materialize
 ) -> tuple[str, list[dict[str, Any]]]:
     """(corpus fingerprint, the probe samples): materialised once per fingerprint and settings at
-    ``layout.quality_probes`` (full states rebuilt, verified, as a split's samples are). A quarantined environment
-    is not probed (:func:`pipeline.labeling.quarantine.quarantined`): its labels are not the executor's to judge
-    by."""
+    ``layout.quality_probes`` (full states rebuilt, verified, as a split's samples are). A quarantined environment is
+    not probed (:func:`pipeline.labeling.quarantine.quarantined`): its labels are not the executor's to judge by."""
     fingerprint = input_fingerprint(layout)
     key = f"{fingerprint}-n{settings.probes_per_env}-s{settings.seed}"
     path = layout.quality_probes(key)
@@ -210,9 +209,8 @@ def env_rows(
     seconds: float,
     unprobed: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per environment of ``samples`` from a checker's ``results`` (the harness's rows; the last row of
-    each step counts), and one without probes for each environment of ``unprobed`` (env -> why it was not
-    probed)."""
+    """One row per environment of ``samples`` from a checker's ``results`` (the harness's rows; the last row of each
+    step counts), and one without probes for each environment of ``unprobed`` (env -> why it was not probed)."""
     by_step = {r["step_id"]: r for r in results}
     probes: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for sample in samples:

@@ -1,12 +1,11 @@
 """Are a corpus's outcome labels plausible? (docs/definitions.md §4.3; docs/environments.md "Is the rule right?")
 
-Checked per **corpus** (the environment id's first component): at least :data:`MIN_STEPS` steps and no
-``failure`` label, or more than :data:`MAX_FAILURE_SHARE` of its non-error steps labeled ``failure``, is a
-finding; and per **explored environment** (one corpus may mix conventions): at least :data:`MIN_ENV_STEPS` steps
-and no failure label, when another explored environment has failures or its success observations read like
-refusals (:data:`REFUSAL_WORDS`). Each finding names the corpus or environment, its outcome rule and an example
-observation, and says how to declare the rule; the asset check ``outcome_labels_plausible`` (WARN) and the run
-summary report them.
+Checked per **corpus** (the environment id's first component): at least :data:`MIN_STEPS` steps and no ``failure``
+label, or more than :data:`MAX_FAILURE_SHARE` of its non-error steps labeled ``failure``, is a finding; and per
+**explored environment** (one corpus may mix conventions): at least :data:`MIN_ENV_STEPS` steps and no failure label,
+when another explored environment has failures or its success observations read like refusals (:data:`REFUSAL_WORDS`).
+Each finding names the corpus or environment, its outcome rule and an example observation, and says how to declare the
+rule; the asset check ``outcome_labels_plausible`` (WARN) and the run summary report them.
 """
 
 from __future__ import annotations

@@ -44,15 +44,8 @@ from pipeline.store.schema import decode_delta
 RECORDED = "recorded"  # the agent that replays the actions of recorded trajectories
 
 #: how a rollout ended
-DONE, STEP_LIMIT, PARSE_FAILURE, INVALID_CHANGES, REQUEST_ERROR, SHADOW_ERROR, AGENT_ERROR = (
-    "done",
-    "step_limit",
-    "parse_failure",
-    "invalid_changes",
-    "request_error",
-    "shadow_error",
-    "agent_error",
-)
+DONE, STEP_LIMIT, PARSE_FAILURE, INVALID_CHANGES = "done", "step_limit", "parse_failure", "invalid_changes"
+REQUEST_ERROR, SHADOW_ERROR, AGENT_ERROR = "request_error", "shadow_error", "agent_error"
 
 
 @dataclass(frozen=True)
@@ -119,18 +112,51 @@ class ToolCode:
         return self._tools[key]
 
 
-def _feedback_text(feedback: Any) -> str:
+def feedback_text(feedback: Any) -> str:
     """The simulated feedback as the agent sees it (a tool message's content)."""
     return feedback if isinstance(feedback, str) else json.dumps(feedback, ensure_ascii=False)
 
 
-def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+def tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     """An item of an assistant message's ``tool_calls``, as the OpenAI API writes it."""
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def _size(a: Any, b: Any) -> int:
     return len(diff(a, b))
+
+
+def simulator_sample(
+    step_id: str, sim_before: Any, tool: str, labels: dict[str, Any], **context: Any
+) -> dict[str, Any]:
+    """What a simulator is asked for a step played from its own state ``sim_before``: the action, and the executor's
+    ``labels`` of it (what the oracle answers with; a model never sees them); ``context``: ``code``, ``env_id``,
+    ``current_time`` (the executor's frozen clock at this call)."""
+    return {
+        "step_id": step_id,
+        "state_before_json": canonical_json(sim_before),
+        "tool": tool,
+        "arguments_json": labels["arguments_json"],
+        **{k: labels[k] for k in ("raw_observation", "delta", "outcome", "delta_size", "args_count")},
+        **context,
+    }
+
+
+def predicted_state(sim_before: Any, changes: Any) -> Any:
+    """ŝ' from the simulator's predicted changes; :class:`ChangeError` when they do not apply (a path of 200 000
+    parts, which would take resolve_path quadratic time, does not either)."""
+    too_long = long_path(changes)
+    if too_long:
+        raise ChangeError(too_long)
+    return apply_changes(sim_before, changes)
+
+
+def config_match(delta: Any, sim_before: Any, sim_after: Any) -> bool:
+    """CM from where the simulator is: the executor's Δ applied to ŝ gives ŝ' (False when it does not even fit ŝ)."""
+    try:
+        return canonical_json(apply(decode_delta(delta), sim_before)) == canonical_json(sim_after)
+    except DeltaError:
+        return False
 
 
 class _Rollout:
@@ -211,21 +237,10 @@ class RolloutRunner:
         s_before, s_after = real.states[index], real.states[index + 1]
         sim_before = ro.sim_state
         env = ro.task.env
-        sample = {
-            "step_id": f"{ro.rid}#{index}",
-            "state_before_json": canonical_json(sim_before),
-            "tool": step["tool"],
-            "arguments_json": step["arguments_json"],
-            "code": self.code.code(env, step["tool"]),
-            # the executor's labels (what the oracle answers with; a model never sees them)
-            "raw_observation": step["raw_observation"],
-            "delta": step["delta"],
-            "outcome": step["outcome"],
-            "delta_size": step["delta_size"],
-            "args_count": step["args_count"],
-            "env_id": env.env_id,
-            "current_time": shadow_time(ro.task.key, index),  # the executor's frozen clock at this call
-        }
+        code, now = self.code.code(env, step["tool"]), shadow_time(ro.task.key, index)
+        sample = simulator_sample(
+            f"{ro.rid}#{index}", sim_before, step["tool"], step, code=code, env_id=env.env_id, current_time=now
+        )
         answer = await self._simulate(ro, index, sample)
         if answer.get("error") is not None:
             ro.stop(REQUEST_ERROR, f"step {index}: {answer['error']}")
@@ -274,23 +289,16 @@ class RolloutRunner:
         row["feedback_json"] = json.dumps(predicted.get("feedback"), ensure_ascii=False, sort_keys=True)
         row["fm"] = feedback_match(predicted.get("feedback"), step["raw_observation"])
         try:
-            too_long = long_path(changes)  # a path of 200 000 parts would take resolve_path quadratic time
-            if too_long:
-                raise ChangeError(too_long)
-            sim_after = apply_changes(sim_before, changes)
+            sim_after = predicted_state(sim_before, changes)
         except ChangeError as exc:
             row["change_error"] = str(exc)
             ro.stop(INVALID_CHANGES, f"step {index}: {exc}")
             return None
-        try:
-            target = apply(decode_delta(step["delta"]), sim_before)
-            row["cm"] = canonical_json(target) == canonical_json(sim_after)
-        except DeltaError:  # the executor's Δ does not even fit the simulator's (diverged) state
-            row["cm"] = False
+        row["cm"] = config_match(step["delta"], sim_before, sim_after)
         row["drift"] = _size(sim_after, s_after)
         row["state_match"] = row["drift"] == 0
         ro.sim_state = sim_after
-        return _feedback_text(predicted.get("feedback"))
+        return feedback_text(predicted.get("feedback"))
 
     # -- agents --------------------------------------------------------------------------------------
     def _user_turn(self, ro: _Rollout, turn: int) -> None:
@@ -307,7 +315,7 @@ class RolloutRunner:
                 turn += 1
                 self._user_turn(ro, turn)
             call_id = f"call_{index}"
-            call = _tool_call(call_id, action.name, json.dumps(action.arguments, ensure_ascii=False))
+            call = tool_call(call_id, action.name, json.dumps(action.arguments, ensure_ascii=False))
             ro.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
             feedback = await self._step(ro, index, action, real)
             if feedback is None:
@@ -345,7 +353,7 @@ class RolloutRunner:
         message = response.choices[0].message
         record: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
-            record["tool_calls"] = [_tool_call(c.id, c.function.name, c.function.arguments) for c in message.tool_calls]
+            record["tool_calls"] = [tool_call(c.id, c.function.name, c.function.arguments) for c in message.tool_calls]
         self.log.put(key, {"role": "agent", "rollout_id": ro.rid, "message": record})
         return record
 
@@ -370,13 +378,8 @@ class RolloutRunner:
                         if not isinstance(args, dict):
                             raise ValueError("arguments are not a JSON object")
                     except ValueError as exc:
-                        ro.messages.append(
-                            {
-                                "role": "tool",
-                                "tool_call_id": call.get("id"),
-                                "content": f"Error: invalid JSON arguments: {exc}",
-                            }
-                        )
+                        error = f"Error: invalid JSON arguments: {exc}"
+                        ro.messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": error})
                         continue
                     if len(actions) >= self.max_steps:
                         ro.stop(STEP_LIMIT, f"cut at {self.max_steps} steps")

@@ -1,7 +1,6 @@
-"""The request log of a rollout run: every completed model request (simulator or agent), appended and
-flushed as it finishes, keyed by (rollout, step, role, prompt hash). A re-run replays the loop and takes
-every logged answer from here, so it asks nothing twice; a request that failed (after retries) is not
-logged and is asked again."""
+"""The request log of a rollout run: every completed model request (simulator or agent), appended and flushed as it
+finishes, keyed by (rollout, step, role, prompt hash). A re-run replays the loop and takes every logged answer from
+here, so it asks nothing twice; a request that failed (after retries) is not logged and is asked again."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""A rollout run as the ``simulated_rollouts`` asset runs it (no Dagster here): :func:`rollout_tasks` makes the
-tasks (an LLM agent's from the configured sources, else recorded trajectories), :func:`roll_out` lets each
-simulator play them and writes its run, and :func:`rollout_facts` says what the runs gave, with the oracle's
-drift check."""
+"""A rollout run as the ``simulated_rollouts`` asset runs it (no Dagster here): :func:`rollout_tasks` makes the tasks
+(an LLM agent's from the configured sources, else recorded trajectories), :func:`roll_out` lets each simulator play them
+and writes its run, and :func:`rollout_facts` says what the runs gave, with the oracle's drift check."""
 
 from __future__ import annotations
 

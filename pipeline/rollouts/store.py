@@ -1,10 +1,9 @@
 """Rollout tasks from the trajectories table, rollout results in Parquet and DuckDB, and the drift plot.
 
-Files, per run (simulator × agent) under ``data/rollouts/<simulator>@<agent>/``: ``requests.jsonl`` (the
-resumable request log), ``steps.parquet`` (one row per simulated step) and ``rollouts.parquet`` (one row
-per rollout). DuckDB: views ``rollout_steps`` and ``rollouts`` over every run's files, and the breakdowns
-``rollout_by_simulator``, ``rollout_by_delta`` (|Δ| bucket of the real step), ``rollout_by_step`` (step
-index) and ``rollout_by_env``.
+Files, per run (simulator × agent) under ``data/rollouts/<simulator>@<agent>/``: ``requests.jsonl`` (the resumable
+request log), ``steps.parquet`` (one row per simulated step) and ``rollouts.parquet`` (one row per rollout). DuckDB:
+views ``rollout_steps`` and ``rollouts`` over every run's files, and the breakdowns ``rollout_by_simulator``,
+``rollout_by_delta`` (|Δ| bucket of the real step), ``rollout_by_step`` (step index) and ``rollout_by_env``.
 """
 
 from __future__ import annotations

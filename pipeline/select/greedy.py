@@ -28,11 +28,10 @@ def pick_diverse(
 ) -> list[tuple[str, str]]:
     """Pick up to ``n`` of ``(env_id, rank, step_id, sample_hash[, tool])`` candidates.
 
-    ``env_usage`` and ``pair_usage`` (per (env, tool); shared across cells) and ``taken_hashes`` (one
-    sample per (s_t, a_t)) are updated in place. A candidate without a tool counts as tool ``""``, so
-    candidates without tools are picked by environment alone. Pairs whose candidates ran out while
-    picking are added to ``exhausted`` as ``(env_id, tool)``. Returns ``(step_id, env_id)`` in pick
-    order.
+    ``env_usage`` and ``pair_usage`` (per (env, tool); shared across cells) and ``taken_hashes`` (one sample per (s_t,
+    a_t)) are updated in place. A candidate without a tool counts as tool ``""``, so candidates without tools are picked
+    by environment alone. Pairs whose candidates ran out while picking are added to ``exhausted`` as ``(env_id, tool)``.
+    Returns ``(step_id, env_id)`` in pick order.
     """
     pair_usage = Counter() if pair_usage is None else pair_usage
     queues: dict[Pair, list[tuple[str, str, str]]] = {}

@@ -72,12 +72,7 @@ def kept_samples(layout: DataLayout, picks: Sequence[tuple[str, str]], out: Path
     return int(kept(layout.quality_dir / "samples" / f"{out.parent.name}.json", inputs, written, dict, found)["count"])
 
 
-def materialize_samples(
-    layout: DataLayout,
-    picks: Sequence[tuple[str, str]],
-    strata_path: Path,
-    out: Path,
-) -> int:
+def materialize_samples(layout: DataLayout, picks: Sequence[tuple[str, str]], strata_path: Path, out: Path) -> int:
     """Write the samples of ``picks`` (``(step_id, stratum)`` in pick order) to ``out``; returns the count."""
     use_returning_pool()
     if not picks:
@@ -235,10 +230,9 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay_table: pa.Table, emi
 
 
 def _trajectory_rows(files: Sequence[str], wanted: pa.Array):
-    """``(trajectory_id, initial_state_json, initial_state_hash, clock_start)`` of the ``wanted``
-    trajectories, in the order of the files; ``clock_start`` is None in a trajectories file written before
-    clocks were recorded. Streamed from one DuckDB scan (initial states of unwanted trajectories are never
-    decoded), a batch of rows at a time."""
+    """``(trajectory_id, initial_state_json, initial_state_hash, clock_start)`` of the ``wanted`` trajectories, in the
+    order of the files; ``clock_start`` is None in a trajectories file written before clocks were recorded. Streamed
+    from one DuckDB scan (initial states of unwanted trajectories are never decoded), a batch of rows at a time."""
     base = ["trajectory_id", "initial_state_json", "initial_state_hash"]
     for path in files:
         clock = "clock_start" if "clock_start" in pq.read_schema(path).names else "NULL::VARCHAR AS clock_start"

@@ -1,11 +1,10 @@
 """Benchmark split and Balance2 SFT mixture, versioned and deterministic.
 
-Both pick per stratum with :func:`pick_diverse` (an unused environment first, then an unused
-(env, tool) pair, then the least-used environment and its least-used tool; seeded rank; one sample
-per (s_t, a_t) hash), report every shortfall, materialise full samples and record a manifest with
-each stratum's distinct tools and top tool share (and, for the mixture, what decontamination
-removed per group); the version id is derived from (seed, input fingerprint, spec, picking rule), so
-the same input and seed give the same version and byte-identical sample lists.
+Both pick per stratum with :func:`pick_diverse` (an unused environment first, then an unused (env, tool) pair, then the
+least-used environment and its least-used tool; seeded rank; one sample per (s_t, a_t) hash), report every shortfall,
+materialise full samples and record a manifest with each stratum's distinct tools and top tool share (and, for the
+mixture, what decontamination removed per group); the version id is derived from (seed, input fingerprint, spec, picking
+rule), so the same input and seed give the same version and byte-identical sample lists.
 """
 
 from __future__ import annotations
@@ -19,10 +18,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from pipeline.core.axes import AXES
-from pipeline.core.decontamination import (
-    DEFAULT_DECONTAMINATION,
-    decontamination,
-)
+from pipeline.core.decontamination import DEFAULT_DECONTAMINATION, decontamination
 from pipeline.core.registry import Registry
 from pipeline.core.strata import BALANCE2_GROUPS, BENCHMARK_CELLS, Cell, Composition
 from pipeline.report.tables import Facts, Markdown, Table
@@ -314,11 +310,10 @@ def _pick_cell(
     pair_usage: Counter[tuple[str, str]] | None = None,
     prefetched: tuple[int, list[tuple]] | None = None,
 ) -> list[tuple[str, str, str]]:
-    """:func:`pick_diverse` over the best-ranked candidates of every (env, tool) pair; returns
-    ``(step_id, env_id, tool)`` in pick order. Only the first ``per_pair`` of each pair are fetched
-    (or taken from ``prefetched``: the window they were fetched with and the candidates, as :func:`_candidates`
-    gives them); if picking exhausts a pair that had more, the cell is picked again with a larger window, so the
-    result equals picking from all candidates."""
+    """:func:`pick_diverse` over the best-ranked candidates of every (env, tool) pair; returns ``(step_id, env_id,
+    tool)`` in pick order. Only the first ``per_pair`` of each pair are fetched (or taken from ``prefetched``: the
+    window they were fetched with and the candidates, as :func:`_candidates` gives them); if picking exhausts a pair
+    that had more, the cell is picked again with a larger window, so the result equals picking from all candidates."""
     pair_usage = Counter() if pair_usage is None else pair_usage
     per_pair = _first_window(quota, pairs)
     if prefetched is not None:
@@ -503,17 +498,15 @@ def build_mixture(
     composition: str = "balance2",
     dagster_run_id: str | None = None,
 ) -> SelectionResult:
-    """Balance2: failure / no_change / simple / complex groups, decontaminated against a benchmark
-    version by the rule ``decontaminate`` (:data:`DECONTAMINATION`; default ``trajectory``: no step of a
-    benchmark trajectory and no benchmark (env, s_t, a_t); ``task_id`` / ``env_id``: no step of a
-    benchmark task / environment and no benchmark (s_t, a_t) hash). What each rule removed is counted
-    per group.
+    """Balance2: failure / no_change / simple / complex groups, decontaminated against a benchmark version by the rule
+    ``decontaminate`` (:data:`DECONTAMINATION`; default ``trajectory``: no step of a benchmark trajectory and no
+    benchmark (env, s_t, a_t); ``task_id`` / ``env_id``: no step of a benchmark task / environment and no benchmark
+    (s_t, a_t) hash). What each rule removed is counted per group.
 
-    ``composition`` names an entry of :data:`MIXTURE_COMPOSITIONS`; ``"uniform"`` is the ablation baseline: as
-    many samples as the Balance2 sizes add up to,
-    drawn uniformly at random (seeded) from the same decontaminated pool (every step in some Balance2
-    group), with no per-group quota and no diversity picking. ``seed=None``: the CURRENT mixture's seed (0 when
-    there is none; :meth:`SplitStore.seed`)."""
+    ``composition`` names an entry of :data:`MIXTURE_COMPOSITIONS`; ``"uniform"`` is the ablation baseline: as many
+    samples as the Balance2 sizes add up to, drawn uniformly at random (seeded) from the same decontaminated pool (every
+    step in some Balance2 group), with no per-group quota and no diversity picking. ``seed=None``: the CURRENT mixture's
+    seed (0 when there is none; :meth:`SplitStore.seed`)."""
     composed = MIXTURE_COMPOSITIONS.find(composition)
     if composed is None:
         raise ValueError(f"composition must be one of {', '.join(MIXTURE_COMPOSITIONS)}, not {composition!r}")
@@ -539,12 +532,7 @@ def build_mixture(
     strata = composed.strata(sizes)
     with connect() as con:
         picks, table, tools, losses = select_strata(
-            con,
-            layout,
-            strata,
-            seed,
-            decontamination=rule.conditions(bench_samples),
-            picking=composed.picking,
+            con, layout, strata, seed, decontamination=rule.conditions(bench_samples), picking=composed.picking
         )
         why = ""
         if not picks:

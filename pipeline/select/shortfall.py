@@ -144,11 +144,7 @@ def exploration_facts(layout: DataLayout) -> dict[str, Any]:
         settings += [cov["budget_setting"]] if cov.get("budget_setting") else []
     if not (verdicts or budgets):
         return {}
-    return {
-        "verdicts": verdicts,
-        "budget": "; ".join(dict.fromkeys(budgets)),
-        "setting": next(iter(settings), ""),
-    }
+    return {"verdicts": verdicts, "budget": "; ".join(dict.fromkeys(budgets)), "setting": next(iter(settings), "")}
 
 
 def with_verdicts(reached: dict[str, str], verdicts: dict[str, str]) -> dict[str, str]:

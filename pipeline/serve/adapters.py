@@ -98,10 +98,9 @@ class GemEnv:
 
 
 class ToolEnvironment:
-    """TRL's ``environment_factory`` form: ``reset(**row)`` starts the row's task (``task_id``, ``seed``) and
-    returns its text; the task's tools are bound as public methods (TRL reads their names, docstrings and
-    ``__signature__``-less keyword arguments from the schemas in :attr:`tools`); :meth:`get_reward` is the checks'
-    mean on the real state."""
+    """TRL's ``environment_factory`` form: ``reset(**row)`` starts the row's task (``task_id``, ``seed``) and returns
+    its text; the task's tools are bound as public methods (TRL reads their names, docstrings and ``__signature__``-less
+    keyword arguments from the schemas in :attr:`tools`); :meth:`get_reward` is the checks' mean on the real state."""
 
     def __init__(self, episode: Episode) -> None:
         self._episode = episode

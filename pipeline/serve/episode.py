@@ -24,18 +24,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.core.bounds import long_path
-from pipeline.core.canonical import canonical_json
 from pipeline.core.clock import derive_clock_start, step_time
-from pipeline.core.delta import DeltaError, apply, diff
-from pipeline.core.protocol import ChangeError, apply_changes
+from pipeline.core.delta import diff
+from pipeline.core.protocol import ChangeError
 from pipeline.evaluate.metrics import feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulator_spec import Simulator
-from pipeline.rollouts.loop import ToolCode
+from pipeline.rollouts.loop import ToolCode, config_match, feedback_text, predicted_state, simulator_sample, tool_call
 from pipeline.serve.sessions import Session, SessionError, SessionPool, StepResult
 from pipeline.serve.tasks import ServedTask
-from pipeline.store.schema import decode_delta
 
 MODES = ("exec", "sim", "shadow")
 #: the labels of a step that go in an observation's ``metadata``
@@ -62,14 +59,6 @@ class _Loop:
                 cls._loop = asyncio.new_event_loop()
                 threading.Thread(target=cls._loop.run_forever, name="serve-simulator", daemon=True).start()
         return asyncio.run_coroutine_threadsafe(coro, cls._loop).result()
-
-
-def _tool_call(call_id: str, function: dict[str, str]) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": function}
-
-
-def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def mcp_tools(task: ServedTask) -> list[dict[str, Any]]:
@@ -308,9 +297,9 @@ class Episode:
         task = self._task()
         messages: list[dict[str, Any]] = [{"role": "user", "content": task.text}]
         for k, row in enumerate(self.rows):
-            call = {"name": row["tool"], "arguments": json.dumps(row["arguments"], ensure_ascii=False)}
-            messages.append({"role": "assistant", "content": None, "tool_calls": [_tool_call(f"call_{k}", call)]})
-            messages.append({"role": "tool", "tool_call_id": f"call_{k}", "content": _as_text(row["observation"])})
+            call = tool_call(f"call_{k}", row["tool"], json.dumps(row["arguments"], ensure_ascii=False))
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            messages.append({"role": "tool", "tool_call_id": f"call_{k}", "content": feedback_text(row["observation"])})
         env = task.env
         return {
             "task_id": f"{task.task_id}/{self.episode_id}/{uuid.uuid4().hex[:12]}",
@@ -333,20 +322,11 @@ class Episode:
         ``cm`` (right from where the simulator is), ``drift`` (|diff(ŝ', s')|); ŝ moves by its predicted changes."""
         task, sim_before = self._task(), self.sim_state
         key = f"{task.task_id}/{self.seed}"
-        sample = {
-            "step_id": f"{self.episode_id}#{index}",
-            "state_before_json": canonical_json(sim_before),
-            "tool": tool,
-            "arguments_json": labels["arguments_json"],
-            "code": self.code.code(task.env, tool),
-            "raw_observation": labels["raw_observation"],
-            "delta": labels["delta"],
-            "outcome": labels["outcome"],
-            "delta_size": labels["delta_size"],
-            "args_count": labels["args_count"],
-            "env_id": task.env.env_id,
-            "current_time": step_time(derive_clock_start(f"served/{key}", self.seed), index),
-        }
+        now = step_time(derive_clock_start(f"served/{key}", self.seed), index)
+        code = self.code.code(task.env, tool)
+        sample = simulator_sample(
+            f"{self.episode_id}#{index}", sim_before, tool, labels, code=code, env_id=task.env.env_id, current_time=now
+        )
         completion = _Loop.run(self.simulator.complete(sample))  # type: ignore[union-attr]
         out: dict[str, Any] = {
             "fm": False,
@@ -365,18 +345,11 @@ class Episode:
         out["feedback"] = feedback if isinstance(feedback, str) else json.dumps(feedback, ensure_ascii=False)
         out["fm"] = feedback_match(feedback, labels["raw_observation"])
         try:
-            too_long = long_path(changes)
-            if too_long:
-                raise ChangeError(too_long)
-            sim_after = apply_changes(sim_before, changes)
+            sim_after = predicted_state(sim_before, changes)
         except ChangeError as exc:
             out["sim_error"] = str(exc)
             sim_after = sim_before
-        try:
-            target = apply(decode_delta(labels["delta"]), sim_before)
-            out["cm"] = canonical_json(target) == canonical_json(sim_after)
-        except DeltaError:
-            out["cm"] = False
+        out["cm"] = config_match(labels["delta"], sim_before, sim_after)
         out["drift"] = len(diff(sim_after, real_after))
         self.sim_state = sim_after
         return out

@@ -1,17 +1,16 @@
 """Session host: ``python -m pipeline.serve.host``, started inside ``bwrap`` like the labeling worker.
 
 It prepares itself exactly as the worker does (:func:`pipeline.execution.worker.prepare`: preloaded adapters, the
-seccomp filter, Landlock, the frozen clock), then forks *live* environment instances, one child per session, each
-under every rule a labeling child has. Requests from the parent (trusted): ``open`` (a session's environment, its
-check functions, its limits) and ``close``. For each ``open`` the host forks the child and hands the parent the
-child's two pipe ends (an ``opened`` frame carrying them over the Unix socket that is the host's stdout); from then
-on the parent and the child talk directly, one round trip per call, with no process between them. The child builds
-its environment once and answers each call with the raw ``step`` frame labeling uses (when the task has checks,
-with their verdicts on the state after it under ``checks``), so no prefix is ever re-run. ``close`` kills the
-child, reaps it and removes its directory. The host holds no session's pipes: a child that dies is seen by its
-parent as the end of its pipe. In the shared host (code that is ours or pinned) the parent may start the next session
-of the same environment code in a child whose session it closed cleanly (a ``reset`` on the child's pipe:
-:func:`_session_child`).
+seccomp filter, Landlock, the frozen clock), then forks *live* environment instances, one child per session, each under
+every rule a labeling child has. Requests from the parent (trusted): ``open`` (a session's environment, its check
+functions, its limits) and ``close``. For each ``open`` the host forks the child and hands the parent the child's two
+pipe ends (an ``opened`` frame carrying them over the Unix socket that is the host's stdout); from then on the parent
+and the child talk directly, one round trip per call, with no process between them. The child builds its environment
+once and answers each call with the raw ``step`` frame labeling uses (when the task has checks, with their verdicts on
+the state after it under ``checks``), so no prefix is ever re-run. ``close`` kills the child, reaps it and removes its
+directory. The host holds no session's pipes: a child that dies is seen by its parent as the end of its pipe. In the
+shared host (code that is ours or pinned) the parent may start the next session of the same environment code in a child
+whose session it closed cleanly (a ``reset`` on the child's pipe: :func:`_session_child`).
 """
 
 from __future__ import annotations

@@ -8,15 +8,14 @@ Usage::
         step.labels["outcome"], step.labels["delta_size"], step.checks
         session.close()
 
-A session is one environment instance in a live sandboxed child (forked in a session host: the shared one for code
-that is ours or pinned, an instance of its own environment's for corpus code, as labeling runs them). The host hands
-this process the child's pipe ends, so each call is one round trip to the child with no process between; its labels
-(outcome, Δ, |Δ|, state hashes) are computed here from the raw frame by the labeling
-code (:class:`pipeline.execution.labels.TrajectoryLabels`), so nothing inside can forge one. At most
-``max_sessions`` are live: one more is refused at once with :class:`CapacityError`. A session idle for
-``idle_timeout_s`` is closed by the reaper. A call past its wall-clock limit, a child that dies or sends malformed
-data ends that session only (its host kills the child); a host that dies ends its own sessions only, and the next
-session starts a new one.
+A session is one environment instance in a live sandboxed child (forked in a session host: the shared one for code that
+is ours or pinned, an instance of its own environment's for corpus code, as labeling runs them). The host hands this
+process the child's pipe ends, so each call is one round trip to the child with no process between; its labels (outcome,
+Δ, |Δ|, state hashes) are computed here from the raw frame by the labeling code
+(:class:`pipeline.execution.labels.TrajectoryLabels`), so nothing inside can forge one. At most ``max_sessions`` are
+live: one more is refused at once with :class:`CapacityError`. A session idle for ``idle_timeout_s`` is closed by the
+reaper. A call past its wall-clock limit, a child that dies or sends malformed data ends that session only (its host
+kills the child); a host that dies ends its own sessions only, and the next session starts a new one.
 """
 
 from __future__ import annotations

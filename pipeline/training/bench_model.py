@@ -177,10 +177,9 @@ def bench_model(
     dtype: str | None = None,
     log: Log = print,
 ) -> BenchResult:
-    """Serve ``ref`` and score it on the stratified subset (no server when every sample is scored with its
-    weights already); store and return the per-cell table. ``dtype`` is
-    the served compute dtype (default: ``auto`` where ``nvidia-smi`` is on PATH, else ``float32``: bf16 on a
-    CPU is many times slower)."""
+    """Serve ``ref`` and score it on the stratified subset (no server when every sample is scored with its weights
+    already); store and return the per-cell table. ``dtype`` is the served compute dtype (default: ``auto`` where
+    ``nvidia-smi`` is on PATH, else ``float32``: bf16 on a CPU is many times slower)."""
     dtype = dtype or ("auto" if shutil.which("nvidia-smi") else "float32")
     layout = DataLayout.at(data_root)
     root = layout.root.resolve()

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -76,8 +77,6 @@ def publish(staging: Path, final: Path, manifest: dict[str, Any]) -> Path:
         os.replace(final, old)
     os.replace(staging, final)
     if old.exists():
-        import shutil
-
         shutil.rmtree(old, ignore_errors=True)
     latest = final.parent / "LATEST"
     latest.write_text(final.name + "\n")
@@ -161,9 +160,8 @@ def weights_id(directory: Path, manifest: dict[str, Any] | None) -> str:
 
 def served_weights_id(directory: Path, manifest: dict[str, Any] | None, base_model: str | None = None) -> str:
     """The weights id of what is served from ``directory``: :func:`weights_id`; for a LoRA adapter served on
-    ``base_model``, the adapter and its base together (``sha256-…`` of both ids; a base that is a local
-    directory by its own weights id, else by its name) — unless it is the base the manifest's checkpoint
-    version already names."""
+    ``base_model``, the adapter and its base together (``sha256-…`` of both ids; a base that is a local directory by its
+    own weights id, else by its name) — unless it is the base the manifest's checkpoint version already names."""
     wid = weights_id(directory, manifest)
     if base_model is None or (manifest and (manifest.get("settings") or {}).get("model_name_or_path") == base_model):
         return wid
@@ -209,11 +207,7 @@ def _resolve_step(data_root: Path, version: str, step: int) -> tuple[Path, dict[
         path = run_dir / f"checkpoint-{step}"
         if path.is_dir():
             manifest_path = run_dir / MANIFEST
-            run = (
-                json.loads(manifest_path.read_text())
-                if manifest_path.exists()
-                else json.loads((run_dir / steps.RUN_FILE).read_text())
-            )
+            run = json.loads((manifest_path if manifest_path.exists() else run_dir / steps.RUN_FILE).read_text())
             return path.resolve(), {
                 **run,
                 "checkpoint_version": steps.step_version(version, step),
@@ -233,10 +227,8 @@ def _schema(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _views(con: duckdb.DuckDBPyConnection) -> None:
-    has_runs = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'eval_runs'").fetchone()[
-        0
-    ]
-    if has_runs:
+    has_runs = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'eval_runs'"
+    if con.execute(has_runs).fetchone()[0]:
         con.execute("""CREATE OR REPLACE VIEW checkpoint_scores AS
             SELECT c.mixture_version, j.checkpoint_version, j.served_model, j.template, j.backend, j.split_version,
                    c.train_loss, r.* EXCLUDE (simulator, model, split_version)
@@ -252,30 +244,26 @@ def record_checkpoint(con: duckdb.DuckDBPyConnection, manifest: dict[str, Any]) 
     metrics = manifest.get("metrics") or {}
     con.execute("DELETE FROM sft_checkpoints WHERE checkpoint_version = ?", [manifest["checkpoint_version"]])
     versions = manifest.get("library_versions")
+    row = {
+        "checkpoint_version": manifest["checkpoint_version"],
+        "mixture_version": manifest["mixture_version"],
+        "base_model": manifest["settings"]["model_name_or_path"],
+        "finetuning_type": manifest["settings"]["finetuning_type"],
+        "template": manifest.get("template") or manifest["settings"]["template"],
+        "gpus": manifest["gpus"],
+        "settings_json": json.dumps(manifest["settings"], sort_keys=True),
+        "path": manifest["path"],
+        "train_loss": metrics.get("train_loss"),
+        "train_runtime_s": metrics.get("train_runtime"),
+        "tokens_seen": metrics.get("num_input_tokens_seen"),
+        "job_id": manifest.get("job_id"),
+        "dagster_run_id": manifest.get("dagster_run_id"),
+        "nodes": manifest.get("nodes", 1),
+        "base_model_revision": manifest.get("base_model_revision"),
+        "library_versions_json": json.dumps(versions, sort_keys=True) if versions is not None else None,
+    }
     con.execute(
-        """INSERT INTO sft_checkpoints (checkpoint_version, mixture_version, base_model, finetuning_type, template,
-                       gpus, settings_json, path, train_loss, train_runtime_s, tokens_seen, job_id,
-                       dagster_run_id, nodes,
-                       base_model_revision, library_versions_json)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-        [
-            manifest["checkpoint_version"],
-            manifest["mixture_version"],
-            manifest["settings"]["model_name_or_path"],
-            manifest["settings"]["finetuning_type"],
-            manifest.get("template") or manifest["settings"]["template"],
-            manifest["gpus"],
-            json.dumps(manifest["settings"], sort_keys=True),
-            manifest["path"],
-            metrics.get("train_loss"),
-            metrics.get("train_runtime"),
-            metrics.get("num_input_tokens_seen"),
-            manifest.get("job_id"),
-            manifest.get("dagster_run_id"),
-            manifest.get("nodes", 1),
-            manifest.get("base_model_revision"),
-            json.dumps(versions, sort_keys=True) if versions is not None else None,
-        ],
+        f"INSERT INTO sft_checkpoints ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values())
     )
     _views(con)
 

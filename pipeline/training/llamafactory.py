@@ -1,9 +1,8 @@
-"""LLaMA-Factory SFT on the exported Balance2 mixture: the training config (the published EnvSimBench
-recipe as defaults, full or LoRA, any further LLaMA-Factory argument passed through), its validation by
-LLaMA-Factory's own argument parser in the job environment before submission, checkpoint versions
-(mixture version × settings × topology × base-model revision × library versions), what the job asks the
-scheduler for, the job script (resumable, one or several nodes), and what a finished run left behind
-(metrics, loss curve).
+"""LLaMA-Factory SFT on the exported Balance2 mixture: the training config (the published EnvSimBench recipe as
+defaults, full or LoRA, any further LLaMA-Factory argument passed through), its validation by LLaMA-Factory's own
+argument parser in the job environment before submission, checkpoint versions (mixture version × settings × topology ×
+base-model revision × library versions), what the job asks the scheduler for, the job script (resumable, one or several
+nodes), and what a finished run left behind (metrics, loss curve).
 """
 
 from __future__ import annotations
@@ -55,16 +54,8 @@ ZERO3: dict[str, Any] = {
 
 #: arguments the pipeline sets itself; ``extra`` may not override them
 MANAGED = frozenset(
-    {
-        "stage",
-        "do_train",
-        "dataset_dir",
-        "output_dir",
-        "finetuning_type",
-        "deepspeed",
-        "gradient_accumulation_steps",
-        "resume_from_checkpoint",
-    }
+    "stage do_train dataset_dir output_dir finetuning_type deepspeed gradient_accumulation_steps "
+    "resume_from_checkpoint".split()
 )
 
 #: the file written next to a finished checkpoint: its version and lineage
