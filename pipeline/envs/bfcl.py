@@ -210,7 +210,7 @@ class BfclEnvironment:
         return _observation_text(result.value)
 
     def outcome(self, name: str, result: CallResult) -> str:
-        return outcome(name, result.raised, result.value)
+        return default_outcome(name, result.raised, result.value)
 
     def source_of(self, name: str) -> str:
         return tool_source(self._owner[name], name)
@@ -227,9 +227,3 @@ def class_source(name: str) -> str:
 @cache
 def tool_source(cls_name: str, tool: str) -> str:
     return inspect.getsource(getattr(env_class(cls_name), tool))
-
-
-def outcome(name: str, raised: bool, value: Any) -> str:
-    """bfcl's outcome rule: the default rule (:func:`pipeline.core.outcome.default_outcome`, which keeps
-    bfcl's ``*_status`` and error-list conventions), applied outside the sandbox to the canonical return value."""
-    return default_outcome(name, raised, value)
