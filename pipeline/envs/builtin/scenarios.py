@@ -13,42 +13,16 @@ FIRST = (
     "Pia Quinn Ravi Sara Tomas Uma Vik Wen Yara Zoe"
 ).split()
 LAST = ["Okafor", "Silva", "Kim", "Novak", "Haddad", "Ito", "Berg", "Costa", "Diaz", "Fischer", "Gupta", "Lund"]
-PRODUCTS = [
-    "kettle",
-    "headphones",
-    "desk lamp",
-    "yoga mat",
-    "backpack",
-    "coffee grinder",
-    "monitor",
-    "keyboard",
-    "blender",
-    "sneakers",
-    "water bottle",
-    "notebook",
-    "umbrella",
-    "phone case",
-    "air fryer",
-    "tent",
-]
+PRODUCTS = (
+    "kettle,headphones,desk lamp,yoga mat,backpack,coffee grinder,monitor,keyboard,blender,sneakers,"
+    "water bottle,notebook,umbrella,phone case,air fryer,tent"
+).split(",")
 CITIES = ["LIS", "MAD", "CDG", "FRA", "AMS", "JFK", "BOS", "SFO", "NRT", "SIN"]
 SUBJECTS = ["MATH", "CS", "BIO", "CHEM", "HIST", "ECON", "PHYS", "ART"]
-TITLES = [
-    "Dune",
-    "Beloved",
-    "Ulysses",
-    "Emma",
-    "Middlemarch",
-    "Kindred",
-    "Solaris",
-    "Persuasion",
-    "Ficciones",
-    "Invisible Cities",
-    "The Dispossessed",
-    "Things Fall Apart",
-    "Pale Fire",
-    "The Leopard",
-]
+TITLES = (
+    "Dune,Beloved,Ulysses,Emma,Middlemarch,Kindred,Solaris,Persuasion,Ficciones,Invisible Cities,"
+    "The Dispossessed,Things Fall Apart,Pale Fire,The Leopard"
+).split(",")
 
 
 def _name(rng: random.Random) -> str:
@@ -404,16 +378,12 @@ def _check(item: str, body: str) -> dict[str, str]:
     return {"check_item": item, "check_func": "def check_func(final_state):\n" + body}
 
 
-def _ids(task: str, pattern: str) -> list[str]:
-    return re.findall(pattern, task)
-
-
 def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, str]]:
     """The executable checks of a scenario's task: the state its goal names, read from the final state (the
     served reward is their mean). Derived from the task's own ids and the initial config, so the generators'
     draws (and the scenarios' bytes) are unchanged."""
     if domain == "retail":
-        (cid,) = _ids(task, r"C\d{3}")
+        (cid,) = re.findall(r"C\d{3}", task)
         return [
             _check(
                 f"customer {cid} has placed an order",
@@ -422,7 +392,7 @@ def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, 
             _check(f"customer {cid}'s cart is empty", f"    return not final_state['carts']['{cid}']\n"),
         ]
     if domain == "airline":
-        (pid,) = _ids(task, r"PX\d{3}")
+        (pid,) = re.findall(r"PX\d{3}", task)
         return [
             _check(
                 f"passenger {pid} holds a confirmed booking",
@@ -431,7 +401,7 @@ def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, 
             )
         ]
     if domain == "clinic":
-        (pid,) = _ids(task, r"PT\d{3}")
+        (pid,) = re.findall(r"PT\d{3}", task)
         before = sum(a["patient_id"] == pid for a in config["appointments"].values())
         return [
             _check(
@@ -441,7 +411,7 @@ def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, 
             )
         ]
     if domain == "university":
-        (course,) = _ids(task, r"[A-Z]+\d{3}")
+        (course,) = re.findall(r"[A-Z]+\d{3}", task)
         enrolled = config["courses"][course]["enrolled"]
         return [
             _check(
@@ -455,7 +425,7 @@ def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, 
     if domain == "payroll":
         return [_check("payslips were issued", "    return len(final_state['payslips']) > 0\n")]
     if domain == "library":
-        (mid,) = _ids(task, r"M\d{3}")
+        (mid,) = re.findall(r"M\d{3}", task)
         loans = len(config["members"][mid]["loans"])
         return [
             _check(
@@ -463,7 +433,7 @@ def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, 
             )
         ]
     if domain == "banking":
-        (acc,) = _ids(task, r"AC\d{4}")
+        (acc,) = re.findall(r"AC\d{4}", task)
         return [
             _check(
                 f"a payment left {acc}",
@@ -471,7 +441,7 @@ def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, 
             )
         ]
     if domain == "hotel":
-        (gid,) = _ids(task, r"G\d{3}")
+        (gid,) = re.findall(r"G\d{3}", task)
         return [
             _check(
                 f"guest {gid} is checked in",
