@@ -145,14 +145,7 @@ def record(layout: DataLayout, key: str | None, result: CollectionResult) -> Non
         "files": {
             p.name: {"bytes": p.stat().st_size, "digest": _file_digest(p), "rows": _rows(p)} for p in _outputs(layout)
         },
-        "report": {
-            "trajectories": report.trajectories,
-            "actions": report.actions,
-            "issues": [dataclasses.asdict(i) for i in report.issues],
-            "by_category": dict(report.by_category),
-            "by_env": dict(report.by_env),
-            "by_strategy": dict(report.by_strategy),
-        },
+        "report": {**vars(report), "issues": [dataclasses.asdict(i) for i in report.issues]},  # counters as objects
         "coverage": None
         if cov is None
         else {

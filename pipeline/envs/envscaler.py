@@ -154,14 +154,13 @@ def _json_field(raw: dict[str, Any], key: str, expected: type | tuple[type, ...]
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             return None, f"'{key}' is a string but not JSON ({exc.msg} at character {exc.pos}): {_preview(raw[key])}"
-    if value is not None and not isinstance(value, expected):
-        names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-        return (
-            None,
-            f"'{key}' is a {type(value).__name__}, expected {names} "
-            f"(a JSON string of one is accepted): {_preview(value)}",
-        )
-    return value, None
+    if value is None or isinstance(value, expected):
+        return value, None
+    names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+    return (
+        None,
+        f"'{key}' is a {type(value).__name__}, expected {names} (a JSON string of one is accepted): {_preview(value)}",
+    )
 
 
 def _text(value: Any) -> str:
@@ -275,10 +274,9 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
 def parse_env_item(
     env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE, license: str = ""
 ) -> EnvItem | TaskIssue:
-    """Validate one env item without running its code: it must parse, define the class, and its
-    tool schemas must fit the methods. Its id must be a safe name (:mod:`pipeline.core.untrusted`):
-    ids reach reports, the dataset card and the console; an unsafe one is skipped with its reason (the
-    issue names it escaped)."""
+    """Validate one env item without running its code: it must parse, define the class, and its tool schemas must
+    fit the methods. Its id must be a safe name (:mod:`pipeline.core.untrusted`: ids reach reports, the card and the
+    console); an unsafe one is skipped with its reason (the issue names it escaped)."""
     problem = id_problem(env_id) or id_problem(f"{prefix}/{env_id}", "qualified env id")
     if problem:
         return TaskIssue(shown(env_id), "env", problem, shown(origin, 300))
@@ -410,22 +408,10 @@ def _params(fn: ast.FunctionDef) -> tuple[list[str], list[str], bool]:
     return names, required, args.kwarg is not None
 
 
-_JSON_TYPES = {
-    "str": "string",
-    "int": "integer",
-    "float": "number",
-    "bool": "boolean",
-    "list": "array",
-    "List": "array",
-    "tuple": "array",
-    "Tuple": "array",
-    "set": "array",
-    "Set": "array",
-    "Sequence": "array",
-    "dict": "object",
-    "Dict": "object",
-    "Mapping": "object",
-}
+#: the JSON Schema type of an annotation's (last) name
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+_JSON_TYPES |= dict.fromkeys(("list", "List", "tuple", "Tuple", "set", "Set", "Sequence"), "array")
+_JSON_TYPES |= dict.fromkeys(("dict", "Dict", "Mapping"), "object")
 
 
 def _annotation_schema(node: ast.AST | None) -> dict[str, Any]:
@@ -526,10 +512,8 @@ def _number_schema(description: str, kind: str) -> dict[str, Any]:
 
 
 def _bounds(description: str, kind: str) -> dict[str, float | int]:
-    """A number's bounds as its docstring states them, for the schema (``minimum``, ``maximum``,
-    ``exclusiveMinimum``, ``exclusiveMaximum``): ``10 to 30``, ``between 5 and 30``, ``(1-60)``, ``(0-5]``,
-    ``at least 2``, ``at most 100``, ``positive``, ``non-negative``. A phrase that states no bound gives none, and
-    a range whose ends are the wrong way round is no range."""
+    """A number's schema bounds as its docstring states them: ``10 to 30``, ``between 5 and 30``, ``(1-60)``,
+    ``(0-5]``, ``at least 2``, ``at most 100``, ``positive``, ``non-negative``; a range the wrong way round is none."""
     number = int if kind == "integer" else float
     out: dict[str, float | int] = {}
     if m := _RANGE.search(description):
@@ -688,12 +672,9 @@ def method_source(code: str, class_name: str, method: str) -> str:
 
 
 def _exec_module(name: str, code: Any) -> dict[str, Any]:
-    """Run environment code as the body of a fresh module named ``name`` (sandbox child only).
-
-    The module stays in ``sys.modules`` under that name (the class code's own content reference: stable across
-    runs and processes), as an imported module does: class machinery that looks up a class's module —
-    ``@dataclass`` resolving string annotations, ``typing``, ``pickle`` of the environment's own classes (an undo
-    snapshot), ``copy`` — finds it, during the body and after it. A second reset of the same code replaces it."""
+    """Run environment code as the body of a fresh module ``name`` (sandbox child only), kept in ``sys.modules``
+    as an imported module is, so class machinery that looks a class's module up (``@dataclass`` string annotations,
+    ``typing``, ``pickle``, ``copy``) finds it. A second reset of the same code replaces it."""
     module = types.ModuleType(name)
     sys.modules[name] = module
     exec(code, module.__dict__)  # sandbox child only
@@ -766,9 +747,8 @@ def module_namespace(code_ref: str, filename: str) -> dict[str, Any]:
 
 
 def _copied(init_config: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of a scenario's initial config, as ``copy.deepcopy`` makes it: for plain data a pickle round trip
-    (:func:`~pipeline.core.canonical.plain_pickle`: C speed, a fifth of deepcopy's time, with the same sharing), for
-    anything else (an object, which pickles however its class says) deepcopy."""
+    """``copy.deepcopy(init_config)``: for plain data a pickle round trip (a fifth of deepcopy's time, the same
+    sharing: :func:`~pipeline.core.canonical.plain_pickle`), for anything else deepcopy."""
     try:
         return pickle.loads(plain_pickle(init_config))
     except Exception:
@@ -826,16 +806,14 @@ class EnvScalerEnvironment:
         return canonicalize(self.state_parts())
 
     def state_parts(self) -> dict[str, Any]:
-        """The instance's attributes whose canonical form :meth:`state` is (``__getstate__``, ``__dict__`` and
-        ``__slots__``, :func:`~pipeline.core.canonical.object_state`; dunders left out), for
-        :class:`~pipeline.core.canonical.Snapshots`."""
+        """The instance's attributes, dunders left out (:func:`~pipeline.core.canonical.object_state`), whose
+        canonical form :meth:`state` is; for :class:`~pipeline.core.canonical.Snapshots`."""
         own = object_state(self._instance) or {}
         return {k: v for k, v in own.items() if not (k.startswith("__") and k.endswith("__"))}
 
     def observation(self, result: CallResult) -> str:
         """``str(return value)`` (``Error: <type>: <message>`` when it raised), without the memory addresses of
-        default reprs (``<Task object at 0x7f…>`` → ``<Task object>``: no label holds one, docs/definitions.md
-        §4.1)."""
+        default reprs (``<Task object at 0x7f…>`` → ``<Task object>``, docs/definitions.md §4.1)."""
         if result.raised:
             return without_addresses(f"Error: {result.error_type}: {result.error_message}")
         return without_addresses(str(result.value))
