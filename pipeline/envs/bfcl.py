@@ -124,9 +124,7 @@ def class_tools(name: str) -> tuple[dict[str, Any], ...]:
 
 
 def _observation_text(value: Any) -> str:
-    # bfcl's executor: str stays, dict -> json.dumps (fallback str), anything else -> str
-    if type(value) is str:
-        return value
+    # bfcl's executor: dict -> json.dumps (fallback str), anything else (a str stays itself) -> str
     if type(value) is dict:
         try:
             return json.dumps(value)
@@ -181,12 +179,11 @@ class BfclEnvironment:
         return getattr(self._instances[self._owner[name]], name)
 
     def bind_arguments(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-        method = getattr(env_class(self._owner[name]), name)
-        bound = inspect.signature(method).bind(None, *args, **kwargs)
-        bound_args = dict(bound.arguments)
-        bound_args.pop(next(iter(inspect.signature(method).parameters)), None)  # self
+        signature = inspect.signature(getattr(env_class(self._owner[name]), name))
+        bound_args = dict(signature.bind(None, *args, **kwargs).arguments)
+        bound_args.pop(next(iter(signature.parameters)), None)  # self
         for key, value in list(bound_args.items()):
-            param = inspect.signature(method).parameters[key]
+            param = signature.parameters[key]
             if param.kind is inspect.Parameter.VAR_KEYWORD:
                 bound_args.pop(key)
                 bound_args.update(value)

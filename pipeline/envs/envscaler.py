@@ -291,19 +291,14 @@ def parse_env_item(
         return TaskIssue(env_id, "env", f"env_class_code does not compile: line {exc.lineno}: {exc.msg}", origin)
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     if name not in classes:
-        return TaskIssue(
-            env_id,
-            "env",
-            f"class {name!r} is not defined in env_class_code (classes found: {sorted(classes) or 'none'})",
-            origin,
-        )
+        why = f"class {name!r} is not defined in env_class_code (classes found: {sorted(classes) or 'none'})"
+        return TaskIssue(env_id, "env", why, origin)
     methods = public_methods(classes[name])
     problems: list[str] = []
     constructor = raw.get(CONSTRUCTOR)
     if constructor is not None and not (isinstance(constructor, str) and constructor.isidentifier()):
-        return TaskIssue(
-            env_id, "env", f"'{CONSTRUCTOR}' must name a method or function: {_preview(constructor)}", origin
-        )
+        why = f"'{CONSTRUCTOR}' must name a method or function: {_preview(constructor)}"
+        return TaskIssue(env_id, "env", why, origin)
     raw_tools, err = _json_field(raw, "tools", list)
     if err:
         return TaskIssue(env_id, "env", err, origin)
@@ -317,12 +312,8 @@ def parse_env_item(
         else:
             tools.append(tool)
     if not tools:
-        return TaskIssue(
-            env_id,
-            "env",
-            records.clip("no usable tools: " + ("; ".join(problems) or "the class has no public methods"), 1000),
-            origin,
-        )
+        why = "no usable tools: " + ("; ".join(problems) or "the class has no public methods")
+        return TaskIssue(env_id, "env", records.clip(why, 1000), origin)
     # usable with its valid tools; the bad schemas are reported through ``split_item``
     return EnvItem(
         env_id=env_id,
