@@ -98,15 +98,10 @@ class ExploreSettings:
         scaled, text = self._scaled(environments, scenarios, tools)
         budget = min(self.max_call_budget, scaled)
         if spent is not None and spent > budget:
-            grown = f"{spent:,} calls: {text} = {scaled:,}, extended while calls found something new"
-            return grown + (
-                f", up to max_call_budget {self.max_call_budget:,}" if spent >= self.max_call_budget else ""
-            )
-        return f"{budget:,} calls: {text}" + (
-            f" = {scaled:,}, capped at max_call_budget {self.max_call_budget:,}"
-            if scaled > self.max_call_budget
-            else ""
-        )
+            cap = f", up to max_call_budget {self.max_call_budget:,}" if spent >= self.max_call_budget else ""
+            return f"{spent:,} calls: {text} = {scaled:,}, extended while calls found something new{cap}"
+        cap = f" = {scaled:,}, capped at max_call_budget {self.max_call_budget:,}" if scaled > budget else ""
+        return f"{budget:,} calls: {text}{cap}"
 
     def budget_setting(self, environments: int, scenarios: int = 0, tools: int = 0, spent: int | None = None) -> str:
         """The one setting to raise to explore longer, with its value in force."""
@@ -140,14 +135,9 @@ def reference_trajectories(scenarios: Iterable[ScenarioRef]) -> Iterator[Traject
     ``reference``."""
     for ref in scenarios:
         if ref.reference:
-            yield Trajectory(
-                trajectory_id=f"{ref.env.env_id}/{ref.task_id}/reference",
-                task_id=ref.task_id,
-                env=ref.env,
-                actions=tuple(Action(name, dict(args), turn=0) for name, args in ref.reference),
-                category="reference",
-                strategy="reference",
-            )
+            actions = tuple(Action(name, dict(args), turn=0) for name, args in ref.reference)
+            trajectory_id = f"{ref.env.env_id}/{ref.task_id}/reference"
+            yield Trajectory(trajectory_id, ref.task_id, ref.env, actions, "reference", "reference")
 
 
 @dataclass
