@@ -1,14 +1,12 @@
 """Stratum-targeted exploration: seeded policy episodes over scenarios until every cell of the benchmark
-composition (and every Balance2 group) has enough candidate steps, cannot get them from the environments at hand,
-or the call budget is spent (docs/environments.md, "Exploration adapts to the corpus" and the budget).
+composition (and every Balance2 group) has enough candidate steps or cannot get them, or the call budget
+(:meth:`ExploreSettings.budget`) is spent (docs/environments.md, "Exploration adapts to the corpus").
 
-Steering: :class:`Coverage` keeps per (environment, tool) the strata its calls produced and what each tool has
-*shown* (:class:`ToolShown`); episodes weight tools by the short cells they hit, a tool that has shown nothing new
-for ``plateau_calls`` calls has plateaued, and a target no explored environment can still approach is unreachable
-(:meth:`Coverage.unreachable`). The budget: :meth:`ExploreSettings.budget`. Between batches, what calls reached and
-what refusals said is passed on per scenario (:mod:`pipeline.collect.seeds`); at the stop, each target still short
-gets a verdict (:meth:`Coverage.judge`). Every decision is made from the steps seen, in input order: the same seed
-gives the same trajectories.
+:class:`Coverage` keeps per (environment, tool) the strata its calls produced and what each tool has *shown*
+(:class:`ToolShown`): episodes weight tools by the short cells they hit; a tool that showed nothing new for
+``plateau_calls`` calls has plateaued; a target no explored environment can approach is unreachable; at the stop
+each target still short gets a verdict (:meth:`Coverage.judge`). Seeds and refusals pass between batches
+(:mod:`pipeline.collect.seeds`). Every decision follows the steps seen in input order: same seed, same trajectories.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""The registries of environment sources (:class:`pipeline.envs.source.EnvironmentSource`: partitions, catalog,
-collection, card, the ``sources`` resource) and adapters (:class:`pipeline.envs.adapters.Adapter`: the sandbox worker,
-labeling), and what the pipeline asks them. Each entry is one module and one line below, or a plugin's
-``envsim_forge.sources`` / ``envsim_forge.adapters`` entry point (:mod:`pipeline.core.registry`, docs/extending.md),
-registered in every process; :func:`register` from your own code registers a source in that process only. The
-order (the partition-key and catalog order): these, then the plugins by entry-point name."""
+"""The registries of environment sources (:class:`pipeline.envs.source.EnvironmentSource`) and adapters
+(:class:`pipeline.envs.adapters.Adapter`), and what the pipeline asks them. Each entry is a line below, or a plugin's
+``envsim_forge.sources`` / ``envsim_forge.adapters`` entry point (:mod:`pipeline.core.registry`, docs/extending.md);
+:func:`register` adds a source in this process only. The order (partition keys, catalog): these, then the plugins
+by entry-point name."""
 
 from __future__ import annotations
 
