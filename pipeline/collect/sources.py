@@ -17,6 +17,7 @@ from pipeline.core.trajectory import Trajectory
 from pipeline.envs import envscaler, registry
 from pipeline.envs.config import SourceConfig, SourceError
 from pipeline.envs.records import FirstSeen, clip, read_lines, undecodable
+from pipeline.envs.sources.served import ENV_FIELDS
 
 
 def configured_files(cfg: SourceConfig) -> list[tuple[str, Path]]:
@@ -180,9 +181,6 @@ def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> I
             yield Trajectory(trajectory_id, task_id, env, tuple(actions), "history", "replay-messages", meta)
 
 
-_ENV_FIELDS = {"source": str, "env_id": str, "init_config": dict, "options": dict}
-
-
 def _history_record_problem(row: Any) -> str | None:
     """Why a parsed message-history line cannot be replayed (shape and types), or None."""
     if not isinstance(row, dict):
@@ -202,12 +200,10 @@ def _history_record_problem(row: Any) -> str | None:
         return None
     if not isinstance(env, dict):
         return f"'env' must be an environment object, got {clip(repr(env), 80)}"
-    unknown = sorted(set(map(str, env)) - set(_ENV_FIELDS))
+    unknown = sorted(set(map(str, env)) - set(ENV_FIELDS))
     if unknown:
-        return (
-            f"'env' has unknown field(s) {clip(unknown, 80)} (expected {sorted(_ENV_FIELDS)}): {clip(repr(env), 120)}"
-        )
-    for key, kind in _ENV_FIELDS.items():
+        return f"'env' has unknown field(s) {clip(unknown, 80)} (expected {sorted(ENV_FIELDS)}): {clip(repr(env), 120)}"
+    for key, kind in ENV_FIELDS.items():
         if key in ("source", "env_id") and key not in env:
             return f"'env' lacks {key!r}: {clip(repr(env), 120)}"
         if key in env and not isinstance(env[key], kind):

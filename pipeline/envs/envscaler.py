@@ -769,10 +769,8 @@ class EnvScalerEnvironment:
 
     def bind_arguments(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         if args:
-            props = next(t for t in self._tools if t["function"]["name"] == name)["function"]["parameters"].get(
-                "properties", {}
-            )
-            names = list(props)
+            tool = next(t for t in self._tools if t["function"]["name"] == name)
+            names = list(tool["function"]["parameters"].get("properties", {}))
             if len(args) > len(names):
                 raise TypeError(f"{name} takes {len(names)} arguments, {len(args)} positional given")
             kwargs = {**dict(zip(names, args)), **kwargs}

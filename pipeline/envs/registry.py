@@ -142,10 +142,8 @@ def build_without_reset(spec: EnvSpec) -> Environment:
 
 
 def tool_schemas(spec: EnvSpec) -> list[dict[str, Any]]:
-    """The OpenAI function schemas of ``spec``'s tools, as an agent is given them — the one place they come
-    from for the collection agent, the rollout agent and the rollout SFT records: bfcl's tool docs of the
-    task's classes without its excluded functions; for the EnvScaler format, the catalog's schemas
-    (``environments.parquet``, registered by :func:`pipeline.envs.catalog.load_blobs`)."""
+    """The OpenAI function schemas of ``spec``'s tools, as every agent and the rollout SFT records are given them
+    (EnvScaler format: the catalog's, registered by :func:`pipeline.envs.catalog.load_blobs`)."""
     return build_without_reset(spec).tools
 
 
@@ -163,11 +161,9 @@ def build(spec: EnvSpec) -> Environment:
 
 
 def reuse_key(env: EnvSpec) -> tuple[str, ...] | None:
-    """Which trajectories may share a forked child, one after the other: the same environment (adapter and id)
-    and what its adapter adds (:meth:`pipeline.envs.adapters.Adapter.reuse_parts`: bfcl and the builtin pack share
-    children across configurations; a corpus environment never). None: never shared (an unknown adapter). The
-    worker keys its warm children by it; the parent queues trajectories of one key together, on one worker
-    (:class:`pipeline.execution.sandbox.Sandbox`)."""
+    """Which trajectories may share a forked child, one after the other: the same environment (adapter and id) and
+    what its adapter adds (:meth:`pipeline.envs.adapters.Adapter.reuse_parts`); None: never shared. The worker keys
+    its warm children by it (:class:`pipeline.execution.sandbox.Sandbox`)."""
     found = ADAPTERS.find(env.source)
     parts = None if found is None else found.reuse_parts(env)
     if parts is None:
