@@ -105,22 +105,19 @@ def _to_json_schema(node: Any) -> Any:
 def class_tools(name: str) -> tuple[dict[str, Any], ...]:
     """OpenAI function schemas of one class, from bfcl's own tool docs."""
     path = data_dir() / "multi_turn_func_doc" / CLASSES[name][1]
-    tools = []
     with path.open() as fh:
-        for line in fh:
-            if line.strip():
-                doc = json.loads(line)
-                tools.append(
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": doc["name"],
-                            "description": doc.get("description", ""),
-                            "parameters": _to_json_schema(doc.get("parameters", {"type": "dict"})),
-                        },
-                    }
-                )
-    return tuple(tools)
+        docs = [json.loads(line) for line in fh if line.strip()]
+    return tuple(
+        {
+            "type": "function",
+            "function": {
+                "name": doc["name"],
+                "description": doc.get("description", ""),
+                "parameters": _to_json_schema(doc.get("parameters", {"type": "dict"})),
+            },
+        }
+        for doc in docs
+    )
 
 
 def _observation_text(value: Any) -> str:
