@@ -1,28 +1,23 @@
 """Trajectory collection by an LLM agent through any OpenAI-compatible endpoint (function calling).
 
-The agent sees the environment's tools as OpenAI tool schemas and the task (for multi-turn tasks,
-each user turn in order); tool results come back as ``tool`` messages; an episode ends cleanly when the
-model answers without a tool call, or is cut at the step limit. Parallel tool calls are executed in
-order, each a step.
+The agent is given the environment's tools as OpenAI tool schemas and the task's user turns in order; tool results
+come back as ``tool`` messages, parallel calls are executed in order (a step each), and a turn ends when the model
+answers without a tool call; an episode is cut at the step limit. What a (weak) model gets wrong is recorded as an
+event with its reason and the episode goes on: arguments that are not a JSON object (``malformed_arguments``, not
+executed), an unknown tool (``unknown_tool``, an error step), no tool call (``no_tool_call``: stopped, or cut at
+``max_tokens``), text that reads like a call the endpoint did not parse (``unparsed_tool_call``, e.g.
+LLaMA-Factory's ``Action:`` / ``Action Input:``); a rejected request ends the episode (``model_error``,
+:func:`endpoint_reason`).
 
-What a (weak) model gets wrong is recorded per episode as an event with its reason, and the episode goes on:
-arguments that are not a JSON object (``malformed_arguments``: answered with an error tool message, not
-executed), a tool the environment does not have (``unknown_tool``: executed, an error step), an answer with
-no tool call (``no_tool_call``: the turn ends; its reason says whether the model stopped or was cut at
-``max_tokens``), and text that reads like a tool call the endpoint did not turn into ``tool_calls``
-(``unparsed_tool_call``: LLaMA-Factory's api, for instance, returns an ``Action:`` / ``Action Input:`` call
-whose input is not JSON as plain text). A request the endpoint rejects ends the episode as ``model_error``
-with the endpoint's reason (:func:`endpoint_reason`).
-
-Every tool call is executed in the sandbox by re-running the episode's actions so far in a fresh process
-(environments are deterministic; model latency dominates), so untrusted code never runs in this process. The full
-message history is recorded with the trajectory, so it can be replayed without the model
-(:func:`actions_from_messages`).
+Each call runs in the sandbox by re-running the episode's actions in a fresh process (environments are
+deterministic), so untrusted code never runs here; the message history is recorded, so an episode can be replayed
+without the model (:func:`actions_from_messages`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import time
@@ -289,15 +284,7 @@ class Agent:
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
             if ep.status in ("step_limit", "model_error"):
                 break
-        ep.trajectory = Trajectory(
-            trajectory_id=f"{task.env.env_id}/{task.task_id}/agent-{self.settings.model}",
-            task_id=task.task_id,
-            env=task.env,
-            actions=tuple(actions),
-            category="agent",
-            strategy="agent",
-            meta={"messages": messages},
-        )
+        ep.trajectory = _trajectory(task.env, task.task_id, self.settings.model, actions, messages)
         return ep
 
 
@@ -332,12 +319,7 @@ async def collect_agent(
                     ep = await agent.episode(task)
                 row = {
                     "task_id": task.task_id,
-                    "env": {
-                        "source": task.env.source,
-                        "env_id": task.env.env_id,
-                        "init_config": task.env.init_config,
-                        "options": task.env.options,
-                    },
+                    "env": dataclasses.asdict(task.env),
                     "status": ep.status,
                     "events": ep.events,
                     "messages": ep.messages,
@@ -361,14 +343,11 @@ async def collect_agent(
 
 def episode_trajectory(row: dict[str, Any], model: str) -> Trajectory:
     """The trajectory (actions re-derived from the recorded messages) of a recorded episode."""
-    env = EnvSpec(**row["env"])
     actions, _ = actions_from_messages(row["messages"])
-    return Trajectory(
-        trajectory_id=f"{env.env_id}/{row['task_id']}/agent-{model}",
-        task_id=row["task_id"],
-        env=env,
-        actions=tuple(actions),
-        category="agent",
-        strategy="agent",
-        meta={"messages": row["messages"]},
-    )
+    return _trajectory(EnvSpec(**row["env"]), row["task_id"], model, actions, row["messages"])
+
+
+def _trajectory(env: EnvSpec, task_id: str, model: str, actions: list[Action], messages: list[dict]) -> Trajectory:
+    """An agent episode's trajectory (category and strategy ``agent``), its message history in ``meta``."""
+    trajectory_id = f"{env.env_id}/{task_id}/agent-{model}"
+    return Trajectory(trajectory_id, task_id, env, tuple(actions), "agent", "agent", {"messages": messages})

@@ -58,15 +58,11 @@ def collect(
     progress: Mapping[str, Progress] | None = None,
     observe: Callable[[dict[str, Any]], None] | None = None,
 ) -> CollectReport:
-    """Write ``trajectories.parquet`` and ``issues.parquet`` atomically (a partition-scoped layout:
-    ``part-<partition>.parquet`` and ``issues-<partition>.parquet``; an unpartitioned collection then
-    removes the files of an earlier partitioned one, see ``pipeline.store.partitions``).
+    """Write ``trajectories.parquet`` and ``issues.parquet`` atomically (a partition's: ``part-<partition>.parquet``
+    and ``issues-<partition>.parquet``; unpartitioned, an earlier partitioned collection's files are removed).
 
-    Trajectories whose initial state is not yet known (ground-truth replay) are reset in the
-    sandbox to record it; explored ones arrive with it. ``progress`` (by trajectory strategy, e.g.
-    ``ground_truth``: the bfcl replay) counts each such trajectory once the sandbox has run it; ``observe`` is
-    given each labeled step of those (exploration's "seen" counts reference and replayed steps too).
-    """
+    Trajectories without their initial state (replays) are run in the sandbox to record it; explored ones arrive
+    with it. ``progress`` (by strategy) counts each replay the sandbox ran; ``observe`` is given their steps."""
     report = CollectReport()
 
     kept = CollectedSteps(layout.collected_steps, sandbox.limits)

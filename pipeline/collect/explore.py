@@ -1,14 +1,12 @@
 """Stratum-targeted exploration: seeded policy episodes over scenarios until every cell of the benchmark
-composition (and every Balance2 group) has enough candidate steps, cannot get them from the environments at hand,
-or the call budget is spent (docs/environments.md, "Exploration adapts to the corpus" and the budget).
+composition (and every Balance2 group) has enough candidate steps or cannot get them, or the call budget
+(:meth:`ExploreSettings.budget`) is spent (docs/environments.md, "Exploration adapts to the corpus").
 
-Steering: :class:`Coverage` keeps per (environment, tool) the strata its calls produced and what each tool has
-*shown* (:class:`ToolShown`); episodes weight tools by the short cells they hit, a tool that has shown nothing new
-for ``plateau_calls`` calls has plateaued, and a target no explored environment can still approach is unreachable
-(:meth:`Coverage.unreachable`). The budget: :meth:`ExploreSettings.budget`. Between batches, what calls reached and
-what refusals said is passed on per scenario (:mod:`pipeline.collect.seeds`); at the stop, each target still short
-gets a verdict (:meth:`Coverage.judge`). Every decision is made from the steps seen, in input order: the same seed
-gives the same trajectories.
+:class:`Coverage` keeps per (environment, tool) the strata its calls produced and what each tool has *shown*
+(:class:`ToolShown`): episodes weight tools by the short cells they hit; a tool that showed nothing new for
+``plateau_calls`` calls has plateaued; a target no explored environment can approach is unreachable; at the stop
+each target still short gets a verdict (:meth:`Coverage.judge`). Seeds and refusals pass between batches
+(:mod:`pipeline.collect.seeds`). Every decision follows the steps seen in input order: same seed, same trajectories.
 """
 
 from __future__ import annotations
@@ -78,25 +76,10 @@ class ExploreSettings:
     batch_episodes: int = setting(100, "Episodes run in the sandbox between two updates of the steering.")
 
     def _scaled(self, environments: int, scenarios: int, tools: int) -> tuple[int, str]:
-        """The largest of the three corpus-scaled budgets, and its terms in words."""
-        plural = lambda n, word: f"{n} {word}{'s' * (n != 1)}"  # noqa: E731
-        terms = [
-            (
-                self.calls_per_environment * environments,
-                "calls_per_environment",
-                self.calls_per_environment,
-                plural(environments, "environment"),
-            ),
-            (
-                self.calls_per_scenario * scenarios,
-                "calls_per_scenario",
-                self.calls_per_scenario,
-                plural(scenarios, "scenario"),
-            ),
-            (self.calls_per_tool * tools, "calls_per_tool", self.calls_per_tool, plural(tools, "tool")),
-        ]
-        total, name, each, what = max(terms, key=lambda t: t[0])
-        return total, f"{name} {each:,} × {what}"
+        """The largest of the three corpus-scaled budgets (the first of equal ones), and its terms in words."""
+        counts = (("environment", environments), ("scenario", scenarios), ("tool", tools))
+        each, n, word = max(((getattr(self, f"calls_per_{w}"), n, w) for w, n in counts), key=lambda t: t[0] * t[1])
+        return each * n, f"calls_per_{word} {each:,} × {n} {word}{'s' * (n != 1)}"
 
     def budget(self, environments: int, scenarios: int = 0, tools: int = 0) -> int:
         """The starting call budget for the corpus explored: ``call_budget`` when set, else the largest of
@@ -113,15 +96,10 @@ class ExploreSettings:
         scaled, text = self._scaled(environments, scenarios, tools)
         budget = min(self.max_call_budget, scaled)
         if spent is not None and spent > budget:
-            grown = f"{spent:,} calls: {text} = {scaled:,}, extended while calls found something new"
-            return grown + (
-                f", up to max_call_budget {self.max_call_budget:,}" if spent >= self.max_call_budget else ""
-            )
-        return f"{budget:,} calls: {text}" + (
-            f" = {scaled:,}, capped at max_call_budget {self.max_call_budget:,}"
-            if scaled > self.max_call_budget
-            else ""
-        )
+            cap = f", up to max_call_budget {self.max_call_budget:,}" if spent >= self.max_call_budget else ""
+            return f"{spent:,} calls: {text} = {scaled:,}, extended while calls found something new{cap}"
+        cap = f" = {scaled:,}, capped at max_call_budget {self.max_call_budget:,}" if scaled > budget else ""
+        return f"{budget:,} calls: {text}{cap}"
 
     def budget_setting(self, environments: int, scenarios: int = 0, tools: int = 0, spent: int | None = None) -> str:
         """The one setting to raise to explore longer, with its value in force."""
@@ -155,14 +133,9 @@ def reference_trajectories(scenarios: Iterable[ScenarioRef]) -> Iterator[Traject
     ``reference``."""
     for ref in scenarios:
         if ref.reference:
-            yield Trajectory(
-                trajectory_id=f"{ref.env.env_id}/{ref.task_id}/reference",
-                task_id=ref.task_id,
-                env=ref.env,
-                actions=tuple(Action(name, dict(args), turn=0) for name, args in ref.reference),
-                category="reference",
-                strategy="reference",
-            )
+            actions = tuple(Action(name, dict(args), turn=0) for name, args in ref.reference)
+            trajectory_id = f"{ref.env.env_id}/{ref.task_id}/reference"
+            yield Trajectory(trajectory_id, ref.task_id, ref.env, actions, "reference", "reference")
 
 
 @dataclass
@@ -355,11 +328,7 @@ class Coverage:
         memo = self._cache.setdefault("tools", {})
         key = frozenset(shown.seen)
         if key not in memo:
-            memo[key] = frozenset(
-                target
-                for target in self.targets()
-                if any(self._matches(target, {OUTCOME.column: o, DELTA.column: d, ARGS.column: a}) for o, d, a in key)
-            )
+            memo[key] = frozenset(t for t in self.targets() if any(self._point_matches(t, p) for p in key))
         return memo[key]
 
     def reaches(self, env_id: str) -> frozenset[str] | None:
@@ -406,11 +375,10 @@ class Coverage:
                 f"too few environments: {environments} {reach} it, the target wants {self.settings.min_envs} "
                 "(every environment that reaches it has contributed)"
             )
-        shown = [s for s in self.shown.values() if s.calls]
-        seen = {point for s in shown for point in s.seen} | self.observed
+        seen = {point for s in self.shown.values() if s.calls for point in s.seen} | self.observed
         cond = dict(self._rule(key).conditions)
         delta, outcome, args = cond.get(DELTA.column), cond.get(OUTCOME.column), cond.get(ARGS.column)
-        top = max([*(s.max_delta for s in shown), *(d for _, d, _ in self.observed)], default=0)
+        top = self._top_delta()
         elsewhere = sum(1 for point in self.observed if self._point_matches(key, point))
         if elsewhere:  # a reference or replayed step reached it: exploration did not, though the corpus can
             return (
@@ -478,13 +446,17 @@ class Coverage:
             for tool in tools
             if not any(o == SUCCESS for o, _, _ in getattr(self.shown.get((env, tool)), "seen", ()))
         )
-        top = max(
-            [*(s.max_delta for s in self.shown.values() if s.calls), *(d for _, d, _ in self.observed)], default=0
-        )
         more = f" (+{len(never) - 4} more)" if len(never) > 4 else ""
         return (
             f"plateaued: the last {self.steps - self.last_new:,} calls found nothing new, so more calls of the same "
-            f"search would not help; never succeeded: {', '.join(never[:4]) or 'none'}{more}; max |Δ| seen {top}"
+            f"search would not help; never succeeded: {', '.join(never[:4]) or 'none'}{more}; "
+            f"max |Δ| seen {self._top_delta()}"
+        )
+
+    def _top_delta(self) -> int:
+        """The largest |Δ| seen: of a tool's calls, or of an observed step."""
+        return max(
+            [*(s.max_delta for s in self.shown.values() if s.calls), *(d for _, d, _ in self.observed)], default=0
         )
 
     def unreachable_lines(self) -> list[str]:

@@ -1,23 +1,14 @@
-"""Collection that is a no-op when its inputs are unchanged.
+"""Collection that is a no-op when its inputs are unchanged (docs/environments.md).
 
-Collection is deterministic: the same sources (configuration and file contents), exploration
-settings, composition, sandbox limits and code give byte-identical trajectories. So a collection
-records an **input fingerprint** next to the file it writes (``trajectories/trajectories.collection.json``,
-a partition: ``part-<partition>.collection.json``), with the summary its asset reports and a digest
-of every file it wrote. A later collection with the same fingerprint, whose files are still exactly
-those, returns the recorded summary without opening an environment (``CollectionResult.reused``);
-``force`` (the ``trajectories`` config ``force: true``) collects anyway.
-
-The fingerprint holds (:func:`fingerprint`): ``COLLECTOR_VERSION``; what collected labels depend on
-(:func:`pipeline.labeling.rows.label_config`: labeler version, sandbox limits, environment code
-versions), the sandbox isolation; a digest of the code that produces trajectories (the ``pipeline``
-packages ``collect``, ``core``, ``envs`` — the builtin pack included —, ``execution``, ``labeling``,
-``store``); the ``SourceConfig`` and the bytes of every file it names (bfcl task and answer files,
-EnvScaler corpora, message histories); the exploration settings (None: exploration off) and the
-composition it steers toward; the shard. An LLM agent is never reused: a model endpoint answers
-differently from one run to the next, so with an agent there is no fingerprint.
-
-Labeled-steps parts are reused the same way, by a content key (:mod:`pipeline.labeling.steps`).
+Collection is deterministic, so a collection records an **input fingerprint** (:func:`fingerprint`: the
+collector version, what labels depend on, the sandbox isolation, a digest of the code that produces trajectories,
+the ``SourceConfig`` and the bytes of every file it names, the exploration settings and composition, the shard)
+next to the file it writes (``trajectories/trajectories.collection.json``; a partition:
+``part-<partition>.collection.json``), with the summary its asset reports and a digest of every file it wrote. A
+later collection with the same fingerprint whose files are intact returns the recorded summary without opening an
+environment (``CollectionResult.reused``); ``force: true`` collects anyway. An LLM agent is never reused (a model
+endpoint answers differently from one run to the next). Labeled-steps parts are reused the same way, by a content
+key (:mod:`pipeline.labeling.steps`).
 """
 
 from __future__ import annotations
@@ -145,14 +136,7 @@ def record(layout: DataLayout, key: str | None, result: CollectionResult) -> Non
         "files": {
             p.name: {"bytes": p.stat().st_size, "digest": _file_digest(p), "rows": _rows(p)} for p in _outputs(layout)
         },
-        "report": {
-            "trajectories": report.trajectories,
-            "actions": report.actions,
-            "issues": [dataclasses.asdict(i) for i in report.issues],
-            "by_category": dict(report.by_category),
-            "by_env": dict(report.by_env),
-            "by_strategy": dict(report.by_strategy),
-        },
+        "report": {**vars(report), "issues": [dataclasses.asdict(i) for i in report.issues]},  # counters as objects
         "coverage": None
         if cov is None
         else {

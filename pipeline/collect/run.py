@@ -116,17 +116,12 @@ def collect_all(
     composition: Composition | None = None,
     force: bool = False,
 ) -> CollectionResult:
-    """Replay the sources' ready-made trajectories, explore their scenarios and, with an endpoint configured, let
-    an LLM agent solve tasks — into one trajectories table.
+    """Replay the sources' ready-made trajectories, explore their scenarios (toward ``composition``, default: the
+    profile's) and, with an endpoint configured, let an LLM agent solve tasks — into one trajectories table.
 
-    With ``shard``, only the environments of that shard are collected, into the partition's files
-    (``trajectories/part-<shard>.parquet``, ``issues-<shard>.parquet``); exploration gets the shard's
-    share of the call budget and targets; a source with nothing configured gives an empty partition.
-    Exploration steers toward ``composition`` (default: the profile's).
-
-    Unchanged inputs (same fingerprint, files intact) return the recorded result and collect nothing
-    unless ``force`` (:mod:`pipeline.collect.reuse`).
-    """
+    With ``shard``, only that shard's environments are collected, into the partition's files, with the shard's
+    share of the call budget and targets. Unchanged inputs return the recorded result unless ``force``
+    (:mod:`pipeline.collect.reuse`)."""
     summary = None
     root = layout.root
     why_disabled = None if shard is None else registry.get(shard.source).why_disabled(cfg)

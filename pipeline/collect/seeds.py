@@ -1,16 +1,12 @@
 """Success-seeded search and refusals that teach: what exploration passes from one batch of episodes to the
 next, per scenario and tool.
 
-Coverage-guided, as fuzzers are (AFL, libFuzzer): a call that reached something new — a tool's first success,
-a (tool, outcome, |Δ|, argument count) not seen before, a candidate for a target still short — or that changed
-more of the state than any earlier call of its tool on that scenario becomes a **seed**; the policy then mutates
-one argument of a seed (its lists one item longer, or one argument drawn from another record joined on the
-others: :meth:`pipeline.execution.policy.ExplorationPolicy.from_seed`). A **refusal** (a ``failure`` step) is
-kept with its arguments: the values its text names are avoided for that argument, and a word of it that the
-state holds as a value (``not pending``) is a condition the next draws prefer
-(:func:`pipeline.execution.relations.refusal_hints`).
-
-Everything is learnt from the steps in the order the sandbox returns them: the same seed, the same episodes.
+Coverage-guided, as fuzzers are: a call that reached something new (a tool's first success, a new (tool, outcome,
+|Δ|, argument count), a candidate for a target still short) or changed more of the state than any earlier call of
+its tool on that scenario becomes a **seed**, one argument of which the policy mutates
+(:meth:`pipeline.execution.policy.ExplorationPolicy.from_seed`). A **refusal** (a ``failure`` step) is kept with
+its arguments: the values its text names are avoided, and a state value it names (``not pending``) is a condition
+the next draws prefer (:func:`pipeline.execution.relations.refusal_hints`). Learnt in the sandbox's step order.
 """
 
 from __future__ import annotations

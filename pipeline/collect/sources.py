@@ -17,6 +17,7 @@ from pipeline.core.trajectory import Trajectory
 from pipeline.envs import envscaler, registry
 from pipeline.envs.config import SourceConfig, SourceError
 from pipeline.envs.records import FirstSeen, clip, read_lines, undecodable
+from pipeline.envs.sources.served import ENV_FIELDS
 
 
 def configured_files(cfg: SourceConfig) -> list[tuple[str, Path]]:
@@ -94,23 +95,13 @@ def exploration_scenarios(
     """Every source's scenarios to explore (:meth:`pipeline.envs.source.EnvironmentSource.scenarios`),
     interleaved across environments so every environment gets episodes. Corpus environments that no
     scenario names are appended to ``without`` (when given)."""
-    per_env: dict[str, list[ScenarioRef]] = {}
+    refs: list[ScenarioRef] = []
     issues: list[TaskIssue] = []
     for source in registry.sources():
         tasks, problems = source.ruled_scenarios(cfg, items, without)
         issues += problems
-        for t in tasks:
-            per_env.setdefault(t.env.env_id, []).append(
-                ScenarioRef(
-                    t.task_id,
-                    t.env,
-                    category=t.category,
-                    task=t.text,
-                    reference=t.reference,
-                    relational=source.relational,
-                )
-            )
-    return _interleaved(list(per_env.values())), issues
+        refs += [ScenarioRef(t.task_id, t.env, t.category, t.text, t.reference, source.relational) for t in tasks]
+    return _interleaved(_by_env(refs)), issues
 
 
 def agent_tasks(
@@ -159,17 +150,13 @@ def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> I
             try:
                 row = json.loads(line)
             except (ValueError, RecursionError) as exc:
-                yield TaskIssue(
-                    origin, "parse", f"not a message-history record: line is not JSON: {clip(exc, 120)}", origin
-                )
+                why = f"not a message-history record: line is not JSON: {clip(exc, 120)}"
+                yield TaskIssue(origin, "parse", why, origin)
                 continue
             problem = _history_record_problem(row)
             if problem:
-                task_id = (
-                    str(row["task_id"])
-                    if isinstance(row, dict) and isinstance(row.get("task_id"), (str, int))
-                    else origin
-                )
+                named = isinstance(row, dict) and isinstance(row.get("task_id"), (str, int))
+                task_id = str(row["task_id"]) if named else origin
                 yield TaskIssue(clip(task_id, 200), "parse", f"not a message-history record: {problem}", origin)
                 continue
             task_id, messages = str(row["task_id"]), row["messages"]
@@ -183,33 +170,15 @@ def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> I
             trajectory_id = f"{env.env_id}/{task_id}/history-{Path(path).stem}"
             first = trajectory_ids.seen(trajectory_id, origin)
             if first is not None:
-                yield TaskIssue(
-                    task_id,
-                    "parse",
-                    trajectory_ids.message(f"task id on {env.env_id}:", task_id, origin, first),
-                    origin,
-                )
+                why = trajectory_ids.message(f"task id on {env.env_id}:", task_id, origin, first)
+                yield TaskIssue(task_id, "parse", why, origin)
                 continue
             actions, malformed = actions_from_messages(messages)
             for bad in malformed:
-                yield TaskIssue(
-                    task_id,
-                    "collect",
-                    f"tool call {clip(repr(bad['tool']), 80)} not replayed: {clip(bad['reason'])}",
-                    origin,
-                )
-            yield Trajectory(
-                trajectory_id,
-                task_id,
-                env,
-                tuple(actions),
-                category="history",
-                strategy="replay-messages",
-                meta={"messages": messages},
-            )
-
-
-_ENV_FIELDS = {"source": str, "env_id": str, "init_config": dict, "options": dict}
+                why = f"tool call {clip(repr(bad['tool']), 80)} not replayed: {clip(bad['reason'])}"
+                yield TaskIssue(task_id, "collect", why, origin)
+            meta = {"messages": messages}
+            yield Trajectory(trajectory_id, task_id, env, tuple(actions), "history", "replay-messages", meta)
 
 
 def _history_record_problem(row: Any) -> str | None:
@@ -231,12 +200,10 @@ def _history_record_problem(row: Any) -> str | None:
         return None
     if not isinstance(env, dict):
         return f"'env' must be an environment object, got {clip(repr(env), 80)}"
-    unknown = sorted(set(map(str, env)) - set(_ENV_FIELDS))
+    unknown = sorted(set(map(str, env)) - set(ENV_FIELDS))
     if unknown:
-        return (
-            f"'env' has unknown field(s) {clip(unknown, 80)} (expected {sorted(_ENV_FIELDS)}): {clip(repr(env), 120)}"
-        )
-    for key, kind in _ENV_FIELDS.items():
+        return f"'env' has unknown field(s) {clip(unknown, 80)} (expected {sorted(ENV_FIELDS)}): {clip(repr(env), 120)}"
+    for key, kind in ENV_FIELDS.items():
         if key in ("source", "env_id") and key not in env:
             return f"'env' lacks {key!r}: {clip(repr(env), 120)}"
         if key in env and not isinstance(env[key], kind):

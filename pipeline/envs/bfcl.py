@@ -105,28 +105,23 @@ def _to_json_schema(node: Any) -> Any:
 def class_tools(name: str) -> tuple[dict[str, Any], ...]:
     """OpenAI function schemas of one class, from bfcl's own tool docs."""
     path = data_dir() / "multi_turn_func_doc" / CLASSES[name][1]
-    tools = []
     with path.open() as fh:
-        for line in fh:
-            if line.strip():
-                doc = json.loads(line)
-                tools.append(
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": doc["name"],
-                            "description": doc.get("description", ""),
-                            "parameters": _to_json_schema(doc.get("parameters", {"type": "dict"})),
-                        },
-                    }
-                )
-    return tuple(tools)
+        docs = [json.loads(line) for line in fh if line.strip()]
+    return tuple(
+        {
+            "type": "function",
+            "function": {
+                "name": doc["name"],
+                "description": doc.get("description", ""),
+                "parameters": _to_json_schema(doc.get("parameters", {"type": "dict"})),
+            },
+        }
+        for doc in docs
+    )
 
 
 def _observation_text(value: Any) -> str:
-    # bfcl's executor: str stays, dict -> json.dumps (fallback str), anything else -> str
-    if type(value) is str:
-        return value
+    # bfcl's executor: dict -> json.dumps (fallback str), anything else (a str stays itself) -> str
     if type(value) is dict:
         try:
             return json.dumps(value)
@@ -181,12 +176,11 @@ class BfclEnvironment:
         return getattr(self._instances[self._owner[name]], name)
 
     def bind_arguments(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-        method = getattr(env_class(self._owner[name]), name)
-        bound = inspect.signature(method).bind(None, *args, **kwargs)
-        bound_args = dict(bound.arguments)
-        bound_args.pop(next(iter(inspect.signature(method).parameters)), None)  # self
+        signature = inspect.signature(getattr(env_class(self._owner[name]), name))
+        bound_args = dict(signature.bind(None, *args, **kwargs).arguments)
+        bound_args.pop(next(iter(signature.parameters)), None)  # self
         for key, value in list(bound_args.items()):
-            param = inspect.signature(method).parameters[key]
+            param = signature.parameters[key]
             if param.kind is inspect.Parameter.VAR_KEYWORD:
                 bound_args.pop(key)
                 bound_args.update(value)
@@ -210,7 +204,7 @@ class BfclEnvironment:
         return _observation_text(result.value)
 
     def outcome(self, name: str, result: CallResult) -> str:
-        return outcome(name, result.raised, result.value)
+        return default_outcome(name, result.raised, result.value)
 
     def source_of(self, name: str) -> str:
         return tool_source(self._owner[name], name)
@@ -227,9 +221,3 @@ def class_source(name: str) -> str:
 @cache
 def tool_source(cls_name: str, tool: str) -> str:
     return inspect.getsource(getattr(env_class(cls_name), tool))
-
-
-def outcome(name: str, raised: bool, value: Any) -> str:
-    """bfcl's outcome rule: the default rule (:func:`pipeline.core.outcome.default_outcome`, which keeps
-    bfcl's ``*_status`` and error-list conventions), applied outside the sandbox to the canonical return value."""
-    return default_outcome(name, raised, value)

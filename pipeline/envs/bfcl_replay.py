@@ -37,12 +37,8 @@ def ground_truth_trajectory(task: BfclTask) -> Trajectory | TaskIssue:
             except CallParseError as exc:
                 return TaskIssue(task.task_id, "collect", f"{where}: {exc}", task.origin)
             if not env.has_tool(parsed.name):
-                return TaskIssue(
-                    task.task_id,
-                    "collect",
-                    f"{where}: unknown tool {parsed.name!r} (not a method of {env.env_id})",
-                    task.origin,
-                )
+                why = f"{where}: unknown tool {parsed.name!r} (not a method of {env.env_id})"
+                return TaskIssue(task.task_id, "collect", why, task.origin)
             try:
                 arguments = env.bind_arguments(parsed.name, parsed.args, parsed.kwargs)
             except TypeError as exc:

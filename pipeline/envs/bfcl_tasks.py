@@ -76,12 +76,8 @@ def iter_tasks(files: list[BfclTaskFile]) -> Iterator[BfclTask | TaskIssue]:
                 continue
             first = answer_ids.seen(str(obj["id"]), origin)
             if first is not None:
-                yield TaskIssue(
-                    clip(obj["id"], 100),
-                    "parse",
-                    answer_ids.message("answer id", str(obj["id"]), origin, first),
-                    origin,
-                )
+                why = answer_ids.message("answer id", str(obj["id"]), origin, first)
+                yield TaskIssue(clip(obj["id"], 100), "parse", why, origin)
                 continue
             answers[str(obj["id"])] = obj.get("ground_truth")
         for lineno, obj, err in _read_jsonl(spec.tasks):

@@ -22,15 +22,10 @@ def build_catalog(
     disabled: Collection[str] = (),
 ) -> Facts:
     """Write ``environments.parquet`` and ``tool_code.parquet``: each registered source's rows
-    (:meth:`pipeline.envs.source.EnvironmentSource.catalog`), in registry order; ``items`` are the run's
-    EnvScaler-format items (:func:`pipeline.collect.sources.env_items`), each given to its source.
-
-    The ``disabled`` sources (:func:`pipeline.collect.sources.disabled_sources`) are neither listed nor
-    counted; bfcl's tool code is still stored (content-keyed, so a step that names a bfcl environment
-    anyway keeps its ``code(a_t)``). Disabled builtin / corpus sources contribute no ``items`` in the
-    first place. Its facts (``environment_catalog``'s metadata): a headline, environments and (env, tool) pairs
-    (per source too), the sources left out and why, the catalog, and the ``issues`` (items rejected, each also a
-    warning; ``disabled``: why each source is, when it is a mapping)."""
+    (:meth:`pipeline.envs.source.EnvironmentSource.catalog`), in registry order, given its own of the run's
+    EnvScaler-format ``items``. The ``disabled`` sources (a mapping: with why) are neither listed nor counted (bfcl's
+    tool code is still stored, so a step naming a bfcl environment keeps its ``code(a_t)``). Its facts: headline,
+    counts (per source too), the sources left out, the catalog, and the rejected ``issues`` (each a warning)."""
     issues = issues or []
     disabled = disabled if isinstance(disabled, Mapping) else dict.fromkeys(disabled, "disabled")
     envs: list[dict[str, Any]] = []

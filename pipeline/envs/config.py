@@ -1,12 +1,8 @@
-"""The run's source settings: each registered source's own settings value, by source name
-(``resources.sources`` in Dagster: one section per source, named after it).
-
-A source declares its settings as a dataclass (:attr:`pipeline.envs.source.EnvironmentSource.settings`,
-a list of them when ``many``); :class:`SourceConfig` holds the values of a run and gives a source its own
-(:meth:`SourceConfig.of`: the dataclass's defaults when the run sets none). A default is the ``default``
-profile's; a profile file changes it (``pipeline/profiles/*.toml``, section ``[sources.<name>]``).
-Every source's settings may declare an ``outcome_rule`` (:class:`SourceSettings`). ``message_histories``
-belong to no source: they replay recorded conversations on environments of any source.
+"""The run's source settings: each registered source's own settings value, by source name (``resources.sources``
+in Dagster: one section per source). A source declares its settings as a dataclass
+(:attr:`pipeline.envs.source.EnvironmentSource.settings`, a list of them when ``many``), whose defaults are the
+``default`` profile's (a profile changes them in ``[sources.<name>]``); every one may declare an ``outcome_rule``
+(:class:`SourceSettings`). ``message_histories`` belong to no source: they replay on environments of any source.
 """
 
 from __future__ import annotations

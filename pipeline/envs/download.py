@@ -13,6 +13,7 @@ as its default EnvScaler corpus (``./forge run`` then runs on it next to bfcl an
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,6 @@ class DownloadError(RuntimeError):
 
 def _remove_if_empty(path: Path) -> None:
     """Remove ``path`` when it holds no file (a folder tree a failed download created)."""
-    import shutil
-
     if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
         shutil.rmtree(path, ignore_errors=True)
 

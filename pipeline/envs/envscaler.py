@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import functools
 import json
 import pickle
 import re
+import sys
 import textwrap
+import types
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,14 +154,13 @@ def _json_field(raw: dict[str, Any], key: str, expected: type | tuple[type, ...]
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             return None, f"'{key}' is a string but not JSON ({exc.msg} at character {exc.pos}): {_preview(raw[key])}"
-    if value is not None and not isinstance(value, expected):
-        names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-        return (
-            None,
-            f"'{key}' is a {type(value).__name__}, expected {names} "
-            f"(a JSON string of one is accepted): {_preview(value)}",
-        )
-    return value, None
+    if value is None or isinstance(value, expected):
+        return value, None
+    names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+    return (
+        None,
+        f"'{key}' is a {type(value).__name__}, expected {names} (a JSON string of one is accepted): {_preview(value)}",
+    )
 
 
 def _text(value: Any) -> str:
@@ -167,17 +170,15 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _load_parquet(path: Path) -> Iterator[tuple[str, Any | None, str | None]]:
-    import pyarrow.parquet as pq
-
-    for i, row in enumerate(pq.read_table(path).to_pylist()):
-        yield f"{path.name}[{i}]", row, None
-
-
-def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | None]]:
-    """Yield (origin, object, error) for a JSON document (list/dict), JSON lines or a Parquet file."""
+def read_records(path: Path) -> Iterator[tuple[str, Any | None, str | None]]:
+    """The raw records of a released file, as the loaders read them: (origin, object, error) for a JSON document
+    (list/dict), JSON lines or a Parquet file."""
+    path = Path(path)
     if path.suffix == ".parquet":
-        yield from _load_parquet(path)
+        import pyarrow.parquet as pq
+
+        for i, row in enumerate(pq.read_table(path).to_pylist()):
+            yield f"{path.name}[{i}]", row, None
         return
     text = records.read_text(path)  # a non-UTF-8 byte is reported with its record (records.undecodable)
     try:
@@ -185,16 +186,13 @@ def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | Non
     except (json.JSONDecodeError, RecursionError):
         for lineno, line in enumerate(text.splitlines(), 1):
             if line.strip():
+                where = f"{path.name}:{lineno}"
                 try:
-                    yield f"{path.name}:{lineno}", records.loads(line), None
+                    yield where, records.loads(line), None
                 except json.JSONDecodeError as exc:
-                    yield (
-                        f"{path.name}:{lineno}",
-                        None,
-                        f"line is not JSON: {exc.msg} at column {exc.colno}: {_preview(line)}",
-                    )
+                    yield where, None, f"line is not JSON: {exc.msg} at column {exc.colno}: {_preview(line)}"
                 except RecursionError:
-                    yield f"{path.name}:{lineno}", None, "line is not usable JSON: nested too deeply"
+                    yield where, None, "line is not usable JSON: nested too deeply"
         return
     if isinstance(doc, list):
         for i, obj in enumerate(doc):
@@ -205,14 +203,9 @@ def _load_json_or_jsonl(path: Path) -> Iterator[tuple[str, Any | None, str | Non
         yield path.name, None, "expected a JSON object or list"
 
 
-def read_records(path: Path) -> Iterator[tuple[str, Any | None, str | None]]:
-    """The raw records of a released file, as the loaders read them: (origin, object, error)."""
-    return _load_json_or_jsonl(Path(path))
-
-
 def load_env_items(path: Path, prefix: str = SOURCE, license: str = "") -> Iterator[EnvItem | TaskIssue]:
     """Read an env-items file: ``{env_id: item}``, or a list of records with ``env_id`` (the Hub release)."""
-    for origin, doc, err in _load_json_or_jsonl(Path(path)):
+    for origin, doc, err in read_records(path):
         if err:
             yield TaskIssue(origin, "env", err, origin)
             continue
@@ -241,7 +234,7 @@ def load_env_items(path: Path, prefix: str = SOURCE, license: str = "") -> Itera
 def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
     """Read scenario/task items (JSON list, JSON lines, Parquet, or ``{task_id: item}``); ``init_config``
     may be a JSON string (the Hub release)."""
-    for origin, doc, err in _load_json_or_jsonl(Path(path)):
+    for origin, doc, err in read_records(path):
         if err:
             yield TaskIssue(origin, "parse", err, origin)
             continue
@@ -281,10 +274,9 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
 def parse_env_item(
     env_id: str, raw: Any, origin: str = "", prefix: str = SOURCE, license: str = ""
 ) -> EnvItem | TaskIssue:
-    """Validate one env item without running its code: it must parse, define the class, and its
-    tool schemas must fit the methods. Its id must be a safe name (:mod:`pipeline.core.untrusted`):
-    ids reach reports, the dataset card and the console; an unsafe one is skipped with its reason (the
-    issue names it escaped)."""
+    """Validate one env item without running its code: it must parse, define the class, and its tool schemas must
+    fit the methods. Its id must be a safe name (:mod:`pipeline.core.untrusted`: ids reach reports, the card and the
+    console); an unsafe one is skipped with its reason (the issue names it escaped)."""
     problem = id_problem(env_id) or id_problem(f"{prefix}/{env_id}", "qualified env id")
     if problem:
         return TaskIssue(shown(env_id), "env", problem, shown(origin, 300))
@@ -299,65 +291,44 @@ def parse_env_item(
         return TaskIssue(env_id, "env", f"env_class_code does not compile: line {exc.lineno}: {exc.msg}", origin)
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     if name not in classes:
-        return TaskIssue(
-            env_id,
-            "env",
-            f"class {name!r} is not defined in env_class_code (classes found: {sorted(classes) or 'none'})",
-            origin,
-        )
+        why = f"class {name!r} is not defined in env_class_code (classes found: {sorted(classes) or 'none'})"
+        return TaskIssue(env_id, "env", why, origin)
     methods = public_methods(classes[name])
     problems: list[str] = []
     constructor = raw.get(CONSTRUCTOR)
     if constructor is not None and not (isinstance(constructor, str) and constructor.isidentifier()):
-        return TaskIssue(
-            env_id, "env", f"'{CONSTRUCTOR}' must name a method or function: {_preview(constructor)}", origin
-        )
+        why = f"'{CONSTRUCTOR}' must name a method or function: {_preview(constructor)}"
+        return TaskIssue(env_id, "env", why, origin)
     raw_tools, err = _json_field(raw, "tools", list)
     if err:
         return TaskIssue(env_id, "env", err, origin)
     _details, err = _json_field(raw, "env_func_details", (list, dict))
     if err:
         problems.append(err)  # informative only: the tools come from 'tools' or the methods
-    if raw_tools:
-        tools = []
-        for tool in raw_tools:
-            fixed, problem = _check_tool(tool, methods)
-            if problem:
-                problems.append(problem)
-            else:
-                tools.append(fixed)
-        derived = False
-    else:
-        tools = []
-        for method in methods.values():
-            problem = id_problem(method.name, "tool name", SAFE_TOOL)
-            if problem:
-                problems.append(problem)
-            else:
-                tools.append(derive_tool(method))
-        derived = True
+    tools = []
+    for tool, problem in [_check_tool(t, methods) for t in raw_tools] if raw_tools else map(_derived, methods.values()):
+        if problem:
+            problems.append(problem)
+        else:
+            tools.append(tool)
     if not tools:
-        return TaskIssue(
-            env_id,
-            "env",
-            records.clip("no usable tools: " + ("; ".join(problems) or "the class has no public methods"), 1000),
-            origin,
-        )
-    item = EnvItem(
+        why = "no usable tools: " + ("; ".join(problems) or "the class has no public methods")
+        return TaskIssue(env_id, "env", records.clip(why, 1000), origin)
+    # usable with its valid tools; the bad schemas are reported through ``split_item``
+    return EnvItem(
         env_id=env_id,
         class_name=name,
         class_code=code,
         tools=tools,
         introduction=_text(raw.get("environment_introduction")),
         rules=_text(raw.get("constraints_rules")),
-        tools_derived=derived,
+        tools_derived=not raw_tools,
         origin=origin,
         prefix=prefix,
         license=license,
         problems=tuple(problems),
         constructor=constructor,
     )
-    return item  # usable with its valid tools; the bad schemas are reported through ``split_item``
 
 
 def _bounded_issue(result: Any) -> Any:
@@ -428,22 +399,10 @@ def _params(fn: ast.FunctionDef) -> tuple[list[str], list[str], bool]:
     return names, required, args.kwarg is not None
 
 
-_JSON_TYPES = {
-    "str": "string",
-    "int": "integer",
-    "float": "number",
-    "bool": "boolean",
-    "list": "array",
-    "List": "array",
-    "tuple": "array",
-    "Tuple": "array",
-    "set": "array",
-    "Set": "array",
-    "Sequence": "array",
-    "dict": "object",
-    "Dict": "object",
-    "Mapping": "object",
-}
+#: the JSON Schema type of an annotation's (last) name
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+_JSON_TYPES |= dict.fromkeys(("list", "List", "tuple", "Tuple", "set", "Set", "Sequence"), "array")
+_JSON_TYPES |= dict.fromkeys(("dict", "Dict", "Mapping"), "object")
 
 
 def _annotation_schema(node: ast.AST | None) -> dict[str, Any]:
@@ -544,10 +503,8 @@ def _number_schema(description: str, kind: str) -> dict[str, Any]:
 
 
 def _bounds(description: str, kind: str) -> dict[str, float | int]:
-    """A number's bounds as its docstring states them, for the schema (``minimum``, ``maximum``,
-    ``exclusiveMinimum``, ``exclusiveMaximum``): ``10 to 30``, ``between 5 and 30``, ``(1-60)``, ``(0-5]``,
-    ``at least 2``, ``at most 100``, ``positive``, ``non-negative``. A phrase that states no bound gives none, and
-    a range whose ends are the wrong way round is no range."""
+    """A number's schema bounds as its docstring states them: ``10 to 30``, ``between 5 and 30``, ``(1-60)``,
+    ``(0-5]``, ``at least 2``, ``at most 100``, ``positive``, ``non-negative``; a range the wrong way round is none."""
     number = int if kind == "integer" else float
     out: dict[str, float | int] = {}
     if m := _RANGE.search(description):
@@ -597,6 +554,12 @@ def derive_tool(fn: ast.FunctionDef) -> dict[str, Any]:
     }
 
 
+def _derived(method: ast.FunctionDef) -> tuple[dict[str, Any], str | None]:
+    """:func:`derive_tool` of a method whose name is a safe tool name, else why not (as :func:`_check_tool`)."""
+    problem = id_problem(method.name, "tool name", SAFE_TOOL)
+    return ({}, problem) if problem else (derive_tool(method), None)
+
+
 def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[str, Any], str | None]:
     fn_schema = tool.get("function", tool) if isinstance(tool, dict) else None
     if not isinstance(fn_schema, dict) or not isinstance(fn_schema.get("name"), str):
@@ -633,7 +596,7 @@ def _method_sources(code: str, class_name: str) -> dict[str, str]:
     the module-level definitions of the code that those decorators name (a decorator that turns a raise into an
     answer changes what the tool answers, so ``code(a_t)`` shows it)."""
     tree = ast.parse(code)
-    lines = _source_lines(code)
+    lines = _LINE.findall(code)
     defined = {
         node.name: node
         for node in tree.body
@@ -663,19 +626,14 @@ def _decorator_roots(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return names
 
 
+#: a line as the parser numbers them (end kept; only ``\\r\\n``, ``\\r`` and ``\\n`` end a line, where
+#: ``str.splitlines`` also splits at form feeds): ``ast.get_source_segment``'s split, done once per class
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
-
-
-def _source_lines(code: str) -> list[str]:
-    """The code's lines as the parser numbers them (ends kept; only ``\\r\\n``, ``\\r`` and ``\\n`` end a line,
-    where ``str.splitlines`` also splits at form feeds and other separators): ``ast.get_source_segment``'s split,
-    done once per class instead of once per method."""
-    return _LINE.findall(code)
 
 
 def _node_text(code: str, lines: list[str], node: ast.stmt) -> str:
     """A definition's source, dedented, its decorator lines included (``ast`` starts a decorated def at ``def``):
-    ``ast.get_source_segment(code, node, padded=True)`` taken from ``lines`` (:func:`_source_lines`)."""
+    ``ast.get_source_segment(code, node, padded=True)`` taken from ``lines`` (:data:`_LINE`)."""
     decorators = getattr(node, "decorator_list", [])
     start = min([node.lineno, *(d.lineno for d in decorators)])
     above = "".join(lines[start - 1 : node.lineno - 1])
@@ -701,27 +659,13 @@ def method_source(code: str, class_name: str, method: str) -> str:
         raise KeyError(f"{class_name}.{method} not found in the class code") from None
 
 
-def outcome(name: str, raised: bool, value: Any) -> str:
-    """The adapter's outcome rule: the default rule (:func:`pipeline.core.outcome.default_outcome`: a
-    ``success``/``ok`` flag decides, else ``status``, ``error``/``errors``, error text), applied outside the
-    sandbox to the canonical return value (docs/definitions.md §4.3). A corpus may declare its own on top
-    (``EnvScalerCorpus.outcome_rule``)."""
-    return default_outcome(name, raised, value)
-
-
 # -- the live environment (sandbox side) -----------------------------------------------------------
 
 
 def _exec_module(name: str, code: Any) -> dict[str, Any]:
-    """Run environment code as the body of a fresh module named ``name`` (sandbox child only).
-
-    The module stays in ``sys.modules`` under that name (the class code's own content reference: stable across
-    runs and processes), as an imported module does: class machinery that looks up a class's module —
-    ``@dataclass`` resolving string annotations, ``typing``, ``pickle`` of the environment's own classes (an undo
-    snapshot), ``copy`` — finds it, during the body and after it. A second reset of the same code replaces it."""
-    import sys
-    import types
-
+    """Run environment code as the body of a fresh module ``name`` (sandbox child only), kept in ``sys.modules``
+    as an imported module is, so class machinery that looks a class's module up (``@dataclass`` string annotations,
+    ``typing``, ``pickle``, ``copy``) finds it. A second reset of the same code replaces it."""
     module = types.ModuleType(name)
     sys.modules[name] = module
     exec(code, module.__dict__)  # sandbox child only
@@ -773,8 +717,6 @@ def _annotations(cls: type, namespace: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_record_type(t: Any) -> bool:
-    import dataclasses
-
     return isinstance(t, type) and (hasattr(t, "model_validate") or dataclasses.is_dataclass(t))
 
 
@@ -783,8 +725,6 @@ def _record_type(current: Any, hint: Any) -> type | None:
     annotation (``X`` or ``Optional[X]``); None when neither is a pydantic model or a dataclass."""
     if current is not None and _is_record_type(type(current)):
         return type(current)
-    import typing
-
     for t in (hint, *typing.get_args(hint)):
         if _is_record_type(t):
             return t
@@ -798,9 +738,8 @@ def module_namespace(code_ref: str, filename: str) -> dict[str, Any]:
 
 
 def _copied(init_config: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of a scenario's initial config, as ``copy.deepcopy`` makes it: for plain data a pickle round trip
-    (:func:`~pipeline.core.canonical.plain_pickle`: C speed, a fifth of deepcopy's time, with the same sharing), for
-    anything else (an object, which pickles however its class says) deepcopy."""
+    """``copy.deepcopy(init_config)``: for plain data a pickle round trip (a fifth of deepcopy's time, the same
+    sharing: :func:`~pipeline.core.canonical.plain_pickle`), for anything else deepcopy."""
     try:
         return pickle.loads(plain_pickle(init_config))
     except Exception:
@@ -830,10 +769,8 @@ class EnvScalerEnvironment:
 
     def bind_arguments(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         if args:
-            props = next(t for t in self._tools if t["function"]["name"] == name)["function"]["parameters"].get(
-                "properties", {}
-            )
-            names = list(props)
+            tool = next(t for t in self._tools if t["function"]["name"] == name)
+            names = list(tool["function"]["parameters"].get("properties", {}))
             if len(args) > len(names):
                 raise TypeError(f"{name} takes {len(names)} arguments, {len(args)} positional given")
             kwargs = {**dict(zip(names, args)), **kwargs}
@@ -858,22 +795,20 @@ class EnvScalerEnvironment:
         return canonicalize(self.state_parts())
 
     def state_parts(self) -> dict[str, Any]:
-        """The instance's attributes whose canonical form :meth:`state` is (``__getstate__``, ``__dict__`` and
-        ``__slots__``, :func:`~pipeline.core.canonical.object_state`; dunders left out), for
-        :class:`~pipeline.core.canonical.Snapshots`."""
+        """The instance's attributes, dunders left out (:func:`~pipeline.core.canonical.object_state`), whose
+        canonical form :meth:`state` is; for :class:`~pipeline.core.canonical.Snapshots`."""
         own = object_state(self._instance) or {}
         return {k: v for k, v in own.items() if not (k.startswith("__") and k.endswith("__"))}
 
     def observation(self, result: CallResult) -> str:
         """``str(return value)`` (``Error: <type>: <message>`` when it raised), without the memory addresses of
-        default reprs (``<Task object at 0x7f…>`` → ``<Task object>``: no label holds one, docs/definitions.md
-        §4.1)."""
+        default reprs (``<Task object at 0x7f…>`` → ``<Task object>``, docs/definitions.md §4.1)."""
         if result.raised:
             return without_addresses(f"Error: {result.error_type}: {result.error_message}")
         return without_addresses(str(result.value))
 
     def outcome(self, name: str, result: CallResult) -> str:
-        return outcome(name, result.raised, result.value)
+        return default_outcome(name, result.raised, result.value)
 
     def source_of(self, name: str) -> str:
         return method_source(blobs.get(self.code_ref), self.class_name, name)
@@ -887,37 +822,30 @@ def catalog_rows(items: list[EnvItem]) -> tuple[list[dict[str, Any]], list[dict[
     their methods and classes (the catalog's ``source`` column is the item's prefix)."""
     envs, code_rows = [], []
     for item in items:
-        source = item.prefix
-        for name in item.tool_names:
-            code = method_source(item.class_code, item.class_name, name)
-            code_rows.append(
-                {
-                    "code_ref": blobs.ref_of(code),
-                    "source": source,
-                    "owner": item.qualified_id,
-                    "tool": name,
-                    "code": code,
-                }
-            )
-        code_rows.append(
-            {
-                "code_ref": blobs.ref_of(item.class_code),
-                "source": source,
-                "owner": item.qualified_id,
-                "tool": "",
-                "code": item.class_code,
-            }
-        )
-        envs.append(
-            {
-                "source": source,
-                "env_id": item.qualified_id,
-                "env_class": item.class_name,
-                "license": item.license,
-                "num_tools": len(item.tools),
-                "tools": item.tool_names,
-                "tools_json": json.dumps(item.tools, sort_keys=True),
-                "class_code_ref": blobs.ref_of(item.class_code),
-            }
-        )
+        codes = [(name, method_source(item.class_code, item.class_name, name)) for name in item.tool_names]
+        env, code = catalog_entry(item, codes, item.qualified_id)
+        envs.append(env)
+        code_rows += code
     return envs, code_rows
+
+
+def catalog_entry(
+    item: EnvItem, codes: list[tuple[str, str]], owner: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``item``'s ``environments.parquet`` row (source: its prefix) and its ``tool_code.parquet`` rows, of
+    ``owner``: each (tool, code) of ``codes``, then its class's code (``tool`` "")."""
+    code_rows = [
+        {"code_ref": blobs.ref_of(code), "source": item.prefix, "owner": owner, "tool": tool, "code": code}
+        for tool, code in [*codes, ("", item.class_code)]
+    ]
+    env = {
+        "source": item.prefix,
+        "env_id": item.qualified_id,
+        "env_class": item.class_name,
+        "license": item.license,
+        "num_tools": len(item.tools),
+        "tools": item.tool_names,
+        "tools_json": json.dumps(item.tools, sort_keys=True),
+        "class_code_ref": blobs.ref_of(item.class_code),
+    }
+    return env, code_rows

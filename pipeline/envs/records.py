@@ -14,11 +14,13 @@ LLM-generated). Helpers shared by the bfcl, EnvScaler and message-history reader
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 MAX_MESSAGE = 300  # characters of a value quoted in an issue
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clip(text: Any, limit: int = MAX_MESSAGE) -> str:
@@ -29,10 +31,8 @@ def clip(text: Any, limit: int = MAX_MESSAGE) -> str:
 
 def _bad_char(text: str) -> int:
     """Index of the first lone surrogate (an undecodable byte under ``surrogateescape``), or -1."""
-    for i, ch in enumerate(text):
-        if "\ud800" <= ch <= "\udfff":
-            return i
-    return -1
+    found = _SURROGATE.search(text)
+    return found.start() if found else -1
 
 
 def _describe(text: str, where: str) -> str:

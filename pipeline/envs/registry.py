@@ -1,9 +1,8 @@
-"""The registries of environment sources (:class:`pipeline.envs.source.EnvironmentSource`: partitions, catalog,
-collection, card, the ``sources`` resource) and adapters (:class:`pipeline.envs.adapters.Adapter`: the sandbox worker,
-labeling), and what the pipeline asks them. Each entry is one module and one line below, or a plugin's
-``envsim_forge.sources`` / ``envsim_forge.adapters`` entry point (:mod:`pipeline.core.registry`, docs/extending.md),
-registered in every process; :func:`register` from your own code registers a source in that process only. The
-order (the partition-key and catalog order): these, then the plugins by entry-point name."""
+"""The registries of environment sources (:class:`pipeline.envs.source.EnvironmentSource`) and adapters
+(:class:`pipeline.envs.adapters.Adapter`), and what the pipeline asks them. Each entry is a line below, or a plugin's
+``envsim_forge.sources`` / ``envsim_forge.adapters`` entry point (:mod:`pipeline.core.registry`, docs/extending.md);
+:func:`register` adds a source in this process only. The order (partition keys, catalog): these, then the plugins
+by entry-point name."""
 
 from __future__ import annotations
 
@@ -143,10 +142,8 @@ def build_without_reset(spec: EnvSpec) -> Environment:
 
 
 def tool_schemas(spec: EnvSpec) -> list[dict[str, Any]]:
-    """The OpenAI function schemas of ``spec``'s tools, as an agent is given them — the one place they come
-    from for the collection agent, the rollout agent and the rollout SFT records: bfcl's tool docs of the
-    task's classes without its excluded functions; for the EnvScaler format, the catalog's schemas
-    (``environments.parquet``, registered by :func:`pipeline.envs.catalog.load_blobs`)."""
+    """The OpenAI function schemas of ``spec``'s tools, as every agent and the rollout SFT records are given them
+    (EnvScaler format: the catalog's, registered by :func:`pipeline.envs.catalog.load_blobs`)."""
     return build_without_reset(spec).tools
 
 
@@ -164,11 +161,9 @@ def build(spec: EnvSpec) -> Environment:
 
 
 def reuse_key(env: EnvSpec) -> tuple[str, ...] | None:
-    """Which trajectories may share a forked child, one after the other: the same environment (adapter and id)
-    and what its adapter adds (:meth:`pipeline.envs.adapters.Adapter.reuse_parts`: bfcl and the builtin pack share
-    children across configurations; a corpus environment never). None: never shared (an unknown adapter). The
-    worker keys its warm children by it; the parent queues trajectories of one key together, on one worker
-    (:class:`pipeline.execution.sandbox.Sandbox`)."""
+    """Which trajectories may share a forked child, one after the other: the same environment (adapter and id) and
+    what its adapter adds (:meth:`pipeline.envs.adapters.Adapter.reuse_parts`); None: never shared. The worker keys
+    its warm children by it (:class:`pipeline.execution.sandbox.Sandbox`)."""
     found = ADAPTERS.find(env.source)
     parts = None if found is None else found.reuse_parts(env)
     if parts is None:

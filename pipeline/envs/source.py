@@ -2,11 +2,9 @@
 docs/environments.md; what a source takes: docs/extending.md "Add an environment source").
 
 A **source** is where environments come from: it names the partitions (``<source>-<i>``), groups the catalog and
-the card's licenses, and decides what a run collects; it names the **adapter** (:mod:`pipeline.envs.adapters`)
-that builds and runs its environments in the sandbox child. A source is one :class:`EnvironmentSource` subclass;
-its settings are the dataclass it names in ``settings`` (``resources.sources.config.<name>``), read with
-``cfg.of(self)`` from the run's :class:`~pipeline.envs.config.SourceConfig`. Sources are listed in
-:mod:`pipeline.envs.registry`, then the installed plugins' (``envsim_forge.sources`` entry points).
+the card's licenses, decides what a run collects, and names the **adapter** (:mod:`pipeline.envs.adapters`) that
+runs its environments in the sandbox child. Its settings are the dataclass it names in ``settings``
+(``resources.sources.config.<name>``), read with ``cfg.of(self)``; sources are listed in :mod:`pipeline.envs.registry`.
 """
 
 from __future__ import annotations

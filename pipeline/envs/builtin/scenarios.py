@@ -13,42 +13,16 @@ FIRST = (
     "Pia Quinn Ravi Sara Tomas Uma Vik Wen Yara Zoe"
 ).split()
 LAST = ["Okafor", "Silva", "Kim", "Novak", "Haddad", "Ito", "Berg", "Costa", "Diaz", "Fischer", "Gupta", "Lund"]
-PRODUCTS = [
-    "kettle",
-    "headphones",
-    "desk lamp",
-    "yoga mat",
-    "backpack",
-    "coffee grinder",
-    "monitor",
-    "keyboard",
-    "blender",
-    "sneakers",
-    "water bottle",
-    "notebook",
-    "umbrella",
-    "phone case",
-    "air fryer",
-    "tent",
-]
+PRODUCTS = (
+    "kettle,headphones,desk lamp,yoga mat,backpack,coffee grinder,monitor,keyboard,blender,sneakers,"
+    "water bottle,notebook,umbrella,phone case,air fryer,tent"
+).split(",")
 CITIES = ["LIS", "MAD", "CDG", "FRA", "AMS", "JFK", "BOS", "SFO", "NRT", "SIN"]
 SUBJECTS = ["MATH", "CS", "BIO", "CHEM", "HIST", "ECON", "PHYS", "ART"]
-TITLES = [
-    "Dune",
-    "Beloved",
-    "Ulysses",
-    "Emma",
-    "Middlemarch",
-    "Kindred",
-    "Solaris",
-    "Persuasion",
-    "Ficciones",
-    "Invisible Cities",
-    "The Dispossessed",
-    "Things Fall Apart",
-    "Pale Fire",
-    "The Leopard",
-]
+TITLES = (
+    "Dune,Beloved,Ulysses,Emma,Middlemarch,Kindred,Solaris,Persuasion,Ficciones,Invisible Cities,"
+    "The Dispossessed,Things Fall Apart,Pale Fire,The Leopard"
+).split(",")
 
 
 def _name(rng: random.Random) -> str:
@@ -399,13 +373,12 @@ GENERATORS: dict[str, Callable[[random.Random], tuple[dict[str, Any], str]]] = {
 }
 
 
-def _check(item: str, body: str) -> dict[str, str]:
-    """One ``checklist_with_func`` item (EnvScaler's format): what it checks, and ``check_func(final_state)``."""
+def _check(item: str, *lines: str) -> dict[str, str]:
+    """One ``checklist_with_func`` item (EnvScaler's format): what it checks, and ``check_func(final_state)``, whose
+    body is ``lines``, the last one returned."""
+    *head, value = lines
+    body = "".join(f"    {line}\n" for line in [*head, f"return {value}"])
     return {"check_item": item, "check_func": "def check_func(final_state):\n" + body}
-
-
-def _ids(task: str, pattern: str) -> list[str]:
-    return re.findall(pattern, task)
 
 
 def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, str]]:
@@ -413,80 +386,66 @@ def checklist(domain: str, config: dict[str, Any], task: str) -> list[dict[str, 
     served reward is their mean). Derived from the task's own ids and the initial config, so the generators'
     draws (and the scenarios' bytes) are unchanged."""
     if domain == "retail":
-        (cid,) = _ids(task, r"C\d{3}")
+        (cid,) = re.findall(r"C\d{3}", task)
         return [
-            _check(
-                f"customer {cid} has placed an order",
-                f"    return len(final_state['customers']['{cid}']['orders']) > 0\n",
-            ),
-            _check(f"customer {cid}'s cart is empty", f"    return not final_state['carts']['{cid}']\n"),
+            _check(f"customer {cid} has placed an order", f"len(final_state['customers']['{cid}']['orders']) > 0"),
+            _check(f"customer {cid}'s cart is empty", f"not final_state['carts']['{cid}']"),
         ]
     if domain == "airline":
-        (pid,) = _ids(task, r"PX\d{3}")
+        (pid,) = re.findall(r"PX\d{3}", task)
         return [
             _check(
                 f"passenger {pid} holds a confirmed booking",
-                f"    return any(b['passenger_id'] == '{pid}' and b['status'] == 'confirmed'\n"
-                "               for b in final_state['bookings'].values())\n",
+                f"any(b['passenger_id'] == '{pid}' and b['status'] == 'confirmed'\n"
+                "               for b in final_state['bookings'].values())",
             )
         ]
     if domain == "clinic":
-        (pid,) = _ids(task, r"PT\d{3}")
+        (pid,) = re.findall(r"PT\d{3}", task)
         before = sum(a["patient_id"] == pid for a in config["appointments"].values())
         return [
             _check(
                 f"patient {pid} has a new appointment",
-                f"    mine = [a for a in final_state['appointments'].values() if a['patient_id'] == '{pid}']\n"
-                f"    return len(mine) > {before}\n",
+                f"mine = [a for a in final_state['appointments'].values() if a['patient_id'] == '{pid}']",
+                f"len(mine) > {before}",
             )
         ]
     if domain == "university":
-        (course,) = _ids(task, r"[A-Z]+\d{3}")
+        (course,) = re.findall(r"[A-Z]+\d{3}", task)
         enrolled = config["courses"][course]["enrolled"]
         return [
             _check(
-                f"more students enrolled in {course}",
-                f"    return final_state['courses']['{course}']['enrolled'] > {enrolled}\n",
+                f"more students enrolled in {course}", f"final_state['courses']['{course}']['enrolled'] > {enrolled}"
             ),
-            _check("grades were posted", "    return len(final_state['transcripts']) > 0\n"),
+            _check("grades were posted", "len(final_state['transcripts']) > 0"),
         ]
     if domain == "warehouse":
-        return [_check("an order was picked into a shipment", "    return len(final_state['shipments']) > 0\n")]
+        return [_check("an order was picked into a shipment", "len(final_state['shipments']) > 0")]
     if domain == "payroll":
-        return [_check("payslips were issued", "    return len(final_state['payslips']) > 0\n")]
+        return [_check("payslips were issued", "len(final_state['payslips']) > 0")]
     if domain == "library":
-        (mid,) = _ids(task, r"M\d{3}")
+        (mid,) = re.findall(r"M\d{3}", task)
         loans = len(config["members"][mid]["loans"])
-        return [
-            _check(
-                f"member {mid} borrowed books", f"    return len(final_state['members']['{mid}']['loans']) > {loans}\n"
-            )
-        ]
+        return [_check(f"member {mid} borrowed books", f"len(final_state['members']['{mid}']['loans']) > {loans}")]
     if domain == "banking":
-        (acc,) = _ids(task, r"AC\d{4}")
+        (acc,) = re.findall(r"AC\d{4}", task)
         return [
-            _check(
-                f"a payment left {acc}",
-                f"    return any('{acc}' in str(t) for t in final_state['transactions'].values())\n",
-            )
+            _check(f"a payment left {acc}", f"any('{acc}' in str(t) for t in final_state['transactions'].values())")
         ]
     if domain == "hotel":
-        (gid,) = _ids(task, r"G\d{3}")
+        (gid,) = re.findall(r"G\d{3}", task)
         return [
             _check(
-                f"guest {gid} is checked in",
-                f"    return any(r['guest_id'] == '{gid}' for r in final_state['rooms'].values())\n",
+                f"guest {gid} is checked in", f"any(r['guest_id'] == '{gid}' for r in final_state['rooms'].values())"
             )
         ]
     if domain == "projects":
         return [
-            _check(
-                "sprint SP2 is active", "    return final_state['sprints'].get('SP2', {}).get('status') == 'active'\n"
-            ),
+            _check("sprint SP2 is active", "final_state['sprints'].get('SP2', {}).get('status') == 'active'"),
             _check(
                 "finished SP1 work is closed",
-                "    tasks = final_state['tasks'].values()\n"
-                "    return any(t['sprint'] == 'SP1' and t['status'] == 'done' for t in tasks)\n",
+                "tasks = final_state['tasks'].values()",
+                "any(t['sprint'] == 'SP1' and t['status'] == 'done' for t in tasks)",
             ),
         ]
     return []

@@ -3,7 +3,6 @@ built and run by the ``bfcl`` adapter (:mod:`pipeline.envs.adapters.bfcl`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 from pipeline.core.fields import setting
 from pipeline.core.issues import TaskIssue
 from pipeline.core.trajectory import Trajectory
-from pipeline.envs import bfcl, blobs, envscaler
+from pipeline.envs import bfcl, envscaler
 from pipeline.envs.bfcl_replay import bfcl_env_spec, ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import BfclTaskFile, default_task_files, iter_tasks
 from pipeline.envs.config import SourceConfig, SourceSettings
@@ -20,39 +19,15 @@ from pipeline.envs.source import CatalogRows, EnvironmentSource, SourceTask
 
 
 def catalog_rows() -> CatalogRows:
-    """Every bfcl class as a catalog row, and its tools' and class's code."""
+    """Every bfcl class as a catalog row (an item of its class, prefix ``bfcl``), and its tools' and class's code."""
     envs, code_rows = [], []
     for cls_name in bfcl.CLASSES:
         env = bfcl.BfclEnvironment([cls_name])
-        tools = env.tools
-        names = [t["function"]["name"] for t in tools]
-        for name in names:
-            code = env.source_of(name)
-            code_rows.append(
-                {"code_ref": blobs.ref_of(code), "source": bfcl.SOURCE, "owner": cls_name, "tool": name, "code": code}
-            )
-        class_code = bfcl.class_source(cls_name)
-        code_rows.append(
-            {
-                "code_ref": blobs.ref_of(class_code),
-                "source": bfcl.SOURCE,
-                "owner": cls_name,
-                "tool": "",
-                "code": class_code,
-            }
-        )
-        envs.append(
-            {
-                "source": bfcl.SOURCE,
-                "env_id": f"{bfcl.SOURCE}/{cls_name}",
-                "env_class": cls_name,
-                "license": bfcl.LICENSE,
-                "num_tools": len(names),
-                "tools": names,
-                "tools_json": json.dumps(tools, sort_keys=True),
-                "class_code_ref": blobs.ref_of(class_code),
-            }
-        )
+        code = bfcl.class_source(cls_name)
+        item = envscaler.EnvItem(cls_name, cls_name, code, env.tools, prefix=bfcl.SOURCE, license=bfcl.LICENSE)
+        row, code_of = envscaler.catalog_entry(item, [(n, env.source_of(n)) for n in item.tool_names], cls_name)
+        envs.append(row)
+        code_rows += code_of
     return envs, code_rows
 
 

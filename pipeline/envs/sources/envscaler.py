@@ -67,11 +67,8 @@ class EnvScalerSource(EnvironmentSource):
                     qualified = f"{corpus.prefix}/{env_id}"
                     first = ids.seen(qualified, result.origin)
                     if first is not None:
-                        issues.append(
-                            TaskIssue(
-                                env_id, "env", ids.message("env id", qualified, result.origin, first), result.origin
-                            )
-                        )
+                        why = ids.message("env id", qualified, result.origin, first)
+                        issues.append(TaskIssue(env_id, "env", why, result.origin))
                         continue
                 issues.extend(problems)
                 if item is not None:
@@ -110,25 +107,13 @@ class EnvScalerSource(EnvironmentSource):
                         continue
                     item = by_id.get(f"{corpus.prefix}/{sc.env_id}")
                     if item is None:
-                        issues.append(
-                            TaskIssue(
-                                sc.task_id,
-                                "parse",
-                                f"unknown or unusable env_id {clip(repr(sc.env_id), 80)}",
-                                sc.origin,
-                            )
-                        )
+                        why = f"unknown or unusable env_id {clip(repr(sc.env_id), 80)}"
+                        issues.append(TaskIssue(sc.task_id, "parse", why, sc.origin))
                         continue
                     first = task_ids.seen((item.qualified_id, sc.task_id), sc.origin)
                     if first is not None:
-                        issues.append(
-                            TaskIssue(
-                                sc.task_id,
-                                "parse",
-                                task_ids.message(f"task id of {item.qualified_id}:", sc.task_id, sc.origin, first),
-                                sc.origin,
-                            )
-                        )
+                        why = task_ids.message(f"task id of {item.qualified_id}:", sc.task_id, sc.origin, first)
+                        issues.append(TaskIssue(sc.task_id, "parse", why, sc.origin))
                         continue
                     named.add(item.qualified_id)
                     tasks.append(
@@ -141,13 +126,8 @@ class EnvScalerSource(EnvironmentSource):
                             checklist=sc.checklist,
                         )
                     )
-            prefix = f"{corpus.prefix}/"
             for item in items:
-                if (
-                    item.prefix == corpus.prefix
-                    and item.qualified_id not in named
-                    and item.qualified_id.startswith(prefix)
-                ):
+                if item.prefix == corpus.prefix and item.qualified_id not in named:  # its qualified id: <prefix>/…
                     if without is not None:
                         without.append(item.qualified_id)
                     if corpus.explore_class_defaults:

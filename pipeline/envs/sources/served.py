@@ -22,7 +22,8 @@ from pipeline.envs.source import EnvironmentSource
 NAME = "served"
 #: the episode log under the data root (``pipeline.serve.run.EpisodeLog`` appends to it)
 EPISODES = Path("served") / "episodes.jsonl"
-_ENV_FIELDS = {"source": str, "env_id": str, "init_config": dict, "options": dict}
+#: the fields of a recorded environment spec, and their types
+ENV_FIELDS = {"source": str, "env_id": str, "init_config": dict, "options": dict}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +45,9 @@ def episode_problem(row: Any) -> str | None:
         if not isinstance(row.get(key), str):
             return f"{key!r} must be a string, got {clip(repr(row.get(key)), 60)}"
     env = row.get("env")
-    if not isinstance(env, dict) or set(map(str, env)) - set(_ENV_FIELDS):
-        return f"'env' must be an environment object {sorted(_ENV_FIELDS)}, got {clip(repr(env), 120)}"
-    for key, kind in _ENV_FIELDS.items():
+    if not isinstance(env, dict) or set(map(str, env)) - set(ENV_FIELDS):
+        return f"'env' must be an environment object {sorted(ENV_FIELDS)}, got {clip(repr(env), 120)}"
+    for key, kind in ENV_FIELDS.items():
         if (key in ("source", "env_id") and key not in env) or (key in env and not isinstance(env[key], kind)):
             return f"'env.{key}' must be a {kind.__name__}, got {clip(repr(env.get(key)), 80)}"
     if not isinstance(row.get("seed", 0), int):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core.environment import Environment, EnvSpec
+from pipeline.core.outcome import default_outcome
 from pipeline.envs import bfcl
 from pipeline.envs.adapters import Adapter
 
@@ -22,7 +23,7 @@ class BfclAdapter(Adapter):
         return env, {"long_context": bool(spec.options.get("long_context", False))}
 
     def outcome(self, tool: str, raised: bool, value: Any) -> str:
-        return bfcl.outcome(tool, raised, value)
+        return default_outcome(tool, raised, value)
 
     def preload(self) -> None:
         bfcl.preload()

@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from pipeline.core.environment import Environment, EnvSpec
+from pipeline.core.outcome import default_outcome
 from pipeline.envs import blobs, builtin, envscaler
 from pipeline.envs.adapters import Adapter
 
@@ -30,7 +31,7 @@ class EnvScalerAdapter(Adapter):
         return env, {}
 
     def outcome(self, tool: str, raised: bool, value: Any) -> str:
-        return envscaler.outcome(tool, raised, value)
+        return default_outcome(tool, raised, value)
 
     def reuse_parts(self, env: EnvSpec) -> list[Any] | None:
         """Corpus code is untrusted: never shared — every trajectory runs in a child that has run nothing
