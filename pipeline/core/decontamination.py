@@ -1,9 +1,5 @@
-"""Decontamination of an SFT mixture against a benchmark (docs/definitions.md §5): the named rules, the
-default first. Each rule is a *key* column no mixture step may share with the benchmark and a *sample
-identity* no mixture step may share with it (its settings: the fields of :class:`Decontamination`); the
-mixture (:mod:`pipeline.select.selection`), the curriculum mixture and the overlap check
-(:mod:`pipeline.quality.suites`) all take them from the registry :data:`DECONTAMINATION`, which an installed
-plugin extends with an ``envsim_forge.decontamination`` entry point (a ``Decontamination`` value)."""
+"""Decontamination of an SFT mixture against a benchmark (docs/definitions.md §5): the named rules of the
+:data:`DECONTAMINATION` registry (plugins: ``envsim_forge.decontamination`` entry points), the default first."""
 
 from __future__ import annotations
 
@@ -24,9 +20,8 @@ class Decontamination:
     identity_label: str
 
     def conditions(self, bench_samples: str) -> list[tuple[str, str]]:
-        """``(name, SQL condition)`` per rule over the strata table, against the benchmark samples file:
-        the key rule first, then the sample identity rule (the order
-        :func:`pipeline.select.selection.select_strata` counts them in)."""
+        """``(name, SQL condition)`` per rule over the strata table, against the benchmark samples file: the key
+        rule first, then the sample identity rule (the order ``select_strata`` counts them in)."""
         ident = " || '|' || ".join(self.identity)
         rel = f"read_parquet('{bench_samples}')"
         return [

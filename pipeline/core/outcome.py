@@ -1,26 +1,12 @@
 """Outcome and argument count of a step (docs/definitions.md §4.3).
 
 ``outcome ∈ {success, failure, error, sandbox_refused}``: ``sandbox_refused`` when the sandbox refused a syscall
-the call made and its result shows it (never a training label: the step is excluded like an error, and never a
-quarantine; :func:`pipeline.execution.seccomp.refused_syscall` names the syscall); ``error`` when the call raised
-(timed out, crashed); ``failure`` when the environment refused it in its own convention; else ``success``.
-Corpora refuse in different conventions, so the rule has two parts, both applied outside the sandbox to the
-step's *observation value* (:func:`observation_value`: the canonical return value; a text that holds a JSON or
-Python dict or list literal, as ``str(return value)`` does, is read as that value):
-
-* the **default rule** (:func:`reports_failure`) recognises the common conventions;
-* a corpus may **declare** its own (:class:`OutcomeRule`, written in its source config as
-  ``outcome_rule: {failure_if: [...], extends_default: true}``): a small declarative predicate over the
-  observation value, not code. :func:`parse_rule` validates it; a mistyped key is a one-line error
-  naming the key and the fix;
-* a declared rule may also name exception types that are the corpus's way of refusing
-  (``raises: [{type: ValueError, observation: "Error: {message}"}]``, :class:`RaiseRule`): such a call is a
-  ``failure`` whose observation is that text, as the corpus's own runner shows it to an agent.
-
-The rule a step was labeled with is recorded with it (the steps' ``outcome_rule`` column: :data:`DEFAULT_RULE_ID`
-or the declared rule's :attr:`OutcomeRule.id`), and the declared rule travels in the environment spec's
-options (:data:`RULE_OPTION`), so it is part of the trajectory's fingerprint: a change of rule is a new
-input that is labeled again.
+the call made (excluded like an error, never a quarantine); ``error`` when the call raised; ``failure`` when the
+environment refused it in its own convention; else ``success``. Both rules read the step's observation value
+(:func:`observation_value`): the **default rule** (:func:`reports_failure`) recognises the common conventions, and
+a corpus may **declare** its own (:class:`OutcomeRule`: ``outcome_rule: {failure_if: [...], extends_default:
+true, raises: [...]}``), validated by :func:`parse_rule`. The rule is recorded with each step (``outcome_rule``)
+and travels in the spec's options (:data:`RULE_OPTION`), so a changed rule is a new input, labeled again.
 """
 
 from __future__ import annotations
@@ -67,9 +53,8 @@ def is_error_text(value: Any) -> bool:
 
 
 def observation_value(value: Any) -> Any:
-    """What the rules look at: ``value`` itself, except a text holding a dict or list literal (JSON, else
-    a Python literal — EnvScaler-style observations are ``str(return value)``), which is that value in
-    canonical form (dict keys as text). Bounded: a long or deeply nested text stays text."""
+    """What the rules look at: ``value`` itself, except a text holding a dict or list literal (JSON, else a Python
+    literal, as ``str(return value)`` writes), which is that value in canonical form; a long or deep text stays text."""
     if not isinstance(value, str):
         return value
     text = value.strip()
@@ -163,10 +148,13 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _unknown(where: str, key: Any, known: tuple[str, ...], fix: str) -> OutcomeRuleError:
-    close = difflib.get_close_matches(str(key), known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return OutcomeRuleError(f"{where}: unknown key {str(key)[:60]!r}{hint}: {fix}")
+def _no_unknown_keys(raw: Mapping, known: tuple[str, ...], where: str, fix: str) -> None:
+    """Raise for the first key of ``raw`` not in ``known``, with the closest known one and the fix."""
+    for key in raw:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise OutcomeRuleError(f"{where}: unknown key {str(key)[:60]!r}{hint}: {fix}")
 
 
 @dataclass(frozen=True)
@@ -205,11 +193,8 @@ def _condition(raw: Any, where: str) -> Condition:
             f"{where}: a condition is a mapping, not {type(raw).__name__} "
             f"{str(raw)[:60]!r}: write one of {_CONDITION_FORMS}"
         )
-    keys = list(raw)
-    for k in keys:
-        if k not in ("key", *_KEY_OPS, *_TEXT_OPS):
-            raise _unknown(where, k, ("key", *_KEY_OPS, *_TEXT_OPS), f"write one of {_CONDITION_FORMS}")
-    ops = [k for k in keys if k != "key"]
+    _no_unknown_keys(raw, ("key", *_KEY_OPS, *_TEXT_OPS), where, f"write one of {_CONDITION_FORMS}")
+    ops = [k for k in raw if k != "key"]
     if len(ops) != 1:
         raise OutcomeRuleError(
             f"{where}: {'no test' if not ops else 'more than one test (' + ', '.join(ops) + ')'} "
@@ -330,14 +315,8 @@ def parse_rule(raw: Any, where: str = "outcome_rule") -> OutcomeRule:
             f"{where}: must be a mapping like {{failure_if: [{{key: status, equals: false}}], "
             f"extends_default: true}}, not {type(raw).__name__}"
         )
-    for k in raw:
-        if k not in _RULE_KEYS:
-            raise _unknown(
-                where,
-                k,
-                _RULE_KEYS,
-                "an outcome rule has failure_if (a list of conditions) and extends_default (true/false)",
-            )
+    fix = "an outcome rule has failure_if (a list of conditions) and extends_default (true/false)"
+    _no_unknown_keys(raw, _RULE_KEYS, where, fix)
     raises = _raise_rules(raw.get("raises"), f"{where}.raises")
     conditions = raw.get("failure_if", [] if raises else None)
     if not isinstance(conditions, (list, tuple)) or (not conditions and not raises):
@@ -366,9 +345,7 @@ def _raise_rules(raw: Any, where: str) -> tuple[RaiseRule, ...]:
         here = f"{where}[{i}]"
         if not isinstance(item, Mapping):
             raise OutcomeRuleError(f"{here}: a mapping {{type: <exception type>, observation: <text>}}, not {item!r}")
-        for k in item:
-            if k not in _RAISE_KEYS:
-                raise _unknown(here, k, _RAISE_KEYS, "a raise rule has type and observation")
+        _no_unknown_keys(item, _RAISE_KEYS, here, "a raise rule has type and observation")
         types = item.get("type")
         types = [types] if isinstance(types, str) else types
         if (

@@ -1,8 +1,6 @@
 """One writer per data root: ``./forge run`` holds ``<root>/.forge-run.lock`` (an ``flock`` the kernel releases
-when its process ends, however it ends) for as long as it runs. The file also says who holds it (pid, the process's
-start time, when it started), so a second ``./forge run`` names the holder, and a lock left by a process that is gone
-is taken over with a note. :func:`process_alive` is the one test of "is that process still there" (a pid plus its
-start time, so a reused pid does not count)."""
+when its process ends) while it runs. The file names the holder (pid, its start time, when), so a second run names
+it, and a lock left by a process that is gone is taken over with a note."""
 
 from __future__ import annotations
 
