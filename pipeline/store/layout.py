@@ -1,10 +1,6 @@
-"""Where everything lives under the data root: ``DataLayout`` builds every path below it, and records
-where each export went.
-
-The root is the ``store`` resource's (``resources/storage.py``; default ``Settings.data_root``): code running in
-Dagster takes ``store.layout()``, never a root of its own. An export may go anywhere; its writer records the
-directory (``record_export``) and every reader takes the recorded one (docs/extending.md "Readers follow the
-record").
+"""Where everything lives under the data root: ``DataLayout`` builds every path below it (code in Dagster takes
+the ``store`` resource's ``layout()``), and records where each export went: an export may go anywhere, and every
+reader takes the recorded directory (docs/extending.md "Readers follow the record").
 """
 
 from __future__ import annotations
@@ -111,10 +107,8 @@ _SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@,-]{0,127}")
 
 
 def safe_name(name: object, what: str = "name") -> str:
-    """``name`` unchanged when it can be one path component under the data root, else ``UnsafeName``
-    saying which ``what`` (e.g. "simulator name") was refused and why. Every name from configuration
-    or data that becomes part of a path goes through here (a simulator named ``../../tmp/x`` must not
-    write outside the data root)."""
+    """``name`` unchanged when it can be one path component under the data root, else ``UnsafeName`` saying which
+    ``what`` was refused and why: every name from configuration or data that becomes part of a path comes here."""
     if isinstance(name, str) and _SAFE_COMPONENT.fullmatch(name):
         return name
     text = repr(name) if len(repr(name)) <= 80 else repr(name)[:80] + "…"
@@ -178,11 +172,8 @@ class DataLayout:
         return self.root / "exports.json"
 
     def record_export(self, name: str, directory: Path, **facts: str) -> None:
-        """Record that export ``name`` is in ``directory`` (absolute unless under the data root, where it is
-        kept relative so that the record survives moving the root), with ``facts`` (e.g. its version).
-
-        Read, change and write happen under an exclusive lock (``.exports.json.lock``), so exports that
-        finish together — threads or processes — each keep their record."""
+        """Record that export ``name`` is in ``directory`` (relative when under the data root, so the record survives
+        moving it), with ``facts``, under an exclusive lock so exports finishing together each keep their record."""
         directory = Path(directory)
         root = self.root.absolute()
         absolute = directory if directory.is_absolute() else Path.cwd() / directory
@@ -315,23 +306,12 @@ class DataLayout:
 
     @property
     def trajectories(self) -> Path:
-        """The file a collection writes: ``trajectories.parquet``, or ``part-<partition>.parquet`` (the table's
-        declaration: its first glob per partition, its second whole)."""
-        declared = self._declared("trajectories")
-        if self.partition is not None:
-            return declared.file(self.root, self.partition)
-        return self.root / declared.files[1]
+        """The file a collection writes: ``trajectories.parquet``, or ``part-<partition>.parquet``."""
+        return self._collection_file("trajectories", "part-")
 
     def trajectory_files(self) -> list[str]:
-        """Every file of the trajectories table: the unpartitioned ``trajectories.parquet`` and the
-        per-partition ``part-<partition>.parquet`` files a partitioned collection writes (a
-        partition-scoped layout: only its own file)."""
-        if self.partition is not None:
-            own = self.trajectories
-            return [str(own)] if own.exists() else []
-        per_partition, whole = self._declared("trajectories").files
-        files = [self.root / whole] if (self.root / whole).exists() else []
-        return [str(p) for p in files + sorted(self.root.glob(per_partition))]
+        """Every file of the trajectories table (a partition-scoped layout: only its own)."""
+        return self._collection_files("trajectories", "part-")
 
     @staticmethod
     def _declared(name: str) -> tables.TableOfRecord:

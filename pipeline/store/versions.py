@@ -1,14 +1,7 @@
-"""Versioned splits: ``data/splits/<kind>/<version>/`` with a manifest, and an explicit CURRENT
-pointer per kind (never "the latest file").
-
-Provenance that is not part of a version's content — when it was first written, by which Dagster run,
-and which version was current when it was first made current — is appended to ``data/splits/<kind>/history.jsonl``
-(one JSON line per event), never written into the version's directory: same seed and input, same bytes.
-
-A version's ``parent_version`` is the version it was first derived from: the one current when it was made
-current for the first time. Making an existing version current again (a run back at seed 0 after a run at seed 1)
-is logged as its own event but never rewrites a parent, so the lineage is acyclic (a parent was always made
-current before its child)."""
+"""Versioned splits: ``data/splits/<kind>/<version>/`` with a manifest, and an explicit CURRENT pointer per kind.
+Provenance (when a version was first written, by which run, its parent: the version current when it was first made
+current, so the lineage is acyclic) is appended to ``history.jsonl``, never written into the version: same seed and
+input, same bytes."""
 
 from __future__ import annotations
 
@@ -67,8 +60,6 @@ class SplitStore:
             tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
     def versions(self) -> list[str]:
-        if not self.root.exists():
-            return []
         return sorted(p.parent.name for p in self.root.glob("*/manifest.json"))
 
     def current(self) -> str | None:
