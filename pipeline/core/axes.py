@@ -30,8 +30,7 @@ def quote(text: str) -> str:
 
 @dataclass(frozen=True)
 class Range:
-    """``lo <= value <= hi`` (``hi`` None: unbounded). A lower bound of 0 is no bound (axis values are
-    never negative) unless the range is one value."""
+    """``lo <= value <= hi`` (``hi`` None: unbounded); a lower bound of 0 is no bound unless the range is one value."""
 
     lo: int = 0
     hi: int | None = None
@@ -97,8 +96,7 @@ class When:
 
 @dataclass(frozen=True)
 class Rule:
-    """``label`` for a step that matches ``when``: a text that may hold ``{column}`` placeholders
-    (``"{args_count}"``), or None (the step has no label)."""
+    """``label`` for a step that matches ``when``: a text that may hold ``{column}`` placeholders, or None."""
 
     label: str | None
     when: When = When()
@@ -121,8 +119,8 @@ class Rule:
 
 
 def axis_values(*positional: Any, **named: Any) -> Mapping[str, Any]:
-    """A step's axis values keyed by column, from one mapping (a step record: used as it is), values in the
-    order of :data:`AXES`' columns (``outcome, delta_size, args_count``), and/or keywords."""
+    """A step's axis values keyed by column, from one mapping (used as it is), values in :data:`AXES`' column order
+    and/or keywords."""
     if len(positional) == 1 and isinstance(positional[0], Mapping):
         return {**positional[0], **named} if named else positional[0]
     columns = AXES.columns
@@ -150,8 +148,7 @@ class Rules:
         return tuple(dict.fromkeys(r.label for r in self.rules if r.label is not None and "{" not in r.label))
 
     def points(self, column: str) -> tuple[int, ...]:
-        """Integer values of ``column`` that meet every label the rules give on it: 0, each range's bounds
-        and the value past the largest bound (the rules' ranges are constant between these)."""
+        """Integer values of ``column`` that meet every label the rules give on it: 0 to past the largest bound."""
         bounds = {0}
         for rule in self.rules:
             for name, condition in rule.when.conditions:
@@ -237,8 +234,7 @@ def grouped_rules(column: str, grouped_from: int) -> Rules:
 
 @dataclass(frozen=True)
 class Axis:
-    """One stratification axis: its value column and how it is read, its label (bucket) column and rules,
-    how evaluation breaks down by it and what the quality suite expects of it."""
+    """One stratification axis: its value column, its label column and rules, its breakdowns and expectations."""
 
     #: the axis' name (``eval_by_<name>`` / ``rollout_by_<name>`` views)
     name: str
@@ -289,8 +285,7 @@ class Axis:
         )
 
     def label_values(self) -> tuple[str, ...] | None:
-        """The closed set of labels the label column holds (the rules over every axis value), or None
-        without a label column."""
+        """The closed set of labels the label column holds, or None without a label column."""
         return None if self.rules is None else self.rules.label_values({OUTCOME_COLUMN: OUTCOMES})
 
     def label_sql(self) -> str:
@@ -348,8 +343,7 @@ class Axes(tuple):
         return {a.label: a.label_of(values) for a in self if a.label}
 
     def relation(self, source: str) -> str:
-        """``source`` (a table expression) with the computed axis values added as columns; ``source`` itself
-        when every axis is stored."""
+        """``source`` (a table expression) with the computed axis values added as columns, if any."""
         derived = [f"{a.value_sql} AS {a.column}" for a in self if not a.stored]
         return f"(SELECT *, {', '.join(derived)} FROM {source})" if derived else source
 

@@ -1,26 +1,14 @@
-"""Canonical state snapshots (docs/definitions.md §4.1).
+"""Canonical state snapshots (docs/definitions.md §4.1): plain JSON, deterministic and acyclic, keys in the
+environment's own order (:func:`stored_json`) and hashed over the sorted form (:func:`canonical_json`).
 
-A canonical snapshot is plain JSON (dict/list/str/int/float/bool/None), deterministic and
-acyclic. Its keys keep the order the environment's mappings hold them in (a tool that lists a dict answers in
-that order, so the stored state shows it: :func:`stored_json`); equal states hash alike whatever their key order,
-because the hash is taken over the sorted form (:func:`canonical_json`, :func:`state_hash`):
-
-* dict keys become strings; a non-string key whose ``str()`` clashes with another key of the
-  same dict is tagged with its type (``"<int>1"``) instead of silently merging;
-* an Enum member — whatever it mixes in (``str``, ``int``, ``Flag``) — is its ``value``, as a value and as a key;
-* sets/frozensets become sorted lists; tuples become lists;
-* datetimes/dates/times become ISO strings; ``Decimal``/mpmath numbers, non-finite floats and
-  integers beyond 2**53 are encoded explicitly as ``{"$decimal"|"$float"|"$int": "<text>"}``;
-* ``deque``s become lists, like tuples;
-* objects become dicts of their public attributes (names not starting with ``_``);
-* objects whose attributes are process machinery rather than state — locks, conditions, semaphores,
-  events, barriers, queues, loggers, logging handlers, modules — become ``{"$type": <public type name>,
-  ...}`` with only their stable, meaningful fields (:data:`BY_TYPE`: a queue's ``maxsize`` and ``items``, a
-  logger's ``name`` and ``level``, an event's ``set``…), matched on the class or any base class;
-* anything else (no attributes: generators, builtin methods, C objects) is ``{"$repr": repr(v)}`` with every
-  memory address (``" at 0x7f…"``) removed (:func:`without_addresses`): the canonical form never holds one;
-* a reference back to an enclosing container/object (a cycle, e.g. ``Directory.parent``) is cut:
-  dropped from object attributes, replaced by ``{"$cycle": true}`` inside containers.
+* dict keys become strings; a non-string key whose ``str()`` clashes with another key is tagged with its type
+  (``"<int>1"``); an Enum member is its ``value``, as a value and as a key;
+* sets become sorted lists, tuples and deques lists, datetimes ISO strings; ``Decimal``/mpmath numbers,
+  non-finite floats and integers beyond 2**53 are ``{"$decimal"|"$float"|"$int": "<text>"}``;
+* objects become dicts of their public attributes; process machinery (:data:`BY_TYPE`) becomes
+  ``{"$type": <public type name>, ...}`` with its stable fields; anything else is ``{"$repr": repr(v)}`` without
+  memory addresses (:func:`without_addresses`);
+* a cycle is cut: dropped from object attributes, ``{"$cycle": true}`` inside containers.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""State delta Δ = diff(s_t, s'_t) and its inverse ``apply`` (docs/definitions.md §4.2).
-
-Δ is a list of records ``{"op", "path", "before", "after"}`` over canonical states:
-
-* dicts present on both sides are recursed into;
-* a key only in ``s'_t`` is one ``add``; a key only in ``s_t`` is one ``remove``;
-* any other differing value (scalar, list, type change) is one ``replace``.
-
-``path`` is a list of dict keys, so keys containing dots stay unambiguous; ``display_path``
-gives the dotted form for humans only. ``|Δ|`` is ``len(Δ)``.
+"""State delta Δ = diff(s_t, s'_t) and its inverse ``apply`` (docs/definitions.md §4.2): records ``{"op", "path",
+"before", "after"}``, recursing into dicts on both sides; a key only in ``s'_t`` is an ``add``, only in ``s_t`` a
+``remove``, any other differing value a ``replace``. ``path`` is a list of keys; ``|Δ|`` is ``len(Δ)``.
 """
 
 from __future__ import annotations

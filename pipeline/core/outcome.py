@@ -159,8 +159,7 @@ def _no_unknown_keys(raw: Mapping, known: tuple[str, ...], where: str, fix: str)
 
 @dataclass(frozen=True)
 class Condition:
-    """One condition of ``failure_if``: ``op`` over the observation's ``key`` (an object's top-level key),
-    or over the observation text (``key`` None: ``text_starts_with``, ``text_contains``)."""
+    """One condition of ``failure_if``: ``op`` over the observation's top-level ``key``, or over its text (None)."""
 
     op: str
     operand: Any
@@ -235,15 +234,14 @@ def _condition(raw: Any, where: str) -> Condition:
 
 @dataclass(frozen=True)
 class RaiseRule:
-    """Exception types (matched on the type's name) by which a corpus refuses a call, and the observation text
-    its runner shows for them: ``{message}`` and ``{type}`` are replaced by the exception's message and type."""
+    """Exception types (by name) by which a corpus refuses a call, and the observation text its runner shows for
+    them (``{message}`` and ``{type}`` replaced)."""
 
     types: tuple[str, ...]
     observation: str = DEFAULT_RAISE_OBSERVATION
 
     def text(self, error_type: str, message: str) -> str | None:
-        """The observation of a call that raised ``error_type`` with ``message``; None when this rule does not
-        name the type."""
+        """The observation of a call that raised ``error_type``; None when this rule does not name the type."""
         if error_type not in self.types:
             return None
         return self.observation.replace("{type}", error_type).replace("{message}", message)
@@ -262,10 +260,9 @@ def raises_rule_hint(error_type: str) -> str:
 
 @dataclass(frozen=True)
 class OutcomeRule:
-    """A corpus's declared outcome rule: a step whose observation value meets any ``failure_if`` condition
-    is a ``failure``; otherwise, with ``extends_default`` (the default), the default rule decides, and
-    without it the step is a ``success``. A call that raised is an ``error``, unless ``raises`` names its
-    exception type: then it is a ``failure`` with that rule's observation text (:meth:`refusal`)."""
+    """A corpus's declared outcome rule: an observation value meeting any ``failure_if`` condition is a ``failure``;
+    otherwise the default rule decides (``extends_default``) or it is a ``success``. A call that raised is an
+    ``error``, unless ``raises`` names its exception type (a ``failure``, :meth:`refusal`)."""
 
     failure_if: tuple[Condition, ...]
     extends_default: bool = True
@@ -283,8 +280,7 @@ class OutcomeRule:
         return canonical_json(doc)
 
     def refusal(self, error_type: str | None, message: str | None) -> str | None:
-        """The observation text of a call that raised ``error_type``, when the rule declares that raise a
-        refusal (a ``failure``); None when it stays an ``error``."""
+        """The observation text of a raise the rule declares a refusal (a ``failure``); None: it stays an ``error``."""
         if error_type is None:
             return None
         for rule in self.raises:
@@ -373,8 +369,7 @@ def rule_of_id(rule_id: str) -> OutcomeRule:
 
 @dataclass(frozen=True)
 class Labeler:
-    """The outcome rule of one environment: its adapter's (``base``, the default rule for the adapters of
-    this project) and, when its corpus declares one, that rule on top. ``id`` is what the step records."""
+    """The outcome rule of one environment: its adapter's (``base``) and its corpus's declared one on top, if any."""
 
     base: OutcomeFn
     declared: OutcomeRule | None = None
@@ -389,13 +384,11 @@ class Labeler:
         return self.declared.outcome(tool, raised, value, self.base)
 
     def refusal(self, error_type: str | None, message: str | None) -> str | None:
-        """The observation of a raise the declared rule calls a refusal (:meth:`OutcomeRule.refusal`); None: an
-        error."""
+        """:meth:`OutcomeRule.refusal` of the declared rule; None without one."""
         return None if self.declared is None else self.declared.refusal(error_type, message)
 
 
 def labeler(base: OutcomeFn, options: Mapping[str, Any]) -> Labeler:
-    """The :class:`Labeler` of an environment whose spec options are ``options`` (a declared rule under
-    :data:`RULE_OPTION`)."""
+    """The :class:`Labeler` of an environment whose spec options are ``options`` (:data:`RULE_OPTION`)."""
     declared = options.get(RULE_OPTION)
     return Labeler(base, rule_of_id(declared) if isinstance(declared, str) else None)

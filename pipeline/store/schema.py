@@ -1,8 +1,5 @@
-"""Arrow schemas of the tables of record (docs/definitions.md §4.4).
-
-States are never stored twice per step: ``trajectories`` holds each initial state once, ``steps``
-holds Δ plus content hashes of ``s_t``/``s'_t``; ``tool_code`` holds each tool's source once,
-referenced by ``code_ref``.
+"""Arrow schemas of the tables of record (docs/definitions.md §4.4). States are never stored per step:
+``trajectories`` holds each initial state once, ``steps`` Δ plus the hashes of ``s_t``/``s'_t``.
 """
 
 from __future__ import annotations
@@ -63,8 +60,7 @@ TRAJECTORIES = pa.schema(
 #: roles of the step record's columns (one field list, from which every stage takes its columns)
 KEY = "key"  # which step it is: where it comes from and its place in the trajectory
 LABEL = "label"  # what executing the call determined; a re-execution must reproduce every one
-DETAIL = "detail"  # recorded with the step, never compared: the action's turn and mutated argument,
-#                    the tool's code reference, the truncation flag, the call's captured output, the outcome rule
+DETAIL = "detail"  # recorded with the step, never compared
 
 _STEP_FIELDS: list[tuple[pa.Field, str]] = [
     (pa.field("step_id", pa.string(), nullable=False), KEY),
@@ -97,10 +93,8 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
 #: the steps table: one row per executed call
 STEPS = pa.schema([f for f, _ in _STEP_FIELDS])
 
-#: what each column of the step table and of a split's samples means: the one home of these words (the
-#: dataset card's "Data Fields" section, the DuckDB comments and the Dagster column schemas are written from it;
-#: a test holds every column described). A closed-set column's entry is its meaning: the glossary
-#: (:mod:`pipeline.store.glossary`) completes it with the values the rules give.
+#: what each column of the step table and of a split's samples means: the one home of these words (the card's
+#: Data Fields, the DuckDB comments, the Dagster column schemas); the glossary completes closed-set columns.
 COLUMN_DOCS: Described = Described(
     {
         "position": "the sample's place in the pick order (strata in "
@@ -145,8 +139,8 @@ COLUMN_DOCS: Described = Described(
 
 
 def sample_schema(axes: Axes = AXES) -> pa.Schema:
-    """A split's samples: the step's key and label columns (the step table's fields), its place and stratum in
-    the split, the rebuilt states, the tool's code and the strata label of every axis (``axes``)."""
+    """A split's samples: the step's columns, its place and stratum, the rebuilt states, the tool's code and the
+    label of every axis."""
     step = STEPS.field
     return pa.schema(
         [
@@ -154,9 +148,7 @@ def sample_schema(axes: Axes = AXES) -> pa.Schema:
             pa.field("stratum", pa.string(), nullable=False),
             *map(step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
             step("adapter"),  # null for imported samples
-            # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
-            # null for samples without a recorded clock (imported reference data)
-            pa.field("current_time", pa.string()),
+            pa.field("current_time", pa.string()),  # clock.step_time(clock_start, step_index); null: no clock
             *map(step, ["tool", "arguments_json", "args_count"]),
             pa.field("code", pa.string()),
             step("code_ref"),
@@ -214,8 +206,7 @@ def encode_delta(delta: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def decode_delta(records: Iterable[dict[str, Any]], before: bool = True) -> list[dict[str, Any]]:
-    """Stored Δ (:data:`DELTA`) -> Δ records with decoded values (``before=False``: the ``before``
-    values are left undecoded as None — applying a Δ reads only ``after``)."""
+    """Stored Δ (:data:`DELTA`) -> Δ records with decoded values (``before=False``: ``before`` left None)."""
     return [
         {
             "op": r["op"],
