@@ -289,16 +289,12 @@ class OutcomeRule:
                 return text
         return None
 
-    def fails(self, value: Any) -> bool:
-        """Whether a declared condition holds for the observation value."""
-        value = observation_value(value)
-        return any(c.holds(value) for c in self.failure_if)
-
     def outcome(self, tool: str, raised: bool, value: Any, base: OutcomeFn = default_outcome) -> str:
         """The outcome under this rule; ``base`` is the default it extends (the adapter's rule)."""
         if raised:
             return ERROR
-        if self.fails(value):
+        observed = observation_value(value)
+        if any(c.holds(observed) for c in self.failure_if):
             return FAILURE
         return base(tool, raised, value) if self.extends_default else SUCCESS
 

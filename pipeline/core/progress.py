@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 Log = Callable[[str], None]
 
@@ -22,36 +23,25 @@ def clock_text(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
 
 
+@dataclass(eq=False)
 class Progress:
     """Counts the units of one phase done so far and logs them against the total, rate-limited."""
 
-    def __init__(
-        self,
-        phase: str,
-        total: int,
-        log: Log,
-        unit: str = "",
-        every: float = EVERY,
-        clock: Callable[[], float] = time.monotonic,
-        detail: Callable[[], str] | None = None,
-        finish_at_total: bool = True,
-        ceiling: int | None = None,
-    ) -> None:
-        self.phase = phase
-        self.total = max(0, int(total))
-        self.unit = unit
-        self.log = log
-        self.every = every
-        self.clock = clock
-        self.detail = detail  # extra text after the counts (e.g. exploration's coverage), read when a line is written
-        self.finish_at_total = finish_at_total  # False: the caller ends the phase (with its note) by finish()
-        #: the most the total may grow to (exploration's budget): a line gives the ETA to it too
-        self.ceiling = ceiling
+    phase: str
+    total: int
+    log: Log
+    unit: str = ""
+    every: float = EVERY
+    clock: Callable[[], float] = time.monotonic
+    detail: Callable[[], str] | None = None  # extra text after the counts, read when a line is written
+    finish_at_total: bool = True  # False: the caller ends the phase (with its note) by finish()
+    ceiling: int | None = None  # the most the total may grow to (exploration's budget): a line gives its ETA too
+
+    def __post_init__(self) -> None:
+        self.total = max(0, int(self.total))
         self.done = 0
-        self.started = clock()
-        self._last = self.started  # when the last line was written (the first comes `every` after the start)
-        self._begun = False
-        self._finished = False
+        self.started = self._last = self.clock()  # _last: when the last line was written
+        self._begun = self._finished = False
 
     def begin(self) -> None:
         """The phase's work starts now (it was set up earlier): rate and ETA count from here. Only the first call

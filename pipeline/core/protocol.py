@@ -264,14 +264,9 @@ def answer(sample: dict[str, Any]) -> str:
 #: change types accepted in answers: ours (add / modify / delete), the reference SFT data's
 #: (added / modified / removed) and Δ's own op names (replace / remove)
 CHANGE_TYPES = {
-    "add": "add",
-    "added": "add",
-    "modify": "modify",
-    "modified": "modify",
-    "replace": "modify",
-    "delete": "delete",
-    "removed": "delete",
-    "remove": "delete",
+    **dict.fromkeys(("add", "added"), "add"),
+    **dict.fromkeys(("modify", "modified", "replace"), "modify"),
+    **dict.fromkeys(("delete", "removed", "remove"), "delete"),
 }
 
 

@@ -135,10 +135,6 @@ class StrataRules:
             )
         )
 
-    def beyond_sql(self) -> str:
-        """SQL predicate: |Δ| beyond the difficult bucket (never selected)."""
-        return _when(delta=Range(*self.buckets["beyond"])).sql()
-
 
 RULES = StrataRules()
 
@@ -172,7 +168,7 @@ def benchmark_group(outcome: str, delta_size: int) -> str:
 BENCHMARK_CELL_SQL = RULES.benchmark_cell.sql()
 BALANCE2_GROUP_SQL = RULES.balance2_group.sql()
 BENCHMARK_GROUP_SQL = RULES.benchmark_group.sql()
-BEYOND_SQL = RULES.beyond_sql()
+BEYOND_SQL = _when(delta=Range(*RULES.buckets["beyond"])).sql()  # |Δ| beyond the difficult bucket: never selected
 
 #: EnvSimBench composition (400 samples)
 BENCHMARK_CELLS: tuple[Cell, ...] = RULES.benchmark_cells

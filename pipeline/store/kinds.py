@@ -41,7 +41,7 @@ class SplitKind:
 SPLIT_KINDS: Registry[SplitKind] = Registry(
     "split kind", "envsim_forge.split_kinds", check=lambda entry: isinstance(entry, SplitKind)
 )
-SPLIT_KINDS.register(
+for _kind in (
     SplitKind(
         BENCHMARK,
         "bench",
@@ -54,9 +54,7 @@ SPLIT_KINDS.register(
         summary_note="available: the cell's distinct (s_t, a_t) samples a version can draw (steps that repeat a "
         "sample count once; error steps and quarantined environments left out), so below the cell's candidates "
         "above, which count every step",
-    )
-)
-SPLIT_KINDS.register(
+    ),
     SplitKind(
         MIXTURE,
         "sft",
@@ -68,17 +66,16 @@ SPLIT_KINDS.register(
         summary_note="available: the group's distinct (s_t, a_t) samples left after decontamination against the "
         "benchmark (before_decontamination minus the removed_by columns; repeats counted once, errors and "
         "quarantined environments left out), so below the group's candidates above, which count every step",
-    )
-)
-SPLIT_KINDS.register(
+    ),
     SplitKind(
         CURRICULUM,
         "cur",
         "α-curriculum mixture",
         sft_records=True,
         spec_provenance=(("benchmark version", "benchmark"),),
-    )
-)
+    ),
+):
+    SPLIT_KINDS.register(_kind)
 
 
 def split_kind(name: str) -> SplitKind:

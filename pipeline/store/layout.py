@@ -141,8 +141,7 @@ def file_lock(path: Path, *, wait: bool = True) -> Iterator[None]:
 @dataclass(frozen=True)
 class DataLayout:
     root: Path
-    #: a partition-scoped view (``ENVSIM_SHARDS``): ``trajectories`` / ``collection_issues`` are the
-    #: partition's files and ``trajectory_files()`` / ``step_parts()`` list only the partition's files
+    #: a partition-scoped view (``ENVSIM_SHARDS``): the collection files and step parts are the partition's
     partition: str | None = None
 
     @classmethod
@@ -153,8 +152,7 @@ class DataLayout:
         return replace(self, partition=None if partition is None else safe_name(partition, "partition key"))
 
     def export_dir(self, name: str) -> Path:
-        """``export/<name>/``: the default directory of an export (``benchmark``, ``sft_mixture``,
-        ``rollouts-<filter>``…). A split kind's holds one directory per exported version and ``current``."""
+        """``export/<name>/``: the default directory of an export (``benchmark``, ``rollouts-<filter>``…)."""
         return self.root / "export" / safe_name(name, "export name")
 
     def export_version(self, kind: str, version: str) -> Path:
@@ -167,8 +165,7 @@ class DataLayout:
 
     @property
     def export_record(self) -> Path:
-        """``exports.json``: where each export (by name: ``benchmark``, ``sft_mixture``, ``rollouts-<filter>``)
-        went last, as its writer recorded it."""
+        """``exports.json``: where each export went last, as its writer recorded it."""
         return self.root / "exports.json"
 
     def record_export(self, name: str, directory: Path, **facts: str) -> None:
@@ -234,8 +231,7 @@ class DataLayout:
 
     @property
     def quality_gate(self) -> Path:
-        """``quality/gate.parquet``: the steps of the environments the quality gate leaves out of the splits (the
-        findings' schema, with a ``.json`` sidecar naming them, their reasons and the setting that lets them in)."""
+        """``quality/gate.parquet``: the steps of the environments the quality gate leaves out (+ ``.json`` sidecar)."""
         return self.quality_dir / "gate.parquet"
 
     def eval_dir(self, version: str) -> Path:
@@ -243,8 +239,7 @@ class DataLayout:
         return self.root / "eval" / safe_name(version, "split version")
 
     def eval_results(self, version: str, simulator: str) -> Path:
-        """``eval/<version>/<simulator>.jsonl``: a simulator's per-sample results on a benchmark version
-        (``simulator``: ``SimulatorSpec.results_name``, which names the weights when they are known)."""
+        """``eval/<version>/<simulator>.jsonl``: a simulator's (``results_name``) per-sample results on a version."""
         return self.eval_dir(version) / f"{safe_name(simulator, 'simulator name')}.jsonl"
 
     @property
@@ -253,8 +248,7 @@ class DataLayout:
         return self.root / "quality"
 
     def table(self, name: str, part: str | None = None) -> Path:
-        """The file of table of record ``name`` (:mod:`pipeline.store.tables`; ``part``: a multi-file table's
-        part, e.g. a checker's ``env_yield`` file)."""
+        """The file of table of record ``name`` (``part``: a multi-file table's part, e.g. a checker's)."""
         declared = tables.stored(tables.PARQUET)
         if name not in declared:
             raise KeyError(f"unknown table of record {name!r}; known: {sorted(declared)}")
@@ -276,12 +270,8 @@ class DataLayout:
 
     def yield_results(self, fingerprint: str, checker: str) -> Path:
         """``quality/checks/<fingerprint>/<checker>.jsonl``: a checker's per-probe results (resumable)."""
-        return (
-            self.quality_dir
-            / "checks"
-            / safe_name(fingerprint, "corpus fingerprint")
-            / f"{safe_name(checker, 'checker name')}.jsonl"
-        )
+        checks = self.quality_dir / "checks" / safe_name(fingerprint, "corpus fingerprint")
+        return checks / f"{safe_name(checker, 'checker name')}.jsonl"
 
     def env_yield(self, checker: str) -> Path:
         """``quality/env_yield/<checker>.parquet``: a checker's per-environment verdicts (the ``env_yield`` view)."""
@@ -325,7 +315,7 @@ class DataLayout:
 
     def _collection_files(self, whole: str, prefix: str) -> list[str]:
         """The existing files of one collection table: the unpartitioned one, then every partition's (a
-        partition-scoped layout: only its own)."""
+        partition-scoped layout: its own)."""
         if self.partition is not None:
             own = self._collection_file(whole, prefix)
             return [str(own)] if own.exists() else []
@@ -335,8 +325,7 @@ class DataLayout:
 
     @property
     def collected_steps(self) -> Path:
-        """Labels observed at collection (each call executed once; see ``pipeline.labeling.rows``):
-        ``collected-steps.parquet``, or ``collected-steps-<partition>.parquet`` (+ ``.json`` sidecar)."""
+        """Labels observed at collection: ``collected-steps[-<partition>].parquet`` (+ ``.json`` sidecar)."""
         return self._collection_file("collected-steps", "collected-steps-")
 
     @property
@@ -353,8 +342,7 @@ class DataLayout:
         return self._declared("steps").file(self.root).parent
 
     def step_part(self, key: str) -> Path:
-        """A labeled-steps part named by its content key (and the partition, in a partition-scoped layout): the
-        ``*`` of the table's declared glob."""
+        """A labeled-steps part named by its content key (and the partition, in a partition-scoped layout)."""
         return self._declared("steps").file(self.root, f"{self.partition}-{key}" if self.partition is not None else key)
 
     def step_parts(self) -> list[str]:
@@ -364,9 +352,7 @@ class DataLayout:
         return [str(p) for p in parts]
 
     def steps_glob(self) -> str:
-        if self.partition is not None:  # the content key has no '-': "part-bfcl-1-*" never matches bfcl-10
-            return str(self._declared("steps").file(self.root, f"{self.partition}-*"))
-        return str(self.root / self._declared("steps").files[0])
+        return str(self.step_part("*"))  # the content key has no '-': "part-bfcl-1-*" never matches bfcl-10
 
     @property
     def strata(self) -> Path:

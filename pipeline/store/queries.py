@@ -49,14 +49,10 @@ def environment_ids(layout: DataLayout) -> tuple[list[str], list[str]]:
     has no step of its own."""
     con = connect()
     stepped = [r[0] for r in con.execute(f"SELECT DISTINCT env_id FROM {_steps(layout)} ORDER BY 1").fetchall()]
-    listed = (
-        [
-            r[0]
-            for r in con.execute("SELECT env_id FROM read_parquet(?) ORDER BY 1", [str(layout.environments)]).fetchall()
-        ]
-        if layout.environments.exists()
-        else []
-    )
+    listed = []
+    if layout.environments.exists():
+        rows = con.execute("SELECT env_id FROM read_parquet(?) ORDER BY 1", [str(layout.environments)]).fetchall()
+        listed = [r[0] for r in rows]
     return listed, stepped
 
 

@@ -328,13 +328,7 @@ def derived_view(
 #: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version): the sample's
 #: place, stratum and ids, and its value on every stored axis; types from the sample schema
 MEMBER_COLUMNS = (
-    "position",
-    "stratum",
-    "step_id",
-    "trajectory_id",
-    "task_id",
-    "env_id",
-    "tool",
+    *("position", "stratum", "step_id", "trajectory_id", "task_id", "env_id", "tool"),
     *AXES.stored_columns,
     "sample_hash",
 )
@@ -471,8 +465,7 @@ for _table in (
         family=True,
     ),
     derived_view(
-        "checkpoint_scores",
-        "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
+        "checkpoint_scores", "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture."
     ),
     derived_view(
         "served_reward",

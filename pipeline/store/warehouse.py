@@ -177,9 +177,7 @@ def ensure_table(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 def register_splits(
-    con: duckdb.DuckDBPyConnection,
-    layout: DataLayout,
-    kinds: Iterable[str] = SPLIT_KINDS,
+    con: duckdb.DuckDBPyConnection, layout: DataLayout, kinds: Iterable[str] = SPLIT_KINDS
 ) -> dict[str, int]:
     """The one registration of split versions: every version of ``kinds`` on disk into ``split_versions`` (refreshed
     on every call) and ``split_members`` (once per version), and the tables declared ``from_manifests``. Returns
