@@ -340,10 +340,8 @@ def _raise_rules(raw: Any, where: str) -> tuple[RaiseRule, ...]:
         _no_unknown_keys(item, _RAISE_KEYS, here, "a raise rule has type and observation")
         types = item.get("type")
         types = [types] if isinstance(types, str) else types
-        if (
-            not isinstance(types, (list, tuple))
-            or not types
-            or not all(isinstance(t, str) and t.isidentifier() for t in types)
+        if not (
+            isinstance(types, (list, tuple)) and types and all(isinstance(t, str) and t.isidentifier() for t in types)
         ):
             raise OutcomeRuleError(f"{here}.type: an exception type's name (ValueError) or a list of them")
         observation = item.get("observation", DEFAULT_RAISE_OBSERVATION)

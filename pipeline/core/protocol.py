@@ -200,19 +200,9 @@ def messages(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> list[d
         return envsimbench_messages(sample)
     if template != "envsim":
         raise ValueError(f"unknown prompt template {template!r}; known: {', '.join(TEMPLATES)}")
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {
-            "role": "user",
-            "content": user_prompt(
-                sample["state_before_json"],
-                sample["tool"],
-                sample["arguments_json"],
-                sample["code"],
-                sample.get("current_time"),
-            ),
-        },
-    ]
+    state, tool, arguments = sample["state_before_json"], sample["tool"], sample["arguments_json"]
+    user = user_prompt(state, tool, arguments, sample["code"], sample.get("current_time"))
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
 def parse_observation(value: Any) -> Any:

@@ -86,9 +86,8 @@ class RootInUse(Exception):
 
 
 def acquire(root: Path) -> tuple[int, Holder | None]:
-    """Take the lock of ``root`` for this process: returns its file descriptor (kept open for the process's
-    lifetime; closing it, or the process ending, releases the lock) and the previous holder when that one ended
-    without releasing it (a stale lock, taken over). :class:`RootInUse` when a live process holds it."""
+    """Take the lock of ``root`` for this process: its file descriptor (closing it releases the lock) and the
+    previous holder when it ended without releasing it; :class:`RootInUse` when a live process holds it."""
     root.mkdir(parents=True, exist_ok=True)
     fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:

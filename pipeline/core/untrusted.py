@@ -54,8 +54,7 @@ def id_problem(value: Any, what: str = "env id", pattern: re.Pattern[str] = SAFE
 
 
 def md(value: Any) -> str:
-    """Text for a Markdown table cell (or inline Markdown): ``|``, backslash, backticks, brackets and
-    ``*`` escaped with a backslash, ``<`` ``>`` ``&`` as HTML entities, line breaks and other control
+    """Text for a Markdown table cell (or inline Markdown): Markdown specials escaped, HTML as entities, control
     characters made visible, so no cell can end a row, open a link or inject HTML."""
     if value is None:
         return ""

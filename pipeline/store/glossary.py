@@ -89,8 +89,7 @@ def describe(column: str, meaning: str) -> str:
 
 class Described(UserDict[str, str]):
     """Column -> description, each closed-set column's meaning completed by its value set when read
-    (:func:`describe`): the form of every column-docs table. Setting an entry sets the column's meaning
-    (:attr:`meanings`: the entries as set)."""
+    (:func:`describe`); :attr:`meanings` holds the entries as set."""
 
     def __getitem__(self, column: str) -> str:
         return describe(column, self.data[column])

@@ -35,9 +35,8 @@ MIN_FREE_BYTES = 1 << 20
 
 
 def root_problems(data_root: str | Path, variable: str = "ENVSIM_DATA_ROOT") -> list[str]:
-    """What makes ``data_root`` unusable before anything is written, one line each naming the path and the fix: it
-    (or the nearest folder above it that exists, where it would be created) is a file, is not writable, or its
-    filesystem has fewer than :data:`MIN_FREE_BYTES` free. Nothing is created."""
+    """What makes ``data_root`` (or its nearest existing folder) unusable before anything is written, one line each
+    naming the path and the fix: a file, not writable, or under :data:`MIN_FREE_BYTES` free."""
     root = resolve_root(data_root)
     fix = f"set {variable} to a writable directory on a disk with free space"
     existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))

@@ -117,8 +117,7 @@ class SplitStore:
         self.log(SKIPPED, version, dagster_run_id, reason=reason)
 
     def skip_reason(self, dagster_run_id: str | None = None) -> str | None:
-        """Why the product was skipped: by the Dagster run ``dagster_run_id`` (its last skip), or, without one, by the
-        last draw (a skip logged after the last version was made current); None when it was not."""
+        """Why the product was skipped by the Dagster run ``dagster_run_id`` (none: by the last draw), or None."""
         events = [e for e in self.history() if e.get("event") in (SKIPPED, MADE_CURRENT, CREATED)]
         if dagster_run_id is not None:
             events = [e for e in events if e.get("dagster_run_id") == dagster_run_id]
@@ -131,10 +130,8 @@ class SplitStore:
             self.log(CREATED, version, dagster_run_id)
 
     def provenance(self) -> dict[str, dict[str, Any]]:
-        """Per version: ``created_at`` (first ``created`` event; else the manifest's modification time),
-        ``dagster_run_id`` (the run that created it; None outside Dagster) and ``parent_version`` (the version
-        current when it was first made current; None when never made current or nothing was current). Histories
-        written before ``previous`` existed logged every change as ``parent``: the first one counts."""
+        """Per version: ``created_at`` (first ``created`` event, else the manifest's mtime), ``dagster_run_id`` (the
+        run that created it) and ``parent_version`` (the version current when it was first made current)."""
         out: dict[str, dict[str, Any]] = {}
         blank = {"created_at": None, "dagster_run_id": None, "parent_version": None}
         for event in self.history():
@@ -159,9 +156,8 @@ class SplitStore:
         return None if current is None else int(self.manifest(current)["spec"]["seed"])
 
     def seed(self, seed: int | None) -> int:
-        """The seed a new draw uses: ``seed`` when given, else the CURRENT version's (0 when there is none). A draw
-        without a seed (a plain ``./forge run``) so keeps the seed a scheduled or seeded run chose: on the same input
-        it is the CURRENT version again, and CURRENT moves only with new steps, a new composition or a named seed."""
+        """The seed a new draw uses: ``seed`` when given, else the CURRENT version's (0 when there is none), so a
+        plain run on the same input draws the CURRENT version again."""
         return seed if seed is not None else self.current_seed() or 0
 
     def resolve(self, version: str | None) -> str:

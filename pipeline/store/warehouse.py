@@ -65,9 +65,8 @@ def _stored_views(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, name: str, select: str, stored: dict[str, str] | None) -> None:
-    """``CREATE OR REPLACE VIEW name AS select``, unless ``stored`` (:func:`_stored_views`; None: a temporary view,
-    always made) holds that view already with the same SQL (as DuckDB renders it) and the same columns: a replaced
-    view loses its comments, and commenting every column again after every step costs more than the step."""
+    """``CREATE OR REPLACE VIEW name AS select`` (``stored`` None: a temporary one), unless ``stored`` holds it with
+    the same SQL and columns already: a replaced view loses its comments, and commenting it again costs."""
     if stored is not None and name in stored:
         rendered = con.execute("SELECT json_deserialize_sql(json_serialize_sql(?))", [select]).fetchone()[0]
         if stored[name] == f"CREATE VIEW {name} AS {rendered};":
@@ -198,21 +197,13 @@ def register_splits(
             manifest = store.manifest(version)
             spec = manifest["spec"]
             prov = provenance.get(version, {})
+            row = [kind, version, spec.get("seed"), spec.get("input"), json.dumps(spec, sort_keys=True)]
+            row += [manifest["samples"], len(manifest["shortfalls"]), False]  # is_current: set below
+            row += [prov.get(c) for c in ("created_at", "dagster_run_id", "parent_version")]
             con.execute(
-                f"INSERT OR REPLACE INTO split_versions ({', '.join(versions_columns)}) VALUES (?, ?, ?, ?, ?, ?, ?, "
-                "false, ?, ?, ?)",
-                [
-                    kind,
-                    version,
-                    spec.get("seed"),
-                    spec.get("input"),
-                    json.dumps(spec, sort_keys=True),
-                    manifest["samples"],
-                    len(manifest["shortfalls"]),
-                    prov.get("created_at"),
-                    prov.get("dagster_run_id"),
-                    prov.get("parent_version"),
-                ],
+                f"INSERT OR REPLACE INTO split_versions ({', '.join(versions_columns)}) "
+                f"VALUES ({', '.join('?' for _ in row)})",
+                row,
             )
             if version not in members:
                 con.execute(
