@@ -34,11 +34,9 @@ class Decontamination:
         return "".join(f" AND NOT coalesce(({cond}), false)" for _, cond in self.conditions(bench_samples))
 
 
-#: the decontamination rules by name, the default first. ``trajectory``: no step of a benchmark trajectory
-#: (episode) and no benchmark (env, s_t, tool, arguments) — for replayed tasks (one task, one trajectory) the
-#: same steps as ``task_id``; exploration episodes share their scenario's task id, so ``task_id`` would remove
-#: every episode of every scenario the benchmark touched. ``task_id`` (same task / scenario) and ``env_id``
-#: (same environment) are the stricter options; they also keep out any benchmark (s_t, tool, arguments).
+#: the decontamination rules by name, the default first: ``trajectory`` (no step of a benchmark episode, no benchmark
+#: (env, s_t, a_t)), not ``task_id``, since exploration episodes share their scenario's task id; ``task_id`` and
+#: ``env_id`` are the stricter options.
 DECONTAMINATION: Registry[Decontamination] = Registry(
     "decontamination rule", "envsim_forge.decontamination", check=lambda entry: isinstance(entry, Decontamination)
 )

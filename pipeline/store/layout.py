@@ -29,8 +29,7 @@ def resolve_root(data_root: str | Path) -> Path:
     return Path(data_root).expanduser().resolve()
 
 
-#: free bytes a data root's filesystem needs before a run starts (its run history and first tables); below it the
-#: data root has no space left (:func:`root_problems`)
+#: free bytes a data root's filesystem needs before a run starts (its run history and first tables)
 MIN_FREE_BYTES = 1 << 20
 
 

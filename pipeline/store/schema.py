@@ -14,6 +14,12 @@ from pipeline.core.axes import AXES, Axes
 from pipeline.core.canonical import canonical_json
 from pipeline.store.glossary import Described
 
+
+def fields_of(kind: pa.DataType, *names: str, nullable: bool = True) -> list[pa.Field]:
+    """Fields of one type (a run of a schema's columns)."""
+    return [pa.field(n, kind, nullable=nullable) for n in names]
+
+
 DELTA_RECORD = pa.struct(
     [
         pa.field("op", pa.string(), nullable=False),
@@ -27,9 +33,7 @@ DELTA = pa.list_(DELTA_RECORD)
 ACTION = pa.struct(
     [
         pa.field("turn", pa.int32()),
-        pa.field("tool", pa.string()),
-        pa.field("arguments_json", pa.string()),
-        pa.field("call", pa.string()),
+        *fields_of(pa.string(), "tool", "arguments_json", "call"),
         pa.field("mutated_arg", pa.string()),  # exploration: the argument deliberately mutated
         pa.field("observed_after_hash", pa.string()),  # exploration: s'_t hash when the policy ran it
     ]
@@ -37,18 +41,13 @@ ACTION = pa.struct(
 
 TRAJECTORIES = pa.schema(
     [
-        pa.field("trajectory_id", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("env_id", pa.string(), nullable=False),
-        pa.field("task_id", pa.string(), nullable=False),
+        *fields_of(pa.string(), "trajectory_id", "source", "env_id", "task_id", nullable=False),
         pa.field("category", pa.string()),
         pa.field("adapter", pa.string()),  # how the environment is built and run (EnvSpec.source); null in older files
         pa.field("strategy", pa.string()),
         pa.field("fingerprint", pa.string(), nullable=False),
-        pa.field("env_options_json", pa.string()),
-        pa.field("init_config_json", pa.string()),
-        pa.field("initial_state_json", pa.string(), nullable=False),
-        pa.field("initial_state_hash", pa.string(), nullable=False),
+        *fields_of(pa.string(), "env_options_json", "init_config_json"),
+        *fields_of(pa.string(), "initial_state_json", "initial_state_hash", nullable=False),
         pa.field("num_actions", pa.int32(), nullable=False),
         pa.field("actions", pa.list_(ACTION)),
         pa.field("messages_json", pa.string()),  # agent trajectories: the full OpenAI message history
@@ -162,8 +161,7 @@ def sample_schema(axes: Axes = AXES) -> pa.Schema:
     )
 
 
-#: the samples of a split version (``samples.parquet``; pipeline.select.samples writes them,
-#: pipeline.envsimbench.importer the imported ones): the one definition of a sample row
+#: the samples of a split version (``samples.parquet``): the one definition of a sample row
 SAMPLE = sample_schema()
 
 #: Arrow type -> DuckDB type, for tables whose rows are sample (or step) rows
@@ -220,24 +218,17 @@ def decode_delta(records: Iterable[dict[str, Any]], before: bool = True) -> list
 
 TOOL_CODE = pa.schema(
     [
-        pa.field("code_ref", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("owner", pa.string(), nullable=False),  # class that implements the tool
-        pa.field("tool", pa.string(), nullable=False),
-        pa.field("code", pa.string(), nullable=False),
+        *fields_of(pa.string(), "code_ref", "source", "owner", "tool", "code", nullable=False),  # owner: the class
     ]
 )
 
 ENVIRONMENTS = pa.schema(
     [
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("env_id", pa.string(), nullable=False),
-        pa.field("env_class", pa.string(), nullable=False),
+        *fields_of(pa.string(), "source", "env_id", "env_class", nullable=False),
         pa.field("license", pa.string()),
         pa.field("num_tools", pa.int32(), nullable=False),
         pa.field("tools", pa.list_(pa.string())),
-        pa.field("tools_json", pa.string()),
-        pa.field("class_code_ref", pa.string()),
+        *fields_of(pa.string(), "tools_json", "class_code_ref"),
     ]
 )
 

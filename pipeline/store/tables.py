@@ -94,11 +94,6 @@ TABLES: Registry[TableOfRecord] = Registry(
 )
 
 
-def _fields(kind: pa.DataType, *names: str) -> list[pa.Field]:
-    """Nullable fields of one type."""
-    return [pa.field(n, kind) for n in names]
-
-
 def _step(name: str) -> tuple[str, pa.DataType]:
     """A step-table column a rollout step row restates (its type from the step schema; nullable here)."""
     return name, schema.STEPS.field(name).type
@@ -143,15 +138,15 @@ for _table in (
                 pa.field("env_id", pa.string(), nullable=False),
                 pa.field("source", pa.string()),
                 pa.field("verdict", pa.string(), nullable=False),
-                *_fields(pa.string(), "main_problem", "problems"),
-                *_fields(pa.int32(), "tools", "tools_used", "scenarios"),
-                *_fields(pa.int64(), "steps", "success_steps", "failure_steps", "error_steps"),
+                *schema.fields_of(pa.string(), "main_problem", "problems"),
+                *schema.fields_of(pa.int32(), "tools", "tools_used", "scenarios"),
+                *schema.fields_of(pa.int64(), "steps", "success_steps", "failure_steps", "error_steps"),
                 pa.field("error_share", pa.float64()),
-                *_fields(pa.string(), "error_tools", "determinism", "quarantine_reason"),
+                *schema.fields_of(pa.string(), "error_tools", "determinism", "quarantine_reason"),
                 pa.field("max_delta", pa.int32()),
                 pa.field("cells", pa.string()),
-                *_fields(pa.int32(), "cells_reached", "mismatches"),
-                *_fields(pa.string(), "mismatch_detail", "state_problems"),
+                *schema.fields_of(pa.int32(), "cells_reached", "mismatches"),
+                *schema.fields_of(pa.string(), "mismatch_detail", "state_problems"),
                 pa.field("max_state_bytes", pa.int64()),
                 pa.field("input_fingerprint", pa.string()),
             ]
@@ -172,13 +167,15 @@ for _table in (
                 pa.field("env_id", pa.string(), nullable=False),
                 pa.field("tool", pa.string(), nullable=False),
                 pa.field("in_catalog", pa.bool_()),
-                *_fields(pa.int64(), "steps", "success_steps", "failure_steps", "error_steps"),
+                *schema.fields_of(pa.int64(), "steps", "success_steps", "failure_steps", "error_steps"),
                 pa.field("error_share", pa.float64()),
                 pa.field("top_exception", pa.string()),
                 pa.field("top_exception_steps", pa.int64()),
-                *_fields(pa.string(), "example_step", "example_call"),
+                *schema.fields_of(pa.string(), "example_step", "example_call"),
                 pa.field("max_delta", pa.int32()),
-                *_fields(pa.string(), "schema_only_args", "code_only_args", "mismatch_detail", "input_fingerprint"),
+                *schema.fields_of(
+                    pa.string(), "schema_only_args", "code_only_args", "mismatch_detail", "input_fingerprint"
+                ),
             ]
         ),
         {
@@ -198,19 +195,19 @@ for _table in (
             [
                 pa.field("checker", pa.string(), nullable=False),
                 pa.field("kind", pa.string(), nullable=False),
-                *_fields(pa.string(), "model", "weights_id"),
+                *schema.fields_of(pa.string(), "model", "weights_id"),
                 pa.field("corpus_fingerprint", pa.string(), nullable=False),
                 pa.field("threshold", pa.float64(), nullable=False),
                 pa.field("probes_per_env", pa.int32()),
                 pa.field("seed", pa.int64()),
                 pa.field("env_id", pa.string(), nullable=False),
-                *_fields(pa.int32(), "probes", "positives", "negatives", "answered"),
-                *_fields(pa.int32(), "request_failures", "pass_count", "warning_count", "fail_count"),
-                *_fields(pa.float64(), "fm", "cm", "cm_reference", "pass_acc", "not_fail_acc"),
-                *_fields(pa.string(), "checker_verdict", "executor_verdict", "executor_problem"),
+                *schema.fields_of(pa.int32(), "probes", "positives", "negatives", "answered"),
+                *schema.fields_of(pa.int32(), "request_failures", "pass_count", "warning_count", "fail_count"),
+                *schema.fields_of(pa.float64(), "fm", "cm", "cm_reference", "pass_acc", "not_fail_acc"),
+                *schema.fields_of(pa.string(), "checker_verdict", "executor_verdict", "executor_problem"),
                 pa.field("accepted", pa.bool_()),
-                *_fields(pa.int64(), "prompt_tokens", "completion_tokens"),
-                *_fields(pa.float64(), "checker_yield", "checker_seconds"),
+                *schema.fields_of(pa.int64(), "prompt_tokens", "completion_tokens"),
+                *schema.fields_of(pa.float64(), "checker_yield", "checker_seconds"),
             ]
         ),
         {
@@ -234,14 +231,14 @@ for _table in (
                 *map(_step, [*_RESTATED_STEP, "outcome", "delta_size"]),
                 (AXES["delta"].label, pa.string()),
                 ("real_observation", pa.string()),
-                *_fields(pa.bool_(), "fm", "cm", "state_match"),
-                *_fields(pa.int32(), "drift_before", "drift"),
+                *schema.fields_of(pa.bool_(), "fm", "cm", "state_match"),
+                *schema.fields_of(pa.int32(), "drift_before", "drift"),
                 ("diverged_before", pa.bool_()),
                 ("predicted_changes", pa.int32()),
                 ("parse_ok", pa.bool_()),
-                *_fields(pa.string(), "parse_error", "change_error", "feedback_json", "answer"),
+                *schema.fields_of(pa.string(), "parse_error", "change_error", "feedback_json", "answer"),
                 ("latency_s", pa.float64()),
-                *_fields(pa.int64(), "prompt_tokens", "completion_tokens"),
+                *schema.fields_of(pa.int64(), "prompt_tokens", "completion_tokens"),
             ]
         ),
         view=READ_UNION,
@@ -252,12 +249,14 @@ for _table in (
         "One row per simulated rollout: how it ended, its first divergence and drift.",
         pa.schema(
             [
-                *_fields(pa.string(), "run_id", "simulator", "model", "agent", "rollout_id", "task_id"),
-                *_fields(pa.string(), "env_id", "source", "adapter", "status", "stop_reason"),
-                *_fields(pa.int32(), "steps", "parse_failures", "first_divergence", "final_drift", "max_drift"),
-                *_fields(pa.float64(), "fm_rate", "cm_rate"),
+                *schema.fields_of(pa.string(), "run_id", "simulator", "model", "agent", "rollout_id", "task_id"),
+                *schema.fields_of(pa.string(), "env_id", "source", "adapter", "status", "stop_reason"),
+                *schema.fields_of(
+                    pa.int32(), "steps", "parse_failures", "first_divergence", "final_drift", "max_drift"
+                ),
+                *schema.fields_of(pa.float64(), "fm_rate", "cm_rate"),
                 ("verified_steps", pa.int32()),
-                *_fields(pa.string(), "tools_json", "messages_json"),
+                *schema.fields_of(pa.string(), "tools_json", "messages_json"),
             ]
         ),
         {"steps": "Steps in the rollout.", "status": "How the rollout ended."},
@@ -325,8 +324,7 @@ def derived_view(
     return TableOfRecord(name, (), description, columns=columns or {}, storage=DERIVED, family=family)
 
 
-#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version): the sample's
-#: place, stratum and ids, and its value on every stored axis; types from the sample schema
+#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version)
 MEMBER_COLUMNS = (
     *("position", "stratum", "step_id", "trajectory_id", "task_id", "env_id", "tool"),
     *AXES.stored_columns,
