@@ -90,21 +90,10 @@ def _dict_fails(tool: str, value: dict[str, Any]) -> bool:
 
 
 def reports_failure(tool: str, value: Any) -> bool:
-    """The default rule: whether an observation value reports a refusal in one of the common conventions.
-
-    An object (dict):
-
-    * a boolean ``success`` or ``ok`` decides: false is a failure, true a success (whatever else it holds);
-    * else ``status`` false, or a ``status`` text ``error`` / ``failed`` / ``failure`` / ``fail``
-      (case-insensitive) or one starting with ``Error``;
-    * else an ``error`` or ``errors`` key with a value: null, false, ``""``, ``[]`` and ``{}`` are no
-      error (``{"errors": []}`` reports that there were none);
-    * else a false ``*_status`` field (bfcl: ``login_status: False``) — except for read-only queries
-      (a tool named ``get_…``: ``get_login_status`` answers False without failing).
-
-    A non-empty list made only of failing objects and ``Error…`` texts; a text starting with ``Error``.
-    The value is read by :func:`observation_value` first (a ``str(dict)`` text is that dict).
-    """
+    """The default rule (docs/definitions.md §4.3): whether an observation value reports a refusal in one of the
+    common conventions: an object whose boolean ``success`` / ``ok`` is false, else whose ``status`` is false or a
+    failure text, else with a non-empty ``error`` / ``errors``, else with a false ``*_status`` (not for ``get_…``
+    tools); a non-empty list of failing objects and ``Error…`` texts; a text starting with ``Error``."""
     value = observation_value(value)
     if isinstance(value, dict):
         return _dict_fails(tool, value)
