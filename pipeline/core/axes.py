@@ -119,8 +119,7 @@ class Rule:
 
 
 def axis_values(*positional: Any, **named: Any) -> Mapping[str, Any]:
-    """A step's axis values keyed by column, from one mapping (used as it is), values in :data:`AXES`' column order
-    and/or keywords."""
+    """A step's axis values keyed by column: one mapping (used as it is), values in :data:`AXES`' order, keywords."""
     if len(positional) == 1 and isinstance(positional[0], Mapping):
         return {**positional[0], **named} if named else positional[0]
     columns = AXES.columns

@@ -67,8 +67,7 @@ def json_too_deep(text: str, limit: int) -> bool:
 
 
 def value_depth(value: Any, stop: int = MAX_DEPTH) -> int:
-    """Nesting depth of a parsed value (a scalar is 0, ``[]`` is 1), computed without recursion;
-    stops once past ``stop``."""
+    """Nesting depth of a parsed value (a scalar is 0, ``[]`` is 1), without recursion; stops past ``stop``."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:

@@ -88,8 +88,7 @@ def check(name: str) -> str:
 
 
 def named(name: str) -> Profile:
-    """The profile ``name`` (of :func:`available`, or a ``.toml`` path); :class:`ProfileError` when it does not
-    parse or holds an unknown section."""
+    """The profile ``name`` (or a ``.toml`` path); :class:`ProfileError` when it does not parse or is unknown."""
     path = _path(check(name))
     try:
         sections = tomllib.loads(path.read_text(encoding="utf-8"))

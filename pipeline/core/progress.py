@@ -44,8 +44,7 @@ class Progress:
         self._begun = self._finished = False
 
     def begin(self) -> None:
-        """The phase's work starts now (it was set up earlier): rate and ETA count from here. Only the first call
-        counts."""
+        """The phase's work starts now (set up earlier): rate and ETA count from here; only the first call counts."""
         if not self._begun:
             self._begun = True
             self.started = self._last = self.clock()

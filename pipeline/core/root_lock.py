@@ -37,8 +37,7 @@ def process_alive(pid: int, start: int | None, host: str | None = None) -> bool:
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a data root: process ``pid`` (started at ``start`` clock ticks, on ``host``), since ``started``
-    (UTC, ISO 8601)."""
+    """Who holds a data root: process ``pid`` (started at ``start`` ticks, on ``host``), since ``started`` (UTC)."""
 
     pid: int
     start: int | None

@@ -22,8 +22,7 @@ _DECLARED: dict[str, dict[str, None]] = {"source": {}, "adapter": {}}
 
 
 def declare(column: str, value: str) -> None:
-    """Add ``value`` to the closed set of ``column`` (``source`` / ``adapter``: the environment registry, as it
-    registers a source)."""
+    """Add ``value`` to the closed set of ``column`` (the environment registry, as it registers a source)."""
     _DECLARED[column][value] = None
 
 

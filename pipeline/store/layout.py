@@ -312,8 +312,7 @@ class DataLayout:
         return self.trajectories_dir / f"{name}.parquet"
 
     def _collection_files(self, whole: str, prefix: str) -> list[str]:
-        """The existing files of one collection table: the unpartitioned one, then every partition's (a
-        partition-scoped layout: its own)."""
+        """The existing files of one collection table: the unpartitioned one, then every partition's (or its own)."""
         if self.partition is not None:
             own = self._collection_file(whole, prefix)
             return [str(own)] if own.exists() else []

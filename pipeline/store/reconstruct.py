@@ -1,5 +1,4 @@
-"""Rebuild full states from initial state + Δs, and verify them against the recorded hashes (:func:`replay`, the
-one Δ replay of the project)."""
+"""Rebuild full states from initial state + Δs and verify them against the recorded hashes (the one Δ replay)."""
 
 from __future__ import annotations
 

@@ -138,8 +138,7 @@ COLUMN_DOCS: Described = Described(
 
 
 def sample_schema(axes: Axes = AXES) -> pa.Schema:
-    """A split's samples: the step's columns, its place and stratum, the rebuilt states, the tool's code and the
-    label of every axis."""
+    """A split's samples: the step's columns, place, stratum, rebuilt states, tool code and every axis' label."""
     step = STEPS.field
     return pa.schema(
         [

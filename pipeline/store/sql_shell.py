@@ -36,8 +36,7 @@ TABLES = (
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> int:
-    """Run ``sql`` and print the last statement's result as a table (up to ``MAX_ROWS``); 1 with the error on
-    stderr."""
+    """Run ``sql`` and print the last statement's result as a table (up to ``MAX_ROWS``); 1 with the error on stderr."""
     try:
         result = con.sql(sql)
         if result is None:  # a statement with no result (SET, CREATE TEMP TABLE, ...)
@@ -108,8 +107,7 @@ def _duckdb_cli() -> str | None:
 
 
 def command(data_root: Path) -> str:
-    """The command that opens ``data_root``'s SQL, as the summary prints it (``--data-root`` for a root not the
-    default)."""
+    """The command that opens ``data_root``'s SQL, as the summary prints it (``--data-root`` unless default)."""
     root = resolve_root(data_root)
     default = root == resolve_root(default_data_root())
     return "./forge sql" if default else f"./forge sql --data-root {shlex.quote(str(root))}"

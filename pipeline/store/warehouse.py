@@ -222,8 +222,7 @@ def register_splits(
 
 
 def _register_manifest_rows(con: duckdb.DuckDBPyConnection, layout: DataLayout, table: tables.TableOfRecord) -> None:
-    """Create the table (or bring it up to date) and insert the rows of every version of its split kind that it
-    does not hold yet."""
+    """Ensure the table and insert the rows of every version of its split kind that it does not hold yet."""
     source = table.from_manifests
     assert source is not None
     store = SplitStore(layout, source.kind)
