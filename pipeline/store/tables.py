@@ -101,6 +101,42 @@ def _step(name: str) -> tuple[str, pa.DataType]:
 
 _RESTATED_STEP = ["task_id", "env_id", "source", "adapter", "step_index", "turn", "tool", "arguments_json"]
 
+
+def duckdb_table(
+    name: str,
+    description: str,
+    sql_columns: Mapping[str, str],
+    key: tuple[str, ...] = (),
+    columns: Mapping[str, str] | None = None,
+    from_manifests: ManifestRows | None = None,
+) -> TableOfRecord:
+    """The declaration of a table kept inside ``envsim.duckdb``."""
+    return TableOfRecord(
+        name,
+        (),
+        description,
+        columns=columns or {},
+        storage=DUCKDB,
+        sql_columns=dict(sql_columns),
+        key=key,
+        from_manifests=from_manifests,
+    )
+
+
+def derived_view(
+    name: str, description: str, family: bool = False, columns: Mapping[str, str] | None = None
+) -> TableOfRecord:
+    """The declaration of a view a stage derives from the other tables (``family``: one per key, ``<name>_<key>``)."""
+    return TableOfRecord(name, (), description, columns=columns or {}, storage=DERIVED, family=family)
+
+
+#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version)
+MEMBER_COLUMNS = (
+    *("position", "stratum", "step_id", "trajectory_id", "task_id", "env_id", "tool"),
+    *AXES.stored_columns,
+    "sample_hash",
+)
+
 for _table in (
     TableOfRecord(
         "steps",
@@ -292,46 +328,6 @@ for _table in (
         "s.step_index, s.tool, s.outcome, s.delta_size, s.reward, s.fm, s.cm, s.drift_before, s.drift "
         f"FROM read_json({{files}}, {_SERVED_READ}) e, unnest(e.steps) AS t(s)",
     ),
-):
-    TABLES.register(_table)
-
-
-def duckdb_table(
-    name: str,
-    description: str,
-    sql_columns: Mapping[str, str],
-    key: tuple[str, ...] = (),
-    columns: Mapping[str, str] | None = None,
-    from_manifests: ManifestRows | None = None,
-) -> TableOfRecord:
-    """The declaration of a table kept inside ``envsim.duckdb``."""
-    return TableOfRecord(
-        name,
-        (),
-        description,
-        columns=columns or {},
-        storage=DUCKDB,
-        sql_columns=dict(sql_columns),
-        key=key,
-        from_manifests=from_manifests,
-    )
-
-
-def derived_view(
-    name: str, description: str, family: bool = False, columns: Mapping[str, str] | None = None
-) -> TableOfRecord:
-    """The declaration of a view a stage derives from the other tables (``family``: one per key, ``<name>_<key>``)."""
-    return TableOfRecord(name, (), description, columns=columns or {}, storage=DERIVED, family=family)
-
-
-#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version)
-MEMBER_COLUMNS = (
-    *("position", "stratum", "step_id", "trajectory_id", "task_id", "env_id", "tool"),
-    *AXES.stored_columns,
-    "sample_hash",
-)
-
-for _table in (
     duckdb_table(
         "split_versions",
         "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions kept: seed, "
