@@ -1,22 +1,17 @@
 """The stratification axes as data (docs/definitions.md §5): one :class:`Axis` record per axis, and
-:data:`AXES`, the axes in force — outcome, |Δ| and argument count. The strata table's axis columns, the sample
-and ``split_members`` columns, the evaluation breakdowns, the step table's quality expectations and the label
-columns' descriptions are all generated from the records; every function that works on the axes takes them as an
-argument (default :data:`AXES`), and adding one is ``with_axis(Axis(...))`` (docs/extending.md "Add a
-stratification axis": the record's fields, where each is used).
+:data:`AXES`, the axes in force (outcome, |Δ|, argument count), from which every axis column, breakdown,
+expectation and description is generated; adding one is ``with_axis(Axis(...))`` (docs/extending.md).
 
-Rules are generic over columns: a :class:`When` holds one condition per column (:class:`OneOf` a closed set,
-:class:`Range` an inclusive integer range), a :class:`Rule` gives a label where its ``When`` holds, and
-:class:`Rules` (first match wins) generate *both* the Python labelling and the SQL ``CASE``. A step's axis values
-are a mapping keyed by column (a step record is one); :func:`axis_values` also accepts them positionally, in the
-order of :data:`AXES`.
+A :class:`When` holds one condition per column (:class:`OneOf` a closed set, :class:`Range` an inclusive integer
+range), a :class:`Rule` gives a label where its ``When`` holds, and :class:`Rules` (first match wins) generate both
+the Python labelling and the SQL ``CASE``.
 """
 
 from __future__ import annotations
 
 import itertools
 import string
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +30,7 @@ def quote(text: str) -> str:
 
 @dataclass(frozen=True)
 class Range:
-    """``lo <= value <= hi`` (``hi`` None: unbounded). A lower bound of 0 is no bound (axis values are
-    never negative) unless the range is one value."""
+    """``lo <= value <= hi`` (``hi`` None: unbounded); a lower bound of 0 is no bound unless the range is one value."""
 
     lo: int = 0
     hi: int | None = None
@@ -102,8 +96,7 @@ class When:
 
 @dataclass(frozen=True)
 class Rule:
-    """``label`` for a step that matches ``when``: a text that may hold ``{column}`` placeholders
-    (``"{args_count}"``), or None (the step has no label)."""
+    """``label`` for a step that matches ``when``: a text that may hold ``{column}`` placeholders, or None."""
 
     label: str | None
     when: When = When()
@@ -126,8 +119,7 @@ class Rule:
 
 
 def axis_values(*positional: Any, **named: Any) -> Mapping[str, Any]:
-    """A step's axis values keyed by column, from one mapping (a step record: used as it is), values in the
-    order of :data:`AXES`' columns (``outcome, delta_size, args_count``), and/or keywords."""
+    """A step's axis values keyed by column: one mapping (used as it is), values in :data:`AXES`' order, keywords."""
     if len(positional) == 1 and isinstance(positional[0], Mapping):
         return {**positional[0], **named} if named else positional[0]
     columns = AXES.columns
@@ -155,8 +147,7 @@ class Rules:
         return tuple(dict.fromkeys(r.label for r in self.rules if r.label is not None and "{" not in r.label))
 
     def points(self, column: str) -> tuple[int, ...]:
-        """Integer values of ``column`` that meet every label the rules give on it: 0, each range's bounds
-        and the value past the largest bound (the rules' ranges are constant between these)."""
+        """Integer values of ``column`` that meet every label the rules give on it: 0 to past the largest bound."""
         bounds = {0}
         for rule in self.rules:
             for name, condition in rule.when.conditions:
@@ -194,11 +185,8 @@ class Rules:
 
 # -- buckets ---------------------------------------------------------------------------------------------
 
-#: |Δ| buckets, in order: (role, largest |Δ| in the bucket); the last one is unbounded.
-#: The only place the thresholds are written. A role names what the bucket feeds (the benchmark group
-#: or Balance2 group of the same word); the bucket's *label* — what ``delta_bucket`` columns hold — is
-#: its |Δ| range (``0``, ``1-2``, ``3-6``, ``7-12``, ``13+``), so a bucket label is never a cell or
-#: group name (one vocabulary: docs/definitions.md §5).
+#: |Δ| buckets, in order: (role, largest |Δ| in the bucket; the last unbounded), the only place the thresholds
+#: are written. A role names the group the bucket feeds; its label (``delta_bucket``) is its range (``1-2``).
 DELTA_BUCKETS: tuple[tuple[str, int | None], ...] = (
     ("none", 0),
     ("simple", 2),
@@ -245,8 +233,7 @@ def grouped_rules(column: str, grouped_from: int) -> Rules:
 
 @dataclass(frozen=True)
 class Axis:
-    """One stratification axis: its value column and how it is read, its label (bucket) column and rules,
-    how evaluation breaks down by it and what the quality suite expects of it."""
+    """One stratification axis: its value column, its label column and rules, its breakdowns and expectations."""
 
     #: the axis' name (``eval_by_<name>`` / ``rollout_by_<name>`` views)
     name: str
@@ -254,22 +241,19 @@ class Axis:
     column: str
     #: the value's DuckDB type
     sql_type: str
-    #: SQL computing the value from a step row (or an evaluation result row), for an axis the step table does
-    #: not store; None: the value is the stored ``column``
+    #: SQL computing the value from a step (or evaluation result) row; None: the value is the stored ``column``
     value_sql: str | None = None
     #: the value from a step record (a mapping of step columns); None: ``record[column]``
     extract: Callable[[Mapping[str, Any]], Any] | None = field(default=None, compare=False)
     #: the label (bucket) column and the rules that give it from the axis values; None: the value is the label
     label: str | None = None
     rules: Rules | None = None
-    #: the label column's meaning (column comments, dataset card); the glossary
-    #: (:mod:`pipeline.store.glossary`) appends the labels the rules give (:meth:`Axis.label_values`)
+    #: the label column's meaning (comments, dataset card); the glossary appends the labels the rules give
     label_doc: str | None = None
     #: quality expectations on the step table: the closed set of values, the smallest value
     values: tuple[str, ...] | None = None
     min_value: int | None = None
-    #: evaluation breaks down by the value (an ``eval_by_<name>`` view) / by the label (``breakdown()``,
-    #: the ``eval_results_strata`` view, the ``rollout_by_<name>`` view where rollouts record it)
+    #: evaluation breaks down by the value (``eval_by_<name>``) / by the label (``eval_results_strata``)
     by_value: bool = False
     by_label: bool = False
 
@@ -300,8 +284,7 @@ class Axis:
         )
 
     def label_values(self) -> tuple[str, ...] | None:
-        """The closed set of labels the label column holds (the rules over every axis value), or None
-        without a label column."""
+        """The closed set of labels the label column holds, or None without a label column."""
         return None if self.rules is None else self.rules.label_values({OUTCOME_COLUMN: OUTCOMES})
 
     def label_sql(self) -> str:
@@ -321,9 +304,6 @@ class Axes(tuple):
             if len(set(names)) != len(names):
                 raise ValueError(f"axis {kind}s must be unique: {sorted({n for n in names if names.count(n) > 1})}")
         return out
-
-    def __iter__(self) -> Iterator[Axis]:
-        return super().__iter__()
 
     def __getitem__(self, key: Any) -> Any:  # by position, slice or name
         if isinstance(key, str):
@@ -362,8 +342,7 @@ class Axes(tuple):
         return {a.label: a.label_of(values) for a in self if a.label}
 
     def relation(self, source: str) -> str:
-        """``source`` (a table expression) with the computed axis values added as columns; ``source`` itself
-        when every axis is stored."""
+        """``source`` (a table expression) with the computed axis values added as columns, if any."""
         derived = [f"{a.value_sql} AS {a.column}" for a in self if not a.stored]
         return f"(SELECT *, {', '.join(derived)} FROM {source})" if derived else source
 

@@ -1,12 +1,7 @@
-"""Depth and size bounds for everything an endpoint sends back (answers, feedback strings, change
-paths), so that parsing and scoring never recurse without bound: a value nested deeper than
-:data:`MAX_DEPTH` levels, or a change path of more than :data:`MAX_PATH_PARTS` parts, is refused with a
-reason instead of raising ``RecursionError`` (or allocating a 500 000-level dict) somewhere below.
-
-Two layers: :func:`bracket_depth` is a cheap, conservative scan of the text (every ``[`` / ``{`` /
-``(`` counts, whether inside a string or not, so it never under-counts an unbalanced prefix), and
-:func:`loads` parses with the ``RecursionError`` of ``json`` turned into :class:`TooDeep` and checks
-the depth of what it parsed (:func:`value_depth`, iterative)."""
+"""Depth and size bounds for everything an endpoint sends back, so that parsing and scoring never recurse without
+bound: a value nested deeper than :data:`MAX_DEPTH` levels, or a change path of more than :data:`MAX_PATH_PARTS`
+parts, is refused with a reason instead of a ``RecursionError`` somewhere below. :func:`bracket_depth` is a cheap,
+conservative scan of the text; :func:`loads` parses and checks the depth of what it parsed."""
 
 from __future__ import annotations
 
@@ -55,10 +50,8 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def json_too_deep(text: str, limit: int) -> bool:
-    """A JSON text nests deeper than ``limit`` (a scalar is 0, ``[]`` is 1) — decided before anything
-    recurses into it, at C speed for the usual text: fewer brackets than ``limit`` cannot nest that deep;
-    else the running depth over the brackets (strings not skipped, so an upper bound); only a text whose
-    strings hold many brackets gets the exact, iterative check of what it parses to."""
+    """A JSON text nests deeper than ``limit`` (a scalar is 0, ``[]`` is 1), decided before anything recurses into
+    it: the bracket count, then the running depth over the brackets (an upper bound), then the exact check."""
     if text.count("[") + text.count("{") <= limit:
         return False
     brackets = _NOT_JSON_BRACKET.sub("", text)
@@ -74,8 +67,7 @@ def json_too_deep(text: str, limit: int) -> bool:
 
 
 def value_depth(value: Any, stop: int = MAX_DEPTH) -> int:
-    """Nesting depth of a parsed value (a scalar is 0, ``[]`` is 1), computed without recursion;
-    stops once past ``stop``."""
+    """Nesting depth of a parsed value (a scalar is 0, ``[]`` is 1), without recursion; stops past ``stop``."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:

@@ -1,26 +1,14 @@
-"""Canonical state snapshots (docs/definitions.md §4.1).
+"""Canonical state snapshots (docs/definitions.md §4.1): plain JSON, deterministic and acyclic, keys in the
+environment's own order (:func:`stored_json`) and hashed over the sorted form (:func:`canonical_json`).
 
-A canonical snapshot is plain JSON (dict/list/str/int/float/bool/None), deterministic and
-acyclic. Its keys keep the order the environment's mappings hold them in (a tool that lists a dict answers in
-that order, so the stored state shows it: :func:`stored_json`); equal states hash alike whatever their key order,
-because the hash is taken over the sorted form (:func:`canonical_json`, :func:`state_hash`):
-
-* dict keys become strings; a non-string key whose ``str()`` clashes with another key of the
-  same dict is tagged with its type (``"<int>1"``) instead of silently merging;
-* an Enum member — whatever it mixes in (``str``, ``int``, ``Flag``) — is its ``value``, as a value and as a key;
-* sets/frozensets become sorted lists; tuples become lists;
-* datetimes/dates/times become ISO strings; ``Decimal``/mpmath numbers, non-finite floats and
-  integers beyond 2**53 are encoded explicitly as ``{"$decimal"|"$float"|"$int": "<text>"}``;
-* ``deque``s become lists, like tuples;
-* objects become dicts of their public attributes (names not starting with ``_``);
-* objects whose attributes are process machinery rather than state — locks, conditions, semaphores,
-  events, barriers, queues, loggers, logging handlers, modules — become ``{"$type": <public type name>,
-  ...}`` with only their stable, meaningful fields (:data:`BY_TYPE`: a queue's ``maxsize`` and ``items``, a
-  logger's ``name`` and ``level``, an event's ``set``…), matched on the class or any base class;
-* anything else (no attributes: generators, builtin methods, C objects) is ``{"$repr": repr(v)}`` with every
-  memory address (``" at 0x7f…"``) removed (:func:`without_addresses`): the canonical form never holds one;
-* a reference back to an enclosing container/object (a cycle, e.g. ``Directory.parent``) is cut:
-  dropped from object attributes, replaced by ``{"$cycle": true}`` inside containers.
+* dict keys become strings; a non-string key whose ``str()`` clashes with another key is tagged with its type
+  (``"<int>1"``); an Enum member is its ``value``, as a value and as a key;
+* sets become sorted lists, tuples and deques lists, datetimes ISO strings; ``Decimal``/mpmath numbers,
+  non-finite floats and integers beyond 2**53 are ``{"$decimal"|"$float"|"$int": "<text>"}``;
+* objects become dicts of their public attributes; process machinery (:data:`BY_TYPE`) becomes
+  ``{"$type": <public type name>, ...}`` with its stable fields; anything else is ``{"$repr": repr(v)}`` without
+  memory addresses (:func:`without_addresses`);
+* a cycle is cut: dropped from object attributes, ``{"$cycle": true}`` inside containers.
 """
 
 from __future__ import annotations
@@ -95,7 +83,7 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
         return _canon(value.value, active, depth + 1)
     if kind == "scalar":  # a subclass of str/bool/int/float: the plain value
         return _canon(how(value), active, depth)
-    if kind == "text":  # datetimes, Decimals, bytes, complex numbers: how they are written
+    if kind == "text":  # datetimes, Decimals, bytes, complex and number-like values: how they are written
         return how(value)
     if _on(value, active):
         return {"$cycle": True}
@@ -108,8 +96,6 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
         if kind == "set":
             items = [_canon(v, active, depth + 1) for v in value]
             return sorted(items, key=canonical_json)
-        if kind == "number":
-            return {"$decimal": str(value)}
         if kind == "typed":
             return _canon_mapping(_typed_fields(value, *how), active, depth)
         attrs = object_state(value)
@@ -125,20 +111,8 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
         active.pop()
 
 
-def _isoformat(value: Any) -> str:
-    return value.isoformat()
-
-
 def _decimal(value: Any) -> dict[str, str]:
     return {"$decimal": str(value)}
-
-
-def _bytes(value: Any) -> dict[str, str]:
-    return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
-
-
-def _complex(value: Any) -> dict[str, str]:
-    return {"$complex": repr(value)}
 
 
 #: how each type other than the exact JSON ones is written, decided once per type (``(kind, how)``; see
@@ -164,10 +138,10 @@ def _classify(t: type) -> tuple[str, Any]:
         if issubclass(t, base):
             return "scalar", base
     for bases, write in (
-        ((_dt.datetime, _dt.date, _dt.time), _isoformat),
+        ((_dt.datetime, _dt.date, _dt.time), lambda v: v.isoformat()),
         (Decimal, _decimal),
-        ((bytes, bytearray), _bytes),
-        (complex, _complex),
+        ((bytes, bytearray), lambda v: {"$bytes": base64.b64encode(bytes(v)).decode("ascii")}),
+        (complex, lambda v: {"$complex": repr(v)}),
     ):
         if issubclass(t, bases):
             return "text", write
@@ -177,20 +151,16 @@ def _classify(t: type) -> tuple[str, Any]:
         return "seq", None
     if issubclass(t, (set, frozenset)):
         return "set", None
-    if _is_number_like(t):
-        return "number", None
+    if _is_number_like(t):  # written like a Decimal
+        return "text", _decimal
     by_type = _by_type(t)
     if by_type is not None:
         return "typed", by_type
     return "object", None
 
 
-# -- objects canonicalised by type -----------------------------------------------------------------
-#
-# Their attributes are process machinery (a queue's mutex and conditions, a logger's manager and the
-# process-wide logger tree, a handler's stream and lock): walked as plain objects they end in reprs with memory
-# addresses, or in state that belongs to the process rather than the environment. Each is named by its public
-# type and keeps only the fields an environment means by it.
+# -- objects canonicalised by type: their attributes are process machinery (mutexes, the logger tree, streams),
+# so each is named by its public type and keeps only the fields an environment means by it.
 
 Fields = Callable[[Any], dict[str, Any]]
 
@@ -291,15 +261,11 @@ def _canon_mapping(mapping: Any, active: _Active, depth: int) -> dict[str, Any]:
 def _key_text(key: Any) -> str:
     if isinstance(key, enum.Enum):  # whatever it mixes in (str, int, Flag): the key is its value
         key = key.value
-    if isinstance(key, str):
-        return str(key)
     if isinstance(key, (_dt.datetime, _dt.date, _dt.time)):
         return key.isoformat()
     if isinstance(key, tuple):
         return json.dumps(canonicalize(list(key)), separators=(",", ":"), ensure_ascii=False)
-    if isinstance(key, bool):
-        return str(key)
-    if isinstance(key, int):
+    if isinstance(key, int) and not isinstance(key, bool):
         return str(int(key))
     return str(key)
 
@@ -315,11 +281,9 @@ def _is_number_like(t: type) -> bool:
 
 
 def object_state(value: Any) -> dict[str, Any] | None:
-    """An object's own state: what a ``__getstate__`` written in Python returns (a dict, or the ``(dict, slots)``
-    pair of a slotted class), else its ``__dict__`` together with every ``__slots__`` entry along its MRO that is
-    set (a ``@dataclass(slots=True)``'s fields among them); None when it has neither. The one reader of an
-    object's attributes (the environment's own state and every object inside it). It may be the object's own
-    ``__dict__``: read it, do not change it."""
+    """An object's own state: what a ``__getstate__`` written in Python returns, else its ``__dict__`` with every
+    set ``__slots__`` entry along its MRO; None when it has neither. It may be the object's own ``__dict__``: read
+    it, do not change it."""
     getstate, slots = _reader(type(value))
     if getstate is not None:
         state = _state_mapping(getstate(value))
@@ -338,9 +302,8 @@ def object_state(value: Any) -> dict[str, Any] | None:
 
 
 def _state_mapping(state: Any) -> dict[str, Any] | None:
-    """``__getstate__``'s value as one mapping (its slots part over its dict part), or None when it is neither. A
-    mapping that carries the instance's ``__dict__`` under that key (pydantic's models: ``{"__dict__": fields,
-    "__pydantic_extra__": …}``) is that dict, with the mapping's own keys that are not dunders."""
+    """``__getstate__``'s value as one mapping (its slots part over its dict part), or None. A mapping carrying
+    ``__dict__`` (pydantic's models) is that dict plus the mapping's own non-dunder keys."""
     if isinstance(state, tuple) and len(state) == 2 and all(p is None or isinstance(p, dict) for p in state):
         return {**(state[0] or {}), **(state[1] or {})}
     if isinstance(state, dict) and isinstance(state.get("__dict__"), dict):
@@ -353,8 +316,7 @@ _READERS: dict[type, tuple[Callable[[Any], Any] | None, list[str]]] = {}
 
 
 def _reader(cls: type) -> tuple[Callable[[Any], Any] | None, list[str]]:
-    """How an object of ``cls`` is read, found once per class: its ``__getstate__`` when written in Python, and
-    its slot names."""
+    """How an object of ``cls`` is read (once per class): its Python ``__getstate__``, and its slot names."""
     found = _READERS.get(cls)
     if found is None:
         if len(_READERS) >= _MAX_KINDS:
@@ -413,11 +375,10 @@ def text_hash(canonical_text: str) -> str:
 
 
 class CanonicalTextCache:
-    """``canonical_json`` (``ordered``: :func:`stored_json`) for a sequence of states that share structure (the
-    states a Δ replay produces: unchanged subtrees are the same objects). Dicts above depth ``levels`` are composed
-    from their children's texts, dicts at depth ``levels`` go to the C encoder whole; both are
-    remembered by object identity, so after a Δ only the dicts on changed paths are serialised
-    again. The states must not be mutated while the cache is alive; use one cache per trajectory."""
+    """``canonical_json`` (``ordered``: :func:`stored_json`) for states that share structure (a Δ replay's). Dicts
+    above depth ``levels`` are composed from their children's texts, those at ``levels`` encoded whole; both are
+    remembered by identity, so after a Δ only changed paths are serialised again. Do not mutate the states while
+    the cache lives; one cache per trajectory."""
 
     def __init__(self, levels: int = 2, ordered: bool = False) -> None:
         self.levels = levels
@@ -441,9 +402,8 @@ class CanonicalTextCache:
         return text
 
     def parse(self, text: str) -> JSONValue:
-        """``json.loads`` of a text in the cache's form (canonical, or stored when ``ordered``) that also remembers
-        the texts of the dicts the cache tracks (they are slices of ``text``), so the first state of a replay costs
-        no serialisation."""
+        """``json.loads`` of a text in the cache's form that also remembers the tracked dicts' texts (slices of
+        ``text``), so the first state of a replay costs no serialisation."""
         value, end = self._parse(text, 0, 0)
         if end != len(text):
             raise ValueError("trailing data after the canonical JSON value")
@@ -477,10 +437,9 @@ _key_json = json.encoder.encode_basestring  # type: ignore[attr-defined]  # what
 
 
 class _PlainPickler(pickle.Pickler):
-    """A pickler of plain data only: exact dicts, lists, tuples, sets, strings, numbers, bytes, booleans and None
-    (the C pickler writes those without asking :meth:`reducer_override`); any other object (an Enum, a logger, a
-    class instance) raises, as its pickle need not hold what its canonical form reads (a logger pickles as its
-    name alone, not its level)."""
+    """A pickler of plain data only (exact builtin containers and scalars, which the C pickler writes without
+    asking :meth:`reducer_override`); any other object raises, as its pickle need not hold what its canonical form
+    reads (a logger pickles as its name alone)."""
 
     def reducer_override(self, obj: Any) -> Any:
         raise pickle.PicklingError(type(obj).__qualname__)
@@ -494,14 +453,11 @@ def plain_pickle(value: Any) -> bytes:
 
 
 class Snapshots:
-    """:func:`canonicalize` and :func:`stored_json` of the successive states of one environment instance (one
-    trajectory), given as the mapping of its attributes: the same value and text, computed again only for what
-    changed. Each attribute, and each entry of an attribute that is a dict, when it is plain data, is fingerprinted
-    by its pickle (C speed, about a tenth of canonicalising it); one whose pickle is byte-identical to the last one
-    at the same place keeps its canonical form and text. Equal pickles of plain data are equal structures of equal
-    values (a set's order, a dict's key order, a float's sign and a tuple's type included), so the canonical form is
-    the same; anything else (an object of any class, which pickles however its class says) is canonicalised every
-    time."""
+    """:func:`canonicalize` and :func:`stored_json` of one environment instance's successive states (its attribute
+    mapping), computed again only for what changed. Each attribute (and each entry of a dict attribute) that is
+    plain data is fingerprinted by its pickle (a tenth of canonicalising it); a byte-identical pickle at the same
+    place keeps its canonical form and text, since equal pickles of plain data are equal structures of equal values.
+    Anything else is canonicalised every time."""
 
     def __init__(self, levels: int = 2) -> None:
         self.levels = levels

@@ -1,9 +1,5 @@
-"""Decontamination of an SFT mixture against a benchmark (docs/definitions.md §5): the named rules, the
-default first. Each rule is a *key* column no mixture step may share with the benchmark and a *sample
-identity* no mixture step may share with it (its settings: the fields of :class:`Decontamination`); the
-mixture (:mod:`pipeline.select.selection`), the curriculum mixture and the overlap check
-(:mod:`pipeline.quality.suites`) all take them from the registry :data:`DECONTAMINATION`, which an installed
-plugin extends with an ``envsim_forge.decontamination`` entry point (a ``Decontamination`` value)."""
+"""Decontamination of an SFT mixture against a benchmark (docs/definitions.md §5): the named rules of the
+:data:`DECONTAMINATION` registry (plugins: ``envsim_forge.decontamination`` entry points), the default first."""
 
 from __future__ import annotations
 
@@ -24,9 +20,8 @@ class Decontamination:
     identity_label: str
 
     def conditions(self, bench_samples: str) -> list[tuple[str, str]]:
-        """``(name, SQL condition)`` per rule over the strata table, against the benchmark samples file:
-        the key rule first, then the sample identity rule (the order
-        :func:`pipeline.select.selection.select_strata` counts them in)."""
+        """``(name, SQL condition)`` per rule over the strata table, against the benchmark samples file: the key
+        rule first, then the sample identity rule (the order ``select_strata`` counts them in)."""
         ident = " || '|' || ".join(self.identity)
         rel = f"read_parquet('{bench_samples}')"
         return [
@@ -39,11 +34,9 @@ class Decontamination:
         return "".join(f" AND NOT coalesce(({cond}), false)" for _, cond in self.conditions(bench_samples))
 
 
-#: the decontamination rules by name, the default first. ``trajectory``: no step of a benchmark trajectory
-#: (episode) and no benchmark (env, s_t, tool, arguments) — for replayed tasks (one task, one trajectory) the
-#: same steps as ``task_id``; exploration episodes share their scenario's task id, so ``task_id`` would remove
-#: every episode of every scenario the benchmark touched. ``task_id`` (same task / scenario) and ``env_id``
-#: (same environment) are the stricter options; they also keep out any benchmark (s_t, tool, arguments).
+#: the decontamination rules by name, the default first: ``trajectory`` (no step of a benchmark episode, no benchmark
+#: (env, s_t, a_t)), not ``task_id``, since exploration episodes share their scenario's task id; ``task_id`` and
+#: ``env_id`` are the stricter options.
 DECONTAMINATION: Registry[Decontamination] = Registry(
     "decontamination rule", "envsim_forge.decontamination", check=lambda entry: isinstance(entry, Decontamination)
 )

@@ -1,13 +1,6 @@
-"""State delta Δ = diff(s_t, s'_t) and its inverse ``apply`` (docs/definitions.md §4.2).
-
-Δ is a list of records ``{"op", "path", "before", "after"}`` over canonical states:
-
-* dicts present on both sides are recursed into;
-* a key only in ``s'_t`` is one ``add``; a key only in ``s_t`` is one ``remove``;
-* any other differing value (scalar, list, type change) is one ``replace``.
-
-``path`` is a list of dict keys, so keys containing dots stay unambiguous; ``display_path``
-gives the dotted form for humans only. ``|Δ|`` is ``len(Δ)``.
+"""State delta Δ = diff(s_t, s'_t) and its inverse ``apply`` (docs/definitions.md §4.2): records ``{"op", "path",
+"before", "after"}``, recursing into dicts on both sides; a key only in ``s'_t`` is an ``add``, only in ``s_t`` a
+``remove``, any other differing value a ``replace``. ``path`` is a list of keys; ``|Δ|`` is ``len(Δ)``.
 """
 
 from __future__ import annotations
@@ -52,10 +45,8 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _strict_same(a: Any, b: Any) -> bool:
-    """Equal as canonical JSON (``1``, ``1.0`` and ``true`` differ): Python's ``==`` first, at C speed, which
-    equal values always pass; then, for the int/float/bool cases ``==`` conflates, their ``marshal`` bytes (which
-    spell each value's type, so equal bytes are equal JSON; 8× cheaper than the texts) and, where those differ
-    (keys in another order), the texts."""
+    """Equal as canonical JSON (``1``, ``1.0`` and ``true`` differ): Python's ``==`` first (C speed), then their
+    ``marshal`` bytes (which spell each value's type; 8× cheaper than the texts), then the texts."""
     if a is b:
         return True
     try:
@@ -98,13 +89,9 @@ def _deep_equal(a: Any, b: Any) -> bool:
 
 
 def apply(delta: Iterable[DeltaRecord], state: Any) -> Any:
-    """Apply Δ to ``state`` and return the new state; raises ``DeltaError`` on mismatch.
-
-    ``state`` is never modified. The result shares every subtree Δ does not touch with ``state``
-    (only the dicts on changed paths are copied), so replaying a trajectory costs O(|Δ| · depth)
-    per step instead of a deep copy; treat both as immutable afterwards. Record values are used
-    as they are (decoded JSON is fresh anyway).
-    """
+    """Apply Δ to ``state`` (never modified) and return the new state; raises ``DeltaError`` on mismatch. The
+    result shares every untouched subtree with ``state`` (only dicts on changed paths are copied), so a replay
+    step costs O(|Δ| · depth); treat both as immutable afterwards."""
     result = state
     copied: set[int] = set()  # ids of dicts already copied for this Δ (safe to change in place)
     for rec in delta:
@@ -143,20 +130,14 @@ def _apply_one(state: Any, rec: DeltaRecord, copied: set[int]) -> Any:
         parent[key] = child
         parent = child
     key = path[-1]
-    if op == ADD:
-        if key in parent:
-            raise DeltaError(f"add: {display_path(path)} already exists")
-        parent[key] = rec["after"]
-    elif op == REMOVE:
-        if key not in parent:
-            raise DeltaError(f"remove: {display_path(path)} not found")
-        del parent[key]
-    elif op == REPLACE:
-        if key not in parent:
-            raise DeltaError(f"replace: {display_path(path)} not found")
-        parent[key] = rec["after"]
-    else:
+    if op not in (ADD, REMOVE, REPLACE):
         raise DeltaError(f"unknown op {op!r}")
+    if (key in parent) == (op == ADD):  # an add needs a new key, a remove or replace an existing one
+        raise DeltaError(f"{op}: {display_path(path)} {'already exists' if op == ADD else 'not found'}")
+    if op == REMOVE:
+        del parent[key]
+    else:
+        parent[key] = rec["after"]
     return root
 
 

@@ -14,8 +14,7 @@ DESCRIPTION = "description"
 def setting(
     default: Any = dataclasses.MISSING, description: str = "", *, factory: Callable[[], Any] | Any = dataclasses.MISSING
 ) -> Any:
-    """A dataclass field with a default (or a default ``factory``; neither: a required field) and the
-    description the derived Dagster config shows."""
+    """A dataclass field with a default (or ``factory``; neither: required) and the derived config's description."""
     return dataclasses.field(default=default, default_factory=factory, metadata={DESCRIPTION: description})
 
 

@@ -1,26 +1,12 @@
 """Outcome and argument count of a step (docs/definitions.md §4.3).
 
 ``outcome ∈ {success, failure, error, sandbox_refused}``: ``sandbox_refused`` when the sandbox refused a syscall
-the call made and its result shows it (never a training label: the step is excluded like an error, and never a
-quarantine; :func:`pipeline.execution.seccomp.refused_syscall` names the syscall); ``error`` when the call raised
-(timed out, crashed); ``failure`` when the environment refused it in its own convention; else ``success``.
-Corpora refuse in different conventions, so the rule has two parts, both applied outside the sandbox to the
-step's *observation value* (:func:`observation_value`: the canonical return value; a text that holds a JSON or
-Python dict or list literal, as ``str(return value)`` does, is read as that value):
-
-* the **default rule** (:func:`reports_failure`) recognises the common conventions;
-* a corpus may **declare** its own (:class:`OutcomeRule`, written in its source config as
-  ``outcome_rule: {failure_if: [...], extends_default: true}``): a small declarative predicate over the
-  observation value, not code. :func:`parse_rule` validates it; a mistyped key is a one-line error
-  naming the key and the fix;
-* a declared rule may also name exception types that are the corpus's way of refusing
-  (``raises: [{type: ValueError, observation: "Error: {message}"}]``, :class:`RaiseRule`): such a call is a
-  ``failure`` whose observation is that text, as the corpus's own runner shows it to an agent.
-
-The rule a step was labeled with is recorded with it (the steps' ``outcome_rule`` column: :data:`DEFAULT_RULE_ID`
-or the declared rule's :attr:`OutcomeRule.id`), and the declared rule travels in the environment spec's
-options (:data:`RULE_OPTION`), so it is part of the trajectory's fingerprint: a change of rule is a new
-input that is labeled again.
+the call made (excluded like an error, never a quarantine); ``error`` when the call raised; ``failure`` when the
+environment refused it in its own convention; else ``success``. Both rules read the step's observation value
+(:func:`observation_value`): the **default rule** (:func:`reports_failure`) recognises the common conventions, and
+a corpus may **declare** its own (:class:`OutcomeRule`: ``outcome_rule: {failure_if: [...], extends_default:
+true, raises: [...]}``), validated by :func:`parse_rule`. The rule is recorded with each step (``outcome_rule``)
+and travels in the spec's options (:data:`RULE_OPTION`), so a changed rule is a new input, labeled again.
 """
 
 from __future__ import annotations
@@ -67,9 +53,8 @@ def is_error_text(value: Any) -> bool:
 
 
 def observation_value(value: Any) -> Any:
-    """What the rules look at: ``value`` itself, except a text holding a dict or list literal (JSON, else
-    a Python literal — EnvScaler-style observations are ``str(return value)``), which is that value in
-    canonical form (dict keys as text). Bounded: a long or deeply nested text stays text."""
+    """What the rules look at: ``value`` itself, except a text holding a dict or list literal (JSON, else a Python
+    literal, as ``str(return value)`` writes), which is that value in canonical form; a long or deep text stays text."""
     if not isinstance(value, str):
         return value
     text = value.strip()
@@ -105,21 +90,10 @@ def _dict_fails(tool: str, value: dict[str, Any]) -> bool:
 
 
 def reports_failure(tool: str, value: Any) -> bool:
-    """The default rule: whether an observation value reports a refusal in one of the common conventions.
-
-    An object (dict):
-
-    * a boolean ``success`` or ``ok`` decides: false is a failure, true a success (whatever else it holds);
-    * else ``status`` false, or a ``status`` text ``error`` / ``failed`` / ``failure`` / ``fail``
-      (case-insensitive) or one starting with ``Error``;
-    * else an ``error`` or ``errors`` key with a value: null, false, ``""``, ``[]`` and ``{}`` are no
-      error (``{"errors": []}`` reports that there were none);
-    * else a false ``*_status`` field (bfcl: ``login_status: False``) — except for read-only queries
-      (a tool named ``get_…``: ``get_login_status`` answers False without failing).
-
-    A non-empty list made only of failing objects and ``Error…`` texts; a text starting with ``Error``.
-    The value is read by :func:`observation_value` first (a ``str(dict)`` text is that dict).
-    """
+    """The default rule (docs/definitions.md §4.3): whether an observation value reports a refusal in one of the
+    common conventions: an object whose boolean ``success`` / ``ok`` is false, else whose ``status`` is false or a
+    failure text, else with a non-empty ``error`` / ``errors``, else with a false ``*_status`` (not for ``get_…``
+    tools); a non-empty list of failing objects and ``Error…`` texts; a text starting with ``Error``."""
     value = observation_value(value)
     if isinstance(value, dict):
         return _dict_fails(tool, value)
@@ -163,16 +137,18 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _unknown(where: str, key: Any, known: tuple[str, ...], fix: str) -> OutcomeRuleError:
-    close = difflib.get_close_matches(str(key), known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return OutcomeRuleError(f"{where}: unknown key {str(key)[:60]!r}{hint}: {fix}")
+def _no_unknown_keys(raw: Mapping, known: tuple[str, ...], where: str, fix: str) -> None:
+    """Raise for the first key of ``raw`` not in ``known``, with the closest known one and the fix."""
+    for key in raw:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise OutcomeRuleError(f"{where}: unknown key {str(key)[:60]!r}{hint}: {fix}")
 
 
 @dataclass(frozen=True)
 class Condition:
-    """One condition of ``failure_if``: ``op`` over the observation's ``key`` (an object's top-level key),
-    or over the observation text (``key`` None: ``text_starts_with``, ``text_contains``)."""
+    """One condition of ``failure_if``: ``op`` over the observation's top-level ``key``, or over its text (None)."""
 
     op: str
     operand: Any
@@ -205,11 +181,8 @@ def _condition(raw: Any, where: str) -> Condition:
             f"{where}: a condition is a mapping, not {type(raw).__name__} "
             f"{str(raw)[:60]!r}: write one of {_CONDITION_FORMS}"
         )
-    keys = list(raw)
-    for k in keys:
-        if k not in ("key", *_KEY_OPS, *_TEXT_OPS):
-            raise _unknown(where, k, ("key", *_KEY_OPS, *_TEXT_OPS), f"write one of {_CONDITION_FORMS}")
-    ops = [k for k in keys if k != "key"]
+    _no_unknown_keys(raw, ("key", *_KEY_OPS, *_TEXT_OPS), where, f"write one of {_CONDITION_FORMS}")
+    ops = [k for k in raw if k != "key"]
     if len(ops) != 1:
         raise OutcomeRuleError(
             f"{where}: {'no test' if not ops else 'more than one test (' + ', '.join(ops) + ')'} "
@@ -250,15 +223,14 @@ def _condition(raw: Any, where: str) -> Condition:
 
 @dataclass(frozen=True)
 class RaiseRule:
-    """Exception types (matched on the type's name) by which a corpus refuses a call, and the observation text
-    its runner shows for them: ``{message}`` and ``{type}`` are replaced by the exception's message and type."""
+    """Exception types (by name) by which a corpus refuses a call, and the observation text its runner shows for
+    them (``{message}`` and ``{type}`` replaced)."""
 
     types: tuple[str, ...]
     observation: str = DEFAULT_RAISE_OBSERVATION
 
     def text(self, error_type: str, message: str) -> str | None:
-        """The observation of a call that raised ``error_type`` with ``message``; None when this rule does not
-        name the type."""
+        """The observation of a call that raised ``error_type``; None when this rule does not name the type."""
         if error_type not in self.types:
             return None
         return self.observation.replace("{type}", error_type).replace("{message}", message)
@@ -277,10 +249,9 @@ def raises_rule_hint(error_type: str) -> str:
 
 @dataclass(frozen=True)
 class OutcomeRule:
-    """A corpus's declared outcome rule: a step whose observation value meets any ``failure_if`` condition
-    is a ``failure``; otherwise, with ``extends_default`` (the default), the default rule decides, and
-    without it the step is a ``success``. A call that raised is an ``error``, unless ``raises`` names its
-    exception type: then it is a ``failure`` with that rule's observation text (:meth:`refusal`)."""
+    """A corpus's declared outcome rule: an observation value meeting any ``failure_if`` condition is a ``failure``;
+    otherwise the default rule decides (``extends_default``) or it is a ``success``. A call that raised is an
+    ``error``, unless ``raises`` names its exception type (a ``failure``, :meth:`refusal`)."""
 
     failure_if: tuple[Condition, ...]
     extends_default: bool = True
@@ -298,8 +269,7 @@ class OutcomeRule:
         return canonical_json(doc)
 
     def refusal(self, error_type: str | None, message: str | None) -> str | None:
-        """The observation text of a call that raised ``error_type``, when the rule declares that raise a
-        refusal (a ``failure``); None when it stays an ``error``."""
+        """The observation text of a raise the rule declares a refusal (a ``failure``); None: it stays an ``error``."""
         if error_type is None:
             return None
         for rule in self.raises:
@@ -308,16 +278,12 @@ class OutcomeRule:
                 return text
         return None
 
-    def fails(self, value: Any) -> bool:
-        """Whether a declared condition holds for the observation value."""
-        value = observation_value(value)
-        return any(c.holds(value) for c in self.failure_if)
-
     def outcome(self, tool: str, raised: bool, value: Any, base: OutcomeFn = default_outcome) -> str:
         """The outcome under this rule; ``base`` is the default it extends (the adapter's rule)."""
         if raised:
             return ERROR
-        if self.fails(value):
+        observed = observation_value(value)
+        if any(c.holds(observed) for c in self.failure_if):
             return FAILURE
         return base(tool, raised, value) if self.extends_default else SUCCESS
 
@@ -330,14 +296,8 @@ def parse_rule(raw: Any, where: str = "outcome_rule") -> OutcomeRule:
             f"{where}: must be a mapping like {{failure_if: [{{key: status, equals: false}}], "
             f"extends_default: true}}, not {type(raw).__name__}"
         )
-    for k in raw:
-        if k not in _RULE_KEYS:
-            raise _unknown(
-                where,
-                k,
-                _RULE_KEYS,
-                "an outcome rule has failure_if (a list of conditions) and extends_default (true/false)",
-            )
+    fix = "an outcome rule has failure_if (a list of conditions) and extends_default (true/false)"
+    _no_unknown_keys(raw, _RULE_KEYS, where, fix)
     raises = _raise_rules(raw.get("raises"), f"{where}.raises")
     conditions = raw.get("failure_if", [] if raises else None)
     if not isinstance(conditions, (list, tuple)) or (not conditions and not raises):
@@ -366,15 +326,11 @@ def _raise_rules(raw: Any, where: str) -> tuple[RaiseRule, ...]:
         here = f"{where}[{i}]"
         if not isinstance(item, Mapping):
             raise OutcomeRuleError(f"{here}: a mapping {{type: <exception type>, observation: <text>}}, not {item!r}")
-        for k in item:
-            if k not in _RAISE_KEYS:
-                raise _unknown(here, k, _RAISE_KEYS, "a raise rule has type and observation")
+        _no_unknown_keys(item, _RAISE_KEYS, here, "a raise rule has type and observation")
         types = item.get("type")
         types = [types] if isinstance(types, str) else types
-        if (
-            not isinstance(types, (list, tuple))
-            or not types
-            or not all(isinstance(t, str) and t.isidentifier() for t in types)
+        if not (
+            isinstance(types, (list, tuple)) and types and all(isinstance(t, str) and t.isidentifier() for t in types)
         ):
             raise OutcomeRuleError(f"{here}.type: an exception type's name (ValueError) or a list of them")
         observation = item.get("observation", DEFAULT_RAISE_OBSERVATION)
@@ -396,8 +352,7 @@ def rule_of_id(rule_id: str) -> OutcomeRule:
 
 @dataclass(frozen=True)
 class Labeler:
-    """The outcome rule of one environment: its adapter's (``base``, the default rule for the adapters of
-    this project) and, when its corpus declares one, that rule on top. ``id`` is what the step records."""
+    """The outcome rule of one environment: its adapter's (``base``) and its corpus's declared one on top, if any."""
 
     base: OutcomeFn
     declared: OutcomeRule | None = None
@@ -412,13 +367,11 @@ class Labeler:
         return self.declared.outcome(tool, raised, value, self.base)
 
     def refusal(self, error_type: str | None, message: str | None) -> str | None:
-        """The observation of a raise the declared rule calls a refusal (:meth:`OutcomeRule.refusal`); None: an
-        error."""
+        """:meth:`OutcomeRule.refusal` of the declared rule; None without one."""
         return None if self.declared is None else self.declared.refusal(error_type, message)
 
 
 def labeler(base: OutcomeFn, options: Mapping[str, Any]) -> Labeler:
-    """The :class:`Labeler` of an environment whose spec options are ``options`` (a declared rule under
-    :data:`RULE_OPTION`)."""
+    """The :class:`Labeler` of an environment whose spec options are ``options`` (:data:`RULE_OPTION`)."""
     declared = options.get(RULE_OPTION)
     return Labeler(base, rule_of_id(declared) if isinstance(declared, str) else None)

@@ -1,7 +1,5 @@
-"""The processes a command started, found and ended by the command (Linux ``/proc``): :func:`descendants` (also
-those in sessions of their own, as the sandbox's workers and a model server are), :func:`end_descendants` (SIGTERM,
-then SIGKILL after a grace), and :func:`die_with_parent`, a ``preexec_fn`` so that a child started by a process that
-is then SIGKILLed gets a signal too (``PR_SET_PDEATHSIG``)."""
+"""The processes a command started, found (Linux ``/proc``, also those in sessions of their own) and ended by the
+command: SIGTERM, then SIGKILL after a grace; :func:`die_with_parent` signals a child whose parent was SIGKILLed."""
 
 from __future__ import annotations
 
@@ -11,6 +9,8 @@ import signal
 import time
 from contextlib import suppress
 from pathlib import Path
+
+from pipeline.core.root_lock import process_start
 
 _PR_SET_PDEATHSIG = 1
 
@@ -30,11 +30,7 @@ def descendants(pid: int) -> list[int]:
 
 def running(pid: int) -> bool:
     """Whether process ``pid`` exists and has not ended (a zombie nobody reaped yet has ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    return process_start(pid) is not None
 
 
 def end_descendants(grace_s: float = 3.0, pid: int | None = None) -> list[int]:

@@ -1,15 +1,7 @@
-"""Run profiles: one TOML file per profile holding every default it changes, per section
-(``pipeline/profiles/<name>.toml``; ``ENVSIM_PROFILE=small`` shrinks every default for demos, the UI
-end-to-end tests and quick looks; ``default`` changes nothing). A section is named after the resource
-whose defaults it changes — ``[sources.<source>]`` (a source's settings), ``[composition]`` (benchmark
-cells, Balance2 mixture sizes), ``[run_policy]`` (:class:`RunPolicy`) — and its keys are that resource's
-config keys, so a profile reads like a run config's ``resources:`` block.
-
-A profile outside this tree is a TOML file the user names: ``ENVSIM_PROFILE=/path/to/medium.toml`` (its name
-is the file's stem). ``Settings`` checks that the profile exists; the code location validates its sections
-once, building the resources from them (``resources.sets.resources_for``: one line naming the profile's file,
-the key and the problem). Nothing here reads the environment: a default of a domain dataclass is the
-``default`` profile's, which is the dataclass's own.
+"""Run profiles: one TOML file per profile (``pipeline/profiles/<name>.toml``, or a path the user names) holding
+every default it changes, one section per resource (``[sources.<source>]``, ``[composition]``, ``[run_policy]``)
+with that resource's config keys; ``default`` changes nothing, ``small`` shrinks everything for demos and tests.
+The code location validates the sections when it builds the resources; nothing here reads the environment.
 """
 
 from __future__ import annotations
@@ -96,8 +88,7 @@ def check(name: str) -> str:
 
 
 def named(name: str) -> Profile:
-    """The profile ``name`` (a name of :func:`available`, or a path to a ``.toml`` file); one that does not
-    exist, does not parse or holds an unknown section is a :class:`ProfileError`."""
+    """The profile ``name`` (or a ``.toml`` path); :class:`ProfileError` when it does not parse or is unknown."""
     path = _path(check(name))
     try:
         sections = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -1,17 +1,13 @@
-"""Progress of a long phase, as log lines: ``phase: done/total unit (pct) rate/s ETA mm:ss``.
-
-A :class:`Progress` is given its total up front (trajectories to replay, episodes to run, calls in the
-exploration budget, trajectories to label) and the stage's ``log`` callback (in Dagster, ``context.log.info``).
-It logs at most once per ``every`` seconds and once more when the phase is done, so a phase of any size
-costs a bounded number of lines. Progress goes to the log only: nothing of it reaches the data files.
-
-The clock is injectable (``clock``: seconds, monotonic) so that rates and ETAs can be tested without waiting.
+"""Progress of a long phase, as log lines: ``phase: done/total unit (pct) rate/s ETA mm:ss``, at most once per
+``every`` seconds and once when the phase is done (the log only, never the data files). The clock is injectable
+so that rates and ETAs can be tested without waiting.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 Log = Callable[[str], None]
 
@@ -27,41 +23,28 @@ def clock_text(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
 
 
+@dataclass(eq=False)
 class Progress:
     """Counts the units of one phase done so far and logs them against the total, rate-limited."""
 
-    def __init__(
-        self,
-        phase: str,
-        total: int,
-        log: Log,
-        unit: str = "",
-        every: float = EVERY,
-        clock: Callable[[], float] = time.monotonic,
-        detail: Callable[[], str] | None = None,
-        finish_at_total: bool = True,
-        ceiling: int | None = None,
-    ) -> None:
-        self.phase = phase
-        self.total = max(0, int(total))
-        self.unit = unit
-        self.log = log
-        self.every = every
-        self.clock = clock
-        self.detail = detail  # extra text after the counts (e.g. exploration's coverage), read when a line is written
-        self.finish_at_total = finish_at_total  # False: the caller ends the phase (with its note) by finish()
-        #: the most the total may grow to while the phase runs (exploration's budget, grown while calls find something
-        #: new): a line then gives the ETA to that ceiling too, so a growing total never shows a false "ETA 00:05"
-        self.ceiling = ceiling
+    phase: str
+    total: int
+    log: Log
+    unit: str = ""
+    every: float = EVERY
+    clock: Callable[[], float] = time.monotonic
+    detail: Callable[[], str] | None = None  # extra text after the counts, read when a line is written
+    finish_at_total: bool = True  # False: the caller ends the phase (with its note) by finish()
+    ceiling: int | None = None  # the most the total may grow to (exploration's budget): a line gives its ETA too
+
+    def __post_init__(self) -> None:
+        self.total = max(0, int(self.total))
         self.done = 0
-        self.started = clock()
-        self._last = self.started  # when the last line was written (the first comes `every` after the start)
-        self._begun = False
-        self._finished = False
+        self.started = self._last = self.clock()  # _last: when the last line was written
+        self._begun = self._finished = False
 
     def begin(self) -> None:
-        """The phase's work starts now (when it was set up earlier, e.g. with its total known before
-        other phases ran): rate and ETA count from here. Only the first call counts."""
+        """The phase's work starts now (set up earlier): rate and ETA count from here; only the first call counts."""
         if not self._begun:
             self._begun = True
             self.started = self._last = self.clock()
@@ -112,8 +95,7 @@ class Progress:
             self._emit(now)
 
     def finish(self, note: str = "") -> None:
-        """The phase is over (also when it stopped short of its total, e.g. exploration whose coverage
-        targets are met before the budget is spent): its last line, once."""
+        """The phase is over (maybe short of its total): its last line, once."""
         if self._finished:
             return
         self._finished = True

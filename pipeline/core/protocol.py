@@ -1,22 +1,12 @@
 """The simulator prompt protocol (docs/definitions.md §6), used to build SFT records *and* to prompt simulators at
-evaluation, so a model is trained on exactly what it is scored on.
+evaluation, so a model is trained on exactly what it is scored on. Two templates (:data:`TEMPLATES`):
 
-Two prompt templates (:data:`TEMPLATES`), selectable per simulator and per SFT export:
+* ``envsim`` (default): system prompt + user prompt with the current time (the frozen wall clock during the
+  action; none without a recorded time), ``s_t``, ``a_t`` and ``code(a_t)``;
+* ``envsimbench``: the EnvSimBench evaluation prompt, byte for byte as the reference writes it (an imported
+  sample's state and arguments as published), so published numbers can be reproduced; it states no time.
 
-* ``envsim`` (default): system prompt + user prompt with the current time (the sample's ``current_time``:
-  the frozen wall clock the environment read during the action, see :mod:`pipeline.execution.freeze`),
-  ``s_t`` (compact sorted JSON), ``a_t`` (tool name + JSON arguments) and ``code(a_t)``; a sample without a
-  recorded time (imported reference data) gets no time section;
-* ``envsimbench``: the EnvSimBench evaluation prompt — system message "Environment code:" + the whole
-  class + the current config as indent-2 JSON + the reference's instructions, user message
-  ``Tool call: name({json args})`` — so published numbers can be reproduced. An imported sample shows its
-  state and arguments as the published file has them (key order, non-ASCII text), so its prompt equals the
-  reference's byte for byte; canonical (sorted) forms are used for hashes and Δ only. It is kept byte for byte as the
-  reference writes it, so it does **not** state the current time (a timestamp written during the call is
-  not predictable in this template, as in the reference).
-
-The answer format, and the reference's accepted beside it, are in docs/definitions.md §6; model-facing text
-writes the environment's own values, never the canonical encoding's markers (:func:`plain`).
+Model-facing text writes the environment's own values, never the canonical encoding's markers (:func:`plain`).
 """
 
 from __future__ import annotations
@@ -101,11 +91,8 @@ class ChangeError(ValueError):
 
 
 def plain(value: Any) -> Any:
-    """A canonical value with the environment's own values instead of the canonical markers: ``$int``
-    → the integer, ``$float`` → the float (inf / nan), ``$decimal`` → the number, ``$complex`` /
-    ``$repr`` / ``$bytes`` → their text. Plain values are what model-facing text shows; their
-    :func:`~pipeline.core.canonical.canonicalize` is the canonical form again (except decimals,
-    which become floats — compare plain forms on both sides)."""
+    """A canonical value with the environment's own values instead of the canonical markers: ``$int`` → the
+    integer, ``$float`` / ``$decimal`` → the float, ``$complex`` / ``$repr`` / ``$bytes`` → their text."""
     if isinstance(value, list):
         return [plain(v) for v in value]
     if not isinstance(value, dict):
@@ -113,21 +100,18 @@ def plain(value: Any) -> Any:
     if len(value) == 1:
         ((key, text),) = value.items()
         if key in _MARKERS and isinstance(text, str):
-            try:
+            with suppress(ValueError):
                 if key == "$int":
                     return int(text)
                 if key in ("$float", "$decimal"):
                     return float(text)
-            except ValueError:
-                return text
             return text
     return {k: plain(v) for k, v in value.items()}
 
 
 def json_copy(state: Any) -> Any:
-    """A copy of a JSON state made through its text, at C speed (``copy.deepcopy`` walks a 5 MB state in Python
-    for seconds): how a later stage copies a state it applies changes to. A value JSON cannot write is
-    deep-copied."""
+    """A copy of a JSON state made through its text, at C speed (``copy.deepcopy`` takes seconds on a 5 MB state);
+    a value JSON cannot write is deep-copied."""
     try:
         return json.loads(_COMPACT.encode(state))
     except (TypeError, ValueError):
@@ -187,10 +171,8 @@ def tool_call(tool: str, arguments_json: str) -> str:
 
 
 def envsimbench_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
-    """The EnvSimBench evaluation prompt for a sample; needs the whole class source in ``env_code``. An
-    imported sample's published texts (``published_state_json`` / ``published_arguments_json``, see
-    :func:`pipeline.evaluate.samples.load_samples`) are shown in the file's own key order, so the prompt
-    equals the reference's byte for byte; otherwise the canonical state (sorted keys) is shown."""
+    """The EnvSimBench evaluation prompt for a sample (the whole class source in ``env_code``); an imported sample's
+    published texts are shown in their own key order, so the prompt equals the reference's byte for byte."""
     env_code = sample.get("env_code")
     if not env_code:
         raise ValueError(
@@ -218,19 +200,9 @@ def messages(sample: dict[str, Any], template: str = DEFAULT_TEMPLATE) -> list[d
         return envsimbench_messages(sample)
     if template != "envsim":
         raise ValueError(f"unknown prompt template {template!r}; known: {', '.join(TEMPLATES)}")
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {
-            "role": "user",
-            "content": user_prompt(
-                sample["state_before_json"],
-                sample["tool"],
-                sample["arguments_json"],
-                sample["code"],
-                sample.get("current_time"),
-            ),
-        },
-    ]
+    state, tool, arguments = sample["state_before_json"], sample["tool"], sample["arguments_json"]
+    user = user_prompt(state, tool, arguments, sample["code"], sample.get("current_time"))
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
 def parse_observation(value: Any) -> Any:
@@ -282,39 +254,26 @@ def answer(sample: dict[str, Any]) -> str:
 #: change types accepted in answers: ours (add / modify / delete), the reference SFT data's
 #: (added / modified / removed) and Δ's own op names (replace / remove)
 CHANGE_TYPES = {
-    "add": "add",
-    "added": "add",
-    "modify": "modify",
-    "modified": "modify",
-    "replace": "modify",
-    "delete": "delete",
-    "removed": "delete",
-    "remove": "delete",
+    **dict.fromkeys(("add", "added"), "add"),
+    **dict.fromkeys(("modify", "modified", "replace"), "modify"),
+    **dict.fromkeys(("delete", "removed", "remove"), "delete"),
 }
 
 
 def _index(key: Any, size: int, extra: int = 0) -> int | None:
     """``key`` as a list index in ``range(size + extra)`` (an int, or a string of digits), else None."""
-    if isinstance(key, bool):
+    if isinstance(key, str) and key.isdigit():
+        key = int(key)
+    elif not isinstance(key, int) or isinstance(key, bool):
         return None
-    if isinstance(key, int):
-        idx = key
-    elif isinstance(key, str) and key.isdigit():
-        idx = int(key)
-    else:
-        return None
-    return idx if 0 <= idx < size + extra else None
+    return key if 0 <= key < size + extra else None
 
 
 def resolve_path(state: Any, path: Any, kind: str) -> list[Any]:
-    """An answer's path as a list of keys / list indices.
-
-    A list is taken as it is (ints or digit strings index lists). A string is a dotted path; since
-    keys may contain dots, it is resolved against ``state``: the first way of grouping its
-    dot-separated parts into keys (fewest dots per key first) that leads to an existing entry
-    (``modify`` / ``delete``) or to an existing parent without that key (``add``). If no grouping
-    fits, the plain split is returned and applying it reports what is missing.
-    """
+    """An answer's path as a list of keys / list indices: a list as it is; a dotted string resolved against
+    ``state`` (keys may contain dots): the first grouping of its parts into keys (fewest dots per key first) that
+    leads to an existing entry (``modify`` / ``delete``) or an existing parent without that key (``add``), else the
+    plain split."""
     if isinstance(path, list):
         return path
     if not isinstance(path, str):
@@ -350,22 +309,17 @@ def _resolve(node: Any, parts: list[str], i: int, kind: str) -> list[Any] | None
 
 def change_value(change: dict[str, Any]) -> tuple[bool, Any]:
     """``(present, value)`` of a change: ``value``, else the reference format's ``after``."""
-    if "value" in change:
-        return True, change["value"]
-    if "after" in change:
-        return True, change["after"]
+    for key in ("value", "after"):
+        if key in change:
+            return True, change[key]
     return False, None
 
 
 def apply_changes(state: Any, changes: Any) -> Any:
-    """Apply predicted changes to a copy of ``state`` (exact Config Match semantics).
-
-    Accepts our answer format and the reference's: ``type`` add / modify / delete or added / modified /
-    removed, ``path`` a list of keys or a dotted string (resolved against the state, see
-    :func:`resolve_path`), list indices in paths (``add`` inserts, ``modify`` replaces, ``delete``
-    removes an element), the new value in ``value`` or ``after``. Changes apply in order.
-    Raises :class:`ChangeError` for anything that is not a well-formed change of this state.
-    """
+    """Apply predicted changes, in order, to a copy of ``state`` (exact Config Match semantics), in our answer
+    format or the reference's (:data:`CHANGE_TYPES`, dotted paths: :func:`resolve_path`, list indices: ``add``
+    inserts, ``modify`` replaces, ``delete`` removes; the value in ``value`` or ``after``); :class:`ChangeError`
+    for anything that is not a well-formed change of this state."""
     if not isinstance(changes, list):
         raise ChangeError("config_changes must be a list")
     result = json_copy(state)
@@ -431,10 +385,8 @@ def non_finite_free(*texts: str) -> bool:
 
 def reproduces(before: Any, after: Any, changes: Any, nan_free: bool = False) -> tuple[bool, str | None]:
     """Exact Config Match of plain states: ``(changes applied to before give after, why they do not apply)``, equal
-    meaning equal as canonical JSON (``before`` is not changed). Without a NaN in either state or the changes
-    (``nan_free``: :func:`non_finite_free` of their texts), canonically equal values are equal in Python too, so
-    Python's ``==`` (C speed, no walk in Python over a large state) rules out the rest, and only equal ones are told
-    apart by type (``1``, ``1.0``, ``true``) by their canonical text."""
+    as canonical JSON. With ``nan_free`` (:func:`non_finite_free` of their texts), Python's ``==`` rules out the
+    rest first at C speed, and only equal ones are told apart by type by their canonical text."""
     too_long = long_path(changes)
     if too_long:
         return False, too_long

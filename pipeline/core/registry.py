@@ -1,12 +1,7 @@
-"""One registry for every extension point: named entries in registration order, the project's own registered by
-one line each where the point is defined, then those of installed plugin packages, found through the point's
-Python entry-point group (``envsim_forge.<point>``; docs/extending.md shows the ``pyproject.toml`` of a plugin).
-
-Plugins are loaded lazily, on the registry's first read, in name order, in every process that reads it (the code
-location, each step's process, the sandbox worker: :func:`plugin_paths` gives it their ``sys.path`` directories);
-an entry point that is a class is instantiated with no arguments, anything else is the entry itself, and one that
-fails to load fails the read naming the entry point and its package. (The model is lm-evaluation-harness's
-``Registry``.)
+"""One registry for every extension point: named entries in registration order, the project's own first, then
+those of installed plugin packages (entry-point group ``envsim_forge.<point>``, docs/extending.md), loaded on the
+registry's first read in name order; an entry point that is a class is instantiated with no arguments, and one that
+fails to load fails the read naming it and its package.
 """
 
 from __future__ import annotations
@@ -41,10 +36,8 @@ def _package(ep: metadata.EntryPoint) -> str:
 
 
 class Registry(Generic[T]):
-    """Entries of one extension point by name, in registration order (the project's own first, then the
-    plugins of ``group`` by entry-point name). ``kind`` says what an entry is in messages ("environment
-    source"); ``check`` refuses an object that is not an entry (a plugin's entry point pointing elsewhere);
-    ``on_add`` / ``on_remove`` are told of each registration (the glossary's value sets)."""
+    """Entries of one extension point by name, in registration order. ``kind`` names an entry in messages;
+    ``check`` refuses an object that is not an entry; ``on_add`` / ``on_remove`` are told of each registration."""
 
     def __init__(
         self,
@@ -142,9 +135,8 @@ class Registry(Generic[T]):
 
 
 def plugin_paths() -> tuple[str, ...]:
-    """The ``sys.path`` directories that hold the installed packages with an entry point in one of this
-    project's groups (in ``sys.path`` order): what a process with a ``sys.path`` of its own (the sandbox
-    worker) needs to find and import every plugin."""
+    """The ``sys.path`` directories (in order) of the installed packages with an entry point in one of this
+    project's groups: what the sandbox worker, with a ``sys.path`` of its own, needs to import every plugin."""
     groups = sorted(g for g in metadata.entry_points().groups if g.startswith(GROUP_PREFIX))
     dirs: set[str] = set()
     for group in groups:

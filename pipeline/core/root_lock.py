@@ -1,8 +1,6 @@
 """One writer per data root: ``./forge run`` holds ``<root>/.forge-run.lock`` (an ``flock`` the kernel releases
-when its process ends, however it ends) for as long as it runs. The file also says who holds it (pid, the process's
-start time, when it started), so a second ``./forge run`` names the holder, and a lock left by a process that is gone
-is taken over with a note. :func:`process_alive` is the one test of "is that process still there" (a pid plus its
-start time, so a reused pid does not count)."""
+when its process ends) while it runs. The file names the holder (pid, its start time, when), so a second run names
+it, and a lock left by a process that is gone is taken over with a note."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ def process_alive(pid: int, start: int | None, host: str | None = None) -> bool:
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a data root: process ``pid`` (started at ``start`` clock ticks, on ``host``), since ``started``
-    (UTC, ISO 8601)."""
+    """Who holds a data root: process ``pid`` (started at ``start`` ticks, on ``host``), since ``started`` (UTC)."""
 
     pid: int
     start: int | None
@@ -88,9 +85,8 @@ class RootInUse(Exception):
 
 
 def acquire(root: Path) -> tuple[int, Holder | None]:
-    """Take the lock of ``root`` for this process: returns its file descriptor (kept open for the process's
-    lifetime; closing it, or the process ending, releases the lock) and the previous holder when that one ended
-    without releasing it (a stale lock, taken over). :class:`RootInUse` when a live process holds it."""
+    """Take the lock of ``root`` for this process: its file descriptor (closing it releases the lock) and the
+    previous holder when it ended without releasing it; :class:`RootInUse` when a live process holds it."""
     root.mkdir(parents=True, exist_ok=True)
     fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:

@@ -1,12 +1,7 @@
-"""Every ``ENVSIM_*`` setting, declared once as a frozen pydantic model (docs/settings.md: the table, the three
-constructors and the path of a setting).
-
-``settings()`` parses the process environment (again only when a variable changed) and is read by the entry
-points only (``cli``, the code location's ``defs``), which pass the value down; ``Settings.from_env(mapping)``
-parses any mapping; ``Settings(...)`` is a plain value that reads no environment. A field's variable is ``ENVSIM_``
-+ its name upper-cased (``slurm_conf``: Slurm's own ``SLURM_CONF``); choices are ``Literal``s; a value that does not
-parse is a ``SettingsError``, one line naming the variable, what it takes and the value given.
-``prepare_process()`` is what an entry point runs first, before pyarrow is imported (Arrow's jemalloc pool).
+"""Every ``ENVSIM_*`` setting, declared once as a frozen pydantic model (docs/settings.md). ``settings()`` parses
+the process environment and is read by the entry points only, which pass the value down; ``Settings.from_env``
+parses any mapping; ``Settings(...)`` reads no environment. A value that does not parse is a ``SettingsError``
+naming the variable, what it takes and the value given.
 """
 
 from __future__ import annotations
@@ -37,10 +32,8 @@ _CRON = "a cron schedule of 5 fields, minute hour day-of-month month day-of-week
 
 
 def cron_schedule(value: str) -> str:
-    """``value`` if Dagster can schedule it, else ``ValueError``: what Dagster's own check accepts (croniter's parse,
-    which Dagster vendors, resolving to exactly 5 fields, never the 30th or 31st of February; not the nearest-weekday
-    ``W`` of a day of the month, which this croniter knows and Dagster's older copy does not), so a schedule built
-    from it never fails to load (``tests/core/test_settings_model.py`` holds the two to the same answers)."""
+    """``value`` if Dagster can schedule it, else ``ValueError``: what Dagster's own check accepts (exactly 5 fields,
+    never the 30th or 31st of February, no ``W`` day), so a schedule built from it never fails to load."""
     parts = value.split()
     try:
         valid = croniter.is_valid(value) and not (len(parts) == 5 and "w" in parts[2].lower())
@@ -170,7 +163,6 @@ def settings() -> Settings:
 
 
 def prepare_process() -> None:
-    """What an entry point does first, before pyarrow is imported: Arrow's default memory pool is
-    jemalloc (``pipeline.store.memory`` then purges it at once, which bounds the peak memory of the
-    streaming stages). An explicit ``ARROW_DEFAULT_MEMORY_POOL`` wins."""
+    """What an entry point does first, before pyarrow is imported: jemalloc as Arrow's default pool
+    (:mod:`pipeline.store.memory`), unless ``ARROW_DEFAULT_MEMORY_POOL`` says otherwise."""
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")

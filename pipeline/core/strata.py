@@ -1,18 +1,10 @@
 """Strata of a labeled step (docs/definitions.md §5): the benchmark cells and the Balance2 groups over the
-stratification axes (outcome × |Δ| bucket × argument cardinality: :data:`pipeline.core.axes.AXES`) — and the
-benchmark composition in force.
+stratification axes, and the benchmark composition in force.
 
-One table of rules: :data:`DELTA_BUCKETS` (in :mod:`pipeline.core.axes`) holds the |Δ| thresholds (0 / 2 / 6 /
-12), written once. Every stratum rule is a :class:`~pipeline.core.axes.Rules` list (a :class:`When` predicate
-over the axis columns, and the label it gives; the first matching rule wins) from which *both* the Python
-function (:meth:`Rules.label`) and the SQL ``CASE`` expression over the steps / strata table
-(:meth:`Rules.sql`) are generated; ``tests/core/test_strata_rules.py`` holds them equal on every
-combination. :class:`StrataRules` builds all of them from a bucket table, so a changed threshold
-changes the Python and the SQL together.
-
-A :class:`Composition` (benchmark cells with their quotas, Balance2 mixture sizes) is a value: the
-profile gives the default (``pipeline.core.profile``), asset configs may replace it, and exploration
-targets, coverage reports, asset metadata, checks and the summary all take the one in force.
+:class:`StrataRules` builds every stratum rule from the one |Δ| bucket table (:data:`DELTA_BUCKETS`), as
+:class:`~pipeline.core.axes.Rules` that give both the Python labels and the SQL ``CASE``, so a changed threshold
+changes both (``tests/core/test_strata_rules.py`` holds them equal). A :class:`Composition` is a value: the profile
+gives the default, asset configs may replace it, and every stage takes the one in force.
 """
 
 from __future__ import annotations
@@ -52,12 +44,8 @@ def _when(outcomes: tuple[str, ...] | None = None, delta: Range | None = None, a
 
 @dataclass(frozen=True)
 class Cell:
-    """A cell of a benchmark composition: which steps qualify, and how many to pick.
-
-    A step qualifies when its outcome matches, ``delta_min <= |Δ| <= delta_max`` and (if set) its
-    argument count equals ``args_count``. The fields (and defaults) are also the ``CellConfig`` of
-    the ``composition`` resource.
-    """
+    """A cell of a benchmark composition: which steps qualify (outcome, ``delta_min <= |Δ| <= delta_max``, the
+    argument count if set), and how many to pick. The fields are also the ``composition`` resource's ``CellConfig``."""
 
     name: str = setting(description="Cell name (a sample's stratum).")
     group: str = setting(description="Group the cell reports under (failure, no_change, simple, medium, difficult).")
@@ -76,8 +64,7 @@ class Cell:
         )
 
     def matches(self, *values: Any, **named: Any) -> bool:
-        """Whether a step (its axis values: a mapping keyed by column, see
-        :func:`~pipeline.core.axes.axis_values`) qualifies."""
+        """Whether a step (its axis values, :func:`~pipeline.core.axes.axis_values`) qualifies."""
         return self.when.matches(axis_values(*values, **named))
 
     def sql(self) -> str:
@@ -148,10 +135,6 @@ class StrataRules:
             )
         )
 
-    def beyond_sql(self) -> str:
-        """SQL predicate: |Δ| beyond the difficult bucket (never selected)."""
-        return _when(delta=Range(*self.buckets["beyond"])).sql()
-
 
 RULES = StrataRules()
 
@@ -185,7 +168,7 @@ def benchmark_group(outcome: str, delta_size: int) -> str:
 BENCHMARK_CELL_SQL = RULES.benchmark_cell.sql()
 BALANCE2_GROUP_SQL = RULES.balance2_group.sql()
 BENCHMARK_GROUP_SQL = RULES.benchmark_group.sql()
-BEYOND_SQL = RULES.beyond_sql()
+BEYOND_SQL = _when(delta=Range(*RULES.buckets["beyond"])).sql()  # |Δ| beyond the difficult bucket: never selected
 
 #: EnvSimBench composition (400 samples)
 BENCHMARK_CELLS: tuple[Cell, ...] = RULES.benchmark_cells
@@ -196,10 +179,7 @@ BALANCE2_GROUPS: dict[str, int] = {"failure": 1000, "no_change": 1000, "simple":
 
 @dataclass(frozen=True)
 class Composition:
-    """What the splits are built to: benchmark cells (rule + quota) and Balance2 mixture sizes.
-
-    Exploration steers toward it, the coverage reports, asset metadata and the summary count
-    against it, and the benchmark / mixture are built from it."""
+    """What the splits are built to: benchmark cells (rule + quota) and Balance2 mixture sizes."""
 
     cells: tuple[Cell, ...] = BENCHMARK_CELLS
     mixture_sizes: Mapping[str, int] = field(default_factory=lambda: dict(BALANCE2_GROUPS))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
@@ -52,12 +52,7 @@ class Trajectory:
     def _fingerprint(self) -> str:
         # no sort_keys: dict order of an init config can change what the env code builds. The payload is
         # what ``asdict`` gives, built without its deep copies (a trajectory's config can be large).
-        env = {
-            "source": self.env.source,
-            "env_id": self.env.env_id,
-            "init_config": self.env.init_config,
-            "options": self.env.options,
-        }
+        env = {f.name: getattr(self.env, f.name) for f in fields(self.env)}
         actions = [
             {"name": a.name, "arguments": a.arguments, "turn": a.turn, "call": a.call, "mutated_arg": a.mutated_arg}
             for a in self.actions

@@ -1,17 +1,7 @@
-"""Untrusted ids and text (from corpora, LLM-generated): the one home of id validation and of escaping
-for every report.
-
-Environment and tool ids come from untrusted corpora (LLM-generated). Two layers:
-
-* **at ingestion** an id must match :data:`SAFE_ID` (``[A-Za-z0-9._:/-]``, 1–200 characters; a tool
-  name :data:`SAFE_TOOL`); :func:`id_problem` gives the reason an environment or tool is skipped,
-  itself safe to print (:func:`shown`);
-* **at every output**, whatever got in anyway (an older data root, a task id, a reason): :func:`md`
-  for a Markdown table cell or Markdown text (``|``, backslash, backticks, brackets and HTML escaped,
-  line breaks and control characters made visible), :func:`console` for a terminal line (control
-  characters, ESC included, made visible) and :func:`console_text` for multi-line terminal output
-  (newlines and tabs kept), :func:`log_line` for a log message (Dagster's console logger), :func:`card` for
-  dataset-card Markdown.
+"""Untrusted ids and text (from corpora, LLM-generated): the one home of id validation and of escaping for every
+report. At ingestion an id must match :data:`SAFE_ID` (a tool name :data:`SAFE_TOOL`; :func:`id_problem` says why
+not); at every output whatever got in anyway is escaped for its medium: :func:`md`, :func:`console`,
+:func:`console_text`, :func:`log_line`, :func:`card`.
 """
 
 from __future__ import annotations
@@ -64,8 +54,7 @@ def id_problem(value: Any, what: str = "env id", pattern: re.Pattern[str] = SAFE
 
 
 def md(value: Any) -> str:
-    """Text for a Markdown table cell (or inline Markdown): ``|``, backslash, backticks, brackets and
-    ``*`` escaped with a backslash, ``<`` ``>`` ``&`` as HTML entities, line breaks and other control
+    """Text for a Markdown table cell (or inline Markdown): Markdown specials escaped, HTML as entities, control
     characters made visible, so no cell can end a row, open a link or inject HTML."""
     if value is None:
         return ""
@@ -85,9 +74,8 @@ def console_text(value: Any) -> str:
 
 
 def log_line(value: Any) -> str:
-    """One log message on a terminal or in a log file: :func:`console_text`, and every line after its first
-    indented, so no text inside a message (an environment's error, a reason) can start a line of its own — a
-    forged "all checks passed" line stays visibly part of the message that carried it."""
+    """One log message: :func:`console_text` with every line after its first indented, so no text inside a
+    message can start a line of its own (a forged "all checks passed" stays visibly part of its message)."""
     return console_text(value).replace("\n", "\n    ")
 
 

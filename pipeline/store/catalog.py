@@ -1,12 +1,6 @@
 """What every table, view and column of ``envsim.duckdb`` means, from which the ``COMMENT ON`` statements are
-generated (:func:`describe`): every table's and view's words are in its declaration (:mod:`pipeline.store.tables`),
-the shared column vocabulary here.
-
-Column names follow one vocabulary (docs/definitions.md §5): a column name means the same thing in every
-table and view that has it, so a column is described once, by name, in :data:`COLUMNS`; the few names whose
-meaning depends on the table (``samples`` counts a version's samples in ``split_versions`` and scored samples
-in ``eval_runs``) carry the table's own word in its declaration's ``columns``. ``tests/store/test_sql_schema.py`` holds
-every table, view and column of a full data root to a comment.
+generated (:func:`describe`): the tables' words are in their declarations (:mod:`pipeline.store.tables`), the
+shared column vocabulary here (a column name means the same in every table that has it, docs/definitions.md §5).
 """
 
 from __future__ import annotations
@@ -20,9 +14,7 @@ from pipeline.store import tables
 from pipeline.store.glossary import Described
 from pipeline.store.schema import COLUMN_DOCS
 
-#: column name -> description, the same in every table and view that has the column: the step and sample
-#: columns from :data:`pipeline.store.schema.COLUMN_DOCS` (also the dataset card's Data Fields), the others here;
-#: a closed-set column's value set is appended from the glossary (:mod:`pipeline.store.glossary`) when read
+#: column name -> description in every table and view that has it (the step and sample columns: ``COLUMN_DOCS``)
 _MEANINGS: dict[str, str] = {
     "call": "The action as a call string.",
     "real_observation": "The executor's observation for the action (rollouts).",
@@ -221,8 +213,7 @@ COLUMNS: Described = Described({**_MEANINGS, **COLUMN_DOCS.meanings})
 
 
 def table_description(name: str) -> str | None:
-    """The description of table / view ``name`` from its declaration (:mod:`pipeline.store.tables`; a view of a
-    family, ``eval_by_env``: the family's, with the key)."""
+    """The description of table / view ``name`` from its declaration (a family's view: the family's, with the key)."""
     declared = tables.declared()
     if name in declared:
         return declared[name].description
@@ -233,8 +224,8 @@ def table_description(name: str) -> str | None:
 
 
 def column_description(table: str, column: str, declared: dict[str, tables.TableOfRecord] | None = None) -> str | None:
-    """What ``column`` means in ``table``: the table's own word (its declaration's ``columns``; ``declared``: the
-    declarations, read once by a caller that asks for many columns), else the shared vocabulary's."""
+    """What ``column`` means in ``table``: the table's own word (``declared``: the declarations, read once by a
+    caller), else the shared vocabulary's."""
     own_table = (declared if declared is not None else tables.declared()).get(table)
     own = own_table.columns.get(column) if own_table is not None else None
     return own or COLUMNS.get(column)
@@ -245,10 +236,8 @@ def _ident(name: str) -> str:
 
 
 def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """``COMMENT ON`` every user table and view of ``con`` (the database's and this connection's temporary
-    ones) and every column, from the declarations (:mod:`pipeline.store.tables`) and :data:`COLUMNS`; returns
-    what has no description (none when the glossary is complete). A comment is rewritten only when it differs,
-    so a read-only database is left alone where its comments are already right."""
+    """``COMMENT ON`` every user table, view and column of ``con`` (temporary ones included) where the comment
+    differs; returns what has no description."""
     missing: list[str] = []
     readonly = read_only(con)
     declared = tables.declared()

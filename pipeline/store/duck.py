@@ -1,8 +1,6 @@
 """Every DuckDB connection of the pipeline, under the memory cap and threads of ``ENVSIM_DUCKDB_MEMORY`` /
-``ENVSIM_DUCKDB_THREADS`` (docs/settings.md; beyond the cap operators spill to a temporary directory). They are
-the process's: an entry point hands its ``Settings`` value to :func:`configure` once; nothing here reads the
-environment. :func:`connection_config` is every connection's configuration, also the ``duckdb`` resource's
-(``resources/storage.py``, through Dagster's DuckDB resource, which retries while another process holds the file).
+``ENVSIM_DUCKDB_THREADS`` (an entry point hands its ``Settings`` to :func:`configure` once); :func:`connection_config`
+is also the ``duckdb`` resource's.
 """
 
 from __future__ import annotations
@@ -61,11 +59,8 @@ def index_problem(path: Path) -> str | None:
 
 
 def repair_index(layout: DataLayout) -> str | None:
-    """The data root's ``envsim.duckdb`` is an index of the Parquet tables of record: when it is empty or not a DuckDB
-    database, it (and its write-ahead log) is removed, so the next connection makes it again and syncs it (the views
-    and the split versions: :func:`pipeline.store.warehouse.sync`; evaluation results when ``simulator_eval`` loads
-    them again). When it is missing under a root that holds tables, it is made the same way. Returns the one line
-    that says so (None when nothing was wrong)."""
+    """Make the data root's ``envsim.duckdb`` (an index of the Parquet tables) again and sync it when it is empty,
+    not a DuckDB database, or missing under a root that holds tables; the one line that says so, else None."""
     path = layout.duckdb
     problem = index_problem(path)
     if problem is None and (path.exists() or not layout.environments.exists()):
@@ -86,10 +81,8 @@ def connect() -> duckdb.DuckDBPyConnection:
 
 
 def connect_file(path: str | os.PathLike[str], read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """A connection to a DuckDB file under the same memory cap, for writers outside the Dagster ``duckdb``
-    resource (command-line tools such as ``./forge bench-model``). A data root's ``envsim.duckdb`` has its
-    Parquet views re-pointed at the directory the file is in now (:func:`pipeline.store.warehouse.sync`),
-    so a moved data root answers at once."""
+    """A connection to a DuckDB file under the same memory cap, outside the Dagster ``duckdb`` resource; a data
+    root's ``envsim.duckdb`` is synced with the directory it is in now, so a moved root answers at once."""
     con = duckdb.connect(str(path), read_only=read_only, config=connection_config())
     if Path(path).name == DUCKDB_FILE:
         warehouse.sync(con, DataLayout.at(Path(path).resolve().parent))

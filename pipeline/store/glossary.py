@@ -1,14 +1,7 @@
-"""The one glossary of the data's closed value sets: for every column that holds one of a fixed set of texts
-(``outcome``, ``delta_bucket``, ``args_cardinality``, ``benchmark_cell``, ``balance2_group``, ``benchmark_group``,
-``source``, ``adapter``, ``kind``), the set, derived from the rules that produce the values —
-the outcome constants, the axes' and strata rules (:mod:`pipeline.core.axes`, :mod:`pipeline.core.strata`),
-the environment registry (``pipeline.envs.registry`` declares each source and adapter here as it registers
-it: storage knows no source) and the split kinds.
-
-Every description of such a column is *written from* this set (:func:`describe`): the step and sample column
-docs (``pipeline.store.schema.COLUMN_DOCS``, from which the dataset card's Data Fields and the Dagster column
-schemas take their text) and the DuckDB column comments (``pipeline.store.catalog``). So a documented value set
-is the value set the data holds (``tests/store/test_glossary.py`` checks both against a real run).
+"""The one glossary of the data's closed value sets: for every column that holds one of a fixed set of texts, the
+set, derived from the rules that produce the values (the environment registry declares each source and adapter
+here as it registers it). Every description of such a column is written from this set (:func:`describe`), so a
+documented value set is the one the data holds (``tests/store/test_glossary.py``).
 """
 
 from __future__ import annotations
@@ -29,8 +22,7 @@ _DECLARED: dict[str, dict[str, None]] = {"source": {}, "adapter": {}}
 
 
 def declare(column: str, value: str) -> None:
-    """Add ``value`` to the closed set of ``column`` (``source`` / ``adapter``: the environment registry, as it
-    registers a source)."""
+    """Add ``value`` to the closed set of ``column`` (the environment registry, as it registers a source)."""
     _DECLARED[column][value] = None
 
 
@@ -87,9 +79,8 @@ def enumerate_values(items: tuple[str, ...]) -> str:
 
 
 def describe(column: str, meaning: str) -> str:
-    """``meaning`` of ``column`` followed by its closed set, when it has one: ``meaning: `a`, `b` or `c```.
-    A declared set nothing has declared (a process that never loaded the environment registry does not know
-    the sources) leaves the meaning alone: less said, nothing wrong."""
+    """``meaning`` of ``column`` followed by its closed set, when it has one: ``meaning: `a`, `b` or `c```. An
+    empty declared set (the environment registry never loaded) leaves the meaning alone."""
     if column not in _SETS or (column in _DECLARED and not _DECLARED[column]):
         return meaning
     return f"{meaning}: {enumerate_values(values(column))}{_ALSO.get(column, '')}"
@@ -97,8 +88,7 @@ def describe(column: str, meaning: str) -> str:
 
 class Described(UserDict[str, str]):
     """Column -> description, each closed-set column's meaning completed by its value set when read
-    (:func:`describe`): the form of every column-docs table. Setting an entry sets the column's meaning
-    (:attr:`meanings`: the entries as set)."""
+    (:func:`describe`); :attr:`meanings` holds the entries as set."""
 
     def __getitem__(self, column: str) -> str:
         return describe(column, self.data[column])

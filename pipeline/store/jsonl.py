@@ -1,7 +1,5 @@
-"""Resumable JSON-lines files: one JSON object a line, appended and flushed as each record finishes, so a
-killed run loses at most the line it was writing, and read back at the start of a re-run to skip what is
-done. Used by the evaluation results (one line per scored sample), the rollout request log (one line per
-completed model request) and the agent's episode record (one line per episode)."""
+"""Resumable JSON-lines files: one JSON object a line, flushed as each record finishes (a killed run loses at most
+the line it was writing), read back at the start of a re-run to skip what is done."""
 
 from __future__ import annotations
 

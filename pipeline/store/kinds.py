@@ -1,12 +1,6 @@
-"""The split kinds: one :class:`SplitKind` record each, the one home of what a kind is (imported by modules that must
-not load pyarrow, such as the glossary the sandbox worker reaches through the environment registry).
-
-A kind's record gives it everything the generic parts derive: its store (``data/splits/<name>/``, versions and
-``CURRENT``), its version ids (``<prefix>-<digest>``), its DuckDB view (``<name>_samples``), its Hugging Face export
-(split name, card, SFT records or not) and its lines in ``./forge run``'s summary. A new kind is one record: one
-``SPLIT_KINDS.register(SplitKind(...))`` here, or an ``envsim_forge.split_kinds`` entry point of a plugin
-(docs/extending.md); what writes its versions is its own asset, through
-:func:`pipeline.select.selection.write_version`."""
+"""The split kinds: one :class:`SplitKind` record each, from which its store, version ids, DuckDB view, export and
+summary lines are derived; a new kind is one record, here or a plugin's ``envsim_forge.split_kinds`` entry point
+(docs/extending.md). No pyarrow here: the sandbox worker reaches this module through the glossary."""
 
 from __future__ import annotations
 
@@ -19,18 +13,12 @@ BENCHMARK, MIXTURE, CURRICULUM = "benchmark", "sft_mixture", "curriculum"
 
 @dataclass(frozen=True)
 class SplitKind:
-    """One kind of versioned split.
-
-    ``name``: its directory under ``data/splits/``, its ``<name>_samples`` view and its ``kind`` value everywhere.
-    ``prefix``: its version ids, ``<prefix>-<digest of the spec>``. ``title``: what the dataset card and the
-    citation call a version. ``hf_split``: the split its export writes (``test`` for an evaluation set).
-    ``sft_records``: its export adds the ``chat`` / ``alpaca`` SFT configs and LLaMA-Factory's
-    ``dataset_info.json``, and checks that every answer reproduces its next state. ``reference_format``: its export
-    also writes the published EnvSimBench format unless the export's config says otherwise. ``spec_provenance``:
-    (card field, spec key) pairs the card's provenance adds. ``composition_note``: what the card says it leaves
-    out beyond error steps. ``samples_description``: the ``<name>_samples`` view's description (default: one naming
-    its files). ``summary_note``: the footnote under its table in ``./forge run``'s summary; None: the summary does
-    not report the kind."""
+    """One kind of versioned split: ``name`` (its directory, ``<name>_samples`` view and ``kind`` value), ``prefix``
+    (of its version ids), ``title`` (what the card calls a version), ``hf_split`` (the split its export writes),
+    ``sft_records`` (its export adds the SFT configs, checked), ``reference_format`` (its export also writes the
+    EnvSimBench format), ``spec_provenance`` ((card field, spec key) pairs), ``composition_note`` (what the card says
+    it leaves out), ``samples_description`` (its view's description) and ``summary_note`` (the footnote under its
+    summary table; None: not in the summary)."""
 
     name: str
     prefix: str
@@ -53,7 +41,7 @@ class SplitKind:
 SPLIT_KINDS: Registry[SplitKind] = Registry(
     "split kind", "envsim_forge.split_kinds", check=lambda entry: isinstance(entry, SplitKind)
 )
-SPLIT_KINDS.register(
+for _kind in (
     SplitKind(
         BENCHMARK,
         "bench",
@@ -66,9 +54,7 @@ SPLIT_KINDS.register(
         summary_note="available: the cell's distinct (s_t, a_t) samples a version can draw (steps that repeat a "
         "sample count once; error steps and quarantined environments left out), so below the cell's candidates "
         "above, which count every step",
-    )
-)
-SPLIT_KINDS.register(
+    ),
     SplitKind(
         MIXTURE,
         "sft",
@@ -80,17 +66,16 @@ SPLIT_KINDS.register(
         summary_note="available: the group's distinct (s_t, a_t) samples left after decontamination against the "
         "benchmark (before_decontamination minus the removed_by columns; repeats counted once, errors and "
         "quarantined environments left out), so below the group's candidates above, which count every step",
-    )
-)
-SPLIT_KINDS.register(
+    ),
     SplitKind(
         CURRICULUM,
         "cur",
         "α-curriculum mixture",
         sft_records=True,
         spec_provenance=(("benchmark version", "benchmark"),),
-    )
-)
+    ),
+):
+    SPLIT_KINDS.register(_kind)
 
 
 def split_kind(name: str) -> SplitKind:

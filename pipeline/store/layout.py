@@ -1,10 +1,6 @@
-"""Where everything lives under the data root: ``DataLayout`` builds every path below it, and records
-where each export went.
-
-The root is the ``store`` resource's (``resources/storage.py``; default ``Settings.data_root``): code running in
-Dagster takes ``store.layout()``, never a root of its own. An export may go anywhere; its writer records the
-directory (``record_export``) and every reader takes the recorded one (docs/extending.md "Readers follow the
-record").
+"""Where everything lives under the data root: ``DataLayout`` builds every path below it (code in Dagster takes
+the ``store`` resource's ``layout()``), and records where each export went: an export may go anywhere, and every
+reader takes the recorded directory (docs/extending.md "Readers follow the record").
 """
 
 from __future__ import annotations
@@ -33,15 +29,13 @@ def resolve_root(data_root: str | Path) -> Path:
     return Path(data_root).expanduser().resolve()
 
 
-#: free bytes a data root's filesystem needs before a run starts (its run history and first tables); below it the
-#: data root has no space left (:func:`root_problems`)
+#: free bytes a data root's filesystem needs before a run starts (its run history and first tables)
 MIN_FREE_BYTES = 1 << 20
 
 
 def root_problems(data_root: str | Path, variable: str = "ENVSIM_DATA_ROOT") -> list[str]:
-    """What makes ``data_root`` unusable before anything is written, one line each naming the path and the fix: it
-    (or the nearest folder above it that exists, where it would be created) is a file, is not writable, or its
-    filesystem has fewer than :data:`MIN_FREE_BYTES` free. Nothing is created."""
+    """What makes ``data_root`` (or its nearest existing folder) unusable before anything is written, one line each
+    naming the path and the fix: a file, not writable, or under :data:`MIN_FREE_BYTES` free."""
     root = resolve_root(data_root)
     fix = f"set {variable} to a writable directory on a disk with free space"
     existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))
@@ -111,10 +105,8 @@ _SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@,-]{0,127}")
 
 
 def safe_name(name: object, what: str = "name") -> str:
-    """``name`` unchanged when it can be one path component under the data root, else ``UnsafeName``
-    saying which ``what`` (e.g. "simulator name") was refused and why. Every name from configuration
-    or data that becomes part of a path goes through here (a simulator named ``../../tmp/x`` must not
-    write outside the data root)."""
+    """``name`` unchanged when it can be one path component under the data root, else ``UnsafeName`` saying which
+    ``what`` was refused and why: every name from configuration or data that becomes part of a path comes here."""
     if isinstance(name, str) and _SAFE_COMPONENT.fullmatch(name):
         return name
     text = repr(name) if len(repr(name)) <= 80 else repr(name)[:80] + "…"
@@ -147,8 +139,7 @@ def file_lock(path: Path, *, wait: bool = True) -> Iterator[None]:
 @dataclass(frozen=True)
 class DataLayout:
     root: Path
-    #: a partition-scoped view (``ENVSIM_SHARDS``): ``trajectories`` / ``collection_issues`` are the
-    #: partition's files and ``trajectory_files()`` / ``step_parts()`` list only the partition's files
+    #: a partition-scoped view (``ENVSIM_SHARDS``): the collection files and step parts are the partition's
     partition: str | None = None
 
     @classmethod
@@ -159,8 +150,7 @@ class DataLayout:
         return replace(self, partition=None if partition is None else safe_name(partition, "partition key"))
 
     def export_dir(self, name: str) -> Path:
-        """``export/<name>/``: the default directory of an export (``benchmark``, ``sft_mixture``,
-        ``rollouts-<filter>``…). A split kind's holds one directory per exported version and ``current``."""
+        """``export/<name>/``: the default directory of an export (``benchmark``, ``rollouts-<filter>``…)."""
         return self.root / "export" / safe_name(name, "export name")
 
     def export_version(self, kind: str, version: str) -> Path:
@@ -173,16 +163,12 @@ class DataLayout:
 
     @property
     def export_record(self) -> Path:
-        """``exports.json``: where each export (by name: ``benchmark``, ``sft_mixture``, ``rollouts-<filter>``)
-        went last, as its writer recorded it."""
+        """``exports.json``: where each export went last, as its writer recorded it."""
         return self.root / "exports.json"
 
     def record_export(self, name: str, directory: Path, **facts: str) -> None:
-        """Record that export ``name`` is in ``directory`` (absolute unless under the data root, where it is
-        kept relative so that the record survives moving the root), with ``facts`` (e.g. its version).
-
-        Read, change and write happen under an exclusive lock (``.exports.json.lock``), so exports that
-        finish together — threads or processes — each keep their record."""
+        """Record that export ``name`` is in ``directory`` (relative when under the data root, so the record survives
+        moving it), with ``facts``, under an exclusive lock so exports finishing together each keep their record."""
         directory = Path(directory)
         root = self.root.absolute()
         absolute = directory if directory.is_absolute() else Path.cwd() / directory
@@ -243,8 +229,7 @@ class DataLayout:
 
     @property
     def quality_gate(self) -> Path:
-        """``quality/gate.parquet``: the steps of the environments the quality gate leaves out of the splits (the
-        findings' schema, with a ``.json`` sidecar naming them, their reasons and the setting that lets them in)."""
+        """``quality/gate.parquet``: the steps of the environments the quality gate leaves out (+ ``.json`` sidecar)."""
         return self.quality_dir / "gate.parquet"
 
     def eval_dir(self, version: str) -> Path:
@@ -252,8 +237,7 @@ class DataLayout:
         return self.root / "eval" / safe_name(version, "split version")
 
     def eval_results(self, version: str, simulator: str) -> Path:
-        """``eval/<version>/<simulator>.jsonl``: a simulator's per-sample results on a benchmark version
-        (``simulator``: ``SimulatorSpec.results_name``, which names the weights when they are known)."""
+        """``eval/<version>/<simulator>.jsonl``: a simulator's (``results_name``) per-sample results on a version."""
         return self.eval_dir(version) / f"{safe_name(simulator, 'simulator name')}.jsonl"
 
     @property
@@ -262,8 +246,7 @@ class DataLayout:
         return self.root / "quality"
 
     def table(self, name: str, part: str | None = None) -> Path:
-        """The file of table of record ``name`` (:mod:`pipeline.store.tables`; ``part``: a multi-file table's
-        part, e.g. a checker's ``env_yield`` file)."""
+        """The file of table of record ``name`` (``part``: a multi-file table's part, e.g. a checker's)."""
         declared = tables.stored(tables.PARQUET)
         if name not in declared:
             raise KeyError(f"unknown table of record {name!r}; known: {sorted(declared)}")
@@ -285,12 +268,8 @@ class DataLayout:
 
     def yield_results(self, fingerprint: str, checker: str) -> Path:
         """``quality/checks/<fingerprint>/<checker>.jsonl``: a checker's per-probe results (resumable)."""
-        return (
-            self.quality_dir
-            / "checks"
-            / safe_name(fingerprint, "corpus fingerprint")
-            / f"{safe_name(checker, 'checker name')}.jsonl"
-        )
+        checks = self.quality_dir / "checks" / safe_name(fingerprint, "corpus fingerprint")
+        return checks / f"{safe_name(checker, 'checker name')}.jsonl"
 
     def env_yield(self, checker: str) -> Path:
         """``quality/env_yield/<checker>.parquet``: a checker's per-environment verdicts (the ``env_yield`` view)."""
@@ -315,23 +294,12 @@ class DataLayout:
 
     @property
     def trajectories(self) -> Path:
-        """The file a collection writes: ``trajectories.parquet``, or ``part-<partition>.parquet`` (the table's
-        declaration: its first glob per partition, its second whole)."""
-        declared = self._declared("trajectories")
-        if self.partition is not None:
-            return declared.file(self.root, self.partition)
-        return self.root / declared.files[1]
+        """The file a collection writes: ``trajectories.parquet``, or ``part-<partition>.parquet``."""
+        return self._collection_file("trajectories", "part-")
 
     def trajectory_files(self) -> list[str]:
-        """Every file of the trajectories table: the unpartitioned ``trajectories.parquet`` and the
-        per-partition ``part-<partition>.parquet`` files a partitioned collection writes (a
-        partition-scoped layout: only its own file)."""
-        if self.partition is not None:
-            own = self.trajectories
-            return [str(own)] if own.exists() else []
-        per_partition, whole = self._declared("trajectories").files
-        files = [self.root / whole] if (self.root / whole).exists() else []
-        return [str(p) for p in files + sorted(self.root.glob(per_partition))]
+        """Every file of the trajectories table (a partition-scoped layout: only its own)."""
+        return self._collection_files("trajectories", "part-")
 
     @staticmethod
     def _declared(name: str) -> tables.TableOfRecord:
@@ -344,8 +312,7 @@ class DataLayout:
         return self.trajectories_dir / f"{name}.parquet"
 
     def _collection_files(self, whole: str, prefix: str) -> list[str]:
-        """The existing files of one collection table: the unpartitioned one, then every partition's (a
-        partition-scoped layout: only its own)."""
+        """The existing files of one collection table: the unpartitioned one, then every partition's (or its own)."""
         if self.partition is not None:
             own = self._collection_file(whole, prefix)
             return [str(own)] if own.exists() else []
@@ -355,8 +322,7 @@ class DataLayout:
 
     @property
     def collected_steps(self) -> Path:
-        """Labels observed at collection (each call executed once; see ``pipeline.labeling.rows``):
-        ``collected-steps.parquet``, or ``collected-steps-<partition>.parquet`` (+ ``.json`` sidecar)."""
+        """Labels observed at collection: ``collected-steps[-<partition>].parquet`` (+ ``.json`` sidecar)."""
         return self._collection_file("collected-steps", "collected-steps-")
 
     @property
@@ -373,8 +339,7 @@ class DataLayout:
         return self._declared("steps").file(self.root).parent
 
     def step_part(self, key: str) -> Path:
-        """A labeled-steps part named by its content key (and the partition, in a partition-scoped layout): the
-        ``*`` of the table's declared glob."""
+        """A labeled-steps part named by its content key (and the partition, in a partition-scoped layout)."""
         return self._declared("steps").file(self.root, f"{self.partition}-{key}" if self.partition is not None else key)
 
     def step_parts(self) -> list[str]:
@@ -384,9 +349,7 @@ class DataLayout:
         return [str(p) for p in parts]
 
     def steps_glob(self) -> str:
-        if self.partition is not None:  # the content key has no '-': "part-bfcl-1-*" never matches bfcl-10
-            return str(self._declared("steps").file(self.root, f"{self.partition}-*"))
-        return str(self.root / self._declared("steps").files[0])
+        return str(self.step_part("*"))  # the content key has no '-': "part-bfcl-1-*" never matches bfcl-10
 
     @property
     def strata(self) -> Path:

@@ -1,10 +1,5 @@
-"""Arrow memory that goes back to the operating system.
-
-Arrow's default pool (mimalloc) keeps freed pages mapped, so the peak RSS of a streaming pass grows
-with everything it ever touched. The streaming stages switch the process to jemalloc with immediate
-purging (measured: materialising 5K samples peaks at ~145 instead of ~245 MiB private memory),
-or to the system allocator where jemalloc is not built in. An explicit ``ARROW_DEFAULT_MEMORY_POOL``
-other than ``jemalloc`` is left alone.
+"""Arrow memory that goes back to the operating system: mimalloc keeps freed pages mapped, so the streaming stages
+switch to jemalloc with immediate purging (5K samples peak at ~145 instead of ~245 MiB), else the system allocator.
 """
 
 from __future__ import annotations

@@ -16,10 +16,8 @@ import pyarrow.parquet as pq
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` (same directory, so the same filesystem) for the block to write; on a
-    clean exit it is flushed to disk (``fsync``), renamed over ``path`` and the directory entry flushed too, so
-    ``path`` is the old version or the new one, never a part of one, also after a crash or a full disk (the
-    failed write removes only its temporary file)."""
+    """A temporary path beside ``path`` for the block to write; on a clean exit it is fsynced and renamed over
+    ``path`` (the directory fsynced too), so ``path`` is the old version or the new one, also after a crash."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -50,8 +48,7 @@ def write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema, b
 
 
 def write_arrow(path: Path, table: pa.Table, schema: pa.Schema, batch_rows: int = 512) -> int:
-    """Write an Arrow table to ``path`` atomically, in row groups of ``batch_rows`` — the same bytes
-    :func:`write_table` gives for the same rows."""
+    """Write an Arrow table to ``path`` atomically, the same bytes :func:`write_table` gives for the same rows."""
     with atomic_path(path) as tmp:
         with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
             if table.num_rows == 0:
@@ -62,12 +59,8 @@ def write_arrow(path: Path, table: pa.Table, schema: pa.Schema, batch_rows: int 
 
 
 class RowWriter:
-    """Rows added one by one, written in batches to ``path`` atomically on a clean exit (a failure
-    leaves no file)::
-
-        with RowWriter(path, schema) as out:
-            out.add(row)
-    """
+    """Rows added one by one (``with RowWriter(path, schema) as out: out.add(row)``), written in batches to
+    ``path`` atomically on a clean exit (a failure leaves no file)."""
 
     def __init__(self, path: Path, schema: pa.Schema, batch_rows: int = 512) -> None:
         self.path, self.schema, self.batch_rows = path, schema, batch_rows
@@ -100,14 +93,9 @@ class RowWriter:
 
 
 class BackgroundWrites:
-    """Run write calls on one background thread, in order, while the caller builds the next batch:
-    Parquet encoding and compression release the GIL, so Python work and compression overlap. At most
-    ``depth`` calls wait (bounded memory); the first error is re-raised by :meth:`submit` or :meth:`close`.
-
-        with BackgroundWrites() as bg:
-            for table in tables():
-                bg.submit(writer.write_table, table)
-    """
+    """Run write calls on one background thread, in order, while the caller builds the next batch (compression
+    releases the GIL). At most ``depth`` calls wait; the first error is re-raised by :meth:`submit` or
+    :meth:`close`."""
 
     def __init__(self, depth: int = 2) -> None:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)

@@ -1,19 +1,8 @@
-"""Partitions of collection and labeling: the keys, the rule that assigns environments to them,
-and keeping a partitioned and an unpartitioned trajectories table from ever being read together.
-
-A **shard** is a slice of one source's environments by a stable hash of the env id, a **partition** what holds
-one shard's data (docs/scale-out.md: both words); the sources give their names to the functions here (storage
-knows no source).
-
-A partitioned collection writes ``trajectories/part-<partition>.parquet`` and
-``issues-<partition>.parquet``; an unpartitioned one ``trajectories.parquet`` and ``issues.parquet``.
-Readers take every file (``DataLayout.trajectory_files()``), so a switch between the two — or to
-another N, which moves environments between shards — must drop the other kind's files:
-
-* an unpartitioned collection removes every partition file once its own table is written;
-* the first partitioned collection under a new partitioning (recorded in ``PARTITIONS.json``)
-  removes the unpartitioned table and every partition file, under a file lock, before it collects;
-  later partitions of the same partitioning find the marker and leave their siblings alone.
+"""Partitions of collection and labeling: the keys, the rule that assigns environments to them (a **shard** is a
+slice of one source's environments by a stable hash of the env id, a **partition** what holds one shard's data),
+and keeping partitioned and unpartitioned trajectories files from ever being read together: an unpartitioned
+collection removes every partition file once its table is written, and the first partitioned collection under a
+new partitioning (recorded in ``PARTITIONS.json``) removes the unpartitioned table and every partition file.
 """
 
 from __future__ import annotations
@@ -70,8 +59,7 @@ class Shard:
 
     @property
     def is_first(self) -> bool:
-        """Shard 0 of its source also reports the source's issues that name no environment
-        (a task line that is not JSON, an env item that does not compile)."""
+        """Shard 0 of its source also reports the source's issues that name no environment."""
         return self.index == 0
 
 

@@ -23,10 +23,7 @@ def delta_by_outcome(layout: DataLayout) -> pd.DataFrame:
     con = connect()
     df = con.sql(f'SELECT delta_size AS "|Δ|", outcome, count(*) AS n FROM {_steps(layout)} GROUP BY ALL').df()
     table = df.pivot_table(index="|Δ|", columns="outcome", values="n", fill_value=0, aggfunc="sum")
-    for outcome in OUTCOMES:
-        if outcome not in table.columns:
-            table[outcome] = 0
-    table = table[list(OUTCOMES)].astype(int)
+    table = table.reindex(columns=list(OUTCOMES), fill_value=0).astype(int)
     table["total"] = table.sum(axis=1)
     table.loc["total"] = table.sum(axis=0)
     table.columns.name = None
@@ -44,19 +41,14 @@ def step_totals(layout: DataLayout) -> dict[str, int]:
 
 
 def environment_ids(layout: DataLayout) -> tuple[list[str], list[str]]:
-    """``(the catalog's environments, the environments the steps name)``, each sorted: they differ where a task runs
-    several catalog environments together as one composite (bfcl: ``bfcl/A+B``), and where a catalog environment
-    has no step of its own."""
+    """``(the catalog's environments, the environments the steps name)``, each sorted (composites such as
+    ``bfcl/A+B`` and environments without steps tell them apart)."""
     con = connect()
     stepped = [r[0] for r in con.execute(f"SELECT DISTINCT env_id FROM {_steps(layout)} ORDER BY 1").fetchall()]
-    listed = (
-        [
-            r[0]
-            for r in con.execute("SELECT env_id FROM read_parquet(?) ORDER BY 1", [str(layout.environments)]).fetchall()
-        ]
-        if layout.environments.exists()
-        else []
-    )
+    listed = []
+    if layout.environments.exists():
+        rows = con.execute("SELECT env_id FROM read_parquet(?) ORDER BY 1", [str(layout.environments)]).fetchall()
+        listed = [r[0] for r in rows]
     return listed, stepped
 
 
@@ -71,9 +63,8 @@ def steps_by_env(layout: DataLayout) -> pd.DataFrame:
 
 
 def tool_spread_sql(relation: str, group_sql: str, where: str = "true") -> str:
-    """SQL: per group of ``relation`` (rows with ``env_id`` and ``tool``), the distinct (env, tool)
-    pairs (``tool_pairs``), the most frequent pair written ``tool (env_id)`` (``top_tool``; ties: the
-    smallest tool, then env) and its share of the group's rows (``top_tool_share``, 0–1, 3 decimals)."""
+    """SQL: per group of ``relation``, the distinct (env, tool) pairs (``tool_pairs``), the most frequent one
+    (``top_tool``: ``tool (env_id)``, ties by tool then env) and its share of the rows (``top_tool_share``)."""
     return f"""WITH pairs AS (
                  SELECT {group_sql} AS grp, env_id, tool, count(*) AS n FROM {relation} WHERE {where} GROUP BY ALL),
                ranked AS (
@@ -85,10 +76,8 @@ def tool_spread_sql(relation: str, group_sql: str, where: str = "true") -> str:
 
 
 def cell_coverage(layout: DataLayout, composition: Composition | None = None, factor: float = 2.0) -> pd.DataFrame:
-    """Candidates, distinct environments, tasks and tools (distinct (env, tool) pairs, with the top
-    tool's share of the candidates) per benchmark cell of ``composition`` (default: the ``default`` profile's;
-    docs/definitions.md §5), against ``factor`` × quota. A step counts for every cell whose rule it matches."""
-
+    """Candidates, distinct environments, tasks and (env, tool) pairs per benchmark cell of ``composition``
+    against ``factor`` × quota; a step counts for every cell whose rule it matches."""
     composition = composition if composition is not None else Composition()
     con = connect()
     candidates = (
@@ -127,9 +116,7 @@ def cell_coverage(layout: DataLayout, composition: Composition | None = None, fa
 
 
 def balance2_coverage(layout: DataLayout, composition: Composition | None = None) -> pd.DataFrame:
-    """Steps per Balance2 group (``candidates``, every step counted, like :func:`cell_coverage`'s) against the
-    mixture sizes of ``composition`` (default: the ``default`` profile's)."""
-
+    """Steps per Balance2 group (``candidates``) against the mixture sizes of ``composition``."""
     composition = composition if composition is not None else Composition()
     con = connect()
     df = (

@@ -1,9 +1,4 @@
-"""Rebuild full states from initial state + Δs, and verify them against the recorded hashes.
-
-:func:`replay` is the one Δ replay of the project: the integrity check (:func:`verify_steps`), the
-state lookup (:func:`materialize_states`) and the sample builder (:mod:`pipeline.select.samples`)
-all rebuild states through it.
-"""
+"""Rebuild full states from initial state + Δs and verify them against the recorded hashes (the one Δ replay)."""
 
 from __future__ import annotations
 
@@ -41,14 +36,10 @@ def replay(
     steps: Sequence[StoredStep],
     wanted: Container[int] | None = None,
 ) -> Iterator[tuple[int, Any, Any, str, str]]:
-    """Rebuild one trajectory's states from its stored initial state and Δs (``steps`` in step order).
-
-    Yields ``(i, s_t, s'_t, s_t text, s'_t text)`` (canonical JSON texts in the states' own key order) for every
-    position ``i`` of ``steps`` in ``wanted`` (None: every step), each state verified against its recorded hash; raises
-    :class:`ReplayError` at the first state that does not verify or Δ that does not apply. Δs are
-    applied with structure sharing (:func:`pipeline.core.delta.apply`) and texts rendered
-    incrementally (:class:`~pipeline.core.canonical.CanonicalTextCache`), only for wanted steps; the
-    yielded states share structure, so treat them as immutable."""
+    """Rebuild one trajectory's states from its stored initial state and Δs (``steps`` in step order): yields
+    ``(i, s_t, s'_t, s_t text, s'_t text)`` (stored JSON texts) for every position ``i`` in ``wanted`` (None: all),
+    each state verified against its hash; :class:`ReplayError` at the first that does not verify or apply. The
+    states share structure: treat them as immutable."""
     stored = CanonicalTextCache(ordered=True)  # the texts as stored; parsing seeds it with the subtrees' texts
     hashed = CanonicalTextCache()  # the sorted texts the hashes are taken over
     state = stored.parse(initial_json)
@@ -153,10 +144,8 @@ def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
 
 
 def kept_verification(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
-    """:func:`verify_steps`, once per content of what it reads (the step parts and the trajectory files, by their
-    bytes) and per code of the ``pipeline`` package: a resumed or repeated run whose steps did not change reads the
-    report the last verification wrote (``quality/delta_roundtrip_verdict.json``; a partition's
-    ``delta_roundtrip_verdict-<partition>.json``), a failing one too, instead of replaying every step again."""
+    """:func:`verify_steps`, once per content of the step parts and trajectory files and per code of ``pipeline``
+    (kept in ``quality/delta_roundtrip_verdict[-<partition>].json``)."""
     name = "delta_roundtrip_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
     inputs = {**labeled_digests(layout), "max_problems": max_problems, "code": code_digest()}
     return kept(

@@ -1,8 +1,5 @@
-"""Arrow schemas of the tables of record (docs/definitions.md §4.4).
-
-States are never stored twice per step: ``trajectories`` holds each initial state once, ``steps``
-holds Δ plus content hashes of ``s_t``/``s'_t``; ``tool_code`` holds each tool's source once,
-referenced by ``code_ref``.
+"""Arrow schemas of the tables of record (docs/definitions.md §4.4). States are never stored per step:
+``trajectories`` holds each initial state once, ``steps`` Δ plus the hashes of ``s_t``/``s'_t``.
 """
 
 from __future__ import annotations
@@ -17,6 +14,12 @@ from pipeline.core.axes import AXES, Axes
 from pipeline.core.canonical import canonical_json
 from pipeline.store.glossary import Described
 
+
+def fields_of(kind: pa.DataType, *names: str, nullable: bool = True) -> list[pa.Field]:
+    """Fields of one type (a run of a schema's columns)."""
+    return [pa.field(n, kind, nullable=nullable) for n in names]
+
+
 DELTA_RECORD = pa.struct(
     [
         pa.field("op", pa.string(), nullable=False),
@@ -30,9 +33,7 @@ DELTA = pa.list_(DELTA_RECORD)
 ACTION = pa.struct(
     [
         pa.field("turn", pa.int32()),
-        pa.field("tool", pa.string()),
-        pa.field("arguments_json", pa.string()),
-        pa.field("call", pa.string()),
+        *fields_of(pa.string(), "tool", "arguments_json", "call"),
         pa.field("mutated_arg", pa.string()),  # exploration: the argument deliberately mutated
         pa.field("observed_after_hash", pa.string()),  # exploration: s'_t hash when the policy ran it
     ]
@@ -40,18 +41,13 @@ ACTION = pa.struct(
 
 TRAJECTORIES = pa.schema(
     [
-        pa.field("trajectory_id", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("env_id", pa.string(), nullable=False),
-        pa.field("task_id", pa.string(), nullable=False),
+        *fields_of(pa.string(), "trajectory_id", "source", "env_id", "task_id", nullable=False),
         pa.field("category", pa.string()),
         pa.field("adapter", pa.string()),  # how the environment is built and run (EnvSpec.source); null in older files
         pa.field("strategy", pa.string()),
         pa.field("fingerprint", pa.string(), nullable=False),
-        pa.field("env_options_json", pa.string()),
-        pa.field("init_config_json", pa.string()),
-        pa.field("initial_state_json", pa.string(), nullable=False),
-        pa.field("initial_state_hash", pa.string(), nullable=False),
+        *fields_of(pa.string(), "env_options_json", "init_config_json"),
+        *fields_of(pa.string(), "initial_state_json", "initial_state_hash", nullable=False),
         pa.field("num_actions", pa.int32(), nullable=False),
         pa.field("actions", pa.list_(ACTION)),
         pa.field("messages_json", pa.string()),  # agent trajectories: the full OpenAI message history
@@ -63,8 +59,7 @@ TRAJECTORIES = pa.schema(
 #: roles of the step record's columns (one field list, from which every stage takes its columns)
 KEY = "key"  # which step it is: where it comes from and its place in the trajectory
 LABEL = "label"  # what executing the call determined; a re-execution must reproduce every one
-DETAIL = "detail"  # recorded with the step, never compared: the action's turn and mutated argument,
-#                    the tool's code reference, the truncation flag, the call's captured output, the outcome rule
+DETAIL = "detail"  # recorded with the step, never compared
 
 _STEP_FIELDS: list[tuple[pa.Field, str]] = [
     (pa.field("step_id", pa.string(), nullable=False), KEY),
@@ -97,10 +92,8 @@ _STEP_FIELDS: list[tuple[pa.Field, str]] = [
 #: the steps table: one row per executed call
 STEPS = pa.schema([f for f, _ in _STEP_FIELDS])
 
-#: what each column of the step table and of a split's samples means: the one home of these words (the
-#: dataset card's "Data Fields" section, the DuckDB comments and the Dagster column schemas are written from it;
-#: a test holds every column described). A closed-set column's entry is its meaning: the glossary
-#: (:mod:`pipeline.store.glossary`) completes it with the values the rules give.
+#: what each column of the step table and of a split's samples means: the one home of these words (the card's
+#: Data Fields, the DuckDB comments, the Dagster column schemas); the glossary completes closed-set columns.
 COLUMN_DOCS: Described = Described(
     {
         "position": "the sample's place in the pick order (strata in "
@@ -145,8 +138,7 @@ COLUMN_DOCS: Described = Described(
 
 
 def sample_schema(axes: Axes = AXES) -> pa.Schema:
-    """A split's samples: the step's key and label columns (the step table's fields), its place and stratum in
-    the split, the rebuilt states, the tool's code and the strata label of every axis (``axes``)."""
+    """A split's samples: the step's columns, place, stratum, rebuilt states, tool code and every axis' label."""
     step = STEPS.field
     return pa.schema(
         [
@@ -154,9 +146,7 @@ def sample_schema(axes: Axes = AXES) -> pa.Schema:
             pa.field("stratum", pa.string(), nullable=False),
             *map(step, ["step_id", "trajectory_id", "task_id", "env_id", "source", "step_index"]),
             step("adapter"),  # null for imported samples
-            # the frozen wall clock during the action (ISO 8601, UTC): freeze.step_time(clock_start, step_index);
-            # null for samples without a recorded clock (imported reference data)
-            pa.field("current_time", pa.string()),
+            pa.field("current_time", pa.string()),  # clock.step_time(clock_start, step_index); null: no clock
             *map(step, ["tool", "arguments_json", "args_count"]),
             pa.field("code", pa.string()),
             step("code_ref"),
@@ -170,8 +160,7 @@ def sample_schema(axes: Axes = AXES) -> pa.Schema:
     )
 
 
-#: the samples of a split version (``samples.parquet``; pipeline.select.samples writes them,
-#: pipeline.envsimbench.importer the imported ones): the one definition of a sample row
+#: the samples of a split version (``samples.parquet``): the one definition of a sample row
 SAMPLE = sample_schema()
 
 #: Arrow type -> DuckDB type, for tables whose rows are sample (or step) rows
@@ -214,8 +203,7 @@ def encode_delta(delta: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def decode_delta(records: Iterable[dict[str, Any]], before: bool = True) -> list[dict[str, Any]]:
-    """Stored Δ (:data:`DELTA`) -> Δ records with decoded values (``before=False``: the ``before``
-    values are left undecoded as None — applying a Δ reads only ``after``)."""
+    """Stored Δ (:data:`DELTA`) -> Δ records with decoded values (``before=False``: ``before`` left None)."""
     return [
         {
             "op": r["op"],
@@ -229,24 +217,17 @@ def decode_delta(records: Iterable[dict[str, Any]], before: bool = True) -> list
 
 TOOL_CODE = pa.schema(
     [
-        pa.field("code_ref", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("owner", pa.string(), nullable=False),  # class that implements the tool
-        pa.field("tool", pa.string(), nullable=False),
-        pa.field("code", pa.string(), nullable=False),
+        *fields_of(pa.string(), "code_ref", "source", "owner", "tool", "code", nullable=False),  # owner: the class
     ]
 )
 
 ENVIRONMENTS = pa.schema(
     [
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("env_id", pa.string(), nullable=False),
-        pa.field("env_class", pa.string(), nullable=False),
+        *fields_of(pa.string(), "source", "env_id", "env_class", nullable=False),
         pa.field("license", pa.string()),
         pa.field("num_tools", pa.int32(), nullable=False),
         pa.field("tools", pa.list_(pa.string())),
-        pa.field("tools_json", pa.string()),
-        pa.field("class_code_ref", pa.string()),
+        *fields_of(pa.string(), "tools_json", "class_code_ref"),
     ]
 )
 

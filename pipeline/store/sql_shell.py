@@ -1,11 +1,6 @@
-"""``./forge sql [QUERY]``: SQL on a data root's ``envsim.duckdb`` from any directory (docs/sql.md).
-
-With a query (or statements on standard input) it runs them and prints the last one's result as a table; without,
-it opens an interactive prompt: the ``duckdb`` CLI when one of the same version as the ``duckdb`` library is on the
-``PATH`` (a CLI of another version may not read the file), else a small prompt of its own — statements end with
-``;``, ``.tables`` lists the tables and views, ``.quit`` (or Ctrl-D) leaves, line editing and history through
-``readline``. The file is opened read-only (so it can be open while Dagster runs) by
-:func:`pipeline.store.duck.open_data_root`: every view answers for the root where it is now.
+"""``./forge sql [QUERY]``: SQL on a data root's ``envsim.duckdb`` (read-only) from any directory (docs/sql.md): a
+query's last result printed as a table, else an interactive prompt (the ``duckdb`` CLI of the library's version
+when on the ``PATH``, else a small prompt of its own).
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ TABLES = (
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> int:
-    """Run ``sql`` (one or more statements) and print the last one's result as a table, every row up to
-    ``MAX_ROWS`` and every column (as wide as the terminal when there is one); 1 with the error on stderr."""
+    """Run ``sql`` and print the last statement's result as a table (up to ``MAX_ROWS``); 1 with the error on stderr."""
     try:
         result = con.sql(sql)
         if result is None:  # a statement with no result (SET, CREATE TEMP TABLE, ...)
@@ -113,16 +107,14 @@ def _duckdb_cli() -> str | None:
 
 
 def command(data_root: Path) -> str:
-    """The command that opens ``data_root``'s SQL, as the summary prints it: ``./forge sql`` (``./forge`` runs in the
-    repository root, whose ``data`` is the default root), with ``--data-root`` when the root is another."""
+    """The command that opens ``data_root``'s SQL, as the summary prints it (``--data-root`` unless default)."""
     root = resolve_root(data_root)
     default = root == resolve_root(default_data_root())
     return "./forge sql" if default else f"./forge sql --data-root {shlex.quote(str(root))}"
 
 
 def _cannot_open(database: Path, exc: duckdb.Error) -> str:
-    """Why ``database`` cannot be opened, in one line: a run writing it (DuckDB's lock: wait for the run), else
-    DuckDB's own first line."""
+    """Why ``database`` cannot be opened, in one line: a run writing it, else DuckDB's own first line."""
     if "lock" not in str(exc).lower():
         return f"cannot open {database}: {str(exc).splitlines()[0]}"
     holder = held_by(database.parent)

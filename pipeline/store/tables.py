@@ -1,15 +1,8 @@
-"""Every table of ``envsim.duckdb``, each one declaration, of one of three storages:
-
-- ``parquet``: files under the data root (their globs, their Arrow schema when a stage writes them from Arrow rows)
-  read through a DuckDB view over the files that exist;
-- ``duckdb``: a table kept inside ``envsim.duckdb`` (its typed columns and its key), created and brought up to date by
-  :func:`pipeline.store.warehouse.ensure_table`, and, for one filled from split manifests, where its rows come from;
-- ``derived``: a view a stage builds from the others (its SQL is that stage's; a ``family`` is one view per key).
-
-What the table and its table-specific columns mean is in the same declaration. The layout
-(:meth:`pipeline.store.layout.DataLayout.table`), the warehouse (views, tables, manifest rows) and the catalog's
-comments (:mod:`pipeline.store.catalog`) iterate them. Adding one is a :class:`TableOfRecord` registered in
-:data:`TABLES`, here or by a plugin's entry point (docs/extending.md "Add a table").
+"""Every table of ``envsim.duckdb``, each one declaration (with what it and its own columns mean) of one of three
+storages: ``parquet`` (files under the data root, read through a DuckDB view over the files that exist),
+``duckdb`` (a table inside ``envsim.duckdb``, maybe filled from split manifests) or ``derived`` (a view a stage
+builds from the others). The layout, the warehouse and the catalog iterate them; adding one is a
+:class:`TableOfRecord` registered in :data:`TABLES`, here or by a plugin (docs/extending.md "Add a table").
 """
 
 from __future__ import annotations
@@ -37,10 +30,8 @@ PARQUET, DUCKDB, DERIVED = "parquet", "duckdb", "derived"
 
 @dataclass(frozen=True)
 class ManifestRows:
-    """Where a ``duckdb`` table's rows come from when a split kind keeps them in its versions' manifests: the
-    manifest's list ``field`` of row objects, for every version of ``kind``; each row gets the version (the table's
-    first column), ``renamed`` columns (column -> the row's key) and ``from_spec`` ones (column -> its path in the
-    manifest's ``spec``)."""
+    """A ``duckdb`` table's rows from the manifests of ``kind``'s versions: the list ``field``; each row gets the
+    version (first column), ``renamed`` columns (column -> row key) and ``from_spec`` ones (column -> spec path)."""
 
     kind: str
     field: str
@@ -65,15 +56,10 @@ class ManifestRows:
 
 @dataclass(frozen=True)
 class TableOfRecord:
-    """One table of ``envsim.duckdb`` (the module docstring). ``description``: the table comment; ``columns``:
-    column -> meaning, where the table's meaning differs from the shared vocabulary's or the word is the table's
-    own; ``storage``: ``parquet``, ``duckdb`` or ``derived``.
-
-    A ``parquet`` table: ``files``, its files under the data root (globs; a ``*`` in the first is the part a writer
-    names, :meth:`file`); ``view``, the SELECT of its DuckDB view, ``{files}`` standing for the existing files (no
-    view while none exists). A ``duckdb`` table: ``sql_columns``, column -> DuckDB type in table order; ``key``, its
-    primary key; ``from_manifests``, where its rows come from when split manifests hold them. A ``derived`` view:
-    ``family``, one view per key named ``<name>_<key>`` (``eval_by_env``)."""
+    """One table of ``envsim.duckdb``: ``description``, its comment; ``columns``, column -> meaning where it is the
+    table's own word. ``parquet``: ``files`` (globs; the first one's ``*`` is the part a writer names) and ``view``
+    (``{files}``: the existing files). ``duckdb``: ``sql_columns`` (in table order), ``key`` and
+    ``from_manifests``. ``derived``: ``family``, one view per key named ``<name>_<key>`` (``eval_by_env``)."""
 
     name: str
     files: tuple[str, ...]
@@ -115,6 +101,42 @@ def _step(name: str) -> tuple[str, pa.DataType]:
 
 _RESTATED_STEP = ["task_id", "env_id", "source", "adapter", "step_index", "turn", "tool", "arguments_json"]
 
+
+def duckdb_table(
+    name: str,
+    description: str,
+    sql_columns: Mapping[str, str],
+    key: tuple[str, ...] = (),
+    columns: Mapping[str, str] | None = None,
+    from_manifests: ManifestRows | None = None,
+) -> TableOfRecord:
+    """The declaration of a table kept inside ``envsim.duckdb``."""
+    return TableOfRecord(
+        name,
+        (),
+        description,
+        columns=columns or {},
+        storage=DUCKDB,
+        sql_columns=dict(sql_columns),
+        key=key,
+        from_manifests=from_manifests,
+    )
+
+
+def derived_view(
+    name: str, description: str, family: bool = False, columns: Mapping[str, str] | None = None
+) -> TableOfRecord:
+    """The declaration of a view a stage derives from the other tables (``family``: one per key, ``<name>_<key>``)."""
+    return TableOfRecord(name, (), description, columns=columns or {}, storage=DERIVED, family=family)
+
+
+#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version)
+MEMBER_COLUMNS = (
+    *("position", "stratum", "step_id", "trajectory_id", "task_id", "env_id", "tool"),
+    *AXES.stored_columns,
+    "sample_hash",
+)
+
 for _table in (
     TableOfRecord(
         "steps",
@@ -152,25 +174,15 @@ for _table in (
                 pa.field("env_id", pa.string(), nullable=False),
                 pa.field("source", pa.string()),
                 pa.field("verdict", pa.string(), nullable=False),
-                pa.field("main_problem", pa.string()),
-                pa.field("problems", pa.string()),
-                pa.field("tools", pa.int32()),
-                pa.field("tools_used", pa.int32()),
-                pa.field("scenarios", pa.int32()),
-                pa.field("steps", pa.int64()),
-                pa.field("success_steps", pa.int64()),
-                pa.field("failure_steps", pa.int64()),
-                pa.field("error_steps", pa.int64()),
+                *schema.fields_of(pa.string(), "main_problem", "problems"),
+                *schema.fields_of(pa.int32(), "tools", "tools_used", "scenarios"),
+                *schema.fields_of(pa.int64(), "steps", "success_steps", "failure_steps", "error_steps"),
                 pa.field("error_share", pa.float64()),
-                pa.field("error_tools", pa.string()),
-                pa.field("determinism", pa.string()),
-                pa.field("quarantine_reason", pa.string()),
+                *schema.fields_of(pa.string(), "error_tools", "determinism", "quarantine_reason"),
                 pa.field("max_delta", pa.int32()),
                 pa.field("cells", pa.string()),
-                pa.field("cells_reached", pa.int32()),
-                pa.field("mismatches", pa.int32()),
-                pa.field("mismatch_detail", pa.string()),
-                pa.field("state_problems", pa.string()),
+                *schema.fields_of(pa.int32(), "cells_reached", "mismatches"),
+                *schema.fields_of(pa.string(), "mismatch_detail", "state_problems"),
                 pa.field("max_state_bytes", pa.int64()),
                 pa.field("input_fingerprint", pa.string()),
             ]
@@ -191,20 +203,15 @@ for _table in (
                 pa.field("env_id", pa.string(), nullable=False),
                 pa.field("tool", pa.string(), nullable=False),
                 pa.field("in_catalog", pa.bool_()),
-                pa.field("steps", pa.int64()),
-                pa.field("success_steps", pa.int64()),
-                pa.field("failure_steps", pa.int64()),
-                pa.field("error_steps", pa.int64()),
+                *schema.fields_of(pa.int64(), "steps", "success_steps", "failure_steps", "error_steps"),
                 pa.field("error_share", pa.float64()),
                 pa.field("top_exception", pa.string()),
                 pa.field("top_exception_steps", pa.int64()),
-                pa.field("example_step", pa.string()),
-                pa.field("example_call", pa.string()),
+                *schema.fields_of(pa.string(), "example_step", "example_call"),
                 pa.field("max_delta", pa.int32()),
-                pa.field("schema_only_args", pa.string()),
-                pa.field("code_only_args", pa.string()),
-                pa.field("mismatch_detail", pa.string()),
-                pa.field("input_fingerprint", pa.string()),
+                *schema.fields_of(
+                    pa.string(), "schema_only_args", "code_only_args", "mismatch_detail", "input_fingerprint"
+                ),
             ]
         ),
         {
@@ -224,24 +231,19 @@ for _table in (
             [
                 pa.field("checker", pa.string(), nullable=False),
                 pa.field("kind", pa.string(), nullable=False),
-                pa.field("model", pa.string()),
-                pa.field("weights_id", pa.string()),
+                *schema.fields_of(pa.string(), "model", "weights_id"),
                 pa.field("corpus_fingerprint", pa.string(), nullable=False),
                 pa.field("threshold", pa.float64(), nullable=False),
                 pa.field("probes_per_env", pa.int32()),
                 pa.field("seed", pa.int64()),
                 pa.field("env_id", pa.string(), nullable=False),
-                *(pa.field(n, pa.int32()) for n in ("probes", "positives", "negatives", "answered")),
-                *(pa.field(n, pa.int32()) for n in ("request_failures", "pass_count", "warning_count", "fail_count")),
-                *(pa.field(n, pa.float64()) for n in ("fm", "cm", "cm_reference", "pass_acc", "not_fail_acc")),
-                pa.field("checker_verdict", pa.string()),
-                pa.field("executor_verdict", pa.string()),
-                pa.field("executor_problem", pa.string()),
+                *schema.fields_of(pa.int32(), "probes", "positives", "negatives", "answered"),
+                *schema.fields_of(pa.int32(), "request_failures", "pass_count", "warning_count", "fail_count"),
+                *schema.fields_of(pa.float64(), "fm", "cm", "cm_reference", "pass_acc", "not_fail_acc"),
+                *schema.fields_of(pa.string(), "checker_verdict", "executor_verdict", "executor_problem"),
                 pa.field("accepted", pa.bool_()),
-                pa.field("prompt_tokens", pa.int64()),
-                pa.field("completion_tokens", pa.int64()),
-                pa.field("checker_yield", pa.float64()),
-                pa.field("checker_seconds", pa.float64()),
+                *schema.fields_of(pa.int64(), "prompt_tokens", "completion_tokens"),
+                *schema.fields_of(pa.float64(), "checker_yield", "checker_seconds"),
             ]
         ),
         {
@@ -265,18 +267,14 @@ for _table in (
                 *map(_step, [*_RESTATED_STEP, "outcome", "delta_size"]),
                 (AXES["delta"].label, pa.string()),
                 ("real_observation", pa.string()),
-                ("fm", pa.bool_()),
-                ("cm", pa.bool_()),
-                ("state_match", pa.bool_()),
-                ("drift_before", pa.int32()),
-                ("drift", pa.int32()),
+                *schema.fields_of(pa.bool_(), "fm", "cm", "state_match"),
+                *schema.fields_of(pa.int32(), "drift_before", "drift"),
                 ("diverged_before", pa.bool_()),
                 ("predicted_changes", pa.int32()),
                 ("parse_ok", pa.bool_()),
-                *((n, pa.string()) for n in ("parse_error", "change_error", "feedback_json", "answer")),
+                *schema.fields_of(pa.string(), "parse_error", "change_error", "feedback_json", "answer"),
                 ("latency_s", pa.float64()),
-                ("prompt_tokens", pa.int64()),
-                ("completion_tokens", pa.int64()),
+                *schema.fields_of(pa.int64(), "prompt_tokens", "completion_tokens"),
             ]
         ),
         view=READ_UNION,
@@ -287,15 +285,14 @@ for _table in (
         "One row per simulated rollout: how it ended, its first divergence and drift.",
         pa.schema(
             [
-                *((n, pa.string()) for n in ("run_id", "simulator", "model", "agent", "rollout_id", "task_id")),
-                *((n, pa.string()) for n in ("env_id", "source", "adapter", "status", "stop_reason")),
-                *((n, pa.int32()) for n in ("steps", "parse_failures", "first_divergence", "final_drift")),
-                ("max_drift", pa.int32()),
-                ("fm_rate", pa.float64()),
-                ("cm_rate", pa.float64()),
+                *schema.fields_of(pa.string(), "run_id", "simulator", "model", "agent", "rollout_id", "task_id"),
+                *schema.fields_of(pa.string(), "env_id", "source", "adapter", "status", "stop_reason"),
+                *schema.fields_of(
+                    pa.int32(), "steps", "parse_failures", "first_divergence", "final_drift", "max_drift"
+                ),
+                *schema.fields_of(pa.float64(), "fm_rate", "cm_rate"),
                 ("verified_steps", pa.int32()),
-                ("tools_json", pa.string()),
-                ("messages_json", pa.string()),
+                *schema.fields_of(pa.string(), "tools_json", "messages_json"),
             ]
         ),
         {"steps": "Steps in the rollout.", "status": "How the rollout ended."},
@@ -331,69 +328,18 @@ for _table in (
         "s.step_index, s.tool, s.outcome, s.delta_size, s.reward, s.fm, s.cm, s.drift_before, s.drift "
         f"FROM read_json({{files}}, {_SERVED_READ}) e, unnest(e.steps) AS t(s)",
     ),
-):
-    TABLES.register(_table)
-
-
-def duckdb_table(
-    name: str,
-    description: str,
-    sql_columns: Mapping[str, str],
-    key: tuple[str, ...] = (),
-    columns: Mapping[str, str] | None = None,
-    from_manifests: ManifestRows | None = None,
-) -> TableOfRecord:
-    """The declaration of a table kept inside ``envsim.duckdb``."""
-    return TableOfRecord(
-        name,
-        (),
-        description,
-        columns=columns or {},
-        storage=DUCKDB,
-        sql_columns=dict(sql_columns),
-        key=key,
-        from_manifests=from_manifests,
-    )
-
-
-def derived_view(
-    name: str, description: str, family: bool = False, columns: Mapping[str, str] | None = None
-) -> TableOfRecord:
-    """The declaration of a view a stage derives from the other tables (``family``: one per key, ``<name>_<key>``)."""
-    return TableOfRecord(name, (), description, columns=columns or {}, storage=DERIVED, family=family)
-
-
-#: ``split_members`` columns taken from a version's ``samples.parquet`` (after kind and version): the sample's
-#: place, stratum and ids, and its value on every stored axis; types from the sample schema
-MEMBER_COLUMNS = (
-    "position",
-    "stratum",
-    "step_id",
-    "trajectory_id",
-    "task_id",
-    "env_id",
-    "tool",
-    *AXES.stored_columns,
-    "sample_hash",
-)
-
-for _table in (
     duckdb_table(
         "split_versions",
         "One row per split version of every kind (benchmark, sft_mixture, curriculum), old versions kept: seed, "
         "input fingerprint, spec, when it was created and by which Dagster run, and its parent.",
         {
-            "kind": "VARCHAR",
-            "version": "VARCHAR",
+            **dict.fromkeys(("kind", "version"), "VARCHAR"),
             "seed": "BIGINT",
-            "input_fingerprint": "VARCHAR",
-            "spec_json": "VARCHAR",
-            "samples": "INTEGER",
-            "shortfalls": "INTEGER",
+            **dict.fromkeys(("input_fingerprint", "spec_json"), "VARCHAR"),
+            **dict.fromkeys(("samples", "shortfalls"), "INTEGER"),
             "is_current": "BOOLEAN",
             "created_at": "TIMESTAMPTZ",
-            "dagster_run_id": "VARCHAR",
-            "parent_version": "VARCHAR",
+            **dict.fromkeys(("dagster_run_id", "parent_version"), "VARCHAR"),
         },
         key=("kind", "version"),
         columns={"samples": "Samples in the version."},
@@ -409,32 +355,15 @@ for _table in (
         "One row per evaluation run and sample: the simulator's answer and its scores (FM, CM, cm_reference, …), "
         "latency and tokens; `split_version` names the benchmark version scored.",
         {
-            "run_id": "VARCHAR",
-            "simulator": "VARCHAR",
-            "model": "VARCHAR",
-            "weights_id": "VARCHAR",
-            "base_url": "VARCHAR",
-            "split_version": "VARCHAR",
-            "prompt": "VARCHAR",
-            "step_id": "VARCHAR",
-            "stratum": "VARCHAR",
-            "env_id": "VARCHAR",
-            "tool": "VARCHAR",
+            **dict.fromkeys(("run_id", "simulator", "model", "weights_id", "base_url", "split_version"), "VARCHAR"),
+            **dict.fromkeys(("prompt", "step_id", "stratum", "env_id", "tool"), "VARCHAR"),
             **{a.column: a.sql_type for a in AXES if a.stored},  # the sample's value on every stored axis
-            "fm": "BOOLEAN",
-            "cm": "BOOLEAN",
-            "cm_changed_paths": "BOOLEAN",
-            "cm_reference": "BOOLEAN",
-            "fm_reference": "BOOLEAN",
+            **dict.fromkeys(("fm", "cm", "cm_changed_paths", "cm_reference", "fm_reference"), "BOOLEAN"),
             "reference_error": "VARCHAR",
             "parse_ok": "BOOLEAN",
-            "parse_error": "VARCHAR",
-            "change_error": "VARCHAR",
-            "status": "VARCHAR",
-            "request_error": "VARCHAR",
+            **dict.fromkeys(("parse_error", "change_error", "status", "request_error"), "VARCHAR"),
             "latency_s": "DOUBLE",
-            "prompt_tokens": "BIGINT",
-            "completion_tokens": "BIGINT",
+            **dict.fromkeys(("prompt_tokens", "completion_tokens"), "BIGINT"),
             "answer": "VARCHAR",
             "seq": "BIGINT",
         },
@@ -444,23 +373,10 @@ for _table in (
         "bench_model_runs",
         "One row per `./forge bench-model` measurement: the model, its weights, the settings and throughput.",
         {
-            "run_id": "VARCHAR",
-            "model": "VARCHAR",
-            "path": "VARCHAR",
-            "weights_id": "VARCHAR",
-            "gguf_sha256": "VARCHAR",
-            "checkpoint_version": "VARCHAR",
-            "template": "VARCHAR",
-            "backend": "VARCHAR",
-            "dtype": "VARCHAR",
-            "split_version": "VARCHAR",
-            "per_cell": "INTEGER",
-            "samples": "INTEGER",
-            "max_tokens": "INTEGER",
-            "scored": "INTEGER",
-            "resumed": "INTEGER",
-            "seconds": "DOUBLE",
-            "samples_per_s": "DOUBLE",
+            **dict.fromkeys(("run_id", "model", "path", "weights_id", "gguf_sha256", "checkpoint_version"), "VARCHAR"),
+            **dict.fromkeys(("template", "backend", "dtype", "split_version"), "VARCHAR"),
+            **dict.fromkeys(("per_cell", "samples", "max_tokens", "scored", "resumed"), "INTEGER"),
+            **dict.fromkeys(("seconds", "samples_per_s"), "DOUBLE"),
             "created_at": "TIMESTAMPTZ",
         },
         columns={
@@ -473,22 +389,15 @@ for _table in (
         "sft_checkpoints",
         "One row per published SFT checkpoint version: the mixture trained on, base model, settings, loss.",
         {
-            "checkpoint_version": "VARCHAR",
-            "mixture_version": "VARCHAR",
-            "base_model": "VARCHAR",
-            "finetuning_type": "VARCHAR",
+            **dict.fromkeys(("checkpoint_version", "mixture_version", "base_model", "finetuning_type"), "VARCHAR"),
             "template": "VARCHAR",
             "gpus": "INTEGER",
-            "settings_json": "VARCHAR",
-            "path": "VARCHAR",
-            "train_loss": "DOUBLE",
-            "train_runtime_s": "DOUBLE",
+            **dict.fromkeys(("settings_json", "path"), "VARCHAR"),
+            **dict.fromkeys(("train_loss", "train_runtime_s"), "DOUBLE"),
             "tokens_seen": "BIGINT",
-            "job_id": "VARCHAR",
-            "dagster_run_id": "VARCHAR",
+            **dict.fromkeys(("job_id", "dagster_run_id"), "VARCHAR"),
             "nodes": "INTEGER",
-            "base_model_revision": "VARCHAR",
-            "library_versions_json": "VARCHAR",
+            **dict.fromkeys(("base_model_revision", "library_versions_json"), "VARCHAR"),
         },
         columns={"path": "Filesystem path of the published checkpoint."},
     ),
@@ -496,17 +405,13 @@ for _table in (
         "sft_checkpoint_steps",
         "One row per intermediate checkpoint of an SFT run: step, loss, path and whether it is still there.",
         {
-            "checkpoint_version": "VARCHAR",
-            "parent_version": "VARCHAR",
-            "mixture_version": "VARCHAR",
+            **dict.fromkeys(("checkpoint_version", "parent_version", "mixture_version"), "VARCHAR"),
             "step": "INTEGER",
             "path": "VARCHAR",
             "present": "BOOLEAN",
-            "loss": "DOUBLE",
-            "epoch": "DOUBLE",
+            **dict.fromkeys(("loss", "epoch"), "DOUBLE"),
             "written_at": "TIMESTAMPTZ",
-            "job_id": "VARCHAR",
-            "dagster_run_id": "VARCHAR",
+            **dict.fromkeys(("job_id", "dagster_run_id"), "VARCHAR"),
         },
         columns={"path": "Filesystem path of the intermediate checkpoint."},
     ),
@@ -514,19 +419,8 @@ for _table in (
         "eval_job_runs",
         "One row per evaluation job: the checkpoint served, how, on which benchmark version, its job ids.",
         dict.fromkeys(
-            (
-                "run_id",
-                "simulator",
-                "served_model",
-                "checkpoint_version",
-                "checkpoint_path",
-                "template",
-                "backend",
-                "split_version",
-                "job_id",
-                "dagster_run_id",
-                "weights_id",
-            ),
+            ("run_id", "simulator", "served_model", "checkpoint_version", "checkpoint_path", "template", "backend")
+            + ("split_version", "job_id", "dagster_run_id", "weights_id"),
             "VARCHAR",
         ),
     ),
@@ -534,16 +428,11 @@ for _table in (
         "curriculum_groups",
         "One row per α-curriculum version and group: estimate, weight, candidates, quota and selected.",
         {
-            "version": "VARCHAR",
-            "run_id": "VARCHAR",
-            "grp": "VARCHAR",
+            **dict.fromkeys(("version", "run_id", "grp"), "VARCHAR"),
             "estimate": "DOUBLE",
-            "eval_samples": "INTEGER",
-            "eval_successes": "INTEGER",
+            **dict.fromkeys(("eval_samples", "eval_successes"), "INTEGER"),
             "weight": "DOUBLE",
-            "candidates": "INTEGER",
-            "quota": "INTEGER",
-            "selected": "INTEGER",
+            **dict.fromkeys(("candidates", "quota", "selected"), "INTEGER"),
             "filtered": "VARCHAR",
         },
         from_manifests=ManifestRows(
@@ -570,8 +459,7 @@ for _table in (
         family=True,
     ),
     derived_view(
-        "checkpoint_scores",
-        "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture.",
+        "checkpoint_scores", "Scores of every evaluated checkpoint: eval_runs joined to the checkpoint and its mixture."
     ),
     derived_view(
         "served_reward",

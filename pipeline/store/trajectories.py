@@ -81,8 +81,7 @@ def row_to_trajectory(row: dict[str, Any]) -> Trajectory:
 def iter_trajectory_rows(
     layout: DataLayout, columns: list[str] | None = None, batch_size: int = 256, ids: list[str] | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Stream rows of the trajectories table — every file of ``layout.trajectory_files()``, i.e. one
-    partition's for a partition-scoped layout — (optionally only ``ids``)."""
+    """Stream rows of the trajectories table (``layout.trajectory_files()``; optionally only ``ids``)."""
     files = layout.trajectory_files()
     if not files:
         if layout.partition is not None:

@@ -49,10 +49,8 @@ def code_digest(packages: tuple[str, ...] = ()) -> str:
 def kept(
     path: Path, inputs: Any, compute: Callable[[], T], dump: Callable[[T], Any], load: Callable[[Any, str], T]
 ) -> T:
-    """``compute()``, once per ``inputs`` (a JSON-able value naming what it reads: file digests, settings, code):
-    the result is written to ``path`` (atomically) with the inputs' key, and a later call with the same inputs
-    loads it from there (``load(stored, key)``; a failing result too); an unreadable or stale file is computed
-    again."""
+    """``compute()``, once per ``inputs`` (a JSON-able value naming what it reads): the result is written to
+    ``path`` with the inputs' key, and a later call with the same inputs loads it (``load(stored, key)``)."""
     key = hashlib.blake2b(json.dumps(inputs, sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
     with suppress(OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: compute
         stored = json.loads(path.read_text())

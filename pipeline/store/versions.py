@@ -1,14 +1,7 @@
-"""Versioned splits: ``data/splits/<kind>/<version>/`` with a manifest, and an explicit CURRENT
-pointer per kind (never "the latest file").
-
-Provenance that is not part of a version's content — when it was first written, by which Dagster run,
-and which version was current when it was first made current — is appended to ``data/splits/<kind>/history.jsonl``
-(one JSON line per event), never written into the version's directory: same seed and input, same bytes.
-
-A version's ``parent_version`` is the version it was first derived from: the one current when it was made
-current for the first time. Making an existing version current again (a run back at seed 0 after a run at seed 1)
-is logged as its own event but never rewrites a parent, so the lineage is acyclic (a parent was always made
-current before its child)."""
+"""Versioned splits: ``data/splits/<kind>/<version>/`` with a manifest, and an explicit CURRENT pointer per kind.
+Provenance (when a version was first written, by which run, its parent: the version current when it was first made
+current, so the lineage is acyclic) is appended to ``history.jsonl``, never written into the version: same seed and
+input, same bytes."""
 
 from __future__ import annotations
 
@@ -67,8 +60,6 @@ class SplitStore:
             tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
     def versions(self) -> list[str]:
-        if not self.root.exists():
-            return []
         return sorted(p.parent.name for p in self.root.glob("*/manifest.json"))
 
     def current(self) -> str | None:
@@ -126,8 +117,7 @@ class SplitStore:
         self.log(SKIPPED, version, dagster_run_id, reason=reason)
 
     def skip_reason(self, dagster_run_id: str | None = None) -> str | None:
-        """Why the product was skipped: by the Dagster run ``dagster_run_id`` (its last skip), or, without one, by the
-        last draw (a skip logged after the last version was made current); None when it was not."""
+        """Why the product was skipped by the Dagster run ``dagster_run_id`` (none: by the last draw), or None."""
         events = [e for e in self.history() if e.get("event") in (SKIPPED, MADE_CURRENT, CREATED)]
         if dagster_run_id is not None:
             events = [e for e in events if e.get("dagster_run_id") == dagster_run_id]
@@ -140,10 +130,8 @@ class SplitStore:
             self.log(CREATED, version, dagster_run_id)
 
     def provenance(self) -> dict[str, dict[str, Any]]:
-        """Per version: ``created_at`` (first ``created`` event; else the manifest's modification time),
-        ``dagster_run_id`` (the run that created it; None outside Dagster) and ``parent_version`` (the version
-        current when it was first made current; None when never made current or nothing was current). Histories
-        written before ``previous`` existed logged every change as ``parent``: the first one counts."""
+        """Per version: ``created_at`` (first ``created`` event, else the manifest's mtime), ``dagster_run_id`` (the
+        run that created it) and ``parent_version`` (the version current when it was first made current)."""
         out: dict[str, dict[str, Any]] = {}
         blank = {"created_at": None, "dagster_run_id": None, "parent_version": None}
         for event in self.history():
@@ -168,9 +156,8 @@ class SplitStore:
         return None if current is None else int(self.manifest(current)["spec"]["seed"])
 
     def seed(self, seed: int | None) -> int:
-        """The seed a new draw uses: ``seed`` when given, else the CURRENT version's (0 when there is none). A draw
-        without a seed (a plain ``./forge run``) so keeps the seed a scheduled or seeded run chose: on the same input
-        it is the CURRENT version again, and CURRENT moves only with new steps, a new composition or a named seed."""
+        """The seed a new draw uses: ``seed`` when given, else the CURRENT version's (0 when there is none), so a
+        plain run on the same input draws the CURRENT version again."""
         return seed if seed is not None else self.current_seed() or 0
 
     def resolve(self, version: str | None) -> str:

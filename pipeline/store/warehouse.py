@@ -1,12 +1,7 @@
-"""The DuckDB database under the data root: a view over each table of record (one per declaration of
-:mod:`pipeline.store.tables`), and tables of split versions and their membership (all versions of every kind,
-so old splits stay queryable).
-
-Views name their Parquet files relative to the DuckDB file (``HERE_SQL``; absolute for a file kept outside its
-data root), so a plain DuckDB client answers every view from any directory, also after the root moved (docs/sql.md
-"How the views find their files"). :func:`sync` is the one sync of every connection the pipeline opens on
-``envsim.duckdb``. Callers pass a connection (in Dagster: the ``duckdb`` resource's, inside the ``duckdb`` pool,
-so only one process writes at a time).
+"""The DuckDB database under the data root: a view over each table of record, and the tables of every split version
+and its members. Views name their Parquet files relative to the DuckDB file (``HERE_SQL``), so a plain DuckDB client
+answers every view from any directory, also after the root moved (docs/sql.md). :func:`sync` is the one sync of
+every connection the pipeline opens on ``envsim.duckdb``.
 """
 
 from __future__ import annotations
@@ -43,10 +38,8 @@ def _in_root(layout: DataLayout, path: Path | str, relative: bool = True, suffix
 
 
 def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
-    """The view of every table of record (:mod:`pipeline.store.tables`) with files under ``layout``'s root now
-    (name -> SELECT); a glob of files, so that partitions and versions written after this sync are in the view
-    too; paths relative to the DuckDB file's directory (``HERE_SQL``), or absolute when not ``relative`` (a DuckDB
-    file kept outside the data root)."""
+    """The view of every table of record with files under ``layout``'s root now (name -> SELECT over globs, so
+    later files are in it too), paths relative to the DuckDB file's directory unless not ``relative``."""
     root = layout.root.resolve()
     views: dict[str, str] = {}
     for name, table in tables.stored(tables.PARQUET).items():
@@ -72,9 +65,8 @@ def _stored_views(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, name: str, select: str, stored: dict[str, str] | None) -> None:
-    """``CREATE OR REPLACE VIEW name AS select``, unless ``stored`` (:func:`_stored_views`; None: a temporary view,
-    always made) holds that view already with the same SQL (as DuckDB renders it) and the same columns: a replaced
-    view loses its comments, and commenting every column again after every step costs more than the step."""
+    """``CREATE OR REPLACE VIEW name AS select`` (``stored`` None: a temporary one), unless ``stored`` holds it with
+    the same SQL and columns already: a replaced view loses its comments, and commenting it again costs."""
     if stored is not None and name in stored:
         rendered = con.execute("SELECT json_deserialize_sql(json_serialize_sql(?))", [select]).fetchone()[0]
         if stored[name] == f"CREATE VIEW {name} AS {rendered};":
@@ -89,10 +81,8 @@ def _create_view(con: duckdb.DuckDBPyConnection, name: str, select: str, stored:
 
 
 def _repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
-    """Resolve the views' relative paths against ``layout``'s root on this connection (``file_search_path``), then
-    (re-)create every Parquet view for the files there now (a read-only connection: as temporary views, which take
-    precedence over the stored ones in this connection), the views derived from them and the comments. Returns
-    the views' names."""
+    """Resolve the views' relative paths against ``layout``'s root (``file_search_path``), then (re-)create every
+    Parquet view (read-only: as temporary views), the derived views and the comments. Returns the views' names."""
     root = layout.root.resolve()
     con.execute(f"SET file_search_path = {quote(str(root))}")
     temp = "TEMP " if catalog.read_only(con) else ""
@@ -111,9 +101,7 @@ def _repoint(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
 
 
 def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
-    """Views over the tables (no file paths): ``split_diff``, ``served_reward`` (reward by task, environment and
-    mode), ``served_drift_by_step`` (shadow mode's drift, FM and CM by step) and ``eval_results_strata`` (the
-    benchmark group and the label of every axis evaluation breaks down by), where their tables exist."""
+    """The views over other tables (no file paths), where their tables exist."""
     stored = _stored_views(con)
     if _exists(con, "split_members"):
         values = ", ".join(f"m.{column}" for column in axes.stored_columns)  # every axis value a sample stores
@@ -188,15 +176,11 @@ def ensure_table(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 def register_splits(
-    con: duckdb.DuckDBPyConnection,
-    layout: DataLayout,
-    kinds: Iterable[str] = SPLIT_KINDS,
+    con: duckdb.DuckDBPyConnection, layout: DataLayout, kinds: Iterable[str] = SPLIT_KINDS
 ) -> dict[str, int]:
-    """The one registration of split versions, for every split kind: create ``split_versions`` /
-    ``split_members`` (or bring older ones up to date) and register every version of ``kinds`` on disk —
-    members once per version, the version row (current flag, created time, run, parent) refreshed on every
-    call — and the tables declared ``from_manifests`` with the rows they take from a kind's versions (once per
-    version). Returns the version count per kind."""
+    """The one registration of split versions: every version of ``kinds`` on disk into ``split_versions`` (refreshed
+    on every call) and ``split_members`` (once per version), and the tables declared ``from_manifests``. Returns
+    the version count per kind."""
     kinds = tuple(kinds)
     ensure_table(con, "split_versions")
     ensure_table(con, "split_members")
@@ -213,21 +197,13 @@ def register_splits(
             manifest = store.manifest(version)
             spec = manifest["spec"]
             prov = provenance.get(version, {})
+            row = [kind, version, spec.get("seed"), spec.get("input"), json.dumps(spec, sort_keys=True)]
+            row += [manifest["samples"], len(manifest["shortfalls"]), False]  # is_current: set below
+            row += [prov.get(c) for c in ("created_at", "dagster_run_id", "parent_version")]
             con.execute(
-                f"INSERT OR REPLACE INTO split_versions ({', '.join(versions_columns)}) VALUES (?, ?, ?, ?, ?, ?, ?, "
-                "false, ?, ?, ?)",
-                [
-                    kind,
-                    version,
-                    spec.get("seed"),
-                    spec.get("input"),
-                    json.dumps(spec, sort_keys=True),
-                    manifest["samples"],
-                    len(manifest["shortfalls"]),
-                    prov.get("created_at"),
-                    prov.get("dagster_run_id"),
-                    prov.get("parent_version"),
-                ],
+                f"INSERT OR REPLACE INTO split_versions ({', '.join(versions_columns)}) "
+                f"VALUES ({', '.join('?' for _ in row)})",
+                row,
             )
             if version not in members:
                 con.execute(
@@ -246,8 +222,7 @@ def register_splits(
 
 
 def _register_manifest_rows(con: duckdb.DuckDBPyConnection, layout: DataLayout, table: tables.TableOfRecord) -> None:
-    """Create the table (or bring it up to date) and insert the rows of every version of its split kind that it
-    does not hold yet."""
+    """Ensure the table and insert the rows of every version of its split kind that it does not hold yet."""
     source = table.from_manifests
     assert source is not None
     store = SplitStore(layout, source.kind)
@@ -265,12 +240,8 @@ def _register_manifest_rows(con: duckdb.DuckDBPyConnection, layout: DataLayout, 
 
 
 def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
-    """The one sync of a connection with the data root ``layout`` (every connection the pipeline opens on
-    ``envsim.duckdb`` comes through here: :func:`pipeline.store.duck.connect_file` and the code location's
-    ``duckdb`` resource, on opening and after each step): register every split version (and the rows the tables
-    declared ``from_manifests`` take from them) unless the connection is read-only, then point the views at the
-    root as it is now, with a view per Parquet table whose files exist, the derived views and the comments.
-    Returns the views' names."""
+    """The one sync of a connection with the data root ``layout``: register every split version unless the
+    connection is read-only, then point the views at the root as it is now. Returns the views' names."""
     if not catalog.read_only(con):
         register_splits(con, layout)
     return _repoint(con, layout)
