@@ -53,13 +53,6 @@ def _schema(columns: Iterable[tuple[str, str]], table: str = "") -> TableSchema:
     )
 
 
-def records_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], limit: int = MAX_ROWS) -> MetadataValue:
-    """Table metadata of ``columns`` of the first ``limit`` rows."""
-    body = [{c: _cell(r.get(c)) for c in columns} for r in list(rows)[:limit]]
-    schema = _schema((str(c), _column_type(r[c] for r in body)) for c in columns)
-    return MetadataValue.table(records=[TableRecord(r) for r in body], schema=schema)
-
-
 _ARROW_TYPES = (
     (pa.types.is_boolean, "bool"),
     (pa.types.is_integer, "int"),
@@ -92,8 +85,10 @@ def metadata_of(values: Mapping[str, Any]) -> dict[str, Any]:
     ``Markdown`` as Markdown, a ``Path`` as a path, a dict as JSON, any other value as it is."""
 
     def one(value: Any) -> Any:
-        if isinstance(value, Table):
-            return records_table(value.rows, value.columns)
+        if isinstance(value, Table):  # its first MAX_ROWS rows
+            body = [{c: _cell(r.get(c)) for c in value.columns} for r in list(value.rows)[:MAX_ROWS]]
+            schema = _schema((str(c), _column_type(r[c] for r in body)) for c in value.columns)
+            return MetadataValue.table(records=[TableRecord(r) for r in body], schema=schema)
         if isinstance(value, Markdown):
             return MetadataValue.md(value.text)
         if isinstance(value, Path):

@@ -33,10 +33,8 @@ from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, EmptySelection, SplitStore
 from resources import CompositionResource, DataStoreResource, RunPolicyResource
 
-POOL = "duckdb"  # one writer of envsim.duckdb at a time
 
-
-@asset(group_name="selection", deps=["labeled_steps", "environment_report"], pool=POOL, kinds={"duckdb", "parquet"})
+@asset(group_name="selection", deps=["labeled_steps", "environment_report"], pool="duckdb", kinds={"duckdb", "parquet"})
 def step_strata(
     context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource, composition: CompositionResource
 ) -> MaterializeResult:
@@ -126,7 +124,7 @@ def _skipped(
 @asset(
     group_name="selection",
     deps=["step_strata"],
-    pool=POOL,
+    pool="duckdb",
     kinds={"duckdb", "parquet"},
     check_specs=[AssetCheckSpec("composition_matches", asset="benchmark_split")],
     output_required=False,
@@ -203,7 +201,7 @@ class MixtureConfig(Config):
 @asset(
     group_name="selection",
     deps=["benchmark_split"],
-    pool=POOL,
+    pool="duckdb",
     kinds={"duckdb", "parquet"},
     check_specs=[
         AssetCheckSpec("mixture_composition", asset="sft_mixture"),

@@ -4,6 +4,7 @@ agent SFT data, and the α-curriculum SFT mixture from evaluation results (GenEn
 from pathlib import Path
 from typing import Literal
 
+import pyarrow.parquet as pq
 from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
@@ -42,8 +43,6 @@ from pipeline.rollouts.sft import export_rollouts
 from resources import DataStoreResource, EnvironmentSourcesResource, SandboxResource
 from resources.config_from import config_from, default_of
 
-POOL = "duckdb"
-
 
 class RolloutConfig(Config):
     simulators: list[SimulatorConfig] = Field(
@@ -76,7 +75,7 @@ class RolloutConfig(Config):
 @asset(
     group_name="simulation",
     deps=["labeled_steps"],
-    pool=POOL,
+    pool="duckdb",
     kinds={"duckdb", "parquet", "openai"},
     check_specs=[AssetCheckSpec("oracle_never_drifts", asset="simulated_rollouts")],
 )
@@ -131,13 +130,8 @@ class RolloutExportConfig(Config):
     directory: str = Field(default="", description="Export directory (default: data/export/rollouts-<filter>).")
 
 
-def _baselines_only(rollouts: Path) -> bool:
-    """Whether every simulator of a rollouts file is of a baseline kind (a row's ``model`` is the kind's
-    name for a simulator that asks no model)."""
-    import pyarrow.parquet as pq
-
-    models = set(pq.read_table(rollouts, columns=["model"]).column("model").to_pylist())
-    return all(m in KINDS and KINDS[m].baseline for m in models)
+def _values(rollouts: Path, column: str) -> set:
+    return set(pq.read_table(rollouts, columns=[column]).column(column).to_pylist())
 
 
 @asset(group_name="simulation", deps=["simulated_rollouts"], kinds={"parquet", "huggingface"})
@@ -148,16 +142,13 @@ def rollout_sft_dataset(
     asked them, its tool calls and the simulator's tool responses; plus the tool schemas the agent was given)
     in the Hugging Face layout, filtered (all / verified / prefix); the card says which filter and how many
     rollouts and steps were dropped (rollouts whose task's question is not known are never exported)."""
-    import pyarrow.parquet as pq
-
     layout = store.layout()
     files = sorted(rollout_store.rollouts_root(layout).glob("*/rollouts.parquet"))
-    chosen = []
-    for f in files:
-        sims = set(pq.read_table(f, columns=["simulator"]).column("simulator").to_pylist())
-        if (config.simulators and sims & set(config.simulators)) or (not config.simulators and not _baselines_only(f)):
-            chosen.append(f)
-    if not config.simulators and not chosen:  # only baselines so far: export them (the offline default)
+    wanted = set(config.simulators)
+    # unset: the files with a simulator not of a baseline kind (a row's `model` is the kind's name for a baseline)
+    baseline = {name for name, kind in KINDS.items() if kind.baseline}
+    chosen = [f for f in files if (_values(f, "simulator") & wanted if wanted else _values(f, "model") - baseline)]
+    if not wanted and not chosen:  # only baselines so far: export them (the offline default)
         chosen = files
     directory = Path(config.directory) if config.directory else layout.export_dir(f"rollouts-{config.filter}")
     facts = export_rollouts(chosen, directory, config.filter)
@@ -178,7 +169,7 @@ class CurriculumConfig(config_from(CurriculumSpec, exclude={"run_id"})):
     make_current: bool = Field(default=True, description="Point CURRENT of the curriculum at the new version.")
 
 
-@asset(group_name="simulation", deps=["simulator_eval", "step_strata"], pool=POOL, kinds={"duckdb", "parquet"})
+@asset(group_name="simulation", deps=["simulator_eval", "step_strata"], pool="duckdb", kinds={"duckdb", "parquet"})
 def curriculum_mixture(
     context: AssetExecutionContext, config: CurriculumConfig, store: DataStoreResource, duckdb: DuckDBResource
 ) -> MaterializeResult:

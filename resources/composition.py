@@ -19,10 +19,6 @@ class CellConfig(config_from(Cell)):
     """A benchmark cell: the steps that qualify (outcome, |Δ| range, argument count) and its quota
     (fields: ``Cell``)."""
 
-    @classmethod
-    def of(cls, cell: Cell) -> "CellConfig":
-        return cls(**cell.to_dict())
-
 
 class CompositionResource(ConfigurableResource):
     """The composition in force: benchmark cells (rule + quota) and Balance2 mixture sizes."""
@@ -30,7 +26,7 @@ class CompositionResource(ConfigurableResource):
     model_config = {**ConfigurableResource.model_config, "extra": "forbid"}  # a mistyped key is refused
 
     cells: list[CellConfig] = Field(
-        default_factory=lambda: [CellConfig.of(c) for c in Composition().cells],
+        default_factory=lambda: [CellConfig(**c.to_dict()) for c in Composition().cells],
         description="Benchmark cells (rule + quota); default: the profile's (EnvSimBench's 400).",
     )
     mixture_sizes: dict[str, int] = Field(
