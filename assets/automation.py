@@ -65,12 +65,12 @@ def weekly_splits(cron: str) -> ScheduleDefinition:
 def splits_on_new_steps(
     context: SensorEvaluationContext, asset_event: EventLogEntry, store: DataStoreResource
 ) -> RunRequest | SkipReason:
+    layout = store.layout()
     run = context.instance.get_run_by_id(asset_event.run_id) if asset_event.run_id else None
     event_root = run.tags.get(DATA_ROOT_TAG) if run else None
-    if event_root and event_root != root_tag(store.layout().root):
+    if event_root and event_root != (root := root_tag(layout.root)):
         return SkipReason(
-            f"labeled_steps were materialized under another data root ({event_root}), "
-            f"not this sensor's ({root_tag(store.layout().root)})"
+            f"labeled_steps were materialized under another data root ({event_root}), not this sensor's ({root})"
         )
     # the partitions of labeled_steps in the sensor's code location (None: unpartitioned, or no code location)
     steps = context.repository_def.assets_defs_by_key.get(AssetKey("labeled_steps")) if context.repository_def else None
@@ -80,17 +80,12 @@ def splits_on_new_steps(
         missing = sorted(set(partitions.get_partition_keys()) - set(done))
         if missing:
             return SkipReason(f"labeled_steps partitions not materialized yet: {', '.join(missing)}")
-    layout = store.layout()
     bench, mixture = SplitStore(layout, BENCHMARK), SplitStore(layout, MIXTURE)
     try:
         fingerprint = input_fingerprint(layout)
     except OSError as exc:
         return SkipReason(f"cannot read the labeled steps under {layout.root}: {exc}")
-    built_from = {
-        store_.kind: store_.manifest(store_.current())["spec"].get("input") if store_.current() else None
-        for store_ in (bench, mixture)
-    }
-    if all(value == fingerprint for value in built_from.values()):
+    if all(s.current() and s.manifest(s.current())["spec"].get("input") == fingerprint for s in (bench, mixture)):
         return SkipReason(
             f"labeled steps unchanged (input {fingerprint}): benchmark {bench.current()} and mixture "
             f"{mixture.current()} were drawn from them"

@@ -47,9 +47,8 @@ DEFAULT = multi_or_in_process_executor.configured(_default, config_schema=multi_
 
 def _executor_config(current: Settings) -> dict:
     raw = current.executor_config
-    if not raw:
-        config = {}
-    else:
+    config = {}
+    if raw:
         text = raw
         with suppress(OSError):  # YAML text too long to be a file name
             if "\n" not in raw and Path(raw).is_file():
