@@ -1,17 +1,10 @@
-"""The Dagster code location: ``build_definitions(settings)``, loaded through ``@dg.definitions``.
-
-``defs`` (what ``dg dev``, ``dg launch -m assets.definitions`` and workspace.yaml load) builds the
-definitions of the process's settings (``pipeline.core.settings.settings()``: the ``ENVSIM_*``
-variables, docs/settings.md) when Dagster loads the code location, never at import; ``./forge run`` builds
-them once from its settings value (``cli.launch.definitions``). Any other shape is
-``build_definitions(Settings(...))`` in the same process:
-
-* ``shards`` partitions ``trajectories`` and ``labeled_steps`` (``envsim_main`` then holds the
-  unpartitioned assets and the job ``collect_and_label`` the partitioned ones; the jobs: assets/jobs.py);
-* ``executor`` (+ ``max_concurrent``, ``executor_config``) chooses the executor;
-* ``launcher`` adds the ``training`` group and picks the launcher's backend (``resources.sets``);
-* ``profile`` gives the resources' defaults; ``split_cron`` the ``weekly_splits`` schedule.
-"""
+"""The Dagster code location: ``build_definitions(settings)``. ``defs`` (what ``dg dev``, ``dg launch -m
+assets.definitions`` and workspace.yaml load) builds it from the process's settings (``ENVSIM_*``, docs/settings.md)
+when Dagster loads the code location, never at import; ``./forge run`` builds it once from its own settings value.
+The settings choose: ``shards`` partitions ``trajectories`` and ``labeled_steps`` (``envsim_main`` then holds the
+unpartitioned assets, ``collect_and_label`` the partitioned ones: assets/jobs.py); ``executor`` (+ ``max_concurrent``,
+``executor_config``) the executor; ``launcher`` adds the ``training`` group and picks the launcher's backend
+(``resources.sets``); ``profile`` the resources' defaults; ``split_cron`` the ``weekly_splits`` schedule."""
 
 import dagster as dg
 from dagster._config.pythonic_config import infer_schema_from_config_class

@@ -1,9 +1,7 @@
-"""The console logger of every job: Dagster's colored console logger whose messages are, in this order, cut before
-a failure's stack trace (at INFO and above: ``./forge run`` then names the failed step and its one-line cause; the
-stack stays in the run's event log, which the UI shows, and ``loggers: {console: {config: {log_level: DEBUG}}}``
-prints it again) and passed through :func:`pipeline.core.untrusted.log_line`, so text from inside an environment (a
-reset error, a tool's output, a quarantine reason) is shown with its control characters escaped and can start no
-line of its own; the data keeps it verbatim."""
+"""The console logger of every job: Dagster's colored console logger, each message cut before a failure's stack
+trace at INFO and above (``./forge run`` then names the failed step and its cause; the run's event log keeps the stack,
+``log_level: DEBUG`` prints it) and passed through :func:`pipeline.core.untrusted.log_line`, so text from inside an
+environment is shown with its control characters escaped and starts no line of its own (the data keeps it verbatim)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Opt-in partitioning of collection and labeling: ``Settings.shards`` (``ENVSIM_SHARDS=N``).
-
-``build_definitions`` (``assets.definitions``) gives ``trajectories`` and ``labeled_steps`` the static
-partitions ``<source>-<i>`` (bfcl / builtin / envscaler × i < N: one partition per shard; the keys and
-the shard rule are ``pipeline.store.partitions``) when the settings ask for shards, and a backfill runs
-one run per partition; everything downstream stays unpartitioned and reads all partitions. Unset, both
-are unpartitioned (the default run). Nothing here reads the environment: a step finds its partition
-(and the partitioning) on its own context.
-"""
+"""Opt-in partitioning of collection and labeling (``Settings.shards``, ``ENVSIM_SHARDS=N``): ``build_definitions``
+gives ``trajectories`` and ``labeled_steps`` the static partitions ``<source>-<i>`` (one per source and shard; keys and
+shard rule: ``pipeline.store.partitions``), a backfill runs one run per partition, and everything downstream stays
+unpartitioned, reading all partitions. Nothing here reads the environment: a step finds its partition on its context."""
 
 from dagster import (
     AssetCheckExecutionContext,

@@ -1,9 +1,6 @@
-"""Entry points of the GPU jobs, run inside the job by the launcher (``python -m assets.training_entry``).
-
-They are the Dagster Pipes side of a job: parameters arrive as Pipes extras, results go back as a Pipes
-materialization. The work itself is in ``pipeline.training``; this module is the only Dagster (Pipes) part, so it lives
-in assets/, next to the assets that launch it.
-"""
+"""Entry points of the GPU jobs, run inside the job by the launcher (``python -m assets.training_entry``): the Dagster
+Pipes side of a job (extras in, a materialization out) and its only Dagster part, so it lives next to the assets that
+launch it; the work itself is ``pipeline.training``."""
 
 import json
 import sys

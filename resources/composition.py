@@ -1,11 +1,7 @@
-"""The benchmark composition in force, and the run policy.
-
-``composition``: one resource that every asset steering or counting by the composition shares —
-exploration targets (``trajectories``), the candidate tables of ``labeled_steps`` and ``step_strata``, the
-cells of ``benchmark_split`` and the sizes of ``sft_mixture``. ``run_policy``: how hard a run pursues it and
-what it does when the corpus falls short (``RunPolicy``). Configure each once (Launchpad: ``resources:
-composition: config: …`` / ``resources: run_policy: config: …``); their defaults are the profile's
-(``pipeline/profiles/<name>.toml``: EnvSimBench's 400-sample cells and the Balance2 sizes by default)."""
+"""The benchmark composition in force (``composition``, shared by every asset that steers or counts by it: the
+exploration targets, the candidate tables of ``labeled_steps`` and ``step_strata``, the cells of ``benchmark_split``
+and the sizes of ``sft_mixture``) and the run policy (``run_policy``: how hard a run pursues it, what a shortfall does).
+Both default to the profile's (``pipeline/profiles/<name>.toml``) and are configured once under ``resources:``."""
 
 from dagster import ConfigurableResource
 from pydantic import Field

@@ -1,13 +1,8 @@
 """Dagster config classes and resources derived from the domain's settings dataclasses (docs/settings.md "Asset
-config and resource fields"): :func:`config_from` turns a dataclass (fields, defaults and descriptions:
-:func:`pipeline.core.fields.setting`) into the base of a Dagster ``Config`` or ``ConfigurableResource`` with the same
-fields, and ``to_domain()`` builds the dataclass back; :func:`default_of` reads a default a function's keyword
-argument keeps.
-
-Types the Dagster config cannot hold are translated: ``Path`` is a string and a tuple is a list in
-the config, and back in the dataclass; a dataclass (a field's, or a list's element) is a nested config
-derived from it the same way.
-"""
+config and resource fields"): :func:`config_from` gives a ``Config`` or ``ConfigurableResource`` base a dataclass's
+fields, defaults and descriptions (:func:`pipeline.core.fields.setting`), ``to_domain()`` builds the dataclass back,
+and :func:`default_of` reads a function's keyword default. In the config a ``Path`` is a string, a tuple a list and a
+dataclass (a field's, or a list's element) a nested config derived the same way; back in the dataclass, as they were."""
 
 from __future__ import annotations
 

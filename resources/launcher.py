@@ -1,11 +1,8 @@
-"""The job launcher resource: local subprocess or Slurm, with Dagster Pipes for what jobs report.
-
-Local jobs run through Dagster's ``PipesSubprocessClient``; what it does not do is added around it: the job's
-script and log in its directory (the log followed into the run's log, its tail in the failure), a time
-limit, and the whole process group ended on failure or termination (``pipeline.training.launchers.local_job``:
-the client sends SIGINT to the process it started when the run is terminated and nothing more). Slurm jobs
-run through :class:`~pipeline.training.launchers.SlurmLauncher` inside a Pipes session (docs/gpu-jobs.md "Slurm").
-"""
+"""The job launcher resource: local subprocess or Slurm, with Dagster Pipes for what jobs report. Local jobs run
+through Dagster's ``PipesSubprocessClient`` plus what it lacks: the job's script and log in its directory (the log
+followed into the run's, its tail in the failure), a time limit, and the whole process group ended on failure or
+termination (``pipeline.training.launchers.local_job``). Slurm jobs run through
+:class:`~pipeline.training.launchers.SlurmLauncher` inside a Pipes session (docs/gpu-jobs.md "Slurm")."""
 
 import re
 import sys

@@ -1,13 +1,8 @@
-"""The resources of the code location, chosen in one place (:func:`resources_for`).
-
-The deployment is where GPU jobs run (``Settings.launcher``: ``local``, the default, or ``slurm``: the
-launcher's backend); the profile (``Settings.profile``, a file of ``pipeline/profiles/``) gives the defaults: each of
-its sections is the config of the resource named after it (``sources``, ``composition``, ``run_policy``),
-validated here, once, by building the resources. Every value that flows from the settings is passed here
-explicitly, so a resource's own field defaults never read the environment. The data root is the ``store``
-resource's, configured at launch (default ``Settings.data_root``) and nested in the resources that keep
-files under it, so that they follow it.
-"""
+"""The resources of the code location, chosen in one place (:func:`resources_for`): the deployment
+(``Settings.launcher``: where GPU jobs run, ``local`` or ``slurm``) and the profile (``Settings.profile``, a file of
+``pipeline/profiles/``), each of whose sections configures the resource named after it, validated here once. Every
+value from the settings is passed explicitly, so no resource's field default reads the environment. The ``store``
+resource's data root (configured at launch) is nested in the resources that keep files under it, so they follow it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Where the Parquet tables of record and the DuckDB file live: the data root, set on the ``store`` resource.
-
-The code location binds one ``store`` (configured at launch: a ``data_root`` set in the Launchpad applies
-to the whole run) and nests it in the resources that keep files under the data root — the ``duckdb``
-resource (``envsim.duckdb``) and the GPU job launcher (``jobs/``) — so they follow it; the sensors take
-``store`` too. Nothing else decides where the data lives.
-"""
+"""Where the Parquet tables of record and the DuckDB file live: the data root of the ``store`` resource. The code
+location binds one ``store`` (configured at launch) and nests it in the resources that keep files under the data root
+(``duckdb``: ``envsim.duckdb``; the job launcher: ``jobs/``), so they follow it; the sensors take ``store`` too."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
