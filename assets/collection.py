@@ -55,9 +55,7 @@ class CollectionConfig(config_from(ExploreSettings, exclude={"call_budget", "max
     def settings(self, max_budget: int) -> ExploreSettings | None:
         """The exploration settings (None: exploration off); a budget unset here scales with the corpus up to
         ``max_budget``."""
-        if not self.enabled:
-            return None
-        return self.to_domain(call_budget=self.call_budget, max_call_budget=max_budget)
+        return self.to_domain(call_budget=self.call_budget, max_call_budget=max_budget) if self.enabled else None
 
 
 @asset(group_name="collection", deps=["environment_catalog"], kinds={"python", "parquet"})

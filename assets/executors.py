@@ -15,10 +15,9 @@ _EXTRAS = {
 }
 
 
-#: how a multiprocess run starts its step processes unless its config names a ``start_method``: forked from one
-#: server process that imported Dagster, the definitions and the instance's storage once (each step opens the
-#: instance), rather than Dagster's default ``spawn``, a fresh interpreter per step importing them all again: a run
-#: in the UI or the daemon takes about a third of the CPU (docs/performance.md, "Runs in the UI and the daemon")
+#: how a multiprocess run starts its steps unless its config names a ``start_method``: forked from one server that
+#: imported Dagster, the definitions and the instance's storage once, not Dagster's ``spawn`` (an interpreter per step
+#: importing them again): about a third of the CPU (docs/performance.md, "Runs in the UI and the daemon")
 FORKSERVER = {
     "forkserver": {
         "preload_modules": [

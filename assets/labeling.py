@@ -81,11 +81,10 @@ def delta_roundtrip(
 ) -> AssetCheckResult:
     layout = scoped(store.layout(), context)
     report = kept_verification(layout, max_problems=1_000_000)
-    strict = run_policy.strict
-    facts = quarantine(layout, report, strict=strict)
+    facts = quarantine(layout, report, strict=run_policy.strict)
     if report.kept_from:
         facts.values["verified"] = f"before, on the same step and trajectory files (report {report.kept_from})"
-    held = bool(facts["quarantined_environments"].rows) and not strict
+    held = bool(facts["quarantined_environments"].rows) and not run_policy.strict
     severity = AssetCheckSeverity.WARN if report.ok or held else AssetCheckSeverity.ERROR
     return check_result(context, facts, partition_metadata(context), passed=report.ok, severity=severity)
 

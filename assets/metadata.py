@@ -1,8 +1,6 @@
-"""Dagster metadata from the pipeline's tables: real table metadata with a column schema (the UI renders it
-as a table, not as pipe text behind "[Show Markdown]"), and the ``dagster/row_count`` /
-``dagster/column_schema`` of a Parquet-backed asset read from the files' own footers. Every column a glossary
-describes carries its description (:func:`pipeline.store.catalog.column_description`: the words of the DuckDB
-comments and the dataset card), so the UI's Columns table says what each column means and holds."""
+"""Dagster metadata from the pipeline's tables: table metadata with a column schema (a table in the UI, not pipe
+text), and a Parquet-backed asset's ``dagster/row_count`` / ``dagster/column_schema`` from the files' footers; every
+column with its glossary description (:func:`pipeline.store.catalog.column_description`) for the UI's Columns table."""
 
 from __future__ import annotations
 

@@ -79,10 +79,8 @@ class BenchmarkConfig(Config):
 def _composition_check(
     context: Any, name: str, result: SelectionResult, on_shortfall: str, layout: DataLayout
 ) -> AssetCheckResult:
-    """The split holds what its composition asks: every stratum exactly its quota. A shortfall (a stratum
-    with fewer candidates than its quota) fails the check — WARN, or ERROR with ``on_shortfall: fail`` —
-    naming each short stratum and, for a benchmark cell, what the corpus reaches toward it
-    (``difficult (|Δ| 7–12): 0 of 50, max |Δ| in the corpus 3``) and the fix."""
+    """Every stratum holds exactly its quota; a short one fails the check (WARN, or ERROR with ``on_shortfall: fail``)
+    naming it, for a benchmark cell what the corpus reaches (``difficult (|Δ| 7–12): 0 of 50, max |Δ| …``), the fix."""
     suite = composition_suite(result.strata, layout.quality_dir / f"{name}_verdict.json")
     short = result.shortfall_lines()
     fix = {"fix": SHORTFALL_FIX} if short and result.reach else {}
@@ -105,10 +103,8 @@ def _composition_check(
 def _skipped(
     context: AssetExecutionContext, exc: EmptySelection, checks: dict[str, bool]
 ) -> Iterator[AssetCheckResult]:
-    """A product the corpus cannot fill at all (``EmptySelection`` with ``on_shortfall: warn``): no version, the
-    reason logged (and in the split's history, for the summary), each of its checks answered (``checks``: name ->
-    passed; the composition check fails with WARN naming the reason), and nothing materialized, so Dagster skips
-    the steps downstream of it and the run goes on."""
+    """A product the corpus cannot fill at all (``EmptySelection``, ``on_shortfall: warn``): the reason logged, each
+    check answered (``checks``: name -> passed, WARN), nothing materialized: Dagster skips what is downstream of it."""
     context.log.warning(f"skipped: {exc}")
     for name, passed in checks.items():
         yield check_result(

@@ -42,9 +42,8 @@ class TrainConfig(config_from(TrainSettings, aliases={"extra": "extra_args"})):
 
 
 def _step_sink(context: AssetExecutionContext, duckdb: DuckDBResource, run_dir: Path) -> Log:
-    """The training job's log into the run's log; each checkpoint the job announces is registered in
-    ``sft_checkpoint_steps`` as it is written (a database busy for longer than the resource's retries gets it
-    when the job ends)."""
+    """The job's log into the run's log; each checkpoint it announces registered in ``sft_checkpoint_steps`` as it is
+    written (a database busy past the resource's retries gets it when the job ends)."""
 
     def sink(line: str) -> None:
         record = steps.parse_mark(line)
@@ -193,9 +192,8 @@ class EvalJobConfig(EvalConfig):
 def _served(
     config: ServeConfig, root: Path, launcher: JobLauncherResource
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The job's serving extras and the checkpoint's manifest (None for a checkpoint trained elsewhere). The
-    job itself derives the checkpoint's weights id (hashing weight files is the job's work, next to them) and,
-    unless ``served_model_name`` is set, the served name from it."""
+    """The job's serving extras and the checkpoint's manifest (None: trained elsewhere); the job itself derives the
+    weights id (hashing the weight files, next to them) and from it the served name, unless ``served_model_name``."""
     python, cli = launcher.serving()
     if config.checkpoint in base_models.EMBEDDED:  # an embedded base model, by name (converted on first use)
         path, manifest = base_models.materialize(config.checkpoint, root, python).resolve(), None
