@@ -82,7 +82,8 @@ def _to_config(value: Any) -> Any:
     return value
 
 
-def _to_domain(tp: Any, value: Any) -> Any:
+def domain_value(tp: Any, value: Any) -> Any:
+    """The value of type ``tp`` a config ``value`` holds (a derived config: its dataclass, whatever ``tp``)."""
     if value is None:
         return None
     if tp is Path:
@@ -92,11 +93,11 @@ def _to_domain(tp: Any, value: Any) -> Any:
     origin, args = get_origin(tp), get_args(tp)
     if origin in (Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        return _to_domain(inner[0], value) if len(inner) == 1 else value
+        return domain_value(inner[0], value) if len(inner) == 1 else value
     if origin is tuple:
-        return tuple(_to_domain(args[0], v) for v in value)
+        return tuple(domain_value(args[0], v) for v in value)
     if origin is list and args:
-        return [_to_domain(args[0], v) for v in value]
+        return [domain_value(args[0], v) for v in value]
     return value
 
 
@@ -113,7 +114,7 @@ class DerivedConfig:
         if cls not in domains:
             raise TypeError(f"{type(self).__name__} is not derived from {cls.__name__}")  # type: ignore[union-attr]
         hints = get_type_hints(cls)
-        values = {name: _to_domain(hints[name], getattr(self, name)) for name in domains[cls] if name not in given}
+        values = {name: domain_value(hints[name], getattr(self, name)) for name in domains[cls] if name not in given}
         return cls(**values, **given)  # type: ignore[misc]
 
 

@@ -10,7 +10,7 @@ from pipeline.core.fields import description
 from pipeline.envs import registry
 from pipeline.envs.config import SourceConfig
 from pipeline.store.layout import DataLayout
-from resources.config_from import with_sections
+from resources.config_from import domain_value, with_sections
 
 
 class EnvironmentSourcesResource(ConfigurableResource):
@@ -26,11 +26,7 @@ class EnvironmentSourcesResource(ConfigurableResource):
         for source in registry.sources():
             if source.settings is None or source.name not in type(self).model_fields:
                 continue
-            value = getattr(self, source.name)
-            if source.many:
-                value = None if value is None else [v.to_domain() for v in value]
-            else:
-                value = value.to_domain()
+            value = domain_value(type(self).model_fields[source.name].annotation, getattr(self, source.name))
             sections[source.name] = source.at_root(value, layout.root)
         return registry.sources_config(self.message_histories, **sections)
 
