@@ -203,6 +203,10 @@ SLOW = {
     "tests/collect/test_explore_adapts.py::test_a_rarely_chosen_tool_": "an exploration run of 4,000 calls (4 s)",
     "tests/assets/test_exploration_metadata.py::": "a Dagster run of an exploration (3 s)",
     "tests/project/test_synth_corpus.py::": "a synthetic corpus made three times, on one and two workers (4 s)",
+    "tests/select/test_selection.py::test_great_expectations_loads_without_scipy_stats_": (
+        "a fresh Python process importing great-expectations (4 s)"
+    ),
+    "tests/assets/test_launch.py::test_regenerate_runs_the_schedules_job_now_": "two runs of regenerate_splits (3 s)",
     "tests/store/test_layout.py::test_processes_recording_exports_together_": "processes writing at once (3 s)",
 }
 
