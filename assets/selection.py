@@ -81,7 +81,7 @@ def _composition_check(
 ) -> AssetCheckResult:
     """Every stratum holds exactly its quota; a short one fails the check (WARN, or ERROR with ``on_shortfall: fail``)
     naming it, for a benchmark cell what the corpus reaches (``difficult (|Δ| 7–12): 0 of 50, max |Δ| …``), the fix."""
-    suite = composition_suite(result.strata, layout.quality_dir / f"{name}_verdict.json")
+    suite = composition_suite(result.strata, layout.verdict(name))
     short = result.shortfall_lines()
     fix = {"fix": SHORTFALL_FIX} if short and result.reach else {}
     values = {
@@ -238,7 +238,7 @@ def sft_mixture(
         yield from _skipped(context, exc, {"mixture_composition": False, "no_benchmark_overlap": True})
         return
     bench = SplitStore(layout, BENCHMARK)
-    verdict = layout.quality_dir / "no_benchmark_overlap_verdict.json"
+    verdict = layout.verdict("no_benchmark_overlap")
     overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule, verdict)
     benchmark = {"benchmark_version": result.spec["benchmark"], "decontaminated_by": rule}
     yield materialize(

@@ -92,7 +92,9 @@ class ChangeError(ValueError):
 
 def plain(value: Any) -> Any:
     """A canonical value with the environment's own values instead of the canonical markers: ``$int`` → the
-    integer, ``$float`` / ``$decimal`` → the float, ``$complex`` / ``$repr`` / ``$bytes`` → their text."""
+    integer, ``$float`` / ``$decimal`` → the float, ``$complex`` / ``$repr`` / ``$bytes`` → their text. Its
+    ``canonicalize`` is the canonical form again except for decimals (they become floats): compare plain forms on
+    both sides."""
     if isinstance(value, list):
         return [plain(v) for v in value]
     if not isinstance(value, dict):

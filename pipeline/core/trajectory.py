@@ -51,7 +51,8 @@ class Trajectory:
     @cached_property
     def _fingerprint(self) -> str:
         # no sort_keys: dict order of an init config can change what the env code builds. The payload is
-        # what ``asdict`` gives, built without its deep copies (a trajectory's config can be large).
+        # what ``asdict`` gives, built without its deep copies (a trajectory's config can be large). A field added
+        # to EnvSpec changes every fingerprint, and so every stored trajectory's reuse key.
         env = {f.name: getattr(self.env, f.name) for f in fields(self.env)}
         actions = [
             {"name": a.name, "arguments": a.arguments, "turn": a.turn, "call": a.call, "mutated_arg": a.mutated_arg}

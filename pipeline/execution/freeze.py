@@ -187,29 +187,12 @@ _REAL_DATE = _dt.date
 
 REAL = types.SimpleNamespace(
     datetime=_dt.datetime,
-    date=_dt.date,
     time=_time.time,
-    time_ns=_time.time_ns,
-    monotonic=_time.monotonic,
-    monotonic_ns=_time.monotonic_ns,
     perf_counter=_time.perf_counter,
-    perf_counter_ns=_time.perf_counter_ns,
-    localtime=_time.localtime,
     gmtime=_time.gmtime,
     strftime=_time.strftime,
-    ctime=_time.ctime,
-    sleep=_time.sleep,
     asctime=_time.asctime,
-    urandom=os.urandom,
-    uuid1=_uuid.uuid1,
-    uuid4=_uuid.uuid4,
     clock_gettime=_time.clock_gettime,
-    clock_gettime_ns=_time.clock_gettime_ns,
-    process_time=_time.process_time,
-    process_time_ns=_time.process_time_ns,
-    thread_time=_time.thread_time,
-    thread_time_ns=_time.thread_time_ns,
-    times=os.times,
     getrandom=getattr(os, "getrandom", None),
     open=builtins.open,
     stat=os.stat,
@@ -218,16 +201,12 @@ REAL = types.SimpleNamespace(
     scandir=os.scandir,
     uname=os.uname,
     getrusage=_resource.getrusage,
-    getloadavg=os.getloadavg,
-    gethostname=_socket.gethostname,
-    cpu_count=os.cpu_count,
     process_cpu_count=getattr(os, "process_cpu_count", None),
     sched_getaffinity=os.sched_getaffinity,
     sysconf=os.sysconf,
-    random_seed=_random.seed,
     Random_seed=_random.Random.seed,
 )
-"""The real functions and classes, as they were when this module was imported."""
+"""The real functions and classes the stand-ins call, as they were when this module was imported."""
 
 
 class _Clock:
@@ -478,11 +457,12 @@ def _frozen_content(file: Any) -> str | None:
         path = path.decode("utf-8", "replace")
     if not isinstance(path, str):
         return None
-    if os.path.normpath(path) == UPTIME:
+    norm = os.path.normpath(path)
+    if norm == UPTIME:
         return f"{_clock().tick():.2f} 0.00\n"
-    if not path.startswith("/proc") or os.path.normpath(path).startswith(("/proc/self/", "/proc/thread-self/")):
+    if not path.startswith("/proc") or norm.startswith(("/proc/self/", "/proc/thread-self/")):
         return None
-    return HOST_FILES.get(os.path.normpath(path))
+    return HOST_FILES.get(norm)
 
 
 def _open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:

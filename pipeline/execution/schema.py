@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import random
 import re
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -96,20 +97,23 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
+#: each JSON Schema ``type``'s test of a value
+_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
 def is_type(value: Any, kind: Any) -> bool:
     """Whether ``value`` is of the JSON Schema ``type`` (a union too; an unknown type: yes)."""
     if isinstance(kind, list):
         return any(is_type(value, k) for k in kind)
-    checks = {
-        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        "string": lambda v: isinstance(v, str),
-        "boolean": lambda v: isinstance(v, bool),
-        "array": lambda v: isinstance(v, list),
-        "object": lambda v: isinstance(v, dict),
-        "null": lambda v: v is None,
-    }
-    check = checks.get(kind) if isinstance(kind, str) else None
+    check = _TYPE_CHECKS.get(kind) if isinstance(kind, str) else None
     return True if check is None else check(value)
 
 

@@ -503,7 +503,8 @@ def prepare() -> None:
 
 def non_dumpable() -> None:
     """``PR_SET_DUMPABLE 0`` on the calling process (the worker, inherited by its children): no process of the
-    same uid may open its ``/proc/<pid>/mem``, ``fd/*``…, ptrace it or read its memory."""
+    same uid may open its ``/proc/<pid>/mem``, ``fd/*``…, ptrace it or read its memory, and neither may the children
+    read each other's."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise SeccompUnavailable(f"prctl(PR_SET_DUMPABLE) failed: errno {ctypes.get_errno()}")

@@ -344,8 +344,8 @@ def kept_determinism(
     (the sandbox's isolation and limits included): a resumed or repeated run whose labels did not change reads the
     report the last check wrote (``quality/determinism_verdict.json``; a partition's
     ``determinism_verdict-<partition>.json``) while its findings file is there, instead of executing the sample again
-    (same inputs, same frozen clock and seeds: the same verdict); a lazy ``sandbox`` then starts no process."""
-    name = "determinism_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
+    (so nondeterminism that did not show in that execution is not looked for again until the inputs change); a lazy
+    ``sandbox`` then starts no process."""
     catalog = [(p.name, file_digest(p)) for p in (layout.environments, layout.tool_code) if p.exists()]
     settings = {"sample_size": sample_size, "seed": seed, "per_env": per_env, "strict": strict}
     settings |= {"isolation": sandbox.isolation, "limits": asdict(sandbox.limits)}
@@ -361,4 +361,4 @@ def kept_determinism(
         return DeterminismReport(**doc, path=path, kept_from=key)
 
     check = partial(check_determinism, layout, sandbox, sample_size, seed, per_env, strict)
-    return kept(layout.quality_dir / f"{name}.json", inputs, check, dump, load)
+    return kept(layout.verdict("determinism"), inputs, check, dump, load)

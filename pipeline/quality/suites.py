@@ -292,7 +292,6 @@ def _sized(paths: list[str]) -> list[tuple[str, str]]:
 def kept_verdict(layout: DataLayout, axes: Axes = AXES) -> SuiteResult:
     """:func:`step_table_suite`, validated once per content of the step table (:func:`kept`:
     ``quality/step_table_verdict.json``; a partition's ``step_table_verdict-<partition>.json``)."""
-    name = "step_table_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
     axes_repr = repr([(a.column, a.values, a.min_value) for a in axes])
     inputs = [_sized(layout.step_parts()), axes_repr]
-    return kept(layout.quality_dir / f"{name}.json", inputs, lambda: step_table_suite(layout, axes=axes))
+    return kept(layout.verdict("step_table"), inputs, lambda: step_table_suite(layout, axes=axes))

@@ -342,7 +342,7 @@ class Episode:
         predicted = parsed.answer or {}
         changes = predicted.get("config_changes", [])
         feedback = predicted.get("feedback")
-        out["feedback"] = feedback if isinstance(feedback, str) else json.dumps(feedback, ensure_ascii=False)
+        out["feedback"] = feedback_text(feedback)
         out["fm"] = feedback_match(feedback, labels["raw_observation"])
         try:
             sim_after = predicted_state(sim_before, changes)

@@ -245,6 +245,12 @@ class DataLayout:
         """``quality/``: the corpus quality gate (environment report, simulator-judged yield, accepted corpus)."""
         return self.root / "quality"
 
+    def verdict(self, check: str) -> Path:
+        """``quality/<check>_verdict.json`` (a partition's ``<check>_verdict-<partition>.json``): a check's kept
+        verdict (:func:`pipeline.store.verdicts.kept`)."""
+        suffix = f"-{self.partition}" if self.partition is not None else ""
+        return self.quality_dir / f"{check}_verdict{suffix}.json"
+
     def table(self, name: str, part: str | None = None) -> Path:
         """The file of table of record ``name`` (``part``: a multi-file table's part, e.g. a checker's)."""
         declared = tables.stored(tables.PARQUET)

@@ -146,10 +146,9 @@ def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
 def kept_verification(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
     """:func:`verify_steps`, once per content of the step parts and trajectory files and per code of ``pipeline``
     (kept in ``quality/delta_roundtrip_verdict[-<partition>].json``)."""
-    name = "delta_roundtrip_verdict" + (f"-{layout.partition}" if layout.partition is not None else "")
     inputs = {**labeled_digests(layout), "max_problems": max_problems, "code": code_digest()}
     return kept(
-        layout.quality_dir / f"{name}.json",
+        layout.verdict("delta_roundtrip"),
         inputs,
         lambda: verify_steps(layout, max_problems),
         asdict,

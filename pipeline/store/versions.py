@@ -131,7 +131,8 @@ class SplitStore:
 
     def provenance(self) -> dict[str, dict[str, Any]]:
         """Per version: ``created_at`` (first ``created`` event, else the manifest's mtime), ``dagster_run_id`` (the
-        run that created it) and ``parent_version`` (the version current when it was first made current)."""
+        run that created it) and ``parent_version`` (the version current when it was first made current: histories
+        written before ``previous`` existed logged every change as ``parent``, and the first one counts)."""
         out: dict[str, dict[str, Any]] = {}
         blank = {"created_at": None, "dagster_run_id": None, "parent_version": None}
         for event in self.history():

@@ -24,7 +24,9 @@ def catalog_rows() -> CatalogRows:
     for cls_name in bfcl.CLASSES:
         env = bfcl.BfclEnvironment([cls_name])
         code = bfcl.class_source(cls_name)
-        item = envscaler.EnvItem(cls_name, cls_name, code, env.tools, prefix=bfcl.SOURCE, license=bfcl.LICENSE)
+        item = envscaler.EnvItem(
+            cls_name, cls_name, code, env.tools, prefix=bfcl.SOURCE, license=bfcl.LICENSE, adapter=bfcl.SOURCE
+        )
         row, code_of = envscaler.catalog_entry(item, [(n, env.source_of(n)) for n in item.tool_names], cls_name)
         envs.append(row)
         code_rows += code_of
