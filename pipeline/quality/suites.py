@@ -11,6 +11,8 @@ import importlib.util
 import logging
 import os
 import sys
+import threading
+import types
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
@@ -30,20 +32,32 @@ from pipeline.store.layout import DataLayout
 from pipeline.store.verdicts import file_digest
 
 
+class _LoadedOnFirstUse(types.ModuleType):
+    """A stand-in for the module of its name in ``sys.modules``: the first attribute read imports the real module
+    (Python's import lock makes that thread-safe, unlike ``importlib.util.LazyLoader`` before 3.12), puts it in the
+    stand-in's place and answers from it."""
+
+    def __getattr__(self, attr: str) -> Any:
+        name = self.__name__
+        with _LOADING:
+            if sys.modules.get(name) is self:
+                del sys.modules[name]
+                parent, _, child = name.rpartition(".")
+                setattr(sys.modules[parent], child, importlib.import_module(name))
+        return getattr(sys.modules[name], attr)
+
+
+_LOADING = threading.RLock()  # re-entered when loading the module reads the stand-in
+
+
 def _deferred(name: str) -> None:
-    """Import the module ``name`` on its first attribute access instead of now (the standard library's
-    ``importlib.util.LazyLoader``), unless it is imported already or its package is not installed."""
+    """Import the module ``name`` on its first attribute access instead of now (:class:`_LoadedOnFirstUse`), unless
+    it is imported already or its package is not installed."""
     parent, _, child = name.rpartition(".")
-    if name in sys.modules or importlib.util.find_spec(parent) is None:
-        return
-    spec = importlib.util.find_spec(name)  # imports the package (``parent``) itself
-    if spec is None or spec.loader is None:
-        return
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    setattr(sys.modules[parent], child, module)
+    if name in sys.modules or importlib.util.find_spec(parent) is None or importlib.util.find_spec(name) is None:
+        return  # find_spec imports the package (``parent``) itself
+    sys.modules[name] = _LoadedOnFirstUse(name)
+    setattr(sys.modules[parent], child, sys.modules[name])
 
 
 def _great_expectations() -> Any:
