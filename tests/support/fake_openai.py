@@ -7,7 +7,9 @@ levels), ``deep_body`` (``content`` itself a list nested 100 000 levels, written
 (a 200 MB chunked body without a length) and ``huge_length`` (200 MB with its ``Content-Length``).
 Prompts in ``failing`` always get a 500, whatever the mode. ``bytes_sent`` counts the body bytes the
 streaming modes managed to write before the client hung up. ``GET /v1/models`` lists ``models`` (what a
-model server's readiness check asks); ``port`` binds a given port (0: a free one)."""
+model server's readiness check asks); ``port`` binds a given port (0: a free one). A 429 or 5xx carries
+``retry-after-ms: retry_after_ms`` (OpenAI's own header, which the ``openai`` client's backoff obeys), so a retried
+request waits milliseconds, not the client's default half-second-and-doubling backoff."""
 
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ class FakeOpenAI:
         self.bytes_sent = 0
         self.lock = threading.Lock()
         self.models = models
+        self.retry_after_ms = 20
         self.server = _Server(("127.0.0.1", port), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -157,7 +160,7 @@ class FakeOpenAI:
                     return self._broken(fake.mode, body, prompt)
                 status, error, text = fake._reply(prompt)
                 if error is not None:
-                    return self._send(status, error)
+                    return self._send(status, error, {"retry-after-ms": str(fake.retry_after_ms)})
                 self._send(
                     200,
                     {
@@ -176,12 +179,20 @@ class FakeOpenAI:
                     },
                 )
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                self._send_raw(status, json.dumps(payload).encode())
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                self._send_raw(status, json.dumps(payload).encode(), headers=headers)
 
-            def _send_raw(self, status: int, data: bytes, content_type: str = "application/json") -> None:
+            def _send_raw(
+                self,
+                status: int,
+                data: bytes,
+                content_type: str = "application/json",
+                headers: dict[str, str] | None = None,
+            ) -> None:
                 try:
                     self.send_response(status)
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
                     self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
