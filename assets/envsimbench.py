@@ -9,6 +9,7 @@ from pipeline.envsimbench import importer as envsimbench
 from pipeline.store.versions import BENCHMARK, SplitStore
 from resources import DataStoreResource, HuggingFaceHubResource
 from resources.config_from import default_of
+from resources.storage import DUCKDB_POOL
 
 
 class EnvSimBenchImportConfig(Config):
@@ -32,7 +33,7 @@ class EnvSimBenchImportConfig(Config):
     )
 
 
-@asset(group_name="envsimbench", pool="duckdb", kinds={"huggingface", "duckdb"})
+@asset(group_name="envsimbench", pool=DUCKDB_POOL, kinds={"huggingface", "duckdb"})
 def envsimbench_import(
     context: AssetExecutionContext,
     config: EnvSimBenchImportConfig,

@@ -19,6 +19,7 @@ from pipeline.evaluate.simulators import KINDS, SimulatorSpec, simulator_spec
 from pipeline.report.tables import Facts, Table
 from resources import DataStoreResource
 from resources.config_from import config_from, with_sections
+from resources.storage import DUCKDB_POOL
 
 
 class SimulatorConfig(config_from(SimulatorSpec, exclude={"settings"})):
@@ -66,7 +67,7 @@ class EvalConfig(Config):
 @asset(
     group_name="evaluation",
     deps=["benchmark_split"],
-    pool="duckdb",
+    pool=DUCKDB_POOL,
     kinds={"duckdb", "openai"},
     check_specs=[AssetCheckSpec("oracle_is_perfect", asset="simulator_eval")],
 )

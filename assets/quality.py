@@ -16,8 +16,7 @@ from pipeline.quality.environment_yield import YieldSettings, gate
 from pipeline.select.samples import materialize_samples
 from resources import CompositionResource, DataStoreResource, EnvironmentSourcesResource
 from resources.config_from import config_from
-
-POOL = "duckdb"  # one writer of envsim.duckdb at a time
+from resources.storage import DUCKDB_POOL
 
 
 class ReportConfig(config_from(Thresholds)):
@@ -30,7 +29,7 @@ class ReportConfig(config_from(Thresholds)):
     )
 
 
-@asset(group_name="quality", deps=["labeled_steps"], pool=POOL, kinds={"duckdb", "parquet"})
+@asset(group_name="quality", deps=["labeled_steps"], pool=DUCKDB_POOL, kinds={"duckdb", "parquet"})
 def environment_report(
     context: AssetExecutionContext,
     config: ReportConfig,
@@ -72,7 +71,10 @@ class YieldConfig(config_from(YieldSettings)):
 
 
 @asset(
-    group_name="quality", deps=["environment_report", "step_strata"], pool=POOL, kinds={"duckdb", "parquet", "openai"}
+    group_name="quality",
+    deps=["environment_report", "step_strata"],
+    pool=DUCKDB_POOL,
+    kinds={"duckdb", "parquet", "openai"},
 )
 def environment_yield(
     context: AssetExecutionContext,

@@ -32,9 +32,12 @@ from pipeline.select.stratify import strata_facts, stratify
 from pipeline.store.layout import DataLayout
 from pipeline.store.versions import BENCHMARK, EmptySelection, SplitStore
 from resources import CompositionResource, DataStoreResource, RunPolicyResource
+from resources.storage import DUCKDB_POOL
 
 
-@asset(group_name="selection", deps=["labeled_steps", "environment_report"], pool="duckdb", kinds={"duckdb", "parquet"})
+@asset(
+    group_name="selection", deps=["labeled_steps", "environment_report"], pool=DUCKDB_POOL, kinds={"duckdb", "parquet"}
+)
 def step_strata(
     context: AssetExecutionContext, store: DataStoreResource, duckdb: DuckDBResource, composition: CompositionResource
 ) -> MaterializeResult:
@@ -120,7 +123,7 @@ def _skipped(
 @asset(
     group_name="selection",
     deps=["step_strata"],
-    pool="duckdb",
+    pool=DUCKDB_POOL,
     kinds={"duckdb", "parquet"},
     check_specs=[AssetCheckSpec("composition_matches", asset="benchmark_split")],
     output_required=False,
@@ -197,7 +200,7 @@ class MixtureConfig(Config):
 @asset(
     group_name="selection",
     deps=["benchmark_split"],
-    pool="duckdb",
+    pool=DUCKDB_POOL,
     kinds={"duckdb", "parquet"},
     check_specs=[
         AssetCheckSpec("mixture_composition", asset="sft_mixture"),

@@ -44,6 +44,11 @@ def root_tag(data_root: str | Path) -> str:
     return str(resolve_root(data_root))
 
 
+#: the Dagster concurrency pool of the steps that write ``envsim.duckdb`` (dagster.yaml's ``default_limit: 1``: one
+#: writer at a time); every asset that writes it names this pool
+DUCKDB_POOL = "duckdb"
+
+
 class DataStoreDuckDBResource(DuckDBResource):
     """``envsim.duckdb`` under the ``store`` resource's data root (unless ``database`` names another file),
     opened through ``pipeline.store.duck`` (the ``ENVSIM_DUCKDB_MEMORY`` cap; ``connection_config`` adds

@@ -21,9 +21,9 @@ def process_start(pid: int) -> int | None:
     is no such process (or it is a zombie: it has ended)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        return None if fields[0] in ("Z", "X") else int(fields[19])
+    except (OSError, IndexError, ValueError):  # gone, or gone while being read (a short, cut-off line)
         return None
-    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 def process_alive(pid: int, start: int | None, host: str | None = None) -> bool:
