@@ -7,8 +7,10 @@ from pathlib import Path
 
 from dagster import Definitions, asset, in_process_executor
 
+from resources.storage import DUCKDB_POOL
 
-@asset(pool="duckdb")
+
+@asset(pool=DUCKDB_POOL)
 def hold_slot() -> None:
     """Claims the duckdb slot, says which process holds it, and waits (the test kills it)."""
     marker = Path(os.environ["ENVSIM_DATA_ROOT"]) / "hold_slot.pid"
@@ -17,7 +19,7 @@ def hold_slot() -> None:
     time.sleep(600)
 
 
-@asset(pool="duckdb")
+@asset(pool=DUCKDB_POOL)
 def after_kill() -> None:
     """Needs the same duckdb slot."""
 
