@@ -343,6 +343,22 @@ class Sandbox:
             worker.kill(grace=5)  # nothing of it is kept: bwrap's PID namespace (or, trusted, its process group) ends
         _OPEN.discard(self)
 
+    def end_instances(self) -> int:
+        """End every idle environment instance (the shared workers stay): an environment's next trajectory starts
+        on a new instance, as in a new sandbox. Returns how many ended."""
+        with self._lock:
+            ended = list(self._live.values())
+            self._live.clear()
+            self._all = [w for w in self._all if w not in ended]
+        for worker in ended:
+            worker.kill(grace=5)  # as close() ends them
+        return len(ended)
+
+    def live_instances(self) -> int:
+        """How many environment instances are kept idle for their environments' next trajectories."""
+        with self._lock:
+            return len(self._live)
+
     def _discard(self, worker: _Worker) -> None:
         worker.kill()
         with self._lock:

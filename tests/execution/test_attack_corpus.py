@@ -135,19 +135,14 @@ class Boxes:
             self.close()
         if self._box is None:
             self._box = Sandbox(workers=workers, limits=limits).__enter__()
-        assert not self._box._live, "harness: an environment instance of an earlier run is still alive"
+        assert not self._box.live_instances(), "harness: an environment instance of an earlier run is still alive"
         return self._box
 
     def done(self, box: Sandbox, crashed: bool) -> None:
         if crashed:  # batches of the run may still be in flight: end the sandbox with them
             self.close()
-            return
-        with box._lock:
-            ended = list(box._live.values())
-            box._live.clear()
-            box._all = [w for w in box._all if w not in ended]
-        for worker in ended:
-            worker.kill(grace=5)  # as Sandbox.close ends them
+        else:
+            box.end_instances()
 
     def close(self) -> None:
         if self._box is not None:
@@ -182,10 +177,12 @@ def run_all(
                 results.append((traj, result))
         except Exception as exc:  # the run crashing is a finding
             crash = f"{type(exc).__name__}: {str(exc)[:500]}"
-        if idle_check:
-            idle = idle_escapes(box)
-        if boxes:
-            boxes.done(box, crashed=crash is not None)
+        try:
+            if idle_check:
+                idle = idle_escapes(box)
+        finally:  # a failed probe leaves no instance to the next run
+            if boxes:
+                boxes.done(box, crashed=crash is not None)
     return results, crash, idle
 
 

@@ -436,3 +436,15 @@ def test_a_uid_slot_released_by_several_threads_at_once_closes_its_descriptor_on
         for thread in threads:
             thread.join()
     assert errors == []
+
+
+def test_ending_the_instances_leaves_the_shared_worker_and_the_next_run_starts_a_new_one():
+    with Sandbox(workers=1, limits=Limits(call_timeout_s=5)) as box:
+        run(box, ("bump", {}))
+        [instance] = [w for w in box._all if w is not box._all[0]]
+        assert box.live_instances() == 1
+        assert box.end_instances() == 1 and box.live_instances() == 0
+        assert instance.proc.wait(timeout=10) is not None  # its process ended
+        assert len(box._all) == 1  # the shared worker stays
+        assert run(box, ("bump", {}))["steps"][0]["outcome"] == "success"  # on a new instance
+        assert box.live_instances() == 1 and instance not in box._all
