@@ -240,6 +240,18 @@ SLOW = {
     "tests/assets/test_data_root_history.py::test_the_timings_of_forge_run_never_show_": "two launched runs (2 s)",
     "tests/select/test_selection_tools.py::test_one_environment_spreads_its_picks_": "a generated split (2 s)",
     "tests/store/test_step_schema.py::test_replay_rebuilds_every_state_and_a_subset_alike": "two replays (1 s)",
+    "tests/select/test_selection.py::test_shortfalls_are_reported_per_cell_or_fail": "short splits, three ways (2 s)",
+    "tests/assets/test_quality.py::test_both_assets_materialize_": "a Dagster run of the quality assets (2 s)",
+    "tests/export/test_export.py::test_a_dropped_upload_connection_is_retried": "an upload cut and retried (1 s)",
+    "tests/rollouts/test_rollouts.py::test_oracle_has_zero_drift_and_no_change_drift_grows": "two rollouts (1 s)",
+    "tests/labeling/test_quarantine.py::test_a_labeling_process_that_dies_": "a labeling process killed (1 s)",
+    "tests/serve/test_serve.py::test_capacity_is_refused_at_once_and_idle_sessions_are_reaped": "sessions reaped (1 s)",
+    "tests/training/test_jobs.py::test_local_job_time_limit_ends_the_group": "a job's time limit (1 s)",
+    "tests/training/test_jobs.py::test_slurm_launcher_follows_a_requeued_job": "a requeued job followed (1 s)",
+    "tests/execution/test_default_deny.py::test_each_untrusted_environment_gets_an_instance_": "instances (1 s)",
+    "tests/execution/test_kernel_resources.py::test_empty_files_stop_at_the_instances_inode_limit": "inodes (1 s)",
+    "tests/training/test_base_models.py::test_two_jobs_asking_at_once_convert_the_model_once": "two jobs (1 s)",
+    "tests/assets/test_cli.py::test_a_plugin_package_adds_a_command_by_entry_point_alone": "a plugin installed (1 s)",
 }
 
 
