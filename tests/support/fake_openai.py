@@ -160,7 +160,8 @@ class FakeOpenAI:
                     return self._broken(fake.mode, body, prompt)
                 status, error, text = fake._reply(prompt)
                 if error is not None:
-                    return self._send(status, error, {"retry-after-ms": str(fake.retry_after_ms)})
+                    retry = {"retry-after-ms": str(fake.retry_after_ms)} if status == 429 or status >= 500 else None
+                    return self._send(status, error, retry)
                 self._send(
                     200,
                     {
