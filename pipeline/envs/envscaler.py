@@ -48,8 +48,6 @@ class EnvItem:
     class_name: str
     class_code: str
     tools: list[dict[str, Any]]
-    introduction: str = ""
-    rules: str = ""
     tools_derived: bool = False
     origin: str = ""
     prefix: str = SOURCE  # env ids are namespaced: "<prefix>/<env_id>"
@@ -161,13 +159,6 @@ def _json_field(raw: dict[str, Any], key: str, expected: type | tuple[type, ...]
         None,
         f"'{key}' is a {type(value).__name__}, expected {names} (a JSON string of one is accepted): {_preview(value)}",
     )
-
-
-def _text(value: Any) -> str:
-    """Introduction / rules: a string, or a list of strings (the Hub release) joined by lines."""
-    if isinstance(value, list):
-        return "\n".join(f"- {v}" if isinstance(v, str) else json.dumps(v, sort_keys=True) for v in value)
-    return "" if value is None else str(value)
 
 
 def read_records(path: Path) -> Iterator[tuple[str, Any | None, str | None]]:
@@ -320,8 +311,6 @@ def parse_env_item(
         class_name=name,
         class_code=code,
         tools=tools,
-        introduction=_text(raw.get("environment_introduction")),
-        rules=_text(raw.get("constraints_rules")),
         tools_derived=not raw_tools,
         origin=origin,
         prefix=prefix,
