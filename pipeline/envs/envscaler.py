@@ -738,27 +738,21 @@ def _copied(init_config: dict[str, Any]) -> dict[str, Any]:
 class EnvScalerEnvironment:
     """One EnvScaler class instance behind the environment protocol."""
 
-    def __init__(
-        self, env_id: str, class_name: str, code_ref: str, tools_ref: str, constructor: str | None = None
-    ) -> None:
+    def __init__(self, env_id: str, class_name: str, code_ref: str, tools_ref: str, constructor: str | None) -> None:
         self.env_id = env_id
         self.class_name = class_name
         self.code_ref = code_ref
         self.constructor = constructor
-        self._tools: list[dict[str, Any]] = json.loads(blobs.get(tools_ref))
-        self._names = {t["function"]["name"] for t in self._tools}
+        self.tools: list[dict[str, Any]] = json.loads(blobs.get(tools_ref))
+        self._names = {t["function"]["name"] for t in self.tools}
         self._instance: Any = None
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return self._tools
 
     def has_tool(self, name: str) -> bool:
         return name in self._names
 
     def bind_arguments(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         if args:
-            tool = next(t for t in self._tools if t["function"]["name"] == name)
+            tool = next(t for t in self.tools if t["function"]["name"] == name)
             names = list(tool["function"]["parameters"].get("properties", {}))
             if len(args) > len(names):
                 raise TypeError(f"{name} takes {len(names)} arguments, {len(args)} positional given")
