@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from pipeline.core.environment import Environment, EnvSpec
+from pipeline.core.outcome import default_outcome
 
 
 class Adapter:
-    """One environment format. Defaults: no options needed, nothing preloaded, no code version, never shared."""
+    """One environment format. Defaults: no options needed, the default outcome rule, nothing preloaded, no code
+    version, never shared."""
 
     name: ClassVar[str]  # the ``EnvSpec.source`` of its environments, the ``adapter`` column of the tables
     #: options an ``EnvSpec`` of this adapter must carry (a recorded history's env is checked against them)
@@ -27,7 +29,7 @@ class Adapter:
 
     def outcome(self, tool: str, raised: bool, value: Any) -> str:
         """The outcome rule ``(tool, raised, canonical return value) -> outcome`` (docs/definitions.md §4.3)."""
-        raise NotImplementedError
+        return default_outcome(tool, raised, value)
 
     def preload(self) -> None:
         """Import what every child needs, once in the sandbox zygote before forking."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core.environment import Environment, EnvSpec
-from pipeline.core.outcome import default_outcome
 from pipeline.envs import bfcl
 from pipeline.envs.adapters import Adapter
 
@@ -21,9 +20,6 @@ class BfclAdapter(Adapter):
     def build(self, spec: EnvSpec) -> tuple[Environment, dict[str, Any]]:
         env = bfcl.BfclEnvironment(spec.options["classes"], spec.options.get("excluded"))
         return env, {"long_context": bool(spec.options.get("long_context", False))}
-
-    def outcome(self, tool: str, raised: bool, value: Any) -> str:
-        return default_outcome(tool, raised, value)
 
     def preload(self) -> None:
         bfcl.preload()

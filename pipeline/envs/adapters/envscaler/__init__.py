@@ -6,7 +6,6 @@ import functools
 from typing import Any
 
 from pipeline.core.environment import Environment, EnvSpec
-from pipeline.core.outcome import default_outcome
 from pipeline.envs import blobs, builtin, envscaler
 from pipeline.envs.adapters import Adapter
 
@@ -29,9 +28,6 @@ class EnvScalerAdapter(Adapter):
             spec.env_id, o["class_name"], o["code_ref"], o["tools_ref"], o.get(envscaler.CONSTRUCTOR)
         )
         return env, {}
-
-    def outcome(self, tool: str, raised: bool, value: Any) -> str:
-        return default_outcome(tool, raised, value)
 
     def reuse_parts(self, env: EnvSpec) -> list[Any] | None:
         """Corpus code is untrusted: never shared — every trajectory runs in a child that has run nothing
