@@ -14,6 +14,7 @@ import copy
 import importlib
 import inspect
 import json
+from contextlib import suppress
 from functools import cache
 from importlib import metadata, resources
 from pathlib import Path
@@ -69,8 +70,6 @@ def env_id_for(classes: list[str]) -> str:
 
 @cache
 def env_class(name: str) -> type:
-    if name not in CLASSES:
-        raise KeyError(f"unknown bfcl class {name!r}; known: {', '.join(CLASSES)}")
     module = importlib.import_module(f"{_PREFIX}.{CLASSES[name][0]}")
     return getattr(module, name)
 
@@ -120,16 +119,6 @@ def class_tools(name: str) -> tuple[dict[str, Any], ...]:
     )
 
 
-def _observation_text(value: Any) -> str:
-    # bfcl's executor: dict -> json.dumps (fallback str), anything else (a str stays itself) -> str
-    if type(value) is dict:
-        try:
-            return json.dumps(value)
-        except Exception:
-            return str(value)
-    return str(value)
-
-
 class BfclEnvironment:
     """Composite of the bfcl classes a task involves."""
 
@@ -170,11 +159,6 @@ class BfclEnvironment:
                 instance._load_scenario(copy.deepcopy(init_config.get(cls_name, {})), long_context=long_context)
             self._instances[cls_name] = instance
 
-    def _method(self, name: str) -> Any:
-        if not self.has_tool(name):
-            raise KeyError(f"unknown tool {name!r} for {self.env_id}")
-        return getattr(self._instances[self._owner[name]], name)
-
     def bind_arguments(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         signature = inspect.signature(getattr(env_class(self._owner[name]), name))
         bound_args = dict(signature.bind(None, *args, **kwargs).arguments)
@@ -190,7 +174,9 @@ class BfclEnvironment:
 
     def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
         try:
-            method = self._method(name)
+            if not self.has_tool(name):
+                raise KeyError(f"unknown tool {name!r} for {self.env_id}")
+            method = getattr(self._instances[self._owner[name]], name)
             return CallResult(value=method(**copy.deepcopy(arguments)))
         except Exception as exc:  # env code is allowed to raise anything
             return CallResult(error_type=type(exc).__name__, error_message=str(exc))
@@ -201,7 +187,11 @@ class BfclEnvironment:
     def observation(self, result: CallResult) -> str:
         if result.raised:
             return f"Error during execution: {result.error_message}"
-        return _observation_text(result.value)
+        # bfcl's executor: dict -> json.dumps (fallback str), anything else (a str stays itself) -> str
+        if type(result.value) is dict:
+            with suppress(Exception):
+                return json.dumps(result.value)
+        return str(result.value)
 
     def outcome(self, name: str, result: CallResult) -> str:
         return default_outcome(name, result.raised, result.value)
