@@ -71,20 +71,14 @@ def take_ran(ref: str) -> dict | None:
     return _RAN.pop(ref, None)
 
 
-def load_parquet(path: Path, refs: Iterable[str] | None = None) -> int:
+def load_parquet(path: Path) -> None:
     """Register blobs from a table with ``code_ref`` and ``code`` columns (e.g. ``tool_code.parquet``)."""
     import pyarrow.parquet as pq
 
-    if not path.exists():
-        return 0
-    table = pq.read_table(path, columns=["code_ref", "code"])
-    wanted = set(refs) if refs is not None else None
-    n = 0
-    for ref, code in zip(table.column("code_ref").to_pylist(), table.column("code").to_pylist()):
-        if wanted is None or ref in wanted:
+    if path.exists():
+        table = pq.read_table(path, columns=["code_ref", "code"])
+        for ref, code in zip(table.column("code_ref").to_pylist(), table.column("code").to_pylist()):
             _BLOBS.setdefault(ref, code)
-            n += 1
-    return n
 
 
 def retain_only(refs: Iterable[str]) -> None:
