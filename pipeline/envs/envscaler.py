@@ -208,17 +208,17 @@ def load_env_items(path: Path, prefix: str = SOURCE, license: str = "") -> Itera
             yield TaskIssue(origin, "env", "expected an object of env items", origin)
             continue
         occurrences: dict[str, int] = {}
-        for env_id, raw in entries:
-            n = occurrences[str(env_id)] = occurrences.get(str(env_id), 0) + 1
+        for env_id, raw in entries:  # str: a JSON object's keys, or str()'d above
+            n = occurrences[env_id] = occurrences.get(env_id, 0) + 1
             where = f"{origin}:{env_id}" + (f" (occurrence {n})" if n > 1 else "")
-            bad = records.undecodable(str(env_id), "the env id") or records.undecodable(raw)
+            bad = records.undecodable(env_id, "the env id") or records.undecodable(raw)
             if bad:
-                yield TaskIssue(str(env_id), "env", bad, where)
+                yield TaskIssue(env_id, "env", bad, where)
                 continue
             try:
-                result = parse_env_item(str(env_id), raw, where, prefix, license)
+                result = parse_env_item(env_id, raw, where, prefix, license)
             except Exception as exc:  # a record this loader did not foresee: name it, keep the others
-                result = TaskIssue(str(env_id), "env", f"unreadable env item: {type(exc).__name__}: {exc}", where)
+                result = TaskIssue(env_id, "env", f"unreadable env item: {type(exc).__name__}: {exc}", where)
             yield _bounded_issue(result)
 
 
@@ -235,11 +235,11 @@ def load_scenarios(path: Path) -> Iterator[Scenario | TaskIssue]:
             if not isinstance(obj, dict):
                 yield TaskIssue(where, "parse", "scenario item is not an object", where)
                 continue
+            task_id = str(obj.get("task_id") or key or where)
             bad = records.undecodable(obj)
             if bad:
-                yield TaskIssue(str(obj.get("task_id") or key or where), "parse", bad, where)
+                yield TaskIssue(task_id, "parse", bad, where)
                 continue
-            task_id = str(obj.get("task_id") or key or where)
             if "env_id" not in obj:
                 yield TaskIssue(task_id, "parse", "scenario item without 'env_id'", where)
                 continue
@@ -285,7 +285,6 @@ def parse_env_item(
         why = f"class {name!r} is not defined in env_class_code (classes found: {sorted(classes) or 'none'})"
         return TaskIssue(env_id, "env", why, origin)
     methods = public_methods(classes[name])
-    problems: list[str] = []
     constructor = raw.get(CONSTRUCTOR)
     if constructor is not None and not (isinstance(constructor, str) and constructor.isidentifier()):
         why = f"'{CONSTRUCTOR}' must name a method or function: {_preview(constructor)}"
@@ -294,8 +293,7 @@ def parse_env_item(
     if err:
         return TaskIssue(env_id, "env", err, origin)
     _details, err = _json_field(raw, "env_func_details", (list, dict))
-    if err:
-        problems.append(err)  # informative only: the tools come from 'tools' or the methods
+    problems = [err] if err else []  # informative only: the tools come from 'tools' or the methods
     tools = []
     for tool, problem in [_check_tool(t, methods) for t in raw_tools] if raw_tools else map(_derived, methods.values()):
         if problem:
@@ -344,16 +342,10 @@ NOT_TOOLS = frozenset(
 )
 
 
-def _decorator_name(node: ast.expr) -> str | None:
-    """The last name of a decorator: ``cached_property``, ``functools.cached_property``, ``x.setter`` and
-    ``functools.cached_property()`` all end in a name that says what the method becomes."""
-    if isinstance(node, ast.Call):
-        node = node.func
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
+def _last_name(node: ast.AST) -> str:
+    """The last name of ``x`` or ``a.b.x`` ("" for anything else): a decorator's (``cached_property``,
+    ``functools.cached_property``, ``x.setter`` say what the method becomes) or an annotation's."""
+    return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
 
 
 def public_methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
@@ -374,7 +366,7 @@ def public_methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
         for name, node in last.items()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         and not name.startswith("_")
-        and not any(_decorator_name(d) in NOT_TOOLS for d in node.decorator_list)
+        and not any(_last_name(d.func if isinstance(d, ast.Call) else d) in NOT_TOOLS for d in node.decorator_list)
     }
 
 
@@ -382,8 +374,7 @@ def _params(fn: ast.FunctionDef) -> tuple[list[str], list[str], bool]:
     args = fn.args
     positional = [a.arg for a in args.posonlyargs + args.args][1:]  # drop self
     names = positional + [a.arg for a in args.kwonlyargs]
-    n_defaults = len(args.defaults)
-    required = positional[: len(positional) - n_defaults] if n_defaults else list(positional)
+    required = positional[: len(positional) - len(args.defaults)]
     required += [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
     return names, required, args.kwarg is not None
 
@@ -402,12 +393,10 @@ def _annotation_schema(node: ast.AST | None) -> dict[str, Any]:
             node = ast.parse(node.value, mode="eval").body
         except SyntaxError:
             return {}
-    if isinstance(node, ast.Name) and node.id in _JSON_TYPES:
-        return {"type": _JSON_TYPES[node.id]}
-    if isinstance(node, ast.Attribute) and node.attr in _JSON_TYPES:
-        return {"type": _JSON_TYPES[node.attr]}
+    if _last_name(node) in _JSON_TYPES:
+        return {"type": _JSON_TYPES[_last_name(node)]}
     if isinstance(node, ast.Subscript):
-        base = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", "")
+        base = _last_name(node.value)
         if base == "Optional":
             return _annotation_schema(node.slice)
         if base in _JSON_TYPES:
@@ -565,10 +554,9 @@ def _check_tool(tool: Any, methods: dict[str, ast.FunctionDef]) -> tuple[dict[st
     props = params.get("properties") or {}
     if not isinstance(props, dict) or not all(isinstance(p, dict) for p in props.values()):
         return {}, f"tool {name!r}: 'properties' is not an object of parameter schemas: {_preview(props)}"
-    if not isinstance(params.get("required", []), list) or not all(
-        isinstance(r, str) for r in params.get("required", [])
-    ):
-        return {}, f"tool {name!r}: 'required' is not a list of names: {_preview(params.get('required'))}"
+    listed = params.get("required", [])
+    if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
+        return {}, f"tool {name!r}: 'required' is not a list of names: {_preview(listed)}"
     names, required, has_kwargs = _params(methods[name])
     extra = [p for p in props if p not in names]
     if extra and not has_kwargs:
