@@ -29,15 +29,13 @@ def clip(text: Any, limit: int = MAX_MESSAGE) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
-def _bad_char(text: str) -> int:
-    """Index of the first lone surrogate (an undecodable byte under ``surrogateescape``), or -1."""
+def _describe(text: str, where: str) -> str | None:
+    """Where ``text`` holds its first lone surrogate (an undecodable byte under ``surrogateescape``), as a message;
+    None when it holds none."""
     found = _SURROGATE.search(text)
-    return found.start() if found else -1
-
-
-def _describe(text: str, where: str) -> str:
-    i = _bad_char(text)
-    ch = text[i]
+    if found is None:
+        return None
+    i, ch = found.start(), found.group()
     what = f"byte 0x{ord(ch) - 0xDC00:02x}" if "\udc80" <= ch <= "\udcff" else f"lone surrogate U+{ord(ch):04X}"
     before = text[max(0, i - 20) : i].encode("utf-8", "replace").decode("utf-8", "replace")
     return f"not valid UTF-8: {what} in {where} after {before!r}"
@@ -49,11 +47,11 @@ def undecodable(value: Any, where: str = "the record", depth: int = 0) -> str | 
     if depth > 200:
         return None
     if isinstance(value, str):
-        return _describe(value, where) if _bad_char(value) >= 0 else None
+        return _describe(value, where)
     if isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(key, str) and _bad_char(key) >= 0:
-                return _describe(key, f"a key of {where}")
+            if isinstance(key, str) and (bad := _describe(key, f"a key of {where}")):
+                return bad
             found = undecodable(item, f"field {clip(key, 60)!r}" if depth == 0 else where, depth + 1)
             if found:
                 return found
