@@ -131,10 +131,7 @@ class BfclEnvironment:
         self.classes = list(classes)
         self.env_id = env_id_for(self.classes)
         self.excluded = frozenset(excluded_tools or ())
-        self._owner: dict[str, str] = {}
-        for cls_name in self.classes:  # later class wins, as in bfcl
-            for tool in class_tools(cls_name):
-                self._owner[tool["function"]["name"]] = cls_name
+        self._owner = {t["function"]["name"]: c for c in self.classes for t in class_tools(c)}  # later class wins
         self._instances: dict[str, Any] = {}
 
     # -- protocol -------------------------------------------------------------------------

@@ -72,7 +72,7 @@ def iter_tasks(files: list[BfclTaskFile]) -> Iterator[BfclTask | TaskIssue]:
         for lineno, obj, err in _read_jsonl(spec.answers):
             origin = f"{spec.answers.name}:{lineno}"
             if err or not isinstance(obj, dict) or "id" not in obj:
-                yield TaskIssue(f"{spec.answers.name}:{lineno}", "parse", err or "answer line without an 'id'", origin)
+                yield TaskIssue(origin, "parse", err or "answer line without an 'id'", origin)
                 continue
             first = answer_ids.seen(str(obj["id"]), origin)
             if first is not None:
