@@ -56,12 +56,6 @@ class DownloadError(RuntimeError):
     """A corpus download that did not complete (the message names the cause and the way out)."""
 
 
-def _remove_if_empty(path: Path) -> None:
-    """Remove ``path`` when it holds no file (a folder tree a failed download created)."""
-    if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def download_envscaler(
     data_root: str | Path,
     endpoint: str | None = None,
@@ -94,7 +88,8 @@ def download_envscaler(
             )
         except Exception as exc:  # network, auth, missing repo: one line naming the way out; no empty folder left
             for path in ([] if existed else [folder]) + created[::-1]:
-                _remove_if_empty(path)
+                if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
+                    shutil.rmtree(path, ignore_errors=True)
             cause = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             raise DownloadError(
                 f"could not download {repo_id} from {endpoint or constants.ENDPOINT} ({type(exc).__name__}: {cause}); "
