@@ -50,16 +50,14 @@ class BuiltinSource(EnvironmentSource):
         if not own.enabled:
             return [], []
         by_id = {i.qualified_id: i for i in items}
-        tasks = []
-        for sc in builtin.scenarios(own.scenarios_per_env, own.seed):
-            item = by_id[f"{builtin.PREFIX}/{sc['env_id']}"]
-            tasks.append(
-                SourceTask(
-                    sc["task_id"],
-                    item.spec(sc["init_config"]),
-                    (sc["task"] or "Complete the task.",),
-                    text=sc["task"],
-                    checklist=sc["checklist_with_func"],
-                )
+        tasks = [
+            SourceTask(
+                sc["task_id"],
+                by_id[f"{builtin.PREFIX}/{sc['env_id']}"].spec(sc["init_config"]),
+                (sc["task"] or "Complete the task.",),
+                text=sc["task"],
+                checklist=sc["checklist_with_func"],
             )
+            for sc in builtin.scenarios(own.scenarios_per_env, own.seed)
+        ]
         return tasks, []
