@@ -418,18 +418,16 @@ _ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
 
 def _doc_sections(doc: str) -> tuple[str, dict[str, str]]:
     """(summary, {param: description}) from a Google-style docstring."""
-    lines = textwrap.dedent(doc or "").strip().splitlines()
     summary, params, section = [], {}, None
     current = None
-    for line in lines:
+    for line in textwrap.dedent(doc or "").strip().splitlines():
         stripped = line.strip()
         if stripped.rstrip(":") in ("Args", "Arguments", "Parameters", "Returns", "Raises", "Constraints", "Return"):
             section = stripped.rstrip(":")
             current = None
             continue
-        if section is None:
-            if stripped:
-                summary.append(stripped)
+        if section is None and stripped:
+            summary.append(stripped)
         elif section in ("Args", "Arguments", "Parameters"):
             m = _ARG_LINE.match(line)
             if m and (not line.startswith(" " * 8) or current is None):
