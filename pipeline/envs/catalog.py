@@ -30,9 +30,8 @@ def build_catalog(
     disabled = disabled if isinstance(disabled, Mapping) else dict.fromkeys(disabled, "disabled")
     envs: list[dict[str, Any]] = []
     code_rows: list[dict[str, Any]] = []
-    items = items or []
     for source in registry.sources():
-        own = [i for i in items if registry.source_of_id(i.adapter, i.qualified_id) == source.name]
+        own = [i for i in items or [] if registry.source_of_id(i.adapter, i.qualified_id) == source.name]
         more_envs, more_code = source.catalog(own, listed=source.name not in disabled)
         envs += more_envs
         code_rows += more_code

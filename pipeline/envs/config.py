@@ -97,5 +97,4 @@ class SourceConfig:
             return self.sections[source.name]
         if source.many:
             return []
-        make = source.settings
-        return make() if make is not None else None
+        return source.settings() if source.settings is not None else None

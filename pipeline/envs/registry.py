@@ -80,8 +80,7 @@ def get(name: str) -> EnvironmentSource:
 
 
 def _settings(source: EnvironmentSource, value: Any) -> Any:
-    """``value`` as ``source``'s settings: the value itself, or a mapping of its fields."""
-    assert source.settings is not None
+    """``value`` as ``source``'s settings (it has some): the value itself, or a mapping of its fields."""
     try:
         return value if isinstance(value, source.settings) else source.settings(**value)
     except TypeError as exc:
