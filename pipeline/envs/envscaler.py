@@ -613,9 +613,7 @@ def _node_text(code: str, lines: list[str], node: ast.stmt) -> str:
     start = min([node.lineno, *(d.lineno for d in decorators)])
     above = "".join(lines[start - 1 : node.lineno - 1])
     first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-    begin, end = node.col_offset, node.end_col_offset
-    if end is None:
-        return textwrap.dedent(above)
+    begin, end = node.col_offset, node.end_col_offset  # set on every node ast.parse makes
     if first == last:
         segment = lines[first].encode()[begin:end].decode()
     else:
