@@ -131,12 +131,10 @@ def reference_actions(obj: dict[str, Any]) -> tuple[tuple[tuple[str, dict[str, A
     try:
         return tuple(_reference_call(c) for c in calls), None
     except (ValueError, SyntaxError, RecursionError) as exc:
-        return (), f"{key!r}: {str(exc)[:MAX_REASON]}"
+        return (), f"{key!r}: {str(exc)[: records.MAX_MESSAGE]}"
 
 
 # -- reading the corpus --------------------------------------------------------------------------
-
-MAX_REASON = records.MAX_MESSAGE  # characters of a per-record error message
 
 
 def _preview(value: Any) -> str:
@@ -319,8 +317,9 @@ def parse_env_item(
 
 
 def _bounded_issue(result: Any) -> Any:
-    if isinstance(result, TaskIssue) and len(result.reason) > MAX_REASON * 4:
-        return TaskIssue(result.task_id, result.stage, records.clip(result.reason, MAX_REASON * 4), result.origin)
+    limit = records.MAX_MESSAGE * 4  # characters of a per-record error message
+    if isinstance(result, TaskIssue) and len(result.reason) > limit:
+        return TaskIssue(result.task_id, result.stage, records.clip(result.reason, limit), result.origin)
     return result
 
 
