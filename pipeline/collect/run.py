@@ -154,8 +154,7 @@ def collect_all(
     ]
     replay = [t for r in replays for t in r]
     phases: dict[str, Progress] = {}
-    gt_total = sum(isinstance(t, Trajectory) for t in replay)
-    if gt_total:
+    if gt_total := sum(isinstance(t, Trajectory) for t in replay):
         phases["ground_truth"] = Progress(
             " + ".join(sorted({registry.source_of(t.env) for t in replay if isinstance(t, Trajectory)})) + " replay",
             gt_total,
