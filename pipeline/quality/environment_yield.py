@@ -219,11 +219,8 @@ def env_rows(
     rows = []
     for env_id in sorted(set(probes) | set(unprobed)):
         mine = probes[env_id]
-        answered = [
-            by_step[s["step_id"]]
-            for s in mine
-            if s["step_id"] in by_step and by_step[s["step_id"]].get("status") == ANSWERED
-        ]
+        requested = [by_step[s["step_id"]] for s in mine if s["step_id"] in by_step]
+        answered = [r for r in requested if r.get("status") == ANSWERED]
         statuses = [call_status(r) for r in answered]
         n = len(answered)
         passed, warned = statuses.count(CALL_PASS), statuses.count(CALL_WARNING)
@@ -247,9 +244,7 @@ def env_rows(
                 "positives": sum(s["stratum"] == POSITIVE for s in mine),
                 "negatives": sum(s["stratum"] == NEGATIVE for s in mine),
                 "answered": n,
-                "request_failures": sum(
-                    1 for s in mine if s["step_id"] in by_step and by_step[s["step_id"]].get("status") != ANSWERED
-                ),
+                "request_failures": len(requested) - n,
                 "pass_count": passed,
                 "warning_count": warned,
                 "fail_count": statuses.count(CALL_FAIL),
