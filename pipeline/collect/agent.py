@@ -108,11 +108,10 @@ def tally(row: dict[str, Any]) -> dict[str, int]:
     arguments), invalid calls (:data:`INVALID_CALLS`) and answers without a tool call."""
     kinds = Counter(e["kind"] for e in row["events"])
     calls = sum(len(m.get("tool_calls") or []) for m in row["messages"] if m.get("role") == "assistant")
-    executed = calls - kinds["malformed_arguments"]
     return {
         "answers": sum(1 for m in row["messages"] if m.get("role") == "assistant"),
         "tool_calls": calls,
-        "valid": executed - kinds["unknown_tool"],
+        "valid": calls - kinds["malformed_arguments"] - kinds["unknown_tool"],
         "invalid": sum(kinds[k] for k in INVALID_CALLS),
         "no_tool_call": kinds["no_tool_call"],
     }

@@ -337,10 +337,8 @@ class Coverage:
 
     def _deficits(self, key: str, target: int) -> tuple[float, bool]:
         """(candidate deficit 0..1, whether a cell lacks environments)."""
-        have = self.count(key)
-        deficit = max(0.0, (target - have) / target) if target else 0.0
-        few_envs = not key.startswith("b2:") and len(self.cell_envs.get(key, ())) < self.settings.min_envs
-        return deficit, few_envs
+        deficit = max(0.0, (target - self.count(key)) / target) if target else 0.0
+        return deficit, not key.startswith("b2:") and len(self.cell_envs.get(key, ())) < self.settings.min_envs
 
     def unreachable(self) -> dict[str, str]:
         """Every target still short that no environment under exploration can approach, with why
@@ -495,8 +493,7 @@ class Coverage:
             if calls < UNTRIED_CALLS:
                 weights[tool] = 1.0  # still unexplored
                 continue
-            gain = sum(deficit * hits[key] / calls for key, deficit in short.items())
-            weights[tool] = 0.05 + 4.0 * gain
+            weights[tool] = 0.05 + 4.0 * sum(deficit * hits[key] / calls for key, deficit in short.items())
             shown = self.shown.get((env_id, tool))
             if shown is not None and not shown.plateaued(self.settings.plateau_calls):
                 weights[tool] = max(weights[tool], 1.0)  # may still show something new: explored as an untried tool

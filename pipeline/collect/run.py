@@ -173,8 +173,7 @@ def collect_all(
         if shard is not None:  # one record per partition: partitions run concurrently
             tasks = [t for t in tasks if shard.holds(registry.source_of(t.env), t.env.env_id)]
             name = f"{name}.{shard.key}"
-        record = layout.agent_record(name)
-        agent_rows = asyncio.run(collect_agent(tasks, agent.settings, sandbox, record, log))
+        agent_rows = asyncio.run(collect_agent(tasks, agent.settings, sandbox, layout.agent_record(name), log))
         streams.append(
             of_shard(
                 [  # tasks were chosen per shard already: their issues are this shard's

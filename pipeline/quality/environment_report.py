@@ -102,8 +102,7 @@ class ToolRow:
     def row(self, fingerprint: str) -> dict[str, Any]:
         """The ``env_tool_quality`` row: the counts as they are, the argument sets and details joined."""
         skip = ("schema_only", "code_only", "details", "refusing_raise")
-        counts = {k: v for k, v in vars(self).items() if k not in skip}
-        return counts | {
+        return {k: v for k, v in vars(self).items() if k not in skip} | {
             "error_share": round(self.error_share, 4),
             "schema_only_args": ", ".join(sorted(self.schema_only)) or None,
             "code_only_args": ", ".join(sorted(self.code_only)) or None,
@@ -253,8 +252,7 @@ def _determinism(layout: DataLayout) -> tuple[bool, dict[str, tuple[str, str]]]:
     found: dict[str, tuple[str, str]] = {}
     for path in excluded_files(layout, gate=False):  # the gate's own file is this report's output, not its input
         doc = json.loads(Path(path).with_suffix(".json").read_text())
-        check = doc.get("check", "relabel_is_deterministic")
-        status = QUARANTINED if check == "delta_roundtrip" else NONDETERMINISTIC
+        status = QUARANTINED if doc.get("check") == "delta_roundtrip" else NONDETERMINISTIC
         checked |= status == NONDETERMINISTIC
         for env in doc.get("environments", []):
             reason = (doc.get("reasons") or {}).get(env) or doc.get("headline", "")
@@ -540,8 +538,7 @@ def _judge(
                 "input_fingerprint": fingerprint,
             }
         )
-    out_tools = [tools[k].row(fingerprint) for k in sorted(tools)]
-    return out_envs, out_tools
+    return out_envs, [tools[k].row(fingerprint) for k in sorted(tools)]
 
 
 #: the exception types that say an attribute holds the wrong kind of object (typed construction failed)

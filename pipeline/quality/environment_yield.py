@@ -170,15 +170,13 @@ def probe_samples(
     """(corpus fingerprint, the probe samples): materialised once per fingerprint and settings at
     ``layout.quality_probes`` (full states rebuilt, verified, as a split's samples are). A quarantined environment is
     not probed (:func:`pipeline.labeling.quarantine.quarantined`): its labels are not the executor's to judge by."""
-    fingerprint = input_fingerprint(layout)
-    key = f"{fingerprint}-n{settings.probes_per_env}-s{settings.seed}"
+    key = f"{input_fingerprint(layout)}-n{settings.probes_per_env}-s{settings.seed}"
     path = layout.quality_probes(key)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         picks = probe_picks(layout, settings.probes_per_env, settings.seed, sorted(quarantined(layout)))
         materialize(layout, picks, layout.strata, path)
-    samples = pq.read_table(path).to_pylist()
-    return key, with_env_code(layout, samples)
+    return key, with_env_code(layout, pq.read_table(path).to_pylist())
 
 
 def _executor_verdicts(layout: DataLayout) -> dict[str, tuple[str, str | None]]:
@@ -296,8 +294,7 @@ def environment_yield(
         if samples:
             score(samples, spec, f"probes-{key}", path)
         seconds = time.perf_counter() - started
-        results = list(read_rows(path))
-        rows = env_rows(spec, results, samples, settings, fingerprint, verdicts, seconds, unprobed)
+        rows = env_rows(spec, list(read_rows(path)), samples, settings, fingerprint, verdicts, seconds, unprobed)
         out = layout.env_yield(spec.results_name)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_table(out, rows, ENV_YIELD)
@@ -348,5 +345,4 @@ def gate(
         "checkers": [{k: v for k, v in row.items() if k != "seconds"} for row in report.table()],
     }
     rejected = {r["env_id"]: _rejection(r) for r in chosen.rows if not r["accepted"]}
-    accepted = export_accepted(layout, corpora, set(chosen.accepted), card, rejected)
-    return report, accepted
+    return report, export_accepted(layout, corpora, set(chosen.accepted), card, rejected)

@@ -128,8 +128,7 @@ def run_suite(name: str, df: pd.DataFrame, expectations: list[Any], id_columns: 
     suite = ctx.suites.add(gx.ExpectationSuite(name=name))
     for expectation in expectations:
         suite.add_expectation(expectation)
-    batch = batch_def.get_batch(batch_parameters={"dataframe": df})
-    result = batch.validate(
+    result = batch_def.get_batch(batch_parameters={"dataframe": df}).validate(
         suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": id_columns}
     )
     out = SuiteResult(name, len(result.results), len(df))
