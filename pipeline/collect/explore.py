@@ -193,8 +193,7 @@ def _predicate_text(when: When) -> str:
     """A target's rule in words: outcome (when not success), |Δ| range, argument count."""
     cond = dict(when.conditions)
     parts = []
-    outcome = cond.get(OUTCOME.column)
-    if isinstance(outcome, OneOf) and outcome.values != (SUCCESS,):
+    if isinstance(outcome := cond.get(OUTCOME.column), OneOf) and outcome.values != (SUCCESS,):
         parts.append("/".join(outcome.values))
     if isinstance(delta := cond.get(DELTA.column), Range):
         parts.append(f"|Δ| {_range_text(delta)}")

@@ -147,14 +147,7 @@ def record(layout: DataLayout, key: str | None, result: CollectionResult) -> Non
             "tools": {env: list(tools) for env, tools in cov.tools.items()},
             **{name: getattr(cov, name) for name in _COVERAGE_VALUES},
         },
-        "shard": None
-        if shard is None
-        else {
-            "source_envs": sorted(shard.source_envs),
-            "shard_envs": sorted(shard.shard_envs),
-            "configured": shard.configured,
-            "note": shard.note,
-        },
+        "shard": None if shard is None else {k: v for k, v in _plain(shard).items() if k != "shard"},  # sets sorted
         "without_scenarios": list(result.without_scenarios),
         "explored_without": list(result.explored_without),
     }

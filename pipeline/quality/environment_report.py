@@ -227,8 +227,7 @@ def _catalog(layout: DataLayout) -> dict[str, tuple[str, list[str]]]:
 
 def _issue_env(task_id: str, known: dict[str, Any]) -> str:
     """The catalog environment an issue about corpus item ``task_id`` belongs to (``<corpus>/<task_id>``)."""
-    matches = sorted(e for e in known if e.split("/", 1)[-1] == task_id)
-    return matches[0] if matches else task_id
+    return min((e for e in known if e.split("/", 1)[-1] == task_id), default=task_id)
 
 
 def _unloaded_env(task_id: str, origin: str | None, prefixes: dict[str, str]) -> str:

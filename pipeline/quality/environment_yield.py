@@ -205,7 +205,7 @@ def env_rows(
     fingerprint: str,
     verdicts: dict[str, tuple[str, str | None]],
     seconds: float,
-    unprobed: dict[str, str] | None = None,
+    unprobed: dict[str, str],
 ) -> list[dict[str, Any]]:
     """One row per environment of ``samples`` from a checker's ``results`` (the harness's rows; the last row of each
     step counts), and one without probes for each environment of ``unprobed`` (env -> why it was not probed)."""
@@ -213,7 +213,6 @@ def env_rows(
     probes: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for sample in samples:
         probes[sample["env_id"]].append(sample)
-    unprobed = unprobed or {}
     rows = []
     for env_id in sorted(set(probes) | set(unprobed)):
         mine = probes[env_id]
