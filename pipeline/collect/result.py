@@ -111,5 +111,4 @@ class ShardSummary:
     shard: Shard
     source_envs: set[str] = field(default_factory=set)  # environments of the shard's source seen, all shards
     shard_envs: set[str] = field(default_factory=set)  # ... of them in this shard
-    configured: bool = True  # whether the source has anything configured at all
     note: str = ""

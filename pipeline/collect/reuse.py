@@ -163,11 +163,6 @@ def _intact(layout: DataLayout, files: dict[str, Any]) -> str:
             return f"{path.name} is missing"
         if path.stat().st_size != want["bytes"] or _file_digest(path) != want["digest"]:
             return f"{path.name} changed since it was collected"
-        try:
-            if _rows(path) != want["rows"]:
-                return f"{path.name} holds {_rows(path)} rows, not the {want['rows']} collected"
-        except Exception as exc:  # unreadable Parquet
-            return f"{path.name} is unreadable ({type(exc).__name__})"
     return ""
 
 
@@ -212,7 +207,7 @@ def reused(
             setattr(coverage, name, c[name])
     summary = None
     if shard is not None and (s := doc["shard"]) is not None:
-        summary = ShardSummary(shard, set(s["source_envs"]), set(s["shard_envs"]), s["configured"], s["note"])
+        summary = ShardSummary(shard, set(s["source_envs"]), set(s["shard_envs"]), s["note"])
     log(
         f"trajectories{where} unchanged (input fingerprint {key[:12]}): reused {report.trajectories} trajectories "
         f"and {len(report.issues)} rejected tasks from {layout.trajectories.name}, nothing collected (force: true "

@@ -129,7 +129,7 @@ def collect_all(
         layout = layout.for_partition(shard.key)
         for name in begin_partitioned(layout, partition_keys(shard.count)):
             log(f"removed {name} (written under another partitioning)")
-        summary = ShardSummary(shard, configured=why_disabled is None)
+        summary = ShardSummary(shard)
     input_key = reuse.fingerprint(cfg, sandbox, explore_settings, composition, shard, agent, root)
     if not force and (kept := reuse.reused(layout, input_key, shard, composition, log)) is not None:
         if shard is None:
