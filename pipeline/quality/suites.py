@@ -223,10 +223,8 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000, axes: Axes =
         [layout.step_parts()],
     ).fetchall()
     if duplicates:
-        seen = merged.setdefault(
-            ("expect_column_values_to_be_unique", "step_id"),
-            Failure("expect_column_values_to_be_unique", "step_id", 0, []),
-        )
+        unique = ("expect_column_values_to_be_unique", "step_id")
+        seen = merged.setdefault(unique, Failure(*unique, 0, []))
         seen.unexpected = max(seen.unexpected, sum(n for _, n in duplicates))
         seen.rows = [{"step_id": sid, "copies": n} for sid, n in duplicates]
     if total.rows == 0:
