@@ -170,9 +170,6 @@ class Agent:
         self.sandbox = sandbox
         self.client = async_client(settings.base_url, settings.api_key_env, settings.timeout_s, settings.max_retries)
 
-    async def aclose(self) -> None:
-        await self.client.close()
-
     def _observe(self, task: AgentTask, actions: list[Action]) -> tuple[str, dict[str, Any] | None]:
         # the episode's own trajectory id: the frozen clock and seeded ids the agent observes are
         # the ones labeling re-creates for the stored trajectory
@@ -327,7 +324,7 @@ async def collect_agent(
 
             await asyncio.gather(*(one(t) for t in todo))
     finally:
-        await agent.aclose()
+        await agent.client.close()
     return [done[t.task_id] for t in tasks if t.task_id in done]
 
 
