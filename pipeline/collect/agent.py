@@ -46,7 +46,6 @@ class AgentTask:
 @dataclass
 class Episode:
     task_id: str
-    trajectory: Trajectory | None
     messages: list[dict[str, Any]]
     events: list[dict[str, Any]] = field(default_factory=list)  # malformed calls, model errors, cut-offs
     status: str = "done"  # done | step_limit | model_error | reset_error
@@ -84,8 +83,7 @@ def absent_call(content: str | None, finish_reason: str | None, max_tokens: int)
     """The event of an answer without a tool call: ``unparsed_tool_call`` when its text reads like a call the
     endpoint did not parse, else ``no_tool_call`` saying whether the model stopped or was cut at ``max_tokens``."""
     text = content or ""
-    match = _CALL_LIKE.search(text)
-    if match:
+    if match := _CALL_LIKE.search(text):
         return {
             "kind": "unparsed_tool_call",
             "finish_reason": finish_reason,
@@ -110,11 +108,10 @@ def tally(row: dict[str, Any]) -> dict[str, int]:
     arguments), invalid calls (:data:`INVALID_CALLS`) and answers without a tool call."""
     kinds = Counter(e["kind"] for e in row["events"])
     calls = sum(len(m.get("tool_calls") or []) for m in row["messages"] if m.get("role") == "assistant")
-    executed = calls - kinds["malformed_arguments"]
     return {
         "answers": sum(1 for m in row["messages"] if m.get("role") == "assistant"),
         "tool_calls": calls,
-        "valid": executed - kinds["unknown_tool"],
+        "valid": calls - kinds["malformed_arguments"] - kinds["unknown_tool"],
         "invalid": sum(kinds[k] for k in INVALID_CALLS),
         "no_tool_call": kinds["no_tool_call"],
     }
@@ -173,9 +170,6 @@ class Agent:
         self.sandbox = sandbox
         self.client = async_client(settings.base_url, settings.api_key_env, settings.timeout_s, settings.max_retries)
 
-    async def aclose(self) -> None:
-        await self.client.close()
-
     def _observe(self, task: AgentTask, actions: list[Action]) -> tuple[str, dict[str, Any] | None]:
         # the episode's own trajectory id: the frozen clock and seeded ids the agent observes are
         # the ones labeling re-creates for the stored trajectory
@@ -195,7 +189,7 @@ class Agent:
         names = {t["function"]["name"] for t in tools}
         messages: list[dict[str, Any]] = [{"role": "system", "content": AGENT_SYSTEM_PROMPT}]
         actions: list[Action] = []
-        ep = Episode(task.task_id, None, messages)
+        ep = Episode(task.task_id, messages)
         for turn_index, turn in enumerate(task.turns):
             messages.append({"role": "user", "content": turn})
             while True:
@@ -279,18 +273,11 @@ class Agent:
                         ep.events.append(problem)
                         if problem["kind"] == "reset_error":
                             ep.status = "reset_error"
-                            ep.trajectory = None
                             return ep
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
             if ep.status in ("step_limit", "model_error"):
                 break
-        ep.trajectory = _trajectory(task.env, task.task_id, self.settings.model, actions, messages)
         return ep
-
-
-def load_episodes(path: Path) -> dict[str, dict[str, Any]]:
-    """Finished episodes recorded so far (a torn last line from a kill is ignored)."""
-    return {row["task_id"]: row for row in read_rows(path)}
 
 
 async def collect_agent(
@@ -301,7 +288,7 @@ async def collect_agent(
     log: Log = lambda _m: None,
 ) -> list[dict[str, Any]]:
     """Run the agent on every task not yet recorded in ``record`` (JSON lines, appended per episode)."""
-    done = load_episodes(record)
+    done = {row["task_id"]: row for row in read_rows(record)}  # a torn last line from a kill is ignored
     todo = [t for t in tasks if t.task_id not in done]
     if len(todo) < len(tasks):
         log(
@@ -337,17 +324,14 @@ async def collect_agent(
 
             await asyncio.gather(*(one(t) for t in todo))
     finally:
-        await agent.aclose()
+        await agent.client.close()
     return [done[t.task_id] for t in tasks if t.task_id in done]
 
 
 def episode_trajectory(row: dict[str, Any], model: str) -> Trajectory:
-    """The trajectory (actions re-derived from the recorded messages) of a recorded episode."""
+    """The trajectory of a recorded episode (category and strategy ``agent``): its actions re-derived from the
+    recorded messages, which it keeps in ``meta``."""
     actions, _ = actions_from_messages(row["messages"])
-    return _trajectory(EnvSpec(**row["env"]), row["task_id"], model, actions, row["messages"])
-
-
-def _trajectory(env: EnvSpec, task_id: str, model: str, actions: list[Action], messages: list[dict]) -> Trajectory:
-    """An agent episode's trajectory (category and strategy ``agent``), its message history in ``meta``."""
-    trajectory_id = f"{env.env_id}/{task_id}/agent-{model}"
-    return Trajectory(trajectory_id, task_id, env, tuple(actions), "agent", "agent", {"messages": messages})
+    env, task_id = EnvSpec(**row["env"]), row["task_id"]
+    meta = {"messages": row["messages"]}
+    return Trajectory(f"{env.env_id}/{task_id}/agent-{model}", task_id, env, tuple(actions), "agent", "agent", meta)

@@ -16,6 +16,7 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from pipeline.collect.seeds import Teacher
@@ -192,8 +193,7 @@ def _predicate_text(when: When) -> str:
     """A target's rule in words: outcome (when not success), |Δ| range, argument count."""
     cond = dict(when.conditions)
     parts = []
-    outcome = cond.get(OUTCOME.column)
-    if isinstance(outcome, OneOf) and outcome.values != (SUCCESS,):
+    if isinstance(outcome := cond.get(OUTCOME.column), OneOf) and outcome.values != (SUCCESS,):
         parts.append("/".join(outcome.values))
     if isinstance(delta := cond.get(DELTA.column), Range):
         parts.append(f"|Δ| {_range_text(delta)}")
@@ -251,15 +251,14 @@ class Coverage:
         hits = self.tool_hits[(env_id, tool)]
         hits["_calls"] += 1
         new = self.shown[(env_id, tool)].see(
-            step[OUTCOME.column], int(step[DELTA.column]), int(step[ARGS.column]), self._delta_horizon()
+            step[OUTCOME.column], int(step[DELTA.column]), int(step[ARGS.column]), self._delta_horizon
         )
         for cell in self.composition.cells_of(step):
             self.cells[cell] += 1
             self.cell_envs[cell].add(env_id)
             hits[cell] += 1
             new = new or cell in short
-        group = RULES.balance2_group.label(step)
-        if group:
+        if group := RULES.balance2_group.label(step):
             self.groups[group] += 1
             hits[f"b2:{group}"] += 1
             new = new or f"b2:{group}" in short
@@ -298,30 +297,24 @@ class Coverage:
             return next(r.when for r in RULES.balance2_group.rules if r.label == key[3:])
         return next(c.when for c in self.composition.cells if c.name == key)
 
-    def _matches(self, key: str, point: Mapping[str, Any]) -> bool:
-        if key.startswith("b2:"):
-            return RULES.balance2_group.label(point) == key[3:]
-        return next(c for c in self.composition.cells if c.name == key).when.matches(point)
-
     def describe(self, key: str) -> str:
         """A target and its rule: ``difficult (|Δ| 7–12)``."""
         text = _predicate_text(self._rule(key))
         return f"{key} ({text})" if text else key
 
+    @cached_property
     def _delta_horizon(self) -> int:
         """|Δ| from which no target rule tells two values apart (above every finite bound)."""
-        if "horizon" not in self._cache:
-            bounds = [0]
-            for when in [c.when for c in self.composition.cells] + [r.when for r in RULES.balance2_group.rules]:
-                for column, cond in when.conditions:
-                    if column == DELTA.column and isinstance(cond, Range):
-                        bounds.append(cond.lo if cond.hi is None else cond.hi)
-            self._cache["horizon"] = max(bounds) + 1
-        return self._cache["horizon"]
+        whens = [c.when for c in self.composition.cells] + [r.when for r in RULES.balance2_group.rules]
+        conds = [cond for when in whens for column, cond in when.conditions if column == DELTA.column]
+        return max([0, *(c.lo if c.hi is None else c.hi for c in conds if isinstance(c, Range))]) + 1
 
     def _point_matches(self, key: str, point: tuple[str, int, int]) -> bool:
-        o, d, a = point
-        return self._matches(key, {OUTCOME.column: o, DELTA.column: d, ARGS.column: a})
+        """Whether a step of (outcome, |Δ|, argument count) ``point`` counts toward the target ``key``."""
+        step = dict(zip((OUTCOME.column, DELTA.column, ARGS.column), point))
+        if key.startswith("b2:"):
+            return RULES.balance2_group.label(step) == key[3:]
+        return self._rule(key).matches(step)
 
     def _tool_reaches(self, shown: ToolShown) -> frozenset[str]:
         """The targets a plateaued tool reaches: those a step it has shown qualifies for."""
@@ -343,10 +336,8 @@ class Coverage:
 
     def _deficits(self, key: str, target: int) -> tuple[float, bool]:
         """(candidate deficit 0..1, whether a cell lacks environments)."""
-        have = self.count(key)
-        deficit = max(0.0, (target - have) / target) if target else 0.0
-        few_envs = not key.startswith("b2:") and len(self.cell_envs.get(key, ())) < self.settings.min_envs
-        return deficit, few_envs
+        deficit = max(0.0, (target - self.count(key)) / target) if target else 0.0
+        return deficit, not key.startswith("b2:") and len(self.cell_envs.get(key, ())) < self.settings.min_envs
 
     def unreachable(self) -> dict[str, str]:
         """Every target still short that no environment under exploration can approach, with why
@@ -383,7 +374,7 @@ class Coverage:
         if elsewhere:  # a reference or replayed step reached it: exploration did not, though the corpus can
             return (
                 f"not reached by exploration, whose tools plateaued (reached only by reference or replayed steps), "
-                f"|Δ| seen: {_values_text((d for _, d, _ in seen), self._delta_horizon())}"
+                f"|Δ| seen: {_values_text((d for _, d, _ in seen), self._delta_horizon)}"
             )
         if isinstance(delta, Range) and top < delta.lo:
             return f"unreachable, max |Δ| seen {top}"
@@ -391,7 +382,7 @@ class Coverage:
             return f"unreachable, no {'/'.join(outcome.values)} step seen"
         if isinstance(args, Range) and not any(args.matches(a) for _, _, a in seen):
             return f"unreachable, argument counts seen: {_values_text(a for _, _, a in seen)}"
-        return f"unreachable, |Δ| seen: {_values_text((d for _, d, _ in seen), self._delta_horizon())}"
+        return f"unreachable, |Δ| seen: {_values_text((d for _, d, _ in seen), self._delta_horizon)}"
 
     def judge(self, spent: bool, budget_text: str, setting: str) -> dict[str, str]:
         """Why each target still short is short — one of three statements, never confused:
@@ -501,8 +492,7 @@ class Coverage:
             if calls < UNTRIED_CALLS:
                 weights[tool] = 1.0  # still unexplored
                 continue
-            gain = sum(deficit * hits[key] / calls for key, deficit in short.items())
-            weights[tool] = 0.05 + 4.0 * gain
+            weights[tool] = 0.05 + 4.0 * sum(deficit * hits[key] / calls for key, deficit in short.items())
             shown = self.shown.get((env_id, tool))
             if shown is not None and not shown.plateaued(self.settings.plateau_calls):
                 weights[tool] = max(weights[tool], 1.0)  # may still show something new: explored as an untried tool
@@ -655,7 +645,7 @@ def explore(
     elif not env_tools:
         why = "no scenario to explore; short: " + ", ".join(short)
     elif spent:
-        why = f"call budget spent ({settings.budget_text(*corpus, spent=budget)}); short: " + ", ".join(short)
+        why = f"call budget spent ({coverage.budget_text}); short: " + ", ".join(short)
     else:
         why = "no scenario left to explore; short: " + ", ".join(short)
     coverage.stop_reason = "; ".join([why, *unreachable])

@@ -39,14 +39,13 @@ class CollectionResult:
                 "actions": report.actions,
                 "environments": len(report.by_env),
                 "rejected_tasks": len(report.issues),
-                "by_strategy": Table(
-                    [{"strategy": k, "trajectories": n} for k, n in sorted(report.by_strategy.items())],
-                    ["strategy", "trajectories"],
-                ),
-                "by_category": Table(
-                    [{"category": k, "trajectories": n} for k, n in sorted(report.by_category.items())],
-                    ["category", "trajectories"],
-                ),
+                **{
+                    f"by_{by}": Table(
+                        [{by: k, "trajectories": n} for k, n in sorted(getattr(report, f"by_{by}").items())],
+                        [by, "trajectories"],
+                    )
+                    for by in ("strategy", "category")
+                },
                 "rejected": Table([asdict(i) for i in report.issues], ["task_id", "stage", "reason", "origin"]),
                 "path": layout.trajectories.resolve(),
             }
@@ -54,16 +53,13 @@ class CollectionResult:
         if self.without_scenarios:
             explored = set(self.explored_without)
             groups = [
-                (
-                    "explored from their class defaults (init config {})",
-                    [e for e in self.without_scenarios if e in explored],
-                ),
-                (
-                    "not explored (explore_class_defaults is off)",
-                    [e for e in self.without_scenarios if e not in explored],
-                ),
+                (how, envs)
+                for how, was in (
+                    ("explored from their class defaults (init config {})", True),
+                    ("not explored (explore_class_defaults is off)", False),
+                )
+                if (envs := [e for e in self.without_scenarios if (e in explored) == was])
             ]
-            groups = [(how, envs) for how, envs in groups if envs]
             facts.warnings += [
                 f"{len(envs)} corpus environments have no scenario; {how}: " + ", ".join(envs[:20])
                 for how, envs in groups
@@ -115,5 +111,4 @@ class ShardSummary:
     shard: Shard
     source_envs: set[str] = field(default_factory=set)  # environments of the shard's source seen, all shards
     shard_envs: set[str] = field(default_factory=set)  # ... of them in this shard
-    configured: bool = True  # whether the source has anything configured at all
     note: str = ""

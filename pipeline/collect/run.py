@@ -129,7 +129,7 @@ def collect_all(
         layout = layout.for_partition(shard.key)
         for name in begin_partitioned(layout, partition_keys(shard.count)):
             log(f"removed {name} (written under another partitioning)")
-        summary = ShardSummary(shard, configured=why_disabled is None)
+        summary = ShardSummary(shard)
     input_key = reuse.fingerprint(cfg, sandbox, explore_settings, composition, shard, agent, root)
     if not force and (kept := reuse.reused(layout, input_key, shard, composition, log)) is not None:
         if shard is None:
@@ -154,8 +154,7 @@ def collect_all(
     ]
     replay = [t for r in replays for t in r]
     phases: dict[str, Progress] = {}
-    gt_total = sum(isinstance(t, Trajectory) for t in replay)
-    if gt_total:
+    if gt_total := sum(isinstance(t, Trajectory) for t in replay):
         phases["ground_truth"] = Progress(
             " + ".join(sorted({registry.source_of(t.env) for t in replay if isinstance(t, Trajectory)})) + " replay",
             gt_total,
@@ -174,8 +173,7 @@ def collect_all(
         if shard is not None:  # one record per partition: partitions run concurrently
             tasks = [t for t in tasks if shard.holds(registry.source_of(t.env), t.env.env_id)]
             name = f"{name}.{shard.key}"
-        record = layout.agent_record(name)
-        agent_rows = asyncio.run(collect_agent(tasks, agent.settings, sandbox, record, log))
+        agent_rows = asyncio.run(collect_agent(tasks, agent.settings, sandbox, layout.agent_record(name), log))
         streams.append(
             of_shard(
                 [  # tasks were chosen per shard already: their issues are this shard's

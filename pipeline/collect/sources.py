@@ -33,8 +33,7 @@ def check_files(cfg: SourceConfig) -> None:
     problems = []
     for key, path in configured_files(cfg):
         try:
-            with open(path, "rb"):
-                pass
+            open(path, "rb").close()
         except FileNotFoundError:
             problems.append(
                 f"{key}: {path} does not exist: fix the path (relative paths are read from "
@@ -73,16 +72,14 @@ def replay_trajectories(cfg: SourceConfig, only: str | None = None) -> Iterator[
     for source in registry.sources():
         if only is None or source.name == only:
             for t in source.ruled_replay(cfg):
-                if isinstance(t, TaskIssue):
+                if isinstance(t, TaskIssue) or t.env.source in registry.ADAPTERS:
                     yield t
-                elif t.env.source not in registry.ADAPTERS:
+                else:
                     why = (
                         f"{source.name} trajectory {t.trajectory_id}: its environment's source {t.env.source[:60]!r} "
                         f"is not a known adapter ({', '.join(sorted(registry.ADAPTERS))}): fix or drop it"
                     )
                     yield TaskIssue(t.task_id, "parse", why, str(t.meta.get("origin", source.name)))
-                else:
-                    yield t
 
 
 def _interleaved(queues: list[list]) -> list:
@@ -153,8 +150,7 @@ def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> I
                 why = f"not a message-history record: line is not JSON: {clip(exc, 120)}"
                 yield TaskIssue(origin, "parse", why, origin)
                 continue
-            problem = _history_record_problem(row)
-            if problem:
+            if problem := _history_record_problem(row):
                 named = isinstance(row, dict) and isinstance(row.get("task_id"), (str, int))
                 task_id = str(row["task_id"]) if named else origin
                 yield TaskIssue(clip(task_id, 200), "parse", f"not a message-history record: {problem}", origin)
@@ -168,8 +164,7 @@ def history_trajectories(cfg: SourceConfig, items: list[envscaler.EnvItem]) -> I
                 yield TaskIssue(task_id, "parse", f"unknown environment {clip(repr(row.get('env_id')), 80)}", origin)
                 continue
             trajectory_id = f"{env.env_id}/{task_id}/history-{Path(path).stem}"
-            first = trajectory_ids.seen(trajectory_id, origin)
-            if first is not None:
+            if (first := trajectory_ids.seen(trajectory_id, origin)) is not None:
                 why = trajectory_ids.message(f"task id on {env.env_id}:", task_id, origin, first)
                 yield TaskIssue(task_id, "parse", why, origin)
                 continue
@@ -185,8 +180,7 @@ def _history_record_problem(row: Any) -> str | None:
     """Why a parsed message-history line cannot be replayed (shape and types), or None."""
     if not isinstance(row, dict):
         return f"expected a JSON object, got a {type(row).__name__}"
-    bad = undecodable(row)
-    if bad:
+    if bad := undecodable(row):
         return bad
     if not isinstance(row.get("task_id"), (str, int)) or isinstance(row.get("task_id"), bool):
         return f"'task_id' must be a string, got {clip(repr(row.get('task_id')), 60)}"
@@ -200,8 +194,7 @@ def _history_record_problem(row: Any) -> str | None:
         return None
     if not isinstance(env, dict):
         return f"'env' must be an environment object, got {clip(repr(env), 80)}"
-    unknown = sorted(set(map(str, env)) - set(ENV_FIELDS))
-    if unknown:
+    if unknown := sorted(set(map(str, env)) - set(ENV_FIELDS)):
         return f"'env' has unknown field(s) {clip(unknown, 80)} (expected {sorted(ENV_FIELDS)}): {clip(repr(env), 120)}"
     for key, kind in ENV_FIELDS.items():
         if key in ("source", "env_id") and key not in env:
@@ -214,8 +207,7 @@ def _history_record_problem(row: Any) -> str | None:
         return (
             f"'env.source' {clip(repr(env['source']), 60)} is not a known adapter ({sorted(registry.ADAPTERS.names())})"
         )
-    missing = [k for k in adapter.needs if k not in env.get("options", {})]
-    if missing:
+    if missing := [k for k in adapter.needs if k not in env.get("options", {})]:
         return f"'env.options' lacks {missing} for source {env['source']!r}"
     rule = env.get("options", {}).get(RULE_OPTION)
     if rule is not None:  # a declared outcome rule, as recorded (its canonical JSON text)

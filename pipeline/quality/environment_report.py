@@ -102,8 +102,7 @@ class ToolRow:
     def row(self, fingerprint: str) -> dict[str, Any]:
         """The ``env_tool_quality`` row: the counts as they are, the argument sets and details joined."""
         skip = ("schema_only", "code_only", "details", "refusing_raise")
-        counts = {k: v for k, v in vars(self).items() if k not in skip}
-        return counts | {
+        return {k: v for k, v in vars(self).items() if k not in skip} | {
             "error_share": round(self.error_share, 4),
             "schema_only_args": ", ".join(sorted(self.schema_only)) or None,
             "code_only_args": ", ".join(sorted(self.code_only)) or None,
@@ -228,8 +227,7 @@ def _catalog(layout: DataLayout) -> dict[str, tuple[str, list[str]]]:
 
 def _issue_env(task_id: str, known: dict[str, Any]) -> str:
     """The catalog environment an issue about corpus item ``task_id`` belongs to (``<corpus>/<task_id>``)."""
-    matches = sorted(e for e in known if e.split("/", 1)[-1] == task_id)
-    return matches[0] if matches else task_id
+    return min((e for e in known if e.split("/", 1)[-1] == task_id), default=task_id)
 
 
 def _unloaded_env(task_id: str, origin: str | None, prefixes: dict[str, str]) -> str:
@@ -253,8 +251,7 @@ def _determinism(layout: DataLayout) -> tuple[bool, dict[str, tuple[str, str]]]:
     found: dict[str, tuple[str, str]] = {}
     for path in excluded_files(layout, gate=False):  # the gate's own file is this report's output, not its input
         doc = json.loads(Path(path).with_suffix(".json").read_text())
-        check = doc.get("check", "relabel_is_deterministic")
-        status = QUARANTINED if check == "delta_roundtrip" else NONDETERMINISTIC
+        status = QUARANTINED if doc.get("check") == "delta_roundtrip" else NONDETERMINISTIC
         checked |= status == NONDETERMINISTIC
         for env in doc.get("environments", []):
             reason = (doc.get("reasons") or {}).get(env) or doc.get("headline", "")
@@ -359,10 +356,9 @@ def environment_report(
                     t.top_exception = _clip(f"{etype}: {message}")
                     t.top_exception_steps, t.example_step, t.example_call = int(n), step_id, _clip(f"{name}({call})")
                 if etype == "TypeError":
-                    for arg in (m.group(1) for m in [_UNEXPECTED.search(message or "")] if m):
-                        t.schema_only.add(arg)
-                    missing = _MISSING.search(message or "")
-                    if missing:
+                    if unexpected := _UNEXPECTED.search(message or ""):
+                        t.schema_only.add(unexpected.group(1))
+                    if missing := _MISSING.search(message or ""):
                         t.code_only |= _quoted(missing.group(1))
             for env_id, bad in con.execute(
                 f"""SELECT env_id, count(*) FROM read_parquet(?, union_by_name = true)
@@ -370,8 +366,7 @@ def environment_report(
                 [parts],
             ).fetchall():
                 env(env_id).state_problems.append(f"{bad} step(s) change the state to values that are not plain JSON")
-        trajectories = layout.trajectory_files()
-        if trajectories:
+        if trajectories := layout.trajectory_files():
             for env_id, biggest, bad in con.execute(
                 f"""SELECT env_id, max(octet_length(encode(initial_state_json))),
                                count(*) FILTER (regexp_matches(initial_state_json, '{NON_JSON}'))
@@ -386,8 +381,7 @@ def environment_report(
                     row.state_problems.append(
                         f"initial state of {row.max_state_bytes:,} bytes (> {thresholds.max_state_bytes:,})"
                     )
-        issues = layout.collection_issue_files()
-        if issues:
+        if issues := layout.collection_issue_files():
             for stage, task_id, reason, origin in con.execute(
                 "SELECT stage, task_id, reason, origin FROM read_parquet(?, union_by_name = true) "
                 "WHERE stage IN ('tools', 'env') ORDER BY ALL",
@@ -398,8 +392,7 @@ def environment_report(
                     if env_id not in catalog and task_id != origin:  # an item, not a whole file the loader refused
                         env(_unloaded_env(env_id, origin, prefixes or {})).not_loaded = _clip(reason)
                     continue
-                name = _TOOL.search(reason or "")
-                if name is None:
+                if (name := _TOOL.search(reason or "")) is None:
                     continue
                 t = tool(env_id, name.group(1))
                 t.details.append(_clip(reason) or "")
@@ -410,8 +403,7 @@ def environment_report(
 
     checked, determinism = _determinism(layout)
     for row in envs.values():
-        status = determinism.get(row.env_id)
-        if status:
+        if status := determinism.get(row.env_id):
             row.determinism, row.quarantine_reason = status
         else:  # no step of it was re-executed when it has none: untested, never a claim of determinism
             row.determinism = (DETERMINISTIC if checked else UNCHECKED) if row.steps else UNTESTED
@@ -498,19 +490,12 @@ def _judge(
         if mismatches > th.max_mismatches:
             row.problems.append("schema/code mismatch: " + "; ".join(_mismatch_text(t) for t in mismatched))
         broken = [t for t in own if t.steps >= th.min_tool_steps and t.error_share >= th.broken_tool_share]
-        construction = _construction_problem(row)
-        if construction:
+        if construction := _construction_problem(row):
             row.problems.append(construction)
         for t in broken:
             hint = f"; {raises_rule_hint(t.refusing_raise)}" if t.refusing_raise else ""
-            row.problems.append(
-                (
-                    f"tool {t.tool} always raises ({t.top_exception})"
-                    if t.error_share >= 1.0
-                    else f"tool {t.tool} raises in {t.error_share:.0%} of {t.steps} calls ({t.top_exception})"
-                )
-                + hint
-            )
+            how = "always raises" if t.error_share >= 1.0 else f"raises in {t.error_share:.0%} of {t.steps} calls"
+            row.problems.append(f"tool {t.tool} {how} ({t.top_exception}){hint}")
         if row.steps and row.error_share > th.max_error_share:
             worst = Counter({t.tool: t.error_steps for t in own if t.error_steps}).most_common(1)
             row.problems.append(
@@ -552,8 +537,7 @@ def _judge(
                 "input_fingerprint": fingerprint,
             }
         )
-    out_tools = [tools[k].row(fingerprint) for k in sorted(tools)]
-    return out_envs, out_tools
+    return out_envs, [tools[k].row(fingerprint) for k in sorted(tools)]
 
 
 #: the exception types that say an attribute holds the wrong kind of object (typed construction failed)

@@ -170,15 +170,13 @@ def probe_samples(
     """(corpus fingerprint, the probe samples): materialised once per fingerprint and settings at
     ``layout.quality_probes`` (full states rebuilt, verified, as a split's samples are). A quarantined environment is
     not probed (:func:`pipeline.labeling.quarantine.quarantined`): its labels are not the executor's to judge by."""
-    fingerprint = input_fingerprint(layout)
-    key = f"{fingerprint}-n{settings.probes_per_env}-s{settings.seed}"
+    key = f"{input_fingerprint(layout)}-n{settings.probes_per_env}-s{settings.seed}"
     path = layout.quality_probes(key)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         picks = probe_picks(layout, settings.probes_per_env, settings.seed, sorted(quarantined(layout)))
         materialize(layout, picks, layout.strata, path)
-    samples = pq.read_table(path).to_pylist()
-    return key, with_env_code(layout, samples)
+    return key, with_env_code(layout, pq.read_table(path).to_pylist())
 
 
 def _executor_verdicts(layout: DataLayout) -> dict[str, tuple[str, str | None]]:
@@ -207,7 +205,7 @@ def env_rows(
     fingerprint: str,
     verdicts: dict[str, tuple[str, str | None]],
     seconds: float,
-    unprobed: dict[str, str] | None = None,
+    unprobed: dict[str, str],
 ) -> list[dict[str, Any]]:
     """One row per environment of ``samples`` from a checker's ``results`` (the harness's rows; the last row of each
     step counts), and one without probes for each environment of ``unprobed`` (env -> why it was not probed)."""
@@ -215,15 +213,11 @@ def env_rows(
     probes: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for sample in samples:
         probes[sample["env_id"]].append(sample)
-    unprobed = unprobed or {}
     rows = []
     for env_id in sorted(set(probes) | set(unprobed)):
         mine = probes[env_id]
-        answered = [
-            by_step[s["step_id"]]
-            for s in mine
-            if s["step_id"] in by_step and by_step[s["step_id"]].get("status") == ANSWERED
-        ]
+        requested = [by_step[s["step_id"]] for s in mine if s["step_id"] in by_step]
+        answered = [r for r in requested if r.get("status") == ANSWERED]
         statuses = [call_status(r) for r in answered]
         n = len(answered)
         passed, warned = statuses.count(CALL_PASS), statuses.count(CALL_WARNING)
@@ -247,9 +241,7 @@ def env_rows(
                 "positives": sum(s["stratum"] == POSITIVE for s in mine),
                 "negatives": sum(s["stratum"] == NEGATIVE for s in mine),
                 "answered": n,
-                "request_failures": sum(
-                    1 for s in mine if s["step_id"] in by_step and by_step[s["step_id"]].get("status") != ANSWERED
-                ),
+                "request_failures": len(requested) - n,
                 "pass_count": passed,
                 "warning_count": warned,
                 "fail_count": statuses.count(CALL_FAIL),
@@ -301,8 +293,7 @@ def environment_yield(
         if samples:
             score(samples, spec, f"probes-{key}", path)
         seconds = time.perf_counter() - started
-        results = list(read_rows(path))
-        rows = env_rows(spec, results, samples, settings, fingerprint, verdicts, seconds, unprobed)
+        rows = env_rows(spec, list(read_rows(path)), samples, settings, fingerprint, verdicts, seconds, unprobed)
         out = layout.env_yield(spec.results_name)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_table(out, rows, ENV_YIELD)
@@ -353,5 +344,4 @@ def gate(
         "checkers": [{k: v for k, v in row.items() if k != "seconds"} for row in report.table()],
     }
     rejected = {r["env_id"]: _rejection(r) for r in chosen.rows if not r["accepted"]}
-    accepted = export_accepted(layout, corpora, set(chosen.accepted), card, rejected)
-    return report, accepted
+    return report, export_accepted(layout, corpora, set(chosen.accepted), card, rejected)

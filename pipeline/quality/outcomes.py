@@ -111,8 +111,6 @@ class OutcomeReport:
     """Every corpus's outcome labels; ``ok`` when none is implausible."""
 
     corpora: list[CorpusOutcomes]
-    min_steps: int = MIN_STEPS
-    max_share: float = MAX_FAILURE_SHARE
     #: the explored environments, judged one by one (module docstring)
     environments: list[CorpusOutcomes] = field(default_factory=list)
 
@@ -130,8 +128,8 @@ class OutcomeReport:
     def headline(self) -> str:
         if self.ok:
             return (
-                f"outcome labels plausible in all {len(self.corpora)} corpora (none with ≥ {self.min_steps} steps "
-                f"and no failure, none above {self.max_share:.0%} failures)"
+                f"outcome labels plausible in all {len(self.corpora)} corpora (none with ≥ {MIN_STEPS} steps "
+                f"and no failure, none above {MAX_FAILURE_SHARE:.0%} failures)"
             )
         corpora = [c.corpus for c in self.findings if c.level == "corpus"]
         envs = [c.corpus for c in self.findings if c.level == "environment"]
@@ -149,8 +147,8 @@ class OutcomeReport:
                 "headline": self.headline(),
                 "corpora": Table(rows, OUTCOME_COLUMNS),
                 "findings": Markdown("\n".join(f"- {md(w)}" for w in self.warnings()) or "_none_"),
-                "min_steps": self.min_steps,
-                "max_failure_share": self.max_share,
+                "min_steps": MIN_STEPS,
+                "max_failure_share": MAX_FAILURE_SHARE,
             },
             [f"{CHECK}: {line}" for line in self.warnings()],
         )
@@ -172,20 +170,32 @@ def _corpus_sql(parts: list[str], with_rule: bool) -> tuple[str, list[Any]]:
     )
 
 
-def _example(con: duckdb.DuckDBPyConnection, parts: list[str], corpus: str, failures: bool) -> tuple[str, str] | None:
-    """(step id, observation) of the corpus that shows the finding best (module docstring)."""
-    wanted = "outcome = 'failure'" if failures else "outcome <> 'error'"
+def _evidence(
+    con: duckdb.DuckDBPyConnection,
+    parts: list[str],
+    found: CorpusOutcomes,
+    where: str,
+    wanted: str,
+    refusal_first: bool,
+) -> None:
+    """A finding's example: the (step id, observation) of the most frequent observation of ``found``'s steps (``where``
+    ``= ?`` names the corpus or environment) matching ``wanted``, deliberately mutated calls first (with
+    ``refusal_first``: success observations that read like a refusal before them); and without failures but with
+    errors, the exception its refusals raise (:func:`_refusing_raise`)."""
+    first = "count(*) FILTER (regexp_matches(raw_observation, ?, 'i')) DESC, " if refusal_first else ""
     row = con.execute(
         f"""SELECT min(step_id), raw_observation FROM read_parquet(?, union_by_name = true)
-            WHERE split_part(env_id, '/', 1) = ? AND {wanted}
+            WHERE {where} = ? AND {wanted}
             GROUP BY raw_observation
-            ORDER BY count(*) FILTER (mutated_arg IS NOT NULL) DESC, count(*) DESC, raw_observation LIMIT 1""",
-        [parts, corpus],
+            ORDER BY {first}count(*) FILTER (mutated_arg IS NOT NULL) DESC, count(*) DESC, raw_observation LIMIT 1""",
+        [parts, found.corpus, *([REFUSAL_WORDS] if refusal_first else [])],
     ).fetchone()
-    if row is None:
-        return None
-    text = str(row[1])
-    return str(row[0]), text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "…"
+    if row is not None:
+        text = str(row[1])
+        found.example_step = str(row[0])
+        found.example = text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "…"
+    if not found.failures and found.errors:
+        found.refusing_raise = _refusing_raise(con, parts, where, found.corpus)
 
 
 def _refusing_raise(con: duckdb.DuckDBPyConnection, parts: list[str], where: str, key: str) -> str | None:
@@ -213,23 +223,6 @@ def _env_sql(parts: list[str], with_rule: bool) -> tuple[str, list[Any]]:
     )
 
 
-def _env_example(con: duckdb.DuckDBPyConnection, parts: list[str], env_id: str) -> tuple[str, str] | None:
-    """(step id, observation) of an environment without failures: the most frequent success observation that
-    reads like a refusal, else the most frequent one of its deliberately mutated calls."""
-    row = con.execute(
-        """SELECT min(step_id), raw_observation FROM read_parquet(?, union_by_name = true)
-            WHERE env_id = ? AND outcome = 'success'
-            GROUP BY raw_observation
-            ORDER BY count(*) FILTER (regexp_matches(raw_observation, ?, 'i')) DESC,
-                     count(*) FILTER (mutated_arg IS NOT NULL) DESC, count(*) DESC, raw_observation LIMIT 1""",
-        [parts, env_id, REFUSAL_WORDS],
-    ).fetchone()
-    if row is None:
-        return None
-    text = str(row[1])
-    return str(row[0]), text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "…"
-
-
 def _judge_environments(
     con: duckdb.DuckDBPyConnection, parts: list[str], report: OutcomeReport, with_rule: bool
 ) -> None:
@@ -252,21 +245,15 @@ def _judge_environments(
                     f"environment{'s' * (len(others) != 1)} ({', '.join(others[:3])}{', …' * (len(others) > 3)}) "
                     "have failures"
                 )
-        if found.problem is not None:
-            example = _env_example(con, parts, found.corpus)
-            if example is not None:
-                found.example_step, found.example = example
-            if not found.failures and found.errors:
-                found.refusing_raise = _refusing_raise(con, parts, "env_id", found.corpus)
+        if found.problem is not None:  # an environment without failures: its successes that read like refusals
+            _evidence(con, parts, found, "env_id", "outcome = 'success'", refusal_first=True)
         report.environments.append(found)
 
 
-def check_outcomes(
-    layout: DataLayout, min_steps: int = MIN_STEPS, max_share: float = MAX_FAILURE_SHARE
-) -> OutcomeReport:
+def check_outcomes(layout: DataLayout) -> OutcomeReport:
     """The outcome labels of every corpus of ``layout``'s steps, with the implausible ones named."""
     parts = layout.step_parts()
-    report = OutcomeReport([], min_steps, max_share)
+    report = OutcomeReport([])
     if not parts:
         return report
     with connect() as con:
@@ -278,19 +265,16 @@ def check_outcomes(
             with_rule = False
         for corpus, steps, errors, failures, rules in rows:
             found = CorpusOutcomes(str(corpus), int(steps), int(errors), int(failures), list(rules or []))
-            if found.steps >= min_steps and found.failures == 0:
+            if found.steps >= MIN_STEPS and found.failures == 0:
                 found.problem = f"{found.steps} steps and not one labeled failure"
-            elif found.non_error and found.share > max_share:
+            elif found.non_error and found.share > MAX_FAILURE_SHARE:
                 found.problem = (
                     f"{found.failures} of {found.non_error} non-error steps ({found.share:.0%}) labeled "
-                    f"failure, more than {max_share:.0%}"
+                    f"failure, more than {MAX_FAILURE_SHARE:.0%}"
                 )
             if found.problem is not None:
-                example = _example(con, parts, found.corpus, failures=found.failures > 0)
-                if example is not None:
-                    found.example_step, found.example = example
-                if not found.failures and found.errors:
-                    found.refusing_raise = _refusing_raise(con, parts, "split_part(env_id, '/', 1)", found.corpus)
+                wanted = "outcome = 'failure'" if found.failures else "outcome <> 'error'"
+                _evidence(con, parts, found, "split_part(env_id, '/', 1)", wanted, refusal_first=False)
             report.corpora.append(found)
         _judge_environments(con, parts, report, with_rule)
     return report

@@ -128,8 +128,7 @@ def run_suite(name: str, df: pd.DataFrame, expectations: list[Any], id_columns: 
     suite = ctx.suites.add(gx.ExpectationSuite(name=name))
     for expectation in expectations:
         suite.add_expectation(expectation)
-    batch = batch_def.get_batch(batch_parameters={"dataframe": df})
-    result = batch.validate(
+    result = batch_def.get_batch(batch_parameters={"dataframe": df}).validate(
         suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": id_columns}
     )
     out = SuiteResult(name, len(result.results), len(df))
@@ -224,10 +223,8 @@ def step_table_suite(layout: DataLayout, chunk_rows: int = 100_000, axes: Axes =
         [layout.step_parts()],
     ).fetchall()
     if duplicates:
-        seen = merged.setdefault(
-            ("expect_column_values_to_be_unique", "step_id"),
-            Failure("expect_column_values_to_be_unique", "step_id", 0, []),
-        )
+        unique = ("expect_column_values_to_be_unique", "step_id")
+        seen = merged.setdefault(unique, Failure(*unique, 0, []))
         seen.unexpected = max(seen.unexpected, sum(n for _, n in duplicates))
         seen.rows = [{"step_id": sid, "copies": n} for sid, n in duplicates]
     if total.rows == 0:
