@@ -338,8 +338,6 @@ def staged(directory: Path) -> Iterator[Path]:
 
 def _remove_left_behind(directory: Path) -> None:
     """The staging and old siblings of ``directory`` that a killed export left (their process is gone)."""
-    if not directory.parent.is_dir():
-        return
     for sibling in directory.parent.glob(f".{glob.escape(directory.name)}.*-*"):
         kind, _, pid = sibling.name[len(directory.name) + 2 :].rpartition("-")
         if kind in ("staging", "old") and pid.isdigit() and not running(int(pid)):
@@ -503,7 +501,6 @@ def dataset_card(
         split,
         num_bytes,
     )
-    strata = _composition_table(manifest)
     per_env = Counter(env_ids)
     envs = md_records(
         [{"env_id": e, "samples": n} for e, n in sorted(per_env.items(), key=lambda kv: (-kv[1], kv[0]))],
@@ -529,7 +526,7 @@ action (`datetime.now()`, `time.time()`…), so a timestamp the action writes in
 
 ## Composition
 
-{strata}
+{_composition_table(manifest)}
 
 Total: **{rows}** samples from **{len(per_env)}** environments.
 

@@ -26,8 +26,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
         _fsync(path.parent)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
 
 
 def _fsync(path: Path) -> None:
