@@ -400,10 +400,8 @@ def _feature(t: pa.DataType) -> dict[str, Any]:
     if pa.types.is_struct(t):
         return {"struct": [{"name": f.name, **_feature(f.type)} for f in t]}
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        inner = t.value_type
-        if pa.types.is_struct(inner):
-            return {"list": [{"name": f.name, **_feature(f.type)} for f in inner]}
-        return {"list": _feature(inner).get("dtype", _feature(inner))}
+        inner = _feature(t.value_type)  # a list of structs or of scalars names them without the wrapping key
+        return {"list": inner.get("dtype", inner.get("struct", inner))}
     if t not in _DTYPES:
         raise TypeError(f"no card feature for Arrow type {t}")
     return {"dtype": _DTYPES[t]}

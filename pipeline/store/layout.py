@@ -169,9 +169,8 @@ class DataLayout:
     def record_export(self, name: str, directory: Path, **facts: str) -> None:
         """Record that export ``name`` is in ``directory`` (relative when under the data root, so the record survives
         moving it), with ``facts``, under an exclusive lock so exports finishing together each keep their record."""
-        directory = Path(directory)
         root = self.root.absolute()
-        absolute = directory if directory.is_absolute() else Path.cwd() / directory
+        absolute = Path(directory).absolute()
         where = str(absolute.relative_to(root)) if absolute.is_relative_to(root) else str(absolute)
         key = safe_name(name, "export name")
         with file_lock(self.root / f".{self.export_record.name}.lock"):
