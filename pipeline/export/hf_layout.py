@@ -170,14 +170,14 @@ def _write_data(samples: Path, directory: Path, split: str, max_bytes: int) -> l
 
 def _write_records(
     samples: Path,
-    chat_dir: Path,
-    alpaca_dir: Path,
+    sft_dir: Path,
     split: str,
     max_bytes: int,
     template: str = DEFAULT_TEMPLATE,
     env_code: dict[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Chat and Alpaca SFT records in a prompt template, streamed from the samples batch by batch."""
+    """Chat and Alpaca SFT records (``sft_dir``'s ``chat/`` and ``alpaca/``) in a prompt template, streamed from the
+    samples batch by batch."""
     meta = pq.ParquetFile(samples).metadata
     fixed = (
         len(SYSTEM_PROMPT)
@@ -194,8 +194,8 @@ def _write_records(
     present = set(pq.read_schema(samples).names)
     columns = [c for c in RECORD_COLUMNS if c in present] + ([] if template == DEFAULT_TEMPLATE else ["env_id"])
     shards, per = plan_shards(meta.num_rows, estimate, max_bytes)
-    chat = ShardWriter(chat_dir, split, CHAT, shards, per)
-    alpaca = ShardWriter(alpaca_dir, split, ALPACA, shards, per)
+    chat = ShardWriter(sft_dir / "chat", split, CHAT, shards, per)
+    alpaca = ShardWriter(sft_dir / "alpaca", split, ALPACA, shards, per)
     # one thread per format compresses while the records of the next batch are built
     with BackgroundWrites() as chat_writes, BackgroundWrites() as alpaca_writes:
         for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=columns):
@@ -273,9 +273,7 @@ def export_split(
                 if prompt != DEFAULT_TEMPLATE
                 else None
             )
-            chat, alpaca = _write_records(
-                samples, staging / "sft" / "chat", staging / "sft" / "alpaca", split, max_shard_bytes, prompt, codes
-            )
+            chat, alpaca = _write_records(samples, staging / "sft", split, max_shard_bytes, prompt, codes)
             files += [f"sft/chat/{n}" for n in chat] + [f"sft/alpaca/{n}" for n in alpaca]
             for fmt in ("chat", "alpaca"):
                 configs.append({"config_name": fmt, "data_files": [{"split": split, "path": f"sft/{fmt}/{split}-*"}]})
