@@ -81,11 +81,6 @@ class ExportReport:
         )
 
 
-def split_name(kind: str) -> str:
-    """The split an export of ``kind`` writes (its record's ``hf_split``)."""
-    return split_kind(kind).hf_split
-
-
 def size_category(n: int) -> str:
     limits = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
     return next((label for limit, label in limits if n < limit), "1M<n<10M")
@@ -93,9 +88,8 @@ def size_category(n: int) -> str:
 
 def plan_shards(rows: int, nbytes: int, max_bytes: int) -> tuple[int, int]:
     """(shards, rows per shard) for ``rows`` rows of ``nbytes`` uncompressed bytes."""
-    shards = max(1, math.ceil(nbytes / max_bytes))
-    per = max(1, math.ceil(rows / shards)) if rows else 1
-    return (max(1, math.ceil(rows / per)) if rows else 1), per
+    per = max(1, math.ceil(rows / max(1, math.ceil(nbytes / max_bytes))))
+    return max(1, math.ceil(rows / per)), per
 
 
 def shard_name(split: str, index: int, shards: int) -> str:
@@ -176,14 +170,14 @@ def _write_data(samples: Path, directory: Path, split: str, max_bytes: int) -> l
 
 def _write_records(
     samples: Path,
-    chat_dir: Path,
-    alpaca_dir: Path,
+    sft_dir: Path,
     split: str,
     max_bytes: int,
     template: str = DEFAULT_TEMPLATE,
     env_code: dict[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Chat and Alpaca SFT records in a prompt template, streamed from the samples batch by batch."""
+    """Chat and Alpaca SFT records (``sft_dir``'s ``chat/`` and ``alpaca/``) in a prompt template, streamed from the
+    samples batch by batch."""
     meta = pq.ParquetFile(samples).metadata
     fixed = (
         len(SYSTEM_PROMPT)
@@ -200,10 +194,8 @@ def _write_records(
     present = set(pq.read_schema(samples).names)
     columns = [c for c in RECORD_COLUMNS if c in present] + ([] if template == DEFAULT_TEMPLATE else ["env_id"])
     shards, per = plan_shards(meta.num_rows, estimate, max_bytes)
-    chat, alpaca = (
-        ShardWriter(chat_dir, split, CHAT, shards, per),
-        ShardWriter(alpaca_dir, split, ALPACA, shards, per),
-    )
+    chat = ShardWriter(sft_dir / "chat", split, CHAT, shards, per)
+    alpaca = ShardWriter(sft_dir / "alpaca", split, ALPACA, shards, per)
     # one thread per format compresses while the records of the next batch are built
     with BackgroundWrites() as chat_writes, BackgroundWrites() as alpaca_writes:
         for batch in pq.ParquetFile(samples).iter_batches(batch_size=256, columns=columns):
@@ -219,9 +211,8 @@ def _licenses(layout: DataLayout, env_ids: list[str]) -> dict[str, str]:
     card_licenses = registry.licenses()
     known: dict[str, str] = {}
     if layout.environments.exists():
-        for row in pq.read_table(layout.environments, columns=["env_id", "license"]).to_pylist():
-            if row["license"]:
-                known[row["env_id"]] = row["license"]
+        rows = pq.read_table(layout.environments, columns=["env_id", "license"]).to_pylist()
+        known = {r["env_id"]: r["license"] for r in rows if r["license"]}
     out = {}
     for env_id in sorted(set(env_ids)):
         prefix = env_id.split("/", 1)[0]
@@ -248,7 +239,8 @@ def export_split(
     store = SplitStore(layout, kind)
     version = store.resolve(version)
     manifest = store.manifest(version)
-    if not manifest.get("samples") or pq.ParquetFile(store.samples(version)).metadata.num_rows == 0:
+    samples = store.samples(version)
+    if not manifest.get("samples") or not (rows := pq.ParquetFile(samples).metadata.num_rows):
         raise EmptySelection(
             f"{kind} version {version} holds no samples, so there is nothing to export "
             f"(spec: {json.dumps(manifest.get('spec', {}), sort_keys=True)[:300]}); "
@@ -264,8 +256,7 @@ def export_split(
                 f"{directory} holds {held.get('kind')} version {held.get('version')}; refusing to overwrite it with "
                 f"{kind} {version} (export to another directory, or delete it)"
             )
-    split = split_name(kind)
-    samples = store.samples(version)
+    split = split_kind(kind).hf_split
     with staged(directory) as staging:
         files = [f"data/{n}" for n in _write_data(samples, staging / "data", split, max_shard_bytes)]
         num_bytes = files_bytes(staging, files)  # the card's dataset_info.splits[].num_bytes
@@ -282,9 +273,7 @@ def export_split(
                 if prompt != DEFAULT_TEMPLATE
                 else None
             )
-            chat, alpaca = _write_records(
-                samples, staging / "sft" / "chat", staging / "sft" / "alpaca", split, max_shard_bytes, prompt, codes
-            )
+            chat, alpaca = _write_records(samples, staging / "sft", split, max_shard_bytes, prompt, codes)
             files += [f"sft/chat/{n}" for n in chat] + [f"sft/alpaca/{n}" for n in alpaca]
             for fmt in ("chat", "alpaca"):
                 configs.append({"config_name": fmt, "data_files": [{"split": split, "path": f"sft/{fmt}/{split}-*"}]})
@@ -310,7 +299,6 @@ def export_split(
         )
         (staging / "README.md").write_text(card)
         files.append("README.md")
-        rows = pq.ParquetFile(samples).metadata.num_rows
         (staging / MARKER).write_text(
             json.dumps(
                 {
@@ -348,8 +336,6 @@ def staged(directory: Path) -> Iterator[Path]:
 
 def _remove_left_behind(directory: Path) -> None:
     """The staging and old siblings of ``directory`` that a killed export left (their process is gone)."""
-    if not directory.parent.is_dir():
-        return
     for sibling in directory.parent.glob(f".{glob.escape(directory.name)}.*-*"):
         kind, _, pid = sibling.name[len(directory.name) + 2 :].rpartition("-")
         if kind in ("staging", "old") and pid.isdigit() and not running(int(pid)):
@@ -401,28 +387,22 @@ def features_yaml(schema: pa.Schema) -> list[dict[str, Any]]:
     return [{"name": f.name, **_feature(f.type)} for f in schema]
 
 
+#: Arrow type -> the card feature's dtype (``pa.bool_()``: ``bool``)
+_DTYPES = {
+    getattr(pa, name)(): name.rstrip("_")
+    for name in ("string", "large_string", "bool_", "float64", "float32", "int64", "int32", "int16", "int8")
+}
+
+
 def _feature(t: pa.DataType) -> dict[str, Any]:
     if pa.types.is_struct(t):
         return {"struct": [{"name": f.name, **_feature(f.type)} for f in t]}
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        inner = t.value_type
-        if pa.types.is_struct(inner):
-            return {"list": [{"name": f.name, **_feature(f.type)} for f in inner]}
-        return {"list": _feature(inner).get("dtype", _feature(inner))}
-    names = {
-        pa.string(): "string",
-        pa.large_string(): "large_string",
-        pa.bool_(): "bool",
-        pa.float64(): "float64",
-        pa.float32(): "float32",
-        pa.int64(): "int64",
-        pa.int32(): "int32",
-        pa.int16(): "int16",
-        pa.int8(): "int8",
-    }
-    if t not in names:
+        inner = _feature(t.value_type)  # a list of structs or of scalars names them without the wrapping key
+        return {"list": inner.get("dtype", inner.get("struct", inner))}
+    if t not in _DTYPES:
         raise TypeError(f"no card feature for Arrow type {t}")
-    return {"dtype": names[t]}
+    return {"dtype": _DTYPES[t]}
 
 
 def type_text(t: pa.DataType) -> str:
@@ -437,13 +417,11 @@ def type_text(t: pa.DataType) -> str:
 def data_fields(schema: pa.Schema) -> str:
     """The card's "Data Fields" section body: one line per column of the data files, its type and meaning
     (``pipeline.store.schema.COLUMN_DOCS``)."""
-    lines = []
-    for f in schema:
-        doc = COLUMN_DOCS.get(f.name, "")
-        lines.append(
-            f"- `{f.name}` ({type_text(f.type)}{'' if f.nullable else ', never null'})" + (f": {doc}" if doc else "")
-        )
-    return "\n".join(lines)
+    return "\n".join(
+        f"- `{f.name}` ({type_text(f.type)}{'' if f.nullable else ', never null'})"
+        + (f": {doc}" if (doc := COLUMN_DOCS.get(f.name, "")) else "")
+        for f in schema
+    )
 
 
 def _limitations(manifest: dict[str, Any], kind: str) -> str:
@@ -505,7 +483,7 @@ def dataset_card(
 ) -> str:
     """The dataset card; its YAML is parsed back with huggingface_hub before it is returned. ``num_bytes``: the
     size of the split's data files (:func:`files_bytes`)."""
-    split = split_name(kind)
+    split = split_kind(kind).hf_split
     env_ids = pq.read_table(samples, columns=["env_id"]).column("env_id").to_pylist()
     rows = len(env_ids)
     licenses = _licenses(layout, env_ids)
@@ -519,7 +497,6 @@ def dataset_card(
         split,
         num_bytes,
     )
-    strata = _composition_table(manifest)
     per_env = Counter(env_ids)
     envs = md_records(
         [{"env_id": e, "samples": n} for e, n in sorted(per_env.items(), key=lambda kv: (-kv[1], kv[0]))],
@@ -545,7 +522,7 @@ action (`datetime.now()`, `time.time()`…), so a timestamp the action writes in
 
 ## Composition
 
-{strata}
+{_composition_table(manifest)}
 
 Total: **{rows}** samples from **{len(per_env)}** environments.
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.protocol import PROTOCOL_VERSION
-from pipeline.export.hf_layout import MARKER, ExportReport, export_split, split_name
+from pipeline.export.hf_layout import MARKER, ExportReport, export_split
 from pipeline.store.layout import DataLayout
-from pipeline.store.versions import SplitStore
+from pipeline.store.versions import SplitStore, split_kind
 
 
 @dataclass
@@ -56,8 +56,7 @@ def set_current(layout: DataLayout, kind: str, version: str) -> Path:
     moving the data root)."""
     link = layout.export_current(kind)
     tmp = link.with_name(f".current-{os.getpid()}")
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
+    tmp.unlink(missing_ok=True)
     os.symlink(layout.export_version(kind, version).name, tmp)
     os.replace(tmp, link)
     return link
@@ -81,7 +80,7 @@ def export_revision(layout: DataLayout, kind: str, version: str | None, **option
         card = (directory / "README.md").read_text()
         files = sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file() and p.name != MARKER)
         rows = int(held.get("rows") or SplitStore(layout, kind).manifest(version).get("samples") or 0)
-        report = ExportReport(directory, kind, version, split_name(kind), rows, files, card)
+        report = ExportReport(directory, kind, version, split_kind(kind).hf_split, rows, files, card)
     else:
         report = export_split(layout, kind, version, directory, **options)
     current = set_current(layout, kind, version)

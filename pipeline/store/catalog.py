@@ -150,7 +150,6 @@ _MEANINGS: dict[str, str] = {
     "cm_rate": "Share of steps with CM.",
     "verified_steps": "Steps of the executor-verified prefix.",
     "rollouts": "Number of rollouts.",
-    "state_match_pct": "Percent of steps whose simulated state matches the real one.",
     "mean_drift": "Mean drift per step.",
     "diverged_pct": "Percent of steps taken after a divergence.",
     # served episodes

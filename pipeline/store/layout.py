@@ -33,11 +33,11 @@ def resolve_root(data_root: str | Path) -> Path:
 MIN_FREE_BYTES = 1 << 20
 
 
-def root_problems(data_root: str | Path, variable: str = "ENVSIM_DATA_ROOT") -> list[str]:
+def root_problems(data_root: str | Path) -> list[str]:
     """What makes ``data_root`` (or its nearest existing folder) unusable before anything is written, one line each
     naming the path and the fix: a file, not writable, or under :data:`MIN_FREE_BYTES` free."""
     root = resolve_root(data_root)
-    fix = f"set {variable} to a writable directory on a disk with free space"
+    fix = "set ENVSIM_DATA_ROOT to a writable directory on a disk with free space"
     existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))
     if not existing.is_dir():
         where = "" if existing == root else f"cannot be made: {existing} "
@@ -169,9 +169,8 @@ class DataLayout:
     def record_export(self, name: str, directory: Path, **facts: str) -> None:
         """Record that export ``name`` is in ``directory`` (relative when under the data root, so the record survives
         moving it), with ``facts``, under an exclusive lock so exports finishing together each keep their record."""
-        directory = Path(directory)
         root = self.root.absolute()
-        absolute = directory if directory.is_absolute() else Path.cwd() / directory
+        absolute = Path(directory).absolute()
         where = str(absolute.relative_to(root)) if absolute.is_relative_to(root) else str(absolute)
         key = safe_name(name, "export name")
         with file_lock(self.root / f".{self.export_record.name}.lock"):
@@ -296,7 +295,7 @@ class DataLayout:
 
     @property
     def trajectories_dir(self) -> Path:
-        return self._declared("trajectories").file(self.root).parent
+        return tables.TABLES.get("trajectories").file(self.root).parent
 
     @property
     def trajectories(self) -> Path:
@@ -306,11 +305,6 @@ class DataLayout:
     def trajectory_files(self) -> list[str]:
         """Every file of the trajectories table (a partition-scoped layout: only its own)."""
         return self._collection_files("trajectories", "part-")
-
-    @staticmethod
-    def _declared(name: str) -> tables.TableOfRecord:
-        """A registered table's declaration, by a registry lookup (these paths are asked for on hot paths)."""
-        return tables.TABLES.get(name)
 
     def _collection_file(self, whole: str, prefix: str) -> Path:
         """``trajectories/<whole>.parquet``, or ``<prefix><partition>.parquet`` in a partition-scoped layout."""
@@ -342,14 +336,16 @@ class DataLayout:
 
     @property
     def steps_dir(self) -> Path:
-        return self._declared("steps").file(self.root).parent
+        return tables.TABLES.get("steps").file(self.root).parent
 
     def step_part(self, key: str) -> Path:
         """A labeled-steps part named by its content key (and the partition, in a partition-scoped layout)."""
-        return self._declared("steps").file(self.root, f"{self.partition}-{key}" if self.partition is not None else key)
+        return tables.TABLES.get("steps").file(
+            self.root, f"{self.partition}-{key}" if self.partition is not None else key
+        )
 
     def step_parts(self) -> list[str]:
-        parts = sorted(self.root.glob(self._declared("steps").files[0]))
+        parts = sorted(self.root.glob(tables.TABLES.get("steps").files[0]))
         if self.partition is not None:
             parts = [p for p in parts if step_part_partition(p.name) == self.partition]
         return [str(p) for p in parts]

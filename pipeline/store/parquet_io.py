@@ -26,8 +26,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
         _fsync(path.parent)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
 
 
 def _fsync(path: Path) -> None:
@@ -49,12 +48,11 @@ def write_table(path: Path, rows: Iterable[dict[str, Any]], schema: pa.Schema, b
 
 def write_arrow(path: Path, table: pa.Table, schema: pa.Schema, batch_rows: int = 512) -> int:
     """Write an Arrow table to ``path`` atomically, the same bytes :func:`write_table` gives for the same rows."""
-    with atomic_path(path) as tmp:
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-            if table.num_rows == 0:
-                writer.write_table(table.cast(schema))
-            for start in range(0, table.num_rows, batch_rows):
-                writer.write_table(table.slice(start, batch_rows).cast(schema))
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        if table.num_rows == 0:
+            writer.write_table(table.cast(schema))
+        for start in range(0, table.num_rows, batch_rows):
+            writer.write_table(table.slice(start, batch_rows).cast(schema))
     return table.num_rows
 
 

@@ -20,8 +20,7 @@ def has_steps(layout: DataLayout) -> bool:
 
 def delta_by_outcome(layout: DataLayout) -> pd.DataFrame:
     """|Δ| (rows) × outcome (columns) step counts, with totals."""
-    con = connect()
-    df = con.sql(f'SELECT delta_size AS "|Δ|", outcome, count(*) AS n FROM {_steps(layout)} GROUP BY ALL').df()
+    df = connect().sql(f'SELECT delta_size AS "|Δ|", outcome, count(*) AS n FROM {_steps(layout)} GROUP BY ALL').df()
     table = df.pivot_table(index="|Δ|", columns="outcome", values="n", fill_value=0, aggfunc="sum")
     table = table.reindex(columns=list(OUTCOMES), fill_value=0).astype(int)
     table["total"] = table.sum(axis=1)

@@ -89,10 +89,10 @@ class VerifyReport:
         return not self.problems
 
 
-def _verify_trajectory(
-    trajectory_id: str, initial_json: str, initial_hash: str, steps: list[dict[str, Any]], report: VerifyReport
-) -> None:
-    """Replay one trajectory's steps into ``report`` (a trajectory with a problem joins its failed ones)."""
+def _verify_trajectory(traj: dict[str, Any], steps: list[dict[str, Any]], report: VerifyReport) -> None:
+    """Replay one trajectory's steps (``traj``: its row, with the initial state and its hash) into ``report`` (a
+    trajectory with a problem joins its failed ones)."""
+    trajectory_id = traj["trajectory_id"]
     before = len(report.problems)
     ordered = sorted(steps, key=lambda s: s["step_index"])
     stored = [
@@ -100,7 +100,7 @@ def _verify_trajectory(
         for s in ordered
     ]
     try:
-        for i, *_ in replay(trajectory_id, initial_json, initial_hash, stored):
+        for i, *_ in replay(trajectory_id, traj["initial_state_json"], traj["initial_state_hash"], stored):
             report.steps += 1
             step = ordered[i]
             if step["delta_size"] != len(step["delta"]):
@@ -128,13 +128,7 @@ def verify_steps(layout: DataLayout, max_problems: int = 50) -> VerifyReport:
             layout, columns=["trajectory_id", "initial_state_json", "initial_state_hash"], ids=list(by_traj)
         ):
             report.trajectories += 1
-            _verify_trajectory(
-                traj["trajectory_id"],
-                traj["initial_state_json"],
-                traj["initial_state_hash"],
-                by_traj.pop(traj["trajectory_id"]),
-                report,
-            )
+            _verify_trajectory(traj, by_traj.pop(traj["trajectory_id"]), report)
         for orphan in by_traj:
             report.problems.append(f"{orphan}: steps without a trajectory row")
             report.failed_trajectories.append(orphan)

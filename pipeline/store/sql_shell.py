@@ -141,8 +141,7 @@ def main(argv: list[str], data_root: Path) -> int:
     args.query = args.command if args.command is not None else args.query
     root = resolve_root(args.data_root or data_root)
     database = root / DUCKDB_FILE
-    rebuilt = repair_index(DataLayout.at(root))  # an index of the Parquet tables: empty or invalid, made again
-    if rebuilt:
+    if rebuilt := repair_index(DataLayout.at(root)):  # an index of the Parquet tables: empty or invalid, made again
         print(f"{prog}: {rebuilt}", file=sys.stderr, flush=True)
     if not database.is_file():
         print(

@@ -134,22 +134,22 @@ class SplitStore:
         run that created it) and ``parent_version`` (the version current when it was first made current: histories
         written before ``previous`` existed logged every change as ``parent``, and the first one counts)."""
         out: dict[str, dict[str, Any]] = {}
+        made_current: set[str] = set()
         blank = {"created_at": None, "dagster_run_id": None, "parent_version": None}
         for event in self.history():
             if event.get("event") not in (CREATED, MADE_CURRENT):  # a skipped draw wrote no version
                 continue
-            row = out.setdefault(event.get("version"), dict(blank))
+            row = out.setdefault(version := event.get("version"), dict(blank))
             if event.get("event") == CREATED and row["created_at"] is None:
                 row["created_at"], row["dagster_run_id"] = event.get("at"), event.get("dagster_run_id")
-            elif event.get("event") == MADE_CURRENT and not row.get("made_current"):
-                row["parent_version"], row["made_current"] = event.get("parent"), True
+            elif event.get("event") == MADE_CURRENT and version not in made_current:
+                row["parent_version"] = event.get("parent")
+                made_current.add(version)
         for version in self.versions():
             row = out.setdefault(version, dict(blank))
             if row["created_at"] is None:
                 mtime = (self.dir(version) / "manifest.json").stat().st_mtime
                 row["created_at"] = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="microseconds")
-        for row in out.values():
-            row.pop("made_current", None)
         return out
 
     def current_seed(self) -> int | None:

@@ -7,7 +7,6 @@ every connection the pipeline opens on ``envsim.duckdb``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
@@ -28,13 +27,13 @@ HERE_SQL = (
 )
 
 
-def _in_root(layout: DataLayout, path: Path | str, relative: bool = True, suffix: str = "") -> str:
-    """SQL for ``path`` + ``suffix`` as a view names it: relative to the DuckDB file's directory (``HERE_SQL``;
-    POSIX separators) when it lies under the data root and ``relative``, else absolute."""
+def _in_root(layout: DataLayout, path: Path | str, relative: bool = True) -> str:
+    """SQL for ``path`` as a view names it: relative to the DuckDB file's directory (``HERE_SQL``; POSIX
+    separators) when it lies under the data root and ``relative``, else absolute."""
     path, root = Path(path).resolve(), layout.root.resolve()
     if relative and path.is_relative_to(root):
-        return f"{HERE_SQL} || {quote(path.relative_to(root).as_posix() + suffix)}"
-    return quote(str(path) + suffix)
+        return f"{HERE_SQL} || {quote(path.relative_to(root).as_posix())}"
+    return quote(str(path))
 
 
 def parquet_views(layout: DataLayout, relative: bool = True) -> dict[str, str]:
@@ -105,24 +104,21 @@ def derived_views(con: duckdb.DuckDBPyConnection, axes: Axes = AXES) -> None:
     stored = _stored_views(con)
     if _exists(con, "split_members"):
         values = ", ".join(f"m.{column}" for column in axes.stored_columns)  # every axis value a sample stores
+        changes = [
+            f"""SELECT p.kind, p.version_a, p.version_b, '{change}' AS change,
+                      m.step_id, m.stratum, m.env_id, m.task_id, m.tool,
+                      {values}
+               FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.{there}
+               WHERE NOT EXISTS (SELECT 1 FROM split_members o
+                                 WHERE o.kind = p.kind AND o.version = p.{not_there} AND o.step_id = m.step_id)"""
+            for change, there, not_there in (("added", "version_b", "version_a"), ("removed", "version_a", "version_b"))
+        ]
         _create_view(
             con,
             "split_diff",
             f"""WITH pairs AS (SELECT a.kind, a.version AS version_a, b.version AS version_b
                               FROM split_versions a JOIN split_versions b ON a.kind = b.kind AND a.version <> b.version)
-               SELECT p.kind, p.version_a, p.version_b, 'added' AS change,
-                      m.step_id, m.stratum, m.env_id, m.task_id, m.tool,
-                      {values}
-               FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_b
-               WHERE NOT EXISTS (SELECT 1 FROM split_members o
-                                 WHERE o.kind = p.kind AND o.version = p.version_a AND o.step_id = m.step_id)
-               UNION ALL
-               SELECT p.kind, p.version_a, p.version_b, 'removed' AS change,
-                      m.step_id, m.stratum, m.env_id, m.task_id, m.tool,
-                      {values}
-               FROM pairs p JOIN split_members m ON m.kind = p.kind AND m.version = p.version_a
-               WHERE NOT EXISTS (SELECT 1 FROM split_members o
-                                 WHERE o.kind = p.kind AND o.version = p.version_b AND o.step_id = m.step_id)""",
+               {" UNION ALL ".join(changes)}""",
             stored,
         )
     if _exists(con, "served_episodes"):
@@ -175,13 +171,11 @@ def ensure_table(con: duckdb.DuckDBPyConnection, name: str) -> None:
             con.execute(f"ALTER TABLE {name} ADD COLUMN {column} {kind_sql}")
 
 
-def register_splits(
-    con: duckdb.DuckDBPyConnection, layout: DataLayout, kinds: Iterable[str] = SPLIT_KINDS
-) -> dict[str, int]:
-    """The one registration of split versions: every version of ``kinds`` on disk into ``split_versions`` (refreshed
-    on every call) and ``split_members`` (once per version), and the tables declared ``from_manifests``. Returns
-    the version count per kind."""
-    kinds = tuple(kinds)
+def register_splits(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> dict[str, int]:
+    """The one registration of split versions: every version of every split kind on disk into ``split_versions``
+    (refreshed on every call) and ``split_members`` (once per version), and the tables declared ``from_manifests``.
+    Returns the version count per kind."""
+    kinds = SPLIT_KINDS.names()
     ensure_table(con, "split_versions")
     ensure_table(con, "split_members")
     versions_columns = tables.table("split_versions").sql_columns
@@ -224,19 +218,15 @@ def register_splits(
 def _register_manifest_rows(con: duckdb.DuckDBPyConnection, layout: DataLayout, table: tables.TableOfRecord) -> None:
     """Ensure the table and insert the rows of every version of its split kind that it does not hold yet."""
     source = table.from_manifests
-    assert source is not None
     store = SplitStore(layout, source.kind)
-    versions = store.versions()
     ensure_table(con, table.name)
-    version_column = next(iter(table.sql_columns))
-    known = {r[0] for r in con.execute(f"SELECT DISTINCT {version_column} FROM {table.name}").fetchall()}
     columns = list(table.sql_columns)
+    known = {r[0] for r in con.execute(f"SELECT DISTINCT {columns[0]} FROM {table.name}").fetchall()}
     insert = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-    for version in versions:
-        if version in known:
-            continue
-        for row in source.rows(version, store.manifest(version), table.sql_columns):
-            con.execute(insert, [row[c] for c in columns])
+    for version in store.versions():
+        if version not in known:
+            for row in source.rows(version, store.manifest(version), table.sql_columns):
+                con.execute(insert, [row[c] for c in columns])
 
 
 def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> list[str]:
