@@ -113,9 +113,6 @@ class Record:
     values: set[Any] = field(default_factory=set)
     size: int = 0
 
-    def get(self, name: str) -> list[Any]:
-        return list(self.fields.get(name, ()))
-
 
 class Records:
     """Every record of a canonical state (record 0: the state itself)."""
@@ -217,7 +214,7 @@ class Records:
         rec = self.records[r]
         for name in self.aliases(param):
             if name in rec.fields:
-                return rec.get(name)
+                return list(rec.fields[name])
         return []
 
     def covers(self, r: int, param: str) -> bool:
