@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import itertools
 import json
 import os
 import resource
@@ -53,7 +54,7 @@ def _enter(temp_dir: str, number: int) -> None:
 
 
 _ROOT: list[str] = []  # where children's directories live: /tmp/work in a bwrap instance's own tmpfs
-_GONE = [0]
+_GONE = itertools.count(1)  # numbers the names of buried and spare directories
 _LIVE: set[str] = set()  # directories of running children: never buried by another trajectory's claim
 
 
@@ -83,8 +84,7 @@ def _named(trajectory: Trajectory) -> str:
 
 def _bury(path: str) -> str:
     """Move a directory out of the way (its name is free at once); the new path."""
-    _GONE[0] += 1
-    grave = os.path.join(_root(), f".gone-{_GONE[0]}")
+    grave = os.path.join(_root(), f".gone-{next(_GONE)}")
     try:
         os.chmod(path, 0o700)
         os.rename(path, grave)
@@ -463,8 +463,7 @@ def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) ->
 def _top_up(limits: Limits) -> None:
     """Have the zygote fork spares for the next trajectories that need a fresh child, each in a new directory."""
     while _ZYGOTE and len(_SPARES) < SPARES:
-        _GONE[0] += 1
-        temp_dir = os.path.join(_root(), f".spare-{_GONE[0]}")
+        temp_dir = os.path.join(_root(), f".spare-{next(_GONE)}")
         _restore_modes()
         os.mkdir(temp_dir, 0o700)
         try:
