@@ -449,10 +449,7 @@ class _Draw:
 
 
 def _flat(values: Iterable[Any]) -> list[Any]:
-    out = []
-    for v in values:
-        out.extend(v if isinstance(v, list) else [v])
-    return [v for v in out if _scalar(v)]
+    return [x for v in values for x in (v if isinstance(v, list) else [v]) if _scalar(x)]
 
 
 def _sibling(records: Records, value: Any, taken: set[Any], anchor: int | None, rng: random.Random) -> Any:
