@@ -105,11 +105,6 @@ def private_cache(name: str) -> str:
     return directory
 
 
-def clock_environment(library: str) -> dict[str, str]:
-    """The variable that preloads the clock below Python (``library``: its path as the worker sees it)."""
-    return {"LD_PRELOAD": library}
-
-
 def below_python() -> bool:
     """Whether the clock below Python is loaded in this process (libc's wall clock reads a probe value)."""
     probe = 86_400.5
@@ -455,8 +450,6 @@ def _frozen_content(file: Any) -> str | None:
         return None  # a file descriptor
     if isinstance(path, bytes):
         path = path.decode("utf-8", "replace")
-    if not isinstance(path, str):
-        return None
     norm = os.path.normpath(path)
     if norm == UPTIME:
         return f"{_clock().tick():.2f} 0.00\n"

@@ -286,7 +286,7 @@ def _bind_clock(opts: _Options) -> dict[str, str]:
     if library is None:
         return {}
     opts.put("--ro-bind", library, CLOCK_LIBRARY)
-    return freeze.clock_environment(CLOCK_LIBRARY)
+    return {"LD_PRELOAD": CLOCK_LIBRARY}
 
 
 def _bind_private(opts: _Options) -> None:
@@ -415,7 +415,7 @@ def worker_command(isolation: str, tmp_mb: int, preload: str | None = None, modu
     pythonpath = os.pathsep.join([str(_PROJECT_ROOT), *_plugin_dirs()])  # trusted (checked_isolation holds)
     argv = [sys.executable, "-P", "-m", module, *(["--preload", preload] if preload else [])]
     library = freeze.clock_library()
-    env = {**worker_environment(pythonpath), **(freeze.clock_environment(library) if library else {})}
+    env = {**worker_environment(pythonpath), **({"LD_PRELOAD": library} if library else {})}
     return Launch(argv, env, str(_PROJECT_ROOT))
 
 

@@ -192,6 +192,11 @@ def _outcome(
     }
 
 
+def empty_result(trajectory_id: str, init_error: str | None = None) -> dict[str, Any]:
+    """A trajectory's result before any frame (``init_error``: why it never started)."""
+    return {"trajectory_id": trajectory_id, "init": None, "init_error": init_error, "steps": [], "issues": []}
+
+
 class TrajectoryLabels:
     """Assembles one trajectory's result from its raw frames (see module docstring)."""
 
@@ -199,13 +204,7 @@ class TrajectoryLabels:
         self.trajectory = trajectory
         self.max_chars = max_observation_chars
         self.outcome_rule = registry.outcome_rule(trajectory.env)  # the adapter's, under a declared one
-        self.result: dict[str, Any] = {
-            "trajectory_id": trajectory.trajectory_id,
-            "init": None,
-            "init_error": None,
-            "steps": [],
-            "issues": [],
-        }
+        self.result = empty_result(trajectory.trajectory_id)
         self.state: Any = None
         self.state_hash: str | None = None
         self.live_action: Action | None = None  # exploration: the action being executed

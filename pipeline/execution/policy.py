@@ -202,8 +202,7 @@ class ExplorationPolicy:
         answered = Records(value)
         self.returned = [answered, *self.returned[: RETURNED - 1]]
         fresh = [v for bucket in answered.records[0].fields.values() for v in bucket if isinstance(v, str)][:16]
-        used = [v for a in arguments.values() for v in (a if isinstance(a, list) else [a]) if isinstance(v, str)]
-        self.focus = list(dict.fromkeys([*fresh, *used, *self.focus]))[:24]
+        self.focus = list(dict.fromkeys([*fresh, *_strings(arguments.values()), *self.focus]))[:24]
 
     def hints(self, tool: str, records: Records) -> Hints:
         if tool not in self._hints:
@@ -359,10 +358,8 @@ class ExplorationPolicy:
         typed = [v for v in known if _fits(v, kind) and conforms(v, schema)]
         if typed:
             return rng.choice(typed)
-        if kind == "integer":
-            return self.number(schema, integer=True)
-        if kind == "number":
-            return self.number(schema, integer=False)
+        if kind in ("integer", "number"):
+            return self.number(schema, integer=kind == "integer")
         if kind == "string":
             drawn = self.string(schema)
             if drawn is not None:

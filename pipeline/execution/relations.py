@@ -113,9 +113,6 @@ class Record:
     values: set[Any] = field(default_factory=set)
     size: int = 0
 
-    def get(self, name: str) -> list[Any]:
-        return list(self.fields.get(name, ()))
-
 
 class Records:
     """Every record of a canonical state (record 0: the state itself)."""
@@ -217,7 +214,7 @@ class Records:
         rec = self.records[r]
         for name in self.aliases(param):
             if name in rec.fields:
-                return rec.get(name)
+                return list(rec.fields[name])
         return []
 
     def covers(self, r: int, param: str) -> bool:
@@ -452,10 +449,7 @@ class _Draw:
 
 
 def _flat(values: Iterable[Any]) -> list[Any]:
-    out = []
-    for v in values:
-        out.extend(v if isinstance(v, list) else [v])
-    return [v for v in out if _scalar(v)]
+    return [x for v in values for x in (v if isinstance(v, list) else [v]) if _scalar(x)]
 
 
 def _sibling(records: Records, value: Any, taken: set[Any], anchor: int | None, rng: random.Random) -> Any:

@@ -35,7 +35,7 @@ from pipeline.envs import blobs, registry
 from pipeline.execution.child import Limits, describe_exit
 from pipeline.execution.frames import FdReader, FrameError, FrameTimeout, encode
 from pipeline.execution.isolation import SandboxUnavailable, checked_isolation, kernel_memory_note, worker_command
-from pipeline.execution.labels import TrajectoryLabels
+from pipeline.execution.labels import TrajectoryLabels, empty_result
 from pipeline.execution.wire import limits_to_wire, max_frame, trajectory_to_wire
 
 __all__ = ["Limits", "Sandbox", "SandboxError", "SandboxUnavailable"]
@@ -251,13 +251,7 @@ def _instance_key(trajectory: Trajectory) -> tuple[str, ...]:
 
 def _not_run(trajectory: Trajectory, reason: object) -> dict[str, Any]:
     """The result of a trajectory the sandbox itself could not run."""
-    return {
-        "trajectory_id": trajectory.trajectory_id,
-        "init": None,
-        "init_error": f"SandboxError: {reason}",
-        "steps": [],
-        "issues": [],
-    }
+    return empty_result(trajectory.trajectory_id, f"SandboxError: {reason}")
 
 
 class Sandbox:
@@ -495,7 +489,7 @@ class Sandbox:
                     run = self._pool.submit(self._run_instance, batch, single, (*key, f"lane {lane}"))
                     yield [offset + i for i in part], batch, run
             own = [i for i in range(len(chunk)) if keys[i] is not None]
-            if fresh_children or limits.reuse_children <= 1:
+            if limits.reuse_children <= 1:  # fresh_children among them (limits above)
                 groups = [(own[k : k + self.batch], limits) for k in range(0, len(own), self.batch)]
             else:
                 by_key: dict[Any, list[int]] = {}

@@ -76,8 +76,7 @@ def _resolve(node: Any, root: dict[str, Any], depth: int) -> Any:
         else:
             out[key] = value
     if isinstance(out.get("allOf"), list):
-        parts = [p for p in out.pop("allOf") if isinstance(p, dict)]
-        for part in parts:
+        for part in [p for p in out.pop("allOf") if isinstance(p, dict)]:
             out = _merge(out, part)
     return out
 

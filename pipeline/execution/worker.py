@@ -4,7 +4,7 @@ It imports the environment modules once, then runs every trajectory in a forked 
 Landlock, the seccomp filter and the frozen clock, forwarding the child's frames tagged with the trajectory id.
 A call that hangs, kills its child or sends malformed data becomes a ``lost`` frame and a fresh child resumes
 after it. Corpus code runs each trajectory in a fresh child (a spare forked ahead by :func:`_zygote`); our own
-or pinned code (:func:`_reuse_key`) may share a warm child (docs/environments.md, "Sandbox").
+or pinned code (:func:`pipeline.envs.registry.reuse_key`) may share a warm child (docs/environments.md, "Sandbox").
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import itertools
 import json
 import os
 import resource
@@ -42,7 +43,7 @@ _PROTOCOL_FDS: list[int] = []
 _PROTOCOL_FILES: list[Any] = []  # the buffered request reader: closed (its buffer freed) in every child
 
 
-def _enter(temp_dir: str, number: int) -> str:
+def _enter(temp_dir: str, number: int) -> None:
     """A fresh directory for the trajectory ``number`` of this child: its cwd, TMPDIR and HOME."""
     path = os.path.join(temp_dir, f"t{number}")
     os.mkdir(path, 0o700)
@@ -50,11 +51,10 @@ def _enter(temp_dir: str, number: int) -> str:
     os.environ["TMPDIR"] = os.environ["HOME"] = path
     tempfile.tempdir = path
     tempfile._name_sequence = None  # type: ignore[attr-defined]
-    return path
 
 
 _ROOT: list[str] = []  # where children's directories live: /tmp/work in a bwrap instance's own tmpfs
-_GONE = [0]
+_GONE = itertools.count(1)  # numbers the names of buried and spare directories
 _LIVE: set[str] = set()  # directories of running children: never buried by another trajectory's claim
 
 
@@ -84,8 +84,7 @@ def _named(trajectory: Trajectory) -> str:
 
 def _bury(path: str) -> str:
     """Move a directory out of the way (its name is free at once); the new path."""
-    _GONE[0] += 1
-    grave = os.path.join(_root(), f".gone-{_GONE[0]}")
+    grave = os.path.join(_root(), f".gone-{next(_GONE)}")
     try:
         os.chmod(path, 0o700)
         os.rename(path, grave)
@@ -132,12 +131,6 @@ def _remove_tree(path: str, keep_top: bool = False) -> None:
     for directory in reversed(seen[1:] if keep_top else seen):
         with contextlib.suppress(OSError):
             os.rmdir(directory)
-
-
-def _exiting(pid: int, temp_dir: str) -> None:
-    """A child that is ending: reaped later, its directory buried now (its name free for the next one)."""
-    _LIVE.discard(temp_dir)
-    _EXITING.append((pid, _bury(temp_dir)))
 
 
 def _close_inherited() -> None:
@@ -470,8 +463,7 @@ def _take_spare(trajectory: Trajectory, limits: Limits, wire: dict[str, Any]) ->
 def _top_up(limits: Limits) -> None:
     """Have the zygote fork spares for the next trajectories that need a fresh child, each in a new directory."""
     while _ZYGOTE and len(_SPARES) < SPARES:
-        _GONE[0] += 1
-        temp_dir = os.path.join(_root(), f".spare-{_GONE[0]}")
+        temp_dir = os.path.join(_root(), f".spare-{next(_GONE)}")
         _restore_modes()
         os.mkdir(temp_dir, 0o700)
         try:
@@ -483,25 +475,22 @@ def _top_up(limits: Limits) -> None:
             _SPARES.append(_Spare(temp_dir, limits))
 
 
-def _reuse_key(trajectory: Trajectory, limits: Limits) -> tuple[str, ...] | None:
-    """The warm child a trajectory may run in (:func:`pipeline.envs.registry.reuse_key`; never corpus code)."""
-    return registry.reuse_key(trajectory.env) if limits.reuse_children > 1 else None
-
-
 _WARM: dict[tuple[str, ...], _Attempt] = {}  # by environment code, least recently used first
 _WARM_FDS: list[int] = []  # the parent ends of warm children's pipes (closed in every new child)
 MAX_WARM = 32  # warm children per worker (an explore batch cycles through its environments)
 
 
 def _end(pid: int, fds: list[int | None], temp_dir: str, held: list[int]) -> None:
-    """End a child that runs no trajectory: killed, its pipes closed (and dropped from ``held``), reaped later."""
+    """End a child that runs no trajectory: killed, its pipes closed (and dropped from ``held``), reaped later,
+    its directory buried now (its name free for the next one)."""
     _kill(pid)
     for fd in fds:
         if fd is not None:
             os.close(fd)
             if fd in held:
                 held.remove(fd)
-    _exiting(pid, temp_dir)
+    _LIVE.discard(temp_dir)
+    _EXITING.append((pid, _bury(temp_dir)))
 
 
 def _retire_warm(keep: int = 0) -> None:
@@ -561,7 +550,6 @@ class _Progress:
     (``start``), and per child the call in flight, checked against every frame."""
 
     def __init__(self, trajectory: Trajectory) -> None:
-        self.trajectory = trajectory
         self.actions = len(trajectory.actions)
         self.explore = trajectory.meta.get("explore") is not None
         episode = int(getattr(trajectory.meta.get("explore"), "episode_length", 0) or 0)
@@ -768,7 +756,8 @@ def supervise(trajectory: Trajectory, limits: Limits, out: int, wire: dict[str, 
     _reap()
     if _EXITING and _scratch_low():
         _reap(block=True)  # what ended children left is gone before the next one starts
-    key = _reuse_key(trajectory, limits)
+    # the warm child it may run in (never corpus code)
+    key = registry.reuse_key(trajectory.env) if limits.reuse_children > 1 else None
     forward = _tagger(trajectory.trajectory_id)
     tid = trajectory.trajectory_id
 

@@ -19,7 +19,7 @@ import pytest
 
 from pipeline.core.environment import EnvSpec
 from pipeline.core.trajectory import Action, Trajectory
-from pipeline.envs import envscaler
+from pipeline.envs import envscaler, registry
 from pipeline.execution import isolation, landlock, seccomp, worker
 from pipeline.execution import isolation as isolation_module
 from pipeline.execution import sandbox as sandbox_module
@@ -601,10 +601,9 @@ def test_corpus_code_has_no_reuse_key_and_the_builtin_packs_code_one_per_environ
     pack's code (ours) shares one across configurations of one environment."""
     from pipeline.envs import builtin
 
-    limits = Limits(reuse_children=4)
     base = _spec("ledger", POISON_CODE, "Ledger")
     keys = {
-        worker._reuse_key(_traj(spec, ("new_id", {})), limits)
+        registry.reuse_key(_traj(spec, ("new_id", {})).env)
         for spec in (
             base,
             _spec("ledger", POISON_CODE, "Ledger", {"poison": "uuid"}),
@@ -614,7 +613,7 @@ def test_corpus_code_has_no_reuse_key_and_the_builtin_packs_code_one_per_environ
     }
     assert keys == {None}
     item = next(iter(builtin.parsed_items()))
-    own = {worker._reuse_key(_traj(item.spec(config), ("x", {})), limits) for config in ({}, {"a": 1})}
+    own = {registry.reuse_key(_traj(item.spec(config), ("x", {})).env) for config in ({}, {"a": 1})}
     assert len(own) == 1 and None not in own
 
 
