@@ -248,7 +248,6 @@ class _HostProc:
     proc: subprocess.Popen
     sock: socket.socket
     uid: Any
-    key: tuple[str, ...]
     sent: set[str] = field(default_factory=set)
     inboxes: dict[str, queue.SimpleQueue] = field(default_factory=dict)  # sessions waiting for their child
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -309,9 +308,8 @@ class SessionPool:
         # hosts are started from this one long-lived thread: bwrap's --die-with-parent ends a host with the thread
         # that started it, and a server's worker threads come and go
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-host-start")
-        self._reaper = threading.Thread(target=self._reap, name="session-reaper", daemon=True)
-        self._reaper.start()
         self.reaped = 0
+        threading.Thread(target=self._reap, name="session-reaper", daemon=True).start()
 
     def __enter__(self) -> SessionPool:
         return self
@@ -390,11 +388,11 @@ class SessionPool:
             host = self._hosts.get(key)
             if host is not None and not host.dead:
                 return host
-            host = self._starter.submit(self._start_host, key, None if trusted else env.source).result()
+            host = self._starter.submit(self._start_host, None if trusted else env.source).result()
             self._hosts[key] = host
             return host
 
-    def _start_host(self, key: tuple[str, ...], preload: str | None) -> _HostProc:
+    def _start_host(self, preload: str | None) -> _HostProc:
         launch = worker_command(self.isolation, self.limits.tmp_mb, preload, module=HOST_MODULE)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -416,7 +414,7 @@ class SessionPool:
         finally:
             theirs.close()
             launch.close()
-        host = _HostProc(proc, ours, launch.uid, key)
+        host = _HostProc(proc, ours, launch.uid)
         reader = _HostReader(ours, max_frame(self.limits))
         try:
             hello = reader.next(START_TIMEOUT_S)
@@ -648,8 +646,6 @@ class Session:
         self.closed = why
         if self.host is not None:
             self.host.end(self.host_sid, self.channel)
-        elif self.channel is not None:
-            self.channel.close()
         self.pool._forget(self)
 
     def close(self, why: str = "closed") -> None:
