@@ -109,9 +109,7 @@ def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> bool:
     if not list(root.glob("*/steps.parquet")):
         return False
     warehouse.sync(con, layout)  # rollout_steps and rollouts, at the data root as it is now
-    by_axis = [
-        (f"rollout_by_{a.name}", a.label) for a in AXES if a.by_label and a.label in STEPS.names
-    ]  # rollout_by_delta
+    by_axis = [(f"rollout_by_{a.name}", a.label) for a in AXES if a.by_label and a.label in STEPS.names]
     for name, key in (
         ("rollout_by_simulator", "simulator, agent"),
         *by_axis,
