@@ -63,17 +63,14 @@ class _Loop:
 
 def mcp_tools(task: ServedTask) -> list[dict[str, Any]]:
     """The task's tools as MCP tool specs (``name``, ``description``, ``input_schema``) from its OpenAI schemas."""
-    out = []
-    for schema in task.tools:
-        fn = schema.get("function", schema)
-        out.append(
-            {
-                "name": fn.get("name", ""),
-                "description": fn.get("description", ""),
-                "input_schema": fn.get("parameters") or {"type": "object", "properties": {}},
-            }
-        )
-    return out
+    return [
+        {
+            "name": fn.get("name", ""),
+            "description": fn.get("description", ""),
+            "input_schema": fn.get("parameters") or {"type": "object", "properties": {}},
+        }
+        for fn in (schema.get("function", schema) for schema in task.tools)
+    ]
 
 
 class Episode:
@@ -87,7 +84,6 @@ class Episode:
         simulator: Simulator | None = None,
         max_steps: int = 30,
         record: Callable[[dict[str, Any]], None] | None = None,
-        code: ToolCode | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
@@ -98,7 +94,7 @@ class Episode:
         self._names: dict[str, frozenset[str]] = {}  # each task's tool names (a call's name is checked against them)
         self.order = [t.task_id for t in tasks]
         self.record = record
-        self.code = code or ToolCode()
+        self.code = ToolCode()
         self.session: Session | None = None
         self.task: ServedTask | None = None
         self.episode_id: str | None = None

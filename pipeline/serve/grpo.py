@@ -175,7 +175,7 @@ class CallShape:
     def __init__(self, tokenizer: Any, tools: list[dict[str, Any]], pieces: dict[str, list[int]]) -> None:
         self.tokenizer, self.pieces, self.skeletons = tokenizer, pieces, call_skeletons(tools)
         self.types = value_types(tools)
-        self.unquoted, self.numeric = pieces[_UNQUOTED], pieces.get(_NUMERIC, [])
+        self.free = {_IN_STRING: pieces[_UNQUOTED], _IN_NUMBER: pieces.get(_NUMERIC, [])}  # the tokens a value may hold
         self.start = 0
 
     def at(self, prompt_length: int) -> CallShape:
@@ -200,12 +200,10 @@ class CallShape:
             if rests is None:
                 continue
             masked[r] = float("-inf")
-            if rests[0].startswith(_IN_STRING):  # inside a string: any token without a quote, or the literal's start
-                masked[r, self.unquoted] = scores[r, self.unquoted]
-                rests = [rests[0][len(_IN_STRING) :]]
-            elif rests[0].startswith(_IN_NUMBER):  # inside a number: a digit token, or the literal's start
-                masked[r, self.numeric] = scores[r, self.numeric]
-                rests = [rests[0][len(_IN_NUMBER) :]]
+            free = self.free.get(rests[0][:1])  # inside a string: a token without a quote; a number: a digit token
+            if free is not None:  # (or the literal's start)
+                masked[r, free] = scores[r, free]
+                rests = [rests[0][1:]]
             allowed = sorted(
                 {i for rest in rests for k in range(1, len(rest) + 1) for i in self.pieces.get(rest[:k], ())}
             )
