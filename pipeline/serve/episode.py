@@ -27,6 +27,7 @@ from typing import Any
 from pipeline.core.clock import derive_clock_start, step_time
 from pipeline.core.delta import diff
 from pipeline.core.protocol import ChangeError
+from pipeline.envs import registry
 from pipeline.evaluate.metrics import feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulator_spec import Simulator
@@ -303,7 +304,7 @@ class Episode:
             "episode_id": self.episode_id,
             "env": {"source": env.source, "env_id": env.env_id, "init_config": env.init_config, "options": env.options},
             "messages": messages,
-            "source": task.source,
+            "source": registry.source_of(env),
             "mode": self.mode,
             "simulator": self.simulator.spec.name if self.simulator is not None else None,
             "seed": self.seed,
