@@ -519,10 +519,6 @@ class Session:
         """The environment's current state (canonical JSON value), as labeled."""
         return self.labels.state
 
-    @property
-    def steps(self) -> list[dict[str, Any]]:
-        return self.labels.result["steps"]
-
     def _start(self) -> None:
         parked = self.pool._unpark(self.reuse_key) if self.reuse_key is not None else None
         if parked is not None and self._resume(parked):
@@ -622,24 +618,24 @@ class Session:
         self.labels.actions.append(Action(tool, json.loads(canonical_json(arguments)), index))
         self.busy = True
         checks: list[bool | None] | None = None
-        limit = self.pool.limits.call_timeout_s
+        steps = self.labels.result["steps"]
         try:
             request = {"kind": "call", "step_index": index, "tool": tool, "arguments": arguments}
-            msg = (yield encode(request)) or (yield limit)
+            msg = (yield encode(request)) or (yield self.pool.limits.call_timeout_s)
             failure = None if msg.get("kind") == "step" else _failure(msg)
             if failure is None:
                 self.labels.feed(msg)  # a frame that breaks the protocol becomes an error step here
                 if self.checks and not self.labels.truncated:
                     checks = _verdicts(msg.get("checks"), len(self.checks))  # sent with the step, in its frame
-            if failure is not None or self.labels.truncated or len(self.steps) <= index:
+            if failure is not None or self.labels.truncated or len(steps) <= index:
                 failure = failure or {"error_type": "UntrustedData", "error": "malformed data from the sandbox"}
-                if len(self.steps) <= index:
+                if len(steps) <= index:
                     self.labels.lost(index, str(failure.get("error_type"))[:200], str(failure.get("error"))[:2000])
                 self._end(f"call lost: {failure.get('error_type')}: {str(failure.get('error'))[:300]}")
         finally:
             self.busy = False
             self.last_used = time.monotonic()
-        step = self.steps[index]
+        step = steps[index]
         return StepResult(step["raw_observation"], step, self.labels.state, checks, alive=self.closed is None)
 
     def _end(self, why: str) -> None:
