@@ -318,8 +318,7 @@ class RolloutRunner:
     async def _agent_message(self, ro: _Rollout) -> dict[str, Any] | None:
         settings = self.agent
         assert settings is not None
-        n = sum(1 for m in ro.messages if m["role"] == "assistant")
-        key = prompt_key("agent", ro.rid, n, ro.messages)
+        key = prompt_key("agent", ro.rid, sum(m["role"] == "assistant" for m in ro.messages), ro.messages)
         logged = self.log.get(key)
         if logged is not None:
             return logged["message"]
