@@ -175,7 +175,7 @@ class CallShape:
     def __init__(self, tokenizer: Any, tools: list[dict[str, Any]], pieces: dict[str, list[int]]) -> None:
         self.tokenizer, self.pieces, self.skeletons = tokenizer, pieces, call_skeletons(tools)
         self.types = value_types(tools)
-        self.free = {_IN_STRING: pieces[_UNQUOTED], _IN_NUMBER: pieces.get(_NUMERIC, [])}  # the tokens a value may hold
+        self.free = {_IN_STRING: pieces[_UNQUOTED], _IN_NUMBER: pieces.get(_NUMERIC, [])}  # no quote / digits
         self.start = 0
 
     def at(self, prompt_length: int) -> CallShape:
@@ -200,8 +200,8 @@ class CallShape:
             if rests is None:
                 continue
             masked[r] = float("-inf")
-            free = self.free.get(rests[0][:1])  # inside a string: a token without a quote; a number: a digit token
-            if free is not None:  # (or the literal's start)
+            free = self.free.get(rests[0][:1])  # inside a value: a token it may hold, or the literal's start
+            if free is not None:
                 masked[r, free] = scores[r, free]
                 rests = [rests[0][1:]]
             allowed = sorted(
