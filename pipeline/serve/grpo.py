@@ -271,8 +271,8 @@ def play_group(
     task_id: str,
     seeds: list[int],
     args: Any,
-    pieces: dict[str, list[int]] | None = None,
-    shared: dict[str, Any] | None = None,
+    pieces: dict[str, list[int]] | None,
+    shared: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """One group: an episode per seed, generated together in one batch (decoding a 135M model on CPU costs about
     as much for 4 rows as for 1). Returns each episode's token ids, which of them the model wrote, its calls, the
@@ -284,7 +284,6 @@ def play_group(
     import torch
     from transformers import StoppingCriteriaList, StopStringCriteria
 
-    shared = {} if shared is None else shared
     if "stop" not in shared:  # building it scans the vocabulary (0.6 s): once per run, not per reply
         shared["stop"] = StoppingCriteriaList([StopStringCriteria(tokenizer, [CALL_END])])
     torch.manual_seed(zlib.crc32(f"{task_id}:{seeds}".encode()))
