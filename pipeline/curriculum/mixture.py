@@ -108,10 +108,7 @@ def genenv_weight(p: float, alpha: float = 0.5, beta: float = 2.0) -> float:
 
 def flat_top_weight(p: float, alpha: float, band: float) -> float:
     """The ``flat_top`` curve: 1 inside ±band around α, a Gaussian fall-off (scale = band) outside it."""
-    excess = abs(p - alpha) - band
-    if excess <= 0:
-        return 1.0
-    return math.exp(-0.5 * (excess / band) ** 2)
+    return math.exp(-0.5 * (max(abs(p - alpha) - band, 0.0) / band) ** 2)
 
 
 def weight(p: float, spec: CurriculumSpec) -> tuple[float, str | None]:
@@ -198,11 +195,8 @@ def _estimate_for(
     evaluated at all (nothing is known there: such groups get weight 0)."""
     if key[:1] not in est:
         return None
-    for d in range(len(key), 0, -1):
-        if key[:d] in est:
-            p, n, ok = est[key[:d]]
-            return (p, n, ok) if d == len(key) else (p, 0, 0)
-    return None
+    d = max(d for d in range(1, len(key) + 1) if key[:d] in est)
+    return est[key] if d == len(key) else (est[key[:d]][0], 0, 0)
 
 
 def allocate(weights: dict[Any, float], available: dict[Any, int], size: int) -> dict[Any, int]:
@@ -271,8 +265,7 @@ def build_curriculum(
     ).fetchone()[0]
     bench = SplitStore(layout, BENCHMARK)
     bench_version = bench.resolve(spec.benchmark_version or scored_on)
-    bench_samples = str(bench.samples(bench_version))
-    exclude = f"AND NOT ({BEYOND_SQL}){rule.exclude_sql(bench_samples)}"
+    exclude = f"AND NOT ({BEYOND_SQL}){rule.exclude_sql(str(bench.samples(bench_version)))}"
     if not layout.strata.exists():
         raise FileNotFoundError(f"no strata table at {layout.strata}; materialize 'step_strata' first")
     keys_sql = ", ".join(f"CAST({LEVELS[lv]} AS VARCHAR) AS {lv}" for lv in spec.levels)
@@ -303,8 +296,12 @@ def build_curriculum(
     quota = allocate(
         {g["group"]: g["weight"] for g in groups}, {g["group"]: g["candidates"] for g in groups}, spec.size
     )
+    strata = []
     for g in groups:
         g["quota"] = quota[g["group"]]
+        if g["quota"] > 0:
+            predicate = " AND ".join(f"CAST({LEVELS[lv]} AS VARCHAR) = {_quote(g[lv])}" for lv in spec.levels)
+            strata.append((g["group"], predicate, g["quota"]))
     version_spec = {
         "seed": spec.seed,
         "input": current_fingerprint(layout),
@@ -314,14 +311,7 @@ def build_curriculum(
         "picking": PICKING_RULE,
         "estimates": {g["group"]: g["estimate"] for g in groups},
     }
-
     version = version_id(CURRICULUM, version_spec)
-    strata = []
-    for g in groups:
-        if g["quota"] <= 0:
-            continue
-        predicate = " AND ".join(f"CAST({LEVELS[lv]} AS VARCHAR) = {_quote(g[lv])}" for lv in spec.levels)
-        strata.append((g["group"], predicate, g["quota"]))
     with connect() as con:
         picks, table, _, _ = select_strata(con, layout, strata, spec.seed, exclude)
     selected = {t["stratum"]: t["selected"] for t in table}
@@ -331,9 +321,7 @@ def build_curriculum(
         CURRICULUM, layout, version, version_spec, picks, table, "warn", make_current, dagster_run_id=dagster_run_id
     )
     store = SplitStore(layout, CURRICULUM)
-    manifest = store.manifest(version)
-    manifest["groups"] = groups
-    store.write_manifest(version, manifest)
+    store.write_manifest(version, {**store.manifest(version), "groups": groups})
     return CurriculumResult(**{**vars(drawn), "groups": groups}, run=spec)
 
 

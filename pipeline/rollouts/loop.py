@@ -78,10 +78,6 @@ def run_id(simulator: str, agent: str) -> str:
     return f"{simulator}@{agent}"
 
 
-def rollout_id(simulator: str, agent: str, key: str) -> str:
-    return f"{simulator}@{agent}/{key}"
-
-
 class ToolCode:
     """``code(a_t)`` per (environment, tool), from the static environment (memoised)."""
 
@@ -120,10 +116,6 @@ def feedback_text(feedback: Any) -> str:
 def tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     """An item of an assistant message's ``tool_calls``, as the OpenAI API writes it."""
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def _size(a: Any, b: Any) -> int:
-    return len(diff(a, b))
 
 
 def simulator_sample(
@@ -234,7 +226,6 @@ class RolloutRunner:
         if step is None:
             ro.stop(SHADOW_ERROR, real.error or f"the executor lost step {index}: {'; '.join(real.issues)[:300]}")
             return None
-        s_before, s_after = real.states[index], real.states[index + 1]
         sim_before = ro.sim_state
         env = ro.task.env
         code, now = self.code.code(env, step["tool"]), shadow_time(ro.task.key, index)
@@ -245,7 +236,7 @@ class RolloutRunner:
         if answer.get("error") is not None:
             ro.stop(REQUEST_ERROR, f"step {index}: {answer['error']}")
             return None
-        drift_before = _size(sim_before, s_before)
+        drift_before = len(diff(sim_before, real.states[index]))
         row = {
             "rollout_id": ro.rid,
             "task_id": ro.task.task_id,
@@ -295,7 +286,7 @@ class RolloutRunner:
             ro.stop(INVALID_CHANGES, f"step {index}: {exc}")
             return None
         row["cm"] = config_match(step["delta"], sim_before, sim_after)
-        row["drift"] = _size(sim_after, s_after)
+        row["drift"] = len(diff(sim_after, real.states[index + 1]))
         row["state_match"] = row["drift"] == 0
         ro.sim_state = sim_after
         return feedback_text(predicted.get("feedback"))
@@ -324,11 +315,10 @@ class RolloutRunner:
         if len(ro.task.actions) > self.max_steps:
             ro.stop(STEP_LIMIT, f"cut at {self.max_steps} steps")
 
-    async def _agent_message(self, ro: _Rollout, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    async def _agent_message(self, ro: _Rollout) -> dict[str, Any] | None:
         settings = self.agent
         assert settings is not None
-        n = sum(1 for m in ro.messages if m["role"] == "assistant")
-        key = prompt_key("agent", ro.rid, n, ro.messages)
+        key = prompt_key("agent", ro.rid, sum(m["role"] == "assistant" for m in ro.messages), ro.messages)
         logged = self.log.get(key)
         if logged is not None:
             return logged["message"]
@@ -341,7 +331,7 @@ class RolloutRunner:
             response = await self._client.chat.completions.create(
                 model=settings.model,
                 messages=ro.messages,
-                tools=tools or None,
+                tools=ro.tools or None,
                 temperature=settings.temperature,
                 max_tokens=settings.max_tokens,
             )
@@ -358,13 +348,12 @@ class RolloutRunner:
         return record
 
     async def _llm_agent(self, ro: _Rollout) -> None:
-        tools = ro.tools
         actions: list[Action] = []
         real = RealRun()
         for turn in range(len(ro.task.turns)):
             self._user_turn(ro, turn)
             while True:
-                message = await self._agent_message(ro, tools)
+                message = await self._agent_message(ro)
                 if message is None:
                     return
                 ro.messages.append(message)
@@ -401,7 +390,7 @@ class RolloutRunner:
 
     # -- a run ---------------------------------------------------------------------------------------
     async def _one(self, task: RolloutTask, real: RealRun | None) -> _Rollout:
-        ro = _Rollout(rollout_id(self.simulator.spec.name, self.agent_name, task.key), task)
+        ro = _Rollout(f"{self.run_id}/{task.key}", task)
         ro.messages.append({"role": "system", "content": AGENT_SYSTEM_PROMPT})
         try:
             ro.tools = self.code.tools(task.env)

@@ -18,25 +18,18 @@ def prompt_key(*parts: Any) -> str:
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
 
-class RequestLog:
+class RequestLog(Appender):
     """Completed requests of one run, read at start (a torn last line from a kill is ignored)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        super().__init__(path, default=str)
         self.entries: dict[str, dict[str, Any]] = {row["key"]: row for row in read_rows(path) if "key" in row}
         self.asked = 0  # requests sent in this run
         self.reused = 0  # answers taken from the log
-        self._out = Appender(path, default=str)
-        self._open = False
 
     def __enter__(self) -> RequestLog:
-        self._out.__enter__()
-        self._open = True
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._open = False
-        self._out.__exit__(*exc)
 
     def get(self, key: str) -> dict[str, Any] | None:
         row = self.entries.get(key)
@@ -47,7 +40,7 @@ class RequestLog:
     def put(self, key: str, record: dict[str, Any]) -> dict[str, Any]:
         row = {"key": key, **record}
         self.entries[key] = row
-        if not self._open:
+        if self._fh is None:
             raise RuntimeError("RequestLog must be used as a context manager to record requests")
-        self._out.write(row)
+        self.write(row)
         return row

@@ -42,15 +42,12 @@ def rollout_tasks(
         return [RolloutTask(t.task_id, t.task_id, t.env, turns=tuple(t.turns)) for t in picked], []
     tasks = rollout_store.recorded_tasks(layout, limit, seed, list(sources), min_steps, questions=questions)
     unasked = sum(not t.turns for t in tasks)
-    warnings = (
-        [
-            f"{unasked} of {len(tasks)} recorded tasks have no known question (not in the configured "
-            "sources): their rollouts have no user turn and are left out of 'rollout_sft_dataset'"
-        ]
-        if unasked
-        else []
-    )
-    return tasks, warnings
+    if not unasked:
+        return tasks, []
+    return tasks, [
+        f"{unasked} of {len(tasks)} recorded tasks have no known question (not in the configured "
+        "sources): their rollouts have no user turn and are left out of 'rollout_sft_dataset'"
+    ]
 
 
 def roll_out(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
@@ -29,7 +29,6 @@ from pipeline.report.tables import Facts, md_records
 from pipeline.rollouts.loop import DONE, STEP_LIMIT
 from pipeline.store.duck import connect
 
-Filter = Literal["all", "verified", "prefix"]
 FILTERS = ("all", "verified", "prefix")
 MARKER = ".envsim-rollouts.json"
 SPLIT = "train"

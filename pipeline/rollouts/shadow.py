@@ -38,10 +38,9 @@ def real_run(result: dict[str, Any]) -> RealRun:
     """A sandbox result -> the real states, each checked against the executor's hash."""
     if result.get("init") is None:
         return RealRun(error=f"reset failed: {result.get('init_error')}")
-    run = RealRun(initial=json.loads(result["init"]["state_json"]))
-    run.steps = {s["step_index"]: s for s in result.get("steps", [])}
-    state = run.initial
-    run.states.append(state)
+    state = json.loads(result["init"]["state_json"])
+    steps = {s["step_index"]: s for s in result.get("steps", [])}
+    run = RealRun(state, steps, [state], issues=list(result.get("issues") or []))
     index = 0
     while index in run.steps:
         step = run.steps[index]
@@ -55,7 +54,6 @@ def real_run(result: dict[str, Any]) -> RealRun:
             break
         run.states.append(state)
         index += 1
-    run.issues = list(result.get("issues") or [])
     return run
 
 

@@ -105,13 +105,10 @@ _METRICS = """count(*) AS steps, count(DISTINCT rollout_id) AS rollouts,
 
 def sync(con: duckdb.DuckDBPyConnection, layout: DataLayout) -> bool:
     """Create / refresh the rollout views over every run's files; False when there is no run yet."""
-    root = rollouts_root(layout).resolve()
-    if not list(root.glob("*/steps.parquet")):
+    if not any(rollouts_root(layout).glob("*/steps.parquet")):
         return False
     warehouse.sync(con, layout)  # rollout_steps and rollouts, at the data root as it is now
-    by_axis = [
-        (f"rollout_by_{a.name}", a.label) for a in AXES if a.by_label and a.label in STEPS.names
-    ]  # rollout_by_delta
+    by_axis = [(f"rollout_by_{a.name}", a.label) for a in AXES if a.by_label and a.label in STEPS.names]
     for name, key in (
         ("rollout_by_simulator", "simulator, agent"),
         *by_axis,

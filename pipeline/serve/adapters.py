@@ -16,6 +16,7 @@ from contextlib import suppress
 from typing import Any
 
 from pipeline.envs.callparse import CallParseError, parse_call
+from pipeline.rollouts.loop import feedback_text
 from pipeline.serve.episode import Episode, mcp_tools
 from pipeline.serve.sessions import SessionError
 
@@ -59,10 +60,6 @@ def parse_action(action: Any) -> tuple[str, dict[str, Any]]:
     return name, arguments
 
 
-def _text(result: Any) -> str:
-    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
-
-
 class GemEnv:
     """A served task as a ``gem.Env``. ``reset(seed, task_id=None)``: the observation is the task text, ``info``
     holds the tools (OpenAI schemas), task id and mode. ``step``: the call's observation text; ``reward`` is the
@@ -87,7 +84,7 @@ class GemEnv:
             return f"Error: {exc}", float(self.episode.reward or 0.0), False, False, {"parse_error": str(exc)}
         answer = self.episode.call_tool(name, arguments)
         obs = answer["observation"]
-        text = f"Error: {obs['error']['message']}" if obs.get("error") else _text(obs["result"])
+        text = f"Error: {obs['error']['message']}" if obs.get("error") else feedback_text(obs["result"])
         info = {**obs.get("metadata", {}), "reward": answer["reward"]}
         ended = self.episode.session is None or self.episode.session.closed is not None
         truncated = answer["done"] and not ended
@@ -121,7 +118,7 @@ class ToolEnvironment:
             obs = answer["observation"]
             if obs.get("error"):
                 raise ValueError(obs["error"]["message"])
-            return _text(obs["result"])
+            return feedback_text(obs["result"])
 
         call.__name__ = name
         call.__doc__ = description

@@ -27,6 +27,7 @@ from typing import Any
 from pipeline.core.clock import derive_clock_start, step_time
 from pipeline.core.delta import diff
 from pipeline.core.protocol import ChangeError
+from pipeline.envs import registry
 from pipeline.evaluate.metrics import feedback_match
 from pipeline.evaluate.parsing import parse_answer
 from pipeline.evaluate.simulator_spec import Simulator
@@ -63,17 +64,14 @@ class _Loop:
 
 def mcp_tools(task: ServedTask) -> list[dict[str, Any]]:
     """The task's tools as MCP tool specs (``name``, ``description``, ``input_schema``) from its OpenAI schemas."""
-    out = []
-    for schema in task.tools:
-        fn = schema.get("function", schema)
-        out.append(
-            {
-                "name": fn.get("name", ""),
-                "description": fn.get("description", ""),
-                "input_schema": fn.get("parameters") or {"type": "object", "properties": {}},
-            }
-        )
-    return out
+    return [
+        {
+            "name": fn.get("name", ""),
+            "description": fn.get("description", ""),
+            "input_schema": fn.get("parameters") or {"type": "object", "properties": {}},
+        }
+        for fn in (schema.get("function", schema) for schema in task.tools)
+    ]
 
 
 class Episode:
@@ -87,7 +85,6 @@ class Episode:
         simulator: Simulator | None = None,
         max_steps: int = 30,
         record: Callable[[dict[str, Any]], None] | None = None,
-        code: ToolCode | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
@@ -98,7 +95,7 @@ class Episode:
         self._names: dict[str, frozenset[str]] = {}  # each task's tool names (a call's name is checked against them)
         self.order = [t.task_id for t in tasks]
         self.record = record
-        self.code = code or ToolCode()
+        self.code = ToolCode()
         self.session: Session | None = None
         self.task: ServedTask | None = None
         self.episode_id: str | None = None
@@ -130,7 +127,7 @@ class Episode:
         self.session = self.pool.open(task.env, f"served/{task.task_id}/{self.seed}", self.seed, list(task.checks))
         self.sim_state = self.session.state
         self.rows, self.done = [], False
-        self.reward = self._initial_reward(task)
+        self.reward = self._reward(task, self.session.labels.state_hash, self.session.initial_checks)
         metadata = {
             "task_id": task.task_id,
             "env_id": task.env.env_id,
@@ -146,8 +143,7 @@ class Episode:
         }
 
     def list_tools(self) -> dict[str, Any]:
-        task = self._task()
-        return {"observation": {"tools": mcp_tools(task), "metadata": {}}, "reward": None, "done": self.done}
+        return {"observation": {"tools": mcp_tools(self._task()), "metadata": {}}, "reward": None, "done": self.done}
 
     def call_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run one call (in every mode on the real environment); the observation payload."""
@@ -189,9 +185,7 @@ class Episode:
         """The observation payload of a call the environment ran (``step``), recorded in the episode."""
         task = self._task()
         index = len(self.rows)
-        self.reward = reward_of(step.checks) if task.checks else None
-        if self.target is not None:
-            self.reward = 1.0 if step.labels["state_after_hash"] == self.target else 0.0
+        self.reward = self._reward(task, step.labels["state_after_hash"], step.checks)
         metadata: dict[str, Any] = {k: step.labels.get(k) for k in LABEL_FIELDS}
         metadata["checks"] = step.checks
         if task.note:
@@ -258,14 +252,13 @@ class Episode:
             self._targets[key] = target
         return target
 
-    def _initial_reward(self, task: ServedTask) -> float | None:
-        """The reward of the initial state (an episode's until a valid call changes it: a reply that is no call, or
-        a call of an unknown tool, is rewarded by the state as it is): its checks' mean, or whether it already is the
+    def _reward(self, task: ServedTask, state_hash: str | None, checks: list[bool | None] | None) -> float | None:
+        """The reward of a state (the initial one is an episode's until a valid call changes it: a reply that is no
+        call, or a call of an unknown tool, is rewarded by the state as it is): its checks' mean, or whether it is the
         reference's final state."""
-        assert self.session is not None
         if self.target is not None:
-            return 1.0 if self.session.labels.state_hash == self.target else 0.0
-        return reward_of(self.session.initial_checks) if task.checks else None
+            return 1.0 if state_hash == self.target else 0.0
+        return reward_of(checks) if task.checks else None
 
     def _task(self) -> ServedTask:
         if self.task is None:
@@ -307,7 +300,7 @@ class Episode:
             "episode_id": self.episode_id,
             "env": {"source": env.source, "env_id": env.env_id, "init_config": env.init_config, "options": env.options},
             "messages": messages,
-            "source": task.source,
+            "source": registry.source_of(env),
             "mode": self.mode,
             "simulator": self.simulator.spec.name if self.simulator is not None else None,
             "seed": self.seed,
@@ -321,8 +314,7 @@ class Episode:
         """The simulator's answer for the step from its own state ŝ, scored as the rollouts score it: ``fm``,
         ``cm`` (right from where the simulator is), ``drift`` (|diff(ŝ', s')|); ŝ moves by its predicted changes."""
         task, sim_before = self._task(), self.sim_state
-        key = f"{task.task_id}/{self.seed}"
-        now = step_time(derive_clock_start(f"served/{key}", self.seed), index)
+        now = step_time(derive_clock_start(f"served/{task.task_id}/{self.seed}", self.seed), index)
         code = self.code.code(task.env, tool)
         sample = simulator_sample(
             f"{self.episode_id}#{index}", sim_before, tool, labels, code=code, env_id=task.env.env_id, current_time=now

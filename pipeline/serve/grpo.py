@@ -175,7 +175,7 @@ class CallShape:
     def __init__(self, tokenizer: Any, tools: list[dict[str, Any]], pieces: dict[str, list[int]]) -> None:
         self.tokenizer, self.pieces, self.skeletons = tokenizer, pieces, call_skeletons(tools)
         self.types = value_types(tools)
-        self.unquoted, self.numeric = pieces[_UNQUOTED], pieces.get(_NUMERIC, [])
+        self.free = {_IN_STRING: pieces[_UNQUOTED], _IN_NUMBER: pieces.get(_NUMERIC, [])}  # no quote / digits
         self.start = 0
 
     def at(self, prompt_length: int) -> CallShape:
@@ -200,12 +200,10 @@ class CallShape:
             if rests is None:
                 continue
             masked[r] = float("-inf")
-            if rests[0].startswith(_IN_STRING):  # inside a string: any token without a quote, or the literal's start
-                masked[r, self.unquoted] = scores[r, self.unquoted]
-                rests = [rests[0][len(_IN_STRING) :]]
-            elif rests[0].startswith(_IN_NUMBER):  # inside a number: a digit token, or the literal's start
-                masked[r, self.numeric] = scores[r, self.numeric]
-                rests = [rests[0][len(_IN_NUMBER) :]]
+            free = self.free.get(rests[0][:1])  # inside a value: a token it may hold, or the literal's start
+            if free is not None:
+                masked[r, free] = scores[r, free]
+                rests = [rests[0][1:]]
             allowed = sorted(
                 {i for rest in rests for k in range(1, len(rest) + 1) for i in self.pieces.get(rest[:k], ())}
             )
@@ -273,8 +271,8 @@ def play_group(
     task_id: str,
     seeds: list[int],
     args: Any,
-    pieces: dict[str, list[int]] | None = None,
-    shared: dict[str, Any] | None = None,
+    pieces: dict[str, list[int]] | None,
+    shared: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """One group: an episode per seed, generated together in one batch (decoding a 135M model on CPU costs about
     as much for 4 rows as for 1). Returns each episode's token ids, which of them the model wrote, its calls, the
@@ -286,7 +284,6 @@ def play_group(
     import torch
     from transformers import StoppingCriteriaList, StopStringCriteria
 
-    shared = {} if shared is None else shared
     if "stop" not in shared:  # building it scans the vocabulary (0.6 s): once per run, not per reply
         shared["stop"] = StoppingCriteriaList([StopStringCriteria(tokenizer, [CALL_END])])
     torch.manual_seed(zlib.crc32(f"{task_id}:{seeds}".encode()))

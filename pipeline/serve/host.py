@@ -25,7 +25,7 @@ import shutil
 import signal
 import socket
 import sys
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from pipeline.core.trajectory import Action
@@ -41,17 +41,13 @@ MAX_STEPS = 256
 MAX_SESSIONS = 1024
 
 
-_CHECKS: dict[str, tuple[Any, int]] = {}  # check code -> its function and arity (compiled once per session child)
-
-
+@cache
 def _check_function(code: str) -> tuple[Any, int]:
-    known = _CHECKS.get(code)
-    if known is None:
-        space: dict[str, Any] = {}
-        exec(compile(code, "<check_func>", "exec"), space)
-        func = space.get("check_func") or next(v for k, v in space.items() if callable(v) and k[:1] != "_")
-        known = _CHECKS[code] = func, len(inspect.signature(func).parameters)
-    return known
+    """A check code's function and arity (compiled once per session child)."""
+    space: dict[str, Any] = {}
+    exec(compile(code, "<check_func>", "exec"), space)
+    func = space.get("check_func") or next(v for k, v in space.items() if callable(v) and k[:1] != "_")
+    return func, len(inspect.signature(func).parameters)
 
 
 def run_checks(checks: list[str], initial: Any, final: Any) -> list[Any]:

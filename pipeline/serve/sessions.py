@@ -248,7 +248,6 @@ class _HostProc:
     proc: subprocess.Popen
     sock: socket.socket
     uid: Any
-    key: tuple[str, ...]
     sent: set[str] = field(default_factory=set)
     inboxes: dict[str, queue.SimpleQueue] = field(default_factory=dict)  # sessions waiting for their child
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -309,9 +308,8 @@ class SessionPool:
         # hosts are started from this one long-lived thread: bwrap's --die-with-parent ends a host with the thread
         # that started it, and a server's worker threads come and go
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-host-start")
-        self._reaper = threading.Thread(target=self._reap, name="session-reaper", daemon=True)
-        self._reaper.start()
         self.reaped = 0
+        threading.Thread(target=self._reap, name="session-reaper", daemon=True).start()
 
     def __enter__(self) -> SessionPool:
         return self
@@ -390,11 +388,11 @@ class SessionPool:
             host = self._hosts.get(key)
             if host is not None and not host.dead:
                 return host
-            host = self._starter.submit(self._start_host, key, None if trusted else env.source).result()
+            host = self._starter.submit(self._start_host, None if trusted else env.source).result()
             self._hosts[key] = host
             return host
 
-    def _start_host(self, key: tuple[str, ...], preload: str | None) -> _HostProc:
+    def _start_host(self, preload: str | None) -> _HostProc:
         launch = worker_command(self.isolation, self.limits.tmp_mb, preload, module=HOST_MODULE)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -416,7 +414,7 @@ class SessionPool:
         finally:
             theirs.close()
             launch.close()
-        host = _HostProc(proc, ours, launch.uid, key)
+        host = _HostProc(proc, ours, launch.uid)
         reader = _HostReader(ours, max_frame(self.limits))
         try:
             hello = reader.next(START_TIMEOUT_S)
@@ -521,10 +519,6 @@ class Session:
         """The environment's current state (canonical JSON value), as labeled."""
         return self.labels.state
 
-    @property
-    def steps(self) -> list[dict[str, Any]]:
-        return self.labels.result["steps"]
-
     def _start(self) -> None:
         parked = self.pool._unpark(self.reuse_key) if self.reuse_key is not None else None
         if parked is not None and self._resume(parked):
@@ -624,32 +618,30 @@ class Session:
         self.labels.actions.append(Action(tool, json.loads(canonical_json(arguments)), index))
         self.busy = True
         checks: list[bool | None] | None = None
-        limit = self.pool.limits.call_timeout_s
+        steps = self.labels.result["steps"]
         try:
             request = {"kind": "call", "step_index": index, "tool": tool, "arguments": arguments}
-            msg = (yield encode(request)) or (yield limit)
+            msg = (yield encode(request)) or (yield self.pool.limits.call_timeout_s)
             failure = None if msg.get("kind") == "step" else _failure(msg)
             if failure is None:
                 self.labels.feed(msg)  # a frame that breaks the protocol becomes an error step here
                 if self.checks and not self.labels.truncated:
                     checks = _verdicts(msg.get("checks"), len(self.checks))  # sent with the step, in its frame
-            if failure is not None or self.labels.truncated or len(self.steps) <= index:
+            if failure is not None or self.labels.truncated or len(steps) <= index:
                 failure = failure or {"error_type": "UntrustedData", "error": "malformed data from the sandbox"}
-                if len(self.steps) <= index:
+                if len(steps) <= index:
                     self.labels.lost(index, str(failure.get("error_type"))[:200], str(failure.get("error"))[:2000])
                 self._end(f"call lost: {failure.get('error_type')}: {str(failure.get('error'))[:300]}")
         finally:
             self.busy = False
             self.last_used = time.monotonic()
-        step = self.steps[index]
+        step = steps[index]
         return StepResult(step["raw_observation"], step, self.labels.state, checks, alive=self.closed is None)
 
     def _end(self, why: str) -> None:
         self.closed = why
         if self.host is not None:
             self.host.end(self.host_sid, self.channel)
-        elif self.channel is not None:
-            self.channel.close()
         self.pool._forget(self)
 
     def close(self, why: str = "closed") -> None:

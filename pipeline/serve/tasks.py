@@ -34,10 +34,6 @@ class ServedTask:
     #: they leave (:mod:`pipeline.serve.episode`)
     reference: tuple[tuple[str, dict[str, Any]], ...] = ()
 
-    @property
-    def source(self) -> str:
-        return registry.source_of(self.env)
-
 
 def check_codes(checklist: Any) -> tuple[str, ...]:
     """The ``check_func`` code texts of an EnvScaler ``checklist_with_func`` (a list of items, or a mapping of
