@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.outcome import EXCLUDED_OUTCOMES, SANDBOX_REFUSED
 from pipeline.core.strata import BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL, Composition
-from pipeline.labeling.determinism import excluded_files
 from pipeline.labeling.empty import why_empty
-from pipeline.labeling.quarantine import input_fingerprint
+from pipeline.labeling.quarantine import excluded_files, input_fingerprint
 from pipeline.report.tables import Facts, Table
 from pipeline.store import queries
 from pipeline.store.duck import connect
