@@ -84,8 +84,7 @@ class SelectionResult:
             values |= {"environments": len(envs), "env_coverage": Table.of_frame(envs)}
             warning = f"benchmark {self.version} holds what the corpus allows: {'; '.join(self.shortfall_lines())} "
             return Facts(values, [f"{warning}— fix: {SHORTFALL_FIX}"] if self.shortfalls else [])
-        removed = sum(d["removed_by_key"] + d["removed_by_hash"] for d in self.decontamination)
-        values |= {"decontaminated_away": removed}
+        values["decontaminated_away"] = sum(d["removed_by_key"] + d["removed_by_hash"] for d in self.decontamination)
         under = f"{self.kind.removeprefix('sft_')} {self.version} under-filled: {self.shortfall_message()}"
         return Facts(values, [under] if self.shortfalls else [])
 
