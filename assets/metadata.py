@@ -20,15 +20,13 @@ from pipeline.store import catalog
 MAX_ROWS = 200
 
 
+#: a metadata table column's type: the first whose Python types hold every value of the column, else string
+_CELL_TYPES = (("bool", {bool}), ("int", {int}), ("float", {int, float}))
+
+
 def _column_type(values: Iterable[Any]) -> str:
     kinds = {type(v) for v in values if v is not None}
-    if kinds and kinds <= {bool}:
-        return "bool"
-    if kinds and kinds <= {int}:
-        return "int"
-    if kinds and kinds <= {int, float}:
-        return "float"
-    return "string"
+    return next((name for name, types in _CELL_TYPES if kinds and kinds <= types), "string")
 
 
 def _cell(value: Any) -> str | int | float | bool | None:

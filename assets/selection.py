@@ -240,9 +240,8 @@ def sft_mixture(
             raise
         yield from _skipped(context, exc, {"mixture_composition": False, "no_benchmark_overlap": True})
         return
-    bench = SplitStore(layout, BENCHMARK)
-    verdict = layout.verdict("no_benchmark_overlap")
-    overlap = overlap_suite(result.path, str(bench.samples(result.spec["benchmark"])), rule, verdict)
+    bench_samples = SplitStore(layout, BENCHMARK).samples(result.spec["benchmark"])
+    overlap = overlap_suite(result.path, str(bench_samples), rule, layout.verdict("no_benchmark_overlap"))
     benchmark = {"benchmark_version": result.spec["benchmark"], "decontaminated_by": rule}
     yield materialize(
         context,

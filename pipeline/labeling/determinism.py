@@ -52,7 +52,7 @@ from pipeline.core.untrusted import md
 from pipeline.envs.catalog import load_blobs
 from pipeline.execution import freeze
 from pipeline.execution.sandbox import Sandbox
-from pipeline.labeling.quarantine import FINDINGS, excluded_files, failed_checks, write_findings  # noqa: F401 (re-exported)
+from pipeline.labeling.quarantine import write_findings
 from pipeline.labeling.steps import executed_at_labeling
 from pipeline.report.tables import Facts, Markdown, Table
 from pipeline.store import schema
@@ -62,8 +62,6 @@ from pipeline.store.verdicts import code_digest, file_digest, kept, labeled_dige
 
 #: every label column (timing is not one: it is kept out of the step table)
 LABEL_FIELDS = schema.step_columns(schema.LABEL)
-
-NONDETERMINISTIC = FINDINGS  # the findings schema (one home: pipeline.labeling.quarantine)
 
 CHECK = "relabel_is_deterministic"
 
@@ -138,14 +136,6 @@ class DeterminismReport:
             },
             [] if self.ok else warnings,
         )
-
-
-def _normalise(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_normalise(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _normalise(v) for k, v in value.items()}
-    return value
 
 
 def report_path(layout: DataLayout) -> Path:
@@ -296,7 +286,7 @@ def check_determinism(
         for index in sorted(set(fresh) & old):
             report.steps_compared += 1
             a, b = fresh[index], steps[index]
-            diffs = [f for f in LABEL_FIELDS if _normalise(a.get(f)) != _normalise(b[f])]
+            diffs = [f for f in LABEL_FIELDS if a.get(f) != b[f]]
             if diffs:
                 flag(tid, env, index, f"{', '.join(diffs)} differ on re-execution")
 

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pyarrow.dataset as ds
 
 from pipeline.store.layout import DataLayout
 
 
-def _top(reasons: Counter[str], n: int = 5) -> str:
-    return "; ".join(f"{count}× {reason[:200]}" for reason, count in reasons.most_common(n))
+def _top(reasons: Counter[str]) -> str:
+    return "; ".join(f"{count}× {reason[:200]}" for reason, count in reasons.most_common(5))
 
 
 def why_empty(layout: DataLayout) -> str:
     """One paragraph saying why there are no labeled steps under ``layout`` (collection rejected everything,
     trajectories without actions, or labeling refused every trajectory), with the most frequent reasons."""
     issues: Counter[str] = Counter()
-    issue_files = layout.collection_issue_files()
-    if issue_files:
-        for row in ds.dataset(issue_files, format="parquet").to_table(columns=["stage", "reason"]).to_pylist():
-            issues[f"{row['stage']}: {row['reason']}"] += 1
+    if issue_files := layout.collection_issue_files():
+        rows = ds.dataset(issue_files, format="parquet").to_table(columns=["stage", "reason"]).to_pylist()
+        issues.update(f"{row['stage']}: {row['reason']}" for row in rows)
     files = layout.trajectory_files()
     trajectories = actions = 0
     if files:
@@ -42,10 +40,9 @@ def why_empty(layout: DataLayout) -> str:
             f"no usable tools, or a call budget of 0)" + (f"; rejected: {_top(issues)}" if issues else "")
         )
     label_issues: Counter[str] = Counter()
-    for sidecar in Path(layout.steps_dir).glob("part-*.issues.json") if layout.steps_dir.exists() else []:
+    for sidecar in layout.steps_dir.glob("part-*.issues.json"):
         try:
-            for issue in json.loads(sidecar.read_text())["issues"]:
-                label_issues[str(issue.get("reason", ""))] += 1
+            label_issues.update(str(issue.get("reason", "")) for issue in json.loads(sidecar.read_text())["issues"])
         except (OSError, ValueError, KeyError):
             continue
     if not layout.step_parts():

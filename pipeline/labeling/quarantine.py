@@ -83,18 +83,12 @@ def input_fingerprint(layout: DataLayout, gate: bool = True) -> str:
     """Content fingerprint of the labeled steps (their parts are named by content keys) and of the
     steps the determinism check (and with ``gate``, the quality gate) excluded (when they excluded any)."""
     parts = sorted(Path(p).name for p in layout.step_parts())
-    excluded = _excluded_ids(layout, gate)
-    if excluded:
-        parts.append("nondeterministic:" + hashlib.blake2b("\n".join(excluded).encode(), digest_size=8).hexdigest())
+    if files := excluded_files(layout, gate):
+        rows = connect().execute("SELECT DISTINCT step_id FROM read_parquet(?) ORDER BY step_id", [files]).fetchall()
+        if rows:
+            excluded = "\n".join(r[0] for r in rows)
+            parts.append("nondeterministic:" + hashlib.blake2b(excluded.encode(), digest_size=8).hexdigest())
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
-
-
-def _excluded_ids(layout: DataLayout, gate: bool = True) -> list[str]:
-    files = excluded_files(layout, gate)
-    if not files:
-        return []
-    rows = connect().execute("SELECT DISTINCT step_id FROM read_parquet(?) ORDER BY step_id", [files]).fetchall()
-    return [r[0] for r in rows]
 
 
 def quarantined(layout: DataLayout) -> dict[str, str]:
@@ -128,15 +122,10 @@ def blocking(failed: list[dict[str, Any]], strict: bool = False) -> bool:
     return any(strict or doc.get("strict") or not doc.get("quarantined") for doc in failed)
 
 
-def quarantine_path(layout: DataLayout) -> Path:
-    return layout.determinism_findings("quarantine")
-
-
 def quarantine(layout: DataLayout, report: VerifyReport, strict: bool = False) -> Facts:
     """Write (or clear) the quarantine findings for the environments of the failed trajectories; its facts (the
     ``delta_roundtrip`` check's metadata): what was verified, the environments quarantined (also a warning) and
     their steps, and the problems."""
-    path = quarantine_path(layout)
     parts = layout.step_parts()
     envs: list[str] = []
     rows: list[dict] = []
@@ -144,33 +133,27 @@ def quarantine(layout: DataLayout, report: VerifyReport, strict: bool = False) -
     if report.failed_trajectories and parts:
         con = connect()
         failing = sorted(set(report.failed_trajectories))
-        envs = [
-            r[0]
-            for r in con.execute(
-                "SELECT DISTINCT env_id FROM read_parquet(?) WHERE trajectory_id IN (SELECT unnest(?)) ORDER BY 1",
-                [parts, failing],
-            ).fetchall()
-        ]
         first = {}
         for problem in report.problems:
             first.setdefault(problem.split("#")[0].split(":")[0], problem)
-        for env, traj in con.execute(
-            "SELECT env_id, min(trajectory_id) FROM read_parquet(?) WHERE trajectory_id IN (SELECT unnest(?)) "
-            "GROUP BY 1",
-            [parts, failing],
-        ).fetchall():
-            reasons[env] = f"quarantined: delta_roundtrip failed in this environment ({first.get(traj, traj)[:300]})"
-        for step_id, traj, env, index in con.execute(
+        reasons = {
+            env: f"quarantined: delta_roundtrip failed in this environment ({first.get(traj, traj)[:300]})"
+            for env, traj in con.execute(
+                "SELECT env_id, min(trajectory_id) FROM read_parquet(?) WHERE trajectory_id IN (SELECT unnest(?)) "
+                "GROUP BY 1 ORDER BY 1",
+                [parts, failing],
+            ).fetchall()
+        }
+        envs = list(reasons)
+        steps = con.execute(
             "SELECT step_id, trajectory_id, env_id, step_index FROM read_parquet(?) WHERE env_id IN (SELECT "
             "unnest(?)) ORDER BY step_id",
             [parts, envs],
-        ).fetchall():
-            rows.append(
-                {"step_id": step_id, "trajectory_id": traj, "env_id": env, "step_index": index, "reason": reasons[env]}
-            )
+        )
+        rows = [{**step, "reason": reasons[step["env_id"]]} for step in steps.to_arrow_table().to_pylist()]
         con.close()
     write_findings(
-        path,
+        layout.determinism_findings("quarantine"),
         rows,
         {
             "check": "delta_roundtrip",

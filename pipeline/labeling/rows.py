@@ -167,15 +167,8 @@ class Prelabels:
             return pa.Table.from_batches([], schema=schema.STEPS), set()
         wanted = {r["trajectory_id"]: r["fingerprint"] for r in trajectories}
         rows = self._next_rows(set(wanted))
-        pairs = (
-            pa.Table.from_arrays(
-                [rows.column("trajectory_id"), rows.column("trajectory_fingerprint")], names=["t", "f"]
-            )
-            .group_by(["t", "f"])
-            .aggregate([])
-            .to_pylist()
-        )
-        covered = {p["t"] for p in pairs if wanted.get(p["t"]) == p["f"]}
-        if len(covered) < len({p["t"] for p in pairs}):  # a stale row among them: keep only the matching ones
+        pairs = rows.group_by(["trajectory_id", "trajectory_fingerprint"]).aggregate([]).to_pylist()
+        covered = {p["trajectory_id"] for p in pairs if wanted.get(p["trajectory_id"]) == p["trajectory_fingerprint"]}
+        if len(covered) < len(pairs):  # a stale row among them: keep only the matching ones
             rows = rows.filter(pc.is_in(rows.column("trajectory_id"), value_set=pa.array(sorted(covered))))
         return rows.drop_columns(["trajectory_fingerprint"]).cast(schema.STEPS), covered

@@ -120,11 +120,9 @@ def _removable(layout: DataLayout, name: str) -> bool:
     if layout.partition is None:
         return True  # the unpartitioned run owns the whole steps table
     owner = step_part_partition(name)
-    if owner is None:
-        return True  # an unpartitioned run's part: its trajectories table was dropped
-    if owner == layout.partition:
-        return True
-    return not layout.for_partition(owner).trajectories.exists()  # orphan: no trajectories of that partition
+    # None: an unpartitioned run's part (its trajectories table was dropped); else this partition's, or an orphan (no
+    # trajectories of that partition)
+    return owner in (None, layout.partition) or not layout.for_partition(owner).trajectories.exists()
 
 
 def inflight_path(layout: DataLayout) -> Path:
@@ -239,9 +237,7 @@ class _Labeling:
     def submit(self, chunk: _Chunk, pending: _Chunk | None) -> None:
         """Mark the environments open (named if this process dies mid-chunk), then run the chunk's trajectories
         whose labels were not kept in the sandbox."""
-        open_envs = {t.env_id for t in chunk.trajectories}
-        if pending is not None:
-            open_envs |= {t.env_id for t in pending.trajectories}
+        open_envs = {t.env_id for c in (chunk, pending) if c is not None for t in c.trajectories}
         with atomic_path(self.marker) as tmp:
             tmp.write_text(
                 json.dumps(
@@ -290,11 +286,7 @@ class _Labeling:
         complete when the sidecar exists), the report counted."""
         for issue in issues:
             self.log(f"trajectory {issue.trajectory_id} (task {issue.task_id}): {issue.reason}")
-        if isinstance(steps, pa.Table):
-            write_arrow(chunk.part, steps, schema.STEPS)
-        else:
-            write_table(chunk.part, steps, schema.STEPS)
-        count = len(steps)
+        count = (write_arrow if isinstance(steps, pa.Table) else write_table)(chunk.part, steps, schema.STEPS)
         with atomic_path(chunk.sidecar) as tmp:
             sidecar = {"steps": count, "issues": [asdict(i) for i in issues], "timing": timing, "executed": executed}
             tmp.write_text(json.dumps(sidecar))

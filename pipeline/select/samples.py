@@ -171,20 +171,12 @@ def _code(layout: DataLayout, refs: set[str]) -> dict[str, str]:
 def _replay_into(layout: DataLayout, rows: pa.Table, replay_table: pa.Table, emit: Callable[[pa.Table], None]) -> None:
     """Rebuild s_t / s'_t of every row of ``rows`` (ordered by trajectory id, step) and ``emit`` the
     finished samples (``SAMPLE`` tables) in the order the trajectories are stored."""
-    traj_ids = replay_table.column("trajectory_id").to_pylist()
     step_idx = replay_table.column("step_index").to_pylist()
-    stored = list(
-        zip(*(replay_table.column(c).to_pylist() for c in _REPLAY_COLUMNS[2:]))
-    )  # store.reconstruct.StoredStep
-    spans: dict[str, tuple[int, int]] = {}
-    for i, tid in enumerate(traj_ids):
-        start = spans.get(tid, (i, i))[0]
-        spans[tid] = (start, i + 1)
-    row_traj = rows.column("trajectory_id").to_pylist()
+    # store.reconstruct.StoredStep
+    stored = list(zip(*(replay_table.column(c).to_pylist() for c in _REPLAY_COLUMNS[2:])))
+    spans = _spans(replay_table)
     row_step = rows.column("step_index").to_pylist()
-    row_span: dict[str, tuple[int, int]] = {}
-    for i, tid in enumerate(row_traj):
-        row_span[tid] = (row_span.get(tid, (i, i))[0], i + 1)
+    row_span = _spans(rows)
     texts: dict[int, tuple[str, str]] = {}  # row -> (before, after) in emission order, flushed every few MiB
     times: dict[int, str | None] = {}  # row -> current_time
 
@@ -227,6 +219,14 @@ def _replay_into(layout: DataLayout, rows: pa.Table, replay_table: pa.Table, emi
         raise SampleError(
             f"{len(row_span) - seen} trajectories of picked steps are missing from the trajectories table"
         )
+
+
+def _spans(table: pa.Table) -> dict[str, tuple[int, int]]:
+    """Each trajectory's ``(first, end)`` row range in ``table`` (ordered by trajectory)."""
+    spans: dict[str, tuple[int, int]] = {}
+    for i, tid in enumerate(table.column("trajectory_id").to_pylist()):
+        spans[tid] = (spans.get(tid, (i, i))[0], i + 1)
+    return spans
 
 
 def _trajectory_rows(files: Sequence[str], wanted: pa.Array):

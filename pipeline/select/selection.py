@@ -1,10 +1,10 @@
 """Benchmark split and Balance2 SFT mixture, versioned and deterministic.
 
-Both pick per stratum with :func:`pick_diverse` (an unused environment first, then an unused (env, tool) pair, then the
-least-used environment and its least-used tool; seeded rank; one sample per (s_t, a_t) hash), report every shortfall,
-materialise full samples and record a manifest with each stratum's distinct tools and top tool share (and, for the
-mixture, what decontamination removed per group); the version id is derived from (seed, input fingerprint, spec, picking
-rule), so the same input and seed give the same version and byte-identical sample lists.
+Both pick per stratum with :func:`pick_diverse` (environment- and tool-diverse, seeded; one sample per (s_t, a_t)
+hash), report every shortfall, materialise full samples and record a manifest with each stratum's distinct tools and
+top tool share (and, for the mixture, what decontamination removed per group); the version id is derived from (seed,
+input fingerprint, spec, picking rule), so the same input and seed give the same version and byte-identical sample
+lists.
 """
 
 from __future__ import annotations
@@ -84,8 +84,7 @@ class SelectionResult:
             values |= {"environments": len(envs), "env_coverage": Table.of_frame(envs)}
             warning = f"benchmark {self.version} holds what the corpus allows: {'; '.join(self.shortfall_lines())} "
             return Facts(values, [f"{warning}— fix: {SHORTFALL_FIX}"] if self.shortfalls else [])
-        removed = sum(d["removed_by_key"] + d["removed_by_hash"] for d in self.decontamination)
-        values |= {"decontaminated_away": removed}
+        values["decontaminated_away"] = sum(d["removed_by_key"] + d["removed_by_hash"] for d in self.decontamination)
         under = f"{self.kind.removeprefix('sft_')} {self.version} under-filled: {self.shortfall_message()}"
         return Facts(values, [under] if self.shortfalls else [])
 
@@ -156,16 +155,8 @@ def strata_report(
         # the identity rule's column: by (env, s_t, a_t) or by (s_t, a_t)
         by_env = decontamination[0].get("identity", "").startswith("(env")
         identity = "removed_by_env_sample_hash" if by_env else "removed_by_sample_hash"
-        lost = lost.rename(
-            columns={
-                "before": "before_decontamination",
-                "removed_by_key": f"removed_by_{key}",
-                "removed_by_hash": identity,
-            }
-        )
-        table = table.merge(
-            lost[["stratum", "before_decontamination", f"removed_by_{key}", identity]], on="stratum", how="left"
-        )
+        cols = {"before": "before_decontamination", "removed_by_key": f"removed_by_{key}", "removed_by_hash": identity}
+        table = table.merge(lost.rename(columns=cols)[["stratum", *cols.values()]], on="stratum", how="left")
     return table
 
 
@@ -231,14 +222,14 @@ def select_strata(
         # the distinct (s_t, a_t) before any rule and after each rule in turn
         filters = ["true"] + [" AND ".join(f"NOT decon_{j}" for j in range(i + 1)) for i in range(len(rules))]
         counted = per_stratum(", ".join(f"count(DISTINCT sample_hash) FILTER (WHERE {f})" for f in filters))
-        for (name, _, _), counts in zip(strata, counted):
-            losses.append(
-                {
-                    "stratum": name,
-                    "before": int(counts[0]),
-                    **{f"removed_by_{rule}": int(counts[i] - counts[i + 1]) for i, (rule, _) in enumerate(rules)},
-                }
-            )
+        losses = [
+            {
+                "stratum": name,
+                "before": int(counts[0]),
+                **{f"removed_by_{rule}": int(counts[i] - counts[i + 1]) for i, (rule, _) in enumerate(rules)},
+            }
+            for (name, _, _), counts in zip(strata, counted)
+        ]
         con.execute("DELETE FROM pool WHERE " + " OR ".join(f"decon_{i}" for i in range(len(rules))))
     stats = per_stratum("count(DISTINCT sample_hash), count(DISTINCT (env_id, tool))")
     prefetched: dict[int, tuple[int, list[tuple]]] = {}
@@ -253,12 +244,9 @@ def select_strata(
     table, tools = [], []
     for i, ((name, _, quota), (available, pairs)) in enumerate(zip(strata, stats)):
         if picking == "uniform":
-            chosen = [
-                tuple(r)
-                for r in con.execute(
-                    f"SELECT step_id, env_id, tool FROM pool WHERE {where[i]} ORDER BY rank, step_id LIMIT ?", [quota]
-                ).fetchall()
-            ]
+            chosen = con.execute(
+                f"SELECT step_id, env_id, tool FROM pool WHERE {where[i]} ORDER BY rank, step_id LIMIT ?", [quota]
+            ).fetchall()
         else:
             chosen = _pick_cell(
                 con, where[i], quota, pairs, usage, taken, pair_usage, prefetched.get(i, (0, [])) if disjoint else None
@@ -326,11 +314,9 @@ def _pick_cell(
         chosen = pick_diverse([c[:5] for c in candidates], quota, trial_usage, trial_taken, exhausted, trial_pairs)
         truncated = {(c[0], c[4] or "") for c in candidates if c[5] > per_pair}
         if not (exhausted & truncated):
-            for counter, trial in ((usage, trial_usage), (pair_usage, trial_pairs)):
-                counter.clear()
-                counter.update(trial)
-            taken.clear()
-            taken.update(trial_taken)
+            for live, trial in ((usage, trial_usage), (pair_usage, trial_pairs), (taken, trial_taken)):
+                live.clear()
+                live.update(trial)
             tool_of = {c[2]: c[4] or "" for c in candidates}
             return [(step_id, env, tool_of[step_id]) for step_id, env in chosen]
         per_pair *= 4
@@ -510,9 +496,8 @@ def build_mixture(
     composed = MIXTURE_COMPOSITIONS.find(composition)
     if composed is None:
         raise ValueError(f"composition must be one of {', '.join(MIXTURE_COMPOSITIONS)}, not {composition!r}")
-    sizes = dict(
-        Composition(mixture_sizes=BALANCE2_GROUPS if sizes is None else sizes).mixture_sizes
-    )  # known groups only
+    # known groups only
+    sizes = dict(Composition(mixture_sizes=BALANCE2_GROUPS if sizes is None else sizes).mixture_sizes)
     rule = decontamination(decontaminate)
     seed = SplitStore(layout, MIXTURE).seed(seed)
     bench = SplitStore(layout, BENCHMARK)
@@ -536,13 +521,12 @@ def build_mixture(
         )
         why = ""
         if not picks:
-            before = con.execute(f"SELECT count(*) FROM {_strata_rel(layout)} WHERE NOT excluded").fetchone()[0]
-            touched = con.execute(f"SELECT count(DISTINCT {rule.key}) FROM read_parquet('{bench_samples}')").fetchone()[
-                0
-            ]
-            total = con.execute(
-                f"SELECT count(DISTINCT {rule.key}) FROM {_strata_rel(layout)} WHERE NOT excluded"
-            ).fetchone()[0]
+            before, total = con.execute(
+                f"SELECT count(*), count(DISTINCT {rule.key}) FROM {_strata_rel(layout)} WHERE NOT excluded"
+            ).fetchone()
+            (touched,) = con.execute(
+                f"SELECT count(DISTINCT {rule.key}) FROM read_parquet('{bench_samples}')"
+            ).fetchone()
             why = (
                 f"decontamination against benchmark {bench_version} (by {rule.key} and by {rule.identity_label}) "
                 f"leaves none of the {before} usable steps (the benchmark holds steps of {touched} of the {total} "
@@ -553,13 +537,7 @@ def build_mixture(
             )
     for row, loss in zip(table, losses):
         loss.update(
-            {
-                "rule": rule.name,
-                "key": rule.key,
-                "identity": rule.identity_label,
-                "benchmark": bench_version,
-                "after": row["available"],
-            }
+            rule=rule.name, key=rule.key, identity=rule.identity_label, benchmark=bench_version, after=row["available"]
         )
     return write_version(
         MIXTURE, layout, version, spec, picks, table, on_shortfall, make_current, why, tools, losses, dagster_run_id

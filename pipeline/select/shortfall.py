@@ -27,9 +27,9 @@ SHORTFALL_FIX = (
 )
 
 
-def cell_rule(cell: Cell | dict[str, Any]) -> str:
-    """A cell's rule in words: ``|Δ| 7–12``, ``|Δ| 4``, ``failure, |Δ| 0``, ``|Δ| 0, 1 argument``."""
-    c = cell if isinstance(cell, Cell) else Cell(**cell)
+def cell_rule(cell: dict[str, Any]) -> str:
+    """A manifest cell's rule in words: ``|Δ| 7–12``, ``|Δ| 4``, ``failure, |Δ| 0``, ``|Δ| 0, 1 argument``."""
+    c = Cell(**cell)
     parts = [] if c.outcome == "success" else [c.outcome]
     parts.append(f"|Δ| {c.delta_min}" if c.delta_min == c.delta_max else f"|Δ| {c.delta_min}–{c.delta_max}")
     if c.args_count is not None:

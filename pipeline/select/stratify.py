@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 from pipeline.core.axes import AXES, Axes
 from pipeline.core.outcome import EXCLUDED_OUTCOMES, SANDBOX_REFUSED
 from pipeline.core.strata import BALANCE2_GROUP_SQL, BENCHMARK_CELL_SQL, BEYOND_SQL, Composition
-from pipeline.labeling.determinism import excluded_files
 from pipeline.labeling.empty import why_empty
-from pipeline.labeling.quarantine import input_fingerprint
+from pipeline.labeling.quarantine import excluded_files, input_fingerprint
 from pipeline.report.tables import Facts, Table
 from pipeline.store import queries
 from pipeline.store.duck import connect
@@ -33,7 +32,7 @@ class EmptyStepTable(ValueError):
     """There is nothing to stratify."""
 
 
-def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> None:
+def stratify(layout: DataLayout, axes: Axes = AXES) -> None:
     """Write the strata table from the step parts: per step its ids, every axis of ``axes`` (value, label),
     default benchmark cell, Balance2 group, exclusion and sample hash (:func:`strata_select`)."""
     use_returning_pool()
@@ -43,11 +42,8 @@ def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> None:
     out = layout.strata
     con = connect()
     total = con.execute("SELECT count(*) FROM read_parquet(?)", [parts]).fetchone()[0]
-    if total < min_steps:
-        raise EmptyStepTable(
-            f"the step table has {total} steps; at least {min_steps} are needed to stratify"
-            + (f": {why_empty(layout)}" if not total else "")
-        )
+    if not total:
+        raise EmptyStepTable(f"the step table has 0 steps; at least 1 are needed to stratify: {why_empty(layout)}")
     nondet = excluded_files(layout)
     nd_join = (
         (
@@ -63,9 +59,8 @@ def stratify(layout: DataLayout, min_steps: int = 1, axes: Axes = AXES) -> None:
             [parts],
         )
     usable = con.execute(f"SELECT count(*) FROM read_parquet('{out}') WHERE NOT excluded").fetchone()[0]
-    fingerprint = input_fingerprint(layout)
     with atomic_path(layout.strata_manifest) as tmp:
-        tmp.write_text(json.dumps({"fingerprint": fingerprint, "steps": total, "usable": usable}))
+        tmp.write_text(json.dumps({"fingerprint": input_fingerprint(layout), "steps": total, "usable": usable}))
 
 
 def strata_facts(layout: DataLayout, composition: Composition) -> Facts:
@@ -118,14 +113,14 @@ def current_fingerprint(layout: DataLayout) -> str:
     return json.loads(path.read_text())["fingerprint"]
 
 
-def cell_table(layout: DataLayout, axes: Axes = AXES) -> pd.DataFrame:
+def cell_table(layout: DataLayout) -> pd.DataFrame:
     """Counts, distinct environments and distinct (env, tool) pairs (``tool_pairs``; the most frequent one and
     its share of the cell's steps) per strata cell: (outcome, |Δ| bucket, argument cardinality), the key of
     every axis (:meth:`~pipeline.core.axes.Axes.key_columns`)."""
 
     con = connect()
     rel = f"read_parquet('{layout.strata}')"
-    keys = axes.key_columns()
+    keys = AXES.key_columns()
     key = " || '|' || ".join(keys)
     return con.execute(
         f"""SELECT {", ".join(f"c.{k}" for k in keys)}, c.steps, c.environments, t.tool_pairs, t.top_tool,

@@ -22,7 +22,8 @@ from pipeline.envs.config import EnvScalerCorpus
 from pipeline.envs.registry import sources_config
 from pipeline.execution.child import Limits
 from pipeline.execution.sandbox import Sandbox
-from pipeline.labeling.determinism import check_determinism, failed_checks, kept_determinism
+from pipeline.labeling.determinism import check_determinism, kept_determinism
+from pipeline.labeling.quarantine import failed_checks
 from pipeline.labeling.steps import label
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout

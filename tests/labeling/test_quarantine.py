@@ -12,8 +12,7 @@ from pipeline.collect.collector import collect
 from pipeline.envs.bfcl_replay import ground_truth_trajectories
 from pipeline.envs.bfcl_tasks import default_task_files, iter_tasks
 from pipeline.envs.catalog import build_catalog
-from pipeline.labeling.determinism import failed_checks
-from pipeline.labeling.quarantine import quarantine
+from pipeline.labeling.quarantine import failed_checks, quarantine
 from pipeline.labeling.steps import label
 from pipeline.select.stratify import stratify
 from pipeline.store.layout import DataLayout
