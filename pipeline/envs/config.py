@@ -97,4 +97,5 @@ class SourceConfig:
             return self.sections[source.name]
         if source.many:
             return []
-        return source.settings() if source.settings is not None else None
+        make = source.settings  # a class (its defaults), not the process settings
+        return make() if make is not None else None
