@@ -142,10 +142,6 @@ class Rules:
                 return rule.render(step)
         return None
 
-    def labels(self) -> tuple[str, ...]:
-        """The fixed labels the rules give (placeholders left out), in rule order, each once."""
-        return tuple(dict.fromkeys(r.label for r in self.rules if r.label is not None and "{" not in r.label))
-
     def points(self, column: str) -> tuple[int, ...]:
         """Integer values of ``column`` that meet every label the rules give on it: 0 to past the largest bound."""
         bounds = {0}

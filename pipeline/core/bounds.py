@@ -1,6 +1,6 @@
 """Depth and size bounds for everything an endpoint sends back, so that parsing and scoring never recurse without
 bound: a value nested deeper than :data:`MAX_DEPTH` levels, or a change path of more than :data:`MAX_PATH_PARTS`
-parts, is refused with a reason instead of a ``RecursionError`` somewhere below. :func:`bracket_depth` is a cheap,
+parts, is refused with a reason instead of a ``RecursionError`` somewhere below. :func:`too_deep` is a cheap,
 conservative scan of the text; :func:`loads` parses and checks the depth of what it parsed."""
 
 from __future__ import annotations
@@ -23,26 +23,18 @@ class TooDeep(ValueError):
     """A value nested deeper than the bound."""
 
 
-def bracket_depth(text: str, stop: int = MAX_DEPTH) -> int:
-    """The deepest nesting of ``[`` / ``{`` / ``(`` in ``text`` (strings not skipped: an upper bound on
-    what a JSON or Python-literal parse of any part of it would recurse into, up to closers inside
-    strings); stops counting once past ``stop``."""
-    depth = deepest = 0
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """``text`` nests ``[`` / ``{`` / ``(`` deeper than ``limit`` (strings not skipped: an upper bound on what a JSON
+    or Python-literal parse of any part of it would recurse into, up to closers inside strings)."""
+    depth = 0
     for m in _BRACKETS.finditer(text):
         if m.group() in _OPEN:
             depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > stop:
-                    return deepest
+            if depth > limit:
+                return True
         elif depth:
             depth -= 1
-    return deepest
-
-
-def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
-    """``text`` nests brackets deeper than ``limit``."""
-    return bracket_depth(text, limit) > limit
+    return False
 
 
 _NOT_JSON_BRACKET = re.compile(r"[^\[\]{}]+")

@@ -54,9 +54,6 @@ class Holder:
         """The holder as one string (a Dagster run tag: :func:`parse_tag` reads it back)."""
         return f"{self.pid}:{self.start}:{self.host}"
 
-    def alive(self) -> bool:
-        return process_alive(self.pid, self.start, self.host)
-
 
 def parse_tag(tag: str) -> tuple[int, int | None, str] | None:
     """(pid, start, host) of a :attr:`Holder.tag`, None when it is not one."""
