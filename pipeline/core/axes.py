@@ -144,12 +144,8 @@ class Rules:
 
     def points(self, column: str) -> tuple[int, ...]:
         """Integer values of ``column`` that meet every label the rules give on it: 0 to past the largest bound."""
-        bounds = {0}
-        for rule in self.rules:
-            for name, condition in rule.when.conditions:
-                if name == column and isinstance(condition, Range):
-                    bounds.update(b for b in (condition.lo, condition.hi) if b is not None)
-        top = max(bounds) + 1
+        ranges = [c for r in self.rules for name, c in r.when.conditions if name == column and isinstance(c, Range)]
+        top = max((b for c in ranges for b in (c.lo, c.hi) if b is not None), default=0) + 1
         return tuple(range(top + 1))
 
     def label_values(self, domains: Mapping[str, Iterable[Any]] | None = None) -> tuple[str, ...]:

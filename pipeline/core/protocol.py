@@ -221,13 +221,11 @@ def feedback_of(sample: dict[str, Any]) -> Any:
 
 def delta_to_changes(delta: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Stored Δ records (canonical JSON-text values) -> protocol changes with plain values."""
-    changes = []
-    for rec in delta:
-        change: dict[str, Any] = {"type": _OP_TO_TYPE[rec["op"]], "path": list(rec["path"])}
-        if rec["op"] != "remove":
-            change["value"] = plain(json.loads(rec["after"]))
-        changes.append(change)
-    return changes
+    return [
+        {"type": _OP_TO_TYPE[rec["op"]], "path": list(rec["path"])}
+        | ({} if rec["op"] == "remove" else {"value": plain(json.loads(rec["after"]))})
+        for rec in delta
+    ]
 
 
 @functools.lru_cache(maxsize=65536)

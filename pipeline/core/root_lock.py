@@ -93,9 +93,8 @@ def acquire(root: Path) -> tuple[int, Holder | None]:
         raise RootInUse(root, read_holder(root)) from None
     previous = read_holder(root)
     stale = previous if previous is not None and previous.pid != os.getpid() else None
-    data = json.dumps(asdict(Holder.me())).encode()
     os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
+    os.pwrite(fd, json.dumps(asdict(Holder.me())).encode(), 0)
     return fd, stale
 
 

@@ -35,7 +35,7 @@ def _encodable(text: str) -> str:
 def shown(value: Any, limit: int = 120) -> str:
     """``value`` as text safe anywhere (console, Markdown, card, logs): control characters visible as
     ``\\x1b``, lone surrogates escaped, cut to ``limit`` characters. For ids inside messages."""
-    text = _CONTROL.sub(_visible, _encodable(str(value)))
+    text = console(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

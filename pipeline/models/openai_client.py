@@ -176,9 +176,8 @@ def _snippet(text: str) -> str:
 
 
 def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "object", list: "list", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
+    names = {type(None): "null", dict: "object", list: "list", str: "string", bool: "boolean"}
+    return names.get(type(value), type(value).__name__)
 
 
 def read_completion(body: bytes) -> tuple[str | None, int | None, int | None]:
