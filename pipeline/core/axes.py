@@ -137,15 +137,12 @@ class Rules:
     def label(self, *values: Any, **named: Any) -> str | None:
         """The label of a step given by its axis values (:func:`axis_values`)."""
         step = axis_values(*values, **named)
-        for rule in self.rules:
-            if rule.when.matches(step):
-                return rule.render(step)
-        return None
+        return next((rule.render(step) for rule in self.rules if rule.when.matches(step)), None)
 
     def points(self, column: str) -> tuple[int, ...]:
         """Integer values of ``column`` that meet every label the rules give on it: 0 to past the largest bound."""
         ranges = [c for r in self.rules for name, c in r.when.conditions if name == column and isinstance(c, Range)]
-        top = max((b for c in ranges for b in (c.lo, c.hi) if b is not None), default=0) + 1
+        top = max([0, *(b for c in ranges for b in (c.lo, c.hi) if b is not None)]) + 1
         return tuple(range(top + 1))
 
     def label_values(self, domains: Mapping[str, Iterable[Any]] | None = None) -> tuple[str, ...]:
