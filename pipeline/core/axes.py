@@ -142,8 +142,7 @@ class Rules:
     def points(self, column: str) -> tuple[int, ...]:
         """Integer values of ``column`` that meet every label the rules give on it: 0 to past the largest bound."""
         ranges = [c for r in self.rules for name, c in r.when.conditions if name == column and isinstance(c, Range)]
-        top = max([0, *(b for c in ranges for b in (c.lo, c.hi) if b is not None)]) + 1
-        return tuple(range(top + 1))
+        return tuple(range(max([0, *(b for c in ranges for b in (c.lo, c.hi) if b is not None)]) + 2))
 
     def label_values(self, domains: Mapping[str, Iterable[Any]] | None = None) -> tuple[str, ...]:
         """Every label the rules give — the closed set a label column holds — in rule order (a placeholder

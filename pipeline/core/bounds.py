@@ -46,8 +46,7 @@ def json_too_deep(text: str, limit: int) -> bool:
     it: the bracket count, then the running depth over the brackets (an upper bound), then the exact check."""
     if text.count("[") + text.count("{") <= limit:
         return False
-    brackets = _NOT_JSON_BRACKET.sub("", text)
-    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) <= limit:
+    if max(accumulate(map(_STEP.__getitem__, _NOT_JSON_BRACKET.sub("", text))), default=0) <= limit:
         return False
     try:
         value = json.loads(text)

@@ -95,8 +95,7 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
         if kind == "seq":
             return [_canon(v, active, depth + 1) for v in value]
         if kind == "set":
-            items = [_canon(v, active, depth + 1) for v in value]
-            return sorted(items, key=canonical_json)
+            return sorted([_canon(v, active, depth + 1) for v in value], key=canonical_json)
         if kind == "typed":
             return _canon_mapping(_typed_fields(value, *how), active, depth)
         attrs = object_state(value)

@@ -40,5 +40,4 @@ def derive_clock_start(trajectory_id: str, seed: int) -> str:
     """A per-trajectory clock start: a whole minute in 2025, from (seed, trajectory id)."""
     h = int.from_bytes(hashlib.blake2b(f"clock:{seed}:{trajectory_id}".encode(), digest_size=8).digest(), "big")
     base = parse_clock_start("2025-01-01T00:00:00+00:00")
-    minute = h % (364 * 24 * 60)
-    return _DATETIME.fromtimestamp(base + minute * 60, _dt.UTC).isoformat()
+    return _DATETIME.fromtimestamp(base + h % (364 * 24 * 60) * 60, _dt.UTC).isoformat()

@@ -150,12 +150,11 @@ def user_prompt(
     """The ``envsim`` user message. ``state_json`` is canonical JSON (compact, in the state's own key order); it is
     inserted as it is unless it holds canonical markers, which are written as plain values.
     ``current_time`` (the sample's frozen wall clock, ISO 8601) becomes the "Current time" section."""
-    arguments = _SORTED.encode(plain(json.loads(arguments_json)))
     return USER_TEMPLATE.format(
         time=time_section(current_time),
         state=plain_text(state_json),
         tool=tool,
-        arguments=arguments,
+        arguments=_SORTED.encode(plain(json.loads(arguments_json))),
         code=(code or "# source unavailable").rstrip(),
     )
 
