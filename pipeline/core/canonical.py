@@ -145,9 +145,7 @@ def _kind(t: type) -> tuple[str, Any]:
     if isinstance(module, str) and module.startswith(("mpmath", "numpy", "fractions")):  # written like a Decimal
         return "text", _decimal
     by_type = _by_type(t)
-    if by_type is not None:
-        return "typed", by_type
-    return "object", None
+    return ("typed", by_type) if by_type is not None else ("object", None)
 
 
 # -- objects canonicalised by type: their attributes are process machinery (mutexes, the logger tree, streams),
@@ -256,9 +254,7 @@ def _key_text(key: Any) -> str:
         return key.isoformat()
     if isinstance(key, tuple):
         return json.dumps(canonicalize(list(key)), separators=(",", ":"), ensure_ascii=False)
-    if isinstance(key, int) and not isinstance(key, bool):
-        return str(int(key))
-    return str(key)
+    return str(int(key)) if isinstance(key, int) and not isinstance(key, bool) else str(key)
 
 
 def object_state(value: Any) -> dict[str, Any] | None:
