@@ -108,9 +108,7 @@ def path_parts(path: Any) -> int:
 
 def long_path(changes: Any, limit: int = MAX_PATH_PARTS) -> str | None:
     """Why ``changes`` has a path too long to apply (the first such change), or None."""
-    if not isinstance(changes, list):
-        return None
-    for i, change in enumerate(changes):
+    for i, change in enumerate(changes if isinstance(changes, list) else []):
         if isinstance(change, dict) and path_parts(change.get("path")) > limit:
             return f"change {i}: path of {path_parts(change.get('path'))} parts is longer than {limit}"
     return None
