@@ -137,24 +137,12 @@ class Rules:
     def label(self, *values: Any, **named: Any) -> str | None:
         """The label of a step given by its axis values (:func:`axis_values`)."""
         step = axis_values(*values, **named)
-        for rule in self.rules:
-            if rule.when.matches(step):
-                return rule.render(step)
-        return None
-
-    def labels(self) -> tuple[str, ...]:
-        """The fixed labels the rules give (placeholders left out), in rule order, each once."""
-        return tuple(dict.fromkeys(r.label for r in self.rules if r.label is not None and "{" not in r.label))
+        return next((rule.render(step) for rule in self.rules if rule.when.matches(step)), None)
 
     def points(self, column: str) -> tuple[int, ...]:
         """Integer values of ``column`` that meet every label the rules give on it: 0 to past the largest bound."""
-        bounds = {0}
-        for rule in self.rules:
-            for name, condition in rule.when.conditions:
-                if name == column and isinstance(condition, Range):
-                    bounds.update(b for b in (condition.lo, condition.hi) if b is not None)
-        top = max(bounds) + 1
-        return tuple(range(top + 1))
+        ranges = [c for r in self.rules for name, c in r.when.conditions if name == column and isinstance(c, Range)]
+        return tuple(range(max([0, *(b for c in ranges for b in (c.lo, c.hi) if b is not None)]) + 2))
 
     def label_values(self, domains: Mapping[str, Iterable[Any]] | None = None) -> tuple[str, ...]:
         """Every label the rules give — the closed set a label column holds — in rule order (a placeholder

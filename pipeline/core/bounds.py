@@ -1,6 +1,6 @@
 """Depth and size bounds for everything an endpoint sends back, so that parsing and scoring never recurse without
 bound: a value nested deeper than :data:`MAX_DEPTH` levels, or a change path of more than :data:`MAX_PATH_PARTS`
-parts, is refused with a reason instead of a ``RecursionError`` somewhere below. :func:`bracket_depth` is a cheap,
+parts, is refused with a reason instead of a ``RecursionError`` somewhere below. :func:`too_deep` is a cheap,
 conservative scan of the text; :func:`loads` parses and checks the depth of what it parsed."""
 
 from __future__ import annotations
@@ -23,26 +23,18 @@ class TooDeep(ValueError):
     """A value nested deeper than the bound."""
 
 
-def bracket_depth(text: str, stop: int = MAX_DEPTH) -> int:
-    """The deepest nesting of ``[`` / ``{`` / ``(`` in ``text`` (strings not skipped: an upper bound on
-    what a JSON or Python-literal parse of any part of it would recurse into, up to closers inside
-    strings); stops counting once past ``stop``."""
-    depth = deepest = 0
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """``text`` nests ``[`` / ``{`` / ``(`` deeper than ``limit`` (strings not skipped: an upper bound on what a JSON
+    or Python-literal parse of any part of it would recurse into, up to closers inside strings)."""
+    depth = 0
     for m in _BRACKETS.finditer(text):
         if m.group() in _OPEN:
             depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > stop:
-                    return deepest
+            if depth > limit:
+                return True
         elif depth:
             depth -= 1
-    return deepest
-
-
-def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
-    """``text`` nests brackets deeper than ``limit``."""
-    return bracket_depth(text, limit) > limit
+    return False
 
 
 _NOT_JSON_BRACKET = re.compile(r"[^\[\]{}]+")
@@ -54,8 +46,7 @@ def json_too_deep(text: str, limit: int) -> bool:
     it: the bracket count, then the running depth over the brackets (an upper bound), then the exact check."""
     if text.count("[") + text.count("{") <= limit:
         return False
-    brackets = _NOT_JSON_BRACKET.sub("", text)
-    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) <= limit:
+    if max(accumulate(map(_STEP.__getitem__, _NOT_JSON_BRACKET.sub("", text))), default=0) <= limit:
         return False
     try:
         value = json.loads(text)
@@ -117,9 +108,7 @@ def path_parts(path: Any) -> int:
 
 def long_path(changes: Any, limit: int = MAX_PATH_PARTS) -> str | None:
     """Why ``changes`` has a path too long to apply (the first such change), or None."""
-    if not isinstance(changes, list):
-        return None
-    for i, change in enumerate(changes):
+    for i, change in enumerate(changes if isinstance(changes, list) else []):
         if isinstance(change, dict) and path_parts(change.get("path")) > limit:
             return f"change {i}: path of {path_parts(change.get('path'))} parts is longer than {limit}"
     return None

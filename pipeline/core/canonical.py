@@ -17,6 +17,7 @@ import base64
 import collections
 import datetime as _dt
 import enum
+import functools
 import hashlib
 import io
 import json
@@ -33,7 +34,7 @@ JSONValue = Any  # dict[str, JSONValue] | list[JSONValue] | str | int | float | 
 MAX_SAFE_INT = 2**53
 MAX_DEPTH = 200
 
-_SCALARS = (str, bool, type(None))
+_LEAVES = (str, bool, type(None), int, float, Decimal)  # values that hold no reference back, subclasses too
 _PLAIN = frozenset({str, bool, int, float, type(None)})  # exact types that hold no reference back
 
 
@@ -94,8 +95,7 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
         if kind == "seq":
             return [_canon(v, active, depth + 1) for v in value]
         if kind == "set":
-            items = [_canon(v, active, depth + 1) for v in value]
-            return sorted(items, key=canonical_json)
+            return sorted([_canon(v, active, depth + 1) for v in value], key=canonical_json)
         if kind == "typed":
             return _canon_mapping(_typed_fields(value, *how), active, depth)
         attrs = object_state(value)
@@ -105,7 +105,7 @@ def _canon_general(value: Any, t: type, active: _Active, depth: int) -> Any:
         return {
             (k if type(k) is str else str(k)): _canon(v, active, depth + 1)
             for k, v in attrs.items()
-            if isinstance(k, str) and k[:1] != "_" and (type(v) in _PLAIN or not _is_container(v) or not _on(v, active))
+            if isinstance(k, str) and k[:1] != "_" and (isinstance(v, _LEAVES) or not _on(v, active))
         }
     finally:
         active.pop()
@@ -115,23 +115,13 @@ def _decimal(value: Any) -> dict[str, str]:
     return {"$decimal": str(value)}
 
 
-#: how each type other than the exact JSON ones is written, decided once per type (``(kind, how)``; see
-#: :func:`_classify`): a state holds thousands of objects of a handful of classes
-_KINDS: dict[type, tuple[str, Any]] = {}
 _MAX_KINDS = 4096  # classes an exec'd module creates anew at every reset must not pile up
 
 
+@functools.lru_cache(maxsize=_MAX_KINDS)  # a state holds thousands of objects of a handful of classes
 def _kind(t: type) -> tuple[str, Any]:
-    found = _KINDS.get(t)
-    if found is None:
-        if len(_KINDS) >= _MAX_KINDS:
-            _KINDS.clear()
-        found = _KINDS[t] = _classify(t)
-    return found
-
-
-def _classify(t: type) -> tuple[str, Any]:
-    """The kind of a type, in the order the module docstring gives (an Enum first, whatever it mixes in)."""
+    """How a type other than the exact JSON ones is written (``(kind, how)``), in the order the module docstring
+    gives (an Enum first, whatever it mixes in)."""
     if issubclass(t, enum.Enum):
         return "enum", None
     for base in (str, bool, int, float):  # bool before int: it is one
@@ -151,12 +141,11 @@ def _classify(t: type) -> tuple[str, Any]:
         return "seq", None
     if issubclass(t, (set, frozenset)):
         return "set", None
-    if _is_number_like(t):  # written like a Decimal
+    module = getattr(t, "__module__", None)  # mpmath.mpf / numpy scalars and similar: numbers without public state
+    if isinstance(module, str) and module.startswith(("mpmath", "numpy", "fractions")):  # written like a Decimal
         return "text", _decimal
     by_type = _by_type(t)
-    if by_type is not None:
-        return "typed", by_type
-    return "object", None
+    return ("typed", by_type) if by_type is not None else ("object", None)
 
 
 # -- objects canonicalised by type: their attributes are process machinery (mutexes, the logger tree, streams),
@@ -265,19 +254,7 @@ def _key_text(key: Any) -> str:
         return key.isoformat()
     if isinstance(key, tuple):
         return json.dumps(canonicalize(list(key)), separators=(",", ":"), ensure_ascii=False)
-    if isinstance(key, int) and not isinstance(key, bool):
-        return str(int(key))
-    return str(key)
-
-
-def _is_container(value: Any) -> bool:
-    return not isinstance(value, (_SCALARS, int, float, Decimal))
-
-
-def _is_number_like(t: type) -> bool:
-    # mpmath.mpf / numpy scalars and similar: numbers without public state worth snapshotting
-    mod = getattr(t, "__module__", None)
-    return isinstance(mod, str) and mod.startswith(("mpmath", "numpy", "fractions"))
+    return str(int(key)) if isinstance(key, int) and not isinstance(key, bool) else str(key)
 
 
 def object_state(value: Any) -> dict[str, Any] | None:
@@ -312,22 +289,15 @@ def _state_mapping(state: Any) -> dict[str, Any] | None:
     return dict(state) if isinstance(state, dict) else None
 
 
-_READERS: dict[type, tuple[Callable[[Any], Any] | None, list[str]]] = {}
-
-
+@functools.lru_cache(maxsize=_MAX_KINDS)
 def _reader(cls: type) -> tuple[Callable[[Any], Any] | None, list[str]]:
     """How an object of ``cls`` is read (once per class): its Python ``__getstate__``, and its slot names."""
-    found = _READERS.get(cls)
-    if found is None:
-        if len(_READERS) >= _MAX_KINDS:
-            _READERS.clear()
-        getstate = getattr(cls, "__getstate__", None)
-        if not isinstance(getstate, types.FunctionType):
-            getstate = None
-        elif (getstate.__module__, getstate.__qualname__) == ("pydantic.main", "BaseModel.__getstate__"):
-            getstate = _pydantic_state  # what its mapping comes to (:func:`_state_mapping`), without building it
-        found = _READERS[cls] = (getstate, _slot_names(cls))
-    return found
+    getstate = getattr(cls, "__getstate__", None)
+    if not isinstance(getstate, types.FunctionType):
+        getstate = None
+    elif (getstate.__module__, getstate.__qualname__) == ("pydantic.main", "BaseModel.__getstate__"):
+        getstate = _pydantic_state  # what its mapping comes to (:func:`_state_mapping`), without building it
+    return getstate, _slot_names(cls)
 
 
 def _pydantic_state(value: Any) -> dict[str, Any]:

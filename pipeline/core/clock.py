@@ -16,16 +16,18 @@ DEFAULT_CLOCK_START = "2025-01-06T09:00:00+00:00"
 STEP_SECONDS = 60
 
 
+def parse_time(text: str, what: str) -> _dt.datetime:
+    """An ISO 8601 date-time (naive means UTC); a ``ValueError`` naming ``what`` when ``text`` is not one."""
+    try:
+        moment = _DATETIME.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"{what} {text!r} is not an ISO 8601 date-time") from exc
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.UTC)
+
+
 def parse_clock_start(clock_start: str | None) -> float:
     """Epoch seconds of an ISO 8601 clock start (naive means UTC)."""
-    text = (clock_start or DEFAULT_CLOCK_START).strip().replace("Z", "+00:00")
-    try:
-        moment = _DATETIME.fromisoformat(text)
-    except ValueError as exc:
-        raise ValueError(f"clock_start {clock_start!r} is not an ISO 8601 date-time") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.UTC)
-    return moment.timestamp()
+    return parse_time(clock_start or DEFAULT_CLOCK_START, "clock_start").timestamp()
 
 
 def step_time(clock_start: str | None, step_index: int | None) -> str:
@@ -38,5 +40,4 @@ def derive_clock_start(trajectory_id: str, seed: int) -> str:
     """A per-trajectory clock start: a whole minute in 2025, from (seed, trajectory id)."""
     h = int.from_bytes(hashlib.blake2b(f"clock:{seed}:{trajectory_id}".encode(), digest_size=8).digest(), "big")
     base = parse_clock_start("2025-01-01T00:00:00+00:00")
-    minute = h % (364 * 24 * 60)
-    return _DATETIME.fromtimestamp(base + minute * 60, _dt.UTC).isoformat()
+    return _DATETIME.fromtimestamp(base + h % (364 * 24 * 60) * 60, _dt.UTC).isoformat()

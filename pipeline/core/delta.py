@@ -39,11 +39,6 @@ def diff(before: Any, after: Any, limit: int | None = None) -> list[DeltaRecord]
     return out
 
 
-def _same(a: Any, b: Any) -> bool:
-    # bool/int/float compare equal across types in Python (True == 1 == 1.0); JSON must not.
-    return type(a) is type(b) and a == b
-
-
 def _strict_same(a: Any, b: Any) -> bool:
     """Equal as canonical JSON (``1``, ``1.0`` and ``true`` differ): Python's ``==`` first (C speed), then their
     ``marshal`` bytes (which spell each value's type; 8× cheaper than the texts), then the texts."""
@@ -79,13 +74,13 @@ def _diff(a: Any, b: Any, path: list[str], out: list[DeltaRecord], limit: int) -
 
 
 def _deep_equal(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
+    if type(a) is not type(b):  # bool/int/float compare equal across types in Python (True == 1 == 1.0); JSON must not
         return False
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_deep_equal(a[k], b[k]) for k in a)
     if isinstance(a, list):
         return len(a) == len(b) and all(_deep_equal(x, y) for x, y in zip(a, b))
-    return _same(a, b)
+    return a == b
 
 
 def apply(delta: Iterable[DeltaRecord], state: Any) -> Any:

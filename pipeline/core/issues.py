@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -19,11 +19,9 @@ class TaskIssue:
     def __post_init__(self) -> None:
         # Text from a file that is not UTF-8 carries its bad bytes as lone surrogates: shown escaped
         # (``\udcff``), so the issue can be logged and written to Parquet.
-        for name in ("task_id", "stage", "reason", "origin", "trajectory_id"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if not isinstance(value, str):
-                object.__setattr__(self, name, str(value))
-            elif any("\ud800" <= ch <= "\udfff" for ch in value):
-                object.__setattr__(self, name, value.encode("utf-8", "backslashreplace").decode("utf-8"))
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, str):
+                object.__setattr__(self, f.name, value.encode("utf-8", "backslashreplace").decode("utf-8"))
+            elif value is not None:
+                object.__setattr__(self, f.name, str(value))

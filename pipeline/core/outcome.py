@@ -229,10 +229,8 @@ class RaiseRule:
     types: tuple[str, ...]
     observation: str = DEFAULT_RAISE_OBSERVATION
 
-    def text(self, error_type: str, message: str) -> str | None:
-        """The observation of a call that raised ``error_type``; None when this rule does not name the type."""
-        if error_type not in self.types:
-            return None
+    def text(self, error_type: str, message: str) -> str:
+        """The observation of a call that raised ``error_type`` (one of :attr:`types`)."""
         return self.observation.replace("{type}", error_type).replace("{message}", message)
 
     def doc(self) -> dict[str, Any]:
@@ -270,13 +268,7 @@ class OutcomeRule:
 
     def refusal(self, error_type: str | None, message: str | None) -> str | None:
         """The observation text of a raise the rule declares a refusal (a ``failure``); None: it stays an ``error``."""
-        if error_type is None:
-            return None
-        for rule in self.raises:
-            text = rule.text(error_type, message or "")
-            if text is not None:
-                return text
-        return None
+        return next((r.text(error_type, message or "") for r in self.raises if error_type in r.types), None)
 
     def outcome(self, tool: str, raised: bool, value: Any, base: OutcomeFn = default_outcome) -> str:
         """The outcome under this rule; ``base`` is the default it extends (the adapter's rule)."""

@@ -75,9 +75,7 @@ def available() -> tuple[str, ...]:
 
 
 def _path(name: str) -> Path:
-    if name.endswith(".toml") or "/" in name:
-        return Path(name)
-    return PROFILES_DIR / f"{name}.toml"
+    return Path(name) if name.endswith(".toml") or "/" in name else PROFILES_DIR / f"{name}.toml"
 
 
 def check(name: str) -> str:

@@ -57,9 +57,7 @@ class Progress:
     def eta(self, now: float | None = None) -> float | None:
         """Seconds left at the rate so far (None until something is done)."""
         rate = self.rate(now)
-        if rate <= 0:
-            return None
-        return max(0, self.total - self.done) / rate
+        return max(0, self.total - self.done) / rate if rate > 0 else None
 
     def line(self, now: float | None = None, note: str = "") -> str:
         now = self.clock() if now is None else now

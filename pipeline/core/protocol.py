@@ -23,6 +23,7 @@ from typing import Any
 
 from pipeline.core.bounds import long_path
 from pipeline.core.canonical import canonical_json, canonicalize
+from pipeline.core.clock import parse_time
 
 PROTOCOL_VERSION = "envsim-protocol/4"  # 4: the envsim prompt states the current time; 3: plain values, two templates
 TEMPLATES = ("envsim", "envsimbench")
@@ -134,15 +135,7 @@ def time_section(current_time: Any) -> str:
     its offset, the naive UTC ``datetime.now()`` the environment saw and the ``time.time()`` epoch."""
     if not isinstance(current_time, str) or not current_time:  # None, or NaN from a pandas row
         return ""
-    from datetime import datetime
-
-    try:
-        moment = datetime.fromisoformat(current_time.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ValueError(f"current_time {current_time!r} is not an ISO 8601 date-time") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    utc = moment.astimezone(UTC)
+    utc = parse_time(current_time, "current_time").astimezone(UTC)
     epoch = utc.timestamp()
     return TIME_SECTION.format(
         iso=utc.isoformat(),
@@ -157,12 +150,11 @@ def user_prompt(
     """The ``envsim`` user message. ``state_json`` is canonical JSON (compact, in the state's own key order); it is
     inserted as it is unless it holds canonical markers, which are written as plain values.
     ``current_time`` (the sample's frozen wall clock, ISO 8601) becomes the "Current time" section."""
-    arguments = _SORTED.encode(plain(json.loads(arguments_json)))
     return USER_TEMPLATE.format(
         time=time_section(current_time),
         state=plain_text(state_json),
         tool=tool,
-        arguments=arguments,
+        arguments=_SORTED.encode(plain(json.loads(arguments_json))),
         code=(code or "# source unavailable").rstrip(),
     )
 
@@ -170,6 +162,12 @@ def user_prompt(
 def tool_call(tool: str, arguments_json: str) -> str:
     """``name({json args})`` as the reference writes a tool call."""
     return f"{tool}({json.dumps(plain(json.loads(arguments_json)), ensure_ascii=False)})"
+
+
+def _published(sample: dict[str, Any], name: str, own: str) -> Any:
+    """An imported sample's ``published_<name>_json`` as published (in its own key order), else ``own``, plain."""
+    published = sample.get(f"published_{name}_json")
+    return json.loads(published) if isinstance(published, str) else plain(json.loads(sample[own]))
 
 
 def envsimbench_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
@@ -181,15 +179,8 @@ def envsimbench_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
             f"{sample.get('step_id')}: the envsimbench prompt needs the whole class source of "
             f"{sample.get('env_id')!r} (env_code); load samples with pipeline.evaluate.samples.load_samples"
         )
-    published_state, published_arguments = sample.get("published_state_json"), sample.get("published_arguments_json")
-    if isinstance(published_state, str):  # an imported sample: the state as published, in its own key order
-        config = json.dumps(json.loads(published_state), ensure_ascii=False, indent=2)
-    else:
-        config = json.dumps(plain(json.loads(sample["state_before_json"])), ensure_ascii=False, indent=2)
-    if isinstance(published_arguments, str):
-        call = f"{sample['tool']}({json.dumps(json.loads(published_arguments), ensure_ascii=False)})"
-    else:
-        call = tool_call(sample["tool"], sample["arguments_json"])
+    config = json.dumps(_published(sample, "state", "state_before_json"), ensure_ascii=False, indent=2)
+    call = f"{sample['tool']}({json.dumps(_published(sample, 'arguments', 'arguments_json'), ensure_ascii=False)})"
     return [
         {"role": "system", "content": ENVSIMBENCH_SYSTEM_TEMPLATE.format(env_code=env_code, config=config)},
         {"role": "user", "content": ENVSIMBENCH_USER_TEMPLATE.format(call=call)},
@@ -229,13 +220,11 @@ def feedback_of(sample: dict[str, Any]) -> Any:
 
 def delta_to_changes(delta: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Stored Δ records (canonical JSON-text values) -> protocol changes with plain values."""
-    changes = []
-    for rec in delta:
-        change: dict[str, Any] = {"type": _OP_TO_TYPE[rec["op"]], "path": list(rec["path"])}
-        if rec["op"] != "remove":
-            change["value"] = plain(json.loads(rec["after"]))
-        changes.append(change)
-    return changes
+    return [
+        {"type": _OP_TO_TYPE[rec["op"]], "path": list(rec["path"])}
+        | ({} if rec["op"] == "remove" else {"value": plain(json.loads(rec["after"]))})
+        for rec in delta
+    ]
 
 
 @functools.lru_cache(maxsize=65536)

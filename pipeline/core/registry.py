@@ -72,10 +72,10 @@ class Registry(Generic[T]):
         if entry is not None and self._on_remove is not None:
             self._on_remove(entry)
 
-    def load_plugins(self) -> None:
-        """Register the entries of the installed plugins (once; every read does this first)."""
+    def _all(self) -> dict[str, T]:
+        """The entries, those of the installed plugins registered on the first read."""
         if self._plugins_loaded:
-            return
+            return self._entries
         self._plugins_loaded = True
         for ep in _entry_points(self.group):
             where = f"plugin entry point {ep.name} = {ep.value} ({self.group}, from {_package(ep)})"
@@ -92,9 +92,6 @@ class Registry(Generic[T]):
                     f"{self._name(entry)!r} (the entry's own name)"
                 )
             self.register(entry)
-
-    def _all(self) -> dict[str, T]:
-        self.load_plugins()
         return self._entries
 
     def get(self, name: str) -> T:

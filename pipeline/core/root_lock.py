@@ -54,9 +54,6 @@ class Holder:
         """The holder as one string (a Dagster run tag: :func:`parse_tag` reads it back)."""
         return f"{self.pid}:{self.start}:{self.host}"
 
-    def alive(self) -> bool:
-        return process_alive(self.pid, self.start, self.host)
-
 
 def parse_tag(tag: str) -> tuple[int, int | None, str] | None:
     """(pid, start, host) of a :attr:`Holder.tag`, None when it is not one."""
@@ -96,9 +93,8 @@ def acquire(root: Path) -> tuple[int, Holder | None]:
         raise RootInUse(root, read_holder(root)) from None
     previous = read_holder(root)
     stale = previous if previous is not None and previous.pid != os.getpid() else None
-    data = json.dumps(asdict(Holder.me())).encode()
     os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
+    os.pwrite(fd, json.dumps(asdict(Holder.me())).encode(), 0)
     return fd, stale
 
 

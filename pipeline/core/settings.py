@@ -11,7 +11,7 @@ import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from croniter import croniter
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -138,8 +138,7 @@ def _takes(field: str) -> str:
         return f"a profile ({', '.join(profiles.available())}) or the path of a profile's .toml file"
     choices = [a for a in get_args(info.annotation) if a is not type(None)]
     if choices and all(isinstance(c, str) for c in get_args(choices[0]) or choices):
-        values = [v for c in choices for v in (get_args(c) or (c,))]
-        return "one of " + ", ".join(values)
+        return "one of " + ", ".join(v for c in choices for v in (get_args(c) or (c,)))
     minimum = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
     return "a whole number" + (f" >= {minimum}" if minimum is not None else "")
 
@@ -149,8 +148,7 @@ def _parse(values: tuple[str | None, ...]) -> Settings:
     try:
         return Settings(**given)
     except ValidationError as exc:
-        error: dict[str, Any] = exc.errors()[0]
-        field = str(error["loc"][0])
+        field = str(exc.errors()[0]["loc"][0])
         raise SettingsError(f"{variable(field)} must be {_takes(field)}, got {given[field]!r}") from None
 
 

@@ -13,7 +13,6 @@ from typing import Any
 SAFE_ID = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
 #: a tool name (an OpenAI function name: also a Python method name)
 SAFE_TOOL = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
-SAFE_ID_CHARS = "[A-Za-z0-9._:/-]"
 
 # C0 controls, DEL, C1 controls, and the Unicode format characters that reorder or hide text
 # (bidi overrides and isolates, zero-width joiners, line/paragraph separators)
@@ -29,17 +28,14 @@ def _visible(m: re.Match[str]) -> str:
 
 
 def _encodable(text: str) -> str:
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:  # lone surrogates: every writer downstream would fail
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    # lone surrogates escaped: every writer downstream would fail on them
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def shown(value: Any, limit: int = 120) -> str:
     """``value`` as text safe anywhere (console, Markdown, card, logs): control characters visible as
     ``\\x1b``, lone surrogates escaped, cut to ``limit`` characters. For ids inside messages."""
-    text = _CONTROL.sub(_visible, _encodable(str(value)))
+    text = console(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -49,7 +45,7 @@ def id_problem(value: Any, what: str = "env id", pattern: re.Pattern[str] = SAFE
         return f"{what} is a {type(value).__name__}, not a string"
     if pattern.fullmatch(value):
         return None
-    allowed = SAFE_ID_CHARS if pattern is SAFE_ID else "[A-Za-z0-9_.:-]"
+    allowed = pattern.pattern.partition("{")[0]  # the character class
     return f"{what} {shown(value)!r} is not a safe name: only {allowed}, 1 to 200 characters, are accepted"
 
 

@@ -15,9 +15,6 @@ the environment variable the caller names, sets the timeout and the ``openai`` c
   :data:`MAX_BODY_DEPTH` levels, an object whose ``choices`` is a non-empty list whose first entry has a
   ``message`` with a string (or null) ``content``; anything else is a :class:`MalformedResponse` naming
   what is wrong.
-
-It sits in the engine tier (``pipeline.models``), below every stage, because collection, evaluation, rollouts and
-training all ask a model.
 """
 
 from __future__ import annotations
@@ -179,9 +176,8 @@ def _snippet(text: str) -> str:
 
 
 def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "object", list: "list", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
+    names = {type(None): "null", dict: "object", list: "list", str: "string", bool: "boolean"}
+    return names.get(type(value), type(value).__name__)
 
 
 def read_completion(body: bytes) -> tuple[str | None, int | None, int | None]:

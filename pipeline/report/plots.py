@@ -51,7 +51,7 @@ def line_plot(
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", **({"metadata": metadata} if metadata is not None else {}))
+    fig.savefig(buf, format="png", metadata=metadata)
     plt.close(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # whole or not at all: a kept PNG is never cut short
