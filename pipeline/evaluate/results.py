@@ -46,11 +46,6 @@ _METRICS = ", ".join(
 COLUMNS: Mapping[str, str] = tables.table("eval_results").sql_columns
 
 
-def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
-    """Create ``eval_results`` (new columns are added to an existing one, NULL for its rows)."""
-    warehouse.ensure_table(con, "eval_results")
-
-
 def breakdown_views(axes: Axes = AXES) -> dict[str, str]:
     """The ``eval_by_*`` views: name -> the key they group by (the benchmark group, the value of every axis
     with ``by_value``, the environment and the cell)."""
@@ -65,7 +60,7 @@ def breakdown_views(axes: Axes = AXES) -> dict[str, str]:
 def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: Axes = AXES) -> None:
     """Replace a run's rows with the latest result per step from its JSON-lines file (missing metrics are NULL),
     then (re-)create ``eval_runs`` and the breakdown views over ``axes``."""
-    _ensure_table(con)
+    warehouse.ensure_table(con, "eval_results")  # new columns are added to an existing one, NULL for its rows
     con.execute("DELETE FROM eval_results WHERE run_id = ?", [run_id])
     if results.exists() and results.stat().st_size:
         spec = ", ".join(f"{c}: '{t}'" for c, t in COLUMNS.items())

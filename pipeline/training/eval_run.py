@@ -15,11 +15,7 @@ import pandas as pd
 from pipeline.evaluate import results
 from pipeline.report.tables import Facts, Table
 from pipeline.training import checkpoints
-
-#: the job's first line when it asks for GPUs: fail early (exit 3) where none is visible
-GPU_CHECK = (
-    'command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit 3; }\n'
-)
+from pipeline.training.launchers import GPU_CHECK
 
 
 def eval_extras(
