@@ -314,7 +314,6 @@ def import_envsimbench(
         pq.write_table(pa.Table.from_pylist(published_rows, schema=PUBLISHED_SCHEMA), tmp, compression="zstd")
     (directory / "sample_ids.txt").write_text("".join(f"{r['step_id']}\n" for r in rows))
     counts = Counter(r["stratum"] for r in rows)
-    envs = {r["env_id"] for r in rows}
     order = [c.name for c in cells] + sorted(set(counts) - {c.name for c in cells})
     table = [
         {
@@ -357,7 +356,7 @@ def import_envsimbench(
     store.created(version)
     if make_current:
         store.set_current(version)
-    report.samples, report.strata, report.environments = len(rows), dict(counts), len(envs)
+    report.samples, report.strata, report.environments = len(rows), dict(counts), len({r["env_id"] for r in rows})
     return report
 
 

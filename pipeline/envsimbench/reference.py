@@ -134,13 +134,11 @@ def _extract(text: str) -> Any:
     try:
         repaired = repair_json(text, return_objects=True)
     except Exception:  # the reference falls through to plain parsing on any repair error
-        repaired = _MISSING
-    if repaired is not _MISSING:
-        if isinstance(repaired, dict):
-            return repaired
-        if isinstance(repaired, list) and len(repaired) == 1 and isinstance(repaired[0], dict):
-            return repaired[0]
-        return None
+        pass
+    else:
+        if isinstance(repaired, list) and len(repaired) == 1:  # one object in a list: that object
+            repaired = repaired[0]
+        return repaired if isinstance(repaired, dict) else None
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
@@ -161,7 +159,7 @@ def _literal(text: str) -> Any:
 def parse_value(value: Any) -> Any:
     """The reference's parse of a feedback / observation before comparing (quirk 7): the text, then
     the text inside one pair of quotes, each tried as JSON (extraction) and as a Python literal."""
-    if value is None or not isinstance(value, str):
+    if not isinstance(value, str):
         return value
     texts = [value]
     s = value.strip()
@@ -183,11 +181,7 @@ def reference_diff(before: Any, after: Any, prefix: str = "") -> list[dict[str, 
     ``config_change.changes`` the reference format stores."""
     before = before or {}
     after = after or {}
-    keys: set[Any] = set()
-    if isinstance(before, dict):
-        keys.update(before)
-    if isinstance(after, dict):
-        keys.update(after)
+    keys = {*(before if isinstance(before, dict) else ()), *(after if isinstance(after, dict) else ())}
     changes: list[dict[str, Any]] = []
     for key in sorted(keys):
         path = f"{prefix}.{key}" if prefix else key

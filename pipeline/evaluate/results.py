@@ -177,8 +177,7 @@ def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: P
     ).df()
 
     def draw(ax: Any) -> None:
-        for rid, part in df.groupby("run_id"):
-            part = part.sort_values("delta_size")
+        for rid, part in df.groupby("run_id"):  # each run's rows in |Δ| order (the query's)
             (line,) = ax.plot(part["delta_size"], part["cm"], marker="o", label=f"{rid} CM")
             ax.plot(
                 part["delta_size"],

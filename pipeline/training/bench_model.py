@@ -95,12 +95,6 @@ def hub_snapshot(repo_id: str, cache_dir: str | Path | None = None) -> Path | No
     return path if (path / "config.json").is_file() and weights else None
 
 
-def hub_cache_dir(cache_dir: str | Path | None = None) -> str:
-    from huggingface_hub import constants
-
-    return str(cache_dir or constants.HF_HUB_CACHE)
-
-
 def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None) -> tuple[Path, dict[str, Any] | None]:
     """``(directory, checkpoint manifest or None)`` of a ``--checkpoint`` that is not an embedded model's name: a
     checkpoint version, ``latest``, ``<version>/step-N``, a directory, or a Hub id in the local Hugging Face cache;
@@ -112,11 +106,13 @@ def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None)
             snapshot = hub_snapshot(ref, cache_dir)
             if snapshot is not None:
                 return snapshot, None
+            from huggingface_hub import constants
+
             raise ModelUnavailable(
                 f"--checkpoint {ref}: no directory {ref} and no snapshot of the Hub model {ref} in the Hugging "
-                f"Face cache ({hub_cache_dir(cache_dir)}); bench-model does not download: fetch it where there is "
-                f"network (hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory "
-                "holding its config.json and weights"
+                f"Face cache ({cache_dir or constants.HF_HUB_CACHE}); bench-model does not download: fetch it where "
+                f"there is network (hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the "
+                "directory holding its config.json and weights"
             ) from None
         raise ModelUnavailable(
             f"--checkpoint {ref}: {exc}; pass an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint "

@@ -31,14 +31,12 @@ WATCH_INTERVAL_S = 10.0
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
-def start_run(run_dir: Path, checkpoint_version: str, mixture_version: str) -> Path:
+def start_run(run_dir: Path, checkpoint_version: str, mixture_version: str) -> None:
     """Name the run that trains into ``run_dir`` (what its step records carry)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / RUN_FILE
-    path.write_text(
+    (run_dir / RUN_FILE).write_text(
         json.dumps({"checkpoint_version": checkpoint_version, "mixture_version": mixture_version}, sort_keys=True)
     )
-    return path
 
 
 def step_version(checkpoint_version: str, step: int) -> str:
