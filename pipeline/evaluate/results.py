@@ -64,14 +64,11 @@ def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: A
     con.execute("DELETE FROM eval_results WHERE run_id = ?", [run_id])
     if results.exists() and results.stat().st_size:
         spec = ", ".join(f"{c}: '{t}'" for c, t in COLUMNS.items())
-        select = ", ".join(
-            "coalesce(prompt, 'envsim')"
-            if c == "prompt"
-            else "coalesce(status, CASE WHEN request_error IS NULL THEN 'answered' ELSE 'request_failed' END)"
-            if c == "status"
-            else c
-            for c in COLUMNS
-        )
+        read = {  # rows written before the column existed
+            "prompt": "coalesce(prompt, 'envsim')",
+            "status": "coalesce(status, CASE WHEN request_error IS NULL THEN 'answered' ELSE 'request_failed' END)",
+        }
+        select = ", ".join(read.get(c, c) for c in COLUMNS)
         con.execute(
             f"""INSERT INTO eval_results ({", ".join(COLUMNS)})
                 SELECT {select}

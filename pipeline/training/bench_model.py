@@ -103,8 +103,7 @@ def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None)
         return checkpoints.resolve(data_root, ref)
     except FileNotFoundError as exc:
         if _HUB_ID.match(ref) and not checkpoints._STEP_REF.match(ref) and not Path(ref).exists():
-            snapshot = hub_snapshot(ref, cache_dir)
-            if snapshot is not None:
+            if (snapshot := hub_snapshot(ref, cache_dir)) is not None:
                 return snapshot, None
             from huggingface_hub import constants
 
@@ -178,10 +177,9 @@ def bench_model(
     ``nvidia-smi`` is on PATH, else ``float32``: bf16 on a CPU is many times slower)."""
     dtype = dtype or ("auto" if shutil.which("nvidia-smi") else "float32")
     layout = DataLayout.at(data_root)
-    root = layout.root.resolve()
     version, samples = load_samples(layout, split_version)
     subset = stratified_subset(samples, per_cell)
-    path, manifest, origin, chosen = resolve_model(ref, root, python, template, log)
+    path, manifest, origin, chosen = resolve_model(ref, layout.root.resolve(), python, template, log)
     wid = checkpoints.weights_id(path, manifest)
     name = checkpoints.default_served_name(path, wid, manifest)
     log(

@@ -81,8 +81,7 @@ def resolve(data_root: Path, ref: str) -> tuple[Path, dict[str, Any] | None]:
     """A checkpoint reference — ``latest``, a checkpoint version (``ckpt-…``) or a directory — as
     (directory, manifest or None for a checkpoint this pipeline did not train)."""
     root = DataLayout.at(data_root).checkpoints
-    step = _STEP_REF.match(ref)
-    if step:
+    if step := _STEP_REF.match(ref):
         return _resolve_step(data_root, step.group(1), int(step.group(2)))
     if ref == "latest":
         pointer = root / "LATEST"
@@ -181,11 +180,10 @@ def default_served_name(directory: Path, wid: str, manifest: dict[str, Any] | No
 def chat_template(directory: Path, manifest: dict[str, Any] | None, given: str | None = None) -> str | None:
     """The chat template a checkpoint is served with: ``given`` (``serve.template``), else the one its manifest
     (or its training settings) names, else the one its base-model conversion recorded; None when none says."""
-    settings = (manifest or {}).get("settings", {})
     return (
         given
         or (manifest or {}).get("template")
-        or settings.get("template")
+        or (manifest or {}).get("settings", {}).get("template")
         or (lineage(directory) or {}).get("template")
     )
 
@@ -221,8 +219,7 @@ def _schema(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _views(con: duckdb.DuckDBPyConnection) -> None:
-    has_runs = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'eval_runs'"
-    if con.execute(has_runs).fetchone()[0]:
+    if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'eval_runs'").fetchone()[0]:
         con.execute("""CREATE OR REPLACE VIEW checkpoint_scores AS
             SELECT c.mixture_version, j.checkpoint_version, j.served_model, j.template, j.backend, j.split_version,
                    c.train_loss, r.* EXCLUDE (simulator, model, split_version)

@@ -86,8 +86,7 @@ def eval_facts(report: dict[str, Any], job_id: str, summary: pd.DataFrame, manif
         "summary": Table.of_frame(summary),
         "cm_by_group_from_job": Table.of_frame(groups),
     }
-    info = report.get("served") or {}
-    if info:
+    if info := report.get("served"):
         run = report["runs"][info["run_id"]]
         values |= {k: info[k] for k in ("served_model", "weights_id", "template", "backend")}
         values |= {"checkpoint": Path(info["checkpoint_path"])}

@@ -166,8 +166,7 @@ def sft_config(
         raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, not {settings.report_to!r}")
     if nodes > 1 and gpus < 1:
         raise ValueError(f"training on {nodes} nodes needs GPUs: set gpus (per node) to at least 1, or nodes to 1")
-    managed = sorted(MANAGED & set(settings.extra))
-    if managed:
+    if managed := sorted(MANAGED & set(settings.extra)):
         raise ValueError(
             f"extra LLaMA-Factory arguments {managed} are set by the pipeline; use the asset config fields"
         )

@@ -138,8 +138,7 @@ def main(argv: list[str]) -> int:
         return 2
     command, run_dir = argv[0], Path(argv[1])
     if command == "resume":
-        point = resume_point(run_dir)
-        if point is not None:
+        if (point := resume_point(run_dir)) is not None:
             print(f"resume_from_checkpoint={point}")
     elif command == "scan":
         scan(run_dir)
