@@ -100,10 +100,7 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
                 except json.JSONDecodeError as exc:
                     yield number, ValueError(f"line {number} is not JSON: {exc.msg}")
         return
-    if isinstance(data, list):
-        yield from enumerate(data)
-    else:
-        yield 0, data
+    yield from enumerate(data) if isinstance(data, list) else [(0, data)]
 
 
 def iter_steps(paths: Iterable[Path]) -> Iterator[_Step | tuple[str, str]]:
