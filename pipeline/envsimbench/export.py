@@ -68,7 +68,7 @@ def env_codes(layout: DataLayout, env_ids: Iterable[str], split_dir: Path | None
         r["env_id"]: r["class_code_ref"]
         for r in pq.read_table(layout.environments, columns=["env_id", "class_code_ref"]).to_pylist()
     }
-    needed = {refs.get(e) for e in refs}
+    needed = set(refs.values())
     code = {
         r["code_ref"]: r["code"]
         for r in pq.read_table(layout.tool_code, columns=["code_ref", "code"]).to_pylist()
@@ -84,11 +84,7 @@ def env_codes(layout: DataLayout, env_ids: Iterable[str], split_dir: Path | None
             return "\n\n".join(parts) if all(parts) else None  # type: ignore[arg-type]
         return None
 
-    for env_id in missing:
-        text = one(env_id)
-        if text:
-            found[env_id] = text
-    return found
+    return found | {env_id: text for env_id in missing if (text := one(env_id))}
 
 
 def reference_sample(sample: dict[str, Any], env_code: str | None, task: str = "") -> dict[str, Any]:
@@ -151,8 +147,7 @@ def iter_reference_samples(
     """The reference-format samples of a split's ``samples.parquet``, in its pick order (``position``)."""
     table = pq.read_table(samples)
     codes = env_codes(layout, set(table.column("env_id").to_pylist()), split_dir)
-    rows = sorted(table.to_pylist(), key=lambda r: r["position"])
-    for row in rows:
+    for row in sorted(table.to_pylist(), key=lambda r: r["position"]):
         yield reference_sample(row, codes.get(row["env_id"]))
 
 

@@ -100,10 +100,7 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
                 except json.JSONDecodeError as exc:
                     yield number, ValueError(f"line {number} is not JSON: {exc.msg}")
         return
-    if isinstance(data, list):
-        yield from enumerate(data)
-    else:
-        yield 0, data
+    yield from enumerate(data) if isinstance(data, list) else [(0, data)]
 
 
 def iter_steps(paths: Iterable[Path]) -> Iterator[_Step | tuple[str, str]]:
@@ -145,9 +142,8 @@ def method_code(env_code: str, tool: str) -> str | None:
                     found = item
     if found is None:
         return None
-    lines = env_code.splitlines()
     start = min([found.lineno] + [d.lineno for d in found.decorator_list]) - 1
-    body = lines[start : found.end_lineno]
+    body = env_code.splitlines()[start : found.end_lineno]
     indent = min((len(line) - len(line.lstrip()) for line in body if line.strip()), default=0)
     return "\n".join(line[indent:] for line in body)
 
@@ -205,7 +201,6 @@ def _row(step: _Step, cells: tuple[Cell, ...]) -> tuple[dict[str, Any], str | No
     arguments_json = canonical_json(canonicalize(arguments))
     env_code = step.env_code if isinstance(step.env_code, str) and step.env_code.strip() else None
     code = method_code(env_code, tool) if env_code else None
-    outcome = _outcome(tool, raw)
     before_hash = text_hash(before_json)
     change = detail.get("config_change") if isinstance(detail.get("config_change"), dict) else {}
     count = change.get("change_count")
@@ -219,7 +214,7 @@ def _row(step: _Step, cells: tuple[Cell, ...]) -> tuple[dict[str, Any], str | No
         "state_after_json": after_json,
         "raw_observation": raw,
         "observation_json": canonical_json(canonicalize(parse_observation(raw))),
-        "outcome": outcome,
+        "outcome": _outcome(tool, raw),
         "delta": encode_delta(delta),
         "delta_size": len(delta),
         "state_before_hash": before_hash,
@@ -244,8 +239,7 @@ def import_envsimbench(
 ) -> ImportReport:
     """Import reference-format files (benchmark or process data) as one benchmark split version."""
     paths = sorted({Path(f) for f in files}, key=str)
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing or not paths:
+    if (missing := [str(p) for p in paths if not p.is_file()]) or not paths:
         raise NothingToImport(f"envsimbench import: no such file(s): {missing or 'none given'}")
     cells = tuple(cells)
     digest = hashlib.blake2b(digest_size=6)
@@ -263,7 +257,6 @@ def import_envsimbench(
             report.skipped.append({"id": step[0], "reason": step[1]})
             continue
         task_id = str(step.info.get("task_id") or step.origin)
-        env_raw = str(step.info.get("env_id") or "unknown")
         index = step.step if isinstance(step.step, int) and not isinstance(step.step, bool) else 0
         step_id = f"{SOURCE}/{task_id}/{index}"
         seen[step_id] += 1
@@ -274,7 +267,7 @@ def import_envsimbench(
         except (ValueError, TypeError, RecursionError) as exc:
             report.skipped.append({"id": f"{step_id} ({step.origin})", "reason": str(exc)})
             continue
-        env_id = f"{SOURCE}/{env_raw}"
+        env_id = f"{SOURCE}/{step.info.get('env_id') or 'unknown'}"
         row.update(
             {
                 "position": len(rows),
@@ -314,7 +307,6 @@ def import_envsimbench(
         pq.write_table(pa.Table.from_pylist(published_rows, schema=PUBLISHED_SCHEMA), tmp, compression="zstd")
     (directory / "sample_ids.txt").write_text("".join(f"{r['step_id']}\n" for r in rows))
     counts = Counter(r["stratum"] for r in rows)
-    envs = {r["env_id"] for r in rows}
     order = [c.name for c in cells] + sorted(set(counts) - {c.name for c in cells})
     table = [
         {
@@ -328,20 +320,19 @@ def import_envsimbench(
         for s in order
         if counts[s]
     ]
-    imported = {
-        "source": SOURCE,
-        "name": name,
-        "files": [p.name for p in paths],
-        "skipped": report.skipped,
-        "change_count_mismatches": report.change_count_mismatches,
-        "without_code": len(report.without_code),
-    }
     store.write_manifest(
         version,
         {
             "version": version,
             "kind": BENCHMARK,
-            "imported": imported,
+            "imported": {
+                "source": SOURCE,
+                "name": name,
+                "files": [p.name for p in paths],
+                "skipped": report.skipped,
+                "change_count_mismatches": report.change_count_mismatches,
+                "without_code": len(report.without_code),
+            },
             "samples": len(rows),
             "spec": {
                 "seed": 0,
@@ -357,7 +348,7 @@ def import_envsimbench(
     store.created(version)
     if make_current:
         store.set_current(version)
-    report.samples, report.strata, report.environments = len(rows), dict(counts), len(envs)
+    report.samples, report.strata, report.environments = len(rows), dict(counts), len({r["env_id"] for r in rows})
     return report
 
 

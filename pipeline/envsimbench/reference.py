@@ -112,35 +112,29 @@ def extract_json(text: Any) -> Any:
 def _extract(text: str) -> Any:
     text = _THINK_OPEN.sub("", _THINK.sub("", text))
     for sep in _SEPARATORS:
-        m = sep.search(text)
-        if m:
+        if m := sep.search(text):
             text = text[: m.start()]
             break
-    fence = _FENCE.search(text)
-    if fence:
+    if fence := _FENCE.search(text):
         block = fence.group(1).strip()
-        found = _first_object(block)
-        if found is not None:
+        if (found := _first_object(block)) is not None:
             return found
         try:
             return json.loads(block)
         except (ValueError, RecursionError):
             pass
-    found = _first_object(text)
-    if found is not None:
+    if (found := _first_object(text)) is not None:
         return found
     if "{" not in text:  # json_repair makes an object only from a brace: what it returns here is no object
         return None
     try:
         repaired = repair_json(text, return_objects=True)
     except Exception:  # the reference falls through to plain parsing on any repair error
-        repaired = _MISSING
-    if repaired is not _MISSING:
-        if isinstance(repaired, dict):
-            return repaired
-        if isinstance(repaired, list) and len(repaired) == 1 and isinstance(repaired[0], dict):
-            return repaired[0]
-        return None
+        pass
+    else:
+        if isinstance(repaired, list) and len(repaired) == 1:  # one object in a list: that object
+            repaired = repaired[0]
+        return repaired if isinstance(repaired, dict) else None
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
@@ -161,18 +155,14 @@ def _literal(text: str) -> Any:
 def parse_value(value: Any) -> Any:
     """The reference's parse of a feedback / observation before comparing (quirk 7): the text, then
     the text inside one pair of quotes, each tried as JSON (extraction) and as a Python literal."""
-    if value is None or not isinstance(value, str):
+    if not isinstance(value, str):
         return value
     texts = [value]
     s = value.strip()
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
         texts.append(s[1:-1])
     for text in texts:
-        obj = extract_json(text)
-        if obj is not None:
-            return obj
-        obj = _literal(text)
-        if obj is not _MISSING:
+        if (obj := extract_json(text)) is not None or (obj := _literal(text)) is not _MISSING:
             return obj
     return value
 
@@ -183,11 +173,7 @@ def reference_diff(before: Any, after: Any, prefix: str = "") -> list[dict[str, 
     ``config_change.changes`` the reference format stores."""
     before = before or {}
     after = after or {}
-    keys: set[Any] = set()
-    if isinstance(before, dict):
-        keys.update(before)
-    if isinstance(after, dict):
-        keys.update(after)
+    keys = {*(before if isinstance(before, dict) else ()), *(after if isinstance(after, dict) else ())}
     changes: list[dict[str, Any]] = []
     for key in sorted(keys):
         path = f"{prefix}.{key}" if prefix else key
@@ -252,8 +238,7 @@ def _apply_one(state: Any, path: Any, value: Any, kind: Any) -> None:
             elif key is not _MISSING and 0 <= key < len(cur):
                 cur.pop(key)
             return
-        key = _slot(cur, parts[-1], None)
-        if key is not _MISSING:
+        if (key := _slot(cur, parts[-1], None)) is not _MISSING:
             cur[key] = value
     except ReferenceCrash:
         raise
@@ -271,8 +256,7 @@ def reference_apply(state: Any, changes: Any) -> Any:
         raise ReferenceCrash("config_changes is not a list of objects")
     predicted = json_copy(state)
     for ch in changes:
-        value = ch.get("value") if "value" in ch else ch.get("after")
-        _apply_one(predicted, ch.get("path"), value, ch.get("type"))
+        _apply_one(predicted, ch.get("path"), ch.get("value") if "value" in ch else ch.get("after"), ch.get("type"))
     return predicted
 
 

@@ -63,12 +63,7 @@ def _answered_by(row: dict[str, Any], identity: dict[str, str | None]) -> bool:
     """Whether a recorded row carries ``identity`` (:meth:`SimulatorSpec.cache_identity`). A row written
     before a key was recorded: no ``weights_id`` means no weights were known; no ``base_url`` leaves the
     endpoint unknown, and the row counts as the named model's."""
-    for key, value in identity.items():
-        if key not in row and key == "base_url":
-            continue
-        if row.get(key) != value:
-            return False
-    return True
+    return all(row.get(key) == value or (key == "base_url" and key not in row) for key, value in identity.items())
 
 
 def finished_steps(path: Path, prompt: str | None = None, identity: dict[str, str | None] | None = None) -> set[str]:

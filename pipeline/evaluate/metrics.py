@@ -99,8 +99,7 @@ def _lenient_apply(state: Any, changes: Any) -> Any:
                 and int(key) < len(parent)
             ):
                 parent = parent[int(key)]
-            else:
-                parent = None
+            else:  # a scalar, or no such list position: the change does not fit
                 break
         if not isinstance(parent, dict):
             continue

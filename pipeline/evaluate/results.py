@@ -46,11 +46,6 @@ _METRICS = ", ".join(
 COLUMNS: Mapping[str, str] = tables.table("eval_results").sql_columns
 
 
-def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
-    """Create ``eval_results`` (new columns are added to an existing one, NULL for its rows)."""
-    warehouse.ensure_table(con, "eval_results")
-
-
 def breakdown_views(axes: Axes = AXES) -> dict[str, str]:
     """The ``eval_by_*`` views: name -> the key they group by (the benchmark group, the value of every axis
     with ``by_value``, the environment and the cell)."""
@@ -65,18 +60,15 @@ def breakdown_views(axes: Axes = AXES) -> dict[str, str]:
 def load_run(con: duckdb.DuckDBPyConnection, results: Path, run_id: str, axes: Axes = AXES) -> None:
     """Replace a run's rows with the latest result per step from its JSON-lines file (missing metrics are NULL),
     then (re-)create ``eval_runs`` and the breakdown views over ``axes``."""
-    _ensure_table(con)
+    warehouse.ensure_table(con, "eval_results")  # new columns are added to an existing one, NULL for its rows
     con.execute("DELETE FROM eval_results WHERE run_id = ?", [run_id])
     if results.exists() and results.stat().st_size:
         spec = ", ".join(f"{c}: '{t}'" for c, t in COLUMNS.items())
-        select = ", ".join(
-            "coalesce(prompt, 'envsim')"
-            if c == "prompt"
-            else "coalesce(status, CASE WHEN request_error IS NULL THEN 'answered' ELSE 'request_failed' END)"
-            if c == "status"
-            else c
-            for c in COLUMNS
-        )
+        read = {  # rows written before the column existed
+            "prompt": "coalesce(prompt, 'envsim')",
+            "status": "coalesce(status, CASE WHEN request_error IS NULL THEN 'answered' ELSE 'request_failed' END)",
+        }
+        select = ", ".join(read.get(c, c) for c in COLUMNS)
         con.execute(
             f"""INSERT INTO eval_results ({", ".join(COLUMNS)})
                 SELECT {select}
@@ -182,8 +174,7 @@ def cm_by_delta_plot(con: duckdb.DuckDBPyConnection, run_ids: list[str], path: P
     ).df()
 
     def draw(ax: Any) -> None:
-        for rid, part in df.groupby("run_id"):
-            part = part.sort_values("delta_size")
+        for rid, part in df.groupby("run_id"):  # each run's rows in |Δ| order (the query's)
             (line,) = ax.plot(part["delta_size"], part["cm"], marker="o", label=f"{rid} CM")
             ax.plot(
                 part["delta_size"],

@@ -31,8 +31,7 @@ def load_samples(
     samples = with_env_code(layout, frame.to_dict("records"), store.dir(version))
     published = published_texts(store.dir(version))  # an imported split: the texts as published
     for sample in samples:
-        texts = published.get(sample["step_id"])
-        if texts:
+        if texts := published.get(sample["step_id"]):
             sample["published_state_json"] = texts.get("state_before_json")
             sample["published_arguments_json"] = texts.get("arguments_json")
     return version, samples

@@ -122,45 +122,37 @@ class OpenAISimulator:
 
     async def complete(self, sample: dict[str, Any]) -> Completion:
         started = time.perf_counter()
+        ep = self.endpoint
         try:
             raw = await self.client.chat.completions.with_raw_response.create(
-                model=self.endpoint.model,
+                model=ep.model,
                 messages=messages(sample, self.spec.prompt),
-                temperature=self.endpoint.temperature,
-                max_tokens=self.endpoint.max_tokens,
-                extra_body=self.endpoint.extra_body or None,
+                temperature=ep.temperature,
+                max_tokens=ep.max_tokens,
+                extra_body=ep.extra_body or None,
             )
-        except openai_client.ResponseTooLarge as exc:
-            return Completion(None, time.perf_counter() - started, error=str(exc))
+            text, prompt_tokens, completion_tokens = openai_client.read_completion(raw.content)
+        except (openai_client.ResponseTooLarge, openai_client.MalformedResponse) as exc:
+            error = str(exc)
         except openai.AuthenticationError:
             raise EndpointError(
-                f"{self.spec.name}: the endpoint rejected the API key from ${self.endpoint.api_key_env} (401)"
+                f"{self.spec.name}: the endpoint rejected the API key from ${ep.api_key_env} (401)"
             ) from None
         except openai.PermissionDeniedError:
             raise EndpointError(f"{self.spec.name}: access denied (403)") from None
         except openai.NotFoundError:
             raise EndpointError(
-                f"{self.spec.name}: model {self.endpoint.model!r} or route not found at {self.endpoint.base_url} (404)"
+                f"{self.spec.name}: model {ep.model!r} or route not found at {ep.base_url} (404)"
             ) from None
         except openai.APITimeoutError:
-            return Completion(
-                None,
-                time.perf_counter() - started,
-                error=f"timeout after {self.endpoint.timeout_s:g}s and {self.endpoint.max_retries} retries",
-            )
+            error = f"timeout after {ep.timeout_s:g}s and {ep.max_retries} retries"
         except openai.APIConnectionError as exc:
-            return Completion(None, time.perf_counter() - started, error=f"unreachable: {type(exc).__name__}")
+            error = f"unreachable: {type(exc).__name__}"
         except openai.APIStatusError as exc:
-            return Completion(
-                None,
-                time.perf_counter() - started,
-                error=f"HTTP {exc.status_code} after {self.endpoint.max_retries} retries: {_status_message(exc)}",
-            )
-        try:
-            text, prompt_tokens, completion_tokens = openai_client.read_completion(raw.content)
-        except openai_client.MalformedResponse as exc:
-            return Completion(None, time.perf_counter() - started, error=str(exc))
-        return Completion(text, time.perf_counter() - started, prompt_tokens, completion_tokens)
+            error = f"HTTP {exc.status_code} after {ep.max_retries} retries: {_status_message(exc)}"
+        else:
+            return Completion(text, time.perf_counter() - started, prompt_tokens, completion_tokens)
+        return Completion(None, time.perf_counter() - started, error=error)
 
     async def aclose(self) -> None:
         await self.client.close()

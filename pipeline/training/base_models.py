@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +88,7 @@ def materialize(name: str, data_root: Path, python: str, timeout_s: float = 1800
         raise KeyError(f"unknown embedded model {name!r}; known: {', '.join(sorted(EMBEDDED))}")
     out = models_dir(data_root) / name
     with file_lock(out.parent / f".{name}.lock"):  # two jobs on one root convert once
-        done = lineage(out)
-        if done and done.get("gguf_sha256") == model.gguf_sha256:
+        if (done := lineage(out)) and done.get("gguf_sha256") == model.gguf_sha256:
             return out
         return _convert(name, model, out, python, timeout_s, log)
 
@@ -157,8 +156,7 @@ def for_training(settings: Any, data_root: Path, python: str, log=print) -> tupl
     if settings.model_name_or_path not in EMBEDDED:
         return settings, None
     path, origin = resolve(settings.model_name_or_path, data_root, python, log)
-    default_template = next(f.default for f in fields(settings) if f.name == "template")
-    template = origin["template"] if settings.template == default_template else settings.template
+    template = origin["template"] if settings.template == type(settings)().template else settings.template
     return replace(settings, model_name_or_path=path, template=template), origin
 
 

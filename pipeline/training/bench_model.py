@@ -95,12 +95,6 @@ def hub_snapshot(repo_id: str, cache_dir: str | Path | None = None) -> Path | No
     return path if (path / "config.json").is_file() and weights else None
 
 
-def hub_cache_dir(cache_dir: str | Path | None = None) -> str:
-    from huggingface_hub import constants
-
-    return str(cache_dir or constants.HF_HUB_CACHE)
-
-
 def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None) -> tuple[Path, dict[str, Any] | None]:
     """``(directory, checkpoint manifest or None)`` of a ``--checkpoint`` that is not an embedded model's name: a
     checkpoint version, ``latest``, ``<version>/step-N``, a directory, or a Hub id in the local Hugging Face cache;
@@ -109,14 +103,15 @@ def find_weights(ref: str, data_root: Path, cache_dir: str | Path | None = None)
         return checkpoints.resolve(data_root, ref)
     except FileNotFoundError as exc:
         if _HUB_ID.match(ref) and not checkpoints._STEP_REF.match(ref) and not Path(ref).exists():
-            snapshot = hub_snapshot(ref, cache_dir)
-            if snapshot is not None:
+            if (snapshot := hub_snapshot(ref, cache_dir)) is not None:
                 return snapshot, None
+            from huggingface_hub import constants
+
             raise ModelUnavailable(
                 f"--checkpoint {ref}: no directory {ref} and no snapshot of the Hub model {ref} in the Hugging "
-                f"Face cache ({hub_cache_dir(cache_dir)}); bench-model does not download: fetch it where there is "
-                f"network (hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the directory "
-                "holding its config.json and weights"
+                f"Face cache ({cache_dir or constants.HF_HUB_CACHE}); bench-model does not download: fetch it where "
+                f"there is network (hf download {ref}) into the shared cache (HF_HOME / HF_HUB_CACHE), or pass the "
+                "directory holding its config.json and weights"
             ) from None
         raise ModelUnavailable(
             f"--checkpoint {ref}: {exc}; pass an embedded model ({', '.join(base_models.EMBEDDED)}), a checkpoint "
@@ -182,10 +177,9 @@ def bench_model(
     ``nvidia-smi`` is on PATH, else ``float32``: bf16 on a CPU is many times slower)."""
     dtype = dtype or ("auto" if shutil.which("nvidia-smi") else "float32")
     layout = DataLayout.at(data_root)
-    root = layout.root.resolve()
     version, samples = load_samples(layout, split_version)
     subset = stratified_subset(samples, per_cell)
-    path, manifest, origin, chosen = resolve_model(ref, root, python, template, log)
+    path, manifest, origin, chosen = resolve_model(ref, layout.root.resolve(), python, template, log)
     wid = checkpoints.weights_id(path, manifest)
     name = checkpoints.default_served_name(path, wid, manifest)
     log(

@@ -44,14 +44,10 @@ def export_version(export_dir: Path) -> tuple[str, str]:
     return held["kind"], held["version"]
 
 
-def checkpoints_root(data_root: Path) -> Path:
-    return DataLayout.at(data_root).checkpoints
-
-
 def staging_dir(data_root: Path, version: str) -> Path:
     """Where checkpoint version ``version`` trains until it is published: one directory per version, so that a
     run stopped before it finished (preempted, timed out, failed) is resumed by the next run of that version."""
-    return checkpoints_root(data_root) / f".{version}.staging"
+    return DataLayout.at(data_root).checkpoints / f".{version}.staging"
 
 
 @contextmanager
@@ -59,7 +55,7 @@ def training_lock(data_root: Path, version: str) -> Iterator[None]:
     """Held while a run of ``version`` trains: a second run of the same version at the same time (both would
     write one staging directory) fails at once."""
     try:
-        with file_lock(checkpoints_root(data_root) / ".locks" / f"{version}.lock", wait=False):
+        with file_lock(DataLayout.at(data_root).checkpoints / ".locks" / f"{version}.lock", wait=False):
             yield
     except BlockingIOError:
         raise RuntimeError(
@@ -76,19 +72,16 @@ def publish(staging: Path, final: Path, manifest: dict[str, Any]) -> Path:
     if final.exists():
         os.replace(final, old)
     os.replace(staging, final)
-    if old.exists():
-        shutil.rmtree(old, ignore_errors=True)
-    latest = final.parent / "LATEST"
-    latest.write_text(final.name + "\n")
+    shutil.rmtree(old, ignore_errors=True)
+    (final.parent / "LATEST").write_text(final.name + "\n")
     return final
 
 
 def resolve(data_root: Path, ref: str) -> tuple[Path, dict[str, Any] | None]:
     """A checkpoint reference — ``latest``, a checkpoint version (``ckpt-…``) or a directory — as
     (directory, manifest or None for a checkpoint this pipeline did not train)."""
-    root = checkpoints_root(data_root)
-    step = _STEP_REF.match(ref)
-    if step:
+    root = DataLayout.at(data_root).checkpoints
+    if step := _STEP_REF.match(ref):
         return _resolve_step(data_root, step.group(1), int(step.group(2)))
     if ref == "latest":
         pointer = root / "LATEST"
@@ -187,11 +180,10 @@ def default_served_name(directory: Path, wid: str, manifest: dict[str, Any] | No
 def chat_template(directory: Path, manifest: dict[str, Any] | None, given: str | None = None) -> str | None:
     """The chat template a checkpoint is served with: ``given`` (``serve.template``), else the one its manifest
     (or its training settings) names, else the one its base-model conversion recorded; None when none says."""
-    settings = (manifest or {}).get("settings", {})
     return (
         given
         or (manifest or {}).get("template")
-        or settings.get("template")
+        or (manifest or {}).get("settings", {}).get("template")
         or (lineage(directory) or {}).get("template")
     )
 
@@ -203,7 +195,7 @@ EVAL_JOB_RUNS = tuple(tables.table("eval_job_runs").sql_columns)
 def _resolve_step(data_root: Path, version: str, step: int) -> tuple[Path, dict[str, Any] | None]:
     """``<version>/step-N``: its ``checkpoint-N`` in the published run, else in the run still training; its
     manifest is its run's, with its own version and step."""
-    for run_dir in (checkpoints_root(data_root) / version, staging_dir(data_root, version)):
+    for run_dir in (DataLayout.at(data_root).checkpoints / version, staging_dir(data_root, version)):
         path = run_dir / f"checkpoint-{step}"
         if path.is_dir():
             manifest_path = run_dir / MANIFEST
@@ -227,8 +219,7 @@ def _schema(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _views(con: duckdb.DuckDBPyConnection) -> None:
-    has_runs = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'eval_runs'"
-    if con.execute(has_runs).fetchone()[0]:
+    if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'eval_runs'").fetchone()[0]:
         con.execute("""CREATE OR REPLACE VIEW checkpoint_scores AS
             SELECT c.mixture_version, j.checkpoint_version, j.served_model, j.template, j.backend, j.split_version,
                    c.train_loss, r.* EXCLUDE (simulator, model, split_version)
@@ -306,14 +297,13 @@ def sync_checkpoints(con: duckdb.DuckDBPyConnection, data_root: Path) -> int:
     """Record every published checkpoint's manifest in ``sft_checkpoints``, and the intermediate checkpoints of
     every run, published or not, in ``sft_checkpoint_steps`` (``sft_training`` records its own when its job ends;
     the evaluation job calls this too). Returns the number of published checkpoints."""
-    root = checkpoints_root(data_root)
-    count = 0
-    for manifest in sorted(root.glob(f"ckpt-*/{MANIFEST}")):
+    root = DataLayout.at(data_root).checkpoints
+    manifests = sorted(root.glob(f"ckpt-*/{MANIFEST}"))
+    for manifest in manifests:
         record_checkpoint(con, json.loads(manifest.read_text()))
-        count += 1
     for run_file in sorted(root.glob(f"*/{steps.RUN_FILE}")):  # ckpt-* and .ckpt-*.staging alike
         record_steps(con, run_file.parent)
-    return count
+    return len(manifests)
 
 
 def record_eval_runs(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:

@@ -15,11 +15,7 @@ import pandas as pd
 from pipeline.evaluate import results
 from pipeline.report.tables import Facts, Table
 from pipeline.training import checkpoints
-
-#: the job's first line when it asks for GPUs: fail early (exit 3) where none is visible
-GPU_CHECK = (
-    'command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit 3; }\n'
-)
+from pipeline.training.launchers import GPU_CHECK
 
 
 def eval_extras(
@@ -90,8 +86,7 @@ def eval_facts(report: dict[str, Any], job_id: str, summary: pd.DataFrame, manif
         "summary": Table.of_frame(summary),
         "cm_by_group_from_job": Table.of_frame(groups),
     }
-    info = report.get("served") or {}
-    if info:
+    if info := report.get("served"):
         run = report["runs"][info["run_id"]]
         values |= {k: info[k] for k in ("served_model", "weights_id", "template", "backend")}
         values |= {"checkpoint": Path(info["checkpoint_path"])}

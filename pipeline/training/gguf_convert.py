@@ -22,14 +22,6 @@ from pathlib import Path
 MARK = "ENVSIM-GGUF "
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def convert(request: dict) -> dict:
     spec = importlib.util.find_spec(request["package"])
     if spec is None or not spec.submodule_search_locations:
@@ -41,7 +33,8 @@ def convert(request: dict) -> dict:
     gguf = Path(list(spec.submodule_search_locations)[0]) / request["file"]
     if not gguf.exists():
         return {"ok": False, "error": f"{gguf} is missing from the installed {request['requirement']}"}
-    digest = sha256(gguf)
+    with gguf.open("rb") as fh:  # streamed: the file is never held in memory
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
     if digest != request["gguf_sha256"]:
         return {
             "ok": False,

@@ -26,6 +26,10 @@ from pipeline.store.layout import safe_name
 
 #: host memory a job asks for per GPU (and at least once) where the launcher leaves ``mem_gb`` unset
 MEM_GB_PER_GPU = 32
+#: the first line of a job that asks for GPUs: fail early (exit 3) where none is visible
+GPU_CHECK = (
+    'command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; exit 3; }\n'
+)
 
 
 @dataclass(frozen=True)
@@ -232,12 +236,10 @@ class SlurmLauncher:
         poll_s: float = 1.0,
         jobcomp: Path | None = None,
         env: dict[str, str] | None = None,
-        requeue_grace_s: float = REQUEUE_GRACE_S,
     ) -> None:
         self.pending_timeout_s = pending_timeout_s
         self.poll_s = poll_s
         self.jobcomp = jobcomp
-        self.requeue_grace_s = requeue_grace_s
         self.env = {**os.environ, **(env or {})}
         self.job_id: str | None = None
 
@@ -293,7 +295,7 @@ class SlurmLauncher:
                 ran = ran or state not in ("PENDING", "UNKNOWN")
                 if spec.requeue and state in _REQUEUED:
                     requeued_since = requeued_since or time.monotonic()
-                    if time.monotonic() - requeued_since <= self.requeue_grace_s:
+                    if time.monotonic() - requeued_since <= REQUEUE_GRACE_S:
                         time.sleep(self.poll_s)
                         continue
                 else:

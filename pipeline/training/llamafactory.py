@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 
 from pipeline.core.fields import setting
-from pipeline.training.launchers import MEM_GB_PER_GPU, JobNeeds
+from pipeline.training.launchers import GPU_CHECK, MEM_GB_PER_GPU, JobNeeds
 from pipeline.training.lf_check import MARK as CHECK_MARK
 
 #: DeepSpeed ZeRO-3 as in LLaMA-Factory's examples/deepspeed/ds_z3_config.json (used on more than one GPU in total)
@@ -166,8 +166,7 @@ def sft_config(
         raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, not {settings.report_to!r}")
     if nodes > 1 and gpus < 1:
         raise ValueError(f"training on {nodes} nodes needs GPUs: set gpus (per node) to at least 1, or nodes to 1")
-    managed = sorted(MANAGED & set(settings.extra))
-    if managed:
+    if managed := sorted(MANAGED & set(settings.extra)):
         raise ValueError(
             f"extra LLaMA-Factory arguments {managed} are set by the pipeline; use the asset config fields"
         )
@@ -376,12 +375,6 @@ def train_script(
     ``MASTER_ADDR`` (the first node), ``MASTER_PORT`` (from the job id), ``NNODES`` and ``NODE_RANK``
     (``$SLURM_NODEID``); ``NPROC_PER_NODE`` (GPUs per node) comes from :func:`launch_env`."""
     q = shlex.quote
-    gpu_check = (
-        'command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "no NVIDIA GPU visible to the job" >&2; '
-        "exit 3; }\n"
-        if gpus > 0
-        else ""
-    )
     train = f"env -u PYTHONPATH {q(cli)} train {q(str(config_path))} $LF_RESUME_ARG"
     if nodes > 1:
         launch = (
@@ -397,7 +390,7 @@ def train_script(
         launch = train + "\n"
     return f"""[ -x {q(cli)} ] || {{ echo "llamafactory-cli not found at {cli}: install requirements-train.txt in \
 the job's environment" >&2; exit 2; }}
-{gpu_check}run_dir={q(str(output_dir))}
+{GPU_CHECK if gpus > 0 else ""}run_dir={q(str(output_dir))}
 python={q(python)}
 export LF_RESUME_ARG="$("$python" -m pipeline.training.steps resume "$run_dir")"
 if [ -n "$LF_RESUME_ARG" ]; then echo "resuming from ${{LF_RESUME_ARG#resume_from_checkpoint=}}"; fi
@@ -420,21 +413,18 @@ def loss_curve(output_dir: Path) -> list[dict[str, Any]]:
     path = output_dir / "trainer_log.jsonl"
     if not path.exists():
         return []
-    rows = []
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
-        if "loss" in entry:
-            rows.append(
-                {
-                    "step": entry["current_steps"],
-                    "loss": entry["loss"],
-                    "lr": entry.get("lr"),
-                    "epoch": entry.get("epoch"),
-                    "tokens": entry.get("total_tokens"),
-                    "tokens_per_s": entry.get("throughput"),
-                }
-            )
-    return rows
+    return [
+        {
+            "step": entry["current_steps"],
+            "loss": entry["loss"],
+            "lr": entry.get("lr"),
+            "epoch": entry.get("epoch"),
+            "tokens": entry.get("total_tokens"),
+            "tokens_per_s": entry.get("throughput"),
+        }
+        for entry in map(json.loads, path.read_text().splitlines())
+        if "loss" in entry
+    ]
 
 
 def run_report(output_dir: Path) -> dict[str, Any]:
@@ -460,8 +450,6 @@ def run_report(output_dir: Path) -> dict[str, Any]:
 
 def loss_plot(curve: list[dict[str, Any]], path: Path, title: str) -> bytes:
     """PNG of the training loss against the step (written to ``path``, returned)."""
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -474,8 +462,6 @@ def loss_plot(curve: list[dict[str, Any]], path: Path, title: str) -> bytes:
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(path, format="png")
     plt.close(fig)
-    path.write_bytes(buf.getvalue())
-    return buf.getvalue()
+    return path.read_bytes()

@@ -53,7 +53,7 @@ class RunPlan:
 
     @property
     def final(self) -> Path:
-        return checkpoints.checkpoints_root(self.root) / self.version
+        return DataLayout.at(self.root).checkpoints / self.version
 
     @property
     def staging(self) -> Path:

@@ -31,14 +31,12 @@ WATCH_INTERVAL_S = 10.0
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
-def start_run(run_dir: Path, checkpoint_version: str, mixture_version: str) -> Path:
+def start_run(run_dir: Path, checkpoint_version: str, mixture_version: str) -> None:
     """Name the run that trains into ``run_dir`` (what its step records carry)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / RUN_FILE
-    path.write_text(
+    (run_dir / RUN_FILE).write_text(
         json.dumps({"checkpoint_version": checkpoint_version, "mixture_version": mixture_version}, sort_keys=True)
     )
-    return path
 
 
 def step_version(checkpoint_version: str, step: int) -> str:
@@ -140,8 +138,7 @@ def main(argv: list[str]) -> int:
         return 2
     command, run_dir = argv[0], Path(argv[1])
     if command == "resume":
-        point = resume_point(run_dir)
-        if point is not None:
+        if (point := resume_point(run_dir)) is not None:
             print(f"resume_from_checkpoint={point}")
     elif command == "scan":
         scan(run_dir)
