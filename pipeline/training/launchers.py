@@ -139,14 +139,9 @@ class LogFollower:
         with self.path.open("rb") as fh:
             fh.seek(self.offset)
             data = fh.read()
-        if not data:
-            return
-        text = data.decode(errors="replace")
-        if not text.endswith("\n"):
-            cut = text.rfind("\n") + 1
-            text, data = text[:cut], data[:cut]
+        data = data[: data.rfind(b"\n") + 1]  # complete lines only, cut in bytes (a character may be several)
         self.offset += len(data)
-        for line in text.splitlines():
+        for line in data.decode(errors="replace").splitlines():
             self.sink(line)
 
 

@@ -22,7 +22,7 @@ from pipeline.core.processes import running
 from pipeline.export.revisions import export_revision
 from pipeline.select.selection import build_benchmark, build_mixture
 from pipeline.training import checkpoints, steps
-from pipeline.training.launchers import JobFailed, JobNeeds, JobSpec, SlurmLauncher, local_job
+from pipeline.training.launchers import JobFailed, JobNeeds, JobSpec, LogFollower, SlurmLauncher, local_job
 from pipeline.training.llamafactory import (
     InvalidTrainingArguments,
     TrainSettings,
@@ -1108,3 +1108,22 @@ def test_training_on_the_published_envsimbench_format(split_layout, fake_lf):
     missing = _train(split_layout, fake_lf, {**FAKE_TRAIN, "dataset": "envsim_nope"})
     assert not missing.success and "dataset 'envsim_nope' is not in" in _failure(missing)
     assert not (split_layout.root / "jobs" / f"sft-train-{missing.run_id[:8]}").exists(), "nothing may be submitted"
+
+
+def test_a_followed_log_hands_on_complete_lines_of_any_text(tmp_path):
+    """A job's log read while it grows: each poll hands on the complete lines only, counted in bytes (a line of
+    non-ASCII text cut mid-line, even mid-character, comes whole on a later poll, with no empty line)."""
+    log, lines = tmp_path / "job.log", []
+    follower = LogFollower(log, lines.append)
+    follower.poll()  # no log yet
+    with log.open("wb") as fh:
+        fh.write("étape 1 ✓\nétape 2 ".encode() + "✓".encode()[:1])
+        fh.flush()
+        follower.poll()
+        assert lines == ["étape 1 ✓"]
+        fh.write("✓".encode()[1:] + b" fin\nnext\n")
+        fh.flush()
+        follower.poll()
+    assert lines == ["étape 1 ✓", "étape 2 ✓ fin", "next"]
+    follower.poll()
+    assert lines == ["étape 1 ✓", "étape 2 ✓ fin", "next"]
