@@ -130,7 +130,8 @@ def test_one_writer_per_data_root(tmp_path):
     (root / root_lock.LOCK_FILE).write_text(f'{{"pid": {gone}, "start": 1, "host": "{me.host}", "started": "then"}}')
     fd, stale = root_lock.acquire(root)
     try:
-        assert stale is not None and stale.started == "then" and not stale.alive()
+        assert stale is not None and stale.started == "then"
+        assert not root_lock.process_alive(stale.pid, stale.start, stale.host)
     finally:
         root_lock.release(fd, root)
     assert root_lock.read_holder(root) is None
