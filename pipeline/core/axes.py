@@ -141,8 +141,12 @@ class Rules:
 
     def points(self, column: str) -> tuple[int, ...]:
         """Integer values of ``column`` that meet every label the rules give on it: 0 to past the largest bound."""
-        ranges = [c for r in self.rules for name, c in r.when.conditions if name == column and isinstance(c, Range)]
-        return tuple(range(max([0, *(b for c in ranges for b in (c.lo, c.hi) if b is not None)]) + 2))
+        bounds = {0}
+        for rule in self.rules:
+            for name, condition in rule.when.conditions:
+                if name == column and isinstance(condition, Range):
+                    bounds.update(b for b in (condition.lo, condition.hi) if b is not None)
+        return tuple(range(max(bounds) + 2))  # 0 to one past the largest bound
 
     def label_values(self, domains: Mapping[str, Iterable[Any]] | None = None) -> tuple[str, ...]:
         """Every label the rules give — the closed set a label column holds — in rule order (a placeholder
